@@ -1,0 +1,1 @@
+"""The containment envelope: mechanism that executes a `RunPlan` and decides nothing."""

@@ -1,0 +1,136 @@
+"""Thin ctypes bindings for the Linux system calls Python 3.11's `os` module lacks.
+
+Every wrapper raises `OSError` with the real errno, so callers can word precise failures.
+Only x86_64 and aarch64 are supported (syscall numbers below); `doctor` refuses others.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import platform
+
+__all__ = [
+    "CLONE_NEWCGROUP",
+    "CLONE_NEWIPC",
+    "CLONE_NEWNET",
+    "CLONE_NEWNS",
+    "CLONE_NEWPID",
+    "CLONE_NEWUSER",
+    "CLONE_NEWUTS",
+    "MNT_DETACH",
+    "MS_BIND",
+    "MS_NODEV",
+    "MS_NOEXEC",
+    "MS_NOSUID",
+    "MS_PRIVATE",
+    "MS_RDONLY",
+    "MS_REC",
+    "MS_REMOUNT",
+    "MS_SLAVE",
+    "libc",
+    "mount",
+    "pivot_root",
+    "prctl",
+    "setns",
+    "syscall_number",
+    "umount2",
+    "unshare",
+]
+
+libc = ctypes.CDLL(None, use_errno=True)
+
+CLONE_NEWNS = 0x00020000
+CLONE_NEWCGROUP = 0x02000000
+CLONE_NEWUTS = 0x04000000
+CLONE_NEWIPC = 0x08000000
+CLONE_NEWUSER = 0x10000000
+CLONE_NEWPID = 0x20000000
+CLONE_NEWNET = 0x40000000
+
+MS_RDONLY = 0x1
+MS_NOSUID = 0x2
+MS_NODEV = 0x4
+MS_NOEXEC = 0x8
+MS_REMOUNT = 0x20
+MS_BIND = 0x1000
+MS_REC = 0x4000
+MS_PRIVATE = 0x40000
+MS_SLAVE = 0x80000
+
+MNT_DETACH = 0x2
+
+_SYSCALLS: dict[str, dict[str, int]] = {
+    "x86_64": {"pivot_root": 155, "setns": 308, "unshare": 272},
+    "aarch64": {"pivot_root": 41, "setns": 268, "unshare": 97},
+}
+
+
+def syscall_number(name: str) -> int:
+    """The number of syscall `name` on this machine's architecture."""
+    table = _SYSCALLS.get(platform.machine())
+    if table is None:
+        raise OSError(f"unsupported architecture {platform.machine()!r}")
+    return table[name]
+
+
+def _check(result: int, what: str) -> int:
+    if result < 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"{what}: {os.strerror(err)}")
+    return result
+
+
+def unshare(flags: int) -> None:
+    """unshare(2)."""
+    _check(libc.unshare(ctypes.c_int(flags)), "unshare")
+
+
+def setns(fd: int, nstype: int) -> None:
+    """setns(2)."""
+    _check(libc.setns(ctypes.c_int(fd), ctypes.c_int(nstype)), "setns")
+
+
+def mount(
+    source: str | None, target: str, fstype: str | None, flags: int, data: str | None = None
+) -> None:
+    """mount(2)."""
+    _check(
+        libc.mount(
+            source.encode() if source is not None else None,
+            target.encode(),
+            fstype.encode() if fstype is not None else None,
+            ctypes.c_ulong(flags),
+            data.encode() if data is not None else None,
+        ),
+        f"mount {target}",
+    )
+
+
+def umount2(target: str, flags: int) -> None:
+    """umount2(2)."""
+    _check(libc.umount2(target.encode(), ctypes.c_int(flags)), f"umount {target}")
+
+
+def pivot_root(new_root: str, put_old: str) -> None:
+    """pivot_root(2), which glibc does not wrap."""
+    _check(
+        libc.syscall(
+            ctypes.c_long(syscall_number("pivot_root")), new_root.encode(), put_old.encode()
+        ),
+        "pivot_root",
+    )
+
+
+def prctl(option: int, arg2: int = 0, arg3: int = 0, arg4: int = 0, arg5: int = 0) -> int:
+    """prctl(2)."""
+    return _check(
+        libc.prctl(
+            ctypes.c_int(option),
+            ctypes.c_ulong(arg2),
+            ctypes.c_ulong(arg3),
+            ctypes.c_ulong(arg4),
+            ctypes.c_ulong(arg5),
+        ),
+        f"prctl({option})",
+    )

@@ -1,0 +1,48 @@
+"""The closed set of operational failure codes and the one exception type that carries them.
+
+Every failure jigcmd reports to a caller is a `JigError` with one of the `Code` values. The
+protocol layers turn it into a wire error in exactly one place each (Run/1: JSON-RPC -32000
+with `data.code`; MCP: a tool result with `isError: true`).
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Any
+
+__all__ = ["MESSAGE_MAX_CHARS", "Code", "JigError"]
+
+MESSAGE_MAX_CHARS = 1024
+
+
+class Code(enum.StrEnum):
+    """Operational failure codes of FLOW Run/1 (spec-notes §6.1)."""
+
+    CANCELLED = "CANCELLED"
+    DEADLINE_EXCEEDED = "DEADLINE_EXCEEDED"
+    OWNER_CLOSED = "OWNER_CLOSED"
+    OPERATION_CONFLICT = "OPERATION_CONFLICT"
+    UNAVAILABLE = "UNAVAILABLE"
+    PERMISSION_DENIED = "PERMISSION_DENIED"
+    RESOURCE_EXHAUSTED = "RESOURCE_EXHAUSTED"
+    INVALID_INPUT = "INVALID_INPUT"
+    INVALID_RESULT = "INVALID_RESULT"
+    UNCERTAIN = "UNCERTAIN"
+    EXECUTION_FAILED = "EXECUTION_FAILED"
+
+
+class JigError(Exception):
+    """Raised when an operation fails for a reason the caller must be told about."""
+
+    def __init__(self, code: Code, message: str, details: dict[str, Any] | None = None) -> None:
+        # The wire allows 1-1,024 characters; keep the start, which names the rule.
+        message = message.strip() or code.value
+        if len(message) > MESSAGE_MAX_CHARS:
+            message = message[: MESSAGE_MAX_CHARS - 1] + "…"
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.details = details
+
+    def __repr__(self) -> str:
+        return f"JigError({self.code.value}, {self.message!r})"

@@ -1,0 +1,65 @@
+"""The `run` result: exactly the ten evidence fields of the contract, and how output becomes text."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import msgspec
+
+__all__ = [
+    "OUTPUT_CAP_BYTES",
+    "Evidence",
+    "ResourceReport",
+    "StopReason",
+    "StreamText",
+    "decode_output",
+]
+
+OUTPUT_CAP_BYTES = 65_536
+
+StopReason = Literal["exited", "deadline", "cancelled"]
+
+_BOM = "\ufeff"
+
+
+class StreamText(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """What one output stream carried: the retained prefix as text, and whether bytes were dropped."""
+
+    text: str
+    truncated: bool
+
+
+class Evidence(msgspec.Struct, frozen=True, forbid_unknown_fields=True, rename="camel"):
+    """Host-collected process evidence; exactly the contract's ten fields, no more."""
+
+    candidate_digest: str
+    command: str
+    invocation: list[str]
+    stdin_digest: str
+    stdout: StreamText
+    stderr: StreamText
+    exit_code: int | None
+    signal: str | None
+    stop_reason: StopReason
+    cleanup: Literal["complete"] = "complete"
+
+
+class ResourceReport(msgspec.Struct, frozen=True, forbid_unknown_fields=True, rename="camel"):
+    """Measurements that live beside the evidence (journal, MCP `_meta`, `jigcmd run`), never in it."""
+
+    wall_ms: float
+    setup_ms: float
+    cpu_ms: float | None
+    peak_memory_bytes: int | None
+    oom_killed: bool
+    pids_limit_hit: bool
+    deadline_hit: bool
+
+
+def decode_output(data: bytes, truncated: bool) -> StreamText:
+    """Decode a retained output prefix once: UTF-8 with replacement, leading BOM stripped."""
+    # A multibyte sequence cut at the cap decodes to U+FFFD, which is the documented behaviour.
+    text = data[:OUTPUT_CAP_BYTES].decode("utf-8", errors="replace")
+    if text.startswith(_BOM):
+        text = text[1:]
+    return StreamText(text=text, truncated=truncated or len(data) > OUTPUT_CAP_BYTES)

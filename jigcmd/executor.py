@@ -1,0 +1,44 @@
+"""The seam between the protocol/policy core and the envelope mechanism."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+import anyio
+import msgspec
+
+from jigcmd.evidence import ResourceReport, StopReason
+from jigcmd.plan import RunPlan
+
+__all__ = ["CapturedStream", "Executor", "RunOutcome"]
+
+
+class CapturedStream(msgspec.Struct, frozen=True):
+    """The retained prefix of one output stream (at most the cap) and whether bytes were dropped."""
+
+    data: bytes
+    truncated: bool
+
+
+class RunOutcome(msgspec.Struct, frozen=True):
+    """How one envelope run ended; produced only after cleanup was confirmed."""
+
+    stdout: CapturedStream
+    stderr: CapturedStream
+    exit_code: int | None
+    signal: str | None
+    stop_reason: StopReason
+    report: ResourceReport
+
+
+class Executor(Protocol):
+    """Executes plans in a fresh envelope. Raises `JigError` for its own failures.
+
+    `EXECUTION_FAILED` when any piece of the envelope cannot be established (nothing ran);
+    `UNCERTAIN` when the run's end or its cleanup cannot be confirmed. A candidate's exit,
+    signal, deadline or cancellation is a `RunOutcome`, never an exception.
+    """
+
+    async def execute(self, plan: RunPlan, cancel: anyio.Event) -> RunOutcome:
+        """Run `plan`; stop the whole tree when `cancel` is set or the plan's deadline passes."""
+        ...

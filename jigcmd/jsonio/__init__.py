@@ -1,0 +1,1 @@
+"""Strict JSON/1 decoding and Canonical JSON/1 encoding (pure)."""

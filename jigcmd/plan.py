@@ -1,0 +1,70 @@
+"""A frozen execution plan: everything the envelope needs, decided before anything runs.
+
+Policy (`jigcmd.policy`) builds plans; the envelope (`jigcmd.envelope`) executes them and
+decides nothing. A plan is plain data, so it can be tested without root, hashed into the
+journal and sent to the supervisor process as one msgspec message.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Literal
+
+import msgspec
+
+__all__ = [
+    "CANDIDATE_ROOT",
+    "Bind",
+    "Limits",
+    "RunPlan",
+    "plan_digest",
+]
+
+# Where the candidate tree appears inside the envelope; also the working directory.
+CANDIDATE_ROOT = "/work"
+
+
+class Limits(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """Resource ceilings of one envelope."""
+
+    memory_bytes: int = 256 * 1024 * 1024
+    pids_max: int = 64
+    cpu_quota_us: int = 50_000
+    cpu_period_us: int = 100_000
+    scratch_bytes: int = 64 * 1024 * 1024
+    nofile: int = 256
+    fsize_bytes: int = 64 * 1024 * 1024
+
+
+class Bind(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """A host path made visible inside the envelope (read-only unless `writable`)."""
+
+    source: str
+    target: str
+    writable: bool = False
+
+
+class RunPlan(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """One single-use envelope run.
+
+    `profile` "candidate": a minimal root with the runtime binds and the candidate `files`
+    written into an immutable tree at `CANDIDATE_ROOT`. `profile` "host": host system
+    directories read-only (jarvis), with `binds` adding the working directory.
+    """
+
+    profile: Literal["candidate", "host"]
+    argv: tuple[str, ...]
+    env: tuple[tuple[str, str], ...]
+    cwd: str
+    binds: tuple[Bind, ...]
+    files: tuple[tuple[str, str], ...]
+    stdin: bytes
+    limits: Limits
+    # Absolute CLOCK_MONOTONIC time (seconds) at which the whole tree is killed.
+    deadline: float
+    label: str = "run"
+
+
+def plan_digest(plan: RunPlan) -> str:
+    """A stable identity for a plan, for the journal."""
+    return "sha256:" + hashlib.sha256(msgspec.msgpack.encode(plan)).hexdigest()

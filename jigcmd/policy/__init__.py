@@ -1,0 +1,1 @@
+"""Command policy: Binding, manifest, admission lock, request validation, digests, planning (pure)."""

@@ -1,0 +1,1 @@
+"""Sans-IO wire protocols: line framing, JSON-RPC, the FLOW Run/1 and MCP dialects."""

@@ -1,0 +1,1 @@
+"""The anyio shell around the sans-IO protocol core: the only code touching stdin/stdout."""
