@@ -1,0 +1,178 @@
+"""Canonical JSON/1: the one byte form that digests and signatures are computed over.
+
+RFC 8785 style, as JavaScript does it (spec-notes §1): object keys sorted by UTF-16 code
+units, no whitespace, strings escaped like `JSON.stringify`, numbers in `Number#toString`
+form, UTF-8 without BOM or trailing newline.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Callable, Mapping
+from decimal import Decimal
+
+import msgspec
+
+__all__ = ["MAX_SAFE_INTEGER", "CanonicalError", "dumps", "js_number_to_string"]
+
+MAX_SAFE_INTEGER = 2**53 - 1
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+_ContainerEncoder = Callable[[object, list[str], str, set[int]], None]
+
+
+class CanonicalError(ValueError):
+    """Raised when a value has no Canonical JSON/1 form."""
+
+
+def dumps(value: object) -> bytes:
+    """Encode `value` as Canonical JSON/1 bytes."""
+    parts: list[str] = []
+    _encode(value, parts, "", set())
+    return "".join(parts).encode("utf-8")
+
+
+def _pointer(parent: str, token: str | int) -> str:
+    escaped = str(token).replace("~", "~0").replace("/", "~1")
+    return f"{parent}/{escaped}"
+
+
+def _where(pointer: str) -> str:
+    return f"at {pointer!r}" if pointer else "at the root"
+
+
+def _encode(value: object, out: list[str], pointer: str, active: set[int]) -> None:
+    # bool is checked before int because bool is a subclass of int.
+    if value is None:
+        out.append("null")
+    elif value is True:
+        out.append("true")
+    elif value is False:
+        out.append("false")
+    elif isinstance(value, str):
+        out.append(_string(value, pointer))
+    elif isinstance(value, int):
+        out.append(_integer(value, pointer))
+    elif isinstance(value, float):
+        out.append(_number(value, pointer))
+    elif isinstance(value, Mapping):
+        _container(value, out, pointer, active, _encode_object)
+    elif isinstance(value, list | tuple):
+        _container(value, out, pointer, active, _encode_array)
+    elif isinstance(value, msgspec.Struct):
+        # Structs carry their wire names (rename=...) and omit nothing unexpectedly this way.
+        _encode(msgspec.to_builtins(value), out, pointer, active)
+    else:
+        raise CanonicalError(
+            f"unsupported type {type(value).__name__} {_where(pointer)}: "
+            "only dict, list, tuple, str, int, float, bool, None and msgspec Structs"
+        )
+
+
+def _container(
+    value: object,
+    out: list[str],
+    pointer: str,
+    active: set[int],
+    encode: _ContainerEncoder,
+) -> None:
+    # Only containers on the current path count: a shared, acyclic sub-value is fine.
+    ident = id(value)
+    if ident in active:
+        raise CanonicalError(f"cycle {_where(pointer)}: a container contains itself")
+    active.add(ident)
+    try:
+        encode(value, out, pointer, active)
+    finally:
+        active.discard(ident)
+
+
+def _encode_object(value: object, out: list[str], pointer: str, active: set[int]) -> None:
+    assert isinstance(value, Mapping)
+    keys: list[str] = []
+    for key in value:
+        if not isinstance(key, str):
+            raise CanonicalError(
+                f"non-string key {key!r} ({type(key).__name__}) {_where(pointer)}: "
+                "object keys must be strings"
+            )
+        keys.append(key)
+    keys.sort(key=_utf16_order)
+    out.append("{")
+    for index, key in enumerate(keys):
+        if index:
+            out.append(",")
+        child = _pointer(pointer, key)
+        out.append(_string(key, child, is_key=True))
+        out.append(":")
+        _encode(value[key], out, child, active)
+    out.append("}")
+
+
+def _encode_array(value: object, out: list[str], pointer: str, active: set[int]) -> None:
+    assert isinstance(value, list | tuple)
+    out.append("[")
+    for index, item in enumerate(value):
+        if index:
+            out.append(",")
+        _encode(item, out, _pointer(pointer, index), active)
+    out.append("]")
+
+
+def _utf16_order(key: str) -> bytes:
+    # Big-endian UTF-16 bytes compare exactly like sequences of UTF-16 code units.
+    return key.encode("utf-16-be", "surrogatepass")
+
+
+def _string(text: str, pointer: str, *, is_key: bool = False) -> str:
+    match = _LONE_SURROGATE.search(text)
+    if match is not None:
+        what = "object key" if is_key else "string"
+        raise CanonicalError(
+            f"lone surrogate U+{ord(match.group()):04X} in {what} {_where(pointer)} "
+            f"(code point index {match.start()})"
+        )
+    # With lone surrogates excluded this is byte-for-byte JSON.stringify's escaping.
+    return json.dumps(text, ensure_ascii=False)
+
+
+def _integer(value: int, pointer: str) -> str:
+    if not -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER:
+        raise CanonicalError(
+            f"integer {value} {_where(pointer)} is beyond +/-(2^53-1), "
+            "so JavaScript cannot represent it exactly"
+        )
+    return str(value)
+
+
+def _number(value: float, pointer: str) -> str:
+    if not math.isfinite(value):
+        raise CanonicalError(f"non-finite number {value!r} {_where(pointer)}")
+    return js_number_to_string(value)
+
+
+def js_number_to_string(value: float) -> str:
+    """Format a finite float exactly like JavaScript's `Number.prototype.toString()`."""
+    if value == 0:
+        return "0"  # covers -0.0, which JavaScript prints as "0"
+    sign = "-" if value < 0 else ""
+    # repr() gives the shortest digit string that round-trips, the same digits JS picks.
+    _, digit_tuple, exponent = Decimal(repr(abs(value))).as_tuple()
+    assert isinstance(exponent, int)
+    digits = "".join(map(str, digit_tuple)).rstrip("0")
+    exponent += len("".join(map(str, digit_tuple))) - len(digits)
+    k = len(digits)
+    n = exponent + k  # value = 0.digits * 10^n
+    if k <= n <= 21:
+        body = digits + "0" * (n - k)
+    elif 0 < n <= 21:
+        body = digits[:n] + "." + digits[n:]
+    elif -6 < n <= 0:
+        body = "0." + "0" * (-n) + digits
+    else:
+        mantissa = digits if k == 1 else digits[0] + "." + digits[1:]
+        body = f"{mantissa}e{'+' if n - 1 >= 0 else '-'}{abs(n - 1)}"
+    return sign + body
