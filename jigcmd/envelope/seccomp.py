@@ -1,0 +1,383 @@
+"""The candidate's seccomp deny-list, assembled as a classic-BPF program in pure Python.
+
+The filter allows everything except a fixed list of system calls that would let a candidate
+leave or reshape its envelope, reach into other processes, or touch host-global kernel state.
+Denied calls fail with `EPERM` (an ordinary error Bun and glibc handle), except `clone3`, which
+fails with `ENOSYS` so that glibc and Bun fall back to `clone`, whose flags a classic-BPF
+filter can inspect (`clone3` passes them behind a pointer). Foreign ABIs kill the process.
+
+The program is a flat list of `struct sock_filter` (`u16 code, u8 jt, u8 jf, u32 k`) built by a
+tiny assembler with labels, so each deny group jumps to one shared return.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import functools
+import platform
+import struct
+from typing import NamedTuple
+
+from jigcmd.envelope.syscalls import (
+    CLONE_NEWCGROUP,
+    CLONE_NEWIPC,
+    CLONE_NEWNET,
+    CLONE_NEWNS,
+    CLONE_NEWPID,
+    CLONE_NEWUSER,
+    CLONE_NEWUTS,
+    prctl,
+)
+
+__all__ = [
+    "CLONE_NAMESPACE_FLAGS",
+    "PERSONALITY_ALLOWED",
+    "SeccompError",
+    "build_filter",
+    "denied_syscalls",
+    "install",
+]
+
+# Classic BPF opcodes (linux/filter.h, linux/bpf_common.h).
+_LD_W_ABS = 0x20  # BPF_LD | BPF_W | BPF_ABS
+_JEQ_K = 0x15  # BPF_JMP | BPF_JEQ | BPF_K
+_JSET_K = 0x45  # BPF_JMP | BPF_JSET | BPF_K
+_RET_K = 0x06  # BPF_RET | BPF_K
+_BPF_MAXINSNS = 4096
+
+# struct seccomp_data: int nr; u32 arch; u64 instruction_pointer; u64 args[6].
+# Both supported architectures are little-endian, so an argument's low 32 bits sit at its offset.
+_OFF_NR = 0
+_OFF_ARCH = 4
+
+
+def _arg_low(index: int) -> int:
+    return 16 + 8 * index
+
+
+# Return actions (linux/seccomp.h).
+_RET_KILL_PROCESS = 0x80000000
+_RET_ERRNO = 0x00050000
+_RET_ALLOW = 0x7FFF0000
+_MAX_ERRNO = 4095
+
+_PR_SET_SECCOMP = 22
+_SECCOMP_MODE_FILTER = 2
+_PR_GET_NO_NEW_PRIVS = 39
+_PR_SET_NO_NEW_PRIVS = 38
+
+# Every namespace flag `clone` accepts. CLONE_NEWTIME (0x80) is absent on purpose: in `clone`'s
+# flags that bit belongs to the exit-signal byte, and time namespaces are reachable only through
+# `unshare` and `clone3`, both denied outright.
+CLONE_NAMESPACE_FLAGS = (
+    CLONE_NEWNS
+    | CLONE_NEWCGROUP
+    | CLONE_NEWUTS
+    | CLONE_NEWIPC
+    | CLONE_NEWUSER
+    | CLONE_NEWPID
+    | CLONE_NEWNET
+)
+
+# personality(2): PER_LINUX (0) and the 0xffffffff query are what runtimes use. Everything else
+# is refused; ADDR_NO_RANDOMIZE and READ_IMPLIES_EXEC would weaken the candidate's own ASLR/NX
+# and the compatibility personalities serve no Bun program.
+PERSONALITY_ALLOWED = (0x0, 0xFFFFFFFF)
+
+# ioctl(2) requests that inject input into or reconfigure a terminal (the classic escape from a
+# sandbox that shares a tty). The kernel reads the request as an unsigned int, so the filter
+# compares the low 32 bits and a request with junk in the high bits is caught too.
+_TIOCSTI = 0x5412
+_TIOCLINUX = 0x541C
+
+_AUDIT_ARCH_X86_64 = 0xC000003E
+_AUDIT_ARCH_AARCH64 = 0xC00000B7
+# x32 system calls are x86_64 calls with this bit set; the arch field cannot tell them apart.
+_X32_SYSCALL_BIT = 0x40000000
+
+# Denied with EPERM, by group; each group says why.
+_DENY_GROUPS: dict[str, tuple[str, ...]] = {
+    # Reshaping the filesystem view: the envelope's root is fixed before the candidate starts.
+    "mount": (
+        "mount",
+        "umount2",
+        "pivot_root",
+        "chroot",
+        "move_mount",
+        "open_tree",
+        "open_tree_attr",
+        "fsopen",
+        "fsconfig",
+        "fsmount",
+        "fspick",
+        "mount_setattr",
+    ),
+    # New or other namespaces: a nested user namespace hands back a full capability set.
+    "namespaces": ("unshare", "setns"),
+    # The kernel keyring is not namespaced: keys would outlive the run and cross runs.
+    "keyring": ("keyctl", "add_key", "request_key"),
+    # Large kernel attack surface that Bun never needs.
+    "kernel surface": ("bpf", "perf_event_open", "userfaultfd", "lookup_dcookie"),
+    "io_uring": ("io_uring_setup", "io_uring_enter", "io_uring_register"),
+    # Reaching into another process (pid namespace peers, or the init through a bug).
+    "other processes": (
+        "ptrace",
+        "process_vm_readv",
+        "process_vm_writev",
+        "process_madvise",
+        "pidfd_getfd",
+        "kcmp",
+    ),
+    # Host-global machine state: never for a candidate, whatever capabilities it has.
+    "host state": (
+        "kexec_load",
+        "kexec_file_load",
+        "init_module",
+        "finit_module",
+        "delete_module",
+        "reboot",
+        "swapon",
+        "swapoff",
+        "acct",
+        "quotactl",
+        "quotactl_fd",
+        "syslog",
+        "vhangup",
+    ),
+    # The clock is shared with the host (time namespaces are denied above).
+    "clock": ("settimeofday", "clock_settime", "clock_adjtime", "adjtimex"),
+    # File handles bypass path-based confinement (open_by_handle_at is the "shocker" escape);
+    # name_to_handle_at only mints them, but has no use inside the envelope.
+    "file handles": ("open_by_handle_at", "name_to_handle_at"),
+    # Raw port I/O (x86_64 only).
+    "port io": ("iopl", "ioperm"),
+}
+
+# Syscall numbers as (x86_64, aarch64), from the kernel's unistd_64.h and asm-generic/unistd.h;
+# None where the architecture has no such call. Calls newer than the running kernel (e.g.
+# open_tree_attr, 6.15) would fail with ENOSYS anyway; denying them costs one comparison.
+_NUMBERS: dict[str, tuple[int, int | None]] = {
+    "mount": (165, 40),
+    "umount2": (166, 39),
+    "pivot_root": (155, 41),
+    "chroot": (161, 51),
+    "move_mount": (429, 429),
+    "open_tree": (428, 428),
+    "open_tree_attr": (467, 467),
+    "fsopen": (430, 430),
+    "fsconfig": (431, 431),
+    "fsmount": (432, 432),
+    "fspick": (433, 433),
+    "mount_setattr": (442, 442),
+    "unshare": (272, 97),
+    "setns": (308, 268),
+    "keyctl": (250, 219),
+    "add_key": (248, 217),
+    "request_key": (249, 218),
+    "bpf": (321, 280),
+    "perf_event_open": (298, 241),
+    "userfaultfd": (323, 282),
+    "lookup_dcookie": (212, 18),
+    "io_uring_setup": (425, 425),
+    "io_uring_enter": (426, 426),
+    "io_uring_register": (427, 427),
+    "ptrace": (101, 117),
+    "process_vm_readv": (310, 270),
+    "process_vm_writev": (311, 271),
+    "process_madvise": (440, 440),
+    "pidfd_getfd": (438, 438),
+    "kcmp": (312, 272),
+    "kexec_load": (246, 104),
+    "kexec_file_load": (320, 294),
+    "init_module": (175, 105),
+    "finit_module": (313, 273),
+    "delete_module": (176, 106),
+    "reboot": (169, 142),
+    "swapon": (167, 224),
+    "swapoff": (168, 225),
+    "acct": (163, 89),
+    "quotactl": (179, 60),
+    "quotactl_fd": (443, 443),
+    "syslog": (103, 116),
+    "vhangup": (153, 58),
+    "settimeofday": (164, 170),
+    "clock_settime": (227, 112),
+    "clock_adjtime": (305, 266),
+    "adjtimex": (159, 171),
+    "open_by_handle_at": (304, 265),
+    "name_to_handle_at": (303, 264),
+    "iopl": (172, None),
+    "ioperm": (173, None),
+    "clone": (56, 220),
+    "clone3": (435, 435),
+    "personality": (135, 92),
+    "ioctl": (16, 29),
+}
+
+
+def _table(index: int) -> dict[str, int]:
+    table: dict[str, int] = {}
+    for name, pair in _NUMBERS.items():
+        number = pair[index]
+        if number is not None:
+            table[name] = number
+    return table
+
+
+_SYSCALLS = {"x86_64": _table(0), "aarch64": _table(1)}
+
+_AUDIT_ARCH = {"x86_64": _AUDIT_ARCH_X86_64, "aarch64": _AUDIT_ARCH_AARCH64}
+
+
+class SeccompError(OSError):
+    """Raised when the seccomp filter cannot be built for this machine or cannot be installed."""
+
+
+class _Jump(NamedTuple):
+    """A conditional jump whose targets are labels, resolved when the program is assembled."""
+
+    code: int
+    k: int
+    jt: str | None
+    jf: str | None
+
+
+_Insn = tuple[int, int] | _Jump | str  # (code, k) statement, jump, or a label
+
+
+def _stmt(code: int, k: int) -> tuple[int, int]:
+    return (code, k)
+
+
+def _jeq(k: int, jt: str | None = None, jf: str | None = None) -> _Jump:
+    return _Jump(_JEQ_K, k, jt, jf)
+
+
+def _jset(k: int, jt: str | None = None, jf: str | None = None) -> _Jump:
+    return _Jump(_JSET_K, k, jt, jf)
+
+
+def _assemble(program: list[_Insn]) -> bytes:
+    labels: dict[str, int] = {}
+    index = 0
+    for insn in program:
+        if isinstance(insn, str):
+            labels[insn] = index
+        else:
+            index += 1
+
+    def offset(here: int, label: str | None) -> int:
+        if label is None:
+            return 0
+        distance = labels[label] - here - 1
+        if not 0 <= distance <= 255:
+            raise SeccompError(f"seccomp jump to {label!r} out of range ({distance})")
+        return distance
+
+    out = bytearray()
+    here = 0
+    for insn in program:
+        if isinstance(insn, str):
+            continue
+        if isinstance(insn, _Jump):
+            out += struct.pack(
+                "=HBBI", insn.code, offset(here, insn.jt), offset(here, insn.jf), insn.k
+            )
+        else:
+            out += struct.pack("=HBBI", insn[0], 0, 0, insn[1])
+        here += 1
+    if here > _BPF_MAXINSNS:
+        raise SeccompError(f"seccomp program too long ({here} instructions)")
+    return bytes(out)
+
+
+def _machine() -> str:
+    machine = platform.machine()
+    if machine not in _SYSCALLS:
+        raise SeccompError(f"no seccomp filter for architecture {machine!r}")
+    return machine
+
+
+def denied_syscalls(machine: str | None = None) -> dict[str, int]:
+    """Name → number of every syscall denied outright (EPERM) on `machine` (default: this one)."""
+    machine = machine or _machine()
+    table = _SYSCALLS[machine]
+    return {
+        name: table[name]
+        for group in _DENY_GROUPS.values()
+        for name in group
+        if name in table  # iopl/ioperm exist on x86_64 only
+    }
+
+
+@functools.cache
+def build_filter(*, machine: str | None = None, deny_errno: int = errno.EPERM) -> bytes:
+    """The filter as packed `struct sock_filter` records, for this machine unless `machine`.
+
+    `deny_errno` exists so tests can tell the filter's answer from the kernel's own EPERM.
+    """
+    machine = machine or _machine()
+    if not 0 < deny_errno <= _MAX_ERRNO:
+        raise SeccompError(f"deny errno {deny_errno} outside 1..{_MAX_ERRNO}")
+    nr = _SYSCALLS[machine]
+    program: list[_Insn] = [
+        _stmt(_LD_W_ABS, _OFF_ARCH),
+        _jeq(_AUDIT_ARCH[machine], jf="kill"),
+        _stmt(_LD_W_ABS, _OFF_NR),
+    ]
+    if machine == "x86_64":
+        program.append(_jset(_X32_SYSCALL_BIT, jt="kill"))
+    program += [_jeq(number, jt="deny") for number in denied_syscalls(machine).values()]
+    program += [
+        _jeq(nr["clone3"], jt="enosys"),
+        _jeq(nr["clone"], jt="clone"),
+        _jeq(nr["personality"], jt="personality"),
+        _jeq(nr["ioctl"], jt="ioctl"),
+        _stmt(_RET_K, _RET_ALLOW),
+        "clone",
+        _stmt(_LD_W_ABS, _arg_low(0)),
+        _jset(CLONE_NAMESPACE_FLAGS, jt="deny"),
+        _stmt(_RET_K, _RET_ALLOW),
+        "personality",
+        _stmt(_LD_W_ABS, _arg_low(0)),
+        *(_jeq(value, jt="allow") for value in PERSONALITY_ALLOWED),
+        _stmt(_RET_K, _RET_ERRNO | deny_errno),
+        "ioctl",
+        _stmt(_LD_W_ABS, _arg_low(1)),
+        _jeq(_TIOCSTI, jt="deny"),
+        _jeq(_TIOCLINUX, jt="deny"),
+        "allow",
+        _stmt(_RET_K, _RET_ALLOW),
+        "deny",
+        _stmt(_RET_K, _RET_ERRNO | deny_errno),
+        "enosys",
+        _stmt(_RET_K, _RET_ERRNO | errno.ENOSYS),
+        "kill",
+        _stmt(_RET_K, _RET_KILL_PROCESS),
+    ]
+    return _assemble(program)
+
+
+class _SockFprog(ctypes.Structure):
+    _fields_ = (("len", ctypes.c_ushort), ("filter", ctypes.c_void_p))
+
+
+def install(program: bytes | None = None) -> None:
+    """Install `program` (default: `build_filter()`) on the calling thread; it cannot be undone.
+
+    Sets `PR_SET_NO_NEW_PRIVS` first if it is not set yet: without `CAP_SYS_ADMIN` the kernel
+    refuses a filter otherwise, and with it the filter must not be combined with privilege gain.
+    """
+    program = build_filter() if program is None else program
+    if not program or len(program) % 8:
+        raise SeccompError(f"seccomp program of {len(program)} bytes is not whole instructions")
+    try:
+        if prctl(_PR_GET_NO_NEW_PRIVS) != 1:
+            prctl(_PR_SET_NO_NEW_PRIVS, 1)
+        # Both objects stay referenced until prctl returns: the kernel copies the program.
+        buffer = ctypes.create_string_buffer(program, len(program))
+        fprog = _SockFprog(len(program) // 8, ctypes.addressof(buffer))
+        prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.addressof(fprog))
+    except OSError as exc:
+        raise SeccompError(exc.errno, f"installing the seccomp filter: {exc.strerror}") from exc
