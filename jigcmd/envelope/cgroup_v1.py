@@ -1,0 +1,266 @@
+"""The cgroup v1 backend (and hybrid): cgroupspy for memory, cpu and cpuacct, plain files elsewhere.
+
+Each controller is its own hierarchy (cpu and cpuacct may be separate mounts), so a job is one
+directory per hierarchy. On a hybrid host the job also gets a directory in the unified cgroup2
+hierarchy, whose `cgroup.kill` kills the whole tree and whose `cpu.stat` needs no controller;
+on pure v1 the freezer stops the tree so that a kill loop can catch every task.
+This is the only module that imports cgroupspy (untyped; its values are checked here).
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Literal
+
+from cgroupspy.controllers import CpuAcctController, CpuController, MemoryController
+from cgroupspy.nodes import Node
+
+from jigcmd.envelope import cgroup_v2, cgroupfs
+from jigcmd.envelope.cgroups import CgroupStats, check_job_name, is_job_name
+
+if TYPE_CHECKING:
+    from jigcmd.plan import Limits
+
+__all__ = ["REQUIRED", "V1Backend", "V1Job"]
+
+# The controllers every job needs; "freezer" too when there is no unified hierarchy.
+REQUIRED = ("memory", "pids", "cpu", "cpuacct")
+# Bun finds its heap ceiling here when its own v1 memory cgroup is the namespace root.
+MEMORY_VIEW_PATH = "/sys/fs/cgroup/memory/memory.limit_in_bytes"
+FREEZE_KILL_TIMEOUT_S = 1.0
+_UNIFIED = "unified"
+
+
+class _Files:
+    """A cgroupspy controller bound to one directory, with errors that name the file."""
+
+    def __init__(self, controller: Callable[[object], object], directory: str) -> None:
+        # A bare Node names the directory; the controller class gives access to its files.
+        self._controller = controller(Node(os.fsencode(directory)))
+        self.directory = directory
+
+    def set(self, attribute: str, filename: str, value: int) -> None:
+        """Write one property; cgroupspy's own OSError does not say which file refused."""
+        try:
+            setattr(self._controller, attribute, value)
+        except OSError as e:
+            path = os.path.join(self.directory, filename)
+            raise OSError(e.errno, f"cannot write {value!r}: {e.strerror}", path) from None
+
+    def get_int(self, attribute: str) -> int:
+        """Read one integer property (cgroupspy returns None for "-1", unlimited)."""
+        value = getattr(self._controller, attribute)
+        if not isinstance(value, int):
+            raise OSError(errno.EINVAL, f"unexpected value {value!r}", self.directory)
+        return value
+
+
+class V1Job:
+    """One job: a directory per v1 hierarchy, plus one in the unified hierarchy on hybrid hosts."""
+
+    def __init__(self, name: str, dirs: Mapping[str, str], memory_limit: str) -> None:
+        self.name = name
+        # Keyed by controller ("unified": the cgroup2 directory); comounted ones share a path.
+        self._dirs = dict(dirs)
+        self.paths: tuple[str, ...] = tuple(dict.fromkeys(self._dirs.values()))
+        self._memory_limit = memory_limit
+
+    def __repr__(self) -> str:
+        return f"V1Job({self.name!r}, {self.paths!r})"
+
+    def _unified(self) -> str | None:
+        return self._dirs.get(_UNIFIED)
+
+    def _v1_paths(self) -> list[str]:
+        unified = self._unified()
+        return [p for p in self.paths if p != unified]
+
+    def attach(self, pid: int) -> None:
+        """Write `pid` into cgroup.procs of every hierarchy (the first write may wait for RCU)."""
+        for path in self.paths:
+            cgroupfs.write(os.path.join(path, "cgroup.procs"), str(pid))
+
+    def _procs(self) -> list[int]:
+        pids: set[int] = set()
+        for path in self.paths:
+            pids.update(cgroupfs.pids_in(os.path.join(path, "cgroup.procs")))
+        return sorted(pids)
+
+    def kill(self) -> None:
+        """SIGKILL the whole tree: unified cgroup.kill when present, else freezer + kill loop."""
+        unified = self._unified()
+        if unified is not None:
+            cgroup_v2.kill_tree(unified)
+            return
+        state = os.path.join(self._dirs["freezer"], "freezer.state")
+        cgroupfs.freeze_and_kill(
+            freeze=lambda: cgroupfs.write(state, "FROZEN"),
+            thaw=lambda: cgroupfs.write(state, "THAWED"),
+            list_pids=self._procs,
+            timeout=FREEZE_KILL_TIMEOUT_S,
+        )
+
+    def populated(self) -> bool:
+        """Whether any hierarchy of the job still lists a task."""
+        unified = self._unified()
+        if unified is not None and cgroup_v2.populated(unified):
+            return True
+        return any(cgroupfs.pids_in(os.path.join(p, "cgroup.procs")) for p in self._v1_paths())
+
+    def wait_empty(self, timeout: float) -> bool:
+        """Wait until no task is left: poll(2) on the unified cgroup.events, else re-read procs."""
+        unified = self._unified()
+        if unified is not None and not cgroupfs.wait_unpopulated(
+            os.path.join(unified, "cgroup.events"), timeout
+        ):
+            return False
+        # Every task of the job is in the unified cgroup too, so this normally passes at once.
+        return cgroupfs.poll_until(lambda: not self._procs(), timeout)
+
+    def stats(self) -> CgroupStats:
+        """CPU time (unified cpu.stat or cpuacct.usage), memory peak, OOM kills, pids-limit hits."""
+        memory = _Files(MemoryController, self._dirs["memory"])
+        unified = self._unified()
+        if unified is not None:
+            cpu_ns = cgroup_v2.cpu_usage_ns(unified)
+        else:
+            cpu_ns = _Files(CpuAcctController, self._dirs["cpuacct"]).get_int("usage")
+        # memory.failcnt stays 0 on an OOM kill; memory.oom_control counts the kills.
+        oom = cgroupfs.keyed(os.path.join(self._dirs["memory"], "memory.oom_control"))
+        pids_events = cgroupfs.keyed(os.path.join(self._dirs["pids"], "pids.events"))
+        return CgroupStats(
+            cpu_usage_ns=cpu_ns,
+            peak_memory_bytes=memory.get_int("max_usage_in_bytes"),
+            oom_killed=oom.get("oom_kill", 0) > 0,
+            pids_limit_hit=pids_events.get("max", 0) > 0,
+        )
+
+    def memory_view(self) -> tuple[str, str]:
+        """memory.limit_in_bytes as the candidate should see it."""
+        return MEMORY_VIEW_PATH, self._memory_limit + "\n"
+
+    def remove(self) -> None:
+        """rmdir every directory of the job, confirmed."""
+        cgroupfs.remove_dirs(self.paths)
+
+
+class V1Backend:
+    """Jobs under `base` in each v1 hierarchy (and in the unified hierarchy when mounted)."""
+
+    def __init__(self, hierarchies: Mapping[str, str], base: str, unified: str | None) -> None:
+        self.hierarchies = dict(hierarchies)
+        self.base = base
+        self.unified = unified
+        self.mode: Literal["v1", "hybrid"] = "hybrid" if unified is not None else "v1"
+
+    def __repr__(self) -> str:
+        return f"V1Backend({self.mode}, {self.base!r})"
+
+    def _controllers(self) -> tuple[str, ...]:
+        return REQUIRED if self.unified is not None else (*REQUIRED, "freezer")
+
+    def _bases(self) -> dict[str, str]:
+        """The jobs' parent directory per controller (and for the unified hierarchy)."""
+        bases = {
+            c: os.path.join(self.hierarchies[c], self.base)
+            for c in self._controllers()
+            if c in self.hierarchies
+        }
+        if self.unified is not None:
+            bases[_UNIFIED] = os.path.join(self.unified, self.base)
+        return bases
+
+    def _dirs(self, name: str) -> dict[str, str]:
+        return {c: os.path.join(b, name) for c, b in self._bases().items()}
+
+    def create(self, name: str, limits: Limits) -> V1Job:
+        """A fresh job with memory (+memsw), pids and CFS quota written."""
+        check_job_name(name)
+        missing = [c for c in self._controllers() if c not in self.hierarchies]
+        if missing:
+            raise OSError(
+                errno.EOPNOTSUPP,
+                f"cgroup v1 controllers not mounted: {' '.join(missing)}",
+                "/proc/self/mountinfo",
+            )
+        dirs = self._dirs(name)
+        created: list[str] = []
+        try:
+            for path in dict.fromkeys(dirs.values()):
+                os.makedirs(os.path.dirname(path), exist_ok=True)
+                try:
+                    os.mkdir(path)
+                except OSError as e:
+                    raise OSError(e.errno, f"cannot create cgroup: {e.strerror}", path) from None
+                created.append(path)
+            memory_limit = self._write_limits(dirs, limits)
+        except OSError as e:
+            try:
+                cgroupfs.remove_dirs(created)
+            except OSError as cleanup:
+                e.add_note(f"and the partial job could not be removed: {cleanup}")
+            raise
+        return V1Job(name, dirs, memory_limit)
+
+    def _write_limits(self, dirs: Mapping[str, str], limits: Limits) -> str:
+        memory = _Files(MemoryController, dirs["memory"])
+        memory.set("limit_in_bytes", "memory.limit_in_bytes", limits.memory_bytes)
+        # memsw = memory + swap; equal to the memory limit means no swap at all.
+        if os.path.exists(os.path.join(dirs["memory"], "memory.memsw.limit_in_bytes")):
+            memory.set("memsw_limit_in_bytes", "memory.memsw.limit_in_bytes", limits.memory_bytes)
+        elif cgroupfs.swap_enabled():
+            raise OSError(
+                errno.ENOENT,
+                "swap is enabled but cannot be limited; boot with swapaccount=1 or turn swap off",
+                os.path.join(dirs["memory"], "memory.memsw.limit_in_bytes"),
+            )
+        cgroupfs.write(os.path.join(dirs["pids"], "pids.max"), str(limits.pids_max))
+        cpu = _Files(CpuController, dirs["cpu"])
+        cpu.set("cfs_period_us", "cpu.cfs_period_us", limits.cpu_period_us)
+        cpu.set("cfs_quota_us", "cpu.cfs_quota_us", limits.cpu_quota_us)
+        # Read back: the kernel rounds the limit to pages, and the view must be the truth.
+        return str(memory.get_int("limit_in_bytes"))
+
+    def open(self, name: str) -> V1Job | None:
+        """The existing job `name` (any part of it), or None."""
+        check_job_name(name)
+        dirs = self._dirs(name)
+        if not any(os.path.isdir(p) for p in dirs.values()):
+            return None
+        try:
+            memory_limit = str(_Files(MemoryController, dirs["memory"]).get_int("limit_in_bytes"))
+        except (OSError, KeyError, ValueError):
+            memory_limit = "max"
+        return V1Job(name, dirs, memory_limit)
+
+    def list_jobs(self) -> list[str]:
+        """Names of job directories present in any hierarchy."""
+        names: set[str] = set()
+        for base in set(self._bases().values()):
+            try:
+                entries = os.listdir(base)
+            except FileNotFoundError:
+                continue
+            names.update(
+                e for e in entries if is_job_name(e) and os.path.isdir(os.path.join(base, e))
+            )
+        return sorted(names)
+
+    def problems(self) -> list[str]:
+        """Unmounted controllers and unwritable hierarchies."""
+        found = [
+            f"cgroup v1 controller {c!r} is not mounted; mount it "
+            f"(mount -t cgroup -o {c} cgroup /sys/fs/cgroup/{c}) or use cgroup v2"
+            for c in self._controllers()
+            if c not in self.hierarchies
+        ]
+        for controller, base in sorted(self._bases().items()):
+            target = base if os.path.isdir(base) else os.path.dirname(base)
+            if not os.access(target, os.W_OK):
+                found.append(
+                    f"cannot create cgroups in {target} ({controller}); run as root or delegate "
+                    "a directory of each hierarchy to this user"
+                )
+        return found

@@ -1,0 +1,185 @@
+"""Plain-file primitives shared by the cgroup backends: read, write, wait, kill, remove.
+
+Every failure is an `OSError` whose `filename` is the cgroup file or directory involved, so
+the envelope can say exactly which piece of the containment could not be established.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import select
+import signal
+import time
+from collections.abc import Callable, Iterable, Sequence
+
+__all__ = [
+    "freeze_and_kill",
+    "keyed",
+    "pids_in",
+    "poll_until",
+    "read",
+    "remove_dirs",
+    "swap_enabled",
+    "wait_unpopulated",
+    "write",
+]
+
+# rmdir of a cgroup whose last task is still exiting fails with EBUSY for a short while.
+REMOVE_TIMEOUT_S = 0.5
+
+
+def write(path: str, value: str) -> None:
+    """Write `value` to a cgroup file that must already exist (a missing file is an error)."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_TRUNC | os.O_CLOEXEC)
+    except OSError as e:
+        raise OSError(e.errno, f"cannot open for writing: {e.strerror}", path) from None
+    try:
+        os.write(fd, value.encode())
+    except OSError as e:
+        raise OSError(e.errno, f"cannot write {value!r}: {e.strerror}", path) from None
+    finally:
+        os.close(fd)
+
+
+def read(path: str) -> str:
+    """The whole text of a cgroup file."""
+    try:
+        with open(path, encoding="ascii") as f:
+            return f.read()
+    except OSError as e:
+        raise OSError(e.errno, f"cannot read: {e.strerror}", path) from None
+
+
+def keyed(path: str) -> dict[str, int]:
+    """A flat keyed file (`key value` per line), such as cpu.stat or memory.events."""
+    result: dict[str, int] = {}
+    for line in read(path).splitlines():
+        key, _, value = line.partition(" ")
+        if value.strip().lstrip("-").isdigit():
+            result[key] = int(value)
+    return result
+
+
+def pids_in(procs_path: str) -> list[int]:
+    """The pids listed in a cgroup.procs file; a directory already gone lists none."""
+    try:
+        text = read(procs_path)
+    except OSError as e:
+        if e.errno == errno.ENOENT:
+            return []
+        raise
+    return [int(line) for line in text.split()]
+
+
+def swap_enabled(proc_swaps: str = "/proc/swaps") -> bool:
+    """Whether the machine has any swap device (then swap must be limited to zero)."""
+    try:
+        with open(proc_swaps, encoding="ascii") as f:
+            return len(f.read().splitlines()) > 1
+    except OSError:
+        # Unreadable /proc/swaps: assume swap exists, so a missing swap control fails closed.
+        return True
+
+
+def wait_unpopulated(events_path: str, timeout: float) -> bool:
+    """Wait until a v2 cgroup.events says `populated 0`; False at the timeout.
+
+    The kernel signals every change of cgroup.events as POLLPRI, so this sleeps in poll(2)
+    rather than spinning. A directory already gone counts as unpopulated.
+    """
+    deadline = time.monotonic() + timeout
+    try:
+        fd = os.open(events_path, os.O_RDONLY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return True
+    try:
+        poller = select.poll()
+        poller.register(fd, select.POLLPRI)
+        while True:
+            text = os.pread(fd, 4096, 0).decode("ascii")
+            if "populated 0" in text.splitlines():
+                return True
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return False
+            poller.poll(remaining * 1000)
+    finally:
+        os.close(fd)
+
+
+def poll_until(check: Callable[[], bool], timeout: float) -> bool:
+    """Re-evaluate `check` with a short backoff until it holds (True) or `timeout` passes (False).
+
+    For v1 files, which offer no change notification.
+    """
+    deadline = time.monotonic() + timeout
+    pause = 0.0005
+    while not check():
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(pause)
+        pause = min(pause * 2, 0.01)
+    return True
+
+
+def freeze_and_kill(
+    freeze: Callable[[], None],
+    thaw: Callable[[], None],
+    list_pids: Callable[[], Iterable[int]],
+    timeout: float,
+) -> None:
+    """SIGKILL every task of a tree that has no cgroup.kill: freeze, kill each pid, thaw, repeat.
+
+    A frozen cgroup cannot fork, so the pid list read while frozen is complete. Repeats until
+    no pid is listed; raises TimeoutError when tasks are still listed at the timeout.
+    """
+    deadline = time.monotonic() + timeout
+    pause = 0.0005
+    while True:
+        freeze()
+        try:
+            pids = list(list_pids())
+            for pid in pids:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+        finally:
+            thaw()
+        if not pids and not list(list_pids()):
+            return
+        if time.monotonic() >= deadline:
+            raise TimeoutError(errno.ETIMEDOUT, f"tasks survive SIGKILL: {pids}")
+        # Killed tasks leave the cgroup only once they finish exiting; give them a moment.
+        time.sleep(pause)
+        pause = min(pause * 2, 0.01)
+
+
+def remove_dirs(
+    paths: Sequence[str],
+    timeout: float = REMOVE_TIMEOUT_S,
+    rmdir: Callable[[str], None] = os.rmdir,
+) -> None:
+    """rmdir each cgroup directory, retrying EBUSY until `timeout`; raise unless all are gone."""
+    deadline = time.monotonic() + timeout
+    failures: list[OSError] = []
+    for path in paths:
+        pause = 0.0005
+        while True:
+            try:
+                rmdir(path)
+                break
+            except FileNotFoundError:
+                break
+            except OSError as e:
+                if e.errno != errno.EBUSY or time.monotonic() >= deadline:
+                    failures.append(OSError(e.errno, f"cannot remove cgroup: {e.strerror}", path))
+                    break
+            time.sleep(pause)
+            pause = min(pause * 2, 0.01)
+    if failures:
+        raise failures[0]
+    for path in paths:
+        if os.path.lexists(path):
+            raise OSError(errno.EEXIST, "cgroup still present after rmdir", path)

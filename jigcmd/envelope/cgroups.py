@@ -1,0 +1,229 @@
+"""One typed interface over the cgroup backends, and the run-time choice between them.
+
+`detect()` reads the mount table and returns a `CgroupBackend`: v2 (plain files, see
+`cgroup_v2`), v1 (cgroupspy, see `cgroup_v1`) or hybrid (v1 controllers plus the unified
+cgroup2 hierarchy for whole-tree kill and CPU time). Jobs live under a parent directory
+(`base`, by default `jigcmd`) in each hierarchy, one directory per single-use envelope.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import TYPE_CHECKING, Literal, NamedTuple, Protocol
+
+import msgspec
+
+if TYPE_CHECKING:
+    from jigcmd.plan import Limits
+
+__all__ = [
+    "V1_CONTROLLERS",
+    "CgroupBackend",
+    "CgroupJob",
+    "CgroupStats",
+    "CgroupUnavailable",
+    "Mode",
+    "Mount",
+    "check_job_name",
+    "detect",
+    "is_job_name",
+    "read_mounts",
+]
+
+Mode = Literal["v1", "v2", "hybrid"]
+
+# Controller names a v1 cgroup mount can carry in its super options.
+V1_CONTROLLERS = frozenset(
+    {
+        "blkio",
+        "cpu",
+        "cpuacct",
+        "cpuset",
+        "devices",
+        "freezer",
+        "hugetlb",
+        "memory",
+        "misc",
+        "net_cls",
+        "net_prio",
+        "perf_event",
+        "pids",
+        "rdma",
+    }
+)
+
+_JOB_NAME = re.compile(r"jigcmd[A-Za-z0-9_.-]{0,58}")
+
+
+class CgroupUnavailable(OSError):
+    """Raised when no cgroup hierarchy is mounted where jigcmd looks for one."""
+
+
+class CgroupStats(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """What the kernel accounted for one job; None where this kernel does not say."""
+
+    cpu_usage_ns: int | None
+    peak_memory_bytes: int | None
+    oom_killed: bool
+    pids_limit_hit: bool
+
+
+class CgroupJob(Protocol):
+    """The cgroup(s) of one single-use envelope."""
+
+    @property
+    def name(self) -> str:
+        """The job's directory name, `jigcmd…`."""
+        ...
+
+    @property
+    def paths(self) -> tuple[str, ...]:
+        """Every directory this job owns, for the journal and recovery."""
+        ...
+
+    def attach(self, pid: int) -> None:
+        """Move `pid` into every hierarchy of the job; OSError names the file that refused."""
+        ...
+
+    def kill(self) -> None:
+        """SIGKILL every task of the job (cgroup.kill, or freeze + kill loop on pure v1)."""
+        ...
+
+    def populated(self) -> bool:
+        """Whether any task is left in any hierarchy of the job."""
+        ...
+
+    def wait_empty(self, timeout: float) -> bool:
+        """Wait until no task is left; False if some remain at `timeout` seconds."""
+        ...
+
+    def stats(self) -> CgroupStats:
+        """CPU time, peak memory, OOM kill and pids-limit hit of the job so far."""
+        ...
+
+    def memory_view(self) -> tuple[str, str]:
+        """(path inside the envelope where Bun reads its memory limit, the file's content)."""
+        ...
+
+    def remove(self) -> None:
+        """rmdir every directory of the job; raise unless each is confirmed gone."""
+        ...
+
+
+class CgroupBackend(Protocol):
+    """Creates, re-opens and lists jobs in one cgroup layout."""
+
+    @property
+    def mode(self) -> Mode:
+        """Which layout this backend drives."""
+        ...
+
+    def create(self, name: str, limits: Limits) -> CgroupJob:
+        """A fresh job with `limits` written; any limit that cannot be written is an OSError."""
+        ...
+
+    def open(self, name: str) -> CgroupJob | None:
+        """An existing job by name (recovery after a crash), or None when none of it exists."""
+        ...
+
+    def list_jobs(self) -> list[str]:
+        """Names of the jobs present under the base, in any hierarchy."""
+        ...
+
+    def problems(self) -> list[str]:
+        """What prevents creating jobs here, each with a fix hint (for `jigcmd doctor`)."""
+        ...
+
+
+def check_job_name(name: str) -> None:
+    """Refuse a job name that is not one `jigcmd…` path component."""
+    if not _JOB_NAME.fullmatch(name):
+        raise ValueError(
+            f"cgroup job name {name!r} must match {_JOB_NAME.pattern} (one path component)"
+        )
+
+
+def is_job_name(name: str) -> bool:
+    """Whether a directory name is one of our job names."""
+    return _JOB_NAME.fullmatch(name) is not None
+
+
+class Mount(NamedTuple):
+    """One line of /proc/self/mountinfo, reduced to what detection needs."""
+
+    point: str
+    fstype: str
+    super_options: frozenset[str]
+
+
+def _unescape(field: str) -> str:
+    # mountinfo escapes space, tab, newline and backslash as \ooo.
+    return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), field)
+
+
+def read_mounts(mountinfo: str = "/proc/self/mountinfo") -> list[Mount]:
+    """The mounts listed in a mountinfo file."""
+    mounts = []
+    with open(mountinfo, encoding="utf-8", errors="surrogateescape") as f:
+        for line in f:
+            fields = line.split()
+            if "-" not in fields:
+                continue
+            sep = fields.index("-")
+            if len(fields) < sep + 4 or sep < 5:
+                continue
+            mounts.append(
+                Mount(
+                    point=_unescape(fields[4]),
+                    fstype=fields[sep + 1],
+                    super_options=frozenset(fields[sep + 3].split(",")),
+                )
+            )
+    return mounts
+
+
+def detect(
+    root: str = "/sys/fs/cgroup",
+    base: str = "jigcmd",
+    *,
+    mountinfo: str = "/proc/self/mountinfo",
+) -> CgroupBackend:
+    """The backend for the cgroup layout mounted at `root`.
+
+    `base` is the jobs' parent: a path relative to each hierarchy's root, or, on v2, an
+    absolute directory inside the cgroup2 mount (a delegated subtree, for rootless use).
+    """
+    root = os.path.normpath(root)
+    under = [m for m in read_mounts(mountinfo) if m.point == root or m.point.startswith(root + "/")]
+    # The last mount at a point is the visible one.
+    by_point = {m.point: m for m in under}
+    top = by_point.get(root)
+    if top is not None and top.fstype == "cgroup2":
+        # Imported here: the backends import this module's types (a cycle at import time).
+        from jigcmd.envelope.cgroup_v2 import V2Backend  # noqa: PLC0415
+
+        base_path = base if os.path.isabs(base) else os.path.join(root, base)
+        return V2Backend(root, os.path.normpath(base_path))
+
+    hierarchies: dict[str, str] = {}
+    unified: str | None = None
+    for mount in by_point.values():
+        if mount.fstype == "cgroup":
+            for controller in sorted(mount.super_options & V1_CONTROLLERS):
+                hierarchies.setdefault(controller, mount.point)
+        elif mount.fstype == "cgroup2" and unified is None:
+            unified = mount.point
+    if not hierarchies:
+        raise CgroupUnavailable(
+            f"no cgroup hierarchy is mounted at {root}; mount cgroup2 there "
+            "(mount -t cgroup2 none /sys/fs/cgroup) or pass the right root"
+        )
+    if os.path.isabs(base):
+        raise ValueError(
+            f"on cgroup v1 the jobs' base must be relative to each hierarchy: {base!r}"
+        )
+    # Imported here: the cycle above, and cgroupspy is loaded only where v1 is mounted.
+    from jigcmd.envelope.cgroup_v1 import V1Backend  # noqa: PLC0415
+
+    return V1Backend(hierarchies, base, unified)
