@@ -1,0 +1,357 @@
+"""The Binding: the operator's reviewed command policy for one package (spec-notes §3).
+
+A Binding file (TOML or JSON) names a `package` directory and up to eight `commands`, each
+either `run` (one entry script) or `test` (1-16 test files). `parse_binding` applies every
+rule purely; `load_binding` reads the file and checks that the package declares the Project
+Command capability in its manifest.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import tomllib
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Literal
+
+import msgspec
+
+from jigcmd.jsonio.canonical import dumps
+from jigcmd.policy.digests import sha256_text
+from jigcmd.policy.manifest import ManifestError, read_manifest
+from jigcmd.policy.paths import (
+    LOCAL_NAME_MAX_CHARS,
+    LOCAL_NAME_PATTERN,
+    PATH_MAX_BYTES,
+    is_local_name,
+    path_problem,
+)
+
+__all__ = [
+    "BUN_FLAGS",
+    "MAX_COMMANDS",
+    "MAX_TEST_PATHS",
+    "Binding",
+    "BindingError",
+    "CommandEntry",
+    "CommandPolicy",
+    "LoadedBinding",
+    "PolicyDocument",
+    "load_binding",
+    "parse_binding",
+]
+
+MAX_COMMANDS = 8
+MAX_TEST_PATHS = 16
+
+# Bun's posture for every command: no .env loading, no auto-install, no bunfig.toml.
+BUN_FLAGS = ("--no-env-file", "--no-install", "--config=/dev/null")
+
+RUN_PATH_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_./-]*\.(ts|js)$"
+TEST_PATH_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_./-]*\.(test|spec)\.(ts|js)$"
+_RUN_SUFFIX = re.compile(r"\.(ts|js)\Z")
+_TEST_SUFFIX = re.compile(r"\.(test|spec)\.(ts|js)\Z")
+
+_CommandName = Annotated[str, msgspec.Meta(pattern=LOCAL_NAME_PATTERN, max_length=64)]
+_RunPath = Annotated[str, msgspec.Meta(pattern=RUN_PATH_PATTERN, max_length=PATH_MAX_BYTES)]
+_TestPath = Annotated[str, msgspec.Meta(pattern=TEST_PATH_PATTERN, max_length=PATH_MAX_BYTES)]
+
+
+class CommandEntry(msgspec.Struct, frozen=True, forbid_unknown_fields=True, omit_defaults=True):
+    """One command as written in a Binding and pinned in a lock: exactly one of `run` or `test`."""
+
+    run: _RunPath | msgspec.UnsetType = msgspec.UNSET
+    test: (
+        Annotated[tuple[_TestPath, ...], msgspec.Meta(min_length=1, max_length=MAX_TEST_PATHS)]
+        | msgspec.UnsetType
+    ) = msgspec.UNSET
+
+
+_OneCommand = Annotated[
+    CommandEntry, msgspec.Meta(extra_json_schema={"minProperties": 1, "maxProperties": 1})
+]
+
+
+class PolicyDocument(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """The canonical form of a Binding: what the file says, and what a lock pins."""
+
+    package: Annotated[str, msgspec.Meta(min_length=1)]
+    commands: Annotated[dict[_CommandName, _OneCommand], msgspec.Meta(max_length=MAX_COMMANDS)] = {}
+
+
+class CommandPolicy(msgspec.Struct, frozen=True):
+    """One admitted command: its name, its kind and the candidate paths it runs."""
+
+    name: str
+    kind: Literal["run", "test"]
+    paths: tuple[str, ...]
+
+    @property
+    def accepts_args(self) -> bool:
+        """Whether callers may pass arguments (a `test` command accepts none)."""
+        return self.kind == "run"
+
+    def invocation(self, args: Sequence[str] = ()) -> list[str]:
+        """The logical argv reported as evidence; no host paths and no posture flags."""
+        if self.kind == "run":
+            return ["bun", self.paths[0], *args]
+        return ["bun", "test", *self.paths]
+
+    def bun_argv(self, bun: str, args: Sequence[str] = ()) -> list[str]:
+        """The argv actually executed, with the Bun posture flags before the entry point."""
+        if self.kind == "run":
+            return [bun, *BUN_FLAGS, self.paths[0], *args]
+        return [bun, "test", *BUN_FLAGS, *self.paths]
+
+    def entry(self) -> CommandEntry:
+        """This command as a Binding entry."""
+        if self.kind == "run":
+            return CommandEntry(run=self.paths[0])
+        return CommandEntry(test=self.paths)
+
+
+class Binding(msgspec.Struct, frozen=True):
+    """A validated Binding: the package directory (as written) and its admitted commands."""
+
+    package: str
+    commands: Mapping[str, CommandPolicy]
+
+    def document(self) -> PolicyDocument:
+        """The canonical policy document pinned by a lock."""
+        commands = {name: command.entry() for name, command in self.commands.items()}
+        return PolicyDocument(package=self.package, commands=commands)
+
+    def digest(self) -> str:
+        """SHA-256 of the canonical JSON of the policy document."""
+        return sha256_text(dumps(self.document()))
+
+
+class BindingError(ValueError):
+    """Raised when a Binding breaks a rule; names the rule and the JSON pointer where it broke."""
+
+    def __init__(self, reason: str, *, pointer: str, rule: str, source: str) -> None:
+        self.reason = reason
+        self.pointer = pointer
+        self.rule = rule
+        self.source = source
+        where = f"{source}: {pointer}" if pointer else source
+        super().__init__(f"{where}: {reason}")
+
+
+_Fail = Callable[[str, str, str], BindingError]
+
+
+def _escape(token: str) -> str:
+    return token.replace("~", "~0").replace("/", "~1")
+
+
+def _kind(value: object) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, dict):
+        return "an object"
+    if isinstance(value, list | tuple):
+        return "an array"
+    return type(value).__name__
+
+
+def parse_binding(
+    obj: object, *, source: str = "binding", declares_capability: bool = True
+) -> Binding:
+    """Validate a decoded Binding document against every rule of spec-notes §3.
+
+    `declares_capability` says whether the package declares the Project Command capability;
+    a package that does not may not configure any command.
+    """
+
+    def fail(pointer: str, rule: str, reason: str) -> BindingError:
+        return BindingError(reason, pointer=pointer, rule=rule, source=source)
+
+    if not isinstance(obj, dict):
+        raise fail("", "binding-object", f"a Binding must be an object, got {_kind(obj)}")
+    for key in obj:
+        if key not in {"package", "commands"}:
+            raise fail(
+                f"/{_escape(str(key))}",
+                "binding-keys",
+                f"unknown key {key!r}; a Binding has only 'package' and 'commands'",
+            )
+    package = obj.get("package")
+    if not isinstance(package, str) or not package or "\x00" in package:
+        raise fail(
+            "/package",
+            "package",
+            f"'package' must be a non-empty path to the package directory, got {_kind(package)}",
+        )
+    raw_commands = obj.get("commands", {})
+    if not isinstance(raw_commands, dict):
+        raise fail("/commands", "commands-map", f"must be an object, got {_kind(raw_commands)}")
+    if len(raw_commands) > MAX_COMMANDS:
+        raise fail(
+            "/commands",
+            "commands-count",
+            f"at most {MAX_COMMANDS} commands, got {len(raw_commands)}",
+        )
+    if raw_commands and not declares_capability:
+        raise capability_error(package, source=source, detail="")
+    commands: dict[str, CommandPolicy] = {}
+    for name, entry in raw_commands.items():
+        pointer = f"/commands/{_escape(str(name))}"
+        if not isinstance(name, str) or not is_local_name(name):
+            raise fail(
+                pointer,
+                "command-name",
+                f"command name {name!r} is not a LocalName (lowercase letters and digits, "
+                f"words joined by single hyphens, at most {LOCAL_NAME_MAX_CHARS} characters)",
+            )
+        commands[name] = _parse_command(name, entry, pointer, fail)
+    return Binding(package=package, commands=commands)
+
+
+def _parse_command(
+    name: str,
+    entry: object,
+    pointer: str,
+    fail: _Fail,
+) -> CommandPolicy:
+    if not isinstance(entry, dict):
+        raise fail(
+            pointer,
+            "command-entry",
+            f"must be an object with exactly one of 'run' or 'test', got {_kind(entry)}",
+        )
+    for key in entry:
+        if key not in {"run", "test"}:
+            raise fail(
+                pointer,
+                "command-entry",
+                f"unknown key {key!r}; a command has exactly one of 'run' or 'test'",
+            )
+    if "run" in entry and "test" in entry:
+        raise fail(pointer, "command-entry", "has both 'run' and 'test'; a command has exactly one")
+    if "run" in entry:
+        run = entry["run"]
+        where = f"{pointer}/run"
+        if not isinstance(run, str):
+            raise fail(where, "run-path", f"'run' must be one path string, got {_kind(run)}")
+        _check_path(run, where, fail)
+        if not _RUN_SUFFIX.search(run):
+            raise fail(where, "run-path", f"run path {run!r} must end in .ts or .js")
+        return CommandPolicy(name=name, kind="run", paths=(run,))
+    if "test" not in entry:
+        raise fail(pointer, "command-entry", "has neither 'run' nor 'test'; it needs exactly one")
+    tests = entry["test"]
+    where = f"{pointer}/test"
+    if not isinstance(tests, list | tuple):
+        raise fail(where, "test-paths", f"'test' must be an array of paths, got {_kind(tests)}")
+    if not 1 <= len(tests) <= MAX_TEST_PATHS:
+        raise fail(
+            where, "test-paths", f"must list 1-{MAX_TEST_PATHS} test paths, got {len(tests)}"
+        )
+    seen: dict[str, int] = {}
+    for index, path in enumerate(tests):
+        item = f"{where}/{index}"
+        if not isinstance(path, str):
+            raise fail(item, "test-paths", f"test path must be a string, got {_kind(path)}")
+        _check_path(path, item, fail)
+        if not _TEST_SUFFIX.search(path):
+            raise fail(
+                item,
+                "test-paths",
+                f"test path {path!r} must end in .test.ts, .test.js, .spec.ts or .spec.js",
+            )
+        if path in seen:
+            raise fail(
+                item, "test-paths", f"duplicate test path {path!r} (also at index {seen[path]})"
+            )
+        seen[path] = index
+    return CommandPolicy(name=name, kind="test", paths=tuple(tests))
+
+
+def _check_path(path: str, pointer: str, fail: _Fail) -> None:
+    problem = path_problem(path)
+    if problem is not None:
+        raise fail(pointer, "path-grammar", problem)
+
+
+def capability_error(package: str, *, source: str, detail: str) -> BindingError:
+    """The refusal for a `commands` map on a package that does not declare the capability."""
+    return BindingError(
+        f"package {package!r} does not declare the Project Command capability{detail}, so its "
+        "Binding may not configure commands; declare it in the package manifest as "
+        "uses: {<slot>: {contract: <path to an exact copy of the descriptor>}}",
+        pointer="/commands",
+        rule="capability",
+        source=source,
+    )
+
+
+def _decode_file(data: bytes, suffix: str, fail: Callable[[str, str], BindingError]) -> object:
+    if suffix == ".toml":
+        try:
+            return tomllib.loads(data.decode("utf-8"))
+        except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+            raise fail("binding-file", f"not valid TOML: {exc}") from exc
+    if suffix == ".json":
+
+        def no_duplicates(pairs: list[tuple[str, object]]) -> dict[str, object]:
+            result = dict(pairs)
+            if len(result) != len(pairs):
+                duplicate = next(k for i, (k, _) in enumerate(pairs) if k in dict(pairs[:i]))
+                raise fail("binding-file", f"duplicate key {duplicate!r}")
+            return result
+
+        try:
+            return json.loads(data, object_pairs_hook=no_duplicates)
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise fail("binding-file", f"not valid JSON: {exc}") from exc
+    raise fail("binding-file", f"a Binding file ends in .toml or .json, not {suffix or '(none)'!r}")
+
+
+@dataclass(frozen=True)
+class LoadedBinding:
+    """A Binding read from disk, with its resolved package directory and capability slots."""
+
+    path: Path
+    binding: Binding
+    package_dir: Path
+    manifest: Path | None
+    slots: tuple[str, ...]
+
+
+def load_binding(path: Path) -> LoadedBinding:
+    """Read a Binding file (.toml or .json), validate it and check the package's manifest."""
+    source = str(path)
+
+    def fail(rule: str, reason: str, pointer: str = "") -> BindingError:
+        return BindingError(reason, pointer=pointer, rule=rule, source=source)
+
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise fail("binding-file", f"cannot be read: {exc.strerror}") from exc
+    obj = _decode_file(data, path.suffix, fail)
+    binding = parse_binding(obj, source=source)
+    package_dir = (path.parent / binding.package).resolve()
+    if not package_dir.is_dir():
+        raise fail("package", f"package directory {str(package_dir)!r} does not exist", "/package")
+    try:
+        declared = read_manifest(package_dir)
+    except ManifestError as exc:
+        raise fail("manifest", f"package manifest is invalid: {exc}", "/package") from exc
+    if binding.commands and not declared.slots:
+        detail = (
+            f" (no {' or '.join(('FLOW.md', 'flow.meta.json'))} in {package_dir})"
+            if declared.manifest is None
+            else f" ({declared.manifest} has no matching 'uses' entry)"
+        )
+        raise capability_error(binding.package, source=source, detail=detail)
+    return LoadedBinding(
+        path=path,
+        binding=binding,
+        package_dir=package_dir,
+        manifest=declared.manifest,
+        slots=declared.slots,
+    )

@@ -1,0 +1,199 @@
+"""The package manifest: which slots declare the Project Command capability.
+
+A package declares capabilities in `FLOW.md` YAML front matter or in `flow.meta.json` as
+`uses: {<slot>: {contract: <relative path to an exact descriptor copy>}}`. A slot declares
+the Project Command capability only when its copy has the contract's ID, version and digest.
+`FLOW.md` is read when both files exist.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+import yaml
+
+from jigcmd.jsonio.canonical import CanonicalError
+from jigcmd.policy.digests import CONTRACT_DIGEST, CONTRACT_ID, CONTRACT_VERSION, descriptor_digest
+from jigcmd.policy.paths import is_local_name
+
+__all__ = [
+    "MANIFEST_NAMES",
+    "DeclaredCapability",
+    "ManifestError",
+    "capability_slots",
+    "parse_front_matter",
+    "parse_json_object",
+    "read_manifest",
+]
+
+MANIFEST_NAMES = ("FLOW.md", "flow.meta.json")
+
+_FENCE = "---"
+_YAML_END = {"---", "..."}
+
+
+class ManifestError(ValueError):
+    """Raised when a package manifest or a descriptor copy it names is unreadable or inexact."""
+
+
+@dataclass(frozen=True)
+class DeclaredCapability:
+    """What a package directory declares: its manifest (if any) and the Project Command slots."""
+
+    manifest: Path | None
+    slots: tuple[str, ...]
+
+
+def parse_front_matter(text: str, *, source: str) -> object:
+    """Return the YAML front matter of a FLOW.md text (None when it has none)."""
+    lines = text.removeprefix("\ufeff").splitlines()
+    if not lines or lines[0].rstrip() != _FENCE:
+        return None
+    for index, line in enumerate(lines[1:], start=1):
+        if line.rstrip() in _YAML_END:
+            block = "\n".join(lines[1:index])
+            break
+    else:
+        raise ManifestError(f"{source}: front matter opened with '---' is never closed")
+    try:
+        return yaml.safe_load(block)
+    except yaml.YAMLError as exc:
+        raise ManifestError(f"{source}: front matter is not valid YAML: {exc}") from exc
+
+
+def parse_json_object(data: bytes, *, source: str) -> object:
+    """Parse JSON text, refusing duplicate keys, which would make the meaning ambiguous."""
+
+    def no_duplicates(pairs: list[tuple[str, object]]) -> dict[str, object]:
+        result: dict[str, object] = {}
+        for key, value in pairs:
+            if key in result:
+                raise ManifestError(f"{source}: duplicate key {key!r}")
+            result[key] = value
+        return result
+
+    try:
+        return json.loads(data, object_pairs_hook=no_duplicates)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ManifestError(f"{source}: not valid JSON: {exc}") from exc
+
+
+def capability_slots(
+    manifest: object, read_contract: Callable[[str], bytes], *, source: str
+) -> tuple[str, ...]:
+    """Return the slots whose `uses` entry names an exact Project Command descriptor copy.
+
+    `read_contract` returns the bytes of a contract path relative to the package directory.
+    Slots that use another contract are not ours and are skipped; a copy that claims our ID
+    but is not exact is an error, because a near-miss is a mistake worth hearing about.
+    """
+    if manifest is None:
+        return ()
+    if not isinstance(manifest, dict):
+        raise ManifestError(f"{source}: the manifest must be a mapping, got {_kind(manifest)}")
+    uses = manifest.get("uses")
+    if uses is None:
+        return ()
+    if not isinstance(uses, dict):
+        raise ManifestError(f"{source}: /uses must be a mapping of slot names, got {_kind(uses)}")
+    slots: list[str] = []
+    for slot, entry in uses.items():
+        where = f"{source}: /uses/{slot}"
+        if not isinstance(slot, str) or not is_local_name(slot):
+            raise ManifestError(f"{where}: slot name {slot!r} is not a LocalName")
+        if not isinstance(entry, dict) or not isinstance(entry.get("contract"), str):
+            raise ManifestError(f"{where}: must be a mapping with a string 'contract' path")
+        contract = entry["contract"]
+        problem = _contract_path_problem(contract)
+        if problem is not None:
+            raise ManifestError(f"{where}/contract: {problem}")
+        descriptor = parse_json_object(read_contract(contract), source=f"{where}/contract")
+        if _is_project_command(descriptor, contract, where):
+            slots.append(slot)
+    return tuple(slots)
+
+
+def _is_project_command(descriptor: object, contract: str, where: str) -> bool:
+    if not isinstance(descriptor, dict):
+        raise ManifestError(f"{where}/contract: {contract} is not a JSON object")
+    if descriptor.get("id") != CONTRACT_ID:
+        return False
+    version = descriptor.get("version")
+    if version != CONTRACT_VERSION:
+        raise ManifestError(
+            f"{where}/contract: {contract} has id {CONTRACT_ID} but version {version!r} "
+            f"(jigcmd implements {CONTRACT_VERSION})"
+        )
+    try:
+        digest = descriptor_digest(descriptor)
+    except CanonicalError as exc:
+        raise ManifestError(f"{where}/contract: {contract} cannot be digested: {exc}") from exc
+    if digest != CONTRACT_DIGEST:
+        raise ManifestError(
+            f"{where}/contract: {contract} is not an exact copy of the descriptor "
+            f"(digest {digest}, expected {CONTRACT_DIGEST})"
+        )
+    return True
+
+
+def _contract_path_problem(contract: str) -> str | None:
+    if not contract:
+        return "contract path is empty"
+    if "\\" in contract or "\x00" in contract:
+        return f"contract path {contract!r} contains a backslash or NUL"
+    pure = PurePosixPath(contract)
+    if pure.is_absolute():
+        return f"contract path {contract!r} must be relative to the package directory"
+    depth = 0
+    for part in pure.parts:
+        depth += -1 if part == ".." else 1
+        if depth < 0:
+            return f"contract path {contract!r} escapes the package directory"
+    return None
+
+
+def _kind(value: object) -> str:
+    return "null" if value is None else type(value).__name__
+
+
+def read_manifest(package_dir: Path) -> DeclaredCapability:
+    """Read a package directory's manifest and return the slots declaring the capability."""
+    for name in MANIFEST_NAMES:
+        path = package_dir / name
+        if path.is_file():
+            break
+    else:
+        return DeclaredCapability(manifest=None, slots=())
+    source = str(path)
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise ManifestError(f"{source}: cannot be read: {exc.strerror}") from exc
+    if name == "FLOW.md":
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise ManifestError(f"{source}: not UTF-8: {exc}") from exc
+        manifest = parse_front_matter(text, source=source)
+    else:
+        manifest = parse_json_object(data, source=source)
+    root = package_dir.resolve()
+
+    def read_contract(relative: str) -> bytes:
+        target = (root / relative).resolve()
+        # Resolving follows symlinks, so a link pointing outside the package is caught here.
+        if not target.is_relative_to(root):
+            raise ManifestError(f"{source}: contract {relative!r} resolves outside {root}")
+        try:
+            return target.read_bytes()
+        except OSError as exc:
+            raise ManifestError(
+                f"{source}: contract {relative!r} cannot be read: {exc.strerror}"
+            ) from exc
+
+    return DeclaredCapability(
+        manifest=path, slots=capability_slots(manifest, read_contract, source=source)
+    )

@@ -1,0 +1,328 @@
+"""Binding parsing and loading (spec-notes §3)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import msgspec
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from jigcmd.policy.binding import (
+    BUN_FLAGS,
+    Binding,
+    BindingError,
+    CommandPolicy,
+    load_binding,
+    parse_binding,
+)
+
+DESCRIPTOR = Path(__file__).parents[2] / "schemas" / "project-command.capability.json"
+
+GOOD_COMMANDS = {
+    "cli": {"run": "src/cli.ts"},
+    "tests": {"test": ["test/a.test.ts", "test/b.spec.js"]},
+}
+
+
+def parse_commands(commands: object) -> Binding:
+    """Parse a Binding for package '.' with the given commands value."""
+    return parse_binding({"package": ".", "commands": commands}, source="b.toml")
+
+
+def rejection(obj: object, **kwargs: bool) -> BindingError:
+    """Return the BindingError that parsing `obj` raises."""
+    with pytest.raises(BindingError) as caught:
+        parse_binding(obj, source="b.toml", **kwargs)
+    return caught.value
+
+
+def test_a_valid_binding_yields_its_commands_in_order() -> None:
+    """Each entry becomes a CommandPolicy with its kind and paths in Binding order."""
+    binding = parse_commands(GOOD_COMMANDS)
+    assert binding.package == "."
+    assert list(binding.commands) == ["cli", "tests"]
+    assert binding.commands["cli"] == CommandPolicy(name="cli", kind="run", paths=("src/cli.ts",))
+    assert binding.commands["tests"].paths == ("test/a.test.ts", "test/b.spec.js")
+
+
+def test_run_invocation_is_bun_entry_then_args() -> None:
+    """A run command's logical argv is bun, the entry point, then the caller's args."""
+    command = CommandPolicy(name="cli", kind="run", paths=("src/cli.ts",))
+    assert command.invocation(["--x", "y"]) == ["bun", "src/cli.ts", "--x", "y"]
+
+
+def test_test_invocation_lists_paths_in_binding_order() -> None:
+    """A test command's logical argv is bun test and its paths in Binding order."""
+    command = CommandPolicy(name="t", kind="test", paths=("b.test.ts", "a.test.ts"))
+    assert command.invocation() == ["bun", "test", "b.test.ts", "a.test.ts"]
+    assert not command.accepts_args
+
+
+def test_executed_argv_puts_posture_flags_before_the_entry_point() -> None:
+    """The real argv carries the Bun posture flags before the script, so args stay script args."""
+    command = CommandPolicy(name="cli", kind="run", paths=("src/cli.ts",))
+    assert command.bun_argv("/rt/bun", ["--no-env-file"]) == [
+        "/rt/bun",
+        *BUN_FLAGS,
+        "src/cli.ts",
+        "--no-env-file",
+    ]
+
+
+def test_omitted_and_empty_commands_grant_nothing() -> None:
+    """No `commands` key, or an empty map, yields a Binding with no commands."""
+    assert parse_binding({"package": "pkg"}).commands == {}
+    assert parse_commands({}).commands == {}
+
+
+@pytest.mark.parametrize(
+    ("obj", "pointer", "rule", "reason"),
+    [
+        (None, "", "binding-object", "must be an object, got null"),
+        ({"package": ".", "commands": None}, "/commands", "commands-map", "got null"),
+        (
+            {"package": ".", "commands": {"cli": {"shell": "bun test"}}},
+            "/commands/cli",
+            "command-entry",
+            "unknown key 'shell'",
+        ),
+        (
+            {"package": ".", "commands": {"cli": {"run": "../bad.ts"}}},
+            "/commands/cli/run",
+            "path-grammar",
+            "path must not contain '..' components",
+        ),
+        (
+            {"package": ".", "commands": {"cli": {"run": "/tmp/bad.ts"}}},
+            "/commands/cli/run",
+            "path-grammar",
+            "must be relative",
+        ),
+        (
+            {"package": ".", "commands": {"cli": {"run": "x.ts", "test": ["x.test.ts"]}}},
+            "/commands/cli",
+            "command-entry",
+            "has both 'run' and 'test'",
+        ),
+        (
+            {"package": ".", "commands": {"test": {"test": []}}},
+            "/commands/test/test",
+            "test-paths",
+            "1-16 test paths, got 0",
+        ),
+    ],
+)
+def test_the_spec_bad_examples_are_rejected_with_rule_and_pointer(
+    obj: object, pointer: str, rule: str, reason: str
+) -> None:
+    """Every bad Binding example in spec-notes §3 is refused, naming the rule and where."""
+    error = rejection(obj)
+    assert (error.pointer, error.rule) == (pointer, rule)
+    assert reason in str(error)
+    assert str(error).startswith(f"b.toml: {pointer}" if pointer else "b.toml: ")
+
+
+@pytest.mark.parametrize(
+    ("commands", "pointer", "rule", "reason"),
+    [
+        ({f"c{i}": {"run": "a.ts"} for i in range(9)}, "/commands", "commands-count", "got 9"),
+        ({"Cli": {"run": "a.ts"}}, "/commands/Cli", "command-name", "not a LocalName"),
+        ({"a" * 65: {"run": "a.ts"}}, "/commands/" + "a" * 65, "command-name", "LocalName"),
+        ({"cli": "src/cli.ts"}, "/commands/cli", "command-entry", "got str"),
+        ({"cli": {}}, "/commands/cli", "command-entry", "has neither"),
+        ({"cli": {"run": ["a.ts"]}}, "/commands/cli/run", "run-path", "one path string"),
+        ({"cli": {"run": "src/cli.mjs"}}, "/commands/cli/run", "run-path", "end in .ts or .js"),
+        ({"cli": {"run": "a b.ts"}}, "/commands/cli/run", "path-grammar", "forbidden character"),
+        ({"t": {"test": "a.test.ts"}}, "/commands/t/test", "test-paths", "array of paths"),
+        (
+            {"t": {"test": [f"t{i}.test.ts" for i in range(17)]}},
+            "/commands/t/test",
+            "test-paths",
+            "got 17",
+        ),
+        ({"t": {"test": ["a.ts"]}}, "/commands/t/test/0", "test-paths", "must end in .test.ts"),
+        ({"t": {"test": [1]}}, "/commands/t/test/0", "test-paths", "must be a string"),
+        (
+            {"t": {"test": ["a.test.ts", "a.test.ts"]}},
+            "/commands/t/test/1",
+            "test-paths",
+            "duplicate test path 'a.test.ts' (also at index 0)",
+        ),
+        (
+            {"t": {"test": ["x/../a.test.ts"]}},
+            "/commands/t/test/0",
+            "path-grammar",
+            "'..' components",
+        ),
+    ],
+)
+def test_each_command_rule_is_enforced(
+    commands: object, pointer: str, rule: str, reason: str
+) -> None:
+    """Every command rule refuses a violation at the offending pointer."""
+    error = rejection({"package": ".", "commands": commands})
+    assert (error.pointer, error.rule) == (pointer, rule)
+    assert reason in error.reason
+
+
+def test_names_with_slashes_are_escaped_in_pointers() -> None:
+    """A bad command name containing '/' is escaped as RFC 6901 requires."""
+    assert rejection({"package": ".", "commands": {"a/b": {"run": "a.ts"}}}).pointer == (
+        "/commands/a~1b"
+    )
+
+
+@pytest.mark.parametrize(
+    ("obj", "pointer", "rule"),
+    [
+        ({"commands": {}}, "/package", "package"),
+        ({"package": ""}, "/package", "package"),
+        ({"package": 3}, "/package", "package"),
+        ({"package": ".", "extra": 1}, "/extra", "binding-keys"),
+    ],
+)
+def test_binding_level_rules_are_enforced(obj: object, pointer: str, rule: str) -> None:
+    """A Binding needs a package path and has no other keys than package and commands."""
+    error = rejection(obj)
+    assert (error.pointer, error.rule) == (pointer, rule)
+
+
+def test_commands_on_a_package_without_the_capability_are_invalid() -> None:
+    """A non-empty commands map is refused when the package does not declare the capability."""
+    error = rejection(
+        {"package": ".", "commands": {"cli": {"run": "a.ts"}}}, declares_capability=False
+    )
+    assert (error.pointer, error.rule) == ("/commands", "capability")
+
+
+def test_an_empty_map_is_fine_without_the_capability() -> None:
+    """Granting nothing needs no capability declaration."""
+    binding = parse_binding({"package": ".", "commands": {}}, declares_capability=False)
+    assert binding.commands == {}
+
+
+@given(
+    st.dictionaries(
+        st.from_regex(r"\A[a-z0-9]{1,8}(-[a-z0-9]{1,8}){0,2}\Z"),
+        st.sampled_from([{"run": "src/cli.ts"}, {"test": ["t/a.test.ts", "t/b.spec.ts"]}]),
+        max_size=8,
+    )
+)
+def test_the_policy_document_round_trips_through_parse(commands: dict[str, object]) -> None:
+    """Parsing a Binding's own canonical document gives back the same Binding and digest."""
+    binding = parse_commands(commands)
+    document = json.loads(msgspec.json.encode(binding.document()))
+    again = parse_binding(document)
+    assert again == binding
+    assert again.digest() == binding.digest()
+
+
+def test_the_digest_changes_when_a_command_changes() -> None:
+    """Any change in a command path changes the Binding digest."""
+    changed = {**GOOD_COMMANDS, "cli": {"run": "src/other.ts"}}
+    assert parse_commands(GOOD_COMMANDS).digest() != parse_commands(changed).digest()
+
+
+def make_package(root: Path, *, declare: bool = True) -> Path:
+    """Create a package directory whose FLOW.md declares the capability in slot 'project'."""
+    package = root / "pkg"
+    (package / "contracts").mkdir(parents=True)
+    shutil.copyfile(DESCRIPTOR, package / "contracts" / "project-command.json")
+    uses = "uses:\n  project:\n    contract: ./contracts/project-command.json\n" if declare else ""
+    (package / "FLOW.md").write_text(f"---\nname: demo\n{uses}---\n# Demo\n")
+    return package
+
+
+def test_load_binding_reads_toml_and_resolves_the_package(tmp_path: Path) -> None:
+    """A TOML Binding loads, with the package resolved against the Binding file's directory."""
+    package = make_package(tmp_path)
+    path = tmp_path / "binding.toml"
+    path.write_text(
+        'package = "pkg"\n[commands.cli]\nrun = "src/cli.ts"\n'
+        '[commands.tests]\ntest = ["test/a.test.ts"]\n'
+    )
+    loaded = load_binding(path)
+    assert loaded.package_dir == package.resolve()
+    assert loaded.slots == ("project",)
+    assert loaded.manifest == package.resolve() / "FLOW.md"
+    assert list(loaded.binding.commands) == ["cli", "tests"]
+
+
+def test_load_binding_reads_json(tmp_path: Path) -> None:
+    """A JSON Binding loads the same way."""
+    make_package(tmp_path)
+    path = tmp_path / "binding.json"
+    path.write_text(json.dumps({"package": "pkg", "commands": GOOD_COMMANDS}))
+    assert list(load_binding(path).binding.commands) == ["cli", "tests"]
+
+
+def test_load_binding_refuses_commands_for_an_undeclared_package(tmp_path: Path) -> None:
+    """Commands on a package whose manifest declares nothing are refused, naming the manifest."""
+    make_package(tmp_path, declare=False)
+    path = tmp_path / "binding.toml"
+    path.write_text('package = "pkg"\n[commands.cli]\nrun = "src/cli.ts"\n')
+    with pytest.raises(BindingError, match=r"FLOW\.md has no matching 'uses' entry") as caught:
+        load_binding(path)
+    assert caught.value.rule == "capability"
+
+
+def test_load_binding_refuses_commands_for_a_package_without_manifest(tmp_path: Path) -> None:
+    """Commands on a package with no manifest at all are refused."""
+    (tmp_path / "pkg").mkdir()
+    path = tmp_path / "binding.toml"
+    path.write_text('package = "pkg"\n[commands.cli]\nrun = "src/cli.ts"\n')
+    with pytest.raises(BindingError, match=r"no FLOW.md or flow.meta.json"):
+        load_binding(path)
+
+
+def test_load_binding_allows_an_empty_policy_without_manifest(tmp_path: Path) -> None:
+    """A Binding granting nothing loads even if the package declares nothing."""
+    (tmp_path / "pkg").mkdir()
+    path = tmp_path / "binding.toml"
+    path.write_text('package = "pkg"\n')
+    assert load_binding(path).binding.commands == {}
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "reason"),
+    [
+        ("binding.toml", "package = ", "not valid TOML"),
+        ("binding.json", '{"package": "pkg", "package": "x"}', "duplicate key 'package'"),
+        ("binding.json", "{", "not valid JSON"),
+        ("binding.yaml", "package: pkg", "ends in .toml or .json"),
+    ],
+)
+def test_unreadable_binding_files_are_refused(
+    tmp_path: Path, name: str, content: str, reason: str
+) -> None:
+    """Syntax errors, duplicate keys and unknown suffixes are binding-file errors."""
+    path = tmp_path / name
+    path.write_text(content)
+    with pytest.raises(BindingError, match=reason) as caught:
+        load_binding(path)
+    assert caught.value.rule == "binding-file"
+
+
+def test_a_missing_package_directory_is_refused(tmp_path: Path) -> None:
+    """The package must be an existing directory."""
+    path = tmp_path / "binding.toml"
+    path.write_text('package = "nowhere"\n')
+    with pytest.raises(BindingError, match="does not exist") as caught:
+        load_binding(path)
+    assert (caught.value.pointer, caught.value.rule) == ("/package", "package")
+
+
+def test_an_invalid_manifest_is_a_binding_error(tmp_path: Path) -> None:
+    """A broken manifest surfaces as a BindingError with rule 'manifest'."""
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "flow.meta.json").write_text('{"uses": {"project": {"contract": "../x.json"}}}')
+    path = tmp_path / "binding.toml"
+    path.write_text('package = "pkg"\n')
+    with pytest.raises(BindingError, match="escapes the package directory") as caught:
+        load_binding(path)
+    assert caught.value.rule == "manifest"
