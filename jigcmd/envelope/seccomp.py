@@ -37,6 +37,7 @@ __all__ = [
     "build_filter",
     "denied_syscalls",
     "install",
+    "syscall_numbers",
 ]
 
 # Classic BPF opcodes (linux/filter.h, linux/bpf_common.h).
@@ -292,17 +293,21 @@ def _assemble(program: list[_Insn]) -> bytes:
     return bytes(out)
 
 
-def _machine() -> str:
-    machine = platform.machine()
+def _machine(machine: str | None = None) -> str:
+    machine = machine or platform.machine()
     if machine not in _SYSCALLS:
         raise SeccompError(f"no seccomp filter for architecture {machine!r}")
     return machine
 
 
+def syscall_numbers(machine: str | None = None) -> dict[str, int]:
+    """Name → number of every syscall the filter names, on `machine` (default: this one)."""
+    return dict(_SYSCALLS[_machine(machine)])
+
+
 def denied_syscalls(machine: str | None = None) -> dict[str, int]:
     """Name → number of every syscall denied outright (EPERM) on `machine` (default: this one)."""
-    machine = machine or _machine()
-    table = _SYSCALLS[machine]
+    table = _SYSCALLS[_machine(machine)]
     return {
         name: table[name]
         for group in _DENY_GROUPS.values()
@@ -317,7 +322,7 @@ def build_filter(*, machine: str | None = None, deny_errno: int = errno.EPERM) -
 
     `deny_errno` exists so tests can tell the filter's answer from the kernel's own EPERM.
     """
-    machine = machine or _machine()
+    machine = _machine(machine)
     if not 0 < deny_errno <= _MAX_ERRNO:
         raise SeccompError(f"deny errno {deny_errno} outside 1..{_MAX_ERRNO}")
     nr = _SYSCALLS[machine]

@@ -1,0 +1,366 @@
+"""The seccomp deny-list: its program, emulated for both architectures, and the real kernel."""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import platform
+import signal
+import struct
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import pytest
+
+from jigcmd.envelope import seccomp
+
+REPO = Path(__file__).resolve().parents[2]
+MACHINES = ("x86_64", "aarch64")
+AUDIT_ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
+FOREIGN_ARCHES = (0x40000003, 0x40000028, 0xC00000F3)  # i386, arm, riscv64
+RET_ALLOW = 0x7FFF0000
+RET_KILL_PROCESS = 0x80000000
+RET_EPERM = 0x00050000 | errno.EPERM
+RET_ENOSYS = 0x00050000 | errno.ENOSYS
+CLONE_NEWUSER = 0x10000000
+CLONE_THREAD = 0x00010000
+SIGCHLD = 17
+TIOCSTI = 0x5412
+TIOCLINUX = 0x541C
+FIONREAD = 0x541B
+# An errno no kernel path returns, so that a test sees the filter's answer and not the kernel's.
+MARKER_ERRNO = 3999
+
+
+def evaluate(program: bytes, nr: int, arch: int, args: tuple[int, ...] = ()) -> int:
+    """Run a classic-BPF seccomp program the way the kernel does, for one system call."""
+    data = struct.pack("=iIQ6Q", nr, arch, 0, *(args + (0,) * (6 - len(args))))
+    instructions = list(struct.iter_unpack("=HBBI", program))
+    pc, acc = 0, 0
+    while True:
+        code: int
+        k: int
+        code, jt, jf, k = instructions[pc]
+        if code == 0x20:  # ld [k]
+            (acc,) = struct.unpack_from("=I", data, k)
+            pc += 1
+        elif code == 0x15:  # jeq #k
+            pc += 1 + (jt if acc == k else jf)
+        elif code == 0x45:  # jset #k
+            pc += 1 + (jt if acc & k else jf)
+        elif code == 0x06:  # ret #k
+            return k
+        else:
+            raise AssertionError(f"unexpected opcode {code:#x} at {pc}")
+
+
+def verdict(machine: str, name: str, *args: int) -> int:
+    """The filter's answer for syscall `name` with `args` on `machine`."""
+    nr = seccomp.syscall_numbers(machine)[name]
+    return evaluate(seccomp.build_filter(machine=machine), nr, AUDIT_ARCH[machine], args)
+
+
+@pytest.mark.parametrize("machine", MACHINES)
+def test_every_listed_syscall_is_denied_with_eperm(machine: str) -> None:
+    """Each syscall on the deny-list gets EPERM whatever its arguments."""
+    program = seccomp.build_filter(machine=machine)
+    for name, nr in seccomp.denied_syscalls(machine).items():
+        for args in ((), (2**64 - 1,) * 6):
+            assert evaluate(program, nr, AUDIT_ARCH[machine], args) == RET_EPERM, name
+
+
+@pytest.mark.parametrize(
+    ("machine", "ordinary"),
+    [("x86_64", (0, 1, 39, 57, 59, 231, 318, 434, 436)), ("aarch64", (63, 64, 172, 221, 278))],
+)
+def test_ordinary_syscalls_are_allowed(machine: str, ordinary: tuple[int, ...]) -> None:
+    """read, write, getpid, fork, execve, exit_group, getrandom and friends pass untouched."""
+    program = seccomp.build_filter(machine=machine)
+    for nr in ordinary:
+        assert evaluate(program, nr, AUDIT_ARCH[machine]) == RET_ALLOW, nr
+
+
+@pytest.mark.parametrize("machine", MACHINES)
+def test_foreign_abis_kill_the_process(machine: str) -> None:
+    """A system call made through another architecture's ABI kills the process."""
+    program = seccomp.build_filter(machine=machine)
+    for arch in (*FOREIGN_ARCHES, *(a for a in AUDIT_ARCH.values() if a != AUDIT_ARCH[machine])):
+        assert evaluate(program, 20, arch) == RET_KILL_PROCESS
+
+
+def test_x32_system_calls_kill_the_process_on_x86_64() -> None:
+    """x86_64 calls with the x32 bit set kill the process, denied or not."""
+    program = seccomp.build_filter(machine="x86_64")
+    for nr in (39, 272):
+        assert evaluate(program, nr | 0x40000000, AUDIT_ARCH["x86_64"]) == RET_KILL_PROCESS
+
+
+@pytest.mark.parametrize("machine", MACHINES)
+def test_clone3_fails_with_enosys_so_runtimes_fall_back_to_clone(machine: str) -> None:
+    """clone3 answers ENOSYS, the signal glibc and Bun take to retry with clone."""
+    assert verdict(machine, "clone3") == RET_ENOSYS
+
+
+@pytest.mark.parametrize("machine", MACHINES)
+@pytest.mark.parametrize("flag", [1 << bit for bit in range(32) if (1 << bit) & 0x7E020000])
+def test_clone_with_any_namespace_flag_is_denied(machine: str, flag: int) -> None:
+    """clone with a CLONE_NEW* flag is denied, also when junk fills the upper 32 bits."""
+    assert flag & seccomp.CLONE_NAMESPACE_FLAGS
+    assert verdict(machine, "clone", flag | SIGCHLD) == RET_EPERM
+    assert verdict(machine, "clone", flag | (0xFFFF << 32)) == RET_EPERM
+
+
+@pytest.mark.parametrize("machine", MACHINES)
+def test_clone_without_namespace_flags_is_allowed(machine: str) -> None:
+    """fork-style and thread-style clone calls pass, as do flags only in the ignored upper half."""
+    for flags in (SIGCHLD, 0x3D0F00, 0x004111, CLONE_NEWUSER << 32):
+        assert verdict(machine, "clone", flags) == RET_ALLOW, hex(flags)
+
+
+@pytest.mark.parametrize("machine", MACHINES)
+def test_personality_allows_only_the_default_and_the_query(machine: str) -> None:
+    """personality(0) and personality(0xffffffff) pass; ADDR_NO_RANDOMIZE and others are denied."""
+    for persona in seccomp.PERSONALITY_ALLOWED:
+        assert verdict(machine, "personality", persona) == RET_ALLOW
+    for persona in (0x0040000, 0x0400000, 0x0008, 0x0020000):
+        assert verdict(machine, "personality", persona) == RET_EPERM
+
+
+@pytest.mark.parametrize("machine", MACHINES)
+def test_terminal_injection_ioctls_are_denied_even_with_high_bits(machine: str) -> None:
+    """TIOCSTI and TIOCLINUX are denied however the upper half is set; other ioctls pass."""
+    for request in (TIOCSTI, TIOCLINUX, TIOCSTI | (1 << 32), TIOCLINUX | (0xFFFFFFFF << 32)):
+        assert verdict(machine, "ioctl", 0, request) == RET_EPERM
+    assert verdict(machine, "ioctl", 0, FIONREAD) == RET_ALLOW
+
+
+def test_port_io_is_denied_only_where_it_exists() -> None:
+    """iopl and ioperm are on the x86_64 list and absent from aarch64's."""
+    assert {"iopl", "ioperm"} <= seccomp.denied_syscalls("x86_64").keys()
+    assert not {"iopl", "ioperm"} & seccomp.denied_syscalls("aarch64").keys()
+
+
+def test_the_filter_is_built_once_and_is_whole_instructions() -> None:
+    """build_filter returns the same cached bytes, a whole number of 8-byte instructions."""
+    program = seccomp.build_filter(machine="x86_64")
+    assert program is seccomp.build_filter(machine="x86_64")
+    assert len(program) % 8 == 0
+
+
+def test_an_unknown_architecture_is_refused() -> None:
+    """Asking for a filter for an architecture without a syscall table raises SeccompError."""
+    with pytest.raises(seccomp.SeccompError, match="riscv64"):
+        seccomp.build_filter(machine="riscv64")
+
+
+def test_a_deny_errno_outside_the_kernel_range_is_refused() -> None:
+    """The kernel clamps errno values above 4095, so the builder refuses them."""
+    with pytest.raises(seccomp.SeccompError, match="4096"):
+        seccomp.build_filter(machine="x86_64", deny_errno=4096)
+
+
+def test_installing_a_broken_program_is_refused_before_the_kernel() -> None:
+    """A program that is not whole instructions raises SeccompError and installs nothing."""
+    with pytest.raises(seccomp.SeccompError, match="not whole instructions"):
+        seccomp.install(b"\x06\x00\x00\x00")
+
+
+# --- the real kernel, in a fresh user namespace like the envelope's ----------------------------
+
+# Everything is imported before the namespace: uid 65534 may not read the interpreter's home.
+PRELUDE = """
+import ctypes, json, mmap, os, subprocess, sys, threading
+from jigcmd.envelope import seccomp, syscalls
+libc = ctypes.CDLL(None, use_errno=True)
+NR = seccomp.syscall_numbers()
+
+def call(nr, *args):
+    result = libc.syscall(ctypes.c_long(nr), *(ctypes.c_long(arg) for arg in args))
+    return 0 if result >= 0 else ctypes.get_errno()
+
+def status(field):
+    with open("/proc/self/status") as handle:
+        return next(line.split()[1] for line in handle if line.startswith(field + ":"))
+
+try:
+    syscalls.unshare(syscalls.CLONE_NEWUSER | syscalls.CLONE_NEWNS)
+except OSError as exc:
+    print("unavailable: unshare(CLONE_NEWUSER):", exc, flush=True)
+    sys.exit(3)
+print("unshared", flush=True)
+sys.stdin.readline()
+os.setresgid(0, 0, 0)
+os.setgroups([])
+os.setresuid(0, 0, 0)
+"""
+
+
+def unavailable(reason: str) -> None:
+    """Skip, or fail under CI, where the envelope must run for real."""
+    if os.environ.get("CI"):
+        pytest.fail(f"envelope test cannot run: {reason}")
+    pytest.skip(reason)
+
+
+class Outcome(NamedTuple):
+    """How a script run in a user namespace ended."""
+
+    code: int
+    value: Any  # the JSON value of the last stdout line of a successful run, else None
+    stderr: str
+
+
+def run_in_user_namespace(body: str) -> Outcome:
+    """Run `body` in a fresh Python inside a new user namespace mapped 0 → 65534."""
+    if os.geteuid() != 0:
+        unavailable("needs root to map a user namespace to host uid 65534")
+    if platform.machine() not in MACHINES:
+        unavailable(f"no seccomp filter for {platform.machine()}")
+    script = PRELUDE + textwrap.dedent(body)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", script],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={"PYTHONPATH": str(REPO)},
+        cwd="/",
+    )
+    try:
+        assert proc.stdout is not None
+        first = proc.stdout.readline()
+        if first.startswith(b"unavailable"):
+            proc.wait()
+            unavailable(first.decode().strip())
+        assert first == b"unshared\n", proc.communicate(timeout=60)[1].decode()
+        for name in ("uid_map", "gid_map"):
+            Path(f"/proc/{proc.pid}/{name}").write_text("0 65534 1\n")
+        out, err = proc.communicate(b"mapped\n", timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    lines = out.decode().splitlines()
+    value = json.loads(lines[-1]) if lines and proc.returncode == 0 else None
+    return Outcome(proc.returncode, value, err.decode(errors="replace"))
+
+
+@pytest.mark.envelope
+def test_every_denied_syscall_is_stopped_by_the_filter_and_not_by_the_kernel() -> None:
+    """With a marker errno, every listed call (harmless arguments) returns the marker."""
+    code, answers, err = run_in_user_namespace(f"""
+        seccomp.install(seccomp.build_filter(deny_errno={MARKER_ERRNO}))
+        answers = {{name: call(nr, *[-1] * 6) for name, nr in seccomp.denied_syscalls().items()}}
+        answers["clone+CLONE_NEWUSER"] = call(NR["clone"], {CLONE_NEWUSER | CLONE_THREAD})
+        answers["personality(ADDR_NO_RANDOMIZE)"] = call(NR["personality"], 0x0040000)
+        answers["ioctl(TIOCSTI)"] = call(NR["ioctl"], -1, {TIOCSTI | (1 << 32)})
+        answers["ioctl(TIOCLINUX)"] = call(NR["ioctl"], -1, {TIOCLINUX})
+        print(json.dumps(answers))
+    """)
+    assert code == 0, err
+    assert answers == dict.fromkeys(answers, MARKER_ERRNO)
+    assert len(answers) == len(seccomp.denied_syscalls()) + 4
+
+
+@pytest.mark.envelope
+def test_calls_that_pass_the_filter_reach_the_kernel() -> None:
+    """Allowed variants get the kernel's own errors, not the filter's marker."""
+    code, answers, err = run_in_user_namespace(f"""
+        seccomp.install(seccomp.build_filter(deny_errno={MARKER_ERRNO}))
+        print(json.dumps({{
+            "clone(CLONE_THREAD)": call(NR["clone"], {CLONE_THREAD}),
+            "ioctl(FIONREAD)": call(NR["ioctl"], -1, {FIONREAD}),
+            "personality(query)": call(NR["personality"], 0xFFFFFFFF),
+            "clone3": call(NR["clone3"], -1, -1),
+        }}))
+    """)
+    assert code == 0, err
+    assert answers == {
+        "clone(CLONE_THREAD)": errno.EINVAL,
+        "ioctl(FIONREAD)": errno.EBADF,
+        "personality(query)": 0,
+        "clone3": errno.ENOSYS,
+    }
+
+
+@pytest.mark.envelope
+def test_the_filter_denies_with_eperm_what_the_namespace_root_could_otherwise_do() -> None:
+    """A tmpfs mount succeeds before the filter and fails with EPERM after it, as does unshare."""
+    code, answers, err = run_in_user_namespace("""
+        syscalls.mount("jigcmd-probe", "/mnt", "tmpfs", 0)
+        syscalls.umount2("/mnt", 0)
+        seccomp.install()
+        try:
+            syscalls.mount("jigcmd-probe", "/mnt", "tmpfs", 0)
+            mount = 0
+        except OSError as exc:
+            mount = exc.errno
+        print(json.dumps({
+            "mount": mount,
+            "unshare(CLONE_NEWUSER)": call(NR["unshare"], syscalls.CLONE_NEWUSER),
+            "setns": call(NR["setns"], 0, 0),
+            "no_new_privs": status("NoNewPrivs"),
+            "seccomp": status("Seccomp"),
+        }))
+    """)
+    assert code == 0, err
+    assert answers == {
+        "mount": errno.EPERM,
+        "unshare(CLONE_NEWUSER)": errno.EPERM,
+        "setns": errno.EPERM,
+        "no_new_privs": "1",
+        "seccomp": "2",
+    }
+
+
+@pytest.mark.envelope
+def test_fork_threads_and_subprocesses_still_work_under_the_filter() -> None:
+    """os.fork, a Python thread and subprocess.run all work with clone3 denied."""
+    code, answers, err = run_in_user_namespace("""
+        seccomp.install()
+        pid = os.fork()
+        if pid == 0:
+            os._exit(7)
+        forked = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+        box = []
+        thread = threading.Thread(target=box.append, args=("ran",))
+        thread.start()
+        thread.join()
+        child = subprocess.run(["/bin/echo", "child"], capture_output=True, check=False)
+        print(json.dumps([forked, box, child.returncode, child.stdout.decode()]))
+    """)
+    assert code == 0, err
+    assert answers == [7, ["ran"], 0, "child\n"]
+
+
+@pytest.mark.envelope
+@pytest.mark.skipif(platform.machine() != "x86_64", reason="the x32 ABI exists only on x86_64")
+def test_an_x32_system_call_kills_the_process() -> None:
+    """getpid through the x32 ABI ends the process with SIGSYS."""
+    code, _, err = run_in_user_namespace("""
+        seccomp.install()
+        call(39 | 0x40000000)
+        print(json.dumps("survived"))
+    """)
+    assert code == -signal.SIGSYS, err
+
+
+@pytest.mark.envelope
+@pytest.mark.skipif(platform.machine() != "x86_64", reason="int 0x80 is the x86 i386 ABI")
+def test_an_i386_system_call_kills_the_process() -> None:
+    """getpid through int 0x80 (the i386 ABI) ends the process with SIGSYS."""
+    code, _, err = run_in_user_namespace("""
+        page = mmap.mmap(-1, 4096, prot=mmap.PROT_READ | mmap.PROT_WRITE | mmap.PROT_EXEC)
+        page.write(bytes.fromhex("b814000000cd80c3"))  # mov eax, 20; int 0x80; ret
+        getpid_i386 = ctypes.CFUNCTYPE(ctypes.c_int)(
+            ctypes.addressof(ctypes.c_char.from_buffer(page))
+        )
+        assert getpid_i386() == os.getpid()
+        seccomp.install()
+        getpid_i386()
+        print(json.dumps("survived"))
+    """)
+    assert code == -signal.SIGSYS, err
