@@ -1,0 +1,30 @@
+"""What the wire knows about commands: the catalog it advertises and the result of one run."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import msgspec
+
+from jigcmd.evidence import Evidence, ResourceReport
+
+__all__ = ["CommandKind", "RunResult", "ToolInfo"]
+
+CommandKind = Literal["run", "test"]
+
+
+class ToolInfo(msgspec.Struct, frozen=True):
+    """One command the Binding configures; `unavailable` says why calls to it cannot run now."""
+
+    name: str
+    kind: CommandKind
+    # None when the command is admitted; otherwise a reason a person can act on, e.g.
+    # "the policy is not admitted; run `jigcmd lock --binding …`".
+    unavailable: str | None = None
+
+
+class RunResult(msgspec.Struct, frozen=True):
+    """A completed run: the contract's evidence, and the measurements that live beside it."""
+
+    evidence: Evidence
+    report: ResourceReport

@@ -1,0 +1,89 @@
+"""Sans-IO line framing: bytes in, complete LF-terminated frames (or "oversized" events) out.
+
+Frames are split on b"\\n" only; a b"\\r" before it stays part of the frame (JSON treats it as
+whitespace). A frame longer than the limit is not buffered: its bytes are dropped as they arrive
+until the next b"\\n", one `Oversized` event is reported, and framing continues after it.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+__all__ = ["MAX_FRAME_BYTES", "Frame", "LineFramer", "Oversized"]
+
+MAX_FRAME_BYTES = 16 * 1024 * 1024
+
+
+class Frame(msgspec.Struct, frozen=True):
+    """One complete frame, without its terminating b"\\n"."""
+
+    data: bytes
+
+
+class Oversized(msgspec.Struct, frozen=True):
+    """A frame exceeded the limit and was discarded; `size` counts the bytes seen (at least)."""
+
+    size: int
+
+
+class LineFramer:
+    """Accumulates received bytes and yields frames; never holds more than the limit."""
+
+    def __init__(self, max_frame_bytes: int = MAX_FRAME_BYTES) -> None:
+        self._max = max_frame_bytes
+        self._buffer = bytearray()
+        # Bytes of the current oversized frame dropped so far; -1 when not discarding.
+        self._discarded = -1
+
+    @property
+    def pending(self) -> int:
+        """Bytes of an incomplete frame currently buffered."""
+        return len(self._buffer)
+
+    def feed(self, data: bytes) -> list[Frame | Oversized]:
+        """Consume `data` and return the frames (and oversize events) it completed, in order."""
+        events: list[Frame | Oversized] = []
+        start = 0
+        end = len(data)
+        if self._discarded >= 0:
+            newline = data.find(b"\n")
+            if newline < 0:
+                self._discarded += end
+                return events
+            events.append(Oversized(self._discarded + newline))
+            self._discarded = -1
+            start = newline + 1
+        while start < end:
+            newline = data.find(b"\n", start)
+            if newline < 0:
+                self._buffer += data[start:] if start else data
+                if len(self._buffer) > self._max:
+                    self._discarded = len(self._buffer)
+                    self._buffer.clear()
+                return events
+            if self._buffer:
+                self._buffer += data[start:newline]
+                frame = bytes(self._buffer)
+                self._buffer.clear()
+            else:
+                frame = data[start:newline]
+            if len(frame) > self._max:
+                events.append(Oversized(len(frame)))
+            else:
+                events.append(Frame(frame))
+            start = newline + 1
+        return events
+
+    def close(self) -> list[Frame | Oversized]:
+        """Report what the peer left unterminated at end of input."""
+        # An unterminated trailing frame is still a frame the peer sent; answer it rather than
+        # dropping it silently.
+        if self._discarded >= 0:
+            events: list[Frame | Oversized] = [Oversized(self._discarded)]
+        elif self._buffer.strip():
+            events = [Frame(bytes(self._buffer))]
+        else:
+            events = []
+        self._buffer.clear()
+        self._discarded = -1
+        return events

@@ -1,0 +1,166 @@
+"""JSON-RPC 2.0 messages: classify one decoded frame, and encode replies as single-line frames.
+
+Only what a server needs: incoming requests and notifications, outgoing results, errors and
+notifications. Batches are not supported (one -32600 answers a top-level array), and anything
+that is not a request or notification is answered with -32600 and, when unreadable, `"id": null`.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Final
+
+import msgspec
+
+from jigcmd.jsonio.strict import StrictJSONError, loads
+
+__all__ = [
+    "INTERNAL_ERROR",
+    "INVALID_PARAMS",
+    "INVALID_REQUEST",
+    "METHOD_NOT_FOUND",
+    "OPERATION_FAILED",
+    "PARSE_ERROR",
+    "RUN1_ID_MAX_BYTES",
+    "Id",
+    "Notification",
+    "Rejected",
+    "Request",
+    "classify",
+    "encode_error",
+    "encode_json",
+    "encode_notification",
+    "encode_raw_result",
+    "encode_result",
+    "is_mcp_id",
+    "is_run1_id",
+    "parse",
+]
+
+PARSE_ERROR: Final = -32700
+INVALID_REQUEST: Final = -32600
+METHOD_NOT_FOUND: Final = -32601
+INVALID_PARAMS: Final = -32602
+INTERNAL_ERROR: Final = -32603
+# FLOW Run/1 operational failures; `data.code` carries the `jigcmd.errors.Code`.
+OPERATION_FAILED: Final = -32000
+
+RUN1_ID_MAX_BYTES: Final = 128
+_RUN1_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:/-]*")
+
+Id = str | int
+
+
+class Request(msgspec.Struct, frozen=True):
+    """A call the peer expects exactly one answer to."""
+
+    id: Id
+    method: str
+    # None when absent; otherwise an object or an array, as JSON-RPC allows.
+    params: dict[str, Any] | list[Any] | None
+
+
+class Notification(msgspec.Struct, frozen=True):
+    """A message that is never answered."""
+
+    method: str
+    params: dict[str, Any] | list[Any] | None
+
+
+class Rejected(msgspec.Struct, frozen=True):
+    """A frame that gets an error answer before any dialect looks at it."""
+
+    code: int
+    message: str
+    id: Id | None = None
+
+
+def is_run1_id(value: object) -> bool:
+    """True for a FLOW Run/1 request id: the request-id grammar, 1-128 bytes."""
+    # The grammar is ASCII, so characters and bytes coincide once it matches.
+    return (
+        type(value) is str
+        and 0 < len(value) <= RUN1_ID_MAX_BYTES
+        and _RUN1_ID.fullmatch(value) is not None
+    )
+
+
+def is_mcp_id(value: object) -> bool:
+    """True for an MCP request id: a string or an integer (never null, never a boolean)."""
+    return type(value) is str or type(value) is int
+
+
+def parse(frame: bytes) -> Request | Notification | Rejected:
+    """Decode and classify one frame; strict JSON/1 failures become -32700."""
+    try:
+        message = loads(frame)
+    except StrictJSONError as exc:
+        return Rejected(PARSE_ERROR, f"Parse error: {exc}")
+    return classify(message)
+
+
+def classify(message: object) -> Request | Notification | Rejected:
+    """Classify one decoded JSON value as a request, a notification or an invalid request."""
+    if type(message) is not dict:
+        if type(message) is list:
+            return Rejected(INVALID_REQUEST, "Invalid Request: batches are not supported")
+        return Rejected(INVALID_REQUEST, "Invalid Request: a message must be a JSON object")
+    raw_id = message.get("id")
+    readable_id = raw_id if is_mcp_id(raw_id) else None
+    method = message.get("method")
+    if message.get("jsonrpc") != "2.0":
+        return Rejected(INVALID_REQUEST, 'Invalid Request: "jsonrpc" must be "2.0"', readable_id)
+    if type(method) is not str:
+        if "result" in message or "error" in message:
+            # We never send requests, so no response from the peer is expected.
+            why = "Invalid Request: unexpected response; this server sends no requests"
+        else:
+            why = 'Invalid Request: "method" must be a string'
+        return Rejected(INVALID_REQUEST, why, readable_id)
+    params = message.get("params")
+    if params is not None and type(params) is not dict and type(params) is not list:
+        return Rejected(
+            INVALID_REQUEST, 'Invalid Request: "params" must be an object or an array', readable_id
+        )
+    if "params" in message and params is None:
+        return Rejected(INVALID_REQUEST, 'Invalid Request: "params" must not be null', readable_id)
+    extra = message.keys() - {"jsonrpc", "id", "method", "params"}
+    if extra:
+        names = ", ".join(sorted(extra))
+        return Rejected(INVALID_REQUEST, f"Invalid Request: unknown members: {names}", readable_id)
+    if "id" not in message:
+        return Notification(method, params)
+    if readable_id is None:
+        return Rejected(INVALID_REQUEST, 'Invalid Request: "id" must be a string or an integer')
+    return Request(readable_id, method, params)
+
+
+_encode = msgspec.json.Encoder().encode
+
+
+def encode_result(request_id: Id, result: object) -> bytes:
+    """One response frame carrying `result`."""
+    return _encode({"jsonrpc": "2.0", "id": request_id, "result": result}) + b"\n"
+
+
+def encode_raw_result(request_id: Id, result_json: bytes) -> bytes:
+    """One response frame whose result is already-encoded JSON (cached answers)."""
+    return b'{"jsonrpc":"2.0","id":' + _encode(request_id) + b',"result":' + result_json + b"}\n"
+
+
+def encode_error(request_id: Id | None, code: int, message: str, data: object = None) -> bytes:
+    """One error response frame; `data` is omitted when None."""
+    error: dict[str, object] = {"code": code, "message": message}
+    if data is not None:
+        error["data"] = data
+    return _encode({"jsonrpc": "2.0", "id": request_id, "error": error}) + b"\n"
+
+
+def encode_notification(method: str, params: object) -> bytes:
+    """One notification frame."""
+    return _encode({"jsonrpc": "2.0", "method": method, "params": params}) + b"\n"
+
+
+def encode_json(value: object) -> bytes:
+    """Encode a value once, for answers that are cached as bytes."""
+    return _encode(value)

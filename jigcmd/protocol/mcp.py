@@ -1,0 +1,255 @@
+"""The MCP dialect: handshake, one tool per command, and tool results built from evidence.
+
+A completed command, whatever its exit, is `isError: false` with the evidence as
+`structuredContent`; refusals and operational failures are `isError: true` with a readable
+text, the evidence when there is some, and the failure code under `_meta["jigcmd/error"]`.
+Measurements travel beside the evidence in `_meta["jigcmd/report"]`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Final
+
+import msgspec
+
+from jigcmd.errors import Code, JigError
+from jigcmd.evidence import Evidence
+from jigcmd.protocol import jsonrpc
+from jigcmd.protocol.commands import RunResult, ToolInfo
+
+__all__ = [
+    "EVIDENCE_SCHEMA",
+    "LATEST_VERSION",
+    "SUPPORTED_VERSIONS",
+    "ToolCall",
+    "call_input",
+    "completed_result",
+    "failure_result",
+    "initialize_result",
+    "input_schema",
+    "negotiate_version",
+    "parse_cancelled",
+    "parse_tool_call",
+    "progress_notification",
+    "tools_list_json",
+]
+
+LATEST_VERSION: Final = "2025-11-25"
+SUPPORTED_VERSIONS: Final = (LATEST_VERSION, "2025-06-18")
+
+_STREAM_SCHEMA: Final[dict[str, Any]] = {
+    "type": "object",
+    "properties": {
+        "text": {"type": "string", "maxLength": 65536},
+        "truncated": {"type": "boolean"},
+    },
+    "required": ["text", "truncated"],
+    "additionalProperties": False,
+}
+
+# The contract descriptor's `Result` definition, verbatim (a test proves it).
+EVIDENCE_SCHEMA: Final[dict[str, Any]] = {
+    "type": "object",
+    "properties": {
+        "candidateDigest": {"type": "string", "maxLength": 71},
+        "command": {"type": "string"},
+        "invocation": {"type": "array", "items": {"type": "string"}},
+        "stdinDigest": {"type": "string", "maxLength": 71},
+        "stdout": _STREAM_SCHEMA,
+        "stderr": _STREAM_SCHEMA,
+        "exitCode": {"type": ["integer", "null"]},
+        "signal": {"type": ["string", "null"]},
+        "stopReason": {"enum": ["exited", "deadline", "cancelled"]},
+        "cleanup": {"const": "complete"},
+    },
+    "required": [
+        "candidateDigest",
+        "command",
+        "invocation",
+        "stdinDigest",
+        "stdout",
+        "stderr",
+        "exitCode",
+        "signal",
+        "stopReason",
+        "cleanup",
+    ],
+    "additionalProperties": False,
+}
+
+_FILES_SCHEMA: Final[dict[str, Any]] = {
+    "type": "object",
+    "description": "The candidate project: 1-64 relative paths mapped to their UTF-8 text "
+    "(at most 256 KiB in total). The command's own files must be included.",
+    "additionalProperties": {"type": "string", "maxLength": 262144},
+    "minProperties": 1,
+    "maxProperties": 64,
+}
+_ARGS_SCHEMA: Final[dict[str, Any]] = {
+    "type": "array",
+    "description": "Arguments passed verbatim to the script (never Bun options).",
+    "items": {"type": "string", "maxLength": 1024},
+    "maxItems": 32,
+}
+_STDIN_SCHEMA: Final[dict[str, Any]] = {
+    "type": "string",
+    "description": "Text supplied on standard input (at most 16 KiB).",
+    "maxLength": 16384,
+}
+
+
+class ParamsError(ValueError):
+    """Raised when MCP request params are malformed; answered with -32602."""
+
+
+class ToolCall(msgspec.Struct, frozen=True):
+    """One well-formed `tools/call`."""
+
+    name: str
+    arguments: dict[str, Any]
+    progress_token: jsonrpc.Id | None
+
+
+def negotiate_version(params: object) -> str:
+    """The protocol version to answer `initialize` with: the client's if supported, else ours."""
+    requested = params.get("protocolVersion") if type(params) is dict else None
+    return requested if requested in SUPPORTED_VERSIONS else LATEST_VERSION
+
+
+def initialize_result(version: str, server_name: str, server_version: str) -> dict[str, Any]:
+    """The `initialize` result: tools only, no list changes (the catalog is fixed per process)."""
+    return {
+        "protocolVersion": version,
+        "capabilities": {"tools": {"listChanged": False}},
+        "serverInfo": {"name": server_name, "version": server_version},
+        "instructions": "Each tool runs one operator-reviewed Bun command against the files you "
+        "supply, inside a containment envelope, and returns host-collected evidence "
+        "(output, exit code or signal, stop reason). A non-zero exit is evidence, not an error.",
+    }
+
+
+def input_schema(kind: str) -> dict[str, Any]:
+    """The tool input schema: `files`, plus `args`/`stdin` only where the command accepts them."""
+    properties: dict[str, Any] = {"files": _FILES_SCHEMA}
+    if kind == "run":
+        properties["args"] = _ARGS_SCHEMA
+    properties["stdin"] = _STDIN_SCHEMA
+    return {
+        "type": "object",
+        "properties": properties,
+        "required": ["files"],
+        "additionalProperties": False,
+    }
+
+
+def _tool_definition(tool: ToolInfo) -> dict[str, Any]:
+    if tool.kind == "test":
+        what = (
+            f"Run the reviewed test command `{tool.name}` (bun test on its configured test files)"
+        )
+    else:
+        what = f"Run the reviewed script command `{tool.name}` (bun on its configured entry point)"
+    description = f"{what} against the supplied files, in containment, and return process evidence."
+    if tool.unavailable is not None:
+        description += f" Currently unavailable: {tool.unavailable}"
+    return {
+        "name": tool.name,
+        "description": description,
+        "inputSchema": input_schema(tool.kind),
+        "outputSchema": EVIDENCE_SCHEMA,
+        "annotations": {"readOnlyHint": True, "openWorldHint": False, "idempotentHint": True},
+    }
+
+
+def tools_list_json(tools: Sequence[ToolInfo]) -> bytes:
+    """The whole `tools/list` result, encoded once; the catalog is fixed for the process."""
+    return jsonrpc.encode_json({"tools": [_tool_definition(tool) for tool in tools]})
+
+
+def parse_tool_call(params: object) -> ToolCall:
+    """Check `tools/call` params; raise `ParamsError` if malformed."""
+    if type(params) is not dict:
+        raise ParamsError("Invalid params: tools/call params must be an object")
+    name = params.get("name")
+    if type(name) is not str:
+        raise ParamsError("Invalid params: /name must be a string")
+    arguments = params.get("arguments", {})
+    if type(arguments) is not dict:
+        raise ParamsError("Invalid params: /arguments must be an object")
+    token: jsonrpc.Id | None = None
+    meta = params.get("_meta")
+    if type(meta) is dict and jsonrpc.is_mcp_id(meta.get("progressToken")):
+        token = meta["progressToken"]
+    return ToolCall(name, arguments, token)
+
+
+def call_input(call: ToolCall) -> dict[str, Any]:
+    """The capability `run` input for a tool call: the tool name selects the command."""
+    if "command" in call.arguments:
+        raise JigError(
+            Code.INVALID_INPUT,
+            "/command: not an argument; the tool name selects the command",
+            {"pointer": "/command", "rule": "input members"},
+        )
+    return {"command": call.name, **call.arguments}
+
+
+def _summary(evidence: Evidence) -> str:
+    if evidence.signal is not None:
+        ended = f"was killed by {evidence.signal}"
+    else:
+        ended = f"exited with code {evidence.exit_code}"
+    if evidence.stop_reason != "exited":
+        ended += f" (stopped: {evidence.stop_reason})"
+    streams = []
+    for name, stream in (("stdout", evidence.stdout), ("stderr", evidence.stderr)):
+        size = len(stream.text)
+        streams.append(f"{name} {size} chars{', truncated' if stream.truncated else ''}")
+    return f"`{' '.join(evidence.invocation)}` {ended}; {'; '.join(streams)}."
+
+
+def completed_result(result: RunResult) -> dict[str, Any]:
+    """A completed run: not an error whatever the exit; evidence as structured content."""
+    return {
+        "content": [
+            {"type": "text", "text": _summary(result.evidence)},
+            # The MCP specification asks for the structured content as text too, for clients
+            # that do not read `structuredContent`.
+            {"type": "text", "text": jsonrpc.encode_json(result.evidence).decode()},
+        ],
+        "structuredContent": result.evidence,
+        "isError": False,
+        "_meta": {"jigcmd/report": result.report},
+    }
+
+
+def failure_result(error: JigError) -> dict[str, Any]:
+    """A refusal or operational failure as a tool error with a readable reason."""
+    details = dict(error.details) if error.details else {}
+    evidence = details.pop("command", None)
+    meta: dict[str, Any] = {"code": error.code.value}
+    if details:
+        meta["details"] = details
+    result: dict[str, Any] = {
+        "content": [{"type": "text", "text": f"{error.code.value}: {error.message}"}],
+        "isError": True,
+        "_meta": {"jigcmd/error": meta},
+    }
+    if evidence is not None:
+        result["structuredContent"] = evidence
+    return result
+
+
+def parse_cancelled(params: object) -> jsonrpc.Id | None:
+    """The request id a `notifications/cancelled` names, or None when malformed."""
+    if type(params) is dict and jsonrpc.is_mcp_id(params.get("requestId")):
+        return params["requestId"]  # type: ignore[no-any-return]
+    return None
+
+
+def progress_notification(token: jsonrpc.Id, progress: int, message: str) -> bytes:
+    """A `notifications/progress` frame; `progress` increases with every notification."""
+    return jsonrpc.encode_notification(
+        "notifications/progress", {"progressToken": token, "progress": progress, "message": message}
+    )

@@ -1,0 +1,45 @@
+"""The interface the stdio server uses to reach commands; `jigcmd.service` implements it."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Protocol
+
+import anyio
+
+from jigcmd.protocol.commands import CommandKind, RunResult, ToolInfo
+
+__all__ = ["CommandBackend", "CommandKind", "Progress", "RunResult", "ToolInfo"]
+
+Progress = Callable[[str], Awaitable[None]]
+
+
+class CommandBackend(Protocol):
+    """Validates, plans and executes one command call; both wire dialects share it.
+
+    `tools()` is read once when a session starts: the catalog is fixed for the process.
+    `run()` receives the capability `run` input exactly as the caller sent it (for MCP, the tool
+    name becomes `command`), and returns the evidence of a completed command whatever its exit.
+    Every failure is a `jigcmd.errors.JigError`: `INVALID_INPUT`, `UNAVAILABLE`,
+    `RESOURCE_EXHAUSTED`, `EXECUTION_FAILED`, `UNCERTAIN`, and `DEADLINE_EXCEEDED` or
+    `CANCELLED` with `details={"command": evidence}` when evidence was collected. When `cancel`
+    is set the run must stop, clean up and return or raise promptly; the server waits for it.
+    `progress`, when given, forwards short human-readable status lines to the caller.
+    Any other exception is treated as a bug and answered as `UNCERTAIN`.
+    """
+
+    def tools(self) -> list[ToolInfo]:
+        """The commands this server offers, in Binding order, with availability."""
+        ...
+
+    async def run(
+        self,
+        input: object,
+        *,
+        operation_id: str,
+        deadline_unix_ms: int | None,
+        cancel: anyio.Event,
+        progress: Progress | None,
+    ) -> RunResult:
+        """Run one validated request to completion and return its evidence."""
+        ...

@@ -1,0 +1,256 @@
+"""The anyio stdio shell: reads frames, feeds the sans-IO session, runs calls as tasks.
+
+Reads use non-blocking `os.read` after `anyio.wait_readable`; every frame answered from one
+read is written with a single `os.write` when the pipe accepts it, and a writer task finishes
+partial writes. EOF on the input, SIGTERM or SIGINT end the session: running calls are asked
+to stop, get a short grace period to report, and the server returns well within two seconds.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import secrets
+import signal
+from typing import Final
+
+import anyio
+import anyio.abc
+import anyio.lowlevel
+
+from jigcmd.errors import Code, JigError
+from jigcmd.policy.digests import operation_signature
+from jigcmd.protocol import jsonrpc
+from jigcmd.protocol.commands import RunResult
+from jigcmd.protocol.framing import Frame, LineFramer, Oversized
+from jigcmd.protocol.session import Call, Cancel, Dispatch, ProtocolChoice, Send, Session
+from jigcmd.server.backend import CommandBackend, Progress
+from jigcmd.server.fds import ProtocolFds, claim_protocol_fds
+
+__all__ = ["serve_stdio"]
+
+logger = logging.getLogger("jigcmd.server")
+
+READ_SIZE: Final = 1 << 20
+# Time running calls get to stop and report after EOF or SIGTERM, and for the last frames to
+# leave; together well under the two seconds a caller may wait for exit.
+STOP_GRACE_S: Final = 1.2
+DRAIN_GRACE_S: Final = 0.3
+
+
+async def serve_stdio(
+    backend: CommandBackend,
+    *,
+    protocol: ProtocolChoice = "auto",
+    server_name: str = "jigcmd",
+    server_version: str = "0",
+    slot: str | None = None,
+    fds: ProtocolFds | None = None,
+) -> None:
+    """Serve one stdio session until EOF or SIGTERM; claims fds 0 and 1 unless `fds` is given."""
+    if fds is None:
+        fds = claim_protocol_fds()
+    session = Session(
+        backend.tools(),
+        signature=operation_signature,
+        protocol=protocol,
+        server_name=server_name,
+        server_version=server_version,
+        session_tag=f"{os.getpid()}x{secrets.token_hex(4)}",
+        slot=slot,
+    )
+    logger.debug("serving stdio (protocol=%s)", protocol)
+    try:
+        await _Server(backend, session, fds).serve()
+    finally:
+        fds.release()
+
+
+class _Writer:
+    """Buffers outgoing frames and writes them to the protocol fd, handling partial writes."""
+
+    def __init__(self, fd: int, *, pollable: bool) -> None:
+        self._fd = fd
+        self._pollable = pollable
+        self._buffer = bytearray()
+        self._wake = anyio.Event()
+        self._emptied: anyio.Event | None = None
+        self._blocked = False
+        self.closed = False
+
+    def send(self, data: bytes) -> None:
+        if data and not self.closed:
+            self._buffer += data
+
+    def flush(self) -> None:
+        """Write what the pipe accepts now; the writer task finishes the rest."""
+        if self._blocked or not self._buffer:
+            return
+        self._write_some()
+        if self._buffer:
+            self._wake.set()
+
+    def _write_some(self) -> bool:
+        """Write until done or the pipe is full; False when the pipe is full."""
+        while self._buffer and not self.closed:
+            try:
+                written = os.write(self._fd, self._buffer)
+            except BlockingIOError:
+                return False
+            except OSError as exc:
+                # The peer went away (EPIPE); nothing more can be delivered.
+                logger.debug("protocol output closed: %s", exc)
+                self.closed = True
+                self._buffer.clear()
+                break
+            del self._buffer[:written]
+        return True
+
+    async def run(self) -> None:
+        while True:
+            await self._wake.wait()
+            self._wake = anyio.Event()
+            while not self._write_some():
+                self._blocked = True
+                try:
+                    if self._pollable:
+                        await anyio.wait_writable(self._fd)
+                    else:
+                        await anyio.lowlevel.checkpoint()
+                finally:
+                    self._blocked = False
+            if self._emptied is not None:
+                self._emptied.set()
+
+    async def drain(self) -> None:
+        """Wait until everything buffered was written (or the peer is gone)."""
+        self.flush()
+        while self._buffer and not self.closed:
+            self._emptied = anyio.Event()
+            self._wake.set()
+            await self._emptied.wait()
+
+
+class _Server:
+    """One session's IO: the read loop, call tasks and shutdown."""
+
+    def __init__(self, backend: CommandBackend, session: Session, fds: ProtocolFds) -> None:
+        self._backend = backend
+        self._session = session
+        self._fds = fds
+        self._framer = LineFramer()
+        self._writer = _Writer(fds.write_fd, pollable=not fds.is_regular_output())
+        self._stop = anyio.Event()
+        self._cancels: dict[jsonrpc.Id, anyio.Event] = {}
+        self._idle = anyio.Event()
+        self._idle.set()
+        self._tasks: anyio.abc.TaskGroup | None = None
+
+    async def serve(self) -> None:
+        async with anyio.create_task_group() as tasks:
+            self._tasks = tasks
+            tasks.start_soon(self._writer.run)
+            tasks.start_soon(self._watch_signals)
+            tasks.start_soon(self._read_loop)
+            await self._stop.wait()
+            for cancel in self._cancels.values():
+                cancel.set()
+            with anyio.move_on_after(STOP_GRACE_S):
+                await self._idle.wait()
+            with anyio.move_on_after(DRAIN_GRACE_S):
+                await self._writer.drain()
+            tasks.cancel_scope.cancel()
+
+    async def _watch_signals(self) -> None:
+        with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+            async for signum in signals:
+                logger.info("received %s; stopping", signal.Signals(signum).name)
+                self._stop.set()
+                return
+
+    async def _read_loop(self) -> None:
+        fd = self._fds.read_fd
+        pollable = not self._fds.is_regular_input()
+        while True:
+            if pollable:
+                await anyio.wait_readable(fd)
+            else:
+                await anyio.lowlevel.checkpoint()
+            try:
+                chunk = os.read(fd, READ_SIZE)
+            except BlockingIOError:
+                continue
+            except OSError as exc:
+                logger.warning("protocol input failed: %s", exc)
+                chunk = b""
+            if not chunk:
+                self._handle(self._framer.close())
+                self._writer.flush()
+                logger.debug("end of input; stopping")
+                self._stop.set()
+                return
+            self._handle(self._framer.feed(chunk))
+            self._writer.flush()
+
+    def _handle(self, events: list[Frame | Oversized]) -> None:
+        session = self._session
+        writer = self._writer
+        for event in events:
+            if type(event) is Oversized:
+                writer.send(session.oversized(event.size))
+                continue
+            assert type(event) is Frame
+            try:
+                actions = session.receive(event.data)
+            except Exception:
+                # A bug in the protocol core must not end the session or corrupt the wire.
+                logger.exception("protocol core failed on a frame")
+                writer.send(jsonrpc.encode_error(None, jsonrpc.INTERNAL_ERROR, "Internal error"))
+                continue
+            for action in actions:
+                if type(action) is Send:
+                    writer.send(action.data)
+                elif type(action) is Dispatch:
+                    self._start(action.call)
+                elif type(action) is Cancel and action.request_id in self._cancels:
+                    self._cancels[action.request_id].set()
+
+    def _start(self, call: Call) -> None:
+        assert self._tasks is not None
+        cancel = anyio.Event()
+        if self._stop.is_set():
+            cancel.set()
+        self._cancels[call.request_id] = cancel
+        self._idle = anyio.Event()
+        self._tasks.start_soon(self._run_call, call, cancel)
+
+    async def _run_call(self, call: Call, cancel: anyio.Event) -> None:
+        progress: Progress | None = None
+        if call.progress_token is not None:
+
+            async def progress(message: str) -> None:
+                self._writer.send(self._session.progress(call, message))
+                self._writer.flush()
+
+        outcome: RunResult | JigError
+        try:
+            outcome = await self._backend.run(
+                call.input,
+                operation_id=call.operation_id,
+                deadline_unix_ms=call.deadline_unix_ms,
+                cancel=cancel,
+                progress=progress,
+            )
+        except JigError as error:
+            outcome = error
+        except Exception:
+            logger.exception("command backend failed on operation %s", call.operation_id)
+            outcome = JigError(
+                Code.UNCERTAIN, "internal error in the command service; the outcome is unknown"
+            )
+        finally:
+            del self._cancels[call.request_id]
+            if not self._cancels:
+                self._idle.set()
+        self._writer.send(self._session.finish(call, outcome))
+        self._writer.flush()
