@@ -91,13 +91,23 @@ class V1Job:
     def kill(self) -> None:
         """SIGKILL the whole tree: unified cgroup.kill when present, else freezer + kill loop."""
         unified = self._unified()
-        if unified is not None:
+        if unified is not None and os.path.isdir(unified):
             cgroup_v2.kill_tree(unified)
             return
-        state = os.path.join(self._dirs["freezer"], "freezer.state")
+        freezer = self._dirs.get("freezer")
+        if freezer is not None and os.path.isdir(freezer):
+            state = os.path.join(freezer, "freezer.state")
+            cgroupfs.freeze_and_kill(
+                freeze=lambda: cgroupfs.write(state, "FROZEN"),
+                thaw=lambda: cgroupfs.write(state, "THAWED"),
+                list_pids=self._procs,
+                timeout=FREEZE_KILL_TIMEOUT_S,
+            )
+            return
+        # A job left half-made by a crash may lack both; kill what is listed, repeatedly.
         cgroupfs.freeze_and_kill(
-            freeze=lambda: cgroupfs.write(state, "FROZEN"),
-            thaw=lambda: cgroupfs.write(state, "THAWED"),
+            freeze=lambda: None,
+            thaw=lambda: None,
             list_pids=self._procs,
             timeout=FREEZE_KILL_TIMEOUT_S,
         )
@@ -169,7 +179,8 @@ class V1Backend:
             if c in self.hierarchies
         }
         if self.unified is not None:
-            bases[_UNIFIED] = os.path.join(self.unified, self.base)
+            # First, so that attach() puts a task where cgroup.kill reaches it before anything else.
+            bases = {_UNIFIED: os.path.join(self.unified, self.base), **bases}
         return bases
 
     def _dirs(self, name: str) -> dict[str, str]:
