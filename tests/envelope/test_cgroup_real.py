@@ -1,0 +1,250 @@
+"""The machine's cgroup backend for real: limits, attach, whole-tree kill, OOM, pids, removal.
+
+Each child waits on stdin until it has been attached, so no code of it runs outside the job.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from jigcmd.envelope.cgroup_v1 import V1Backend
+from jigcmd.envelope.cgroups import CgroupBackend, CgroupJob
+from jigcmd.plan import Limits
+
+pytestmark = pytest.mark.envelope
+
+GATE = "import os, sys, time\nsys.stdin.readline()\n"
+
+
+class Child:
+    """A Python child that starts its real work only when released."""
+
+    def __init__(self, code: str) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", GATE + textwrap.dedent(code)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+        )
+
+    def release(self) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(b"go\n")
+        self.proc.stdin.close()
+
+    def readline(self) -> bytes:
+        assert self.proc.stdout is not None
+        return self.proc.stdout.readline()
+
+    def finish(self) -> int:
+        returncode = self.proc.wait(timeout=30)
+        assert self.proc.stdout is not None
+        self.proc.stdout.close()
+        return returncode
+
+
+@pytest.fixture
+def job(real_cgroups: CgroupBackend, job_name: str) -> Iterator[CgroupJob]:
+    made = real_cgroups.create(job_name, Limits())
+    yield made
+    made.kill()
+    made.wait_empty(5.0)
+    made.remove()
+
+
+def run_in(job: CgroupJob, code: str) -> Child:
+    child = Child(code)
+    job.attach(child.proc.pid)
+    child.release()
+    return child
+
+
+def file_of(job: CgroupJob, name: str) -> str:
+    for path in job.paths:
+        candidate = Path(path) / name
+        if candidate.exists():
+            return candidate.read_text().strip()
+    raise AssertionError(f"{name} not in {job.paths}")
+
+
+def procs(job: CgroupJob) -> set[int]:
+    return {int(p) for path in job.paths for p in (Path(path) / "cgroup.procs").read_text().split()}
+
+
+def test_create_writes_the_limits_the_kernel_then_reports(
+    job: CgroupJob, real_cgroups: CgroupBackend
+) -> None:
+    """256 MiB without swap, 64 tasks, half a CPU, as the kernel reads them back."""
+    if real_cgroups.mode == "v2":
+        assert file_of(job, "memory.max") == str(256 * 1024 * 1024)
+        assert file_of(job, "memory.swap.max") == "0"
+        assert file_of(job, "cpu.max") == "50000 100000"
+    else:
+        assert file_of(job, "memory.limit_in_bytes") == str(256 * 1024 * 1024)
+        if any((Path(p) / "memory.memsw.limit_in_bytes").exists() for p in job.paths):
+            assert file_of(job, "memory.memsw.limit_in_bytes") == str(256 * 1024 * 1024)
+        assert file_of(job, "cpu.cfs_quota_us") == "50000"
+        assert file_of(job, "cpu.cfs_period_us") == "100000"
+    assert file_of(job, "pids.max") == "64"
+    assert job.memory_view()[1] == f"{256 * 1024 * 1024}\n"
+
+
+def test_an_attached_child_is_in_every_hierarchy_of_the_job(job: CgroupJob) -> None:
+    """attach moves the pid into each directory the job owns."""
+    child = Child("")
+    job.attach(child.proc.pid)
+    try:
+        for path in job.paths:
+            assert child.proc.pid in {
+                int(p) for p in (Path(path) / "cgroup.procs").read_text().split()
+            }
+        assert job.populated()
+    finally:
+        child.release()
+        assert child.finish() == 0
+
+
+def test_kill_stops_a_tree_of_detached_grandchildren(job: CgroupJob) -> None:
+    """Grandchildren in their own sessions die with the job, and the job reports empty."""
+    child = run_in(
+        job,
+        """
+        for _ in range(3):
+            if os.fork() == 0:
+                os.setsid()
+                if os.fork() == 0:
+                    time.sleep(600)
+                os._exit(0)
+        print("ready", flush=True)
+        time.sleep(600)
+        """,
+    )
+    assert child.readline() == b"ready\n"
+    assert len(procs(job)) >= 4
+    job.kill()
+    assert child.finish() == -9
+    assert job.wait_empty(5.0)
+    assert not job.populated()
+    assert procs(job) == set()
+
+
+def test_kill_through_the_freezer_works_without_a_unified_hierarchy(
+    real_cgroups: CgroupBackend, job_name: str
+) -> None:
+    """Pure v1: freeze, SIGKILL every task, thaw, until none is left."""
+    if not isinstance(real_cgroups, V1Backend) or "freezer" not in real_cgroups.hierarchies:
+        pytest.skip("needs v1 with a freezer hierarchy")
+    pure_v1 = V1Backend(real_cgroups.hierarchies, real_cgroups.base, None)
+    job = pure_v1.create(job_name, Limits())
+    try:
+        assert any("/freezer/" in p for p in job.paths)
+        child = run_in(
+            job,
+            """
+            for _ in range(3):
+                if os.fork() == 0:
+                    os.setsid()
+                    time.sleep(600)
+            print("ready", flush=True)
+            time.sleep(600)
+            """,
+        )
+        assert child.readline() == b"ready\n"
+        job.kill()
+        assert child.finish() == -9
+        assert job.wait_empty(5.0)
+        assert not job.populated()
+    finally:
+        job.kill()
+        job.remove()
+
+
+def test_an_oom_in_a_256_mib_job_is_reported(job: CgroupJob) -> None:
+    """Allocating past the limit gets the child OOM-killed, and stats say so."""
+    child = run_in(
+        job,
+        """
+        chunks = []
+        for _ in range(128):
+            chunks.append(b"x" * (16 << 20))
+        """,
+    )
+    assert child.finish() == -9
+    assert job.wait_empty(5.0)
+    stats = job.stats()
+    assert stats.oom_killed
+    assert stats.peak_memory_bytes is not None
+    assert 128 * 1024 * 1024 < stats.peak_memory_bytes <= 256 * 1024 * 1024
+
+
+def test_a_quiet_child_reports_cpu_time_and_no_oom_or_pids_hit(job: CgroupJob) -> None:
+    """Plausible stats: some CPU time, nothing hit."""
+    child = run_in(job, "sum(range(3_000_000))\n")
+    assert child.finish() == 0
+    stats = job.stats()
+    assert stats.cpu_usage_ns is not None
+    assert stats.cpu_usage_ns > 0
+    assert not stats.oom_killed
+    assert not stats.pids_limit_hit
+
+
+def test_hitting_the_pids_limit_is_reported(real_cgroups: CgroupBackend, job_name: str) -> None:
+    """fork fails with EAGAIN at pids.max, and pids.events records it."""
+    job = real_cgroups.create(job_name, Limits(pids_max=4))
+    try:
+        child = run_in(
+            job,
+            """
+            refused = 0
+            for _ in range(8):
+                try:
+                    if os.fork() == 0:
+                        time.sleep(600)
+                except BlockingIOError:
+                    refused += 1
+            print(refused, flush=True)
+            """,
+        )
+        assert int(child.readline()) > 0
+        assert child.finish() == 0
+        assert job.stats().pids_limit_hit
+    finally:
+        job.kill()
+        job.wait_empty(5.0)
+        job.remove()
+
+
+def test_remove_leaves_nothing_behind(real_cgroups: CgroupBackend, job_name: str) -> None:
+    """After a run and remove, no directory of the job exists and it is not listed."""
+    job = real_cgroups.create(job_name, Limits())
+    assert job_name in real_cgroups.list_jobs()
+    child = run_in(job, "")
+    assert child.finish() == 0
+    assert job.wait_empty(5.0)
+    job.remove()
+    assert not any(os.path.lexists(p) for p in job.paths)
+    assert job_name not in real_cgroups.list_jobs()
+    assert real_cgroups.open(job_name) is None
+
+
+def test_a_job_is_reopened_by_name_for_recovery(
+    job: CgroupJob, real_cgroups: CgroupBackend
+) -> None:
+    """A restarted server finds the same directories and the same memory view."""
+    reopened = real_cgroups.open(job.name)
+    assert reopened is not None
+    assert reopened.paths == job.paths
+    assert reopened.memory_view() == job.memory_view()
+
+
+def test_an_existing_job_name_is_refused(job: CgroupJob, real_cgroups: CgroupBackend) -> None:
+    """Single use: a second create of the same name fails and leaves the first intact."""
+    with pytest.raises(FileExistsError):
+        real_cgroups.create(job.name, Limits())
+    assert all(os.path.isdir(p) for p in job.paths)
