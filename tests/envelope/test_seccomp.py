@@ -12,7 +12,7 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, NoReturn
 
 import pytest
 
@@ -199,7 +199,7 @@ os.setresuid(0, 0, 0)
 """
 
 
-def unavailable(reason: str) -> None:
+def unavailable(reason: str) -> NoReturn:
     """Skip, or fail under CI, where the envelope must run for real."""
     if os.environ.get("CI"):
         pytest.fail(f"envelope test cannot run: {reason}")
