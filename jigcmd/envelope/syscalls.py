@@ -18,6 +18,7 @@ __all__ = [
     "CLONE_NEWPID",
     "CLONE_NEWUSER",
     "CLONE_NEWUTS",
+    "CLOSE_RANGE_CLOEXEC",
     "MNT_DETACH",
     "MS_BIND",
     "MS_NODEV",
@@ -28,6 +29,7 @@ __all__ = [
     "MS_REC",
     "MS_REMOUNT",
     "MS_SLAVE",
+    "close_range",
     "libc",
     "mount",
     "pivot_root",
@@ -59,10 +61,11 @@ MS_PRIVATE = 0x40000
 MS_SLAVE = 0x80000
 
 MNT_DETACH = 0x2
+CLOSE_RANGE_CLOEXEC = 1 << 2
 
 _SYSCALLS: dict[str, dict[str, int]] = {
-    "x86_64": {"pivot_root": 155, "setns": 308, "unshare": 272},
-    "aarch64": {"pivot_root": 41, "setns": 268, "unshare": 97},
+    "x86_64": {"close_range": 436, "pivot_root": 155, "setns": 308, "unshare": 272},
+    "aarch64": {"close_range": 436, "pivot_root": 41, "setns": 268, "unshare": 97},
 }
 
 
@@ -133,4 +136,17 @@ def prctl(option: int, arg2: int = 0, arg3: int = 0, arg4: int = 0, arg5: int = 
             ctypes.c_ulong(arg5),
         ),
         f"prctl({option})",
+    )
+
+
+def close_range(first: int, last: int, flags: int = 0) -> None:
+    """close_range(2) (Linux 5.9; CLOSE_RANGE_CLOEXEC since 5.11)."""
+    _check(
+        libc.syscall(
+            ctypes.c_long(syscall_number("close_range")),
+            ctypes.c_uint(first),
+            ctypes.c_uint(last),
+            ctypes.c_uint(flags),
+        ),
+        "close_range",
     )

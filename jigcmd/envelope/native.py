@@ -1,0 +1,294 @@
+"""`NativeExecutor`: the anyio side of the envelope — launches runs through the zygote, collects output.
+
+Per run it creates the stdio pipes and a run socket, hands them to the zygote in one
+`Launch`, then concurrently reads both output pipes (capped, draining the rest), listens
+to the supervisor's reports and forwards a cancel. It returns a `RunOutcome` only after the
+supervisor confirmed the tree is gone and every owned resource released.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import struct
+import sys
+import time
+import uuid
+from collections.abc import Callable
+
+import anyio
+import msgspec
+
+from jigcmd.errors import Code, JigError
+from jigcmd.evidence import OUTPUT_CAP_BYTES, ResourceReport
+from jigcmd.executor import CapturedStream, RunOutcome
+from jigcmd.envelope.wire import Cancel, Failed, Finished, Launch, Message, Started, send_message
+from jigcmd.plan import RunPlan
+
+__all__ = ["NativeExecutor", "RunEvents"]
+
+_HEADER = struct.Struct(">I")
+_decoder = msgspec.msgpack.Decoder(Message)
+# After the supervisor reports the end, every writer of the pipes is dead; this only bounds
+# the wait for bytes already in flight.
+_DRAIN_AFTER_END = 1.0
+# How long past the plan's deadline the supervisor may take to fence and release.
+_FINISH_GRACE = 10.0
+_READ_CHUNK = 65_536
+
+RunEvents = Callable[[Started], None]
+
+
+class NativeExecutor:
+    """Executes plans in fresh native envelopes via a pre-started zygote."""
+
+    def __init__(self, python: str | None = None) -> None:
+        self._python = python or sys.executable
+        self._control: socket.socket | None = None
+        self._zygote: anyio.abc.Process | None = None
+        self._lock = anyio.Lock()
+        self.on_started: RunEvents | None = None
+
+    async def start(self) -> None:
+        """Start the zygote (idempotent)."""
+        async with self._lock:
+            await self._ensure_zygote()
+
+    async def _ensure_zygote(self) -> socket.socket:
+        if self._control is not None and self._zygote is not None:
+            if self._zygote.returncode is None:
+                return self._control
+            self._control.close()
+            self._control = None
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        package_parent = os.path.dirname(os.path.dirname(os.path.dirname(__file__)))
+        try:
+            self._zygote = await anyio.open_process(
+                [
+                    self._python,
+                    "-I",
+                    "-c",
+                    f"import sys; sys.path.insert(0, {package_parent!r}); "
+                    "from jigcmd.envelope.zygote import main; sys.exit(main(sys.argv[1:]))",
+                    str(theirs.fileno()),
+                ],
+                stdin=None,
+                stdout=2,
+                stderr=None,
+                pass_fds=(theirs.fileno(),),
+                # A minimal environment: nothing of the server's (tokens, credentials) ever
+                # sits in the memory image that supervisors and pid 1 are forked from.
+                env={"LANG": "C.UTF-8"},
+                start_new_session=True,
+            )
+        except OSError as exc:
+            ours.close()
+            raise JigError(
+                Code.EXECUTION_FAILED, f"envelope zygote could not start: {exc}"
+            ) from exc
+        finally:
+            theirs.close()
+        self._control = ours
+        return ours
+
+    async def aclose(self) -> None:
+        """Stop the zygote; running supervisors fence their own runs when their sockets close."""
+        if self._control is not None:
+            self._control.close()
+            self._control = None
+        if self._zygote is not None:
+            with anyio.move_on_after(2):
+                await self._zygote.wait()
+            if self._zygote.returncode is None:
+                self._zygote.kill()
+                await self._zygote.wait()
+            self._zygote = None
+
+    async def execute(self, plan: RunPlan, cancel: anyio.Event) -> RunOutcome:
+        """Run `plan` in a fresh envelope; see `jigcmd.executor.Executor`."""
+        run_id = uuid.uuid4().hex[:16]
+        stdin_r, stdin_w = os.pipe2(os.O_CLOEXEC)
+        stdout_r, stdout_w = os.pipe2(os.O_CLOEXEC)
+        stderr_r, stderr_w = os.pipe2(os.O_CLOEXEC)
+        run_sock, run_peer = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        to_close = [stdin_r, stdout_w, stderr_w, run_peer.fileno()]
+        try:
+            # Stdin is at most 16 KiB: it fits the pipe buffer, so it is written whole now
+            # and the candidate sees EOF after it, never a blocked writer.
+            if plan.stdin:
+                os.write(stdin_w, plan.stdin)
+            os.close(stdin_w)
+            stdin_w = -1
+            async with self._lock:
+                control = await self._ensure_zygote()
+                try:
+                    send_message(control, Launch(run_id=run_id, plan=plan), to_close)
+                except OSError as exc:
+                    raise JigError(
+                        Code.EXECUTION_FAILED, f"envelope zygote unreachable: {exc}"
+                    ) from exc
+        finally:
+            if stdin_w >= 0:
+                os.close(stdin_w)
+            for fd in (stdin_r, stdout_w, stderr_w):
+                os.close(fd)
+            run_peer.close()
+        run = _RunCollector(plan, run_sock, stdout_r, stderr_r, cancel, self.on_started)
+        return await run.collect()
+
+
+class _Capture:
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        os.set_blocking(fd, False)
+        self.data = bytearray()
+        self.dropped = 0
+        self.eof = False
+        self.done = anyio.Event()
+
+    async def pump(self) -> None:
+        try:
+            while True:
+                try:
+                    chunk = os.read(self.fd, _READ_CHUNK)
+                except BlockingIOError:
+                    await anyio.wait_readable(self.fd)
+                    continue
+                if not chunk:
+                    self.eof = True
+                    self.done.set()
+                    return
+                room = OUTPUT_CAP_BYTES - len(self.data)
+                if room > 0:
+                    self.data += chunk[:room]
+                self.dropped += max(0, len(chunk) - max(room, 0))
+        finally:
+            os.close(self.fd)
+
+    def result(self) -> CapturedStream:
+        return CapturedStream(data=bytes(self.data), truncated=self.dropped > 0 or not self.eof)
+
+
+class _RunCollector:
+    def __init__(
+        self,
+        plan: RunPlan,
+        sock: socket.socket,
+        stdout_r: int,
+        stderr_r: int,
+        cancel: anyio.Event,
+        on_started: RunEvents | None,
+    ) -> None:
+        self.plan = plan
+        self.sock = sock
+        self.stdout = _Capture(stdout_r)
+        self.stderr = _Capture(stderr_r)
+        self.cancel = cancel
+        self.on_started = on_started
+        self.started: Started | None = None
+        self.end: Finished | Failed | None = None
+        self.buffer = b""
+        sock.setblocking(False)
+
+    async def collect(self) -> RunOutcome:
+        begin = time.monotonic()
+        try:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(self._pump_outputs)
+                tg.start_soon(self._forward_cancel, tg.cancel_scope)
+                await self._listen()
+                tg.cancel_scope.cancel()
+        finally:
+            self.sock.close()
+        return self._outcome(begin)
+
+    async def _pump_outputs(self) -> None:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self.stdout.pump)
+            tg.start_soon(self.stderr.pump)
+
+    async def _forward_cancel(self, scope: anyio.CancelScope) -> None:
+        await self.cancel.wait()
+        with contextlib.suppress(OSError):
+            send_message(self.sock, Cancel())
+
+    async def _listen(self) -> None:
+        limit = self.plan.deadline + _FINISH_GRACE
+        with anyio.move_on_after(max(0.0, limit - time.monotonic())):
+            while self.end is None:
+                message = await self._next_message()
+                if message is None:
+                    return
+                if isinstance(message, Started):
+                    self.started = message
+                    if self.on_started is not None:
+                        self.on_started(message)
+                elif isinstance(message, Finished | Failed):
+                    self.end = message
+        if isinstance(self.end, Finished):
+            # Every writer is dead; read what is still in the pipes, bounded in time.
+            with anyio.move_on_after(_DRAIN_AFTER_END):
+                await self.stdout.done.wait()
+                await self.stderr.done.wait()
+
+    async def _next_message(self) -> Message | None:
+        while True:
+            if len(self.buffer) >= _HEADER.size:
+                (length,) = _HEADER.unpack_from(self.buffer)
+                if len(self.buffer) >= _HEADER.size + length:
+                    body = self.buffer[_HEADER.size : _HEADER.size + length]
+                    self.buffer = self.buffer[_HEADER.size + length :]
+                    return _decoder.decode(body)
+            try:
+                data = self.sock.recv(65_536)
+            except BlockingIOError:
+                await anyio.wait_readable(self.sock)
+                continue
+            except OSError:
+                return None
+            if not data:
+                return None
+            self.buffer += data
+
+    def _outcome(self, begin: float) -> RunOutcome:
+        end = self.end
+        if isinstance(end, Failed):
+            if end.step == "deadline":
+                raise JigError(
+                    Code.DEADLINE_EXCEEDED, "the deadline passed before the candidate started"
+                )
+            message = f"containment envelope incomplete, nothing ran: {end.step}: {end.error}"
+            if not end.cleanup_complete:
+                raise JigError(
+                    Code.UNCERTAIN,
+                    message + "; cleanup not confirmed: " + "; ".join(end.cleanup_problems),
+                )
+            raise JigError(Code.EXECUTION_FAILED, message)
+        if end is None:
+            raise JigError(
+                Code.UNCERTAIN,
+                "the envelope supervisor stopped reporting; the run's end and cleanup are unproved",
+            )
+        if not end.cleanup_complete:
+            raise JigError(
+                Code.UNCERTAIN, "cleanup could not be confirmed: " + "; ".join(end.cleanup_problems)
+            )
+        started = self.started
+        report = ResourceReport(
+            wall_ms=(time.monotonic() - begin) * 1000,
+            setup_ms=started.setup_ms if started is not None else 0.0,
+            cpu_ms=end.cpu_ms,
+            peak_memory_bytes=end.peak_memory_bytes,
+            oom_killed=end.oom_killed,
+            pids_limit_hit=end.pids_limit_hit,
+            deadline_hit=end.stop_reason == "deadline",
+        )
+        return RunOutcome(
+            stdout=self.stdout.result(),
+            stderr=self.stderr.result(),
+            exit_code=end.exit_code,
+            signal=end.signal,
+            stop_reason=end.stop_reason,
+            report=report,
+        )

@@ -1,0 +1,252 @@
+"""Build the envelope's minimal root inside a fresh mount namespace, then pivot into it.
+
+Runs in the pid-1 init, which is root of its own user namespace. The order below is the
+result of measurement; each step says why it sits where it does.
+
+1. Make every inherited mount private, so nothing we do propagates to the host.
+2. Mount a tmpfs over `/tmp` and pivot into it with the host tree at `/oldroot`. From then
+   on every host path is reachable as `/oldroot/<path>`, even one that our own mounts would
+   shadow (a venv under `/tmp`, say). This is bubblewrap's double-pivot, re-derived.
+3. Build `/newroot` on its own tmpfs: read-only binds, the candidate tree, scratch, `/dev`,
+   a truthful read-only memory-limit view for Bun.
+4. Mount `/proc` *before* the old root is detached: the kernel refuses a fresh procfs in a
+   user namespace unless a fully visible procfs exists in the mount namespace ("mount too
+   revealing", EPERM).
+5. Remount `/newroot` read-only, pivot into it and detach the old root lazily.
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+
+from jigcmd.envelope import syscalls as sc
+from jigcmd.plan import CANDIDATE_ROOT, RunPlan
+
+__all__ = ["RootfsError", "build_root"]
+
+_BASE = "/tmp"
+_OLD = "/oldroot"
+_NEW = "/newroot"
+
+# statvfs f_flag bits whose mount flags a user namespace may not clear on remount ("locked").
+_LOCKED_FLAGS = (
+    (os.ST_NOSUID, sc.MS_NOSUID),
+    (os.ST_NODEV, sc.MS_NODEV),
+    (os.ST_NOEXEC, sc.MS_NOEXEC),
+    (os.ST_NOATIME, 0x400),  # MS_NOATIME
+    (os.ST_NODIRATIME, 0x800),  # MS_NODIRATIME
+    (os.ST_RELATIME, 1 << 21),  # MS_RELATIME (ST_RELATIME is 4096, the mount flag differs)
+)
+
+_DEVICES = ("null", "zero", "urandom")
+_CANDIDATE_TREE_BYTES = 4 * 1024 * 1024
+_CANDIDATE_TREE_INODES = 2048
+
+
+class RootfsError(Exception):
+    """Raised when a step of building the root fails; `step` names it for the caller."""
+
+    def __init__(self, step: str, error: BaseException | str) -> None:
+        super().__init__(f"{step}: {error}")
+        self.step = step
+
+
+def build_root(plan: RunPlan) -> None:
+    """Leave the calling process chrooted (via pivot_root) into the finished envelope root."""
+    _step("make mounts private", sc.mount, None, "/", None, sc.MS_REC | sc.MS_PRIVATE)
+    _step(
+        "mount base tmpfs",
+        sc.mount,
+        "jigcmd",
+        _BASE,
+        "tmpfs",
+        sc.MS_NOSUID | sc.MS_NODEV,
+        "mode=0700,size=64k",
+    )
+    _step("create old-root directory", os.mkdir, _BASE + _OLD, 0o700)
+    _step("create new-root directory", os.mkdir, _BASE + _NEW, 0o755)
+    _step("pivot into base tmpfs", sc.pivot_root, _BASE, _BASE + _OLD)
+    _step("chdir to base", os.chdir, "/")
+
+    _step(
+        "mount root tmpfs",
+        sc.mount,
+        "jigcmd-root",
+        _NEW,
+        "tmpfs",
+        sc.MS_NOSUID | sc.MS_NODEV,
+        "mode=0755,size=256k,nr_inodes=1024",
+    )
+    for bind in plan.binds:
+        _bind(_OLD + bind.source, _NEW + bind.target, bind.writable)
+    if plan.profile == "candidate":
+        _candidate_tree(plan.files)
+    _scratch(plan.limits.scratch_bytes)
+    _dev()
+    _memory_view(plan.limits.memory_bytes)
+    _makedirs(_NEW + "/proc")
+    # Before the old root goes: see the module docstring, step 4.
+    _step(
+        "mount /proc",
+        sc.mount,
+        "proc",
+        _NEW + "/proc",
+        "proc",
+        sc.MS_NOSUID | sc.MS_NODEV | sc.MS_NOEXEC,
+        "hidepid=invisible,subset=pid",
+    )
+    _step(
+        "remount root read-only",
+        sc.mount,
+        None,
+        _NEW,
+        None,
+        sc.MS_REMOUNT | sc.MS_RDONLY | sc.MS_NOSUID | sc.MS_NODEV,
+    )
+    _step("chdir to new root", os.chdir, _NEW)
+    # pivot_root(".", ".") stacks the old root on top of the new one; detaching "." then
+    # drops the old root (host tree and base tmpfs) without needing a directory for it.
+    _step("pivot into new root", sc.pivot_root, ".", ".")
+    _step("detach old root", sc.umount2, ".", sc.MNT_DETACH)
+    _step("chdir to working directory", os.chdir, plan.cwd)
+
+
+def _step(name: str, func: object, *args: object) -> None:
+    try:
+        func(*args)  # type: ignore[operator]
+    except OSError as exc:
+        raise RootfsError(name, exc.strerror or str(exc)) from exc
+
+
+def _makedirs(path: str, mode: int = 0o755) -> None:
+    try:
+        os.makedirs(path, mode=mode, exist_ok=True)
+    except OSError as exc:
+        raise RootfsError(f"create {path.removeprefix(_NEW) or '/'}", exc.strerror or "") from exc
+
+
+def _locked_flags(path: str) -> int:
+    flags = os.statvfs(path).f_flag
+    return sum(ms for st, ms in _LOCKED_FLAGS if flags & st)
+
+
+def _bind(source: str, target: str, writable: bool, devices: bool = False) -> None:
+    inside = target.removeprefix(_NEW)
+    try:
+        is_dir = os.path.isdir(source)
+    except OSError as exc:
+        raise RootfsError(f"bind {inside}", exc.strerror or "") from exc
+    if not os.path.lexists(source):
+        raise RootfsError(f"bind {inside}", f"source {source.removeprefix(_OLD)} does not exist")
+    if is_dir:
+        _makedirs(target)
+    else:
+        _makedirs(posixpath.dirname(target))
+        try:
+            with open(target, "ab"):
+                pass
+        except OSError as exc:
+            raise RootfsError(f"bind {inside}", exc.strerror or "") from exc
+    _step(f"bind {inside}", sc.mount, source, target, None, sc.MS_BIND)
+    flags = sc.MS_REMOUNT | sc.MS_BIND | sc.MS_NOSUID | _locked_flags(target)
+    if not devices:
+        flags |= sc.MS_NODEV
+    if not writable:
+        flags |= sc.MS_RDONLY
+    _step(f"remount {inside}", sc.mount, None, target, None, flags)
+
+
+def _candidate_tree(files: tuple[tuple[str, str], ...]) -> None:
+    root = _NEW + CANDIDATE_ROOT
+    _makedirs(root)
+    _step(
+        "mount candidate tree",
+        sc.mount,
+        "jigcmd-candidate",
+        root,
+        "tmpfs",
+        sc.MS_NOSUID | sc.MS_NODEV,
+        f"mode=0755,size={_CANDIDATE_TREE_BYTES},nr_inodes={_CANDIDATE_TREE_INODES}",
+    )
+    for rel, text in files:
+        path = posixpath.join(root, rel)
+        _makedirs(posixpath.dirname(path))
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o444)
+            try:
+                os.write(fd, text.encode("utf-8"))
+            finally:
+                os.close(fd)
+        except OSError as exc:
+            raise RootfsError(f"write candidate file {rel}", exc.strerror or "") from exc
+    # Read-only for the whole run: the candidate can neither change, add nor remove a file,
+    # and without capabilities (and with mount blocked by seccomp) it cannot remount.
+    _step(
+        "seal candidate tree",
+        sc.mount,
+        None,
+        root,
+        None,
+        sc.MS_REMOUNT | sc.MS_RDONLY | sc.MS_NOSUID | sc.MS_NODEV | sc.MS_NOEXEC,
+    )
+
+
+def _scratch(size: int) -> None:
+    _makedirs(_NEW + "/tmp")
+    _step(
+        "mount scratch /tmp",
+        sc.mount,
+        "jigcmd-scratch",
+        _NEW + "/tmp",
+        "tmpfs",
+        sc.MS_NOSUID | sc.MS_NODEV,
+        f"mode=01777,size={size},nr_inodes=16384",
+    )
+
+
+def _dev() -> None:
+    dev = _NEW + "/dev"
+    _makedirs(dev)
+    _step(
+        "mount /dev",
+        sc.mount,
+        "jigcmd-dev",
+        dev,
+        "tmpfs",
+        sc.MS_NOSUID | sc.MS_NOEXEC,
+        "mode=0755,size=16k,nr_inodes=64",
+    )
+    for name in _DEVICES:
+        _bind(f"{_OLD}/dev/{name}", f"{dev}/{name}", writable=True, devices=True)
+    for name, target in (
+        ("fd", "/proc/self/fd"),
+        ("stdin", "/proc/self/fd/0"),
+        ("stdout", "/proc/self/fd/1"),
+        ("stderr", "/proc/self/fd/2"),
+    ):
+        _step(f"link /dev/{name}", os.symlink, target, f"{dev}/{name}")
+    _step(
+        "seal /dev",
+        sc.mount,
+        None,
+        dev,
+        None,
+        sc.MS_REMOUNT | sc.MS_RDONLY | sc.MS_NOSUID | sc.MS_NOEXEC,
+    )
+
+
+def _memory_view(limit: int) -> None:
+    """Show Bun its real memory limit where it looks for one, under either cgroup version."""
+    # Bun reads /proc/self/cgroup, then the v2 or v1 limit file below the cgroup mount; in
+    # our cgroup namespace its cgroup is "/", so these two files are the ones it finds.
+    # They live on the root tmpfs, which is read-only before the candidate starts.
+    views = ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes")
+    for view in views:
+        path = _NEW + view
+        _makedirs(posixpath.dirname(path))
+        try:
+            with open(path, "w", encoding="ascii") as handle:
+                handle.write(f"{limit}\n")
+        except OSError as exc:
+            raise RootfsError(f"write {view}", exc.strerror or "") from exc

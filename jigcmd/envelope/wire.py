@@ -1,0 +1,131 @@
+"""Messages between the server, the zygote and a run's supervisor, and how fds travel with them.
+
+Every message is one msgpack frame prefixed by its 4-byte big-endian length, sent over a
+unix stream socket. A `Launch` carries the run's stdio descriptors as SCM_RIGHTS.
+"""
+
+from __future__ import annotations
+
+import array
+import socket
+import struct
+from typing import Literal
+
+import msgspec
+
+from jigcmd.plan import RunPlan
+
+__all__ = [
+    "Cancel",
+    "Failed",
+    "Finished",
+    "Launch",
+    "Message",
+    "Started",
+    "recv_message",
+    "send_message",
+]
+
+_MAX_FRAME = 8 * 1024 * 1024
+_HEADER = struct.Struct(">I")
+
+
+class Launch(msgspec.Struct, frozen=True, tag="launch"):
+    """Server → zygote: start a supervisor for `plan` (fds: stdin, stdout, stderr, run socket)."""
+
+    run_id: str
+    plan: RunPlan
+
+
+class Cancel(msgspec.Struct, frozen=True, tag="cancel"):
+    """Server → supervisor: stop the whole tree now."""
+
+
+class Started(msgspec.Struct, frozen=True, tag="started"):
+    """Supervisor → server: the envelope is complete and the candidate was exec'd."""
+
+    supervisor_pid: int
+    init_pid: int
+    cgroup_paths: tuple[str, ...]
+    netns: str
+    setup_ms: float
+
+
+class Finished(msgspec.Struct, frozen=True, tag="finished"):
+    """Supervisor → server: the tree is gone and every resource was released (or not)."""
+
+    exit_code: int | None
+    signal: str | None
+    stop_reason: Literal["exited", "deadline", "cancelled"]
+    wall_ms: float
+    cpu_ms: float | None
+    peak_memory_bytes: int | None
+    oom_killed: bool
+    pids_limit_hit: bool
+    cleanup_complete: bool
+    cleanup_problems: tuple[str, ...] = ()
+
+
+class Failed(msgspec.Struct, frozen=True, tag="failed"):
+    """Supervisor → server: a piece of the envelope could not be established; the candidate never ran."""
+
+    step: str
+    error: str
+    cleanup_complete: bool
+    cleanup_problems: tuple[str, ...] = ()
+
+
+Message = Launch | Cancel | Started | Finished | Failed
+
+_encoder = msgspec.msgpack.Encoder()
+_decoder = msgspec.msgpack.Decoder(Message)
+
+
+def send_message(sock: socket.socket, message: Message, fds: list[int] | None = None) -> None:
+    """Send one framed message, with `fds` attached to its first byte."""
+    body = _encoder.encode(message)
+    data = _HEADER.pack(len(body)) + body
+    if fds:
+        sent = sock.sendmsg([data], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))])
+        data = data[sent:]
+    if data:
+        sock.sendall(data)
+
+
+def recv_message(sock: socket.socket, max_fds: int = 0) -> tuple[Message, list[int]] | None:
+    """Receive one framed message and any fds sent with it; None on a clean EOF."""
+    fds: list[int] = []
+    header = _recv_exact(sock, _HEADER.size, fds, max_fds)
+    if header is None:
+        return None
+    (length,) = _HEADER.unpack(header)
+    if length > _MAX_FRAME:
+        raise ValueError(f"control frame of {length} bytes exceeds {_MAX_FRAME}")
+    body = _recv_exact(sock, length, fds, 0)
+    if body is None:
+        raise EOFError("control socket closed mid-frame")
+    return _decoder.decode(body), fds
+
+
+def _recv_exact(sock: socket.socket, size: int, fds: list[int], max_fds: int) -> bytes | None:
+    chunks: list[bytes] = []
+    remaining = size
+    while remaining:
+        if max_fds and not fds:
+            data, ancdata, _flags, _addr = sock.recvmsg(
+                remaining, socket.CMSG_SPACE(max_fds * array.array("i").itemsize)
+            )
+            for level, kind, payload in ancdata:
+                if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+                    received = array.array("i")
+                    received.frombytes(payload[: len(payload) - len(payload) % received.itemsize])
+                    fds.extend(received)
+        else:
+            data = sock.recv(remaining)
+        if not data:
+            if remaining == size and not chunks:
+                return None
+            raise EOFError("control socket closed mid-frame")
+        chunks.append(data)
+        remaining -= len(data)
+    return b"".join(chunks)
