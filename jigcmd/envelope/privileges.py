@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from jigcmd.envelope import seccomp
-from jigcmd.envelope.syscalls import libc, prctl
+from jigcmd.envelope.syscalls import libc
 
 __all__ = [
     "CANDIDATE_SECUREBITS",
@@ -112,7 +112,7 @@ def _step(name: str) -> Iterator[None]:
 
 
 def prepare() -> HostFacts:
-    """Read and cache the host facts the drop needs, and build the seccomp filter; call it early."""
+    """Read and cache the host facts the drop needs, and load the seccomp filter; call it early."""
     global _facts  # noqa: PLW0603 - a per-process cache filled before the root changes
     if _facts is None:
         with _step("prepare"):
@@ -120,9 +120,7 @@ def prepare() -> HostFacts:
                 text = file.read().strip()
             if not text.isdigit():
                 raise PrivilegeError("prepare", None, f"{_CAP_LAST_CAP_PATH} says {text!r}")
-            seccomp.build_filter()
-            # Resolve the libc symbols now: ctypes looks them up lazily, on first use.
-            _ = (libc.capset, libc.syscall)
+            seccomp.prepare()
         _facts = HostFacts(cap_last_cap=int(text))
     return _facts
 
@@ -139,10 +137,40 @@ class _CapData(ctypes.Structure):
     )
 
 
+# Typed prototypes: ctypes converts arguments by argtypes (fast, and full-width unsigned longs
+# for a variadic prctl), and the candidate's 40-odd bounding-set drops stay cheap.
+_prctl = ctypes.CFUNCTYPE(
+    ctypes.c_int,
+    ctypes.c_int,
+    ctypes.c_ulong,
+    ctypes.c_ulong,
+    ctypes.c_ulong,
+    ctypes.c_ulong,
+    use_errno=True,
+)(("prctl", libc))
+_capset = ctypes.CFUNCTYPE(
+    ctypes.c_int, ctypes.POINTER(_CapHeader), ctypes.POINTER(_CapData), use_errno=True
+)(("capset", libc))
+_syscall3 = ctypes.CFUNCTYPE(
+    ctypes.c_long, ctypes.c_long, ctypes.c_long, ctypes.c_long, ctypes.c_long, use_errno=True
+)(("syscall", libc))
+
+# Built at import, before any fork: the candidate only reads them. Version 3 takes two 32-bit
+# halves of each set; all zero.
+_CAP_HEADER = _CapHeader(_LINUX_CAPABILITY_VERSION_3, 0)
+_CAP_DATA = (_CapData * 2)()
+
+
+def _pr(option: int, arg2: int = 0) -> int:
+    result: int = _prctl(option, arg2, 0, 0, 0)
+    if result < 0:
+        code = ctypes.get_errno()
+        raise OSError(code, os.strerror(code))
+    return result
+
+
 def _clear_capability_sets() -> None:
-    header = _CapHeader(_LINUX_CAPABILITY_VERSION_3, 0)
-    data = (_CapData * 2)()  # version 3 takes two 32-bit halves; zero-initialised
-    if libc.capset(ctypes.byref(header), data) != 0:
+    if _capset(_CAP_HEADER, _CAP_DATA) != 0:
         code = ctypes.get_errno()
         raise OSError(code, os.strerror(code))
 
@@ -178,21 +206,21 @@ def drop_to_candidate(nofile: int, fsize_bytes: int) -> None:
     with _step("setsid"):
         _new_session()
     with _step("clear ambient capabilities"):
-        prctl(_PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL)
+        _pr(_PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL)
     # Securebits and the bounding-set drop both need CAP_SETPCAP in the effective set, so they
     # come before capset clears it. Securebits go first so that nothing done later (or by
     # exec as uid 0) can re-grant capabilities.
     with _step("set securebits"):
-        prctl(_PR_SET_SECUREBITS, CANDIDATE_SECUREBITS)
+        _pr(_PR_SET_SECUREBITS, CANDIDATE_SECUREBITS)
     with _step("drop bounding capabilities"):
         for cap in range(facts.cap_last_cap + 1):
-            prctl(_PR_CAPBSET_DROP, cap)
+            _pr(_PR_CAPBSET_DROP, cap)
     with _step("clear capability sets"):
         _clear_capability_sets()
     # PR_SET_DUMPABLE 0 is not set: execve resets it for a readable binary, so it would not
     # survive into Bun. ptrace is denied by the filter and the pid namespace hides the host.
     with _step("set no_new_privs"):
-        prctl(_PR_SET_NO_NEW_PRIVS, 1)
+        _pr(_PR_SET_NO_NEW_PRIVS, 1)
     # The filter last: it needs no_new_privs (there is no CAP_SYS_ADMIN any more), and
     # installing it earlier would put every later step under it for no gain.
     with _step("install seccomp filter"):
@@ -200,24 +228,32 @@ def drop_to_candidate(nofile: int, fsize_bytes: int) -> None:
     _verify()
 
 
+def _read_status() -> dict[str, str]:
+    # Raw os.read: no TextIOWrapper to build in the candidate, and the file fits one read.
+    fd = os.open("/proc/self/status", os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        raw = os.read(fd, 65536)
+    finally:
+        os.close(fd)
+    fields = (line.split(":", 1) for line in raw.decode("ascii", "replace").splitlines())
+    return {pair[0]: pair[1].strip() for pair in fields if len(pair) == 2}
+
+
 def _verify() -> None:
     with _step("verify"):
-        with open("/proc/self/status", encoding="ascii") as file:
-            status = dict(
-                line.split(":\t", 1) for line in file.read().splitlines() if ":\t" in line
-            )
+        status = _read_status()
         for field, want in _EXPECTED_STATUS.items():
             raw = status.get(field)
             if raw is None:
                 raise PrivilegeError("verify", None, f"/proc/self/status has no {field}")
-            got = int(raw.strip(), 16 if field.startswith("Cap") else 10)
+            got = int(raw, 16 if field.startswith("Cap") else 10)
             if got != want:
-                raise PrivilegeError("verify", None, f"{field} is {raw.strip()}, want {want}")
+                raise PrivilegeError("verify", None, f"{field} is {raw}, want {want}")
         # A supplementary group left over from host root (shown as the overflow gid) would
         # still grant file access; the init must have called setgroups([]).
-        if status.get("Groups", "").strip():
+        if status.get("Groups"):
             raise PrivilegeError("verify", None, f"supplementary groups left: {status['Groups']}")
-        securebits = prctl(_PR_GET_SECUREBITS)
+        securebits = _pr(_PR_GET_SECUREBITS)
         if securebits != CANDIDATE_SECUREBITS:
             raise PrivilegeError(
                 "verify", None, f"securebits are {securebits:#x}, want {CANDIDATE_SECUREBITS:#x}"
@@ -227,8 +263,7 @@ def _verify() -> None:
 def close_fds_except_stdio() -> None:
     """Close every file descriptor above 2 (close_range(2), or one by one where it is missing)."""
     with _step("close fds"):
-        args = (_NR_CLOSE_RANGE, 3, _CLOSE_RANGE_MAX, 0)
-        if libc.syscall(*(ctypes.c_long(arg) for arg in args)):
+        if _syscall3(_NR_CLOSE_RANGE, 3, _CLOSE_RANGE_MAX, 0):
             code = ctypes.get_errno()
             if code != errno_codes.ENOSYS:
                 raise OSError(code, f"close_range: {os.strerror(code)}")

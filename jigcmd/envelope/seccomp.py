@@ -37,6 +37,7 @@ __all__ = [
     "build_filter",
     "denied_syscalls",
     "install",
+    "prepare",
     "syscall_numbers",
 ]
 
@@ -368,21 +369,39 @@ class _SockFprog(ctypes.Structure):
     _fields_ = (("len", ctypes.c_ushort), ("filter", ctypes.c_void_p))
 
 
+class _Loaded(NamedTuple):
+    """A program in ctypes memory; the kernel reads `buffer` through `fprog` when installing."""
+
+    buffer: ctypes.Array[ctypes.c_char]
+    fprog: _SockFprog
+
+
+@functools.cache
+def _load(program: bytes) -> _Loaded:
+    # Cached, so a fork server builds it once: a forked candidate then only reads these pages
+    # (no copy-on-write faults), and both objects stay alive while the kernel copies them.
+    if not program or len(program) % 8:
+        raise SeccompError(f"seccomp program of {len(program)} bytes is not whole instructions")
+    buffer = ctypes.create_string_buffer(program, len(program))
+    return _Loaded(buffer, _SockFprog(len(program) // 8, ctypes.addressof(buffer)))
+
+
 def install(program: bytes | None = None) -> None:
     """Install `program` (default: `build_filter()`) on the calling thread; it cannot be undone.
 
     Sets `PR_SET_NO_NEW_PRIVS` first if it is not set yet: without `CAP_SYS_ADMIN` the kernel
     refuses a filter otherwise, and with it the filter must not be combined with privilege gain.
+    Call it once in a parent (e.g. via `privileges.prepare()`) to have the ctypes copy ready.
     """
-    program = build_filter() if program is None else program
-    if not program or len(program) % 8:
-        raise SeccompError(f"seccomp program of {len(program)} bytes is not whole instructions")
+    loaded = _load(build_filter() if program is None else program)
     try:
         if prctl(_PR_GET_NO_NEW_PRIVS) != 1:
             prctl(_PR_SET_NO_NEW_PRIVS, 1)
-        # Both objects stay referenced until prctl returns: the kernel copies the program.
-        buffer = ctypes.create_string_buffer(program, len(program))
-        fprog = _SockFprog(len(program) // 8, ctypes.addressof(buffer))
-        prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.addressof(fprog))
+        prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.addressof(loaded.fprog))
     except OSError as exc:
         raise SeccompError(exc.errno, f"installing the seccomp filter: {exc.strerror}") from exc
+
+
+def prepare() -> None:
+    """Build the default filter and its ctypes copy now, before forking the candidate."""
+    _load(build_filter())
