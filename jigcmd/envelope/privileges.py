@@ -178,7 +178,7 @@ def _clear_capability_sets() -> None:
 def _set_rlimits(nofile: int, fsize_bytes: int) -> None:
     # resource.setrlimit turns a negative value into a huge unsigned one: refuse it here.
     if nofile < 1 or fsize_bytes < 0:
-        raise ValueError(f"limits must be positive: nofile={nofile}, fsize_bytes={fsize_bytes}")
+        raise ValueError(f"need nofile >= 1 and fsize_bytes >= 0, got {nofile} and {fsize_bytes}")
     # Soft and hard alike, so the candidate cannot raise them back. Never RLIMIT_AS: Bun's JIT
     # reserves gigabytes of address space; memory is bounded by the cgroup instead.
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
