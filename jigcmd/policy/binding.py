@@ -100,10 +100,11 @@ class CommandPolicy(msgspec.Struct, frozen=True):
         return ["bun", "test", *self.paths]
 
     def bun_argv(self, bun: str, args: Sequence[str] = ()) -> list[str]:
-        """The argv actually executed, with the Bun posture flags before the entry point."""
+        """The argv actually executed: posture flags first, and `./` so test paths are paths."""
+        # `bun test x.test.ts` would treat the bare name as a filter; `./x.test.ts` is a file.
         if self.kind == "run":
-            return [bun, *BUN_FLAGS, self.paths[0], *args]
-        return [bun, "test", *BUN_FLAGS, *self.paths]
+            return [bun, *BUN_FLAGS, "./" + self.paths[0], *args]
+        return [bun, "test", *BUN_FLAGS, *("./" + path for path in self.paths)]
 
     def entry(self) -> CommandEntry:
         """This command as a Binding entry."""

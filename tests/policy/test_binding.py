@@ -62,13 +62,19 @@ def test_test_invocation_lists_paths_in_binding_order() -> None:
     assert not command.accepts_args
 
 
+def test_executed_test_argv_marks_paths_as_files() -> None:
+    """Test paths get a ./ prefix so Bun treats them as files, not name filters."""
+    command = CommandPolicy(name="t", kind="test", paths=("b.test.ts", "a.test.ts"))
+    assert command.bun_argv("bun") == ["bun", "test", *BUN_FLAGS, "./b.test.ts", "./a.test.ts"]
+
+
 def test_executed_argv_puts_posture_flags_before_the_entry_point() -> None:
     """The real argv carries the Bun posture flags before the script, so args stay script args."""
     command = CommandPolicy(name="cli", kind="run", paths=("src/cli.ts",))
     assert command.bun_argv("/rt/bun", ["--no-env-file"]) == [
         "/rt/bun",
         *BUN_FLAGS,
-        "src/cli.ts",
+        "./src/cli.ts",
         "--no-env-file",
     ]
 

@@ -193,9 +193,9 @@ def test_non_json_locks_are_refused() -> None:
 def test_review_shows_the_exact_argv_posture_and_limits() -> None:
     """The review lists each command's executed argv, the Bun flags and the limits."""
     text = review_text(binding(), RUNTIME, slots=("project",))
-    assert "bun --no-env-file --no-install --config=/dev/null src/cli.ts <args…>" in text
+    assert "bun --no-env-file --no-install --config=/dev/null ./src/cli.ts <args…>" in text
     assert (
-        "bun test --no-env-file --no-install --config=/dev/null test/a.test.ts"
+        "bun test --no-env-file --no-install --config=/dev/null ./test/a.test.ts"
         "   (no arguments accepted)"
     ) in text
     assert "256 MiB memory (no swap), 64 tasks, half a CPU, 10 s" in text
