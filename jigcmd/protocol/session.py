@@ -22,10 +22,12 @@ from jigcmd.protocol.commands import RunResult, ToolInfo
 from jigcmd.protocol.framing import MAX_FRAME_BYTES
 
 __all__ = [
+    "Action",
     "Call",
     "Cancel",
     "Dialect",
     "Dispatch",
+    "Outcome",
     "ProtocolChoice",
     "Send",
     "Session",

@@ -1,0 +1,261 @@
+"""The FLOW Run/1 dialect through the sans-IO session: params, failures, identity, cancellation."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from fake_server import REPORT, TOOLS, canned_evidence
+
+from jigcmd.errors import Code, JigError
+from jigcmd.evidence import Evidence
+from jigcmd.policy.digests import operation_signature
+from jigcmd.protocol.commands import RunResult
+from jigcmd.protocol.session import Action, Call, Cancel, Dispatch, ProtocolChoice, Send, Session
+
+EVIDENCE_JSON: dict[str, Any] = json.loads(
+    json.dumps(
+        {
+            "candidateDigest": "sha256:" + "0" * 64,
+            "command": "tests",
+            "invocation": ["bun", "test", "test/a.test.ts"],
+            "stdinDigest": "sha256:" + "e" * 64,
+            "stdout": {"text": "1 pass\n", "truncated": False},
+            "stderr": {"text": "", "truncated": False},
+            "exitCode": 0,
+            "signal": None,
+            "stopReason": "exited",
+            "cleanup": "complete",
+        }
+    )
+)
+
+
+def make_session(protocol: ProtocolChoice = "auto", slot: str | None = None) -> Session:
+    return Session(TOOLS, signature=operation_signature, protocol=protocol, slot=slot)
+
+
+def call_frame(
+    request_id: object = "r1",
+    operation_id: str = "op-1",
+    rpc_method: str = "capability/call",
+    **extra: object,
+) -> bytes:
+    params: dict[str, object] = {
+        "operationId": operation_id,
+        "slot": "command",
+        "method": "run",
+        "input": {"command": "tests", "files": {"test/a.test.ts": "x"}},
+    }
+    params.update(extra)
+    return json.dumps(
+        {"jsonrpc": "2.0", "id": request_id, "method": rpc_method, "params": params}
+    ).encode()
+
+
+def answers(actions: list[Action]) -> list[dict[str, Any]]:
+    """Decode every frame the actions send."""
+    data = b"".join(a.data for a in actions if isinstance(a, Send))
+    return [json.loads(line) for line in data.splitlines()]
+
+
+def decode(data: bytes) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in data.splitlines()]
+
+
+def dispatched(actions: list[Action]) -> Call:
+    (action,) = actions
+    assert isinstance(action, Dispatch)
+    return action.call
+
+
+def test_a_capability_call_dispatches_and_succeeds_with_exactly_the_value() -> None:
+    """A well-formed call starts the run; success is exactly `{"value": evidence}`."""
+    session = make_session()
+    call = dispatched(session.receive(call_frame(deadlineUnixMs=1234)))
+    assert call.operation_id == "op-1"
+    assert call.deadline_unix_ms == 1234
+    assert call.input == {"command": "tests", "files": {"test/a.test.ts": "x"}}
+    assert session.dialect == "flow"
+    result = RunResult(canned_evidence("tests"), REPORT)
+    assert decode(session.finish(call, result)) == [
+        {"jsonrpc": "2.0", "id": "r1", "result": {"value": EVIDENCE_JSON}}
+    ]
+
+
+def test_effect_call_is_the_same_call_without_channels() -> None:
+    """`effect/call` dispatches like `capability/call` and refuses a `channels` member."""
+    session = make_session()
+    assert isinstance(session.receive(call_frame(rpc_method="effect/call"))[0], Dispatch)
+    (error,) = answers(make_session().receive(call_frame(rpc_method="effect/call", channels={})))
+    assert error["error"] == {"code": -32602, "message": "Invalid params: unknown member /channels"}
+
+
+@pytest.mark.parametrize(
+    ("frame", "message"),
+    [
+        (call_frame(operation_id="-bad"), "Invalid params: /operationId must match"),
+        (call_frame(slot="Bad Slot"), "Invalid params: /slot must be a LocalName"),
+        (call_frame(extra=1), "Invalid params: unknown member /extra"),
+        (call_frame(deadlineUnixMs=-1), "Invalid params: /deadlineUnixMs must be a non-negative"),
+        (call_frame(deadlineUnixMs=None), "Invalid params: /deadlineUnixMs must be a non-negative"),
+        (call_frame(channels=[]), "Invalid params: /channels must be an object"),
+        (
+            b'{"jsonrpc":"2.0","id":"r1","method":"capability/call","params":{"slot":"a"}}',
+            "Invalid params: missing /operationId",
+        ),
+        (
+            b'{"jsonrpc":"2.0","id":"r1","method":"capability/call","params":[]}',
+            "Invalid params: capability/call params must be an object",
+        ),
+    ],
+)
+def test_malformed_call_params_are_invalid_params(frame: bytes, message: str) -> None:
+    """Params that break the Run/1 shape are -32602 naming the member, and nothing runs."""
+    (error,) = answers(make_session().receive(frame))
+    assert error["id"] == "r1"
+    assert error["error"]["code"] == -32602
+    assert error["error"]["message"].startswith(message)
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        ({"channels": {"out": {}}}, "channels are not supported by project-command"),
+        ({"method": "other"}, "method 'other' is not offered; project-command offers only 'run'"),
+        (
+            {"slot": "elsewhere"},
+            "slot 'elsewhere' is not served here; this server serves 'command'",
+        ),
+    ],
+)
+def test_unservable_calls_are_unavailable_without_dispatch(
+    extra: dict[str, object], message: str
+) -> None:
+    """Channels, other methods and other slots get -32000 UNAVAILABLE with only code in data."""
+    actions = make_session(slot="command").receive(
+        call_frame("r1", "op-1", "capability/call", **extra)
+    )
+    assert answers(actions) == [
+        {
+            "jsonrpc": "2.0",
+            "id": "r1",
+            "error": {"code": -32000, "message": message, "data": {"code": "UNAVAILABLE"}},
+        }
+    ]
+
+
+def test_request_ids_outside_the_run1_grammar_are_invalid_requests() -> None:
+    """An integer id, readable but not a Run/1 id, is echoed with -32600."""
+    (error,) = answers(make_session().receive(call_frame(request_id=7)))
+    assert error["id"] == 7
+    assert error["error"]["code"] == -32600
+
+
+def test_a_second_concurrent_operation_is_resource_exhausted_and_later_ones_run() -> None:
+    """One active operation per session; a sequential call after it runs normally."""
+    session = make_session()
+    first = dispatched(session.receive(call_frame()))
+    (busy,) = answers(session.receive(call_frame(request_id="r2", operation_id="op-2")))
+    assert busy["error"]["data"] == {"code": "RESOURCE_EXHAUSTED"}
+    assert "op-1" in busy["error"]["message"]
+    session.finish(first, RunResult(canned_evidence("tests"), REPORT))
+    assert isinstance(
+        session.receive(call_frame(request_id="r3", operation_id="op-2"))[0], Dispatch
+    )
+
+
+def test_the_same_operation_joins_while_running_and_replays_when_done() -> None:
+    """Same operationId and signature: joined callers and later callers get the same result."""
+    session = make_session()
+    call = dispatched(session.receive(call_frame()))
+    assert session.receive(call_frame(request_id="r2")) == []
+    done = decode(session.finish(call, RunResult(canned_evidence("tests"), REPORT)))
+    assert [answer["id"] for answer in done] == ["r1", "r2"]
+    assert done[0]["result"] == done[1]["result"] == {"value": EVIDENCE_JSON}
+    (replay,) = answers(session.receive(call_frame(request_id="r3")))
+    assert replay["result"] == {"value": EVIDENCE_JSON}
+
+
+def test_a_reused_operation_id_with_other_params_conflicts_before_dispatch() -> None:
+    """A different signature under the same operationId is OPERATION_CONFLICT, running or done."""
+    session = make_session()
+    call = dispatched(session.receive(call_frame()))
+    different = call_frame(request_id="r2", deadlineUnixMs=5)
+    (conflict,) = answers(session.receive(different))
+    assert conflict["error"] == {
+        "code": -32000,
+        "message": "operationId 'op-1' was reused differently",
+        "data": {"code": "OPERATION_CONFLICT"},
+    }
+    session.finish(call, RunResult(canned_evidence("tests"), REPORT))
+    (again,) = answers(session.receive(call_frame(request_id="r3", deadlineUnixMs=5)))
+    assert again["error"]["data"] == {"code": "OPERATION_CONFLICT"}
+
+
+def test_an_uncertain_outcome_is_replayed_and_never_run_again() -> None:
+    """A recorded UNCERTAIN stays the operation's answer."""
+    session = make_session()
+    call = dispatched(session.receive(call_frame()))
+    session.finish(call, JigError(Code.UNCERTAIN, "cleanup could not be confirmed"))
+    (replay,) = answers(session.receive(call_frame(request_id="r2")))
+    assert replay["error"]["data"] == {"code": "UNCERTAIN"}
+
+
+def test_a_resource_exhausted_outcome_is_not_recorded_so_a_retry_runs() -> None:
+    """When no envelope slot was free nothing ran; the same operation may be retried."""
+    session = make_session()
+    call = dispatched(session.receive(call_frame()))
+    session.finish(call, JigError(Code.RESOURCE_EXHAUSTED, "no envelope slot is free"))
+    assert isinstance(session.receive(call_frame(request_id="r2"))[0], Dispatch)
+
+
+def test_cancel_of_the_dispatching_request_stops_the_run_and_it_answers_once() -> None:
+    """request/cancel yields a Cancel; the call still gets exactly one answer, with evidence."""
+    session = make_session()
+    call = dispatched(session.receive(call_frame()))
+    cancel = b'{"jsonrpc":"2.0","method":"request/cancel","params":{"requestId":"r1"}}'
+    assert session.receive(cancel) == [Cancel("r1")]
+    evidence: Evidence = canned_evidence("tests", "cancelled")
+    outcome = JigError(Code.CANCELLED, "the call was cancelled", {"command": evidence})
+    (answer,) = decode(session.finish(call, outcome))
+    assert answer["error"]["code"] == -32000
+    assert answer["error"]["data"]["code"] == "CANCELLED"
+    assert answer["error"]["data"]["details"]["command"]["stopReason"] == "cancelled"
+    assert set(answer["error"]) == {"code", "message", "data"}
+    assert session.receive(cancel) == []
+
+
+def test_cancel_of_unknown_ids_is_a_no_op_and_a_joined_request_detaches() -> None:
+    """Unknown ids do nothing; a joined request is answered CANCELLED and the run goes on."""
+    session = make_session()
+    call = dispatched(session.receive(call_frame()))
+    session.receive(call_frame(request_id="r2"))
+    assert (
+        session.receive(b'{"jsonrpc":"2.0","method":"request/cancel","params":{"requestId":"zz"}}')
+        == []
+    )
+    (detached,) = answers(
+        session.receive(b'{"jsonrpc":"2.0","method":"request/cancel","params":{"requestId":"r2"}}')
+    )
+    assert (detached["id"], detached["error"]["data"]["code"]) == ("r2", "CANCELLED")
+    done = decode(session.finish(call, RunResult(canned_evidence("tests"), REPORT)))
+    assert [answer["id"] for answer in done] == ["r1"]
+
+
+def test_a_flow_session_does_not_speak_mcp() -> None:
+    """Once Flow is chosen (or forced), MCP methods are not found."""
+    session = make_session("flow")
+    init = json.dumps(
+        {
+            "jsonrpc": "2.0",
+            "id": "i",
+            "method": "initialize",
+            "params": {"protocolVersion": "2025-06-18"},
+        }
+    ).encode()
+    (error,) = answers(session.receive(init))
+    assert error["error"]["code"] == -32601
+    (pong,) = answers(session.receive(b'{"jsonrpc":"2.0","id":"p","method":"ping"}'))
+    assert pong == {"jsonrpc": "2.0", "id": "p", "result": {}}

@@ -1,0 +1,129 @@
+"""JSON-RPC classification, id grammars and single-line encoding."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from jigcmd.protocol import jsonrpc
+from jigcmd.protocol.jsonrpc import Notification, Rejected, Request
+
+
+def test_a_request_and_a_notification_are_told_apart_by_the_id_member() -> None:
+    """A message with an id is a request; without one it is a notification."""
+    assert jsonrpc.parse(b'{"jsonrpc":"2.0","id":7,"method":"ping"}') == Request(7, "ping", None)
+    assert jsonrpc.parse(b'{"jsonrpc":"2.0","method":"n","params":[1]}') == Notification("n", [1])
+
+
+@pytest.mark.parametrize(
+    ("frame", "expected"),
+    [
+        (
+            b"{",
+            Rejected(
+                -32700, "Parse error: malformed JSON: input ends before the value is complete"
+            ),
+        ),
+        (b"[]", Rejected(-32600, "Invalid Request: batches are not supported")),
+        (b"42", Rejected(-32600, "Invalid Request: a message must be a JSON object")),
+        (
+            b'{"id":3,"method":"ping"}',
+            Rejected(-32600, 'Invalid Request: "jsonrpc" must be "2.0"', 3),
+        ),
+        (
+            b'{"jsonrpc":"2.0","id":"a"}',
+            Rejected(-32600, 'Invalid Request: "method" must be a string', "a"),
+        ),
+        (
+            b'{"jsonrpc":"2.0","id":1,"result":{}}',
+            Rejected(
+                -32600, "Invalid Request: unexpected response; this server sends no requests", 1
+            ),
+        ),
+        (
+            b'{"jsonrpc":"2.0","id":1,"method":"m","params":3}',
+            Rejected(-32600, 'Invalid Request: "params" must be an object or an array', 1),
+        ),
+        (
+            b'{"jsonrpc":"2.0","id":1,"method":"m","params":null}',
+            Rejected(-32600, 'Invalid Request: "params" must not be null', 1),
+        ),
+        (
+            b'{"jsonrpc":"2.0","id":1,"method":"m","extra":0}',
+            Rejected(-32600, "Invalid Request: unknown members: extra", 1),
+        ),
+        (
+            b'{"jsonrpc":"2.0","id":null,"method":"m"}',
+            Rejected(-32600, 'Invalid Request: "id" must be a string or an integer'),
+        ),
+        (
+            b'{"jsonrpc":"2.0","id":1.5,"method":"m"}',
+            Rejected(-32600, 'Invalid Request: "id" must be a string or an integer'),
+        ),
+        (
+            b'{"jsonrpc":"2.0","id":true,"method":"m"}',
+            Rejected(-32600, 'Invalid Request: "id" must be a string or an integer'),
+        ),
+    ],
+)
+def test_frames_that_are_not_requests_are_rejected_with_the_right_code(
+    frame: bytes, expected: Rejected
+) -> None:
+    """Parse errors are -32700; everything else that is not a request is -32600."""
+    assert jsonrpc.parse(frame) == expected
+
+
+@pytest.mark.parametrize(
+    ("value", "valid"),
+    [
+        ("a", True),
+        ("A9._:/-x", True),
+        ("x" * 128, True),
+        ("x" * 129, False),
+        ("", False),
+        ("-a", False),
+        ("a b", False),
+        ("é", False),
+        (7, False),
+    ],
+)
+def test_run1_request_ids_follow_the_grammar(value: object, valid: bool) -> None:
+    """Run/1 ids are 1-128 bytes of [A-Za-z0-9][A-Za-z0-9._:/-]*."""
+    assert jsonrpc.is_run1_id(value) is valid
+
+
+def test_mcp_ids_are_strings_or_integers_but_not_booleans() -> None:
+    """MCP allows string and integer ids only."""
+    assert [jsonrpc.is_mcp_id(v) for v in ("x", 0, True, None, 1.0)] == [
+        True,
+        True,
+        False,
+        False,
+        False,
+    ]
+
+
+def test_encoded_frames_are_one_line_of_json_ending_in_lf() -> None:
+    """Results, errors and notifications each encode to exactly one LF-terminated line."""
+    frames = [
+        jsonrpc.encode_result("r", {"text": "a\nb"}),
+        jsonrpc.encode_raw_result(5, b'{"tools":[]}'),
+        jsonrpc.encode_error(None, jsonrpc.PARSE_ERROR, "bad"),
+        jsonrpc.encode_error(1, jsonrpc.OPERATION_FAILED, "no", {"code": "CANCELLED"}),
+        jsonrpc.encode_notification("notifications/progress", {"progress": 1}),
+    ]
+    for frame in frames:
+        assert frame.endswith(b"\n")
+        assert frame.count(b"\n") == 1
+    assert [json.loads(f) for f in frames] == [
+        {"jsonrpc": "2.0", "id": "r", "result": {"text": "a\nb"}},
+        {"jsonrpc": "2.0", "id": 5, "result": {"tools": []}},
+        {"jsonrpc": "2.0", "id": None, "error": {"code": -32700, "message": "bad"}},
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "error": {"code": -32000, "message": "no", "data": {"code": "CANCELLED"}},
+        },
+        {"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progress": 1}},
+    ]

@@ -1,0 +1,224 @@
+"""The MCP dialect through the sans-IO session: lifecycle, tools, results, progress, cancel."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fake_server import REPORT, TOOLS, canned_evidence
+
+from jigcmd.errors import Code, JigError
+from jigcmd.policy.digests import operation_signature
+from jigcmd.protocol import mcp
+from jigcmd.protocol.commands import RunResult
+from jigcmd.protocol.session import Action, Call, Cancel, Dispatch, ProtocolChoice, Send, Session
+
+DESCRIPTOR = Path(__file__).parents[2] / "schemas" / "project-command.capability.json"
+
+
+def make_session(protocol: ProtocolChoice = "auto") -> Session:
+    return Session(
+        TOOLS,
+        signature=operation_signature,
+        protocol=protocol,
+        server_name="jig",
+        server_version="9",
+    )
+
+
+def request(request_id: object, method: str, params: object = None) -> bytes:
+    message: dict[str, object] = {"jsonrpc": "2.0", "id": request_id, "method": method}
+    if params is not None:
+        message["params"] = params
+    return json.dumps(message).encode()
+
+
+def initialized(version: str = "2025-11-25") -> Session:
+    session = make_session()
+    session.receive(request(0, "initialize", {"protocolVersion": version, "capabilities": {}}))
+    session.receive(b'{"jsonrpc":"2.0","method":"notifications/initialized"}')
+    return session
+
+
+def answers(actions: list[Action]) -> list[dict[str, Any]]:
+    data = b"".join(a.data for a in actions if isinstance(a, Send))
+    return [json.loads(line) for line in data.splitlines()]
+
+
+def answer(actions: list[Action]) -> dict[str, Any]:
+    (only,) = answers(actions)
+    return only
+
+
+def tool_call(name: str, arguments: object, request_id: object = 5, **params: object) -> bytes:
+    return request(request_id, "tools/call", {"name": name, "arguments": arguments, **params})
+
+
+def dispatched(actions: list[Action]) -> Call:
+    (action,) = actions
+    assert isinstance(action, Dispatch)
+    return action.call
+
+
+@pytest.mark.parametrize(
+    ("offered", "agreed"),
+    [("2025-11-25", "2025-11-25"), ("2025-06-18", "2025-06-18"), ("2099-01-01", "2025-11-25")],
+)
+def test_initialize_negotiates_a_supported_version(offered: str, agreed: str) -> None:
+    """A supported version is echoed; anything else is answered with the latest."""
+    result = answer(make_session().receive(request(1, "initialize", {"protocolVersion": offered})))
+    assert result["result"]["protocolVersion"] == agreed
+    assert result["result"]["capabilities"] == {"tools": {"listChanged": False}}
+    assert result["result"]["serverInfo"] == {"name": "jig", "version": "9"}
+
+
+def test_ping_works_before_initialize_and_other_requests_do_not() -> None:
+    """Before initialize only ping (and initialize) are served; the rest is -32600."""
+    session = make_session("mcp")
+    assert answer(session.receive(request("p", "ping"))) == {
+        "jsonrpc": "2.0",
+        "id": "p",
+        "result": {},
+    }
+    error = answer(session.receive(request(2, "tools/list")))
+    assert error["error"]["code"] == -32600
+    assert "before initialize" in error["error"]["message"]
+
+
+def test_a_second_initialize_is_refused() -> None:
+    """The handshake happens once per session."""
+    error = answer(
+        initialized().receive(request(3, "initialize", {"protocolVersion": "2025-11-25"}))
+    )
+    assert error["error"] == {"code": -32600, "message": "Invalid Request: already initialized"}
+
+
+def test_server_discover_is_method_not_found_in_every_state() -> None:
+    """Newer clients probe server/discover; they get -32601 at once and fall back."""
+    for session in (make_session(), initialized()):
+        error = answer(session.receive(request("d", "server/discover", {})))
+        assert error["error"]["code"] == -32601
+
+
+def test_tools_list_has_one_tool_per_command_with_the_right_schemas() -> None:
+    """Test commands take no args; every tool's outputSchema is the contract's Result."""
+    tools = answer(initialized().receive(request(4, "tools/list")))["result"]["tools"]
+    assert [tool["name"] for tool in tools] == ["tests", "cli", "locked"]
+    by_name = {tool["name"]: tool for tool in tools}
+    assert set(by_name["tests"]["inputSchema"]["properties"]) == {"files", "stdin"}
+    assert set(by_name["cli"]["inputSchema"]["properties"]) == {"files", "args", "stdin"}
+    assert by_name["cli"]["inputSchema"]["required"] == ["files"]
+    assert "Currently unavailable" in by_name["locked"]["description"]
+    result_schema = json.loads(DESCRIPTOR.read_text())["$defs"]["Result"]
+    for tool in tools:
+        assert tool["outputSchema"] == result_schema
+
+
+def test_an_unknown_tool_is_invalid_params() -> None:
+    """Calling a tool that does not exist is a protocol error, -32602."""
+    error = answer(initialized().receive(tool_call("nope", {})))
+    assert error["error"] == {"code": -32602, "message": "Invalid params: unknown tool 'nope'"}
+
+
+def test_a_completed_run_is_not_an_error_and_carries_evidence_and_report() -> None:
+    """Whatever the exit, a completed run is isError false with the evidence and `_meta` report."""
+    session = initialized()
+    call = dispatched(session.receive(tool_call("tests", {"files": {"test/a.test.ts": "x"}})))
+    assert call.input == {"command": "tests", "files": {"test/a.test.ts": "x"}}
+    result = json.loads(session.finish(call, RunResult(canned_evidence("tests"), REPORT)))["result"]
+    assert result["isError"] is False
+    assert result["structuredContent"]["command"] == "tests"
+    assert json.loads(result["content"][1]["text"]) == result["structuredContent"]
+    assert result["content"][0]["text"].startswith("`bun test test/a.test.ts` exited with code 0")
+    assert result["_meta"]["jigcmd/report"]["wallMs"] == 12.5
+
+
+def test_a_failure_with_evidence_is_an_error_result_with_structured_content() -> None:
+    """Deadline or cancellation: isError true, a readable text, the evidence, the code in _meta."""
+    session = initialized()
+    call = dispatched(session.receive(tool_call("cli", {"files": {"a.ts": "x"}})))
+    failure = JigError(
+        Code.DEADLINE_EXCEEDED,
+        "the command ran past its deadline",
+        {"command": canned_evidence("cli", "deadline")},
+    )
+    result = json.loads(session.finish(call, failure))["result"]
+    assert result["isError"] is True
+    assert result["content"] == [
+        {"type": "text", "text": "DEADLINE_EXCEEDED: the command ran past its deadline"}
+    ]
+    assert result["structuredContent"]["stopReason"] == "deadline"
+    assert result["_meta"] == {"jigcmd/error": {"code": "DEADLINE_EXCEEDED"}}
+
+
+@pytest.mark.parametrize(
+    ("name", "arguments", "text"),
+    [
+        (
+            "locked",
+            {"files": {"a.ts": "x"}},
+            "UNAVAILABLE: command 'locked': the policy is not admitted",
+        ),
+        (
+            "cli",
+            {"files": {"a.ts": "x"}, "command": "tests"},
+            "INVALID_INPUT: /command: not an argument",
+        ),
+    ],
+)
+def test_refusals_are_error_results_without_dispatch(
+    name: str, arguments: dict[str, object], text: str
+) -> None:
+    """Unavailable commands and a smuggled `command` are refused as tool errors."""
+    result = answer(initialized().receive(tool_call(name, arguments)))["result"]
+    assert result["isError"] is True
+    assert result["content"][0]["text"].startswith(text)
+    assert "structuredContent" not in result
+
+
+def test_a_concurrent_tool_call_is_resource_exhausted() -> None:
+    """One operation at a time per session, in MCP as in Run/1."""
+    session = initialized()
+    session.receive(tool_call("cli", {"files": {"a.ts": "x"}}))
+    result = answer(session.receive(tool_call("cli", {"files": {"a.ts": "x"}}, request_id=6)))
+    assert result["result"]["_meta"]["jigcmd/error"]["code"] == "RESOURCE_EXHAUSTED"
+
+
+def test_progress_notifications_follow_the_token_and_increase() -> None:
+    """With a progressToken, progress lines become notifications/progress with rising counts."""
+    session = initialized()
+    with_token = dispatched(
+        session.receive(tool_call("cli", {"files": {}}, _meta={"progressToken": "tok"}))
+    )
+    first = json.loads(session.progress(with_token, "setting up"))
+    second = json.loads(session.progress(with_token, "running"))
+    assert first["method"] == "notifications/progress"
+    assert first["params"] == {"progressToken": "tok", "progress": 1, "message": "setting up"}
+    assert second["params"]["progress"] == 2
+    session.finish(with_token, RunResult(canned_evidence("cli"), REPORT))
+    without = dispatched(session.receive(tool_call("cli", {"files": {}}, request_id=9)))
+    assert session.progress(without, "running") == b""
+
+
+def test_notifications_cancelled_stops_the_run_and_suppresses_its_response() -> None:
+    """After notifications/cancelled the run is stopped and no response is sent for it."""
+    session = initialized()
+    call = dispatched(session.receive(tool_call("cli", {"files": {}})))
+    cancelled = b'{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":5}}'
+    assert session.receive(cancelled) == [Cancel(5)]
+    assert session.finish(call, JigError(Code.CANCELLED, "cancelled")) == b""
+    assert session.receive(cancelled) == []
+
+
+def test_an_mcp_session_does_not_speak_run1() -> None:
+    """After initialize, capability/call is not found."""
+    error = answer(initialized().receive(request("c", "capability/call", {})))
+    assert error["error"]["code"] == -32601
+
+
+def test_input_schema_helper_matches_the_command_kind() -> None:
+    """`args` appears for run commands only."""
+    assert "args" in mcp.input_schema("run")["properties"]
+    assert "args" not in mcp.input_schema("test")["properties"]

@@ -1,0 +1,224 @@
+"""Golden JSON-RPC edge cases against the real server process over pipes."""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from wire_process import ServerProcess
+
+from jigcmd.protocol.framing import MAX_FRAME_BYTES
+
+INIT = {
+    "jsonrpc": "2.0",
+    "id": 0,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-11-25",
+        "capabilities": {},
+        "clientInfo": {"name": "t", "version": "1"},
+    },
+}
+
+
+@pytest.fixture
+def server() -> Iterator[ServerProcess]:
+    process = ServerProcess()
+    yield process
+    process.stop()
+
+
+def ping(server: ServerProcess, request_id: str = "alive") -> dict[str, Any]:
+    return server.request({"jsonrpc": "2.0", "id": request_id, "method": "ping"})
+
+
+def flow_call(request_id: str, operation_id: str, stdin: str = "") -> dict[str, Any]:
+    return {
+        "jsonrpc": "2.0",
+        "id": request_id,
+        "method": "capability/call",
+        "params": {
+            "operationId": operation_id,
+            "slot": "command",
+            "method": "run",
+            "input": {"command": "tests", "files": {"test/a.test.ts": "x"}, "stdin": stdin},
+        },
+    }
+
+
+@pytest.mark.parametrize(
+    ("frame", "message"),
+    [
+        (b"not json", "Parse error: malformed JSON"),
+        (b'\xef\xbb\xbf{"jsonrpc":"2.0","id":1,"method":"ping"}', "Parse error: byte order mark"),
+        (b'{"jsonrpc":"2.0","id":1,"method":"p\xffng"}', "Parse error: invalid UTF-8 at byte 35"),
+        (b'{"jsonrpc":"2.0","id":1,"id":2,"method":"ping"}', 'Parse error: duplicate key "id"'),
+        (
+            b'{"jsonrpc":"2.0","id":1,"method":"ping","params":{"x":NaN}}',
+            "Parse error: NaN and Infinity",
+        ),
+        (
+            b'{"jsonrpc":"2.0","id":9007199254740992,"method":"ping"}',
+            "Parse error: integer 9007199254740992",
+        ),
+        (b'{"jsonrpc":"2.0","id":"\\udc00","method":"ping"}', "Parse error: lone surrogate"),
+    ],
+)
+def test_frames_that_are_not_strict_json_get_a_parse_error_and_the_session_continues(
+    server: ServerProcess, frame: bytes, message: str
+) -> None:
+    """-32700 with id null and the rule that failed; the next request is served."""
+    server.send(frame + b"\n")
+    error = server.read()
+    assert error["id"] is None
+    assert error["error"]["code"] == -32700
+    assert error["error"]["message"].startswith(message)
+    assert ping(server)["result"] == {}
+
+
+@pytest.mark.parametrize(
+    "frame",
+    [b"42", b'"ping"', b"null", b"{}", b'{"jsonrpc":"2.0"}', b'{"jsonrpc":"1.0","method":"ping"}'],
+)
+def test_json_that_is_not_a_request_gets_invalid_request(
+    server: ServerProcess, frame: bytes
+) -> None:
+    """Any JSON that is not a request or notification is answered -32600, id null."""
+    server.send(frame + b"\n")
+    error = server.read()
+    assert (error["id"], error["error"]["code"]) == (None, -32600)
+
+
+def test_a_batch_gets_exactly_one_invalid_request(server: ServerProcess) -> None:
+    """A top-level array is one -32600, not one answer per element."""
+    server.send(
+        b'[{"jsonrpc":"2.0","id":1,"method":"ping"},{"jsonrpc":"2.0","id":2,"method":"ping"}]\n'
+    )
+    error = server.read()
+    assert error["error"] == {
+        "code": -32600,
+        "message": "Invalid Request: batches are not supported",
+    }
+    assert ping(server)["id"] == "alive"
+
+
+def test_notifications_are_never_answered(server: ServerProcess) -> None:
+    """Known and unknown notifications produce no output; the next line answers the ping."""
+    server.send(b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n')
+    server.send(b'{"jsonrpc":"2.0","method":"whatever","params":{}}\n')
+    server.send(b'{"jsonrpc":"2.0","method":"request/cancel","params":{"requestId":"x"}}\n')
+    assert ping(server)["id"] == "alive"
+
+
+def test_an_oversized_frame_is_refused_and_the_session_continues(server: ServerProcess) -> None:
+    """A frame over 16 MiB gets -32600 with id null; framing resumes after its LF."""
+    server.send(
+        b'{"jsonrpc":"2.0","id":1,"method":"ping","params":{"pad":"'
+        + b"x" * MAX_FRAME_BYTES
+        + b'"}}\n'
+    )
+    error = server.read()
+    assert (error["id"], error["error"]["code"]) == (None, -32600)
+    assert "exceeds the limit of 16,777,216 bytes" in error["error"]["message"]
+    assert ping(server)["id"] == "alive"
+
+
+def test_crlf_terminated_frames_are_served(server: ServerProcess) -> None:
+    """A CR before the LF is JSON whitespace, so the frame is valid."""
+    server.send(b'{"jsonrpc":"2.0","id":"crlf","method":"ping"}\r\n')
+    assert server.read() == {"jsonrpc": "2.0", "id": "crlf", "result": {}}
+
+
+def test_stray_output_of_the_service_and_its_children_never_reaches_the_wire(
+    server: ServerProcess,
+) -> None:
+    """print() and a child writing to fd 1 land on stderr; stdout carries only the answer."""
+    server.request(INIT)
+    result = server.request(
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "tools/call",
+            "params": {"name": "cli", "arguments": {"files": {"a.ts": "x"}, "stdin": "stray"}},
+        }
+    )
+    assert result["result"]["isError"] is False
+    assert ping(server)["id"] == "alive"
+    server.close_stdin()
+    assert server.read_line() == b""
+    assert server.wait() == 0
+    assert b"stray output from the service" in server.stderr
+    assert b"stray output from a child" in server.stderr
+
+
+def test_run1_calls_succeed_conflict_and_are_exhausted_over_the_wire(server: ServerProcess) -> None:
+    """A Flow session: success value, concurrent refusal, conflicting reuse, cancellation."""
+    assert set(server.request(flow_call("r1", "op-1"))["result"]) == {"value"}
+    server.send_json(flow_call("r2", "op-2", stdin="wait"))
+    busy = server.request(flow_call("r3", "op-3"))
+    assert busy["error"]["data"] == {"code": "RESOURCE_EXHAUSTED"}
+    conflict = server.request(flow_call("r4", "op-1", stdin="other"))
+    assert conflict["error"]["data"] == {"code": "OPERATION_CONFLICT"}
+    server.send_json({"jsonrpc": "2.0", "method": "request/cancel", "params": {"requestId": "r2"}})
+    cancelled = server.read()
+    assert cancelled["id"] == "r2"
+    assert cancelled["error"]["data"]["code"] == "CANCELLED"
+    assert cancelled["error"]["data"]["details"]["command"]["stopReason"] == "cancelled"
+
+
+def test_a_backend_bug_is_answered_uncertain_and_the_session_continues(
+    server: ServerProcess,
+) -> None:
+    """An unexpected exception in the service is UNCERTAIN, never a crash."""
+    answer = server.request(flow_call("r1", "op-1", stdin="boom"))
+    assert answer["error"]["data"] == {"code": "UNCERTAIN"}
+    assert ping(server)["id"] == "alive"
+
+
+def test_mcp_progress_and_cancellation_over_the_wire(server: ServerProcess) -> None:
+    """Progress arrives for a token; after notifications/cancelled no response comes."""
+    server.request(INIT)
+    server.send_json(
+        {
+            "jsonrpc": "2.0",
+            "id": 7,
+            "method": "tools/call",
+            "params": {
+                "name": "cli",
+                "arguments": {"files": {"a.ts": "x"}, "stdin": "wait"},
+                "_meta": {"progressToken": "t"},
+            },
+        }
+    )
+    progress = server.read()
+    assert progress["method"] == "notifications/progress"
+    assert progress["params"]["progressToken"] == "t"
+    server.send_json(
+        {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 7}}
+    )
+    assert ping(server)["id"] == "alive"
+    server.close_stdin()
+    assert server.read_line() == b""
+    assert server.wait() == 0
+
+
+def test_end_of_input_cancels_the_running_call_answers_it_and_exits(server: ServerProcess) -> None:
+    """EOF: the in-flight run is cancelled, its answer still written, exit status 0."""
+    server.send_json(flow_call("r1", "op-1", stdin="wait"))
+    assert ping(server)["id"] == "alive"
+    server.close_stdin()
+    answer = server.read()
+    assert answer["error"]["data"]["code"] == "CANCELLED"
+    assert server.read_line() == b""
+    assert server.wait() == 0
+
+
+def test_sigterm_cancels_the_running_call_and_exits(server: ServerProcess) -> None:
+    """SIGTERM ends the session the same way, with the running call answered."""
+    server.send_json(flow_call("r1", "op-1", stdin="wait"))
+    assert ping(server)["id"] == "alive"
+    server.process.send_signal(signal.SIGTERM)
+    assert server.read()["error"]["data"]["code"] == "CANCELLED"
+    assert server.wait() == 0
