@@ -431,6 +431,11 @@ def _candidate(plan: RunPlan, stdio: tuple[int, int, int], exec_w: int, status_w
         # CAP_SYS_RESOURCE, which containers often lack).
         with open("/proc/self/oom_score_adj", "w", encoding="ascii") as handle:
             handle.write("1000")
+        step = "reset signals"
+        # Python ignores SIGPIPE and SIGXFSZ (and the zygote SIGINT); ignored dispositions
+        # survive exec, so the candidate would inherit them. It gets a normal process.
+        for signum in (signal.SIGPIPE, signal.SIGXFSZ, signal.SIGINT, signal.SIGCHLD):
+            signal.signal(signum, signal.SIG_DFL)
         step = "drop privileges"
         privileges.drop_to_candidate(plan.limits.nofile, plan.limits.fsize_bytes)
         step = "exec runtime"

@@ -1,0 +1,99 @@
+"""Assemble a `CommandService` from a Binding file, its lock and the installed runtime."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from jigcmd.executor import Executor
+from jigcmd.policy.binding import LoadedBinding, load_binding
+from jigcmd.policy.lock import (
+    Admission,
+    Lock,
+    LockError,
+    Runtime,
+    check_policy,
+    check_runtime,
+    decode_lock,
+)
+from jigcmd.runtime import Runtime as BunRuntime
+from jigcmd.runtime import find_runtime
+from jigcmd.service import CommandService
+
+__all__ = ["Assembly", "assemble", "default_lock_path", "lock_runtime"]
+
+
+def default_lock_path(binding: Path) -> Path:
+    """`jigcmd.lock` next to the Binding file."""
+    return binding.parent / "jigcmd.lock"
+
+
+def lock_runtime(runtime: BunRuntime) -> Runtime:
+    """The runtime identity a lock pins; the hash is computed only when someone asks."""
+    return Runtime(bun_version=runtime.version, bun_sha256=lambda: runtime.sha256)
+
+
+@dataclass(frozen=True)
+class Assembly:
+    """Everything a front needs to serve one Binding."""
+
+    loaded: LoadedBinding
+    lock_path: Path
+    runtime: BunRuntime
+    service: CommandService
+
+
+def assemble(
+    binding_path: Path,
+    lock_path: Path | None,
+    executor: Executor,
+    *,
+    root_deadline_unix_ms: int | None = None,
+    bun: str | None = None,
+) -> Assembly:
+    """Load and admit the Binding; an unadmitted one yields a service whose commands are unavailable.
+
+    Raises `BindingError` for a broken Binding and `RuntimeError_` when no Bun is installed.
+    """
+    loaded = load_binding(binding_path)
+    lock_path = lock_path or default_lock_path(binding_path)
+    runtime = find_runtime(bun)
+    lock, problem = _read_lock(lock_path)
+    if problem is not None:
+        admission = Admission(admitted=False, drift="lock", reason=f"{problem}; run "
+                              f"`jigcmd lock --binding {binding_path}` to re-admit")
+    else:
+        admission = check_policy(loaded.binding, lock, lock_path=str(lock_path),
+                                 binding_path=str(binding_path))
+    runtime_check: Callable[[], Admission] | None = None
+    if lock is not None and admission.admitted:
+        admitted_lock = lock
+
+        def runtime_check() -> Admission:
+            return check_runtime(admitted_lock, lock_runtime(runtime),
+                                 binding_path=str(binding_path))
+
+    service = CommandService(
+        loaded.binding.commands,
+        admission=admission,
+        runtime=runtime,
+        executor=executor,
+        root_deadline_unix_ms=root_deadline_unix_ms,
+        runtime_check=runtime_check,
+    )
+    return Assembly(loaded=loaded, lock_path=lock_path, runtime=runtime, service=service)
+
+
+def _read_lock(path: Path) -> tuple[Lock | None, str | None]:
+    """The lock at `path` (None when absent), or the reason it cannot be used."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return None, None
+    except OSError as exc:
+        return None, f"lock {path} cannot be read: {exc.strerror}"
+    try:
+        return decode_lock(data, source=str(path)), None
+    except LockError as exc:
+        return None, f"lock {path} is unusable: {exc}"

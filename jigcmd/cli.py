@@ -1,0 +1,105 @@
+"""The `jigcmd` command line: serve, lock, run, doctor, demo."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from pathlib import Path
+
+from jigcmd import __version__
+
+__all__ = ["EXIT_EVIDENCE", "EXIT_FAILED", "EXIT_INVALID", "EXIT_STOPPED", "main"]
+
+# `jigcmd run` exit statuses: never the candidate's own exit code, which is in the evidence.
+EXIT_EVIDENCE = 0  # the command completed; evidence printed (whatever the candidate's exit)
+EXIT_INVALID = 2  # usage, Binding or request invalid; nothing ran
+EXIT_FAILED = 3  # operational failure (unavailable, envelope incomplete, uncertain); see stderr
+EXIT_STOPPED = 4  # deadline or cancel; the evidence collected so far is printed
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="jigcmd",
+        description="Run operator-reviewed Bun commands against exact candidate projects "
+        "inside a native Linux containment envelope.",
+    )
+    parser.add_argument("--version", action="version", version=f"jigcmd {__version__}")
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logs on stderr")
+    sub = parser.add_subparsers(dest="verb", required=True, metavar="COMMAND")
+
+    serve = sub.add_parser("serve", help="serve FLOW Run/1 or MCP JSON-RPC on stdio")
+    serve.add_argument("--binding", required=True, type=Path, help="Binding file (.toml/.json)")
+    serve.add_argument("--lock", type=Path, help="admitted lock (default: jigcmd.lock beside "
+                       "the Binding)")
+    serve.add_argument("--protocol", choices=("auto", "mcp", "flow"), default="auto",
+                       help="wire dialect; auto: the first request decides (default)")
+    serve.add_argument("--root-deadline-unix-ms", type=int, default=None,
+                       help="session root deadline; every command ends by then")
+
+    lock = sub.add_parser("lock", help="review a Binding and write its admitted lock")
+    lock.add_argument("--binding", required=True, type=Path)
+    lock.add_argument("--lock", type=Path, help="where to write (default: beside the Binding)")
+    lock.add_argument("--check", action="store_true",
+                      help="only say whether the existing lock admits the Binding")
+
+    run = sub.add_parser("run", help="run one command once, through the same path as serve")
+    run.add_argument("--binding", required=True, type=Path)
+    run.add_argument("--lock", type=Path)
+    run.add_argument("command", help="the Binding command name")
+    run.add_argument("--files", required=True, type=Path,
+                     help="directory whose regular files form the candidate")
+    run.add_argument("--stdin-file", type=Path, help="UTF-8 text given to the command's stdin")
+    run.add_argument("--json", action="store_true", help="print exactly the evidence object")
+    run.epilog = "Arguments for a run command follow `--`: jigcmd run ... cli --files DIR -- a b"
+
+    sub.add_parser("doctor", help="check that this machine can build the envelope")
+    sub.add_parser("demo", help="run the bundled example through a real `jigcmd serve` child")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the `jigcmd` console script."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    # Everything after the first `--` belongs to the candidate, verbatim (argparse would
+    # otherwise read options in it).
+    extra: list[str] = []
+    if "--" in argv:
+        split = argv.index("--")
+        argv, extra = argv[:split], argv[split + 1 :]
+    args = _parser().parse_args(argv)
+    if extra and args.verb != "run":
+        _parser().error("arguments after `--` are only for `jigcmd run`")
+    logging.basicConfig(
+        stream=sys.stderr,
+        level=logging.DEBUG if args.verbose else logging.WARNING,
+        format="jigcmd: %(levelname)s %(name)s: %(message)s",
+    )
+    verb: str = args.verb
+    if verb == "serve":
+        from jigcmd.frontends.serve import serve  # noqa: PLC0415 - keep start-up imports per verb
+
+        return serve(args.binding, args.lock, args.protocol, args.root_deadline_unix_ms)
+    if verb == "lock":
+        from jigcmd.frontends.lock import lock  # noqa: PLC0415
+
+        return lock(args.binding, args.lock, check=args.check)
+    if verb == "run":
+        from jigcmd.frontends.run import run  # noqa: PLC0415
+
+        return run(args.binding, args.lock, args.command, args.files, args.stdin_file,
+                   extra, as_json=args.json)
+    if verb == "doctor":
+        from jigcmd.doctor import doctor  # noqa: PLC0415
+
+        return doctor()
+    if verb == "demo":
+        from jigcmd.demo import demo  # noqa: PLC0415
+
+        return demo()
+    raise AssertionError(verb)
+
+
+if __name__ == "__main__":
+    os._exit(main())

@@ -1,0 +1,34 @@
+// A hostile candidate: it tries to escape and reports each attempt. Every attempt should
+// fail inside the envelope; the test itself passes so that the report is printed.
+import { test, expect } from "bun:test";
+import { existsSync, readdirSync, writeFileSync } from "node:fs";
+import { connect } from "node:net";
+
+function attempt(name: string, fn: () => string): void {
+  try {
+    console.error(`ESCAPED ${name}: ${fn().slice(0, 80)}`);
+  } catch (error) {
+    console.error(`contained ${name}: ${(error as Error).message.split("\n")[0]}`);
+  }
+}
+
+function refuse(message: string): never {
+  throw new Error(message);
+}
+
+test("hostile", async () => {
+  console.error(`visible root: ${readdirSync("/").sort().join(" ")}`);
+  attempt("read host /etc/passwd", () => (existsSync("/etc/passwd") ? "it exists" : refuse("no /etc in the envelope")));
+  attempt("modify the candidate", () => { writeFileSync("src/value.ts", "export const value = 1"); return "written"; });
+  attempt("read credentials from the environment", () => {
+    const keys = Object.keys(process.env);
+    return keys.length > 1 ? keys.join(",") : refuse(`environment holds only ${keys.join(",")}`);
+  });
+  console.error(await new Promise<string>((resolve) => {
+    const socket = connect({ host: "1.1.1.1", port: 53, timeout: 1000 });
+    socket.on("connect", () => resolve("ESCAPED network: connected to 1.1.1.1:53"));
+    socket.on("error", (error) => resolve(`contained network: ${error.message}`));
+    socket.on("timeout", () => resolve("contained network: timeout"));
+  }));
+  expect(true).toBe(true);
+});

@@ -1,0 +1,1 @@
+"""The command-line fronts: each turns CLI arguments into calls on the shared service."""

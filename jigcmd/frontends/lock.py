@@ -1,0 +1,49 @@
+"""`jigcmd lock`: print the human review of a Binding and write its admitted lock."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+from jigcmd.assembly import default_lock_path, lock_runtime
+from jigcmd.policy.binding import BindingError, load_binding
+from jigcmd.policy.lock import LockError, build_lock, check_admission, decode_lock, encode_lock
+from jigcmd.policy.lock import review_text
+from jigcmd.runtime import RuntimeError_, find_runtime
+
+__all__ = ["lock"]
+
+
+def lock(binding_path: Path, lock_path: Path | None, *, check: bool) -> int:
+    """Review and admit (or, with `check`, only verify); 0 admitted, 1 not admitted, 2 invalid."""
+    try:
+        loaded = load_binding(binding_path)
+        runtime = lock_runtime(find_runtime())
+    except (BindingError, RuntimeError_) as exc:
+        sys.stderr.write(f"jigcmd lock: {exc}\n")
+        return 2
+    target = lock_path or default_lock_path(binding_path)
+    if check:
+        try:
+            existing = decode_lock(target.read_bytes(), source=str(target))
+        except FileNotFoundError:
+            existing = None
+        except (OSError, LockError) as exc:
+            sys.stderr.write(f"jigcmd lock: {exc}\n")
+            return 1
+        admission = check_admission(loaded.binding, existing, runtime, lock_path=str(target),
+                                    binding_path=str(binding_path))
+        print("admitted" if admission.admitted else f"not admitted: {admission.reason}")
+        return 0 if admission.admitted else 1
+    print(review_text(loaded.binding, runtime, slots=loaded.slots))
+    data = encode_lock(build_lock(loaded.binding, runtime))
+    temporary = target.with_name(target.name + ".tmp")
+    # Atomic replace: a server reading the lock never sees half of one.
+    with open(temporary, "wb") as handle:
+        handle.write(data)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(temporary, target)
+    print(f"\nadmitted: wrote {target}")
+    return 0

@@ -1,0 +1,136 @@
+"""The one command path every front shares: validate → admit → plan → execute → evidence."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+
+import anyio
+import msgspec
+
+from jigcmd.errors import Code, JigError
+from jigcmd.evidence import Evidence, decode_output
+from jigcmd.executor import Executor, RunOutcome
+from jigcmd.plan import Limits
+from jigcmd.policy.binding import CommandPolicy
+from jigcmd.policy.lock import Admission
+from jigcmd.policy.planner import candidate_plan, effective_deadline
+from jigcmd.policy.request import ValidRequest, validate_request
+from jigcmd.protocol.commands import RunResult, ToolInfo
+from jigcmd.runtime import BUN_TARGET, Runtime
+from jigcmd.server.backend import Progress
+
+__all__ = ["CommandService", "evidence_of"]
+
+AdmissionCheck = Callable[[], Admission]
+
+
+class CommandService:
+    """Runs admitted Binding commands in fresh envelopes; implements `CommandBackend`."""
+
+    def __init__(
+        self,
+        commands: Mapping[str, CommandPolicy],
+        *,
+        admission: Admission,
+        runtime: Runtime,
+        executor: Executor,
+        root_deadline_unix_ms: int | None = None,
+        limits: Limits | None = None,
+        runtime_check: AdmissionCheck | None = None,
+    ) -> None:
+        self._commands = dict(commands)
+        self._admission = admission
+        self._runtime = runtime
+        self._executor = executor
+        self._root_deadline = root_deadline_unix_ms
+        self._limits = limits or Limits()
+        # Hashing the Bun binary is deferred to the first call (or a warm-up), off the
+        # server's path to its first answer.
+        self._runtime_check = runtime_check
+
+    def tools(self) -> list[ToolInfo]:
+        """Every configured command, with the reason it is unavailable when not admitted."""
+        reason = None if self._admission.admitted else self._admission.reason
+        return [
+            ToolInfo(name=name, kind=policy.kind, unavailable=reason)
+            for name, policy in self._commands.items()
+        ]
+
+    def warm_up(self) -> None:
+        """Run the deferred runtime admission check now (from a worker thread)."""
+        self._check_runtime()
+
+    def _check_runtime(self) -> None:
+        if self._runtime_check is not None and self._admission.admitted:
+            self._admission = self._runtime_check()
+            self._runtime_check = None
+
+    def validate(self, input: object) -> ValidRequest:
+        """Apply every request rule; raises `INVALID_INPUT` naming the rule that failed."""
+        return validate_request(input, self._commands)
+
+    async def run(
+        self,
+        input: object,
+        *,
+        operation_id: str,
+        deadline_unix_ms: int | None,
+        cancel: anyio.Event,
+        progress: Progress | None = None,
+    ) -> RunResult:
+        """Validate, check admission, plan and execute one call; see `CommandBackend.run`."""
+        now_monotonic, now_unix_ms = time.monotonic(), time.time_ns() // 1_000_000
+        deadline = effective_deadline(
+            now_monotonic, now_unix_ms, deadline_unix_ms, self._root_deadline
+        )
+        valid = self.validate(input)
+        if self._runtime_check is not None:
+            await anyio.to_thread.run_sync(self._check_runtime)
+        if not self._admission.admitted:
+            raise JigError(Code.UNAVAILABLE, f"command {valid.command.name!r}: "
+                           f"{self._admission.reason}")
+        if deadline <= time.monotonic():
+            raise JigError(Code.DEADLINE_EXCEEDED, "the deadline had passed before dispatch; "
+                           "nothing ran")
+        if cancel.is_set():
+            raise JigError(Code.CANCELLED, "cancelled before dispatch; nothing ran")
+        plan = candidate_plan(
+            bun=BUN_TARGET,
+            runtime_binds=self._runtime.binds,
+            kind=valid.command.kind,
+            paths=valid.command.paths,
+            args=valid.args,
+            files=valid.files,
+            stdin=valid.stdin,
+            deadline=deadline,
+            limits=self._limits,
+            label=operation_id,
+        )
+        if progress is not None:
+            await progress(f"running {' '.join(valid.invocation)}")
+        outcome = await self._executor.execute(plan, cancel)
+        evidence = evidence_of(valid, outcome)
+        if outcome.stop_reason == "deadline":
+            raise JigError(Code.DEADLINE_EXCEEDED, "the command reached its deadline and its "
+                           "whole process tree was killed",
+                           {"command": msgspec.to_builtins(evidence)})
+        if outcome.stop_reason == "cancelled":
+            raise JigError(Code.CANCELLED, "the command was cancelled and its whole process "
+                           "tree was killed", {"command": msgspec.to_builtins(evidence)})
+        return RunResult(evidence=evidence, report=outcome.report)
+
+
+def evidence_of(valid: ValidRequest, outcome: RunOutcome) -> Evidence:
+    """The contract's ten fields, from a validated request and a confirmed outcome."""
+    return Evidence(
+        candidate_digest=valid.candidate_digest,
+        command=valid.command.name,
+        invocation=valid.invocation,
+        stdin_digest=valid.stdin_digest,
+        stdout=decode_output(outcome.stdout.data, outcome.stdout.truncated),
+        stderr=decode_output(outcome.stderr.data, outcome.stderr.truncated),
+        exit_code=outcome.exit_code,
+        signal=outcome.signal,
+        stop_reason=outcome.stop_reason,
+    )
