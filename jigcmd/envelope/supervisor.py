@@ -151,12 +151,6 @@ class _Run:
             self.job = self.backend.create(self.name, self.plan.limits)
         except OSError as exc:
             raise _StepError("cgroup", exc) from exc
-        try:
-            netns.create(self.name)
-            self.netns = self.name
-            netns_fd = os.open(netns.path_of(self.name), os.O_RDONLY | os.O_CLOEXEC)
-        except OSError as exc:
-            raise _StepError("network namespace", exc) from exc
         status_r, status_w = os.pipe2(os.O_CLOEXEC)
         go_r, go_w = os.pipe2(os.O_CLOEXEC)
         self.status_r = status_r
@@ -164,14 +158,14 @@ class _Run:
         if entrant == 0:
             os.close(status_r)
             os.close(go_w)
-            _entrant(self.plan, self.job, netns_fd, self.stdio, status_w, go_r)
+            _entrant(self.plan, self.job, self.stdio, status_w, go_r)
         os.close(status_w)
         os.close(go_r)
-        os.close(netns_fd)
         for fd in self.stdio:
             os.close(fd)
         try:
             self._expect("unshared")
+            self.netns = f"net:[{os.stat(f'/proc/{entrant}/ns/net').st_ino}]"
             _write_id_maps(entrant)
             os.write(go_w, b"g")
             init_line = self._expect("init")
@@ -278,11 +272,8 @@ class _Run:
                     self.job.remove()
                 except OSError as exc:
                     problems.append(f"cgroup not removed: {exc}")
-        if self.netns is not None:
-            try:
-                netns.remove(self.netns)
-            except OSError as exc:
-                problems.append(f"network namespace not removed: {exc}")
+        # The network namespace has no name or mount: it is released with its last
+        # process, which the empty cgroup above has just confirmed.
         return not problems, tuple(problems)
 
     def _send(self, message: Started | Finished | Failed) -> None:
@@ -328,12 +319,11 @@ def _fail(fd: int, step: str, error: BaseException | str) -> None:
 def _entrant(
     plan: RunPlan,
     job: cgroups.CgroupJob,
-    netns_fd: int,
     stdio: tuple[int, int, int],
     status_w: int,
     go_r: int,
 ) -> None:
-    """Enter the cgroup and the network namespace, unshare the rest, fork pid 1, exit."""
+    """Join the cgroup, enter a fresh network namespace, unshare the rest, fork pid 1, exit."""
     step = "drop supplementary groups"
     try:
         # Host root's supplementary group 0 would otherwise survive into the namespace.
@@ -341,9 +331,10 @@ def _entrant(
         step = "join cgroup"
         # Before any namespace and long before candidate code: nothing runs unlimited.
         job.attach(os.getpid())
-        step = "join network namespace"
-        sc.setns(netns_fd, sc.CLONE_NEWNET)
-        os.close(netns_fd)
+        step = "network namespace"
+        # Still host root here: the namespace is owned by the host user namespace, so the
+        # candidate can never reconfigure it (see jigcmd.envelope.netns).
+        netns.enter_fresh()
         step = "unshare namespaces"
         sc.unshare(_NAMESPACES)
         _report(status_w, "unshared")

@@ -37,7 +37,7 @@ def main(argv: list[str]) -> int:
     backend = cgroups.detect()
     seccomp.build_filter()
     privileges.prepare()
-    netns.list_owned()
+    netns.preload()
     while True:
         try:
             received = recv_message(control, max_fds=_FDS_PER_LAUNCH)

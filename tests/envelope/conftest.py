@@ -13,7 +13,6 @@ from typing import NoReturn
 
 import pytest
 
-from jigcmd.envelope import netns
 from jigcmd.envelope.cgroups import CgroupBackend, CgroupUnavailable, detect
 
 
@@ -68,12 +67,3 @@ def real_netns() -> None:
     require_root()
     if not os.path.exists("/proc/self/ns/net"):
         unavailable("the kernel has no network namespaces")
-
-
-@pytest.fixture
-def netns_name() -> Iterator[str]:
-    """A unique namespace name; removed afterwards if a test leaves it."""
-    name = f"jigcmd-test-{uuid.uuid4().hex[:12]}"
-    yield name
-    if name in netns.list_owned():
-        netns.remove(name)

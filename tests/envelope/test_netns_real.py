@@ -1,10 +1,8 @@
-"""Named network namespaces for real: only lo, up, no way to the host's loopback."""
+"""The envelope's network namespace for real: only lo, up, host-owned, no way out."""
 
 from __future__ import annotations
 
 import json
-import os
-import socket
 import subprocess
 import sys
 import textwrap
@@ -17,82 +15,70 @@ from jigcmd.envelope import netns
 
 REPO = str(Path(jigcmd.__file__).resolve().parent.parent)
 
-# Joins the namespace with setns(2), then reports what it sees as one JSON line.
+# Enters a fresh namespace, then reports what it sees as one JSON line.
 PROBE = textwrap.dedent(
     """
-    import errno, fcntl, json, os, socket, struct, sys
-    from jigcmd.envelope.syscalls import CLONE_NEWNET, setns
+    import errno, json, os, socket, sys
+    from jigcmd.envelope import netns
+    from jigcmd.envelope.syscalls import CLONE_NEWUSER, unshare
 
-    fd = os.open(sys.argv[1], os.O_RDONLY)
-    setns(fd, CLONE_NEWNET)
+    host_ns = os.stat("/proc/self/ns/net").st_ino
+    netns.enter_fresh()
     links = [name for _, name in socket.if_nameindex()]
-    probe = socket.socket()
-    ifreq = fcntl.ioctl(probe.fileno(), 0x8913, struct.pack("16sh22x", b"lo", 0))  # SIOCGIFFLAGS
-    lo_up = bool(struct.unpack("16sh22x", ifreq)[1] & 0x1)
     server = socket.create_server(("127.0.0.1", 0))
     socket.create_connection(server.getsockname(), timeout=5).close()
+    def attempt(address):
+        try:
+            socket.create_connection(address, timeout=5).close()
+            return "connected"
+        except OSError as e:
+            return errno.errorcode.get(e.errno, str(e))
+    host = attempt(("127.0.0.1", int(sys.argv[1])))
+    external = attempt(("192.0.2.1", 80))
+    fresh = os.stat("/proc/self/ns/net").st_ino != host_ns
+    # Root of a new user namespace still holds no CAP_NET_ADMIN over a host-owned netns.
+    unshare(CLONE_NEWUSER)
     try:
-        socket.create_connection(("127.0.0.1", int(sys.argv[2])), timeout=5).close()
-        host = "connected"
+        import fcntl, struct
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            fcntl.ioctl(s.fileno(), 0x8914, struct.pack("16sh22x", b"lo", 0))  # SIOCSIFFLAGS: down
+        reconfigure = "allowed"
     except OSError as e:
-        host = errno.errorcode.get(e.errno, str(e))
-    print(json.dumps({"links": links, "lo_up": lo_up, "host": host}))
+        reconfigure = errno.errorcode.get(e.errno, str(e))
+    print(json.dumps({"links": links, "host": host, "external": external, "fresh": fresh,
+                      "reconfigure": reconfigure}))
     """
 )
 
 
-def test_names_outside_the_jigcmd_prefix_are_refused() -> None:
-    """Only one-component jigcmd names can be created or removed."""
-    for name in ("other", "jigcmd/../x", ""):
-        with pytest.raises(ValueError, match="must match"):
-            netns.path_of(name)
+def test_the_loopback_request_is_an_acked_rtm_newlink_for_lo() -> None:
+    """pyroute2 encodes RTM_NEWLINK (16) with NLM_F_REQUEST|NLM_F_ACK for index 1, IFF_UP."""
+    request = netns.loopback_request()
+    length, kind, flags = int.from_bytes(request[0:4], "little"), request[4], request[6]
+    assert (length, kind, flags) == (len(request), 16, 0x05)
+    assert int.from_bytes(request[20:24], "little") == 1  # ifi_index
+    assert int.from_bytes(request[24:28], "little") == 1  # ifi_flags: IFF_UP
 
 
 @pytest.mark.envelope
 @pytest.mark.usefixtures("real_netns")
-def test_a_new_namespace_has_only_lo_up_and_cannot_reach_the_host(netns_name: str) -> None:
-    """A joined process sees only lo, up, and cannot reach a server on the host's loopback."""
+def test_a_fresh_namespace_has_only_lo_up_and_cannot_reach_anything() -> None:
+    """Only lo, up; the host's loopback and external addresses are unreachable; lo is locked."""
+    import socket
+
     with socket.create_server(("127.0.0.1", 0)) as host_server:
         port = host_server.getsockname()[1]
-        path = netns.create(netns_name)
-        assert path == f"/run/netns/{netns_name}"
-        assert netns_name in netns.list_owned()
         seen = subprocess.run(
-            [sys.executable, "-c", PROBE, path, str(port)],
+            [sys.executable, "-c", PROBE, str(port)],
             capture_output=True,
             check=True,
             env={"PYTHONPATH": REPO},
             timeout=30,
         )
-    assert json.loads(seen.stdout) == {"links": ["lo"], "lo_up": True, "host": "ECONNREFUSED"}
-
-
-@pytest.mark.envelope
-@pytest.mark.usefixtures("real_netns")
-def test_remove_leaves_no_namespace_behind(netns_name: str) -> None:
-    """After remove the file and its mount are gone and the name is not listed."""
-    path = netns.create(netns_name)
-    netns.remove(netns_name)
-    assert not os.path.lexists(path)
-    with open("/proc/self/mountinfo") as f:
-        assert all(line.split()[4] != path for line in f)
-    assert netns_name not in netns.list_owned()
-
-
-@pytest.mark.envelope
-@pytest.mark.usefixtures("real_netns")
-def test_an_existing_namespace_is_never_reused(netns_name: str) -> None:
-    """create refuses a name that exists, and leaves that namespace alone."""
-    path = netns.create(netns_name)
-    with pytest.raises(FileExistsError):
-        netns.create(netns_name)
-    assert os.path.lexists(path)
-    netns.remove(netns_name)
-
-
-@pytest.mark.envelope
-@pytest.mark.usefixtures("real_netns")
-def test_removing_an_absent_namespace_confirms_it_is_gone(netns_name: str) -> None:
-    """Recovery may remove what a crash already released; that is not an error."""
-    netns.remove(netns_name)
-    assert netns_name not in netns.list_owned()
+    assert json.loads(seen.stdout) == {
+        "links": ["lo"],
+        "host": "ECONNREFUSED",
+        "external": "ENETUNREACH",
+        "fresh": True,
+        "reconfigure": "EPERM",
+    }
