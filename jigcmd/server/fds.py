@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-import stat
+import select
 import sys
 from typing import NamedTuple
 
@@ -16,13 +16,13 @@ class ProtocolFds(NamedTuple):
     read_fd: int
     write_fd: int
 
-    def is_regular_input(self) -> bool:
-        """True when the input is a regular file, which readiness polling cannot watch."""
-        return stat.S_ISREG(os.fstat(self.read_fd).st_mode)
+    def input_pollable(self) -> bool:
+        """True when readiness of the input can be awaited (pipes, sockets, terminals)."""
+        return _pollable(self.read_fd, select.EPOLLIN)
 
-    def is_regular_output(self) -> bool:
-        """True when the output is a regular file, which readiness polling cannot watch."""
-        return stat.S_ISREG(os.fstat(self.write_fd).st_mode)
+    def output_pollable(self) -> bool:
+        """True when readiness of the output can be awaited (pipes, sockets, terminals)."""
+        return _pollable(self.write_fd, select.EPOLLOUT)
 
     def release(self) -> None:
         """Restore blocking mode (the open file may be shared, e.g. a terminal) and close."""
@@ -32,6 +32,19 @@ class ProtocolFds(NamedTuple):
                 os.close(fd)
             except OSError:
                 pass
+
+
+def _pollable(fd: int, events: int) -> bool:
+    # Regular files and some devices (/dev/null) cannot be registered with epoll; they never
+    # block either, so the server reads and writes them directly.
+    poller = select.epoll()
+    try:
+        poller.register(fd, events)
+    except PermissionError:
+        return False
+    finally:
+        poller.close()
+    return True
 
 
 def claim_protocol_fds() -> ProtocolFds:

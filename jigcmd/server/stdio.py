@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 import os
-import secrets
 import signal
 from typing import Final
 
@@ -56,7 +55,7 @@ async def serve_stdio(
         protocol=protocol,
         server_name=server_name,
         server_version=server_version,
-        session_tag=f"{os.getpid()}x{secrets.token_hex(4)}",
+        session_tag=f"{os.getpid()}x{os.urandom(4).hex()}",
         slot=slot,
     )
     logger.debug("serving stdio (protocol=%s)", protocol)
@@ -139,7 +138,7 @@ class _Server:
         self._session = session
         self._fds = fds
         self._framer = LineFramer()
-        self._writer = _Writer(fds.write_fd, pollable=not fds.is_regular_output())
+        self._writer = _Writer(fds.write_fd, pollable=fds.output_pollable())
         self._stop = anyio.Event()
         self._cancels: dict[jsonrpc.Id, anyio.Event] = {}
         self._idle = anyio.Event()
@@ -170,7 +169,7 @@ class _Server:
 
     async def _read_loop(self) -> None:
         fd = self._fds.read_fd
-        pollable = not self._fds.is_regular_input()
+        pollable = self._fds.input_pollable()
         while True:
             if pollable:
                 await anyio.wait_readable(fd)

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import json
 import signal
+import subprocess
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
-from wire_process import ServerProcess
+from wire_process import FAILSAFE_S, FAKE_SERVER, ServerProcess, server_env
 
 from jigcmd.protocol.framing import MAX_FRAME_BYTES
 
@@ -222,3 +226,32 @@ def test_sigterm_cancels_the_running_call_and_exits(server: ServerProcess) -> No
     server.process.send_signal(signal.SIGTERM)
     assert server.read()["error"]["data"]["code"] == "CANCELLED"
     assert server.wait() == 0
+
+
+def test_regular_files_and_dev_null_work_as_the_wire(tmp_path: Path) -> None:
+    """Input from a file and output to a file (neither pollable) are served to EOF."""
+    frames = tmp_path / "jigcmd-in.jsonl"
+    frames.write_bytes(
+        b'{"jsonrpc":"2.0","id":"a","method":"ping"}\n{"jsonrpc":"2.0","id":"b","method":"ping"}'
+    )
+    answers = tmp_path / "jigcmd-out.jsonl"
+    with frames.open("rb") as stdin, answers.open("wb") as stdout:
+        done = subprocess.run(
+            [sys.executable, str(FAKE_SERVER)],
+            stdin=stdin,
+            stdout=stdout,
+            env=server_env(),
+            timeout=FAILSAFE_S,
+            check=False,
+        )
+    assert done.returncode == 0
+    assert [json.loads(line)["id"] for line in answers.read_bytes().splitlines()] == ["a", "b"]
+    empty = subprocess.run(
+        [sys.executable, str(FAKE_SERVER)],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        env=server_env(),
+        timeout=FAILSAFE_S,
+        check=False,
+    )
+    assert (empty.returncode, empty.stdout) == (0, b"")
