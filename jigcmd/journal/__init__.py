@@ -1,0 +1,9 @@
+"""Durable ownership: the SQLite journal, process identity and the root envelope reservations."""
+
+from __future__ import annotations
+
+from jigcmd.journal.identity import ProcessIdentity
+from jigcmd.journal.jarvis import AuditRow, JarvisRun
+from jigcmd.journal.store import Begin, Journal, JournalError, Row
+
+__all__ = ["AuditRow", "Begin", "JarvisRun", "Journal", "JournalError", "ProcessIdentity", "Row"]

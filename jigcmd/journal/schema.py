@@ -1,0 +1,128 @@
+"""The journal's tables and how a database is brought to the current schema version.
+
+The version lives in SQLite's `user_version` pragma. `migrate` applies every step above the
+database's version inside one transaction, so a database is always at exactly one version;
+a database written by a newer jigcmd is refused rather than guessed at.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+__all__ = ["SCHEMA_VERSION", "SchemaError", "migrate"]
+
+# Version 1: ownership rows (Project Command operations), jarvis runs, the audit trail.
+_V1 = """
+CREATE TABLE operations (
+    operation_id      TEXT PRIMARY KEY,
+    signature         TEXT NOT NULL,
+    context           TEXT NOT NULL,
+    created_unix_ms   INTEGER NOT NULL,
+    updated_unix_ms   INTEGER NOT NULL,
+    finished_unix_ms  INTEGER,
+    deadline_unix_ms  INTEGER NOT NULL,
+    run_id            TEXT NOT NULL UNIQUE,
+    owner_pid         INTEGER NOT NULL,
+    owner_start       INTEGER NOT NULL,
+    boot_id           TEXT NOT NULL,
+    state             TEXT NOT NULL
+        CHECK (state IN ('dispatching', 'running', 'done', 'uncertain')),
+    plan_digest       TEXT,
+    cgroup_paths      TEXT NOT NULL DEFAULT '[]',
+    netns             TEXT,
+    supervisor_pid    INTEGER,
+    supervisor_start  INTEGER,
+    outcome           TEXT CHECK (outcome IN ('evidence', 'failure')),
+    result            BLOB,
+    report            BLOB,
+    cleanup           TEXT CHECK (cleanup IN ('complete', 'failed')),
+    problems          TEXT NOT NULL DEFAULT '',
+    reason            TEXT NOT NULL DEFAULT ''
+) STRICT;
+CREATE INDEX operations_open ON operations (state) WHERE state IN ('dispatching', 'running');
+
+CREATE TABLE jarvis_runs (
+    run_id            INTEGER PRIMARY KEY AUTOINCREMENT,
+    tool              TEXT NOT NULL,
+    argv              TEXT NOT NULL,
+    cwd               TEXT NOT NULL,
+    actor             TEXT NOT NULL,
+    decision          TEXT NOT NULL CHECK (decision IN ('allow', 'deny')),
+    matched_rule      TEXT,
+    reason            TEXT NOT NULL,
+    status            TEXT NOT NULL
+        CHECK (status IN ('denied', 'running', 'exited', 'deadline', 'failed', 'uncertain')),
+    envelope_run_id   TEXT,
+    owner_pid         INTEGER NOT NULL,
+    owner_start       INTEGER NOT NULL,
+    boot_id           TEXT NOT NULL,
+    exit_code         INTEGER,
+    signal            TEXT,
+    stdout            TEXT NOT NULL DEFAULT '',
+    stderr            TEXT NOT NULL DEFAULT '',
+    stdout_truncated  INTEGER NOT NULL DEFAULT 0,
+    stderr_truncated  INTEGER NOT NULL DEFAULT 0,
+    timings           TEXT NOT NULL DEFAULT '{}',
+    created_unix_ms   INTEGER NOT NULL,
+    finished_unix_ms  INTEGER
+) STRICT;
+CREATE INDEX jarvis_runs_running ON jarvis_runs (status) WHERE status = 'running';
+
+CREATE TABLE audit (
+    seq               INTEGER PRIMARY KEY AUTOINCREMENT,
+    time_unix_ms      INTEGER NOT NULL,
+    actor             TEXT NOT NULL,
+    tool              TEXT NOT NULL,
+    argv              TEXT NOT NULL,
+    cwd               TEXT NOT NULL,
+    decision          TEXT NOT NULL,
+    matched_rule      TEXT,
+    outcome           TEXT NOT NULL
+) STRICT;
+-- Append-only: the trail cannot be edited or pruned through SQL.
+CREATE TRIGGER audit_no_update BEFORE UPDATE ON audit
+    BEGIN SELECT RAISE(ABORT, 'the audit trail is append-only'); END;
+CREATE TRIGGER audit_no_delete BEFORE DELETE ON audit
+    BEGIN SELECT RAISE(ABORT, 'the audit trail is append-only'); END;
+"""
+
+_STEPS: tuple[str, ...] = (_V1,)
+SCHEMA_VERSION = len(_STEPS)
+
+
+class SchemaError(Exception):
+    """Raised when a journal database was written by a newer jigcmd than this one."""
+
+
+def migrate(conn: sqlite3.Connection) -> int:
+    """Bring the database to `SCHEMA_VERSION` in one transaction; return the version it had."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        (version,) = conn.execute("PRAGMA user_version").fetchone()
+        if version > SCHEMA_VERSION:
+            raise SchemaError(
+                f"the journal is at schema version {version}, newer than this jigcmd "
+                f"understands ({SCHEMA_VERSION}); use a newer jigcmd or another --state-dir"
+            )
+        for step in _STEPS[version:]:
+            for statement in _statements(step):
+                conn.execute(statement)
+        # PRAGMA takes no parameters; the value is our own integer constant.
+        conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION:d}")
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    return int(version)
+
+
+def _statements(script: str) -> list[str]:
+    # executescript() would commit our transaction; split on complete statements instead.
+    statements: list[str] = []
+    pending = ""
+    for line in script.splitlines(keepends=True):
+        pending += line
+        if sqlite3.complete_statement(pending):
+            statements.append(pending.strip())
+            pending = ""
+    return statements

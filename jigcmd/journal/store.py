@@ -1,0 +1,523 @@
+"""The ownership journal: a SQLite database in the state directory that outlives every process.
+
+Every write runs in its own `BEGIN IMMEDIATE` transaction and has been committed durably
+(WAL with `synchronous=FULL`: the commit is fsynced) before the method returns, so a row
+written before dispatch survives a SIGKILL or a power cut at any later instant.
+
+One `Journal` holds one connection. It may be called from any thread (calls are
+serialised by a lock; the server calls it through `anyio.to_thread`), but never from a
+forked child: a child (the supervisor) opens its own `Journal`. Operation ids are unique
+within one state directory: that is the documented scope of operation identity.
+
+Ownership row life: `dispatching` (written before anything exists) → `running` (the run's
+supervisor claimed it, before it creates any resource) → `done` (result recorded, cleanup
+confirmed) or `uncertain` (no proved result, or cleanup unconfirmed). Closed rows never
+reopen; `uncertain` is forever.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Literal
+
+import msgspec
+
+from jigcmd.journal import identity, jarvis
+from jigcmd.journal.identity import ProcessIdentity
+from jigcmd.journal.jarvis import AuditRow, JarvisDecision, JarvisEnd, JarvisRun
+from jigcmd.journal.schema import migrate
+
+__all__ = [
+    "DB_NAME",
+    "Begin",
+    "Cleanup",
+    "Journal",
+    "JournalError",
+    "Outcome",
+    "Row",
+    "State",
+    "Verdict",
+]
+
+DB_NAME = "journal.sqlite3"
+# How long a writer waits for another process's write transaction before failing.
+_BUSY_TIMEOUT_MS = 10_000
+
+State = Literal["dispatching", "running", "done", "uncertain"]
+Outcome = Literal["evidence", "failure"]
+Cleanup = Literal["complete", "failed"]
+# What a repeated operation id means for the caller (see `Begin.verdict`).
+Verdict = Literal["conflict", "uncertain", "replay", "join"]
+
+_OPEN = ("dispatching", "running")
+
+
+class JournalError(Exception):
+    """Raised when the journal is used wrongly (closed, or inherited across fork)."""
+
+
+class Row(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """One Project Command operation as the journal knows it."""
+
+    operation_id: str
+    signature: str
+    context: str
+    created_unix_ms: int
+    updated_unix_ms: int
+    finished_unix_ms: int | None
+    deadline_unix_ms: int
+    run_id: str
+    # The server process that wrote the row (recovery leaves a live owner's rows alone).
+    owner: ProcessIdentity
+    state: State
+    plan_digest: str | None
+    cgroup_paths: tuple[str, ...]
+    netns: str | None
+    supervisor: ProcessIdentity | None
+    outcome: Outcome | None
+    result: bytes | None
+    report: bytes | None
+    cleanup: Cleanup | None
+    problems: str
+    reason: str
+
+    @property
+    def is_open(self) -> bool:
+        """Whether the operation is still dispatching or running."""
+        return self.state in _OPEN
+
+    @property
+    def cgroup_job(self) -> str:
+        """The name of the run's cgroup job."""
+        return f"jigcmd-{self.run_id}"
+
+
+class Begin(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """What `Journal.begin` found: the row stored under the operation id, and whether it is new."""
+
+    row: Row
+    created: bool
+
+    @property
+    def existing(self) -> Row | None:
+        """The row that already held this operation id, or None when `begin` inserted one."""
+        return None if self.created else self.row
+
+    def verdict(self, signature: str) -> Verdict | None:
+        """None for a new row; else conflict, uncertain, replay (closed, done) or join (open)."""
+        if self.created:
+            return None
+        if self.row.signature != signature:
+            return "conflict"
+        if self.row.state == "uncertain":
+            return "uncertain"
+        if self.row.state == "done":
+            return "replay"
+        return "join"
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class Journal:
+    """The ownership journal and the jarvis records of one state directory."""
+
+    def __init__(self, conn: sqlite3.Connection, path: Path) -> None:
+        """Wrap an open, migrated connection (use `Journal.open`)."""
+        self._conn: sqlite3.Connection | None = conn
+        self._lock = threading.Lock()
+        self._pid = os.getpid()
+        self._me = identity.current()
+        self.path = path
+
+    @classmethod
+    def open(cls, state_dir: Path) -> Journal:
+        """Open (creating and migrating if needed) the journal in a prepared state directory."""
+        path = state_dir / DB_NAME
+        # Created 0600 by us, never by sqlite under some umask.
+        os.close(os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600))
+        conn = sqlite3.connect(
+            path, isolation_level=None, check_same_thread=False, timeout=_BUSY_TIMEOUT_MS / 1000
+        )
+        try:
+            conn.row_factory = sqlite3.Row
+            conn.execute(f"PRAGMA busy_timeout = {_BUSY_TIMEOUT_MS:d}")
+            (mode,) = conn.execute("PRAGMA journal_mode = WAL").fetchone()
+            if mode != "wal":
+                raise JournalError(f"{path}: the journal needs WAL mode, sqlite gave {mode!r}")
+            conn.execute("PRAGMA synchronous = FULL")
+            conn.execute("PRAGMA foreign_keys = ON")
+            migrate(conn)
+        except BaseException:
+            conn.close()
+            raise
+        # The new database and WAL file names must survive a power cut too.
+        dir_fd = os.open(state_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+        return cls(conn, path)
+
+    def close(self) -> None:
+        """Close the connection (idempotent)."""
+        with self._lock:
+            if self._conn is not None and os.getpid() == self._pid:
+                self._conn.close()
+            self._conn = None
+
+    def __enter__(self) -> Journal:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- connection discipline ---------------------------------------------------------
+
+    @contextlib.contextmanager
+    def _read(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            yield self._connection()
+
+    @contextlib.contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            conn = self._connection()
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield conn
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+
+    def _connection(self) -> sqlite3.Connection:
+        if os.getpid() != self._pid:
+            raise JournalError("a Journal cannot be used across fork; open one in the child")
+        if self._conn is None:
+            raise JournalError("the journal is closed")
+        return self._conn
+
+    # -- Project Command operations ----------------------------------------------------
+
+    def begin(
+        self,
+        *,
+        operation_id: str,
+        signature: str,
+        context: str,
+        deadline_unix_ms: int,
+        run_id: str,
+    ) -> Begin:
+        """Insert a `dispatching` row for a new operation id, or return the row that holds it."""
+        with self._write() as conn:
+            found = conn.execute(
+                "SELECT * FROM operations WHERE operation_id = ?", (operation_id,)
+            ).fetchone()
+            if found is not None:
+                return Begin(row=_row(found), created=False)
+            now = _now_ms()
+            conn.execute(
+                "INSERT INTO operations (operation_id, signature, context, created_unix_ms,"
+                " updated_unix_ms, deadline_unix_ms, run_id, owner_pid, owner_start, boot_id,"
+                " state) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'dispatching')",
+                (
+                    operation_id,
+                    signature,
+                    context,
+                    now,
+                    now,
+                    deadline_unix_ms,
+                    run_id,
+                    self._me.pid,
+                    self._me.start,
+                    self._me.boot_id,
+                ),
+            )
+            inserted = conn.execute(
+                "SELECT * FROM operations WHERE operation_id = ?", (operation_id,)
+            ).fetchone()
+            return Begin(row=_row(inserted), created=True)
+
+    def claim(self, operation_id: str, supervisor: ProcessIdentity | None = None) -> bool:
+        """The run's supervisor takes the row (`dispatching` → `running`) before creating anything.
+
+        False means the row was closed first (recovery, or the server gave up): the caller
+        must create nothing and exit. Defaults to the calling process's identity.
+        """
+        who = supervisor or identity.current()
+        with self._write() as conn:
+            cursor = conn.execute(
+                "UPDATE operations SET state = 'running', supervisor_pid = ?,"
+                " supervisor_start = ?, updated_unix_ms = ?"
+                " WHERE operation_id = ? AND state = 'dispatching'",
+                (who.pid, who.start, _now_ms(), operation_id),
+            )
+            return cursor.rowcount == 1
+
+    def record_envelope(
+        self,
+        operation_id: str,
+        *,
+        supervisor: ProcessIdentity,
+        cgroup_paths: Sequence[str],
+        netns: str,
+        plan_digest: str,
+    ) -> bool:
+        """Record the envelope's identity on an open row (→ `running`); False if it is closed."""
+        with self._write() as conn:
+            cursor = conn.execute(
+                "UPDATE operations SET state = 'running', supervisor_pid = ?,"
+                " supervisor_start = ?, cgroup_paths = ?, netns = ?, plan_digest = ?,"
+                " updated_unix_ms = ? WHERE operation_id = ? AND state IN (?, ?)",
+                (
+                    supervisor.pid,
+                    supervisor.start,
+                    json.dumps(list(cgroup_paths)),
+                    netns,
+                    plan_digest,
+                    _now_ms(),
+                    operation_id,
+                    *_OPEN,
+                ),
+            )
+            return cursor.rowcount == 1
+
+    def finish(
+        self,
+        operation_id: str,
+        *,
+        outcome: Outcome,
+        result: bytes,
+        report: bytes | None,
+        cleanup_complete: bool,
+        problems: str = "",
+    ) -> bool:
+        """Close an open row with its result: `done`, or `uncertain` when cleanup is unconfirmed.
+
+        `result` must be the exact bytes answered to the caller: replay returns them verbatim.
+        False (and nothing written) when the row was already closed: the first close wins.
+        """
+        state: State = "done" if cleanup_complete else "uncertain"
+        with self._write() as conn:
+            now = _now_ms()
+            cursor = conn.execute(
+                "UPDATE operations SET state = ?, outcome = ?, result = ?, report = ?,"
+                " cleanup = ?, problems = ?, reason = ?, updated_unix_ms = ?,"
+                " finished_unix_ms = ? WHERE operation_id = ? AND state IN (?, ?)",
+                (
+                    state,
+                    outcome,
+                    result,
+                    report,
+                    "complete" if cleanup_complete else "failed",
+                    problems,
+                    "" if cleanup_complete else "the run's cleanup could not be confirmed",
+                    now,
+                    now,
+                    operation_id,
+                    *_OPEN,
+                ),
+            )
+            return cursor.rowcount == 1
+
+    def mark_uncertain(
+        self, operation_id: str, *, reason: str, cleanup_complete: bool, problems: str = ""
+    ) -> bool:
+        """Close an open row as `uncertain`; False (nothing written) when it was already closed."""
+        with self._write() as conn:
+            now = _now_ms()
+            cursor = conn.execute(
+                "UPDATE operations SET state = 'uncertain', cleanup = ?, problems = ?,"
+                " reason = ?, updated_unix_ms = ?, finished_unix_ms = ?"
+                " WHERE operation_id = ? AND state IN (?, ?)",
+                (
+                    "complete" if cleanup_complete else "failed",
+                    problems,
+                    reason,
+                    now,
+                    now,
+                    operation_id,
+                    *_OPEN,
+                ),
+            )
+            return cursor.rowcount == 1
+
+    def record_cleanup(self, operation_id: str, *, complete: bool, problems: str = "") -> bool:
+        """Update the cleanup outcome of a closed row (recovery re-checking it); False if open."""
+        with self._write() as conn:
+            cursor = conn.execute(
+                "UPDATE operations SET cleanup = ?, problems = ?, updated_unix_ms = ?"
+                " WHERE operation_id = ? AND state IN ('done', 'uncertain')",
+                ("complete" if complete else "failed", problems, _now_ms(), operation_id),
+            )
+            return cursor.rowcount == 1
+
+    def get(self, operation_id: str) -> Row | None:
+        """The row of `operation_id`, or None."""
+        with self._read() as conn:
+            found = conn.execute(
+                "SELECT * FROM operations WHERE operation_id = ?", (operation_id,)
+            ).fetchone()
+        return None if found is None else _row(found)
+
+    def open_rows(self) -> list[Row]:
+        """Every row still `dispatching` or `running`, oldest first."""
+        return self._rows("state IN ('dispatching', 'running')")
+
+    def cleanup_failures(self) -> list[Row]:
+        """Every closed row whose cleanup was not confirmed (for `jigcmd doctor`), oldest first."""
+        return self._rows("cleanup = 'failed'")
+
+    def _rows(self, where: str) -> list[Row]:
+        with self._read() as conn:
+            found = conn.execute(
+                f"SELECT * FROM operations WHERE {where} ORDER BY created_unix_ms, operation_id"  # noqa: S608 - our own constant clauses
+            ).fetchall()
+        return [_row(r) for r in found]
+
+    # -- jarvis runs and the audit trail ------------------------------------------------
+
+    def jarvis_begin(
+        self,
+        *,
+        tool: str,
+        argv: Sequence[str],
+        cwd: str,
+        actor: str,
+        decision: JarvisDecision,
+        matched_rule: str | None,
+        reason: str,
+        envelope_run_id: str | None = None,
+    ) -> int:
+        """Record a decided call before anything runs (`running` or `denied`); return its id."""
+        with self._write() as conn:
+            return jarvis.insert_run(
+                conn,
+                now_ms=_now_ms(),
+                owner=(self._me.pid, self._me.start, self._me.boot_id),
+                tool=tool,
+                argv=argv,
+                cwd=cwd,
+                actor=actor,
+                decision=decision,
+                matched_rule=matched_rule,
+                reason=reason,
+                envelope_run_id=envelope_run_id,
+            )
+
+    def jarvis_finish(
+        self,
+        run_id: int,
+        *,
+        status: JarvisEnd,
+        exit_code: int | None = None,
+        signal: str | None = None,
+        stdout: str = "",
+        stderr: str = "",
+        stdout_truncated: bool = False,
+        stderr_truncated: bool = False,
+        timings: Mapping[str, float] | None = None,
+    ) -> bool:
+        """Close a running jarvis run; False (nothing written) when it was not running."""
+        with self._write() as conn:
+            return jarvis.finish_run(
+                conn,
+                run_id,
+                now_ms=_now_ms(),
+                status=status,
+                exit_code=exit_code,
+                signal=signal,
+                stdout=stdout,
+                stderr=stderr,
+                stdout_truncated=stdout_truncated,
+                stderr_truncated=stderr_truncated,
+                timings=timings or {},
+            )
+
+    def jarvis_get(self, run_id: int) -> JarvisRun | None:
+        """One jarvis run by id, or None."""
+        with self._read() as conn:
+            found = conn.execute("SELECT * FROM jarvis_runs WHERE run_id = ?", (run_id,)).fetchone()
+        return None if found is None else jarvis.run_from(found)
+
+    def jarvis_running(self) -> list[JarvisRun]:
+        """Every jarvis run still `running`, oldest first."""
+        with self._read() as conn:
+            found = conn.execute(
+                "SELECT * FROM jarvis_runs WHERE status = 'running' ORDER BY run_id"
+            ).fetchall()
+        return [jarvis.run_from(r) for r in found]
+
+    def audit(
+        self,
+        *,
+        actor: str,
+        tool: str,
+        argv: Sequence[str],
+        cwd: str,
+        decision: str,
+        matched_rule: str | None,
+        outcome: str,
+    ) -> int:
+        """Append one decision to the audit trail, durably; its sequence number."""
+        with self._write() as conn:
+            return jarvis.insert_audit(
+                conn,
+                now_ms=_now_ms(),
+                actor=actor,
+                tool=tool,
+                argv=argv,
+                cwd=cwd,
+                decision=decision,
+                matched_rule=matched_rule,
+                outcome=outcome,
+            )
+
+    def audit_rows(self, limit: int = 100) -> list[AuditRow]:
+        """The newest `limit` audit rows, newest first."""
+        with self._read() as conn:
+            found = conn.execute(
+                "SELECT * FROM audit ORDER BY seq DESC LIMIT ?", (limit,)
+            ).fetchall()
+        return [jarvis.audit_from(r) for r in found]
+
+
+def _row(found: sqlite3.Row) -> Row:
+    supervisor = None
+    if found["supervisor_pid"] is not None:
+        supervisor = ProcessIdentity(
+            pid=found["supervisor_pid"], start=found["supervisor_start"], boot_id=found["boot_id"]
+        )
+    return Row(
+        operation_id=found["operation_id"],
+        signature=found["signature"],
+        context=found["context"],
+        created_unix_ms=found["created_unix_ms"],
+        updated_unix_ms=found["updated_unix_ms"],
+        finished_unix_ms=found["finished_unix_ms"],
+        deadline_unix_ms=found["deadline_unix_ms"],
+        run_id=found["run_id"],
+        owner=ProcessIdentity(
+            pid=found["owner_pid"], start=found["owner_start"], boot_id=found["boot_id"]
+        ),
+        state=found["state"],
+        plan_digest=found["plan_digest"],
+        cgroup_paths=tuple(json.loads(found["cgroup_paths"])),
+        netns=found["netns"],
+        supervisor=supervisor,
+        outcome=found["outcome"],
+        result=found["result"],
+        report=found["report"],
+        cleanup=found["cleanup"],
+        problems=found["problems"],
+        reason=found["reason"],
+    )

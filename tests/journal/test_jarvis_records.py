@@ -1,0 +1,104 @@
+"""The jarvis provider's records: runs and the append-only audit trail."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from jigcmd.journal import Journal
+from jigcmd.journal.jarvis import JARVIS_OUTPUT_CAP_CHARS
+
+
+def test_an_allowed_run_is_running_until_finished_and_then_keeps_its_output(
+    tmp_path: Path,
+) -> None:
+    """An allowed call starts `running`; finishing records exit, output and timings durably."""
+    with Journal.open(tmp_path) as journal:
+        run_id = journal.jarvis_begin(
+            tool="jarvis.run.create",
+            argv=["/bin/echo", "hi"],
+            cwd="/tmp",
+            actor="tok_abcd_1234",
+            decision="allow",
+            matched_rule="echo",
+            reason="rule echo allows /bin/echo",
+        )
+        running = journal.jarvis_get(run_id)
+        assert running is not None
+        assert running.status == "running"
+        assert [r.run_id for r in journal.jarvis_running()] == [run_id]
+        assert journal.jarvis_finish(
+            run_id, status="exited", exit_code=0, stdout="hi\n", timings={"wall_ms": 3.5}
+        )
+    with Journal.open(tmp_path) as reopened:
+        done = reopened.jarvis_get(run_id)
+    assert done is not None
+    assert (done.status, done.exit_code, done.stdout, done.argv) == (
+        "exited",
+        0,
+        "hi\n",
+        ("/bin/echo", "hi"),
+    )
+    assert done.timings == {"wall_ms": 3.5}
+    assert done.finished_unix_ms is not None
+
+
+def test_a_denied_run_is_recorded_finished_and_cannot_be_finished_again(tmp_path: Path) -> None:
+    """A denied call is stored as `denied`, already finished; a later finish writes nothing."""
+    with Journal.open(tmp_path) as journal:
+        run_id = journal.jarvis_begin(
+            tool="jarvis.run.create",
+            argv=["/bin/rm", "-rf", "/"],
+            cwd="/",
+            actor="tok_abcd_1234",
+            decision="deny",
+            matched_rule=None,
+            reason="no rule matched (default deny)",
+        )
+        assert not journal.jarvis_finish(run_id, status="exited", exit_code=0)
+        run = journal.jarvis_get(run_id)
+    assert run is not None
+    assert run.status == "denied"
+    assert run.exit_code is None
+
+
+def test_stored_output_is_capped_and_flagged_truncated(tmp_path: Path) -> None:
+    """Output beyond the cap is cut and the truncated flag set, whatever the caller said."""
+    with Journal.open(tmp_path) as journal:
+        run_id = journal.jarvis_begin(
+            tool="t", argv=["x"], cwd="/", actor="a", decision="allow", matched_rule="r", reason=""
+        )
+        journal.jarvis_finish(run_id, status="exited", stdout="x" * (JARVIS_OUTPUT_CAP_CHARS + 5))
+        run = journal.jarvis_get(run_id)
+    assert run is not None
+    assert len(run.stdout) == JARVIS_OUTPUT_CAP_CHARS
+    assert run.stdout_truncated
+    assert not run.stderr_truncated
+
+
+def test_audit_rows_come_back_newest_first_and_cannot_be_edited(tmp_path: Path) -> None:
+    """The audit trail lists newest first and refuses UPDATE and DELETE."""
+    with Journal.open(tmp_path) as journal:
+        for outcome in ("denied", "exited 0"):
+            journal.audit(
+                actor="tok_abcd_1234",
+                tool="jarvis.run.create",
+                argv=["/bin/true"],
+                cwd="/",
+                decision="allow",
+                matched_rule="true",
+                outcome=outcome,
+            )
+        rows = journal.audit_rows(limit=10)
+    assert [r.outcome for r in rows] == ["exited 0", "denied"]
+    assert rows[0].argv == ("/bin/true",)
+    raw = sqlite3.connect(tmp_path / "journal.sqlite3")
+    try:
+        with pytest.raises(sqlite3.IntegrityError, match="append-only"):
+            raw.execute("UPDATE audit SET outcome = 'forged'")
+        with pytest.raises(sqlite3.IntegrityError, match="append-only"):
+            raw.execute("DELETE FROM audit")
+    finally:
+        raw.close()
