@@ -1,0 +1,1 @@
+"""What `jigcmd doctor` checks: pure verdicts (`verdicts`) and forked probes (`probes`)."""

