@@ -1,0 +1,248 @@
+"""`jigcmd doctor`: verdict wording, check isolation, output forms, and the real run."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from jigcmd import doctor as doctor_module
+from jigcmd.diagnosis.verdicts import (
+    Check,
+    cgroup_check,
+    end_to_end_check,
+    kernel_check,
+    namespaces_check,
+    network_check,
+    platform_check,
+    privilege_check,
+    runtime_check,
+    seccomp_check,
+    userns_check,
+)
+
+_SYS_ADMIN = 1 << 21
+_NO_SYSCTLS: dict[str, str | None] = {}
+
+
+def test_a_kernel_older_than_5_11_fails_naming_what_was_found_and_why() -> None:
+    """The detail quotes the release and the close_range requirement."""
+    check = kernel_check("5.10.0-28-amd64")
+    assert check.status == "FAIL"
+    assert "5.10.0-28-amd64" in check.detail
+    assert "CLOSE_RANGE_CLOEXEC" in check.detail
+    assert check.hint == "upgrade the kernel to 5.11 or newer"
+
+
+def test_kernel_5_11_and_later_pass() -> None:
+    """Versions compare numerically, not as text (6.2 is newer than 5.11)."""
+    assert kernel_check("5.11.0").ok
+    assert kernel_check("6.2.0-generic").ok
+
+
+def test_an_unreadable_kernel_release_fails() -> None:
+    """A release with no version number is not taken on trust."""
+    assert kernel_check("unknown").status == "FAIL"
+
+
+def test_non_linux_and_unsupported_architectures_fail() -> None:
+    """Only Linux on x86_64 and aarch64 has syscall tables and a seccomp filter."""
+    assert platform_check("Darwin", "arm64").status == "FAIL"
+    riscv = platform_check("Linux", "riscv64")
+    assert riscv.status == "FAIL"
+    assert "riscv64" in riscv.detail
+    assert platform_check("Linux", "aarch64").ok
+
+
+def test_a_non_root_user_fails_with_a_hint_to_run_as_root() -> None:
+    """Delegation is not supported yet, and the detail says so."""
+    check = privilege_check(1000, 0)
+    assert check.status == "FAIL"
+    assert "uid 1000" in check.detail
+    assert check.hint is not None
+    assert "root" in check.hint
+
+
+def test_root_without_cap_sys_admin_fails_as_a_restricted_container() -> None:
+    """Root in a container with dropped capabilities cannot build namespaces."""
+    check = privilege_check(0, 0)
+    assert check.status == "FAIL"
+    assert "CAP_SYS_ADMIN" in check.detail
+    assert privilege_check(0, _SYS_ADMIN).ok
+
+
+def test_max_user_namespaces_zero_is_named_with_the_sysctl_to_change() -> None:
+    """A refused probe is explained by the sysctl that caused it."""
+    check = userns_check("EPERM", {"user.max_user_namespaces": "0\n"}, root=True)
+    assert check.status == "FAIL"
+    assert "user.max_user_namespaces = 0" in check.detail
+    assert check.hint is not None
+    assert "sysctl -w user.max_user_namespaces=" in check.hint
+
+
+def test_ubuntu_apparmor_restriction_is_named_for_non_root_users() -> None:
+    """kernel.apparmor_restrict_unprivileged_userns = 1 explains an unprivileged refusal."""
+    sysctls = {"kernel.apparmor_restrict_unprivileged_userns": "1"}
+    check = userns_check("EACCES", sysctls, root=False)
+    assert check.status == "FAIL"
+    assert "apparmor_restrict_unprivileged_userns = 1" in check.detail
+    assert check.hint is not None
+    assert "AppArmor" in check.hint
+
+
+def test_debian_unprivileged_userns_clone_zero_is_named_for_non_root_users() -> None:
+    """kernel.unprivileged_userns_clone = 0 explains an unprivileged refusal."""
+    check = userns_check("EPERM", {"kernel.unprivileged_userns_clone": "0"}, root=False)
+    assert "unprivileged_userns_clone = 0" in check.detail
+
+
+def test_unprivileged_only_restrictions_do_not_explain_a_root_refusal() -> None:
+    """Root is not bound by the two unprivileged-only sysctls, so the hint points elsewhere."""
+    sysctls = {
+        "kernel.apparmor_restrict_unprivileged_userns": "1",
+        "kernel.unprivileged_userns_clone": "0",
+    }
+    check = userns_check("EPERM", sysctls, root=True)
+    assert check.status == "FAIL"
+    assert "apparmor" not in check.detail
+    assert check.hint is not None
+    assert "seccomp" in check.hint
+
+
+def test_the_real_attempt_decides_user_namespaces() -> None:
+    """A successful probe passes whatever the unprivileged sysctls say."""
+    sysctls = {"kernel.apparmor_restrict_unprivileged_userns": "1"}
+    assert userns_check(None, sysctls, root=True).ok
+
+
+def test_namespace_failures_get_the_hint_of_their_step() -> None:
+    """The step before the first colon selects the fix."""
+    maps = namespaces_check("user namespace id maps: EPERM (Operation not permitted)")
+    assert maps.hint is not None
+    assert "uid/gid maps" in maps.hint
+    proc = namespaces_check("mount a fresh /proc: EPERM (Operation not permitted)")
+    assert proc.hint is not None
+    assert "masked paths" in proc.hint
+    # "mount" inside the unshare step's own name must not select the mount hint.
+    unshare = namespaces_check("unshare user+mount+pid+ipc+uts+cgroup: EPERM; refused alone: pid")
+    assert unshare.hint is not None
+    assert "CONFIG_*_NS" in unshare.hint
+
+
+def test_cgroup_problems_fail_with_the_first_problem_and_a_count() -> None:
+    """The line stays readable; the hint carries every problem."""
+    problems = ["cannot create cgroups in /a (memory)", "cannot create cgroups in /b (pids)"]
+    check = cgroup_check("v1", ["/sys/fs/cgroup/<controller>/jigcmd"], problems)
+    assert check.status == "FAIL"
+    assert check.detail.startswith("v1, jobs under /sys/fs/cgroup/<controller>/jigcmd: ")
+    assert "(and 1 more)" in check.detail
+    assert check.hint == "; ".join(problems)
+
+
+def test_cgroups_print_the_mode_and_base_when_usable() -> None:
+    """Mode and where jobs go are on the ok line."""
+    check = cgroup_check("v2", ["/sys/fs/cgroup/jigcmd"], [])
+    assert check.ok
+    assert check.detail == "v2, jobs under /sys/fs/cgroup/jigcmd"
+
+
+def test_no_cgroup_hierarchy_fails_with_a_mount_hint() -> None:
+    """Detection failure is a FAIL with how to mount cgroup2."""
+    check = cgroup_check(None, (), ["no cgroup hierarchy is mounted at /sys/fs/cgroup"])
+    assert check.status == "FAIL"
+    assert check.hint is not None
+    assert "mount -t cgroup2" in check.hint
+
+
+def test_seccomp_fails_without_the_status_field_and_notes_a_stacked_filter() -> None:
+    """No Seccomp field means no seccomp; an existing filter is only a note."""
+    assert seccomp_check(None, None, None).status == "FAIL"
+    assert seccomp_check("0", None, "EINVAL").status == "FAIL"
+    stacked = seccomp_check("2", None, None)
+    assert stacked.ok
+    assert "stacked" in stacked.detail
+
+
+def test_network_runtime_and_end_to_end_failures_carry_hints() -> None:
+    """Each failing verdict says what to do."""
+    assert network_check("network namespace: EPERM").hint is not None
+    runtime = runtime_check(None, None, None, "no executable Bun binary at /x")
+    assert runtime.status == "FAIL"
+    assert runtime.hint is not None
+    assert "JIGCMD_BUN" in runtime.hint
+    wrong = end_to_end_check(1, None, "", None)
+    assert wrong.status == "FAIL"
+    assert "exit code 1" in wrong.detail
+    assert end_to_end_check(0, None, "ok\n", None, 12.0).ok
+
+
+def _fake_checks(monkeypatch: pytest.MonkeyPatch, *checks: Check | Exception) -> None:
+    def make(item: Check | Exception) -> object:
+        def run() -> Check:
+            if isinstance(item, Exception):
+                raise item
+            return item
+
+        return run
+
+    fakes = tuple((f"fake {index}", make(item)) for index, item in enumerate(checks))
+    monkeypatch.setattr(doctor_module, "_CHECKS", fakes)
+
+
+def test_a_crashing_check_becomes_a_fail_line_and_the_others_still_run(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """One failure never hides the next check."""
+    _fake_checks(monkeypatch, RuntimeError("boom"), Check("later", "ok", "fine"))
+    results = doctor_module.run_checks()
+    assert [r.status for r in results] == ["FAIL", "ok"]
+    assert results[0].check == "fake 0"
+    assert "boom" in results[0].detail
+
+
+def test_doctor_exits_1_and_prints_the_fix_when_a_check_fails(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Warnings pass; a FAIL makes the exit status non-zero and shows its fix."""
+    _fake_checks(
+        monkeypatch,
+        Check("a", "ok", "fine", "never shown"),
+        Check("b", "warn", "odd", "look"),
+        Check("c", "FAIL", "broken", "repair it"),
+    )
+    assert doctor_module.doctor() == 1
+    out = capsys.readouterr().out
+    assert "FAIL  c  broken\n" in out
+    assert "fix: repair it" in out
+    assert "fix: look" in out
+    assert "never shown" not in out
+    assert "1 of 3 checks failed" in out
+
+
+def test_json_output_is_a_list_of_check_objects(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--json prints exactly a list of {check, ok, status, detail, hint}."""
+    _fake_checks(monkeypatch, Check("a", "ok", "fine"), Check("b", "warn", "odd", "look"))
+    assert doctor_module.doctor(as_json=True) == 0
+    assert json.loads(capsys.readouterr().out) == [
+        {"check": "a", "ok": True, "status": "ok", "detail": "fine", "hint": None},
+        {"check": "b", "ok": True, "status": "warn", "detail": "odd", "hint": "look"},
+    ]
+
+
+@pytest.mark.envelope
+def test_doctor_passes_on_a_machine_that_can_build_the_envelope(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Every check is ok here, the end-to-end run included (root needed)."""
+    if os.geteuid() != 0:
+        if os.environ.get("CI"):
+            pytest.fail("required under CI but unavailable: needs root", pytrace=False)
+        pytest.skip("needs root")
+    status = doctor_module.doctor()
+    out = capsys.readouterr().out
+    assert status == 0, out
+    assert "ok    end-to-end" in out
+    assert "FAIL" not in out
