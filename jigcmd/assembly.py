@@ -52,27 +52,32 @@ def assemble(
     root_deadline_unix_ms: int | None = None,
     bun: str | None = None,
 ) -> Assembly:
-    """Load and admit the Binding; an unadmitted one yields a service whose commands are unavailable.
+    """Load and admit the Binding; an unadmitted one gives a service whose commands are unavailable.
 
-    Raises `BindingError` for a broken Binding and `RuntimeError_` when no Bun is installed.
+    Raises `BindingError` for a broken Binding and `RuntimeUnavailable` when no Bun is installed.
     """
     loaded = load_binding(binding_path)
     lock_path = lock_path or default_lock_path(binding_path)
     runtime = find_runtime(bun)
     lock, problem = _read_lock(lock_path)
     if problem is not None:
-        admission = Admission(admitted=False, drift="lock", reason=f"{problem}; run "
-                              f"`jigcmd lock --binding {binding_path}` to re-admit")
+        admission = Admission(
+            admitted=False,
+            drift="lock",
+            reason=f"{problem}; run `jigcmd lock --binding {binding_path}` to re-admit",
+        )
     else:
-        admission = check_policy(loaded.binding, lock, lock_path=str(lock_path),
-                                 binding_path=str(binding_path))
+        admission = check_policy(
+            loaded.binding, lock, lock_path=str(lock_path), binding_path=str(binding_path)
+        )
     runtime_check: Callable[[], Admission] | None = None
     if lock is not None and admission.admitted:
         admitted_lock = lock
 
         def runtime_check() -> Admission:
-            return check_runtime(admitted_lock, lock_runtime(runtime),
-                                 binding_path=str(binding_path))
+            return check_runtime(
+                admitted_lock, lock_runtime(runtime), binding_path=str(binding_path)
+            )
 
     service = CommandService(
         loaded.binding.commands,

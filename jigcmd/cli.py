@@ -31,25 +31,36 @@ def _parser() -> argparse.ArgumentParser:
 
     serve = sub.add_parser("serve", help="serve FLOW Run/1 or MCP JSON-RPC on stdio")
     serve.add_argument("--binding", required=True, type=Path, help="Binding file (.toml/.json)")
-    serve.add_argument("--lock", type=Path, help="admitted lock (default: jigcmd.lock beside "
-                       "the Binding)")
-    serve.add_argument("--protocol", choices=("auto", "mcp", "flow"), default="auto",
-                       help="wire dialect; auto: the first request decides (default)")
-    serve.add_argument("--root-deadline-unix-ms", type=int, default=None,
-                       help="session root deadline; every command ends by then")
+    serve.add_argument(
+        "--lock", type=Path, help="admitted lock (default: jigcmd.lock beside the Binding)"
+    )
+    serve.add_argument(
+        "--protocol",
+        choices=("auto", "mcp", "flow"),
+        default="auto",
+        help="wire dialect; auto: the first request decides (default)",
+    )
+    serve.add_argument(
+        "--root-deadline-unix-ms",
+        type=int,
+        default=None,
+        help="session root deadline; every command ends by then",
+    )
 
     lock = sub.add_parser("lock", help="review a Binding and write its admitted lock")
     lock.add_argument("--binding", required=True, type=Path)
     lock.add_argument("--lock", type=Path, help="where to write (default: beside the Binding)")
-    lock.add_argument("--check", action="store_true",
-                      help="only say whether the existing lock admits the Binding")
+    lock.add_argument(
+        "--check", action="store_true", help="only say whether the existing lock admits the Binding"
+    )
 
     run = sub.add_parser("run", help="run one command once, through the same path as serve")
     run.add_argument("--binding", required=True, type=Path)
     run.add_argument("--lock", type=Path)
     run.add_argument("command", help="the Binding command name")
-    run.add_argument("--files", required=True, type=Path,
-                     help="directory whose regular files form the candidate")
+    run.add_argument(
+        "--files", required=True, type=Path, help="directory whose regular files form the candidate"
+    )
     run.add_argument("--stdin-file", type=Path, help="UTF-8 text given to the command's stdin")
     run.add_argument("--json", action="store_true", help="print exactly the evidence object")
     run.epilog = "Arguments for a run command follow `--`: jigcmd run ... cli --files DIR -- a b"
@@ -88,8 +99,15 @@ def main(argv: list[str] | None = None) -> int:
     if verb == "run":
         from jigcmd.frontends.run import run  # noqa: PLC0415
 
-        return run(args.binding, args.lock, args.command, args.files, args.stdin_file,
-                   extra, as_json=args.json)
+        return run(
+            args.binding,
+            args.lock,
+            args.command,
+            files_dir=args.files,
+            stdin_file=args.stdin_file,
+            args=extra,
+            as_json=args.json,
+        )
     if verb == "doctor":
         from jigcmd.doctor import doctor  # noqa: PLC0415
 

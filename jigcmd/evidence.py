@@ -1,4 +1,4 @@
-"""The `run` result: exactly the ten evidence fields of the contract, and how output becomes text."""
+"""The `run` result: exactly the contract's ten evidence fields, and how output becomes text."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ _BOM = "\ufeff"
 
 
 class StreamText(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    """What one output stream carried: the retained prefix as text, and whether bytes were dropped."""
+    """What one output stream carried: the retained prefix as text, and whether bytes dropped."""
 
     text: str
     truncated: bool
@@ -45,7 +45,7 @@ class Evidence(msgspec.Struct, frozen=True, forbid_unknown_fields=True, rename="
 
 
 class ResourceReport(msgspec.Struct, frozen=True, forbid_unknown_fields=True, rename="camel"):
-    """Measurements that live beside the evidence (journal, MCP `_meta`, `jigcmd run`), never in it."""
+    """Measurements kept beside the evidence (journal, MCP `_meta`, `jigcmd run`), never in it."""
 
     wall_ms: float
     setup_ms: float

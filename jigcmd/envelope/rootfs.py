@@ -23,7 +23,7 @@ import posixpath
 from jigcmd.envelope import syscalls as sc
 from jigcmd.plan import CANDIDATE_ROOT, RunPlan
 
-__all__ = ["RootfsError", "build_root"]
+__all__ = ["RootfsError", "build_root", "seal_candidate"]
 
 _BASE = "/tmp"
 _OLD = "/oldroot"
@@ -81,7 +81,7 @@ def build_root(plan: RunPlan) -> None:
     for bind in plan.binds:
         _bind(_OLD + bind.source, _NEW + bind.target, bind.writable)
     if plan.profile == "candidate":
-        _candidate_tree(plan.files)
+        _candidate_mount()
     _scratch(plan.limits.scratch_bytes)
     _dev()
     _memory_view(plan.limits.memory_bytes)
@@ -109,7 +109,7 @@ def build_root(plan: RunPlan) -> None:
     # drops the old root (host tree and base tmpfs) without needing a directory for it.
     _step("pivot into new root", sc.pivot_root, ".", ".")
     _step("detach old root", sc.umount2, ".", sc.MNT_DETACH)
-    _step("chdir to working directory", os.chdir, plan.cwd)
+    _step("chdir to new root", os.chdir, "/")
 
 
 def _step(name: str, func: object, *args: object) -> None:
@@ -157,9 +157,10 @@ def _bind(source: str, target: str, writable: bool, devices: bool = False) -> No
     _step(f"remount {inside}", sc.mount, None, target, None, flags)
 
 
-def _candidate_tree(files: tuple[tuple[str, str], ...]) -> None:
+def _candidate_mount() -> None:
     root = _NEW + CANDIDATE_ROOT
     _makedirs(root)
+    # Empty and writable until `seal_candidate` fills and seals it, after the pivot.
     _step(
         "mount candidate tree",
         sc.mount,
@@ -169,10 +170,14 @@ def _candidate_tree(files: tuple[tuple[str, str], ...]) -> None:
         sc.MS_NOSUID | sc.MS_NODEV,
         f"mode=0755,size={_CANDIDATE_TREE_BYTES},nr_inodes={_CANDIDATE_TREE_INODES}",
     )
+
+
+def seal_candidate(files: tuple[tuple[str, str], ...]) -> None:
+    """Write the candidate tree inside the finished root, then make it read-only for good."""
     for rel, text in files:
-        path = posixpath.join(root, rel)
-        _makedirs(posixpath.dirname(path))
+        path = posixpath.join(CANDIDATE_ROOT, rel)
         try:
+            os.makedirs(posixpath.dirname(path), mode=0o755, exist_ok=True)
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o444)
             try:
                 os.write(fd, text.encode("utf-8"))
@@ -186,7 +191,7 @@ def _candidate_tree(files: tuple[tuple[str, str], ...]) -> None:
         "seal candidate tree",
         sc.mount,
         None,
-        root,
+        CANDIDATE_ROOT,
         None,
         sc.MS_REMOUNT | sc.MS_RDONLY | sc.MS_NOSUID | sc.MS_NODEV | sc.MS_NOEXEC,
     )

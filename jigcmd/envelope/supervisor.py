@@ -1,35 +1,55 @@
-"""One run's supervisor: builds the envelope around the candidate, enforces its deadline, cleans up.
+"""One envelope's supervisor: prepares the envelope ahead of time, runs one plan in it, cleans up.
 
 Process shape (each arrow is a fork; no exec until the candidate's own):
 
-    supervisor  (host root; child subreaper; owns cgroup, netns, deadline, cleanup)
-      └─ entrant (joins the cgroup, then the netns, then unshares user/mnt/pid/ipc/uts/cgroup)
-           └─ init, pid 1 of the new pid namespace (builds the root, reaps)  ← reparented to supervisor
-                └─ candidate (drops every privilege, installs seccomp, execs Bun)
+    supervisor  (host root; child subreaper; owns the cgroup, the deadline and cleanup)
+      └─ entrant (joins the cgroup, enters a fresh netns, unshares user/mnt/pid/ipc/uts/cgroup)
+           └─ init, pid 1 of the new pid namespace (builds the root, reaps) ← reparented here
+                └─ candidate (drops every privilege, waits for "go", execs Bun)
 
-The supervisor is a separate process from the server and keeps working if the server dies:
-losing the run socket counts as a cancel, so the tree is fenced and released either way.
+Everything that does not depend on the request happens in `prepare`, before any request
+exists: the cgroup is created and joined (the first cgroup move after idle waits for an RCU
+grace period, 6-30 ms), the namespaces made, the root built and pivoted into, and the
+candidate process forked and stripped of every privilege. A request then only costs `go`:
+init writes the candidate files, seals `/work` read-only, and hands the candidate its argv,
+environment and stdio, and it execs. Each envelope serves exactly one request.
+
+The supervisor is a separate process from the server and outlives it: losing the run
+socket counts as a cancel, so the tree is fenced and released either way. Init watches the
+supervisor in turn (its control socket closes when the supervisor dies) and exits, which
+makes the kernel kill everything in the pid namespace: nothing outlives its keeper.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import secrets
 import select
 import signal
 import socket
 import time
+from typing import NoReturn
 
 from jigcmd.envelope import cgroups, netns, privileges, rootfs, seccomp
 from jigcmd.envelope import syscalls as sc
-from jigcmd.envelope.wire import Cancel, Failed, Finished, Started, recv_message, send_message
+from jigcmd.envelope.wire import (
+    Cancel,
+    Failed,
+    Finished,
+    Go,
+    Launch,
+    Started,
+    recv_message,
+    send_message,
+)
+from jigcmd.evidence import StopReason
 from jigcmd.plan import RunPlan
 
 __all__ = ["supervise"]
 
 _PR_SET_CHILD_SUBREAPER = 36
 _PR_SET_DUMPABLE = 4
-_PR_SET_PDEATHSIG = 1
 _NAMESPACES = (
     sc.CLONE_NEWUSER
     | sc.CLONE_NEWNS
@@ -42,141 +62,182 @@ _NAMESPACES = (
 _HOST_ID = 65534
 _EMPTY_WAIT = 2.0
 _SETUP_GRACE = 5.0
+_LAUNCH_FDS = 4
 
 
 class _StepError(Exception):
     def __init__(self, step: str, error: BaseException | str) -> None:
         super().__init__(f"{step}: {error}")
         self.step = step
-        self.error = (
-            str(error) if not isinstance(error, OSError) else (error.strerror or str(error))
-        )
+        self.error = error.strerror or str(error) if isinstance(error, OSError) else str(error)
+
+
+def _shape(plan: RunPlan) -> tuple[object, ...]:
+    """What a prepared envelope fixes: everything but the request's own data."""
+    return (plan.profile, plan.binds, plan.limits)
 
 
 def supervise(
-    run_id: str,
-    plan: RunPlan,
-    stdio: tuple[int, int, int],
-    sock: socket.socket,
-    backend: cgroups.CgroupBackend,
-) -> None:
-    """Run `plan` to its end and report over `sock`; never returns (exits the process)."""
-    start = time.monotonic()
+    zygote: socket.socket, backend: cgroups.CgroupBackend, template: RunPlan | None
+) -> NoReturn:
+    """Prepare an envelope for `template`, then run the one `Launch` that arrives; never returns."""
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     os.setsid()
     sc.prctl(_PR_SET_CHILD_SUBREAPER, 1)
-    run = _Run(run_id, plan, stdio, sock, backend, start)
+    envelope = _Envelope(backend)
     code = 0
     try:
-        run.execute()
-    except BaseException:  # noqa: BLE001 - the supervisor must always try to report and clean up
+        if template is not None:
+            try:
+                envelope.prepare(template)
+            except _StepError:
+                # Not fatal yet: the launch re-prepares cold and reports what fails then.
+                envelope.teardown()
+        try:
+            received = recv_message(zygote, max_fds=_LAUNCH_FDS)
+        except (OSError, EOFError, ValueError):
+            received = None
+        zygote.close()
+        launch = received[0] if received is not None else None
+        fds = received[1] if received is not None else []
+        if isinstance(launch, Launch) and len(fds) == _LAUNCH_FDS:
+            run_sock = socket.socket(fileno=fds[3])
+            envelope.run(launch.plan, (fds[0], fds[1], fds[2]), run_sock)
+        else:
+            # The zygote (and so the server) went away before a request came.
+            for fd in fds:
+                os.close(fd)
+            envelope.teardown()
+    except BaseException:
         code = 1
-    finally:
-        os._exit(code)
+        with contextlib.suppress(BaseException):
+            envelope.teardown()
+    os._exit(code)
 
 
-class _Run:
-    def __init__(
-        self,
-        run_id: str,
-        plan: RunPlan,
-        stdio: tuple[int, int, int],
-        sock: socket.socket,
-        backend: cgroups.CgroupBackend,
-        start: float,
-    ) -> None:
-        self.run_id = run_id
-        self.plan = plan
-        self.stdio = stdio
-        self.sock = sock
+class _Envelope:
+    def __init__(self, backend: cgroups.CgroupBackend) -> None:
         self.backend = backend
-        self.start = start
-        self.name = f"jigcmd-{run_id}"
         self.job: cgroups.CgroupJob | None = None
         self.netns: str | None = None
         self.init_pid: int | None = None
+        self.shape: tuple[object, ...] | None = None
+        self.control: socket.socket | None = None
         self.status_r = -1
         self.buffer = b""
+        self.cpu_at_go: int | None = None
 
-    def execute(self) -> None:
+    # -- prepare -----------------------------------------------------------------------
+
+    def prepare(self, plan: RunPlan) -> None:
+        """Build the whole envelope for plans shaped like `plan`; the candidate waits for go."""
+        name = f"jigcmd-{secrets.token_hex(8)}"
         try:
-            self._setup()
-        except _StepError as exc:
-            self._fence()
-            ok, problems = self._release()
-            self._send(
-                Failed(
-                    step=exc.step, error=exc.error, cleanup_complete=ok, cleanup_problems=problems
-                )
-            )
-            return
-        assert self.job is not None and self.netns is not None and self.init_pid is not None
-        setup_ms = (time.monotonic() - self.start) * 1000
-        self._send(
-            Started(
-                supervisor_pid=os.getpid(),
-                init_pid=self.init_pid,
-                cgroup_paths=self.job.paths,
-                netns=self.netns,
-                setup_ms=setup_ms,
-            )
-        )
-        started = time.monotonic()
-        exit_code, sig, reason = self._wait()
-        wall_ms = (time.monotonic() - started) * 1000
-        self._fence()
-        stats = self.job.stats()
-        ok, problems = self._release()
-        self._send(
-            Finished(
-                exit_code=exit_code,
-                signal=sig,
-                stop_reason=reason,
-                wall_ms=wall_ms,
-                cpu_ms=None if stats.cpu_usage_ns is None else stats.cpu_usage_ns / 1e6,
-                peak_memory_bytes=stats.peak_memory_bytes,
-                oom_killed=stats.oom_killed,
-                pids_limit_hit=stats.pids_limit_hit,
-                cleanup_complete=ok,
-                cleanup_problems=problems,
-            )
-        )
-
-    # -- setup -------------------------------------------------------------------------
-
-    def _setup(self) -> None:
-        if time.monotonic() >= self.plan.deadline:
-            raise _StepError("deadline", "deadline passed before setup")
-        try:
-            self.job = self.backend.create(self.name, self.plan.limits)
-        except OSError as exc:
+            self.job = self.backend.create(name, plan.limits)
+        except (OSError, ValueError) as exc:
             raise _StepError("cgroup", exc) from exc
+        control, init_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.control = control
         status_r, status_w = os.pipe2(os.O_CLOEXEC)
         go_r, go_w = os.pipe2(os.O_CLOEXEC)
         self.status_r = status_r
         entrant = os.fork()
         if entrant == 0:
+            control.close()
             os.close(status_r)
             os.close(go_w)
-            _entrant(self.plan, self.job, self.stdio, status_w, go_r)
+            _entrant(plan, self.job, init_end, status_w, go_r)
+        init_end.close()
         os.close(status_w)
         os.close(go_r)
-        for fd in self.stdio:
-            os.close(fd)
         try:
-            self._expect("unshared")
+            deadline = time.monotonic() + _SETUP_GRACE
+            self._expect("unshared", deadline)
             self.netns = f"net:[{os.stat(f'/proc/{entrant}/ns/net').st_ino}]"
             _write_id_maps(entrant)
             os.write(go_w, b"g")
-            init_line = self._expect("init")
-            self.init_pid = int(init_line.split()[1])
+            self.init_pid = int(self._expect("init", deadline).split()[1])
             os.waitpid(entrant, 0)
-            self._expect("ready")
+            self._expect("prepared", deadline)
         finally:
             os.close(go_w)
+        self.shape = _shape(plan)
 
-    def _expect(self, word: str) -> str:
-        deadline = min(self.plan.deadline, time.monotonic() + _SETUP_GRACE)
+    # -- run ---------------------------------------------------------------------------
+
+    def run(self, plan: RunPlan, stdio: tuple[int, int, int], sock: socket.socket) -> None:
+        """Run `plan` in the prepared envelope (prepared now if need be); wait, clean up, report."""
+        launched = time.monotonic()
+        try:
+            if self.shape != _shape(plan):
+                self.teardown()
+                if time.monotonic() >= plan.deadline:
+                    raise _StepError("deadline", "deadline passed before setup")
+                self.prepare(plan)
+            self._go(plan, stdio)
+        except _StepError as exc:
+            for fd in stdio:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+            self._fence()
+            ok, problems = self._release()
+            _send(
+                sock,
+                Failed(
+                    step=exc.step, error=exc.error, cleanup_complete=ok, cleanup_problems=problems
+                ),
+            )
+            return
+        assert self.job is not None and self.init_pid is not None
+        started = time.monotonic()
+        _send(
+            sock,
+            Started(
+                supervisor_pid=os.getpid(),
+                init_pid=self.init_pid,
+                cgroup_paths=self.job.paths,
+                netns=self.netns or "",
+                setup_ms=(started - launched) * 1000,
+            ),
+        )
+        exit_code, sig, reason = self._wait(plan.deadline, sock)
+        wall_ms = (time.monotonic() - started) * 1000
+        self._fence()
+        stats = self.job.stats()
+        ok, problems = self._release()
+        cpu_ms = None
+        if stats.cpu_usage_ns is not None:
+            cpu_ms = (stats.cpu_usage_ns - (self.cpu_at_go or 0)) / 1e6
+        _send(
+            sock,
+            Finished(
+                exit_code=exit_code,
+                signal=sig,
+                stop_reason=reason,
+                wall_ms=wall_ms,
+                cpu_ms=cpu_ms,
+                peak_memory_bytes=stats.peak_memory_bytes,
+                oom_killed=stats.oom_killed,
+                pids_limit_hit=stats.pids_limit_hit,
+                cleanup_complete=ok,
+                cleanup_problems=problems,
+            ),
+        )
+
+    def _go(self, plan: RunPlan, stdio: tuple[int, int, int]) -> None:
+        assert self.control is not None and self.job is not None
+        with contextlib.suppress(OSError):
+            self.cpu_at_go = self.job.stats().cpu_usage_ns
+        try:
+            send_message(self.control, Go(plan=plan), list(stdio))
+        except OSError as exc:
+            raise _StepError("start candidate", exc) from exc
+        finally:
+            for fd in stdio:
+                os.close(fd)
+        self._expect("ready", min(plan.deadline, time.monotonic() + _SETUP_GRACE))
+
+    def _expect(self, word: str, deadline: float) -> str:
         line = self._read_line(deadline)
         if line is None:
             raise _StepError("envelope", f"no answer from the envelope while waiting for {word!r}")
@@ -202,44 +263,44 @@ class _Run:
         line, _, self.buffer = self.buffer.partition(b"\n")
         return line.decode("utf-8", "replace")
 
-    # -- running -----------------------------------------------------------------------
-
-    def _wait(self) -> tuple[int | None, str | None, str]:
+    def _wait(
+        self, deadline: float, sock: socket.socket
+    ) -> tuple[int | None, str | None, StopReason]:
         poller = select.poll()
         poller.register(self.status_r, select.POLLIN)
-        poller.register(self.sock.fileno(), select.POLLIN)
+        poller.register(sock.fileno(), select.POLLIN)
         while True:
-            timeout = self.plan.deadline - time.monotonic()
+            timeout = deadline - time.monotonic()
             if timeout <= 0:
                 return self._stop("deadline")
             for fd, _events in poller.poll(timeout * 1000):
                 if fd == self.status_r:
                     line = self._read_line(time.monotonic() + 1.0)
                     if line is None:
-                        # init died without a word: it was killed from outside the envelope.
+                        # Init died without a word: something outside killed it.
                         return self._stop("cancelled")
                     kind, _, value = line.partition(" ")
                     if kind == "exit":
                         return int(value), None, "exited"
                     if kind == "signal":
                         return None, signal.Signals(int(value)).name, "exited"
-                elif fd == self.sock.fileno():
+                elif fd == sock.fileno():
                     try:
-                        message = recv_message(self.sock)
+                        message = recv_message(sock)
                     except (OSError, EOFError, ValueError):
                         message = None
                     if message is None or isinstance(message[0], Cancel):
                         # A cancel, or the server is gone: fence now, never leave it running.
                         return self._stop("cancelled")
 
-    def _stop(self, reason: str) -> tuple[int | None, str | None, str]:
+    def _stop(self, reason: StopReason) -> tuple[int | None, str | None, StopReason]:
         self._fence()
         return None, "SIGKILL", reason
 
     # -- fencing and release -----------------------------------------------------------
 
     def _fence(self) -> None:
-        """SIGKILL the whole tree: the cgroup (every process in it) and pid 1 of the namespace."""
+        """SIGKILL the whole tree: every process in the cgroup, and pid 1 of the namespace."""
         if self.job is not None:
             with contextlib.suppress(OSError):
                 self.job.kill()
@@ -249,38 +310,46 @@ class _Run:
         _reap_all()
 
     def _release(self) -> tuple[bool, tuple[str, ...]]:
+        """Confirm the tree is gone and remove the cgroup; the netns and scratch go with it."""
         problems: list[str] = []
+        if self.control is not None:
+            self.control.close()
+            self.control = None
+        if self.status_r >= 0:
+            os.close(self.status_r)
+            self.status_r = -1
         if self.job is not None:
-            deadline = time.monotonic() + _EMPTY_WAIT
-            while True:
-                try:
-                    populated = self.job.populated()
-                except OSError as exc:
-                    problems.append(f"cgroup state unreadable: {exc}")
-                    break
-                if not populated:
-                    break
-                if time.monotonic() > deadline:
-                    problems.append("cgroup still populated after kill")
-                    break
-                with contextlib.suppress(OSError):
-                    self.job.kill()
-                _reap_all()
-                time.sleep(0.001)
+            try:
+                empty = self.job.wait_empty(_EMPTY_WAIT)
+            except OSError as exc:
+                empty = False
+                problems.append(f"cgroup state unreadable: {exc}")
+            _reap_all()
+            if not empty and not problems:
+                problems.append("cgroup still populated after kill")
             if not problems:
                 try:
                     self.job.remove()
                 except OSError as exc:
                     problems.append(f"cgroup not removed: {exc}")
-        # The network namespace has no name or mount: it is released with its last
-        # process, which the empty cgroup above has just confirmed.
+            self.job = None
+        # The network namespace has no name or mount and the scratch is a tmpfs inside the
+        # mount namespace: both are released with their last process, which the empty
+        # cgroup above has just confirmed.
+        self.init_pid = None
+        self.shape = None
         return not problems, tuple(problems)
 
-    def _send(self, message: Started | Finished | Failed) -> None:
-        # The server may be gone; the journal (written by the server) then records nothing
-        # more, and recovery closes the run as uncertain.
-        with contextlib.suppress(OSError):
-            send_message(self.sock, message)
+    def teardown(self) -> None:
+        """Fence and release whatever a (partial) preparation built."""
+        self._fence()
+        self._release()
+
+
+def _send(sock: socket.socket, message: Started | Finished | Failed) -> None:
+    # The server may be gone; recovery then closes the run as uncertain from the journal.
+    with contextlib.suppress(OSError):
+        send_message(sock, message)
 
 
 def _reap_all() -> None:
@@ -310,7 +379,7 @@ def _report(fd: int, text: str) -> None:
         os.write(fd, text.encode("utf-8", "replace") + b"\n")
 
 
-def _fail(fd: int, step: str, error: BaseException | str) -> None:
+def _fail(fd: int, step: str, error: BaseException | str) -> NoReturn:
     message = error.strerror if isinstance(error, OSError) and error.strerror else str(error)
     _report(fd, f"fail {step}\t{message}".replace("\n", " "))
     os._exit(1)
@@ -319,10 +388,10 @@ def _fail(fd: int, step: str, error: BaseException | str) -> None:
 def _entrant(
     plan: RunPlan,
     job: cgroups.CgroupJob,
-    stdio: tuple[int, int, int],
+    control: socket.socket,
     status_w: int,
     go_r: int,
-) -> None:
+) -> NoReturn:
     """Join the cgroup, enter a fresh network namespace, unshare the rest, fork pid 1, exit."""
     step = "drop supplementary groups"
     try:
@@ -341,82 +410,132 @@ def _entrant(
         step = "wait for id maps"
         if os.read(go_r, 1) != b"g":
             _fail(status_w, step, "supervisor went away")
+        os.close(go_r)
         step = "become namespace root"
         os.setresgid(0, 0, 0)
         os.setresuid(0, 0, 0)
         step = "fork init"
         pid = os.fork()
         if pid == 0:
-            _init(plan, stdio, status_w)
+            _Init(plan, control, status_w).main()
         _report(status_w, f"init {pid}")
-    except BaseException as exc:  # noqa: BLE001 - every failure is reported with its step
+    except BaseException as exc:
         _fail(status_w, step, exc)
     os._exit(0)
 
 
-def _init(plan: RunPlan, stdio: tuple[int, int, int], status_w: int) -> None:
-    """Pid 1: build the root, start the candidate, reap everything, report the candidate's end."""
-    step = "init"
-    try:
-        # /proc/1 must not be readable by the candidate (it holds the zygote's memory image).
-        sc.prctl(_PR_SET_DUMPABLE, 0)
-        step = "set hostname"
-        socket.sethostname("jigcmd")
-        step = "prepare privilege drop"
-        privileges.prepare()
-        seccomp.build_filter()
-        rootfs.build_root(plan)
-        step = "start candidate"
-        exec_r, exec_w = os.pipe2(os.O_CLOEXEC)
-        pid = os.fork()
-        if pid == 0:
-            os.close(exec_r)
-            _candidate(plan, stdio, exec_w, status_w)
-        os.close(exec_w)
-        for fd in stdio:
-            os.close(fd)
-        error = b""
-        while chunk := os.read(exec_r, 4096):
-            error += chunk
-        os.close(exec_r)
-        if error:
-            os.waitpid(pid, 0)
-            step, _, detail = error.decode("utf-8", "replace").partition("\t")
-            _fail(status_w, step, detail)
-        _report(status_w, "ready")
-    except rootfs.RootfsError as exc:
-        _fail(status_w, f"root filesystem: {exc.step}", str(exc).partition(": ")[2])
-    except BaseException as exc:  # noqa: BLE001 - every failure is reported with its step
-        _fail(status_w, step, exc)
-    while True:
+class _Init:
+    """Pid 1: builds the root, arms the candidate, then hands it the request and reaps."""
+
+    def __init__(self, plan: RunPlan, control: socket.socket, status_w: int) -> None:
+        self.plan = plan
+        self.control = control
+        self.status_w = status_w
+        self.candidate = -1
+
+    def main(self) -> NoReturn:
+        step = "init"
         try:
-            reaped, status = os.wait()
-        except ChildProcessError:
+            # /proc/1 must not be readable by the candidate (it holds the zygote's image).
+            sc.prctl(_PR_SET_DUMPABLE, 0)
+            step = "set hostname"
+            socket.sethostname("jigcmd")
+            step = "prepare privilege drop"
+            privileges.prepare()
+            seccomp.build_filter()
+            rootfs.build_root(self.plan)
+            step = "arm candidate"
+            candidate_end, init_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+            exec_r, exec_w = os.pipe2(os.O_CLOEXEC)
+            self.candidate = os.fork()
+            if self.candidate == 0:
+                self.control.close()
+                init_end.close()
+                os.close(exec_r)
+                _candidate(self.plan, candidate_end, exec_w, self.status_w)
+            candidate_end.close()
+            os.close(exec_w)
+            _report(self.status_w, "prepared")
+            step = "wait for the request"
+            received = self._receive_go()
+            plan, stdio = received
+            step = "candidate files"
+            if plan.profile == "candidate":
+                rootfs.seal_candidate(plan.files)
+            step = "start candidate"
+            try:
+                send_message(init_end, Go(plan=plan), list(stdio))
+            finally:
+                for fd in stdio:
+                    os.close(fd)
+                init_end.close()
+            error = b""
+            while chunk := os.read(exec_r, 4096):
+                error += chunk
+            os.close(exec_r)
+            if error:
+                failed_step, _, detail = error.decode("utf-8", "replace").partition("\t")
+                _fail(self.status_w, failed_step, detail)
+            _report(self.status_w, "ready")
+        except rootfs.RootfsError as exc:
+            _fail(self.status_w, f"root filesystem: {exc.step}", str(exc).partition(": ")[2])
+        except BaseException as exc:
+            _fail(self.status_w, step, exc)
+        self._reap()
+
+    def _receive_go(self) -> tuple[RunPlan, tuple[int, int, int]]:
+        received = recv_message(self.control, max_fds=3)
+        if received is None:
+            # The supervisor is gone; exiting pid 1 kills everything in the namespace.
             os._exit(0)
-        if reaped == pid:
-            break
-    if os.WIFSIGNALED(status):
-        _report(status_w, f"signal {os.WTERMSIG(status)}")
-    else:
-        _report(status_w, f"exit {os.WEXITSTATUS(status)}")
-    # Exiting pid 1 makes the kernel SIGKILL everything left in the namespace: a daemon or a
-    # double-forked grandchild does not outlive the candidate's main process.
-    os._exit(0)
+        message, fds = received
+        if not isinstance(message, Go) or len(fds) != 3:
+            raise RuntimeError("malformed go message")
+        return message.plan, (fds[0], fds[1], fds[2])
+
+    def _reap(self) -> NoReturn:
+        # Wake on SIGCHLD through a pipe, and on the supervisor's socket closing.
+        wake_r, wake_w = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)
+        signal.set_wakeup_fd(wake_w)
+        signal.signal(signal.SIGCHLD, lambda _signum, _frame: None)
+        status = None
+        while status is None:
+            while True:
+                try:
+                    pid, wait_status = os.waitpid(-1, os.WNOHANG)
+                except ChildProcessError:
+                    os._exit(0)
+                if pid == 0:
+                    break
+                if pid == self.candidate:
+                    status = wait_status
+                    break
+            if status is not None:
+                break
+            control = self.control.fileno()
+            ready, _, _ = select.select([wake_r, control], [], [])
+            if control in ready and not self.control.recv(1):
+                os._exit(0)
+            if wake_r in ready:
+                with contextlib.suppress(BlockingIOError):
+                    os.read(wake_r, 4096)
+        if os.WIFSIGNALED(status):
+            _report(self.status_w, f"signal {os.WTERMSIG(status)}")
+        else:
+            _report(self.status_w, f"exit {os.WEXITSTATUS(status)}")
+        # Exiting pid 1 makes the kernel SIGKILL everything left in the namespace: a daemon
+        # or a double-forked grandchild does not outlive the candidate's main process.
+        os._exit(0)
 
 
-def _candidate(plan: RunPlan, stdio: tuple[int, int, int], exec_w: int, status_w: int) -> None:
-    step = "candidate stdio"
+def _candidate(plan: RunPlan, channel: socket.socket, exec_w: int, status_w: int) -> NoReturn:
+    step = "arm candidate"
     try:
         os.close(status_w)
-        for target, fd in enumerate(stdio):
-            os.dup2(fd, target)
-        # Everything above 2 closes at exec, the exec-error pipe included: the candidate
-        # starts with exactly stdin, stdout and stderr.
-        sc.close_range(3, 0xFFFFFFFF, sc.CLOSE_RANGE_CLOEXEC)
-        step = "oom score"
         # Fork inherited init's non-dumpable mark, which makes /proc/self unwritable to us;
         # exec would reset it anyway.
         sc.prctl(_PR_SET_DUMPABLE, 1)
+        step = "oom score"
         # The candidate tree is the OOM killer's first choice, so a memory bomb kills the
         # candidate, not pid 1 (raising needs no privilege; lowering init would need
         # CAP_SYS_RESOURCE, which containers often lack).
@@ -428,11 +547,29 @@ def _candidate(plan: RunPlan, stdio: tuple[int, int, int], exec_w: int, status_w
         for signum in (signal.SIGPIPE, signal.SIGXFSZ, signal.SIGINT, signal.SIGCHLD):
             signal.signal(signum, signal.SIG_DFL)
         step = "drop privileges"
+        # Everything privileged happens now, before any request exists; what is left for
+        # the request (receive fds, dup2, chdir, execve) needs no privilege.
         privileges.drop_to_candidate(plan.limits.nofile, plan.limits.fsize_bytes)
+        step = "wait for the request"
+        received = recv_message(channel, max_fds=3)
+        if received is None:
+            os._exit(0)
+        message, fds = received
+        if not isinstance(message, Go) or len(fds) != 3:
+            raise RuntimeError("malformed go message")
+        plan = message.plan
+        step = "candidate stdio"
+        for target, fd in enumerate(fds):
+            os.dup2(fd, target)
+        # Everything above 2 closes at exec, the exec-error pipe included: the candidate
+        # starts with exactly stdin, stdout and stderr.
+        sc.close_range(3, 0xFFFFFFFF, sc.CLOSE_RANGE_CLOEXEC)
+        step = "working directory"
+        os.chdir(plan.cwd)
         step = "exec runtime"
         os.execve(plan.argv[0], list(plan.argv), dict(plan.env))
-    except BaseException as exc:  # noqa: BLE001 - reported through the exec pipe
-        message = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+    except BaseException as exc:
+        message_text = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         with contextlib.suppress(OSError):
-            os.write(exec_w, f"{step}\t{message}".encode("utf-8", "replace"))
+            os.write(exec_w, f"{step}\t{message_text}".encode("utf-8", "replace"))
         os._exit(127)

@@ -19,9 +19,11 @@ __all__ = [
     "Cancel",
     "Failed",
     "Finished",
+    "Go",
     "Launch",
     "Message",
     "Started",
+    "Warm",
     "recv_message",
     "send_message",
 ]
@@ -34,6 +36,19 @@ class Launch(msgspec.Struct, frozen=True, tag="launch"):
     """Server → zygote: start a supervisor for `plan` (fds: stdin, stdout, stderr, run socket)."""
 
     run_id: str
+    plan: RunPlan
+
+
+class Warm(msgspec.Struct, frozen=True, tag="warm"):
+    """Server → zygote: keep `pool` envelopes prepared for plans shaped like `plan`."""
+
+    plan: RunPlan
+    pool: int = 1
+
+
+class Go(msgspec.Struct, frozen=True, tag="go"):
+    """Supervisor → init → candidate: run `plan` now (fds: stdin, stdout, stderr)."""
+
     plan: RunPlan
 
 
@@ -67,7 +82,7 @@ class Finished(msgspec.Struct, frozen=True, tag="finished"):
 
 
 class Failed(msgspec.Struct, frozen=True, tag="failed"):
-    """Supervisor → server: a piece of the envelope could not be established; the candidate never ran."""
+    """Supervisor → server: a piece of the envelope could not be established; nothing ran."""
 
     step: str
     error: str
@@ -75,7 +90,7 @@ class Failed(msgspec.Struct, frozen=True, tag="failed"):
     cleanup_problems: tuple[str, ...] = ()
 
 
-Message = Launch | Cancel | Started | Finished | Failed
+Message = Launch | Warm | Go | Cancel | Started | Finished | Failed
 
 _encoder = msgspec.msgpack.Encoder()
 _decoder = msgspec.msgpack.Decoder(Message)

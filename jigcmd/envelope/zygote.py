@@ -1,18 +1,24 @@
-"""The zygote: a pre-started, single-threaded fork server that turns `Launch` messages into supervisors.
+"""The zygote: a pre-started, single-threaded fork server that keeps envelopes prepared.
 
 Why a separate process: the anyio server is multi-threaded (worker threads), and forking a
 multithreaded Python then running Python before exec can deadlock; starting a fresh
-interpreter per run costs ~30 ms. The zygote is started once, with a minimal environment
-(so `/proc/<pid>/environ` of anything forked from it holds no credentials), imports
-everything a run needs up front, and forks one supervisor per run (~1 ms).
+interpreter per run costs ~30 ms. The zygote is started once with a minimal environment (so
+the memory image every supervisor, init and candidate is forked from holds no credentials),
+imports everything a run needs up front, and forks one supervisor per envelope.
+
+It keeps `pool` supervisors whose envelopes are already prepared for the last plan shape it
+saw (a `Warm` hint or a `Launch`); a `Launch` goes to the oldest of them, and a replacement
+is forked at once. Every envelope serves one request and is then destroyed.
 
 Run as `python -m jigcmd.envelope.zygote FD` where FD is a connected unix stream socket.
-When the server goes away (EOF), the zygote exits; running supervisors are not its
-children's keepers — each fences its own run when its run socket closes.
+When the server goes away (EOF) the zygote exits; prepared supervisors see their sockets
+close and tear their envelopes down; running ones fence their own runs.
 """
 
 from __future__ import annotations
 
+import collections
+import contextlib
 import os
 import signal
 import socket
@@ -20,11 +26,89 @@ import sys
 
 from jigcmd.envelope import cgroups, netns, privileges, seccomp
 from jigcmd.envelope.supervisor import supervise
-from jigcmd.envelope.wire import Launch, recv_message
+from jigcmd.envelope.wire import Launch, Warm, recv_message, send_message
+from jigcmd.plan import RunPlan
 
 __all__ = ["main"]
 
 _FDS_PER_LAUNCH = 4
+_MAX_POOL = 16
+
+
+class _Zygote:
+    def __init__(self, control: socket.socket, backend: cgroups.CgroupBackend) -> None:
+        self.control = control
+        self.backend = backend
+        self.template: RunPlan | None = None
+        self.pool_size = 0
+        self.prepared: collections.deque[socket.socket] = collections.deque()
+
+    def serve(self) -> int:
+        while True:
+            try:
+                received = recv_message(self.control, max_fds=_FDS_PER_LAUNCH)
+            except (OSError, EOFError, ValueError):
+                return 1
+            if received is None:
+                return 0
+            message, fds = received
+            if isinstance(message, Warm):
+                for fd in fds:
+                    os.close(fd)
+                self._retemplate(message.plan)
+                self.pool_size = max(0, min(message.pool, _MAX_POOL))
+                self._replenish()
+            elif isinstance(message, Launch) and len(fds) == _FDS_PER_LAUNCH:
+                self._launch(message, fds)
+            else:
+                for fd in fds:
+                    os.close(fd)
+
+    def _retemplate(self, plan: RunPlan) -> None:
+        shape = (plan.profile, plan.binds, plan.limits)
+        if self.template is None or shape != (
+            self.template.profile,
+            self.template.binds,
+            self.template.limits,
+        ):
+            self.template = plan
+            # Envelopes prepared for another shape would only be re-prepared on launch.
+            while self.prepared:
+                self.prepared.popleft().close()
+
+    def _launch(self, launch: Launch, fds: list[int]) -> None:
+        self._retemplate(launch.plan)
+        try:
+            while True:
+                supervisor = self.prepared.popleft() if self.prepared else self._fork(None)
+                try:
+                    send_message(supervisor, launch, fds)
+                except OSError:
+                    # That supervisor died while prepared; never reuse, take another.
+                    continue
+                finally:
+                    supervisor.close()
+                break
+        finally:
+            for fd in fds:
+                os.close(fd)
+        self._replenish()
+
+    def _replenish(self) -> None:
+        while self.template is not None and len(self.prepared) < self.pool_size:
+            self.prepared.append(self._fork(self.template))
+
+    def _fork(self, template: RunPlan | None) -> socket.socket:
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        pid = os.fork()
+        if pid == 0:
+            ours.close()
+            self.control.close()
+            for other in self.prepared:
+                other.close()
+            supervise(theirs, self.backend, template)
+        theirs.close()
+        return ours
 
 
 def main(argv: list[str]) -> int:
@@ -38,28 +122,13 @@ def main(argv: list[str]) -> int:
     seccomp.build_filter()
     privileges.prepare()
     netns.preload()
-    while True:
-        try:
-            received = recv_message(control, max_fds=_FDS_PER_LAUNCH)
-        except (OSError, EOFError, ValueError):
-            return 1
-        if received is None:
-            return 0
-        message, fds = received
-        if not isinstance(message, Launch) or len(fds) != _FDS_PER_LAUNCH:
-            for fd in fds:
-                os.close(fd)
-            continue
-        stdin_r, stdout_w, stderr_w, run_fd = fds
-        pid = os.fork()
-        if pid == 0:
-            control.close()
-            run_sock = socket.socket(fileno=run_fd)
-            supervise(
-                message.run_id, message.plan, (stdin_r, stdout_w, stderr_w), run_sock, backend
-            )
-        for fd in fds:
-            os.close(fd)
+    zygote = _Zygote(control, backend)
+    try:
+        return zygote.serve()
+    finally:
+        for supervisor in zygote.prepared:
+            with contextlib.suppress(OSError):
+                supervisor.close()
 
 
 if __name__ == "__main__":

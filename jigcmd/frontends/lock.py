@@ -8,9 +8,15 @@ from pathlib import Path
 
 from jigcmd.assembly import default_lock_path, lock_runtime
 from jigcmd.policy.binding import BindingError, load_binding
-from jigcmd.policy.lock import LockError, build_lock, check_admission, decode_lock, encode_lock
-from jigcmd.policy.lock import review_text
-from jigcmd.runtime import RuntimeError_, find_runtime
+from jigcmd.policy.lock import (
+    LockError,
+    build_lock,
+    check_admission,
+    decode_lock,
+    encode_lock,
+    review_text,
+)
+from jigcmd.runtime import RuntimeUnavailable, find_runtime
 
 __all__ = ["lock"]
 
@@ -20,7 +26,7 @@ def lock(binding_path: Path, lock_path: Path | None, *, check: bool) -> int:
     try:
         loaded = load_binding(binding_path)
         runtime = lock_runtime(find_runtime())
-    except (BindingError, RuntimeError_) as exc:
+    except (BindingError, RuntimeUnavailable) as exc:
         sys.stderr.write(f"jigcmd lock: {exc}\n")
         return 2
     target = lock_path or default_lock_path(binding_path)
@@ -32,8 +38,9 @@ def lock(binding_path: Path, lock_path: Path | None, *, check: bool) -> int:
         except (OSError, LockError) as exc:
             sys.stderr.write(f"jigcmd lock: {exc}\n")
             return 1
-        admission = check_admission(loaded.binding, existing, runtime, lock_path=str(target),
-                                    binding_path=str(binding_path))
+        admission = check_admission(
+            loaded.binding, existing, runtime, lock_path=str(target), binding_path=str(binding_path)
+        )
         print("admitted" if admission.admitted else f"not admitted: {admission.reason}")
         return 0 if admission.admitted else 1
     print(review_text(loaded.binding, runtime, slots=loaded.slots))

@@ -16,7 +16,7 @@ from jigcmd.envelope.native import NativeExecutor
 from jigcmd.errors import Code, JigError
 from jigcmd.evidence import Evidence, ResourceReport
 from jigcmd.policy.binding import BindingError
-from jigcmd.runtime import RuntimeError_
+from jigcmd.runtime import RuntimeUnavailable
 
 __all__ = ["read_candidate", "run"]
 
@@ -32,19 +32,27 @@ def read_candidate(directory: Path) -> dict[str, str]:
             path = Path(root) / name
             relative = path.relative_to(directory).as_posix()
             if not stat.S_ISREG(path.lstat().st_mode):
-                raise ValueError(f"{relative}: not a regular file (symlinks and devices are "
-                                 "not candidate text)")
+                raise ValueError(
+                    f"{relative}: not a regular file (symlinks and devices are not candidate text)"
+                )
             try:
                 files[relative] = path.read_bytes().decode("utf-8")
             except UnicodeDecodeError as exc:
-                raise ValueError(f"{relative}: not UTF-8 text ({exc.reason} at byte "
-                                 f"{exc.start})") from exc
+                raise ValueError(
+                    f"{relative}: not UTF-8 text ({exc.reason} at byte {exc.start})"
+                ) from exc
     return files
 
 
 def run(
-    binding: Path, lock: Path | None, command: str, files_dir: Path, stdin_file: Path | None,
-    args: list[str], *, as_json: bool,
+    binding: Path,
+    lock: Path | None,
+    command: str,
+    *,
+    files_dir: Path,
+    stdin_file: Path | None,
+    args: list[str],
+    as_json: bool,
 ) -> int:
     """Run and print the evidence; the exit status says what happened, never the candidate's."""
     try:
@@ -66,7 +74,7 @@ async def _run(binding: Path, lock: Path | None, request: dict[str, object], as_
     try:
         try:
             assembly = assemble(binding, lock, executor)
-        except (BindingError, RuntimeError_) as exc:
+        except (BindingError, RuntimeUnavailable) as exc:
             sys.stderr.write(f"jigcmd run: {exc}\n")
             return _EXIT_INVALID
         try:
@@ -100,20 +108,28 @@ def _print(evidence: Evidence, report: ResourceReport | None, as_json: bool) -> 
     if as_json:
         sys.stdout.write(msgspec.json.encode(evidence).decode() + "\n")
         return
-    ended = (f"exit code {evidence.exit_code}" if evidence.exit_code is not None
-             else f"signal {evidence.signal}")
+    ended = (
+        f"exit code {evidence.exit_code}"
+        if evidence.exit_code is not None
+        else f"signal {evidence.signal}"
+    )
     lines = [
         f"command:    {evidence.command} ({' '.join(evidence.invocation)})",
         f"candidate:  {evidence.candidate_digest}",
         f"ended:      {ended} (stop reason: {evidence.stop_reason}, cleanup: {evidence.cleanup})",
     ]
     if report is not None:
-        memory = ("n/a" if report.peak_memory_bytes is None
-                  else f"{report.peak_memory_bytes / 2**20:.1f} MiB")
+        memory = (
+            "n/a"
+            if report.peak_memory_bytes is None
+            else f"{report.peak_memory_bytes / 2**20:.1f} MiB"
+        )
         cpu = "n/a" if report.cpu_ms is None else f"{report.cpu_ms:.1f} ms"
-        lines.append(f"resources:  wall {report.wall_ms:.1f} ms (setup {report.setup_ms:.1f} ms), "
-                     f"cpu {cpu}, peak memory {memory}, oom killed {report.oom_killed}, "
-                     f"pids limit hit {report.pids_limit_hit}")
+        lines.append(
+            f"resources:  wall {report.wall_ms:.1f} ms (setup {report.setup_ms:.1f} ms), "
+            f"cpu {cpu}, peak memory {memory}, oom killed {report.oom_killed}, "
+            f"pids limit hit {report.pids_limit_hit}"
+        )
     for name, stream in (("stdout", evidence.stdout), ("stderr", evidence.stderr)):
         note = " (truncated)" if stream.truncated else ""
         lines.append(f"--- {name}{note} ---")

@@ -13,8 +13,9 @@ from jigcmd.assembly import assemble
 from jigcmd.envelope.native import NativeExecutor
 from jigcmd.policy.binding import BindingError
 from jigcmd.protocol.session import ProtocolChoice
-from jigcmd.runtime import RuntimeError_
+from jigcmd.runtime import RuntimeUnavailable
 from jigcmd.server.stdio import serve_stdio
+from jigcmd.service import CommandService
 
 __all__ = ["serve"]
 
@@ -34,7 +35,7 @@ async def _serve(
     executor = NativeExecutor()
     try:
         assembly = assemble(binding, lock, executor, root_deadline_unix_ms=root_deadline_unix_ms)
-    except (BindingError, RuntimeError_) as exc:
+    except (BindingError, RuntimeUnavailable) as exc:
         sys.stderr.write(f"jigcmd serve: {exc}\n")
         return 2
     service = assembly.service
@@ -42,7 +43,7 @@ async def _serve(
     try:
         async with anyio.create_task_group() as tg:
             # Off the path to the first answer: the zygote's start and the runtime hash.
-            tg.start_soon(_warm_up, executor, service.warm_up)
+            tg.start_soon(_warm_up, executor, service)
             await serve_stdio(
                 service,
                 protocol=protocol,
@@ -57,10 +58,10 @@ async def _serve(
     return 0
 
 
-async def _warm_up(executor: NativeExecutor, check_runtime: object) -> None:
+async def _warm_up(executor: NativeExecutor, service: CommandService) -> None:
     try:
         await executor.start()
-        if callable(check_runtime):
-            await anyio.to_thread.run_sync(check_runtime)
-    except Exception as exc:  # noqa: BLE001 - a failed warm-up resurfaces on the first call
+        await executor.prepare(await anyio.to_thread.run_sync(service.template_plan))
+        await anyio.to_thread.run_sync(service.warm_up)
+    except Exception as exc:
         logger.warning("warm-up failed: %s", exc)

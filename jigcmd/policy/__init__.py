@@ -1,1 +1,1 @@
-"""Command policy: Binding, manifest, admission lock, request validation, digests, planning (pure)."""
+"""Command policy: Binding, manifest, lock, request validation, digests, planning (pure)."""

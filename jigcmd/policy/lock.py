@@ -39,7 +39,7 @@ LOCK_VERSION: Literal[1] = 1
 # The per-envelope wall-clock ceiling (spec-notes §5); also what the review promises.
 RUN_SECONDS = 10
 
-Drift = Literal["no-lock", "policy", "contract", "runtime"]
+Drift = Literal["no-lock", "lock", "policy", "contract", "runtime"]
 
 
 class LockError(ValueError):

@@ -1,4 +1,4 @@
-"""Turn a validated request into a frozen `RunPlan`: the exact Bun argv, environment and deadline."""
+"""Turn a validated request into a frozen `RunPlan`: exact Bun argv, environment, deadline."""
 
 from __future__ import annotations
 

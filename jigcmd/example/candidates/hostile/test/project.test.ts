@@ -21,8 +21,9 @@ test("hostile", async () => {
   attempt("read host /etc/passwd", () => (existsSync("/etc/passwd") ? "it exists" : refuse("no /etc in the envelope")));
   attempt("modify the candidate", () => { writeFileSync("src/value.ts", "export const value = 1"); return "written"; });
   attempt("read credentials from the environment", () => {
-    const keys = Object.keys(process.env);
-    return keys.length > 1 ? keys.join(",") : refuse(`environment holds only ${keys.join(",")}`);
+    // bun test sets NODE_ENV itself; jigcmd sets only BUN_RUNTIME_TRANSPILER_CACHE_PATH.
+    const keys = Object.keys(process.env).filter((key) => key !== "NODE_ENV" && key !== "BUN_RUNTIME_TRANSPILER_CACHE_PATH");
+    return keys.length > 0 ? keys.join(",") : refuse(`environment holds only ${Object.keys(process.env).join(",")}`);
   });
   console.error(await new Promise<string>((resolve) => {
     const socket = connect({ host: "1.1.1.1", port: 53, timeout: 1000 });
