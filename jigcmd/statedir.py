@@ -1,0 +1,73 @@
+"""Where jigcmd keeps what must outlive a process: the journal and the envelope slot locks.
+
+Default: `/var/lib/jigcmd` for root; otherwise `$XDG_STATE_HOME/jigcmd`, or
+`~/.local/state/jigcmd` when XDG_STATE_HOME is unset or not absolute (the XDG Base
+Directory rule). `--state-dir` overrides both. Every jigcmd process that uses the same
+directory shares its operation identities and its envelope slots.
+
+The directory is created 0700. An existing one is refused when it is not a directory, is
+owned by another user, or is writable by group or others: whoever can write it can forge
+journal rows or hold every slot.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Mapping
+from pathlib import Path
+
+__all__ = ["StateDirError", "default_state_dir", "prepare_state_dir"]
+
+_ROOT_DEFAULT = Path("/var/lib/jigcmd")
+
+
+class StateDirError(Exception):
+    """Raised when the state directory cannot be created or is not safe to use."""
+
+
+def default_state_dir(*, euid: int | None = None, environ: Mapping[str, str] | None = None) -> Path:
+    """The default state directory for user `euid` (the caller by default) and `environ`."""
+    euid = os.geteuid() if euid is None else euid
+    environ = os.environ if environ is None else environ
+    if euid == 0:
+        return _ROOT_DEFAULT
+    xdg = environ.get("XDG_STATE_HOME", "")
+    if os.path.isabs(xdg):
+        return Path(xdg) / "jigcmd"
+    home = environ.get("HOME") or os.path.expanduser("~")
+    if not os.path.isabs(home):
+        raise StateDirError(
+            "no state directory: HOME is not an absolute path and XDG_STATE_HOME is unset; "
+            "pass --state-dir DIR"
+        )
+    return Path(home) / ".local" / "state" / "jigcmd"
+
+
+def prepare_state_dir(path: Path) -> Path:
+    """Create `path` (0700, parents as needed) or check an existing one; return it absolute."""
+    path = Path(os.path.abspath(path))
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        os.mkdir(path, 0o700)
+    except FileExistsError:
+        pass
+    except OSError as exc:
+        raise StateDirError(f"state directory {path} cannot be created: {exc.strerror}") from exc
+    try:
+        info = os.stat(path)
+    except OSError as exc:
+        raise StateDirError(f"state directory {path} cannot be read: {exc.strerror}") from exc
+    if not stat.S_ISDIR(info.st_mode):
+        raise StateDirError(f"state directory {path} is not a directory")
+    if info.st_uid != os.geteuid():
+        raise StateDirError(
+            f"state directory {path} is owned by uid {info.st_uid}, not by this user "
+            f"(uid {os.geteuid()}); use a directory of your own (--state-dir)"
+        )
+    if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        raise StateDirError(
+            f"state directory {path} is writable by group or others "
+            f"(mode {stat.S_IMODE(info.st_mode):04o}); run chmod 700 {path}"
+        )
+    return path
