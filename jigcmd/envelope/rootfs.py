@@ -18,6 +18,7 @@ result of measurement; each step says why it sits where it does.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 import posixpath
 
 from jigcmd.envelope import syscalls as sc
@@ -52,8 +53,13 @@ class RootfsError(Exception):
         self.step = step
 
 
-def build_root(plan: RunPlan) -> None:
-    """Leave the calling process chrooted (via pivot_root) into the finished envelope root."""
+def build_root(plan: RunPlan, sources: Mapping[str, int]) -> None:
+    """Leave the calling process pivoted into the finished envelope root.
+
+    `sources` maps each bind source to an O_PATH descriptor opened by the entrant while it
+    was still host uid 0: init (host uid 65534) may lack search permission on the way to a
+    source (a venv under a 0700 home), but binding from the descriptor needs none.
+    """
     _step("make mounts private", sc.mount, None, "/", None, sc.MS_REC | sc.MS_PRIVATE)
     _step(
         "mount base tmpfs",
@@ -79,7 +85,9 @@ def build_root(plan: RunPlan) -> None:
         "mode=0755,size=256k,nr_inodes=1024",
     )
     for bind in plan.binds:
-        _bind(_OLD + bind.source, _NEW + bind.target, bind.writable)
+        fd = sources.get(bind.source)
+        source = _OLD + (f"/proc/self/fd/{fd}" if fd is not None else bind.source)
+        _bind(source, _NEW + bind.target, bind.writable, shown=bind.source)
     if plan.profile == "candidate":
         _candidate_mount()
     _scratch(plan.limits.scratch_bytes)
@@ -131,14 +139,17 @@ def _locked_flags(path: str) -> int:
     return sum(ms for st, ms in _LOCKED_FLAGS if flags & st)
 
 
-def _bind(source: str, target: str, writable: bool, devices: bool = False) -> None:
+def _bind(
+    source: str, target: str, writable: bool, *, devices: bool = False, shown: str = ""
+) -> None:
     inside = target.removeprefix(_NEW)
+    shown = shown or source.removeprefix(_OLD)
     try:
         is_dir = os.path.isdir(source)
     except OSError as exc:
         raise RootfsError(f"bind {inside}", exc.strerror or "") from exc
     if not os.path.lexists(source):
-        raise RootfsError(f"bind {inside}", f"source {source.removeprefix(_OLD)} does not exist")
+        raise RootfsError(f"bind {inside}", f"source {shown} does not exist")
     if is_dir:
         _makedirs(target)
     else:

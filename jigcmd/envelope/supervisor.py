@@ -406,6 +406,12 @@ def _entrant(
         netns.enter_fresh()
         step = "unshare namespaces"
         sc.unshare(_NAMESPACES)
+        step = "open bind sources"
+        # After the mount namespace exists (a bind from a descriptor must name a mount of
+        # the caller's namespace) and while still host uid 0 (see rootfs.build_root).
+        sources = {
+            bind.source: os.open(bind.source, os.O_PATH | os.O_CLOEXEC) for bind in plan.binds
+        }
         _report(status_w, "unshared")
         step = "wait for id maps"
         if os.read(go_r, 1) != b"g":
@@ -417,7 +423,7 @@ def _entrant(
         step = "fork init"
         pid = os.fork()
         if pid == 0:
-            _Init(plan, control, status_w).main()
+            _Init(plan, control, status_w, sources).main()
         _report(status_w, f"init {pid}")
     except BaseException as exc:
         _fail(status_w, step, exc)
@@ -427,8 +433,11 @@ def _entrant(
 class _Init:
     """Pid 1: builds the root, arms the candidate, then hands it the request and reaps."""
 
-    def __init__(self, plan: RunPlan, control: socket.socket, status_w: int) -> None:
+    def __init__(
+        self, plan: RunPlan, control: socket.socket, status_w: int, sources: dict[str, int]
+    ) -> None:
         self.plan = plan
+        self.sources = sources
         self.control = control
         self.status_w = status_w
         self.candidate = -1
@@ -443,7 +452,9 @@ class _Init:
             step = "prepare privilege drop"
             privileges.prepare()
             seccomp.build_filter()
-            rootfs.build_root(self.plan)
+            rootfs.build_root(self.plan, self.sources)
+            for fd in self.sources.values():
+                os.close(fd)
             step = "arm candidate"
             candidate_end, init_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
             exec_r, exec_w = os.pipe2(os.O_CLOEXEC)
