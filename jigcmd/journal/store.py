@@ -25,102 +25,22 @@ import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Literal
-
-import msgspec
 
 from jigcmd.journal import identity, jarvis
 from jigcmd.journal.identity import ProcessIdentity
 from jigcmd.journal.jarvis import AuditRow, JarvisDecision, JarvisEnd, JarvisRun
+from jigcmd.journal.rows import OPEN_STATES, Begin, Outcome, Row, State, row_from
 from jigcmd.journal.schema import migrate
 
-__all__ = [
-    "DB_NAME",
-    "Begin",
-    "Cleanup",
-    "Journal",
-    "JournalError",
-    "Outcome",
-    "Row",
-    "State",
-    "Verdict",
-]
+__all__ = ["DB_NAME", "Journal", "JournalError"]
 
 DB_NAME = "journal.sqlite3"
 # How long a writer waits for another process's write transaction before failing.
 _BUSY_TIMEOUT_MS = 10_000
 
-State = Literal["dispatching", "running", "done", "uncertain"]
-Outcome = Literal["evidence", "failure"]
-Cleanup = Literal["complete", "failed"]
-# What a repeated operation id means for the caller (see `Begin.verdict`).
-Verdict = Literal["conflict", "uncertain", "replay", "join"]
-
-_OPEN = ("dispatching", "running")
-
 
 class JournalError(Exception):
     """Raised when the journal is used wrongly (closed, or inherited across fork)."""
-
-
-class Row(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    """One Project Command operation as the journal knows it."""
-
-    operation_id: str
-    signature: str
-    context: str
-    created_unix_ms: int
-    updated_unix_ms: int
-    finished_unix_ms: int | None
-    deadline_unix_ms: int
-    run_id: str
-    # The server process that wrote the row (recovery leaves a live owner's rows alone).
-    owner: ProcessIdentity
-    state: State
-    plan_digest: str | None
-    cgroup_paths: tuple[str, ...]
-    netns: str | None
-    supervisor: ProcessIdentity | None
-    outcome: Outcome | None
-    result: bytes | None
-    report: bytes | None
-    cleanup: Cleanup | None
-    problems: str
-    reason: str
-
-    @property
-    def is_open(self) -> bool:
-        """Whether the operation is still dispatching or running."""
-        return self.state in _OPEN
-
-    @property
-    def cgroup_job(self) -> str:
-        """The name of the run's cgroup job."""
-        return f"jigcmd-{self.run_id}"
-
-
-class Begin(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    """What `Journal.begin` found: the row stored under the operation id, and whether it is new."""
-
-    row: Row
-    created: bool
-
-    @property
-    def existing(self) -> Row | None:
-        """The row that already held this operation id, or None when `begin` inserted one."""
-        return None if self.created else self.row
-
-    def verdict(self, signature: str) -> Verdict | None:
-        """None for a new row; else conflict, uncertain, replay (closed, done) or join (open)."""
-        if self.created:
-            return None
-        if self.row.signature != signature:
-            return "conflict"
-        if self.row.state == "uncertain":
-            return "uncertain"
-        if self.row.state == "done":
-            return "replay"
-        return "join"
 
 
 def _now_ms() -> int:
@@ -174,6 +94,14 @@ class Journal:
                 self._conn.close()
             self._conn = None
 
+    def settings(self) -> dict[str, int | str]:
+        """The durability settings in force (for tests and `jigcmd doctor`)."""
+        with self._read() as conn:
+            return {
+                name: conn.execute(f"PRAGMA {name}").fetchone()[0]
+                for name in ("journal_mode", "synchronous", "user_version", "busy_timeout")
+            }
+
     def __enter__(self) -> Journal:
         return self
 
@@ -223,7 +151,7 @@ class Journal:
                 "SELECT * FROM operations WHERE operation_id = ?", (operation_id,)
             ).fetchone()
             if found is not None:
-                return Begin(row=_row(found), created=False)
+                return Begin(row=row_from(found), created=False)
             now = _now_ms()
             conn.execute(
                 "INSERT INTO operations (operation_id, signature, context, created_unix_ms,"
@@ -245,7 +173,7 @@ class Journal:
             inserted = conn.execute(
                 "SELECT * FROM operations WHERE operation_id = ?", (operation_id,)
             ).fetchone()
-            return Begin(row=_row(inserted), created=True)
+            return Begin(row=row_from(inserted), created=True)
 
     def claim(self, operation_id: str, supervisor: ProcessIdentity | None = None) -> bool:
         """The run's supervisor takes the row (`dispatching` → `running`) before creating anything.
@@ -286,7 +214,7 @@ class Journal:
                     plan_digest,
                     _now_ms(),
                     operation_id,
-                    *_OPEN,
+                    *OPEN_STATES,
                 ),
             )
             return cursor.rowcount == 1
@@ -324,7 +252,7 @@ class Journal:
                     now,
                     now,
                     operation_id,
-                    *_OPEN,
+                    *OPEN_STATES,
                 ),
             )
             return cursor.rowcount == 1
@@ -346,7 +274,7 @@ class Journal:
                     now,
                     now,
                     operation_id,
-                    *_OPEN,
+                    *OPEN_STATES,
                 ),
             )
             return cursor.rowcount == 1
@@ -367,7 +295,7 @@ class Journal:
             found = conn.execute(
                 "SELECT * FROM operations WHERE operation_id = ?", (operation_id,)
             ).fetchone()
-        return None if found is None else _row(found)
+        return None if found is None else row_from(found)
 
     def open_rows(self) -> list[Row]:
         """Every row still `dispatching` or `running`, oldest first."""
@@ -382,7 +310,7 @@ class Journal:
             found = conn.execute(
                 f"SELECT * FROM operations WHERE {where} ORDER BY created_unix_ms, operation_id"  # noqa: S608 - our own constant clauses
             ).fetchall()
-        return [_row(r) for r in found]
+        return [row_from(r) for r in found]
 
     # -- jarvis runs and the audit trail ------------------------------------------------
 
@@ -489,35 +417,3 @@ class Journal:
                 "SELECT * FROM audit ORDER BY seq DESC LIMIT ?", (limit,)
             ).fetchall()
         return [jarvis.audit_from(r) for r in found]
-
-
-def _row(found: sqlite3.Row) -> Row:
-    supervisor = None
-    if found["supervisor_pid"] is not None:
-        supervisor = ProcessIdentity(
-            pid=found["supervisor_pid"], start=found["supervisor_start"], boot_id=found["boot_id"]
-        )
-    return Row(
-        operation_id=found["operation_id"],
-        signature=found["signature"],
-        context=found["context"],
-        created_unix_ms=found["created_unix_ms"],
-        updated_unix_ms=found["updated_unix_ms"],
-        finished_unix_ms=found["finished_unix_ms"],
-        deadline_unix_ms=found["deadline_unix_ms"],
-        run_id=found["run_id"],
-        owner=ProcessIdentity(
-            pid=found["owner_pid"], start=found["owner_start"], boot_id=found["boot_id"]
-        ),
-        state=found["state"],
-        plan_digest=found["plan_digest"],
-        cgroup_paths=tuple(json.loads(found["cgroup_paths"])),
-        netns=found["netns"],
-        supervisor=supervisor,
-        outcome=found["outcome"],
-        result=found["result"],
-        report=found["report"],
-        cleanup=found["cleanup"],
-        problems=found["problems"],
-        reason=found["reason"],
-    )

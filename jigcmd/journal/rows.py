@@ -1,0 +1,123 @@
+"""The ownership journal's records: one `Row` per Project Command operation, and `Begin`."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from typing import Literal
+
+import msgspec
+
+from jigcmd.journal.identity import ProcessIdentity
+
+__all__ = [
+    "OPEN_STATES",
+    "Begin",
+    "Cleanup",
+    "Outcome",
+    "Row",
+    "State",
+    "Verdict",
+    "row_from",
+]
+
+State = Literal["dispatching", "running", "done", "uncertain"]
+Outcome = Literal["evidence", "failure"]
+Cleanup = Literal["complete", "failed"]
+# What a repeated operation id means for the caller (see `Begin.verdict`).
+Verdict = Literal["conflict", "uncertain", "replay", "join"]
+
+OPEN_STATES = ("dispatching", "running")
+
+
+class Row(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """One Project Command operation as the journal knows it."""
+
+    operation_id: str
+    signature: str
+    context: str
+    created_unix_ms: int
+    updated_unix_ms: int
+    finished_unix_ms: int | None
+    deadline_unix_ms: int
+    run_id: str
+    # The server process that wrote the row (recovery leaves a live owner's rows alone).
+    owner: ProcessIdentity
+    state: State
+    plan_digest: str | None
+    cgroup_paths: tuple[str, ...]
+    netns: str | None
+    supervisor: ProcessIdentity | None
+    outcome: Outcome | None
+    result: bytes | None
+    report: bytes | None
+    cleanup: Cleanup | None
+    problems: str
+    reason: str
+
+    @property
+    def is_open(self) -> bool:
+        """Whether the operation is still dispatching or running."""
+        return self.state in OPEN_STATES
+
+    @property
+    def cgroup_job(self) -> str:
+        """The name of the run's cgroup job."""
+        return f"jigcmd-{self.run_id}"
+
+
+class Begin(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """What `Journal.begin` found: the row stored under the operation id, and whether it is new."""
+
+    row: Row
+    created: bool
+
+    @property
+    def existing(self) -> Row | None:
+        """The row that already held this operation id, or None when `begin` inserted one."""
+        return None if self.created else self.row
+
+    def verdict(self, signature: str) -> Verdict | None:
+        """None for a new row; else conflict, uncertain, replay (closed, done) or join (open)."""
+        if self.created:
+            return None
+        if self.row.signature != signature:
+            return "conflict"
+        if self.row.state == "uncertain":
+            return "uncertain"
+        if self.row.state == "done":
+            return "replay"
+        return "join"
+
+
+def row_from(found: sqlite3.Row) -> Row:
+    """A `Row` from its database row."""
+    supervisor = None
+    if found["supervisor_pid"] is not None:
+        supervisor = ProcessIdentity(
+            pid=found["supervisor_pid"], start=found["supervisor_start"], boot_id=found["boot_id"]
+        )
+    return Row(
+        operation_id=found["operation_id"],
+        signature=found["signature"],
+        context=found["context"],
+        created_unix_ms=found["created_unix_ms"],
+        updated_unix_ms=found["updated_unix_ms"],
+        finished_unix_ms=found["finished_unix_ms"],
+        deadline_unix_ms=found["deadline_unix_ms"],
+        run_id=found["run_id"],
+        owner=ProcessIdentity(
+            pid=found["owner_pid"], start=found["owner_start"], boot_id=found["boot_id"]
+        ),
+        state=found["state"],
+        plan_digest=found["plan_digest"],
+        cgroup_paths=tuple(json.loads(found["cgroup_paths"])),
+        netns=found["netns"],
+        supervisor=supervisor,
+        outcome=found["outcome"],
+        result=found["result"],
+        report=found["report"],
+        cleanup=found["cleanup"],
+        problems=found["problems"],
+        reason=found["reason"],
+    )

@@ -1,0 +1,294 @@
+"""The ownership journal: durability, one winner per operation id, replay bytes, closed rows."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from jigcmd.journal import Journal, JournalError
+from jigcmd.journal.identity import current, identify
+from jigcmd.journal.schema import SCHEMA_VERSION, SchemaError
+
+_REPO = str(Path(__file__).resolve().parents[2])
+_SUPERVISOR = identify(os.getppid()) or current()
+
+# A second server process: waits for "go", then begins the same operation id.
+_RACER = """
+import sys
+from pathlib import Path
+from jigcmd.journal import Journal
+journal = Journal.open(Path(sys.argv[1]))
+sys.stdin.readline()
+begin = journal.begin(operation_id="op-race", signature=sys.argv[2], context="ctx",
+                      deadline_unix_ms=0, run_id=sys.argv[3])
+print("created" if begin.created else "existing:" + str(begin.verdict(sys.argv[2])), flush=True)
+"""
+
+
+def _begin(journal: Journal, operation_id: str = "op-1", signature: str = "sig-a") -> bool:
+    return journal.begin(
+        operation_id=operation_id,
+        signature=signature,
+        context="session-1",
+        deadline_unix_ms=1_900_000_000_000,
+        run_id=f"run-{operation_id}",
+    ).created
+
+
+def test_the_journal_runs_in_wal_mode_with_full_synchronous_commits(tmp_path: Path) -> None:
+    """WAL persists in the file; synchronous=FULL and the schema version are set."""
+    with Journal.open(tmp_path):
+        pass
+    raw = sqlite3.connect(tmp_path / "journal.sqlite3")
+    try:
+        assert raw.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+        assert raw.execute("PRAGMA user_version").fetchone() == (SCHEMA_VERSION,)
+    finally:
+        raw.close()
+    with Journal.open(tmp_path) as journal:
+        settings = journal.settings()
+    assert settings["journal_mode"] == "wal"
+    assert settings["synchronous"] == 2  # FULL
+    assert settings["busy_timeout"] == 10_000
+
+
+def test_a_row_written_before_dispatch_survives_close_and_reopen(tmp_path: Path) -> None:
+    """Everything `begin` and `record_envelope` wrote is there after reopening."""
+    with Journal.open(tmp_path) as journal:
+        assert _begin(journal)
+        assert journal.record_envelope(
+            "op-1",
+            supervisor=_SUPERVISOR,
+            cgroup_paths=("/sys/fs/cgroup/pids/jigcmd/jigcmd-run-op-1",),
+            netns="net:[4026532000]",
+            plan_digest="sha256:plan",
+        )
+    with Journal.open(tmp_path) as journal:
+        row = journal.get("op-1")
+        assert [r.operation_id for r in journal.open_rows()] == ["op-1"]
+    assert row is not None
+    assert (row.state, row.signature, row.context, row.run_id) == (
+        "running",
+        "sig-a",
+        "session-1",
+        "run-op-1",
+    )
+    assert row.deadline_unix_ms == 1_900_000_000_000
+    assert row.supervisor == _SUPERVISOR
+    assert row.owner == current()
+    assert row.cgroup_paths == ("/sys/fs/cgroup/pids/jigcmd/jigcmd-run-op-1",)
+    assert (row.netns, row.plan_digest, row.cgroup_job) == (
+        "net:[4026532000]",
+        "sha256:plan",
+        "jigcmd-run-op-1",
+    )
+
+
+def test_the_recorded_result_bytes_come_back_identical_after_reopening(tmp_path: Path) -> None:
+    """Replay data is the exact bytes stored, non-UTF-8 and all; the row is done."""
+    result = b'{"value":{"exitCode":0,"stdout":"\\u00e9"}}\xff'
+    report = b'{"wallMs":1.5}'
+    with Journal.open(tmp_path) as journal:
+        _begin(journal)
+        assert journal.finish(
+            "op-1", outcome="evidence", result=result, report=report, cleanup_complete=True
+        )
+    with Journal.open(tmp_path) as journal:
+        again = journal.begin(
+            operation_id="op-1", signature="sig-a", context="s2", deadline_unix_ms=0, run_id="r2"
+        )
+    assert not again.created
+    assert again.verdict("sig-a") == "replay"
+    assert again.existing is not None
+    assert again.row.result == result
+    assert again.row.report == report
+    assert (again.row.state, again.row.outcome, again.row.cleanup) == (
+        "done",
+        "evidence",
+        "complete",
+    )
+
+
+def test_a_different_signature_is_a_conflict_whatever_the_state(tmp_path: Path) -> None:
+    """A reused operation id with another signature is `conflict`, before any state check."""
+    with Journal.open(tmp_path) as journal:
+        _begin(journal)
+        assert (
+            journal.begin(
+                operation_id="op-1", signature="sig-b", context="c", deadline_unix_ms=0, run_id="r9"
+            ).verdict("sig-b")
+            == "conflict"
+        )
+        journal.mark_uncertain("op-1", reason="fenced", cleanup_complete=True)
+        assert (
+            journal.begin(
+                operation_id="op-1", signature="sig-b", context="c", deadline_unix_ms=0, run_id="r9"
+            ).verdict("sig-b")
+            == "conflict"
+        )
+
+
+def test_an_open_row_with_the_same_signature_is_joined(tmp_path: Path) -> None:
+    """A second begin of an in-flight operation gets `join` and inserts nothing."""
+    with Journal.open(tmp_path) as journal:
+        _begin(journal)
+        begin = journal.begin(
+            operation_id="op-1", signature="sig-a", context="c", deadline_unix_ms=0, run_id="r9"
+        )
+        assert begin.verdict("sig-a") == "join"
+        assert begin.row.run_id == "run-op-1"
+
+
+def test_an_uncertain_row_stays_uncertain_whatever_comes_later(tmp_path: Path) -> None:
+    """After `mark_uncertain`, finish, claim, envelope and a second mark all write nothing."""
+    with Journal.open(tmp_path) as journal:
+        _begin(journal)
+        assert journal.mark_uncertain(
+            "op-1", reason="a prior command dispatch was fenced", cleanup_complete=True
+        )
+        assert not journal.finish(
+            "op-1", outcome="evidence", result=b"{}", report=None, cleanup_complete=True
+        )
+        assert not journal.claim("op-1")
+        assert not journal.record_envelope(
+            "op-1", supervisor=_SUPERVISOR, cgroup_paths=(), netns="n", plan_digest="p"
+        )
+        assert not journal.mark_uncertain("op-1", reason="other", cleanup_complete=False)
+    with Journal.open(tmp_path) as journal:
+        row = journal.get("op-1")
+        begin = journal.begin(
+            operation_id="op-1", signature="sig-a", context="c", deadline_unix_ms=0, run_id="r9"
+        )
+        assert journal.open_rows() == []
+    assert row is not None
+    assert (row.state, row.reason, row.result, row.cleanup) == (
+        "uncertain",
+        "a prior command dispatch was fenced",
+        None,
+        "complete",
+    )
+    assert begin.verdict("sig-a") == "uncertain"
+
+
+def test_a_supervisor_claims_only_a_dispatching_row_and_only_once(tmp_path: Path) -> None:
+    """`claim` moves dispatching → running with the claimer's identity; a second claim fails."""
+    with Journal.open(tmp_path) as journal:
+        _begin(journal)
+        assert journal.claim("op-1", _SUPERVISOR)
+        assert not journal.claim("op-1")
+        row = journal.get("op-1")
+    assert row is not None
+    assert (row.state, row.supervisor) == ("running", _SUPERVISOR)
+
+
+def test_a_failed_cleanup_turns_a_finished_run_uncertain_and_is_listed_for_doctor(
+    tmp_path: Path,
+) -> None:
+    """finish with unconfirmed cleanup keeps the result but closes `uncertain`, cleanup failed."""
+    with Journal.open(tmp_path) as journal:
+        _begin(journal)
+        _begin(journal, "op-2")
+        journal.finish(
+            "op-1",
+            outcome="failure",
+            result=b'{"code":"X"}',
+            report=None,
+            cleanup_complete=False,
+            problems="cgroup still populated after kill",
+        )
+        journal.finish("op-2", outcome="evidence", result=b"{}", report=None, cleanup_complete=True)
+        failures = journal.cleanup_failures()
+    assert [r.operation_id for r in failures] == ["op-1"]
+    assert (failures[0].state, failures[0].cleanup, failures[0].problems) == (
+        "uncertain",
+        "failed",
+        "cgroup still populated after kill",
+    )
+
+
+def test_record_cleanup_only_updates_closed_rows(tmp_path: Path) -> None:
+    """A re-checked cleanup can be recorded on a closed row, never on an open one."""
+    with Journal.open(tmp_path) as journal:
+        _begin(journal)
+        assert not journal.record_cleanup("op-1", complete=True)
+        journal.mark_uncertain("op-1", reason="r", cleanup_complete=False, problems="p")
+        assert journal.record_cleanup("op-1", complete=True)
+        assert journal.cleanup_failures() == []
+
+
+def test_two_processes_beginning_the_same_operation_id_have_exactly_one_winner(
+    tmp_path: Path,
+) -> None:
+    """Concurrent begins from two processes: one inserts, the other sees the row (a conflict)."""
+    Journal.open(tmp_path).close()
+    env = {**os.environ, "PYTHONPATH": _REPO}
+    racers = [
+        subprocess.Popen(
+            [sys.executable, "-c", _RACER, str(tmp_path), signature, run_id],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        for signature, run_id in (("sig-a", "run-a"), ("sig-b", "run-b"))
+    ]
+    outputs = []
+    for racer in racers:
+        assert racer.stdin is not None
+        racer.stdin.write("go\n")
+        racer.stdin.flush()
+    for racer in racers:
+        out, _ = racer.communicate()
+        assert racer.returncode == 0
+        outputs.append(out.strip())
+    assert sorted(outputs) == ["created", "existing:conflict"]
+    with Journal.open(tmp_path) as journal:
+        assert len(journal.open_rows()) == 1
+
+
+def test_a_journal_inherited_across_fork_refuses_to_be_used(tmp_path: Path) -> None:
+    """A forked child must open its own journal; the inherited one raises JournalError."""
+    journal = Journal.open(tmp_path)
+    read_fd, write_fd = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            journal.get("x")
+        except JournalError:
+            os.write(write_fd, b"refused")
+        os._exit(0)
+    os.close(write_fd)
+    os.waitpid(pid, 0)
+    with os.fdopen(read_fd, "rb") as reader:
+        assert reader.read() == b"refused"
+    journal.close()
+
+
+def test_a_closed_journal_refuses_to_be_used(tmp_path: Path) -> None:
+    """Using a journal after close raises JournalError, not a sqlite error."""
+    journal = Journal.open(tmp_path)
+    journal.close()
+    with pytest.raises(JournalError, match="closed"):
+        journal.get("op-1")
+
+
+def test_a_journal_from_a_newer_jigcmd_is_refused(tmp_path: Path) -> None:
+    """A database at a higher schema version than ours is refused with advice."""
+    Journal.open(tmp_path).close()
+    raw = sqlite3.connect(tmp_path / "journal.sqlite3")
+    raw.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
+    raw.commit()
+    raw.close()
+    with pytest.raises(SchemaError, match="newer than this jigcmd understands"):
+        Journal.open(tmp_path)
+
+
+def test_the_database_file_is_private(tmp_path: Path) -> None:
+    """The database is created 0600."""
+    Journal.open(tmp_path).close()
+    assert os.stat(tmp_path / "journal.sqlite3").st_mode & 0o777 == 0o600
