@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 import pytest
-from fake_server import REPORT, TOOLS, canned_evidence
+from tests.protocol.fake_server import REPORT, TOOLS, canned_evidence
 
 from jigcmd.errors import Code, JigError
 from jigcmd.evidence import Evidence

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fake_server import REPORT, TOOLS, canned_evidence
+from tests.protocol.fake_server import REPORT, TOOLS, canned_evidence
 
 from jigcmd.errors import Code, JigError
 from jigcmd.policy.digests import operation_signature

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fake_server import REPORT, TOOLS, canned_evidence
+from tests.protocol.fake_server import REPORT, TOOLS, canned_evidence
 from hypothesis import given
 from hypothesis import strategies as st
 

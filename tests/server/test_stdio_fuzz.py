@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from wire_process import ServerProcess
+from tests.server.wire_process import ServerProcess
 
 from jigcmd.jsonio.strict import loads
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from wire_process import FAILSAFE_S, FAKE_SERVER, ServerProcess, server_env
+from tests.server.wire_process import FAILSAFE_S, FAKE_SERVER, ServerProcess, server_env
 
 from jigcmd.protocol.framing import MAX_FRAME_BYTES
 
