@@ -1,0 +1,102 @@
+"""`jigcmd jarvis` (the UTCP HTTP tool provider) and `jigcmd jarvis-audit` (print the audit log)."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import anyio
+
+from jigcmd.envelope.native import NativeExecutor
+from jigcmd.jarvis.app import allowed_hosts, create_app
+from jigcmd.jarvis.auth import ConfigError, load_credentials
+from jigcmd.jarvis.hostview import OsHostView
+from jigcmd.jarvis.manual import base_url
+from jigcmd.jarvis.policy import PolicyError, parse_policy
+from jigcmd.jarvis.server import LoopbackError, bind_loopback, serve
+from jigcmd.jarvis.service import JarvisService
+from jigcmd.journal import Journal
+from jigcmd.statedir import StateDirError, default_state_dir, prepare_state_dir
+
+__all__ = ["jarvis", "jarvis_audit"]
+
+EXIT_OK = 0
+EXIT_CONFIG = 2
+
+
+def jarvis(policy: Path, host: str, port: int, state_dir: Path | None) -> int:
+    """Serve until SIGINT/SIGTERM; 2 (with the precise reason on stderr) when it cannot start."""
+    try:
+        credentials = load_credentials(os.environ)
+        rules = parse_policy(_read(policy), str(policy))
+        directory = prepare_state_dir(state_dir or default_state_dir())
+        sock = bind_loopback(host, port)
+    except (ConfigError, PolicyError, StateDirError, LoopbackError) as exc:
+        sys.stderr.write(f"jigcmd jarvis: {exc}\n")
+        return EXIT_CONFIG
+    except OSError as exc:
+        sys.stderr.write(f"jigcmd jarvis: cannot bind {host}:{port}: {exc.strerror}\n")
+        return EXIT_CONFIG
+    bound_host, bound_port = sock.getsockname()[:2]
+    journal = Journal.open(directory)
+    try:
+        service = JarvisService(
+            policy=rules,
+            executor=NativeExecutor(),
+            store=journal,
+            host=OsHostView(),
+            host_env=dict(os.environ),
+        )
+        base = base_url(bound_host, bound_port)
+        app = create_app(service, credentials, allowed_hosts(bound_host, bound_port), base)
+        sys.stderr.write(
+            f"jigcmd jarvis: serving {base}/utcp as {credentials.actor} "
+            f"(grants: {', '.join(sorted(credentials.grants))}; journal {journal.path})\n"
+        )
+        anyio.run(serve, app, sock)
+    finally:
+        sock.close()
+        journal.close()
+    return EXIT_OK
+
+
+def jarvis_audit(state_dir: Path | None, limit: int) -> int:
+    """Print the newest `limit` audit rows, oldest first, one JSON object per line."""
+    try:
+        directory = prepare_state_dir(state_dir or default_state_dir())
+    except StateDirError as exc:
+        sys.stderr.write(f"jigcmd jarvis-audit: {exc}\n")
+        return EXIT_CONFIG
+    with Journal.open(directory) as journal:
+        rows = journal.audit_rows(max(limit, 0))
+    for row in reversed(rows):
+        when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(row.time_unix_ms / 1000))
+        print(
+            json.dumps(
+                {
+                    "seq": row.seq,
+                    "time": when,
+                    "actor": row.actor,
+                    "tool": row.tool,
+                    "argv": list(row.argv),
+                    "cwd": row.cwd or None,
+                    "decision": row.decision,
+                    "matched_rule": row.matched_rule,
+                    "outcome": row.outcome,
+                },
+                ensure_ascii=False,
+            )
+        )
+    return EXIT_OK
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise PolicyError(f"{path}: cannot read the policy file: {exc.strerror}") from exc
+    except UnicodeDecodeError as exc:
+        raise PolicyError(f"{path}: the policy file is not UTF-8: {exc.reason}") from exc

@@ -1,0 +1,1 @@
+"""jarvis: the UTCP HTTP tool provider — policy-checked runs behind a bearer token on loopback."""

@@ -1,0 +1,172 @@
+"""The jarvis HTTP surface on Starlette: `GET /utcp`, `POST /tools/invoke`, JSON errors only.
+
+Order of checks, each ending the request with a JSON `{"error": …}` body:
+
+1. `Host` must name the bound loopback address (421), and no browser `Origin` (403) — the
+   DNS-rebinding defence runs before routing, so even 404s are not served to a browser;
+2. unknown path 404, wrong method 405;
+3. `Authorization: Bearer <token>` (403), on every route;
+4. `Content-Type: application/json` (415), body at most `MAX_BODY_BYTES` (413), strict JSON (400);
+5. `{tool, args}` shape (400), unknown tool (404), capability (403 `capability denied`),
+   arguments (400); then the tool itself (a denial is a result, not an error).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Iterable, Mapping
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from jigcmd.jarvis.auth import AuthError, Credentials
+from jigcmd.jarvis.service import JarvisService
+from jigcmd.jarvis.tools import ToolError, decode_invoke
+from jigcmd.jsonio.strict import StrictJSONError, loads
+
+__all__ = ["MAX_BODY_BYTES", "allowed_hosts", "create_app"]
+
+logger = logging.getLogger("jigcmd.jarvis")
+
+MAX_BODY_BYTES = 64 * 1024
+_LOOPBACK_NAMES = {"127.0.0.1": ("localhost",), "::1": ("localhost",)}
+
+
+def allowed_hosts(host: str, port: int) -> frozenset[str]:
+    """Every `Host` header value that names the bound address (and `localhost` for it)."""
+    names = [host, *_LOOPBACK_NAMES.get(host, ())]
+    values: set[str] = set()
+    for name in names:
+        shown = f"[{name}]" if ":" in name else name
+        values.add(f"{shown}:{port}")
+        if port == 80:
+            values.add(shown)
+    return frozenset(values)
+
+
+def error(
+    status: int,
+    message: str,
+    *,
+    headers: Mapping[str, str] | None = None,
+    extra: Mapping[str, str] | None = None,
+) -> Response:
+    """The one shape of every error body."""
+    return JSONResponse({"error": message, **(extra or {})}, status_code=status, headers=headers)
+
+
+class HostOriginGuard:
+    """Refuses requests whose Host is not ours, and any request a browser page sent."""
+
+    def __init__(self, app: ASGIApp, hosts: Iterable[str]) -> None:
+        self.app = app
+        self.hosts = frozenset(hosts)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """ASGI entry point."""
+        if scope["type"] == "http":
+            headers = [(k.lower(), v) for k, v in scope["headers"]]
+            host = [v for k, v in headers if k == b"host"]
+            if len(host) != 1 or host[0].decode("latin-1").lower() not in self.hosts:
+                await error(421, "Host header does not name this server")(scope, receive, send)
+                return
+            if any(k == b"origin" for k, _ in headers):
+                await error(403, "browser Origin refused")(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
+def create_app(
+    service: JarvisService, credentials: Credentials, hosts: Iterable[str], base_url: str
+) -> Starlette:
+    """The ASGI application; its lifespan owns the service's runs and executor."""
+    from jigcmd.jarvis.manual import build_manual  # noqa: PLC0415 - keeps app importable alone
+
+    manual = build_manual(base_url)
+
+    def authorise(request: Request) -> str:
+        try:
+            return credentials.check(request.headers.get("authorization"))
+        except AuthError as exc:
+            logger.info("refused %s %s: %s", request.method, request.url.path, exc)
+            raise ToolError(403, f"forbidden: {exc}") from None
+
+    async def get_manual(request: Request) -> Response:
+        try:
+            authorise(request)
+        except ToolError as exc:
+            return error(exc.status, exc.message)
+        return JSONResponse(manual)
+
+    async def invoke(request: Request) -> Response:
+        try:
+            actor = authorise(request)
+            body = await _read_json(request)
+            spec, args = decode_invoke(body)
+            if spec.capability not in credentials.grants:
+                await service.audit_refusal(
+                    actor, spec.name, f"capability denied: {spec.capability}"
+                )
+                raise ToolError(
+                    403,
+                    f"capability denied: {spec.name} needs {spec.capability}",
+                    reason="capability denied",
+                    capability=spec.capability,
+                )
+            handler = {
+                "policy:check": service.check,
+                "run:create": service.create,
+                "run:read": service.get,
+            }[spec.capability]
+            result: dict[str, Any] = await handler(actor, spec.name, args)
+        except ToolError as exc:
+            return error(exc.status, exc.message, extra=exc.extra)
+        return JSONResponse(result)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_: Starlette) -> AsyncIterator[None]:
+        async with service.running():
+            yield
+
+    async def http_error(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, HTTPException)
+        return error(exc.status_code, exc.detail, headers=dict(exc.headers or {}))
+
+    async def internal_error(request: Request, exc: Exception) -> Response:
+        logger.error("internal error on %s: %r", request.url.path, exc)
+        return error(500, "internal error")
+
+    app = Starlette(
+        routes=[
+            Route("/utcp", get_manual, methods=["GET"]),
+            Route("/tools/invoke", invoke, methods=["POST"]),
+        ],
+        exception_handlers={HTTPException: http_error, Exception: internal_error},
+        lifespan=lifespan,
+    )
+    app.add_middleware(HostOriginGuard, hosts=hosts)
+    return app
+
+
+async def _read_json(request: Request) -> object:
+    content_type = request.headers.get("content-type", "")
+    if content_type.split(";")[0].strip().lower() != "application/json":
+        raise ToolError(415, "Content-Type must be application/json")
+    declared = request.headers.get("content-length")
+    if declared is not None and (not declared.isdigit() or int(declared) > MAX_BODY_BYTES):
+        raise ToolError(413, f"request body larger than {MAX_BODY_BYTES} bytes")
+    body = bytearray()
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > MAX_BODY_BYTES:
+            raise ToolError(413, f"request body larger than {MAX_BODY_BYTES} bytes")
+    try:
+        return loads(bytes(body))
+    except StrictJSONError as exc:
+        raise ToolError(400, f"request body is not strict JSON: {exc}") from None

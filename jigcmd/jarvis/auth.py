@@ -1,0 +1,100 @@
+"""Bearer-token authentication, capability grants and the token fingerprint used as audit actor.
+
+The raw token is held only inside `Credentials` (whose repr hides it) and compared by digest
+in constant time; everything that leaves this module (actor names, errors) is derived from
+its SHA-256.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import re
+from collections.abc import Mapping
+
+__all__ = [
+    "CAPABILITIES",
+    "AuthError",
+    "ConfigError",
+    "Credentials",
+    "fingerprint",
+    "load_credentials",
+    "parse_capabilities",
+]
+
+CAPABILITIES = ("policy:check", "run:create", "run:read")
+TOKEN_ENV = "JARVIS_BEARER_TOKEN"  # noqa: S105 - the variable's name, not a secret
+CAPABILITIES_ENV = "JARVIS_UTCP_CAPABILITIES"
+# Only a token's own non-secret tag (`jv_…` → `jv`) may appear in its fingerprint.
+_TAG = re.compile(r"([A-Za-z][A-Za-z0-9]{0,7})_.")
+_DEFAULT_TAG = "jarvis"
+_SCHEME = "bearer"
+
+
+class ConfigError(ValueError):
+    """Raised when the server's token or capability configuration is unusable."""
+
+
+class AuthError(Exception):
+    """Raised when a request's Authorization header does not carry the server's token."""
+
+
+def fingerprint(token: str) -> str:
+    """`tok_<tag>_<first 4 hex of sha256(token)>`; the tag is never part of the secret."""
+    match = _TAG.match(token)
+    tag = match.group(1) if match else _DEFAULT_TAG
+    return f"tok_{tag}_{hashlib.sha256(token.encode('utf-8')).hexdigest()[:4]}"
+
+
+def parse_capabilities(value: str | None) -> frozenset[str]:
+    """A comma list of grants; unset or empty is the full owner grant."""
+    names = [part.strip() for part in (value or "").split(",") if part.strip()]
+    if not names:
+        return frozenset(CAPABILITIES)
+    unknown = sorted(set(names) - set(CAPABILITIES))
+    if unknown:
+        raise ConfigError(
+            f"{CAPABILITIES_ENV}: unknown capability {unknown[0]!r} "
+            f"(known: {', '.join(CAPABILITIES)})"
+        )
+    return frozenset(names)
+
+
+class Credentials:
+    """The server's one token (as a digest) and the grants that come with it."""
+
+    __slots__ = ("_digest", "actor", "grants")
+
+    def __init__(self, token: str, grants: frozenset[str]) -> None:
+        if not token or token != token.strip() or any(c.isspace() for c in token):
+            raise ConfigError(f"{TOKEN_ENV} must be a non-empty token without whitespace")
+        self._digest = hashlib.sha256(token.encode("utf-8")).digest()
+        self.actor = fingerprint(token)
+        self.grants = grants
+
+    def __repr__(self) -> str:
+        return f"Credentials(actor={self.actor!r}, grants={sorted(self.grants)!r})"
+
+    def check(self, authorization: str | None) -> str:
+        """The actor for a valid `Authorization` header; raises `AuthError` otherwise."""
+        if authorization is None:
+            raise AuthError("missing Authorization header")
+        scheme, _, presented = authorization.strip().partition(" ")
+        if scheme.lower() != _SCHEME:
+            raise AuthError("Authorization is not a Bearer token")
+        presented = presented.strip()
+        if not presented:
+            raise AuthError("empty Bearer token")
+        # Digests have a fixed length, so the comparison time says nothing about the token.
+        digest = hashlib.sha256(presented.encode("utf-8", "surrogateescape")).digest()
+        if not hmac.compare_digest(digest, self._digest):
+            raise AuthError("wrong Bearer token")
+        return self.actor
+
+
+def load_credentials(environ: Mapping[str, str]) -> Credentials:
+    """Credentials from the server's environment; refuses to go on without a token."""
+    token = environ.get(TOKEN_ENV)
+    if token is None or not token.strip():
+        raise ConfigError(f"{TOKEN_ENV} is not set; jarvis refuses to start without a token")
+    return Credentials(token, parse_capabilities(environ.get(CAPABILITIES_ENV)))

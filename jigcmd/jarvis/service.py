@@ -1,0 +1,319 @@
+"""The jarvis tool path, independent of HTTP: decide, audit, plan, execute, record.
+
+Every decision is audited before anything else happens; a denied request never reaches the
+planner or the executor. Allowed runs are recorded as running before dispatch and run as
+tasks of the service, so a caller can be answered early (`status: "running"`) and poll.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+from collections.abc import AsyncIterator, Callable, Mapping
+from functools import partial
+from typing import Any, TypeVar
+
+import anyio
+import anyio.abc
+
+from jigcmd.errors import Code, JigError
+from jigcmd.evidence import decode_output
+from jigcmd.executor import Executor, RunOutcome
+from jigcmd.jarvis.planner import host_plan, system_binds
+from jigcmd.jarvis.policy import Decision, HostView, Policy, Request, evaluate
+from jigcmd.jarvis.store import JarvisRun, RunStore
+from jigcmd.jarvis.tools import ToolError, decode_run_id, decode_run_request
+from jigcmd.journal.identity import ProcessIdentity, is_alive
+from jigcmd.plan import RunPlan
+
+__all__ = ["EARLY_ANSWER_SECONDS", "MAX_ACTIVE_RUNS", "JarvisService"]
+
+logger = logging.getLogger("jigcmd.jarvis")
+
+# UTCP's HTTP client gives up after 30 s; answer before that and let the caller poll.
+EARLY_ANSWER_SECONDS = 25.0
+MAX_ACTIVE_RUNS = 32
+
+_T = TypeVar("_T")
+
+
+class JarvisService:
+    """Serves the three tools for one policy, executor and store."""
+
+    def __init__(
+        self,
+        *,
+        policy: Policy,
+        executor: Executor,
+        store: RunStore,
+        host: HostView,
+        host_env: Mapping[str, str],
+        early_answer_seconds: float = EARLY_ANSWER_SECONDS,
+        max_active_runs: int = MAX_ACTIVE_RUNS,
+    ) -> None:
+        self.policy = policy
+        self._executor = executor
+        self._store = store
+        self._host = host
+        # Only the names some rule allow-lists are kept: the server's secrets stay out.
+        wanted = {name for rule in policy.rules for name in rule.env}
+        self._host_env = {k: v for k, v in host_env.items() if k in wanted}
+        self._binds = system_binds(policy, host)
+        self._early = early_answer_seconds
+        self._max_active = max_active_runs
+        self._active: dict[int, tuple[anyio.Event, anyio.Event]] = {}
+        self._tasks: anyio.abc.TaskGroup | None = None
+        # One store call at a time, off the event loop (SQLite fsyncs).
+        self._db_limiter = anyio.CapacityLimiter(1)
+        # Why a run failed, for `jarvis.run.get`; the journal keeps it in the audit outcome.
+        self._details: dict[int, str] = {}
+
+    @contextlib.asynccontextmanager
+    async def running(self) -> AsyncIterator[JarvisService]:
+        """Own the runs' task group; on exit every still-running run is cancelled and recorded."""
+        await self._recover()
+        start = getattr(self._executor, "start", None)
+        if start is not None:
+            await start()
+        try:
+            async with anyio.create_task_group() as tasks:
+                self._tasks = tasks
+                try:
+                    yield self
+                finally:
+                    for cancel, _ in self._active.values():
+                        cancel.set()
+                    self._tasks = None
+        finally:
+            close = getattr(self._executor, "aclose", None)
+            if close is not None:
+                with anyio.CancelScope(shield=True):
+                    await close()
+
+    async def _recover(self) -> None:
+        """Close runs a dead jarvis process left `running`: their outcome is unknown."""
+        for run in await self._db(self._store.jarvis_running):
+            owner = ProcessIdentity(pid=run.owner_pid, start=run.owner_start, boot_id=run.boot_id)
+            if is_alive(owner):
+                continue
+            await self._db(partial(self._store.jarvis_finish, run.run_id, status="uncertain"))
+            await self._db(
+                partial(
+                    self._store.audit,
+                    actor=run.actor,
+                    tool=run.tool,
+                    argv=run.argv,
+                    cwd=run.cwd,
+                    decision=run.decision,
+                    matched_rule=run.matched_rule,
+                    outcome=f"run {run.run_id}: uncertain (its jarvis process died while it ran)",
+                )
+            )
+
+    async def _db(self, call: Callable[[], _T]) -> _T:
+        return await anyio.to_thread.run_sync(call, limiter=self._db_limiter)
+
+    async def check(self, actor: str, tool: str, args: Mapping[str, Any]) -> dict[str, Any]:
+        """`jarvis.policy.check`: the decision alone."""
+        request = decode_run_request(args)
+        decision = evaluate(self.policy, request, self._host)
+        await self._audit(actor, tool, request, decision, f"checked: {decision.decision}")
+        return _decision_fields(decision)
+
+    async def create(self, actor: str, tool: str, args: Mapping[str, Any]) -> dict[str, Any]:
+        """`jarvis.run.create`: decide; if allowed, run and answer (early when it is long)."""
+        request = decode_run_request(args)
+        decision = evaluate(self.policy, request, self._host)
+        if decision.decision == "deny":
+            await self._audit(actor, tool, request, decision, "denied: no process started")
+            return {
+                **_decision_fields(decision),
+                "run_id": None,
+                "status": "denied",
+                "exit_code": None,
+            }
+        if self._tasks is None:
+            raise ToolError(503, "jarvis is not running")
+        if len(self._active) >= self._max_active:
+            await self._audit(actor, tool, request, decision, "refused: too many active runs")
+            raise ToolError(429, f"too many active runs (at most {self._max_active})")
+        plan = host_plan(
+            decision,
+            policy=self.policy,
+            argv=request.argv,
+            binds=self._binds,
+            host_env=self._host_env,
+            now_monotonic=time.monotonic(),
+        )
+        run_id = await self._db(
+            partial(
+                self._store.jarvis_begin,
+                tool=tool,
+                argv=request.argv,
+                cwd=decision.cwd or "",
+                actor=actor,
+                decision="allow",
+                matched_rule=decision.matched_rule,
+                reason=decision.reason,
+            )
+        )
+        await self._audit(actor, tool, request, decision, f"started run {run_id}")
+        cancel, done = anyio.Event(), anyio.Event()
+        self._active[run_id] = (cancel, done)
+        self._tasks.start_soon(
+            partial(
+                self._run,
+                actor=actor,
+                tool=tool,
+                request=request,
+                decision=decision,
+                run_id=run_id,
+                plan=plan,
+            )
+        )
+        with anyio.move_on_after(self._early):
+            await done.wait()
+        return {**_decision_fields(decision), **await self._run_fields(run_id)}
+
+    async def get(self, actor: str, tool: str, args: Mapping[str, Any]) -> dict[str, Any]:
+        """`jarvis.run.get`: the stored record of one run."""
+        run_id = decode_run_id(args)
+        record = await self._db(partial(self._store.jarvis_get, run_id))
+        if record is None or record.decision != "allow":
+            raise ToolError(404, f"no run with run_id {run_id}")
+        return {
+            **self._record_fields(record),
+            "argv": list(record.argv),
+            "cwd": record.cwd or None,
+            "matched_rule": record.matched_rule,
+            "created_unix_ms": record.created_unix_ms,
+            "finished_unix_ms": record.finished_unix_ms,
+            "wall_ms": record.timings.get("wall_ms"),
+            "setup_ms": record.timings.get("setup_ms"),
+        }
+
+    async def wait_run(self, run_id: int) -> None:
+        """Return once `run_id` is no longer running (immediately if it is not active)."""
+        entry = self._active.get(run_id)
+        if entry is not None:
+            await entry[1].wait()
+
+    async def _run_fields(self, run_id: int) -> dict[str, Any]:
+        record = await self._db(partial(self._store.jarvis_get, run_id))
+        assert record is not None
+        return self._record_fields(record)
+
+    def _record_fields(self, record: JarvisRun) -> dict[str, Any]:
+        return {
+            "run_id": record.run_id,
+            "status": record.status,
+            "exit_code": record.exit_code,
+            "signal": record.signal,
+            "stdout": {"text": record.stdout, "truncated": record.stdout_truncated},
+            "stderr": {"text": record.stderr, "truncated": record.stderr_truncated},
+            "detail": self._details.get(record.run_id),
+        }
+
+    async def _run(
+        self,
+        *,
+        actor: str,
+        tool: str,
+        request: Request,
+        decision: Decision,
+        run_id: int,
+        plan: RunPlan,
+    ) -> None:
+        cancel, done = self._active[run_id]
+        try:
+            end = await self._execute(run_id, plan, cancel)
+            with anyio.CancelScope(shield=True):
+                await self._db(partial(self._store.jarvis_finish, run_id, **end))
+                outcome = str(end["status"])
+                if end.get("exit_code") is not None:
+                    outcome += f" (exit {end['exit_code']})"
+                if end.get("signal"):
+                    outcome += f" ({end['signal']})"
+                if run_id in self._details:
+                    outcome += f": {self._details[run_id]}"
+                await self._audit(actor, tool, request, decision, f"run {run_id}: {outcome}")
+        finally:
+            del self._active[run_id]
+            done.set()
+
+    async def _execute(self, run_id: int, plan: RunPlan, cancel: anyio.Event) -> dict[str, Any]:
+        """The `jarvis_finish` fields for how the run ended."""
+        try:
+            outcome = await self._executor.execute(plan, cancel)
+        except JigError as exc:
+            logger.warning("run %d: %s: %s", run_id, exc.code.value, exc.message)
+            self._details[run_id] = f"{exc.code.value}: {exc.message}"
+            return {"status": "failed" if exc.code == Code.EXECUTION_FAILED else "uncertain"}
+        except Exception as exc:
+            # Not one of the executor's own failures: whether anything ran is unknown.
+            logger.exception("run %d: unexpected executor failure", run_id)
+            self._details[run_id] = f"unexpected: {exc}"
+            return {"status": "uncertain"}
+        return _end_fields(run_id, outcome, self._details)
+
+    async def _audit(
+        self, actor: str, tool: str, request: Request, decision: Decision, outcome: str
+    ) -> None:
+        with anyio.CancelScope(shield=True):
+            await self._db(
+                partial(
+                    self._store.audit,
+                    actor=actor,
+                    tool=tool,
+                    argv=request.argv,
+                    cwd=request.cwd or "",
+                    decision=decision.decision,
+                    matched_rule=decision.matched_rule,
+                    outcome=outcome,
+                )
+            )
+
+    async def audit_refusal(self, actor: str, tool: str, outcome: str) -> None:
+        """Audit a request refused before policy evaluation (e.g. a missing capability)."""
+        with anyio.CancelScope(shield=True):
+            await self._db(
+                partial(
+                    self._store.audit,
+                    actor=actor,
+                    tool=tool,
+                    argv=(),
+                    cwd="",
+                    decision="forbidden",
+                    matched_rule=None,
+                    outcome=outcome,
+                )
+            )
+
+
+def _decision_fields(decision: Decision) -> dict[str, Any]:
+    return {
+        "decision": decision.decision,
+        "reason": decision.reason,
+        "matched_rule": decision.matched_rule,
+    }
+
+
+def _end_fields(run_id: int, outcome: RunOutcome, details: dict[int, str]) -> dict[str, Any]:
+    stdout = decode_output(outcome.stdout.data, outcome.stdout.truncated)
+    stderr = decode_output(outcome.stderr.data, outcome.stderr.truncated)
+    status: str = outcome.stop_reason
+    if status == "cancelled":
+        # The journal has no `cancelled` status; only a server shutdown cancels a run.
+        details[run_id] = "cancelled: the server shut down"
+        status = "failed"
+    return {
+        "status": status,
+        "exit_code": outcome.exit_code,
+        "signal": outcome.signal,
+        "stdout": stdout.text,
+        "stderr": stderr.text,
+        "stdout_truncated": stdout.truncated,
+        "stderr_truncated": stderr.truncated,
+        "timings": {"wall_ms": outcome.report.wall_ms, "setup_ms": outcome.report.setup_ms},
+    }

@@ -1,0 +1,218 @@
+"""The three jarvis tools: names, capabilities, schemas, and strict decoding of their arguments.
+
+Pure. Every refusal is a `ToolError` carrying the HTTP status it becomes and a message that
+names the failing field.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import msgspec
+
+from jigcmd.jarvis.policy import Request
+
+__all__ = [
+    "ARGV_ITEM_MAX_BYTES",
+    "ARGV_MAX_ITEMS",
+    "TOOLS",
+    "ToolError",
+    "ToolSpec",
+    "decode_invoke",
+    "decode_run_id",
+    "decode_run_request",
+]
+
+ARGV_MAX_ITEMS = 256
+ARGV_ITEM_MAX_BYTES = 4096
+PATH_MAX_BYTES = 4096
+TIMEOUT_MS_MAX = 2**31 - 1
+
+
+class ToolError(Exception):
+    """Raised when a call cannot be served; `status` is the HTTP status it becomes."""
+
+    def __init__(self, status: int, message: str, **extra: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.extra = extra
+
+
+class ToolSpec(msgspec.Struct, frozen=True):
+    """How one tool is described in the manual and which grant it needs."""
+
+    name: str
+    capability: str
+    description: str
+    inputs: dict[str, Any]
+    outputs: dict[str, Any]
+
+
+_RUN_INPUTS: dict[str, Any] = {
+    "type": "object",
+    "required": ["argv"],
+    "additionalProperties": False,
+    "properties": {
+        "argv": {
+            "type": "array",
+            "items": {"type": "string"},
+            "minItems": 1,
+            "maxItems": ARGV_MAX_ITEMS,
+            "description": "program (bare name from the policy's search_path, or absolute "
+            "path) and its arguments; no shell",
+        },
+        "cwd": {"type": "string", "description": "absolute working directory on the host"},
+        "timeout_ms": {
+            "type": "integer",
+            "minimum": 1,
+            "description": "capped by the matched rule and the policy's ceiling (10 s default)",
+        },
+    },
+}
+_DECISION: dict[str, Any] = {
+    "decision": {"type": "string", "enum": ["allow", "deny"]},
+    "reason": {"type": "string"},
+    "matched_rule": {"type": ["string", "null"]},
+}
+_STREAM: dict[str, Any] = {
+    "type": "object",
+    "properties": {"text": {"type": "string"}, "truncated": {"type": "boolean"}},
+}
+_STATUS: dict[str, Any] = {
+    "type": ["string", "null"],
+    "enum": ["denied", "running", "exited", "deadline", "failed", "uncertain"],
+}
+_RUN_FIELDS: dict[str, Any] = {
+    "run_id": {"type": ["integer", "null"]},
+    "status": _STATUS,
+    "exit_code": {"type": ["integer", "null"]},
+    "signal": {"type": ["string", "null"]},
+    "stdout": _STREAM,
+    "stderr": _STREAM,
+    "detail": {"type": ["string", "null"]},
+}
+
+TOOLS: Mapping[str, ToolSpec] = {
+    spec.name: spec
+    for spec in (
+        ToolSpec(
+            name="jarvis.policy.check",
+            capability="policy:check",
+            description="Evaluate an argv (and cwd) against the jarvis policy without running "
+            "anything. Requires capability policy:check.",
+            inputs=_RUN_INPUTS,
+            outputs={"type": "object", "required": ["decision"], "properties": _DECISION},
+        ),
+        ToolSpec(
+            name="jarvis.run.create",
+            capability="run:create",
+            description="Execute a command after policy evaluation, inside the containment "
+            "envelope (host system read-only, no network, cgroup limits). A denied command "
+            "starts no process and has run_id null. A run that may outlast ~25 s answers "
+            'early with status "running"; poll it with jarvis.run.get. '
+            "Requires capability run:create.",
+            inputs=_RUN_INPUTS,
+            outputs={
+                "type": "object",
+                "required": ["decision"],
+                "properties": {**_DECISION, **_RUN_FIELDS},
+            },
+        ),
+        ToolSpec(
+            name="jarvis.run.get",
+            capability="run:read",
+            description="The stored record of a run: status, exit code, capped stdout/stderr "
+            "and timings. Requires capability run:read.",
+            inputs={
+                "type": "object",
+                "required": ["run_id"],
+                "additionalProperties": False,
+                "properties": {"run_id": {"type": "integer", "minimum": 1}},
+            },
+            outputs={
+                "type": "object",
+                "required": ["run_id", "status"],
+                "properties": {
+                    **_RUN_FIELDS,
+                    "argv": {"type": "array", "items": {"type": "string"}},
+                    "cwd": {"type": ["string", "null"]},
+                    "matched_rule": {"type": "string"},
+                    "created_unix_ms": {"type": "integer"},
+                    "finished_unix_ms": {"type": ["integer", "null"]},
+                    "wall_ms": {"type": ["number", "null"]},
+                    "setup_ms": {"type": ["number", "null"]},
+                },
+            },
+        ),
+    )
+}
+
+
+def decode_invoke(body: object) -> tuple[ToolSpec, Mapping[str, Any]]:
+    """`{"tool": name, "args": {...}}` → the tool and its raw arguments."""
+    if not isinstance(body, dict):
+        raise ToolError(400, "request body must be a JSON object {tool, args}")
+    unknown = sorted(set(body) - {"tool", "args"})
+    if unknown:
+        raise ToolError(400, f"unknown request field {unknown[0]!r} (expected tool, args)")
+    name = body.get("tool")
+    if not isinstance(name, str):
+        raise ToolError(400, "`tool` must be a string naming a jarvis tool")
+    spec = TOOLS.get(name)
+    if spec is None:
+        raise ToolError(404, f"unknown tool {name[:128]!r} (known: {', '.join(TOOLS)})")
+    args = body.get("args", {})
+    if not isinstance(args, dict):
+        raise ToolError(400, "`args` must be a JSON object")
+    return spec, args
+
+
+def decode_run_request(args: Mapping[str, Any]) -> Request:
+    """Validate `{argv, cwd?, timeout_ms?}`."""
+    unknown = sorted(set(args) - {"argv", "cwd", "timeout_ms"})
+    if unknown:
+        raise ToolError(400, f"args: unknown field {unknown[0]!r}")
+    argv = args.get("argv")
+    if not isinstance(argv, list) or not argv:
+        raise ToolError(400, "args.argv must be a non-empty array of strings")
+    if len(argv) > ARGV_MAX_ITEMS:
+        raise ToolError(400, f"args.argv has more than {ARGV_MAX_ITEMS} items")
+    for index, item in enumerate(argv):
+        if not isinstance(item, str):
+            raise ToolError(400, f"args.argv[{index}] must be a string")
+        _text(item, f"args.argv[{index}]", ARGV_ITEM_MAX_BYTES)
+    if not argv[0]:
+        raise ToolError(400, "args.argv[0] must name a program")
+    cwd = args.get("cwd")
+    if cwd is not None:
+        if not isinstance(cwd, str) or not cwd.startswith("/"):
+            raise ToolError(400, "args.cwd must be an absolute path")
+        _text(cwd, "args.cwd", PATH_MAX_BYTES)
+    timeout = args.get("timeout_ms")
+    if timeout is not None and (
+        not isinstance(timeout, int)
+        or isinstance(timeout, bool)
+        or not 1 <= timeout <= TIMEOUT_MS_MAX
+    ):
+        raise ToolError(400, f"args.timeout_ms must be an integer from 1 to {TIMEOUT_MS_MAX}")
+    return Request(argv=tuple(argv), cwd=cwd, timeout_ms=timeout)
+
+
+def decode_run_id(args: Mapping[str, Any]) -> int:
+    """Validate `{run_id}`."""
+    unknown = sorted(set(args) - {"run_id"})
+    if unknown:
+        raise ToolError(400, f"args: unknown field {unknown[0]!r}")
+    run_id = args.get("run_id")
+    if not isinstance(run_id, int) or isinstance(run_id, bool) or run_id < 1:
+        raise ToolError(400, "args.run_id must be a positive integer")
+    return run_id
+
+
+def _text(value: str, where: str, max_bytes: int) -> None:
+    if "\x00" in value:
+        raise ToolError(400, f"{where} may not contain NUL")
+    if len(value.encode("utf-8")) > max_bytes:
+        raise ToolError(400, f"{where} is longer than {max_bytes} UTF-8 bytes")
