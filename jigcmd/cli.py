@@ -65,7 +65,8 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--json", action="store_true", help="print exactly the evidence object")
     run.epilog = "Arguments for a run command follow `--`: jigcmd run ... cli --files DIR -- a b"
 
-    sub.add_parser("doctor", help="check that this machine can build the envelope")
+    doctor = sub.add_parser("doctor", help="check that this machine can build the envelope")
+    doctor.add_argument("--json", action="store_true", help="print the checks as JSON")
     sub.add_parser("demo", help="run the bundled example through a real `jigcmd serve` child")
     return parser
 
@@ -111,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
     if verb == "doctor":
         from jigcmd.doctor import doctor  # noqa: PLC0415
 
-        return doctor()
+        return doctor(as_json=args.json)
     if verb == "demo":
         from jigcmd.demo import demo  # noqa: PLC0415
 

@@ -307,6 +307,9 @@ class _Envelope:
         if self.init_pid is not None:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(self.init_pid, signal.SIGKILL)
+            # Pid 1 is our child (we are its subreaper): wait for it, so that not even a
+            # zombie of the envelope is left when the outcome is reported.
+            _wait_for(self.init_pid, _EMPTY_WAIT)
         _reap_all()
 
     def _release(self) -> tuple[bool, tuple[str, ...]]:
@@ -350,6 +353,21 @@ def _send(sock: socket.socket, message: Started | Finished | Failed) -> None:
     # The server may be gone; recovery then closes the run as uncertain from the journal.
     with contextlib.suppress(OSError):
         send_message(sock, message)
+
+
+def _wait_for(pid: int, timeout: float) -> None:
+    """Reap `pid`, waiting at most `timeout` (a SIGKILLed process can sit in D state)."""
+    deadline = time.monotonic() + timeout
+    delay = 0.0002
+    while True:
+        try:
+            reaped, _ = os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if reaped or time.monotonic() >= deadline:
+            return
+        time.sleep(delay)
+        delay = min(delay * 2, 0.01)
 
 
 def _reap_all() -> None:
