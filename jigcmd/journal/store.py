@@ -297,6 +297,12 @@ class Journal:
             ).fetchone()
         return None if found is None else row_from(found)
 
+    def by_run_id(self, run_id: str) -> Row | None:
+        """The row whose envelope is `run_id` (cgroup job `jigcmd-<run_id>`), or None."""
+        with self._read() as conn:
+            found = conn.execute("SELECT * FROM operations WHERE run_id = ?", (run_id,)).fetchone()
+        return None if found is None else row_from(found)
+
     def open_rows(self) -> list[Row]:
         """Every row still `dispatching` or `running`, oldest first."""
         return self._rows("state IN ('dispatching', 'running')")

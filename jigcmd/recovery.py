@@ -1,0 +1,219 @@
+"""Closing every run a dead server left open: fence what is alive, release and verify, never re-run.
+
+Run at server start-up and by `jigcmd recover --state-dir DIR`. For each open ownership row:
+
+1. Whose row is it? A row written by a server that is still alive (same pid, start time
+   and boot; or this very process) is left alone: several jigcmd servers may share one
+   state directory. Only rows whose owner is dead are recovered.
+2. Close it first: the row becomes `uncertain` ("a prior command dispatch was fenced
+   without a proved result") with cleanup `failed` until proved otherwise. Closing before
+   touching anything means a supervisor that has not yet claimed the row (`Journal.claim`)
+   can no longer claim it and creates nothing; a crash of recovery itself leaves the
+   cleanup recorded as failed, never as complete.
+3. The supervisor: it fences its own run when its run socket closes (the server is gone),
+   so recovery waits for it (at most `supervisor_grace` seconds, shared by all rows), then
+   SIGKILLs it through a pidfd (a recycled pid is never signalled).
+4. The cgroup job `jigcmd-<run_id>`: kill every task, wait until it is empty, remove it,
+   then verify that no directory of it (nor any recorded cgroup path) remains and that no
+   process still sits in the run's network namespace. The namespace, the mount namespace
+   and the scratch tmpfs have no name: they are released with the last process of the
+   run, which the empty cgroup proves (every envelope process is born in the cgroup).
+5. Record the cleanup outcome: `complete` only when all of step 4 was confirmed.
+
+Nothing is ever re-dispatched. Closed rows whose cleanup failed are re-checked the same
+way (their run is over, so fencing their leftovers is safe), and become `complete` only
+once confirmed. Jarvis runs left `running` by a dead server are fenced and closed as
+`uncertain`. A `jigcmd…` cgroup job that no row of this journal names is never touched:
+it may belong to another state directory or to a test; it is only reported.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+
+import msgspec
+
+from jigcmd.envelope.cgroups import CgroupBackend
+from jigcmd.journal import identity
+from jigcmd.journal.identity import ProcessIdentity
+from jigcmd.journal.rows import Row
+from jigcmd.journal.store import Journal
+
+__all__ = ["UNCERTAIN_REASON", "RecoveredRun", "RecoveryReport", "owner_alive", "recover"]
+
+UNCERTAIN_REASON = "a prior command dispatch was fenced without a proved result"
+_IN_PROGRESS = "recovery started; cleanup not yet confirmed"
+_JOB_PREFIX = "jigcmd-"
+
+
+class RecoveredRun(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """What recovery did for one run."""
+
+    operation_id: str
+    run_id: str
+    supervisor_killed: bool
+    cleanup_complete: bool
+    problems: tuple[str, ...]
+
+
+class RecoveryReport(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """Everything one `recover` pass closed, re-checked, left alone and found."""
+
+    closed: tuple[RecoveredRun, ...]
+    rechecked: tuple[RecoveredRun, ...]
+    live: tuple[str, ...]
+    jarvis_closed: tuple[int, ...]
+    jarvis_problems: tuple[str, ...]
+    unowned_jobs: tuple[str, ...]
+
+    @property
+    def clean(self) -> bool:
+        """Whether every cleanup recovery attempted was confirmed."""
+        runs = self.closed + self.rechecked
+        return all(r.cleanup_complete for r in runs) and not self.jarvis_problems
+
+
+def owner_alive(owner: ProcessIdentity) -> bool:
+    """Whether the server that wrote a row is still running (this process counts as alive)."""
+    return owner == identity.current() or identity.is_alive(owner)
+
+
+def recover(
+    journal: Journal,
+    backend: CgroupBackend,
+    *,
+    supervisor_grace: float = 3.0,
+    empty_wait: float = 2.0,
+) -> RecoveryReport:
+    """Close every open row of a dead server as uncertain, fencing and verifying its run."""
+    live: list[str] = []
+    orphans: list[Row] = []
+    for row in journal.open_rows():
+        if owner_alive(row.owner):
+            live.append(row.operation_id)
+            continue
+        journal.mark_uncertain(
+            row.operation_id, reason=UNCERTAIN_REASON, cleanup_complete=False, problems=_IN_PROGRESS
+        )
+        # Re-read after closing: the supervisor identity can no longer change.
+        closed = journal.get(row.operation_id)
+        if closed is not None:
+            orphans.append(closed)
+    closed_ids = {r.operation_id for r in orphans}
+    retry = [r for r in journal.cleanup_failures() if r.operation_id not in closed_ids]
+
+    fence = _Fence(backend, empty_wait)
+    deadline = time.monotonic() + supervisor_grace
+    killed = {
+        r.operation_id: fence.stop_supervisor(r.supervisor, deadline)
+        for r in orphans + retry
+        if r.supervisor is not None
+    }
+    reports: list[RecoveredRun] = []
+    for row in orphans + retry:
+        stopped, problems = killed.get(row.operation_id, (False, []))
+        problems = problems + fence.release(row.cgroup_job, row.cgroup_paths, row.netns)
+        journal.record_cleanup(
+            row.operation_id, complete=not problems, problems="; ".join(problems)
+        )
+        reports.append(
+            RecoveredRun(
+                operation_id=row.operation_id,
+                run_id=row.run_id,
+                supervisor_killed=stopped,
+                cleanup_complete=not problems,
+                problems=tuple(problems),
+            )
+        )
+
+    jarvis_closed: list[int] = []
+    jarvis_problems: list[str] = []
+    for run in journal.jarvis_running():
+        owner = ProcessIdentity(pid=run.owner_pid, start=run.owner_start, boot_id=run.boot_id)
+        if owner_alive(owner):
+            continue
+        if run.envelope_run_id is not None:
+            jarvis_problems += [
+                f"jarvis run {run.run_id}: {p}"
+                for p in fence.release(_JOB_PREFIX + run.envelope_run_id, (), None)
+            ]
+        if journal.jarvis_finish(run.run_id, status="uncertain"):
+            jarvis_closed.append(run.run_id)
+
+    return RecoveryReport(
+        closed=tuple(reports[: len(orphans)]),
+        rechecked=tuple(reports[len(orphans) :]),
+        live=tuple(live),
+        jarvis_closed=tuple(jarvis_closed),
+        jarvis_problems=tuple(jarvis_problems),
+        unowned_jobs=tuple(_unowned_jobs(journal, backend)),
+    )
+
+
+class _Fence:
+    def __init__(self, backend: CgroupBackend, empty_wait: float) -> None:
+        self.backend = backend
+        self.empty_wait = empty_wait
+
+    def stop_supervisor(
+        self, supervisor: ProcessIdentity | None, deadline: float
+    ) -> tuple[bool, list[str]]:
+        """Let the supervisor fence its own run until `deadline`, then SIGKILL it."""
+        if supervisor is None:
+            return False, []
+        if identity.wait_exit(supervisor, max(0.0, deadline - time.monotonic())):
+            return False, []
+        if identity.kill_and_wait(supervisor, self.empty_wait):
+            return True, []
+        return True, [f"supervisor pid {supervisor.pid} did not exit after SIGKILL"]
+
+    def release(self, name: str, paths: tuple[str, ...], netns: str | None) -> list[str]:
+        """Kill, empty and remove the cgroup job `name`; verify nothing of the run remains."""
+        problems: list[str] = []
+        try:
+            job = self.backend.open(name)
+            if job is not None:
+                job.kill()
+                if not job.wait_empty(self.empty_wait):
+                    problems.append(f"cgroup job {name} still populated after kill")
+                else:
+                    job.remove()
+            if self.backend.open(name) is not None and not problems:
+                problems.append(f"cgroup job {name} still exists after removal")
+        except OSError as exc:
+            problems.append(f"cgroup job {name}: {exc}")
+        problems += [f"cgroup directory {p} still exists" for p in paths if os.path.exists(p)]
+        if netns is not None:
+            holders = _netns_holders(netns)
+            if holders:
+                pids = ", ".join(map(str, holders))
+                problems.append(f"network namespace {netns} still held by pid {pids}")
+        return problems
+
+
+def _netns_holders(netns: str) -> list[int]:
+    """Pids of the processes whose network namespace is `netns` (`net:[inode]`)."""
+    holders = []
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            # The process may exit or be inaccessible between listing and reading.
+            with contextlib.suppress(OSError):
+                if os.readlink(f"/proc/{entry.name}/ns/net") == netns:
+                    holders.append(int(entry.name))
+    return holders
+
+
+def _unowned_jobs(journal: Journal, backend: CgroupBackend) -> list[str]:
+    """cgroup jobs that no operation of this journal names (reported, never touched)."""
+    try:
+        names = backend.list_jobs()
+    except OSError:
+        return []
+    return sorted(
+        name
+        for name in names
+        if not name.startswith(_JOB_PREFIX)
+        or journal.by_run_id(name.removeprefix(_JOB_PREFIX)) is None
+    )

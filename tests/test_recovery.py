@@ -1,0 +1,373 @@
+"""Recovery: a dead server's open runs are fenced, released, verified and closed as uncertain."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from jigcmd.envelope.cgroups import CgroupBackend, CgroupJob, CgroupStats, CgroupUnavailable, Mode
+from jigcmd.envelope.cgroups import detect as detect_cgroups
+from jigcmd.journal import Journal, ProcessIdentity
+from jigcmd.journal.identity import identify
+from jigcmd.plan import Limits
+from jigcmd.recovery import UNCERTAIN_REASON, recover
+
+
+class FakeJob:
+    """A cgroup job held in memory: `stuck` tasks survive every kill."""
+
+    def __init__(self, backend: FakeBackend, name: str, *, stuck: bool = False) -> None:
+        self.backend = backend
+        self.name = name
+        self.paths: tuple[str, ...] = (f"/nonexistent/jigcmd/{name}",)
+        self.tasks = 1
+        self.stuck = stuck
+        self.killed = 0
+
+    def attach(self, pid: int) -> None:
+        self.tasks += 1
+
+    def kill(self) -> None:
+        self.killed += 1
+        if not self.stuck:
+            self.tasks = 0
+
+    def populated(self) -> bool:
+        return self.tasks > 0
+
+    def wait_empty(self, timeout: float) -> bool:
+        return self.tasks == 0
+
+    def stats(self) -> CgroupStats:
+        return CgroupStats(
+            cpu_usage_ns=None, peak_memory_bytes=None, oom_killed=False, pids_limit_hit=False
+        )
+
+    def memory_view(self) -> tuple[str, str]:
+        return ("/sys/fs/cgroup/memory.max", "max\n")
+
+    def remove(self) -> None:
+        if self.tasks:
+            raise OSError(16, "Device or resource busy")
+        del self.backend.jobs[self.name]
+
+
+class FakeBackend:
+    """An in-memory cgroup backend for recovery's decisions."""
+
+    def __init__(self) -> None:
+        self.jobs: dict[str, FakeJob] = {}
+
+    @property
+    def mode(self) -> Mode:
+        return "v2"
+
+    def add(self, name: str, *, stuck: bool = False) -> FakeJob:
+        job = self.jobs[name] = FakeJob(self, name, stuck=stuck)
+        return job
+
+    def create(self, name: str, limits: Limits) -> CgroupJob:
+        return self.add(name)
+
+    def open(self, name: str) -> CgroupJob | None:
+        return self.jobs.get(name)
+
+    def list_jobs(self) -> list[str]:
+        return sorted(self.jobs)
+
+    def problems(self) -> list[str]:
+        return []
+
+
+def _in_dead_server(state: Path, action: Callable[[Journal], object]) -> None:
+    """Run `action` on the journal in a forked "server" process that then exits (so is dead)."""
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            with Journal.open(state) as journal:
+                action(journal)
+            code = 0
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+
+
+def _begin(journal: Journal, operation_id: str, run_id: str) -> None:
+    journal.begin(
+        operation_id=operation_id,
+        signature="sig",
+        context="session",
+        deadline_unix_ms=0,
+        run_id=run_id,
+    )
+
+
+def _running(
+    operation_id: str, run_id: str, supervisor: ProcessIdentity
+) -> Callable[[Journal], object]:
+    def action(journal: Journal) -> None:
+        _begin(journal, operation_id, run_id)
+        assert journal.claim(operation_id, supervisor)
+        journal.record_envelope(
+            operation_id,
+            supervisor=supervisor,
+            cgroup_paths=(),
+            netns="net:[1]",
+            plan_digest="sha256:p",
+        )
+
+    return action
+
+
+@pytest.fixture
+def processes() -> Iterator[list[subprocess.Popen[bytes]]]:
+    """Helper processes this test started; any left is killed by its pid and reaped."""
+    started: list[subprocess.Popen[bytes]] = []
+    yield started
+    for proc in started:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+        if proc.stdin is not None:
+            proc.stdin.close()
+
+
+def _fake_supervisor(processes: list[subprocess.Popen[bytes]]) -> ProcessIdentity:
+    """A stand-in supervisor that ignores everything but SIGKILL."""
+    proc = subprocess.Popen(["sleep", "1000"])
+    processes.append(proc)
+    who = identify(proc.pid)
+    assert who is not None
+    return who
+
+
+def test_a_dispatching_row_of_a_dead_server_closes_uncertain_and_cannot_be_claimed_later(
+    tmp_path: Path,
+) -> None:
+    """Before any supervisor: the row closes uncertain, complete, and a late claim fails."""
+    _in_dead_server(tmp_path, lambda j: _begin(j, "op-1", "r1"))
+    with Journal.open(tmp_path) as journal:
+        report = recover(journal, FakeBackend(), supervisor_grace=0)
+        row = journal.get("op-1")
+        assert not journal.claim("op-1")
+    assert [r.operation_id for r in report.closed] == ["op-1"]
+    assert report.clean
+    assert row is not None
+    assert (row.state, row.reason, row.cleanup, row.problems) == (
+        "uncertain",
+        UNCERTAIN_REASON,
+        "complete",
+        "",
+    )
+
+
+def test_a_live_supervisor_is_killed_and_its_cgroup_job_removed(
+    tmp_path: Path, processes: list[subprocess.Popen[bytes]]
+) -> None:
+    """A supervisor that outlives the grace is SIGKILLed; the job is killed and removed."""
+    supervisor = _fake_supervisor(processes)
+    backend = FakeBackend()
+    job = backend.add("jigcmd-r1")
+    _in_dead_server(tmp_path, _running("op-1", "r1", supervisor))
+    with Journal.open(tmp_path) as journal:
+        report = recover(journal, backend, supervisor_grace=0)
+        row = journal.get("op-1")
+    assert processes[0].wait() == -signal.SIGKILL
+    assert report.closed[0].supervisor_killed
+    assert report.closed[0].cleanup_complete
+    assert job.killed >= 1
+    assert backend.jobs == {}
+    assert row is not None
+    assert (row.state, row.cleanup) == ("uncertain", "complete")
+
+
+def test_a_supervisor_that_exits_by_itself_within_the_grace_is_not_killed(
+    tmp_path: Path, processes: list[subprocess.Popen[bytes]]
+) -> None:
+    """A supervisor fencing its own run (here: exiting at EOF) is waited for, not killed."""
+    proc = subprocess.Popen(["cat"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL)
+    processes.append(proc)
+    supervisor = identify(proc.pid)
+    assert supervisor is not None
+    _in_dead_server(tmp_path, _running("op-1", "r1", supervisor))
+    assert proc.stdin is not None
+    proc.stdin.close()
+    with Journal.open(tmp_path) as journal:
+        report = recover(journal, FakeBackend(), supervisor_grace=30)
+    assert proc.wait() == 0
+    assert not report.closed[0].supervisor_killed
+    assert report.clean
+
+
+def test_an_unconfirmed_cleanup_is_recorded_failed_and_confirmed_by_a_later_pass(
+    tmp_path: Path,
+) -> None:
+    """A job that will not empty leaves cleanup failed (for doctor); a later pass can confirm it."""
+    backend = FakeBackend()
+    backend.add("jigcmd-r1", stuck=True)
+    _in_dead_server(tmp_path, lambda j: _begin(j, "op-1", "r1"))
+    with Journal.open(tmp_path) as journal:
+        first = recover(journal, backend, supervisor_grace=0)
+        failures = journal.cleanup_failures()
+        backend.jobs["jigcmd-r1"].stuck = False
+        second = recover(journal, backend, supervisor_grace=0)
+        row = journal.get("op-1")
+    assert not first.clean
+    assert first.closed[0].problems == ("cgroup job jigcmd-r1 still populated after kill",)
+    assert [(r.operation_id, r.state, r.cleanup) for r in failures] == [
+        ("op-1", "uncertain", "failed")
+    ]
+    assert failures[0].problems == "cgroup job jigcmd-r1 still populated after kill"
+    assert second.closed == ()
+    assert [r.operation_id for r in second.rechecked] == ["op-1"]
+    assert second.clean
+    assert row is not None
+    assert (row.state, row.cleanup) == ("uncertain", "complete")
+
+
+def test_rows_of_a_live_server_and_unowned_jobs_are_left_alone(tmp_path: Path) -> None:
+    """Our own open row stays open and its job untouched; a job no row names is only reported."""
+    backend = FakeBackend()
+    ours = backend.add("jigcmd-r1")
+    stranger = backend.add("jigcmd-test-elsewhere")
+    with Journal.open(tmp_path) as journal:
+        _begin(journal, "op-1", "r1")
+        report = recover(journal, backend, supervisor_grace=0)
+        row = journal.get("op-1")
+    assert report.live == ("op-1",)
+    assert report.closed == ()
+    assert report.unowned_jobs == ("jigcmd-test-elsewhere",)
+    assert (ours.killed, stranger.killed) == (0, 0)
+    assert row is not None
+    assert row.state == "dispatching"
+
+
+def test_a_jarvis_run_of_a_dead_server_is_fenced_and_closed_uncertain(tmp_path: Path) -> None:
+    """A running jarvis row whose server died: its envelope job is removed, status uncertain."""
+    backend = FakeBackend()
+    backend.add("jigcmd-j1")
+    ids: list[int] = []
+
+    def action(journal: Journal) -> None:
+        journal.jarvis_begin(
+            tool="jarvis.run.create",
+            argv=["/bin/true"],
+            cwd="/",
+            actor="tok_x_0000",
+            decision="allow",
+            matched_rule="true",
+            reason="allowed",
+            envelope_run_id="j1",
+        )
+
+    _in_dead_server(tmp_path, action)
+    with Journal.open(tmp_path) as journal:
+        ids = [r.run_id for r in journal.jarvis_running()]
+        report = recover(journal, backend, supervisor_grace=0)
+        run = journal.jarvis_get(ids[0])
+    assert report.jarvis_closed == tuple(ids)
+    assert backend.jobs == {}
+    assert run is not None
+    assert run.status == "uncertain"
+
+
+def test_nothing_is_redispatched_a_done_row_is_untouched(tmp_path: Path) -> None:
+    """Closed, cleanly finished rows are neither re-run nor changed by recovery."""
+
+    def action(journal: Journal) -> None:
+        _begin(journal, "op-1", "r1")
+        journal.finish("op-1", outcome="evidence", result=b"{}", report=None, cleanup_complete=True)
+
+    _in_dead_server(tmp_path, action)
+    backend = FakeBackend()
+    with Journal.open(tmp_path) as journal:
+        before = journal.get("op-1")
+        report = recover(journal, backend, supervisor_grace=0)
+        after = journal.get("op-1")
+    assert report.closed == () and report.rechecked == ()
+    assert before == after
+    assert backend.jobs == {}
+
+
+# -- the real machine -------------------------------------------------------------------
+
+
+@pytest.fixture
+def real_backend() -> CgroupBackend:
+    """The machine's cgroups (root only); skipped locally, failed under CI, when missing."""
+    reason = None
+    if os.geteuid() != 0:
+        reason = "needs root"
+    else:
+        try:
+            backend = detect_cgroups()
+        except (CgroupUnavailable, ValueError) as exc:
+            reason = f"no usable cgroups: {exc}"
+        else:
+            problems = backend.problems()
+            if not problems:
+                return backend
+            reason = "; ".join(problems)
+    if os.environ.get("CI"):
+        pytest.fail(f"required under CI but unavailable: {reason}", pytrace=False)
+    pytest.skip(reason)
+
+
+@pytest.mark.envelope
+def test_recovery_kills_a_real_orphaned_run_and_removes_its_cgroup(
+    tmp_path: Path, real_backend: CgroupBackend, processes: list[subprocess.Popen[bytes]]
+) -> None:
+    """A live supervisor and a process in a real cgroup job: both killed, job gone, row closed."""
+    run_id = f"test-{uuid.uuid4().hex[:12]}"
+    job = real_backend.create(f"jigcmd-{run_id}", Limits())
+    try:
+        # A candidate in a network namespace of its own, as in a real envelope.
+        candidate = subprocess.Popen(
+            ["unshare", "--net", "sh", "-c", "echo ready; exec sleep 1000"],
+            stdout=subprocess.PIPE,
+        )
+        processes.append(candidate)
+        assert candidate.stdout is not None
+        assert candidate.stdout.readline() == b"ready\n"
+        candidate.stdout.close()
+        job.attach(candidate.pid)
+        netns = os.readlink(f"/proc/{candidate.pid}/ns/net")
+        assert netns != os.readlink("/proc/self/ns/net")
+        supervisor = _fake_supervisor(processes)
+
+        def action(journal: Journal) -> None:
+            _begin(journal, "op-1", run_id)
+            journal.claim("op-1", supervisor)
+            journal.record_envelope(
+                "op-1",
+                supervisor=supervisor,
+                cgroup_paths=job.paths,
+                netns=netns,
+                plan_digest="sha256:p",
+            )
+
+        _in_dead_server(tmp_path, action)
+        with Journal.open(tmp_path) as journal:
+            report = recover(journal, real_backend, supervisor_grace=0)
+            row = journal.get("op-1")
+        assert candidate.wait() == -signal.SIGKILL
+        assert processes[1].wait() == -signal.SIGKILL
+        assert real_backend.open(f"jigcmd-{run_id}") is None
+        assert not any(os.path.exists(p) for p in job.paths)
+        assert report.closed[0].problems == ()
+        assert row is not None
+        assert (row.state, row.reason, row.cleanup) == ("uncertain", UNCERTAIN_REASON, "complete")
+    finally:
+        leftover = real_backend.open(f"jigcmd-{run_id}")
+        if leftover is not None:
+            leftover.kill()
+            leftover.wait_empty(5.0)
+            leftover.remove()
