@@ -1,4 +1,4 @@
-"""Process identity: pid + start time + boot id, so a recycled pid is never mistaken or signalled."""
+"""Process identity: pid + start time + boot id, so a recycled pid is never mistaken."""
 
 from __future__ import annotations
 
