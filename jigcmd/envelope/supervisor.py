@@ -356,18 +356,20 @@ def _send(sock: socket.socket, message: Started | Finished | Failed) -> None:
 
 
 def _wait_for(pid: int, timeout: float) -> None:
-    """Reap `pid`, waiting at most `timeout` (a SIGKILLed process can sit in D state)."""
-    deadline = time.monotonic() + timeout
-    delay = 0.0002
-    while True:
-        try:
-            reaped, _ = os.waitpid(pid, os.WNOHANG)
-        except ChildProcessError:
-            return
-        if reaped or time.monotonic() >= deadline:
-            return
-        time.sleep(delay)
-        delay = min(delay * 2, 0.01)
+    """Reap child `pid`, waiting at most `timeout` (a SIGKILLed process can sit in D state)."""
+    try:
+        pidfd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        pidfd = -1
+    try:
+        # A pidfd turns readable the moment the process exits: no polling granularity.
+        if pidfd >= 0:
+            select.select([pidfd], [], [], timeout)
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, os.WNOHANG)
+    finally:
+        if pidfd >= 0:
+            os.close(pidfd)
 
 
 def _reap_all() -> None:
