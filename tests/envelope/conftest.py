@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from typing import NoReturn
 
 import pytest
 
 from jigcmd.envelope.cgroups import CgroupBackend, CgroupUnavailable, detect
+from jigcmd.envelope.native import NativeExecutor
+from jigcmd.runtime import RuntimeUnavailable, find_runtime
+from tests.envelope.hostile_harness import TracedExecutor, file_sha256
 
 
 def unavailable(reason: str) -> NoReturn:
@@ -67,3 +70,31 @@ def real_netns() -> None:
     require_root()
     if not os.path.exists("/proc/self/ns/net"):
         unavailable("the kernel has no network namespaces")
+
+
+@pytest.fixture(scope="module")
+async def envelope(anyio_backend: str) -> AsyncIterator[TracedExecutor]:
+    """One running `NativeExecutor` per module, traced; afterwards nothing of it may remain."""
+    require_root()
+    try:
+        backend = detect()
+    except (CgroupUnavailable, ValueError) as e:
+        unavailable(f"no usable cgroups: {e}")
+    problems = backend.problems()
+    if problems:
+        unavailable("; ".join(problems))
+    try:
+        runtime = find_runtime()
+    except RuntimeUnavailable as e:
+        unavailable(str(e))
+    bun_before = file_sha256(runtime.path)
+    executor = NativeExecutor()
+    await executor.start()
+    traced = TracedExecutor(executor, backend)
+    try:
+        yield traced
+    finally:
+        await executor.aclose()
+    assert not traced.jobs_left(), "job cgroups left after the executor closed"
+    assert not traced.processes_left()
+    assert file_sha256(runtime.path) == bun_before, "the Bun binary changed"
