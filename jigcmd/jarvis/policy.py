@@ -10,8 +10,9 @@ A rule matches a request when all of its conditions hold:
   their name, so `/bin/echo` matches a rule for `/usr/bin/echo`, but `sh` never matches a
   rule for `dash` (a multi-call binary behaves by name).
 - `cwd` (optional): the request's working directory, fully resolved, lies under one of these
-  resolved prefixes. A rule without `cwd` matches only requests without one; such runs start
-  in the envelope's empty scratch `/tmp`, so no host directory is exposed by accident.
+  resolved prefixes. Leaving it out never widens what is allowed: an allow rule without `cwd`
+  matches only requests without one (they start in the envelope's empty scratch `/tmp`, so
+  no host directory is exposed by accident); a deny rule without `cwd` matches any cwd.
 - `args_prefix` (optional): the arguments start with exactly these strings.
 - `args_match` (optional): every argument after the prefix fully matches one of these
   regular expressions (an empty list allows no further arguments).
@@ -340,7 +341,7 @@ def _matches(
     else:
         return False
     if rule.cwd is None:
-        if cwd is not None:
+        if cwd is not None and rule.decision == "allow":
             return False
     else:
         if cwd is None:

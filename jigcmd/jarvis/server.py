@@ -10,6 +10,7 @@ from __future__ import annotations
 import ipaddress
 import socket
 
+import anyio
 import uvicorn
 from starlette.types import ASGIApp
 
@@ -52,8 +53,14 @@ def bind_loopback(host: str, port: int) -> socket.socket:
     return sock
 
 
-async def serve(app: ASGIApp, sock: socket.socket, *, log_level: str = "warning") -> None:
-    """Serve until SIGINT/SIGTERM (handled by uvicorn) or cancellation."""
+async def serve(
+    app: ASGIApp,
+    sock: socket.socket,
+    *,
+    log_level: str = "warning",
+    stop: anyio.Event | None = None,
+) -> None:
+    """Serve until SIGINT/SIGTERM (handled by uvicorn) or until `stop` is set; then drain."""
     config = uvicorn.Config(
         app,
         log_level=log_level,
@@ -64,4 +71,14 @@ async def serve(app: ASGIApp, sock: socket.socket, *, log_level: str = "warning"
         lifespan="on",
         timeout_graceful_shutdown=15,
     )
-    await uvicorn.Server(config).serve(sockets=[sock])
+    server = uvicorn.Server(config)
+    async with anyio.create_task_group() as tg:
+        if stop is not None:
+
+            async def stop_when_asked() -> None:
+                await stop.wait()
+                server.should_exit = True
+
+            tg.start_soon(stop_when_asked)
+        await server.serve(sockets=[sock])
+        tg.cancel_scope.cancel()

@@ -54,7 +54,7 @@ class JarvisService:
     ) -> None:
         self.policy = policy
         self._executor = executor
-        self._store = store
+        self.store = store
         self._host = host
         # Only the names some rule allow-lists are kept: the server's secrets stay out.
         wanted = {name for rule in policy.rules for name in rule.env}
@@ -93,14 +93,14 @@ class JarvisService:
 
     async def _recover(self) -> None:
         """Close runs a dead jarvis process left `running`: their outcome is unknown."""
-        for run in await self._db(self._store.jarvis_running):
+        for run in await self._db(self.store.jarvis_running):
             owner = ProcessIdentity(pid=run.owner_pid, start=run.owner_start, boot_id=run.boot_id)
             if is_alive(owner):
                 continue
-            await self._db(partial(self._store.jarvis_finish, run.run_id, status="uncertain"))
+            await self._db(partial(self.store.jarvis_finish, run.run_id, status="uncertain"))
             await self._db(
                 partial(
-                    self._store.audit,
+                    self.store.audit,
                     actor=run.actor,
                     tool=run.tool,
                     argv=run.argv,
@@ -148,7 +148,7 @@ class JarvisService:
         )
         run_id = await self._db(
             partial(
-                self._store.jarvis_begin,
+                self.store.jarvis_begin,
                 tool=tool,
                 argv=request.argv,
                 cwd=decision.cwd or "",
@@ -179,7 +179,7 @@ class JarvisService:
     async def get(self, actor: str, tool: str, args: Mapping[str, Any]) -> dict[str, Any]:
         """`jarvis.run.get`: the stored record of one run."""
         run_id = decode_run_id(args)
-        record = await self._db(partial(self._store.jarvis_get, run_id))
+        record = await self._db(partial(self.store.jarvis_get, run_id))
         if record is None or record.decision != "allow":
             raise ToolError(404, f"no run with run_id {run_id}")
         return {
@@ -200,7 +200,7 @@ class JarvisService:
             await entry[1].wait()
 
     async def _run_fields(self, run_id: int) -> dict[str, Any]:
-        record = await self._db(partial(self._store.jarvis_get, run_id))
+        record = await self._db(partial(self.store.jarvis_get, run_id))
         assert record is not None
         return self._record_fields(record)
 
@@ -229,7 +229,7 @@ class JarvisService:
         try:
             end = await self._execute(run_id, plan, cancel)
             with anyio.CancelScope(shield=True):
-                await self._db(partial(self._store.jarvis_finish, run_id, **end))
+                await self._db(partial(self.store.jarvis_finish, run_id, **end))
                 outcome = str(end["status"])
                 if end.get("exit_code") is not None:
                     outcome += f" (exit {end['exit_code']})"
@@ -263,7 +263,7 @@ class JarvisService:
         with anyio.CancelScope(shield=True):
             await self._db(
                 partial(
-                    self._store.audit,
+                    self.store.audit,
                     actor=actor,
                     tool=tool,
                     argv=request.argv,
@@ -279,7 +279,7 @@ class JarvisService:
         with anyio.CancelScope(shield=True):
             await self._db(
                 partial(
-                    self._store.audit,
+                    self.store.audit,
                     actor=actor,
                     tool=tool,
                     argv=(),

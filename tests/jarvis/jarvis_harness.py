@@ -1,0 +1,188 @@
+"""Shared pieces of the jarvis tests: a spy executor, a fake host, the app behind httpx."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+from collections.abc import AsyncIterator, Mapping
+from functools import partial
+from typing import Any, NoReturn
+
+import anyio
+import httpx
+import pytest
+
+from jigcmd.evidence import ResourceReport
+from jigcmd.executor import CapturedStream, Executor, RunOutcome
+from jigcmd.jarvis.app import allowed_hosts, create_app
+from jigcmd.jarvis.auth import Credentials, fingerprint, parse_capabilities
+from jigcmd.jarvis.hostview import OsHostView
+from jigcmd.jarvis.manual import base_url
+from jigcmd.jarvis.policy import HostView, parse_policy
+from jigcmd.jarvis.server import bind_loopback, serve
+from jigcmd.jarvis.service import JarvisService
+from jigcmd.jarvis.store import MemoryStore, RunStore
+from jigcmd.plan import RunPlan
+
+TOKEN = "jv_test-token-0123456789abcdef"
+ACTOR = fingerprint(TOKEN)
+HOST = "127.0.0.1"
+PORT = 7777
+BASE = f"http://{HOST}:{PORT}"
+
+POLICY = """
+search_path = ["/usr/bin", "/bin"]
+
+[[rule]]
+name = "no-forbidden"
+decision = "deny"
+argv0 = ["echo", "touch"]
+args_any = ["forbidden.*"]
+
+[[rule]]
+name = "echo"
+decision = "allow"
+argv0 = ["echo", "true"]
+"""
+
+
+def unavailable(reason: str) -> NoReturn:
+    """Skip locally, fail under CI (CI must prove the envelope for real)."""
+    if os.environ.get("CI"):
+        pytest.fail(f"required under CI but unavailable: {reason}", pytrace=False)
+    pytest.skip(reason)
+
+
+def auth(token: str = TOKEN) -> dict[str, str]:
+    """The Authorization header for `token`."""
+    return {"Authorization": f"Bearer {token}"}
+
+
+def invoke_body(tool: str, **args: Any) -> dict[str, Any]:
+    """A `/tools/invoke` body."""
+    return {"tool": tool, "args": args}
+
+
+def outcome(stdout: bytes = b"", exit_code: int = 0) -> RunOutcome:
+    """A canned successful run."""
+    return RunOutcome(
+        stdout=CapturedStream(stdout, False),
+        stderr=CapturedStream(b"", False),
+        exit_code=exit_code,
+        signal=None,
+        stop_reason="exited",
+        report=ResourceReport(
+            wall_ms=1.0,
+            setup_ms=0.5,
+            cpu_ms=None,
+            peak_memory_bytes=None,
+            oom_killed=False,
+            pids_limit_hit=False,
+            deadline_hit=False,
+        ),
+    )
+
+
+class SpyExecutor:
+    """Records every plan it is asked to run; runs nothing. `gate` holds runs until set."""
+
+    def __init__(self, gate: anyio.Event | None = None) -> None:
+        self.plans: list[RunPlan] = []
+        self.gate = gate
+        self.entered = 0
+
+    async def execute(
+        self, plan: RunPlan, cancel: anyio.Event, ticket: object = None
+    ) -> RunOutcome:
+        """Record `plan`; wait for the gate (or cancel) when there is one."""
+        self.plans.append(plan)
+        self.entered += 1
+        if self.gate is not None:
+            async with anyio.create_task_group() as tg:
+
+                async def stop_on_cancel() -> None:
+                    await cancel.wait()
+                    tg.cancel_scope.cancel()
+
+                tg.start_soon(stop_on_cancel)
+                await self.gate.wait()
+                tg.cancel_scope.cancel()
+        return outcome(stdout=" ".join(plan.argv[1:]).encode() + b"\n")
+
+
+class Harness:
+    """A running service and an httpx client talking to its app in-process."""
+
+    def __init__(self, service: JarvisService, store: RunStore, client: httpx.AsyncClient) -> None:
+        self.service = service
+        self.store = store
+        self.client = client
+
+    async def invoke(
+        self, tool: str, headers: Mapping[str, str] | None = None, **args: Any
+    ) -> httpx.Response:
+        """POST one tool call with the right token (unless `headers` says otherwise)."""
+        return await self.client.post(
+            "/tools/invoke",
+            json=invoke_body(tool, **args),
+            headers=dict(auth() if headers is None else headers),
+        )
+
+
+def make_service(
+    executor: Executor,
+    *,
+    policy: str = POLICY,
+    store: RunStore | None = None,
+    host: HostView | None = None,
+    host_env: Mapping[str, str] | None = None,
+    early_answer_seconds: float = 25.0,
+    max_active_runs: int = 32,
+) -> JarvisService:
+    """A service over `policy` with an in-memory store by default."""
+    return JarvisService(
+        policy=parse_policy(policy),
+        executor=executor,
+        store=store or MemoryStore(),
+        host=host or OsHostView(),
+        host_env=host_env or {},
+        early_answer_seconds=early_answer_seconds,
+        max_active_runs=max_active_runs,
+    )
+
+
+@contextlib.asynccontextmanager
+async def harness(
+    service: JarvisService, *, capabilities: str | None = None
+) -> AsyncIterator[Harness]:
+    """Run `service` and serve its app to an in-process httpx client."""
+    credentials = Credentials(TOKEN, parse_capabilities(capabilities))
+    app = create_app(service, credentials, allowed_hosts(HOST, PORT), BASE)
+    async with service.running():
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url=BASE) as client:
+            yield Harness(service, service.store, client)
+
+
+@contextlib.asynccontextmanager
+async def live_server(
+    service: JarvisService, *, capabilities: str | None = None
+) -> AsyncIterator[str]:
+    """A real uvicorn server on a free loopback port; yields its base URL."""
+    sock: socket.socket = bind_loopback(HOST, 0)
+    port = sock.getsockname()[1]
+    base = base_url(HOST, port)
+    credentials = Credentials(TOKEN, parse_capabilities(capabilities))
+    app = create_app(service, credentials, allowed_hosts(HOST, port), base)
+    stop = anyio.Event()
+    try:
+        async with anyio.create_task_group() as tg:
+            # The socket already listens: clients queue in its backlog until uvicorn accepts.
+            tg.start_soon(partial(serve, app, sock, stop=stop))
+            try:
+                yield base
+            finally:
+                stop.set()
+    finally:
+        sock.close()

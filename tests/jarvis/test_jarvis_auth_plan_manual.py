@@ -1,0 +1,178 @@
+"""Credentials and fingerprints, host-profile plans, and the UTCP manual's shape."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+import pytest
+from utcp.data.utcp_manual import UtcpManualSerializer  # type: ignore[import-untyped]
+
+from jigcmd.jarvis.auth import (
+    CAPABILITIES,
+    AuthError,
+    ConfigError,
+    Credentials,
+    fingerprint,
+    load_credentials,
+    parse_capabilities,
+)
+from jigcmd.jarvis.manual import build_manual
+from jigcmd.jarvis.planner import SCRATCH_CWD, host_plan, system_binds
+from jigcmd.jarvis.policy import Decision, parse_policy
+from jigcmd.plan import Bind
+
+TOKEN = "jv_0123456789abcdef0123456789abcdef"
+
+
+def test_the_fingerprint_is_tag_and_four_hex_of_the_sha256() -> None:
+    """`tok_<tag>_<sha256[:4]>`; the tag is the token's own non-secret prefix."""
+    digest = hashlib.sha256(TOKEN.encode()).hexdigest()
+    assert fingerprint(TOKEN) == f"tok_jv_{digest[:4]}"
+
+
+def test_a_token_without_a_tag_gets_a_fixed_one() -> None:
+    """No character of an untagged token appears in its fingerprint."""
+    token = "s3cr3tvalue-with-no-tag"
+    actor = fingerprint(token)
+    assert actor.startswith("tok_jarvis_")
+    assert token[:4] not in actor
+
+
+@pytest.mark.parametrize("value", [None, "", " , "])
+def test_no_capability_list_is_the_full_owner_grant(value: str | None) -> None:
+    """Unset or empty JARVIS_UTCP_CAPABILITIES grants every tool."""
+    assert parse_capabilities(value) == frozenset(CAPABILITIES)
+
+
+def test_a_capability_list_grants_exactly_its_entries() -> None:
+    """A comma list (spaces allowed) grants those and nothing else."""
+    assert parse_capabilities("policy:check, run:read") == {"policy:check", "run:read"}
+
+
+def test_an_unknown_capability_refuses_to_start() -> None:
+    """A typo in the grant list is a configuration error, not a silent empty grant."""
+    with pytest.raises(ConfigError, match="unknown capability 'run:delete'"):
+        parse_capabilities("run:delete")
+
+
+@pytest.mark.parametrize("env", [{}, {"JARVIS_BEARER_TOKEN": ""}, {"JARVIS_BEARER_TOKEN": "  "}])
+def test_the_server_refuses_to_start_without_a_token(env: dict[str, str]) -> None:
+    """No token (or a blank one) is a configuration error."""
+    with pytest.raises(ConfigError, match="refuses to start without a token"):
+        load_credentials(env)
+
+
+def test_credentials_hide_the_token() -> None:
+    """Neither repr nor str of the credentials contains the token."""
+    credentials = Credentials(TOKEN, frozenset(CAPABILITIES))
+    assert TOKEN not in repr(credentials)
+    assert TOKEN not in str(credentials)
+
+
+def test_only_the_exact_token_passes() -> None:
+    """The right token yields the actor; a near miss raises."""
+    credentials = Credentials(TOKEN, frozenset(CAPABILITIES))
+    assert credentials.check(f"Bearer {TOKEN}") == fingerprint(TOKEN)
+    with pytest.raises(AuthError, match="wrong"):
+        credentials.check(f"Bearer {TOKEN[:-1]}")
+
+
+POLICY = parse_policy(
+    'search_path = ["/usr/bin", "/bin"]\n'
+    'host_dirs = ["/usr", "/bin"]\n'
+    '[[rule]]\nname = "x"\ndecision = "allow"\nargv0 = ["echo"]\ncwd = ["/srv"]\n'
+    'env = ["TZ", "MISSING"]\n'
+)
+
+
+class LinkedHost:
+    """/bin is a symlink to /usr/bin."""
+
+    def realpath(self, path: str) -> str | None:
+        return {"/usr": "/usr", "/bin": "/usr/bin"}.get(path)
+
+    def is_dir(self, path: str) -> bool:
+        return True
+
+    def is_executable(self, path: str) -> bool:
+        return False
+
+
+def test_symlinked_host_dirs_are_bound_from_their_real_directory() -> None:
+    """`/bin → usr/bin` becomes a read-only bind of /usr/bin at /bin."""
+    assert system_binds(POLICY, LinkedHost()) == (
+        Bind("/usr", "/usr"),
+        Bind("/usr/bin", "/bin"),
+    )
+
+
+@pytest.mark.parametrize("writable", [False, True])
+def test_a_host_plan_binds_cwd_at_its_path_with_the_rules_access(writable: bool) -> None:
+    """cwd is bound at its own path, writable only when the rule says so; env is fixed."""
+    decision = Decision(
+        "allow",
+        "ok",
+        "x",
+        program="/usr/bin/echo",
+        cwd="/srv/p",
+        timeout_ms=1500,
+        writable_cwd=writable,
+        env=("TZ", "MISSING"),
+    )
+    plan = host_plan(
+        decision,
+        policy=POLICY,
+        argv=("echo", "hi"),
+        binds=(Bind("/usr", "/usr"),),
+        host_env={"TZ": "UTC", "JARVIS_BEARER_TOKEN": TOKEN, "HOME": "/root"},
+        now_monotonic=100.0,
+    )
+    assert plan.profile == "host"
+    assert plan.argv == ("/usr/bin/echo", "hi")
+    assert plan.cwd == "/srv/p"
+    assert plan.binds[-1] == Bind("/srv/p", "/srv/p", writable=writable)
+    assert dict(plan.env) == {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "TZ": "UTC"}
+    assert plan.deadline == pytest.approx(101.5)
+    assert plan.files == ()
+
+
+def test_a_run_without_cwd_starts_in_the_envelope_scratch() -> None:
+    """No cwd: no host directory is bound for it and the run starts in scratch /tmp."""
+    decision = Decision("allow", "ok", "x", program="/usr/bin/echo", timeout_ms=10)
+    plan = host_plan(
+        decision, policy=POLICY, argv=("echo",), binds=(), host_env={}, now_monotonic=0.0
+    )
+    assert (plan.cwd, plan.binds) == (SCRATCH_CWD, ())
+
+
+def test_a_deny_decision_cannot_be_planned() -> None:
+    """The planner refuses anything but an allow decision."""
+    with pytest.raises(ValueError, match="only an allow decision"):
+        host_plan(
+            Decision("deny", "no", None),
+            policy=POLICY,
+            argv=("echo",),
+            binds=(),
+            host_env={},
+            now_monotonic=0.0,
+        )
+
+
+def test_the_manual_is_a_valid_utcp_manual_without_a_literal_token() -> None:
+    """utcp's own serializer accepts the manual; auth is a `${JARVIS_BEARER_TOKEN}` variable."""
+    manual = build_manual("http://127.0.0.1:7777")
+    parsed = UtcpManualSerializer().validate_dict(manual)
+    assert {t.name for t in parsed.tools} == {
+        "jarvis.policy.check",
+        "jarvis.run.create",
+        "jarvis.run.get",
+    }
+    for tool in manual["tools"]:
+        assert set(tool) >= {"name", "description", "inputs", "outputs", "tags"}
+        template = tool["tool_call_template"]
+        assert template["call_template_type"] == "http"
+        assert template["body_field"] == "body"
+        assert template["auth"]["api_key"] == "Bearer ${JARVIS_BEARER_TOKEN}"
+    assert manual["utcp_version"].startswith("1.")
+    assert "Bearer jv_" not in json.dumps(manual)

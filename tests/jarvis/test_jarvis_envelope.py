@@ -1,0 +1,264 @@
+"""Allowed runs in the real envelope, called through HTTP and through the real UTCP client.
+
+Envelope-marked: locally they skip when the machine cannot build an envelope; under CI they
+fail instead. Working directories live under /var/tmp (the envelope mounts its own scratch
+over /tmp) in `jigcmd-test-*` directories that are removed afterwards.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from utcp.data.auth_implementations.api_key_auth import ApiKeyAuth  # type: ignore[import-untyped]
+from utcp.utcp_client import UtcpClient  # type: ignore[import-untyped]
+from utcp_http.http_call_template import HttpCallTemplate  # type: ignore[import-untyped]
+
+from jigcmd.envelope.cgroups import CgroupUnavailable, detect
+from jigcmd.envelope.native import NativeExecutor
+from tests.jarvis.jarvis_harness import (
+    ACTOR,
+    TOKEN,
+    harness,
+    live_server,
+    make_service,
+    unavailable,
+)
+
+pytestmark = [pytest.mark.envelope, pytest.mark.anyio]
+
+
+@pytest.fixture(scope="module")
+def anyio_backend() -> str:
+    """One event loop for the module, so one executor serves every test."""
+    return "asyncio"
+
+
+@pytest.fixture(scope="module")
+async def executor(anyio_backend: str) -> AsyncIterator[NativeExecutor]:
+    """A started `NativeExecutor`, or skip (fail under CI) when the machine cannot run one."""
+    if os.geteuid() != 0:
+        unavailable("needs root")
+    try:
+        problems = detect().problems()
+    except (CgroupUnavailable, ValueError) as exc:
+        unavailable(f"no usable cgroups: {exc}")
+    if problems:
+        unavailable("; ".join(problems))
+    native = NativeExecutor()
+    await native.start()
+    try:
+        yield native
+    finally:
+        await native.aclose()
+
+
+@pytest.fixture
+def workdir() -> Iterator[Path]:
+    """An empty directory the envelope's unprivileged user may write, removed afterwards."""
+    path = Path("/var/tmp") / f"jigcmd-test-{uuid.uuid4().hex[:12]}"
+    path.mkdir(mode=0o777)
+    path.chmod(0o777)
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def policy_for(workdir: Path) -> str:
+    return f"""
+search_path = ["/usr/bin", "/bin"]
+
+[[rule]]
+name = "no-forbidden"
+decision = "deny"
+argv0 = ["touch"]
+args_any = ["forbidden-.*"]
+
+[[rule]]
+name = "touch-here"
+decision = "allow"
+argv0 = ["touch", "sh"]
+cwd = ["{workdir}/rw"]
+writable_cwd = true
+
+[[rule]]
+name = "read-here"
+decision = "allow"
+argv0 = ["touch", "cat", "sh"]
+cwd = ["{workdir}/ro"]
+
+[[rule]]
+name = "basics"
+decision = "allow"
+argv0 = ["echo", "true", "sh", "env"]
+"""
+
+
+@pytest.fixture
+def dirs(workdir: Path) -> tuple[Path, Path]:
+    rw, ro = workdir / "rw", workdir / "ro"
+    for path in (rw, ro):
+        path.mkdir()
+        path.chmod(0o777)
+    (ro / "note.txt").write_text("read me\n")
+    return rw, ro
+
+
+async def test_a_denied_argv_never_starts_a_process(
+    executor: NativeExecutor, workdir: Path, dirs: tuple[Path, Path]
+) -> None:
+    """`touch forbidden-…` is denied and no file appears; the allowed twin does create one."""
+    rw, _ = dirs
+    async with harness(make_service(executor, policy=policy_for(workdir))) as h:
+        denied = await h.invoke("jarvis.run.create", argv=["touch", "forbidden-1"], cwd=str(rw))
+        allowed = await h.invoke("jarvis.run.create", argv=["touch", "allowed-1"], cwd=str(rw))
+    assert denied.json()["decision"] == "deny"
+    assert denied.json()["run_id"] is None
+    assert not (rw / "forbidden-1").exists()
+    assert allowed.json()["status"] == "exited", allowed.text
+    assert allowed.json()["exit_code"] == 0, allowed.text
+    assert (rw / "allowed-1").exists()
+
+
+async def test_cwd_is_read_only_unless_the_rule_makes_it_writable(
+    executor: NativeExecutor, workdir: Path, dirs: tuple[Path, Path]
+) -> None:
+    """In a read-only cwd the program reads files but cannot create one."""
+    _, ro = dirs
+    async with harness(make_service(executor, policy=policy_for(workdir))) as h:
+        read = await h.invoke("jarvis.run.create", argv=["cat", "note.txt"], cwd=str(ro))
+        write = await h.invoke("jarvis.run.create", argv=["touch", "new"], cwd=str(ro))
+    assert read.json()["stdout"]["text"] == "read me\n"
+    assert write.json()["exit_code"] != 0
+    assert "Read-only file system" in write.json()["stderr"]["text"]
+    assert not (ro / "new").exists()
+
+
+async def test_the_run_sees_a_fixed_environment_without_the_servers_secrets(
+    executor: NativeExecutor, workdir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`env` inside the envelope shows PATH and LANG only, never JARVIS_BEARER_TOKEN."""
+    monkeypatch.setenv("JARVIS_BEARER_TOKEN", TOKEN)
+    service = make_service(executor, policy=policy_for(workdir), host_env=dict(os.environ))
+    async with harness(service) as h:
+        response = await h.invoke("jarvis.run.create", argv=["env"])
+    lines = set(response.json()["stdout"]["text"].splitlines())
+    assert lines == {"PATH=/usr/bin:/bin", "LANG=C.UTF-8"}
+    assert TOKEN not in response.text
+
+
+async def test_a_run_past_its_timeout_ends_at_the_deadline(
+    executor: NativeExecutor, workdir: Path
+) -> None:
+    """`sh -c 'while :; do :; done'` with timeout_ms 300 ends with status deadline."""
+    async with harness(make_service(executor, policy=policy_for(workdir))) as h:
+        response = await h.invoke(
+            "jarvis.run.create", argv=["sh", "-c", "while :; do :; done"], timeout_ms=300
+        )
+    assert response.json()["status"] == "deadline"
+    assert response.json()["signal"] == "SIGKILL"
+
+
+async def test_twenty_concurrent_allowed_runs_all_complete_and_are_recorded(
+    executor: NativeExecutor, workdir: Path
+) -> None:
+    """20 simultaneous `echo <n>` calls each get their own run_id and their own output."""
+    results: dict[int, dict[str, Any]] = {}
+    async with harness(make_service(executor, policy=policy_for(workdir))) as h:
+
+        async def one(n: int) -> None:
+            response = await h.invoke("jarvis.run.create", argv=["echo", str(n)])
+            results[n] = response.json()
+
+        async with anyio.create_task_group() as tg:
+            for n in range(20):
+                tg.start_soon(one, n)
+        records = [h.store.jarvis_get(r["run_id"]) for r in results.values()]
+    assert sorted(results) == list(range(20))
+    for n, body in results.items():
+        assert (body["status"], body["exit_code"]) == ("exited", 0), body
+        assert body["stdout"]["text"] == f"{n}\n"
+    assert len({r["run_id"] for r in results.values()}) == 20
+    assert all(r is not None and r.status == "exited" for r in records)
+
+
+async def test_the_utcp_client_discovers_and_calls_the_tools(
+    executor: NativeExecutor, workdir: Path
+) -> None:
+    """The real UTCP client registers GET /utcp, runs an allowed argv, and gets a denied one."""
+    service = make_service(executor, policy=policy_for(workdir))
+    async with live_server(service) as base:
+        client = await utcp_client()
+        try:
+            registered = await client.register_manual(manual_template(base))
+            assert registered.success, registered.errors
+            names = {tool.name for tool in registered.manual.tools}
+            allowed = await client.call_tool(
+                "jarvis.run.create", body("jarvis.run.create", argv=["echo", "via utcp"])
+            )
+            denied = await client.call_tool(
+                "jarvis.run.create", body("jarvis.run.create", argv=["rm", "-rf", "/"])
+            )
+            fetched = await client.call_tool(
+                "jarvis.run.get", body("jarvis.run.get", run_id=allowed["run_id"])
+            )
+        finally:
+            await client.close()
+    assert names == {"jarvis.policy.check", "jarvis.run.create", "jarvis.run.get"}
+    assert allowed["decision"] == "allow"
+    assert (allowed["status"], allowed["exit_code"]) == ("exited", 0)
+    assert allowed["stdout"]["text"] == "via utcp\n"
+    assert (denied["decision"], denied["run_id"]) == ("deny", None)
+    assert fetched["argv"] == ["echo", "via utcp"]
+    rows = service.store.audit_rows(10)
+    assert {row.actor for row in rows} == {ACTOR}
+
+
+async def test_the_utcp_client_sees_403_capability_denied(
+    executor: NativeExecutor, workdir: Path
+) -> None:
+    """With only policy:check granted, the UTCP client's run.create call fails with the reason."""
+    service = make_service(executor, policy=policy_for(workdir))
+    async with live_server(service, capabilities="policy:check") as base:
+        client = await utcp_client()
+        try:
+            registered = await client.register_manual(manual_template(base))
+            assert registered.success, registered.errors
+            checked = await client.call_tool(
+                "jarvis.policy.check", body("jarvis.policy.check", argv=["echo"])
+            )
+            with pytest.raises(Exception, match="403") as caught:
+                await client.call_tool(
+                    "jarvis.run.create", body("jarvis.run.create", argv=["echo"])
+                )
+        finally:
+            await client.close()
+    assert checked["decision"] == "allow"
+    assert "capability denied" in str(caught.value)
+
+
+async def utcp_client() -> UtcpClient:
+    # Variables are namespaced by the manual name: `jarvis` + `_` + the variable.
+    return await UtcpClient.create(config={"variables": {"jarvis_JARVIS_BEARER_TOKEN": TOKEN}})
+
+
+def manual_template(base: str) -> HttpCallTemplate:
+    return HttpCallTemplate(
+        name="jarvis",
+        url=f"{base}/utcp",
+        http_method="GET",
+        auth=ApiKeyAuth(
+            api_key="Bearer ${JARVIS_BEARER_TOKEN}", var_name="Authorization", location="header"
+        ),
+    )
+
+
+def body(tool: str, **args: Any) -> dict[str, Any]:
+    return {"body": {"tool": tool, "args": args}}

@@ -1,0 +1,149 @@
+"""Start-up refusals of `jigcmd jarvis`; the journal as store, recovery, `jigcmd jarvis-audit`."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from jigcmd.frontends.jarvis import jarvis, jarvis_audit
+from jigcmd.jarvis.server import LoopbackError, bind_loopback
+from jigcmd.journal import Journal
+from tests.jarvis.jarvis_harness import ACTOR, TOKEN, SpyExecutor, harness, make_service
+
+POLICY = (
+    'search_path = ["/usr/bin"]\n[[rule]]\nname = "echo"\ndecision = "allow"\nargv0 = ["echo"]\n'
+)
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    """Same backend as the other jarvis tests."""
+    return "asyncio"
+
+
+@pytest.fixture
+def policy_file(tmp_path: Path) -> Path:
+    path = tmp_path / "policy.toml"
+    path.write_text(POLICY)
+    return path
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "192.0.2.1", "::", "example.com", "127.0.0.1.nip.io"])
+def test_binding_anything_but_loopback_is_refused(host: str) -> None:
+    """Wildcard, routable and name addresses are refused before any socket is bound."""
+    with pytest.raises(LoopbackError, match="loopback"):
+        bind_loopback(host, 0)
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "localhost", "::1"])
+def test_loopback_addresses_are_bound(host: str) -> None:
+    """IPv4 and IPv6 loopback (and `localhost`) bind."""
+    try:
+        sock = bind_loopback(host, 0)
+    except OSError as exc:
+        pytest.skip(f"{host} unavailable here: {exc}")
+    with sock:
+        assert sock.getsockname()[1] > 0
+
+
+def test_jarvis_refuses_to_start_without_a_token(
+    policy_file: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """No JARVIS_BEARER_TOKEN: exit 2 with the reason, nothing bound."""
+    monkeypatch.delenv("JARVIS_BEARER_TOKEN", raising=False)
+    assert jarvis(policy_file, "127.0.0.1", 0, tmp_path / "state") == 2
+    assert "JARVIS_BEARER_TOKEN is not set" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [("[[rule]]\nname = 3", "rule[0]: name must match"), ("= nope", "not valid TOML")],
+)
+def test_jarvis_refuses_a_broken_policy_with_a_precise_error(
+    text: str,
+    message: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A broken rule file: exit 2 naming the file and the failing place; the token never shown."""
+    monkeypatch.setenv("JARVIS_BEARER_TOKEN", TOKEN)
+    path = tmp_path / "bad.toml"
+    path.write_text(text)
+    assert jarvis(path, "127.0.0.1", 0, tmp_path / "state") == 2
+    err = capsys.readouterr().err
+    assert f"{path}: " in err
+    assert message in err
+    assert TOKEN not in err
+
+
+def test_jarvis_refuses_a_non_loopback_host(
+    policy_file: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`--host 0.0.0.0` is refused with exit 2."""
+    monkeypatch.setenv("JARVIS_BEARER_TOKEN", TOKEN)
+    assert jarvis(policy_file, "0.0.0.0", 0, tmp_path / "state") == 2
+    assert "not a loopback address" in capsys.readouterr().err
+
+
+@pytest.mark.anyio
+async def test_the_journal_serves_as_the_run_store_and_audit_prints_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Runs and decisions land in the SQLite journal; `jarvis-audit` prints them as JSON lines."""
+    state = tmp_path / "state"
+    state.mkdir(mode=0o700)
+    with Journal.open(state) as journal:
+        async with harness(make_service(SpyExecutor(), policy=POLICY, store=journal)) as h:
+            allowed = (await h.invoke("jarvis.run.create", argv=["echo", "hi"])).json()
+            await h.invoke("jarvis.run.create", argv=["rm", "x"])
+        stored = journal.jarvis_get(allowed["run_id"])
+    assert stored is not None
+    assert (stored.status, stored.exit_code, stored.actor) == ("exited", 0, ACTOR)
+    assert jarvis_audit(state, 10) == 0
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [(r["tool"], r["decision"]) for r in lines] == [
+        ("jarvis.run.create", "allow"),
+        ("jarvis.run.create", "allow"),
+        ("jarvis.run.create", "deny"),
+    ]
+    assert lines[1]["outcome"] == f"run {allowed['run_id']}: exited (exit 0)"
+    assert {r["actor"] for r in lines} == {ACTOR}
+    assert TOKEN not in json.dumps(lines)
+
+
+@pytest.mark.anyio
+async def test_a_run_left_running_by_a_dead_server_is_closed_as_uncertain(tmp_path: Path) -> None:
+    """On start, a `running` row whose owner process is gone becomes `uncertain` and is audited."""
+    state = tmp_path / "state"
+    state.mkdir(mode=0o700)
+    with Journal.open(state) as journal:
+        run_id = journal.jarvis_begin(
+            tool="jarvis.run.create",
+            argv=["echo"],
+            cwd="",
+            actor=ACTOR,
+            decision="allow",
+            matched_rule="echo",
+            reason="allowed",
+        )
+        # Pretend its owner died: rewrite the owner to an identity that cannot be alive.
+        with contextlib.closing(sqlite3.connect(journal.path)) as conn, conn:
+            conn.execute("UPDATE jarvis_runs SET boot_id = 'gone' WHERE run_id = ?", (run_id,))
+        async with harness(make_service(SpyExecutor(), policy=POLICY, store=journal)):
+            pass
+        stored = journal.jarvis_get(run_id)
+        rows = journal.audit_rows(5)
+    assert stored is not None
+    assert stored.status == "uncertain"
+    assert "uncertain" in rows[0].outcome
