@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import logging
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+import anyio
+
+from jigcmd.envelope.cgroups import CgroupUnavailable, detect
+from jigcmd.envelope.native import NativeExecutor
 from jigcmd.executor import Executor
+from jigcmd.ownership import Ownership
+from jigcmd.plan import Limits
 from jigcmd.policy.binding import LoadedBinding, load_binding
 from jigcmd.policy.lock import (
     Admission,
@@ -20,8 +28,18 @@ from jigcmd.policy.lock import (
 from jigcmd.runtime import Runtime as BunRuntime
 from jigcmd.runtime import find_runtime
 from jigcmd.service import CommandService
+from jigcmd.statedir import default_state_dir
 
-__all__ = ["Assembly", "assemble", "default_lock_path", "lock_runtime"]
+__all__ = [
+    "Assembly",
+    "FrontSettings",
+    "assemble",
+    "default_lock_path",
+    "lock_runtime",
+    "open_service",
+]
+
+logger = logging.getLogger("jigcmd.assembly")
 
 
 def default_lock_path(binding: Path) -> Path:
@@ -102,3 +120,55 @@ def _read_lock(path: Path) -> tuple[Lock | None, str | None]:
         return decode_lock(data, source=str(path)), None
     except LockError as exc:
         return None, f"lock {path} is unusable: {exc}"
+
+
+@dataclass(frozen=True)
+class FrontSettings:
+    """What every command front (serve, run) is started with."""
+
+    binding: Path
+    lock: Path | None = None
+    state_dir: Path | None = None
+    max_envelopes: int | None = None
+    root_deadline_unix_ms: int | None = None
+
+
+@asynccontextmanager
+async def open_service(settings: FrontSettings) -> AsyncIterator[Assembly]:
+    """The admitted service with its executor, journal and slots; recovery runs first.
+
+    Raises `BindingError`, `RuntimeUnavailable` or `StateDirError` before anything starts.
+    """
+    executor = NativeExecutor()
+    assembly = assemble(
+        settings.binding,
+        settings.lock,
+        executor,
+        root_deadline_unix_ms=settings.root_deadline_unix_ms,
+    )
+    ownership = await anyio.to_thread.run_sync(
+        Ownership.open,
+        settings.state_dir or default_state_dir(),
+        settings.max_envelopes,
+        Limits().memory_bytes,
+    )
+    try:
+        await anyio.to_thread.run_sync(_recover, ownership)
+        assembly.service.attach_ownership(ownership)
+        yield assembly
+    finally:
+        with anyio.CancelScope(shield=True):
+            await executor.aclose()
+        ownership.close()
+
+
+def _recover(ownership: Ownership) -> None:
+    try:
+        backend = detect()
+    except (CgroupUnavailable, ValueError) as exc:
+        # Nothing can run without cgroups either; every command will fail closed.
+        logger.warning("recovery skipped: %s", exc)
+        return
+    report = ownership.recover(backend)
+    if not report.clean:
+        logger.warning("recovery could not confirm every cleanup: %s", report)

@@ -1,4 +1,4 @@
-"""The `jigcmd` command line: serve, lock, run, doctor, demo."""
+"""The `jigcmd` command line: serve, lock, run, recover, doctor, demo."""
 
 from __future__ import annotations
 
@@ -10,13 +10,22 @@ from pathlib import Path
 
 from jigcmd import __version__
 
-__all__ = ["EXIT_EVIDENCE", "EXIT_FAILED", "EXIT_INVALID", "EXIT_STOPPED", "main"]
+__all__ = ["main"]
 
-# `jigcmd run` exit statuses: never the candidate's own exit code, which is in the evidence.
-EXIT_EVIDENCE = 0  # the command completed; evidence printed (whatever the candidate's exit)
-EXIT_INVALID = 2  # usage, Binding or request invalid; nothing ran
-EXIT_FAILED = 3  # operational failure (unavailable, envelope incomplete, uncertain); see stderr
-EXIT_STOPPED = 4  # deadline or cancel; the evidence collected so far is printed
+
+def _ownership_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--state-dir",
+        type=Path,
+        help="journal and envelope slots (default: /var/lib/jigcmd for root, else "
+        "$XDG_STATE_HOME/jigcmd or ~/.local/state/jigcmd); operation identity is scoped to it",
+    )
+    parser.add_argument(
+        "--max-envelopes",
+        type=int,
+        help="envelope slots shared by every jigcmd using the state directory (default: "
+        "min(half the available memory / 256 MiB, 2 x CPUs, 16), at least 1)",
+    )
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -46,15 +55,20 @@ def _parser() -> argparse.ArgumentParser:
         default=None,
         help="session root deadline; every command ends by then",
     )
+    _ownership_options(serve)
 
     lock = sub.add_parser("lock", help="review a Binding and write its admitted lock")
     lock.add_argument("--binding", required=True, type=Path)
     lock.add_argument("--lock", type=Path, help="where to write (default: beside the Binding)")
     lock.add_argument(
-        "--check", action="store_true", help="only say whether the existing lock admits the Binding"
+        "--check", action="store_true", help="only say whether the existing lock admits it"
     )
 
-    run = sub.add_parser("run", help="run one command once, through the same path as serve")
+    run = sub.add_parser(
+        "run",
+        help="run one command once, through the same path as serve",
+        epilog="Arguments for a run command follow `--`: jigcmd run ... cli --files DIR -- a b",
+    )
     run.add_argument("--binding", required=True, type=Path)
     run.add_argument("--lock", type=Path)
     run.add_argument("command", help="the Binding command name")
@@ -63,7 +77,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--stdin-file", type=Path, help="UTF-8 text given to the command's stdin")
     run.add_argument("--json", action="store_true", help="print exactly the evidence object")
-    run.epilog = "Arguments for a run command follow `--`: jigcmd run ... cli --files DIR -- a b"
+    _ownership_options(run)
+
+    recover = sub.add_parser(
+        "recover", help="close every run a dead server left open (fence, release, record)"
+    )
+    recover.add_argument("--state-dir", type=Path)
 
     doctor = sub.add_parser("doctor", help="check that this machine can build the envelope")
     doctor.add_argument("--json", action="store_true", help="print the checks as JSON")
@@ -89,35 +108,46 @@ def main(argv: list[str] | None = None) -> int:
         format="jigcmd: %(levelname)s %(name)s: %(message)s",
     )
     verb: str = args.verb
-    if verb == "serve":
-        from jigcmd.frontends.serve import serve  # noqa: PLC0415 - keep start-up imports per verb
+    # Imports per verb keep each command's start-up light (serve answers within ~150 ms).
+    if verb in ("serve", "run"):
+        from jigcmd.assembly import FrontSettings  # noqa: PLC0415
 
-        return serve(args.binding, args.lock, args.protocol, args.root_deadline_unix_ms)
-    if verb == "lock":
-        from jigcmd.frontends.lock import lock  # noqa: PLC0415
+        settings = FrontSettings(
+            binding=args.binding,
+            lock=args.lock,
+            state_dir=args.state_dir,
+            max_envelopes=args.max_envelopes,
+            root_deadline_unix_ms=getattr(args, "root_deadline_unix_ms", None),
+        )
+        if verb == "serve":
+            from jigcmd.frontends.serve import serve  # noqa: PLC0415
 
-        return lock(args.binding, args.lock, check=args.check)
-    if verb == "run":
+            return serve(settings, args.protocol)
         from jigcmd.frontends.run import run  # noqa: PLC0415
 
         return run(
-            args.binding,
-            args.lock,
+            settings,
             args.command,
             files_dir=args.files,
             stdin_file=args.stdin_file,
             args=extra,
             as_json=args.json,
         )
+    if verb == "lock":
+        from jigcmd.frontends.lock import lock  # noqa: PLC0415
+
+        return lock(args.binding, args.lock, check=args.check)
+    if verb == "recover":
+        from jigcmd.frontends.recover import recover  # noqa: PLC0415
+
+        return recover(args.state_dir)
     if verb == "doctor":
         from jigcmd.doctor import doctor  # noqa: PLC0415
 
         return doctor(as_json=args.json)
-    if verb == "demo":
-        from jigcmd.demo import demo  # noqa: PLC0415
+    from jigcmd.demo import demo  # noqa: PLC0415
 
-        return demo()
-    raise AssertionError(verb)
+    return demo()
 
 
 if __name__ == "__main__":

@@ -10,7 +10,7 @@ import msgspec
 from jigcmd.evidence import ResourceReport, StopReason
 from jigcmd.plan import RunPlan
 
-__all__ = ["CapturedStream", "Executor", "RunOutcome"]
+__all__ = ["CapturedStream", "Executor", "RunOutcome", "Ticket"]
 
 
 class CapturedStream(msgspec.Struct, frozen=True):
@@ -31,6 +31,20 @@ class RunOutcome(msgspec.Struct, frozen=True):
     report: ResourceReport
 
 
+class Ticket(msgspec.Struct, frozen=True):
+    """Who owns a run: its id, the journal row it answers to, and its reserved envelope slot.
+
+    The supervisor claims the row (`operation_id` in the journal under `state_dir`) before
+    the candidate runs and holds the slot's lock (`slot_fd`) until the envelope is released,
+    so both outlive the server if it dies.
+    """
+
+    run_id: str
+    operation_id: str | None = None
+    state_dir: str | None = None
+    slot_fd: int | None = None
+
+
 class Executor(Protocol):
     """Executes plans in a fresh envelope. Raises `JigError` for its own failures.
 
@@ -39,6 +53,8 @@ class Executor(Protocol):
     signal, deadline or cancellation is a `RunOutcome`, never an exception.
     """
 
-    async def execute(self, plan: RunPlan, cancel: anyio.Event) -> RunOutcome:
+    async def execute(
+        self, plan: RunPlan, cancel: anyio.Event, ticket: Ticket | None = None
+    ) -> RunOutcome:
         """Run `plan`; stop the whole tree when `cancel` is set or the plan's deadline passes."""
         ...

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+import uuid
 from collections.abc import Callable, Mapping
 
 import anyio
@@ -10,7 +11,8 @@ import msgspec
 
 from jigcmd.errors import Code, JigError
 from jigcmd.evidence import Evidence, decode_output
-from jigcmd.executor import Executor, RunOutcome
+from jigcmd.executor import Executor, RunOutcome, Ticket
+from jigcmd.ownership import Ownership
 from jigcmd.plan import Limits, RunPlan
 from jigcmd.policy.binding import CommandPolicy
 from jigcmd.policy.lock import Admission
@@ -38,6 +40,7 @@ class CommandService:
         root_deadline_unix_ms: int | None = None,
         limits: Limits | None = None,
         runtime_check: AdmissionCheck | None = None,
+        ownership: Ownership | None = None,
     ) -> None:
         self._commands = dict(commands)
         self._admission = admission
@@ -48,6 +51,8 @@ class CommandService:
         # Hashing the Bun binary is deferred to the first call (or a warm-up), off the
         # server's path to its first answer.
         self._runtime_check = runtime_check
+        # The journal and envelope slots; None only for tools that hold no state directory.
+        self._ownership = ownership
 
     def tools(self) -> list[ToolInfo]:
         """Every configured command, with the reason it is unavailable when not admitted."""
@@ -56,6 +61,15 @@ class CommandService:
             ToolInfo(name=name, kind=policy.kind, unavailable=reason)
             for name, policy in self._commands.items()
         ]
+
+    @property
+    def executor(self) -> Executor:
+        """The executor runs go to."""
+        return self._executor
+
+    def attach_ownership(self, ownership: Ownership) -> None:
+        """Use this journal and these envelope slots from now on."""
+        self._ownership = ownership
 
     def template_plan(self) -> RunPlan:
         """A plan shaped like every plan this service makes, for preparing envelopes early."""
@@ -93,6 +107,8 @@ class CommandService:
         deadline_unix_ms: int | None,
         cancel: anyio.Event,
         progress: Progress | None = None,
+        signature: str | None = None,
+        context: str = "",
     ) -> RunResult:
         """Validate, check admission, plan and execute one call; see `CommandBackend.run`."""
         now_monotonic, now_unix_ms = time.monotonic(), time.time_ns() // 1_000_000
@@ -106,12 +122,69 @@ class CommandService:
             raise JigError(
                 Code.UNAVAILABLE, f"command {valid.command.name!r}: {self._admission.reason}"
             )
+        ownership = self._ownership
+        durable = ownership is not None and signature is not None
+        if durable:
+            assert ownership is not None and signature is not None
+            known = await ownership.lookup(operation_id, signature)
+            if known is not None:
+                return known
         if deadline <= time.monotonic():
             raise JigError(
                 Code.DEADLINE_EXCEEDED, "the deadline had passed before dispatch; nothing ran"
             )
         if cancel.is_set():
             raise JigError(Code.CANCELLED, "cancelled before dispatch; nothing ran")
+        run_id = uuid.uuid4().hex[:16]
+        slot = ownership.reserve(operation_id) if ownership is not None else None
+        try:
+            if durable:
+                assert ownership is not None and signature is not None
+                known = await ownership.begin(
+                    operation_id=operation_id,
+                    signature=signature,
+                    context=context,
+                    deadline=deadline,
+                    run_id=run_id,
+                )
+                if known is not None:
+                    return known
+            ticket = Ticket(
+                run_id=run_id,
+                operation_id=operation_id if durable else None,
+                state_dir=str(ownership.state_dir) if durable and ownership else None,
+                slot_fd=slot.fd if slot is not None else None,
+            )
+            try:
+                result = await self._execute(
+                    valid,
+                    operation_id=operation_id,
+                    deadline=deadline,
+                    cancel=cancel,
+                    ticket=ticket,
+                    progress=progress,
+                )
+            except JigError as error:
+                if durable and ownership is not None:
+                    await ownership.fail(operation_id, error)
+                raise
+            if durable and ownership is not None:
+                await ownership.finish(operation_id, result)
+            return result
+        finally:
+            if slot is not None:
+                slot.release()
+
+    async def _execute(
+        self,
+        valid: ValidRequest,
+        *,
+        operation_id: str,
+        deadline: float,
+        cancel: anyio.Event,
+        ticket: Ticket,
+        progress: Progress | None,
+    ) -> RunResult:
         plan = candidate_plan(
             bun=BUN_TARGET,
             runtime_binds=self._runtime.binds,
@@ -126,7 +199,7 @@ class CommandService:
         )
         if progress is not None:
             await progress(f"running {' '.join(valid.invocation)}")
-        outcome = await self._executor.execute(plan, cancel)
+        outcome = await self._executor.execute(plan, cancel, ticket)
         evidence = evidence_of(valid, outcome)
         if outcome.stop_reason == "deadline":
             raise JigError(

@@ -32,7 +32,7 @@ from jigcmd.envelope.wire import (
 )
 from jigcmd.errors import Code, JigError
 from jigcmd.evidence import OUTPUT_CAP_BYTES, ResourceReport
-from jigcmd.executor import CapturedStream, RunOutcome
+from jigcmd.executor import CapturedStream, RunOutcome, Ticket
 from jigcmd.plan import RunPlan
 
 __all__ = ["NativeExecutor", "RunEvents"]
@@ -125,14 +125,25 @@ class NativeExecutor:
                 await self._zygote.wait()
             self._zygote = None
 
-    async def execute(self, plan: RunPlan, cancel: anyio.Event) -> RunOutcome:
+    async def execute(
+        self, plan: RunPlan, cancel: anyio.Event, ticket: Ticket | None = None
+    ) -> RunOutcome:
         """Run `plan` in a fresh envelope; see `jigcmd.executor.Executor`."""
-        run_id = uuid.uuid4().hex[:16]
+        ticket = ticket or Ticket(run_id=uuid.uuid4().hex[:16])
+        launch = Launch(
+            run_id=ticket.run_id,
+            plan=plan,
+            operation_id=ticket.operation_id,
+            state_dir=ticket.state_dir,
+        )
         stdin_r, stdin_w = os.pipe2(os.O_CLOEXEC)
         stdout_r, stdout_w = os.pipe2(os.O_CLOEXEC)
         stderr_r, stderr_w = os.pipe2(os.O_CLOEXEC)
         run_sock, run_peer = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         to_close = [stdin_r, stdout_w, stderr_w, run_peer.fileno()]
+        # The slot's lock travels with the launch; the supervisor holds it to the end. The
+        # caller keeps (and later closes) its own descriptor.
+        passed = to_close if ticket.slot_fd is None else [*to_close, ticket.slot_fd]
         try:
             # Stdin is at most 16 KiB: it fits the pipe buffer, so it is written whole now
             # and the candidate sees EOF after it, never a blocked writer.
@@ -143,7 +154,7 @@ class NativeExecutor:
             async with self._lock:
                 control = await self._ensure_zygote()
                 try:
-                    send_message(control, Launch(run_id=run_id, plan=plan), to_close)
+                    send_message(control, launch, passed)
                 except OSError as exc:
                     raise JigError(
                         Code.EXECUTION_FAILED, f"envelope zygote unreachable: {exc}"

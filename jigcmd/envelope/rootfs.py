@@ -18,8 +18,8 @@ result of measurement; each step says why it sits where it does.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
 import posixpath
+from collections.abc import Mapping
 
 from jigcmd.envelope import syscalls as sc
 from jigcmd.plan import CANDIDATE_ROOT, RunPlan

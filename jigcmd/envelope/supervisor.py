@@ -28,7 +28,9 @@ import secrets
 import select
 import signal
 import socket
+import sqlite3
 import time
+from pathlib import Path
 from typing import NoReturn
 
 from jigcmd.envelope import cgroups, netns, privileges, rootfs, seccomp
@@ -44,6 +46,8 @@ from jigcmd.envelope.wire import (
     send_message,
 )
 from jigcmd.evidence import StopReason
+from jigcmd.journal import identity
+from jigcmd.journal.store import Journal, JournalError
 from jigcmd.plan import RunPlan
 
 __all__ = ["supervise"]
@@ -62,7 +66,8 @@ _NAMESPACES = (
 _HOST_ID = 65534
 _EMPTY_WAIT = 2.0
 _SETUP_GRACE = 5.0
-_LAUNCH_FDS = 4
+# stdin, stdout, stderr, run socket, and the slot lock when the run reserved one.
+_LAUNCH_FDS = 5
 
 
 class _StepError(Exception):
@@ -100,9 +105,11 @@ def supervise(
         zygote.close()
         launch = received[0] if received is not None else None
         fds = received[1] if received is not None else []
-        if isinstance(launch, Launch) and len(fds) == _LAUNCH_FDS:
+        if isinstance(launch, Launch) and len(fds) in (_LAUNCH_FDS - 1, _LAUNCH_FDS):
             run_sock = socket.socket(fileno=fds[3])
-            envelope.run(launch.plan, (fds[0], fds[1], fds[2]), run_sock)
+            # fds[4], the envelope slot's lock, stays open until this process exits: the
+            # slot is held until the envelope is released, whatever happens to the server.
+            envelope.run(launch, (fds[0], fds[1], fds[2]), run_sock)
         else:
             # The zygote (and so the server) went away before a request came.
             for fd in fds:
@@ -126,12 +133,14 @@ class _Envelope:
         self.status_r = -1
         self.buffer = b""
         self.cpu_at_go: int | None = None
+        self.run_id = ""
 
     # -- prepare -----------------------------------------------------------------------
 
-    def prepare(self, plan: RunPlan) -> None:
+    def prepare(self, plan: RunPlan, run_id: str | None = None) -> None:
         """Build the whole envelope for plans shaped like `plan`; the candidate waits for go."""
-        name = f"jigcmd-{secrets.token_hex(8)}"
+        self.run_id = run_id or secrets.token_hex(8)
+        name = f"jigcmd-{self.run_id}"
         try:
             self.job = self.backend.create(name, plan.limits)
         except (OSError, ValueError) as exc:
@@ -165,15 +174,26 @@ class _Envelope:
 
     # -- run ---------------------------------------------------------------------------
 
-    def run(self, plan: RunPlan, stdio: tuple[int, int, int], sock: socket.socket) -> None:
-        """Run `plan` in the prepared envelope (prepared now if need be); wait, clean up, report."""
+    def run(self, launch: Launch, stdio: tuple[int, int, int], sock: socket.socket) -> None:
+        """Run the launch's plan in the prepared envelope (prepared now if need be); clean up."""
+        plan = launch.plan
         launched = time.monotonic()
+        owner: Owner | None = None
         try:
-            if self.shape != _shape(plan):
+            owner = Owner.open(launch)
+            if self.shape == _shape(plan) and self.job is not None:
+                if owner is not None:
+                    owner.claim(self.run_id, self.job.paths, self.netns)
+            else:
                 self.teardown()
                 if time.monotonic() >= plan.deadline:
                     raise _StepError("deadline", "deadline passed before setup")
-                self.prepare(plan)
+                # Claimed before anything is created; the job is named after the row's run.
+                if owner is not None:
+                    owner.claim(None, None, None)
+                self.prepare(plan, launch.run_id)
+                if owner is not None and self.job is not None:
+                    owner.record(self.job.paths, self.netns)
             self._go(plan, stdio)
         except _StepError as exc:
             for fd in stdio:
@@ -200,15 +220,19 @@ class _Envelope:
                 setup_ms=(started - launched) * 1000,
             ),
         )
-        exit_code, sig, reason = self._wait(plan.deadline, sock)
+        exit_code, sig, reason, server_lost = self._wait(plan.deadline, sock)
         wall_ms = (time.monotonic() - started) * 1000
         self._fence()
         stats = self.job.stats()
         ok, problems = self._release()
+        if server_lost and owner is not None:
+            # Nobody will record this run's outcome: the server is gone, and with it the
+            # output. Record what is proved: fenced, cleanup as confirmed, no result.
+            owner.lost(ok, problems)
         cpu_ms = None
         if stats.cpu_usage_ns is not None:
             cpu_ms = (stats.cpu_usage_ns - (self.cpu_at_go or 0)) / 1e6
-        _send(
+        delivered = _send(
             sock,
             Finished(
                 exit_code=exit_code,
@@ -223,6 +247,9 @@ class _Envelope:
                 cleanup_problems=problems,
             ),
         )
+        if not delivered and owner is not None and not server_lost:
+            # The server vanished just as the run ended; nobody else can record it.
+            owner.lost(ok, problems)
 
     def _go(self, plan: RunPlan, stdio: tuple[int, int, int]) -> None:
         assert self.control is not None and self.job is not None
@@ -265,25 +292,26 @@ class _Envelope:
 
     def _wait(
         self, deadline: float, sock: socket.socket
-    ) -> tuple[int | None, str | None, StopReason]:
+    ) -> tuple[int | None, str | None, StopReason, bool]:
+        """How the candidate ended, and whether the server was lost meanwhile."""
         poller = select.poll()
         poller.register(self.status_r, select.POLLIN)
         poller.register(sock.fileno(), select.POLLIN)
         while True:
             timeout = deadline - time.monotonic()
             if timeout <= 0:
-                return self._stop("deadline")
+                return (*self._stop("deadline"), False)
             for fd, _events in poller.poll(timeout * 1000):
                 if fd == self.status_r:
                     line = self._read_line(time.monotonic() + 1.0)
                     if line is None:
                         # Init died without a word: something outside killed it.
-                        return self._stop("cancelled")
+                        return (*self._stop("cancelled"), False)
                     kind, _, value = line.partition(" ")
                     if kind == "exit":
-                        return int(value), None, "exited"
+                        return int(value), None, "exited", False
                     if kind == "signal":
-                        return None, signal.Signals(int(value)).name, "exited"
+                        return None, signal.Signals(int(value)).name, "exited", False
                 elif fd == sock.fileno():
                     try:
                         message = recv_message(sock)
@@ -291,7 +319,7 @@ class _Envelope:
                         message = None
                     if message is None or isinstance(message[0], Cancel):
                         # A cancel, or the server is gone: fence now, never leave it running.
-                        return self._stop("cancelled")
+                        return (*self._stop("cancelled"), message is None)
 
     def _stop(self, reason: StopReason) -> tuple[int | None, str | None, StopReason]:
         self._fence()
@@ -349,10 +377,67 @@ class _Envelope:
         self._release()
 
 
-def _send(sock: socket.socket, message: Started | Finished | Failed) -> None:
-    # The server may be gone; recovery then closes the run as uncertain from the journal.
-    with contextlib.suppress(OSError):
+class Owner:
+    """The journal row this run answers to; the supervisor's side of durable ownership."""
+
+    def __init__(self, journal: Journal, operation_id: str) -> None:
+        self.journal = journal
+        self.operation_id = operation_id
+
+    @classmethod
+    def open(cls, launch: Launch) -> Owner | None:
+        """The owner named by `launch`, with its own journal connection (never inherited)."""
+        if launch.operation_id is None or launch.state_dir is None:
+            return None
+        try:
+            return cls(Journal.open(Path(launch.state_dir)), launch.operation_id)
+        except (OSError, JournalError, sqlite3.Error) as exc:
+            raise _StepError("journal", exc) from exc
+
+    def claim(self, run_id: str | None, paths: tuple[str, ...] | None, netns: str | None) -> None:
+        """Take the row before the candidate runs; a closed row means: run nothing."""
+        try:
+            claimed = self.journal.claim(
+                self.operation_id, run_id=run_id, cgroup_paths=paths, netns=netns
+            )
+        except (JournalError, sqlite3.Error) as exc:
+            raise _StepError("journal", exc) from exc
+        if not claimed:
+            raise _StepError("ownership", "the operation was closed (recovered) before it ran")
+
+    def record(self, paths: tuple[str, ...], netns: str | None) -> None:
+        """Record the envelope prepared after claiming."""
+        me = identity.current()
+        try:
+            self.journal.record_envelope(
+                self.operation_id,
+                supervisor=me,
+                cgroup_paths=paths,
+                netns=netns or "",
+                plan_digest="",
+            )
+        except (JournalError, sqlite3.Error) as exc:
+            raise _StepError("journal", exc) from exc
+
+    def lost(self, cleanup_complete: bool, problems: tuple[str, ...]) -> None:
+        """The server went away mid-run: close the row as uncertain, with the cleanup proved."""
+        with contextlib.suppress(JournalError, sqlite3.Error):
+            self.journal.mark_uncertain(
+                self.operation_id,
+                reason="the server went away during the run; the run was fenced without a "
+                "proved result",
+                cleanup_complete=cleanup_complete,
+                problems="; ".join(problems),
+            )
+
+
+def _send(sock: socket.socket, message: Started | Finished | Failed) -> bool:
+    """Report to the server; False when it is gone (the journal then records the run)."""
+    try:
         send_message(sock, message)
+    except OSError:
+        return False
+    return True
 
 
 def _wait_for(pid: int, timeout: float) -> None:

@@ -33,10 +33,16 @@ _HEADER = struct.Struct(">I")
 
 
 class Launch(msgspec.Struct, frozen=True, tag="launch"):
-    """Server → zygote: start a supervisor for `plan` (fds: stdin, stdout, stderr, run socket)."""
+    """Server → zygote → supervisor: run `plan`.
+
+    fds: stdin, stdout, stderr, the run socket and, when reserved, the envelope slot's lock.
+    With `operation_id` the supervisor claims that row of the journal in `state_dir` first.
+    """
 
     run_id: str
     plan: RunPlan
+    operation_id: str | None = None
+    state_dir: str | None = None
 
 
 class Warm(msgspec.Struct, frozen=True, tag="warm"):

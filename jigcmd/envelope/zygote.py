@@ -31,7 +31,8 @@ from jigcmd.plan import RunPlan
 
 __all__ = ["main"]
 
-_FDS_PER_LAUNCH = 4
+# stdin, stdout, stderr, run socket, and the slot lock when the run reserved one.
+_FDS_PER_LAUNCH = 5
 _MAX_POOL = 16
 
 
@@ -58,7 +59,7 @@ class _Zygote:
                 self._retemplate(message.plan)
                 self.pool_size = max(0, min(message.pool, _MAX_POOL))
                 self._replenish()
-            elif isinstance(message, Launch) and len(fds) == _FDS_PER_LAUNCH:
+            elif isinstance(message, Launch) and len(fds) in (_FDS_PER_LAUNCH - 1, _FDS_PER_LAUNCH):
                 self._launch(message, fds)
             else:
                 for fd in fds:

@@ -11,12 +11,12 @@ from pathlib import Path
 import anyio
 import msgspec
 
-from jigcmd.assembly import assemble
-from jigcmd.envelope.native import NativeExecutor
+from jigcmd.assembly import FrontSettings, open_service
 from jigcmd.errors import Code, JigError
 from jigcmd.evidence import Evidence, ResourceReport
 from jigcmd.policy.binding import BindingError
 from jigcmd.runtime import RuntimeUnavailable
+from jigcmd.statedir import StateDirError
 
 __all__ = ["read_candidate", "run"]
 
@@ -45,8 +45,7 @@ def read_candidate(directory: Path) -> dict[str, str]:
 
 
 def run(
-    binding: Path,
-    lock: Path | None,
+    settings: FrontSettings,
     command: str,
     *,
     files_dir: Path,
@@ -66,27 +65,23 @@ def run(
         request["args"] = args
     if stdin is not None:
         request["stdin"] = stdin
-    return anyio.run(_run, binding, lock, request, as_json)
+    return anyio.run(_run, settings, request, as_json)
 
 
-async def _run(binding: Path, lock: Path | None, request: dict[str, object], as_json: bool) -> int:
-    executor = NativeExecutor()
+async def _run(settings: FrontSettings, request: dict[str, object], as_json: bool) -> int:
     try:
-        try:
-            assembly = assemble(binding, lock, executor)
-        except (BindingError, RuntimeUnavailable) as exc:
-            sys.stderr.write(f"jigcmd run: {exc}\n")
-            return _EXIT_INVALID
-        try:
-            result = await assembly.service.run(
-                request, operation_id="cli", deadline_unix_ms=None, cancel=anyio.Event()
-            )
-        except JigError as exc:
-            return _report_failure(exc, as_json)
-        _print(result.evidence, result.report, as_json)
-        return _EXIT_EVIDENCE
-    finally:
-        await executor.aclose()
+        async with open_service(settings) as assembly:
+            try:
+                result = await assembly.service.run(
+                    request, operation_id="cli", deadline_unix_ms=None, cancel=anyio.Event()
+                )
+            except JigError as exc:
+                return _report_failure(exc, as_json)
+    except (BindingError, RuntimeUnavailable, StateDirError) as exc:
+        sys.stderr.write(f"jigcmd run: {exc}\n")
+        return _EXIT_INVALID
+    _print(result.evidence, result.report, as_json)
+    return _EXIT_EVIDENCE
 
 
 def _report_failure(exc: JigError, as_json: bool) -> int:

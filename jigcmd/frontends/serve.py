@@ -4,57 +4,50 @@ from __future__ import annotations
 
 import logging
 import sys
-from pathlib import Path
 
 import anyio
 
 from jigcmd import __version__
-from jigcmd.assembly import assemble
+from jigcmd.assembly import FrontSettings, open_service
 from jigcmd.envelope.native import NativeExecutor
 from jigcmd.policy.binding import BindingError
 from jigcmd.protocol.session import ProtocolChoice
 from jigcmd.runtime import RuntimeUnavailable
 from jigcmd.server.stdio import serve_stdio
 from jigcmd.service import CommandService
+from jigcmd.statedir import StateDirError
 
 __all__ = ["serve"]
 
 logger = logging.getLogger("jigcmd.serve")
 
 
-def serve(
-    binding: Path, lock: Path | None, protocol: ProtocolChoice, root_deadline_unix_ms: int | None
-) -> int:
-    """Serve until EOF or SIGTERM; 0 on a clean end, 2 when the Binding cannot be loaded."""
-    return anyio.run(_serve, binding, lock, protocol, root_deadline_unix_ms)
+def serve(settings: FrontSettings, protocol: ProtocolChoice) -> int:
+    """Serve until EOF or SIGTERM; 0 on a clean end, 2 when it cannot start."""
+    return anyio.run(_serve, settings, protocol)
 
 
-async def _serve(
-    binding: Path, lock: Path | None, protocol: ProtocolChoice, root_deadline_unix_ms: int | None
-) -> int:
-    executor = NativeExecutor()
+async def _serve(settings: FrontSettings, protocol: ProtocolChoice) -> int:
     try:
-        assembly = assemble(binding, lock, executor, root_deadline_unix_ms=root_deadline_unix_ms)
-    except (BindingError, RuntimeUnavailable) as exc:
+        async with open_service(settings) as assembly:
+            service = assembly.service
+            slots = assembly.loaded.slots
+            executor = service.executor
+            async with anyio.create_task_group() as tg:
+                # Off the path to the first answer: the zygote, a prepared envelope, the hash.
+                if isinstance(executor, NativeExecutor):
+                    tg.start_soon(_warm_up, executor, service)
+                await serve_stdio(
+                    service,
+                    protocol=protocol,
+                    server_name="jigcmd",
+                    server_version=__version__,
+                    slot=slots[0] if len(slots) == 1 else None,
+                )
+                tg.cancel_scope.cancel()
+    except (BindingError, RuntimeUnavailable, StateDirError) as exc:
         sys.stderr.write(f"jigcmd serve: {exc}\n")
         return 2
-    service = assembly.service
-    slots = assembly.loaded.slots
-    try:
-        async with anyio.create_task_group() as tg:
-            # Off the path to the first answer: the zygote's start and the runtime hash.
-            tg.start_soon(_warm_up, executor, service)
-            await serve_stdio(
-                service,
-                protocol=protocol,
-                server_name="jigcmd",
-                server_version=__version__,
-                slot=slots[0] if len(slots) == 1 else None,
-            )
-            tg.cancel_scope.cancel()
-    finally:
-        with anyio.CancelScope(shield=True):
-            await executor.aclose()
     return 0
 
 

@@ -175,19 +175,33 @@ class Journal:
             ).fetchone()
             return Begin(row=row_from(inserted), created=True)
 
-    def claim(self, operation_id: str, supervisor: ProcessIdentity | None = None) -> bool:
-        """The run's supervisor takes the row (`dispatching` → `running`) before creating anything.
+    def claim(
+        self,
+        operation_id: str,
+        supervisor: ProcessIdentity | None = None,
+        *,
+        run_id: str | None = None,
+        cgroup_paths: Sequence[str] | None = None,
+        netns: str | None = None,
+    ) -> bool:
+        """The run's supervisor takes the row (`dispatching` → `running`) before it runs anything.
 
         False means the row was closed first (recovery, or the server gave up): the caller
-        must create nothing and exit. Defaults to the calling process's identity.
+        must start nothing and exit. Defaults to the calling process's identity. A supervisor
+        whose envelope was prepared before the request existed records that envelope's
+        identity (`run_id` naming its cgroup job, paths, network namespace) in the same
+        transaction, so no instant exists at which the row is running but its envelope
+        unknown; one that prepares after claiming uses the row's own `run_id` for its job.
         """
         who = supervisor or identity.current()
+        paths = None if cgroup_paths is None else json.dumps(list(cgroup_paths))
         with self._write() as conn:
             cursor = conn.execute(
                 "UPDATE operations SET state = 'running', supervisor_pid = ?,"
-                " supervisor_start = ?, updated_unix_ms = ?"
-                " WHERE operation_id = ? AND state = 'dispatching'",
-                (who.pid, who.start, _now_ms(), operation_id),
+                " supervisor_start = ?, run_id = COALESCE(?, run_id),"
+                " cgroup_paths = COALESCE(?, cgroup_paths), netns = COALESCE(?, netns),"
+                " updated_unix_ms = ? WHERE operation_id = ? AND state = 'dispatching'",
+                (who.pid, who.start, run_id, paths, netns, _now_ms(), operation_id),
             )
             return cursor.rowcount == 1
 

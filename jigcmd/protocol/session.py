@@ -53,6 +53,10 @@ class Call(msgspec.Struct, frozen=True):
     input: Any
     deadline_unix_ms: int | None = None
     progress_token: jsonrpc.Id | None = None
+    # Run/1 operation identity (None for MCP calls, which have no durable identity).
+    signature: str | None = None
+    # The caller's context: this session.
+    context: str = ""
 
 
 class Send(msgspec.Struct, frozen=True):
@@ -255,7 +259,13 @@ class Session:
         self._operations[call.operation_id] = _Operation(signature, request.id)
         self._pending[request.id] = call.operation_id
         self._active = Call(
-            request.id, "flow", call.operation_id, call.input, call.deadline_unix_ms
+            request.id,
+            "flow",
+            call.operation_id,
+            call.input,
+            call.deadline_unix_ms,
+            signature=signature,
+            context=self._tag,
         )
         return [Dispatch(self._active)]
 
@@ -322,7 +332,12 @@ class Session:
         operation_id = f"mcp.{self._tag}.{self._calls}"
         self._pending[request.id] = operation_id
         self._active = Call(
-            request.id, "mcp", operation_id, arguments, progress_token=call.progress_token
+            request.id,
+            "mcp",
+            operation_id,
+            arguments,
+            progress_token=call.progress_token,
+            context=self._tag,
         )
         return [Dispatch(self._active)]
 

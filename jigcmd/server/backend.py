@@ -25,6 +25,9 @@ class CommandBackend(Protocol):
     `CANCELLED` with `details={"command": evidence}` when evidence was collected. When `cancel`
     is set the run must stop, clean up and return or raise promptly; the server waits for it.
     `progress`, when given, forwards short human-readable status lines to the caller.
+    `signature` is the Run/1 operation signature (None for MCP calls): with it, the backend
+    makes the operation identity durable (replay, conflict, uncertain) beyond this session.
+    `context` names the caller's context (the session).
     Any other exception is treated as a bug and answered as `UNCERTAIN`.
     """
 
@@ -40,6 +43,8 @@ class CommandBackend(Protocol):
         deadline_unix_ms: int | None,
         cancel: anyio.Event,
         progress: Progress | None,
+        signature: str | None = None,
+        context: str = "",
     ) -> RunResult:
         """Run one validated request to completion and return its evidence."""
         ...

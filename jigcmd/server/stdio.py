@@ -239,6 +239,8 @@ class _Server:
                 deadline_unix_ms=call.deadline_unix_ms,
                 cancel=cancel,
                 progress=progress,
+                signature=call.signature,
+                context=call.context,
             )
         except JigError as error:
             outcome = error

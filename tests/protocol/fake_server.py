@@ -66,6 +66,8 @@ class FakeBackend:
         deadline_unix_ms: int | None,
         cancel: anyio.Event,
         progress: Progress | None,
+        signature: str | None = None,
+        context: str = "",
     ) -> RunResult:
         if not isinstance(input, dict) or not isinstance(input.get("files"), dict):
             raise JigError(

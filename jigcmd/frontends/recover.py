@@ -1,0 +1,38 @@
+"""`jigcmd recover`: close every run a dead server left open; never re-run anything."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from jigcmd.envelope.cgroups import CgroupUnavailable, detect
+from jigcmd.journal.store import Journal
+from jigcmd.recovery import recover as recover_runs
+from jigcmd.statedir import StateDirError, default_state_dir, prepare_state_dir
+
+__all__ = ["recover"]
+
+
+def recover(state_dir: Path | None) -> int:
+    """Fence, release and record; 0 when every cleanup was confirmed, 1 otherwise, 2 unusable."""
+    try:
+        state = prepare_state_dir(state_dir or default_state_dir())
+        backend = detect()
+    except (StateDirError, CgroupUnavailable, ValueError) as exc:
+        sys.stderr.write(f"jigcmd recover: {exc}\n")
+        return 2
+    journal = Journal.open(state)
+    try:
+        report = recover_runs(journal, backend)
+    finally:
+        journal.close()
+    for run in report.closed:
+        outcome = "cleanup complete" if run.cleanup_complete else "CLEANUP FAILED"
+        print(f"closed {run.operation_id} (run {run.run_id}) as uncertain: {outcome}")
+        for problem in run.problems:
+            print(f"  problem: {problem}")
+    for name in report.unowned_jobs:
+        print(f"left alone: cgroup job {name} (no row of this journal names it)")
+    if not report.closed:
+        print("nothing to recover")
+    return 0 if report.clean else 1

@@ -1,0 +1,199 @@
+"""The server's side of durable ownership: the journal row per operation, and envelope slots.
+
+Operation identity is scoped to the state directory: every jigcmd process using the same
+state directory shares one journal and one set of envelope slots. Before dispatch a row
+records the operation; the run's supervisor claims it and closes it itself if the server
+dies; a recorded result is replayed byte for byte; an uncertain operation stays uncertain.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import anyio
+import msgspec
+
+from jigcmd.envelope.cgroups import CgroupBackend
+from jigcmd.errors import Code, JigError
+from jigcmd.evidence import Evidence, ResourceReport
+from jigcmd.journal.reservations import Reservations, Slot, default_slots
+from jigcmd.journal.rows import Row
+from jigcmd.journal.store import Journal
+from jigcmd.protocol.commands import RunResult
+from jigcmd.recovery import UNCERTAIN_REASON, RecoveryReport, recover
+from jigcmd.statedir import prepare_state_dir
+
+__all__ = ["Ownership", "RecordedFailure"]
+
+# How often a caller joining an operation run by another process looks at the journal.
+_JOIN_POLL_S = 0.05
+_evidence = msgspec.json.Decoder(Evidence)
+_report = msgspec.json.Decoder(ResourceReport)
+_encoder = msgspec.json.Encoder()
+
+
+class RecordedFailure(msgspec.Struct, frozen=True):
+    """A failure as the journal keeps it, so that a replay raises the same error."""
+
+    code: Code
+    message: str
+    details: dict[str, object] | None = None
+
+
+_failure = msgspec.json.Decoder(RecordedFailure)
+
+
+class Ownership:
+    """The journal and the envelope slots of one state directory."""
+
+    def __init__(self, state_dir: Path, journal: Journal, reservations: Reservations) -> None:
+        self.state_dir = state_dir
+        self.journal = journal
+        self.reservations = reservations
+
+    @classmethod
+    def open(cls, state_dir: Path, max_envelopes: int | None, memory_bytes: int) -> Ownership:
+        """Prepare the state directory (0700, ours) and open its journal and slots."""
+        state = prepare_state_dir(state_dir)
+        slots = max_envelopes if max_envelopes is not None else default_slots(memory_bytes)
+        return cls(state, Journal.open(state), Reservations(state, slots))
+
+    def close(self) -> None:
+        """Close the journal connection."""
+        self.journal.close()
+
+    def recover(self, backend: CgroupBackend) -> RecoveryReport:
+        """Close every run a dead server left open (blocking; call from a worker thread)."""
+        return recover(self.journal, backend)
+
+    def reserve(self, tag: str) -> Slot:
+        """An envelope slot, at once, or `RESOURCE_EXHAUSTED` (no queue, no scheduler)."""
+        slot = self.reservations.acquire(tag)
+        if slot is None:
+            raise JigError(Code.RESOURCE_EXHAUSTED, self.reservations.exhausted_message())
+        return slot
+
+    async def lookup(self, operation_id: str, signature: str) -> RunResult | None:
+        """Answer a known operation from the journal without taking a slot; None if unknown."""
+        row = await anyio.to_thread.run_sync(self.journal.get, operation_id)
+        if row is None:
+            return None
+        if row.signature != signature:
+            raise _conflict(operation_id)
+        if row.is_open:
+            row = await self._join(operation_id)
+        return replay(row)
+
+    async def begin(
+        self,
+        *,
+        operation_id: str,
+        signature: str,
+        context: str,
+        deadline: float,
+        run_id: str,
+    ) -> RunResult | None:
+        """Record the operation before dispatch; or answer it from the journal.
+
+        None: a new row was written and the caller dispatches. Otherwise the operation is
+        known: its recorded result is replayed (or raised), an in-flight one is joined, an
+        uncertain one is `UNCERTAIN`, a different request is `OPERATION_CONFLICT`.
+        """
+        deadline_unix_ms = time.time_ns() // 1_000_000 + int(
+            max(0.0, deadline - time.monotonic()) * 1000
+        )
+        begun = await anyio.to_thread.run_sync(
+            lambda: self.journal.begin(
+                operation_id=operation_id,
+                signature=signature,
+                context=context,
+                deadline_unix_ms=deadline_unix_ms,
+                run_id=run_id,
+            )
+        )
+        verdict = begun.verdict(signature)
+        if verdict is None:
+            return None
+        if verdict == "conflict":
+            raise _conflict(operation_id)
+        row = begun.row
+        if verdict == "join":
+            row = await self._join(operation_id)
+        return replay(row)
+
+    async def _join(self, operation_id: str) -> Row:
+        while True:
+            row = await anyio.to_thread.run_sync(self.journal.get, operation_id)
+            if row is None:
+                raise JigError(Code.UNCERTAIN, f"operation {operation_id!r} vanished")
+            if not row.is_open:
+                return row
+            await anyio.sleep(_JOIN_POLL_S)
+
+    async def finish(self, operation_id: str, result: RunResult) -> None:
+        """Record a completed command's evidence; the cleanup was confirmed by the envelope."""
+        await anyio.to_thread.run_sync(
+            lambda: self.journal.finish(
+                operation_id,
+                outcome="evidence",
+                result=_encoder.encode(result.evidence),
+                report=_encoder.encode(result.report),
+                cleanup_complete=True,
+            )
+        )
+
+    async def fail(self, operation_id: str, error: JigError) -> None:
+        """Record a failure; `UNCERTAIN` closes the row as uncertain for good."""
+        if error.code == Code.UNCERTAIN:
+            await anyio.to_thread.run_sync(
+                lambda: self.journal.mark_uncertain(
+                    operation_id,
+                    reason=error.message,
+                    cleanup_complete=False,
+                    problems=error.message,
+                )
+            )
+            return
+        recorded = RecordedFailure(code=error.code, message=error.message, details=error.details)
+        await anyio.to_thread.run_sync(
+            lambda: self.journal.finish(
+                operation_id,
+                outcome="failure",
+                result=_encoder.encode(recorded),
+                report=None,
+                cleanup_complete=True,
+            )
+        )
+
+
+def _conflict(operation_id: str) -> JigError:
+    return JigError(
+        Code.OPERATION_CONFLICT,
+        f"operationId {operation_id!r} was reused differently (a different request was "
+        "recorded under it)",
+    )
+
+
+def replay(row: Row) -> RunResult:
+    """The recorded answer of a closed row: its evidence, or its failure raised again."""
+    if row.state == "uncertain" or row.result is None:
+        reason = row.reason or UNCERTAIN_REASON
+        raise JigError(Code.UNCERTAIN, reason)
+    if row.outcome == "failure":
+        failure = _failure.decode(row.result)
+        raise JigError(failure.code, failure.message, failure.details)
+    report = (
+        _report.decode(row.report)
+        if row.report
+        else ResourceReport(
+            wall_ms=0.0,
+            setup_ms=0.0,
+            cpu_ms=None,
+            peak_memory_bytes=None,
+            oom_killed=False,
+            pids_limit_hit=False,
+            deadline_hit=False,
+        )
+    )
+    return RunResult(evidence=_evidence.decode(row.result), report=report)
