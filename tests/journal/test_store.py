@@ -292,3 +292,26 @@ def test_the_database_file_is_private(tmp_path: Path) -> None:
     """The database is created 0600."""
     Journal.open(tmp_path).close()
     assert os.stat(tmp_path / "journal.sqlite3").st_mode & 0o777 == 0o600
+
+
+def test_a_claim_records_a_prepared_envelopes_identity_in_the_same_transaction(
+    tmp_path: Path,
+) -> None:
+    """Claiming with an envelope's run id, paths and netns leaves no running-but-unknown row."""
+    with Journal.open(tmp_path) as journal:
+        _begin(journal)
+        assert journal.claim(
+            "op-1", run_id="prepared1", cgroup_paths=("/cg/jigcmd-prepared1",), netns="net:[7]"
+        )
+        row = journal.get("op-1")
+        assert row is not None
+        assert (row.state, row.run_id, row.cgroup_job) == (
+            "running",
+            "prepared1",
+            "jigcmd-prepared1",
+        )
+        assert (row.cgroup_paths, row.netns, row.supervisor) == (
+            ("/cg/jigcmd-prepared1",),
+            "net:[7]",
+            current(),
+        )

@@ -1,0 +1,113 @@
+"""Durable operation identity through the journal: replay, conflict, uncertain, slots."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import anyio
+import pytest
+
+from jigcmd.errors import Code, JigError
+from jigcmd.evidence import Evidence, ResourceReport, StreamText
+from jigcmd.ownership import Ownership
+from jigcmd.protocol.commands import RunResult
+
+pytestmark = pytest.mark.anyio
+
+EVIDENCE = Evidence(
+    candidate_digest="sha256:" + "0" * 64,
+    command="tests",
+    invocation=["bun", "test", "test/a.test.ts"],
+    stdin_digest="sha256:" + "1" * 64,
+    stdout=StreamText(text="out\ufffd", truncated=False),
+    stderr=StreamText(text="", truncated=True),
+    exit_code=1,
+    signal=None,
+    stop_reason="exited",
+)
+REPORT = ResourceReport(
+    wall_ms=12.5,
+    setup_ms=2.0,
+    cpu_ms=8.0,
+    peak_memory_bytes=4096,
+    oom_killed=False,
+    pids_limit_hit=False,
+    deadline_hit=False,
+)
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture
+def ownership(tmp_path: Path) -> Ownership:
+    return Ownership.open(tmp_path / "state", max_envelopes=1, memory_bytes=256 << 20)
+
+
+async def _begin(ownership: Ownership, operation_id: str, signature: str) -> RunResult | None:
+    return await ownership.begin(
+        operation_id=operation_id,
+        signature=signature,
+        context="test",
+        deadline=anyio.current_time() + 10,
+        run_id=operation_id.replace(".", "") + "run",
+    )
+
+
+async def test_a_new_operation_is_recorded_and_its_evidence_replayed_exactly(
+    ownership: Ownership,
+) -> None:
+    """After finish, a lookup with the same signature returns the same evidence and report."""
+    assert await ownership.lookup("op.1", "sig") is None
+    assert await _begin(ownership, "op.1", "sig") is None
+    await ownership.finish("op.1", RunResult(evidence=EVIDENCE, report=REPORT))
+    replayed = await ownership.lookup("op.1", "sig")
+    assert replayed == RunResult(evidence=EVIDENCE, report=REPORT)
+
+
+async def test_a_different_request_under_a_known_id_is_a_conflict(ownership: Ownership) -> None:
+    """Same operation id, different signature: OPERATION_CONFLICT, before and after it ends."""
+    assert await _begin(ownership, "op.2", "sig-a") is None
+    with pytest.raises(JigError) as raised:
+        await _begin(ownership, "op.2", "sig-b")
+    assert raised.value.code == Code.OPERATION_CONFLICT
+    await ownership.finish("op.2", RunResult(evidence=EVIDENCE, report=REPORT))
+    with pytest.raises(JigError) as again:
+        await ownership.lookup("op.2", "sig-b")
+    assert again.value.code == Code.OPERATION_CONFLICT
+
+
+async def test_a_recorded_failure_is_raised_again_with_its_details(ownership: Ownership) -> None:
+    """A deadline failure with evidence replays as the same code, message and details."""
+    assert await _begin(ownership, "op.3", "sig") is None
+    failure = JigError(Code.DEADLINE_EXCEEDED, "deadline", {"command": {"exitCode": None}})
+    await ownership.fail("op.3", failure)
+    with pytest.raises(JigError) as raised:
+        await ownership.lookup("op.3", "sig")
+    assert (raised.value.code, raised.value.message, raised.value.details) == (
+        Code.DEADLINE_EXCEEDED,
+        "deadline",
+        {"command": {"exitCode": None}},
+    )
+
+
+async def test_an_uncertain_operation_stays_uncertain(ownership: Ownership) -> None:
+    """UNCERTAIN is recorded for good: later finishes write nothing, lookups stay UNCERTAIN."""
+    assert await _begin(ownership, "op.4", "sig") is None
+    await ownership.fail("op.4", JigError(Code.UNCERTAIN, "cleanup could not be confirmed"))
+    await ownership.finish("op.4", RunResult(evidence=EVIDENCE, report=REPORT))
+    with pytest.raises(JigError) as raised:
+        await ownership.lookup("op.4", "sig")
+    assert raised.value.code == Code.UNCERTAIN
+
+
+async def test_slots_are_exhausted_at_once_and_come_back(ownership: Ownership) -> None:
+    """With one slot, a second reservation fails RESOURCE_EXHAUSTED; releasing frees it."""
+    slot = ownership.reserve("a")
+    with pytest.raises(JigError) as raised:
+        ownership.reserve("b")
+    assert raised.value.code == Code.RESOURCE_EXHAUSTED
+    slot.release()
+    ownership.reserve("c").release()
