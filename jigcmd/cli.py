@@ -86,6 +86,7 @@ def _parser() -> argparse.ArgumentParser:
 
     doctor = sub.add_parser("doctor", help="check that this machine can build the envelope")
     doctor.add_argument("--json", action="store_true", help="print the checks as JSON")
+    doctor.add_argument("--state-dir", type=Path, help="the state directory to inspect")
     sub.add_parser("demo", help="run the bundled example through a real `jigcmd serve` child")
     return parser
 
@@ -144,7 +145,7 @@ def main(argv: list[str] | None = None) -> int:
     if verb == "doctor":
         from jigcmd.doctor import doctor  # noqa: PLC0415
 
-        return doctor(as_json=args.json)
+        return doctor(as_json=args.json, state_dir=args.state_dir)
     from jigcmd.demo import demo  # noqa: PLC0415
 
     return demo()

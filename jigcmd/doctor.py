@@ -7,12 +7,14 @@ exit status is 1 when any check fails: then no command could run (jigcmd fails c
 
 from __future__ import annotations
 
+import contextvars
 import json
 import os
 import platform
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import anyio
 
@@ -158,6 +160,36 @@ def _end_to_end() -> Check:
     return anyio.run(_run_probe_plan)
 
 
+# The state directory `doctor --state-dir` inspects (checks take no arguments).
+_STATE_DIR: contextvars.ContextVar[Path | None] = contextvars.ContextVar("state_dir", default=None)
+
+
+def _state() -> Check:
+    """The journal: cleanups that could not be confirmed, runs left open, slots in use."""
+    from jigcmd.journal.reservations import Reservations, default_slots  # noqa: PLC0415
+    from jigcmd.journal.store import Journal  # noqa: PLC0415
+    from jigcmd.statedir import default_state_dir, prepare_state_dir  # noqa: PLC0415
+
+    path = prepare_state_dir(_STATE_DIR.get() or default_state_dir())
+    with Journal.open(path) as journal:
+        failures = journal.cleanup_failures()
+        open_rows = journal.open_rows()
+    slots = Reservations(path, default_slots())
+    detail = (
+        f"{path}: {len(open_rows)} run(s) open, {slots.in_use()} of {default_slots()} default "
+        "envelope slot(s) in use"
+    )
+    if failures:
+        listed = "; ".join(f"{row.operation_id}: {row.problems or row.reason}" for row in failures)
+        return Check(
+            "state",
+            "warn",
+            f"{detail}; {len(failures)} cleanup(s) NOT confirmed: {listed}",
+            f"inspect and run `jigcmd recover --state-dir {path}`; it re-checks them",
+        )
+    return Check("state", "ok", detail + "; every recorded cleanup confirmed")
+
+
 # In order; the end-to-end run starts threads, so it comes after every forked probe.
 _CHECKS: tuple[tuple[str, Callable[[], Check]], ...] = (
     ("platform", _platform),
@@ -170,11 +202,13 @@ _CHECKS: tuple[tuple[str, Callable[[], Check]], ...] = (
     ("network namespace", lambda: network_check(probes.probe_network())),
     ("bun runtime", _runtime),
     ("end-to-end", _end_to_end),
+    ("state", _state),
 )
 
 
-def run_checks() -> list[Check]:
+def run_checks(state_dir: Path | None = None) -> list[Check]:
     """Every check, each isolated: one that crashes becomes a FAIL line, the rest still run."""
+    _STATE_DIR.set(state_dir)
     results = []
     for name, check in _CHECKS:
         try:
@@ -211,9 +245,9 @@ def _render(results: list[Check]) -> str:
     return "\n".join(lines)
 
 
-def doctor(*, as_json: bool = False) -> int:
+def doctor(*, as_json: bool = False, state_dir: Path | None = None) -> int:
     """Print the checks (a JSON list with `as_json`); 0 when the envelope can be built, else 1."""
-    results = run_checks()
+    results = run_checks(state_dir)
     if as_json:
         print(json.dumps([result.as_json() for result in results], indent=2))
     else:
