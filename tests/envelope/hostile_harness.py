@@ -26,7 +26,7 @@ from jigcmd.envelope.cgroups import CgroupBackend
 from jigcmd.envelope.native import NativeExecutor
 from jigcmd.envelope.wire import Started
 from jigcmd.evidence import Evidence
-from jigcmd.executor import RunOutcome
+from jigcmd.executor import RunOutcome, Ticket
 from jigcmd.plan import Bind, RunPlan
 from jigcmd.policy.planner import candidate_plan
 from jigcmd.runtime import BUN_TARGET, find_runtime
@@ -105,6 +105,40 @@ export function attempt(name: string, fn: () => unknown): void {
   } catch (error) {
     emit(name, false, codeOf(error));
   }
+}
+
+/** Connect a fresh stream socket to `address`; report the raw result. */
+function connectRaw(name: string, family: number, address: Buffer): void {
+  const fd = sys(41, family, 1 | 0o2000000, 0);
+  if (fd.ret === -1) return emit(name, false, "socket " + fd.code);
+  attemptSys(name, 42, fd.ret, address, address.length);
+  sys(3, fd.ret);
+}
+
+export function connectInet(name: string, ip: string, port: number): void {
+  const address = Buffer.alloc(16);
+  address.writeUInt16LE(2, 0);
+  address.writeUInt16BE(port, 2);
+  Buffer.from(ip.split(".").map(Number)).copy(address, 4);
+  connectRaw(name, 2, address);
+}
+
+export function connectInet6(name: string, ip: number[], port: number): void {
+  const address = Buffer.alloc(28);
+  address.writeUInt16LE(10, 0);
+  address.writeUInt16BE(port, 2);
+  Buffer.from(ip).copy(address, 8);
+  connectRaw(name, 10, address);
+}
+
+/** A unix socket by path, or in the abstract namespace when `path` starts with "@". */
+export function connectUnix(name: string, path: string): void {
+  const bytes = Buffer.from(path.startsWith("@") ? "\0" + path.slice(1) : path + "\0");
+  const address = Buffer.alloc(2 + bytes.length);
+  address.writeUInt16LE(1, 0);
+  bytes.copy(address, 2);
+  // An abstract name's length is the address length: no terminating NUL there.
+  connectRaw(name, 1, address);
 }
 
 export async function attemptAsync(name: string, fn: () => Promise<unknown>): Promise<void> {
@@ -275,15 +309,18 @@ class TracedExecutor:
         if self._started_hook is not None:
             self._started_hook(started)
 
-    async def execute(self, plan: RunPlan, cancel: anyio.Event) -> RunOutcome:
+    async def execute(
+        self, plan: RunPlan, cancel: anyio.Event, ticket: Ticket | None = None
+    ) -> RunOutcome:
         """Run `plan`; fail the test when anything of the envelope is left on the host."""
-        return await self.run(plan, cancel)
+        return await self.run(plan, cancel, ticket=ticket)
 
     async def run(
         self,
         plan: RunPlan,
         cancel: anyio.Event | None = None,
         on_started: Callable[[Started], None] | None = None,
+        ticket: Ticket | None = None,
     ) -> RunOutcome:
         """Like `execute`, with an optional hook called when the candidate has started."""
         trace = RunTrace()
@@ -292,7 +329,7 @@ class TracedExecutor:
         mounts = host_mounts()
         self.last = None
         try:
-            self.last = await self.inner.execute(plan, cancel or anyio.Event())
+            self.last = await self.inner.execute(plan, cancel or anyio.Event(), ticket)
         finally:
             self._current, self._started_hook = None, None
             trace.leftovers = self.leftovers(trace)
@@ -342,7 +379,3 @@ class TracedExecutor:
                 return left
             # Prepared envelopes tear themselves down asynchronously once the zygote is gone.
             time.sleep(0.02)
-
-    def processes_left(self) -> list[str]:
-        """Processes still in any namespace or job cgroup this executor's runs used."""
-        return [problem for trace in self.traces for problem in self.leftovers(trace)]

@@ -1,0 +1,690 @@
+"""The hostile suite: candidates that try to escape, starve or confuse the envelope, for real.
+
+Every case runs the whole command path (`CommandService`: validation, plan, envelope,
+evidence) on a traced executor. After every case the evidence must be schema-valid with
+`cleanup: "complete"`, nothing of the envelope may be left on the host (cgroups, processes,
+network or pid namespace, mounts), and the Bun binary must be unchanged (its stat per case,
+its hash once per module).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import selectors
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import anyio
+import msgspec
+import pytest
+
+import jigcmd
+from jigcmd.errors import Code, JigError
+from jigcmd.evidence import Evidence
+from jigcmd.executor import RunOutcome
+from jigcmd.policy.binding import CommandPolicy
+from jigcmd.policy.lock import ADMITTED
+from jigcmd.runtime import Runtime, find_runtime
+from jigcmd.service import CommandService
+from tests.envelope import hostile_candidates as cand
+from tests.envelope.hostile_harness import PROBE_TS, Attempt, TracedExecutor, attempts, schema_valid
+
+pytestmark = [pytest.mark.envelope, pytest.mark.anyio]
+
+SECRET = f"jigcmd-secret-{uuid.uuid4().hex}"
+MAIN = CommandPolicy(name="main", kind="run", paths=("main.ts",))
+x86_64_only = pytest.mark.skipif(
+    platform.machine() != "x86_64", reason="raw system call numbers are x86_64's"
+)
+
+
+@pytest.fixture(scope="module")
+def anyio_backend() -> str:
+    """One event loop for the module, so one executor serves every case."""
+    return "asyncio"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def secret_environment() -> Iterator[None]:
+    """A credential in the test process's environment while the executor starts and runs."""
+    os.environ["JIGCMD_TEST_SECRET"] = SECRET
+    yield
+    del os.environ["JIGCMD_TEST_SECRET"]
+
+
+@dataclass(frozen=True)
+class Case:
+    """What one hostile run produced: schema-checked evidence, the outcome, reported attempts."""
+
+    evidence: Evidence
+    outcome: RunOutcome
+    attempts: dict[str, Attempt]
+
+
+class Hostile:
+    """Runs candidates through the whole command path and checks the host after each."""
+
+    def __init__(self, envelope: TracedExecutor, runtime: Runtime) -> None:
+        self.envelope = envelope
+        self.runtime = runtime
+        self.bun_stat = self._bun_stat()
+        self.service = CommandService(
+            {"main": MAIN}, admission=ADMITTED, runtime=runtime, executor=envelope
+        )
+
+    def _bun_stat(self) -> tuple[int, ...]:
+        st = os.stat(self.runtime.path)
+        return (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_mode)
+
+    async def run(
+        self,
+        source: str,
+        *,
+        args: Sequence[str] = (),
+        stdin: str = "",
+        seconds: float | None = None,
+        files: dict[str, str] | None = None,
+    ) -> Case:
+        request = {
+            "command": "main",
+            "files": {"main.ts": source, "probe.ts": PROBE_TS, **(files or {})},
+            "args": list(args),
+            "stdin": stdin,
+        }
+        deadline = None if seconds is None else time.time_ns() // 1_000_000 + int(seconds * 1000)
+        failure: JigError | None = None
+        try:
+            result = await self.service.run(
+                request, operation_id="hostile", deadline_unix_ms=deadline, cancel=anyio.Event()
+            )
+        except JigError as exc:
+            failure = exc
+        if failure is None:
+            evidence = result.evidence
+        else:
+            # A deadline is a failure on the wire that still carries the evidence.
+            assert failure.code == Code.DEADLINE_EXCEEDED, failure
+            assert failure.details is not None
+            evidence = msgspec.convert(failure.details["command"], Evidence)
+        evidence = schema_valid(evidence)
+        assert evidence.cleanup == "complete"
+        assert self._bun_stat() == self.bun_stat, "the Bun binary was touched"
+        assert self.envelope.last is not None
+        return Case(evidence, self.envelope.last, attempts(evidence.stdout.text))
+
+
+@pytest.fixture(scope="module")
+def hostile(envelope: TracedExecutor) -> Hostile:
+    """The module's hostile runner."""
+    return Hostile(envelope, find_runtime())
+
+
+@dataclass
+class HostServices:
+    """Listeners on the host the candidate must not reach: TCP loopback, abstract and path unix."""
+
+    tcp: socket.socket
+    abstract: socket.socket
+    unix: socket.socket
+    abstract_name: str
+    unix_path: str
+
+    @property
+    def port(self) -> int:
+        return int(self.tcp.getsockname()[1])
+
+    def args(self) -> list[str]:
+        return [str(self.port), self.abstract_name, self.unix_path]
+
+    def connections(self) -> list[str]:
+        """Which listeners have had a connection."""
+        reached = []
+        for name, listener in (("tcp", self.tcp), ("abstract", self.abstract), ("unix", self.unix)):
+            try:
+                conn, _ = listener.accept()
+            except BlockingIOError:
+                continue
+            conn.close()
+            reached.append(name)
+        return reached
+
+
+@pytest.fixture
+def host_services(tmp_path: Path) -> Iterator[HostServices]:
+    """Fresh host listeners, closed afterwards."""
+    tcp = socket.create_server(("127.0.0.1", 0))
+    abstract = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    name = f"jigcmd-test-{uuid.uuid4().hex[:12]}"
+    abstract.bind("\0" + name)
+    unix = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    path = str(tmp_path / "jigcmd.sock")
+    unix.bind(path)
+    for listener in (tcp, abstract, unix):
+        listener.listen(16)
+        listener.setblocking(False)
+    yield HostServices(tcp, abstract, unix, name, path)
+    for listener in (tcp, abstract, unix):
+        listener.close()
+
+
+def refused(case: Case, name: str, *codes: str) -> None:
+    """The attempt `name` was made and failed with one of `codes`."""
+    attempt = case.attempts[name]
+    assert not attempt.ok, attempt
+    assert attempt.detail in codes, attempt
+
+
+# -- network ---------------------------------------------------------------------------
+
+
+@x86_64_only
+async def test_a_candidate_cannot_reach_host_loopback_or_unix_services(
+    hostile: Hostile, host_services: HostServices
+) -> None:
+    """Host loopback TCP, an abstract and a path unix socket are all unreachable."""
+    case = await hostile.run(cand.HOST_LOOPBACK, args=host_services.args())
+    # The envelope's own loopback is up and empty; abstract sockets are per network namespace.
+    refused(case, "tcp 127.0.0.1", "ECONNREFUSED")
+    refused(case, "tcp [::1]", "ECONNREFUSED", "EADDRNOTAVAIL", "ENETUNREACH")
+    refused(case, "abstract unix socket", "ECONNREFUSED")
+    refused(case, "unix socket path", "ENOENT")
+    assert not case.attempts["node:net 127.0.0.1"].ok
+    assert host_services.connections() == []
+
+
+@x86_64_only
+async def test_a_candidate_cannot_reach_an_external_address(hostile: Hostile) -> None:
+    """Public IPv4 and IPv6 addresses are unreachable: the envelope has no route at all."""
+    source = (
+        'import { connectInet, connectInet6 } from "./probe.ts";\n'
+        'connectInet("tcp 1.1.1.1:443", "1.1.1.1", 443);\n'
+        'connectInet("tcp 8.8.8.8:53", "8.8.8.8", 53);\n'
+        'connectInet6("tcp [2606:4700::1111]:443", '
+        "[0x26, 0x06, 0x47, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x11, 0x11], 443);\n"
+    )
+    case = await hostile.run(source)
+    refused(case, "tcp 1.1.1.1:443", "ENETUNREACH")
+    refused(case, "tcp 8.8.8.8:53", "ENETUNREACH")
+    refused(case, "tcp [2606:4700::1111]:443", "ENETUNREACH", "EADDRNOTAVAIL")
+
+
+async def test_a_candidate_cannot_resolve_names(hostile: Hostile) -> None:
+    """DNS lookups fail (no resolver, no route); a timeout counts as a failure too."""
+    source = (
+        'import { attemptAsync } from "./probe.ts";\n'
+        'import dns from "node:dns";\n'
+        "const within = (p: Promise<unknown>) => Promise.race([p, "
+        'new Promise((_, reject) => setTimeout(() => reject(new Error("timeout")), 1500))]);\n'
+        'await attemptAsync("Bun.dns", () => within(Bun.dns.lookup("example.com")));\n'
+        'await attemptAsync("node:dns", () => within(dns.promises.resolve4("example.com")));\n'
+    )
+    case = await hostile.run(source)
+    assert not case.attempts["Bun.dns"].ok
+    assert not case.attempts["node:dns"].ok
+
+
+# -- host secrets and devices ----------------------------------------------------------
+
+
+async def test_a_candidate_cannot_read_host_secrets(hostile: Hostile, tmp_path: Path) -> None:
+    """Secret files under /root and /tmp, pid 1's memory and environment stay out of reach."""
+    name = f"jigcmd-secret-{uuid.uuid4().hex[:12]}.txt"
+    paths = [f"/root/{name}", f"/tmp/{name}", str(tmp_path / name)]
+    try:
+        for path in paths:
+            Path(path).write_text(SECRET)
+            # Readable by anyone: only the envelope's view keeps it out.
+            os.chmod(path, 0o644)
+        case = await hostile.run(cand.READ_SECRETS, args=[SECRET, *paths])
+    finally:
+        for path in paths:
+            Path(path).unlink(missing_ok=True)
+    for path in paths:
+        for prefix in ("", "/oldroot", "/proc/1/root", "/proc/self/root", "/proc/1/cwd/.."):
+            assert not case.attempts["read " + prefix + path].ok
+        refused(case, "read " + path, "ENOENT")
+    for file in ("environ", "mem", "maps"):
+        refused(case, f"read /proc/1/{file}", "ENOENT", "EACCES", "EPERM")
+    assert not case.evidence.stdout.truncated
+    assert int(case.attempts["files searched"].detail) > 0
+    # Nothing read anywhere held the token (the candidate got it only as an argument).
+    assert [n for n in case.attempts if n.startswith("found ")] == []
+    assert SECRET not in case.evidence.stdout.text
+    assert SECRET not in case.evidence.stderr.text
+
+
+async def test_host_devices_are_absent(hostile: Hostile) -> None:
+    """/dev holds only null, zero, urandom and the stdio links; disks, memory and kmsg are gone."""
+    devices = [
+        "sda",
+        "vda",
+        "nvme0n1",
+        "mem",
+        "kmem",
+        "port",
+        "kmsg",
+        "tty",
+        "console",
+        "kvm",
+        "net/tun",
+        "fuse",
+        "shm",
+        "mqueue",
+        "hugepages",
+        "cpu/0/msr",
+        "vsock",
+    ]
+    source = (
+        'import { attempt, sys, cstr, emit } from "./probe.ts";\n'
+        'import { openSync, readdirSync } from "node:fs";\n'
+        'emit("dev", true, JSON.stringify(readdirSync("/dev").sort()));\n'
+        "for (const name of process.argv.slice(2)) "
+        'attempt("open /dev/" + name, () => openSync("/dev/" + name, "r"));\n'
+        'attempt("read /dev/urandom", () => openSync("/dev/urandom", "r"));\n'
+    )
+    case = await hostile.run(source, args=devices)
+    assert case.attempts["dev"].detail == (
+        '["fd","null","stderr","stdin","stdout","urandom","zero"]'
+    )
+    for name in devices:
+        refused(case, "open /dev/" + name, "ENOENT")
+    assert case.attempts["read /dev/urandom"].ok
+
+
+@x86_64_only
+async def test_a_candidate_cannot_create_a_device_node(hostile: Hostile) -> None:
+    """mknod of the host's first disk fails, in scratch too."""
+    case = await hostile.run(cand.SYSCALL, args=["133", "s:/tmp/sda", str(0o60600), str(0x800)])
+    refused(case, "syscall", "EPERM")
+
+
+# -- writes ----------------------------------------------------------------------------
+
+
+async def test_a_candidate_cannot_write_outside_scratch_or_change_itself_or_the_runtime(
+    hostile: Hostile,
+) -> None:
+    """Every write outside /tmp fails; main.ts hashes as sent; /tmp takes writes."""
+    case = await hostile.run(cand.WRITE_OUTSIDE)
+    writes = {
+        name: a
+        for name, a in case.attempts.items()
+        if name not in ("write /tmp/ok", "hash main.ts")
+    }
+    assert len(writes) == 13 + 2 * 6 + 2
+    leaked = {name: a.detail for name, a in writes.items() if a.ok}
+    assert leaked == {}
+    assert {a.detail for a in writes.values()} <= {
+        "EROFS",
+        "EACCES",
+        "EPERM",
+        "ENOENT",
+        "EXDEV",
+        "ETXTBSY",
+    }
+    assert case.attempts["write /tmp/ok"].ok
+    sent = hashlib.sha256(cand.WRITE_OUTSIDE.encode()).hexdigest()
+    assert case.attempts["hash main.ts"] == Attempt("hash main.ts", ok=True, detail=sent)
+
+
+async def test_the_environment_and_open_descriptors_hold_nothing_of_the_host(
+    hostile: Hostile,
+) -> None:
+    """The environment is Bun's fixed one; fds past stdio are Bun's own, never sockets or files."""
+    source = (
+        'import { emit } from "./probe.ts";\n'
+        'import { readdirSync, readlinkSync } from "node:fs";\n'
+        'emit("env", true, JSON.stringify(process.env));\n'
+        'for (const fd of readdirSync("/proc/self/fd")) {\n'
+        '  try { emit("fd " + fd, true, readlinkSync("/proc/self/fd/" + fd)); } catch { }\n'
+        "}\n"
+    )
+    case = await hostile.run(source)
+    assert case.attempts["env"].detail == '{"BUN_RUNTIME_TRANSPILER_CACHE_PATH":"0"}'
+    fds = {int(n.split()[1]): a.detail for n, a in case.attempts.items() if n.startswith("fd ")}
+    assert all(fds[fd].startswith("pipe:[") for fd in (0, 1, 2))
+    assert all(
+        target.startswith(("anon_inode:", "/dev/urandom", "/proc/"))
+        for fd, target in fds.items()
+        if fd > 2
+    ), fds
+    assert SECRET not in case.evidence.stdout.text
+
+
+# -- forbidden kernel interfaces -------------------------------------------------------
+
+DENIED_SYSCALLS = [
+    pytest.param(["101", "16", "1"], ("EPERM",), id="ptrace-attach-pid-1"),
+    pytest.param(["101", "0"], ("EPERM",), id="ptrace-traceme"),
+    pytest.param(["310", "1", "0", "0", "0", "0", "0"], ("EPERM",), id="process_vm_readv"),
+    pytest.param(["272", str(0x10000000)], ("EPERM",), id="unshare-user-namespace"),
+    pytest.param(["272", str(0x00020000)], ("EPERM",), id="unshare-mount-namespace"),
+    pytest.param(
+        ["56", str(0x10000000 | 17), "0", "0", "0", "0"], ("EPERM",), id="clone-new-user-namespace"
+    ),
+    pytest.param(["435", "b:88", "88"], ("ENOSYS",), id="clone3"),
+    pytest.param(["308", "0", "0"], ("EPERM",), id="setns"),
+    pytest.param(["165", "s:none", "s:/tmp", "s:tmpfs", "0", "0"], ("EPERM",), id="mount"),
+    pytest.param(["165", "s:/", "s:/tmp", "0", "4096", "0"], ("EPERM",), id="bind-mount"),
+    pytest.param(["166", "s:/work", "2"], ("EPERM",), id="umount-candidate"),
+    pytest.param(["155", "s:/tmp", "s:/tmp"], ("EPERM",), id="pivot_root"),
+    pytest.param(["161", "s:/tmp"], ("EPERM",), id="chroot"),
+    pytest.param(["430", "s:tmpfs", "0"], ("EPERM",), id="fsopen"),
+    pytest.param(["428", "-100", "s:/", "1"], ("EPERM",), id="open_tree"),
+    pytest.param(["250", "0", "-3", "1"], ("EPERM",), id="keyctl"),
+    pytest.param(["248", "s:user", "s:jigcmd", "s:x", "1", "-4"], ("EPERM",), id="add_key"),
+    pytest.param(["249", "s:user", "s:jigcmd", "0", "-4"], ("EPERM",), id="request_key"),
+    pytest.param(["425", "8", "b:120"], ("EPERM",), id="io_uring_setup"),
+    pytest.param(["426", "0", "1", "0", "0", "0", "0"], ("EPERM",), id="io_uring_enter"),
+    pytest.param(["427", "0", "0", "0", "0"], ("EPERM",), id="io_uring_register"),
+    pytest.param(["321", "0", "b:128", "128"], ("EPERM",), id="bpf"),
+    pytest.param(["298", "b:128", "0", "-1", "-1", "0"], ("EPERM",), id="perf_event_open"),
+    pytest.param(["323", "0"], ("EPERM",), id="userfaultfd"),
+    pytest.param(["246", "0", "0", "0", "0"], ("EPERM",), id="kexec_load"),
+    pytest.param(["313", "0", "s:", "0"], ("EPERM",), id="finit_module"),
+    pytest.param(["176", "s:ext4", "0"], ("EPERM",), id="delete_module"),
+    pytest.param(["169", str(0xFEE1DEAD), "672274793", "0"], ("EPERM",), id="reboot-cad-off"),
+    pytest.param(["227", "0", "b:16"], ("EPERM",), id="clock_settime"),
+    pytest.param(["164", "b:16", "0"], ("EPERM",), id="settimeofday"),
+]
+
+
+@x86_64_only
+@pytest.mark.parametrize(("call", "codes"), DENIED_SYSCALLS)
+async def test_a_forbidden_system_call_fails(
+    hostile: Hostile, call: list[str], codes: tuple[str, ...]
+) -> None:
+    """A raw system call (bun:ffi → libc syscall) that could reshape the envelope is refused."""
+    case = await hostile.run(cand.SYSCALL, args=call)
+    refused(case, "syscall", *codes)
+    assert case.evidence.exit_code == 0
+
+
+@x86_64_only
+async def test_a_foreign_abi_system_call_kills_the_candidate(hostile: Hostile) -> None:
+    """An x32 system call (getpid with the x32 bit) is not answered: the process dies of SIGSYS."""
+    case = await hostile.run(cand.SYSCALL, args=[str(0x40000000 | 39)])
+    assert (case.evidence.signal, case.evidence.stop_reason) == ("SIGSYS", "exited")
+    assert "syscall" not in case.attempts
+
+
+@x86_64_only
+async def test_kill_minus_one_reaches_nothing_outside(hostile: Hostile) -> None:
+    """kill(-1, SIGKILL) spares the caller and cannot touch a host process of the same host uid."""
+    # The candidate's uid 0 is host uid 65534: a host process of that uid is the closest target.
+    sentinel = subprocess.Popen(
+        ["/bin/cat"],
+        stdin=subprocess.PIPE,
+        user=65534,
+        group=65534,
+    )
+    try:
+        source = (
+            'import { attemptSys, emit } from "./probe.ts";\n'
+            'attemptSys("kill -1", 62, -1, 9);\n'
+            'emit("survived", true, "");\n'
+        )
+        case = await hostile.run(source)
+        assert sentinel.poll() is None
+    finally:
+        assert sentinel.stdin is not None
+        sentinel.stdin.close()
+        sentinel.wait(timeout=10)
+    assert sentinel.returncode == 0
+    assert case.attempts["survived"].ok
+    assert case.evidence.exit_code == 0
+
+
+# -- process trees ---------------------------------------------------------------------
+
+
+async def test_a_fork_bomb_hits_the_pids_limit_and_leaves_nothing(hostile: Hostile) -> None:
+    """A self-replicating spawner is held at 64 tasks and its whole tree is gone afterwards."""
+    case = await hostile.run(cand.FORK_BOMB, seconds=3)
+    assert case.outcome.report.pids_limit_hit
+    assert case.evidence.stop_reason in ("exited", "deadline")
+
+
+async def test_a_thread_bomb_hits_the_pids_limit(hostile: Hostile) -> None:
+    """Starting workers without end is held at the pids limit, and the report says so."""
+    source = (
+        "const workers: Worker[] = [];\n"
+        "for (let i = 0; i < 1000; i++) {\n"
+        '  try { workers.push(new Worker("data:text/javascript,for(;;){}")); } catch { break; }\n'
+        "}\n"
+        "console.log(workers.length);\n"
+        "process.exit(0);\n"
+    )
+    case = await hostile.run(source, seconds=5)
+    assert case.outcome.report.pids_limit_hit
+
+
+@pytest.mark.parametrize(
+    ("source", "files"),
+    [
+        pytest.param(cand.DAEMON, {"daemon.ts": cand.DAEMON_TS}, id="detached-daemon"),
+        pytest.param(
+            cand.DOUBLE_FORK,
+            {"daemon.ts": cand.DAEMON_TS, "middle.ts": cand.MIDDLE_TS},
+            id="double-fork",
+        ),
+    ],
+)
+async def test_a_process_that_outlives_the_main_one_dies_with_it(
+    hostile: Hostile, host_services: HostServices, source: str, files: dict[str, str]
+) -> None:
+    """A detached or orphaned daemon never writes or connects after the main process ends."""
+    case = await hostile.run(source, args=[str(host_services.port)], files=files)
+    assert (case.evidence.exit_code, case.evidence.stop_reason) == (0, "exited")
+    assert "main exits" in case.evidence.stdout.text or "middle exited 0" in (
+        case.evidence.stdout.text
+    )
+    assert "LATE" not in case.evidence.stdout.text
+    assert "late connect" not in case.attempts
+    assert host_services.connections() == []
+
+
+# -- resources and deadlines -----------------------------------------------------------
+
+
+async def test_a_memory_bomb_is_oom_killed_and_reported(hostile: Hostile) -> None:
+    """Allocating without end is killed by the 256 MiB limit; the report says OOM."""
+    source = "const keep = [];\nfor (;;) keep.push(Buffer.alloc(8 << 20, 1));\n"
+    case = await hostile.run(source, seconds=8)
+    assert (case.evidence.signal, case.evidence.stop_reason) == ("SIGKILL", "exited")
+    assert case.outcome.report.oom_killed
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        pytest.param("for (;;) {}\n", id="cpu-spin"),
+        pytest.param("await Bun.sleep(1e9);\n", id="sleep"),
+        pytest.param('process.on("SIGTERM", () => {});\nfor (;;) {}\n', id="ignore-sigterm"),
+        pytest.param(
+            'console.log("stopping");\nprocess.kill(process.pid, "SIGSTOP");\n', id="sigstop-self"
+        ),
+        pytest.param(
+            'import { writeSync } from "node:fs";\nsetInterval(() => writeSync(1, "."), 20);\n',
+            id="slow-drip",
+        ),
+    ],
+)
+async def test_a_candidate_that_never_ends_is_killed_at_the_deadline(
+    hostile: Hostile, source: str
+) -> None:
+    """Spinning, sleeping, ignoring SIGTERM, stopping itself, dripping: SIGKILL at the deadline."""
+    case = await hostile.run(source, seconds=1.5)
+    assert (case.evidence.exit_code, case.evidence.signal, case.evidence.stop_reason) == (
+        None,
+        "SIGKILL",
+        "deadline",
+    )
+    assert case.outcome.report.deadline_hit
+    assert set(case.evidence.stdout.text) <= set("stopping\n.")
+
+
+async def test_an_endless_stdin_reader_sees_end_of_file(hostile: Hostile) -> None:
+    """Reading stdin without end gets the 16 KiB given, then only end of file, and exits."""
+    source = (
+        'import { readSync } from "node:fs";\n'
+        "const buf = Buffer.alloc(4096);\n"
+        "let total = 0, n = 0, after = 0;\n"
+        "while ((n = readSync(0, buf)) > 0) total += n;\n"
+        "for (let i = 0; i < 1000; i++) after += readSync(0, buf);\n"
+        "console.log(JSON.stringify([total, after]));\n"
+    )
+    case = await hostile.run(source, stdin="x" * 16_384, seconds=5)
+    assert case.evidence.stdout.text == "[16384,0]\n"
+
+
+async def test_exhausting_descriptors_stops_at_the_limit(hostile: Hostile) -> None:
+    """Opening files without end fails with EMFILE at the nofile limit; the run completes."""
+    source = (
+        'import { openSync, closeSync } from "node:fs";\n'
+        'const fds: number[] = []; let code = "none";\n'
+        'try { for (;;) fds.push(openSync("/dev/null", "r")); } '
+        "catch (e) { code = (e as { code: string }).code; }\n"
+        "for (const fd of fds) closeSync(fd);\n"
+        "console.log(JSON.stringify([code, fds.length]));\n"
+    )
+    case = await hostile.run(source)
+    code, count = msgspec.json.decode(case.evidence.stdout.text)
+    assert code == "EMFILE"
+    assert 200 <= count <= 256
+    assert case.evidence.exit_code == 0
+
+
+async def test_filling_scratch_ends_with_enospc_and_the_run_completes(hostile: Hostile) -> None:
+    """Writing /tmp full gets ENOSPC; nothing of it reaches the host."""
+    source = (
+        'import { appendFileSync } from "node:fs";\n'
+        "const chunk = Buffer.alloc(4 << 20, 1); let code = 'none';\n"
+        "try { for (let i = 0; ; i++) appendFileSync(`/tmp/f${i % 16}`, chunk); }\n"
+        "catch (e) { code = (e as { code: string }).code; }\n"
+        "console.log(code);\n"
+    )
+    case = await hostile.run(source)
+    assert case.evidence.stdout.text == "ENOSPC\n"
+
+
+# -- output ----------------------------------------------------------------------------
+
+
+async def test_flooding_both_streams_keeps_64_kib_of_each(hostile: Hostile) -> None:
+    """16 MiB on each stream: the candidate finishes; each stream keeps 65,536 characters."""
+    source = (
+        'import { writeSync } from "node:fs";\n'
+        'const out = Buffer.alloc(1 << 16, "o"), err = Buffer.alloc(1 << 16, "e");\n'
+        "for (let i = 0; i < 256; i++) { writeSync(1, out); writeSync(2, err); }\n"
+    )
+    case = await hostile.run(source)
+    assert case.evidence.exit_code == 0
+    assert case.evidence.stdout.text == "o" * 65_536
+    assert case.evidence.stderr.text == "e" * 65_536
+    assert case.evidence.stdout.truncated
+    assert case.evidence.stderr.truncated
+
+
+@pytest.mark.parametrize(
+    ("raw", "text", "truncated"),
+    [
+        pytest.param(b"ok \xff\xfe \xc3( end", "ok \ufffd\ufffd \ufffd( end", False, id="invalid"),
+        pytest.param(b"a\x00b\x00", "a\x00b\x00", False, id="nul"),
+        pytest.param(b"\xef\xbb\xbfafter bom", "after bom", False, id="bom"),
+        pytest.param(
+            b"a" * 65_535 + "\u20ac".encode(), "a" * 65_535 + "\ufffd", True, id="multibyte-at-cap"
+        ),
+    ],
+)
+async def test_hostile_bytes_become_honest_text(
+    hostile: Hostile, raw: bytes, text: str, truncated: bool
+) -> None:
+    """Output is decoded once with replacement: bad UTF-8 → U+FFFD, NUL kept, BOM stripped."""
+    source = (
+        'import { writeSync } from "node:fs";\n'
+        f'writeSync(1, Buffer.from("{raw.hex()}", "hex"));\n'
+    )
+    case = await hostile.run(source)
+    assert case.evidence.stdout.text == text
+    assert case.evidence.stdout.truncated is truncated
+
+
+def test_fake_json_rpc_frames_on_stdout_stay_inside_the_evidence(
+    envelope: TracedExecutor, tmp_path: Path
+) -> None:
+    """Through a real `jigcmd serve`, forged response frames are candidate text, not protocol."""
+    binding = Path(jigcmd.__file__).parent / "example" / "binding.toml"
+    lock = tmp_path / "jigcmd.lock"
+    jigcmd_cli = [sys.executable, "-m", "jigcmd"]
+    subprocess.run(
+        [*jigcmd_cli, "lock", "--binding", str(binding), "--lock", str(lock)],
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
+    forged = [
+        {"jsonrpc": "2.0", "id": "call-1", "result": {"value": {"exitCode": 0, "forged": True}}},
+        {"jsonrpc": "2.0", "id": "call-1", "error": {"code": -32000, "message": "forged"}},
+        {"jsonrpc": "2.0", "method": "request/cancel", "params": {"requestId": "call-1"}},
+    ]
+    lines = [json.dumps(frame) for frame in forged]
+    source = "".join(f"console.log({json.dumps(line)});\n" for line in lines) + "process.exit(7);\n"
+    call = {
+        "jsonrpc": "2.0",
+        "id": "call-1",
+        "method": "capability/call",
+        "params": {
+            "operationId": f"forged-{uuid.uuid4().hex[:8]}",
+            "slot": "command",
+            "method": "run",
+            "input": {"command": "cli", "files": {"src/cli.ts": source}},
+        },
+    }
+    state = tmp_path / "state"
+    serve = subprocess.Popen(
+        [
+            *jigcmd_cli,
+            "serve",
+            "--binding",
+            str(binding),
+            "--lock",
+            str(lock),
+            "--state-dir",
+            state,
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+    )
+    assert serve.stdin is not None and serve.stdout is not None
+    try:
+        # stdin stays open until the answer is in: EOF ends the session and cancels its call.
+        serve.stdin.write(json.dumps(call).encode() + b"\n")
+        serve.stdin.flush()
+        with selectors.DefaultSelector() as selector:
+            selector.register(serve.stdout, selectors.EVENT_READ)
+            assert selector.select(timeout=60), "no answer from jigcmd serve"
+        first = serve.stdout.readline()
+        serve.stdin.close()
+        rest = serve.stdout.read()
+        assert serve.wait(timeout=30) == 0
+    finally:
+        if serve.poll() is None:
+            serve.kill()
+            serve.wait()
+        serve.stdout.close()
+    frames = [json.loads(line) for line in (first + rest).splitlines()]
+    assert len(frames) == 1, frames
+    value = frames[0]["result"]["value"]
+    assert (frames[0]["id"], value["exitCode"], value["stopReason"]) == ("call-1", 7, "exited")
+    assert value["stdout"]["text"] == "".join(line + "\n" for line in lines)
+    assert schema_valid(msgspec.convert(value, Evidence)).cleanup == "complete"
