@@ -10,7 +10,8 @@ from pathlib import Path
 
 import anyio
 
-from jigcmd.envelope.cgroups import CgroupUnavailable, detect
+from jigcmd.envelope.cgroups import CgroupBackend, CgroupUnavailable
+from jigcmd.envelope.delegation import resolve_backend
 from jigcmd.envelope.native import NativeExecutor
 from jigcmd.executor import Executor
 from jigcmd.ownership import Ownership
@@ -131,15 +132,24 @@ class FrontSettings:
     state_dir: Path | None = None
     max_envelopes: int | None = None
     root_deadline_unix_ms: int | None = None
+    cgroup_base: str | None = None
 
 
 @asynccontextmanager
 async def open_service(settings: FrontSettings) -> AsyncIterator[Assembly]:
     """The admitted service with its executor, journal and slots; recovery runs first.
 
-    Raises `BindingError`, `RuntimeUnavailable` or `StateDirError` before anything starts.
+    Raises `BindingError`, `RuntimeUnavailable`, `StateDirError` or `DelegationError` (no
+    cgroup subtree this user may use) before anything starts.
     """
-    executor = NativeExecutor()
+    backend: CgroupBackend | None
+    try:
+        backend, base = await anyio.to_thread.run_sync(resolve_backend, settings.cgroup_base)
+    except (CgroupUnavailable, ValueError) as exc:
+        # Every command will fail closed (EXECUTION_FAILED naming the cgroup piece).
+        logger.warning("cgroups unavailable: %s", exc)
+        backend, base = None, settings.cgroup_base or "jigcmd"
+    executor = NativeExecutor(cgroup_base=base)
     assembly = assemble(
         settings.binding,
         settings.lock,
@@ -153,22 +163,13 @@ async def open_service(settings: FrontSettings) -> AsyncIterator[Assembly]:
         Limits().memory_bytes,
     )
     try:
-        await anyio.to_thread.run_sync(_recover, ownership)
+        if backend is not None:
+            report = await anyio.to_thread.run_sync(ownership.recover, backend)
+            if not report.clean:
+                logger.warning("recovery could not confirm every cleanup: %s", report)
         assembly.service.attach_ownership(ownership)
         yield assembly
     finally:
         with anyio.CancelScope(shield=True):
             await executor.aclose()
         ownership.close()
-
-
-def _recover(ownership: Ownership) -> None:
-    try:
-        backend = detect()
-    except (CgroupUnavailable, ValueError) as exc:
-        # Nothing can run without cgroups either; every command will fail closed.
-        logger.warning("recovery skipped: %s", exc)
-        return
-    report = ownership.recover(backend)
-    if not report.clean:
-        logger.warning("recovery could not confirm every cleanup: %s", report)

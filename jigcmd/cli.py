@@ -26,6 +26,15 @@ def _ownership_options(parser: argparse.ArgumentParser) -> None:
         help="envelope slots shared by every jigcmd using the state directory (default: "
         "min(half the available memory / 256 MiB, 2 x CPUs, 16), at least 1)",
     )
+    _cgroup_option(parser)
+
+
+def _cgroup_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--cgroup-base",
+        help="where envelope cgroups go (default: jigcmd as root; without root a delegated "
+        "subtree, see README 'Running without root'); also $JIGCMD_CGROUP_BASE",
+    )
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -83,6 +92,7 @@ def _parser() -> argparse.ArgumentParser:
         "recover", help="close every run a dead server left open (fence, release, record)"
     )
     recover.add_argument("--state-dir", type=Path)
+    _cgroup_option(recover)
 
     doctor = sub.add_parser("doctor", help="check that this machine can build the envelope")
     doctor.add_argument("--json", action="store_true", help="print the checks as JSON")
@@ -119,6 +129,7 @@ def main(argv: list[str] | None = None) -> int:
             state_dir=args.state_dir,
             max_envelopes=args.max_envelopes,
             root_deadline_unix_ms=getattr(args, "root_deadline_unix_ms", None),
+            cgroup_base=args.cgroup_base,
         )
         if verb == "serve":
             from jigcmd.frontends.serve import serve  # noqa: PLC0415
@@ -141,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
     if verb == "recover":
         from jigcmd.frontends.recover import recover  # noqa: PLC0415
 
-        return recover(args.state_dir)
+        return recover(args.state_dir, args.cgroup_base)
     if verb == "doctor":
         from jigcmd.doctor import doctor  # noqa: PLC0415
 

@@ -45,6 +45,7 @@ _DRAIN_AFTER_END = 1.0
 # How long past the plan's deadline the supervisor may take to fence and release.
 _FINISH_GRACE = 10.0
 _READ_CHUNK = 65_536
+_ZYGOTE_START_S = 30.0
 
 RunEvents = Callable[[Started], None]
 
@@ -52,8 +53,9 @@ RunEvents = Callable[[Started], None]
 class NativeExecutor:
     """Executes plans in fresh native envelopes via a pre-started zygote."""
 
-    def __init__(self, python: str | None = None) -> None:
+    def __init__(self, python: str | None = None, cgroup_base: str = "jigcmd") -> None:
         self._python = python or sys.executable
+        self._cgroup_base = cgroup_base
         self._control: socket.socket | None = None
         self._zygote: anyio.abc.Process | None = None
         self._lock = anyio.Lock()
@@ -71,16 +73,21 @@ class NativeExecutor:
             self._control.close()
             self._control = None
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        package_parent = os.path.dirname(os.path.dirname(os.path.dirname(__file__)))
+        # Isolated mode (no PYTHONPATH, no user site) with exactly the server's import path,
+        # so the zygote imports the very modules the server runs.
+        bootstrap = (
+            f"import sys; sys.path[:] = {sys.path!r}; "
+            "from jigcmd.envelope.zygote import main; sys.exit(main(sys.argv[1:]))"
+        )
         try:
             self._zygote = await anyio.open_process(
                 [
                     self._python,
                     "-I",
                     "-c",
-                    f"import sys; sys.path.insert(0, {package_parent!r}); "
-                    "from jigcmd.envelope.zygote import main; sys.exit(main(sys.argv[1:]))",
+                    bootstrap,
                     str(theirs.fileno()),
+                    self._cgroup_base,
                 ],
                 stdin=None,
                 stdout=2,
@@ -98,6 +105,20 @@ class NativeExecutor:
             ) from exc
         finally:
             theirs.close()
+        # The zygote says whether it could set itself up (cgroups, filter, imports) before
+        # any launch is sent: a broken machine is EXECUTION_FAILED naming the piece.
+        ready = b""
+        with anyio.move_on_after(_ZYGOTE_START_S):
+            await anyio.wait_readable(ours)
+            ready = ours.recv(4096)
+        if ready != b"R":
+            ours.close()
+            with contextlib.suppress(ProcessLookupError):
+                self._zygote.kill()
+            detail = ready[1:].decode("utf-8", "replace") or "no answer"
+            raise JigError(
+                Code.EXECUTION_FAILED, f"containment envelope unavailable, nothing ran: {detail}"
+            )
         self._control = ours
         return ours
 

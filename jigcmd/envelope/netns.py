@@ -26,7 +26,7 @@ import struct
 
 from jigcmd.envelope import syscalls as sc
 
-__all__ = ["NetnsError", "enter_fresh", "loopback_request", "preload"]
+__all__ = ["NetnsError", "enter_fresh", "loopback_request", "loopback_up", "preload"]
 
 _SIOCGIFFLAGS = 0x8913
 _IFF_UP = 0x1
@@ -67,6 +67,11 @@ def enter_fresh() -> None:
         sc.unshare(sc.CLONE_NEWNET)
     except OSError as exc:
         raise NetnsError(exc.errno, f"cannot create a network namespace: {exc.strerror}") from exc
+    loopback_up()
+
+
+def loopback_up() -> None:
+    """Bring `lo` of the current (fresh) network namespace up, and check it is up."""
     request = loopback_request()
     try:
         with socket.socket(socket.AF_NETLINK, socket.SOCK_RAW | socket.SOCK_CLOEXEC, 0) as nl:

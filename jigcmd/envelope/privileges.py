@@ -195,8 +195,15 @@ def _new_session() -> None:
             raise
 
 
-def drop_to_candidate(nofile: int, fsize_bytes: int) -> None:
-    """Drop every privilege of the calling (single-threaded) process and verify it; exec next."""
+def drop_to_candidate(
+    nofile: int, fsize_bytes: int, kept_groups: frozenset[int] = frozenset()
+) -> None:
+    """Drop every privilege of the calling (single-threaded) process and verify it; exec next.
+
+    `kept_groups`: supplementary groups that may remain. Only a rootless envelope passes any:
+    without CAP_SETGID on the host its user's own groups cannot be dropped (the kernel denies
+    setgroups in a user namespace whose gid map an unprivileged process wrote).
+    """
     facts = prepare()
     # Rlimits first: raising a hard limit (nofile above the inherited one) needs
     # CAP_SYS_RESOURCE, which is gone after the capability steps.
@@ -225,7 +232,7 @@ def drop_to_candidate(nofile: int, fsize_bytes: int) -> None:
     # installing it earlier would put every later step under it for no gain.
     with _step("install seccomp filter"):
         seccomp.install()
-    _verify()
+    _verify(kept_groups)
 
 
 def _read_status() -> dict[str, str]:
@@ -239,7 +246,7 @@ def _read_status() -> dict[str, str]:
     return {pair[0]: pair[1].strip() for pair in fields if len(pair) == 2}
 
 
-def _verify() -> None:
+def _verify(kept_groups: frozenset[int] = frozenset()) -> None:
     with _step("verify"):
         status = _read_status()
         for field, want in _EXPECTED_STATUS.items():
@@ -251,7 +258,8 @@ def _verify() -> None:
                 raise PrivilegeError("verify", None, f"{field} is {raw}, want {want}")
         # A supplementary group left over from host root (shown as the overflow gid) would
         # still grant file access; the init must have called setgroups([]).
-        if status.get("Groups"):
+        groups = {int(group) for group in status.get("Groups", "").split()}
+        if not groups <= kept_groups:
             raise PrivilegeError("verify", None, f"supplementary groups left: {status['Groups']}")
         securebits = _pr(_PR_GET_SECUREBITS)
         if securebits != CANDIDATE_SECUREBITS:

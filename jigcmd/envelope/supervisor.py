@@ -68,6 +68,8 @@ _EMPTY_WAIT = 2.0
 _SETUP_GRACE = 5.0
 # stdin, stdout, stderr, run socket, and the slot lock when the run reserved one.
 _LAUNCH_FDS = 5
+# Decided once, in the zygote, as host identity: inside the namespace everyone is uid 0.
+_ROOTLESS = os.geteuid() != 0
 
 
 class _StepError(Exception):
@@ -468,13 +470,17 @@ def _reap_all() -> None:
 
 
 def _write_id_maps(pid: int) -> None:
+    """Map uid/gid 0 inside to an unprivileged host id: 65534 as root, else our own ids."""
+    # Without root, the kernel lets a process map exactly its own ids (and gid only after
+    # setgroups is denied); the candidate then runs as the server's user on the host.
+    uid, gid = (_HOST_ID, _HOST_ID) if os.geteuid() == 0 else (os.geteuid(), os.getegid())
     try:
         with open(f"/proc/{pid}/uid_map", "w", encoding="ascii") as handle:
-            handle.write(f"0 {_HOST_ID} 1\n")
+            handle.write(f"0 {uid} 1\n")
         with open(f"/proc/{pid}/setgroups", "w", encoding="ascii") as handle:
             handle.write("deny\n")
         with open(f"/proc/{pid}/gid_map", "w", encoding="ascii") as handle:
-            handle.write(f"0 {_HOST_ID} 1\n")
+            handle.write(f"0 {gid} 1\n")
     except OSError as exc:
         raise _StepError("user namespace id maps", exc) from exc
 
@@ -497,20 +503,32 @@ def _entrant(
     status_w: int,
     go_r: int,
 ) -> NoReturn:
-    """Join the cgroup, enter a fresh network namespace, unshare the rest, fork pid 1, exit."""
+    """Join the cgroup, enter a fresh network namespace, unshare the rest, fork pid 1, exit.
+
+    As host root, the network namespace comes first so that the host user namespace owns
+    it. Without root (a delegated cgroup subtree and unprivileged user namespaces), every
+    namespace is created together with the user namespace, which then owns the network
+    namespace: pid 1 may configure it, the candidate (no capabilities) may not.
+    """
+    rootless = _ROOTLESS
     step = "drop supplementary groups"
     try:
-        # Host root's supplementary group 0 would otherwise survive into the namespace.
-        os.setgroups([])
+        if not rootless:
+            # Host root's supplementary group 0 would otherwise survive into the namespace.
+            os.setgroups([])
         step = "join cgroup"
         # Before any namespace and long before candidate code: nothing runs unlimited.
         job.attach(os.getpid())
         step = "network namespace"
-        # Still host root here: the namespace is owned by the host user namespace, so the
-        # candidate can never reconfigure it (see jigcmd.envelope.netns).
-        netns.enter_fresh()
-        step = "unshare namespaces"
-        sc.unshare(_NAMESPACES)
+        if rootless:
+            sc.unshare(_NAMESPACES | sc.CLONE_NEWNET)
+            netns.loopback_up()
+        else:
+            # Still host root here: the namespace is owned by the host user namespace, so
+            # the candidate can never reconfigure it (see jigcmd.envelope.netns).
+            netns.enter_fresh()
+            step = "unshare namespaces"
+            sc.unshare(_NAMESPACES)
         step = "open bind sources"
         # After the mount namespace exists (a bind from a descriptor must name a mount of
         # the caller's namespace) and while still host uid 0 (see rootfs.build_root).
@@ -665,7 +683,9 @@ def _candidate(plan: RunPlan, channel: socket.socket, exec_w: int, status_w: int
         step = "drop privileges"
         # Everything privileged happens now, before any request exists; what is left for
         # the request (receive fds, dup2, chdir, execve) needs no privilege.
-        privileges.drop_to_candidate(plan.limits.nofile, plan.limits.fsize_bytes)
+        # Rootless, the user's own supplementary groups cannot be dropped (see privileges).
+        kept = frozenset(os.getgroups()) if _ROOTLESS else frozenset()
+        privileges.drop_to_candidate(plan.limits.nofile, plan.limits.fsize_bytes, kept)
         step = "wait for the request"
         received = recv_message(channel, max_fds=3)
         if received is None:

@@ -119,10 +119,19 @@ def main(argv: list[str]) -> int:
     # Supervisors are reaped automatically; each supervisor resets this for its own children.
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    backend = cgroups.detect()
-    seccomp.build_filter()
-    privileges.prepare()
-    netns.preload()
+    try:
+        # The base the server resolved (a delegated subtree without root); delegation.py.
+        backend = cgroups.detect(base=argv[1] if len(argv) > 1 else "jigcmd")
+        problems = backend.problems()
+        if problems:
+            raise OSError("cgroups: " + "; ".join(problems))
+        seccomp.build_filter()
+        privileges.prepare()
+        netns.preload()
+    except Exception as exc:  # reported to the server, which fails every launch with it
+        control.sendall(b"F" + f"{type(exc).__name__}: {exc}".encode("utf-8", "replace"))
+        return 1
+    control.sendall(b"R")
     zygote = _Zygote(control, backend)
     try:
         return zygote.serve()

@@ -5,7 +5,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from jigcmd.envelope.cgroups import CgroupUnavailable, detect
+from jigcmd.envelope.cgroups import CgroupUnavailable
+from jigcmd.envelope.delegation import DelegationError, resolve_backend
 from jigcmd.journal.store import Journal
 from jigcmd.recovery import recover as recover_runs
 from jigcmd.statedir import StateDirError, default_state_dir, prepare_state_dir
@@ -13,12 +14,12 @@ from jigcmd.statedir import StateDirError, default_state_dir, prepare_state_dir
 __all__ = ["recover"]
 
 
-def recover(state_dir: Path | None) -> int:
+def recover(state_dir: Path | None, cgroup_base: str | None = None) -> int:
     """Fence, release and record; 0 when every cleanup was confirmed, 1 otherwise, 2 unusable."""
     try:
         state = prepare_state_dir(state_dir or default_state_dir())
-        backend = detect()
-    except (StateDirError, CgroupUnavailable, ValueError) as exc:
+        backend, _ = resolve_backend(cgroup_base, move_self=False)
+    except (StateDirError, CgroupUnavailable, ValueError, DelegationError) as exc:
         sys.stderr.write(f"jigcmd recover: {exc}\n")
         return 2
     journal = Journal.open(state)

@@ -12,6 +12,7 @@ import anyio
 import msgspec
 
 from jigcmd.assembly import FrontSettings, open_service
+from jigcmd.envelope.delegation import DelegationError
 from jigcmd.errors import Code, JigError
 from jigcmd.evidence import Evidence, ResourceReport
 from jigcmd.policy.binding import BindingError
@@ -77,7 +78,7 @@ async def _run(settings: FrontSettings, request: dict[str, object], as_json: boo
                 )
             except JigError as exc:
                 return _report_failure(exc, as_json)
-    except (BindingError, RuntimeUnavailable, StateDirError) as exc:
+    except (BindingError, RuntimeUnavailable, StateDirError, DelegationError) as exc:
         sys.stderr.write(f"jigcmd run: {exc}\n")
         return _EXIT_INVALID
     _print(result.evidence, result.report, as_json)

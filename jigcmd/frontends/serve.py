@@ -9,6 +9,7 @@ import anyio
 
 from jigcmd import __version__
 from jigcmd.assembly import FrontSettings, open_service
+from jigcmd.envelope.delegation import DelegationError
 from jigcmd.envelope.native import NativeExecutor
 from jigcmd.policy.binding import BindingError
 from jigcmd.protocol.session import ProtocolChoice
@@ -45,7 +46,7 @@ async def _serve(settings: FrontSettings, protocol: ProtocolChoice) -> int:
                     slot=slots[0] if len(slots) == 1 else None,
                 )
                 tg.cancel_scope.cancel()
-    except (BindingError, RuntimeUnavailable, StateDirError) as exc:
+    except (BindingError, RuntimeUnavailable, StateDirError, DelegationError) as exc:
         sys.stderr.write(f"jigcmd serve: {exc}\n")
         return 2
     return 0

@@ -1,0 +1,107 @@
+"""Where envelope cgroup jobs live: `jigcmd` for root, a delegated subtree for everyone else.
+
+Without root, jigcmd needs a cgroup subtree the user owns (delegation) — it never falls back
+to an unlimited or partial envelope. The choice, in order:
+
+1. `--cgroup-base` / `$JIGCMD_CGROUP_BASE`, as given (v2: an absolute directory inside the
+   cgroup2 mount; v1: a directory name present in every controller hierarchy).
+2. root: `jigcmd` in every hierarchy.
+3. v2 without root: the server's own cgroup when the user owns it (what
+   `systemd-run --user -p Delegate=yes` arranges). The server moves itself into a leaf
+   `<own>/jigcmd-server` (a v2 cgroup with children must hold no process) and creates jobs
+   under `<own>/jigcmd`.
+4. v1/hybrid without root: `jigcmd-u<uid>` when the memory hierarchy has it, owned by us
+   (an administrator creates and chowns it in every hierarchy; see the README).
+
+Anything else raises `DelegationError` with the exact commands that fix it.
+"""
+
+from __future__ import annotations
+
+import os
+
+from jigcmd.envelope import cgroupfs
+from jigcmd.envelope.cgroups import CgroupBackend, detect
+
+__all__ = ["DelegationError", "choose_base", "own_cgroup_v2", "resolve_backend"]
+
+_SERVER_LEAF = "jigcmd-server"
+
+
+class DelegationError(OSError):
+    """Raised when no cgroup subtree usable by this user exists; says how to create one."""
+
+
+def own_cgroup_v2(proc_self_cgroup: str = "/proc/self/cgroup") -> str | None:
+    """This process's cgroup2 path ("0::<path>" line), or None."""
+    with open(proc_self_cgroup, encoding="ascii") as handle:
+        for line in handle:
+            if line.startswith("0::"):
+                return line[3:].strip()
+    return None
+
+
+def choose_base(
+    explicit: str | None,
+    *,
+    mode: str,
+    root: str = "/sys/fs/cgroup",
+    euid: int | None = None,
+    move_self: bool = True,
+) -> str:
+    """The `base` to give `cgroups.detect` for this process; see the module docstring."""
+    explicit = explicit or os.environ.get("JIGCMD_CGROUP_BASE") or None
+    if explicit:
+        return explicit
+    euid = os.geteuid() if euid is None else euid
+    if euid == 0:
+        return "jigcmd"
+    if mode == "v2":
+        return _delegated_v2(root, euid, move_self)
+    name = f"jigcmd-u{euid}"
+    memory = os.path.join(root, "memory", name)
+    if os.path.isdir(memory) and os.stat(memory).st_uid == euid:
+        return name
+    controllers = "memory pids cpu cpuacct freezer" + (" unified" if mode == "hybrid" else "")
+    raise DelegationError(
+        f"running without root needs a cgroup subtree you own; none at {memory}. As root: "
+        f"for c in {controllers}; do mkdir -p {root}/$c/{name} && "
+        f"chown -R {euid} {root}/$c/{name}; done"
+        + (
+            f" — and start jigcmd inside {root}/unified/{name} (echo $$ > "
+            f"{root}/unified/{name}/cgroup.procs, as root) so it may move processes there"
+            if mode == "hybrid"
+            else ""
+        )
+    )
+
+
+def _delegated_v2(root: str, euid: int, move_self: bool) -> str:
+    own = own_cgroup_v2()
+    hint = (
+        "run jigcmd in a delegated cgroup, e.g. `systemd-run --user --scope -p Delegate=yes "
+        "jigcmd serve …` (or set --cgroup-base to a cgroup2 directory you own with memory, "
+        "pids and cpu available)"
+    )
+    if own is None:
+        raise DelegationError(f"this process is in no cgroup2 hierarchy; {hint}")
+    here = os.path.normpath(os.path.join(root, own.lstrip("/")))
+    if os.path.basename(here) == _SERVER_LEAF:
+        # Already moved (a child of a server that did it, or a restart in the same scope).
+        here = os.path.dirname(here)
+    if not os.access(here, os.W_OK) or os.stat(here).st_uid != euid:
+        raise DelegationError(f"your cgroup {here} is not delegated to you; {hint}")
+    if move_self:
+        leaf = os.path.join(here, _SERVER_LEAF)
+        os.makedirs(leaf, exist_ok=True)
+        cgroupfs.write(os.path.join(leaf, "cgroup.procs"), str(os.getpid()))
+    return os.path.join(here, "jigcmd")
+
+
+def resolve_backend(
+    explicit: str | None = None, *, move_self: bool = True
+) -> tuple[CgroupBackend, str]:
+    """The cgroup backend this process uses, and the base it chose (to hand to the zygote)."""
+    mode = detect().mode
+    base = choose_base(explicit, mode=mode, move_self=move_self)
+    return detect(base=base), base
