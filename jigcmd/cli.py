@@ -1,4 +1,4 @@
-"""The `jigcmd` command line: serve, lock, run, recover, doctor, demo."""
+"""The `jigcmd` command line: serve, lock, run, recover, jarvis, jarvis-audit, doctor, demo."""
 
 from __future__ import annotations
 
@@ -94,6 +94,18 @@ def _parser() -> argparse.ArgumentParser:
     recover.add_argument("--state-dir", type=Path)
     _cgroup_option(recover)
 
+    jarvis = sub.add_parser(
+        "jarvis", help="serve the jarvis UTCP tools on loopback HTTP (needs JARVIS_BEARER_TOKEN)"
+    )
+    jarvis.add_argument("--policy", required=True, type=Path, help="the TOML rule file")
+    jarvis.add_argument("--host", default="127.0.0.1", help="loopback address (default 127.0.0.1)")
+    jarvis.add_argument("--port", type=int, default=7777, help="port (default 7777)")
+    _ownership_options(jarvis)
+
+    audit = sub.add_parser("jarvis-audit", help="print jarvis's audit log as JSON lines")
+    audit.add_argument("--state-dir", type=Path)
+    audit.add_argument("--limit", type=int, default=100, help="newest rows to print (default 100)")
+
     doctor = sub.add_parser("doctor", help="check that this machine can build the envelope")
     doctor.add_argument("--json", action="store_true", help="print the checks as JSON")
     doctor.add_argument("--state-dir", type=Path, help="the state directory to inspect")
@@ -153,6 +165,21 @@ def main(argv: list[str] | None = None) -> int:
         from jigcmd.frontends.recover import recover  # noqa: PLC0415
 
         return recover(args.state_dir, args.cgroup_base)
+    if verb == "jarvis":
+        from jigcmd.frontends.jarvis import jarvis  # noqa: PLC0415
+
+        return jarvis(
+            args.policy,
+            args.host,
+            args.port,
+            args.state_dir,
+            cgroup_base=args.cgroup_base,
+            max_envelopes=args.max_envelopes,
+        )
+    if verb == "jarvis-audit":
+        from jigcmd.frontends.jarvis import jarvis_audit  # noqa: PLC0415
+
+        return jarvis_audit(args.state_dir, args.limit)
     if verb == "doctor":
         from jigcmd.doctor import doctor  # noqa: PLC0415
 

@@ -60,7 +60,17 @@ def _platform() -> Check:
 
 def _privileges() -> Check:
     cap_eff = _status_field(probes.read_text("/proc/self/status"), "CapEff") or "0"
-    return privilege_check(os.geteuid(), int(cap_eff, 16))
+    delegation = None
+    if os.geteuid() != 0:
+        from jigcmd.envelope import cgroups  # noqa: PLC0415 - Linux only
+        from jigcmd.envelope import delegation as delegated  # noqa: PLC0415
+
+        try:
+            mode = cgroups.detect().mode
+            delegation = delegated.choose_base(None, mode=mode, move_self=False)
+        except (OSError, ValueError) as exc:
+            delegation = f"missing: {exc}"
+    return privilege_check(os.geteuid(), int(cap_eff, 16), delegation)
 
 
 def _userns() -> Check:
@@ -69,13 +79,13 @@ def _userns() -> Check:
 
 
 def _cgroups() -> Check:
-    from jigcmd.envelope import cgroups  # noqa: PLC0415 - Linux only
     from jigcmd.envelope.cgroup_v1 import V1Backend  # noqa: PLC0415
     from jigcmd.envelope.cgroup_v2 import V2Backend  # noqa: PLC0415
+    from jigcmd.envelope.delegation import resolve_backend  # noqa: PLC0415
 
     try:
-        backend = cgroups.detect()
-    except (cgroups.CgroupUnavailable, ValueError) as exc:
+        backend, _ = resolve_backend(move_self=False)
+    except (OSError, ValueError) as exc:
         return cgroup_check(None, (), [str(exc)])
     bases: list[str] = []
     if isinstance(backend, V2Backend):
@@ -140,7 +150,13 @@ async def _run_probe_plan() -> Check:
         deadline=time.monotonic() + _E2E_SECONDS,
         label="doctor",
     )
-    executor = NativeExecutor()
+    from jigcmd.envelope.delegation import resolve_backend  # noqa: PLC0415
+
+    try:
+        _, base = resolve_backend()
+    except (OSError, ValueError) as exc:
+        return end_to_end_check(None, None, "", f"not attempted: {exc}")
+    executor = NativeExecutor(cgroup_base=base)
     try:
         outcome = await executor.execute(plan, anyio.Event())
     except JigError as exc:

@@ -17,7 +17,7 @@ import socket
 import time
 from collections.abc import Callable
 
-from jigcmd.envelope import netns, seccomp
+from jigcmd.envelope import idmap, netns, seccomp
 from jigcmd.envelope import syscalls as sc
 
 __all__ = ["probe_namespaces", "probe_network", "probe_seccomp", "probe_userns", "read_text"]
@@ -32,7 +32,6 @@ _NAMESPACES = (
     ("uts", sc.CLONE_NEWUTS),
     ("cgroup", sc.CLONE_NEWCGROUP),
 )
-_HOST_ID = 65534
 # Mounted over inside the probe's private mount namespace only; the host's /tmp is untouched.
 _SCRATCH = "/tmp"  # noqa: S108
 
@@ -128,7 +127,14 @@ def probe_userns() -> str | None:
 
 
 def probe_network() -> str | None:
-    """`netns.enter_fresh()` (new network namespace, `lo` up) in a child."""
+    """A new network namespace with `lo` up, in a child, the way the entrant makes it."""
+    if idmap.rootless():
+        # Without root the network namespace comes with (and is owned by) a user namespace.
+        def rootless_network() -> None:
+            sc.unshare(sc.CLONE_NEWUSER | sc.CLONE_NEWNET)
+            netns.loopback_up()
+
+        return _simple("network namespace", rootless_network)
     return _simple("network namespace", netns.enter_fresh)
 
 
@@ -191,7 +197,8 @@ def _entrant(fd: int, go_r: int) -> None:
     """Unshare like the supervisor's entrant, wait for the id maps, fork pid 1."""
     step = "drop supplementary groups"
     try:
-        os.setgroups([])
+        if not idmap.rootless():
+            os.setgroups([])
         step = "unshare user+mount+pid+ipc+uts+cgroup"
         flags = 0
         for _, flag in _NAMESPACES:
@@ -219,16 +226,6 @@ def _entrant(fd: int, go_r: int) -> None:
         _fail(fd, step, exc)
 
 
-def _write_id_maps(pid: int) -> None:
-    for name, text in (
-        ("uid_map", f"0 {_HOST_ID} 1\n"),
-        ("setgroups", "deny\n"),
-        ("gid_map", f"0 {_HOST_ID} 1\n"),
-    ):
-        with open(f"/proc/{pid}/{name}", "w", encoding="ascii") as handle:
-            handle.write(text)
-
-
 def probe_namespaces() -> str | None:
     """The envelope's namespaces as the supervisor builds them, up to a fresh /proc in pid 1."""
     child = _Child(_entrant)
@@ -237,7 +234,7 @@ def probe_namespaces() -> str | None:
         error = line[5:].replace("\t", ": ", 1) if line and line.startswith("fail ") else None
         return child.finish(error or "the child stopped before unsharing")
     try:
-        _write_id_maps(child.pid)
+        idmap.write_id_maps(child.pid)
     except OSError as exc:
         return child.finish(f"user namespace id maps: {_describe(exc)}")
     child.go()

@@ -84,13 +84,14 @@ def build_root(plan: RunPlan, sources: Mapping[str, int]) -> None:
         sc.MS_NOSUID | sc.MS_NODEV,
         "mode=0755,size=256k,nr_inodes=1024",
     )
+    # Scratch first: a bind below /tmp (a jarvis working directory) must land on top of it.
+    _scratch(plan.limits.scratch_bytes)
     for bind in plan.binds:
         fd = sources.get(bind.source)
         source = _OLD + (f"/proc/self/fd/{fd}" if fd is not None else bind.source)
         _bind(source, _NEW + bind.target, bind.writable, shown=bind.source)
     if plan.profile == "candidate":
         _candidate_mount()
-    _scratch(plan.limits.scratch_bytes)
     _dev()
     _memory_view(plan.limits.memory_bytes)
     _makedirs(_NEW + "/proc")

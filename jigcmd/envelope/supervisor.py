@@ -33,7 +33,7 @@ import time
 from pathlib import Path
 from typing import NoReturn
 
-from jigcmd.envelope import cgroups, netns, privileges, rootfs, seccomp
+from jigcmd.envelope import cgroups, idmap, netns, privileges, rootfs, seccomp
 from jigcmd.envelope import syscalls as sc
 from jigcmd.envelope.wire import (
     Cancel,
@@ -62,14 +62,12 @@ _NAMESPACES = (
     | sc.CLONE_NEWUTS
     | sc.CLONE_NEWCGROUP
 )
-# Inside the user namespace, uid/gid 0 is host 65534: unprivileged on the host.
-_HOST_ID = 65534
 _EMPTY_WAIT = 2.0
 _SETUP_GRACE = 5.0
 # stdin, stdout, stderr, run socket, and the slot lock when the run reserved one.
 _LAUNCH_FDS = 5
 # Decided once, in the zygote, as host identity: inside the namespace everyone is uid 0.
-_ROOTLESS = os.geteuid() != 0
+_ROOTLESS = idmap.rootless()
 
 
 class _StepError(Exception):
@@ -167,9 +165,15 @@ class _Envelope:
             self.netns = f"net:[{os.stat(f'/proc/{entrant}/ns/net').st_ino}]"
             _write_id_maps(entrant)
             os.write(go_w, b"g")
-            self.init_pid = int(self._expect("init", deadline).split()[1])
+            # The entrant reports init's pid after forking it, and init may report that it
+            # is prepared first: the two lines come in either order.
+            first = self._expect(("init", "prepared"), deadline)
+            second = self._expect(
+                ("prepared",) if first.startswith("init") else ("init",), deadline
+            )
+            init_line = first if first.startswith("init") else second
+            self.init_pid = int(init_line.split()[1])
             os.waitpid(entrant, 0)
-            self._expect("prepared", deadline)
         finally:
             os.close(go_w)
         self.shape = _shape(plan)
@@ -266,15 +270,17 @@ class _Envelope:
                 os.close(fd)
         self._expect("ready", min(plan.deadline, time.monotonic() + _SETUP_GRACE))
 
-    def _expect(self, word: str, deadline: float) -> str:
+    def _expect(self, words: str | tuple[str, ...], deadline: float) -> str:
+        """The next status line, which must start with one of `words`; a failure raises."""
+        expected = (words,) if isinstance(words, str) else words
         line = self._read_line(deadline)
         if line is None:
-            raise _StepError("envelope", f"no answer from the envelope while waiting for {word!r}")
+            raise _StepError("envelope", f"no answer from the envelope while waiting for {words!r}")
         if line.startswith("fail "):
             step, _, error = line[5:].partition("\t")
             raise _StepError(step, error)
-        if not line.startswith(word):
-            raise _StepError("envelope", f"unexpected status {line!r} while waiting for {word!r}")
+        if not line.startswith(expected):
+            raise _StepError("envelope", f"unexpected status {line!r} while waiting for {words!r}")
         return line
 
     def _read_line(self, deadline: float) -> str | None:
@@ -470,17 +476,8 @@ def _reap_all() -> None:
 
 
 def _write_id_maps(pid: int) -> None:
-    """Map uid/gid 0 inside to an unprivileged host id: 65534 as root, else our own ids."""
-    # Without root, the kernel lets a process map exactly its own ids (and gid only after
-    # setgroups is denied); the candidate then runs as the server's user on the host.
-    uid, gid = (_HOST_ID, _HOST_ID) if os.geteuid() == 0 else (os.geteuid(), os.getegid())
     try:
-        with open(f"/proc/{pid}/uid_map", "w", encoding="ascii") as handle:
-            handle.write(f"0 {uid} 1\n")
-        with open(f"/proc/{pid}/setgroups", "w", encoding="ascii") as handle:
-            handle.write("deny\n")
-        with open(f"/proc/{pid}/gid_map", "w", encoding="ascii") as handle:
-            handle.write(f"0 {gid} 1\n")
+        idmap.write_id_maps(pid)
     except OSError as exc:
         raise _StepError("user namespace id maps", exc) from exc
 

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import anyio
 
+from jigcmd.envelope.cgroups import CgroupUnavailable
+from jigcmd.envelope.delegation import DelegationError, resolve_backend
 from jigcmd.envelope.native import NativeExecutor
 from jigcmd.jarvis.app import allowed_hosts, create_app
 from jigcmd.jarvis.auth import ConfigError, load_credentials
@@ -19,6 +21,7 @@ from jigcmd.jarvis.policy import PolicyError, parse_policy
 from jigcmd.jarvis.server import LoopbackError, bind_loopback, serve
 from jigcmd.jarvis.service import JarvisService
 from jigcmd.journal import Journal
+from jigcmd.journal.reservations import Reservations, default_slots
 from jigcmd.statedir import StateDirError, default_state_dir, prepare_state_dir
 
 __all__ = ["jarvis", "jarvis_audit"]
@@ -27,14 +30,30 @@ EXIT_OK = 0
 EXIT_CONFIG = 2
 
 
-def jarvis(policy: Path, host: str, port: int, state_dir: Path | None) -> int:
+def jarvis(
+    policy: Path,
+    host: str,
+    port: int,
+    state_dir: Path | None,
+    *,
+    cgroup_base: str | None = None,
+    max_envelopes: int | None = None,
+) -> int:
     """Serve until SIGINT/SIGTERM; 2 (with the precise reason on stderr) when it cannot start."""
     try:
         credentials = load_credentials(os.environ)
         rules = parse_policy(_read(policy), str(policy))
         directory = prepare_state_dir(state_dir or default_state_dir())
+        _, base = resolve_backend(cgroup_base)
         sock = bind_loopback(host, port)
-    except (ConfigError, PolicyError, StateDirError, LoopbackError) as exc:
+    except (
+        ConfigError,
+        PolicyError,
+        StateDirError,
+        LoopbackError,
+        DelegationError,
+        CgroupUnavailable,
+    ) as exc:
         sys.stderr.write(f"jigcmd jarvis: {exc}\n")
         return EXIT_CONFIG
     except OSError as exc:
@@ -45,8 +64,12 @@ def jarvis(policy: Path, host: str, port: int, state_dir: Path | None) -> int:
     try:
         service = JarvisService(
             policy=rules,
-            executor=NativeExecutor(),
+            executor=NativeExecutor(cgroup_base=base),
             store=journal,
+            reservations=Reservations(
+                directory,
+                max_envelopes if max_envelopes is not None else default_slots(),
+            ),
             host=OsHostView(),
             host_env=dict(os.environ),
         )

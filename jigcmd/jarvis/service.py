@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from functools import partial
@@ -19,12 +20,13 @@ import anyio.abc
 
 from jigcmd.errors import Code, JigError
 from jigcmd.evidence import decode_output
-from jigcmd.executor import Executor, RunOutcome
+from jigcmd.executor import Executor, RunOutcome, Ticket
 from jigcmd.jarvis.planner import host_plan, system_binds
 from jigcmd.jarvis.policy import Decision, HostView, Policy, Request, evaluate
 from jigcmd.jarvis.store import JarvisRun, RunStore
 from jigcmd.jarvis.tools import ToolError, decode_run_id, decode_run_request
 from jigcmd.journal.identity import ProcessIdentity, is_alive
+from jigcmd.journal.reservations import Reservations, Slot
 from jigcmd.plan import RunPlan
 
 __all__ = ["EARLY_ANSWER_SECONDS", "MAX_ACTIVE_RUNS", "JarvisService"]
@@ -51,8 +53,11 @@ class JarvisService:
         host_env: Mapping[str, str],
         early_answer_seconds: float = EARLY_ANSWER_SECONDS,
         max_active_runs: int = MAX_ACTIVE_RUNS,
+        reservations: Reservations | None = None,
     ) -> None:
         self.policy = policy
+        # The envelope slots shared with every jigcmd using the same state directory.
+        self._reservations = reservations
         self._executor = executor
         self.store = store
         self._host = host
@@ -146,18 +151,26 @@ class JarvisService:
             host_env=self._host_env,
             now_monotonic=time.monotonic(),
         )
-        run_id = await self._db(
-            partial(
-                self.store.jarvis_begin,
-                tool=tool,
-                argv=request.argv,
-                cwd=decision.cwd or "",
-                actor=actor,
-                decision="allow",
-                matched_rule=decision.matched_rule,
-                reason=decision.reason,
+        slot = self._reservations.acquire("jarvis") if self._reservations is not None else None
+        if self._reservations is not None and slot is None:
+            raise ToolError(429, self._reservations.exhausted_message())
+        try:
+            run_id = await self._db(
+                partial(
+                    self.store.jarvis_begin,
+                    tool=tool,
+                    argv=request.argv,
+                    cwd=decision.cwd or "",
+                    actor=actor,
+                    decision="allow",
+                    matched_rule=decision.matched_rule,
+                    reason=decision.reason,
+                )
             )
-        )
+        except BaseException:
+            if slot is not None:
+                slot.release()
+            raise
         await self._audit(actor, tool, request, decision, f"started run {run_id}")
         cancel, done = anyio.Event(), anyio.Event()
         self._active[run_id] = (cancel, done)
@@ -170,6 +183,7 @@ class JarvisService:
                 decision=decision,
                 run_id=run_id,
                 plan=plan,
+                slot=slot,
             )
         )
         with anyio.move_on_after(self._early):
@@ -224,10 +238,11 @@ class JarvisService:
         decision: Decision,
         run_id: int,
         plan: RunPlan,
+        slot: Slot | None = None,
     ) -> None:
         cancel, done = self._active[run_id]
         try:
-            end = await self._execute(run_id, plan, cancel)
+            end = await self._execute(run_id, plan, cancel, slot)
             with anyio.CancelScope(shield=True):
                 await self._db(partial(self.store.jarvis_finish, run_id, **end))
                 outcome = str(end["status"])
@@ -239,13 +254,18 @@ class JarvisService:
                     outcome += f": {self._details[run_id]}"
                 await self._audit(actor, tool, request, decision, f"run {run_id}: {outcome}")
         finally:
+            if slot is not None:
+                slot.release()
             del self._active[run_id]
             done.set()
 
-    async def _execute(self, run_id: int, plan: RunPlan, cancel: anyio.Event) -> dict[str, Any]:
+    async def _execute(
+        self, run_id: int, plan: RunPlan, cancel: anyio.Event, slot: Slot | None = None
+    ) -> dict[str, Any]:
         """The `jarvis_finish` fields for how the run ended."""
+        ticket = Ticket(run_id=f"j{run_id}x{os.getpid()}", slot_fd=slot.fd if slot else None)
         try:
-            outcome = await self._executor.execute(plan, cancel)
+            outcome = await self._executor.execute(plan, cancel, ticket)
         except JigError as exc:
             logger.warning("run %d: %s: %s", run_id, exc.code.value, exc.message)
             self._details[run_id] = f"{exc.code.value}: {exc.message}"

@@ -1,0 +1,34 @@
+"""Who the envelope's uid/gid 0 is on the host: 65534 as root, the server's own ids without root."""
+
+from __future__ import annotations
+
+import os
+
+__all__ = ["HOST_ID", "host_ids", "rootless", "write_id_maps"]
+
+# Inside the user namespace, uid/gid 0 is host 65534: unprivileged on the host.
+HOST_ID = 65534
+
+
+def rootless() -> bool:
+    """Whether this process builds envelopes without host root."""
+    return os.geteuid() != 0
+
+
+def host_ids() -> tuple[int, int]:
+    """The host uid and gid that the namespace's 0 maps to."""
+    # Without root, the kernel lets a process map exactly its own ids (and its gid only after
+    # setgroups is denied); the candidate then runs as the server's user on the host.
+    return (HOST_ID, HOST_ID) if not rootless() else (os.geteuid(), os.getegid())
+
+
+def write_id_maps(pid: int) -> None:
+    """Write the single-id uid and gid maps of the user namespace of `pid` (raises OSError)."""
+    uid, gid = host_ids()
+    for name, text in (
+        ("uid_map", f"0 {uid} 1\n"),
+        ("setgroups", "deny\n"),
+        ("gid_map", f"0 {gid} 1\n"),
+    ):
+        with open(f"/proc/{pid}/{name}", "w", encoding="ascii") as handle:
+            handle.write(text)
