@@ -1,0 +1,77 @@
+"""Fixtures for lifetime tests: real `jigcmd serve` processes on a private state directory.
+
+Locally a test skips with the reason when the machine cannot run envelopes; under `CI` it
+fails instead, because CI must prove the lifetime guarantees for real.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import NoReturn
+
+import pytest
+
+import jigcmd
+from jigcmd.envelope.cgroups import CgroupBackend, CgroupUnavailable, detect
+from jigcmd.runtime import RuntimeUnavailable, find_runtime
+from tests.lifetime.rig import Rig
+
+_EXAMPLE = Path(jigcmd.__file__).parent / "example"
+
+
+def unavailable(reason: str) -> NoReturn:
+    """Skip locally, fail under CI."""
+    if os.environ.get("CI"):
+        pytest.fail(f"required under CI but unavailable: {reason}", pytrace=False)
+    pytest.skip(reason)
+
+
+def machine() -> CgroupBackend:
+    """The cgroup backend, when this machine can run envelopes at all (root, cgroups, Bun)."""
+    if os.geteuid() != 0:
+        unavailable("needs root")
+    try:
+        backend = detect()
+    except (CgroupUnavailable, ValueError) as exc:
+        unavailable(f"no usable cgroups: {exc}")
+    problems = backend.problems()
+    if problems:
+        unavailable("; ".join(problems))
+    try:
+        find_runtime()
+    except RuntimeUnavailable as exc:
+        unavailable(str(exc))
+    return backend
+
+
+@pytest.fixture(scope="session")
+def binding(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A private, admitted copy of the bundled example's Binding."""
+    root = tmp_path_factory.mktemp("lifetime-example") / "example"
+    shutil.copytree(_EXAMPLE, root, ignore=shutil.ignore_patterns("jigcmd.lock", "__pycache__"))
+    path = root / "binding.toml"
+    done = subprocess.run(
+        [sys.executable, "-m", "jigcmd", "lock", "--binding", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    return path
+
+
+@pytest.fixture
+def rig(binding: Path, tmp_path: Path) -> Iterator[Rig]:
+    """Servers on this test's own state directory; whatever they leave is cleaned up after."""
+    backend = machine()
+    rig = Rig(binding, tmp_path, backend)
+    try:
+        yield rig
+    finally:
+        rig.close()

@@ -1,0 +1,198 @@
+"""The lifetime test rig: real servers on a private state directory, watched from the host.
+
+`Rig` starts `jigcmd serve` children (each traced by a `Watch`), reads the journal the way
+an operator would, stops and resumes processes by pid, and checks that nothing is left:
+no traced process, no cgroup job, no envelope namespace held, no open journal row, no
+scratch mount on the host.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+from jigcmd.envelope.cgroups import CgroupBackend
+from jigcmd.journal.rows import Row
+from jigcmd.journal.store import Journal
+from tests.lifetime.watch import Proc, Watch, alive, namespace_holders, wait_for
+from tests.lifetime.wire import ServerProcess
+
+__all__ = ["LEFTOVER_WAIT_S", "Rig"]
+
+# How long an envelope may take to be torn down once nobody serves it any more.
+LEFTOVER_WAIT_S = 15.0
+# Default slots for tests that are not about reservations: enough for two servers.
+_SLOTS = 4
+
+
+class Rig:
+    """Servers, a watch and the journal of one test's state directory."""
+
+    def __init__(self, binding: Path, tmp: Path, backend: CgroupBackend) -> None:
+        self.binding = binding
+        self.tmp = tmp
+        self.backend = backend
+        self.state_dir = tmp / "state"
+        self.watch = Watch()
+        self.servers: list[ServerProcess] = []
+        self.stopped: list[Proc] = []
+        self._ids = itertools.count(1)
+
+    # -- servers ------------------------------------------------------------------------
+
+    def serve(self, *, max_envelopes: int = _SLOTS, protocol: str = "auto") -> ServerProcess:
+        """A new traced `jigcmd serve` on the rig's state directory, answering pings."""
+        server = ServerProcess(
+            self.binding,
+            self.state_dir,
+            self.tmp / f"server-{len(self.servers)}.stderr",
+            max_envelopes=max_envelopes,
+            protocol=protocol,
+        )
+        self.servers.append(server)
+        self.watch.add_root(server.pid)
+        server.ping(self.next_id("ready"))
+        return server
+
+    def next_id(self, prefix: str = "r") -> str:
+        """A fresh request id."""
+        return f"{prefix}-{next(self._ids)}"
+
+    def prepared(self, server: ServerProcess) -> None:
+        """Wait until `server` keeps an envelope prepared (its warm-up is done)."""
+        wait_for(lambda: bool(self.watch.live_jobs(server.pid)), 30, "a prepared envelope")
+
+    def zygote(self, server: ServerProcess) -> Proc:
+        """The server's zygote process."""
+        found: list[Proc] = []
+
+        def present() -> bool:
+            self.watch.sync()
+            found[:] = self.watch.children_named(server.pid, "jigcmd.envelope.zygote")
+            return len(found) == 1
+
+        wait_for(present, 30, "the zygote")
+        return found[0]
+
+    def candidate(self, token: str) -> Proc:
+        """The running candidate process carrying `token`."""
+        found: list[Proc] = []
+
+        def present() -> bool:
+            found[:] = self.watch.running(token)
+            return len(found) == 1
+
+        wait_for(present, 30, f"the candidate {token}")
+        return found[0]
+
+    def supervisor(self, operation_id: str) -> Proc:
+        """The supervisor that claimed `operation_id` (from its journal row)."""
+        wait_for(
+            lambda: (row := self.row(operation_id)) is not None and row.supervisor is not None,
+            30,
+            f"the supervisor of {operation_id}",
+        )
+        row = self.row(operation_id)
+        assert row is not None and row.supervisor is not None
+        return Proc(row.supervisor.pid, row.supervisor.start)
+
+    # -- signals by pid -------------------------------------------------------------------
+
+    def stop(self, proc: Proc) -> None:
+        """SIGSTOP `proc` (resumed at teardown if the test does not)."""
+        assert alive(proc)
+        os.kill(proc.pid, signal.SIGSTOP)
+        self.stopped.append(proc)
+
+    def resume(self, proc: Proc) -> None:
+        """SIGCONT a process `stop` stopped."""
+        if alive(proc):
+            os.kill(proc.pid, signal.SIGCONT)
+        self.stopped.remove(proc)
+
+    def signal(self, proc: Proc, signum: int) -> None:
+        """Send `signum` to `proc`, which must still be that process."""
+        assert alive(proc), f"{proc} is gone"
+        os.kill(proc.pid, signum)
+
+    # -- the journal ----------------------------------------------------------------------
+
+    def rows(self) -> dict[str, Row]:
+        """Every ownership row of the state directory."""
+        path = self.state_dir / "journal.sqlite3"
+        if not path.exists():
+            return {}
+        with contextlib.closing(sqlite3.connect(path)) as conn:
+            ids = [found[0] for found in conn.execute("SELECT operation_id FROM operations")]
+        with Journal.open(self.state_dir) as journal:
+            rows = [journal.get(operation_id) for operation_id in ids]
+        return {r.operation_id: r for r in rows if r is not None}
+
+    def row(self, operation_id: str) -> Row | None:
+        """The row of `operation_id`, or None."""
+        with Journal.open(self.state_dir) as journal:
+            return journal.get(operation_id)
+
+    def recover(self) -> str:
+        """`jigcmd recover --state-dir` as an operator runs it; its output (exit 0 required)."""
+        done = subprocess.run(
+            [sys.executable, "-m", "jigcmd", "recover", "--state-dir", str(self.state_dir)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
+        return done.stdout
+
+    # -- nothing left -------------------------------------------------------------------
+
+    def assert_nothing_left(self) -> None:
+        """Every server gone, then: no traced process, job, namespace, open row or scratch."""
+        assert all(s.process.poll() is not None for s in self.servers), "a server still runs"
+        wait_for(lambda: not self.watch.left_alive(), LEFTOVER_WAIT_S, "traced processes to end")
+        jobs = self.watch.jobs() | {row.cgroup_job for row in self.rows().values()}
+        live = set(self.backend.list_jobs())
+        assert not jobs & live, f"cgroup jobs left: {sorted(jobs & live)}"
+        holders = namespace_holders(self.watch.namespaces())
+        assert not holders, f"envelope namespaces still held: {holders}"
+        open_rows = [r.operation_id for r in self.rows().values() if r.is_open]
+        assert not open_rows, f"journal rows left open: {open_rows}"
+        with open("/proc/self/mountinfo", encoding="utf-8") as handle:
+            scratch = [line for line in handle if "jigcmd-scratch" in line]
+        assert not scratch, f"scratch mounts on the host: {scratch}"
+        unexpected = {p.name for p in self.state_dir.iterdir()} - {
+            "journal.sqlite3",
+            "journal.sqlite3-wal",
+            "journal.sqlite3-shm",
+            "slots",
+        }
+        assert not unexpected, f"unexpected files in the state directory: {unexpected}"
+
+    def close(self) -> None:
+        """Resume what was stopped, kill every server, then clean up whatever the test left."""
+        for proc in list(self.stopped):
+            self.resume(proc)
+        for server in self.servers:
+            with contextlib.suppress(OSError):
+                server.__exit__(None, None, None)
+        with contextlib.suppress(AssertionError):
+            wait_for(lambda: not self.watch.left_alive(), LEFTOVER_WAIT_S, "leftovers")
+        for proc in self.watch.left_alive():
+            # Only processes our own servers started (traced by identity) are ever killed.
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(proc.pid, signal.SIGKILL)
+        for name in self.watch.jobs():
+            job = self.backend.open(name)
+            if job is not None:
+                job.kill()
+                job.wait_empty(5.0)
+                with contextlib.suppress(OSError):
+                    job.remove()
+        self.watch.stop()

@@ -1,0 +1,193 @@
+"""SIGKILL of the server at each interesting instant: nothing left, uncertain forever, never re-run.
+
+Each test kills `jigcmd serve` at one point of a run, restarts a server on the same state
+directory (recovery runs at start-up) or runs `jigcmd recover`, then proves from the host
+that no process, cgroup job, namespace, scratch mount or open row is left, that the
+operation id answers `UNCERTAIN`, and, with a unique token in the candidate's arguments,
+how many times the candidate really ran.
+"""
+
+from __future__ import annotations
+
+import signal
+import uuid
+from typing import Any
+
+import pytest
+
+from jigcmd.recovery import UNCERTAIN_REASON
+from tests.lifetime.candidates import LINGER, cli_input
+from tests.lifetime.rig import Rig
+from tests.lifetime.watch import Proc, alive, wait_for
+from tests.lifetime.wire import ServerProcess, flow_call
+
+pytestmark = pytest.mark.envelope
+
+# The supervisor's own wording when it fenced a run whose server died.
+SERVER_WENT_AWAY = "the server went away during the run; the run was fenced without a proved result"
+
+
+def _failure(response: dict[str, Any]) -> tuple[str, str]:
+    error = response["error"]
+    assert error["code"] == -32000, response
+    return error["data"]["code"], error["message"]
+
+
+def _ask_again(rig: Rig, operation_id: str, input: object) -> tuple[str, str]:
+    """The same operation asked of a fresh server on the same state directory."""
+    server = rig.serve()
+    request_id = rig.next_id("again")
+    server.send(flow_call(request_id, operation_id, input))
+    answer = _failure(server.answer(request_id))
+    assert server.close_input() == 0
+    return answer
+
+
+def _start_lingering(rig: Rig, server: ServerProcess, operation_id: str, token: str) -> str:
+    request_id = rig.next_id("call")
+    server.send(flow_call(request_id, operation_id, cli_input(LINGER, token)))
+    return request_id
+
+
+def _launch_held(rig: Rig, token: str, operation_id: str) -> tuple[ServerProcess, Proc]:
+    """A server whose launch sits in its stopped prepared supervisor; the row is written."""
+    server = rig.serve()
+    rig.prepared(server)
+    zygote = rig.zygote(server)
+    (supervisor,) = rig.watch.children(zygote)
+    rig.stop(supervisor)
+    _start_lingering(rig, server, operation_id, token)
+    # The zygote forks a replacement only after handing the launch over: from then on the
+    # launch waits in the stopped supervisor's socket, unclaimed, with the row written.
+    wait_for(lambda: len(rig.watch.children(zygote)) == 2, 30, "the launch to be handed over")
+    row = rig.row(operation_id)
+    assert row is not None and row.state == "dispatching" and row.supervisor is None
+    return server, supervisor
+
+
+def test_a_kill_after_the_row_and_before_the_spawn_runs_nothing_once_recovered(rig: Rig) -> None:
+    """Killed with the row written, the launch unclaimed: recovery closes it, nothing runs."""
+    token, operation_id = f"tok-{uuid.uuid4().hex}", "op-before-spawn"
+    server, supervisor = _launch_held(rig, token, operation_id)
+    server.kill()
+    # A new server recovers at start-up (its ping answer proves start-up is over) …
+    again = rig.serve()
+    recovered = rig.row(operation_id)
+    assert recovered is not None and recovered.state == "uncertain"
+    assert recovered.reason == UNCERTAIN_REASON
+    # … and only then does the held launch reach its supervisor: the claim must be refused.
+    rig.resume(supervisor)
+    wait_for(lambda: not alive(supervisor), 30, "the refused supervisor to exit")
+    request_id = rig.next_id("again")
+    again.send(flow_call(request_id, operation_id, cli_input(LINGER, token)))
+    assert _failure(again.answer(request_id)) == ("UNCERTAIN", UNCERTAIN_REASON)
+    assert again.close_input() == 0
+    rig.assert_nothing_left()
+    final = rig.row(operation_id)
+    assert final is not None and final.supervisor is None, "a supervisor claimed a closed row"
+    assert final.state == "uncertain" and final.cleanup == "complete"
+    assert rig.watch.runs(token) == 0
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="BUG: a launch that reaches its supervisor after the server died still starts the "
+    "candidate (the supervisor claims the row and says go without checking its run socket)",
+)
+def test_a_launch_reaching_its_supervisor_after_the_server_died_is_never_started(
+    rig: Rig,
+) -> None:
+    """Killed with the launch unclaimed, supervisor resumed before any recovery: no claim, no go."""
+    token, operation_id = f"tok-{uuid.uuid4().hex}", "op-late-launch"
+    server, supervisor = _launch_held(rig, token, operation_id)
+    server.kill()
+    rig.resume(supervisor)
+    wait_for(lambda: not alive(supervisor), 30, "the supervisor to exit")
+    row = rig.row(operation_id)
+    # A claimed row means the supervisor said go: the candidate was started for nobody.
+    assert row is not None and row.supervisor is None
+
+
+def test_a_late_launch_after_the_server_died_is_fenced_closed_and_never_rerun(rig: Rig) -> None:
+    """Killed with the launch unclaimed, supervisor resumed at once: UNCERTAIN, nothing left."""
+    token, operation_id = f"tok-{uuid.uuid4().hex}", "op-late-launch"
+    server, supervisor = _launch_held(rig, token, operation_id)
+    server.kill()
+    rig.resume(supervisor)
+    wait_for(lambda: not alive(supervisor), 30, "the supervisor to exit")
+    rig.recover()
+    code, message = _ask_again(rig, operation_id, cli_input(LINGER, token))
+    assert code == "UNCERTAIN" and message in (UNCERTAIN_REASON, SERVER_WENT_AWAY)
+    rig.assert_nothing_left()
+    final = rig.row(operation_id)
+    assert final is not None and final.state == "uncertain" and final.cleanup == "complete"
+    assert rig.watch.runs(token) <= 1
+
+
+def test_a_kill_mid_run_fences_the_candidate_and_the_operation_stays_uncertain(rig: Rig) -> None:
+    """Killed mid-run: its supervisor fences the candidate; after restart UNCERTAIN, ran once."""
+    server = rig.serve()
+    token, operation_id = f"tok-{uuid.uuid4().hex}", "op-mid-run"
+    _start_lingering(rig, server, operation_id, token)
+    candidate = rig.candidate(token)
+    row = rig.row(operation_id)
+    assert row is not None and row.state == "running"
+    server.kill()
+    # Not signalled by anyone but its supervisor, which lost the server.
+    wait_for(lambda: not alive(candidate), 30, "the candidate to be fenced")
+    code, message = _ask_again(rig, operation_id, cli_input(LINGER, token))
+    assert code == "UNCERTAIN"
+    assert message in (SERVER_WENT_AWAY, UNCERTAIN_REASON)
+    rig.assert_nothing_left()
+    assert rig.watch.runs(token) == 1
+    final = rig.row(operation_id)
+    assert final is not None and final.state == "uncertain" and final.cleanup == "complete"
+
+
+def test_a_kill_during_cleanup_leaves_nothing_and_never_reruns(rig: Rig) -> None:
+    """Killed after the candidate ended but before its result was recorded: UNCERTAIN, ran once."""
+    server = rig.serve()
+    token, operation_id = f"tok-{uuid.uuid4().hex}", "op-cleanup"
+    _start_lingering(rig, server, operation_id, token)
+    candidate = rig.candidate(token)
+    supervisor = rig.supervisor(operation_id)
+    # With its supervisor stopped, the candidate's end cannot be reported or recorded: the
+    # server dies with the run over and its cleanup and record still to come.
+    rig.stop(supervisor)
+    rig.signal(candidate, signal.SIGTERM)
+    wait_for(lambda: not alive(candidate), 30, "the candidate to end")
+    server.kill()
+    rig.resume(supervisor)
+    wait_for(lambda: not alive(supervisor), 30, "the supervisor to finish its cleanup")
+    recovery = rig.recover()
+    code, message = _ask_again(rig, operation_id, cli_input(LINGER, token))
+    assert code == "UNCERTAIN", recovery
+    assert message in (SERVER_WENT_AWAY, UNCERTAIN_REASON)
+    rig.assert_nothing_left()
+    assert rig.watch.runs(token) == 1
+    final = rig.row(operation_id)
+    assert final is not None and final.cleanup == "complete"
+
+
+def test_recover_closes_a_dead_servers_running_operation_without_a_restart(rig: Rig) -> None:
+    """`jigcmd recover` alone: the row is closed, the run fenced, and nothing is left."""
+    server = rig.serve()
+    token, operation_id = f"tok-{uuid.uuid4().hex}", "op-recover"
+    _start_lingering(rig, server, operation_id, token)
+    supervisor_before = rig.supervisor(operation_id)
+    rig.candidate(token)
+    # The supervisor is stopped too, so only recovery can fence and close this run.
+    rig.stop(supervisor_before)
+    server.kill()
+    output = rig.recover()
+    assert f"closed {operation_id}" in output and "cleanup complete" in output
+    rig.resume(supervisor_before)
+    row = rig.row(operation_id)
+    assert row is not None and row.state == "uncertain" and row.reason == UNCERTAIN_REASON
+    assert row.cleanup == "complete"
+    assert _ask_again(rig, operation_id, cli_input(LINGER, token)) == (
+        "UNCERTAIN",
+        UNCERTAIN_REASON,
+    )
+    rig.assert_nothing_left()
+    assert rig.watch.runs(token) == 1
