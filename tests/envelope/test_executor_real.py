@@ -336,3 +336,26 @@ async def test_the_candidate_holds_no_descriptor_of_ours_beyond_stdio(
     assert all(
         target.startswith(("anon_inode:", "/dev/urandom", "/proc/")) for target in own.values()
     ), own
+
+
+async def test_a_prepared_envelope_serves_one_run_and_is_never_reused(
+    envelope: TracedExecutor,
+) -> None:
+    """With envelopes prepared ahead, each run still gets a fresh cgroup, namespaces and /tmp."""
+    before = set(envelope.backend.list_jobs())
+    await envelope.inner.prepare(probe_plan(""), pool=1)
+    leave = (
+        'import { existsSync, writeFileSync } from "node:fs";\n'
+        'console.log(existsSync("/tmp/left-behind"));\n'
+        'writeFileSync("/tmp/left-behind", "x");\n'
+    )
+    first = await run(envelope, probe_plan(leave))
+    second = await run(envelope, probe_plan(leave))
+    await envelope.inner.prepare(probe_plan(""), pool=0)
+    # Whatever was prepared here is ours: the module's teardown waits for it to be gone.
+    envelope.jobs |= set(envelope.backend.list_jobs()) - before
+    assert (first.stdout.data, second.stdout.data) == (b"false\n", b"false\n")
+    one, two = envelope.traces[-2].started, envelope.traces[-1].started
+    assert one is not None and two is not None
+    assert one.cgroup_paths != two.cgroup_paths
+    assert one.init_pid != two.init_pid
