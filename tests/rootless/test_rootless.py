@@ -1,0 +1,254 @@
+"""Every front works for an unprivileged user given only a delegated cgroup subtree."""
+
+from __future__ import annotations
+
+import json
+import secrets
+import shutil
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from jigcmd.envelope import cgroups
+from tests.rootless.conftest import UNDELEGATED_USER, Rootless
+
+pytestmark = [pytest.mark.envelope, pytest.mark.slow]
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "jigcmd" / "example"
+
+
+@pytest.fixture
+def example(rootless: Rootless) -> Iterator[Path]:
+    """The bundled example, admitted, in a directory the test user can read."""
+    where = Path(shutil.copytree(EXAMPLE, Path("/tmp") / f"jigcmd-rootless-{secrets.token_hex(4)}"))
+    subprocess.run(["chmod", "-R", "a+rX", str(where)], check=True)
+    locked = rootless.run("lock", "--binding", str(where / "binding.toml"), user="root")
+    assert locked.returncode == 0, locked.stderr
+    subprocess.run(["chmod", "a+r", str(where / "jigcmd.lock")], check=True)
+    yield where
+    shutil.rmtree(where, ignore_errors=True)
+
+
+def _converse(
+    command: list[str], frames: list[dict[str, Any]], ids: set[object]
+) -> dict[object, dict[str, Any]]:
+    """Send `frames` to a server and read until every id in `ids` is answered, then close stdin.
+
+    EOF on stdin ends a session and cancels what is still running, so stdin stays open
+    until the answers are in.
+    """
+    server = subprocess.Popen(
+        command,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd="/",
+    )
+    assert server.stdin is not None and server.stdout is not None
+    answers: dict[object, dict[str, Any]] = {}
+    try:
+        server.stdin.write("".join(json.dumps(f) + "\n" for f in frames))
+        server.stdin.flush()
+        while not ids <= answers.keys():
+            line = server.stdout.readline()
+            if not line:
+                break
+            message = json.loads(line)
+            answers[message.get("id")] = message
+    finally:
+        server.stdin.close()
+        server.wait(timeout=30)
+        server.stdout.close()
+        if server.stderr is not None:
+            server.stderr.close()
+    return answers
+
+
+def test_doctor_passes_for_a_delegated_unprivileged_user(rootless: Rootless) -> None:
+    """Every doctor check is ok as the test user, and it names the delegated subtree."""
+    done = rootless.run("doctor")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "delegated cgroups" in done.stdout
+
+
+def test_run_contains_a_hostile_candidate_as_an_unprivileged_user(
+    rootless: Rootless, example: Path
+) -> None:
+    """`jigcmd run` as the user: the hostile candidate is contained and its state dir is private."""
+    done = rootless.run(
+        "run",
+        "--binding",
+        str(example / "binding.toml"),
+        "tests",
+        "--files",
+        str(example / "candidates" / "hostile"),
+        "--json",
+    )
+    assert done.returncode == 0, done.stderr
+    evidence = json.loads(done.stdout)
+    assert (evidence["exitCode"], evidence["stopReason"], evidence["cleanup"]) == (
+        0,
+        "exited",
+        "complete",
+    )
+    stderr = evidence["stderr"]["text"]
+    assert "ESCAPED" not in stderr
+    assert stderr.count("contained") == 4
+    state = rootless.home / ".local" / "state" / "jigcmd"
+    assert state.is_dir()
+    assert (state.stat().st_uid, state.stat().st_mode & 0o777) == (rootless.uid, 0o700)
+
+
+def test_serve_answers_run1_and_mcp_calls_as_an_unprivileged_user(
+    rootless: Rootless, example: Path
+) -> None:
+    """A Flow call and an MCP tools/call through `jigcmd serve` started by the user."""
+    files = {
+        str(p.relative_to(example / "candidates" / "passing")): p.read_text()
+        for p in (example / "candidates" / "passing").rglob("*")
+        if p.is_file()
+    }
+    flow = {
+        "jsonrpc": "2.0",
+        "id": "f1",
+        "method": "capability/call",
+        "params": {
+            "operationId": "rootless-op-1",
+            "slot": "command",
+            "method": "run",
+            "input": {"command": "tests", "files": files},
+        },
+    }
+    answers = _converse(
+        rootless.command("serve", "--binding", str(example / "binding.toml")), [flow], {"f1"}
+    )
+    assert answers["f1"]["result"]["value"]["exitCode"] == 0, answers
+    frames: list[dict[str, Any]] = [
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-11-25",
+                "capabilities": {},
+                "clientInfo": {"name": "t", "version": "1"},
+            },
+        },
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {
+            "jsonrpc": "2.0",
+            "id": 2,
+            "method": "tools/call",
+            "params": {"name": "cli", "arguments": {"files": files, "args": ["x"], "stdin": "a\n"}},
+        },
+    ]
+    results = _converse(
+        rootless.command("serve", "--binding", str(example / "binding.toml")), frames, {1, 2}
+    )
+    call = results[2]["result"]
+    assert call["isError"] is False, results
+    assert json.loads(call["structuredContent"]["stdout"]["text"]) == {
+        "args": ["x"],
+        "records": ["a"],
+    }
+
+
+def test_jarvis_runs_an_allowed_program_as_an_unprivileged_user(
+    rootless: Rootless, tmp_path: Path
+) -> None:
+    """`jigcmd jarvis` started by the user runs an allowed /bin/true contained, exit 0."""
+    policy = Path("/tmp") / f"jigcmd-rootless-policy-{secrets.token_hex(4)}.toml"
+    policy.write_text(
+        '[[rule]]\nname = "true"\ndecision = "allow"\nargv0 = ["/bin/true"]\n', encoding="utf-8"
+    )
+    policy.chmod(0o644)
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    token = "jv_" + secrets.token_hex(16)
+    command = rootless.command(
+        "jarvis",
+        "--policy",
+        str(policy),
+        "--port",
+        str(port),
+        env={"JARVIS_BEARER_TOKEN": token},
+    )
+    server = subprocess.Popen(
+        command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd="/"
+    )
+    try:
+        body = json.dumps({"tool": "jarvis.run.create", "args": {"argv": ["/bin/true"]}}).encode()
+        request = urllib.request.Request(
+            f"http://127.0.0.1:{port}/tools/invoke",
+            data=body,
+            method="POST",
+            headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
+        )
+        answer = None
+        for _ in range(200):
+            try:
+                with urllib.request.urlopen(request, timeout=30) as response:
+                    answer = json.loads(response.read())
+                break
+            except (urllib.error.URLError, ConnectionError):
+                if server.poll() is not None:
+                    break
+                time.sleep(0.05)
+        assert answer is not None, "jarvis did not answer"
+        assert (answer["decision"], answer["status"], answer["exit_code"]) == (
+            "allow",
+            "exited",
+            0,
+        )
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+        policy.unlink()
+
+
+def test_without_delegation_the_server_refuses_and_says_what_to_configure(
+    rootless: Rootless, example: Path
+) -> None:
+    """A user with no delegated subtree: serve exits 2 naming the fix; doctor fails the check."""
+    served = rootless.run(
+        "serve",
+        "--binding",
+        str(example / "binding.toml"),
+        user=UNDELEGATED_USER,
+        input="",
+    )
+    assert served.returncode == 2
+    assert "delegat" in served.stderr or "cgroup" in served.stderr
+    assert "chown" in served.stderr or "Delegate=yes" in served.stderr
+    doctor = rootless.run("doctor", user=UNDELEGATED_USER)
+    assert doctor.returncode == 1
+    assert "FAIL  privileges" in doctor.stdout
+
+
+def test_nothing_is_left_in_the_delegated_subtree(rootless: Rootless, example: Path) -> None:
+    """After a run as the user, the delegated base holds no job and no process of it."""
+    done = rootless.run(
+        "run",
+        "--binding",
+        str(example / "binding.toml"),
+        "tests",
+        "--files",
+        str(example / "candidates" / "passing"),
+    )
+    assert done.returncode == 0, done.stderr
+    mode = cgroups.detect().mode
+    base = (
+        f"jigcmd-u{rootless.uid}"
+        if mode != "v2"
+        else (f"/sys/fs/cgroup/jigcmd-delegated-u{rootless.uid}/jigcmd")
+    )
+    assert cgroups.detect(base=base).list_jobs() == []
