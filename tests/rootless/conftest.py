@@ -106,11 +106,12 @@ def _system_python() -> str:
     unavailable(f"no system Python {sys.version_info[0]}.{sys.version_info[1]} for the test user")
 
 
-def _ensure_user(name: str) -> pwd.struct_passwd:
+def _ensure_user(name: str, created: list[str]) -> pwd.struct_passwd:
     try:
         return pwd.getpwnam(name)
     except KeyError:
         subprocess.run(["useradd", "-m", "-s", "/bin/sh", name], check=True)
+        created.append(name)
         return pwd.getpwnam(name)
 
 
@@ -154,8 +155,9 @@ def rootless() -> Iterator[Rootless]:
     python = _system_python()
     if shutil.which("setpriv") is None:
         unavailable("setpriv (util-linux) is missing")
-    user = _ensure_user(USER)
-    _ensure_user(UNDELEGATED_USER)
+    created: list[str] = []
+    user = _ensure_user(USER, created)
+    _ensure_user(UNDELEGATED_USER, created)
     kit = Path(tempfile.mkdtemp(prefix="jigcmd-kit-"))
     os.chmod(kit, 0o755)
     made: list[str] = []
@@ -176,6 +178,8 @@ def rootless() -> Iterator[Rootless]:
         for path in reversed(made):
             _remove_tree(path)
         shutil.rmtree(kit, ignore_errors=True)
+        for name in created:
+            subprocess.run(["userdel", "-r", name], check=False, capture_output=True)
 
 
 def _delegate(backend: cgroups.CgroupBackend, uid: int, made: list[str]) -> tuple[str, str | None]:
