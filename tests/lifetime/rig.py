@@ -20,7 +20,7 @@ from pathlib import Path
 from jigcmd.envelope.cgroups import CgroupBackend
 from jigcmd.journal.rows import Row
 from jigcmd.journal.store import Journal
-from tests.lifetime.watch import Proc, Watch, alive, namespace_holders, wait_for
+from tests.lifetime.watch import Proc, Watch, alive, handles, namespace_holders, wait_for
 from tests.lifetime.wire import ServerProcess
 
 __all__ = ["LEFTOVER_WAIT_S", "Rig"]
@@ -81,12 +81,13 @@ class Rig:
         return found[0]
 
     def candidate(self, token: str) -> Proc:
-        """The running candidate process carrying `token`."""
+        """The running candidate carrying `token`, once its script handles SIGTERM."""
         found: list[Proc] = []
 
         def present() -> bool:
             found[:] = self.watch.running(token)
-            return len(found) == 1
+            # Until the script installed its handler, SIGTERM would kill Bun outright.
+            return len(found) == 1 and handles(found[0], signal.SIGTERM)
 
         wait_for(present, 30, f"the candidate {token}")
         return found[0]

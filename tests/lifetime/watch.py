@@ -15,10 +15,10 @@ import contextlib
 import os
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-__all__ = ["Proc", "Watch", "alive", "wait_for"]
+__all__ = ["Proc", "Watch", "alive", "handles", "namespace_holders", "wait_for"]
 
 _SCAN_INTERVAL_S = 0.01
 
@@ -37,7 +37,8 @@ class _Seen:
     parent: int
     cmdlines: set[str] = field(default_factory=set)
     jobs: set[str] = field(default_factory=set)
-    namespaces: set[str] = field(default_factory=set)
+    # Each envelope namespace, with the boot time (clock ticks) it was last seen in use.
+    namespaces: dict[str, int] = field(default_factory=dict)
 
 
 def _stat(pid: int) -> tuple[Proc, int, str] | None:
@@ -72,6 +73,11 @@ def _read(path: str) -> str | None:
             return handle.read().decode("utf-8", "replace")
     except OSError:
         return None
+
+
+def _now_ticks() -> int:
+    """Now, in the clock ticks since boot that /proc/PID/stat start times use."""
+    return int(time.clock_gettime(time.CLOCK_BOOTTIME) * os.sysconf("SC_CLK_TCK")) + 1
 
 
 def _host_namespaces() -> set[str]:
@@ -160,7 +166,7 @@ class Watch:
                 with contextlib.suppress(OSError):
                     link = os.readlink(f"/proc/{pid}/ns/{kind}")
                     if link not in self._host:
-                        seen.namespaces.add(link)
+                        seen.namespaces[link] = _now_ticks()
 
     # -- what was seen ------------------------------------------------------------------
 
@@ -215,21 +221,37 @@ class Watch:
         """Traced processes still running."""
         return [proc for proc, _seen in self._select(None) if alive(proc)]
 
-    def namespaces(self) -> set[str]:
-        """Every envelope network and mount namespace seen."""
-        return {ns for _proc, seen in self._select(None) for ns in seen.namespaces}
+    def namespaces(self) -> dict[str, int]:
+        """Every envelope network and mount namespace seen, with when it was last seen in use."""
+        found: dict[str, int] = {}
+        for _proc, seen in self._select(None):
+            for ns, ticks in seen.namespaces.items():
+                found[ns] = max(ticks, found.get(ns, 0))
+        return found
 
 
-def namespace_holders(namespaces: Iterable[str]) -> dict[str, list[int]]:
-    """Which live processes on the host still sit in any of `namespaces`."""
-    wanted = set(namespaces)
+def namespace_holders(namespaces: Mapping[str, int]) -> dict[str, list[int]]:
+    """Live processes still in one of `namespaces` that existed when it was last seen in use.
+
+    A namespace's inode number is reused once it is freed: a process started after the last
+    sighting holds someone else's namespace with the same number, not ours.
+    """
     holders: dict[str, list[int]] = {}
     for name in os.listdir("/proc"):
-        if not name.isdigit():
+        if not name.isdigit() or (found := _stat(int(name))) is None:
             continue
         for kind in ("net", "mnt"):
             with contextlib.suppress(OSError):
                 link = os.readlink(f"/proc/{name}/ns/{kind}")
-                if link in wanted:
+                if link in namespaces and found[0].start <= namespaces[link]:
                     holders.setdefault(link, []).append(int(name))
     return holders
+
+
+def handles(proc: Proc, signum: int) -> bool:
+    """Whether `proc` has installed a handler for `signum` (its SigCgt mask)."""
+    status = _read(f"/proc/{proc.pid}/status") or ""
+    for line in status.splitlines():
+        if line.startswith("SigCgt:"):
+            return bool(int(line.split()[1], 16) >> (signum - 1) & 1)
+    return False

@@ -1,0 +1,90 @@
+"""Durable operation identity across processes: exact replay, conflicts and in-flight joins.
+
+The candidate lingers until the test sends it SIGTERM, so any second dispatch of it would be
+seen from the host (a second process with the run's token) and would not answer by itself.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import uuid
+
+import pytest
+
+from tests.lifetime.candidates import LINGER, QUICK, cli_input
+from tests.lifetime.rig import Rig
+from tests.lifetime.wire import flow_call, without_id
+
+pytestmark = pytest.mark.envelope
+
+
+def _code(line: bytes) -> str:
+    code: str = json.loads(line)["error"]["data"]["code"]
+    return code
+
+
+def test_a_recorded_result_is_replayed_byte_for_byte_by_a_restarted_server(rig: Rig) -> None:
+    """After a restart the same operation returns the very same bytes and runs nothing."""
+    token, operation_id = f"tok-{uuid.uuid4().hex}", "op-replay"
+    input = cli_input(LINGER, token)
+    first = rig.serve()
+    first.send(flow_call("call-1", operation_id, input))
+    rig.signal(rig.candidate(token), signal.SIGTERM)
+    original = first.response("call-1")
+    value = json.loads(original)["result"]["value"]
+    assert value["stdout"]["text"] == f"started {token}\nended {token}\n"
+    assert first.close_input() == 0
+
+    second = rig.serve()
+    second.send(flow_call("call-2", operation_id, input))
+    replayed = second.response("call-2")
+    assert replayed == original.replace(b'"id":"call-1"', b'"id":"call-2"')
+    assert second.close_input() == 0
+    rig.assert_nothing_left()
+    assert rig.watch.runs(token) == 1
+
+
+def test_a_reused_operation_id_with_another_input_conflicts_before_and_after_restart(
+    rig: Rig,
+) -> None:
+    """Same operationId, different input: OPERATION_CONFLICT in the session and from the journal."""
+    token, other = f"tok-{uuid.uuid4().hex}", f"tok-{uuid.uuid4().hex}"
+    operation_id = "op-conflict"
+    first = rig.serve()
+    first.send(flow_call("call-1", operation_id, cli_input(QUICK, token)))
+    assert "result" in json.loads(first.response("call-1"))
+    first.send(flow_call("call-2", operation_id, cli_input(LINGER, other)))
+    assert _code(first.response("call-2")) == "OPERATION_CONFLICT"
+    assert first.close_input() == 0
+
+    second = rig.serve()
+    second.send(flow_call("call-3", operation_id, cli_input(LINGER, other)))
+    line = second.response("call-3")
+    assert _code(line) == "OPERATION_CONFLICT"
+    assert "was reused differently" in json.loads(line)["error"]["message"]
+    assert second.close_input() == 0
+    rig.assert_nothing_left()
+    assert rig.watch.runs(other) == 0
+
+
+def test_a_second_server_joins_an_operation_in_flight_and_returns_the_same_evidence(
+    rig: Rig,
+) -> None:
+    """Two servers, one state directory: the second waits for the first's run and answers it."""
+    token, operation_id = f"tok-{uuid.uuid4().hex}", "op-join"
+    input = cli_input(LINGER, token)
+    first, second = rig.serve(), rig.serve()
+    first.send(flow_call("call-1", operation_id, input))
+    candidate = rig.candidate(token)
+    second.send(flow_call("call-2", operation_id, input))
+    # The joiner cannot answer before the run it joined has ended.
+    assert not second.answered("call-2")
+    rig.signal(candidate, signal.SIGTERM)
+    owner, joiner = first.response("call-1"), second.response("call-2")
+    assert without_id(joiner) == without_id(owner)
+    assert json.loads(owner)["result"]["value"]["exitCode"] == 0
+    assert first.close_input() == 0
+    assert second.close_input() == 0
+    rig.assert_nothing_left()
+    assert rig.watch.runs(token) == 1
