@@ -32,6 +32,7 @@ from jigcmd.policy.planner import candidate_plan
 from jigcmd.runtime import BUN_TARGET, find_runtime
 
 __all__ = [
+    "DEADLINE_S",
     "PROBE_TS",
     "Attempt",
     "RunTrace",
@@ -42,6 +43,11 @@ __all__ = [
     "probe_plan",
     "schema_valid",
 ]
+
+# How long a candidate that never ends gets before its deadline. Long enough for Bun to start
+# (so the run ends "deadline", not "deadline passed before the candidate started"); a slow,
+# emulated machine can raise it.
+DEADLINE_S = float(os.environ.get("JIGCMD_TEST_DEADLINE_S", "1.5"))
 
 # Named netns mounts belong to other suites (ours are anonymous); they may come and go
 # while a run is in flight.

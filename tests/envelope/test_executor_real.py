@@ -21,7 +21,7 @@ from jigcmd.envelope.wire import Started
 from jigcmd.evidence import OUTPUT_CAP_BYTES, decode_output
 from jigcmd.executor import RunOutcome
 from jigcmd.plan import RunPlan
-from tests.envelope.hostile_harness import Attempt, TracedExecutor, attempts, probe_plan
+from tests.envelope.hostile_harness import DEADLINE_S, Attempt, TracedExecutor, attempts, probe_plan
 
 pytestmark = [pytest.mark.envelope, pytest.mark.anyio]
 
@@ -70,7 +70,7 @@ async def test_at_the_deadline_the_whole_tree_is_killed(
     envelope: TracedExecutor, source: str
 ) -> None:
     """A candidate still running at the plan's deadline is SIGKILLed with stop reason "deadline"."""
-    outcome = await run(envelope, probe_plan(source, seconds=1.5))
+    outcome = await run(envelope, probe_plan(source, seconds=DEADLINE_S))
     assert (outcome.exit_code, outcome.signal, outcome.stop_reason) == (
         None,
         "SIGKILL",

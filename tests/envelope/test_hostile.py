@@ -36,7 +36,14 @@ from jigcmd.policy.lock import ADMITTED
 from jigcmd.runtime import Runtime, find_runtime
 from jigcmd.service import CommandService
 from tests.envelope import hostile_candidates as cand
-from tests.envelope.hostile_harness import PROBE_TS, Attempt, TracedExecutor, attempts, schema_valid
+from tests.envelope.hostile_harness import (
+    DEADLINE_S,
+    PROBE_TS,
+    Attempt,
+    TracedExecutor,
+    attempts,
+    schema_valid,
+)
 
 pytestmark = [pytest.mark.envelope, pytest.mark.anyio]
 
@@ -449,7 +456,7 @@ async def test_kill_minus_one_reaches_nothing_outside(hostile: Hostile) -> None:
 
 async def test_a_fork_bomb_hits_the_pids_limit_and_leaves_nothing(hostile: Hostile) -> None:
     """A self-replicating spawner is held at 64 tasks and its whole tree is gone afterwards."""
-    case = await hostile.run(cand.FORK_BOMB, seconds=3)
+    case = await hostile.run(cand.FORK_BOMB, seconds=2 * DEADLINE_S)
     assert case.outcome.report.pids_limit_hit
     assert case.evidence.stop_reason in ("exited", "deadline")
 
@@ -523,7 +530,7 @@ async def test_a_candidate_that_never_ends_is_killed_at_the_deadline(
     hostile: Hostile, source: str
 ) -> None:
     """Spinning, sleeping, ignoring SIGTERM, stopping itself, dripping: SIGKILL at the deadline."""
-    case = await hostile.run(source, seconds=1.5)
+    case = await hostile.run(source, seconds=DEADLINE_S)
     assert (case.evidence.exit_code, case.evidence.signal, case.evidence.stop_reason) == (
         None,
         "SIGKILL",
