@@ -187,6 +187,10 @@ class _Envelope:
         owner: Owner | None = None
         try:
             owner = Owner.open(launch)
+            if _peer_gone(sock):
+                # The server died after sending this launch (it sat in a queue): start
+                # nothing and claim nothing; recovery closes the row as uncertain.
+                raise _Abandoned
             if self.shape == _shape(plan) and self.job is not None:
                 if owner is not None:
                     owner.claim(self.run_id, self.job.paths, self.netns)
@@ -200,13 +204,23 @@ class _Envelope:
                 self.prepare(plan, launch.run_id)
                 if owner is not None and self.job is not None:
                     owner.record(self.job.paths, self.netns)
+                if _peer_gone(sock):
+                    raise _StepError("server", "the server went away before the candidate ran")
             self._go(plan, stdio)
+        except _Abandoned:
+            for fd in stdio:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+            self.teardown()
+            return
         except _StepError as exc:
             for fd in stdio:
                 with contextlib.suppress(OSError):
                     os.close(fd)
             self._fence()
             ok, problems = self._release()
+            if owner is not None and exc.step == "server":
+                owner.lost(ok, problems)
             _send(
                 sock,
                 Failed(
@@ -437,6 +451,27 @@ class Owner:
                 cleanup_complete=cleanup_complete,
                 problems="; ".join(problems),
             )
+
+
+class _Abandoned(Exception):
+    """The launch arrived after its server was gone: nothing is claimed or started."""
+
+
+def _peer_gone(sock: socket.socket) -> bool:
+    """Whether the server closed its end of the run socket (a pending message is not EOF)."""
+    poller = select.poll()
+    poller.register(sock.fileno(), select.POLLIN | select.POLLRDHUP)
+    for _fd, events in poller.poll(0):
+        if events & (select.POLLHUP | select.POLLRDHUP):
+            return True
+        if events & select.POLLIN:
+            try:
+                return sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
+            except BlockingIOError:
+                return False
+            except OSError:
+                return True
+    return False
 
 
 def _send(sock: socket.socket, message: Started | Finished | Failed) -> bool:
