@@ -1,0 +1,92 @@
+"""The official MCP Python SDK client drives the real `jigcmd serve` over the bundled example."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+from mcp.client.session import ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp_types import TextContent
+
+from tests.envelope.conftest import require_root
+
+pytestmark = [pytest.mark.anyio, pytest.mark.envelope]
+jsonschema = pytest.importorskip("jsonschema")
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "jigcmd" / "example"
+PASSING = EXAMPLE / "candidates" / "passing"
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture
+def binding(tmp_path: Path) -> Path:
+    """The example, admitted in a temporary copy."""
+    require_root()
+    copy = Path(shutil.copytree(EXAMPLE, tmp_path / "example"))
+    subprocess.run(
+        [sys.executable, "-m", "jigcmd", "lock", "--binding", str(copy / "binding.toml")],
+        check=True,
+        capture_output=True,
+    )
+    return copy / "binding.toml"
+
+
+async def test_the_official_mcp_client_runs_the_example_through_jigcmd_serve(
+    binding: Path, tmp_path: Path
+) -> None:
+    """initialize, list_tools (valid schemas), a refused call, a real run, ping, shutdown."""
+    files = {str(p.relative_to(PASSING)): p.read_text() for p in PASSING.rglob("*") if p.is_file()}
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=[
+            "-m",
+            "jigcmd",
+            "serve",
+            "--binding",
+            str(binding),
+            "--state-dir",
+            str(tmp_path / "state"),
+        ],
+    )
+    with tempfile.TemporaryFile(mode="w+") as errlog:
+        async with (
+            stdio_client(params, errlog=errlog) as (read, write),
+            ClientSession(read, write) as client,
+        ):
+            init = await client.initialize()
+            assert (init.protocol_version, init.server_info.name) == ("2025-11-25", "jigcmd")
+
+            listed = await client.list_tools()
+            assert [tool.name for tool in listed.tools] == ["tests", "cli"]
+            for tool in listed.tools:
+                jsonschema.Draft202012Validator.check_schema(tool.input_schema)
+                assert tool.output_schema is not None
+                jsonschema.Draft202012Validator.check_schema(tool.output_schema)
+            assert "args" not in listed.tools[0].input_schema["properties"]
+            assert "args" in listed.tools[1].input_schema["properties"]
+
+            refused = await client.call_tool("tests", {"files": {"../escape.ts": "x"}})
+            assert refused.is_error is True
+            assert isinstance(refused.content[0], TextContent)
+            assert "/files/..~1escape.ts" in refused.content[0].text
+
+            # The SDK validates the structured content against outputSchema itself.
+            ran = await client.call_tool("cli", {"files": files, "args": ["--x"], "stdin": "r\n"})
+            assert ran.is_error is False, ran.content
+            assert ran.structured_content is not None
+            evidence = ran.structured_content
+            assert (evidence["exitCode"], evidence["cleanup"]) == (0, "complete")
+            assert evidence["stdout"]["text"] == '{"args":["--x"],"records":["r"]}\n'
+
+            await client.send_ping()
+        errlog.seek(0)
+        assert "Traceback" not in errlog.read()
