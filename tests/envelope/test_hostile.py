@@ -17,38 +17,28 @@ import selectors
 import socket
 import subprocess
 import sys
-import time
 import uuid
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator
 from pathlib import Path
 
-import anyio
 import msgspec
 import pytest
 
 import jigcmd
-from jigcmd.errors import Code, JigError
 from jigcmd.evidence import Evidence
-from jigcmd.executor import RunOutcome
-from jigcmd.policy.binding import CommandPolicy
-from jigcmd.policy.lock import ADMITTED
-from jigcmd.runtime import Runtime, find_runtime
-from jigcmd.service import CommandService
+from jigcmd.runtime import find_runtime
 from tests.envelope import hostile_candidates as cand
 from tests.envelope.hostile_harness import (
     DEADLINE_S,
-    PROBE_TS,
     Attempt,
     TracedExecutor,
-    attempts,
     schema_valid,
 )
+from tests.envelope.hostile_runner import Hostile, HostServices, refused
 
 pytestmark = [pytest.mark.envelope, pytest.mark.anyio]
 
 SECRET = f"jigcmd-secret-{uuid.uuid4().hex}"
-MAIN = CommandPolicy(name="main", kind="run", paths=("main.ts",))
 x86_64_only = pytest.mark.skipif(
     platform.machine() != "x86_64", reason="raw system call numbers are x86_64's"
 )
@@ -68,101 +58,10 @@ def secret_environment() -> Iterator[None]:
     del os.environ["JIGCMD_TEST_SECRET"]
 
 
-@dataclass(frozen=True)
-class Case:
-    """What one hostile run produced: schema-checked evidence, the outcome, reported attempts."""
-
-    evidence: Evidence
-    outcome: RunOutcome
-    attempts: dict[str, Attempt]
-
-
-class Hostile:
-    """Runs candidates through the whole command path and checks the host after each."""
-
-    def __init__(self, envelope: TracedExecutor, runtime: Runtime) -> None:
-        self.envelope = envelope
-        self.runtime = runtime
-        self.bun_stat = self._bun_stat()
-        self.service = CommandService(
-            {"main": MAIN}, admission=ADMITTED, runtime=runtime, executor=envelope
-        )
-
-    def _bun_stat(self) -> tuple[int, ...]:
-        st = os.stat(self.runtime.path)
-        return (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_mode)
-
-    async def run(
-        self,
-        source: str,
-        *,
-        args: Sequence[str] = (),
-        stdin: str = "",
-        seconds: float | None = None,
-        files: dict[str, str] | None = None,
-    ) -> Case:
-        request = {
-            "command": "main",
-            "files": {"main.ts": source, "probe.ts": PROBE_TS, **(files or {})},
-            "args": list(args),
-            "stdin": stdin,
-        }
-        deadline = None if seconds is None else time.time_ns() // 1_000_000 + int(seconds * 1000)
-        failure: JigError | None = None
-        try:
-            result = await self.service.run(
-                request, operation_id="hostile", deadline_unix_ms=deadline, cancel=anyio.Event()
-            )
-        except JigError as exc:
-            failure = exc
-        if failure is None:
-            evidence = result.evidence
-        else:
-            # A deadline is a failure on the wire that still carries the evidence.
-            assert failure.code == Code.DEADLINE_EXCEEDED, failure
-            assert failure.details is not None
-            evidence = msgspec.convert(failure.details["command"], Evidence)
-        evidence = schema_valid(evidence)
-        assert evidence.cleanup == "complete"
-        assert self._bun_stat() == self.bun_stat, "the Bun binary was touched"
-        assert self.envelope.last is not None
-        return Case(evidence, self.envelope.last, attempts(evidence.stdout.text))
-
-
 @pytest.fixture(scope="module")
 def hostile(envelope: TracedExecutor) -> Hostile:
     """The module's hostile runner."""
     return Hostile(envelope, find_runtime())
-
-
-@dataclass
-class HostServices:
-    """Listeners on the host the candidate must not reach: TCP loopback, abstract and path unix."""
-
-    tcp: socket.socket
-    abstract: socket.socket
-    unix: socket.socket
-    abstract_name: str
-    unix_path: str
-
-    @property
-    def port(self) -> int:
-        return int(self.tcp.getsockname()[1])
-
-    def args(self) -> list[str]:
-        return [str(self.port), self.abstract_name, self.unix_path]
-
-    def connections(self) -> list[str]:
-        """Which listeners have had a connection."""
-        reached = []
-        for name, listener in (("tcp", self.tcp), ("abstract", self.abstract), ("unix", self.unix)):
-            try:
-                conn, _ = listener.accept()
-            except BlockingIOError:
-                continue
-            conn.close()
-            reached.append(name)
-        return reached
 
 
 @pytest.fixture
@@ -181,13 +80,6 @@ def host_services(tmp_path: Path) -> Iterator[HostServices]:
     yield HostServices(tcp, abstract, unix, name, path)
     for listener in (tcp, abstract, unix):
         listener.close()
-
-
-def refused(case: Case, name: str, *codes: str) -> None:
-    """The attempt `name` was made and failed with one of `codes`."""
-    attempt = case.attempts[name]
-    assert not attempt.ok, attempt
-    assert attempt.detail in codes, attempt
 
 
 # -- network ---------------------------------------------------------------------------
