@@ -149,20 +149,20 @@ async def open_service(settings: FrontSettings) -> AsyncIterator[Assembly]:
         # Every command will fail closed (EXECUTION_FAILED naming the cgroup piece).
         logger.warning("cgroups unavailable: %s", exc)
         backend, base = None, settings.cgroup_base or "jigcmd"
-    executor = NativeExecutor(cgroup_base=base)
-    assembly = assemble(
-        settings.binding,
-        settings.lock,
-        executor,
-        root_deadline_unix_ms=settings.root_deadline_unix_ms,
-    )
     ownership = await anyio.to_thread.run_sync(
         Ownership.open,
         settings.state_dir or default_state_dir(),
         settings.max_envelopes,
         Limits().memory_bytes,
     )
+    executor = NativeExecutor(cgroup_base=base, state_dir=str(ownership.state_dir))
     try:
+        assembly = assemble(
+            settings.binding,
+            settings.lock,
+            executor,
+            root_deadline_unix_ms=settings.root_deadline_unix_ms,
+        )
         if backend is not None:
             report = await anyio.to_thread.run_sync(ownership.recover, backend)
             if not report.clean:

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Protocol
+from collections.abc import Callable, Coroutine
+from typing import Any, Protocol
 
 import anyio
 import msgspec
@@ -10,7 +11,7 @@ import msgspec
 from jigcmd.evidence import ResourceReport, StopReason
 from jigcmd.plan import RunPlan
 
-__all__ = ["CapturedStream", "Executor", "RunOutcome", "Ticket"]
+__all__ = ["CapturedStream", "EnvelopeIdentity", "Executor", "OnStarted", "RunOutcome", "Ticket"]
 
 
 class CapturedStream(msgspec.Struct, frozen=True):
@@ -45,6 +46,18 @@ class Ticket(msgspec.Struct, frozen=True):
     slot_fd: int | None = None
 
 
+class EnvelopeIdentity(msgspec.Struct, frozen=True):
+    """Which envelope serves a run: its supervisor, cgroup directories and network namespace."""
+
+    supervisor_pid: int
+    init_pid: int
+    cgroup_paths: tuple[str, ...]
+    netns: str
+
+
+OnStarted = Callable[[EnvelopeIdentity], Coroutine[Any, Any, None]]
+
+
 class Executor(Protocol):
     """Executes plans in a fresh envelope. Raises `JigError` for its own failures.
 
@@ -54,7 +67,15 @@ class Executor(Protocol):
     """
 
     async def execute(
-        self, plan: RunPlan, cancel: anyio.Event, ticket: Ticket | None = None
+        self,
+        plan: RunPlan,
+        cancel: anyio.Event,
+        ticket: Ticket | None = None,
+        on_started: OnStarted | None = None,
     ) -> RunOutcome:
-        """Run `plan`; stop the whole tree when `cancel` is set or the plan's deadline passes."""
+        """Run `plan`; stop the whole tree when `cancel` is set or the plan's deadline passes.
+
+        `on_started` runs once the candidate was exec'd, concurrently with the run; it has
+        finished before `execute` returns.
+        """
         ...

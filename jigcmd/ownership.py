@@ -17,6 +17,8 @@ import msgspec
 from jigcmd.envelope.cgroups import CgroupBackend
 from jigcmd.errors import Code, JigError
 from jigcmd.evidence import Evidence, ResourceReport
+from jigcmd.executor import EnvelopeIdentity
+from jigcmd.journal.identity import identify
 from jigcmd.journal.reservations import Reservations, Slot, default_slots
 from jigcmd.journal.rows import Row
 from jigcmd.journal.store import Journal
@@ -130,6 +132,21 @@ class Ownership:
             if not row.is_open:
                 return row
             await anyio.sleep(_JOIN_POLL_S)
+
+    async def record_envelope(self, operation_id: str, envelope: EnvelopeIdentity) -> None:
+        """Record which envelope serves the operation (its supervisor, cgroups, netns)."""
+        supervisor = identify(envelope.supervisor_pid)
+        if supervisor is None:
+            return  # already gone: its own registry entry and the outcome tell the rest
+        await anyio.to_thread.run_sync(
+            lambda: self.journal.record_envelope(
+                operation_id,
+                supervisor=supervisor,
+                cgroup_paths=envelope.cgroup_paths,
+                netns=envelope.netns,
+                plan_digest="",
+            )
+        )
 
     async def finish(self, operation_id: str, result: RunResult) -> None:
         """Record a completed command's evidence; the cleanup was confirmed by the envelope."""

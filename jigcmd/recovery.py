@@ -37,6 +37,7 @@ import msgspec
 
 from jigcmd.envelope.cgroups import CgroupBackend
 from jigcmd.journal import identity
+from jigcmd.journal.envelopes import EnvelopeRegistry
 from jigcmd.journal.identity import ProcessIdentity
 from jigcmd.journal.rows import Row
 from jigcmd.journal.store import Journal
@@ -67,12 +68,18 @@ class RecoveryReport(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     jarvis_closed: tuple[int, ...]
     jarvis_problems: tuple[str, ...]
     unowned_jobs: tuple[str, ...]
+    envelopes_released: tuple[str, ...] = ()
+    envelope_problems: tuple[str, ...] = ()
 
     @property
     def clean(self) -> bool:
         """Whether every cleanup recovery attempted was confirmed."""
         runs = self.closed + self.rechecked
-        return all(r.cleanup_complete for r in runs) and not self.jarvis_problems
+        return (
+            all(r.cleanup_complete for r in runs)
+            and not self.jarvis_problems
+            and not self.envelope_problems
+        )
 
 
 def owner_alive(owner: ProcessIdentity) -> bool:
@@ -106,15 +113,31 @@ def recover(
 
     fence = _Fence(backend, empty_wait)
     deadline = time.monotonic() + supervisor_grace
+    # Envelopes registered by a dead server's supervisors, claimed by a run or still idle.
+    registry = EnvelopeRegistry(journal.path.parent)
+    orphaned = [e for e in registry.entries() if not owner_alive(e.owner)]
+    stopped_envelopes = {e.name: fence.stop_supervisor(e.supervisor, deadline) for e in orphaned}
     killed = {
         r.operation_id: fence.stop_supervisor(r.supervisor, deadline)
         for r in orphans + retry
         if r.supervisor is not None
     }
     reports: list[RecoveredRun] = []
+    envelopes_released: list[str] = []
+    envelope_problems: list[str] = []
+    for envelope in orphaned:
+        problems = stopped_envelopes[envelope.name][1]
+        problems = problems + fence.release(envelope.name, (), None)
+        if problems:
+            envelope_problems += [f"envelope {envelope.name}: {p}" for p in problems]
+        else:
+            registry.drop(envelope.name)
+            envelopes_released.append(envelope.name)
     for row in orphans + retry:
         stopped, problems = killed.get(row.operation_id, (False, []))
-        problems = problems + fence.release(row.cgroup_job, row.cgroup_paths, row.netns)
+        # A prepared envelope's job is named after itself; its paths were recorded.
+        job = os.path.basename(row.cgroup_paths[0]) if row.cgroup_paths else row.cgroup_job
+        problems = problems + fence.release(job, row.cgroup_paths, row.netns)
         journal.record_cleanup(
             row.operation_id, complete=not problems, problems="; ".join(problems)
         )
@@ -149,6 +172,8 @@ def recover(
         jarvis_closed=tuple(jarvis_closed),
         jarvis_problems=tuple(jarvis_problems),
         unowned_jobs=tuple(_unowned_jobs(journal, backend)),
+        envelopes_released=tuple(envelopes_released),
+        envelope_problems=tuple(envelope_problems),
     )
 
 
@@ -211,9 +236,13 @@ def _unowned_jobs(journal: Journal, backend: CgroupBackend) -> list[str]:
         names = backend.list_jobs()
     except OSError:
         return []
+    registered = {e.name for e in EnvelopeRegistry(journal.path.parent).entries()}
     return sorted(
         name
         for name in names
-        if not name.startswith(_JOB_PREFIX)
-        or journal.by_run_id(name.removeprefix(_JOB_PREFIX)) is None
+        if name not in registered
+        and (
+            not name.startswith(_JOB_PREFIX)
+            or journal.by_run_id(name.removeprefix(_JOB_PREFIX)) is None
+        )
     )

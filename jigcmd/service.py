@@ -9,9 +9,10 @@ from collections.abc import Callable, Mapping
 import anyio
 import msgspec
 
+from jigcmd import trace
 from jigcmd.errors import Code, JigError
 from jigcmd.evidence import Evidence, decode_output
-from jigcmd.executor import Executor, RunOutcome, Ticket
+from jigcmd.executor import EnvelopeIdentity, Executor, OnStarted, RunOutcome, Ticket
 from jigcmd.ownership import Ownership
 from jigcmd.plan import Limits, RunPlan
 from jigcmd.policy.binding import CommandPolicy
@@ -111,6 +112,7 @@ class CommandService:
         context: str = "",
     ) -> RunResult:
         """Validate, check admission, plan and execute one call; see `CommandBackend.run`."""
+        trace.mark("service: run")
         now_monotonic, now_unix_ms = time.monotonic(), time.time_ns() // 1_000_000
         deadline = effective_deadline(
             now_monotonic, now_unix_ms, deadline_unix_ms, self._root_deadline
@@ -124,22 +126,26 @@ class CommandService:
             )
         ownership = self._ownership
         durable = ownership is not None and signature is not None
-        if durable:
-            assert ownership is not None and signature is not None
-            known = await ownership.lookup(operation_id, signature)
-            if known is not None:
-                return known
-        if deadline <= time.monotonic():
-            raise JigError(
-                Code.DEADLINE_EXCEEDED, "the deadline had passed before dispatch; nothing ran"
-            )
-        if cancel.is_set():
-            raise JigError(Code.CANCELLED, "cancelled before dispatch; nothing ran")
+        trace.mark("service: validated")
         run_id = uuid.uuid4().hex[:16]
-        slot = ownership.reserve(operation_id) if ownership is not None else None
+        slot = None
+        if ownership is not None:
+            try:
+                slot = ownership.reserve(operation_id)
+            except JigError:
+                # No slot: a known operation is still answered from the journal.
+                known = None
+                if durable:
+                    assert signature is not None
+                    known = await ownership.lookup(operation_id, signature)
+                if known is None:
+                    raise
+                return known
         try:
+            on_started = None
             if durable:
                 assert ownership is not None and signature is not None
+                # One journal transaction before dispatch: a new row, or the known answer.
                 known = await ownership.begin(
                     operation_id=operation_id,
                     signature=signature,
@@ -149,6 +155,22 @@ class CommandService:
                 )
                 if known is not None:
                     return known
+
+                async def on_started(envelope: EnvelopeIdentity) -> None:
+                    await ownership.record_envelope(operation_id, envelope)
+
+            trace.mark("service: begun")
+            refusal = None
+            if deadline <= time.monotonic():
+                refusal = JigError(
+                    Code.DEADLINE_EXCEEDED, "the deadline had passed before dispatch; nothing ran"
+                )
+            elif cancel.is_set():
+                refusal = JigError(Code.CANCELLED, "cancelled before dispatch; nothing ran")
+            if refusal is not None:
+                if durable and ownership is not None:
+                    await ownership.fail(operation_id, refusal)
+                raise refusal
             ticket = Ticket(
                 run_id=run_id,
                 operation_id=operation_id if durable else None,
@@ -163,6 +185,7 @@ class CommandService:
                     cancel=cancel,
                     ticket=ticket,
                     progress=progress,
+                    on_started=on_started,
                 )
             except JigError as error:
                 if durable and ownership is not None:
@@ -170,6 +193,7 @@ class CommandService:
                 raise
             if durable and ownership is not None:
                 await ownership.finish(operation_id, result)
+            trace.mark("service: recorded")
             return result
         finally:
             if slot is not None:
@@ -184,6 +208,7 @@ class CommandService:
         cancel: anyio.Event,
         ticket: Ticket,
         progress: Progress | None,
+        on_started: OnStarted | None = None,
     ) -> RunResult:
         plan = candidate_plan(
             bun=BUN_TARGET,
@@ -199,7 +224,7 @@ class CommandService:
         )
         if progress is not None:
             await progress(f"running {' '.join(valid.invocation)}")
-        outcome = await self._executor.execute(plan, cancel, ticket)
+        outcome = await self._executor.execute(plan, cancel, ticket, on_started)
         evidence = evidence_of(valid, outcome)
         if outcome.stop_reason == "deadline":
             raise JigError(

@@ -15,11 +15,12 @@ import struct
 import sys
 import time
 import uuid
-from collections.abc import Callable
 
 import anyio
 import msgspec
 
+from jigcmd import trace
+from jigcmd.envelope import netns
 from jigcmd.envelope.wire import (
     Cancel,
     Failed,
@@ -32,10 +33,10 @@ from jigcmd.envelope.wire import (
 )
 from jigcmd.errors import Code, JigError
 from jigcmd.evidence import OUTPUT_CAP_BYTES, ResourceReport
-from jigcmd.executor import CapturedStream, RunOutcome, Ticket
+from jigcmd.executor import CapturedStream, EnvelopeIdentity, OnStarted, RunOutcome, Ticket
 from jigcmd.plan import RunPlan
 
-__all__ = ["NativeExecutor", "RunEvents"]
+__all__ = ["NativeExecutor"]
 
 _HEADER = struct.Struct(">I")
 _decoder = msgspec.msgpack.Decoder(Message)
@@ -47,19 +48,23 @@ _FINISH_GRACE = 10.0
 _READ_CHUNK = 65_536
 _ZYGOTE_START_S = 30.0
 
-RunEvents = Callable[[Started], None]
-
 
 class NativeExecutor:
     """Executes plans in fresh native envelopes via a pre-started zygote."""
 
-    def __init__(self, python: str | None = None, cgroup_base: str = "jigcmd") -> None:
+    def __init__(
+        self,
+        python: str | None = None,
+        cgroup_base: str = "jigcmd",
+        state_dir: str | None = None,
+    ) -> None:
         self._python = python or sys.executable
         self._cgroup_base = cgroup_base
+        # Where supervisors register their envelopes and close rows whose server died.
+        self._state_dir = state_dir
         self._control: socket.socket | None = None
         self._zygote: anyio.abc.Process | None = None
         self._lock = anyio.Lock()
-        self.on_started: RunEvents | None = None
 
     async def start(self) -> None:
         """Start the zygote (idempotent)."""
@@ -72,6 +77,8 @@ class NativeExecutor:
                 return self._control
             self._control.close()
             self._control = None
+        # pyroute2 encodes the netlink request here, so the zygote never imports it.
+        request = await anyio.to_thread.run_sync(netns.preload)
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         # Isolated mode (no PYTHONPATH, no user site) with exactly the server's import path,
         # so the zygote imports the very modules the server runs.
@@ -88,6 +95,8 @@ class NativeExecutor:
                     bootstrap,
                     str(theirs.fileno()),
                     self._cgroup_base,
+                    request.hex(),
+                    self._state_dir or "",
                 ],
                 stdin=None,
                 stdout=2,
@@ -95,7 +104,7 @@ class NativeExecutor:
                 pass_fds=(theirs.fileno(),),
                 # A minimal environment: nothing of the server's (tokens, credentials) ever
                 # sits in the memory image that supervisors and pid 1 are forked from.
-                env={"LANG": "C.UTF-8"},
+                env={"LANG": "C.UTF-8", **({"JIGCMD_TRACE": "1"} if trace.ENABLED else {})},
                 start_new_session=True,
             )
         except OSError as exc:
@@ -147,9 +156,14 @@ class NativeExecutor:
             self._zygote = None
 
     async def execute(
-        self, plan: RunPlan, cancel: anyio.Event, ticket: Ticket | None = None
+        self,
+        plan: RunPlan,
+        cancel: anyio.Event,
+        ticket: Ticket | None = None,
+        on_started: OnStarted | None = None,
     ) -> RunOutcome:
         """Run `plan` in a fresh envelope; see `jigcmd.executor.Executor`."""
+        trace.mark("executor: execute")
         ticket = ticket or Ticket(run_id=uuid.uuid4().hex[:16])
         launch = Launch(
             run_id=ticket.run_id,
@@ -176,6 +190,7 @@ class NativeExecutor:
                 control = await self._ensure_zygote()
                 try:
                     send_message(control, launch, passed)
+                    trace.mark("executor: launch sent")
                 except OSError as exc:
                     raise JigError(
                         Code.EXECUTION_FAILED, f"envelope zygote unreachable: {exc}"
@@ -192,7 +207,7 @@ class NativeExecutor:
             stdout_r=stdout_r,
             stderr_r=stderr_r,
             cancel=cancel,
-            on_started=self.on_started,
+            on_started=on_started,
         )
         return await run.collect()
 
@@ -238,7 +253,7 @@ class _RunCollector:
         stdout_r: int,
         stderr_r: int,
         cancel: anyio.Event,
-        on_started: RunEvents | None,
+        on_started: OnStarted | None,
     ) -> None:
         self.plan = plan
         self.sock = sock
@@ -249,18 +264,25 @@ class _RunCollector:
         self.started: Started | None = None
         self.end: Finished | Failed | None = None
         self.buffer = b""
+        self.callbacks: anyio.abc.TaskGroup
         sock.setblocking(False)
 
     async def collect(self) -> RunOutcome:
         begin = time.monotonic()
         try:
-            async with anyio.create_task_group() as tg:
+            # Callbacks (the journal recording the envelope) run beside the run and are
+            # awaited, never cancelled, before the outcome is returned.
+            async with (
+                anyio.create_task_group() as self.callbacks,
+                anyio.create_task_group() as tg,
+            ):
                 tg.start_soon(self._pump_outputs)
                 tg.start_soon(self._forward_cancel, tg.cancel_scope)
                 await self._listen()
                 tg.cancel_scope.cancel()
         finally:
             self.sock.close()
+        trace.mark("executor: output drained")
         return self._outcome(begin)
 
     async def _pump_outputs(self) -> None:
@@ -281,10 +303,18 @@ class _RunCollector:
                 if message is None:
                     return
                 if isinstance(message, Started):
+                    trace.mark("executor: started")
                     self.started = message
                     if self.on_started is not None:
-                        self.on_started(message)
+                        identity = EnvelopeIdentity(
+                            supervisor_pid=message.supervisor_pid,
+                            init_pid=message.init_pid,
+                            cgroup_paths=message.cgroup_paths,
+                            netns=message.netns,
+                        )
+                        self.callbacks.start_soon(self.on_started, identity)
                 elif isinstance(message, Finished | Failed):
+                    trace.mark("executor: end reported")
                     self.end = message
         if isinstance(self.end, Finished):
             # Every writer is dead; read what is still in the pipes, bounded in time.

@@ -23,6 +23,7 @@ makes the kernel kill everything in the pid namespace: nothing outlives its keep
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import secrets
 import select
@@ -33,6 +34,7 @@ import time
 from pathlib import Path
 from typing import NoReturn
 
+from jigcmd import trace
 from jigcmd.envelope import cgroups, idmap, netns, privileges, rootfs, seccomp
 from jigcmd.envelope import syscalls as sc
 from jigcmd.envelope.wire import (
@@ -47,6 +49,8 @@ from jigcmd.envelope.wire import (
 )
 from jigcmd.evidence import StopReason
 from jigcmd.journal import identity
+from jigcmd.journal.envelopes import EnvelopeEntry, EnvelopeRegistry
+from jigcmd.journal.identity import ProcessIdentity
 from jigcmd.journal.store import Journal, JournalError
 from jigcmd.plan import RunPlan
 
@@ -83,7 +87,10 @@ def _shape(plan: RunPlan) -> tuple[object, ...]:
 
 
 def supervise(
-    zygote: socket.socket, backend: cgroups.CgroupBackend, template: RunPlan | None
+    zygote: socket.socket,
+    backend: cgroups.CgroupBackend,
+    template: RunPlan | None,
+    registry: Registry | None = None,
 ) -> NoReturn:
     """Prepare an envelope for `template`, then run the one `Launch` that arrives; never returns."""
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
@@ -92,6 +99,10 @@ def supervise(
     envelope = _Envelope(backend)
     code = 0
     try:
+        if registry is not None:
+            # The envelope registers itself the moment it exists (see journal/envelopes.py).
+            envelope.registry = EnvelopeRegistry(Path(registry.state_dir))
+            envelope.owner = registry.owner
         if template is not None:
             try:
                 envelope.prepare(template)
@@ -134,6 +145,9 @@ class _Envelope:
         self.buffer = b""
         self.cpu_at_go: int | None = None
         self.run_id = ""
+        self.registry: EnvelopeRegistry | None = None
+        self.owner: ProcessIdentity | None = None
+        self.registered: str | None = None
 
     # -- prepare -----------------------------------------------------------------------
 
@@ -141,6 +155,16 @@ class _Envelope:
         """Build the whole envelope for plans shaped like `plan`; the candidate waits for go."""
         self.run_id = run_id or secrets.token_hex(8)
         name = f"jigcmd-{self.run_id}"
+        if self.registry is not None and self.owner is not None:
+            # Registered before it exists: if this process dies from here on, recovery
+            # knows the cgroup job to fence and remove.
+            try:
+                self.registry.register(
+                    EnvelopeEntry(name=name, supervisor=identity.current(), owner=self.owner)
+                )
+            except OSError as exc:
+                raise _StepError("envelope registry", exc) from exc
+            self.registered = name
         try:
             self.job = self.backend.create(name, plan.limits)
         except (OSError, ValueError) as exc:
@@ -184,29 +208,24 @@ class _Envelope:
         """Run the launch's plan in the prepared envelope (prepared now if need be); clean up."""
         plan = launch.plan
         launched = time.monotonic()
+        trace.mark("supervisor: launch")
         owner: Owner | None = None
         try:
-            owner = Owner.open(launch)
+            owner = Owner.of(launch)
             if _peer_gone(sock):
                 # The server died after sending this launch (it sat in a queue): start
                 # nothing and claim nothing; recovery closes the row as uncertain.
                 raise _Abandoned
-            if self.shape == _shape(plan) and self.job is not None:
-                if owner is not None:
-                    owner.claim(self.run_id, self.job.paths, self.netns)
-            else:
+            if self.shape != _shape(plan) or self.job is None:
                 self.teardown()
                 if time.monotonic() >= plan.deadline:
                     raise _StepError("deadline", "deadline passed before setup")
-                # Claimed before anything is created; the job is named after the row's run.
-                if owner is not None:
-                    owner.claim(None, None, None)
                 self.prepare(plan, launch.run_id)
-                if owner is not None and self.job is not None:
-                    owner.record(self.job.paths, self.netns)
                 if _peer_gone(sock):
                     raise _StepError("server", "the server went away before the candidate ran")
+            trace.mark("supervisor: ready to go")
             self._go(plan, stdio)
+            trace.mark("supervisor: candidate exec'd")
         except _Abandoned:
             for fd in stdio:
                 with contextlib.suppress(OSError):
@@ -242,9 +261,12 @@ class _Envelope:
         )
         exit_code, sig, reason, server_lost = self._wait(plan.deadline, sock)
         wall_ms = (time.monotonic() - started) * 1000
+        trace.mark("supervisor: candidate ended")
         self._fence()
+        trace.mark("supervisor: fenced")
         stats = self.job.stats()
         ok, problems = self._release()
+        trace.mark("supervisor: released")
         if server_lost and owner is not None:
             # Nobody will record this run's outcome: the server is gone, and with it the
             # output. Record what is proved: fenced, cleanup as confirmed, no result.
@@ -389,6 +411,10 @@ class _Envelope:
         # The network namespace has no name or mount and the scratch is a tmpfs inside the
         # mount namespace: both are released with their last process, which the empty
         # cgroup above has just confirmed.
+        if self.registered is not None and not problems and self.registry is not None:
+            with contextlib.suppress(OSError):
+                self.registry.drop(self.registered)
+            self.registered = None
         self.init_pid = None
         self.shape = None
         return not problems, tuple(problems)
@@ -399,52 +425,41 @@ class _Envelope:
         self._release()
 
 
-class Owner:
-    """The journal row this run answers to; the supervisor's side of durable ownership."""
+@dataclasses.dataclass(frozen=True)
+class Registry:
+    """Where envelopes register themselves, and the server they are prepared for."""
 
-    def __init__(self, journal: Journal, operation_id: str) -> None:
-        self.journal = journal
+    state_dir: str
+    owner: ProcessIdentity
+
+
+class Owner:
+    """The journal row a run answers to, for the one case only the supervisor can record.
+
+    The server records every outcome it sees. When the server dies mid-run, the supervisor
+    fences the run and closes the row itself as uncertain (with the cleanup it proved). The
+    journal is opened only then: SQLite serialises writers across processes, and nothing
+    on a run's path should wait for that lock.
+    """
+
+    def __init__(self, state_dir: str, operation_id: str) -> None:
+        self.state_dir = state_dir
         self.operation_id = operation_id
 
     @classmethod
-    def open(cls, launch: Launch) -> Owner | None:
-        """The owner named by `launch`, with its own journal connection (never inherited)."""
+    def of(cls, launch: Launch) -> Owner | None:
+        """The owner named by `launch`, if it has a journal row."""
         if launch.operation_id is None or launch.state_dir is None:
             return None
-        try:
-            return cls(Journal.open(Path(launch.state_dir)), launch.operation_id)
-        except (OSError, JournalError, sqlite3.Error) as exc:
-            raise _StepError("journal", exc) from exc
-
-    def claim(self, run_id: str | None, paths: tuple[str, ...] | None, netns: str | None) -> None:
-        """Take the row before the candidate runs; a closed row means: run nothing."""
-        try:
-            claimed = self.journal.claim(
-                self.operation_id, run_id=run_id, cgroup_paths=paths, netns=netns
-            )
-        except (JournalError, sqlite3.Error) as exc:
-            raise _StepError("journal", exc) from exc
-        if not claimed:
-            raise _StepError("ownership", "the operation was closed (recovered) before it ran")
-
-    def record(self, paths: tuple[str, ...], netns: str | None) -> None:
-        """Record the envelope prepared after claiming."""
-        me = identity.current()
-        try:
-            self.journal.record_envelope(
-                self.operation_id,
-                supervisor=me,
-                cgroup_paths=paths,
-                netns=netns or "",
-                plan_digest="",
-            )
-        except (JournalError, sqlite3.Error) as exc:
-            raise _StepError("journal", exc) from exc
+        return cls(launch.state_dir, launch.operation_id)
 
     def lost(self, cleanup_complete: bool, problems: tuple[str, ...]) -> None:
         """The server went away mid-run: close the row as uncertain, with the cleanup proved."""
-        with contextlib.suppress(JournalError, sqlite3.Error):
-            self.journal.mark_uncertain(
+        with (
+            contextlib.suppress(OSError, JournalError, sqlite3.Error),
+            Journal.open(Path(self.state_dir)) as journal,
+        ):
+            journal.mark_uncertain(
                 self.operation_id,
                 reason="the server went away during the run; the run was fenced without a "
                 "proved result",
@@ -625,6 +640,7 @@ class _Init:
             step = "wait for the request"
             received = self._receive_go()
             plan, stdio = received
+            trace.mark("init: go")
             step = "candidate files"
             if plan.profile == "candidate":
                 rootfs.seal_candidate(plan.files)
@@ -726,6 +742,7 @@ def _candidate(plan: RunPlan, channel: socket.socket, exec_w: int, status_w: int
         if not isinstance(message, Go) or len(fds) != 3:
             raise RuntimeError("malformed go message")
         plan = message.plan
+        trace.mark("candidate: go")
         step = "candidate stdio"
         for target, fd in enumerate(fds):
             os.dup2(fd, target)

@@ -24,9 +24,11 @@ import signal
 import socket
 import sys
 
+from jigcmd import trace
 from jigcmd.envelope import cgroups, netns, privileges, seccomp
-from jigcmd.envelope.supervisor import supervise
+from jigcmd.envelope.supervisor import Registry, supervise
 from jigcmd.envelope.wire import Launch, Warm, recv_message, send_message
+from jigcmd.journal import identity
 from jigcmd.plan import RunPlan
 
 __all__ = ["main"]
@@ -37,9 +39,15 @@ _MAX_POOL = 16
 
 
 class _Zygote:
-    def __init__(self, control: socket.socket, backend: cgroups.CgroupBackend) -> None:
+    def __init__(
+        self,
+        control: socket.socket,
+        backend: cgroups.CgroupBackend,
+        registry: Registry | None,
+    ) -> None:
         self.control = control
         self.backend = backend
+        self.registry = registry
         self.template: RunPlan | None = None
         self.pool_size = 0
         self.prepared: collections.deque[socket.socket] = collections.deque()
@@ -78,6 +86,7 @@ class _Zygote:
                 self.prepared.popleft().close()
 
     def _launch(self, launch: Launch, fds: list[int]) -> None:
+        trace.mark("zygote: launch")
         self._retemplate(launch.plan)
         try:
             while True:
@@ -93,7 +102,9 @@ class _Zygote:
         finally:
             for fd in fds:
                 os.close(fd)
+        trace.mark("zygote: forwarded")
         self._replenish()
+        trace.mark("zygote: replenished")
 
     def _replenish(self) -> None:
         while self.template is not None and len(self.prepared) < self.pool_size:
@@ -107,7 +118,7 @@ class _Zygote:
             self.control.close()
             for other in self.prepared:
                 other.close()
-            supervise(theirs, self.backend, template)
+            supervise(theirs, self.backend, template, self.registry)
         theirs.close()
         return ours
 
@@ -120,19 +131,25 @@ def main(argv: list[str]) -> int:
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
-        # The base the server resolved (a delegated subtree without root); delegation.py.
+        # argv: control fd, the cgroup base the server resolved (delegation.py), the netlink
+        # request pyroute2 encoded in the server (netns.py), the state directory or "".
         backend = cgroups.detect(base=argv[1] if len(argv) > 1 else "jigcmd")
+        if len(argv) > 2:
+            netns.use_request(bytes.fromhex(argv[2]))
         problems = backend.problems()
         if problems:
             raise OSError("cgroups: " + "; ".join(problems))
         seccomp.build_filter()
         privileges.prepare()
-        netns.preload()
     except Exception as exc:  # reported to the server, which fails every launch with it
         control.sendall(b"F" + f"{type(exc).__name__}: {exc}".encode("utf-8", "replace"))
         return 1
+    registry = None
+    server = identity.identify(os.getppid())
+    if len(argv) > 3 and argv[3] and server is not None:
+        registry = Registry(state_dir=argv[3], owner=server)
     control.sendall(b"R")
-    zygote = _Zygote(control, backend)
+    zygote = _Zygote(control, backend, registry)
     try:
         return zygote.serve()
     finally:

@@ -11,6 +11,8 @@ from jigcmd import __version__
 from jigcmd.assembly import FrontSettings, open_service
 from jigcmd.envelope.delegation import DelegationError
 from jigcmd.envelope.native import NativeExecutor
+from jigcmd.journal.schema import SchemaError
+from jigcmd.journal.store import JournalError
 from jigcmd.policy.binding import BindingError
 from jigcmd.protocol.session import ProtocolChoice
 from jigcmd.runtime import RuntimeUnavailable
@@ -46,7 +48,14 @@ async def _serve(settings: FrontSettings, protocol: ProtocolChoice) -> int:
                     slot=slots[0] if len(slots) == 1 else None,
                 )
                 tg.cancel_scope.cancel()
-    except (BindingError, RuntimeUnavailable, StateDirError, DelegationError) as exc:
+    except (
+        BindingError,
+        RuntimeUnavailable,
+        StateDirError,
+        DelegationError,
+        JournalError,
+        SchemaError,
+    ) as exc:
         sys.stderr.write(f"jigcmd serve: {exc}\n")
         return 2
     return 0

@@ -17,6 +17,7 @@ import anyio
 import anyio.abc
 import anyio.lowlevel
 
+from jigcmd import trace
 from jigcmd.errors import Code, JigError
 from jigcmd.policy.digests import operation_signature
 from jigcmd.protocol import jsonrpc
@@ -103,6 +104,7 @@ class _Writer:
                 self._buffer.clear()
                 break
             del self._buffer[:written]
+            trace.mark("server: wrote")
         return True
 
     async def run(self) -> None:
@@ -210,6 +212,7 @@ class _Server:
                 if type(action) is Send:
                     writer.send(action.data)
                 elif type(action) is Dispatch:
+                    trace.mark("server: dispatch")
                     self._start(action.call)
                 elif type(action) is Cancel and action.request_id in self._cancels:
                     self._cancels[action.request_id].set()

@@ -24,9 +24,8 @@ import msgspec
 
 from jigcmd.envelope.cgroups import CgroupBackend
 from jigcmd.envelope.native import NativeExecutor
-from jigcmd.envelope.wire import Started
 from jigcmd.evidence import Evidence
-from jigcmd.executor import RunOutcome, Ticket
+from jigcmd.executor import EnvelopeIdentity, OnStarted, RunOutcome, Ticket
 from jigcmd.plan import Bind, RunPlan
 from jigcmd.policy.planner import candidate_plan
 from jigcmd.runtime import BUN_TARGET, find_runtime
@@ -269,7 +268,7 @@ def _cgroup_lines(pid: int) -> str:
 class RunTrace:
     """What the supervisor said about one envelope at start, and what we found after it."""
 
-    started: Started | None = None
+    started: EnvelopeIdentity | None = None
     pid_ns: int | None = None
     leftovers: list[str] = field(default_factory=list)
     # Dead but unreaped processes of the envelope (see `test_pid_1_is_reaped_...`).
@@ -300,11 +299,10 @@ class TracedExecutor:
         self.last: RunOutcome | None = None
         # Job names known to be ours: every run's, plus any a test registers (prepared ones).
         self.jobs: set[str] = set()
-        inner.on_started = self._on_started
         self._current: RunTrace | None = None
-        self._started_hook: Callable[[Started], None] | None = None
+        self._started_hook: Callable[[EnvelopeIdentity], None] | None = None
 
-    def _on_started(self, started: Started) -> None:
+    async def _on_started(self, started: EnvelopeIdentity) -> None:
         trace = self._current
         if trace is not None:
             trace.started = started
@@ -316,16 +314,24 @@ class TracedExecutor:
             self._started_hook(started)
 
     async def execute(
-        self, plan: RunPlan, cancel: anyio.Event, ticket: Ticket | None = None
+        self,
+        plan: RunPlan,
+        cancel: anyio.Event,
+        ticket: Ticket | None = None,
+        on_started: OnStarted | None = None,
     ) -> RunOutcome:
         """Run `plan`; fail the test when anything of the envelope is left on the host."""
-        return await self.run(plan, cancel, ticket=ticket)
+        outcome = await self.run(plan, cancel, ticket=ticket)
+        if on_started is not None and self.traces[-1].started is not None:
+            # The service records the serving envelope; replay the hook for it.
+            await on_started(self.traces[-1].started)
+        return outcome
 
     async def run(
         self,
         plan: RunPlan,
         cancel: anyio.Event | None = None,
-        on_started: Callable[[Started], None] | None = None,
+        on_started: Callable[[EnvelopeIdentity], None] | None = None,
         ticket: Ticket | None = None,
     ) -> RunOutcome:
         """Like `execute`, with an optional hook called when the candidate has started."""
@@ -335,7 +341,9 @@ class TracedExecutor:
         mounts = host_mounts()
         self.last = None
         try:
-            self.last = await self.inner.execute(plan, cancel or anyio.Event(), ticket)
+            self.last = await self.inner.execute(
+                plan, cancel or anyio.Event(), ticket, self._on_started
+            )
         finally:
             self._current, self._started_hook = None, None
             trace.leftovers = self.leftovers(trace)

@@ -17,9 +17,8 @@ import anyio
 import pytest
 
 from jigcmd.envelope import syscalls as sc
-from jigcmd.envelope.wire import Started
 from jigcmd.evidence import OUTPUT_CAP_BYTES, decode_output
-from jigcmd.executor import RunOutcome
+from jigcmd.executor import EnvelopeIdentity, RunOutcome
 from jigcmd.plan import RunPlan
 from tests.envelope.hostile_harness import DEADLINE_S, Attempt, TracedExecutor, attempts, probe_plan
 
@@ -39,7 +38,7 @@ def anyio_backend() -> str:
 async def run(
     envelope: TracedExecutor,
     plan: RunPlan,
-    on_started: Callable[[Started], None] | None = None,
+    on_started: Callable[[EnvelopeIdentity], None] | None = None,
     cancel: anyio.Event | None = None,
 ) -> RunOutcome:
     return await envelope.run(plan, cancel, on_started)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import sys
 import textwrap
@@ -64,8 +65,6 @@ def test_the_loopback_request_is_an_acked_rtm_newlink_for_lo() -> None:
 @pytest.mark.usefixtures("real_netns")
 def test_a_fresh_namespace_has_only_lo_up_and_cannot_reach_anything() -> None:
     """Only lo, up; the host's loopback and external addresses are unreachable; lo is locked."""
-    import socket
-
     with socket.create_server(("127.0.0.1", 0)) as host_server:
         port = host_server.getsockname()[1]
         seen = subprocess.run(
