@@ -35,9 +35,9 @@ class RunOutcome(msgspec.Struct, frozen=True):
 class Ticket(msgspec.Struct, frozen=True):
     """Who owns a run: its id, the journal row it answers to, and its reserved envelope slot.
 
-    The supervisor claims the row (`operation_id` in the journal under `state_dir`) before
-    the candidate runs and holds the slot's lock (`slot_fd`) until the envelope is released,
-    so both outlive the server if it dies.
+    The supervisor holds the slot's lock (`slot_fd`) until the envelope is released, and
+    closes the journal row (`operation_id` in the journal under `state_dir`) itself as
+    uncertain if the server dies mid-run: both outlive the server.
     """
 
     run_id: str

@@ -2,8 +2,9 @@
 
 Operation identity is scoped to the state directory: every jigcmd process using the same
 state directory shares one journal and one set of envelope slots. Before dispatch a row
-records the operation; the run's supervisor claims it and closes it itself if the server
-dies; a recorded result is replayed byte for byte; an uncertain operation stays uncertain.
+records the operation; the serving envelope is recorded as soon as it reports, and its
+supervisor closes the row itself if the server dies; a recorded result is replayed byte
+for byte; an uncertain operation stays uncertain.
 """
 
 from __future__ import annotations

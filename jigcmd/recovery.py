@@ -7,8 +7,8 @@ Run at server start-up and by `jigcmd recover --state-dir DIR`. For each open ow
    state directory. Only rows whose owner is dead are recovered.
 2. Close it first: the row becomes `uncertain` ("a prior command dispatch was fenced
    without a proved result") with cleanup `failed` until proved otherwise. Closing before
-   touching anything means a supervisor that has not yet claimed the row (`Journal.claim`)
-   can no longer claim it and creates nothing; a crash of recovery itself leaves the
+   touching anything means the row can no longer be moved to running (a late
+   `record_envelope` writes nothing); a crash of recovery itself leaves the
    cleanup recorded as failed, never as complete.
 3. The supervisor: it fences its own run when its run socket closes (the server is gone),
    so recovery waits for it (at most `supervisor_grace` seconds, shared by all rows), then

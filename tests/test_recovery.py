@@ -14,7 +14,7 @@ import pytest
 from jigcmd.envelope.cgroups import CgroupBackend, CgroupJob, CgroupStats, CgroupUnavailable, Mode
 from jigcmd.envelope.cgroups import detect as detect_cgroups
 from jigcmd.journal import Journal, ProcessIdentity
-from jigcmd.journal.identity import identify
+from jigcmd.journal.identity import current, identify
 from jigcmd.plan import Limits
 from jigcmd.recovery import UNCERTAIN_REASON, recover
 
@@ -115,7 +115,6 @@ def _running(
 ) -> Callable[[Journal], object]:
     def action(journal: Journal) -> None:
         _begin(journal, operation_id, run_id)
-        assert journal.claim(operation_id, supervisor)
         journal.record_envelope(
             operation_id,
             supervisor=supervisor,
@@ -152,12 +151,14 @@ def _fake_supervisor(processes: list[subprocess.Popen[bytes]]) -> ProcessIdentit
 def test_a_dispatching_row_of_a_dead_server_closes_uncertain_and_cannot_be_claimed_later(
     tmp_path: Path,
 ) -> None:
-    """Before any supervisor: the row closes uncertain, complete, and a late claim fails."""
+    """Before any supervisor: the row closes uncertain, complete, and a late record fails."""
     _in_dead_server(tmp_path, lambda j: _begin(j, "op-1", "r1"))
     with Journal.open(tmp_path) as journal:
         report = recover(journal, FakeBackend(), supervisor_grace=0)
         row = journal.get("op-1")
-        assert not journal.claim("op-1")
+        assert not journal.record_envelope(
+            "op-1", supervisor=current(), cgroup_paths=(), netns="", plan_digest=""
+        )
     assert [r.operation_id for r in report.closed] == ["op-1"]
     assert report.clean
     assert row is not None
@@ -345,7 +346,6 @@ def test_recovery_kills_a_real_orphaned_run_and_removes_its_cgroup(
 
         def action(journal: Journal) -> None:
             _begin(journal, "op-1", run_id)
-            journal.claim("op-1", supervisor)
             journal.record_envelope(
                 "op-1",
                 supervisor=supervisor,

@@ -36,7 +36,8 @@ class Launch(msgspec.Struct, frozen=True, tag="launch"):
     """Server → zygote → supervisor: run `plan`.
 
     fds: stdin, stdout, stderr, the run socket and, when reserved, the envelope slot's lock.
-    With `operation_id` the supervisor claims that row of the journal in `state_dir` first.
+    With `operation_id` the supervisor closes that journal row (in `state_dir`) as uncertain
+    if the server dies mid-run.
     """
 
     run_id: str

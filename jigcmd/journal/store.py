@@ -9,10 +9,11 @@ serialised by a lock; the server calls it through `anyio.to_thread`), but never 
 forked child: a child (the supervisor) opens its own `Journal`. Operation ids are unique
 within one state directory: that is the documented scope of operation identity.
 
-Ownership row life: `dispatching` (written before anything exists) → `running` (the run's
-supervisor claimed it, before it creates any resource) → `done` (result recorded, cleanup
+Ownership row life: `dispatching` (written before dispatch) → `running` (the envelope
+serving it is recorded: supervisor, cgroups, netns) → `done` (result recorded, cleanup
 confirmed) or `uncertain` (no proved result, or cleanup unconfirmed). Closed rows never
-reopen; `uncertain` is forever.
+reopen; `uncertain` is forever. Envelopes that exist but serve no row yet are known from
+their own registry (`jigcmd.journal.envelopes`).
 """
 
 from __future__ import annotations
@@ -174,36 +175,6 @@ class Journal:
                 "SELECT * FROM operations WHERE operation_id = ?", (operation_id,)
             ).fetchone()
             return Begin(row=row_from(inserted), created=True)
-
-    def claim(
-        self,
-        operation_id: str,
-        supervisor: ProcessIdentity | None = None,
-        *,
-        run_id: str | None = None,
-        cgroup_paths: Sequence[str] | None = None,
-        netns: str | None = None,
-    ) -> bool:
-        """The run's supervisor takes the row (`dispatching` → `running`) before it runs anything.
-
-        False means the row was closed first (recovery, or the server gave up): the caller
-        must start nothing and exit. Defaults to the calling process's identity. A supervisor
-        whose envelope was prepared before the request existed records that envelope's
-        identity (`run_id` naming its cgroup job, paths, network namespace) in the same
-        transaction, so no instant exists at which the row is running but its envelope
-        unknown; one that prepares after claiming uses the row's own `run_id` for its job.
-        """
-        who = supervisor or identity.current()
-        paths = None if cgroup_paths is None else json.dumps(list(cgroup_paths))
-        with self._write() as conn:
-            cursor = conn.execute(
-                "UPDATE operations SET state = 'running', supervisor_pid = ?,"
-                " supervisor_start = ?, run_id = COALESCE(?, run_id),"
-                " cgroup_paths = COALESCE(?, cgroup_paths), netns = COALESCE(?, netns),"
-                " updated_unix_ms = ? WHERE operation_id = ? AND state = 'dispatching'",
-                (who.pid, who.start, run_id, paths, netns, _now_ms(), operation_id),
-            )
-            return cursor.rowcount == 1
 
     def record_envelope(
         self,

@@ -154,7 +154,6 @@ def test_an_uncertain_row_stays_uncertain_whatever_comes_later(tmp_path: Path) -
         assert not journal.finish(
             "op-1", outcome="evidence", result=b"{}", report=None, cleanup_complete=True
         )
-        assert not journal.claim("op-1")
         assert not journal.record_envelope(
             "op-1", supervisor=_SUPERVISOR, cgroup_paths=(), netns="n", plan_digest="p"
         )
@@ -175,15 +174,18 @@ def test_an_uncertain_row_stays_uncertain_whatever_comes_later(tmp_path: Path) -
     assert begin.verdict("sig-a") == "uncertain"
 
 
-def test_a_supervisor_claims_only_a_dispatching_row_and_only_once(tmp_path: Path) -> None:
-    """`claim` moves dispatching → running with the claimer's identity; a second claim fails."""
+def test_recording_the_envelope_moves_a_row_to_running_with_its_supervisor(
+    tmp_path: Path,
+) -> None:
+    """`record_envelope` moves dispatching → running with the supervisor and its cgroups."""
     with Journal.open(tmp_path) as journal:
         _begin(journal)
-        assert journal.claim("op-1", _SUPERVISOR)
-        assert not journal.claim("op-1")
+        assert journal.record_envelope(
+            "op-1", supervisor=_SUPERVISOR, cgroup_paths=("/cg/j",), netns="net:[1]", plan_digest=""
+        )
         row = journal.get("op-1")
     assert row is not None
-    assert (row.state, row.supervisor) == ("running", _SUPERVISOR)
+    assert (row.state, row.supervisor, row.cgroup_paths) == ("running", _SUPERVISOR, ("/cg/j",))
 
 
 def test_a_failed_cleanup_turns_a_finished_run_uncertain_and_is_listed_for_doctor(
@@ -292,26 +294,3 @@ def test_the_database_file_is_private(tmp_path: Path) -> None:
     """The database is created 0600."""
     Journal.open(tmp_path).close()
     assert os.stat(tmp_path / "journal.sqlite3").st_mode & 0o777 == 0o600
-
-
-def test_a_claim_records_a_prepared_envelopes_identity_in_the_same_transaction(
-    tmp_path: Path,
-) -> None:
-    """Claiming with an envelope's run id, paths and netns leaves no running-but-unknown row."""
-    with Journal.open(tmp_path) as journal:
-        _begin(journal)
-        assert journal.claim(
-            "op-1", run_id="prepared1", cgroup_paths=("/cg/jigcmd-prepared1",), netns="net:[7]"
-        )
-        row = journal.get("op-1")
-        assert row is not None
-        assert (row.state, row.run_id, row.cgroup_job) == (
-            "running",
-            "prepared1",
-            "jigcmd-prepared1",
-        )
-        assert (row.cgroup_paths, row.netns, row.supervisor) == (
-            ("/cg/jigcmd-prepared1",),
-            "net:[7]",
-            current(),
-        )
