@@ -93,7 +93,11 @@ class SpyExecutor:
         self.entered = 0
 
     async def execute(
-        self, plan: RunPlan, cancel: anyio.Event, ticket: object = None
+        self,
+        plan: RunPlan,
+        cancel: anyio.Event,
+        ticket: object = None,
+        on_started: object = None,
     ) -> RunOutcome:
         """Record `plan`; wait for the gate (or cancel) when there is one."""
         self.plans.append(plan)

@@ -6,13 +6,13 @@ import json
 from typing import Any
 
 import pytest
-from tests.protocol.fake_server import REPORT, TOOLS, canned_evidence
 
 from jigcmd.errors import Code, JigError
 from jigcmd.evidence import Evidence
 from jigcmd.policy.digests import operation_signature
 from jigcmd.protocol.commands import RunResult
 from jigcmd.protocol.session import Action, Call, Cancel, Dispatch, ProtocolChoice, Send, Session
+from tests.protocol.fake_server import REPORT, TOOLS, canned_evidence
 
 EVIDENCE_JSON: dict[str, Any] = json.loads(
     json.dumps(

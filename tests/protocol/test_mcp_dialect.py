@@ -7,13 +7,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.protocol.fake_server import REPORT, TOOLS, canned_evidence
 
 from jigcmd.errors import Code, JigError
 from jigcmd.policy.digests import operation_signature
 from jigcmd.protocol import mcp
 from jigcmd.protocol.commands import RunResult
 from jigcmd.protocol.session import Action, Call, Cancel, Dispatch, ProtocolChoice, Send, Session
+from tests.protocol.fake_server import REPORT, TOOLS, canned_evidence
 
 DESCRIPTOR = Path(__file__).parents[2] / "schemas" / "project-command.capability.json"
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from tests.protocol.fake_server import REPORT, TOOLS, canned_evidence
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -11,6 +10,7 @@ from jigcmd.jsonio.strict import loads
 from jigcmd.policy.digests import operation_signature
 from jigcmd.protocol.commands import RunResult
 from jigcmd.protocol.session import Dispatch, Send, Session
+from tests.protocol.fake_server import REPORT, TOOLS, canned_evidence
 
 VALID_FRAMES = [
     b'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18"}}',

@@ -9,6 +9,7 @@ import pytest
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp_types import TextContent
+
 from tests.server.wire_process import FAKE_SERVER, server_env
 
 pytestmark = pytest.mark.anyio

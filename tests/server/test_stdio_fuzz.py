@@ -8,9 +8,9 @@ from collections.abc import Iterator
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from tests.server.wire_process import ServerProcess
 
 from jigcmd.jsonio.strict import loads
+from tests.server.wire_process import ServerProcess
 
 CORPUS = [
     b'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18"}}',

@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.server.wire_process import FAILSAFE_S, FAKE_SERVER, ServerProcess, server_env
 
 from jigcmd.protocol.framing import MAX_FRAME_BYTES
+from tests.server.wire_process import FAILSAFE_S, FAKE_SERVER, ServerProcess, server_env
 
 INIT = {
     "jsonrpc": "2.0",
