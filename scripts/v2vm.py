@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 __all__ = [
+    "GUEST_BASETEMP",
     "GUEST_ENV_MARK",
     "GuestRun",
     "Images",
@@ -67,6 +68,8 @@ HOST_TAG = "hostroot"
 OUT_TAG = "v2vmout"
 # Where the initramfs leaves a copy of busybox in the new root (for tee and poweroff).
 GUEST_BUSYBOX = "/run/v2vm/busybox"
+# A tmpfs of the guest alone, for pytest's temporary directories (see `main`).
+GUEST_BASETEMP = "/run/jigcmd-v2vm-pytest"
 GUEST_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 XZ_MAGIC = b"\xfd7zXZ\x00"
 
@@ -357,20 +360,21 @@ def run_in_vm(
         "-virtfs", f"local,path={out_dir},mount_tag={OUT_TAG},security_model=none",
     ]  # fmt: skip
     timed_out = threading.Event()
-    with (out_dir / "console.log").open("wb") as console:
-        try:
-            proc = subprocess.Popen(
-                qemu, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
-            )
-        except OSError as e:
-            raise VmUnavailable(f"qemu did not start: {e}") from e
+    try:
+        proc = subprocess.Popen(
+            qemu, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+        )
+    except OSError as e:
+        raise VmUnavailable(f"qemu did not start: {e}") from e
 
-        def expire() -> None:
-            timed_out.set()
-            proc.kill()
+    def expire() -> None:
+        timed_out.set()
+        proc.kill()
 
-        timer = threading.Timer(max(1.0, timeout - (time.monotonic() - started)), expire)
-        timer.start()
+    timer = threading.Timer(max(1.0, timeout - (time.monotonic() - started)), expire)
+    timer.start()
+    # Popen's context closes the pipe and waits; qemu is killed first if anything fails here.
+    with proc, (out_dir / "console.log").open("wb") as console:
         try:
             assert proc.stdout is not None
             for line in proc.stdout:
@@ -378,12 +382,10 @@ def run_in_vm(
                 if echo:
                     sys.stderr.buffer.write(line)
                     sys.stderr.flush()
-            proc.wait()
         finally:
             timer.cancel()
             if proc.poll() is None:
                 proc.kill()
-                proc.wait()
     status_file = out_dir / "status"
     status = int(status_file.read_text()) if status_file.exists() else None
     return GuestRun(status, timed_out.is_set(), time.monotonic() - started, out_dir)
@@ -419,7 +421,11 @@ def main(argv: list[str] | None = None) -> int:
         command = args.argv[1:] if args.argv[:1] == ["--"] else args.argv
         out = args.out or Path(tempfile.mkdtemp(prefix="jigcmd-v2vm-out-", dir="/var/tmp"))
         if args.action == "pytest":
-            command = [args.python, "-m", "pytest", f"--junitxml={out / 'junit.xml'}", *command]
+            # Not the shared /tmp: pytest's clean-up of old numbered directories there could
+            # reach into the output share, which is mounted under the same tree.
+            junit = f"--junitxml={out / 'junit.xml'}"
+            base = f"--basetemp={GUEST_BASETEMP}"
+            command = [args.python, "-m", "pytest", base, junit, *command]
         env = dict(item.split("=", 1) for item in args.env)
         result = run_in_vm(
             command,

@@ -1,0 +1,138 @@
+"""`jigcmd doctor` and a server killed with SIGKILL mid-run, on a pure cgroup v2 machine.
+
+Runs only inside the VM of `scripts/v2vm.py`, as root, through the real command line.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from jigcmd.envelope import cgroupfs
+from jigcmd.envelope.cgroup_v2 import V2Backend
+from jigcmd.journal import Journal
+from jigcmd.journal.store import DB_NAME
+from jigcmd.recovery import UNCERTAIN_REASON
+
+pytestmark = pytest.mark.envelope
+
+EXAMPLE = Path(__file__).parents[3] / "jigcmd" / "example"
+# Generous for an emulated machine (process start-up there is up to 40x slower).
+SECONDS = 180.0
+OPERATION = "v2vm-kill-9"
+
+
+def jigcmd(*args: str) -> subprocess.CompletedProcess[str]:
+    """Run the jigcmd command line to completion."""
+    return subprocess.run(
+        [sys.executable, "-m", "jigcmd", *args],
+        capture_output=True,
+        text=True,
+        timeout=SECONDS,
+        check=False,
+    )
+
+
+# Only the cgroups check is asserted: the probes that start processes under a wall-clock
+# bound (network namespace, end-to-end) can overrun it on an emulated machine.
+def test_doctor_reports_the_v2_backend_with_jobs_under_the_cgroup2_mount(v2: V2Backend) -> None:
+    """The cgroups check of `jigcmd doctor --json` passes and names v2 and the jobs' base."""
+    done = jigcmd("doctor", "--json")
+    checks = {check["check"]: check for check in json.loads(done.stdout)}
+    assert checks["cgroups"]["ok"], checks["cgroups"]
+    assert checks["cgroups"]["detail"] == f"v2, jobs under {v2.base_path}"
+    assert checks["kernel"]["ok"], checks["kernel"]
+
+
+@pytest.fixture
+def binding(tmp_path: Path) -> Path:
+    """The bundled example's Binding, copied and admitted (`jigcmd lock`)."""
+    root = tmp_path / "example"
+    shutil.copytree(EXAMPLE, root, ignore=shutil.ignore_patterns("jigcmd.lock", "__pycache__"))
+    done = jigcmd("lock", "--binding", str(root / "binding.toml"))
+    assert done.returncode == 0, done.stdout + done.stderr
+    return root / "binding.toml"
+
+
+@pytest.fixture
+def server(binding: Path, tmp_path: Path) -> Iterator[subprocess.Popen[bytes]]:
+    """`jigcmd serve` with its own state directory; killed by its pid if a test leaves it."""
+    log = (tmp_path / "server.log").open("wb")
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "jigcmd",
+            "serve",
+            "--binding",
+            str(binding),
+            "--state-dir",
+            str(tmp_path / "state"),
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        stderr=log,
+    )
+    log.close()
+    yield process
+    if process.poll() is None:
+        process.kill()
+        process.wait()
+    assert process.stdin is not None
+    process.stdin.close()
+
+
+def test_a_server_killed_mid_run_is_recovered_with_its_job_gone_and_its_row_uncertain(
+    server: subprocess.Popen[bytes], tmp_path: Path, v2: V2Backend
+) -> None:
+    """SIGKILL to a server whose candidate spins; `jigcmd recover` leaves no job, row uncertain."""
+    call = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "capability/call",
+        "params": {
+            "operationId": OPERATION,
+            "slot": "command",
+            "method": "run",
+            "input": {"command": "cli", "files": {"src/cli.ts": "for (;;) {}\n"}},
+        },
+    }
+    assert server.stdin is not None
+    server.stdin.write(json.dumps(call).encode() + b"\n")
+    server.stdin.flush()
+    state_dir = tmp_path / "state"
+    log = tmp_path / "server.log"
+    assert cgroupfs.poll_until((state_dir / DB_NAME).exists, SECONDS), log.read_text()
+    with Journal.open(state_dir) as journal:
+
+        def running() -> bool:
+            found = journal.get(OPERATION)
+            return found is not None and found.state == "running" and bool(found.cgroup_paths)
+
+        assert cgroupfs.poll_until(running, SECONDS), log.read_text()
+        before = journal.get(OPERATION)
+    assert before is not None
+    assert before.cgroup_job in v2.list_jobs()
+    assert cgroupfs.pids_in(os.path.join(before.cgroup_paths[0], "cgroup.procs"))
+
+    server.send_signal(signal.SIGKILL)
+    assert server.wait(timeout=SECONDS) == -signal.SIGKILL
+    done = jigcmd("recover", "--state-dir", str(state_dir))
+    assert done.returncode == 0, done.stdout + done.stderr
+
+    with Journal.open(state_dir) as journal:
+        after = journal.get(OPERATION)
+    assert after is not None
+    assert (after.state, after.reason, after.cleanup) == ("uncertain", UNCERTAIN_REASON, "complete")
+    assert before.cgroup_job not in v2.list_jobs()
+    assert not os.path.exists(before.cgroup_paths[0])
+    # Envelopes the dead server had prepared ahead fence themselves once their zygote is gone.
+    assert cgroupfs.poll_until(lambda: v2.list_jobs() == [], SECONDS), v2.list_jobs()

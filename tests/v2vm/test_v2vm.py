@@ -1,0 +1,164 @@
+"""The v2-relevant suites, run for real inside a throw-away VM with nothing but cgroup v2.
+
+One VM boots per session (`scripts/v2vm.py`) and runs pytest over the suites below; these
+tests read its JUnit XML. Locally they skip when qemu or busybox is missing; under `CI` that
+is a failure, because CI must prove the v2 backend on a real kernel.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass
+from pathlib import Path
+from typing import NoReturn
+
+import pytest
+
+from scripts.v2vm import GUEST_BASETEMP, ROOT, GuestRun, VmUnavailable, missing_tools, run_in_vm
+
+pytestmark = [pytest.mark.v2vm, pytest.mark.slow]
+
+GUEST_SUITES = (
+    "tests/v2vm/guest",
+    "tests/envelope/test_cgroup_real.py",
+    "tests/envelope/test_executor_real.py",
+    "tests/envelope/test_hostile.py",
+    "tests/test_recovery.py",
+)
+# A representative part of the hostile suite: network, a fork bomb, daemons, memory, kill -1.
+HOSTILE = ("reach", "resolve", "fork_bomb", "outlives", "memory_bomb", "kill_minus_one")
+KEYWORDS = "not test_hostile or " + " or ".join(HOSTILE)
+# The whole VM run, boot to power-off (the guest is emulated: TCG, no KVM).
+BUDGET_S = 900.0
+# Emulation makes process start-up up to 40x slower: never-ending candidates get longer.
+GUEST_ENV = {"CI": "true", "JIGCMD_TEST_DEADLINE_S": "8"}
+
+
+def unavailable(reason: str) -> NoReturn:
+    """Skip locally, fail under CI."""
+    if os.environ.get("CI"):
+        pytest.fail(f"required under CI but unavailable: {reason}", pytrace=False)
+    pytest.skip(reason)
+
+
+@dataclass(frozen=True)
+class Case:
+    """One guest test as JUnit recorded it."""
+
+    module: str
+    name: str
+    outcome: str  # "passed", "failed", "error" or "skipped"
+    message: str
+
+    @property
+    def acceptable(self) -> bool:
+        """Passed, or skipped because it tests the v1 backend."""
+        return self.outcome == "passed" or (self.outcome == "skipped" and "v1" in self.message)
+
+
+@dataclass(frozen=True)
+class Guest:
+    """The VM run and the guest tests it reported."""
+
+    run: GuestRun
+    cases: list[Case]
+
+    def details(self) -> str:
+        """The tail of the guest's log and console, for failure messages."""
+        log, console = self.run.log[-6000:], self.run.console[-3000:]
+        return f"--- guest log ---\n{log}\n--- console ---\n{console}"
+
+
+def parse_junit(path: Path) -> list[Case]:
+    """Every testcase of a JUnit XML file with its outcome."""
+    cases = []
+    for element in ET.parse(path).getroot().iter("testcase"):
+        outcome, message = "passed", ""
+        for kind in ("failure", "error", "skipped"):
+            found = element.find(kind)
+            if found is not None:
+                outcome = "failed" if kind == "failure" else kind
+                message = found.get("message", "")
+                break
+        module = element.get("classname", "")
+        cases.append(Case(module, element.get("name", ""), outcome, message))
+    return cases
+
+
+@pytest.fixture(scope="session")
+def guest(tmp_path_factory: pytest.TempPathFactory) -> Guest:
+    """Boot the VM once and run the guest suites inside it."""
+    missing = missing_tools()
+    if missing:
+        unavailable(
+            f"the cgroup v2 VM needs {', '.join(missing)} "
+            "(apt-get install --no-install-recommends qemu-system-x86 busybox-static)"
+        )
+    out = tmp_path_factory.mktemp("jigcmd-v2vm")
+    # The guest runs the very environment that runs these tests.
+    python = sys.executable
+    argv = [
+        python,
+        "-m",
+        "pytest",
+        "-p",
+        "no:cacheprovider",
+        # The guest's own tmpfs: a numbered basetemp under the shared /tmp could collide with
+        # the host's, and pytest's clean-up of old ones could reach into the output share.
+        f"--basetemp={GUEST_BASETEMP}",
+        f"--junitxml={out / 'junit.xml'}",
+        "-k",
+        KEYWORDS,
+        *GUEST_SUITES,
+    ]
+    try:
+        run = run_in_vm(argv, out_dir=out, cwd=ROOT, python=python, env=GUEST_ENV, timeout=BUDGET_S)
+    except VmUnavailable as e:
+        unavailable(f"the cgroup v2 VM cannot be built: {e}")
+    junit = out / "junit.xml"
+    cases = parse_junit(junit) if junit.exists() else []
+    return Guest(run, cases)
+
+
+def test_the_guest_suites_run_to_completion_within_the_budget(guest: Guest) -> None:
+    """The VM boots, pytest inside it finishes and reports, and the VM powers off in time."""
+    assert not guest.run.timed_out, guest.details()
+    assert guest.run.status is not None, guest.details()
+    assert guest.cases, guest.details()
+
+
+def test_no_guest_test_fails_or_errs(guest: Guest) -> None:
+    """Every guest test passes; the only skips allowed are tests of the v1 backend."""
+    bad = [
+        f"{c.module}::{c.name} {c.outcome}: {c.message}" for c in guest.cases if not c.acceptable
+    ]
+    assert bad == [], "\n".join(bad) + "\n" + guest.details()
+    assert guest.run.status == 0, guest.details()
+
+
+@pytest.mark.parametrize(
+    ("module", "keyword"),
+    [
+        pytest.param("test_v2_server", "doctor_reports_the_v2", id="doctor-reports-v2"),
+        pytest.param("test_v2_envelope", "limits_are_what_the_kernel", id="limits-read-back"),
+        pytest.param("test_v2_envelope", "oom_kill", id="oom-kill"),
+        pytest.param("test_v2_envelope", "pids_max", id="pids-limit"),
+        pytest.param("test_v2_envelope", "throttled", id="cpu-throttling"),
+        pytest.param("test_v2_envelope", "cgroup_kill", id="cgroup-kill-tree"),
+        pytest.param("test_v2_envelope", "daemons_die", id="daemons-die-with-the-run"),
+        pytest.param("test_v2_envelope", "memory_peak", id="memory-peak"),
+        pytest.param("test_v2_server", "server_killed_mid_run", id="server-kill-9-recovery"),
+        pytest.param("test_cgroup_real", "", id="cgroup-backend"),
+        pytest.param("test_executor_real", "", id="envelope-lifetime"),
+        pytest.param("test_recovery", "", id="recovery"),
+        *(pytest.param("test_hostile", k, id=f"hostile-{k}") for k in HOSTILE),
+    ],
+)
+def test_the_guest_covered_and_passed(guest: Guest, module: str, keyword: str) -> None:
+    """At least one guest test of this area ran on the v2 kernel, and all of them passed."""
+    area = [c for c in guest.cases if c.module.endswith(module) and keyword in c.name]
+    assert area, f"no guest test of {module} matches {keyword!r}\n" + guest.details()
+    assert [f"{c.name} {c.outcome}: {c.message}" for c in area if not c.acceptable] == []
+    assert any(c.outcome == "passed" for c in area)
