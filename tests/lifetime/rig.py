@@ -173,8 +173,12 @@ class Rig:
             "journal.sqlite3-wal",
             "journal.sqlite3-shm",
             "slots",
+            "envelopes",
         }
         assert not unexpected, f"unexpected files in the state directory: {unexpected}"
+        registry = self.state_dir / "envelopes"
+        registered = sorted(p.name for p in registry.iterdir()) if registry.exists() else []
+        assert not registered, f"envelopes still registered: {registered}"
 
     def close(self) -> None:
         """Resume what was stopped, kill every server, then clean up whatever the test left."""

@@ -116,8 +116,8 @@ def test_a_kill_mid_run_fences_the_candidate_and_the_operation_stays_uncertain(r
     token, operation_id = f"tok-{uuid.uuid4().hex}", "op-mid-run"
     _start_lingering(rig, server, operation_id, token)
     candidate = rig.candidate(token)
-    row = rig.row(operation_id)
-    assert row is not None and row.state == "running"
+    # The server records the serving envelope when its supervisor reports the start.
+    wait_for(lambda: getattr(rig.row(operation_id), "state", None) == "running", 30, "running")
     server.kill()
     # Not signalled by anyone but its supervisor, which lost the server.
     wait_for(lambda: not alive(candidate), 30, "the candidate to be fenced")
