@@ -93,7 +93,7 @@ class Rig:
         return found[0]
 
     def supervisor(self, operation_id: str) -> Proc:
-        """The supervisor that claimed `operation_id` (from its journal row)."""
+        """The supervisor serving `operation_id`, as the server recorded it in the journal."""
         wait_for(
             lambda: (row := self.row(operation_id)) is not None and row.supervisor is not None,
             30,

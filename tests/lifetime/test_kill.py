@@ -58,7 +58,7 @@ def _launch_held(rig: Rig, token: str, operation_id: str) -> tuple[ServerProcess
     rig.stop(supervisor)
     _start_lingering(rig, server, operation_id, token)
     # The zygote forks a replacement only after handing the launch over: from then on the
-    # launch waits in the stopped supervisor's socket, unclaimed, with the row written.
+    # launch waits in the stopped supervisor's socket, not yet started, with the row written.
     wait_for(lambda: len(rig.watch.children(zygote)) == 2, 30, "the launch to be handed over")
     row = rig.row(operation_id)
     assert row is not None and row.state == "dispatching" and row.supervisor is None
@@ -66,7 +66,7 @@ def _launch_held(rig: Rig, token: str, operation_id: str) -> tuple[ServerProcess
 
 
 def test_a_kill_after_the_row_and_before_the_spawn_runs_nothing_once_recovered(rig: Rig) -> None:
-    """Killed with the row written, the launch unclaimed: recovery closes it, nothing runs."""
+    """Killed with the row written, the launch not yet started: recovery closes it, nothing runs."""
     token, operation_id = f"tok-{uuid.uuid4().hex}", "op-before-spawn"
     server, supervisor = _launch_held(rig, token, operation_id)
     server.kill()
@@ -75,16 +75,17 @@ def test_a_kill_after_the_row_and_before_the_spawn_runs_nothing_once_recovered(r
     recovered = rig.row(operation_id)
     assert recovered is not None and recovered.state == "uncertain"
     assert recovered.reason == UNCERTAIN_REASON
-    # … and only then does the held launch reach its supervisor: the claim must be refused.
+    # … which fences registered envelopes of dead servers too; if the held supervisor is
+    # still there, resumed now it must start nothing.
     rig.resume(supervisor)
-    wait_for(lambda: not alive(supervisor), 30, "the refused supervisor to exit")
+    wait_for(lambda: not alive(supervisor), 30, "the held supervisor to exit")
     request_id = rig.next_id("again")
     again.send(flow_call(request_id, operation_id, cli_input(LINGER, token)))
     assert _failure(again.answer(request_id)) == ("UNCERTAIN", UNCERTAIN_REASON)
     assert again.close_input() == 0
     rig.assert_nothing_left()
     final = rig.row(operation_id)
-    assert final is not None and final.supervisor is None, "a supervisor claimed a closed row"
+    assert final is not None and final.supervisor is None, "an envelope served a closed row"
     assert final.state == "uncertain" and final.cleanup == "complete"
     assert rig.watch.runs(token) == 0
 
@@ -92,14 +93,14 @@ def test_a_kill_after_the_row_and_before_the_spawn_runs_nothing_once_recovered(r
 def test_a_launch_reaching_its_supervisor_after_the_server_died_is_never_started(
     rig: Rig,
 ) -> None:
-    """Launch unclaimed, server killed, supervisor resumed before recovery: no claim, no run."""
+    """Launch held, server killed, supervisor resumed before recovery: it starts nothing."""
     token, operation_id = f"tok-{uuid.uuid4().hex}", "op-late-launch"
     server, supervisor = _launch_held(rig, token, operation_id)
     server.kill()
     rig.resume(supervisor)
     wait_for(lambda: not alive(supervisor), 30, "the supervisor to exit")
     row = rig.row(operation_id)
-    # A claimed row would mean the supervisor said go: a candidate started for nobody.
+    # A supervisor that said go would have closed the row itself ("the server went away").
     assert row is not None and row.supervisor is None and row.state == "dispatching"
     rig.recover()
     code, message = _ask_again(rig, operation_id, cli_input(LINGER, token))
