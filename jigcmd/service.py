@@ -126,6 +126,21 @@ class CommandService:
             )
         ownership = self._ownership
         durable = ownership is not None and signature is not None
+        refusal = None
+        if deadline <= time.monotonic():
+            refusal = JigError(
+                Code.DEADLINE_EXCEEDED, "the deadline had passed before dispatch; nothing ran"
+            )
+        elif cancel.is_set():
+            refusal = JigError(Code.CANCELLED, "cancelled before dispatch; nothing ran")
+        if refusal is not None:
+            # Nothing is dispatched and no row is written; a known operation still replays.
+            if durable:
+                assert ownership is not None and signature is not None
+                known = await ownership.lookup(operation_id, signature)
+                if known is not None:
+                    return known
+            raise refusal
         trace.mark("service: validated")
         run_id = uuid.uuid4().hex[:16]
         slot = None
@@ -160,17 +175,6 @@ class CommandService:
                     await ownership.record_envelope(operation_id, envelope)
 
             trace.mark("service: begun")
-            refusal = None
-            if deadline <= time.monotonic():
-                refusal = JigError(
-                    Code.DEADLINE_EXCEEDED, "the deadline had passed before dispatch; nothing ran"
-                )
-            elif cancel.is_set():
-                refusal = JigError(Code.CANCELLED, "cancelled before dispatch; nothing ran")
-            if refusal is not None:
-                if durable and ownership is not None:
-                    await ownership.fail(operation_id, refusal)
-                raise refusal
             ticket = Ticket(
                 run_id=run_id,
                 operation_id=operation_id if durable else None,
