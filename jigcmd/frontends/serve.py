@@ -24,6 +24,8 @@ __all__ = ["serve"]
 
 logger = logging.getLogger("jigcmd.serve")
 
+_SESSION_REMEMBERS = 16
+
 
 def serve(settings: FrontSettings, protocol: ProtocolChoice) -> int:
     """Serve until EOF or SIGTERM; 0 on a clean end, 2 when it cannot start."""
@@ -46,6 +48,8 @@ async def _serve(settings: FrontSettings, protocol: ProtocolChoice) -> int:
                     server_name="jigcmd",
                     server_version=__version__,
                     slot=slots[0] if len(slots) == 1 else None,
+                    # The journal keeps every operation; the session only the recent ones.
+                    remember=_SESSION_REMEMBERS,
                 )
                 tg.cancel_scope.cancel()
     except (

@@ -11,6 +11,7 @@ replays its recorded outcome; a different signature is `OPERATION_CONFLICT`, bef
 
 from __future__ import annotations
 
+import collections
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final, Literal
 
@@ -105,7 +106,13 @@ class Session:
         server_version: str = "0",
         session_tag: str = "0",
         slot: str | None = None,
+        remember: int | None = None,
     ) -> None:
+        """`remember`: how many finished operations keep their outcome in memory (None: all).
+
+        Bound it only when the backend keeps operation identity itself (the journal): a
+        forgotten operation asked again is dispatched, and the backend replays it.
+        """
         self._tools = {tool.name: tool for tool in tools}
         self._tools_json = mcp.tools_list_json(tools)
         self._signature = signature
@@ -118,6 +125,8 @@ class Session:
         self._active: Call | None = None
         self._calls = 0
         self._operations: dict[str, _Operation] = {}
+        self._remember = remember
+        self._finished: collections.deque[str] = collections.deque()
         # Request ids awaiting an answer -> operation id (Run/1) or their own call (MCP).
         self._pending: dict[jsonrpc.Id, str] = {}
         self._silenced: set[jsonrpc.Id] = set()
@@ -379,12 +388,24 @@ class Session:
             del self._operations[call.operation_id]
         else:
             operation.outcome = outcome
+            self._forget_old(call.operation_id)
         frames = []
         for request_id in operation.waiters:
             self._pending.pop(request_id, None)
             frames.append(_encode_flow(request_id, outcome))
         operation.waiters = []
         return b"".join(frames)
+
+    def _forget_old(self, operation_id: str) -> None:
+        """Keep at most `remember` finished outcomes; a long session must not grow forever."""
+        if self._remember is None:
+            return
+        self._finished.append(operation_id)
+        while len(self._finished) > self._remember:
+            old = self._finished.popleft()
+            operation = self._operations.get(old)
+            if operation is not None and operation.outcome is not None:
+                del self._operations[old]
 
 
 def _encode_flow(request_id: jsonrpc.Id, outcome: Outcome) -> bytes:

@@ -46,8 +46,12 @@ async def serve_stdio(
     server_version: str = "0",
     slot: str | None = None,
     fds: ProtocolFds | None = None,
+    remember: int | None = None,
 ) -> None:
-    """Serve one stdio session until EOF or SIGTERM; claims fds 0 and 1 unless `fds` is given."""
+    """Serve one stdio session until EOF or SIGTERM; claims fds 0 and 1 unless `fds` is given.
+
+    `remember` bounds the finished operations the session keeps for replay (see `Session`).
+    """
     if fds is None:
         fds = claim_protocol_fds()
     session = Session(
@@ -58,6 +62,7 @@ async def serve_stdio(
         server_version=server_version,
         session_tag=f"{os.getpid()}x{os.urandom(4).hex()}",
         slot=slot,
+        remember=remember,
     )
     logger.debug("serving stdio (protocol=%s)", protocol)
     try:

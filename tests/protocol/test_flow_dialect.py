@@ -259,3 +259,34 @@ def test_a_flow_session_does_not_speak_mcp() -> None:
     assert error["error"]["code"] == -32601
     (pong,) = answers(session.receive(b'{"jsonrpc":"2.0","id":"p","method":"ping"}'))
     assert pong == {"jsonrpc": "2.0", "id": "p", "result": {}}
+
+
+def _run_to_completion(session: Session, request_id: str, operation_id: str) -> list[Action]:
+    actions = session.receive(call_frame(request_id, operation_id))
+    dispatched = [a for a in actions if isinstance(a, Dispatch)]
+    for dispatch in dispatched:
+        session.finish(dispatch.call, RunResult(evidence=canned_evidence("tests"), report=REPORT))
+    return actions
+
+
+def test_a_bounded_session_forgets_old_outcomes_and_dispatches_them_again() -> None:
+    """With `remember=2`, the oldest finished operation is asked of the backend again."""
+    session = Session(TOOLS, signature=operation_signature, protocol="flow", remember=2)
+    for index in range(3):
+        assert any(
+            isinstance(a, Dispatch) for a in _run_to_completion(session, f"r{index}", f"op-{index}")
+        )
+    # op-2 and op-1 are remembered: answered at once, nothing dispatched.
+    again = session.receive(call_frame("r9", "op-2"))
+    assert not any(isinstance(a, Dispatch) for a in again)
+    assert answers(again)[0]["result"]["value"]["exitCode"] == 0
+    # op-0 was forgotten: the backend (the journal, in `jigcmd serve`) answers it.
+    assert any(isinstance(a, Dispatch) for a in session.receive(call_frame("r10", "op-0")))
+
+
+def test_an_unbounded_session_replays_every_outcome_itself() -> None:
+    """Without `remember`, every finished operation is replayed from the session."""
+    session = make_session("flow")
+    for index in range(20):
+        _run_to_completion(session, f"r{index}", f"op-{index}")
+    assert not any(isinstance(a, Dispatch) for a in session.receive(call_frame("r99", "op-0")))
