@@ -23,8 +23,8 @@ from jigcmd.evidence import decode_output
 from jigcmd.executor import Executor, RunOutcome, Ticket
 from jigcmd.jarvis.planner import host_plan, system_binds
 from jigcmd.jarvis.policy import Decision, HostView, Policy, Request, evaluate
-from jigcmd.jarvis.store import JarvisRun, RunStore
 from jigcmd.jarvis.tools import ToolError, decode_run_id, decode_run_request
+from jigcmd.journal import JarvisRun, Journal
 from jigcmd.journal.identity import ProcessIdentity, is_alive
 from jigcmd.journal.reservations import Reservations, Slot
 from jigcmd.plan import RunPlan
@@ -48,7 +48,7 @@ class JarvisService:
         *,
         policy: Policy,
         executor: Executor,
-        store: RunStore,
+        store: Journal,
         host: HostView,
         host_env: Mapping[str, str],
         early_answer_seconds: float = EARLY_ANSWER_SECONDS,

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
+import shutil
 import socket
+import tempfile
 from collections.abc import AsyncIterator, Mapping
 from functools import partial
+from pathlib import Path
 from typing import Any, NoReturn
 
 import anyio
@@ -22,7 +26,7 @@ from jigcmd.jarvis.manual import base_url
 from jigcmd.jarvis.policy import HostView, parse_policy
 from jigcmd.jarvis.server import bind_loopback, serve
 from jigcmd.jarvis.service import JarvisService
-from jigcmd.jarvis.store import MemoryStore, RunStore
+from jigcmd.journal import Journal
 from jigcmd.plan import RunPlan
 
 TOKEN = "jv_test-token-0123456789abcdef"
@@ -115,10 +119,17 @@ class SpyExecutor:
         return outcome(stdout=" ".join(plan.argv[1:]).encode() + b"\n")
 
 
+def _throwaway_journal() -> Journal:
+    """A real journal in a temporary state directory, removed when the tests end."""
+    directory = tempfile.mkdtemp(prefix="jigcmd-jarvis-test-")
+    atexit.register(shutil.rmtree, directory, True)
+    return Journal.open(Path(directory))
+
+
 class Harness:
     """A running service and an httpx client talking to its app in-process."""
 
-    def __init__(self, service: JarvisService, store: RunStore, client: httpx.AsyncClient) -> None:
+    def __init__(self, service: JarvisService, store: Journal, client: httpx.AsyncClient) -> None:
         self.service = service
         self.store = store
         self.client = client
@@ -138,17 +149,17 @@ def make_service(
     executor: Executor,
     *,
     policy: str = POLICY,
-    store: RunStore | None = None,
+    store: Journal | None = None,
     host: HostView | None = None,
     host_env: Mapping[str, str] | None = None,
     early_answer_seconds: float = 25.0,
     max_active_runs: int = 32,
 ) -> JarvisService:
-    """A service over `policy` with an in-memory store by default."""
+    """A service over `policy`, recording in a throw-away journal by default."""
     return JarvisService(
         policy=parse_policy(policy),
         executor=executor,
-        store=store or MemoryStore(),
+        store=store or _throwaway_journal(),
         host=host or OsHostView(),
         host_env=host_env or {},
         early_answer_seconds=early_answer_seconds,
