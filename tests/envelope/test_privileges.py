@@ -13,11 +13,13 @@ import tempfile
 import textwrap
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, NamedTuple, NoReturn
+from typing import Any, NamedTuple
 
 import pytest
 
 from jigcmd.envelope import privileges
+from tests.envelope.conftest import unavailable
+from tests.envelope.userns_script import run_mapped
 
 REPO = Path(__file__).resolve().parents[2]
 SECUREBITS = 0xEF  # NOROOT, NO_SETUID_FIXUP, NO_CAP_AMBIENT_RAISE, each locked; KEEP_CAPS_LOCKED
@@ -76,13 +78,6 @@ class Outcome(NamedTuple):
         return json.loads(self.stdout.splitlines()[-1])
 
 
-def unavailable(reason: str) -> NoReturn:
-    """Skip, or fail under CI, where the envelope must run for real."""
-    if os.environ.get("CI"):
-        pytest.fail(f"envelope test cannot run: {reason}")
-    pytest.skip(reason)
-
-
 def run_script(script: str) -> subprocess.Popen[bytes]:
     """Start a fresh Python running `script`, with this checkout importable."""
     return subprocess.Popen(
@@ -99,22 +94,8 @@ def run_in_user_namespace(body: str, *, keep_groups: bool = False) -> Outcome:
     """Run `body` in a fresh Python inside a new user namespace mapped 0 → 65534, as its root."""
     if os.geteuid() != 0:
         unavailable("needs root to map a user namespace to host uid 65534")
-    proc = run_script(f"KEEP_GROUPS = {keep_groups}\n" + PRELUDE + textwrap.dedent(body))
-    try:
-        assert proc.stdout is not None
-        first = proc.stdout.readline()
-        if first.startswith(b"unavailable"):
-            proc.wait()
-            unavailable(first.decode().strip())
-        assert first == b"unshared\n", proc.communicate(timeout=60)[1].decode()
-        for name in ("uid_map", "gid_map"):
-            Path(f"/proc/{proc.pid}/{name}").write_text("0 65534 1\n")
-        out, err = proc.communicate(b"mapped\n", timeout=120)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    return Outcome(proc.returncode, out.decode(errors="replace"), err.decode(errors="replace"))
+    code, out, err = run_mapped(f"KEEP_GROUPS = {keep_groups}\n" + PRELUDE + textwrap.dedent(body))
+    return Outcome(code, out, err)
 
 
 @pytest.fixture

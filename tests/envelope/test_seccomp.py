@@ -8,15 +8,15 @@ import os
 import platform
 import signal
 import struct
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
-from typing import Any, NamedTuple, NoReturn
+from typing import Any, NamedTuple
 
 import pytest
 
 from jigcmd.envelope import seccomp
+from tests.envelope.conftest import unavailable
+from tests.envelope.userns_script import run_mapped
 
 REPO = Path(__file__).resolve().parents[2]
 MACHINES = ("x86_64", "aarch64")
@@ -199,13 +199,6 @@ os.setresuid(0, 0, 0)
 """
 
 
-def unavailable(reason: str) -> NoReturn:
-    """Skip, or fail under CI, where the envelope must run for real."""
-    if os.environ.get("CI"):
-        pytest.fail(f"envelope test cannot run: {reason}")
-    pytest.skip(reason)
-
-
 class Outcome(NamedTuple):
     """How a script run in a user namespace ended."""
 
@@ -220,32 +213,10 @@ def run_in_user_namespace(body: str) -> Outcome:
         unavailable("needs root to map a user namespace to host uid 65534")
     if platform.machine() not in MACHINES:
         unavailable(f"no seccomp filter for {platform.machine()}")
-    script = PRELUDE + textwrap.dedent(body)
-    proc = subprocess.Popen(
-        [sys.executable, "-c", script],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env={"PYTHONPATH": str(REPO)},
-        cwd="/",
-    )
-    try:
-        assert proc.stdout is not None
-        first = proc.stdout.readline()
-        if first.startswith(b"unavailable"):
-            proc.wait()
-            unavailable(first.decode().strip())
-        assert first == b"unshared\n", proc.communicate(timeout=60)[1].decode()
-        for name in ("uid_map", "gid_map"):
-            Path(f"/proc/{proc.pid}/{name}").write_text("0 65534 1\n")
-        out, err = proc.communicate(b"mapped\n", timeout=120)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    lines = out.decode().splitlines()
-    value = json.loads(lines[-1]) if lines and proc.returncode == 0 else None
-    return Outcome(proc.returncode, value, err.decode(errors="replace"))
+    code, out, err = run_mapped(PRELUDE + textwrap.dedent(body))
+    lines = out.splitlines()
+    value = json.loads(lines[-1]) if lines and code == 0 else None
+    return Outcome(code, value, err)
 
 
 @pytest.mark.envelope

@@ -12,23 +12,16 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import NoReturn
 
 import pytest
 
 import jigcmd
 from jigcmd.envelope.cgroups import CgroupBackend, CgroupUnavailable, detect
 from jigcmd.runtime import RuntimeUnavailable, find_runtime
+from tests.envelope.conftest import unavailable
 from tests.lifetime.rig import Rig
 
 _EXAMPLE = Path(jigcmd.__file__).parent / "example"
-
-
-def unavailable(reason: str) -> NoReturn:
-    """Skip locally, fail under CI."""
-    if os.environ.get("CI"):
-        pytest.fail(f"required under CI but unavailable: {reason}", pytrace=False)
-    pytest.skip(reason)
 
 
 def machine() -> CgroupBackend:
