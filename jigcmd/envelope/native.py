@@ -78,7 +78,7 @@ class NativeExecutor:
             self._control.close()
             self._control = None
         # pyroute2 encodes the netlink request here, so the zygote never imports it.
-        request = await anyio.to_thread.run_sync(netns.preload)
+        request = await anyio.to_thread.run_sync(netns.preload, abandon_on_cancel=True)
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         # Isolated mode (no PYTHONPATH, no user site) with exactly the server's import path,
         # so the zygote imports the very modules the server runs.

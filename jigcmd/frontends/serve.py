@@ -68,7 +68,10 @@ async def _serve(settings: FrontSettings, protocol: ProtocolChoice) -> int:
 async def _warm_up(executor: NativeExecutor, service: CommandService) -> None:
     try:
         await executor.start()
-        await executor.prepare(await anyio.to_thread.run_sync(service.template_plan))
-        await anyio.to_thread.run_sync(service.warm_up)
+        # Abandoned on cancel: the session's end must not wait for a thread hashing the
+        # 80 MB Bun binary (the server exits within 2 s of EOF).
+        template = await anyio.to_thread.run_sync(service.template_plan, abandon_on_cancel=True)
+        await executor.prepare(template)
+        await anyio.to_thread.run_sync(service.warm_up, abandon_on_cancel=True)
     except Exception as exc:
         logger.warning("warm-up failed: %s", exc)
