@@ -293,7 +293,15 @@ def prepare(cache: Path = DEFAULT_CACHE) -> Images:
         )
     busybox = _busybox()
     assert busybox is not None
-    kernel, modules, release = _prepare_kernel(cache, _kernel_package())
+    try:
+        package = _kernel_package()
+    except VmUnavailable:
+        # Offline, or no apt lists: a kernel prepared earlier still boots.
+        prepared = sorted(cache.glob("linux-image-*/release"))
+        if not prepared:
+            raise
+        package = prepared[-1].parent.name
+    kernel, modules, release = _prepare_kernel(cache, package)
     return Images(kernel, _build_initramfs(cache, modules, busybox), release)
 
 
