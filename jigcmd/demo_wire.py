@@ -124,7 +124,12 @@ class ServerChild:
         out = self._buffers[self._stdout]
         while b"\n" not in out:
             if not self._pump(deadline):
-                status = self._process.poll()
+                # Both pipes can shut an instant before the process is reaped: give it a
+                # moment to exit (bounded by the deadline) before calling it silent.
+                try:
+                    status = self._process.wait(max(0.0, min(2.0, deadline - time.monotonic())))
+                except subprocess.TimeoutExpired:
+                    status = None
                 if status is not None:
                     raise self._fail(
                         f"the server exited with status {status} before answering {method}"

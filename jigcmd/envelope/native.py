@@ -12,6 +12,7 @@ import contextlib
 import os
 import socket
 import struct
+import subprocess
 import sys
 import time
 import uuid
@@ -47,6 +48,7 @@ _DRAIN_AFTER_END = 1.0
 _FINISH_GRACE = 10.0
 _READ_CHUNK = 65_536
 _ZYGOTE_START_S = 30.0
+_ZYGOTE_EXIT_S = 1.0
 
 
 class NativeExecutor:
@@ -98,9 +100,12 @@ class NativeExecutor:
                     request.hex(),
                     self._state_dir or "",
                 ],
-                stdin=None,
-                stdout=2,
-                stderr=None,
+                stdin=subprocess.DEVNULL,
+                # Envelopes outlive a server that exits (they tear down on their own): none
+                # of them may keep the caller's stderr pipe open, or a caller waiting for its
+                # end would wait for them. Only tracing shares stderr.
+                stdout=subprocess.DEVNULL,
+                stderr=None if trace.ENABLED else subprocess.DEVNULL,
                 pass_fds=(theirs.fileno(),),
                 # A minimal environment: nothing of the server's (tokens, credentials) ever
                 # sits in the memory image that supervisors and pid 1 are forked from.
@@ -117,9 +122,17 @@ class NativeExecutor:
         # The zygote says whether it could set itself up (cgroups, filter, imports) before
         # any launch is sent: a broken machine is EXECUTION_FAILED naming the piece.
         ready = b""
-        with anyio.move_on_after(_ZYGOTE_START_S):
-            await anyio.wait_readable(ours)
-            ready = ours.recv(4096)
+        try:
+            with anyio.move_on_after(_ZYGOTE_START_S):
+                await anyio.wait_readable(ours)
+                ready = ours.recv(4096)
+        except BaseException:
+            # Cancelled mid-handshake (the session ended during warm-up): the zygote must
+            # see its control socket close and exit, not wait on a socket nobody holds.
+            ours.close()
+            with contextlib.suppress(ProcessLookupError):
+                self._zygote.kill()
+            raise
         if ready != b"R":
             ours.close()
             with contextlib.suppress(ProcessLookupError):
@@ -148,7 +161,8 @@ class NativeExecutor:
             self._control.close()
             self._control = None
         if self._zygote is not None:
-            with anyio.move_on_after(2):
+            # With its control socket closed the zygote exits at once; bounded regardless.
+            with anyio.move_on_after(_ZYGOTE_EXIT_S):
                 await self._zygote.wait()
             if self._zygote.returncode is None:
                 self._zygote.kill()
