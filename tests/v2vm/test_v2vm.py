@@ -7,17 +7,16 @@ is a failure, because CI must prove the v2 backend on a real kernel.
 
 from __future__ import annotations
 
-import os
 import sys
 import tempfile
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
-from typing import NoReturn
 
 import pytest
 
 from scripts.v2vm import GUEST_BASETEMP, ROOT, GuestRun, VmUnavailable, missing_tools, run_in_vm
+from tests.envelope.conftest import unavailable
 
 pytestmark = [pytest.mark.v2vm, pytest.mark.slow]
 
@@ -47,16 +46,9 @@ KEYWORDS = f"not ({' or '.join(SUBSETS)}) or " + " or ".join(
     f"({module} and ({' or '.join(keywords)}))" for module, keywords in SUBSETS.items()
 )
 # The whole VM run, boot to power-off (the guest is emulated: TCG, no KVM).
-BUDGET_S = 900.0
+BUDGET_S = 600.0
 # Emulation makes process start-up up to 40x slower: never-ending candidates get longer.
 GUEST_ENV = {"CI": "true", "JIGCMD_TEST_DEADLINE_S": "6"}
-
-
-def unavailable(reason: str) -> NoReturn:
-    """Skip locally, fail under CI."""
-    if os.environ.get("CI"):
-        pytest.fail(f"required under CI but unavailable: {reason}", pytrace=False)
-    pytest.skip(reason)
 
 
 @dataclass(frozen=True)
