@@ -128,6 +128,9 @@ def probe_userns() -> str | None:
 
 def probe_network() -> str | None:
     """A new network namespace with `lo` up, in a child, the way the entrant makes it."""
+    # Encoded here, as the server does: importing pyroute2 in the child is slow (seconds
+    # under emulation) and would eat the probe's time limit.
+    netns.use_request(netns.preload())
     if idmap.rootless():
         # Without root the network namespace comes with (and is owned by) a user namespace.
         def rootless_network() -> None:

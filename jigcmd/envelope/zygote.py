@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import gc
 import os
 import signal
 import socket
@@ -148,6 +149,12 @@ def main(argv: list[str]) -> int:
     server = identity.identify(os.getppid())
     if len(argv) > 3 and argv[3] and server is not None:
         registry = Registry(state_dir=argv[3], owner=server)
+    # Every supervisor, init and candidate is a fork of this process. Frozen objects are never
+    # scanned by the collector, so its passes do not touch (and copy) every page a child
+    # shares with us; the children are short-lived and collect nothing.
+    gc.collect()
+    gc.freeze()
+    gc.disable()
     control.sendall(b"R")
     zygote = _Zygote(control, backend, registry)
     try:
