@@ -26,6 +26,7 @@ GUEST_SUITES = (
     "tests/envelope/test_executor_real.py",
     "tests/envelope/test_hostile.py",
     "tests/test_recovery.py",
+    "tests/rootless/test_rootless.py",
 )
 # The cgroup-relevant parts of two large suites (the rest of them never touches a cgroup): of
 # the lifetime suite the ends that kill the tree, OOM, the memory view and prepared jobs; of
@@ -41,6 +42,9 @@ SUBSETS = {
         "prepared",
     ),
     "test_hostile": ("reach", "resolve", "fork_bomb", "outlives", "memory_bomb", "kill_minus_one"),
+    # An unprivileged user with a delegated cgroup2 subtree (as systemd's Delegate=yes gives):
+    # run and serve with the full envelope, the refusal without delegation, nothing left.
+    "test_rootless": ("run_contains", "serve_answers", "without_delegation", "nothing_is_left"),
 }
 KEYWORDS = f"not ({' or '.join(SUBSETS)}) or " + " or ".join(
     f"({module} and ({' or '.join(keywords)}))" for module, keywords in SUBSETS.items()
