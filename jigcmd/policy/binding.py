@@ -28,6 +28,7 @@ from jigcmd.policy.paths import (
     is_local_name,
     path_problem,
 )
+from jigcmd.policy.pointers import escape, kind
 
 __all__ = [
     "BUN_FLAGS",
@@ -144,20 +145,6 @@ class BindingError(ValueError):
 _Fail = Callable[[str, str, str], BindingError]
 
 
-def _escape(token: str) -> str:
-    return token.replace("~", "~0").replace("/", "~1")
-
-
-def _kind(value: object) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, dict):
-        return "an object"
-    if isinstance(value, list | tuple):
-        return "an array"
-    return type(value).__name__
-
-
 def parse_binding(
     obj: object, *, source: str = "binding", declares_capability: bool = True
 ) -> Binding:
@@ -171,11 +158,11 @@ def parse_binding(
         return BindingError(reason, pointer=pointer, rule=rule, source=source)
 
     if not isinstance(obj, dict):
-        raise fail("", "binding-object", f"a Binding must be an object, got {_kind(obj)}")
+        raise fail("", "binding-object", f"a Binding must be an object, got {kind(obj)}")
     for key in obj:
         if key not in {"package", "commands"}:
             raise fail(
-                f"/{_escape(str(key))}",
+                f"/{escape(str(key))}",
                 "binding-keys",
                 f"unknown key {key!r}; a Binding has only 'package' and 'commands'",
             )
@@ -184,11 +171,11 @@ def parse_binding(
         raise fail(
             "/package",
             "package",
-            f"'package' must be a non-empty path to the package directory, got {_kind(package)}",
+            f"'package' must be a non-empty path to the package directory, got {kind(package)}",
         )
     raw_commands = obj.get("commands", {})
     if not isinstance(raw_commands, dict):
-        raise fail("/commands", "commands-map", f"must be an object, got {_kind(raw_commands)}")
+        raise fail("/commands", "commands-map", f"must be an object, got {kind(raw_commands)}")
     if len(raw_commands) > MAX_COMMANDS:
         raise fail(
             "/commands",
@@ -199,7 +186,7 @@ def parse_binding(
         raise capability_error(package, source=source, detail="")
     commands: dict[str, CommandPolicy] = {}
     for name, entry in raw_commands.items():
-        pointer = f"/commands/{_escape(str(name))}"
+        pointer = f"/commands/{escape(str(name))}"
         if not isinstance(name, str) or not is_local_name(name):
             raise fail(
                 pointer,
@@ -221,7 +208,7 @@ def _parse_command(
         raise fail(
             pointer,
             "command-entry",
-            f"must be an object with exactly one of 'run' or 'test', got {_kind(entry)}",
+            f"must be an object with exactly one of 'run' or 'test', got {kind(entry)}",
         )
     for key in entry:
         if key not in {"run", "test"}:
@@ -236,7 +223,7 @@ def _parse_command(
         run = entry["run"]
         where = f"{pointer}/run"
         if not isinstance(run, str):
-            raise fail(where, "run-path", f"'run' must be one path string, got {_kind(run)}")
+            raise fail(where, "run-path", f"'run' must be one path string, got {kind(run)}")
         _check_path(run, where, fail)
         if not _RUN_SUFFIX.search(run):
             raise fail(where, "run-path", f"run path {run!r} must end in .ts or .js")
@@ -246,7 +233,7 @@ def _parse_command(
     tests = entry["test"]
     where = f"{pointer}/test"
     if not isinstance(tests, list | tuple):
-        raise fail(where, "test-paths", f"'test' must be an array of paths, got {_kind(tests)}")
+        raise fail(where, "test-paths", f"'test' must be an array of paths, got {kind(tests)}")
     if not 1 <= len(tests) <= MAX_TEST_PATHS:
         raise fail(
             where, "test-paths", f"must list 1-{MAX_TEST_PATHS} test paths, got {len(tests)}"
@@ -255,7 +242,7 @@ def _parse_command(
     for index, path in enumerate(tests):
         item = f"{where}/{index}"
         if not isinstance(path, str):
-            raise fail(item, "test-paths", f"test path must be a string, got {_kind(path)}")
+            raise fail(item, "test-paths", f"test path must be a string, got {kind(path)}")
         _check_path(path, item, fail)
         if not _TEST_SUFFIX.search(path):
             raise fail(

@@ -18,6 +18,7 @@ import yaml
 from jigcmd.jsonio.canonical import CanonicalError
 from jigcmd.policy.digests import CONTRACT_DIGEST, CONTRACT_ID, CONTRACT_VERSION, descriptor_digest
 from jigcmd.policy.paths import is_local_name
+from jigcmd.policy.pointers import kind
 
 __all__ = [
     "MANIFEST_NAMES",
@@ -93,12 +94,12 @@ def capability_slots(
     if manifest is None:
         return ()
     if not isinstance(manifest, dict):
-        raise ManifestError(f"{source}: the manifest must be a mapping, got {_kind(manifest)}")
+        raise ManifestError(f"{source}: the manifest must be a mapping, got {kind(manifest)}")
     uses = manifest.get("uses")
     if uses is None:
         return ()
     if not isinstance(uses, dict):
-        raise ManifestError(f"{source}: /uses must be a mapping of slot names, got {_kind(uses)}")
+        raise ManifestError(f"{source}: /uses must be a mapping of slot names, got {kind(uses)}")
     slots: list[str] = []
     for slot, entry in uses.items():
         where = f"{source}: /uses/{slot}"
@@ -153,10 +154,6 @@ def _contract_path_problem(contract: str) -> str | None:
         if depth < 0:
             return f"contract path {contract!r} escapes the package directory"
     return None
-
-
-def _kind(value: object) -> str:
-    return "null" if value is None else type(value).__name__
 
 
 def read_manifest(package_dir: Path) -> DeclaredCapability:

@@ -16,6 +16,7 @@ from jigcmd.jsonio.canonical import CanonicalError
 from jigcmd.policy.binding import CommandPolicy
 from jigcmd.policy.digests import candidate_digest, stdin_digest
 from jigcmd.policy.paths import path_problem, reserved_component
+from jigcmd.policy.pointers import escape, kind
 
 __all__ = [
     "INPUT_KEYS",
@@ -50,20 +51,6 @@ class ValidRequest(msgspec.Struct, frozen=True):
 
 def _invalid(pointer: str, rule: str, message: str) -> JigError:
     return JigError(Code.INVALID_INPUT, message, {"pointer": pointer, "rule": rule})
-
-
-def _escape(token: str) -> str:
-    return token.replace("~", "~0").replace("/", "~1")
-
-
-def _kind(value: object) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, dict):
-        return "an object"
-    if isinstance(value, list | tuple):
-        return "an array"
-    return type(value).__name__
 
 
 def _utf8_size(text: str, pointer: str) -> int:
@@ -103,10 +90,10 @@ def validate_request(input: object, commands: Mapping[str, CommandPolicy]) -> Va
 
 def _rule1_command(data: object, commands: Mapping[str, CommandPolicy]) -> CommandPolicy:
     if not isinstance(data, dict):
-        raise _invalid("", "input-object", f"input must be an object, got {_kind(data)}")
+        raise _invalid("", "input-object", f"input must be an object, got {kind(data)}")
     for key in data:
         if key not in INPUT_KEYS:
-            pointer = f"/{_escape(str(key))}"
+            pointer = f"/{escape(str(key))}"
             raise _invalid(
                 pointer,
                 "input-keys",
@@ -116,7 +103,7 @@ def _rule1_command(data: object, commands: Mapping[str, CommandPolicy]) -> Comma
         raise _invalid("/command", "command", "/command: required")
     name = data["command"]
     if not isinstance(name, str):
-        raise _invalid("/command", "command", f"/command: must be a string, got {_kind(name)}")
+        raise _invalid("/command", "command", f"/command: must be a string, got {kind(name)}")
     if name not in commands:
         admitted = ", ".join(sorted(commands)) or "none"
         raise _invalid(
@@ -130,7 +117,7 @@ def _rule2_files(data: dict[str, object]) -> dict[str, object]:
         raise _invalid("/files", "files", "/files: required")
     files = data["files"]
     if not isinstance(files, dict):
-        raise _invalid("/files", "files", f"/files: must be an object, got {_kind(files)}")
+        raise _invalid("/files", "files", f"/files: must be an object, got {kind(files)}")
     if not 1 <= len(files) <= MAX_FILES:
         raise _invalid(
             "/files", "files", f"/files: must have 1-{MAX_FILES} entries, got {len(files)}"
@@ -141,7 +128,7 @@ def _rule2_files(data: dict[str, object]) -> dict[str, object]:
 def _rule3_paths(raw: dict[str, object]) -> dict[str, str]:
     files: dict[str, str] = {}
     for path, text in raw.items():
-        pointer = f"/files/{_escape(path)}"
+        pointer = f"/files/{escape(path)}"
         problem = path_problem(path)
         if problem is not None:
             raise _invalid(pointer, "path-grammar", f"{pointer}: {problem}")
@@ -150,7 +137,7 @@ def _rule3_paths(raw: dict[str, object]) -> dict[str, str]:
             raise _invalid(pointer, "reserved-path", f"{pointer}: reserved directory {reserved}")
         if not isinstance(text, str):
             raise _invalid(
-                pointer, "file-text", f"{pointer}: file content must be a string, got {_kind(text)}"
+                pointer, "file-text", f"{pointer}: file content must be a string, got {kind(text)}"
             )
         files[path] = text
     for path in files:
@@ -169,7 +156,7 @@ def _rule3_paths(raw: dict[str, object]) -> dict[str, str]:
 def _rule4_total_size(files: dict[str, str]) -> None:
     total = 0
     for path, text in files.items():
-        total += _utf8_size(text, f"/files/{_escape(path)}")
+        total += _utf8_size(text, f"/files/{escape(path)}")
     if total > MAX_CANDIDATE_BYTES:
         raise _invalid(
             "/files",
@@ -181,13 +168,13 @@ def _rule4_total_size(files: dict[str, str]) -> None:
 def _rule5_args(data: dict[str, object]) -> list[str]:
     args = data.get("args", [])
     if not isinstance(args, list):
-        raise _invalid("/args", "args", f"/args: must be an array of strings, got {_kind(args)}")
+        raise _invalid("/args", "args", f"/args: must be an array of strings, got {kind(args)}")
     if len(args) > MAX_ARGS:
         raise _invalid("/args", "args", f"/args: at most {MAX_ARGS} arguments, got {len(args)}")
     for index, arg in enumerate(args):
         pointer = f"/args/{index}"
         if not isinstance(arg, str):
-            raise _invalid(pointer, "args", f"{pointer}: must be a string, got {_kind(arg)}")
+            raise _invalid(pointer, "args", f"{pointer}: must be a string, got {kind(arg)}")
         size = _utf8_size(arg, pointer)
         if size > MAX_ARG_BYTES:
             raise _invalid(
@@ -201,7 +188,7 @@ def _rule5_args(data: dict[str, object]) -> list[str]:
 def _rule6_stdin(data: dict[str, object]) -> str:
     stdin = data.get("stdin", "")
     if not isinstance(stdin, str):
-        raise _invalid("/stdin", "stdin", f"/stdin: must be a string, got {_kind(stdin)}")
+        raise _invalid("/stdin", "stdin", f"/stdin: must be a string, got {kind(stdin)}")
     size = _utf8_size(stdin, "/stdin")
     if size > MAX_STDIN_BYTES:
         raise _invalid(

@@ -111,7 +111,7 @@ def test_reformatted_copies_are_still_exact() -> None:
 @pytest.mark.parametrize(
     ("manifest", "reason"),
     [
-        ([1], "must be a mapping, got list"),
+        ([1], "must be a mapping, got an array"),
         ({"uses": ["project"]}, "/uses must be a mapping"),
         ({"uses": {"Project": {"contract": "pc.json"}}}, "not a LocalName"),
         ({"uses": {"project": "pc.json"}}, "string 'contract' path"),
