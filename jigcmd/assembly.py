@@ -11,12 +11,14 @@ from pathlib import Path
 import anyio
 
 from jigcmd.envelope.cgroups import CgroupBackend, CgroupUnavailable
-from jigcmd.envelope.delegation import resolve_backend
+from jigcmd.envelope.delegation import DelegationError, resolve_backend
 from jigcmd.envelope.native import NativeExecutor
 from jigcmd.executor import Executor
+from jigcmd.journal.schema import SchemaError
+from jigcmd.journal.store import JournalError
 from jigcmd.ownership import Ownership
 from jigcmd.plan import Limits
-from jigcmd.policy.binding import LoadedBinding, load_binding
+from jigcmd.policy.binding import BindingError, LoadedBinding, load_binding
 from jigcmd.policy.lock import (
     Admission,
     Lock,
@@ -27,11 +29,12 @@ from jigcmd.policy.lock import (
     decode_lock,
 )
 from jigcmd.runtime import Runtime as BunRuntime
-from jigcmd.runtime import find_runtime
+from jigcmd.runtime import RuntimeUnavailable, find_runtime
 from jigcmd.service import CommandService
-from jigcmd.statedir import default_state_dir
+from jigcmd.statedir import StateDirError, default_state_dir
 
 __all__ = [
+    "STARTUP_ERRORS",
     "Assembly",
     "FrontSettings",
     "assemble",
@@ -121,6 +124,17 @@ def _read_lock(path: Path) -> tuple[Lock | None, str | None]:
         return decode_lock(data, source=str(path)), None
     except LockError as exc:
         return None, f"lock {path} is unusable: {exc}"
+
+
+# Why a front (serve, run) cannot start: each names the file, setting or piece to fix.
+STARTUP_ERRORS: tuple[type[Exception], ...] = (
+    BindingError,
+    RuntimeUnavailable,
+    StateDirError,
+    DelegationError,
+    JournalError,
+    SchemaError,
+)
 
 
 @dataclass(frozen=True)

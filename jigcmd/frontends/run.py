@@ -11,15 +11,9 @@ from pathlib import Path
 import anyio
 import msgspec
 
-from jigcmd.assembly import FrontSettings, open_service
-from jigcmd.envelope.delegation import DelegationError
+from jigcmd.assembly import STARTUP_ERRORS, FrontSettings, open_service
 from jigcmd.errors import Code, JigError
 from jigcmd.evidence import Evidence, ResourceReport
-from jigcmd.journal.schema import SchemaError
-from jigcmd.journal.store import JournalError
-from jigcmd.policy.binding import BindingError
-from jigcmd.runtime import RuntimeUnavailable
-from jigcmd.statedir import StateDirError
 
 __all__ = ["read_candidate", "run"]
 
@@ -80,14 +74,7 @@ async def _run(settings: FrontSettings, request: dict[str, object], as_json: boo
                 )
             except JigError as exc:
                 return _report_failure(exc, as_json)
-    except (
-        BindingError,
-        RuntimeUnavailable,
-        StateDirError,
-        DelegationError,
-        JournalError,
-        SchemaError,
-    ) as exc:
+    except STARTUP_ERRORS as exc:
         sys.stderr.write(f"jigcmd run: {exc}\n")
         return _EXIT_INVALID
     _print(result.evidence, result.report, as_json)

@@ -8,17 +8,11 @@ import sys
 import anyio
 
 from jigcmd import __version__
-from jigcmd.assembly import FrontSettings, open_service
-from jigcmd.envelope.delegation import DelegationError
+from jigcmd.assembly import STARTUP_ERRORS, FrontSettings, open_service
 from jigcmd.envelope.native import NativeExecutor
-from jigcmd.journal.schema import SchemaError
-from jigcmd.journal.store import JournalError
-from jigcmd.policy.binding import BindingError
 from jigcmd.protocol.session import ProtocolChoice
-from jigcmd.runtime import RuntimeUnavailable
 from jigcmd.server.stdio import serve_stdio
 from jigcmd.service import CommandService
-from jigcmd.statedir import StateDirError
 
 __all__ = ["serve"]
 
@@ -52,14 +46,7 @@ async def _serve(settings: FrontSettings, protocol: ProtocolChoice) -> int:
                     remember=_SESSION_REMEMBERS,
                 )
                 tg.cancel_scope.cancel()
-    except (
-        BindingError,
-        RuntimeUnavailable,
-        StateDirError,
-        DelegationError,
-        JournalError,
-        SchemaError,
-    ) as exc:
+    except STARTUP_ERRORS as exc:
         sys.stderr.write(f"jigcmd serve: {exc}\n")
         return 2
     return 0
