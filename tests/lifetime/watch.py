@@ -154,10 +154,14 @@ class Watch:
         if cmdline:
             seen.cmdlines.add(cmdline)
         cgroups = _read(f"/proc/{pid}/cgroup") or ""
+        # A process still exiting after its cgroup was removed shows "<path> (deleted)".
         jobs = {
             part
             for line in cgroups.splitlines()
-            for part in line.partition(":")[2].partition(":")[2].split("/")
+            for part in line.partition(":")[2]
+            .partition(":")[2]
+            .removesuffix(" (deleted)")
+            .split("/")
             if part.startswith("jigcmd-")
         }
         seen.jobs |= jobs
