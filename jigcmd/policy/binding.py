@@ -19,6 +19,7 @@ from typing import Annotated, Literal
 import msgspec
 
 from jigcmd.jsonio.canonical import dumps
+from jigcmd.policy import planner
 from jigcmd.policy.digests import sha256_text
 from jigcmd.policy.manifest import ManifestError, read_manifest
 from jigcmd.policy.paths import (
@@ -31,7 +32,6 @@ from jigcmd.policy.paths import (
 from jigcmd.policy.pointers import escape, kind
 
 __all__ = [
-    "BUN_FLAGS",
     "MAX_COMMANDS",
     "MAX_TEST_PATHS",
     "Binding",
@@ -46,9 +46,6 @@ __all__ = [
 
 MAX_COMMANDS = 8
 MAX_TEST_PATHS = 16
-
-# Bun's posture for every command: no .env loading, no auto-install, no bunfig.toml.
-BUN_FLAGS = ("--no-env-file", "--no-install", "--config=/dev/null")
 
 RUN_PATH_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_./-]*\.(ts|js)$"
 TEST_PATH_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_./-]*\.(test|spec)\.(ts|js)$"
@@ -101,11 +98,8 @@ class CommandPolicy(msgspec.Struct, frozen=True):
         return ["bun", "test", *self.paths]
 
     def bun_argv(self, bun: str, args: Sequence[str] = ()) -> list[str]:
-        """The argv actually executed: posture flags first, and `./` so test paths are paths."""
-        # `bun test x.test.ts` would treat the bare name as a filter; `./x.test.ts` is a file.
-        if self.kind == "run":
-            return [bun, *BUN_FLAGS, "./" + self.paths[0], *args]
-        return [bun, "test", *BUN_FLAGS, *("./" + path for path in self.paths)]
+        """The argv actually executed (the planner's, so the review shows exactly what runs)."""
+        return list(planner.bun_argv(bun, self.kind, self.paths, args))
 
     def entry(self) -> CommandEntry:
         """This command as a Binding entry."""

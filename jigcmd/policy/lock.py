@@ -13,12 +13,12 @@ from typing import Literal
 import msgspec
 
 from jigcmd.plan import Limits
-from jigcmd.policy.binding import BUN_FLAGS, Binding, BindingError, PolicyDocument, parse_binding
+from jigcmd.policy.binding import Binding, BindingError, PolicyDocument, parse_binding
 from jigcmd.policy.digests import CONTRACT_DIGEST, CONTRACT_ID, CONTRACT_VERSION
+from jigcmd.policy.planner import BUN_ENV, BUN_FLAGS, CEILING_SECONDS
 
 __all__ = [
     "LOCK_VERSION",
-    "RUN_SECONDS",
     "Admission",
     "Drift",
     "Lock",
@@ -37,7 +37,6 @@ __all__ = [
 
 LOCK_VERSION: Literal[1] = 1
 # The per-envelope wall-clock ceiling (spec-notes §5); also what the review promises.
-RUN_SECONDS = 10
 
 Drift = Literal["no-lock", "lock", "policy", "contract", "runtime"]
 
@@ -265,9 +264,11 @@ def review_text(binding: Binding, runtime: Runtime, *, slots: tuple[str, ...] = 
         f"  - Bun posture flags {' '.join(BUN_FLAGS)}:",
         "    .env files, bunfig.toml preloads and auto-install are inert",
         "  - the candidate's files only, read-only, as the working directory; no network;",
-        "    no environment variables (no PATH, HOME or credentials)",
+        "    environment only "
+        + " ".join(f"{k}={v}" for k, v in BUN_ENV)
+        + " (no PATH, HOME or credentials)",
         f"  - limits: {limits.memory_bytes // (1024 * 1024)} MiB memory (no swap), "
-        f"{limits.pids_max} tasks, {_cpu_words(cpu)} CPU, {RUN_SECONDS} s",
+        f"{limits.pids_max} tasks, {_cpu_words(cpu)} CPU, {CEILING_SECONDS:g} s",
         "  - stopped with SIGKILL to the whole process tree at the deadline",
     ]
     return "\n".join(lines) + "\n"

@@ -12,13 +12,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from jigcmd.policy.binding import (
-    BUN_FLAGS,
     Binding,
     BindingError,
     CommandPolicy,
     load_binding,
     parse_binding,
 )
+from jigcmd.policy.planner import BUN_FLAGS
 
 DESCRIPTOR = Path(__file__).parents[2] / "schemas" / "project-command.capability.json"
 
