@@ -53,12 +53,13 @@ class RootfsError(Exception):
         self.step = step
 
 
-def build_root(plan: RunPlan, sources: Mapping[str, int]) -> None:
+def build_root(plan: RunPlan, sources: Mapping[str, int], memory_limit: str) -> None:
     """Leave the calling process pivoted into the finished envelope root.
 
     `sources` maps each bind source to an O_PATH descriptor opened by the entrant while it
     was still host uid 0: init (host uid 65534) may lack search permission on the way to a
     source (a venv under a 0700 home), but binding from the descriptor needs none.
+    `memory_limit` is the limit as the kernel reported it when the cgroup was made.
     """
     _step("make mounts private", sc.mount, None, "/", None, sc.MS_REC | sc.MS_PRIVATE)
     _step(
@@ -93,7 +94,7 @@ def build_root(plan: RunPlan, sources: Mapping[str, int]) -> None:
     if plan.profile == "candidate":
         _candidate_mount()
     _dev()
-    _memory_view(plan.limits.memory_bytes)
+    _memory_view(memory_limit)
     _makedirs(_NEW + "/proc")
     # Before the old root goes: see the module docstring, step 4.
     _step(
@@ -253,7 +254,7 @@ def _dev() -> None:
     )
 
 
-def _memory_view(limit: int) -> None:
+def _memory_view(limit: str) -> None:
     """Show Bun its real memory limit where it looks for one, under either cgroup version."""
     # Bun reads /proc/self/cgroup, then the v2 or v1 limit file below the cgroup mount; in
     # our cgroup namespace its cgroup is "/", so these two files are the ones it finds.
@@ -264,6 +265,6 @@ def _memory_view(limit: int) -> None:
         _makedirs(posixpath.dirname(path))
         try:
             with open(path, "w", encoding="ascii") as handle:
-                handle.write(f"{limit}\n")
+                handle.write(limit)
         except OSError as exc:
             raise RootfsError(f"write {view}", exc.strerror or "") from exc

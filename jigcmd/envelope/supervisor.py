@@ -622,7 +622,8 @@ def _entrant(
         step = "fork init"
         pid = os.fork()
         if pid == 0:
-            _Init(plan, control, status_w, sources).main()
+            # The limit the kernel enforces, read back at create time, is what Bun sees.
+            _Init(plan, control, status_w, sources, job.memory_view()[1]).main()
         _report(status_w, f"init {pid}")
     except BaseException as exc:
         _fail(status_w, step, exc)
@@ -633,10 +634,16 @@ class _Init:
     """Pid 1: builds the root, arms the candidate, then hands it the request and reaps."""
 
     def __init__(
-        self, plan: RunPlan, control: socket.socket, status_w: int, sources: dict[str, int]
+        self,
+        plan: RunPlan,
+        control: socket.socket,
+        status_w: int,
+        sources: dict[str, int],
+        memory_limit: str,
     ) -> None:
         self.plan = plan
         self.sources = sources
+        self.memory_limit = memory_limit
         self.control = control
         self.status_w = status_w
         self.candidate = -1
@@ -651,7 +658,7 @@ class _Init:
             step = "prepare privilege drop"
             privileges.prepare()
             seccomp.build_filter()
-            rootfs.build_root(self.plan, self.sources)
+            rootfs.build_root(self.plan, self.sources, self.memory_limit)
             for fd in self.sources.values():
                 os.close(fd)
             step = "arm candidate"
