@@ -48,6 +48,32 @@ def _now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
+def _wal(conn: sqlite3.Connection, path: Path) -> None:
+    """Put the database in WAL mode (it stays so); retry while another opener holds it.
+
+    Switching a new database to WAL needs an exclusive lock, and SQLite answers "database is
+    locked" at once, without its busy handler, when another process opens the same new
+    database at that moment (seen with a server and a supervisor starting together).
+    """
+    deadline = time.monotonic() + _BUSY_TIMEOUT_MS / 1000
+    delay = 0.005
+    while True:
+        try:
+            (mode,) = conn.execute("PRAGMA journal_mode").fetchone()
+            if mode != "wal":
+                (mode,) = conn.execute("PRAGMA journal_mode = WAL").fetchone()
+            break
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) and "busy" not in str(exc):
+                raise
+            if time.monotonic() >= deadline:
+                raise JournalError(f"{path}: still locked after {_BUSY_TIMEOUT_MS} ms") from exc
+            time.sleep(delay)
+            delay = min(delay * 2, 0.1)
+    if mode != "wal":
+        raise JournalError(f"{path}: the journal needs WAL mode, sqlite gave {mode!r}")
+
+
 class Journal:
     """The ownership journal and the jarvis records of one state directory."""
 
@@ -71,9 +97,7 @@ class Journal:
         try:
             conn.row_factory = sqlite3.Row
             conn.execute(f"PRAGMA busy_timeout = {_BUSY_TIMEOUT_MS:d}")
-            (mode,) = conn.execute("PRAGMA journal_mode = WAL").fetchone()
-            if mode != "wal":
-                raise JournalError(f"{path}: the journal needs WAL mode, sqlite gave {mode!r}")
+            _wal(conn, path)
             conn.execute("PRAGMA synchronous = FULL")
             conn.execute("PRAGMA foreign_keys = ON")
             migrate(conn)

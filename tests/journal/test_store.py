@@ -6,6 +6,7 @@ import os
 import sqlite3
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,7 @@ _SUPERVISOR = identify(os.getppid()) or current()
 # A second server process: waits for "go", then begins the same operation id.
 _RACER = """
 import sys
+import time
 from pathlib import Path
 from jigcmd.journal import Journal
 journal = Journal.open(Path(sys.argv[1]))
@@ -294,3 +296,29 @@ def test_the_database_file_is_private(tmp_path: Path) -> None:
     """The database is created 0600."""
     Journal.open(tmp_path).close()
     assert os.stat(tmp_path / "journal.sqlite3").st_mode & 0o777 == 0o600
+
+
+def test_many_processes_opening_a_new_journal_at_once_all_succeed(tmp_path: Path) -> None:
+    """Switching a new database to WAL races other openers; every one of them still opens."""
+    script = (
+        "import sys, time\n"
+        "from pathlib import Path\n"
+        "from jigcmd.journal import Journal\n"
+        "while time.time() < float(sys.argv[2]):\n"
+        "    pass\n"
+        "Journal.open(Path(sys.argv[1])).close()\n"
+    )
+    for attempt in range(5):
+        state = tmp_path / f"state-{attempt}"
+        state.mkdir(mode=0o700)
+        start = str(time.time() + 0.5)
+        procs = [
+            subprocess.Popen(
+                [sys.executable, "-c", script, str(state), start],
+                stderr=subprocess.PIPE,
+                env={"PYTHONPATH": str(Path(__file__).resolve().parents[2])},
+            )
+            for _ in range(6)
+        ]
+        errors = [p.communicate(timeout=60)[1].decode() for p in procs]
+        assert [p.returncode for p in procs] == [0] * 6, "\n".join(errors)
