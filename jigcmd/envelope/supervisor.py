@@ -120,8 +120,9 @@ def supervise(
         fds = received[1] if received is not None else []
         if isinstance(launch, Launch) and len(fds) in (_LAUNCH_FDS - 1, _LAUNCH_FDS):
             run_sock = socket.socket(fileno=fds[3])
-            # fds[4], the envelope slot's lock, stays open until this process exits: the
-            # slot is held until the envelope is released, whatever happens to the server.
+            # fds[4], the envelope slot's lock, is held until the envelope is released
+            # (or this process dies), whatever happens to the server.
+            envelope.slot_fd = fds[4] if len(fds) == _LAUNCH_FDS else -1
             envelope.run(launch, (fds[0], fds[1], fds[2]), run_sock)
         else:
             # The zygote (and so the server) went away before a request came.
@@ -150,6 +151,7 @@ class _Envelope:
         self.registry: EnvelopeRegistry | None = None
         self.owner: ProcessIdentity | None = None
         self.registered: str | None = None
+        self.slot_fd = -1
 
     # -- prepare -----------------------------------------------------------------------
 
@@ -240,6 +242,7 @@ class _Envelope:
                     os.close(fd)
             self._fence()
             ok, problems = self._release()
+            self._free_slot()
             if owner is not None and exc.step == "server":
                 owner.lost(ok, problems)
             _send(
@@ -273,6 +276,9 @@ class _Envelope:
         trace.mark("supervisor: fenced")
         stats = self.job.stats()
         ok, problems = self._release()
+        # The slot is free before the answer leaves: a caller that got its answer finds
+        # the slot free, never "all slots in use" from a run that is already over.
+        self._free_slot()
         trace.mark("supervisor: released")
         if server_lost and owner is not None:
             # Nobody will record this run's outcome: the server is gone, and with it the
@@ -299,6 +305,11 @@ class _Envelope:
         if not delivered and owner is not None and not server_lost:
             # The server vanished just as the run ended; nobody else can record it.
             owner.lost(ok, problems)
+
+    def _free_slot(self) -> None:
+        if self.slot_fd >= 0:
+            os.close(self.slot_fd)
+            self.slot_fd = -1
 
     def _go(self, plan: RunPlan, stdio: tuple[int, int, int]) -> None:
         assert self.control is not None and self.job is not None

@@ -8,6 +8,7 @@ import uuid
 
 import pytest
 
+from jigcmd.journal.reservations import Reservations
 from tests.lifetime.candidates import LINGER, QUICK, cli_input
 from tests.lifetime.rig import Rig
 from tests.lifetime.watch import alive, wait_for
@@ -52,4 +53,17 @@ def test_a_killed_holders_slot_is_free_again_once_its_run_is_fenced(rig: Rig) ->
     second.send(flow_call("call-2", "op-after", cli_input(QUICK, other)))
     assert json.loads(second.response("call-2"))["result"]["value"]["exitCode"] == 0
     assert second.close_input() == 0
+    rig.assert_nothing_left()
+
+
+def test_the_slot_is_free_when_the_answer_arrives(rig: Rig) -> None:
+    """The supervisor drops the slot before it answers: no window of a finished run's slot."""
+    token = f"tok-{uuid.uuid4().hex}"
+    server = rig.serve(max_envelopes=1)
+    slots = Reservations(rig.state_dir, 1)
+    for attempt in range(5):
+        server.send(flow_call(f"call-{attempt}", f"op-{attempt}", cli_input(QUICK, token)))
+        assert json.loads(server.response(f"call-{attempt}"))["result"]["value"]["exitCode"] == 0
+        assert slots.holder(0) is None, f"attempt {attempt}: the slot outlived the answer"
+    assert server.close_input() == 0
     rig.assert_nothing_left()
