@@ -11,7 +11,16 @@ import msgspec
 from jigcmd.evidence import ResourceReport, StopReason
 from jigcmd.plan import RunPlan
 
-__all__ = ["CapturedStream", "EnvelopeIdentity", "Executor", "OnStarted", "RunOutcome", "Ticket"]
+__all__ = [
+    "Admit",
+    "CapturedStream",
+    "EnvelopeIdentity",
+    "Executor",
+    "OnStarted",
+    "RunOutcome",
+    "Ticket",
+    "Withdrawn",
+]
 
 
 class CapturedStream(msgspec.Struct, frozen=True):
@@ -56,6 +65,12 @@ class EnvelopeIdentity(msgspec.Struct, frozen=True):
 
 
 OnStarted = Callable[[EnvelopeIdentity], Coroutine[Any, Any, None]]
+# Decides, once the launch is staged, whether the candidate may start (see `Executor.execute`).
+Admit = Callable[[], Coroutine[Any, Any, bool]]
+
+
+class Withdrawn(Exception):
+    """The `admit` callback said no: the staged launch was withdrawn and nothing ran."""
 
 
 class Executor(Protocol):
@@ -72,10 +87,15 @@ class Executor(Protocol):
         cancel: anyio.Event,
         ticket: Ticket | None = None,
         on_started: OnStarted | None = None,
+        admit: Admit | None = None,
     ) -> RunOutcome:
         """Run `plan`; stop the whole tree when `cancel` is set or the plan's deadline passes.
 
-        `on_started` runs once the candidate was exec'd, concurrently with the run; it has
-        finished before `execute` returns.
+        `admit` is awaited exactly once, after the launch is handed to the envelope (which
+        stages the candidate meanwhile) and before the candidate may start: the caller's
+        durable bookkeeping overlaps the hand-off. False, or a cancel by then, withdraws the
+        launch: nothing runs, and `Withdrawn` (or CANCELLED) is raised. Errors of the
+        executor itself come after `admit` was awaited. `on_started` runs once the candidate
+        was exec'd, concurrently with the run; it has finished before `execute` returns.
         """
         ...

@@ -12,7 +12,15 @@ import msgspec
 from jigcmd import trace
 from jigcmd.errors import Code, JigError
 from jigcmd.evidence import Evidence, decode_output
-from jigcmd.executor import EnvelopeIdentity, Executor, OnStarted, RunOutcome, Ticket
+from jigcmd.executor import (
+    Admit,
+    EnvelopeIdentity,
+    Executor,
+    OnStarted,
+    RunOutcome,
+    Ticket,
+    Withdrawn,
+)
 from jigcmd.ownership import Ownership
 from jigcmd.plan import Limits, RunPlan
 from jigcmd.policy.binding import CommandPolicy
@@ -158,23 +166,30 @@ class CommandService:
                 return known
         try:
             on_started = None
+            admit = None
+            began = False
+            replayed: RunResult | None = None
             if durable:
                 assert ownership is not None and signature is not None
-                # One journal transaction before dispatch: a new row, or the known answer.
-                known = await ownership.begin(
-                    operation_id=operation_id,
-                    signature=signature,
-                    context=context,
-                    deadline=deadline,
-                    run_id=run_id,
-                )
-                if known is not None:
-                    return known
+
+                async def admit() -> bool:
+                    # One journal transaction before dispatch: a new row, or the known
+                    # answer. The envelope stages the candidate while this commits.
+                    nonlocal began, replayed
+                    replayed = await ownership.begin(
+                        operation_id=operation_id,
+                        signature=signature,
+                        context=context,
+                        deadline=deadline,
+                        run_id=run_id,
+                    )
+                    began = replayed is None
+                    trace.mark("service: begun")
+                    return began
 
                 async def on_started(envelope: EnvelopeIdentity) -> None:
                     await ownership.record_envelope(operation_id, envelope)
 
-            trace.mark("service: begun")
             ticket = Ticket(
                 run_id=run_id,
                 operation_id=operation_id if durable else None,
@@ -190,9 +205,15 @@ class CommandService:
                     ticket=ticket,
                     progress=progress,
                     on_started=on_started,
+                    admit=admit,
                 )
+            except Withdrawn:
+                assert replayed is not None
+                return replayed
             except JigError as error:
-                if durable and ownership is not None:
+                # Only a row this call created is closed with its failure: an operation
+                # id in flight elsewhere is never touched.
+                if began and ownership is not None:
                     await ownership.fail(operation_id, error)
                 raise
             if durable and ownership is not None:
@@ -213,6 +234,7 @@ class CommandService:
         ticket: Ticket,
         progress: Progress | None,
         on_started: OnStarted | None = None,
+        admit: Admit | None = None,
     ) -> RunResult:
         plan = candidate_plan(
             bun=BUN_TARGET,
@@ -228,7 +250,7 @@ class CommandService:
         )
         if progress is not None:
             await progress(f"running {' '.join(valid.invocation)}")
-        outcome = await self._executor.execute(plan, cancel, ticket, on_started)
+        outcome = await self._executor.execute(plan, cancel, ticket, on_started, admit)
         evidence = evidence_of(valid, outcome)
         if outcome.stop_reason == "deadline":
             raise JigError(

@@ -34,7 +34,15 @@ from jigcmd.envelope.wire import (
 )
 from jigcmd.errors import Code, JigError
 from jigcmd.evidence import OUTPUT_CAP_BYTES, ResourceReport
-from jigcmd.executor import CapturedStream, EnvelopeIdentity, OnStarted, RunOutcome, Ticket
+from jigcmd.executor import (
+    Admit,
+    CapturedStream,
+    EnvelopeIdentity,
+    OnStarted,
+    RunOutcome,
+    Ticket,
+    Withdrawn,
+)
 from jigcmd.plan import RunPlan
 
 __all__ = ["NativeExecutor"]
@@ -47,6 +55,8 @@ _DRAIN_AFTER_END = 1.0
 # How long past the plan's deadline the supervisor may take to fence and release.
 _FINISH_GRACE = 10.0
 _READ_CHUNK = 65_536
+# How long a withdrawn launch's supervisor may take to report its envelope released.
+_WITHDRAW_WAIT = 1.0
 _ZYGOTE_START_S = 30.0
 _ZYGOTE_EXIT_S = 1.0
 
@@ -175,6 +185,7 @@ class NativeExecutor:
         cancel: anyio.Event,
         ticket: Ticket | None = None,
         on_started: OnStarted | None = None,
+        admit: Admit | None = None,
     ) -> RunOutcome:
         """Run `plan` in a fresh envelope; see `jigcmd.executor.Executor`."""
         trace.mark("executor: execute")
@@ -188,11 +199,15 @@ class NativeExecutor:
         stdin_r, stdin_w = os.pipe2(os.O_CLOEXEC)
         stdout_r, stdout_w = os.pipe2(os.O_CLOEXEC)
         stderr_r, stderr_w = os.pipe2(os.O_CLOEXEC)
+        # The gate: the staged candidate execs only once a byte arrives here, and gives up
+        # without running on EOF (a withdrawal, or this process dying).
+        gate_r, gate_w = os.pipe2(os.O_CLOEXEC)
         run_sock, run_peer = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        to_close = [stdin_r, stdout_w, stderr_w, run_peer.fileno()]
+        to_close = [stdin_r, stdout_w, stderr_w, gate_r, run_peer.fileno()]
         # The slot's lock travels with the launch; the supervisor holds it to the end. The
         # caller keeps (and later closes) its own descriptor.
         passed = to_close if ticket.slot_fd is None else [*to_close, ticket.slot_fd]
+        unreachable: OSError | None = None
         try:
             # Stdin is at most 16 KiB: it fits the pipe buffer, so it is written whole now
             # and the candidate sees EOF after it, never a blocked writer.
@@ -206,13 +221,17 @@ class NativeExecutor:
                     send_message(control, launch, passed)
                     trace.mark("executor: launch sent")
                 except OSError as exc:
-                    raise JigError(
-                        Code.EXECUTION_FAILED, f"envelope zygote unreachable: {exc}"
-                    ) from exc
+                    unreachable = exc
+        except BaseException:
+            os.close(gate_w)
+            run_sock.close()
+            os.close(stdout_r)
+            os.close(stderr_r)
+            raise
         finally:
             if stdin_w >= 0:
                 os.close(stdin_w)
-            for fd in (stdin_r, stdout_w, stderr_w):
+            for fd in (stdin_r, stdout_w, stderr_w, gate_r):
                 os.close(fd)
             run_peer.close()
         run = _RunCollector(
@@ -223,6 +242,30 @@ class NativeExecutor:
             cancel=cancel,
             on_started=on_started,
         )
+        try:
+            admitted = True if admit is None else await admit()
+            trace.mark("executor: admitted")
+            if unreachable is not None:
+                admitted = False
+            elif admitted and not cancel.is_set():
+                os.write(gate_w, b"g")
+        except BaseException:
+            admitted = False
+            raise
+        finally:
+            os.close(gate_w)
+            if not admitted or cancel.is_set():
+                # Withdrawn before the candidate started: wait (bounded) for the supervisor
+                # to release the envelope, so nothing of it outlives the answer.
+                await run.abandon()
+        if unreachable is not None:
+            raise JigError(
+                Code.EXECUTION_FAILED, f"envelope zygote unreachable: {unreachable}"
+            ) from unreachable
+        if not admitted:
+            raise Withdrawn
+        if cancel.is_set():
+            raise JigError(Code.CANCELLED, "cancelled before dispatch; nothing ran")
         return await run.collect()
 
 
@@ -298,6 +341,21 @@ class _RunCollector:
             self.sock.close()
         trace.mark("executor: output drained")
         return self._outcome(begin)
+
+    async def abandon(self) -> None:
+        """Wait (bounded) for the end report of a withdrawn launch; drop output and errors."""
+        try:
+            with anyio.move_on_after(_WITHDRAW_WAIT), anyio.CancelScope(shield=True):
+                while self.end is None:
+                    message = await self._next_message()
+                    if message is None:
+                        break
+                    if isinstance(message, Finished | Failed):
+                        self.end = message
+        finally:
+            self.sock.close()
+            os.close(self.stdout.fd)
+            os.close(self.stderr.fd)
 
     async def _pump_outputs(self) -> None:
         async with anyio.create_task_group() as tg:

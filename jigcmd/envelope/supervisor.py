@@ -70,10 +70,16 @@ _EMPTY_WAIT = 2.0
 _SETUP_GRACE = 5.0
 # How long a pid 1 that is exiting by itself may take before it is killed like the rest.
 _SETTLE_S = 1.0
-# stdin, stdout, stderr, run socket, and the slot lock when the run reserved one.
-_LAUNCH_FDS = 5
+# stdin, stdout, stderr, gate, run socket, and the slot lock when the run reserved one.
+_LAUNCH_FDS = 6
+# What travels on to the candidate: stdin, stdout, stderr and the gate.
+_HANDED_FDS = 4
 # Decided once, in the zygote, as host identity: inside the namespace everyone is uid 0.
 _ROOTLESS = idmap.rootless()
+
+
+# stdin, stdout, stderr and the gate, in that order.
+Handed = tuple[int, int, int, int]
 
 
 class _StepError(Exception):
@@ -119,11 +125,11 @@ def supervise(
         launch = received[0] if received is not None else None
         fds = received[1] if received is not None else []
         if isinstance(launch, Launch) and len(fds) in (_LAUNCH_FDS - 1, _LAUNCH_FDS):
-            run_sock = socket.socket(fileno=fds[3])
-            # fds[4], the envelope slot's lock, is held until the envelope is released
+            run_sock = socket.socket(fileno=fds[4])
+            # fds[5], the envelope slot's lock, is held until the envelope is released
             # (or this process dies), whatever happens to the server.
-            envelope.slot_fd = fds[4] if len(fds) == _LAUNCH_FDS else -1
-            envelope.run(launch, (fds[0], fds[1], fds[2]), run_sock)
+            envelope.slot_fd = fds[5] if len(fds) == _LAUNCH_FDS else -1
+            envelope.run(launch, (fds[0], fds[1], fds[2], fds[3]), run_sock)
         else:
             # The zygote (and so the server) went away before a request came.
             for fd in fds:
@@ -208,7 +214,7 @@ class _Envelope:
 
     # -- run ---------------------------------------------------------------------------
 
-    def run(self, launch: Launch, stdio: tuple[int, int, int], sock: socket.socket) -> None:
+    def run(self, launch: Launch, stdio: Handed, sock: socket.socket) -> None:
         """Run the launch's plan in the prepared envelope (prepared now if need be); clean up."""
         plan = launch.plan
         launched = time.monotonic()
@@ -311,7 +317,7 @@ class _Envelope:
             os.close(self.slot_fd)
             self.slot_fd = -1
 
-    def _go(self, plan: RunPlan, stdio: tuple[int, int, int]) -> None:
+    def _go(self, plan: RunPlan, stdio: Handed) -> None:
         assert self.control is not None and self.job is not None
         with contextlib.suppress(OSError):
             self.cpu_at_go = self.job.stats().cpu_usage_ns
@@ -712,15 +718,15 @@ class _Init:
             _fail(self.status_w, step, exc)
         self._reap()
 
-    def _receive_go(self) -> tuple[RunPlan, tuple[int, int, int]]:
-        received = recv_message(self.control, max_fds=3)
+    def _receive_go(self) -> tuple[RunPlan, Handed]:
+        received = recv_message(self.control, max_fds=_HANDED_FDS)
         if received is None:
             # The supervisor is gone; exiting pid 1 kills everything in the namespace.
             os._exit(0)
         message, fds = received
-        if not isinstance(message, Go) or len(fds) != 3:
+        if not isinstance(message, Go) or len(fds) != _HANDED_FDS:
             raise RuntimeError("malformed go message")
-        return message.plan, (fds[0], fds[1], fds[2])
+        return message.plan, (fds[0], fds[1], fds[2], fds[3])
 
     def _reap(self) -> NoReturn:
         # Wake on SIGCHLD through a pipe, and on the supervisor's socket closing.
@@ -782,22 +788,28 @@ def _candidate(plan: RunPlan, channel: socket.socket, exec_w: int, status_w: int
         kept = frozenset(os.getgroups()) if _ROOTLESS else frozenset()
         privileges.drop_to_candidate(plan.limits.nofile, plan.limits.fsize_bytes, kept)
         step = "wait for the request"
-        received = recv_message(channel, max_fds=3)
+        received = recv_message(channel, max_fds=_HANDED_FDS)
         if received is None:
             os._exit(0)
         message, fds = received
-        if not isinstance(message, Go) or len(fds) != 3:
+        if not isinstance(message, Go) or len(fds) != _HANDED_FDS:
             raise RuntimeError("malformed go message")
         plan = message.plan
         trace.mark("candidate: go")
         step = "candidate stdio"
-        for target, fd in enumerate(fds):
+        for target, fd in enumerate(fds[:3]):
             os.dup2(fd, target)
         # Everything above 2 closes at exec, the exec-error pipe included: the candidate
         # starts with exactly stdin, stdout and stderr.
         sc.close_range(3, 0xFFFFFFFF, sc.CLOSE_RANGE_CLOEXEC)
         step = "working directory"
         os.chdir(plan.cwd)
+        step = "withdrawn"
+        # Staged: the server opens the gate once its journal row is durable. EOF instead
+        # means the launch was withdrawn (a replay, a cancel, the server gone): nothing runs.
+        if os.read(fds[3], 1) != b"g":
+            raise RuntimeError("the launch was withdrawn before the candidate started")
+        trace.mark("candidate: gate open")
         step = "exec runtime"
         os.execve(plan.argv[0], list(plan.argv), dict(plan.env))
     except BaseException as exc:

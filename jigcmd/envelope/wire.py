@@ -35,7 +35,8 @@ _HEADER = struct.Struct(">I")
 class Launch(msgspec.Struct, frozen=True, tag="launch"):
     """Server → zygote → supervisor: run `plan`.
 
-    fds: stdin, stdout, stderr, the run socket and, when reserved, the envelope slot's lock.
+    fds: stdin, stdout, stderr, the gate, the run socket and, when reserved, the envelope
+    slot's lock. The candidate execs only after a byte arrives on the gate (EOF: withdrawn).
     With `operation_id` the supervisor closes that journal row (in `state_dir`) as uncertain
     if the server dies mid-run.
     """
@@ -54,7 +55,7 @@ class Warm(msgspec.Struct, frozen=True, tag="warm"):
 
 
 class Go(msgspec.Struct, frozen=True, tag="go"):
-    """Supervisor → init → candidate: run `plan` now (fds: stdin, stdout, stderr)."""
+    """Supervisor → init → candidate: stage `plan` (fds: stdin, stdout, stderr, gate)."""
 
     plan: RunPlan
 

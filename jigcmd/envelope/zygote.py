@@ -34,8 +34,8 @@ from jigcmd.plan import RunPlan
 
 __all__ = ["main"]
 
-# stdin, stdout, stderr, run socket, and the slot lock when the run reserved one.
-_FDS_PER_LAUNCH = 5
+# stdin, stdout, stderr, gate, run socket, and the slot lock when the run reserved one.
+_FDS_PER_LAUNCH = 6
 _MAX_POOL = 16
 
 

@@ -102,6 +102,7 @@ class SpyExecutor:
         cancel: anyio.Event,
         ticket: object = None,
         on_started: object = None,
+        admit: object = None,
     ) -> RunOutcome:
         """Record `plan`; wait for the gate (or cancel) when there is one."""
         self.plans.append(plan)

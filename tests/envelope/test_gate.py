@@ -1,0 +1,145 @@
+"""The gate: a launch is staged while the caller commits, and the candidate starts only after.
+
+The executor hands the launch to a prepared envelope, which writes the candidate files and
+arms the candidate, while `admit` (the server's journal commit) runs; the candidate execs
+only when `admit` says yes. These tests prove the order and every way of saying no.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import AsyncIterator
+
+import anyio
+import pytest
+
+from jigcmd.envelope.native import NativeExecutor
+from jigcmd.errors import Code, JigError
+from jigcmd.executor import EnvelopeIdentity, Ticket, Withdrawn
+from tests.envelope.hostile_harness import TracedExecutor, probe_plan
+
+pytestmark = [pytest.mark.envelope, pytest.mark.anyio]
+
+PRINT_ARGS = 'console.log("ran " + process.argv.slice(2).join(" "));\n'
+# Long enough for the envelope to stage the candidate while admission is still pending.
+STAGING_S = 0.5
+
+
+@pytest.fixture(scope="module")
+def anyio_backend() -> str:
+    """One event loop for the module, so one executor serves every test."""
+    return "asyncio"
+
+
+@pytest.fixture
+async def native(envelope: TracedExecutor) -> AsyncIterator[NativeExecutor]:
+    """The untraced executor (withdrawn runs never start, so there is nothing to trace)."""
+    assert isinstance(envelope.inner, NativeExecutor)
+    yield envelope.inner
+    # This executor keeps no prepared pool: each launch builds job `jigcmd-<run id>`.
+    left = [job for job in envelope.backend.list_jobs() if job in ISSUED]
+    assert not left, f"a withdrawn launch left its cgroup job: {left}"
+
+
+ISSUED: set[str] = set()
+
+
+def ticket() -> Ticket:
+    """A ticket whose envelope's cgroup job the `native` fixture checks for afterwards."""
+    run_id = uuid.uuid4().hex[:16]
+    ISSUED.add(f"jigcmd-{run_id}")
+    return Ticket(run_id=run_id)
+
+
+def _processes_with(token: str) -> list[int]:
+    """Host pids whose command line has `token` as a whole argument."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as handle:
+                arguments = handle.read().split(b"\0")
+        except OSError:
+            continue
+        if token.encode() in arguments:
+            found.append(int(entry))
+    return found
+
+
+class Recorder:
+    """An `on_started` hook that remembers whether the candidate was ever exec'd."""
+
+    def __init__(self) -> None:
+        self.started: list[EnvelopeIdentity] = []
+
+    async def __call__(self, identity: EnvelopeIdentity) -> None:
+        self.started.append(identity)
+
+
+async def test_the_candidate_starts_only_once_admitted(envelope: TracedExecutor) -> None:
+    """While `admit` is pending nothing runs the candidate's argv; once it says yes, it runs."""
+    token = f"tok-{uuid.uuid4().hex}"
+    seen_while_pending: list[int] = []
+
+    async def admit() -> bool:
+        await anyio.sleep(STAGING_S)
+        seen_while_pending.extend(_processes_with(token))
+        return True
+
+    outcome = await envelope.run(probe_plan(PRINT_ARGS, args=[token]), admit=admit)
+    assert seen_while_pending == []
+    assert (outcome.exit_code, outcome.stdout.data) == (0, f"ran {token}\n".encode())
+
+
+async def test_a_withdrawn_launch_runs_nothing_and_releases_its_envelope(
+    native: NativeExecutor,
+) -> None:
+    """`admit` says no: `Withdrawn`, the candidate was never exec'd, the envelope is gone."""
+    token, started = f"tok-{uuid.uuid4().hex}", Recorder()
+
+    async def admit() -> bool:
+        await anyio.sleep(STAGING_S)
+        return False
+
+    with pytest.raises(Withdrawn):
+        await native.execute(
+            probe_plan(PRINT_ARGS, args=[token]), anyio.Event(), ticket(), started, admit
+        )
+    assert started.started == []
+    assert _processes_with(token) == []
+
+
+async def test_an_admission_error_withdraws_the_launch_and_is_raised(
+    native: NativeExecutor,
+) -> None:
+    """`admit` raises (a conflict found in the journal): that error, and nothing ran."""
+    token, started = f"tok-{uuid.uuid4().hex}", Recorder()
+
+    async def admit() -> bool:
+        raise JigError(Code.OPERATION_CONFLICT, "reused differently")
+
+    with pytest.raises(JigError) as raised:
+        await native.execute(
+            probe_plan(PRINT_ARGS, args=[token]), anyio.Event(), ticket(), started, admit
+        )
+    assert raised.value.code is Code.OPERATION_CONFLICT
+    assert started.started == []
+
+
+async def test_a_cancel_during_admission_is_cancelled_before_dispatch(
+    native: NativeExecutor,
+) -> None:
+    """A cancel that arrives while `admit` runs withdraws the launch: CANCELLED, nothing ran."""
+    token, started, cancel = f"tok-{uuid.uuid4().hex}", Recorder(), anyio.Event()
+
+    async def admit() -> bool:
+        cancel.set()
+        return True
+
+    with pytest.raises(JigError) as raised:
+        await native.execute(probe_plan(PRINT_ARGS, args=[token]), cancel, ticket(), started, admit)
+    assert raised.value.code is Code.CANCELLED
+    assert "nothing ran" in str(raised.value)
+    assert started.started == []
