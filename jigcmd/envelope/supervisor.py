@@ -736,15 +736,22 @@ class _Init:
         status = None
         while status is None:
             while True:
+                # Peek before reaping: while the candidate is a zombie it still "exists"
+                # (kill(pid, 0) succeeds), so an orphan polling for its end cannot see it
+                # before everything else in the namespace is SIGKILLed.
                 try:
-                    pid, wait_status = os.waitpid(-1, os.WNOHANG)
+                    waitable = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
                 except ChildProcessError:
                     os._exit(0)
-                if pid == 0:
+                if waitable is None or waitable.si_pid == 0:
                     break
-                if pid == self.candidate:
-                    status = wait_status
+                if waitable.si_pid == self.candidate:
+                    # As pid 1, kill(-1) reaches every other process of this namespace.
+                    with contextlib.suppress(OSError):
+                        os.kill(-1, signal.SIGKILL)
+                    _pid, status = os.waitpid(self.candidate, 0)
                     break
+                os.waitpid(waitable.si_pid, 0)
             if status is not None:
                 break
             control = self.control.fileno()

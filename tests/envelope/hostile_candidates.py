@@ -8,6 +8,8 @@ line; the tests read those lines and the evidence. Arguments carry what only the
 from __future__ import annotations
 
 __all__ = [
+    "BUSY_ORPHAN_MAIN",
+    "BUSY_ORPHAN_TS",
     "DAEMON",
     "DAEMON_TS",
     "DOUBLE_FORK",
@@ -170,4 +172,24 @@ const daemon = Bun.spawn([process.execPath, "daemon.ts", mainPid, port], {
   detached: true,
 });
 daemon.unref();
+"""
+
+# An orphan that spins on kill(main, 0) and writes the instant the main process is gone: it
+# loses only if pid 1 kills the namespace before it reaps the main process (a zombie still
+# "exists" for kill). Measured without that ordering: it wrote in 12 of 15 runs.
+BUSY_ORPHAN_TS = """
+import { writeSync } from "node:fs";
+const [mainPid] = process.argv.slice(2);
+for (;;) { try { process.kill(Number(mainPid), 0); } catch { break; } }
+writeSync(1, "LATE orphan output\\n");
+"""
+
+BUSY_ORPHAN_MAIN = """
+const orphan = Bun.spawn([process.execPath, "orphan.ts", String(process.pid)], {
+  stdio: ["ignore", "inherit", "inherit"],
+  detached: true,
+});
+orphan.unref();
+await Bun.sleep(200);
+console.log("main exits");
 """

@@ -392,6 +392,17 @@ async def test_a_process_that_outlives_the_main_one_dies_with_it(
     assert host_services.connections() == []
 
 
+@pytest.mark.parametrize("attempt", range(3))
+async def test_an_orphan_spinning_on_the_main_process_never_sees_it_end(
+    hostile: Hostile, attempt: int
+) -> None:
+    """Pid 1 kills the namespace before it reaps the main process: the orphan never writes."""
+    del attempt
+    case = await hostile.run(cand.BUSY_ORPHAN_MAIN, files={"orphan.ts": cand.BUSY_ORPHAN_TS})
+    assert (case.evidence.exit_code, case.evidence.stop_reason) == (0, "exited")
+    assert case.evidence.stdout.text == "main exits\n"
+
+
 # -- resources and deadlines -----------------------------------------------------------
 
 
