@@ -30,7 +30,14 @@ class FakeJob:
         self.stuck = stuck
         self.killed = 0
 
+    @property
+    def birth_dir(self) -> str | None:
+        return None
+
     def attach(self, pid: int) -> None:
+        self.tasks += 1
+
+    def join(self, born_in: str | None) -> None:
         self.tasks += 1
 
     def kill(self) -> None:

@@ -77,6 +77,24 @@ class V1Job:
         unified = self._unified()
         return [p for p in self.paths if p != unified]
 
+    @property
+    def birth_dir(self) -> str | None:
+        """The unified (cgroup2) directory on hybrid hosts; None on pure v1."""
+        return self._unified()
+
+    def join(self, born_in: str | None) -> None:
+        """Move the caller into every hierarchy but `born_in` (see `CgroupJob.join`)."""
+        # One thread moved by `tasks` is the whole process only if it has no other thread.
+        single = len(os.listdir("/proc/self/task")) == 1
+        for path in self._v1_paths():
+            if single:
+                cgroupfs.write(os.path.join(path, "tasks"), "0")
+            else:
+                cgroupfs.write(os.path.join(path, "cgroup.procs"), "0")
+        unified = self._unified()
+        if unified is not None and born_in != unified:
+            cgroupfs.write(os.path.join(unified, "cgroup.procs"), "0")
+
     def attach(self, pid: int) -> None:
         """Write `pid` into cgroup.procs of every hierarchy (the first write may wait for RCU)."""
         for path in self.paths:

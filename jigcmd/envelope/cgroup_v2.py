@@ -75,9 +75,19 @@ class V2Job:
     def __repr__(self) -> str:
         return f"V2Job({self.path!r})"
 
+    @property
+    def birth_dir(self) -> str:
+        """The job directory (children can be born in it with clone3)."""
+        return self.path
+
     def attach(self, pid: int) -> None:
         """Move `pid` into the job."""
         cgroupfs.write(os.path.join(self.path, "cgroup.procs"), str(pid))
+
+    def join(self, born_in: str | None) -> None:
+        """Move the caller into the job unless it was born there."""
+        if born_in != self.path:
+            cgroupfs.write(os.path.join(self.path, "cgroup.procs"), "0")
 
     def kill(self) -> None:
         """SIGKILL the whole tree."""

@@ -82,8 +82,22 @@ class CgroupJob(Protocol):
         """Every directory this job owns, for the journal and recovery."""
         ...
 
+    @property
+    def birth_dir(self) -> str | None:
+        """The job's cgroup2 directory, where a child can be born (clone3); None on pure v1."""
+        ...
+
     def attach(self, pid: int) -> None:
         """Move `pid` into every hierarchy of the job; OSError names the file that refused."""
+        ...
+
+    def join(self, born_in: str | None) -> None:
+        """Move the calling single-threaded process into every hierarchy but `born_in`.
+
+        The cheap way: v1 hierarchies through `tasks` (moving one thread, the caller, skips
+        the threadgroup lock whose first taker waits for an RCU grace period); a cgroup2
+        directory the caller was not born in through `cgroup.procs`.
+        """
         ...
 
     def kill(self) -> None:

@@ -105,6 +105,9 @@ def supervise(
     os.setsid()
     sc.prctl(_PR_SET_CHILD_SUBREAPER, 1)
     envelope = _Envelope(backend)
+    # Kept open to the end: the zygote sees it close when this envelope is released (and
+    # only then tops its pool up). No process of the envelope inherits it.
+    envelope.inherited = [zygote.fileno()]
     code = 0
     try:
         if registry is not None:
@@ -121,7 +124,6 @@ def supervise(
             received = recv_message(zygote, max_fds=_LAUNCH_FDS)
         except (OSError, EOFError, ValueError):
             received = None
-        zygote.close()
         launch = received[0] if received is not None else None
         fds = received[1] if received is not None else []
         if isinstance(launch, Launch) and len(fds) in (_LAUNCH_FDS - 1, _LAUNCH_FDS):
@@ -158,6 +160,8 @@ class _Envelope:
         self.owner: ProcessIdentity | None = None
         self.registered: str | None = None
         self.slot_fd = -1
+        # Descriptors of the supervisor itself that its children close at once.
+        self.inherited: list[int] = []
 
     # -- prepare -----------------------------------------------------------------------
 
@@ -184,12 +188,14 @@ class _Envelope:
         status_r, status_w = os.pipe2(os.O_CLOEXEC)
         go_r, go_w = os.pipe2(os.O_CLOEXEC)
         self.status_r = status_r
-        entrant = os.fork()
+        entrant, born_in = _fork_entrant(self.job)
         if entrant == 0:
             control.close()
             os.close(status_r)
             os.close(go_w)
-            _entrant(plan, self.job, init_end, status_w, go_r)
+            for fd in self.inherited:
+                os.close(fd)
+            _entrant(plan, self.job, init_end, status_w, go_r, born_in=born_in)
         init_end.close()
         os.close(status_w)
         os.close(go_r)
@@ -230,6 +236,11 @@ class _Envelope:
                 self.teardown()
                 if time.monotonic() >= plan.deadline:
                     raise _StepError("deadline", "deadline passed before setup")
+                # Prepared cold, with the run's descriptors open: none may leak into the
+                # envelope's processes (a stdout copy in pid 1 would delay the output's EOF).
+                self.inherited += [*stdio, sock.fileno()]
+                if self.slot_fd >= 0:
+                    self.inherited.append(self.slot_fd)
                 self.prepare(plan, launch.run_id)
                 if _peer_gone(sock):
                     raise _StepError("server", "the server went away before the candidate ran")
@@ -589,12 +600,37 @@ def _fail(fd: int, step: str, error: BaseException | str) -> NoReturn:
     os._exit(1)
 
 
+def _fork_entrant(job: cgroups.CgroupJob) -> tuple[int, str | None]:
+    """fork() the entrant, born in the job's cgroup2 directory when the kernel allows it.
+
+    Returns (pid or 0 in the child, the directory it was born in or None). Being born there
+    (clone3 CLONE_INTO_CGROUP, Linux 5.7) spares the migration whose RCU wait holds the
+    global cgroup_mutex; any refusal falls back to fork, and the entrant moves itself.
+    """
+    birth = job.birth_dir
+    if birth is not None:
+        try:
+            fd = os.open(birth, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        except OSError:
+            fd = -1
+        if fd >= 0:
+            try:
+                return sc.fork_into_cgroup(fd), birth
+            except OSError:
+                pass
+            finally:
+                os.close(fd)
+    return os.fork(), None
+
+
 def _entrant(
     plan: RunPlan,
     job: cgroups.CgroupJob,
     control: socket.socket,
     status_w: int,
     go_r: int,
+    *,
+    born_in: str | None,
 ) -> NoReturn:
     """Join the cgroup, enter a fresh network namespace, unshare the rest, fork pid 1, exit.
 
@@ -611,7 +647,7 @@ def _entrant(
             os.setgroups([])
         step = "join cgroup"
         # Before any namespace and long before candidate code: nothing runs unlimited.
-        job.attach(os.getpid())
+        job.join(born_in)
         step = "network namespace"
         if rootless:
             sc.unshare(_NAMESPACES | sc.CLONE_NEWNET)

@@ -186,6 +186,21 @@ def test_attach_writes_the_pid_to_cgroup_procs(fake: FakeCgroupFs) -> None:
     assert (job_dir(fake) / "cgroup.procs").read_text() == "4242"
 
 
+def test_a_process_born_in_the_job_joins_without_a_write(fake: FakeCgroupFs) -> None:
+    """Born there by clone3(CLONE_INTO_CGROUP): no migration, so nothing is written."""
+    job = fake.backend().create("jigcmd-1", Limits())
+    (job_dir(fake) / "cgroup.procs").write_text("untouched")
+    assert job.birth_dir == str(job_dir(fake))
+    job.join(born_in=job.birth_dir)
+    assert (job_dir(fake) / "cgroup.procs").read_text() == "untouched"
+
+
+def test_a_process_born_elsewhere_joins_itself_through_cgroup_procs(fake: FakeCgroupFs) -> None:
+    """Without clone3 (old kernel, refused) the caller moves itself: "0" to cgroup.procs."""
+    fake.backend().create("jigcmd-1", Limits()).join(born_in=None)
+    assert (job_dir(fake) / "cgroup.procs").read_text() == "0"
+
+
 def test_kill_writes_cgroup_kill(fake: FakeCgroupFs) -> None:
     """Whole-tree SIGKILL is one write of 1 to cgroup.kill."""
     fake.backend().create("jigcmd-1", Limits()).kill()
