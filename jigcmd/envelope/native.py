@@ -154,8 +154,12 @@ class NativeExecutor:
         self._control = ours
         return ours
 
-    async def prepare(self, template: RunPlan, pool: int = 1) -> None:
-        """Keep `pool` envelopes prepared for plans shaped like `template` (same binds, limits)."""
+    async def prepare(self, template: RunPlan, pool: int = 2) -> None:
+        """Keep `pool` envelopes prepared for plans shaped like `template` (same binds, limits).
+
+        Two by default: one serves the next call while the other is replaced only after that
+        call's run ends, so that no preparation competes with a running candidate for CPU.
+        """
         async with self._lock:
             control = await self._ensure_zygote()
             try:

@@ -6,9 +6,13 @@ interpreter per run costs ~30 ms. The zygote is started once with a minimal envi
 the memory image every supervisor, init and candidate is forked from holds no credentials),
 imports everything a run needs up front, and forks one supervisor per envelope.
 
-It keeps `pool` supervisors whose envelopes are already prepared for the last plan shape it
-saw (a `Warm` hint or a `Launch`); a `Launch` goes to the oldest of them, and a replacement
-is forked at once. Every envelope serves one request and is then destroyed.
+It keeps supervisors whose envelopes are already prepared for the last plan shape it saw (a
+`Warm` hint or a `Launch`); a `Launch` goes to the oldest of them. Every envelope serves one
+request and is then destroyed. Preparing costs CPU (~15 ms over four processes), and done
+while a candidate runs it slowed that run by several ms on two cores. So the pool is topped
+up to `pool` only while no run is in flight (the zygote keeps each launched supervisor's
+socket and sees it close when that envelope is released); while runs are in flight it keeps
+just one ready, so that the next launch still never waits for a preparation.
 
 Run as `python -m jigcmd.envelope.zygote FD` where FD is a connected unix stream socket.
 When the server goes away (EOF) the zygote exits; prepared supervisors see their sockets
@@ -21,6 +25,7 @@ import collections
 import contextlib
 import gc
 import os
+import select
 import signal
 import socket
 import sys
@@ -52,9 +57,19 @@ class _Zygote:
         self.template: RunPlan | None = None
         self.pool_size = 0
         self.prepared: collections.deque[socket.socket] = collections.deque()
+        # Sockets of launched supervisors; each closes when its envelope is released.
+        self.running: list[socket.socket] = []
 
     def serve(self) -> int:
         while True:
+            ready, _, _ = select.select([self.control, *self.running], [], [])
+            for ended in [sock for sock in ready if sock is not self.control]:
+                # That supervisor released its envelope and exited: its run is over.
+                self.running.remove(ended)
+                ended.close()
+            if self.control not in ready:
+                self._replenish()
+                continue
             try:
                 received = recv_message(self.control, max_fds=_FDS_PER_LAUNCH)
             except (OSError, EOFError, ValueError):
@@ -96,9 +111,9 @@ class _Zygote:
                     send_message(supervisor, launch, fds)
                 except OSError:
                     # That supervisor died while prepared; never reuse, take another.
-                    continue
-                finally:
                     supervisor.close()
+                    continue
+                self.running.append(supervisor)
                 break
         finally:
             for fd in fds:
@@ -108,7 +123,9 @@ class _Zygote:
         trace.mark("zygote: replenished")
 
     def _replenish(self) -> None:
-        while self.template is not None and len(self.prepared) < self.pool_size:
+        # While a run is in flight, one ready envelope is enough (see the module docstring).
+        target = min(self.pool_size, 1) if self.running else self.pool_size
+        while self.template is not None and len(self.prepared) < target:
             self.prepared.append(self._fork(self.template))
 
     def _fork(self, template: RunPlan | None) -> socket.socket:
@@ -117,7 +134,7 @@ class _Zygote:
         if pid == 0:
             ours.close()
             self.control.close()
-            for other in self.prepared:
+            for other in (*self.prepared, *self.running):
                 other.close()
             supervise(theirs, self.backend, template, self.registry)
         theirs.close()
@@ -160,7 +177,7 @@ def main(argv: list[str]) -> int:
     try:
         return zygote.serve()
     finally:
-        for supervisor in zygote.prepared:
+        for supervisor in (*zygote.prepared, *zygote.running):
             with contextlib.suppress(OSError):
                 supervisor.close()
 

@@ -49,26 +49,29 @@ def _start_lingering(rig: Rig, server: ServerProcess, operation_id: str, token: 
     return request_id
 
 
-def _launch_held(rig: Rig, token: str, operation_id: str) -> tuple[ServerProcess, Proc]:
-    """A server whose launch sits in its stopped prepared supervisor; the row is written."""
+def _launch_held(rig: Rig, token: str, operation_id: str) -> tuple[ServerProcess, list[Proc]]:
+    """A server whose launch sits in a stopped prepared supervisor; the row is written."""
     server = rig.serve()
     rig.prepared(server)
     zygote = rig.zygote(server)
-    (supervisor,) = rig.watch.children(zygote)
-    rig.stop(supervisor)
+    # Every prepared supervisor is stopped, so whichever the launch goes to holds it unread.
+    supervisors = rig.watch.children(zygote)
+    assert supervisors
+    for supervisor in supervisors:
+        rig.stop(supervisor)
     _start_lingering(rig, server, operation_id, token)
-    # The zygote forks a replacement only after handing the launch over: from then on the
-    # launch waits in the stopped supervisor's socket, not yet started, with the row written.
-    wait_for(lambda: len(rig.watch.children(zygote)) == 2, 30, "the launch to be handed over")
+    # The row is written while the launch is handed over (it is staged while the journal
+    # commits); the launch then waits in a stopped supervisor's socket, not yet started.
+    wait_for(lambda: rig.row(operation_id) is not None, 30, "the row to be written")
     row = rig.row(operation_id)
     assert row is not None and row.state == "dispatching" and row.supervisor is None
-    return server, supervisor
+    return server, supervisors
 
 
 def test_a_kill_after_the_row_and_before_the_spawn_runs_nothing_once_recovered(rig: Rig) -> None:
     """Killed with the row written, the launch not yet started: recovery closes it, nothing runs."""
     token, operation_id = f"tok-{uuid.uuid4().hex}", "op-before-spawn"
-    server, supervisor = _launch_held(rig, token, operation_id)
+    server, supervisors = _launch_held(rig, token, operation_id)
     server.kill()
     # A new server recovers at start-up (its ping answer proves start-up is over) …
     again = rig.serve()
@@ -77,8 +80,9 @@ def test_a_kill_after_the_row_and_before_the_spawn_runs_nothing_once_recovered(r
     assert recovered.reason == UNCERTAIN_REASON
     # … which fences registered envelopes of dead servers too; if the held supervisor is
     # still there, resumed now it must start nothing.
-    rig.resume(supervisor)
-    wait_for(lambda: not alive(supervisor), 30, "the held supervisor to exit")
+    for supervisor in supervisors:
+        rig.resume(supervisor)
+    wait_for(lambda: not any(map(alive, supervisors)), 30, "the held supervisors to exit")
     request_id = rig.next_id("again")
     again.send(flow_call(request_id, operation_id, cli_input(LINGER, token)))
     assert _failure(again.answer(request_id)) == ("UNCERTAIN", UNCERTAIN_REASON)
@@ -95,10 +99,11 @@ def test_a_launch_reaching_its_supervisor_after_the_server_died_is_never_started
 ) -> None:
     """Launch held, server killed, supervisor resumed before recovery: it starts nothing."""
     token, operation_id = f"tok-{uuid.uuid4().hex}", "op-late-launch"
-    server, supervisor = _launch_held(rig, token, operation_id)
+    server, supervisors = _launch_held(rig, token, operation_id)
     server.kill()
-    rig.resume(supervisor)
-    wait_for(lambda: not alive(supervisor), 30, "the supervisor to exit")
+    for supervisor in supervisors:
+        rig.resume(supervisor)
+    wait_for(lambda: not any(map(alive, supervisors)), 30, "the supervisors to exit")
     row = rig.row(operation_id)
     # A supervisor that said go would have closed the row itself ("the server went away").
     assert row is not None and row.supervisor is None and row.state == "dispatching"
