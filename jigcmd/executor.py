@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import anyio
@@ -14,8 +15,11 @@ from jigcmd.plan import RunPlan
 __all__ = [
     "Admit",
     "CapturedStream",
+    "Ending",
     "EnvelopeIdentity",
     "Executor",
+    "Hooks",
+    "OnEnded",
     "OnStarted",
     "RunOutcome",
     "Ticket",
@@ -39,6 +43,16 @@ class RunOutcome(msgspec.Struct, frozen=True):
     signal: str | None
     stop_reason: StopReason
     report: ResourceReport
+
+
+class Ending(msgspec.Struct, frozen=True):
+    """How the candidate ended and all it printed, known before its cleanup is confirmed."""
+
+    stdout: CapturedStream
+    stderr: CapturedStream
+    exit_code: int | None
+    signal: str | None
+    stop_reason: StopReason
 
 
 class Ticket(msgspec.Struct, frozen=True):
@@ -65,12 +79,33 @@ class EnvelopeIdentity(msgspec.Struct, frozen=True):
 
 
 OnStarted = Callable[[EnvelopeIdentity], Coroutine[Any, Any, None]]
-# Decides, once the launch is staged, whether the candidate may start (see `Executor.execute`).
+OnEnded = Callable[[Ending], Coroutine[Any, Any, None]]
+# Decides, once the launch is staged, whether the candidate may start (see `Hooks`).
 Admit = Callable[[], Coroutine[Any, Any, bool]]
 
 
 class Withdrawn(Exception):
-    """The `admit` callback said no: the staged launch was withdrawn and nothing ran."""
+    """The `admit` hook said no: the staged launch was withdrawn and nothing ran."""
+
+
+@dataclass(frozen=True, slots=True)
+class Hooks:
+    """What the caller does at each point of a run, beside the run (all optional).
+
+    `admit` is awaited exactly once, after the launch was handed to the envelope (which
+    stages the candidate meanwhile) and before the candidate may start, so the caller's
+    durable bookkeeping overlaps the hand-off. False, or a cancel by then, withdraws the
+    launch: nothing runs, and `Withdrawn` (or CANCELLED) is raised. Errors of the executor
+    itself come after `admit` was awaited.
+    `on_started` runs once the candidate was exec'd, concurrently with the run.
+    `on_ended` runs once the candidate ended and its output is complete, concurrently with
+    the envelope's cleanup (which `execute` still awaits); skipped when the output could not
+    be completed first. Both have finished before `execute` returns.
+    """
+
+    admit: Admit | None = None
+    on_started: OnStarted | None = None
+    on_ended: OnEnded | None = None
 
 
 class Executor(Protocol):
@@ -86,16 +121,10 @@ class Executor(Protocol):
         plan: RunPlan,
         cancel: anyio.Event,
         ticket: Ticket | None = None,
-        on_started: OnStarted | None = None,
-        admit: Admit | None = None,
+        hooks: Hooks | None = None,
     ) -> RunOutcome:
         """Run `plan`; stop the whole tree when `cancel` is set or the plan's deadline passes.
 
-        `admit` is awaited exactly once, after the launch is handed to the envelope (which
-        stages the candidate meanwhile) and before the candidate may start: the caller's
-        durable bookkeeping overlaps the hand-off. False, or a cancel by then, withdraws the
-        launch: nothing runs, and `Withdrawn` (or CANCELLED) is raised. Errors of the
-        executor itself come after `admit` was awaited. `on_started` runs once the candidate
-        was exec'd, concurrently with the run; it has finished before `execute` returns.
+        `hooks` says what the caller does along the way (see `Hooks`).
         """
         ...

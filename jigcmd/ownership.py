@@ -149,15 +149,37 @@ class Ownership:
             )
         )
 
-    async def finish(self, operation_id: str, result: RunResult) -> None:
-        """Record a completed command's evidence; the cleanup was confirmed by the envelope."""
+    async def record_evidence(self, operation_id: str, evidence: Evidence) -> bytes | None:
+        """Make a run's evidence durable on its open row while the envelope is cleaned up.
+
+        The row stays open (its cleanup is not proved yet): if the server dies now, recovery
+        (or the supervisor) closes it `done` with this evidence once it proves the cleanup,
+        else `uncertain`. Returns the recorded bytes, or None when the row was closed.
+        """
+        data = _encoder.encode(evidence)
+        written = await anyio.to_thread.run_sync(
+            lambda: self.journal.record_result(operation_id, outcome="evidence", result=data)
+        )
+        return data if written else None
+
+    async def finish(
+        self, operation_id: str, result: RunResult, *, recorded: bytes | None = None
+    ) -> None:
+        """Record a completed command's evidence; the cleanup was confirmed by the envelope.
+
+        When `recorded` (from `record_evidence`) is these very bytes, the closing commit is
+        not fsynced: what it adds (cleanup proved, the report) is re-derived by recovery if
+        a power cut loses it, and the answer never waits for a second disk flush.
+        """
+        data = _encoder.encode(result.evidence)
         await anyio.to_thread.run_sync(
             lambda: self.journal.finish(
                 operation_id,
                 outcome="evidence",
-                result=_encoder.encode(result.evidence),
+                result=data,
                 report=_encoder.encode(result.report),
                 cleanup_complete=True,
+                durable=data != recorded,
             )
         )
 

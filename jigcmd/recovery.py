@@ -97,9 +97,16 @@ def recover(
     """Close every open row of a dead server as uncertain, fencing and verifying its run."""
     live: list[str] = []
     orphans: list[Row] = []
+    # Open rows whose evidence was recorded before their server died: they close only after
+    # the fence, `done` when the cleanup is proved (see `Journal.close_lost`).
+    ended: set[str] = set()
     for row in journal.open_rows():
         if owner_alive(row.owner):
             live.append(row.operation_id)
+            continue
+        if row.outcome == "evidence":
+            ended.add(row.operation_id)
+            orphans.append(row)
             continue
         journal.mark_uncertain(
             row.operation_id, reason=UNCERTAIN_REASON, cleanup_complete=False, problems=_IN_PROGRESS
@@ -138,6 +145,13 @@ def recover(
         # A prepared envelope's job is named after itself; its paths were recorded.
         job = os.path.basename(row.cgroup_paths[0]) if row.cgroup_paths else row.cgroup_job
         problems = problems + fence.release(job, row.cgroup_paths, row.netns)
+        if row.operation_id in ended:
+            journal.close_lost(
+                row.operation_id,
+                reason=UNCERTAIN_REASON,
+                cleanup_complete=not problems,
+                problems="; ".join(problems),
+            )
         journal.record_cleanup(
             row.operation_id, complete=not problems, problems="; ".join(problems)
         )

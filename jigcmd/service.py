@@ -13,10 +13,10 @@ from jigcmd import trace
 from jigcmd.errors import Code, JigError
 from jigcmd.evidence import Evidence, decode_output
 from jigcmd.executor import (
-    Admit,
+    Ending,
     EnvelopeIdentity,
     Executor,
-    OnStarted,
+    Hooks,
     RunOutcome,
     Ticket,
     Withdrawn,
@@ -165,10 +165,11 @@ class CommandService:
                     raise
                 return known
         try:
-            on_started = None
-            admit = None
+            hooks = None
             began = False
             replayed: RunResult | None = None
+            # The evidence bytes made durable during the cleanup, when they were.
+            recorded: bytes | None = None
             if durable:
                 assert ownership is not None and signature is not None
 
@@ -190,6 +191,18 @@ class CommandService:
                 async def on_started(envelope: EnvelopeIdentity) -> None:
                     await ownership.record_envelope(operation_id, envelope)
 
+                async def on_ended(ending: Ending) -> None:
+                    # The run's evidence is durable before its cleanup is confirmed; the
+                    # row stays open until then (see `Ownership.record_evidence`).
+                    nonlocal recorded
+                    if ending.stop_reason == "exited":
+                        recorded = await ownership.record_evidence(
+                            operation_id, evidence_of(valid, ending)
+                        )
+                        trace.mark("service: evidence recorded")
+
+                hooks = Hooks(admit=admit, on_started=on_started, on_ended=on_ended)
+
             ticket = Ticket(
                 run_id=run_id,
                 operation_id=operation_id if durable else None,
@@ -204,8 +217,7 @@ class CommandService:
                     cancel=cancel,
                     ticket=ticket,
                     progress=progress,
-                    on_started=on_started,
-                    admit=admit,
+                    hooks=hooks,
                 )
             except Withdrawn:
                 assert replayed is not None
@@ -217,7 +229,7 @@ class CommandService:
                     await ownership.fail(operation_id, error)
                 raise
             if durable and ownership is not None:
-                await ownership.finish(operation_id, result)
+                await ownership.finish(operation_id, result, recorded=recorded)
             trace.mark("service: recorded")
             return result
         finally:
@@ -233,8 +245,7 @@ class CommandService:
         cancel: anyio.Event,
         ticket: Ticket,
         progress: Progress | None,
-        on_started: OnStarted | None = None,
-        admit: Admit | None = None,
+        hooks: Hooks | None = None,
     ) -> RunResult:
         plan = candidate_plan(
             bun=BUN_TARGET,
@@ -250,7 +261,7 @@ class CommandService:
         )
         if progress is not None:
             await progress(f"running {' '.join(valid.invocation)}")
-        outcome = await self._executor.execute(plan, cancel, ticket, on_started, admit)
+        outcome = await self._executor.execute(plan, cancel, ticket, hooks)
         evidence = evidence_of(valid, outcome)
         if outcome.stop_reason == "deadline":
             raise JigError(
@@ -267,8 +278,8 @@ class CommandService:
         return RunResult(evidence=evidence, report=outcome.report)
 
 
-def evidence_of(valid: ValidRequest, outcome: RunOutcome) -> Evidence:
-    """The contract's ten fields, from a validated request and a confirmed outcome."""
+def evidence_of(valid: ValidRequest, outcome: RunOutcome | Ending) -> Evidence:
+    """The contract's ten fields, from a validated request and how its run ended."""
     return Evidence(
         candidate_digest=valid.candidate_digest,
         command=valid.command.name,

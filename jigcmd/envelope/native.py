@@ -24,6 +24,7 @@ from jigcmd import trace
 from jigcmd.envelope import netns
 from jigcmd.envelope.wire import (
     Cancel,
+    Ended,
     Failed,
     Finished,
     Launch,
@@ -35,10 +36,11 @@ from jigcmd.envelope.wire import (
 from jigcmd.errors import Code, JigError
 from jigcmd.evidence import OUTPUT_CAP_BYTES, ResourceReport
 from jigcmd.executor import (
-    Admit,
     CapturedStream,
+    Ending,
     EnvelopeIdentity,
-    OnStarted,
+    Hooks,
+    OnEnded,
     RunOutcome,
     Ticket,
     Withdrawn,
@@ -188,12 +190,12 @@ class NativeExecutor:
         plan: RunPlan,
         cancel: anyio.Event,
         ticket: Ticket | None = None,
-        on_started: OnStarted | None = None,
-        admit: Admit | None = None,
+        hooks: Hooks | None = None,
     ) -> RunOutcome:
         """Run `plan` in a fresh envelope; see `jigcmd.executor.Executor`."""
         trace.mark("executor: execute")
         ticket = ticket or Ticket(run_id=uuid.uuid4().hex[:16])
+        hooks = hooks or Hooks()
         launch = Launch(
             run_id=ticket.run_id,
             plan=plan,
@@ -244,10 +246,10 @@ class NativeExecutor:
             stdout_r=stdout_r,
             stderr_r=stderr_r,
             cancel=cancel,
-            on_started=on_started,
+            hooks=hooks,
         )
         try:
-            admitted = True if admit is None else await admit()
+            admitted = True if hooks.admit is None else await hooks.admit()
             trace.mark("executor: admitted")
             if unreachable is not None:
                 admitted = False
@@ -314,14 +316,14 @@ class _RunCollector:
         stdout_r: int,
         stderr_r: int,
         cancel: anyio.Event,
-        on_started: OnStarted | None,
+        hooks: Hooks,
     ) -> None:
         self.plan = plan
         self.sock = sock
         self.stdout = _Capture(stdout_r)
         self.stderr = _Capture(stderr_r)
         self.cancel = cancel
-        self.on_started = on_started
+        self.hooks = hooks
         self.started: Started | None = None
         self.end: Finished | Failed | None = None
         self.buffer = b""
@@ -381,14 +383,18 @@ class _RunCollector:
                 if isinstance(message, Started):
                     trace.mark("executor: started")
                     self.started = message
-                    if self.on_started is not None:
+                    if self.hooks.on_started is not None:
                         identity = EnvelopeIdentity(
                             supervisor_pid=message.supervisor_pid,
                             init_pid=message.init_pid,
                             cgroup_paths=message.cgroup_paths,
                             netns=message.netns,
                         )
-                        self.callbacks.start_soon(self.on_started, identity)
+                        self.callbacks.start_soon(self.hooks.on_started, identity)
+                elif isinstance(message, Ended):
+                    trace.mark("executor: ended")
+                    if self.hooks.on_ended is not None:
+                        self.callbacks.start_soon(self._ended, message, self.hooks.on_ended)
                 elif isinstance(message, Finished | Failed):
                     trace.mark("executor: end reported")
                     self.end = message
@@ -397,6 +403,24 @@ class _RunCollector:
             with anyio.move_on_after(_DRAIN_AFTER_END):
                 await self.stdout.done.wait()
                 await self.stderr.done.wait()
+
+    async def _ended(self, ended: Ended, on_ended: OnEnded) -> None:
+        # Every writer of the pipes is dead or SIGKILLed once the candidate ended (pid 1
+        # killed the namespace first): the output completes now, during the cleanup.
+        with anyio.move_on_after(_DRAIN_AFTER_END):
+            await self.stdout.done.wait()
+            await self.stderr.done.wait()
+        if not (self.stdout.eof and self.stderr.eof):
+            return
+        await on_ended(
+            Ending(
+                stdout=self.stdout.result(),
+                stderr=self.stderr.result(),
+                exit_code=ended.exit_code,
+                signal=ended.signal,
+                stop_reason=ended.stop_reason,
+            )
+        )
 
     async def _next_message(self) -> Message | None:
         while True:

@@ -39,6 +39,7 @@ from jigcmd.envelope import cgroups, idmap, netns, privileges, rootfs, seccomp
 from jigcmd.envelope import syscalls as sc
 from jigcmd.envelope.wire import (
     Cancel,
+    Ended,
     Failed,
     Finished,
     Go,
@@ -284,6 +285,10 @@ class _Envelope:
         exit_code, sig, reason, server_lost = self._wait(plan.deadline, sock)
         wall_ms = (time.monotonic() - started) * 1000
         trace.mark("supervisor: candidate ended")
+        if not server_lost:
+            # The server completes the output and records it while the cleanup runs; the
+            # answer still waits for `Finished`.
+            _send(sock, Ended(exit_code=exit_code, signal=sig, stop_reason=reason))
         if reason == "exited":
             # Pid 1 exits with its candidate, and the kernel kills whatever is left in the
             # pid namespace: wait for that before reaching for the kill switches (a cgroup.kill
@@ -488,7 +493,7 @@ class Owner:
     """The journal row a run answers to, for the one case only the supervisor can record.
 
     The server records every outcome it sees. When the server dies mid-run, the supervisor
-    fences the run and closes the row itself as uncertain (with the cleanup it proved). The
+    fences the run and closes the row itself (with the cleanup it proved, see `lost`). The
     journal is opened only then: SQLite serialises writers across processes, and nothing
     on a run's path should wait for that lock.
     """
@@ -505,12 +510,16 @@ class Owner:
         return cls(launch.state_dir, launch.operation_id)
 
     def lost(self, cleanup_complete: bool, problems: tuple[str, ...]) -> None:
-        """The server went away mid-run: close the row as uncertain, with the cleanup proved."""
+        """The server went away mid-run: close the row, with the cleanup proved.
+
+        Uncertain, unless the server had recorded the run's evidence before it went and the
+        cleanup is proved: then the row is done with that evidence.
+        """
         with (
             contextlib.suppress(OSError, JournalError, sqlite3.Error),
             Journal.open(Path(self.state_dir)) as journal,
         ):
-            journal.mark_uncertain(
+            journal.close_lost(
                 self.operation_id,
                 reason="the server went away during the run; the run was fenced without a "
                 "proved result",
@@ -540,7 +549,7 @@ def _peer_gone(sock: socket.socket) -> bool:
     return False
 
 
-def _send(sock: socket.socket, message: Started | Finished | Failed) -> bool:
+def _send(sock: socket.socket, message: Started | Ended | Finished | Failed) -> bool:
     """Report to the server; False when it is gone (the journal then records the run)."""
     try:
         send_message(sock, message)

@@ -17,6 +17,7 @@ from jigcmd.plan import RunPlan
 
 __all__ = [
     "Cancel",
+    "Ended",
     "Failed",
     "Finished",
     "Go",
@@ -74,6 +75,14 @@ class Started(msgspec.Struct, frozen=True, tag="started"):
     setup_ms: float
 
 
+class Ended(msgspec.Struct, frozen=True, tag="ended"):
+    """Supervisor → server: the candidate ended (or was stopped); the cleanup starts now."""
+
+    exit_code: int | None
+    signal: str | None
+    stop_reason: Literal["exited", "deadline", "cancelled"]
+
+
 class Finished(msgspec.Struct, frozen=True, tag="finished"):
     """Supervisor → server: the tree is gone and every resource was released (or not)."""
 
@@ -98,7 +107,7 @@ class Failed(msgspec.Struct, frozen=True, tag="failed"):
     cleanup_problems: tuple[str, ...] = ()
 
 
-Message = Launch | Warm | Go | Cancel | Started | Finished | Failed
+Message = Launch | Warm | Go | Cancel | Started | Ended | Finished | Failed
 
 _encoder = msgspec.msgpack.Encoder()
 _decoder = msgspec.msgpack.Decoder(Message)

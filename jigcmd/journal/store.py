@@ -141,16 +141,24 @@ class Journal:
             yield self._connection()
 
     @contextlib.contextmanager
-    def _write(self) -> Iterator[sqlite3.Connection]:
+    def _write(self, *, durable: bool = True) -> Iterator[sqlite3.Connection]:
         with self._lock:
             conn = self._connection()
-            conn.execute("BEGIN IMMEDIATE")
+            if not durable:
+                # WAL at NORMAL: the commit reaches the WAL file (safe from a process crash)
+                # without an fsync; the next durable commit flushes it along.
+                conn.execute("PRAGMA synchronous = NORMAL")
             try:
-                yield conn
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
-            conn.execute("COMMIT")
+                conn.execute("BEGIN IMMEDIATE")
+                try:
+                    yield conn
+                except BaseException:
+                    conn.execute("ROLLBACK")
+                    raise
+                conn.execute("COMMIT")
+            finally:
+                if not durable:
+                    conn.execute("PRAGMA synchronous = FULL")
 
     def _connection(self) -> sqlite3.Connection:
         if os.getpid() != self._pid:
@@ -228,6 +236,16 @@ class Journal:
             )
             return cursor.rowcount == 1
 
+    def record_result(self, operation_id: str, *, outcome: Outcome, result: bytes) -> bool:
+        """Store a run's result on its still-open row (cleanup pending); False if closed."""
+        with self._write() as conn:
+            cursor = conn.execute(
+                "UPDATE operations SET outcome = ?, result = ?, updated_unix_ms = ?"
+                " WHERE operation_id = ? AND state IN (?, ?)",
+                (outcome, result, _now_ms(), operation_id, *OPEN_STATES),
+            )
+            return cursor.rowcount == 1
+
     def finish(
         self,
         operation_id: str,
@@ -237,14 +255,17 @@ class Journal:
         report: bytes | None,
         cleanup_complete: bool,
         problems: str = "",
+        durable: bool = True,
     ) -> bool:
         """Close an open row with its result: `done`, or `uncertain` when cleanup is unconfirmed.
 
         `result` must be the exact bytes answered to the caller: replay returns them verbatim.
         False (and nothing written) when the row was already closed: the first close wins.
+        `durable=False` skips the fsync; only for a row whose result `record_result` already
+        made durable (a lost close is re-derived by `close_lost`).
         """
         state: State = "done" if cleanup_complete else "uncertain"
-        with self._write() as conn:
+        with self._write(durable=durable) as conn:
             now = _now_ms()
             cursor = conn.execute(
                 "UPDATE operations SET state = ?, outcome = ?, result = ?, report = ?,"
@@ -280,6 +301,37 @@ class Journal:
                     "complete" if cleanup_complete else "failed",
                     problems,
                     reason,
+                    now,
+                    now,
+                    operation_id,
+                    *OPEN_STATES,
+                ),
+            )
+            return cursor.rowcount == 1
+
+    def close_lost(
+        self, operation_id: str, *, reason: str, cleanup_complete: bool, problems: str = ""
+    ) -> bool:
+        """Close an open row whose server is gone, with the cleanup someone else proved.
+
+        `done` when the run's evidence was recorded before the server went (its result is
+        replayed as is) and the cleanup is proved; otherwise `uncertain` with `reason`.
+        False (nothing written) when the row was already closed.
+        """
+        with self._write() as conn:
+            now = _now_ms()
+            cursor = conn.execute(
+                "UPDATE operations SET"
+                " state = CASE WHEN outcome = 'evidence' AND ? THEN 'done' ELSE 'uncertain' END,"
+                " reason = CASE WHEN outcome = 'evidence' AND ? THEN '' ELSE ? END,"
+                " cleanup = ?, problems = ?, updated_unix_ms = ?, finished_unix_ms = ?"
+                " WHERE operation_id = ? AND state IN (?, ?)",
+                (
+                    cleanup_complete,
+                    cleanup_complete,
+                    reason,
+                    "complete" if cleanup_complete else "failed",
+                    problems,
                     now,
                     now,
                     operation_id,

@@ -25,7 +25,7 @@ import msgspec
 from jigcmd.envelope.cgroups import CgroupBackend
 from jigcmd.envelope.native import NativeExecutor
 from jigcmd.evidence import Evidence
-from jigcmd.executor import Admit, EnvelopeIdentity, OnStarted, RunOutcome, Ticket
+from jigcmd.executor import Admit, EnvelopeIdentity, Hooks, OnEnded, RunOutcome, Ticket
 from jigcmd.plan import Bind, RunPlan
 from jigcmd.policy.planner import candidate_plan
 from jigcmd.runtime import BUN_TARGET, find_runtime
@@ -318,14 +318,16 @@ class TracedExecutor:
         plan: RunPlan,
         cancel: anyio.Event,
         ticket: Ticket | None = None,
-        on_started: OnStarted | None = None,
-        admit: Admit | None = None,
+        hooks: Hooks | None = None,
     ) -> RunOutcome:
         """Run `plan`; fail the test when anything of the envelope is left on the host."""
-        outcome = await self.run(plan, cancel, ticket=ticket, admit=admit)
-        if on_started is not None and self.traces[-1].started is not None:
+        hooks = hooks or Hooks()
+        outcome = await self.run(
+            plan, cancel, ticket=ticket, admit=hooks.admit, on_ended=hooks.on_ended
+        )
+        if hooks.on_started is not None and self.traces[-1].started is not None:
             # The service records the serving envelope; replay the hook for it.
-            await on_started(self.traces[-1].started)
+            await hooks.on_started(self.traces[-1].started)
         return outcome
 
     async def run(
@@ -335,6 +337,7 @@ class TracedExecutor:
         on_started: Callable[[EnvelopeIdentity], None] | None = None,
         ticket: Ticket | None = None,
         admit: Admit | None = None,
+        on_ended: OnEnded | None = None,
     ) -> RunOutcome:
         """Like `execute`, with an optional hook called when the candidate has started."""
         trace = RunTrace()
@@ -344,7 +347,10 @@ class TracedExecutor:
         self.last = None
         try:
             self.last = await self.inner.execute(
-                plan, cancel or anyio.Event(), ticket, self._on_started, admit
+                plan,
+                cancel or anyio.Event(),
+                ticket,
+                Hooks(admit=admit, on_started=self._on_started, on_ended=on_ended),
             )
         finally:
             self._current, self._started_hook = None, None

@@ -16,7 +16,7 @@ import pytest
 
 from jigcmd.envelope.native import NativeExecutor
 from jigcmd.errors import Code, JigError
-from jigcmd.executor import EnvelopeIdentity, Ticket, Withdrawn
+from jigcmd.executor import EnvelopeIdentity, Hooks, Ticket, Withdrawn
 from tests.envelope.hostile_harness import TracedExecutor, probe_plan
 
 pytestmark = [pytest.mark.envelope, pytest.mark.anyio]
@@ -105,7 +105,7 @@ async def test_a_withdrawn_launch_runs_nothing_and_releases_its_envelope(
 
     with pytest.raises(Withdrawn):
         await native.execute(
-            probe_plan(PRINT_ARGS, args=[token]), anyio.Event(), ticket(), started, admit
+            probe_plan(PRINT_ARGS, args=[token]), anyio.Event(), ticket(), Hooks(admit, started)
         )
     assert started.started == []
     assert _processes_with(token) == []
@@ -122,7 +122,7 @@ async def test_an_admission_error_withdraws_the_launch_and_is_raised(
 
     with pytest.raises(JigError) as raised:
         await native.execute(
-            probe_plan(PRINT_ARGS, args=[token]), anyio.Event(), ticket(), started, admit
+            probe_plan(PRINT_ARGS, args=[token]), anyio.Event(), ticket(), Hooks(admit, started)
         )
     assert raised.value.code is Code.OPERATION_CONFLICT
     assert started.started == []
@@ -139,7 +139,9 @@ async def test_a_cancel_during_admission_is_cancelled_before_dispatch(
         return True
 
     with pytest.raises(JigError) as raised:
-        await native.execute(probe_plan(PRINT_ARGS, args=[token]), cancel, ticket(), started, admit)
+        await native.execute(
+            probe_plan(PRINT_ARGS, args=[token]), cancel, ticket(), Hooks(admit, started)
+        )
     assert raised.value.code is Code.CANCELLED
     assert "nothing ran" in str(raised.value)
     assert started.started == []

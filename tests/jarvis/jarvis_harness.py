@@ -101,8 +101,7 @@ class SpyExecutor:
         plan: RunPlan,
         cancel: anyio.Event,
         ticket: object = None,
-        on_started: object = None,
-        admit: object = None,
+        hooks: object = None,
     ) -> RunOutcome:
         """Record `plan`; wait for the gate (or cancel) when there is one."""
         self.plans.append(plan)
