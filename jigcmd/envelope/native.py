@@ -8,8 +8,10 @@ supervisor confirmed the tree is gone and every owned resource released.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import os
+import select
 import socket
 import struct
 import subprocess
@@ -29,8 +31,10 @@ from jigcmd.envelope.wire import (
     Finished,
     Launch,
     Message,
+    Ready,
     Started,
     Warm,
+    recv_message,
     send_message,
 )
 from jigcmd.errors import Code, JigError
@@ -79,6 +83,8 @@ class NativeExecutor:
         self._control: socket.socket | None = None
         self._zygote: anyio.abc.Process | None = None
         self._lock = anyio.Lock()
+        # Prepared supervisors' sockets the zygote handed over (`Ready`), oldest first.
+        self._ready: collections.deque[socket.socket] = collections.deque()
 
     async def start(self) -> None:
         """Start the zygote (idempotent)."""
@@ -91,6 +97,7 @@ class NativeExecutor:
                 return self._control
             self._control.close()
             self._control = None
+            self._drop_ready()
         # pyroute2 encodes the netlink request here, so the zygote never imports it.
         request = await anyio.to_thread.run_sync(netns.preload, abandon_on_cancel=True)
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -164,6 +171,9 @@ class NativeExecutor:
         """
         async with self._lock:
             control = await self._ensure_zygote()
+            # Supervisors prepared for an earlier shape would only re-prepare on launch.
+            self._collect_ready(control)
+            self._drop_ready()
             try:
                 send_message(control, Warm(plan=template, pool=pool))
             except OSError as exc:
@@ -173,6 +183,7 @@ class NativeExecutor:
 
     async def aclose(self) -> None:
         """Stop the zygote; running supervisors fence their own runs when their sockets close."""
+        self._drop_ready()
         if self._control is not None:
             self._control.close()
             self._control = None
@@ -184,6 +195,43 @@ class NativeExecutor:
                 self._zygote.kill()
                 await self._zygote.wait()
             self._zygote = None
+
+    def _collect_ready(self, control: socket.socket) -> None:
+        """Take every `Ready` the zygote has sent so far (never waits for one)."""
+        while select.select([control], [], [], 0)[0]:
+            try:
+                received = recv_message(control, max_fds=1)
+            except (OSError, EOFError, ValueError):
+                return  # the zygote is gone; the next launch through it says so
+            if received is None:
+                return
+            message, fds = received
+            if isinstance(message, Ready) and len(fds) == 1:
+                supervisor = socket.socket(fileno=fds[0])
+                # SCM_RIGHTS fds arrive inheritable: keep it out of anything spawned later.
+                supervisor.set_inheritable(False)
+                self._ready.append(supervisor)
+            else:
+                for fd in fds:
+                    os.close(fd)
+
+    def _launch_prepared(self, launch: Launch, fds: list[int]) -> bool:
+        """Send `launch` straight to the oldest prepared supervisor; False if none took it."""
+        while self._ready:
+            supervisor = self._ready.popleft()
+            try:
+                send_message(supervisor, launch, fds)
+            except OSError:
+                continue  # that supervisor died while prepared; never reuse, take another
+            finally:
+                supervisor.close()
+            trace.mark("executor: launch sent")
+            return True
+        return False
+
+    def _drop_ready(self) -> None:
+        while self._ready:
+            self._ready.popleft().close()
 
     async def execute(
         self,
@@ -223,11 +271,13 @@ class NativeExecutor:
             stdin_w = -1
             async with self._lock:
                 control = await self._ensure_zygote()
-                try:
-                    send_message(control, launch, passed)
-                    trace.mark("executor: launch sent")
-                except OSError as exc:
-                    unreachable = exc
+                self._collect_ready(control)
+                if not self._launch_prepared(launch, passed):
+                    try:
+                        send_message(control, launch, passed)
+                        trace.mark("executor: launch sent to the zygote")
+                    except OSError as exc:
+                        unreachable = exc
         except BaseException:
             os.close(gate_w)
             run_sock.close()

@@ -125,6 +125,10 @@ def supervise(
             received = recv_message(zygote, max_fds=_LAUNCH_FDS)
         except (OSError, EOFError, ValueError):
             received = None
+        if received is not None:
+            # Tell the zygote this envelope is taken (it counts prepared and running ones).
+            with contextlib.suppress(OSError):
+                zygote.send(b"L", socket.MSG_NOSIGNAL)
         launch = received[0] if received is not None else None
         fds = received[1] if received is not None else []
         if isinstance(launch, Launch) and len(fds) in (_LAUNCH_FDS - 1, _LAUNCH_FDS):

@@ -23,6 +23,7 @@ __all__ = [
     "Go",
     "Launch",
     "Message",
+    "Ready",
     "Started",
     "Warm",
     "recv_message",
@@ -34,7 +35,7 @@ _HEADER = struct.Struct(">I")
 
 
 class Launch(msgspec.Struct, frozen=True, tag="launch"):
-    """Server → zygote → supervisor: run `plan`.
+    """Server → supervisor (prepared, or through the zygote): run `plan`.
 
     fds: stdin, stdout, stderr, the gate, the run socket and, when reserved, the envelope
     slot's lock. The candidate execs only after a byte arrives on the gate (EOF: withdrawn).
@@ -53,6 +54,10 @@ class Warm(msgspec.Struct, frozen=True, tag="warm"):
 
     plan: RunPlan
     pool: int = 1
+
+
+class Ready(msgspec.Struct, frozen=True, tag="ready"):
+    """Zygote → server: a prepared supervisor's socket (the one fd) to send a `Launch` to."""
 
 
 class Go(msgspec.Struct, frozen=True, tag="go"):
@@ -107,7 +112,7 @@ class Failed(msgspec.Struct, frozen=True, tag="failed"):
     cleanup_problems: tuple[str, ...] = ()
 
 
-Message = Launch | Warm | Go | Cancel | Started | Ended | Finished | Failed
+Message = Launch | Warm | Ready | Go | Cancel | Started | Ended | Finished | Failed
 
 _encoder = msgspec.msgpack.Encoder()
 _decoder = msgspec.msgpack.Decoder(Message)

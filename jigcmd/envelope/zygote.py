@@ -7,12 +7,16 @@ the memory image every supervisor, init and candidate is forked from holds no cr
 imports everything a run needs up front, and forks one supervisor per envelope.
 
 It keeps supervisors whose envelopes are already prepared for the last plan shape it saw (a
-`Warm` hint or a `Launch`); a `Launch` goes to the oldest of them. Every envelope serves one
-request and is then destroyed. Preparing costs CPU (~15 ms over four processes), and done
-while a candidate runs it slowed that run by several ms on two cores. So the pool is topped
-up to `pool` only while no run is in flight (the zygote keeps each launched supervisor's
-socket and sees it close when that envelope is released); while runs are in flight it keeps
-just one ready, so that the next launch still never waits for a preparation.
+`Warm` hint) and hands each one's socket to the server (`Ready`), which sends its `Launch`
+straight there: no hop through the zygote on a request's path. A launched supervisor says
+so on its socket ("L"); when it has released its envelope and exited, the socket closes.
+A `Launch` sent to the zygote itself (the server had none at hand) gets a fresh supervisor,
+prepared cold. Every envelope serves one request and is then destroyed.
+
+Preparing costs CPU (~15 ms over four processes), and done while a candidate runs it slowed
+that run by several ms on two cores. So the pool is topped up to `pool` only while no run is
+in flight; while runs are in flight it keeps just one ready, so that the next launch still
+never waits for a preparation.
 
 Run as `python -m jigcmd.envelope.zygote FD` where FD is a connected unix stream socket.
 When the server goes away (EOF) the zygote exits; prepared supervisors see their sockets
@@ -33,7 +37,7 @@ import sys
 from jigcmd import trace
 from jigcmd.envelope import cgroups, netns, privileges, seccomp
 from jigcmd.envelope.supervisor import Registry, supervise
-from jigcmd.envelope.wire import Launch, Warm, recv_message, send_message
+from jigcmd.envelope.wire import Launch, Ready, Warm, recv_message, send_message
 from jigcmd.journal import identity
 from jigcmd.plan import RunPlan
 
@@ -56,17 +60,18 @@ class _Zygote:
         self.registry = registry
         self.template: RunPlan | None = None
         self.pool_size = 0
+        # Prepared supervisors, each also handed to the server (`Ready`); the server
+        # launches them directly, and they say "L" here when a launch reached them.
         self.prepared: collections.deque[socket.socket] = collections.deque()
         # Sockets of launched supervisors; each closes when its envelope is released.
         self.running: list[socket.socket] = []
 
     def serve(self) -> int:
         while True:
-            ready, _, _ = select.select([self.control, *self.running], [], [])
-            for ended in [sock for sock in ready if sock is not self.control]:
-                # That supervisor released its envelope and exited: its run is over.
-                self.running.remove(ended)
-                ended.close()
+            ready, _, _ = select.select([self.control, *self.prepared, *self.running], [], [])
+            for sock in ready:
+                if sock is not self.control:
+                    self._heard(sock)
             if self.control not in ready:
                 self._replenish()
                 continue
@@ -89,6 +94,27 @@ class _Zygote:
                 for fd in fds:
                     os.close(fd)
 
+    def _heard(self, sock: socket.socket) -> None:
+        """A supervisor's socket turned readable: it was launched, or it is gone."""
+        try:
+            data = sock.recv(16)
+        except OSError:
+            data = b""
+        if data and sock in self.prepared:
+            # The server's launch reached it: from now on it runs.
+            self.prepared.remove(sock)
+            self.running.append(sock)
+            trace.mark("zygote: launched by the server")
+            return
+        if data:
+            return
+        # EOF: a running envelope was released, or a prepared supervisor died.
+        if sock in self.prepared:
+            self.prepared.remove(sock)
+        if sock in self.running:
+            self.running.remove(sock)
+        sock.close()
+
     def _retemplate(self, plan: RunPlan) -> None:
         shape = (plan.profile, plan.binds, plan.limits)
         if self.template is None or shape != (
@@ -97,36 +123,42 @@ class _Zygote:
             self.template.limits,
         ):
             self.template = plan
-            # Envelopes prepared for another shape would only be re-prepared on launch.
+            # Envelopes prepared for another shape would only be re-prepared on launch (the
+            # server drops its copies when it sends a new shape).
             while self.prepared:
                 self.prepared.popleft().close()
 
     def _launch(self, launch: Launch, fds: list[int]) -> None:
+        """A launch through the zygote: the server had no prepared supervisor at hand."""
         trace.mark("zygote: launch")
         self._retemplate(launch.plan)
         try:
-            while True:
-                supervisor = self.prepared.popleft() if self.prepared else self._fork(None)
-                try:
-                    send_message(supervisor, launch, fds)
-                except OSError:
-                    # That supervisor died while prepared; never reuse, take another.
-                    supervisor.close()
-                    continue
+            supervisor = self._fork(None)
+            try:
+                send_message(supervisor, launch, fds)
+            except OSError:
+                # The fresh supervisor died at once: the launch's run socket closes with
+                # these descriptors, and the server reports the envelope incomplete.
+                supervisor.close()
+            else:
                 self.running.append(supervisor)
-                break
         finally:
             for fd in fds:
                 os.close(fd)
         trace.mark("zygote: forwarded")
         self._replenish()
-        trace.mark("zygote: replenished")
 
     def _replenish(self) -> None:
         # While a run is in flight, one ready envelope is enough (see the module docstring).
         target = min(self.pool_size, 1) if self.running else self.pool_size
         while self.template is not None and len(self.prepared) < target:
-            self.prepared.append(self._fork(self.template))
+            supervisor = self._fork(self.template)
+            self.prepared.append(supervisor)
+            try:
+                send_message(self.control, Ready(), [supervisor.fileno()])
+            except OSError:
+                return  # the server is gone; serve() sees the EOF next
+            trace.mark("zygote: ready sent")
 
     def _fork(self, template: RunPlan | None) -> socket.socket:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
