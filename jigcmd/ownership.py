@@ -9,7 +9,9 @@ for byte; an uncertain operation stays uncertain.
 
 from __future__ import annotations
 
+import logging
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import anyio
@@ -28,6 +30,8 @@ from jigcmd.recovery import UNCERTAIN_REASON, RecoveryReport, recover
 from jigcmd.statedir import prepare_state_dir
 
 __all__ = ["Ownership", "RecordedFailure"]
+
+logger = logging.getLogger(__name__)
 
 # How often a caller joining an operation run by another process looks at the journal.
 _JOIN_POLL_S = 0.05
@@ -54,6 +58,8 @@ class Ownership:
         self.state_dir = state_dir
         self.journal = journal
         self.reservations = reservations
+        # Closes rows whose evidence is already durable, after their answer went out.
+        self._closer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="jigcmd-closer")
 
     @classmethod
     def open(cls, state_dir: Path, max_envelopes: int | None, memory_bytes: int) -> Ownership:
@@ -63,7 +69,8 @@ class Ownership:
         return cls(state, Journal.open(state), Reservations(state, slots))
 
     def close(self) -> None:
-        """Close the journal connection."""
+        """Finish the pending row closes, then close the journal connection."""
+        self._closer.shutdown(wait=True)
         self.journal.close()
 
     def recover(self, backend: CgroupBackend) -> RecoveryReport:
@@ -167,19 +174,33 @@ class Ownership:
     ) -> None:
         """Record a completed command's evidence; the cleanup was confirmed by the envelope.
 
-        When `recorded` (from `record_evidence`) is these very bytes, the closing commit is
-        not fsynced: what it adds (cleanup proved, the report) is re-derived by recovery if
-        a power cut loses it, and the answer never waits for a second disk flush.
+        When `recorded` (from `record_evidence`) is these very bytes, the evidence is durable
+        already and only the close is left (cleanup proved, the report): it is queued and
+        done right after the answer, not fsynced. A close lost to a crash or a power cut is
+        re-derived: the row is open with its evidence, and recovery closes it `done` once it
+        proves the cleanup (`Journal.close_lost`). A replay meanwhile joins until it closes.
         """
         data = _encoder.encode(result.evidence)
+        report = _encoder.encode(result.report)
+        if data == recorded:
+            closing = self._closer.submit(
+                self.journal.finish,
+                operation_id,
+                outcome="evidence",
+                result=data,
+                report=report,
+                cleanup_complete=True,
+                durable=False,
+            )
+            closing.add_done_callback(_report_close_failure)
+            return
         await anyio.to_thread.run_sync(
             lambda: self.journal.finish(
                 operation_id,
                 outcome="evidence",
                 result=data,
-                report=_encoder.encode(result.report),
+                report=report,
                 cleanup_complete=True,
-                durable=data != recorded,
             )
         )
 
@@ -205,6 +226,13 @@ class Ownership:
                 cleanup_complete=True,
             )
         )
+
+
+def _report_close_failure(closing: Future[bool]) -> None:
+    error = closing.exception()
+    if error is not None:
+        # The row stays open with its durable evidence; recovery closes it (done) later.
+        logger.warning("closing a journal row after its answer failed: %s", error)
 
 
 def _conflict(operation_id: str) -> JigError:

@@ -197,6 +197,57 @@ def test_a_live_supervisor_is_killed_and_its_cgroup_job_removed(
     assert (row.state, row.cleanup) == ("uncertain", "complete")
 
 
+def _ended(
+    operation_id: str, run_id: str, supervisor: ProcessIdentity
+) -> Callable[[Journal], object]:
+    """A server that recorded its run's evidence and died before the cleanup was proved."""
+    running = _running(operation_id, run_id, supervisor)
+
+    def action(journal: Journal) -> None:
+        running(journal)
+        assert journal.record_result(operation_id, outcome="evidence", result=b"evidence")
+
+    return action
+
+
+def test_a_row_with_recorded_evidence_closes_done_once_recovery_proves_the_cleanup(
+    tmp_path: Path, processes: list[subprocess.Popen[bytes]]
+) -> None:
+    """Evidence durable, server dead mid-cleanup: fenced, released, then done with it."""
+    backend = FakeBackend()
+    job = backend.add("jigcmd-r1")
+    _in_dead_server(tmp_path, _ended("op-1", "r1", _fake_supervisor(processes)))
+    with Journal.open(tmp_path) as journal:
+        report = recover(journal, backend, supervisor_grace=0)
+        row = journal.get("op-1")
+    assert job.killed >= 1
+    assert backend.jobs == {}
+    assert report.closed[0].cleanup_complete
+    assert row is not None
+    assert (row.state, row.outcome, row.result, row.cleanup, row.reason) == (
+        "done",
+        "evidence",
+        b"evidence",
+        "complete",
+        "",
+    )
+
+
+def test_a_row_with_recorded_evidence_is_uncertain_when_its_cleanup_cannot_be_proved(
+    tmp_path: Path, processes: list[subprocess.Popen[bytes]]
+) -> None:
+    """The same, but a task survives every kill: uncertain, cleanup failed, never done."""
+    backend = FakeBackend()
+    backend.add("jigcmd-r1", stuck=True)
+    _in_dead_server(tmp_path, _ended("op-1", "r1", _fake_supervisor(processes)))
+    with Journal.open(tmp_path) as journal:
+        report = recover(journal, backend, supervisor_grace=0, empty_wait=0)
+        row = journal.get("op-1")
+    assert not report.clean
+    assert row is not None
+    assert (row.state, row.cleanup, row.reason) == ("uncertain", "failed", UNCERTAIN_REASON)
+
+
 def test_a_supervisor_that_exits_by_itself_within_the_grace_is_not_killed(
     tmp_path: Path, processes: list[subprocess.Popen[bytes]]
 ) -> None:

@@ -322,3 +322,52 @@ def test_many_processes_opening_a_new_journal_at_once_all_succeed(tmp_path: Path
         ]
         errors = [p.communicate(timeout=60)[1].decode() for p in procs]
         assert [p.returncode for p in procs] == [0] * 6, "\n".join(errors)
+
+
+def test_a_result_recorded_on_an_open_row_keeps_it_open_and_a_closed_row_refuses_one(
+    tmp_path: Path,
+) -> None:
+    """Evidence made durable during the cleanup: the row stays open; after the close, no."""
+    with Journal.open(tmp_path) as journal:
+        _begin(journal)
+        assert journal.record_result("op-1", outcome="evidence", result=b"ev")
+        row = journal.get("op-1")
+        assert row is not None and row.is_open and row.result == b"ev"
+        assert journal.finish(
+            "op-1",
+            outcome="evidence",
+            result=b"ev",
+            report=None,
+            cleanup_complete=True,
+            durable=False,
+        )
+        assert not journal.record_result("op-1", outcome="evidence", result=b"other")
+        # The unsynced close did not leave the connection unsynced.
+        assert journal.settings()["synchronous"] == 2
+
+
+def test_a_lost_row_is_done_only_with_recorded_evidence_and_a_proved_cleanup(
+    tmp_path: Path,
+) -> None:
+    """close_lost: evidence + cleanup proved → done; either missing → uncertain."""
+    with Journal.open(tmp_path) as journal:
+        for operation_id, evidence, cleanup in (
+            ("op-both", True, True),
+            ("op-no-cleanup", True, False),
+            ("op-no-evidence", False, True),
+        ):
+            _begin(journal, operation_id)
+            if evidence:
+                journal.record_result(operation_id, outcome="evidence", result=b"ev")
+            assert journal.close_lost(operation_id, reason="gone", cleanup_complete=cleanup)
+            assert not journal.close_lost(operation_id, reason="again", cleanup_complete=True)
+        states = {
+            op: (row.state, row.reason)
+            for op in ("op-both", "op-no-cleanup", "op-no-evidence")
+            if (row := journal.get(op)) is not None
+        }
+    assert states == {
+        "op-both": ("done", ""),
+        "op-no-cleanup": ("uncertain", "gone"),
+        "op-no-evidence": ("uncertain", "gone"),
+    }

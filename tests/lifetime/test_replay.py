@@ -88,3 +88,27 @@ def test_a_second_server_joins_an_operation_in_flight_and_returns_the_same_evide
     assert second.close_input() == 0
     rig.assert_nothing_left()
     assert rig.watch.runs(token) == 1
+
+
+def test_a_server_killed_right_after_answering_replays_the_same_bytes_after_recovery(
+    rig: Rig,
+) -> None:
+    """The answer leaves before the row's close; killed then, recovery closes it done."""
+    token, operation_id = f"tok-{uuid.uuid4().hex}", "op-killed-after-answer"
+    input = cli_input(LINGER, token)
+    first = rig.serve()
+    first.send(flow_call("call-1", operation_id, input))
+    rig.signal(rig.candidate(token), signal.SIGTERM)
+    original = first.response("call-1")
+    first.kill()
+    assert json.loads(original)["result"]["value"]["exitCode"] == 0
+
+    second = rig.serve()
+    row = rig.row(operation_id)
+    assert row is not None and (row.state, row.cleanup) == ("done", "complete")
+    second.send(flow_call("call-2", operation_id, input))
+    replayed = second.response("call-2")
+    assert replayed == original.replace(b'"id":"call-1"', b'"id":"call-2"')
+    assert second.close_input() == 0
+    rig.assert_nothing_left()
+    assert rig.watch.runs(token) == 1

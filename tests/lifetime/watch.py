@@ -191,10 +191,14 @@ class Watch:
         """The live processes whose current command line has `token` as a whole argument."""
         self.sync()
         found = []
-        for proc, _seen in self._select(None):
+        for proc, seen in self._select(None):
             cmdline = _read(f"/proc/{proc.pid}/cmdline") or ""
             if alive(proc) and token in cmdline.split("\0"):
                 found.append(proc)
+                # What is seen here counts too: a candidate that exec'd after the last scan
+                # and ends (say, on the test's SIGTERM) before the next one is still a run.
+                with self._lock:
+                    seen.cmdlines.add(cmdline)
         return found
 
     def children_named(self, root: int, word: str) -> list[Proc]:
