@@ -1,7 +1,8 @@
 """The envelope's network namespace: a fresh one per run, with `lo` up and nothing else.
 
-Decision (measured on this machine, medians): the entrant unshares CLONE_NEWNET while it is
-still host root, *before* it creates the user namespace. The namespace is therefore owned by
+Decision (measured on this machine, medians): the supervisor unshares CLONE_NEWNET while it
+is host root, *before* it clones pid 1 into a new user namespace (and then returns to the
+host's namespace). The namespace is therefore owned by
 the host's user namespace, so even root-of-its-own-userns candidate code holds no
 CAP_NET_ADMIN over it and cannot reconfigure it; and it has no name and no bind mount, so it
 disappears with its last process and cannot leak (nothing to remove, nothing for recovery

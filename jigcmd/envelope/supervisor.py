@@ -3,16 +3,18 @@
 Process shape (each arrow is a fork; no exec until the candidate's own):
 
     supervisor  (host root; child subreaper; owns the cgroup, the deadline and cleanup)
-      └─ entrant (joins the cgroup, enters a fresh netns, unshares user/mnt/pid/ipc/uts/cgroup)
-           └─ init, pid 1 of the new pid namespace (builds the root, reaps) ← reparented here
-                └─ candidate (drops every privilege, waits for "go", execs Bun)
+      └─ init, pid 1: clone3 into new user/mnt/pid/ipc/uts namespaces (and the fresh netns
+         the supervisor entered for it), born in the job's cgroup2 directory; joins the v1
+         hierarchies, makes its cgroup namespace, builds the root, reaps
+           └─ candidate (drops every privilege, waits for "go" and the gate, execs Bun)
 
 Everything that does not depend on the request happens in `prepare`, before any request
-exists: the cgroup is created and joined (the first cgroup move after idle waits for an RCU
-grace period, 6-30 ms), the namespaces made, the root built and pivoted into, and the
-candidate process forked and stripped of every privilege. A request then only costs `go`:
-init writes the candidate files, seals `/work` read-only, and hands the candidate its argv,
-environment and stdio, and it execs. Each envelope serves exactly one request.
+exists: the cgroup is created and joined, the namespaces made, the root built and pivoted
+into, and the candidate process forked and stripped of every privilege. A request then only
+costs `go`: init writes the candidate files, seals `/work` read-only, and hands the
+candidate its argv, environment and stdio; it execs once the server opens the gate. Each
+envelope serves exactly one request. (An "entrant" process used to sit between supervisor
+and init, to unshare and fork pid 1; clone3 makes pid 1 directly, one Python fork less.)
 
 The supervisor is a separate process from the server and outlives it: losing the run
 socket counts as a cancel, so the tree is fenced and released either way. Init watches the
@@ -193,32 +195,27 @@ class _Envelope:
         status_r, status_w = os.pipe2(os.O_CLOEXEC)
         go_r, go_w = os.pipe2(os.O_CLOEXEC)
         self.status_r = status_r
-        entrant, born_in = _fork_entrant(self.job)
-        if entrant == 0:
+        init, born_in = _spawn_init(self.job)
+        if init == 0:
             control.close()
             os.close(status_r)
             os.close(go_w)
             for fd in self.inherited:
                 os.close(fd)
-            _entrant(plan, self.job, init_end, status_w, go_r, born_in=born_in)
+            _Init(plan, init_end, status_w, self.job.memory_view()[1]).start(
+                self.job, born_in, go_r
+            )
+        self.init_pid = init
         init_end.close()
         os.close(status_w)
         os.close(go_r)
         try:
             deadline = time.monotonic() + _SETUP_GRACE
             self._expect("unshared", deadline)
-            self.netns = f"net:[{os.stat(f'/proc/{entrant}/ns/net').st_ino}]"
-            _write_id_maps(entrant)
+            self.netns = f"net:[{os.stat(f'/proc/{init}/ns/net').st_ino}]"
+            _write_id_maps(init)
             os.write(go_w, b"g")
-            # The entrant reports init's pid after forking it, and init may report that it
-            # is prepared first: the two lines come in either order.
-            first = self._expect(("init", "prepared"), deadline)
-            second = self._expect(
-                ("prepared",) if first.startswith("init") else ("init",), deadline
-            )
-            init_line = first if first.startswith("init") else second
-            self.init_pid = int(init_line.split()[1])
-            os.waitpid(entrant, 0)
+            self._expect("prepared", deadline)
         finally:
             os.close(go_w)
         self.shape = _shape(plan)
@@ -613,87 +610,57 @@ def _fail(fd: int, step: str, error: BaseException | str) -> NoReturn:
     os._exit(1)
 
 
-def _fork_entrant(job: cgroups.CgroupJob) -> tuple[int, str | None]:
-    """fork() the entrant, born in the job's cgroup2 directory when the kernel allows it.
+def _spawn_init(job: cgroups.CgroupJob) -> tuple[int, str | None]:
+    """Create pid 1 in fresh namespaces, born in the job's cgroup2 directory if there is one.
 
-    Returns (pid or 0 in the child, the directory it was born in or None). Being born there
-    (clone3 CLONE_INTO_CGROUP, Linux 5.7) spares the migration whose RCU wait holds the
-    global cgroup_mutex; any refusal falls back to fork, and the entrant moves itself.
+    Returns (its pid, or 0 in pid 1 itself; the cgroup2 directory it was born in or None).
+    As host root, the network namespace comes first and is made here, by the supervisor, so
+    that the host user namespace owns it: the candidate can never reconfigure it (see
+    jigcmd.envelope.netns); the supervisor then returns to the host's. Without root (a
+    delegated cgroup subtree, unprivileged user namespaces) pid 1's user namespace owns it:
+    pid 1 may configure it, the candidate (no capabilities) may not. The cgroup namespace is
+    made by pid 1 once it joined every hierarchy, so that its root is the job.
     """
-    birth = job.birth_dir
-    if birth is not None:
+    flags = _NAMESPACES & ~sc.CLONE_NEWCGROUP
+    host_net = -1
+    if _ROOTLESS:
+        flags |= sc.CLONE_NEWNET
+    else:
         try:
-            fd = os.open(birth, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-        except OSError:
-            fd = -1
-        if fd >= 0:
-            try:
-                return sc.fork_into_cgroup(fd), birth
-            except OSError:
-                pass
-            finally:
-                os.close(fd)
-    return os.fork(), None
-
-
-def _entrant(
-    plan: RunPlan,
-    job: cgroups.CgroupJob,
-    control: socket.socket,
-    status_w: int,
-    go_r: int,
-    *,
-    born_in: str | None,
-) -> NoReturn:
-    """Join the cgroup, enter a fresh network namespace, unshare the rest, fork pid 1, exit.
-
-    As host root, the network namespace comes first so that the host user namespace owns
-    it. Without root (a delegated cgroup subtree and unprivileged user namespaces), every
-    namespace is created together with the user namespace, which then owns the network
-    namespace: pid 1 may configure it, the candidate (no capabilities) may not.
-    """
-    rootless = _ROOTLESS
-    step = "drop supplementary groups"
-    try:
-        if not rootless:
             # Host root's supplementary group 0 would otherwise survive into the namespace.
             os.setgroups([])
-        step = "join cgroup"
-        # Before any namespace and long before candidate code: nothing runs unlimited.
-        job.join(born_in)
-        step = "network namespace"
-        if rootless:
-            sc.unshare(_NAMESPACES | sc.CLONE_NEWNET)
-            netns.loopback_up()
-        else:
-            # Still host root here: the namespace is owned by the host user namespace, so
-            # the candidate can never reconfigure it (see jigcmd.envelope.netns).
+            host_net = os.open("/proc/self/ns/net", os.O_RDONLY | os.O_CLOEXEC)
             netns.enter_fresh()
-            step = "unshare namespaces"
-            sc.unshare(_NAMESPACES)
-        step = "open bind sources"
-        # After the mount namespace exists (a bind from a descriptor must name a mount of
-        # the caller's namespace) and while still host uid 0 (see rootfs.build_root).
-        sources = {
-            bind.source: os.open(bind.source, os.O_PATH | os.O_CLOEXEC) for bind in plan.binds
-        }
-        _report(status_w, "unshared")
-        step = "wait for id maps"
-        if os.read(go_r, 1) != b"g":
-            _fail(status_w, step, "supervisor went away")
-        os.close(go_r)
-        step = "become namespace root"
-        os.setresgid(0, 0, 0)
-        os.setresuid(0, 0, 0)
-        step = "fork init"
-        pid = os.fork()
-        if pid == 0:
-            # The limit the kernel enforces, read back at create time, is what Bun sees.
-            _Init(plan, control, status_w, sources, job.memory_view()[1]).main()
-        _report(status_w, f"init {pid}")
-    except BaseException as exc:
-        _fail(status_w, step, exc)
-    os._exit(0)
+        except OSError as exc:
+            if host_net >= 0:
+                with contextlib.suppress(OSError):
+                    sc.setns(host_net, sc.CLONE_NEWNET)
+                os.close(host_net)
+            raise _StepError("network namespace", exc) from exc
+    birth = job.birth_dir
+    try:
+        cgroup_fd = -1
+        if birth is not None:
+            with contextlib.suppress(OSError):
+                cgroup_fd = os.open(birth, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            if cgroup_fd >= 0:
+                try:
+                    return sc.clone(flags, cgroup_fd), birth
+                except OSError:
+                    pass  # refused (a delegation quirk): pid 1 moves itself, slower
+            try:
+                return sc.clone(flags), None
+            except OSError as exc:
+                raise _StepError("create namespaces", exc) from exc
+        finally:
+            if cgroup_fd >= 0:
+                os.close(cgroup_fd)
+    finally:
+        if host_net >= 0:
+            if os.getpid() != 1:  # pid 1 (the child) stays in the envelope's namespace
+                sc.setns(host_net, sc.CLONE_NEWNET)
+            os.close(host_net)
 
 
 class _Init:
@@ -704,15 +671,46 @@ class _Init:
         plan: RunPlan,
         control: socket.socket,
         status_w: int,
-        sources: dict[str, int],
         memory_limit: str,
     ) -> None:
         self.plan = plan
-        self.sources = sources
+        self.sources: dict[str, int] = {}
+        # The limit the kernel enforces, read back at create time, is what Bun sees.
         self.memory_limit = memory_limit
         self.control = control
         self.status_w = status_w
         self.candidate = -1
+
+    def start(self, job: cgroups.CgroupJob, born_in: str | None, go_r: int) -> NoReturn:
+        """Pid 1's first steps, still host uid 0: cgroups, namespaces, bind sources, id maps."""
+        step = "join cgroup"
+        try:
+            # Before any candidate code: nothing of the envelope runs unlimited.
+            job.join(born_in)
+            step = "cgroup namespace"
+            # After the join, so that the namespace's root is the job in every hierarchy.
+            sc.unshare(sc.CLONE_NEWCGROUP)
+            if _ROOTLESS:
+                step = "network namespace"
+                netns.loopback_up()
+            step = "open bind sources"
+            # In the new mount namespace (a bind from a descriptor must name a mount of the
+            # caller's namespace) and while still host uid 0 (see rootfs.build_root).
+            self.sources = {
+                bind.source: os.open(bind.source, os.O_PATH | os.O_CLOEXEC)
+                for bind in self.plan.binds
+            }
+            _report(self.status_w, "unshared")
+            step = "wait for id maps"
+            if os.read(go_r, 1) != b"g":
+                _fail(self.status_w, step, "supervisor went away")
+            os.close(go_r)
+            step = "become namespace root"
+            os.setresgid(0, 0, 0)
+            os.setresuid(0, 0, 0)
+        except BaseException as exc:
+            _fail(self.status_w, step, exc)
+        self.main()
 
     def main(self) -> NoReturn:
         step = "init"

@@ -30,8 +30,8 @@ __all__ = [
     "MS_REC",
     "MS_REMOUNT",
     "MS_SLAVE",
+    "clone",
     "close_range",
-    "fork_into_cgroup",
     "libc",
     "mount",
     "pivot_root",
@@ -184,18 +184,27 @@ def close_range(first: int, last: int, flags: int = 0) -> None:
     )
 
 
-def fork_into_cgroup(cgroup_fd: int) -> int:
-    """fork(), the child born in the cgroup2 directory `cgroup_fd` (clone3 CLONE_INTO_CGROUP).
+def clone(flags: int, cgroup_fd: int | None = None) -> int:
+    """fork() with clone3 `flags` (new namespaces), born in cgroup2 directory `cgroup_fd`.
 
-    A process born in a cgroup is never migrated there, so it skips the write lock on the
-    kernel's threadgroup rwsem whose first taker after a quiet spell waits out an RCU grace
-    period while holding cgroup_mutex (5-20 ms measured here, stalling every other cgroup
-    operation on the host meanwhile). Python's own fork hooks run around it as in os.fork().
-    The child's glibc thread descriptor keeps the parent's cached tid (raw clone cannot set
-    it), so the child must stay single-threaded and not use pthread_kill/raise on itself;
-    its own os.fork() children are whole again. Raises OSError with clone3's errno.
+    Returns 0 in the child and its pid in the parent. With `CLONE_NEWPID` the child is pid 1
+    of the new namespace; with `CLONE_NEWUSER` it holds every capability there from birth.
+    Born in a cgroup (CLONE_INTO_CGROUP, Linux 5.7), a process is never migrated there, so
+    it skips the write lock on the kernel's threadgroup rwsem whose first taker after a quiet
+    spell waits out an RCU grace period while holding cgroup_mutex (5-20 ms measured here,
+    stalling every other cgroup operation on the host meanwhile).
+    Python's own fork hooks run around it as in os.fork(). The child's glibc thread
+    descriptor keeps the parent's cached tid (a raw clone cannot set it), so the child must
+    stay single-threaded and not pthread_kill/raise itself; its own os.fork() children are
+    whole again. Raises OSError with clone3's errno.
     """
-    args = _CloneArgs(flags=CLONE_INTO_CGROUP, exit_signal=int(signal.SIGCHLD), cgroup=cgroup_fd)
+    if cgroup_fd is not None:
+        flags |= CLONE_INTO_CGROUP
+    args = _CloneArgs(
+        flags=flags,
+        exit_signal=int(signal.SIGCHLD),
+        cgroup=cgroup_fd if cgroup_fd is not None else 0,
+    )
     api = ctypes.pythonapi
     api.PyOS_BeforeFork()
     pid = _libc_holding_gil.syscall(
@@ -207,5 +216,5 @@ def fork_into_cgroup(cgroup_fd: int) -> int:
     err = ctypes.get_errno()
     api.PyOS_AfterFork_Parent()
     if pid < 0:
-        raise OSError(err, f"clone3(CLONE_INTO_CGROUP): {os.strerror(err)}")
+        raise OSError(err, f"clone3: {os.strerror(err)}")
     return int(pid)
