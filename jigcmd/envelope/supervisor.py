@@ -123,6 +123,9 @@ def supervise(
             except _StepError:
                 # Not fatal yet: the launch re-prepares cold and reports what fails then.
                 envelope.teardown()
+            # The zygote prepares one envelope at a time: this one is done.
+            with contextlib.suppress(OSError):
+                zygote.send(b"P", socket.MSG_NOSIGNAL)
         try:
             received = recv_message(zygote, max_fds=_LAUNCH_FDS)
         except (OSError, EOFError, ValueError):

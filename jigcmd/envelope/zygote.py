@@ -16,7 +16,8 @@ prepared cold. Every envelope serves one request and is then destroyed.
 Preparing costs CPU (~15 ms over four processes), and done while a candidate runs it slowed
 that run by several ms on two cores. So the pool is topped up to `pool` only while no run is
 in flight; while runs are in flight it keeps just one ready, so that the next launch still
-never waits for a preparation.
+never waits for a preparation. Preparations run one at a time (a supervisor says "P" when
+its envelope is ready): the oldest, which the next launch goes to, is ready soonest.
 
 Run as `python -m jigcmd.envelope.zygote FD` where FD is a connected unix stream socket.
 When the server goes away (EOF) the zygote exits; prepared supervisors see their sockets
@@ -65,6 +66,9 @@ class _Zygote:
         self.prepared: collections.deque[socket.socket] = collections.deque()
         # Sockets of launched supervisors; each closes when its envelope is released.
         self.running: list[socket.socket] = []
+        # The one supervisor still preparing its envelope ("P" when done): preparations
+        # run one at a time, so the oldest is ready soonest and they never compete.
+        self.preparing: socket.socket | None = None
 
     def serve(self) -> int:
         while True:
@@ -100,7 +104,9 @@ class _Zygote:
             data = sock.recv(16)
         except OSError:
             data = b""
-        if data and sock in self.prepared:
+        if sock is self.preparing and (not data or b"P" in data or b"L" in data):
+            self.preparing = None
+        if b"L" in data and sock in self.prepared:
             # The server's launch reached it: from now on it runs.
             self.prepared.remove(sock)
             self.running.append(sock)
@@ -127,6 +133,7 @@ class _Zygote:
             # server drops its copies when it sends a new shape).
             while self.prepared:
                 self.prepared.popleft().close()
+            self.preparing = None
 
     def _launch(self, launch: Launch, fds: list[int]) -> None:
         """A launch through the zygote: the server had no prepared supervisor at hand."""
@@ -151,9 +158,10 @@ class _Zygote:
     def _replenish(self) -> None:
         # While a run is in flight, one ready envelope is enough (see the module docstring).
         target = min(self.pool_size, 1) if self.running else self.pool_size
-        while self.template is not None and len(self.prepared) < target:
+        if self.template is not None and self.preparing is None and len(self.prepared) < target:
             supervisor = self._fork(self.template)
             self.prepared.append(supervisor)
+            self.preparing = supervisor
             try:
                 send_message(self.control, Ready(), [supervisor.fileno()])
             except OSError:
