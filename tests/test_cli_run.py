@@ -161,3 +161,40 @@ def test_an_unadmitted_binding_exits_3(lock: Path, tmp_path: Path) -> None:
     assert done.stdout == ""
     assert "UNAVAILABLE" in done.stderr
     assert "jigcmd lock" in done.stderr
+
+
+def test_tracing_marks_every_process_of_the_envelope_and_never_the_evidence(
+    lock: Path, tmp_path: Path
+) -> None:
+    """JIGCMD_TRACE=1: stage marks from the server down to the candidate, none in its stderr."""
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "jigcmd",
+            "run",
+            "--binding",
+            str(BINDING),
+            "--lock",
+            str(lock),
+            "--state-dir",
+            str(tmp_path / "state"),
+            "tests",
+            "--files",
+            str(CANDIDATES / "passing"),
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        stdin=subprocess.DEVNULL,
+        env={**os.environ, "JIGCMD_TRACE": "1"},
+    )
+    assert done.returncode == 0, done.stderr
+    evidence = msgspec.json.decode(done.stdout, type=Evidence)
+    assert evidence.exit_code == 0
+    assert "jigcmd-trace" not in evidence.stderr.text + evidence.stdout.text
+    labels = {line.split(None, 3)[3] for line in done.stderr.splitlines() if "jigcmd-trace" in line}
+    for stage in ("service: run", "supervisor: launch", "init: go", "candidate: gate open"):
+        assert stage in labels, sorted(labels)

@@ -853,6 +853,13 @@ def _candidate(plan: RunPlan, channel: socket.socket, exec_w: int, status_w: int
             raise RuntimeError("malformed go message")
         plan = message.plan
         trace.mark("candidate: go")
+        step = "withdrawn"
+        # Staged: the server opens the gate once its journal row is durable. EOF instead
+        # means the launch was withdrawn (a replay, a cancel, the server gone): nothing runs.
+        if os.read(fds[3], 1) != b"g":
+            raise RuntimeError("the launch was withdrawn before the candidate started")
+        # The last mark: from the dup2 on, fd 2 is the candidate's own stderr.
+        trace.mark("candidate: gate open")
         step = "candidate stdio"
         for target, fd in enumerate(fds[:3]):
             os.dup2(fd, target)
@@ -861,12 +868,6 @@ def _candidate(plan: RunPlan, channel: socket.socket, exec_w: int, status_w: int
         sc.close_range(3, 0xFFFFFFFF, sc.CLOSE_RANGE_CLOEXEC)
         step = "working directory"
         os.chdir(plan.cwd)
-        step = "withdrawn"
-        # Staged: the server opens the gate once its journal row is durable. EOF instead
-        # means the launch was withdrawn (a replay, a cancel, the server gone): nothing runs.
-        if os.read(fds[3], 1) != b"g":
-            raise RuntimeError("the launch was withdrawn before the candidate started")
-        trace.mark("candidate: gate open")
         step = "exec runtime"
         os.execve(plan.argv[0], list(plan.argv), dict(plan.env))
     except BaseException as exc:
