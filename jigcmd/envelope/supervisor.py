@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import errno
 import os
 import secrets
 import select
@@ -655,6 +656,12 @@ def _spawn_init(job: cgroups.CgroupJob) -> tuple[int, str | None]:
             try:
                 return sc.clone(flags), None
             except OSError as exc:
+                if exc.errno not in (errno.ENOSYS, errno.EPERM):
+                    raise _StepError("create namespaces", exc) from exc
+            # clone3 hidden (container seccomp profiles answer ENOSYS or EPERM): the old way.
+            try:
+                return _fork_after_unshare(flags), None
+            except OSError as exc:
                 raise _StepError("create namespaces", exc) from exc
         finally:
             if cgroup_fd >= 0:
@@ -664,6 +671,38 @@ def _spawn_init(job: cgroups.CgroupJob) -> tuple[int, str | None]:
             if os.getpid() != 1:  # pid 1 (the child) stays in the envelope's namespace
                 sc.setns(host_net, sc.CLONE_NEWNET)
             os.close(host_net)
+
+
+def _fork_after_unshare(flags: int) -> int:
+    """Make pid 1 without clone3: a middle process unshares `flags` and forks it, then exits.
+
+    Returns pid 1's host pid, or 0 in pid 1 itself. Only the first fork after
+    unshare(CLONE_NEWPID) lands in the new pid namespace; the middle process reports that
+    child's pid and exits, and pid 1 is reparented to the supervisor (its subreaper).
+    """
+    report_r, report_w = os.pipe2(os.O_CLOEXEC)
+    middle = os.fork()
+    if middle == 0:
+        os.close(report_r)
+        try:
+            sc.unshare(flags)
+            pid = os.fork()
+        except BaseException:
+            os._exit(1)
+        if pid == 0:
+            os.close(report_w)
+            return 0
+        os.write(report_w, str(pid).encode())
+        os._exit(0)
+    os.close(report_w)
+    try:
+        reported = os.read(report_r, 32)
+    finally:
+        os.close(report_r)
+        os.waitpid(middle, 0)
+    if not reported:
+        raise OSError(errno.ECHILD, "the process making pid 1 failed (unshare or fork)")
+    return int(reported)
 
 
 class _Init:

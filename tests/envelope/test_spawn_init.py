@@ -1,0 +1,91 @@
+"""How pid 1 is made: clone3 into its namespaces, or, with clone3 hidden, unshare and fork.
+
+Each case runs `_spawn_init` in a forked stand-in supervisor (so the test process never
+changes namespaces or groups), and pid 1 reports what it is from the inside.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+from jigcmd.envelope import cgroups, netns, supervisor
+from jigcmd.envelope import syscalls as sc
+from jigcmd.plan import Limits
+from tests.envelope.conftest import require_root, unavailable
+
+pytestmark = pytest.mark.envelope
+
+PR_SET_CHILD_SUBREAPER = 36
+
+
+@pytest.fixture
+def job() -> Iterator[cgroups.CgroupJob]:
+    """A fresh job of this host's backend, removed afterwards."""
+    require_root()
+    try:
+        backend = cgroups.detect()
+    except (cgroups.CgroupUnavailable, ValueError) as e:
+        unavailable(f"no usable cgroups: {e}")
+    made = backend.create(f"jigcmd-spawn-{uuid.uuid4().hex[:12]}", Limits())
+    yield made
+    made.remove()
+
+
+def _hidden_clone3(flags: int, cgroup_fd: int | None = None) -> int:
+    raise OSError(errno.ENOSYS, "clone3 hidden by a seccomp profile")
+
+
+def _spawn_and_report(job: cgroups.CgroupJob, *, hide_clone3: bool) -> dict[str, str]:
+    """Run `_spawn_init` in a stand-in supervisor; what pid 1 saw of itself, by key."""
+    report_r, report_w = os.pipe()
+    request = netns.preload()
+    stand_in = os.fork()
+    if stand_in == 0:
+        code = 1
+        try:
+            os.close(report_r)
+            sc.prctl(PR_SET_CHILD_SUBREAPER, 1)
+            netns.use_request(request)
+            if hide_clone3:
+                sc.clone = _hidden_clone3  # this stand-in process only
+            pid, born_in = supervisor._spawn_init(job)
+            if pid == 0:
+                lines = [
+                    f"pid={os.getpid()}",
+                    f"born_in={born_in}",
+                    f"user={os.readlink('/proc/self/ns/user')}",
+                    f"net={os.readlink('/proc/self/ns/net')}",
+                ]
+                os.write(report_w, "\n".join(lines).encode())
+                os._exit(0)
+            os.close(report_w)
+            code = 0 if os.waitpid(pid, 0)[1] == 0 else 1
+        finally:
+            os._exit(code)
+    os.close(report_w)
+    data = b""
+    while chunk := os.read(report_r, 4096):
+        data += chunk
+    os.close(report_r)
+    assert os.waitstatus_to_exitcode(os.waitpid(stand_in, 0)[1]) == 0
+    return dict(line.split("=", 1) for line in data.decode().splitlines())
+
+
+@pytest.mark.parametrize("hide_clone3", [False, True], ids=["clone3", "unshare-and-fork"])
+def test_pid_1_is_made_in_fresh_namespaces_either_way(
+    job: cgroups.CgroupJob, hide_clone3: bool
+) -> None:
+    """Pid 1 of a new pid namespace, in new user and network namespaces; born in cgroup2 or not."""
+    seen = _spawn_and_report(job, hide_clone3=hide_clone3)
+    assert seen["pid"] == "1"
+    assert seen["user"] != os.readlink("/proc/self/ns/user")
+    assert seen["net"] != os.readlink("/proc/self/ns/net")
+    if hide_clone3 or job.birth_dir is None:
+        assert seen["born_in"] == "None"
+    else:
+        assert seen["born_in"] == job.birth_dir
