@@ -25,6 +25,7 @@ GUEST_SUITES = (
     "tests/envelope/test_cgroup_real.py",
     "tests/envelope/test_executor_real.py",
     "tests/envelope/test_hostile.py",
+    "tests/envelope/test_spawn_init.py",
     "tests/test_recovery.py",
     "tests/rootless/test_rootless.py",
 )
