@@ -113,15 +113,25 @@ class Ownership:
         deadline_unix_ms = time.time_ns() // 1_000_000 + int(
             max(0.0, deadline - time.monotonic()) * 1000
         )
-        begun = await anyio.to_thread.run_sync(
-            lambda: self.journal.begin(
-                operation_id=operation_id,
-                signature=signature,
-                context=context,
-                deadline_unix_ms=deadline_unix_ms,
-                run_id=run_id,
-            )
+        # On the request's path (the staged candidate waits for it): uncontended, one quick
+        # local commit without a thread hop; otherwise wait for the writer in a thread.
+        begun = self.journal.begin_now(
+            operation_id=operation_id,
+            signature=signature,
+            context=context,
+            deadline_unix_ms=deadline_unix_ms,
+            run_id=run_id,
         )
+        if begun is None:
+            begun = await anyio.to_thread.run_sync(
+                lambda: self.journal.begin(
+                    operation_id=operation_id,
+                    signature=signature,
+                    context=context,
+                    deadline_unix_ms=deadline_unix_ms,
+                    run_id=run_id,
+                )
+            )
         verdict = begun.verdict(signature)
         if verdict is None:
             return None

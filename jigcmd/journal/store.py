@@ -40,6 +40,10 @@ DB_NAME = "journal.sqlite3"
 _BUSY_TIMEOUT_MS = 10_000
 
 
+class _WouldWait(Exception):
+    """A non-waiting write found the journal busy; nothing was written."""
+
+
 class JournalError(Exception):
     """Raised when the journal is used wrongly (closed, or inherited across fork)."""
 
@@ -141,15 +145,19 @@ class Journal:
             yield self._connection()
 
     @contextlib.contextmanager
-    def _write(self, *, durable: bool = True) -> Iterator[sqlite3.Connection]:
-        with self._lock:
+    def _write(self, *, durable: bool = True, wait: bool = True) -> Iterator[sqlite3.Connection]:
+        # wait=False: raise _WouldWait instead of waiting for this journal's lock or for
+        # another process's write transaction (see `begin_now`).
+        if not self._lock.acquire(blocking=wait):
+            raise _WouldWait
+        try:
             conn = self._connection()
             if not durable:
                 # WAL at NORMAL: the commit reaches the WAL file (safe from a process crash)
                 # without an fsync; the next durable commit flushes it along.
                 conn.execute("PRAGMA synchronous = NORMAL")
             try:
-                conn.execute("BEGIN IMMEDIATE")
+                self._begin_immediate(conn, wait)
                 try:
                     yield conn
                 except BaseException:
@@ -159,6 +167,25 @@ class Journal:
             finally:
                 if not durable:
                     conn.execute("PRAGMA synchronous = FULL")
+        finally:
+            self._lock.release()
+
+    @staticmethod
+    def _begin_immediate(conn: sqlite3.Connection, wait: bool) -> None:
+        if wait:
+            conn.execute("BEGIN IMMEDIATE")
+            return
+        conn.execute("PRAGMA busy_timeout = 0")
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as exc:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            if "locked" in str(exc) or "busy" in str(exc):
+                raise _WouldWait from exc
+            raise
+        finally:
+            conn.execute(f"PRAGMA busy_timeout = {_BUSY_TIMEOUT_MS:d}")
 
     def _connection(self) -> sqlite3.Connection:
         if os.getpid() != self._pid:
@@ -179,34 +206,101 @@ class Journal:
         run_id: str,
     ) -> Begin:
         """Insert a `dispatching` row for a new operation id, or return the row that holds it."""
-        with self._write() as conn:
-            found = conn.execute(
-                "SELECT * FROM operations WHERE operation_id = ?", (operation_id,)
-            ).fetchone()
-            if found is not None:
-                return Begin(row=row_from(found), created=False)
-            now = _now_ms()
-            conn.execute(
-                "INSERT INTO operations (operation_id, signature, context, created_unix_ms,"
-                " updated_unix_ms, deadline_unix_ms, run_id, owner_pid, owner_start, boot_id,"
-                " state) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'dispatching')",
-                (
-                    operation_id,
-                    signature,
-                    context,
-                    now,
-                    now,
-                    deadline_unix_ms,
-                    run_id,
-                    self._me.pid,
-                    self._me.start,
-                    self._me.boot_id,
-                ),
-            )
-            inserted = conn.execute(
-                "SELECT * FROM operations WHERE operation_id = ?", (operation_id,)
-            ).fetchone()
-            return Begin(row=row_from(inserted), created=True)
+        begun = self._begin(
+            operation_id=operation_id,
+            signature=signature,
+            context=context,
+            deadline_unix_ms=deadline_unix_ms,
+            run_id=run_id,
+            wait=True,
+        )
+        assert begun is not None
+        return begun
+
+    def begin_now(
+        self,
+        *,
+        operation_id: str,
+        signature: str,
+        context: str,
+        deadline_unix_ms: int,
+        run_id: str,
+    ) -> Begin | None:
+        """`begin`, or None (nothing written) when it would have to wait for another writer.
+
+        For a caller on an event loop: the uncontended case (one server, the usual one) is a
+        quick local commit, done without a thread hop; a contended one goes to `begin` in a
+        worker thread.
+        """
+        return self._begin(
+            operation_id=operation_id,
+            signature=signature,
+            context=context,
+            deadline_unix_ms=deadline_unix_ms,
+            run_id=run_id,
+            wait=False,
+        )
+
+    def _begin(
+        self,
+        *,
+        operation_id: str,
+        signature: str,
+        context: str,
+        deadline_unix_ms: int,
+        run_id: str,
+        wait: bool,
+    ) -> Begin | None:
+        try:
+            with self._write(wait=wait) as conn:
+                return self._insert(
+                    conn,
+                    operation_id=operation_id,
+                    signature=signature,
+                    context=context,
+                    deadline_unix_ms=deadline_unix_ms,
+                    run_id=run_id,
+                )
+        except _WouldWait:
+            return None
+
+    def _insert(
+        self,
+        conn: sqlite3.Connection,
+        *,
+        operation_id: str,
+        signature: str,
+        context: str,
+        deadline_unix_ms: int,
+        run_id: str,
+    ) -> Begin:
+        found = conn.execute(
+            "SELECT * FROM operations WHERE operation_id = ?", (operation_id,)
+        ).fetchone()
+        if found is not None:
+            return Begin(row=row_from(found), created=False)
+        now = _now_ms()
+        conn.execute(
+            "INSERT INTO operations (operation_id, signature, context, created_unix_ms,"
+            " updated_unix_ms, deadline_unix_ms, run_id, owner_pid, owner_start, boot_id,"
+            " state) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'dispatching')",
+            (
+                operation_id,
+                signature,
+                context,
+                now,
+                now,
+                deadline_unix_ms,
+                run_id,
+                self._me.pid,
+                self._me.start,
+                self._me.boot_id,
+            ),
+        )
+        inserted = conn.execute(
+            "SELECT * FROM operations WHERE operation_id = ?", (operation_id,)
+        ).fetchone()
+        return Begin(row=row_from(inserted), created=True)
 
     def record_envelope(
         self,

@@ -371,3 +371,35 @@ def test_a_lost_row_is_done_only_with_recorded_evidence_and_a_proved_cleanup(
         "op-no-cleanup": ("uncertain", "gone"),
         "op-no-evidence": ("uncertain", "gone"),
     }
+
+
+def test_begin_now_writes_when_uncontended_and_never_waits_for_another_writer(
+    tmp_path: Path,
+) -> None:
+    """Another process's open write transaction: None at once, nothing written; then it works."""
+    with Journal.open(tmp_path) as journal:
+        other = sqlite3.connect(tmp_path / "journal.sqlite3", isolation_level=None)
+        try:
+            other.execute("BEGIN IMMEDIATE")
+            begun = journal.begin_now(
+                operation_id="op-1",
+                signature="sig-a",
+                context="c",
+                deadline_unix_ms=1,
+                run_id="run-1",
+            )
+            other.execute("ROLLBACK")
+        finally:
+            other.close()
+        assert begun is None
+        # The zero busy timeout of the attempt was undone.
+        assert journal.get("op-1") is None
+        assert journal.settings()["busy_timeout"] == 10_000
+        again = journal.begin_now(
+            operation_id="op-1", signature="sig-a", context="c", deadline_unix_ms=1, run_id="run-1"
+        )
+        assert again is not None and again.created
+        known = journal.begin_now(
+            operation_id="op-1", signature="sig-a", context="c", deadline_unix_ms=1, run_id="run-2"
+        )
+        assert known is not None and not known.created
