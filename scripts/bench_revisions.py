@@ -1,0 +1,162 @@
+"""Two revisions of jigcmd side by side: the same calls, alternating, in one run.
+
+For judging a change on a noisy machine: a `jigcmd serve` from each revision (a git worktree
+made for it, or the working tree for `.`) answers `bun test` calls on the bundled example in
+turn (the order flips every round), with `--idle-ms` of idle before each call; prints each
+one's median and quartiles and the ratio of the medians. Both servers live through the whole
+run, so each also pays for the other's background work (preparing its next envelopes).
+
+Run as root: python scripts/bench_revisions.py BASE [CANDIDATE] [--calls 50] [--idle-ms 100]
+(CANDIDATE defaults to `.`, the working tree).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLE = ROOT / "jigcmd" / "example"
+PASSING = EXAMPLE / "candidates" / "passing"
+WARMUP = 3
+
+
+def candidate_files() -> dict[str, str]:
+    return {
+        path.relative_to(PASSING).as_posix(): path.read_text(encoding="utf-8")
+        for path in sorted(PASSING.rglob("*"))
+        if path.is_file()
+    }
+
+
+class Revision:
+    """One revision's tree and its persistent `jigcmd serve`."""
+
+    def __init__(self, revision: str, work: Path) -> None:
+        self.name = revision
+        if revision == ".":
+            self.tree = ROOT
+        else:
+            self.tree = work / f"tree-{len(list(work.iterdir()))}"
+            subprocess.run(
+                ["git", "-C", str(ROOT), "worktree", "add", "--detach", str(self.tree), revision],
+                check=True,
+                capture_output=True,
+            )
+        state = Path(tempfile.mkdtemp(prefix="jigcmd-bench-rev-", dir=work))
+        binding = self.tree / "jigcmd" / "example" / "binding.toml"
+        lock = state / "jigcmd.lock"
+        jigcmd = [sys.executable, "-m", "jigcmd"]
+        # `python -m jigcmd` from the tree's root imports that tree's package first.
+        subprocess.run(
+            [*jigcmd, "lock", "--binding", str(binding), "--lock", str(lock)],
+            check=True,
+            capture_output=True,
+            cwd=self.tree,
+        )
+        self.server = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "jigcmd",
+                "serve",
+                "--binding",
+                str(binding),
+                "--lock",
+                str(lock),
+                "--state-dir",
+                str(state / "state"),
+                "--protocol",
+                "flow",
+            ],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            cwd=self.tree,
+        )
+        self.latencies: list[float] = []
+
+    def call(self, number: int, files: dict[str, str]) -> float:
+        assert self.server.stdin is not None and self.server.stdout is not None
+        request = {
+            "jsonrpc": "2.0",
+            "id": f"r{number}",
+            "method": "capability/call",
+            "params": {
+                "operationId": f"bench-{uuid.uuid4().hex}",
+                "slot": "command",
+                "method": "run",
+                "input": {"command": "tests", "files": files},
+            },
+        }
+        frame = json.dumps(request).encode() + b"\n"
+        started = time.perf_counter()
+        self.server.stdin.write(frame)
+        self.server.stdin.flush()
+        line = self.server.stdout.readline()
+        elapsed = (time.perf_counter() - started) * 1000
+        answer = json.loads(line or b"{}")
+        if answer.get("result", {}).get("value", {}).get("exitCode") != 0:
+            raise SystemExit(f"{self.name}: the call failed: {answer}")
+        return elapsed
+
+    def close(self) -> None:
+        assert self.server.stdin is not None
+        self.server.stdin.close()
+        self.server.wait(timeout=30)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("base", help="a git revision")
+    parser.add_argument("candidate", nargs="?", default=".", help="a revision, or . (default)")
+    parser.add_argument("--calls", type=int, default=50, help="measured calls per revision")
+    parser.add_argument("--idle-ms", type=float, default=100.0, help="idle before each call")
+    options = parser.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="jigcmd-bench-revisions-"))
+    revisions: list[Revision] = []
+    try:
+        revisions = [Revision(options.base, work), Revision(options.candidate, work)]
+        files = candidate_files()
+        for number in range(WARMUP + options.calls):
+            order = revisions if number % 2 == 0 else revisions[::-1]
+            for revision in order:
+                time.sleep(options.idle_ms / 1000)
+                elapsed = revision.call(number, files)
+                if number >= WARMUP:
+                    revision.latencies.append(elapsed)
+    finally:
+        for revision in revisions:
+            revision.close()
+        for tree in work.glob("tree-*"):
+            subprocess.run(
+                ["git", "-C", str(ROOT), "worktree", "remove", "--force", str(tree)],
+                check=False,
+                capture_output=True,
+            )
+        shutil.rmtree(work, ignore_errors=True)
+    print(f"{options.calls} calls each, alternating, {options.idle_ms:g} ms idle before each")
+    print(f"{'revision':24} {'median ms':>9} {'p25':>7} {'p75':>7}")
+    medians = []
+    for revision in revisions:
+        ordered = sorted(revision.latencies)
+        median = statistics.median(ordered)
+        medians.append(median)
+        print(
+            f"{revision.name:24} {median:9.2f} {ordered[len(ordered) // 4]:7.2f}"
+            f" {ordered[3 * len(ordered) // 4]:7.2f}"
+        )
+    print(f"candidate / base: {medians[1] / medians[0]:.2f}x ({medians[1] - medians[0]:+.2f} ms)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
