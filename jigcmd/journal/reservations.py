@@ -97,7 +97,7 @@ class Reservations:
             if _try_lock(fd):
                 # Closing drops the probe's lock; no LOCK_UN needed.
                 return None
-            return os.pread(fd, _MAX_TAG_BYTES, 0).decode("utf-8", "replace")
+            return os.pread(fd, _MAX_TAG_BYTES, 0).rstrip(b"\0").decode("utf-8", "replace")
         finally:
             os.close(fd)
 
@@ -118,9 +118,10 @@ def _try_lock(fd: int) -> bool:
 
 
 def _write_tag(fd: int, tag: str) -> None:
+    # A fixed-size record written in place: truncating and rewriting the file changed its
+    # size, which ext4 journals (~170 us measured, on every call's path); this is ~1 us.
     data = tag.encode("utf-8")[:_MAX_TAG_BYTES]
-    os.ftruncate(fd, 0)
-    os.pwrite(fd, data, 0)
+    os.pwrite(fd, data.ljust(_MAX_TAG_BYTES, b"\0"), 0)
 
 
 def default_slots(

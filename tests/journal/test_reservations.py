@@ -186,3 +186,17 @@ def test_the_default_slot_count_follows_memory_cpus_and_the_cap(
     meminfo = tmp_path / "meminfo"
     meminfo.write_text(f"MemTotal: 99999999 kB\nMemAvailable: {available_kib} kB\n")
     assert default_slots(meminfo=str(meminfo), cpus=cpus) == expected
+
+
+def test_a_holders_tag_reads_back_exactly_even_after_a_longer_one(tmp_path: Path) -> None:
+    """Tags are fixed-size records rewritten in place: nothing of an earlier, longer one stays."""
+    reservations = Reservations(tmp_path, 1)
+    first = reservations.acquire(tag="a-much-longer-run-id")
+    assert first is not None
+    first.release()
+    second = reservations.acquire(tag="short")
+    assert second is not None
+    try:
+        assert Reservations(tmp_path, 1).holder(0) == "short"
+    finally:
+        second.release()
