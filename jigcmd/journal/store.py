@@ -385,23 +385,13 @@ class Journal:
         self, operation_id: str, *, reason: str, cleanup_complete: bool, problems: str = ""
     ) -> bool:
         """Close an open row as `uncertain`; False (nothing written) when it was already closed."""
-        with self._write() as conn:
-            now = _now_ms()
-            cursor = conn.execute(
-                "UPDATE operations SET state = 'uncertain', cleanup = ?, problems = ?,"
-                " reason = ?, updated_unix_ms = ?, finished_unix_ms = ?"
-                " WHERE operation_id = ? AND state IN (?, ?)",
-                (
-                    "complete" if cleanup_complete else "failed",
-                    problems,
-                    reason,
-                    now,
-                    now,
-                    operation_id,
-                    *OPEN_STATES,
-                ),
-            )
-            return cursor.rowcount == 1
+        return self._close_open(
+            operation_id,
+            reason=reason,
+            cleanup_complete=cleanup_complete,
+            problems=problems,
+            done_with_evidence=False,
+        )
 
     def close_lost(
         self, operation_id: str, *, reason: str, cleanup_complete: bool, problems: str = ""
@@ -412,17 +402,34 @@ class Journal:
         replayed as is) and the cleanup is proved; otherwise `uncertain` with `reason`.
         False (nothing written) when the row was already closed.
         """
+        return self._close_open(
+            operation_id,
+            reason=reason,
+            cleanup_complete=cleanup_complete,
+            problems=problems,
+            done_with_evidence=cleanup_complete,
+        )
+
+    def _close_open(
+        self,
+        operation_id: str,
+        *,
+        reason: str,
+        cleanup_complete: bool,
+        problems: str,
+        done_with_evidence: bool,
+    ) -> bool:
         with self._write() as conn:
             now = _now_ms()
             cursor = conn.execute(
                 "UPDATE operations SET"
-                " state = CASE WHEN outcome = 'evidence' AND ? THEN 'done' ELSE 'uncertain' END,"
-                " reason = CASE WHEN outcome = 'evidence' AND ? THEN '' ELSE ? END,"
+                " state = CASE WHEN ? AND outcome = 'evidence' THEN 'done' ELSE 'uncertain' END,"
+                " reason = CASE WHEN ? AND outcome = 'evidence' THEN '' ELSE ? END,"
                 " cleanup = ?, problems = ?, updated_unix_ms = ?, finished_unix_ms = ?"
                 " WHERE operation_id = ? AND state IN (?, ?)",
                 (
-                    cleanup_complete,
-                    cleanup_complete,
+                    done_with_evidence,
+                    done_with_evidence,
                     reason,
                     "complete" if cleanup_complete else "failed",
                     problems,
