@@ -33,7 +33,7 @@ import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import jigcmd
 from jigcmd.policy.planner import BUN_FLAGS
@@ -132,12 +132,35 @@ class Bwrap:
         return elapsed
 
 
+def admit(lock: Path, *, binding: Path = BINDING, cwd: Path | None = None) -> None:
+    """`jigcmd lock` the example Binding into `lock` (with the package found from `cwd`)."""
+    subprocess.run(
+        [sys.executable, "-m", "jigcmd", "lock", "--binding", str(binding), "--lock", str(lock)],
+        check=True,
+        capture_output=True,
+        cwd=cwd,
+    )
+
+
 class Serve:
-    """One persistent `jigcmd serve` child; each run is one Flow `capability/call`."""
+    """One persistent `jigcmd serve` child; each run is one Flow `capability/call`.
+
+    Also used by scripts/trace_stages.py and scripts/bench_revisions.py: `cwd` picks the
+    checkout whose package `python -m jigcmd` imports, `env` and `stderr` what the child gets.
+    """
 
     name = "jigcmd"
 
-    def __init__(self, lock: Path, state: Path) -> None:
+    def __init__(
+        self,
+        lock: Path,
+        state: Path,
+        *,
+        binding: Path = BINDING,
+        cwd: Path | None = None,
+        env: dict[str, str] | None = None,
+        stderr: IO[bytes] | int = subprocess.DEVNULL,
+    ) -> None:
         self.process = subprocess.Popen(
             [
                 sys.executable,
@@ -145,7 +168,7 @@ class Serve:
                 "jigcmd",
                 "serve",
                 "--binding",
-                str(BINDING),
+                str(binding),
                 "--lock",
                 str(lock),
                 "--state-dir",
@@ -155,7 +178,9 @@ class Serve:
             ],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
+            stderr=stderr,
+            cwd=cwd,
+            env=env,
         )
         assert self.process.stdin is not None and self.process.stdout is not None
         self.stdin = self.process.stdin
@@ -293,20 +318,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="jigcmd-bench-") as tmp:
         workdir = Path(tmp)
         lock = workdir / "jigcmd.lock"
-        subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "jigcmd",
-                "lock",
-                "--binding",
-                str(BINDING),
-                "--lock",
-                str(lock),
-            ],
-            check=True,
-            capture_output=True,
-        )
+        admit(lock)
         state = workdir / "state"
         bare = Bare(runtime.path, workdir)
         serve = Serve(lock, state)

@@ -13,28 +13,22 @@ Run as root: python scripts/bench_revisions.py BASE [CANDIDATE] [--calls 50] [--
 from __future__ import annotations
 
 import argparse
-import json
 import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-import uuid
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-EXAMPLE = ROOT / "jigcmd" / "example"
-PASSING = EXAMPLE / "candidates" / "passing"
+ROOT = Path(__file__).resolve().parents[1]
+# Run from a checkout: the sibling benchmark must be importable.
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from scripts.bench_envelope import Serve, admit  # noqa: E402 - needs the path set up above
+
 WARMUP = 3
-
-
-def candidate_files() -> dict[str, str]:
-    return {
-        path.relative_to(PASSING).as_posix(): path.read_text(encoding="utf-8")
-        for path in sorted(PASSING.rglob("*"))
-        if path.is_file()
-    }
 
 
 class Revision:
@@ -45,73 +39,19 @@ class Revision:
         if revision == ".":
             self.tree = ROOT
         else:
-            self.tree = work / f"tree-{len(list(work.iterdir()))}"
+            self.tree = work / f"tree-{len(list(work.glob('tree-*')))}"
             subprocess.run(
                 ["git", "-C", str(ROOT), "worktree", "add", "--detach", str(self.tree), revision],
                 check=True,
                 capture_output=True,
             )
-        state = Path(tempfile.mkdtemp(prefix="jigcmd-bench-rev-", dir=work))
+        state = Path(tempfile.mkdtemp(prefix="state-", dir=work))
         binding = self.tree / "jigcmd" / "example" / "binding.toml"
         lock = state / "jigcmd.lock"
-        jigcmd = [sys.executable, "-m", "jigcmd"]
         # `python -m jigcmd` from the tree's root imports that tree's package first.
-        subprocess.run(
-            [*jigcmd, "lock", "--binding", str(binding), "--lock", str(lock)],
-            check=True,
-            capture_output=True,
-            cwd=self.tree,
-        )
-        self.server = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "jigcmd",
-                "serve",
-                "--binding",
-                str(binding),
-                "--lock",
-                str(lock),
-                "--state-dir",
-                str(state / "state"),
-                "--protocol",
-                "flow",
-            ],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            cwd=self.tree,
-        )
+        admit(lock, binding=binding, cwd=self.tree)
+        self.server = Serve(lock, state / "state", binding=binding, cwd=self.tree)
         self.latencies: list[float] = []
-
-    def call(self, number: int, files: dict[str, str]) -> float:
-        assert self.server.stdin is not None and self.server.stdout is not None
-        request = {
-            "jsonrpc": "2.0",
-            "id": f"r{number}",
-            "method": "capability/call",
-            "params": {
-                "operationId": f"bench-{uuid.uuid4().hex}",
-                "slot": "command",
-                "method": "run",
-                "input": {"command": "tests", "files": files},
-            },
-        }
-        frame = json.dumps(request).encode() + b"\n"
-        started = time.perf_counter()
-        self.server.stdin.write(frame)
-        self.server.stdin.flush()
-        line = self.server.stdout.readline()
-        elapsed = (time.perf_counter() - started) * 1000
-        answer = json.loads(line or b"{}")
-        if answer.get("result", {}).get("value", {}).get("exitCode") != 0:
-            raise SystemExit(f"{self.name}: the call failed: {answer}")
-        return elapsed
-
-    def close(self) -> None:
-        assert self.server.stdin is not None
-        self.server.stdin.close()
-        self.server.wait(timeout=30)
 
 
 def main() -> int:
@@ -124,18 +64,18 @@ def main() -> int:
     work = Path(tempfile.mkdtemp(prefix="jigcmd-bench-revisions-"))
     revisions: list[Revision] = []
     try:
-        revisions = [Revision(options.base, work), Revision(options.candidate, work)]
-        files = candidate_files()
+        for name in (options.base, options.candidate):
+            revisions.append(Revision(name, work))
         for number in range(WARMUP + options.calls):
             order = revisions if number % 2 == 0 else revisions[::-1]
             for revision in order:
                 time.sleep(options.idle_ms / 1000)
-                elapsed = revision.call(number, files)
+                elapsed = revision.server.run() * 1000
                 if number >= WARMUP:
                     revision.latencies.append(elapsed)
     finally:
         for revision in revisions:
-            revision.close()
+            revision.server.close()
         for tree in work.glob("tree-*"):
             subprocess.run(
                 ["git", "-C", str(ROOT), "worktree", "remove", "--force", str(tree)],

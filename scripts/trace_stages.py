@@ -12,51 +12,22 @@ Run as root: python scripts/trace_stages.py [--calls 30] [--idle-ms 100]
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
-import uuid
 from collections import defaultdict
 from pathlib import Path
 
-import jigcmd
+ROOT = Path(__file__).resolve().parents[1]
+# Run from a checkout: the sibling benchmark (and the package) must be importable.
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
 
-EXAMPLE = Path(jigcmd.__file__).parent / "example"
-BINDING = EXAMPLE / "binding.toml"
-PASSING = EXAMPLE / "candidates" / "passing"
+from scripts.bench_envelope import Serve, admit  # noqa: E402 - needs the path set up above
+
 WARMUP = 3
-
-
-def candidate_files() -> dict[str, str]:
-    return {
-        path.relative_to(PASSING).as_posix(): path.read_text(encoding="utf-8")
-        for path in sorted(PASSING.rglob("*"))
-        if path.is_file()
-    }
-
-
-def call(server: subprocess.Popen[bytes], number: int, files: dict[str, str]) -> None:
-    assert server.stdin is not None and server.stdout is not None
-    request = {
-        "jsonrpc": "2.0",
-        "id": f"t{number}",
-        "method": "capability/call",
-        "params": {
-            "operationId": f"trace-{uuid.uuid4().hex}",
-            "slot": "command",
-            "method": "run",
-            "input": {"command": "tests", "files": files},
-        },
-    }
-    server.stdin.write(json.dumps(request).encode() + b"\n")
-    server.stdin.flush()
-    answer = json.loads(server.stdout.readline() or b"{}")
-    if answer.get("result", {}).get("value", {}).get("exitCode") != 0:
-        raise SystemExit(f"the call failed: {answer}")
 
 
 def main() -> int:
@@ -64,49 +35,26 @@ def main() -> int:
     parser.add_argument("--calls", type=int, default=30, help="measured calls")
     parser.add_argument("--idle-ms", type=float, default=100.0, help="idle before each call")
     options = parser.parse_args()
-    work = Path(tempfile.mkdtemp(prefix="jigcmd-trace-"))
-    lock = work / "jigcmd.lock"
-    subprocess.run(
-        [sys.executable, "-m", "jigcmd", "lock", "--binding", str(BINDING), "--lock", str(lock)],
-        check=True,
-        capture_output=True,
-    )
-    log_path = work / "stderr"
-    with log_path.open("wb") as log:
-        server = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "jigcmd",
-                "serve",
-                "--binding",
-                str(BINDING),
-                "--lock",
-                str(lock),
-                "--state-dir",
-                str(work / "state"),
-                "--protocol",
-                "flow",
-            ],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=log,
-            env={**os.environ, "JIGCMD_TRACE": "1"},
-        )
-        files = candidate_files()
-        windows: list[tuple[float, float]] = []
-        for number in range(WARMUP + options.calls):
-            time.sleep(options.idle_ms / 1000)
-            start = time.monotonic() * 1000
-            call(server, number, files)
-            if number >= WARMUP:
-                windows.append((start, time.monotonic() * 1000))
-        assert server.stdin is not None
-        server.stdin.close()
-        server.wait(timeout=30)
+    with tempfile.TemporaryDirectory(prefix="jigcmd-trace-") as tmp:
+        work = Path(tmp)
+        lock = work / "jigcmd.lock"
+        admit(lock)
+        log_path = work / "stderr"
+        with log_path.open("wb") as log:
+            trace_env = {**os.environ, "JIGCMD_TRACE": "1"}
+            server = Serve(lock, work / "state", env=trace_env, stderr=log)
+            windows: list[tuple[float, float]] = []
+            for number in range(WARMUP + options.calls):
+                time.sleep(options.idle_ms / 1000)
+                start = time.monotonic() * 1000
+                server.run()
+                if number >= WARMUP:
+                    windows.append((start, time.monotonic() * 1000))
+            server.close()
+        log_text = log_path.read_text(errors="replace")
     marks = sorted(
         (float(fields[1]), fields[3])
-        for line in log_path.read_text(errors="replace").splitlines()
+        for line in log_text.splitlines()
         if line.startswith("jigcmd-trace ") and len(fields := line.split(None, 3)) == 4
     )
     gaps: defaultdict[str, list[float]] = defaultdict(list)
