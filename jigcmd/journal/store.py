@@ -206,16 +206,15 @@ class Journal:
         run_id: str,
     ) -> Begin:
         """Insert a `dispatching` row for a new operation id, or return the row that holds it."""
-        begun = self._begin(
-            operation_id=operation_id,
-            signature=signature,
-            context=context,
-            deadline_unix_ms=deadline_unix_ms,
-            run_id=run_id,
-            wait=True,
-        )
-        assert begun is not None
-        return begun
+        with self._write() as conn:
+            return self._insert(
+                conn,
+                operation_id=operation_id,
+                signature=signature,
+                context=context,
+                deadline_unix_ms=deadline_unix_ms,
+                run_id=run_id,
+            )
 
     def begin_now(
         self,
@@ -232,27 +231,8 @@ class Journal:
         quick local commit, done without a thread hop; a contended one goes to `begin` in a
         worker thread.
         """
-        return self._begin(
-            operation_id=operation_id,
-            signature=signature,
-            context=context,
-            deadline_unix_ms=deadline_unix_ms,
-            run_id=run_id,
-            wait=False,
-        )
-
-    def _begin(
-        self,
-        *,
-        operation_id: str,
-        signature: str,
-        context: str,
-        deadline_unix_ms: int,
-        run_id: str,
-        wait: bool,
-    ) -> Begin | None:
         try:
-            with self._write(wait=wait) as conn:
+            with self._write(wait=False) as conn:
                 return self._insert(
                     conn,
                     operation_id=operation_id,
