@@ -298,29 +298,26 @@ class NativeExecutor:
             cancel=cancel,
             hooks=hooks,
         )
+        opened = False
         try:
-            admitted = True if hooks.admit is None else await hooks.admit()
+            permitted = True if hooks.admit is None else await hooks.admit()
             trace.mark("executor: admitted")
-            if unreachable is not None:
-                admitted = False
-            elif admitted and not cancel.is_set():
+            if permitted and unreachable is None and not cancel.is_set():
                 os.write(gate_w, b"g")
-        except BaseException:
-            admitted = False
-            raise
+                opened = True
         finally:
             os.close(gate_w)
-            if not admitted or cancel.is_set():
+            if not opened:
                 # Withdrawn before the candidate started: wait (bounded) for the supervisor
                 # to release the envelope, so nothing of it outlives the answer.
                 await run.abandon()
+        if not permitted:
+            raise Withdrawn  # the caller's known answer stands, reachable envelope or not
         if unreachable is not None:
             raise JigError(
                 Code.EXECUTION_FAILED, f"envelope zygote unreachable: {unreachable}"
             ) from unreachable
-        if not admitted:
-            raise Withdrawn
-        if cancel.is_set():
+        if not opened:
             raise JigError(Code.CANCELLED, "cancelled before dispatch; nothing ran")
         return await run.collect()
 
