@@ -62,13 +62,10 @@ __all__ = ["supervise"]
 
 _PR_SET_CHILD_SUBREAPER = 36
 _PR_SET_DUMPABLE = 4
+# What pid 1 is cloned into. The network namespace comes from the supervisor as root (or
+# with these, rootless); the cgroup namespace is made by pid 1 after it joined the job.
 _NAMESPACES = (
-    sc.CLONE_NEWUSER
-    | sc.CLONE_NEWNS
-    | sc.CLONE_NEWPID
-    | sc.CLONE_NEWIPC
-    | sc.CLONE_NEWUTS
-    | sc.CLONE_NEWCGROUP
+    sc.CLONE_NEWUSER | sc.CLONE_NEWNS | sc.CLONE_NEWPID | sc.CLONE_NEWIPC | sc.CLONE_NEWUTS
 )
 _EMPTY_WAIT = 2.0
 _SETUP_GRACE = 5.0
@@ -625,7 +622,7 @@ def _spawn_init(job: cgroups.CgroupJob) -> tuple[int, str | None]:
     pid 1 may configure it, the candidate (no capabilities) may not. The cgroup namespace is
     made by pid 1 once it joined every hierarchy, so that its root is the job.
     """
-    flags = _NAMESPACES & ~sc.CLONE_NEWCGROUP
+    flags = _NAMESPACES
     host_net = -1
     if _ROOTLESS:
         flags |= sc.CLONE_NEWNET
