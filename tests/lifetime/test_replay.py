@@ -9,12 +9,13 @@ from __future__ import annotations
 import json
 import signal
 import uuid
+from typing import Any
 
 import pytest
 
 from tests.lifetime.candidates import LINGER, QUICK, cli_input
 from tests.lifetime.rig import Rig
-from tests.lifetime.wire import flow_call, without_id
+from tests.lifetime.wire import ServerProcess, flow_call, without_id
 
 pytestmark = pytest.mark.envelope
 
@@ -24,23 +25,36 @@ def _code(line: bytes) -> str:
     return code
 
 
-def test_a_recorded_result_is_replayed_byte_for_byte_by_a_restarted_server(rig: Rig) -> None:
-    """After a restart the same operation returns the very same bytes and runs nothing."""
-    token, operation_id = f"tok-{uuid.uuid4().hex}", "op-replay"
-    input = cli_input(LINGER, token)
+def _answered(
+    rig: Rig, operation_id: str, input: dict[str, Any], token: str
+) -> tuple[ServerProcess, bytes]:
+    """A server that ran `input` once (its lingering candidate let go) and its answer."""
     first = rig.serve()
     first.send(flow_call("call-1", operation_id, input))
     rig.signal(rig.candidate(token), signal.SIGTERM)
-    original = first.response("call-1")
-    value = json.loads(original)["result"]["value"]
-    assert value["stdout"]["text"] == f"started {token}\nended {token}\n"
-    assert first.close_input() == 0
+    return first, first.response("call-1")
 
-    second = rig.serve()
+
+def _replayed(
+    second: ServerProcess, operation_id: str, input: dict[str, Any], original: bytes
+) -> None:
+    """Another server answers the same operation with the very same bytes (its id aside)."""
     second.send(flow_call("call-2", operation_id, input))
     replayed = second.response("call-2")
     assert replayed == original.replace(b'"id":"call-1"', b'"id":"call-2"')
     assert second.close_input() == 0
+
+
+def test_a_recorded_result_is_replayed_byte_for_byte_by_a_restarted_server(rig: Rig) -> None:
+    """After a restart the same operation returns the very same bytes and runs nothing."""
+    token, operation_id = f"tok-{uuid.uuid4().hex}", "op-replay"
+    input = cli_input(LINGER, token)
+    first, original = _answered(rig, operation_id, input, token)
+    value = json.loads(original)["result"]["value"]
+    assert value["stdout"]["text"] == f"started {token}\nended {token}\n"
+    assert first.close_input() == 0
+
+    _replayed(rig.serve(), operation_id, input, original)
     rig.assert_nothing_left()
     assert rig.watch.runs(token) == 1
 
@@ -96,19 +110,13 @@ def test_a_server_killed_right_after_answering_replays_the_same_bytes_after_reco
     """The answer leaves before the row's close; killed then, recovery closes it done."""
     token, operation_id = f"tok-{uuid.uuid4().hex}", "op-killed-after-answer"
     input = cli_input(LINGER, token)
-    first = rig.serve()
-    first.send(flow_call("call-1", operation_id, input))
-    rig.signal(rig.candidate(token), signal.SIGTERM)
-    original = first.response("call-1")
+    first, original = _answered(rig, operation_id, input, token)
     first.kill()
     assert json.loads(original)["result"]["value"]["exitCode"] == 0
 
     second = rig.serve()
     row = rig.row(operation_id)
     assert row is not None and (row.state, row.cleanup) == ("done", "complete")
-    second.send(flow_call("call-2", operation_id, input))
-    replayed = second.response("call-2")
-    assert replayed == original.replace(b'"id":"call-1"', b'"id":"call-2"')
-    assert second.close_input() == 0
+    _replayed(second, operation_id, input, original)
     rig.assert_nothing_left()
     assert rig.watch.runs(token) == 1
