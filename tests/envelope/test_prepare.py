@@ -2,28 +2,24 @@
 
 The supervisor reads the cgroup's CPU baseline when `prepare` returns (off the request's
 path), so from then on nothing of the envelope may still be working: the candidate must
-already have dropped its privileges and be blocked on the go. Each case runs `prepare` in a
-forked stand-in supervisor (the test process never changes namespaces) and reports what the
-candidate's /proc status says at that moment.
+already have dropped its privileges and be blocked on the go. `prepare` runs in a forked
+stand-in supervisor, which reports what the candidate's /proc status says at that moment.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import traceback
 import uuid
 
 import pytest
 
 from jigcmd.envelope import cgroups, netns, privileges, seccomp, supervisor
-from jigcmd.envelope import syscalls as sc
-from tests.envelope.conftest import require_root, unavailable
+from tests.envelope.conftest import in_stand_in
 from tests.envelope.hostile_harness import probe_plan
 
 pytestmark = pytest.mark.envelope
 
-PR_SET_CHILD_SUBREAPER = 36
 _FIELDS = ("Uid", "CapEff", "CapBnd", "NoNewPrivs", "Seccomp")
 
 
@@ -36,63 +32,43 @@ def _status(pid: int) -> dict[str, str]:
 
 def _prepared_candidate(backend: cgroups.CgroupBackend) -> dict[str, object]:
     """Prepare an envelope in a stand-in supervisor; the candidate's status right after."""
-    report_r, report_w = os.pipe()
     request = netns.preload()
-    stand_in = os.fork()
-    if stand_in == 0:
-        code = 1
+
+    def prepare(report_w: int) -> None:
+        os.setsid()
+        netns.use_request(request)
+        # What the zygote does before it forks any supervisor: everything pid 1 and the
+        # candidate need is loaded while the host's files are still in view.
+        seccomp.build_filter()
+        privileges.prepare()
+        envelope = supervisor._Envelope(backend)
         try:
-            os.close(report_r)
-            os.setsid()
-            sc.prctl(PR_SET_CHILD_SUBREAPER, 1)
-            netns.use_request(request)
-            # What the zygote does before it forks any supervisor: everything pid 1 and the
-            # candidate need is loaded while the host's files are still in view.
-            seccomp.build_filter()
-            privileges.prepare()
-            envelope = supervisor._Envelope(backend)
-            try:
-                envelope.prepare(probe_plan(""), f"prep{uuid.uuid4().hex[:8]}")
-                # Read at once: any arming still under way would show here.
-                assert envelope.init_pid is not None
-                with open(
-                    f"/proc/{envelope.init_pid}/task/{envelope.init_pid}/children",
-                    encoding="ascii",
-                ) as handle:
-                    children = [int(pid) for pid in handle.read().split()]
-                report = {
-                    "children": len(children),
-                    "candidate": _status(children[0]) if children else {},
-                    "cpu_at_go": envelope.cpu_at_go,
-                }
-            finally:
-                envelope.teardown()
-            os.write(report_w, json.dumps(report).encode())
-            code = 0
-        except BaseException:
-            traceback.print_exc()  # the stand-in's own failure, for the test's output
+            envelope.prepare(probe_plan(""), f"prep{uuid.uuid4().hex[:8]}")
+            # Read at once: any arming still under way would show here.
+            assert envelope.init_pid is not None
+            init = envelope.init_pid
+            with open(f"/proc/{init}/task/{init}/children", encoding="ascii") as handle:
+                children = [int(pid) for pid in handle.read().split()]
+            report = {
+                "children": len(children),
+                "candidate": _status(children[0]) if children else {},
+                "cpu_at_go": envelope.cpu_at_go,
+            }
         finally:
-            os._exit(code)
-    os.close(report_w)
-    data = b""
-    while chunk := os.read(report_r, 4096):
-        data += chunk
-    os.close(report_r)
-    assert os.waitstatus_to_exitcode(os.waitpid(stand_in, 0)[1]) == 0
-    seen: dict[str, object] = json.loads(data)
+            envelope.teardown()
+        os.write(report_w, json.dumps(report).encode())
+
+    seen: dict[str, object] = json.loads(in_stand_in(prepare))
     return seen
 
 
 @pytest.mark.parametrize("attempt", range(3))
-def test_when_prepare_returns_the_candidate_is_armed_and_waiting(attempt: int) -> None:
+def test_when_prepare_returns_the_candidate_is_armed_and_waiting(
+    real_cgroups: cgroups.CgroupBackend, attempt: int
+) -> None:
     """De-privileged and filtered already: the CPU baseline read then is the preparation's."""
     del attempt  # repeated: an arming still under way is a race, not a certainty
-    require_root()
-    try:
-        backend = cgroups.detect()
-    except (cgroups.CgroupUnavailable, ValueError) as e:
-        unavailable(f"no usable cgroups: {e}")
-    report = _prepared_candidate(backend)
+    report = _prepared_candidate(real_cgroups)
     assert report["children"] == 1
     candidate = report["candidate"]
     assert isinstance(candidate, dict)

@@ -16,11 +16,9 @@ import pytest
 from jigcmd.envelope import cgroups, netns, supervisor
 from jigcmd.envelope import syscalls as sc
 from jigcmd.plan import Limits
-from tests.envelope.conftest import require_root, unavailable
+from tests.envelope.conftest import in_stand_in, require_root, unavailable
 
 pytestmark = pytest.mark.envelope
-
-PR_SET_CHILD_SUBREAPER = 36
 
 
 @pytest.fixture
@@ -42,37 +40,26 @@ def _hidden_clone3(flags: int, cgroup_fd: int | None = None) -> int:
 
 def _spawn_and_report(job: cgroups.CgroupJob, *, hide_clone3: bool) -> dict[str, str]:
     """Run `_spawn_init` in a stand-in supervisor; what pid 1 saw of itself, by key."""
-    report_r, report_w = os.pipe()
     request = netns.preload()
-    stand_in = os.fork()
-    if stand_in == 0:
-        code = 1
-        try:
-            os.close(report_r)
-            sc.prctl(PR_SET_CHILD_SUBREAPER, 1)
-            netns.use_request(request)
-            if hide_clone3:
-                sc.clone = _hidden_clone3  # this stand-in process only
-            pid, born_in = supervisor._spawn_init(job)
-            if pid == 0:
-                lines = [
-                    f"pid={os.getpid()}",
-                    f"born_in={born_in}",
-                    f"user={os.readlink('/proc/self/ns/user')}",
-                    f"net={os.readlink('/proc/self/ns/net')}",
-                ]
-                os.write(report_w, "\n".join(lines).encode())
-                os._exit(0)
-            os.close(report_w)
-            code = 0 if os.waitpid(pid, 0)[1] == 0 else 1
-        finally:
-            os._exit(code)
-    os.close(report_w)
-    data = b""
-    while chunk := os.read(report_r, 4096):
-        data += chunk
-    os.close(report_r)
-    assert os.waitstatus_to_exitcode(os.waitpid(stand_in, 0)[1]) == 0
+
+    def spawn(report_w: int) -> None:
+        netns.use_request(request)
+        if hide_clone3:
+            sc.clone = _hidden_clone3  # this stand-in process only
+        pid, born_in = supervisor._spawn_init(job)
+        if pid == 0:
+            lines = [
+                f"pid={os.getpid()}",
+                f"born_in={born_in}",
+                f"user={os.readlink('/proc/self/ns/user')}",
+                f"net={os.readlink('/proc/self/ns/net')}",
+            ]
+            os.write(report_w, "\n".join(lines).encode())
+            os._exit(0)
+        if os.waitpid(pid, 0)[1] != 0:
+            raise RuntimeError("pid 1 failed to report")
+
+    data = in_stand_in(spawn)
     return dict(line.split("=", 1) for line in data.decode().splitlines())
 
 
