@@ -40,7 +40,9 @@ def lock(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
-def jigcmd_cli(*args: str, check: bool = False) -> subprocess.CompletedProcess[str]:
+def jigcmd_cli(
+    *args: str, check: bool = False, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "jigcmd", *args],
         capture_output=True,
@@ -48,11 +50,17 @@ def jigcmd_cli(*args: str, check: bool = False) -> subprocess.CompletedProcess[s
         timeout=120,
         check=check,
         stdin=subprocess.DEVNULL,
+        env=env,
     )
 
 
 def run(
-    lock: Path, state: Path, command: str, files: Path, *extra: str
+    lock: Path,
+    state: Path,
+    command: str,
+    files: Path,
+    *extra: str,
+    env: dict[str, str] | None = None,
 ) -> subprocess.CompletedProcess[str]:
     return jigcmd_cli(
         "run",
@@ -66,6 +74,7 @@ def run(
         "--files",
         str(files),
         *extra,
+        env=env,
     )
 
 
@@ -167,30 +176,8 @@ def test_tracing_marks_every_process_of_the_envelope_and_never_the_evidence(
     lock: Path, tmp_path: Path
 ) -> None:
     """JIGCMD_TRACE=1: stage marks from the server down to the candidate, none in its stderr."""
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "jigcmd",
-            "run",
-            "--binding",
-            str(BINDING),
-            "--lock",
-            str(lock),
-            "--state-dir",
-            str(tmp_path / "state"),
-            "tests",
-            "--files",
-            str(CANDIDATES / "passing"),
-            "--json",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-        stdin=subprocess.DEVNULL,
-        env={**os.environ, "JIGCMD_TRACE": "1"},
-    )
+    trace_env = {**os.environ, "JIGCMD_TRACE": "1"}
+    done = run(lock, tmp_path / "state", "tests", CANDIDATES / "passing", "--json", env=trace_env)
     assert done.returncode == 0, done.stderr
     evidence = msgspec.json.decode(done.stdout, type=Evidence)
     assert evidence.exit_code == 0
