@@ -168,6 +168,8 @@ class _Envelope:
         self.owner: ProcessIdentity | None = None
         self.registered: str | None = None
         self.slot_fd = -1
+        # Pid 1's namespaces, held until after the answer (see `_hold_namespaces`).
+        self.namespaces: list[int] = []
         # Descriptors of the supervisor itself that its children close at once.
         self.inherited: list[int] = []
 
@@ -214,6 +216,7 @@ class _Envelope:
             deadline = time.monotonic() + _SETUP_GRACE
             self._expect("unshared", deadline)
             self.netns = f"net:[{os.stat(f'/proc/{init}/ns/net').st_ino}]"
+            self.namespaces = _hold_namespaces(init)
             _write_id_maps(init)
             os.write(go_w, b"g")
             self._expect("prepared", deadline)
@@ -277,6 +280,7 @@ class _Envelope:
                     step=exc.step, error=exc.error, cleanup_complete=ok, cleanup_problems=problems
                 ),
             )
+            self.let_go_of_namespaces()
             return
         assert self.job is not None and self.init_pid is not None
         started = time.monotonic()
@@ -341,6 +345,7 @@ class _Envelope:
         if not delivered and owner is not None and not server_lost:
             # The server vanished just as the run ended; nobody else can record it.
             owner.lost(ok, problems)
+        self.let_go_of_namespaces()
 
     def _free_slot(self) -> None:
         if self.slot_fd >= 0:
@@ -453,7 +458,7 @@ class _Envelope:
         _reap_all()
 
     def _release(self) -> tuple[bool, tuple[str, ...]]:
-        """Confirm the tree is gone and remove the cgroup; the netns and scratch go with it."""
+        """Confirm the tree is gone and remove the cgroup (the namespaces go after the answer)."""
         problems: list[str] = []
         if self.control is not None:
             self.control.close()
@@ -477,8 +482,8 @@ class _Envelope:
                     problems.append(f"cgroup not removed: {exc}")
             self.job = None
         # The network namespace has no name or mount and the scratch is a tmpfs inside the
-        # mount namespace: both are released with their last process, which the empty
-        # cgroup above has just confirmed.
+        # mount namespace: no process is left in either (the empty cgroup above confirms
+        # it); they are freed when `let_go_of_namespaces` drops the last reference.
         if self.registered is not None and not problems and self.registry is not None:
             with contextlib.suppress(OSError):
                 self.registry.drop(self.registered)
@@ -491,6 +496,13 @@ class _Envelope:
         """Fence and release whatever a (partial) preparation built."""
         self._fence()
         self._release()
+        self.let_go_of_namespaces()
+
+    def let_go_of_namespaces(self) -> None:
+        """Drop the held namespaces: the kernel tears them down now, in this process."""
+        for fd in self.namespaces:
+            os.close(fd)
+        self.namespaces = []
 
 
 @dataclasses.dataclass(frozen=True)
@@ -689,6 +701,23 @@ def _spawn_init(job: cgroups.CgroupJob) -> tuple[int, str | None]:
             if os.getpid() != 1:  # pid 1 (the child) stays in the envelope's namespace
                 sc.setns(host_net, sc.CLONE_NEWNET)
             os.close(host_net)
+
+
+def _hold_namespaces(init: int) -> list[int]:
+    """Descriptors of pid 1's namespaces, so that its exit does not tear them down.
+
+    The last reference to a namespace frees it in the exiting process: the mount namespace
+    unmounts its tree and waits for an RCU grace period, and pid 1's exit (which the answer
+    waits for) took 1.68 ms with all of them against 1.33 ms with them held elsewhere
+    (a forked zygote-sized process, 15 tmpfs mounts, median of 12). Holding them moves that
+    work after the answer: by then the cgroup is confirmed empty and removed, so no process
+    is left in them, only memory (the candidate tree, the scratch), freed when they close.
+    """
+    held: list[int] = []
+    for kind in ("mnt", "net", "ipc", "uts", "pid", "cgroup", "user"):
+        with contextlib.suppress(OSError):
+            held.append(os.open(f"/proc/{init}/ns/{kind}", os.O_RDONLY | os.O_CLOEXEC))
+    return held
 
 
 def _fork_after_unshare(flags: int) -> int:

@@ -78,3 +78,65 @@ def test_when_prepare_returns_the_candidate_is_armed_and_waiting(
     assert candidate["NoNewPrivs"] == "1"
     assert candidate["Seccomp"] == "2"
     assert isinstance(report["cpu_at_go"], int) and report["cpu_at_go"] > 0
+
+
+def _namespace_links(pid: int | str) -> set[str]:
+    """The namespaces `pid` has open as descriptors (links like `mnt:[4026532301]`)."""
+    links = set()
+    for name in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{name}")
+        except OSError:
+            continue  # the listing's own descriptor, closed meanwhile
+        if target.split(":", 1)[0] in _KINDS:
+            links.add(target)
+    return links
+
+
+_KINDS = ("mnt", "net", "ipc", "uts", "pid", "cgroup", "user")
+
+
+def test_pid_1s_namespaces_outlive_it_until_the_supervisor_lets_go(
+    real_cgroups: cgroups.CgroupBackend,
+) -> None:
+    """Pid 1's exit does not tear its namespaces down: the supervisor does, after answering."""
+    request = netns.preload()
+
+    def hold(report_w: int) -> None:
+        os.setsid()
+        netns.use_request(request)
+        seccomp.build_filter()
+        privileges.prepare()
+        envelope = supervisor._Envelope(backend=real_cgroups)
+        try:
+            envelope.prepare(probe_plan(""), f"hold{uuid.uuid4().hex[:8]}")
+            assert envelope.init_pid is not None
+            init = envelope.init_pid
+            own = {os.readlink(f"/proc/{init}/ns/{kind}") for kind in _KINDS}
+            prepared = _namespace_links("self")
+            envelope._fence()
+            released = envelope._release()
+            after_release = _namespace_links("self")
+            init_gone = not os.path.exists(f"/proc/{init}")
+        finally:
+            envelope.teardown()
+        report = {
+            "own": sorted(own),
+            "prepared": sorted(prepared),
+            "released": released[0],
+            "after_release": sorted(after_release),
+            "init_gone": init_gone,
+            "after_let_go": sorted(_namespace_links("self")),
+        }
+        os.write(report_w, json.dumps(report).encode())
+
+    report = json.loads(in_stand_in(hold))
+    # Held from the preparation on, all seven, and still held once pid 1 is gone and
+    # the cgroup removed (the answer goes out then) ...
+    assert len(report["own"]) == len(_KINDS)
+    assert report["prepared"] == report["own"]
+    assert report["released"] is True
+    assert report["init_gone"] is True
+    assert report["after_release"] == report["own"]
+    # ... and none is left once the supervisor lets go.
+    assert report["after_let_go"] == []
