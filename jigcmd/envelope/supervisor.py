@@ -163,6 +163,8 @@ class _Envelope:
         self.status_r = -1
         self.buffer = b""
         self.cpu_at_go: int | None = None
+        # The fence found pid 1 reaped and the cgroup empty (see `_fence`).
+        self.confirmed_empty = False
         self.run_id = ""
         self.registry: EnvelopeRegistry | None = None
         self.owner: ProcessIdentity | None = None
@@ -443,7 +445,10 @@ class _Envelope:
     def _fence(self) -> None:
         """SIGKILL the whole tree: every process in the cgroup, and pid 1 of the namespace."""
         if self.job is not None and self.init_pid is None and not self._job_populated():
-            # Pid 1 is reaped and the cgroup is empty: nothing is left to kill.
+            # Pid 1 is reaped and the cgroup is empty: nothing is left to kill, and nothing
+            # can enter it any more (its members are gone; a process joins by being forked
+            # by one). The release needs no second look.
+            self.confirmed_empty = True
             _reap_all()
             return
         if self.job is not None:
@@ -468,7 +473,7 @@ class _Envelope:
             self.status_r = -1
         if self.job is not None:
             try:
-                empty = self.job.wait_empty(_EMPTY_WAIT)
+                empty = self.confirmed_empty or self.job.wait_empty(_EMPTY_WAIT)
             except OSError as exc:
                 empty = False
                 problems.append(f"cgroup state unreadable: {exc}")
@@ -481,6 +486,7 @@ class _Envelope:
                 except OSError as exc:
                     problems.append(f"cgroup not removed: {exc}")
             self.job = None
+            self.confirmed_empty = False
         # The network namespace has no name or mount and the scratch is a tmpfs inside the
         # mount namespace: no process is left in either (the empty cgroup above confirms
         # it); they are freed when `let_go_of_namespaces` drops the last reference.
