@@ -185,12 +185,19 @@ class Observer:
         )
 
     def _open_rows(self) -> int:
+        # The server closes a row in a worker thread right after the answer (not on its
+        # path), so the last run's row may still be open for a moment: count again until
+        # none is left or a second has passed. A row that stays open still shows.
         path = self.state_dir / "journal.sqlite3"
-        with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as conn:
-            (count,) = conn.execute(
-                "SELECT count(*) FROM operations WHERE state IN ('dispatching', 'running')"
-            ).fetchone()
-        return int(count)
+        give_up = time.monotonic() + 1.0
+        while True:
+            with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as conn:
+                (count,) = conn.execute(
+                    "SELECT count(*) FROM operations WHERE state IN ('dispatching', 'running')"
+                ).fetchone()
+            if not count or time.monotonic() >= give_up:
+                return int(count)
+            time.sleep(0.01)
 
 
 def run_once(server: Server, index: int, token: str, output_kib: int) -> None:

@@ -23,7 +23,7 @@ pytestmark = pytest.mark.envelope
 
 
 def _fence_and_release(backend: cgroups.CgroupBackend, *, member: bool) -> dict[str, object]:
-    """Fence and release an envelope whose job is empty (or holds one sleeping process)."""
+    """Fence and release an envelope whose job is empty (or holds a sleeping "pid 1")."""
 
     def body(report_w: int) -> None:
         envelope = supervisor._Envelope(backend)
@@ -47,6 +47,9 @@ def _fence_and_release(backend: cgroups.CgroupBackend, *, member: bool) -> dict[
                     os._exit(127)
             while not job.populated():
                 pass
+            # As in a real envelope, the process the fence kills and waits for is the
+            # stand-in's child (pid 1); anything else in the job is the kernel's to reap.
+            envelope.init_pid = child
         envelope._fence()
         confirmed = envelope.confirmed_empty
         ok, problems = envelope._release()
