@@ -182,6 +182,9 @@ def test_tracing_marks_every_process_of_the_envelope_and_never_the_evidence(
     evidence = msgspec.json.decode(done.stdout, type=Evidence)
     assert evidence.exit_code == 0
     assert "jigcmd-trace" not in evidence.stderr.text + evidence.stdout.text
-    labels = {line.split(None, 3)[3] for line in done.stderr.splitlines() if "jigcmd-trace" in line}
+    lines = [line.split(None, 4) for line in done.stderr.splitlines() if "jigcmd-trace" in line]
+    labels = {fields[4] for fields in lines}
+    # Every mark carries the marking process's CPU time so far (ms).
+    assert all(float(fields[3]) >= 0 for fields in lines)
     for stage in ("service: run", "supervisor: launch", "init: go", "candidate: gate open"):
         assert stage in labels, sorted(labels)

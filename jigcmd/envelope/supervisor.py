@@ -124,6 +124,8 @@ def supervise(
             # The zygote prepares one envelope at a time: this one is done.
             with contextlib.suppress(OSError):
                 zygote.send(b"P", socket.MSG_NOSIGNAL)
+        # Where this process blocks until a request: the CPU of its next marks is the run's.
+        trace.mark("supervisor: waiting")
         try:
             received = recv_message(zygote, max_fds=_LAUNCH_FDS)
         except (OSError, EOFError, ValueError):
@@ -838,6 +840,7 @@ class _Init:
                 _fail(self.status_w, failed_step, detail)
             _report(self.status_w, "prepared")
             step = "wait for the request"
+            trace.mark("init: waiting")
             received = self._receive_go()
             plan, stdio = received
             trace.mark("init: go")
@@ -939,6 +942,7 @@ def _candidate(plan: RunPlan, channel: socket.socket, exec_w: int, status_w: int
         kept = frozenset(os.getgroups()) if _ROOTLESS else frozenset()
         privileges.drop_to_candidate(plan.limits.nofile, plan.limits.fsize_bytes, kept)
         step = "wait for the request"
+        trace.mark("candidate: waiting")
         channel.sendall(b"a")
         received = recv_message(channel, max_fds=_HANDED_FDS)
         if received is None:

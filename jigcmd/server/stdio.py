@@ -180,6 +180,7 @@ class _Server:
         while True:
             if pollable:
                 await anyio.wait_readable(fd)
+                trace.mark("server: readable")
             else:
                 await anyio.lowlevel.checkpoint()
             try:
