@@ -3,8 +3,11 @@
 For judging a change on a noisy machine: a `jigcmd serve` from each revision (a git worktree
 made for it, or the working tree for `.`) answers `bun test` calls on the bundled example in
 turn (the order flips every round), with `--idle-ms` of idle before each call; prints each
-one's median and quartiles and the ratio of the medians. Both servers live through the whole
-run, so each also pays for the other's background work (preparing its next envelopes).
+one's median and quartiles, the ratio of the medians, and the median of the per-round
+differences with a 95% bootstrap interval (the two calls of a round are neighbours in time,
+so the machine's drift cancels out of their difference; an interval that spans 0 means the
+run cannot tell the revisions apart). Both servers live through the whole run, so each also
+pays for the other's background work (preparing its next envelopes).
 
 Run as root: python scripts/bench_revisions.py BASE [CANDIDATE] [--calls 50] [--idle-ms 100]
 (CANDIDATE defaults to `.`, the working tree).
@@ -13,6 +16,7 @@ Run as root: python scripts/bench_revisions.py BASE [CANDIDATE] [--calls 50] [--
 from __future__ import annotations
 
 import argparse
+import random
 import shutil
 import statistics
 import subprocess
@@ -29,6 +33,19 @@ if str(ROOT) not in sys.path:
 from scripts.bench_envelope import Serve, admit  # noqa: E402 - needs the path set up above
 
 WARMUP = 3
+BOOTSTRAP_SAMPLES = 2000
+
+
+def paired_interval(differences: list[float]) -> tuple[float, float, float]:
+    """The median difference and a 95% bootstrap interval for it (fixed seed: rerunnable)."""
+    rng = random.Random(0)
+    medians = sorted(
+        statistics.median(rng.choices(differences, k=len(differences)))
+        for _ in range(BOOTSTRAP_SAMPLES)
+    )
+    low = medians[int(0.025 * BOOTSTRAP_SAMPLES)]
+    high = medians[int(0.975 * BOOTSTRAP_SAMPLES) - 1]
+    return statistics.median(differences), low, high
 
 
 class Revision:
@@ -95,6 +112,11 @@ def main() -> int:
             f" {ordered[3 * len(ordered) // 4]:7.2f}"
         )
     print(f"candidate / base: {medians[1] / medians[0]:.2f}x ({medians[1] - medians[0]:+.2f} ms)")
+    base, candidate = revisions
+    median, low, high = paired_interval(
+        [c - b for b, c in zip(base.latencies, candidate.latencies, strict=True)]
+    )
+    print(f"per-round difference: median {median:+.2f} ms, 95% interval [{low:+.2f}, {high:+.2f}]")
     return 0
 
 
