@@ -10,10 +10,12 @@ import anyio
 import msgspec
 
 from jigcmd.evidence import ResourceReport, StopReason
+from jigcmd.journal.identity import ProcessIdentity
 from jigcmd.plan import RunPlan
 
 __all__ = [
     "Admit",
+    "Assigned",
     "CapturedStream",
     "Ending",
     "EnvelopeIdentity",
@@ -78,10 +80,30 @@ class EnvelopeIdentity(msgspec.Struct, frozen=True):
     netns: str
 
 
+class Assigned(msgspec.Struct, frozen=True):
+    """The prepared envelope a launch went to, known before the candidate may start.
+
+    `run_id` is the envelope's own id (its cgroup job is `jigcmd-<run_id>`), which the run
+    takes instead of the ticket's.
+    """
+
+    run_id: str
+    supervisor: ProcessIdentity
+    cgroup_paths: tuple[str, ...]
+
+    def serves(self, envelope: EnvelopeIdentity) -> bool:
+        """Whether the started envelope is this one (not one re-prepared under another name)."""
+        return (
+            envelope.supervisor_pid == self.supervisor.pid
+            and envelope.cgroup_paths == self.cgroup_paths
+        )
+
+
 OnStarted = Callable[[EnvelopeIdentity], Coroutine[Any, Any, None]]
 OnEnded = Callable[[Ending], Coroutine[Any, Any, None]]
-# Decides, once the launch is staged, whether the candidate may start (see `Hooks`).
-Admit = Callable[[], Coroutine[Any, Any, bool]]
+# Decides, once the launch is staged, whether the candidate may start (see `Hooks`); told
+# which prepared envelope took the launch (None: one made for it, identified at start).
+Admit = Callable[[Assigned | None], Coroutine[Any, Any, bool]]
 
 
 class Withdrawn(Exception):
@@ -94,9 +116,10 @@ class Hooks:
 
     `admit` is awaited exactly once, after the launch was handed to the envelope (which
     stages the candidate meanwhile) and before the candidate may start, so the caller's
-    durable bookkeeping overlaps the hand-off. False, or a cancel by then, withdraws the
-    launch: nothing runs, and `Withdrawn` (or CANCELLED) is raised. Errors of the executor
-    itself come after `admit` was awaited.
+    durable bookkeeping overlaps the hand-off; it is told which prepared envelope took the
+    launch (`Assigned`), or None. False, or a cancel by then, withdraws the launch: nothing
+    runs, and `Withdrawn` (or CANCELLED) is raised. Errors of the executor itself come after
+    `admit` was awaited.
     `on_started` runs once the candidate was exec'd, concurrently with the run.
     `on_ended` runs once the candidate ended and its output is complete, concurrently with
     the envelope's cleanup (which `execute` still awaits); skipped when the output could not

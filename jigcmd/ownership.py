@@ -20,7 +20,7 @@ import msgspec
 from jigcmd.envelope.cgroups import CgroupBackend
 from jigcmd.errors import Code, JigError
 from jigcmd.evidence import Evidence, ResourceReport
-from jigcmd.executor import EnvelopeIdentity
+from jigcmd.executor import Assigned, EnvelopeIdentity
 from jigcmd.journal.identity import identify
 from jigcmd.journal.reservations import Reservations, Slot, default_slots
 from jigcmd.journal.rows import Row
@@ -103,10 +103,13 @@ class Ownership:
         context: str,
         deadline: float,
         run_id: str,
+        envelope: Assigned | None = None,
     ) -> RunResult | None:
         """Record the operation before dispatch; or answer it from the journal.
 
-        None: a new row was written and the caller dispatches. Otherwise the operation is
+        With `envelope` (the prepared envelope the launch went to) the new row names it
+        already (`running`). None: a new row was written and the caller dispatches. Otherwise
+        the operation is
         known: its recorded result is replayed (or raised), an in-flight one is joined, an
         uncertain one is `UNCERTAIN`, a different request is `OPERATION_CONFLICT`.
         """
@@ -115,12 +118,16 @@ class Ownership:
         )
         # On the request's path (the staged candidate waits for it): uncontended, one quick
         # local commit without a thread hop; otherwise wait for the writer in a thread.
+        supervisor = None if envelope is None else envelope.supervisor
+        cgroup_paths = () if envelope is None else envelope.cgroup_paths
         begun = self.journal.begin_now(
             operation_id=operation_id,
             signature=signature,
             context=context,
             deadline_unix_ms=deadline_unix_ms,
             run_id=run_id,
+            supervisor=supervisor,
+            cgroup_paths=cgroup_paths,
         )
         if begun is None:
             begun = await anyio.to_thread.run_sync(
@@ -130,6 +137,8 @@ class Ownership:
                     context=context,
                     deadline_unix_ms=deadline_unix_ms,
                     run_id=run_id,
+                    supervisor=supervisor,
+                    cgroup_paths=cgroup_paths,
                 )
             )
         verdict = begun.verdict(signature)

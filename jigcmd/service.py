@@ -13,6 +13,7 @@ from jigcmd import trace
 from jigcmd.errors import Code, JigError
 from jigcmd.evidence import Evidence, decode_output
 from jigcmd.executor import (
+    Assigned,
     Ending,
     EnvelopeIdentity,
     Executor,
@@ -173,23 +174,31 @@ class CommandService:
             if durable:
                 assert ownership is not None and signature is not None
 
-                async def admit() -> bool:
+                recorded_envelope: Assigned | None = None
+
+                async def admit(assigned: Assigned | None) -> bool:
                     # One journal transaction before dispatch: a new row, or the known
-                    # answer. The envelope stages the candidate while this commits.
-                    nonlocal began, replayed
+                    # answer. The envelope stages the candidate while this commits. A
+                    # prepared envelope is known already: the row names it from the start.
+                    nonlocal began, replayed, recorded_envelope
                     replayed = await ownership.begin(
                         operation_id=operation_id,
                         signature=signature,
                         context=context,
                         deadline=deadline,
-                        run_id=run_id,
+                        run_id=run_id if assigned is None else assigned.run_id,
+                        envelope=assigned,
                     )
                     began = replayed is None
+                    recorded_envelope = assigned
                     trace.mark("service: begun")
                     return began
 
                 async def on_started(envelope: EnvelopeIdentity) -> None:
-                    await ownership.record_envelope(operation_id, envelope)
+                    # Recorded at begin unless the envelope was made for this launch (or
+                    # made again under another name): no commit while the candidate runs.
+                    if recorded_envelope is None or not recorded_envelope.serves(envelope):
+                        await ownership.record_envelope(operation_id, envelope)
 
                 async def on_ended(ending: Ending) -> None:
                     # The run's evidence is durable before its cleanup is confirmed; the

@@ -252,6 +252,11 @@ class V1Backend:
         # Read back: the kernel rounds the limit to pages, and the view must be the truth.
         return str(memory.get_int("limit_in_bytes"))
 
+    def job_paths(self, name: str) -> tuple[str, ...]:
+        """Every hierarchy's directory for `name` (the unified one first), as `V1Job.paths`."""
+        check_job_name(name)
+        return tuple(dict.fromkeys(self._dirs(name).values()))
+
     def open(self, name: str) -> V1Job | None:
         """The existing job `name` (any part of it), or None."""
         check_job_name(name)

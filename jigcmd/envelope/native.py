@@ -40,6 +40,7 @@ from jigcmd.envelope.wire import (
 from jigcmd.errors import Code, JigError
 from jigcmd.evidence import OUTPUT_CAP_BYTES, ResourceReport
 from jigcmd.executor import (
+    Assigned,
     CapturedStream,
     Ending,
     EnvelopeIdentity,
@@ -83,8 +84,9 @@ class NativeExecutor:
         self._control: socket.socket | None = None
         self._zygote: anyio.abc.Process | None = None
         self._lock = anyio.Lock()
-        # Prepared supervisors' sockets the zygote handed over (`Ready`), oldest first.
-        self._ready: collections.deque[socket.socket] = collections.deque()
+        # Prepared supervisors' sockets the zygote handed over (`Ready`), oldest first, with
+        # who they are (None when the zygote could not identify the supervisor).
+        self._ready: collections.deque[tuple[socket.socket, Assigned | None]] = collections.deque()
 
     async def start(self) -> None:
         """Start the zygote (idempotent)."""
@@ -210,28 +212,38 @@ class NativeExecutor:
                 supervisor = socket.socket(fileno=fds[0])
                 # SCM_RIGHTS fds arrive inheritable: keep it out of anything spawned later.
                 supervisor.set_inheritable(False)
-                self._ready.append(supervisor)
+                assigned = None
+                if message.supervisor is not None:
+                    assigned = Assigned(
+                        run_id=message.envelope_id,
+                        supervisor=message.supervisor,
+                        cgroup_paths=message.cgroup_paths,
+                    )
+                self._ready.append((supervisor, assigned))
             else:
                 for fd in fds:
                     os.close(fd)
 
-    def _launch_prepared(self, launch: Launch, fds: list[int]) -> bool:
-        """Send `launch` straight to the oldest prepared supervisor; False if none took it."""
+    def _launch_prepared(self, launch: Launch, fds: list[int]) -> tuple[bool, Assigned | None]:
+        """Send `launch` straight to the oldest prepared supervisor: whether one took it, and
+        which envelope that is when known (the launch then carries the envelope's id)."""
         while self._ready:
-            supervisor = self._ready.popleft()
+            supervisor, assigned = self._ready.popleft()
             try:
+                if assigned is not None:
+                    launch = msgspec.structs.replace(launch, run_id=assigned.run_id)
                 send_message(supervisor, launch, fds)
             except OSError:
                 continue  # that supervisor died while prepared; never reuse, take another
             finally:
                 supervisor.close()
             trace.mark("executor: launch sent")
-            return True
-        return False
+            return True, assigned
+        return False, None
 
     def _drop_ready(self) -> None:
         while self._ready:
-            self._ready.popleft().close()
+            self._ready.popleft()[0].close()
 
     async def execute(
         self,
@@ -262,6 +274,7 @@ class NativeExecutor:
         # caller keeps (and later closes) its own descriptor.
         passed = to_close if ticket.slot_fd is None else [*to_close, ticket.slot_fd]
         unreachable: OSError | None = None
+        assigned: Assigned | None = None
         try:
             # Stdin is at most 16 KiB: it fits the pipe buffer, so it is written whole now
             # and the candidate sees EOF after it, never a blocked writer.
@@ -272,7 +285,8 @@ class NativeExecutor:
             async with self._lock:
                 control = await self._ensure_zygote()
                 self._collect_ready(control)
-                if not self._launch_prepared(launch, passed):
+                taken, assigned = self._launch_prepared(launch, passed)
+                if not taken:
                     try:
                         send_message(control, launch, passed)
                         trace.mark("executor: launch sent to the zygote")
@@ -300,7 +314,7 @@ class NativeExecutor:
         )
         opened = False
         try:
-            permitted = True if hooks.admit is None else await hooks.admit()
+            permitted = True if hooks.admit is None else await hooks.admit(assigned)
             trace.mark("executor: admitted")
             if permitted and unreachable is None and not cancel.is_set():
                 os.write(gate_w, b"g")

@@ -100,8 +100,13 @@ def supervise(
     backend: cgroups.CgroupBackend,
     template: RunPlan | None,
     registry: Registry | None = None,
+    envelope_id: str | None = None,
 ) -> NoReturn:
-    """Prepare an envelope for `template`, then run the one `Launch` that arrives; never returns."""
+    """Prepare an envelope for `template`, then run the one `Launch` that arrives; never returns.
+
+    `envelope_id` names the prepared envelope (its cgroup job is `jigcmd-<id>`); the server
+    sends the launch with that id as its run id.
+    """
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     os.setsid()
     sc.prctl(_PR_SET_CHILD_SUBREAPER, 1)
@@ -117,7 +122,7 @@ def supervise(
             envelope.owner = registry.owner
         if template is not None:
             try:
-                envelope.prepare(template)
+                envelope.prepare(template, envelope_id)
             except _StepError:
                 # Not fatal yet: the launch re-prepares cold and reports what fails then.
                 envelope.teardown()

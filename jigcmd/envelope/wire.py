@@ -13,6 +13,7 @@ from typing import Literal
 
 import msgspec
 
+from jigcmd.journal.identity import ProcessIdentity
 from jigcmd.plan import RunPlan
 
 __all__ = [
@@ -57,7 +58,16 @@ class Warm(msgspec.Struct, frozen=True, tag="warm"):
 
 
 class Ready(msgspec.Struct, frozen=True, tag="ready"):
-    """Zygote → server: a prepared supervisor's socket (the one fd) to send a `Launch` to."""
+    """Zygote → server: a prepared supervisor's socket (the one fd) to send a `Launch` to.
+
+    Who will serve a launch sent there, known before any request: the envelope's id (its
+    cgroup job is `jigcmd-<id>`, at `cgroup_paths`) and its supervisor (None if it could not
+    be identified). The server records them with the request's journal row.
+    """
+
+    envelope_id: str
+    supervisor: ProcessIdentity | None
+    cgroup_paths: tuple[str, ...]
 
 
 class Go(msgspec.Struct, frozen=True, tag="go"):

@@ -30,6 +30,7 @@ import collections
 import contextlib
 import gc
 import os
+import secrets
 import select
 import signal
 import socket
@@ -89,7 +90,10 @@ class _Zygote:
             if isinstance(message, Warm):
                 for fd in fds:
                     os.close(fd)
-                self._retemplate(message.plan)
+                # The server dropped every prepared supervisor it held before sending this:
+                # ours would never be launched (and would keep the pool from refilling).
+                self._drop_prepared()
+                self.template = message.plan
                 self.pool_size = max(0, min(message.pool, _MAX_POOL))
                 self._replenish()
             elif isinstance(message, Launch) and len(fds) in (_FDS_PER_LAUNCH - 1, _FDS_PER_LAUNCH):
@@ -129,18 +133,22 @@ class _Zygote:
             self.template.limits,
         ):
             self.template = plan
-            # Envelopes prepared for another shape would only be re-prepared on launch (the
-            # server drops its copies when it sends a new shape).
-            while self.prepared:
-                self.prepared.popleft().close()
-            self.preparing = None
+            # Envelopes prepared for another shape would only be re-prepared on launch.
+            self._drop_prepared()
+
+    def _drop_prepared(self) -> None:
+        # Closing our end (the server closed or never used its copy) makes each of them
+        # tear its envelope down.
+        while self.prepared:
+            self.prepared.popleft().close()
+        self.preparing = None
 
     def _launch(self, launch: Launch, fds: list[int]) -> None:
         """A launch through the zygote: the server had no prepared supervisor at hand."""
         trace.mark("zygote: launch")
         self._retemplate(launch.plan)
         try:
-            supervisor = self._fork(None)
+            supervisor, _pid = self._fork(None)
             try:
                 send_message(supervisor, launch, fds)
             except OSError:
@@ -159,16 +167,26 @@ class _Zygote:
         # While a run is in flight, one ready envelope is enough (see the module docstring).
         target = min(self.pool_size, 1) if self.running else self.pool_size
         if self.template is not None and self.preparing is None and len(self.prepared) < target:
-            supervisor = self._fork(self.template)
+            # Named here, so that the server knows which job serves a launch before sending
+            # it, and records it with the request's row in the same commit.
+            envelope_id = secrets.token_hex(8)
+            supervisor, pid = self._fork(self.template, envelope_id)
             self.prepared.append(supervisor)
             self.preparing = supervisor
+            ready = Ready(
+                envelope_id=envelope_id,
+                supervisor=identity.identify(pid),
+                cgroup_paths=self.backend.job_paths(f"jigcmd-{envelope_id}"),
+            )
             try:
-                send_message(self.control, Ready(), [supervisor.fileno()])
+                send_message(self.control, ready, [supervisor.fileno()])
             except OSError:
                 return  # the server is gone; serve() sees the EOF next
             trace.mark("zygote: ready sent")
 
-    def _fork(self, template: RunPlan | None) -> socket.socket:
+    def _fork(
+        self, template: RunPlan | None, envelope_id: str | None = None
+    ) -> tuple[socket.socket, int]:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         pid = os.fork()
         if pid == 0:
@@ -176,9 +194,9 @@ class _Zygote:
             self.control.close()
             for other in (*self.prepared, *self.running):
                 other.close()
-            supervise(theirs, self.backend, template, self.registry)
+            supervise(theirs, self.backend, template, self.registry, envelope_id)
         theirs.close()
-        return ours
+        return ours, pid
 
 
 def main(argv: list[str]) -> int:

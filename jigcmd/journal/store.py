@@ -10,7 +10,9 @@ forked child: a child (the supervisor) opens its own `Journal`. Operation ids ar
 within one state directory: that is the documented scope of operation identity.
 
 Ownership row life: `dispatching` (written before dispatch) → `running` (the envelope
-serving it is recorded: supervisor, cgroups, netns) → `done` (result recorded, cleanup
+serving it is recorded: supervisor, cgroups, netns; a prepared envelope, known before the
+launch, is recorded by `begin` itself, so such a row is `running` from its first commit,
+before the candidate may start) → `done` (result recorded, cleanup
 confirmed) or `uncertain` (no proved result, or cleanup unconfirmed). Closed rows never
 reopen; `uncertain` is forever. Envelopes that exist but serve no row yet are known from
 their own registry (`jigcmd.journal.envelopes`).
@@ -204,8 +206,14 @@ class Journal:
         context: str,
         deadline_unix_ms: int,
         run_id: str,
+        supervisor: ProcessIdentity | None = None,
+        cgroup_paths: Sequence[str] = (),
     ) -> Begin:
-        """Insert a `dispatching` row for a new operation id, or return the row that holds it."""
+        """Insert a row for a new operation id, or return the row that holds it.
+
+        The row is `dispatching`, or `running` when the envelope serving it is known already
+        (its `supervisor` and `cgroup_paths`, as `record_envelope` would record them).
+        """
         with self._write() as conn:
             return self._insert(
                 conn,
@@ -214,6 +222,8 @@ class Journal:
                 context=context,
                 deadline_unix_ms=deadline_unix_ms,
                 run_id=run_id,
+                supervisor=supervisor,
+                cgroup_paths=cgroup_paths,
             )
 
     def begin_now(
@@ -224,6 +234,8 @@ class Journal:
         context: str,
         deadline_unix_ms: int,
         run_id: str,
+        supervisor: ProcessIdentity | None = None,
+        cgroup_paths: Sequence[str] = (),
     ) -> Begin | None:
         """`begin`, or None (nothing written) when it would have to wait for another writer.
 
@@ -240,6 +252,8 @@ class Journal:
                     context=context,
                     deadline_unix_ms=deadline_unix_ms,
                     run_id=run_id,
+                    supervisor=supervisor,
+                    cgroup_paths=cgroup_paths,
                 )
         except _WouldWait:
             return None
@@ -253,6 +267,8 @@ class Journal:
         context: str,
         deadline_unix_ms: int,
         run_id: str,
+        supervisor: ProcessIdentity | None,
+        cgroup_paths: Sequence[str],
     ) -> Begin:
         found = conn.execute(
             "SELECT * FROM operations WHERE operation_id = ?", (operation_id,)
@@ -263,7 +279,8 @@ class Journal:
         conn.execute(
             "INSERT INTO operations (operation_id, signature, context, created_unix_ms,"
             " updated_unix_ms, deadline_unix_ms, run_id, owner_pid, owner_start, boot_id,"
-            " state) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'dispatching')",
+            " state, supervisor_pid, supervisor_start, cgroup_paths)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 operation_id,
                 signature,
@@ -275,6 +292,10 @@ class Journal:
                 self._me.pid,
                 self._me.start,
                 self._me.boot_id,
+                "dispatching" if supervisor is None else "running",
+                None if supervisor is None else supervisor.pid,
+                None if supervisor is None else supervisor.start,
+                json.dumps(list(cgroup_paths)),
             ),
         )
         inserted = conn.execute(

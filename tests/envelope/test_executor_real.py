@@ -17,8 +17,9 @@ import anyio
 import pytest
 
 from jigcmd.envelope import syscalls as sc
+from jigcmd.envelope.native import NativeExecutor
 from jigcmd.evidence import OUTPUT_CAP_BYTES, decode_output
-from jigcmd.executor import EnvelopeIdentity, RunOutcome
+from jigcmd.executor import Assigned, EnvelopeIdentity, RunOutcome
 from jigcmd.plan import RunPlan
 from tests.envelope.hostile_harness import DEADLINE_S, Attempt, TracedExecutor, attempts, probe_plan
 
@@ -358,3 +359,38 @@ async def test_a_prepared_envelope_serves_one_run_and_is_never_reused(
     assert one is not None and two is not None
     assert one.cgroup_paths != two.cgroup_paths
     assert one.init_pid != two.init_pid
+
+
+async def test_a_launch_to_a_prepared_envelope_names_it_before_admission(
+    envelope: TracedExecutor,
+) -> None:
+    """`admit` is told which prepared envelope took the launch; that is the one that runs it."""
+    before = set(envelope.backend.list_jobs())
+    native = envelope.inner
+    assert isinstance(native, NativeExecutor)
+    await native.prepare(probe_plan(""), pool=1)
+    # The zygote hands the prepared supervisor over at once; wait until the server has it.
+    with anyio.fail_after(10):
+        while not native._ready:
+            assert native._control is not None
+            native._collect_ready(native._control)
+            await anyio.sleep(0.01)
+    told: list[Assigned | None] = []
+
+    async def admit(assigned: Assigned | None) -> bool:
+        told.append(assigned)
+        return True
+
+    outcome = await envelope.run(probe_plan('console.log("ran");\n'), admit=admit)
+    await native.prepare(probe_plan(""), pool=0)
+    envelope.jobs |= set(envelope.backend.list_jobs()) - before
+    assert outcome.stdout.data == b"ran\n"
+    started = envelope.traces[-1].started
+    assert started is not None
+    [assigned] = told
+    assert assigned is not None
+    assert assigned.serves(started)
+    assert assigned.supervisor.pid == started.supervisor_pid
+    assert {os.path.basename(path) for path in started.cgroup_paths} == {
+        f"jigcmd-{assigned.run_id}"
+    }

@@ -16,7 +16,7 @@ import pytest
 
 from jigcmd.envelope.native import NativeExecutor
 from jigcmd.errors import Code, JigError
-from jigcmd.executor import EnvelopeIdentity, Hooks, Ticket, Withdrawn
+from jigcmd.executor import Assigned, EnvelopeIdentity, Hooks, Ticket, Withdrawn
 from tests.envelope.hostile_harness import TracedExecutor, probe_plan
 
 pytestmark = [pytest.mark.envelope, pytest.mark.anyio]
@@ -83,7 +83,8 @@ async def test_the_candidate_starts_only_once_admitted(envelope: TracedExecutor)
     token = f"tok-{uuid.uuid4().hex}"
     seen_while_pending: list[int] = []
 
-    async def admit() -> bool:
+    async def admit(assigned: Assigned | None) -> bool:
+        del assigned
         await anyio.sleep(STAGING_S)
         seen_while_pending.extend(_processes_with(token))
         return True
@@ -99,7 +100,8 @@ async def test_a_withdrawn_launch_runs_nothing_and_releases_its_envelope(
     """`admit` says no: `Withdrawn`, the candidate was never exec'd, the envelope is gone."""
     token, started = f"tok-{uuid.uuid4().hex}", Recorder()
 
-    async def admit() -> bool:
+    async def admit(assigned: Assigned | None) -> bool:
+        del assigned
         await anyio.sleep(STAGING_S)
         return False
 
@@ -117,7 +119,8 @@ async def test_an_admission_error_withdraws_the_launch_and_is_raised(
     """`admit` raises (a conflict found in the journal): that error, and nothing ran."""
     token, started = f"tok-{uuid.uuid4().hex}", Recorder()
 
-    async def admit() -> bool:
+    async def admit(assigned: Assigned | None) -> bool:
+        del assigned
         raise JigError(Code.OPERATION_CONFLICT, "reused differently")
 
     with pytest.raises(JigError) as raised:
@@ -134,7 +137,8 @@ async def test_a_cancel_during_admission_is_cancelled_before_dispatch(
     """A cancel that arrives while `admit` runs withdraws the launch: CANCELLED, nothing ran."""
     token, started, cancel = f"tok-{uuid.uuid4().hex}", Recorder(), anyio.Event()
 
-    async def admit() -> bool:
+    async def admit(assigned: Assigned | None) -> bool:
+        del assigned
         cancel.set()
         return True
 

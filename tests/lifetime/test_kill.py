@@ -64,7 +64,9 @@ def _launch_held(rig: Rig, token: str, operation_id: str) -> tuple[ServerProcess
     # commits); the launch then waits in a stopped supervisor's socket, not yet started.
     wait_for(lambda: rig.row(operation_id) is not None, 30, "the row to be written")
     row = rig.row(operation_id)
-    assert row is not None and row.state == "dispatching" and row.supervisor is None
+    # From its first commit the row names the prepared envelope the launch was handed to.
+    assert row is not None and row.is_open and row.supervisor is not None
+    assert row.supervisor.pid in {supervisor.pid for supervisor in supervisors}
     return server, supervisors
 
 
@@ -89,8 +91,10 @@ def test_a_kill_after_the_row_and_before_the_spawn_runs_nothing_once_recovered(r
     assert again.close_input() == 0
     rig.assert_nothing_left()
     final = rig.row(operation_id)
-    assert final is not None and final.supervisor is None, "an envelope served a closed row"
-    assert final.state == "uncertain" and final.cleanup == "complete"
+    assert final is not None and final.state == "uncertain" and final.cleanup == "complete"
+    # The envelope the launch was handed to is gone, and nothing of the request ever ran.
+    assert final.supervisor is not None
+    assert not alive(Proc(final.supervisor.pid, final.supervisor.start))
     assert rig.watch.runs(token) == 0
 
 
@@ -106,7 +110,7 @@ def test_a_launch_reaching_its_supervisor_after_the_server_died_is_never_started
     wait_for(lambda: not any(map(alive, supervisors)), 30, "the supervisors to exit")
     row = rig.row(operation_id)
     # A supervisor that said go would have closed the row itself ("the server went away").
-    assert row is not None and row.supervisor is None and row.state == "dispatching"
+    assert row is not None and row.is_open and row.outcome is None
     rig.recover()
     code, message = _ask_again(rig, operation_id, cli_input(LINGER, token))
     assert (code, message) == ("UNCERTAIN", UNCERTAIN_REASON)
