@@ -95,6 +95,16 @@ def test_create_writes_the_limits_the_kernel_then_reports(
     assert job.memory_view()[1] == f"{256 * 1024 * 1024}\n"
 
 
+def test_a_jobs_paths_are_known_before_it_exists(
+    job: CgroupJob, real_cgroups: CgroupBackend
+) -> None:
+    """`job_paths` names exactly the directories `create` made, in order (for `Ready`)."""
+    assert real_cgroups.job_paths(job.name) == job.paths
+    assert all(os.path.isdir(path) for path in job.paths)
+    with pytest.raises(ValueError, match="one path component"):
+        real_cgroups.job_paths("../escape")
+
+
 def test_an_attached_child_is_in_every_hierarchy_of_the_job(job: CgroupJob) -> None:
     """attach moves the pid into each directory the job owns."""
     child = Child("")

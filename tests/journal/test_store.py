@@ -190,6 +190,33 @@ def test_recording_the_envelope_moves_a_row_to_running_with_its_supervisor(
     assert (row.state, row.supervisor, row.cgroup_paths) == ("running", _SUPERVISOR, ("/cg/j",))
 
 
+def test_a_row_begun_with_its_envelope_is_running_with_it_from_the_first_commit(
+    tmp_path: Path,
+) -> None:
+    """`begin` with a known (prepared) envelope records it in the same row insert."""
+    with Journal.open(tmp_path) as journal:
+        begun = journal.begin(
+            operation_id="op-1",
+            signature="sig-a",
+            context="",
+            deadline_unix_ms=0,
+            run_id="0123456789abcdef",
+            supervisor=_SUPERVISOR,
+            cgroup_paths=("/cg/jigcmd-0123456789abcdef",),
+        )
+        assert begun.created
+    with Journal.open(tmp_path) as journal:
+        row = journal.get("op-1")
+    assert row is not None
+    assert (row.state, row.supervisor, row.cgroup_paths) == (
+        "running",
+        _SUPERVISOR,
+        ("/cg/jigcmd-0123456789abcdef",),
+    )
+    # The row's job name is the envelope's: recovery finds it by the run id alone.
+    assert row.cgroup_job == "jigcmd-0123456789abcdef"
+
+
 def test_a_failed_cleanup_turns_a_finished_run_uncertain_and_is_listed_for_doctor(
     tmp_path: Path,
 ) -> None:

@@ -1,0 +1,151 @@
+"""Which envelope serves a run is recorded once: at admission when it was prepared, else at start.
+
+A stub executor plays the envelope's side of the hooks (admit told the prepared envelope,
+then the start), so the test sees exactly which journal writes the service makes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import anyio
+import pytest
+
+from jigcmd.evidence import ResourceReport
+from jigcmd.executor import (
+    Assigned,
+    CapturedStream,
+    EnvelopeIdentity,
+    Hooks,
+    RunOutcome,
+    Ticket,
+)
+from jigcmd.journal.identity import current
+from jigcmd.ownership import Ownership
+from jigcmd.plan import RunPlan
+from jigcmd.policy.binding import CommandPolicy
+from jigcmd.policy.lock import ADMITTED
+from jigcmd.runtime import Runtime
+from jigcmd.service import CommandService
+
+pytestmark = pytest.mark.anyio
+
+PATHS = ("/sys/fs/cgroup/pids/jigcmd/jigcmd-00112233aabbccdd",)
+PREPARED = Assigned(run_id="00112233aabbccdd", supervisor=current(), cgroup_paths=PATHS)
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+class _Stub:
+    """Admits with `assigned`, then reports the envelope `started` and a clean exit."""
+
+    def __init__(self, assigned: Assigned | None, started: EnvelopeIdentity) -> None:
+        self.assigned = assigned
+        self.started = started
+        self.tickets: list[Ticket] = []
+
+    async def execute(
+        self,
+        plan: RunPlan,
+        cancel: anyio.Event,
+        ticket: Ticket | None = None,
+        hooks: Hooks | None = None,
+    ) -> RunOutcome:
+        del plan, cancel
+        assert ticket is not None and hooks is not None and hooks.admit is not None
+        self.tickets.append(ticket)
+        assert await hooks.admit(self.assigned)
+        assert hooks.on_started is not None
+        await hooks.on_started(self.started)
+        empty = CapturedStream(data=b"", truncated=False)
+        report = ResourceReport(
+            wall_ms=1.0,
+            setup_ms=0.0,
+            cpu_ms=None,
+            peak_memory_bytes=None,
+            oom_killed=False,
+            pids_limit_hit=False,
+            deadline_hit=False,
+        )
+        return RunOutcome(
+            stdout=empty,
+            stderr=empty,
+            exit_code=0,
+            signal=None,
+            stop_reason="exited",
+            report=report,
+        )
+
+
+def _started(paths: tuple[str, ...]) -> EnvelopeIdentity:
+    return EnvelopeIdentity(
+        supervisor_pid=current().pid, init_pid=2, cgroup_paths=paths, netns="net:[1]"
+    )
+
+
+async def _run(
+    tmp_path: Path, stub: _Stub, monkeypatch: pytest.MonkeyPatch
+) -> tuple[Ownership, list[str]]:
+    ownership = Ownership.open(tmp_path / "state", max_envelopes=1, memory_bytes=256 << 20)
+    recorded: list[str] = []
+    record: Callable[..., object] = ownership.record_envelope
+
+    async def counted(operation_id: str, envelope: EnvelopeIdentity) -> None:
+        recorded.append(operation_id)
+        await record(operation_id, envelope)  # type: ignore[misc]
+
+    monkeypatch.setattr(ownership, "record_envelope", counted)
+    service = CommandService(
+        {"main": CommandPolicy(name="main", kind="run", paths=("main.ts",))},
+        admission=ADMITTED,
+        runtime=Runtime("/bin/true"),
+        executor=stub,
+        ownership=ownership,
+    )
+    await service.run(
+        {"command": "main", "files": {"main.ts": "1"}},
+        operation_id="op-1",
+        deadline_unix_ms=None,
+        cancel=anyio.Event(),
+        signature="sig",
+    )
+    return ownership, recorded
+
+
+async def test_a_prepared_envelope_is_recorded_with_the_row_and_not_again_at_start(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ownership, recorded = await _run(tmp_path, _Stub(PREPARED, _started(PATHS)), monkeypatch)
+    row = ownership.journal.get("op-1")
+    assert recorded == []
+    assert row is not None and row.state == "done"
+    assert (row.run_id, row.supervisor, row.cgroup_paths) == (
+        PREPARED.run_id,
+        PREPARED.supervisor,
+        PATHS,
+    )
+
+
+async def test_an_envelope_made_for_the_launch_is_recorded_once_it_starts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    stub = _Stub(None, _started(PATHS))
+    ownership, recorded = await _run(tmp_path, stub, monkeypatch)
+    row = ownership.journal.get("op-1")
+    assert recorded == ["op-1"]
+    assert row is not None and row.run_id == stub.tickets[0].run_id
+    assert row.cgroup_paths == PATHS
+
+
+async def test_a_prepared_envelope_made_again_under_another_name_is_recorded_at_start(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    elsewhere = ("/sys/fs/cgroup/pids/jigcmd/jigcmd-ffeeddccbbaa9988",)
+    ownership, recorded = await _run(tmp_path, _Stub(PREPARED, _started(elsewhere)), monkeypatch)
+    row = ownership.journal.get("op-1")
+    assert recorded == ["op-1"]
+    assert row is not None and row.cgroup_paths == elsewhere
