@@ -183,9 +183,15 @@ class Ownership:
         else `uncertain`. Returns the recorded bytes, or None when the row was closed.
         """
         data = _encoder.encode(evidence)
-        written = await anyio.to_thread.run_sync(
-            lambda: self.journal.record_result(operation_id, outcome="evidence", result=data)
+        # The answer waits for this commit: uncontended, it is made here without the two
+        # thread hops (~0.3 ms); otherwise it waits for the writer in a thread.
+        written = self.journal.record_result(
+            operation_id, outcome="evidence", result=data, wait=False
         )
+        if written is None:
+            written = await anyio.to_thread.run_sync(
+                lambda: self.journal.record_result(operation_id, outcome="evidence", result=data)
+            )
         return data if written else None
 
     async def finish(

@@ -331,15 +331,24 @@ class Journal:
             )
             return cursor.rowcount == 1
 
-    def record_result(self, operation_id: str, *, outcome: Outcome, result: bytes) -> bool:
-        """Store a run's result on its still-open row (cleanup pending); False if closed."""
-        with self._write() as conn:
-            cursor = conn.execute(
-                "UPDATE operations SET outcome = ?, result = ?, updated_unix_ms = ?"
-                " WHERE operation_id = ? AND state IN (?, ?)",
-                (outcome, result, _now_ms(), operation_id, *OPEN_STATES),
-            )
-            return cursor.rowcount == 1
+    def record_result(
+        self, operation_id: str, *, outcome: Outcome, result: bytes, wait: bool = True
+    ) -> bool | None:
+        """Store a run's result on its still-open row (cleanup pending); False if closed.
+
+        `wait=False`: None (nothing written) when it would have to wait for another writer,
+        as `begin_now`.
+        """
+        try:
+            with self._write(wait=wait) as conn:
+                cursor = conn.execute(
+                    "UPDATE operations SET outcome = ?, result = ?, updated_unix_ms = ?"
+                    " WHERE operation_id = ? AND state IN (?, ?)",
+                    (outcome, result, _now_ms(), operation_id, *OPEN_STATES),
+                )
+                return cursor.rowcount == 1
+        except _WouldWait:
+            return None
 
     def finish(
         self,

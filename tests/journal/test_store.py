@@ -400,6 +400,28 @@ def test_a_lost_row_is_done_only_with_recorded_evidence_and_a_proved_cleanup(
     }
 
 
+def test_a_result_recorded_without_waiting_yields_to_another_writer_and_writes_nothing(
+    tmp_path: Path,
+) -> None:
+    """`record_result(wait=False)`: None at once while another process writes; then it works."""
+    with Journal.open(tmp_path) as journal:
+        _begin(journal)
+        other = sqlite3.connect(tmp_path / "journal.sqlite3", isolation_level=None)
+        try:
+            other.execute("BEGIN IMMEDIATE")
+            written = journal.record_result("op-1", outcome="evidence", result=b"ev", wait=False)
+            other.execute("ROLLBACK")
+        finally:
+            other.close()
+        assert written is None
+        row = journal.get("op-1")
+        assert row is not None and row.outcome is None
+        assert journal.settings()["busy_timeout"] == 10_000
+        assert journal.record_result("op-1", outcome="evidence", result=b"ev", wait=False)
+        row = journal.get("op-1")
+    assert row is not None and (row.outcome, row.result) == ("evidence", b"ev")
+
+
 def test_begin_now_writes_when_uncontended_and_never_waits_for_another_writer(
     tmp_path: Path,
 ) -> None:
