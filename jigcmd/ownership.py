@@ -23,7 +23,7 @@ from jigcmd.evidence import Evidence, ResourceReport
 from jigcmd.executor import Assigned, EnvelopeIdentity
 from jigcmd.journal.identity import identify
 from jigcmd.journal.reservations import Reservations, Slot, default_slots
-from jigcmd.journal.rows import Row
+from jigcmd.journal.rows import NewRow, Row
 from jigcmd.journal.store import Journal
 from jigcmd.protocol.commands import RunResult
 from jigcmd.recovery import UNCERTAIN_REASON, RecoveryReport, recover
@@ -116,31 +116,20 @@ class Ownership:
         deadline_unix_ms = time.time_ns() // 1_000_000 + int(
             max(0.0, deadline - time.monotonic()) * 1000
         )
-        # On the request's path (the staged candidate waits for it): uncontended, one quick
-        # local commit without a thread hop; otherwise wait for the writer in a thread.
-        supervisor = None if envelope is None else envelope.supervisor
-        cgroup_paths = () if envelope is None else envelope.cgroup_paths
-        begun = self.journal.begin_now(
+        new = NewRow(
             operation_id=operation_id,
             signature=signature,
             context=context,
             deadline_unix_ms=deadline_unix_ms,
             run_id=run_id,
-            supervisor=supervisor,
-            cgroup_paths=cgroup_paths,
+            supervisor=None if envelope is None else envelope.supervisor,
+            cgroup_paths=() if envelope is None else envelope.cgroup_paths,
         )
+        # On the request's path (the staged candidate waits for it): uncontended, one quick
+        # local commit without a thread hop; otherwise wait for the writer in a thread.
+        begun = self.journal.begin_now(new)
         if begun is None:
-            begun = await anyio.to_thread.run_sync(
-                lambda: self.journal.begin(
-                    operation_id=operation_id,
-                    signature=signature,
-                    context=context,
-                    deadline_unix_ms=deadline_unix_ms,
-                    run_id=run_id,
-                    supervisor=supervisor,
-                    cgroup_paths=cgroup_paths,
-                )
-            )
+            begun = await anyio.to_thread.run_sync(self.journal.begin, new)
         verdict = begun.verdict(signature)
         if verdict is None:
             return None

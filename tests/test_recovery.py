@@ -13,7 +13,7 @@ import pytest
 
 from jigcmd.envelope.cgroups import CgroupBackend, CgroupJob, CgroupStats, CgroupUnavailable, Mode
 from jigcmd.envelope.cgroups import detect as detect_cgroups
-from jigcmd.journal import Journal, ProcessIdentity
+from jigcmd.journal import Journal, NewRow, ProcessIdentity
 from jigcmd.journal.identity import current, identify
 from jigcmd.plan import Limits
 from jigcmd.recovery import UNCERTAIN_REASON, recover
@@ -112,11 +112,13 @@ def _in_dead_server(state: Path, action: Callable[[Journal], object]) -> None:
 
 def _begin(journal: Journal, operation_id: str, run_id: str) -> None:
     journal.begin(
-        operation_id=operation_id,
-        signature="sig",
-        context="session",
-        deadline_unix_ms=0,
-        run_id=run_id,
+        NewRow(
+            operation_id=operation_id,
+            signature="sig",
+            context="session",
+            deadline_unix_ms=0,
+            run_id=run_id,
+        )
     )
 
 

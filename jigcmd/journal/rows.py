@@ -14,6 +14,7 @@ __all__ = [
     "OPEN_STATES",
     "Begin",
     "Cleanup",
+    "NewRow",
     "Outcome",
     "Row",
     "State",
@@ -64,6 +65,22 @@ class Row(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     def cgroup_job(self) -> str:
         """The name of the run's cgroup job."""
         return f"jigcmd-{self.run_id}"
+
+
+class NewRow(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """What `Journal.begin` writes for a new operation id.
+
+    With `supervisor` (and its `cgroup_paths`) the envelope serving it is known already: the
+    row is `running` from its first commit; otherwise `dispatching`.
+    """
+
+    operation_id: str
+    signature: str
+    context: str
+    deadline_unix_ms: int
+    run_id: str
+    supervisor: ProcessIdentity | None = None
+    cgroup_paths: tuple[str, ...] = ()
 
 
 class Begin(msgspec.Struct, frozen=True, forbid_unknown_fields=True):

@@ -32,7 +32,7 @@ from pathlib import Path
 from jigcmd.journal import identity, jarvis
 from jigcmd.journal.identity import ProcessIdentity
 from jigcmd.journal.jarvis import AuditRow, JarvisDecision, JarvisEnd, JarvisRun
-from jigcmd.journal.rows import OPEN_STATES, Begin, Outcome, Row, State, row_from
+from jigcmd.journal.rows import OPEN_STATES, Begin, NewRow, Outcome, Row, State, row_from
 from jigcmd.journal.schema import migrate
 
 __all__ = ["DB_NAME", "Journal", "JournalError"]
@@ -198,45 +198,12 @@ class Journal:
 
     # -- Project Command operations ----------------------------------------------------
 
-    def begin(
-        self,
-        *,
-        operation_id: str,
-        signature: str,
-        context: str,
-        deadline_unix_ms: int,
-        run_id: str,
-        supervisor: ProcessIdentity | None = None,
-        cgroup_paths: Sequence[str] = (),
-    ) -> Begin:
-        """Insert a row for a new operation id, or return the row that holds it.
-
-        The row is `dispatching`, or `running` when the envelope serving it is known already
-        (its `supervisor` and `cgroup_paths`, as `record_envelope` would record them).
-        """
+    def begin(self, new: NewRow) -> Begin:
+        """Insert `new` for a new operation id, or return the row that holds the id."""
         with self._write() as conn:
-            return self._insert(
-                conn,
-                operation_id=operation_id,
-                signature=signature,
-                context=context,
-                deadline_unix_ms=deadline_unix_ms,
-                run_id=run_id,
-                supervisor=supervisor,
-                cgroup_paths=cgroup_paths,
-            )
+            return self._insert(conn, new)
 
-    def begin_now(
-        self,
-        *,
-        operation_id: str,
-        signature: str,
-        context: str,
-        deadline_unix_ms: int,
-        run_id: str,
-        supervisor: ProcessIdentity | None = None,
-        cgroup_paths: Sequence[str] = (),
-    ) -> Begin | None:
+    def begin_now(self, new: NewRow) -> Begin | None:
         """`begin`, or None (nothing written) when it would have to wait for another writer.
 
         For a caller on an event loop: the uncontended case (one server, the usual one) is a
@@ -245,61 +212,42 @@ class Journal:
         """
         try:
             with self._write(wait=False) as conn:
-                return self._insert(
-                    conn,
-                    operation_id=operation_id,
-                    signature=signature,
-                    context=context,
-                    deadline_unix_ms=deadline_unix_ms,
-                    run_id=run_id,
-                    supervisor=supervisor,
-                    cgroup_paths=cgroup_paths,
-                )
+                return self._insert(conn, new)
         except _WouldWait:
             return None
 
-    def _insert(
-        self,
-        conn: sqlite3.Connection,
-        *,
-        operation_id: str,
-        signature: str,
-        context: str,
-        deadline_unix_ms: int,
-        run_id: str,
-        supervisor: ProcessIdentity | None,
-        cgroup_paths: Sequence[str],
-    ) -> Begin:
+    def _insert(self, conn: sqlite3.Connection, new: NewRow) -> Begin:
         found = conn.execute(
-            "SELECT * FROM operations WHERE operation_id = ?", (operation_id,)
+            "SELECT * FROM operations WHERE operation_id = ?", (new.operation_id,)
         ).fetchone()
         if found is not None:
             return Begin(row=row_from(found), created=False)
         now = _now_ms()
+        supervisor = new.supervisor
         conn.execute(
             "INSERT INTO operations (operation_id, signature, context, created_unix_ms,"
             " updated_unix_ms, deadline_unix_ms, run_id, owner_pid, owner_start, boot_id,"
             " state, supervisor_pid, supervisor_start, cgroup_paths)"
             " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
-                operation_id,
-                signature,
-                context,
+                new.operation_id,
+                new.signature,
+                new.context,
                 now,
                 now,
-                deadline_unix_ms,
-                run_id,
+                new.deadline_unix_ms,
+                new.run_id,
                 self._me.pid,
                 self._me.start,
                 self._me.boot_id,
                 "dispatching" if supervisor is None else "running",
                 None if supervisor is None else supervisor.pid,
                 None if supervisor is None else supervisor.start,
-                json.dumps(list(cgroup_paths)),
+                json.dumps(list(new.cgroup_paths)),
             ),
         )
         inserted = conn.execute(
-            "SELECT * FROM operations WHERE operation_id = ?", (operation_id,)
+            "SELECT * FROM operations WHERE operation_id = ?", (new.operation_id,)
         ).fetchone()
         return Begin(row=row_from(inserted), created=True)
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from jigcmd.journal import Journal, JournalError
+from jigcmd.journal import Journal, JournalError, NewRow
 from jigcmd.journal.identity import current, identify
 from jigcmd.journal.schema import SCHEMA_VERSION, SchemaError
 
@@ -23,22 +23,24 @@ _RACER = """
 import sys
 import time
 from pathlib import Path
-from jigcmd.journal import Journal
+from jigcmd.journal import Journal, NewRow
 journal = Journal.open(Path(sys.argv[1]))
 sys.stdin.readline()
-begin = journal.begin(operation_id="op-race", signature=sys.argv[2], context="ctx",
-                      deadline_unix_ms=0, run_id=sys.argv[3])
+begin = journal.begin(NewRow(operation_id="op-race", signature=sys.argv[2], context="ctx",
+                      deadline_unix_ms=0, run_id=sys.argv[3]))
 print("created" if begin.created else "existing:" + str(begin.verdict(sys.argv[2])), flush=True)
 """
 
 
 def _begin(journal: Journal, operation_id: str = "op-1", signature: str = "sig-a") -> bool:
     return journal.begin(
-        operation_id=operation_id,
-        signature=signature,
-        context="session-1",
-        deadline_unix_ms=1_900_000_000_000,
-        run_id=f"run-{operation_id}",
+        NewRow(
+            operation_id=operation_id,
+            signature=signature,
+            context="session-1",
+            deadline_unix_ms=1_900_000_000_000,
+            run_id=f"run-{operation_id}",
+        )
     ).created
 
 
@@ -102,7 +104,13 @@ def test_the_recorded_result_bytes_come_back_identical_after_reopening(tmp_path:
         )
     with Journal.open(tmp_path) as journal:
         again = journal.begin(
-            operation_id="op-1", signature="sig-a", context="s2", deadline_unix_ms=0, run_id="r2"
+            NewRow(
+                operation_id="op-1",
+                signature="sig-a",
+                context="s2",
+                deadline_unix_ms=0,
+                run_id="r2",
+            )
         )
     assert not again.created
     assert again.verdict("sig-a") == "replay"
@@ -122,14 +130,26 @@ def test_a_different_signature_is_a_conflict_whatever_the_state(tmp_path: Path) 
         _begin(journal)
         assert (
             journal.begin(
-                operation_id="op-1", signature="sig-b", context="c", deadline_unix_ms=0, run_id="r9"
+                NewRow(
+                    operation_id="op-1",
+                    signature="sig-b",
+                    context="c",
+                    deadline_unix_ms=0,
+                    run_id="r9",
+                )
             ).verdict("sig-b")
             == "conflict"
         )
         journal.mark_uncertain("op-1", reason="fenced", cleanup_complete=True)
         assert (
             journal.begin(
-                operation_id="op-1", signature="sig-b", context="c", deadline_unix_ms=0, run_id="r9"
+                NewRow(
+                    operation_id="op-1",
+                    signature="sig-b",
+                    context="c",
+                    deadline_unix_ms=0,
+                    run_id="r9",
+                )
             ).verdict("sig-b")
             == "conflict"
         )
@@ -140,7 +160,9 @@ def test_an_open_row_with_the_same_signature_is_joined(tmp_path: Path) -> None:
     with Journal.open(tmp_path) as journal:
         _begin(journal)
         begin = journal.begin(
-            operation_id="op-1", signature="sig-a", context="c", deadline_unix_ms=0, run_id="r9"
+            NewRow(
+                operation_id="op-1", signature="sig-a", context="c", deadline_unix_ms=0, run_id="r9"
+            )
         )
         assert begin.verdict("sig-a") == "join"
         assert begin.row.run_id == "run-op-1"
@@ -163,7 +185,9 @@ def test_an_uncertain_row_stays_uncertain_whatever_comes_later(tmp_path: Path) -
     with Journal.open(tmp_path) as journal:
         row = journal.get("op-1")
         begin = journal.begin(
-            operation_id="op-1", signature="sig-a", context="c", deadline_unix_ms=0, run_id="r9"
+            NewRow(
+                operation_id="op-1", signature="sig-a", context="c", deadline_unix_ms=0, run_id="r9"
+            )
         )
         assert journal.open_rows() == []
     assert row is not None
@@ -196,13 +220,15 @@ def test_a_row_begun_with_its_envelope_is_running_with_it_from_the_first_commit(
     """`begin` with a known (prepared) envelope records it in the same row insert."""
     with Journal.open(tmp_path) as journal:
         begun = journal.begin(
-            operation_id="op-1",
-            signature="sig-a",
-            context="",
-            deadline_unix_ms=0,
-            run_id="0123456789abcdef",
-            supervisor=_SUPERVISOR,
-            cgroup_paths=("/cg/jigcmd-0123456789abcdef",),
+            NewRow(
+                operation_id="op-1",
+                signature="sig-a",
+                context="",
+                deadline_unix_ms=0,
+                run_id="0123456789abcdef",
+                supervisor=_SUPERVISOR,
+                cgroup_paths=("/cg/jigcmd-0123456789abcdef",),
+            )
         )
         assert begun.created
     with Journal.open(tmp_path) as journal:
@@ -431,11 +457,13 @@ def test_begin_now_writes_when_uncontended_and_never_waits_for_another_writer(
         try:
             other.execute("BEGIN IMMEDIATE")
             begun = journal.begin_now(
-                operation_id="op-1",
-                signature="sig-a",
-                context="c",
-                deadline_unix_ms=1,
-                run_id="run-1",
+                NewRow(
+                    operation_id="op-1",
+                    signature="sig-a",
+                    context="c",
+                    deadline_unix_ms=1,
+                    run_id="run-1",
+                )
             )
             other.execute("ROLLBACK")
         finally:
@@ -445,10 +473,22 @@ def test_begin_now_writes_when_uncontended_and_never_waits_for_another_writer(
         assert journal.get("op-1") is None
         assert journal.settings()["busy_timeout"] == 10_000
         again = journal.begin_now(
-            operation_id="op-1", signature="sig-a", context="c", deadline_unix_ms=1, run_id="run-1"
+            NewRow(
+                operation_id="op-1",
+                signature="sig-a",
+                context="c",
+                deadline_unix_ms=1,
+                run_id="run-1",
+            )
         )
         assert again is not None and again.created
         known = journal.begin_now(
-            operation_id="op-1", signature="sig-a", context="c", deadline_unix_ms=1, run_id="run-2"
+            NewRow(
+                operation_id="op-1",
+                signature="sig-a",
+                context="c",
+                deadline_unix_ms=1,
+                run_id="run-2",
+            )
         )
         assert known is not None and not known.created
