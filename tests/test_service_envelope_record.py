@@ -12,15 +12,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from jigcmd.evidence import ResourceReport
-from jigcmd.executor import (
-    Assigned,
-    CapturedStream,
-    EnvelopeIdentity,
-    Hooks,
-    RunOutcome,
-    Ticket,
-)
+from jigcmd.executor import Assigned, EnvelopeIdentity, Hooks, RunOutcome, Ticket
 from jigcmd.journal.identity import current
 from jigcmd.ownership import Ownership
 from jigcmd.plan import RunPlan
@@ -28,6 +20,7 @@ from jigcmd.policy.binding import CommandPolicy
 from jigcmd.policy.lock import ADMITTED
 from jigcmd.runtime import Runtime
 from jigcmd.service import CommandService
+from tests.jarvis.jarvis_harness import outcome
 
 pytestmark = pytest.mark.anyio
 
@@ -61,24 +54,7 @@ class _Stub:
         assert await hooks.admit(self.assigned)
         assert hooks.on_started is not None
         await hooks.on_started(self.started)
-        empty = CapturedStream(data=b"", truncated=False)
-        report = ResourceReport(
-            wall_ms=1.0,
-            setup_ms=0.0,
-            cpu_ms=None,
-            peak_memory_bytes=None,
-            oom_killed=False,
-            pids_limit_hit=False,
-            deadline_hit=False,
-        )
-        return RunOutcome(
-            stdout=empty,
-            stderr=empty,
-            exit_code=0,
-            signal=None,
-            stop_reason="exited",
-            report=report,
-        )
+        return outcome()
 
 
 def _started(paths: tuple[str, ...]) -> EnvelopeIdentity:

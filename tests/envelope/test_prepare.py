@@ -30,18 +30,22 @@ def _status(pid: int) -> dict[str, str]:
     return {key: " ".join(fields[key].split()) for key in _FIELDS}
 
 
+def _zygote_made(backend: cgroups.CgroupBackend, request: bytes) -> supervisor._Envelope:
+    """In the stand-in: what the zygote does before it forks a supervisor, then its envelope."""
+    os.setsid()
+    netns.use_request(request)
+    # Everything pid 1 and the candidate need is loaded while the host's files are in view.
+    seccomp.build_filter()
+    privileges.prepare()
+    return supervisor._Envelope(backend)
+
+
 def _prepared_candidate(backend: cgroups.CgroupBackend) -> dict[str, object]:
     """Prepare an envelope in a stand-in supervisor; the candidate's status right after."""
     request = netns.preload()
 
     def prepare(report_w: int) -> None:
-        os.setsid()
-        netns.use_request(request)
-        # What the zygote does before it forks any supervisor: everything pid 1 and the
-        # candidate need is loaded while the host's files are still in view.
-        seccomp.build_filter()
-        privileges.prepare()
-        envelope = supervisor._Envelope(backend)
+        envelope = _zygote_made(backend, request)
         try:
             envelope.prepare(probe_plan(""), f"prep{uuid.uuid4().hex[:8]}")
             # Read at once: any arming still under way would show here.
@@ -103,11 +107,7 @@ def test_pid_1s_namespaces_outlive_it_until_the_supervisor_lets_go(
     request = netns.preload()
 
     def hold(report_w: int) -> None:
-        os.setsid()
-        netns.use_request(request)
-        seccomp.build_filter()
-        privileges.prepare()
-        envelope = supervisor._Envelope(backend=real_cgroups)
+        envelope = _zygote_made(real_cgroups, request)
         try:
             envelope.prepare(probe_plan(""), f"hold{uuid.uuid4().hex[:8]}")
             assert envelope.init_pid is not None
