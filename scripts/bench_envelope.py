@@ -31,9 +31,9 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Protocol
 
 import jigcmd
 from jigcmd.policy.planner import BUN_FLAGS
@@ -223,7 +223,13 @@ class Serve:
         self.stdout.close()
 
 
-Mode = Bare | Bwrap | Serve
+class Mode(Protocol):
+    """Something that runs `bun test` on the example once and says how long it took."""
+
+    @property
+    def name(self) -> str: ...
+
+    def run(self) -> float: ...
 
 
 def busy_seconds() -> float:
@@ -240,11 +246,11 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[index]
 
 
-def latencies(modes: list[Mode], runs: int, idle: float) -> dict[str, list[float]]:
+def latencies(modes: Sequence[Mode], runs: int, idle: float) -> dict[str, list[float]]:
     results: dict[str, list[float]] = {mode.name: [] for mode in modes}
     for round_ in range(runs):
         # Rotate the order so that no mode always follows another.
-        order = modes[round_ % len(modes) :] + modes[: round_ % len(modes)]
+        order = [*modes[round_ % len(modes) :], *modes[: round_ % len(modes)]]
         for mode in order:
             if idle:
                 time.sleep(idle)
