@@ -62,6 +62,11 @@ _DRAIN_AFTER_END = 1.0
 # How long past the plan's deadline the supervisor may take to fence and release.
 _FINISH_GRACE = 10.0
 _READ_CHUNK = 65_536
+# Output is read in batches while the candidate runs: every wake-up of the server costs CPU
+# that Bun needs on the same cores (`bun test` writes ~5 times). The pipe holds what comes
+# meanwhile; the run's end cuts the wait short, and past the cap (output is dropped there)
+# the server reads at once so that a chatty candidate is never held back.
+_OUTPUT_BATCH_S = 0.005
 # How long a withdrawn launch's supervisor may take to report its envelope released.
 _WITHDRAW_WAIT = 1.0
 _ZYGOTE_START_S = 30.0
@@ -337,13 +342,14 @@ class NativeExecutor:
 
 
 class _Capture:
-    def __init__(self, fd: int) -> None:
+    def __init__(self, fd: int, ending: anyio.Event) -> None:
         self.fd = fd
         os.set_blocking(fd, False)
         self.data = bytearray()
         self.dropped = 0
         self.eof = False
         self.done = anyio.Event()
+        self.ending = ending
 
     async def pump(self) -> None:
         try:
@@ -352,6 +358,9 @@ class _Capture:
                     chunk = os.read(self.fd, _READ_CHUNK)
                 except BlockingIOError:
                     await anyio.wait_readable(self.fd)
+                    if len(self.data) < OUTPUT_CAP_BYTES and not self.ending.is_set():
+                        with anyio.move_on_after(_OUTPUT_BATCH_S):
+                            await self.ending.wait()
                     continue
                 if not chunk:
                     self.eof = True
@@ -381,8 +390,10 @@ class _RunCollector:
     ) -> None:
         self.plan = plan
         self.sock = sock
-        self.stdout = _Capture(stdout_r)
-        self.stderr = _Capture(stderr_r)
+        # Set once the run's end is reported (or the reports stop): output is read at once.
+        self.ending = anyio.Event()
+        self.stdout = _Capture(stdout_r, self.ending)
+        self.stderr = _Capture(stderr_r, self.ending)
         self.cancel = cancel
         self.hooks = hooks
         self.started: Started | None = None
@@ -402,7 +413,10 @@ class _RunCollector:
             ):
                 tg.start_soon(self._pump_outputs)
                 tg.start_soon(self._forward_cancel, tg.cancel_scope)
-                await self._listen()
+                try:
+                    await self._listen()
+                finally:
+                    self.ending.set()
                 tg.cancel_scope.cancel()
         finally:
             self.sock.close()
@@ -454,10 +468,12 @@ class _RunCollector:
                         self.callbacks.start_soon(self.hooks.on_started, identity)
                 elif isinstance(message, Ended):
                     trace.mark("executor: ended")
+                    self.ending.set()
                     if self.hooks.on_ended is not None:
                         self.callbacks.start_soon(self._ended, message, self.hooks.on_ended)
                 elif isinstance(message, Finished | Failed):
                     trace.mark("executor: end reported")
+                    self.ending.set()
                     self.end = message
         if isinstance(self.end, Finished):
             # Every writer is dead; read what is still in the pipes, bounded in time.
