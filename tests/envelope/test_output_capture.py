@@ -29,11 +29,10 @@ async def _until(condition: Callable[[], bool], what: str) -> None:
     pytest.fail(f"still waiting for {what} after 10 s")
 
 
-async def test_while_the_candidate_runs_a_write_waits_for_the_batch_or_the_end(
+async def test_while_the_candidate_runs_its_output_waits_for_the_batch_or_the_end(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    # A batch far longer than the test: what the pump reads before the end is only what
-    # was there when it first looked.
+    # A batch far longer than the test: nothing is read before the end is reported.
     monkeypatch.setattr(native, "_OUTPUT_BATCH_S", 60.0)
     read_fd, write_fd = os.pipe()
     ending = anyio.Event()
@@ -41,16 +40,33 @@ async def test_while_the_candidate_runs_a_write_waits_for_the_batch_or_the_end(
     os.write(write_fd, b"first ")
     async with anyio.create_task_group() as tg:
         tg.start_soon(capture.pump)
-        await _until(lambda: bytes(capture.data) == b"first ", "the first read")
+        await anyio.sleep(0.05)
         os.write(write_fd, b"second")
         await anyio.sleep(0.05)
-        assert bytes(capture.data) == b"first "
+        assert bytes(capture.data) == b""
         ending.set()
         await _until(lambda: bytes(capture.data) == b"first second", "the read at the end")
+        os.write(write_fd, b" third")
         os.close(write_fd)
         await capture.done.wait()
-    assert capture.result().data == b"first second"
+    # After the end, reads follow the writes until EOF.
+    assert capture.result().data == b"first second third"
     assert not capture.result().truncated
+
+
+async def test_a_batch_reads_what_came_meanwhile_without_the_end(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(native, "_OUTPUT_BATCH_S", 0.01)
+    read_fd, write_fd = os.pipe()
+    capture = native._Capture(read_fd, anyio.Event())
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(capture.pump)
+        os.write(write_fd, b"progress")
+        await _until(lambda: bytes(capture.data) == b"progress", "a batch's read")
+        os.close(write_fd)
+        await capture.done.wait()
+    assert capture.result().data == b"progress"
 
 
 class _CountingEnding:
