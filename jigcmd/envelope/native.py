@@ -67,9 +67,18 @@ _READ_CHUNK = 65_536
 # of the server costs ~0.25 ms of CPU that Bun needs on the same cores (`bun test` writes
 # five times). The pipes are enlarged to hold what comes meanwhile; the run's end cuts the
 # wait short, and past the cap (where output is dropped) reads follow the writes at once,
-# so a chatty candidate waits at most one batch.
+# so a chatty candidate waits at most one batch. Through silence the wait doubles up to
+# 200 ms, so that a long quiet run costs the server next to nothing.
 _OUTPUT_BATCH_S = 0.05
+_OUTPUT_BATCH_MAX_S = 0.2
 _OUTPUT_PIPE_BYTES = 1024 * 1024
+
+
+def _next_batch(batch: float, *, got_output: bool) -> float:
+    """The next wait between reads while the candidate runs (see `_OUTPUT_BATCH_S`)."""
+    return _OUTPUT_BATCH_S if got_output else max(batch, min(batch * 2, _OUTPUT_BATCH_MAX_S))
+
+
 # How long a withdrawn launch's supervisor may take to report its envelope released.
 _WITHDRAW_WAIT = 1.0
 _ZYGOTE_START_S = 30.0
@@ -362,17 +371,21 @@ class _Capture:
         return len(self.data) < OUTPUT_CAP_BYTES and not self.ending.is_set()
 
     async def pump(self) -> None:
+        batch = _OUTPUT_BATCH_S
         try:
             while True:
                 if self._batching():
-                    with anyio.move_on_after(_OUTPUT_BATCH_S):
+                    with anyio.move_on_after(batch):
                         await self.ending.wait()
                 try:
                     chunk = os.read(self.fd, _READ_CHUNK)
                 except BlockingIOError:
-                    if not self._batching():
+                    if self._batching():
+                        batch = _next_batch(batch, got_output=False)
+                    else:
                         await anyio.wait_readable(self.fd)
                     continue
+                batch = _next_batch(batch, got_output=True)
                 if not chunk:
                     self.eof = True
                     self.done.set()

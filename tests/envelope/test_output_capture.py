@@ -114,3 +114,16 @@ async def test_past_the_cap_output_is_read_at_once_so_a_chatty_candidate_is_not_
     assert len(result.data) == OUTPUT_CAP_BYTES
     assert result.truncated
     assert capture.dropped == total - OUTPUT_CAP_BYTES
+
+
+def test_silence_doubles_the_wait_between_reads_up_to_a_ceiling_and_output_resets_it() -> None:
+    first, ceiling = native._OUTPUT_BATCH_S, native._OUTPUT_BATCH_MAX_S
+    waits = [first]
+    for _ in range(8):
+        waits.append(native._next_batch(waits[-1], got_output=False))
+    assert waits[:3] == [first, 2 * first, 4 * first]
+    assert max(waits) == ceiling
+    assert waits[-1] == ceiling
+    assert native._next_batch(ceiling, got_output=True) == first
+    # A wait set longer than the ceiling (tests do) is never shortened by silence.
+    assert native._next_batch(60.0, got_output=False) == 60.0
