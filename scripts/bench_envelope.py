@@ -33,7 +33,7 @@ import time
 import uuid
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import IO, Any, Protocol
+from typing import IO, Any, Protocol, TypeVar
 
 import jigcmd
 from jigcmd.policy.planner import BUN_FLAGS
@@ -232,6 +232,9 @@ class Mode(Protocol):
     def run(self) -> float: ...
 
 
+M = TypeVar("M", bound=Mode)
+
+
 def busy_seconds() -> float:
     """Machine-wide CPU time spent not idle, from /proc/stat."""
     with open("/proc/stat", encoding="ascii") as handle:
@@ -246,12 +249,16 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[index]
 
 
+def rotated(modes: Sequence[M], round_: int) -> list[M]:
+    """The modes starting at another one each round, so that no mode always follows another."""
+    shift = round_ % len(modes)
+    return [*modes[shift:], *modes[:shift]]
+
+
 def latencies(modes: Sequence[Mode], runs: int, idle: float) -> dict[str, list[float]]:
     results: dict[str, list[float]] = {mode.name: [] for mode in modes}
     for round_ in range(runs):
-        # Rotate the order so that no mode always follows another.
-        order = [*modes[round_ % len(modes) :], *modes[: round_ % len(modes)]]
-        for mode in order:
+        for mode in rotated(modes, round_):
             if idle:
                 time.sleep(idle)
             results[mode.name].append(mode.run() * 1000)

@@ -68,6 +68,7 @@ from scripts.bench_envelope import (  # noqa: E402 - needs the path set up above
     admit,
     busy_seconds,
     latencies,
+    rotated,
     table,
     throughput,
 )
@@ -84,15 +85,17 @@ class Command:
         self.argv = list(argv)
         self.cwd = cwd
 
-    def spawn(self, extra: Sequence[str] = (), pass_fds: Sequence[int] = ()) -> None:
-        argv = self.argv[:1] + list(extra) + self.argv[1:]
+    def spawn(self) -> None:
+        self._spawn(self.argv, ())
+
+    def _spawn(self, argv: Sequence[str], pass_fds: tuple[int, ...]) -> None:
         done = subprocess.run(
             argv,
             cwd=self.cwd,
             env={},
             capture_output=True,
             stdin=subprocess.DEVNULL,
-            pass_fds=tuple(pass_fds),
+            pass_fds=pass_fds,
             check=False,
         )
         if done.returncode != 0:
@@ -111,12 +114,18 @@ class Seccomp(Command):
         super().__init__(name, argv)
         self.program = program
 
-    def spawn(self, extra: Sequence[str] = (), pass_fds: Sequence[int] = ()) -> None:
+    @contextlib.contextmanager
+    def loaded(self) -> Iterator[tuple[list[str], int]]:
+        """The argv with `--seccomp FD`, and FD: the filter opened for one run."""
         fd = os.open(self.program, os.O_RDONLY | os.O_CLOEXEC)
         try:
-            super().spawn([*extra, "--seccomp", str(fd)], (*pass_fds, fd))
+            yield [*self.argv[:1], "--seccomp", str(fd), *self.argv[1:]], fd
         finally:
             os.close(fd)
+
+    def spawn(self) -> None:
+        with self.loaded() as (argv, fd):
+            self._spawn(argv, (fd,))
 
 
 class Job:
@@ -222,11 +231,9 @@ class Prepared:
 
     def run(self) -> float:
         job = Job(self.hierarchies)
-        fd = os.open(self.inner.program, os.O_RDONLY | os.O_CLOEXEC)
-        argv = [*self.inner.argv[:1], "--seccomp", str(fd), *self.inner.argv[1:]]
         try:
             job.create()
-            with job.joined():
+            with job.joined(), self.inner.loaded() as (argv, fd):
                 process = subprocess.Popen(
                     argv,
                     env={},
@@ -235,8 +242,6 @@ class Prepared:
                     stderr=subprocess.PIPE,
                     pass_fds=(fd,),
                 )
-            os.close(fd)
-            fd = -1
             assert process.stdin is not None and process.stdout is not None
             if process.stdout.read(2) != b"r\n":
                 raise SystemExit(f"{self.name}: the envelope did not get ready")
@@ -249,8 +254,6 @@ class Prepared:
             job.finish()
             return time.perf_counter() - started
         finally:
-            if fd >= 0:
-                os.close(fd)
             job.remove()
 
 
@@ -268,12 +271,6 @@ def read(directory: str, name: str) -> bytes:
         return os.read(fd, 4096)
     finally:
         os.close(fd)
-
-
-def rotated(ladder: list[Rung], round_: int) -> list[Rung]:
-    """The ladder starting at another rung each round, so that no rung always follows another."""
-    shift = round_ % len(ladder)
-    return [*ladder[shift:], *ladder[:shift]]
 
 
 def cpu_rounds(ladder: list[Rung], rounds: int, runs: int, settle: float) -> dict[str, float]:
