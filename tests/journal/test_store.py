@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from jigcmd.journal import Journal, JournalError, NewRow
-from jigcmd.journal.identity import current, identify
+from jigcmd.journal.identity import ProcessIdentity, current, identify
 from jigcmd.journal.schema import SCHEMA_VERSION, SchemaError
 
 _REPO = str(Path(__file__).resolve().parents[2])
@@ -32,10 +32,32 @@ print("created" if begin.created else "existing:" + str(begin.verdict(sys.argv[2
 """
 
 
+def _row(
+    operation_id: str = "op-1",
+    *,
+    signature: str = "sig-a",
+    context: str = "c",
+    deadline_unix_ms: int = 0,
+    run_id: str = "r9",
+    supervisor: ProcessIdentity | None = None,
+    cgroup_paths: tuple[str, ...] = (),
+) -> NewRow:
+    """A new journal row, with the envelope serving it when that is known."""
+    return NewRow(
+        operation_id=operation_id,
+        signature=signature,
+        context=context,
+        deadline_unix_ms=deadline_unix_ms,
+        run_id=run_id,
+        supervisor=supervisor,
+        cgroup_paths=cgroup_paths,
+    )
+
+
 def _begin(journal: Journal, operation_id: str = "op-1", signature: str = "sig-a") -> bool:
     return journal.begin(
-        NewRow(
-            operation_id=operation_id,
+        _row(
+            operation_id,
             signature=signature,
             context="session-1",
             deadline_unix_ms=1_900_000_000_000,
@@ -103,15 +125,7 @@ def test_the_recorded_result_bytes_come_back_identical_after_reopening(tmp_path:
             "op-1", outcome="evidence", result=result, report=report, cleanup_complete=True
         )
     with Journal.open(tmp_path) as journal:
-        again = journal.begin(
-            NewRow(
-                operation_id="op-1",
-                signature="sig-a",
-                context="s2",
-                deadline_unix_ms=0,
-                run_id="r2",
-            )
-        )
+        again = journal.begin(_row(context="s2", run_id="r2"))
     assert not again.created
     assert again.verdict("sig-a") == "replay"
     assert again.existing is not None
@@ -128,42 +142,16 @@ def test_a_different_signature_is_a_conflict_whatever_the_state(tmp_path: Path) 
     """A reused operation id with another signature is `conflict`, before any state check."""
     with Journal.open(tmp_path) as journal:
         _begin(journal)
-        assert (
-            journal.begin(
-                NewRow(
-                    operation_id="op-1",
-                    signature="sig-b",
-                    context="c",
-                    deadline_unix_ms=0,
-                    run_id="r9",
-                )
-            ).verdict("sig-b")
-            == "conflict"
-        )
+        assert journal.begin(_row(signature="sig-b")).verdict("sig-b") == "conflict"
         journal.mark_uncertain("op-1", reason="fenced", cleanup_complete=True)
-        assert (
-            journal.begin(
-                NewRow(
-                    operation_id="op-1",
-                    signature="sig-b",
-                    context="c",
-                    deadline_unix_ms=0,
-                    run_id="r9",
-                )
-            ).verdict("sig-b")
-            == "conflict"
-        )
+        assert journal.begin(_row(signature="sig-b")).verdict("sig-b") == "conflict"
 
 
 def test_an_open_row_with_the_same_signature_is_joined(tmp_path: Path) -> None:
     """A second begin of an in-flight operation gets `join` and inserts nothing."""
     with Journal.open(tmp_path) as journal:
         _begin(journal)
-        begin = journal.begin(
-            NewRow(
-                operation_id="op-1", signature="sig-a", context="c", deadline_unix_ms=0, run_id="r9"
-            )
-        )
+        begin = journal.begin(_row())
         assert begin.verdict("sig-a") == "join"
         assert begin.row.run_id == "run-op-1"
 
@@ -184,11 +172,7 @@ def test_an_uncertain_row_stays_uncertain_whatever_comes_later(tmp_path: Path) -
         assert not journal.mark_uncertain("op-1", reason="other", cleanup_complete=False)
     with Journal.open(tmp_path) as journal:
         row = journal.get("op-1")
-        begin = journal.begin(
-            NewRow(
-                operation_id="op-1", signature="sig-a", context="c", deadline_unix_ms=0, run_id="r9"
-            )
-        )
+        begin = journal.begin(_row())
         assert journal.open_rows() == []
     assert row is not None
     assert (row.state, row.reason, row.result, row.cleanup) == (
@@ -220,11 +204,8 @@ def test_a_row_begun_with_its_envelope_is_running_with_it_from_the_first_commit(
     """`begin` with a known (prepared) envelope records it in the same row insert."""
     with Journal.open(tmp_path) as journal:
         begun = journal.begin(
-            NewRow(
-                operation_id="op-1",
-                signature="sig-a",
+            _row(
                 context="",
-                deadline_unix_ms=0,
                 run_id="0123456789abcdef",
                 supervisor=_SUPERVISOR,
                 cgroup_paths=("/cg/jigcmd-0123456789abcdef",),
@@ -456,15 +437,7 @@ def test_begin_now_writes_when_uncontended_and_never_waits_for_another_writer(
         other = sqlite3.connect(tmp_path / "journal.sqlite3", isolation_level=None)
         try:
             other.execute("BEGIN IMMEDIATE")
-            begun = journal.begin_now(
-                NewRow(
-                    operation_id="op-1",
-                    signature="sig-a",
-                    context="c",
-                    deadline_unix_ms=1,
-                    run_id="run-1",
-                )
-            )
+            begun = journal.begin_now(_row(deadline_unix_ms=1, run_id="run-1"))
             other.execute("ROLLBACK")
         finally:
             other.close()
@@ -472,23 +445,7 @@ def test_begin_now_writes_when_uncontended_and_never_waits_for_another_writer(
         # The zero busy timeout of the attempt was undone.
         assert journal.get("op-1") is None
         assert journal.settings()["busy_timeout"] == 10_000
-        again = journal.begin_now(
-            NewRow(
-                operation_id="op-1",
-                signature="sig-a",
-                context="c",
-                deadline_unix_ms=1,
-                run_id="run-1",
-            )
-        )
+        again = journal.begin_now(_row(deadline_unix_ms=1, run_id="run-1"))
         assert again is not None and again.created
-        known = journal.begin_now(
-            NewRow(
-                operation_id="op-1",
-                signature="sig-a",
-                context="c",
-                deadline_unix_ms=1,
-                run_id="run-2",
-            )
-        )
+        known = journal.begin_now(_row(deadline_unix_ms=1, run_id="run-2"))
         assert known is not None and not known.created
