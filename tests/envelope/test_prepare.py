@@ -8,9 +8,11 @@ stand-in supervisor, which reports what the candidate's /proc status says at tha
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import uuid
+from collections.abc import Iterator
 
 import pytest
 
@@ -30,14 +32,26 @@ def _status(pid: int) -> dict[str, str]:
     return {key: " ".join(fields[key].split()) for key in _FIELDS}
 
 
-def _zygote_made(backend: cgroups.CgroupBackend, request: bytes) -> supervisor._Envelope:
-    """In the stand-in: what the zygote does before it forks a supervisor, then its envelope."""
+@contextlib.contextmanager
+def _prepared(
+    backend: cgroups.CgroupBackend, request: bytes
+) -> Iterator[tuple[supervisor._Envelope, int]]:
+    """In the stand-in: do what the zygote does, prepare an envelope; yield it and pid 1.
+
+    The envelope is torn down on the way out.
+    """
     os.setsid()
     netns.use_request(request)
     # Everything pid 1 and the candidate need is loaded while the host's files are in view.
     seccomp.build_filter()
     privileges.prepare()
-    return supervisor._Envelope(backend)
+    envelope = supervisor._Envelope(backend)
+    try:
+        envelope.prepare(probe_plan(""), f"prep{uuid.uuid4().hex[:8]}")
+        assert envelope.init_pid is not None
+        yield envelope, envelope.init_pid
+    finally:
+        envelope.teardown()
 
 
 def _prepared_candidate(backend: cgroups.CgroupBackend) -> dict[str, object]:
@@ -45,12 +59,8 @@ def _prepared_candidate(backend: cgroups.CgroupBackend) -> dict[str, object]:
     request = netns.preload()
 
     def prepare(report_w: int) -> None:
-        envelope = _zygote_made(backend, request)
-        try:
-            envelope.prepare(probe_plan(""), f"prep{uuid.uuid4().hex[:8]}")
+        with _prepared(backend, request) as (envelope, init):
             # Read at once: any arming still under way would show here.
-            assert envelope.init_pid is not None
-            init = envelope.init_pid
             with open(f"/proc/{init}/task/{init}/children", encoding="ascii") as handle:
                 children = [int(pid) for pid in handle.read().split()]
             report = {
@@ -58,8 +68,6 @@ def _prepared_candidate(backend: cgroups.CgroupBackend) -> dict[str, object]:
                 "candidate": _status(children[0]) if children else {},
                 "cpu_at_go": envelope.cpu_at_go,
             }
-        finally:
-            envelope.teardown()
         os.write(report_w, json.dumps(report).encode())
 
     seen: dict[str, object] = json.loads(in_stand_in(prepare))
@@ -107,19 +115,13 @@ def test_pid_1s_namespaces_outlive_it_until_the_supervisor_lets_go(
     request = netns.preload()
 
     def hold(report_w: int) -> None:
-        envelope = _zygote_made(real_cgroups, request)
-        try:
-            envelope.prepare(probe_plan(""), f"hold{uuid.uuid4().hex[:8]}")
-            assert envelope.init_pid is not None
-            init = envelope.init_pid
+        with _prepared(real_cgroups, request) as (envelope, init):
             own = {os.readlink(f"/proc/{init}/ns/{kind}") for kind in _KINDS}
             prepared = _namespace_links("self")
             envelope._fence()
             released = envelope._release()
             after_release = _namespace_links("self")
             init_gone = not os.path.exists(f"/proc/{init}")
-        finally:
-            envelope.teardown()
         report = {
             "own": sorted(own),
             "prepared": sorted(prepared),
