@@ -67,8 +67,8 @@ _READ_CHUNK = 65_536
 # of the server costs ~0.25 ms of CPU that Bun needs on the same cores (`bun test` writes
 # five times). The pipes are enlarged to hold what comes meanwhile; the run's end cuts the
 # wait short, and past the cap (where output is dropped) reads follow the writes at once,
-# so a chatty candidate waits at most one batch. Through silence the wait doubles up to
-# 200 ms, so that a long quiet run costs the server next to nothing.
+# so a chatty candidate is held back at most a batch or two. Through silence the wait
+# doubles up to 200 ms, so that a long quiet run costs the server next to nothing.
 _OUTPUT_BATCH_S = 0.05
 _OUTPUT_BATCH_MAX_S = 0.2
 _OUTPUT_PIPE_BYTES = 1024 * 1024
