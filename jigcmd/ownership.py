@@ -78,8 +78,18 @@ class Ownership:
         return recover(self.journal, backend)
 
     def reserve(self, tag: str) -> Slot:
-        """An envelope slot, at once, or `RESOURCE_EXHAUSTED` (no queue, no scheduler)."""
-        slot = self.reservations.acquire(tag)
+        """An envelope slot, at once, or `RESOURCE_EXHAUSTED` (no queue, no scheduler).
+
+        A slot that cannot be taken (a full disk) is `EXECUTION_FAILED`, naming the cause.
+        """
+        try:
+            slot = self.reservations.acquire(tag)
+        except OSError as exc:
+            raise JigError(
+                Code.EXECUTION_FAILED,
+                f"cannot take an envelope slot in {self.reservations.directory}: "
+                f"{exc.strerror or exc}; nothing ran",
+            ) from exc
         if slot is None:
             raise JigError(Code.RESOURCE_EXHAUSTED, self.reservations.exhausted_message())
         return slot

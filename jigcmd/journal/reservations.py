@@ -74,15 +74,24 @@ class Reservations:
         )
 
     def acquire(self, tag: str = "") -> Slot | None:
-        """Take a free slot now, or None when all are held; `holder` shows `tag` (a run id)."""
+        """Take a free slot now, or None when all are held; `holder` shows `tag` (a run id).
+
+        OSError (the tag cannot be written: a full disk) leaves no slot held.
+        """
         # Two passes: `in_use`/`holder` probe slots by locking them for an instant, and a
         # probe must not make a free slot look taken to a concurrent acquire.
         for _ in range(2):
             for index in range(self.slots):
                 fd = self._open(index)
-                if _try_lock(fd):
-                    _write_tag(fd, tag)
-                    return Slot(fd, index)
+                try:
+                    if _try_lock(fd):
+                        _write_tag(fd, tag)
+                        return Slot(fd, index)
+                except BaseException:
+                    # A failed step (ENOSPC writing the tag) must not keep the slot locked:
+                    # closing drops the lock, so the slot is free for everyone again.
+                    os.close(fd)
+                    raise
                 os.close(fd)
         return None
 

@@ -1,0 +1,28 @@
+"""Fault injection: a small tmpfs of our own that a test fills to make the disk full.
+
+The filesystem is mounted for one test at a `jigcmd-faults-<hex>` directory under the test's
+temp dir, with the source name `jigcmd-faults`, and unmounted after: nothing of the real disk
+is ever filled. Mounting needs root; without it a test skips locally and fails under CI.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.envelope.conftest import unavailable
+from tests.faults.disk import SmallDisk, mounted
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[SmallDisk]:
+    """A 4 MiB tmpfs mounted for this test only (root), unmounted after."""
+    if os.geteuid() != 0:
+        unavailable("mounting a tmpfs needs root")
+    with mounted(tmp_path) as disk:
+        if isinstance(disk, str):
+            unavailable(disk)
+        yield disk

@@ -1,0 +1,64 @@
+"""A small tmpfs of our own that a test fills to make the disk full, and empties again."""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import subprocess
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+__all__ = ["SmallDisk", "mounted"]
+
+
+class SmallDisk:
+    """A mounted tmpfs that `fill` makes full and `free` empties again."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._filler = path / "jigcmd-filler"
+
+    def fill(self) -> None:
+        """Write filler until the filesystem refuses with ENOSPC, down to the last byte."""
+        fd = os.open(self._filler, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
+        try:
+            for size in (1 << 16, 4096, 1):
+                block = b"\0" * size
+                while True:
+                    try:
+                        os.write(fd, block)
+                    except OSError as exc:
+                        if exc.errno != errno.ENOSPC:
+                            raise
+                        break
+        finally:
+            os.close(fd)
+
+    def free(self) -> None:
+        """Remove the filler: the space is available again."""
+        with contextlib.suppress(FileNotFoundError):
+            self._filler.unlink()
+
+
+@contextlib.contextmanager
+def mounted(parent: Path, size: str = "4m") -> Iterator[SmallDisk | str]:
+    """A tmpfs `jigcmd-faults` of `size` under `parent` (root only), or why it cannot be."""
+    mountpoint = parent / f"jigcmd-faults-{uuid.uuid4().hex[:8]}"
+    mountpoint.mkdir()
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={size},mode=0700", "jigcmd-faults", str(mountpoint)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        mountpoint.rmdir()
+        yield f"cannot mount a tmpfs: {done.stderr.strip()}"
+        return
+    try:
+        yield SmallDisk(mountpoint)
+    finally:
+        subprocess.run(["umount", "-l", str(mountpoint)], check=False)
+        mountpoint.rmdir()
