@@ -6,6 +6,15 @@ Denied calls fail with `EPERM` (an ordinary error Bun and glibc handle), except 
 fails with `ENOSYS` so that glibc and Bun fall back to `clone`, whose flags a classic-BPF
 filter can inspect (`clone3` passes them behind a pointer). Foreign ABIs kill the process.
 
+Sockets are allow-listed by address family, because some families ignore the network
+namespace: `AF_VSOCK` reaches the hypervisor host from any VM guest, whatever netns the
+socket is made in. `socket` and `socketpair` may create `AF_UNIX`, `AF_INET` and `AF_INET6`
+sockets, and `AF_NETLINK` only for `NETLINK_ROUTE` (a read-only view of the envelope's own
+namespace: `lo`; its changes need `CAP_NET_ADMIN`, which the candidate lacks). Every other
+family fails with `EAFNOSUPPORT`, every other netlink protocol (uevents, audit, …, some of
+them host-global) with `EPROTONOSUPPORT`: the errors the kernel gives for a family or a
+protocol it was built without, which runtimes already handle.
+
 The program is a flat list of `struct sock_filter` (`u16 code, u8 jt, u8 jf, u32 k`) built by a
 tiny assembler with labels, so each deny group jumps to one shared return.
 """
@@ -32,7 +41,9 @@ from jigcmd.envelope.syscalls import (
 
 __all__ = [
     "CLONE_NAMESPACE_FLAGS",
+    "NETLINK_PROTOCOLS_ALLOWED",
     "PERSONALITY_ALLOWED",
+    "SOCKET_FAMILIES_ALLOWED",
     "SeccompError",
     "build_filter",
     "denied_syscalls",
@@ -92,6 +103,18 @@ PERSONALITY_ALLOWED = (0x0, 0xFFFFFFFF)
 # compares the low 32 bits and a request with junk in the high bits is caught too.
 _TIOCSTI = 0x5412
 _TIOCLINUX = 0x541C
+
+# Address families a candidate may create sockets of (linux/socket.h), and the netlink
+# protocols it may open (linux/netlink.h); see the module docstring. Bun needs UNIX, INET
+# and INET6 (its event loop, node:net, fetch to loopback); NETLINK_ROUTE serves getifaddrs
+# (`os.networkInterfaces()`).
+_AF_UNIX = 1
+_AF_INET = 2
+_AF_INET6 = 10
+_AF_NETLINK = 16
+_NETLINK_ROUTE = 0
+SOCKET_FAMILIES_ALLOWED = (_AF_UNIX, _AF_INET, _AF_INET6, _AF_NETLINK)
+NETLINK_PROTOCOLS_ALLOWED = (_NETLINK_ROUTE,)
 
 _AUDIT_ARCH_X86_64 = 0xC000003E
 _AUDIT_ARCH_AARCH64 = 0xC00000B7
@@ -215,6 +238,8 @@ _NUMBERS: dict[str, tuple[int, int | None]] = {
     "clone3": (435, 435),
     "personality": (135, 92),
     "ioctl": (16, 29),
+    "socket": (41, 198),
+    "socketpair": (53, 199),
 }
 
 
@@ -340,7 +365,19 @@ def build_filter(*, machine: str | None = None, deny_errno: int = errno.EPERM) -
         _jeq(nr["clone"], jt="clone"),
         _jeq(nr["personality"], jt="personality"),
         _jeq(nr["ioctl"], jt="ioctl"),
+        _jeq(nr["socket"], jt="socket"),
+        _jeq(nr["socketpair"], jt="socket"),
         _stmt(_RET_K, _RET_ALLOW),
+        # The kernel reads the family and the protocol as ints: their low 32 bits decide.
+        "socket",
+        _stmt(_LD_W_ABS, _arg_low(0)),
+        _jeq(_AF_NETLINK, jt="netlink"),
+        *(_jeq(family, jt="allow") for family in SOCKET_FAMILIES_ALLOWED),
+        _stmt(_RET_K, _RET_ERRNO | errno.EAFNOSUPPORT),
+        "netlink",
+        _stmt(_LD_W_ABS, _arg_low(2)),
+        *(_jeq(protocol, jt="allow") for protocol in NETLINK_PROTOCOLS_ALLOWED),
+        _stmt(_RET_K, _RET_ERRNO | errno.EPROTONOSUPPORT),
         "clone",
         _stmt(_LD_W_ABS, _arg_low(0)),
         _jset(CLONE_NAMESPACE_FLAGS, jt="deny"),

@@ -17,6 +17,7 @@ __all__ = [
     "HOST_LOOPBACK",
     "MIDDLE_TS",
     "READ_SECRETS",
+    "SOCKET_FAMILIES",
     "SYSCALL",
     "WRITE_OUTSIDE",
 ]
@@ -116,6 +117,24 @@ const args: Arg[] = rest.map((arg) => {
   return Number(arg);
 });
 attemptSys("syscall", Number(nr), ...args);
+"""
+
+# args: "family:type:protocol" triples. Each is tried with socket(2) and socketpair(2) (x86_64
+# numbers 41 and 53); a descriptor that came back is closed at once.
+SOCKET_FAMILIES = """
+import { attempt, attemptSys, sys } from "./probe.ts";
+import { networkInterfaces } from "node:os";
+for (const triple of process.argv.slice(2)) {
+  const [family, type, protocol] = triple.split(":").map(Number);
+  const fd = attemptSys("socket " + triple, 41, family, type, protocol);
+  if (fd >= 0) sys(3, fd);
+  const pair = Buffer.alloc(8);
+  if (attemptSys("socketpair " + triple, 53, family, type, protocol, pair) === 0) {
+    sys(3, pair.readInt32LE(0));
+    sys(3, pair.readInt32LE(4));
+  }
+}
+attempt("networkInterfaces", () => Object.keys(networkInterfaces()).join(","));
 """
 
 # A self-replicating spawner: every copy starts two more, forever.

@@ -308,6 +308,59 @@ async def test_a_forbidden_system_call_fails(
     assert case.evidence.exit_code == 0
 
 
+# Families a candidate may not create (some ignore the network namespace: vsock reaches the
+# hypervisor host), with a socket type each family would accept.
+EXCLUDED_SOCKET_FAMILIES = {
+    "AF_VSOCK": "40:1:0",
+    "AF_VSOCK seqpacket": "40:5:0",
+    "AF_PACKET": "17:3:768",
+    "AF_XDP": "44:3:0",
+    "AF_CAN": "29:3:1",
+    "AF_BLUETOOTH": "31:1:3",
+    "AF_ALG": "38:5:0",
+    "AF_KEY": "15:3:2",
+    "AF_TIPC": "30:5:0",
+    "AF_RDS": "21:5:0",
+    "AF_QIPCRTR": "42:2:0",
+}
+# Netlink protocols other than NETLINK_ROUTE: uevents are broadcast from the host.
+EXCLUDED_NETLINK = {
+    "NETLINK_KOBJECT_UEVENT": "16:3:15",
+    "NETLINK_AUDIT": "16:3:9",
+    "NETLINK_SOCK_DIAG": "16:3:4",
+    "NETLINK_GENERIC": "16:3:16",
+}
+ALLOWED_SOCKETS = {
+    "AF_UNIX stream": "1:1:0",
+    "AF_UNIX datagram": "1:2:0",
+    "AF_INET stream": "2:1:0",
+    "AF_INET6 datagram": "10:2:0",
+    "NETLINK_ROUTE": "16:3:0",
+}
+
+
+@x86_64_only
+async def test_socket_families_outside_the_allow_list_are_refused_inside_the_envelope(
+    hostile: Hostile,
+) -> None:
+    """socket and socketpair fail with EAFNOSUPPORT for vsock, packet, xdp, …; netlink but route
+    with EPROTONOSUPPORT; unix, inet, inet6 and route still work, as does os.networkInterfaces."""
+    triples = [*EXCLUDED_SOCKET_FAMILIES.values(), *EXCLUDED_NETLINK.values()]
+    case = await hostile.run(cand.SOCKET_FAMILIES, args=[*triples, *ALLOWED_SOCKETS.values()])
+    assert case.evidence.exit_code == 0, case.evidence.stderr.text
+    for triple in EXCLUDED_SOCKET_FAMILIES.values():
+        refused(case, f"socket {triple}", "EAFNOSUPPORT")
+        refused(case, f"socketpair {triple}", "EAFNOSUPPORT")
+    for triple in EXCLUDED_NETLINK.values():
+        refused(case, f"socket {triple}", "EPROTONOSUPPORT")
+    for name, triple in ALLOWED_SOCKETS.items():
+        assert case.attempts[f"socket {triple}"].ok, (name, case.attempts[f"socket {triple}"])
+    # socketpair is a unix-domain call; the kernel itself refuses inet pairs.
+    assert case.attempts["socketpair 1:1:0"].ok
+    assert case.attempts["networkInterfaces"].ok
+    assert case.attempts["networkInterfaces"].detail == "lo"
+
+
 @x86_64_only
 async def test_a_foreign_abi_system_call_kills_the_candidate(hostile: Hostile) -> None:
     """An x32 system call (getpid with the x32 bit) is not answered: the process dies of SIGSYS."""

@@ -26,6 +26,8 @@ RET_ALLOW = 0x7FFF0000
 RET_KILL_PROCESS = 0x80000000
 RET_EPERM = 0x00050000 | errno.EPERM
 RET_ENOSYS = 0x00050000 | errno.ENOSYS
+RET_EAFNOSUPPORT = 0x00050000 | errno.EAFNOSUPPORT
+RET_EPROTONOSUPPORT = 0x00050000 | errno.EPROTONOSUPPORT
 CLONE_NEWUSER = 0x10000000
 CLONE_THREAD = 0x00010000
 SIGCHLD = 17
@@ -136,6 +138,56 @@ def test_terminal_injection_ioctls_are_denied_even_with_high_bits(machine: str) 
     for request in (TIOCSTI, TIOCLINUX, TIOCSTI | (1 << 32), TIOCLINUX | (0xFFFFFFFF << 32)):
         assert verdict(machine, "ioctl", 0, request) == RET_EPERM
     assert verdict(machine, "ioctl", 0, FIONREAD) == RET_ALLOW
+
+
+# Families outside the allow-list, each of which some kernel builds offer (linux/socket.h).
+EXCLUDED_FAMILIES = {
+    "AF_PACKET": 17,
+    "AF_VSOCK": 40,
+    "AF_XDP": 44,
+    "AF_CAN": 29,
+    "AF_BLUETOOTH": 31,
+    "AF_ALG": 38,
+    "AF_KEY": 15,
+    "AF_TIPC": 30,
+    "AF_RDS": 21,
+    "AF_QIPCRTR": 42,
+    "AF_SMC": 43,
+    "AF_MCTP": 45,
+    "AF_UNSPEC": 0,
+}
+
+
+@pytest.mark.parametrize("machine", MACHINES)
+@pytest.mark.parametrize("call", ["socket", "socketpair"])
+def test_socket_families_outside_the_allow_list_fail_with_eafnosupport(
+    machine: str, call: str
+) -> None:
+    """VSOCK, PACKET, XDP, CAN, … get EAFNOSUPPORT from socket and socketpair, whatever the type."""
+    for family in (*EXCLUDED_FAMILIES.values(), 46, 255, 0xFFFF):
+        for kind in (1, 2, 5, 1 | 0o2000000 | 0o4000):
+            assert verdict(machine, call, family, kind, 0) == RET_EAFNOSUPPORT, (family, kind)
+
+
+@pytest.mark.parametrize("machine", MACHINES)
+def test_unix_inet_and_inet6_sockets_pass_and_junk_high_bits_do_not_disguise_a_family(
+    machine: str,
+) -> None:
+    """AF_UNIX, AF_INET and AF_INET6 pass; the kernel reads an int, so only the low half counts."""
+    for family in (1, 2, 10):
+        assert verdict(machine, "socket", family, 1, 0) == RET_ALLOW
+        assert verdict(machine, "socketpair", family, 1, 0) == RET_ALLOW
+        assert verdict(machine, "socket", family | (0xFFFF << 32), 2, 0) == RET_ALLOW
+    assert verdict(machine, "socket", 40 | (1 << 32), 1, 0) == RET_EAFNOSUPPORT
+
+
+@pytest.mark.parametrize("machine", MACHINES)
+def test_netlink_is_allowed_only_for_route(machine: str) -> None:
+    """NETLINK_ROUTE passes (getifaddrs); uevents, audit, sock_diag and others do not."""
+    assert verdict(machine, "socket", 16, 3, 0) == RET_ALLOW
+    assert verdict(machine, "socket", 16, 3, 1 << 32) == RET_ALLOW
+    for protocol in (2, 4, 9, 11, 15, 16, 21, 31):
+        assert verdict(machine, "socket", 16, 3, protocol) == RET_EPROTONOSUPPORT, protocol
 
 
 def test_port_io_is_denied_only_where_it_exists() -> None:

@@ -97,7 +97,7 @@ cwd = ["{workdir}/ro"]
 [[rule]]
 name = "basics"
 decision = "allow"
-argv0 = ["echo", "true", "sh", "env"]
+argv0 = ["echo", "true", "sh", "env", "perl"]
 """
 
 
@@ -152,6 +152,25 @@ async def test_the_run_sees_a_fixed_environment_without_the_servers_secrets(
     lines = set(response.json()["stdout"]["text"].splitlines())
     assert lines == {"PATH=/usr/bin:/bin", "LANG=C.UTF-8"}
     assert TOKEN not in response.text
+
+
+# perl (Debian's perl-base, always there) makes one socket per family and says what happened.
+SOCKETS_PL = (
+    "for my $f (40, 17, 44, 1, 2, 10) "
+    '{ print "$f ", (socket(my $s, $f, $f == 17 ? 3 : 1, 0) ? "ok" : "$!"), "\\n" }'
+)
+
+
+async def test_a_host_program_gets_the_same_socket_family_rule(
+    executor: NativeExecutor, workdir: Path
+) -> None:
+    """Under jarvis too, vsock, packet and xdp sockets are refused; unix, inet, inet6 work."""
+    async with harness(make_service(executor, policy=policy_for(workdir))) as h:
+        response = await h.invoke("jarvis.run.create", argv=["perl", "-e", SOCKETS_PL])
+    assert response.json()["exit_code"] == 0, response.text
+    lines = response.json()["stdout"]["text"].splitlines()
+    refused = "Address family not supported by protocol"
+    assert lines == [f"40 {refused}", f"17 {refused}", f"44 {refused}", "1 ok", "2 ok", "10 ok"]
 
 
 async def test_a_run_past_its_timeout_ends_at_the_deadline(
