@@ -34,7 +34,15 @@ class Code(enum.StrEnum):
 class JigError(Exception):
     """Raised when an operation fails for a reason the caller must be told about."""
 
-    def __init__(self, code: Code, message: str, details: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        code: Code,
+        message: str,
+        details: dict[str, Any] | None = None,
+        *,
+        retryable: bool = False,
+    ) -> None:
+        """`retryable`: nothing ran and nothing was recorded; the same call may be sent again."""
         # The wire allows 1-1,024 characters; keep the start, which names the rule.
         message = message.strip() or code.value
         if len(message) > MESSAGE_MAX_CHARS:
@@ -43,6 +51,7 @@ class JigError(Exception):
         self.code = code
         self.message = message
         self.details = details
+        self.retryable = retryable
 
     def __repr__(self) -> str:
         return f"JigError({self.code.value}, {self.message!r})"

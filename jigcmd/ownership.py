@@ -10,6 +10,7 @@ for byte; an uncertain operation stays uncertain.
 from __future__ import annotations
 
 import logging
+import sqlite3
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
@@ -49,6 +50,8 @@ class RecordedFailure(msgspec.Struct, frozen=True):
 
 
 _failure = msgspec.json.Decoder(RecordedFailure)
+# What a journal write raises when the disk or the database fails it (full, read-only, I/O).
+_JOURNAL_FAILURES = (sqlite3.Error, OSError)
 
 
 class Ownership:
@@ -89,6 +92,7 @@ class Ownership:
                 Code.EXECUTION_FAILED,
                 f"cannot take an envelope slot in {self.reservations.directory}: "
                 f"{exc.strerror or exc}; nothing ran",
+                retryable=True,
             ) from exc
         if slot is None:
             raise JigError(Code.RESOURCE_EXHAUSTED, self.reservations.exhausted_message())
@@ -137,9 +141,18 @@ class Ownership:
         )
         # On the request's path (the staged candidate waits for it): uncontended, one quick
         # local commit without a thread hop; otherwise wait for the writer in a thread.
-        begun = self.journal.begin_now(new)
-        if begun is None:
-            begun = await anyio.to_thread.run_sync(self.journal.begin, new)
+        try:
+            begun = self.journal.begin_now(new)
+            if begun is None:
+                begun = await anyio.to_thread.run_sync(self.journal.begin, new)
+        except _JOURNAL_FAILURES as exc:
+            # No row was written, so nothing may run; and nothing is known to be kept.
+            raise JigError(
+                Code.EXECUTION_FAILED,
+                f"the journal {self.journal.path} could not record the operation before "
+                f"dispatch: {_cause(exc)}; nothing ran",
+                retryable=True,
+            ) from exc
         verdict = begun.verdict(signature)
         if verdict is None:
             return None
@@ -164,15 +177,19 @@ class Ownership:
         supervisor = identify(envelope.supervisor_pid)
         if supervisor is None:
             return  # already gone: its own registry entry and the outcome tell the rest
-        await anyio.to_thread.run_sync(
-            lambda: self.journal.record_envelope(
-                operation_id,
-                supervisor=supervisor,
-                cgroup_paths=envelope.cgroup_paths,
-                netns=envelope.netns,
-                plan_digest="",
+        try:
+            await anyio.to_thread.run_sync(
+                lambda: self.journal.record_envelope(
+                    operation_id,
+                    supervisor=supervisor,
+                    cgroup_paths=envelope.cgroup_paths,
+                    netns=envelope.netns,
+                    plan_digest="",
+                )
             )
-        )
+        except _JOURNAL_FAILURES as exc:
+            # The run goes on: the envelope's own registry entry names it for recovery.
+            logger.warning("the journal could not record the envelope of %s: %s", operation_id, exc)
 
     async def record_evidence(self, operation_id: str, evidence: Evidence) -> bytes | None:
         """Make a run's evidence durable on its open row while the envelope is cleaned up.
@@ -182,15 +199,22 @@ class Ownership:
         else `uncertain`. Returns the recorded bytes, or None when the row was closed.
         """
         data = _encoder.encode(evidence)
-        # The answer waits for this commit: uncontended, it is made here without the two
-        # thread hops (~0.3 ms); otherwise it waits for the writer in a thread.
-        written = self.journal.record_result(
-            operation_id, outcome="evidence", result=data, wait=False
-        )
-        if written is None:
-            written = await anyio.to_thread.run_sync(
-                lambda: self.journal.record_result(operation_id, outcome="evidence", result=data)
+        try:
+            # The answer waits for this commit: uncontended, it is made here without the two
+            # thread hops (~0.3 ms); otherwise it waits for the writer in a thread.
+            written = self.journal.record_result(
+                operation_id, outcome="evidence", result=data, wait=False
             )
+            if written is None:
+                written = await anyio.to_thread.run_sync(
+                    lambda: self.journal.record_result(
+                        operation_id, outcome="evidence", result=data
+                    )
+                )
+        except _JOURNAL_FAILURES as exc:
+            # Not durable yet: `finish` tries again and says UNCERTAIN if it cannot either.
+            logger.warning("the journal could not record the evidence of %s: %s", operation_id, exc)
+            return None
         return data if written else None
 
     async def finish(
@@ -218,37 +242,56 @@ class Ownership:
             )
             closing.add_done_callback(_report_close_failure)
             return
-        await anyio.to_thread.run_sync(
-            lambda: self.journal.finish(
-                operation_id,
-                outcome="evidence",
-                result=data,
-                report=report,
-                cleanup_complete=True,
-            )
-        )
-
-    async def fail(self, operation_id: str, error: JigError) -> None:
-        """Record a failure; `UNCERTAIN` closes the row as uncertain for good."""
-        if error.code == Code.UNCERTAIN:
+        try:
             await anyio.to_thread.run_sync(
-                lambda: self.journal.mark_uncertain(
+                lambda: self.journal.finish(
                     operation_id,
-                    reason=error.message,
-                    cleanup_complete=False,
-                    problems=error.message,
+                    outcome="evidence",
+                    result=data,
+                    report=report,
+                    cleanup_complete=True,
                 )
             )
-            return
-        recorded = RecordedFailure(code=error.code, message=error.message, details=error.details)
-        await anyio.to_thread.run_sync(
-            lambda: self.journal.finish(
-                operation_id,
-                outcome="failure",
-                result=_encoder.encode(recorded),
-                report=None,
-                cleanup_complete=True,
+        except _JOURNAL_FAILURES as exc:
+            raise self._unrecorded("the command ran, but", exc) from exc
+
+    async def fail(self, operation_id: str, error: JigError) -> None:
+        """Record a failure; `UNCERTAIN` closes the row as uncertain for good.
+
+        A failure the journal cannot record is `UNCERTAIN`: the row stays open, and recovery
+        closes it uncertain, so the answer now and a replay later agree.
+        """
+        try:
+            if error.code == Code.UNCERTAIN:
+                await anyio.to_thread.run_sync(
+                    lambda: self.journal.mark_uncertain(
+                        operation_id,
+                        reason=error.message,
+                        cleanup_complete=False,
+                        problems=error.message,
+                    )
+                )
+                return
+            recorded = RecordedFailure(
+                code=error.code, message=error.message, details=error.details
             )
+            await anyio.to_thread.run_sync(
+                lambda: self.journal.finish(
+                    operation_id,
+                    outcome="failure",
+                    result=_encoder.encode(recorded),
+                    report=None,
+                    cleanup_complete=True,
+                )
+            )
+        except _JOURNAL_FAILURES as exc:
+            raise self._unrecorded(f"the operation failed ({error.message}), but", exc) from exc
+
+    def _unrecorded(self, what: str, exc: BaseException) -> JigError:
+        return JigError(
+            Code.UNCERTAIN,
+            f"{what} the journal {self.journal.path} could not record its outcome: "
+            f"{_cause(exc)}; it stays open until recovery closes it as uncertain",
         )
 
 
@@ -257,6 +300,13 @@ def _report_close_failure(closing: Future[bool]) -> None:
     if error is not None:
         # The row stays open with its durable evidence; recovery closes it (done) later.
         logger.warning("closing a journal row after its answer failed: %s", error)
+
+
+def _cause(exc: BaseException) -> str:
+    """The failure's own words, e.g. "database or disk is full" or "No space left on device"."""
+    if isinstance(exc, OSError) and exc.strerror:
+        return exc.strerror
+    return str(exc) or type(exc).__name__
 
 
 def _conflict(operation_id: str) -> JigError:

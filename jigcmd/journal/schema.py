@@ -7,6 +7,7 @@ a database written by a newer jigcmd is refused rather than guessed at.
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 
 __all__ = ["SCHEMA_VERSION", "SchemaError", "migrate"]
@@ -111,7 +112,10 @@ def migrate(conn: sqlite3.Connection) -> int:
         conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION:d}")
         conn.execute("COMMIT")
     except BaseException:
-        conn.execute("ROLLBACK")
+        # SQLite may have rolled back already (a full disk): keep the real cause.
+        if conn.in_transaction:
+            with contextlib.suppress(sqlite3.Error):
+                conn.execute("ROLLBACK")
         raise
     return int(version)
 

@@ -50,6 +50,17 @@ class JournalError(Exception):
     """Raised when the journal is used wrongly (closed, or inherited across fork)."""
 
 
+def _rollback(conn: sqlite3.Connection) -> None:
+    """End a failed transaction, keeping the failure that ended it as the one raised.
+
+    SQLite may have rolled back already (a full disk during a statement or the COMMIT):
+    a second ROLLBACK would fail with "cannot rollback" and hide the real cause.
+    """
+    if conn.in_transaction:
+        with contextlib.suppress(sqlite3.Error):
+            conn.execute("ROLLBACK")
+
+
 def _now_ms() -> int:
     return time.time_ns() // 1_000_000
 
@@ -162,10 +173,10 @@ class Journal:
                 self._begin_immediate(conn, wait)
                 try:
                     yield conn
+                    conn.execute("COMMIT")
                 except BaseException:
-                    conn.execute("ROLLBACK")
+                    _rollback(conn)
                     raise
-                conn.execute("COMMIT")
             finally:
                 if not durable:
                     conn.execute("PRAGMA synchronous = FULL")

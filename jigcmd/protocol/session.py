@@ -383,8 +383,10 @@ class Session:
 
     def _finish_flow(self, call: Call, outcome: Outcome) -> bytes:
         operation = self._operations[call.operation_id]
-        if isinstance(outcome, JigError) and outcome.code is Code.RESOURCE_EXHAUSTED:
-            # Nothing ran: the caller may retry the same operation later.
+        if isinstance(outcome, JigError) and (
+            outcome.code is Code.RESOURCE_EXHAUSTED or outcome.retryable
+        ):
+            # Nothing ran and nothing was recorded: the caller may retry the same operation.
             del self._operations[call.operation_id]
         else:
             operation.outcome = outcome

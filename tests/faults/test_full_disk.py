@@ -3,13 +3,19 @@
 from __future__ import annotations
 
 import errno
+import os
+import time
 
+import anyio
 import pytest
 
 from jigcmd.errors import Code, JigError
+from jigcmd.executor import EnvelopeIdentity
 from jigcmd.journal.reservations import Reservations
 from jigcmd.ownership import Ownership
+from jigcmd.protocol.commands import RunResult
 from tests.faults.disk import SmallDisk
+from tests.test_ownership import EVIDENCE, REPORT
 
 
 def test_a_slot_whose_tag_cannot_be_written_is_free_again_once_space_returns(
@@ -41,5 +47,97 @@ def test_a_full_disk_when_taking_a_slot_is_execution_failed_naming_the_cause(
         assert "No space left on device" in failed.value.message
         assert "nothing ran" in failed.value.message
         assert ownership.reservations.in_use() == 0
+    finally:
+        ownership.close()
+
+
+def _new_row(operation_id: str) -> dict[str, object]:
+    return {
+        "operation_id": operation_id,
+        "signature": "sig",
+        "context": "test",
+        "deadline": time.monotonic() + 10,
+        "run_id": operation_id.replace("-", "") + "run",
+    }
+
+
+def test_a_full_journal_at_begin_is_execution_failed_naming_the_journal_and_not_kept(
+    small_disk: SmallDisk,
+) -> None:
+    """Nothing ran and no row exists: EXECUTION_FAILED names the file and cause; a retry runs."""
+    ownership = Ownership.open(small_disk.path, 2, 256 * 1024 * 1024)
+    try:
+        small_disk.fill()
+        with pytest.raises(JigError) as failed:
+            anyio.run(lambda: ownership.begin(**_new_row("op-1")))  # type: ignore[arg-type]
+        error = failed.value
+        assert error.code is Code.EXECUTION_FAILED
+        assert str(ownership.journal.path) in error.message
+        assert "full" in error.message
+        assert "nothing ran" in error.message
+        assert error.retryable
+        small_disk.free()
+        assert ownership.journal.get("op-1") is None
+        assert anyio.run(lambda: ownership.begin(**_new_row("op-1"))) is None  # type: ignore[arg-type]
+    finally:
+        ownership.close()
+
+
+def _begun(disk: SmallDisk, operation_id: str) -> Ownership:
+    ownership = Ownership.open(disk.path, 2, 256 * 1024 * 1024)
+    assert anyio.run(lambda: ownership.begin(**_new_row(operation_id))) is None  # type: ignore[arg-type]
+    return ownership
+
+
+def test_evidence_the_full_journal_cannot_keep_is_answered_uncertain_and_the_row_stays_open(
+    small_disk: SmallDisk,
+) -> None:
+    """The command ran: recording its evidence and closing its row both fail; UNCERTAIN, no lie."""
+    ownership = _begun(small_disk, "op-1")
+    try:
+        small_disk.fill()
+        assert anyio.run(ownership.record_evidence, "op-1", EVIDENCE) is None
+        with pytest.raises(JigError) as failed:
+            anyio.run(ownership.finish, "op-1", RunResult(evidence=EVIDENCE, report=REPORT))
+        assert failed.value.code is Code.UNCERTAIN
+        assert str(ownership.journal.path) in failed.value.message
+        assert "full" in failed.value.message
+        assert not failed.value.retryable
+        row = ownership.journal.get("op-1")
+        assert row is not None and row.is_open
+    finally:
+        ownership.close()
+
+
+def test_a_failure_the_full_journal_cannot_keep_is_answered_uncertain(
+    small_disk: SmallDisk,
+) -> None:
+    """Recording a run's failure fails: the answer is UNCERTAIN naming the journal, not a crash."""
+    ownership = _begun(small_disk, "op-1")
+    try:
+        small_disk.fill()
+        deadline = JigError(Code.DEADLINE_EXCEEDED, "the command reached its deadline")
+        with pytest.raises(JigError) as failed:
+            anyio.run(ownership.fail, "op-1", deadline)
+        assert failed.value.code is Code.UNCERTAIN
+        assert "reached its deadline" in failed.value.message
+        assert str(ownership.journal.path) in failed.value.message
+    finally:
+        ownership.close()
+
+
+def test_an_envelope_the_full_journal_cannot_record_does_not_stop_the_run(
+    small_disk: SmallDisk,
+) -> None:
+    """Recording the serving envelope fails quietly: its own registry names it for recovery."""
+    ownership = _begun(small_disk, "op-1")
+    try:
+        small_disk.fill()
+        envelope = EnvelopeIdentity(
+            supervisor_pid=os.getpid(), init_pid=os.getpid(), cgroup_paths=(), netns=""
+        )
+        anyio.run(ownership.record_envelope, "op-1", envelope)
+        row = ownership.journal.get("op-1")
+        assert row is not None and row.state == "dispatching"
     finally:
         ownership.close()

@@ -211,6 +211,16 @@ def test_a_resource_exhausted_outcome_is_not_recorded_so_a_retry_runs() -> None:
     assert isinstance(session.receive(call_frame(request_id="r2"))[0], Dispatch)
 
 
+def test_a_failure_that_neither_ran_nor_was_recorded_is_not_kept_so_a_retry_runs() -> None:
+    """A retryable EXECUTION_FAILED (the journal could not record the call) is not cached."""
+    session = make_session()
+    call = dispatched(session.receive(call_frame()))
+    failed = JigError(Code.EXECUTION_FAILED, "journal full; nothing ran", retryable=True)
+    (answer,) = decode(session.finish(call, failed))
+    assert answer["error"]["data"] == {"code": "EXECUTION_FAILED"}
+    assert isinstance(session.receive(call_frame(request_id="r2"))[0], Dispatch)
+
+
 def test_cancel_of_the_dispatching_request_stops_the_run_and_it_answers_once() -> None:
     """request/cancel yields a Cancel; the call still gets exactly one answer, with evidence."""
     session = make_session()

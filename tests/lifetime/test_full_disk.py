@@ -1,0 +1,67 @@
+"""A real `jigcmd serve` whose state directory's disk fills up: answered, nothing wedged or lost.
+
+The state directory is a small tmpfs of the test's own (`tests.faults.disk`), filled between
+calls; the real disk is never filled.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+from tests.envelope.conftest import unavailable
+from tests.faults.disk import SmallDisk, mounted
+from tests.lifetime.candidates import QUICK, cli_input
+from tests.lifetime.rig import Rig
+from tests.lifetime.wire import flow_call
+
+pytestmark = pytest.mark.envelope
+
+
+@pytest.fixture
+def disk(rig: Rig) -> Iterator[SmallDisk]:
+    """The rig's state directory on a 16 MiB tmpfs of its own."""
+    if os.geteuid() != 0:
+        unavailable("mounting a tmpfs needs root")
+    with mounted(rig.tmp, "16m") as small:
+        if isinstance(small, str):
+            unavailable(small)
+        rig.state_dir = small.path
+        try:
+            yield small
+        finally:
+            small.free()
+            rig.close()
+
+
+def test_a_call_on_a_full_disk_fails_nothing_ran_and_the_same_operation_runs_once_space_returns(
+    rig: Rig, disk: SmallDisk
+) -> None:
+    """Full journal: EXECUTION_FAILED with the request's id, the session goes on; then it runs."""
+    server = rig.serve()
+    token = f"tok-{uuid.uuid4().hex}"
+    server.send(flow_call("warm", "op-warm", cli_input(QUICK, token)))
+    assert "result" in server.answer("warm")
+
+    disk.fill()
+    token = f"tok-{uuid.uuid4().hex}"
+    server.send(flow_call("full-1", "op-full", cli_input(QUICK, token)))
+    failed = server.answer("full-1")
+    assert failed["id"] == "full-1"
+    assert failed["error"]["data"]["code"] == "EXECUTION_FAILED", failed
+    message = failed["error"]["message"]
+    assert "journal.sqlite3" in message and "full" in message and "nothing ran" in message
+    server.ping("still-alive")
+    assert rig.watch.runs(token) == 0
+
+    disk.free()
+    server.send(flow_call("full-2", "op-full", cli_input(QUICK, token)))
+    answer = server.answer("full-2")
+    assert answer["result"]["value"]["stdout"]["text"] == f"ran {token}\n", json.dumps(answer)
+    assert rig.watch.runs(token) == 1
+    assert server.close_input() == 0
+    rig.assert_nothing_left()
