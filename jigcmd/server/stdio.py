@@ -2,8 +2,14 @@
 
 Reads use non-blocking `os.read` after `anyio.wait_readable`; every frame answered from one
 read is written with a single `os.write` when the pipe accepts it, and a writer task finishes
-partial writes. EOF on the input, SIGTERM or SIGINT end the session: running calls are asked
-to stop, get a short grace period to report, and the server returns well within two seconds.
+partial writes.
+
+Two ways a session ends. End of input means the caller has finished writing: every call
+already read runs to its end (each is bounded by its deadline) and is answered, then the
+server returns. Coordinator loss (the reader of the output went away: EPIPE, or a pipe whose
+read end closed; SIGTERM or SIGINT) fences instead: running calls are asked to stop, get a
+short grace period to record and report how they ended, and the server returns well within
+two seconds.
 """
 
 from __future__ import annotations
@@ -11,6 +17,7 @@ from __future__ import annotations
 import logging
 import os
 import signal
+import stat
 from typing import Final
 
 import anyio
@@ -32,8 +39,8 @@ __all__ = ["serve_stdio"]
 logger = logging.getLogger("jigcmd.server")
 
 READ_SIZE: Final = 1 << 20
-# Time running calls get to stop and report after EOF or SIGTERM, and for the last frames to
-# leave; together well under the two seconds a caller may wait for exit.
+# Time running calls get to stop and report after the coordinator is lost, and for the last
+# frames to leave; together well under the two seconds a caller may wait for exit.
 STOP_GRACE_S: Final = 1.2
 DRAIN_GRACE_S: Final = 0.3
 
@@ -82,6 +89,8 @@ class _Writer:
         self._emptied: anyio.Event | None = None
         self._blocked = False
         self.closed = False
+        # Set once nothing more can be delivered (the peer closed its end).
+        self.lost = anyio.Event()
 
     def send(self, data: bytes) -> None:
         if data and not self.closed:
@@ -107,6 +116,7 @@ class _Writer:
                 logger.debug("protocol output closed: %s", exc)
                 self.closed = True
                 self._buffer.clear()
+                self.lost.set()
                 break
             del self._buffer[:written]
             trace.mark("server: wrote")
@@ -136,6 +146,21 @@ class _Writer:
             self._wake.set()
             await self._emptied.wait()
 
+    async def watch_reader(self) -> None:
+        """Report the loss of a pipe's reader even while nothing is being written.
+
+        The write end of a pipe never becomes readable; epoll reports it "readable" (with
+        EPOLLERR) exactly when the read end has closed. Other outputs (files, terminals,
+        sockets that may carry the input too) are only found lost by a failed write.
+        """
+        if not self._pollable or not stat.S_ISFIFO(os.fstat(self._fd).st_mode):
+            return
+        await anyio.wait_readable(self._fd)
+        logger.debug("protocol output closed: the pipe's reader went away")
+        self.closed = True
+        self._buffer.clear()
+        self.lost.set()
+
 
 class _Server:
     """One session's IO: the read loop, call tasks and shutdown."""
@@ -146,7 +171,11 @@ class _Server:
         self._fds = fds
         self._framer = LineFramer()
         self._writer = _Writer(fds.write_fd, pollable=fds.output_pollable())
+        # Set at end of input (finish what was read) or when the coordinator is lost.
         self._stop = anyio.Event()
+        # Set with `_lost_reason` when the coordinator is lost: fence what is running.
+        self._lost = anyio.Event()
+        self._lost_reason = ""
         self._cancels: dict[jsonrpc.Id, anyio.Event] = {}
         self._idle = anyio.Event()
         self._idle.set()
@@ -157,22 +186,63 @@ class _Server:
             self._tasks = tasks
             tasks.start_soon(self._writer.run)
             tasks.start_soon(self._watch_signals)
+            tasks.start_soon(self._watch_output)
             tasks.start_soon(self._read_loop)
             await self._stop.wait()
-            for cancel in self._cancels.values():
-                cancel.set()
-            with anyio.move_on_after(STOP_GRACE_S):
-                await self._idle.wait()
+            if not self._lost.is_set():
+                await self._finish_calls()
+            if self._lost.is_set():
+                await self._fence_calls()
             with anyio.move_on_after(DRAIN_GRACE_S):
                 await self._writer.drain()
             tasks.cancel_scope.cancel()
 
+    async def _finish_calls(self) -> None:
+        """End of input: wait for every call already read, unless the coordinator is lost."""
+        async with anyio.create_task_group() as waiting:
+
+            async def until_lost() -> None:
+                await self._lost.wait()
+                waiting.cancel_scope.cancel()
+
+            waiting.start_soon(until_lost)
+            # Nothing starts a call after end of input, so `_idle` is not replaced meanwhile.
+            await self._idle.wait()
+            waiting.cancel_scope.cancel()
+
+    async def _fence_calls(self) -> None:
+        """Coordinator loss: stop every running call and give it a moment to record its end."""
+        if self._cancels:
+            logger.warning(
+                "coordinator lost (%s): fencing %d call(s) in flight",
+                self._lost_reason,
+                len(self._cancels),
+            )
+        else:
+            logger.info("coordinator lost (%s); stopping", self._lost_reason)
+        for cancel in self._cancels.values():
+            cancel.set()
+        with anyio.move_on_after(STOP_GRACE_S):
+            await self._idle.wait()
+
+    def _lose(self, reason: str) -> None:
+        if not self._lost.is_set():
+            self._lost_reason = reason
+            self._lost.set()
+        self._stop.set()
+
     async def _watch_signals(self) -> None:
         with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
             async for signum in signals:
-                logger.info("received %s; stopping", signal.Signals(signum).name)
-                self._stop.set()
+                self._lose(f"received {signal.Signals(signum).name}")
                 return
+
+    async def _watch_output(self) -> None:
+        async with anyio.create_task_group() as watching:
+            watching.start_soon(self._writer.watch_reader)
+            await self._writer.lost.wait()
+            watching.cancel_scope.cancel()
+        self._lose("the reader of stdout went away")
 
     async def _read_loop(self) -> None:
         fd = self._fds.read_fd
@@ -193,7 +263,7 @@ class _Server:
             if not chunk:
                 self._handle(self._framer.close())
                 self._writer.flush()
-                logger.debug("end of input; stopping")
+                logger.debug("end of input; finishing the calls already read")
                 self._stop.set()
                 return
             self._handle(self._framer.feed(chunk))
@@ -226,10 +296,11 @@ class _Server:
     def _start(self, call: Call) -> None:
         assert self._tasks is not None
         cancel = anyio.Event()
-        if self._stop.is_set():
+        if self._lost.is_set():
             cancel.set()
         self._cancels[call.request_id] = cancel
-        self._idle = anyio.Event()
+        if self._idle.is_set():
+            self._idle = anyio.Event()
         self._tasks.start_soon(self._run_call, call, cancel)
 
     async def _run_call(self, call: Call, cancel: anyio.Event) -> None:

@@ -630,7 +630,7 @@ def test_fake_json_rpc_frames_on_stdout_stay_inside_the_evidence(
     )
     assert serve.stdin is not None and serve.stdout is not None
     try:
-        # stdin stays open until the answer is in: EOF ends the session and cancels its call.
+        # stdin stays open until the answer is in, as a coordinator keeps it.
         serve.stdin.write(json.dumps(call).encode() + b"\n")
         serve.stdin.flush()
         with selectors.DefaultSelector() as selector:

@@ -205,6 +205,18 @@ class ServerProcess:
         self.process.send_signal(signal.SIGTERM)
         return self.wait_exit(timeout)
 
+    def close_output(self, timeout: float = ANSWER_SECONDS) -> int:
+        """Stop reading: close our end of the server's stdout; the server's exit status."""
+        assert self.process.stdout is not None
+        if not self._eof:
+            self._eof = True
+            self._selector.unregister(self._out)
+        self.process.stdout.close()
+        try:
+            return self.process.wait(timeout)
+        except subprocess.TimeoutExpired as exc:
+            raise self._fail(f"the server did not exit within {timeout:.0f} s") from exc
+
     def wait_exit(self, timeout: float) -> int:
         """Read stdout to EOF and reap the server; its exit status."""
         deadline = time.monotonic() + timeout

@@ -1,14 +1,17 @@
 """Test-only entry point: `python fake_server.py [auto|mcp|flow]` serves a fake command backend.
 
-Behaviour is chosen by the call's `stdin`: "wait" blocks until cancelled (after a progress line),
-"boom" raises an unexpected exception, "stray" prints to stdout and runs a child that writes to
-its stdout, "invalid" is refused as INVALID_INPUT; anything else completes with canned evidence.
+Behaviour is chosen by the call's `stdin`: "wait" blocks until cancelled or its deadline (after
+a progress line), "boom" raises an unexpected exception, "stray" prints to stdout and runs a
+child that writes to its stdout, "invalid" is refused as INVALID_INPUT; anything else completes
+with canned evidence.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import sys
+import time
 
 import anyio
 
@@ -84,7 +87,14 @@ class FakeBackend:
         if stdin == "wait":
             if progress is not None:
                 await progress("envelope ready")
-            await cancel.wait()
+            with anyio.move_on_after(_until(deadline_unix_ms)):
+                await cancel.wait()
+            if not cancel.is_set():
+                raise JigError(
+                    Code.DEADLINE_EXCEEDED,
+                    "the call reached its deadline",
+                    {"command": canned_evidence(command, "deadline")},
+                )
             raise JigError(
                 Code.CANCELLED,
                 "the call was cancelled",
@@ -98,6 +108,13 @@ class FakeBackend:
             print("stray output from the service")  # noqa: T201 - proves fd 1 is not the wire
             subprocess.run(["/bin/echo", "stray output from a child"], check=True)
         return RunResult(evidence=canned_evidence(command), report=REPORT)
+
+
+def _until(deadline_unix_ms: int | None) -> float:
+    """Seconds left until `deadline_unix_ms` (no deadline: forever)."""
+    if deadline_unix_ms is None:
+        return math.inf
+    return max(0.0, deadline_unix_ms / 1000 - time.time())
 
 
 def main() -> None:

@@ -41,8 +41,8 @@ def _converse(
 ) -> dict[object, dict[str, Any]]:
     """Send `frames` to a server and read until every id in `ids` is answered, then close stdin.
 
-    EOF on stdin ends a session and cancels what is still running, so stdin stays open
-    until the answers are in.
+    stdin stays open until the answers are in, as a coordinator keeps it (end of input
+    would also wait for them).
     """
     server = subprocess.Popen(
         command,

@@ -6,6 +6,7 @@ import json
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -208,15 +209,75 @@ def test_mcp_progress_and_cancellation_over_the_wire(server: ServerProcess) -> N
     assert server.wait() == 0
 
 
-def test_end_of_input_cancels_the_running_call_answers_it_and_exits(server: ServerProcess) -> None:
-    """EOF: the in-flight run is cancelled, its answer still written, exit status 0."""
-    server.send_json(flow_call("r1", "op-1", stdin="wait"))
+def test_end_of_input_lets_the_running_call_reach_its_own_end_then_exits(
+    server: ServerProcess,
+) -> None:
+    """EOF: the call already read is not cancelled; it ends by its deadline, is answered, exit 0."""
+    deadline = time.time_ns() // 1_000_000 + 300
+    call = flow_call("r1", "op-1", stdin="wait")
+    call["params"]["deadlineUnixMs"] = deadline
+    server.send_json(call)
     assert ping(server)["id"] == "alive"
     server.close_stdin()
     answer = server.read()
-    assert answer["error"]["data"]["code"] == "CANCELLED"
+    assert answer["error"]["data"]["code"] == "DEADLINE_EXCEEDED"
     assert server.read_line() == b""
     assert server.wait() == 0
+
+
+def test_end_of_input_answers_every_call_in_a_piped_file(tmp_path: Path) -> None:
+    """A file of requests on stdin: every call in it is completed and answered, then exit 0."""
+    frames = [
+        {"jsonrpc": "2.0", "id": "p", "method": "ping"},
+        flow_call("r1", "op-1"),
+        flow_call("r2", "op-1"),
+        {"jsonrpc": "2.0", "id": "x", "method": "nope"},
+    ]
+    requests = tmp_path / "jigcmd-requests.jsonl"
+    requests.write_text("".join(json.dumps(f) + "\n" for f in frames))
+    done = subprocess.run(
+        ["/bin/sh", "-c", f'"{sys.executable}" "{FAKE_SERVER}" < "{requests}"'],
+        capture_output=True,
+        env=server_env(),
+        timeout=FAILSAFE_S,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    answers = {a["id"]: a for a in map(json.loads, done.stdout.splitlines())}
+    assert set(answers) == {"p", "r1", "r2", "x"}
+    assert answers["r1"]["result"] == answers["r2"]["result"]
+    assert answers["x"]["error"]["code"] == -32601
+
+
+def test_a_closed_stdout_is_coordinator_loss_the_running_call_is_cancelled_and_the_server_exits(
+    tmp_path: Path,
+) -> None:
+    """The reader goes away while a call runs and nothing is written: fence, log, exit 0."""
+    stderr_path = tmp_path / "jigcmd-stderr.txt"
+    with stderr_path.open("wb") as stderr:
+        process = subprocess.Popen(
+            [sys.executable, str(FAKE_SERVER)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            env=server_env(),
+        )
+    assert process.stdin is not None and process.stdout is not None
+    try:
+        process.stdin.write(
+            json.dumps(flow_call("r1", "op-1", stdin="wait")).encode()
+            + b'\n{"jsonrpc":"2.0","id":"alive","method":"ping"}\n'
+        )
+        process.stdin.flush()
+        assert json.loads(process.stdout.readline())["id"] == "alive"
+        process.stdout.close()
+        assert process.wait(timeout=FAILSAFE_S) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(timeout=FAILSAFE_S)
+        process.stdin.close()
+    assert "coordinator lost" in stderr_path.read_text()
 
 
 def test_sigterm_cancels_the_running_call_and_exits(server: ServerProcess) -> None:
