@@ -8,7 +8,7 @@ import os
 import sys
 from pathlib import Path
 
-from jigcmd import __version__
+from jigcmd import __version__, stderrlog
 
 __all__ = ["main"]
 
@@ -125,11 +125,8 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if extra and args.verb != "run":
         _parser().error("arguments after `--` are only for `jigcmd run`")
-    logging.basicConfig(
-        stream=sys.stderr,
-        level=logging.DEBUG if args.verbose else logging.WARNING,
-        format="jigcmd: %(levelname)s %(name)s: %(message)s",
-    )
+    # Never a blocking write from the event loop: a host may not drain our stderr.
+    stderrlog.install(logging.DEBUG if args.verbose else logging.WARNING)
     verb: str = args.verb
     # Imports per verb keep each command's start-up light (serve answers within ~150 ms).
     if verb in ("serve", "run"):

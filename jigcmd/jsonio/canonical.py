@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from decimal import Decimal
 
 import msgspec
@@ -21,8 +21,6 @@ MAX_SAFE_INTEGER = 2**53 - 1
 
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
-_ContainerEncoder = Callable[[object, list[str], str, set[int]], None]
-
 
 class CanonicalError(ValueError):
     """Raised when a value has no Canonical JSON/1 form."""
@@ -30,9 +28,7 @@ class CanonicalError(ValueError):
 
 def dumps(value: object) -> bytes:
     """Encode `value` as Canonical JSON/1 bytes."""
-    parts: list[str] = []
-    _encode(value, parts, "", set())
-    return "".join(parts).encode("utf-8")
+    return "".join(_encode(value)).encode("utf-8")
 
 
 def _pointer(parent: str, token: str | int) -> str:
@@ -44,54 +40,64 @@ def _where(pointer: str) -> str:
     return f"at {pointer!r}" if pointer else "at the root"
 
 
-def _encode(value: object, out: list[str], pointer: str, active: set[int]) -> None:
-    # bool is checked before int because bool is a subclass of int.
-    if value is None:
-        out.append("null")
-    elif value is True:
-        out.append("true")
-    elif value is False:
-        out.append("false")
-    elif isinstance(value, str):
-        out.append(_string(value, pointer))
-    elif isinstance(value, int):
-        out.append(_integer(value, pointer))
-    elif isinstance(value, float):
-        out.append(_number(value, pointer))
-    elif isinstance(value, Mapping):
-        _container(value, out, pointer, active, _encode_object)
-    elif isinstance(value, list | tuple):
-        _container(value, out, pointer, active, _encode_array)
-    elif isinstance(value, msgspec.Struct):
-        # Structs carry their wire names (rename=...) and omit nothing unexpectedly this way.
-        _encode(msgspec.to_builtins(value), out, pointer, active)
-    else:
-        raise CanonicalError(
-            f"unsupported type {type(value).__name__} {_where(pointer)}: "
-            "only dict, list, tuple, str, int, float, bool, None and msgspec Structs"
-        )
+# Work items of the encoder's explicit stack: a value to encode (with its pointer), text to
+# emit, or the end of a container (its id leaves the path, for cycle detection).
+_VALUE, _TEXT, _LEAVE = 0, 1, 2
+_Work = tuple[int, object, str]
 
 
-def _container(
-    value: object,
-    out: list[str],
-    pointer: str,
-    active: set[int],
-    encode: _ContainerEncoder,
-) -> None:
+def _encode(root: object) -> list[str]:
+    # Iterative, not recursive: how deep a value nests is bounded by memory, never by
+    # Python's recursion limit (a deep input must not crash the signature of its request).
+    out: list[str] = []
     # Only containers on the current path count: a shared, acyclic sub-value is fine.
-    ident = id(value)
-    if ident in active:
-        raise CanonicalError(f"cycle {_where(pointer)}: a container contains itself")
-    active.add(ident)
-    try:
-        encode(value, out, pointer, active)
-    finally:
-        active.discard(ident)
+    active: set[int] = set()
+    stack: list[_Work] = [(_VALUE, root, "")]
+    while stack:
+        kind, value, pointer = stack.pop()
+        if kind == _TEXT:
+            assert isinstance(value, str)
+            out.append(value)
+        elif kind == _LEAVE:
+            assert isinstance(value, int)
+            active.discard(value)
+        # bool is checked before int because bool is a subclass of int.
+        elif value is None:
+            out.append("null")
+        elif value is True:
+            out.append("true")
+        elif value is False:
+            out.append("false")
+        elif isinstance(value, str):
+            out.append(_string(value, pointer))
+        elif isinstance(value, int):
+            out.append(_integer(value, pointer))
+        elif isinstance(value, float):
+            out.append(_number(value, pointer))
+        elif isinstance(value, Mapping | list | tuple):
+            ident = id(value)
+            if ident in active:
+                raise CanonicalError(f"cycle {_where(pointer)}: a container contains itself")
+            active.add(ident)
+            if isinstance(value, Mapping):
+                items = _object(value, pointer)
+            else:
+                items = _array(value, pointer)
+            stack.append((_LEAVE, ident, pointer))
+            stack.extend(reversed(items))
+        elif isinstance(value, msgspec.Struct):
+            # Structs carry their wire names (rename=...) and omit nothing unexpectedly this way.
+            stack.append((_VALUE, msgspec.to_builtins(value), pointer))
+        else:
+            raise CanonicalError(
+                f"unsupported type {type(value).__name__} {_where(pointer)}: "
+                "only dict, list, tuple, str, int, float, bool, None and msgspec Structs"
+            )
+    return out
 
 
-def _encode_object(value: object, out: list[str], pointer: str, active: set[int]) -> None:
-    assert isinstance(value, Mapping)
+def _object(value: Mapping[object, object], pointer: str) -> list[_Work]:
+    """The work items of an object, in output order: `{`, each `"key":` and value, `}`."""
     keys: list[str] = []
     for key in value:
         if not isinstance(key, str):
@@ -101,25 +107,27 @@ def _encode_object(value: object, out: list[str], pointer: str, active: set[int]
             )
         keys.append(key)
     keys.sort(key=_utf16_order)
-    out.append("{")
-    for index, key in enumerate(keys):
-        if index:
-            out.append(",")
+    items: list[_Work] = []
+    separator = "{"
+    for key in keys:
         child = _pointer(pointer, key)
-        out.append(_string(key, child, is_key=True))
-        out.append(":")
-        _encode(value[key], out, child, active)
-    out.append("}")
+        items.append((_TEXT, separator + _string(key, child, is_key=True) + ":", child))
+        items.append((_VALUE, value[key], child))
+        separator = ","
+    items.append((_TEXT, "}" if keys else "{}", pointer))
+    return items
 
 
-def _encode_array(value: object, out: list[str], pointer: str, active: set[int]) -> None:
-    assert isinstance(value, list | tuple)
-    out.append("[")
+def _array(value: list[object] | tuple[object, ...], pointer: str) -> list[_Work]:
+    """The work items of an array, in output order: `[`, each value, `]`."""
+    items: list[_Work] = []
+    separator = "["
     for index, item in enumerate(value):
-        if index:
-            out.append(",")
-        _encode(item, out, _pointer(pointer, index), active)
-    out.append("]")
+        items.append((_TEXT, separator, pointer))
+        items.append((_VALUE, item, _pointer(pointer, index)))
+        separator = ","
+    items.append((_TEXT, "]" if value else "[]", pointer))
+    return items
 
 
 def _utf16_order(key: str) -> bytes:

@@ -1,9 +1,13 @@
 """Strict JSON/1 decoding: one UTF-8 JSON text, no BOM, no duplicate keys, only safe numbers.
 
 msgspec does the decoding and already refuses invalid UTF-8, lone surrogates (raw or escaped),
-NaN/Infinity, non-finite floats and trailing garbage. Two rules remain for us, checked in a
-single walk over the decoded containers (cost grows with the number of values, not bytes):
+NaN/Infinity, non-finite floats, integers too long to decode and trailing garbage. Three rules
+remain for us, checked in a single walk over the decoded containers (cost grows with the
+number of values, not bytes):
 
+- nesting: at most `MAX_DEPTH` (64) levels of arrays and objects; deeper is `NestingTooDeep`,
+  which carries the decoded value (so a JSON-RPC layer can still name the request's id) when
+  msgspec could decode it at all (it gives up near 1,000 levels);
 - integers beyond ±(2^53-1), which msgspec decodes as Python ints of any size;
 - duplicate keys, which msgspec silently collapses (last one wins). Every key/value pair has
   exactly one structural ``:`` in the text, and colons inside strings survive decoding one for
@@ -21,9 +25,11 @@ from typing import Any
 
 import msgspec
 
-__all__ = ["MAX_SAFE_INTEGER", "StrictJSONError", "loads"]
+__all__ = ["MAX_DEPTH", "MAX_SAFE_INTEGER", "NestingTooDeep", "StrictJSONError", "loads"]
 
 MAX_SAFE_INTEGER = 2**53 - 1
+# Levels of arrays and objects one text may nest (a JSON-RPC frame needs a handful).
+MAX_DEPTH = 64
 
 _BOM = b"\xef\xbb\xbf"
 _ESCAPED_COLON = re.compile(rb"\\u003[aA]")
@@ -41,6 +47,18 @@ class StrictJSONError(ValueError):
     """Raised when bytes are not one strict JSON/1 text; the message names the rule and where."""
 
 
+class NestingTooDeep(StrictJSONError):
+    """Raised when a text nests deeper than `MAX_DEPTH`; `value` is what decoded, if anything."""
+
+    def __init__(self, message: str, value: object = None) -> None:
+        super().__init__(message)
+        self.value = value
+
+
+def _too_deep(where: str, value: object = None) -> NestingTooDeep:
+    return NestingTooDeep(f"nesting deeper than {MAX_DEPTH} levels{where}", value)
+
+
 def loads(data: bytes) -> object:
     """Decode one strict JSON/1 text from UTF-8 bytes."""
     if data.startswith(_BOM):
@@ -48,14 +66,17 @@ def loads(data: bytes) -> object:
     try:
         value = _decode(data)
     except msgspec.ValidationError as exc:
-        # msgspec's only validation failure for untyped decoding: a float literal overflows.
+        # msgspec's only validation failures for untyped decoding: a number literal that
+        # overflows, an integer (too many digits for any int it decodes) or a float.
+        if str(exc).startswith("Integer"):
+            raise StrictJSONError(f"integer out of range ({exc})") from None
         raise StrictJSONError(
             f"number out of range: non-finite numbers are not allowed ({exc})"
         ) from None
     except msgspec.DecodeError as exc:
         raise StrictJSONError(_explain(data, str(exc))) from None
     except RecursionError:
-        raise StrictJSONError("nesting is too deep") from None
+        raise _too_deep(" (too deep to decode at all)") from None
     if isinstance(value, dict | list):
         _check_containers(data, value)
     elif type(value) is int and not -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER:
@@ -91,10 +112,17 @@ def _check_containers(data: bytes, root: dict[str, Any] | list[Any]) -> None:
     keys = 0
     string_colons = 0
     stack: list[Any] = [root]
+    depths: list[int] = [1]
     pop = stack.pop
     push = stack.append
+    pop_depth = depths.pop
+    push_depth = depths.append
     while stack:
         container = pop()
+        depth = pop_depth()
+        if depth > MAX_DEPTH:
+            raise _too_deep(f" (at {_deep_pointer(root)!r})", root)
+        depth += 1
         if type(container) is dict:
             keys += len(container)
             for key, item in container.items():
@@ -107,6 +135,7 @@ def _check_containers(data: bytes, root: dict[str, Any] | list[Any]) -> None:
                         _unsafe_integer(root)
                 elif kind is dict or kind is list:
                     push(item)
+                    push_depth(depth)
         else:
             for item in container:
                 kind = type(item)
@@ -117,11 +146,34 @@ def _check_containers(data: bytes, root: dict[str, Any] | list[Any]) -> None:
                         _unsafe_integer(root)
                 elif kind is dict or kind is list:
                     push(item)
+                    push_depth(depth)
     # `in` is a fast substring scan; the regex runs only when an escape might be a colon.
     if data.count(b":") - string_colons != keys or (
         b"\\u003" in data and _ESCAPED_COLON.search(data) is not None
     ):
         _find_duplicate(data)
+
+
+def _deep_pointer(root: object) -> str:
+    """The JSON pointer of the first container nested deeper than `MAX_DEPTH`."""
+    stack: list[tuple[str, object, int]] = [("", root, 1)]
+    while stack:
+        pointer, value, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            return pointer
+        if isinstance(value, dict):
+            stack.extend(
+                (f"{pointer}/{_escape(k)}", v, depth + 1)
+                for k, v in reversed(value.items())
+                if isinstance(v, dict | list)
+            )
+        elif isinstance(value, list):
+            stack.extend(
+                (f"{pointer}/{i}", v, depth + 1)
+                for i, v in reversed(list(enumerate(value)))
+                if isinstance(v, dict | list)
+            )
+    return ""
 
 
 def _unsafe_integer(root: object) -> None:
@@ -164,4 +216,4 @@ def _find_duplicate(data: bytes) -> None:
         key = json.dumps(exc.args[0], ensure_ascii=False)
         raise StrictJSONError(f"duplicate key {key}") from None
     except RecursionError:
-        raise StrictJSONError("nesting is too deep") from None
+        raise _too_deep("") from None

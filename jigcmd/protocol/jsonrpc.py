@@ -7,12 +7,13 @@ that is not a request or notification is answered with -32600 and, when unreadab
 
 from __future__ import annotations
 
+import contextlib
 import re
 from typing import Any, Final
 
 import msgspec
 
-from jigcmd.jsonio.strict import StrictJSONError, loads
+from jigcmd.jsonio.strict import NestingTooDeep, StrictJSONError, loads
 
 __all__ = [
     "INTERNAL_ERROR",
@@ -94,9 +95,49 @@ def parse(frame: bytes) -> Request | Notification | Rejected:
     """Decode and classify one frame; strict JSON/1 failures become -32700."""
     try:
         message = loads(frame)
+    except NestingTooDeep as exc:
+        # Well-formed but too deep to take apart safely: still answer the request's id.
+        found = exc.value.get("id") if type(exc.value) is dict else _leading_id(frame)
+        request_id = found if type(found) is str or type(found) is int else None
+        return Rejected(INVALID_REQUEST, f"Invalid Request: {exc}", request_id)
     except StrictJSONError as exc:
         return Rejected(PARSE_ERROR, f"Parse error: {exc}")
     return classify(message)
+
+
+# Strings, structural characters and numbers: enough to find a top-level "id" member.
+_TOKEN = re.compile(rb'"(?:[^"\\]|\\.)*"|[{}\[\]:]|-?[0-9][0-9.eE+-]*')
+# How far into a frame too deep to decode the top-level "id" is looked for.
+_ID_SCAN_BYTES = 64 * 1024
+
+
+def _leading_id(frame: bytes) -> object:
+    """The top-level "id" of a frame too deep for the decoder, if it is in the first 64 KiB."""
+    depth = 0
+    key = b""
+    value_next = False
+    for token in _TOKEN.finditer(frame, 0, min(len(frame), _ID_SCAN_BYTES)):
+        text = token.group()
+        first = text[:1]
+        if depth == 1 and value_next:
+            value_next = False
+            if key == b'"id"':
+                if first == b'"':
+                    with contextlib.suppress(msgspec.DecodeError):
+                        return msgspec.json.decode(text)
+                elif text.lstrip(b"-").isdigit():
+                    return int(text)
+                return None
+        if first in (b"{", b"["):
+            depth += 1
+        elif first in (b"}", b"]"):
+            depth -= 1
+        elif depth == 1 and first == b":":
+            value_next = True
+        elif depth == 1 and first == b'"':
+            # A member's key (a string value is consumed above, then replaced by the next key).
+            key = text
+    return None
 
 
 def classify(message: object) -> Request | Notification | Rejected:

@@ -188,3 +188,11 @@ def test_unsupported_types_are_rejected(value: object) -> None:
 def test_canonical_error_is_a_value_error() -> None:
     """Callers may catch CanonicalError as ValueError."""
     assert issubclass(CanonicalError, ValueError)
+
+
+def test_a_value_nested_far_beyond_the_recursion_limit_encodes() -> None:
+    """The encoder is iterative: 5,000 levels (signature of a deep input) never crash it."""
+    value: object = []
+    for _ in range(5000):
+        value = {"a": value}
+    assert dumps(value) == b'{"a":' * 5000 + b"[]" + b"}" * 5000

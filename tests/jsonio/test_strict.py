@@ -10,7 +10,7 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from jigcmd.jsonio.strict import MAX_SAFE_INTEGER, StrictJSONError, loads
+from jigcmd.jsonio.strict import MAX_DEPTH, MAX_SAFE_INTEGER, NestingTooDeep, StrictJSONError, loads
 
 SAFE_INTS = st.integers(-MAX_SAFE_INTEGER, MAX_SAFE_INTEGER)
 TEXT = st.text(st.characters(exclude_categories=["Cs"]), max_size=12)
@@ -105,7 +105,7 @@ def test_valid_json_values_decode_to_the_same_value() -> None:
         (b'{"a":1} {"b":2}', "malformed JSON: trailing characters"),
         (b'{"a":1', "malformed JSON: input ends before the value is complete"),
         (b"", "malformed JSON: input ends before the value is complete"),
-        (b"[" * 5000 + b"]" * 5000, "nesting is too deep"),
+        (b"[" * 5000 + b"]" * 5000, "nesting deeper than 64 levels"),
     ],
 )
 def test_each_strict_rule_is_refused_with_a_precise_message(data: bytes, message: str) -> None:
@@ -180,3 +180,30 @@ def test_mutated_json_texts_are_accepted_exactly_when_the_reference_accepts_them
         else:
             text[position:position] = insert
     _agrees_with_reference(bytes(text))
+
+
+@pytest.mark.parametrize("depth", [MAX_DEPTH + 1, 330, 1000, 100_000])
+def test_nesting_beyond_the_limit_is_refused_naming_the_limit(depth: int) -> None:
+    """Deeper than MAX_DEPTH containers is refused however deep, never a RecursionError."""
+    data = b'{"a":' * (depth - 1) + b"[]" + b"}" * (depth - 1)
+    with pytest.raises(NestingTooDeep) as refused:
+        loads(data)
+    assert f"nesting deeper than {MAX_DEPTH} levels" in str(refused.value)
+
+
+def test_nesting_at_the_limit_is_accepted() -> None:
+    """Exactly MAX_DEPTH levels decode."""
+    data = b"[" * MAX_DEPTH + b"]" * MAX_DEPTH
+    value = loads(data)
+    for _ in range(MAX_DEPTH - 1):
+        assert isinstance(value, list)
+        (value,) = value
+    assert value == []
+
+
+def test_a_5000_digit_integer_is_refused_as_an_integer_out_of_range() -> None:
+    """An integer too long to decode is "integer out of range", not a non-finite number."""
+    with pytest.raises(StrictJSONError) as refused:
+        loads(b"[" + b"9" * 5000 + b"]")
+    assert "integer out of range" in str(refused.value)
+    assert "non-finite" not in str(refused.value)

@@ -300,3 +300,17 @@ def test_an_unbounded_session_replays_every_outcome_itself() -> None:
     for index in range(20):
         _run_to_completion(session, f"r{index}", f"op-{index}")
     assert not any(isinstance(a, Dispatch) for a in session.receive(call_frame("r99", "op-0")))
+
+
+@pytest.mark.parametrize("depth", [330, 1000, 100_000])
+def test_a_deeply_nested_input_is_an_invalid_request_answered_with_its_id(depth: int) -> None:
+    """Nesting beyond the frame limit: -32600 naming the limit, with the request's id; no crash."""
+    session = make_session()
+    frame = call_frame(request_id="deep-1").replace(
+        b'"input": {', b'"input": {"deep": ' + b"[" * depth + b"]" * depth + b", ", 1
+    )
+    (answer,) = answers(session.receive(frame))
+    assert answer["id"] == "deep-1"
+    assert answer["error"]["code"] == -32600
+    assert "nesting deeper than 64 levels" in answer["error"]["message"]
+    assert isinstance(session.receive(call_frame(request_id="r2"))[0], Dispatch)
