@@ -26,6 +26,7 @@ import msgspec
 from jigcmd import trace
 from jigcmd.envelope import netns
 from jigcmd.envelope.wire import (
+    INIT_LOST,
     Cancel,
     Ended,
     Failed,
@@ -549,6 +550,13 @@ class _RunCollector:
                 raise JigError(
                     Code.DEADLINE_EXCEEDED, "the deadline passed before the candidate started"
                 )
+            if end.step == INIT_LOST:
+                cleanup = (
+                    "the envelope was cleaned up"
+                    if end.cleanup_complete
+                    else "cleanup not confirmed: " + "; ".join(end.cleanup_problems)
+                )
+                raise JigError(Code.UNCERTAIN, f"{end.error}; {cleanup}")
             message = f"containment envelope incomplete, nothing ran: {end.step}: {end.error}"
             if not end.cleanup_complete:
                 raise JigError(

@@ -41,6 +41,7 @@ from jigcmd import trace
 from jigcmd.envelope import cgroups, idmap, netns, privileges, rootfs, seccomp
 from jigcmd.envelope import syscalls as sc
 from jigcmd.envelope.wire import (
+    INIT_LOST,
     Cancel,
     Ended,
     Failed,
@@ -303,7 +304,26 @@ class _Envelope:
                 setup_ms=(started - launched) * 1000,
             ),
         )
-        exit_code, sig, reason, server_lost = self._wait(plan.deadline, sock)
+        try:
+            exit_code, sig, reason, server_lost = self._wait(plan.deadline, sock)
+        except _InitLost:
+            # Nobody cancelled and nothing proves how the candidate ended: no evidence, no
+            # signal is invented. Fenced and released; the server records it uncertain.
+            self._fence()
+            ok, problems = self._release()
+            self._free_slot()
+            _send(
+                sock,
+                Failed(
+                    step=INIT_LOST,
+                    error="pid 1 of the envelope died without reporting how the candidate "
+                    "ended (killed from outside); the candidate ran, its outcome is unknown",
+                    cleanup_complete=ok,
+                    cleanup_problems=problems,
+                ),
+            )
+            self.let_go_of_namespaces()
+            return
         wall_ms = (time.monotonic() - started) * 1000
         trace.mark("supervisor: candidate ended")
         if not server_lost:
@@ -416,7 +436,7 @@ class _Envelope:
                     line = self._read_line(time.monotonic() + 1.0)
                     if line is None:
                         # Init died without a word: something outside killed it.
-                        return (*self._stop("cancelled"), False)
+                        raise _InitLost
                     kind, _, value = line.partition(" ")
                     if kind == "exit":
                         return int(value), None, "exited", False
@@ -563,6 +583,10 @@ class Owner:
                 cleanup_complete=cleanup_complete,
                 problems="; ".join(problems),
             )
+
+
+class _InitLost(Exception):
+    """Pid 1 died without reporting how the candidate ended."""
 
 
 class _Abandoned(Exception):

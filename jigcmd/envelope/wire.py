@@ -17,6 +17,7 @@ from jigcmd.journal.identity import ProcessIdentity
 from jigcmd.plan import RunPlan
 
 __all__ = [
+    "INIT_LOST",
     "Cancel",
     "Ended",
     "Failed",
@@ -113,8 +114,16 @@ class Finished(msgspec.Struct, frozen=True, tag="finished"):
     cleanup_problems: tuple[str, ...] = ()
 
 
+# `Failed.step` when pid 1 died without reporting how the candidate ended: the candidate ran
+# (it may have done anything), and nobody knows how it ended.
+INIT_LOST = "pid 1"
+
+
 class Failed(msgspec.Struct, frozen=True, tag="failed"):
-    """Supervisor → server: a piece of the envelope could not be established; nothing ran."""
+    """Supervisor → server: a piece of the envelope could not be established; nothing ran.
+
+    With `step` `INIT_LOST` the candidate did run, and its end is unknown.
+    """
 
     step: str
     error: str

@@ -18,7 +18,7 @@ import pytest
 from jigcmd.recovery import UNCERTAIN_REASON
 from tests.lifetime.candidates import LINGER, cli_input
 from tests.lifetime.rig import Rig
-from tests.lifetime.watch import Proc, alive, wait_for
+from tests.lifetime.watch import Proc, alive, parent, wait_for
 from tests.lifetime.wire import ServerProcess, flow_call
 
 pytestmark = pytest.mark.envelope
@@ -185,5 +185,27 @@ def test_recover_closes_a_dead_servers_running_operation_without_a_restart(rig: 
         "UNCERTAIN",
         UNCERTAIN_REASON,
     )
+    rig.assert_nothing_left()
+    assert rig.watch.runs(token) == 1
+
+
+def test_a_sigkill_of_pid_1_mid_run_is_uncertain_with_no_invented_evidence(rig: Rig) -> None:
+    """Nobody cancelled: the answer is UNCERTAIN without evidence, journalled and replayed so."""
+    token, operation_id = f"tok-{uuid.uuid4().hex}", "op-init-killed"
+    server = rig.serve()
+    request_id = _start_lingering(rig, server, operation_id, token)
+    # The candidate's parent is the envelope's pid 1.
+    init = parent(rig.candidate(token))
+    assert init is not None
+    rig.signal(init, signal.SIGKILL)
+    answer = server.answer(request_id)
+    code, message = _failure(answer)
+    assert code == "UNCERTAIN", answer
+    assert "pid 1" in message
+    assert "details" not in answer["error"]["data"]
+    row = rig.row(operation_id)
+    assert row is not None and row.state == "uncertain"
+    assert server.close_input() == 0
+    assert _ask_again(rig, operation_id, cli_input(LINGER, token))[0] == "UNCERTAIN"
     rig.assert_nothing_left()
     assert rig.watch.runs(token) == 1

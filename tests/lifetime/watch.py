@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-__all__ = ["Proc", "Watch", "alive", "handles", "namespace_holders", "wait_for"]
+__all__ = ["Proc", "Watch", "alive", "handles", "namespace_holders", "parent", "wait_for"]
 
 _SCAN_INTERVAL_S = 0.01
 
@@ -50,6 +50,15 @@ def _stat(pid: int) -> tuple[Proc, int, str] | None:
         return None
     fields = data[data.rindex(b")") + 2 :].split()
     return Proc(pid, int(fields[19])), int(fields[1]), fields[0].decode()
+
+
+def parent(proc: Proc) -> Proc | None:
+    """The process that is `proc`'s parent now, or None when `proc` is gone."""
+    found = _stat(proc.pid)
+    if found is None or found[0] != proc:
+        return None
+    above = _stat(found[1])
+    return None if above is None else above[0]
 
 
 def alive(proc: Proc) -> bool:
