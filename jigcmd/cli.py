@@ -7,10 +7,27 @@ import logging
 import os
 import sys
 from pathlib import Path
+from typing import NoReturn
 
 from jigcmd import __version__, stderrlog
 
 __all__ = ["main"]
+
+
+class _UsageError(Exception):
+    """Raised instead of argparse's exit, so that `run --json` can answer it as JSON too."""
+
+    def __init__(self, parser: argparse.ArgumentParser, message: str) -> None:
+        super().__init__(message)
+        self.parser = parser
+        self.message = message
+
+
+class _Parser(argparse.ArgumentParser):
+    """An argument parser whose usage errors are raised as `_UsageError`."""
+
+    def error(self, message: str) -> NoReturn:
+        raise _UsageError(self, message)
 
 
 def _ownership_options(parser: argparse.ArgumentParser) -> None:
@@ -38,7 +55,7 @@ def _cgroup_option(parser: argparse.ArgumentParser) -> None:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="jigcmd",
         description="Run operator-reviewed Bun commands against exact candidate projects "
         "inside a native Linux containment envelope.",
@@ -85,7 +102,11 @@ def _parser() -> argparse.ArgumentParser:
         "--files", required=True, type=Path, help="directory whose regular files form the candidate"
     )
     run.add_argument("--stdin-file", type=Path, help="UTF-8 text given to the command's stdin")
-    run.add_argument("--json", action="store_true", help="print exactly the evidence object")
+    run.add_argument(
+        "--json",
+        action="store_true",
+        help='print one JSON object: {"evidence", "report"}, or {"error", "evidence"?} on failure',
+    )
     _ownership_options(run)
 
     recover = sub.add_parser(
@@ -122,9 +143,12 @@ def main(argv: list[str] | None = None) -> int:
     if "--" in argv:
         split = argv.index("--")
         argv, extra = argv[:split], argv[split + 1 :]
-    args = _parser().parse_args(argv)
-    if extra and args.verb != "run":
-        _parser().error("arguments after `--` are only for `jigcmd run`")
+    try:
+        args = _parser().parse_args(argv)
+        if extra and args.verb != "run":
+            _parser().error("arguments after `--` are only for `jigcmd run`")
+    except _UsageError as exc:
+        return _usage_failure(exc, argv)
     # Never a blocking write from the event loop: a host may not drain our stderr.
     stderrlog.install(logging.DEBUG if args.verbose else logging.WARNING)
     verb: str = args.verb
@@ -184,6 +208,19 @@ def main(argv: list[str] | None = None) -> int:
     from jigcmd.demo import demo  # noqa: PLC0415
 
     return demo()
+
+
+def _usage_failure(exc: _UsageError, argv: list[str]) -> int:
+    """argparse's words on stderr (and, for `run --json`, as its one JSON object); status 2."""
+    exc.parser.print_usage(sys.stderr)
+    verb = next((word for word in argv if not word.startswith("-")), None)
+    if verb == "run" and "--json" in argv:
+        from jigcmd.errors import Code, JigError  # noqa: PLC0415
+        from jigcmd.frontends.run import write_failure  # noqa: PLC0415
+
+        return write_failure(JigError(Code.INVALID_INPUT, exc.message), as_json=True)
+    sys.stderr.write(f"{exc.parser.prog}: error: {exc.message}\n")
+    return 2
 
 
 if __name__ == "__main__":

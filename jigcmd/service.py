@@ -1,4 +1,4 @@
-"""The one command path every front shares: validate → admit → plan → execute → evidence."""
+"""The one command path every front shares: admit → validate → plan → execute → evidence."""
 
 from __future__ import annotations
 
@@ -105,6 +105,16 @@ class CommandService:
             self._admission = self._runtime_check()
             self._runtime_check = None
 
+    async def check_admission(self, command: object) -> None:
+        """Raise `UNAVAILABLE` unless the Binding is admitted (a lock, no drift), whatever input."""
+        if self._runtime_check is not None:
+            await anyio.to_thread.run_sync(self._check_runtime)
+        if not self._admission.admitted:
+            # Drift is what the caller must fix first: input checked against a Binding
+            # nobody admitted would only send them after the wrong problem.
+            named = f"command {command!r}: " if isinstance(command, str) else ""
+            raise JigError(Code.UNAVAILABLE, named + self._admission.reason)
+
     def validate(self, input: object) -> ValidRequest:
         """Apply every request rule; raises `INVALID_INPUT` naming the rule that failed."""
         return validate_request(input, self._commands)
@@ -120,19 +130,14 @@ class CommandService:
         signature: str | None = None,
         context: str = "",
     ) -> RunResult:
-        """Validate, check admission, plan and execute one call; see `CommandBackend.run`."""
+        """Check admission, validate, plan and execute one call; see `CommandBackend.run`."""
         trace.mark("service: run")
         now_monotonic, now_unix_ms = time.monotonic(), time.time_ns() // 1_000_000
         deadline = effective_deadline(
             now_monotonic, now_unix_ms, deadline_unix_ms, self._root_deadline
         )
+        await self.check_admission(input.get("command") if isinstance(input, dict) else None)
         valid = self.validate(input)
-        if self._runtime_check is not None:
-            await anyio.to_thread.run_sync(self._check_runtime)
-        if not self._admission.admitted:
-            raise JigError(
-                Code.UNAVAILABLE, f"command {valid.command.name!r}: {self._admission.reason}"
-            )
         ownership = self._ownership
         durable = ownership is not None and signature is not None
         refusal = None

@@ -1,7 +1,8 @@
 """`jigcmd run` as a subprocess on the bundled example: exit statuses and the printed evidence.
 
 The exit status says what happened to the call (0 evidence, 2 invalid input, 3 operational
-failure), never the candidate's own exit code, which is in the evidence.
+failure, 4 deadline or cancel), never the candidate's own exit code, which is in the evidence.
+With `--json` stdout carries exactly one JSON object, whatever happened.
 """
 
 from __future__ import annotations
@@ -12,12 +13,13 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import msgspec
 import pytest
 
 import jigcmd
-from jigcmd.evidence import Evidence
+from jigcmd.evidence import Evidence, ResourceReport
 
 pytestmark = pytest.mark.envelope
 
@@ -78,9 +80,28 @@ def run(
     )
 
 
+def answer(done: subprocess.CompletedProcess[str]) -> dict[str, Any]:
+    """The one JSON object `--json` printed (and nothing else on stdout)."""
+    lines = done.stdout.splitlines()
+    assert len(lines) == 1, done.stdout + done.stderr
+    found: dict[str, Any] = json.loads(lines[0])
+    return found
+
+
 def evidence(done: subprocess.CompletedProcess[str]) -> Evidence:
-    """The one evidence object `--json` printed, decoded strictly."""
-    return msgspec.json.decode(done.stdout, type=Evidence)
+    """The evidence `--json` printed beside its report, decoded strictly."""
+    found = answer(done)
+    assert set(found) == {"evidence", "report"}, found
+    return msgspec.convert(found["evidence"], Evidence)
+
+
+def refusal(done: subprocess.CompletedProcess[str]) -> dict[str, Any]:
+    """The error object `--json` printed for a failed call; the same words are on stderr."""
+    found = answer(done)
+    error: dict[str, Any] = found["error"]
+    assert set(error) <= {"code", "message", "details"}, error
+    assert f"{error['code']}: {error['message']}" in done.stderr
+    return found
 
 
 def test_passing_tests_exit_0_with_evidence_of_exit_code_0(lock: Path, tmp_path: Path) -> None:
@@ -148,28 +169,29 @@ def test_invalid_input_exits_2_and_nothing_runs(lock: Path, tmp_path: Path) -> N
     state = tmp_path / "state"
     done = run(lock, state, "tests", files, "--json")
     assert done.returncode == 2
-    assert done.stdout == ""
-    assert "INVALID_INPUT" in done.stderr
-    assert "node_modules" in done.stderr
+    error = refusal(done)["error"]
+    assert error["code"] == "INVALID_INPUT"
+    assert "node_modules" in error["message"]
+    assert error["details"]["rule"] == "reserved-path"
     # Every envelope first reserves a slot under the state directory; none ever was.
     assert list((state / "slots").glob("*")) == []
 
 
 def test_arguments_for_a_test_command_exit_2(lock: Path, tmp_path: Path) -> None:
-    """A test command accepts no arguments: status 2, nothing printed on stdout."""
+    """A test command accepts no arguments: status 2, the refusal as the one JSON object."""
     done = run(lock, tmp_path, "tests", CANDIDATES / "passing", "--json", "--", "--bail")
     assert done.returncode == 2
-    assert done.stdout == ""
-    assert "INVALID_INPUT" in done.stderr
+    assert refusal(done)["error"]["code"] == "INVALID_INPUT"
 
 
 def test_an_unadmitted_binding_exits_3(lock: Path, tmp_path: Path) -> None:
-    """Without a lock the command is unavailable: status 3, the reason on stderr, no evidence."""
+    """Without a lock the command is unavailable: status 3, the reason and how to admit."""
     done = run(tmp_path / "missing.lock", tmp_path, "tests", CANDIDATES / "passing", "--json")
     assert done.returncode == 3
-    assert done.stdout == ""
-    assert "UNAVAILABLE" in done.stderr
-    assert "jigcmd lock" in done.stderr
+    found = refusal(done)
+    assert set(found) == {"error"}
+    assert found["error"]["code"] == "UNAVAILABLE"
+    assert "jigcmd lock" in found["error"]["message"]
 
 
 def test_tracing_marks_every_process_of_the_envelope_and_never_the_evidence(
@@ -179,12 +201,194 @@ def test_tracing_marks_every_process_of_the_envelope_and_never_the_evidence(
     trace_env = {**os.environ, "JIGCMD_TRACE": "1"}
     done = run(lock, tmp_path / "state", "tests", CANDIDATES / "passing", "--json", env=trace_env)
     assert done.returncode == 0, done.stderr
-    evidence = msgspec.json.decode(done.stdout, type=Evidence)
-    assert evidence.exit_code == 0
-    assert "jigcmd-trace" not in evidence.stderr.text + evidence.stdout.text
+    found = evidence(done)
+    assert found.exit_code == 0
+    assert "jigcmd-trace" not in found.stderr.text + found.stdout.text
     lines = [line.split(None, 4) for line in done.stderr.splitlines() if "jigcmd-trace" in line]
     labels = {fields[4] for fields in lines}
     # Every mark carries the marking process's CPU time so far (ms).
     assert all(float(fields[3]) >= 0 for fields in lines)
     for stage in ("service: run", "supervisor: launch", "init: go", "candidate: gate open"):
         assert stage in labels, sorted(labels)
+
+
+def test_success_prints_the_evidence_and_the_resource_report_side_by_side(
+    lock: Path, tmp_path: Path
+) -> None:
+    """`--json` on success: `{"evidence", "report"}`, the report as MCP's `_meta` carries it."""
+    done = run(lock, tmp_path, "tests", CANDIDATES / "passing", "--json")
+    assert done.returncode == 0, done.stderr
+    found = answer(done)
+    assert msgspec.convert(found["evidence"], Evidence).exit_code == 0
+    report = msgspec.convert(found["report"], ResourceReport)
+    assert report.wall_ms > 0
+    assert (report.oom_killed, report.pids_limit_hit, report.deadline_hit) == (False, False, False)
+
+
+@pytest.mark.parametrize(
+    ("where", "says"),
+    [
+        ("missing", "no such directory"),
+        ("passing/src/value.ts", "not a directory"),
+        ("empty", "holds no files"),
+    ],
+)
+def test_files_that_are_no_candidate_directory_are_named_with_their_path(
+    lock: Path, tmp_path: Path, where: str, says: str
+) -> None:
+    """A missing path, a file or an empty directory for --files: status 2, the path and why."""
+    shutil.copytree(CANDIDATES / "passing", tmp_path / "passing")
+    (tmp_path / "empty").mkdir()
+    files = tmp_path / where
+    done = run(lock, tmp_path / "state", "tests", files, "--json")
+    assert done.returncode == 2
+    error = refusal(done)["error"]
+    assert error["code"] == "INVALID_INPUT"
+    assert error["message"] == f"--files {files}: {says}"
+    assert error["details"] == {"option": "--files", "path": str(files)}
+
+
+def test_a_missing_stdin_file_is_named_with_its_path(lock: Path, tmp_path: Path) -> None:
+    """--stdin-file naming nothing: status 2, the option, the path and why."""
+    missing = tmp_path / "records.txt"
+    done = run(
+        lock, tmp_path, "cli", CANDIDATES / "passing", "--stdin-file", str(missing), "--json"
+    )
+    assert done.returncode == 2
+    error = refusal(done)["error"]
+    assert error["message"] == f"--stdin-file {missing}: no such file"
+
+
+def test_a_usage_error_with_json_is_one_json_object_too(tmp_path: Path) -> None:
+    """`run --json` without --files: status 2, argparse's words as an INVALID_INPUT object."""
+    done = jigcmd_cli("run", "--binding", str(BINDING), "tests", "--json")
+    assert done.returncode == 2
+    error = answer(done)["error"]
+    assert error["code"] == "INVALID_INPUT"
+    assert "--files" in error["message"]
+    assert "usage:" in done.stderr
+
+
+def test_an_invalid_binding_exits_2_as_invalid_input(tmp_path: Path) -> None:
+    """A Binding that is no Binding: status 2, INVALID_INPUT naming the file."""
+    broken = tmp_path / "binding.toml"
+    broken.write_text('package = "repair"\n[commands]\ntests = { shell = "bun test" }\n')
+    done = jigcmd_cli(
+        "run",
+        "--binding",
+        str(broken),
+        "--state-dir",
+        str(tmp_path / "state"),
+        "tests",
+        "--files",
+        str(CANDIDATES / "passing"),
+        "--json",
+    )
+    assert done.returncode == 2
+    error = refusal(done)["error"]
+    assert error["code"] == "INVALID_INPUT"
+    assert str(broken) in error["message"]
+
+
+def test_a_state_directory_jigcmd_cannot_use_exits_3_as_unavailable(
+    lock: Path, tmp_path: Path
+) -> None:
+    """jigcmd cannot start here (a state directory others may write): status 3, UNAVAILABLE."""
+    state = tmp_path / "state"
+    state.mkdir(mode=0o700)
+    state.chmod(0o777)
+    done = run(lock, state, "tests", CANDIDATES / "passing", "--json")
+    assert done.returncode == 3
+    error = refusal(done)["error"]
+    assert error["code"] == "UNAVAILABLE"
+    assert "chmod 700" in error["message"]
+
+
+@pytest.fixture
+def drifted(tmp_path: Path) -> Path:
+    """A copy of the example admitted, then its Binding edited: the lock no longer admits it."""
+    example = tmp_path / "example"
+    shutil.copytree(EXAMPLE, example, ignore=shutil.ignore_patterns("jigcmd.lock"))
+    binding = example / "binding.toml"
+    jigcmd_cli("lock", "--binding", str(binding), check=True)
+    text = binding.read_text()
+    binding.write_text(text.replace("test/project.test.ts", "test/renamed.test.ts"))
+    return binding
+
+
+@pytest.mark.parametrize("files", ["passing", "missing"])
+def test_a_drifted_lock_is_reported_before_the_files(
+    lock: Path, drifted: Path, tmp_path: Path, files: str
+) -> None:
+    """After the Binding is edited, drift (status 3) comes first, whatever --files holds."""
+    done = jigcmd_cli(
+        "run",
+        "--binding",
+        str(drifted),
+        "--state-dir",
+        str(tmp_path / "state"),
+        "tests",
+        "--files",
+        str(CANDIDATES / files),
+        "--json",
+    )
+    assert done.returncode == 3, done.stderr
+    error = refusal(done)["error"]
+    assert error["code"] == "UNAVAILABLE"
+    assert "Binding changed since admission (command 'tests' differs)" in error["message"]
+    assert f"jigcmd lock --binding {drifted}" in error["message"]
+
+
+@pytest.mark.slow
+def test_a_run_past_its_deadline_exits_4_with_the_collected_evidence(
+    lock: Path, tmp_path: Path
+) -> None:
+    """A never-ending command: status 4, DEADLINE_EXCEEDED and the evidence collected so far."""
+    files = tmp_path / "candidate"
+    shutil.copytree(CANDIDATES / "passing", files)
+    (files / "src" / "cli.ts").write_text('console.log("started");\nwhile (true) {}\n')
+    done = run(lock, tmp_path / "state", "cli", files, "--json")
+    assert done.returncode == 4, done.stderr
+    found = refusal(done)
+    assert set(found) == {"error", "evidence"}
+    assert found["error"]["code"] == "DEADLINE_EXCEEDED"
+    assert "details" not in found["error"]
+    collected = msgspec.convert(found["evidence"], Evidence)
+    assert (collected.stop_reason, collected.signal) == ("deadline", "SIGKILL")
+    assert collected.stdout.text == "started\n"
+
+
+def test_serve_reports_drift_before_the_input_too(
+    lock: Path, drifted: Path, tmp_path: Path
+) -> None:
+    """The same order through a real `jigcmd serve`: a Flow call with bad input is UNAVAILABLE."""
+    server = subprocess.Popen(
+        [
+            *(sys.executable, "-m", "jigcmd", "serve"),
+            *("--binding", str(drifted), "--state-dir", str(tmp_path / "state")),
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    call = {
+        "jsonrpc": "2.0",
+        "id": "drift-1",
+        "method": "capability/call",
+        "params": {
+            "operationId": "drift-first",
+            "slot": "command",
+            "method": "run",
+            "input": {"command": "tests", "files": {"README.md": "no tests here"}},
+        },
+    }
+    try:
+        assert server.stdin is not None and server.stdout is not None
+        server.stdin.write(json.dumps(call) + "\n")
+        server.stdin.flush()
+        error = json.loads(server.stdout.readline())["error"]
+    finally:
+        server.communicate(timeout=60)
+    assert error.get("data") == {"code": "UNAVAILABLE"}, error
+    assert "Binding changed since admission" in error["message"]

@@ -1,12 +1,21 @@
-"""`jigcmd run`: one command, once, through exactly the path the server uses."""
+"""`jigcmd run`: one command, once, through exactly the path the server uses.
+
+The exit status says what happened to the call, never the candidate's own exit code (that is
+in the evidence): 0 the command completed, 2 nothing ran because something given was invalid
+(usage, Binding, files, request), 3 operational failure (unavailable, envelope incomplete,
+uncertain), 4 deadline or cancel. With `--json` stdout carries exactly one JSON object,
+`{"evidence", "report"}` or `{"error": {code, message, details?}, "evidence"?}`; the error's
+words are on stderr too.
+"""
 
 from __future__ import annotations
 
-import json
 import os
 import stat
 import sys
+from functools import partial
 from pathlib import Path
+from typing import Any
 
 import anyio
 import msgspec
@@ -14,30 +23,51 @@ import msgspec
 from jigcmd.assembly import STARTUP_ERRORS, FrontSettings, open_service
 from jigcmd.errors import Code, JigError
 from jigcmd.evidence import Evidence, ResourceReport
+from jigcmd.policy.binding import BindingError
+from jigcmd.protocol.commands import RunResult
 
-__all__ = ["read_candidate", "run"]
+__all__ = ["CandidateError", "exit_status", "read_candidate", "run", "write_failure"]
 
 _EXIT_EVIDENCE, _EXIT_INVALID, _EXIT_FAILED, _EXIT_STOPPED = 0, 2, 3, 4
 
 
+class CandidateError(ValueError):
+    """Raised when a directory cannot be read as a candidate; the message names the path."""
+
+
 def read_candidate(directory: Path) -> dict[str, str]:
     """Every regular file under `directory`, by relative POSIX path, decoded as UTF-8."""
+    try:
+        info = directory.stat()
+    except FileNotFoundError:
+        raise CandidateError(f"{directory}: no such directory") from None
+    except OSError as exc:
+        raise CandidateError(f"{directory}: cannot be read: {exc.strerror}") from exc
+    if not stat.S_ISDIR(info.st_mode):
+        raise CandidateError(f"{directory}: not a directory")
     files: dict[str, str] = {}
-    for root, dirs, names in os.walk(directory):
+
+    def unreadable(exc: OSError) -> None:
+        # os.walk would otherwise skip a directory it cannot list, silently dropping files.
+        raise CandidateError(f"{exc.filename}: cannot be read: {exc.strerror}") from exc
+
+    for root, dirs, names in os.walk(directory, onerror=unreadable):
         dirs.sort()
         for name in sorted(names):
             path = Path(root) / name
             relative = path.relative_to(directory).as_posix()
             if not stat.S_ISREG(path.lstat().st_mode):
-                raise ValueError(
+                raise CandidateError(
                     f"{relative}: not a regular file (symlinks and devices are not candidate text)"
                 )
             try:
                 files[relative] = path.read_bytes().decode("utf-8")
             except UnicodeDecodeError as exc:
-                raise ValueError(
+                raise CandidateError(
                     f"{relative}: not UTF-8 text ({exc.reason} at byte {exc.start})"
                 ) from exc
+    if not files:
+        raise CandidateError(f"{directory}: holds no files")
     return files
 
 
@@ -50,56 +80,119 @@ def run(
     args: list[str],
     as_json: bool,
 ) -> int:
-    """Run and print the evidence; the exit status says what happened, never the candidate's."""
+    """Run and print the evidence (or the failure); return the exit status."""
     try:
-        files = read_candidate(files_dir)
-        stdin = stdin_file.read_bytes().decode("utf-8") if stdin_file is not None else None
-    except (OSError, ValueError) as exc:
-        sys.stderr.write(f"jigcmd run: {exc}\n")
-        return _EXIT_INVALID
-    request: dict[str, object] = {"command": command, "files": files}
-    if args:
-        request["args"] = args
-    if stdin is not None:
-        request["stdin"] = stdin
-    return anyio.run(_run, settings, request, as_json)
-
-
-async def _run(settings: FrontSettings, request: dict[str, object], as_json: bool) -> int:
-    try:
-        async with open_service(settings) as assembly:
-            try:
-                result = await assembly.service.run(
-                    request, operation_id="cli", deadline_unix_ms=None, cancel=anyio.Event()
-                )
-            except JigError as exc:
-                return _report_failure(exc, as_json)
+        return anyio.run(
+            partial(
+                _run,
+                settings,
+                command,
+                files_dir=files_dir,
+                stdin_file=stdin_file,
+                args=args,
+                as_json=as_json,
+            )
+        )
+    except BindingError as exc:
+        details = {"binding": exc.source, "pointer": exc.pointer, "rule": exc.rule}
+        return write_failure(JigError(Code.INVALID_INPUT, str(exc), details), as_json)
     except STARTUP_ERRORS as exc:
-        sys.stderr.write(f"jigcmd run: {exc}\n")
-        return _EXIT_INVALID
-    _print(result.evidence, result.report, as_json)
+        # jigcmd cannot serve here (no Bun, no usable state directory or cgroup subtree).
+        return write_failure(JigError(Code.UNAVAILABLE, str(exc)), as_json)
+
+
+async def _run(
+    settings: FrontSettings,
+    command: str,
+    *,
+    files_dir: Path,
+    stdin_file: Path | None,
+    args: list[str],
+    as_json: bool,
+) -> int:
+    async with open_service(settings) as assembly:
+        service = assembly.service
+        try:
+            # Admission first: a drifted or missing lock is what to fix, whatever the files.
+            await service.check_admission(command)
+            request = _request(command, files_dir, stdin_file, args)
+            result = await service.run(
+                request, operation_id="cli", deadline_unix_ms=None, cancel=anyio.Event()
+            )
+        except JigError as exc:
+            return write_failure(exc, as_json)
+    _write_result(result, as_json)
     return _EXIT_EVIDENCE
 
 
-def _report_failure(exc: JigError, as_json: bool) -> int:
-    sys.stderr.write(f"jigcmd run: {exc.code.value}: {exc.message}\n")
-    evidence = (exc.details or {}).get("command")
-    if evidence is not None:
-        if as_json:
-            sys.stdout.write(json.dumps(evidence, ensure_ascii=False) + "\n")
-        else:
-            _print(msgspec.convert(evidence, Evidence), None, as_json=False)
-    if exc.code == Code.INVALID_INPUT:
+def _request(
+    command: str, files_dir: Path, stdin_file: Path | None, args: list[str]
+) -> dict[str, object]:
+    """The request `serve` would get, read from the command line's files."""
+    try:
+        files = read_candidate(files_dir)
+    except CandidateError as exc:
+        raise _option_error("--files", files_dir, str(exc).removeprefix(f"{files_dir}: ")) from exc
+    request: dict[str, object] = {"command": command, "files": files}
+    if args:
+        request["args"] = args
+    if stdin_file is not None:
+        try:
+            request["stdin"] = stdin_file.read_bytes().decode("utf-8")
+        except FileNotFoundError:
+            raise _option_error("--stdin-file", stdin_file, "no such file") from None
+        except OSError as exc:
+            why = f"cannot be read: {exc.strerror}"
+            raise _option_error("--stdin-file", stdin_file, why) from exc
+        except UnicodeDecodeError as exc:
+            why = f"not UTF-8 text ({exc.reason} at byte {exc.start})"
+            raise _option_error("--stdin-file", stdin_file, why) from exc
+    return request
+
+
+def _option_error(option: str, path: Path, why: str) -> JigError:
+    return JigError(
+        Code.INVALID_INPUT, f"{option} {path}: {why}", {"option": option, "path": str(path)}
+    )
+
+
+def exit_status(code: Code) -> int:
+    """The documented exit status of a failed call."""
+    if code == Code.INVALID_INPUT:
         return _EXIT_INVALID
-    if exc.code in (Code.DEADLINE_EXCEEDED, Code.CANCELLED):
+    if code in (Code.DEADLINE_EXCEEDED, Code.CANCELLED):
         return _EXIT_STOPPED
     return _EXIT_FAILED
 
 
-def _print(evidence: Evidence, report: ResourceReport | None, as_json: bool) -> None:
+def write_failure(exc: JigError, as_json: bool) -> int:
+    """Say why the call failed (stderr; with `as_json` also the one stdout object)."""
+    sys.stderr.write(f"jigcmd run: {exc.code.value}: {exc.message}\n")
+    details = dict(exc.details or {})
+    # Deadline and cancel carry what was collected: the same evidence a completed run has.
+    collected = details.pop("command", None)
     if as_json:
-        sys.stdout.write(msgspec.json.encode(evidence).decode() + "\n")
-        return
+        error: dict[str, Any] = {"code": exc.code.value, "message": exc.message}
+        if details:
+            error["details"] = details
+        answer: dict[str, Any] = {"error": error}
+        if collected is not None:
+            answer["evidence"] = collected
+        sys.stdout.write(msgspec.json.encode(answer).decode() + "\n")
+    elif collected is not None:
+        _write_text(msgspec.convert(collected, Evidence), None)
+    return exit_status(exc.code)
+
+
+def _write_result(result: RunResult, as_json: bool) -> None:
+    if as_json:
+        answer = {"evidence": result.evidence, "report": result.report}
+        sys.stdout.write(msgspec.json.encode(answer).decode() + "\n")
+    else:
+        _write_text(result.evidence, result.report)
+
+
+def _write_text(evidence: Evidence, report: ResourceReport | None) -> None:
     ended = (
         f"exit code {evidence.exit_code}"
         if evidence.exit_code is not None

@@ -91,7 +91,7 @@ def _run_as_user(rootless: Rootless, example: Path, candidate: str) -> dict[str,
         "--json",
     )
     assert done.returncode == 0, done.stderr
-    evidence: dict[str, Any] = json.loads(done.stdout)
+    evidence: dict[str, Any] = json.loads(done.stdout)["evidence"]
     assert (evidence["exitCode"], evidence["stopReason"], evidence["cleanup"]) == (
         0,
         "exited",
