@@ -392,3 +392,53 @@ def test_serve_reports_drift_before_the_input_too(
         server.communicate(timeout=60)
     assert error.get("data") == {"code": "UNAVAILABLE"}, error
     assert "Binding changed since admission" in error["message"]
+
+
+_PROBE = """
+import { readdirSync, readFileSync, statSync } from "node:fs";
+function walk(dir: string, out: Record<string, string>): void {
+  for (const name of readdirSync(dir)) {
+    const path = `${dir}/${name}`;
+    if (statSync(path).isDirectory()) walk(path, out);
+    else out[path] = readFileSync(path, "utf8");
+  }
+}
+export function seen(): string {
+  const sys: Record<string, string> = {};
+  walk("/sys", sys);
+  return JSON.stringify({ env: process.env, sys, dev: readdirSync("/dev").sort() });
+}
+"""
+
+
+def test_the_candidate_sees_what_the_readme_says(lock: Path, tmp_path: Path) -> None:
+    """Its environment (plus NODE_ENV under bun test), /sys (two memory-limit files), /dev."""
+    files = tmp_path / "candidate"
+    (files / "src").mkdir(parents=True)
+    (files / "test").mkdir()
+    (files / "src" / "probe.ts").write_text(_PROBE)
+    (files / "src" / "cli.ts").write_text(
+        'import { seen } from "./probe.ts";\nconsole.log(seen());\n'
+    )
+    (files / "test" / "project.test.ts").write_text(
+        'import { test } from "bun:test";\nimport { seen } from "../src/probe.ts";\n'
+        'test("probe", () => console.log(seen()));\n'
+    )
+    limit = f"{256 * 2**20}\n"
+    sys_files = {
+        "/sys/fs/cgroup/memory.max": limit,
+        "/sys/fs/cgroup/memory/memory.limit_in_bytes": limit,
+    }
+    dev = ["fd", "null", "stderr", "stdin", "stdout", "urandom", "zero"]
+    ran = run(lock, tmp_path / "state", "cli", files, "--json")
+    assert json.loads(evidence(ran).stdout.text) == {
+        "env": {"BUN_RUNTIME_TRANSPILER_CACHE_PATH": "0"},
+        "sys": sys_files,
+        "dev": dev,
+    }
+    tested = evidence(run(lock, tmp_path / "state", "tests", files, "--json"))
+    printed = next(line for line in tested.stdout.text.splitlines() if line.startswith("{"))
+    assert json.loads(printed)["env"] == {
+        "BUN_RUNTIME_TRANSPILER_CACHE_PATH": "0",
+        "NODE_ENV": "test",
+    }

@@ -52,5 +52,5 @@ def lock(binding_path: Path, lock_path: Path | None, *, check: bool) -> int:
         handle.flush()
         os.fsync(handle.fileno())
     os.replace(temporary, target)
-    print(f"\nadmitted: wrote {target}")
+    print(f"\nadmitted: wrote {os.path.abspath(target)}")
     return 0

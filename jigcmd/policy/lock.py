@@ -266,7 +266,8 @@ def review_text(binding: Binding, runtime: Runtime, *, slots: tuple[str, ...] = 
         "  - the candidate's files only, read-only, as the working directory; no network;",
         "    environment only "
         + " ".join(f"{k}={v}" for k, v in BUN_ENV)
-        + " (no PATH, HOME or credentials)",
+        + " (bun test adds NODE_ENV=test itself;",
+        "    no PATH, HOME or credentials)",
         f"  - limits: {limits.memory_bytes // (1024 * 1024)} MiB memory (no swap), "
         f"{limits.pids_max} tasks, {_cpu_words(cpu)} CPU, {CEILING_SECONDS:g} s",
         "  - stopped with SIGKILL to the whole process tree at the deadline",

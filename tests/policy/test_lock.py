@@ -204,6 +204,15 @@ def test_review_shows_the_exact_argv_posture_and_limits() -> None:
     assert "capability slot: project" in text
 
 
+def test_review_names_the_whole_environment_bun_test_included() -> None:
+    """The environment line names jigcmd's one variable and the NODE_ENV that bun test adds."""
+    text = review_text(binding(), RUNTIME, slots=("project",))
+    assert (
+        "environment only BUN_RUNTIME_TRANSPILER_CACHE_PATH=0 (bun test adds NODE_ENV=test "
+        "itself;\n    no PATH, HOME or credentials)"
+    ) in text
+
+
 def test_review_of_an_empty_binding_says_it_grants_nothing() -> None:
     """A Binding without commands is reviewed as granting nothing."""
     assert "grants nothing" in review_text(binding({}), RUNTIME)
