@@ -34,8 +34,9 @@ def _ownership_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--state-dir",
         type=Path,
-        help="journal and envelope slots (default: /var/lib/jigcmd for root, else "
-        "$XDG_STATE_HOME/jigcmd or ~/.local/state/jigcmd); operation identity is scoped to it",
+        help="journal and envelope slots (default: $JIGCMD_STATE_DIR, else /var/lib/jigcmd for "
+        "root, else $XDG_STATE_HOME/jigcmd or ~/.local/state/jigcmd); operation identity is "
+        "scoped to it",
     )
     parser.add_argument(
         "--max-envelopes",

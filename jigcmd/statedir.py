@@ -1,9 +1,9 @@
 """Where jigcmd keeps what must outlive a process: the journal and the envelope slot locks.
 
-Default: `/var/lib/jigcmd` for root; otherwise `$XDG_STATE_HOME/jigcmd`, or
-`~/.local/state/jigcmd` when XDG_STATE_HOME is unset or not absolute (the XDG Base
-Directory rule). `--state-dir` overrides both. Every jigcmd process that uses the same
-directory shares its operation identities and its envelope slots.
+Default: `$JIGCMD_STATE_DIR` when set; else `/var/lib/jigcmd` for root; otherwise
+`$XDG_STATE_HOME/jigcmd`, or `~/.local/state/jigcmd` when XDG_STATE_HOME is unset or not
+absolute (the XDG Base Directory rule). `--state-dir` overrides them all. Every jigcmd
+process that uses the same directory shares its operation identities and its envelope slots.
 
 The directory is created 0700. An existing one is refused when it is not a directory, is
 owned by another user, or is writable by group or others: whoever can write it can forge
@@ -30,6 +30,11 @@ def default_state_dir(*, euid: int | None = None, environ: Mapping[str, str] | N
     """The default state directory for user `euid` (the caller by default) and `environ`."""
     euid = os.geteuid() if euid is None else euid
     environ = os.environ if environ is None else environ
+    # For whoever starts jigcmd without a command line of their own to edit (an MCP host's
+    # `env` entry, a test), as `JIGCMD_CGROUP_BASE` is for the cgroup base.
+    named = environ.get("JIGCMD_STATE_DIR", "")
+    if named:
+        return Path(named)
     if euid == 0:
         return _ROOT_DEFAULT
     xdg = environ.get("XDG_STATE_HOME", "")

@@ -79,6 +79,8 @@ def test_the_readme_recipe_runs_as_written_and_every_request_is_answered(
     env = {
         **os.environ,
         "HOME": str(tmp_path),
+        # Its own journal: the machine's default one may belong to another jigcmd version.
+        "JIGCMD_STATE_DIR": str(tmp_path / "state"),
         "PATH": f"{bindir}{os.pathsep}{os.environ.get('PATH', '')}",
     }
     done = subprocess.run(

@@ -16,6 +16,18 @@ def test_root_defaults_to_var_lib() -> None:
     assert default_state_dir(euid=0, environ={"XDG_STATE_HOME": "/x"}) == Path("/var/lib/jigcmd")
 
 
+@pytest.mark.parametrize("euid", [0, 1000])
+def test_jigcmd_state_dir_names_the_directory_for_everyone(euid: int) -> None:
+    """$JIGCMD_STATE_DIR wins over root's and the XDG defaults (a host's env can set it)."""
+    environ = {"JIGCMD_STATE_DIR": "/srv/jigcmd", "XDG_STATE_HOME": "/s", "HOME": "/h"}
+    assert default_state_dir(euid=euid, environ=environ) == Path("/srv/jigcmd")
+
+
+def test_an_empty_jigcmd_state_dir_is_unset() -> None:
+    """JIGCMD_STATE_DIR= leaves the default in place."""
+    assert default_state_dir(euid=0, environ={"JIGCMD_STATE_DIR": ""}) == Path("/var/lib/jigcmd")
+
+
 def test_other_users_default_to_xdg_state_home() -> None:
     """A user with XDG_STATE_HOME gets a jigcmd directory inside it."""
     got = default_state_dir(euid=1000, environ={"XDG_STATE_HOME": "/s", "HOME": "/h"})
