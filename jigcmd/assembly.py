@@ -15,7 +15,7 @@ from jigcmd.envelope.delegation import DelegationError, resolve_backend
 from jigcmd.envelope.native import NativeExecutor
 from jigcmd.executor import Executor
 from jigcmd.journal.schema import SchemaError
-from jigcmd.journal.store import JournalError
+from jigcmd.journal.store import JournalError, JournalUnusable
 from jigcmd.ownership import Ownership
 from jigcmd.plan import Limits
 from jigcmd.policy.binding import BindingError, LoadedBinding, load_binding
@@ -133,6 +133,7 @@ STARTUP_ERRORS: tuple[type[Exception], ...] = (
     StateDirError,
     DelegationError,
     JournalError,
+    JournalUnusable,
     SchemaError,
 )
 

@@ -22,6 +22,7 @@ from jigcmd.envelope.cgroups import CgroupBackend
 from jigcmd.errors import Code, JigError
 from jigcmd.evidence import Evidence, ResourceReport
 from jigcmd.executor import Assigned, EnvelopeIdentity
+from jigcmd.journal.failures import unusable
 from jigcmd.journal.identity import identify
 from jigcmd.journal.reservations import Reservations, Slot, default_slots
 from jigcmd.journal.rows import NewRow, Row
@@ -77,8 +78,14 @@ class Ownership:
         self.journal.close()
 
     def recover(self, backend: CgroupBackend) -> RecoveryReport:
-        """Close every run a dead server left open (blocking; call from a worker thread)."""
-        return recover(self.journal, backend)
+        """Close every run a dead server left open (blocking; call from a worker thread).
+
+        Raises `JournalUnusable` when the journal cannot be read or written (damaged, full).
+        """
+        try:
+            return recover(self.journal, backend)
+        except _JOURNAL_FAILURES as exc:
+            raise unusable(self.journal.path, exc) from exc
 
     def reserve(self, tag: str) -> Slot:
         """An envelope slot, at once, or `RESOURCE_EXHAUSTED` (no queue, no scheduler).

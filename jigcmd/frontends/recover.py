@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import sqlite3
 import sys
 from pathlib import Path
 
 from jigcmd.envelope.cgroups import CgroupUnavailable
 from jigcmd.envelope.delegation import DelegationError, resolve_backend
+from jigcmd.journal.failures import JournalUnusable, unusable
+from jigcmd.journal.schema import SchemaError
 from jigcmd.journal.store import Journal
 from jigcmd.recovery import recover as recover_runs
 from jigcmd.statedir import StateDirError, default_state_dir, prepare_state_dir
@@ -22,11 +25,17 @@ def recover(state_dir: Path | None, cgroup_base: str | None = None) -> int:
     except (StateDirError, CgroupUnavailable, ValueError, DelegationError) as exc:
         sys.stderr.write(f"jigcmd recover: {exc}\n")
         return 2
-    journal = Journal.open(state)
     try:
-        report = recover_runs(journal, backend)
-    finally:
-        journal.close()
+        journal = Journal.open(state)
+        try:
+            report = recover_runs(journal, backend)
+        except (sqlite3.Error, OSError) as exc:
+            raise unusable(journal.path, exc) from exc
+        finally:
+            journal.close()
+    except (JournalUnusable, SchemaError) as exc:
+        sys.stderr.write(f"jigcmd recover: {exc}\n")
+        return 2
     for run in report.closed:
         outcome = "cleanup complete" if run.cleanup_complete else "CLEANUP FAILED"
         print(f"closed {run.operation_id} (run {run.run_id}) as uncertain: {outcome}")

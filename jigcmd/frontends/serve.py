@@ -11,6 +11,7 @@ from jigcmd import __version__
 from jigcmd.assembly import STARTUP_ERRORS, FrontSettings, open_service
 from jigcmd.envelope.native import NativeExecutor
 from jigcmd.protocol.session import ProtocolChoice
+from jigcmd.server.refusal import answer_pending
 from jigcmd.server.stdio import serve_stdio
 from jigcmd.service import CommandService
 
@@ -48,6 +49,8 @@ async def _serve(settings: FrontSettings, protocol: ProtocolChoice) -> int:
                 tg.cancel_scope.cancel()
     except STARTUP_ERRORS as exc:
         sys.stderr.write(f"jigcmd serve: {exc}\n")
+        # A peer that already sent its first requests gets an answer, not a bare EOF.
+        answer_pending(str(exc))
         return 2
     return 0
 

@@ -26,18 +26,23 @@ import os
 import sqlite3
 import threading
 import time
+import weakref
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 from jigcmd.journal import identity, jarvis
+from jigcmd.journal.failures import JournalLost, JournalUnusable, unusable
 from jigcmd.journal.identity import ProcessIdentity
 from jigcmd.journal.jarvis import AuditRow, JarvisDecision, JarvisEnd, JarvisRun
+from jigcmd.journal.marker import Marker
 from jigcmd.journal.rows import OPEN_STATES, Begin, NewRow, Outcome, Row, State, row_from
 from jigcmd.journal.schema import migrate
 
-__all__ = ["DB_NAME", "Journal", "JournalError"]
+__all__ = ["DB_NAME", "Journal", "JournalError", "JournalLost", "JournalUnusable"]
 
 DB_NAME = "journal.sqlite3"
+# Every table a journal must have (a database without one is damaged, not new).
+_TABLES = ("operations", "jarvis_runs", "audit")
 # How long a writer waits for another process's write transaction before failing.
 _BUSY_TIMEOUT_MS = 10_000
 
@@ -59,6 +64,28 @@ def _rollback(conn: sqlite3.Connection) -> None:
     if conn.in_transaction:
         with contextlib.suppress(sqlite3.Error):
             conn.execute("ROLLBACK")
+
+
+def _check_tables(conn: sqlite3.Connection) -> None:
+    """Refuse a database at the current version that lacks one of the journal's tables."""
+    present = {
+        name for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+    }
+    for name in _TABLES:
+        if name not in present:
+            raise sqlite3.DatabaseError(f"the journal's table {name!r} is missing")
+
+
+def _close(conn: sqlite3.Connection, marker: Marker | None, owner_pid: int) -> None:
+    """Close `conn` in the process that opened it; mark the journal clean if it was the last."""
+    if os.getpid() != owner_pid:
+        return  # a forked child never closes (or checkpoints) its parent's connection
+    if marker is None:
+        conn.close()
+        return
+    with marker.locked():
+        conn.close()
+        marker.closed()
 
 
 def _now_ms() -> int:
@@ -94,46 +121,73 @@ def _wal(conn: sqlite3.Connection, path: Path) -> None:
 class Journal:
     """The ownership journal and the jarvis records of one state directory."""
 
-    def __init__(self, conn: sqlite3.Connection, path: Path) -> None:
+    def __init__(self, conn: sqlite3.Connection, path: Path, marker: Marker | None = None) -> None:
         """Wrap an open, migrated connection (use `Journal.open`)."""
         self._conn: sqlite3.Connection | None = conn
         self._lock = threading.Lock()
         self._pid = os.getpid()
+        # Also at interpreter exit: SQLite's last close removes the WAL, and only a close
+        # that marks the journal clean keeps that from looking like a lost WAL next time.
+        self._closer = weakref.finalize(self, _close, conn, marker, self._pid)
         self._me = identity.current()
         self.path = path
 
     @classmethod
     def open(cls, state_dir: Path) -> Journal:
-        """Open (creating and migrating if needed) the journal in a prepared state directory."""
+        """Open (creating and migrating if needed) the journal in a prepared state directory.
+
+        Raises `JournalUnusable` (`JournalLost` among them) naming the file, the cause and
+        the fix when it cannot: a full disk, a read-only directory, a damaged database.
+        """
         path = state_dir / DB_NAME
-        # Created 0600 by us, never by sqlite under some umask.
-        os.close(os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600))
-        conn = sqlite3.connect(
-            path, isolation_level=None, check_same_thread=False, timeout=_BUSY_TIMEOUT_MS / 1000
-        )
         try:
-            conn.row_factory = sqlite3.Row
-            conn.execute(f"PRAGMA busy_timeout = {_BUSY_TIMEOUT_MS:d}")
-            _wal(conn, path)
-            conn.execute("PRAGMA synchronous = FULL")
-            conn.execute("PRAGMA foreign_keys = ON")
-            migrate(conn)
-        except BaseException:
-            conn.close()
+            return cls._open(state_dir, path)
+        except JournalUnusable:
             raise
+        except (sqlite3.Error, OSError) as exc:
+            raise unusable(path, exc) from exc
+
+    @classmethod
+    def _open(cls, state_dir: Path, path: Path) -> Journal:
+        marker = Marker(state_dir, DB_NAME)
+        with marker.locked():
+            # Before SQLite looks: a lost or corrupt WAL must be refused, not silently dropped.
+            held_one = marker.check_before_open()
+            # Created 0600 by us, never by sqlite under some umask.
+            os.close(os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600))
+            conn = sqlite3.connect(
+                path,
+                isolation_level=None,
+                check_same_thread=False,
+                timeout=_BUSY_TIMEOUT_MS / 1000,
+            )
+            try:
+                conn.row_factory = sqlite3.Row
+                conn.execute(f"PRAGMA busy_timeout = {_BUSY_TIMEOUT_MS:d}")
+                _wal(conn, path)
+                conn.execute("PRAGMA synchronous = FULL")
+                conn.execute("PRAGMA foreign_keys = ON")
+                if held_one:
+                    (version,) = conn.execute("PRAGMA user_version").fetchone()
+                    marker.check_schema(version)
+                migrate(conn)
+                _check_tables(conn)
+                marker.opened()
+            except BaseException:
+                conn.close()
+                raise
         # The new database and WAL file names must survive a power cut too.
         dir_fd = os.open(state_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         try:
             os.fsync(dir_fd)
         finally:
             os.close(dir_fd)
-        return cls(conn, path)
+        return cls(conn, path, marker)
 
     def close(self) -> None:
-        """Close the connection (idempotent)."""
+        """Close the connection (idempotent); the last one out marks the journal clean."""
         with self._lock:
-            if self._conn is not None and os.getpid() == self._pid:
-                self._conn.close()
+            self._closer()
             self._conn = None
 
     def settings(self) -> dict[str, int | str]:
@@ -433,6 +487,10 @@ class Journal:
         with self._read() as conn:
             found = conn.execute("SELECT * FROM operations WHERE run_id = ?", (run_id,)).fetchone()
         return None if found is None else row_from(found)
+
+    def rows(self) -> list[Row]:
+        """Every ownership row, oldest first."""
+        return self._rows("1 = 1")
 
     def open_rows(self) -> list[Row]:
         """Every row still `dispatching` or `running`, oldest first."""

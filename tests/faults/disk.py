@@ -36,6 +36,10 @@ class SmallDisk:
         finally:
             os.close(fd)
 
+    def read_only(self) -> None:
+        """Remount the filesystem read-only (root ignores file modes; a mount does not)."""
+        subprocess.run(["mount", "-o", "remount,ro", str(self.path)], check=True)
+
     def free(self) -> None:
         """Remove the filler: the space is available again."""
         with contextlib.suppress(FileNotFoundError):

@@ -12,7 +12,6 @@ import contextlib
 import itertools
 import os
 import signal
-import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -129,11 +128,10 @@ class Rig:
         path = self.state_dir / "journal.sqlite3"
         if not path.exists():
             return {}
-        with contextlib.closing(sqlite3.connect(path)) as conn:
-            ids = [found[0] for found in conn.execute("SELECT operation_id FROM operations")]
+        # Through `Journal` only: a bare SQLite connection closing last would remove the WAL
+        # without marking the journal clean (see `jigcmd.journal.marker`).
         with Journal.open(self.state_dir) as journal:
-            rows = [journal.get(operation_id) for operation_id in ids]
-        return {r.operation_id: r for r in rows if r is not None}
+            return {r.operation_id: r for r in journal.rows()}
 
     def row(self, operation_id: str) -> Row | None:
         """The row of `operation_id`, or None."""
@@ -172,6 +170,7 @@ class Rig:
             "journal.sqlite3",
             "journal.sqlite3-wal",
             "journal.sqlite3-shm",
+            "journal.mark",
             "slots",
             "envelopes",
         }
