@@ -47,6 +47,10 @@ class ParamsError(ValueError):
     """Raised when call params do not have the Run/1 shape; answered with -32602."""
 
 
+# Params that do not make an operation another one.
+_UNSIGNED = frozenset({"operationId", "deadlineUnixMs"})
+
+
 class FlowCall(msgspec.Struct, frozen=True):
     """One well-formed Run/1 capability call."""
 
@@ -54,7 +58,7 @@ class FlowCall(msgspec.Struct, frozen=True):
     slot: str
     input: Any
     deadline_unix_ms: int | None
-    # `{method, params without operationId}` for the operation signature; the two method
+    # `{method, params without operationId and deadlineUnixMs}` for the signature; the two method
     # names are one call, so the signature uses `capability/call` for both.
     signed_method: str
     signed_params: dict[str, Any]
@@ -107,7 +111,9 @@ def parse_call(rpc_method: str, params: object) -> FlowCall:
         refusal = JigError(
             Code.UNAVAILABLE, f"method {method!r} is not offered; project-command offers only 'run'"
         )
-    signed = {key: value for key, value in params.items() if key != "operationId"}
+    # Transport ids and timing are not the operation's identity: the same operation re-sent
+    # with another deadline is the same operation (it joins or replays).
+    signed = {key: value for key, value in params.items() if key not in _UNSIGNED}
     return FlowCall(
         operation_id=operation_id,
         slot=params["slot"],

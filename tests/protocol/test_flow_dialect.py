@@ -182,7 +182,7 @@ def test_a_reused_operation_id_with_other_params_conflicts_before_dispatch() -> 
     """A different signature under the same operationId is OPERATION_CONFLICT, running or done."""
     session = make_session()
     call = dispatched(session.receive(call_frame()))
-    different = call_frame(request_id="r2", deadlineUnixMs=5)
+    different = call_frame(request_id="r2", slot="other")
     (conflict,) = answers(session.receive(different))
     assert conflict["error"] == {
         "code": -32000,
@@ -190,8 +190,19 @@ def test_a_reused_operation_id_with_other_params_conflicts_before_dispatch() -> 
         "data": {"code": "OPERATION_CONFLICT"},
     }
     session.finish(call, RunResult(canned_evidence("tests"), REPORT))
-    (again,) = answers(session.receive(call_frame(request_id="r3", deadlineUnixMs=5)))
+    (again,) = answers(session.receive(call_frame(request_id="r3", slot="other")))
     assert again["error"]["data"] == {"code": "OPERATION_CONFLICT"}
+
+
+def test_the_same_operation_with_another_deadline_joins_and_replays_not_a_conflict() -> None:
+    """The deadline is timing, not identity: re-sent with another one it joins, then replays."""
+    session = make_session()
+    call = dispatched(session.receive(call_frame(deadlineUnixMs=1_000)))
+    assert session.receive(call_frame(request_id="r2", deadlineUnixMs=2_000)) == []
+    done = decode(session.finish(call, RunResult(canned_evidence("tests"), REPORT)))
+    assert [answer["id"] for answer in done] == ["r1", "r2"]
+    (replay,) = answers(session.receive(call_frame(request_id="r3", deadlineUnixMs=3_000)))
+    assert replay["result"] == done[0]["result"]
 
 
 def test_an_uncertain_outcome_is_replayed_and_never_run_again() -> None:
