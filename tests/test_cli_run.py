@@ -31,7 +31,9 @@ CANDIDATES = EXAMPLE / "candidates"
 @pytest.fixture(scope="module")
 def lock(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The example Binding admitted into a fresh lock; the envelope must be buildable here."""
-    doctor = jigcmd_cli("doctor")
+    # The tests keep their own state directories: the machine's default one is not theirs.
+    state = tmp_path_factory.mktemp("doctor-state")
+    doctor = jigcmd_cli("doctor", "--state-dir", str(state))
     if doctor.returncode != 0:
         reason = f"jigcmd doctor says the envelope cannot be built:\n{doctor.stdout}"
         if os.environ.get("CI"):
