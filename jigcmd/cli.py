@@ -35,8 +35,7 @@ def _ownership_options(parser: argparse.ArgumentParser) -> None:
         "--state-dir",
         type=Path,
         help="journal and envelope slots (default: $JIGCMD_STATE_DIR, else /var/lib/jigcmd for "
-        "root, else $XDG_STATE_HOME/jigcmd or ~/.local/state/jigcmd); operation identity is "
-        "scoped to it",
+        "root, else $XDG_STATE_HOME/jigcmd or ~/.local/state/jigcmd)",
     )
     parser.add_argument(
         "--max-envelopes",
@@ -81,6 +80,12 @@ def _parser() -> argparse.ArgumentParser:
         type=int,
         default=None,
         help="session root deadline; every command ends by then",
+    )
+    serve.add_argument(
+        "--run-id",
+        help="the caller's run this session belongs to: operation ids are scoped to it, and a "
+        "restart with the same run id replays, joins or conflicts (default: $JIGCMD_RUN_ID, "
+        "else a new run with a generated id, printed on stderr)",
     )
     _ownership_options(serve)
 
@@ -168,7 +173,7 @@ def main(argv: list[str] | None = None) -> int:
         if verb == "serve":
             from jigcmd.frontends.serve import serve  # noqa: PLC0415
 
-            return serve(settings, args.protocol)
+            return serve(settings, args.protocol, args.run_id)
         from jigcmd.frontends.run import run  # noqa: PLC0415
 
         return run(

@@ -61,12 +61,13 @@ class Ticket(msgspec.Struct, frozen=True):
     """Who owns a run: its id, the journal row it answers to, and its reserved envelope slot.
 
     The supervisor holds the slot's lock (`slot_fd`) until the envelope is released, and
-    closes the journal row (`operation_id` in the journal under `state_dir`) itself as
-    uncertain if the server dies mid-run: both outlive the server.
+    closes the journal row (`root_run`, `operation_id` in the journal under `state_dir`)
+    itself as uncertain if the server dies mid-run: both outlive the server.
     """
 
     run_id: str
     operation_id: str | None = None
+    root_run: str = ""
     state_dir: str | None = None
     slot_fd: int | None = None
 

@@ -1,7 +1,9 @@
 """The server's side of durable ownership: the journal row per operation, and envelope slots.
 
-Operation identity is scoped to the state directory: every jigcmd process using the same
-state directory shares one journal and one set of envelope slots. Before dispatch a row
+Every jigcmd process using the same state directory shares one journal and one set of
+envelope slots; operation identity is scoped to the caller's run within it (`root_run`: the
+same run id across restarts replays, joins or conflicts; another run runs its own request).
+Before dispatch a row
 records the operation; the serving envelope is recorded as soon as it reports, and its
 supervisor closes the row itself if the server dies; a recorded result is replayed byte
 for byte; an uncertain operation stays uncertain.
@@ -105,20 +107,23 @@ class Ownership:
             raise JigError(Code.RESOURCE_EXHAUSTED, self.reservations.exhausted_message())
         return slot
 
-    async def lookup(self, operation_id: str, signature: str) -> RunResult | None:
+    async def lookup(self, operation_id: str, signature: str, *, root_run: str) -> RunResult | None:
         """Answer a known operation from the journal without taking a slot; None if unknown."""
-        row = await anyio.to_thread.run_sync(self.journal.get, operation_id)
+        row = await anyio.to_thread.run_sync(
+            lambda: self.journal.get(operation_id, root_run=root_run)
+        )
         if row is None:
             return None
         if row.signature != signature:
             raise _conflict(operation_id)
         if row.is_open:
-            row = await self._join(operation_id)
+            row = await self._join(operation_id, root_run)
         return replay(row)
 
     async def begin(
         self,
         *,
+        root_run: str,
         operation_id: str,
         signature: str,
         context: str,
@@ -138,6 +143,7 @@ class Ownership:
             max(0.0, deadline - time.monotonic()) * 1000
         )
         new = NewRow(
+            root_run=root_run,
             operation_id=operation_id,
             signature=signature,
             context=context,
@@ -167,19 +173,23 @@ class Ownership:
             raise _conflict(operation_id)
         row = begun.row
         if verdict == "join":
-            row = await self._join(operation_id)
+            row = await self._join(operation_id, root_run)
         return replay(row)
 
-    async def _join(self, operation_id: str) -> Row:
+    async def _join(self, operation_id: str, root_run: str) -> Row:
         while True:
-            row = await anyio.to_thread.run_sync(self.journal.get, operation_id)
+            row = await anyio.to_thread.run_sync(
+                lambda: self.journal.get(operation_id, root_run=root_run)
+            )
             if row is None:
                 raise JigError(Code.UNCERTAIN, f"operation {operation_id!r} vanished")
             if not row.is_open:
                 return row
             await anyio.sleep(_JOIN_POLL_S)
 
-    async def record_envelope(self, operation_id: str, envelope: EnvelopeIdentity) -> None:
+    async def record_envelope(
+        self, operation_id: str, envelope: EnvelopeIdentity, *, root_run: str
+    ) -> None:
         """Record which envelope serves the operation (its supervisor, cgroups, netns)."""
         supervisor = identify(envelope.supervisor_pid)
         if supervisor is None:
@@ -188,6 +198,7 @@ class Ownership:
             await anyio.to_thread.run_sync(
                 lambda: self.journal.record_envelope(
                     operation_id,
+                    root_run=root_run,
                     supervisor=supervisor,
                     cgroup_paths=envelope.cgroup_paths,
                     netns=envelope.netns,
@@ -198,7 +209,9 @@ class Ownership:
             # The run goes on: the envelope's own registry entry names it for recovery.
             logger.warning("the journal could not record the envelope of %s: %s", operation_id, exc)
 
-    async def record_evidence(self, operation_id: str, evidence: Evidence) -> bytes | None:
+    async def record_evidence(
+        self, operation_id: str, evidence: Evidence, *, root_run: str
+    ) -> bytes | None:
         """Make a run's evidence durable on its open row while the envelope is cleaned up.
 
         The row stays open (its cleanup is not proved yet): if the server dies now, recovery
@@ -210,12 +223,12 @@ class Ownership:
             # The answer waits for this commit: uncontended, it is made here without the two
             # thread hops (~0.3 ms); otherwise it waits for the writer in a thread.
             written = self.journal.record_result(
-                operation_id, outcome="evidence", result=data, wait=False
+                operation_id, root_run=root_run, outcome="evidence", result=data, wait=False
             )
             if written is None:
                 written = await anyio.to_thread.run_sync(
                     lambda: self.journal.record_result(
-                        operation_id, outcome="evidence", result=data
+                        operation_id, root_run=root_run, outcome="evidence", result=data
                     )
                 )
         except _JOURNAL_FAILURES as exc:
@@ -225,7 +238,12 @@ class Ownership:
         return data if written else None
 
     async def finish(
-        self, operation_id: str, result: RunResult, *, recorded: bytes | None = None
+        self,
+        operation_id: str,
+        result: RunResult,
+        *,
+        root_run: str,
+        recorded: bytes | None = None,
     ) -> None:
         """Record a completed command's evidence; the cleanup was confirmed by the envelope.
 
@@ -241,6 +259,7 @@ class Ownership:
             closing = self._closer.submit(
                 self.journal.finish,
                 operation_id,
+                root_run=root_run,
                 outcome="evidence",
                 result=data,
                 report=report,
@@ -253,6 +272,7 @@ class Ownership:
             await anyio.to_thread.run_sync(
                 lambda: self.journal.finish(
                     operation_id,
+                    root_run=root_run,
                     outcome="evidence",
                     result=data,
                     report=report,
@@ -262,7 +282,7 @@ class Ownership:
         except _JOURNAL_FAILURES as exc:
             raise self._unrecorded("the command ran, but", exc) from exc
 
-    async def fail(self, operation_id: str, error: JigError) -> None:
+    async def fail(self, operation_id: str, error: JigError, *, root_run: str) -> None:
         """Record a failure; `UNCERTAIN` closes the row as uncertain for good.
 
         A failure the journal cannot record is `UNCERTAIN`: the row stays open, and recovery
@@ -273,6 +293,7 @@ class Ownership:
                 await anyio.to_thread.run_sync(
                     lambda: self.journal.mark_uncertain(
                         operation_id,
+                        root_run=root_run,
                         reason=error.message,
                         cleanup_complete=False,
                         problems=error.message,
@@ -285,6 +306,7 @@ class Ownership:
             await anyio.to_thread.run_sync(
                 lambda: self.journal.finish(
                     operation_id,
+                    root_run=root_run,
                     outcome="failure",
                     result=_encoder.encode(recorded),
                     report=None,

@@ -53,6 +53,8 @@ class RecoveredRun(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """What recovery did for one run."""
 
     operation_id: str
+    # The caller's run the operation belongs to ("" for rows from before runs).
+    root_run: str
     run_id: str
     supervisor_killed: bool
     cleanup_complete: bool
@@ -99,24 +101,30 @@ def recover(
     orphans: list[Row] = []
     # Open rows whose evidence was recorded before their server died: they close only after
     # the fence, `done` when the cleanup is proved (see `Journal.close_lost`).
+    # Rows are told apart by their envelope's run id: the same operation id may be open in
+    # several callers' runs, and every one of them is recovered.
     ended: set[str] = set()
     for row in journal.open_rows():
         if owner_alive(row.owner):
             live.append(row.operation_id)
             continue
         if row.outcome == "evidence":
-            ended.add(row.operation_id)
+            ended.add(row.run_id)
             orphans.append(row)
             continue
         journal.mark_uncertain(
-            row.operation_id, reason=UNCERTAIN_REASON, cleanup_complete=False, problems=_IN_PROGRESS
+            row.operation_id,
+            root_run=row.root_run,
+            reason=UNCERTAIN_REASON,
+            cleanup_complete=False,
+            problems=_IN_PROGRESS,
         )
         # Re-read after closing: the supervisor identity can no longer change.
-        closed = journal.get(row.operation_id)
+        closed = journal.get(row.operation_id, root_run=row.root_run)
         if closed is not None:
             orphans.append(closed)
-    closed_ids = {r.operation_id for r in orphans}
-    retry = [r for r in journal.cleanup_failures() if r.operation_id not in closed_ids]
+    closed_ids = {r.run_id for r in orphans}
+    retry = [r for r in journal.cleanup_failures() if r.run_id not in closed_ids]
 
     fence = _Fence(backend, empty_wait)
     deadline = time.monotonic() + supervisor_grace
@@ -125,7 +133,7 @@ def recover(
     orphaned = [e for e in registry.entries() if not owner_alive(e.owner)]
     stopped_envelopes = {e.name: fence.stop_supervisor(e.supervisor, deadline) for e in orphaned}
     killed = {
-        r.operation_id: fence.stop_supervisor(r.supervisor, deadline)
+        r.run_id: fence.stop_supervisor(r.supervisor, deadline)
         for r in orphans + retry
         if r.supervisor is not None
     }
@@ -141,23 +149,28 @@ def recover(
             registry.drop(envelope.name)
             envelopes_released.append(envelope.name)
     for row in orphans + retry:
-        stopped, problems = killed.get(row.operation_id, (False, []))
+        stopped, problems = killed.get(row.run_id, (False, []))
         # A prepared envelope's job is named after itself; its paths were recorded.
         job = os.path.basename(row.cgroup_paths[0]) if row.cgroup_paths else row.cgroup_job
         problems = problems + fence.release(job, row.cgroup_paths, row.netns)
-        if row.operation_id in ended:
+        if row.run_id in ended:
             journal.close_lost(
                 row.operation_id,
+                root_run=row.root_run,
                 reason=UNCERTAIN_REASON,
                 cleanup_complete=not problems,
                 problems="; ".join(problems),
             )
         journal.record_cleanup(
-            row.operation_id, complete=not problems, problems="; ".join(problems)
+            row.operation_id,
+            root_run=row.root_run,
+            complete=not problems,
+            problems="; ".join(problems),
         )
         reports.append(
             RecoveredRun(
                 operation_id=row.operation_id,
+                root_run=row.root_run,
                 run_id=row.run_id,
                 supervisor_killed=stopped,
                 cleanup_complete=not problems,

@@ -129,6 +129,7 @@ class CommandService:
         progress: Progress | None = None,
         signature: str | None = None,
         context: str = "",
+        root_run: str | None = None,
     ) -> RunResult:
         """Check admission, validate, plan and execute one call; see `CommandBackend.run`."""
         trace.mark("service: run")
@@ -140,6 +141,10 @@ class CommandService:
         valid = self.validate(input)
         ownership = self._ownership
         durable = ownership is not None and signature is not None
+        if durable and not root_run:
+            # Operation identity belongs to a run: a durable call without one is a bug.
+            raise ValueError("a call with an operation signature needs its caller's run id")
+        scope = root_run or ""
         refusal = None
         if deadline <= time.monotonic():
             refusal = JigError(
@@ -151,7 +156,7 @@ class CommandService:
             # Nothing is dispatched and no row is written; a known operation still replays.
             if durable:
                 assert ownership is not None and signature is not None
-                known = await ownership.lookup(operation_id, signature)
+                known = await ownership.lookup(operation_id, signature, root_run=scope)
                 if known is not None:
                     return known
             raise refusal
@@ -166,7 +171,7 @@ class CommandService:
                 known = None
                 if durable:
                     assert signature is not None
-                    known = await ownership.lookup(operation_id, signature)
+                    known = await ownership.lookup(operation_id, signature, root_run=scope)
                 if known is None:
                     raise
                 return known
@@ -187,6 +192,7 @@ class CommandService:
                     # prepared envelope is known already: the row names it from the start.
                     nonlocal began, replayed, recorded_envelope
                     replayed = await ownership.begin(
+                        root_run=scope,
                         operation_id=operation_id,
                         signature=signature,
                         context=context,
@@ -203,7 +209,7 @@ class CommandService:
                     # Recorded at begin unless the envelope was made for this launch (or
                     # made again under another name): no commit while the candidate runs.
                     if recorded_envelope is None or not recorded_envelope.serves(envelope):
-                        await ownership.record_envelope(operation_id, envelope)
+                        await ownership.record_envelope(operation_id, envelope, root_run=scope)
 
                 async def on_ended(ending: Ending) -> None:
                     # The run's evidence is durable before its cleanup is confirmed; the
@@ -211,7 +217,7 @@ class CommandService:
                     nonlocal recorded
                     if ending.stop_reason == "exited":
                         recorded = await ownership.record_evidence(
-                            operation_id, evidence_of(valid, ending)
+                            operation_id, evidence_of(valid, ending), root_run=scope
                         )
                         trace.mark("service: evidence recorded")
 
@@ -220,6 +226,7 @@ class CommandService:
             ticket = Ticket(
                 run_id=run_id,
                 operation_id=operation_id if durable else None,
+                root_run=scope,
                 state_dir=str(ownership.state_dir) if durable and ownership else None,
                 slot_fd=slot.fd if slot is not None else None,
             )
@@ -240,10 +247,10 @@ class CommandService:
                 # Only a row this call created is closed with its failure: an operation
                 # id in flight elsewhere is never touched.
                 if began and ownership is not None:
-                    await ownership.fail(operation_id, error)
+                    await ownership.fail(operation_id, error, root_run=scope)
                 raise
             if durable and ownership is not None:
-                await ownership.finish(operation_id, result, recorded=recorded)
+                await ownership.finish(operation_id, result, root_run=scope, recorded=recorded)
             trace.mark("service: recorded")
             return result
         finally:

@@ -12,6 +12,9 @@ from jigcmd.evidence import Evidence, ResourceReport, StreamText
 from jigcmd.ownership import Ownership
 from jigcmd.protocol.commands import RunResult
 
+# The caller's run every operation of these tests belongs to.
+RUN = "run-test"
+
 pytestmark = pytest.mark.anyio
 
 EVIDENCE = Evidence(
@@ -48,6 +51,7 @@ def ownership(tmp_path: Path) -> Ownership:
 
 async def _begin(ownership: Ownership, operation_id: str, signature: str) -> RunResult | None:
     return await ownership.begin(
+        root_run=RUN,
         operation_id=operation_id,
         signature=signature,
         context="test",
@@ -60,10 +64,10 @@ async def test_a_new_operation_is_recorded_and_its_evidence_replayed_exactly(
     ownership: Ownership,
 ) -> None:
     """After finish, a lookup with the same signature returns the same evidence and report."""
-    assert await ownership.lookup("op.1", "sig") is None
+    assert await ownership.lookup("op.1", "sig", root_run=RUN) is None
     assert await _begin(ownership, "op.1", "sig") is None
-    await ownership.finish("op.1", RunResult(evidence=EVIDENCE, report=REPORT))
-    replayed = await ownership.lookup("op.1", "sig")
+    await ownership.finish("op.1", RunResult(evidence=EVIDENCE, report=REPORT), root_run=RUN)
+    replayed = await ownership.lookup("op.1", "sig", root_run=RUN)
     assert replayed == RunResult(evidence=EVIDENCE, report=REPORT)
 
 
@@ -73,9 +77,9 @@ async def test_a_different_request_under_a_known_id_is_a_conflict(ownership: Own
     with pytest.raises(JigError) as raised:
         await _begin(ownership, "op.2", "sig-b")
     assert raised.value.code == Code.OPERATION_CONFLICT
-    await ownership.finish("op.2", RunResult(evidence=EVIDENCE, report=REPORT))
+    await ownership.finish("op.2", RunResult(evidence=EVIDENCE, report=REPORT), root_run=RUN)
     with pytest.raises(JigError) as again:
-        await ownership.lookup("op.2", "sig-b")
+        await ownership.lookup("op.2", "sig-b", root_run=RUN)
     assert again.value.code == Code.OPERATION_CONFLICT
 
 
@@ -83,9 +87,9 @@ async def test_a_recorded_failure_is_raised_again_with_its_details(ownership: Ow
     """A deadline failure with evidence replays as the same code, message and details."""
     assert await _begin(ownership, "op.3", "sig") is None
     failure = JigError(Code.DEADLINE_EXCEEDED, "deadline", {"command": {"exitCode": None}})
-    await ownership.fail("op.3", failure)
+    await ownership.fail("op.3", failure, root_run=RUN)
     with pytest.raises(JigError) as raised:
-        await ownership.lookup("op.3", "sig")
+        await ownership.lookup("op.3", "sig", root_run=RUN)
     assert (raised.value.code, raised.value.message, raised.value.details) == (
         Code.DEADLINE_EXCEEDED,
         "deadline",
@@ -96,10 +100,12 @@ async def test_a_recorded_failure_is_raised_again_with_its_details(ownership: Ow
 async def test_an_uncertain_operation_stays_uncertain(ownership: Ownership) -> None:
     """UNCERTAIN is recorded for good: later finishes write nothing, lookups stay UNCERTAIN."""
     assert await _begin(ownership, "op.4", "sig") is None
-    await ownership.fail("op.4", JigError(Code.UNCERTAIN, "cleanup could not be confirmed"))
-    await ownership.finish("op.4", RunResult(evidence=EVIDENCE, report=REPORT))
+    await ownership.fail(
+        "op.4", JigError(Code.UNCERTAIN, "cleanup could not be confirmed"), root_run=RUN
+    )
+    await ownership.finish("op.4", RunResult(evidence=EVIDENCE, report=REPORT), root_run=RUN)
     with pytest.raises(JigError) as raised:
-        await ownership.lookup("op.4", "sig")
+        await ownership.lookup("op.4", "sig", root_run=RUN)
     assert raised.value.code == Code.UNCERTAIN
 
 

@@ -18,6 +18,9 @@ from jigcmd.journal.identity import current, identify
 from jigcmd.plan import Limits
 from jigcmd.recovery import UNCERTAIN_REASON, recover
 
+# The caller's run of these tests' operations.
+RUN = "run-a"
+
 
 class FakeJob:
     """A cgroup job held in memory: `stuck` tasks survive every kill."""
@@ -110,9 +113,10 @@ def _in_dead_server(state: Path, action: Callable[[Journal], object]) -> None:
     assert os.waitstatus_to_exitcode(status) == 0
 
 
-def _begin(journal: Journal, operation_id: str, run_id: str) -> None:
+def _begin(journal: Journal, operation_id: str, run_id: str, root_run: str = RUN) -> None:
     journal.begin(
         NewRow(
+            root_run=root_run,
             operation_id=operation_id,
             signature="sig",
             context="session",
@@ -123,12 +127,13 @@ def _begin(journal: Journal, operation_id: str, run_id: str) -> None:
 
 
 def _running(
-    operation_id: str, run_id: str, supervisor: ProcessIdentity
+    operation_id: str, run_id: str, supervisor: ProcessIdentity, root_run: str = RUN
 ) -> Callable[[Journal], object]:
     def action(journal: Journal) -> None:
-        _begin(journal, operation_id, run_id)
+        _begin(journal, operation_id, run_id, root_run)
         journal.record_envelope(
             operation_id,
+            root_run=root_run,
             supervisor=supervisor,
             cgroup_paths=(),
             netns="net:[1]",
@@ -167,9 +172,9 @@ def test_a_dispatching_row_of_a_dead_server_closes_uncertain_and_cannot_be_claim
     _in_dead_server(tmp_path, lambda j: _begin(j, "op-1", "r1"))
     with Journal.open(tmp_path) as journal:
         report = recover(journal, FakeBackend(), supervisor_grace=0)
-        row = journal.get("op-1")
+        row = journal.get("op-1", root_run=RUN)
         assert not journal.record_envelope(
-            "op-1", supervisor=current(), cgroup_paths=(), netns="", plan_digest=""
+            "op-1", root_run=RUN, supervisor=current(), cgroup_paths=(), netns="", plan_digest=""
         )
     assert [r.operation_id for r in report.closed] == ["op-1"]
     assert report.clean
@@ -182,6 +187,36 @@ def test_a_dispatching_row_of_a_dead_server_closes_uncertain_and_cannot_be_claim
     )
 
 
+def test_the_same_operation_id_open_in_two_dead_runs_is_fenced_in_both(
+    tmp_path: Path, processes: list[subprocess.Popen[bytes]]
+) -> None:
+    """Recovery fences every dead server's row whatever its run: one operation id, two runs."""
+    first, second = _fake_supervisor(processes), _fake_supervisor(processes)
+    backend = FakeBackend()
+    backend.add("jigcmd-r1")
+    backend.add("jigcmd-r2")
+
+    def both(journal: Journal) -> None:
+        _running("candidate-tests", "r1", first, "run-a")(journal)
+        _running("candidate-tests", "r2", second, "run-b")(journal)
+
+    _in_dead_server(tmp_path, both)
+    with Journal.open(tmp_path) as journal:
+        report = recover(journal, backend, supervisor_grace=0)
+        rows = [journal.get("candidate-tests", root_run=run) for run in ("run-a", "run-b")]
+    assert sorted((r.root_run, r.run_id, r.supervisor_killed) for r in report.closed) == [
+        ("run-a", "r1", True),
+        ("run-b", "r2", True),
+    ]
+    assert report.clean
+    assert [(r.state, r.cleanup) for r in rows if r is not None] == [
+        ("uncertain", "complete"),
+        ("uncertain", "complete"),
+    ]
+    assert backend.jobs == {}
+    assert [proc.wait() for proc in processes] == [-signal.SIGKILL, -signal.SIGKILL]
+
+
 def test_a_live_supervisor_is_killed_and_its_cgroup_job_removed(
     tmp_path: Path, processes: list[subprocess.Popen[bytes]]
 ) -> None:
@@ -192,7 +227,7 @@ def test_a_live_supervisor_is_killed_and_its_cgroup_job_removed(
     _in_dead_server(tmp_path, _running("op-1", "r1", supervisor))
     with Journal.open(tmp_path) as journal:
         report = recover(journal, backend, supervisor_grace=0)
-        row = journal.get("op-1")
+        row = journal.get("op-1", root_run=RUN)
     assert processes[0].wait() == -signal.SIGKILL
     assert report.closed[0].supervisor_killed
     assert report.closed[0].cleanup_complete
@@ -210,7 +245,9 @@ def _ended(
 
     def action(journal: Journal) -> None:
         running(journal)
-        assert journal.record_result(operation_id, outcome="evidence", result=b"evidence")
+        assert journal.record_result(
+            operation_id, root_run=RUN, outcome="evidence", result=b"evidence"
+        )
 
     return action
 
@@ -224,7 +261,7 @@ def test_a_row_with_recorded_evidence_closes_done_once_recovery_proves_the_clean
     _in_dead_server(tmp_path, _ended("op-1", "r1", _fake_supervisor(processes)))
     with Journal.open(tmp_path) as journal:
         report = recover(journal, backend, supervisor_grace=0)
-        row = journal.get("op-1")
+        row = journal.get("op-1", root_run=RUN)
     assert job.killed >= 1
     assert backend.jobs == {}
     assert report.closed[0].cleanup_complete
@@ -247,7 +284,7 @@ def test_a_row_with_recorded_evidence_is_uncertain_when_its_cleanup_cannot_be_pr
     _in_dead_server(tmp_path, _ended("op-1", "r1", _fake_supervisor(processes)))
     with Journal.open(tmp_path) as journal:
         report = recover(journal, backend, supervisor_grace=0, empty_wait=0)
-        row = journal.get("op-1")
+        row = journal.get("op-1", root_run=RUN)
     assert not report.clean
     assert row is not None
     assert (row.state, row.cleanup, row.reason) == ("uncertain", "failed", UNCERTAIN_REASON)
@@ -283,7 +320,7 @@ def test_an_unconfirmed_cleanup_is_recorded_failed_and_confirmed_by_a_later_pass
         failures = journal.cleanup_failures()
         backend.jobs["jigcmd-r1"].stuck = False
         second = recover(journal, backend, supervisor_grace=0)
-        row = journal.get("op-1")
+        row = journal.get("op-1", root_run=RUN)
     assert not first.clean
     assert first.closed[0].problems == ("cgroup job jigcmd-r1 still populated after kill",)
     assert [(r.operation_id, r.state, r.cleanup) for r in failures] == [
@@ -305,7 +342,7 @@ def test_rows_of_a_live_server_and_unowned_jobs_are_left_alone(tmp_path: Path) -
     with Journal.open(tmp_path) as journal:
         _begin(journal, "op-1", "r1")
         report = recover(journal, backend, supervisor_grace=0)
-        row = journal.get("op-1")
+        row = journal.get("op-1", root_run=RUN)
     assert report.live == ("op-1",)
     assert report.closed == ()
     assert report.unowned_jobs == ("jigcmd-test-elsewhere",)
@@ -348,14 +385,21 @@ def test_nothing_is_redispatched_a_done_row_is_untouched(tmp_path: Path) -> None
 
     def action(journal: Journal) -> None:
         _begin(journal, "op-1", "r1")
-        journal.finish("op-1", outcome="evidence", result=b"{}", report=None, cleanup_complete=True)
+        journal.finish(
+            "op-1",
+            root_run=RUN,
+            outcome="evidence",
+            result=b"{}",
+            report=None,
+            cleanup_complete=True,
+        )
 
     _in_dead_server(tmp_path, action)
     backend = FakeBackend()
     with Journal.open(tmp_path) as journal:
-        before = journal.get("op-1")
+        before = journal.get("op-1", root_run=RUN)
         report = recover(journal, backend, supervisor_grace=0)
-        after = journal.get("op-1")
+        after = journal.get("op-1", root_run=RUN)
     assert report.closed == () and report.rechecked == ()
     assert before == after
     assert backend.jobs == {}
@@ -411,6 +455,7 @@ def test_recovery_kills_a_real_orphaned_run_and_removes_its_cgroup(
             _begin(journal, "op-1", run_id)
             journal.record_envelope(
                 "op-1",
+                root_run=RUN,
                 supervisor=supervisor,
                 cgroup_paths=job.paths,
                 netns=netns,
@@ -420,7 +465,7 @@ def test_recovery_kills_a_real_orphaned_run_and_removes_its_cgroup(
         _in_dead_server(tmp_path, action)
         with Journal.open(tmp_path) as journal:
             report = recover(journal, real_backend, supervisor_grace=0)
-            row = journal.get("op-1")
+            row = journal.get("op-1", root_run=RUN)
         assert candidate.wait() == -signal.SIGKILL
         assert processes[1].wait() == -signal.SIGKILL
         assert real_backend.open(f"jigcmd-{run_id}") is None

@@ -26,6 +26,7 @@ pytestmark = pytest.mark.anyio
 
 PATHS = ("/sys/fs/cgroup/pids/jigcmd/jigcmd-00112233aabbccdd",)
 PREPARED = Assigned(run_id="00112233aabbccdd", supervisor=current(), cgroup_paths=PATHS)
+RUN = "run-test"
 
 
 @pytest.fixture
@@ -70,9 +71,9 @@ async def _run(
     recorded: list[str] = []
     record: Callable[..., object] = ownership.record_envelope
 
-    async def counted(operation_id: str, envelope: EnvelopeIdentity) -> None:
+    async def counted(operation_id: str, envelope: EnvelopeIdentity, *, root_run: str) -> None:
         recorded.append(operation_id)
-        await record(operation_id, envelope)  # type: ignore[misc]
+        await record(operation_id, envelope, root_run=root_run)  # type: ignore[misc]
 
     monkeypatch.setattr(ownership, "record_envelope", counted)
     service = CommandService(
@@ -88,6 +89,7 @@ async def _run(
         deadline_unix_ms=None,
         cancel=anyio.Event(),
         signature="sig",
+        root_run=RUN,
     )
     return ownership, recorded
 
@@ -96,7 +98,7 @@ async def test_a_prepared_envelope_is_recorded_with_the_row_and_not_again_at_sta
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     ownership, recorded = await _run(tmp_path, _Stub(PREPARED, _started(PATHS)), monkeypatch)
-    row = ownership.journal.get("op-1")
+    row = ownership.journal.get("op-1", root_run=RUN)
     assert recorded == []
     assert row is not None and row.state == "done"
     assert (row.run_id, row.supervisor, row.cgroup_paths) == (
@@ -111,7 +113,7 @@ async def test_an_envelope_made_for_the_launch_is_recorded_once_it_starts(
 ) -> None:
     stub = _Stub(None, _started(PATHS))
     ownership, recorded = await _run(tmp_path, stub, monkeypatch)
-    row = ownership.journal.get("op-1")
+    row = ownership.journal.get("op-1", root_run=RUN)
     assert recorded == ["op-1"]
     assert row is not None and row.run_id == stub.tickets[0].run_id
     assert row.cgroup_paths == PATHS
@@ -122,6 +124,6 @@ async def test_a_prepared_envelope_made_again_under_another_name_is_recorded_at_
 ) -> None:
     elsewhere = ("/sys/fs/cgroup/pids/jigcmd/jigcmd-ffeeddccbbaa9988",)
     ownership, recorded = await _run(tmp_path, _Stub(PREPARED, _started(elsewhere)), monkeypatch)
-    row = ownership.journal.get("op-1")
+    row = ownership.journal.get("op-1", root_run=RUN)
     assert recorded == ["op-1"]
     assert row is not None and row.cgroup_paths == elsewhere

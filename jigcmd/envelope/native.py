@@ -278,6 +278,7 @@ class NativeExecutor:
             run_id=ticket.run_id,
             plan=plan,
             operation_id=ticket.operation_id,
+            root_run=ticket.root_run,
             state_dir=ticket.state_dir,
         )
         stdin_r, stdin_w = os.pipe2(os.O_CLOEXEC)

@@ -555,16 +555,17 @@ class Owner:
     on a run's path should wait for that lock.
     """
 
-    def __init__(self, state_dir: str, operation_id: str) -> None:
+    def __init__(self, state_dir: str, operation_id: str, root_run: str) -> None:
         self.state_dir = state_dir
         self.operation_id = operation_id
+        self.root_run = root_run
 
     @classmethod
     def of(cls, launch: Launch) -> Owner | None:
         """The owner named by `launch`, if it has a journal row."""
         if launch.operation_id is None or launch.state_dir is None:
             return None
-        return cls(launch.state_dir, launch.operation_id)
+        return cls(launch.state_dir, launch.operation_id, launch.root_run)
 
     def lost(self, cleanup_complete: bool, problems: tuple[str, ...]) -> None:
         """The server went away mid-run: close the row, with the cleanup proved.
@@ -578,6 +579,7 @@ class Owner:
         ):
             journal.close_lost(
                 self.operation_id,
+                root_run=self.root_run,
                 reason="the server went away during the run; the run was fenced without a "
                 "proved result",
                 cleanup_complete=cleanup_complete,

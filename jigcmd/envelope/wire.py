@@ -41,13 +41,14 @@ class Launch(msgspec.Struct, frozen=True, tag="launch"):
 
     fds: stdin, stdout, stderr, the gate, the run socket and, when reserved, the envelope
     slot's lock. The candidate execs only after a byte arrives on the gate (EOF: withdrawn).
-    With `operation_id` the supervisor closes that journal row (in `state_dir`) as uncertain
-    if the server dies mid-run.
+    With `operation_id` the supervisor closes that journal row (`root_run`, `operation_id` in
+    `state_dir`) as uncertain if the server dies mid-run.
     """
 
     run_id: str
     plan: RunPlan
     operation_id: str | None = None
+    root_run: str = ""
     state_dir: str | None = None
 
 

@@ -38,7 +38,10 @@ def recover(state_dir: Path | None, cgroup_base: str | None = None) -> int:
         return 2
     for run in report.closed:
         outcome = "cleanup complete" if run.cleanup_complete else "CLEANUP FAILED"
-        print(f"closed {run.operation_id} (run {run.run_id}) as uncertain: {outcome}")
+        caller = f"run {run.root_run}" if run.root_run else "recorded before run ids"
+        print(
+            f"closed {run.operation_id} ({caller}; envelope {run.run_id}) as uncertain: {outcome}"
+        )
         for problem in run.problems:
             print(f"  problem: {problem}")
     for name in report.unowned_jobs:

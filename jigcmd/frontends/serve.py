@@ -1,33 +1,71 @@
-"""`jigcmd serve`: one stdio JSON-RPC session (FLOW Run/1 or MCP) over the admitted Binding."""
+"""`jigcmd serve`: one stdio JSON-RPC session (FLOW Run/1 or MCP) over the admitted Binding.
+
+A session belongs to one caller's run, the scope of operation identity: named by `--run-id`
+or `JIGCMD_RUN_ID` (a coordinator that restarts its child passes the same one to recover its
+operations), otherwise a fresh run with a generated id.
+"""
 
 from __future__ import annotations
 
 import logging
+import os
 import sys
+import uuid
+from collections.abc import Mapping
 
 import anyio
 
 from jigcmd import __version__
 from jigcmd.assembly import STARTUP_ERRORS, FrontSettings, open_service
 from jigcmd.envelope.native import NativeExecutor
+from jigcmd.protocol import jsonrpc
 from jigcmd.protocol.session import ProtocolChoice
 from jigcmd.server.refusal import answer_pending
 from jigcmd.server.stdio import serve_stdio
 from jigcmd.service import CommandService
 
-__all__ = ["serve"]
+__all__ = ["RUN_ID_VARIABLE", "RunIdError", "resolve_run_id", "serve"]
+
+RUN_ID_VARIABLE = "JIGCMD_RUN_ID"
 
 logger = logging.getLogger("jigcmd.serve")
 
 _SESSION_REMEMBERS = 16
 
 
-def serve(settings: FrontSettings, protocol: ProtocolChoice) -> int:
+class RunIdError(ValueError):
+    """Raised when a given run id does not follow the grammar of Run/1 ids."""
+
+
+def resolve_run_id(given: str | None, environ: Mapping[str, str]) -> tuple[str, bool]:
+    """The session's run id (`--run-id`, else `JIGCMD_RUN_ID`, else a new one); and if generated."""
+    chosen = given if given is not None else environ.get(RUN_ID_VARIABLE)
+    if chosen is None:
+        return f"run-{uuid.uuid4().hex[:20]}", True
+    if not jsonrpc.is_run1_id(chosen):
+        raise RunIdError(f"run id {chosen!r} must match [A-Za-z0-9][A-Za-z0-9._:/-]* (1-128 bytes)")
+    return chosen, False
+
+
+def serve(settings: FrontSettings, protocol: ProtocolChoice, run_id: str | None = None) -> int:
     """Serve until EOF or SIGTERM; 0 on a clean end, 2 when it cannot start."""
-    return anyio.run(_serve, settings, protocol)
+    try:
+        root_run, generated = resolve_run_id(run_id, os.environ)
+    except RunIdError as exc:
+        sys.stderr.write(f"jigcmd serve: {exc}\n")
+        return 2
+    if generated:
+        sys.stderr.write(
+            f"jigcmd serve: run id {root_run} (generated; start again with --run-id "
+            f"{root_run} to resume this run's operations)\n"
+        )
+    else:
+        sys.stderr.write(f"jigcmd serve: run id {root_run}\n")
+    sys.stderr.flush()
+    return anyio.run(_serve, settings, protocol, root_run)
 
 
-async def _serve(settings: FrontSettings, protocol: ProtocolChoice) -> int:
+async def _serve(settings: FrontSettings, protocol: ProtocolChoice, root_run: str) -> int:
     try:
         async with open_service(settings) as assembly:
             service = assembly.service
@@ -45,6 +83,7 @@ async def _serve(settings: FrontSettings, protocol: ProtocolChoice) -> int:
                     slot=slots[0] if len(slots) == 1 else None,
                     # The journal keeps every operation; the session only the recent ones.
                     remember=_SESSION_REMEMBERS,
+                    root_run=root_run,
                 )
                 tg.cancel_scope.cancel()
     except STARTUP_ERRORS as exc:

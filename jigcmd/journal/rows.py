@@ -34,6 +34,8 @@ OPEN_STATES = ("dispatching", "running")
 class Row(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """One Project Command operation as the journal knows it."""
 
+    # The caller's run: operation identity (replay, join, conflict) holds within one run.
+    root_run: str
     operation_id: str
     signature: str
     context: str
@@ -74,6 +76,7 @@ class NewRow(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     row is `running` from its first commit; otherwise `dispatching`.
     """
 
+    root_run: str
     operation_id: str
     signature: str
     context: str
@@ -115,6 +118,7 @@ def row_from(found: sqlite3.Row) -> Row:
             pid=found["supervisor_pid"], start=found["supervisor_start"], boot_id=found["boot_id"]
         )
     return Row(
+        root_run=found["root_run"],
         operation_id=found["operation_id"],
         signature=found["signature"],
         context=found["context"],

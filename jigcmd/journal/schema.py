@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import sqlite3
 
-__all__ = ["SCHEMA_VERSION", "SchemaError", "migrate"]
+__all__ = ["LEGACY_RUN", "SCHEMA_VERSION", "SchemaError", "migrate"]
 
 # Version 1: ownership rows (Project Command operations), jarvis runs, the audit trail.
 _V1 = """
@@ -87,7 +87,55 @@ CREATE TRIGGER audit_no_delete BEFORE DELETE ON audit
     BEGIN SELECT RAISE(ABORT, 'the audit trail is append-only'); END;
 """
 
-_STEPS: tuple[str, ...] = (_V1,)
+# Version 2: operation identity belongs to a caller's run, not to the state directory: the
+# key is (root_run, operation_id). Rows written before keep their records under the run ""
+# (a run no server can be given), so no new run replays or conflicts with them; recovery
+# still fences every open row whatever its run.
+_OPERATION_COLUMNS = (
+    "operation_id, signature, context, created_unix_ms, updated_unix_ms, finished_unix_ms,"
+    " deadline_unix_ms, run_id, owner_pid, owner_start, boot_id, state, plan_digest,"
+    " cgroup_paths, netns, supervisor_pid, supervisor_start, outcome, result, report, cleanup,"
+    " problems, reason"
+)
+_V2 = f"""
+CREATE TABLE operations_v2 (
+    root_run          TEXT NOT NULL,
+    operation_id      TEXT NOT NULL,
+    signature         TEXT NOT NULL,
+    context           TEXT NOT NULL,
+    created_unix_ms   INTEGER NOT NULL,
+    updated_unix_ms   INTEGER NOT NULL,
+    finished_unix_ms  INTEGER,
+    deadline_unix_ms  INTEGER NOT NULL,
+    run_id            TEXT NOT NULL UNIQUE,
+    owner_pid         INTEGER NOT NULL,
+    owner_start       INTEGER NOT NULL,
+    boot_id           TEXT NOT NULL,
+    state             TEXT NOT NULL
+        CHECK (state IN ('dispatching', 'running', 'done', 'uncertain')),
+    plan_digest       TEXT,
+    cgroup_paths      TEXT NOT NULL DEFAULT '[]',
+    netns             TEXT,
+    supervisor_pid    INTEGER,
+    supervisor_start  INTEGER,
+    outcome           TEXT CHECK (outcome IN ('evidence', 'failure')),
+    result            BLOB,
+    report            BLOB,
+    cleanup           TEXT CHECK (cleanup IN ('complete', 'failed')),
+    problems          TEXT NOT NULL DEFAULT '',
+    reason            TEXT NOT NULL DEFAULT '',
+    PRIMARY KEY (root_run, operation_id)
+) STRICT;
+INSERT INTO operations_v2 (root_run, {_OPERATION_COLUMNS})
+    SELECT '', {_OPERATION_COLUMNS} FROM operations;
+DROP TABLE operations;
+ALTER TABLE operations_v2 RENAME TO operations;
+CREATE INDEX operations_open ON operations (state) WHERE state IN ('dispatching', 'running');
+"""  # noqa: S608 - our own constant column list
+
+_STEPS: tuple[str, ...] = (_V1, _V2)
+# The run of every operation recorded before operation identity belonged to runs.
+LEGACY_RUN = ""
 SCHEMA_VERSION = len(_STEPS)
 
 

@@ -6,8 +6,9 @@ written before dispatch survives a SIGKILL or a power cut at any later instant.
 
 One `Journal` holds one connection. It may be called from any thread (calls are
 serialised by a lock; the server calls it through `anyio.to_thread`), but never from a
-forked child: a child (the supervisor) opens its own `Journal`. Operation ids are unique
-within one state directory: that is the documented scope of operation identity.
+forked child: a child (the supervisor) opens its own `Journal`. An operation is keyed by
+its caller's run and its operation id: identity holds within one run (across servers and
+restarts given the same run id), never across runs.
 
 Ownership row life: `dispatching` (written before dispatch) → `running` (the envelope
 serving it is recorded: supervisor, cgroups, netns; a prepared envelope, known before the
@@ -43,6 +44,8 @@ __all__ = ["DB_NAME", "Journal", "JournalError", "JournalLost", "JournalUnusable
 DB_NAME = "journal.sqlite3"
 # Every table a journal must have (a database without one is damaged, not new).
 _TABLES = ("operations", "jarvis_runs", "audit")
+# One operation row by its key: its caller's run and its operation id.
+_SELECT_ROW = "SELECT * FROM operations WHERE root_run = ? AND operation_id = ?"
 # How long a writer waits for another process's write transaction before failing.
 _BUSY_TIMEOUT_MS = 10_000
 
@@ -282,19 +285,19 @@ class Journal:
             return None
 
     def _insert(self, conn: sqlite3.Connection, new: NewRow) -> Begin:
-        found = conn.execute(
-            "SELECT * FROM operations WHERE operation_id = ?", (new.operation_id,)
-        ).fetchone()
+        key = (new.root_run, new.operation_id)
+        found = conn.execute(_SELECT_ROW, key).fetchone()
         if found is not None:
             return Begin(row=row_from(found), created=False)
         now = _now_ms()
         supervisor = new.supervisor
         conn.execute(
-            "INSERT INTO operations (operation_id, signature, context, created_unix_ms,"
-            " updated_unix_ms, deadline_unix_ms, run_id, owner_pid, owner_start, boot_id,"
-            " state, supervisor_pid, supervisor_start, cgroup_paths)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO operations (root_run, operation_id, signature, context,"
+            " created_unix_ms, updated_unix_ms, deadline_unix_ms, run_id, owner_pid,"
+            " owner_start, boot_id, state, supervisor_pid, supervisor_start, cgroup_paths)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
+                new.root_run,
                 new.operation_id,
                 new.signature,
                 new.context,
@@ -311,15 +314,14 @@ class Journal:
                 json.dumps(list(new.cgroup_paths)),
             ),
         )
-        inserted = conn.execute(
-            "SELECT * FROM operations WHERE operation_id = ?", (new.operation_id,)
-        ).fetchone()
+        inserted = conn.execute(_SELECT_ROW, key).fetchone()
         return Begin(row=row_from(inserted), created=True)
 
     def record_envelope(
         self,
         operation_id: str,
         *,
+        root_run: str,
         supervisor: ProcessIdentity,
         cgroup_paths: Sequence[str],
         netns: str,
@@ -330,7 +332,7 @@ class Journal:
             cursor = conn.execute(
                 "UPDATE operations SET state = 'running', supervisor_pid = ?,"
                 " supervisor_start = ?, cgroup_paths = ?, netns = ?, plan_digest = ?,"
-                " updated_unix_ms = ? WHERE operation_id = ? AND state IN (?, ?)",
+                " updated_unix_ms = ? WHERE root_run = ? AND operation_id = ? AND state IN (?, ?)",
                 (
                     supervisor.pid,
                     supervisor.start,
@@ -338,6 +340,7 @@ class Journal:
                     netns,
                     plan_digest,
                     _now_ms(),
+                    root_run,
                     operation_id,
                     *OPEN_STATES,
                 ),
@@ -345,7 +348,13 @@ class Journal:
             return cursor.rowcount == 1
 
     def record_result(
-        self, operation_id: str, *, outcome: Outcome, result: bytes, wait: bool = True
+        self,
+        operation_id: str,
+        *,
+        root_run: str,
+        outcome: Outcome,
+        result: bytes,
+        wait: bool = True,
     ) -> bool | None:
         """Store a run's result on its still-open row (cleanup pending); False if closed.
 
@@ -356,8 +365,8 @@ class Journal:
             with self._write(wait=wait) as conn:
                 cursor = conn.execute(
                     "UPDATE operations SET outcome = ?, result = ?, updated_unix_ms = ?"
-                    " WHERE operation_id = ? AND state IN (?, ?)",
-                    (outcome, result, _now_ms(), operation_id, *OPEN_STATES),
+                    " WHERE root_run = ? AND operation_id = ? AND state IN (?, ?)",
+                    (outcome, result, _now_ms(), root_run, operation_id, *OPEN_STATES),
                 )
                 return cursor.rowcount == 1
         except _WouldWait:
@@ -367,6 +376,7 @@ class Journal:
         self,
         operation_id: str,
         *,
+        root_run: str,
         outcome: Outcome,
         result: bytes,
         report: bytes | None,
@@ -387,7 +397,7 @@ class Journal:
             cursor = conn.execute(
                 "UPDATE operations SET state = ?, outcome = ?, result = ?, report = ?,"
                 " cleanup = ?, problems = ?, reason = ?, updated_unix_ms = ?,"
-                " finished_unix_ms = ? WHERE operation_id = ? AND state IN (?, ?)",
+                " finished_unix_ms = ? WHERE root_run = ? AND operation_id = ? AND state IN (?, ?)",
                 (
                     state,
                     outcome,
@@ -398,6 +408,7 @@ class Journal:
                     "" if cleanup_complete else "the run's cleanup could not be confirmed",
                     now,
                     now,
+                    root_run,
                     operation_id,
                     *OPEN_STATES,
                 ),
@@ -405,11 +416,18 @@ class Journal:
             return cursor.rowcount == 1
 
     def mark_uncertain(
-        self, operation_id: str, *, reason: str, cleanup_complete: bool, problems: str = ""
+        self,
+        operation_id: str,
+        *,
+        root_run: str,
+        reason: str,
+        cleanup_complete: bool,
+        problems: str = "",
     ) -> bool:
         """Close an open row as `uncertain`; False (nothing written) when it was already closed."""
         return self._close_open(
             operation_id,
+            root_run=root_run,
             reason=reason,
             cleanup_complete=cleanup_complete,
             problems=problems,
@@ -417,7 +435,13 @@ class Journal:
         )
 
     def close_lost(
-        self, operation_id: str, *, reason: str, cleanup_complete: bool, problems: str = ""
+        self,
+        operation_id: str,
+        *,
+        root_run: str,
+        reason: str,
+        cleanup_complete: bool,
+        problems: str = "",
     ) -> bool:
         """Close an open row whose server is gone, with the cleanup someone else proved.
 
@@ -427,6 +451,7 @@ class Journal:
         """
         return self._close_open(
             operation_id,
+            root_run=root_run,
             reason=reason,
             cleanup_complete=cleanup_complete,
             problems=problems,
@@ -437,6 +462,7 @@ class Journal:
         self,
         operation_id: str,
         *,
+        root_run: str,
         reason: str,
         cleanup_complete: bool,
         problems: str,
@@ -449,7 +475,7 @@ class Journal:
                 " state = CASE WHEN ? AND outcome = 'evidence' THEN 'done' ELSE 'uncertain' END,"
                 " reason = CASE WHEN ? AND outcome = 'evidence' THEN '' ELSE ? END,"
                 " cleanup = ?, problems = ?, updated_unix_ms = ?, finished_unix_ms = ?"
-                " WHERE operation_id = ? AND state IN (?, ?)",
+                " WHERE root_run = ? AND operation_id = ? AND state IN (?, ?)",
                 (
                     done_with_evidence,
                     done_with_evidence,
@@ -458,28 +484,35 @@ class Journal:
                     problems,
                     now,
                     now,
+                    root_run,
                     operation_id,
                     *OPEN_STATES,
                 ),
             )
             return cursor.rowcount == 1
 
-    def record_cleanup(self, operation_id: str, *, complete: bool, problems: str = "") -> bool:
+    def record_cleanup(
+        self, operation_id: str, *, root_run: str, complete: bool, problems: str = ""
+    ) -> bool:
         """Update the cleanup outcome of a closed row (recovery re-checking it); False if open."""
         with self._write() as conn:
             cursor = conn.execute(
                 "UPDATE operations SET cleanup = ?, problems = ?, updated_unix_ms = ?"
-                " WHERE operation_id = ? AND state IN ('done', 'uncertain')",
-                ("complete" if complete else "failed", problems, _now_ms(), operation_id),
+                " WHERE root_run = ? AND operation_id = ? AND state IN ('done', 'uncertain')",
+                (
+                    "complete" if complete else "failed",
+                    problems,
+                    _now_ms(),
+                    root_run,
+                    operation_id,
+                ),
             )
             return cursor.rowcount == 1
 
-    def get(self, operation_id: str) -> Row | None:
-        """The row of `operation_id`, or None."""
+    def get(self, operation_id: str, *, root_run: str) -> Row | None:
+        """The row of `operation_id` in the caller's run `root_run`, or None."""
         with self._read() as conn:
-            found = conn.execute(
-                "SELECT * FROM operations WHERE operation_id = ?", (operation_id,)
-            ).fetchone()
+            found = conn.execute(_SELECT_ROW, (root_run, operation_id)).fetchone()
         return None if found is None else row_from(found)
 
     def by_run_id(self, run_id: str) -> Row | None:

@@ -21,6 +21,7 @@ from jigcmd.protocol.commands import RunResult, ToolInfo
 __all__ = [
     "EVIDENCE_SCHEMA",
     "LATEST_VERSION",
+    "RUN_ID_META",
     "SUPPORTED_VERSIONS",
     "ToolCall",
     "call_input",
@@ -37,6 +38,8 @@ __all__ = [
 
 LATEST_VERSION: Final = "2025-11-25"
 SUPPORTED_VERSIONS: Final = (LATEST_VERSION, "2025-06-18")
+# The `initialize` result's `_meta` key naming the caller's run of the session.
+RUN_ID_META: Final = "jigcmd/runId"
 
 _STREAM_SCHEMA: Final[dict[str, Any]] = {
     "type": "object",
@@ -117,9 +120,14 @@ def negotiate_version(params: object) -> str:
     return requested if requested in SUPPORTED_VERSIONS else LATEST_VERSION
 
 
-def initialize_result(version: str, server_name: str, server_version: str) -> dict[str, Any]:
-    """The `initialize` result: tools only, no list changes (the catalog is fixed per process)."""
-    return {
+def initialize_result(
+    version: str, server_name: str, server_version: str, *, root_run: str = ""
+) -> dict[str, Any]:
+    """The `initialize` result: tools only, no list changes (the catalog is fixed per process).
+
+    `_meta["jigcmd/runId"]` names the caller's run the session belongs to, when it has one.
+    """
+    result: dict[str, Any] = {
         "protocolVersion": version,
         "capabilities": {"tools": {"listChanged": False}},
         "serverInfo": {"name": server_name, "version": server_version},
@@ -127,6 +135,9 @@ def initialize_result(version: str, server_name: str, server_version: str) -> di
         "supply, inside a containment envelope, and returns host-collected evidence "
         "(output, exit code or signal, stop reason). A non-zero exit is evidence, not an error.",
     }
+    if root_run:
+        result["_meta"] = {RUN_ID_META: root_run}
+    return result
 
 
 def input_schema(kind: str) -> dict[str, Any]:

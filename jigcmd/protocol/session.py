@@ -4,9 +4,12 @@ The first request decides the dialect unless one is forced: `initialize` selects
 `capability/call` / `effect/call` select FLOW Run/1. `ping` is answered in every state and
 `server/discover` always gets -32601 at once, so newer MCP clients fall back to `initialize`.
 
-One session is one context: at most one operation runs at a time. Run/1 operation identity is
-kept here: the same `operationId` with the same signature joins the running operation or
-replays its recorded outcome; a different signature is `OPERATION_CONFLICT`, before dispatch.
+One session is one context of one caller's run (`root_run`): at most one operation runs at a
+time. Run/1 operation identity is kept here for the session: the same `operationId` with the
+same signature joins the running operation or replays its recorded outcome; a different
+signature is `OPERATION_CONFLICT`, before dispatch. Beyond the session (across restarts with
+the same run id) the backend's journal keeps it; a conflict the journal reports is not the
+operation's outcome here, so the request the journal holds is still answered from it.
 """
 
 from __future__ import annotations
@@ -43,6 +46,8 @@ Outcome = RunResult | JigError
 Signature = Callable[[str, Mapping[str, object]], str]
 
 _PING_RESULT: Final = b"{}"
+# Outcomes a session does not remember as the operation's own (see `_finish_flow`).
+_NOT_THE_OPERATIONS_OUTCOME: Final = frozenset({Code.RESOURCE_EXHAUSTED, Code.OPERATION_CONFLICT})
 
 
 class Call(msgspec.Struct, frozen=True):
@@ -58,6 +63,8 @@ class Call(msgspec.Struct, frozen=True):
     signature: str | None = None
     # The caller's context: this session.
     context: str = ""
+    # The caller's run this session belongs to: the scope of operation identity.
+    root_run: str = ""
 
 
 class Send(msgspec.Struct, frozen=True):
@@ -107,6 +114,7 @@ class Session:
         session_tag: str = "0",
         slot: str | None = None,
         remember: int | None = None,
+        root_run: str = "",
     ) -> None:
         """`remember`: how many finished operations keep their outcome in memory (None: all).
 
@@ -119,6 +127,7 @@ class Session:
         self._server_name = server_name
         self._server_version = server_version
         self._tag = session_tag
+        self._root_run = root_run
         self._slot = slot
         self._dialect: Dialect | None = None if protocol == "auto" else protocol
         self._initialized = False
@@ -275,6 +284,7 @@ class Session:
             call.deadline_unix_ms,
             signature=signature,
             context=self._tag,
+            root_run=self._root_run,
         )
         return [Dispatch(self._active)]
 
@@ -301,7 +311,9 @@ class Session:
                 )
             self._initialized = True
             version = mcp.negotiate_version(request.params)
-            result = mcp.initialize_result(version, self._server_name, self._server_version)
+            result = mcp.initialize_result(
+                version, self._server_name, self._server_version, root_run=self._root_run
+            )
             return [Send(jsonrpc.encode_result(request.id, result))]
         if not self._initialized:
             return self._error(
@@ -347,6 +359,7 @@ class Session:
             arguments,
             progress_token=call.progress_token,
             context=self._tag,
+            root_run=self._root_run,
         )
         return [Dispatch(self._active)]
 
@@ -384,9 +397,11 @@ class Session:
     def _finish_flow(self, call: Call, outcome: Outcome) -> bytes:
         operation = self._operations[call.operation_id]
         if isinstance(outcome, JigError) and (
-            outcome.code is Code.RESOURCE_EXHAUSTED or outcome.retryable
+            outcome.code in _NOT_THE_OPERATIONS_OUTCOME or outcome.retryable
         ):
             # Nothing ran and nothing was recorded: the caller may retry the same operation.
+            # OPERATION_CONFLICT from the backend: the journal holds another request under the
+            # id; that request, sent next, must be answered from the journal, not refused here.
             del self._operations[call.operation_id]
         else:
             operation.outcome = outcome

@@ -27,7 +27,8 @@ class CommandBackend(Protocol):
     `progress`, when given, forwards short human-readable status lines to the caller.
     `signature` is the Run/1 operation signature (None for MCP calls): with it, the backend
     makes the operation identity durable (replay, conflict, uncertain) beyond this session.
-    `context` names the caller's context (the session).
+    `context` names the caller's context (the session); `root_run` the caller's run, the scope
+    of durable operation identity (required with `signature`).
     Any other exception is treated as a bug and answered as `UNCERTAIN`.
     """
 
@@ -45,6 +46,7 @@ class CommandBackend(Protocol):
         progress: Progress | None,
         signature: str | None = None,
         context: str = "",
+        root_run: str | None = None,
     ) -> RunResult:
         """Run one validated request to completion and return its evidence."""
         ...

@@ -54,10 +54,12 @@ async def serve_stdio(
     slot: str | None = None,
     fds: ProtocolFds | None = None,
     remember: int | None = None,
+    root_run: str = "",
 ) -> None:
     """Serve one stdio session until EOF or SIGTERM; claims fds 0 and 1 unless `fds` is given.
 
-    `remember` bounds the finished operations the session keeps for replay (see `Session`).
+    `remember` bounds the finished operations the session keeps for replay (see `Session`);
+    `root_run` is the caller's run the session belongs to (the scope of operation identity).
     """
     if fds is None:
         fds = claim_protocol_fds()
@@ -70,6 +72,7 @@ async def serve_stdio(
         session_tag=f"{os.getpid()}x{os.urandom(4).hex()}",
         slot=slot,
         remember=remember,
+        root_run=root_run,
     )
     logger.debug("serving stdio (protocol=%s)", protocol)
     try:
@@ -321,6 +324,7 @@ class _Server:
                 progress=progress,
                 signature=call.signature,
                 context=call.context,
+                root_run=call.root_run,
             )
         except JigError as error:
             outcome = error

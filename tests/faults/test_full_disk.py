@@ -15,7 +15,7 @@ from jigcmd.journal.reservations import Reservations
 from jigcmd.ownership import Ownership
 from jigcmd.protocol.commands import RunResult
 from tests.faults.disk import SmallDisk
-from tests.test_ownership import EVIDENCE, REPORT
+from tests.test_ownership import EVIDENCE, REPORT, RUN
 
 
 def test_a_slot_whose_tag_cannot_be_written_is_free_again_once_space_returns(
@@ -53,6 +53,7 @@ def test_a_full_disk_when_taking_a_slot_is_execution_failed_naming_the_cause(
 
 def _new_row(operation_id: str) -> dict[str, object]:
     return {
+        "root_run": RUN,
         "operation_id": operation_id,
         "signature": "sig",
         "context": "test",
@@ -77,7 +78,7 @@ def test_a_full_journal_at_begin_is_execution_failed_naming_the_journal_and_not_
         assert "nothing ran" in error.message
         assert error.retryable
         small_disk.free()
-        assert ownership.journal.get("op-1") is None
+        assert ownership.journal.get("op-1", root_run=RUN) is None
         assert anyio.run(lambda: ownership.begin(**_new_row("op-1"))) is None  # type: ignore[arg-type]
     finally:
         ownership.close()
@@ -96,14 +97,18 @@ def test_evidence_the_full_journal_cannot_keep_is_answered_uncertain_and_the_row
     ownership = _begun(small_disk, "op-1")
     try:
         small_disk.fill()
-        assert anyio.run(ownership.record_evidence, "op-1", EVIDENCE) is None
+        assert anyio.run(lambda: ownership.record_evidence("op-1", EVIDENCE, root_run=RUN)) is None
         with pytest.raises(JigError) as failed:
-            anyio.run(ownership.finish, "op-1", RunResult(evidence=EVIDENCE, report=REPORT))
+            anyio.run(
+                lambda: ownership.finish(
+                    "op-1", RunResult(evidence=EVIDENCE, report=REPORT), root_run=RUN
+                )
+            )
         assert failed.value.code is Code.UNCERTAIN
         assert str(ownership.journal.path) in failed.value.message
         assert "full" in failed.value.message
         assert not failed.value.retryable
-        row = ownership.journal.get("op-1")
+        row = ownership.journal.get("op-1", root_run=RUN)
         assert row is not None and row.is_open
     finally:
         ownership.close()
@@ -118,7 +123,7 @@ def test_a_failure_the_full_journal_cannot_keep_is_answered_uncertain(
         small_disk.fill()
         deadline = JigError(Code.DEADLINE_EXCEEDED, "the command reached its deadline")
         with pytest.raises(JigError) as failed:
-            anyio.run(ownership.fail, "op-1", deadline)
+            anyio.run(lambda: ownership.fail("op-1", deadline, root_run=RUN))
         assert failed.value.code is Code.UNCERTAIN
         assert "reached its deadline" in failed.value.message
         assert str(ownership.journal.path) in failed.value.message
@@ -136,8 +141,8 @@ def test_an_envelope_the_full_journal_cannot_record_does_not_stop_the_run(
         envelope = EnvelopeIdentity(
             supervisor_pid=os.getpid(), init_pid=os.getpid(), cgroup_paths=(), netns=""
         )
-        anyio.run(ownership.record_envelope, "op-1", envelope)
-        row = ownership.journal.get("op-1")
+        anyio.run(lambda: ownership.record_envelope("op-1", envelope, root_run=RUN))
+        row = ownership.journal.get("op-1", root_run=RUN)
         assert row is not None and row.state == "dispatching"
     finally:
         ownership.close()

@@ -34,7 +34,14 @@ _INITIALIZE = {
 def _journal_with_a_row(state: Path) -> None:
     with Journal.open(prepare_state_dir(state)) as journal:
         journal.begin(
-            NewRow(operation_id="op-1", signature="s", context="c", deadline_unix_ms=0, run_id="r")
+            NewRow(
+                root_run="run-a",
+                operation_id="op-1",
+                signature="s",
+                context="c",
+                deadline_unix_ms=0,
+                run_id="r",
+            )
         )
 
 

@@ -22,8 +22,8 @@ import sys
 from pathlib import Path
 from jigcmd.journal import Journal, NewRow
 journal = Journal.open(Path(sys.argv[1]))
-journal.begin(NewRow(operation_id="op-1", signature="sig", context="ctx",
-                     deadline_unix_ms=0, run_id="run-1"))
+journal.begin(NewRow(root_run="run-a", operation_id="op-1", signature="sig",
+                     context="ctx", deadline_unix_ms=0, run_id="run-1"))
 print("recorded", flush=True)
 sys.stdin.read()
 """
@@ -51,7 +51,7 @@ def test_a_killed_writers_history_in_the_wal_is_kept(tmp_path: Path) -> None:
     """The ordinary crash: the WAL is there, the next open sees the operation."""
     _killed_writer(tmp_path)
     with Journal.open(tmp_path) as journal:
-        assert journal.get("op-1") is not None
+        assert journal.get("op-1", root_run="run-a") is not None
 
 
 def test_a_lost_wal_after_a_kill_refuses_to_open_saying_what_was_lost(tmp_path: Path) -> None:
@@ -79,7 +79,14 @@ def test_a_database_truncated_to_nothing_refuses_to_open(tmp_path: Path) -> None
     """A cleanly closed journal whose database was emptied is not taken for a new one."""
     with Journal.open(tmp_path) as journal:
         journal.begin(
-            NewRow(operation_id="op-1", signature="s", context="c", deadline_unix_ms=0, run_id="r")
+            NewRow(
+                root_run="run-a",
+                operation_id="op-1",
+                signature="s",
+                context="c",
+                deadline_unix_ms=0,
+                run_id="r",
+            )
         )
     assert not (tmp_path / "journal.sqlite3-wal").exists()
     os.truncate(tmp_path / "journal.sqlite3", 0)
@@ -91,10 +98,17 @@ def test_a_cleanly_closed_journal_reopens_with_its_history(tmp_path: Path) -> No
     """No false alarm: SQLite removing the WAL at the last close is a clean close."""
     with Journal.open(tmp_path) as journal:
         journal.begin(
-            NewRow(operation_id="op-1", signature="s", context="c", deadline_unix_ms=0, run_id="r")
+            NewRow(
+                root_run="run-a",
+                operation_id="op-1",
+                signature="s",
+                context="c",
+                deadline_unix_ms=0,
+                run_id="r",
+            )
         )
     with Journal.open(tmp_path) as journal, Journal.open(tmp_path) as other:
-        assert journal.get("op-1") is not None
-        assert other.get("op-1") is not None
+        assert journal.get("op-1", root_run="run-a") is not None
+        assert other.get("op-1", root_run="run-a") is not None
     with Journal.open(tmp_path) as journal:
-        assert journal.get("op-1") is not None
+        assert journal.get("op-1", root_run="run-a") is not None

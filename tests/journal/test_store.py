@@ -11,12 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from jigcmd.journal import Journal, JournalError, NewRow
+from jigcmd.journal import Journal, JournalError, NewRow, schema
 from jigcmd.journal.identity import ProcessIdentity, current, identify
-from jigcmd.journal.schema import SCHEMA_VERSION, SchemaError
+from jigcmd.journal.schema import LEGACY_RUN, SCHEMA_VERSION, SchemaError
 
 _REPO = str(Path(__file__).resolve().parents[2])
 _SUPERVISOR = identify(os.getppid()) or current()
+# The caller's run of these tests' operations.
+RUN = "run-a"
 
 # A second server process: waits for "go", then begins the same operation id.
 _RACER = """
@@ -26,8 +28,8 @@ from pathlib import Path
 from jigcmd.journal import Journal, NewRow
 journal = Journal.open(Path(sys.argv[1]))
 sys.stdin.readline()
-begin = journal.begin(NewRow(operation_id="op-race", signature=sys.argv[2], context="ctx",
-                      deadline_unix_ms=0, run_id=sys.argv[3]))
+begin = journal.begin(NewRow(root_run="run-a", operation_id="op-race", signature=sys.argv[2],
+                      context="ctx", deadline_unix_ms=0, run_id=sys.argv[3]))
 print("created" if begin.created else "existing:" + str(begin.verdict(sys.argv[2])), flush=True)
 """
 
@@ -44,6 +46,7 @@ def _row(
 ) -> NewRow:
     """A new journal row, with the envelope serving it when that is known."""
     return NewRow(
+        root_run=RUN,
         operation_id=operation_id,
         signature=signature,
         context=context,
@@ -89,13 +92,14 @@ def test_a_row_written_before_dispatch_survives_close_and_reopen(tmp_path: Path)
         assert _begin(journal)
         assert journal.record_envelope(
             "op-1",
+            root_run=RUN,
             supervisor=_SUPERVISOR,
             cgroup_paths=("/sys/fs/cgroup/pids/jigcmd/jigcmd-run-op-1",),
             netns="net:[4026532000]",
             plan_digest="sha256:plan",
         )
     with Journal.open(tmp_path) as journal:
-        row = journal.get("op-1")
+        row = journal.get("op-1", root_run=RUN)
         assert [r.operation_id for r in journal.open_rows()] == ["op-1"]
     assert row is not None
     assert (row.state, row.signature, row.context, row.run_id) == (
@@ -122,7 +126,12 @@ def test_the_recorded_result_bytes_come_back_identical_after_reopening(tmp_path:
     with Journal.open(tmp_path) as journal:
         _begin(journal)
         assert journal.finish(
-            "op-1", outcome="evidence", result=result, report=report, cleanup_complete=True
+            "op-1",
+            root_run=RUN,
+            outcome="evidence",
+            result=result,
+            report=report,
+            cleanup_complete=True,
         )
     with Journal.open(tmp_path) as journal:
         again = journal.begin(_row(context="s2", run_id="r2"))
@@ -143,7 +152,7 @@ def test_a_different_signature_is_a_conflict_whatever_the_state(tmp_path: Path) 
     with Journal.open(tmp_path) as journal:
         _begin(journal)
         assert journal.begin(_row(signature="sig-b")).verdict("sig-b") == "conflict"
-        journal.mark_uncertain("op-1", reason="fenced", cleanup_complete=True)
+        journal.mark_uncertain("op-1", root_run=RUN, reason="fenced", cleanup_complete=True)
         assert journal.begin(_row(signature="sig-b")).verdict("sig-b") == "conflict"
 
 
@@ -161,17 +170,32 @@ def test_an_uncertain_row_stays_uncertain_whatever_comes_later(tmp_path: Path) -
     with Journal.open(tmp_path) as journal:
         _begin(journal)
         assert journal.mark_uncertain(
-            "op-1", reason="a prior command dispatch was fenced", cleanup_complete=True
+            "op-1",
+            root_run=RUN,
+            reason="a prior command dispatch was fenced",
+            cleanup_complete=True,
         )
         assert not journal.finish(
-            "op-1", outcome="evidence", result=b"{}", report=None, cleanup_complete=True
+            "op-1",
+            root_run=RUN,
+            outcome="evidence",
+            result=b"{}",
+            report=None,
+            cleanup_complete=True,
         )
         assert not journal.record_envelope(
-            "op-1", supervisor=_SUPERVISOR, cgroup_paths=(), netns="n", plan_digest="p"
+            "op-1",
+            root_run=RUN,
+            supervisor=_SUPERVISOR,
+            cgroup_paths=(),
+            netns="n",
+            plan_digest="p",
         )
-        assert not journal.mark_uncertain("op-1", reason="other", cleanup_complete=False)
+        assert not journal.mark_uncertain(
+            "op-1", root_run=RUN, reason="other", cleanup_complete=False
+        )
     with Journal.open(tmp_path) as journal:
-        row = journal.get("op-1")
+        row = journal.get("op-1", root_run=RUN)
         begin = journal.begin(_row())
         assert journal.open_rows() == []
     assert row is not None
@@ -191,9 +215,14 @@ def test_recording_the_envelope_moves_a_row_to_running_with_its_supervisor(
     with Journal.open(tmp_path) as journal:
         _begin(journal)
         assert journal.record_envelope(
-            "op-1", supervisor=_SUPERVISOR, cgroup_paths=("/cg/j",), netns="net:[1]", plan_digest=""
+            "op-1",
+            root_run=RUN,
+            supervisor=_SUPERVISOR,
+            cgroup_paths=("/cg/j",),
+            netns="net:[1]",
+            plan_digest="",
         )
-        row = journal.get("op-1")
+        row = journal.get("op-1", root_run=RUN)
     assert row is not None
     assert (row.state, row.supervisor, row.cgroup_paths) == ("running", _SUPERVISOR, ("/cg/j",))
 
@@ -213,7 +242,7 @@ def test_a_row_begun_with_its_envelope_is_running_with_it_from_the_first_commit(
         )
         assert begun.created
     with Journal.open(tmp_path) as journal:
-        row = journal.get("op-1")
+        row = journal.get("op-1", root_run=RUN)
     assert row is not None
     assert (row.state, row.supervisor, row.cgroup_paths) == (
         "running",
@@ -233,13 +262,21 @@ def test_a_failed_cleanup_turns_a_finished_run_uncertain_and_is_listed_for_docto
         _begin(journal, "op-2")
         journal.finish(
             "op-1",
+            root_run=RUN,
             outcome="failure",
             result=b'{"code":"X"}',
             report=None,
             cleanup_complete=False,
             problems="cgroup still populated after kill",
         )
-        journal.finish("op-2", outcome="evidence", result=b"{}", report=None, cleanup_complete=True)
+        journal.finish(
+            "op-2",
+            root_run=RUN,
+            outcome="evidence",
+            result=b"{}",
+            report=None,
+            cleanup_complete=True,
+        )
         failures = journal.cleanup_failures()
     assert [r.operation_id for r in failures] == ["op-1"]
     assert (failures[0].state, failures[0].cleanup, failures[0].problems) == (
@@ -253,9 +290,11 @@ def test_record_cleanup_only_updates_closed_rows(tmp_path: Path) -> None:
     """A re-checked cleanup can be recorded on a closed row, never on an open one."""
     with Journal.open(tmp_path) as journal:
         _begin(journal)
-        assert not journal.record_cleanup("op-1", complete=True)
-        journal.mark_uncertain("op-1", reason="r", cleanup_complete=False, problems="p")
-        assert journal.record_cleanup("op-1", complete=True)
+        assert not journal.record_cleanup("op-1", root_run=RUN, complete=True)
+        journal.mark_uncertain(
+            "op-1", root_run=RUN, reason="r", cleanup_complete=False, problems="p"
+        )
+        assert journal.record_cleanup("op-1", root_run=RUN, complete=True)
         assert journal.cleanup_failures() == []
 
 
@@ -296,7 +335,7 @@ def test_a_journal_inherited_across_fork_refuses_to_be_used(tmp_path: Path) -> N
     pid = os.fork()
     if pid == 0:
         try:
-            journal.get("x")
+            journal.get("x", root_run=RUN)
         except JournalError:
             os.write(write_fd, b"refused")
         os._exit(0)
@@ -312,7 +351,7 @@ def test_a_closed_journal_refuses_to_be_used(tmp_path: Path) -> None:
     journal = Journal.open(tmp_path)
     journal.close()
     with pytest.raises(JournalError, match="closed"):
-        journal.get("op-1")
+        journal.get("op-1", root_run=RUN)
 
 
 def test_a_journal_from_a_newer_jigcmd_is_refused(tmp_path: Path) -> None:
@@ -364,18 +403,19 @@ def test_a_result_recorded_on_an_open_row_keeps_it_open_and_a_closed_row_refuses
     """Evidence made durable during the cleanup: the row stays open; after the close, no."""
     with Journal.open(tmp_path) as journal:
         _begin(journal)
-        assert journal.record_result("op-1", outcome="evidence", result=b"ev")
-        row = journal.get("op-1")
+        assert journal.record_result("op-1", root_run=RUN, outcome="evidence", result=b"ev")
+        row = journal.get("op-1", root_run=RUN)
         assert row is not None and row.is_open and row.result == b"ev"
         assert journal.finish(
             "op-1",
+            root_run=RUN,
             outcome="evidence",
             result=b"ev",
             report=None,
             cleanup_complete=True,
             durable=False,
         )
-        assert not journal.record_result("op-1", outcome="evidence", result=b"other")
+        assert not journal.record_result("op-1", root_run=RUN, outcome="evidence", result=b"other")
         # The unsynced close did not leave the connection unsynced.
         assert journal.settings()["synchronous"] == 2
 
@@ -392,13 +432,17 @@ def test_a_lost_row_is_done_only_with_recorded_evidence_and_a_proved_cleanup(
         ):
             _begin(journal, operation_id)
             if evidence:
-                journal.record_result(operation_id, outcome="evidence", result=b"ev")
-            assert journal.close_lost(operation_id, reason="gone", cleanup_complete=cleanup)
-            assert not journal.close_lost(operation_id, reason="again", cleanup_complete=True)
+                journal.record_result(operation_id, root_run=RUN, outcome="evidence", result=b"ev")
+            assert journal.close_lost(
+                operation_id, root_run=RUN, reason="gone", cleanup_complete=cleanup
+            )
+            assert not journal.close_lost(
+                operation_id, root_run=RUN, reason="again", cleanup_complete=True
+            )
         states = {
             op: (row.state, row.reason)
             for op in ("op-both", "op-no-cleanup", "op-no-evidence")
-            if (row := journal.get(op)) is not None
+            if (row := journal.get(op, root_run=RUN)) is not None
         }
     assert states == {
         "op-both": ("done", ""),
@@ -416,16 +460,20 @@ def test_a_result_recorded_without_waiting_yields_to_another_writer_and_writes_n
         other = sqlite3.connect(tmp_path / "journal.sqlite3", isolation_level=None)
         try:
             other.execute("BEGIN IMMEDIATE")
-            written = journal.record_result("op-1", outcome="evidence", result=b"ev", wait=False)
+            written = journal.record_result(
+                "op-1", root_run=RUN, outcome="evidence", result=b"ev", wait=False
+            )
             other.execute("ROLLBACK")
         finally:
             other.close()
         assert written is None
-        row = journal.get("op-1")
+        row = journal.get("op-1", root_run=RUN)
         assert row is not None and row.outcome is None
         assert journal.settings()["busy_timeout"] == 10_000
-        assert journal.record_result("op-1", outcome="evidence", result=b"ev", wait=False)
-        row = journal.get("op-1")
+        assert journal.record_result(
+            "op-1", root_run=RUN, outcome="evidence", result=b"ev", wait=False
+        )
+        row = journal.get("op-1", root_run=RUN)
     assert row is not None and (row.outcome, row.result) == ("evidence", b"ev")
 
 
@@ -443,9 +491,59 @@ def test_begin_now_writes_when_uncontended_and_never_waits_for_another_writer(
             other.close()
         assert begun is None
         # The zero busy timeout of the attempt was undone.
-        assert journal.get("op-1") is None
+        assert journal.get("op-1", root_run=RUN) is None
         assert journal.settings()["busy_timeout"] == 10_000
         again = journal.begin_now(_row(deadline_unix_ms=1, run_id="run-1"))
         assert again is not None and again.created
         known = journal.begin_now(_row(deadline_unix_ms=1, run_id="run-2"))
         assert known is not None and not known.created
+
+
+def test_the_same_operation_id_in_another_run_is_a_new_operation(tmp_path: Path) -> None:
+    """Identity holds within a run: another run's `begin` of the id creates its own row."""
+    with Journal.open(tmp_path) as journal:
+        assert _begin(journal)
+        other = journal.begin(
+            NewRow(
+                root_run="run-b",
+                operation_id="op-1",
+                signature="sig-b",
+                context="c",
+                deadline_unix_ms=0,
+                run_id="r-b",
+            )
+        )
+        assert other.created
+        assert journal.begin(_row(signature="sig-b")).verdict("sig-b") == "conflict"
+        assert [(r.root_run, r.operation_id) for r in journal.open_rows()] == [
+            ("run-a", "op-1"),
+            ("run-b", "op-1"),
+        ]
+
+
+def test_a_journal_of_the_first_schema_is_migrated_and_its_rows_kept_outside_every_run(
+    tmp_path: Path,
+) -> None:
+    """A version 1 journal: its rows move to the run "" (no server is given it), still open."""
+    raw = sqlite3.connect(tmp_path / "journal.sqlite3", isolation_level=None)
+    try:
+        for statement in schema._statements(schema._V1):
+            raw.execute(statement)
+        raw.execute(
+            "INSERT INTO operations (operation_id, signature, context, created_unix_ms,"
+            " updated_unix_ms, deadline_unix_ms, run_id, owner_pid, owner_start, boot_id, state)"
+            " VALUES ('candidate-tests', 'sig-a', 'c', 1, 1, 0, 'r-old', 1, 1, 'b', 'running')"
+        )
+        raw.execute("PRAGMA user_version = 1")
+    finally:
+        raw.close()
+    with Journal.open(tmp_path) as journal:
+        assert journal.settings()["user_version"] == SCHEMA_VERSION
+        (legacy,) = journal.open_rows()
+        assert (legacy.root_run, legacy.operation_id, legacy.run_id) == (
+            LEGACY_RUN,
+            "candidate-tests",
+            "r-old",
+        )
+        assert journal.get("candidate-tests", root_run=RUN) is None
+        assert journal.begin(_row("candidate-tests", signature="sig-b", run_id="r-new")).created

@@ -35,6 +35,8 @@ class Rig:
 
     def __init__(self, binding: Path, tmp: Path, backend: CgroupBackend) -> None:
         self.binding = binding
+        # One test is one coordinator's run: its servers (restarts included) share the run id.
+        self.run_id = f"run-{tmp.name}".replace("_", "-")[:128]
         self.tmp = tmp
         self.backend = backend
         self.state_dir = tmp / "state"
@@ -45,14 +47,20 @@ class Rig:
 
     # -- servers ------------------------------------------------------------------------
 
-    def serve(self, *, max_envelopes: int = _SLOTS, protocol: str = "auto") -> ServerProcess:
-        """A new traced `jigcmd serve` on the rig's state directory, answering pings."""
+    def serve(
+        self, *, max_envelopes: int = _SLOTS, protocol: str = "auto", run_id: str | None = None
+    ) -> ServerProcess:
+        """A new traced `jigcmd serve` on the rig's state directory, answering pings.
+
+        It belongs to the rig's run unless `run_id` names another.
+        """
         server = ServerProcess(
             self.binding,
             self.state_dir,
             self.tmp / f"server-{len(self.servers)}.stderr",
             max_envelopes=max_envelopes,
             protocol=protocol,
+            run_id=self.run_id if run_id is None else run_id,
         )
         self.servers.append(server)
         self.watch.add_root(server.pid)
@@ -123,20 +131,20 @@ class Rig:
 
     # -- the journal ----------------------------------------------------------------------
 
-    def rows(self) -> dict[str, Row]:
-        """Every ownership row of the state directory."""
+    def rows(self) -> dict[tuple[str, str], Row]:
+        """Every ownership row of the state directory, by (run, operation id)."""
         path = self.state_dir / "journal.sqlite3"
         if not path.exists():
             return {}
         # Through `Journal` only: a bare SQLite connection closing last would remove the WAL
         # without marking the journal clean (see `jigcmd.journal.marker`).
         with Journal.open(self.state_dir) as journal:
-            return {r.operation_id: r for r in journal.rows()}
+            return {(r.root_run, r.operation_id): r for r in journal.rows()}
 
-    def row(self, operation_id: str) -> Row | None:
-        """The row of `operation_id`, or None."""
+    def row(self, operation_id: str, run_id: str | None = None) -> Row | None:
+        """The row of `operation_id` in the rig's run (or in `run_id`), or None."""
         with Journal.open(self.state_dir) as journal:
-            return journal.get(operation_id)
+            return journal.get(operation_id, root_run=self.run_id if run_id is None else run_id)
 
     def recover(self) -> str:
         """`jigcmd recover --state-dir` as an operator runs it; its output (exit 0 required)."""
@@ -161,7 +169,7 @@ class Rig:
         assert not jobs & live, f"cgroup jobs left: {sorted(jobs & live)}"
         holders = namespace_holders(self.watch.namespaces())
         assert not holders, f"envelope namespaces still held: {holders}"
-        open_rows = [r.operation_id for r in self.rows().values() if r.is_open]
+        open_rows = [key for key, r in self.rows().items() if r.is_open]
         assert not open_rows, f"journal rows left open: {open_rows}"
         with open("/proc/self/mountinfo", encoding="utf-8") as handle:
             scratch = [line for line in handle if "jigcmd-scratch" in line]

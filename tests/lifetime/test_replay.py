@@ -1,5 +1,8 @@
 """Durable operation identity across processes: exact replay, conflicts and in-flight joins.
 
+Identity is scoped to a caller's run: the rig's servers share one run id (a coordinator
+restarting its child), and a test that needs another run names it.
+
 The candidate lingers until the test sends it SIGTERM, so any second dispatch of it would be
 seen from the host (a second process with the run's token) and would not answer by itself.
 """
@@ -7,6 +10,7 @@ seen from the host (a second process with the run's token) and would not answer 
 from __future__ import annotations
 
 import json
+import re
 import signal
 import uuid
 from typing import Any
@@ -120,3 +124,67 @@ def test_a_server_killed_right_after_answering_replays_the_same_bytes_after_reco
     _replayed(second, operation_id, input, original)
     rig.assert_nothing_left()
     assert rig.watch.runs(token) == 1
+
+
+def test_after_a_journal_conflict_the_stored_request_is_still_replayed(rig: Rig) -> None:
+    """Restarted with the same run id: a conflict is answered, then the stored request replays."""
+    token, other = f"tok-{uuid.uuid4().hex}", f"tok-{uuid.uuid4().hex}"
+    operation_id = "candidate-tests"
+    stored = cli_input(QUICK, token)
+    first = rig.serve()
+    first.send(flow_call("call-1", operation_id, stored))
+    original = first.response("call-1")
+    assert first.close_input() == 0
+
+    second = rig.serve()
+    second.send(flow_call("call-2", operation_id, cli_input(QUICK, other)))
+    assert _code(second.response("call-2")) == "OPERATION_CONFLICT"
+    second.send(flow_call("call-3", operation_id, stored))
+    assert second.response("call-3") == original.replace(b'"id":"call-1"', b'"id":"call-3"')
+    assert second.close_input() == 0
+    rig.assert_nothing_left()
+
+
+def test_another_run_reusing_an_operation_id_runs_its_own_request(rig: Rig) -> None:
+    """Run ids scope identity: a new run's `candidate-tests` runs, whatever an old run did."""
+    token, other = f"tok-{uuid.uuid4().hex}", f"tok-{uuid.uuid4().hex}"
+    operation_id = "candidate-tests"
+    first = rig.serve(run_id="run-old")
+    first.send(flow_call("call-1", operation_id, cli_input(QUICK, token)))
+    assert json.loads(first.response("call-1"))["result"]["value"]["stdout"]["text"] == (
+        f"ran {token}\n"
+    )
+    assert first.close_input() == 0
+
+    # Another candidate: its own run, not OPERATION_CONFLICT.
+    second = rig.serve(run_id="run-new")
+    second.send(flow_call("call-2", operation_id, cli_input(QUICK, other)))
+    ran = json.loads(second.response("call-2"))["result"]["value"]
+    assert ran["stdout"]["text"] == f"ran {other}\n"
+    assert second.close_input() == 0
+    # The old candidate again, in a third run: it runs, it is not the old run's evidence.
+    third = rig.serve(run_id="run-third")
+    third.send(flow_call("call-3", operation_id, cli_input(QUICK, token, "again")))
+    again = json.loads(third.response("call-3"))["result"]["value"]
+    assert again["stdout"]["text"] == f"ran {token} again\n"
+    assert third.close_input() == 0
+    runs = {run for run, op in rig.rows() if op == operation_id}
+    assert runs == {"run-old", "run-new", "run-third"}
+    rig.assert_nothing_left()
+
+
+def test_a_session_without_a_run_id_is_a_fresh_run_named_on_stderr_and_in_the_journal(
+    rig: Rig,
+) -> None:
+    """No --run-id: a generated id, printed on stderr; the row is recorded under it."""
+    token = f"tok-{uuid.uuid4().hex}"
+    server = ServerProcess(rig.binding, rig.state_dir, rig.tmp / "fresh.stderr")
+    rig.servers.append(server)
+    server.send(flow_call("call-1", "candidate-tests", cli_input(QUICK, token)))
+    assert "result" in json.loads(server.response("call-1"))
+    assert server.close_input() == 0
+    found = re.search(r"run id (run-[0-9a-f]+) \(generated", server.stderr())
+    assert found is not None, server.stderr()
+    row = rig.row("candidate-tests", found.group(1))
+    assert row is not None and row.root_run == found.group(1) and row.state == "done"
+    rig.assert_nothing_left()

@@ -57,6 +57,7 @@ class ServerProcess:
         *,
         max_envelopes: int | None = None,
         protocol: str = "auto",
+        run_id: str | None = None,
     ) -> None:
         argv = [
             sys.executable,
@@ -72,6 +73,8 @@ class ServerProcess:
         ]
         if max_envelopes is not None:
             argv += ["--max-envelopes", str(max_envelopes)]
+        if run_id is not None:
+            argv += ["--run-id", run_id]
         self.stderr_path = stderr_path
         with stderr_path.open("wb") as stderr:
             self.process = subprocess.Popen(

@@ -71,6 +71,7 @@ class FakeBackend:
         progress: Progress | None,
         signature: str | None = None,
         context: str = "",
+        root_run: str | None = None,
     ) -> RunResult:
         if not isinstance(input, dict) or not isinstance(input.get("files"), dict):
             raise JigError(

@@ -222,6 +222,24 @@ def test_a_resource_exhausted_outcome_is_not_recorded_so_a_retry_runs() -> None:
     assert isinstance(session.receive(call_frame(request_id="r2"))[0], Dispatch)
 
 
+def test_a_conflict_reported_by_the_journal_is_not_kept_so_the_stored_request_is_asked() -> None:
+    """OPERATION_CONFLICT from the backend is not this operation's outcome in the session."""
+    session = make_session()
+    call = dispatched(session.receive(call_frame()))
+    conflict = JigError(Code.OPERATION_CONFLICT, "operationId 'op-1' was reused differently")
+    (answer,) = decode(session.finish(call, conflict))
+    assert answer["error"]["data"] == {"code": "OPERATION_CONFLICT"}
+    other_input = call_frame(request_id="r2")
+    other_input = other_input.replace(b'"x"', b'"y"')
+    assert isinstance(session.receive(other_input)[0], Dispatch)
+
+
+def test_every_call_carries_the_run_the_session_belongs_to() -> None:
+    """The session's run id travels with each call: the backend scopes identity by it."""
+    session = Session(TOOLS, signature=operation_signature, root_run="run-42")
+    assert dispatched(session.receive(call_frame())).root_run == "run-42"
+
+
 def test_a_failure_that_neither_ran_nor_was_recorded_is_not_kept_so_a_retry_runs() -> None:
     """A retryable EXECUTION_FAILED (the journal could not record the call) is not cached."""
     session = make_session()

@@ -74,6 +74,15 @@ def test_initialize_negotiates_a_supported_version(offered: str, agreed: str) ->
     assert result["result"]["serverInfo"] == {"name": "jig", "version": "9"}
 
 
+def test_initialize_names_the_run_the_session_belongs_to() -> None:
+    """`_meta["jigcmd/runId"]` carries the run id; there is none without a run."""
+    session = Session(TOOLS, signature=operation_signature, root_run="run-42")
+    result = answer(session.receive(request(1, "initialize", {"protocolVersion": "2025-11-25"})))
+    assert result["result"]["_meta"] == {"jigcmd/runId": "run-42"}
+    plain = answer(make_session().receive(request(1, "initialize", {"protocolVersion": "x"})))
+    assert "_meta" not in plain["result"]
+
+
 def test_ping_works_before_initialize_and_other_requests_do_not() -> None:
     """Before initialize only ping (and initialize) are served; the rest is -32600."""
     session = make_session("mcp")

@@ -27,6 +27,7 @@ EXAMPLE = Path(__file__).parents[3] / "jigcmd" / "example"
 # Generous for an emulated machine (process start-up there is up to 40x slower).
 SECONDS = 180.0
 OPERATION = "v2vm-kill-9"
+RUN = "v2vm-run"
 
 
 def jigcmd(*args: str) -> subprocess.CompletedProcess[str]:
@@ -76,6 +77,8 @@ def server(binding: Path, tmp_path: Path) -> Iterator[subprocess.Popen[bytes]]:
             str(binding),
             "--state-dir",
             str(tmp_path / "state"),
+            "--run-id",
+            RUN,
         ],
         stdin=subprocess.PIPE,
         stdout=log,
@@ -114,11 +117,11 @@ def test_a_server_killed_mid_run_is_recovered_with_its_job_gone_and_its_row_unce
     with Journal.open(state_dir) as journal:
 
         def running() -> bool:
-            found = journal.get(OPERATION)
+            found = journal.get(OPERATION, root_run=RUN)
             return found is not None and found.state == "running" and bool(found.cgroup_paths)
 
         assert cgroupfs.poll_until(running, SECONDS), log.read_text()
-        before = journal.get(OPERATION)
+        before = journal.get(OPERATION, root_run=RUN)
     assert before is not None
     assert before.cgroup_job in v2.list_jobs()
     assert cgroupfs.pids_in(os.path.join(before.cgroup_paths[0], "cgroup.procs"))
@@ -129,7 +132,7 @@ def test_a_server_killed_mid_run_is_recovered_with_its_job_gone_and_its_row_unce
     assert done.returncode == 0, done.stdout + done.stderr
 
     with Journal.open(state_dir) as journal:
-        after = journal.get(OPERATION)
+        after = journal.get(OPERATION, root_run=RUN)
     assert after is not None
     # Closed by recovery, or already by the supervisor, which fences its run once the server
     # is gone; either way the run is uncertain and its cleanup proved.

@@ -1,0 +1,64 @@
+"""`jigcmd serve`'s run id: given, from the environment, or generated; a bad one is refused."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from jigcmd.frontends.serve import RUN_ID_VARIABLE, RunIdError, resolve_run_id
+from jigcmd.protocol import jsonrpc
+
+
+def test_the_option_wins_over_the_environment() -> None:
+    """--run-id names the run even when JIGCMD_RUN_ID is set."""
+    assert resolve_run_id("run-7", {RUN_ID_VARIABLE: "run-env"}) == ("run-7", False)
+
+
+def test_the_environment_names_the_run_without_the_option() -> None:
+    """JIGCMD_RUN_ID is used as given."""
+    assert resolve_run_id(None, {RUN_ID_VARIABLE: "coordinator/run:42"}) == (
+        "coordinator/run:42",
+        False,
+    )
+
+
+def test_without_either_each_session_is_a_fresh_run() -> None:
+    """Two sessions without a run id get two different, well-formed generated ids."""
+    first, generated = resolve_run_id(None, {})
+    second, _ = resolve_run_id(None, {})
+    assert generated and first != second
+    assert jsonrpc.is_run1_id(first) and first.startswith("run-")
+
+
+@pytest.mark.parametrize("bad", ["", "-leading-dash", "has space", "x" * 129, "ümlaut"])
+def test_a_run_id_outside_the_run1_id_grammar_is_refused(bad: str) -> None:
+    """The grammar of Run/1 ids, 1-128 bytes; anything else is a usage error."""
+    with pytest.raises(RunIdError, match="must match"):
+        resolve_run_id(bad, {})
+
+
+def test_serve_with_a_bad_run_id_exits_2_naming_the_rule(tmp_path: Path) -> None:
+    """Refused before anything starts: exit status 2 and the rule on stderr."""
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "jigcmd",
+            "serve",
+            "--binding",
+            str(tmp_path / "missing.toml"),
+            "--run-id",
+            "has space",
+        ],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert "run id 'has space' must match" in done.stderr
+    assert done.stdout == ""
