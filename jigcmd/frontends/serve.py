@@ -54,6 +54,11 @@ def serve(settings: FrontSettings, protocol: ProtocolChoice, run_id: str | None 
     except RunIdError as exc:
         sys.stderr.write(f"jigcmd serve: {exc}\n")
         return 2
+    return anyio.run(_serve, settings, protocol, root_run, generated)
+
+
+def _say_run_id(root_run: str, generated: bool) -> None:
+    """One stderr line naming the session's run, once it serves (a failed start has none)."""
     if generated:
         sys.stderr.write(
             f"jigcmd serve: run id {root_run} (generated; start again with --run-id "
@@ -62,12 +67,14 @@ def serve(settings: FrontSettings, protocol: ProtocolChoice, run_id: str | None 
     else:
         sys.stderr.write(f"jigcmd serve: run id {root_run}\n")
     sys.stderr.flush()
-    return anyio.run(_serve, settings, protocol, root_run)
 
 
-async def _serve(settings: FrontSettings, protocol: ProtocolChoice, root_run: str) -> int:
+async def _serve(
+    settings: FrontSettings, protocol: ProtocolChoice, root_run: str, generated: bool
+) -> int:
     try:
         async with open_service(settings) as assembly:
+            _say_run_id(root_run, generated)
             service = assembly.service
             slots = assembly.loaded.slots
             executor = service.executor
