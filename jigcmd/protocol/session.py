@@ -268,9 +268,8 @@ class Session:
                 f"slot {call.slot!r} is not served here; this server serves {self._slot!r}",
             )
         if refusal is not None:
-            recorded = _Operation(signature, None)
-            recorded.outcome = refusal
-            self._operations[call.operation_id] = recorded
+            # Not remembered: the same call is refused the same way again, and a peer sending
+            # refused calls forever must not grow the session (nothing ran, nothing to keep).
             return [Send(flow.encode_failure(request.id, refusal))]
         if self._active is not None:
             return [Send(flow.encode_failure(request.id, self._busy()))]

@@ -39,6 +39,9 @@ __all__ = ["serve_stdio"]
 logger = logging.getLogger("jigcmd.server")
 
 READ_SIZE: Final = 1 << 20
+# Output the peer has not read yet, beyond which no more input is read until it does: a peer
+# that never reads costs at most this (plus one answer), never memory without bound.
+MAX_BACKLOG_BYTES: Final = 4 << 20
 # Time running calls get to stop and report after the coordinator is lost, and for the last
 # frames to leave; together well under the two seconds a caller may wait for exit.
 STOP_GRACE_S: Final = 1.2
@@ -90,6 +93,7 @@ class _Writer:
         self._buffer = bytearray()
         self._wake = anyio.Event()
         self._emptied: anyio.Event | None = None
+        self._roomy: anyio.Event | None = None
         self._blocked = False
         self.closed = False
         # Set once nothing more can be delivered (the peer closed its end).
@@ -123,6 +127,10 @@ class _Writer:
                 break
             del self._buffer[:written]
             trace.mark("server: wrote")
+            if self._roomy is not None and len(self._buffer) <= MAX_BACKLOG_BYTES:
+                self._roomy.set()
+        if self.closed and self._roomy is not None:
+            self._roomy.set()
         return True
 
     async def run(self) -> None:
@@ -140,6 +148,20 @@ class _Writer:
                     self._blocked = False
             if self._emptied is not None:
                 self._emptied.set()
+
+    @property
+    def backlog(self) -> int:
+        """Bytes written by the server and not yet taken by the peer."""
+        return len(self._buffer)
+
+    async def wait_for_room(self) -> None:
+        """Return once the backlog is at most `MAX_BACKLOG_BYTES` (or the peer is gone)."""
+        while len(self._buffer) > MAX_BACKLOG_BYTES and not self.closed:
+            self._roomy = anyio.Event()
+            self.flush()
+            self._wake.set()
+            await self._roomy.wait()
+        self._roomy = None
 
     async def drain(self) -> None:
         """Wait until everything buffered was written (or the peer is gone)."""
@@ -163,6 +185,8 @@ class _Writer:
         self.closed = True
         self._buffer.clear()
         self.lost.set()
+        if self._roomy is not None:
+            self._roomy.set()
 
 
 class _Server:
@@ -264,18 +288,21 @@ class _Server:
                 logger.warning("protocol input failed: %s", exc)
                 chunk = b""
             if not chunk:
-                self._handle(self._framer.close())
+                await self._handle(self._framer.close())
                 self._writer.flush()
                 logger.debug("end of input; finishing the calls already read")
                 self._stop.set()
                 return
-            self._handle(self._framer.feed(chunk))
+            await self._handle(self._framer.feed(chunk))
             self._writer.flush()
 
-    def _handle(self, events: list[Frame | Oversized]) -> None:
+    async def _handle(self, events: list[Frame | Oversized]) -> None:
         session = self._session
         writer = self._writer
         for event in events:
+            if writer.backlog > MAX_BACKLOG_BYTES:
+                # The peer is not reading its answers: read nothing more until it does.
+                await writer.wait_for_room()
             if type(event) is Oversized:
                 writer.send(session.oversized(event.size))
                 continue

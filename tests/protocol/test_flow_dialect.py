@@ -343,3 +343,12 @@ def test_a_deeply_nested_input_is_an_invalid_request_answered_with_its_id(depth:
     assert answer["error"]["code"] == -32600
     assert "nesting deeper than 64 levels" in answer["error"]["message"]
     assert isinstance(session.receive(call_frame(request_id="r2"))[0], Dispatch)
+
+
+def test_a_refused_call_is_not_remembered_so_its_id_is_free_for_a_servable_call() -> None:
+    """Refusals (an unserved slot, channels) keep nothing: 100k of them cost no memory."""
+    session = make_session(slot="command")
+    for index in range(3):
+        (refused,) = answers(session.receive(call_frame(operation_id=f"op-{index}", slot="x")))
+        assert refused["error"]["data"] == {"code": "UNAVAILABLE"}
+    assert isinstance(session.receive(call_frame(operation_id="op-0"))[0], Dispatch)
