@@ -12,6 +12,7 @@ for byte; an uncertain operation stays uncertain.
 from __future__ import annotations
 
 import logging
+import math
 import sqlite3
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -107,8 +108,20 @@ class Ownership:
             raise JigError(Code.RESOURCE_EXHAUSTED, self.reservations.exhausted_message())
         return slot
 
-    async def lookup(self, operation_id: str, signature: str, *, root_run: str) -> RunResult | None:
-        """Answer a known operation from the journal without taking a slot; None if unknown."""
+    async def lookup(
+        self,
+        operation_id: str,
+        signature: str,
+        *,
+        root_run: str,
+        deadline: float = math.inf,
+        cancel: anyio.Event | None = None,
+    ) -> RunResult | None:
+        """Answer a known operation from the journal without taking a slot; None if unknown.
+
+        An operation still running elsewhere is joined until this caller's `deadline`
+        (monotonic) or `cancel`; see `_join`.
+        """
         row = await anyio.to_thread.run_sync(
             lambda: self.journal.get(operation_id, root_run=root_run)
         )
@@ -117,7 +130,7 @@ class Ownership:
         if row.signature != signature:
             raise _conflict(operation_id)
         if row.is_open:
-            row = await self._join(operation_id, root_run)
+            row = await self._join(operation_id, root_run, deadline, cancel)
         return replay(row)
 
     async def begin(
@@ -130,6 +143,7 @@ class Ownership:
         deadline: float,
         run_id: str,
         envelope: Assigned | None = None,
+        cancel: anyio.Event | None = None,
     ) -> RunResult | None:
         """Record the operation before dispatch; or answer it from the journal.
 
@@ -173,10 +187,21 @@ class Ownership:
             raise _conflict(operation_id)
         row = begun.row
         if verdict == "join":
-            row = await self._join(operation_id, root_run)
+            row = await self._join(operation_id, root_run, deadline, cancel)
         return replay(row)
 
-    async def _join(self, operation_id: str, root_run: str) -> Row:
+    async def _join(
+        self,
+        operation_id: str,
+        root_run: str,
+        deadline: float,
+        cancel: anyio.Event | None = None,
+    ) -> Row:
+        """Wait for an operation running elsewhere to close, within this caller's deadline.
+
+        The joiner's deadline or cancel ends only its waiting (the operation goes on where it
+        runs): that answer is not the operation's outcome, so it is `retryable` (not kept).
+        """
         while True:
             row = await anyio.to_thread.run_sync(
                 lambda: self.journal.get(operation_id, root_run=root_run)
@@ -185,7 +210,23 @@ class Ownership:
                 raise JigError(Code.UNCERTAIN, f"operation {operation_id!r} vanished")
             if not row.is_open:
                 return row
-            await anyio.sleep(_JOIN_POLL_S)
+            if cancel is not None and cancel.is_set():
+                raise JigError(
+                    Code.CANCELLED,
+                    f"cancelled while waiting for operation {operation_id!r}, which is still "
+                    "running elsewhere; it goes on there",
+                    retryable=True,
+                )
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise JigError(
+                    Code.DEADLINE_EXCEEDED,
+                    f"the deadline passed while operation {operation_id!r} was still running "
+                    "elsewhere; it goes on there (send it again to join it)",
+                    retryable=True,
+                )
+            with anyio.move_on_after(min(_JOIN_POLL_S, remaining)):
+                await (anyio.sleep_forever() if cancel is None else cancel.wait())
 
     async def record_envelope(
         self, operation_id: str, envelope: EnvelopeIdentity, *, root_run: str

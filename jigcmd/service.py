@@ -156,7 +156,9 @@ class CommandService:
             # Nothing is dispatched and no row is written; a known operation still replays.
             if durable:
                 assert ownership is not None and signature is not None
-                known = await ownership.lookup(operation_id, signature, root_run=scope)
+                known = await ownership.lookup(
+                    operation_id, signature, root_run=scope, deadline=deadline, cancel=cancel
+                )
                 if known is not None:
                     return known
             raise refusal
@@ -171,7 +173,9 @@ class CommandService:
                 known = None
                 if durable:
                     assert signature is not None
-                    known = await ownership.lookup(operation_id, signature, root_run=scope)
+                    known = await ownership.lookup(
+                        operation_id, signature, root_run=scope, deadline=deadline, cancel=cancel
+                    )
                 if known is None:
                     raise
                 return known
@@ -199,6 +203,7 @@ class CommandService:
                         deadline=deadline,
                         run_id=run_id if assigned is None else assigned.run_id,
                         envelope=assigned,
+                        cancel=cancel,
                     )
                     began = replayed is None
                     recorded_envelope = assigned

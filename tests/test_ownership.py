@@ -117,3 +117,44 @@ async def test_slots_are_exhausted_at_once_and_come_back(ownership: Ownership) -
     assert raised.value.code == Code.RESOURCE_EXHAUSTED
     slot.release()
     ownership.reserve("c").release()
+
+
+async def test_joining_a_row_that_never_closes_ends_at_the_joiners_deadline(
+    ownership: Ownership,
+) -> None:
+    """A join waits only until the joiner's deadline: DEADLINE_EXCEEDED, retryable, not forever."""
+    assert await _begin(ownership, "op.j", "sig") is None
+    with anyio.fail_after(30), pytest.raises(JigError) as raised:
+        await ownership.begin(
+            root_run=RUN,
+            operation_id="op.j",
+            signature="sig",
+            context="test",
+            deadline=anyio.current_time() + 0.2,
+            run_id="opjrun2",
+        )
+    assert raised.value.code == Code.DEADLINE_EXCEEDED
+    assert raised.value.retryable
+    with anyio.fail_after(30), pytest.raises(JigError) as looked:
+        await ownership.lookup("op.j", "sig", root_run=RUN, deadline=anyio.current_time())
+    assert looked.value.code == Code.DEADLINE_EXCEEDED
+
+
+async def test_joining_a_row_that_never_closes_is_cancellable(ownership: Ownership) -> None:
+    """A cancel of the joining call ends its wait with CANCELLED; the operation is untouched."""
+    assert await _begin(ownership, "op.k", "sig") is None
+    cancel = anyio.Event()
+    cancel.set()
+    with anyio.fail_after(30), pytest.raises(JigError) as raised:
+        await ownership.begin(
+            root_run=RUN,
+            operation_id="op.k",
+            signature="sig",
+            context="test",
+            deadline=anyio.current_time() + 3600,
+            run_id="opkrun2",
+            cancel=cancel,
+        )
+    assert raised.value.code == Code.CANCELLED
+    row = ownership.journal.get("op.k", root_run=RUN)
+    assert row is not None and row.is_open
