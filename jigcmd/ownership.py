@@ -32,6 +32,7 @@ from jigcmd.journal.rows import NewRow, Row
 from jigcmd.journal.store import Journal
 from jigcmd.protocol.commands import RunResult
 from jigcmd.recovery import UNCERTAIN_REASON, RecoveryReport, recover
+from jigcmd.slotqueue import SlotQueue
 from jigcmd.statedir import prepare_state_dir
 
 __all__ = ["Ownership", "RecordedFailure"]
@@ -65,6 +66,8 @@ class Ownership:
         self.state_dir = state_dir
         self.journal = journal
         self.reservations = reservations
+        # Callers of this process waiting for a slot, first come, first served.
+        self.slots = SlotQueue(self._take_slot, reservations.exhausted_message)
         # Closes rows whose evidence is already durable, after their answer went out.
         self._closer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="jigcmd-closer")
 
@@ -95,6 +98,17 @@ class Ownership:
 
         A slot that cannot be taken (a full disk) is `EXECUTION_FAILED`, naming the cause.
         """
+        slot = self._take_slot(tag)
+        if slot is None:
+            raise JigError(Code.RESOURCE_EXHAUSTED, self.reservations.exhausted_message())
+        return slot
+
+    def release(self, slot: Slot) -> None:
+        """Give a slot back; the first caller waiting for one (`slots`) looks at once."""
+        slot.release()
+        self.slots.released()
+
+    def _take_slot(self, tag: str) -> Slot | None:
         try:
             slot = self.reservations.acquire(tag)
         except OSError as exc:
@@ -104,8 +118,6 @@ class Ownership:
                 f"{exc.strerror or exc}; nothing ran",
                 retryable=True,
             ) from exc
-        if slot is None:
-            raise JigError(Code.RESOURCE_EXHAUSTED, self.reservations.exhausted_message())
         return slot
 
     async def lookup(

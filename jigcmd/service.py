@@ -22,6 +22,7 @@ from jigcmd.executor import (
     Ticket,
     Withdrawn,
 )
+from jigcmd.journal.reservations import Slot
 from jigcmd.ownership import Ownership
 from jigcmd.plan import Limits, RunPlan
 from jigcmd.policy.binding import CommandPolicy
@@ -130,6 +131,7 @@ class CommandService:
         signature: str | None = None,
         context: str = "",
         root_run: str | None = None,
+        wait_for_slot: bool = False,
     ) -> RunResult:
         """Check admission, validate, plan and execute one call; see `CommandBackend.run`."""
         trace.mark("service: run")
@@ -167,7 +169,20 @@ class CommandService:
         slot = None
         if ownership is not None:
             try:
-                slot = ownership.reserve(operation_id)
+                if wait_for_slot:
+                    slot = await self._wait_for_slot(
+                        ownership, operation_id, deadline, cancel, progress
+                    )
+                    # The wait counted against the call's deadline; the run's own ceiling
+                    # starts once it has a slot, still bounded by the caller's deadlines.
+                    deadline = effective_deadline(
+                        time.monotonic(),
+                        time.time_ns() // 1_000_000,
+                        deadline_unix_ms,
+                        self._root_deadline,
+                    )
+                else:
+                    slot = ownership.reserve(operation_id)
             except JigError:
                 # No slot: a known operation is still answered from the journal.
                 known = None
@@ -259,8 +274,30 @@ class CommandService:
             trace.mark("service: recorded")
             return result
         finally:
-            if slot is not None:
-                slot.release()
+            if slot is not None and ownership is not None:
+                ownership.release(slot)
+
+    @staticmethod
+    async def _wait_for_slot(
+        ownership: Ownership,
+        operation_id: str,
+        deadline: float,
+        cancel: anyio.Event,
+        progress: Progress | None,
+    ) -> Slot:
+        """A slot, waiting behind earlier callers until the deadline; progress says it waits."""
+        queued = None
+        if progress is not None:
+
+            async def queued(ahead: int) -> None:
+                assert progress is not None
+                await progress(
+                    f"queued: every envelope slot is in use; waiting for one ({ahead} ahead)"
+                )
+
+        return await ownership.slots.acquire(
+            operation_id, deadline=deadline, cancel=cancel, queued=queued
+        )
 
     async def _execute(
         self,

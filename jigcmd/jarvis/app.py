@@ -126,7 +126,7 @@ def create_app(
             }[spec.capability]
             result: dict[str, Any] = await handler(actor, spec.name, args)
         except ToolError as exc:
-            return error(exc.status, exc.message, extra=exc.extra)
+            return error(exc.status, exc.message, headers=exc.headers, extra=exc.extra)
         return JSONResponse(result)
 
     @contextlib.asynccontextmanager

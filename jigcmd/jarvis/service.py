@@ -38,6 +38,9 @@ EARLY_ANSWER_SECONDS = 25.0
 MAX_ACTIVE_RUNS = 32
 
 _T = TypeVar("_T")
+# A full house (every run or envelope slot busy) is answered 429 with this: runs are short,
+# so a client may try again after a second.
+_RETRY_AFTER = {"Retry-After": "1"}
 
 
 class JarvisService:
@@ -142,7 +145,11 @@ class JarvisService:
             raise ToolError(503, "jarvis is not running")
         if len(self._active) >= self._max_active:
             await self._audit(actor, tool, request, decision, "refused: too many active runs")
-            raise ToolError(429, f"too many active runs (at most {self._max_active})")
+            raise ToolError(
+                429,
+                f"too many active runs (at most {self._max_active})",
+                headers=_RETRY_AFTER,
+            )
         plan = host_plan(
             decision,
             policy=self.policy,
@@ -153,7 +160,9 @@ class JarvisService:
         )
         slot = self._reservations.acquire("jarvis") if self._reservations is not None else None
         if self._reservations is not None and slot is None:
-            raise ToolError(429, self._reservations.exhausted_message())
+            full = self._reservations.exhausted_message()
+            await self._audit(actor, tool, request, decision, f"refused: {full}")
+            raise ToolError(429, full, headers=_RETRY_AFTER)
         try:
             run_id = await self._db(
                 partial(

@@ -33,10 +33,14 @@ TIMEOUT_MS_MAX = 2**31 - 1
 class ToolError(Exception):
     """Raised when a call cannot be served; `status` is the HTTP status it becomes."""
 
-    def __init__(self, status: int, message: str, **extra: str) -> None:
+    def __init__(
+        self, status: int, message: str, *, headers: Mapping[str, str] | None = None, **extra: str
+    ) -> None:
+        """`headers` go on the HTTP response (e.g. `Retry-After`); `extra` into its body."""
         super().__init__(message)
         self.status = status
         self.message = message
+        self.headers = dict(headers or {})
         self.extra = extra
 
 

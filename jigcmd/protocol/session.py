@@ -4,9 +4,14 @@ The first request decides the dialect unless one is forced: `initialize` selects
 `capability/call` / `effect/call` select FLOW Run/1. `ping` is answered in every state and
 `server/discover` always gets -32601 at once, so newer MCP clients fall back to `initialize`.
 
-One session is one context of one caller's run (`root_run`): at most one operation runs at a
-time. Run/1 operation identity is kept here for the session: the same `operationId` with the
-same signature joins the running operation or replays its recorded outcome; a different
+One session is one context of one caller's run (`root_run`). Run/1 keeps the seed's rule: at
+most one operation runs at a time in the session, a second concurrent one is
+`RESOURCE_EXHAUSTED`. MCP hosts call tools in parallel: every valid `tools/call` is
+dispatched at once (the backend runs them side by side up to the free envelope slots and
+queues the rest); a refused one is answered without dispatch.
+
+Run/1 operation identity is kept here for the session: the same `operationId` with the same
+signature joins the running operation or replays its recorded outcome; a different
 signature is `OPERATION_CONFLICT`, before dispatch. Beyond the session (across restarts with
 the same run id) the backend's journal keeps it; a conflict the journal reports is not the
 operation's outcome here, so the request the journal holds is still answered from it.
@@ -148,7 +153,7 @@ class Session:
 
     @property
     def active(self) -> Call | None:
-        """The call currently running, if any."""
+        """The Run/1 call currently running, if any (MCP calls run side by side)."""
         return self._active
 
     def receive(self, frame: bytes) -> list[Action]:
@@ -344,14 +349,12 @@ class Session:
             if tool.unavailable is not None:
                 raise JigError(Code.UNAVAILABLE, f"command {tool.name!r}: {tool.unavailable}")
             arguments = mcp.call_input(call)
-            if self._active is not None:
-                raise self._busy()
         except JigError as refusal:
             return [Send(jsonrpc.encode_result(request.id, mcp.failure_result(refusal)))]
         self._calls += 1
         operation_id = f"mcp.{self._tag}.{self._calls}"
         self._pending[request.id] = operation_id
-        self._active = Call(
+        dispatched = Call(
             request.id,
             "mcp",
             operation_id,
@@ -360,7 +363,7 @@ class Session:
             context=self._tag,
             root_run=self._root_run,
         )
-        return [Dispatch(self._active)]
+        return [Dispatch(dispatched)]
 
     # -- notifications -----------------------------------------------------------------
 
@@ -370,8 +373,7 @@ class Session:
             return self._flow_cancel(flow.parse_cancel(notification.params))
         if method == "notifications/cancelled" and self._dialect == "mcp":
             request_id = mcp.parse_cancelled(notification.params)
-            active = self._active
-            if request_id is not None and active is not None and active.request_id == request_id:
+            if request_id is not None and request_id in self._pending:
                 self._silenced.add(request_id)
                 return [Cancel(request_id)]
         # notifications/initialized and anything unknown: nothing to do, never answered.

@@ -28,7 +28,10 @@ class CommandBackend(Protocol):
     `signature` is the Run/1 operation signature (None for MCP calls): with it, the backend
     makes the operation identity durable (replay, conflict, uncertain) beyond this session.
     `context` names the caller's context (the session); `root_run` the caller's run, the scope
-    of durable operation identity (required with `signature`).
+    of durable operation identity (required with `signature`). With `wait_for_slot` a call
+    that finds every envelope slot in use waits for one (first come, first served, until its
+    deadline) instead of failing `RESOURCE_EXHAUSTED` at once; a call refused by validation
+    never waits.
     Any other exception is treated as a bug and answered as `UNCERTAIN`.
     """
 
@@ -47,6 +50,7 @@ class CommandBackend(Protocol):
         signature: str | None = None,
         context: str = "",
         root_run: str | None = None,
+        wait_for_slot: bool = False,
     ) -> RunResult:
         """Run one validated request to completion and return its evidence."""
         ...

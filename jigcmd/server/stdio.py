@@ -352,6 +352,8 @@ class _Server:
                 signature=call.signature,
                 context=call.context,
                 root_run=call.root_run,
+                # MCP hosts call tools in parallel: a call waits for a free envelope slot.
+                wait_for_slot=call.dialect == "mcp",
             )
         except JigError as error:
             outcome = error

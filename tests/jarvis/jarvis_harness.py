@@ -27,6 +27,7 @@ from jigcmd.jarvis.policy import HostView, parse_policy
 from jigcmd.jarvis.server import bind_loopback, serve
 from jigcmd.jarvis.service import JarvisService
 from jigcmd.journal import Journal
+from jigcmd.journal.reservations import Reservations
 from jigcmd.plan import RunPlan
 
 TOKEN = "jv_test-token-0123456789abcdef"
@@ -154,6 +155,7 @@ def make_service(
     host_env: Mapping[str, str] | None = None,
     early_answer_seconds: float = 25.0,
     max_active_runs: int = 32,
+    reservations: Reservations | None = None,
 ) -> JarvisService:
     """A service over `policy`, recording in a throw-away journal by default."""
     return JarvisService(
@@ -164,6 +166,7 @@ def make_service(
         host_env=host_env or {},
         early_answer_seconds=early_answer_seconds,
         max_active_runs=max_active_runs,
+        reservations=reservations,
     )
 
 

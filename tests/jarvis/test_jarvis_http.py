@@ -9,11 +9,13 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import anyio
 import pytest
 
 from jigcmd.jarvis.app import MAX_BODY_BYTES
+from jigcmd.journal.reservations import Reservations
 from tests.jarvis.jarvis_harness import (
     ACTOR,
     TOKEN,
@@ -273,8 +275,36 @@ async def test_too_many_active_runs_is_a_429() -> None:
         await service.wait_run(first.json()["run_id"])
     assert first.json()["status"] == "running"
     assert second.status_code == 429
+    assert second.headers["retry-after"] == "1"
     assert "error" in second.json()
     assert len(spy.plans) == 1
+    refusals = [r for r in service.store.audit_rows(10) if r.outcome.startswith("refused")]
+    assert [(r.argv, r.outcome) for r in refusals] == [
+        (("echo", "two"), "refused: too many active runs")
+    ]
+
+
+async def test_every_envelope_slot_in_use_is_a_429_with_retry_after_and_is_audited(
+    tmp_path: Path,
+) -> None:
+    """A full house of envelope slots: 429, Retry-After, the refusal in the audit trail."""
+    slots = Reservations(tmp_path, 1)
+    held = slots.acquire("another jigcmd")
+    assert held is not None
+    spy = SpyExecutor(anyio.Event())
+    service = make_service(spy, reservations=slots)
+    try:
+        async with harness(service) as h:
+            refused = await h.invoke("jarvis.run.create", argv=["echo", "full"])
+    finally:
+        held.release()
+    assert refused.status_code == 429
+    assert refused.headers["retry-after"] == "1"
+    assert "all 1 envelope slots are in use" in refused.json()["error"]
+    assert spy.plans == []
+    (row,) = [r for r in service.store.audit_rows(10) if r.outcome.startswith("refused")]
+    assert row.argv == ("echo", "full")
+    assert row.outcome.startswith("refused: all 1 envelope slots are in use")
 
 
 async def test_a_long_run_answers_early_as_running_and_can_be_polled() -> None:

@@ -13,7 +13,7 @@ import pytest
 from tests.lifetime.candidates import LINGER, QUICK, SPIN, cli_input
 from tests.lifetime.rig import Rig
 from tests.lifetime.watch import alive, wait_for
-from tests.lifetime.wire import flow_call
+from tests.lifetime.wire import ServerProcess, flow_call
 
 pytestmark = pytest.mark.envelope
 
@@ -146,5 +146,64 @@ def test_a_candidate_ending_by_itself_after_a_cancel_was_refused_is_recorded(rig
     rig.signal(candidate, signal.SIGTERM)
     value = json.loads(server.response("call-1"))["result"]["value"]
     assert value["stopReason"] == "exited" and value["exitCode"] == 0
+    assert server.close_input() == 0
+    rig.assert_nothing_left()
+
+
+def _mcp_session(rig: Rig, *, max_envelopes: int) -> ServerProcess:
+    server = rig.serve(max_envelopes=max_envelopes)
+    server.send(
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {"protocolVersion": "2025-11-25", "capabilities": {}},
+        }
+    )
+    server.response(1)
+    server.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+    return server
+
+
+def _tool_call(request_id: int, source: str, token: str) -> dict[str, Any]:
+    return {
+        "jsonrpc": "2.0",
+        "id": request_id,
+        "method": "tools/call",
+        "params": {"name": "cli", "arguments": {"files": {"src/cli.ts": source}, "args": [token]}},
+    }
+
+
+def test_an_mcp_call_right_after_a_cancel_is_accepted_and_runs(rig: Rig) -> None:
+    """One slot: cancel a running call and send the next at once; it waits, then completes."""
+    token, other = f"tok-{uuid.uuid4().hex}", f"tok-{uuid.uuid4().hex}"
+    server = _mcp_session(rig, max_envelopes=1)
+    server.send(_tool_call(2, LINGER, token))
+    rig.candidate(token)
+    server.send(
+        {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 2}},
+        _tool_call(3, QUICK, other),
+    )
+    result = json.loads(server.response(3))["result"]
+    assert result["isError"] is False, result
+    assert result["structuredContent"]["stdout"]["text"] == f"ran {other}\n"
+    assert server.close_input() == 0
+    assert not [line for line in server.lines if json.loads(line).get("id") == 2]
+    rig.assert_nothing_left()
+
+
+def test_an_mcp_call_sent_without_cancelling_the_previous_one_runs_beside_it(rig: Rig) -> None:
+    """No cancel sent: the new call runs in a free slot while the old one still runs."""
+    token, other = f"tok-{uuid.uuid4().hex}", f"tok-{uuid.uuid4().hex}"
+    server = _mcp_session(rig, max_envelopes=2)
+    server.send(_tool_call(2, LINGER, token))
+    candidate = rig.candidate(token)
+    server.send(_tool_call(3, QUICK, other))
+    result = json.loads(server.response(3))["result"]
+    assert result["isError"] is False, result
+    assert alive(candidate)
+    rig.signal(candidate, signal.SIGTERM)
+    first = json.loads(server.response(2))["result"]
+    assert first["structuredContent"]["stdout"]["text"] == f"started {token}\nended {token}\n"
     assert server.close_input() == 0
     rig.assert_nothing_left()

@@ -72,6 +72,7 @@ class FakeBackend:
         signature: str | None = None,
         context: str = "",
         root_run: str | None = None,
+        wait_for_slot: bool = False,
     ) -> RunResult:
         if not isinstance(input, dict) or not isinstance(input.get("files"), dict):
             raise JigError(

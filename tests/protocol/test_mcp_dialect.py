@@ -187,12 +187,36 @@ def test_refusals_are_error_results_without_dispatch(
     assert "structuredContent" not in result
 
 
-def test_a_concurrent_tool_call_is_resource_exhausted() -> None:
-    """One operation at a time per session, in MCP as in Run/1."""
+def test_concurrent_tool_calls_are_all_dispatched_side_by_side() -> None:
+    """MCP hosts call tools in parallel: each valid call is dispatched, none is refused busy."""
     session = initialized()
-    session.receive(tool_call("cli", {"files": {"a.ts": "x"}}))
-    result = answer(session.receive(tool_call("cli", {"files": {"a.ts": "x"}}, request_id=6)))
-    assert result["result"]["_meta"]["jigcmd/error"]["code"] == "RESOURCE_EXHAUSTED"
+    calls = [
+        dispatched(session.receive(tool_call("cli", {"files": {"a.ts": "x"}}, request_id=n)))
+        for n in (5, 6, 7)
+    ]
+    assert len({c.operation_id for c in calls}) == 3
+    # Each answers under its own id, in whatever order they end.
+    for call in reversed(calls):
+        (done,) = answers([Send(session.finish(call, RunResult(canned_evidence("cli"), REPORT)))])
+        assert done["id"] == call.request_id and done["result"]["isError"] is False
+
+
+def test_a_refused_tool_call_is_answered_without_dispatch_beside_a_running_one() -> None:
+    """A refusal never waits for, nor names, the call that is running."""
+    session = initialized()
+    dispatched(session.receive(tool_call("cli", {"files": {"a.ts": "x"}})))
+    result = answer(session.receive(tool_call("locked", {"files": {"a.ts": "x"}}, request_id=6)))
+    assert result["result"]["isError"] is True
+    assert result["result"]["_meta"]["jigcmd/error"]["code"] == "UNAVAILABLE"
+
+
+def test_cancelling_one_of_several_calls_cancels_only_that_one() -> None:
+    """notifications/cancelled names one request; the others go on."""
+    session = initialized()
+    for n in (5, 6):
+        dispatched(session.receive(tool_call("cli", {"files": {"a.ts": "x"}}, request_id=n)))
+    cancel = b'{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":6}}'
+    assert session.receive(cancel) == [Cancel(6)]
 
 
 def test_progress_notifications_follow_the_token_and_increase() -> None:

@@ -1,0 +1,115 @@
+"""Waiting for an envelope slot: first come, first served, bounded by each caller's deadline.
+
+Envelope slots are flock'd files shared by every jigcmd on the state directory; a slot
+freed by this process wakes the first waiter at once, one freed by another process is
+found by the first waiter's next look (every `POLL_S`). Only the first waiter takes a
+slot, so a caller that arrives later never overtakes one that is queued. A waiter gives
+up, with nothing run, when its deadline passes or it is cancelled; at most `MAX_WAITING`
+callers wait, and one more is refused at once.
+"""
+
+from __future__ import annotations
+
+import collections
+import time
+from collections.abc import Awaitable, Callable
+from typing import Final
+
+import anyio
+
+from jigcmd.errors import Code, JigError
+from jigcmd.journal.reservations import Slot
+
+__all__ = ["MAX_WAITING", "POLL_S", "Queued", "SlotQueue"]
+
+# How often the first waiter looks for a slot another process freed.
+POLL_S: Final = 0.05
+# Callers that may wait at once in one process; beyond it a call is refused, not queued.
+MAX_WAITING: Final = 64
+
+# Told once when a caller has to wait, with how many callers are ahead of it.
+Queued = Callable[[int], Awaitable[None]]
+
+
+class SlotQueue:
+    """The callers of one process waiting for an envelope slot, in arrival order."""
+
+    def __init__(self, take: Callable[[str], Slot | None], exhausted: Callable[[], str]) -> None:
+        """`take(tag)`: a free slot now or None; `exhausted()`: why none is free."""
+        self._take = take
+        self._exhausted = exhausted
+        self._waiting: collections.deque[_Waiter] = collections.deque()
+
+    @property
+    def waiting(self) -> int:
+        """How many callers are waiting now."""
+        return len(self._waiting)
+
+    async def acquire(
+        self, tag: str, *, deadline: float, cancel: anyio.Event, queued: Queued | None = None
+    ) -> Slot:
+        """A slot, at once or after the callers ahead; `deadline` is a `time.monotonic()` time.
+
+        Raises `DEADLINE_EXCEEDED` or `CANCELLED` (nothing ran) when the wait ends without a
+        slot, and `RESOURCE_EXHAUSTED` when too many callers wait already.
+        """
+        if not self._waiting:
+            slot = self._take(tag)
+            if slot is not None:
+                return slot
+        if len(self._waiting) >= MAX_WAITING:
+            raise JigError(
+                Code.RESOURCE_EXHAUSTED,
+                f"{self._exhausted()}; {MAX_WAITING} calls are waiting already",
+            )
+        waiter = _Waiter()
+        self._waiting.append(waiter)
+        try:
+            if queued is not None:
+                await queued(len(self._waiting) - 1)
+            while True:
+                if self._waiting[0] is waiter:
+                    slot = self._take(tag)
+                    if slot is not None:
+                        return slot
+                if cancel.is_set():
+                    raise JigError(
+                        Code.CANCELLED, "cancelled while waiting for an envelope slot; nothing ran"
+                    )
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise JigError(
+                        Code.DEADLINE_EXCEEDED,
+                        f"the deadline passed while waiting for an envelope slot "
+                        f"({self._exhausted()}); nothing ran",
+                    )
+                await waiter.wait(cancel, min(remaining, POLL_S))
+        finally:
+            self._waiting.remove(waiter)
+            self.released()
+
+    def released(self) -> None:
+        """A slot of this process was given back: the first waiter looks at once."""
+        if self._waiting:
+            self._waiting[0].wake.set()
+
+
+class _Waiter:
+    """One waiting caller: woken when a slot may be free."""
+
+    def __init__(self) -> None:
+        self.wake = anyio.Event()
+
+    async def wait(self, cancel: anyio.Event, timeout: float) -> None:
+        """Until woken, cancelled or `timeout` seconds passed; then ready to be woken again."""
+        with anyio.move_on_after(timeout):
+            async with anyio.create_task_group() as racing:
+
+                async def on_cancel() -> None:
+                    await cancel.wait()
+                    racing.cancel_scope.cancel()
+
+                racing.start_soon(on_cancel)
+                await self.wake.wait()
+                racing.cancel_scope.cancel()
+        self.wake = anyio.Event()
