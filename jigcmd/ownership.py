@@ -57,6 +57,9 @@ class RecordedFailure(msgspec.Struct, frozen=True):
 _failure = msgspec.json.Decoder(RecordedFailure)
 # What a journal write raises when the disk or the database fails it (full, read-only, I/O).
 _JOURNAL_FAILURES = (sqlite3.Error, OSError)
+# Pauses before the retries of a failed row close (a full disk may clear): 1.5 s in all,
+# short enough for a server that exits meanwhile to stay within its two seconds.
+_CLOSE_RETRY_S = (0.05, 0.2, 0.5, 0.75)
 
 
 class Ownership:
@@ -309,16 +312,7 @@ class Ownership:
         data = _encoder.encode(result.evidence)
         report = _encoder.encode(result.report)
         if data == recorded:
-            closing = self._closer.submit(
-                self.journal.finish,
-                operation_id,
-                root_run=root_run,
-                outcome="evidence",
-                result=data,
-                report=report,
-                cleanup_complete=True,
-                durable=False,
-            )
+            closing = self._closer.submit(self._close_row, operation_id, root_run, data, report)
             closing.add_done_callback(_report_close_failure)
             return
         try:
@@ -334,6 +328,35 @@ class Ownership:
             )
         except _JOURNAL_FAILURES as exc:
             raise self._unrecorded("the command ran, but", exc) from exc
+
+    def _close_row(self, operation_id: str, root_run: str, data: bytes, report: bytes) -> bool:
+        """Close a row whose evidence is durable (in the closer thread), retrying failures.
+
+        A close that keeps failing leaves the row open with its evidence: joiners wait only
+        until their own deadline, and recovery closes it `done` once this server is gone.
+        """
+        for attempt, pause in enumerate((0.0, *_CLOSE_RETRY_S), start=1):
+            time.sleep(pause)
+            try:
+                return self.journal.finish(
+                    operation_id,
+                    root_run=root_run,
+                    outcome="evidence",
+                    result=data,
+                    report=report,
+                    cleanup_complete=True,
+                    # The first try skips the fsync (the evidence is durable already).
+                    durable=attempt > 1,
+                )
+            except _JOURNAL_FAILURES as exc:
+                logger.warning(
+                    "closing the journal row of %s failed (attempt %d): %s",
+                    operation_id,
+                    attempt,
+                    exc,
+                )
+                last = exc
+        raise last
 
     async def fail(self, operation_id: str, error: JigError, *, root_run: str) -> None:
         """Record a failure; `UNCERTAIN` closes the row as uncertain for good.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import logging
 import os
 import time
 
@@ -12,6 +13,7 @@ import pytest
 from jigcmd.errors import Code, JigError
 from jigcmd.executor import EnvelopeIdentity
 from jigcmd.journal.reservations import Reservations
+from jigcmd.journal.store import Journal
 from jigcmd.ownership import Ownership
 from jigcmd.protocol.commands import RunResult
 from tests.faults.disk import SmallDisk
@@ -146,3 +148,37 @@ def test_an_envelope_the_full_journal_cannot_record_does_not_stop_the_run(
         assert row is not None and row.state == "dispatching"
     finally:
         ownership.close()
+
+
+def test_a_row_close_that_fails_on_a_full_disk_is_retried_once_space_returns(
+    small_disk: SmallDisk, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The close queued after the answer fails, is retried, and the row ends `done`."""
+    ownership = _begun(small_disk, "op-1")
+    closed = False
+    try:
+        recorded = anyio.run(lambda: ownership.record_evidence("op-1", EVIDENCE, root_run=RUN))
+        assert recorded is not None
+        small_disk.fill()
+        with caplog.at_level(logging.WARNING, logger="jigcmd.ownership"):
+            anyio.run(
+                lambda: ownership.finish(
+                    "op-1",
+                    RunResult(evidence=EVIDENCE, report=REPORT),
+                    root_run=RUN,
+                    recorded=recorded,
+                )
+            )
+            failsafe = time.monotonic() + 30
+            while "(attempt 1)" not in caplog.text and time.monotonic() < failsafe:
+                time.sleep(0.01)
+            assert "(attempt 1)" in caplog.text
+            small_disk.free()
+            ownership.close()
+            closed = True
+        with Journal.open(small_disk.path) as journal:
+            row = journal.get("op-1", root_run=RUN)
+        assert row is not None and row.state == "done"
+    finally:
+        if not closed:
+            ownership.close()
