@@ -27,6 +27,7 @@ from jigcmd.diagnosis.verdicts import (
     kernel_check,
     namespaces_check,
     network_check,
+    oom_score_check,
     platform_check,
     privilege_check,
     runtime_check,
@@ -71,6 +72,11 @@ def _privileges() -> Check:
         except (OSError, ValueError) as exc:
             delegation = f"missing: {exc}"
     return privilege_check(os.geteuid(), int(cap_eff, 16), delegation)
+
+
+def _oom_score() -> Check:
+    cap_eff = _status_field(probes.read_text("/proc/self/status"), "CapEff") or "0"
+    return oom_score_check(os.geteuid(), int(cap_eff, 16))
 
 
 def _userns() -> Check:
@@ -211,6 +217,7 @@ _CHECKS: tuple[tuple[str, Callable[[], Check]], ...] = (
     ("platform", _platform),
     ("kernel", lambda: kernel_check(platform.release())),
     ("privileges", _privileges),
+    ("oom score", _oom_score),
     ("user namespaces", _userns),
     ("namespaces", lambda: namespaces_check(probes.probe_namespaces())),
     ("cgroups", _cgroups),

@@ -15,6 +15,7 @@ from jigcmd.diagnosis.verdicts import (
     kernel_check,
     namespaces_check,
     network_check,
+    oom_score_check,
     platform_check,
     privilege_check,
     runtime_check,
@@ -23,7 +24,24 @@ from jigcmd.diagnosis.verdicts import (
 )
 
 _SYS_ADMIN = 1 << 21
+_SYS_RESOURCE = 1 << 24
 _NO_SYSCTLS: dict[str, str | None] = {}
+
+
+def test_root_with_cap_sys_resource_pins_the_oom_score() -> None:
+    """Root holding CAP_SYS_RESOURCE: the candidates' score is a floor."""
+    assert oom_score_check(0, _SYS_ADMIN | _SYS_RESOURCE).status == "ok"
+
+
+def test_without_cap_sys_resource_the_oom_score_is_a_warning_naming_the_capability() -> None:
+    """Root lacking it, or rootless: a warning (not a failure) that says what could happen."""
+    root = oom_score_check(0, _SYS_ADMIN)
+    assert (root.status, root.ok) == ("warn", True)
+    assert "could lower it to 0" in root.detail
+    assert root.hint is not None and "--cap-add SYS_RESOURCE" in root.hint
+    rootless = oom_score_check(1000, 0)
+    assert rootless.status == "warn"
+    assert "rootless" in rootless.detail
 
 
 def test_a_kernel_older_than_5_11_fails_naming_what_was_found_and_why() -> None:

@@ -22,6 +22,7 @@ __all__ = [
     "kernel_check",
     "namespaces_check",
     "network_check",
+    "oom_score_check",
     "platform_check",
     "privilege_check",
     "runtime_check",
@@ -43,6 +44,7 @@ USERNS_SYSCTLS = {
     ),
 }
 _CAP_SYS_ADMIN = 21
+_CAP_SYS_RESOURCE = 24
 _ROOT_HINT = "run jigcmd as root (sudo jigcmd …), or in a container started with --privileged"
 
 
@@ -138,6 +140,26 @@ def privilege_check(euid: int, cap_eff: int, delegation: str | None = None) -> C
             _ROOT_HINT + " or --cap-add SYS_ADMIN",
         )
     return Check("privileges", "ok", "root with CAP_SYS_ADMIN")
+
+
+def oom_score_check(euid: int, cap_eff: int) -> Check:
+    """Whether the candidate's OOM score (1000) can be pinned: it needs CAP_SYS_RESOURCE.
+
+    A warning, not a failure: without the pin every candidate still starts at 1000 and stays
+    inside its memory limit, but could lower its score to 0 and so compete on equal terms with
+    the host's processes when the whole host runs out of memory.
+    """
+    if euid == 0 and cap_eff >> _CAP_SYS_RESOURCE & 1:
+        return Check("oom score", "ok", "candidates are pinned at oom_score_adj 1000")
+    who = "root without CAP_SYS_RESOURCE" if euid == 0 else f"uid {euid} (rootless)"
+    return Check(
+        "oom score",
+        "warn",
+        f"{who}: candidates start at oom_score_adj 1000 but could lower it to 0",
+        "grant CAP_SYS_RESOURCE (in a container: --cap-add SYS_RESOURCE)"
+        if euid == 0
+        else "run as root with CAP_SYS_RESOURCE to pin it",
+    )
 
 
 def _sysctl_blocks(sysctls: Mapping[str, str | None], *, root: bool) -> list[tuple[str, str]]:

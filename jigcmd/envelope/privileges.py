@@ -30,6 +30,7 @@ __all__ = [
     "PrivilegeError",
     "close_fds_except_stdio",
     "drop_to_candidate",
+    "effective_capability",
     "prepare",
 ]
 
@@ -244,6 +245,11 @@ def _read_status() -> dict[str, str]:
         os.close(fd)
     fields = (line.split(":", 1) for line in raw.decode("ascii", "replace").splitlines())
     return {pair[0]: pair[1].strip() for pair in fields if len(pair) == 2}
+
+
+def effective_capability(cap: int) -> bool:
+    """Whether the calling process holds capability number `cap` in its effective set."""
+    return bool(int(_read_status().get("CapEff", "0"), 16) >> cap & 1)
 
 
 def _verify(kept_groups: frozenset[int] = frozenset()) -> None:

@@ -59,7 +59,7 @@ from jigcmd.journal.identity import ProcessIdentity
 from jigcmd.journal.store import Journal, JournalError
 from jigcmd.plan import RunPlan
 
-__all__ = ["supervise"]
+__all__ = ["OOM_SCORE_PINNED", "supervise"]
 
 _PR_SET_CHILD_SUBREAPER = 36
 _PR_SET_DUMPABLE = 4
@@ -78,6 +78,13 @@ _LAUNCH_FDS = 6
 _HANDED_FDS = 4
 # Decided once, in the zygote, as host identity: inside the namespace everyone is uid 0.
 _ROOTLESS = idmap.rootless()
+# The candidate's OOM score adjustment: the highest, so a memory bomb kills the candidate
+# and never pid 1 or anything of the host's.
+_OOM_SCORE_ADJ = "1000"
+_CAP_SYS_RESOURCE = 24
+# Whether the supervisor can pin it (see `_pin_oom_score`). Root without CAP_SYS_RESOURCE
+# exists: some VMs' and containers' bounding sets lack it (Docker's default does).
+OOM_SCORE_PINNED = not _ROOTLESS and privileges.effective_capability(_CAP_SYS_RESOURCE)
 
 
 # stdin, stdout, stderr and the gate, in that order.
@@ -232,6 +239,8 @@ class _Envelope:
             self._expect("prepared", deadline)
         finally:
             os.close(go_w)
+        if OOM_SCORE_PINNED:
+            _pin_oom_score(init)
         # "prepared" means every process of the envelope is blocked until the go: what the
         # cgroup has used so far is the preparation's, not the run's. Read it now, off the
         # request's path (the first read of cpu.stat after idle flushes per-CPU counters,
@@ -654,6 +663,25 @@ def _reap_all() -> None:
             return
 
 
+def _pin_oom_score(init: int) -> None:
+    """Make the armed candidate the OOM killer's first choice, for good.
+
+    Written by the supervisor because only a writer with `CAP_SYS_RESOURCE` over the host
+    fixes the value as the process's floor (`oom_score_adj_min`): the candidate's own write
+    could be undone by the candidate, down to 0. Its children inherit the floor. At
+    "prepared" the candidate is pid 1's only child, blocked until the go.
+    """
+    try:
+        with open(f"/proc/{init}/task/{init}/children", encoding="ascii") as handle:
+            children = handle.read().split()
+        if len(children) != 1:
+            raise OSError(errno.ESRCH, f"pid 1 has {len(children)} children, expected one")
+        with open(f"/proc/{children[0]}/oom_score_adj", "w", encoding="ascii") as handle:
+            handle.write(_OOM_SCORE_ADJ)
+    except OSError as exc:
+        raise _StepError("oom score", exc) from exc
+
+
 def _write_id_maps(pid: int) -> None:
     try:
         idmap.write_id_maps(pid)
@@ -955,12 +983,14 @@ def _candidate(plan: RunPlan, channel: socket.socket, exec_w: int, status_w: int
         # Fork inherited init's non-dumpable mark, which makes /proc/self unwritable to us;
         # exec would reset it anyway.
         sc.prctl(_PR_SET_DUMPABLE, 1)
-        step = "oom score"
-        # The candidate tree is the OOM killer's first choice, so a memory bomb kills the
-        # candidate, not pid 1 (raising needs no privilege; lowering init would need
-        # CAP_SYS_RESOURCE, which containers often lack).
-        with open("/proc/self/oom_score_adj", "w", encoding="ascii") as handle:
-            handle.write("1000")
+        if not OOM_SCORE_PINNED:
+            step = "oom score"
+            # With CAP_SYS_RESOURCE the supervisor pins the score once the candidate is armed
+            # (see `_pin_oom_score`); without it nobody can, so the candidate raises its own:
+            # raising needs no privilege, but the candidate could lower it again, down to the
+            # floor it inherited (0 unless a privileged writer set one).
+            with open("/proc/self/oom_score_adj", "w", encoding="ascii") as handle:
+                handle.write(_OOM_SCORE_ADJ)
         step = "reset signals"
         # Python ignores SIGPIPE and SIGXFSZ (and the zygote SIGINT); ignored dispositions
         # survive exec, so the candidate would inherit them. It gets a normal process.

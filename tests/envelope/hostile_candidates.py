@@ -16,6 +16,7 @@ __all__ = [
     "FORK_BOMB",
     "HOST_LOOPBACK",
     "MIDDLE_TS",
+    "OOM_SCORE",
     "READ_SECRETS",
     "SOCKET_FAMILIES",
     "SYSCALL",
@@ -135,6 +136,26 @@ for (const triple of process.argv.slice(2)) {
   }
 }
 attempt("networkInterfaces", () => Object.keys(networkInterfaces()).join(","));
+"""
+
+# Reads its OOM score adjustment, tries to lower it (as itself and as a child process), and
+# reads it again.
+OOM_SCORE = """
+import { attempt } from "./probe.ts";
+import { readFileSync, writeFileSync } from "node:fs";
+const path = "/proc/self/oom_score_adj";
+attempt("read before", () => readFileSync(path, "ascii").trim());
+for (const value of ["0", "-1000", "999"]) {
+  attempt("lower to " + value, () => writeFileSync(path, value));
+}
+attempt("raise to 1000", () => writeFileSync(path, "1000"));
+const child = Bun.spawnSync([process.execPath, "-e",
+  `require("fs").writeFileSync("${path}", "0")`]);
+attempt("child lowers", () => {
+  if (child.exitCode !== 0) throw new Error(child.stderr.toString().match(/E[A-Z]+/)?.[0]);
+  return "lowered";
+});
+attempt("read after", () => readFileSync(path, "ascii").trim());
 """
 
 # A self-replicating spawner: every copy starts two more, forever.

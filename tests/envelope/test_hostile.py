@@ -25,6 +25,7 @@ import msgspec
 import pytest
 
 import jigcmd
+from jigcmd.envelope import privileges, supervisor
 from jigcmd.evidence import Evidence
 from jigcmd.runtime import find_runtime
 from tests.envelope import hostile_candidates as cand
@@ -38,6 +39,7 @@ from tests.envelope.hostile_runner import Hostile, HostServices, refused
 
 pytestmark = [pytest.mark.envelope, pytest.mark.anyio]
 
+CAP_SYS_RESOURCE = 24
 SECRET = f"jigcmd-secret-{uuid.uuid4().hex}"
 x86_64_only = pytest.mark.skipif(
     platform.machine() != "x86_64", reason="raw system call numbers are x86_64's"
@@ -457,6 +459,26 @@ async def test_an_orphan_spinning_on_the_main_process_never_sees_it_end(
 
 
 # -- resources and deadlines -----------------------------------------------------------
+
+
+async def test_the_candidate_starts_at_oom_score_1000_pinned_where_the_host_can_pin(
+    hostile: Hostile,
+) -> None:
+    """With CAP_SYS_RESOURCE the score is pinned at 1000: a lower one fails for the candidate and
+    its children. Without it (this kind of VM, Docker's default) nobody can pin it: it starts at
+    1000 and the candidate could lower it, as the doctor warns."""
+    case = await hostile.run(cand.OOM_SCORE)
+    assert case.evidence.exit_code == 0, case.evidence.stderr.text
+    assert case.attempts["read before"].detail == "1000"
+    assert case.attempts["raise to 1000"].ok
+    if supervisor.OOM_SCORE_PINNED:
+        for value in ("0", "-1000", "999"):
+            refused(case, f"lower to {value}", "EACCES")
+        refused(case, "child lowers", "EACCES")
+        assert case.attempts["read after"].detail == "1000"
+    else:
+        assert not privileges.effective_capability(CAP_SYS_RESOURCE)
+        assert case.attempts["lower to 0"].ok
 
 
 async def test_a_memory_bomb_is_oom_killed_and_reported(hostile: Hostile) -> None:

@@ -20,12 +20,13 @@ import anyio
 import anyio.to_thread
 import pytest
 
-from jigcmd.envelope import cgroupfs
+from jigcmd.envelope import cgroupfs, supervisor
 from jigcmd.envelope import syscalls as sc
 from jigcmd.envelope.cgroup_v2 import V2Backend
 from jigcmd.executor import EnvelopeIdentity, RunOutcome
 from jigcmd.plan import Limits, RunPlan
-from tests.envelope.hostile_harness import TracedExecutor, probe_plan
+from tests.envelope.hostile_candidates import OOM_SCORE
+from tests.envelope.hostile_harness import TracedExecutor, attempts, probe_plan
 
 pytestmark = [pytest.mark.envelope, pytest.mark.anyio]
 
@@ -162,6 +163,20 @@ async def test_allocating_past_memory_max_is_an_oom_kill_at_the_limit(
     limit = Limits().memory_bytes
     assert peak is not None
     assert limit // 2 < peak <= limit
+
+
+async def test_the_candidates_oom_score_is_pinned_at_1000_by_root(
+    envelope: TracedExecutor,
+) -> None:
+    """Root here holds CAP_SYS_RESOURCE, so the score is a floor: lowering it fails, for the
+    candidate and for its children alike."""
+    assert supervisor.OOM_SCORE_PINNED
+    outcome = await envelope.run(probe_plan(OOM_SCORE, seconds=SECONDS))
+    assert (outcome.exit_code, outcome.stop_reason) == (0, "exited")
+    seen = attempts(outcome.stdout.data.decode())
+    assert seen["read before"].detail == seen["read after"].detail == "1000"
+    for name in ("lower to 0", "lower to -1000", "lower to 999", "child lowers"):
+        assert (seen[name].ok, seen[name].detail) == (False, "EACCES"), seen[name]
 
 
 async def test_spawning_processes_past_pids_max_is_reported(envelope: TracedExecutor) -> None:
