@@ -37,11 +37,16 @@ class Limits(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 
 
 class Bind(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    """A host path made visible inside the envelope (read-only unless `writable`)."""
+    """A host path made visible inside the envelope (read-only unless `writable`).
+
+    `staged`: bound from a read-only copy on a tmpfs of jigcmd's, made once per zygote, so
+    that the candidate's mount table never names the host path (for the runtime's files).
+    """
 
     source: str
     target: str
     writable: bool = False
+    staged: bool = False
 
 
 class RunPlan(msgspec.Struct, frozen=True, forbid_unknown_fields=True):

@@ -33,15 +33,15 @@ class Runtime:
 
     @functools.cached_property
     def binds(self) -> tuple[Bind, ...]:
-        """Read-only binds for the binary, its ELF interpreter and every library it links."""
+        """Staged read-only binds for the binary, its ELF interpreter and every library it links."""
         real = os.path.realpath(self.path)
         interp = _elf_interpreter(real)
         binds = [
-            Bind(source=real, target=BUN_TARGET),
-            Bind(source=os.path.realpath(interp), target=interp),
+            Bind(source=real, target=BUN_TARGET, staged=True),
+            Bind(source=os.path.realpath(interp), target=interp, staged=True),
         ]
         for target in _linked_libraries(interp, real):
-            binds.append(Bind(source=os.path.realpath(target), target=target))
+            binds.append(Bind(source=os.path.realpath(target), target=target, staged=True))
         return tuple(dict.fromkeys(binds))
 
     @functools.cached_property

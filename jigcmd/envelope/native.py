@@ -17,6 +17,7 @@ import socket
 import struct
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 
@@ -99,6 +100,10 @@ class NativeExecutor:
         self._cgroup_base = cgroup_base
         # Where supervisors register their envelopes and close rows whose server died.
         self._state_dir = state_dir
+        # The zygote's staging mount point (staging.py): an empty directory on the host. One
+        # in the state directory is kept; one made here is removed with the executor.
+        self._staging_dir: str | None = None
+        self._own_staging_dir = state_dir is None
         self._control: socket.socket | None = None
         self._zygote: anyio.abc.Process | None = None
         self._lock = anyio.Lock()
@@ -120,6 +125,12 @@ class NativeExecutor:
             self._drop_ready()
         # pyroute2 encodes the netlink request here, so the zygote never imports it.
         request = await anyio.to_thread.run_sync(netns.preload, abandon_on_cancel=True)
+        if self._staging_dir is None:
+            self._staging_dir = (
+                tempfile.mkdtemp(prefix="jigcmd-runtime-")
+                if self._state_dir is None
+                else os.path.join(self._state_dir, "runtime")
+            )
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         # Isolated mode (no PYTHONPATH, no user site) with exactly the server's import path,
         # so the zygote imports the very modules the server runs.
@@ -138,6 +149,7 @@ class NativeExecutor:
                     self._cgroup_base,
                     request.hex(),
                     self._state_dir or "",
+                    self._staging_dir,
                 ],
                 stdin=subprocess.DEVNULL,
                 # Envelopes outlive a server that exits (they tear down on their own): none
@@ -215,6 +227,11 @@ class NativeExecutor:
                 self._zygote.kill()
                 await self._zygote.wait()
             self._zygote = None
+        if self._own_staging_dir and self._staging_dir is not None:
+            # Empty on the host; in the namespace of the zygote (gone) it was a mount point.
+            with contextlib.suppress(OSError):
+                os.rmdir(self._staging_dir)
+            self._staging_dir = None
 
     def _collect_ready(self, control: socket.socket) -> None:
         """Take every `Ready` the zygote has sent so far (never waits for one)."""

@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from jigcmd import trace
-from jigcmd.envelope import cgroups, idmap, netns, privileges, rootfs, seccomp
+from jigcmd.envelope import cgroups, idmap, netns, privileges, rootfs, seccomp, staging
 from jigcmd.envelope import syscalls as sc
 from jigcmd.envelope.wire import (
     INIT_LOST,
@@ -853,7 +853,7 @@ class _Init:
             # In the new mount namespace (a bind from a descriptor must name a mount of the
             # caller's namespace) and while still host uid 0 (see rootfs.build_root).
             self.sources = {
-                bind.source: os.open(bind.source, os.O_PATH | os.O_CLOEXEC)
+                bind.source: os.open(staging.source_of(bind), os.O_PATH | os.O_CLOEXEC)
                 for bind in self.plan.binds
             }
             _report(self.status_w, "unshared")

@@ -37,7 +37,7 @@ import socket
 import sys
 
 from jigcmd import trace
-from jigcmd.envelope import cgroups, netns, privileges, seccomp
+from jigcmd.envelope import cgroups, netns, privileges, seccomp, staging
 from jigcmd.envelope.supervisor import Registry, supervise
 from jigcmd.envelope.wire import Launch, Ready, Warm, recv_message, send_message
 from jigcmd.journal import identity
@@ -94,6 +94,7 @@ class _Zygote:
                 # ours would never be launched (and would keep the pool from refilling).
                 self._drop_prepared()
                 self.template = message.plan
+                _stage(message.plan)
                 self.pool_size = max(0, min(message.pool, _MAX_POOL))
                 self._replenish()
             elif isinstance(message, Launch) and len(fds) in (_FDS_PER_LAUNCH - 1, _FDS_PER_LAUNCH):
@@ -126,6 +127,7 @@ class _Zygote:
         sock.close()
 
     def _retemplate(self, plan: RunPlan) -> None:
+        _stage(plan)
         shape = (plan.profile, plan.binds, plan.limits)
         if self.template is None or shape != (
             self.template.profile,
@@ -199,6 +201,13 @@ class _Zygote:
         return ours, pid
 
 
+def _stage(plan: RunPlan) -> None:
+    # A failure is not the zygote's to answer: each envelope that needs the copy fails closed
+    # with its reason (`staging.source_of`).
+    with contextlib.suppress(staging.StagingError):
+        staging.stage(plan.binds)
+
+
 def main(argv: list[str]) -> int:
     """Serve launches on the socket whose fd is `argv[0]` until EOF."""
     control = socket.socket(fileno=int(argv[0]))
@@ -208,7 +217,10 @@ def main(argv: list[str]) -> int:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
         # argv: control fd, the cgroup base the server resolved (delegation.py), the netlink
-        # request pyroute2 encoded in the server (netns.py), the state directory or "".
+        # request pyroute2 encoded in the server (netns.py), the state directory or "", the
+        # staging mount point (staging.py).
+        if len(argv) > 4:
+            staging.enter(argv[4])
         backend = cgroups.detect(base=argv[1] if len(argv) > 1 else "jigcmd")
         if len(argv) > 2:
             netns.use_request(bytes.fromhex(argv[2]))

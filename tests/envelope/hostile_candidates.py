@@ -16,6 +16,7 @@ __all__ = [
     "FORK_BOMB",
     "HOST_LOOPBACK",
     "MIDDLE_TS",
+    "MOUNT_TABLES",
     "OOM_SCORE",
     "READ_SECRETS",
     "SOCKET_FAMILIES",
@@ -156,6 +157,21 @@ attempt("child lowers", () => {
   return "lowered";
 });
 attempt("read after", () => readFileSync(path, "ascii").trim());
+"""
+
+# Reports the mount tables a process can see, a line each: its own, its thread's and pid 1's
+# (hidden from it).
+MOUNT_TABLES = """
+import { attempt, emit } from "./probe.ts";
+import { readFileSync, readlinkSync } from "node:fs";
+for (const who of ["self", "thread-self", "1"]) {
+  attempt("mountinfo " + who, () => {
+    const lines = readFileSync(`/proc/${who}/mountinfo`, "utf8").trimEnd().split("\\n");
+    lines.forEach((line, index) => emit(`mountinfo ${who} ${index}`, true, line));
+    return lines.length;
+  });
+}
+attempt("exe", () => readlinkSync("/proc/self/exe"));
 """
 
 # A self-replicating spawner: every copy starts two more, forever.

@@ -163,6 +163,40 @@ async def test_a_candidate_cannot_read_host_secrets(hostile: Hostile, tmp_path: 
     assert SECRET not in case.evidence.stderr.text
 
 
+async def test_no_mount_the_candidate_sees_names_a_host_path(hostile: Hostile) -> None:
+    """Every field of every mountinfo line is free of the install prefix, the checkout and any
+    home: the runtime is bound from jigcmd's staging tmpfs, not from where pip put it."""
+    case = await hostile.run(cand.MOUNT_TABLES)
+    assert case.evidence.exit_code == 0, case.evidence.stderr.text
+    count = int(case.attempts["mountinfo self"].detail)
+    lines = [case.attempts[f"mountinfo self {index}"].detail for index in range(count)]
+    threads = int(case.attempts["mountinfo thread-self"].detail)
+    assert [case.attempts[f"mountinfo thread-self {i}"].detail for i in range(threads)] == lines
+    # pid 1 is hidden from the candidate (hidepid, non-dumpable): nothing of it to read.
+    assert not case.attempts["mountinfo 1"].ok
+    table = "\n".join(lines)
+    bun = os.path.realpath(find_runtime().path)
+    forbidden = {
+        sys.prefix,
+        os.path.realpath(sys.prefix),
+        os.path.dirname(bun),
+        str(Path(jigcmd.__file__).resolve().parents[1]),
+        "/home/",
+        "/root",
+        os.path.expanduser("~"),
+    }
+    assert all(len(line) < 300 for line in lines), "a line may have been cut short"
+    for line in lines:
+        for fragment in forbidden:
+            assert fragment not in line, (fragment, line)
+    runtime = [line for line in lines if " - tmpfs jigcmd-runtime " in line]
+    roots_and_targets = {tuple(line.split()[3:5]) for line in runtime}
+    assert ("/opt/bun/bin/bun", "/opt/bun/bin/bun") in roots_and_targets, table
+    # Every runtime file: the same path inside the copy as where the candidate sees it.
+    assert all(root == target for root, target in roots_and_targets), roots_and_targets
+    assert case.attempts["exe"].detail == "/opt/bun/bin/bun"
+
+
 async def test_host_devices_are_absent(hostile: Hostile) -> None:
     """/dev holds only null, zero, urandom and the stdio links; disks, memory and kmsg are gone."""
     devices = [

