@@ -181,8 +181,12 @@ class Rig:
             "journal.mark",
             "slots",
             "envelopes",
+            "runtime",
         }
         assert not unexpected, f"unexpected files in the state directory: {unexpected}"
+        # The zygote's staging mount point: the copy lived in its namespace, never on the host.
+        runtime = self.state_dir / "runtime"
+        assert not runtime.exists() or not any(runtime.iterdir()), "staged runtime on the host"
         registry = self.state_dir / "envelopes"
         registered = sorted(p.name for p in registry.iterdir()) if registry.exists() else []
         assert not registered, f"envelopes still registered: {registered}"
