@@ -13,10 +13,11 @@ import json
 import os
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
-from jigcmd.envelope import cgroups, netns, privileges, seccomp, supervisor
+from jigcmd.envelope import cgroups, netns, privileges, seccomp, staging, supervisor
 from tests.envelope.conftest import in_stand_in
 from tests.envelope.hostile_harness import probe_plan
 
@@ -34,7 +35,7 @@ def _status(pid: int) -> dict[str, str]:
 
 @contextlib.contextmanager
 def _prepared(
-    backend: cgroups.CgroupBackend, request: bytes
+    backend: cgroups.CgroupBackend, request: bytes, staging_dir: Path
 ) -> Iterator[tuple[supervisor._Envelope, int]]:
     """In the stand-in: do what the zygote does, prepare an envelope; yield it and pid 1.
 
@@ -45,21 +46,24 @@ def _prepared(
     # Everything pid 1 and the candidate need is loaded while the host's files are in view.
     seccomp.build_filter()
     privileges.prepare()
+    plan = probe_plan("")
+    staging.enter(str(staging_dir))
+    staging.stage(plan.binds)
     envelope = supervisor._Envelope(backend)
     try:
-        envelope.prepare(probe_plan(""), f"prep{uuid.uuid4().hex[:8]}")
+        envelope.prepare(plan, f"prep{uuid.uuid4().hex[:8]}")
         assert envelope.init_pid is not None
         yield envelope, envelope.init_pid
     finally:
         envelope.teardown()
 
 
-def _prepared_candidate(backend: cgroups.CgroupBackend) -> dict[str, object]:
+def _prepared_candidate(backend: cgroups.CgroupBackend, staging_dir: Path) -> dict[str, object]:
     """Prepare an envelope in a stand-in supervisor; the candidate's status right after."""
     request = netns.preload()
 
     def prepare(report_w: int) -> None:
-        with _prepared(backend, request) as (envelope, init):
+        with _prepared(backend, request, staging_dir) as (envelope, init):
             # Read at once: any arming still under way would show here.
             with open(f"/proc/{init}/task/{init}/children", encoding="ascii") as handle:
                 children = [int(pid) for pid in handle.read().split()]
@@ -76,11 +80,11 @@ def _prepared_candidate(backend: cgroups.CgroupBackend) -> dict[str, object]:
 
 @pytest.mark.parametrize("attempt", range(3))
 def test_when_prepare_returns_the_candidate_is_armed_and_waiting(
-    real_cgroups: cgroups.CgroupBackend, attempt: int
+    real_cgroups: cgroups.CgroupBackend, attempt: int, tmp_path: Path
 ) -> None:
     """De-privileged and filtered already: the CPU baseline read then is the preparation's."""
     del attempt  # repeated: an arming still under way is a race, not a certainty
-    report = _prepared_candidate(real_cgroups)
+    report = _prepared_candidate(real_cgroups, tmp_path)
     assert report["children"] == 1
     candidate = report["candidate"]
     assert isinstance(candidate, dict)
@@ -109,13 +113,13 @@ _KINDS = ("mnt", "net", "ipc", "uts", "pid", "cgroup", "user")
 
 
 def test_pid_1s_namespaces_outlive_it_until_the_supervisor_lets_go(
-    real_cgroups: cgroups.CgroupBackend,
+    real_cgroups: cgroups.CgroupBackend, tmp_path: Path
 ) -> None:
     """Pid 1's exit does not tear its namespaces down: the supervisor does, after answering."""
     request = netns.preload()
 
     def hold(report_w: int) -> None:
-        with _prepared(real_cgroups, request) as (envelope, init):
+        with _prepared(real_cgroups, request, tmp_path) as (envelope, init):
             own = {os.readlink(f"/proc/{init}/ns/{kind}") for kind in _KINDS}
             prepared = _namespace_links("self")
             envelope._fence()
