@@ -3,8 +3,9 @@
 # `jigcmd serve` (passing, failing and hostile candidates, a CLI with args and stdin).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-python3 -m venv .venv
-.venv/bin/python -m pip install --quiet --upgrade pip
-.venv/bin/python -m pip install --quiet -e .
+. scripts/venv.sh
+install_venv .
 .venv/bin/jigcmd doctor
-exec .venv/bin/jigcmd demo
+.venv/bin/jigcmd demo
+echo
+echo "next: . .venv/bin/activate (jigcmd on your PATH), then README.md 'Your first calls'"

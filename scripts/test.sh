@@ -4,9 +4,8 @@
 # "Running without root"). Extra arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-python3 -m venv .venv
-.venv/bin/python -m pip install --quiet --upgrade pip
-.venv/bin/python -m pip install --quiet -e '.[test]'
+. scripts/venv.sh
+install_venv '.[test]'
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
 .venv/bin/mypy

@@ -21,6 +21,7 @@ import hashlib
 import io
 import lzma
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -28,7 +29,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -37,11 +38,13 @@ __all__ = [
     "GUEST_ENV_MARK",
     "GuestRun",
     "Images",
+    "Stage",
     "VmUnavailable",
     "default_python",
     "missing_tools",
     "prepare",
     "run_in_vm",
+    "stage_of",
 ]
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -72,6 +75,13 @@ GUEST_BUSYBOX = "/run/v2vm/busybox"
 GUEST_BASETEMP = "/run/jigcmd-v2vm-pytest"
 GUEST_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 XZ_MAGIC = b"\xfd7zXZ\x00"
+# The guest script marks its own stages on the console with this prefix.
+STAGE_MARK = "v2vm-stage: "
+# A line of pytest's progress: a test file's results (or their continuation) and the percent.
+_PYTEST_PROGRESS = re.compile(r"^(\S+\.py )?[.sxXfFE]+\s*\[\s*\d+%\]$")
+
+Stage = Callable[[str], None]
+"""Told one line per stage of a VM run (the kernel, the boot, the guest's progress, the end)."""
 
 INIT = r"""#!/bin/busybox sh
 /bin/busybox --install -s /bin
@@ -212,12 +222,14 @@ def _unpack_vmlinuz(vmlinuz: bytes) -> bytes:
     raise VmUnavailable("no xz-compressed ELF kernel found in vmlinuz")
 
 
-def _prepare_kernel(cache: Path, package: str) -> tuple[Path, Path, str]:
+def _prepare_kernel(cache: Path, package: str, stage: Stage) -> tuple[Path, Path, str]:
     """vmlinux and the module directory for `package`, downloading and unpacking once."""
     target = cache / package
     kernel, modules = target / "vmlinux", target / "modules"
     if (target / "release").exists():
+        stage(f"v2vm: kernel {package}, unpacked earlier in {target}")
         return kernel, modules, (target / "release").read_text().strip()
+    stage(f"v2vm: downloading {package} (~70 MB, once; apt-get download) into {cache}")
     cache.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="jigcmd-v2vm-", dir=cache) as scratch:
         work = Path(scratch)
@@ -283,7 +295,11 @@ def _build_initramfs(cache: Path, modules: Path, busybox: Path) -> Path:
     return path
 
 
-def prepare(cache: Path = DEFAULT_CACHE) -> Images:
+def _silent(line: str) -> None:
+    """A `Stage` that says nothing."""
+
+
+def prepare(cache: Path = DEFAULT_CACHE, stage: Stage = _silent) -> Images:
     """Kernel and initramfs in `cache`, downloading the kernel package only the first time."""
     missing = missing_tools()
     if missing:
@@ -301,7 +317,7 @@ def prepare(cache: Path = DEFAULT_CACHE) -> Images:
         if not prepared:
             raise
         package = prepared[-1].parent.name
-    kernel, modules, release = _prepare_kernel(cache, package)
+    kernel, modules, release = _prepare_kernel(cache, package, stage)
     return Images(kernel, _build_initramfs(cache, modules, busybox), release)
 
 
@@ -309,10 +325,13 @@ def _guest_script(argv: Sequence[str], cwd: Path, env: Mapping[str, str], out_di
     assignments = [f"{k}={v}" for k, v in sorted(env.items())]
     command = shlex.join(["env", "-i", *assignments, *argv])
     out = shlex.quote(str(out_dir))
+    mark = shlex.quote(f"{STAGE_MARK}guest up, running {shlex.join(argv)[:120]}")
     return (
+        f"echo {mark}\n"
         f"cd {shlex.quote(str(cwd))} || exit 1\n"
         f"( {command}; echo $? > {out}/status.partial ) 2>&1"
         f" | {GUEST_BUSYBOX} tee {out}/guest.log\n"
+        f'echo "{STAGE_MARK}command ended with status $(cat {out}/status.partial), powering off"\n'
         f"mv {out}/status.partial {out}/status\n"
         "sync\n"
         f"{GUEST_BUSYBOX} poweroff -f\n"
@@ -330,15 +349,17 @@ def run_in_vm(
     cache: Path = DEFAULT_CACHE,
     memory_mib: int = 1024,
     echo: bool = False,
+    stage: Stage = _silent,
 ) -> GuestRun:
     """Boot the VM, run `argv` in `cwd` as root, power off; kill qemu at `timeout` seconds.
 
     The command gets a clean environment: PATH (the python's bin directory first), HOME,
     LANG, `JIGCMD_IN_V2VM=1` and `env`. `out_dir` (created, must be empty) is writable in the
-    guest at the same path; it receives status, guest.log and console.log.
+    guest at the same path; it receives status, guest.log and console.log. `stage` is told one
+    line per stage: the kernel, the boot, the guest's own marks and pytest's progress, the end.
     """
     started = time.monotonic()
-    images = prepare(cache)
+    images = prepare(cache, stage)
     out_dir = out_dir.resolve()
     out_dir.mkdir(parents=True, exist_ok=True)
     if any(out_dir.iterdir()):
@@ -368,6 +389,9 @@ def run_in_vm(
         "-virtfs", f"local,path={out_dir},mount_tag={OUT_TAG},security_model=none",
     ]  # fmt: skip
     timed_out = threading.Event()
+    stage(
+        f"v2vm: booting {images.release} under qemu (TCG, no KVM: emulated, minutes, not seconds)"
+    )
     try:
         proc = subprocess.Popen(
             qemu, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
@@ -390,13 +414,29 @@ def run_in_vm(
                 if echo:
                     sys.stderr.buffer.write(line)
                     sys.stderr.flush()
+                said = stage_of(line)
+                if said is not None:
+                    stage(said)
         finally:
             timer.cancel()
             if proc.poll() is None:
                 proc.kill()
     status_file = out_dir / "status"
     status = int(status_file.read_text()) if status_file.exists() else None
-    return GuestRun(status, timed_out.is_set(), time.monotonic() - started, out_dir)
+    seconds = time.monotonic() - started
+    ended = "timed out" if timed_out.is_set() else f"status {status}"
+    stage(f"v2vm: VM gone after {seconds:.0f} s ({ended}); traces in {out_dir}")
+    return GuestRun(status, timed_out.is_set(), seconds, out_dir)
+
+
+def stage_of(line: bytes) -> str | None:
+    """The stage a console line reports (a guest mark or a pytest progress line), if any."""
+    text = line.decode("utf-8", errors="replace").strip()
+    if text.startswith(STAGE_MARK):
+        return "v2vm: " + text.removeprefix(STAGE_MARK)
+    if _PYTEST_PROGRESS.match(text):
+        return f"v2vm: guest pytest {text}"
+    return None
 
 
 def _parser() -> argparse.ArgumentParser:

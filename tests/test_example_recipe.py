@@ -37,11 +37,13 @@ def _generator() -> ModuleType:
 
 
 def recipe() -> str:
-    """The first shell block under the README's first-calls heading, as written."""
+    """Every shell block of the README's first-calls section, in order, as written."""
     text = README.read_text(encoding="utf-8")
     section = text[text.index(HEADING) :]
-    start = section.index("```sh\n") + len("```sh\n")
-    return section[start : section.index("```", start)]
+    section = section[: section.index("\n## ", len(HEADING))]
+    blocks = section.split("```sh\n")[1:]
+    assert len(blocks) == 2, "the first calls, then your own"
+    return "".join(block[: block.index("```")] for block in blocks)
 
 
 def test_the_request_files_carry_the_example_candidates_as_they_are() -> None:
@@ -71,7 +73,7 @@ def _answers(output: str) -> list[dict[str, Any]]:
 def test_the_readme_recipe_runs_as_written_and_every_request_is_answered(
     tmp_path: Path,
 ) -> None:
-    """Lock, four runs and two piped sessions, from the checkout, in a fresh HOME."""
+    """Lock, four runs, two piped sessions and a call of one's own, in a fresh HOME."""
     require_root()
     bindir = Path(sys.executable).parent
     assert (bindir / "jigcmd").exists(), f"no jigcmd beside {sys.executable}"
@@ -99,13 +101,21 @@ def test_the_readme_recipe_runs_as_written_and_every_request_is_answered(
     assert (copy / "jigcmd.lock").is_file()
     assert not (REPO / "jigcmd" / "example" / "jigcmd.lock").exists()
     assert _untracked() == before
-    # The three summaries: passing, failing, then the cli with its arguments and stdin.
+    # The summaries: passing, failing, the cli with its arguments and stdin, one's own tests.
     ended = [line for line in out.splitlines() if line.startswith("ended:")]
     assert ended == [
         "ended:      exit code 0 (stop reason: exited, cleanup: complete)",
         "ended:      exit code 1 (stop reason: exited, cleanup: complete)",
         "ended:      exit code 0 (stop reason: exited, cleanup: complete)",
+        "ended:      exit code 0 (stop reason: exited, cleanup: complete)",
     ]
+    assert "command:    mine (bun test test/add.test.ts)" in out
+    # Before the edit was admitted: status 3, the difference and how to admit it.
+    assert "status 3: not admitted yet" in out
+    assert (
+        "jigcmd run: UNAVAILABLE: command 'mine': Binding changed since admission "
+        "(command 'mine' added); run `jigcmd lock --binding binding.toml`"
+    ) in done.stderr
     assert '{"args":["--greeting","hi"],"records":["a","b"]}' in out
     hostile = json.loads(next(line for line in out.splitlines() if line.startswith('{"evidence"')))
     assert hostile["evidence"]["exitCode"] == 0

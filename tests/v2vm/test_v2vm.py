@@ -15,7 +15,15 @@ from pathlib import Path
 
 import pytest
 
-from scripts.v2vm import GUEST_BASETEMP, ROOT, GuestRun, VmUnavailable, missing_tools, run_in_vm
+from scripts.v2vm import (
+    GUEST_BASETEMP,
+    ROOT,
+    GuestRun,
+    Stage,
+    VmUnavailable,
+    missing_tools,
+    run_in_vm,
+)
 from tests.envelope.conftest import unavailable
 
 pytestmark = [pytest.mark.v2vm, pytest.mark.slow]
@@ -100,8 +108,22 @@ def parse_junit(path: Path) -> list[Case]:
     return cases
 
 
+def _progress(config: pytest.Config) -> Stage:
+    """One terminal line per VM stage, past pytest's capture: minutes of emulation speak."""
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is None:
+        return lambda line: None
+
+    def say(line: str) -> None:
+        reporter.write_line(line)
+        # A log collector reads a pipe: without a flush the lines would come at the end.
+        reporter.flush()
+
+    return say
+
+
 @pytest.fixture(scope="session")
-def guest() -> Guest:
+def guest(pytestconfig: pytest.Config) -> Guest:
     """Boot the VM once and run the guest suites inside it."""
     missing = missing_tools()
     if missing:
@@ -129,7 +151,15 @@ def guest() -> Guest:
         *GUEST_SUITES,
     ]
     try:
-        run = run_in_vm(argv, out_dir=out, cwd=ROOT, python=python, env=GUEST_ENV, timeout=BUDGET_S)
+        run = run_in_vm(
+            argv,
+            out_dir=out,
+            cwd=ROOT,
+            python=python,
+            env=GUEST_ENV,
+            timeout=BUDGET_S,
+            stage=_progress(pytestconfig),
+        )
     except VmUnavailable as e:
         unavailable(f"the cgroup v2 VM cannot be built: {e}")
     junit = out / "junit.xml"
