@@ -122,32 +122,30 @@ def test_the_mcp_servers_entry_starts_a_session_with_one_tool_per_command(
     assert Path(places["/var/lib/jigcmd"]).is_dir()
 
 
-def test_the_flow_command_line_serves_a_call_within_its_deadlines(
+def test_the_flow_command_line_serves_a_call_and_a_restart_with_its_run_id_replays_it(
     places: dict[str, str],
 ) -> None:
-    """The README's Flow spawn (root deadline a minute away) answers a call with its own."""
+    """The README's Flow spawn answers a call; the same spawn again answers it from the journal."""
     argv = shlex.split(block("sh").replace("\\\n", " "), comments=True)
+    assert "--run-id" in argv
     deadline = time.time_ns() // 1_000_000 + 60_000
-    at = argv.index("--root-deadline-unix-ms") + 1
-    argv[at] = str(deadline)
+    argv[argv.index("--root-deadline-unix-ms") + 1] = str(deadline)
     argv = [places.get(arg, arg) for arg in argv]
     argv += ["--state-dir", places["/var/lib/jigcmd"]]
-    (answer,) = converse(
-        argv,
-        dict(os.environ),
-        [
-            {
-                "jsonrpc": "2.0",
-                "id": "call-1",
-                "method": "capability/call",
-                "params": {
-                    "operationId": "embedding-1",
-                    "slot": "command",
-                    "method": "run",
-                    "input": {"command": "tests", "files": read_candidate(PASSING)},
-                    "deadlineUnixMs": deadline - 30_000,
-                },
-            }
-        ],
-    )
-    assert answer["result"]["value"]["exitCode"] == 0
+    call = {
+        "jsonrpc": "2.0",
+        "id": "call-1",
+        "method": "capability/call",
+        "params": {
+            "operationId": "embedding-1",
+            "slot": "command",
+            "method": "run",
+            # A run prints its own time: a second run would differ, a replay cannot.
+            "input": {"command": "cli", "files": {"src/cli.ts": "console.log(Bun.nanoseconds())"}},
+            "deadlineUnixMs": deadline - 30_000,
+        },
+    }
+    (first,) = converse(argv, dict(os.environ), [call])
+    assert first["result"]["value"]["exitCode"] == 0
+    (again,) = converse(argv, dict(os.environ), [call])
+    assert again == first
