@@ -14,7 +14,6 @@ import fcntl
 import os
 import select
 import socket
-import struct
 import subprocess
 import sys
 import tempfile
@@ -32,6 +31,7 @@ from jigcmd.envelope.wire import (
     Ended,
     Failed,
     Finished,
+    FrameReader,
     Launch,
     Message,
     Ready,
@@ -57,8 +57,6 @@ from jigcmd.plan import RunPlan
 
 __all__ = ["NativeExecutor"]
 
-_HEADER = struct.Struct(">I")
-_decoder = msgspec.msgpack.Decoder(Message)
 # After the supervisor reports the end, every writer of the pipes is dead; this only bounds
 # the wait for bytes already in flight.
 _DRAIN_AFTER_END = 1.0
@@ -441,7 +439,7 @@ class _RunCollector:
         self.hooks = hooks
         self.started: Started | None = None
         self.end: Finished | Failed | None = None
-        self.buffer = b""
+        self.frames = FrameReader()
         self.callbacks: anyio.abc.TaskGroup
         sock.setblocking(False)
 
@@ -543,13 +541,15 @@ class _RunCollector:
         )
 
     async def _next_message(self) -> Message | None:
+        """The supervisor's next report; None once the reports stop (EOF, or a bad frame)."""
         while True:
-            if len(self.buffer) >= _HEADER.size:
-                (length,) = _HEADER.unpack_from(self.buffer)
-                if len(self.buffer) >= _HEADER.size + length:
-                    body = self.buffer[_HEADER.size : _HEADER.size + length]
-                    self.buffer = self.buffer[_HEADER.size + length :]
-                    return _decoder.decode(body)
+            try:
+                message = self.frames.next()
+            except (ValueError, msgspec.DecodeError):
+                # Oversized or garbled: nothing after it can be trusted, as if it went silent.
+                return None
+            if message is not None:
+                return message
             try:
                 data = self.sock.recv(65_536)
             except BlockingIOError:
@@ -559,7 +559,7 @@ class _RunCollector:
                 return None
             if not data:
                 return None
-            self.buffer += data
+            self.frames.feed(data)
 
     def _outcome(self, begin: float) -> RunOutcome:
         end = self.end

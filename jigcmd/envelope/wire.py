@@ -22,6 +22,7 @@ __all__ = [
     "Ended",
     "Failed",
     "Finished",
+    "FrameReader",
     "Go",
     "Launch",
     "Message",
@@ -138,6 +139,38 @@ _encoder = msgspec.msgpack.Encoder()
 _decoder = msgspec.msgpack.Decoder(Message)
 
 
+class FrameReader:
+    """Sans-IO: bytes in, whole messages out, with the same frame bound as `recv_message`.
+
+    For the server's side, which reads a non-blocking run socket in whatever pieces arrive.
+    """
+
+    def __init__(self) -> None:
+        self._buffer = bytearray()
+
+    def feed(self, data: bytes) -> None:
+        """Append bytes as they came off the socket."""
+        self._buffer += data
+
+    def next(self) -> Message | None:
+        """The next whole message, or None until more bytes arrive (ValueError when too long)."""
+        if len(self._buffer) < _HEADER.size:
+            return None
+        (length,) = _HEADER.unpack_from(self._buffer)
+        _check_length(length)
+        end = _HEADER.size + length
+        if len(self._buffer) < end:
+            return None
+        body = bytes(self._buffer[_HEADER.size : end])
+        del self._buffer[:end]
+        return _decoder.decode(body)
+
+
+def _check_length(length: int) -> None:
+    if length > _MAX_FRAME:
+        raise ValueError(f"control frame of {length} bytes exceeds {_MAX_FRAME}")
+
+
 def send_message(sock: socket.socket, message: Message, fds: list[int] | None = None) -> None:
     """Send one framed message, with `fds` attached to its first byte."""
     body = _encoder.encode(message)
@@ -156,8 +189,7 @@ def recv_message(sock: socket.socket, max_fds: int = 0) -> tuple[Message, list[i
     if header is None:
         return None
     (length,) = _HEADER.unpack(header)
-    if length > _MAX_FRAME:
-        raise ValueError(f"control frame of {length} bytes exceeds {_MAX_FRAME}")
+    _check_length(length)
     body = _recv_exact(sock, length, fds, 0)
     if body is None:
         raise EOFError("control socket closed mid-frame")
