@@ -23,14 +23,19 @@ Run at server start-up and by `jigcmd recover --state-dir DIR`. For each open ow
 Nothing is ever re-dispatched. Closed rows whose cleanup failed are re-checked the same
 way (their run is over, so fencing their leftovers is safe), and become `complete` only
 once confirmed. Jarvis runs left `running` by a dead server are fenced and closed as
-`uncertain`. A `jigcmd…` cgroup job that no row of this journal names is never touched:
-it may belong to another state directory or to a test; it is only reported.
+`uncertain`. A `jigcmd…` cgroup job that no row of this journal names is only reported (it
+may belong to another state directory or to a test), unless it is provably a dead jigcmd
+tree's leftover: named exactly like jigcmd's own jobs (`jigcmd-` and 16 hex digits), in no
+registry entry, empty, and unchanged for `STALE_AFTER_S` (a live jigcmd never keeps an empty
+job: pid 1 is born into it, and the job is removed as soon as it is empty again). Such a job
+is removed (the kernel refuses to remove a populated one).
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import re
 import time
 
 import msgspec
@@ -42,11 +47,22 @@ from jigcmd.journal.identity import ProcessIdentity
 from jigcmd.journal.rows import Row
 from jigcmd.journal.store import Journal
 
-__all__ = ["UNCERTAIN_REASON", "RecoveredRun", "RecoveryReport", "owner_alive", "recover"]
+__all__ = [
+    "STALE_AFTER_S",
+    "UNCERTAIN_REASON",
+    "RecoveredRun",
+    "RecoveryReport",
+    "owner_alive",
+    "recover",
+]
 
 UNCERTAIN_REASON = "a prior command dispatch was fenced without a proved result"
 _IN_PROGRESS = "recovery started; cleanup not yet confirmed"
 _JOB_PREFIX = "jigcmd-"
+# The names jigcmd gives its own jobs: a run id or an envelope id, 16 lowercase hex digits.
+_OWN_JOB = re.compile(r"jigcmd-[0-9a-f]{16}")
+# How long an empty job of that name must have been left unchanged to count as a leftover.
+STALE_AFTER_S = 30.0
 
 
 class RecoveredRun(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -72,6 +88,8 @@ class RecoveryReport(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     unowned_jobs: tuple[str, ...]
     envelopes_released: tuple[str, ...] = ()
     envelope_problems: tuple[str, ...] = ()
+    # Empty jobs a dead jigcmd tree left that no journal names, removed (see the module doc).
+    stale_jobs_removed: tuple[str, ...] = ()
 
     @property
     def clean(self) -> bool:
@@ -192,16 +210,36 @@ def recover(
         if journal.jarvis_finish(run.run_id, status="uncertain"):
             jarvis_closed.append(run.run_id)
 
+    unowned = _unowned_jobs(journal, backend)
+    stale = [name for name in unowned if _remove_if_stale(backend, name)]
     return RecoveryReport(
         closed=tuple(reports[: len(orphans)]),
         rechecked=tuple(reports[len(orphans) :]),
         live=tuple(live),
         jarvis_closed=tuple(jarvis_closed),
         jarvis_problems=tuple(jarvis_problems),
-        unowned_jobs=tuple(_unowned_jobs(journal, backend)),
+        unowned_jobs=tuple(name for name in unowned if name not in stale),
         envelopes_released=tuple(envelopes_released),
         envelope_problems=tuple(envelope_problems),
+        stale_jobs_removed=tuple(stale),
     )
+
+
+def _remove_if_stale(backend: CgroupBackend, name: str) -> bool:
+    """Remove an unowned job that is provably a dead jigcmd tree's empty leftover."""
+    if _OWN_JOB.fullmatch(name) is None:
+        return False
+    try:
+        job = backend.open(name)
+        if job is None or job.populated():
+            return False
+        changed = max(os.stat(path).st_mtime for path in job.paths)
+        if time.time() - changed < STALE_AFTER_S:
+            return False
+        job.remove()
+    except (OSError, ValueError):
+        return False  # populated after all (EBUSY), gone, or unreadable: leave it
+    return True
 
 
 class _Fence:

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
+import sys
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -16,7 +19,7 @@ from jigcmd.envelope.cgroups import detect as detect_cgroups
 from jigcmd.journal import Journal, NewRow, ProcessIdentity
 from jigcmd.journal.identity import current, identify
 from jigcmd.plan import Limits
-from jigcmd.recovery import UNCERTAIN_REASON, recover
+from jigcmd.recovery import STALE_AFTER_S, UNCERTAIN_REASON, recover
 
 # The caller's run of these tests' operations.
 RUN = "run-a"
@@ -479,3 +482,41 @@ def test_recovery_kills_a_real_orphaned_run_and_removes_its_cgroup(
             leftover.kill()
             leftover.wait_empty(5.0)
             leftover.remove()
+
+
+@pytest.mark.envelope
+def test_recover_removes_a_dead_trees_empty_job_that_no_journal_names(
+    tmp_path: Path, real_backend: CgroupBackend, processes: list[subprocess.Popen[bytes]]
+) -> None:
+    """`jigcmd recover` on any state directory removes an old, empty `jigcmd-<16 hex>` job;
+    a young one, a populated one and a job of another name are left alone."""
+    old_time = time.time() - 2 * STALE_AFTER_S
+    leftover = real_backend.create(f"jigcmd-{uuid.uuid4().hex[:16]}", Limits())
+    young = real_backend.create(f"jigcmd-{uuid.uuid4().hex[:16]}", Limits())
+    busy = real_backend.create(f"jigcmd-{uuid.uuid4().hex[:16]}", Limits())
+    other = real_backend.create(f"jigcmd-test-{uuid.uuid4().hex[:8]}", Limits())
+    try:
+        sleeper = subprocess.Popen(["sleep", "1000"])
+        processes.append(sleeper)
+        busy.attach(sleeper.pid)
+        for job in (leftover, busy, other):
+            for path in job.paths:
+                os.utime(path, (old_time, old_time))
+        done = subprocess.run(
+            [sys.executable, "-m", "jigcmd", "recover", "--state-dir", str(tmp_path / "state")],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert f"removed: cgroup job {leftover.name}" in done.stdout
+        assert real_backend.open(leftover.name) is None
+        for kept in (young, busy, other):
+            assert real_backend.open(kept.name) is not None, kept.name
+    finally:
+        for job in (leftover, young, busy, other):
+            with contextlib.suppress(OSError):
+                job.kill()
+                job.wait_empty(5.0)
+                job.remove()

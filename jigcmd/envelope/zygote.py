@@ -35,15 +35,20 @@ import select
 import signal
 import socket
 import sys
+from pathlib import Path
 
 from jigcmd import trace
 from jigcmd.envelope import cgroups, netns, privileges, seccomp, staging
 from jigcmd.envelope.supervisor import Registry, supervise
 from jigcmd.envelope.wire import Launch, Ready, Warm, recv_message, send_message
 from jigcmd.journal import identity
+from jigcmd.journal.envelopes import EnvelopeRegistry
 from jigcmd.plan import RunPlan
 
 __all__ = ["main"]
+
+# How long the zygote waits for a dead prepared supervisor's envelope to empty after a kill.
+_ORPHAN_EMPTY_S = 0.5
 
 # stdin, stdout, stderr, gate, run socket, and the slot lock when the run reserved one.
 _FDS_PER_LAUNCH = 6
@@ -70,6 +75,8 @@ class _Zygote:
         # The one supervisor still preparing its envelope ("P" when done): preparations
         # run one at a time, so the oldest is ready soonest and they never compete.
         self.preparing: socket.socket | None = None
+        # The cgroup job of each prepared supervisor, to release if the supervisor dies.
+        self.jobs: dict[socket.socket, str] = {}
 
     def serve(self) -> int:
         while True:
@@ -114,6 +121,7 @@ class _Zygote:
         if b"L" in data and sock in self.prepared:
             # The server's launch reached it: from now on it runs.
             self.prepared.remove(sock)
+            self.jobs.pop(sock, None)
             self.running.append(sock)
             trace.mark("zygote: launched by the server")
             return
@@ -122,9 +130,31 @@ class _Zygote:
         # EOF: a running envelope was released, or a prepared supervisor died.
         if sock in self.prepared:
             self.prepared.remove(sock)
+            job = self.jobs.pop(sock, None)
+            if job is not None:
+                self._release_orphan(job)
         if sock in self.running:
             self.running.remove(sock)
         sock.close()
+
+    def _release_orphan(self, name: str) -> None:
+        """A prepared supervisor died: its envelope is ours, unused; kill it and remove it.
+
+        Otherwise its job and registry entry would wait for the next recovery. What cannot be
+        confirmed here (a job that does not empty in time) is left to recovery as before.
+        """
+        try:
+            job = self.backend.open(name)
+            if job is not None:
+                job.kill()
+                if not job.wait_empty(_ORPHAN_EMPTY_S):
+                    return
+                job.remove()
+        except OSError:
+            return
+        if self.registry is not None:
+            with contextlib.suppress(OSError):
+                EnvelopeRegistry(Path(self.registry.state_dir)).drop(name)
 
     def _retemplate(self, plan: RunPlan) -> None:
         _stage(plan)
@@ -143,6 +173,7 @@ class _Zygote:
         # tear its envelope down.
         while self.prepared:
             self.prepared.popleft().close()
+        self.jobs.clear()
         self.preparing = None
 
     def _launch(self, launch: Launch, fds: list[int]) -> None:
@@ -174,6 +205,7 @@ class _Zygote:
             envelope_id = secrets.token_hex(8)
             supervisor, pid = self._fork(self.template, envelope_id)
             self.prepared.append(supervisor)
+            self.jobs[supervisor] = f"jigcmd-{envelope_id}"
             self.preparing = supervisor
             ready = Ready(
                 envelope_id=envelope_id,

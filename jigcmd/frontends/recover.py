@@ -44,6 +44,8 @@ def recover(state_dir: Path | None, cgroup_base: str | None = None) -> int:
         )
         for problem in run.problems:
             print(f"  problem: {problem}")
+    for name in report.stale_jobs_removed:
+        print(f"removed: cgroup job {name} (empty, left by a dead jigcmd, named by no journal)")
     for name in report.unowned_jobs:
         print(f"left alone: cgroup job {name} (no row of this journal names it)")
     if not report.closed:

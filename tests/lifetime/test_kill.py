@@ -15,9 +15,10 @@ from typing import Any
 
 import pytest
 
+from jigcmd.journal.envelopes import EnvelopeEntry, EnvelopeRegistry
 from jigcmd.recovery import UNCERTAIN_REASON
 from tests.lifetime.candidates import LINGER, cli_input
-from tests.lifetime.rig import Rig
+from tests.lifetime.rig import LEFTOVER_WAIT_S, Rig
 from tests.lifetime.watch import Proc, alive, parent, wait_for
 from tests.lifetime.wire import ServerProcess, flow_call
 
@@ -209,3 +210,32 @@ def test_a_sigkill_of_pid_1_mid_run_is_uncertain_with_no_invented_evidence(rig: 
     assert _ask_again(rig, operation_id, cli_input(LINGER, token))[0] == "UNCERTAIN"
     rig.assert_nothing_left()
     assert rig.watch.runs(token) == 1
+
+
+def test_a_prepared_supervisor_killed_alone_leaves_no_job_or_registry_entry(rig: Rig) -> None:
+    """The zygote releases a dead prepared supervisor's envelope itself, not the next recovery."""
+    server = rig.serve()
+    rig.prepared(server)
+    zygote = rig.zygote(server)
+    registry = EnvelopeRegistry(rig.state_dir)
+    entries: list[EnvelopeEntry] = []
+
+    def registered() -> bool:
+        entries[:] = registry.entries()
+        return bool(entries)
+
+    wait_for(registered, 30, "a registered prepared envelope")
+    entry = entries[0]
+    supervisor = next(p for p in rig.watch.children(zygote) if p.pid == entry.supervisor.pid)
+    rig.signal(supervisor, signal.SIGKILL)
+    wait_for(
+        lambda: (
+            rig.backend.open(entry.name) is None
+            and entry.name not in {e.name for e in registry.entries()}
+        ),
+        LEFTOVER_WAIT_S,
+        f"the zygote to release {entry.name}",
+    )
+    server.ping(rig.next_id("alive"))
+    assert server.close_input() == 0
+    rig.assert_nothing_left()
