@@ -27,6 +27,7 @@ __all__ = [
     "Notification",
     "Rejected",
     "Request",
+    "Response",
     "classify",
     "encode_error",
     "encode_json",
@@ -68,6 +69,12 @@ class Notification(msgspec.Struct, frozen=True):
     params: dict[str, Any] | list[Any] | None
 
 
+class Response(msgspec.Struct, frozen=True):
+    """A response from the peer: this server sends no requests, so it answers nothing."""
+
+    id: Id | None
+
+
 class Rejected(msgspec.Struct, frozen=True):
     """A frame that gets an error answer before any dialect looks at it."""
 
@@ -91,7 +98,7 @@ def is_mcp_id(value: object) -> bool:
     return type(value) is str or type(value) is int
 
 
-def parse(frame: bytes) -> Request | Notification | Rejected:
+def parse(frame: bytes) -> Request | Notification | Response | Rejected:
     """Decode and classify one frame; strict JSON/1 failures become -32700."""
     try:
         message = loads(frame)
@@ -140,7 +147,7 @@ def _leading_id(frame: bytes) -> object:
     return None
 
 
-def classify(message: object) -> Request | Notification | Rejected:
+def classify(message: object) -> Request | Notification | Response | Rejected:
     """Classify one decoded JSON value as a request, a notification or an invalid request."""
     if type(message) is not dict:
         if type(message) is list:
@@ -153,11 +160,10 @@ def classify(message: object) -> Request | Notification | Rejected:
         return Rejected(INVALID_REQUEST, 'Invalid Request: "jsonrpc" must be "2.0"', readable_id)
     if type(method) is not str:
         if "result" in message or "error" in message:
-            # We never send requests, so no response from the peer is expected.
-            why = "Invalid Request: unexpected response; this server sends no requests"
-        else:
-            why = 'Invalid Request: "method" must be a string'
-        return Rejected(INVALID_REQUEST, why, readable_id)
+            # A stray response (we never send requests): ignored, as the MCP SDK's server
+            # does; answering it could start an error ping-pong with a confused peer.
+            return Response(readable_id)
+        return Rejected(INVALID_REQUEST, 'Invalid Request: "method" must be a string', readable_id)
     params = message.get("params")
     if params is not None and type(params) is not dict and type(params) is not list:
         return Rejected(

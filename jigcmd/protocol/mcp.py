@@ -22,6 +22,7 @@ __all__ = [
     "EVIDENCE_SCHEMA",
     "LATEST_VERSION",
     "RUN_ID_META",
+    "SESSION_METHODS",
     "SUPPORTED_VERSIONS",
     "ToolCall",
     "call_input",
@@ -37,7 +38,16 @@ __all__ = [
 ]
 
 LATEST_VERSION: Final = "2025-11-25"
-SUPPORTED_VERSIONS: Final = (LATEST_VERSION, "2025-06-18")
+# Every version negotiated, newest first: a client's own version is answered when listed.
+SUPPORTED_VERSIONS: Final = (LATEST_VERSION, "2025-06-18", "2025-03-26", "2024-11-05")
+# Versions with `structuredContent` and `outputSchema` (and tool `title`s); before them the
+# evidence travels as JSON text.
+_STRUCTURED: Final = frozenset({LATEST_VERSION, "2025-06-18"})
+# Versions with tool `annotations` (`readOnlyHint`, …).
+_ANNOTATED: Final = _STRUCTURED | {"2025-03-26"}
+# The methods an initialized MCP session serves (besides ping); before `initialize` they are
+# -32600, any other method -32601.
+SESSION_METHODS: Final = frozenset({"tools/list", "tools/call"})
 # The `initialize` result's `_meta` key naming the caller's run of the session.
 RUN_ID_META: Final = "jigcmd/runId"
 
@@ -154,7 +164,7 @@ def input_schema(kind: str) -> dict[str, Any]:
     }
 
 
-def _tool_definition(tool: ToolInfo) -> dict[str, Any]:
+def _tool_definition(tool: ToolInfo, version: str) -> dict[str, Any]:
     if tool.kind == "test":
         what = (
             f"Run the reviewed test command `{tool.name}` (bun test on its configured test files)"
@@ -164,18 +174,25 @@ def _tool_definition(tool: ToolInfo) -> dict[str, Any]:
     description = f"{what} against the supplied files, in containment, and return process evidence."
     if tool.unavailable is not None:
         description += f" Currently unavailable: {tool.unavailable}"
-    return {
+    definition: dict[str, Any] = {
         "name": tool.name,
         "description": description,
         "inputSchema": input_schema(tool.kind),
-        "outputSchema": EVIDENCE_SCHEMA,
-        "annotations": {"readOnlyHint": True, "openWorldHint": False, "idempotentHint": True},
     }
+    if version in _STRUCTURED:
+        definition["outputSchema"] = EVIDENCE_SCHEMA
+    if version in _ANNOTATED:
+        definition["annotations"] = {
+            "readOnlyHint": True,
+            "openWorldHint": False,
+            "idempotentHint": True,
+        }
+    return definition
 
 
-def tools_list_json(tools: Sequence[ToolInfo]) -> bytes:
-    """The whole `tools/list` result, encoded once; the catalog is fixed for the process."""
-    return jsonrpc.encode_json({"tools": [_tool_definition(tool) for tool in tools]})
+def tools_list_json(tools: Sequence[ToolInfo], version: str = LATEST_VERSION) -> bytes:
+    """The whole `tools/list` result for `version`, encoded once per session."""
+    return jsonrpc.encode_json({"tools": [_tool_definition(tool, version) for tool in tools]})
 
 
 def parse_tool_call(params: object) -> ToolCall:
@@ -220,23 +237,32 @@ def _summary(evidence: Evidence) -> str:
     return f"`{' '.join(evidence.invocation)}` {ended}; {'; '.join(streams)}."
 
 
-def completed_result(result: RunResult) -> dict[str, Any]:
-    """A completed run: not an error whatever the exit; evidence as structured content."""
-    return {
+def completed_result(result: RunResult, version: str = LATEST_VERSION) -> dict[str, Any]:
+    """A completed run: not an error whatever the exit; evidence as structured content.
+
+    Before 2025-06-18 there is no `structuredContent`: the evidence is JSON text.
+    """
+    completed: dict[str, Any] = {
         "content": [
             {"type": "text", "text": _summary(result.evidence)},
             # The MCP specification asks for the structured content as text too, for clients
             # that do not read `structuredContent`.
             {"type": "text", "text": jsonrpc.encode_json(result.evidence).decode()},
         ],
-        "structuredContent": result.evidence,
         "isError": False,
         "_meta": {"jigcmd/report": result.report},
     }
+    if version in _STRUCTURED:
+        completed["structuredContent"] = result.evidence
+    return completed
 
 
-def failure_result(error: JigError) -> dict[str, Any]:
-    """A refusal or operational failure as a tool error with a readable reason."""
+def failure_result(error: JigError, version: str = LATEST_VERSION) -> dict[str, Any]:
+    """A refusal or operational failure as a tool error with a readable reason.
+
+    Evidence collected before a deadline or cancel rides as `structuredContent`, or as JSON
+    text before 2025-06-18.
+    """
     details = dict(error.details) if error.details else {}
     evidence = details.pop("command", None)
     meta: dict[str, Any] = {"code": error.code.value}
@@ -248,7 +274,12 @@ def failure_result(error: JigError) -> dict[str, Any]:
         "_meta": {"jigcmd/error": meta},
     }
     if evidence is not None:
-        result["structuredContent"] = evidence
+        if version in _STRUCTURED:
+            result["structuredContent"] = evidence
+        else:
+            result["content"].append(
+                {"type": "text", "text": jsonrpc.encode_json(evidence).decode()}
+            )
     return result
 
 

@@ -51,6 +51,8 @@ Outcome = RunResult | JigError
 Signature = Callable[[str, Mapping[str, object]], str]
 
 _PING_RESULT: Final = b"{}"
+# Bytes that make a line blank (a frame never includes its LF).
+_BLANK: Final = b" \t\r"
 # Outcomes a session does not remember as the operation's own (see `_finish_flow`).
 _NOT_THE_OPERATIONS_OUTCOME: Final = frozenset({Code.RESOURCE_EXHAUSTED, Code.OPERATION_CONFLICT})
 
@@ -127,7 +129,9 @@ class Session:
         forgotten operation asked again is dispatched, and the backend replays it.
         """
         self._tools = {tool.name: tool for tool in tools}
-        self._tools_json = mcp.tools_list_json(tools)
+        self._tool_infos = tuple(tools)
+        self._version = mcp.LATEST_VERSION
+        self._tools_json = mcp.tools_list_json(tools, self._version)
         self._signature = signature
         self._server_name = server_name
         self._server_version = server_version
@@ -157,12 +161,16 @@ class Session:
         return self._active
 
     def receive(self, frame: bytes) -> list[Action]:
-        """Handle one frame (without its b"\\n")."""
+        """Handle one frame (without its b"\\n"); empty lines and stray responses are ignored."""
+        if not frame.strip(_BLANK):
+            return []
         message = jsonrpc.parse(frame)
         if type(message) is jsonrpc.Request:
             return self._request(message)
         if type(message) is jsonrpc.Notification:
             return self._notification(message)
+        if type(message) is jsonrpc.Response:
+            return []
         assert type(message) is jsonrpc.Rejected
         return [Send(jsonrpc.encode_error(message.id, message.code, message.message))]
 
@@ -188,8 +196,10 @@ class Session:
             self._silenced.discard(call.request_id)
             return b""
         if isinstance(outcome, JigError):
-            return jsonrpc.encode_result(call.request_id, mcp.failure_result(outcome))
-        return jsonrpc.encode_result(call.request_id, mcp.completed_result(outcome))
+            return jsonrpc.encode_result(
+                call.request_id, mcp.failure_result(outcome, self._version)
+            )
+        return jsonrpc.encode_result(call.request_id, mcp.completed_result(outcome, self._version))
 
     def progress(self, call: Call, message: str) -> bytes:
         """A progress notification for `call`, or b"" when its caller asked for none."""
@@ -217,15 +227,27 @@ class Session:
             elif method in flow.CALL_METHODS:
                 self._dialect = "flow"
             else:
-                return self._error(
-                    request.id,
-                    jsonrpc.INVALID_REQUEST,
-                    f"Invalid Request: {method} before initialize; send initialize (MCP) or "
-                    "capability/call (FLOW Run/1) first",
-                )
+                return self._before_initialize(request)
         if self._dialect == "flow":
             return self._flow_request(request)
         return self._mcp_request(request)
+
+    def _before_initialize(self, request: jsonrpc.Request) -> list[Action]:
+        """A known MCP method too early is -32600; any other method is -32601 (as the SDK)."""
+        first = (
+            "send initialize first"
+            if self._dialect == "mcp"
+            else "send initialize (MCP) or capability/call (FLOW Run/1) first"
+        )
+        if request.method in mcp.SESSION_METHODS:
+            return self._error(
+                request.id,
+                jsonrpc.INVALID_REQUEST,
+                f"Invalid Request: {request.method} before initialize; {first}",
+            )
+        return self._error(
+            request.id, jsonrpc.METHOD_NOT_FOUND, f"Method not found: {request.method}; {first}"
+        )
 
     def _error(self, request_id: jsonrpc.Id | None, code: int, message: str) -> list[Action]:
         return [Send(jsonrpc.encode_error(request_id, code, message))]
@@ -315,16 +337,15 @@ class Session:
                 )
             self._initialized = True
             version = mcp.negotiate_version(request.params)
+            # Results and the tool list are shaped for the version agreed on.
+            self._version = version
+            self._tools_json = mcp.tools_list_json(self._tool_infos, version)
             result = mcp.initialize_result(
                 version, self._server_name, self._server_version, root_run=self._root_run
             )
             return [Send(jsonrpc.encode_result(request.id, result))]
         if not self._initialized:
-            return self._error(
-                request.id,
-                jsonrpc.INVALID_REQUEST,
-                f"Invalid Request: {method} before initialize; send initialize first",
-            )
+            return self._before_initialize(request)
         if method == "tools/list":
             return [Send(jsonrpc.encode_raw_result(request.id, self._tools_json))]
         if method == "tools/call":
@@ -350,7 +371,9 @@ class Session:
                 raise JigError(Code.UNAVAILABLE, f"command {tool.name!r}: {tool.unavailable}")
             arguments = mcp.call_input(call)
         except JigError as refusal:
-            return [Send(jsonrpc.encode_result(request.id, mcp.failure_result(refusal)))]
+            return [
+                Send(jsonrpc.encode_result(request.id, mcp.failure_result(refusal, self._version)))
+            ]
         self._calls += 1
         operation_id = f"mcp.{self._tag}.{self._calls}"
         self._pending[request.id] = operation_id

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from jigcmd.protocol import jsonrpc
-from jigcmd.protocol.jsonrpc import Notification, Rejected, Request
+from jigcmd.protocol.jsonrpc import Notification, Rejected, Request, Response
 
 
 def test_a_request_and_a_notification_are_told_apart_by_the_id_member() -> None:
@@ -35,12 +35,8 @@ def test_a_request_and_a_notification_are_told_apart_by_the_id_member() -> None:
             b'{"jsonrpc":"2.0","id":"a"}',
             Rejected(-32600, 'Invalid Request: "method" must be a string', "a"),
         ),
-        (
-            b'{"jsonrpc":"2.0","id":1,"result":{}}',
-            Rejected(
-                -32600, "Invalid Request: unexpected response; this server sends no requests", 1
-            ),
-        ),
+        (b'{"jsonrpc":"2.0","id":1,"result":{}}', Response(1)),
+        (b'{"jsonrpc":"2.0","id":null,"error":{"code":1,"message":"x"}}', Response(None)),
         (
             b'{"jsonrpc":"2.0","id":1,"method":"m","params":3}',
             Rejected(-32600, 'Invalid Request: "params" must be an object or an array', 1),

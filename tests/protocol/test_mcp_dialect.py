@@ -64,7 +64,13 @@ def dispatched(actions: list[Action]) -> Call:
 
 @pytest.mark.parametrize(
     ("offered", "agreed"),
-    [("2025-11-25", "2025-11-25"), ("2025-06-18", "2025-06-18"), ("2099-01-01", "2025-11-25")],
+    [
+        ("2025-11-25", "2025-11-25"),
+        ("2025-06-18", "2025-06-18"),
+        ("2025-03-26", "2025-03-26"),
+        ("2024-11-05", "2024-11-05"),
+        ("2099-01-01", "2025-11-25"),
+    ],
 )
 def test_initialize_negotiates_a_supported_version(offered: str, agreed: str) -> None:
     """A supported version is echoed; anything else is answered with the latest."""
@@ -123,6 +129,57 @@ def test_tools_list_has_one_tool_per_command_with_the_right_schemas() -> None:
     result_schema = json.loads(DESCRIPTOR.read_text())["$defs"]["Result"]
     for tool in tools:
         assert tool["outputSchema"] == result_schema
+
+
+@pytest.mark.parametrize(
+    ("version", "structured", "annotated"),
+    [
+        ("2025-11-25", True, True),
+        ("2025-06-18", True, True),
+        ("2025-03-26", False, True),
+        ("2024-11-05", False, False),
+    ],
+)
+def test_tools_and_results_are_shaped_for_the_negotiated_version(
+    version: str, structured: bool, annotated: bool
+) -> None:
+    """No outputSchema/structuredContent before 2025-06-18 (JSON text then), no annotations
+    before 2025-03-26."""
+    session = initialized(version)
+    (tool, *_) = answer(session.receive(request(2, "tools/list")))["result"]["tools"]
+    assert ("outputSchema" in tool) is structured
+    assert ("annotations" in tool) is annotated
+    call = dispatched(session.receive(tool_call("tests", {"files": {"test/a.test.ts": "x"}})))
+    result = json.loads(session.finish(call, RunResult(canned_evidence("tests"), REPORT)))["result"]
+    assert ("structuredContent" in result) is structured
+    evidence = json.loads(result["content"][-1]["text"])
+    assert evidence["command"] == "tests" and evidence["exitCode"] == 0
+    stopped = dispatched(session.receive(tool_call("cli", {"files": {"a.ts": "x"}}, request_id=9)))
+    failure = JigError(
+        Code.DEADLINE_EXCEEDED, "past its deadline", {"command": canned_evidence("cli", "deadline")}
+    )
+    failed = json.loads(session.finish(stopped, failure))["result"]
+    assert ("structuredContent" in failed) is structured
+    if not structured:
+        assert json.loads(failed["content"][-1]["text"])["stopReason"] == "deadline"
+
+
+def test_an_unknown_method_before_initialize_is_method_not_found() -> None:
+    """As the SDK's server: -32601 for a method it does not have, in every dialect state."""
+    for session in (make_session(), make_session("mcp")):
+        error = answer(session.receive(request(1, "resources/list")))
+        assert error["error"]["code"] == -32601
+        assert "resources/list" in error["error"]["message"]
+
+
+def test_empty_lines_and_stray_responses_are_ignored() -> None:
+    """A blank line or a response from the client gets no answer; the session goes on."""
+    session = initialized()
+    assert session.receive(b"") == []
+    assert session.receive(b" \r") == []
+    assert session.receive(b'{"jsonrpc":"2.0","id":7,"result":{}}') == []
+    assert session.receive(b'{"jsonrpc":"2.0","id":null,"error":{"code":-1,"message":"x"}}') == []
+    assert answer(session.receive(request("p", "ping")))["result"] == {}
 
 
 def test_an_unknown_tool_is_invalid_params() -> None:
