@@ -69,7 +69,7 @@ class CommandService:
         """Every configured command, with the reason it is unavailable when not admitted."""
         reason = None if self._admission.admitted else self._admission.reason
         return [
-            ToolInfo(name=name, kind=policy.kind, unavailable=reason)
+            ToolInfo(name=name, kind=policy.kind, unavailable=reason, paths=policy.paths)
             for name, policy in self._commands.items()
         ]
 

@@ -13,6 +13,7 @@ from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp_types import TextContent
 
+from jigcmd.protocol.summary import BUDGET_BYTES
 from tests.envelope.conftest import require_root
 
 pytestmark = [pytest.mark.anyio, pytest.mark.envelope]
@@ -73,6 +74,10 @@ async def test_the_official_mcp_client_runs_the_example_through_jigcmd_serve(
                 jsonschema.Draft202012Validator.check_schema(tool.output_schema)
             assert "args" not in listed.tools[0].input_schema["properties"]
             assert "args" in listed.tools[1].input_schema["properties"]
+            tests, cli = listed.tools
+            assert tests.title is not None and tests.title.startswith("bun test test/project")
+            assert "Runs `bun test test/project.test.ts`" in (tests.description or "")
+            assert "`files` must include `src/cli.ts`" in (cli.description or "")
 
             refused = await client.call_tool("tests", {"files": {"../escape.ts": "x"}})
             assert refused.is_error is True
@@ -86,6 +91,11 @@ async def test_the_official_mcp_client_runs_the_example_through_jigcmd_serve(
             evidence = ran.structured_content
             assert (evidence["exitCode"], evidence["cleanup"]) == (0, "complete")
             assert evidence["stdout"]["text"] == '{"args":["--x"],"records":["r"]}\n'
+            # One concise text within its budget; the complete evidence is structured only.
+            (text,) = ran.content
+            assert isinstance(text, TextContent)
+            assert text.text.startswith("`bun src/cli.ts --x` exited with code 0")
+            assert len(text.text.encode()) <= BUDGET_BYTES
 
             await client.send_ping()
         errlog.seek(0)

@@ -88,7 +88,7 @@ def create_app(
     """The ASGI application; its lifespan owns the service's runs and executor."""
     from jigcmd.jarvis.manual import build_manual  # noqa: PLC0415 - keeps app importable alone
 
-    manual = build_manual(base_url)
+    manual = build_manual(base_url, credentials.grants)
 
     def authorise(request: Request) -> str:
         try:

@@ -3,11 +3,15 @@
 Each tool is called over HTTP: `POST <base>/tools/invoke`, the request body taken from the
 tool argument `body` (`body_field`), shaped `{"tool": <name>, "args": {...}}`, authorised by
 `Authorization: Bearer ${JARVIS_BEARER_TOKEN}`. The token is a variable the UTCP client
-substitutes (namespaced by the manual name: `jarvis_JARVIS_BEARER_TOKEN`), never a literal.
+substitutes, never a literal: python-utcp prefixes it with the name the client registered the
+manual under (`jarvis` → `jarvis_JARVIS_BEARER_TOKEN`, each `_` of that name doubled). The
+manual lists only the tools the server's grants allow: a client never discovers a tool it
+would be refused.
 """
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any
 
 from jigcmd import __version__
@@ -25,12 +29,12 @@ def base_url(host: str, port: int) -> str:
     return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
 
 
-def build_manual(base: str) -> dict[str, Any]:
-    """The manual for a server reachable at `base`."""
+def build_manual(base: str, grants: Collection[str]) -> dict[str, Any]:
+    """The manual for a server reachable at `base`: the tools `grants` allow, in order."""
     return {
         "utcp_version": UTCP_VERSION,
         "manual_version": __version__,
-        "tools": [_tool(spec, base) for spec in TOOLS.values()],
+        "tools": [_tool(spec, base) for spec in TOOLS.values() if spec.capability in grants],
     }
 
 

@@ -21,6 +21,15 @@ class ToolInfo(msgspec.Struct, frozen=True):
     # None when the command is admitted; otherwise a reason a person can act on, e.g.
     # "the policy is not admitted; run `jigcmd lock --binding …`".
     unavailable: str | None = None
+    # The candidate paths it runs: the test files (`bun test …`) or the entry point (`bun …`).
+    paths: tuple[str, ...] = ()
+
+    @property
+    def command_line(self) -> str:
+        """What it runs, as a person would type it: `bun test a.test.ts`, `bun src/cli.ts ARGS…`."""
+        if self.kind == "test":
+            return " ".join(("bun", "test", *self.paths))
+        return " ".join(("bun", *self.paths[:1], "ARGS…"))
 
 
 class RunResult(msgspec.Struct, frozen=True):

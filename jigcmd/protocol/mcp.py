@@ -17,6 +17,7 @@ from jigcmd.errors import Code, JigError
 from jigcmd.evidence import Evidence
 from jigcmd.protocol import jsonrpc
 from jigcmd.protocol.commands import RunResult, ToolInfo
+from jigcmd.protocol.summary import summary
 
 __all__ = [
     "EVIDENCE_SCHEMA",
@@ -112,6 +113,10 @@ _STDIN_SCHEMA: Final[dict[str, Any]] = {
 }
 
 
+# Evidence collected before a deadline or cancel arrives as the builtins of its JSON.
+_as_evidence: Final = msgspec.json.Decoder(Evidence)
+
+
 class ParamsError(ValueError):
     """Raised when MCP request params are malformed; answered with -32602."""
 
@@ -150,9 +155,18 @@ def initialize_result(
     return result
 
 
-def input_schema(kind: str) -> dict[str, Any]:
-    """The tool input schema: `files`, plus `args`/`stdin` only where the command accepts them."""
-    properties: dict[str, Any] = {"files": _FILES_SCHEMA}
+def input_schema(kind: str, paths: Sequence[str] = ()) -> dict[str, Any]:
+    """The tool input schema: `files`, plus `args`/`stdin` only where the command accepts them.
+
+    With the command's `paths`, the `files` description names the ones it must include.
+    """
+    files = dict(_FILES_SCHEMA)
+    if paths:
+        named = ", ".join(f"`{path}`" for path in paths)
+        files["description"] = (
+            f"{files['description']} This command needs {named}, and every file it imports."
+        )
+    properties: dict[str, Any] = {"files": files}
     if kind == "run":
         properties["args"] = _ARGS_SCHEMA
     properties["stdin"] = _STDIN_SCHEMA
@@ -164,22 +178,46 @@ def input_schema(kind: str) -> dict[str, Any]:
     }
 
 
-def _tool_definition(tool: ToolInfo, version: str) -> dict[str, Any]:
+def _description(tool: ToolInfo) -> str:
+    """What a model needs on its first call: the command, the files, the bounds, the evidence."""
+    needed = " and ".join(f"`{path}`" for path in tool.paths) or "the command's own files"
     if tool.kind == "test":
-        what = (
-            f"Run the reviewed test command `{tool.name}` (bun test on its configured test files)"
-        )
+        runs = f"Runs `{tool.command_line}` (Bun's test runner on the reviewed test files)"
+        inputs = "No arguments."
     else:
-        what = f"Run the reviewed script command `{tool.name}` (bun on its configured entry point)"
-    description = f"{what} against the supplied files, in containment, and return process evidence."
+        runs = f"Runs `{tool.command_line}` (the reviewed entry point with your arguments)"
+        inputs = (
+            "`args`: at most 32 arguments of at most 1 KiB each, given to the script verbatim "
+            "(never Bun options)."
+        )
+    parts = [
+        f"{runs} against the project files you send, in a fresh sandbox: no network, no "
+        "package install (no node_modules; Bun's built-ins only), a read-only copy of your "
+        "files, at most 10 s, 256 MiB and 64 processes.",
+        f"`files` must include {needed} and every file it imports: 1-64 relative paths mapped "
+        "to UTF-8 text, at most 256 KiB in total; node_modules, .git and .jig are reserved.",
+        inputs,
+        "`stdin`: optional text of at most 16 KiB.",
+        "Returns evidence of what ran: exitCode or signal, stopReason (exited, deadline, "
+        "cancelled), and stdout and stderr (the first 64 KiB of each, complete in "
+        "structuredContent; the text content shows their head and tail). A non-zero exit, "
+        "such as failing tests, is evidence (isError false), not a tool error; isError true "
+        "means nothing ran to completion (refused input, unavailable, deadline, cancelled).",
+    ]
     if tool.unavailable is not None:
-        description += f" Currently unavailable: {tool.unavailable}"
+        parts.append(f"Currently unavailable: {tool.unavailable}")
+    return " ".join(parts)
+
+
+def _tool_definition(tool: ToolInfo, version: str) -> dict[str, Any]:
     definition: dict[str, Any] = {
         "name": tool.name,
-        "description": description,
-        "inputSchema": input_schema(tool.kind),
+        "description": _description(tool),
+        "inputSchema": input_schema(tool.kind, tool.paths),
     }
     if version in _STRUCTURED:
+        # `title` came with 2025-06-18, like the output schema.
+        definition["title"] = f"{tool.command_line} (reviewed command {tool.name!r})"
         definition["outputSchema"] = EVIDENCE_SCHEMA
     if version in _ANNOTATED:
         definition["annotations"] = {
@@ -223,18 +261,17 @@ def call_input(call: ToolCall) -> dict[str, Any]:
     return {"command": call.name, **call.arguments}
 
 
-def _summary(evidence: Evidence) -> str:
-    if evidence.signal is not None:
-        ended = f"was killed by {evidence.signal}"
-    else:
-        ended = f"exited with code {evidence.exit_code}"
-    if evidence.stop_reason != "exited":
-        ended += f" (stopped: {evidence.stop_reason})"
-    streams = []
-    for name, stream in (("stdout", evidence.stdout), ("stderr", evidence.stderr)):
-        size = len(stream.text)
-        streams.append(f"{name} {size} chars{', truncated' if stream.truncated else ''}")
-    return f"`{' '.join(evidence.invocation)}` {ended}; {'; '.join(streams)}."
+def _evidence_content(evidence: Evidence, version: str) -> list[dict[str, Any]]:
+    """The text content that goes with evidence: the concise summary, within its budget.
+
+    Before 2025-06-18 there is no `structuredContent`, so the complete evidence follows as
+    JSON text. From 2025-06-18 it is not repeated as text (which the specification suggests):
+    hosts cap tool results, and two full streams alone are ~32k tokens.
+    """
+    content = [{"type": "text", "text": summary(evidence)}]
+    if version not in _STRUCTURED:
+        content.append({"type": "text", "text": jsonrpc.encode_json(evidence).decode()})
+    return content
 
 
 def completed_result(result: RunResult, version: str = LATEST_VERSION) -> dict[str, Any]:
@@ -243,12 +280,7 @@ def completed_result(result: RunResult, version: str = LATEST_VERSION) -> dict[s
     Before 2025-06-18 there is no `structuredContent`: the evidence is JSON text.
     """
     completed: dict[str, Any] = {
-        "content": [
-            {"type": "text", "text": _summary(result.evidence)},
-            # The MCP specification asks for the structured content as text too, for clients
-            # that do not read `structuredContent`.
-            {"type": "text", "text": jsonrpc.encode_json(result.evidence).decode()},
-        ],
+        "content": _evidence_content(result.evidence, version),
         "isError": False,
         "_meta": {"jigcmd/report": result.report},
     }
@@ -274,12 +306,14 @@ def failure_result(error: JigError, version: str = LATEST_VERSION) -> dict[str, 
         "_meta": {"jigcmd/error": meta},
     }
     if evidence is not None:
+        collected = (
+            evidence
+            if isinstance(evidence, Evidence)
+            else _as_evidence.decode(jsonrpc.encode_json(evidence))
+        )
+        result["content"] += _evidence_content(collected, version)
         if version in _STRUCTURED:
             result["structuredContent"] = evidence
-        else:
-            result["content"].append(
-                {"type": "text", "text": jsonrpc.encode_json(evidence).decode()}
-            )
     return result
 
 

@@ -159,9 +159,26 @@ def test_a_deny_decision_cannot_be_planned() -> None:
         )
 
 
+@pytest.mark.parametrize(
+    ("grants", "tools"),
+    [
+        (("policy:check",), ["jarvis.policy.check"]),
+        (("run:create", "run:read"), ["jarvis.run.create", "jarvis.run.get"]),
+        ((), []),
+    ],
+)
+def test_the_manual_lists_only_the_tools_the_grants_allow(
+    grants: tuple[str, ...], tools: list[str]
+) -> None:
+    """A client discovers no tool it would be refused with `capability denied`."""
+    manual = build_manual("http://127.0.0.1:7777", grants)
+    assert [tool["name"] for tool in manual["tools"]] == tools
+    UtcpManualSerializer().validate_dict(manual)
+
+
 def test_the_manual_is_a_valid_utcp_manual_without_a_literal_token() -> None:
     """utcp's own serializer accepts the manual; auth is a `${JARVIS_BEARER_TOKEN}` variable."""
-    manual = build_manual("http://127.0.0.1:7777")
+    manual = build_manual("http://127.0.0.1:7777", CAPABILITIES)
     parsed = UtcpManualSerializer().validate_dict(manual)
     assert {t.name for t in parsed.tools} == {
         "jarvis.policy.check",

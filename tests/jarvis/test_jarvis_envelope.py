@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import httpx
 import pytest
 from utcp.data.auth_implementations.api_key_auth import ApiKeyAuth  # type: ignore[import-untyped]
 from utcp.utcp_client import UtcpClient  # type: ignore[import-untyped]
@@ -240,27 +241,36 @@ async def test_the_utcp_client_discovers_and_calls_the_tools(
     assert {row.actor for row in rows} == {ACTOR}
 
 
-async def test_the_utcp_client_sees_403_capability_denied(
+async def test_the_utcp_client_discovers_only_the_granted_tools(
     executor: NativeExecutor, workdir: Path
 ) -> None:
-    """With only policy:check granted, the UTCP client's run.create call fails with the reason."""
+    """With only policy:check granted, the manual lists that tool alone; run.create is 403."""
     service = make_service(executor, policy=policy_for(workdir))
     async with live_server(service, capabilities="policy:check") as base:
         client = await utcp_client()
         try:
             registered = await client.register_manual(manual_template(base))
             assert registered.success, registered.errors
+            names = {tool.name for tool in registered.manual.tools}
             checked = await client.call_tool(
                 "jarvis.policy.check", body("jarvis.policy.check", argv=["echo"])
             )
-            with pytest.raises(Exception, match="403") as caught:
+            with pytest.raises(Exception, match="not found"):
                 await client.call_tool(
                     "jarvis.run.create", body("jarvis.run.create", argv=["echo"])
                 )
         finally:
             await client.close()
+        async with httpx.AsyncClient(base_url=base) as raw:
+            refused = await raw.post(
+                "/tools/invoke",
+                json={"tool": "jarvis.run.create", "args": {"argv": ["echo"]}},
+                headers={"Authorization": f"Bearer {TOKEN}"},
+            )
+    assert names == {"jarvis.policy.check"}
     assert checked["decision"] == "allow"
-    assert "capability denied" in str(caught.value)
+    assert refused.status_code == 403
+    assert refused.json()["reason"] == "capability denied"
 
 
 async def utcp_client() -> UtcpClient:

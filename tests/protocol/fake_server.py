@@ -23,9 +23,14 @@ from jigcmd.server.backend import Progress
 from jigcmd.server.stdio import serve_stdio
 
 TOOLS = [
-    ToolInfo("tests", "test"),
-    ToolInfo("cli", "run"),
-    ToolInfo("locked", "run", unavailable="the policy is not admitted; run `jigcmd lock`"),
+    ToolInfo("tests", "test", paths=("test/a.test.ts",)),
+    ToolInfo("cli", "run", paths=("a.ts",)),
+    ToolInfo(
+        "locked",
+        "run",
+        unavailable="the policy is not admitted; run `jigcmd lock`",
+        paths=("src/locked.ts",),
+    ),
 ]
 
 

@@ -152,8 +152,11 @@ def test_tools_and_results_are_shaped_for_the_negotiated_version(
     call = dispatched(session.receive(tool_call("tests", {"files": {"test/a.test.ts": "x"}})))
     result = json.loads(session.finish(call, RunResult(canned_evidence("tests"), REPORT)))["result"]
     assert ("structuredContent" in result) is structured
-    evidence = json.loads(result["content"][-1]["text"])
+    evidence = (
+        result["structuredContent"] if structured else json.loads(result["content"][-1]["text"])
+    )
     assert evidence["command"] == "tests" and evidence["exitCode"] == 0
+    assert len(result["content"]) == (1 if structured else 2)
     stopped = dispatched(session.receive(tool_call("cli", {"files": {"a.ts": "x"}}, request_id=9)))
     failure = JigError(
         Code.DEADLINE_EXCEEDED, "past its deadline", {"command": canned_evidence("cli", "deadline")}
@@ -182,6 +185,27 @@ def test_empty_lines_and_stray_responses_are_ignored() -> None:
     assert answer(session.receive(request("p", "ping")))["result"] == {}
 
 
+def test_each_tool_names_its_command_files_bounds_and_evidence_for_a_first_try() -> None:
+    """Title and description say what runs and what `files` must hold; every input is described."""
+    tools = answer(initialized().receive(request(2, "tools/list")))["result"]["tools"]
+    by_name = {tool["name"]: tool for tool in tools}
+    tests, cli = by_name["tests"], by_name["cli"]
+    assert tests["title"] == "bun test test/a.test.ts (reviewed command 'tests')"
+    assert cli["title"] == "bun a.ts ARGS… (reviewed command 'cli')"
+    assert "Runs `bun test test/a.test.ts`" in tests["description"]
+    assert "`files` must include `test/a.test.ts`" in tests["description"]
+    for words in ("1-64 relative paths", "256 KiB", "16 KiB", "10 s", "exitCode", "isError false"):
+        assert words in tests["description"], words
+    assert "at most 32 arguments" in cli["description"]
+    assert "No arguments." in tests["description"]
+    for tool in tools:
+        properties = tool["inputSchema"]["properties"]
+        assert all(prop.get("description") for prop in properties.values()), tool["name"]
+    assert "needs `a.ts`" in cli["inputSchema"]["properties"]["files"]["description"]
+    old = answer(initialized("2025-03-26").receive(request(2, "tools/list")))["result"]["tools"]
+    assert all("title" not in tool for tool in old)
+
+
 def test_an_unknown_tool_is_invalid_params() -> None:
     """Calling a tool that does not exist is a protocol error, -32602."""
     error = answer(initialized().receive(tool_call("nope", {})))
@@ -196,8 +220,9 @@ def test_a_completed_run_is_not_an_error_and_carries_evidence_and_report() -> No
     result = json.loads(session.finish(call, RunResult(canned_evidence("tests"), REPORT)))["result"]
     assert result["isError"] is False
     assert result["structuredContent"]["command"] == "tests"
-    assert json.loads(result["content"][1]["text"]) == result["structuredContent"]
-    assert result["content"][0]["text"].startswith("`bun test test/a.test.ts` exited with code 0")
+    # One concise text; the complete evidence is the structured content only.
+    (text,) = result["content"]
+    assert text["text"].startswith("`bun test test/a.test.ts` exited with code 0")
     assert result["_meta"]["jigcmd/report"]["wallMs"] == 12.5
 
 
@@ -212,9 +237,9 @@ def test_a_failure_with_evidence_is_an_error_result_with_structured_content() ->
     )
     result = json.loads(session.finish(call, failure))["result"]
     assert result["isError"] is True
-    assert result["content"] == [
-        {"type": "text", "text": "DEADLINE_EXCEEDED: the command ran past its deadline"}
-    ]
+    first, collected = result["content"]
+    assert first == {"type": "text", "text": "DEADLINE_EXCEEDED: the command ran past its deadline"}
+    assert collected["text"].startswith("`bun a.ts` was killed by SIGKILL (stop reason: deadline")
     assert result["structuredContent"]["stopReason"] == "deadline"
     assert result["_meta"] == {"jigcmd/error": {"code": "DEADLINE_EXCEEDED"}}
 
