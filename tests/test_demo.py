@@ -12,13 +12,19 @@ import pytest
 from jigcmd.demo_wire import ServerChild, WireError
 
 
-def test_a_server_that_exits_before_answering_is_reported_with_its_stderr(tmp_path: Path) -> None:
-    """The demo's client names the request left unanswered, the exit status and the stderr."""
+def test_a_server_that_cannot_start_answers_with_the_reason_and_then_is_reported_gone(
+    tmp_path: Path,
+) -> None:
+    """A refused start answers the request it read; the demo's client then reports it gone."""
     missing = tmp_path / "absent.toml"
-    with ServerChild(missing, timeout=60) as server, pytest.raises(WireError) as caught:
-        server.request("initialize", {})
-    assert "before answering initialize" in str(caught.value)
-    assert "jigcmd serve:" in caught.value.stderr
+    with ServerChild(missing, timeout=60) as server:
+        refused = server.request("initialize", {})
+        with pytest.raises(WireError) as caught:
+            server.request("tools/list", {})
+    assert f"{missing}: cannot be read" in refused["error"]["message"]
+    # Gone before the second request was written, or while it waited for the answer.
+    gone = str(caught.value)
+    assert "cannot write to the server's stdin" in gone or "before answering tools/list" in gone
 
 
 @pytest.mark.envelope

@@ -26,7 +26,7 @@ from jigcmd.evidence import Evidence, ResourceReport
 from jigcmd.policy.binding import BindingError
 from jigcmd.protocol.commands import RunResult
 
-__all__ = ["CandidateError", "exit_status", "read_candidate", "run", "write_failure"]
+__all__ = ["CandidateError", "read_candidate", "run", "write_failure"]
 
 _EXIT_EVIDENCE, _EXIT_INVALID, _EXIT_FAILED, _EXIT_STOPPED = 0, 2, 3, 4
 
@@ -156,7 +156,7 @@ def _option_error(option: str, path: Path, why: str) -> JigError:
     )
 
 
-def exit_status(code: Code) -> int:
+def _exit_status(code: Code) -> int:
     """The documented exit status of a failed call."""
     if code == Code.INVALID_INPUT:
         return _EXIT_INVALID
@@ -181,7 +181,7 @@ def write_failure(exc: JigError, as_json: bool) -> int:
         sys.stdout.write(msgspec.json.encode(answer).decode() + "\n")
     elif collected is not None:
         _write_text(msgspec.convert(collected, Evidence), None)
-    return exit_status(exc.code)
+    return _exit_status(exc.code)
 
 
 def _write_result(result: RunResult, as_json: bool) -> None:
