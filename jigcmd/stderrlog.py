@@ -48,6 +48,7 @@ class StderrHandler(logging.Handler):
         self._tokens = float(BURST)
         self._refilled = clock()
         self._writer: threading.Thread | None = None
+        self._closing = False
         os.register_at_fork(after_in_child=self._forget)
 
     def emit(self, record: logging.LogRecord) -> None:
@@ -60,6 +61,8 @@ class StderrHandler(logging.Handler):
             text = f"{text[:MAX_RECORD_CHARS]}… ({len(text) - MAX_RECORD_CHARS:,} more characters)"
         data = (text + "\n").encode("utf-8", "replace")
         with self._ready:
+            if self._closing:
+                return
             if not self._take_token() or self._queued + len(data) > MAX_QUEUED_BYTES:
                 self._dropped += 1
                 return
@@ -84,6 +87,27 @@ class StderrHandler(logging.Handler):
             while self._queue and time.monotonic() < deadline:
                 self._ready.wait(max(0.0, min(0.05, deadline - time.monotonic())))
 
+    def close(self) -> None:
+        """Drop what is queued and let the writer thread end after its current write.
+
+        The descriptor is the caller's: once `stopped` says so, closing it can no longer
+        send a late record to whatever file reuses its number.
+        """
+        with self._ready:
+            self._closing = True
+            self._queue.clear()
+            self._queued = 0
+            self._ready.notify_all()
+        super().close()
+
+    def stopped(self, timeout: float) -> bool:
+        """Wait up to `timeout` for the writer thread to end (True when there is none)."""
+        writer = self._writer
+        if writer is not None:
+            writer.join(timeout)
+            return not writer.is_alive()
+        return True
+
     @property
     def dropped(self) -> int:
         """Records dropped since the last notice."""
@@ -102,8 +126,10 @@ class StderrHandler(logging.Handler):
     def _write_forever(self) -> None:
         while True:
             with self._ready:
-                while not self._queue:
+                while not self._queue and not self._closing:
                     self._ready.wait()
+                if self._closing:
+                    return
                 data = self._queue[0]
             try:
                 view = memoryview(data)
@@ -112,6 +138,8 @@ class StderrHandler(logging.Handler):
             except OSError:
                 pass  # stderr is gone; logging must never fail the program
             with self._ready:
+                if self._closing:
+                    return
                 self._queue.popleft()
                 self._queued -= len(data)
                 self._ready.notify_all()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import threading
@@ -17,8 +18,23 @@ def undrained() -> Iterator[tuple[int, int]]:
     """A pipe nobody reads until the test does: (read end, write end)."""
     read_fd, write_fd = os.pipe2(os.O_CLOEXEC)
     yield read_fd, write_fd
-    os.close(read_fd)
+    with contextlib.suppress(OSError):
+        os.close(read_fd)
     os.close(write_fd)
+
+
+@pytest.fixture
+def handlers(undrained: tuple[int, int]) -> Iterator[list[StderrHandler]]:
+    """Handlers on the undrained pipe, each stopped before the pipe's descriptors close."""
+    made: list[StderrHandler] = []
+    yield made
+    read_fd, _ = undrained
+    for handler in made:
+        handler.close()
+    # A writer blocked on the full pipe gets EPIPE now, and ends.
+    os.close(read_fd)
+    for handler in made:
+        assert handler.stopped(30)
 
 
 def _logger(handler: StderrHandler) -> logging.Logger:
@@ -40,11 +56,12 @@ def _drain(fd: int) -> bytes:
 
 
 def test_logging_a_flood_of_huge_records_to_an_undrained_pipe_never_blocks(
-    undrained: tuple[int, int],
+    undrained: tuple[int, int], handlers: list[StderrHandler]
 ) -> None:
     """10,000 records of 200 KB to a full pipe all return; what waits is bounded and counted."""
     read_fd, write_fd = undrained
     handler = StderrHandler(write_fd)
+    handlers.append(handler)
     logger = _logger(handler)
     done = threading.Event()
 
@@ -65,12 +82,13 @@ def test_logging_a_flood_of_huge_records_to_an_undrained_pipe_never_blocks(
 
 
 def test_records_beyond_the_burst_are_dropped_and_the_drop_is_reported(
-    undrained: tuple[int, int],
+    undrained: tuple[int, int], handlers: list[StderrHandler]
 ) -> None:
     """Past the rate limit records are counted, and the count precedes the next record written."""
     read_fd, write_fd = undrained
     now = [0.0]
     handler = StderrHandler(write_fd, clock=lambda: now[0])
+    handlers.append(handler)
     logger = _logger(handler)
     for index in range(BURST + 25):
         logger.warning("burst %d", index)
