@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -44,3 +47,35 @@ def test_the_guest_script_marks_its_start_and_the_commands_end(tmp_path: Path) -
     ended = next(line for line in lines if "command ended with status" in line)
     assert lines.index(ended) > next(i for i, line in enumerate(lines) if "tee" in line)
     assert STAGE_MARK in ended
+
+
+_LIVE = """
+import pytest
+from tests.v2vm.test_v2vm import _progress
+
+@pytest.fixture(scope="session")
+def vm(pytestconfig):
+    _progress(pytestconfig)("v2vm: stage one")
+
+def test_passes(vm):
+    pass
+"""
+
+
+def test_the_suites_stage_lines_reach_the_terminal_past_pytests_capture(tmp_path: Path) -> None:
+    """A passing test's captured output is dropped: the stage line shows only if written live."""
+    (tmp_path / "test_live.py").write_text(_LIVE)
+    done = subprocess.run(
+        [
+            *(sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-c", os.devnull),
+            *("-W", "ignore::pytest.PytestUnknownMarkWarning", str(tmp_path / "test_live.py")),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])},
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "v2vm: stage one" in done.stdout

@@ -109,15 +109,18 @@ def parse_junit(path: Path) -> list[Case]:
 
 
 def _progress(config: pytest.Config) -> Stage:
-    """One terminal line per VM stage, past pytest's capture: minutes of emulation speak."""
+    """One terminal line per VM stage, live: minutes of emulation are not silent."""
     reporter = config.pluginmanager.get_plugin("terminalreporter")
-    if reporter is None:
+    capture = config.pluginmanager.get_plugin("capturemanager")
+    if reporter is None or capture is None:
         return lambda line: None
 
     def say(line: str) -> None:
-        reporter.write_line(line)
-        # A log collector reads a pipe: without a flush the lines would come at the end.
-        reporter.flush()
+        # Past pytest's capture (a fixture's output would only show with a failure), and
+        # flushed: a log collector reads a pipe, where the lines would otherwise come last.
+        with capture.global_and_fixture_disabled():
+            reporter.write_line(line)
+            reporter.flush()
 
     return say
 
