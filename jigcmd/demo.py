@@ -123,7 +123,8 @@ def _handshake(account: _Account, server: ServerChild) -> None:
     tools = server.request("tools/list", {}).get("result", {}).get("tools", [])
     account.say("-> tools/list")
     for tool in tools:
-        account.say(f"<- {tool.get('name')}: {tool.get('description')}")
+        # The title names the command; the description (for a model) runs to a paragraph.
+        account.say(f"<- {tool.get('name')}: {tool.get('title') or tool.get('description')}")
     names = sorted(tool.get("name") for tool in tools)
     account.expect(names == ["cli", "tests"], f"tools/list named {names}, not cli and tests")
 
