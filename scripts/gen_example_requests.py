@@ -59,11 +59,27 @@ def generate() -> dict[str, bytes]:
         },
         {"jsonrpc": "2.0", "method": "notifications/initialized"},
         {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
+        # Three calls at once: an MCP session runs them side by side (each in its own envelope).
         {
             "jsonrpc": "2.0",
             "id": 3,
             "method": "tools/call",
+            "params": {"name": "tests", "arguments": {"files": candidate("passing")}},
+        },
+        {
+            "jsonrpc": "2.0",
+            "id": 4,
+            "method": "tools/call",
             "params": {"name": "tests", "arguments": {"files": candidate("failing")}},
+        },
+        {
+            "jsonrpc": "2.0",
+            "id": 5,
+            "method": "tools/call",
+            "params": {
+                "name": "cli",
+                "arguments": {"files": candidate("passing"), "args": CLI_ARGS, "stdin": STDIN},
+            },
         },
     ]
     return {

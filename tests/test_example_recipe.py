@@ -133,6 +133,9 @@ def test_the_readme_recipe_runs_as_written_and_every_request_is_answered(
     assert answers["example-1"]["result"]["value"]["exitCode"] == 0
     assert answers[1]["result"]["serverInfo"]["name"] == "jigcmd"
     assert [t["name"] for t in answers[2]["result"]["tools"]] == ["tests", "cli"]
-    called = answers[3]["result"]
-    assert called["isError"] is False
-    assert called["structuredContent"]["exitCode"] == 1
+    # The three tools/call, side by side: passing, failing, the cli with args and stdin.
+    called = {i: answers[i]["result"] for i in (3, 4, 5)}
+    assert all(result["isError"] is False for result in called.values()), called
+    assert [called[i]["structuredContent"]["exitCode"] for i in (3, 4, 5)] == [0, 1, 0]
+    records = json.loads(called[5]["structuredContent"]["stdout"]["text"])
+    assert records == {"args": ["--greeting", "hi"], "records": ["a", "b"]}
