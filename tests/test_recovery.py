@@ -46,6 +46,9 @@ class FakeJob:
     def join(self, born_in: str | None) -> None:
         self.tasks += 1
 
+    def pin(self, cpus: tuple[int, ...]) -> bool:
+        return False
+
     def kill(self) -> None:
         self.killed += 1
         if not self.stuck:

@@ -27,6 +27,9 @@ __all__ = ["REQUIRED", "V1Backend", "V1Job"]
 
 # The controllers every job needs; "freezer" too when there is no unified hierarchy.
 REQUIRED = ("memory", "pids", "cpu", "cpuacct")
+# Used where mounted, so that a job's CPU pin is the kernel's (`V1Job.pin`); where it is not,
+# the envelope pins the candidate's affinity mask alone.
+CPUSET = "cpuset"
 # Bun finds its heap ceiling here when its own v1 memory cgroup is the namespace root.
 MEMORY_VIEW_PATH = "/sys/fs/cgroup/memory/memory.limit_in_bytes"
 FREEZE_KILL_TIMEOUT_S = 1.0
@@ -106,6 +109,18 @@ class V1Job:
             pids.update(cgroupfs.pids_in(os.path.join(path, "cgroup.procs")))
         return sorted(pids)
 
+    def pin(self, cpus: tuple[int, ...]) -> bool:
+        """Confine the job to `cpus` through its cpuset; False when the host mounts none."""
+        directory = self._dirs.get(CPUSET)
+        if directory is None:
+            return False
+        cgroupfs.pin_cpus(
+            os.path.join(directory, "cpuset.cpus"),
+            os.path.join(directory, "cpuset.effective_cpus"),
+            cpus,
+        )
+        return True
+
     def kill(self) -> None:
         """SIGKILL the whole tree: unified cgroup.kill when present, else freezer + kill loop."""
         unified = self._unified()
@@ -174,6 +189,29 @@ class V1Job:
         cgroupfs.remove_dirs(self.paths)
 
 
+def _writable(hierarchy: str, base: str) -> bool:
+    """Whether jobs can be made under `base` in `hierarchy` (the base, or where it would go)."""
+    path = os.path.join(hierarchy, base)
+    while not os.path.isdir(path) and path != hierarchy:
+        path = os.path.dirname(path)
+    return os.access(path, os.W_OK)
+
+
+def _inherit_cpuset(job: str) -> None:
+    """Give the base and the job their parent's CPUs and memory nodes where they have none.
+
+    A v1 cpuset starts empty, and no task can join an empty one; the job is narrowed to its
+    plan's CPUs only at the go (`V1Job.pin`), since prepared envelopes exist before that.
+    """
+    chain = [os.path.dirname(job), job]
+    for directory in chain:
+        parent = os.path.dirname(directory)
+        for name in ("cpuset.cpus", "cpuset.mems"):
+            path = os.path.join(directory, name)
+            if not cgroupfs.read(path).strip():
+                cgroupfs.write(path, cgroupfs.read(os.path.join(parent, name)).strip())
+
+
 class V1Backend:
     """Jobs under `base` in each v1 hierarchy (and in the unified hierarchy when mounted)."""
 
@@ -182,6 +220,9 @@ class V1Backend:
         self.base = base
         self.unified = unified
         self.mode: Literal["v1", "hybrid"] = "hybrid" if unified is not None else "v1"
+        # Decided once: a cpuset hierarchy this user cannot write (a delegation of the
+        # required controllers only) leaves jobs to the affinity pin, never unmade.
+        self._cpuset = CPUSET in self.hierarchies and _writable(self.hierarchies[CPUSET], base)
 
     def __repr__(self) -> str:
         return f"V1Backend({self.mode}, {self.base!r})"
@@ -189,11 +230,15 @@ class V1Backend:
     def _controllers(self) -> tuple[str, ...]:
         return REQUIRED if self.unified is not None else (*REQUIRED, "freezer")
 
+    def _job_controllers(self) -> tuple[str, ...]:
+        """The required controllers, and the cpuset where this user may make jobs in it."""
+        return (*self._controllers(), CPUSET) if self._cpuset else self._controllers()
+
     def _bases(self) -> dict[str, str]:
         """The jobs' parent directory per controller (and for the unified hierarchy)."""
         bases = {
             c: os.path.join(self.hierarchies[c], self.base)
-            for c in self._controllers()
+            for c in self._job_controllers()
             if c in self.hierarchies
         }
         if self.unified is not None:
@@ -224,6 +269,8 @@ class V1Backend:
                 except OSError as e:
                     raise OSError(e.errno, f"cannot create cgroup: {e.strerror}", path) from None
                 created.append(path)
+            if CPUSET in dirs:
+                _inherit_cpuset(dirs[CPUSET])
             memory_limit = self._write_limits(dirs, limits)
         except OSError as e:
             try:

@@ -8,6 +8,7 @@ the hybrid backend, which keeps a v2 directory per job for `cgroup.kill` and `cp
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 from collections.abc import Callable
@@ -22,6 +23,9 @@ if TYPE_CHECKING:
 __all__ = ["CONTROLLERS", "KILL_TIMEOUT_S", "V2Backend", "V2Job", "kill_tree", "populated"]
 
 CONTROLLERS = ("memory", "pids", "cpu")
+# Enabled where the parent offers it, so that a job's CPU pin is the kernel's (`V2Job.pin`);
+# where it is not, the envelope pins the candidate's affinity mask alone.
+CPUSET = "cpuset"
 # Bun reads its heap ceiling here (its own cgroup is the namespace root inside the envelope).
 MEMORY_VIEW_PATH = "/sys/fs/cgroup/memory.max"
 # Only kernels without cgroup.kill (< 5.14) need the freeze-and-kill loop.
@@ -88,6 +92,14 @@ class V2Job:
         """Move the caller into the job unless it was born there."""
         if born_in != self.path:
             cgroupfs.write(os.path.join(self.path, "cgroup.procs"), "0")
+
+    def pin(self, cpus: tuple[int, ...]) -> bool:
+        """Confine the job to `cpus` through its cpuset; False when the job has no cpuset."""
+        cpus_file = os.path.join(self.path, "cpuset.cpus")
+        if not os.path.exists(cpus_file):
+            return False
+        cgroupfs.pin_cpus(cpus_file, os.path.join(self.path, "cpuset.cpus.effective"), cpus)
+        return True
 
     def kill(self) -> None:
         """SIGKILL the whole tree."""
@@ -176,6 +188,12 @@ class V2Backend:
                 "parent's cgroup.subtree_control or delegate them (systemd: Delegate=yes)",
                 controllers_file,
             )
+        if CPUSET in available and CPUSET not in enabled:
+            # Optional, and only along with the required ones (a directory that has those
+            # is left as it is): where it cannot be handed down, jobs keep the affinity pin.
+            with contextlib.suppress(OSError):
+                cgroupfs.write(subtree_file, " ".join("+" + c for c in (*missing, CPUSET)))
+                return
         try:
             cgroupfs.write(subtree_file, " ".join("+" + c for c in missing))
         except OSError as e:

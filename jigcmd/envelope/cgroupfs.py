@@ -15,9 +15,11 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 
 __all__ = [
+    "cpu_list",
     "freeze_and_kill",
     "keyed",
     "pids_in",
+    "pin_cpus",
     "poll_until",
     "read",
     "remove_dirs",
@@ -61,6 +63,28 @@ def keyed(path: str) -> dict[str, int]:
         if value.strip().lstrip("-").isdigit():
             result[key] = int(value)
     return result
+
+
+def cpu_list(text: str) -> tuple[int, ...]:
+    """The CPUs of a kernel CPU list such as `0-3,8,10-11` (empty text: none)."""
+    cpus: set[int] = set()
+    for part in text.strip().split(","):
+        if not part:
+            continue
+        first, _, last = part.partition("-")
+        cpus.update(range(int(first), int(last or first) + 1))
+    return tuple(sorted(cpus))
+
+
+def pin_cpus(cpus_file: str, effective_file: str, cpus: Sequence[int]) -> None:
+    """Write `cpus` to a cpuset's cpus file; raise unless the kernel then reports exactly them."""
+    wanted = tuple(sorted(set(cpus)))
+    write(cpus_file, ",".join(str(cpu) for cpu in wanted))
+    effective = cpu_list(read(effective_file))
+    if effective != wanted:
+        # A CPU the parent lacks (or one offline) narrows the effective set without an error.
+        detail = f"the kernel pins to {list(effective)}, not {list(wanted)}"
+        raise OSError(errno.EINVAL, detail, effective_file)
 
 
 def pids_in(procs_path: str) -> list[int]:

@@ -100,6 +100,11 @@ class CgroupJob(Protocol):
         """
         ...
 
+    def pin(self, cpus: tuple[int, ...]) -> bool:
+        """Confine the job to `cpus` through a cpuset; False where the job has none (OSError
+        when the kernel refuses or narrows the set)."""
+        ...
+
     def kill(self) -> None:
         """SIGKILL every task of the job (cgroup.kill, or freeze + kill loop on pure v1)."""
         ...

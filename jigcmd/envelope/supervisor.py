@@ -392,6 +392,14 @@ class _Envelope:
 
     def _go(self, plan: RunPlan, stdio: Handed) -> None:
         assert self.control is not None and self.job is not None
+        if plan.cpus:
+            try:
+                # From the host side, where the host offers a cpuset: the candidate cannot
+                # widen it. Pid 1 sets the candidate's affinity mask to the same CPUs in any
+                # case (see `_Init.main`).
+                self.job.pin(plan.cpus)
+            except OSError as exc:
+                raise _StepError("cpu pin", exc) from exc
         try:
             send_message(self.control, Go(plan=plan), list(stdio))
         except OSError as exc:
@@ -903,6 +911,9 @@ class _Init:
             received = self._receive_go()
             plan, stdio = received
             trace.mark("init: go")
+            step = "cpu pin"
+            if plan.cpus:
+                _pin_affinity(self.candidate, plan.cpus)
             step = "candidate files"
             if plan.profile == "candidate":
                 rootfs.seal_candidate(plan.files)
@@ -974,6 +985,20 @@ class _Init:
         # Exiting pid 1 makes the kernel SIGKILL everything left in the namespace: a daemon
         # or a double-forked grandchild does not outlive the candidate's main process.
         os._exit(0)
+
+
+def _pin_affinity(pid: int, cpus: tuple[int, ...]) -> None:
+    """Set `pid`'s affinity mask to `cpus`; raise unless the kernel then reports exactly them.
+
+    Before the candidate execs: the CPU count Bun reads (and sizes its thread pools by) is
+    its affinity mask, and without a cpuset this mask is the only pin there is.
+    """
+    os.sched_setaffinity(pid, cpus)
+    granted = os.sched_getaffinity(pid)
+    if granted != set(cpus):
+        raise OSError(
+            errno.EINVAL, f"the candidate is pinned to {sorted(granted)}, not {sorted(cpus)}"
+        )
 
 
 def _candidate(plan: RunPlan, channel: socket.socket, exec_w: int, status_w: int) -> NoReturn:

@@ -60,8 +60,9 @@ def candidate_plan(
     deadline: float,
     limits: Limits | None = None,
     label: str = "run",
+    cpus: tuple[int, ...] = (),
 ) -> RunPlan:
-    """The plan for one Bun command against an exact candidate tree."""
+    """The plan for one Bun command against an exact candidate tree, pinned to `cpus`."""
     return RunPlan(
         profile="candidate",
         argv=bun_argv(bun, kind, paths, args),
@@ -73,4 +74,5 @@ def candidate_plan(
         limits=limits or Limits(),
         deadline=deadline,
         label=label,
+        cpus=cpus,
     )

@@ -37,6 +37,7 @@ CONTROLLER_FILES = {
     },
     "pids": {"pids.max": "max\n", "pids.events": "max 0\n"},
     "cpu": {"cpu.max": "max 100000\n"},
+    "cpuset": {"cpuset.cpus": "\n", "cpuset.cpus.effective": "0-31\n"},
 }
 
 
@@ -103,10 +104,33 @@ def test_create_writes_every_limit_and_no_swap(fake: FakeCgroupFs) -> None:
 
 
 def test_create_enables_the_controllers_on_the_root_and_the_base(fake: FakeCgroupFs) -> None:
-    """Without +memory +pids +cpu in subtree_control the job would have no limit files."""
+    """Without +memory +pids +cpu in subtree_control the job would have no limit files; the
+    cpuset comes along where the parent offers it."""
     fake.backend().create("jigcmd-1", Limits())
     for directory in (fake.root, fake.root / "jigcmd"):
-        assert fake.enabled(directory) == ["memory", "pids", "cpu"]
+        assert fake.enabled(directory) == ["memory", "pids", "cpu", "cpuset"]
+
+
+def test_a_job_pins_its_cpus_through_its_cpuset_and_checks_the_effective_set(
+    fake: FakeCgroupFs,
+) -> None:
+    """pin() writes cpuset.cpus and passes only when cpuset.cpus.effective is exactly that."""
+    job = fake.backend().create("jigcmd-1", Limits())
+    (job_dir(fake) / "cpuset.cpus.effective").write_text("7\n")
+    assert job.pin((7,)) is True
+    assert (job_dir(fake) / "cpuset.cpus").read_text() == "7"
+    with pytest.raises(OSError, match=r"the kernel pins to \[7\], not \[3, 9\]"):
+        job.pin((9, 3))
+
+
+def test_without_a_cpuset_on_offer_jobs_are_made_and_left_to_the_affinity_pin(
+    tmp_path: Path,
+) -> None:
+    """A parent without cpuset still gives jobs; pin() says the cgroup does not pin them."""
+    fake = FakeCgroupFs(tmp_path / "cgroup", controllers="cpu io memory pids")
+    job = fake.backend().create("jigcmd-1", Limits())
+    assert fake.enabled(fake.root) == ["memory", "pids", "cpu"]
+    assert job.pin((0,)) is False
 
 
 def test_controllers_already_enabled_are_not_written_again(fake: FakeCgroupFs) -> None:
