@@ -24,6 +24,7 @@ from jigcmd.executor import (
 )
 from jigcmd.journal.reservations import Slot
 from jigcmd.ownership import Ownership
+from jigcmd.placement import pinned_cpus
 from jigcmd.plan import Limits, RunPlan
 from jigcmd.policy.binding import CommandPolicy
 from jigcmd.policy.lock import Admission
@@ -259,6 +260,7 @@ class CommandService:
                     ticket=ticket,
                     progress=progress,
                     hooks=hooks,
+                    cpus=pinned_cpus(self._limits, slot.index if slot is not None else None),
                 )
             except Withdrawn:
                 assert replayed is not None
@@ -309,6 +311,7 @@ class CommandService:
         ticket: Ticket,
         progress: Progress | None,
         hooks: Hooks | None = None,
+        cpus: tuple[int, ...] = (),
     ) -> RunResult:
         plan = candidate_plan(
             bun=BUN_TARGET,
@@ -321,6 +324,7 @@ class CommandService:
             deadline=deadline,
             limits=self._limits,
             label=operation_id,
+            cpus=cpus,
         )
         if progress is not None:
             await progress(f"running {' '.join(valid.invocation)}")

@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 
 import anyio
 import anyio.abc
+import msgspec
 
 from jigcmd.errors import Code, JigError
 from jigcmd.evidence import decode_output
@@ -27,6 +28,7 @@ from jigcmd.jarvis.tools import ToolError, decode_run_id, decode_run_request
 from jigcmd.journal import JarvisRun, Journal
 from jigcmd.journal.identity import ProcessIdentity, is_alive
 from jigcmd.journal.reservations import Reservations, Slot
+from jigcmd.placement import pinned_cpus
 from jigcmd.plan import RunPlan
 
 __all__ = ["EARLY_ANSWER_SECONDS", "MAX_ACTIVE_RUNS", "JarvisService"]
@@ -163,6 +165,9 @@ class JarvisService:
             full = self._reservations.exhausted_message()
             await self._audit(actor, tool, request, decision, f"refused: {full}")
             raise ToolError(429, full, headers=_RETRY_AFTER)
+        # The CPUs its quota pays for, spread by slot like every envelope (`placement`).
+        cpus = pinned_cpus(plan.limits, slot.index if slot is not None else None)
+        plan = msgspec.structs.replace(plan, cpus=cpus)
         try:
             run_id = await self._db(
                 partial(

@@ -1,0 +1,79 @@
+"""Which CPUs an envelope is pinned to: its quota's worth, a distinct run of them per slot."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from jigcmd.envelope.cgroupfs import cpu_list
+from jigcmd.placement import pinned_cpus, quota_width
+from jigcmd.plan import Limits
+
+HALF = Limits()  # 50 ms per 100 ms: half a core
+THIRTY_TWO = tuple(range(32))
+
+
+def test_half_a_core_is_one_cpu_and_one_and_a_half_cores_are_two() -> None:
+    """The quota rounds up to whole CPUs, never to none."""
+    assert quota_width(HALF) == 1
+    assert quota_width(Limits(cpu_quota_us=150_000)) == 2
+    assert quota_width(Limits(cpu_quota_us=1)) == 1
+
+
+def test_an_unlimited_quota_pins_to_every_allowed_cpu() -> None:
+    """cpu.max "max" (a non-positive quota) pays for the whole allowed set."""
+    assert quota_width(Limits(cpu_quota_us=-1)) is None
+    assert pinned_cpus(Limits(cpu_quota_us=-1), 3, THIRTY_TWO) == THIRTY_TWO
+
+
+def test_concurrent_slots_on_a_large_host_get_distinct_cpus() -> None:
+    """Sixteen slots of half a core on 32 CPUs: sixteen different single CPUs."""
+    chosen = [pinned_cpus(HALF, slot, THIRTY_TWO) for slot in range(16)]
+    assert all(len(cpus) == 1 for cpus in chosen)
+    assert len(set(chosen)) == 16
+
+
+def test_wider_quotas_take_disjoint_runs_of_cpus_per_slot() -> None:
+    """Two CPUs per envelope: slots 0..3 take {0,1}, {2,3}, {4,5}, {6,7}."""
+    wide = Limits(cpu_quota_us=200_000)
+    assert [pinned_cpus(wide, slot, range(8)) for slot in range(4)] == [
+        (0, 1),
+        (2, 3),
+        (4, 5),
+        (6, 7),
+    ]
+
+
+def test_more_slots_than_cpus_share_them_evenly() -> None:
+    """Four slots on two CPUs: each CPU carries two envelopes."""
+    chosen = [pinned_cpus(HALF, slot, (4, 9)) for slot in range(4)]
+    assert sorted(chosen) == [(4,), (4,), (9,), (9,)]
+
+
+def test_only_cpus_this_process_may_use_are_chosen() -> None:
+    """Without an explicit set, the choice comes from the server's own affinity mask."""
+    allowed = os.sched_getaffinity(0)
+    for slot in (0, 1, 7, None):
+        assert set(pinned_cpus(HALF, slot)) <= allowed
+
+
+def test_runs_without_a_slot_still_move_across_the_cpus() -> None:
+    """Consecutive unslotted runs of one process take consecutive CPUs."""
+    chosen = {pinned_cpus(HALF, None, THIRTY_TWO) for _ in range(4)}
+    assert len(chosen) == 4
+
+
+def test_an_empty_allowed_set_is_refused() -> None:
+    """No CPU to pin to is an error, never an unpinned run."""
+    with pytest.raises(ValueError, match="no CPU"):
+        pinned_cpus(HALF, 0, ())
+
+
+@pytest.mark.parametrize(
+    ("text", "cpus"),
+    [("0-3,8,10-11\n", (0, 1, 2, 3, 8, 10, 11)), ("5", (5,)), ("\n", ())],
+)
+def test_kernel_cpu_lists_are_read_as_the_cpus_they_name(text: str, cpus: tuple[int, ...]) -> None:
+    """Ranges, single CPUs and the empty list, as cpuset files print them."""
+    assert cpu_list(text) == cpus
