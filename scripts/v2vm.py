@@ -108,7 +108,7 @@ mount -t tmpfs -o mode=1777 tmpfs /newroot/dev/shm
 mount -t tmpfs -o mode=0755 tmpfs /newroot/run
 mount -t cgroup2 -o nsdelegate,memory_recursiveprot cgroup2 /newroot/sys/fs/cgroup \
   || fail "mount cgroup2"
-echo "+memory +pids +cpu" > /newroot/sys/fs/cgroup/cgroup.subtree_control \
+echo "+memory +pids +cpu +cpuset" > /newroot/sys/fs/cgroup/cgroup.subtree_control \
   || fail "enable the cgroup controllers"
 ip link set lo up
 mkdir -p /newroot/run/v2vm
@@ -348,6 +348,7 @@ def run_in_vm(
     timeout: float = 600.0,
     cache: Path = DEFAULT_CACHE,
     memory_mib: int = 1024,
+    cpus: int = 2,
     echo: bool = False,
     stage: Stage = _silent,
 ) -> GuestRun:
@@ -379,7 +380,7 @@ def run_in_vm(
         "-accel", "tcg",
         "-cpu", "max",
         "-m", str(memory_mib),
-        "-smp", "2",
+        "-smp", str(cpus),
         "-nographic", "-no-reboot", "-vga", "none", "-nic", "none",
         "-kernel", str(images.kernel),
         "-initrd", str(images.initramfs),
@@ -453,6 +454,7 @@ def _parser() -> argparse.ArgumentParser:
         action.add_argument("--out", type=Path, help="output directory (default: a fresh one)")
         action.add_argument("--timeout", type=float, default=600.0, help="seconds for everything")
         action.add_argument("--memory", type=int, default=1024, help="guest memory in MiB")
+        action.add_argument("--cpus", type=int, default=2, help="guest vCPUs (default: 2)")
         action.add_argument("--env", action="append", default=[], help="KEY=VALUE for the guest")
         action.add_argument("argv", nargs=argparse.REMAINDER)
     return parser
@@ -483,6 +485,7 @@ def main(argv: list[str] | None = None) -> int:
             timeout=args.timeout,
             cache=args.cache,
             memory_mib=args.memory,
+            cpus=args.cpus,
             echo=True,
         )
     except VmUnavailable as e:

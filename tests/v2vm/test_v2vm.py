@@ -34,6 +34,7 @@ GUEST_SUITES = (
     "tests/envelope/test_executor_real.py",
     "tests/envelope/test_hostile.py",
     "tests/envelope/test_spawn_init.py",
+    "tests/envelope/test_cpu_pin.py",
     "tests/test_recovery.py",
     "tests/rootless/test_rootless.py",
 )
@@ -199,6 +200,7 @@ def test_no_guest_test_fails_or_errs(guest: Guest) -> None:
         pytest.param("test_v2_envelope", "memory_peak", id="memory-peak"),
         pytest.param("test_v2_server", "server_killed_mid_run", id="server-kill-9-recovery"),
         pytest.param("test_cgroup_real", "", id="cgroup-backend"),
+        pytest.param("test_cpu_pin", "cpuset", id="cpu-pin-through-the-v2-cpuset"),
         pytest.param("test_recovery", "", id="recovery"),
         *(
             pytest.param(module, k, id=f"{module.removeprefix('test_')}-{k}")
