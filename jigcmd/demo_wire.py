@@ -13,6 +13,7 @@ import selectors
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -33,10 +34,13 @@ class WireError(Exception):
 class ServerChild:
     """`python -m jigcmd serve --binding BINDING` with pipes on all three stdio fds."""
 
-    def __init__(self, binding: Path, timeout: float = _ANSWER_SECONDS) -> None:
+    def __init__(
+        self, binding: Path, timeout: float = _ANSWER_SECONDS, args: Sequence[str] = ()
+    ) -> None:
+        """Start the server; `args` are further `serve` options (`--state-dir …`)."""
         self._timeout = timeout
         self._process = subprocess.Popen(
-            [sys.executable, "-m", "jigcmd", "serve", "--binding", str(binding)],
+            [sys.executable, "-m", "jigcmd", "serve", "--binding", str(binding), *args],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import anyio
 
-from jigcmd.diagnosis import probes
+from jigcmd.diagnosis import container, probes
 from jigcmd.diagnosis.verdicts import (
     USERNS_SYSCTLS,
     Check,
@@ -77,6 +77,44 @@ def _privileges() -> Check:
 def _oom_score() -> Check:
     cap_eff = _status_field(probes.read_text("/proc/self/status"), "CapEff") or "0"
     return oom_score_check(os.geteuid(), int(cap_eff, 16))
+
+
+def _container() -> Check:
+    engine = container.detect_engine(
+        containerenv=probes.read_text("/run/.containerenv"),
+        dockerenv=os.path.exists("/.dockerenv"),
+        init_environ=_read_bytes("/proc/1/environ"),
+    )
+    if engine is None:
+        return container.container_check(None, ())
+    from jigcmd.envelope.cgroups import read_mounts  # noqa: PLC0415 - Linux only
+    from jigcmd.envelope.delegation import resolve_backend  # noqa: PLC0415
+
+    mode: str | None = None
+    try:
+        backend, _ = resolve_backend(move_self=False)
+        mode, problems = backend.mode, backend.problems()
+    except (OSError, ValueError) as exc:
+        problems = [str(exc)]
+    cap_eff = _status_field(probes.read_text("/proc/self/status"), "CapEff") or "0"
+    pieces = container.missing_pieces(
+        engine,
+        cap_eff=int(cap_eff, 16),
+        overmounts=container.proc_overmounts([m.point for m in read_mounts()]),
+        cgroup_mode=mode,
+        cgroup_problems=problems,
+        userns_ok=probes.probe_userns() is None,
+        root=os.geteuid() == 0,
+    )
+    return container.container_check(engine, pieces)
+
+
+def _read_bytes(path: str) -> bytes | None:
+    try:
+        with open(path, "rb") as handle:
+            return handle.read()
+    except OSError:
+        return None
 
 
 def _userns() -> Check:
@@ -218,6 +256,7 @@ _CHECKS: tuple[tuple[str, Callable[[], Check]], ...] = (
     ("kernel", lambda: kernel_check(platform.release())),
     ("privileges", _privileges),
     ("oom score", _oom_score),
+    ("container", _container),
     ("user namespaces", _userns),
     ("namespaces", lambda: namespaces_check(probes.probe_namespaces())),
     ("cgroups", _cgroups),

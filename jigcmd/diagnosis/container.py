@@ -1,0 +1,172 @@
+"""Inside a container: which piece of the envelope it withholds, and the option that gives it.
+
+A container engine's defaults withhold exactly what the envelope is built from: capabilities
+(`CAP_SYS_ADMIN` for mount, pid and uts namespaces and the pivot into the new root,
+`CAP_NET_ADMIN` to bring up `lo` in the envelope's network namespace), a fully visible
+`/proc` (masked paths make a fresh procfs mount fail with EPERM), a writable cgroup
+hierarchy, and a seccomp profile that allows namespace creation. Measured with podman 4.3
+(runc) on a hybrid-cgroup host: with `--cap-add SYS_ADMIN --cap-add NET_ADMIN
+--security-opt unmask=/proc/* -v /sys/fs/cgroup:/sys/fs/cgroup:rw` the complete envelope
+works under the engine's default seccomp profile (which allows namespace creation once
+`CAP_SYS_ADMIN` is held), so no profile of our own is needed. The functions take plain facts
+so that each diagnosis can be tested without the failing container.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from jigcmd.diagnosis.verdicts import Check
+
+__all__ = [
+    "CAP_NET_ADMIN",
+    "CAP_SYS_ADMIN",
+    "Engine",
+    "Piece",
+    "container_check",
+    "detect_engine",
+    "missing_pieces",
+    "proc_overmounts",
+    "recipe",
+]
+
+Engine = Literal["podman", "docker", "container"]
+CAP_SYS_ADMIN = 21
+CAP_NET_ADMIN = 12
+
+# The option that gives each piece, per engine ("container": an engine we cannot name, which
+# gets the podman/docker spelling and the capability by name for a pod spec).
+_OPTIONS: dict[str, dict[Engine, str]] = {
+    "CAP_SYS_ADMIN": {
+        "podman": "--cap-add SYS_ADMIN",
+        "docker": "--cap-add SYS_ADMIN",
+        "container": "--cap-add SYS_ADMIN (Kubernetes: securityContext.capabilities.add SYS_ADMIN)",
+    },
+    "CAP_NET_ADMIN": {
+        "podman": "--cap-add NET_ADMIN",
+        "docker": "--cap-add NET_ADMIN",
+        "container": "--cap-add NET_ADMIN (Kubernetes: securityContext.capabilities.add NET_ADMIN)",
+    },
+    "unmasked /proc": {
+        "podman": "--security-opt unmask=/proc/*",
+        "docker": "--security-opt systempaths=unconfined",
+        "container": (
+            "--security-opt unmask=/proc/* (Kubernetes: securityContext.procMount Unmasked)"
+        ),
+    },
+    "writable cgroups v1": {
+        "podman": "-v /sys/fs/cgroup:/sys/fs/cgroup:rw",
+        "docker": "-v /sys/fs/cgroup:/sys/fs/cgroup:rw",
+        "container": "-v /sys/fs/cgroup:/sys/fs/cgroup:rw (a hostPath volume of /sys/fs/cgroup)",
+    },
+    "writable cgroups v2": {
+        "podman": "--cgroupns=private --security-opt unmask=/sys/fs/cgroup",
+        "docker": "--cgroupns=private -v /sys/fs/cgroup:/sys/fs/cgroup:rw",
+        "container": "a cgroup namespace with /sys/fs/cgroup writable",
+    },
+    "namespace syscalls": {
+        "podman": "--security-opt seccomp=unconfined",
+        "docker": "--security-opt seccomp=unconfined",
+        "container": "a seccomp profile that allows unshare and clone with namespace flags",
+    },
+}
+
+
+@dataclass(frozen=True)
+class Piece:
+    """One withheld piece of the envelope and the exact option that provides it."""
+
+    piece: str
+    why: str
+    option: str
+
+
+def recipe(engine: Literal["podman", "docker"], cgroup_mode: str) -> dict[str, list[str]]:
+    """Each piece's `run` arguments for `engine` on a host of `cgroup_mode`, in order: together
+    the smallest set that gives the complete envelope (what docs/deployment.md lists)."""
+    cgroups = "writable cgroups v2" if cgroup_mode == "v2" else "writable cgroups v1"
+    pieces = ("CAP_SYS_ADMIN", "CAP_NET_ADMIN", "unmasked /proc", cgroups)
+    return {piece: _OPTIONS[piece][engine].split() for piece in pieces}
+
+
+def detect_engine(
+    *, containerenv: str | None, dockerenv: bool, init_environ: bytes | None
+) -> Engine | None:
+    """The container engine this process runs under, from what engines leave behind.
+
+    `containerenv`: the text of /run/.containerenv (podman, also rootless); `dockerenv`:
+    whether /.dockerenv exists; `init_environ`: /proc/1/environ (`container=` is set by
+    podman, systemd-nspawn and LXC), or None when unreadable.
+    """
+    if containerenv is not None:
+        return "podman"
+    if dockerenv:
+        return "docker"
+    for entry in (init_environ or b"").split(b"\0"):
+        if entry.startswith(b"container="):
+            value = entry.partition(b"=")[2]
+            if value.startswith(b"podman"):
+                return "podman"
+            if value.startswith(b"docker"):
+                return "docker"
+            return "container"
+    return None
+
+
+def proc_overmounts(mount_points: Sequence[str]) -> list[str]:
+    """Mounts over parts of /proc (an engine's masked and read-only paths)."""
+    return sorted(point for point in mount_points if point.startswith("/proc/"))
+
+
+def missing_pieces(
+    engine: Engine,
+    *,
+    cap_eff: int,
+    overmounts: Sequence[str],
+    cgroup_mode: str | None,
+    cgroup_problems: Sequence[str],
+    userns_ok: bool,
+    root: bool = True,
+) -> list[Piece]:
+    """Every piece the container withholds, each with its option (capabilities: for root;
+    without root the envelope's namespaces come with a user namespace and need none)."""
+
+    def piece(name: str, why: str) -> Piece:
+        return Piece(name, why, _OPTIONS[name][engine])
+
+    found: list[Piece] = []
+    if root and not cap_eff & (1 << CAP_SYS_ADMIN):
+        found.append(piece("CAP_SYS_ADMIN", "mount, pid and uts namespaces, the new root"))
+    if root and not cap_eff & (1 << CAP_NET_ADMIN):
+        found.append(piece("CAP_NET_ADMIN", "lo in the envelope's network namespace"))
+    if overmounts:
+        shown = ", ".join(overmounts[:3]) + (" …" if len(overmounts) > 3 else "")
+        found.append(piece("unmasked /proc", f"a fresh /proc is refused over {shown}"))
+    if cgroup_problems:
+        name = "writable cgroups v2" if cgroup_mode == "v2" else "writable cgroups v1"
+        found.append(piece(name, cgroup_problems[0]))
+    if not userns_ok and cap_eff & (1 << CAP_SYS_ADMIN):
+        # With CAP_SYS_ADMIN the engines' default profiles allow namespaces: a refusal
+        # now is a stricter profile.
+        found.append(piece("namespace syscalls", "the seccomp profile refuses unshare/clone"))
+    return found
+
+
+def container_check(engine: Engine | None, pieces: Sequence[Piece]) -> Check:
+    """The doctor's `container` line: not one, a complete one, or what it withholds and how."""
+    if engine is None:
+        return Check("container", "ok", "not in a container")
+    if not pieces:
+        return Check("container", "ok", f"{engine} container with every piece the envelope needs")
+    detail = f"{engine} container withholds: " + "; ".join(
+        f"{p.piece} ({p.why}) — {p.option}" for p in pieces
+    )
+    options = " ".join(dict.fromkeys(p.option.split(" (")[0] for p in pieces))
+    return Check(
+        "container",
+        "FAIL",
+        detail,
+        f"start the container with {options} (see docs/deployment.md)",
+    )

@@ -1,0 +1,152 @@
+"""jigcmd inside a podman container: the documented options give the complete envelope, and a
+container that withholds any one of them is diagnosed by `jigcmd doctor` and runs nothing.
+
+The container is built locally, with no registry: its root is an overlay of the host's own
+root (`podman run --rootfs /:O`), so this checkout, its venv, Python and Bun sit at their host
+paths, and the overlay's writes vanish with the container (which costs about a second to
+start). Every container is named `jigcmd-test-…` and removed (`--rm`, and by name after a
+failure). Locally the tests skip without podman; under `CI` that is a failure (`.ci/run`
+installs podman and runc).
+"""
+
+from __future__ import annotations
+
+import json
+import resource
+import shutil
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from jigcmd.diagnosis.container import recipe
+from jigcmd.envelope.cgroups import detect
+from scripts.v2vm import ROOT
+from tests.envelope.conftest import require_root, unavailable
+
+pytestmark = [pytest.mark.envelope, pytest.mark.slow]
+
+INSIDE = Path(__file__).with_name("inside.py")
+SECONDS = 300.0
+
+
+def engine() -> list[str]:
+    """podman with the runtime that works here, or the test is unavailable."""
+    require_root()
+    if shutil.which("podman") is None:
+        unavailable("needs podman (apt-get install podman runc)")
+    # crun refuses a hybrid host whose cgroup2 hierarchy has a controller ("cgroups in
+    # hybrid mode not supported"); runc does not.
+    runtime = ["--runtime", "runc"] if shutil.which("runc") else []
+    return ["podman", "run", *runtime]
+
+
+def rlimits() -> list[str]:
+    """Ulimits no higher than this process's: podman's defaults (a million files) exceed what
+    a host without CAP_SYS_RESOURCE may grant, and raising a hard limit is then refused."""
+    out = []
+    # nproc stays low too: the runtime's parent may run with fewer (32768 here) than we do.
+    for name, which, cap in (
+        ("nofile", resource.RLIMIT_NOFILE, 1 << 16),
+        ("nproc", resource.RLIMIT_NPROC, 1 << 14),
+    ):
+        hard = resource.getrlimit(which)[1]
+        value = cap if hard == resource.RLIM_INFINITY else min(hard, cap)
+        out += ["--ulimit", f"{name}={value}:{value}"]
+    return out
+
+
+@pytest.fixture(scope="module")
+def options() -> dict[str, list[str]]:
+    """The documented options for this host's cgroup layout, piece by piece."""
+    return recipe("podman", detect().mode)
+
+
+@pytest.fixture
+def container() -> Iterator[str]:
+    """A fresh container name; the container is gone afterwards, however the test ended."""
+    name = f"jigcmd-test-{uuid.uuid4().hex[:12]}"
+    yield name
+    subprocess.run(["podman", "rm", "-f", "-i", name], capture_output=True, check=False)
+
+
+def run_in_container(name: str, options: Sequence[str], argv: Sequence[str]) -> str:
+    """`argv` inside a container with `options` (the host's root as an overlay); its stdout."""
+    done = subprocess.run(
+        [
+            *engine(), "--rm", "--name", name, "--network", "none", *rlimits(), *options,
+            "--workdir", str(ROOT), "--env", "CI=true",
+            "--rootfs", "/:O", *argv,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=SECONDS,
+        check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, f"container exited {done.returncode}: {done.stderr[-3000:]}"
+    return done.stdout
+
+
+def inside(name: str, options: Sequence[str]) -> dict[str, Any]:
+    """Every front of jigcmd inside a container with `options` (see inside.py)."""
+    stdout = run_in_container(name, options, [sys.executable, str(INSIDE), "/tmp/jigcmd-state"])
+    found: dict[str, Any] = json.loads(stdout.splitlines()[-1])
+    return found
+
+
+def test_the_demo_passes_inside_a_container_with_the_documented_options(
+    container: str, options: dict[str, list[str]]
+) -> None:
+    """`jigcmd demo` (MCP and FLOW Run/1 through a real serve child) behaves as expected."""
+    every = [arg for piece in options.values() for arg in piece]
+    # The demo's server uses the default state directory: the container's own, empty one.
+    stdout = run_in_container(
+        container,
+        [*every, "--tmpfs", "/var/lib/jigcmd:notmpcopyup"],
+        [sys.executable, "-m", "jigcmd", "demo"],
+    )
+    assert "demo: every step behaved as expected." in stdout, stdout[-3000:]
+
+
+def test_with_the_documented_options_every_check_and_every_front_passes(
+    container: str, options: dict[str, list[str]]
+) -> None:
+    """doctor passes and names the container complete; run and serve run the candidate."""
+    every = [arg for piece in options.values() for arg in piece]
+    found = inside(container, every)
+    checks = found["doctor"]["checks"]
+    assert found["doctor"]["status"] == 0, [c for c in checks.values() if not c["ok"]]
+    assert checks["container"]["detail"] == "podman container with every piece the envelope needs"
+    assert found["run"]["status"] == 0, found["run"]["stderr"]
+    assert "result" in found["serve"], found["serve"]
+    assert found["ran"]
+
+
+@pytest.mark.parametrize(
+    "withheld", ["CAP_SYS_ADMIN", "CAP_NET_ADMIN", "unmasked /proc", "writable cgroups"]
+)
+def test_a_container_without_one_piece_is_diagnosed_and_every_front_fails_closed(
+    container: str, options: dict[str, list[str]], withheld: str
+) -> None:
+    """doctor names the piece and its exact option; run and serve refuse; nothing ran."""
+    kept = {piece: args for piece, args in options.items() if not piece.startswith(withheld)}
+    given = [arg for args in kept.values() for arg in args]
+    (missing,) = [args for piece, args in options.items() if piece not in kept]
+    found = inside(container, given)
+    check = found["doctor"]["checks"]["container"]
+    assert found["doctor"]["status"] == 1
+    assert check["status"] == "FAIL"
+    assert withheld in check["detail"]
+    assert " ".join(missing) in check["detail"]
+    assert " ".join(missing) in check["hint"]
+    # Exactly this piece: the others were given.
+    for args in kept.values():
+        assert " ".join(args) not in check["detail"], check["detail"]
+    assert found["run"]["status"] == 3, found["run"]
+    assert "EXECUTION_FAILED" in found["run"]["stderr"] + found["run"]["stdout"]
+    assert found["serve"]["error"]["data"]["code"] == "EXECUTION_FAILED", found["serve"]
+    assert not found["ran"]

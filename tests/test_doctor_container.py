@@ -1,0 +1,137 @@
+"""The doctor's container line: which engine, which piece is withheld, and the option for it."""
+
+from __future__ import annotations
+
+import pytest
+
+from jigcmd.diagnosis.container import (
+    CAP_NET_ADMIN,
+    CAP_SYS_ADMIN,
+    Engine,
+    container_check,
+    detect_engine,
+    missing_pieces,
+    proc_overmounts,
+    recipe,
+)
+
+EVERY_CAP = (1 << 41) - 1
+NO_CGROUP_PROBLEMS: list[str] = []
+
+
+@pytest.mark.parametrize(
+    ("containerenv", "dockerenv", "environ", "engine"),
+    [
+        ('engine="podman-4.3.1"\n', False, None, "podman"),
+        (None, True, None, "docker"),
+        (None, False, b"PATH=/bin\0container=podman\0", "podman"),
+        (None, False, b"container=lxc\0", "container"),
+        (None, False, b"PATH=/bin\0HOME=/root\0", None),
+        (None, False, None, None),
+    ],
+)
+def test_the_engine_is_read_from_what_it_leaves_behind(
+    containerenv: str | None, dockerenv: bool, environ: bytes | None, engine: Engine | None
+) -> None:
+    """/run/.containerenv is podman, /.dockerenv docker, container= in pid 1's environment."""
+    found = detect_engine(containerenv=containerenv, dockerenv=dockerenv, init_environ=environ)
+    assert found == engine
+
+
+def test_only_mounts_over_parts_of_proc_count_as_masks() -> None:
+    """/proc itself is not an overmount; /proc/kcore and /proc/sys are."""
+    points = ["/", "/proc", "/proc/kcore", "/sys", "/proc/sys"]
+    assert proc_overmounts(points) == ["/proc/kcore", "/proc/sys"]
+
+
+def pieces(engine: Engine = "podman", /, **facts: object) -> dict[str, str]:
+    """missing_pieces with everything present unless `facts` says otherwise, by piece."""
+    given: dict[str, object] = {
+        "cap_eff": EVERY_CAP,
+        "overmounts": [],
+        "cgroup_mode": "hybrid",
+        "cgroup_problems": NO_CGROUP_PROBLEMS,
+        "userns_ok": True,
+        **facts,
+    }
+    found = missing_pieces(engine, **given)  # type: ignore[arg-type]
+    return {p.piece: p.option for p in found}
+
+
+def test_a_complete_container_withholds_nothing() -> None:
+    """Every capability, an unmasked /proc, writable cgroups: no piece is missing."""
+    assert pieces() == {}
+    assert container_check("podman", []).status == "ok"
+
+
+@pytest.mark.parametrize(
+    ("facts", "piece", "option"),
+    [
+        ({"cap_eff": EVERY_CAP & ~(1 << CAP_SYS_ADMIN)}, "CAP_SYS_ADMIN", "--cap-add SYS_ADMIN"),
+        ({"cap_eff": EVERY_CAP & ~(1 << CAP_NET_ADMIN)}, "CAP_NET_ADMIN", "--cap-add NET_ADMIN"),
+        ({"overmounts": ["/proc/kcore"]}, "unmasked /proc", "--security-opt unmask=/proc/*"),
+        (
+            {"cgroup_problems": ["cannot create cgroups in /sys/fs/cgroup/cpu"]},
+            "writable cgroups v1",
+            "-v /sys/fs/cgroup:/sys/fs/cgroup:rw",
+        ),
+        (
+            {"cgroup_mode": "v2", "cgroup_problems": ["cannot create cgroups"]},
+            "writable cgroups v2",
+            "--cgroupns=private --security-opt unmask=/sys/fs/cgroup",
+        ),
+        ({"userns_ok": False}, "namespace syscalls", "--security-opt seccomp=unconfined"),
+    ],
+)
+def test_each_withheld_piece_is_named_with_the_podman_option_that_gives_it(
+    facts: dict[str, object], piece: str, option: str
+) -> None:
+    """One missing fact, one piece, its exact option; nothing else is blamed."""
+    assert pieces(**facts) == {piece: option}
+
+
+def test_docker_gets_its_own_spelling_of_the_proc_option() -> None:
+    """Docker unmasks /proc with systempaths=unconfined."""
+    assert pieces("docker", overmounts=["/proc/kcore"]) == {
+        "unmasked /proc": "--security-opt systempaths=unconfined"
+    }
+
+
+def test_without_root_no_capability_is_asked_for() -> None:
+    """An unprivileged jigcmd builds its namespaces inside a user namespace: no caps needed."""
+    assert pieces(cap_eff=0, root=False) == {}
+
+
+def test_the_failed_line_lists_every_piece_and_one_command_line_of_options() -> None:
+    """The detail names each piece and why; the hint is the options to start the container."""
+    found = missing_pieces(
+        "podman",
+        cap_eff=0,
+        overmounts=["/proc/acpi"],
+        cgroup_mode="hybrid",
+        cgroup_problems=["cannot create cgroups in /sys/fs/cgroup/cpu (cpu)"],
+        userns_ok=True,
+    )
+    check = container_check("podman", found)
+    assert check.status == "FAIL"
+    assert check.detail.startswith("podman container withholds: CAP_SYS_ADMIN (")
+    assert check.hint == (
+        "start the container with --cap-add SYS_ADMIN --cap-add NET_ADMIN "
+        "--security-opt unmask=/proc/* -v /sys/fs/cgroup:/sys/fs/cgroup:rw "
+        "(see docs/deployment.md)"
+    )
+
+
+def test_the_recipe_is_exactly_the_options_the_diagnosis_names() -> None:
+    """What the docs and tests start containers with is what the doctor asks for."""
+    assert recipe("podman", "hybrid") == {
+        "CAP_SYS_ADMIN": ["--cap-add", "SYS_ADMIN"],
+        "CAP_NET_ADMIN": ["--cap-add", "NET_ADMIN"],
+        "unmasked /proc": ["--security-opt", "unmask=/proc/*"],
+        "writable cgroups v1": ["-v", "/sys/fs/cgroup:/sys/fs/cgroup:rw"],
+    }
+
+
+def test_outside_a_container_the_line_says_so() -> None:
+    """No engine: an ok line that claims nothing."""
+    assert container_check(None, []).detail == "not in a container"
