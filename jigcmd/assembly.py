@@ -183,6 +183,8 @@ async def open_service(settings: FrontSettings) -> AsyncIterator[Assembly]:
             if not report.clean:
                 logger.warning("recovery could not confirm every cleanup: %s", report)
         assembly.service.attach_ownership(ownership)
+        if backend is not None:
+            assembly.service.attach_pins(backend.pins)
         yield assembly
     finally:
         with anyio.CancelScope(shield=True):

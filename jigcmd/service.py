@@ -65,6 +65,8 @@ class CommandService:
         self._runtime_check = runtime_check
         # The journal and envelope slots; None only for tools that hold no state directory.
         self._ownership = ownership
+        # The CPU pins of the envelopes alive on this host now (`jigcmd.placement`).
+        self._pins: Callable[[], list[tuple[int, ...]]] = list
 
     def tools(self) -> list[ToolInfo]:
         """Every configured command, with the reason it is unavailable when not admitted."""
@@ -82,6 +84,19 @@ class CommandService:
     def attach_ownership(self, ownership: Ownership) -> None:
         """Use this journal and these envelope slots from now on."""
         self._ownership = ownership
+
+    def attach_pins(self, pins: Callable[[], list[tuple[int, ...]]]) -> None:
+        """Read the live envelopes' CPU pins from `pins` (the cgroup backend's) when placing."""
+        self._pins = pins
+
+    def _place(self, slot: Slot | None) -> tuple[int, ...]:
+        """The CPUs for this run: its quota's worth, the least used by live envelopes."""
+        try:
+            busy = self._pins()
+        except OSError:
+            # No record to read is no reason to refuse: the slot still spreads the runs.
+            busy = []
+        return pinned_cpus(self._limits, slot.index if slot is not None else None, busy=busy)
 
     def template_plan(self) -> RunPlan:
         """A plan shaped like every plan this service makes, for preparing envelopes early."""
@@ -260,7 +275,7 @@ class CommandService:
                     ticket=ticket,
                     progress=progress,
                     hooks=hooks,
-                    cpus=pinned_cpus(self._limits, slot.index if slot is not None else None),
+                    cpus=self._place(slot),
                 )
             except Withdrawn:
                 assert replayed is not None

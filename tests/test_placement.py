@@ -77,3 +77,21 @@ def test_an_empty_allowed_set_is_refused() -> None:
 def test_kernel_cpu_lists_are_read_as_the_cpus_they_name(text: str, cpus: tuple[int, ...]) -> None:
     """Ranges, single CPUs and the empty list, as cpuset files print them."""
     assert cpu_list(text) == cpus
+
+
+def test_a_new_envelope_takes_a_cpu_no_live_envelope_holds_whatever_its_slot() -> None:
+    """Sessions with state directories of their own all hold slot 0: the kernel's record of
+    the live pins still sends each to a free CPU."""
+    assert pinned_cpus(HALF, 0, range(4), busy=[(0,), (1,)]) == (2,)
+    assert pinned_cpus(HALF, 0, range(4), busy=[(0,), (1,), (2,)]) == (3,)
+
+
+def test_when_every_cpu_is_held_the_least_held_one_is_taken() -> None:
+    """Three live envelopes on two CPUs: the fourth joins the CPU that carries one."""
+    assert pinned_cpus(HALF, 0, (0, 1), busy=[(0,), (0,), (1,)]) == (1,)
+
+
+def test_a_wide_envelope_takes_the_least_used_run_of_cpus() -> None:
+    """Two CPUs per envelope with {0,1} held: the next takes {2,3}."""
+    wide = Limits(cpu_quota_us=200_000)
+    assert pinned_cpus(wide, 0, range(8), busy=[(0, 1)]) == (2, 3)

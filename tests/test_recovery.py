@@ -103,6 +103,9 @@ class FakeBackend:
     def problems(self) -> list[str]:
         return []
 
+    def pins(self) -> list[tuple[int, ...]]:
+        return []
+
 
 def _in_dead_server(state: Path, action: Callable[[Journal], object]) -> None:
     """Run `action` on the journal in a forked "server" process that then exits (so is dead)."""

@@ -9,6 +9,7 @@ This is the only module that imports cgroupspy (untyped; its values are checked 
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 from collections.abc import Callable, Mapping
@@ -328,6 +329,24 @@ class V1Backend:
                 e for e in entries if is_job_name(e) and os.path.isdir(os.path.join(base, e))
             )
         return sorted(names)
+
+    def pins(self) -> list[tuple[int, ...]]:
+        """The cpuset.cpus of each job narrowed to fewer CPUs than the base (prepared jobs
+        carry the base's until their go)."""
+        if not self._cpuset:
+            return []
+        base = os.path.join(self.hierarchies[CPUSET], self.base)
+        found = []
+        with contextlib.suppress(OSError):
+            wide = cgroupfs.cpu_list(cgroupfs.read(os.path.join(base, "cpuset.cpus")))
+            for name in os.listdir(base):
+                if not is_job_name(name):
+                    continue
+                with contextlib.suppress(OSError):
+                    cpus = cgroupfs.cpu_list(cgroupfs.read(os.path.join(base, name, "cpuset.cpus")))
+                    if cpus and cpus != wide:
+                        found.append(cpus)
+        return found
 
     def problems(self) -> list[str]:
         """Unmounted controllers and unwritable hierarchies."""

@@ -280,6 +280,18 @@ class V2Backend:
             e for e in entries if is_job_name(e) and os.path.isdir(os.path.join(self.base_path, e))
         )
 
+    def pins(self) -> list[tuple[int, ...]]:
+        """The cpuset.cpus of each job that has one written (a prepared job's is empty)."""
+        found = []
+        for name in self.list_jobs():
+            with contextlib.suppress(OSError):
+                cpus = cgroupfs.cpu_list(
+                    cgroupfs.read(os.path.join(self.base_path, name, "cpuset.cpus"))
+                )
+                if cpus:
+                    found.append(cpus)
+        return found
+
     def problems(self) -> list[str]:
         """Missing controllers, unwritable directories, processes in the base."""
         found: list[str] = []

@@ -158,6 +158,11 @@ class CgroupBackend(Protocol):
         """What prevents creating jobs here, each with a fix hint (for `jigcmd doctor`)."""
         ...
 
+    def pins(self) -> list[tuple[int, ...]]:
+        """The CPU pins of the jobs under the base now, as their cpusets say (jobs not pinned
+        by a cpuset of their own, and every job where the host offers no cpuset: none)."""
+        ...
+
 
 def check_job_name(name: str) -> None:
     """Refuse a job name that is not one `jigcmd…` path component."""

@@ -337,3 +337,15 @@ def test_detect_on_a_fake_mount_table_drives_the_fake_tree(tmp_path: Path) -> No
     backend = detect(root=str(tmp_path / "cgroup"), mountinfo=str(info))
     assert isinstance(backend, V2Backend)
     assert backend.base_path == str(tmp_path / "cgroup" / "jigcmd")
+
+
+def test_the_live_pins_are_the_jobs_written_cpusets_and_prepared_jobs_have_none(
+    fake: FakeCgroupFs,
+) -> None:
+    """A job pinned to 7 is in the record; a job whose cpuset is still empty is not."""
+    backend = fake.backend()
+    pinned = backend.create("jigcmd-1", Limits())
+    backend.create("jigcmd-2", Limits())
+    (job_dir(fake) / "cpuset.cpus.effective").write_text("7\n")
+    pinned.pin((7,))
+    assert backend.pins() == [(7,)]

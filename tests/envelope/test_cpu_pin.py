@@ -83,18 +83,22 @@ async def test_a_candidate_pinned_to_one_cpu_reads_one_cpu_and_runs_only_there(
 async def test_where_the_host_offers_a_cpuset_the_candidate_cannot_widen_its_pin(
     envelope: TracedExecutor,
 ) -> None:
-    """The job's cpuset holds the plan's CPU; asking the kernel for all CPUs leaves it there."""
+    """The job's cpuset holds the plan's CPU, the backend's record of live pins lists it, and
+    asking the kernel for all CPUs leaves the candidate there."""
     if len(HOST_CPUS) < 2:
         pytest.skip("needs two CPUs to widen to")
     paths: list[str] = []
     cpusets: list[str] = []
 
+    recorded: list[tuple[int, ...]] = []
+
     def on_started(identity: EnvelopeIdentity) -> None:
-        # While the job exists: what its cpuset says the candidate may run on.
+        # While the job exists: what its cpuset says, and what the backend's record says.
         paths.extend(identity.cgroup_paths)
         for path in paths:
             with contextlib.suppress(FileNotFoundError), open(f"{path}/cpuset.cpus") as f:
                 cpusets.append(f.read().strip())
+        recorded.extend(envelope.backend.pins())
 
     cpu = HOST_CPUS[-1]
     outcome = await envelope.run(pinned(WIDEN_TS, (cpu,)), anyio.Event(), on_started)
@@ -103,6 +107,8 @@ async def test_where_the_host_offers_a_cpuset_the_candidate_cannot_widen_its_pin
         pytest.skip(f"this host offers no cpuset to jobs {paths}: the affinity mask is the pin")
     # The kernel accepts the call and intersects the mask with the job's cpuset.
     assert cpusets == [str(cpu)]
+    # The record placement reads (other sessions' envelopes may be in it too).
+    assert (cpu,) in recorded
     assert attempts(outcome.stdout.data.decode())["widen"].ok
     assert last_json(outcome.stdout.data) == {"allowed": str(cpu)}
 
