@@ -105,6 +105,7 @@ def _container() -> Check:
         cgroup_problems=problems,
         userns_ok=probes.probe_userns() is None,
         root=os.geteuid() == 0,
+        host_uid=container.host_uid(probes.read_text("/proc/self/uid_map")),
     )
     return container.container_check(engine, pieces)
 

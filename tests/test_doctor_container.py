@@ -10,6 +10,7 @@ from jigcmd.diagnosis.container import (
     Engine,
     container_check,
     detect_engine,
+    host_uid,
     missing_pieces,
     proc_overmounts,
     recipe,
@@ -135,3 +136,43 @@ def test_the_recipe_is_exactly_the_options_the_diagnosis_names() -> None:
 def test_outside_a_container_the_line_says_so() -> None:
     """No engine: an ok line that claims nothing."""
     assert container_check(None, []).detail == "not in a container"
+
+
+@pytest.mark.parametrize(
+    ("uid_map", "uid"),
+    [
+        ("         0       1001          1\n         1     100000      65536\n", 1001),
+        ("         0          0 4294967295\n", 0),
+        ("", None),
+    ],
+)
+def test_the_host_uid_of_the_containers_root_is_read_from_its_uid_map(
+    uid_map: str, uid: int | None
+) -> None:
+    """Rootless podman maps uid 0 to the user's own uid; a rootful container to 0."""
+    assert host_uid(uid_map) == uid
+
+
+def test_a_rootless_container_without_writable_cgroups_is_told_how_to_delegate_them() -> None:
+    """Root in a rootless container is host uid 1001: the mount alone cannot make cgroups
+    writable, so the delegation of jigcmd-u1001 and JIGCMD_CGROUP_BASE are named too."""
+    found = pieces(cgroup_problems=["cannot create cgroups in /sys/fs/cgroup/cpu"], host_uid=1001)
+    assert found["writable cgroups v1"] == "-v /sys/fs/cgroup:/sys/fs/cgroup:rw"
+    assert "chown -R 1001 /sys/fs/cgroup/$c/jigcmd-u1001" in found["delegated cgroups"]
+    assert "-e JIGCMD_CGROUP_BASE=jigcmd-u1001" in found["delegated cgroups"]
+    check = container_check(
+        "podman",
+        missing_pieces(
+            "podman",
+            cap_eff=EVERY_CAP,
+            overmounts=[],
+            cgroup_mode="hybrid",
+            cgroup_problems=["x"],
+            userns_ok=True,
+            host_uid=1001,
+        ),
+    )
+    assert check.hint is not None
+    assert check.hint.startswith(
+        "start the container with -v /sys/fs/cgroup:/sys/fs/cgroup:rw; as root:"
+    )

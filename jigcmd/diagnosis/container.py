@@ -27,6 +27,7 @@ __all__ = [
     "Piece",
     "container_check",
     "detect_engine",
+    "host_uid",
     "missing_pieces",
     "proc_overmounts",
     "recipe",
@@ -129,6 +130,7 @@ def missing_pieces(
     cgroup_problems: Sequence[str],
     userns_ok: bool,
     root: bool = True,
+    host_uid: int | None = None,
 ) -> list[Piece]:
     """Every piece the container withholds, each with its option (capabilities: for root;
     without root the envelope's namespaces come with a user namespace and need none)."""
@@ -147,11 +149,45 @@ def missing_pieces(
     if cgroup_problems:
         name = "writable cgroups v2" if cgroup_mode == "v2" else "writable cgroups v1"
         found.append(piece(name, cgroup_problems[0]))
+        if host_uid not in (None, 0):
+            # A rootless container: its root is host uid `host_uid`, which may write only
+            # cgroups delegated to it, whatever the mount allows.
+            found.append(
+                Piece(
+                    "delegated cgroups",
+                    f"the container's root is host uid {host_uid}",
+                    _delegation_option(host_uid, cgroup_mode),
+                )
+            )
     if not userns_ok and cap_eff & (1 << CAP_SYS_ADMIN):
         # With CAP_SYS_ADMIN the engines' default profiles allow namespaces: a refusal
         # now is a stricter profile.
         found.append(piece("namespace syscalls", "the seccomp profile refuses unshare/clone"))
     return found
+
+
+def _delegation_option(uid: int, cgroup_mode: str | None) -> str:
+    """How an administrator delegates cgroups to a rootless container's host uid."""
+    if cgroup_mode == "v2":
+        return (
+            "run the engine in a delegated cgroup (systemd-run --user --scope -p Delegate=yes "
+            "podman run …, or a unit with Delegate=yes)"
+        )
+    name = f"jigcmd-u{uid}"
+    return (
+        f"as root: for c in memory pids cpu cpuacct freezer unified; do mkdir -p "
+        f"/sys/fs/cgroup/$c/{name} && chown -R {uid} /sys/fs/cgroup/$c/{name}; done; start "
+        f"the engine inside /sys/fs/cgroup/unified/{name} and pass -e JIGCMD_CGROUP_BASE={name}"
+    )
+
+
+def host_uid(uid_map: str | None) -> int | None:
+    """The host uid this process's uid 0 is, from /proc/self/uid_map (None: no mapping of 0)."""
+    for line in (uid_map or "").splitlines():
+        fields = line.split()
+        if len(fields) == 3 and fields[0] == "0":
+            return int(fields[1])
+    return None
 
 
 def container_check(engine: Engine | None, pieces: Sequence[Piece]) -> Check:
@@ -163,10 +199,9 @@ def container_check(engine: Engine | None, pieces: Sequence[Piece]) -> Check:
     detail = f"{engine} container withholds: " + "; ".join(
         f"{p.piece} ({p.why}) — {p.option}" for p in pieces
     )
-    options = " ".join(dict.fromkeys(p.option.split(" (")[0] for p in pieces))
-    return Check(
-        "container",
-        "FAIL",
-        detail,
-        f"start the container with {options} (see docs/deployment.md)",
+    flags = [p.option.split(" (")[0] for p in pieces if p.option.startswith("-")]
+    steps = [p.option for p in pieces if not p.option.startswith("-")]
+    hint = "; ".join(
+        [*([f"start the container with {' '.join(dict.fromkeys(flags))}"] if flags else []), *steps]
     )
+    return Check("container", "FAIL", detail, f"{hint} (see docs/deployment.md)")
