@@ -151,11 +151,14 @@ class CommandService:
     ) -> RunResult:
         """Check admission, validate, plan and execute one call; see `CommandBackend.run`."""
         trace.mark("service: run")
+        await self.check_admission(input.get("command") if isinstance(input, dict) else None)
+        # After admission: its one-off deferred check (hashing the 80 MB Bun binary, seconds
+        # on a slow machine) is the server's warm-up, not this run's; the caller's own
+        # deadlines are absolute times and bound the call all the same.
         now_monotonic, now_unix_ms = time.monotonic(), time.time_ns() // 1_000_000
         deadline = effective_deadline(
             now_monotonic, now_unix_ms, deadline_unix_ms, self._root_deadline
         )
-        await self.check_admission(input.get("command") if isinstance(input, dict) else None)
         valid = self.validate(input)
         ownership = self._ownership
         durable = ownership is not None and signature is not None

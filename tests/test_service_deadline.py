@@ -1,0 +1,94 @@
+"""The run's 10 s ceiling starts after admission: the deferred Bun hash is not the run's time."""
+
+from __future__ import annotations
+
+import types
+
+import anyio
+import pytest
+
+from jigcmd import service as service_module
+from jigcmd.executor import Hooks, RunOutcome, Ticket
+from jigcmd.plan import RunPlan
+from jigcmd.policy.binding import CommandPolicy
+from jigcmd.policy.lock import ADMITTED, Admission
+from jigcmd.policy.planner import CEILING_SECONDS
+from jigcmd.runtime import Runtime
+from jigcmd.service import CommandService
+from tests.jarvis.jarvis_harness import outcome
+
+pytestmark = pytest.mark.anyio
+
+# Seconds the deferred runtime check takes on the fake clock: most of a ceiling.
+CHECK_S = 8.0
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+class _Clock:
+    """A monotonic and a wall clock that only the runtime check moves."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def time_ns(self) -> int:
+        return int(self.now * 1e9) + 1_700_000_000_000_000_000
+
+
+class _Recorder:
+    """Records the plan it is asked to run; a clean exit."""
+
+    def __init__(self) -> None:
+        self.plans: list[RunPlan] = []
+
+    async def execute(
+        self,
+        plan: RunPlan,
+        cancel: anyio.Event,
+        ticket: Ticket | None = None,
+        hooks: Hooks | None = None,
+    ) -> RunOutcome:
+        del cancel, ticket, hooks
+        self.plans.append(plan)
+        return outcome()
+
+
+async def test_a_slow_first_admission_check_does_not_eat_the_runs_ceiling(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The first call's deferred check takes 8 s: its run still gets the whole 10 s after it."""
+    clock = _Clock()
+    monkeypatch.setattr(
+        service_module,
+        "time",
+        types.SimpleNamespace(monotonic=clock.monotonic, time_ns=clock.time_ns),
+    )
+
+    def slow_check() -> Admission:
+        clock.now += CHECK_S
+        return ADMITTED
+
+    recorder = _Recorder()
+    service = CommandService(
+        {"main": CommandPolicy(name="main", kind="run", paths=("main.ts",))},
+        admission=ADMITTED,
+        runtime=Runtime("/bin/true"),
+        executor=recorder,
+        runtime_check=slow_check,
+    )
+    start = clock.now
+    result = await service.run(
+        {"command": "main", "files": {"main.ts": "1"}},
+        operation_id="op-1",
+        deadline_unix_ms=None,
+        cancel=anyio.Event(),
+    )
+    assert result is not None
+    (plan,) = recorder.plans
+    assert plan.deadline == start + CHECK_S + CEILING_SECONDS
