@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -178,6 +179,10 @@ async def open_service(settings: FrontSettings) -> AsyncIterator[Assembly]:
             executor,
             root_deadline_unix_ms=settings.root_deadline_unix_ms,
         )
+        # A runtime whose binds cannot be read fails closed at its first plan instead.
+        with contextlib.suppress(RuntimeUnavailable):
+            runtime = assembly.runtime
+            executor.stage_at_start(await anyio.to_thread.run_sync(lambda: runtime.binds))
         if backend is not None:
             report = await anyio.to_thread.run_sync(ownership.recover, backend)
             if not report.clean:

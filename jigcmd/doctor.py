@@ -202,6 +202,7 @@ async def _run_probe_plan() -> Check:
     except (OSError, ValueError) as exc:
         return end_to_end_check(None, None, "", f"not attempted: {exc}")
     executor = NativeExecutor(cgroup_base=base)
+    executor.stage_at_start(plan.binds)
     try:
         outcome = await executor.execute(plan, anyio.Event())
     except JigError as exc:

@@ -37,13 +37,15 @@ import socket
 import sys
 from pathlib import Path
 
+import msgspec
+
 from jigcmd import trace
 from jigcmd.envelope import cgroups, netns, privileges, seccomp, staging
 from jigcmd.envelope.supervisor import Registry, supervise
 from jigcmd.envelope.wire import Launch, Ready, Warm, recv_message, send_message
 from jigcmd.journal import identity
 from jigcmd.journal.envelopes import EnvelopeRegistry
-from jigcmd.plan import RunPlan
+from jigcmd.plan import Bind, RunPlan
 
 __all__ = ["main"]
 
@@ -250,9 +252,12 @@ def main(argv: list[str]) -> int:
     try:
         # argv: control fd, the cgroup base the server resolved (delegation.py), the netlink
         # request pyroute2 encoded in the server (netns.py), the state directory or "", the
-        # staging mount point (staging.py).
+        # staging mount point and the binds to stage before any plan (staging.py).
         if len(argv) > 4:
             staging.enter(argv[4])
+        if len(argv) > 5:
+            with contextlib.suppress(staging.StagingError):
+                staging.stage(msgspec.msgpack.decode(bytes.fromhex(argv[5]), type=tuple[Bind, ...]))
         backend = cgroups.detect(base=argv[1] if len(argv) > 1 else "jigcmd")
         if len(argv) > 2:
             netns.use_request(bytes.fromhex(argv[2]))

@@ -123,6 +123,7 @@ async def envelope(anyio_backend: str) -> AsyncIterator[TracedExecutor]:
         unavailable(str(e))
     bun_before = file_sha256(runtime.path)
     executor = NativeExecutor()
+    executor.stage_at_start(find_runtime().binds)
     await executor.start()
     traced = TracedExecutor(executor, backend)
     try:

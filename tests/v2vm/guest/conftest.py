@@ -44,6 +44,7 @@ async def envelope(v2: V2Backend) -> AsyncIterator[TracedExecutor]:
     except RuntimeUnavailable as e:
         pytest.fail(str(e), pytrace=False)
     executor = NativeExecutor()
+    executor.stage_at_start(find_runtime().binds)
     await executor.start()
     traced = TracedExecutor(executor, v2)
     try:

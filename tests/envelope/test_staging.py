@@ -1,0 +1,45 @@
+"""The staged runtime: copied while the zygote starts, in its namespace only, gone with it."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from jigcmd.envelope.native import NativeExecutor
+from jigcmd.runtime import BUN_TARGET, find_runtime
+from tests.envelope.conftest import require_root
+
+pytestmark = [pytest.mark.envelope, pytest.mark.anyio]
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+async def test_the_runtime_is_staged_before_the_first_plan_and_never_on_the_host() -> None:
+    """Once `start` returns the zygote's namespace holds a read-only copy of every runtime file;
+    the host sees an empty mount point, which the executor removes when it closes."""
+    require_root()
+    runtime = find_runtime()
+    executor = NativeExecutor()
+    executor.stage_at_start(runtime.binds)
+    await executor.start()
+    try:
+        zygote = executor._zygote
+        staging_dir = executor._staging_dir
+        assert zygote is not None and staging_dir is not None
+        seen = f"/proc/{zygote.pid}/root{staging_dir}"
+        for bind in runtime.binds:
+            copy = seen + bind.target
+            assert os.path.getsize(copy) == os.path.getsize(bind.source), bind
+            assert os.statvfs(copy).f_flag & os.ST_RDONLY, bind
+        assert os.path.getsize(seen + BUN_TARGET) == os.path.getsize(runtime.path)
+        with open(f"/proc/{zygote.pid}/mountinfo", encoding="utf-8") as handle:
+            mounts = [line for line in handle if f" {staging_dir} " in line]
+        assert len(mounts) == 1 and " - tmpfs jigcmd-runtime ro," in mounts[0], mounts
+        assert os.listdir(staging_dir) == []
+    finally:
+        await executor.aclose()
+    assert not os.path.exists(staging_dir)
