@@ -7,8 +7,6 @@ refused by validation is answered at once beside them, never waiting for a slot.
 
 from __future__ import annotations
 
-import shutil
-import subprocess
 import sys
 import tempfile
 import uuid
@@ -20,11 +18,10 @@ from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp_types import CallToolResult, TextContent
 
-from tests.envelope.conftest import require_root
+from tests.admitted_example import admit_example
 
 pytestmark = [pytest.mark.anyio, pytest.mark.envelope]
 
-EXAMPLE = Path(__file__).resolve().parents[1] / "jigcmd" / "example"
 
 # Holds its envelope for a while (busy, so no timer can end it early), then prints its token.
 _HOLD = (
@@ -43,14 +40,7 @@ def anyio_backend() -> str:
 @pytest.fixture
 def binding(tmp_path: Path) -> Path:
     """The example, admitted in a temporary copy."""
-    require_root()
-    copy = Path(shutil.copytree(EXAMPLE, tmp_path / "example"))
-    subprocess.run(
-        [sys.executable, "-m", "jigcmd", "lock", "--binding", str(copy / "binding.toml")],
-        check=True,
-        capture_output=True,
-    )
-    return copy / "binding.toml"
+    return admit_example(tmp_path)
 
 
 def _params(binding: Path, state: Path, *extra: str) -> StdioServerParameters:

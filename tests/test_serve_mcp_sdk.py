@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -14,12 +12,11 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp_types import TextContent
 
 from jigcmd.protocol.summary import BUDGET_BYTES
-from tests.envelope.conftest import require_root
+from tests.admitted_example import EXAMPLE, admit_example
 
 pytestmark = [pytest.mark.anyio, pytest.mark.envelope]
 jsonschema = pytest.importorskip("jsonschema")
 
-EXAMPLE = Path(__file__).resolve().parents[1] / "jigcmd" / "example"
 PASSING = EXAMPLE / "candidates" / "passing"
 
 
@@ -31,14 +28,7 @@ def anyio_backend() -> str:
 @pytest.fixture
 def binding(tmp_path: Path) -> Path:
     """The example, admitted in a temporary copy."""
-    require_root()
-    copy = Path(shutil.copytree(EXAMPLE, tmp_path / "example"))
-    subprocess.run(
-        [sys.executable, "-m", "jigcmd", "lock", "--binding", str(copy / "binding.toml")],
-        check=True,
-        capture_output=True,
-    )
-    return copy / "binding.toml"
+    return admit_example(tmp_path)
 
 
 async def test_the_official_mcp_client_runs_the_example_through_jigcmd_serve(

@@ -10,7 +10,6 @@ details the SDK's own server shows (blank lines, stray responses, unknown method
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -22,11 +21,10 @@ from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp_types import CallToolResult, TextContent
 
-from tests.envelope.conftest import require_root
+from tests.admitted_example import admit_example
 
 pytestmark = [pytest.mark.anyio, pytest.mark.envelope]
 
-EXAMPLE = Path(__file__).resolve().parents[1] / "jigcmd" / "example"
 _QUICK = 'console.log("ran " + process.argv.slice(2).join(" "));\n'
 
 
@@ -38,14 +36,7 @@ def anyio_backend() -> str:
 @pytest.fixture
 def binding(tmp_path: Path) -> Path:
     """The example, admitted in a temporary copy."""
-    require_root()
-    copy = Path(shutil.copytree(EXAMPLE, tmp_path / "example"))
-    subprocess.run(
-        [sys.executable, "-m", "jigcmd", "lock", "--binding", str(copy / "binding.toml")],
-        check=True,
-        capture_output=True,
-    )
-    return copy / "binding.toml"
+    return admit_example(tmp_path)
 
 
 def _serve(binding: Path, state: Path) -> list[str]:

@@ -1,0 +1,26 @@
+"""The bundled example, copied and admitted (`jigcmd lock`), for tests that serve it."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.envelope.conftest import require_root
+
+__all__ = ["EXAMPLE", "admit_example"]
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "jigcmd" / "example"
+
+
+def admit_example(tmp_path: Path) -> Path:
+    """A copy of the example under `tmp_path`, locked; its Binding's path (needs root)."""
+    require_root()
+    copy = Path(shutil.copytree(EXAMPLE, tmp_path / "example"))
+    subprocess.run(
+        [sys.executable, "-m", "jigcmd", "lock", "--binding", str(copy / "binding.toml")],
+        check=True,
+        capture_output=True,
+    )
+    return copy / "binding.toml"
