@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-__all__ = ["HOST_ID", "host_ids", "rootless", "write_id_maps"]
+__all__ = ["HOST_ID", "host_ids", "map_ids", "rootless", "write_id_maps"]
 
 # Inside the user namespace, uid/gid 0 is host 65534: unprivileged on the host.
 HOST_ID = 65534
@@ -24,11 +24,19 @@ def host_ids() -> tuple[int, int]:
 
 def write_id_maps(pid: int) -> None:
     """Write the single-id uid and gid maps of the user namespace of `pid` (raises OSError)."""
-    uid, gid = host_ids()
+    map_ids(str(pid), inside=(0, 0), outside=host_ids())
+
+
+def map_ids(process: str, *, inside: tuple[int, int], outside: tuple[int, int]) -> None:
+    """Map one uid and one gid (`inside` ← `outside`) in `/proc/<process>`'s user namespace.
+
+    setgroups is denied first where it must be: without it an unprivileged writer may not
+    write a gid map.
+    """
     for name, text in (
-        ("uid_map", f"0 {uid} 1\n"),
+        ("uid_map", f"{inside[0]} {outside[0]} 1\n"),
         ("setgroups", "deny\n"),
-        ("gid_map", f"0 {gid} 1\n"),
+        ("gid_map", f"{inside[1]} {outside[1]} 1\n"),
     ):
-        with open(f"/proc/{pid}/{name}", "w", encoding="ascii") as handle:
+        with open(f"/proc/{process}/{name}", "w", encoding="ascii") as handle:
             handle.write(text)

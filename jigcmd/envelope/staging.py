@@ -24,6 +24,7 @@ import os
 import posixpath
 import shutil
 
+from jigcmd.envelope import idmap
 from jigcmd.envelope import syscalls as sc
 from jigcmd.plan import Bind
 
@@ -126,12 +127,6 @@ def _remount(root: str, *, writable: bool) -> None:
 
 def _own_user_namespace() -> None:
     """Without root: a user namespace mapping our own uid and gid to themselves, to mount in."""
-    uid, gid = os.geteuid(), os.getegid()
+    ids = (os.geteuid(), os.getegid())
     sc.unshare(sc.CLONE_NEWUSER | sc.CLONE_NEWNS)
-    for name, text in (
-        ("uid_map", f"{uid} {uid} 1\n"),
-        ("setgroups", "deny\n"),
-        ("gid_map", f"{gid} {gid} 1\n"),
-    ):
-        with open(f"/proc/self/{name}", "w", encoding="ascii") as handle:
-            handle.write(text)
+    idmap.map_ids("self", inside=ids, outside=ids)
