@@ -6,6 +6,9 @@ from typing import Literal
 
 import msgspec
 
+# Re-exported: the envelope caps capture at the contract's limit through this module.
+from jigcmd.contract import OUTPUT_CAP_BYTES
+
 __all__ = [
     "OUTPUT_CAP_BYTES",
     "Evidence",
@@ -15,7 +18,6 @@ __all__ = [
     "decode_output",
 ]
 
-OUTPUT_CAP_BYTES = 65_536
 
 StopReason = Literal["exited", "deadline", "cancelled"]
 

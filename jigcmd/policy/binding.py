@@ -18,17 +18,12 @@ from typing import Annotated, Literal
 
 import msgspec
 
+from jigcmd.contract import LOCAL_NAME_MAX_CHARS, LOCAL_NAME_PATTERN, PATH_MAX_BYTES
 from jigcmd.jsonio.canonical import dumps
 from jigcmd.policy import planner
 from jigcmd.policy.digests import sha256_text
 from jigcmd.policy.manifest import ManifestError, read_manifest
-from jigcmd.policy.paths import (
-    LOCAL_NAME_MAX_CHARS,
-    LOCAL_NAME_PATTERN,
-    PATH_MAX_BYTES,
-    is_local_name,
-    path_problem,
-)
+from jigcmd.policy.paths import is_local_name, path_problem
 from jigcmd.policy.pointers import escape, kind
 
 __all__ = [
@@ -52,7 +47,9 @@ TEST_PATH_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_./-]*\.(test|spec)\.(ts|js)$"
 _RUN_SUFFIX = re.compile(r"\.(ts|js)\Z")
 _TEST_SUFFIX = re.compile(r"\.(test|spec)\.(ts|js)\Z")
 
-_CommandName = Annotated[str, msgspec.Meta(pattern=LOCAL_NAME_PATTERN, max_length=64)]
+_CommandName = Annotated[
+    str, msgspec.Meta(pattern=LOCAL_NAME_PATTERN, max_length=LOCAL_NAME_MAX_CHARS)
+]
 _RunPath = Annotated[str, msgspec.Meta(pattern=RUN_PATH_PATTERN, max_length=PATH_MAX_BYTES)]
 _TestPath = Annotated[str, msgspec.Meta(pattern=TEST_PATH_PATTERN, max_length=PATH_MAX_BYTES)]
 

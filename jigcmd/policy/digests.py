@@ -8,9 +8,6 @@ from collections.abc import Mapping
 from jigcmd.jsonio.canonical import dumps
 
 __all__ = [
-    "CONTRACT_DIGEST",
-    "CONTRACT_ID",
-    "CONTRACT_VERSION",
     "DESCRIPTOR_DOMAIN",
     "candidate_digest",
     "descriptor_digest",
@@ -18,11 +15,6 @@ __all__ = [
     "sha256_text",
     "stdin_digest",
 ]
-
-# The identity of the one capability contract jigcmd implements (spec-notes §1).
-CONTRACT_ID = "https://jig.md/contracts/project-command"
-CONTRACT_VERSION = "1.0.0"
-CONTRACT_DIGEST = "sha256:aed62fe17f01897545f82d7ee91f163a023721431433c8f4f6981b4367c85bcf"
 
 # Domain separation prefix of descriptor digests; a NUL byte follows it.
 DESCRIPTOR_DOMAIN = b"FLOW-Capability-Contract/1"

@@ -12,9 +12,9 @@ from typing import Literal
 
 import msgspec
 
+from jigcmd.contract import CONTRACT_DIGEST, CONTRACT_ID, CONTRACT_VERSION
 from jigcmd.plan import Limits
 from jigcmd.policy.binding import Binding, BindingError, PolicyDocument, parse_binding
-from jigcmd.policy.digests import CONTRACT_DIGEST, CONTRACT_ID, CONTRACT_VERSION
 from jigcmd.policy.planner import BUN_ENV, BUN_FLAGS, CEILING_SECONDS
 
 __all__ = [

@@ -15,8 +15,9 @@ from pathlib import Path, PurePosixPath
 
 import yaml
 
+from jigcmd.contract import CONTRACT_DIGEST, CONTRACT_ID, CONTRACT_VERSION
 from jigcmd.jsonio.canonical import CanonicalError
-from jigcmd.policy.digests import CONTRACT_DIGEST, CONTRACT_ID, CONTRACT_VERSION, descriptor_digest
+from jigcmd.policy.digests import descriptor_digest
 from jigcmd.policy.paths import is_local_name
 from jigcmd.policy.pointers import kind
 

@@ -8,24 +8,17 @@ from __future__ import annotations
 
 import re
 
+from jigcmd.contract import LOCAL_NAME_MAX_CHARS, LOCAL_NAME_PATTERN, PATH_MAX_BYTES
+
 __all__ = [
-    "LOCAL_NAME_MAX_CHARS",
-    "LOCAL_NAME_PATTERN",
-    "PATH_MAX_BYTES",
     "PATH_MAX_COMPONENTS",
-    "PATH_PATTERN",
     "RESERVED_COMPONENTS",
     "is_local_name",
     "path_problem",
     "reserved_component",
 ]
 
-PATH_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_./-]*$"
-PATH_MAX_BYTES = 256
 PATH_MAX_COMPONENTS = 16
-
-LOCAL_NAME_PATTERN = r"^[a-z0-9]+(?:-[a-z0-9]+)*$"
-LOCAL_NAME_MAX_CHARS = 64
 
 # Directories a candidate may not supply: they would smuggle dependencies, history or host state.
 RESERVED_COMPONENTS = frozenset({"node_modules", ".git", ".jig"})

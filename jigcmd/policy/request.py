@@ -11,6 +11,14 @@ from collections.abc import Mapping
 
 import msgspec
 
+from jigcmd.contract import (
+    INPUT_KEYS,
+    MAX_ARG_BYTES,
+    MAX_ARGS,
+    MAX_CANDIDATE_BYTES,
+    MAX_FILES,
+    MAX_STDIN_BYTES,
+)
 from jigcmd.errors import Code, JigError
 from jigcmd.jsonio.canonical import CanonicalError
 from jigcmd.policy.binding import CommandPolicy
@@ -18,23 +26,7 @@ from jigcmd.policy.digests import candidate_digest, stdin_digest
 from jigcmd.policy.paths import path_problem, reserved_component
 from jigcmd.policy.pointers import escape, kind
 
-__all__ = [
-    "INPUT_KEYS",
-    "MAX_ARGS",
-    "MAX_ARG_BYTES",
-    "MAX_CANDIDATE_BYTES",
-    "MAX_FILES",
-    "MAX_STDIN_BYTES",
-    "ValidRequest",
-    "validate_request",
-]
-
-INPUT_KEYS = ("command", "files", "args", "stdin")
-MAX_FILES = 64
-MAX_CANDIDATE_BYTES = 262_144
-MAX_ARGS = 32
-MAX_ARG_BYTES = 1_024
-MAX_STDIN_BYTES = 16_384
+__all__ = ["ValidRequest", "validate_request"]
 
 
 class ValidRequest(msgspec.Struct, frozen=True):
@@ -161,7 +153,7 @@ def _rule4_total_size(files: dict[str, str]) -> None:
         raise _invalid(
             "/files",
             "candidate-size",
-            f"candidate exceeds 256 KiB ({total:,} bytes)",
+            f"candidate exceeds {MAX_CANDIDATE_BYTES // 1024} KiB ({total:,} bytes)",
         )
 
 

@@ -14,6 +14,7 @@ from typing import Any, Final
 
 import msgspec
 
+from jigcmd.contract import LOCAL_NAME_MAX_CHARS, LOCAL_NAME_PATTERN, RUN_METHOD
 from jigcmd.errors import Code, JigError
 from jigcmd.evidence import Evidence
 from jigcmd.protocol import jsonrpc
@@ -31,11 +32,8 @@ __all__ = [
 
 CALL_METHODS: Final = frozenset({"capability/call", "effect/call"})
 CANCEL_METHOD: Final = "request/cancel"
-# The capability's only method (the contract descriptor's `methods`).
-RUN_METHOD: Final = "run"
 
-_LOCAL_NAME = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
-_LOCAL_NAME_MAX = 64
+_LOCAL_NAME = re.compile(LOCAL_NAME_PATTERN)
 _REQUIRED = ("operationId", "slot", "method", "input")
 _OPTIONAL = {
     "capability/call": frozenset({"channels", "deadlineUnixMs"}),
@@ -69,7 +67,7 @@ class FlowCall(msgspec.Struct, frozen=True):
 def _is_local_name(value: object) -> bool:
     return (
         type(value) is str
-        and len(value) <= _LOCAL_NAME_MAX
+        and len(value) <= LOCAL_NAME_MAX_CHARS
         and _LOCAL_NAME.fullmatch(value) is not None
     )
 

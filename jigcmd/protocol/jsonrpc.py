@@ -13,6 +13,7 @@ from typing import Any, Final
 
 import msgspec
 
+from jigcmd.contract import OPERATION_ID_MAX_BYTES, OPERATION_ID_PATTERN
 from jigcmd.jsonio.strict import NestingTooDeep, StrictJSONError, loads
 
 __all__ = [
@@ -22,7 +23,6 @@ __all__ = [
     "METHOD_NOT_FOUND",
     "OPERATION_FAILED",
     "PARSE_ERROR",
-    "RUN1_ID_MAX_BYTES",
     "Id",
     "Notification",
     "Rejected",
@@ -47,8 +47,7 @@ INTERNAL_ERROR: Final = -32603
 # FLOW Run/1 operational failures; `data.code` carries the `jigcmd.errors.Code`.
 OPERATION_FAILED: Final = -32000
 
-RUN1_ID_MAX_BYTES: Final = 128
-_RUN1_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:/-]*")
+_RUN1_ID = re.compile(OPERATION_ID_PATTERN)
 
 Id = str | int
 
@@ -88,7 +87,7 @@ def is_run1_id(value: object) -> bool:
     # The grammar is ASCII, so characters and bytes coincide once it matches.
     return (
         type(value) is str
-        and 0 < len(value) <= RUN1_ID_MAX_BYTES
+        and 0 < len(value) <= OPERATION_ID_MAX_BYTES
         and _RUN1_ID.fullmatch(value) is not None
     )
 

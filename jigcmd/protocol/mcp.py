@@ -13,6 +13,14 @@ from typing import Any, Final
 
 import msgspec
 
+from jigcmd.contract import (
+    MAX_ARG_BYTES,
+    MAX_ARGS,
+    MAX_CANDIDATE_BYTES,
+    MAX_FILES,
+    MAX_STDIN_BYTES,
+    OUTPUT_CAP_BYTES,
+)
 from jigcmd.errors import Code, JigError
 from jigcmd.evidence import Evidence
 from jigcmd.protocol import jsonrpc
@@ -55,7 +63,7 @@ RUN_ID_META: Final = "jigcmd/runId"
 _STREAM_SCHEMA: Final[dict[str, Any]] = {
     "type": "object",
     "properties": {
-        "text": {"type": "string", "maxLength": 65536},
+        "text": {"type": "string", "maxLength": OUTPUT_CAP_BYTES},
         "truncated": {"type": "boolean"},
     },
     "required": ["text", "truncated"],
@@ -94,22 +102,23 @@ EVIDENCE_SCHEMA: Final[dict[str, Any]] = {
 
 _FILES_SCHEMA: Final[dict[str, Any]] = {
     "type": "object",
-    "description": "The candidate project: 1-64 relative paths mapped to their UTF-8 text "
-    "(at most 256 KiB in total). The command's own files must be included.",
-    "additionalProperties": {"type": "string", "maxLength": 262144},
+    "description": f"The candidate project: 1-{MAX_FILES} relative paths mapped to their UTF-8 "
+    f"text (at most {MAX_CANDIDATE_BYTES // 1024} KiB in total). The command's own files must "
+    "be included.",
+    "additionalProperties": {"type": "string", "maxLength": MAX_CANDIDATE_BYTES},
     "minProperties": 1,
-    "maxProperties": 64,
+    "maxProperties": MAX_FILES,
 }
 _ARGS_SCHEMA: Final[dict[str, Any]] = {
     "type": "array",
     "description": "Arguments passed verbatim to the script (never Bun options).",
-    "items": {"type": "string", "maxLength": 1024},
-    "maxItems": 32,
+    "items": {"type": "string", "maxLength": MAX_ARG_BYTES},
+    "maxItems": MAX_ARGS,
 }
 _STDIN_SCHEMA: Final[dict[str, Any]] = {
     "type": "string",
-    "description": "Text supplied on standard input (at most 16 KiB).",
-    "maxLength": 16384,
+    "description": f"Text supplied on standard input (at most {MAX_STDIN_BYTES // 1024} KiB).",
+    "maxLength": MAX_STDIN_BYTES,
 }
 
 
@@ -187,21 +196,22 @@ def _description(tool: ToolInfo) -> str:
     else:
         runs = f"Runs `{tool.command_line}` (the reviewed entry point with your arguments)"
         inputs = (
-            "`args`: at most 32 arguments of at most 1 KiB each, given to the script verbatim "
-            "(never Bun options)."
+            f"`args`: at most {MAX_ARGS} arguments of at most {MAX_ARG_BYTES // 1024} KiB each, "
+            "given to the script verbatim (never Bun options)."
         )
     parts = [
         f"{runs} against the project files you send, in a fresh sandbox: no network, no "
         "package install (no node_modules; Bun's built-ins only), a read-only copy of your "
         "files, at most 10 s, 256 MiB and 64 processes.",
-        f"`files` must include {needed} and every file it imports: 1-64 relative paths mapped "
-        "to UTF-8 text, at most 256 KiB in total; node_modules, .git and .jig are reserved.",
+        f"`files` must include {needed} and every file it imports: 1-{MAX_FILES} relative paths "
+        f"mapped to UTF-8 text, at most {MAX_CANDIDATE_BYTES // 1024} KiB in total; "
+        "node_modules, .git and .jig are reserved.",
         inputs,
-        "`stdin`: optional text of at most 16 KiB.",
+        f"`stdin`: optional text of at most {MAX_STDIN_BYTES // 1024} KiB.",
         "Returns evidence of what ran: exitCode or signal, stopReason (exited, deadline, "
-        "cancelled), and stdout and stderr (the first 64 KiB of each, complete in "
-        "structuredContent; the text content shows their head and tail). A non-zero exit, "
-        "such as failing tests, is evidence (isError false), not a tool error; isError true "
+        f"cancelled), and stdout and stderr (the first {OUTPUT_CAP_BYTES // 1024} KiB of each, "
+        "complete in structuredContent; the text content shows their head and tail). A non-zero "
+        "exit, such as failing tests, is evidence (isError false), not a tool error; isError true "
         "means nothing ran to completion (refused input, unavailable, deadline, cancelled).",
     ]
     if tool.unavailable is not None:

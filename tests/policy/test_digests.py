@@ -5,10 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from jigcmd.contract import CONTRACT_DIGEST, CONTRACT_ID, CONTRACT_VERSION
 from jigcmd.policy.digests import (
-    CONTRACT_DIGEST,
-    CONTRACT_ID,
-    CONTRACT_VERSION,
     candidate_digest,
     descriptor_digest,
     operation_signature,

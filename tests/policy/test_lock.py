@@ -7,8 +7,8 @@ import json
 import msgspec
 import pytest
 
+from jigcmd.contract import CONTRACT_DIGEST
 from jigcmd.policy.binding import Binding, parse_binding
-from jigcmd.policy.digests import CONTRACT_DIGEST
 from jigcmd.policy.lock import (
     LockError,
     Runtime,

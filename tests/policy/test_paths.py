@@ -8,12 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from jigcmd.policy.paths import (
-    PATH_PATTERN,
-    is_local_name,
-    path_problem,
-    reserved_component,
-)
+from jigcmd.contract import PATH_PATTERN
+from jigcmd.policy.paths import is_local_name, path_problem, reserved_component
 
 component = st.from_regex(r"\A[A-Za-z0-9_][A-Za-z0-9_.-]{0,10}\Z").filter(
     lambda c: c not in {".", ".."}

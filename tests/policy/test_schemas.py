@@ -10,7 +10,8 @@ from types import ModuleType
 import msgspec
 import pytest
 
-from jigcmd.policy.schemas import CallParams, RequestInput, generate
+from jigcmd.contract import CallParams, RequestInput
+from jigcmd.policy.schemas import generate
 
 ROOT = Path(__file__).parents[2]
 
