@@ -4,11 +4,19 @@ Params are exactly `operationId`, `slot`, `method`, `input`, plus `channels` on
 `capability/call` and the documented jigcmd extension `deadlineUnixMs` (the caller's remaining
 deadline as Unix milliseconds). A params object of the wrong shape is a JSON-RPC -32602; a
 well-formed call that cannot be served (`channels`, a method other than `run`) carries a
-refusal that the session answers, after the operation-identity check, without dispatching.
+refusal that is answered, after the operation-identity check, without dispatching.
+
+Operation identity is kept here for the session: the same `operationId` with the same
+signature joins the running operation or replays its recorded outcome; a different
+signature is `OPERATION_CONFLICT`, before dispatch. Beyond the session (across restarts with
+the same run id) the backend's journal keeps it; a conflict the journal reports is not the
+operation's outcome here, so the request the journal holds is still answered from it. The
+seed's rule that a session runs one operation at a time is the session's guard (`session.py`).
 """
 
 from __future__ import annotations
 
+import collections
 import re
 from typing import Any, Final
 
@@ -18,13 +26,17 @@ from jigcmd.contract import LOCAL_NAME_MAX_CHARS, LOCAL_NAME_PATTERN, RUN_METHOD
 from jigcmd.errors import Code, JigError
 from jigcmd.evidence import Evidence
 from jigcmd.protocol import jsonrpc
+from jigcmd.protocol.actions import Action, Call, Cancel, Outcome, Send, send_error
+from jigcmd.protocol.dialect import Settings
 
 __all__ = [
     "CALL_METHODS",
     "CANCEL_METHOD",
     "FlowCall",
+    "FlowDialect",
     "ParamsError",
     "encode_failure",
+    "encode_outcome",
     "encode_success",
     "parse_call",
     "parse_cancel",
@@ -47,6 +59,8 @@ class ParamsError(ValueError):
 
 # Params that do not make an operation another one.
 _UNSIGNED = frozenset({"operationId", "deadlineUnixMs"})
+# Outcomes a session does not remember as the operation's own (see `FlowDialect.finish`).
+_NOT_THE_OPERATIONS_OUTCOME: Final = frozenset({Code.RESOURCE_EXHAUSTED, Code.OPERATION_CONFLICT})
 
 
 class FlowCall(msgspec.Struct, frozen=True):
@@ -143,3 +157,165 @@ def encode_failure(request_id: jsonrpc.Id, error: JigError) -> bytes:
     if error.details is not None:
         data["details"] = error.details
     return jsonrpc.encode_error(request_id, jsonrpc.OPERATION_FAILED, error.message, data)
+
+
+def encode_outcome(request_id: jsonrpc.Id, outcome: Outcome) -> bytes:
+    """The frame answering `request_id` with how its operation ended."""
+    if isinstance(outcome, JigError):
+        return encode_failure(request_id, outcome)
+    return encode_success(request_id, outcome.evidence)
+
+
+class _Operation:
+    """A Run/1 operation in this session: its signature, who waits for it, how it ended."""
+
+    __slots__ = ("dispatcher", "outcome", "signature", "waiters")
+
+    def __init__(self, signature: str, dispatcher: jsonrpc.Id | None) -> None:
+        self.signature = signature
+        self.dispatcher = dispatcher
+        self.waiters: list[jsonrpc.Id] = [] if dispatcher is None else [dispatcher]
+        self.outcome: Outcome | None = None
+
+
+class FlowDialect:
+    """The Run/1 state of one session: its operations and the requests waiting on them."""
+
+    def __init__(self, settings: Settings) -> None:
+        """`settings.remember`: how many finished operations keep their outcome (None: all).
+
+        Bound it only when the backend keeps operation identity itself (the journal): a
+        forgotten operation asked again is dispatched, and the backend replays it.
+        """
+        self._signature = settings.signature
+        self._slot = settings.slot
+        self._tag = settings.session_tag
+        self._root_run = settings.root_run
+        self._remember = settings.remember
+        self._operations: dict[str, _Operation] = {}
+        self._finished: collections.deque[str] = collections.deque()
+        # Request ids awaiting an answer -> the operation they wait for.
+        self._pending: dict[jsonrpc.Id, str] = {}
+
+    def request(self, request: jsonrpc.Request) -> list[Action] | Call:
+        """Answer, join or replay a call, or return the new operation's call to dispatch."""
+        if request.method not in CALL_METHODS:
+            return send_error(
+                request.id,
+                jsonrpc.METHOD_NOT_FOUND,
+                f"Method not found: {request.method} (this session speaks FLOW Run/1)",
+            )
+        if not jsonrpc.is_run1_id(request.id):
+            return send_error(
+                request.id,
+                jsonrpc.INVALID_REQUEST,
+                "Invalid Request: id must be a string matching [A-Za-z0-9][A-Za-z0-9._:/-]* "
+                "(1-128 bytes)",
+            )
+        if request.id in self._pending:
+            return send_error(
+                request.id, jsonrpc.INVALID_REQUEST, "Invalid Request: id is already in flight"
+            )
+        try:
+            call = parse_call(request.method, request.params)
+        except ParamsError as exc:
+            return send_error(request.id, jsonrpc.INVALID_PARAMS, str(exc))
+        signature = self._signature(call.signed_method, call.signed_params)
+        operation = self._operations.get(call.operation_id)
+        if operation is not None:
+            if operation.signature != signature:
+                conflict = JigError(
+                    Code.OPERATION_CONFLICT,
+                    f"operationId {call.operation_id!r} was reused differently",
+                )
+                return [Send(encode_failure(request.id, conflict))]
+            if operation.outcome is not None:
+                return [Send(encode_outcome(request.id, operation.outcome))]
+            operation.waiters.append(request.id)
+            self._pending[request.id] = call.operation_id
+            return []
+        refusal = call.refusal
+        if refusal is None and self._slot is not None and call.slot != self._slot:
+            refusal = JigError(
+                Code.UNAVAILABLE,
+                f"slot {call.slot!r} is not served here; this server serves {self._slot!r}",
+            )
+        if refusal is not None:
+            # Not remembered: the same call is refused the same way again, and a peer sending
+            # refused calls forever must not grow the session (nothing ran, nothing to keep).
+            return [Send(encode_failure(request.id, refusal))]
+        return Call(
+            request.id,
+            "flow",
+            call.operation_id,
+            call.input,
+            call.deadline_unix_ms,
+            signature=signature,
+            context=self._tag,
+            root_run=self._root_run,
+        )
+
+    def started(self, call: Call) -> None:
+        """The new operation is running: later requests with its id join it."""
+        assert call.signature is not None
+        self._operations[call.operation_id] = _Operation(call.signature, call.request_id)
+        self._pending[call.request_id] = call.operation_id
+
+    def refuse(self, request_id: jsonrpc.Id, error: JigError) -> bytes:
+        """A failure frame; the refused operation is not remembered."""
+        return encode_failure(request_id, error)
+
+    def notification(self, notification: jsonrpc.Notification) -> list[Action]:
+        """`request/cancel` stops the operation or one request's wait; anything else is ignored."""
+        if notification.method != CANCEL_METHOD:
+            return []
+        request_id = parse_cancel(notification.params)
+        operation_id = self._pending.get(request_id) if request_id is not None else None
+        if request_id is None or operation_id is None:
+            return []  # unknown or finished: a no-op
+        operation = self._operations[operation_id]
+        if request_id == operation.dispatcher:
+            return [Cancel(request_id)]
+        # A joined request stops waiting; the operation goes on for the request that started it.
+        operation.waiters.remove(request_id)
+        del self._pending[request_id]
+        cancelled = JigError(
+            Code.CANCELLED,
+            f"request cancelled; operation {operation_id!r} continues for its other caller",
+        )
+        return [Send(encode_failure(request_id, cancelled))]
+
+    def finish(self, call: Call, outcome: Outcome) -> bytes:
+        """Answer every request waiting on the operation, and remember its outcome if its own."""
+        operation = self._operations[call.operation_id]
+        if isinstance(outcome, JigError) and (
+            outcome.code in _NOT_THE_OPERATIONS_OUTCOME or outcome.retryable
+        ):
+            # Nothing ran and nothing was recorded: the caller may retry the same operation.
+            # OPERATION_CONFLICT from the backend: the journal holds another request under the
+            # id; that request, sent next, must be answered from the journal, not refused here.
+            del self._operations[call.operation_id]
+        else:
+            operation.outcome = outcome
+            self._forget_old(call.operation_id)
+        frames = []
+        for request_id in operation.waiters:
+            self._pending.pop(request_id, None)
+            frames.append(encode_outcome(request_id, outcome))
+        operation.waiters = []
+        return b"".join(frames)
+
+    def progress(self, call: Call, message: str) -> bytes:
+        """Nothing: Run/1 has no progress notifications."""
+        return b""
+
+    def _forget_old(self, operation_id: str) -> None:
+        """Keep at most `remember` finished outcomes; a long session must not grow forever."""
+        if self._remember is None:
+            return
+        self._finished.append(operation_id)
+        while len(self._finished) > self._remember:
+            old = self._finished.popleft()
+            operation = self._operations.get(old)
+            if operation is not None and operation.outcome is not None:
+                del self._operations[old]

@@ -1,129 +1,44 @@
-"""The MCP dialect: handshake, one tool per command, and tool results built from evidence.
+"""The MCP dialect: the lifecycle of one session (handshake, version, tools, calls in flight).
 
-A completed command, whatever its exit, is `isError: false` with the evidence as
-`structuredContent`; refusals and operational failures are `isError: true` with a readable
-text, the evidence when there is some, and the failure code under `_meta["jigcmd/error"]`.
-Measurements travel beside the evidence in `_meta["jigcmd/report"]`.
+`initialize` happens once and fixes the version the tool list and results are shaped for;
+before it only `ping` is served. MCP hosts call tools in parallel: every valid `tools/call`
+is dispatched at once (the backend runs them side by side up to the free envelope slots and
+queues the rest); a refused one is answered without dispatch. `notifications/cancelled`
+stops a call and suppresses its response, as the specification asks.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any, Final
 
 import msgspec
 
-from jigcmd.contract import (
-    MAX_ARG_BYTES,
-    MAX_ARGS,
-    MAX_CANDIDATE_BYTES,
-    MAX_FILES,
-    MAX_STDIN_BYTES,
-    OUTPUT_CAP_BYTES,
-)
 from jigcmd.errors import Code, JigError
-from jigcmd.evidence import Evidence
 from jigcmd.protocol import jsonrpc
-from jigcmd.protocol.commands import RunResult, ToolInfo
-from jigcmd.protocol.summary import summary
+from jigcmd.protocol.actions import Action, Call, Cancel, Outcome, Send, send_error
+from jigcmd.protocol.dialect import Settings
+from jigcmd.protocol.mcp_results import completed_result, failure_result
+from jigcmd.protocol.mcp_tools import tools_list_json
+from jigcmd.protocol.mcp_versions import LATEST_VERSION, negotiate_version
 
 __all__ = [
-    "EVIDENCE_SCHEMA",
-    "LATEST_VERSION",
     "RUN_ID_META",
     "SESSION_METHODS",
-    "SUPPORTED_VERSIONS",
+    "McpDialect",
+    "ParamsError",
     "ToolCall",
     "call_input",
-    "completed_result",
-    "failure_result",
     "initialize_result",
-    "input_schema",
-    "negotiate_version",
     "parse_cancelled",
     "parse_tool_call",
     "progress_notification",
-    "tools_list_json",
 ]
 
-LATEST_VERSION: Final = "2025-11-25"
-# Every version negotiated, newest first: a client's own version is answered when listed.
-SUPPORTED_VERSIONS: Final = (LATEST_VERSION, "2025-06-18", "2025-03-26", "2024-11-05")
-# Versions with `structuredContent` and `outputSchema` (and tool `title`s); before them the
-# evidence travels as JSON text.
-_STRUCTURED: Final = frozenset({LATEST_VERSION, "2025-06-18"})
-# Versions with tool `annotations` (`readOnlyHint`, …).
-_ANNOTATED: Final = _STRUCTURED | {"2025-03-26"}
 # The methods an initialized MCP session serves (besides ping); before `initialize` they are
 # -32600, any other method -32601.
 SESSION_METHODS: Final = frozenset({"tools/list", "tools/call"})
 # The `initialize` result's `_meta` key naming the caller's run of the session.
 RUN_ID_META: Final = "jigcmd/runId"
-
-_STREAM_SCHEMA: Final[dict[str, Any]] = {
-    "type": "object",
-    "properties": {
-        "text": {"type": "string", "maxLength": OUTPUT_CAP_BYTES},
-        "truncated": {"type": "boolean"},
-    },
-    "required": ["text", "truncated"],
-    "additionalProperties": False,
-}
-
-# The contract descriptor's `Result` definition, verbatim (a test proves it).
-EVIDENCE_SCHEMA: Final[dict[str, Any]] = {
-    "type": "object",
-    "properties": {
-        "candidateDigest": {"type": "string", "maxLength": 71},
-        "command": {"type": "string"},
-        "invocation": {"type": "array", "items": {"type": "string"}},
-        "stdinDigest": {"type": "string", "maxLength": 71},
-        "stdout": _STREAM_SCHEMA,
-        "stderr": _STREAM_SCHEMA,
-        "exitCode": {"type": ["integer", "null"]},
-        "signal": {"type": ["string", "null"]},
-        "stopReason": {"enum": ["exited", "deadline", "cancelled"]},
-        "cleanup": {"const": "complete"},
-    },
-    "required": [
-        "candidateDigest",
-        "command",
-        "invocation",
-        "stdinDigest",
-        "stdout",
-        "stderr",
-        "exitCode",
-        "signal",
-        "stopReason",
-        "cleanup",
-    ],
-    "additionalProperties": False,
-}
-
-_FILES_SCHEMA: Final[dict[str, Any]] = {
-    "type": "object",
-    "description": f"The candidate project: 1-{MAX_FILES} relative paths mapped to their UTF-8 "
-    f"text (at most {MAX_CANDIDATE_BYTES // 1024} KiB in total). The command's own files must "
-    "be included.",
-    "additionalProperties": {"type": "string", "maxLength": MAX_CANDIDATE_BYTES},
-    "minProperties": 1,
-    "maxProperties": MAX_FILES,
-}
-_ARGS_SCHEMA: Final[dict[str, Any]] = {
-    "type": "array",
-    "description": "Arguments passed verbatim to the script (never Bun options).",
-    "items": {"type": "string", "maxLength": MAX_ARG_BYTES},
-    "maxItems": MAX_ARGS,
-}
-_STDIN_SCHEMA: Final[dict[str, Any]] = {
-    "type": "string",
-    "description": f"Text supplied on standard input (at most {MAX_STDIN_BYTES // 1024} KiB).",
-    "maxLength": MAX_STDIN_BYTES,
-}
-
-
-# Evidence collected before a deadline or cancel arrives as the builtins of its JSON.
-_as_evidence: Final = msgspec.json.Decoder(Evidence)
 
 
 class ParamsError(ValueError):
@@ -136,12 +51,6 @@ class ToolCall(msgspec.Struct, frozen=True):
     name: str
     arguments: dict[str, Any]
     progress_token: jsonrpc.Id | None
-
-
-def negotiate_version(params: object) -> str:
-    """The protocol version to answer `initialize` with: the client's if supported, else ours."""
-    requested = params.get("protocolVersion") if type(params) is dict else None
-    return requested if requested in SUPPORTED_VERSIONS else LATEST_VERSION
 
 
 def initialize_result(
@@ -162,85 +71,6 @@ def initialize_result(
     if root_run:
         result["_meta"] = {RUN_ID_META: root_run}
     return result
-
-
-def input_schema(kind: str, paths: Sequence[str] = ()) -> dict[str, Any]:
-    """The tool input schema: `files`, plus `args`/`stdin` only where the command accepts them.
-
-    With the command's `paths`, the `files` description names the ones it must include.
-    """
-    files = dict(_FILES_SCHEMA)
-    if paths:
-        named = ", ".join(f"`{path}`" for path in paths)
-        files["description"] = (
-            f"{files['description']} This command needs {named}, and every file it imports."
-        )
-    properties: dict[str, Any] = {"files": files}
-    if kind == "run":
-        properties["args"] = _ARGS_SCHEMA
-    properties["stdin"] = _STDIN_SCHEMA
-    return {
-        "type": "object",
-        "properties": properties,
-        "required": ["files"],
-        "additionalProperties": False,
-    }
-
-
-def _description(tool: ToolInfo) -> str:
-    """What a model needs on its first call: the command, the files, the bounds, the evidence."""
-    needed = " and ".join(f"`{path}`" for path in tool.paths) or "the command's own files"
-    if tool.kind == "test":
-        runs = f"Runs `{tool.command_line}` (Bun's test runner on the reviewed test files)"
-        inputs = "No arguments."
-    else:
-        runs = f"Runs `{tool.command_line}` (the reviewed entry point with your arguments)"
-        inputs = (
-            f"`args`: at most {MAX_ARGS} arguments of at most {MAX_ARG_BYTES // 1024} KiB each, "
-            "given to the script verbatim (never Bun options)."
-        )
-    parts = [
-        f"{runs} against the project files you send, in a fresh sandbox: no network, no "
-        "package install (no node_modules; Bun's built-ins only), a read-only copy of your "
-        "files, at most 10 s, 256 MiB and 64 processes.",
-        f"`files` must include {needed} and every file it imports: 1-{MAX_FILES} relative paths "
-        f"mapped to UTF-8 text, at most {MAX_CANDIDATE_BYTES // 1024} KiB in total; "
-        "node_modules, .git and .jig are reserved.",
-        inputs,
-        f"`stdin`: optional text of at most {MAX_STDIN_BYTES // 1024} KiB.",
-        "Returns evidence of what ran: exitCode or signal, stopReason (exited, deadline, "
-        f"cancelled), and stdout and stderr (the first {OUTPUT_CAP_BYTES // 1024} KiB of each, "
-        "complete in structuredContent; the text content shows their head and tail). A non-zero "
-        "exit, such as failing tests, is evidence (isError false), not a tool error; isError true "
-        "means nothing ran to completion (refused input, unavailable, deadline, cancelled).",
-    ]
-    if tool.unavailable is not None:
-        parts.append(f"Currently unavailable: {tool.unavailable}")
-    return " ".join(parts)
-
-
-def _tool_definition(tool: ToolInfo, version: str) -> dict[str, Any]:
-    definition: dict[str, Any] = {
-        "name": tool.name,
-        "description": _description(tool),
-        "inputSchema": input_schema(tool.kind, tool.paths),
-    }
-    if version in _STRUCTURED:
-        # `title` came with 2025-06-18, like the output schema.
-        definition["title"] = f"{tool.command_line} (reviewed command {tool.name!r})"
-        definition["outputSchema"] = EVIDENCE_SCHEMA
-    if version in _ANNOTATED:
-        definition["annotations"] = {
-            "readOnlyHint": True,
-            "openWorldHint": False,
-            "idempotentHint": True,
-        }
-    return definition
-
-
-def tools_list_json(tools: Sequence[ToolInfo], version: str = LATEST_VERSION) -> bytes:
-    """The whole `tools/list` result for `version`, encoded once per session."""
-    return jsonrpc.encode_json({"tools": [_tool_definition(tool, version) for tool in tools]})
 
 
 def parse_tool_call(params: object) -> ToolCall:
@@ -271,62 +101,6 @@ def call_input(call: ToolCall) -> dict[str, Any]:
     return {"command": call.name, **call.arguments}
 
 
-def _evidence_content(evidence: Evidence, version: str) -> list[dict[str, Any]]:
-    """The text content that goes with evidence: the concise summary, within its budget.
-
-    Before 2025-06-18 there is no `structuredContent`, so the complete evidence follows as
-    JSON text. From 2025-06-18 it is not repeated as text (which the specification suggests):
-    hosts cap tool results, and two full streams alone are ~32k tokens.
-    """
-    content = [{"type": "text", "text": summary(evidence)}]
-    if version not in _STRUCTURED:
-        content.append({"type": "text", "text": jsonrpc.encode_json(evidence).decode()})
-    return content
-
-
-def completed_result(result: RunResult, version: str = LATEST_VERSION) -> dict[str, Any]:
-    """A completed run: not an error whatever the exit; evidence as structured content.
-
-    Before 2025-06-18 there is no `structuredContent`: the evidence is JSON text.
-    """
-    completed: dict[str, Any] = {
-        "content": _evidence_content(result.evidence, version),
-        "isError": False,
-        "_meta": {"jigcmd/report": result.report},
-    }
-    if version in _STRUCTURED:
-        completed["structuredContent"] = result.evidence
-    return completed
-
-
-def failure_result(error: JigError, version: str = LATEST_VERSION) -> dict[str, Any]:
-    """A refusal or operational failure as a tool error with a readable reason.
-
-    Evidence collected before a deadline or cancel rides as `structuredContent`, or as JSON
-    text before 2025-06-18.
-    """
-    details = dict(error.details) if error.details else {}
-    evidence = details.pop("command", None)
-    meta: dict[str, Any] = {"code": error.code.value}
-    if details:
-        meta["details"] = details
-    result: dict[str, Any] = {
-        "content": [{"type": "text", "text": f"{error.code.value}: {error.message}"}],
-        "isError": True,
-        "_meta": {"jigcmd/error": meta},
-    }
-    if evidence is not None:
-        collected = (
-            evidence
-            if isinstance(evidence, Evidence)
-            else _as_evidence.decode(jsonrpc.encode_json(evidence))
-        )
-        result["content"] += _evidence_content(collected, version)
-        if version in _STRUCTURED:
-            result["structuredContent"] = evidence
-    return result
-
-
 def parse_cancelled(params: object) -> jsonrpc.Id | None:
     """The request id a `notifications/cancelled` names, or None when malformed."""
     if type(params) is dict and jsonrpc.is_mcp_id(params.get("requestId")):
@@ -339,3 +113,141 @@ def progress_notification(token: jsonrpc.Id, progress: int, message: str) -> byt
     return jsonrpc.encode_notification(
         "notifications/progress", {"progressToken": token, "progress": progress, "message": message}
     )
+
+
+class McpDialect:
+    """The MCP state of one session: the handshake, the agreed version, the calls in flight."""
+
+    def __init__(self, settings: Settings) -> None:
+        """Start uninitialized, with the tool list shaped for the latest version."""
+        self._tools = {tool.name: tool for tool in settings.tools}
+        self._tool_infos = settings.tools
+        self._version = LATEST_VERSION
+        self._tools_json = tools_list_json(settings.tools, self._version)
+        self._server_name = settings.server_name
+        self._server_version = settings.server_version
+        self._tag = settings.session_tag
+        self._root_run = settings.root_run
+        self._initialized = False
+        self._calls = 0
+        # Request ids awaiting an answer -> their call's operation id.
+        self._pending: dict[jsonrpc.Id, str] = {}
+        self._silenced: set[jsonrpc.Id] = set()
+        self._progress: dict[jsonrpc.Id, int] = {}
+
+    def request(self, request: jsonrpc.Request) -> list[Action] | Call:
+        """Serve the handshake, the tool list and tool calls; anything else is -32601."""
+        method = request.method
+        if method == "initialize":
+            return self._initialize(request)
+        if not self._initialized:
+            return self._before_initialize(request)
+        if method == "tools/list":
+            return [Send(jsonrpc.encode_raw_result(request.id, self._tools_json))]
+        if method == "tools/call":
+            return self._tool_call(request)
+        return send_error(request.id, jsonrpc.METHOD_NOT_FOUND, f"Method not found: {method}")
+
+    def started(self, call: Call) -> None:
+        """The call is running: it is answered (or silenced) when it finishes."""
+        self._pending[call.request_id] = call.operation_id
+
+    def refuse(self, request_id: jsonrpc.Id, error: JigError) -> bytes:
+        """A refusal is a tool error result, not a protocol error."""
+        return jsonrpc.encode_result(request_id, failure_result(error, self._version))
+
+    def notification(self, notification: jsonrpc.Notification) -> list[Action]:
+        """`notifications/cancelled` stops a call in flight; anything else needs nothing."""
+        if notification.method == "notifications/cancelled":
+            request_id = parse_cancelled(notification.params)
+            if request_id is not None and request_id in self._pending:
+                self._silenced.add(request_id)
+                return [Cancel(request_id)]
+        # notifications/initialized and anything unknown: nothing to do, never answered.
+        return []
+
+    def finish(self, call: Call, outcome: Outcome) -> bytes:
+        """The call's tool result, or nothing when the peer cancelled it."""
+        self._progress.pop(call.request_id, None)
+        self._pending.pop(call.request_id, None)
+        if call.request_id in self._silenced:
+            # The peer cancelled the request and expects no response to it.
+            self._silenced.discard(call.request_id)
+            return b""
+        if isinstance(outcome, JigError):
+            return self.refuse(call.request_id, outcome)
+        return jsonrpc.encode_result(call.request_id, completed_result(outcome, self._version))
+
+    def progress(self, call: Call, message: str) -> bytes:
+        """A `notifications/progress` frame when the caller sent a progress token."""
+        if call.progress_token is None or call.request_id not in self._pending:
+            return b""
+        count = self._progress.get(call.request_id, 0) + 1
+        self._progress[call.request_id] = count
+        return progress_notification(call.progress_token, count, message)
+
+    def _initialize(self, request: jsonrpc.Request) -> list[Action]:
+        if self._initialized:
+            return send_error(
+                request.id, jsonrpc.INVALID_REQUEST, "Invalid Request: already initialized"
+            )
+        if type(request.params) is not dict:
+            return send_error(
+                request.id,
+                jsonrpc.INVALID_PARAMS,
+                "Invalid params: initialize params must be an object",
+            )
+        self._initialized = True
+        version = negotiate_version(request.params)
+        # Results and the tool list are shaped for the version agreed on.
+        self._version = version
+        self._tools_json = tools_list_json(self._tool_infos, version)
+        result = initialize_result(
+            version, self._server_name, self._server_version, root_run=self._root_run
+        )
+        return [Send(jsonrpc.encode_result(request.id, result))]
+
+    def _before_initialize(self, request: jsonrpc.Request) -> list[Action]:
+        """A session method too early is -32600; any other method is -32601 (as the SDK)."""
+        if request.method in SESSION_METHODS:
+            return send_error(
+                request.id,
+                jsonrpc.INVALID_REQUEST,
+                f"Invalid Request: {request.method} before initialize; send initialize first",
+            )
+        return send_error(
+            request.id,
+            jsonrpc.METHOD_NOT_FOUND,
+            f"Method not found: {request.method}; send initialize first",
+        )
+
+    def _tool_call(self, request: jsonrpc.Request) -> list[Action] | Call:
+        try:
+            call = parse_tool_call(request.params)
+        except ParamsError as exc:
+            return send_error(request.id, jsonrpc.INVALID_PARAMS, str(exc))
+        tool = self._tools.get(call.name)
+        if tool is None:
+            return send_error(
+                request.id, jsonrpc.INVALID_PARAMS, f"Invalid params: unknown tool {call.name!r}"
+            )
+        if request.id in self._pending:
+            return send_error(
+                request.id, jsonrpc.INVALID_REQUEST, "Invalid Request: id is already in flight"
+            )
+        try:
+            if tool.unavailable is not None:
+                raise JigError(Code.UNAVAILABLE, f"command {tool.name!r}: {tool.unavailable}")
+            arguments = call_input(call)
+        except JigError as refusal:
+            return [Send(self.refuse(request.id, refusal))]
+        self._calls += 1
+        return Call(
+            request.id,
+            "mcp",
+            f"mcp.{self._tag}.{self._calls}",
+            arguments,
+            progress_token=call.progress_token,
+            context=self._tag,
+            root_run=self._root_run,
+        )

@@ -10,7 +10,7 @@ import pytest
 
 from jigcmd.errors import Code, JigError
 from jigcmd.policy.digests import operation_signature
-from jigcmd.protocol import mcp
+from jigcmd.protocol import mcp_tools
 from jigcmd.protocol.commands import RunResult
 from jigcmd.protocol.session import Action, Call, Cancel, Dispatch, ProtocolChoice, Send, Session
 from tests.protocol.fake_server import REPORT, TOOLS, canned_evidence
@@ -335,5 +335,5 @@ def test_an_mcp_session_does_not_speak_run1() -> None:
 
 def test_input_schema_helper_matches_the_command_kind() -> None:
     """`args` appears for run commands only."""
-    assert "args" in mcp.input_schema("run")["properties"]
-    assert "args" not in mcp.input_schema("test")["properties"]
+    assert "args" in mcp_tools.input_schema("run")["properties"]
+    assert "args" not in mcp_tools.input_schema("test")["properties"]
