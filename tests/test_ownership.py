@@ -15,7 +15,6 @@ from jigcmd.protocol.commands import RunResult
 # The caller's run every operation of these tests belongs to.
 RUN = "run-test"
 
-pytestmark = pytest.mark.anyio
 
 EVIDENCE = Evidence(
     candidate_digest="sha256:" + "0" * 64,
@@ -37,11 +36,6 @@ REPORT = ResourceReport(
     pids_limit_hit=False,
     deadline_hit=False,
 )
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
 
 
 @pytest.fixture

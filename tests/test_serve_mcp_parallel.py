@@ -20,7 +20,7 @@ from mcp_types import CallToolResult, TextContent
 
 from tests.admitted_example import admit_example
 
-pytestmark = [pytest.mark.anyio, pytest.mark.envelope]
+pytestmark = pytest.mark.envelope
 
 
 # Holds its envelope for a while (busy, so no timer can end it early), then prints its token.
@@ -30,11 +30,6 @@ _HOLD = (
     'console.log("held " + process.argv[2]);\n'
 )
 _QUICK = 'console.log("ran " + process.argv[2]);\n'
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
 
 
 @pytest.fixture

@@ -14,15 +14,10 @@ from mcp_types import TextContent
 from jigcmd.protocol.summary import BUDGET_BYTES
 from tests.admitted_example import EXAMPLE, admit_example
 
-pytestmark = [pytest.mark.anyio, pytest.mark.envelope]
+pytestmark = pytest.mark.envelope
 jsonschema = pytest.importorskip("jsonschema")
 
 PASSING = EXAMPLE / "candidates" / "passing"
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
 
 
 @pytest.fixture

@@ -23,14 +23,9 @@ from mcp_types import CallToolResult, TextContent
 
 from tests.admitted_example import admit_example
 
-pytestmark = [pytest.mark.anyio, pytest.mark.envelope]
+pytestmark = pytest.mark.envelope
 
 _QUICK = 'console.log("ran " + process.argv.slice(2).join(" "));\n'
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
 
 
 @pytest.fixture

@@ -17,15 +17,8 @@ from jigcmd.runtime import Runtime
 from jigcmd.service import CommandService
 from tests.jarvis.jarvis_harness import outcome
 
-pytestmark = pytest.mark.anyio
-
 # Seconds the deferred runtime check takes on the fake clock: most of a ceiling.
 CHECK_S = 8.0
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
 
 
 class _Clock:

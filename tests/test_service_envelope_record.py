@@ -22,16 +22,9 @@ from jigcmd.runtime import Runtime
 from jigcmd.service import CommandService
 from tests.jarvis.jarvis_harness import outcome
 
-pytestmark = pytest.mark.anyio
-
 PATHS = ("/sys/fs/cgroup/pids/jigcmd/jigcmd-00112233aabbccdd",)
 PREPARED = Assigned(run_id="00112233aabbccdd", supervisor=current(), cgroup_paths=PATHS)
 RUN = "run-test"
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
 
 
 class _Stub:

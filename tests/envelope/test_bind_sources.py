@@ -16,12 +16,7 @@ from jigcmd.policy.planner import candidate_plan
 from jigcmd.runtime import BUN_TARGET, find_runtime
 from tests.envelope.conftest import require_root
 
-pytestmark = [pytest.mark.envelope, pytest.mark.anyio]
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
+pytestmark = pytest.mark.envelope
 
 
 @pytest.fixture

@@ -20,7 +20,7 @@ from jigcmd.executor import EnvelopeIdentity
 from jigcmd.plan import RunPlan
 from tests.envelope.hostile_harness import TracedExecutor, attempts, probe_plan
 
-pytestmark = [pytest.mark.envelope, pytest.mark.anyio]
+pytestmark = pytest.mark.envelope
 
 HOST_CPUS = sorted(os.sched_getaffinity(0))
 SCHED_SETAFFINITY = 203  # x86_64

@@ -19,17 +19,11 @@ from jigcmd.errors import Code, JigError
 from jigcmd.executor import Assigned, EnvelopeIdentity, Hooks, Ticket, Withdrawn
 from tests.envelope.hostile_harness import TracedExecutor, probe_plan
 
-pytestmark = [pytest.mark.envelope, pytest.mark.anyio]
+pytestmark = pytest.mark.envelope
 
 PRINT_ARGS = 'console.log("ran " + process.argv.slice(2).join(" "));\n'
 # Long enough for the envelope to stage the candidate while admission is still pending.
 STAGING_S = 0.5
-
-
-@pytest.fixture(scope="module")
-def anyio_backend() -> str:
-    """One event loop for the module, so one executor serves every test."""
-    return "asyncio"
 
 
 @pytest.fixture

@@ -32,13 +32,7 @@ from tests.jarvis.jarvis_harness import (
     unavailable,
 )
 
-pytestmark = [pytest.mark.envelope, pytest.mark.anyio]
-
-
-@pytest.fixture(scope="module")
-def anyio_backend() -> str:
-    """One event loop for the module, so one executor serves every test."""
-    return "asyncio"
+pytestmark = pytest.mark.envelope
 
 
 @pytest.fixture(scope="module")

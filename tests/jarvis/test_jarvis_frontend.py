@@ -20,12 +20,6 @@ POLICY = (
 
 
 @pytest.fixture
-def anyio_backend() -> str:
-    """Same backend as the other jarvis tests."""
-    return "asyncio"
-
-
-@pytest.fixture
 def policy_file(tmp_path: Path) -> Path:
     path = tmp_path / "policy.toml"
     path.write_text(POLICY)
@@ -96,7 +90,6 @@ def test_jarvis_refuses_a_non_loopback_host(
     assert "not a loopback address" in capsys.readouterr().err
 
 
-@pytest.mark.anyio
 async def test_the_journal_serves_as_the_run_store_and_audit_prints_it(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -122,7 +115,6 @@ async def test_the_journal_serves_as_the_run_store_and_audit_prints_it(
     assert TOKEN not in json.dumps(lines)
 
 
-@pytest.mark.anyio
 async def test_a_run_left_running_by_a_dead_server_is_closed_as_uncertain(tmp_path: Path) -> None:
     """On start, a `running` row whose owner process is gone becomes `uncertain` and is audited."""
     state = tmp_path / "state"

@@ -26,14 +26,6 @@ from tests.jarvis.jarvis_harness import (
     make_service,
 )
 
-pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    """uvicorn and the UTCP client are asyncio; keep every jarvis test on one backend."""
-    return "asyncio"
-
 
 @pytest.mark.parametrize(
     "headers",

@@ -12,7 +12,6 @@ from mcp_types import TextContent
 
 from tests.server.wire_process import FAKE_SERVER, server_env
 
-pytestmark = pytest.mark.anyio
 # A dependency of the MCP SDK; loaded this way because it ships no type information.
 jsonschema = pytest.importorskip("jsonschema")
 

@@ -17,12 +17,6 @@ from tests.envelope.hostile_harness import TracedExecutor
 
 
 @pytest.fixture(scope="module")
-def anyio_backend() -> str:
-    """One event loop per module, so one executor serves every test of it."""
-    return "asyncio"
-
-
-@pytest.fixture(scope="module")
 def v2() -> V2Backend:
     """The machine's cgroup backend, which must be the pure v2 one with nothing missing."""
     try:

@@ -28,7 +28,7 @@ from jigcmd.plan import Limits, RunPlan
 from tests.envelope.hostile_candidates import OOM_SCORE
 from tests.envelope.hostile_harness import TracedExecutor, attempts, probe_plan
 
-pytestmark = [pytest.mark.envelope, pytest.mark.anyio]
+pytestmark = pytest.mark.envelope
 
 T = TypeVar("T")
 MIB = 1 << 20
