@@ -64,7 +64,7 @@ def _privileges() -> Check:
     delegation = None
     if os.geteuid() != 0:
         from jigcmd.envelope import cgroups  # noqa: PLC0415 - Linux only
-        from jigcmd.envelope import delegation as delegated  # noqa: PLC0415
+        from jigcmd.envelope import delegation as delegated  # noqa: PLC0415 - Linux only
 
         try:
             mode = cgroups.detect().mode
@@ -88,7 +88,7 @@ def _container() -> Check:
     if engine is None:
         return container.container_check(None, ())
     from jigcmd.envelope.cgroups import read_mounts  # noqa: PLC0415 - Linux only
-    from jigcmd.envelope.delegation import resolve_backend  # noqa: PLC0415
+    from jigcmd.envelope.delegation import resolve_backend  # noqa: PLC0415 - Linux only
 
     mode: str | None = None
     try:
@@ -124,9 +124,9 @@ def _userns() -> Check:
 
 
 def _cgroups() -> Check:
-    from jigcmd.envelope.cgroup_v1 import V1Backend  # noqa: PLC0415
-    from jigcmd.envelope.cgroup_v2 import V2Backend  # noqa: PLC0415
-    from jigcmd.envelope.delegation import resolve_backend  # noqa: PLC0415
+    from jigcmd.envelope.cgroup_v1 import V1Backend  # noqa: PLC0415 - Linux only
+    from jigcmd.envelope.cgroup_v2 import V2Backend  # noqa: PLC0415 - Linux only
+    from jigcmd.envelope.delegation import resolve_backend  # noqa: PLC0415 - Linux only
 
     try:
         backend, _ = resolve_backend(move_self=False)
@@ -161,7 +161,7 @@ def _seccomp() -> Check:
 
 
 def _runtime() -> Check:
-    from jigcmd.runtime import RuntimeUnavailable, find_runtime  # noqa: PLC0415
+    from jigcmd.runtime import RuntimeUnavailable, find_runtime  # noqa: PLC0415 - an import that fails fails this check alone
 
     try:
         runtime = find_runtime()
@@ -177,8 +177,8 @@ def _runtime() -> Check:
 
 async def _run_probe_plan() -> Check:
     from jigcmd.envelope.native import NativeExecutor  # noqa: PLC0415 - heavy; last check
-    from jigcmd.policy.planner import candidate_plan  # noqa: PLC0415
-    from jigcmd.runtime import BUN_TARGET, RuntimeUnavailable, find_runtime  # noqa: PLC0415
+    from jigcmd.policy.planner import candidate_plan  # noqa: PLC0415 - an import that fails fails this check alone
+    from jigcmd.runtime import BUN_TARGET, RuntimeUnavailable, find_runtime  # noqa: PLC0415 - an import that fails fails this check alone
 
     try:
         binds = find_runtime().binds
@@ -195,7 +195,7 @@ async def _run_probe_plan() -> Check:
         deadline=time.monotonic() + _E2E_SECONDS,
         label="doctor",
     )
-    from jigcmd.envelope.delegation import resolve_backend  # noqa: PLC0415
+    from jigcmd.envelope.delegation import resolve_backend  # noqa: PLC0415 - Linux only
 
     try:
         _, base = resolve_backend()
@@ -228,9 +228,9 @@ _STATE_DIR: contextvars.ContextVar[Path | None] = contextvars.ContextVar("state_
 
 def _state() -> Check:
     """The journal: cleanups that could not be confirmed, runs left open, slots in use."""
-    from jigcmd.journal.reservations import Reservations, default_slots  # noqa: PLC0415
-    from jigcmd.journal.store import Journal  # noqa: PLC0415
-    from jigcmd.statedir import default_state_dir, prepare_state_dir  # noqa: PLC0415
+    from jigcmd.journal.reservations import Reservations, default_slots  # noqa: PLC0415 - an import that fails fails this check alone
+    from jigcmd.journal.store import Journal  # noqa: PLC0415 - an import that fails fails this check alone
+    from jigcmd.statedir import default_state_dir, prepare_state_dir  # noqa: PLC0415 - an import that fails fails this check alone
 
     path = prepare_state_dir(_STATE_DIR.get() or default_state_dir())
     with Journal.open(path) as journal:
@@ -277,7 +277,7 @@ def run_checks(state_dir: Path | None = None) -> list[Check]:
     for name, check in _CHECKS:
         try:
             results.append(check())
-        except Exception as exc:  # a crashed check is a failed check, not a crashed doctor
+        except Exception as exc:  # noqa: BLE001 - a crashed check is a failed check, not a crashed doctor
             results.append(
                 Check(
                     name,

@@ -83,7 +83,9 @@ class SlotQueue:
                         f"the deadline passed while waiting for an envelope slot "
                         f"({self._exhausted()}); nothing ran",
                     )
-                await waiter.wait(cancel, min(remaining, POLL_S))
+                # Another process may free a slot without telling us: look again after POLL_S.
+                with anyio.move_on_after(min(remaining, POLL_S)):
+                    await waiter.wait(cancel)
         finally:
             self._waiting.remove(waiter)
             self.released()
@@ -100,9 +102,9 @@ class _Waiter:
     def __init__(self) -> None:
         self.wake = anyio.Event()
 
-    async def wait(self, cancel: anyio.Event, timeout: float) -> None:
-        """Until woken, cancelled or `timeout` seconds passed; then ready to be woken again."""
-        with anyio.move_on_after(timeout):
+    async def wait(self, cancel: anyio.Event) -> None:
+        """Until woken or cancelled (the caller bounds how long); then ready to be woken again."""
+        try:
             async with anyio.create_task_group() as racing:
 
                 async def on_cancel() -> None:
@@ -112,4 +114,5 @@ class _Waiter:
                 racing.start_soon(on_cancel)
                 await self.wake.wait()
                 racing.cancel_scope.cancel()
-        self.wake = anyio.Event()
+        finally:
+            self.wake = anyio.Event()

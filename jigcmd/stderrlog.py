@@ -55,7 +55,7 @@ class StderrHandler(logging.Handler):
         """Queue the record (cut to size) if the rate and the queue allow; else count it."""
         try:
             text = self.format(record)
-        except Exception:  # a broken record must not reach stderr through handleError
+        except Exception:  # noqa: BLE001 - a broken record must not reach stderr through handleError
             text = f"jigcmd: unformattable log record from {record.name}"
         if len(text) > MAX_RECORD_CHARS:
             text = f"{text[:MAX_RECORD_CHARS]}… ({len(text) - MAX_RECORD_CHARS:,} more characters)"

@@ -6,20 +6,14 @@ import time
 from pathlib import Path
 
 import anyio
+import anyio.abc
 import pytest
 
 from jigcmd.errors import Code, JigError
 from jigcmd.journal.reservations import Reservations, Slot
 from jigcmd.slotqueue import MAX_WAITING, SlotQueue
 
-pytestmark = pytest.mark.anyio
-
 _FAR = 3600.0
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
 
 
 def _queue(tmp_path: Path, slots: int = 1) -> tuple[Reservations, SlotQueue]:
@@ -27,14 +21,25 @@ def _queue(tmp_path: Path, slots: int = 1) -> tuple[Reservations, SlotQueue]:
     return reservations, SlotQueue(reservations.acquire, reservations.exhausted_message)
 
 
-async def _acquire(queue: SlotQueue, tag: str, got: list[tuple[str, Slot]]) -> None:
-    slot = await queue.acquire(tag, deadline=time.monotonic() + _FAR, cancel=anyio.Event())
+async def _acquire(
+    queue: SlotQueue,
+    tag: str,
+    got: list[tuple[str, Slot]],
+    served: anyio.Event | None = None,
+    *,
+    task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
+) -> None:
+    """Take a slot as `tag`: started once it waits in line, `served` once it holds the slot."""
+
+    async def queued(_ahead: int) -> None:
+        task_status.started()
+
+    slot = await queue.acquire(
+        tag, deadline=time.monotonic() + _FAR, cancel=anyio.Event(), queued=queued
+    )
     got.append((tag, slot))
-
-
-async def _until_waiting(queue: SlotQueue, count: int) -> None:
-    while queue.waiting < count:
-        await anyio.sleep(0)
+    if served is not None:
+        served.set()
 
 
 async def test_a_free_slot_is_taken_at_once_without_being_queued(tmp_path: Path) -> None:
@@ -58,15 +63,14 @@ async def test_waiters_get_slots_in_the_order_they_came(tmp_path: Path) -> None:
     holder = reservations.acquire("holder")
     assert holder is not None
     got: list[tuple[str, Slot]] = []
+    a_served = anyio.Event()
     async with anyio.create_task_group() as tasks:
-        tasks.start_soon(_acquire, queue, "a", got)
-        await _until_waiting(queue, 1)
-        tasks.start_soon(_acquire, queue, "b", got)
-        await _until_waiting(queue, 2)
+        await tasks.start(_acquire, queue, "a", got, a_served)
+        await tasks.start(_acquire, queue, "b", got)
+        assert queue.waiting == 2
         holder.release()
         queue.released()
-        while not got:
-            await anyio.sleep(0)
+        await a_served.wait()
         assert [tag for tag, _ in got] == ["a"]
         assert queue.waiting == 1
         got[0][1].release()
@@ -81,13 +85,12 @@ async def test_a_later_caller_does_not_overtake_a_waiting_one(tmp_path: Path) ->
     holder = reservations.acquire("holder")
     assert holder is not None
     got: list[tuple[str, Slot]] = []
+    first_served = anyio.Event()
     async with anyio.create_task_group() as tasks:
-        tasks.start_soon(_acquire, queue, "first", got)
-        await _until_waiting(queue, 1)
+        await tasks.start(_acquire, queue, "first", got, first_served)
         holder.release()  # freed without waking anyone: the next look finds it
         tasks.start_soon(_acquire, queue, "second", got)
-        while not got:
-            await anyio.sleep(0)
+        await first_served.wait()
         assert got[0][0] == "first"
         got[0][1].release()
         queue.released()
@@ -102,8 +105,7 @@ async def test_a_slot_freed_elsewhere_is_found_by_the_first_waiter(tmp_path: Pat
     assert other is not None
     got: list[tuple[str, Slot]] = []
     async with anyio.create_task_group() as tasks:
-        tasks.start_soon(_acquire, queue, "waiter", got)
-        await _until_waiting(queue, 1)
+        await tasks.start(_acquire, queue, "waiter", got)
         other.release()
     assert [tag for tag, _ in got] == ["waiter"]
     assert reservations.holder(0) == "waiter"
@@ -120,18 +122,19 @@ async def test_a_waiter_is_told_once_that_it_is_queued_and_how_many_are_ahead(
     cancel = anyio.Event()
     notices: list[tuple[str, int]] = []
 
-    async def waiter(tag: str) -> None:
+    async def waiter(
+        tag: str, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+    ) -> None:
         async def queued(ahead: int) -> None:
             notices.append((tag, ahead))
+            task_status.started()
 
         with pytest.raises(JigError):
             await queue.acquire(tag, deadline=time.monotonic() + _FAR, cancel=cancel, queued=queued)
 
     async with anyio.create_task_group() as tasks:
-        tasks.start_soon(waiter, "a")
-        await _until_waiting(queue, 1)
-        tasks.start_soon(waiter, "b")
-        await _until_waiting(queue, 2)
+        await tasks.start(waiter, "a")
+        await tasks.start(waiter, "b")
         cancel.set()
     assert notices == [("a", 0), ("b", 1)]
     holder.release()
@@ -158,15 +161,19 @@ async def test_a_cancel_ends_the_wait_at_once(tmp_path: Path) -> None:
     cancel = anyio.Event()
     failures: list[JigError] = []
 
-    async def waiter() -> None:
+    async def waiter(
+        *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+    ) -> None:
+        async def queued(_ahead: int) -> None:
+            task_status.started()
+
         try:
-            await queue.acquire("w", deadline=time.monotonic() + _FAR, cancel=cancel)
+            await queue.acquire("w", deadline=time.monotonic() + _FAR, cancel=cancel, queued=queued)
         except JigError as error:
             failures.append(error)
 
     async with anyio.create_task_group() as tasks:
-        tasks.start_soon(waiter)
-        await _until_waiting(queue, 1)
+        await tasks.start(waiter)
         cancel.set()
     assert [f.code for f in failures] == [Code.CANCELLED]
     assert queue.waiting == 0
@@ -180,14 +187,19 @@ async def test_beyond_the_waiting_bound_a_call_is_refused_at_once(tmp_path: Path
     assert holder is not None
     cancel = anyio.Event()
 
-    async def waiter() -> None:
+    async def waiter(
+        *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+    ) -> None:
+        async def queued(_ahead: int) -> None:
+            task_status.started()
+
         with pytest.raises(JigError):
-            await queue.acquire("w", deadline=time.monotonic() + _FAR, cancel=cancel)
+            await queue.acquire("w", deadline=time.monotonic() + _FAR, cancel=cancel, queued=queued)
 
     async with anyio.create_task_group() as tasks:
         for _ in range(MAX_WAITING):
-            tasks.start_soon(waiter)
-        await _until_waiting(queue, MAX_WAITING)
+            await tasks.start(waiter)
+        assert queue.waiting == MAX_WAITING
         with pytest.raises(JigError) as refused:
             await queue.acquire("one more", deadline=time.monotonic() + _FAR, cancel=cancel)
         assert refused.value.code is Code.RESOURCE_EXHAUSTED

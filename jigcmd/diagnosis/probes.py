@@ -33,7 +33,7 @@ _NAMESPACES = (
     ("cgroup", sc.CLONE_NEWCGROUP),
 )
 # Mounted over inside the probe's private mount namespace only; the host's /tmp is untouched.
-_SCRATCH = "/tmp"  # noqa: S108
+_SCRATCH = "/tmp"  # noqa: S108 - the probe's private mount namespace, not the host's /tmp
 
 
 def read_text(path: str) -> str | None:
@@ -65,7 +65,7 @@ class _Child:
             os.close(self.go_w)
             try:
                 body(status_w, self.go_r)
-            except BaseException:  # the body reports its own failure; never return
+            except BaseException:  # noqa: BLE001 - the body reports its own failure; never return
                 os._exit(1)
             os._exit(0)
         os.close(status_w)
@@ -115,7 +115,7 @@ def _simple(step: str, action: Callable[[], None]) -> str | None:
     def body(fd: int, _go_r: int) -> None:
         try:
             action()
-        except BaseException as exc:  # reported with its step
+        except BaseException as exc:  # noqa: BLE001 - a forked probe reports any failure with its step
             _fail(fd, step, exc)
 
     return _Child(body).finish(None)
@@ -192,7 +192,7 @@ def _pid1(fd: int) -> None:
             sc.MS_NOSUID | sc.MS_NODEV | sc.MS_NOEXEC,
             "hidepid=invisible,subset=pid",
         )
-    except BaseException as exc:  # reported with its step
+    except BaseException as exc:  # noqa: BLE001 - a forked probe reports any failure with its step
         _fail(fd, step, exc)
 
 
@@ -225,7 +225,7 @@ def _entrant(fd: int, go_r: int) -> None:
             os._exit(0)
         if os.waitpid(pid, 0)[1] != 0:
             os._exit(1)  # pid 1 reported its own failure
-    except BaseException as exc:  # reported with its step
+    except BaseException as exc:  # noqa: BLE001 - a forked probe reports any failure with its step
         _fail(fd, step, exc)
 
 

@@ -109,5 +109,5 @@ async def _warm_up(executor: NativeExecutor, service: CommandService) -> None:
         template = await anyio.to_thread.run_sync(service.template_plan, abandon_on_cancel=True)
         await executor.prepare(template)
         await anyio.to_thread.run_sync(service.warm_up, abandon_on_cancel=True)
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - best effort: serve goes on cold, each call meets it
         logger.warning("warm-up failed: %s", exc)

@@ -23,17 +23,11 @@ from jigcmd.executor import Assigned, EnvelopeIdentity, RunOutcome
 from jigcmd.plan import RunPlan
 from tests.envelope.hostile_harness import DEADLINE_S, Attempt, TracedExecutor, attempts, probe_plan
 
-pytestmark = [pytest.mark.envelope, pytest.mark.anyio]
+pytestmark = pytest.mark.envelope
 
 # Blocks the main thread for good without spinning or an empty event loop (which would exit).
 PR_SET_CHILD_SUBREAPER = 36
 BLOCK_FOREVER = "Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0);\n"
-
-
-@pytest.fixture(scope="module")
-def anyio_backend() -> str:
-    """One event loop for the module, so one executor serves every test."""
-    return "asyncio"
 
 
 async def run(
@@ -113,7 +107,7 @@ async def test_pid_1_is_reaped_before_the_outcome_is_reported(envelope: TracedEx
         sc.prctl(PR_SET_CHILD_SUBREAPER, 0)
         for pid in zombies:
             with contextlib.suppress(ChildProcessError):
-                os.waitpid(pid, 0)
+                await anyio.to_thread.run_sync(os.waitpid, pid, 0)
     assert zombies == []
 
 

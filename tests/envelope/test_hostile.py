@@ -21,6 +21,7 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
+import anyio
 import msgspec
 import pytest
 
@@ -37,19 +38,13 @@ from tests.envelope.hostile_harness import (
 )
 from tests.envelope.hostile_runner import Hostile, HostServices, refused
 
-pytestmark = [pytest.mark.envelope, pytest.mark.anyio]
+pytestmark = pytest.mark.envelope
 
 CAP_SYS_RESOURCE = 24
 SECRET = f"jigcmd-secret-{uuid.uuid4().hex}"
 x86_64_only = pytest.mark.skipif(
     platform.machine() != "x86_64", reason="raw system call numbers are x86_64's"
 )
-
-
-@pytest.fixture(scope="module")
-def anyio_backend() -> str:
-    """One event loop for the module, so one executor serves every case."""
-    return "asyncio"
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -142,13 +137,13 @@ async def test_a_candidate_cannot_read_host_secrets(hostile: Hostile, tmp_path: 
     paths = [f"/root/{name}", f"/tmp/{name}", str(tmp_path / name)]
     try:
         for path in paths:
-            Path(path).write_text(SECRET)
+            await anyio.Path(path).write_text(SECRET)
             # Readable by anyone: only the envelope's view keeps it out.
-            os.chmod(path, 0o644)
+            await anyio.Path(path).chmod(0o644)
         case = await hostile.run(cand.READ_SECRETS, args=[SECRET, *paths])
     finally:
         for path in paths:
-            Path(path).unlink(missing_ok=True)
+            await anyio.Path(path).unlink(missing_ok=True)
     for path in paths:
         for prefix in ("", "/oldroot", "/proc/1/root", "/proc/self/root", "/proc/1/cwd/.."):
             assert not case.attempts["read " + prefix + path].ok
@@ -163,6 +158,20 @@ async def test_a_candidate_cannot_read_host_secrets(hostile: Hostile, tmp_path: 
     assert SECRET not in case.evidence.stderr.text
 
 
+def _host_install_paths() -> set[str]:
+    """Where this host keeps Python, Bun, the checkout and homes: none may name a mount."""
+    bun = os.path.realpath(find_runtime().path)
+    return {
+        sys.prefix,
+        os.path.realpath(sys.prefix),
+        os.path.dirname(bun),
+        str(Path(jigcmd.__file__).resolve().parents[1]),
+        "/home/",
+        "/root",
+        os.path.expanduser("~"),
+    }
+
+
 async def test_no_mount_the_candidate_sees_names_a_host_path(hostile: Hostile) -> None:
     """Every field of every mountinfo line is free of the install prefix, the checkout and any
     home: the runtime is bound from jigcmd's staging tmpfs, not from where pip put it."""
@@ -175,16 +184,7 @@ async def test_no_mount_the_candidate_sees_names_a_host_path(hostile: Hostile) -
     # pid 1 is hidden from the candidate (hidepid, non-dumpable): nothing of it to read.
     assert not case.attempts["mountinfo 1"].ok
     table = "\n".join(lines)
-    bun = os.path.realpath(find_runtime().path)
-    forbidden = {
-        sys.prefix,
-        os.path.realpath(sys.prefix),
-        os.path.dirname(bun),
-        str(Path(jigcmd.__file__).resolve().parents[1]),
-        "/home/",
-        "/root",
-        os.path.expanduser("~"),
-    }
+    forbidden = _host_install_paths()
     assert all(len(line) < 300 for line in lines), "a line may have been cut short"
     for line in lines:
         for fragment in forbidden:
@@ -409,11 +409,8 @@ async def test_a_foreign_abi_system_call_kills_the_candidate(hostile: Hostile) -
 async def test_kill_minus_one_reaches_nothing_outside(hostile: Hostile) -> None:
     """kill(-1, SIGKILL) spares the caller and cannot touch a host process of the same host uid."""
     # The candidate's uid 0 is host uid 65534: a host process of that uid is the closest target.
-    sentinel = subprocess.Popen(
-        ["/bin/cat"],
-        stdin=subprocess.PIPE,
-        user=65534,
-        group=65534,
+    sentinel = await anyio.open_process(
+        ["/bin/cat"], stdin=subprocess.PIPE, stdout=None, stderr=None, user=65534, group=65534
     )
     try:
         source = (
@@ -422,12 +419,14 @@ async def test_kill_minus_one_reaches_nothing_outside(hostile: Hostile) -> None:
             'emit("survived", true, "");\n'
         )
         case = await hostile.run(source)
-        assert sentinel.poll() is None
+        assert sentinel.returncode is None
     finally:
         assert sentinel.stdin is not None
-        sentinel.stdin.close()
-        sentinel.wait(timeout=10)
-    assert sentinel.returncode == 0
+        await sentinel.stdin.aclose()
+        with anyio.fail_after(10):
+            status = await sentinel.wait()
+    # Killed, cat would end by SIGKILL; closing its stdin ends it with 0.
+    assert status == 0
     assert case.attempts["survived"].ok
     assert case.evidence.exit_code == 0
 

@@ -4,18 +4,19 @@ from __future__ import annotations
 
 import os
 
+import anyio
 import pytest
 
 from jigcmd.envelope.native import NativeExecutor
 from jigcmd.runtime import BUN_TARGET, find_runtime
 from tests.envelope.conftest import require_root
 
-pytestmark = [pytest.mark.envelope, pytest.mark.anyio]
+pytestmark = pytest.mark.envelope
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
+async def _size(path: str | os.PathLike[str]) -> int:
+    """The size of the file at `path`, read off the event loop."""
+    return (await anyio.Path(path).stat()).st_size
 
 
 async def test_the_runtime_is_staged_before_the_first_plan_and_never_on_the_host() -> None:
@@ -33,13 +34,13 @@ async def test_the_runtime_is_staged_before_the_first_plan_and_never_on_the_host
         seen = f"/proc/{zygote.pid}/root{staging_dir}"
         for bind in runtime.binds:
             copy = seen + bind.target
-            assert os.path.getsize(copy) == os.path.getsize(bind.source), bind
+            assert await _size(copy) == await _size(bind.source), bind
             assert os.statvfs(copy).f_flag & os.ST_RDONLY, bind
-        assert os.path.getsize(seen + BUN_TARGET) == os.path.getsize(runtime.path)
-        with open(f"/proc/{zygote.pid}/mountinfo", encoding="utf-8") as handle:
-            mounts = [line for line in handle if f" {staging_dir} " in line]
+        assert await _size(seen + BUN_TARGET) == await _size(runtime.path)
+        mountinfo = await anyio.Path(f"/proc/{zygote.pid}/mountinfo").read_text("utf-8")
+        mounts = [line for line in mountinfo.splitlines() if f" {staging_dir} " in line]
         assert len(mounts) == 1 and " - tmpfs jigcmd-runtime ro," in mounts[0], mounts
         assert os.listdir(staging_dir) == []
     finally:
         await executor.aclose()
-    assert not os.path.exists(staging_dir)
+    assert not await anyio.Path(staging_dir).exists()

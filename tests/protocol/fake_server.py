@@ -110,10 +110,9 @@ class FakeBackend:
         if stdin == "boom":
             raise RuntimeError("fake backend bug")
         if stdin == "stray":
-            import subprocess  # noqa: PLC0415 - kept off the start-up path the benchmark times
-
             print("stray output from the service")  # noqa: T201 - proves fd 1 is not the wire
-            subprocess.run(["/bin/echo", "stray output from a child"], check=True)
+            # stdout=None: the child inherits fd 1, which must not be the wire.
+            await anyio.run_process(["/bin/echo", "stray output from a child"], stdout=None)
         return RunResult(evidence=canned_evidence(command), report=REPORT)
 
 
