@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
 from typing import cast
 
 import anyio
@@ -12,21 +11,52 @@ import pytest
 from jigcmd.envelope import native
 from jigcmd.evidence import OUTPUT_CAP_BYTES
 
-pytestmark = pytest.mark.anyio
+# A generous bound on each wait below, so a broken pump fails instead of hanging (not a timing
+# claim: every wait ends on an event the pump itself causes).
+_FAILSAFE_S = 10.0
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
+class _WatchedEnding:
+    """The run's end as the pump sees it: each time the pump looks at it or waits on it, we know.
+
+    The pump looks (`is_set`) before each read and after each read that found nothing, so
+    after a look following a write, that write was read if it ever will be before the end.
+    """
+
+    def __init__(self) -> None:
+        self.event = anyio.Event()
+        self.waits = 0
+        self._looked = anyio.Event()
+        self._waiting = anyio.Event()
+
+    def set(self) -> None:
+        self.event.set()
+
+    def is_set(self) -> bool:
+        self._looked.set()
+        return self.event.is_set()
+
+    async def wait(self) -> None:
+        self.waits += 1
+        self._waiting.set()
+        await self.event.wait()
+
+    async def next_look(self) -> None:
+        """Until the pump looks at the end again."""
+        self._looked = anyio.Event()
+        with anyio.fail_after(_FAILSAFE_S):
+            await self._looked.wait()
+
+    async def parked(self) -> None:
+        """Until the pump waits for the end (or its batch) for the first time."""
+        with anyio.fail_after(_FAILSAFE_S):
+            await self._waiting.wait()
 
 
-async def _until(condition: Callable[[], bool], what: str) -> None:
-    """Yield until `condition()` holds; fail after a generous bound (not a timing claim)."""
-    with anyio.move_on_after(10):
-        while not condition():
-            await anyio.sleep(0.001)
-        return
-    pytest.fail(f"still waiting for {what} after 10 s")
+async def _until_read(capture: native._Capture, ending: _WatchedEnding, expected: bytes) -> None:
+    """Until the pump holds exactly `expected`: each look of the pump is a chance to have read."""
+    while bytes(capture.data) != expected:
+        await ending.next_look()
 
 
 async def test_while_the_candidate_runs_its_output_waits_for_the_batch_or_the_end(
@@ -35,17 +65,21 @@ async def test_while_the_candidate_runs_its_output_waits_for_the_batch_or_the_en
     # A batch far longer than the test: nothing is read before the end is reported.
     monkeypatch.setattr(native, "_OUTPUT_BATCH_S", 60.0)
     read_fd, write_fd = os.pipe()
-    ending = anyio.Event()
-    capture = native._Capture(read_fd, ending)
+    ending = _WatchedEnding()
+    capture = native._Capture(read_fd, cast("anyio.Event", ending))
     os.write(write_fd, b"first ")
     async with anyio.create_task_group() as tg:
         tg.start_soon(capture.pump)
-        await anyio.sleep(0.05)
-        os.write(write_fd, b"second")
-        await anyio.sleep(0.05)
+        # Output was waiting when the pump started: it waits for the batch instead of reading.
+        await ending.parked()
         assert bytes(capture.data) == b""
+        os.write(write_fd, b"second")
+        # Every other task blocked: the pump did not wake for the new output, nor read it.
+        await anyio.wait_all_tasks_blocked()
+        assert bytes(capture.data) == b""
+        assert ending.waits == 1
         ending.set()
-        await _until(lambda: bytes(capture.data) == b"first second", "the read at the end")
+        await _until_read(capture, ending, b"first second")
         os.write(write_fd, b" third")
         os.close(write_fd)
         await capture.done.wait()
@@ -59,11 +93,12 @@ async def test_a_batch_reads_what_came_meanwhile_without_the_end(
 ) -> None:
     monkeypatch.setattr(native, "_OUTPUT_BATCH_S", 0.01)
     read_fd, write_fd = os.pipe()
-    capture = native._Capture(read_fd, anyio.Event())
+    ending = _WatchedEnding()
+    capture = native._Capture(read_fd, cast("anyio.Event", ending))
     async with anyio.create_task_group() as tg:
         tg.start_soon(capture.pump)
         os.write(write_fd, b"progress")
-        await _until(lambda: bytes(capture.data) == b"progress", "a batch's read")
+        await _until_read(capture, ending, b"progress")
         os.close(write_fd)
         await capture.done.wait()
     assert capture.result().data == b"progress"
