@@ -123,12 +123,16 @@ class StderrHandler(logging.Handler):
         self._tokens -= 1
         return True
 
+    def _closed(self) -> bool:
+        # A call, not the attribute: `close` sets it from another thread between two reads.
+        return self._closing
+
     def _write_forever(self) -> None:
         while True:
             with self._ready:
-                while not self._queue and not self._closing:
+                while not self._queue and not self._closed():
                     self._ready.wait()
-                if self._closing:
+                if self._closed():
                     return
                 data = self._queue[0]
             try:
@@ -138,7 +142,7 @@ class StderrHandler(logging.Handler):
             except OSError:
                 pass  # stderr is gone; logging must never fail the program
             with self._ready:
-                if self._closing:
+                if self._closed():
                     return
                 self._queue.popleft()
                 self._queued -= len(data)
