@@ -160,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
     verb: str = args.verb
     # Imports per verb keep each command's start-up light (serve answers within ~150 ms).
     if verb in ("serve", "run"):
-        from jigcmd.assembly import FrontSettings  # noqa: PLC0415
+        from jigcmd.assembly import FrontSettings  # noqa: PLC0415 - imported per verb to keep start-up light
 
         settings = FrontSettings(
             binding=args.binding,
@@ -171,10 +171,10 @@ def main(argv: list[str] | None = None) -> int:
             cgroup_base=args.cgroup_base,
         )
         if verb == "serve":
-            from jigcmd.frontends.serve import serve  # noqa: PLC0415
+            from jigcmd.frontends.serve import serve  # noqa: PLC0415 - imported per verb to keep start-up light
 
             return serve(settings, args.protocol, args.run_id)
-        from jigcmd.frontends.run import run  # noqa: PLC0415
+        from jigcmd.frontends.run import run  # noqa: PLC0415 - imported per verb to keep start-up light
 
         return run(
             settings,
@@ -185,15 +185,15 @@ def main(argv: list[str] | None = None) -> int:
             as_json=args.json,
         )
     if verb == "lock":
-        from jigcmd.frontends.lock import lock  # noqa: PLC0415
+        from jigcmd.frontends.lock import lock  # noqa: PLC0415 - imported per verb to keep start-up light
 
         return lock(args.binding, args.lock, check=args.check)
     if verb == "recover":
-        from jigcmd.frontends.recover import recover  # noqa: PLC0415
+        from jigcmd.frontends.recover import recover  # noqa: PLC0415 - imported per verb to keep start-up light
 
         return recover(args.state_dir, args.cgroup_base)
     if verb == "jarvis":
-        from jigcmd.frontends.jarvis import jarvis  # noqa: PLC0415
+        from jigcmd.frontends.jarvis import jarvis  # noqa: PLC0415 - imported per verb to keep start-up light
 
         return jarvis(
             args.policy,
@@ -204,14 +204,14 @@ def main(argv: list[str] | None = None) -> int:
             max_envelopes=args.max_envelopes,
         )
     if verb == "jarvis-audit":
-        from jigcmd.frontends.jarvis import jarvis_audit  # noqa: PLC0415
+        from jigcmd.frontends.jarvis import jarvis_audit  # noqa: PLC0415 - imported per verb to keep start-up light
 
         return jarvis_audit(args.state_dir, args.limit)
     if verb == "doctor":
-        from jigcmd.doctor import doctor  # noqa: PLC0415
+        from jigcmd.doctor import doctor  # noqa: PLC0415 - imported per verb to keep start-up light
 
         return doctor(as_json=args.json, state_dir=args.state_dir)
-    from jigcmd.demo import demo  # noqa: PLC0415
+    from jigcmd.demo import demo  # noqa: PLC0415 - imported per verb to keep start-up light
 
     return demo()
 
@@ -221,8 +221,8 @@ def _usage_failure(exc: _UsageError, argv: list[str]) -> int:
     exc.parser.print_usage(sys.stderr)
     verb = next((word for word in argv if not word.startswith("-")), None)
     if verb == "run" and "--json" in argv:
-        from jigcmd.errors import Code, JigError  # noqa: PLC0415
-        from jigcmd.frontends.run import write_failure  # noqa: PLC0415
+        from jigcmd.errors import Code, JigError  # noqa: PLC0415 - imported per verb to keep start-up light
+        from jigcmd.frontends.run import write_failure  # noqa: PLC0415 - imported per verb to keep start-up light
 
         return write_failure(JigError(Code.INVALID_INPUT, exc.message), as_json=True)
     sys.stderr.write(f"{exc.parser.prog}: error: {exc.message}\n")

@@ -155,7 +155,7 @@ def parse_policy(text: str, source: str = "<policy>") -> Policy:
     host_dirs = _abs_list(raw.get("host_dirs", list(DEFAULT_HOST_DIRS)), f"{source}: host_dirs")
     for path in host_dirs:
         # The envelope mounts its own scratch at /tmp; a host dir there would be hidden.
-        if path == "/" or _under_any(path, (*_RESERVED, "/tmp")):  # noqa: S108
+        if path == "/" or _under_any(path, (*_RESERVED, "/tmp")):  # noqa: S108 - a path compared, no file made there
             raise PolicyError(f"{source}: host_dirs: {path!r} is built by the envelope itself")
     ceiling = raw.get("timeout_ms_ceiling", CEILING_MS)
     if not _positive_int(ceiling):
