@@ -25,7 +25,14 @@ from typing import Any
 
 import msgspec
 
-__all__ = ["MAX_DEPTH", "MAX_SAFE_INTEGER", "NestingTooDeep", "StrictJSONError", "loads"]
+__all__ = [
+    "MAX_DEPTH",
+    "MAX_SAFE_INTEGER",
+    "DuplicateKey",
+    "NestingTooDeep",
+    "StrictJSONError",
+    "loads",
+]
 
 MAX_SAFE_INTEGER = 2**53 - 1
 # Levels of arrays and objects one text may nest (a JSON-RPC frame needs a handful).
@@ -53,6 +60,14 @@ class NestingTooDeep(StrictJSONError):
     def __init__(self, message: str, value: object = None) -> None:
         super().__init__(message)
         self.value = value
+
+
+class DuplicateKey(StrictJSONError):
+    """Raised when an object repeats a key; `key` is the first key seen twice."""
+
+    def __init__(self, key: str) -> None:
+        super().__init__(f"duplicate key {json.dumps(key, ensure_ascii=False)}")
+        self.key = key
 
 
 def _too_deep(where: str, value: object = None) -> NestingTooDeep:
@@ -213,7 +228,6 @@ def _find_duplicate(data: bytes) -> None:
     try:
         json.loads(data, object_pairs_hook=_reject_duplicates)
     except _Duplicate as exc:
-        key = json.dumps(exc.args[0], ensure_ascii=False)
-        raise StrictJSONError(f"duplicate key {key}") from None
+        raise DuplicateKey(exc.args[0]) from None
     except RecursionError:
         raise _too_deep("") from None

@@ -8,7 +8,6 @@ Command capability in its manifest.
 
 from __future__ import annotations
 
-import json
 import re
 import tomllib
 from collections.abc import Callable, Mapping, Sequence
@@ -19,6 +18,7 @@ from typing import Annotated, Literal
 import msgspec
 
 from jigcmd.contract import LOCAL_NAME_MAX_CHARS, LOCAL_NAME_PATTERN, PATH_MAX_BYTES
+from jigcmd.jsonio import strict
 from jigcmd.jsonio.canonical import dumps
 from jigcmd.policy import planner
 from jigcmd.policy.digests import sha256_text
@@ -274,17 +274,11 @@ def _decode_file(data: bytes, suffix: str, fail: Callable[[str, str], BindingErr
         except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
             raise fail("binding-file", f"not valid TOML: {exc}") from exc
     if suffix == ".json":
-
-        def no_duplicates(pairs: list[tuple[str, object]]) -> dict[str, object]:
-            result = dict(pairs)
-            if len(result) != len(pairs):
-                duplicate = next(k for i, (k, _) in enumerate(pairs) if k in dict(pairs[:i]))
-                raise fail("binding-file", f"duplicate key {duplicate!r}")
-            return result
-
         try:
-            return json.loads(data, object_pairs_hook=no_duplicates)
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            return strict.loads(data)
+        except strict.DuplicateKey as exc:
+            raise fail("binding-file", f"duplicate key {exc.key!r}") from None
+        except strict.StrictJSONError as exc:
             raise fail("binding-file", f"not valid JSON: {exc}") from exc
     raise fail("binding-file", f"a Binding file ends in .toml or .json, not {suffix or '(none)'!r}")
 

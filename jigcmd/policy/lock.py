@@ -13,6 +13,7 @@ from typing import Literal
 import msgspec
 
 from jigcmd.contract import CONTRACT_DIGEST, CONTRACT_ID, CONTRACT_VERSION
+from jigcmd.jsonio import strict
 from jigcmd.plan import Limits
 from jigcmd.policy.binding import Binding, BindingError, PolicyDocument, parse_binding
 from jigcmd.policy.planner import BUN_ENV, BUN_FLAGS, CEILING_SECONDS
@@ -117,8 +118,10 @@ def encode_lock(lock: Lock) -> bytes:
 def decode_lock(data: bytes, *, source: str = "lock") -> Lock:
     """Decode and self-check lock bytes; raises LockError naming what is wrong."""
     try:
-        raw = msgspec.json.decode(data)
-    except msgspec.DecodeError as exc:
+        raw = strict.loads(data)
+    except strict.DuplicateKey as exc:
+        raise LockError(f"{source}: duplicate key {exc.key!r}") from None
+    except strict.StrictJSONError as exc:
         raise LockError(f"{source}: not valid JSON: {exc}") from exc
     if not isinstance(raw, dict):
         raise LockError(f"{source}: a lock is a JSON object")

@@ -8,7 +8,6 @@ the Project Command capability only when its copy has the contract's ID, version
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -16,6 +15,7 @@ from pathlib import Path, PurePosixPath
 import yaml
 
 from jigcmd.contract import CONTRACT_DIGEST, CONTRACT_ID, CONTRACT_VERSION
+from jigcmd.jsonio import strict
 from jigcmd.jsonio.canonical import CanonicalError
 from jigcmd.policy.digests import descriptor_digest
 from jigcmd.policy.paths import is_local_name
@@ -67,19 +67,12 @@ def parse_front_matter(text: str, *, source: str) -> object:
 
 
 def parse_json_object(data: bytes, *, source: str) -> object:
-    """Parse JSON text, refusing duplicate keys, which would make the meaning ambiguous."""
-
-    def no_duplicates(pairs: list[tuple[str, object]]) -> dict[str, object]:
-        result: dict[str, object] = {}
-        for key, value in pairs:
-            if key in result:
-                raise ManifestError(f"{source}: duplicate key {key!r}")
-            result[key] = value
-        return result
-
+    """Parse strict JSON/1 text, refusing duplicate keys, which would make the meaning ambiguous."""
     try:
-        return json.loads(data, object_pairs_hook=no_duplicates)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        return strict.loads(data)
+    except strict.DuplicateKey as exc:
+        raise ManifestError(f"{source}: duplicate key {exc.key!r}") from None
+    except strict.StrictJSONError as exc:
         raise ManifestError(f"{source}: not valid JSON: {exc}") from exc
 
 

@@ -10,7 +10,14 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from jigcmd.jsonio.strict import MAX_DEPTH, MAX_SAFE_INTEGER, NestingTooDeep, StrictJSONError, loads
+from jigcmd.jsonio.strict import (
+    MAX_DEPTH,
+    MAX_SAFE_INTEGER,
+    DuplicateKey,
+    NestingTooDeep,
+    StrictJSONError,
+    loads,
+)
 
 SAFE_INTS = st.integers(-MAX_SAFE_INTEGER, MAX_SAFE_INTEGER)
 TEXT = st.text(st.characters(exclude_categories=["Cs"]), max_size=12)
@@ -136,13 +143,14 @@ def test_every_strict_json_value_round_trips(value: object, ascii_only: bool) ->
 def test_a_duplicate_key_at_any_depth_is_refused(
     key: str, first: object, second: object, wrappers: list[str]
 ) -> None:
-    """An object that repeats a key is refused however deeply it is nested."""
+    """An object that repeats a key is refused however deeply it is nested, naming the key."""
     name = json.dumps(key)
     text = f"{{{name}:{json.dumps(first)},{name}:{json.dumps(second)}}}"
     for wrapper in wrappers:
         text = f"[{text}]" if wrapper == "list" else f'{{"w":{text}}}'
-    with pytest.raises(StrictJSONError, match="duplicate key"):
+    with pytest.raises(DuplicateKey, match="duplicate key") as refused:
         loads(text.encode())
+    assert refused.value.key == key
 
 
 def _agrees_with_reference(data: bytes) -> None:

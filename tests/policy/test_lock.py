@@ -190,6 +190,14 @@ def test_non_json_locks_are_refused() -> None:
         decode_lock(b"{", source="my.lock")
 
 
+def test_a_lock_with_a_duplicate_key_is_refused() -> None:
+    """A repeated key would let two readers see two different locks: refused, naming the key."""
+    text = json.dumps(lock_dict())
+    twice = '{"lockVersion": 0, ' + text[1:]
+    with pytest.raises(LockError, match=r"^my\.lock: duplicate key 'lockVersion'$"):
+        decode_lock(twice.encode(), source="my.lock")
+
+
 def test_review_shows_the_exact_argv_posture_and_limits() -> None:
     """The review lists each command's executed argv, the Bun flags and the limits."""
     text = review_text(binding(), RUNTIME, slots=("project",))
