@@ -7,7 +7,6 @@ exits 0 only when every step behaved as expected (otherwise it lists what did no
 
 from __future__ import annotations
 
-import json
 import shutil
 import subprocess
 import sys
@@ -18,6 +17,7 @@ from typing import Any
 from jigcmd import __version__
 from jigcmd.demo_wire import ServerChild, WireError
 from jigcmd.frontends.run import read_candidate
+from jigcmd.jsonio import readable, strict
 
 __all__ = ["demo"]
 
@@ -72,7 +72,7 @@ def _report_line(result: dict[str, Any]) -> str | None:
 def _evidence(account: _Account, result: dict[str, Any], what: str) -> dict[str, Any]:
     """The evidence of a completed tool call, with its summary and resource report printed."""
     if not account.expect(result.get("isError") is False, f"{what}: the call was refused"):
-        account.block(json.dumps(result.get("content"), ensure_ascii=False))
+        account.block(readable.dumps(result.get("content")))
         return {}
     evidence: dict[str, Any] = result.get("structuredContent") or {}
     ended = (
@@ -95,7 +95,7 @@ def _call(
 ) -> dict[str, Any]:
     shown = {k: (f"<{len(v)} files>" if k == "files" else v) for k, v in arguments.items()}
     account.section(what)
-    account.say(f"-> tools/call {name} {json.dumps(shown, ensure_ascii=False)}")
+    account.say(f"-> tools/call {name} {readable.dumps(shown)}")
     response = server.request("tools/call", {"name": name, "arguments": arguments})
     result: dict[str, Any] = response.get("result") or {}
     account.expect("result" in response, f"{what}: a JSON-RPC error {response.get('error')}")
@@ -178,7 +178,7 @@ def _invalid(account: _Account, server: ServerChild, root: Path) -> None:
     for item in result.get("content", []):
         account.say(f"<- refused: {item.get('text')}")
     error = (result.get("_meta") or {}).get("jigcmd/error", {})
-    account.say(f"   _meta jigcmd/error: {json.dumps(error)}")
+    account.say(f"   _meta jigcmd/error: {readable.dumps(error)}")
     account.expect(error.get("code") == "INVALID_INPUT", f"refusal code {error.get('code')}")
     pointer = (error.get("details") or {}).get("pointer")
     account.expect(pointer == "/files/..~1outside.ts", f"the refusal points at {pointer}")
@@ -210,8 +210,8 @@ def _flow_session(account: _Account, binding: Path, root: Path) -> None:
         raw = server.request_raw("capability/call", params, request_id="demo-1")
         account.say("<- (raw)")
         account.block(raw.decode("utf-8", "replace"), limit=5)
-        response = json.loads(raw)
-        result = response.get("result")
+        response = strict.loads(raw)
+        result = response.get("result") if isinstance(response, dict) else None
         account.expect(
             isinstance(result, dict) and list(result) == ["value"],
             "the Run/1 result is not exactly {value: evidence}",
@@ -230,8 +230,8 @@ def _close(account: _Account, server: ServerChild) -> None:
 
 def _json_or_none(text: str) -> object:
     try:
-        return json.loads(text)
-    except ValueError:
+        return strict.loads(text.encode("utf-8"))
+    except strict.StrictJSONError:
         return None
 
 

@@ -7,7 +7,6 @@ the protocol, dies or stays silent is reported with what it wrote on stderr.
 
 from __future__ import annotations
 
-import json
 import os
 import selectors
 import subprocess
@@ -17,6 +16,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any
+
+import msgspec
+
+from jigcmd.jsonio import strict
 
 __all__ = ["ServerChild", "WireError"]
 
@@ -81,7 +84,7 @@ class ServerChild:
         return WireError(message, self.stderr)
 
     def _send(self, message: dict[str, Any]) -> None:
-        frame = json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
+        frame = msgspec.json.encode(message) + b"\n"
         assert self._process.stdin is not None
         try:
             self._process.stdin.write(frame)
@@ -98,7 +101,8 @@ class ServerChild:
 
     def request(self, method: str, params: object) -> dict[str, Any]:
         """Send a request and return its decoded response."""
-        response: dict[str, Any] = json.loads(self.request_raw(method, params))
+        response = strict.loads(self.request_raw(method, params))
+        assert isinstance(response, dict)  # request_raw returns only object frames
         return response
 
     def request_raw(
@@ -113,8 +117,8 @@ class ServerChild:
         while True:
             frame = self._frame(deadline, method)
             try:
-                message = json.loads(frame)
-            except ValueError as exc:
+                message = strict.loads(frame)
+            except strict.StrictJSONError as exc:
                 raise self._fail(
                     f"stdout carried a line that is not JSON: {frame[:200]!r}"
                 ) from exc

@@ -8,7 +8,6 @@ exit status is 1 when any check fails: then no command could run (jigcmd fails c
 from __future__ import annotations
 
 import contextvars
-import json
 import os
 import platform
 import sys
@@ -35,6 +34,7 @@ from jigcmd.diagnosis.verdicts import (
     userns_check,
 )
 from jigcmd.errors import JigError
+from jigcmd.jsonio import readable
 
 __all__ = ["doctor", "run_checks"]
 
@@ -313,7 +313,7 @@ def doctor(*, as_json: bool = False, state_dir: Path | None = None) -> int:
     """Print the checks (a JSON list with `as_json`); 0 when the envelope can be built, else 1."""
     results = run_checks(state_dir)
     if as_json:
-        print(json.dumps([result.as_json() for result in results], indent=2))
+        print(readable.dumps([result.as_json() for result in results], indent=2))
     else:
         print(_render(results))
     sys.stdout.flush()

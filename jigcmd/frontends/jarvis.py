@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import time
@@ -22,6 +21,7 @@ from jigcmd.jarvis.server import LoopbackError, bind_loopback, serve
 from jigcmd.jarvis.service import JarvisService
 from jigcmd.journal import Journal
 from jigcmd.journal.reservations import Reservations, default_slots
+from jigcmd.jsonio import readable
 from jigcmd.statedir import StateDirError, default_state_dir, prepare_state_dir
 
 __all__ = ["jarvis", "jarvis_audit"]
@@ -98,7 +98,7 @@ def jarvis_audit(state_dir: Path | None, limit: int) -> int:
     for row in reversed(rows):
         when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(row.time_unix_ms / 1000))
         print(
-            json.dumps(
+            readable.dumps(
                 {
                     "seq": row.seq,
                     "time": when,
@@ -109,8 +109,7 @@ def jarvis_audit(state_dir: Path | None, limit: int) -> int:
                     "decision": row.decision,
                     "matched_rule": row.matched_rule,
                     "outcome": row.outcome,
-                },
-                ensure_ascii=False,
+                }
             )
         )
     return EXIT_OK

@@ -6,7 +6,6 @@ transaction; `Journal.jarvis_*` and `Journal.audit*` are the public entry points
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from collections.abc import Mapping, Sequence
 from typing import Literal
@@ -28,6 +27,15 @@ JarvisStatus = Literal["denied", "running", "exited", "deadline", "failed", "unc
 JarvisEnd = Literal["exited", "deadline", "failed", "uncertain"]
 # Stored output is capped whatever the caller passes; the truncated flag then says so.
 JARVIS_OUTPUT_CAP_CHARS = 65_536
+
+# The JSON columns hold what this module wrote: decoded to their types, not trusted blindly.
+_decode_argv = msgspec.json.Decoder(tuple[str, ...]).decode
+_decode_timings = msgspec.json.Decoder(dict[str, float]).decode
+
+
+def _text(value: object) -> str:
+    """`value` as the JSON text of a column."""
+    return msgspec.json.encode(value).decode("utf-8")
 
 
 class JarvisRun(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -93,7 +101,7 @@ def insert_run(
         " finished_unix_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (
             tool,
-            json.dumps(list(argv)),
+            _text(list(argv)),
             cwd,
             actor,
             decision,
@@ -137,7 +145,7 @@ def finish_run(
             stderr[:JARVIS_OUTPUT_CAP_CHARS],
             int(stdout_truncated or len(stdout) > JARVIS_OUTPUT_CAP_CHARS),
             int(stderr_truncated or len(stderr) > JARVIS_OUTPUT_CAP_CHARS),
-            json.dumps(dict(timings)),
+            _text(dict(timings)),
             now_ms,
             run_id,
         ),
@@ -150,7 +158,7 @@ def run_from(row: sqlite3.Row) -> JarvisRun:
     return JarvisRun(
         run_id=row["run_id"],
         tool=row["tool"],
-        argv=tuple(json.loads(row["argv"])),
+        argv=_decode_argv(row["argv"]),
         cwd=row["cwd"],
         actor=row["actor"],
         decision=row["decision"],
@@ -167,7 +175,7 @@ def run_from(row: sqlite3.Row) -> JarvisRun:
         stderr=row["stderr"],
         stdout_truncated=bool(row["stdout_truncated"]),
         stderr_truncated=bool(row["stderr_truncated"]),
-        timings=json.loads(row["timings"]),
+        timings=_decode_timings(row["timings"]),
         created_unix_ms=row["created_unix_ms"],
         finished_unix_ms=row["finished_unix_ms"],
     )
@@ -189,7 +197,7 @@ def insert_audit(
     cursor = conn.execute(
         "INSERT INTO audit (time_unix_ms, actor, tool, argv, cwd, decision, matched_rule,"
         " outcome) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-        (now_ms, actor, tool, json.dumps(list(argv)), cwd, decision, matched_rule, outcome),
+        (now_ms, actor, tool, _text(list(argv)), cwd, decision, matched_rule, outcome),
     )
     assert cursor.lastrowid is not None
     return cursor.lastrowid
@@ -202,7 +210,7 @@ def audit_from(row: sqlite3.Row) -> AuditRow:
         time_unix_ms=row["time_unix_ms"],
         actor=row["actor"],
         tool=row["tool"],
-        argv=tuple(json.loads(row["argv"])),
+        argv=_decode_argv(row["argv"]),
         cwd=row["cwd"],
         decision=row["decision"],
         matched_rule=row["matched_rule"],

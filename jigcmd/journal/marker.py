@@ -25,11 +25,12 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import json
 import os
 import struct
 from collections.abc import Iterator
 from pathlib import Path
+
+import msgspec
 
 from jigcmd.journal.failures import JournalLost
 
@@ -38,6 +39,12 @@ __all__ = ["MARKER_NAME", "Marker"]
 MARKER_NAME = "journal.mark"
 _WAL_HEADER = struct.Struct(">8I")
 _WAL_MAGICS = (0x377F0682, 0x377F0683)
+
+
+class _Written(msgspec.Struct):
+    """What a reader needs of the marker's JSON: whether the last close was clean."""
+
+    clean: bool
 
 
 class Marker:
@@ -113,16 +120,15 @@ class Marker:
         except FileNotFoundError:
             return None
         try:
-            clean = json.loads(data)["clean"]
-        except (ValueError, KeyError, TypeError):
-            clean = False  # an unreadable marker still says a journal was here
-        return clean is True
+            return msgspec.json.decode(data, type=_Written).clean
+        except msgspec.DecodeError:
+            return False  # an unreadable marker still says a journal was here
 
     def _write(self, *, clean: bool) -> None:
         temporary = self.path.with_name(f".{MARKER_NAME}.tmp")
         fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
         try:
-            os.write(fd, json.dumps({"journal": self.db.name, "clean": clean}).encode() + b"\n")
+            os.write(fd, msgspec.json.encode({"journal": self.db.name, "clean": clean}) + b"\n")
             os.fsync(fd)
         finally:
             os.close(fd)

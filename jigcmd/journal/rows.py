@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from typing import Literal
 
@@ -21,6 +20,9 @@ __all__ = [
     "Verdict",
     "row_from",
 ]
+
+# The column holds the JSON array `Journal` wrote.
+_decode_paths = msgspec.json.Decoder(tuple[str, ...]).decode
 
 State = Literal["dispatching", "running", "done", "uncertain"]
 Outcome = Literal["evidence", "failure"]
@@ -132,7 +134,7 @@ def row_from(found: sqlite3.Row) -> Row:
         ),
         state=found["state"],
         plan_digest=found["plan_digest"],
-        cgroup_paths=tuple(json.loads(found["cgroup_paths"])),
+        cgroup_paths=_decode_paths(found["cgroup_paths"]),
         netns=found["netns"],
         supervisor=supervisor,
         outcome=found["outcome"],

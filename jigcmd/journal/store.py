@@ -22,7 +22,6 @@ their own registry (`jigcmd.journal.envelopes`).
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import sqlite3
 import threading
@@ -30,6 +29,8 @@ import time
 import weakref
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
+
+import msgspec
 
 from jigcmd.journal import identity, jarvis
 from jigcmd.journal.failures import JournalLost, JournalUnusable, unusable
@@ -311,7 +312,7 @@ class Journal:
                 "dispatching" if supervisor is None else "running",
                 None if supervisor is None else supervisor.pid,
                 None if supervisor is None else supervisor.start,
-                json.dumps(list(new.cgroup_paths)),
+                msgspec.json.encode(list(new.cgroup_paths)).decode("utf-8"),
             ),
         )
         inserted = conn.execute(_SELECT_ROW, key).fetchone()
@@ -336,7 +337,7 @@ class Journal:
                 (
                     supervisor.pid,
                     supervisor.start,
-                    json.dumps(list(cgroup_paths)),
+                    msgspec.json.encode(list(cgroup_paths)).decode("utf-8"),
                     netns,
                     plan_digest,
                     _now_ms(),

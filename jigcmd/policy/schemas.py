@@ -5,12 +5,11 @@
 
 from __future__ import annotations
 
-import json
-
 import msgspec
 
 from jigcmd.contract import CallParams, RequestInput
 from jigcmd.evidence import Evidence
+from jigcmd.jsonio import readable
 from jigcmd.policy.binding import PolicyDocument
 from jigcmd.policy.lock import Lock
 
@@ -35,6 +34,6 @@ def generate() -> dict[str, bytes]:
     for name, root, extras in _DOCUMENTS:
         (root_schema, *_), definitions = msgspec.json.schema_components((root, *extras))
         document = {"$schema": SCHEMA_DIALECT, **root_schema, "$defs": definitions}
-        text = json.dumps(document, sort_keys=True, indent=2, ensure_ascii=False) + "\n"
+        text = readable.dumps(document, indent=2, sort_keys=True) + "\n"
         documents[name] = text.encode("utf-8")
     return documents
