@@ -16,6 +16,7 @@ __all__ = [
     "CONTRACT_DIGEST",
     "CONTRACT_ID",
     "CONTRACT_VERSION",
+    "DIGEST_CHARS",
     "INPUT_KEYS",
     "LOCAL_NAME_MAX_CHARS",
     "LOCAL_NAME_PATTERN",
@@ -50,6 +51,8 @@ MAX_ARG_BYTES: Final = 1_024
 MAX_STDIN_BYTES: Final = 16_384
 # Each output stream keeps this many bytes (the evidence's `stdout.text`/`stderr.text`).
 OUTPUT_CAP_BYTES: Final = 65_536
+# A digest in the evidence: "sha256:" and 64 lowercase hex digits.
+DIGEST_CHARS: Final = 71
 
 # Candidate paths (spec-notes §3) and LocalNames (slots, methods, command names).
 PATH_PATTERN: Final = r"^[A-Za-z0-9_][A-Za-z0-9_./-]*$"
@@ -71,7 +74,7 @@ class RequestInput(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 
     command: Annotated[str, msgspec.Meta(min_length=1, max_length=LOCAL_NAME_MAX_CHARS)]
     files: Annotated[
-        dict[_Path, str],
+        dict[_Path, Annotated[str, msgspec.Meta(max_length=MAX_CANDIDATE_BYTES)]],
         msgspec.Meta(
             min_length=1,
             max_length=MAX_FILES,

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 import msgspec
 
 # Re-exported: the envelope caps capture at the contract's limit through this module.
-from jigcmd.contract import OUTPUT_CAP_BYTES
+from jigcmd.contract import DIGEST_CHARS, OUTPUT_CAP_BYTES
 
 __all__ = [
     "OUTPUT_CAP_BYTES",
@@ -23,21 +23,23 @@ StopReason = Literal["exited", "deadline", "cancelled"]
 
 _BOM = "\ufeff"
 
+_Digest = Annotated[str, msgspec.Meta(max_length=DIGEST_CHARS)]
+
 
 class StreamText(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """What one output stream carried: the retained prefix as text, and whether bytes dropped."""
 
-    text: str
+    text: Annotated[str, msgspec.Meta(max_length=OUTPUT_CAP_BYTES)]
     truncated: bool
 
 
 class Evidence(msgspec.Struct, frozen=True, forbid_unknown_fields=True, rename="camel"):
     """Host-collected process evidence; exactly the contract's ten fields, no more."""
 
-    candidate_digest: str
+    candidate_digest: _Digest
     command: str
     invocation: list[str]
-    stdin_digest: str
+    stdin_digest: _Digest
     stdout: StreamText
     stderr: StreamText
     exit_code: int | None
