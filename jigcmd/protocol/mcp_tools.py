@@ -15,69 +15,18 @@ from jigcmd.contract import (
 )
 from jigcmd.protocol import jsonrpc
 from jigcmd.protocol.commands import ToolInfo
+from jigcmd.protocol.mcp_schemas import ARGUMENTS_SCHEMA, EVIDENCE_SCHEMA
 from jigcmd.protocol.mcp_versions import ANNOTATED, LATEST_VERSION, STRUCTURED
 
-__all__ = ["EVIDENCE_SCHEMA", "input_schema", "tools_list_json"]
+__all__ = ["input_schema", "tools_list_json"]
 
-_STREAM_SCHEMA: Final[dict[str, Any]] = {
-    "type": "object",
-    "properties": {
-        "text": {"type": "string", "maxLength": OUTPUT_CAP_BYTES},
-        "truncated": {"type": "boolean"},
-    },
-    "required": ["text", "truncated"],
-    "additionalProperties": False,
-}
-
-# The contract descriptor's `Result` definition, verbatim (a test proves it).
-EVIDENCE_SCHEMA: Final[dict[str, Any]] = {
-    "type": "object",
-    "properties": {
-        "candidateDigest": {"type": "string", "maxLength": 71},
-        "command": {"type": "string"},
-        "invocation": {"type": "array", "items": {"type": "string"}},
-        "stdinDigest": {"type": "string", "maxLength": 71},
-        "stdout": _STREAM_SCHEMA,
-        "stderr": _STREAM_SCHEMA,
-        "exitCode": {"type": ["integer", "null"]},
-        "signal": {"type": ["string", "null"]},
-        "stopReason": {"enum": ["exited", "deadline", "cancelled"]},
-        "cleanup": {"const": "complete"},
-    },
-    "required": [
-        "candidateDigest",
-        "command",
-        "invocation",
-        "stdinDigest",
-        "stdout",
-        "stderr",
-        "exitCode",
-        "signal",
-        "stopReason",
-        "cleanup",
-    ],
-    "additionalProperties": False,
-}
-
-_FILES_SCHEMA: Final[dict[str, Any]] = {
-    "type": "object",
-    "description": f"The candidate project: 1-{MAX_FILES} relative paths mapped to their UTF-8 "
-    f"text (at most {MAX_CANDIDATE_BYTES // 1024} KiB in total). The command's own files must "
-    "be included.",
-    "additionalProperties": {"type": "string", "maxLength": MAX_CANDIDATE_BYTES},
-    "minProperties": 1,
-    "maxProperties": MAX_FILES,
-}
-_ARGS_SCHEMA: Final[dict[str, Any]] = {
-    "type": "array",
-    "description": "Arguments passed verbatim to the script (never Bun options).",
-    "items": {"type": "string", "maxLength": MAX_ARG_BYTES},
-    "maxItems": MAX_ARGS,
-}
-_STDIN_SCHEMA: Final[dict[str, Any]] = {
-    "type": "string",
-    "description": f"Text supplied on standard input (at most {MAX_STDIN_BYTES // 1024} KiB).",
-    "maxLength": MAX_STDIN_BYTES,
+# What each tool argument is, in the words a model reads; the bounds come from the schema.
+_ARGUMENT_WORDS: Final = {
+    "files": f"The candidate project: 1-{MAX_FILES} relative paths mapped to their UTF-8 text "
+    f"(at most {MAX_CANDIDATE_BYTES // 1024} KiB in total). The command's own files must be "
+    "included.",
+    "args": "Arguments passed verbatim to the script (never Bun options).",
+    "stdin": f"Text supplied on standard input (at most {MAX_STDIN_BYTES // 1024} KiB).",
 }
 
 
@@ -86,22 +35,17 @@ def input_schema(kind: str, paths: Sequence[str] = ()) -> dict[str, Any]:
 
     With the command's `paths`, the `files` description names the ones it must include.
     """
-    files = dict(_FILES_SCHEMA)
-    if paths:
-        named = ", ".join(f"`{path}`" for path in paths)
-        files["description"] = (
-            f"{files['description']} This command needs {named}, and every file it imports."
-        )
-    properties: dict[str, Any] = {"files": files}
-    if kind == "run":
-        properties["args"] = _ARGS_SCHEMA
-    properties["stdin"] = _STDIN_SCHEMA
-    return {
-        "type": "object",
-        "properties": properties,
-        "required": ["files"],
-        "additionalProperties": False,
-    }
+    properties: dict[str, Any] = {}
+    for name, schema in ARGUMENTS_SCHEMA["properties"].items():
+        if name == "args" and kind != "run":
+            continue  # a test command accepts no arguments (request rule 8)
+        words = _ARGUMENT_WORDS[name]
+        if name == "files" and paths:
+            named = ", ".join(f"`{path}`" for path in paths)
+            words = f"{words} This command needs {named}, and every file it imports."
+        # The description goes right after the type, where clients have always found it.
+        properties[name] = {"type": schema["type"], "description": words} | schema
+    return {**ARGUMENTS_SCHEMA, "properties": properties}
 
 
 def _description(tool: ToolInfo) -> str:
