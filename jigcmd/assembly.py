@@ -11,6 +11,7 @@ from pathlib import Path
 
 import anyio
 
+from jigcmd.bindingfile import LoadedBinding, load_binding
 from jigcmd.envelope.cgroups import CgroupBackend, CgroupUnavailable
 from jigcmd.envelope.delegation import DelegationError, resolve_backend
 from jigcmd.envelope.native import NativeExecutor
@@ -19,7 +20,7 @@ from jigcmd.journal.schema import SchemaError
 from jigcmd.journal.store import JournalError, JournalUnusable
 from jigcmd.ownership import Ownership
 from jigcmd.plan import Limits
-from jigcmd.policy.binding import BindingError, LoadedBinding, load_binding
+from jigcmd.policy.binding import BindingError
 from jigcmd.policy.lock import (
     Admission,
     Lock,

@@ -7,7 +7,8 @@ import sys
 from pathlib import Path
 
 from jigcmd.assembly import default_lock_path, lock_runtime
-from jigcmd.policy.binding import BindingError, load_binding
+from jigcmd.bindingfile import load_binding
+from jigcmd.policy.binding import BindingError
 from jigcmd.policy.lock import (
     LockError,
     build_lock,

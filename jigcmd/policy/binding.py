@@ -2,8 +2,9 @@
 
 A Binding file (TOML or JSON) names a `package` directory and up to eight `commands`, each
 either `run` (one entry script) or `test` (1-16 test files). `parse_binding` applies every
-rule purely; `load_binding` reads the file and checks that the package declares the Project
-Command capability in its manifest.
+rule and `parse_binding_file` decodes a file's bytes first, purely; `require_declared` refuses
+commands for a package whose manifest declares no Project Command slot. Reading the files is
+the caller's (`jigcmd.bindingfile`).
 """
 
 from __future__ import annotations
@@ -11,8 +12,6 @@ from __future__ import annotations
 import re
 import tomllib
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Annotated, Literal
 
 import msgspec
@@ -22,7 +21,7 @@ from jigcmd.jsonio import strict
 from jigcmd.jsonio.canonical import dumps
 from jigcmd.policy import planner
 from jigcmd.policy.digests import sha256_text
-from jigcmd.policy.manifest import ManifestError, read_manifest
+from jigcmd.policy.manifest import MANIFEST_NAMES
 from jigcmd.policy.paths import is_local_name, path_problem
 from jigcmd.policy.pointers import escape, kind
 
@@ -33,10 +32,11 @@ __all__ = [
     "BindingError",
     "CommandEntry",
     "CommandPolicy",
-    "LoadedBinding",
     "PolicyDocument",
-    "load_binding",
+    "capability_error",
     "parse_binding",
+    "parse_binding_file",
+    "require_declared",
 ]
 
 MAX_COMMANDS = 8
@@ -283,48 +283,28 @@ def _decode_file(data: bytes, suffix: str, fail: Callable[[str, str], BindingErr
     raise fail("binding-file", f"a Binding file ends in .toml or .json, not {suffix or '(none)'!r}")
 
 
-@dataclass(frozen=True)
-class LoadedBinding:
-    """A Binding read from disk, with its resolved package directory and capability slots."""
+def parse_binding_file(data: bytes, *, suffix: str, source: str) -> Binding:
+    """Decode a Binding file's bytes (TOML or JSON, by its `suffix`) and apply every rule."""
 
-    path: Path
-    binding: Binding
-    package_dir: Path
-    manifest: Path | None
-    slots: tuple[str, ...]
+    def fail(rule: str, reason: str) -> BindingError:
+        return BindingError(reason, pointer="", rule=rule, source=source)
+
+    return parse_binding(_decode_file(data, suffix, fail), source=source)
 
 
-def load_binding(path: Path) -> LoadedBinding:
-    """Read a Binding file (.toml or .json), validate it and check the package's manifest."""
-    source = str(path)
-
-    def fail(rule: str, reason: str, pointer: str = "") -> BindingError:
-        return BindingError(reason, pointer=pointer, rule=rule, source=source)
-
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise fail("binding-file", f"cannot be read: {exc.strerror}") from exc
-    obj = _decode_file(data, path.suffix, fail)
-    binding = parse_binding(obj, source=source)
-    package_dir = (path.parent / binding.package).resolve()
-    if not package_dir.is_dir():
-        raise fail("package", f"package directory {str(package_dir)!r} does not exist", "/package")
-    try:
-        declared = read_manifest(package_dir)
-    except ManifestError as exc:
-        raise fail("manifest", f"package manifest is invalid: {exc}", "/package") from exc
-    if binding.commands and not declared.slots:
+def require_declared(
+    binding: Binding,
+    slots: tuple[str, ...],
+    *,
+    manifest: str | None,
+    package_dir: str,
+    source: str,
+) -> None:
+    """Refuse a Binding with commands whose package declares no Project Command slot."""
+    if binding.commands and not slots:
         detail = (
-            f" (no {' or '.join(('FLOW.md', 'flow.meta.json'))} in {package_dir})"
-            if declared.manifest is None
-            else f" ({declared.manifest} has no matching 'uses' entry)"
+            f" (no {' or '.join(MANIFEST_NAMES)} in {package_dir})"
+            if manifest is None
+            else f" ({manifest} has no matching 'uses' entry)"
         )
         raise capability_error(binding.package, source=source, detail=detail)
-    return LoadedBinding(
-        path=path,
-        binding=binding,
-        package_dir=package_dir,
-        manifest=declared.manifest,
-        slots=declared.slots,
-    )

@@ -9,8 +9,7 @@ the Project Command capability only when its copy has the contract's ID, version
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
+from pathlib import PurePosixPath
 
 import yaml
 
@@ -23,12 +22,11 @@ from jigcmd.policy.pointers import kind
 
 __all__ = [
     "MANIFEST_NAMES",
-    "DeclaredCapability",
     "ManifestError",
     "capability_slots",
     "parse_front_matter",
     "parse_json_object",
-    "read_manifest",
+    "parse_manifest",
 ]
 
 MANIFEST_NAMES = ("FLOW.md", "flow.meta.json")
@@ -39,14 +37,6 @@ _YAML_END = {"---", "..."}
 
 class ManifestError(ValueError):
     """Raised when a package manifest or a descriptor copy it names is unreadable or inexact."""
-
-
-@dataclass(frozen=True)
-class DeclaredCapability:
-    """What a package directory declares: its manifest (if any) and the Project Command slots."""
-
-    manifest: Path | None
-    slots: tuple[str, ...]
 
 
 def parse_front_matter(text: str, *, source: str) -> object:
@@ -150,19 +140,13 @@ def _contract_path_problem(contract: str) -> str | None:
     return None
 
 
-def read_manifest(package_dir: Path) -> DeclaredCapability:
-    """Read a package directory's manifest and return the slots declaring the capability."""
-    for name in MANIFEST_NAMES:
-        path = package_dir / name
-        if path.is_file():
-            break
-    else:
-        return DeclaredCapability(manifest=None, slots=())
-    source = str(path)
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise ManifestError(f"{source}: cannot be read: {exc.strerror}") from exc
+def parse_manifest(
+    name: str, data: bytes, read_contract: Callable[[str], bytes], *, source: str
+) -> tuple[str, ...]:
+    """The slots a manifest's bytes declare; `name` is one of `MANIFEST_NAMES`.
+
+    `read_contract` returns the bytes of a contract path relative to the package directory.
+    """
     if name == "FLOW.md":
         try:
             text = data.decode("utf-8")
@@ -171,20 +155,4 @@ def read_manifest(package_dir: Path) -> DeclaredCapability:
         manifest = parse_front_matter(text, source=source)
     else:
         manifest = parse_json_object(data, source=source)
-    root = package_dir.resolve()
-
-    def read_contract(relative: str) -> bytes:
-        target = (root / relative).resolve()
-        # Resolving follows symlinks, so a link pointing outside the package is caught here.
-        if not target.is_relative_to(root):
-            raise ManifestError(f"{source}: contract {relative!r} resolves outside {root}")
-        try:
-            return target.read_bytes()
-        except OSError as exc:
-            raise ManifestError(
-                f"{source}: contract {relative!r} cannot be read: {exc.strerror}"
-            ) from exc
-
-    return DeclaredCapability(
-        manifest=path, slots=capability_slots(manifest, read_contract, source=source)
-    )
+    return capability_slots(manifest, read_contract, source=source)

@@ -1,10 +1,8 @@
-"""Binding parsing and loading (spec-notes §3)."""
+"""Binding parsing (spec-notes §3)."""
 
 from __future__ import annotations
 
 import json
-import shutil
-from pathlib import Path
 
 import msgspec
 import pytest
@@ -15,12 +13,10 @@ from jigcmd.policy.binding import (
     Binding,
     BindingError,
     CommandPolicy,
-    load_binding,
     parse_binding,
+    parse_binding_file,
 )
 from jigcmd.policy.planner import BUN_FLAGS
-
-DESCRIPTOR = Path(__file__).parents[2] / "schemas" / "project-command.capability.json"
 
 GOOD_COMMANDS = {
     "cli": {"run": "src/cli.ts"},
@@ -233,102 +229,26 @@ def test_the_digest_changes_when_a_command_changes() -> None:
     assert parse_commands(GOOD_COMMANDS).digest() != parse_commands(changed).digest()
 
 
-def make_package(root: Path, *, declare: bool = True) -> Path:
-    """Create a package directory whose FLOW.md declares the capability in slot 'project'."""
-    package = root / "pkg"
-    (package / "contracts").mkdir(parents=True)
-    shutil.copyfile(DESCRIPTOR, package / "contracts" / "project-command.json")
-    uses = "uses:\n  project:\n    contract: ./contracts/project-command.json\n" if declare else ""
-    (package / "FLOW.md").write_text(f"---\nname: demo\n{uses}---\n# Demo\n")
-    return package
-
-
-def test_load_binding_reads_toml_and_resolves_the_package(tmp_path: Path) -> None:
-    """A TOML Binding loads, with the package resolved against the Binding file's directory."""
-    package = make_package(tmp_path)
-    path = tmp_path / "binding.toml"
-    path.write_text(
-        'package = "pkg"\n[commands.cli]\nrun = "src/cli.ts"\n'
-        '[commands.tests]\ntest = ["test/a.test.ts"]\n'
-    )
-    loaded = load_binding(path)
-    assert loaded.package_dir == package.resolve()
-    assert loaded.slots == ("project",)
-    assert loaded.manifest == package.resolve() / "FLOW.md"
-    assert list(loaded.binding.commands) == ["cli", "tests"]
-
-
-def test_load_binding_reads_json(tmp_path: Path) -> None:
-    """A JSON Binding loads the same way."""
-    make_package(tmp_path)
-    path = tmp_path / "binding.json"
-    path.write_text(json.dumps({"package": "pkg", "commands": GOOD_COMMANDS}))
-    assert list(load_binding(path).binding.commands) == ["cli", "tests"]
-
-
-def test_load_binding_refuses_commands_for_an_undeclared_package(tmp_path: Path) -> None:
-    """Commands on a package whose manifest declares nothing are refused, naming the manifest."""
-    make_package(tmp_path, declare=False)
-    path = tmp_path / "binding.toml"
-    path.write_text('package = "pkg"\n[commands.cli]\nrun = "src/cli.ts"\n')
-    with pytest.raises(BindingError, match=r"FLOW\.md has no matching 'uses' entry") as caught:
-        load_binding(path)
-    assert caught.value.rule == "capability"
-
-
-def test_load_binding_refuses_commands_for_a_package_without_manifest(tmp_path: Path) -> None:
-    """Commands on a package with no manifest at all are refused."""
-    (tmp_path / "pkg").mkdir()
-    path = tmp_path / "binding.toml"
-    path.write_text('package = "pkg"\n[commands.cli]\nrun = "src/cli.ts"\n')
-    with pytest.raises(BindingError, match=r"no FLOW.md or flow.meta.json"):
-        load_binding(path)
-
-
-def test_load_binding_allows_an_empty_policy_without_manifest(tmp_path: Path) -> None:
-    """A Binding granting nothing loads even if the package declares nothing."""
-    (tmp_path / "pkg").mkdir()
-    path = tmp_path / "binding.toml"
-    path.write_text('package = "pkg"\n')
-    assert load_binding(path).binding.commands == {}
-
-
 @pytest.mark.parametrize(
-    ("name", "content", "reason"),
+    ("suffix", "content", "reason"),
     [
-        ("binding.toml", "package = ", "not valid TOML"),
-        ("binding.json", '{"package": "pkg", "package": "x"}', "duplicate key 'package'"),
-        ("binding.json", "{", "not valid JSON"),
-        ("binding.yaml", "package: pkg", "ends in .toml or .json"),
+        (".toml", b"package = ", "not valid TOML"),
+        (".json", b'{"package": "pkg", "package": "x"}', "duplicate key 'package'"),
+        (".json", b"{", "not valid JSON"),
+        (".yaml", b"package: pkg", "ends in .toml or .json"),
     ],
 )
-def test_unreadable_binding_files_are_refused(
-    tmp_path: Path, name: str, content: str, reason: str
+def test_binding_file_bytes_that_do_not_decode_are_refused(
+    suffix: str, content: bytes, reason: str
 ) -> None:
-    """Syntax errors, duplicate keys and unknown suffixes are binding-file errors."""
-    path = tmp_path / name
-    path.write_text(content)
+    """Syntax errors, duplicate keys and unknown suffixes are binding-file errors, from bytes."""
     with pytest.raises(BindingError, match=reason) as caught:
-        load_binding(path)
+        parse_binding_file(content, suffix=suffix, source="b" + suffix)
     assert caught.value.rule == "binding-file"
 
 
-def test_a_missing_package_directory_is_refused(tmp_path: Path) -> None:
-    """The package must be an existing directory."""
-    path = tmp_path / "binding.toml"
-    path.write_text('package = "nowhere"\n')
-    with pytest.raises(BindingError, match="does not exist") as caught:
-        load_binding(path)
-    assert (caught.value.pointer, caught.value.rule) == ("/package", "package")
-
-
-def test_an_invalid_manifest_is_a_binding_error(tmp_path: Path) -> None:
-    """A broken manifest surfaces as a BindingError with rule 'manifest'."""
-    package = tmp_path / "pkg"
-    package.mkdir()
-    (package / "flow.meta.json").write_text('{"uses": {"project": {"contract": "../x.json"}}}')
-    path = tmp_path / "binding.toml"
-    path.write_text('package = "pkg"\n')
-    with pytest.raises(BindingError, match="escapes the package directory") as caught:
-        load_binding(path)
-    assert caught.value.rule == "manifest"
+def test_binding_file_bytes_decode_to_the_same_binding_as_the_document() -> None:
+    """TOML bytes give exactly what `parse_binding` gives for the decoded document."""
+    data = b'package = "pkg"\n[commands.cli]\nrun = "src/cli.ts"\n'
+    parsed = parse_binding_file(data, suffix=".toml", source="b.toml")
+    assert parsed == parse_binding({"package": "pkg", "commands": {"cli": {"run": "src/cli.ts"}}})

@@ -12,7 +12,7 @@ from jigcmd.policy.manifest import (
     ManifestError,
     capability_slots,
     parse_front_matter,
-    read_manifest,
+    parse_manifest,
 )
 
 DESCRIPTOR_BYTES = (
@@ -133,43 +133,23 @@ def test_a_copy_with_duplicate_keys_is_refused() -> None:
         slots_of({"uses": {"p": {"contract": "pc.json"}}}, {"pc.json": b'{"id": 1, "id": 2}'})
 
 
-def test_read_manifest_prefers_flow_md_and_reads_contracts_from_disk(tmp_path: Path) -> None:
-    """FLOW.md is read when present, and the contract path is relative to the package."""
-    (tmp_path / "c").mkdir()
-    (tmp_path / "c" / "pc.json").write_bytes(DESCRIPTOR_BYTES)
-    (tmp_path / "FLOW.md").write_text("---\nuses:\n  proj:\n    contract: c/pc.json\n---\n")
-    (tmp_path / "flow.meta.json").write_text('{"uses": {}}')
-    declared = read_manifest(tmp_path)
-    assert (declared.manifest, declared.slots) == (tmp_path / "FLOW.md", ("proj",))
+def test_a_flow_md_manifest_is_read_from_its_front_matter() -> None:
+    """FLOW.md bytes: the slots its YAML front matter declares."""
+    data = b"---\nuses:\n  proj:\n    contract: pc.json\n---\n# Demo\n"
+    files = {"pc.json": DESCRIPTOR_BYTES}
+    assert parse_manifest("FLOW.md", data, contracts(files), source="FLOW.md") == ("proj",)
 
 
-def test_read_manifest_reads_flow_meta_json(tmp_path: Path) -> None:
-    """flow.meta.json is the manifest when there is no FLOW.md."""
-    (tmp_path / "pc.json").write_bytes(DESCRIPTOR_BYTES)
-    (tmp_path / "flow.meta.json").write_text('{"uses": {"project": {"contract": "pc.json"}}}')
-    assert read_manifest(tmp_path).slots == ("project",)
+def test_a_flow_meta_json_manifest_is_strict_json() -> None:
+    """flow.meta.json bytes: strict JSON, a repeated key refused."""
+    data = b'{"uses": {"project": {"contract": "pc.json"}}}'
+    files = {"pc.json": DESCRIPTOR_BYTES}
+    assert parse_manifest("flow.meta.json", data, contracts(files), source="m") == ("project",)
+    with pytest.raises(ManifestError, match=r"^m: duplicate key 'uses'$"):
+        parse_manifest("flow.meta.json", b'{"uses": {}, "uses": {}}', contracts({}), source="m")
 
 
-def test_read_manifest_without_manifest_declares_nothing(tmp_path: Path) -> None:
-    """A package without a manifest has no manifest path and no slots."""
-    declared = read_manifest(tmp_path)
-    assert (declared.manifest, declared.slots) == (None, ())
-
-
-def test_a_symlinked_contract_outside_the_package_is_refused(tmp_path: Path) -> None:
-    """A contract path that resolves outside the package through a symlink is refused."""
-    outside = tmp_path / "outside.json"
-    outside.write_bytes(DESCRIPTOR_BYTES)
-    package = tmp_path / "pkg"
-    package.mkdir()
-    (package / "pc.json").symlink_to(outside)
-    (package / "flow.meta.json").write_text('{"uses": {"project": {"contract": "pc.json"}}}')
-    with pytest.raises(ManifestError, match="resolves outside"):
-        read_manifest(package)
-
-
-def test_a_missing_contract_file_is_refused(tmp_path: Path) -> None:
-    """A uses entry naming a file that does not exist is an error."""
-    (tmp_path / "flow.meta.json").write_text('{"uses": {"project": {"contract": "nope.json"}}}')
-    with pytest.raises(ManifestError, match=r"'nope\.json' cannot be read"):
-        read_manifest(tmp_path)
+def test_a_flow_md_that_is_not_utf8_is_refused() -> None:
+    """FLOW.md must be UTF-8 text."""
+    with pytest.raises(ManifestError, match=r"^FLOW\.md: not UTF-8"):
+        parse_manifest("FLOW.md", b"---\n\xff\n---\n", contracts({}), source="FLOW.md")
