@@ -123,16 +123,16 @@ class StderrHandler(logging.Handler):
         self._tokens -= 1
         return True
 
-    def _closed(self) -> bool:
+    def _is_closing(self) -> bool:
         # A call, not the attribute: `close` sets it from another thread between two reads.
         return self._closing
 
     def _write_forever(self) -> None:
         while True:
             with self._ready:
-                while not self._queue and not self._closed():
+                while not self._queue and not self._is_closing():
                     self._ready.wait()
-                if self._closed():
+                if self._is_closing():
                     return
                 data = self._queue[0]
             try:
@@ -142,7 +142,7 @@ class StderrHandler(logging.Handler):
             except OSError:
                 pass  # stderr is gone; logging must never fail the program
             with self._ready:
-                if self._closed():
+                if self._is_closing():
                     return
                 self._queue.popleft()
                 self._queued -= len(data)
