@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from jigcmd import __version__
-from jigcmd.demo_wire import ServerChild, WireError
 from jigcmd.frontends.run import read_candidate
 from jigcmd.jsonio import readable, strict
+from jigcmd.servechild import ServeChild, WireError
 
 __all__ = ["demo"]
 
@@ -91,7 +91,7 @@ def _evidence(account: _Account, result: dict[str, Any], what: str) -> dict[str,
 
 
 def _call(
-    account: _Account, server: ServerChild, what: str, name: str, arguments: dict[str, Any]
+    account: _Account, server: ServeChild, what: str, name: str, arguments: dict[str, Any]
 ) -> dict[str, Any]:
     shown = {k: (f"<{len(v)} files>" if k == "files" else v) for k, v in arguments.items()}
     account.section(what)
@@ -102,7 +102,7 @@ def _call(
     return result
 
 
-def _handshake(account: _Account, server: ServerChild) -> None:
+def _handshake(account: _Account, server: ServeChild) -> None:
     init = server.request(
         "initialize",
         {
@@ -129,7 +129,7 @@ def _handshake(account: _Account, server: ServerChild) -> None:
     account.expect(names == ["cli", "tests"], f"tools/list named {names}, not cli and tests")
 
 
-def _passing(account: _Account, server: ServerChild, root: Path) -> None:
+def _passing(account: _Account, server: ServeChild, root: Path) -> None:
     files = _files(root, "passing")
     result = _call(account, server, "tests on the passing candidate", "tests", {"files": files})
     evidence = _evidence(account, result, "passing tests")
@@ -137,7 +137,7 @@ def _passing(account: _Account, server: ServerChild, root: Path) -> None:
     account.block(evidence.get("stderr", {}).get("text", "").strip("\n"), limit=12)
 
 
-def _failing(account: _Account, server: ServerChild, root: Path) -> None:
+def _failing(account: _Account, server: ServeChild, root: Path) -> None:
     files = _files(root, "failing")
     result = _call(account, server, "tests on the failing candidate", "tests", {"files": files})
     evidence = _evidence(account, result, "failing tests")
@@ -149,7 +149,7 @@ def _failing(account: _Account, server: ServerChild, root: Path) -> None:
     account.block("\n".join(assertion))
 
 
-def _cli(account: _Account, server: ServerChild, root: Path) -> None:
+def _cli(account: _Account, server: ServeChild, root: Path) -> None:
     arguments = {"files": _files(root, "passing"), "args": ["--greeting", "hi"], "stdin": "a\nb\n"}
     result = _call(account, server, "the cli entry point with args and stdin", "cli", arguments)
     stdout = _evidence(account, result, "cli").get("stdout", {}).get("text", "")
@@ -159,7 +159,7 @@ def _cli(account: _Account, server: ServerChild, root: Path) -> None:
     account.expect(_json_or_none(stdout) == expected, f"cli printed {stdout!r}")
 
 
-def _hostile(account: _Account, server: ServerChild, root: Path) -> None:
+def _hostile(account: _Account, server: ServeChild, root: Path) -> None:
     files = _files(root, "hostile")
     result = _call(account, server, "tests on the hostile candidate", "tests", {"files": files})
     lines = _evidence(account, result, "hostile tests").get("stderr", {}).get("text", "")
@@ -171,7 +171,7 @@ def _hostile(account: _Account, server: ServerChild, root: Path) -> None:
     account.expect(not escaped, f"the hostile candidate escaped: {escaped}")
 
 
-def _invalid(account: _Account, server: ServerChild, root: Path) -> None:
+def _invalid(account: _Account, server: ServeChild, root: Path) -> None:
     bad = {"files": {"../outside.ts": "export {}", **_files(root, "passing")}}
     result = _call(account, server, "an invalid request (a path with ..)", "tests", bad)
     account.expect(result.get("isError") is True, "the invalid request was not refused")
@@ -186,7 +186,7 @@ def _invalid(account: _Account, server: ServerChild, root: Path) -> None:
 
 def _mcp_session(account: _Account, binding: Path, root: Path) -> None:
     account.section(f"MCP session: {sys.executable} -m jigcmd serve --binding {binding}")
-    with ServerChild(binding) as server:
+    with ServeChild(binding) as server:
         _handshake(account, server)
         for step in (_passing, _failing, _cli, _hostile, _invalid):
             step(account, server, root)
@@ -201,7 +201,7 @@ def _flow_session(account: _Account, binding: Path, root: Path) -> None:
         "method": "run",
         "input": {"command": "tests", "files": _files(root, "passing")},
     }
-    with ServerChild(binding) as server:
+    with ServeChild(binding) as server:
         account.say(
             '-> {"jsonrpc":"2.0","id":"demo-1","method":"capability/call","params":'
             '{"operationId":"demo-op-1","slot":"command","method":"run","input":'
@@ -222,7 +222,7 @@ def _flow_session(account: _Account, binding: Path, root: Path) -> None:
         _close(account, server)
 
 
-def _close(account: _Account, server: ServerChild) -> None:
+def _close(account: _Account, server: ServeChild) -> None:
     status = server.close(2.0)
     account.say(f"-> stdin closed; server exited with status {status}")
     account.expect(status == 0, f"the server did not exit cleanly within 2 s (status {status})")
@@ -261,7 +261,7 @@ def demo() -> int:
                 try:
                     session(account, binding, root)
                 except WireError as exc:
-                    account.expect(False, f"the server misbehaved: {exc}")
+                    account.expect(False, f"the server misbehaved: {exc.message}")
                     account.say("server stderr:")
                     account.block(exc.stderr)
     print()

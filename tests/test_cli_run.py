@@ -20,6 +20,7 @@ import pytest
 
 import jigcmd
 from jigcmd.evidence import Evidence, ResourceReport
+from jigcmd.servechild import ServeChild
 
 pytestmark = pytest.mark.envelope
 
@@ -364,34 +365,16 @@ def test_serve_reports_drift_before_the_input_too(
     lock: Path, drifted: Path, tmp_path: Path
 ) -> None:
     """The same order through a real `jigcmd serve`: a Flow call with bad input is UNAVAILABLE."""
-    server = subprocess.Popen(
-        [
-            *(sys.executable, "-m", "jigcmd", "serve"),
-            *("--binding", str(drifted), "--state-dir", str(tmp_path / "state")),
-        ],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    call = {
-        "jsonrpc": "2.0",
-        "id": "drift-1",
-        "method": "capability/call",
-        "params": {
-            "operationId": "drift-first",
-            "slot": "command",
-            "method": "run",
-            "input": {"command": "tests", "files": {"README.md": "no tests here"}},
-        },
+    params = {
+        "operationId": "drift-first",
+        "slot": "command",
+        "method": "run",
+        "input": {"command": "tests", "files": {"README.md": "no tests here"}},
     }
-    try:
-        assert server.stdin is not None and server.stdout is not None
-        server.stdin.write(json.dumps(call) + "\n")
-        server.stdin.flush()
-        error = json.loads(server.stdout.readline())["error"]
-    finally:
-        server.communicate(timeout=60)
+    with ServeChild(drifted, ["--state-dir", str(tmp_path / "state")], timeout=60) as server:
+        answer = server.request_raw("capability/call", params, request_id="drift-1")
+        server.close(60)
+    error = json.loads(answer)["error"]
     assert error.get("data") == {"code": "UNAVAILABLE"}, error
     assert "Binding changed since admission" in error["message"]
 

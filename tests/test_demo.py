@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from jigcmd.demo_wire import ServerChild, WireError
+from jigcmd.servechild import ServeChild, WireError
 
 
 def test_a_server_that_cannot_start_answers_with_the_reason_and_then_is_reported_gone(
@@ -17,7 +17,7 @@ def test_a_server_that_cannot_start_answers_with_the_reason_and_then_is_reported
 ) -> None:
     """A refused start answers the request it read; the demo's client then reports it gone."""
     missing = tmp_path / "absent.toml"
-    with ServerChild(missing, timeout=60) as server:
+    with ServeChild(missing, timeout=60) as server:
         refused = server.request("initialize", {})
         with pytest.raises(WireError) as caught:
             server.request("tools/list", {})

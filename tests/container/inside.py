@@ -19,7 +19,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from jigcmd.demo_wire import ServerChild
+from jigcmd.servechild import ServeChild
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "jigcmd" / "example"
 SECONDS = 120.0
@@ -65,7 +65,7 @@ def main(state: str) -> dict[str, Any]:
             "method": "run",
             "input": {"command": "cli", "files": {"src/cli.ts": f'console.log("{MARKER}");\n'}},
         }
-        with ServerChild(binding, timeout=SECONDS, args=["--state-dir", state]) as server:
+        with ServeChild(binding, timeout=SECONDS, args=["--state-dir", state]) as server:
             # FLOW Run/1 ids are strings.
             answer = server.request_raw("capability/call", call, request_id="jigcmd-container")
             results["serve"] = json.loads(answer)

@@ -13,7 +13,6 @@ import hashlib
 import json
 import os
 import platform
-import selectors
 import socket
 import subprocess
 import sys
@@ -29,6 +28,7 @@ import jigcmd
 from jigcmd.envelope import privileges, supervisor
 from jigcmd.evidence import Evidence
 from jigcmd.runtime import find_runtime
+from jigcmd.servechild import ServeChild
 from tests.envelope import hostile_candidates as cand
 from tests.envelope.hostile_harness import (
     DEADLINE_S,
@@ -668,40 +668,15 @@ def test_fake_json_rpc_frames_on_stdout_stay_inside_the_evidence(
             "input": {"command": "cli", "files": {"src/cli.ts": source}},
         },
     }
-    state = tmp_path / "state"
-    serve = subprocess.Popen(
-        [
-            *jigcmd_cli,
-            "serve",
-            "--binding",
-            str(binding),
-            "--lock",
-            str(lock),
-            "--state-dir",
-            state,
-        ],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-    )
-    assert serve.stdin is not None and serve.stdout is not None
-    try:
+    state = ["--lock", str(lock), "--state-dir", str(tmp_path / "state")]
+    with ServeChild(binding, state, timeout=60) as serve:
         # stdin stays open until the answer is in, as a coordinator keeps it.
-        serve.stdin.write(json.dumps(call).encode() + b"\n")
-        serve.stdin.flush()
-        with selectors.DefaultSelector() as selector:
-            selector.register(serve.stdout, selectors.EVENT_READ)
-            assert selector.select(timeout=60), "no answer from jigcmd serve"
-        first = serve.stdout.readline()
-        serve.stdin.close()
-        rest = serve.stdout.read()
-        assert serve.wait(timeout=30) == 0
-    finally:
-        if serve.poll() is None:
-            serve.kill()
-            serve.wait()
-        serve.stdout.close()
-    frames = [json.loads(line) for line in (first + rest).splitlines()]
-    assert len(frames) == 1, frames
+        serve.send(call)
+        answer = serve.response("call-1")
+        assert serve.close_input(30) == 0
+        written = serve.lines
+    assert written == [answer], written
+    frames = [json.loads(answer)]
     value = frames[0]["result"]["value"]
     assert (frames[0]["id"], value["exitCode"], value["stopReason"]) == ("call-1", 7, "exited")
     assert value["stdout"]["text"] == "".join(line + "\n" for line in lines)

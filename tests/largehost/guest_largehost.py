@@ -31,12 +31,12 @@ import anyio
 import msgspec
 
 from jigcmd import __version__
-from jigcmd.demo_wire import ServerChild
 from jigcmd.envelope.cgroupfs import poll_until
 from jigcmd.envelope.cgroups import detect
 from jigcmd.envelope.native import NativeExecutor
 from jigcmd.policy.planner import candidate_plan
 from jigcmd.runtime import BUN_TARGET, find_runtime
+from jigcmd.servechild import ServeChild
 
 HERE = Path(__file__).resolve().parent
 SUITE = HERE / "suite"
@@ -134,7 +134,7 @@ async def in_envelope(cpus: tuple[int, ...], kind: str = "test") -> dict[str, An
     }
 
 
-def call(server: ServerChild, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+def call(server: ServeChild, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
     """One tools/call: the evidence, the report and whether it was an error."""
     response = server.request("tools/call", {"name": name, "arguments": arguments})
     result = response.get("result") or {}
@@ -173,7 +173,7 @@ def through_serve() -> dict[str, Any]:
             return {"lock_failed": locked.stdout + locked.stderr}
         # Its own state directory: the guest sees the host's default one, of any version.
         state = ["--state-dir", str(root / "state")]
-        with ServerChild(binding, timeout=ANSWER_S, args=state) as server:
+        with ServeChild(binding, timeout=ANSWER_S, args=state) as server:
             server.request(
                 "initialize",
                 {
@@ -188,7 +188,7 @@ def through_serve() -> dict[str, Any]:
             warm_up = call(server, "hello", {"files": files()})
             suite = call(server, "suite", {"files": files()})
             closed = server.close(ANSWER_S)
-            stderr = server.stderr
+            stderr = server.stderr()
     return {
         "warm_up": warm_up,
         "suite": suite,

@@ -19,8 +19,9 @@ from pathlib import Path
 from jigcmd.envelope.cgroups import CgroupBackend
 from jigcmd.journal.rows import Row
 from jigcmd.journal.store import Journal
+from jigcmd.servechild import ServeChild
 from tests.lifetime.watch import Proc, Watch, alive, handles, namespace_holders, wait_for
-from tests.lifetime.wire import ServerProcess
+from tests.lifetime.wire import serve_child
 
 __all__ = ["LEFTOVER_WAIT_S", "Rig"]
 
@@ -41,7 +42,7 @@ class Rig:
         self.backend = backend
         self.state_dir = tmp / "state"
         self.watch = Watch()
-        self.servers: list[ServerProcess] = []
+        self.servers: list[ServeChild] = []
         self.stopped: list[Proc] = []
         self._ids = itertools.count(1)
 
@@ -49,12 +50,12 @@ class Rig:
 
     def serve(
         self, *, max_envelopes: int = _SLOTS, protocol: str = "auto", run_id: str | None = None
-    ) -> ServerProcess:
+    ) -> ServeChild:
         """A new traced `jigcmd serve` on the rig's state directory, answering pings.
 
         It belongs to the rig's run unless `run_id` names another.
         """
-        server = ServerProcess(
+        server = serve_child(
             self.binding,
             self.state_dir,
             self.tmp / f"server-{len(self.servers)}.stderr",
@@ -71,11 +72,11 @@ class Rig:
         """A fresh request id."""
         return f"{prefix}-{next(self._ids)}"
 
-    def prepared(self, server: ServerProcess) -> None:
+    def prepared(self, server: ServeChild) -> None:
         """Wait until `server` keeps an envelope prepared (its warm-up is done)."""
         wait_for(lambda: bool(self.watch.live_jobs(server.pid)), 30, "a prepared envelope")
 
-    def zygote(self, server: ServerProcess) -> Proc:
+    def zygote(self, server: ServeChild) -> Proc:
         """The server's zygote process."""
         found: list[Proc] = []
 

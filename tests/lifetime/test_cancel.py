@@ -10,10 +10,11 @@ from typing import Any
 
 import pytest
 
+from jigcmd.servechild import ServeChild
 from tests.lifetime.candidates import LINGER, QUICK, SPIN, cli_input
 from tests.lifetime.rig import Rig
 from tests.lifetime.watch import alive, wait_for
-from tests.lifetime.wire import ServerProcess, flow_call
+from tests.lifetime.wire import flow_call
 
 pytestmark = pytest.mark.envelope
 
@@ -150,7 +151,7 @@ def test_a_candidate_ending_by_itself_after_a_cancel_was_refused_is_recorded(rig
     rig.assert_nothing_left()
 
 
-def _mcp_session(rig: Rig, *, max_envelopes: int) -> ServerProcess:
+def _mcp_session(rig: Rig, *, max_envelopes: int) -> ServeChild:
     server = rig.serve(max_envelopes=max_envelopes)
     server.send(
         {

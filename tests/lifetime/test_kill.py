@@ -17,10 +17,11 @@ import pytest
 
 from jigcmd.journal.envelopes import EnvelopeEntry, EnvelopeRegistry
 from jigcmd.recovery import UNCERTAIN_REASON
+from jigcmd.servechild import ServeChild
 from tests.lifetime.candidates import LINGER, cli_input
 from tests.lifetime.rig import LEFTOVER_WAIT_S, Rig
 from tests.lifetime.watch import Proc, alive, parent, wait_for
-from tests.lifetime.wire import ServerProcess, flow_call
+from tests.lifetime.wire import flow_call
 
 pytestmark = pytest.mark.envelope
 
@@ -44,13 +45,13 @@ def _ask_again(rig: Rig, operation_id: str, input: object) -> tuple[str, str]:
     return answer
 
 
-def _start_lingering(rig: Rig, server: ServerProcess, operation_id: str, token: str) -> str:
+def _start_lingering(rig: Rig, server: ServeChild, operation_id: str, token: str) -> str:
     request_id = rig.next_id("call")
     server.send(flow_call(request_id, operation_id, cli_input(LINGER, token)))
     return request_id
 
 
-def _launch_held(rig: Rig, token: str, operation_id: str) -> tuple[ServerProcess, list[Proc]]:
+def _launch_held(rig: Rig, token: str, operation_id: str) -> tuple[ServeChild, list[Proc]]:
     """A server whose launch sits in a stopped prepared supervisor; the row is written."""
     server = rig.serve()
     rig.prepared(server)

@@ -17,9 +17,10 @@ from typing import Any
 
 import pytest
 
+from jigcmd.servechild import ServeChild
 from tests.lifetime.candidates import LINGER, QUICK, cli_input
 from tests.lifetime.rig import Rig
-from tests.lifetime.wire import ServerProcess, flow_call, without_id
+from tests.lifetime.wire import flow_call, serve_child, without_id
 
 pytestmark = pytest.mark.envelope
 
@@ -31,7 +32,7 @@ def _code(line: bytes) -> str:
 
 def _answered(
     rig: Rig, operation_id: str, input: dict[str, Any], token: str
-) -> tuple[ServerProcess, bytes]:
+) -> tuple[ServeChild, bytes]:
     """A server that ran `input` once (its lingering candidate let go) and its answer."""
     first = rig.serve()
     first.send(flow_call("call-1", operation_id, input))
@@ -40,7 +41,7 @@ def _answered(
 
 
 def _replayed(
-    second: ServerProcess, operation_id: str, input: dict[str, Any], original: bytes
+    second: ServeChild, operation_id: str, input: dict[str, Any], original: bytes
 ) -> None:
     """Another server answers the same operation with the very same bytes (its id aside)."""
     second.send(flow_call("call-2", operation_id, input))
@@ -178,7 +179,7 @@ def test_a_session_without_a_run_id_is_a_fresh_run_named_on_stderr_and_in_the_jo
 ) -> None:
     """No --run-id: a generated id, printed on stderr; the row is recorded under it."""
     token = f"tok-{uuid.uuid4().hex}"
-    server = ServerProcess(rig.binding, rig.state_dir, rig.tmp / "fresh.stderr")
+    server = serve_child(rig.binding, rig.state_dir, rig.tmp / "fresh.stderr")
     rig.servers.append(server)
     server.send(flow_call("call-1", "candidate-tests", cli_input(QUICK, token)))
     assert "result" in json.loads(server.response("call-1"))

@@ -11,21 +11,22 @@ from typing import Any
 
 import pytest
 
+from jigcmd.servechild import ServeChild
 from tests.lifetime.candidates import LINGER, QUICK, cli_input
 from tests.lifetime.rig import Rig
-from tests.lifetime.wire import ServerProcess, flow_call
+from tests.lifetime.wire import flow_call
 
 pytestmark = pytest.mark.envelope
 
 
-def _in_flight(rig: Rig, token: str) -> ServerProcess:
+def _in_flight(rig: Rig, token: str) -> ServeChild:
     server = rig.serve()
     server.send(flow_call("call-1", "op-in-flight", cli_input(LINGER, token)))
     rig.candidate(token)
     return server
 
 
-def _assert_fenced_by_exit(rig: Rig, server: ServerProcess, token: str) -> None:
+def _assert_fenced_by_exit(rig: Rig, server: ServeChild, token: str) -> None:
     """At the instant the server has exited, its run is already gone and its row closed."""
     assert not rig.watch.running(token), "the candidate outlived the server"
     row = rig.row("op-in-flight")
