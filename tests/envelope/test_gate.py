@@ -8,6 +8,7 @@ only when `admit` says yes. These tests prove the order and every way of saying 
 from __future__ import annotations
 
 import os
+import time
 import uuid
 from collections.abc import AsyncIterator
 
@@ -22,8 +23,8 @@ from tests.envelope.hostile_harness import TracedExecutor, probe_plan
 pytestmark = pytest.mark.envelope
 
 PRINT_ARGS = 'console.log("ran " + process.argv.slice(2).join(" "));\n'
-# Long enough for the envelope to stage the candidate while admission is still pending.
-STAGING_S = 0.5
+# A failsafe for reaching the gate, so a candidate that never waits there fails the test.
+_FAILSAFE_S = 30.0
 
 
 @pytest.fixture
@@ -62,6 +63,53 @@ def _processes_with(token: str) -> list[int]:
     return found
 
 
+def _at_the_gate(zygote: int) -> bool:
+    """Whether a candidate under `zygote`, every capability dropped, is blocked on its gate.
+
+    Before `go` it waits on its channel (a socket); after `go` only the gate, a pipe, is left
+    between it and exec, so a privilege-free descendant reading a pipe is staged there.
+    """
+    parents: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat", "rb") as handle:
+                    data = handle.read()
+            except OSError:
+                continue
+            parents[int(entry)] = int(data[data.rindex(b")") + 2 :].split()[1])
+    for pid in parents:
+        above = parents.get(pid)
+        while above is not None and above not in (zygote, 0, 1):
+            above = parents.get(above)
+        if above != zygote:
+            continue
+        try:
+            with open(f"/proc/{pid}/status", encoding="ascii") as handle:
+                status = dict(line.split(":\t", 1) for line in handle if ":\t" in line)
+            with open(f"/proc/{pid}/wchan", encoding="ascii") as handle:
+                wchan = handle.read()
+        except OSError:
+            continue
+        if int(status.get("CapEff", "1"), 16) == 0 and wchan.endswith("pipe_read"):
+            return True
+    return False
+
+
+def _until_at_the_gate(zygote: int) -> None:
+    """Until the staged candidate waits on its gate (fails after the failsafe)."""
+    deadline = time.monotonic() + _FAILSAFE_S
+    while not _at_the_gate(zygote):
+        assert time.monotonic() < deadline, "no staged candidate ever waited on its gate"
+        time.sleep(0.005)
+
+
+def _zygote_pid(native: NativeExecutor) -> int:
+    zygote = native._zygote
+    assert zygote is not None, "admission runs only once the zygote has the launch"
+    return zygote.pid
+
+
 class Recorder:
     """An `on_started` hook that remembers whether the candidate was ever exec'd."""
 
@@ -77,9 +125,13 @@ async def test_the_candidate_starts_only_once_admitted(envelope: TracedExecutor)
     token = f"tok-{uuid.uuid4().hex}"
     seen_while_pending: list[int] = []
 
+    assert isinstance(envelope.inner, NativeExecutor)
+    native = envelope.inner
+
     async def admit(assigned: Assigned | None) -> bool:
         del assigned
-        await anyio.sleep(STAGING_S)
+        # Staged and held at the gate: a candidate that did not wait would have exec'd instead.
+        await anyio.to_thread.run_sync(_until_at_the_gate, _zygote_pid(native))
         seen_while_pending.extend(_processes_with(token))
         return True
 
@@ -96,7 +148,8 @@ async def test_a_withdrawn_launch_runs_nothing_and_releases_its_envelope(
 
     async def admit(assigned: Assigned | None) -> bool:
         del assigned
-        await anyio.sleep(STAGING_S)
+        # Withdrawn only once the candidate waits on the gate, staged as far as it goes.
+        await anyio.to_thread.run_sync(_until_at_the_gate, _zygote_pid(native))
         return False
 
     with pytest.raises(Withdrawn):
