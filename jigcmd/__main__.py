@@ -2,4 +2,6 @@
 
 from jigcmd.cli import main
 
+__all__: list[str] = []
+
 raise SystemExit(main())

@@ -1,1 +1,3 @@
-"""Strict JSON/1 decoding and Canonical JSON/1 encoding (pure)."""
+"""Strict JSON/1 decoding, Canonical JSON/1 encoding and JSON text for people (pure)."""
+
+__all__: list[str] = []
