@@ -211,7 +211,7 @@ def test_tracing_marks_every_process_of_the_envelope_and_never_the_evidence(
     labels = {fields[4] for fields in lines}
     # Every mark carries the marking process's CPU time so far (ms).
     assert all(float(fields[3]) >= 0 for fields in lines)
-    for stage in ("service: run", "supervisor: launch", "init: go", "candidate: gate open"):
+    for stage in ("service: run", "supervisor: launch", "init: go", "init: gate open"):
         assert stage in labels, sorted(labels)
 
 

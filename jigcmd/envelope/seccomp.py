@@ -15,6 +15,9 @@ family fails with `EAFNOSUPPORT`, every other netlink protocol (uevents, audit, 
 them host-global) with `EPROTONOSUPPORT`: the errors the kernel gives for a family or a
 protocol it was built without, which runtimes already handle.
 
+`prlimit64` may change only the caller's own limits (pid 0): pid 1 runs with the candidate's
+uid (see pid1.py), and same-uid processes may otherwise set each other's limits.
+
 The program is a flat list of `struct sock_filter` (`u16 code, u8 jt, u8 jf, u32 k`) built by a
 tiny assembler with labels, so each deny group jumps to one shared return.
 """
@@ -240,6 +243,7 @@ _NUMBERS: dict[str, tuple[int, int | None]] = {
     "ioctl": (16, 29),
     "socket": (41, 198),
     "socketpair": (53, 199),
+    "prlimit64": (302, 261),
 }
 
 
@@ -367,7 +371,14 @@ def build_filter(*, machine: str | None = None, deny_errno: int = errno.EPERM) -
         _jeq(nr["ioctl"], jt="ioctl"),
         _jeq(nr["socket"], jt="socket"),
         _jeq(nr["socketpair"], jt="socket"),
+        _jeq(nr["prlimit64"], jt="prlimit"),
         _stmt(_RET_K, _RET_ALLOW),
+        # Another process's limits only: pid 1 runs as the candidate's uid, and lowering its
+        # RLIMIT_CPU would have the kernel kill the collector of the candidate's evidence.
+        "prlimit",
+        _stmt(_LD_W_ABS, _arg_low(0)),
+        _jeq(0, jt="allow"),
+        _stmt(_RET_K, _RET_ERRNO | deny_errno),
         # The kernel reads the family and the protocol as ints: their low 32 bits decide.
         "socket",
         _stmt(_LD_W_ABS, _arg_low(0)),

@@ -32,6 +32,7 @@ __all__ = [
     "MS_SLAVE",
     "clone",
     "close_range",
+    "default_signal",
     "libc",
     "mount",
     "pivot_root",
@@ -70,10 +71,18 @@ _SYSCALLS: dict[str, dict[str, int]] = {
         "clone3": 435,
         "close_range": 436,
         "pivot_root": 155,
+        "rt_sigaction": 13,
         "setns": 308,
         "unshare": 272,
     },
-    "aarch64": {"clone3": 435, "close_range": 436, "pivot_root": 41, "setns": 268, "unshare": 97},
+    "aarch64": {
+        "clone3": 435,
+        "close_range": 436,
+        "pivot_root": 41,
+        "rt_sigaction": 134,
+        "setns": 268,
+        "unshare": 97,
+    },
 }
 
 CLONE_INTO_CGROUP = 0x200000000
@@ -181,6 +190,26 @@ def close_range(first: int, last: int, flags: int = 0) -> None:
             ctypes.c_uint(flags),
         ),
         "close_range",
+    )
+
+
+def default_signal(signum: int) -> None:
+    """Set `signum`'s disposition to SIG_DFL with rt_sigaction(2) itself.
+
+    glibc's sigaction refuses the two signals it keeps for itself (SIGCANCEL and SIGSETXID,
+    32 and 33), whose handlers a process gets once it has had threads.
+    """
+    # A zeroed struct kernel_sigaction: SIG_DFL, no flags, no restorer, an empty mask.
+    action = ctypes.create_string_buffer(32)
+    _check(
+        libc.syscall(
+            ctypes.c_long(syscall_number("rt_sigaction")),
+            ctypes.c_int(signum),
+            action,
+            None,
+            ctypes.c_size_t(8),
+        ),
+        f"rt_sigaction({signum})",
     )
 
 

@@ -35,16 +35,15 @@ import select
 import signal
 import socket
 import sys
-from pathlib import Path
 
 import msgspec
 
 from jigcmd import trace
-from jigcmd.envelope import cgroups, netns, privileges, seccomp, staging
-from jigcmd.envelope.supervisor import Registry, supervise
+from jigcmd.envelope import cgroups, ledger, netns, privileges, seccomp, staging
+from jigcmd.envelope.ledger import Registry
+from jigcmd.envelope.lifecycle import supervise
 from jigcmd.envelope.wire import Launch, Ready, Warm, recv_message, send_message
 from jigcmd.journal import identity
-from jigcmd.journal.envelopes import EnvelopeRegistry
 from jigcmd.plan import Bind, RunPlan
 
 __all__ = ["main"]
@@ -155,8 +154,7 @@ class _Zygote:
         except OSError:
             return
         if self.registry is not None:
-            with contextlib.suppress(OSError):
-                EnvelopeRegistry(Path(self.registry.state_dir)).drop(name)
+            ledger.forget(self.registry.state_dir, name)
 
     def _retemplate(self, plan: RunPlan) -> None:
         _stage(plan)

@@ -388,3 +388,32 @@ async def test_a_launch_to_a_prepared_envelope_names_it_before_admission(
     assert {os.path.basename(path) for path in started.cgroup_paths} == {
         f"jigcmd-{assigned.run_id}"
     }
+
+
+async def test_while_the_candidate_runs_pid_1_holds_no_privilege_and_catches_no_signal(
+    envelope: TracedExecutor,
+) -> None:
+    """Pid 1 dropped as far as the candidate before spawning it, and stays without handlers."""
+    seen: dict[str, str] = {}
+
+    def look(started: EnvelopeIdentity) -> None:
+        with open(f"/proc/{started.init_pid}/status", encoding="ascii") as handle:
+            fields = dict(line.split(":\t", 1) for line in handle.read().splitlines())
+        seen.update({key: fields[key].strip() for key in _PID_1_FIELDS})
+        with open(f"/proc/{started.init_pid}/task/{started.init_pid}/children") as handle:
+            seen["children"] = str(len(handle.read().split()))
+
+    outcome = await envelope.run(probe_plan("await Bun.sleep(300);\n"), on_started=look)
+    assert outcome.exit_code == 0
+    assert seen == {
+        "SigCgt": "0000000000000000",
+        "CapEff": "0000000000000000",
+        "CapPrm": "0000000000000000",
+        "CapBnd": "0000000000000000",
+        "NoNewPrivs": "1",
+        "Seccomp": "2",
+        "children": "1",
+    }
+
+
+_PID_1_FIELDS = ("SigCgt", "CapEff", "CapPrm", "CapBnd", "NoNewPrivs", "Seccomp")

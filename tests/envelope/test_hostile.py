@@ -25,7 +25,7 @@ import msgspec
 import pytest
 
 import jigcmd
-from jigcmd.envelope import privileges, supervisor
+from jigcmd.envelope import oomscore, privileges
 from jigcmd.evidence import Evidence
 from jigcmd.runtime import find_runtime
 from jigcmd.servechild import ServeChild
@@ -431,6 +431,41 @@ async def test_kill_minus_one_reaches_nothing_outside(hostile: Hostile) -> None:
     assert case.evidence.exit_code == 0
 
 
+@x86_64_only
+async def test_pid_1_cannot_be_read_signalled_traced_or_limited_by_the_candidate(
+    hostile: Hostile,
+) -> None:
+    """Pid 1 reports the end: the candidate can neither see, trace, limit nor signal it."""
+    source = (
+        'import { attempt, attemptSys, sys } from "./probe.ts";\n'
+        'import { openSync, readFileSync } from "node:fs";\n'
+        'attempt("read status", () => readFileSync("/proc/1/status", "ascii").length);\n'
+        'attempt("open mem", () => openSync("/proc/1/mem", "r"));\n'
+        'attempt("read environ", () => readFileSync("/proc/1/environ").length);\n'
+        'attemptSys("ptrace attach", 101, 16, 1, 0, 0);\n'
+        "const limit = Buffer.alloc(16);\n"
+        'attemptSys("prlimit cpu", 302, 1, 0, limit, 0);\n'
+        "const pidfd = sys(434, 1, 0).ret;\n"
+        'attemptSys("pidfd_getfd", 438, pidfd, 0, 0);\n'
+        "for (const signal of [2, 9, 11, 15, 17, 19]) {\n"
+        '  attemptSys("kill " + signal, 62, 1, signal);\n'
+        "}\n"
+        "await Bun.sleep(200);\n"
+        'console.log(JSON.stringify({ name: "after", ok: true, detail: "" }));\n'
+        "process.exit(7);\n"
+    )
+    case = await hostile.run(source)
+    # Pid 1 outlived every signal and reported the candidate's own exit status.
+    assert (case.evidence.exit_code, case.evidence.stop_reason) == (7, "exited")
+    assert case.attempts["after"].ok
+    # Hidden from the candidate's /proc altogether (hidepid): not even its status shows.
+    for name in ("read status", "open mem", "read environ"):
+        refused(case, name, "ENOENT", "EACCES")
+    refused(case, "ptrace attach", "EPERM")
+    refused(case, "prlimit cpu", "EPERM")
+    refused(case, "pidfd_getfd", "EPERM")
+
+
 # -- process trees ---------------------------------------------------------------------
 
 
@@ -504,7 +539,7 @@ async def test_the_candidate_starts_at_oom_score_1000_pinned_where_the_host_can_
     assert case.evidence.exit_code == 0, case.evidence.stderr.text
     assert case.attempts["read before"].detail == "1000"
     assert case.attempts["raise to 1000"].ok
-    if supervisor.OOM_SCORE_PINNED:
+    if oomscore.PINNED:
         for value in ("0", "-1000", "999"):
             refused(case, f"lower to {value}", "EACCES")
         refused(case, "child lowers", "EACCES")

@@ -17,13 +17,13 @@ from pathlib import Path
 
 import pytest
 
-from jigcmd.envelope import cgroups, netns, privileges, seccomp, staging, supervisor
+from jigcmd.envelope import cgroups, lifecycle, netns, privileges, seccomp, staging
 from tests.envelope.conftest import in_stand_in
 from tests.envelope.hostile_harness import probe_plan
 
 pytestmark = pytest.mark.envelope
 
-_FIELDS = ("Uid", "CapEff", "CapBnd", "NoNewPrivs", "Seccomp")
+_FIELDS = ("Uid", "CapEff", "CapBnd", "NoNewPrivs", "Seccomp", "SigCgt")
 
 
 def _status(pid: int) -> dict[str, str]:
@@ -36,7 +36,7 @@ def _status(pid: int) -> dict[str, str]:
 @contextlib.contextmanager
 def _prepared(
     backend: cgroups.CgroupBackend, request: bytes, staging_dir: Path
-) -> Iterator[tuple[supervisor._Envelope, int]]:
+) -> Iterator[tuple[lifecycle._Envelope, int]]:
     """In the stand-in: do what the zygote does, prepare an envelope; yield it and pid 1.
 
     The envelope is torn down on the way out.
@@ -49,7 +49,7 @@ def _prepared(
     plan = probe_plan("")
     staging.enter(str(staging_dir))
     staging.stage(plan.binds)
-    envelope = supervisor._Envelope(backend)
+    envelope = lifecycle._Envelope(backend)
     try:
         envelope.prepare(plan, f"prep{uuid.uuid4().hex[:8]}")
         assert envelope.init_pid is not None
@@ -58,18 +58,17 @@ def _prepared(
         envelope.teardown()
 
 
-def _prepared_candidate(backend: cgroups.CgroupBackend, staging_dir: Path) -> dict[str, object]:
-    """Prepare an envelope in a stand-in supervisor; the candidate's status right after."""
+def _prepared_envelope(backend: cgroups.CgroupBackend, staging_dir: Path) -> dict[str, object]:
+    """Prepare an envelope in a stand-in supervisor; pid 1's children and status right after."""
     request = netns.preload()
 
     def prepare(report_w: int) -> None:
         with _prepared(backend, request, staging_dir) as (envelope, init):
-            # Read at once: any arming still under way would show here.
             with open(f"/proc/{init}/task/{init}/children", encoding="ascii") as handle:
                 children = [int(pid) for pid in handle.read().split()]
             report = {
                 "children": len(children),
-                "candidate": _status(children[0]) if children else {},
+                "init": _status(init),
                 "cpu_at_go": envelope.cpu_at_go,
             }
         os.write(report_w, json.dumps(report).encode())
@@ -79,20 +78,22 @@ def _prepared_candidate(backend: cgroups.CgroupBackend, staging_dir: Path) -> di
 
 
 @pytest.mark.parametrize("attempt", range(3))
-def test_when_prepare_returns_the_candidate_is_armed_and_waiting(
+def test_when_prepare_returns_pid_1_waits_alone_without_a_signal_handler(
     real_cgroups: cgroups.CgroupBackend, attempt: int, tmp_path: Path
 ) -> None:
-    """De-privileged and filtered already: the CPU baseline read then is the preparation's."""
-    del attempt  # repeated: an arming still under way is a race, not a certainty
-    report = _prepared_candidate(real_cgroups, tmp_path)
-    assert report["children"] == 1
-    candidate = report["candidate"]
-    assert isinstance(candidate, dict)
-    assert candidate["Uid"].split()[0] != "0"
-    assert candidate["CapEff"] == "0000000000000000"
-    assert candidate["CapBnd"] == "0000000000000000"
-    assert candidate["NoNewPrivs"] == "1"
-    assert candidate["Seccomp"] == "2"
+    """No candidate before the go, no handler the candidate could trigger, the baseline read.
+
+    The stand-in runs Python's default SIGINT handler: pid 1 must have dropped it.
+    """
+    del attempt  # repeated: a preparation still under way is a race, not a certainty
+    report = _prepared_envelope(real_cgroups, tmp_path)
+    assert report["children"] == 0
+    init = report["init"]
+    assert isinstance(init, dict)
+    assert init["SigCgt"] == "0000000000000000"
+    # Host uid 65534, root of its own namespace until it drops at the go.
+    assert init["Uid"].split()[0] != "0"
+    assert init["NoNewPrivs"] == "0"
     assert isinstance(report["cpu_at_go"], int) and report["cpu_at_go"] > 0
 
 

@@ -15,7 +15,7 @@ import uuid
 
 import pytest
 
-from jigcmd.envelope import cgroups, supervisor
+from jigcmd.envelope import cgroups, lifecycle
 from jigcmd.plan import Limits
 from tests.envelope.conftest import in_stand_in
 
@@ -26,7 +26,7 @@ def _fence_and_release(backend: cgroups.CgroupBackend, *, member: bool) -> dict[
     """Fence and release an envelope whose job is empty (or holds a sleeping "pid 1")."""
 
     def body(report_w: int) -> None:
-        envelope = supervisor._Envelope(backend)
+        envelope = lifecycle._Envelope(backend)
         job = backend.create(f"jigcmd-release-{uuid.uuid4().hex[:8]}", Limits())
         envelope.job = job
         looks: list[float] = []

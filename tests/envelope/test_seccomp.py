@@ -190,6 +190,15 @@ def test_netlink_is_allowed_only_for_route(machine: str) -> None:
         assert verdict(machine, "socket", 16, 3, protocol) == RET_EPROTONOSUPPORT, protocol
 
 
+@pytest.mark.parametrize("machine", MACHINES)
+def test_prlimit_reaches_only_the_callers_own_limits(machine: str) -> None:
+    """prlimit64(0, …) passes; another pid (pid 1 shares the candidate's uid) is denied."""
+    assert verdict(machine, "prlimit64", 0, 0, 0, 0) == RET_ALLOW
+    assert verdict(machine, "prlimit64", 1 << 32, 0, 0, 0) == RET_ALLOW
+    for pid in (1, 2, 4242, 0xFFFFFFFF):
+        assert verdict(machine, "prlimit64", pid, 0, 0, 0) == RET_EPERM, pid
+
+
 def test_port_io_is_denied_only_where_it_exists() -> None:
     """iopl and ioperm are on the x86_64 list and absent from aarch64's."""
     assert {"iopl", "ioperm"} <= seccomp.denied_syscalls("x86_64").keys()

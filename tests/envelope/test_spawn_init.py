@@ -13,7 +13,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from jigcmd.envelope import cgroups, netns, supervisor
+from jigcmd.envelope import cgroups, netns, spawning
 from jigcmd.envelope import syscalls as sc
 from jigcmd.plan import Limits
 from tests.envelope.conftest import in_stand_in, require_root, unavailable
@@ -46,7 +46,7 @@ def _spawn_and_report(job: cgroups.CgroupJob, *, hide_clone3: bool) -> dict[str,
         netns.use_request(request)
         if hide_clone3:
             sc.clone = _hidden_clone3  # this stand-in process only
-        pid, born_in = supervisor._spawn_init(job)
+        pid, born_in = spawning.spawn_init(job)
         if pid == 0:
             lines = [
                 f"pid={os.getpid()}",

@@ -10,8 +10,9 @@ from typing import Any
 
 __all__ = ["LINGER", "QUICK", "SPIN", "cli_input"]
 
-# Prints and exits at once.
-QUICK = 'console.log("ran " + process.argv.slice(2).join(" "));\n'
+# Prints and exits after 100 ms: long enough for the witness's 10 ms scans of /proc to see
+# it (pid 1 spawns it, so no process stands in its place before it runs).
+QUICK = 'console.log("ran " + process.argv.slice(2).join(" "));\nsetTimeout(() => {}, 100);\n'
 
 # Runs until it gets SIGTERM (then prints and exits 0), or until it is fenced.
 LINGER = (

@@ -20,7 +20,7 @@ import anyio
 import anyio.to_thread
 import pytest
 
-from jigcmd.envelope import cgroupfs, supervisor
+from jigcmd.envelope import cgroupfs, oomscore
 from jigcmd.envelope import syscalls as sc
 from jigcmd.envelope.cgroup_v2 import V2Backend
 from jigcmd.executor import EnvelopeIdentity, RunOutcome
@@ -170,7 +170,7 @@ async def test_the_candidates_oom_score_is_pinned_at_1000_by_root(
 ) -> None:
     """Root here holds CAP_SYS_RESOURCE, so the score is a floor: lowering it fails, for the
     candidate and for its children alike."""
-    assert supervisor.OOM_SCORE_PINNED
+    assert oomscore.PINNED
     outcome = await envelope.run(probe_plan(OOM_SCORE, seconds=SECONDS))
     assert (outcome.exit_code, outcome.stop_reason) == (0, "exited")
     seen = attempts(outcome.stdout.data.decode())

@@ -1,0 +1,102 @@
+"""The envelope's one door to durable state: its registry entry, and a lost run's row.
+
+Everything the supervisor records goes through here. The journal is opened only when the
+server died mid-run (`Owner.lost`), and imported only then: SQLite serialises writers across
+processes, nothing on a run's path should wait for that lock, and the zygote that every
+envelope process is forked from stays without the journal's modules in its image.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+from pathlib import Path
+
+from jigcmd.envelope.wire import Launch
+from jigcmd.journal import identity
+from jigcmd.journal.envelopes import EnvelopeEntry, EnvelopeRegistry
+from jigcmd.journal.identity import ProcessIdentity
+
+__all__ = ["Owner", "Registration", "Registry", "forget"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Registry:
+    """Where envelopes register themselves, and the server they are prepared for."""
+
+    state_dir: str
+    owner: ProcessIdentity
+
+
+class Registration:
+    """One envelope's entry in the registry, from before it exists until it is released."""
+
+    def __init__(self, registry: Registry | None) -> None:
+        self._files = None if registry is None else EnvelopeRegistry(Path(registry.state_dir))
+        self._owner = None if registry is None else registry.owner
+        self._name: str | None = None
+
+    def register(self, name: str) -> None:
+        """Record that envelope `name` is about to exist (recovery then knows its job)."""
+        if self._files is not None and self._owner is not None:
+            self._files.register(
+                EnvelopeEntry(name=name, supervisor=identity.current(), owner=self._owner)
+            )
+            self._name = name
+
+    def drop(self) -> None:
+        """The envelope's release was confirmed: nothing is left for recovery."""
+        if self._files is not None and self._name is not None:
+            with contextlib.suppress(OSError):
+                self._files.drop(self._name)
+            self._name = None
+
+
+def forget(state_dir: str, name: str) -> None:
+    """Drop envelope `name`'s entry (the zygote released a dead supervisor's envelope)."""
+    with contextlib.suppress(OSError):
+        EnvelopeRegistry(Path(state_dir)).drop(name)
+
+
+class Owner:
+    """The journal row a run answers to, for the one case only the supervisor can record.
+
+    The server records every outcome it sees. When the server dies mid-run, the supervisor
+    fences the run and closes the row itself (with the cleanup it proved, see `lost`).
+    """
+
+    def __init__(self, state_dir: str, operation_id: str, root_run: str) -> None:
+        self.state_dir = state_dir
+        self.operation_id = operation_id
+        self.root_run = root_run
+
+    @classmethod
+    def of(cls, launch: Launch) -> Owner | None:
+        """The owner named by `launch`, if it has a journal row."""
+        if launch.operation_id is None or launch.state_dir is None:
+            return None
+        return cls(launch.state_dir, launch.operation_id, launch.root_run)
+
+    def lost(self, cleanup_complete: bool, problems: tuple[str, ...]) -> None:
+        """The server went away mid-run: close the row, with the cleanup proved.
+
+        Uncertain, unless the server had recorded the run's evidence before it went and the
+        cleanup is proved: then the row is done with that evidence.
+        """
+        # Imported here, not at the top: see the module docstring.
+        import sqlite3  # noqa: PLC0415
+
+        from jigcmd.journal.store import Journal, JournalError  # noqa: PLC0415
+
+        with (
+            contextlib.suppress(OSError, JournalError, sqlite3.Error),
+            Journal.open(Path(self.state_dir)) as journal,
+        ):
+            journal.close_lost(
+                self.operation_id,
+                root_run=self.root_run,
+                reason="the server went away during the run; the run was fenced without a "
+                "proved result",
+                cleanup_complete=cleanup_complete,
+                problems="; ".join(problems),
+            )

@@ -1,0 +1,313 @@
+"""Pid 1 of an envelope: builds the root, then starts the candidate and reports how it ended.
+
+Pid 1 is the envelope's trusted collector: the candidate's end and exit status come from
+it, so nothing of the candidate may reach it. It is non-dumpable from its first step (no
+`ptrace`, `/proc/1/mem` or `pidfd_getfd` for anyone without `CAP_SYS_PTRACE` over the host),
+it has no signal handlers (pid 1 of a namespace never receives a signal from inside it that
+it has no handler for, SIGKILL included), and it reads nothing the candidate writes: it
+blocks in `waitid` for the kernel's word on its children. It watches its supervisor through
+`PR_SET_PDEATHSIG` (SIGKILL), so it dies with it and takes the namespace along.
+
+At the go it seals the candidate files, drops its own privileges exactly as far as the
+candidate's (the same uid, no capabilities, securebits, no_new_privs, the seccomp filter),
+waits for the gate and starts Bun with `posix_spawn` (vfork: no copy of this image, no
+Python between the spawn and Bun's exec). The candidate is then its only child until
+orphans arrive; pid 1 reaps those, and when the candidate ends it SIGKILLs everything else
+in the namespace before it reaps the candidate and reports.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import select
+import signal
+import socket
+from collections.abc import Iterator
+from typing import NoReturn
+
+from jigcmd import trace
+from jigcmd.envelope import cgroups, idmap, netns, oomscore, privileges, rootfs, seccomp, staging
+from jigcmd.envelope import syscalls as sc
+from jigcmd.envelope.wire import Go, recv_message
+from jigcmd.plan import RunPlan
+
+__all__ = ["Handed", "Init", "report"]
+
+_PR_SET_PDEATHSIG = 1
+_PR_GET_DUMPABLE = 3
+_PR_SET_DUMPABLE = 4
+# What travels to pid 1 with the go: stdin, stdout, stderr and the gate.
+_HANDED_FDS = 4
+# Decided once, in the zygote, as host identity: inside the namespace everyone is uid 0.
+_ROOTLESS = idmap.rootless()
+# Python ignores SIGPIPE and SIGXFSZ (and the zygote SIGINT); ignored dispositions survive
+# exec, so the spawn sets them back to the default for the candidate.
+_CANDIDATE_DEFAULTS = (signal.SIGPIPE, signal.SIGXFSZ, signal.SIGINT, signal.SIGCHLD)
+
+# stdin, stdout, stderr and the gate, in that order.
+Handed = tuple[int, int, int, int]
+
+
+class Init:
+    """Pid 1: builds the root, waits for the go, then starts the candidate and reaps."""
+
+    def __init__(
+        self,
+        plan: RunPlan,
+        control: socket.socket,
+        status_w: int,
+        memory_limit: str,
+    ) -> None:
+        self.plan = plan
+        self.sources: dict[str, int] = {}
+        # The limit the kernel enforces, read back at create time, is what Bun sees.
+        self.memory_limit = memory_limit
+        self.control = control
+        self.status_w = status_w
+        self.candidate = -1
+        # Pid 1's own OOM score, writable through this descriptor after it turned
+        # non-dumpable (see oomscore.py); unused when the supervisor pins the score.
+        self.oom_fd = -1
+        self.oom_own = b"0"
+
+    def start(self, job: cgroups.CgroupJob, born_in: str | None, go_r: int) -> NoReturn:
+        """Pid 1's first steps, still host uid 0: cgroups, namespaces, bind sources, id maps."""
+        step = "oom score"
+        try:
+            if not oomscore.PINNED:
+                # Still host uid 0 and dumpable: the uid change below makes pid 1 non-dumpable,
+                # and its /proc/self then belongs to host root.
+                self.oom_fd, self.oom_own = oomscore.open_own()
+            step = "join cgroup"
+            # Before any candidate code: nothing of the envelope runs unlimited.
+            job.join(born_in)
+            step = "cgroup namespace"
+            # After the join, so that the namespace's root is the job in every hierarchy.
+            sc.unshare(sc.CLONE_NEWCGROUP)
+            if _ROOTLESS:
+                step = "network namespace"
+                netns.loopback_up()
+            step = "open bind sources"
+            # In the new mount namespace (a bind from a descriptor must name a mount of the
+            # caller's namespace) and while still host uid 0 (see rootfs.build_root).
+            self.sources = {
+                bind.source: os.open(staging.source_of(bind), os.O_PATH | os.O_CLOEXEC)
+                for bind in self.plan.binds
+            }
+            report(self.status_w, "unshared")
+            step = "wait for id maps"
+            if os.read(go_r, 1) != b"g":
+                _fail(self.status_w, step, "supervisor went away")
+            os.close(go_r)
+            step = "become namespace root"
+            os.setresgid(0, 0, 0)
+            os.setresuid(0, 0, 0)
+        except BaseException as exc:
+            _fail(self.status_w, step, exc)
+        self.main()
+
+    def main(self) -> NoReturn:
+        """Build the root, wait for the go, start the candidate, reap; never returns."""
+        step = "init"
+        try:
+            # /proc/1 must not be readable by the candidate (it holds the zygote's image).
+            sc.prctl(_PR_SET_DUMPABLE, 0)
+            step = "signal handlers"
+            _drop_handlers()
+            step = "set hostname"
+            socket.sethostname("jigcmd")
+            step = "prepare privilege drop"
+            privileges.prepare()
+            seccomp.build_filter()
+            rootfs.build_root(self.plan, self.sources, self.memory_limit)
+            for fd in self.sources.values():
+                os.close(fd)
+            # From here on nothing of the envelope runs until a request arrives.
+            report(self.status_w, "prepared")
+            step = "wait for the request"
+            trace.mark("init: waiting")
+            plan, stdio = self._receive_go()
+            trace.mark("init: go")
+            self._start_candidate(plan, stdio)
+        except rootfs.RootfsError as exc:
+            _fail(self.status_w, f"root filesystem: {exc.step}", str(exc).partition(": ")[2])
+        except _Failed as exc:
+            _fail(self.status_w, exc.step, exc.detail)
+        except BaseException as exc:
+            _fail(self.status_w, step, exc)
+        self._reap()
+
+    def _receive_go(self) -> tuple[RunPlan, Handed]:
+        received = recv_message(self.control, max_fds=_HANDED_FDS)
+        if received is None:
+            # The supervisor is gone; exiting pid 1 kills everything in the namespace.
+            os._exit(0)
+        message, fds = received
+        if not isinstance(message, Go) or len(fds) != _HANDED_FDS:
+            raise RuntimeError("malformed go message")
+        return message.plan, (fds[0], fds[1], fds[2], fds[3])
+
+    def _start_candidate(self, plan: RunPlan, stdio: Handed) -> None:
+        """Seal the files, drop to the candidate's privileges, wait for the gate, spawn Bun."""
+        with _step("cpu pin"):
+            if plan.cpus:
+                # Pid 1's own mask, inherited by the spawn: the CPU count Bun reads.
+                _pin_affinity(plan.cpus)
+        with _step("candidate files"):
+            if plan.profile == "candidate":
+                rootfs.seal_candidate(plan.files)
+        with _step("drop privileges"):
+            # Every descriptor of pid 1 above 2 stays out of the candidate, whatever it is.
+            sc.close_range(3, 0xFFFFFFFF, sc.CLOSE_RANGE_CLOEXEC)
+            # Rootless, the user's own supplementary groups cannot be dropped (see privileges).
+            kept = frozenset(os.getgroups()) if _ROOTLESS else frozenset()
+            privileges.drop_to_candidate(plan.limits.nofile, plan.limits.fsize_bytes, kept)
+        with _step("watch the supervisor"):
+            # Set after the drop (a credential change can clear it); a supervisor that died
+            # before it was set has closed the control socket.
+            sc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+            if _closed(self.control):
+                os._exit(0)
+            if sc.prctl(_PR_GET_DUMPABLE) != 0:
+                raise OSError(errno.EPERM, "pid 1 is dumpable")
+        with _step("withdrawn"):
+            # Staged: the server opens the gate once its journal row is durable. EOF instead
+            # means the launch was withdrawn (a replay, a cancel, the server gone): nothing runs.
+            if os.read(stdio[3], 1) != b"g":
+                raise RuntimeError("the launch was withdrawn before the candidate started")
+        trace.mark("init: gate open")
+        with _step("working directory"):
+            os.chdir(plan.cwd)
+        with _step("exec runtime"):
+            if self.oom_fd >= 0:
+                oomscore.set_via(self.oom_fd, oomscore.CANDIDATE)
+            try:
+                self.candidate = os.posix_spawn(
+                    plan.argv[0],
+                    list(plan.argv),
+                    dict(plan.env),
+                    file_actions=[
+                        (os.POSIX_SPAWN_DUP2, stdio[0], 0),
+                        (os.POSIX_SPAWN_DUP2, stdio[1], 1),
+                        (os.POSIX_SPAWN_DUP2, stdio[2], 2),
+                    ],
+                    setsid=True,
+                    setsigdef=_CANDIDATE_DEFAULTS,
+                    setsigmask=(),
+                )
+            finally:
+                if self.oom_fd >= 0:
+                    oomscore.set_via(self.oom_fd, self.oom_own)
+                    os.close(self.oom_fd)
+                    self.oom_fd = -1
+                # The output's EOF must come when the candidate's writers are gone.
+                for fd in stdio:
+                    os.close(fd)
+        report(self.status_w, f"ready {self.candidate}")
+
+    def _reap(self) -> NoReturn:
+        self.control.close()
+        status = None
+        while status is None:
+            # Peek before reaping: while the candidate is a zombie it still "exists"
+            # (kill(pid, 0) succeeds), so an orphan polling for its end cannot see it
+            # before everything else in the namespace is SIGKILLed. Blocking: no signal
+            # handler, nothing to read from the candidate.
+            try:
+                waitable = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOWAIT)
+            except ChildProcessError:
+                os._exit(0)
+            if waitable is None:
+                continue
+            if waitable.si_pid == self.candidate:
+                # As pid 1, kill(-1) reaches every other process of this namespace.
+                with contextlib.suppress(OSError):  # nothing else was left
+                    os.kill(-1, signal.SIGKILL)
+                _pid, status = os.waitpid(self.candidate, 0)
+            else:
+                os.waitpid(waitable.si_pid, 0)
+        if os.WIFSIGNALED(status):
+            report(self.status_w, f"signal {os.WTERMSIG(status)}")
+        else:
+            report(self.status_w, f"exit {os.WEXITSTATUS(status)}")
+        # Exiting pid 1 makes the kernel SIGKILL everything left in the namespace: a daemon
+        # or a double-forked grandchild does not outlive the candidate's main process.
+        os._exit(0)
+
+
+class _Failed(Exception):
+    def __init__(self, step: str, detail: str) -> None:
+        super().__init__(f"{step}: {detail}")
+        self.step = step
+        self.detail = detail
+
+
+@contextlib.contextmanager
+def _step(name: str) -> Iterator[None]:
+    """Name the step whose failure is reported if the block raises."""
+    try:
+        yield
+    except (_Failed, SystemExit):
+        raise
+    except BaseException as exc:
+        text = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise _Failed(name, text) from exc
+
+
+def _drop_handlers() -> None:
+    """Leave pid 1 without any signal handler (Python's, faulthandler's, …): each could be
+    triggered by the candidate, and a fault handler re-raising would kill pid 1."""
+    for signum in _caught():
+        # Not signal.signal: Python would keep believing in its own handler (harmless, it
+        # never runs again), but glibc refuses its internal signals (see default_signal).
+        sc.default_signal(signum)
+    left = _caught()
+    if left:
+        raise OSError(errno.EPERM, f"pid 1 still has handlers for signals {sorted(left)}")
+
+
+def _caught() -> list[int]:
+    """The signals the calling process has a handler for (`SigCgt` in /proc/self/status)."""
+    fd = os.open("/proc/self/status", os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        status = os.read(fd, 65536).decode("ascii", "replace")
+    finally:
+        os.close(fd)
+    mask = next(
+        int(line.split(":", 1)[1], 16) for line in status.splitlines() if line.startswith("SigCgt:")
+    )
+    return [bit + 1 for bit in range(64) if mask >> bit & 1]
+
+
+def _closed(sock: socket.socket) -> bool:
+    poller = select.poll()
+    poller.register(sock.fileno(), select.POLLRDHUP)
+    return any(events & (select.POLLHUP | select.POLLRDHUP) for _fd, events in poller.poll(0))
+
+
+def _pin_affinity(cpus: tuple[int, ...]) -> None:
+    """Set pid 1's affinity mask to `cpus` (the spawn inherits it); raise unless it holds.
+
+    The CPU count Bun reads (and sizes its thread pools by) is its affinity mask, and
+    without a cpuset this mask is the only pin there is.
+    """
+    os.sched_setaffinity(0, cpus)
+    granted = os.sched_getaffinity(0)
+    if granted != set(cpus):
+        raise OSError(
+            errno.EINVAL, f"the candidate is pinned to {sorted(granted)}, not {sorted(cpus)}"
+        )
+
+
+def report(fd: int, text: str) -> None:
+    """Write one status line to the supervisor (lost if it is gone)."""
+    with contextlib.suppress(OSError):
+        os.write(fd, text.encode("utf-8", "replace") + b"\n")
+
+
+def _fail(fd: int, step: str, error: BaseException | str) -> NoReturn:
+    message = error.strerror if isinstance(error, OSError) and error.strerror else str(error)
+    report(fd, f"fail {step}\t{message}".replace("\n", " "))
+    os._exit(1)
