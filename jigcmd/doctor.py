@@ -124,8 +124,8 @@ def _userns() -> Check:
 
 
 def _cgroups() -> Check:
-    from jigcmd.envelope.cgroup_v1 import V1Backend  # noqa: PLC0415 - Linux only
-    from jigcmd.envelope.cgroup_v2 import V2Backend  # noqa: PLC0415 - Linux only
+    from jigcmd.envelope.cgroups.v1 import V1Backend  # noqa: PLC0415 - Linux only
+    from jigcmd.envelope.cgroups.v2 import V2Backend  # noqa: PLC0415 - Linux only
     from jigcmd.envelope.delegation import resolve_backend  # noqa: PLC0415 - Linux only
 
     try:

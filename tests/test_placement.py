@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from jigcmd.envelope.cgroupfs import cpu_list
+from jigcmd.envelope.cgroups.files import cpu_list
 from jigcmd.placement import pinned_cpus, quota_width
 from jigcmd.plan import Limits
 

@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import os
 
-from jigcmd.envelope import cgroupfs
 from jigcmd.envelope.cgroups import CgroupBackend, detect
+from jigcmd.envelope.cgroups import files as cgroupfs
 
 __all__ = ["DelegationError", "choose_base", "own_cgroup_v2", "resolve_backend"]
 

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from jigcmd.envelope.cgroup_v1 import V1Backend
-from jigcmd.envelope.cgroup_v2 import V2Backend
 from jigcmd.envelope.cgroups import CgroupUnavailable, check_job_name, detect, read_mounts
+from jigcmd.envelope.cgroups.v1 import V1Backend
+from jigcmd.envelope.cgroups.v2 import V2Backend
 from jigcmd.plan import Limits
 
 HYBRID = """\

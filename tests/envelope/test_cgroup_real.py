@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from jigcmd.envelope.cgroup_v1 import V1Backend
 from jigcmd.envelope.cgroups import CgroupBackend, CgroupJob
+from jigcmd.envelope.cgroups.v1 import V1Backend
 from jigcmd.plan import Limits
 
 pytestmark = pytest.mark.envelope

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from jigcmd.envelope import cgroupfs
-from jigcmd.envelope.cgroup_v2 import V2Backend, V2Job
 from jigcmd.envelope.cgroups import detect
+from jigcmd.envelope.cgroups import files as cgroupfs
+from jigcmd.envelope.cgroups.v2 import V2Backend, V2Job
 from jigcmd.plan import Limits
 
 CORE_FILES = {

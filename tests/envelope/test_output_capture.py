@@ -8,7 +8,7 @@ from typing import cast
 import anyio
 import pytest
 
-from jigcmd.envelope import native
+from jigcmd.envelope import collection
 from jigcmd.evidence import OUTPUT_CAP_BYTES
 
 # A generous bound on each wait below, so a broken pump fails instead of hanging (not a timing
@@ -53,7 +53,7 @@ class _WatchedEnding:
             await self._waiting.wait()
 
 
-async def _until_read(capture: native._Capture, ending: _WatchedEnding, expected: bytes) -> None:
+async def _until_read(capture: collection.Capture, ending: _WatchedEnding, expected: bytes) -> None:
     """Until the pump holds exactly `expected`: each look of the pump is a chance to have read."""
     while bytes(capture.data) != expected:
         await ending.next_look()
@@ -63,10 +63,10 @@ async def test_while_the_candidate_runs_its_output_waits_for_the_batch_or_the_en
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # A batch far longer than the test: nothing is read before the end is reported.
-    monkeypatch.setattr(native, "_OUTPUT_BATCH_S", 60.0)
+    monkeypatch.setattr(collection, "_OUTPUT_BATCH_S", 60.0)
     read_fd, write_fd = os.pipe()
     ending = _WatchedEnding()
-    capture = native._Capture(read_fd, cast("anyio.Event", ending))
+    capture = collection.Capture(read_fd, cast("anyio.Event", ending))
     os.write(write_fd, b"first ")
     async with anyio.create_task_group() as tg:
         tg.start_soon(capture.pump)
@@ -91,10 +91,10 @@ async def test_while_the_candidate_runs_its_output_waits_for_the_batch_or_the_en
 async def test_a_batch_reads_what_came_meanwhile_without_the_end(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(native, "_OUTPUT_BATCH_S", 0.01)
+    monkeypatch.setattr(collection, "_OUTPUT_BATCH_S", 0.01)
     read_fd, write_fd = os.pipe()
     ending = _WatchedEnding()
-    capture = native._Capture(read_fd, cast("anyio.Event", ending))
+    capture = collection.Capture(read_fd, cast("anyio.Event", ending))
     async with anyio.create_task_group() as tg:
         tg.start_soon(capture.pump)
         os.write(write_fd, b"progress")
@@ -122,10 +122,10 @@ class _CountingEnding:
 async def test_past_the_cap_output_is_read_at_once_so_a_chatty_candidate_is_not_held_back(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(native, "_OUTPUT_BATCH_S", 0.2)
+    monkeypatch.setattr(collection, "_OUTPUT_BATCH_S", 0.2)
     read_fd, write_fd = os.pipe()
     ending = _CountingEnding()
-    capture = native._Capture(read_fd, cast("anyio.Event", ending))
+    capture = collection.Capture(read_fd, cast("anyio.Event", ending))
     total = OUTPUT_CAP_BYTES * 64  # far more than the pipe holds (64 KiB by default)
     written = 0
 
@@ -152,13 +152,13 @@ async def test_past_the_cap_output_is_read_at_once_so_a_chatty_candidate_is_not_
 
 
 def test_silence_doubles_the_wait_between_reads_up_to_a_ceiling_and_output_resets_it() -> None:
-    first, ceiling = native._OUTPUT_BATCH_S, native._OUTPUT_BATCH_MAX_S
+    first, ceiling = collection._OUTPUT_BATCH_S, collection._OUTPUT_BATCH_MAX_S
     waits = [first]
     for _ in range(8):
-        waits.append(native._next_batch(waits[-1], got_output=False))
+        waits.append(collection._next_batch(waits[-1], got_output=False))
     assert waits[:3] == [first, 2 * first, 4 * first]
     assert max(waits) == ceiling
     assert waits[-1] == ceiling
-    assert native._next_batch(ceiling, got_output=True) == first
+    assert collection._next_batch(ceiling, got_output=True) == first
     # A wait set longer than the ceiling (tests do) is never shortened by silence.
-    assert native._next_batch(60.0, got_output=False) == 60.0
+    assert collection._next_batch(60.0, got_output=False) == 60.0

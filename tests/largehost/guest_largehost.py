@@ -31,8 +31,8 @@ import anyio
 import msgspec
 
 from jigcmd import __version__
-from jigcmd.envelope.cgroupfs import poll_until
 from jigcmd.envelope.cgroups import detect
+from jigcmd.envelope.cgroups.files import poll_until
 from jigcmd.envelope.native import NativeExecutor
 from jigcmd.policy.planner import candidate_plan
 from jigcmd.runtime import BUN_TARGET, find_runtime

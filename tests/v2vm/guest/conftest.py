@@ -9,8 +9,8 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from jigcmd.envelope.cgroup_v2 import V2Backend
 from jigcmd.envelope.cgroups import CgroupUnavailable, detect
+from jigcmd.envelope.cgroups.v2 import V2Backend
 from jigcmd.envelope.native import NativeExecutor
 from jigcmd.runtime import RuntimeUnavailable, find_runtime
 from tests.envelope.hostile_harness import TracedExecutor

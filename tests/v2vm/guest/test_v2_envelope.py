@@ -20,9 +20,10 @@ import anyio
 import anyio.to_thread
 import pytest
 
-from jigcmd.envelope import cgroupfs, oomscore
+from jigcmd.envelope import oomscore
 from jigcmd.envelope import syscalls as sc
-from jigcmd.envelope.cgroup_v2 import V2Backend
+from jigcmd.envelope.cgroups import files as cgroupfs
+from jigcmd.envelope.cgroups.v2 import V2Backend
 from jigcmd.executor import EnvelopeIdentity, RunOutcome
 from jigcmd.plan import Limits, RunPlan
 from tests.envelope.hostile_candidates import OOM_SCORE

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from jigcmd.envelope import cgroupfs
-from jigcmd.envelope.cgroup_v2 import V2Backend
+from jigcmd.envelope.cgroups import files as cgroupfs
+from jigcmd.envelope.cgroups.v2 import V2Backend
 from jigcmd.journal import Journal
 from jigcmd.journal.store import DB_NAME
 

@@ -14,8 +14,8 @@ import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Literal
 
-from jigcmd.envelope import cgroupfs
-from jigcmd.envelope.cgroups import CgroupStats, check_job_name, is_job_name
+from jigcmd.envelope.cgroups import files as cgroupfs
+from jigcmd.envelope.cgroups.model import CgroupStats, check_job_name, is_job_name
 
 if TYPE_CHECKING:
     from jigcmd.plan import Limits

@@ -18,8 +18,9 @@ from typing import TYPE_CHECKING, Literal
 from cgroupspy.controllers import CpuAcctController, CpuController, MemoryController
 from cgroupspy.nodes import Node
 
-from jigcmd.envelope import cgroup_v2, cgroupfs
-from jigcmd.envelope.cgroups import CgroupStats, check_job_name, is_job_name
+from jigcmd.envelope.cgroups import files as cgroupfs
+from jigcmd.envelope.cgroups import v2 as cgroup_v2
+from jigcmd.envelope.cgroups.model import CgroupStats, check_job_name, is_job_name
 
 if TYPE_CHECKING:
     from jigcmd.plan import Limits

@@ -1,16 +1,9 @@
-"""One typed interface over the cgroup backends, and the run-time choice between them.
-
-`detect()` reads the mount table and returns a `CgroupBackend`: v2 (plain files, see
-`cgroup_v2`), v1 (cgroupspy, see `cgroup_v1`) or hybrid (v1 controllers plus the unified
-cgroup2 hierarchy for whole-tree kill and CPU time). Jobs live under a parent directory
-(`base`, by default `jigcmd`) in each hierarchy, one directory per single-use envelope.
-"""
+"""The typed interface of the cgroup backends: a backend makes jobs, one job per envelope."""
 
 from __future__ import annotations
 
-import os
 import re
-from typing import TYPE_CHECKING, Literal, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol
 
 import msgspec
 
@@ -24,11 +17,8 @@ __all__ = [
     "CgroupStats",
     "CgroupUnavailable",
     "Mode",
-    "Mount",
     "check_job_name",
-    "detect",
     "is_job_name",
-    "read_mounts",
 ]
 
 Mode = Literal["v1", "v2", "hybrid"]
@@ -175,83 +165,3 @@ def check_job_name(name: str) -> None:
 def is_job_name(name: str) -> bool:
     """Whether a directory name is one of our job names."""
     return _JOB_NAME.fullmatch(name) is not None
-
-
-class Mount(NamedTuple):
-    """One line of /proc/self/mountinfo, reduced to what detection needs."""
-
-    point: str
-    fstype: str
-    super_options: frozenset[str]
-
-
-def _unescape(field: str) -> str:
-    # mountinfo escapes space, tab, newline and backslash as \ooo.
-    return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), field)
-
-
-def read_mounts(mountinfo: str = "/proc/self/mountinfo") -> list[Mount]:
-    """The mounts listed in a mountinfo file."""
-    mounts = []
-    with open(mountinfo, encoding="utf-8", errors="surrogateescape") as f:
-        for line in f:
-            fields = line.split()
-            if "-" not in fields:
-                continue
-            sep = fields.index("-")
-            if len(fields) < sep + 4 or sep < 5:
-                continue
-            mounts.append(
-                Mount(
-                    point=_unescape(fields[4]),
-                    fstype=fields[sep + 1],
-                    super_options=frozenset(fields[sep + 3].split(",")),
-                )
-            )
-    return mounts
-
-
-def detect(
-    root: str = "/sys/fs/cgroup",
-    base: str = "jigcmd",
-    *,
-    mountinfo: str = "/proc/self/mountinfo",
-) -> CgroupBackend:
-    """The backend for the cgroup layout mounted at `root`.
-
-    `base` is the jobs' parent: a path relative to each hierarchy's root, or, on v2, an
-    absolute directory inside the cgroup2 mount (a delegated subtree, for rootless use).
-    """
-    root = os.path.normpath(root)
-    under = [m for m in read_mounts(mountinfo) if m.point == root or m.point.startswith(root + "/")]
-    # The last mount at a point is the visible one.
-    by_point = {m.point: m for m in under}
-    top = by_point.get(root)
-    if top is not None and top.fstype == "cgroup2":
-        # Imported here: the backends import this module's types (a cycle at import time).
-        from jigcmd.envelope.cgroup_v2 import V2Backend  # noqa: PLC0415
-
-        base_path = base if os.path.isabs(base) else os.path.join(root, base)
-        return V2Backend(root, os.path.normpath(base_path))
-
-    hierarchies: dict[str, str] = {}
-    unified: str | None = None
-    for mount in by_point.values():
-        if mount.fstype == "cgroup":
-            for controller in sorted(mount.super_options & V1_CONTROLLERS):
-                hierarchies.setdefault(controller, mount.point)
-        elif mount.fstype == "cgroup2" and unified is None:
-            unified = mount.point
-    if not hierarchies:
-        raise CgroupUnavailable(
-            f"no cgroup hierarchy is mounted at {root}; mount cgroup2 there "
-            "(mount -t cgroup2 none /sys/fs/cgroup) or pass the right root"
-        )
-    if os.path.isabs(base):
-        raise ValueError(
-            f"on cgroup v1 the jobs' base must be relative to each hierarchy: {base!r}"
-        )
-    # Imported here: the cycle above, and cgroupspy is loaded only where v1 is mounted.
-    from jigcmd.envelope.cgroup_v1 import V1Backend  # noqa: PLC0415
-
-    return V1Backend(hierarchies, base, unified)
