@@ -21,7 +21,6 @@ import anyio
 import msgspec
 
 from jigcmd import trace
-from jigcmd.envelope import netns
 from jigcmd.envelope.collection import OUTPUT_PIPE_BYTES, RunCollector
 from jigcmd.envelope.wire import (
     Launch,
@@ -92,8 +91,6 @@ class NativeExecutor:
             self._control.close()
             self._control = None
             self._drop_ready()
-        # pyroute2 encodes the netlink request here, so the zygote never imports it.
-        request = await anyio.to_thread.run_sync(netns.preload, abandon_on_cancel=True)
         if self._staging_dir is None:
             self._staging_dir = (
                 tempfile.mkdtemp(prefix="jigcmd-runtime-")
@@ -116,7 +113,6 @@ class NativeExecutor:
                     bootstrap,
                     str(theirs.fileno()),
                     self._cgroup_base,
-                    request.hex(),
                     self._state_dir or "",
                     self._staging_dir,
                     msgspec.msgpack.encode(self._stage_at_start).hex(),

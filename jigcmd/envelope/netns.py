@@ -13,25 +13,30 @@ and sent on a plain netlink socket (~0.2 ms). The alternatives were measured and
 for the hot path: `pyroute2.netns.create` (named, forks helper processes) 16 ms;
 `IPRoute()` (an asyncio loop per socket in pyroute2 0.9) 8 ms per use.
 
-This is the only module that imports pyroute2. The server encodes the request (in a worker
-thread, off its path to the first answer) and hands the bytes to the zygote, which never
-imports pyroute2 at all: that keeps 14 MB and ~250 modules out of every process forked from
-it, and process forks, execs and exits here cost in proportion to their size.
+This is the only module that imports pyroute2, and only in a short-lived child the zygote
+forks as it starts (`encode_in_child`): neither the server nor the zygote ever holds it.
+pyroute2 is 24 MB of resident memory and 370 modules; in the server it made up most of an
+idle tree's memory, and in the zygote it would weigh on every process forked from it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import functools
 import os
+import select
+import signal
 import socket
 import struct
+import time
 
 from jigcmd.envelope import syscalls as sc
 
 __all__ = [
     "NetnsError",
+    "encode_in_child",
     "enter_fresh",
     "loopback_request",
     "loopback_up",
@@ -73,6 +78,43 @@ _encoded: bytes | None = None
 def preload() -> bytes:
     """Import pyroute2 and encode the request now, off every run's path (~130 ms once)."""
     return loopback_request()
+
+
+def encode_in_child(timeout: float = 30.0) -> bytes:
+    """The request, encoded by pyroute2 in a forked child, so the caller never imports it.
+
+    Fork only from a single-threaded process (the zygote at its start).
+    """
+    read_end, write_end = os.pipe2(os.O_CLOEXEC)
+    child = os.fork()
+    if child == 0:
+        code = 1
+        try:
+            os.close(read_end)
+            os.write(write_end, loopback_request())
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(write_end)
+    try:
+        request = b""
+        deadline = time.monotonic() + timeout
+        while True:
+            ready, _, _ = select.select([read_end], [], [], max(0.0, deadline - time.monotonic()))
+            chunk = os.read(read_end, 4096) if ready else b""
+            if not chunk:
+                break
+            request += chunk
+    finally:
+        os.close(read_end)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(child, signal.SIGKILL)
+        # The zygote ignores SIGCHLD: the kernel has reaped the child already.
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(child, 0)
+    if not request:
+        raise NetnsError(errno.EPROTO, "the netlink request for lo could not be encoded")
+    return request
 
 
 def use_request(request: bytes) -> None:

@@ -248,17 +248,16 @@ def main(argv: list[str]) -> int:
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
-        # argv: control fd, the cgroup base the server resolved (delegation.py), the netlink
-        # request pyroute2 encoded in the server (netns.py), the state directory or "", the
-        # staging mount point and the binds to stage before any plan (staging.py).
+        # argv: control fd, the cgroup base the server resolved (delegation.py), the state
+        # directory or "", the staging mount point and the binds to stage before any plan
+        # (staging.py).
+        if len(argv) > 3:
+            staging.enter(argv[3])
         if len(argv) > 4:
-            staging.enter(argv[4])
-        if len(argv) > 5:
             with contextlib.suppress(staging.StagingError):
-                staging.stage(msgspec.msgpack.decode(bytes.fromhex(argv[5]), type=tuple[Bind, ...]))
+                staging.stage(msgspec.msgpack.decode(bytes.fromhex(argv[4]), type=tuple[Bind, ...]))
         backend = cgroups.detect(base=argv[1] if len(argv) > 1 else "jigcmd")
-        if len(argv) > 2:
-            netns.use_request(bytes.fromhex(argv[2]))
+        netns.use_request(netns.encode_in_child())
         problems = backend.problems()
         if problems:
             raise OSError("cgroups: " + "; ".join(problems))
@@ -269,8 +268,8 @@ def main(argv: list[str]) -> int:
         return 1
     registry = None
     server = identity.identify(os.getppid())
-    if len(argv) > 3 and argv[3] and server is not None:
-        registry = Registry(state_dir=argv[3], owner=server)
+    if len(argv) > 2 and argv[2] and server is not None:
+        registry = Registry(state_dir=argv[2], owner=server)
     # Every supervisor, init and candidate is a fork of this process. Frozen objects are never
     # scanned by the collector, so its passes do not touch (and copy) every page a child
     # shares with us; the children are short-lived and collect nothing.

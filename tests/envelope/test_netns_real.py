@@ -81,3 +81,57 @@ def test_a_fresh_namespace_has_only_lo_up_and_cannot_reach_anything() -> None:
         "fresh": True,
         "reconfigure": "EPERM",
     }
+
+
+def test_a_forked_child_encodes_the_same_request_and_the_caller_never_imports_pyroute2() -> None:
+    """`encode_in_child` gives pyroute2's bytes while pyroute2 stays out of the caller."""
+    script = textwrap.dedent(
+        """
+        import json, sys
+        from jigcmd.envelope import netns
+        request = netns.encode_in_child()
+        loaded = sorted(name for name in sys.modules if name.split(".")[0] == "pyroute2")
+        print(json.dumps({"request": request.hex(), "loaded": loaded}))
+        """
+    )
+    seen = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        check=True,
+        env={"PYTHONPATH": REPO},
+        timeout=60,
+    )
+    assert json.loads(seen.stdout) == {"request": netns.loopback_request().hex(), "loaded": []}
+
+
+@pytest.mark.envelope
+def test_a_server_that_started_its_zygote_never_imported_pyroute2(
+    real_cgroups: object,
+) -> None:
+    """The executor's process (the server) holds no pyroute2: 24 MB and 370 modules."""
+    del real_cgroups  # only for its check that the envelope is available here
+    script = textwrap.dedent(
+        """
+        import json, sys
+        import anyio
+        from jigcmd.envelope.native import NativeExecutor
+
+        async def main():
+            executor = NativeExecutor()
+            try:
+                await executor.start()
+            finally:
+                await executor.aclose()
+
+        anyio.run(main)
+        print(json.dumps(sorted(name for name in sys.modules if name.startswith("pyroute2"))))
+        """
+    )
+    seen = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        check=True,
+        env={"PYTHONPATH": REPO},
+        timeout=60,
+    )
+    assert json.loads(seen.stdout) == []
