@@ -160,6 +160,7 @@ class Serve:
         cwd: Path | None = None,
         env: dict[str, str] | None = None,
         stderr: IO[bytes] | int = subprocess.DEVNULL,
+        extra_args: Sequence[str] = (),
     ) -> None:
         self.process = subprocess.Popen(
             [
@@ -175,6 +176,7 @@ class Serve:
                 str(state),
                 "--protocol",
                 "flow",
+                *extra_args,
             ],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,

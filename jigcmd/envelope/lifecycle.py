@@ -81,6 +81,7 @@ def supervise(
     sends the launch with that id as its run id.
     """
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    sc.set_name("jigcmd-super")
     os.setsid()
     sc.prctl(_PR_SET_CHILD_SUBREAPER, 1)
     envelope = _Envelope(backend)
@@ -127,6 +128,8 @@ def supervise(
         code = 1
         with contextlib.suppress(BaseException):
             envelope.teardown()
+    # Its whole life's CPU, for the trace's account by process (scripts/trace_stages.py).
+    trace.mark("supervisor: exit")
     os._exit(code)
 
 

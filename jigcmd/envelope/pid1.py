@@ -80,6 +80,7 @@ class Init:
                 # Still host uid 0 and dumpable: the uid change below makes pid 1 non-dumpable,
                 # and its /proc/self then belongs to host root.
                 self.oom_fd, self.oom_own = oomscore.open_own()
+            sc.set_name("jigcmd-init")
             step = "join cgroup"
             # Before any candidate code: nothing of the envelope runs unlimited.
             job.join(born_in)
@@ -232,6 +233,7 @@ class Init:
             report(self.status_w, f"signal {os.WTERMSIG(status)}")
         else:
             report(self.status_w, f"exit {os.WEXITSTATUS(status)}")
+        trace.mark("init: exit")
         # Exiting pid 1 makes the kernel SIGKILL everything left in the namespace: a daemon
         # or a double-forked grandchild does not outlive the candidate's main process.
         os._exit(0)

@@ -37,6 +37,7 @@ __all__ = [
     "mount",
     "pivot_root",
     "prctl",
+    "set_name",
     "setns",
     "syscall_number",
     "umount2",
@@ -86,6 +87,7 @@ _SYSCALLS: dict[str, dict[str, int]] = {
 }
 
 CLONE_INTO_CGROUP = 0x200000000
+_PR_SET_NAME = 15
 
 
 class _CloneArgs(ctypes.Structure):
@@ -191,6 +193,13 @@ def close_range(first: int, last: int, flags: int = 0) -> None:
         ),
         "close_range",
     )
+
+
+def set_name(name: str) -> None:
+    """Name the calling thread (`comm`, as ps, top and perf show it; 15 bytes at most)."""
+    # Held in a name while the kernel copies it.
+    buffer = ctypes.create_string_buffer(name.encode()[:15])
+    prctl(_PR_SET_NAME, ctypes.addressof(buffer))
 
 
 def default_signal(signum: int) -> None:

@@ -40,6 +40,7 @@ import msgspec
 
 from jigcmd import trace
 from jigcmd.envelope import cgroups, ledger, netns, privileges, seccomp, staging
+from jigcmd.envelope import syscalls as sc
 from jigcmd.envelope.ledger import Registry
 from jigcmd.envelope.lifecycle import supervise
 from jigcmd.envelope.wire import Launch, Ready, Warm, recv_message, send_message
@@ -244,6 +245,7 @@ def main(argv: list[str]) -> int:
     """Serve launches on the socket whose fd is `argv[0]` until EOF."""
     control = socket.socket(fileno=int(argv[0]))
     control.set_inheritable(False)
+    sc.set_name("jigcmd-zygote")
     # Supervisors are reaped automatically; each supervisor resets this for its own children.
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
