@@ -124,7 +124,7 @@ def supervise(
             for fd in fds:
                 os.close(fd)
             envelope.teardown()
-    except BaseException:
+    except BaseException:  # noqa: BLE001 - a forked process: whatever fails, it cleans up and exits
         code = 1
         with contextlib.suppress(BaseException):
             envelope.teardown()

@@ -105,7 +105,7 @@ class Init:
             step = "become namespace root"
             os.setresgid(0, 0, 0)
             os.setresuid(0, 0, 0)
-        except BaseException as exc:
+        except BaseException as exc:  # noqa: BLE001 - pid 1 reports every failure, then exits
             _fail(self.status_w, step, exc)
         self.main()
 
@@ -136,7 +136,7 @@ class Init:
             _fail(self.status_w, f"root filesystem: {exc.step}", str(exc).partition(": ")[2])
         except _Failed as exc:
             _fail(self.status_w, exc.step, exc.detail)
-        except BaseException as exc:
+        except BaseException as exc:  # noqa: BLE001 - pid 1 reports every failure, then exits
             _fail(self.status_w, step, exc)
         self._reap()
 

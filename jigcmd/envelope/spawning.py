@@ -114,7 +114,7 @@ def _fork_after_unshare(flags: int) -> int:
         try:
             sc.unshare(flags)
             pid = os.fork()
-        except BaseException:
+        except BaseException:  # noqa: BLE001 - a forked process: whatever fails, it cleans up and exits
             os._exit(1)
         if pid == 0:
             os.close(report_w)

@@ -64,10 +64,11 @@ def _processes_with(token: str) -> list[int]:
 
 
 def _at_the_gate(zygote: int) -> bool:
-    """Whether a candidate under `zygote`, every capability dropped, is blocked on its gate.
+    """Whether pid 1 under `zygote`, dropped to the candidate's privileges, waits on its gate.
 
-    Before `go` it waits on its channel (a socket); after `go` only the gate, a pipe, is left
-    between it and exec, so a privilege-free descendant reading a pipe is staged there.
+    Before `go` it waits on its channel (a socket) with every privilege of its namespace;
+    after `go` it drops them and only the gate, a pipe, is left between it and the spawn, so
+    a privilege-free descendant reading a pipe is staged there.
     """
     parents: dict[int, int] = {}
     for entry in os.listdir("/proc"):
@@ -97,7 +98,7 @@ def _at_the_gate(zygote: int) -> bool:
 
 
 def _until_at_the_gate(zygote: int) -> None:
-    """Until the staged candidate waits on its gate (fails after the failsafe)."""
+    """Until the staged launch waits on its gate (fails after the failsafe)."""
     deadline = time.monotonic() + _FAILSAFE_S
     while not _at_the_gate(zygote):
         assert time.monotonic() < deadline, "no staged candidate ever waited on its gate"
