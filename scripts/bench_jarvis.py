@@ -29,7 +29,7 @@ from jigcmd.jarvis.manual import base_url
 from jigcmd.jarvis.policy import parse_policy
 from jigcmd.jarvis.server import bind_loopback, serve
 from jigcmd.jarvis.service import JarvisService
-from jigcmd.journal import Journal
+from jigcmd.journal.store import Journal
 
 TOKEN = "jv_bench-0123456789abcdef0123456789"
 POLICY = """

@@ -125,6 +125,11 @@ class Server:
             return self.process.wait()
 
 
+# How long a sample waits for the server's holdings to stop changing, and how often it looks.
+SETTLE_LIMIT_S = 5.0
+SETTLE_STEP_S = 0.15
+
+
 class Observer:
     """Samples what one server holds; remembers every job of its tree ever seen."""
 
@@ -149,7 +154,8 @@ class Observer:
             frontier += children
         return tree
 
-    def sample(self, runs: int) -> Sample:
+    def _holdings(self) -> tuple[list[int], set[str], set[str]]:
+        """The tree's processes, the jobs they are in and the network namespaces of those."""
         tree = self._tree()
         live_jobs: set[str] = set()
         netns: set[str] = set()
@@ -165,6 +171,23 @@ class Observer:
                 live_jobs |= jobs
                 if jobs:
                     netns.add(os.readlink(f"/proc/{pid}/ns/net"))
+        return tree, live_jobs, netns
+
+    def _settled(self) -> tuple[list[int], set[str], set[str]]:
+        """The holdings once they stop changing: right after a run, the used envelope is still
+        going away and the pool refilling. A leak persists, so it still shows."""
+        give_up = time.monotonic() + SETTLE_LIMIT_S
+        seen = self._holdings()
+        while time.monotonic() < give_up:
+            time.sleep(SETTLE_STEP_S)
+            again = self._holdings()
+            if (len(again[0]), again[1], again[2]) == (len(seen[0]), seen[1], seen[2]):
+                return again
+            seen = again
+        return seen
+
+    def sample(self, runs: int) -> Sample:
+        tree, live_jobs, netns = self._settled()
         self.seen_jobs |= live_jobs
         existing = set(self.backend.list_jobs())
         mountinfo = Path("/proc/self/mountinfo").read_text().splitlines()

@@ -16,8 +16,9 @@ import pytest
 
 from jigcmd.envelope.cgroups import CgroupBackend, CgroupJob, CgroupStats, CgroupUnavailable, Mode
 from jigcmd.envelope.cgroups import detect as detect_cgroups
-from jigcmd.journal import Journal, NewRow, ProcessIdentity
-from jigcmd.journal.identity import current, identify
+from jigcmd.journal.identity import ProcessIdentity, current, identify
+from jigcmd.journal.rows import NewRow
+from jigcmd.journal.store import Journal
 from jigcmd.plan import Limits
 from jigcmd.recovery import STALE_AFTER_S, UNCERTAIN_REASON, recover
 

@@ -19,8 +19,8 @@ from jigcmd.jarvis.manual import base_url
 from jigcmd.jarvis.policy import PolicyError, parse_policy
 from jigcmd.jarvis.server import LoopbackError, bind_loopback, serve
 from jigcmd.jarvis.service import JarvisService
-from jigcmd.journal import Journal
 from jigcmd.journal.reservations import Reservations, default_slots
+from jigcmd.journal.store import Journal
 from jigcmd.jsonio import readable
 from jigcmd.statedir import StateDirError, default_state_dir, prepare_state_dir
 

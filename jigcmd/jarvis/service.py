@@ -25,9 +25,10 @@ from jigcmd.executor import Executor, RunOutcome, Ticket
 from jigcmd.jarvis.planner import host_plan, system_binds
 from jigcmd.jarvis.policy import Decision, HostView, Policy, Request, evaluate
 from jigcmd.jarvis.tools import ToolError, decode_run_id, decode_run_request
-from jigcmd.journal import JarvisRun, Journal
 from jigcmd.journal.identity import ProcessIdentity, is_alive
+from jigcmd.journal.jarvis import JarvisRun
 from jigcmd.journal.reservations import Reservations, Slot
+from jigcmd.journal.store import Journal
 from jigcmd.placement import pinned_cpus
 from jigcmd.plan import RunPlan
 

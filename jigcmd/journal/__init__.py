@@ -1,19 +1,7 @@
-"""Durable ownership: the SQLite journal, process identity and the root envelope reservations."""
+"""Durable ownership: the SQLite journal, process identity and the root envelope reservations.
 
-from __future__ import annotations
+Nothing is imported here: the envelope's processes import `identity` and `envelopes` alone,
+and every process forked from the zygote then carries neither SQLite nor the store.
+"""
 
-from jigcmd.journal.identity import ProcessIdentity
-from jigcmd.journal.jarvis import AuditRow, JarvisRun
-from jigcmd.journal.rows import Begin, NewRow, Row
-from jigcmd.journal.store import Journal, JournalError
-
-__all__ = [
-    "AuditRow",
-    "Begin",
-    "JarvisRun",
-    "Journal",
-    "JournalError",
-    "NewRow",
-    "ProcessIdentity",
-    "Row",
-]
+__all__: list[str] = []

@@ -20,7 +20,8 @@ _REPO = str(Path(__file__).resolve().parents[2])
 _WRITER = """
 import sys
 from pathlib import Path
-from jigcmd.journal import Journal, NewRow
+from jigcmd.journal.rows import NewRow
+from jigcmd.journal.store import Journal
 journal = Journal.open(Path(sys.argv[1]))
 journal.begin(NewRow(root_run="run-a", operation_id="op-1", signature="sig",
                      context="ctx", deadline_unix_ms=0, run_id="run-1"))

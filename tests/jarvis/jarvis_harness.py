@@ -26,8 +26,8 @@ from jigcmd.jarvis.manual import base_url
 from jigcmd.jarvis.policy import HostView, parse_policy
 from jigcmd.jarvis.server import bind_loopback, serve
 from jigcmd.jarvis.service import JarvisService
-from jigcmd.journal import Journal
 from jigcmd.journal.reservations import Reservations
+from jigcmd.journal.store import Journal
 from jigcmd.plan import RunPlan
 
 TOKEN = "jv_test-token-0123456789abcdef"

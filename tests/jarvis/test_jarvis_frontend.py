@@ -11,7 +11,7 @@ import pytest
 
 from jigcmd.frontends.jarvis import jarvis, jarvis_audit
 from jigcmd.jarvis.server import LoopbackError, bind_loopback
-from jigcmd.journal import Journal
+from jigcmd.journal.store import Journal
 from tests.jarvis.jarvis_harness import ACTOR, TOKEN, SpyExecutor, harness, make_service
 
 POLICY = (

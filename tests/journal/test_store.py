@@ -11,9 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from jigcmd.journal import Journal, JournalError, NewRow, schema
+from jigcmd.journal import schema
 from jigcmd.journal.identity import ProcessIdentity, current, identify
+from jigcmd.journal.rows import NewRow
 from jigcmd.journal.schema import LEGACY_RUN, SCHEMA_VERSION, SchemaError
+from jigcmd.journal.store import Journal, JournalError
 
 _REPO = str(Path(__file__).resolve().parents[2])
 _SUPERVISOR = identify(os.getppid()) or current()
@@ -25,7 +27,8 @@ _RACER = """
 import sys
 import time
 from pathlib import Path
-from jigcmd.journal import Journal, NewRow
+from jigcmd.journal.rows import NewRow
+from jigcmd.journal.store import Journal
 journal = Journal.open(Path(sys.argv[1]))
 sys.stdin.readline()
 begin = journal.begin(NewRow(root_run="run-a", operation_id="op-race", signature=sys.argv[2],
@@ -376,7 +379,7 @@ def test_many_processes_opening_a_new_journal_at_once_all_succeed(tmp_path: Path
     script = (
         "import sys, time\n"
         "from pathlib import Path\n"
-        "from jigcmd.journal import Journal\n"
+        "from jigcmd.journal.store import Journal\n"
         "while time.time() < float(sys.argv[2]):\n"
         "    pass\n"
         "Journal.open(Path(sys.argv[1])).close()\n"

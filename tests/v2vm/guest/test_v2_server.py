@@ -18,8 +18,7 @@ import pytest
 
 from jigcmd.envelope.cgroups import files as cgroupfs
 from jigcmd.envelope.cgroups.v2 import V2Backend
-from jigcmd.journal import Journal
-from jigcmd.journal.store import DB_NAME
+from jigcmd.journal.store import DB_NAME, Journal
 
 pytestmark = pytest.mark.envelope
 
