@@ -33,7 +33,8 @@ from jigcmd.diagnosis.verdicts import (
     seccomp_check,
     userns_check,
 )
-from jigcmd.errors import JigError
+from jigcmd.executor import EnvelopeFailure
+from jigcmd.failures import envelope_error
 from jigcmd.jsonio import readable
 
 __all__ = ["doctor", "run_checks"]
@@ -205,8 +206,9 @@ async def _run_probe_plan() -> Check:
     executor.stage_at_start(plan.binds)
     try:
         outcome = await executor.execute(plan, anyio.Event())
-    except JigError as exc:
-        return end_to_end_check(None, None, "", f"{exc.code.value}: {exc.message}")
+    except EnvelopeFailure as failure:
+        error = envelope_error(failure)
+        return end_to_end_check(None, None, "", f"{error.code.value}: {error.message}")
     finally:
         await executor.aclose()
     return end_to_end_check(

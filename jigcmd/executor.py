@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -18,8 +19,10 @@ __all__ = [
     "Assigned",
     "CapturedStream",
     "Ending",
+    "EnvelopeFailure",
     "EnvelopeIdentity",
     "Executor",
+    "FailureKind",
     "Hooks",
     "OnEnded",
     "OnStarted",
@@ -107,6 +110,55 @@ OnEnded = Callable[[Ending], Coroutine[Any, Any, None]]
 Admit = Callable[[Assigned | None], Coroutine[Any, Any, bool]]
 
 
+class FailureKind(enum.StrEnum):
+    """What went wrong in the envelope itself (a candidate's own ending is a `RunOutcome`)."""
+
+    # Nothing ran: the zygote could not be started.
+    ZYGOTE_NOT_STARTED = "zygote not started"
+    # Nothing ran: the zygote started but could not set itself up (cgroups, filter, imports).
+    ENVELOPE_UNAVAILABLE = "envelope unavailable"
+    # Nothing ran: the zygote stopped taking launches.
+    ZYGOTE_UNREACHABLE = "zygote unreachable"
+    # Nothing ran: a step of building the run's envelope failed (`cleaned_up` says whether
+    # what was built is proved gone).
+    SETUP_FAILED = "setup failed"
+    # Nothing ran: the plan's deadline passed before the candidate could start.
+    DEADLINE_BEFORE_START = "deadline before start"
+    # Nothing ran: the call was cancelled before the candidate was let start.
+    CANCELLED_BEFORE_DISPATCH = "cancelled before dispatch"
+    # The candidate may have run: the envelope's pid 1 was lost.
+    INIT_LOST = "init lost"
+    # The candidate may have run: the supervisor stopped reporting before the end.
+    REPORTS_STOPPED = "reports stopped"
+    # The candidate ran and ended, but the envelope's release is not proved.
+    CLEANUP_UNPROVED = "cleanup unproved"
+
+
+class EnvelopeFailure(Exception):
+    """Raised when the envelope itself fails: what happened, at which step, and the detail.
+
+    `cleaned_up` says whether everything the envelope built is proved released, and
+    `cleanup_problems` what could not be. Which code and words a caller gets is chosen in
+    one place, `jigcmd.failures`.
+    """
+
+    def __init__(
+        self,
+        kind: FailureKind,
+        step: str,
+        detail: str = "",
+        *,
+        cleaned_up: bool = True,
+        cleanup_problems: tuple[str, ...] = (),
+    ) -> None:
+        super().__init__(f"{kind.value}: {step}: {detail}" if detail else f"{kind.value}: {step}")
+        self.kind = kind
+        self.step = step
+        self.detail = detail
+        self.cleaned_up = cleaned_up
+        self.cleanup_problems = cleanup_problems
+
+
 class Withdrawn(Exception):
     """The `admit` hook said no: the staged launch was withdrawn and nothing ran."""
 
@@ -119,8 +171,8 @@ class Hooks:
     stages the candidate meanwhile) and before the candidate may start, so the caller's
     durable bookkeeping overlaps the hand-off; it is told which prepared envelope took the
     launch (`Assigned`), or None. False, or a cancel by then, withdraws the launch: nothing
-    runs, and `Withdrawn` (or CANCELLED) is raised. Errors of the executor itself come after
-    `admit` was awaited.
+    runs, and `Withdrawn` (or a `CANCELLED_BEFORE_DISPATCH` failure) is raised. Errors of
+    the executor itself come after `admit` was awaited.
     `on_started` runs once the candidate was exec'd, concurrently with the run.
     `on_ended` runs once the candidate ended and its output is complete, concurrently with
     the envelope's cleanup (which `execute` still awaits); skipped when the output could not
@@ -133,11 +185,11 @@ class Hooks:
 
 
 class Executor(Protocol):
-    """Executes plans in a fresh envelope. Raises `JigError` for its own failures.
+    """Executes plans in a fresh envelope. Raises `EnvelopeFailure` for its own failures.
 
-    `EXECUTION_FAILED` when any piece of the envelope cannot be established (nothing ran);
-    `UNCERTAIN` when the run's end or its cleanup cannot be confirmed. A candidate's exit,
-    signal, deadline or cancellation is a `RunOutcome`, never an exception.
+    Its kind says whether nothing ran (a piece of the envelope could not be established,
+    the deadline or a cancel came first) or the run's end or its cleanup is unproved. A
+    candidate's exit, signal, deadline or cancellation is a `RunOutcome`, never an exception.
     """
 
     async def execute(

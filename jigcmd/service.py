@@ -15,6 +15,7 @@ from jigcmd.evidence import Evidence, decode_output
 from jigcmd.executor import (
     Assigned,
     Ending,
+    EnvelopeFailure,
     EnvelopeIdentity,
     Executor,
     Hooks,
@@ -22,6 +23,7 @@ from jigcmd.executor import (
     Ticket,
     Withdrawn,
 )
+from jigcmd.failures import envelope_error, stopped_error
 from jigcmd.journal.reservations import Slot
 from jigcmd.ownership import Ownership
 from jigcmd.placement import pinned_cpus
@@ -346,20 +348,14 @@ class CommandService:
         )
         if progress is not None:
             await progress(f"running {' '.join(valid.invocation)}")
-        outcome = await self._executor.execute(plan, cancel, ticket, hooks)
+        try:
+            outcome = await self._executor.execute(plan, cancel, ticket, hooks)
+        except EnvelopeFailure as failure:
+            raise envelope_error(failure) from failure
         evidence = evidence_of(valid, outcome)
-        if outcome.stop_reason == "deadline":
-            raise JigError(
-                Code.DEADLINE_EXCEEDED,
-                "the command reached its deadline and its whole process tree was killed",
-                {"command": msgspec.to_builtins(evidence)},
-            )
-        if outcome.stop_reason == "cancelled":
-            raise JigError(
-                Code.CANCELLED,
-                "the command was cancelled and its whole process tree was killed",
-                {"command": msgspec.to_builtins(evidence)},
-            )
+        stopped = stopped_error(outcome.stop_reason, msgspec.to_builtins(evidence))
+        if stopped is not None:
+            raise stopped
         return RunResult(evidence=evidence, report=outcome.report)
 
 

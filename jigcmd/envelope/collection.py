@@ -27,9 +27,17 @@ from jigcmd.envelope.wire import (
     Started,
     send_message,
 )
-from jigcmd.errors import Code, JigError
 from jigcmd.evidence import OUTPUT_CAP_BYTES, ResourceReport
-from jigcmd.executor import CapturedStream, Ending, EnvelopeIdentity, Hooks, OnEnded, RunOutcome
+from jigcmd.executor import (
+    CapturedStream,
+    Ending,
+    EnvelopeFailure,
+    EnvelopeIdentity,
+    FailureKind,
+    Hooks,
+    OnEnded,
+    RunOutcome,
+)
 from jigcmd.plan import RunPlan
 
 __all__ = ["OUTPUT_PIPE_BYTES", "Capture", "RunCollector"]
@@ -251,31 +259,23 @@ class RunCollector:
         end = self.end
         if isinstance(end, Failed):
             if end.step == "deadline":
-                raise JigError(
-                    Code.DEADLINE_EXCEEDED, "the deadline passed before the candidate started"
-                )
-            if end.step == INIT_LOST:
-                cleanup = (
-                    "the envelope was cleaned up"
-                    if end.cleanup_complete
-                    else "cleanup not confirmed: " + "; ".join(end.cleanup_problems)
-                )
-                raise JigError(Code.UNCERTAIN, f"{end.error}; {cleanup}")
-            message = f"containment envelope incomplete, nothing ran: {end.step}: {end.error}"
-            if not end.cleanup_complete:
-                raise JigError(
-                    Code.UNCERTAIN,
-                    message + "; cleanup not confirmed: " + "; ".join(end.cleanup_problems),
-                )
-            raise JigError(Code.EXECUTION_FAILED, message)
-        if end is None:
-            raise JigError(
-                Code.UNCERTAIN,
-                "the envelope supervisor stopped reporting; the run's end and cleanup are unproved",
+                raise EnvelopeFailure(FailureKind.DEADLINE_BEFORE_START, end.step, end.error)
+            kind = FailureKind.INIT_LOST if end.step == INIT_LOST else FailureKind.SETUP_FAILED
+            raise EnvelopeFailure(
+                kind,
+                end.step,
+                end.error,
+                cleaned_up=end.cleanup_complete,
+                cleanup_problems=tuple(end.cleanup_problems),
             )
+        if end is None:
+            raise EnvelopeFailure(FailureKind.REPORTS_STOPPED, "reports", cleaned_up=False)
         if not end.cleanup_complete:
-            raise JigError(
-                Code.UNCERTAIN, "cleanup could not be confirmed: " + "; ".join(end.cleanup_problems)
+            raise EnvelopeFailure(
+                FailureKind.CLEANUP_UNPROVED,
+                "cleanup",
+                cleaned_up=False,
+                cleanup_problems=tuple(end.cleanup_problems),
             )
         started = self.started
         report = ResourceReport(

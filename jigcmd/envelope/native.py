@@ -29,9 +29,10 @@ from jigcmd.envelope.wire import (
     recv_message,
     send_message,
 )
-from jigcmd.errors import Code, JigError
 from jigcmd.executor import (
     Assigned,
+    EnvelopeFailure,
+    FailureKind,
     Hooks,
     RunOutcome,
     Ticket,
@@ -131,13 +132,11 @@ class NativeExecutor:
             )
         except OSError as exc:
             ours.close()
-            raise JigError(
-                Code.EXECUTION_FAILED, f"envelope zygote could not start: {exc}"
-            ) from exc
+            raise EnvelopeFailure(FailureKind.ZYGOTE_NOT_STARTED, "zygote", str(exc)) from exc
         finally:
             theirs.close()
         # The zygote says whether it could set itself up (cgroups, filter, imports) before
-        # any launch is sent: a broken machine is EXECUTION_FAILED naming the piece.
+        # any launch is sent: a broken machine is a failure naming the piece.
         ready = b""
         try:
             with anyio.move_on_after(_ZYGOTE_START_S):
@@ -155,9 +154,7 @@ class NativeExecutor:
             with contextlib.suppress(ProcessLookupError):
                 self._zygote.kill()
             detail = ready[1:].decode("utf-8", "replace") or "no answer"
-            raise JigError(
-                Code.EXECUTION_FAILED, f"containment envelope unavailable, nothing ran: {detail}"
-            )
+            raise EnvelopeFailure(FailureKind.ENVELOPE_UNAVAILABLE, "zygote", detail)
         self._control = ours
         return ours
 
@@ -175,9 +172,7 @@ class NativeExecutor:
             try:
                 send_message(control, Warm(plan=template, pool=pool))
             except OSError as exc:
-                raise JigError(
-                    Code.EXECUTION_FAILED, f"envelope zygote unreachable: {exc}"
-                ) from exc
+                raise EnvelopeFailure(FailureKind.ZYGOTE_UNREACHABLE, "warm", str(exc)) from exc
 
     async def aclose(self) -> None:
         """Stop the zygote; running supervisors fence their own runs when their sockets close."""
@@ -334,9 +329,9 @@ class NativeExecutor:
         if not permitted:
             raise Withdrawn  # the caller's known answer stands, reachable envelope or not
         if unreachable is not None:
-            raise JigError(
-                Code.EXECUTION_FAILED, f"envelope zygote unreachable: {unreachable}"
+            raise EnvelopeFailure(
+                FailureKind.ZYGOTE_UNREACHABLE, "launch", str(unreachable)
             ) from unreachable
         if not opened:
-            raise JigError(Code.CANCELLED, "cancelled before dispatch; nothing ran")
+            raise EnvelopeFailure(FailureKind.CANCELLED_BEFORE_DISPATCH, "gate")
         return await run.collect()

@@ -19,9 +19,9 @@ import anyio
 import anyio.abc
 import msgspec
 
-from jigcmd.errors import Code, JigError
 from jigcmd.evidence import decode_output
-from jigcmd.executor import Executor, RunOutcome, Ticket
+from jigcmd.executor import EnvelopeFailure, Executor, FailureKind, RunOutcome, Ticket
+from jigcmd.failures import envelope_error
 from jigcmd.jarvis.planner import host_plan, system_binds
 from jigcmd.jarvis.policy import Decision, HostView, Policy, Request, evaluate
 from jigcmd.jarvis.tools import ToolError, decode_run_id, decode_run_request
@@ -281,10 +281,12 @@ class JarvisService:
         ticket = Ticket(run_id=f"j{run_id}x{os.getpid()}", slot_fd=slot.fd if slot else None)
         try:
             outcome = await self._executor.execute(plan, cancel, ticket)
-        except JigError as exc:
-            logger.warning("run %d: %s: %s", run_id, exc.code.value, exc.message)
-            self._details[run_id] = f"{exc.code.value}: {exc.message}"
-            return {"status": "failed" if exc.code == Code.EXECUTION_FAILED else "uncertain"}
+        except EnvelopeFailure as failure:
+            # The caller reads the words the wire would carry; the status is jarvis's own.
+            error = envelope_error(failure)
+            logger.warning("run %d: %s: %s", run_id, error.code.value, error.message)
+            self._details[run_id] = f"{error.code.value}: {error.message}"
+            return {"status": _failure_status(failure)}
         except Exception as exc:
             # Not one of the executor's own failures: whether anything ran is unknown.
             logger.exception("run %d: unexpected executor failure", run_id)
@@ -332,6 +334,24 @@ def _decision_fields(decision: Decision) -> dict[str, Any]:
         "reason": decision.reason,
         "matched_rule": decision.matched_rule,
     }
+
+
+# The envelope failures after which nothing ran and nothing is left: the run `failed`.
+# Every other (a cleanup unproved, pid 1 lost, the reports stopped, a deadline or a cancel
+# that came first) leaves it `uncertain`.
+_FAILED = frozenset(
+    {
+        FailureKind.ZYGOTE_NOT_STARTED,
+        FailureKind.ENVELOPE_UNAVAILABLE,
+        FailureKind.ZYGOTE_UNREACHABLE,
+        FailureKind.SETUP_FAILED,
+    }
+)
+
+
+def _failure_status(failure: EnvelopeFailure) -> str:
+    """The journal status of a run the envelope failed: `failed` or `uncertain`."""
+    return "failed" if failure.kind in _FAILED and failure.cleaned_up else "uncertain"
 
 
 def _end_fields(run_id: int, outcome: RunOutcome, details: dict[int, str]) -> dict[str, Any]:

@@ -15,8 +15,9 @@ import anyio
 import msgspec
 import pytest
 
-from jigcmd.errors import Code, JigError
-from jigcmd.executor import EnvelopeIdentity
+from jigcmd.errors import Code
+from jigcmd.executor import EnvelopeFailure, EnvelopeIdentity, FailureKind
+from jigcmd.failures import envelope_error
 from jigcmd.plan import RunPlan
 from tests.envelope.hostile_harness import TracedExecutor, attempts, probe_plan
 
@@ -116,10 +117,12 @@ async def test_where_the_host_offers_a_cpuset_the_candidate_cannot_widen_its_pin
 async def test_a_pin_to_a_cpu_the_host_lacks_fails_closed_and_nothing_runs(
     envelope: TracedExecutor,
 ) -> None:
-    """EXECUTION_FAILED naming the cpu pin; the candidate's marker never appears."""
+    """A setup failure naming the cpu pin: EXECUTION_FAILED, and the marker never appears."""
     absent = max(HOST_CPUS) + 1
-    with pytest.raises(JigError) as caught:
+    with pytest.raises(EnvelopeFailure) as caught:
         await envelope.run(pinned('console.log("ran");\n', (absent,)))
-    assert caught.value.code == Code.EXECUTION_FAILED
-    assert "cpu pin" in caught.value.message
-    assert "nothing ran" in caught.value.message
+    assert caught.value.kind is FailureKind.SETUP_FAILED
+    error = envelope_error(caught.value)
+    assert error.code == Code.EXECUTION_FAILED
+    assert "cpu pin" in error.message
+    assert "nothing ran" in error.message

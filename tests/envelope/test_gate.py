@@ -17,7 +17,16 @@ import pytest
 
 from jigcmd.envelope.native import NativeExecutor
 from jigcmd.errors import Code, JigError
-from jigcmd.executor import Assigned, EnvelopeIdentity, Hooks, Ticket, Withdrawn
+from jigcmd.executor import (
+    Assigned,
+    EnvelopeFailure,
+    EnvelopeIdentity,
+    FailureKind,
+    Hooks,
+    Ticket,
+    Withdrawn,
+)
+from jigcmd.failures import envelope_error
 from tests.envelope.hostile_harness import TracedExecutor, probe_plan
 
 pytestmark = pytest.mark.envelope
@@ -190,10 +199,12 @@ async def test_a_cancel_during_admission_is_cancelled_before_dispatch(
         cancel.set()
         return True
 
-    with pytest.raises(JigError) as raised:
+    with pytest.raises(EnvelopeFailure) as raised:
         await native.execute(
             probe_plan(PRINT_ARGS, args=[token]), cancel, ticket(), Hooks(admit, started)
         )
-    assert raised.value.code is Code.CANCELLED
-    assert "nothing ran" in str(raised.value)
+    assert raised.value.kind is FailureKind.CANCELLED_BEFORE_DISPATCH
+    error = envelope_error(raised.value)
+    assert error.code is Code.CANCELLED
+    assert "nothing ran" in str(error)
     assert started.started == []

@@ -18,7 +18,7 @@ import httpx
 import pytest
 
 from jigcmd.evidence import ResourceReport
-from jigcmd.executor import CapturedStream, Executor, RunOutcome
+from jigcmd.executor import CapturedStream, EnvelopeFailure, Executor, RunOutcome
 from jigcmd.jarvis.app import allowed_hosts, create_app
 from jigcmd.jarvis.auth import Credentials, fingerprint, parse_capabilities
 from jigcmd.jarvis.hostview import OsHostView
@@ -90,11 +90,17 @@ def outcome(stdout: bytes = b"", exit_code: int = 0) -> RunOutcome:
 
 
 class SpyExecutor:
-    """Records every plan it is asked to run; runs nothing. `gate` holds runs until set."""
+    """Records every plan it is asked to run; runs nothing. `gate` holds runs until set.
 
-    def __init__(self, gate: anyio.Event | None = None) -> None:
+    With `failure`, every run fails in the envelope that way instead of exiting.
+    """
+
+    def __init__(
+        self, gate: anyio.Event | None = None, failure: EnvelopeFailure | None = None
+    ) -> None:
         self.plans: list[RunPlan] = []
         self.gate = gate
+        self.failure = failure
         self.entered = 0
 
     async def execute(
@@ -117,6 +123,8 @@ class SpyExecutor:
                 tg.start_soon(stop_on_cancel)
                 await self.gate.wait()
                 tg.cancel_scope.cancel()
+        if self.failure is not None:
+            raise self.failure
         return outcome(stdout=" ".join(plan.argv[1:]).encode() + b"\n")
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 import anyio
 import pytest
 
+from jigcmd.executor import EnvelopeFailure, FailureKind
 from jigcmd.jarvis.app import MAX_BODY_BYTES
 from jigcmd.journal.reservations import Reservations
 from tests.jarvis.jarvis_harness import (
@@ -357,6 +358,62 @@ async def test_an_allowed_run_is_executed_once_recorded_and_audited() -> None:
         f"run {body['run_id']}: exited (exit 0)",
     ]
     assert {r.actor for r in rows} == {ACTOR}
+
+
+@pytest.mark.parametrize(
+    ("failure", "status", "detail"),
+    [
+        pytest.param(
+            EnvelopeFailure(FailureKind.SETUP_FAILED, "cpu pin", "Invalid argument"),
+            "failed",
+            "EXECUTION_FAILED: containment envelope incomplete, nothing ran: cpu pin: "
+            "Invalid argument",
+            id="setup-failed",
+        ),
+        pytest.param(
+            EnvelopeFailure(FailureKind.ZYGOTE_UNREACHABLE, "launch", "Broken pipe"),
+            "failed",
+            "EXECUTION_FAILED: envelope zygote unreachable: Broken pipe",
+            id="zygote-unreachable",
+        ),
+        pytest.param(
+            EnvelopeFailure(
+                FailureKind.SETUP_FAILED,
+                "mounts",
+                "No space left on device",
+                cleaned_up=False,
+                cleanup_problems=("cgroup jigcmd-x still populated",),
+            ),
+            "uncertain",
+            "UNCERTAIN: containment envelope incomplete, nothing ran: mounts: No space left on "
+            "device; cleanup not confirmed: cgroup jigcmd-x still populated",
+            id="setup-failed-cleanup-unproved",
+        ),
+        pytest.param(
+            EnvelopeFailure(FailureKind.INIT_LOST, "init lost", "pid 1 of the envelope died"),
+            "uncertain",
+            "UNCERTAIN: pid 1 of the envelope died; the envelope was cleaned up",
+            id="init-lost",
+        ),
+        pytest.param(
+            EnvelopeFailure(FailureKind.REPORTS_STOPPED, "reports", cleaned_up=False),
+            "uncertain",
+            "UNCERTAIN: the envelope supervisor stopped reporting; the run's end and cleanup "
+            "are unproved",
+            id="reports-stopped",
+        ),
+    ],
+)
+async def test_an_envelope_failure_is_recorded_as_failed_only_when_nothing_ran_or_remains(
+    failure: EnvelopeFailure, status: str, detail: str
+) -> None:
+    """Jarvis chooses the run's status from what the envelope says happened; the words follow."""
+    async with harness(make_service(SpyExecutor(failure=failure))) as h:
+        response = await h.invoke("jarvis.run.create", argv=["echo", "hello"])
+        record = await h.invoke("jarvis.run.get", run_id=response.json()["run_id"])
+    assert response.json()["status"] == status
+    assert record.json()["status"] == status
+    assert record.json()["detail"] == detail
 
 
 async def test_policy_check_decides_without_running_anything() -> None:

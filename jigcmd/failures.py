@@ -1,0 +1,74 @@
+"""The one place a failure of the envelope, or a stopped run, is given a wire code and words.
+
+The envelope raises `EnvelopeFailure` saying what happened; the service and the fronts
+that answer callers turn it into a `JigError` here, and nowhere else.
+"""
+
+from __future__ import annotations
+
+from typing import Any, assert_never
+
+from jigcmd.errors import Code, JigError
+from jigcmd.evidence import StopReason
+from jigcmd.executor import EnvelopeFailure, FailureKind
+
+__all__ = ["envelope_error", "stopped_error"]
+
+
+def envelope_error(failure: EnvelopeFailure) -> JigError:
+    """The code and message a caller is told for `failure`."""
+    detail, problems = failure.detail, "; ".join(failure.cleanup_problems)
+    match failure.kind:
+        case FailureKind.ZYGOTE_NOT_STARTED:
+            return JigError(Code.EXECUTION_FAILED, f"envelope zygote could not start: {detail}")
+        case FailureKind.ENVELOPE_UNAVAILABLE:
+            return JigError(
+                Code.EXECUTION_FAILED, f"containment envelope unavailable, nothing ran: {detail}"
+            )
+        case FailureKind.ZYGOTE_UNREACHABLE:
+            return JigError(Code.EXECUTION_FAILED, f"envelope zygote unreachable: {detail}")
+        case FailureKind.SETUP_FAILED:
+            message = f"containment envelope incomplete, nothing ran: {failure.step}: {detail}"
+            if failure.cleaned_up:
+                return JigError(Code.EXECUTION_FAILED, message)
+            # Nothing ran, but what was built may still hold resources: not a clean failure.
+            return JigError(Code.UNCERTAIN, f"{message}; cleanup not confirmed: {problems}")
+        case FailureKind.DEADLINE_BEFORE_START:
+            return JigError(
+                Code.DEADLINE_EXCEEDED, "the deadline passed before the candidate started"
+            )
+        case FailureKind.CANCELLED_BEFORE_DISPATCH:
+            return JigError(Code.CANCELLED, "cancelled before dispatch; nothing ran")
+        case FailureKind.INIT_LOST:
+            cleanup = (
+                "the envelope was cleaned up"
+                if failure.cleaned_up
+                else f"cleanup not confirmed: {problems}"
+            )
+            return JigError(Code.UNCERTAIN, f"{detail}; {cleanup}")
+        case FailureKind.REPORTS_STOPPED:
+            return JigError(
+                Code.UNCERTAIN,
+                "the envelope supervisor stopped reporting; the run's end and cleanup are unproved",
+            )
+        case FailureKind.CLEANUP_UNPROVED:
+            return JigError(Code.UNCERTAIN, f"cleanup could not be confirmed: {problems}")
+        case _:
+            assert_never(failure.kind)
+
+
+def stopped_error(stop_reason: StopReason, evidence: dict[str, Any]) -> JigError | None:
+    """The failure a run stopped by its deadline or a cancel answers with (with its evidence)."""
+    if stop_reason == "deadline":
+        return JigError(
+            Code.DEADLINE_EXCEEDED,
+            "the command reached its deadline and its whole process tree was killed",
+            {"command": evidence},
+        )
+    if stop_reason == "cancelled":
+        return JigError(
+            Code.CANCELLED,
+            "the command was cancelled and its whole process tree was killed",
+            {"command": evidence},
+        )
+    return None
