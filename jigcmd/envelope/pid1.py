@@ -125,6 +125,10 @@ class Init:
             rootfs.build_root(self.plan, self.sources, self.memory_limit)
             for fd in self.sources.values():
                 os.close(fd)
+            step = "drop privileges"
+            # The half of the drop that leaves pid 1 its capabilities (the seal at the go
+            # still needs them): off the request's path. The rest comes at the go.
+            privileges.begin_drop(self.plan.limits.nofile, self.plan.limits.fsize_bytes)
             # From here on nothing of the envelope runs until a request arrives.
             report(self.status_w, "prepared")
             step = "wait for the request"
@@ -160,11 +164,15 @@ class Init:
             if plan.profile == "candidate":
                 rootfs.seal_candidate(plan.files)
         with _step("drop privileges"):
+            if plan.limits != self.plan.limits:
+                # The rlimits were set for the prepared shape; a launch of another shape is
+                # re-prepared by the supervisor, never sent here.
+                raise OSError(errno.EINVAL, "the go's limits are not the prepared ones")
             # Every descriptor of pid 1 above 2 stays out of the candidate, whatever it is.
             sc.close_range(3, 0xFFFFFFFF, sc.CLOSE_RANGE_CLOEXEC)
             # Rootless, the user's own supplementary groups cannot be dropped (see privileges).
             kept = frozenset(os.getgroups()) if _ROOTLESS else frozenset()
-            privileges.drop_to_candidate(plan.limits.nofile, plan.limits.fsize_bytes, kept)
+            privileges.finish_drop(kept)
         with _step("watch the supervisor"):
             # Set after the drop (a credential change can clear it); a supervisor that died
             # before it was set has closed the control socket.

@@ -28,9 +28,11 @@ __all__ = [
     "CANDIDATE_SECUREBITS",
     "HostFacts",
     "PrivilegeError",
+    "begin_drop",
     "close_fds_except_stdio",
     "drop_to_candidate",
     "effective_capability",
+    "finish_drop",
     "prepare",
 ]
 
@@ -205,6 +207,18 @@ def drop_to_candidate(
     without CAP_SETGID on the host its user's own groups cannot be dropped (the kernel denies
     setgroups in a user namespace whose gid map an unprivileged process wrote).
     """
+    begin_drop(nofile, fsize_bytes)
+    finish_drop(kept_groups)
+
+
+def begin_drop(nofile: int, fsize_bytes: int) -> None:
+    """The drop's first half: everything that leaves the caller its effective capabilities.
+
+    Rlimits, a session of its own, the ambient set cleared, the securebits locked and the
+    bounding set emptied: none of it limits what the caller itself may still do (the
+    bounding set only bounds what a later exec or capset could gain). Pid 1 does this while
+    it prepares, and `finish_drop` at the go, after the last step that needs a capability.
+    """
     facts = prepare()
     # Rlimits first: raising a hard limit (nofile above the inherited one) needs
     # CAP_SYS_RESOURCE, which is gone after the capability steps.
@@ -223,6 +237,10 @@ def drop_to_candidate(
     with _step("drop bounding capabilities"):
         for cap in range(facts.cap_last_cap + 1):
             _pr(_PR_CAPBSET_DROP, cap)
+
+
+def finish_drop(kept_groups: frozenset[int] = frozenset()) -> None:
+    """The drop's second half, after `begin_drop`: no capability left, the filter, verified."""
     with _step("clear capability sets"):
         _clear_capability_sets()
     # PR_SET_DUMPABLE 0 is not set: execve resets it for a readable binary, so it would not

@@ -81,7 +81,7 @@ def _prepared_envelope(backend: cgroups.CgroupBackend, staging_dir: Path) -> dic
 def test_when_prepare_returns_pid_1_waits_alone_without_a_signal_handler(
     real_cgroups: cgroups.CgroupBackend, attempt: int, tmp_path: Path
 ) -> None:
-    """No candidate before the go, no handler the candidate could trigger, the baseline read.
+    """No candidate before the go, no handler it could trigger, half the drop done, baseline read.
 
     The stand-in runs Python's default SIGINT handler: pid 1 must have dropped it.
     """
@@ -91,9 +91,12 @@ def test_when_prepare_returns_pid_1_waits_alone_without_a_signal_handler(
     init = report["init"]
     assert isinstance(init, dict)
     assert init["SigCgt"] == "0000000000000000"
-    # Host uid 65534, root of its own namespace until it drops at the go.
+    # Host uid 65534, root of its own namespace: half dropped (the bounding set is empty),
+    # its effective capabilities kept for the seal at the go, where the rest of the drop is.
     assert init["Uid"].split()[0] != "0"
-    assert init["NoNewPrivs"] == "0"
+    assert init["CapBnd"] == "0000000000000000"
+    assert init["CapEff"] != "0000000000000000"
+    assert (init["NoNewPrivs"], init["Seccomp"]) == ("0", "0")
     assert isinstance(report["cpu_at_go"], int) and report["cpu_at_go"] > 0
 
 
