@@ -401,7 +401,13 @@ async def test_while_the_candidate_runs_pid_1_holds_no_privilege_and_catches_no_
             fields = dict(line.split(":\t", 1) for line in handle.read().splitlines())
         seen.update({key: fields[key].strip() for key in _PID_1_FIELDS})
         with open(f"/proc/{started.init_pid}/task/{started.init_pid}/children") as handle:
-            seen["children"] = str(len(handle.read().split()))
+            children = handle.read().split()
+        seen["children"] = str(len(children))
+        # The candidate inherited 1000 at its spawn; pid 1 is back at its own score.
+        with open(f"/proc/{started.init_pid}/oom_score_adj", encoding="ascii") as handle:
+            seen["init oom"] = handle.read().strip()
+        with open(f"/proc/{children[0]}/oom_score_adj", encoding="ascii") as handle:
+            seen["candidate oom"] = handle.read().strip()
 
     outcome = await envelope.run(probe_plan("await Bun.sleep(300);\n"), on_started=look)
     assert outcome.exit_code == 0
@@ -413,7 +419,15 @@ async def test_while_the_candidate_runs_pid_1_holds_no_privilege_and_catches_no_
         "NoNewPrivs": "1",
         "Seccomp": "2",
         "children": "1",
+        # What the zygote inherited from this process, and pid 1 from the zygote.
+        "init oom": _own_oom_score(),
+        "candidate oom": "1000",
     }
+
+
+def _own_oom_score() -> str:
+    with open("/proc/self/oom_score_adj", encoding="ascii") as handle:
+        return handle.read().strip()
 
 
 _PID_1_FIELDS = ("SigCgt", "CapEff", "CapPrm", "CapBnd", "NoNewPrivs", "Seccomp")

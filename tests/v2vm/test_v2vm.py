@@ -49,6 +49,7 @@ SUBSETS = {
         "reaped",
         "memory_limit",
         "prepared",
+        "pid_1_holds",
     ),
     # Not the OOM and fork-bomb cases: under emulation (TCG, 5-40x slower) a bomb can outlast
     # the product's 10 s ceiling before it reaches its limit (seen at this session's base
