@@ -83,10 +83,9 @@ class Owner:
         Uncertain, unless the server had recorded the run's evidence before it went and the
         cleanup is proved: then the row is done with that evidence.
         """
-        # Imported here, not at the top: see the module docstring.
-        import sqlite3  # noqa: PLC0415
+        import sqlite3  # noqa: PLC0415 - only when the server died (the module docstring)
 
-        from jigcmd.journal.store import Journal, JournalError  # noqa: PLC0415
+        from jigcmd.journal.store import Journal, JournalError  # noqa: PLC0415 - likewise
 
         with (
             contextlib.suppress(OSError, JournalError, sqlite3.Error),

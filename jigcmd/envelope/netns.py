@@ -57,9 +57,9 @@ class NetnsError(OSError):
 @functools.cache
 def loopback_request() -> bytes:
     """The RTM_NEWLINK request that sets IFF_UP on `lo`, encoded by pyroute2."""
-    from pyroute2.netlink import NLM_F_ACK, NLM_F_REQUEST  # noqa: PLC0415 - see preload()
-    from pyroute2.netlink.rtnl import RTM_NEWLINK  # noqa: PLC0415
-    from pyroute2.netlink.rtnl.ifinfmsg import ifinfmsg  # noqa: PLC0415
+    from pyroute2.netlink import NLM_F_ACK, NLM_F_REQUEST  # noqa: PLC0415 - only in the child that encodes it (encode_in_child)
+    from pyroute2.netlink.rtnl import RTM_NEWLINK  # noqa: PLC0415 - likewise
+    from pyroute2.netlink.rtnl.ifinfmsg import ifinfmsg  # noqa: PLC0415 - likewise
 
     message = ifinfmsg()
     message["index"] = _LOOPBACK_INDEX

@@ -44,7 +44,7 @@ from jigcmd.envelope import syscalls as sc
 from jigcmd.envelope.ledger import Registry
 from jigcmd.envelope.lifecycle import supervise
 from jigcmd.envelope.wire import Launch, Ready, Warm, recv_message, send_message
-from jigcmd.journal import identity
+from jigcmd.journal.identity import identify
 from jigcmd.plan import Bind, RunPlan
 
 __all__ = ["main"]
@@ -210,7 +210,7 @@ class _Zygote:
             self.preparing = supervisor
             ready = Ready(
                 envelope_id=envelope_id,
-                supervisor=identity.identify(pid),
+                supervisor=identify(pid),
                 cgroup_paths=self.backend.job_paths(f"jigcmd-{envelope_id}"),
             )
             try:
@@ -269,7 +269,7 @@ def main(argv: list[str]) -> int:
         control.sendall(b"F" + f"{type(exc).__name__}: {exc}".encode("utf-8", "replace"))
         return 1
     registry = None
-    server = identity.identify(os.getppid())
+    server = identify(os.getppid())
     if len(argv) > 2 and argv[2] and server is not None:
         registry = Registry(state_dir=argv[2], owner=server)
     # Every supervisor, init and candidate is a fork of this process. Frozen objects are never
