@@ -15,6 +15,7 @@ from jigcmd.bindingfile import LoadedBinding, load_binding
 from jigcmd.envelope.cgroups import CgroupBackend, CgroupUnavailable
 from jigcmd.envelope.delegation import DelegationError, resolve_backend
 from jigcmd.envelope.native import NativeExecutor
+from jigcmd.errors import JigError
 from jigcmd.executor import Executor
 from jigcmd.journal.schema import SchemaError
 from jigcmd.journal.store import JournalError, JournalUnusable
@@ -153,11 +154,16 @@ class FrontSettings:
 
 
 @asynccontextmanager
-async def open_service(settings: FrontSettings) -> AsyncIterator[Assembly]:
+async def open_service(
+    settings: FrontSettings, *, start_envelopes: bool = False
+) -> AsyncIterator[Assembly]:
     """The admitted service with its executor, journal and slots; recovery runs first.
 
     Raises `BindingError`, `RuntimeUnavailable`, `StateDirError` or `DelegationError` (no
-    cgroup subtree this user may use) before anything starts.
+    cgroup subtree this user may use) before anything starts. With `start_envelopes` the
+    envelope zygote is started (and the runtime staged) before the service is handed over,
+    so that a one-shot run's ceiling does not pay for it; a zygote that cannot start is
+    reported by the run itself.
     """
     backend: CgroupBackend | None
     try:
@@ -191,6 +197,9 @@ async def open_service(settings: FrontSettings) -> AsyncIterator[Assembly]:
         assembly.service.attach_ownership(ownership)
         if backend is not None:
             assembly.service.attach_pins(backend.pins)
+        if start_envelopes:
+            with contextlib.suppress(JigError):
+                await executor.start()
         yield assembly
     finally:
         with anyio.CancelScope(shield=True):

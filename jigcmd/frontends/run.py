@@ -110,7 +110,9 @@ async def _run(
     args: list[str],
     as_json: bool,
 ) -> int:
-    async with open_service(settings) as assembly:
+    # The zygote starts (and stages the runtime) before the run's ceiling begins: on a slow
+    # (emulated) machine that alone took seconds of a one-shot run's 10.
+    async with open_service(settings, start_envelopes=True) as assembly:
         service = assembly.service
         try:
             # Admission first: a drifted or missing lock is what to fix, whatever the files.
