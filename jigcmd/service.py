@@ -3,26 +3,17 @@
 from __future__ import annotations
 
 import time
-import uuid
 from collections.abc import Callable, Mapping
+from functools import partial
 
 import anyio
 import msgspec
 
 from jigcmd import trace
+from jigcmd.durability import Durability
 from jigcmd.errors import Code, JigError
 from jigcmd.evidence import Evidence, decode_output
-from jigcmd.executor import (
-    Assigned,
-    Ending,
-    EnvelopeFailure,
-    EnvelopeIdentity,
-    Executor,
-    Hooks,
-    RunOutcome,
-    Ticket,
-    Withdrawn,
-)
+from jigcmd.executor import Ending, EnvelopeFailure, Executor, Hooks, RunOutcome, Ticket
 from jigcmd.failures import envelope_error, stopped_error
 from jigcmd.journal.reservations import Slot
 from jigcmd.ownership import Ownership
@@ -157,183 +148,49 @@ class CommandService:
         # After admission: its one-off deferred check (hashing the 80 MB Bun binary, seconds
         # on a slow machine) is the server's warm-up, not this run's; the caller's own
         # deadlines are absolute times and bound the call all the same.
-        now_monotonic, now_unix_ms = time.monotonic(), time.time_ns() // 1_000_000
-        deadline = effective_deadline(
-            now_monotonic, now_unix_ms, deadline_unix_ms, self._root_deadline
-        )
+        deadline = self._deadline(deadline_unix_ms)
         valid = self.validate(input)
-        ownership = self._ownership
-        durable = ownership is not None and signature is not None
-        if durable and not root_run:
-            # Operation identity belongs to a run: a durable call without one is a bug.
-            raise ValueError("a call with an operation signature needs its caller's run id")
-        scope = root_run or ""
-        refusal = None
-        if deadline <= time.monotonic():
-            refusal = JigError(
-                Code.DEADLINE_EXCEEDED, "the deadline had passed before dispatch; nothing ran"
-            )
-        elif cancel.is_set():
-            refusal = JigError(Code.CANCELLED, "cancelled before dispatch; nothing ran")
+        durability = Durability(
+            self._ownership,
+            operation_id=operation_id,
+            signature=signature,
+            root_run=root_run,
+            context=context,
+        )
+        refusal = _refused_before_dispatch(deadline, cancel)
         if refusal is not None:
             # Nothing is dispatched and no row is written; a known operation still replays.
-            if durable:
-                assert ownership is not None and signature is not None
-                known = await ownership.lookup(
-                    operation_id, signature, root_run=scope, deadline=deadline, cancel=cancel
-                )
-                if known is not None:
-                    return known
-            raise refusal
+            return await durability.known_or(refusal, deadline, cancel)
         trace.mark("service: validated")
-        run_id = uuid.uuid4().hex[:16]
-        slot = None
-        if ownership is not None:
-            try:
-                if wait_for_slot:
-                    slot = await self._wait_for_slot(
-                        ownership, operation_id, deadline, cancel, progress
-                    )
-                    # The wait counted against the call's deadline; the run's own ceiling
-                    # starts once it has a slot, still bounded by the caller's deadlines.
-                    deadline = effective_deadline(
-                        time.monotonic(),
-                        time.time_ns() // 1_000_000,
-                        deadline_unix_ms,
-                        self._root_deadline,
-                    )
-                else:
-                    slot = ownership.reserve(operation_id)
-            except JigError:
-                # No slot: a known operation is still answered from the journal.
-                known = None
-                if durable:
-                    assert signature is not None
-                    known = await ownership.lookup(
-                        operation_id, signature, root_run=scope, deadline=deadline, cancel=cancel
-                    )
-                if known is None:
-                    raise
-                return known
         try:
-            hooks = None
-            began = False
-            replayed: RunResult | None = None
-            # The evidence bytes made durable during the cleanup, when they were.
-            recorded: bytes | None = None
-            if durable:
-                assert ownership is not None and signature is not None
-
-                recorded_envelope: Assigned | None = None
-
-                async def admit(assigned: Assigned | None) -> bool:
-                    # One journal transaction before dispatch: a new row, or the known
-                    # answer. The envelope stages the candidate while this commits. A
-                    # prepared envelope is known already: the row names it from the start.
-                    nonlocal began, replayed, recorded_envelope
-                    replayed = await ownership.begin(
-                        root_run=scope,
-                        operation_id=operation_id,
-                        signature=signature,
-                        context=context,
-                        deadline=deadline,
-                        run_id=run_id if assigned is None else assigned.run_id,
-                        envelope=assigned,
-                        cancel=cancel,
-                    )
-                    began = replayed is None
-                    recorded_envelope = assigned
-                    trace.mark("service: begun")
-                    return began
-
-                async def on_started(envelope: EnvelopeIdentity) -> None:
-                    # Recorded at begin unless the envelope was made for this launch (or
-                    # made again under another name): no commit while the candidate runs.
-                    if recorded_envelope is None or not recorded_envelope.serves(envelope):
-                        await ownership.record_envelope(operation_id, envelope, root_run=scope)
-
-                async def on_ended(ending: Ending) -> None:
-                    # The run's evidence is durable before its cleanup is confirmed; the
-                    # row stays open until then (see `Ownership.record_evidence`).
-                    nonlocal recorded
-                    if ending.stop_reason == "exited":
-                        recorded = await ownership.record_evidence(
-                            operation_id, evidence_of(valid, ending), root_run=scope
-                        )
-                        trace.mark("service: evidence recorded")
-
-                hooks = Hooks(admit=admit, on_started=on_started, on_ended=on_ended)
-
-            ticket = Ticket(
-                run_id=run_id,
-                operation_id=operation_id if durable else None,
-                root_run=scope,
-                state_dir=str(ownership.state_dir) if durable and ownership else None,
-                slot_fd=slot.fd if slot is not None else None,
+            await durability.reserve(deadline, cancel, progress, wait=wait_for_slot)
+        except JigError as no_slot:
+            # No slot: a known operation is still answered from the journal.
+            return await durability.known_or(no_slot, deadline, cancel)
+        try:
+            if durability.slot is not None and wait_for_slot:
+                # The wait counted against the call's deadline; the run's own ceiling starts
+                # once it has a slot, still bounded by the caller's deadlines.
+                deadline = self._deadline(deadline_unix_ms)
+            plan = self._plan(valid, operation_id, deadline, self._place(durability.slot))
+            execute = partial(
+                self._execute, valid=valid, plan=plan, cancel=cancel, progress=progress
             )
-            try:
-                result = await self._execute(
-                    valid,
-                    operation_id=operation_id,
-                    deadline=deadline,
-                    cancel=cancel,
-                    ticket=ticket,
-                    progress=progress,
-                    hooks=hooks,
-                    cpus=self._place(slot),
-                )
-            except Withdrawn:
-                assert replayed is not None
-                return replayed
-            except JigError as error:
-                # Only a row this call created is closed with its failure: an operation
-                # id in flight elsewhere is never touched.
-                if began and ownership is not None:
-                    await ownership.fail(operation_id, error, root_run=scope)
-                raise
-            if durable and ownership is not None:
-                await ownership.finish(operation_id, result, root_run=scope, recorded=recorded)
-            trace.mark("service: recorded")
-            return result
+            evidence = partial(evidence_of, valid)
+            return await durability.run(plan, execute, evidence=evidence, cancel=cancel)
         finally:
-            if slot is not None and ownership is not None:
-                ownership.release(slot)
+            durability.release()
 
-    @staticmethod
-    async def _wait_for_slot(
-        ownership: Ownership,
-        operation_id: str,
-        deadline: float,
-        cancel: anyio.Event,
-        progress: Progress | None,
-    ) -> Slot:
-        """A slot, waiting behind earlier callers until the deadline; progress says it waits."""
-        queued = None
-        if progress is not None:
-
-            async def queued(ahead: int) -> None:
-                assert progress is not None
-                await progress(
-                    f"queued: every envelope slot is in use; waiting for one ({ahead} ahead)"
-                )
-
-        return await ownership.slots.acquire(
-            operation_id, deadline=deadline, cancel=cancel, queued=queued
+    def _deadline(self, deadline_unix_ms: int | None) -> float:
+        """The run's monotonic deadline from now: the caller's, the root's, or the ceiling."""
+        return effective_deadline(
+            time.monotonic(), time.time_ns() // 1_000_000, deadline_unix_ms, self._root_deadline
         )
 
-    async def _execute(
-        self,
-        valid: ValidRequest,
-        *,
-        operation_id: str,
-        deadline: float,
-        cancel: anyio.Event,
-        ticket: Ticket,
-        progress: Progress | None,
-        hooks: Hooks | None = None,
-        cpus: tuple[int, ...] = (),
-    ) -> RunResult:
-        plan = candidate_plan(
+    def _plan(
+        self, valid: ValidRequest, operation_id: str, deadline: float, cpus: tuple[int, ...]
+    ) -> RunPlan:
+        return candidate_plan(
             bun=BUN_TARGET,
             runtime_binds=self._runtime.binds,
             kind=valid.command.kind,
@@ -346,6 +203,17 @@ class CommandService:
             label=operation_id,
             cpus=cpus,
         )
+
+    async def _execute(
+        self,
+        ticket: Ticket,
+        hooks: Hooks | None,
+        *,
+        valid: ValidRequest,
+        plan: RunPlan,
+        cancel: anyio.Event,
+        progress: Progress | None,
+    ) -> RunResult:
         if progress is not None:
             await progress(f"running {' '.join(valid.invocation)}")
         try:
@@ -357,6 +225,17 @@ class CommandService:
         if stopped is not None:
             raise stopped
         return RunResult(evidence=evidence, report=outcome.report)
+
+
+def _refused_before_dispatch(deadline: float, cancel: anyio.Event) -> JigError | None:
+    """Why nothing may be dispatched any more (the deadline passed, a cancel came), if so."""
+    if deadline <= time.monotonic():
+        return JigError(
+            Code.DEADLINE_EXCEEDED, "the deadline had passed before dispatch; nothing ran"
+        )
+    if cancel.is_set():
+        return JigError(Code.CANCELLED, "cancelled before dispatch; nothing ran")
+    return None
 
 
 def evidence_of(valid: ValidRequest, outcome: RunOutcome | Ending) -> Evidence:

@@ -1,0 +1,190 @@
+"""`Durability`: what one call keeps outside its process, its envelope slot and journal row.
+
+The service asks it, in order: is the operation known (`known_or`), take a slot (`reserve`),
+run under the row (`run`: the row is written at admission, the envelope and the evidence
+recorded along the way, the row closed with the result or the failure), `release`. A call
+without an operation signature keeps no row; one without a state directory keeps nothing.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Awaitable, Callable
+
+import anyio
+
+from jigcmd import trace
+from jigcmd.errors import JigError
+from jigcmd.evidence import Evidence
+from jigcmd.executor import Assigned, Ending, EnvelopeIdentity, Hooks, Ticket, Withdrawn
+from jigcmd.journal.reservations import Slot
+from jigcmd.ownership import Ownership
+from jigcmd.plan import RunPlan
+from jigcmd.protocol.commands import RunResult
+from jigcmd.server.backend import Progress
+
+__all__ = ["Durability", "Execute"]
+
+# Runs the plan with this call's ticket and hooks (the service's own execute).
+Execute = Callable[[Ticket, Hooks | None], Awaitable[RunResult]]
+
+
+class Durability:
+    """One call's envelope slot and journal row: replay, reserve, the run's hooks, fail, finish."""
+
+    def __init__(
+        self,
+        ownership: Ownership | None,
+        *,
+        operation_id: str,
+        signature: str | None,
+        root_run: str | None,
+        context: str,
+    ) -> None:
+        self._ownership = ownership
+        self._operation_id = operation_id
+        self._signature = signature
+        self._context = context
+        self.durable = ownership is not None and signature is not None
+        if self.durable and not root_run:
+            # Operation identity belongs to a run: a durable call without one is a bug.
+            raise ValueError("a call with an operation signature needs its caller's run id")
+        self._scope = root_run or ""
+        self.run_id = uuid.uuid4().hex[:16]
+        self.slot: Slot | None = None
+        # Whether this call created the row (only such a row is closed with its failure).
+        self._began = False
+        # The journal's answer when the operation turned out known at admission.
+        self._replayed: RunResult | None = None
+        # The prepared envelope the row named at admission, when there was one.
+        self._recorded_envelope: Assigned | None = None
+        # The evidence bytes made durable during the cleanup, when they were.
+        self._recorded: bytes | None = None
+
+    async def known_or(self, refusal: JigError, deadline: float, cancel: anyio.Event) -> RunResult:
+        """The journal's answer for a known operation; else raise `refusal` (nothing ran)."""
+        known = None
+        if self.durable:
+            assert self._ownership is not None and self._signature is not None
+            known = await self._ownership.lookup(
+                self._operation_id,
+                self._signature,
+                root_run=self._scope,
+                deadline=deadline,
+                cancel=cancel,
+            )
+        if known is None:
+            raise refusal
+        return known
+
+    async def reserve(
+        self, deadline: float, cancel: anyio.Event, progress: Progress | None, *, wait: bool
+    ) -> None:
+        """Take an envelope slot, with `wait` behind earlier callers until the deadline.
+
+        Raises `JigError` when there is none; a call without a state directory takes none.
+        """
+        ownership = self._ownership
+        if ownership is None:
+            return
+        if not wait:
+            self.slot = ownership.reserve(self._operation_id)
+            return
+        queued = None
+        if progress is not None:
+
+            async def queued(ahead: int) -> None:
+                assert progress is not None
+                await progress(
+                    f"queued: every envelope slot is in use; waiting for one ({ahead} ahead)"
+                )
+
+        self.slot = await ownership.slots.acquire(
+            self._operation_id, deadline=deadline, cancel=cancel, queued=queued
+        )
+
+    def release(self) -> None:
+        """Give the envelope slot back (the supervisor holds its own lock to the end)."""
+        if self.slot is not None and self._ownership is not None:
+            self._ownership.release(self.slot)
+            self.slot = None
+
+    async def run(
+        self,
+        plan: RunPlan,
+        execute: Execute,
+        *,
+        evidence: Callable[[Ending], Evidence],
+        cancel: anyio.Event,
+    ) -> RunResult:
+        """Run `execute` under this call's row: opened at admission, closed with its end."""
+        ownership = self._ownership
+        ticket = Ticket(
+            run_id=self.run_id,
+            operation_id=self._operation_id if self.durable else None,
+            root_run=self._scope,
+            state_dir=str(ownership.state_dir) if self.durable and ownership else None,
+            slot_fd=self.slot.fd if self.slot is not None else None,
+        )
+        hooks = self._hooks(plan, evidence, cancel) if self.durable else None
+        try:
+            result = await execute(ticket, hooks)
+        except Withdrawn:
+            assert self._replayed is not None
+            return self._replayed
+        except JigError as error:
+            # Only a row this call created is closed with its failure: an operation
+            # id in flight elsewhere is never touched.
+            if self._began and ownership is not None:
+                await ownership.fail(self._operation_id, error, root_run=self._scope)
+            raise
+        if self.durable and ownership is not None:
+            await ownership.finish(
+                self._operation_id, result, root_run=self._scope, recorded=self._recorded
+            )
+        trace.mark("service: recorded")
+        return result
+
+    def _hooks(
+        self, plan: RunPlan, evidence: Callable[[Ending], Evidence], cancel: anyio.Event
+    ) -> Hooks:
+        ownership, signature = self._ownership, self._signature
+        assert ownership is not None and signature is not None
+        operation_id, scope = self._operation_id, self._scope
+
+        async def admit(assigned: Assigned | None) -> bool:
+            # One journal transaction before dispatch: a new row, or the known answer.
+            # The envelope stages the candidate while this commits. A prepared envelope
+            # is known already: the row names it from the start.
+            self._replayed = await ownership.begin(
+                root_run=scope,
+                operation_id=operation_id,
+                signature=signature,
+                context=self._context,
+                deadline=plan.deadline,
+                run_id=self.run_id if assigned is None else assigned.run_id,
+                envelope=assigned,
+                cancel=cancel,
+            )
+            self._began = self._replayed is None
+            self._recorded_envelope = assigned
+            trace.mark("service: begun")
+            return self._began
+
+        async def on_started(envelope: EnvelopeIdentity) -> None:
+            # Recorded at begin unless the envelope was made for this launch (or made
+            # again under another name): no commit while the candidate runs.
+            recorded = self._recorded_envelope
+            if recorded is None or not recorded.serves(envelope):
+                await ownership.record_envelope(operation_id, envelope, root_run=scope)
+
+        async def on_ended(ending: Ending) -> None:
+            # The run's evidence is durable before its cleanup is confirmed; the row
+            # stays open until then (see `Ownership.record_evidence`).
+            if ending.stop_reason == "exited":
+                self._recorded = await ownership.record_evidence(
+                    operation_id, evidence(ending), root_run=scope
+                )
+                trace.mark("service: evidence recorded")
+
+        return Hooks(admit=admit, on_started=on_started, on_ended=on_ended)
