@@ -19,7 +19,7 @@ from jigcmd.evidence import Evidence
 from jigcmd.executor import Assigned, Ending, EnvelopeIdentity, Hooks, Ticket, Withdrawn
 from jigcmd.journal.reservations import Slot
 from jigcmd.ownership import Ownership
-from jigcmd.plan import RunPlan
+from jigcmd.plan import RunPlan, plan_digest
 from jigcmd.protocol.commands import RunResult
 from jigcmd.server.backend import Progress
 
@@ -151,6 +151,7 @@ class Durability:
         ownership, signature = self._ownership, self._signature
         assert ownership is not None and signature is not None
         operation_id, scope = self._operation_id, self._scope
+        digest = plan_digest(plan)
 
         async def admit(assigned: Assigned | None) -> bool:
             # One journal transaction before dispatch: a new row, or the known answer.
@@ -164,6 +165,7 @@ class Durability:
                 deadline=plan.deadline,
                 run_id=self.run_id if assigned is None else assigned.run_id,
                 envelope=assigned,
+                plan_digest=digest,
                 cancel=cancel,
             )
             self._began = self._replayed is None

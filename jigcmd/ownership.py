@@ -158,13 +158,14 @@ class Ownership:
         deadline: float,
         run_id: str,
         envelope: Assigned | None = None,
+        plan_digest: str | None = None,
         cancel: anyio.Event | None = None,
     ) -> RunResult | None:
         """Record the operation before dispatch; or answer it from the journal.
 
         With `envelope` (the prepared envelope the launch went to) the new row names it
-        already (`running`). None: a new row was written and the caller dispatches. Otherwise
-        the operation is
+        already (`running`); a new row keeps `plan_digest`, the identity of its plan.
+        None: a new row was written and the caller dispatches. Otherwise the operation is
         known: its recorded result is replayed (or raised), an in-flight one is joined, an
         uncertain one is `UNCERTAIN`, a different request is `OPERATION_CONFLICT`.
         """
@@ -180,6 +181,7 @@ class Ownership:
             run_id=run_id,
             supervisor=None if envelope is None else envelope.supervisor,
             cgroup_paths=() if envelope is None else envelope.cgroup_paths,
+            plan_digest=plan_digest,
         )
         # On the request's path (the staged candidate waits for it): uncontended, one quick
         # local commit without a thread hop; otherwise wait for the writer in a thread.
@@ -258,7 +260,6 @@ class Ownership:
                     supervisor=supervisor,
                     cgroup_paths=envelope.cgroup_paths,
                     netns=envelope.netns,
-                    plan_digest="",
                 )
             )
         except _JOURNAL_FAILURES as exc:

@@ -15,7 +15,7 @@ import pytest
 from jigcmd.executor import Assigned, EnvelopeIdentity, Hooks, RunOutcome, Ticket
 from jigcmd.journal.identity import current
 from jigcmd.ownership import Ownership
-from jigcmd.plan import RunPlan
+from jigcmd.plan import RunPlan, plan_digest
 from jigcmd.policy.binding import CommandPolicy
 from jigcmd.policy.lock import ADMITTED
 from jigcmd.runtime import Runtime
@@ -34,6 +34,7 @@ class _Stub:
         self.assigned = assigned
         self.started = started
         self.tickets: list[Ticket] = []
+        self.plans: list[RunPlan] = []
 
     async def execute(
         self,
@@ -42,9 +43,10 @@ class _Stub:
         ticket: Ticket | None = None,
         hooks: Hooks | None = None,
     ) -> RunOutcome:
-        del plan, cancel
+        del cancel
         assert ticket is not None and hooks is not None and hooks.admit is not None
         self.tickets.append(ticket)
+        self.plans.append(plan)
         assert await hooks.admit(self.assigned)
         assert hooks.on_started is not None
         await hooks.on_started(self.started)
@@ -120,3 +122,16 @@ async def test_a_prepared_envelope_made_again_under_another_name_is_recorded_at_
     row = ownership.journal.get("op-1", root_run=RUN)
     assert recorded == ["op-1"]
     assert row is not None and row.cgroup_paths == elsewhere
+
+
+@pytest.mark.parametrize("prepared", [PREPARED, None], ids=["prepared", "made-for-the-launch"])
+async def test_the_row_keeps_the_digest_of_the_plan_its_envelope_was_given(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, prepared: Assigned | None
+) -> None:
+    """Written with the row at admission, and kept when the envelope is recorded at start."""
+    stub = _Stub(prepared, _started(PATHS))
+    ownership, _ = await _run(tmp_path, stub, monkeypatch)
+    row = ownership.journal.get("op-1", root_run=RUN)
+    assert row is not None and len(stub.plans) == 1
+    assert row.plan_digest == plan_digest(stub.plans[0])
+    assert row.plan_digest.startswith("sha256:")

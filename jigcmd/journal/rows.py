@@ -86,6 +86,8 @@ class NewRow(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     run_id: str
     supervisor: ProcessIdentity | None = None
     cgroup_paths: tuple[str, ...] = ()
+    # The digest of the plan the operation runs (`jigcmd.plan.plan_digest`), when known.
+    plan_digest: str | None = None
 
 
 class Begin(msgspec.Struct, frozen=True, forbid_unknown_fields=True):

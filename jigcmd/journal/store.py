@@ -295,8 +295,8 @@ class Journal:
         conn.execute(
             "INSERT INTO operations (root_run, operation_id, signature, context,"
             " created_unix_ms, updated_unix_ms, deadline_unix_ms, run_id, owner_pid,"
-            " owner_start, boot_id, state, supervisor_pid, supervisor_start, cgroup_paths)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            " owner_start, boot_id, state, supervisor_pid, supervisor_start, cgroup_paths,"
+            " plan_digest) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 new.root_run,
                 new.operation_id,
@@ -313,6 +313,7 @@ class Journal:
                 None if supervisor is None else supervisor.pid,
                 None if supervisor is None else supervisor.start,
                 msgspec.json.encode(list(new.cgroup_paths)).decode("utf-8"),
+                new.plan_digest,
             ),
         )
         inserted = conn.execute(_SELECT_ROW, key).fetchone()
@@ -326,13 +327,17 @@ class Journal:
         supervisor: ProcessIdentity,
         cgroup_paths: Sequence[str],
         netns: str,
-        plan_digest: str,
+        plan_digest: str | None = None,
     ) -> bool:
-        """Record the envelope's identity on an open row (→ `running`); False if it is closed."""
+        """Record the envelope's identity on an open row (→ `running`); False if it is closed.
+
+        `plan_digest` None keeps the digest the row was begun with.
+        """
         with self._write() as conn:
             cursor = conn.execute(
                 "UPDATE operations SET state = 'running', supervisor_pid = ?,"
-                " supervisor_start = ?, cgroup_paths = ?, netns = ?, plan_digest = ?,"
+                " supervisor_start = ?, cgroup_paths = ?, netns = ?,"
+                " plan_digest = COALESCE(?, plan_digest),"
                 " updated_unix_ms = ? WHERE root_run = ? AND operation_id = ? AND state IN (?, ?)",
                 (
                     supervisor.pid,
