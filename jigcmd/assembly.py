@@ -15,8 +15,7 @@ from jigcmd.bindingfile import LoadedBinding, load_binding
 from jigcmd.envelope.cgroups import CgroupBackend, CgroupUnavailable
 from jigcmd.envelope.delegation import DelegationError, resolve_backend
 from jigcmd.envelope.native import NativeExecutor
-from jigcmd.errors import JigError
-from jigcmd.executor import Executor
+from jigcmd.executor import EnvelopeFailure, Executor
 from jigcmd.journal.schema import SchemaError
 from jigcmd.journal.store import JournalError, JournalUnusable
 from jigcmd.ownership import Ownership
@@ -198,7 +197,7 @@ async def open_service(
         if backend is not None:
             assembly.service.attach_pins(backend.pins)
         if start_envelopes:
-            with contextlib.suppress(JigError):
+            with contextlib.suppress(EnvelopeFailure):
                 await executor.start()
         yield assembly
     finally:
