@@ -68,6 +68,7 @@ from scripts.bench_envelope import (  # noqa: E402 - needs the path set up above
     admit,
     busy_seconds,
     latencies,
+    percentile,
     rotated,
     table,
     throughput,
@@ -405,6 +406,7 @@ def main() -> None:
             for rung in ladder:
                 if isinstance(rung, Prepared):
                     rung.pause = 0.0
+            back_to_back = latencies(ladder, args.runs, 0.0)
             cpu = cpu_rounds(ladder, args.rounds, args.cpu_runs // args.rounds, args.settle_s)
         finally:
             if serve is not None:
@@ -416,7 +418,7 @@ def main() -> None:
             else:
                 makers[rung.name] = lambda rung=rung: rung  # type: ignore[misc]
         rates = throughput_rounds(ladder, makers, args.rounds, args.workers, args.throughput_runs)
-    report(ladder, latency, cpu, rates, args)
+    report(ladder, latency=latency, back_to_back=back_to_back, cpu=cpu, rates=rates, args=args)
 
 
 def ratios(rates: dict[str, list[float]], name: str) -> list[float]:
@@ -426,7 +428,9 @@ def ratios(rates: dict[str, list[float]], name: str) -> list[float]:
 
 def report(
     ladder: list[Rung],
+    *,
     latency: dict[str, list[float]],
+    back_to_back: dict[str, list[float]],
     cpu: dict[str, float],
     rates: dict[str, list[float]],
     args: argparse.Namespace,
@@ -435,8 +439,9 @@ def report(
     rows = [
         [
             "rung",
-            f"median ms (idle {args.idle_ms:g})",
+            f"median/p95 ms (idle {args.idle_ms:g})",
             "over bare",
+            "back-to-back median/p95",
             "cpu ms/run",
             "cpu over previous",
             f"runs/s at {args.workers}",
@@ -448,11 +453,14 @@ def report(
         median = statistics.median(latency[rung.name])
         step = "" if previous is None else f"{cpu[rung.name] - previous:+.2f}"
         spread = ratios(rates, rung.name)
+        p95 = percentile(latency[rung.name], 0.95)
+        b2b = back_to_back[rung.name]
         rows.append(
             [
                 rung.name,
-                f"{median:.2f}",
+                f"{median:.2f}/{p95:.2f}",
                 f"{median - base_latency:+.2f}",
+                f"{statistics.median(b2b):.2f}/{percentile(b2b, 0.95):.2f}",
                 f"{cpu[rung.name]:.2f}",
                 step,
                 f"{statistics.median(rates[rung.name]):.1f}",
@@ -492,6 +500,34 @@ def report(
                 if "jigcmd" in latency
                 else "."
             )
+        )
+    if "jigcmd" in cpu and "+cgroups" in cpu and "prepared" in latency:
+        targets(latency, back_to_back, cpu, rates)
+
+
+def targets(
+    latency: dict[str, list[float]],
+    back_to_back: dict[str, list[float]],
+    cpu: dict[str, float],
+    rates: dict[str, list[float]],
+) -> None:
+    """jigcmd against the C envelope, as issue #17 states its targets."""
+    throughput = statistics.median(
+        j / c for j, c in zip(rates["jigcmd"], rates["+cgroups"], strict=True)
+    )
+    print(
+        f"\njigcmd against the C envelope (this run): CPU per run"
+        f" {cpu['jigcmd'] / cpu['+cgroups']:.2f}x +cgroups' (target <= 1.25x); throughput"
+        f" {throughput:.2f}x +cgroups' (target >= 0.8x)."
+    )
+    for label, runs in (("idle", latency), ("back-to-back", back_to_back)):
+        ours, theirs = runs["jigcmd"], runs["prepared"]
+        print(
+            f"Latency, {label}: jigcmd {statistics.median(ours):.2f} ms median /"
+            f" {percentile(ours, 0.95):.2f} p95 against prepared C"
+            f" {statistics.median(theirs):.2f} / {percentile(theirs, 0.95):.2f}:"
+            f" {statistics.median(ours) - statistics.median(theirs):+.2f} ms /"
+            f" {percentile(ours, 0.95) - percentile(theirs, 0.95):+.2f} (target <= +2 ms)."
         )
 
 
