@@ -31,8 +31,11 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from scripts.bench_envelope import Serve, admit  # noqa: E402 - needs the path set up above
+from scripts.bench_floor import cpu_rounds  # noqa: E402 - likewise
 
 WARMUP = 3
+# Idle after each CPU block, so that deferred kernel work counts for the revision that caused it.
+CPU_SETTLE_S = 0.3
 BOOTSTRAP_SAMPLES = 2000
 
 
@@ -77,6 +80,10 @@ def main() -> int:
     parser.add_argument("candidate", nargs="?", default=".", help="a revision, or . (default)")
     parser.add_argument("--calls", type=int, default=50, help="measured calls per revision")
     parser.add_argument("--idle-ms", type=float, default=100.0, help="idle before each call")
+    parser.add_argument(
+        "--cpu-rounds", type=int, default=0, help="also machine CPU per call, in this many rounds"
+    )
+    parser.add_argument("--cpu-calls", type=int, default=30, help="calls per CPU round")
     options = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="jigcmd-bench-revisions-"))
     revisions: list[Revision] = []
@@ -90,6 +97,12 @@ def main() -> int:
                 elapsed = revision.server.run() * 1000
                 if number >= WARMUP:
                     revision.latencies.append(elapsed)
+        cpu: dict[str, float] = {}
+        if options.cpu_rounds:
+            servers = [revision.server for revision in revisions]
+            for revision in revisions:
+                revision.server.name = revision.name
+            cpu = cpu_rounds(servers, options.cpu_rounds, options.cpu_calls, CPU_SETTLE_S)  # type: ignore[arg-type]
     finally:
         for revision in revisions:
             revision.server.close()
@@ -117,6 +130,13 @@ def main() -> int:
         [c - b for b, c in zip(base.latencies, candidate.latencies, strict=True)]
     )
     print(f"per-round difference: median {median:+.2f} ms, 95% interval [{low:+.2f}, {high:+.2f}]")
+    if cpu:
+        print(
+            f"machine CPU per call ({options.cpu_rounds} rounds of {options.cpu_calls}, each"
+            " ending idle, background subtracted): "
+            + ", ".join(f"{name} {value:.2f} ms" for name, value in cpu.items())
+            + f"; candidate / base {cpu[candidate.name] / cpu[base.name]:.2f}x"
+        )
     return 0
 
 
