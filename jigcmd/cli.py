@@ -9,7 +9,8 @@ import sys
 from pathlib import Path
 from typing import NoReturn
 
-from jigcmd import __version__, stderrlog
+from jigcmd import __version__
+from jigcmd.server import stderrlog
 
 __all__ = ["main"]
 
@@ -160,7 +161,7 @@ def main(argv: list[str] | None = None) -> int:
     verb: str = args.verb
     # Imports per verb keep each command's start-up light (serve answers within ~150 ms).
     if verb in ("serve", "run"):
-        from jigcmd.assembly import FrontSettings  # noqa: PLC0415 - imported per verb to keep start-up light
+        from jigcmd.command.assembly import FrontSettings  # noqa: PLC0415 - imported per verb to keep start-up light
 
         settings = FrontSettings(
             binding=args.binding,
@@ -208,10 +209,10 @@ def main(argv: list[str] | None = None) -> int:
 
         return jarvis_audit(args.state_dir, args.limit)
     if verb == "doctor":
-        from jigcmd.doctor import doctor  # noqa: PLC0415 - imported per verb to keep start-up light
+        from jigcmd.frontends.doctor import doctor  # noqa: PLC0415 - imported per verb to keep start-up light
 
         return doctor(as_json=args.json, state_dir=args.state_dir)
-    from jigcmd.demo import demo  # noqa: PLC0415 - imported per verb to keep start-up light
+    from jigcmd.frontends.demo import demo  # noqa: PLC0415 - imported per verb to keep start-up light
 
     return demo()
 

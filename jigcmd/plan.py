@@ -70,7 +70,7 @@ class RunPlan(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     label: str = "run"
     # The host CPUs the candidate is pinned to (cpuset where the host offers it, and its
     # affinity mask in any case), so that what it reads as the CPU count is what its quota
-    # pays for; chosen outside the envelope (`jigcmd.placement`). Empty: not pinned. Not
+    # pays for; chosen outside the envelope (`jigcmd.command.placement`). Empty: not pinned. Not
     # part of a prepared envelope's shape: applied at the go.
     cpus: tuple[int, ...] = ()
 

@@ -34,7 +34,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from jigcmd.runtime import find_runtime  # noqa: E402 - needs the path set up above
+from jigcmd.command.runtime import find_runtime  # noqa: E402 - needs the path set up above
 from scripts.bench_envelope import PASSING, TEST_ARGV, Serve, admit  # noqa: E402 - likewise
 
 WARMUP = 3

@@ -36,8 +36,8 @@ from pathlib import Path
 from typing import IO, Any, Protocol, TypeVar
 
 import jigcmd
+from jigcmd.command.runtime import BUN_TARGET, find_runtime
 from jigcmd.policy.planner import BUN_FLAGS
-from jigcmd.runtime import BUN_TARGET, find_runtime
 
 EXAMPLE = Path(jigcmd.__file__).parent / "example"
 BINDING = EXAMPLE / "binding.toml"

@@ -57,9 +57,9 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from jigcmd.command.runtime import BUN_TARGET, find_runtime  # noqa: E402 - needs the path set up above
 from jigcmd.envelope.seccomp import build_filter  # noqa: E402 - needs the path set up above
 from jigcmd.plan import Limits  # noqa: E402 - needs the path set up above
-from jigcmd.runtime import BUN_TARGET, find_runtime  # noqa: E402 - needs the path set up above
 from scripts.bench_envelope import (  # noqa: E402 - needs the path set up above
     PASSING,
     TEST_ARGV,

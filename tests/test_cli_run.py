@@ -20,7 +20,7 @@ import pytest
 
 import jigcmd
 from jigcmd.evidence import Evidence, ResourceReport
-from jigcmd.servechild import ServeChild
+from jigcmd.frontends.servechild import ServeChild
 
 pytestmark = pytest.mark.envelope
 

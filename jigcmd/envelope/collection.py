@@ -16,7 +16,17 @@ import anyio
 import msgspec
 
 from jigcmd import trace
-from jigcmd.envelope.wire import (
+from jigcmd.envelope.api import (
+    CapturedStream,
+    Ending,
+    EnvelopeFailure,
+    EnvelopeIdentity,
+    FailureKind,
+    Hooks,
+    OnEnded,
+    RunOutcome,
+)
+from jigcmd.envelope.messages import (
     INIT_LOST,
     Cancel,
     Ended,
@@ -28,16 +38,6 @@ from jigcmd.envelope.wire import (
     send_message,
 )
 from jigcmd.evidence import OUTPUT_CAP_BYTES, ResourceReport
-from jigcmd.executor import (
-    CapturedStream,
-    Ending,
-    EnvelopeFailure,
-    EnvelopeIdentity,
-    FailureKind,
-    Hooks,
-    OnEnded,
-    RunOutcome,
-)
 from jigcmd.plan import RunPlan
 
 __all__ = ["OUTPUT_PIPE_BYTES", "Capture", "RunCollector"]

@@ -12,7 +12,7 @@ import contextlib
 import dataclasses
 from pathlib import Path
 
-from jigcmd.envelope.wire import Launch
+from jigcmd.envelope.messages import Launch
 from jigcmd.journal import identity
 from jigcmd.journal.envelopes import EnvelopeEntry, EnvelopeRegistry
 from jigcmd.journal.identity import ProcessIdentity

@@ -36,8 +36,7 @@ from jigcmd.envelope import cgroups, idmap, ledger, oomscore, pid1, spawning
 from jigcmd.envelope import syscalls as sc
 from jigcmd.envelope.failure import StepError
 from jigcmd.envelope.ledger import Owner, Registry
-from jigcmd.envelope.pid1 import Handed
-from jigcmd.envelope.wire import (
+from jigcmd.envelope.messages import (
     INIT_LOST,
     Cancel,
     Ended,
@@ -49,6 +48,7 @@ from jigcmd.envelope.wire import (
     recv_message,
     send_message,
 )
+from jigcmd.envelope.pid1 import Handed
 from jigcmd.evidence import StopReason
 from jigcmd.plan import RunPlan
 

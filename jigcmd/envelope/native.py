@@ -21,15 +21,7 @@ import anyio
 import msgspec
 
 from jigcmd import trace
-from jigcmd.envelope.collection import OUTPUT_PIPE_BYTES, RunCollector
-from jigcmd.envelope.wire import (
-    Launch,
-    Ready,
-    Warm,
-    recv_message,
-    send_message,
-)
-from jigcmd.executor import (
+from jigcmd.envelope.api import (
     Assigned,
     EnvelopeFailure,
     FailureKind,
@@ -37,6 +29,14 @@ from jigcmd.executor import (
     RunOutcome,
     Ticket,
     Withdrawn,
+)
+from jigcmd.envelope.collection import OUTPUT_PIPE_BYTES, RunCollector
+from jigcmd.envelope.messages import (
+    Launch,
+    Ready,
+    Warm,
+    recv_message,
+    send_message,
 )
 from jigcmd.plan import Bind, RunPlan
 
@@ -248,7 +248,7 @@ class NativeExecutor:
         ticket: Ticket | None = None,
         hooks: Hooks | None = None,
     ) -> RunOutcome:
-        """Run `plan` in a fresh envelope; see `jigcmd.executor.Executor`."""
+        """Run `plan` in a fresh envelope; see `jigcmd.envelope.api.Executor`."""
         trace.mark("executor: execute")
         ticket = ticket or Ticket(run_id=uuid.uuid4().hex[:16])
         hooks = hooks or Hooks()

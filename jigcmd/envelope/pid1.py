@@ -30,7 +30,7 @@ from typing import NoReturn
 from jigcmd import trace
 from jigcmd.envelope import cgroups, idmap, netns, oomscore, privileges, rootfs, seccomp, staging
 from jigcmd.envelope import syscalls as sc
-from jigcmd.envelope.wire import Go, recv_message
+from jigcmd.envelope.messages import Go, recv_message
 from jigcmd.plan import RunPlan
 
 __all__ = ["Handed", "Init", "report"]

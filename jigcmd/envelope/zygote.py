@@ -43,7 +43,7 @@ from jigcmd.envelope import cgroups, ledger, netns, privileges, seccomp, staging
 from jigcmd.envelope import syscalls as sc
 from jigcmd.envelope.ledger import Registry
 from jigcmd.envelope.lifecycle import supervise
-from jigcmd.envelope.wire import Launch, Ready, Warm, recv_message, send_message
+from jigcmd.envelope.messages import Launch, Ready, Warm, recv_message, send_message
 from jigcmd.journal.identity import identify
 from jigcmd.plan import Bind, RunPlan
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import anyio
 
+from jigcmd.durable.statedir import StateDirError, default_state_dir, prepare_state_dir
 from jigcmd.envelope.cgroups import CgroupUnavailable
 from jigcmd.envelope.delegation import DelegationError, resolve_backend
 from jigcmd.envelope.native import NativeExecutor
@@ -22,7 +23,6 @@ from jigcmd.jarvis.service import JarvisService
 from jigcmd.journal.reservations import Reservations, default_slots
 from jigcmd.journal.store import Journal
 from jigcmd.jsonio import readable
-from jigcmd.statedir import StateDirError, default_state_dir, prepare_state_dir
 
 __all__ = ["jarvis", "jarvis_audit"]
 

@@ -6,8 +6,9 @@ import os
 import sys
 from pathlib import Path
 
-from jigcmd.assembly import default_lock_path, lock_runtime
-from jigcmd.bindingfile import load_binding
+from jigcmd.command.assembly import default_lock_path, lock_runtime
+from jigcmd.command.bindingfile import load_binding
+from jigcmd.command.runtime import RuntimeUnavailable, find_runtime
 from jigcmd.policy.binding import BindingError
 from jigcmd.policy.lock import (
     LockError,
@@ -17,7 +18,6 @@ from jigcmd.policy.lock import (
     encode_lock,
     review_text,
 )
-from jigcmd.runtime import RuntimeUnavailable, find_runtime
 
 __all__ = ["lock"]
 

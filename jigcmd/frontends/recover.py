@@ -6,13 +6,13 @@ import sqlite3
 import sys
 from pathlib import Path
 
+from jigcmd.durable.recovery import recover as recover_runs
+from jigcmd.durable.statedir import StateDirError, default_state_dir, prepare_state_dir
 from jigcmd.envelope.cgroups import CgroupUnavailable
 from jigcmd.envelope.delegation import DelegationError, resolve_backend
 from jigcmd.journal.failures import JournalUnusable, unusable
 from jigcmd.journal.schema import SchemaError
 from jigcmd.journal.store import Journal
-from jigcmd.recovery import recover as recover_runs
-from jigcmd.statedir import StateDirError, default_state_dir, prepare_state_dir
 
 __all__ = ["recover"]
 

@@ -20,7 +20,7 @@ from typing import Any
 import anyio
 import msgspec
 
-from jigcmd.assembly import STARTUP_ERRORS, FrontSettings, open_service
+from jigcmd.command.assembly import STARTUP_ERRORS, FrontSettings, open_service
 from jigcmd.errors import Code, JigError
 from jigcmd.evidence import Evidence, ResourceReport
 from jigcmd.policy.binding import BindingError

@@ -16,13 +16,13 @@ from collections.abc import Mapping
 import anyio
 
 from jigcmd import __version__
-from jigcmd.assembly import STARTUP_ERRORS, FrontSettings, open_service
+from jigcmd.command.assembly import STARTUP_ERRORS, FrontSettings, open_service
+from jigcmd.command.service import CommandService
 from jigcmd.envelope.native import NativeExecutor
 from jigcmd.protocol import jsonrpc
 from jigcmd.protocol.session import ProtocolChoice
 from jigcmd.server.refusal import answer_pending
 from jigcmd.server.stdio import serve_stdio
-from jigcmd.service import CommandService
 
 __all__ = ["RUN_ID_VARIABLE", "RunIdError", "resolve_run_id", "serve"]
 

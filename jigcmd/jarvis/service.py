@@ -19,17 +19,17 @@ import anyio
 import anyio.abc
 import msgspec
 
+from jigcmd.command.failures import envelope_error
+from jigcmd.command.placement import pinned_cpus
+from jigcmd.envelope.api import EnvelopeFailure, Executor, FailureKind, RunOutcome, Ticket
 from jigcmd.evidence import decode_output
-from jigcmd.executor import EnvelopeFailure, Executor, FailureKind, RunOutcome, Ticket
-from jigcmd.failures import envelope_error
 from jigcmd.jarvis.planner import host_plan, system_binds
 from jigcmd.jarvis.policy import Decision, HostView, Policy, Request, evaluate
 from jigcmd.jarvis.tools import ToolError, decode_run_id, decode_run_request
 from jigcmd.journal.identity import ProcessIdentity, is_alive
-from jigcmd.journal.jarvis import JarvisRun
 from jigcmd.journal.reservations import Reservations, Slot
 from jigcmd.journal.store import Journal
-from jigcmd.placement import pinned_cpus
+from jigcmd.journal.toolruns import JarvisRun
 from jigcmd.plan import RunPlan
 
 __all__ = ["EARLY_ANSWER_SECONDS", "MAX_ACTIVE_RUNS", "JarvisService"]

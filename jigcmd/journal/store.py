@@ -32,13 +32,13 @@ from pathlib import Path
 
 import msgspec
 
-from jigcmd.journal import identity, jarvis
+from jigcmd.journal import identity, toolruns
 from jigcmd.journal.failures import JournalLost, JournalUnusable, unusable
 from jigcmd.journal.identity import ProcessIdentity
-from jigcmd.journal.jarvis import AuditRow, JarvisDecision, JarvisEnd, JarvisRun
 from jigcmd.journal.marker import Marker
 from jigcmd.journal.rows import OPEN_STATES, Begin, NewRow, Outcome, Row, State, row_from
 from jigcmd.journal.schema import migrate
+from jigcmd.journal.toolruns import AuditRow, JarvisDecision, JarvisEnd, JarvisRun
 
 __all__ = ["DB_NAME", "Journal", "JournalError", "JournalLost", "JournalUnusable"]
 
@@ -562,7 +562,7 @@ class Journal:
     ) -> int:
         """Record a decided call before anything runs (`running` or `denied`); return its id."""
         with self._write() as conn:
-            return jarvis.insert_run(
+            return toolruns.insert_run(
                 conn,
                 now_ms=_now_ms(),
                 owner=(self._me.pid, self._me.start, self._me.boot_id),
@@ -591,7 +591,7 @@ class Journal:
     ) -> bool:
         """Close a running jarvis run; False (nothing written) when it was not running."""
         with self._write() as conn:
-            return jarvis.finish_run(
+            return toolruns.finish_run(
                 conn,
                 run_id,
                 now_ms=_now_ms(),
@@ -609,7 +609,7 @@ class Journal:
         """One jarvis run by id, or None."""
         with self._read() as conn:
             found = conn.execute("SELECT * FROM jarvis_runs WHERE run_id = ?", (run_id,)).fetchone()
-        return None if found is None else jarvis.run_from(found)
+        return None if found is None else toolruns.run_from(found)
 
     def jarvis_running(self) -> list[JarvisRun]:
         """Every jarvis run still `running`, oldest first."""
@@ -617,7 +617,7 @@ class Journal:
             found = conn.execute(
                 "SELECT * FROM jarvis_runs WHERE status = 'running' ORDER BY run_id"
             ).fetchall()
-        return [jarvis.run_from(r) for r in found]
+        return [toolruns.run_from(r) for r in found]
 
     def audit(
         self,
@@ -632,7 +632,7 @@ class Journal:
     ) -> int:
         """Append one decision to the audit trail, durably; its sequence number."""
         with self._write() as conn:
-            return jarvis.insert_audit(
+            return toolruns.insert_audit(
                 conn,
                 now_ms=_now_ms(),
                 actor=actor,
@@ -650,4 +650,4 @@ class Journal:
             found = conn.execute(
                 "SELECT * FROM audit ORDER BY seq DESC LIMIT ?", (limit,)
             ).fetchall()
-        return [jarvis.audit_from(r) for r in found]
+        return [toolruns.audit_from(r) for r in found]

@@ -4,7 +4,7 @@ A Binding file (TOML or JSON) names a `package` directory and up to eight `comma
 either `run` (one entry script) or `test` (1-16 test files). `parse_binding` applies every
 rule and `parse_binding_file` decodes a file's bytes first, purely; `require_declared` refuses
 commands for a package whose manifest declares no Project Command slot. Reading the files is
-the caller's (`jigcmd.bindingfile`).
+the caller's (`jigcmd.command.bindingfile`).
 """
 
 from __future__ import annotations

@@ -26,7 +26,7 @@ __all__ = [
     "LockContract",
     "LockError",
     "LockRuntime",
-    "Runtime",
+    "RuntimeIdentity",
     "build_lock",
     "check_admission",
     "check_policy",
@@ -72,7 +72,7 @@ class Lock(msgspec.Struct, frozen=True, forbid_unknown_fields=True, rename="came
 
 
 @dataclass(frozen=True)
-class Runtime:
+class RuntimeIdentity:
     """The Bun runtime in use; `bun_sha256` may be a callable so hashing can be deferred."""
 
     bun_version: str
@@ -95,7 +95,7 @@ class Admission:
 ADMITTED = Admission(admitted=True)
 
 
-def build_lock(binding: Binding, runtime: Runtime) -> Lock:
+def build_lock(binding: Binding, runtime: RuntimeIdentity) -> Lock:
     """Pin a Binding, the implemented contract and the runtime into a lock."""
     return Lock(
         lock_version=LOCK_VERSION,
@@ -201,7 +201,7 @@ def _policy_difference(binding: Binding, lock: Lock) -> str:
     return ", ".join(differences) or "digest differs"
 
 
-def check_runtime(lock: Lock, runtime: Runtime, *, binding_path: str) -> Admission:
+def check_runtime(lock: Lock, runtime: RuntimeIdentity, *, binding_path: str) -> Admission:
     """Compare the runtime with the lock: the version first, the binary hash only if needed."""
     admitted = lock.runtime
     if runtime.bun_version == admitted.bun_version:
@@ -225,7 +225,7 @@ def check_runtime(lock: Lock, runtime: Runtime, *, binding_path: str) -> Admissi
 def check_admission(
     binding: Binding,
     lock: Lock | None,
-    runtime: Runtime,
+    runtime: RuntimeIdentity,
     *,
     lock_path: str = "jigcmd.lock",
     binding_path: str = "binding.toml",
@@ -237,7 +237,7 @@ def check_admission(
     return check_runtime(lock, runtime, binding_path=binding_path)
 
 
-def review_text(binding: Binding, runtime: Runtime, *, slots: tuple[str, ...] = ()) -> str:
+def review_text(binding: Binding, runtime: RuntimeIdentity, *, slots: tuple[str, ...] = ()) -> str:
     """The human review `jigcmd lock` prints before admitting a Binding."""
     limits = Limits()
     cpu = limits.cpu_quota_us / limits.cpu_period_us
@@ -248,7 +248,7 @@ def review_text(binding: Binding, runtime: Runtime, *, slots: tuple[str, ...] = 
         + (f" (capability slot: {', '.join(slots)})" if slots else ""),
         f"Contract:  {CONTRACT_ID} {CONTRACT_VERSION}",
         f"           {CONTRACT_DIGEST}",
-        f"Runtime:   Bun {runtime.bun_version} {runtime.sha256()}",
+        f"RuntimeIdentity:   Bun {runtime.bun_version} {runtime.sha256()}",
         f"Policy:    {binding.digest()}",
         "",
     ]

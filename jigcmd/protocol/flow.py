@@ -34,7 +34,7 @@ __all__ = [
     "CANCEL_METHOD",
     "FlowCall",
     "FlowDialect",
-    "ParamsError",
+    "RunParamsError",
     "encode_failure",
     "encode_outcome",
     "encode_success",
@@ -53,7 +53,7 @@ _OPTIONAL = {
 }
 
 
-class ParamsError(ValueError):
+class RunParamsError(ValueError):
     """Raised when call params do not have the Run/1 shape; answered with -32602."""
 
 
@@ -87,35 +87,37 @@ def _is_local_name(value: object) -> bool:
 
 
 def parse_call(rpc_method: str, params: object) -> FlowCall:
-    """Check a `capability/call` / `effect/call` params object; raise `ParamsError` if malformed."""
+    """Check a `capability/call` / `effect/call` params object (`RunParamsError` if malformed)."""
     if type(params) is not dict:
-        raise ParamsError(f"Invalid params: {rpc_method} params must be an object")
+        raise RunParamsError(f"Invalid params: {rpc_method} params must be an object")
     unknown = params.keys() - set(_REQUIRED) - _OPTIONAL[rpc_method]
     if unknown:
-        raise ParamsError(f"Invalid params: unknown member /{sorted(unknown)[0]}")
+        raise RunParamsError(f"Invalid params: unknown member /{sorted(unknown)[0]}")
     for name in _REQUIRED:
         if name not in params:
-            raise ParamsError(f"Invalid params: missing /{name}")
+            raise RunParamsError(f"Invalid params: missing /{name}")
     operation_id = params["operationId"]
     if not jsonrpc.is_run1_id(operation_id):
-        raise ParamsError(
+        raise RunParamsError(
             "Invalid params: /operationId must match [A-Za-z0-9][A-Za-z0-9._:/-]* (1-128 bytes)"
         )
     if not _is_local_name(params["slot"]):
-        raise ParamsError("Invalid params: /slot must be a LocalName (^[a-z0-9]+(?:-[a-z0-9]+)*$)")
+        raise RunParamsError(
+            "Invalid params: /slot must be a LocalName (^[a-z0-9]+(?:-[a-z0-9]+)*$)"
+        )
     method = params["method"]
     if not _is_local_name(method):
-        raise ParamsError(
+        raise RunParamsError(
             "Invalid params: /method must be a LocalName (^[a-z0-9]+(?:-[a-z0-9]+)*$)"
         )
     deadline = params.get("deadlineUnixMs")
     if deadline is not None and (type(deadline) is not int or deadline < 0):
-        raise ParamsError("Invalid params: /deadlineUnixMs must be a non-negative integer")
+        raise RunParamsError("Invalid params: /deadlineUnixMs must be a non-negative integer")
     if "deadlineUnixMs" in params and deadline is None:
-        raise ParamsError("Invalid params: /deadlineUnixMs must be a non-negative integer")
+        raise RunParamsError("Invalid params: /deadlineUnixMs must be a non-negative integer")
     channels = params.get("channels", {})
     if type(channels) is not dict:
-        raise ParamsError("Invalid params: /channels must be an object")
+        raise RunParamsError("Invalid params: /channels must be an object")
     refusal = None
     if channels:
         refusal = JigError(Code.UNAVAILABLE, "channels are not supported by project-command")
@@ -218,7 +220,7 @@ class FlowDialect:
             )
         try:
             call = parse_call(request.method, request.params)
-        except ParamsError as exc:
+        except RunParamsError as exc:
             return send_error(request.id, jsonrpc.INVALID_PARAMS, str(exc))
         signature = self._signature(call.signed_method, call.signed_params)
         operation = self._operations.get(call.operation_id)

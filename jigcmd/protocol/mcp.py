@@ -25,8 +25,8 @@ __all__ = [
     "RUN_ID_META",
     "SESSION_METHODS",
     "McpDialect",
-    "ParamsError",
     "ToolCall",
+    "ToolCallParamsError",
     "call_input",
     "initialize_result",
     "parse_cancelled",
@@ -41,7 +41,7 @@ SESSION_METHODS: Final = frozenset({"tools/list", "tools/call"})
 RUN_ID_META: Final = "jigcmd/runId"
 
 
-class ParamsError(ValueError):
+class ToolCallParamsError(ValueError):
     """Raised when MCP request params are malformed; answered with -32602."""
 
 
@@ -74,15 +74,15 @@ def initialize_result(
 
 
 def parse_tool_call(params: object) -> ToolCall:
-    """Check `tools/call` params; raise `ParamsError` if malformed."""
+    """Check `tools/call` params; raise `ToolCallParamsError` if malformed."""
     if type(params) is not dict:
-        raise ParamsError("Invalid params: tools/call params must be an object")
+        raise ToolCallParamsError("Invalid params: tools/call params must be an object")
     name = params.get("name")
     if type(name) is not str:
-        raise ParamsError("Invalid params: /name must be a string")
+        raise ToolCallParamsError("Invalid params: /name must be a string")
     arguments = params.get("arguments", {})
     if type(arguments) is not dict:
-        raise ParamsError("Invalid params: /arguments must be an object")
+        raise ToolCallParamsError("Invalid params: /arguments must be an object")
     token: jsonrpc.Id | None = None
     meta = params.get("_meta")
     if type(meta) is dict and jsonrpc.is_mcp_id(meta.get("progressToken")):
@@ -224,7 +224,7 @@ class McpDialect:
     def _tool_call(self, request: jsonrpc.Request) -> list[Action] | Call:
         try:
             call = parse_tool_call(request.params)
-        except ParamsError as exc:
+        except ToolCallParamsError as exc:
             return send_error(request.id, jsonrpc.INVALID_PARAMS, str(exc))
         tool = self._tools.get(call.name)
         if tool is None:

@@ -1,4 +1,4 @@
-"""The interface the stdio server uses to reach commands; `jigcmd.service` implements it."""
+"""The interface the stdio server uses to reach commands; `jigcmd.command.service` implements it."""
 
 from __future__ import annotations
 

@@ -19,7 +19,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from jigcmd.servechild import ServeChild
+from jigcmd.frontends.servechild import ServeChild
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "jigcmd" / "example"
 SECONDS = 120.0

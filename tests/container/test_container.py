@@ -23,8 +23,8 @@ from typing import Any
 
 import pytest
 
-from jigcmd.diagnosis.container import recipe
 from jigcmd.envelope.cgroups import detect
+from jigcmd.frontends.diagnosis.container import recipe
 from scripts.v2vm import ROOT
 from tests.envelope.conftest import require_root, unavailable
 

@@ -29,8 +29,8 @@ from typing import Any
 
 import pytest
 
-from jigcmd.diagnosis.container import recipe
 from jigcmd.envelope import cgroups
+from jigcmd.frontends.diagnosis.container import recipe
 from scripts.v2vm import ROOT
 from tests.container.test_container import INSIDE, SECONDS, rlimits
 from tests.envelope.conftest import require_root, unavailable

@@ -14,10 +14,10 @@ from typing import NoReturn
 
 import pytest
 
+from jigcmd.command.runtime import RuntimeUnavailable, find_runtime
 from jigcmd.envelope import syscalls as sc
 from jigcmd.envelope.cgroups import CgroupBackend, CgroupUnavailable, detect
 from jigcmd.envelope.native import NativeExecutor
-from jigcmd.runtime import RuntimeUnavailable, find_runtime
 from tests.envelope.hostile_harness import TracedExecutor, file_sha256
 
 

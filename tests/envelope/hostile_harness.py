@@ -22,13 +22,13 @@ from dataclasses import dataclass, field
 import anyio
 import msgspec
 
+from jigcmd.command.runtime import BUN_TARGET, find_runtime
+from jigcmd.envelope.api import Admit, EnvelopeIdentity, Hooks, OnEnded, RunOutcome, Ticket
 from jigcmd.envelope.cgroups import CgroupBackend
 from jigcmd.envelope.native import NativeExecutor
 from jigcmd.evidence import Evidence
-from jigcmd.executor import Admit, EnvelopeIdentity, Hooks, OnEnded, RunOutcome, Ticket
 from jigcmd.plan import Bind, RunPlan
 from jigcmd.policy.planner import candidate_plan
-from jigcmd.runtime import BUN_TARGET, find_runtime
 
 __all__ = [
     "DEADLINE_S",

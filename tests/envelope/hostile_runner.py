@@ -17,13 +17,13 @@ from dataclasses import dataclass
 import anyio
 import msgspec
 
+from jigcmd.command.runtime import BunBinary
+from jigcmd.command.service import CommandService
+from jigcmd.envelope.api import RunOutcome
 from jigcmd.errors import Code, JigError
 from jigcmd.evidence import Evidence
-from jigcmd.executor import RunOutcome
 from jigcmd.policy.binding import CommandPolicy
 from jigcmd.policy.lock import ADMITTED
-from jigcmd.runtime import Runtime
-from jigcmd.service import CommandService
 from tests.envelope.hostile_harness import PROBE_TS, Attempt, TracedExecutor, attempts, schema_valid
 
 __all__ = ["MAIN", "Case", "HostServices", "Hostile", "refused"]
@@ -43,7 +43,7 @@ class Case:
 class Hostile:
     """Runs candidates through the whole command path and checks the host after each."""
 
-    def __init__(self, envelope: TracedExecutor, runtime: Runtime) -> None:
+    def __init__(self, envelope: TracedExecutor, runtime: BunBinary) -> None:
         self.envelope = envelope
         self.runtime = runtime
         self.bun_stat = self._bun_stat()

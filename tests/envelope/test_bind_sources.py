@@ -11,9 +11,9 @@ from pathlib import Path
 import anyio
 import pytest
 
+from jigcmd.command.runtime import BUN_TARGET, find_runtime
 from jigcmd.envelope.native import NativeExecutor
 from jigcmd.policy.planner import candidate_plan
-from jigcmd.runtime import BUN_TARGET, find_runtime
 from tests.envelope.conftest import require_root
 
 pytestmark = pytest.mark.envelope

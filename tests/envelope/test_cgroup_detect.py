@@ -98,7 +98,7 @@ def test_cgroup2_at_the_root_is_the_v2_backend_with_the_base_below_it(tmp_path: 
 
 def test_an_absolute_base_is_a_delegated_v2_subtree(tmp_path: Path) -> None:
     """Rootless use passes the delegated directory itself."""
-    delegated = "/sys/fs/cgroup/user.slice/user-1000.slice/user@1000.service/jigcmd.service"
+    delegated = "/sys/fs/cgroup/user.slice/user-1000.slice/user@1000.service/jigcmd.command.service"
     backend = detect(base=delegated, mountinfo=mountinfo(tmp_path, PURE_V2))
     assert isinstance(backend, V2Backend)
     assert backend.base_path == delegated

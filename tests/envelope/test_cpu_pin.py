@@ -15,9 +15,9 @@ import anyio
 import msgspec
 import pytest
 
+from jigcmd.command.failures import envelope_error
+from jigcmd.envelope.api import EnvelopeFailure, EnvelopeIdentity, FailureKind
 from jigcmd.errors import Code
-from jigcmd.executor import EnvelopeFailure, EnvelopeIdentity, FailureKind
-from jigcmd.failures import envelope_error
 from jigcmd.plan import RunPlan
 from tests.envelope.hostile_harness import TracedExecutor, attempts, probe_plan
 

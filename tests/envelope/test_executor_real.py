@@ -17,9 +17,9 @@ import anyio
 import pytest
 
 from jigcmd.envelope import syscalls as sc
+from jigcmd.envelope.api import Assigned, EnvelopeIdentity, RunOutcome
 from jigcmd.envelope.native import NativeExecutor
 from jigcmd.evidence import OUTPUT_CAP_BYTES, decode_output
-from jigcmd.executor import Assigned, EnvelopeIdentity, RunOutcome
 from jigcmd.plan import RunPlan
 from tests.envelope.hostile_harness import DEADLINE_S, Attempt, TracedExecutor, attempts, probe_plan
 

@@ -15,9 +15,8 @@ from collections.abc import AsyncIterator
 import anyio
 import pytest
 
-from jigcmd.envelope.native import NativeExecutor
-from jigcmd.errors import Code, JigError
-from jigcmd.executor import (
+from jigcmd.command.failures import envelope_error
+from jigcmd.envelope.api import (
     Assigned,
     EnvelopeFailure,
     EnvelopeIdentity,
@@ -26,7 +25,8 @@ from jigcmd.executor import (
     Ticket,
     Withdrawn,
 )
-from jigcmd.failures import envelope_error
+from jigcmd.envelope.native import NativeExecutor
+from jigcmd.errors import Code, JigError
 from tests.envelope.hostile_harness import TracedExecutor, probe_plan
 
 pytestmark = pytest.mark.envelope

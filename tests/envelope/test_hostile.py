@@ -25,10 +25,10 @@ import msgspec
 import pytest
 
 import jigcmd
+from jigcmd.command.runtime import find_runtime
 from jigcmd.envelope import oomscore, privileges
 from jigcmd.evidence import Evidence
-from jigcmd.runtime import find_runtime
-from jigcmd.servechild import ServeChild
+from jigcmd.frontends.servechild import ServeChild
 from tests.envelope import hostile_candidates as cand
 from tests.envelope.hostile_harness import (
     DEADLINE_S,

@@ -7,8 +7,8 @@ import os
 import anyio
 import pytest
 
+from jigcmd.command.runtime import BUN_TARGET, find_runtime
 from jigcmd.envelope.native import NativeExecutor
-from jigcmd.runtime import BUN_TARGET, find_runtime
 from tests.envelope.conftest import require_root
 
 pytestmark = pytest.mark.envelope

@@ -10,14 +10,14 @@ import time
 import anyio
 import pytest
 
+from jigcmd.durable.ownership import Ownership
+from jigcmd.envelope.api import EnvelopeIdentity
 from jigcmd.errors import Code, JigError
-from jigcmd.executor import EnvelopeIdentity
 from jigcmd.journal.reservations import Reservations
 from jigcmd.journal.store import Journal
-from jigcmd.ownership import Ownership
 from jigcmd.protocol.commands import RunResult
+from tests.durable.test_ownership import EVIDENCE, REPORT, RUN
 from tests.faults.disk import SmallDisk
-from tests.test_ownership import EVIDENCE, REPORT, RUN
 
 
 def test_a_slot_whose_tag_cannot_be_written_is_free_again_once_space_returns(
@@ -160,7 +160,7 @@ def test_a_row_close_that_fails_on_a_full_disk_is_retried_once_space_returns(
         recorded = anyio.run(lambda: ownership.record_evidence("op-1", EVIDENCE, root_run=RUN))
         assert recorded is not None
         small_disk.fill()
-        with caplog.at_level(logging.WARNING, logger="jigcmd.ownership"):
+        with caplog.at_level(logging.WARNING, logger="jigcmd.durable.ownership"):
             anyio.run(
                 lambda: ownership.finish(
                     "op-1",

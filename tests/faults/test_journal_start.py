@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 
 import jigcmd
+from jigcmd.durable.statedir import prepare_state_dir
 from jigcmd.journal.rows import NewRow
 from jigcmd.journal.store import Journal
-from jigcmd.statedir import prepare_state_dir
 from tests.faults.disk import SmallDisk
 
 _BINDING = Path(jigcmd.__file__).parent / "example" / "binding.toml"

@@ -17,8 +17,8 @@ import anyio
 import httpx
 import pytest
 
+from jigcmd.envelope.api import CapturedStream, EnvelopeFailure, Executor, RunOutcome
 from jigcmd.evidence import ResourceReport
-from jigcmd.executor import CapturedStream, EnvelopeFailure, Executor, RunOutcome
 from jigcmd.jarvis.app import allowed_hosts, create_app
 from jigcmd.jarvis.auth import Credentials, fingerprint, parse_capabilities
 from jigcmd.jarvis.hostview import OsHostView

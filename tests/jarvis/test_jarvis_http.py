@@ -14,7 +14,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from jigcmd.executor import EnvelopeFailure, FailureKind
+from jigcmd.envelope.api import EnvelopeFailure, FailureKind
 from jigcmd.jarvis.app import MAX_BODY_BYTES
 from jigcmd.journal.reservations import Reservations
 from tests.jarvis.jarvis_harness import (

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from jigcmd.statedir import StateDirError, default_state_dir, prepare_state_dir
+from jigcmd.durable.statedir import StateDirError, default_state_dir, prepare_state_dir
 
 
 def test_root_defaults_to_var_lib() -> None:

@@ -31,12 +31,12 @@ import anyio
 import msgspec
 
 from jigcmd import __version__
+from jigcmd.command.runtime import BUN_TARGET, find_runtime
 from jigcmd.envelope.cgroups import detect
 from jigcmd.envelope.cgroups.files import poll_until
 from jigcmd.envelope.native import NativeExecutor
+from jigcmd.frontends.servechild import ServeChild
 from jigcmd.policy.planner import candidate_plan
-from jigcmd.runtime import BUN_TARGET, find_runtime
-from jigcmd.servechild import ServeChild
 
 HERE = Path(__file__).resolve().parent
 SUITE = HERE / "suite"

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 import jigcmd
+from jigcmd.command.runtime import RuntimeUnavailable, find_runtime
 from jigcmd.envelope.cgroups import CgroupBackend, CgroupUnavailable, detect
-from jigcmd.runtime import RuntimeUnavailable, find_runtime
 from tests.envelope.conftest import unavailable
 from tests.lifetime.rig import Rig
 

@@ -17,11 +17,11 @@ import sys
 from pathlib import Path
 
 from jigcmd.envelope.cgroups import CgroupBackend
+from jigcmd.frontends.servechild import ServeChild
 from jigcmd.journal.rows import Row
 from jigcmd.journal.store import Journal
-from jigcmd.servechild import ServeChild
+from tests.lifetime.frames import serve_child
 from tests.lifetime.watch import Proc, Watch, alive, handles, namespace_holders, wait_for
-from tests.lifetime.wire import serve_child
 
 __all__ = ["LEFTOVER_WAIT_S", "Rig"]
 

@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
-from jigcmd.servechild import ServeChild
+from jigcmd.frontends.servechild import ServeChild
 from tests.lifetime.candidates import LINGER, QUICK, SPIN, cli_input
+from tests.lifetime.frames import flow_call
 from tests.lifetime.rig import Rig
 from tests.lifetime.watch import alive, wait_for
-from tests.lifetime.wire import flow_call
 
 pytestmark = pytest.mark.envelope
 

@@ -15,13 +15,13 @@ from typing import Any
 
 import pytest
 
+from jigcmd.durable.recovery import UNCERTAIN_REASON
+from jigcmd.frontends.servechild import ServeChild
 from jigcmd.journal.envelopes import EnvelopeEntry, EnvelopeRegistry
-from jigcmd.recovery import UNCERTAIN_REASON
-from jigcmd.servechild import ServeChild
 from tests.lifetime.candidates import LINGER, cli_input
+from tests.lifetime.frames import flow_call
 from tests.lifetime.rig import LEFTOVER_WAIT_S, Rig
 from tests.lifetime.watch import Proc, alive, parent, wait_for
-from tests.lifetime.wire import flow_call
 
 pytestmark = pytest.mark.envelope
 

@@ -17,10 +17,10 @@ from typing import Any
 
 import pytest
 
-from jigcmd.servechild import ServeChild
+from jigcmd.frontends.servechild import ServeChild
 from tests.lifetime.candidates import LINGER, QUICK, cli_input
+from tests.lifetime.frames import flow_call, serve_child, without_id
 from tests.lifetime.rig import Rig
-from tests.lifetime.wire import flow_call, serve_child, without_id
 
 pytestmark = pytest.mark.envelope
 

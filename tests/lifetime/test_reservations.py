@@ -10,9 +10,9 @@ import pytest
 
 from jigcmd.journal.reservations import Reservations
 from tests.lifetime.candidates import LINGER, QUICK, cli_input
+from tests.lifetime.frames import flow_call
 from tests.lifetime.rig import Rig
 from tests.lifetime.watch import alive, wait_for
-from tests.lifetime.wire import flow_call
 
 pytestmark = pytest.mark.envelope
 

@@ -16,8 +16,8 @@ import pytest
 from tests.envelope.conftest import unavailable
 from tests.faults.disk import SmallDisk, mounted
 from tests.lifetime.candidates import QUICK, cli_input
+from tests.lifetime.frames import flow_call
 from tests.lifetime.rig import Rig
-from tests.lifetime.wire import flow_call
 
 pytestmark = pytest.mark.envelope
 

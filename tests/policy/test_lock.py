@@ -11,7 +11,7 @@ from jigcmd.contract import CONTRACT_DIGEST
 from jigcmd.policy.binding import Binding, parse_binding
 from jigcmd.policy.lock import (
     LockError,
-    Runtime,
+    RuntimeIdentity,
     build_lock,
     check_admission,
     check_policy,
@@ -22,7 +22,7 @@ from jigcmd.policy.lock import (
 
 SHA_A = "sha256:" + "a" * 64
 SHA_B = "sha256:" + "b" * 64
-RUNTIME = Runtime(bun_version="1.4.2", bun_sha256=SHA_A)
+RUNTIME = RuntimeIdentity(bun_version="1.4.2", bun_sha256=SHA_A)
 
 
 def binding(commands: dict[str, object] | None = None, package: str = "pkg") -> Binding:
@@ -117,7 +117,7 @@ def test_a_changed_binding_is_refused_naming_the_difference(
 def test_a_changed_binary_is_refused_with_both_identities() -> None:
     """Same Bun version with another binary hash is runtime drift, naming both hashes."""
     lock = build_lock(binding(), RUNTIME)
-    admission = check_admission(binding(), lock, Runtime("1.4.2", lambda: SHA_B))
+    admission = check_admission(binding(), lock, RuntimeIdentity("1.4.2", lambda: SHA_B))
     assert (admission.admitted, admission.drift) == (False, "runtime")
     assert f"(now 1.4.2 {SHA_B} vs admitted 1.4.2 {SHA_A})" in admission.reason
 
@@ -125,7 +125,7 @@ def test_a_changed_binary_is_refused_with_both_identities() -> None:
 def test_a_changed_version_is_refused_without_hashing_the_binary() -> None:
     """A version mismatch is decisive, so the deferred hash is never computed."""
     lock = build_lock(binding(), RUNTIME)
-    admission = check_admission(binding(), lock, Runtime("1.5.0", never_called))
+    admission = check_admission(binding(), lock, RuntimeIdentity("1.5.0", never_called))
     assert admission.drift == "runtime"
     assert "Bun runtime differs from the admitted one (now 1.5.0" in admission.reason
 
@@ -133,7 +133,7 @@ def test_a_changed_version_is_refused_without_hashing_the_binary() -> None:
 def test_policy_drift_is_found_without_hashing_the_binary() -> None:
     """Policy is checked first; a policy change does not trigger hashing."""
     lock = build_lock(binding(), RUNTIME)
-    admission = check_admission(binding(package="x"), lock, Runtime("1.4.2", never_called))
+    admission = check_admission(binding(package="x"), lock, RuntimeIdentity("1.4.2", never_called))
     assert admission.drift == "policy"
 
 

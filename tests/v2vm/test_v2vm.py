@@ -35,7 +35,7 @@ GUEST_SUITES = (
     "tests/envelope/test_hostile.py",
     "tests/envelope/test_spawn_init.py",
     "tests/envelope/test_cpu_pin.py",
-    "tests/test_recovery.py",
+    "tests/durable/test_recovery.py",
     "tests/rootless/test_rootless.py",
 )
 # The cgroup-relevant parts of two large suites (the rest of them never touches a cgroup): of

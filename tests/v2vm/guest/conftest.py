@@ -9,10 +9,10 @@ from collections.abc import AsyncIterator
 
 import pytest
 
+from jigcmd.command.runtime import RuntimeUnavailable, find_runtime
 from jigcmd.envelope.cgroups import CgroupUnavailable, detect
 from jigcmd.envelope.cgroups.v2 import V2Backend
 from jigcmd.envelope.native import NativeExecutor
-from jigcmd.runtime import RuntimeUnavailable, find_runtime
 from tests.envelope.hostile_harness import TracedExecutor
 
 

@@ -22,9 +22,9 @@ import pytest
 
 from jigcmd.envelope import oomscore
 from jigcmd.envelope import syscalls as sc
+from jigcmd.envelope.api import EnvelopeIdentity, RunOutcome
 from jigcmd.envelope.cgroups import files as cgroupfs
 from jigcmd.envelope.cgroups.v2 import V2Backend
-from jigcmd.executor import EnvelopeIdentity, RunOutcome
 from jigcmd.plan import Limits, RunPlan
 from tests.envelope.hostile_candidates import OOM_SCORE
 from tests.envelope.hostile_harness import TracedExecutor, attempts, probe_plan

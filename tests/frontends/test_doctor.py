@@ -7,8 +7,8 @@ import os
 
 import pytest
 
-from jigcmd import doctor as doctor_module
-from jigcmd.diagnosis.verdicts import (
+from jigcmd.frontends import doctor as doctor_module
+from jigcmd.frontends.diagnosis.verdicts import (
     Check,
     cgroup_check,
     end_to_end_check,

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from jigcmd.stderrlog import BURST, MAX_RECORD_CHARS, PER_SECOND, StderrHandler
+from jigcmd.server.stderrlog import BURST, MAX_RECORD_CHARS, PER_SECOND, StderrHandler
 
 
 @pytest.fixture

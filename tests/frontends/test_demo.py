@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from jigcmd.servechild import ServeChild, WireError
+from jigcmd.frontends.servechild import ServeChild, WireError
 
 
 def test_a_server_that_cannot_start_answers_with_the_reason_and_then_is_reported_gone(

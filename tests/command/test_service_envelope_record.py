@@ -12,14 +12,14 @@ from pathlib import Path
 import anyio
 import pytest
 
-from jigcmd.executor import Assigned, EnvelopeIdentity, Hooks, RunOutcome, Ticket
+from jigcmd.command.runtime import BunBinary
+from jigcmd.command.service import CommandService
+from jigcmd.durable.ownership import Ownership
+from jigcmd.envelope.api import Assigned, EnvelopeIdentity, Hooks, RunOutcome, Ticket
 from jigcmd.journal.identity import current
-from jigcmd.ownership import Ownership
 from jigcmd.plan import RunPlan, plan_digest
 from jigcmd.policy.binding import CommandPolicy
 from jigcmd.policy.lock import ADMITTED
-from jigcmd.runtime import Runtime
-from jigcmd.service import CommandService
 from tests.jarvis.jarvis_harness import outcome
 
 PATHS = ("/sys/fs/cgroup/pids/jigcmd/jigcmd-00112233aabbccdd",)
@@ -74,7 +74,7 @@ async def _run(
     service = CommandService(
         {"main": CommandPolicy(name="main", kind="run", paths=("main.ts",))},
         admission=ADMITTED,
-        runtime=Runtime("/bin/true"),
+        runtime=BunBinary("/bin/true"),
         executor=stub,
         ownership=ownership,
     )

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from jigcmd.bindingfile import load_binding, read_manifest
+from jigcmd.command.bindingfile import load_binding, read_manifest
 from jigcmd.policy.binding import BindingError
 from jigcmd.policy.manifest import ManifestError
 
-DESCRIPTOR = Path(__file__).parents[1] / "schemas" / "project-command.capability.json"
+DESCRIPTOR = Path(__file__).parents[2] / "schemas" / "project-command.capability.json"
 DESCRIPTOR_BYTES = DESCRIPTOR.read_bytes()
 
 GOOD_COMMANDS = {

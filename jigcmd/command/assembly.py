@@ -11,29 +11,28 @@ from pathlib import Path
 
 import anyio
 
-from jigcmd.bindingfile import LoadedBinding, load_binding
+from jigcmd.command.bindingfile import LoadedBinding, load_binding
+from jigcmd.command.runtime import BunBinary, RuntimeUnavailable, find_runtime
+from jigcmd.command.service import CommandService
+from jigcmd.durable.ownership import Ownership
+from jigcmd.durable.statedir import StateDirError, default_state_dir
+from jigcmd.envelope.api import EnvelopeFailure, Executor
 from jigcmd.envelope.cgroups import CgroupBackend, CgroupUnavailable
 from jigcmd.envelope.delegation import DelegationError, resolve_backend
 from jigcmd.envelope.native import NativeExecutor
-from jigcmd.executor import EnvelopeFailure, Executor
 from jigcmd.journal.schema import SchemaError
 from jigcmd.journal.store import JournalError, JournalUnusable
-from jigcmd.ownership import Ownership
 from jigcmd.plan import Limits
 from jigcmd.policy.binding import BindingError
 from jigcmd.policy.lock import (
     Admission,
     Lock,
     LockError,
-    Runtime,
+    RuntimeIdentity,
     check_policy,
     check_runtime,
     decode_lock,
 )
-from jigcmd.runtime import Runtime as BunRuntime
-from jigcmd.runtime import RuntimeUnavailable, find_runtime
-from jigcmd.service import CommandService
-from jigcmd.statedir import StateDirError, default_state_dir
 
 __all__ = [
     "STARTUP_ERRORS",
@@ -45,7 +44,7 @@ __all__ = [
     "open_service",
 ]
 
-logger = logging.getLogger("jigcmd.assembly")
+logger = logging.getLogger("jigcmd.command.assembly")
 
 
 def default_lock_path(binding: Path) -> Path:
@@ -53,9 +52,9 @@ def default_lock_path(binding: Path) -> Path:
     return binding.parent / "jigcmd.lock"
 
 
-def lock_runtime(runtime: BunRuntime) -> Runtime:
+def lock_runtime(runtime: BunBinary) -> RuntimeIdentity:
     """The runtime identity a lock pins; the hash is computed only when someone asks."""
-    return Runtime(bun_version=runtime.version, bun_sha256=lambda: runtime.sha256)
+    return RuntimeIdentity(bun_version=runtime.version, bun_sha256=lambda: runtime.sha256)
 
 
 @dataclass(frozen=True)
@@ -64,7 +63,7 @@ class Assembly:
 
     loaded: LoadedBinding
     lock_path: Path
-    runtime: BunRuntime
+    runtime: BunBinary
     service: CommandService
 
 

@@ -7,7 +7,7 @@ import struct
 
 import pytest
 
-from jigcmd.envelope.wire import Cancel, FrameReader, Message, recv_message, send_message
+from jigcmd.envelope.messages import Cancel, FrameReader, Message, recv_message, send_message
 
 _OVER_BOUND = 8 * 1024 * 1024 + 1
 

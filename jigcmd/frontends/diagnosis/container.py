@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from jigcmd.diagnosis.verdicts import Check
+from jigcmd.frontends.diagnosis.verdicts import Check
 
 __all__ = [
     "CAP_NET_ADMIN",

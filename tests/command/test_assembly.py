@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 import jigcmd
-from jigcmd.assembly import FrontSettings, open_service
+from jigcmd.command.assembly import FrontSettings, open_service
+from jigcmd.envelope.api import EnvelopeFailure, FailureKind
 from jigcmd.envelope.native import NativeExecutor
-from jigcmd.executor import EnvelopeFailure, FailureKind
 
 BINDING = Path(jigcmd.__file__).parent / "example" / "binding.toml"
 

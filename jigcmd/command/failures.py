@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from typing import Any, assert_never
 
+from jigcmd.envelope.api import EnvelopeFailure, FailureKind
 from jigcmd.errors import Code, JigError
 from jigcmd.evidence import StopReason
-from jigcmd.executor import EnvelopeFailure, FailureKind
 
 __all__ = ["envelope_error", "stopped_error"]
 

@@ -10,21 +10,21 @@ import anyio
 import msgspec
 
 from jigcmd import trace
-from jigcmd.durability import Durability
+from jigcmd.command.durability import Durability
+from jigcmd.command.failures import envelope_error, stopped_error
+from jigcmd.command.placement import pinned_cpus
+from jigcmd.command.runtime import BUN_TARGET, BunBinary
+from jigcmd.durable.ownership import Ownership
+from jigcmd.envelope.api import Ending, EnvelopeFailure, Executor, Hooks, RunOutcome, Ticket
 from jigcmd.errors import Code, JigError
 from jigcmd.evidence import Evidence, decode_output
-from jigcmd.executor import Ending, EnvelopeFailure, Executor, Hooks, RunOutcome, Ticket
-from jigcmd.failures import envelope_error, stopped_error
 from jigcmd.journal.reservations import Slot
-from jigcmd.ownership import Ownership
-from jigcmd.placement import pinned_cpus
 from jigcmd.plan import Limits, RunPlan
 from jigcmd.policy.binding import CommandPolicy
 from jigcmd.policy.lock import Admission
 from jigcmd.policy.planner import candidate_plan, effective_deadline
 from jigcmd.policy.request import ValidRequest, validate_request
 from jigcmd.protocol.commands import RunResult, ToolInfo
-from jigcmd.runtime import BUN_TARGET, Runtime
 from jigcmd.server.backend import Progress
 
 __all__ = ["CommandService", "evidence_of"]
@@ -40,7 +40,7 @@ class CommandService:
         commands: Mapping[str, CommandPolicy],
         *,
         admission: Admission,
-        runtime: Runtime,
+        runtime: BunBinary,
         executor: Executor,
         root_deadline_unix_ms: int | None = None,
         limits: Limits | None = None,
@@ -58,7 +58,7 @@ class CommandService:
         self._runtime_check = runtime_check
         # The journal and envelope slots; None only for tools that hold no state directory.
         self._ownership = ownership
-        # The CPU pins of the envelopes alive on this host now (`jigcmd.placement`).
+        # The CPU pins of the envelopes alive on this host now (`jigcmd.command.placement`).
         self._pins: Callable[[], list[tuple[int, ...]]] = list
 
     def tools(self) -> list[ToolInfo]:

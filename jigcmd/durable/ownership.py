@@ -21,19 +21,19 @@ from pathlib import Path
 import anyio
 import msgspec
 
+from jigcmd.durable.recovery import UNCERTAIN_REASON, RecoveryReport, recover
+from jigcmd.durable.slotqueue import SlotQueue
+from jigcmd.durable.statedir import prepare_state_dir
+from jigcmd.envelope.api import Assigned, EnvelopeIdentity
 from jigcmd.envelope.cgroups import CgroupBackend
 from jigcmd.errors import Code, JigError
 from jigcmd.evidence import Evidence, ResourceReport
-from jigcmd.executor import Assigned, EnvelopeIdentity
 from jigcmd.journal.failures import unusable
 from jigcmd.journal.identity import identify
 from jigcmd.journal.reservations import Reservations, Slot, default_slots
 from jigcmd.journal.rows import NewRow, Row
 from jigcmd.journal.store import Journal
 from jigcmd.protocol.commands import RunResult
-from jigcmd.recovery import UNCERTAIN_REASON, RecoveryReport, recover
-from jigcmd.slotqueue import SlotQueue
-from jigcmd.statedir import prepare_state_dir
 
 __all__ = ["Ownership", "RecordedFailure"]
 

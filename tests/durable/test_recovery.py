@@ -14,13 +14,13 @@ from pathlib import Path
 
 import pytest
 
+from jigcmd.durable.recovery import STALE_AFTER_S, UNCERTAIN_REASON, recover
 from jigcmd.envelope.cgroups import CgroupBackend, CgroupJob, CgroupStats, CgroupUnavailable, Mode
 from jigcmd.envelope.cgroups import detect as detect_cgroups
 from jigcmd.journal.identity import ProcessIdentity, current, identify
 from jigcmd.journal.rows import NewRow
 from jigcmd.journal.store import Journal
 from jigcmd.plan import Limits
-from jigcmd.recovery import STALE_AFTER_S, UNCERTAIN_REASON, recover
 
 # The caller's run of these tests' operations.
 RUN = "run-a"

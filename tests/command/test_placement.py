@@ -6,8 +6,8 @@ import os
 
 import pytest
 
+from jigcmd.command.placement import pinned_cpus, quota_width
 from jigcmd.envelope.cgroups.files import cpu_list
-from jigcmd.placement import pinned_cpus, quota_width
 from jigcmd.plan import Limits
 
 HALF = Limits()  # 50 ms per 100 ms: half a core

@@ -16,8 +16,8 @@ from typing import Any
 
 from jigcmd import __version__
 from jigcmd.frontends.run import read_candidate
+from jigcmd.frontends.servechild import ServeChild, WireError
 from jigcmd.jsonio import readable, strict
-from jigcmd.servechild import ServeChild, WireError
 
 __all__ = ["demo"]
 

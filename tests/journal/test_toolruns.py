@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from jigcmd.journal.jarvis import JARVIS_OUTPUT_CAP_CHARS
 from jigcmd.journal.store import Journal
+from jigcmd.journal.toolruns import JARVIS_OUTPUT_CAP_CHARS
 
 
 def test_an_allowed_run_is_running_until_finished_and_then_keeps_its_output(

@@ -14,11 +14,11 @@ from collections.abc import Awaitable, Callable
 import anyio
 
 from jigcmd import trace
+from jigcmd.durable.ownership import Ownership
+from jigcmd.envelope.api import Assigned, Ending, EnvelopeIdentity, Hooks, Ticket, Withdrawn
 from jigcmd.errors import JigError
 from jigcmd.evidence import Evidence
-from jigcmd.executor import Assigned, Ending, EnvelopeIdentity, Hooks, Ticket, Withdrawn
 from jigcmd.journal.reservations import Slot
-from jigcmd.ownership import Ownership
 from jigcmd.plan import RunPlan, plan_digest
 from jigcmd.protocol.commands import RunResult
 from jigcmd.server.backend import Progress

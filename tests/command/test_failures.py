@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from jigcmd.command.failures import envelope_error, stopped_error
+from jigcmd.envelope.api import EnvelopeFailure, FailureKind
 from jigcmd.errors import Code
-from jigcmd.executor import EnvelopeFailure, FailureKind
-from jigcmd.failures import envelope_error, stopped_error
 
 UNPROVED = ("cgroup jigcmd-x still populated", "netns jigcmd-x still mounted")
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from jigcmd.diagnosis.container import (
+from jigcmd.frontends.diagnosis.container import (
     CAP_NET_ADMIN,
     CAP_SYS_ADMIN,
     Engine,

@@ -1,4 +1,4 @@
-"""Frames the lifetime tests send and compare; their server is `jigcmd.servechild.ServeChild`."""
+"""Frames the lifetime tests send and compare (their server: `servechild.ServeChild`)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from jigcmd.servechild import ServeChild
+from jigcmd.frontends.servechild import ServeChild
 
 __all__ = ["ANSWER_SECONDS", "flow_call", "serve_child", "without_id"]
 

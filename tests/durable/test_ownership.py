@@ -7,9 +7,9 @@ from pathlib import Path
 import anyio
 import pytest
 
+from jigcmd.durable.ownership import Ownership
 from jigcmd.errors import Code, JigError
 from jigcmd.evidence import Evidence, ResourceReport, StreamText
-from jigcmd.ownership import Ownership
 from jigcmd.protocol.commands import RunResult
 
 # The caller's run every operation of these tests belongs to.

@@ -9,9 +9,9 @@ import anyio
 import anyio.abc
 import pytest
 
+from jigcmd.durable.slotqueue import MAX_WAITING, SlotQueue
 from jigcmd.errors import Code, JigError
 from jigcmd.journal.reservations import Reservations, Slot
-from jigcmd.slotqueue import MAX_WAITING, SlotQueue
 
 _FAR = 3600.0
 
