@@ -106,7 +106,8 @@ MUTATIONS: list[tuple[str, Callable[[dict[str, Any]], None]]] = [
     ("reserved-path", _add_file("a/.git/config")),
     ("file-text", _add_file("data.txt", 1)),
     ("path-collision", lambda r: r["files"].update({"zz": "", "zz/a.txt": ""})),
-    ("candidate-size", _add_file("big.txt", "x" * 262_144)),
+    # One byte past the limit on its own, whatever the base candidate holds (an empty one too).
+    ("candidate-size", _add_file("big.txt", "x" * 262_145)),
     ("args", _set("args", "x")),
     ("args", _set("args", ["a"] * 33)),
     ("args", _set("args", ["a\x00b"])),
