@@ -21,7 +21,8 @@ from jigcmd.jsonio import readable, strict
 
 __all__ = ["demo"]
 
-_EXAMPLE = Path(__file__).parent / "example"
+# The bundled example lives at the package's top, beside the fronts.
+_EXAMPLE = Path(__file__).parents[1] / "example"
 _INDENT = "     "
 
 
