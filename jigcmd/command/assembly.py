@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -14,11 +15,11 @@ import anyio
 from jigcmd.command.bindingfile import LoadedBinding, load_binding
 from jigcmd.command.runtime import BunBinary, RuntimeUnavailable, find_runtime
 from jigcmd.command.service import CommandService
+from jigcmd.durable.host import open_host
 from jigcmd.durable.ownership import Ownership
-from jigcmd.durable.statedir import StateDirError, default_state_dir
+from jigcmd.durable.statedir import StateDirError
 from jigcmd.envelope.api import EnvelopeFailure, Executor
-from jigcmd.envelope.cgroups import CgroupBackend, CgroupUnavailable
-from jigcmd.envelope.delegation import DelegationError, resolve_backend
+from jigcmd.envelope.delegation import DelegationError
 from jigcmd.envelope.native import NativeExecutor
 from jigcmd.journal.schema import SchemaError
 from jigcmd.journal.store import JournalError, JournalUnusable
@@ -163,18 +164,17 @@ async def open_service(
     so that a one-shot run's ceiling does not pay for it; a zygote that cannot start is
     reported by the run itself.
     """
-    backend: CgroupBackend | None
-    try:
-        backend, base = await anyio.to_thread.run_sync(resolve_backend, settings.cgroup_base)
-    except (CgroupUnavailable, ValueError) as exc:
+    host = await anyio.to_thread.run_sync(
+        functools.partial(
+            open_host, settings.state_dir, settings.cgroup_base, tolerate_no_cgroups=True
+        )
+    )
+    backend, base = host.backend, host.cgroup_base
+    if host.cgroup_problem is not None:
         # Every command will fail closed (EXECUTION_FAILED naming the cgroup piece).
-        logger.warning("cgroups unavailable: %s", exc)
-        backend, base = None, settings.cgroup_base or "jigcmd"
+        logger.warning("cgroups unavailable: %s", host.cgroup_problem)
     ownership = await anyio.to_thread.run_sync(
-        Ownership.open,
-        settings.state_dir or default_state_dir(),
-        settings.max_envelopes,
-        Limits().memory_bytes,
+        Ownership.open, host.state_dir, settings.max_envelopes, Limits().memory_bytes
     )
     executor = NativeExecutor(cgroup_base=base, state_dir=str(ownership.state_dir))
     try:

@@ -230,11 +230,11 @@ _STATE_DIR: contextvars.ContextVar[Path | None] = contextvars.ContextVar("state_
 
 def _state() -> Check:
     """The journal: cleanups that could not be confirmed, runs left open, slots in use."""
-    from jigcmd.durable.statedir import default_state_dir, prepare_state_dir  # noqa: PLC0415 - an import that fails fails this check alone
+    from jigcmd.durable.host import state_directory  # noqa: PLC0415 - an import that fails fails this check alone
     from jigcmd.journal.reservations import Reservations, default_slots  # noqa: PLC0415 - an import that fails fails this check alone
     from jigcmd.journal.store import Journal  # noqa: PLC0415 - an import that fails fails this check alone
 
-    path = prepare_state_dir(_STATE_DIR.get() or default_state_dir())
+    path = state_directory(_STATE_DIR.get())
     with Journal.open(path) as journal:
         failures = journal.cleanup_failures()
         open_rows = journal.open_rows()

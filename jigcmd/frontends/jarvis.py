@@ -9,9 +9,10 @@ from pathlib import Path
 
 import anyio
 
-from jigcmd.durable.statedir import StateDirError, default_state_dir, prepare_state_dir
+from jigcmd.durable.host import open_host, state_directory
+from jigcmd.durable.statedir import StateDirError
 from jigcmd.envelope.cgroups import CgroupUnavailable
-from jigcmd.envelope.delegation import DelegationError, resolve_backend
+from jigcmd.envelope.delegation import DelegationError
 from jigcmd.envelope.native import NativeExecutor
 from jigcmd.jarvis.app import allowed_hosts, create_app
 from jigcmd.jarvis.auth import ConfigError, load_credentials
@@ -43,8 +44,8 @@ def jarvis(
     try:
         credentials = load_credentials(os.environ)
         rules = parse_policy(_read(policy), str(policy))
-        directory = prepare_state_dir(state_dir or default_state_dir())
-        _, base = resolve_backend(cgroup_base)
+        opened = open_host(state_dir, cgroup_base)
+        directory, base = opened.state_dir, opened.cgroup_base
         sock = bind_loopback(host, port)
     except (
         ConfigError,
@@ -89,7 +90,7 @@ def jarvis(
 def jarvis_audit(state_dir: Path | None, limit: int) -> int:
     """Print the newest `limit` audit rows, oldest first, one JSON object per line."""
     try:
-        directory = prepare_state_dir(state_dir or default_state_dir())
+        directory = state_directory(state_dir)
     except StateDirError as exc:
         sys.stderr.write(f"jigcmd jarvis-audit: {exc}\n")
         return EXIT_CONFIG

@@ -6,10 +6,11 @@ import sqlite3
 import sys
 from pathlib import Path
 
+from jigcmd.durable.host import open_host
 from jigcmd.durable.recovery import recover as recover_runs
-from jigcmd.durable.statedir import StateDirError, default_state_dir, prepare_state_dir
+from jigcmd.durable.statedir import StateDirError
 from jigcmd.envelope.cgroups import CgroupUnavailable
-from jigcmd.envelope.delegation import DelegationError, resolve_backend
+from jigcmd.envelope.delegation import DelegationError
 from jigcmd.journal.failures import JournalUnusable, unusable
 from jigcmd.journal.schema import SchemaError
 from jigcmd.journal.store import Journal
@@ -20,15 +21,15 @@ __all__ = ["recover"]
 def recover(state_dir: Path | None, cgroup_base: str | None = None) -> int:
     """Fence, release and record; 0 when every cleanup was confirmed, 1 otherwise, 2 unusable."""
     try:
-        state = prepare_state_dir(state_dir or default_state_dir())
-        backend, _ = resolve_backend(cgroup_base, move_self=False)
+        host = open_host(state_dir, cgroup_base, move_self=False)
     except (StateDirError, CgroupUnavailable, ValueError, DelegationError) as exc:
         sys.stderr.write(f"jigcmd recover: {exc}\n")
         return 2
     try:
-        journal = Journal.open(state)
+        journal = Journal.open(host.state_dir)
         try:
-            report = recover_runs(journal, backend)
+            assert host.backend is not None  # cgroups are not tolerated missing here
+            report = recover_runs(journal, host.backend)
         except (sqlite3.Error, OSError) as exc:
             raise unusable(journal.path, exc) from exc
         finally:

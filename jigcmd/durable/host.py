@@ -1,0 +1,53 @@
+"""The host a front serves from: its state directory and cgroups, opened here by every front."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from jigcmd.durable.statedir import default_state_dir, prepare_state_dir
+from jigcmd.envelope.cgroups import CgroupBackend, CgroupUnavailable
+from jigcmd.envelope.delegation import resolve_backend
+
+__all__ = ["Host", "open_host", "state_directory"]
+
+
+@dataclass(frozen=True)
+class Host:
+    """Where a front serves from: its state directory, and the cgroups where they work.
+
+    `backend` is None only when the front tolerates missing cgroups (serve and run: every
+    command then fails closed naming the piece, `cgroup_problem` says which).
+    """
+
+    state_dir: Path
+    backend: CgroupBackend | None
+    cgroup_base: str
+    cgroup_problem: str | None = None
+
+
+def state_directory(explicit: Path | None) -> Path:
+    """The state directory (the explicit one, else the default), prepared: 0700 and ours."""
+    return prepare_state_dir(explicit or default_state_dir())
+
+
+def open_host(
+    state_dir: Path | None,
+    cgroup_base: str | None,
+    *,
+    move_self: bool = True,
+    tolerate_no_cgroups: bool = False,
+) -> Host:
+    """Prepare the state directory, then resolve the cgroup backend and its base (blocking).
+
+    Raises `StateDirError`, `DelegationError` (no cgroup subtree this user may use), and,
+    unless `tolerate_no_cgroups`, `CgroupUnavailable` or `ValueError`.
+    """
+    state = state_directory(state_dir)
+    try:
+        backend, base = resolve_backend(cgroup_base, move_self=move_self)
+    except (CgroupUnavailable, ValueError) as exc:
+        if not tolerate_no_cgroups:
+            raise
+        return Host(state, None, cgroup_base or "jigcmd", str(exc))
+    return Host(state, backend, base)
