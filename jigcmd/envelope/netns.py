@@ -35,6 +35,7 @@ import time
 from jigcmd.envelope import syscalls as sc
 
 __all__ = [
+    "LoopbackEncoding",
     "NetnsError",
     "encode_in_child",
     "enter_fresh",
@@ -80,41 +81,55 @@ def preload() -> bytes:
     return loopback_request()
 
 
-def encode_in_child(timeout: float = 30.0) -> bytes:
-    """The request, encoded by pyroute2 in a forked child, so the caller never imports it.
+class LoopbackEncoding:
+    """pyroute2 encoding the lo request in a forked child, while the caller goes on.
 
-    Fork only from a single-threaded process (the zygote at its start).
+    Fork only from a single-threaded process (the zygote, as it starts): the zygote never
+    imports pyroute2 itself, and its other start-up steps overlap the child's import.
     """
-    read_end, write_end = os.pipe2(os.O_CLOEXEC)
-    child = os.fork()
-    if child == 0:
-        code = 1
+
+    def __init__(self) -> None:
+        read_end, write_end = os.pipe2(os.O_CLOEXEC)
+        child = os.fork()
+        if child == 0:
+            code = 1
+            try:
+                os.close(read_end)
+                os.write(write_end, loopback_request())
+                code = 0
+            finally:
+                os._exit(code)
+        os.close(write_end)
+        self._child = child
+        self._read_end = read_end
+
+    def result(self, timeout: float = 30.0) -> bytes:
+        """The encoded request, once the child has written it (bounded by `timeout`)."""
         try:
-            os.close(read_end)
-            os.write(write_end, loopback_request())
-            code = 0
+            request = b""
+            deadline = time.monotonic() + timeout
+            while True:
+                wait = max(0.0, deadline - time.monotonic())
+                ready, _, _ = select.select([self._read_end], [], [], wait)
+                chunk = os.read(self._read_end, 4096) if ready else b""
+                if not chunk:
+                    break
+                request += chunk
         finally:
-            os._exit(code)
-    os.close(write_end)
-    try:
-        request = b""
-        deadline = time.monotonic() + timeout
-        while True:
-            ready, _, _ = select.select([read_end], [], [], max(0.0, deadline - time.monotonic()))
-            chunk = os.read(read_end, 4096) if ready else b""
-            if not chunk:
-                break
-            request += chunk
-    finally:
-        os.close(read_end)
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(child, signal.SIGKILL)
-        # The zygote ignores SIGCHLD: the kernel has reaped the child already.
-        with contextlib.suppress(ChildProcessError):
-            os.waitpid(child, 0)
-    if not request:
-        raise NetnsError(errno.EPROTO, "the netlink request for lo could not be encoded")
-    return request
+            os.close(self._read_end)
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self._child, signal.SIGKILL)
+            # The zygote ignores SIGCHLD: the kernel has reaped the child already.
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(self._child, 0)
+        if not request:
+            raise NetnsError(errno.EPROTO, "the netlink request for lo could not be encoded")
+        return request
+
+
+def encode_in_child(timeout: float = 30.0) -> bytes:
+    """The request, encoded by pyroute2 in a forked child, so the caller never imports it."""
+    return LoopbackEncoding().result(timeout)
 
 
 def use_request(request: bytes) -> None:

@@ -250,6 +250,8 @@ def main(argv: list[str]) -> int:
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
+        # First, so that pyroute2's import in the child overlaps the rest of the start.
+        encoding = netns.LoopbackEncoding()
         # argv: control fd, the cgroup base the server resolved (delegation.py), the state
         # directory or "", the staging mount point and the binds to stage before any plan
         # (staging.py).
@@ -259,12 +261,12 @@ def main(argv: list[str]) -> int:
             with contextlib.suppress(staging.StagingError):
                 staging.stage(msgspec.msgpack.decode(bytes.fromhex(argv[4]), type=tuple[Bind, ...]))
         backend = cgroups.detect(base=argv[1] if len(argv) > 1 else "jigcmd")
-        netns.use_request(netns.encode_in_child())
         problems = backend.problems()
         if problems:
             raise OSError("cgroups: " + "; ".join(problems))
         seccomp.build_filter()
         privileges.prepare()
+        netns.use_request(encoding.result())
     except Exception as exc:  # reported to the server, which fails every launch with it
         control.sendall(b"F" + f"{type(exc).__name__}: {exc}".encode("utf-8", "replace"))
         return 1
