@@ -280,14 +280,7 @@ def _drop_handlers() -> None:
 
 def _caught() -> list[int]:
     """The signals the calling process has a handler for (`SigCgt` in /proc/self/status)."""
-    fd = os.open("/proc/self/status", os.O_RDONLY | os.O_CLOEXEC)
-    try:
-        status = os.read(fd, 65536).decode("ascii", "replace")
-    finally:
-        os.close(fd)
-    mask = next(
-        int(line.split(":", 1)[1], 16) for line in status.splitlines() if line.startswith("SigCgt:")
-    )
+    mask = int(privileges.read_status()["SigCgt"], 16)
     return [bit + 1 for bit in range(64) if mask >> bit & 1]
 
 

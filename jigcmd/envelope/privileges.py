@@ -34,6 +34,7 @@ __all__ = [
     "effective_capability",
     "finish_drop",
     "prepare",
+    "read_status",
 ]
 
 _PR_CAPBSET_DROP = 24
@@ -254,7 +255,8 @@ def finish_drop(kept_groups: frozenset[int] = frozenset()) -> None:
     _verify(kept_groups)
 
 
-def _read_status() -> dict[str, str]:
+def read_status() -> dict[str, str]:
+    """The calling process's /proc/self/status, field by field."""
     # Raw os.read: no TextIOWrapper to build in the candidate, and the file fits one read.
     fd = os.open("/proc/self/status", os.O_RDONLY | os.O_CLOEXEC)
     try:
@@ -267,12 +269,12 @@ def _read_status() -> dict[str, str]:
 
 def effective_capability(cap: int) -> bool:
     """Whether the calling process holds capability number `cap` in its effective set."""
-    return bool(int(_read_status().get("CapEff", "0"), 16) >> cap & 1)
+    return bool(int(read_status().get("CapEff", "0"), 16) >> cap & 1)
 
 
 def _verify(kept_groups: frozenset[int] = frozenset()) -> None:
     with _step("verify"):
-        status = _read_status()
+        status = read_status()
         for field, want in _EXPECTED_STATUS.items():
             raw = status.get(field)
             if raw is None:
