@@ -1,7 +1,8 @@
 """`NativeExecutor`: the anyio side of the envelope; starts the zygote and launches runs.
 
-Per run it creates the stdio pipes and a run socket and hands them to a prepared supervisor
-(or the zygote) in one `Launch`; `collection.RunCollector` then follows the run to its end.
+Per run it creates the stdio pipes and a run socket and hands them to the zygote in one
+`Launch`, naming a prepared envelope when the zygote has named one (`Ready`);
+`collection.RunCollector` then follows the run to its end.
 """
 
 from __future__ import annotations
@@ -57,7 +58,7 @@ class NativeExecutor:
     ) -> None:
         self._python = python or sys.executable
         self._cgroup_base = cgroup_base
-        # Where supervisors register their envelopes and close rows whose server died.
+        # Where the zygote registers envelopes and closes rows whose server died.
         self._state_dir = state_dir
         # The zygote's staging mount point (staging.py): an empty directory on the host. One
         # in the state directory is kept; one made here is removed with the executor.
@@ -68,9 +69,9 @@ class NativeExecutor:
         self._control: socket.socket | None = None
         self._zygote: anyio.abc.Process | None = None
         self._lock = anyio.Lock()
-        # Prepared supervisors' sockets the zygote handed over (`Ready`), oldest first, with
-        # who they are (None when the zygote could not identify the supervisor).
-        self._ready: collections.deque[tuple[socket.socket, Assigned | None]] = collections.deque()
+        # Prepared envelopes the zygote named (`Ready`), oldest first, with who serves them
+        # (None when the zygote could not identify itself).
+        self._ready: collections.deque[tuple[str, Assigned | None]] = collections.deque()
 
     def stage_at_start(self, binds: tuple[Bind, ...]) -> None:
         """Have the zygote stage `binds` while it starts, so no first run pays for the copy.
@@ -166,7 +167,7 @@ class NativeExecutor:
         """
         async with self._lock:
             control = await self._ensure_zygote()
-            # Supervisors prepared for an earlier shape would only re-prepare on launch.
+            # Envelopes prepared for an earlier shape would only re-prepare on launch.
             self._collect_ready(control)
             self._drop_ready()
             try:
@@ -175,7 +176,7 @@ class NativeExecutor:
                 raise EnvelopeFailure(FailureKind.ZYGOTE_UNREACHABLE, "warm", str(exc)) from exc
 
     async def aclose(self) -> None:
-        """Stop the zygote; running supervisors fence their own runs when their sockets close."""
+        """Stop the zygote: it fences the runs still going (their sockets close) and exits."""
         self._drop_ready()
         if self._control is not None:
             self._control.close()
@@ -198,16 +199,13 @@ class NativeExecutor:
         """Take every `Ready` the zygote has sent so far (never waits for one)."""
         while select.select([control], [], [], 0)[0]:
             try:
-                received = recv_message(control, max_fds=1)
+                received = recv_message(control)
             except (OSError, EOFError, ValueError):
                 return  # the zygote is gone; the next launch through it says so
             if received is None:
                 return
-            message, fds = received
-            if isinstance(message, Ready) and len(fds) == 1:
-                supervisor = socket.socket(fileno=fds[0])
-                # SCM_RIGHTS fds arrive inheritable: keep it out of anything spawned later.
-                supervisor.set_inheritable(False)
+            message, _fds = received
+            if isinstance(message, Ready):
                 assigned = None
                 if message.supervisor is not None:
                     assigned = Assigned(
@@ -215,31 +213,17 @@ class NativeExecutor:
                         supervisor=message.supervisor,
                         cgroup_paths=message.cgroup_paths,
                     )
-                self._ready.append((supervisor, assigned))
-            else:
-                for fd in fds:
-                    os.close(fd)
+                self._ready.append((message.envelope_id, assigned))
 
-    def _launch_prepared(self, launch: Launch, fds: list[int]) -> tuple[bool, Assigned | None]:
-        """Send `launch` straight to the oldest prepared supervisor: whether one took it, and
-        which envelope that is when known (the launch then carries the envelope's id)."""
-        while self._ready:
-            supervisor, assigned = self._ready.popleft()
-            try:
-                if assigned is not None:
-                    launch = msgspec.structs.replace(launch, run_id=assigned.run_id)
-                send_message(supervisor, launch, fds)
-            except OSError:
-                continue  # that supervisor died while prepared; never reuse, take another
-            finally:
-                supervisor.close()
-            trace.mark("executor: launch sent")
-            return True, assigned
-        return False, None
+    def _name_prepared(self, launch: Launch) -> tuple[Launch, Assigned | None]:
+        """Point `launch` at the oldest prepared envelope, and say which it is when known."""
+        if not self._ready:
+            return launch, None
+        envelope_id, assigned = self._ready.popleft()
+        return msgspec.structs.replace(launch, run_id=envelope_id), assigned
 
     def _drop_ready(self) -> None:
-        while self._ready:
-            self._ready.popleft()[0].close()
+        self._ready.clear()
 
     async def execute(
         self,
@@ -286,13 +270,12 @@ class NativeExecutor:
             async with self._lock:
                 control = await self._ensure_zygote()
                 self._collect_ready(control)
-                taken, assigned = self._launch_prepared(launch, passed)
-                if not taken:
-                    try:
-                        send_message(control, launch, passed)
-                        trace.mark("executor: launch sent to the zygote")
-                    except OSError as exc:
-                        unreachable = exc
+                launch, assigned = self._name_prepared(launch)
+                try:
+                    send_message(control, launch, passed)
+                    trace.mark("executor: launch sent")
+                except OSError as exc:
+                    unreachable = exc
         except BaseException:
             os.close(gate_w)
             run_sock.close()

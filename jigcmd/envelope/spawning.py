@@ -1,6 +1,6 @@
 """Making pid 1: clone3 into fresh namespaces, born in the job's cgroup, and holding them.
 
-As host root the supervisor enters a fresh network namespace first, so that the host user
+As host root the zygote enters a fresh network namespace first, so that the host user
 namespace owns it (see netns.py), clones pid 1 into the rest and returns to the host's.
 """
 
@@ -16,7 +16,7 @@ from jigcmd.envelope.failure import StepError
 
 __all__ = ["hold_namespaces", "spawn_init"]
 
-# What pid 1 is cloned into. The network namespace comes from the supervisor as root (or
+# What pid 1 is cloned into. The network namespace comes from the zygote as root (or
 # with these, rootless); the cgroup namespace is made by pid 1 after it joined the job.
 _NAMESPACES = (
     sc.CLONE_NEWUSER | sc.CLONE_NEWNS | sc.CLONE_NEWPID | sc.CLONE_NEWIPC | sc.CLONE_NEWUTS
@@ -24,17 +24,26 @@ _NAMESPACES = (
 _ROOTLESS = idmap.rootless()
 
 
-def spawn_init(job: cgroups.CgroupJob) -> tuple[int, str | None]:
+def spawn_init(job: cgroups.CgroupJob, keep: tuple[int, ...]) -> tuple[int, str | None]:
     """Create pid 1 in fresh namespaces, born in the job's cgroup2 directory if there is one.
 
     Returns (its pid, or 0 in pid 1 itself; the cgroup2 directory it was born in or None).
-    As host root, the network namespace comes first and is made here, by the supervisor, so
+    In pid 1 every descriptor of the zygote but stdio and `keep` is closed at once: it must
+    hold no other envelope's sockets, pidfds or slot locks.
+    As host root, the network namespace comes first and is made here, by the zygote, so
     that the host user namespace owns it: the candidate can never reconfigure it (see
-    jigcmd.envelope.netns); the supervisor then returns to the host's. Without root (a
+    jigcmd.envelope.netns); the zygote then returns to the host's. Without root (a
     delegated cgroup subtree, unprivileged user namespaces) pid 1's user namespace owns it:
     pid 1 may configure it, the candidate (no capabilities) may not. The cgroup namespace is
     made by pid 1 once it joined every hierarchy, so that its root is the job.
     """
+    pid, born_in = _clone(job, keep)
+    if pid == 0:
+        _close_all_but(keep)
+    return pid, born_in
+
+
+def _clone(job: cgroups.CgroupJob, keep: tuple[int, ...]) -> tuple[int, str | None]:
     flags = _NAMESPACES
     host_net = -1
     if _ROOTLESS:
@@ -83,6 +92,16 @@ def spawn_init(job: cgroups.CgroupJob) -> tuple[int, str | None]:
             os.close(host_net)
 
 
+def _close_all_but(keep: tuple[int, ...]) -> None:
+    """Close every descriptor above 2 that is not in `keep`."""
+    low = 3
+    for fd in sorted(k for k in keep if k >= low):
+        if fd > low:
+            sc.close_range(low, fd - 1)
+        low = fd + 1
+    sc.close_range(low, 0xFFFFFFFF)
+
+
 def hold_namespaces(init: int) -> list[int]:
     """Descriptors of pid 1's namespaces, so that its exit does not tear them down.
 
@@ -105,7 +124,7 @@ def _fork_after_unshare(flags: int) -> int:
 
     Returns pid 1's host pid, or 0 in pid 1 itself. Only the first fork after
     unshare(CLONE_NEWPID) lands in the new pid namespace; the middle process reports that
-    child's pid and exits, and pid 1 is reparented to the supervisor (its subreaper).
+    child's pid and exits, and pid 1 is reparented to the zygote (its subreaper).
     """
     report_r, report_w = os.pipe2(os.O_CLOEXEC)
     middle = os.fork()

@@ -1,237 +1,214 @@
-"""The zygote: a pre-started, single-threaded fork server that keeps envelopes prepared.
+"""The zygote: a pre-started, single-threaded process that clones and supervises every envelope.
 
 Why a separate process: the anyio server is multi-threaded (worker threads), and forking a
 multithreaded Python then running Python before exec can deadlock; starting a fresh
 interpreter per run costs ~30 ms. The zygote is started once with a minimal environment (so
-the memory image every supervisor, init and candidate is forked from holds no credentials),
-imports everything a run needs up front, and forks one supervisor per envelope.
+the memory image every pid 1 is cloned from holds no credentials), imports everything a run
+needs up front, and clones one pid 1 per envelope straight into its namespaces and cgroup:
+the only process forked on a request's path (see lifecycle.py).
 
-It keeps supervisors whose envelopes are already prepared for the last plan shape it saw (a
-`Warm` hint) and hands each one's socket to the server (`Ready`), which sends its `Launch`
-straight there: no hop through the zygote on a request's path. A launched supervisor says
-so on its socket ("L"); when it has released its envelope and exited, the socket closes.
-A `Launch` sent to the zygote itself (the server had none at hand) gets a fresh supervisor,
-prepared cold. Every envelope serves one request and is then destroyed.
+It supervises all envelopes from one loop (epoll over the control socket, each pid 1's
+status pipe and pidfd, each run's socket; timers for deadlines): no supervisor process per
+envelope. It keeps envelopes prepared for the last plan shape it saw (a `Warm` hint) and
+names each to the server (`Ready`) before any request, so that the server's journal row
+names the envelope that will serve it. Every `Launch` comes here, on the control socket;
+one naming a prepared envelope runs in it, any other is prepared cold. Every envelope serves
+one request and is then destroyed.
 
-Preparing costs CPU (~15 ms over four processes), and done while a candidate runs it slowed
-that run by several ms on two cores. So the pool is topped up to `pool` only while no run is
-in flight; while runs are in flight it keeps just one ready, so that the next launch still
-never waits for a preparation. Preparations run one at a time (a supervisor says "P" when
-its envelope is ready): the oldest, which the next launch goes to, is ready soonest.
+Preparing costs CPU, and done while a candidate runs it slows that run on two cores. So the
+pool is topped up to `pool` only while no run is in flight; while runs are in flight it keeps
+just one ready, so that the next launch still never waits for a preparation. Preparations
+run one at a time: the oldest, which the next launch goes to, is ready soonest.
 
 Run as `python -m jigcmd.envelope.zygote FD` where FD is a connected unix stream socket.
-When the server goes away (EOF) the zygote exits; prepared supervisors see their sockets
-close and tear their envelopes down; running ones fence their own runs.
+When the server goes away (EOF) the zygote tears its prepared envelopes down, finishes
+supervising the running ones (each run's socket closed too: they are fenced, and their rows
+closed through `ledger.py`), and exits. When the zygote dies, each pid 1 dies with it
+(`PR_SET_PDEATHSIG`, or its control socket closing), and recovery fences what is left.
 """
 
 from __future__ import annotations
 
-import collections
 import contextlib
 import gc
 import os
 import secrets
-import select
 import signal
 import socket
 import sys
+import time
 
 import msgspec
 
 from jigcmd import trace
-from jigcmd.envelope import cgroups, ledger, netns, privileges, seccomp, staging
+from jigcmd.envelope import cgroups, netns, privileges, seccomp, staging
 from jigcmd.envelope import syscalls as sc
+from jigcmd.envelope.failure import StepError
 from jigcmd.envelope.ledger import Registry
-from jigcmd.envelope.lifecycle import supervise
+from jigcmd.envelope.lifecycle import LAUNCH_FDS, Envelope, shape
+from jigcmd.envelope.loop import EventLoop
 from jigcmd.envelope.messages import Launch, Ready, Warm, recv_message, send_message
 from jigcmd.journal.identity import identify
 from jigcmd.plan import Bind, RunPlan
 
 __all__ = ["main"]
 
-# How long the zygote waits for a dead prepared supervisor's envelope to empty after a kill.
-_ORPHAN_EMPTY_S = 0.5
-
-# stdin, stdout, stderr, gate, run socket, and the slot lock when the run reserved one.
-_FDS_PER_LAUNCH = 6
 _MAX_POOL = 16
+_PR_SET_CHILD_SUBREAPER = 36
+# After a preparation ahead of any request failed, the next is tried this much later.
+_RETRY_PREPARE_S = 1.0
 
 
-class _Zygote:
+class _Zygote(EventLoop):
     def __init__(
         self,
         control: socket.socket,
         backend: cgroups.CgroupBackend,
         registry: Registry | None,
     ) -> None:
+        super().__init__()
         self.control = control
         self.backend = backend
         self.registry = registry
+        self.identity = identify(os.getpid())
         self.template: RunPlan | None = None
         self.pool_size = 0
-        # Prepared supervisors, each also handed to the server (`Ready`); the server
-        # launches them directly, and they say "L" here when a launch reached them.
-        self.prepared: collections.deque[socket.socket] = collections.deque()
-        # Sockets of launched supervisors; each closes when its envelope is released.
-        self.running: list[socket.socket] = []
-        # The one supervisor still preparing its envelope ("P" when done): preparations
-        # run one at a time, so the oldest is ready soonest and they never compete.
-        self.preparing: socket.socket | None = None
-        # The cgroup job of each prepared supervisor, to release if the supervisor dies.
-        self.jobs: dict[socket.socket, str] = {}
+        # Envelopes named to the server and not yet launched, oldest first (by id).
+        self.prepared: dict[str, Envelope] = {}
+        # Launched envelopes, until released.
+        self.running: set[Envelope] = set()
+        # The one envelope still preparing: preparations run one at a time, so the oldest is
+        # ready soonest and they never compete.
+        self.preparing: Envelope | None = None
+        self.retry_at = 0.0
+        self.server_gone = False
+
+    def built(self, envelope: Envelope) -> None:
+        if envelope is self.preparing:
+            self.preparing = None
+
+    def done(self, envelope: Envelope) -> None:
+        super().done(envelope)
+        if envelope is self.preparing:
+            self.preparing = None
+        self.prepared.pop(envelope.run_id, None)
+        self.running.discard(envelope)
 
     def serve(self) -> int:
-        while True:
-            ready, _, _ = select.select([self.control, *self.prepared, *self.running], [], [])
-            for sock in ready:
-                if sock is not self.control:
-                    self._heard(sock)
-            if self.control not in ready:
+        self.watch(self.control.fileno(), self._on_control)
+        while not self.server_gone or self.running:
+            self.turn(() if self.template is None or self.server_gone else (self.retry_at,))
+            if not self.server_gone:
                 self._replenish()
-                continue
-            try:
-                received = recv_message(self.control, max_fds=_FDS_PER_LAUNCH)
-            except (OSError, EOFError, ValueError):
-                return 1
-            if received is None:
-                return 0
-            message, fds = received
-            if isinstance(message, Warm):
-                for fd in fds:
-                    os.close(fd)
-                # The server dropped every prepared supervisor it held before sending this:
-                # ours would never be launched (and would keep the pool from refilling).
-                self._drop_prepared()
-                self.template = message.plan
-                _stage(message.plan)
-                self.pool_size = max(0, min(message.pool, _MAX_POOL))
-                self._replenish()
-            elif isinstance(message, Launch) and len(fds) in (_FDS_PER_LAUNCH - 1, _FDS_PER_LAUNCH):
-                self._launch(message, fds)
-            else:
-                for fd in fds:
-                    os.close(fd)
+        return 0
 
-    def _heard(self, sock: socket.socket) -> None:
-        """A supervisor's socket turned readable: it was launched, or it is gone."""
+    # -- the server's messages ----------------------------------------------------------
+
+    def _on_control(self) -> None:
         try:
-            data = sock.recv(16)
-        except OSError:
-            data = b""
-        if sock is self.preparing and (not data or b"P" in data or b"L" in data):
-            self.preparing = None
-        if b"L" in data and sock in self.prepared:
-            # The server's launch reached it: from now on it runs.
-            self.prepared.remove(sock)
-            self.jobs.pop(sock, None)
-            self.running.append(sock)
-            trace.mark("zygote: launched by the server")
+            received = recv_message(self.control, max_fds=LAUNCH_FDS)
+        except (OSError, EOFError, ValueError):
+            received = None
+        if received is None:
+            self._server_gone()
             return
-        if data:
-            return
-        # EOF: a running envelope was released, or a prepared supervisor died.
-        if sock in self.prepared:
-            self.prepared.remove(sock)
-            job = self.jobs.pop(sock, None)
-            if job is not None:
-                self._release_orphan(job)
-        if sock in self.running:
-            self.running.remove(sock)
-        sock.close()
+        message, fds = received
+        if isinstance(message, Warm):
+            for fd in fds:
+                os.close(fd)
+            # The server forgot every prepared envelope it was told of before sending this:
+            # ours would never be launched (and would keep the pool from refilling).
+            self._drop_prepared()
+            self.template = message.plan
+            _stage(message.plan)
+            self.pool_size = max(0, min(message.pool, _MAX_POOL))
+            self.retry_at = 0.0
+        elif isinstance(message, Launch) and len(fds) in (LAUNCH_FDS - 1, LAUNCH_FDS):
+            self._launch(message, fds)
+        else:
+            for fd in fds:
+                os.close(fd)
 
-    def _release_orphan(self, name: str) -> None:
-        """A prepared supervisor died: its envelope is ours, unused; kill it and remove it.
+    def _server_gone(self) -> None:
+        """The server went away: nothing prepared will be launched; running runs finish."""
+        self.server_gone = True
+        self.unwatch(self.control.fileno())
+        self._drop_prepared()
 
-        Otherwise its job and registry entry would wait for the next recovery. What cannot be
-        confirmed here (a job that does not empty in time) is left to recovery as before.
-        """
-        try:
-            job = self.backend.open(name)
-            if job is not None:
-                job.kill()
-                if not job.wait_empty(_ORPHAN_EMPTY_S):
-                    return
-                job.remove()
-        except OSError:
-            return
-        if self.registry is not None:
-            ledger.forget(self.registry.state_dir, name)
+    def _launch(self, launch: Launch, fds: list[int]) -> None:
+        envelope = self.prepared.pop(launch.run_id, None)
+        if envelope is not None and envelope.shape != shape(launch.plan):
+            # Prepared for another shape (a Warm raced the launch): made anew below.
+            self._discard(envelope)
+            envelope = None
+        if envelope is None:
+            trace.mark("zygote: launch prepared cold")
+            _stage(launch.plan)
+            self._retemplate(launch.plan)
+            envelope = Envelope(self, self.backend, self.registry, launch.run_id)
+            self.envelopes.add(envelope)
+        self.running.add(envelope)
+        envelope.take(launch, fds)
 
     def _retemplate(self, plan: RunPlan) -> None:
-        _stage(plan)
-        shape = (plan.profile, plan.binds, plan.limits)
-        if self.template is None or shape != (
-            self.template.profile,
-            self.template.binds,
-            self.template.limits,
-        ):
+        if self.template is None or shape(self.template) != shape(plan):
             self.template = plan
             # Envelopes prepared for another shape would only be re-prepared on launch.
             self._drop_prepared()
 
     def _drop_prepared(self) -> None:
-        # Closing our end (the server closed or never used its copy) makes each of them
-        # tear its envelope down.
-        while self.prepared:
-            self.prepared.popleft().close()
-        self.jobs.clear()
+        for envelope in list(self.prepared.values()):
+            self._discard(envelope)
+        self.prepared.clear()
+        if self.preparing is not None and self.preparing not in self.running:
+            self._discard(self.preparing)
         self.preparing = None
 
-    def _launch(self, launch: Launch, fds: list[int]) -> None:
-        """A launch through the zygote: the server had no prepared supervisor at hand."""
-        trace.mark("zygote: launch")
-        self._retemplate(launch.plan)
-        try:
-            supervisor, _pid = self._fork(None)
-            try:
-                send_message(supervisor, launch, fds)
-            except OSError:
-                # The fresh supervisor died at once: the launch's run socket closes with
-                # these descriptors, and the server reports the envelope incomplete.
-                supervisor.close()
-            else:
-                self.running.append(supervisor)
-        finally:
-            for fd in fds:
-                os.close(fd)
-        trace.mark("zygote: forwarded")
-        self._replenish()
+    def _discard(self, envelope: Envelope) -> None:
+        if envelope is self.preparing:
+            self.preparing = None
+        self.prepared.pop(envelope.run_id, None)
+        envelope.teardown()
 
     def _replenish(self) -> None:
         # While a run is in flight, one ready envelope is enough (see the module docstring).
         target = min(self.pool_size, 1) if self.running else self.pool_size
-        if self.template is not None and self.preparing is None and len(self.prepared) < target:
-            # Named here, so that the server knows which job serves a launch before sending
-            # it, and records it with the request's row in the same commit.
-            envelope_id = secrets.token_hex(8)
-            supervisor, pid = self._fork(self.template, envelope_id)
-            self.prepared.append(supervisor)
-            self.jobs[supervisor] = f"jigcmd-{envelope_id}"
-            self.preparing = supervisor
-            ready = Ready(
-                envelope_id=envelope_id,
-                supervisor=identify(pid),
-                cgroup_paths=self.backend.job_paths(f"jigcmd-{envelope_id}"),
-            )
-            try:
-                send_message(self.control, ready, [supervisor.fileno()])
-            except OSError:
-                return  # the server is gone; serve() sees the EOF next
-            trace.mark("zygote: ready sent")
+        if (
+            self.template is None
+            or self.preparing is not None
+            or len(self.prepared) >= target
+            or time.monotonic() < self.retry_at
+        ):
+            return
+        # Named here, so that the server knows which job serves a launch before sending it,
+        # and records it with the request's row in the same commit.
+        envelope = Envelope(self, self.backend, self.registry, secrets.token_hex(8))
+        self.envelopes.add(envelope)
+        try:
+            envelope.prepare(self.template)
+        except StepError:
+            # Not the zygote's to answer: a launch prepares cold and reports what fails then.
+            envelope.teardown()
+            self.retry_at = time.monotonic() + _RETRY_PREPARE_S
+            return
+        self.preparing = envelope
+        self.prepared[envelope.run_id] = envelope
+        ready = Ready(
+            envelope_id=envelope.run_id,
+            supervisor=self.identity,
+            cgroup_paths=self.backend.job_paths(f"jigcmd-{envelope.run_id}"),
+        )
+        try:
+            send_message(self.control, ready)
+        except OSError:
+            return  # the server is gone; the loop sees the EOF next
+        trace.mark("zygote: ready sent")
 
-    def _fork(
-        self, template: RunPlan | None, envelope_id: str | None = None
-    ) -> tuple[socket.socket, int]:
-        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        pid = os.fork()
-        if pid == 0:
-            ours.close()
-            self.control.close()
-            for other in (*self.prepared, *self.running):
-                other.close()
-            supervise(theirs, self.backend, template, self.registry, envelope_id)
-        theirs.close()
-        return ours, pid
+    def close(self) -> None:
+        """Tear down every envelope still here (the zygote is exiting)."""
+        for envelope in list(self.envelopes):
+            envelope.teardown()
+        super().close()
 
 
 def _stage(plan: RunPlan) -> None:
@@ -246,9 +223,10 @@ def main(argv: list[str]) -> int:
     control = socket.socket(fileno=int(argv[0]))
     control.set_inheritable(False)
     sc.set_name("jigcmd-zygote")
-    # Supervisors are reaped automatically; each supervisor resets this for its own children.
-    signal.signal(signal.SIGCHLD, signal.SIG_IGN)
+    # Every pid 1 is reaped by the loop (`wait4`), so SIGCHLD keeps its default; pid 1 made
+    # without clone3 is reparented here when its middle process exits.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    sc.prctl(_PR_SET_CHILD_SUBREAPER, 1)
     try:
         # First, so that pyroute2's import in the child overlaps the rest of the start.
         encoding = netns.LoopbackEncoding()
@@ -274,9 +252,9 @@ def main(argv: list[str]) -> int:
     server = identify(os.getppid())
     if len(argv) > 2 and argv[2] and server is not None:
         registry = Registry(state_dir=argv[2], owner=server)
-    # Every supervisor, init and candidate is a fork of this process. Frozen objects are never
-    # scanned by the collector, so its passes do not touch (and copy) every page a child
-    # shares with us; the children are short-lived and collect nothing.
+    # Every pid 1 is a clone of this process. Frozen objects are never scanned by the
+    # collector, so its passes do not touch (and copy) every page a child shares with us;
+    # pid 1 is short-lived and collects nothing, and the loop allocates little.
     gc.collect()
     gc.freeze()
     gc.disable()
@@ -285,9 +263,7 @@ def main(argv: list[str]) -> int:
     try:
         return zygote.serve()
     finally:
-        for supervisor in (*zygote.prepared, *zygote.running):
-            with contextlib.suppress(OSError):
-                supervisor.close()
+        zygote.close()
 
 
 if __name__ == "__main__":
