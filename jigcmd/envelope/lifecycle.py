@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import enum
+import functools
 import os
 import select
 import signal
@@ -99,6 +100,19 @@ class State(enum.Enum):
     SETTLING = "settling"  # the candidate ended; waiting for pid 1's own exit
     FENCING = "fencing"  # killed; waiting for pid 1 to be gone
     DONE = "done"
+
+
+def _guarded(handler: Callable[[Envelope], None]) -> Callable[[Envelope], None]:
+    """An event handler whose unexpected failure fails its envelope, never the zygote."""
+
+    @functools.wraps(handler)
+    def guarded(self: Envelope) -> None:
+        try:
+            handler(self)
+        except Exception as exc:  # noqa: BLE001 - one envelope's bug must not end the others
+            self.crashed(exc)
+
+    return guarded
 
 
 class Envelope:
@@ -246,6 +260,14 @@ class Envelope:
         # dies), whatever happens to the server.
         self.slot_fd = fds[5] if len(fds) == LAUNCH_FDS else -1
         self.owner = Owner.of(launch)
+        try:
+            self._take()
+        except Exception as exc:  # noqa: BLE001 - one envelope's bug must not end the others
+            self.crashed(exc)
+
+    def _take(self) -> None:
+        assert self.sock is not None and self.launch is not None
+        launch = self.launch
         if _peer_gone(self.sock):
             # The server died after sending this launch (it sat in a queue): start nothing
             # and claim nothing; recovery closes the row as uncertain.
@@ -320,6 +342,7 @@ class Envelope:
 
     # -- events ------------------------------------------------------------------------
 
+    @_guarded
     def on_timer(self) -> None:
         """The state's timer is due."""
         self.timer = None
@@ -335,6 +358,7 @@ class Envelope:
         except StepError as exc:
             self._fail(exc)
 
+    @_guarded
     def _on_status(self) -> None:
         """Pid 1 wrote (or closed) its status pipe."""
         try:
@@ -377,6 +401,7 @@ class Envelope:
                 return
         raise StepError("envelope", f"unexpected status {line!r} while {self.state.value}")
 
+    @_guarded
     def _on_init_exit(self) -> None:
         """Pid 1 is gone (its pidfd turned readable): so is everything in its namespace."""
         if self.status_r >= 0:
@@ -398,6 +423,7 @@ class Envelope:
         except StepError as exc:
             self._fail(exc)
 
+    @_guarded
     def _on_run_socket(self) -> None:
         """The server wrote (a cancel) or went away while the candidate runs."""
         assert self.sock is not None
@@ -522,6 +548,18 @@ class Envelope:
             Failed(step=exc.step, error=exc.error, cleanup_complete=ok, cleanup_problems=problems),
         )
         self._close()
+
+    def crashed(self, exc: Exception) -> None:
+        """A handler raised: fail the envelope (or at least tear it down), and say why."""
+        trace.mark(f"supervisor: crashed: {exc!r}")
+        try:
+            self._fail(StepError("envelope", f"internal error: {type(exc).__name__}: {exc}"))
+        except Exception:  # noqa: BLE001 - the last resort: nothing of it may stay
+            with contextlib.suppress(Exception):
+                self.teardown()
+            if self.state is not State.DONE:
+                self.state = State.DONE
+                self.loop.done(self)
 
     def _abandon(self) -> None:
         for fd in self.stdio or ():

@@ -1,9 +1,10 @@
 """What "prepared" means: every process of the envelope is armed and waits for the go.
 
-The supervisor reads the cgroup's CPU baseline when `prepare` returns (off the request's
-path), so from then on nothing of the envelope may still be working: the candidate must
-already have dropped its privileges and be blocked on the go. `prepare` runs in a forked
-stand-in supervisor, which reports what the candidate's /proc status says at that moment.
+The zygote reads the cgroup's CPU baseline when pid 1 reports "prepared" (off the request's
+path), so from then on nothing of the envelope may still be working: pid 1 must already
+have dropped half its privileges and be blocked on the go. The preparation runs in a forked
+stand-in zygote (its loop turned until the envelope is prepared), which reports what pid 1's
+/proc status says at that moment.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from jigcmd.envelope import cgroups, lifecycle, netns, privileges, seccomp, staging
+from jigcmd.envelope.loop import EventLoop
 from tests.envelope.conftest import in_stand_in
 from tests.envelope.hostile_harness import probe_plan
 
@@ -36,7 +38,7 @@ def _status(pid: int) -> dict[str, str]:
 @contextlib.contextmanager
 def _prepared(
     backend: cgroups.CgroupBackend, request: bytes, staging_dir: Path
-) -> Iterator[tuple[lifecycle._Envelope, int]]:
+) -> Iterator[tuple[lifecycle.Envelope, int]]:
     """In the stand-in: do what the zygote does, prepare an envelope; yield it and pid 1.
 
     The envelope is torn down on the way out.
@@ -49,9 +51,14 @@ def _prepared(
     plan = probe_plan("")
     staging.enter(str(staging_dir))
     staging.stage(plan.binds)
-    envelope = lifecycle._Envelope(backend)
+    loop = EventLoop()
+    envelope = lifecycle.Envelope(loop, backend, None, f"prep{uuid.uuid4().hex[:8]}")
+    loop.envelopes.add(envelope)
     try:
-        envelope.prepare(plan, f"prep{uuid.uuid4().hex[:8]}")
+        envelope.prepare(plan)
+        assert loop.run_until(lambda: envelope.state is not lifecycle.State.UNSHARING, 10)
+        assert loop.run_until(lambda: envelope.state is not lifecycle.State.BUILDING, 10)
+        assert envelope.state is lifecycle.State.PREPARED
         assert envelope.init_pid is not None
         yield envelope, envelope.init_pid
     finally:
@@ -59,7 +66,7 @@ def _prepared(
 
 
 def _prepared_envelope(backend: cgroups.CgroupBackend, staging_dir: Path) -> dict[str, object]:
-    """Prepare an envelope in a stand-in supervisor; pid 1's children and status right after."""
+    """Prepare an envelope in a stand-in zygote; pid 1's children and status right after."""
     request = netns.preload()
 
     def prepare(report_w: int) -> None:
@@ -116,17 +123,17 @@ def _namespace_links(pid: int | str) -> set[str]:
 _KINDS = ("mnt", "net", "ipc", "uts", "pid", "cgroup", "user")
 
 
-def test_pid_1s_namespaces_outlive_it_until_the_supervisor_lets_go(
+def test_pid_1s_namespaces_outlive_it_until_the_zygote_lets_go(
     real_cgroups: cgroups.CgroupBackend, tmp_path: Path
 ) -> None:
-    """Pid 1's exit does not tear its namespaces down: the supervisor does, after answering."""
+    """Pid 1's exit does not tear its namespaces down: the zygote does, after answering."""
     request = netns.preload()
 
     def hold(report_w: int) -> None:
         with _prepared(real_cgroups, request, tmp_path) as (envelope, init):
             own = {os.readlink(f"/proc/{init}/ns/{kind}") for kind in _KINDS}
             prepared = _namespace_links("self")
-            envelope._fence()
+            envelope.teardown_tree()
             released = envelope._release()
             after_release = _namespace_links("self")
             init_gone = not os.path.exists(f"/proc/{init}")
@@ -148,5 +155,5 @@ def test_pid_1s_namespaces_outlive_it_until_the_supervisor_lets_go(
     assert report["released"] is True
     assert report["init_gone"] is True
     assert report["after_release"] == report["own"]
-    # ... and none is left once the supervisor lets go.
+    # ... and none is left once the zygote lets go.
     assert report["after_let_go"] == []

@@ -1,10 +1,10 @@
-"""The release after a fence: one look at the cgroup's membership, not two.
+"""The release after a fence: one look at the cgroup's membership when pid 1 is reaped.
 
-When pid 1 exited by itself and was reaped, the fence reads the cgroup's membership; empty,
-nothing can enter it any more (a process joins by being forked by a member), so the release
-removes it without reading the membership again (each look reads every hierarchy's files).
-When the fence had to kill, the release still waits for the cgroup to empty. Real (empty)
-cgroup jobs, handled in a forked stand-in supervisor (the release reaps its children).
+Once pid 1 is reaped (its pidfd turned readable, `wait4` collected it), the release reads
+the cgroup's membership once; empty, nothing can enter it any more (a process joins by
+being forked by a member), so it is removed without waiting. When pid 1 could not be
+reaped, the release waits for the cgroup to empty. Real cgroup jobs, handled in a forked
+stand-in zygote (the envelope's "pid 1" is its child).
 """
 
 from __future__ import annotations
@@ -16,17 +16,20 @@ import uuid
 import pytest
 
 from jigcmd.envelope import cgroups, lifecycle
+from jigcmd.envelope.loop import EventLoop
 from jigcmd.plan import Limits
 from tests.envelope.conftest import in_stand_in
 
 pytestmark = pytest.mark.envelope
 
 
-def _fence_and_release(backend: cgroups.CgroupBackend, *, member: bool) -> dict[str, object]:
+def _fence_and_release(
+    backend: cgroups.CgroupBackend, *, member: bool, pidfd: bool = True
+) -> dict[str, object]:
     """Fence and release an envelope whose job is empty (or holds a sleeping "pid 1")."""
 
     def body(report_w: int) -> None:
-        envelope = lifecycle._Envelope(backend)
+        envelope = lifecycle.Envelope(EventLoop(), backend, None, uuid.uuid4().hex[:16])
         job = backend.create(f"jigcmd-release-{uuid.uuid4().hex[:8]}", Limits())
         envelope.job = job
         looks: list[float] = []
@@ -37,6 +40,7 @@ def _fence_and_release(backend: cgroups.CgroupBackend, *, member: bool) -> dict[
             return wait_empty(timeout)
 
         pytest.MonkeyPatch().setattr(job, "wait_empty", counted)
+        child = 0
         if member:
             child = os.fork()
             if child == 0:
@@ -48,18 +52,21 @@ def _fence_and_release(backend: cgroups.CgroupBackend, *, member: bool) -> dict[
             while not job.populated():
                 pass
             # As in a real envelope, the process the fence kills and waits for is the
-            # stand-in's child (pid 1); anything else in the job is the kernel's to reap.
+            # zygote's child (pid 1).
             envelope.init_pid = child
-        envelope._fence()
-        confirmed = envelope.confirmed_empty
+            if pidfd:
+                envelope.pidfd = os.pidfd_open(child)
+        envelope.teardown_tree()
+        reaped = envelope.init_pid is None
         ok, problems = envelope._release()
+        if child and not reaped:
+            os.waitpid(child, 0)
         report = {
-            "confirmed": confirmed,
+            "reaped": reaped,
             "looks": len(looks),
             "ok": ok,
             "problems": list(problems),
             "removed": not any(os.path.exists(path) for path in job.paths),
-            "reset": envelope.confirmed_empty,
         }
         os.write(report_w, json.dumps(report).encode())
 
@@ -67,29 +74,22 @@ def _fence_and_release(backend: cgroups.CgroupBackend, *, member: bool) -> dict[
     return seen
 
 
-def test_an_empty_job_after_pid_1_is_released_on_the_fences_look(
+def test_an_empty_job_after_pid_1_is_released_on_one_look(
     real_cgroups: cgroups.CgroupBackend,
 ) -> None:
     report = _fence_and_release(real_cgroups, member=False)
-    assert report == {
-        "confirmed": True,
-        "looks": 0,
-        "ok": True,
-        "problems": [],
-        "removed": True,
-        "reset": False,
-    }
+    assert report == {"reaped": True, "looks": 0, "ok": True, "problems": [], "removed": True}
 
 
-def test_a_job_the_fence_had_to_kill_is_waited_for_before_removal(
+def test_a_killed_pid_1_reaped_through_its_pidfd_needs_no_wait(
     real_cgroups: cgroups.CgroupBackend,
 ) -> None:
     report = _fence_and_release(real_cgroups, member=True)
-    assert report == {
-        "confirmed": False,
-        "looks": 1,
-        "ok": True,
-        "problems": [],
-        "removed": True,
-        "reset": False,
-    }
+    assert report == {"reaped": True, "looks": 0, "ok": True, "problems": [], "removed": True}
+
+
+def test_a_job_whose_pid_1_was_not_reaped_is_waited_for_before_removal(
+    real_cgroups: cgroups.CgroupBackend,
+) -> None:
+    report = _fence_and_release(real_cgroups, member=True, pidfd=False)
+    assert report == {"reaped": False, "looks": 1, "ok": True, "problems": [], "removed": True}

@@ -1,6 +1,6 @@
 """How pid 1 is made: clone3 into its namespaces, or, with clone3 hidden, unshare and fork.
 
-Each case runs `_spawn_init` in a forked stand-in supervisor (so the test process never
+Each case runs `spawn_init` in a forked stand-in zygote (so the test process never
 changes namespaces or groups), and pid 1 reports what it is from the inside.
 """
 
@@ -39,14 +39,14 @@ def _hidden_clone3(flags: int, cgroup_fd: int | None = None) -> int:
 
 
 def _spawn_and_report(job: cgroups.CgroupJob, *, hide_clone3: bool) -> dict[str, str]:
-    """Run `_spawn_init` in a stand-in supervisor; what pid 1 saw of itself, by key."""
+    """Run `spawn_init` in a stand-in zygote; what pid 1 saw of itself, by key."""
     request = netns.preload()
 
     def spawn(report_w: int) -> None:
         netns.use_request(request)
         if hide_clone3:
             sc.clone = _hidden_clone3  # this stand-in process only
-        pid, born_in = spawning.spawn_init(job)
+        pid, born_in = spawning.spawn_init(job, (report_w,))
         if pid == 0:
             lines = [
                 f"pid={os.getpid()}",

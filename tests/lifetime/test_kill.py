@@ -29,6 +29,14 @@ pytestmark = pytest.mark.envelope
 SERVER_WENT_AWAY = "the server went away during the run; the run was fenced without a proved result"
 
 
+def _in_job(proc: Proc, job: str) -> bool:
+    try:
+        with open(f"/proc/{proc.pid}/cgroup", encoding="utf-8") as handle:
+            return f"/{job}" in handle.read()
+    except OSError:
+        return False
+
+
 def _failure(response: dict[str, Any]) -> tuple[str, str]:
     error = response["error"]
     assert error["code"] == -32000, response
@@ -52,24 +60,24 @@ def _start_lingering(rig: Rig, server: ServeChild, operation_id: str, token: str
 
 
 def _launch_held(rig: Rig, token: str, operation_id: str) -> tuple[ServeChild, list[Proc]]:
-    """A server whose launch sits in a stopped prepared supervisor; the row is written."""
+    """A server whose launch sits unread at its stopped zygote (the supervisor of every
+    envelope); the row is written."""
     server = rig.serve()
     rig.prepared(server)
     zygote = rig.zygote(server)
-    # Every prepared supervisor is stopped, so whichever the launch goes to holds it unread.
-    supervisors = rig.watch.children(zygote)
-    assert supervisors
-    for supervisor in supervisors:
-        rig.stop(supervisor)
+    # The zygote is stopped, so the launch waits in its control socket, unread.
+    rig.stop(zygote)
     _start_lingering(rig, server, operation_id, token)
     # The row is written while the launch is handed over (it is staged while the journal
-    # commits); the launch then waits in a stopped supervisor's socket, not yet started.
+    # commits); the launch then waits in the stopped zygote's socket, not yet started.
     wait_for(lambda: rig.row(operation_id) is not None, 30, "the row to be written")
     row = rig.row(operation_id)
-    # From its first commit the row names the prepared envelope the launch was handed to.
+    # From its first commit the row names the prepared envelope the launch was handed to,
+    # and the zygote that supervises it.
     assert row is not None and row.is_open and row.supervisor is not None
-    assert row.supervisor.pid in {supervisor.pid for supervisor in supervisors}
-    return server, supervisors
+    assert row.supervisor.pid == zygote.pid
+    assert row.cgroup_paths and row.run_id in row.cgroup_paths[0]
+    return server, [zygote]
 
 
 def test_a_kill_after_the_row_and_before_the_spawn_runs_nothing_once_recovered(rig: Rig) -> None:
@@ -82,11 +90,11 @@ def test_a_kill_after_the_row_and_before_the_spawn_runs_nothing_once_recovered(r
     recovered = rig.row(operation_id)
     assert recovered is not None and recovered.state == "uncertain"
     assert recovered.reason == UNCERTAIN_REASON
-    # … which fences registered envelopes of dead servers too; if the held supervisor is
-    # still there, resumed now it must start nothing.
+    # … which fences registered envelopes of dead servers too (it kills their zygote); if
+    # the held zygote is still there, resumed now it must start nothing.
     for supervisor in supervisors:
         rig.resume(supervisor)
-    wait_for(lambda: not any(map(alive, supervisors)), 30, "the held supervisors to exit")
+    wait_for(lambda: not any(map(alive, supervisors)), 30, "the held zygote to exit")
     request_id = rig.next_id("again")
     again.send(flow_call(request_id, operation_id, cli_input(LINGER, token)))
     assert _failure(again.answer(request_id)) == ("UNCERTAIN", UNCERTAIN_REASON)
@@ -103,15 +111,15 @@ def test_a_kill_after_the_row_and_before_the_spawn_runs_nothing_once_recovered(r
 def test_a_launch_reaching_its_supervisor_after_the_server_died_is_never_started(
     rig: Rig,
 ) -> None:
-    """Launch held, server killed, supervisor resumed before recovery: it starts nothing."""
+    """Launch held, server killed, zygote resumed before recovery: it starts nothing."""
     token, operation_id = f"tok-{uuid.uuid4().hex}", "op-late-launch"
     server, supervisors = _launch_held(rig, token, operation_id)
     server.kill()
     for supervisor in supervisors:
         rig.resume(supervisor)
-    wait_for(lambda: not any(map(alive, supervisors)), 30, "the supervisors to exit")
+    wait_for(lambda: not any(map(alive, supervisors)), 30, "the zygote to exit")
     row = rig.row(operation_id)
-    # A supervisor that said go would have closed the row itself ("the server went away").
+    # A zygote that said go would have closed the row itself ("the server went away").
     assert row is not None and row.is_open and row.outcome is None
     rig.recover()
     code, message = _ask_again(rig, operation_id, cli_input(LINGER, token))
@@ -123,16 +131,23 @@ def test_a_launch_reaching_its_supervisor_after_the_server_died_is_never_started
 
 
 def test_a_kill_mid_run_fences_the_candidate_and_the_operation_stays_uncertain(rig: Rig) -> None:
-    """Killed mid-run: its supervisor fences the candidate; after restart UNCERTAIN, ran once."""
+    """Killed mid-run: its zygote fences the candidate, records it and exits; after restart
+    UNCERTAIN, ran once."""
     server = rig.serve()
     token, operation_id = f"tok-{uuid.uuid4().hex}", "op-mid-run"
     _start_lingering(rig, server, operation_id, token)
     candidate = rig.candidate(token)
-    # The server records the serving envelope when its supervisor reports the start.
+    zygote = rig.zygote(server)
+    # The server records the serving envelope when the zygote reports the start.
     wait_for(lambda: getattr(rig.row(operation_id), "state", None) == "running", 30, "running")
     server.kill()
-    # Not signalled by anyone but its supervisor, which lost the server.
+    # Not signalled by anyone but the zygote, which lost the server.
     wait_for(lambda: not alive(candidate), 30, "the candidate to be fenced")
+    # Its last envelope released, the zygote exits by itself, having closed the row.
+    wait_for(lambda: not alive(zygote), 30, "the zygote to exit")
+    row = rig.row(operation_id)
+    assert row is not None and not row.is_open and row.reason == SERVER_WENT_AWAY
+    assert row.cleanup == "complete"
     code, message = _ask_again(rig, operation_id, cli_input(LINGER, token))
     assert code == "UNCERTAIN"
     assert message in (SERVER_WENT_AWAY, UNCERTAIN_REASON)
@@ -149,14 +164,15 @@ def test_a_kill_during_cleanup_leaves_nothing_and_never_reruns(rig: Rig) -> None
     _start_lingering(rig, server, operation_id, token)
     candidate = rig.candidate(token)
     supervisor = rig.supervisor(operation_id)
-    # With its supervisor stopped, the candidate's end cannot be reported or recorded: the
+    assert supervisor == rig.zygote(server)
+    # With the zygote stopped, the candidate's end cannot be reported or recorded: the
     # server dies with the run over and its cleanup and record still to come.
     rig.stop(supervisor)
     rig.signal(candidate, signal.SIGTERM)
     wait_for(lambda: not alive(candidate), 30, "the candidate to end")
     server.kill()
     rig.resume(supervisor)
-    wait_for(lambda: not alive(supervisor), 30, "the supervisor to finish its cleanup")
+    wait_for(lambda: not alive(supervisor), 30, "the zygote to finish its cleanup")
     recovery = rig.recover()
     code, message = _ask_again(rig, operation_id, cli_input(LINGER, token))
     assert code == "UNCERTAIN", recovery
@@ -174,7 +190,8 @@ def test_recover_closes_a_dead_servers_running_operation_without_a_restart(rig: 
     _start_lingering(rig, server, operation_id, token)
     supervisor_before = rig.supervisor(operation_id)
     rig.candidate(token)
-    # The supervisor is stopped too, so only recovery can fence and close this run.
+    # The zygote (the supervisor) is stopped too, so only recovery can fence and close this
+    # run: it kills the zygote, and the envelope goes with it.
     rig.stop(supervisor_before)
     server.kill()
     output = rig.recover()
@@ -213,8 +230,8 @@ def test_a_sigkill_of_pid_1_mid_run_is_uncertain_with_no_invented_evidence(rig: 
     assert rig.watch.runs(token) == 1
 
 
-def test_a_prepared_supervisor_killed_alone_leaves_no_job_or_registry_entry(rig: Rig) -> None:
-    """The zygote releases a dead prepared supervisor's envelope itself, not the next recovery."""
+def test_a_prepared_pid_1_killed_alone_leaves_no_job_or_registry_entry(rig: Rig) -> None:
+    """The zygote releases a prepared envelope whose pid 1 died itself, not the next recovery."""
     server = rig.serve()
     rig.prepared(server)
     zygote = rig.zygote(server)
@@ -227,8 +244,11 @@ def test_a_prepared_supervisor_killed_alone_leaves_no_job_or_registry_entry(rig:
 
     wait_for(registered, 30, "a registered prepared envelope")
     entry = entries[0]
-    supervisor = next(p for p in rig.watch.children(zygote) if p.pid == entry.supervisor.pid)
-    rig.signal(supervisor, signal.SIGKILL)
+    # The zygote registers (and supervises) every envelope; the envelope's pid 1 is its
+    # child in that envelope's job.
+    assert entry.supervisor.pid == zygote.pid
+    init = next(p for p in rig.watch.children(zygote) if _in_job(p, entry.name))
+    rig.signal(init, signal.SIGKILL)
     wait_for(
         lambda: (
             rig.backend.open(entry.name) is None
@@ -240,3 +260,33 @@ def test_a_prepared_supervisor_killed_alone_leaves_no_job_or_registry_entry(rig:
     server.ping(rig.next_id("alive"))
     assert server.close_input() == 0
     rig.assert_nothing_left()
+
+
+def test_a_sigkill_of_the_zygote_mid_run_takes_its_envelopes_and_nothing_reruns(rig: Rig) -> None:
+    """The zygote killed mid-run: its envelopes die with it; UNCERTAIN, cleanup proved, ran once."""
+    token, operation_id = f"tok-{uuid.uuid4().hex}", "op-zygote-killed"
+    server = rig.serve()
+    rig.prepared(server)
+    request_id = _start_lingering(rig, server, operation_id, token)
+    candidate = rig.candidate(token)
+    zygote = rig.zygote(server)
+    envelopes = rig.watch.live_jobs(server.pid)
+    # The running envelope and at least one prepared beside it.
+    wait_for(lambda: len(rig.watch.live_jobs(server.pid)) >= 2, 30, "a prepared envelope")
+    rig.signal(zygote, signal.SIGKILL)
+    # Each pid 1 dies with the zygote, and its namespace with it: nobody else signals it.
+    wait_for(lambda: not alive(candidate), 30, "the candidate to die with its zygote")
+    answer = server.answer(request_id)
+    code, _message = _failure(answer)
+    assert code == "UNCERTAIN", answer
+    assert "details" not in answer["error"]["data"]
+    assert server.close_input() == 0
+    # Whatever the dead zygote left (the jobs, the registry entries), recovery fences,
+    # proves empty and removes; the operation stays uncertain and is never run again.
+    rig.recover()
+    final = rig.row(operation_id)
+    assert final is not None and final.state == "uncertain" and final.cleanup == "complete"
+    assert _ask_again(rig, operation_id, cli_input(LINGER, token))[0] == "UNCERTAIN"
+    rig.assert_nothing_left()
+    assert not envelopes & set(rig.backend.list_jobs())
+    assert rig.watch.runs(token) == 1
