@@ -39,7 +39,8 @@ from collections.abc import Callable
 from typing import Protocol
 
 from jigcmd import trace
-from jigcmd.envelope import cgroups, idmap, ledger, oomscore, pid1, spawning
+from jigcmd.envelope import cgroups, idmap, ledger, oomscore, pid1, scratchfile, spawning
+from jigcmd.envelope.api import ScratchRead
 from jigcmd.envelope.failure import StepError
 from jigcmd.envelope.ledger import Owner, Registry
 from jigcmd.envelope.messages import (
@@ -146,6 +147,8 @@ class Envelope:
         self.init_oom: bytes | None = None
         # Pid 1's namespaces, held until after the answer (see `spawning.hold_namespaces`).
         self.namespaces: list[int] = []
+        # The root of the envelope's scratch, from pid 1 (see `pid1._hand_over_scratch`).
+        self.scratch_fd = -1
         # The run: its launch, descriptors, owner and how it ended.
         self.launch: Launch | None = None
         self.stdio: Handed | None = None
@@ -222,6 +225,7 @@ class Envelope:
 
     def _prepared(self) -> None:
         assert self.job is not None and self.init_pid is not None
+        self._take_scratch()
         if oomscore.PINNED:
             self._pin_oom_score(self.init_pid)
         # "prepared" means every process of the envelope is blocked until the go: what the
@@ -236,6 +240,27 @@ class Envelope:
         self.loop.built(self)
         if self.launch is not None:
             self._go()
+
+    def _take_scratch(self) -> None:
+        """Receive the scratch descriptor pid 1 sent before it reported "prepared"."""
+        assert self.control is not None
+        try:
+            _msg, fds, _flags, _addr = socket.recv_fds(
+                self.control, 1, 1, socket.MSG_DONTWAIT | socket.MSG_CMSG_CLOEXEC
+            )
+        except OSError as exc:
+            raise StepError("scratch descriptor", exc) from exc
+        if len(fds) != 1:
+            for fd in fds:
+                os.close(fd)
+            raise StepError("scratch descriptor", "pid 1 sent none")
+        self.scratch_fd = fds[0]
+
+    def _read_scratch(self) -> ScratchRead | None:
+        """The plan's scratch file, read once every process of the run is gone."""
+        if self.launch is None or self.launch.plan.scratch_file is None:
+            return None
+        return scratchfile.read_scratch_file(self.scratch_fd, self.launch.plan.scratch_file)
 
     def _pin_oom_score(self, init: int) -> None:
         """Pin pid 1's score at the candidate's, for the spawn to pass on (see oomscore.py)."""
@@ -496,6 +521,7 @@ class Envelope:
         if self.stats is None:
             with contextlib.suppress(OSError):
                 self.stats = self.job.stats()
+        scratch = self._read_scratch()
         ok, problems = self._release()
         # The slot is free before the answer leaves: a caller that got its answer finds
         # the slot free, never "all slots in use" from a run that is already over.
@@ -523,6 +549,7 @@ class Envelope:
                 pids_limit_hit=stats.pids_limit_hit,
                 cleanup_complete=ok,
                 cleanup_problems=problems,
+                scratch_file=scratch,
             ),
         )
         if not delivered and self.owner is not None and not self.server_lost:
@@ -631,6 +658,9 @@ class Envelope:
         if self.control is not None:
             self.control.close()
             self.control = None
+        if self.scratch_fd >= 0:
+            os.close(self.scratch_fd)
+            self.scratch_fd = -1
         if self.job is not None:
             try:
                 # Pid 1 reaped means its namespace is empty; the cgroup is checked anyway
