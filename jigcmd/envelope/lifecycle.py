@@ -378,10 +378,16 @@ class Envelope:
                 self._kill()
             elif self.state is State.FENCING:
                 self._finish()  # pid 1 did not go in time: the release says what is left
+            elif self.state is State.STAGED and self._past_deadline():
+                # The gate did not open before the deadline (a slow admission): nothing ran.
+                raise StepError("deadline", "deadline passed before the candidate started")
             elif self.state is not State.DONE:
                 raise StepError("envelope", f"no answer from the envelope while {self.state.value}")
         except StepError as exc:
             self._fail(exc)
+
+    def _past_deadline(self) -> bool:
+        return self.launch is not None and time.monotonic() >= self.launch.plan.deadline
 
     @_guarded
     def _on_status(self) -> None:

@@ -44,7 +44,7 @@ from jigcmd.plan import Bind, RunPlan
 __all__ = ["NativeExecutor"]
 
 _ZYGOTE_START_S = 30.0
-_ZYGOTE_EXIT_S = 1.0
+_ZYGOTE_EXIT_S = 10.0
 
 
 class NativeExecutor:
@@ -182,7 +182,9 @@ class NativeExecutor:
             self._control.close()
             self._control = None
         if self._zygote is not None:
-            # With its control socket closed the zygote exits at once; bounded regardless.
+            # With its control socket closed the zygote tears its prepared envelopes down,
+            # fences any run still going, and exits once every envelope is released. Killing
+            # it sooner would take those envelopes with it (recovery would then clean up).
             with anyio.move_on_after(_ZYGOTE_EXIT_S):
                 await self._zygote.wait()
             if self._zygote.returncode is None:
@@ -301,8 +303,13 @@ class NativeExecutor:
             permitted = True if hooks.admit is None else await hooks.admit(assigned)
             trace.mark("executor: admitted")
             if permitted and unreachable is None and not cancel.is_set():
-                os.write(gate_w, b"g")
-                opened = True
+                try:
+                    os.write(gate_w, b"g")
+                    opened = True
+                except BrokenPipeError:
+                    # The envelope gave up before the gate opened (its deadline passed, or
+                    # a step failed): its own report, collected below, says why; nothing ran.
+                    opened = True
         finally:
             os.close(gate_w)
             if not opened:
