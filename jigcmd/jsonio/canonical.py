@@ -20,6 +20,7 @@ __all__ = ["MAX_SAFE_INTEGER", "CanonicalError", "dumps", "js_number_to_string"]
 MAX_SAFE_INTEGER = 2**53 - 1
 
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+_encode_basestring = json.encoder.encode_basestring
 
 
 class CanonicalError(ValueError):
@@ -143,8 +144,10 @@ def _string(text: str, pointer: str, *, is_key: bool = False) -> str:
             f"lone surrogate U+{ord(match.group()):04X} in {what} {_where(pointer)} "
             f"(code point index {match.start()})"
         )
-    # With lone surrogates excluded this is byte-for-byte JSON.stringify's escaping.
-    return json.dumps(text, ensure_ascii=False)
+    # With lone surrogates excluded this is byte-for-byte JSON.stringify's escaping. It is
+    # what json.dumps(text, ensure_ascii=False) returns, without building an encoder per
+    # string (the whole signature of a request took ~0.2 ms that way).
+    return _encode_basestring(text)
 
 
 def _integer(value: int, pointer: str) -> str:
