@@ -169,6 +169,7 @@ class Envelope:
 
         Raises StepError when nothing could be started (the caller tears down what exists).
         """
+        trace.mark("supervisor: preparing")
         name = f"jigcmd-{self.run_id}"
         # Registered before it exists: if the zygote dies from here on, recovery knows the
         # cgroup job to fence and remove.
@@ -180,6 +181,7 @@ class Envelope:
             self.job = self.backend.create(name, plan.limits)
         except (OSError, ValueError) as exc:
             raise StepError("cgroup", exc) from exc
+        trace.mark("supervisor: job created")
         control, init_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         self.control = control
         status_r, status_w = os.pipe2(os.O_CLOEXEC)
@@ -197,6 +199,7 @@ class Envelope:
             pid1.Init(plan, init_end, status_w, self.job.memory_view()[1]).start(
                 self.job, born_in, go_r
             )
+        trace.mark("supervisor: pid 1 cloned")
         self.init_pid = init
         self.pidfd = os.pidfd_open(init)
         init_end.close()
@@ -222,6 +225,7 @@ class Envelope:
         os.close(self.go_w)
         self.go_w = -1
         self.state = State.BUILDING
+        trace.mark("supervisor: id maps written")
 
     def _prepared(self) -> None:
         assert self.job is not None and self.init_pid is not None
@@ -651,7 +655,7 @@ class Envelope:
         if pid == 0:
             return
         if usage is not None:
-            trace.mark(f"init: reaped ({(usage.ru_utime + usage.ru_stime) * 1000:.2f} ms)")
+            trace.mark("supervisor: pid 1 reaped")
         self.init_pid = None
         if self.pidfd >= 0:
             self.loop.unwatch(self.pidfd)
@@ -719,6 +723,7 @@ class Envelope:
         if self.sock is not None:
             self.sock.close()
             self.sock = None
+        trace.mark("supervisor: closed")
         # The kernel tears the namespaces down now, after the answer.
         for fd in self.namespaces:
             os.close(fd)
