@@ -10,16 +10,26 @@ import anyio
 import msgspec
 
 from jigcmd import trace
+from jigcmd.attest.attester import Attester, RunRecord
+from jigcmd.attest.statement import RunFacts
 from jigcmd.command.durability import Durability
 from jigcmd.command.failures import envelope_error, stopped_error
 from jigcmd.command.placement import pinned_cpus
 from jigcmd.command.runtime import BUN_TARGET, BunBinary
 from jigcmd.durable.ownership import Ownership
-from jigcmd.envelope.api import Ending, EnvelopeFailure, Executor, Hooks, RunOutcome, Ticket
+from jigcmd.envelope.api import (
+    Ending,
+    EnvelopeFailure,
+    Executor,
+    Hooks,
+    RunOutcome,
+    Ticket,
+    enforced,
+)
 from jigcmd.errors import Code, JigError
-from jigcmd.evidence import Evidence, decode_output
+from jigcmd.evidence import Evidence, ResourceReport, decode_output
 from jigcmd.journal.reservations import Slot
-from jigcmd.plan import Limits, RunPlan
+from jigcmd.plan import Limits, RunPlan, plan_digest
 from jigcmd.policy.binding import CommandPolicy
 from jigcmd.policy.lock import Admission
 from jigcmd.policy.planner import candidate_plan, effective_deadline
@@ -30,6 +40,8 @@ from jigcmd.server.backend import Progress
 __all__ = ["CommandService", "evidence_of"]
 
 AdmissionCheck = Callable[[], Admission]
+# Signs one run's statement from how it ended and, once the cleanup is proved, its report.
+Sign = Callable[[Ending | RunOutcome, ResourceReport | None], bytes]
 
 
 class CommandService:
@@ -60,6 +72,8 @@ class CommandService:
         self._ownership = ownership
         # The CPU pins of the envelopes alive on this host now (`jigcmd.command.placement`).
         self._pins: Callable[[], list[tuple[int, ...]]] = list
+        # Signs each completed run's statement; None only for tools that hold no key.
+        self._attester: Attester | None = None
 
     def tools(self) -> list[ToolInfo]:
         """Every configured command, with the reason it is unavailable when not admitted."""
@@ -77,6 +91,10 @@ class CommandService:
     def attach_ownership(self, ownership: Ownership) -> None:
         """Use this journal and these envelope slots from now on."""
         self._ownership = ownership
+
+    def attach_attester(self, attester: Attester) -> None:
+        """Sign every completed run's statement with `attester` from now on."""
+        self._attester = attester
 
     def attach_pins(self, pins: Callable[[], list[tuple[int, ...]]]) -> None:
         """Read the live envelopes' CPU pins from `pins` (the cgroup backend's) when placing."""
@@ -173,13 +191,57 @@ class CommandService:
                 # once it has a slot, still bounded by the caller's deadlines.
                 deadline = self._deadline(deadline_unix_ms)
             plan = self._plan(valid, operation_id, deadline, self._place(durability.slot))
+            sign = self._signer(valid, plan, durability, operation_id, root_run)
             execute = partial(
-                self._execute, valid=valid, plan=plan, cancel=cancel, progress=progress
+                self._execute, valid=valid, plan=plan, cancel=cancel, progress=progress, sign=sign
             )
             evidence = partial(evidence_of, valid)
-            return await durability.run(plan, execute, evidence=evidence, cancel=cancel)
+            return await durability.run(
+                plan,
+                execute,
+                evidence=evidence,
+                cancel=cancel,
+                sign=None if sign is None else (lambda ending: sign(ending, None)),
+            )
         finally:
             durability.release()
+
+    def _signer(
+        self,
+        valid: ValidRequest,
+        plan: RunPlan,
+        durability: Durability,
+        operation_id: str,
+        root_run: str | None,
+    ) -> Sign | None:
+        """How this run's statement is signed, or None when this service holds no key."""
+        attester = self._attester
+        if attester is None:
+            return None
+        started = time.time_ns() // 1_000_000
+        enforcement = enforced(plan)
+        digest = plan_digest(plan)
+
+        def sign(ended: Ending | RunOutcome, resources: ResourceReport | None) -> bytes:
+            record = RunRecord(
+                run=RunFacts(
+                    run_id=durability.envelope_run_id,
+                    caller_run=root_run or None,
+                    operation_id=operation_id,
+                ),
+                kind=valid.command.kind,
+                enforced=enforcement,
+                plan_digest=digest,
+                evidence=evidence_of(valid, ended),
+                stdout=ended.stdout.data,
+                stderr=ended.stderr.data,
+                resources=resources,
+                started_unix_ms=started,
+                finished_unix_ms=time.time_ns() // 1_000_000,
+            )
+            return attester.attest(record)
+
+        return sign
 
     def _deadline(self, deadline_unix_ms: int | None) -> float:
         """The run's monotonic deadline from now: the caller's, the root's, or the ceiling."""
@@ -213,6 +275,7 @@ class CommandService:
         plan: RunPlan,
         cancel: anyio.Event,
         progress: Progress | None,
+        sign: Sign | None = None,
     ) -> RunResult:
         if progress is not None:
             await progress(f"running {' '.join(valid.invocation)}")
@@ -224,7 +287,8 @@ class CommandService:
         stopped = stopped_error(outcome.stop_reason, msgspec.to_builtins(evidence))
         if stopped is not None:
             raise stopped
-        return RunResult(evidence=evidence, report=outcome.report)
+        attestation = None if sign is None else sign(outcome, outcome.report)
+        return RunResult(evidence=evidence, report=outcome.report, attestation=attestation)
 
 
 def _refused_before_dispatch(deadline: float, cancel: anyio.Event) -> JigError | None:
