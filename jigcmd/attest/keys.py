@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import secrets
 import stat
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -176,7 +177,10 @@ def _host_key(state_dir: Path) -> SigningKey:
         if public.read_bytes() == pem:
             return key
     # Missing or not this key's: the public half is derived, so it is written again.
-    _write_whole(public, pem, 0o644)
+    try:
+        _write_whole(public, pem, 0o644)
+    except OSError as exc:
+        raise SigningKeyError(f"public key {public}: cannot be written: {exc.strerror}") from exc
     return key
 
 
@@ -199,11 +203,13 @@ def _write_whole(path: Path, data: bytes, mode: int, *, replace: bool = True) ->
 
     `replace=False`: link it in, so that a file made meanwhile by another process wins.
     """
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC | os.O_NOFOLLOW, mode)
     try:
         os.fchmod(fd, mode)
-        os.write(fd, data)
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
         os.fsync(fd)
     finally:
         os.close(fd)
