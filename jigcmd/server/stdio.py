@@ -321,7 +321,11 @@ class _Server:
                     trace.mark("server: dispatch")
                     self._start(action.call)
                 elif type(action) is Cancel and action.request_id in self._cancels:
-                    self._cancels[action.request_id].set()
+                    # Applied after every call read before it has reached the backend (tasks
+                    # start in order): a join read just before the cancel of the request
+                    # that started the operation is already one of its live waiters.
+                    assert self._tasks is not None
+                    self._tasks.start_soon(_set, self._cancels[action.request_id])
 
     def _start(self, call: Call) -> None:
         assert self._tasks is not None
@@ -368,3 +372,7 @@ class _Server:
                 self._idle.set()
         self._writer.send(self._session.finish(call, outcome))
         self._writer.flush()
+
+
+async def _set(event: anyio.Event) -> None:
+    event.set()
