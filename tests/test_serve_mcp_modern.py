@@ -202,7 +202,7 @@ def test_the_per_request_era_frame_by_frame(binding: Path, tmp_path: Path) -> No
             == -32601
         )
         # Checked per request, never inferred.
-        no_version = {"io.modelcontextprotocol/clientCapabilities": {}}
+        no_version: dict[str, Any] = {"io.modelcontextprotocol/clientCapabilities": {}}
         assert server.request("tools/list", {"_meta": no_version})["error"]["code"] == -32602
         assert server.request("tools/list", {})["error"]["code"] == -32602
         bad = server.request(
