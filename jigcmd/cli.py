@@ -80,7 +80,9 @@ def _parser() -> argparse.ArgumentParser:
         "--root-deadline-unix-ms",
         type=int,
         default=None,
-        help="session root deadline; every command ends by then",
+        help="the caller's run's deadline (Unix ms); every command ends by then (default: "
+        "$JIGCMD_ROOT_DEADLINE_UNIX_MS; a Flow runtime must pass one, its SDK sends no "
+        "per-call deadlineUnixMs)",
     )
     serve.add_argument(
         "--run-id",

@@ -17,6 +17,7 @@ __all__ = [
     "Bind",
     "Limits",
     "RunPlan",
+    "ScratchFile",
     "plan_digest",
 ]
 
@@ -49,6 +50,18 @@ class Bind(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     staged: bool = False
 
 
+class ScratchFile(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """A file the candidate may write at `/tmp/<name>` (its scratch), read back after the run.
+
+    `name` is one path component. The envelope reads at most `max_bytes` of a regular file
+    there once every process of the run is gone, and never follows a link or waits on a
+    FIFO: the candidate owns that directory, so what it holds is candidate-influenced.
+    """
+
+    name: str
+    max_bytes: int
+
+
 class RunPlan(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """One single-use envelope run.
 
@@ -73,6 +86,9 @@ class RunPlan(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     # pays for; chosen outside the envelope (`jigcmd.command.placement`). Empty: not pinned. Not
     # part of a prepared envelope's shape: applied at the go.
     cpus: tuple[int, ...] = ()
+    # A report the runner writes in the scratch (Bun's JUnit file), returned with the outcome.
+    # Not part of a prepared envelope's shape: read after the run.
+    scratch_file: ScratchFile | None = None
 
 
 def plan_digest(plan: RunPlan) -> str:

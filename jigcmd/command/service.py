@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
+from contextlib import AbstractAsyncContextManager
 from functools import partial
 
 import anyio
@@ -14,6 +15,7 @@ from jigcmd.command.durability import Durability
 from jigcmd.command.failures import envelope_error, stopped_error
 from jigcmd.command.placement import pinned_cpus
 from jigcmd.command.runtime import BUN_TARGET, BunBinary
+from jigcmd.command.sharing import SharedOperations
 from jigcmd.durable.ownership import Ownership
 from jigcmd.envelope.api import Ending, EnvelopeFailure, Executor, Hooks, RunOutcome, Ticket
 from jigcmd.errors import Code, JigError
@@ -60,6 +62,8 @@ class CommandService:
         self._ownership = ownership
         # The CPU pins of the envelopes alive on this host now (`jigcmd.command.placement`).
         self._pins: Callable[[], list[tuple[int, ...]]] = list
+        # The operations in flight here and their live waiters (shared once `sharing()`).
+        self._operations = SharedOperations()
 
     def tools(self) -> list[ToolInfo]:
         """Every configured command, with the reason it is unavailable when not admitted."""
@@ -73,6 +77,10 @@ class CommandService:
     def executor(self) -> Executor:
         """The executor runs go to."""
         return self._executor
+
+    def sharing(self) -> AbstractAsyncContextManager[None]:
+        """While open, an operation outlives the waiter that started it (`command.sharing`)."""
+        return self._operations.open()
 
     def attach_ownership(self, ownership: Ownership) -> None:
         """Use this journal and these envelope slots from now on."""
@@ -151,6 +159,47 @@ class CommandService:
         # deadlines are absolute times and bound the call all the same.
         deadline = self._deadline(deadline_unix_ms)
         valid = self.validate(input)
+        work = partial(
+            self._operate,
+            valid,
+            operation_id=operation_id,
+            deadline=deadline,
+            deadline_unix_ms=deadline_unix_ms,
+            signature=signature,
+            context=context,
+            root_run=root_run,
+            wait_for_slot=wait_for_slot,
+            owned=owned,
+        )
+        if signature is None:
+            # No operation identity: nobody can join it, so its one caller owns it.
+            return await work(cancel, progress)
+        # An operation belongs to its live waiters (`jigcmd.command.sharing`).
+        return await self._operations.attend(
+            (root_run or "", operation_id),
+            signature,
+            deadline=deadline,
+            cancel=cancel,
+            progress=progress,
+            work=work,
+        )
+
+    async def _operate(
+        self,
+        valid: ValidRequest,
+        cancel: anyio.Event,
+        progress: Progress | None,
+        *,
+        operation_id: str,
+        deadline: float,
+        deadline_unix_ms: int | None,
+        signature: str | None,
+        context: str,
+        root_run: str | None,
+        wait_for_slot: bool,
+        owned: Owned | None,
+    ) -> RunResult:
+        """The operation's work, stopped by `cancel`: known? → slot → plan → execute → close."""
         durability = Durability(
             self._ownership,
             operation_id=operation_id,

@@ -25,8 +25,10 @@ __all__ = [
     "FailureKind",
     "Hooks",
     "OnEnded",
+    "OnOutput",
     "OnStarted",
     "RunOutcome",
+    "ScratchRead",
     "Ticket",
     "Withdrawn",
 ]
@@ -39,6 +41,18 @@ class CapturedStream(msgspec.Struct, frozen=True):
     truncated: bool
 
 
+class ScratchRead(msgspec.Struct, frozen=True):
+    """The plan's `scratch_file` as found after the run: its bytes, or why there are none.
+
+    Written in the candidate's scratch, so candidate-influenced whatever it holds. `problem`
+    is empty when `data` is the whole file; otherwise it says why nothing was read ("missing",
+    "a symbolic link (not followed)", "not a regular file", "larger than N bytes", …).
+    """
+
+    data: bytes | None
+    problem: str = ""
+
+
 class RunOutcome(msgspec.Struct, frozen=True):
     """How one envelope run ended; produced only after cleanup was confirmed."""
 
@@ -48,6 +62,8 @@ class RunOutcome(msgspec.Struct, frozen=True):
     signal: str | None
     stop_reason: StopReason
     report: ResourceReport
+    # Set when the plan named a `scratch_file`.
+    scratch_file: ScratchRead | None = None
 
 
 class Ending(msgspec.Struct, frozen=True):
@@ -105,6 +121,10 @@ class Assigned(msgspec.Struct, frozen=True):
 
 OnStarted = Callable[[EnvelopeIdentity], Coroutine[Any, Any, None]]
 OnEnded = Callable[[Ending], Coroutine[Any, Any, None]]
+# Told each piece of output as the server reads it while the command runs ("stdout" or
+# "stderr", the bytes, past the capture's cap too); called from the reading task, so it
+# must be quick and must not block.
+OnOutput = Callable[[str, bytes], None]
 # Decides, once the launch is staged, whether the candidate may start (see `Hooks`); told
 # which prepared envelope took the launch (None: one made for it, identified at start).
 Admit = Callable[[Assigned | None], Coroutine[Any, Any, bool]]
@@ -177,11 +197,13 @@ class Hooks:
     `on_ended` runs once the candidate ended and its output is complete, concurrently with
     the envelope's cleanup (which `execute` still awaits); skipped when the output could not
     be completed first. Both have finished before `execute` returns.
+    `on_output` sees the output as it is read (see `OnOutput`), never after `execute` returned.
     """
 
     admit: Admit | None = None
     on_started: OnStarted | None = None
     on_ended: OnEnded | None = None
+    on_output: OnOutput | None = None
 
 
 class Executor(Protocol):

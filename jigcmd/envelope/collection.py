@@ -24,6 +24,7 @@ from jigcmd.envelope.api import (
     FailureKind,
     Hooks,
     OnEnded,
+    OnOutput,
     RunOutcome,
 )
 from jigcmd.envelope.messages import (
@@ -69,8 +70,12 @@ _WITHDRAW_WAIT = 1.0
 
 
 class Capture:
-    def __init__(self, fd: int, ending: anyio.Event) -> None:
+    def __init__(
+        self, fd: int, ending: anyio.Event, on_output: OnOutput | None = None, name: str = ""
+    ) -> None:
         self.fd = fd
+        self.name = name
+        self.on_output = on_output
         os.set_blocking(fd, False)
         self.data = bytearray()
         self.dropped = 0
@@ -101,6 +106,8 @@ class Capture:
                     self.eof = True
                     self.done.set()
                     return
+                if self.on_output is not None:
+                    self.on_output(self.name, chunk)
                 room = OUTPUT_CAP_BYTES - len(self.data)
                 if room > 0:
                     self.data += chunk[:room]
@@ -127,8 +134,8 @@ class RunCollector:
         self.sock = sock
         # Set once the run's end is reported (or the reports stop): output is read at once.
         self.ending = anyio.Event()
-        self.stdout = Capture(stdout_r, self.ending)
-        self.stderr = Capture(stderr_r, self.ending)
+        self.stdout = Capture(stdout_r, self.ending, hooks.on_output, "stdout")
+        self.stderr = Capture(stderr_r, self.ending, hooks.on_output, "stderr")
         self.cancel = cancel
         self.hooks = hooks
         self.started: Started | None = None
@@ -294,4 +301,5 @@ class RunCollector:
             signal=end.signal,
             stop_reason=end.stop_reason,
             report=report,
+            scratch_file=end.scratch_file,
         )

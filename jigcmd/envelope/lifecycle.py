@@ -32,8 +32,9 @@ import time
 from typing import NoReturn
 
 from jigcmd import trace
-from jigcmd.envelope import cgroups, idmap, ledger, oomscore, pid1, spawning
+from jigcmd.envelope import cgroups, idmap, ledger, oomscore, pid1, scratchfile, spawning
 from jigcmd.envelope import syscalls as sc
+from jigcmd.envelope.api import ScratchRead
 from jigcmd.envelope.failure import StepError
 from jigcmd.envelope.ledger import Owner, Registry
 from jigcmd.envelope.messages import (
@@ -155,6 +156,8 @@ class _Envelope:
         self.namespaces: list[int] = []
         # Descriptors of the supervisor itself that its children close at once.
         self.inherited: list[int] = []
+        # The root of the envelope's scratch, from pid 1 (see `pid1._hand_over_scratch`).
+        self.scratch_fd = -1
 
     # -- prepare -----------------------------------------------------------------------
 
@@ -199,6 +202,7 @@ class _Envelope:
             _write_id_maps(init)
             os.write(go_w, b"g")
             self._expect("prepared", deadline)
+            self._take_scratch()
         finally:
             os.close(go_w)
         if oomscore.PINNED:
@@ -210,6 +214,27 @@ class _Envelope:
         with contextlib.suppress(OSError):
             self.cpu_at_go = self.job.stats().cpu_usage_ns
         self.shape = _shape(plan)
+
+    def _take_scratch(self) -> None:
+        """Receive the scratch descriptor pid 1 sent before it reported "prepared"."""
+        assert self.control is not None
+        try:
+            _msg, fds, _flags, _addr = socket.recv_fds(
+                self.control, 1, 1, socket.MSG_DONTWAIT | socket.MSG_CMSG_CLOEXEC
+            )
+        except OSError as exc:
+            raise StepError("scratch descriptor", exc) from exc
+        if len(fds) != 1:
+            for fd in fds:
+                os.close(fd)
+            raise StepError("scratch descriptor", "pid 1 sent none")
+        self.scratch_fd = fds[0]
+
+    def _read_scratch(self, plan: RunPlan) -> ScratchRead | None:
+        """The plan's scratch file, read once every process of the run is gone."""
+        if plan.scratch_file is None:
+            return None
+        return scratchfile.read_scratch_file(self.scratch_fd, plan.scratch_file)
 
     # -- run ---------------------------------------------------------------------------
 
@@ -315,6 +340,7 @@ class _Envelope:
         trace.mark("supervisor: fenced")
         if stats is None:
             stats = self.job.stats()
+        scratch = self._read_scratch(plan)
         ok, problems = self._release()
         # The slot is free before the answer leaves: a caller that got its answer finds
         # the slot free, never "all slots in use" from a run that is already over.
@@ -340,6 +366,7 @@ class _Envelope:
                 pids_limit_hit=stats.pids_limit_hit,
                 cleanup_complete=ok,
                 cleanup_problems=problems,
+                scratch_file=scratch,
             ),
         )
         if not delivered and owner is not None and not server_lost:
@@ -494,6 +521,9 @@ class _Envelope:
         if self.status_r >= 0:
             os.close(self.status_r)
             self.status_r = -1
+        if self.scratch_fd >= 0:
+            os.close(self.scratch_fd)
+            self.scratch_fd = -1
         if self.job is not None:
             try:
                 empty = self.confirmed_empty or self.job.wait_empty(_EMPTY_WAIT)

@@ -13,6 +13,7 @@ from typing import Literal
 
 import msgspec
 
+from jigcmd.envelope.api import ScratchRead
 from jigcmd.journal.identity import ProcessIdentity
 from jigcmd.plan import RunPlan
 
@@ -114,6 +115,8 @@ class Finished(msgspec.Struct, frozen=True, tag="finished"):
     pids_limit_hit: bool
     cleanup_complete: bool
     cleanup_problems: tuple[str, ...] = ()
+    # The plan's scratch file as read after the run (None when the plan named none).
+    scratch_file: ScratchRead | None = None
 
 
 # `Failed.step` when pid 1 died without reporting how the candidate ended: the candidate ran

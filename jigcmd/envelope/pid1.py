@@ -46,6 +46,8 @@ _ROOTLESS = idmap.rootless()
 # exec, so the spawn sets them back to the default for the candidate.
 _CANDIDATE_DEFAULTS = (signal.SIGPIPE, signal.SIGXFSZ, signal.SIGINT, signal.SIGCHLD)
 
+# The envelope's own scratch tmpfs, mounted by pid 1 (see rootfs.py), not the host's /tmp.
+_SCRATCH = "/tmp"  # noqa: S108
 # stdin, stdout, stderr and the gate, in that order.
 Handed = tuple[int, int, int, int]
 
@@ -125,6 +127,8 @@ class Init:
             rootfs.build_root(self.plan, self.sources, self.memory_limit)
             for fd in self.sources.values():
                 os.close(fd)
+            step = "hand over the scratch"
+            _hand_over_scratch(self.control)
             step = "drop privileges"
             # The half of the drop that leaves pid 1 its capabilities (the seal at the go
             # still needs them): off the request's path. The rest comes at the go.
@@ -264,6 +268,19 @@ def _step(name: str) -> Iterator[None]:
     except BaseException as exc:
         text = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         raise _Failed(name, text) from exc
+
+
+def _hand_over_scratch(control: socket.socket) -> None:
+    """Give the supervisor a descriptor of the scratch's root, taken before any candidate code.
+
+    With it the supervisor reads a report the runner wrote there after the run (see
+    envelope/scratchfile.py) without a path through a root the candidate could have changed.
+    """
+    scratch = os.open(_SCRATCH, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        socket.send_fds(control, [b"s"], [scratch])
+    finally:
+        os.close(scratch)
 
 
 def _drop_handlers() -> None:

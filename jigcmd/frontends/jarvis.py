@@ -22,13 +22,16 @@ from jigcmd.jarvis.policy import PolicyError, parse_policy
 from jigcmd.jarvis.server import LoopbackError, bind_loopback, serve
 from jigcmd.jarvis.service import JarvisService
 from jigcmd.journal.reservations import Reservations, default_slots
-from jigcmd.journal.store import Journal
+from jigcmd.journal.schema import SchemaError
+from jigcmd.journal.store import Journal, JournalError, JournalUnusable
 from jigcmd.jsonio import readable
 
 __all__ = ["jarvis", "jarvis_audit"]
 
 EXIT_OK = 0
 EXIT_CONFIG = 2
+# Why the journal cannot be used (each message names the file, the cause and the fix).
+_JOURNAL_ERRORS = (JournalUnusable, JournalError, SchemaError)
 
 
 def jarvis(
@@ -61,7 +64,12 @@ def jarvis(
         sys.stderr.write(f"jigcmd jarvis: cannot bind {host}:{port}: {exc.strerror}\n")
         return EXIT_CONFIG
     bound_host, bound_port = sock.getsockname()[:2]
-    journal = Journal.open(directory)
+    try:
+        journal = Journal.open(directory)
+    except _JOURNAL_ERRORS as exc:
+        sock.close()
+        sys.stderr.write(f"jigcmd jarvis: {exc}\n")
+        return EXIT_CONFIG
     try:
         service = JarvisService(
             policy=rules,
@@ -83,8 +91,18 @@ def jarvis(
         anyio.run(serve, app, sock)
     finally:
         sock.close()
+        closed = _close(journal)
+    return EXIT_OK if closed else EXIT_CONFIG
+
+
+def _close(journal: Journal) -> bool:
+    """Close the journal; a state directory lost meanwhile is one line on stderr (False)."""
+    try:
         journal.close()
-    return EXIT_OK
+    except JournalUnusable as exc:
+        sys.stderr.write(f"jigcmd jarvis: {exc}\n")
+        return False
+    return True
 
 
 def jarvis_audit(state_dir: Path | None, limit: int) -> int:
@@ -94,8 +112,12 @@ def jarvis_audit(state_dir: Path | None, limit: int) -> int:
     except StateDirError as exc:
         sys.stderr.write(f"jigcmd jarvis-audit: {exc}\n")
         return EXIT_CONFIG
-    with Journal.open(directory) as journal:
-        rows = journal.audit_rows(max(limit, 0))
+    try:
+        with Journal.open(directory) as journal:
+            rows = journal.audit_rows(max(limit, 0))
+    except _JOURNAL_ERRORS as exc:
+        sys.stderr.write(f"jigcmd jarvis-audit: {exc}\n")
+        return EXIT_CONFIG
     for row in reversed(rows):
         when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(row.time_unix_ms / 1000))
         print(

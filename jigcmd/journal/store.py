@@ -22,6 +22,7 @@ their own registry (`jigcmd.journal.envelopes`).
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import sqlite3
 import threading
@@ -80,16 +81,58 @@ def _check_tables(conn: sqlite3.Connection) -> None:
             raise sqlite3.DatabaseError(f"the journal's table {name!r} is missing")
 
 
-def _close(conn: sqlite3.Connection, marker: Marker | None, owner_pid: int) -> None:
-    """Close `conn` in the process that opened it; mark the journal clean if it was the last."""
+def _close(
+    conn: sqlite3.Connection,
+    marker: Marker | None,
+    owner_pid: int,
+    path: Path,
+    file_id: tuple[int, int],
+) -> Exception | None:
+    """Close `conn` in the process that opened it; mark the journal clean if it was the last.
+
+    Never raises (it also runs at interpreter exit): what kept the close from completing (the
+    state directory gone or unreadable) is returned, for `Journal.close` to report.
+    """
     if os.getpid() != owner_pid:
-        return  # a forked child never closes (or checkpoints) its parent's connection
-    if marker is None:
-        conn.close()
-        return
-    with marker.locked():
-        conn.close()
-        marker.closed()
+        return None  # a forked child never closes (or checkpoints) its parent's connection
+    try:
+        if marker is None:
+            conn.close()
+            return None
+        with marker.locked():
+            # Checked under the lock, before SQLite's last close may remove the WAL.
+            gone = _gone(path, file_id)
+            conn.close()
+            if gone is None:
+                marker.closed()
+            return gone
+    except (OSError, sqlite3.Error) as exc:
+        with contextlib.suppress(sqlite3.Error):
+            conn.close()
+        return _gone(path, file_id) or exc
+
+
+def _file_id(path: Path) -> tuple[int, int]:
+    info = os.stat(path)
+    return info.st_dev, info.st_ino
+
+
+def _gone(path: Path, file_id: tuple[int, int]) -> OSError | None:
+    """Why `path` is no longer the journal file opened as `file_id`, or None while it is.
+
+    SQLite goes on writing to an unlinked file without a word: a journal whose state
+    directory was removed (or replaced) would record operations nobody can ever read.
+    """
+    try:
+        if _file_id(path) == file_id:
+            return None
+    except FileNotFoundError:
+        pass
+    return FileNotFoundError(
+        errno.ENOENT,
+        f"the journal file was removed while in use (its state directory {path.parent} "
+        "was deleted or replaced)",
+    )
 
 
 def _now_ms() -> int:
@@ -130,9 +173,10 @@ class Journal:
         self._conn: sqlite3.Connection | None = conn
         self._lock = threading.Lock()
         self._pid = os.getpid()
+        self._file = _file_id(path)
         # Also at interpreter exit: SQLite's last close removes the WAL, and only a close
         # that marks the journal clean keeps that from looking like a lost WAL next time.
-        self._closer = weakref.finalize(self, _close, conn, marker, self._pid)
+        self._closer = weakref.finalize(self, _close, conn, marker, self._pid, path, self._file)
         self._me = identity.current()
         self.path = path
 
@@ -189,10 +233,16 @@ class Journal:
         return cls(conn, path, marker)
 
     def close(self) -> None:
-        """Close the connection (idempotent); the last one out marks the journal clean."""
+        """Close the connection (idempotent); the last one out marks the journal clean.
+
+        Raises `JournalUnusable` (after closing) when the journal could not be closed as it
+        was opened: its state directory was removed, replaced or became unreadable.
+        """
         with self._lock:
-            self._closer()
+            failure = self._closer()
             self._conn = None
+        if failure is not None:
+            raise unusable(self.path, failure) from failure
 
     def settings(self) -> dict[str, int | str]:
         """The durability settings in force (for tests and `jigcmd doctor`)."""
@@ -223,6 +273,9 @@ class Journal:
             raise _WouldWait
         try:
             conn = self._connection()
+            gone = _gone(self.path, self._file)
+            if gone is not None:
+                raise gone
             if not durable:
                 # WAL at NORMAL: the commit reaches the WAL file (safe from a process crash)
                 # without an fsync; the next durable commit flushes it along.

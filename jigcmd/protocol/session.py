@@ -7,9 +7,10 @@ FLOW Run/1. `ping` is answered before a dialect is chosen and by FLOW Run/1; MCP
 itself (its per-request era has no `ping`).
 
 One session is one context of one caller's run (`root_run`). A dialect whose row says
-`one_at_a_time` (Run/1, the seed's rule) runs at most one call at a time in the session: a
-second concurrent one is `RESOURCE_EXHAUSTED`. Everything else about a message is its
-dialect's (`flow.py`, `mcp.py`), behind `dialect.Dialect`.
+`one_at_a_time` (Run/1, the seed's rule) runs at most one operation at a time in the
+session: a call of another one meanwhile is `RESOURCE_EXHAUSTED`; a call joining the
+running one is dispatched as one more waiter on it (the backend shares the work). Everything
+else about a message is its dialect's (`flow.py`, `mcp.py`), behind `dialect.Dialect`.
 """
 
 from __future__ import annotations
@@ -113,6 +114,8 @@ class Session:
         self._dialect: Dialect | None = None
         self._one_at_a_time = False
         self._active: Call | None = None
+        # The requests waiting on the active operation (its first and its joins).
+        self._active_requests: set[jsonrpc.Id] = set()
         if protocol != "auto":
             self._choose(protocol)
 
@@ -151,7 +154,8 @@ class Session:
 
     def finish(self, call: Call, outcome: Outcome) -> bytes:
         """Record how `call` ended and return every answer it completes."""
-        if self._active is call:
+        self._active_requests.discard(call.request_id)
+        if not self._active_requests:
             self._active = None
         assert self._dialect is not None, "a call is only dispatched by a chosen dialect"
         return self._dialect.finish(call, outcome)
@@ -194,9 +198,12 @@ class Session:
         if not isinstance(reply, Call):
             return reply
         if self._one_at_a_time:
-            if self._active is not None:
-                return [Send(self._dialect.refuse(request.id, _busy(self._active)))]
-            self._active = reply
+            # A join of the running operation is one more waiter on it, not a second call.
+            active = self._active
+            if active is not None and active.operation_id != reply.operation_id:
+                return [Send(self._dialect.refuse(request.id, _busy(active)))]
+            self._active = active or reply
+            self._active_requests.add(reply.request_id)
         self._dialect.started(reply)
         return [Dispatch(reply)]
 

@@ -332,7 +332,10 @@ class _Server:
                 elif type(action) is Cancel:
                     key = _key(action.request_id, action.task_id)
                     if key in self._cancels:
-                        self._cancels[key].set()
+                        # Applied after every call read before it has reached the backend
+                        # (tasks start in order): a join read just before the cancel of the
+                        # request that started the operation is already one of its waiters.
+                        self._tasks_group().start_soon(_set, self._cancels[key])
                 elif type(action) is Lookup:
                     self._tasks_group().start_soon(self._look_up, action)
 
@@ -415,3 +418,7 @@ class _Server:
 def _key(request_id: jsonrpc.Id, task_id: str | None) -> tuple[str, jsonrpc.Id]:
     """A running call's key: a task's request id may be reused once its creation is answered."""
     return ("task", task_id) if task_id is not None else ("request", request_id)
+
+
+async def _set(event: anyio.Event) -> None:
+    event.set()

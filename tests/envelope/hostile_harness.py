@@ -23,7 +23,15 @@ import anyio
 import msgspec
 
 from jigcmd.command.runtime import BUN_TARGET, find_runtime
-from jigcmd.envelope.api import Admit, EnvelopeIdentity, Hooks, OnEnded, RunOutcome, Ticket
+from jigcmd.envelope.api import (
+    Admit,
+    EnvelopeIdentity,
+    Hooks,
+    OnEnded,
+    OnOutput,
+    RunOutcome,
+    Ticket,
+)
 from jigcmd.envelope.cgroups import CgroupBackend
 from jigcmd.envelope.native import NativeExecutor
 from jigcmd.evidence import Evidence
@@ -323,7 +331,12 @@ class TracedExecutor:
         """Run `plan`; fail the test when anything of the envelope is left on the host."""
         hooks = hooks or Hooks()
         outcome = await self.run(
-            plan, cancel, ticket=ticket, admit=hooks.admit, on_ended=hooks.on_ended
+            plan,
+            cancel,
+            ticket=ticket,
+            admit=hooks.admit,
+            on_ended=hooks.on_ended,
+            on_output=hooks.on_output,
         )
         if hooks.on_started is not None and self.traces[-1].started is not None:
             # The service records the serving envelope; replay the hook for it.
@@ -338,6 +351,7 @@ class TracedExecutor:
         ticket: Ticket | None = None,
         admit: Admit | None = None,
         on_ended: OnEnded | None = None,
+        on_output: OnOutput | None = None,
     ) -> RunOutcome:
         """Like `execute`, with an optional hook called when the candidate has started."""
         trace = RunTrace()
@@ -350,7 +364,12 @@ class TracedExecutor:
                 plan,
                 cancel or anyio.Event(),
                 ticket,
-                Hooks(admit=admit, on_started=self._on_started, on_ended=on_ended),
+                Hooks(
+                    admit=admit,
+                    on_started=self._on_started,
+                    on_ended=on_ended,
+                    on_output=on_output,
+                ),
             )
         finally:
             self._current, self._started_hook = None, None
