@@ -198,7 +198,9 @@ async def open_service(
         if start_envelopes:
             with contextlib.suppress(EnvelopeFailure):
                 await executor.start()
-        yield assembly
+        # Every front's operations are shared by their live waiters (`command.sharing`).
+        async with assembly.service.sharing():
+            yield assembly
     finally:
         with anyio.CancelScope(shield=True):
             await executor.aclose()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
+from contextlib import AbstractAsyncContextManager
 from functools import partial
 
 import anyio
@@ -14,6 +15,7 @@ from jigcmd.command.durability import Durability
 from jigcmd.command.failures import envelope_error, stopped_error
 from jigcmd.command.placement import pinned_cpus
 from jigcmd.command.runtime import BUN_TARGET, BunBinary
+from jigcmd.command.sharing import SharedOperations
 from jigcmd.durable.ownership import Ownership
 from jigcmd.envelope.api import Ending, EnvelopeFailure, Executor, Hooks, RunOutcome, Ticket
 from jigcmd.errors import Code, JigError
@@ -24,8 +26,8 @@ from jigcmd.policy.binding import CommandPolicy
 from jigcmd.policy.lock import Admission
 from jigcmd.policy.planner import candidate_plan, effective_deadline
 from jigcmd.policy.request import ValidRequest, validate_request
-from jigcmd.protocol.commands import RunResult, ToolInfo
-from jigcmd.server.backend import Progress
+from jigcmd.protocol.commands import Recorded, RunResult, ToolInfo
+from jigcmd.server.backend import Owned, Progress
 
 __all__ = ["CommandService", "evidence_of"]
 
@@ -60,6 +62,8 @@ class CommandService:
         self._ownership = ownership
         # The CPU pins of the envelopes alive on this host now (`jigcmd.command.placement`).
         self._pins: Callable[[], list[tuple[int, ...]]] = list
+        # The operations in flight here and their live waiters (shared once `sharing()`).
+        self._operations = SharedOperations()
 
     def tools(self) -> list[ToolInfo]:
         """Every configured command, with the reason it is unavailable when not admitted."""
@@ -73,6 +77,10 @@ class CommandService:
     def executor(self) -> Executor:
         """The executor runs go to."""
         return self._executor
+
+    def sharing(self) -> AbstractAsyncContextManager[None]:
+        """While open, an operation outlives the waiter that started it (`command.sharing`)."""
+        return self._operations.open()
 
     def attach_ownership(self, ownership: Ownership) -> None:
         """Use this journal and these envelope slots from now on."""
@@ -141,6 +149,7 @@ class CommandService:
         context: str = "",
         root_run: str | None = None,
         wait_for_slot: bool = False,
+        owned: Owned | None = None,
     ) -> RunResult:
         """Check admission, validate, plan and execute one call; see `CommandBackend.run`."""
         trace.mark("service: run")
@@ -150,12 +159,54 @@ class CommandService:
         # deadlines are absolute times and bound the call all the same.
         deadline = self._deadline(deadline_unix_ms)
         valid = self.validate(input)
+        work = partial(
+            self._operate,
+            valid,
+            operation_id=operation_id,
+            deadline=deadline,
+            deadline_unix_ms=deadline_unix_ms,
+            signature=signature,
+            context=context,
+            root_run=root_run,
+            wait_for_slot=wait_for_slot,
+            owned=owned,
+        )
+        if signature is None:
+            # No operation identity: nobody can join it, so its one caller owns it.
+            return await work(cancel, progress)
+        # An operation belongs to its live waiters (`jigcmd.command.sharing`).
+        return await self._operations.attend(
+            (root_run or "", operation_id),
+            signature,
+            deadline=deadline,
+            cancel=cancel,
+            progress=progress,
+            work=work,
+        )
+
+    async def _operate(
+        self,
+        valid: ValidRequest,
+        cancel: anyio.Event,
+        progress: Progress | None,
+        *,
+        operation_id: str,
+        deadline: float,
+        deadline_unix_ms: int | None,
+        signature: str | None,
+        context: str,
+        root_run: str | None,
+        wait_for_slot: bool,
+        owned: Owned | None,
+    ) -> RunResult:
+        """The operation's work, stopped by `cancel`: known? → slot → plan → execute → close."""
         durability = Durability(
             self._ownership,
             operation_id=operation_id,
             signature=signature,
             root_run=root_run,
             context=context,
+            owned=owned,
         )
         refusal = _refused_before_dispatch(deadline, cancel)
         if refusal is not None:
@@ -180,6 +231,12 @@ class CommandService:
             return await durability.run(plan, execute, evidence=evidence, cancel=cancel)
         finally:
             durability.release()
+
+    async def recorded(self, operation_id: str, *, root_run: str) -> Recorded | None:
+        """What the journal holds of an operation; see `CommandBackend.recorded`."""
+        if self._ownership is None:
+            return None
+        return await self._ownership.recorded(operation_id, root_run=root_run)
 
     def _deadline(self, deadline_unix_ms: int | None) -> float:
         """The run's monotonic deadline from now: the caller's, the root's, or the ceiling."""
