@@ -1,4 +1,4 @@
-"""The `jigcmd` command line: serve, lock, run, recover, jarvis, jarvis-audit, doctor, demo."""
+"""The `jigcmd` command line: serve, lock, run, recover, runs, jarvis, jarvis-audit, doctor."""
 
 from __future__ import annotations
 
@@ -124,6 +124,13 @@ def _parser() -> argparse.ArgumentParser:
     recover.add_argument("--state-dir", type=Path)
     _cgroup_option(recover)
 
+    runs = sub.add_parser(
+        "runs", help="list the state directory's runs and their operations (read only)"
+    )
+    runs.add_argument("--state-dir", type=Path)
+    runs.add_argument("--run-id", help="only this run")
+    runs.add_argument("--json", action="store_true", help="one JSON object per run")
+
     jarvis = sub.add_parser(
         "jarvis", help="serve the jarvis UTCP tools on loopback HTTP (needs JARVIS_BEARER_TOKEN)"
     )
@@ -195,6 +202,10 @@ def main(argv: list[str] | None = None) -> int:
         from jigcmd.frontends.recover import recover  # noqa: PLC0415 - imported per verb to keep start-up light
 
         return recover(args.state_dir, args.cgroup_base)
+    if verb == "runs":
+        from jigcmd.frontends.runs import runs  # noqa: PLC0415 - imported per verb to keep start-up light
+
+        return runs(args.state_dir, run_id=args.run_id, as_json=args.json)
     if verb == "jarvis":
         from jigcmd.frontends.jarvis import jarvis  # noqa: PLC0415 - imported per verb to keep start-up light
 
