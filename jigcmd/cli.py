@@ -62,7 +62,7 @@ def _cgroup_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--cgroup-base",
         help="where envelope cgroups go (default: jigcmd as root; without root a delegated "
-        "subtree, see README 'Running without root'); also $JIGCMD_CGROUP_BASE",
+        "subtree, see docs/rootless.md); also $JIGCMD_CGROUP_BASE",
     )
 
 
