@@ -225,6 +225,10 @@ def test_the_per_request_era_frame_by_frame(binding: Path, tmp_path: Path) -> No
             assert "id" in message and "method" not in message, message
     (row,) = list_runs(tmp_path / "state")
     assert (row.root_run, row.state) == ("run-raw", "done")
+    # The trace context is kept with the run: in the journal, and in the run's report.
+    (listed_op,) = runs_json(tmp_path / "state")["run-raw"]
+    assert listed_op["trace"] == {"traceparent": parent, "tracestate": "k=v"}
+    assert ran["_meta"]["dev.jigcmd/report"]["trace"] == listed_op["trace"]
 
 
 def test_a_task_is_created_once_recorded_and_answered_by_tasks_get(

@@ -133,7 +133,13 @@ ALTER TABLE operations_v2 RENAME TO operations;
 CREATE INDEX operations_open ON operations (state) WHERE state IN ('dispatching', 'running');
 """  # noqa: S608 - our own constant column list
 
-_STEPS: tuple[str, ...] = (_V1, _V2)
+# Version 3: the caller's W3C trace context (`traceparent`, `tracestate` as JSON) kept with
+# the operation it started.
+_V3 = """
+ALTER TABLE operations ADD COLUMN trace TEXT;
+"""
+
+_STEPS: tuple[str, ...] = (_V1, _V2, _V3)
 # The run of every operation recorded before operation identity belonged to runs.
 LEGACY_RUN = ""
 SCHEMA_VERSION = len(_STEPS)
