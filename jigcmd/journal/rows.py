@@ -59,6 +59,9 @@ class Row(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     cleanup: Cleanup | None
     problems: str
     reason: str
+    # The run's signed statement (an in-toto bundle), kept with its evidence; never on an
+    # uncertain row.
+    attestation: bytes | None = None
     # The caller's W3C trace context as JSON, when the call carried one.
     trace: str | None = None
 
@@ -149,5 +152,6 @@ def row_from(found: sqlite3.Row) -> Row:
         cleanup=found["cleanup"],
         problems=found["problems"],
         reason=found["reason"],
+        attestation=found["attestation"],
         trace=found["trace"],
     )
