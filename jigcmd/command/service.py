@@ -173,6 +173,7 @@ class CommandService:
         root_run: str | None = None,
         wait_for_slot: bool = False,
         owned: Owned | None = None,
+        trace_context: dict[str, str] | None = None,
     ) -> RunResult:
         """Check admission, validate, plan and execute one call; see `CommandBackend.run`."""
         trace.mark("service: run")
@@ -193,6 +194,7 @@ class CommandService:
             root_run=root_run,
             wait_for_slot=wait_for_slot,
             owned=owned,
+            trace_context=trace_context,
         )
         if signature is None:
             # No operation identity: nobody can join it, so its one caller owns it.
@@ -221,6 +223,7 @@ class CommandService:
         root_run: str | None,
         wait_for_slot: bool,
         owned: Owned | None,
+        trace_context: dict[str, str] | None,
     ) -> RunResult:
         """The operation's work, stopped by `cancel`: known? → slot → plan → execute → close."""
         durability = Durability(
@@ -230,6 +233,7 @@ class CommandService:
             root_run=root_run,
             context=context,
             owned=owned,
+            trace_context=trace_context,
         )
         refusal = _refused_before_dispatch(deadline, cancel)
         if refusal is not None:
