@@ -29,6 +29,7 @@ PACKAGES = {
     "apt-get": "apt",
     "apt-cache": "apt",
     "dpkg-deb": "dpkg",
+    "curl": "curl",
 }
 
 

@@ -6,9 +6,10 @@ from typing import Literal
 
 import msgspec
 
+from jigcmd.errors import JigError
 from jigcmd.evidence import Evidence, ResourceReport
 
-__all__ = ["CommandKind", "RunResult", "ToolInfo"]
+__all__ = ["CommandKind", "Recorded", "RunResult", "ToolInfo"]
 
 CommandKind = Literal["run", "test"]
 
@@ -33,7 +34,22 @@ class ToolInfo(msgspec.Struct, frozen=True):
 
 
 class RunResult(msgspec.Struct, frozen=True):
-    """A completed run: the contract's evidence, and the measurements that live beside it."""
+    """A completed run: the contract's evidence, and what lives beside it, never in it.
+
+    `attestation`: the run's signed statement (an in-toto bundle of DSSE envelopes, JSON
+    Lines), when the host signs; delivered beside the evidence by the fronts that carry it.
+    """
 
     evidence: Evidence
     report: ResourceReport
+    attestation: bytes | None = None
+
+
+class Recorded(msgspec.Struct, frozen=True):
+    """What the journal holds of one operation: open (running somewhere) or how it ended."""
+
+    open: bool
+    created_unix_ms: int
+    updated_unix_ms: int
+    # The recorded end (a result, or the failure a replay raises); None while open.
+    outcome: RunResult | JigError | None = None
