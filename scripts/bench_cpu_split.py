@@ -1,4 +1,4 @@
-"""Where a call's CPU goes, by process: the server, the zygote, the supervisors, the envelope.
+"""Where a call's CPU goes, by process: the server, the zygote, the rest, the envelope.
 
 A persistent `jigcmd serve` (the working tree) runs in a cgroup of its own and puts its
 envelopes' jobs under a cgroup base of their own (`--cgroup-base`), so that each side is
@@ -6,7 +6,10 @@ counted apart by the kernel's own accounting, whatever else runs on the machine:
 
   server      the server process, all its threads (`/proc/PID/stat`, in clock ticks)
   zygote      the zygote process (likewise)
-  supervisors everything else in the server's cgroup: the supervisor of each envelope
+  supervisors everything else in the server's cgroup: since the zygote supervises every
+              envelope (issue #26) only each pid 1's first steps, before it joins its job's
+              v1 hierarchies (its fork return, its first page faults); before that, each
+              envelope's supervisor process too
   envelope    everything in the envelopes' jobs: pid 1 and Bun (the job's CPU accounting)
   bare bun    the same `bun test` run bare, for comparison (its rusage)
 
