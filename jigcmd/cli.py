@@ -1,4 +1,4 @@
-"""The `jigcmd` command line: serve, lock, run, recover, runs, jarvis, jarvis-audit, doctor."""
+"""The `jigcmd` command line: one verb per front (serve, run, init, lock, recover, doctor, …)."""
 
 from __future__ import annotations
 
@@ -55,6 +55,17 @@ def _cgroup_option(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _exclude_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--exclude",
+        action="append",
+        default=[],
+        metavar="GLOB",
+        help="leave out what this .gitignore pattern matches, relative to the directory "
+        "(repeatable): --exclude 'test/fixtures/' --exclude '*.snap'",
+    )
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="jigcmd",
@@ -108,8 +119,14 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--lock", type=Path)
     run.add_argument("command", help="the Binding command name")
     run.add_argument(
-        "--files", required=True, type=Path, help="directory whose regular files form the candidate"
+        "--files",
+        required=True,
+        type=Path,
+        help="the project directory sent as the candidate: its text files, less .git, "
+        "node_modules, .jig, top-level dotfiles, what .gitignore ignores and binary files "
+        "(each left out is named on stderr)",
     )
+    _exclude_option(run)
     run.add_argument("--stdin-file", type=Path, help="UTF-8 text given to the command's stdin")
     run.add_argument(
         "--json",
@@ -117,6 +134,25 @@ def _parser() -> argparse.ArgumentParser:
         help='print one JSON object: {"evidence", "report"}, or {"error", "evidence"?} on failure',
     )
     _ownership_options(run)
+
+    init = sub.add_parser(
+        "init",
+        help="write a reviewed-command Binding for a project directory (DIR/.jig/)",
+        description="Find the commands a project has (its *.test.ts files, the entry point "
+        "package.json names), write the Binding and its Flow package under DIR/.jig/ and print "
+        "the next two commands. Overwrites nothing.",
+    )
+    init.add_argument("directory", type=Path, metavar="DIR", help="the project's directory")
+    init.add_argument(
+        "--name", help="the Flow package's name (default: package.json's name, else DIR's)"
+    )
+    init.add_argument(
+        "--format",
+        choices=("toml",),
+        default="toml",
+        help="the Binding file's format (default: toml)",
+    )
+    _exclude_option(init)
 
     recover = sub.add_parser(
         "recover", help="close every run a dead server left open (fence, release, record)"
@@ -193,11 +229,18 @@ def main(argv: list[str] | None = None) -> int:
             stdin_file=args.stdin_file,
             args=extra,
             as_json=args.json,
+            excludes=args.exclude,
         )
     if verb == "lock":
         from jigcmd.frontends.lock import lock  # noqa: PLC0415 - imported per verb to keep start-up light
 
         return lock(args.binding, args.lock, check=args.check)
+    if verb == "init":
+        from jigcmd.frontends.init import init  # noqa: PLC0415 - imported per verb to keep start-up light
+
+        return init(
+            args.directory, name=args.name, excludes=args.exclude, binding_format=args.format
+        )
     if verb == "recover":
         from jigcmd.frontends.recover import recover  # noqa: PLC0415 - imported per verb to keep start-up light
 
