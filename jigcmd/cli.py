@@ -182,7 +182,14 @@ def _parser() -> argparse.ArgumentParser:
     doctor = sub.add_parser("doctor", help="check that this machine can build the envelope")
     doctor.add_argument("--json", action="store_true", help="print the checks as JSON")
     doctor.add_argument("--state-dir", type=Path, help="the state directory to inspect")
-    sub.add_parser("demo", help="run the bundled example through a real `jigcmd serve` child")
+    demo = sub.add_parser(
+        "demo", help="run the bundled example through a real `jigcmd serve` child"
+    )
+    demo.add_argument(
+        "--state-dir",
+        type=Path,
+        help="keep the demo's journal there (default: a temporary directory, removed after)",
+    )
     return parser
 
 
@@ -270,7 +277,7 @@ def main(argv: list[str] | None = None) -> int:
         return doctor(as_json=args.json, state_dir=args.state_dir)
     from jigcmd.frontends.demo import demo  # noqa: PLC0415 - imported per verb to keep start-up light
 
-    return demo()
+    return demo(args.state_dir)
 
 
 def _usage_failure(exc: _UsageError, argv: list[str]) -> int:

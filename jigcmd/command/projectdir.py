@@ -81,7 +81,8 @@ class ProjectFiles:
         if not groups:
             return None
         size = sum(self.sizes().values())
-        sent = f"sending {len(self.files)} files, {size / 1024:.1f} KiB"
+        shown = f"{size:,} bytes" if size < 1024 else f"{size / 1024:.1f} KiB"
+        sent = f"sending {len(self.files)} files, {shown}"
         return f"left out of the candidate: {'; '.join(groups)}; {sent}"
 
 

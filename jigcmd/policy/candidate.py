@@ -24,6 +24,8 @@ __all__ = ["Problem", "candidate_problems", "exclude_pattern"]
 _GLOB_SPECIAL = re.compile(r"([\\*?\[])")
 # How many examples a fix names (the largest files, the fullest directories).
 _EXAMPLES = 3
+# How many files a `D/*` exclusion may keep with `!` before the fix is too long to type.
+_KEPT = 8
 
 
 class Problem(msgspec.Struct, frozen=True):
@@ -188,7 +190,7 @@ def _spare_children(count: int, sizes: Mapping[str, int], keep: Collection[str])
         return ""
     directory, n = min(unreached.items(), key=_most)
     kept = sorted(p for p in keep if p.startswith(directory + "/"))
-    if count - n > MAX_FILES or len(kept) > _EXAMPLES or any(p.count("/") > 1 for p in kept):
+    if count - n > MAX_FILES or len(kept) > _KEPT or any(p.count("/") > 1 for p in kept):
         return ""
     args = [f"--exclude {exclude_pattern(directory, children=True)}"]
     args += [f"--exclude {exclude_pattern(p, negate=True)}" for p in kept]
