@@ -58,6 +58,17 @@ def _ownership_options(parser: argparse.ArgumentParser) -> None:
     _cgroup_option(parser)
 
 
+def _seconds(text: str) -> float:
+    """`--queue-wait`: seconds, more than 0 and at most a day."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not 0 < value <= 86_400:
+        raise argparse.ArgumentTypeError(f"more than 0 and at most 86400 seconds, not {text}")
+    return value
+
+
 def _signing_key_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--signing-key",
@@ -191,6 +202,14 @@ def _parser() -> argparse.ArgumentParser:
         f"{DEFAULT_LIMITS.max_connections}); past it the longest waiting connection gives way, "
         "or the newcomer gets 503",
     )
+    jarvis.add_argument(
+        "--queue-wait",
+        type=_seconds,
+        default=None,
+        metavar="SECONDS",
+        help="how long a run.create waits for a free envelope slot before a 429, unless its "
+        "own timeout_ms is shorter; never past the early answer at 25 s (default 20)",
+    )
     _ownership_options(jarvis)
 
     audit = sub.add_parser("jarvis-audit", help="print jarvis's audit log as JSON lines")
@@ -280,6 +299,7 @@ def main(argv: list[str] | None = None) -> int:
             cgroup_base=args.cgroup_base,
             max_envelopes=args.max_envelopes,
             max_connections=args.max_connections,
+            queue_wait=args.queue_wait,
         )
     if verb == "jarvis-audit":
         from jigcmd.frontends.jarvis import jarvis_audit  # noqa: PLC0415 - imported per verb to keep start-up light
