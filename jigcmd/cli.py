@@ -1,4 +1,4 @@
-"""The `jigcmd` command line: one verb per front (serve, run, init, lock, recover, doctor, …)."""
+"""The `jigcmd` command line: one verb per front (serve, run, init, attest, doctor, …)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from jigcmd import __version__
+from jigcmd.jarvis.connections import DEFAULT_LIMITS
 from jigcmd.server import stderrlog
 
 __all__ = ["main"]
@@ -31,6 +32,16 @@ class _Parser(argparse.ArgumentParser):
         raise _UsageError(self, message)
 
 
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} is not at least 1")
+    return value
+
+
 def _ownership_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--state-dir",
@@ -45,6 +56,27 @@ def _ownership_options(parser: argparse.ArgumentParser) -> None:
         "min(half the available memory / 256 MiB, 2 x CPUs, 16), at least 1)",
     )
     _cgroup_option(parser)
+
+
+def _seconds(text: str) -> float:
+    """`--queue-wait`: seconds, more than 0 and at most a day."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not 0 < value <= 86_400:
+        raise argparse.ArgumentTypeError(f"more than 0 and at most 86400 seconds, not {text}")
+    return value
+
+
+def _signing_key_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--signing-key",
+        type=Path,
+        help="Ed25519 PKCS#8 PEM key that signs each run's statement (default: "
+        "$JIGCMD_SIGNING_KEY, a path such as /dev/fd/3, else the host key signing-key.pem in "
+        "the state directory, made on first use)",
+    )
 
 
 def _cgroup_option(parser: argparse.ArgumentParser) -> None:
@@ -102,6 +134,7 @@ def _parser() -> argparse.ArgumentParser:
         "else a new run with a generated id, printed on stderr)",
     )
     _ownership_options(serve)
+    _signing_key_option(serve)
 
     lock = sub.add_parser("lock", help="review a Binding and write its admitted lock")
     lock.add_argument("--binding", required=True, type=Path)
@@ -131,9 +164,33 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--json",
         action="store_true",
-        help='print one JSON object: {"evidence", "report"}, or {"error", "evidence"?} on failure',
+        help='print one JSON object: {"evidence", "report", "attestation"}, or {"error", '
+        '"evidence"?} on failure',
     )
     _ownership_options(run)
+    _signing_key_option(run)
+
+    attest = sub.add_parser("attest", help="print the signed statement of one recorded run")
+    attest.add_argument("--run-id", required=True, help="the caller's run the operation is in")
+    attest.add_argument("operation_id", metavar="OP", help="the operation id")
+    attest.add_argument("--out", type=Path, help="write it to FILE instead of stdout")
+    attest.add_argument("--state-dir", type=Path)
+
+    verify = sub.add_parser(
+        "verify", help="check a run's signed statement: signature, schema, evidence"
+    )
+    verify.add_argument("file", type=Path, help="the statement (from attest, or run --json)")
+    verify.add_argument(
+        "--key", type=Path, help="the signer's public key (default: this host's, `jigcmd key`)"
+    )
+    verify.add_argument(
+        "--evidence", type=Path, help="evidence JSON whose candidate and streams must match"
+    )
+    verify.add_argument("--state-dir", type=Path)
+
+    key = sub.add_parser("key", help="print the public half of the key runs are signed with")
+    key.add_argument("--state-dir", type=Path)
+    _signing_key_option(key)
 
     init = sub.add_parser(
         "init",
@@ -173,6 +230,22 @@ def _parser() -> argparse.ArgumentParser:
     jarvis.add_argument("--policy", required=True, type=Path, help="the TOML rule file")
     jarvis.add_argument("--host", default="127.0.0.1", help="loopback address (default 127.0.0.1)")
     jarvis.add_argument("--port", type=int, default=7777, help="port (default 7777)")
+    jarvis.add_argument(
+        "--max-connections",
+        type=_positive_int,
+        default=DEFAULT_LIMITS.max_connections,
+        help="open connections at most, within the descriptor limit less 64 (default "
+        f"{DEFAULT_LIMITS.max_connections}); past it the longest waiting connection gives way, "
+        "or the newcomer gets 503",
+    )
+    jarvis.add_argument(
+        "--queue-wait",
+        type=_seconds,
+        default=None,
+        metavar="SECONDS",
+        help="how long a run.create waits for a free envelope slot before a 429, unless its "
+        "own timeout_ms is shorter; never past the early answer at 25 s (default 20)",
+    )
     _ownership_options(jarvis)
 
     audit = sub.add_parser("jarvis-audit", help="print jarvis's audit log as JSON lines")
@@ -222,6 +295,7 @@ def main(argv: list[str] | None = None) -> int:
             max_envelopes=args.max_envelopes,
             root_deadline_unix_ms=getattr(args, "root_deadline_unix_ms", None),
             cgroup_base=args.cgroup_base,
+            signing_key=args.signing_key,
         )
         if verb == "serve":
             from jigcmd.frontends.serve import serve  # noqa: PLC0415 - imported per verb to keep start-up light
@@ -248,6 +322,14 @@ def main(argv: list[str] | None = None) -> int:
         return init(
             args.directory, name=args.name, excludes=args.exclude, binding_format=args.format
         )
+    if verb in ("attest", "verify", "key"):
+        from jigcmd.frontends import attest  # noqa: PLC0415 - imported per verb to keep start-up light
+
+        if verb == "attest":
+            return attest.attest(args.state_dir, args.run_id, args.operation_id, args.out)
+        if verb == "verify":
+            return attest.verify(args.file, args.key, args.evidence, args.state_dir)
+        return attest.key(args.state_dir, args.signing_key)
     if verb == "recover":
         from jigcmd.frontends.recover import recover  # noqa: PLC0415 - imported per verb to keep start-up light
 
@@ -266,6 +348,8 @@ def main(argv: list[str] | None = None) -> int:
             args.state_dir,
             cgroup_base=args.cgroup_base,
             max_envelopes=args.max_envelopes,
+            max_connections=args.max_connections,
+            queue_wait=args.queue_wait,
         )
     if verb == "jarvis-audit":
         from jigcmd.frontends.jarvis import jarvis_audit  # noqa: PLC0415 - imported per verb to keep start-up light

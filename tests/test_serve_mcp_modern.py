@@ -225,6 +225,10 @@ def test_the_per_request_era_frame_by_frame(binding: Path, tmp_path: Path) -> No
             assert "id" in message and "method" not in message, message
     (row,) = list_runs(tmp_path / "state")
     assert (row.root_run, row.state) == ("run-raw", "done")
+    # The trace context is kept with the run: in the journal, and in the run's report.
+    (listed_op,) = runs_json(tmp_path / "state")["run-raw"]
+    assert listed_op["trace"] == {"traceparent": parent, "tracestate": "k=v"}
+    assert ran["_meta"]["dev.jigcmd/report"]["trace"] == listed_op["trace"]
 
 
 def test_a_task_is_created_once_recorded_and_answered_by_tasks_get(
@@ -337,3 +341,82 @@ def test_an_engine_retry_maps_to_run_id_and_operation_id_and_replays(
     assert replayed["structuredContent"] == ran["structuredContent"]
     (only,) = runs_json(state)[f"temporal:{workflow_id}"]
     assert (only["operationId"], only["ending"]) == (activity_id, "evidence")
+
+
+def test_an_mcp_call_with_a_key_belongs_to_its_live_waiters(binding: Path, tmp_path: Path) -> None:
+    """Two calls under one key share one run; cancelling the first leaves it to the second."""
+    state = tmp_path / "state"
+    args = ["--state-dir", str(state), "--run-id", "run-join"]
+    keyed = meta({}, **{"dev.jigcmd/operationId": "shared-1"})
+    with ServeChild(binding, args) as server:
+        server.send(
+            {
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "tools/call",
+                "params": cli_call("j", _HOLD, "3000", **keyed),
+            },
+            {
+                "jsonrpc": "2.0",
+                "id": 2,
+                "method": "tools/call",
+                "params": cli_call("j", _HOLD, "3000", **keyed),
+            },
+        )
+        wait_rows(state, lambda rows: len(rows) == 1 and rows[0].state == "running")
+        server.notify("notifications/cancelled", {"requestId": 1, "reason": "the user moved on"})
+        joined = server.answer(2)["result"]
+        assert joined["isError"] is False, joined
+        assert joined["structuredContent"]["stdout"]["text"] == "held j\n"
+        assert server.close_input() == 0
+        # The cancelled request is not answered; the other one got the run's evidence.
+        assert not server.answered(1)
+    (row,) = list_runs(state)
+    assert (row.operation_id, row.state, row.outcome) == ("shared-1", "done", "evidence")
+
+
+def test_a_task_is_bound_to_the_run_that_created_it(binding: Path, tmp_path: Path) -> None:
+    """Another run on the same state directory cannot read it: not found, nothing leaks."""
+    state = tmp_path / "state"
+    with ServeChild(binding, ["--state-dir", str(state), "--run-id", "run-a"]) as server:
+        created = server.request("tools/call", cli_call("mine", **meta(TASKS)))["result"]
+        assert server.close_input() == 0
+    task = {"taskId": created["taskId"], "_meta": meta(TASKS)}
+    with ServeChild(binding, ["--state-dir", str(state), "--run-id", "run-b"]) as other:
+        refused = other.request("tasks/get", task)["error"]
+        assert refused["code"] == -32602 and "no such task in this run" in refused["message"]
+        assert other.request("tasks/cancel", task)["error"]["code"] == -32602
+        assert other.close_input() == 0
+    with ServeChild(binding, ["--state-dir", str(state), "--run-id", "run-a"]) as again:
+        got = again.request("tasks/get", task)["result"]
+        assert got["status"] == "completed"
+        assert got["result"]["structuredContent"]["stdout"]["text"] == "ran mine\n"
+        assert again.close_input() == 0
+
+
+def test_the_sdk_clients_shutdown_end_of_input_then_sigterm_after_two_seconds(
+    binding: Path, tmp_path: Path
+) -> None:
+    """What the SDKs do on close (stdin closed, 2 s, SIGTERM): the run is fenced and recorded."""
+    state = tmp_path / "state"
+    with ServeChild(binding, ["--state-dir", str(state), "--run-id", "run-shut"]) as server:
+        server.request("tools/list", {"_meta": meta()})
+        server.send(
+            {
+                "jsonrpc": "2.0",
+                "id": 9,
+                "method": "tools/call",
+                "params": cli_call("long", _HOLD, "9000", **meta()),
+            }
+        )
+        wait_rows(state, lambda rows: len(rows) == 1 and rows[0].state == "running")
+        assert server.process.stdin is not None
+        server.process.stdin.close()
+        time.sleep(2.0)
+        # End of input alone lets the call run to its end; the SDK's SIGTERM fences it.
+        assert server.process.poll() is None
+        assert server.terminate() == 0
+    (row,) = wait_rows(state, lambda rows: len(rows) == 1 and not rows[0].is_open, timeout=10)
+    assert (row.state, row.outcome, row.cleanup) == ("done", "failure", "complete")
+    (listed,) = runs_json(state)["run-shut"]
+    assert listed["ending"] == "CANCELLED"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import os
 import sys
 import time
@@ -16,11 +18,12 @@ from jigcmd.envelope.delegation import DelegationError
 from jigcmd.envelope.native import NativeExecutor
 from jigcmd.jarvis.app import allowed_hosts, create_app
 from jigcmd.jarvis.auth import ConfigError, load_credentials
+from jigcmd.jarvis.connections import DEFAULT_LIMITS
 from jigcmd.jarvis.hostview import OsHostView
 from jigcmd.jarvis.manual import base_url
 from jigcmd.jarvis.policy import PolicyError, parse_policy
-from jigcmd.jarvis.server import LoopbackError, bind_loopback, serve
-from jigcmd.jarvis.service import JarvisService
+from jigcmd.jarvis.server import LoopbackError, StopRequest, bind_loopback, serve
+from jigcmd.jarvis.service import DEFAULT_QUEUE_WAIT_S, JarvisService
 from jigcmd.journal.reservations import Reservations, default_slots
 from jigcmd.journal.schema import SchemaError
 from jigcmd.journal.store import Journal, JournalError, JournalUnusable
@@ -42,8 +45,39 @@ def jarvis(
     *,
     cgroup_base: str | None = None,
     max_envelopes: int | None = None,
+    max_connections: int = DEFAULT_LIMITS.max_connections,
+    queue_wait: float | None = None,
 ) -> int:
-    """Serve until SIGINT/SIGTERM; 2 (with the precise reason on stderr) when it cannot start."""
+    """Serve until SIGINT/SIGTERM, then 0; 2 (the precise reason on stderr) when it cannot start.
+
+    A state directory lost meanwhile is 2 too, with one line saying so.
+    """
+    with StopRequest() as early:
+        return _jarvis(
+            policy,
+            host,
+            port,
+            state_dir,
+            cgroup_base=cgroup_base,
+            max_envelopes=max_envelopes,
+            max_connections=max_connections,
+            queue_wait=queue_wait,
+            early=early,
+        )
+
+
+def _jarvis(
+    policy: Path,
+    host: str,
+    port: int,
+    state_dir: Path | None,
+    *,
+    cgroup_base: str | None,
+    max_envelopes: int | None,
+    max_connections: int,
+    queue_wait: float | None,
+    early: StopRequest,
+) -> int:
     try:
         credentials = load_credentials(os.environ)
         rules = parse_policy(_read(policy), str(policy))
@@ -81,6 +115,7 @@ def jarvis(
             ),
             host=OsHostView(),
             host_env=dict(os.environ),
+            queue_wait=DEFAULT_QUEUE_WAIT_S if queue_wait is None else queue_wait,
         )
         base = base_url(bound_host, bound_port)
         app = create_app(service, credentials, allowed_hosts(bound_host, bound_port), base)
@@ -88,7 +123,12 @@ def jarvis(
             f"jigcmd jarvis: serving {base}/utcp as {credentials.actor} "
             f"(grants: {', '.join(sorted(credentials.grants))}; journal {journal.path})\n"
         )
-        anyio.run(serve, app, sock)
+        limits = dataclasses.replace(DEFAULT_LIMITS, max_connections=max_connections)
+        anyio.run(
+            functools.partial(
+                serve, app, sock, credentials, limits=limits, early=early, on_stop=service.stop
+            )
+        )
     finally:
         sock.close()
         closed = _close(journal)

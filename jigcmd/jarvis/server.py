@@ -7,16 +7,39 @@ connects early waits in the backlog instead of failing.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import errno
 import ipaddress
+import logging
+import math
+import signal
 import socket
+import time
+from collections.abc import Callable
+from types import FrameType
+from typing import Any
 
 import anyio
 import uvicorn
 from starlette.types import ASGIApp
 
-__all__ = ["LoopbackError", "bind_loopback", "serve"]
+from jigcmd.jarvis.auth import Credentials
+from jigcmd.jarvis.connections import DEFAULT_LIMITS, ConnectionLimits, Connections, fd_capacity
+from jigcmd.jarvis.http11 import BoundedH11Protocol, bounded_protocol, raw_error
+
+__all__ = ["LoopbackError", "StopRequest", "bind_loopback", "serve"]
+
+logger = logging.getLogger("jigcmd.jarvis")
 
 _BACKLOG = 128
+# accept() errors that mean "no descriptor (or memory) for one more connection now".
+_OUT_OF_DESCRIPTORS = (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM)
+# After such an error: retry at once when a waiting connection made room, else a little later.
+_RETRY_S = 0.0
+_IDLE_RETRY_S = 0.05
+_WARN_EVERY_S = 10.0
+_SETTLE_S = 1e-6
 
 
 class LoopbackError(ValueError):
@@ -56,16 +79,89 @@ def bind_loopback(host: str, port: int) -> socket.socket:
     return sock
 
 
+class StopRequest:
+    """SIGINT/SIGTERM arriving while uvicorn does not listen for them (starting, ending): kept.
+
+    Held (`with`) around the whole front: a signal then never kills the process mid-start,
+    the server stops as soon as it has started, and the previous handlers come back after.
+    """
+
+    def __init__(self) -> None:
+        self.signum: int | None = None
+        self._previous: dict[int, Any] = {}
+
+    def __enter__(self) -> StopRequest:
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            self._previous[signum] = signal.signal(signum, self._record)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for signum, handler in self._previous.items():
+            signal.signal(signum, handler)
+
+    def _record(self, signum: int, frame: FrameType | None) -> None:
+        self.signum = signum
+
+
+class _Server(uvicorn.Server):
+    """uvicorn's server without its own listener: `_accept` feeds it the connections."""
+
+    def __init__(
+        self,
+        config: uvicorn.Config,
+        early: StopRequest | None,
+        on_stop: Callable[[], None] | None,
+    ) -> None:
+        super().__init__(config)
+        self.accepting = anyio.Event()
+        self.accept_scope = anyio.CancelScope()
+        self._early = early
+        self._on_stop = on_stop
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        """The lifespan starts; no listener is created (the accept loop is ours)."""
+        await super().startup(sockets=[])
+        if self._early is not None and self._early.signum is not None:
+            self.should_exit = True
+        if self.started:
+            self.accepting.set()
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        """SIGINT/SIGTERM: uvicorn's graceful stop, ending in exit 0 (it would re-raise it)."""
+        super().handle_exit(sig, frame)
+        # uvicorn raises each captured signal again once it has stopped, so the process
+        # died of it (-15); for jarvis a graceful stop is its own clean end.
+        self._captured_signals.clear()
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        """Stop accepting, fence what runs (`on_stop`), then uvicorn's drain of the answers."""
+        self.accept_scope.cancel()
+        if self._on_stop is not None:
+            self._on_stop()
+        await super().shutdown(sockets)
+
+
 async def serve(
     app: ASGIApp,
     sock: socket.socket,
+    credentials: Credentials,
     *,
+    limits: ConnectionLimits = DEFAULT_LIMITS,
     log_level: str = "warning",
     stop: anyio.Event | None = None,
+    early: StopRequest | None = None,
+    on_stop: Callable[[], None] | None = None,
 ) -> None:
-    """Serve until SIGINT/SIGTERM (handled by uvicorn) or until `stop` is set; then drain."""
+    """Serve until SIGINT/SIGTERM (handled by uvicorn) or until `stop` is set; then drain.
+
+    On the way out `on_stop` runs first (jarvis fences its runs there, so the calls waiting
+    for them are answered at once), then uvicorn drains the answers for up to 15 s; a signal
+    is not raised again after it.
+    """
+    held: Connections[BoundedH11Protocol] = Connections(lambda: fd_capacity(limits))
     config = uvicorn.Config(
         app,
+        http=bounded_protocol(limits, held, credentials),
         log_level=log_level,
         # The access log carries paths and statuses only; still off unless asked for.
         access_log=log_level in ("debug", "info"),
@@ -73,8 +169,10 @@ async def serve(
         proxy_headers=False,
         lifespan="on",
         timeout_graceful_shutdown=15,
+        # Idle after an answer: the same bound as the wait for a first head.
+        timeout_keep_alive=max(1, int(limits.header_timeout_s)),
     )
-    server = uvicorn.Server(config)
+    server = _Server(config, early, on_stop)
     async with anyio.create_task_group() as tg:
         if stop is not None:
 
@@ -83,5 +181,83 @@ async def serve(
                 server.should_exit = True
 
             tg.start_soon(stop_when_asked)
-        await server.serve(sockets=[sock])
+        tg.start_soon(_accept, sock, server, held)
+        await server.serve(sockets=[])
         tg.cancel_scope.cancel()
+
+
+async def _accept(
+    sock: socket.socket, server: _Server, held: Connections[BoundedH11Protocol]
+) -> None:
+    """Accept one connection at a time, each admitted by `held` or refused at once (503).
+
+    One at a time (asyncio's own listener takes up to its backlog per wake-up before any
+    protocol runs), so the descriptors in use never pass the cap by more than one.
+    """
+    await server.accepting.wait()
+    loop = asyncio.get_running_loop()
+    config = server.config
+
+    def factory() -> asyncio.Protocol:
+        return config.http_protocol_class(  # type: ignore[call-arg]
+            config=config, server_state=server.server_state, app_state=server.lifespan.state
+        )
+
+    sock.setblocking(False)
+    warned = -math.inf
+    with server.accept_scope:
+        while True:
+            try:
+                conn, _ = await loop.sock_accept(sock)
+            except OSError as exc:
+                if exc.errno not in _OUT_OF_DESCRIPTORS:
+                    raise
+                if time.monotonic() - warned > _WARN_EVERY_S:
+                    warned = time.monotonic()
+                    logger.warning(
+                        "accept failed (%s) with %d connections held; the longest waiting "
+                        "one gives way",
+                        exc.strerror,
+                        len(held),
+                    )
+                await _short_of_descriptors(held)
+                continue
+            if len(held) >= held.capacity():
+                # At the cap a waiting connection may give way; first let the loop read what
+                # the waiting ones already sent (a timer fires after the loop's I/O), so one
+                # whose head is in the socket buffer counts as busy and is not pushed out.
+                await anyio.sleep(_SETTLE_S)
+            admitted, making_room = held.admit()
+            if making_room is not None:
+                making_room.give_way()
+            if not admitted:
+                _refuse(conn, len(held))
+                continue
+            try:
+                await loop.connect_accepted_socket(factory, conn)
+            except OSError:
+                conn.close()
+
+
+async def _short_of_descriptors(held: Connections[BoundedH11Protocol]) -> None:
+    """No descriptor for a new connection: one that waits gives way, then try again."""
+    _, making_room = held.admit(force=True)
+    if making_room is not None:
+        making_room.give_way()
+    # The closed descriptor is freed on the loop's next turn.
+    await anyio.sleep(_RETRY_S if making_room is not None else _IDLE_RETRY_S)
+
+
+def _refuse(conn: socket.socket, held: int) -> None:
+    """The excess connection: a 503 (if the socket takes it at once) and closed."""
+    conn.setblocking(False)
+    with contextlib.suppress(OSError):
+        conn.send(
+            raw_error(
+                503,
+                "Service Unavailable",
+                f"jarvis holds {held} connections, each with a request in progress; retry",
+                extra="retry-after: 1\r\n",
+            )
+        )
+    conn.close()
