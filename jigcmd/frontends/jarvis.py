@@ -67,6 +67,7 @@ def jarvis(
             max_envelopes=max_envelopes,
             max_connections=max_connections,
             queue_wait=queue_wait,
+            signing_key=signing_key,
             early=early,
         )
 
@@ -81,6 +82,7 @@ def _jarvis(
     max_envelopes: int | None,
     max_connections: int,
     queue_wait: float | None,
+    signing_key: Path | None,
     early: StopRequest,
 ) -> int:
     try:
