@@ -247,6 +247,7 @@ def _parser() -> argparse.ArgumentParser:
         "own timeout_ms is shorter; never past the early answer at 25 s (default 20)",
     )
     _ownership_options(jarvis)
+    _signing_key_option(jarvis)
 
     audit = sub.add_parser("jarvis-audit", help="print jarvis's audit log as JSON lines")
     audit.add_argument("--state-dir", type=Path)
@@ -350,6 +351,7 @@ def main(argv: list[str] | None = None) -> int:
             max_envelopes=args.max_envelopes,
             max_connections=args.max_connections,
             queue_wait=args.queue_wait,
+            signing_key=args.signing_key,
         )
     if verb == "jarvis-audit":
         from jigcmd.frontends.jarvis import jarvis_audit  # noqa: PLC0415 - imported per verb to keep start-up light
