@@ -356,9 +356,11 @@ class CommandService:
             raise envelope_error(failure) from failure
         evidence = evidence_of(valid, outcome)
         stopped = stopped_error(outcome.stop_reason, msgspec.to_builtins(evidence))
-        if stopped is not None:
-            raise stopped
         attestation = None if sign is None else sign(outcome, outcome.report)
+        if stopped is not None:
+            # It ran, and its end and cleanup are proved: its statement goes with the error.
+            stopped.attestation = attestation
+            raise stopped
         return RunResult(evidence=evidence, report=outcome.report, attestation=attestation)
 
 
