@@ -150,6 +150,8 @@ class FrontSettings:
     max_envelopes: int | None = None
     root_deadline_unix_ms: int | None = None
     cgroup_base: str | None = None
+    # How long a queued call may wait for an envelope slot (None: the service's default).
+    queue_wait: float | None = None
 
 
 @asynccontextmanager
@@ -193,6 +195,8 @@ async def open_service(
             if not report.clean:
                 logger.warning("recovery could not confirm every cleanup: %s", report)
         assembly.service.attach_ownership(ownership)
+        if settings.queue_wait is not None:
+            assembly.service.set_queue_wait(settings.queue_wait)
         if backend is not None:
             assembly.service.attach_pins(backend.pins)
         if start_envelopes:

@@ -20,6 +20,7 @@ from jigcmd.command.assembly import STARTUP_ERRORS, FrontSettings, open_service
 from jigcmd.command.service import CommandService
 from jigcmd.envelope.native import NativeExecutor
 from jigcmd.protocol import jsonrpc
+from jigcmd.protocol.mcp_view import DEFAULT_BUDGET_BYTES
 from jigcmd.protocol.session import ProtocolChoice
 from jigcmd.server.refusal import answer_pending
 from jigcmd.server.stdio import serve_stdio
@@ -47,14 +48,21 @@ def resolve_run_id(given: str | None, environ: Mapping[str, str]) -> tuple[str, 
     return chosen, False
 
 
-def serve(settings: FrontSettings, protocol: ProtocolChoice, run_id: str | None = None) -> int:
+def serve(
+    settings: FrontSettings,
+    protocol: ProtocolChoice,
+    run_id: str | None = None,
+    *,
+    result_budget: int | None = None,
+) -> int:
     """Serve until EOF or SIGTERM; 0 on a clean end, 2 when it cannot start."""
     try:
         root_run, generated = resolve_run_id(run_id, os.environ)
     except RunIdError as exc:
         sys.stderr.write(f"jigcmd serve: {exc}\n")
         return 2
-    return anyio.run(_serve, settings, protocol, root_run, generated)
+    budget = result_budget if result_budget is not None else DEFAULT_BUDGET_BYTES
+    return anyio.run(_serve, settings, protocol, root_run, generated, budget)
 
 
 def _say_run_id(root_run: str, generated: bool) -> None:
@@ -70,7 +78,7 @@ def _say_run_id(root_run: str, generated: bool) -> None:
 
 
 async def _serve(
-    settings: FrontSettings, protocol: ProtocolChoice, root_run: str, generated: bool
+    settings: FrontSettings, protocol: ProtocolChoice, root_run: str, generated: bool, budget: int
 ) -> int:
     try:
         async with open_service(settings) as assembly:
@@ -91,6 +99,7 @@ async def _serve(
                     # The journal keeps every operation; the session only the recent ones.
                     remember=_SESSION_REMEMBERS,
                     root_run=root_run,
+                    result_budget=budget,
                 )
                 tg.cancel_scope.cancel()
     except STARTUP_ERRORS as exc:

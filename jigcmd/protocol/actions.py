@@ -10,7 +10,7 @@ from jigcmd.errors import JigError
 from jigcmd.protocol import jsonrpc
 from jigcmd.protocol.commands import RunResult
 
-__all__ = ["Action", "Call", "Cancel", "Dispatch", "Outcome", "Send", "send_error"]
+__all__ = ["Action", "Call", "Cancel", "Dispatch", "Fetch", "Outcome", "Send", "send_error"]
 
 Outcome = RunResult | JigError
 
@@ -51,7 +51,15 @@ class Cancel(msgspec.Struct, frozen=True):
     request_id: jsonrpc.Id
 
 
-Action = Send | Dispatch | Cancel
+class Fetch(msgspec.Struct, frozen=True):
+    """Read the per-run resource `uri` for a caller of `scope`; report to `Session.fetched`."""
+
+    request_id: jsonrpc.Id
+    uri: str
+    scope: str
+
+
+Action = Send | Dispatch | Cancel | Fetch
 
 
 def send_error(request_id: jsonrpc.Id | None, code: int, message: str) -> list[Action]:

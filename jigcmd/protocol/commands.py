@@ -7,8 +7,9 @@ from typing import Literal
 import msgspec
 
 from jigcmd.evidence import Evidence, ResourceReport
+from jigcmd.protocol.junit import TestReport
 
-__all__ = ["CommandKind", "RunResult", "ToolInfo"]
+__all__ = ["CommandKind", "ResourceRef", "RunResult", "TestResults", "ToolInfo"]
 
 CommandKind = Literal["run", "test"]
 
@@ -32,8 +33,38 @@ class ToolInfo(msgspec.Struct, frozen=True):
         return " ".join(("bun", *self.paths[:1], "ARGS…"))
 
 
+class TestResults(msgspec.Struct, frozen=True):
+    """A test command's per-test results from the runner's report, or why there are none.
+
+    Candidate-influenced: the runner ran candidate code, which can alter the report. `problem`
+    says why `report` is None (missing, too large, unparseable); nothing is ever invented.
+    """
+
+    report: TestReport | None
+    problem: str = ""
+    # The report's bytes as read (also when unparseable), for `resources/read`.
+    raw: bytes | None = None
+
+
+class ResourceRef(msgspec.Struct, frozen=True):
+    """One per-run resource kept after the call (a stream, the JUnit report, …)."""
+
+    uri: str
+    name: str
+    mime_type: str
+    size: int
+    sha256: str
+    description: str = ""
+
+
 class RunResult(msgspec.Struct, frozen=True):
-    """A completed run: the contract's evidence, and the measurements that live beside it."""
+    """A completed run: the contract's evidence, and what lives beside it.
+
+    `tests` and `resources` are for the fronts that asked for them (MCP, `jigcmd run --json`);
+    Run/1 answers with the evidence alone.
+    """
 
     evidence: Evidence
     report: ResourceReport
+    tests: TestResults | None = None
+    resources: tuple[ResourceRef, ...] = ()

@@ -9,14 +9,16 @@ stops a call and suppresses its response, as the specification asks.
 
 from __future__ import annotations
 
+import base64
 from typing import Any, Final
 
 import msgspec
 
 from jigcmd.errors import Code, JigError
 from jigcmd.protocol import jsonrpc
-from jigcmd.protocol.actions import Action, Call, Cancel, Outcome, Send, send_error
-from jigcmd.protocol.dialect import Settings
+from jigcmd.protocol.actions import Action, Call, Cancel, Fetch, Outcome, Send, send_error
+from jigcmd.protocol.commands import ToolInfo
+from jigcmd.protocol.dialect import Resource, Settings
 from jigcmd.protocol.mcp_results import completed_result, failure_result
 from jigcmd.protocol.mcp_tools import tools_list_json
 from jigcmd.protocol.mcp_versions import LATEST_VERSION, negotiate_version
@@ -32,11 +34,16 @@ __all__ = [
     "parse_cancelled",
     "parse_tool_call",
     "progress_notification",
+    "read_result",
 ]
 
 # The methods an initialized MCP session serves (besides ping); before `initialize` they are
 # -32600, any other method -32601.
-SESSION_METHODS: Final = frozenset({"tools/list", "tools/call"})
+SESSION_METHODS: Final = frozenset(
+    {"tools/list", "tools/call", "resources/read", "resources/list", "resources/templates/list"}
+)
+# MCP's "resource not found" error code.
+RESOURCE_NOT_FOUND: Final = -32002
 # The `initialize` result's `_meta` key naming the caller's run of the session.
 RUN_ID_META: Final = "jigcmd/runId"
 
@@ -56,13 +63,17 @@ class ToolCall(msgspec.Struct, frozen=True):
 def initialize_result(
     version: str, server_name: str, server_version: str, *, root_run: str = ""
 ) -> dict[str, Any]:
-    """The `initialize` result: tools only, no list changes (the catalog is fixed per process).
+    """The `initialize` result: tools (the list changes when the lock is re-admitted) and
+    resources (each run's streams and report, linked from its result, read by URI).
 
     `_meta["jigcmd/runId"]` names the caller's run the session belongs to, when it has one.
     """
     result: dict[str, Any] = {
         "protocolVersion": version,
-        "capabilities": {"tools": {"listChanged": False}},
+        "capabilities": {
+            "tools": {"listChanged": True},
+            "resources": {"subscribe": False, "listChanged": False},
+        },
         "serverInfo": {"name": server_name, "version": server_version},
         "instructions": "Each tool runs one operator-reviewed Bun command against the files you "
         "supply, inside a containment envelope, and returns host-collected evidence "
@@ -108,11 +119,25 @@ def parse_cancelled(params: object) -> jsonrpc.Id | None:
     return None
 
 
-def progress_notification(token: jsonrpc.Id, progress: int, message: str) -> bytes:
+def progress_notification(
+    token: jsonrpc.Id, progress: int, message: str, total: int | None = None
+) -> bytes:
     """A `notifications/progress` frame; `progress` increases with every notification."""
-    return jsonrpc.encode_notification(
-        "notifications/progress", {"progressToken": token, "progress": progress, "message": message}
-    )
+    params: dict[str, Any] = {"progressToken": token, "progress": progress}
+    if total is not None:
+        params["total"] = max(total, progress)
+    params["message"] = message
+    return jsonrpc.encode_notification("notifications/progress", params)
+
+
+def read_result(resource: Resource) -> dict[str, Any]:
+    """A `resources/read` result: text when the bytes are UTF-8, else a base64 blob."""
+    content: dict[str, Any] = {"uri": resource.uri, "mimeType": resource.mime_type}
+    try:
+        content["text"] = resource.data.decode("utf-8")
+    except UnicodeDecodeError:
+        content["blob"] = base64.b64encode(resource.data).decode("ascii")
+    return {"contents": [content]}
 
 
 class McpDialect:
@@ -123,7 +148,8 @@ class McpDialect:
         self._tools = {tool.name: tool for tool in settings.tools}
         self._tool_infos = settings.tools
         self._version = LATEST_VERSION
-        self._tools_json = tools_list_json(settings.tools, self._version)
+        self._budget = settings.result_budget
+        self._tools_json = tools_list_json(settings.tools, self._version, self._budget)
         self._server_name = settings.server_name
         self._server_version = settings.server_version
         self._tag = settings.session_tag
@@ -146,6 +172,13 @@ class McpDialect:
             return [Send(jsonrpc.encode_raw_result(request.id, self._tools_json))]
         if method == "tools/call":
             return self._tool_call(request)
+        if method == "resources/read":
+            return self._resource_read(request)
+        if method == "resources/list":
+            # Run resources are linked from each result, not listed.
+            return [Send(jsonrpc.encode_result(request.id, {"resources": []}))]
+        if method == "resources/templates/list":
+            return [Send(jsonrpc.encode_result(request.id, {"resourceTemplates": []}))]
         return send_error(request.id, jsonrpc.METHOD_NOT_FOUND, f"Method not found: {method}")
 
     def started(self, call: Call) -> None:
@@ -154,7 +187,7 @@ class McpDialect:
 
     def refuse(self, request_id: jsonrpc.Id, error: JigError) -> bytes:
         """A refusal is a tool error result, not a protocol error."""
-        return jsonrpc.encode_result(request_id, failure_result(error, self._version))
+        return jsonrpc.encode_result(request_id, failure_result(error, self._version, self._budget))
 
     def notification(self, notification: jsonrpc.Notification) -> list[Action]:
         """`notifications/cancelled` stops a call in flight; anything else needs nothing."""
@@ -176,15 +209,49 @@ class McpDialect:
             return b""
         if isinstance(outcome, JigError):
             return self.refuse(call.request_id, outcome)
-        return jsonrpc.encode_result(call.request_id, completed_result(outcome, self._version))
+        return jsonrpc.encode_result(
+            call.request_id, completed_result(outcome, self._version, self._budget)
+        )
 
-    def progress(self, call: Call, message: str) -> bytes:
-        """A `notifications/progress` frame when the caller sent a progress token."""
+    def progress(
+        self, call: Call, message: str, elapsed_ms: int | None = None, total_ms: int | None = None
+    ) -> bytes:
+        """A `notifications/progress` frame when the caller sent a progress token.
+
+        `progress` is the elapsed milliseconds when known (else a count), always increasing.
+        """
         if call.progress_token is None or call.request_id not in self._pending:
             return b""
-        count = self._progress.get(call.request_id, 0) + 1
-        self._progress[call.request_id] = count
-        return progress_notification(call.progress_token, count, message)
+        last = self._progress.get(call.request_id, 0)
+        value = max(last + 1, elapsed_ms if elapsed_ms is not None else 0)
+        self._progress[call.request_id] = value
+        return progress_notification(call.progress_token, value, message, total_ms)
+
+    def fetched(self, request_id: jsonrpc.Id, found: Resource | str) -> bytes:
+        """The `resources/read` answer: its contents, or -32002 with the reason."""
+        if isinstance(found, str):
+            return jsonrpc.encode_error(
+                request_id, RESOURCE_NOT_FOUND, f"Resource not found: {found}"
+            )
+        return jsonrpc.encode_result(request_id, read_result(found))
+
+    def tools_changed(self, tools: tuple[ToolInfo, ...]) -> bytes:
+        """Re-admission changed the catalog: `notifications/tools/list_changed` once initialized."""
+        self._tools = {tool.name: tool for tool in tools}
+        self._tool_infos = tools
+        self._tools_json = tools_list_json(tools, self._version, self._budget)
+        if not self._initialized:
+            return b""
+        return jsonrpc.encode_notification("notifications/tools/list_changed", {})
+
+    def _resource_read(self, request: jsonrpc.Request) -> list[Action]:
+        params = request.params
+        uri = params.get("uri") if type(params) is dict else None
+        if type(uri) is not str:
+            return send_error(
+                request.id, jsonrpc.INVALID_PARAMS, "Invalid params: /uri must be a string"
+            )
+        return [Fetch(request.id, uri, self._root_run or self._tag)]
 
     def _initialize(self, request: jsonrpc.Request) -> list[Action]:
         if self._initialized:
@@ -201,7 +268,7 @@ class McpDialect:
         version = negotiate_version(request.params)
         # Results and the tool list are shaped for the version agreed on.
         self._version = version
-        self._tools_json = tools_list_json(self._tool_infos, version)
+        self._tools_json = tools_list_json(self._tool_infos, version, self._budget)
         result = initialize_result(
             version, self._server_name, self._server_version, root_run=self._root_run
         )

@@ -30,7 +30,17 @@ from jigcmd.policy.digests import operation_signature
 from jigcmd.protocol import jsonrpc
 from jigcmd.protocol.commands import RunResult
 from jigcmd.protocol.framing import Frame, LineFramer, Oversized
-from jigcmd.protocol.session import Call, Cancel, Dispatch, ProtocolChoice, Send, Session
+from jigcmd.protocol.mcp_view import DEFAULT_BUDGET_BYTES
+from jigcmd.protocol.session import (
+    Call,
+    Cancel,
+    Dispatch,
+    Fetch,
+    ProtocolChoice,
+    Resource,
+    Send,
+    Session,
+)
 from jigcmd.server.backend import CommandBackend, Progress
 from jigcmd.server.fds import ProtocolFds, claim_protocol_fds
 
@@ -58,11 +68,13 @@ async def serve_stdio(
     fds: ProtocolFds | None = None,
     remember: int | None = None,
     root_run: str = "",
+    result_budget: int = DEFAULT_BUDGET_BYTES,
 ) -> None:
     """Serve one stdio session until EOF or SIGTERM; claims fds 0 and 1 unless `fds` is given.
 
     `remember` bounds the finished operations the session keeps for replay (see `Session`);
-    `root_run` is the caller's run the session belongs to (the scope of operation identity).
+    `root_run` is the caller's run the session belongs to (the scope of operation identity);
+    `result_budget` the bytes of JSON each MCP tool result fits in.
     """
     if fds is None:
         fds = claim_protocol_fds()
@@ -76,6 +88,7 @@ async def serve_stdio(
         slot=slot,
         remember=remember,
         root_run=root_run,
+        result_budget=result_budget,
     )
     logger.debug("serving stdio (protocol=%s)", protocol)
     try:
@@ -215,6 +228,7 @@ class _Server:
             tasks.start_soon(self._watch_signals)
             tasks.start_soon(self._watch_output)
             tasks.start_soon(self._read_loop)
+            tasks.start_soon(self._watch_tools)
             await self._stop.wait()
             if not self._lost.is_set():
                 await self._finish_calls()
@@ -322,6 +336,31 @@ class _Server:
                     self._start(action.call)
                 elif type(action) is Cancel and action.request_id in self._cancels:
                     self._cancels[action.request_id].set()
+                elif type(action) is Fetch:
+                    assert self._tasks is not None
+                    self._tasks.start_soon(self._fetch, action)
+
+    async def _fetch(self, fetch: Fetch) -> None:
+        """Read one per-run resource off the loop and answer with it (or why not)."""
+        found: Resource | str
+        try:
+            data, mime_type = await anyio.to_thread.run_sync(
+                self._backend.read_resource, fetch.scope, fetch.uri
+            )
+            found = Resource(uri=fetch.uri, mime_type=mime_type, data=data)
+        except LookupError as missing:
+            found = str(missing)
+        except OSError:
+            logger.exception("reading resource %s failed", fetch.uri)
+            found = "the resource could not be read"
+        self._writer.send(self._session.fetched(fetch.request_id, found))
+        self._writer.flush()
+
+    async def _watch_tools(self) -> None:
+        """Send the dialect's notice each time the backend's catalog changes (re-admission)."""
+        async for tools in self._backend.tool_changes():
+            self._writer.send(self._session.tools_changed(tools))
+            self._writer.flush()
 
     def _start(self, call: Call) -> None:
         assert self._tasks is not None
@@ -334,12 +373,16 @@ class _Server:
         self._tasks.start_soon(self._run_call, call, cancel)
 
     async def _run_call(self, call: Call, cancel: anyio.Event) -> None:
-        progress: Progress | None = None
+        reporter: Progress | None = None
         if call.progress_token is not None:
 
-            async def progress(message: str) -> None:
-                self._writer.send(self._session.progress(call, message))
+            async def report(
+                message: str, elapsed_ms: int | None = None, total_ms: int | None = None
+            ) -> None:
+                self._writer.send(self._session.progress(call, message, elapsed_ms, total_ms))
                 self._writer.flush()
+
+            reporter = report
 
         outcome: RunResult | JigError
         try:
@@ -348,12 +391,14 @@ class _Server:
                 operation_id=call.operation_id,
                 deadline_unix_ms=call.deadline_unix_ms,
                 cancel=cancel,
-                progress=progress,
+                progress=reporter,
                 signature=call.signature,
                 context=call.context,
                 root_run=call.root_run,
                 # MCP hosts call tools in parallel: a call waits for a free envelope slot.
                 wait_for_slot=call.dialect == "mcp",
+                # What a model reads: per-test results and the run's resources.
+                detailed=call.dialect == "mcp",
             )
         except JigError as error:
             outcome = error
