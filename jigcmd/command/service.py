@@ -6,6 +6,7 @@ import dataclasses
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from functools import partial
+from pathlib import Path
 from typing import Final
 
 import anyio
@@ -122,6 +123,16 @@ class CommandService:
         ]
 
     @property
+    def commands(self) -> Mapping[str, CommandPolicy]:
+        """The commands served now."""
+        return self._commands
+
+    @property
+    def state_dir(self) -> Path | None:
+        """The state directory of the journal and slots, once attached."""
+        return self._ownership.state_dir if self._ownership is not None else None
+
+    @property
     def executor(self) -> Executor:
         """The executor runs go to."""
         return self._executor
@@ -199,11 +210,13 @@ class CommandService:
         root_run: str | None = None,
         wait_for_slot: bool = False,
         detailed: bool = False,
+        keep_resources: bool | None = None,
     ) -> RunResult:
         """Check admission, validate, plan and execute one call; see `CommandBackend.run`.
 
-        `detailed`: a test command's per-test results, and the run's resources kept for
-        `resources/read` (MCP, `jigcmd run --json`); Run/1 asks for neither.
+        `detailed`: a test command's per-test results (MCP, `jigcmd run --json`), and unless
+        `keep_resources` says otherwise the run's resources kept for `resources/read` (MCP);
+        Run/1 asks for neither.
         """
         trace.mark("service: run")
         begun = time.monotonic()
@@ -255,7 +268,7 @@ class CommandService:
             result = await durability.run(plan, execute, evidence=evidence, cancel=cancel)
         finally:
             durability.release()
-        if detailed:
+        if detailed if keep_resources is None else keep_resources:
             result = await self._keep_resources(result, root_run or context, operation_id)
         return result
 

@@ -16,12 +16,19 @@ from collections.abc import Mapping
 import anyio
 
 from jigcmd import __version__
-from jigcmd.command.assembly import STARTUP_ERRORS, FrontSettings, open_service
+from jigcmd.command.assembly import (
+    STARTUP_ERRORS,
+    FrontSettings,
+    open_service,
+    watch_admission,
+)
 from jigcmd.command.service import CommandService
+from jigcmd.durable.statedir import StateDirError, default_state_dir
 from jigcmd.envelope.native import NativeExecutor
 from jigcmd.protocol import jsonrpc
 from jigcmd.protocol.mcp_view import DEFAULT_BUDGET_BYTES
 from jigcmd.protocol.session import ProtocolChoice
+from jigcmd.server.hostpaths import HostPaths
 from jigcmd.server.refusal import answer_pending
 from jigcmd.server.stdio import serve_stdio
 
@@ -90,6 +97,8 @@ async def _serve(
                 # Off the path to the first answer: the zygote, a prepared envelope, the hash.
                 if isinstance(executor, NativeExecutor):
                     tg.start_soon(_warm_up, executor, service)
+                # A lock written while serving (a review) re-admits; tools/list_changed follows.
+                tg.start_soon(watch_admission, assembly, settings.binding)
                 await serve_stdio(
                     service,
                     protocol=protocol,
@@ -100,14 +109,27 @@ async def _serve(
                     remember=_SESSION_REMEMBERS,
                     root_run=root_run,
                     result_budget=budget,
+                    host_paths=HostPaths.of_host(
+                        state_dir=service.state_dir, binding=settings.binding
+                    ),
                 )
                 tg.cancel_scope.cancel()
     except STARTUP_ERRORS as exc:
         sys.stderr.write(f"jigcmd serve: {exc}\n")
-        # A peer that already sent its first requests gets an answer, not a bare EOF.
-        answer_pending(str(exc))
+        # A peer that already sent its first requests gets an answer, not a bare EOF; the
+        # host's paths stay on the operator's stderr.
+        answer_pending(_startup_paths(settings).scrub(str(exc)))
         return 2
     return 0
+
+
+def _startup_paths(settings: FrontSettings) -> HostPaths:
+    """The host paths a start-up failure may name, before the state directory was opened."""
+    try:
+        state_dir = settings.state_dir or default_state_dir()
+    except StateDirError:
+        state_dir = None
+    return HostPaths.of_host(state_dir=state_dir, binding=settings.binding)
 
 
 async def _warm_up(executor: NativeExecutor, service: CommandService) -> None:

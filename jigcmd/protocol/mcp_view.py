@@ -35,6 +35,7 @@ __all__ = [
     "TestsView",
     "View",
     "fitted",
+    "full_tests",
 ]
 
 DEFAULT_BUDGET_BYTES: Final = 24 * 1024
@@ -210,6 +211,18 @@ def _tests(tests: TestResults, scale: float, uri: str | None) -> TestsView:
         tests=shown,
         truncated=len(report.tests) - len(shown),
         uri=uri,
+    )
+
+
+def full_tests(tests: TestResults) -> TestsView:
+    """Every test, failing first, nothing cut (for `jigcmd run --json`, which has no budget)."""
+    report = tests.report
+    if report is None:
+        return TestsView(candidate_influenced=True, note=TESTS_NOTE, problem=tests.problem)
+    order = {"failed": 0, "skipped": 1, "pending": 1, "other": 1, "passed": 2}
+    ordered = sorted(report.tests, key=lambda test: order[test.status])
+    return TestsView(
+        candidate_influenced=True, note=TESTS_NOTE, summary=report.summary, tests=ordered
     )
 
 

@@ -23,6 +23,7 @@ from typing import Final
 import anyio
 import anyio.abc
 import anyio.lowlevel
+import msgspec
 
 from jigcmd import trace
 from jigcmd.errors import Code, JigError
@@ -41,8 +42,9 @@ from jigcmd.protocol.session import (
     Send,
     Session,
 )
-from jigcmd.server.backend import CommandBackend, Progress
+from jigcmd.server.backend import CommandBackend, Progress, ToolInfo
 from jigcmd.server.fds import ProtocolFds, claim_protocol_fds
+from jigcmd.server.hostpaths import HostPaths
 
 __all__ = ["serve_stdio"]
 
@@ -69,17 +71,20 @@ async def serve_stdio(
     remember: int | None = None,
     root_run: str = "",
     result_budget: int = DEFAULT_BUDGET_BYTES,
+    host_paths: HostPaths | None = None,
 ) -> None:
     """Serve one stdio session until EOF or SIGTERM; claims fds 0 and 1 unless `fds` is given.
 
     `remember` bounds the finished operations the session keeps for replay (see `Session`);
     `root_run` is the caller's run the session belongs to (the scope of operation identity);
-    `result_budget` the bytes of JSON each MCP tool result fits in.
+    `result_budget` the bytes of JSON each MCP tool result fits in; `host_paths` are taken
+    out of every refusal and tool description the peer reads.
     """
     if fds is None:
         fds = claim_protocol_fds()
+    paths = host_paths or HostPaths({})
     session = Session(
-        backend.tools(),
+        _scrubbed(backend.tools(), paths),
         signature=operation_signature,
         protocol=protocol,
         server_name=server_name,
@@ -92,9 +97,19 @@ async def serve_stdio(
     )
     logger.debug("serving stdio (protocol=%s)", protocol)
     try:
-        await _Server(backend, session, fds).serve()
+        await _Server(backend, session, fds, paths).serve()
     finally:
         fds.release()
+
+
+def _scrubbed(tools: list[ToolInfo], paths: HostPaths) -> list[ToolInfo]:
+    """The catalog with the host's paths out of each unavailability reason."""
+    return [
+        msgspec.structs.replace(tool, unavailable=paths.scrub(tool.unavailable))
+        if tool.unavailable is not None
+        else tool
+        for tool in tools
+    ]
 
 
 class _Writer:
@@ -205,8 +220,11 @@ class _Writer:
 class _Server:
     """One session's IO: the read loop, call tasks and shutdown."""
 
-    def __init__(self, backend: CommandBackend, session: Session, fds: ProtocolFds) -> None:
+    def __init__(
+        self, backend: CommandBackend, session: Session, fds: ProtocolFds, paths: HostPaths
+    ) -> None:
         self._backend = backend
+        self._paths = paths
         self._session = session
         self._fds = fds
         self._framer = LineFramer()
@@ -359,7 +377,7 @@ class _Server:
     async def _watch_tools(self) -> None:
         """Send the dialect's notice each time the backend's catalog changes (re-admission)."""
         async for tools in self._backend.tool_changes():
-            self._writer.send(self._session.tools_changed(tools))
+            self._writer.send(self._session.tools_changed(_scrubbed(tools, self._paths)))
             self._writer.flush()
 
     def _start(self, call: Call) -> None:
@@ -401,7 +419,8 @@ class _Server:
                 detailed=call.dialect == "mcp",
             )
         except JigError as error:
-            outcome = error
+            # The operator's stderr may name host paths; the peer never reads them.
+            outcome = self._paths.scrub_error(error)
         except Exception:
             logger.exception("command backend failed on operation %s", call.operation_id)
             outcome = JigError(
