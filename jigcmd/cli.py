@@ -1,4 +1,4 @@
-"""The `jigcmd` command line: serve, lock, run, recover, jarvis, jarvis-audit, doctor, demo."""
+"""The `jigcmd` command line: serve, lock, run, attest, verify, key, recover, runs, jarvis…"""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from jigcmd import __version__
+from jigcmd.jarvis.connections import DEFAULT_LIMITS
 from jigcmd.server import stderrlog
 
 __all__ = ["main"]
@@ -29,6 +30,16 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         raise _UsageError(self, message)
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} is not at least 1")
+    return value
 
 
 def _ownership_options(parser: argparse.ArgumentParser) -> None:
@@ -71,11 +82,21 @@ def _seconds(text: str) -> float:
     return value
 
 
+def _signing_key_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--signing-key",
+        type=Path,
+        help="Ed25519 PKCS#8 PEM key that signs each run's statement (default: "
+        "$JIGCMD_SIGNING_KEY, a path such as /dev/fd/3, else the host key signing-key.pem in "
+        "the state directory, made on first use)",
+    )
+
+
 def _cgroup_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--cgroup-base",
         help="where envelope cgroups go (default: jigcmd as root; without root a delegated "
-        "subtree, see README 'Running without root'); also $JIGCMD_CGROUP_BASE",
+        "subtree, see docs/rootless.md); also $JIGCMD_CGROUP_BASE",
     )
 
 
@@ -104,7 +125,9 @@ def _parser() -> argparse.ArgumentParser:
         "--root-deadline-unix-ms",
         type=int,
         default=None,
-        help="session root deadline; every command ends by then",
+        help="the caller's run's deadline (Unix ms); every command ends by then (default: "
+        "$JIGCMD_ROOT_DEADLINE_UNIX_MS; a Flow runtime must pass one, its SDK sends no "
+        "per-call deadlineUnixMs)",
     )
     serve.add_argument(
         "--run-id",
@@ -129,6 +152,7 @@ def _parser() -> argparse.ArgumentParser:
         "deadline comes first; the command then gets its whole ceiling (default 60)",
     )
     _ownership_options(serve)
+    _signing_key_option(serve)
 
     lock = sub.add_parser("lock", help="review a Binding and write its admitted lock")
     lock.add_argument("--binding", required=True, type=Path)
@@ -152,9 +176,33 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--json",
         action="store_true",
-        help='print one JSON object: {"evidence", "report"}, or {"error", "evidence"?} on failure',
+        help='print one JSON object: {"evidence", "report", "attestation"}, or {"error", '
+        '"evidence"?} on failure',
     )
     _ownership_options(run)
+    _signing_key_option(run)
+
+    attest = sub.add_parser("attest", help="print the signed statement of one recorded run")
+    attest.add_argument("--run-id", required=True, help="the caller's run the operation is in")
+    attest.add_argument("operation_id", metavar="OP", help="the operation id")
+    attest.add_argument("--out", type=Path, help="write it to FILE instead of stdout")
+    attest.add_argument("--state-dir", type=Path)
+
+    verify = sub.add_parser(
+        "verify", help="check a run's signed statement: signature, schema, evidence"
+    )
+    verify.add_argument("file", type=Path, help="the statement (from attest, or run --json)")
+    verify.add_argument(
+        "--key", type=Path, help="the signer's public key (default: this host's, `jigcmd key`)"
+    )
+    verify.add_argument(
+        "--evidence", type=Path, help="evidence JSON whose candidate and streams must match"
+    )
+    verify.add_argument("--state-dir", type=Path)
+
+    key = sub.add_parser("key", help="print the public half of the key runs are signed with")
+    key.add_argument("--state-dir", type=Path)
+    _signing_key_option(key)
 
     recover = sub.add_parser(
         "recover", help="close every run a dead server left open (fence, release, record)"
@@ -162,12 +210,27 @@ def _parser() -> argparse.ArgumentParser:
     recover.add_argument("--state-dir", type=Path)
     _cgroup_option(recover)
 
+    runs = sub.add_parser(
+        "runs", help="list the state directory's runs and their operations (read only)"
+    )
+    runs.add_argument("--state-dir", type=Path)
+    runs.add_argument("--run-id", help="only this run")
+    runs.add_argument("--json", action="store_true", help="one JSON object per run")
+
     jarvis = sub.add_parser(
         "jarvis", help="serve the jarvis UTCP tools on loopback HTTP (needs JARVIS_BEARER_TOKEN)"
     )
     jarvis.add_argument("--policy", required=True, type=Path, help="the TOML rule file")
     jarvis.add_argument("--host", default="127.0.0.1", help="loopback address (default 127.0.0.1)")
     jarvis.add_argument("--port", type=int, default=7777, help="port (default 7777)")
+    jarvis.add_argument(
+        "--max-connections",
+        type=_positive_int,
+        default=DEFAULT_LIMITS.max_connections,
+        help="open connections at most, within the descriptor limit less 64 (default "
+        f"{DEFAULT_LIMITS.max_connections}); past it the longest waiting connection gives way, "
+        "or the newcomer gets 503",
+    )
     _ownership_options(jarvis)
 
     audit = sub.add_parser("jarvis-audit", help="print jarvis's audit log as JSON lines")
@@ -211,6 +274,7 @@ def main(argv: list[str] | None = None) -> int:
             root_deadline_unix_ms=getattr(args, "root_deadline_unix_ms", None),
             cgroup_base=args.cgroup_base,
             queue_wait=getattr(args, "queue_wait", None),
+            signing_key=args.signing_key,
         )
         if verb == "serve":
             from jigcmd.frontends.serve import serve  # noqa: PLC0415 - imported per verb to keep start-up light
@@ -230,10 +294,22 @@ def main(argv: list[str] | None = None) -> int:
         from jigcmd.frontends.lock import lock  # noqa: PLC0415 - imported per verb to keep start-up light
 
         return lock(args.binding, args.lock, check=args.check)
+    if verb in ("attest", "verify", "key"):
+        from jigcmd.frontends import attest  # noqa: PLC0415 - imported per verb to keep start-up light
+
+        if verb == "attest":
+            return attest.attest(args.state_dir, args.run_id, args.operation_id, args.out)
+        if verb == "verify":
+            return attest.verify(args.file, args.key, args.evidence, args.state_dir)
+        return attest.key(args.state_dir, args.signing_key)
     if verb == "recover":
         from jigcmd.frontends.recover import recover  # noqa: PLC0415 - imported per verb to keep start-up light
 
         return recover(args.state_dir, args.cgroup_base)
+    if verb == "runs":
+        from jigcmd.frontends.runs import runs  # noqa: PLC0415 - imported per verb to keep start-up light
+
+        return runs(args.state_dir, run_id=args.run_id, as_json=args.json)
     if verb == "jarvis":
         from jigcmd.frontends.jarvis import jarvis  # noqa: PLC0415 - imported per verb to keep start-up light
 
@@ -244,6 +320,7 @@ def main(argv: list[str] | None = None) -> int:
             args.state_dir,
             cgroup_base=args.cgroup_base,
             max_envelopes=args.max_envelopes,
+            max_connections=args.max_connections,
         )
     if verb == "jarvis-audit":
         from jigcmd.frontends.jarvis import jarvis_audit  # noqa: PLC0415 - imported per verb to keep start-up light

@@ -92,10 +92,11 @@ def answer(done: subprocess.CompletedProcess[str]) -> dict[str, Any]:
 
 
 def evidence(done: subprocess.CompletedProcess[str]) -> Evidence:
-    """The evidence `--json` printed beside its report, decoded strictly."""
+    """The evidence `--json` printed beside its report and statement, decoded strictly."""
     found = answer(done)
     # A test command also carries its per-test results (`tests`), as an MCP result does.
-    assert set(found) in ({"evidence", "report"}, {"evidence", "report", "tests"}), found
+    base = {"evidence", "report", "attestation"}
+    assert set(found) in (base, base | {"tests"}), found
     assert ("tests" in found) is (found["evidence"]["command"] == "tests")
     return msgspec.convert(found["evidence"], Evidence)
 
@@ -227,7 +228,8 @@ def test_tracing_marks_every_process_of_the_envelope_and_never_the_evidence(
 def test_success_prints_the_evidence_and_the_resource_report_side_by_side(
     lock: Path, tmp_path: Path
 ) -> None:
-    """`--json` on success: `{"evidence", "report"}`, the report as MCP's `_meta` carries it."""
+    """`--json` on success: `{"evidence", "report", "attestation"}`, the report as MCP's `_meta`
+    carries it."""
     done = run(lock, tmp_path, "tests", CANDIDATES / "passing", "--json")
     assert done.returncode == 0, done.stderr
     found = answer(done)

@@ -8,7 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from jigcmd.frontends.serve import RUN_ID_VARIABLE, RunIdError, resolve_run_id
+from jigcmd.frontends.serve import (
+    ROOT_DEADLINE_VARIABLE,
+    RUN_ID_VARIABLE,
+    RunIdError,
+    resolve_root_deadline,
+    resolve_run_id,
+)
 from jigcmd.protocol import jsonrpc
 
 
@@ -62,3 +68,21 @@ def test_serve_with_a_bad_run_id_exits_2_naming_the_rule(tmp_path: Path) -> None
     assert done.returncode == 2
     assert "run id 'has space' must match" in done.stderr
     assert done.stdout == ""
+
+
+def test_the_root_deadline_comes_from_the_flag_else_the_environment() -> None:
+    """`--root-deadline-unix-ms` wins; else `JIGCMD_ROOT_DEADLINE_UNIX_MS`; else none."""
+    environ = {ROOT_DEADLINE_VARIABLE: "1798761600000"}
+    assert resolve_root_deadline(5, environ) == 5
+    assert resolve_root_deadline(None, environ) == 1798761600000
+    assert resolve_root_deadline(None, {}) is None
+    assert resolve_root_deadline(None, {ROOT_DEADLINE_VARIABLE: ""}) is None
+
+
+@pytest.mark.parametrize("bad", ["soon", "-1", "1.5", "\uff11\uff12"])
+def test_a_root_deadline_that_is_not_unix_milliseconds_is_refused_naming_the_variable(
+    bad: str,
+) -> None:
+    """A malformed environment deadline is refused, never read as no deadline."""
+    with pytest.raises(RunIdError, match=ROOT_DEADLINE_VARIABLE):
+        resolve_root_deadline(None, {ROOT_DEADLINE_VARIABLE: bad})

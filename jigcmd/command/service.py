@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from contextlib import AbstractAsyncContextManager
 from functools import partial
 from pathlib import Path
 from typing import Final
@@ -13,25 +14,36 @@ import anyio
 import msgspec
 
 from jigcmd import trace
+from jigcmd.attest.attester import Attester, RunRecord
+from jigcmd.attest.statement import RunFacts
 from jigcmd.command.durability import Durability
 from jigcmd.command.failures import envelope_error, stopped_error
 from jigcmd.command.placement import pinned_cpus
 from jigcmd.command.runtime import BUN_TARGET, BunBinary
+from jigcmd.command.sharing import SharedOperations
 from jigcmd.durable.ownership import Ownership
 from jigcmd.durable.runresources import RunResources
-from jigcmd.envelope.api import Ending, EnvelopeFailure, Executor, Hooks, RunOutcome, Ticket
+from jigcmd.envelope.api import (
+    Ending,
+    EnvelopeFailure,
+    Executor,
+    Hooks,
+    RunOutcome,
+    Ticket,
+    enforced,
+)
 from jigcmd.errors import Code, JigError
-from jigcmd.evidence import Evidence, decode_output
+from jigcmd.evidence import Evidence, ResourceReport, decode_output
 from jigcmd.journal.reservations import Slot
-from jigcmd.plan import Limits, RunPlan
+from jigcmd.plan import Limits, RunPlan, plan_digest
 from jigcmd.policy.binding import CommandPolicy
 from jigcmd.policy.lock import Admission
 from jigcmd.policy.planner import candidate_plan, effective_deadline
 from jigcmd.policy.request import ValidRequest, validate_request
-from jigcmd.protocol.commands import ResourceRef, RunResult, TestResults, ToolInfo
+from jigcmd.protocol.commands import Recorded, ResourceRef, RunResult, TestResults, ToolInfo
 from jigcmd.protocol.junit import UnreadableReport, parse_junit
 from jigcmd.protocol.liveoutput import LiveOutput
-from jigcmd.server.backend import Progress
+from jigcmd.server.backend import Owned, Progress
 
 __all__ = ["DEFAULT_QUEUE_WAIT_S", "PROGRESS_EVERY_S", "CommandService", "evidence_of"]
 
@@ -42,6 +54,8 @@ DEFAULT_QUEUE_WAIT_S: Final = 60.0
 PROGRESS_EVERY_S: Final = 0.5
 
 AdmissionCheck = Callable[[], Admission]
+# Signs one run's statement from how it ended and, once the cleanup is proved, its report.
+Sign = Callable[[Ending | RunOutcome, ResourceReport | None], bytes]
 
 
 class CommandService:
@@ -73,6 +87,10 @@ class CommandService:
         self._ownership = ownership
         # The CPU pins of the envelopes alive on this host now (`jigcmd.command.placement`).
         self._pins: Callable[[], list[tuple[int, ...]]] = list
+        # Signs each completed run's statement; None only for tools that hold no key.
+        self._attester: Attester | None = None
+        # The operations in flight here and their live waiters (shared once `sharing()`).
+        self._operations = SharedOperations()
         self._queue_wait = queue_wait
         # Where detailed calls keep their per-run resources (streams, JUnit report).
         self.resources: RunResources | None = None
@@ -114,14 +132,6 @@ class CommandService:
         data, kind = self.resources.read(scope, uri)
         return data, kind.mime_type
 
-    def tools(self) -> list[ToolInfo]:
-        """Every configured command, with the reason it is unavailable when not admitted."""
-        reason = None if self._admission.admitted else self._admission.reason
-        return [
-            ToolInfo(name=name, kind=policy.kind, unavailable=reason, paths=policy.paths)
-            for name, policy in self._commands.items()
-        ]
-
     @property
     def commands(self) -> Mapping[str, CommandPolicy]:
         """The commands served now."""
@@ -132,10 +142,22 @@ class CommandService:
         """The state directory of the journal and slots, once attached."""
         return self._ownership.state_dir if self._ownership is not None else None
 
+    def tools(self) -> list[ToolInfo]:
+        """Every configured command, with the reason it is unavailable when not admitted."""
+        reason = None if self._admission.admitted else self._admission.reason
+        return [
+            ToolInfo(name=name, kind=policy.kind, unavailable=reason, paths=policy.paths)
+            for name, policy in self._commands.items()
+        ]
+
     @property
     def executor(self) -> Executor:
         """The executor runs go to."""
         return self._executor
+
+    def sharing(self) -> AbstractAsyncContextManager[None]:
+        """While open, an operation outlives the waiter that started it (`command.sharing`)."""
+        return self._operations.open()
 
     def attach_ownership(self, ownership: Ownership) -> None:
         """Use this journal and these envelope slots (and keep resources beside them)."""
@@ -145,6 +167,10 @@ class CommandService:
     def set_queue_wait(self, seconds: float) -> None:
         """Bound a queued call's wait for a slot by `seconds` (and the caller's deadline)."""
         self._queue_wait = seconds
+
+    def attach_attester(self, attester: Attester) -> None:
+        """Sign every completed run's statement with `attester` from now on."""
+        self._attester = attester
 
     def attach_pins(self, pins: Callable[[], list[tuple[int, ...]]]) -> None:
         """Read the live envelopes' CPU pins from `pins` (the cgroup backend's) when placing."""
@@ -209,6 +235,8 @@ class CommandService:
         context: str = "",
         root_run: str | None = None,
         wait_for_slot: bool = False,
+        owned: Owned | None = None,
+        trace_context: dict[str, str] | None = None,
         detailed: bool = False,
         keep_resources: bool | None = None,
     ) -> RunResult:
@@ -226,12 +254,102 @@ class CommandService:
         # deadlines are absolute times and bound the call all the same.
         deadline = self._deadline(deadline_unix_ms)
         valid = self.validate(input)
+        work = partial(
+            self._operate,
+            valid,
+            operation_id=operation_id,
+            deadline=deadline,
+            deadline_unix_ms=deadline_unix_ms,
+            signature=signature,
+            context=context,
+            root_run=root_run,
+            wait_for_slot=wait_for_slot,
+            owned=owned,
+            trace_context=trace_context,
+            detailed=detailed,
+            begun=begun,
+        )
+        if signature is None:
+            # No operation identity: nobody can join it, so its one caller owns it.
+            result = await work(cancel, progress)
+        else:
+            # An operation belongs to its live waiters (`jigcmd.command.sharing`).
+            result = await self._attend(
+                root_run, operation_id, signature, deadline, cancel, progress, work
+            )
+        if detailed if keep_resources is None else keep_resources:
+            result = await self._keep_resources(result, root_run or context, operation_id)
+        return result
+
+    async def _attend(
+        self,
+        root_run: str | None,
+        operation_id: str,
+        signature: str,
+        deadline: float,
+        cancel: anyio.Event,
+        progress: Progress | None,
+        work: Callable[..., Awaitable[RunResult]],
+    ) -> RunResult:
+        return await self._operations.attend(
+            (root_run or "", operation_id),
+            signature,
+            deadline=deadline,
+            cancel=cancel,
+            progress=progress,
+            work=work,
+        )
+
+    async def _keep_resources(self, result: RunResult, scope: str, operation_id: str) -> RunResult:
+        """Keep the streams and the report for `resources/read`; the result links to them."""
+        store = self.resources
+        if store is None:
+            return result
+        junit = result.tests.raw if result.tests is not None else None
+        parts = [
+            ("stdout", result.evidence.stdout.text.encode("utf-8")),
+            ("stderr", result.evidence.stderr.text.encode("utf-8")),
+        ]
+        if junit is not None:
+            parts.append(("junit", junit))
+
+        def put() -> tuple[ResourceRef, ...]:
+            return tuple(store.put(scope, operation_id, name, data) for name, data in parts)
+
+        try:
+            refs = await anyio.to_thread.run_sync(put)
+        except OSError:
+            # The answer matters more than its links: a result without them is still whole.
+            return result
+        return msgspec.structs.replace(result, resources=refs)
+
+    async def _operate(
+        self,
+        valid: ValidRequest,
+        cancel: anyio.Event,
+        progress: Progress | None,
+        *,
+        operation_id: str,
+        deadline: float,
+        deadline_unix_ms: int | None,
+        signature: str | None,
+        context: str,
+        root_run: str | None,
+        wait_for_slot: bool,
+        owned: Owned | None,
+        trace_context: dict[str, str] | None,
+        detailed: bool,
+        begun: float,
+    ) -> RunResult:
+        """The operation's work, stopped by `cancel`: known? → slot → plan → execute → close."""
         durability = Durability(
             self._ownership,
             operation_id=operation_id,
             signature=signature,
             root_run=root_run,
             context=context,
+            owned=owned,
+            trace_context=trace_context,
         )
         refusal = _refused_before_dispatch(deadline, cancel)
         if refusal is not None:
@@ -256,44 +374,69 @@ class CommandService:
             plan = self._plan(
                 valid, operation_id, deadline, self._place(durability.slot), junit=detailed
             )
+            sign = self._signer(valid, plan, durability, operation_id, root_run)
             execute = partial(
                 self._execute,
                 valid=valid,
                 plan=plan,
                 cancel=cancel,
                 progress=progress,
+                sign=sign,
                 begun=begun,
             )
             evidence = partial(evidence_of, valid)
-            result = await durability.run(plan, execute, evidence=evidence, cancel=cancel)
+            return await durability.run(
+                plan,
+                execute,
+                evidence=evidence,
+                cancel=cancel,
+                sign=None if sign is None else (lambda ending: sign(ending, None)),
+            )
         finally:
             durability.release()
-        if detailed if keep_resources is None else keep_resources:
-            result = await self._keep_resources(result, root_run or context, operation_id)
-        return result
 
-    async def _keep_resources(self, result: RunResult, scope: str, operation_id: str) -> RunResult:
-        """Keep the streams and the report for `resources/read`; the result links to them."""
-        store = self.resources
-        if store is None:
-            return result
-        junit = result.tests.raw if result.tests is not None else None
-        parts = [
-            ("stdout", result.evidence.stdout.text.encode("utf-8")),
-            ("stderr", result.evidence.stderr.text.encode("utf-8")),
-        ]
-        if junit is not None:
-            parts.append(("junit", junit))
+    def _signer(
+        self,
+        valid: ValidRequest,
+        plan: RunPlan,
+        durability: Durability,
+        operation_id: str,
+        root_run: str | None,
+    ) -> Sign | None:
+        """How this run's statement is signed, or None when this service holds no key."""
+        attester = self._attester
+        if attester is None:
+            return None
+        started = time.time_ns() // 1_000_000
+        enforcement = enforced(plan)
+        digest = plan_digest(plan)
 
-        def put() -> tuple[ResourceRef, ...]:
-            return tuple(store.put(scope, operation_id, name, data) for name, data in parts)
+        def sign(ended: Ending | RunOutcome, resources: ResourceReport | None) -> bytes:
+            record = RunRecord(
+                run=RunFacts(
+                    run_id=durability.envelope_run_id,
+                    caller_run=root_run or None,
+                    operation_id=operation_id,
+                ),
+                kind=valid.command.kind,
+                enforced=enforcement,
+                plan_digest=digest,
+                evidence=evidence_of(valid, ended),
+                stdout=ended.stdout.data,
+                stderr=ended.stderr.data,
+                resources=resources,
+                started_unix_ms=started,
+                finished_unix_ms=time.time_ns() // 1_000_000,
+            )
+            return attester.attest(record)
 
-        try:
-            refs = await anyio.to_thread.run_sync(put)
-        except OSError:
-            # The answer matters more than its links: a result without them is still whole.
-            return result
-        return msgspec.structs.replace(result, resources=refs)
+        return sign
+
+    async def recorded(self, operation_id: str, *, root_run: str) -> Recorded | None:
+        """What the journal holds of an operation; see `CommandBackend.recorded`."""
+        if self._ownership is None:
+            return None
+        return await self._ownership.recorded(operation_id, root_run=root_run)
 
     def _deadline(self, deadline_unix_ms: int | None, ceiling: float | None = None) -> float:
         """A monotonic deadline from now: the caller's, the root's, or the ceiling."""
@@ -338,6 +481,7 @@ class CommandService:
         plan: RunPlan,
         cancel: anyio.Event,
         progress: Progress | None,
+        sign: Sign | None = None,
         begun: float,
     ) -> RunResult:
         if progress is not None:
@@ -359,7 +503,13 @@ class CommandService:
         stopped = stopped_error(outcome.stop_reason, msgspec.to_builtins(evidence))
         if stopped is not None:
             raise stopped
-        return RunResult(evidence=evidence, report=outcome.report, tests=_tests_of(plan, outcome))
+        attestation = None if sign is None else sign(outcome, outcome.report)
+        return RunResult(
+            evidence=evidence,
+            report=outcome.report,
+            tests=_tests_of(plan, outcome),
+            attestation=attestation,
+        )
 
     async def _execute_live(
         self,

@@ -33,7 +33,7 @@ from jigcmd.journal.identity import identify
 from jigcmd.journal.reservations import Reservations, Slot, default_slots
 from jigcmd.journal.rows import NewRow, Row
 from jigcmd.journal.store import Journal
-from jigcmd.protocol.commands import RunResult
+from jigcmd.protocol.commands import Recorded, RunResult
 
 __all__ = ["Ownership", "RecordedFailure"]
 
@@ -147,6 +147,23 @@ class Ownership:
         if row.is_open:
             row = await self._join(operation_id, root_run, deadline, cancel)
         return replay(row)
+
+    async def recorded(self, operation_id: str, *, root_run: str) -> Recorded | None:
+        """What the journal holds of an operation of `root_run` (read only); None if nothing."""
+        row = await anyio.to_thread.run_sync(
+            lambda: self.journal.get(operation_id, root_run=root_run)
+        )
+        if row is None:
+            return None
+        if row.is_open:
+            return Recorded(True, row.created_unix_ms, row.updated_unix_ms)
+        outcome: RunResult | JigError
+        try:
+            outcome = replay(row)
+        except JigError as error:
+            outcome = error
+        updated = row.finished_unix_ms or row.updated_unix_ms
+        return Recorded(False, row.created_unix_ms, updated, outcome)
 
     async def begin(
         self,
@@ -267,25 +284,40 @@ class Ownership:
             logger.warning("the journal could not record the envelope of %s: %s", operation_id, exc)
 
     async def record_evidence(
-        self, operation_id: str, evidence: Evidence, *, root_run: str
+        self,
+        operation_id: str,
+        evidence: Evidence,
+        *,
+        root_run: str,
+        attestation: bytes | None = None,
     ) -> bytes | None:
-        """Make a run's evidence durable on its open row while the envelope is cleaned up.
+        """Make a run's evidence (and its signed statement) durable on its open row.
 
         The row stays open (its cleanup is not proved yet): if the server dies now, recovery
-        (or the supervisor) closes it `done` with this evidence once it proves the cleanup,
-        else `uncertain`. Returns the recorded bytes, or None when the row was closed.
+        (or the supervisor) closes it `done` with this evidence and statement once it proves
+        the cleanup, else `uncertain` (and the statement goes). Returns the recorded bytes,
+        or None when the row was closed.
         """
         data = _encoder.encode(evidence)
         try:
             # The answer waits for this commit: uncontended, it is made here without the two
             # thread hops (~0.3 ms); otherwise it waits for the writer in a thread.
             written = self.journal.record_result(
-                operation_id, root_run=root_run, outcome="evidence", result=data, wait=False
+                operation_id,
+                root_run=root_run,
+                outcome="evidence",
+                result=data,
+                attestation=attestation,
+                wait=False,
             )
             if written is None:
                 written = await anyio.to_thread.run_sync(
                     lambda: self.journal.record_result(
-                        operation_id, root_run=root_run, outcome="evidence", result=data
+                        operation_id,
+                        root_run=root_run,
+                        outcome="evidence",
+                        result=data,
+                        attestation=attestation,
                     )
                 )
         except _JOURNAL_FAILURES as exc:
@@ -312,8 +344,11 @@ class Ownership:
         """
         data = _encoder.encode(result.evidence)
         report = _encoder.encode(result.report)
+        attestation = result.attestation
         if data == recorded:
-            closing = self._closer.submit(self._close_row, operation_id, root_run, data, report)
+            closing = self._closer.submit(
+                self._close_row, operation_id, root_run, data, report, attestation
+            )
             closing.add_done_callback(_report_close_failure)
             return
         try:
@@ -325,12 +360,20 @@ class Ownership:
                     result=data,
                     report=report,
                     cleanup_complete=True,
+                    attestation=attestation,
                 )
             )
         except _JOURNAL_FAILURES as exc:
             raise self._unrecorded("the command ran, but", exc) from exc
 
-    def _close_row(self, operation_id: str, root_run: str, data: bytes, report: bytes) -> bool:
+    def _close_row(
+        self,
+        operation_id: str,
+        root_run: str,
+        data: bytes,
+        report: bytes,
+        attestation: bytes | None = None,
+    ) -> bool:
         """Close a row whose evidence is durable (in the closer thread), retrying failures.
 
         A close that keeps failing leaves the row open with its evidence: joiners wait only
@@ -346,8 +389,10 @@ class Ownership:
                     result=data,
                     report=report,
                     cleanup_complete=True,
-                    # The first try skips the fsync (the evidence is durable already).
+                    # The first try skips the fsync (the evidence is durable already, with
+                    # a statement signed before the cleanup was proved; this one replaces it).
                     durable=attempt > 1,
+                    attestation=attestation,
                 )
             except _JOURNAL_FAILURES as exc:
                 logger.warning(
@@ -444,4 +489,6 @@ def replay(row: Row) -> RunResult:
             deadline_hit=False,
         )
     )
-    return RunResult(evidence=_evidence.decode(row.result), report=report)
+    return RunResult(
+        evidence=_evidence.decode(row.result), report=report, attestation=row.attestation
+    )

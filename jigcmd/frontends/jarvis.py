@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import os
 import sys
 import time
@@ -16,13 +18,15 @@ from jigcmd.envelope.delegation import DelegationError
 from jigcmd.envelope.native import NativeExecutor
 from jigcmd.jarvis.app import allowed_hosts, create_app
 from jigcmd.jarvis.auth import ConfigError, load_credentials
+from jigcmd.jarvis.connections import DEFAULT_LIMITS
 from jigcmd.jarvis.hostview import OsHostView
 from jigcmd.jarvis.manual import base_url
 from jigcmd.jarvis.policy import PolicyError, parse_policy
 from jigcmd.jarvis.server import LoopbackError, bind_loopback, serve
 from jigcmd.jarvis.service import JarvisService
 from jigcmd.journal.reservations import Reservations, default_slots
-from jigcmd.journal.store import Journal
+from jigcmd.journal.schema import SchemaError
+from jigcmd.journal.store import Journal, JournalError, JournalUnusable
 from jigcmd.jsonio import readable
 from jigcmd.server.hostpaths import HostPaths
 
@@ -30,6 +34,8 @@ __all__ = ["jarvis", "jarvis_audit"]
 
 EXIT_OK = 0
 EXIT_CONFIG = 2
+# Why the journal cannot be used (each message names the file, the cause and the fix).
+_JOURNAL_ERRORS = (JournalUnusable, JournalError, SchemaError)
 
 
 def jarvis(
@@ -40,6 +46,7 @@ def jarvis(
     *,
     cgroup_base: str | None = None,
     max_envelopes: int | None = None,
+    max_connections: int = DEFAULT_LIMITS.max_connections,
 ) -> int:
     """Serve until SIGINT/SIGTERM; 2 (with the precise reason on stderr) when it cannot start."""
     try:
@@ -62,7 +69,12 @@ def jarvis(
         sys.stderr.write(f"jigcmd jarvis: cannot bind {host}:{port}: {exc.strerror}\n")
         return EXIT_CONFIG
     bound_host, bound_port = sock.getsockname()[:2]
-    journal = Journal.open(directory)
+    try:
+        journal = Journal.open(directory)
+    except _JOURNAL_ERRORS as exc:
+        sock.close()
+        sys.stderr.write(f"jigcmd jarvis: {exc}\n")
+        return EXIT_CONFIG
     try:
         service = JarvisService(
             policy=rules,
@@ -87,11 +99,22 @@ def jarvis(
             f"jigcmd jarvis: serving {base}/utcp as {credentials.actor} "
             f"(grants: {', '.join(sorted(credentials.grants))}; journal {journal.path})\n"
         )
-        anyio.run(serve, app, sock)
+        limits = dataclasses.replace(DEFAULT_LIMITS, max_connections=max_connections)
+        anyio.run(functools.partial(serve, app, sock, credentials, limits=limits))
     finally:
         sock.close()
+        closed = _close(journal)
+    return EXIT_OK if closed else EXIT_CONFIG
+
+
+def _close(journal: Journal) -> bool:
+    """Close the journal; a state directory lost meanwhile is one line on stderr (False)."""
+    try:
         journal.close()
-    return EXIT_OK
+    except JournalUnusable as exc:
+        sys.stderr.write(f"jigcmd jarvis: {exc}\n")
+        return False
+    return True
 
 
 def jarvis_audit(state_dir: Path | None, limit: int) -> int:
@@ -101,8 +124,12 @@ def jarvis_audit(state_dir: Path | None, limit: int) -> int:
     except StateDirError as exc:
         sys.stderr.write(f"jigcmd jarvis-audit: {exc}\n")
         return EXIT_CONFIG
-    with Journal.open(directory) as journal:
-        rows = journal.audit_rows(max(limit, 0))
+    try:
+        with Journal.open(directory) as journal:
+            rows = journal.audit_rows(max(limit, 0))
+    except _JOURNAL_ERRORS as exc:
+        sys.stderr.write(f"jigcmd jarvis-audit: {exc}\n")
+        return EXIT_CONFIG
     for row in reversed(rows):
         when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(row.time_unix_ms / 1000))
         print(

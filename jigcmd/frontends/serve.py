@@ -2,11 +2,14 @@
 
 A session belongs to one caller's run, the scope of operation identity: named by `--run-id`
 or `JIGCMD_RUN_ID` (a coordinator that restarts its child passes the same one to recover its
-operations), otherwise a fresh run with a generated id.
+operations), otherwise a fresh run with a generated id. Its deadline, `--root-deadline-unix-ms`
+or `JIGCMD_ROOT_DEADLINE_UNIX_MS`, bounds every command: the reference's Flow SDK sends no
+per-call `deadlineUnixMs`, so without it a command is bounded only by the 10 s ceiling.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import sys
@@ -32,9 +35,17 @@ from jigcmd.server.hostpaths import HostPaths
 from jigcmd.server.refusal import answer_pending
 from jigcmd.server.stdio import serve_stdio
 
-__all__ = ["RUN_ID_VARIABLE", "RunIdError", "resolve_run_id", "serve"]
+__all__ = [
+    "ROOT_DEADLINE_VARIABLE",
+    "RUN_ID_VARIABLE",
+    "RunIdError",
+    "resolve_root_deadline",
+    "resolve_run_id",
+    "serve",
+]
 
 RUN_ID_VARIABLE = "JIGCMD_RUN_ID"
+ROOT_DEADLINE_VARIABLE = "JIGCMD_ROOT_DEADLINE_UNIX_MS"
 
 logger = logging.getLogger("jigcmd.serve")
 
@@ -42,7 +53,7 @@ _SESSION_REMEMBERS = 16
 
 
 class RunIdError(ValueError):
-    """Raised when a given run id does not follow the grammar of Run/1 ids."""
+    """Raised when a given run id or root deadline is not one (a Run/1 id, Unix ms)."""
 
 
 def resolve_run_id(given: str | None, environ: Mapping[str, str]) -> tuple[str, bool]:
@@ -55,6 +66,22 @@ def resolve_run_id(given: str | None, environ: Mapping[str, str]) -> tuple[str, 
     return chosen, False
 
 
+def resolve_root_deadline(given: int | None, environ: Mapping[str, str]) -> int | None:
+    """The root deadline (`--root-deadline-unix-ms`, else `JIGCMD_ROOT_DEADLINE_UNIX_MS`)."""
+    if given is not None:
+        if given < 0:
+            raise RunIdError(f"--root-deadline-unix-ms {given} must be a non-negative integer")
+        return given
+    named = environ.get(ROOT_DEADLINE_VARIABLE, "")
+    if not named:
+        return None
+    if not named.isascii() or not named.isdigit():
+        raise RunIdError(
+            f"{ROOT_DEADLINE_VARIABLE}={named!r} must be Unix milliseconds, a non-negative integer"
+        )
+    return int(named)
+
+
 def serve(
     settings: FrontSettings,
     protocol: ProtocolChoice,
@@ -65,9 +92,11 @@ def serve(
     """Serve until EOF or SIGTERM; 0 on a clean end, 2 when it cannot start."""
     try:
         root_run, generated = resolve_run_id(run_id, os.environ)
+        deadline = resolve_root_deadline(settings.root_deadline_unix_ms, os.environ)
     except RunIdError as exc:
         sys.stderr.write(f"jigcmd serve: {exc}\n")
         return 2
+    settings = dataclasses.replace(settings, root_deadline_unix_ms=deadline)
     budget = result_budget if result_budget is not None else DEFAULT_BUDGET_BYTES
     return anyio.run(_serve, settings, protocol, root_run, generated, budget)
 

@@ -1,6 +1,6 @@
 """Why a journal cannot be used, worded in one place: the file, the cause and the fix.
 
-`Journal.open` (and recovery's first reads) turn every SQLite or OS failure into a
+`Journal.open`, `Journal.close` (and recovery's first reads) turn every SQLite or OS failure into a
 `JournalUnusable` whose message is one line an operator can act on; `JournalLost` is the
 case where the journal's history is known to be incomplete (see `jigcmd.journal.marker`).
 """
@@ -34,6 +34,11 @@ def unusable(path: Path, exc: BaseException) -> JournalUnusable:
         "-", ""
     ).replace(" ", ""):
         fix = f"make {directory} writable by this user, or pass another --state-dir"
+    elif code == errno.ENOENT:
+        fix = (
+            f"leave {directory} in place while jigcmd uses it (what this process recorded "
+            "went with it); the next start makes a new journal there"
+        )
     elif code == errno.EISDIR or (path.is_dir() and "unable to open" in text):
         cause = "a directory is where the journal file should be"
         fix = f"move {path} out of the way (it is not a jigcmd journal)"

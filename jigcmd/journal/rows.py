@@ -59,6 +59,9 @@ class Row(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     cleanup: Cleanup | None
     problems: str
     reason: str
+    # The run's signed statement (an in-toto bundle), kept with its evidence; never on an
+    # uncertain row.
+    attestation: bytes | None = None
 
     @property
     def is_open(self) -> bool:
@@ -145,4 +148,5 @@ def row_from(found: sqlite3.Row) -> Row:
         cleanup=found["cleanup"],
         problems=found["problems"],
         reason=found["reason"],
+        attestation=found["attestation"],
     )

@@ -22,6 +22,7 @@ their own registry (`jigcmd.journal.envelopes`).
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import sqlite3
 import threading
@@ -80,16 +81,58 @@ def _check_tables(conn: sqlite3.Connection) -> None:
             raise sqlite3.DatabaseError(f"the journal's table {name!r} is missing")
 
 
-def _close(conn: sqlite3.Connection, marker: Marker | None, owner_pid: int) -> None:
-    """Close `conn` in the process that opened it; mark the journal clean if it was the last."""
+def _close(
+    conn: sqlite3.Connection,
+    marker: Marker | None,
+    owner_pid: int,
+    path: Path,
+    file_id: tuple[int, int],
+) -> Exception | None:
+    """Close `conn` in the process that opened it; mark the journal clean if it was the last.
+
+    Never raises (it also runs at interpreter exit): what kept the close from completing (the
+    state directory gone or unreadable) is returned, for `Journal.close` to report.
+    """
     if os.getpid() != owner_pid:
-        return  # a forked child never closes (or checkpoints) its parent's connection
-    if marker is None:
-        conn.close()
-        return
-    with marker.locked():
-        conn.close()
-        marker.closed()
+        return None  # a forked child never closes (or checkpoints) its parent's connection
+    try:
+        if marker is None:
+            conn.close()
+            return None
+        with marker.locked():
+            # Checked under the lock, before SQLite's last close may remove the WAL.
+            gone = _gone(path, file_id)
+            conn.close()
+            if gone is None:
+                marker.closed()
+            return gone
+    except (OSError, sqlite3.Error) as exc:
+        with contextlib.suppress(sqlite3.Error):
+            conn.close()
+        return _gone(path, file_id) or exc
+
+
+def _file_id(path: Path) -> tuple[int, int]:
+    info = os.stat(path)
+    return info.st_dev, info.st_ino
+
+
+def _gone(path: Path, file_id: tuple[int, int]) -> OSError | None:
+    """Why `path` is no longer the journal file opened as `file_id`, or None while it is.
+
+    SQLite goes on writing to an unlinked file without a word: a journal whose state
+    directory was removed (or replaced) would record operations nobody can ever read.
+    """
+    try:
+        if _file_id(path) == file_id:
+            return None
+    except FileNotFoundError:
+        pass
+    return FileNotFoundError(
+        errno.ENOENT,
+        f"the journal file was removed while in use (its state directory {path.parent} "
+        "was deleted or replaced)",
+    )
 
 
 def _now_ms() -> int:
@@ -130,9 +173,10 @@ class Journal:
         self._conn: sqlite3.Connection | None = conn
         self._lock = threading.Lock()
         self._pid = os.getpid()
+        self._file = _file_id(path)
         # Also at interpreter exit: SQLite's last close removes the WAL, and only a close
         # that marks the journal clean keeps that from looking like a lost WAL next time.
-        self._closer = weakref.finalize(self, _close, conn, marker, self._pid)
+        self._closer = weakref.finalize(self, _close, conn, marker, self._pid, path, self._file)
         self._me = identity.current()
         self.path = path
 
@@ -189,10 +233,16 @@ class Journal:
         return cls(conn, path, marker)
 
     def close(self) -> None:
-        """Close the connection (idempotent); the last one out marks the journal clean."""
+        """Close the connection (idempotent); the last one out marks the journal clean.
+
+        Raises `JournalUnusable` (after closing) when the journal could not be closed as it
+        was opened: its state directory was removed, replaced or became unreadable.
+        """
         with self._lock:
-            self._closer()
+            failure = self._closer()
             self._conn = None
+        if failure is not None:
+            raise unusable(self.path, failure) from failure
 
     def settings(self) -> dict[str, int | str]:
         """The durability settings in force (for tests and `jigcmd doctor`)."""
@@ -223,6 +273,9 @@ class Journal:
             raise _WouldWait
         try:
             conn = self._connection()
+            gone = _gone(self.path, self._file)
+            if gone is not None:
+                raise gone
             if not durable:
                 # WAL at NORMAL: the commit reaches the WAL file (safe from a process crash)
                 # without an fsync; the next durable commit flushes it along.
@@ -360,19 +413,21 @@ class Journal:
         root_run: str,
         outcome: Outcome,
         result: bytes,
+        attestation: bytes | None = None,
         wait: bool = True,
     ) -> bool | None:
-        """Store a run's result on its still-open row (cleanup pending); False if closed.
+        """Store a run's result and its attestation on its still-open row (cleanup pending).
 
-        `wait=False`: None (nothing written) when it would have to wait for another writer,
-        as `begin_now`.
+        False if closed. `wait=False`: None (nothing written) when it would have to wait for
+        another writer, as `begin_now`.
         """
         try:
             with self._write(wait=wait) as conn:
                 cursor = conn.execute(
-                    "UPDATE operations SET outcome = ?, result = ?, updated_unix_ms = ?"
+                    "UPDATE operations SET outcome = ?, result = ?, attestation = ?,"
+                    " updated_unix_ms = ?"
                     " WHERE root_run = ? AND operation_id = ? AND state IN (?, ?)",
-                    (outcome, result, _now_ms(), root_run, operation_id, *OPEN_STATES),
+                    (outcome, result, attestation, _now_ms(), root_run, operation_id, *OPEN_STATES),
                 )
                 return cursor.rowcount == 1
         except _WouldWait:
@@ -389,10 +444,13 @@ class Journal:
         cleanup_complete: bool,
         problems: str = "",
         durable: bool = True,
+        attestation: bytes | None = None,
     ) -> bool:
         """Close an open row with its result: `done`, or `uncertain` when cleanup is unconfirmed.
 
-        `result` must be the exact bytes answered to the caller: replay returns them verbatim.
+        `result` must be the exact bytes answered to the caller: replay returns them verbatim,
+        and `attestation` (the run's signed statement) with them. None keeps the one the row
+        has; an `uncertain` row keeps none.
         False (and nothing written) when the row was already closed: the first close wins.
         `durable=False` skips the fsync; only for a row whose result `record_result` already
         made durable (a lost close is re-derived by `close_lost`).
@@ -402,6 +460,7 @@ class Journal:
             now = _now_ms()
             cursor = conn.execute(
                 "UPDATE operations SET state = ?, outcome = ?, result = ?, report = ?,"
+                " attestation = CASE WHEN ? = 'done' THEN COALESCE(?, attestation) END,"
                 " cleanup = ?, problems = ?, reason = ?, updated_unix_ms = ?,"
                 " finished_unix_ms = ? WHERE root_run = ? AND operation_id = ? AND state IN (?, ?)",
                 (
@@ -409,6 +468,8 @@ class Journal:
                     outcome,
                     result,
                     report,
+                    state,
+                    attestation,
                     "complete" if cleanup_complete else "failed",
                     problems,
                     "" if cleanup_complete else "the run's cleanup could not be confirmed",
@@ -480,12 +541,15 @@ class Journal:
                 "UPDATE operations SET"
                 " state = CASE WHEN ? AND outcome = 'evidence' THEN 'done' ELSE 'uncertain' END,"
                 " reason = CASE WHEN ? AND outcome = 'evidence' THEN '' ELSE ? END,"
+                # An uncertain row keeps no statement: nobody saw that run's end proved.
+                " attestation = CASE WHEN ? AND outcome = 'evidence' THEN attestation END,"
                 " cleanup = ?, problems = ?, updated_unix_ms = ?, finished_unix_ms = ?"
                 " WHERE root_run = ? AND operation_id = ? AND state IN (?, ?)",
                 (
                     done_with_evidence,
                     done_with_evidence,
                     reason,
+                    done_with_evidence,
                     "complete" if cleanup_complete else "failed",
                     problems,
                     now,

@@ -6,10 +6,11 @@ from typing import Literal
 
 import msgspec
 
+from jigcmd.errors import JigError
 from jigcmd.evidence import Evidence, ResourceReport
 from jigcmd.protocol.junit import TestReport
 
-__all__ = ["CommandKind", "ResourceRef", "RunResult", "TestResults", "ToolInfo"]
+__all__ = ["CommandKind", "Recorded", "ResourceRef", "RunResult", "TestResults", "ToolInfo"]
 
 CommandKind = Literal["run", "test"]
 
@@ -58,13 +59,26 @@ class ResourceRef(msgspec.Struct, frozen=True):
 
 
 class RunResult(msgspec.Struct, frozen=True):
-    """A completed run: the contract's evidence, and what lives beside it.
+    """A completed run: the contract's evidence, and what lives beside it, never in it.
 
     `tests` and `resources` are for the fronts that asked for them (MCP, `jigcmd run --json`);
-    Run/1 answers with the evidence alone.
+    Run/1 answers with the evidence alone. `attestation`: the run's signed statement (an
+    in-toto bundle of DSSE envelopes, JSON Lines), when the host signs; delivered beside the
+    evidence by the fronts that carry it.
     """
 
     evidence: Evidence
     report: ResourceReport
     tests: TestResults | None = None
     resources: tuple[ResourceRef, ...] = ()
+    attestation: bytes | None = None
+
+
+class Recorded(msgspec.Struct, frozen=True):
+    """What the journal holds of one operation: open (running somewhere) or how it ended."""
+
+    open: bool
+    created_unix_ms: int
+    updated_unix_ms: int
+    # The recorded end (a result, or the failure a replay raises); None while open.
+    outcome: RunResult | JigError | None = None

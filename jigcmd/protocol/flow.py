@@ -7,8 +7,10 @@ well-formed call that cannot be served (`channels`, a method other than `run`) c
 refusal that is answered, after the operation-identity check, without dispatching.
 
 Operation identity is kept here for the session: the same `operationId` with the same
-signature joins the running operation or replays its recorded outcome; a different
-signature is `OPERATION_CONFLICT`, before dispatch. Beyond the session (across restarts with
+signature replays its recorded outcome, or, while it runs, is dispatched as one more waiter
+on it (each transport request is its own waiter; the backend shares the run among the live
+ones and stops it only when none remains); a different signature is `OPERATION_CONFLICT`,
+before dispatch. Beyond the session (across restarts with
 the same run id) the backend's journal keeps it; a conflict the journal reports is not the
 operation's outcome here, so the request the journal holds is still answered from it. The
 seed's rule that a session runs one operation at a time is the session's guard (`session.py`).
@@ -170,14 +172,13 @@ def encode_outcome(request_id: jsonrpc.Id, outcome: Outcome) -> bytes:
 
 
 class _Operation:
-    """A Run/1 operation in this session: its signature, who waits for it, how it ended."""
+    """A Run/1 operation in this session: its signature, its requests in flight, its outcome."""
 
-    __slots__ = ("dispatcher", "outcome", "signature", "waiters")
+    __slots__ = ("outcome", "requests", "signature")
 
-    def __init__(self, signature: str, dispatcher: jsonrpc.Id | None) -> None:
+    def __init__(self, signature: str) -> None:
         self.signature = signature
-        self.dispatcher = dispatcher
-        self.waiters: list[jsonrpc.Id] = [] if dispatcher is None else [dispatcher]
+        self.requests: set[jsonrpc.Id] = set()
         self.outcome: Outcome | None = None
 
 
@@ -234,9 +235,9 @@ class FlowDialect:
                 return [Send(encode_failure(request.id, conflict))]
             if operation.outcome is not None:
                 return [Send(encode_outcome(request.id, operation.outcome))]
-            operation.waiters.append(request.id)
-            self._pending[request.id] = call.operation_id
-            return []
+            # In flight: this request is one more waiter on it, dispatched to the backend,
+            # which shares the one run among its live waiters (`jigcmd.command.sharing`).
+            return self._call(request.id, call, signature)
         refusal = call.refusal
         if refusal is None and self._slot is not None and call.slot != self._slot:
             refusal = JigError(
@@ -247,8 +248,11 @@ class FlowDialect:
             # Not remembered: the same call is refused the same way again, and a peer sending
             # refused calls forever must not grow the session (nothing ran, nothing to keep).
             return [Send(encode_failure(request.id, refusal))]
+        return self._call(request.id, call, signature)
+
+    def _call(self, request_id: jsonrpc.Id, call: FlowCall, signature: str) -> Call:
         return Call(
-            request.id,
+            request_id,
             "flow",
             call.operation_id,
             call.input,
@@ -259,9 +263,12 @@ class FlowDialect:
         )
 
     def started(self, call: Call) -> None:
-        """The new operation is running: later requests with its id join it."""
+        """The request is waiting on its operation: later requests with its id join it."""
         assert call.signature is not None
-        self._operations[call.operation_id] = _Operation(call.signature, call.request_id)
+        operation = self._operations.get(call.operation_id)
+        if operation is None:
+            operation = self._operations[call.operation_id] = _Operation(call.signature)
+        operation.requests.add(call.request_id)
         self._pending[call.request_id] = call.operation_id
 
     def refuse(self, request_id: jsonrpc.Id, error: JigError) -> bytes:
@@ -269,44 +276,38 @@ class FlowDialect:
         return encode_failure(request_id, error)
 
     def notification(self, notification: jsonrpc.Notification) -> list[Action]:
-        """`request/cancel` stops the operation or one request's wait; anything else is ignored."""
+        """`request/cancel` ends that request's wait; the backend decides what it stops."""
         if notification.method != CANCEL_METHOD:
             return []
         request_id = parse_cancel(notification.params)
-        operation_id = self._pending.get(request_id) if request_id is not None else None
-        if request_id is None or operation_id is None:
+        if request_id is None or request_id not in self._pending:
             return []  # unknown or finished: a no-op
-        operation = self._operations[operation_id]
-        if request_id == operation.dispatcher:
-            return [Cancel(request_id)]
-        # A joined request stops waiting; the operation goes on for the request that started it.
-        operation.waiters.remove(request_id)
-        del self._pending[request_id]
-        cancelled = JigError(
-            Code.CANCELLED,
-            f"request cancelled; operation {operation_id!r} continues for its other caller",
-        )
-        return [Send(encode_failure(request_id, cancelled))]
+        # The request is one waiter: it is answered CANCELLED, and the run stops only when
+        # no other waiter remains (then its answer carries the run's evidence).
+        return [Cancel(request_id)]
 
     def finish(self, call: Call, outcome: Outcome) -> bytes:
-        """Answer every request waiting on the operation, and remember its outcome if its own."""
-        operation = self._operations[call.operation_id]
+        """Answer the request, and remember the outcome if it is the operation's own."""
+        self._pending.pop(call.request_id, None)
+        frame = encode_outcome(call.request_id, outcome)
+        operation = self._operations.get(call.operation_id)
+        if operation is None:
+            return frame  # already answered and forgotten (`remember`)
+        operation.requests.discard(call.request_id)
         if isinstance(outcome, JigError) and (
             outcome.code in _NOT_THE_OPERATIONS_OUTCOME or outcome.retryable
         ):
-            # Nothing ran and nothing was recorded: the caller may retry the same operation.
-            # OPERATION_CONFLICT from the backend: the journal holds another request under the
-            # id; that request, sent next, must be answered from the journal, not refused here.
-            del self._operations[call.operation_id]
-        else:
+            # Not the operation's outcome: this one request's own end (its cancel, its
+            # deadline while another waits), or nothing ran and nothing was recorded, so the
+            # same operation may be sent again. OPERATION_CONFLICT from the backend: the
+            # journal holds another request under the id; that request, sent next, must be
+            # answered from the journal, not refused here.
+            if not operation.requests and operation.outcome is None:
+                del self._operations[call.operation_id]
+        elif operation.outcome is None:
             operation.outcome = outcome
             self._forget_old(call.operation_id)
-        frames = []
-        for request_id in operation.waiters:
-            self._pending.pop(request_id, None)
-            frames.append(encode_outcome(request_id, outcome))
-        operation.waiters = []
-        return b"".join(frames)
+        return frame
 
     def progress(
         self, call: Call, message: str, elapsed_ms: int | None = None, total_ms: int | None = None

@@ -1,14 +1,16 @@
 """The sans-IO stdio session: frames in, actions out; it routes and its dialect speaks.
 
 The first request decides the dialect unless one is forced, from the table below:
-`initialize` selects MCP, `capability/call` / `effect/call` select FLOW Run/1. `ping` is
-answered in every state and `server/discover` always gets -32601 at once, so newer MCP
-clients fall back to `initialize`.
+`initialize`, `server/discover` or any request carrying MCP's per-request `_meta` envelope
+selects MCP (whose two eras `mcp.py` tells apart), `capability/call` / `effect/call` select
+FLOW Run/1. `ping` is answered before a dialect is chosen and by FLOW Run/1; MCP answers it
+itself (its per-request era has no `ping`).
 
 One session is one context of one caller's run (`root_run`). A dialect whose row says
-`one_at_a_time` (Run/1, the seed's rule) runs at most one call at a time in the session: a
-second concurrent one is `RESOURCE_EXHAUSTED`. Everything else about a message is its
-dialect's (`flow.py`, `mcp.py`), behind `dialect.Dialect`.
+`one_at_a_time` (Run/1, the seed's rule) runs at most one operation at a time in the
+session: a call of another one meanwhile is `RESOURCE_EXHAUSTED`; a call joining the
+running one is dispatched as one more waiter on it (the backend shares the work). Everything
+else about a message is its dialect's (`flow.py`, `mcp.py`), behind `dialect.Dialect`.
 """
 
 from __future__ import annotations
@@ -19,18 +21,19 @@ from typing import Final, Literal
 import msgspec
 
 from jigcmd.errors import Code, JigError
-from jigcmd.protocol import flow, jsonrpc, mcp
+from jigcmd.protocol import flow, jsonrpc, mcp, mcp_era
 from jigcmd.protocol.actions import (
     Action,
     Call,
     Cancel,
     Dispatch,
     Fetch,
+    Lookup,
     Outcome,
     Send,
     send_error,
 )
-from jigcmd.protocol.commands import ToolInfo
+from jigcmd.protocol.commands import Recorded, ToolInfo
 from jigcmd.protocol.dialect import Dialect, DialectEntry, Resource, Settings, Signature
 from jigcmd.protocol.framing import MAX_FRAME_BYTES
 from jigcmd.protocol.mcp_view import DEFAULT_BUDGET_BYTES
@@ -41,6 +44,7 @@ __all__ = [
     "Cancel",
     "Dispatch",
     "Fetch",
+    "Lookup",
     "Outcome",
     "ProtocolChoice",
     "Resource",
@@ -56,7 +60,7 @@ _DIALECTS: Final[dict[str, DialectEntry]] = {
     "mcp": DialectEntry(
         label="MCP",
         opener="initialize",
-        opens=frozenset({"initialize"}),
+        opens=frozenset({"initialize", "server/discover"}),
         early=mcp.SESSION_METHODS,
         one_at_a_time=False,
         start=mcp.McpDialect,
@@ -118,6 +122,8 @@ class Session:
         self._dialect: Dialect | None = None
         self._one_at_a_time = False
         self._active: Call | None = None
+        # The requests waiting on the active operation (its first and its joins).
+        self._active_requests: set[jsonrpc.Id] = set()
         if protocol != "auto":
             self._choose(protocol)
 
@@ -156,7 +162,8 @@ class Session:
 
     def finish(self, call: Call, outcome: Outcome) -> bytes:
         """Record how `call` ended and return every answer it completes."""
-        if self._active is call:
+        self._active_requests.discard(call.request_id)
+        if not self._active_requests:
             self._active = None
         assert self._dialect is not None, "a call is only dispatched by a chosen dialect"
         return self._dialect.finish(call, outcome)
@@ -178,6 +185,18 @@ class Session:
         self._settings = msgspec.structs.replace(self._settings, tools=tuple(tools))
         return b"" if self._dialect is None else self._dialect.tools_changed(tuple(tools))
 
+    def owned(self, call: Call) -> bytes:
+        """The journal holds `call`'s operation: whatever that answers (an MCP task's creation)."""
+        return self._mcp().owned(call)
+
+    def recorded(self, lookup: Lookup, found: Recorded | None) -> bytes:
+        """The answer to a `Lookup` from what the journal holds (None: nothing)."""
+        return self._mcp().recorded(lookup, found)
+
+    def _mcp(self) -> mcp.McpDialect:
+        assert isinstance(self._dialect, mcp.McpDialect), "only MCP reads records or owns tasks"
+        return self._dialect
+
     def _choose(self, name: str) -> None:
         entry = _DIALECTS[name]
         self._name = name
@@ -186,16 +205,11 @@ class Session:
 
     def _request(self, request: jsonrpc.Request) -> list[Action]:
         method = request.method
-        if method == "ping":
+        claims = mcp_era.claims_envelope(request.params)
+        if method == "ping" and (self._name == "flow" or (self._name is None and not claims)):
             return [Send(jsonrpc.encode_raw_result(request.id, _PING_RESULT))]
-        if method == "server/discover":
-            return send_error(
-                request.id,
-                jsonrpc.METHOD_NOT_FOUND,
-                "Method not found: server/discover; use the initialize handshake",
-            )
         if self._dialect is None:
-            chosen = _CHOSEN_BY.get(method)
+            chosen = _CHOSEN_BY.get(method) or ("mcp" if claims else None)
             if chosen is None:
                 return _undecided(request)
             self._choose(chosen)
@@ -204,9 +218,12 @@ class Session:
         if not isinstance(reply, Call):
             return reply
         if self._one_at_a_time:
-            if self._active is not None:
-                return [Send(self._dialect.refuse(request.id, _busy(self._active)))]
-            self._active = reply
+            # A join of the running operation is one more waiter on it, not a second call.
+            active = self._active
+            if active is not None and active.operation_id != reply.operation_id:
+                return [Send(self._dialect.refuse(request.id, _busy(active)))]
+            self._active = active or reply
+            self._active_requests.add(reply.request_id)
         self._dialect.started(reply)
         return [Dispatch(reply)]
 

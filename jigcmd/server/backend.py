@@ -2,14 +2,22 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Protocol
 
 import anyio
 
-from jigcmd.protocol.commands import CommandKind, RunResult, ToolInfo
+from jigcmd.protocol.commands import CommandKind, Recorded, RunResult, ToolInfo
 
-__all__ = ["CommandBackend", "CommandKind", "Progress", "RunResult", "ToolInfo"]
+__all__ = [
+    "CommandBackend",
+    "CommandKind",
+    "Owned",
+    "Progress",
+    "Recorded",
+    "RunResult",
+    "ToolInfo",
+]
 
 
 class Progress(Protocol):
@@ -24,6 +32,9 @@ class Progress(Protocol):
     ) -> Awaitable[None]:
         """Send one progress line."""
         ...
+
+
+Owned = Callable[[], Awaitable[None]]
 
 
 class CommandBackend(Protocol):
@@ -43,7 +54,8 @@ class CommandBackend(Protocol):
     of durable operation identity (required with `signature`). With `wait_for_slot` a call
     that finds every envelope slot in use waits for one (first come, first served, until its
     deadline) instead of failing `RESOURCE_EXHAUSTED` at once; a call refused by validation
-    never waits.
+    never waits. `owned`, when given, is awaited once the journal holds the call's operation
+    (its row committed before dispatch); a call refused before that never calls it.
     Any other exception is treated as a bug and answered as `UNCERTAIN`.
     """
 
@@ -75,6 +87,11 @@ class CommandBackend(Protocol):
         root_run: str | None = None,
         wait_for_slot: bool = False,
         detailed: bool = False,
+        owned: Owned | None = None,
     ) -> RunResult:
         """Run one validated request to completion and return its evidence."""
+        ...
+
+    async def recorded(self, operation_id: str, *, root_run: str) -> Recorded | None:
+        """What the journal holds of an operation of `root_run`; None: nothing, or no journal."""
         ...

@@ -37,12 +37,13 @@ from jigcmd.protocol.session import (
     Cancel,
     Dispatch,
     Fetch,
+    Lookup,
     ProtocolChoice,
     Resource,
     Send,
     Session,
 )
-from jigcmd.server.backend import CommandBackend, Progress, ToolInfo
+from jigcmd.server.backend import CommandBackend, Owned, Progress, ToolInfo
 from jigcmd.server.fds import ProtocolFds, claim_protocol_fds
 from jigcmd.server.hostpaths import HostPaths
 
@@ -234,7 +235,8 @@ class _Server:
         # Set with `_lost_reason` when the coordinator is lost: fence what is running.
         self._lost = anyio.Event()
         self._lost_reason = ""
-        self._cancels: dict[jsonrpc.Id, anyio.Event] = {}
+        # The calls running, by `_key`: their request id, or their task id once it is one.
+        self._cancels: dict[tuple[str, jsonrpc.Id], anyio.Event] = {}
         self._idle = anyio.Event()
         self._idle.set()
         self._tasks: anyio.abc.TaskGroup | None = None
@@ -352,11 +354,17 @@ class _Server:
                 elif type(action) is Dispatch:
                     trace.mark("server: dispatch")
                     self._start(action.call)
-                elif type(action) is Cancel and action.request_id in self._cancels:
-                    self._cancels[action.request_id].set()
+                elif type(action) is Cancel:
+                    key = _key(action.request_id, action.task_id)
+                    if key in self._cancels:
+                        # Applied after every call read before it has reached the backend
+                        # (tasks start in order): a join read just before the cancel of the
+                        # request that started the operation is already one of its waiters.
+                        self._tasks_group().start_soon(_set, self._cancels[key])
+                elif type(action) is Lookup:
+                    self._tasks_group().start_soon(self._look_up, action)
                 elif type(action) is Fetch:
-                    assert self._tasks is not None
-                    self._tasks.start_soon(self._fetch, action)
+                    self._tasks_group().start_soon(self._fetch, action)
 
     async def _fetch(self, fetch: Fetch) -> None:
         """Read one per-run resource off the loop and answer with it (or why not)."""
@@ -380,15 +388,35 @@ class _Server:
             self._writer.send(self._session.tools_changed(_scrubbed(tools, self._paths)))
             self._writer.flush()
 
-    def _start(self, call: Call) -> None:
+    def _tasks_group(self) -> anyio.abc.TaskGroup:
         assert self._tasks is not None
+        return self._tasks
+
+    def _start(self, call: Call) -> None:
         cancel = anyio.Event()
         if self._lost.is_set():
             cancel.set()
-        self._cancels[call.request_id] = cancel
+        self._cancels[_key(call.request_id, call.task_id)] = cancel
         if self._idle.is_set():
             self._idle = anyio.Event()
-        self._tasks.start_soon(self._run_call, call, cancel)
+        self._tasks_group().start_soon(self._run_call, call, cancel)
+
+    async def _look_up(self, lookup: Lookup) -> None:
+        """Answer from the journal's record (a task this session does not hold)."""
+        try:
+            found = await self._backend.recorded(lookup.operation_id, root_run=lookup.root_run)
+        except Exception:
+            logger.exception("reading the record of %s failed", lookup.operation_id)
+            self._writer.send(
+                jsonrpc.encode_error(
+                    lookup.request_id,
+                    jsonrpc.INTERNAL_ERROR,
+                    "Internal error: the journal could not be read",
+                )
+            )
+        else:
+            self._writer.send(self._session.recorded(lookup, found))
+        self._writer.flush()
 
     async def _run_call(self, call: Call, cancel: anyio.Event) -> None:
         reporter: Progress | None = None
@@ -401,6 +429,13 @@ class _Server:
                 self._writer.flush()
 
             reporter = report
+        owned: Owned | None = None
+        if call.task_id is not None:
+
+            async def owned() -> None:
+                # The journal holds the task: its creation can be answered now.
+                self._writer.send(self._session.owned(call))
+                self._writer.flush()
 
         outcome: RunResult | JigError
         try:
@@ -417,6 +452,7 @@ class _Server:
                 wait_for_slot=call.dialect == "mcp",
                 # What a model reads: per-test results and the run's resources.
                 detailed=call.dialect == "mcp",
+                owned=owned,
             )
         except JigError as error:
             # The operator's stderr may name host paths; the peer never reads them.
@@ -427,8 +463,17 @@ class _Server:
                 Code.UNCERTAIN, "internal error in the command service; the outcome is unknown"
             )
         finally:
-            del self._cancels[call.request_id]
+            del self._cancels[_key(call.request_id, call.task_id)]
             if not self._cancels:
                 self._idle.set()
         self._writer.send(self._session.finish(call, outcome))
         self._writer.flush()
+
+
+def _key(request_id: jsonrpc.Id, task_id: str | None) -> tuple[str, jsonrpc.Id]:
+    """A running call's key: a task's request id may be reused once its creation is answered."""
+    return ("task", task_id) if task_id is not None else ("request", request_id)
+
+
+async def _set(event: anyio.Event) -> None:
+    event.set()

@@ -18,9 +18,9 @@ import anyio
 
 from jigcmd.errors import Code, JigError
 from jigcmd.evidence import Evidence, ResourceReport, StopReason, StreamText
-from jigcmd.protocol.commands import RunResult, ToolInfo
+from jigcmd.protocol.commands import Recorded, RunResult, ToolInfo
 from jigcmd.protocol.session import ProtocolChoice
-from jigcmd.server.backend import Progress
+from jigcmd.server.backend import Owned, Progress
 from jigcmd.server.stdio import serve_stdio
 
 TOOLS = [
@@ -74,6 +74,10 @@ class FakeBackend:
     def read_resource(self, scope: str, uri: str) -> tuple[bytes, str]:
         raise LookupError(f"no resource {uri!r} (the fake keeps none)")
 
+    async def recorded(self, operation_id: str, *, root_run: str) -> Recorded | None:
+        # No journal: nothing is recorded beyond the session.
+        return None
+
     async def run(
         self,
         input: object,
@@ -87,6 +91,7 @@ class FakeBackend:
         root_run: str | None = None,
         wait_for_slot: bool = False,
         detailed: bool = False,
+        owned: Owned | None = None,
     ) -> RunResult:
         if not isinstance(input, dict) or not isinstance(input.get("files"), dict):
             raise JigError(
@@ -100,6 +105,9 @@ class FakeBackend:
             raise JigError(
                 Code.INVALID_INPUT, "/files: needs 1-64 entries", {"pointer": "/files", "rule": 2}
             )
+        if owned is not None:
+            # As if a journal row had been written before dispatch.
+            await owned()
         if stdin == "wait":
             if progress is not None:
                 await progress("envelope ready")

@@ -167,13 +167,46 @@ def test_a_second_concurrent_operation_is_resource_exhausted_and_later_ones_run(
 
 
 def test_the_same_operation_joins_while_running_and_replays_when_done() -> None:
-    """Same operationId and signature: joined callers and later callers get the same result."""
+    """Same operationId and signature: a join is one more waiter, dispatched; later ones replay."""
     session = make_session()
     call = dispatched(session.receive(call_frame()))
-    assert session.receive(call_frame(request_id="r2")) == []
-    done = decode(session.finish(call, RunResult(canned_evidence("tests"), REPORT)))
-    assert [answer["id"] for answer in done] == ["r1", "r2"]
-    assert done[0]["result"] == done[1]["result"] == {"value": EVIDENCE_JSON}
+    joined = dispatched(session.receive(call_frame(request_id="r2")))
+    assert (joined.request_id, joined.operation_id, joined.signature) == (
+        "r2",
+        "op-1",
+        call.signature,
+    )
+    result = RunResult(canned_evidence("tests"), REPORT)
+    (first,) = decode(session.finish(call, result))
+    (second,) = decode(session.finish(joined, result))
+    assert (first["id"], second["id"]) == ("r1", "r2")
+    assert first["result"] == second["result"] == {"value": EVIDENCE_JSON}
+    (replay,) = answers(session.receive(call_frame(request_id="r3")))
+    assert replay["result"] == {"value": EVIDENCE_JSON}
+
+
+def test_a_join_is_not_refused_as_a_second_operation_but_another_operation_is() -> None:
+    """One operation at a time: its joins pass the guard, another operation is busy."""
+    session = make_session()
+    call = dispatched(session.receive(call_frame()))
+    joined = dispatched(session.receive(call_frame(request_id="r2")))
+    session.finish(call, JigError(Code.CANCELLED, "request cancelled", retryable=True))
+    # The joiner still waits: the operation is still running in this session.
+    (busy,) = answers(session.receive(call_frame(request_id="r3", operation_id="op-2")))
+    assert busy["error"]["data"] == {"code": "RESOURCE_EXHAUSTED"}
+    session.finish(joined, RunResult(canned_evidence("tests"), REPORT))
+    assert isinstance(session.receive(call_frame("r4", operation_id="op-2"))[0], Dispatch)
+
+
+def test_a_waiters_own_cancelled_answer_is_not_the_operations_outcome() -> None:
+    """A retryable CANCELLED (one waiter left) is not kept; the joiner's result is."""
+    session = make_session()
+    call = dispatched(session.receive(call_frame()))
+    joined = dispatched(session.receive(call_frame(request_id="r2")))
+    left = JigError(Code.CANCELLED, "request cancelled; op-1 continues", retryable=True)
+    (answer,) = decode(session.finish(call, left))
+    assert (answer["id"], answer["error"]["data"]["code"]) == ("r1", "CANCELLED")
+    session.finish(joined, RunResult(canned_evidence("tests"), REPORT))
     (replay,) = answers(session.receive(call_frame(request_id="r3")))
     assert replay["result"] == {"value": EVIDENCE_JSON}
 
@@ -198,8 +231,10 @@ def test_the_same_operation_with_another_deadline_joins_and_replays_not_a_confli
     """The deadline is timing, not identity: re-sent with another one it joins, then replays."""
     session = make_session()
     call = dispatched(session.receive(call_frame(deadlineUnixMs=1_000)))
-    assert session.receive(call_frame(request_id="r2", deadlineUnixMs=2_000)) == []
-    done = decode(session.finish(call, RunResult(canned_evidence("tests"), REPORT)))
+    joined = dispatched(session.receive(call_frame(request_id="r2", deadlineUnixMs=2_000)))
+    assert joined.deadline_unix_ms == 2_000
+    result = RunResult(canned_evidence("tests"), REPORT)
+    done = decode(session.finish(call, result) + session.finish(joined, result))
     assert [answer["id"] for answer in done] == ["r1", "r2"]
     (replay,) = answers(session.receive(call_frame(request_id="r3", deadlineUnixMs=3_000)))
     assert replay["result"] == done[0]["result"]
@@ -266,21 +301,22 @@ def test_cancel_of_the_dispatching_request_stops_the_run_and_it_answers_once() -
     assert session.receive(cancel) == []
 
 
-def test_cancel_of_unknown_ids_is_a_no_op_and_a_joined_request_detaches() -> None:
-    """Unknown ids do nothing; a joined request is answered CANCELLED and the run goes on."""
+def test_cancel_of_unknown_ids_is_a_no_op_and_any_waiter_may_be_cancelled() -> None:
+    """Unknown ids do nothing; the first request and a joined one each get their own Cancel."""
     session = make_session()
     call = dispatched(session.receive(call_frame()))
-    session.receive(call_frame(request_id="r2"))
+    joined = dispatched(session.receive(call_frame(request_id="r2")))
     assert (
         session.receive(b'{"jsonrpc":"2.0","method":"request/cancel","params":{"requestId":"zz"}}')
         == []
     )
-    (detached,) = answers(
-        session.receive(b'{"jsonrpc":"2.0","method":"request/cancel","params":{"requestId":"r2"}}')
-    )
-    assert (detached["id"], detached["error"]["data"]["code"]) == ("r2", "CANCELLED")
-    done = decode(session.finish(call, RunResult(canned_evidence("tests"), REPORT)))
-    assert [answer["id"] for answer in done] == ["r1"]
+    cancel = b'{"jsonrpc":"2.0","method":"request/cancel","params":{"requestId":"%s"}}'
+    assert session.receive(cancel % b"r1") == [Cancel("r1")]
+    assert session.receive(cancel % b"r2") == [Cancel("r2")]
+    session.finish(call, JigError(Code.CANCELLED, "request cancelled", retryable=True))
+    assert session.receive(cancel % b"r1") == []
+    session.finish(joined, RunResult(canned_evidence("tests"), REPORT))
+    assert session.receive(cancel % b"r2") == []
 
 
 def test_a_flow_session_does_not_speak_mcp() -> None:

@@ -1,0 +1,249 @@
+"""An operation belongs to its live waiters: one cancel settles one waiter, the last stops it."""
+
+from __future__ import annotations
+
+import math
+import time
+from functools import partial
+
+import anyio
+import pytest
+
+from jigcmd.command.sharing import SharedOperations
+from jigcmd.errors import Code, JigError
+from jigcmd.protocol.commands import RunResult
+from jigcmd.server.backend import Progress
+from tests.protocol.fake_server import REPORT, canned_evidence
+
+pytestmark = pytest.mark.anyio
+
+KEY = ("run-1", "op-1")
+RESULT = RunResult(canned_evidence("tests"), REPORT)
+
+
+class FakeWork:
+    """Work that completes when `finish` is set, or ends CANCELLED when stopped."""
+
+    def __init__(self) -> None:
+        self.started = 0
+        self.stopped = 0
+        self.running = anyio.Event()
+        self.finish = anyio.Event()
+
+    async def __call__(self, stop: anyio.Event, progress: Progress) -> RunResult:
+        self.started += 1
+        self.running.set()
+        await progress("running")
+        async with anyio.create_task_group() as waiting:
+
+            async def until(event: anyio.Event) -> None:
+                await event.wait()
+                waiting.cancel_scope.cancel()
+
+            waiting.start_soon(until, stop)
+            waiting.start_soon(until, self.finish)
+        if stop.is_set() and not self.finish.is_set():
+            self.stopped += 1
+            raise JigError(Code.CANCELLED, "the command was cancelled", {"command": "the evidence"})
+        return RESULT
+
+
+async def _attend(
+    shared: SharedOperations,
+    work: FakeWork,
+    cancel: anyio.Event,
+    outcomes: dict[str, RunResult | JigError],
+    name: str,
+    *,
+    deadline: float = math.inf,
+    signature: str = "sig",
+    progress: Progress | None = None,
+) -> None:
+    try:
+        outcomes[name] = await shared.attend(
+            KEY, signature, deadline=deadline, cancel=cancel, progress=progress, work=work
+        )
+    except JigError as error:
+        outcomes[name] = error
+
+
+async def _settled(outcomes: dict[str, RunResult | JigError], name: str) -> None:
+    """Until the waiter `name` has its answer (every task blocked, so it is not coming)."""
+    await anyio.wait_all_tasks_blocked()
+    assert name in outcomes
+
+
+async def test_cancelling_the_first_waiter_answers_it_alone_and_the_joiner_gets_the_result() -> (
+    None
+):
+    """The request that started the work leaves; the work goes on and completes for the other."""
+    shared, work = SharedOperations(), FakeWork()
+    first, joiner = anyio.Event(), anyio.Event()
+    outcomes: dict[str, RunResult | JigError] = {}
+    async with shared.open(), anyio.create_task_group() as tasks:
+        tasks.start_soon(_attend, shared, work, first, outcomes, "first")
+        await work.running.wait()
+        tasks.start_soon(_attend, shared, work, joiner, outcomes, "joiner")
+        await anyio.wait_all_tasks_blocked()
+        first.set()
+        await _settled(outcomes, "first")
+        left = outcomes["first"]
+        assert isinstance(left, JigError) and left.code == Code.CANCELLED and left.retryable
+        assert "continues for its other callers" in left.message
+        assert shared.running(KEY) and work.stopped == 0
+        work.finish.set()
+    assert outcomes["joiner"] == RESULT
+    assert (work.started, work.stopped) == (1, 0)
+    assert not shared.running(KEY)
+
+
+async def test_cancelling_the_joiner_leaves_the_first_to_complete() -> None:
+    """A joined waiter leaves; the first waiter gets the completed result."""
+    shared, work = SharedOperations(), FakeWork()
+    first, joiner = anyio.Event(), anyio.Event()
+    outcomes: dict[str, RunResult | JigError] = {}
+    async with shared.open(), anyio.create_task_group() as tasks:
+        tasks.start_soon(_attend, shared, work, first, outcomes, "first")
+        await work.running.wait()
+        tasks.start_soon(_attend, shared, work, joiner, outcomes, "joiner")
+        await anyio.wait_all_tasks_blocked()
+        joiner.set()
+        await _settled(outcomes, "joiner")
+        work.finish.set()
+    left = outcomes["joiner"]
+    assert isinstance(left, JigError) and left.code == Code.CANCELLED and left.retryable
+    assert outcomes["first"] == RESULT
+    assert work.stopped == 0
+
+
+async def test_cancelling_every_waiter_stops_the_work_once_and_the_last_gets_its_outcome() -> None:
+    """Both leave: the work stops once; the last waiter is answered with how it ended."""
+    shared, work = SharedOperations(), FakeWork()
+    first, joiner = anyio.Event(), anyio.Event()
+    outcomes: dict[str, RunResult | JigError] = {}
+    async with shared.open(), anyio.create_task_group() as tasks:
+        tasks.start_soon(_attend, shared, work, first, outcomes, "first")
+        await work.running.wait()
+        tasks.start_soon(_attend, shared, work, joiner, outcomes, "joiner")
+        await anyio.wait_all_tasks_blocked()
+        first.set()
+        await _settled(outcomes, "first")
+        joiner.set()
+    assert work.stopped == 1
+    last = outcomes["joiner"]
+    assert isinstance(last, JigError) and last.code == Code.CANCELLED and not last.retryable
+    assert last.details == {"command": "the evidence"}
+
+
+async def test_a_waiter_whose_earlier_deadline_passes_leaves_alone() -> None:
+    """A joiner's own deadline, earlier than the work's, ends only its wait."""
+    shared, work = SharedOperations(), FakeWork()
+    outcomes: dict[str, RunResult | JigError] = {}
+    async with shared.open(), anyio.create_task_group() as tasks:
+        tasks.start_soon(_attend, shared, work, anyio.Event(), outcomes, "first")
+        await work.running.wait()
+        soon = time.monotonic() + 0.05
+        tasks.start_soon(
+            partial(_attend, deadline=soon), shared, work, anyio.Event(), outcomes, "joiner"
+        )
+        await _settled(outcomes, "joiner")
+        work.finish.set()
+    left = outcomes["joiner"]
+    assert isinstance(left, JigError) and left.code == Code.DEADLINE_EXCEEDED and left.retryable
+    assert outcomes["first"] == RESULT
+
+
+async def test_the_last_waiter_whose_earlier_deadline_passes_stops_the_work() -> None:
+    """When the one waiter left has an earlier deadline than the work's, it passing stops it."""
+    shared, work = SharedOperations(), FakeWork()
+    first = anyio.Event()
+    outcomes: dict[str, RunResult | JigError] = {}
+    async with shared.open(), anyio.create_task_group() as tasks:
+        tasks.start_soon(_attend, shared, work, first, outcomes, "first")
+        await work.running.wait()
+        # Far enough off for the first waiter to have left by then, even on a loaded machine.
+        soon = time.monotonic() + 1.0
+        tasks.start_soon(
+            partial(_attend, deadline=soon), shared, work, anyio.Event(), outcomes, "joiner"
+        )
+        await anyio.wait_all_tasks_blocked()
+        first.set()
+    assert work.stopped == 1
+    last = outcomes["joiner"]
+    assert isinstance(last, JigError) and last.code == Code.CANCELLED and not last.retryable
+
+
+async def test_a_waiter_whose_deadline_is_the_works_own_waits_for_the_work() -> None:
+    """A deadline no earlier than the work's never ends the wait first: the work's end answers."""
+    shared, work = SharedOperations(), FakeWork()
+    outcomes: dict[str, RunResult | JigError] = {}
+    deadline = time.monotonic() + 0.02
+    async with shared.open(), anyio.create_task_group() as tasks:
+        tasks.start_soon(
+            partial(_attend, deadline=deadline), shared, work, anyio.Event(), outcomes, "first"
+        )
+        await work.running.wait()
+        while time.monotonic() < deadline + 0.03:
+            await anyio.wait_all_tasks_blocked()
+        assert "first" not in outcomes and work.stopped == 0
+        work.finish.set()
+    assert outcomes["first"] == RESULT
+
+
+async def test_a_waiter_task_cancelled_as_the_last_stops_the_work() -> None:
+    """The coordinator gone (the waiter's task itself cancelled): the work is stopped."""
+    shared, work = SharedOperations(), FakeWork()
+    outcomes: dict[str, RunResult | JigError] = {}
+    async with shared.open(), anyio.create_task_group() as tasks:
+        tasks.start_soon(_attend, shared, work, anyio.Event(), outcomes, "first")
+        await work.running.wait()
+        tasks.cancel_scope.cancel()
+    assert work.stopped == 1
+    assert "first" not in outcomes
+
+
+async def test_another_request_under_a_running_operation_id_is_a_conflict() -> None:
+    """A different signature under the same key is OPERATION_CONFLICT; the work is untouched."""
+    shared, work = SharedOperations(), FakeWork()
+    outcomes: dict[str, RunResult | JigError] = {}
+    async with shared.open(), anyio.create_task_group() as tasks:
+        tasks.start_soon(_attend, shared, work, anyio.Event(), outcomes, "first")
+        await work.running.wait()
+        await _attend(shared, work, anyio.Event(), outcomes, "other", signature="other")
+        work.finish.set()
+    conflict = outcomes["other"]
+    assert isinstance(conflict, JigError) and conflict.code == Code.OPERATION_CONFLICT
+    assert outcomes["first"] == RESULT and work.started == 1
+
+
+async def test_progress_reaches_every_live_waiter_that_asked_for_it() -> None:
+    """The work's progress lines go to the live waiters, not to one that left."""
+    shared = SharedOperations()
+    seen: list[str] = []
+
+    async def record(message: str) -> None:
+        seen.append(message)
+
+    async def work(stop: anyio.Event, progress: Progress) -> RunResult:
+        await progress("one")
+        return RESULT
+
+    async with shared.open():
+        result = await shared.attend(
+            KEY, "sig", deadline=math.inf, cancel=anyio.Event(), progress=record, work=work
+        )
+    assert result == RESULT and seen == ["one"]
+
+
+async def test_outside_open_a_call_runs_on_its_own_and_its_cancel_stops_it() -> None:
+    """Not opened: no sharing; the one caller's cancel is the work's stop."""
+    shared, work = SharedOperations(), FakeWork()
+    cancel = anyio.Event()
+    outcomes: dict[str, RunResult | JigError] = {}
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(_attend, shared, work, cancel, outcomes, "only")
+        await work.running.wait()
+        assert not shared.running(KEY)
+        cancel.set()
+    only = outcomes["only"]
+    assert isinstance(only, JigError) and only.code == Code.CANCELLED and not only.retryable
