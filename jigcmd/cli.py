@@ -231,6 +231,14 @@ def _parser() -> argparse.ArgumentParser:
         f"{DEFAULT_LIMITS.max_connections}); past it the longest waiting connection gives way, "
         "or the newcomer gets 503",
     )
+    jarvis.add_argument(
+        "--queue-wait",
+        type=_seconds,
+        default=None,
+        metavar="SECONDS",
+        help="how long a run.create waits for a free envelope slot before a 429, unless its "
+        "own timeout_ms is shorter; never past the early answer at 25 s (default 20)",
+    )
     _ownership_options(jarvis)
 
     audit = sub.add_parser("jarvis-audit", help="print jarvis's audit log as JSON lines")
@@ -321,6 +329,7 @@ def main(argv: list[str] | None = None) -> int:
             cgroup_base=args.cgroup_base,
             max_envelopes=args.max_envelopes,
             max_connections=args.max_connections,
+            queue_wait=args.queue_wait,
         )
     if verb == "jarvis-audit":
         from jigcmd.frontends.jarvis import jarvis_audit  # noqa: PLC0415 - imported per verb to keep start-up light

@@ -44,9 +44,11 @@ class Durability:
         root_run: str | None,
         context: str,
         owned: Owned | None = None,
+        trace_context: dict[str, str] | None = None,
     ) -> None:
         self._ownership = ownership
         self._owned = owned
+        self._trace = trace_context
         self._operation_id = operation_id
         self._signature = signature
         self._context = context
@@ -187,6 +189,7 @@ class Durability:
                 envelope=assigned,
                 plan_digest=digest,
                 cancel=cancel,
+                trace_context=self._trace,
             )
             self._began = self._replayed is None
             self._recorded_envelope = assigned

@@ -177,6 +177,7 @@ class Ownership:
         envelope: Assigned | None = None,
         plan_digest: str | None = None,
         cancel: anyio.Event | None = None,
+        trace_context: dict[str, str] | None = None,
     ) -> RunResult | None:
         """Record the operation before dispatch; or answer it from the journal.
 
@@ -199,6 +200,7 @@ class Ownership:
             supervisor=None if envelope is None else envelope.supervisor,
             cgroup_paths=() if envelope is None else envelope.cgroup_paths,
             plan_digest=plan_digest,
+            trace=_encoder.encode(trace_context).decode() if trace_context else None,
         )
         # On the request's path (the staged candidate waits for it): uncontended, one quick
         # local commit without a thread hop; otherwise wait for the writer in a thread.

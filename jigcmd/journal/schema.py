@@ -140,7 +140,13 @@ ALTER TABLE operations ADD COLUMN attestation BLOB;
 ALTER TABLE jarvis_runs ADD COLUMN attestation BLOB;
 """
 
-_STEPS: tuple[str, ...] = (_V1, _V2, _V3)
+# Version 4: the caller's W3C trace context (`traceparent`, `tracestate` as JSON) kept with
+# the operation it started.
+_V4 = """
+ALTER TABLE operations ADD COLUMN trace TEXT;
+"""
+
+_STEPS: tuple[str, ...] = (_V1, _V2, _V3, _V4)
 # The run of every operation recorded before operation identity belonged to runs.
 LEGACY_RUN = ""
 SCHEMA_VERSION = len(_STEPS)

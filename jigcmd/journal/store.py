@@ -349,7 +349,7 @@ class Journal:
             "INSERT INTO operations (root_run, operation_id, signature, context,"
             " created_unix_ms, updated_unix_ms, deadline_unix_ms, run_id, owner_pid,"
             " owner_start, boot_id, state, supervisor_pid, supervisor_start, cgroup_paths,"
-            " plan_digest) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            " plan_digest, trace) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 new.root_run,
                 new.operation_id,
@@ -367,6 +367,7 @@ class Journal:
                 None if supervisor is None else supervisor.start,
                 msgspec.json.encode(list(new.cgroup_paths)).decode("utf-8"),
                 new.plan_digest,
+                new.trace,
             ),
         )
         inserted = conn.execute(_SELECT_ROW, key).fetchone()

@@ -453,6 +453,7 @@ class _Server:
                 # What a model reads: per-test results and the run's resources.
                 detailed=call.dialect == "mcp",
                 owned=owned,
+                trace_context=call.trace,
             )
         except JigError as error:
             # The operator's stderr may name host paths; the peer never reads them.

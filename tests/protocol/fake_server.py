@@ -92,6 +92,7 @@ class FakeBackend:
         wait_for_slot: bool = False,
         detailed: bool = False,
         owned: Owned | None = None,
+        trace_context: dict[str, str] | None = None,
     ) -> RunResult:
         if not isinstance(input, dict) or not isinstance(input.get("files"), dict):
             raise JigError(
