@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import AbstractAsyncContextManager
 from functools import partial
 from pathlib import Path
@@ -274,31 +274,17 @@ class CommandService:
             result = await work(cancel, progress)
         else:
             # An operation belongs to its live waiters (`jigcmd.command.sharing`).
-            result = await self._attend(
-                root_run, operation_id, signature, deadline, cancel, progress, work
+            result = await self._operations.attend(
+                (root_run or "", operation_id),
+                signature,
+                deadline=deadline,
+                cancel=cancel,
+                progress=progress,
+                work=work,
             )
         if detailed if keep_resources is None else keep_resources:
             result = await self._keep_resources(result, root_run or context, operation_id)
         return result
-
-    async def _attend(
-        self,
-        root_run: str | None,
-        operation_id: str,
-        signature: str,
-        deadline: float,
-        cancel: anyio.Event,
-        progress: Progress | None,
-        work: Callable[..., Awaitable[RunResult]],
-    ) -> RunResult:
-        return await self._operations.attend(
-            (root_run or "", operation_id),
-            signature,
-            deadline=deadline,
-            cancel=cancel,
-            progress=progress,
-            work=work,
-        )
 
     async def _keep_resources(self, result: RunResult, scope: str, operation_id: str) -> RunResult:
         """Keep the streams and the report for `resources/read`; the result links to them."""
@@ -531,12 +517,18 @@ class CommandService:
                 await anyio.sleep(PROGRESS_EVERY_S)
                 await progress(live.message(), _ms(time.monotonic() - begun), total)
 
+        failed: Exception | None = None
         async with anyio.create_task_group() as ticking:
             ticking.start_soon(tick)
-            outcome = await self._executor.execute(plan, cancel, ticket, hooks)
-            # Nothing is told after the run: the ticker ends before the result goes (an
-            # error of the run ends it too, with the task group).
-            ticking.cancel_scope.cancel()
+            try:
+                outcome = await self._executor.execute(plan, cancel, ticket, hooks)
+            except Exception as exc:  # noqa: BLE001 - re-raised as is below, not as a group
+                failed = exc
+            finally:
+                # Nothing is told after the run: the ticker ends before the result goes.
+                ticking.cancel_scope.cancel()
+        if failed is not None:
+            raise failed
         return outcome
 
 

@@ -16,7 +16,7 @@ import pytest
 from jigcmd.command.runtime import BunBinary
 from jigcmd.command.service import CommandService
 from jigcmd.durable.ownership import Ownership
-from jigcmd.envelope.api import Hooks, RunOutcome, ScratchRead, Ticket
+from jigcmd.envelope.api import EnvelopeFailure, FailureKind, Hooks, RunOutcome, ScratchRead, Ticket
 from jigcmd.errors import Code, JigError
 from jigcmd.plan import RunPlan
 from jigcmd.policy.binding import CommandPolicy
@@ -225,3 +225,33 @@ async def test_a_queued_call_gives_up_at_the_queue_limit_with_a_clear_refusal(
     assert "nothing ran" in refused.value.message
     assert str(tmp_path) not in refused.value.message
     assert stub.plans == []
+
+
+class _Failing(_Stub):
+    async def execute(
+        self,
+        plan: RunPlan,
+        cancel: anyio.Event,
+        ticket: Ticket | None = None,
+        hooks: Hooks | None = None,
+    ) -> RunOutcome:
+        raise EnvelopeFailure(FailureKind.SETUP_FAILED, "cgroup", "refused")
+
+
+async def test_an_envelope_failure_while_progress_is_told_is_the_same_refusal() -> None:
+    """The progress ticker never turns the envelope's own failure into another error."""
+
+    async def progress(
+        message: str, elapsed_ms: int | None = None, total_ms: int | None = None
+    ) -> None:
+        pass
+
+    with pytest.raises(JigError) as failed:
+        await _service(_Failing()).run(
+            TEST_INPUT,
+            operation_id="op",
+            deadline_unix_ms=None,
+            cancel=anyio.Event(),
+            progress=progress,
+        )
+    assert failed.value.code == Code.EXECUTION_FAILED
