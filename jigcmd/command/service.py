@@ -168,8 +168,13 @@ class CommandService:
         """Bound a queued call's wait for a slot by `seconds` (and the caller's deadline)."""
         self._queue_wait = seconds
 
-    def attach_attester(self, attester: Attester) -> None:
-        """Sign every completed run's statement with `attester` from now on."""
+    @property
+    def attester(self) -> Attester | None:
+        """What signs the statements of this service's runs, if anything does."""
+        return self._attester
+
+    def attach_attester(self, attester: Attester | None) -> None:
+        """Sign every completed run's statement with `attester` from now on (None: stop)."""
         self._attester = attester
 
     def attach_pins(self, pins: Callable[[], list[tuple[int, ...]]]) -> None:
@@ -218,6 +223,11 @@ class CommandService:
             # nobody admitted would only send them after the wrong problem.
             named = f"command {command!r}: " if isinstance(command, str) else ""
             raise JigError(Code.UNAVAILABLE, named + self._admission.reason)
+
+    def command_paths(self, command: str) -> tuple[str, ...]:
+        """The files an admitted command names (its tests or its entry point); () if none."""
+        policy = self._commands.get(command)
+        return () if policy is None else policy.paths
 
     def validate(self, input: object) -> ValidRequest:
         """Apply every request rule; raises `INVALID_INPUT` naming the rule that failed."""

@@ -28,6 +28,8 @@ from jigcmd.policy.pointers import escape, kind
 __all__ = [
     "MAX_COMMANDS",
     "MAX_TEST_PATHS",
+    "RUN_PATH_PATTERN",
+    "TEST_PATH_PATTERN",
     "Binding",
     "BindingError",
     "CommandEntry",
