@@ -390,7 +390,7 @@ def test_a_task_is_bound_to_the_run_that_created_it(binding: Path, tmp_path: Pat
     with ServeChild(binding, ["--state-dir", str(state), "--run-id", "run-a"]) as again:
         got = again.request("tasks/get", task)["result"]
         assert got["status"] == "completed"
-        assert got["result"]["structuredContent"]["stdout"]["text"] == "ran mine\n"
+        assert got["result"]["structuredContent"]["stdout"]["head"] == "ran mine\n"
         assert again.close_input() == 0
 
 
