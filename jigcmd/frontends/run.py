@@ -14,6 +14,7 @@ the error's words are on stderr too. `attestation` is the run's signed statement
 from __future__ import annotations
 
 import sys
+import time
 from collections.abc import Sequence
 from functools import partial
 from pathlib import Path
@@ -24,12 +25,15 @@ import msgspec
 
 from jigcmd.attest.dsse import attestation_fields
 from jigcmd.command.assembly import STARTUP_ERRORS, FrontSettings, open_service
+from jigcmd.command.failures import StoppedRun
 from jigcmd.command.projectdir import CandidateError, ProjectFiles, read_project
 from jigcmd.errors import Code, JigError
 from jigcmd.evidence import Evidence, ResourceReport
 from jigcmd.policy.binding import BindingError
 from jigcmd.policy.candidate import Problem
+from jigcmd.policy.planner import CEILING_SECONDS
 from jigcmd.protocol.commands import RunResult
+from jigcmd.protocol.mcp_view import TestsView, full_tests
 
 __all__ = ["CandidateError", "read_candidate", "refusal", "run", "write_failure"]
 
@@ -55,8 +59,17 @@ def run(
     args: list[str],
     as_json: bool,
     excludes: Sequence[str] = (),
+    timeout: float | None = None,
 ) -> int:
     """Run and print the evidence (or the failure); return the exit status."""
+    if timeout is not None and not 0 < timeout <= CEILING_SECONDS:
+        why = f"--timeout {timeout:g}: must be more than 0 and at most {CEILING_SECONDS:g} seconds"
+        return write_failure(
+            JigError(
+                Code.INVALID_INPUT, f"{why} (the envelope's ceiling)", {"option": "--timeout"}
+            ),
+            as_json,
+        )
     try:
         # Read before the envelopes start; its verdict waits for admission (below).
         project: ProjectFiles | JigError = _read_files(files_dir, excludes)
@@ -69,6 +82,7 @@ def run(
                 stdin_file=stdin_file,
                 args=args,
                 as_json=as_json,
+                timeout_s=timeout,
             )
         )
     except BindingError as exc:
@@ -76,6 +90,7 @@ def run(
         return write_failure(JigError(Code.INVALID_INPUT, str(exc), details), as_json)
     except STARTUP_ERRORS as exc:
         # jigcmd cannot serve here (no Bun, no usable state directory or cgroup subtree).
+        # The operator's own command line: the paths it names are the ones they gave.
         return write_failure(JigError(Code.UNAVAILABLE, str(exc)), as_json)
 
 
@@ -87,6 +102,7 @@ async def _run(
     stdin_file: Path | None,
     args: list[str],
     as_json: bool,
+    timeout_s: float | None,
 ) -> int:
     # The zygote starts (and stages the runtime) before the run's ceiling begins: on a slow
     # (emulated) machine that alone took seconds of a one-shot run's 10.
@@ -97,8 +113,18 @@ async def _run(
             await service.check_admission(command)
             files = _candidate(project, service.command_paths(command), command)
             request = _request(command, files, stdin_file, args)
+            # The timeout starts now, with the envelopes up: setup counts, start-up does not.
+            deadline = (
+                None if timeout_s is None else time.time_ns() // 1_000_000 + int(timeout_s * 1000)
+            )
             result = await service.run(
-                request, operation_id="cli", deadline_unix_ms=None, cancel=anyio.Event()
+                request,
+                operation_id="cli",
+                deadline_unix_ms=deadline,
+                cancel=anyio.Event(),
+                # The same per-test results an MCP result has; nothing kept to read back.
+                detailed=True,
+                keep_resources=False,
             )
         except JigError as exc:
             return write_failure(exc, as_json)
@@ -194,8 +220,10 @@ def write_failure(exc: JigError, as_json: bool) -> int:
         sys.stderr.write(f"jigcmd run: {exc.code.value}: {head}:\n" + "\n".join(lines) + "\n")
     else:
         sys.stderr.write(f"jigcmd run: {exc.code.value}: {exc.message}\n")
-    # Deadline and cancel carry what was collected: the same evidence a completed run has.
+    # Deadline and cancel carry what was collected: the same evidence a completed run has,
+    # and the resources it used, which is when a person wants them most.
     collected = details.pop("command", None)
+    report = exc.report if isinstance(exc, StoppedRun) else None
     if as_json:
         error: dict[str, Any] = {"code": exc.code.value, "message": exc.message}
         if details:
@@ -203,25 +231,32 @@ def write_failure(exc: JigError, as_json: bool) -> int:
         answer: dict[str, Any] = {"error": error}
         if collected is not None:
             answer["evidence"] = collected
+        if report is not None:
+            answer["report"] = report
         if exc.attestation is not None:
             answer["attestation"] = attestation_fields(exc.attestation)
         sys.stdout.write(msgspec.json.encode(answer).decode() + "\n")
     elif collected is not None:
-        _write_text(msgspec.convert(collected, Evidence), None)
+        _write_text(msgspec.convert(collected, Evidence), report)
     return _exit_status(exc.code)
 
 
 def _write_result(result: RunResult, as_json: bool) -> None:
+    tests = full_tests(result.tests) if result.tests is not None else None
     if as_json:
         answer: dict[str, Any] = {"evidence": result.evidence, "report": result.report}
+        if tests is not None:
+            answer["tests"] = tests
         if result.attestation is not None:
             answer["attestation"] = attestation_fields(result.attestation)
         sys.stdout.write(msgspec.json.encode(answer).decode() + "\n")
     else:
-        _write_text(result.evidence, result.report)
+        _write_text(result.evidence, result.report, tests)
 
 
-def _write_text(evidence: Evidence, report: ResourceReport | None) -> None:
+def _write_text(
+    evidence: Evidence, report: ResourceReport | None, tests: TestsView | None = None
+) -> None:
     ended = (
         f"exit code {evidence.exit_code}"
         if evidence.exit_code is not None
@@ -244,8 +279,23 @@ def _write_text(evidence: Evidence, report: ResourceReport | None) -> None:
             f"cpu {cpu}, peak memory {memory}, oom killed {report.oom_killed}, "
             f"pids limit hit {report.pids_limit_hit}"
         )
+    if tests is not None:
+        lines.append(f"tests:      {_tests_line(tests)}")
     for name, stream in (("stdout", evidence.stdout), ("stderr", evidence.stderr)):
         note = " (truncated)" if stream.truncated else ""
         lines.append(f"--- {name}{note} ---")
         lines.append(stream.text.rstrip("\n"))
     sys.stdout.write("\n".join(lines) + "\n")
+
+
+def _tests_line(tests: TestsView) -> str:
+    """The per-test counts (or why there are none), with the runner's caveat."""
+    if tests.summary is None:
+        return f"no per-test results: the runner's report is {tests.problem}"
+    s = tests.summary
+    failed = [test.name for test in tests.tests if test.status == "failed"]
+    named = f" ({', '.join(failed[:5])}{', …' if len(failed) > 5 else ''})" if failed else ""
+    return (
+        f"{s.tests} run, {s.passed} passed, {s.failed} failed{named}, {s.skipped} skipped, "
+        f"{s.pending} todo (from the runner's report, which candidate code can alter)"
+    )
