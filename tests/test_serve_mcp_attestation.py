@@ -1,7 +1,8 @@
-"""The official MCP SDK's tool result names its run's signed statement in `_meta`.
+"""The official MCP SDK's tool result names its run's signed statement.
 
 `_meta["jigcmd/attestation"]` carries the bundle's digest and the caller's run and operation
-id; `jigcmd attest` fetches exactly the bytes with that digest, and they verify.
+id, a `resource_link` names it and `resources/read` serves it; `jigcmd attest` fetches
+exactly the bytes with that digest, and they verify.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from pathlib import Path
 import pytest
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp_types import ResourceLink, TextResourceContents
 
 from tests.admitted_example import EXAMPLE, admit_example
 
@@ -60,6 +62,12 @@ async def test_an_mcp_result_names_its_statement_and_attest_fetches_it(tmp_path:
             await client.initialize()
             ran = await client.call_tool("tests", {"files": files})
             refused = await client.call_tool("tests", {"files": {"../x.ts": "x"}})
+            (link,) = [
+                block
+                for block in ran.content
+                if isinstance(block, ResourceLink) and block.name == "attestation"
+            ]
+            served = await client.read_resource(link.uri)
     assert ran.is_error is False
     assert ran.meta is not None
     named = ran.meta["jigcmd/attestation"]
@@ -69,6 +77,11 @@ async def test_an_mcp_result_names_its_statement_and_attest_fetches_it(tmp_path:
     )
     assert fetched.returncode == 0, fetched.stderr
     assert named["digest"] == "sha256:" + hashlib.sha256(fetched.stdout).hexdigest()
+    # resources/read serves the very same bytes the result's link names.
+    (contents,) = served.contents
+    assert isinstance(contents, TextResourceContents)
+    assert contents.text.encode() == fetched.stdout
+    assert link.mime_type == "application/jsonl"
     (tmp_path / "s.jsonl").write_bytes(fetched.stdout)
     checked = _jigcmd("verify", str(tmp_path / "s.jsonl"), "--state-dir", str(state))
     assert checked.returncode == 0, checked.stdout

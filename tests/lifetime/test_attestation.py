@@ -92,7 +92,12 @@ def test_a_run_json_statement_verifies_independently_and_with_jigcmd_verify(
     run, tests = _independently_verified(bundle, rig.state_dir)
     assert run["subject"][0]["digest"]["sha256"] == answer["evidence"]["candidateDigest"][7:]
     assert run["predicate"]["ending"]["exitCode"] == answer["evidence"]["exitCode"] == 1
-    assert tests["predicate"]["result"] == "FAILED" and tests["predicate"]["failedTests"]
+    assert tests["predicate"]["result"] == "FAILED"
+    assert tests["predicate"]["failedTests"] == ["test/project.test.ts > value"]
+    # `run --json` has Bun write its JUnit report: the names come from it, marked as such.
+    (report,) = [c for c in tests["predicate"]["configuration"] if "annotations" in c]
+    assert report["name"] == "test runner report (bun test JUnit report)"
+    assert report["annotations"]["candidateInfluenced"] is True
     (tmp_path / "bundle.jsonl").write_bytes(bundle)
     (tmp_path / "evidence.json").write_text(json.dumps(answer["evidence"]))
     checked = _verify(rig, tmp_path / "bundle.jsonl", "--evidence", str(tmp_path / "evidence.json"))
