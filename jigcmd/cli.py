@@ -66,7 +66,9 @@ def _parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="verb", required=True, metavar="COMMAND")
 
     serve = sub.add_parser("serve", help="serve FLOW Run/1 or MCP JSON-RPC on stdio")
-    serve.add_argument("--binding", required=True, type=Path, help="Binding file (.toml/.json)")
+    serve.add_argument(
+        "--binding", required=True, type=Path, help="Binding file (.toml/.json, or .ts/.js)"
+    )
     serve.add_argument(
         "--lock", type=Path, help="admitted lock (default: jigcmd.lock beside the Binding)"
     )

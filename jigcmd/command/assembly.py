@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
+import os
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -12,8 +13,9 @@ from pathlib import Path
 
 import anyio
 
-from jigcmd.command.bindingfile import LoadedBinding, load_binding
+from jigcmd.command.bindingfile import LoadedBinding, ScriptResult, is_script, load_binding
 from jigcmd.command.runtime import BunBinary, RuntimeUnavailable, find_runtime
+from jigcmd.command.scriptbinding import evaluate_script
 from jigcmd.command.service import CommandService
 from jigcmd.durable.host import open_host
 from jigcmd.durable.ownership import Ownership
@@ -28,6 +30,7 @@ from jigcmd.policy.binding import BindingError
 from jigcmd.policy.lock import (
     Admission,
     Lock,
+    LockedFile,
     LockError,
     RuntimeIdentity,
     check_policy,
@@ -42,6 +45,7 @@ __all__ = [
     "assemble",
     "default_lock_path",
     "lock_runtime",
+    "locked_file",
     "open_service",
 ]
 
@@ -49,8 +53,19 @@ logger = logging.getLogger("jigcmd.command.assembly")
 
 
 def default_lock_path(binding: Path) -> Path:
-    """`jigcmd.lock` next to the Binding file."""
+    """`jigcmd.lock` next to the Binding file; `<name>.jigcmd.lock` for a TypeScript one.
+
+    A project's `bindings/` holds many TypeScript Bindings, each admitted on its own.
+    """
+    if is_script(binding):
+        return binding.with_name(f"{binding.stem}.jigcmd.lock")
     return binding.parent / "jigcmd.lock"
+
+
+def locked_file(loaded: LoadedBinding, lock_path: Path) -> LockedFile:
+    """The Binding file as a lock at `lock_path` records it (its path from the lock's directory)."""
+    relative = os.path.relpath(loaded.path.absolute(), lock_path.absolute().parent)
+    return LockedFile(path=Path(relative).as_posix(), sha256=loaded.digest)
 
 
 def lock_runtime(runtime: BunBinary) -> RuntimeIdentity:
@@ -75,12 +90,14 @@ def assemble(
     *,
     root_deadline_unix_ms: int | None = None,
     bun: str | None = None,
+    script: ScriptResult | None = None,
 ) -> Assembly:
     """Load and admit the Binding; an unadmitted one gives a service whose commands are unavailable.
 
+    A TypeScript Binding comes evaluated (`script`, `jigcmd.command.scriptbinding`).
     Raises `BindingError` for a broken Binding and `RuntimeUnavailable` when no Bun is installed.
     """
-    loaded = load_binding(binding_path)
+    loaded = load_binding(binding_path, script)
     lock_path = lock_path or default_lock_path(binding_path)
     runtime = find_runtime(bun)
     lock, problem = _read_lock(lock_path)
@@ -92,7 +109,12 @@ def assemble(
         )
     else:
         admission = check_policy(
-            loaded.binding, lock, lock_path=str(lock_path), binding_path=str(binding_path)
+            loaded.binding,
+            lock,
+            lock_path=str(lock_path),
+            binding_path=str(binding_path),
+            file=locked_file(loaded, lock_path),
+            script=loaded.script,
         )
     runtime_check: Callable[[], Admission] | None = None
     if lock is not None and admission.admitted:
@@ -178,11 +200,18 @@ async def open_service(
     )
     executor = NativeExecutor(cgroup_base=base, state_dir=str(ownership.state_dir))
     try:
+        script = None
+        if is_script(settings.binding):
+            # Evaluated in an envelope of this executor's before anything is admitted.
+            runtime = find_runtime()
+            executor.stage_at_start(await anyio.to_thread.run_sync(lambda: runtime.binds))
+            script = await evaluate_script(settings.binding, executor, runtime)
         assembly = assemble(
             settings.binding,
             settings.lock,
             executor,
             root_deadline_unix_ms=settings.root_deadline_unix_ms,
+            script=script,
         )
         # A runtime whose binds cannot be read fails closed at its first plan instead.
         with contextlib.suppress(RuntimeUnavailable):
