@@ -95,7 +95,9 @@ def _parser() -> argparse.ArgumentParser:
     _ownership_options(serve)
 
     lock = sub.add_parser("lock", help="review a Binding and write its admitted lock")
-    lock.add_argument("--binding", required=True, type=Path)
+    lock.add_argument(
+        "--binding", required=True, type=Path, help="Binding file (.toml/.json, or .ts/.js)"
+    )
     lock.add_argument("--lock", type=Path, help="where to write (default: beside the Binding)")
     lock.add_argument(
         "--check", action="store_true", help="only say whether the existing lock admits it"
@@ -141,6 +143,9 @@ def _parser() -> argparse.ArgumentParser:
     doctor = sub.add_parser("doctor", help="check that this machine can build the envelope")
     doctor.add_argument("--json", action="store_true", help="print the checks as JSON")
     doctor.add_argument("--state-dir", type=Path, help="the state directory to inspect")
+    doctor.add_argument(
+        "--binding", type=Path, help="also load this Binding (.toml/.json/.ts/.js) and its lock"
+    )
     sub.add_parser("demo", help="run the bundled example through a real `jigcmd serve` child")
     return parser
 
@@ -215,7 +220,7 @@ def main(argv: list[str] | None = None) -> int:
     if verb == "doctor":
         from jigcmd.frontends.doctor import doctor  # noqa: PLC0415 - imported per verb to keep start-up light
 
-        return doctor(as_json=args.json, state_dir=args.state_dir)
+        return doctor(as_json=args.json, state_dir=args.state_dir, binding=args.binding)
     from jigcmd.frontends.demo import demo  # noqa: PLC0415 - imported per verb to keep start-up light
 
     return demo()

@@ -103,9 +103,10 @@ async def evaluate_script(
     path: Path, executor: Executor, runtime: BunBinary, cancel: anyio.Event | None = None
 ) -> ScriptResult:
     """Evaluate the Binding in a fresh envelope; raises `BindingError` saying why it cannot."""
-    script = read_script(path)
+    script = await anyio.to_thread.run_sync(read_script, path)
     source = str(path)
-    files = evaluation_files((script.relative, script.text), script.jig, _shim(), source=source)
+    shim = await anyio.to_thread.run_sync(_shim)
+    files = evaluation_files((script.relative, script.text), script.jig, shim, source=source)
     args = (script.relative,) if script.jig is None else (script.relative, script.jig[0])
     plan = candidate_plan(
         bun=BUN_TARGET,

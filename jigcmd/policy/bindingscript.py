@@ -45,7 +45,8 @@ SHIM_DIR: Final = "node_modules/@jigging/jig"
 EVALUATOR: Final = f"{SHIM_DIR}/evaluate.js"
 # How much of a Binding's own output a refusal quotes.
 _QUOTE_CHARS: Final = 200
-_FRAME = re.compile(re.escape(CANDIDATE_ROOT) + r"/([^\s():]+):(\d+):(\d+)")
+# A place in a Bun stack frame or position: `/work/<path>:<line>[:<column>]`.
+_FRAME = re.compile(re.escape(CANDIDATE_ROOT) + r"/([^\s():]+):(\d+)(?::(\d+))?")
 
 
 class Evaluation(msgspec.Struct, frozen=True):
@@ -150,12 +151,17 @@ def _where(error: Mapping[str, object], host_root: str) -> str | None:
     if isinstance(position, dict) and isinstance(position.get("file"), str):
         found = _FRAME.search(f"{position['file']}:{position.get('line')}:{position.get('column')}")
         if found:
-            return f"{_host(host_root, found[1])}:{found[2]}:{found[3]}"
+            return _place(host_root, found)
     stack = error.get("stack")
     for found in _FRAME.finditer(stack if isinstance(stack, str) else ""):
         if not found[1].startswith(SHIM_DIR + "/"):
-            return f"{_host(host_root, found[1])}:{found[2]}:{found[3]}"
+            return _place(host_root, found)
     return None
+
+
+def _place(host_root: str, found: re.Match[str]) -> str:
+    column = f":{found[3]}" if found[3] else ""
+    return f"{_host(host_root, found[1])}:{found[2]}{column}"
 
 
 def _host(host_root: str, path: str) -> str:
