@@ -1,4 +1,4 @@
-"""The `jigcmd` command line: serve, lock, run, recover, jarvis, jarvis-audit, doctor, demo."""
+"""The `jigcmd` command line: serve, lock, run, recover, runs, jarvis, jarvis-audit, doctor."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from jigcmd import __version__
+from jigcmd.jarvis.connections import DEFAULT_LIMITS
 from jigcmd.server import stderrlog
 
 __all__ = ["main"]
@@ -29,6 +30,16 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         raise _UsageError(self, message)
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} is not at least 1")
+    return value
 
 
 def _ownership_options(parser: argparse.ArgumentParser) -> None:
@@ -51,7 +62,7 @@ def _cgroup_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--cgroup-base",
         help="where envelope cgroups go (default: jigcmd as root; without root a delegated "
-        "subtree, see README 'Running without root'); also $JIGCMD_CGROUP_BASE",
+        "subtree, see docs/rootless.md); also $JIGCMD_CGROUP_BASE",
     )
 
 
@@ -128,12 +139,27 @@ def _parser() -> argparse.ArgumentParser:
     recover.add_argument("--state-dir", type=Path)
     _cgroup_option(recover)
 
+    runs = sub.add_parser(
+        "runs", help="list the state directory's runs and their operations (read only)"
+    )
+    runs.add_argument("--state-dir", type=Path)
+    runs.add_argument("--run-id", help="only this run")
+    runs.add_argument("--json", action="store_true", help="one JSON object per run")
+
     jarvis = sub.add_parser(
         "jarvis", help="serve the jarvis UTCP tools on loopback HTTP (needs JARVIS_BEARER_TOKEN)"
     )
     jarvis.add_argument("--policy", required=True, type=Path, help="the TOML rule file")
     jarvis.add_argument("--host", default="127.0.0.1", help="loopback address (default 127.0.0.1)")
     jarvis.add_argument("--port", type=int, default=7777, help="port (default 7777)")
+    jarvis.add_argument(
+        "--max-connections",
+        type=_positive_int,
+        default=DEFAULT_LIMITS.max_connections,
+        help="open connections at most, within the descriptor limit less 64 (default "
+        f"{DEFAULT_LIMITS.max_connections}); past it the longest waiting connection gives way, "
+        "or the newcomer gets 503",
+    )
     _ownership_options(jarvis)
 
     audit = sub.add_parser("jarvis-audit", help="print jarvis's audit log as JSON lines")
@@ -202,6 +228,10 @@ def main(argv: list[str] | None = None) -> int:
         from jigcmd.frontends.recover import recover  # noqa: PLC0415 - imported per verb to keep start-up light
 
         return recover(args.state_dir, args.cgroup_base)
+    if verb == "runs":
+        from jigcmd.frontends.runs import runs  # noqa: PLC0415 - imported per verb to keep start-up light
+
+        return runs(args.state_dir, run_id=args.run_id, as_json=args.json)
     if verb == "jarvis":
         from jigcmd.frontends.jarvis import jarvis  # noqa: PLC0415 - imported per verb to keep start-up light
 
@@ -212,6 +242,7 @@ def main(argv: list[str] | None = None) -> int:
             args.state_dir,
             cgroup_base=args.cgroup_base,
             max_envelopes=args.max_envelopes,
+            max_connections=args.max_connections,
         )
     if verb == "jarvis-audit":
         from jigcmd.frontends.jarvis import jarvis_audit  # noqa: PLC0415 - imported per verb to keep start-up light

@@ -81,16 +81,12 @@ async def bench(
     sock = bind_loopback("127.0.0.1", 0)
     port = sock.getsockname()[1]
     base = base_url("127.0.0.1", port)
-    app = create_app(
-        service,
-        Credentials(TOKEN, parse_capabilities(None)),
-        allowed_hosts("127.0.0.1", port),
-        base,
-    )
+    credentials = Credentials(TOKEN, parse_capabilities(None))
+    app = create_app(service, credentials, allowed_hosts("127.0.0.1", port), base)
     stop = anyio.Event()
     headers = {"Authorization": f"Bearer {TOKEN}"}
     async with anyio.create_task_group() as tg:
-        tg.start_soon(lambda: serve(app, sock, stop=stop))
+        tg.start_soon(lambda: serve(app, sock, credentials, stop=stop))
         limits = httpx.Limits(max_connections=args.concurrency)
         async with httpx.AsyncClient(base_url=base, headers=headers, limits=limits) as client:
 

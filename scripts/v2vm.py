@@ -50,7 +50,11 @@ __all__ = [
 ROOT = Path(__file__).resolve().parents[1]
 # The guest sets this, so that a pytest run inside never collects the test that boots the VM.
 GUEST_ENV_MARK = "JIGCMD_IN_V2VM"
-DEFAULT_CACHE = Path(os.environ.get("JIGCMD_V2VM_CACHE", "/var/tmp/jigcmd-v2vm"))
+# The unpacked kernel and modules (~65 MB), kept between runs in the user's cache directory.
+DEFAULT_CACHE = Path(
+    os.environ.get("JIGCMD_V2VM_CACHE")
+    or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "jigcmd-v2vm"
+)
 TOOLS = ("qemu-system-x86_64", "busybox", "apt-get", "apt-cache", "dpkg-deb")
 BUSYBOX_CANDIDATES = ("/bin/busybox", "/usr/bin/busybox")
 # Load order from each module's `depends=` (the initramfs has no modprobe).

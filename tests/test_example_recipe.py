@@ -22,7 +22,7 @@ from tests.envelope.conftest import require_root
 
 REPO = Path(__file__).resolve().parents[1]
 README = REPO / "README.md"
-HEADING = "## Your first calls: the bundled example"
+SECTIONS = ("## Your first calls: the bundled example", "## Your own project")
 
 
 def _generator() -> ModuleType:
@@ -36,14 +36,19 @@ def _generator() -> ModuleType:
     return module
 
 
-def recipe() -> str:
-    """Every shell block of the README's first-calls section, in order, as written."""
+def section_blocks(heading: str) -> list[str]:
+    """Every shell block of one README section, in order, as written."""
     text = README.read_text(encoding="utf-8")
-    section = text[text.index(HEADING) :]
-    section = section[: section.index("\n## ", len(HEADING))]
-    blocks = section.split("```sh\n")[1:]
-    assert len(blocks) == 2, "the first calls, then your own"
-    return "".join(block[: block.index("```")] for block in blocks)
+    section = text[text.index(heading) :]
+    section = section[: section.index("\n## ", len(heading))]
+    return [block[: block.index("```")] for block in section.split("```sh\n")[1:]]
+
+
+def recipe() -> str:
+    """The first calls' shell block, then your own project's, as written."""
+    first, own = (section_blocks(heading) for heading in SECTIONS)
+    assert len(first) == 1 and len(own) == 1, "the first calls, then your own"
+    return first[0] + own[0]
 
 
 def test_the_request_files_carry_the_example_candidates_as_they_are() -> None:

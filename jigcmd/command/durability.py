@@ -21,7 +21,7 @@ from jigcmd.evidence import Evidence
 from jigcmd.journal.reservations import Slot
 from jigcmd.plan import RunPlan, plan_digest
 from jigcmd.protocol.commands import RunResult
-from jigcmd.server.backend import Progress
+from jigcmd.server.backend import Owned, Progress
 
 __all__ = ["Durability", "Execute"]
 
@@ -40,8 +40,10 @@ class Durability:
         signature: str | None,
         root_run: str | None,
         context: str,
+        owned: Owned | None = None,
     ) -> None:
         self._ownership = ownership
+        self._owned = owned
         self._operation_id = operation_id
         self._signature = signature
         self._context = context
@@ -171,6 +173,8 @@ class Durability:
             self._began = self._replayed is None
             self._recorded_envelope = assigned
             trace.mark("service: begun")
+            if self._began and self._owned is not None:
+                await self._owned()
             return self._began
 
         async def on_started(envelope: EnvelopeIdentity) -> None:

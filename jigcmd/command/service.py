@@ -26,8 +26,8 @@ from jigcmd.policy.binding import CommandPolicy
 from jigcmd.policy.lock import Admission
 from jigcmd.policy.planner import candidate_plan, effective_deadline
 from jigcmd.policy.request import ValidRequest, validate_request
-from jigcmd.protocol.commands import RunResult, ToolInfo
-from jigcmd.server.backend import Progress
+from jigcmd.protocol.commands import Recorded, RunResult, ToolInfo
+from jigcmd.server.backend import Owned, Progress
 
 __all__ = ["CommandService", "evidence_of"]
 
@@ -149,6 +149,7 @@ class CommandService:
         context: str = "",
         root_run: str | None = None,
         wait_for_slot: bool = False,
+        owned: Owned | None = None,
     ) -> RunResult:
         """Check admission, validate, plan and execute one call; see `CommandBackend.run`."""
         trace.mark("service: run")
@@ -168,6 +169,7 @@ class CommandService:
             context=context,
             root_run=root_run,
             wait_for_slot=wait_for_slot,
+            owned=owned,
         )
         if signature is None:
             # No operation identity: nobody can join it, so its one caller owns it.
@@ -195,6 +197,7 @@ class CommandService:
         context: str,
         root_run: str | None,
         wait_for_slot: bool,
+        owned: Owned | None,
     ) -> RunResult:
         """The operation's work, stopped by `cancel`: known? → slot → plan → execute → close."""
         durability = Durability(
@@ -203,6 +206,7 @@ class CommandService:
             signature=signature,
             root_run=root_run,
             context=context,
+            owned=owned,
         )
         refusal = _refused_before_dispatch(deadline, cancel)
         if refusal is not None:
@@ -227,6 +231,12 @@ class CommandService:
             return await durability.run(plan, execute, evidence=evidence, cancel=cancel)
         finally:
             durability.release()
+
+    async def recorded(self, operation_id: str, *, root_run: str) -> Recorded | None:
+        """What the journal holds of an operation; see `CommandBackend.recorded`."""
+        if self._ownership is None:
+            return None
+        return await self._ownership.recorded(operation_id, root_run=root_run)
 
     def _deadline(self, deadline_unix_ms: int | None) -> float:
         """The run's monotonic deadline from now: the caller's, the root's, or the ceiling."""

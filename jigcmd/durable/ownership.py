@@ -33,7 +33,7 @@ from jigcmd.journal.identity import identify
 from jigcmd.journal.reservations import Reservations, Slot, default_slots
 from jigcmd.journal.rows import NewRow, Row
 from jigcmd.journal.store import Journal
-from jigcmd.protocol.commands import RunResult
+from jigcmd.protocol.commands import Recorded, RunResult
 
 __all__ = ["Ownership", "RecordedFailure"]
 
@@ -147,6 +147,23 @@ class Ownership:
         if row.is_open:
             row = await self._join(operation_id, root_run, deadline, cancel)
         return replay(row)
+
+    async def recorded(self, operation_id: str, *, root_run: str) -> Recorded | None:
+        """What the journal holds of an operation of `root_run` (read only); None if nothing."""
+        row = await anyio.to_thread.run_sync(
+            lambda: self.journal.get(operation_id, root_run=root_run)
+        )
+        if row is None:
+            return None
+        if row.is_open:
+            return Recorded(True, row.created_unix_ms, row.updated_unix_ms)
+        outcome: RunResult | JigError
+        try:
+            outcome = replay(row)
+        except JigError as error:
+            outcome = error
+        updated = row.finished_unix_ms or row.updated_unix_ms
+        return Recorded(False, row.created_unix_ms, updated, outcome)
 
     async def begin(
         self,

@@ -11,7 +11,7 @@ to an unlimited or partial envelope. The choice, in order:
    `<own>/jigcmd-server` (a v2 cgroup with children must hold no process) and creates jobs
    under `<own>/jigcmd`.
 4. v1/hybrid without root: `jigcmd-u<uid>` when the memory hierarchy has it, owned by us
-   (an administrator creates and chowns it in every hierarchy; see the README).
+   (an administrator creates and chowns it in every hierarchy; see docs/rootless.md).
 
 Anything else raises `DelegationError` with the exact commands that fix it.
 """

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import os
 import sys
 import time
@@ -16,6 +18,7 @@ from jigcmd.envelope.delegation import DelegationError
 from jigcmd.envelope.native import NativeExecutor
 from jigcmd.jarvis.app import allowed_hosts, create_app
 from jigcmd.jarvis.auth import ConfigError, load_credentials
+from jigcmd.jarvis.connections import DEFAULT_LIMITS
 from jigcmd.jarvis.hostview import OsHostView
 from jigcmd.jarvis.manual import base_url
 from jigcmd.jarvis.policy import PolicyError, parse_policy
@@ -42,6 +45,7 @@ def jarvis(
     *,
     cgroup_base: str | None = None,
     max_envelopes: int | None = None,
+    max_connections: int = DEFAULT_LIMITS.max_connections,
 ) -> int:
     """Serve until SIGINT/SIGTERM; 2 (with the precise reason on stderr) when it cannot start."""
     try:
@@ -88,7 +92,8 @@ def jarvis(
             f"jigcmd jarvis: serving {base}/utcp as {credentials.actor} "
             f"(grants: {', '.join(sorted(credentials.grants))}; journal {journal.path})\n"
         )
-        anyio.run(serve, app, sock)
+        limits = dataclasses.replace(DEFAULT_LIMITS, max_connections=max_connections)
+        anyio.run(functools.partial(serve, app, sock, credentials, limits=limits))
     finally:
         sock.close()
         closed = _close(journal)

@@ -1,4 +1,4 @@
-"""What a session asks its shell to do: send frames, start a call, cancel one."""
+"""What a session asks its shell to do: send frames, start a call, cancel one, read a record."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from jigcmd.errors import JigError
 from jigcmd.protocol import jsonrpc
 from jigcmd.protocol.commands import RunResult
 
-__all__ = ["Action", "Call", "Cancel", "Dispatch", "Outcome", "Send", "send_error"]
+__all__ = ["Action", "Call", "Cancel", "Dispatch", "Lookup", "Outcome", "Send", "send_error"]
 
 Outcome = RunResult | JigError
 
@@ -25,12 +25,14 @@ class Call(msgspec.Struct, frozen=True):
     input: Any
     deadline_unix_ms: int | None = None
     progress_token: jsonrpc.Id | None = None
-    # Run/1 operation identity (None for MCP calls, which have no durable identity).
+    # The operation's identity for the journal (replay, join, conflict); None keeps no row.
     signature: str | None = None
     # The caller's context: this session.
     context: str = ""
     # The caller's run this session belongs to: the scope of operation identity.
     root_run: str = ""
+    # The MCP task the call runs as (its operation id too), when it is one.
+    task_id: str | None = None
 
 
 class Send(msgspec.Struct, frozen=True):
@@ -46,12 +48,22 @@ class Dispatch(msgspec.Struct, frozen=True):
 
 
 class Cancel(msgspec.Struct, frozen=True):
-    """Ask the running call dispatched by `request_id` to stop."""
+    """Ask the running call dispatched by `request_id` (or running as `task_id`) to stop."""
 
     request_id: jsonrpc.Id
+    task_id: str | None = None
 
 
-Action = Send | Dispatch | Cancel
+class Lookup(msgspec.Struct, frozen=True):
+    """Read the journal's record of an operation of `root_run`; answer via `Session.recorded`."""
+
+    request_id: jsonrpc.Id
+    method: str
+    operation_id: str
+    root_run: str
+
+
+Action = Send | Dispatch | Cancel | Lookup
 
 
 def send_error(request_id: jsonrpc.Id | None, code: int, message: str) -> list[Action]:

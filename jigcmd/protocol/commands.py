@@ -6,9 +6,10 @@ from typing import Literal
 
 import msgspec
 
+from jigcmd.errors import JigError
 from jigcmd.evidence import Evidence, ResourceReport
 
-__all__ = ["CommandKind", "RunResult", "ToolInfo"]
+__all__ = ["CommandKind", "Recorded", "RunResult", "ToolInfo"]
 
 CommandKind = Literal["run", "test"]
 
@@ -37,3 +38,13 @@ class RunResult(msgspec.Struct, frozen=True):
 
     evidence: Evidence
     report: ResourceReport
+
+
+class Recorded(msgspec.Struct, frozen=True):
+    """What the journal holds of one operation: open (running somewhere) or how it ended."""
+
+    open: bool
+    created_unix_ms: int
+    updated_unix_ms: int
+    # The recorded end (a result, or the failure a replay raises); None while open.
+    outcome: RunResult | JigError | None = None

@@ -1,27 +1,48 @@
-"""The MCP dialect: the lifecycle of one session (handshake, version, tools, calls in flight).
+"""The MCP dialect: both eras of one stdio process, its tool list, its calls and tasks.
 
-`initialize` happens once and fixes the version the tool list and results are shaped for;
-before it only `ping` is served. MCP hosts call tools in parallel: every valid `tools/call`
-is dispatched at once (the backend runs them side by side up to the free envelope slots and
-queues the rest); a refused one is answered without dispatch. `notifications/cancelled`
-stops a call and suppresses its response, as the specification asks.
+The handshake era: `initialize` happens once, fixes the version the tool list and results
+are shaped for, and selects that era for the process; before it only `ping` (and
+`server/discover`) is served. The per-request era (2026-07-28, `mcp_era.py`): a request
+carrying the `_meta` envelope is checked and served on its own, whatever came before;
+`server/discover` is answered in every state without choosing an era, so a host may probe
+and then send `initialize`. The first per-request call made before any `initialize` selects
+the per-request era: a later `initialize` is -32022 naming the versions served.
+
+MCP hosts call tools in parallel: every valid `tools/call` is dispatched at once (the backend
+runs them side by side up to the free envelope slots and queues the rest); a refused one is
+answered without dispatch. Every dispatched call is an operation of the caller's run in the
+journal, under the caller's key (`_meta["dev.jigcmd/operationId"]`, whose retry replays), its
+task id, or an id of its own. `notifications/cancelled` stops a call and suppresses its
+response, as the specification asks; `tasks/cancel` stops a task (`mcp_tasks.py`).
 """
 
 from __future__ import annotations
 
-from typing import Any, Final
+import time
+from typing import Any, Final, Literal
 
 import msgspec
 
 from jigcmd.errors import Code, JigError
-from jigcmd.protocol import jsonrpc
-from jigcmd.protocol.actions import Action, Call, Cancel, Outcome, Send, send_error
+from jigcmd.protocol import jsonrpc, mcp_era
+from jigcmd.protocol.actions import Action, Call, Cancel, Lookup, Outcome, Send, send_error
+from jigcmd.protocol.commands import Recorded
 from jigcmd.protocol.dialect import Settings
+from jigcmd.protocol.mcp_era import Envelope, EnvelopeError, RequestKeys
 from jigcmd.protocol.mcp_results import completed_result, failure_result
+from jigcmd.protocol.mcp_tasks import (
+    TaskBook,
+    TaskState,
+    ended,
+    is_task_id,
+    new_task_id,
+    task_fields,
+)
 from jigcmd.protocol.mcp_tools import tools_list_json
-from jigcmd.protocol.mcp_versions import LATEST_VERSION, negotiate_version
+from jigcmd.protocol.mcp_versions import LATEST_VERSION, MODERN_VERSION, negotiate_version
 
 __all__ = [
+    "INSTRUCTIONS",
     "RUN_ID_META",
     "SESSION_METHODS",
     "McpDialect",
@@ -39,6 +60,15 @@ __all__ = [
 SESSION_METHODS: Final = frozenset({"tools/list", "tools/call"})
 # The `initialize` result's `_meta` key naming the caller's run of the session.
 RUN_ID_META: Final = "jigcmd/runId"
+INSTRUCTIONS: Final = (
+    "Each tool runs one operator-reviewed Bun command against the files you supply, inside a "
+    "containment envelope, and returns host-collected evidence (output, exit code or signal, "
+    "stop reason). A non-zero exit is evidence, not an error."
+)
+# Methods of the handshake era only: in the per-request era they do not exist.
+_HANDSHAKE_ONLY: Final = frozenset({"initialize", "ping", "logging/setLevel"})
+_TASK_METHODS: Final = frozenset({"tasks/get", "tasks/cancel", "tasks/update"})
+Era = Literal["undecided", "handshake", "per-request"]
 
 
 class ToolCallParamsError(ValueError):
@@ -53,6 +83,15 @@ class ToolCall(msgspec.Struct, frozen=True):
     progress_token: jsonrpc.Id | None
 
 
+class _Pending(msgspec.Struct):
+    """A dispatched call: the shape of its answer and what it hands back."""
+
+    operation_id: str
+    version: str
+    trace: dict[str, str]
+    task_id: str | None = None
+
+
 def initialize_result(
     version: str, server_name: str, server_version: str, *, root_run: str = ""
 ) -> dict[str, Any]:
@@ -64,9 +103,7 @@ def initialize_result(
         "protocolVersion": version,
         "capabilities": {"tools": {"listChanged": False}},
         "serverInfo": {"name": server_name, "version": server_version},
-        "instructions": "Each tool runs one operator-reviewed Bun command against the files you "
-        "supply, inside a containment envelope, and returns host-collected evidence "
-        "(output, exit code or signal, stop reason). A non-zero exit is evidence, not an error.",
+        "instructions": INSTRUCTIONS,
     }
     if root_run:
         result["_meta"] = {RUN_ID_META: root_run}
@@ -115,42 +152,50 @@ def progress_notification(token: jsonrpc.Id, progress: int, message: str) -> byt
     )
 
 
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
 class McpDialect:
-    """The MCP state of one session: the handshake, the agreed version, the calls in flight."""
+    """The MCP state of one process: the era, the agreed version, the calls and tasks."""
 
     def __init__(self, settings: Settings) -> None:
-        """Start uninitialized, with the tool list shaped for the latest version."""
+        """Start undecided, with the tool list shaped for the latest handshake version."""
         self._tools = {tool.name: tool for tool in settings.tools}
         self._tool_infos = settings.tools
         self._version = LATEST_VERSION
         self._tools_json = tools_list_json(settings.tools, self._version)
-        self._server_name = settings.server_name
-        self._server_version = settings.server_version
+        self._server_info = {"name": settings.server_name, "version": settings.server_version}
+        self._signature = settings.signature
         self._tag = settings.session_tag
         self._root_run = settings.root_run
-        self._initialized = False
+        self._era: Era = "undecided"
         self._calls = 0
-        # Request ids awaiting an answer -> their call's operation id.
-        self._pending: dict[jsonrpc.Id, str] = {}
+        # Request ids awaiting an answer -> their call.
+        self._pending: dict[jsonrpc.Id, _Pending] = {}
+        # Task id -> its call, while it runs.
+        self._task_calls: dict[str, _Pending] = {}
+        self._tasks = TaskBook()
         self._silenced: set[jsonrpc.Id] = set()
         self._progress: dict[jsonrpc.Id, int] = {}
+        self._modern_tools = self._modern_tools_json()
+
+    @property
+    def era(self) -> Era:
+        """The era the process is in: undecided until `initialize` or a per-request call."""
+        return self._era
 
     def request(self, request: jsonrpc.Request) -> list[Action] | Call:
-        """Serve the handshake, the tool list and tool calls; anything else is -32601."""
-        method = request.method
-        if method == "initialize":
-            return self._initialize(request)
-        if not self._initialized:
-            return self._before_initialize(request)
-        if method == "tools/list":
-            return [Send(jsonrpc.encode_raw_result(request.id, self._tools_json))]
-        if method == "tools/call":
-            return self._tool_call(request)
-        return send_error(request.id, jsonrpc.METHOD_NOT_FOUND, f"Method not found: {method}")
+        """Serve a request of either era; an unknown method is -32601."""
+        if mcp_era.claims_envelope(request.params):
+            envelope = mcp_era.read_envelope(request.params)
+            if isinstance(envelope, EnvelopeError):
+                return [Send(envelope.frame(request.id))]
+            return self._per_request(request, envelope)
+        return self._handshake(request)
 
     def started(self, call: Call) -> None:
         """The call is running: it is answered (or silenced) when it finishes."""
-        self._pending[call.request_id] = call.operation_id
 
     def refuse(self, request_id: jsonrpc.Id, error: JigError) -> bytes:
         """A refusal is a tool error result, not a protocol error."""
@@ -160,34 +205,105 @@ class McpDialect:
         """`notifications/cancelled` stops a call in flight; anything else needs nothing."""
         if notification.method == "notifications/cancelled":
             request_id = parse_cancelled(notification.params)
-            if request_id is not None and request_id in self._pending:
+            pending = self._pending.get(request_id) if request_id is not None else None
+            if request_id is not None and pending is not None:
                 self._silenced.add(request_id)
-                return [Cancel(request_id)]
+                return [Cancel(request_id, pending.task_id)]
         # notifications/initialized and anything unknown: nothing to do, never answered.
         return []
 
+    def owned(self, call: Call) -> bytes:
+        """The journal holds the call's operation: a task's `CreateTaskResult` goes out now."""
+        if call.task_id is None:
+            return b""
+        task = self._tasks.announce(call.task_id)
+        if task is None:
+            return b""
+        del self._pending[call.request_id]
+        self._silenced.discard(call.request_id)
+        created = mcp_era.modern_result(task_fields(task), self._server_info, result_type="task")
+        return jsonrpc.encode_result(call.request_id, created)
+
     def finish(self, call: Call, outcome: Outcome) -> bytes:
-        """The call's tool result, or nothing when the peer cancelled it."""
+        """The call's tool result, or nothing when the peer cancelled it or it is a task."""
+        if call.task_id is not None and not self._tasks.awaits_announcement(call.task_id):
+            pending = self._task_calls.pop(call.task_id)
+            task = self._tasks.finish(call.task_id)
+            ended(task, outcome, self._result(pending, outcome), _now_ms())
+            return b""
+        if call.task_id is not None:
+            # Refused before the journal held it: answered directly, no task was created.
+            self._task_calls.pop(call.task_id, None)
+            self._tasks.drop(call.task_id)
         self._progress.pop(call.request_id, None)
-        self._pending.pop(call.request_id, None)
+        pending = self._pending.pop(call.request_id)
         if call.request_id in self._silenced:
             # The peer cancelled the request and expects no response to it.
             self._silenced.discard(call.request_id)
             return b""
-        if isinstance(outcome, JigError):
-            return self.refuse(call.request_id, outcome)
-        return jsonrpc.encode_result(call.request_id, completed_result(outcome, self._version))
+        return jsonrpc.encode_result(call.request_id, self._result(pending, outcome))
 
     def progress(self, call: Call, message: str) -> bytes:
         """A `notifications/progress` frame when the caller sent a progress token."""
-        if call.progress_token is None or call.request_id not in self._pending:
+        if (
+            call.progress_token is None
+            or call.task_id is not None
+            or call.request_id not in self._pending
+        ):
+            # The Tasks extension has no progress for tasks.
             return b""
         count = self._progress.get(call.request_id, 0) + 1
         self._progress[call.request_id] = count
         return progress_notification(call.progress_token, count, message)
 
+    def recorded(self, lookup: Lookup, found: Recorded | None) -> bytes:
+        """Answer a `tasks/get` or `tasks/cancel` for a task only the journal knows."""
+        if found is None:
+            return _no_task(lookup.request_id, lookup.operation_id)
+        if lookup.method == "tasks/cancel":
+            # Running elsewhere (or ended): cancellation is cooperative, the ack is all.
+            return self._ack(lookup.request_id)
+        task = TaskState(lookup.operation_id, found.created_unix_ms, found.updated_unix_ms)
+        if found.open:
+            task.message = "running (recorded in the journal; not by this server)"
+        else:
+            assert found.outcome is not None
+            pending = _Pending(lookup.operation_id, MODERN_VERSION, {})
+            ended(task, found.outcome, self._result(pending, found.outcome), found.updated_unix_ms)
+        return self._task_answer(lookup.request_id, task)
+
+    # The handshake era.
+
+    def _handshake(self, request: jsonrpc.Request) -> list[Action] | Call:
+        method = request.method
+        if method == "initialize":
+            return self._initialize(request)
+        if self._era == "per-request":
+            return _needs_envelope(request)
+        if method == "ping":
+            return [Send(jsonrpc.encode_raw_result(request.id, b"{}"))]
+        if method == "server/discover":
+            return _needs_envelope(request)
+        if self._era != "handshake":
+            return _before_initialize(request)
+        if method == "tools/list":
+            return [Send(jsonrpc.encode_raw_result(request.id, self._tools_json))]
+        if method == "tools/call":
+            return self._tool_call(request, None)
+        return send_error(request.id, jsonrpc.METHOD_NOT_FOUND, f"Method not found: {method}")
+
     def _initialize(self, request: jsonrpc.Request) -> list[Action]:
-        if self._initialized:
+        if self._era == "per-request":
+            params = request.params if type(request.params) is dict else {}
+            requested = params.get("protocolVersion")
+            refusal = mcp_era.unsupported_version(
+                requested if type(requested) is str else "",
+                message="Unsupported protocol version: this process serves MCP "
+                f"{MODERN_VERSION} per request since its first such call; initialize is "
+                "not part of it",
+            )
+            return [Send(refusal.frame(request.id))]
+        if self._era == "handshake":
             return send_error(
                 request.id, jsonrpc.INVALID_REQUEST, "Invalid Request: already initialized"
             )
@@ -197,35 +313,100 @@ class McpDialect:
                 jsonrpc.INVALID_PARAMS,
                 "Invalid params: initialize params must be an object",
             )
-        self._initialized = True
+        self._era = "handshake"
         version = negotiate_version(request.params)
         # Results and the tool list are shaped for the version agreed on.
         self._version = version
         self._tools_json = tools_list_json(self._tool_infos, version)
         result = initialize_result(
-            version, self._server_name, self._server_version, root_run=self._root_run
+            version,
+            self._server_info["name"],
+            self._server_info["version"],
+            root_run=self._root_run,
         )
         return [Send(jsonrpc.encode_result(request.id, result))]
 
-    def _before_initialize(self, request: jsonrpc.Request) -> list[Action]:
-        """A session method too early is -32600; any other method is -32601 (as the SDK)."""
-        if request.method in SESSION_METHODS:
+    # The per-request era.
+
+    def _per_request(self, request: jsonrpc.Request, envelope: Envelope) -> list[Action] | Call:
+        method = request.method
+        if method == "server/discover":
+            result = mcp_era.discover_result(self._server_info, INSTRUCTIONS)
+            return [Send(jsonrpc.encode_result(request.id, result))]
+        if method in _HANDSHAKE_ONLY or method not in SESSION_METHODS | _TASK_METHODS:
             return send_error(
                 request.id,
-                jsonrpc.INVALID_REQUEST,
-                f"Invalid Request: {request.method} before initialize; send initialize first",
+                jsonrpc.METHOD_NOT_FOUND,
+                f"Method not found: {method} (MCP {envelope.version})",
             )
-        return send_error(
-            request.id,
-            jsonrpc.METHOD_NOT_FOUND,
-            f"Method not found: {request.method}; send initialize first",
-        )
+        if self._era == "undecided":
+            self._era = "per-request"
+        if method == "tools/list":
+            return [Send(jsonrpc.encode_raw_result(request.id, self._modern_tools))]
+        if method == "tools/call":
+            return self._tool_call(request, envelope)
+        if not envelope.tasks:
+            return [Send(mcp_era.missing_tasks_capability(method).frame(request.id))]
+        return self._task_request(request)
 
-    def _tool_call(self, request: jsonrpc.Request) -> list[Action] | Call:
+    def _modern_tools_json(self) -> bytes:
+        listed = msgspec.json.decode(tools_list_json(self._tool_infos, MODERN_VERSION))
+        # The catalogue is this operator's Binding: cached per client, for a minute.
+        listed |= {"ttlMs": mcp_era.TOOLS_TTL_MS, "cacheScope": "private"}
+        return jsonrpc.encode_json(mcp_era.modern_result(listed, self._server_info))
+
+    def _task_request(self, request: jsonrpc.Request) -> list[Action]:
+        params = request.params if type(request.params) is dict else {}
+        task_id = params.get("taskId")
+        if type(task_id) is not str:
+            return send_error(
+                request.id, jsonrpc.INVALID_PARAMS, "Invalid params: /taskId must be a string"
+            )
+        if request.method == "tasks/update":
+            # No task of this server ever asks for input.
+            return [Send(_no_task(request.id, task_id, "it has no outstanding input request"))]
+        task = self._tasks.get(task_id)
+        if task is None:
+            if not is_task_id(task_id) or not self._root_run:
+                return [Send(_no_task(request.id, task_id))]
+            return [Lookup(request.id, request.method, task_id, self._root_run)]
+        if request.method == "tasks/cancel":
+            actions: list[Action] = [Send(self._ack(request.id))]
+            if self._tasks.running(task_id):
+                actions.insert(0, Cancel(request.id, task_id))
+            return actions
+        return [Send(self._task_answer(request.id, task))]
+
+    def _task_answer(self, request_id: jsonrpc.Id, task: TaskState) -> bytes:
+        result = mcp_era.modern_result(task_fields(task), self._server_info)
+        return jsonrpc.encode_result(request_id, result)
+
+    def _ack(self, request_id: jsonrpc.Id) -> bytes:
+        return jsonrpc.encode_result(request_id, mcp_era.modern_result({}, self._server_info))
+
+    # Tool calls, both eras.
+
+    def _result(self, pending: _Pending, outcome: Outcome) -> dict[str, Any]:
+        if isinstance(outcome, JigError):
+            result = failure_result(outcome, pending.version)
+        else:
+            result = completed_result(outcome, pending.version)
+        if pending.trace:
+            result["_meta"] = {**result.get("_meta", {}), **pending.trace}
+        if pending.version == MODERN_VERSION:
+            return mcp_era.modern_result(result, self._server_info)
+        return result
+
+    def _tool_call(
+        self, request: jsonrpc.Request, envelope: Envelope | None
+    ) -> list[Action] | Call:
         try:
             call = parse_tool_call(request.params)
         except ToolCallParamsError as exc:
             return send_error(request.id, jsonrpc.INVALID_PARAMS, str(exc))
+        keys = mcp_era.read_request_keys(request.params)
+        if isinstance(keys, EnvelopeError):
+            return [Send(keys.frame(request.id))]
         tool = self._tools.get(call.name)
         if tool is None:
             return send_error(
@@ -235,19 +416,92 @@ class McpDialect:
             return send_error(
                 request.id, jsonrpc.INVALID_REQUEST, "Invalid Request: id is already in flight"
             )
+        version = self._version if envelope is None else envelope.version
+        pending = _Pending("", version, keys.trace())
         try:
             if tool.unavailable is not None:
                 raise JigError(Code.UNAVAILABLE, f"command {tool.name!r}: {tool.unavailable}")
             arguments = call_input(call)
         except JigError as refusal:
-            return [Send(self.refuse(request.id, refusal))]
+            return [Send(jsonrpc.encode_result(request.id, self._result(pending, refusal)))]
+        return self._dispatch(request.id, call, arguments, pending, keys=keys, envelope=envelope)
+
+    def _dispatch(
+        self,
+        request_id: jsonrpc.Id,
+        call: ToolCall,
+        arguments: dict[str, Any],
+        pending: _Pending,
+        *,
+        keys: RequestKeys,
+        envelope: Envelope | None,
+    ) -> Call:
+        # Durable only within a caller's run; a call with its own key is answered directly
+        # (the key is its durable handle: a retry replays).
+        durable = bool(self._root_run)
+        task_id = None
+        if envelope is not None and envelope.tasks and durable and keys.operation_id is None:
+            task_id = new_task_id()
+            self._tasks.create(task_id, request_id, _now_ms())
         self._calls += 1
+        operation_id = keys.operation_id or task_id or f"mcp.{self._tag}.{self._calls}"
+        pending.operation_id = operation_id
+        pending.task_id = task_id
+        self._pending[request_id] = pending
+        if task_id is not None:
+            self._task_calls[task_id] = pending
+        signature = (
+            self._signature("tools/call", {"name": call.name, "arguments": call.arguments})
+            if durable
+            else None
+        )
         return Call(
-            request.id,
+            request_id,
             "mcp",
-            f"mcp.{self._tag}.{self._calls}",
+            operation_id,
             arguments,
             progress_token=call.progress_token,
+            signature=signature,
             context=self._tag,
             root_run=self._root_run,
+            task_id=task_id,
         )
+
+
+def _before_initialize(request: jsonrpc.Request) -> list[Action]:
+    """A session method too early is -32600; any other method is -32601 (as the SDK)."""
+    if request.method in SESSION_METHODS:
+        return send_error(
+            request.id,
+            jsonrpc.INVALID_REQUEST,
+            f"Invalid Request: {request.method} before initialize; send initialize first",
+        )
+    return send_error(
+        request.id,
+        jsonrpc.METHOD_NOT_FOUND,
+        f"Method not found: {request.method}; send initialize first",
+    )
+
+
+def _needs_envelope(request: jsonrpc.Request) -> list[Action]:
+    """A request of the per-request era without its envelope (or `ping`, which it lacks)."""
+    if request.method in _HANDSHAKE_ONLY:
+        return send_error(
+            request.id,
+            jsonrpc.METHOD_NOT_FOUND,
+            f"Method not found: {request.method} (this process serves MCP {MODERN_VERSION} "
+            "per request since its first such call)",
+        )
+    return send_error(
+        request.id,
+        jsonrpc.INVALID_PARAMS,
+        f"Invalid params: _meta[{mcp_era.PROTOCOL_VERSION_META!r}] and "
+        f"_meta[{mcp_era.CLIENT_CAPABILITIES_META!r}] are required on every request of MCP "
+        f"{MODERN_VERSION}",
+    )
+
+
+def _no_task(request_id: jsonrpc.Id, task_id: str, why: str = "no such task in this run") -> bytes:
+    return jsonrpc.encode_error(
+        request_id, jsonrpc.INVALID_PARAMS, f"Invalid params: task {task_id!r}: {why}"
+    )

@@ -1,9 +1,10 @@
 """The sans-IO stdio session: frames in, actions out; it routes and its dialect speaks.
 
 The first request decides the dialect unless one is forced, from the table below:
-`initialize` selects MCP, `capability/call` / `effect/call` select FLOW Run/1. `ping` is
-answered in every state and `server/discover` always gets -32601 at once, so newer MCP
-clients fall back to `initialize`.
+`initialize`, `server/discover` or any request carrying MCP's per-request `_meta` envelope
+selects MCP (whose two eras `mcp.py` tells apart), `capability/call` / `effect/call` select
+FLOW Run/1. `ping` is answered before a dialect is chosen and by FLOW Run/1; MCP answers it
+itself (its per-request era has no `ping`).
 
 One session is one context of one caller's run (`root_run`). A dialect whose row says
 `one_at_a_time` (Run/1, the seed's rule) runs at most one operation at a time in the
@@ -18,9 +19,18 @@ from collections.abc import Sequence
 from typing import Final, Literal
 
 from jigcmd.errors import Code, JigError
-from jigcmd.protocol import flow, jsonrpc, mcp
-from jigcmd.protocol.actions import Action, Call, Cancel, Dispatch, Outcome, Send, send_error
-from jigcmd.protocol.commands import ToolInfo
+from jigcmd.protocol import flow, jsonrpc, mcp, mcp_era
+from jigcmd.protocol.actions import (
+    Action,
+    Call,
+    Cancel,
+    Dispatch,
+    Lookup,
+    Outcome,
+    Send,
+    send_error,
+)
+from jigcmd.protocol.commands import Recorded, ToolInfo
 from jigcmd.protocol.dialect import Dialect, DialectEntry, Settings, Signature
 from jigcmd.protocol.framing import MAX_FRAME_BYTES
 
@@ -29,6 +39,7 @@ __all__ = [
     "Call",
     "Cancel",
     "Dispatch",
+    "Lookup",
     "Outcome",
     "ProtocolChoice",
     "Send",
@@ -43,7 +54,7 @@ _DIALECTS: Final[dict[str, DialectEntry]] = {
     "mcp": DialectEntry(
         label="MCP",
         opener="initialize",
-        opens=frozenset({"initialize"}),
+        opens=frozenset({"initialize", "server/discover"}),
         early=mcp.SESSION_METHODS,
         one_at_a_time=False,
         start=mcp.McpDialect,
@@ -154,6 +165,18 @@ class Session:
         assert self._dialect is not None, "a call is only dispatched by a chosen dialect"
         return self._dialect.progress(call, message)
 
+    def owned(self, call: Call) -> bytes:
+        """The journal holds `call`'s operation: whatever that answers (an MCP task's creation)."""
+        return self._mcp().owned(call)
+
+    def recorded(self, lookup: Lookup, found: Recorded | None) -> bytes:
+        """The answer to a `Lookup` from what the journal holds (None: nothing)."""
+        return self._mcp().recorded(lookup, found)
+
+    def _mcp(self) -> mcp.McpDialect:
+        assert isinstance(self._dialect, mcp.McpDialect), "only MCP reads records or owns tasks"
+        return self._dialect
+
     def _choose(self, name: str) -> None:
         entry = _DIALECTS[name]
         self._name = name
@@ -162,16 +185,11 @@ class Session:
 
     def _request(self, request: jsonrpc.Request) -> list[Action]:
         method = request.method
-        if method == "ping":
+        claims = mcp_era.claims_envelope(request.params)
+        if method == "ping" and (self._name == "flow" or (self._name is None and not claims)):
             return [Send(jsonrpc.encode_raw_result(request.id, _PING_RESULT))]
-        if method == "server/discover":
-            return send_error(
-                request.id,
-                jsonrpc.METHOD_NOT_FOUND,
-                "Method not found: server/discover; use the initialize handshake",
-            )
         if self._dialect is None:
-            chosen = _CHOSEN_BY.get(method)
+            chosen = _CHOSEN_BY.get(method) or ("mcp" if claims else None)
             if chosen is None:
                 return _undecided(request)
             self._choose(chosen)

@@ -7,11 +7,20 @@ from typing import Protocol
 
 import anyio
 
-from jigcmd.protocol.commands import CommandKind, RunResult, ToolInfo
+from jigcmd.protocol.commands import CommandKind, Recorded, RunResult, ToolInfo
 
-__all__ = ["CommandBackend", "CommandKind", "Progress", "RunResult", "ToolInfo"]
+__all__ = [
+    "CommandBackend",
+    "CommandKind",
+    "Owned",
+    "Progress",
+    "Recorded",
+    "RunResult",
+    "ToolInfo",
+]
 
 Progress = Callable[[str], Awaitable[None]]
+Owned = Callable[[], Awaitable[None]]
 
 
 class CommandBackend(Protocol):
@@ -31,7 +40,8 @@ class CommandBackend(Protocol):
     of durable operation identity (required with `signature`). With `wait_for_slot` a call
     that finds every envelope slot in use waits for one (first come, first served, until its
     deadline) instead of failing `RESOURCE_EXHAUSTED` at once; a call refused by validation
-    never waits.
+    never waits. `owned`, when given, is awaited once the journal holds the call's operation
+    (its row committed before dispatch); a call refused before that never calls it.
     Any other exception is treated as a bug and answered as `UNCERTAIN`.
     """
 
@@ -51,6 +61,11 @@ class CommandBackend(Protocol):
         context: str = "",
         root_run: str | None = None,
         wait_for_slot: bool = False,
+        owned: Owned | None = None,
     ) -> RunResult:
         """Run one validated request to completion and return its evidence."""
+        ...
+
+    async def recorded(self, operation_id: str, *, root_run: str) -> Recorded | None:
+        """What the journal holds of an operation of `root_run`; None: nothing, or no journal."""
         ...

@@ -30,8 +30,16 @@ from jigcmd.policy.digests import operation_signature
 from jigcmd.protocol import jsonrpc
 from jigcmd.protocol.commands import RunResult
 from jigcmd.protocol.framing import Frame, LineFramer, Oversized
-from jigcmd.protocol.session import Call, Cancel, Dispatch, ProtocolChoice, Send, Session
-from jigcmd.server.backend import CommandBackend, Progress
+from jigcmd.protocol.session import (
+    Call,
+    Cancel,
+    Dispatch,
+    Lookup,
+    ProtocolChoice,
+    Send,
+    Session,
+)
+from jigcmd.server.backend import CommandBackend, Owned, Progress
 from jigcmd.server.fds import ProtocolFds, claim_protocol_fds
 
 __all__ = ["serve_stdio"]
@@ -203,7 +211,8 @@ class _Server:
         # Set with `_lost_reason` when the coordinator is lost: fence what is running.
         self._lost = anyio.Event()
         self._lost_reason = ""
-        self._cancels: dict[jsonrpc.Id, anyio.Event] = {}
+        # The calls running, by `_key`: their request id, or their task id once it is one.
+        self._cancels: dict[tuple[str, jsonrpc.Id], anyio.Event] = {}
         self._idle = anyio.Event()
         self._idle.set()
         self._tasks: anyio.abc.TaskGroup | None = None
@@ -320,22 +329,45 @@ class _Server:
                 elif type(action) is Dispatch:
                     trace.mark("server: dispatch")
                     self._start(action.call)
-                elif type(action) is Cancel and action.request_id in self._cancels:
-                    # Applied after every call read before it has reached the backend (tasks
-                    # start in order): a join read just before the cancel of the request
-                    # that started the operation is already one of its live waiters.
-                    assert self._tasks is not None
-                    self._tasks.start_soon(_set, self._cancels[action.request_id])
+                elif type(action) is Cancel:
+                    key = _key(action.request_id, action.task_id)
+                    if key in self._cancels:
+                        # Applied after every call read before it has reached the backend
+                        # (tasks start in order): a join read just before the cancel of the
+                        # request that started the operation is already one of its waiters.
+                        self._tasks_group().start_soon(_set, self._cancels[key])
+                elif type(action) is Lookup:
+                    self._tasks_group().start_soon(self._look_up, action)
+
+    def _tasks_group(self) -> anyio.abc.TaskGroup:
+        assert self._tasks is not None
+        return self._tasks
 
     def _start(self, call: Call) -> None:
-        assert self._tasks is not None
         cancel = anyio.Event()
         if self._lost.is_set():
             cancel.set()
-        self._cancels[call.request_id] = cancel
+        self._cancels[_key(call.request_id, call.task_id)] = cancel
         if self._idle.is_set():
             self._idle = anyio.Event()
-        self._tasks.start_soon(self._run_call, call, cancel)
+        self._tasks_group().start_soon(self._run_call, call, cancel)
+
+    async def _look_up(self, lookup: Lookup) -> None:
+        """Answer from the journal's record (a task this session does not hold)."""
+        try:
+            found = await self._backend.recorded(lookup.operation_id, root_run=lookup.root_run)
+        except Exception:
+            logger.exception("reading the record of %s failed", lookup.operation_id)
+            self._writer.send(
+                jsonrpc.encode_error(
+                    lookup.request_id,
+                    jsonrpc.INTERNAL_ERROR,
+                    "Internal error: the journal could not be read",
+                )
+            )
+        else:
+            self._writer.send(self._session.recorded(lookup, found))
+        self._writer.flush()
 
     async def _run_call(self, call: Call, cancel: anyio.Event) -> None:
         progress: Progress | None = None
@@ -343,6 +375,14 @@ class _Server:
 
             async def progress(message: str) -> None:
                 self._writer.send(self._session.progress(call, message))
+                self._writer.flush()
+
+        owned: Owned | None = None
+        if call.task_id is not None:
+
+            async def owned() -> None:
+                # The journal holds the task: its creation can be answered now.
+                self._writer.send(self._session.owned(call))
                 self._writer.flush()
 
         outcome: RunResult | JigError
@@ -358,6 +398,7 @@ class _Server:
                 root_run=call.root_run,
                 # MCP hosts call tools in parallel: a call waits for a free envelope slot.
                 wait_for_slot=call.dialect == "mcp",
+                owned=owned,
             )
         except JigError as error:
             outcome = error
@@ -367,11 +408,16 @@ class _Server:
                 Code.UNCERTAIN, "internal error in the command service; the outcome is unknown"
             )
         finally:
-            del self._cancels[call.request_id]
+            del self._cancels[_key(call.request_id, call.task_id)]
             if not self._cancels:
                 self._idle.set()
         self._writer.send(self._session.finish(call, outcome))
         self._writer.flush()
+
+
+def _key(request_id: jsonrpc.Id, task_id: str | None) -> tuple[str, jsonrpc.Id]:
+    """A running call's key: a task's request id may be reused once its creation is answered."""
+    return ("task", task_id) if task_id is not None else ("request", request_id)
 
 
 async def _set(event: anyio.Event) -> None:

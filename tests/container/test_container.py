@@ -26,7 +26,8 @@ import pytest
 from jigcmd.envelope.cgroups import detect
 from jigcmd.frontends.diagnosis.container import recipe
 from scripts.v2vm import ROOT
-from tests.envelope.conftest import require_root, unavailable
+from tests.envelope.conftest import require_root
+from tests.optional import require_tools
 
 pytestmark = [pytest.mark.envelope, pytest.mark.slow]
 
@@ -34,13 +35,18 @@ INSIDE = Path(__file__).with_name("inside.py")
 SECONDS = 300.0
 
 
-def engine() -> list[str]:
-    """podman with the runtime that works here, or the test is unavailable."""
+def require_engine() -> None:
+    """Root and podman (with runc where crun cannot run), or the test is unavailable."""
     require_root()
-    if shutil.which("podman") is None:
-        unavailable("needs podman (apt-get install podman runc)")
     # crun refuses a hybrid host whose cgroup2 hierarchy has a controller ("cgroups in
     # hybrid mode not supported"); runc does not.
+    tools = ("podman",) if detect().mode == "v2" else ("podman", "runc")
+    require_tools(*tools, what="jigcmd in a container")
+
+
+def engine() -> list[str]:
+    """podman with the runtime that works here, or the test is unavailable."""
+    require_engine()
     runtime = ["--runtime", "runc"] if shutil.which("runc") else []
     return ["podman", "run", *runtime]
 
@@ -69,6 +75,8 @@ def options() -> dict[str, list[str]]:
 @pytest.fixture
 def container() -> Iterator[str]:
     """A fresh container name; the container is gone afterwards, however the test ended."""
+    # Before the yield: a teardown must never run a podman that is not there.
+    require_engine()
     name = f"jigcmd-test-{uuid.uuid4().hex[:12]}"
     yield name
     subprocess.run(["podman", "rm", "-f", "-i", name], capture_output=True, check=False)

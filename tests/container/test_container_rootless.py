@@ -34,6 +34,7 @@ from jigcmd.frontends.diagnosis.container import recipe
 from scripts.v2vm import ROOT
 from tests.container.test_container import INSIDE, SECONDS, rlimits
 from tests.envelope.conftest import require_root, unavailable
+from tests.optional import require_tools
 from tests.rootless.conftest import _delegate, _remove_tree, _system_python
 
 pytestmark = [pytest.mark.envelope, pytest.mark.slow]
@@ -64,9 +65,7 @@ def _paths() -> list[str]:
 def pod() -> Iterator[Pod]:
     """The user with subordinate ids and a delegated cgroup subtree; all of it removed after."""
     require_root()
-    for tool in ("podman", "runc", "newuidmap", "su"):
-        if shutil.which(tool) is None:
-            unavailable(f"rootless podman needs {tool} (apt-get install podman runc uidmap)")
+    require_tools("podman", "runc", "newuidmap", "newgidmap", "su", what="rootless podman")
     backend = cgroups.detect()
     if backend.mode == "v2":
         unavailable("the rootless container recipe here is the v1/hybrid delegation")

@@ -205,7 +205,7 @@ async def live_server(
     try:
         async with anyio.create_task_group() as tg:
             # The socket already listens: clients queue in its backlog until uvicorn accepts.
-            tg.start_soon(partial(serve, app, sock, stop=stop))
+            tg.start_soon(partial(serve, app, sock, credentials, stop=stop))
             try:
                 yield base
             finally:

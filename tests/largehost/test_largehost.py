@@ -4,15 +4,14 @@ One VM of `scripts/v2vm.py` with 32 vCPUs boots per session and runs `guest_larg
 which measures Bun's threads with and without the pin and drives a real server; these tests
 read its `results.json`. The suite has three files, eight concurrent tests and a Worker.
 Locally they skip when qemu or busybox is missing; under `CI` that is a failure. The
-measurements stay in /var/tmp/jigcmd-largehost-out-*/results.json (the figures in
-docs/deployment.md come from there).
+measurements stay in pytest's base directory, jigcmd-largehost-out*/results.json (pytest
+keeps the last three; the figures in docs/deployment.md come from there).
 """
 
 from __future__ import annotations
 
 import json
 import sys
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,6 +20,7 @@ import pytest
 
 from scripts.v2vm import ROOT, GuestRun, VmUnavailable, missing_tools, run_in_vm
 from tests.envelope.conftest import unavailable
+from tests.optional import missing_packages
 
 pytestmark = [pytest.mark.v2vm, pytest.mark.slow]
 
@@ -47,12 +47,12 @@ class LargeHost:
 
 
 @pytest.fixture(scope="session")
-def large_host() -> LargeHost:
+def large_host(tmp_path_factory: pytest.TempPathFactory) -> LargeHost:
     """Boot the 32-vCPU VM once and run the guest's measurements in it."""
     missing = missing_tools()
     if missing:
-        unavailable(f"the VM needs {', '.join(missing)}")
-    out = Path(tempfile.mkdtemp(prefix="jigcmd-largehost-out-", dir="/var/tmp"))
+        unavailable(f"the 32-vCPU VM {missing_packages(missing)}")
+    out = tmp_path_factory.mktemp("jigcmd-largehost-out")
     try:
         run = run_in_vm(
             [sys.executable, str(GUEST), str(out)],

@@ -17,9 +17,9 @@ import anyio
 
 from jigcmd.errors import Code, JigError
 from jigcmd.evidence import Evidence, ResourceReport, StopReason, StreamText
-from jigcmd.protocol.commands import RunResult, ToolInfo
+from jigcmd.protocol.commands import Recorded, RunResult, ToolInfo
 from jigcmd.protocol.session import ProtocolChoice
-from jigcmd.server.backend import Progress
+from jigcmd.server.backend import Owned, Progress
 from jigcmd.server.stdio import serve_stdio
 
 TOOLS = [
@@ -66,6 +66,10 @@ class FakeBackend:
     def tools(self) -> list[ToolInfo]:
         return list(TOOLS)
 
+    async def recorded(self, operation_id: str, *, root_run: str) -> Recorded | None:
+        # No journal: nothing is recorded beyond the session.
+        return None
+
     async def run(
         self,
         input: object,
@@ -78,6 +82,7 @@ class FakeBackend:
         context: str = "",
         root_run: str | None = None,
         wait_for_slot: bool = False,
+        owned: Owned | None = None,
     ) -> RunResult:
         if not isinstance(input, dict) or not isinstance(input.get("files"), dict):
             raise JigError(
@@ -91,6 +96,9 @@ class FakeBackend:
             raise JigError(
                 Code.INVALID_INPUT, "/files: needs 1-64 entries", {"pointer": "/files", "rule": 2}
             )
+        if owned is not None:
+            # As if a journal row had been written before dispatch.
+            await owned()
         if stdin == "wait":
             if progress is not None:
                 await progress("envelope ready")

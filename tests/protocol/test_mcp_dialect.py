@@ -110,11 +110,12 @@ def test_a_second_initialize_is_refused() -> None:
     assert error["error"] == {"code": -32600, "message": "Invalid Request: already initialized"}
 
 
-def test_server_discover_is_method_not_found_in_every_state() -> None:
-    """Newer clients probe server/discover; they get -32601 at once and fall back."""
+def test_server_discover_without_its_envelope_is_invalid_params_in_every_state() -> None:
+    """server/discover is the per-request era's: without its `_meta` it is -32602, not -32601."""
     for session in (make_session(), initialized()):
         error = answer(session.receive(request("d", "server/discover", {})))
-        assert error["error"]["code"] == -32601
+        assert error["error"]["code"] == -32602
+        assert "io.modelcontextprotocol/protocolVersion" in error["error"]["message"]
 
 
 def test_tools_list_has_one_tool_per_command_with_the_right_schemas() -> None:

@@ -8,7 +8,6 @@ is a failure, because CI must prove the v2 backend on a real kernel.
 from __future__ import annotations
 
 import sys
-import tempfile
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +24,7 @@ from scripts.v2vm import (
     run_in_vm,
 )
 from tests.envelope.conftest import unavailable
+from tests.optional import missing_packages
 
 pytestmark = [pytest.mark.v2vm, pytest.mark.slow]
 
@@ -131,16 +131,14 @@ def _progress(config: pytest.Config) -> Stage:
 
 
 @pytest.fixture(scope="session")
-def guest(pytestconfig: pytest.Config) -> Guest:
+def guest(pytestconfig: pytest.Config, tmp_path_factory: pytest.TempPathFactory) -> Guest:
     """Boot the VM once and run the guest suites inside it."""
     missing = missing_tools()
     if missing:
-        unavailable(
-            f"the cgroup v2 VM needs {', '.join(missing)} "
-            "(apt-get install --no-install-recommends qemu-system-x86 busybox-static)"
-        )
-    # Kept for reading after a failure; pytest's numbered temporary directories are pruned.
-    out = Path(tempfile.mkdtemp(prefix="jigcmd-v2vm-out-", dir="/var/tmp"))
+        unavailable(f"the cgroup v2 VM {missing_packages(missing)}")
+    # pytest keeps its last three base directories: the traces stay readable after a failure,
+    # and nothing is left behind for good (nothing in /var/tmp).
+    out = tmp_path_factory.mktemp("jigcmd-v2vm-out")
     # The guest runs the very environment that runs these tests.
     python = sys.executable
     argv = [

@@ -129,8 +129,7 @@ def privilege_check(euid: int, cap_eff: int, delegation: str | None = None) -> C
             "privileges",
             "FAIL",
             f"running as uid {euid} without a usable delegated cgroup subtree: {reason}",
-            "give this user a delegated cgroup subtree (README: Running without root), or run "
-            "as root",
+            "give this user a delegated cgroup subtree (docs/rootless.md), or run as root",
         )
     if not cap_eff >> _CAP_SYS_ADMIN & 1:
         return Check(

@@ -1,0 +1,106 @@
+"""`jigcmd runs`: the state directory's runs and their operations, read only.
+
+One line per operation, grouped by the caller's run (`--run-id` of `serve`): its id, state,
+outcome, cleanup, envelope and when it was created and finished. `--json` prints one JSON
+object per run with its operations, for a coordinator's scripts. Nothing is written: a
+journal that does not exist yet is "no runs", not a new file.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import sys
+import time
+from pathlib import Path
+
+import msgspec
+
+from jigcmd.durable.statedir import default_state_dir
+from jigcmd.journal.rows import Row, row_from
+from jigcmd.journal.store import DB_NAME
+from jigcmd.jsonio import readable
+
+__all__ = ["list_runs", "operation_view", "runs"]
+
+_failure = msgspec.json.Decoder(dict[str, object])
+
+
+def list_runs(state_dir: Path) -> list[Row]:
+    """Every operation of the journal in `state_dir`, oldest first, without writing anything."""
+    path = state_dir / DB_NAME
+    if not path.exists():
+        return []
+    # Read-only by URI: no migration, no WAL checkpoint, no new file.
+    conn = sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True)
+    try:
+        conn.row_factory = sqlite3.Row
+        found = conn.execute(
+            "SELECT * FROM operations ORDER BY root_run, created_unix_ms, operation_id"
+        ).fetchall()
+    finally:
+        conn.close()
+    return [row_from(row) for row in found]
+
+
+def _when(unix_ms: int | None) -> str | None:
+    if unix_ms is None:
+        return None
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(unix_ms / 1000))
+
+
+def _ending(row: Row) -> str | None:
+    """What the operation ended with: `exited`, a failure code, or `uncertain`."""
+    if row.state == "uncertain":
+        return "UNCERTAIN"
+    if row.is_open or row.result is None:
+        return None
+    if row.outcome == "failure":
+        code = _failure.decode(row.result).get("code")
+        return str(code)
+    return "evidence"
+
+
+def operation_view(row: Row) -> dict[str, object]:
+    """One operation as `runs --json` prints it."""
+    return {
+        "operationId": row.operation_id,
+        "state": row.state,
+        "ending": _ending(row),
+        "cleanup": row.cleanup,
+        "envelope": row.run_id,
+        "context": row.context,
+        "created": _when(row.created_unix_ms),
+        "finished": _when(row.finished_unix_ms),
+        "reason": row.reason or None,
+    }
+
+
+def runs(state_dir: Path | None, *, run_id: str | None = None, as_json: bool = False) -> int:
+    """Print the runs and their operations; 0, or 2 when the journal cannot be read."""
+    directory = state_dir or default_state_dir()
+    try:
+        rows = list_runs(directory)
+    except sqlite3.Error as exc:
+        sys.stderr.write(f"jigcmd runs: cannot read the journal in {directory}: {exc}\n")
+        return 2
+    grouped: dict[str, list[Row]] = {}
+    for row in rows:
+        if run_id is None or row.root_run == run_id:
+            grouped.setdefault(row.root_run, []).append(row)
+    if as_json:
+        for name, operations in grouped.items():
+            view = {"runId": name, "operations": [operation_view(row) for row in operations]}
+            print(readable.dumps(view))
+        return 0
+    if not grouped:
+        print("no runs" if run_id is None else f"no run {run_id}")
+    for name, operations in grouped.items():
+        print(f"run {name or '(recorded before run ids)'}: {len(operations)} operation(s)")
+        for row in operations:
+            ending = _ending(row) or "-"
+            cleanup = row.cleanup or "-"
+            print(
+                f"  {row.operation_id}  {row.state}  ending {ending}  cleanup {cleanup}  "
+                f"envelope {row.run_id}  created {_when(row.created_unix_ms)}"
+            )
+    return 0

@@ -1,0 +1,109 @@
+"""How many connections jarvis holds, and which one gives way when a new one arrives.
+
+Any local process can connect to jarvis, so every connection it holds is bounded:
+
+- at most `capacity()` are open at once: the configured cap, and never more than the file
+  descriptor limit leaves after a reserve for the journal, the envelopes and their runs
+  (read at every accept, so a limit lowered from outside is honoured at once);
+- a connection that waits for a request head (just accepted, or idle after an answer) is
+  the first to give way: when the cap is reached, the one that has waited longest is
+  closed to make room, those that never presented the token before those that did;
+- only when every held connection is busy with a request is the newcomer refused (503).
+
+So connections that never finish their headers cannot keep an authorized caller out: each
+new connection pushes the oldest of them out, and the header timeout ends the rest.
+"""
+
+from __future__ import annotations
+
+import resource
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Generic, Literal, TypeVar
+
+__all__ = ["DEFAULT_LIMITS", "ConnectionLimits", "Connections", "fd_capacity"]
+
+C = TypeVar("C")
+State = Literal["waiting", "authorized-waiting", "busy"]
+
+
+@dataclass(frozen=True)
+class ConnectionLimits:
+    """The bounds on every connection jarvis holds."""
+
+    # Open connections at most (further bounded by the file descriptor limit).
+    max_connections: int = 256
+    # From accept (or the end of the previous answer) until the request head is complete.
+    header_timeout_s: float = 5.0
+    # From the complete head until the last byte of the body (at most MAX_BODY_BYTES).
+    body_timeout_s: float = 10.0
+    # File descriptors kept free for everything else: the journal, envelopes, their runs.
+    reserved_fds: int = 64
+
+
+DEFAULT_LIMITS = ConnectionLimits()
+
+
+def fd_capacity(limits: ConnectionLimits) -> int:
+    """The connection cap now: the configured one, within the current RLIMIT_NOFILE."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY:
+        return limits.max_connections
+    return max(1, min(limits.max_connections, soft - limits.reserved_fds))
+
+
+class Connections(Generic[C]):
+    """The open connections by state, each state in the order it was entered."""
+
+    def __init__(self, capacity: Callable[[], int]) -> None:
+        self._capacity = capacity
+        # Dicts keep insertion order: the first key has waited longest.
+        self._waiting: dict[C, None] = {}
+        self._authorized: dict[C, None] = {}
+        self._busy: dict[C, None] = {}
+
+    def __len__(self) -> int:
+        return len(self._waiting) + len(self._authorized) + len(self._busy)
+
+    def capacity(self) -> int:
+        """The cap now."""
+        return self._capacity()
+
+    def admit(self, *, force: bool = False) -> tuple[bool, C | None]:
+        """Whether a new connection may be held, and the waiting one to close for it.
+
+        With `force` (no descriptor is left, whatever the count) a waiting one gives way if
+        there is one.
+        """
+        if not force and len(self) < self.capacity():
+            return True, None
+        for queue in (self._waiting, self._authorized):
+            if queue:
+                oldest = next(iter(queue))
+                self.remove(oldest)
+                return True, oldest
+        return False, None
+
+    def waiting(self, connection: C, *, authorized: bool) -> None:
+        """`connection` waits for a request head (it joins the end of its queue)."""
+        self.remove(connection)
+        (self._authorized if authorized else self._waiting)[connection] = None
+
+    def busy(self, connection: C) -> None:
+        """`connection` has a request in progress: it never gives way to a newcomer."""
+        self.remove(connection)
+        self._busy[connection] = None
+
+    def remove(self, connection: C) -> None:
+        """Forget `connection` (closed or given way); a no-op for one not held."""
+        self._waiting.pop(connection, None)
+        self._authorized.pop(connection, None)
+        self._busy.pop(connection, None)
+
+    def counts(self) -> dict[State, int]:
+        """How many connections are in each state."""
+        return {
+            "waiting": len(self._waiting),
+            "authorized-waiting": len(self._authorized),
+            "busy": len(self._busy),
+        }

@@ -1,0 +1,192 @@
+"""uvicorn's h11 protocol with the bounds it leaves out, for a server any local process reaches.
+
+uvicorn arms its keep-alive timer only after an answer and disarms it on every byte, so a
+connection that never completes its request head is held forever (uvicorn issue #160), and
+its `limit_concurrency` answers 503 only once a head is complete. Each connection here:
+
+- must complete its request head within `header_timeout_s` of its accept or of its previous
+  answer (a deadline, not reset by a trickle of bytes): otherwise 408 and closed (an idle
+  keep-alive connection is closed without a word, as uvicorn does);
+- must then deliver its body within `body_timeout_s`: otherwise 408 (when no answer began)
+  and closed;
+- has its bearer token checked as soon as the head is in, before the application sees the
+  request: a wrong one is a 403 JSON error and the connection is closed, its body unread;
+- is held in `Connections`, which chooses who gives way when the cap is reached.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, ClassVar, Literal
+
+import h11
+import msgspec
+from uvicorn._types import ASGI3Application, ASGIReceiveCallable, ASGISendCallable, Scope
+from uvicorn.config import Config
+from uvicorn.protocols.http.h11_impl import H11Protocol
+from uvicorn.server import ServerState
+
+from jigcmd.jarvis.auth import AuthError, Credentials
+from jigcmd.jarvis.connections import ConnectionLimits, Connections
+
+__all__ = ["BoundedH11Protocol", "bounded_protocol", "raw_error"]
+
+Phase = Literal["head", "body", "request"]
+
+
+def raw_error(status: int, reason: str, message: str, extra: str = "") -> bytes:
+    """A complete `Connection: close` JSON error response, for a connection without a request."""
+    body = msgspec.json.encode({"error": message})
+    return (
+        f"HTTP/1.1 {status} {reason}\r\ncontent-type: application/json\r\n"
+        f"content-length: {len(body)}\r\nconnection: close\r\n{extra}\r\n"
+    ).encode() + body
+
+
+class BoundedH11Protocol(H11Protocol):
+    """One connection: its deadlines, its token check and its place among the held ones."""
+
+    limits: ClassVar[ConnectionLimits]
+    held: ClassVar[Connections[BoundedH11Protocol]]
+    credentials: ClassVar[Credentials]
+
+    def __init__(
+        self,
+        config: Config,
+        server_state: ServerState,
+        app_state: dict[str, Any],
+        _loop: asyncio.AbstractEventLoop | None = None,
+    ) -> None:
+        super().__init__(config, server_state, app_state, _loop)
+        self._deadline: asyncio.TimerHandle | None = None
+        self._phase: Phase = "request"
+        self._authorized = False
+        self.app = self._token_checked(self.app)
+
+    # -- the connection's life ------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        """A new connection waits for its first head, under the header deadline."""
+        super().connection_made(transport)
+        self._follow()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        """Closed: no deadline, no longer held."""
+        self._disarm()
+        self.held.remove(self)
+        super().connection_lost(exc)
+
+    def handle_events(self) -> None:
+        """uvicorn's parsing, then the phase (head, body, request) the connection is in now."""
+        super().handle_events()
+        self._follow()
+
+    def give_way(self) -> None:
+        """Close this waiting connection to make room for a new one."""
+        self._disarm()
+        if not self.transport.is_closing():
+            self.transport.close()
+
+    # -- phases and deadlines -------------------------------------------------------------
+
+    def _follow(self) -> None:
+        if self.transport.is_closing():
+            return
+        state = self.conn.their_state
+        if state is h11.IDLE:
+            phase: Phase = "head"
+        elif state is h11.SEND_BODY:
+            phase = "body"
+        else:
+            phase = "request"
+        if phase == self._phase:
+            return
+        self._phase = phase
+        self._disarm()
+        if phase == "head":
+            self.held.waiting(self, authorized=self._authorized)
+            self._arm(self.limits.header_timeout_s)
+        else:
+            self.held.busy(self)
+            if phase == "body":
+                self._arm(self.limits.body_timeout_s)
+
+    def _arm(self, seconds: float) -> None:
+        self._deadline = self.loop.call_later(seconds, self._expired)
+
+    def _disarm(self) -> None:
+        if self._deadline is not None:
+            self._deadline.cancel()
+            self._deadline = None
+
+    def _expired(self) -> None:
+        self._deadline = None
+        if self.transport.is_closing():
+            return
+        if self._phase == "head":
+            pending, _ = self.conn.trailing_data
+            if pending:
+                self.transport.write(
+                    raw_error(
+                        408,
+                        "Request Timeout",
+                        f"request head not complete within {self.limits.header_timeout_s:g} s",
+                    )
+                )
+        elif self.cycle is not None and not self.cycle.response_started:
+            self.transport.write(
+                raw_error(
+                    408,
+                    "Request Timeout",
+                    f"request body not complete within {self.limits.body_timeout_s:g} s",
+                )
+            )
+        self.transport.close()
+
+    # -- the token, as soon as the head is in ---------------------------------------------
+
+    def _token_checked(self, app: ASGI3Application) -> ASGI3Application:
+        async def checked(
+            scope: Scope, receive: ASGIReceiveCallable, send: ASGISendCallable
+        ) -> None:
+            if scope["type"] == "http":
+                found = [value for name, value in scope["headers"] if name == b"authorization"]
+                try:
+                    self.credentials.check(found[0].decode("latin-1") if found else None)
+                except AuthError as exc:
+                    await _forbidden(send, f"forbidden: {exc}")
+                    return
+                self._authorized = True
+            await app(scope, receive, send)
+
+        return checked
+
+
+async def _forbidden(send: ASGISendCallable, message: str) -> None:
+    body = msgspec.json.encode({"error": message})
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 403,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+                (b"connection", b"close"),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": body, "more_body": False})
+
+
+def bounded_protocol(
+    limits: ConnectionLimits, held: Connections[BoundedH11Protocol], credentials: Credentials
+) -> type[BoundedH11Protocol]:
+    """The protocol class of one server: its limits, its held connections, its token."""
+
+    class Bounded(BoundedH11Protocol):
+        pass
+
+    Bounded.limits = limits
+    Bounded.held = held
+    Bounded.credentials = credentials
+    return Bounded

@@ -1,0 +1,34 @@
+// Drives `jigcmd serve` with the TypeScript SDK v2 client: connect in the given negotiation
+// mode, list the tools, run four calls in parallel, print one JSON summary line.
+// Usage: node ts_client.mjs <legacy|auto|pin> <command> [args...]  (NODE_PATH names the SDK)
+import { createRequire } from "node:module";
+import path from "node:path";
+
+const require = createRequire(path.join(process.env.JIGCMD_TS_SDK_PREFIX, "package.json"));
+const { Client } = await import(require.resolve("@modelcontextprotocol/client"));
+const { StdioClientTransport } = await import(require.resolve("@modelcontextprotocol/client/stdio"));
+
+const [mode, command, ...args] = process.argv.slice(2);
+const negotiation = mode === "pin" ? { pin: "2026-07-28" } : mode;
+const client = new Client(
+  { name: "jigcmd-ts-test", version: "1.0.0" },
+  { versionNegotiation: { mode: negotiation } },
+);
+await client.connect(new StdioClientTransport({ command, args, stderr: "ignore" }));
+const tools = (await client.listTools()).tools.map((tool) => tool.name);
+const source = 'console.log("ts " + process.argv[2]);\n';
+const tokens = ["t1", "t2", "t3", "t4"];
+const results = await Promise.all(
+  tokens.map((token) =>
+    client.callTool({ name: "cli", arguments: { files: { "src/cli.ts": source }, args: [token] } }),
+  ),
+);
+console.log(
+  JSON.stringify({
+    version: client.getNegotiatedProtocolVersion(),
+    tools,
+    outputs: results.map((result) => result.structuredContent?.stdout?.text),
+    errors: results.map((result) => result.isError),
+  }),
+);
+await client.close();

@@ -1,0 +1,339 @@
+"""MCP 2026-07-28 and the handshake era on one real `jigcmd serve`, every call in the journal.
+
+Driven the way hosts drive it: the official Python SDK (2.3, dual-era) in each of its modes,
+Claude Code's discover → initialize → call sequence in raw frames, and a kill -9 of the
+server during four parallel calls, after which `jigcmd runs` lists them, `jigcmd recover`
+fences them, nothing runs again, and a task created before the kill is answered by a new
+server on the same state directory and run id.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from mcp.client.client import Client
+from mcp.client.stdio import StdioServerParameters
+from mcp_types import CallToolResult
+
+from jigcmd.frontends.runs import list_runs
+from jigcmd.frontends.servechild import ServeChild
+from jigcmd.journal.rows import Row
+from tests.admitted_example import admit_example
+
+pytestmark = pytest.mark.envelope
+
+MODERN = "2026-07-28"
+TASKS: dict[str, Any] = {"extensions": {"io.modelcontextprotocol/tasks": {}}}
+_QUICK = 'console.log("ran " + process.argv[2]);\n'
+# Busy (no timer can end it early) for the given milliseconds, then prints its token.
+_HOLD = (
+    "const end = Date.now() + Number(process.argv[3]);\n"
+    "while (Date.now() < end) {}\n"
+    'console.log("held " + process.argv[2]);\n'
+)
+
+
+@pytest.fixture
+def binding(tmp_path: Path) -> Path:
+    """The example, admitted in a temporary copy."""
+    return admit_example(tmp_path)
+
+
+def serve_args(binding: Path, state: Path, *extra: str) -> list[str]:
+    return ["-m", "jigcmd", "serve", "--binding", str(binding), "--state-dir", str(state), *extra]
+
+
+def meta(capabilities: dict[str, Any] | None = None, **extra: object) -> dict[str, Any]:
+    return {
+        "io.modelcontextprotocol/protocolVersion": MODERN,
+        "io.modelcontextprotocol/clientCapabilities": capabilities or {},
+        "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "1"},
+        **extra,
+    }
+
+
+def cli_call(token: str, source: str = _QUICK, *args: str, **call_meta: Any) -> dict[str, Any]:
+    params: dict[str, Any] = {
+        "name": "cli",
+        "arguments": {"files": {"src/cli.ts": source}, "args": [token, *args]},
+    }
+    if call_meta:
+        params["_meta"] = call_meta
+    return params
+
+
+def jigcmd(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "jigcmd", *args], capture_output=True, text=True, check=False
+    )
+
+
+def runs_json(state: Path) -> dict[str, list[dict[str, Any]]]:
+    listed = jigcmd("runs", "--state-dir", str(state), "--json")
+    assert listed.returncode == 0, listed.stderr
+    runs = [json.loads(line) for line in listed.stdout.splitlines()]
+    return {run["runId"]: run["operations"] for run in runs}
+
+
+def wait_rows(state: Path, ready: Any, timeout: float = 30.0) -> list[Row]:
+    """Poll the journal (read only) until `ready(rows)`."""
+    deadline = time.monotonic() + timeout
+    while True:
+        rows = list_runs(state)
+        if ready(rows):
+            return rows
+        assert time.monotonic() < deadline, [(r.operation_id, r.state) for r in rows]
+        time.sleep(0.1)
+
+
+@pytest.mark.parametrize(
+    ("mode", "version"), [("auto", MODERN), (MODERN, MODERN), ("legacy", "2025-11-25")]
+)
+async def test_the_sdk_in_each_mode_connects_lists_calls_four_in_parallel_and_cancels(
+    binding: Path, tmp_path: Path, mode: str, version: str
+) -> None:
+    """mcp 2.3: auto (discover), the modern pin (no probe at all) and legacy (initialize)."""
+    state = tmp_path / "state"
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=serve_args(binding, state, "--max-envelopes", "4", "--run-id", "run-sdk"),
+    )
+    tokens = [f"tok-{uuid.uuid4().hex[:8]}" for _ in range(4)]
+    results: dict[str, CallToolResult] = {}
+    with tempfile.TemporaryFile(mode="w+") as errlog:
+        async with Client(params, mode=mode, read_timeout_seconds=60) as client:
+            assert client.protocol_version == version
+            listed = await client.list_tools()
+            assert [tool.name for tool in listed.tools] == ["tests", "cli"]
+
+            async def call(token: str) -> None:
+                result = await client.call_tool(
+                    "cli", {"files": {"src/cli.ts": _QUICK}, "args": [token]}
+                )
+                assert isinstance(result, CallToolResult)
+                results[token] = result
+
+            async with anyio.create_task_group() as calls:
+                for token in tokens:
+                    calls.start_soon(call, token)
+            with anyio.move_on_after(4):
+                await client.call_tool(
+                    "cli", {"files": {"src/cli.ts": _HOLD}, "args": ["cancelled", "9000"]}
+                )
+                pytest.fail("the held call should have been cancelled")
+        errlog.seek(0)
+        assert "Traceback" not in errlog.read()
+    for token in tokens:
+        result = results[token]
+        assert result.is_error is False, result.content
+        assert result.structured_content is not None
+        assert result.structured_content["stdout"]["text"] == f"ran {token}\n"
+        report_key = "dev.jigcmd/report" if version == MODERN else "jigcmd/report"
+        assert result.meta is not None and report_key in result.meta
+    # Every call is its own operation of the run; the cancelled one ended CANCELLED.
+    rows = wait_rows(state, lambda rows: len(rows) == 5 and not any(r.is_open for r in rows))
+    assert len({row.operation_id for row in rows}) == 5
+    assert {row.root_run for row in rows} == {"run-sdk"}
+    endings = sorted(op["ending"] for op in runs_json(state)["run-sdk"])
+    assert endings == ["CANCELLED", "evidence", "evidence", "evidence", "evidence"]
+
+
+def test_claude_codes_sequence_discover_then_initialize_then_calls(
+    binding: Path, tmp_path: Path
+) -> None:
+    """A successful discover does not fix the era: initialize, list and call follow."""
+    args = ["--state-dir", str(tmp_path / "state"), "--run-id", "run-cc"]
+    with ServeChild(binding, args) as server:
+        found = server.request("server/discover", {"_meta": meta()})["result"]
+        assert found["supportedVersions"] == [MODERN]
+        assert found["capabilities"]["extensions"] == TASKS["extensions"]
+        init = server.request(
+            "initialize",
+            {
+                "protocolVersion": "2025-11-25",
+                "capabilities": {},
+                "clientInfo": {"name": "cc", "version": "2"},
+            },
+        )["result"]
+        assert init["protocolVersion"] == "2025-11-25"
+        server.notify("notifications/initialized", None)
+        listed = server.request("tools/list", {})["result"]
+        assert [tool["name"] for tool in listed["tools"]] == ["tests", "cli"]
+        ran = server.request("tools/call", cli_call("cc-1"))["result"]
+        assert ran["structuredContent"]["stdout"]["text"] == "ran cc-1\n"
+        assert "resultType" not in ran and "jigcmd/report" in ran["_meta"]
+        # The same process serves a per-request call beside it, and discover again.
+        modern = server.request("tools/call", cli_call("cc-2", **meta()))["result"]
+        assert modern["resultType"] == "complete"
+        assert modern["structuredContent"]["stdout"]["text"] == "ran cc-2\n"
+        assert server.request("server/discover", {"_meta": meta()})["result"] == found
+        assert server.close_input() == 0
+
+
+def test_the_per_request_era_frame_by_frame(binding: Path, tmp_path: Path) -> None:
+    """Every rule of item 1 on the real server, in raw frames (see docs/mcp-eras.md)."""
+    args = ["--state-dir", str(tmp_path / "state"), "--run-id", "run-raw"]
+    parent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+    with ServeChild(binding, args) as server:
+        listed = server.request("tools/list", {"_meta": meta()})["result"]
+        assert (listed["resultType"], listed["cacheScope"]) == ("complete", "private")
+        assert listed["ttlMs"] > 0
+        assert listed["_meta"]["io.modelcontextprotocol/serverInfo"]["name"] == "jigcmd"
+        again = server.request("tools/list", {"_meta": meta()})["result"]
+        assert [t["name"] for t in again["tools"]] == [t["name"] for t in listed["tools"]]
+        # Now modern: initialize is -32022 naming the versions; ping does not exist.
+        refused = server.request(
+            "initialize", {"protocolVersion": "2025-11-25", "capabilities": {}}
+        )
+        assert refused["error"]["code"] == -32022
+        assert refused["error"]["data"] == {"supported": [MODERN], "requested": "2025-11-25"}
+        assert server.request("ping", {"_meta": meta()})["error"]["code"] == -32601
+        assert (
+            server.request("logging/setLevel", {"level": "info", "_meta": meta()})["error"]["code"]
+            == -32601
+        )
+        # Checked per request, never inferred.
+        no_version: dict[str, Any] = {"io.modelcontextprotocol/clientCapabilities": {}}
+        assert server.request("tools/list", {"_meta": no_version})["error"]["code"] == -32602
+        assert server.request("tools/list", {})["error"]["code"] == -32602
+        bad = server.request(
+            "tools/list",
+            {"_meta": meta() | {"io.modelcontextprotocol/protocolVersion": "2030-01-01"}},
+        )
+        assert bad["error"]["data"] == {"supported": [MODERN], "requested": "2030-01-01"}
+        # A call: stamped, trace context handed back, its own operation in the journal.
+        ran = server.request(
+            "tools/call", cli_call("raw-1", **meta(traceparent=parent, tracestate="k=v"))
+        )["result"]
+        assert ran["resultType"] == "complete"
+        assert ran["_meta"]["traceparent"] == parent and ran["_meta"]["tracestate"] == "k=v"
+        assert "dev.jigcmd/report" in ran["_meta"]
+        assert ran["_meta"]["io.modelcontextprotocol/serverInfo"]["name"] == "jigcmd"
+        assert server.close_input() == 0
+        # Nothing but answers: no notifications/message, no request from the server.
+        for line in server.lines:
+            message = json.loads(line)
+            assert "id" in message and "method" not in message, message
+    (row,) = list_runs(tmp_path / "state")
+    assert (row.root_run, row.state) == ("run-raw", "done")
+
+
+def test_a_task_is_created_once_recorded_and_answered_by_tasks_get(
+    binding: Path, tmp_path: Path
+) -> None:
+    args = ["--state-dir", str(tmp_path / "state"), "--run-id", "run-task"]
+    with ServeChild(binding, args) as server:
+        created = server.request("tools/call", cli_call("task-1", **meta(TASKS)))["result"]
+        assert (created["resultType"], created["status"]) == ("task", "working")
+        task_id = created["taskId"]
+        # Created only once the journal holds it: its row is there now.
+        (row,) = list_runs(tmp_path / "state")
+        assert row.operation_id == task_id and row.root_run == "run-task"
+        deadline = time.monotonic() + 30
+        while True:
+            got = server.request("tasks/get", {"taskId": task_id, "_meta": meta(TASKS)})["result"]
+            if got["status"] != "working":
+                break
+            assert time.monotonic() < deadline
+            time.sleep(got["pollIntervalMs"] / 1000)
+        assert got["status"] == "completed"
+        assert got["result"]["structuredContent"]["stdout"]["text"] == "ran task-1\n"
+        no_ext = server.request("tasks/get", {"taskId": task_id, "_meta": meta()})
+        assert no_ext["error"]["code"] == -32021
+        assert server.close_input() == 0
+
+
+def test_kill_9_during_four_parallel_calls_fences_them_and_nothing_runs_again(
+    binding: Path, tmp_path: Path
+) -> None:
+    """runs lists each, recover fences each, a new server answers the task and the keyed retry."""
+    state = tmp_path / "state"
+    args = ["--state-dir", str(state), "--run-id", "run-crash", "--max-envelopes", "4"]
+    with ServeChild(binding, args) as server:
+        server.send(
+            {
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "tools/call",
+                "params": cli_call("a", _HOLD, "8000", **meta()),
+            },
+            {
+                "jsonrpc": "2.0",
+                "id": 2,
+                "method": "tools/call",
+                "params": cli_call("b", _HOLD, "8000", **meta()),
+            },
+            {
+                "jsonrpc": "2.0",
+                "id": 3,
+                "method": "tools/call",
+                "params": cli_call(
+                    "c", _HOLD, "8000", **meta({}, **{"dev.jigcmd/operationId": "wf-9/act-1"})
+                ),
+            },
+            {
+                "jsonrpc": "2.0",
+                "id": 4,
+                "method": "tools/call",
+                "params": cli_call("d", _HOLD, "8000", **meta(TASKS)),
+            },
+        )
+        task_id = server.answer(4)["result"]["taskId"]
+        wait_rows(state, lambda rows: len(rows) == 4 and all(r.state == "running" for r in rows))
+        server.kill()
+    listed = runs_json(state)["run-crash"]
+    # Each is listed: still running, or already closed by its own supervisor, which fences
+    # its run as soon as the server's end of its run socket closes.
+    assert len(listed) == 4 and all(op["state"] in ("running", "uncertain") for op in listed)
+    assert {"wf-9/act-1", task_id} <= {op["operationId"] for op in listed}
+    recovered = jigcmd("recover", "--state-dir", str(state))
+    assert recovered.returncode == 0, recovered.stdout + recovered.stderr
+    fenced = runs_json(state)["run-crash"]
+    assert all((op["state"], op["cleanup"]) == ("uncertain", "complete") for op in fenced)
+    envelopes = {op["operationId"]: op["envelope"] for op in fenced}
+    with ServeChild(binding, args) as server:
+        got = server.request("tasks/get", {"taskId": task_id, "_meta": meta(TASKS)})["result"]
+        assert got["status"] == "completed"
+        assert got["result"]["isError"] is True
+        assert got["statusMessage"].startswith("UNCERTAIN")
+        retried = server.request(
+            "tools/call",
+            cli_call("c", _HOLD, "8000", **meta({}, **{"dev.jigcmd/operationId": "wf-9/act-1"})),
+        )["result"]
+        assert retried["isError"] is True
+        assert retried["_meta"]["dev.jigcmd/error"]["code"] == "UNCERTAIN"
+        assert server.close_input() == 0
+    after = runs_json(state)["run-crash"]
+    # Nothing ran again: the same four operations, the same envelopes, still uncertain.
+    assert {op["operationId"]: op["envelope"] for op in after} == envelopes
+    assert all(op["state"] == "uncertain" for op in after)
+
+
+def test_an_engine_retry_maps_to_run_id_and_operation_id_and_replays(
+    binding: Path, tmp_path: Path
+) -> None:
+    """A Temporal activity retried after its worker restarts: workflow → run, activity → key."""
+    state = tmp_path / "state"
+    workflow_id, activity_id = "wf-orders-42", "activity-7"
+    args = ["--state-dir", str(state), "--run-id", f"temporal:{workflow_id}"]
+    call = cli_call("once", **{"dev.jigcmd/operationId": activity_id})
+    with ServeChild(binding, args) as first:
+        first.request("initialize", {"protocolVersion": "2025-11-25", "capabilities": {}})
+        ran = first.request("tools/call", call)["result"]
+        assert first.close_input() == 0
+    with ServeChild(binding, args) as retry:
+        retry.request("initialize", {"protocolVersion": "2025-11-25", "capabilities": {}})
+        replayed = retry.request("tools/call", call)["result"]
+        assert retry.close_input() == 0
+    assert replayed["structuredContent"] == ran["structuredContent"]
+    (only,) = runs_json(state)[f"temporal:{workflow_id}"]
+    assert (only["operationId"], only["ending"]) == (activity_id, "evidence")
