@@ -1,4 +1,4 @@
-"""The `jigcmd` command line: serve, lock, run, recover, runs, jarvis, jarvis-audit, doctor."""
+"""The `jigcmd` command line: serve, lock, run, attest, verify, key, recover, runs, jarvis…"""
 
 from __future__ import annotations
 
@@ -58,6 +58,27 @@ def _ownership_options(parser: argparse.ArgumentParser) -> None:
     _cgroup_option(parser)
 
 
+def _seconds(text: str) -> float:
+    """`--queue-wait`: seconds, more than 0 and at most a day."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not 0 < value <= 86_400:
+        raise argparse.ArgumentTypeError(f"more than 0 and at most 86400 seconds, not {text}")
+    return value
+
+
+def _signing_key_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--signing-key",
+        type=Path,
+        help="Ed25519 PKCS#8 PEM key that signs each run's statement (default: "
+        "$JIGCMD_SIGNING_KEY, a path such as /dev/fd/3, else the host key signing-key.pem in "
+        "the state directory, made on first use)",
+    )
+
+
 def _cgroup_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--cgroup-base",
@@ -104,6 +125,7 @@ def _parser() -> argparse.ArgumentParser:
         "else a new run with a generated id, printed on stderr)",
     )
     _ownership_options(serve)
+    _signing_key_option(serve)
 
     lock = sub.add_parser("lock", help="review a Binding and write its admitted lock")
     lock.add_argument(
@@ -129,9 +151,33 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--json",
         action="store_true",
-        help='print one JSON object: {"evidence", "report"}, or {"error", "evidence"?} on failure',
+        help='print one JSON object: {"evidence", "report", "attestation"}, or {"error", '
+        '"evidence"?} on failure',
     )
     _ownership_options(run)
+    _signing_key_option(run)
+
+    attest = sub.add_parser("attest", help="print the signed statement of one recorded run")
+    attest.add_argument("--run-id", required=True, help="the caller's run the operation is in")
+    attest.add_argument("operation_id", metavar="OP", help="the operation id")
+    attest.add_argument("--out", type=Path, help="write it to FILE instead of stdout")
+    attest.add_argument("--state-dir", type=Path)
+
+    verify = sub.add_parser(
+        "verify", help="check a run's signed statement: signature, schema, evidence"
+    )
+    verify.add_argument("file", type=Path, help="the statement (from attest, or run --json)")
+    verify.add_argument(
+        "--key", type=Path, help="the signer's public key (default: this host's, `jigcmd key`)"
+    )
+    verify.add_argument(
+        "--evidence", type=Path, help="evidence JSON whose candidate and streams must match"
+    )
+    verify.add_argument("--state-dir", type=Path)
+
+    key = sub.add_parser("key", help="print the public half of the key runs are signed with")
+    key.add_argument("--state-dir", type=Path)
+    _signing_key_option(key)
 
     recover = sub.add_parser(
         "recover", help="close every run a dead server left open (fence, release, record)"
@@ -159,6 +205,14 @@ def _parser() -> argparse.ArgumentParser:
         help="open connections at most, within the descriptor limit less 64 (default "
         f"{DEFAULT_LIMITS.max_connections}); past it the longest waiting connection gives way, "
         "or the newcomer gets 503",
+    )
+    jarvis.add_argument(
+        "--queue-wait",
+        type=_seconds,
+        default=None,
+        metavar="SECONDS",
+        help="how long a run.create waits for a free envelope slot before a 429, unless its "
+        "own timeout_ms is shorter; never past the early answer at 25 s (default 20)",
     )
     _ownership_options(jarvis)
 
@@ -205,6 +259,7 @@ def main(argv: list[str] | None = None) -> int:
             max_envelopes=args.max_envelopes,
             root_deadline_unix_ms=getattr(args, "root_deadline_unix_ms", None),
             cgroup_base=args.cgroup_base,
+            signing_key=args.signing_key,
         )
         if verb == "serve":
             from jigcmd.frontends.serve import serve  # noqa: PLC0415 - imported per verb to keep start-up light
@@ -224,6 +279,14 @@ def main(argv: list[str] | None = None) -> int:
         from jigcmd.frontends.lock import lock  # noqa: PLC0415 - imported per verb to keep start-up light
 
         return lock(args.binding, args.lock, check=args.check)
+    if verb in ("attest", "verify", "key"):
+        from jigcmd.frontends import attest  # noqa: PLC0415 - imported per verb to keep start-up light
+
+        if verb == "attest":
+            return attest.attest(args.state_dir, args.run_id, args.operation_id, args.out)
+        if verb == "verify":
+            return attest.verify(args.file, args.key, args.evidence, args.state_dir)
+        return attest.key(args.state_dir, args.signing_key)
     if verb == "recover":
         from jigcmd.frontends.recover import recover  # noqa: PLC0415 - imported per verb to keep start-up light
 
@@ -243,6 +306,7 @@ def main(argv: list[str] | None = None) -> int:
             cgroup_base=args.cgroup_base,
             max_envelopes=args.max_envelopes,
             max_connections=args.max_connections,
+            queue_wait=args.queue_wait,
         )
     if verb == "jarvis-audit":
         from jigcmd.frontends.jarvis import jarvis_audit  # noqa: PLC0415 - imported per verb to keep start-up light

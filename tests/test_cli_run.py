@@ -92,9 +92,9 @@ def answer(done: subprocess.CompletedProcess[str]) -> dict[str, Any]:
 
 
 def evidence(done: subprocess.CompletedProcess[str]) -> Evidence:
-    """The evidence `--json` printed beside its report, decoded strictly."""
+    """The evidence `--json` printed beside its report and statement, decoded strictly."""
     found = answer(done)
-    assert set(found) == {"evidence", "report"}, found
+    assert set(found) == {"evidence", "report", "attestation"}, found
     return msgspec.convert(found["evidence"], Evidence)
 
 
@@ -218,7 +218,8 @@ def test_tracing_marks_every_process_of_the_envelope_and_never_the_evidence(
 def test_success_prints_the_evidence_and_the_resource_report_side_by_side(
     lock: Path, tmp_path: Path
 ) -> None:
-    """`--json` on success: `{"evidence", "report"}`, the report as MCP's `_meta` carries it."""
+    """`--json` on success: `{"evidence", "report", "attestation"}`, the report as MCP's `_meta`
+    carries it."""
     done = run(lock, tmp_path, "tests", CANDIDATES / "passing", "--json")
     assert done.returncode == 0, done.stderr
     found = answer(done)

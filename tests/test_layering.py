@@ -13,7 +13,15 @@ PACKAGE = Path(__file__).parents[1] / "jigcmd"
 # The pure core: protocol, policy and JSON decisions, the vocabulary they share. None of it
 # touches the operating system, a thread, an event loop or the journal.
 PURE = ("jigcmd.protocol", "jigcmd.policy", "jigcmd.jsonio")
-PURE_MODULES = ("jigcmd.evidence", "jigcmd.plan", "jigcmd.contract")
+PURE_MODULES = (
+    "jigcmd.evidence",
+    "jigcmd.plan",
+    "jigcmd.contract",
+    # The statements of runs and their envelopes: values in, bytes out.
+    "jigcmd.attest.statement",
+    "jigcmd.attest.dsse",
+    "jigcmd.attest.testreport",
+)
 IMPURE_IMPORTS = ("os", "anyio", "asyncio", "socket", "subprocess", "threading", "sqlite3")
 # Each untyped library behind its one adapter.
 ADAPTERS = {"pyroute2": "jigcmd.envelope.netns", "cgroupspy": "jigcmd.envelope.cgroups.v1"}

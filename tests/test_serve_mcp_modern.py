@@ -225,6 +225,10 @@ def test_the_per_request_era_frame_by_frame(binding: Path, tmp_path: Path) -> No
             assert "id" in message and "method" not in message, message
     (row,) = list_runs(tmp_path / "state")
     assert (row.root_run, row.state) == ("run-raw", "done")
+    # The trace context is kept with the run: in the journal, and in the run's report.
+    (listed_op,) = runs_json(tmp_path / "state")["run-raw"]
+    assert listed_op["trace"] == {"traceparent": parent, "tracestate": "k=v"}
+    assert ran["_meta"]["dev.jigcmd/report"]["trace"] == listed_op["trace"]
 
 
 def test_a_task_is_created_once_recorded_and_answered_by_tasks_get(
@@ -337,3 +341,35 @@ def test_an_engine_retry_maps_to_run_id_and_operation_id_and_replays(
     assert replayed["structuredContent"] == ran["structuredContent"]
     (only,) = runs_json(state)[f"temporal:{workflow_id}"]
     assert (only["operationId"], only["ending"]) == (activity_id, "evidence")
+
+
+def test_an_mcp_call_with_a_key_belongs_to_its_live_waiters(binding: Path, tmp_path: Path) -> None:
+    """Two calls under one key share one run; cancelling the first leaves it to the second."""
+    state = tmp_path / "state"
+    args = ["--state-dir", str(state), "--run-id", "run-join"]
+    keyed = meta({}, **{"dev.jigcmd/operationId": "shared-1"})
+    with ServeChild(binding, args) as server:
+        server.send(
+            {
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "tools/call",
+                "params": cli_call("j", _HOLD, "3000", **keyed),
+            },
+            {
+                "jsonrpc": "2.0",
+                "id": 2,
+                "method": "tools/call",
+                "params": cli_call("j", _HOLD, "3000", **keyed),
+            },
+        )
+        wait_rows(state, lambda rows: len(rows) == 1 and rows[0].state == "running")
+        server.notify("notifications/cancelled", {"requestId": 1, "reason": "the user moved on"})
+        joined = server.answer(2)["result"]
+        assert joined["isError"] is False, joined
+        assert joined["structuredContent"]["stdout"]["text"] == "held j\n"
+        assert server.close_input() == 0
+        # The cancelled request is not answered; the other one got the run's evidence.
+        assert not server.answered(1)
+    (row,) = list_runs(state)
+    assert (row.operation_id, row.state, row.outcome) == ("shared-1", "done", "evidence")

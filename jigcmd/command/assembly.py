@@ -13,6 +13,8 @@ from pathlib import Path
 
 import anyio
 
+from jigcmd.attest.attester import Attester, HostIdentity
+from jigcmd.attest.keys import SigningKeyError, open_signing_key
 from jigcmd.command.bindingfile import LoadedBinding, ScriptResult, is_script, load_binding
 from jigcmd.command.runtime import BunBinary, RuntimeUnavailable, find_runtime
 from jigcmd.command.scriptbinding import evaluate_script
@@ -81,6 +83,9 @@ class Assembly:
     lock_path: Path
     runtime: BunBinary
     service: CommandService
+    # What the lock admits (its digest, the Binding's, the contract, Bun), for the statements
+    # of runs; None when there is no usable lock (then nothing runs).
+    identity: HostIdentity | None = None
 
 
 def assemble(
@@ -100,7 +105,7 @@ def assemble(
     loaded = load_binding(binding_path, script)
     lock_path = lock_path or default_lock_path(binding_path)
     runtime = find_runtime(bun)
-    lock, problem = _read_lock(lock_path)
+    lock, lock_bytes, problem = _read_lock(lock_path)
     if problem is not None:
         admission = Admission(
             admitted=False,
@@ -133,21 +138,24 @@ def assemble(
         root_deadline_unix_ms=root_deadline_unix_ms,
         runtime_check=runtime_check,
     )
-    return Assembly(loaded=loaded, lock_path=lock_path, runtime=runtime, service=service)
+    identity = None if lock is None else HostIdentity.from_lock(lock, lock_bytes)
+    return Assembly(
+        loaded=loaded, lock_path=lock_path, runtime=runtime, service=service, identity=identity
+    )
 
 
-def _read_lock(path: Path) -> tuple[Lock | None, str | None]:
-    """The lock at `path` (None when absent), or the reason it cannot be used."""
+def _read_lock(path: Path) -> tuple[Lock | None, bytes, str | None]:
+    """The lock at `path` (None when absent) and its bytes, or the reason it cannot be used."""
     try:
         data = path.read_bytes()
     except FileNotFoundError:
-        return None, None
+        return None, b"", None
     except OSError as exc:
-        return None, f"lock {path} cannot be read: {exc.strerror}"
+        return None, b"", f"lock {path} cannot be read: {exc.strerror}"
     try:
-        return decode_lock(data, source=str(path)), None
+        return decode_lock(data, source=str(path)), data, None
     except LockError as exc:
-        return None, f"lock {path} is unusable: {exc}"
+        return None, b"", f"lock {path} is unusable: {exc}"
 
 
 # Why a front (serve, run) cannot start: each names the file, setting or piece to fix.
@@ -159,6 +167,7 @@ STARTUP_ERRORS: tuple[type[Exception], ...] = (
     JournalError,
     JournalUnusable,
     SchemaError,
+    SigningKeyError,
 )
 
 
@@ -172,6 +181,8 @@ class FrontSettings:
     max_envelopes: int | None = None
     root_deadline_unix_ms: int | None = None
     cgroup_base: str | None = None
+    # The operator's signing key (else $JIGCMD_SIGNING_KEY, else the host key).
+    signing_key: Path | None = None
 
 
 @asynccontextmanager
@@ -180,11 +191,11 @@ async def open_service(
 ) -> AsyncIterator[Assembly]:
     """The admitted service with its executor, journal and slots; recovery runs first.
 
-    Raises `BindingError`, `RuntimeUnavailable`, `StateDirError` or `DelegationError` (no
-    cgroup subtree this user may use) before anything starts. With `start_envelopes` the
-    envelope zygote is started (and the runtime staged) before the service is handed over,
-    so that a one-shot run's ceiling does not pay for it; a zygote that cannot start is
-    reported by the run itself.
+    Raises `BindingError`, `RuntimeUnavailable`, `StateDirError`, `DelegationError` (no
+    cgroup subtree this user may use) or `SigningKeyError` before anything starts. With
+    `start_envelopes` the envelope zygote is started (and the runtime staged) before the
+    service is handed over, so that a one-shot run's ceiling does not pay for it; a zygote
+    that cannot start is reported by the run itself.
     """
     host = await anyio.to_thread.run_sync(
         functools.partial(
@@ -195,6 +206,8 @@ async def open_service(
     if host.cgroup_problem is not None:
         # Every command will fail closed (EXECUTION_FAILED naming the cgroup piece).
         logger.warning("cgroups unavailable: %s", host.cgroup_problem)
+    # Before the journal opens: a key that cannot be read fails the start, with the reason.
+    key = await anyio.to_thread.run_sync(open_signing_key, host.state_dir, settings.signing_key)
     ownership = await anyio.to_thread.run_sync(
         Ownership.open, host.state_dir, settings.max_envelopes, Limits().memory_bytes
     )
@@ -222,6 +235,8 @@ async def open_service(
             if not report.clean:
                 logger.warning("recovery could not confirm every cleanup: %s", report)
         assembly.service.attach_ownership(ownership)
+        if assembly.identity is not None:
+            assembly.service.attach_attester(Attester(key, assembly.identity))
         if backend is not None:
             assembly.service.attach_pins(backend.pins)
         if start_envelopes:

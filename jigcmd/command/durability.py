@@ -23,10 +23,13 @@ from jigcmd.plan import RunPlan, plan_digest
 from jigcmd.protocol.commands import RunResult
 from jigcmd.server.backend import Owned, Progress
 
-__all__ = ["Durability", "Execute"]
+__all__ = ["Durability", "Execute", "SignEnding"]
 
 # Runs the plan with this call's ticket and hooks (the service's own execute).
 Execute = Callable[[Ticket, Hooks | None], Awaitable[RunResult]]
+# Signs the statement of a run that ended with its output complete; the cleanup is not
+# proved yet, so no resource report (see `jigcmd.attest`).
+SignEnding = Callable[[Ending], bytes]
 
 
 class Durability:
@@ -41,9 +44,11 @@ class Durability:
         root_run: str | None,
         context: str,
         owned: Owned | None = None,
+        trace_context: dict[str, str] | None = None,
     ) -> None:
         self._ownership = ownership
         self._owned = owned
+        self._trace = trace_context
         self._operation_id = operation_id
         self._signature = signature
         self._context = context
@@ -62,6 +67,12 @@ class Durability:
         self._recorded_envelope: Assigned | None = None
         # The evidence bytes made durable during the cleanup, when they were.
         self._recorded: bytes | None = None
+
+    @property
+    def envelope_run_id(self) -> str:
+        """The run's id: the prepared envelope's it went to (known at admission), else ours."""
+        assigned = self._recorded_envelope
+        return self.run_id if assigned is None else assigned.run_id
 
     async def known_or(self, refusal: JigError, deadline: float, cancel: anyio.Event) -> RunResult:
         """The journal's answer for a known operation; else raise `refusal` (nothing ran)."""
@@ -118,8 +129,13 @@ class Durability:
         *,
         evidence: Callable[[Ending], Evidence],
         cancel: anyio.Event,
+        sign: SignEnding | None = None,
     ) -> RunResult:
-        """Run `execute` under this call's row: opened at admission, closed with its end."""
+        """Run `execute` under this call's row: opened at admission, closed with its end.
+
+        With `sign`, the evidence recorded at the run's end carries its signed statement in
+        the same commit (the result's own, with the resource report, replaces it at close).
+        """
         ownership = self._ownership
         ticket = Ticket(
             run_id=self.run_id,
@@ -128,7 +144,7 @@ class Durability:
             state_dir=str(ownership.state_dir) if self.durable and ownership else None,
             slot_fd=self.slot.fd if self.slot is not None else None,
         )
-        hooks = self._hooks(plan, evidence, cancel) if self.durable else None
+        hooks = self._hooks(plan, evidence, cancel, sign) if self.durable else None
         try:
             result = await execute(ticket, hooks)
         except Withdrawn:
@@ -148,7 +164,11 @@ class Durability:
         return result
 
     def _hooks(
-        self, plan: RunPlan, evidence: Callable[[Ending], Evidence], cancel: anyio.Event
+        self,
+        plan: RunPlan,
+        evidence: Callable[[Ending], Evidence],
+        cancel: anyio.Event,
+        sign: SignEnding | None,
     ) -> Hooks:
         ownership, signature = self._ownership, self._signature
         assert ownership is not None and signature is not None
@@ -169,6 +189,7 @@ class Durability:
                 envelope=assigned,
                 plan_digest=digest,
                 cancel=cancel,
+                trace_context=self._trace,
             )
             self._began = self._replayed is None
             self._recorded_envelope = assigned
@@ -189,7 +210,10 @@ class Durability:
             # stays open until then (see `Ownership.record_evidence`).
             if ending.stop_reason == "exited":
                 self._recorded = await ownership.record_evidence(
-                    operation_id, evidence(ending), root_run=scope
+                    operation_id,
+                    evidence(ending),
+                    root_run=scope,
+                    attestation=None if sign is None else sign(ending),
                 )
                 trace.mark("service: evidence recorded")
 

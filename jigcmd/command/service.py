@@ -11,17 +11,27 @@ import anyio
 import msgspec
 
 from jigcmd import trace
+from jigcmd.attest.attester import Attester, RunRecord
+from jigcmd.attest.statement import RunFacts
 from jigcmd.command.durability import Durability
 from jigcmd.command.failures import envelope_error, stopped_error
 from jigcmd.command.placement import pinned_cpus
 from jigcmd.command.runtime import BUN_TARGET, BunBinary
 from jigcmd.command.sharing import SharedOperations
 from jigcmd.durable.ownership import Ownership
-from jigcmd.envelope.api import Ending, EnvelopeFailure, Executor, Hooks, RunOutcome, Ticket
+from jigcmd.envelope.api import (
+    Ending,
+    EnvelopeFailure,
+    Executor,
+    Hooks,
+    RunOutcome,
+    Ticket,
+    enforced,
+)
 from jigcmd.errors import Code, JigError
-from jigcmd.evidence import Evidence, decode_output
+from jigcmd.evidence import Evidence, ResourceReport, decode_output
 from jigcmd.journal.reservations import Slot
-from jigcmd.plan import Limits, RunPlan
+from jigcmd.plan import Limits, RunPlan, plan_digest
 from jigcmd.policy.binding import CommandPolicy
 from jigcmd.policy.lock import Admission
 from jigcmd.policy.planner import candidate_plan, effective_deadline
@@ -32,6 +42,8 @@ from jigcmd.server.backend import Owned, Progress
 __all__ = ["CommandService", "evidence_of"]
 
 AdmissionCheck = Callable[[], Admission]
+# Signs one run's statement from how it ended and, once the cleanup is proved, its report.
+Sign = Callable[[Ending | RunOutcome, ResourceReport | None], bytes]
 
 
 class CommandService:
@@ -62,6 +74,8 @@ class CommandService:
         self._ownership = ownership
         # The CPU pins of the envelopes alive on this host now (`jigcmd.command.placement`).
         self._pins: Callable[[], list[tuple[int, ...]]] = list
+        # Signs each completed run's statement; None only for tools that hold no key.
+        self._attester: Attester | None = None
         # The operations in flight here and their live waiters (shared once `sharing()`).
         self._operations = SharedOperations()
 
@@ -85,6 +99,10 @@ class CommandService:
     def attach_ownership(self, ownership: Ownership) -> None:
         """Use this journal and these envelope slots from now on."""
         self._ownership = ownership
+
+    def attach_attester(self, attester: Attester) -> None:
+        """Sign every completed run's statement with `attester` from now on."""
+        self._attester = attester
 
     def attach_pins(self, pins: Callable[[], list[tuple[int, ...]]]) -> None:
         """Read the live envelopes' CPU pins from `pins` (the cgroup backend's) when placing."""
@@ -150,6 +168,7 @@ class CommandService:
         root_run: str | None = None,
         wait_for_slot: bool = False,
         owned: Owned | None = None,
+        trace_context: dict[str, str] | None = None,
     ) -> RunResult:
         """Check admission, validate, plan and execute one call; see `CommandBackend.run`."""
         trace.mark("service: run")
@@ -170,6 +189,7 @@ class CommandService:
             root_run=root_run,
             wait_for_slot=wait_for_slot,
             owned=owned,
+            trace_context=trace_context,
         )
         if signature is None:
             # No operation identity: nobody can join it, so its one caller owns it.
@@ -198,6 +218,7 @@ class CommandService:
         root_run: str | None,
         wait_for_slot: bool,
         owned: Owned | None,
+        trace_context: dict[str, str] | None,
     ) -> RunResult:
         """The operation's work, stopped by `cancel`: known? → slot → plan → execute → close."""
         durability = Durability(
@@ -207,6 +228,7 @@ class CommandService:
             root_run=root_run,
             context=context,
             owned=owned,
+            trace_context=trace_context,
         )
         refusal = _refused_before_dispatch(deadline, cancel)
         if refusal is not None:
@@ -224,13 +246,57 @@ class CommandService:
                 # once it has a slot, still bounded by the caller's deadlines.
                 deadline = self._deadline(deadline_unix_ms)
             plan = self._plan(valid, operation_id, deadline, self._place(durability.slot))
+            sign = self._signer(valid, plan, durability, operation_id, root_run)
             execute = partial(
-                self._execute, valid=valid, plan=plan, cancel=cancel, progress=progress
+                self._execute, valid=valid, plan=plan, cancel=cancel, progress=progress, sign=sign
             )
             evidence = partial(evidence_of, valid)
-            return await durability.run(plan, execute, evidence=evidence, cancel=cancel)
+            return await durability.run(
+                plan,
+                execute,
+                evidence=evidence,
+                cancel=cancel,
+                sign=None if sign is None else (lambda ending: sign(ending, None)),
+            )
         finally:
             durability.release()
+
+    def _signer(
+        self,
+        valid: ValidRequest,
+        plan: RunPlan,
+        durability: Durability,
+        operation_id: str,
+        root_run: str | None,
+    ) -> Sign | None:
+        """How this run's statement is signed, or None when this service holds no key."""
+        attester = self._attester
+        if attester is None:
+            return None
+        started = time.time_ns() // 1_000_000
+        enforcement = enforced(plan)
+        digest = plan_digest(plan)
+
+        def sign(ended: Ending | RunOutcome, resources: ResourceReport | None) -> bytes:
+            record = RunRecord(
+                run=RunFacts(
+                    run_id=durability.envelope_run_id,
+                    caller_run=root_run or None,
+                    operation_id=operation_id,
+                ),
+                kind=valid.command.kind,
+                enforced=enforcement,
+                plan_digest=digest,
+                evidence=evidence_of(valid, ended),
+                stdout=ended.stdout.data,
+                stderr=ended.stderr.data,
+                resources=resources,
+                started_unix_ms=started,
+                finished_unix_ms=time.time_ns() // 1_000_000,
+            )
+            return attester.attest(record)
+
+        return sign
 
     async def recorded(self, operation_id: str, *, root_run: str) -> Recorded | None:
         """What the journal holds of an operation; see `CommandBackend.recorded`."""
@@ -270,6 +336,7 @@ class CommandService:
         plan: RunPlan,
         cancel: anyio.Event,
         progress: Progress | None,
+        sign: Sign | None = None,
     ) -> RunResult:
         if progress is not None:
             await progress(f"running {' '.join(valid.invocation)}")
@@ -281,7 +348,8 @@ class CommandService:
         stopped = stopped_error(outcome.stop_reason, msgspec.to_builtins(evidence))
         if stopped is not None:
             raise stopped
-        return RunResult(evidence=evidence, report=outcome.report)
+        attestation = None if sign is None else sign(outcome, outcome.report)
+        return RunResult(evidence=evidence, report=outcome.report, attestation=attestation)
 
 
 def _refused_before_dispatch(deadline: float, cancel: anyio.Event) -> JigError | None:

@@ -177,6 +177,7 @@ class Ownership:
         envelope: Assigned | None = None,
         plan_digest: str | None = None,
         cancel: anyio.Event | None = None,
+        trace_context: dict[str, str] | None = None,
     ) -> RunResult | None:
         """Record the operation before dispatch; or answer it from the journal.
 
@@ -199,6 +200,7 @@ class Ownership:
             supervisor=None if envelope is None else envelope.supervisor,
             cgroup_paths=() if envelope is None else envelope.cgroup_paths,
             plan_digest=plan_digest,
+            trace=_encoder.encode(trace_context).decode() if trace_context else None,
         )
         # On the request's path (the staged candidate waits for it): uncontended, one quick
         # local commit without a thread hop; otherwise wait for the writer in a thread.
@@ -284,25 +286,40 @@ class Ownership:
             logger.warning("the journal could not record the envelope of %s: %s", operation_id, exc)
 
     async def record_evidence(
-        self, operation_id: str, evidence: Evidence, *, root_run: str
+        self,
+        operation_id: str,
+        evidence: Evidence,
+        *,
+        root_run: str,
+        attestation: bytes | None = None,
     ) -> bytes | None:
-        """Make a run's evidence durable on its open row while the envelope is cleaned up.
+        """Make a run's evidence (and its signed statement) durable on its open row.
 
         The row stays open (its cleanup is not proved yet): if the server dies now, recovery
-        (or the supervisor) closes it `done` with this evidence once it proves the cleanup,
-        else `uncertain`. Returns the recorded bytes, or None when the row was closed.
+        (or the supervisor) closes it `done` with this evidence and statement once it proves
+        the cleanup, else `uncertain` (and the statement goes). Returns the recorded bytes,
+        or None when the row was closed.
         """
         data = _encoder.encode(evidence)
         try:
             # The answer waits for this commit: uncontended, it is made here without the two
             # thread hops (~0.3 ms); otherwise it waits for the writer in a thread.
             written = self.journal.record_result(
-                operation_id, root_run=root_run, outcome="evidence", result=data, wait=False
+                operation_id,
+                root_run=root_run,
+                outcome="evidence",
+                result=data,
+                attestation=attestation,
+                wait=False,
             )
             if written is None:
                 written = await anyio.to_thread.run_sync(
                     lambda: self.journal.record_result(
-                        operation_id, root_run=root_run, outcome="evidence", result=data
+                        operation_id,
+                        root_run=root_run,
+                        outcome="evidence",
+                        result=data,
+                        attestation=attestation,
                     )
                 )
         except _JOURNAL_FAILURES as exc:
@@ -329,8 +346,11 @@ class Ownership:
         """
         data = _encoder.encode(result.evidence)
         report = _encoder.encode(result.report)
+        attestation = result.attestation
         if data == recorded:
-            closing = self._closer.submit(self._close_row, operation_id, root_run, data, report)
+            closing = self._closer.submit(
+                self._close_row, operation_id, root_run, data, report, attestation
+            )
             closing.add_done_callback(_report_close_failure)
             return
         try:
@@ -342,12 +362,20 @@ class Ownership:
                     result=data,
                     report=report,
                     cleanup_complete=True,
+                    attestation=attestation,
                 )
             )
         except _JOURNAL_FAILURES as exc:
             raise self._unrecorded("the command ran, but", exc) from exc
 
-    def _close_row(self, operation_id: str, root_run: str, data: bytes, report: bytes) -> bool:
+    def _close_row(
+        self,
+        operation_id: str,
+        root_run: str,
+        data: bytes,
+        report: bytes,
+        attestation: bytes | None = None,
+    ) -> bool:
         """Close a row whose evidence is durable (in the closer thread), retrying failures.
 
         A close that keeps failing leaves the row open with its evidence: joiners wait only
@@ -363,8 +391,10 @@ class Ownership:
                     result=data,
                     report=report,
                     cleanup_complete=True,
-                    # The first try skips the fsync (the evidence is durable already).
+                    # The first try skips the fsync (the evidence is durable already, with
+                    # a statement signed before the cleanup was proved; this one replaces it).
                     durable=attempt > 1,
+                    attestation=attestation,
                 )
             except _JOURNAL_FAILURES as exc:
                 logger.warning(
@@ -461,4 +491,6 @@ def replay(row: Row) -> RunResult:
             deadline_hit=False,
         )
     )
-    return RunResult(evidence=_evidence.decode(row.result), report=report)
+    return RunResult(
+        evidence=_evidence.decode(row.result), report=report, attestation=row.attestation
+    )

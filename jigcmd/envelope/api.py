@@ -12,13 +12,14 @@ import msgspec
 
 from jigcmd.evidence import ResourceReport, StopReason
 from jigcmd.journal.identity import ProcessIdentity
-from jigcmd.plan import RunPlan
+from jigcmd.plan import Limits, RunPlan
 
 __all__ = [
     "Admit",
     "Assigned",
     "CapturedStream",
     "Ending",
+    "Enforced",
     "EnvelopeFailure",
     "EnvelopeIdentity",
     "Executor",
@@ -31,6 +32,7 @@ __all__ = [
     "ScratchRead",
     "Ticket",
     "Withdrawn",
+    "enforced",
 ]
 
 
@@ -226,3 +228,29 @@ class Executor(Protocol):
         `hooks` says what the caller does along the way (see `Hooks`).
         """
         ...
+
+
+class Enforced(msgspec.Struct, frozen=True):
+    """The envelope as enforced for one plan: what a signed statement of the run names."""
+
+    profile: str
+    namespaces: tuple[str, ...]
+    limits: Limits
+    seccomp_filter_sha256: str
+    cpus: tuple[int, ...]
+    rootless: bool
+
+
+def enforced(plan: RunPlan) -> Enforced:
+    """What the envelope enforces when it runs `plan`: the plan's limits and pin, and its own."""
+    # Imported here: the seam stays light for the pure core's type checks (no ctypes).
+    from jigcmd.envelope import enforcement  # noqa: PLC0415 - see the comment above
+
+    return Enforced(
+        profile=plan.profile,
+        namespaces=enforcement.NAMESPACES,
+        limits=plan.limits,
+        seccomp_filter_sha256=enforcement.seccomp_filter_sha256(),
+        cpus=plan.cpus,
+        rootless=enforcement.rootless(),
+    )

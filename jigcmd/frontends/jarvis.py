@@ -23,7 +23,7 @@ from jigcmd.jarvis.hostview import OsHostView
 from jigcmd.jarvis.manual import base_url
 from jigcmd.jarvis.policy import PolicyError, parse_policy
 from jigcmd.jarvis.server import LoopbackError, bind_loopback, serve
-from jigcmd.jarvis.service import JarvisService
+from jigcmd.jarvis.service import DEFAULT_QUEUE_WAIT_S, JarvisService
 from jigcmd.journal.reservations import Reservations, default_slots
 from jigcmd.journal.schema import SchemaError
 from jigcmd.journal.store import Journal, JournalError, JournalUnusable
@@ -46,6 +46,7 @@ def jarvis(
     cgroup_base: str | None = None,
     max_envelopes: int | None = None,
     max_connections: int = DEFAULT_LIMITS.max_connections,
+    queue_wait: float | None = None,
 ) -> int:
     """Serve until SIGINT/SIGTERM; 2 (with the precise reason on stderr) when it cannot start."""
     try:
@@ -85,6 +86,7 @@ def jarvis(
             ),
             host=OsHostView(),
             host_env=dict(os.environ),
+            queue_wait=DEFAULT_QUEUE_WAIT_S if queue_wait is None else queue_wait,
         )
         base = base_url(bound_host, bound_port)
         app = create_app(service, credentials, allowed_hosts(bound_host, bound_port), base)

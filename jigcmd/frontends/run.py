@@ -4,8 +4,10 @@ The exit status says what happened to the call, never the candidate's own exit c
 in the evidence): 0 the command completed, 2 nothing ran because something given was invalid
 (usage, Binding, files, request), 3 operational failure (unavailable, envelope incomplete,
 uncertain), 4 deadline or cancel. With `--json` stdout carries exactly one JSON object,
-`{"evidence", "report"}` or `{"error": {code, message, details?}, "evidence"?}`; the error's
-words are on stderr too.
+`{"evidence", "report", "attestation"}` or `{"error": {code, message, details?}, "evidence"?}`;
+the error's words are on stderr too. `attestation` is the run's signed statement: `digest`
+(of the bundle's bytes), `bundle` (those bytes: JSON Lines of DSSE envelopes, what
+`jigcmd verify` reads) and `envelopes` (the same, parsed).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from typing import Any
 import anyio
 import msgspec
 
+from jigcmd.attest.dsse import attestation_fields
 from jigcmd.command.assembly import STARTUP_ERRORS, FrontSettings, open_service
 from jigcmd.errors import Code, JigError
 from jigcmd.evidence import Evidence, ResourceReport
@@ -188,7 +191,9 @@ def write_failure(exc: JigError, as_json: bool) -> int:
 
 def _write_result(result: RunResult, as_json: bool) -> None:
     if as_json:
-        answer = {"evidence": result.evidence, "report": result.report}
+        answer: dict[str, Any] = {"evidence": result.evidence, "report": result.report}
+        if result.attestation is not None:
+            answer["attestation"] = attestation_fields(result.attestation)
         sys.stdout.write(msgspec.json.encode(answer).decode() + "\n")
     else:
         _write_text(result.evidence, result.report)

@@ -23,6 +23,7 @@ from jigcmd.jsonio import readable
 __all__ = ["list_runs", "operation_view", "runs"]
 
 _failure = msgspec.json.Decoder(dict[str, object])
+_trace = msgspec.json.Decoder(dict[str, str])
 
 
 def list_runs(state_dir: Path) -> list[Row]:
@@ -72,6 +73,7 @@ def operation_view(row: Row) -> dict[str, object]:
         "created": _when(row.created_unix_ms),
         "finished": _when(row.finished_unix_ms),
         "reason": row.reason or None,
+        "trace": _trace.decode(row.trace) if row.trace else None,
     }
 
 

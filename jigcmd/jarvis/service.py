@@ -21,7 +21,9 @@ import msgspec
 
 from jigcmd.command.failures import envelope_error
 from jigcmd.command.placement import pinned_cpus
+from jigcmd.durable.slotqueue import SlotQueue
 from jigcmd.envelope.api import EnvelopeFailure, Executor, FailureKind, RunOutcome, Ticket
+from jigcmd.errors import Code, JigError
 from jigcmd.evidence import decode_output
 from jigcmd.jarvis.planner import host_plan, system_binds
 from jigcmd.jarvis.policy import Decision, HostView, Policy, Request, evaluate
@@ -32,13 +34,16 @@ from jigcmd.journal.store import Journal
 from jigcmd.journal.toolruns import JarvisRun
 from jigcmd.plan import RunPlan
 
-__all__ = ["EARLY_ANSWER_SECONDS", "MAX_ACTIVE_RUNS", "JarvisService"]
+__all__ = ["DEFAULT_QUEUE_WAIT_S", "EARLY_ANSWER_SECONDS", "MAX_ACTIVE_RUNS", "JarvisService"]
 
 logger = logging.getLogger("jigcmd.jarvis")
 
 # UTCP's HTTP client gives up after 30 s; answer before that and let the caller poll.
 EARLY_ANSWER_SECONDS = 25.0
 MAX_ACTIVE_RUNS = 32
+# How long a `run.create` may wait for an envelope slot (`--queue-wait`); never past the early
+# answer either, so that the caller hears back before its client gives up.
+DEFAULT_QUEUE_WAIT_S = 20.0
 
 _T = TypeVar("_T")
 # A full house (every run or envelope slot busy) is answered 429 with this: runs are short,
@@ -60,10 +65,18 @@ class JarvisService:
         early_answer_seconds: float = EARLY_ANSWER_SECONDS,
         max_active_runs: int = MAX_ACTIVE_RUNS,
         reservations: Reservations | None = None,
+        queue_wait: float = DEFAULT_QUEUE_WAIT_S,
     ) -> None:
         self.policy = policy
-        # The envelope slots shared with every jigcmd using the same state directory.
+        # The envelope slots shared with every jigcmd using the same state directory, and
+        # the calls of this process waiting for one (first come, first served).
         self._reservations = reservations
+        self._slots = SlotQueue(
+            self._take_slot,
+            reservations.exhausted_message if reservations is not None else str,
+        )
+        self._queue_wait = queue_wait
+        self._stop = anyio.Event()
         self._executor = executor
         self.store = store
         self._host = host
@@ -93,6 +106,7 @@ class JarvisService:
                 try:
                     yield self
                 finally:
+                    self._stop.set()
                     for cancel, _ in self._active.values():
                         cancel.set()
                     self._tasks = None
@@ -134,6 +148,7 @@ class JarvisService:
 
     async def create(self, actor: str, tool: str, args: Mapping[str, Any]) -> dict[str, Any]:
         """`jarvis.run.create`: decide; if allowed, run and answer (early when it is long)."""
+        arrived = time.monotonic()
         request = decode_run_request(args)
         decision = evaluate(self.policy, request, self._host)
         if decision.decision == "deny":
@@ -153,6 +168,8 @@ class JarvisService:
                 f"too many active runs (at most {self._max_active})",
                 headers=_RETRY_AFTER,
             )
+        slot = await self._slot(actor, tool, request, decision, arrived)
+        # Planned once the slot is held: the run's own timeout starts only now.
         plan = host_plan(
             decision,
             policy=self.policy,
@@ -161,11 +178,6 @@ class JarvisService:
             host_env=self._host_env,
             now_monotonic=time.monotonic(),
         )
-        slot = self._reservations.acquire("jarvis") if self._reservations is not None else None
-        if self._reservations is not None and slot is None:
-            full = self._reservations.exhausted_message()
-            await self._audit(actor, tool, request, decision, f"refused: {full}")
-            raise ToolError(429, full, headers=_RETRY_AFTER)
         # The CPUs its quota pays for, spread by slot like every envelope (`placement`).
         cpus = pinned_cpus(plan.limits, slot.index if slot is not None else None)
         plan = msgspec.structs.replace(plan, cpus=cpus)
@@ -184,7 +196,7 @@ class JarvisService:
             )
         except BaseException:
             if slot is not None:
-                slot.release()
+                self._release(slot)
             raise
         await self._audit(actor, tool, request, decision, f"started run {run_id}")
         cancel, done = anyio.Event(), anyio.Event()
@@ -201,9 +213,60 @@ class JarvisService:
                 slot=slot,
             )
         )
-        with anyio.move_on_after(self._early):
+        # Counted from the call's arrival: a wait for a slot does not delay the early answer.
+        with anyio.move_on_after(arrived + self._early - time.monotonic()):
             await done.wait()
         return {**_decision_fields(decision), **await self._run_fields(run_id)}
+
+    async def _slot(
+        self, actor: str, tool: str, request: Request, decision: Decision, arrived: float
+    ) -> Slot | None:
+        """An envelope slot, waited for in arrival order within the call's bound; else 429.
+
+        The bound is the least of the server's queue wait, the run's own timeout and the
+        early answer (UTCP's HTTP client gives up after 30 s).
+        """
+        if self._reservations is None:
+            return None
+        assert decision.timeout_ms is not None
+        bound = min(self._queue_wait, decision.timeout_ms / 1000, self._early)
+        try:
+            return await self._slots.acquire("jarvis", deadline=arrived + bound, cancel=self._stop)
+        except JigError as exc:
+            if exc.code is Code.CANCELLED:
+                raise ToolError(503, "jarvis is shutting down; nothing ran") from None
+            if exc.code is Code.EXECUTION_FAILED:
+                await self._audit(actor, tool, request, decision, f"refused: {exc.message}")
+                raise ToolError(503, exc.message) from None
+            full = (
+                f"every envelope slot stayed in use for the {bound:g} s this call may wait "
+                f"({self._reservations.exhausted_message()}); nothing ran"
+                if exc.code is Code.DEADLINE_EXCEEDED
+                else exc.message
+            )
+            await self._audit(actor, tool, request, decision, f"refused: {full}")
+            raise ToolError(429, full, headers=_RETRY_AFTER) from None
+
+    def _take_slot(self, tag: str) -> Slot | None:
+        assert self._reservations is not None
+        try:
+            return self._reservations.acquire(tag)
+        except OSError as exc:
+            raise JigError(
+                Code.EXECUTION_FAILED,
+                f"cannot take an envelope slot in {self._reservations.directory}: "
+                f"{exc.strerror or exc}; nothing ran",
+            ) from exc
+
+    @property
+    def waiting_for_slots(self) -> int:
+        """How many `run.create` calls wait for an envelope slot now."""
+        return self._slots.waiting
+
+    def _release(self, slot: Slot) -> None:
+        """Give a slot back; the first call waiting for one looks at once."""
+        slot.release()
+        self._slots.released()
 
     async def get(self, actor: str, tool: str, args: Mapping[str, Any]) -> dict[str, Any]:
         """`jarvis.run.get`: the stored record of one run."""
@@ -270,7 +333,7 @@ class JarvisService:
                 await self._audit(actor, tool, request, decision, f"run {run_id}: {outcome}")
         finally:
             if slot is not None:
-                slot.release()
+                self._release(slot)
             del self._active[run_id]
             done.set()
 

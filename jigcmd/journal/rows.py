@@ -59,6 +59,11 @@ class Row(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     cleanup: Cleanup | None
     problems: str
     reason: str
+    # The run's signed statement (an in-toto bundle), kept with its evidence; never on an
+    # uncertain row.
+    attestation: bytes | None = None
+    # The caller's W3C trace context as JSON, when the call carried one.
+    trace: str | None = None
 
     @property
     def is_open(self) -> bool:
@@ -88,6 +93,8 @@ class NewRow(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     cgroup_paths: tuple[str, ...] = ()
     # The digest of the plan the operation runs (`jigcmd.plan.plan_digest`), when known.
     plan_digest: str | None = None
+    # The caller's W3C trace context as JSON (`{"traceparent": …, "tracestate": …}`).
+    trace: str | None = None
 
 
 class Begin(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -145,4 +152,6 @@ def row_from(found: sqlite3.Row) -> Row:
         cleanup=found["cleanup"],
         problems=found["problems"],
         reason=found["reason"],
+        attestation=found["attestation"],
+        trace=found["trace"],
     )

@@ -349,7 +349,7 @@ class Journal:
             "INSERT INTO operations (root_run, operation_id, signature, context,"
             " created_unix_ms, updated_unix_ms, deadline_unix_ms, run_id, owner_pid,"
             " owner_start, boot_id, state, supervisor_pid, supervisor_start, cgroup_paths,"
-            " plan_digest) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            " plan_digest, trace) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 new.root_run,
                 new.operation_id,
@@ -367,6 +367,7 @@ class Journal:
                 None if supervisor is None else supervisor.start,
                 msgspec.json.encode(list(new.cgroup_paths)).decode("utf-8"),
                 new.plan_digest,
+                new.trace,
             ),
         )
         inserted = conn.execute(_SELECT_ROW, key).fetchone()
@@ -413,19 +414,21 @@ class Journal:
         root_run: str,
         outcome: Outcome,
         result: bytes,
+        attestation: bytes | None = None,
         wait: bool = True,
     ) -> bool | None:
-        """Store a run's result on its still-open row (cleanup pending); False if closed.
+        """Store a run's result and its attestation on its still-open row (cleanup pending).
 
-        `wait=False`: None (nothing written) when it would have to wait for another writer,
-        as `begin_now`.
+        False if closed. `wait=False`: None (nothing written) when it would have to wait for
+        another writer, as `begin_now`.
         """
         try:
             with self._write(wait=wait) as conn:
                 cursor = conn.execute(
-                    "UPDATE operations SET outcome = ?, result = ?, updated_unix_ms = ?"
+                    "UPDATE operations SET outcome = ?, result = ?, attestation = ?,"
+                    " updated_unix_ms = ?"
                     " WHERE root_run = ? AND operation_id = ? AND state IN (?, ?)",
-                    (outcome, result, _now_ms(), root_run, operation_id, *OPEN_STATES),
+                    (outcome, result, attestation, _now_ms(), root_run, operation_id, *OPEN_STATES),
                 )
                 return cursor.rowcount == 1
         except _WouldWait:
@@ -442,10 +445,13 @@ class Journal:
         cleanup_complete: bool,
         problems: str = "",
         durable: bool = True,
+        attestation: bytes | None = None,
     ) -> bool:
         """Close an open row with its result: `done`, or `uncertain` when cleanup is unconfirmed.
 
-        `result` must be the exact bytes answered to the caller: replay returns them verbatim.
+        `result` must be the exact bytes answered to the caller: replay returns them verbatim,
+        and `attestation` (the run's signed statement) with them. None keeps the one the row
+        has; an `uncertain` row keeps none.
         False (and nothing written) when the row was already closed: the first close wins.
         `durable=False` skips the fsync; only for a row whose result `record_result` already
         made durable (a lost close is re-derived by `close_lost`).
@@ -455,6 +461,7 @@ class Journal:
             now = _now_ms()
             cursor = conn.execute(
                 "UPDATE operations SET state = ?, outcome = ?, result = ?, report = ?,"
+                " attestation = CASE WHEN ? = 'done' THEN COALESCE(?, attestation) END,"
                 " cleanup = ?, problems = ?, reason = ?, updated_unix_ms = ?,"
                 " finished_unix_ms = ? WHERE root_run = ? AND operation_id = ? AND state IN (?, ?)",
                 (
@@ -462,6 +469,8 @@ class Journal:
                     outcome,
                     result,
                     report,
+                    state,
+                    attestation,
                     "complete" if cleanup_complete else "failed",
                     problems,
                     "" if cleanup_complete else "the run's cleanup could not be confirmed",
@@ -533,12 +542,15 @@ class Journal:
                 "UPDATE operations SET"
                 " state = CASE WHEN ? AND outcome = 'evidence' THEN 'done' ELSE 'uncertain' END,"
                 " reason = CASE WHEN ? AND outcome = 'evidence' THEN '' ELSE ? END,"
+                # An uncertain row keeps no statement: nobody saw that run's end proved.
+                " attestation = CASE WHEN ? AND outcome = 'evidence' THEN attestation END,"
                 " cleanup = ?, problems = ?, updated_unix_ms = ?, finished_unix_ms = ?"
                 " WHERE root_run = ? AND operation_id = ? AND state IN (?, ?)",
                 (
                     done_with_evidence,
                     done_with_evidence,
                     reason,
+                    done_with_evidence,
                     "complete" if cleanup_complete else "failed",
                     problems,
                     now,

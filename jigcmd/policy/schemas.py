@@ -1,4 +1,4 @@
-"""The JSON Schemas generated from the wire types (`jigcmd.contract`, evidence, policy).
+"""The JSON Schemas generated from the wire types (contract, evidence, policy, run predicate).
 
 `scripts/gen_schemas.py` writes `generate()` to `schemas/`; a test fails when they differ.
 """
@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import msgspec
 
+from jigcmd.attest.statement import RunPredicate
 from jigcmd.contract import CallParams, RequestInput
 from jigcmd.evidence import Evidence
 from jigcmd.jsonio import readable
@@ -25,6 +26,8 @@ _DOCUMENTS: tuple[tuple[str, type[msgspec.Struct], tuple[type[msgspec.Struct], .
     ("run-input.schema.json", RequestInput, ()),
     ("run-call-params.schema.json", CallParams, (RequestInput,)),
     ("evidence.schema.json", Evidence, ()),
+    # The jigcmd run predicate (predicateType https://jigcmd.dev/attestation/run/v1).
+    ("run-predicate.v1.schema.json", RunPredicate, ()),
 )
 
 

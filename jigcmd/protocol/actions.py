@@ -33,6 +33,8 @@ class Call(msgspec.Struct, frozen=True):
     root_run: str = ""
     # The MCP task the call runs as (its operation id too), when it is one.
     task_id: str | None = None
+    # The caller's W3C trace context (`traceparent`, `tracestate`), kept with the run.
+    trace: dict[str, str] | None = None
 
 
 class Send(msgspec.Struct, frozen=True):

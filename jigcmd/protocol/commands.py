@@ -34,10 +34,15 @@ class ToolInfo(msgspec.Struct, frozen=True):
 
 
 class RunResult(msgspec.Struct, frozen=True):
-    """A completed run: the contract's evidence, and the measurements that live beside it."""
+    """A completed run: the contract's evidence, and what lives beside it, never in it.
+
+    `attestation`: the run's signed statement (an in-toto bundle of DSSE envelopes, JSON
+    Lines), when the host signs; delivered beside the evidence by the fronts that carry it.
+    """
 
     evidence: Evidence
     report: ResourceReport
+    attestation: bytes | None = None
 
 
 class Recorded(msgspec.Struct, frozen=True):

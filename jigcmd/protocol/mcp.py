@@ -43,6 +43,7 @@ from jigcmd.protocol.mcp_versions import LATEST_VERSION, MODERN_VERSION, negotia
 
 __all__ = [
     "INSTRUCTIONS",
+    "REPORT_META",
     "RUN_ID_META",
     "SESSION_METHODS",
     "McpDialect",
@@ -60,6 +61,8 @@ __all__ = [
 SESSION_METHODS: Final = frozenset({"tools/list", "tools/call"})
 # The `initialize` result's `_meta` key naming the caller's run of the session.
 RUN_ID_META: Final = "jigcmd/runId"
+# Where a tool result carries its run's measurements (`mcp_results.py`).
+REPORT_META: Final = "jigcmd/report"
 INSTRUCTIONS: Final = (
     "Each tool runs one operator-reviewed Bun command against the files you supply, inside a "
     "containment envelope, and returns host-collected evidence (output, exit code or signal, "
@@ -392,7 +395,13 @@ class McpDialect:
         else:
             result = completed_result(outcome, pending.version)
         if pending.trace:
-            result["_meta"] = {**result.get("_meta", {}), **pending.trace}
+            meta = dict(result.get("_meta", {}))
+            if REPORT_META in meta:
+                # Kept with the run's report too, beside its measurements.
+                meta[REPORT_META] = msgspec.to_builtins(meta[REPORT_META]) | {
+                    "trace": pending.trace
+                }
+            result["_meta"] = meta | pending.trace
         if pending.version == MODERN_VERSION:
             return mcp_era.modern_result(result, self._server_info)
         return result
@@ -465,6 +474,7 @@ class McpDialect:
             context=self._tag,
             root_run=self._root_run,
             task_id=task_id,
+            trace=pending.trace or None,
         )
 
 

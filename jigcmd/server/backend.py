@@ -41,7 +41,8 @@ class CommandBackend(Protocol):
     that finds every envelope slot in use waits for one (first come, first served, until its
     deadline) instead of failing `RESOURCE_EXHAUSTED` at once; a call refused by validation
     never waits. `owned`, when given, is awaited once the journal holds the call's operation
-    (its row committed before dispatch); a call refused before that never calls it.
+    (its row committed before dispatch); a call refused before that never calls it. `trace_context`,
+    the caller's W3C trace context, is kept with the operation's journal row.
     Any other exception is treated as a bug and answered as `UNCERTAIN`.
     """
 
@@ -62,6 +63,7 @@ class CommandBackend(Protocol):
         root_run: str | None = None,
         wait_for_slot: bool = False,
         owned: Owned | None = None,
+        trace_context: dict[str, str] | None = None,
     ) -> RunResult:
         """Run one validated request to completion and return its evidence."""
         ...

@@ -399,6 +399,7 @@ class _Server:
                 # MCP hosts call tools in parallel: a call waits for a free envelope slot.
                 wait_for_slot=call.dialect == "mcp",
                 owned=owned,
+                trace_context=call.trace,
             )
         except JigError as error:
             outcome = error

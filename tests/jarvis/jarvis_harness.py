@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import itertools
 import os
 import shutil
 import socket
 import tempfile
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from functools import partial
 from pathlib import Path
 from typing import Any, NoReturn
@@ -57,6 +58,15 @@ def unavailable(reason: str) -> NoReturn:
     if os.environ.get("CI"):
         pytest.fail(f"required under CI but unavailable: {reason}", pytrace=False)
     pytest.skip(reason)
+
+
+async def until(condition: Callable[[], bool], within: float = 10.0) -> None:
+    """Look at `condition` every 10 ms until it holds; fail after `within` seconds."""
+    with anyio.fail_after(within):
+        for _ in itertools.count():
+            if condition():
+                return
+            await anyio.sleep(0.01)
 
 
 def auth(token: str = TOKEN) -> dict[str, str]:
@@ -164,6 +174,7 @@ def make_service(
     early_answer_seconds: float = 25.0,
     max_active_runs: int = 32,
     reservations: Reservations | None = None,
+    queue_wait: float = 20.0,
 ) -> JarvisService:
     """A service over `policy`, recording in a throw-away journal by default."""
     return JarvisService(
@@ -175,6 +186,7 @@ def make_service(
         early_answer_seconds=early_answer_seconds,
         max_active_runs=max_active_runs,
         reservations=reservations,
+        queue_wait=queue_wait,
     )
 
 

@@ -17,9 +17,6 @@ from typing import Any
 import anyio
 import httpx
 import pytest
-from utcp.data.auth_implementations.api_key_auth import ApiKeyAuth  # type: ignore[import-untyped]
-from utcp.utcp_client import UtcpClient  # type: ignore[import-untyped]
-from utcp_http.http_call_template import HttpCallTemplate  # type: ignore[import-untyped]
 
 from jigcmd.envelope.cgroups import CgroupUnavailable, detect
 from jigcmd.envelope.native import NativeExecutor
@@ -31,6 +28,7 @@ from tests.jarvis.jarvis_harness import (
     make_service,
     unavailable,
 )
+from tests.jarvis.utcp_setup import body, manual_template, utcp_client
 
 pytestmark = pytest.mark.envelope
 
@@ -196,9 +194,9 @@ async def test_twenty_concurrent_allowed_runs_all_complete_and_are_recorded(
                 tg.start_soon(one, n)
         records = [h.store.jarvis_get(r["run_id"]) for r in results.values()]
     assert sorted(results) == list(range(20))
-    for n, body in results.items():
-        assert (body["status"], body["exit_code"]) == ("exited", 0), body
-        assert body["stdout"]["text"] == f"{n}\n"
+    for n, answer in results.items():
+        assert (answer["status"], answer["exit_code"]) == ("exited", 0), answer
+        assert answer["stdout"]["text"] == f"{n}\n"
     assert len({r["run_id"] for r in results.values()}) == 20
     assert all(r is not None and r.status == "exited" for r in records)
 
@@ -265,23 +263,3 @@ async def test_the_utcp_client_discovers_only_the_granted_tools(
     assert checked["decision"] == "allow"
     assert refused.status_code == 403
     assert refused.json()["reason"] == "capability denied"
-
-
-async def utcp_client() -> UtcpClient:
-    # Variables are namespaced by the manual name: `jarvis` + `_` + the variable.
-    return await UtcpClient.create(config={"variables": {"jarvis_JARVIS_BEARER_TOKEN": TOKEN}})
-
-
-def manual_template(base: str) -> HttpCallTemplate:
-    return HttpCallTemplate(
-        name="jarvis",
-        url=f"{base}/utcp",
-        http_method="GET",
-        auth=ApiKeyAuth(
-            api_key="Bearer ${JARVIS_BEARER_TOKEN}", var_name="Authorization", location="header"
-        ),
-    )
-
-
-def body(tool: str, **args: Any) -> dict[str, Any]:
-    return {"body": {"tool": tool, "args": args}}

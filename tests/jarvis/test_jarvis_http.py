@@ -9,11 +9,14 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import AsyncIterator
+from functools import partial
 from pathlib import Path
 
 import anyio
+import httpx
 import pytest
 
+from jigcmd.durable import slotqueue
 from jigcmd.envelope.api import EnvelopeFailure, FailureKind
 from jigcmd.jarvis.app import MAX_BODY_BYTES
 from jigcmd.journal.reservations import Reservations
@@ -25,6 +28,7 @@ from tests.jarvis.jarvis_harness import (
     harness,
     invoke_body,
     make_service,
+    until,
 )
 
 
@@ -280,12 +284,12 @@ async def test_too_many_active_runs_is_a_429() -> None:
 async def test_every_envelope_slot_in_use_is_a_429_with_retry_after_and_is_audited(
     tmp_path: Path,
 ) -> None:
-    """A full house of envelope slots: 429, Retry-After, the refusal in the audit trail."""
+    """Every slot stays in use for the queue wait: 429, Retry-After, the refusal audited."""
     slots = Reservations(tmp_path, 1)
     held = slots.acquire("another jigcmd")
     assert held is not None
     spy = SpyExecutor(anyio.Event())
-    service = make_service(spy, reservations=slots)
+    service = make_service(spy, reservations=slots, queue_wait=0.2)
     try:
         async with harness(service) as h:
             refused = await h.invoke("jarvis.run.create", argv=["echo", "full"])
@@ -293,11 +297,75 @@ async def test_every_envelope_slot_in_use_is_a_429_with_retry_after_and_is_audit
         held.release()
     assert refused.status_code == 429
     assert refused.headers["retry-after"] == "1"
-    assert "all 1 envelope slots are in use" in refused.json()["error"]
+    message = refused.json()["error"]
+    assert message.startswith("every envelope slot stayed in use for the 0.2 s this call may wait")
+    assert "all 1 envelope slots are in use" in message
+    assert message.endswith("; nothing ran")
     assert spy.plans == []
     (row,) = [r for r in service.store.audit_rows(10) if r.outcome.startswith("refused")]
     assert row.argv == ("echo", "full")
-    assert row.outcome.startswith("refused: all 1 envelope slots are in use")
+    assert row.outcome == f"refused: {message}"
+
+
+async def test_a_run_create_waits_for_a_slot_this_process_frees_and_then_runs(
+    tmp_path: Path,
+) -> None:
+    """One slot, two calls: the second waits for the first's slot instead of a 429."""
+    gate = anyio.Event()
+    spy = SpyExecutor(gate)
+    service = make_service(spy, reservations=Reservations(tmp_path, 1))
+    async with harness(service) as h:
+        answers: dict[str, httpx.Response] = {}
+
+        async def call(word: str) -> None:
+            answers[word] = await h.invoke("jarvis.run.create", argv=["echo", word])
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(call, "first")
+            await until(lambda: spy.entered == 1)
+            tg.start_soon(call, "second")
+            await until(lambda: service.waiting_for_slots == 1)
+            gate.set()
+    assert [answers[w].status_code for w in ("first", "second")] == [200, 200]
+    assert [answers[w].json()["status"] for w in ("first", "second")] == ["exited"] * 2
+    assert [plan.argv[1:] for plan in spy.plans] == [("first",), ("second",)]
+
+
+async def test_the_wait_for_a_slot_is_bounded_by_the_runs_own_timeout(tmp_path: Path) -> None:
+    """timeout_ms 300 under a 60 s queue wait: refused after 0.3 s, naming that bound."""
+    slots = Reservations(tmp_path, 1)
+    held = slots.acquire("another jigcmd")
+    assert held is not None
+    service = make_service(SpyExecutor(), reservations=slots, queue_wait=60)
+    try:
+        async with harness(service) as h:
+            refused = await h.invoke("jarvis.run.create", argv=["echo", "x"], timeout_ms=300)
+    finally:
+        held.release()
+    assert refused.status_code == 429
+    assert "for the 0.3 s this call may wait" in refused.json()["error"]
+
+
+async def test_a_full_queue_of_waiting_calls_is_a_429_at_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past the queue's bound (`MAX_WAITING` waiting already) the call is refused, not queued."""
+    monkeypatch.setattr(slotqueue, "MAX_WAITING", 1)
+    slots = Reservations(tmp_path, 1)
+    held = slots.acquire("another jigcmd")
+    assert held is not None
+    service = make_service(SpyExecutor(), reservations=slots, queue_wait=30)
+    try:
+        async with harness(service) as h, anyio.create_task_group() as tg:
+            tg.start_soon(partial(h.invoke, "jarvis.run.create", argv=["echo", "waits"]))
+            await until(lambda: service.waiting_for_slots == 1)
+            refused = await h.invoke("jarvis.run.create", argv=["echo", "x"])
+            held.release()
+    finally:
+        held.release()  # idempotent
+    assert refused.status_code == 429
+    assert refused.headers["retry-after"] == "1"
+    assert refused.json()["error"].endswith("1 calls are waiting already")
 
 
 async def test_a_long_run_answers_early_as_running_and_can_be_polled() -> None:

@@ -183,6 +183,9 @@ class Rig:
             "slots",
             "envelopes",
             "runtime",
+            # The host's signing key, made on the first run (`jigcmd.attest.keys`).
+            "signing-key.pem",
+            "signing-key.pub.pem",
         }
         assert not unexpected, f"unexpected files in the state directory: {unexpected}"
         # The zygote's staging mount point: the copy lived in its namespace, never on the host.

@@ -140,6 +140,8 @@ def test_a_kill_mid_run_fences_the_candidate_and_the_operation_stays_uncertain(r
     assert rig.watch.runs(token) == 1
     final = rig.row(operation_id)
     assert final is not None and final.state == "uncertain" and final.cleanup == "complete"
+    # Nobody saw its end: no statement, never an invented one.
+    assert final.attestation is None
 
 
 def test_a_kill_during_cleanup_leaves_nothing_and_never_reruns(rig: Rig) -> None:
@@ -165,6 +167,7 @@ def test_a_kill_during_cleanup_leaves_nothing_and_never_reruns(rig: Rig) -> None
     assert rig.watch.runs(token) == 1
     final = rig.row(operation_id)
     assert final is not None and final.cleanup == "complete"
+    assert final.attestation is None
 
 
 def test_recover_closes_a_dead_servers_running_operation_without_a_restart(rig: Rig) -> None:

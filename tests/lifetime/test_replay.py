@@ -122,6 +122,8 @@ def test_a_server_killed_right_after_answering_replays_the_same_bytes_after_reco
     second = rig.serve()
     row = rig.row(operation_id)
     assert row is not None and (row.state, row.cleanup) == ("done", "complete")
+    # Its statement was committed with its evidence, before the answer: it is kept.
+    assert row.attestation is not None
     _replayed(second, operation_id, input, original)
     rig.assert_nothing_left()
     assert rig.watch.runs(token) == 1

@@ -83,6 +83,7 @@ class FakeBackend:
         root_run: str | None = None,
         wait_for_slot: bool = False,
         owned: Owned | None = None,
+        trace_context: dict[str, str] | None = None,
     ) -> RunResult:
         if not isinstance(input, dict) or not isinstance(input.get("files"), dict):
             raise JigError(

@@ -1,0 +1,186 @@
+"""`Attester`: one run's facts in, its signed attestation (an in-toto bundle of DSSE) out.
+
+The bundle's first envelope is the jigcmd run statement; a test command's run adds a
+test-result/v0.1 statement that names the first by its payload's digest.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+
+import msgspec
+
+from jigcmd import __version__
+from jigcmd.attest import dsse
+from jigcmd.attest.keys import SigningKey
+from jigcmd.attest.statement import (
+    RUN_PREDICATE_TYPE,
+    STATEMENT_TYPE,
+    AdmissionFacts,
+    CommandFacts,
+    Descriptor,
+    EndingFacts,
+    EnforcedLimits,
+    EnvelopeFacts,
+    HostFacts,
+    ResourceDescriptor,
+    RunFacts,
+    RunPredicate,
+    RunStatement,
+    RuntimeFacts,
+    StreamFacts,
+    rfc3339,
+    stream_subject,
+    test_result_statement,
+)
+from jigcmd.attest.testreport import read_console_report
+from jigcmd.envelope.api import Enforced
+from jigcmd.evidence import Evidence, ResourceReport
+from jigcmd.jsonio.canonical import dumps
+from jigcmd.policy.lock import Lock
+
+__all__ = ["Attester", "HostIdentity", "RunRecord"]
+
+
+@dataclass(frozen=True)
+class HostIdentity:
+    """What every run of one admitted Binding shares: its admission and its runtime."""
+
+    admission: AdmissionFacts
+    runtime: RuntimeFacts
+
+    @classmethod
+    def from_lock(cls, lock: Lock, lock_bytes: bytes) -> HostIdentity:
+        """The identity a lock admits: its own digest, the Binding's, the contract, Bun."""
+        return cls(
+            admission=AdmissionFacts(
+                lock_digest="sha256:" + hashlib.sha256(lock_bytes).hexdigest(),
+                binding_digest=lock.binding_digest,
+                descriptor=Descriptor(
+                    id=lock.contract.id, version=lock.contract.version, digest=lock.contract.digest
+                ),
+            ),
+            runtime=RuntimeFacts(
+                bun_version=lock.runtime.bun_version,
+                bun_sha256="sha256:" + lock.runtime.bun_sha256.removeprefix("sha256:"),
+            ),
+        )
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """One completed run as the host saw it, everything its statement says."""
+
+    run: RunFacts
+    kind: str
+    enforced: Enforced
+    plan_digest: str
+    evidence: Evidence
+    stdout: bytes
+    stderr: bytes
+    # None: signed before the envelope proved its release (the row's first commit of it).
+    resources: ResourceReport | None
+    started_unix_ms: int
+    finished_unix_ms: int
+
+
+class Attester:
+    """Signs the statements of one host's runs with its key."""
+
+    def __init__(self, key: SigningKey, identity: HostIdentity) -> None:
+        self.key = key
+        self.identity = identity
+        self._keyid = key.public.keyid
+
+    @property
+    def keyid(self) -> str:
+        """The signing key's id."""
+        return self._keyid
+
+    def attest(self, record: RunRecord) -> bytes:
+        """The run's bundle: its statement, and for a test command its test result, signed."""
+        statement = self.run_statement(record)
+        body = dumps(msgspec.to_builtins(statement))
+        envelopes = [dsse.sign(body, self.key.sign, self._keyid)]
+        if record.kind == "test":
+            evidence = record.evidence
+            report = read_console_report(evidence.stderr.text)
+            tests = test_result_statement(
+                candidate=statement.subject[0],
+                passed=evidence.stop_reason == "exited" and evidence.exit_code == 0,
+                report=report,
+                run_statement_sha256=hashlib.sha256(body).hexdigest(),
+                admission=self.identity.admission,
+            )
+            tests_body = dumps(msgspec.to_builtins(tests))
+            envelopes.append(dsse.sign(tests_body, self.key.sign, self._keyid))
+        return dsse.encode_bundle(envelopes)
+
+    def run_statement(self, record: RunRecord) -> RunStatement:
+        """The jigcmd run statement of `record` (unsigned)."""
+        evidence, enforced = record.evidence, record.enforced
+        limits = enforced.limits
+        candidate = ResourceDescriptor(
+            name="candidate",
+            digest={"sha256": evidence.candidate_digest.removeprefix("sha256:")},
+            media_type="application/vnd.jigcmd.candidate+json",
+        )
+        predicate = RunPredicate(
+            run=record.run,
+            command=CommandFacts(
+                name=evidence.command,
+                kind="test" if record.kind == "test" else "run",
+                invocation=list(evidence.invocation),
+            ),
+            admission=self.identity.admission,
+            runtime=self.identity.runtime,
+            envelope=EnvelopeFacts(
+                profile="host" if enforced.profile == "host" else "candidate",
+                namespaces=list(enforced.namespaces),
+                limits=EnforcedLimits(
+                    memory_bytes=limits.memory_bytes,
+                    pids_max=limits.pids_max,
+                    cpu_quota_us=limits.cpu_quota_us,
+                    cpu_period_us=limits.cpu_period_us,
+                    scratch_bytes=limits.scratch_bytes,
+                    nofile=limits.nofile,
+                    fsize_bytes=limits.fsize_bytes,
+                ),
+                seccomp_filter_sha256=enforced.seccomp_filter_sha256,
+                cpus=list(enforced.cpus),
+                rootless=enforced.rootless,
+                plan_digest=record.plan_digest,
+            ),
+            ending=EndingFacts(
+                exit_code=evidence.exit_code,
+                signal=evidence.signal,
+                stop_reason=evidence.stop_reason,
+                cleanup="unconfirmed" if record.resources is None else "complete",
+                resources=record.resources,
+                stdout=_stream(record.stdout, evidence.stdout.truncated),
+                stderr=_stream(record.stderr, evidence.stderr.truncated),
+            ),
+            stdin_digest=evidence.stdin_digest,
+            started_on=rfc3339(record.started_unix_ms),
+            finished_on=rfc3339(record.finished_unix_ms),
+            host=HostFacts(key_id=self._keyid, jigcmd_version=__version__),
+        )
+        return RunStatement(
+            type_=STATEMENT_TYPE,
+            subject=[
+                candidate,
+                stream_subject("stdout", evidence.stdout.text),
+                stream_subject("stderr", evidence.stderr.text),
+            ],
+            predicate_type=RUN_PREDICATE_TYPE,
+            predicate=predicate,
+        )
+
+
+def _stream(data: bytes, truncated: bool) -> StreamFacts:
+    return StreamFacts(
+        captured_bytes=len(data),
+        captured_sha256=hashlib.sha256(data).hexdigest(),
+        truncated=truncated,
+    )

@@ -1,0 +1,130 @@
+"""DSSE v1: the pre-authentication encoding, the JSON envelope, and a bundle of envelopes.
+
+A signature is over `PAE(payloadType, payload)`, never over the JSON around it (DSSE
+`protocol.md`); `keyid` is a hint that selects a key, never a reason to trust one. A run's
+attestation is an in-toto bundle: one envelope per line (JSON Lines), its jigcmd statement
+first. Pure: signing and verifying are callables handed in (`jigcmd.attest.keys`).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+from collections.abc import Callable
+
+import msgspec
+
+__all__ = [
+    "PAYLOAD_TYPE",
+    "BundleError",
+    "Envelope",
+    "Signature",
+    "attestation_fields",
+    "bundle_digest",
+    "decode_bundle",
+    "encode_bundle",
+    "pae",
+    "payload_of",
+    "sign",
+    "signature_bytes",
+]
+
+# in-toto's payload type: the payload is a JSON Statement.
+PAYLOAD_TYPE = "application/vnd.in-toto+json"
+
+
+class BundleError(ValueError):
+    """Raised when bytes are not a bundle of DSSE envelopes; the message says where and why."""
+
+
+class Signature(msgspec.Struct, frozen=True):
+    """One signature: base64 of the signature bytes, and the signer's key id hint."""
+
+    sig: str
+    keyid: str = ""
+
+
+class Envelope(msgspec.Struct, frozen=True, rename="camel"):
+    """The DSSE JSON envelope (unknown fields are ignored, as the format says)."""
+
+    payload: str
+    payload_type: str
+    signatures: list[Signature]
+
+
+def pae(payload_type: str, body: bytes) -> bytes:
+    """DSSEv1 SP LEN(type) SP type SP LEN(body) SP body, lengths in ASCII decimal."""
+    kind = payload_type.encode("utf-8")
+    return b"DSSEv1 %d %s %d %s" % (len(kind), kind, len(body), body)
+
+
+def sign(body: bytes, signer: Callable[[bytes], bytes], keyid: str) -> Envelope:
+    """The envelope of `body` (an in-toto Statement), signed over its PAE by `signer`."""
+    signature = signer(pae(PAYLOAD_TYPE, body))
+    return Envelope(
+        payload=base64.b64encode(body).decode("ascii"),
+        payload_type=PAYLOAD_TYPE,
+        signatures=[Signature(sig=base64.b64encode(signature).decode("ascii"), keyid=keyid)],
+    )
+
+
+def _b64(text: str, what: str) -> bytes:
+    """Standard or URL-safe base64, padded or not (verifiers must accept either)."""
+    data = text.replace("-", "+").replace("_", "/")
+    try:
+        return base64.b64decode(data + "=" * (-len(data) % 4), validate=True)
+    except (binascii.Error, ValueError) as exc:
+        raise BundleError(f"{what} is not base64: {exc}") from exc
+
+
+def payload_of(envelope: Envelope) -> bytes:
+    """The envelope's payload bytes; raises `BundleError` when it is not base64."""
+    return _b64(envelope.payload, "the payload")
+
+
+def signature_bytes(signature: Signature) -> bytes:
+    """One signature's bytes; raises `BundleError` when it is not base64."""
+    return _b64(signature.sig, "the signature")
+
+
+_encoder = msgspec.json.Encoder()
+_decoder = msgspec.json.Decoder(Envelope)
+
+
+def encode_bundle(envelopes: list[Envelope]) -> bytes:
+    """The bundle's bytes: one compact JSON envelope per line, each line ending in a newline."""
+    return b"".join(_encoder.encode(envelope) + b"\n" for envelope in envelopes)
+
+
+def decode_bundle(data: bytes) -> list[Envelope]:
+    """The envelopes of a bundle (JSON Lines), or of one JSON envelope; `BundleError` if not."""
+    text = data.strip()
+    if not text:
+        raise BundleError("the file is empty")
+    lines = [line for line in text.split(b"\n") if line.strip()]
+    try:
+        if len(lines) > 1 and all(line.lstrip().startswith(b"{") for line in lines):
+            try:
+                return [_decoder.decode(line) for line in lines]
+            except msgspec.DecodeError:
+                pass  # perhaps one pretty-printed envelope: tried whole below
+        return [_decoder.decode(text)]
+    except msgspec.ValidationError as exc:
+        raise BundleError(f"not a DSSE envelope: {exc}") from exc
+    except msgspec.DecodeError as exc:
+        raise BundleError(f"not JSON Lines of DSSE envelopes: {exc}") from exc
+
+
+def bundle_digest(data: bytes) -> str:
+    """The bundle's identity as delivered beside a result: `sha256:` and its hex digest."""
+    return "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+def attestation_fields(bundle: bytes) -> dict[str, object]:
+    """How a JSON answer carries a bundle: its digest, its exact bytes, and its envelopes."""
+    return {
+        "digest": bundle_digest(bundle),
+        "bundle": bundle.decode("utf-8"),
+        "envelopes": decode_bundle(bundle),
+    }

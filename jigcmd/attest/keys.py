@@ -1,0 +1,229 @@
+"""The host's Ed25519 signing key: made on first use in the state directory, or the operator's.
+
+Which key signs, first that applies: `--signing-key FILE`; `$JIGCMD_SIGNING_KEY` naming a
+file (for a key held elsewhere: a mounted secret, or `/dev/fd/N` for a key handed over on a
+descriptor, which is read once at start); else the host key `signing-key.pem` in the state
+directory, made on first use (0600, written whole and linked in, so two servers starting
+together end with the same key) with its public half `signing-key.pub.pem` beside it.
+A key is PKCS#8 PEM, unencrypted. A key that cannot be read or is not Ed25519 raises
+`SigningKeyError` naming the file and the cause: the front does not start.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import secrets
+import stat
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+
+__all__ = [
+    "HOST_KEY_NAME",
+    "HOST_PUBLIC_NAME",
+    "KEY_ENV",
+    "PublicKey",
+    "SigningKey",
+    "SigningKeyError",
+    "key_id",
+    "load_public",
+    "open_signing_key",
+]
+
+HOST_KEY_NAME = "signing-key.pem"
+HOST_PUBLIC_NAME = "signing-key.pub.pem"
+KEY_ENV = "JIGCMD_SIGNING_KEY"
+# A key file larger than this is not a PEM Ed25519 key (and is not read whole).
+_MAX_KEY_BYTES = 16 * 1024
+
+
+class SigningKeyError(Exception):
+    """Raised when the signing key cannot be read, made or used; the message names the file."""
+
+
+def key_id(public: Ed25519PublicKey) -> str:
+    """The key's id: the hex SHA-256 of its SubjectPublicKeyInfo (DER)."""
+    der = public.public_bytes(
+        serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
+    )
+    return hashlib.sha256(der).hexdigest()
+
+
+def _public_pem(public: Ed25519PublicKey) -> bytes:
+    return public.public_bytes(
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+    )
+
+
+@dataclass(frozen=True)
+class PublicKey:
+    """A verifying key and its id."""
+
+    key: Ed25519PublicKey
+    keyid: str
+
+    @property
+    def pem(self) -> bytes:
+        """The public key as SubjectPublicKeyInfo PEM."""
+        return _public_pem(self.key)
+
+    def verify(self, signature: bytes, message: bytes) -> bool:
+        """Whether `signature` is this key's over `message`."""
+        try:
+            self.key.verify(signature, message)
+        except InvalidSignature:
+            return False
+        return True
+
+
+@dataclass(frozen=True)
+class SigningKey:
+    """The Ed25519 key that signs run statements, and where it came from."""
+
+    private: Ed25519PrivateKey
+    source: str
+
+    @property
+    def public(self) -> PublicKey:
+        """Its public half."""
+        public = self.private.public_key()
+        return PublicKey(public, key_id(public))
+
+    def sign(self, message: bytes) -> bytes:
+        """The Ed25519 signature of `message`."""
+        return self.private.sign(message)
+
+
+def open_signing_key(
+    state_dir: Path, explicit: Path | None = None, environ: Mapping[str, str] | None = None
+) -> SigningKey:
+    """The key this host signs with (see the module); raises `SigningKeyError`."""
+    environ = os.environ if environ is None else environ
+    named = explicit or (Path(environ[KEY_ENV]) if environ.get(KEY_ENV) else None)
+    if named is not None:
+        return SigningKey(_read_private(named), str(named))
+    return _host_key(state_dir)
+
+
+def _read_bytes(path: Path) -> bytes:
+    try:
+        with open(path, "rb") as file:
+            info = os.fstat(file.fileno())
+            if stat.S_ISDIR(info.st_mode):
+                raise SigningKeyError(f"signing key {path}: is a directory")
+            data = file.read(_MAX_KEY_BYTES + 1)
+    except FileNotFoundError:
+        raise SigningKeyError(f"signing key {path}: no such file") from None
+    except OSError as exc:
+        raise SigningKeyError(f"signing key {path}: cannot be read: {exc.strerror}") from exc
+    if len(data) > _MAX_KEY_BYTES:
+        raise SigningKeyError(f"signing key {path}: larger than {_MAX_KEY_BYTES} bytes")
+    if stat.S_ISREG(info.st_mode) and info.st_mode & 0o077:
+        raise SigningKeyError(
+            f"signing key {path}: readable or writable by group or others "
+            f"(mode {stat.S_IMODE(info.st_mode):04o}); chmod 600 it"
+        )
+    return data
+
+
+def _read_private(path: Path) -> Ed25519PrivateKey:
+    data = _read_bytes(path)
+    try:
+        key = serialization.load_pem_private_key(data, password=None)
+    except TypeError:
+        raise SigningKeyError(
+            f"signing key {path}: is encrypted; give an unencrypted PKCS#8 key"
+        ) from None
+    except (ValueError, UnsupportedAlgorithm) as exc:
+        raise SigningKeyError(f"signing key {path}: not a PEM private key ({exc})") from exc
+    if not isinstance(key, Ed25519PrivateKey):
+        raise SigningKeyError(f"signing key {path}: not an Ed25519 key")
+    return key
+
+
+def load_public(path: Path) -> PublicKey:
+    """A public key from a PEM file (SubjectPublicKeyInfo, or a private key's public half)."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise SigningKeyError(f"public key {path}: cannot be read: {exc.strerror}") from exc
+    try:
+        loaded = serialization.load_pem_public_key(data)
+    except (ValueError, UnsupportedAlgorithm):
+        try:
+            private = serialization.load_pem_private_key(data, password=None)
+        except (TypeError, ValueError, UnsupportedAlgorithm) as exc:
+            raise SigningKeyError(f"public key {path}: not a PEM key ({exc})") from exc
+        loaded = private.public_key()
+    if not isinstance(loaded, Ed25519PublicKey):
+        raise SigningKeyError(f"public key {path}: not an Ed25519 key")
+    return PublicKey(loaded, key_id(loaded))
+
+
+def _host_key(state_dir: Path) -> SigningKey:
+    path = state_dir / HOST_KEY_NAME
+    if not path.exists():
+        _make_host_key(state_dir, path)
+    key = SigningKey(_read_private(path), str(path))
+    public = state_dir / HOST_PUBLIC_NAME
+    pem = key.public.pem
+    with contextlib.suppress(OSError):
+        if public.read_bytes() == pem:
+            return key
+    # Missing or not this key's: the public half is derived, so it is written again.
+    try:
+        _write_whole(public, pem, 0o644)
+    except OSError as exc:
+        raise SigningKeyError(f"public key {public}: cannot be written: {exc.strerror}") from exc
+    return key
+
+
+def _make_host_key(state_dir: Path, path: Path) -> None:
+    pem = Ed25519PrivateKey.generate().private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption(),
+    )
+    try:
+        _write_whole(path, pem, 0o600, replace=False)
+    except OSError as exc:
+        raise SigningKeyError(
+            f"signing key {path}: cannot be made in {state_dir}: {exc.strerror}"
+        ) from exc
+
+
+def _write_whole(path: Path, data: bytes, mode: int, *, replace: bool = True) -> None:
+    """Write `data` to a temporary file, fsync it, and put it at `path` in one step.
+
+    `replace=False`: link it in, so that a file made meanwhile by another process wins.
+    """
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC | os.O_NOFOLLOW, mode)
+    try:
+        os.fchmod(fd, mode)
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    try:
+        if replace:
+            os.replace(tmp, path)
+        else:
+            with contextlib.suppress(FileExistsError):
+                os.link(tmp, path)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+    dir_fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)

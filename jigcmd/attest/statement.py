@@ -1,0 +1,282 @@
+"""The in-toto Statement v1 of one run: its subjects, the jigcmd run predicate, test-result/v0.1.
+
+Pure: values in, a `Statement` out. The jigcmd predicate (`RUN_PREDICATE_TYPE`) says which
+candidate ran, under which admission and runtime, in which envelope as enforced, and how it
+ended; its JSON Schema is `schemas/run-predicate.v1.schema.json`, generated from these types.
+A test command's run also gets a `test-result/v0.1` statement, whose test names come from the
+runner's report: the host collected it, the candidate's code produced it, and the statement
+says so (see `TestReport`).
+"""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+from typing import Annotated, Final, Literal
+
+import msgspec
+
+from jigcmd.evidence import ResourceReport, StopReason
+
+__all__ = [
+    "RUN_PREDICATE_TYPE",
+    "STATEMENT_TYPE",
+    "TEST_RESULT_TYPE",
+    "AdmissionFacts",
+    "CommandFacts",
+    "Descriptor",
+    "EndingFacts",
+    "EnforcedLimits",
+    "EnvelopeFacts",
+    "HostFacts",
+    "ResourceDescriptor",
+    "RunFacts",
+    "RunPredicate",
+    "RunStatement",
+    "RuntimeFacts",
+    "StreamFacts",
+    "TestReport",
+    "TestResultPredicate",
+    "TestResultStatement",
+    "rfc3339",
+    "stream_subject",
+    "test_result_statement",
+]
+
+StatementType = Literal["https://in-toto.io/Statement/v1"]
+RunPredicateType = Literal["https://jigcmd.dev/attestation/run/v1"]
+TestResultType = Literal["https://in-toto.io/attestation/test-result/v0.1"]
+STATEMENT_TYPE: Final[StatementType] = "https://in-toto.io/Statement/v1"
+RUN_PREDICATE_TYPE: Final[RunPredicateType] = "https://jigcmd.dev/attestation/run/v1"
+TEST_RESULT_TYPE: Final[TestResultType] = "https://in-toto.io/attestation/test-result/v0.1"
+
+_Hex = Annotated[str, msgspec.Meta(pattern="^[0-9a-f]{64}$")]
+_Sha256 = Annotated[str, msgspec.Meta(pattern="^sha256:[0-9a-f]{64}$")]
+_Time = Annotated[str, msgspec.Meta(pattern=r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")]
+
+
+class ResourceDescriptor(
+    msgspec.Struct, frozen=True, forbid_unknown_fields=True, omit_defaults=True, rename="camel"
+):
+    """in-toto's ResourceDescriptor, with the fields jigcmd fills (a name, digests, notes)."""
+
+    name: str
+    digest: dict[str, _Hex]
+    media_type: str | None = None
+    annotations: dict[str, str | bool] | None = None
+
+
+class Descriptor(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """The project-command contract the lock admitted: its id, version and digest."""
+
+    id: str
+    version: str
+    digest: _Sha256
+
+
+class AdmissionFacts(msgspec.Struct, frozen=True, forbid_unknown_fields=True, rename="camel"):
+    """Under which review the run was admitted: the lock file, the Binding, the contract."""
+
+    lock_digest: _Sha256
+    binding_digest: _Sha256
+    descriptor: Descriptor
+
+
+class RuntimeFacts(msgspec.Struct, frozen=True, forbid_unknown_fields=True, rename="camel"):
+    """The Bun runtime that ran the command (the lock pins both)."""
+
+    bun_version: str
+    bun_sha256: _Sha256
+
+
+class EnforcedLimits(msgspec.Struct, frozen=True, forbid_unknown_fields=True, rename="camel"):
+    """The envelope's resource ceilings, with their values."""
+
+    memory_bytes: int
+    pids_max: int
+    cpu_quota_us: int
+    cpu_period_us: int
+    scratch_bytes: int
+    nofile: int
+    fsize_bytes: int
+
+
+class EnvelopeFacts(msgspec.Struct, frozen=True, forbid_unknown_fields=True, rename="camel"):
+    """The envelope as enforced: its namespaces, limits, seccomp filter, CPU pin, and mode."""
+
+    profile: Literal["candidate", "host"]
+    namespaces: list[str]
+    limits: EnforcedLimits
+    seccomp_filter_sha256: _Hex
+    cpus: list[int]
+    rootless: bool
+    plan_digest: _Sha256
+
+
+class StreamFacts(msgspec.Struct, frozen=True, forbid_unknown_fields=True, rename="camel"):
+    """One output stream's retained bytes as captured: their count, SHA-256, and whether cut."""
+
+    captured_bytes: int
+    captured_sha256: _Hex
+    truncated: bool
+
+
+class EndingFacts(msgspec.Struct, frozen=True, forbid_unknown_fields=True, rename="camel"):
+    """How the run ended; `resources` and a `complete` cleanup once the envelope proved it."""
+
+    exit_code: int | None
+    signal: str | None
+    stop_reason: StopReason
+    # "unconfirmed": signed when the output was complete, before the envelope's release was
+    # proved; a run whose release is then not proved keeps no statement at all.
+    cleanup: Literal["complete", "unconfirmed"]
+    resources: ResourceReport | None
+    stdout: StreamFacts
+    stderr: StreamFacts
+
+
+class CommandFacts(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """Which Binding command ran, and exactly how it was invoked."""
+
+    name: str
+    kind: Literal["run", "test"]
+    invocation: list[str]
+
+
+class RunFacts(msgspec.Struct, frozen=True, forbid_unknown_fields=True, rename="camel"):
+    """Which run this was: its envelope run id, the caller's run and its operation id."""
+
+    run_id: str
+    caller_run: str | None
+    operation_id: str
+
+
+class HostFacts(msgspec.Struct, frozen=True, forbid_unknown_fields=True, rename="camel"):
+    """Who signed: the host key's id (SHA-256 of its public key, DER) and the jigcmd version."""
+
+    key_id: _Hex
+    jigcmd_version: str
+
+
+class RunPredicate(msgspec.Struct, frozen=True, forbid_unknown_fields=True, rename="camel"):
+    """The jigcmd run predicate, version 1 (`RUN_PREDICATE_TYPE`)."""
+
+    run: RunFacts
+    command: CommandFacts
+    admission: AdmissionFacts
+    runtime: RuntimeFacts
+    envelope: EnvelopeFacts
+    ending: EndingFacts
+    stdin_digest: _Sha256
+    started_on: _Time
+    finished_on: _Time
+    host: HostFacts
+
+
+class RunStatement(msgspec.Struct, frozen=True, forbid_unknown_fields=True, rename="camel"):
+    """An in-toto Statement v1 carrying the jigcmd run predicate."""
+
+    type_: StatementType = msgspec.field(name="_type")
+    subject: list[ResourceDescriptor]
+    predicate_type: RunPredicateType
+    predicate: RunPredicate
+
+
+class TestReport(msgspec.Struct, frozen=True):
+    """The test runner's own report of its tests, read from output the candidate controls."""
+
+    # Not collected by pytest (its name starts with "Test").
+    __test__ = False
+
+    passed: tuple[str, ...]
+    failed: tuple[str, ...]
+    # Where the names were read: what the runner printed, or the report file it wrote.
+    source: str
+    source_sha256: str
+
+
+class TestResultPredicate(
+    msgspec.Struct, frozen=True, forbid_unknown_fields=True, omit_defaults=True, rename="camel"
+):
+    """in-toto's test-result/v0.1 predicate."""
+
+    __test__ = False
+
+    result: Literal["PASSED", "WARNED", "FAILED"]
+    configuration: list[ResourceDescriptor]
+    passed_tests: list[str]
+    failed_tests: list[str]
+    warned_tests: list[str] = []
+
+
+class TestResultStatement(msgspec.Struct, frozen=True, forbid_unknown_fields=True, rename="camel"):
+    """An in-toto Statement v1 carrying test-result/v0.1."""
+
+    __test__ = False
+
+    type_: StatementType = msgspec.field(name="_type")
+    subject: list[ResourceDescriptor]
+    predicate_type: TestResultType
+    predicate: TestResultPredicate
+
+
+def rfc3339(unix_ms: int) -> str:
+    """`unix_ms` as an RFC 3339 UTC time with milliseconds, e.g. 2026-12-01T19:53:05.123Z."""
+    moment = datetime.datetime.fromtimestamp(unix_ms / 1000, tz=datetime.UTC)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{unix_ms % 1000:03d}Z"
+
+
+def stream_subject(name: str, text: str) -> ResourceDescriptor:
+    """One evidence stream's subject: the SHA-256 of its text exactly as the evidence has it."""
+    return ResourceDescriptor(
+        name=name,
+        digest={"sha256": hashlib.sha256(text.encode("utf-8")).hexdigest()},
+        media_type="text/plain; charset=utf-8",
+    )
+
+
+def test_result_statement(
+    *,
+    candidate: ResourceDescriptor,
+    passed: bool,
+    report: TestReport,
+    run_statement_sha256: str,
+    admission: AdmissionFacts,
+) -> TestResultStatement:
+    """The test-result/v0.1 statement of a test command's run.
+
+    `result` is the host's fact (the runner exited 0, on its own); the test names are the
+    runner's, and the configuration entry of its report says the candidate could alter them.
+    """
+    configuration = [
+        ResourceDescriptor(
+            name="jigcmd run statement",
+            digest={"sha256": run_statement_sha256},
+            media_type="application/vnd.in-toto+json",
+        ),
+        ResourceDescriptor(
+            name="jigcmd.lock", digest={"sha256": admission.lock_digest.removeprefix("sha256:")}
+        ),
+        ResourceDescriptor(
+            name=f"test runner report ({report.source})",
+            digest={"sha256": report.source_sha256},
+            annotations={
+                "candidateInfluenced": True,
+                "collectedBy": "the jigcmd host",
+                "producedBy": "the test runner, running the candidate's code",
+                "note": "the test names come from here; result is the runner's host-collected "
+                "exit status",
+            },
+        ),
+    ]
+    return TestResultStatement(
+        type_=STATEMENT_TYPE,
+        subject=[candidate],
+        predicate_type=TEST_RESULT_TYPE,
+        predicate=TestResultPredicate(
+            result="PASSED" if passed else "FAILED",
+            configuration=configuration,
+            passed_tests=list(report.passed),
+            failed_tests=list(report.failed),
+        ),
+    )

@@ -1,0 +1,188 @@
+"""What `jigcmd verify` checks in a run's attestation, each check a verdict with its reason.
+
+In order: the bundle parses; every envelope's signature verifies over its PAE with the given
+key (the key id is only a hint, never trusted); every payload is a statement of the schema
+its `predicateType` names (strictly: the types `schemas/run-predicate.v1.schema.json` is
+generated from); a test result names the run statement it belongs to; and, given the
+evidence, its candidate digest and streams match the subjects and the rest the predicate.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+
+import msgspec
+
+from jigcmd.attest import dsse
+from jigcmd.attest.keys import PublicKey
+from jigcmd.attest.statement import (
+    RUN_PREDICATE_TYPE,
+    TEST_RESULT_TYPE,
+    ResourceDescriptor,
+    RunStatement,
+    TestResultStatement,
+)
+from jigcmd.evidence import Evidence
+
+__all__ = ["Check", "decode_evidence", "verify_bundle"]
+
+_run = msgspec.json.Decoder(RunStatement)
+_tests = msgspec.json.Decoder(TestResultStatement)
+_evidence = msgspec.json.Decoder(Evidence)
+
+
+@dataclass(frozen=True)
+class Check:
+    """One verdict: what was checked, whether it held, and why."""
+
+    name: str
+    ok: bool
+    detail: str
+
+
+class _Wrapped(msgspec.Struct):
+    evidence: Evidence
+
+
+def decode_evidence(data: bytes) -> Evidence:
+    """Evidence from its JSON (the ten fields, or an answer with an `evidence` member).
+
+    Raises `ValueError` naming what is wrong.
+    """
+    try:
+        return _evidence.decode(data)
+    except (msgspec.ValidationError, msgspec.DecodeError) as first:
+        try:
+            return msgspec.json.decode(data, type=_Wrapped).evidence
+        except (msgspec.ValidationError, msgspec.DecodeError):
+            raise ValueError(f"not jigcmd evidence: {first}") from first
+
+
+def verify_bundle(data: bytes, key: PublicKey, evidence: Evidence | None = None) -> list[Check]:
+    """Every check on the bundle `data` against `key` (and `evidence`); stops at a broken one."""
+    try:
+        envelopes = dsse.decode_bundle(data)
+    except dsse.BundleError as exc:
+        return [Check("bundle", False, str(exc))]
+    checks = [Check("bundle", True, f"{len(envelopes)} DSSE envelope(s)")]
+    signature = _signatures(envelopes, key)
+    checks.append(signature)
+    if not signature.ok:
+        return checks
+    payloads = [dsse.payload_of(envelope) for envelope in envelopes]
+    schema, statement = _schema(payloads)
+    checks.append(schema)
+    if statement is None:
+        return checks
+    if len(payloads) > 1:
+        checks.append(_test_result(payloads))
+    keyid = statement.predicate.host.key_id
+    named = f"the statement names key {keyid}"
+    if keyid != key.keyid:
+        named += f", not the verifying key {key.keyid}"
+    checks.append(Check("signer", keyid == key.keyid, named))
+    if evidence is not None:
+        checks.extend(_evidence_checks(statement, evidence))
+    return checks
+
+
+def _signatures(envelopes: list[dsse.Envelope], key: PublicKey) -> Check:
+    for index, envelope in enumerate(envelopes, start=1):
+        where = f"envelope {index}"
+        if envelope.payload_type != dsse.PAYLOAD_TYPE:
+            return Check("signature", False, f"{where}: payloadType {envelope.payload_type!r}")
+        try:
+            message = dsse.pae(envelope.payload_type, dsse.payload_of(envelope))
+            good = any(
+                key.verify(dsse.signature_bytes(signature), message)
+                for signature in envelope.signatures
+            )
+        except dsse.BundleError as exc:
+            return Check("signature", False, f"{where}: {exc}")
+        if not good:
+            return Check(
+                "signature",
+                False,
+                f"{where}: no signature verifies with key {key.keyid} "
+                "(changed payload or signature, or another key)",
+            )
+    return Check("signature", True, f"Ed25519 over DSSE PAE, key {key.keyid}")
+
+
+def _schema(payloads: list[bytes]) -> tuple[Check, RunStatement | None]:
+    try:
+        statement = _run.decode(payloads[0])
+    except (msgspec.ValidationError, msgspec.DecodeError) as exc:
+        return Check(
+            "schema", False, f"statement 1 is not a {RUN_PREDICATE_TYPE} statement: {exc}"
+        ), None
+    for index, payload in enumerate(payloads[1:], start=2):
+        try:
+            _tests.decode(payload)
+        except (msgspec.ValidationError, msgspec.DecodeError) as exc:
+            return Check(
+                "schema", False, f"statement {index} is not {TEST_RESULT_TYPE}: {exc}"
+            ), None
+    kinds = "run/v1" + (" + test-result/v0.1" if len(payloads) > 1 else "")
+    return Check("schema", True, f"in-toto Statement v1: {kinds}"), statement
+
+
+def _test_result(payloads: list[bytes]) -> Check:
+    expected = hashlib.sha256(payloads[0]).hexdigest()
+    tests = _tests.decode(payloads[1])
+    named = [d for d in tests.predicate.configuration if d.name == "jigcmd run statement"]
+    if not named or named[0].digest.get("sha256") != expected:
+        return Check("test result", False, "the test result does not name this run statement")
+    predicate = tests.predicate
+    return Check(
+        "test result",
+        True,
+        f"{predicate.result}: {len(predicate.passed_tests)} passed, "
+        f"{len(predicate.failed_tests)} failed (names from the runner's report, "
+        "candidate-influenced)",
+    )
+
+
+def _subject(statement: RunStatement, name: str) -> ResourceDescriptor | None:
+    return next((s for s in statement.subject if s.name == name), None)
+
+
+def _evidence_checks(statement: RunStatement, evidence: Evidence) -> list[Check]:
+    checks: list[Check] = []
+    candidate = _subject(statement, "candidate")
+    digest = evidence.candidate_digest.removeprefix("sha256:")
+    checks.append(
+        Check("candidate", True, f"candidateDigest sha256:{digest} is the subject")
+        if candidate is not None and candidate.digest.get("sha256") == digest
+        else Check("candidate", False, f"candidateDigest sha256:{digest} is not the subject")
+    )
+    for name, stream in (("stdout", evidence.stdout), ("stderr", evidence.stderr)):
+        subject = _subject(statement, name)
+        actual = hashlib.sha256(stream.text.encode("utf-8")).hexdigest()
+        if subject is not None and subject.digest.get("sha256") == actual:
+            checks.append(Check(name, True, f"{len(stream.text)} characters match the subject"))
+        else:
+            checks.append(Check(name, False, f"the evidence's {name} (sha256 {actual}) differs"))
+    predicate = statement.predicate
+    ending = predicate.ending
+    differs = [
+        field
+        for field, ok in (
+            ("command", evidence.command == predicate.command.name),
+            ("invocation", evidence.invocation == predicate.command.invocation),
+            ("stdinDigest", evidence.stdin_digest == predicate.stdin_digest),
+            ("exitCode", evidence.exit_code == ending.exit_code),
+            ("signal", evidence.signal == ending.signal),
+            ("stopReason", evidence.stop_reason == ending.stop_reason),
+            ("stdout.truncated", evidence.stdout.truncated == ending.stdout.truncated),
+            ("stderr.truncated", evidence.stderr.truncated == ending.stderr.truncated),
+        )
+        if not ok
+    ]
+    checks.append(
+        Check("ending", False, "the evidence differs from the statement in " + ", ".join(differs))
+        if differs
+        else Check("ending", True, "command, invocation, stdin and how it ended match")
+    )
+    return checks

@@ -1,0 +1,117 @@
+"""`jigcmd attest`, `jigcmd verify` and `jigcmd key`: a run's signed statement, checked.
+
+`attest` prints (or writes) the statement the journal keeps for one operation: 0 written;
+1 that operation has none (unknown, failed, uncertain or still running: the reason on
+stderr); 2 the state directory could not be used. `verify` prints one line per check and
+exits 0 when every check holds, 1 when one fails, 2 when a file cannot be read. `key`
+prints the public half of the key this host signs with (PEM on stdout, its id on stderr).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from jigcmd.attest.keys import (
+    HOST_PUBLIC_NAME,
+    PublicKey,
+    SigningKeyError,
+    load_public,
+    open_signing_key,
+)
+from jigcmd.attest.verify import decode_evidence, verify_bundle
+from jigcmd.durable.host import state_directory
+from jigcmd.durable.statedir import StateDirError
+from jigcmd.evidence import Evidence
+from jigcmd.journal.rows import Row
+from jigcmd.journal.store import Journal, JournalError, JournalUnusable
+
+__all__ = ["attest", "key", "verify"]
+
+_OK, _NONE, _UNUSABLE = 0, 1, 2
+
+
+def attest(state_dir: Path | None, root_run: str, operation_id: str, out: Path | None) -> int:
+    """Print or write the statement of `operation_id` in the caller's run `root_run`."""
+    try:
+        state = state_directory(state_dir)
+        with Journal.open(state) as journal:
+            row = journal.get(operation_id, root_run=root_run)
+    except (StateDirError, JournalError, JournalUnusable) as exc:
+        sys.stderr.write(f"jigcmd attest: {exc}\n")
+        return _UNUSABLE
+    named = f"operation {operation_id!r} of run {root_run!r}"
+    if row is None:
+        sys.stderr.write(f"jigcmd attest: no {named} in {state}\n")
+        return _NONE
+    why = _no_statement(row)
+    if why is not None or row.attestation is None:
+        sys.stderr.write(f"jigcmd attest: {named} has no statement: {why or 'none was kept'}\n")
+        return _NONE
+    if out is None:
+        sys.stdout.buffer.write(row.attestation)
+        return _OK
+    try:
+        out.write_bytes(row.attestation)
+    except OSError as exc:
+        sys.stderr.write(f"jigcmd attest: {out}: cannot be written: {exc.strerror}\n")
+        return _UNUSABLE
+    return _OK
+
+
+def _no_statement(row: Row) -> str | None:
+    """Why a row has no statement (nothing ran to its proved end), if so."""
+    if row.state == "uncertain":
+        return f"its end is uncertain ({row.reason or 'nobody saw it'}); nothing is invented"
+    if row.outcome == "failure":
+        return "it ended in a failure, with no evidence to attest"
+    if row.is_open and row.attestation is None:
+        return "it is still running"
+    return None
+
+
+def verify(
+    bundle: Path, key_path: Path | None, evidence_path: Path | None, state_dir: Path | None
+) -> int:
+    """Check `bundle` against the key (and the evidence); one line per check."""
+    try:
+        data = bundle.read_bytes()
+        key = _verifying_key(key_path, state_dir)
+        evidence: Evidence | None = None
+        if evidence_path is not None:
+            evidence = decode_evidence(evidence_path.read_bytes())
+    except OSError as exc:
+        sys.stderr.write(f"jigcmd verify: {exc.filename}: cannot be read: {exc.strerror}\n")
+        return _UNUSABLE
+    except (SigningKeyError, StateDirError) as exc:
+        sys.stderr.write(f"jigcmd verify: {exc}\n")
+        return _UNUSABLE
+    except ValueError as exc:
+        sys.stderr.write(f"jigcmd verify: {evidence_path}: {exc}\n")
+        return _UNUSABLE
+    checks = verify_bundle(data, key, evidence)
+    for check in checks:
+        sys.stdout.write(f"{'ok  ' if check.ok else 'FAIL'} {check.name}: {check.detail}\n")
+    good = all(check.ok for check in checks)
+    sys.stdout.write("verified\n" if good else "NOT verified\n")
+    return _OK if good else _NONE
+
+
+def _verifying_key(key_path: Path | None, state_dir: Path | None) -> PublicKey:
+    if key_path is not None:
+        return load_public(key_path)
+    # The host's own public half: a reviewer on this host needs no key file of their own.
+    return load_public(state_directory(state_dir) / HOST_PUBLIC_NAME)
+
+
+def key(state_dir: Path | None, signing_key: Path | None) -> int:
+    """Print the public half of the signing key (made on first use when it is the host's)."""
+    try:
+        signing = open_signing_key(state_directory(state_dir), signing_key)
+    except (SigningKeyError, StateDirError) as exc:
+        sys.stderr.write(f"jigcmd key: {exc}\n")
+        return _UNUSABLE
+    public = signing.public
+    sys.stdout.buffer.write(public.pem)
+    sys.stderr.write(f"key id: {public.keyid} ({signing.source})\n")
+    return _OK

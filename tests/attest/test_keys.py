@@ -1,0 +1,180 @@
+"""The signing key: the host key made on first use, the operator's file, $JIGCMD_SIGNING_KEY."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import stat
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+from jigcmd.attest.keys import (
+    HOST_KEY_NAME,
+    HOST_PUBLIC_NAME,
+    KEY_ENV,
+    SigningKeyError,
+    load_public,
+    open_signing_key,
+)
+
+
+def _pem(
+    key: Ed25519PrivateKey | ec.EllipticCurvePrivateKey, password: bytes | None = None
+) -> bytes:
+    encryption: serialization.KeySerializationEncryption = (
+        serialization.NoEncryption()
+        if password is None
+        else serialization.BestAvailableEncryption(password)
+    )
+    return key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, encryption
+    )
+
+
+def _key_file(path: Path, data: bytes, mode: int = 0o600) -> Path:
+    path.write_bytes(data)
+    path.chmod(mode)
+    return path
+
+
+def test_the_host_key_is_made_on_first_use_0600_with_its_public_half_beside_it(
+    tmp_path: Path,
+) -> None:
+    """First open makes signing-key.pem (0600) and signing-key.pub.pem; the next one reuses it."""
+    key = open_signing_key(tmp_path, environ={})
+    private = tmp_path / HOST_KEY_NAME
+    assert stat.S_IMODE(private.stat().st_mode) == 0o600
+    assert load_public(tmp_path / HOST_PUBLIC_NAME).keyid == key.public.keyid
+    again = open_signing_key(tmp_path, environ={})
+    assert again.public.keyid == key.public.keyid
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+
+
+def test_the_key_id_is_the_sha256_of_the_public_key_der(tmp_path: Path) -> None:
+    """The id anyone can recompute from the PEM: SHA-256 over SubjectPublicKeyInfo DER."""
+    key = open_signing_key(tmp_path, environ={})
+    der = serialization.load_pem_public_key(key.public.pem).public_bytes(
+        serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
+    )
+    assert key.public.keyid == hashlib.sha256(der).hexdigest()
+
+
+def test_servers_starting_together_end_with_one_host_key(tmp_path: Path) -> None:
+    """Eight threads opening a fresh state directory at once all get the same key."""
+    ids: list[str] = []
+    barrier = threading.Barrier(8)
+
+    def open_one() -> None:
+        barrier.wait()
+        ids.append(open_signing_key(tmp_path, environ={}).public.keyid)
+
+    threads = [threading.Thread(target=open_one) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(set(ids)) == 1 and len(ids) == 8
+
+
+def test_a_lost_public_half_is_written_again(tmp_path: Path) -> None:
+    """The public half is derived: deleted or wrong, it is rewritten from the private key."""
+    key = open_signing_key(tmp_path, environ={})
+    (tmp_path / HOST_PUBLIC_NAME).write_bytes(b"junk")
+    open_signing_key(tmp_path, environ={})
+    assert (tmp_path / HOST_PUBLIC_NAME).read_bytes() == key.public.pem
+
+
+def test_the_operators_key_file_wins_over_the_environment_and_the_host_key(tmp_path: Path) -> None:
+    """--signing-key FILE first, then $JIGCMD_SIGNING_KEY, else the host key."""
+    given = Ed25519PrivateKey.generate()
+    other = Ed25519PrivateKey.generate()
+    explicit = _key_file(tmp_path / "given.pem", _pem(given))
+    named = _key_file(tmp_path / "named.pem", _pem(other))
+    state = tmp_path / "state"
+    state.mkdir()
+    environ = {KEY_ENV: str(named)}
+    assert open_signing_key(state, explicit, environ).public.pem == load_public(explicit).pem
+    assert open_signing_key(state, None, environ).public.pem == load_public(named).pem
+    assert not (state / HOST_KEY_NAME).exists()
+
+
+def test_a_key_handed_over_on_a_descriptor_is_read_through_dev_fd(tmp_path: Path) -> None:
+    """A key held elsewhere arrives on a pipe: `jigcmd key --signing-key /dev/fd/N` reads it."""
+    given = Ed25519PrivateKey.generate()
+    read, write = os.pipe()
+    os.write(write, _pem(given))
+    os.close(write)
+    try:
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "jigcmd",
+                "key",
+                "--state-dir",
+                str(tmp_path / "state"),
+                "--signing-key",
+                f"/dev/fd/{read}",
+            ],
+            pass_fds=(read,),
+            capture_output=True,
+            timeout=60,
+            check=False,
+            stdin=subprocess.DEVNULL,
+        )
+    finally:
+        os.close(read)
+    assert done.returncode == 0, done.stderr
+    public = given.public_key().public_bytes(
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+    )
+    assert done.stdout == public
+    assert b"key id: " in done.stderr
+    assert not (tmp_path / "state" / HOST_KEY_NAME).exists()
+
+
+@pytest.mark.parametrize(
+    ("content", "mode", "words"),
+    [
+        (None, 0o600, "no such file"),
+        (b"not a key", 0o600, "not a PEM private key"),
+        ("ec", 0o600, "not an Ed25519 key"),
+        ("encrypted", 0o600, "is encrypted"),
+        ("good", 0o644, "readable or writable by group or others"),
+        (b"x" * 20_000, 0o600, "larger than"),
+    ],
+)
+def test_a_key_that_cannot_be_used_is_refused_naming_the_file_and_the_cause(
+    tmp_path: Path, content: bytes | str | None, mode: int, words: str
+) -> None:
+    """Missing, not PEM, not Ed25519, encrypted, too open, too large: each says so."""
+    path = tmp_path / "key.pem"
+    data: bytes | None
+    if content == "ec":
+        data = _pem(ec.generate_private_key(ec.SECP256R1()))
+    elif content == "encrypted":
+        data = _pem(Ed25519PrivateKey.generate(), b"secret")
+    elif content == "good":
+        data = _pem(Ed25519PrivateKey.generate())
+    else:
+        data = content if isinstance(content, bytes) else None
+    if data is not None:
+        _key_file(path, data, mode)
+    with pytest.raises(SigningKeyError, match=words) as raised:
+        open_signing_key(tmp_path, path, {})
+    assert str(path) in str(raised.value)
+
+
+def test_an_unreadable_host_key_fails_rather_than_being_replaced(tmp_path: Path) -> None:
+    """A damaged host key is an error to fix, never silently swapped for a new identity."""
+    _key_file(tmp_path / HOST_KEY_NAME, b"damaged")
+    with pytest.raises(SigningKeyError, match="not a PEM private key"):
+        open_signing_key(tmp_path, environ={})
+    assert (tmp_path / HOST_KEY_NAME).read_bytes() == b"damaged"
