@@ -373,3 +373,50 @@ def test_an_mcp_call_with_a_key_belongs_to_its_live_waiters(binding: Path, tmp_p
         assert not server.answered(1)
     (row,) = list_runs(state)
     assert (row.operation_id, row.state, row.outcome) == ("shared-1", "done", "evidence")
+
+
+def test_a_task_is_bound_to_the_run_that_created_it(binding: Path, tmp_path: Path) -> None:
+    """Another run on the same state directory cannot read it: not found, nothing leaks."""
+    state = tmp_path / "state"
+    with ServeChild(binding, ["--state-dir", str(state), "--run-id", "run-a"]) as server:
+        created = server.request("tools/call", cli_call("mine", **meta(TASKS)))["result"]
+        assert server.close_input() == 0
+    task = {"taskId": created["taskId"], "_meta": meta(TASKS)}
+    with ServeChild(binding, ["--state-dir", str(state), "--run-id", "run-b"]) as other:
+        refused = other.request("tasks/get", task)["error"]
+        assert refused["code"] == -32602 and "no such task in this run" in refused["message"]
+        assert other.request("tasks/cancel", task)["error"]["code"] == -32602
+        assert other.close_input() == 0
+    with ServeChild(binding, ["--state-dir", str(state), "--run-id", "run-a"]) as again:
+        got = again.request("tasks/get", task)["result"]
+        assert got["status"] == "completed"
+        assert got["result"]["structuredContent"]["stdout"]["text"] == "ran mine\n"
+        assert again.close_input() == 0
+
+
+def test_the_sdk_clients_shutdown_end_of_input_then_sigterm_after_two_seconds(
+    binding: Path, tmp_path: Path
+) -> None:
+    """What the SDKs do on close (stdin closed, 2 s, SIGTERM): the run is fenced and recorded."""
+    state = tmp_path / "state"
+    with ServeChild(binding, ["--state-dir", str(state), "--run-id", "run-shut"]) as server:
+        server.request("tools/list", {"_meta": meta()})
+        server.send(
+            {
+                "jsonrpc": "2.0",
+                "id": 9,
+                "method": "tools/call",
+                "params": cli_call("long", _HOLD, "9000", **meta()),
+            }
+        )
+        wait_rows(state, lambda rows: len(rows) == 1 and rows[0].state == "running")
+        assert server.process.stdin is not None
+        server.process.stdin.close()
+        time.sleep(2.0)
+        # End of input alone lets the call run to its end; the SDK's SIGTERM fences it.
+        assert server.process.poll() is None
+        assert server.terminate() == 0
+    (row,) = wait_rows(state, lambda rows: len(rows) == 1 and not rows[0].is_open, timeout=10)
+    assert (row.state, row.outcome, row.cleanup) == ("done", "failure", "complete")
+    (listed,) = runs_json(state)["run-shut"]
+    assert listed["ending"] == "CANCELLED"

@@ -100,8 +100,13 @@ class CommandService:
         """Use this journal and these envelope slots from now on."""
         self._ownership = ownership
 
-    def attach_attester(self, attester: Attester) -> None:
-        """Sign every completed run's statement with `attester` from now on."""
+    @property
+    def attester(self) -> Attester | None:
+        """What signs the statements of this service's runs, if anything does."""
+        return self._attester
+
+    def attach_attester(self, attester: Attester | None) -> None:
+        """Sign every completed run's statement with `attester` from now on (None: stop)."""
         self._attester = attester
 
     def attach_pins(self, pins: Callable[[], list[tuple[int, ...]]]) -> None:

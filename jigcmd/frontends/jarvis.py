@@ -22,7 +22,7 @@ from jigcmd.jarvis.connections import DEFAULT_LIMITS
 from jigcmd.jarvis.hostview import OsHostView
 from jigcmd.jarvis.manual import base_url
 from jigcmd.jarvis.policy import PolicyError, parse_policy
-from jigcmd.jarvis.server import LoopbackError, bind_loopback, serve
+from jigcmd.jarvis.server import LoopbackError, StopRequest, bind_loopback, serve
 from jigcmd.jarvis.service import DEFAULT_QUEUE_WAIT_S, JarvisService
 from jigcmd.journal.reservations import Reservations, default_slots
 from jigcmd.journal.schema import SchemaError
@@ -48,7 +48,36 @@ def jarvis(
     max_connections: int = DEFAULT_LIMITS.max_connections,
     queue_wait: float | None = None,
 ) -> int:
-    """Serve until SIGINT/SIGTERM; 2 (with the precise reason on stderr) when it cannot start."""
+    """Serve until SIGINT/SIGTERM, then 0; 2 (the precise reason on stderr) when it cannot start.
+
+    A state directory lost meanwhile is 2 too, with one line saying so.
+    """
+    with StopRequest() as early:
+        return _jarvis(
+            policy,
+            host,
+            port,
+            state_dir,
+            cgroup_base=cgroup_base,
+            max_envelopes=max_envelopes,
+            max_connections=max_connections,
+            queue_wait=queue_wait,
+            early=early,
+        )
+
+
+def _jarvis(
+    policy: Path,
+    host: str,
+    port: int,
+    state_dir: Path | None,
+    *,
+    cgroup_base: str | None,
+    max_envelopes: int | None,
+    max_connections: int,
+    queue_wait: float | None,
+    early: StopRequest,
+) -> int:
     try:
         credentials = load_credentials(os.environ)
         rules = parse_policy(_read(policy), str(policy))
@@ -95,7 +124,11 @@ def jarvis(
             f"(grants: {', '.join(sorted(credentials.grants))}; journal {journal.path})\n"
         )
         limits = dataclasses.replace(DEFAULT_LIMITS, max_connections=max_connections)
-        anyio.run(functools.partial(serve, app, sock, credentials, limits=limits))
+        anyio.run(
+            functools.partial(
+                serve, app, sock, credentials, limits=limits, early=early, on_stop=service.stop
+            )
+        )
     finally:
         sock.close()
         closed = _close(journal)

@@ -13,8 +13,12 @@ import errno
 import ipaddress
 import logging
 import math
+import signal
 import socket
 import time
+from collections.abc import Callable
+from types import FrameType
+from typing import Any
 
 import anyio
 import uvicorn
@@ -24,7 +28,7 @@ from jigcmd.jarvis.auth import Credentials
 from jigcmd.jarvis.connections import DEFAULT_LIMITS, ConnectionLimits, Connections, fd_capacity
 from jigcmd.jarvis.http11 import BoundedH11Protocol, bounded_protocol, raw_error
 
-__all__ = ["LoopbackError", "bind_loopback", "serve"]
+__all__ = ["LoopbackError", "StopRequest", "bind_loopback", "serve"]
 
 logger = logging.getLogger("jigcmd.jarvis")
 
@@ -75,23 +79,65 @@ def bind_loopback(host: str, port: int) -> socket.socket:
     return sock
 
 
+class StopRequest:
+    """SIGINT/SIGTERM arriving while uvicorn does not listen for them (starting, ending): kept.
+
+    Held (`with`) around the whole front: a signal then never kills the process mid-start,
+    the server stops as soon as it has started, and the previous handlers come back after.
+    """
+
+    def __init__(self) -> None:
+        self.signum: int | None = None
+        self._previous: dict[int, Any] = {}
+
+    def __enter__(self) -> StopRequest:
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            self._previous[signum] = signal.signal(signum, self._record)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for signum, handler in self._previous.items():
+            signal.signal(signum, handler)
+
+    def _record(self, signum: int, frame: FrameType | None) -> None:
+        self.signum = signum
+
+
 class _Server(uvicorn.Server):
     """uvicorn's server without its own listener: `_accept` feeds it the connections."""
 
-    def __init__(self, config: uvicorn.Config) -> None:
+    def __init__(
+        self,
+        config: uvicorn.Config,
+        early: StopRequest | None,
+        on_stop: Callable[[], None] | None,
+    ) -> None:
         super().__init__(config)
         self.accepting = anyio.Event()
         self.accept_scope = anyio.CancelScope()
+        self._early = early
+        self._on_stop = on_stop
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         """The lifespan starts; no listener is created (the accept loop is ours)."""
         await super().startup(sockets=[])
+        if self._early is not None and self._early.signum is not None:
+            self.should_exit = True
         if self.started:
             self.accepting.set()
 
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        """SIGINT/SIGTERM: uvicorn's graceful stop, ending in exit 0 (it would re-raise it)."""
+        super().handle_exit(sig, frame)
+        # uvicorn raises each captured signal again once it has stopped, so the process
+        # died of it (-15); for jarvis a graceful stop is its own clean end.
+        self._captured_signals.clear()
+
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
-        """Stop accepting first, then uvicorn's graceful drain."""
+        """Stop accepting, fence what runs (`on_stop`), then uvicorn's drain of the answers."""
         self.accept_scope.cancel()
+        if self._on_stop is not None:
+            self._on_stop()
         await super().shutdown(sockets)
 
 
@@ -103,8 +149,15 @@ async def serve(
     limits: ConnectionLimits = DEFAULT_LIMITS,
     log_level: str = "warning",
     stop: anyio.Event | None = None,
+    early: StopRequest | None = None,
+    on_stop: Callable[[], None] | None = None,
 ) -> None:
-    """Serve until SIGINT/SIGTERM (handled by uvicorn) or until `stop` is set; then drain."""
+    """Serve until SIGINT/SIGTERM (handled by uvicorn) or until `stop` is set; then drain.
+
+    On the way out `on_stop` runs first (jarvis fences its runs there, so the calls waiting
+    for them are answered at once), then uvicorn drains the answers for up to 15 s; a signal
+    is not raised again after it.
+    """
     held: Connections[BoundedH11Protocol] = Connections(lambda: fd_capacity(limits))
     config = uvicorn.Config(
         app,
@@ -119,7 +172,7 @@ async def serve(
         # Idle after an answer: the same bound as the wait for a first head.
         timeout_keep_alive=max(1, int(limits.header_timeout_s)),
     )
-    server = _Server(config)
+    server = _Server(config, early, on_stop)
     async with anyio.create_task_group() as tg:
         if stop is not None:
 

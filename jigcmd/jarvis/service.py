@@ -106,15 +106,23 @@ class JarvisService:
                 try:
                     yield self
                 finally:
-                    self._stop.set()
-                    for cancel, _ in self._active.values():
-                        cancel.set()
+                    self.stop()
                     self._tasks = None
         finally:
             close = getattr(self._executor, "aclose", None)
             if close is not None:
                 with anyio.CancelScope(shield=True):
                     await close()
+
+    def stop(self) -> None:
+        """The server stops: calls waiting for a slot are answered at once, every run is fenced.
+
+        Each fenced run ends `failed` (`cancelled: the server shut down`), recorded and
+        answered to a caller still waiting for it.
+        """
+        self._stop.set()
+        for cancel, _ in self._active.values():
+            cancel.set()
 
     async def _recover(self) -> None:
         """Close runs a dead jarvis process left `running`: their outcome is unknown."""

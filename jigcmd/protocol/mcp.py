@@ -36,6 +36,7 @@ from jigcmd.protocol.mcp_tasks import (
     ended,
     is_task_id,
     new_task_id,
+    no_task,
     task_fields,
 )
 from jigcmd.protocol.mcp_tools import tools_list_json
@@ -68,8 +69,6 @@ INSTRUCTIONS: Final = (
     "containment envelope, and returns host-collected evidence (output, exit code or signal, "
     "stop reason). A non-zero exit is evidence, not an error."
 )
-# Methods of the handshake era only: in the per-request era they do not exist.
-_HANDSHAKE_ONLY: Final = frozenset({"initialize", "ping", "logging/setLevel"})
 _TASK_METHODS: Final = frozenset({"tasks/get", "tasks/cancel", "tasks/update"})
 Era = Literal["undecided", "handshake", "per-request"]
 
@@ -262,7 +261,7 @@ class McpDialect:
     def recorded(self, lookup: Lookup, found: Recorded | None) -> bytes:
         """Answer a `tasks/get` or `tasks/cancel` for a task only the journal knows."""
         if found is None:
-            return _no_task(lookup.request_id, lookup.operation_id)
+            return no_task(lookup.request_id, lookup.operation_id)
         if lookup.method == "tasks/cancel":
             # Running elsewhere (or ended): cancellation is cooperative, the ack is all.
             return self._ack(lookup.request_id)
@@ -282,11 +281,11 @@ class McpDialect:
         if method == "initialize":
             return self._initialize(request)
         if self._era == "per-request":
-            return _needs_envelope(request)
+            return [Send(mcp_era.without_envelope(request.method).frame(request.id))]
         if method == "ping":
             return [Send(jsonrpc.encode_raw_result(request.id, b"{}"))]
         if method == "server/discover":
-            return _needs_envelope(request)
+            return [Send(mcp_era.without_envelope(request.method).frame(request.id))]
         if self._era != "handshake":
             return _before_initialize(request)
         if method == "tools/list":
@@ -336,7 +335,7 @@ class McpDialect:
         if method == "server/discover":
             result = mcp_era.discover_result(self._server_info, INSTRUCTIONS)
             return [Send(jsonrpc.encode_result(request.id, result))]
-        if method in _HANDSHAKE_ONLY or method not in SESSION_METHODS | _TASK_METHODS:
+        if method in mcp_era.HANDSHAKE_ONLY or method not in SESSION_METHODS | _TASK_METHODS:
             return send_error(
                 request.id,
                 jsonrpc.METHOD_NOT_FOUND,
@@ -367,11 +366,11 @@ class McpDialect:
             )
         if request.method == "tasks/update":
             # No task of this server ever asks for input.
-            return [Send(_no_task(request.id, task_id, "it has no outstanding input request"))]
+            return [Send(no_task(request.id, task_id, "it has no outstanding input request"))]
         task = self._tasks.get(task_id)
         if task is None:
             if not is_task_id(task_id) or not self._root_run:
-                return [Send(_no_task(request.id, task_id))]
+                return [Send(no_task(request.id, task_id))]
             return [Lookup(request.id, request.method, task_id, self._root_run)]
         if request.method == "tasks/cancel":
             actions: list[Action] = [Send(self._ack(request.id))]
@@ -490,28 +489,4 @@ def _before_initialize(request: jsonrpc.Request) -> list[Action]:
         request.id,
         jsonrpc.METHOD_NOT_FOUND,
         f"Method not found: {request.method}; send initialize first",
-    )
-
-
-def _needs_envelope(request: jsonrpc.Request) -> list[Action]:
-    """A request of the per-request era without its envelope (or `ping`, which it lacks)."""
-    if request.method in _HANDSHAKE_ONLY:
-        return send_error(
-            request.id,
-            jsonrpc.METHOD_NOT_FOUND,
-            f"Method not found: {request.method} (this process serves MCP {MODERN_VERSION} "
-            "per request since its first such call)",
-        )
-    return send_error(
-        request.id,
-        jsonrpc.INVALID_PARAMS,
-        f"Invalid params: _meta[{mcp_era.PROTOCOL_VERSION_META!r}] and "
-        f"_meta[{mcp_era.CLIENT_CAPABILITIES_META!r}] are required on every request of MCP "
-        f"{MODERN_VERSION}",
-    )
-
-
-def _no_task(request_id: jsonrpc.Id, task_id: str, why: str = "no such task in this run") -> bytes:
-    return jsonrpc.encode_error(
-        request_id, jsonrpc.INVALID_PARAMS, f"Invalid params: task {task_id!r}: {why}"
     )

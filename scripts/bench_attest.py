@@ -1,0 +1,181 @@
+"""What signing each run's statement costs: CPU and latency per run, with and without it.
+
+One `CommandService` (the one `jigcmd serve` and `jigcmd run` use, with its journal, its
+envelope and its host key) runs the bundled example's `tests` command as durable calls, in
+rotating rounds that alternate signing on and off, so that both modes see the same machine.
+Per call: the latency (call to answer) and the server process's CPU (`process_time`: the
+protocol-free service path, the journal commits and the signing; the envelope's own
+processes are not this process). Then the signing alone: `Attester.attest` on a test run's
+record, and on one with both streams at the 64 KiB cap. All in one run; ratios side by side.
+
+Run as root: python scripts/bench_attest.py [--runs 30] [--rounds 6]
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import anyio
+
+ROOT = Path(__file__).resolve().parents[1]
+# Run from a checkout without installing: make the repository's package importable.
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from jigcmd.attest.attester import Attester, RunRecord  # noqa: E402 - needs the path set up above
+from jigcmd.attest.statement import RunFacts  # noqa: E402 - needs the path set up above
+from jigcmd.command.assembly import FrontSettings, open_service  # noqa: E402 - needs the path set up above
+from jigcmd.command.service import CommandService  # noqa: E402 - needs the path set up above
+from jigcmd.envelope.api import enforced  # noqa: E402 - needs the path set up above
+from jigcmd.evidence import OUTPUT_CAP_BYTES, Evidence, ResourceReport, StreamText  # noqa: E402 - needs the path set up above
+from jigcmd.frontends.lock import lock  # noqa: E402 - needs the path set up above
+from jigcmd.frontends.run import read_candidate  # noqa: E402 - needs the path set up above
+from jigcmd.plan import RunPlan, plan_digest  # noqa: E402 - needs the path set up above
+
+EXAMPLE = ROOT / "jigcmd" / "example"
+_ids = itertools.count()
+
+
+async def _one_call(service: CommandService, request: dict[str, object]) -> tuple[float, float]:
+    """One durable call: (latency ms, this process's CPU ms)."""
+    cpu, wall = time.process_time(), time.perf_counter()
+    await service.run(
+        request,
+        operation_id=f"bench-{next(_ids)}",
+        deadline_unix_ms=None,
+        cancel=anyio.Event(),
+        signature="bench",
+        root_run="bench-attest",
+    )
+    return (time.perf_counter() - wall) * 1000, (time.process_time() - cpu) * 1000
+
+
+async def _rounds(
+    service: CommandService, attester: Attester, request: dict[str, object], runs: int, rounds: int
+) -> dict[str, tuple[list[float], list[float]]]:
+    found: dict[str, tuple[list[float], list[float]]] = {"signed": ([], []), "unsigned": ([], [])}
+    for _ in range(3):  # warm the zygote, the journal and the page cache
+        await _one_call(service, request)
+    for index in range(rounds * 2):
+        mode = "signed" if index % 2 == 0 else "unsigned"
+        service.attach_attester(attester if mode == "signed" else None)
+        for _ in range(runs):
+            latency, cpu = await _one_call(service, request)
+            found[mode][0].append(latency)
+            found[mode][1].append(cpu)
+        # Let the closer thread finish the last row before the next round is timed.
+        await anyio.sleep(0.2)
+    service.attach_attester(attester)
+    return found
+
+
+def _record(plan: RunPlan, stream: str, kind: str) -> RunRecord:
+    evidence = Evidence(
+        candidate_digest="sha256:" + "a" * 64,
+        command="tests",
+        invocation=["bun", "test", "test/project.test.ts"],
+        stdin_digest="sha256:" + "b" * 64,
+        stdout=StreamText(text=stream, truncated=False),
+        stderr=StreamText(text="(pass) value [0.2ms]\n" + stream, truncated=False),
+        exit_code=0,
+        signal=None,
+        stop_reason="exited",
+    )
+    return RunRecord(
+        run=RunFacts(run_id="0123456789abcdef", caller_run="bench", operation_id="op"),
+        kind=kind,
+        enforced=enforced(plan),
+        plan_digest=plan_digest(plan),
+        evidence=evidence,
+        stdout=evidence.stdout.text.encode(),
+        stderr=evidence.stderr.text.encode(),
+        resources=ResourceReport(
+            wall_ms=90.0,
+            setup_ms=20.0,
+            cpu_ms=8.0,
+            peak_memory_bytes=1 << 22,
+            oom_killed=False,
+            pids_limit_hit=False,
+            deadline_hit=False,
+        ),
+        started_unix_ms=1_764_619_240_552,
+        finished_unix_ms=1_764_619_240_651,
+    )
+
+
+def _sign_alone(attester: Attester, plan: RunPlan, stream: str, kind: str) -> tuple[float, int]:
+    """Median µs of one `attest` and the bundle's size."""
+    record = _record(plan, stream, kind)
+    times = []
+    for _ in range(400):
+        start = time.perf_counter()
+        bundle = attester.attest(record)
+        times.append((time.perf_counter() - start) * 1e6)
+    return statistics.median(times), len(bundle)
+
+
+async def _main(runs: int, rounds: int) -> None:
+    work = Path(tempfile.mkdtemp(prefix="jigcmd-bench-attest-"))
+    try:
+        example = work / "example"
+        shutil.copytree(EXAMPLE, example)
+        binding = example / "binding.toml"
+        # The lock's review goes to stdout; the measurements follow it.
+        assert lock(binding, None, check=False) == 0
+        files = read_candidate(example / "candidates" / "passing")
+        request: dict[str, object] = {"command": "tests", "files": files}
+        settings = FrontSettings(binding=binding, state_dir=work / "state")
+        async with open_service(settings, start_envelopes=True) as assembly:
+            service = assembly.service
+            attester = service.attester
+            assert attester is not None
+            found = await _rounds(service, attester, request, runs, rounds)
+            plan = service.template_plan()
+            small = _sign_alone(attester, plan, "bun test v1.4.2\n", "test")
+            large = _sign_alone(attester, plan, "x" * OUTPUT_CAP_BYTES, "test")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    _report(found, runs, rounds, small, large)
+
+
+def _report(
+    found: dict[str, tuple[list[float], list[float]]],
+    runs: int,
+    rounds: int,
+    small: tuple[float, int],
+    large: tuple[float, int],
+) -> None:
+    print(f"{runs} durable `tests` calls per round, {rounds} rounds per mode, alternating")
+    medians = {
+        mode: (statistics.median(latencies), statistics.median(cpus))
+        for mode, (latencies, cpus) in found.items()
+    }
+    for mode, (latency, cpu) in medians.items():
+        print(f"  {mode:9} latency median {latency:7.2f} ms   server CPU median {cpu:6.2f} ms")
+    (sl, sc), (ul, uc) = medians["signed"], medians["unsigned"]
+    print(
+        f"  signed/unsigned: latency x{sl / ul:.3f} ({sl - ul:+.2f} ms), "
+        f"server CPU x{sc / uc:.3f} ({sc - uc:+.2f} ms)"
+    )
+    print(f"signing alone (two statements, a test run): {small[0]:.0f} µs, bundle {small[1]} bytes")
+    print(f"  with both streams at the 64 KiB cap: {large[0]:.0f} µs, bundle {large[1]} bytes")
+
+
+def main() -> None:
+    """Measure and print."""
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--runs", type=int, default=30, help="calls per round (default 30)")
+    parser.add_argument("--rounds", type=int, default=6, help="rounds per mode (default 6)")
+    options = parser.parse_args()
+    anyio.run(_main, options.runs, options.rounds)
+
+
+if __name__ == "__main__":
+    main()
