@@ -1,4 +1,4 @@
-"""The `jigcmd` command line: serve, lock, run, attest, verify, key, recover, runs, jarvis…"""
+"""The `jigcmd` command line: one verb per front (serve, run, init, attest, doctor, …)."""
 
 from __future__ import annotations
 
@@ -87,6 +87,17 @@ def _cgroup_option(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _exclude_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--exclude",
+        action="append",
+        default=[],
+        metavar="GLOB",
+        help="leave out what this .gitignore pattern matches, relative to the directory "
+        "(repeatable): --exclude 'test/fixtures/' --exclude '*.snap'",
+    )
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="jigcmd",
@@ -145,8 +156,14 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--lock", type=Path)
     run.add_argument("command", help="the Binding command name")
     run.add_argument(
-        "--files", required=True, type=Path, help="directory whose regular files form the candidate"
+        "--files",
+        required=True,
+        type=Path,
+        help="the project directory sent as the candidate: its text files, less .git, "
+        "node_modules, .jig, top-level dotfiles, what .gitignore ignores and binary files "
+        "(each left out is named on stderr)",
     )
+    _exclude_option(run)
     run.add_argument("--stdin-file", type=Path, help="UTF-8 text given to the command's stdin")
     run.add_argument(
         "--json",
@@ -178,6 +195,25 @@ def _parser() -> argparse.ArgumentParser:
     key = sub.add_parser("key", help="print the public half of the key runs are signed with")
     key.add_argument("--state-dir", type=Path)
     _signing_key_option(key)
+
+    init = sub.add_parser(
+        "init",
+        help="write a reviewed-command Binding for a project directory (DIR/.jig/)",
+        description="Find the commands a project has (its *.test.ts files, the entry point "
+        "package.json names), write the Binding and its Flow package under DIR/.jig/ and print "
+        "the next two commands. Overwrites nothing.",
+    )
+    init.add_argument("directory", type=Path, metavar="DIR", help="the project's directory")
+    init.add_argument(
+        "--name", help="the Flow package's name (default: package.json's name, else DIR's)"
+    )
+    init.add_argument(
+        "--format",
+        choices=("toml",),
+        default="toml",
+        help="the Binding file's format (default: toml)",
+    )
+    _exclude_option(init)
 
     recover = sub.add_parser(
         "recover", help="close every run a dead server left open (fence, release, record)"
@@ -226,7 +262,14 @@ def _parser() -> argparse.ArgumentParser:
     doctor.add_argument(
         "--binding", type=Path, help="also load this Binding (.toml/.json/.ts/.js) and its lock"
     )
-    sub.add_parser("demo", help="run the bundled example through a real `jigcmd serve` child")
+    demo = sub.add_parser(
+        "demo", help="run the bundled example through a real `jigcmd serve` child"
+    )
+    demo.add_argument(
+        "--state-dir",
+        type=Path,
+        help="keep the demo's journal there (default: a temporary directory, removed after)",
+    )
     return parser
 
 
@@ -274,11 +317,18 @@ def main(argv: list[str] | None = None) -> int:
             stdin_file=args.stdin_file,
             args=extra,
             as_json=args.json,
+            excludes=args.exclude,
         )
     if verb == "lock":
         from jigcmd.frontends.lock import lock  # noqa: PLC0415 - imported per verb to keep start-up light
 
         return lock(args.binding, args.lock, check=args.check)
+    if verb == "init":
+        from jigcmd.frontends.init import init  # noqa: PLC0415 - imported per verb to keep start-up light
+
+        return init(
+            args.directory, name=args.name, excludes=args.exclude, binding_format=args.format
+        )
     if verb in ("attest", "verify", "key"):
         from jigcmd.frontends import attest  # noqa: PLC0415 - imported per verb to keep start-up light
 
@@ -318,7 +368,7 @@ def main(argv: list[str] | None = None) -> int:
         return doctor(as_json=args.json, state_dir=args.state_dir, binding=args.binding)
     from jigcmd.frontends.demo import demo  # noqa: PLC0415 - imported per verb to keep start-up light
 
-    return demo()
+    return demo(args.state_dir)
 
 
 def _usage_failure(exc: _UsageError, argv: list[str]) -> int:

@@ -156,6 +156,11 @@ class CommandService:
             named = f"command {command!r}: " if isinstance(command, str) else ""
             raise JigError(Code.UNAVAILABLE, named + self._admission.reason)
 
+    def command_paths(self, command: str) -> tuple[str, ...]:
+        """The files an admitted command names (its tests or its entry point); () if none."""
+        policy = self._commands.get(command)
+        return () if policy is None else policy.paths
+
     def validate(self, input: object) -> ValidRequest:
         """Apply every request rule; raises `INVALID_INPUT` naming the rule that failed."""
         return validate_request(input, self._commands)

@@ -185,16 +185,18 @@ def _invalid(account: _Account, server: ServeChild, root: Path) -> None:
     account.expect(pointer == "/files/..~1outside.ts", f"the refusal points at {pointer}")
 
 
-def _mcp_session(account: _Account, binding: Path, root: Path) -> None:
-    account.section(f"MCP session: {sys.executable} -m jigcmd serve --binding {binding}")
-    with ServeChild(binding) as server:
+def _mcp_session(account: _Account, binding: Path, root: Path, state: Path) -> None:
+    account.section(
+        f"MCP session: {sys.executable} -m jigcmd serve --binding {binding} --state-dir {state}"
+    )
+    with ServeChild(binding, ["--state-dir", str(state)]) as server:
         _handshake(account, server)
         for step in (_passing, _failing, _cli, _hostile, _invalid):
             step(account, server, root)
         _close(account, server)
 
 
-def _flow_session(account: _Account, binding: Path, root: Path) -> None:
+def _flow_session(account: _Account, binding: Path, root: Path, state: Path) -> None:
     account.section("FLOW Run/1 session (a new child: the first request chooses the dialect)")
     params = {
         "operationId": "demo-op-1",
@@ -202,7 +204,7 @@ def _flow_session(account: _Account, binding: Path, root: Path) -> None:
         "method": "run",
         "input": {"command": "tests", "files": _files(root, "passing")},
     }
-    with ServeChild(binding) as server:
+    with ServeChild(binding, ["--state-dir", str(state)]) as server:
         account.say(
             '-> {"jsonrpc":"2.0","id":"demo-1","method":"capability/call","params":'
             '{"operationId":"demo-op-1","slot":"command","method":"run","input":'
@@ -249,18 +251,24 @@ def _admit(account: _Account, binding: Path) -> bool:
     return account.expect(done.returncode == 0, f"jigcmd lock exited {done.returncode}")
 
 
-def demo() -> int:
-    """Run the account; 0 when every step behaved as expected, 1 otherwise."""
+def demo(state_dir: Path | None = None) -> int:
+    """Run the account; 0 when every step behaved as expected, 1 otherwise.
+
+    The journal goes to `state_dir`, else to a temporary directory removed afterwards: a
+    demonstration leaves nothing in the machine's state directory.
+    """
     account = _Account()
     with tempfile.TemporaryDirectory(prefix="jigcmd-demo-") as scratch:
         root = Path(scratch) / "example"
         shutil.copytree(_EXAMPLE, root, ignore=shutil.ignore_patterns("jigcmd.lock", "__pycache__"))
         binding = root / "binding.toml"
-        print(f"jigcmd demo: the bundled example, copied to {root}")
+        state = state_dir if state_dir is not None else Path(scratch) / "state"
+        kept = "" if state_dir is not None else " (temporary; --state-dir DIR keeps it)"
+        print(f"jigcmd demo: the bundled example, copied to {root}; journal in {state}{kept}")
         if _admit(account, binding):
             for session in (_mcp_session, _flow_session):
                 try:
-                    session(account, binding, root)
+                    session(account, binding, root, state)
                 except WireError as exc:
                     account.expect(False, f"the server misbehaved: {exc.message}")
                     account.say("server stderr:")

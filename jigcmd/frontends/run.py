@@ -12,9 +12,8 @@ the error's words are on stderr too. `attestation` is the run's signed statement
 
 from __future__ import annotations
 
-import os
-import stat
 import sys
+from collections.abc import Sequence
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -24,54 +23,26 @@ import msgspec
 
 from jigcmd.attest.dsse import attestation_fields
 from jigcmd.command.assembly import STARTUP_ERRORS, FrontSettings, open_service
+from jigcmd.command.projectdir import CandidateError, ProjectFiles, read_project
 from jigcmd.errors import Code, JigError
 from jigcmd.evidence import Evidence, ResourceReport
 from jigcmd.policy.binding import BindingError
+from jigcmd.policy.candidate import Problem
 from jigcmd.protocol.commands import RunResult
 
-__all__ = ["CandidateError", "read_candidate", "run", "write_failure"]
+__all__ = ["CandidateError", "read_candidate", "refusal", "run", "write_failure"]
 
 _EXIT_EVIDENCE, _EXIT_INVALID, _EXIT_FAILED, _EXIT_STOPPED = 0, 2, 3, 4
 
 
-class CandidateError(ValueError):
-    """Raised when a directory cannot be read as a candidate; the message names the path."""
-
-
 def read_candidate(directory: Path) -> dict[str, str]:
-    """Every regular file under `directory`, by relative POSIX path, decoded as UTF-8."""
-    try:
-        info = directory.stat()
-    except FileNotFoundError:
-        raise CandidateError(f"{directory}: no such directory") from None
-    except OSError as exc:
-        raise CandidateError(f"{directory}: cannot be read: {exc.strerror}") from exc
-    if not stat.S_ISDIR(info.st_mode):
-        raise CandidateError(f"{directory}: not a directory")
-    files: dict[str, str] = {}
-
-    def unreadable(exc: OSError) -> None:
-        # os.walk would otherwise skip a directory it cannot list, silently dropping files.
-        raise CandidateError(f"{exc.filename}: cannot be read: {exc.strerror}") from exc
-
-    for root, dirs, names in os.walk(directory, onerror=unreadable):
-        dirs.sort()
-        for name in sorted(names):
-            path = Path(root) / name
-            relative = path.relative_to(directory).as_posix()
-            if not stat.S_ISREG(path.lstat().st_mode):
-                raise CandidateError(
-                    f"{relative}: not a regular file (symlinks and devices are not candidate text)"
-                )
-            try:
-                files[relative] = path.read_bytes().decode("utf-8")
-            except UnicodeDecodeError as exc:
-                raise CandidateError(
-                    f"{relative}: not UTF-8 text ({exc.reason} at byte {exc.start})"
-                ) from exc
-    if not files:
-        raise CandidateError(f"{directory}: holds no files")
-    return files
+    """The candidate `directory` sends (see `read_project`), or `CandidateError` listing every
+    rule it breaks."""
+    project = read_project(directory)
+    problems = project.problems()
+    if problems:
+        raise CandidateError(f"{directory}: " + "; ".join(p.line() for p in problems))
+    return project.files
 
 
 def run(
@@ -82,15 +53,18 @@ def run(
     stdin_file: Path | None,
     args: list[str],
     as_json: bool,
+    excludes: Sequence[str] = (),
 ) -> int:
     """Run and print the evidence (or the failure); return the exit status."""
     try:
+        # Read before the envelopes start; its verdict waits for admission (below).
+        project: ProjectFiles | JigError = _read_files(files_dir, excludes)
         return anyio.run(
             partial(
                 _run,
                 settings,
                 command,
-                files_dir=files_dir,
+                project=project,
                 stdin_file=stdin_file,
                 args=args,
                 as_json=as_json,
@@ -108,7 +82,7 @@ async def _run(
     settings: FrontSettings,
     command: str,
     *,
-    files_dir: Path,
+    project: ProjectFiles | JigError,
     stdin_file: Path | None,
     args: list[str],
     as_json: bool,
@@ -120,7 +94,8 @@ async def _run(
         try:
             # Admission first: a drifted or missing lock is what to fix, whatever the files.
             await service.check_admission(command)
-            request = _request(command, files_dir, stdin_file, args)
+            files = _candidate(project, service.command_paths(command), command)
+            request = _request(command, files, stdin_file, args)
             result = await service.run(
                 request, operation_id="cli", deadline_unix_ms=None, cancel=anyio.Event()
             )
@@ -130,14 +105,51 @@ async def _run(
     return _EXIT_EVIDENCE
 
 
+def _read_files(directory: Path, excludes: Sequence[str]) -> ProjectFiles | JigError:
+    """The project directory as a candidate, or why it cannot be read at all."""
+    try:
+        return read_project(directory, excludes)
+    except CandidateError as exc:
+        return _option_error("--files", directory, str(exc).removeprefix(f"{directory}: "))
+
+
+def _candidate(
+    project: ProjectFiles | JigError, needed: Sequence[str], command: str
+) -> dict[str, str]:
+    """The files to send, said what was left out; or one refusal listing every problem."""
+    if isinstance(project, JigError):
+        raise project
+    note = project.note()
+    if note is not None:
+        sys.stderr.write(f"jigcmd run: --files {project.root}: {note}\n")
+    problems = project.problems(needed, command)
+    if problems:
+        raise refusal("--files", project.root, problems)
+    return project.files
+
+
+def refusal(option: str, directory: Path, problems: Sequence[Problem]) -> JigError:
+    """One `INVALID_INPUT` naming every problem (the wire message is cut at 1,024 characters;
+    `details.problems` keeps them all)."""
+    message = f"{option} {directory}: {_count(len(problems))}, nothing ran: " + "; ".join(
+        p.line() for p in problems
+    )
+    details = {
+        "option": option,
+        "path": str(directory),
+        "problems": [msgspec.structs.asdict(p) for p in problems],
+    }
+    return JigError(Code.INVALID_INPUT, message, details)
+
+
+def _count(n: int) -> str:
+    return f"{n} problem{'s' if n != 1 else ''}"
+
+
 def _request(
-    command: str, files_dir: Path, stdin_file: Path | None, args: list[str]
+    command: str, files: dict[str, str], stdin_file: Path | None, args: list[str]
 ) -> dict[str, object]:
     """The request `serve` would get, read from the command line's files."""
-    try:
-        files = read_candidate(files_dir)
-    except CandidateError as exc:
-        raise _option_error("--files", files_dir, str(exc).removeprefix(f"{files_dir}: ")) from exc
     request: dict[str, object] = {"command": command, "files": files}
     if args:
         request["args"] = args
@@ -172,8 +184,15 @@ def _exit_status(code: Code) -> int:
 
 def write_failure(exc: JigError, as_json: bool) -> int:
     """Say why the call failed (stderr; with `as_json` also the one stdout object)."""
-    sys.stderr.write(f"jigcmd run: {exc.code.value}: {exc.message}\n")
     details = dict(exc.details or {})
+    problems = details.get("problems")
+    if problems:
+        # Every problem on its own line: the message may have been cut.
+        lines = [f"  {msgspec.convert(p, Problem).line()}" for p in problems]
+        head = f"{details['option']} {details['path']}: {_count(len(problems))}, nothing ran"
+        sys.stderr.write(f"jigcmd run: {exc.code.value}: {head}:\n" + "\n".join(lines) + "\n")
+    else:
+        sys.stderr.write(f"jigcmd run: {exc.code.value}: {exc.message}\n")
     # Deadline and cancel carry what was collected: the same evidence a completed run has.
     collected = details.pop("command", None)
     if as_json:

@@ -33,6 +33,8 @@ __all__ = [
     "BINDING_FIELDS",
     "MAX_COMMANDS",
     "MAX_TEST_PATHS",
+    "RUN_PATH_PATTERN",
+    "TEST_PATH_PATTERN",
     "Binding",
     "BindingError",
     "CommandEntry",

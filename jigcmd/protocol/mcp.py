@@ -216,7 +216,8 @@ class McpDialect:
 
     def owned(self, call: Call) -> bytes:
         """The journal holds the call's operation: a task's `CreateTaskResult` goes out now."""
-        if call.task_id is None:
+        if call.task_id is None or call.request_id in self._silenced:
+            # A request the peer cancelled gets no answer, a task's creation included.
             return b""
         task = self._tasks.announce(call.task_id)
         if task is None:

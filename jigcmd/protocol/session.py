@@ -167,6 +167,8 @@ class Session:
 
     def owned(self, call: Call) -> bytes:
         """The journal holds `call`'s operation: whatever that answers (an MCP task's creation)."""
+        if call.task_id is None:
+            return b""
         return self._mcp().owned(call)
 
     def recorded(self, lookup: Lookup, found: Recorded | None) -> bytes:

@@ -321,3 +321,12 @@ def test_error_codes_stay_within_what_the_revision_allows() -> None:
         for reply in answers(session.receive(sent)):
             if "error" in reply:
                 assert reply["error"]["code"] in allowed, (sent, reply)
+
+
+def test_a_task_call_cancelled_before_its_creation_is_never_answered() -> None:
+    session = make_session()
+    call = dispatched(session.receive(modern(1, "tools/call", call_args(), capabilities=TASKS)))
+    cancelled = b'{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1}}'
+    assert session.receive(cancelled) == [Cancel(1, call.task_id)]
+    assert session.owned(call) == b""
+    assert session.finish(call, JigError(Code.CANCELLED, "cancelled")) == b""
