@@ -209,9 +209,10 @@ def _parser() -> argparse.ArgumentParser:
     )
     init.add_argument(
         "--format",
-        choices=("toml",),
+        choices=("toml", "ts"),
         default="toml",
-        help="the Binding file's format (default: toml)",
+        help="the Binding file's format: toml (.jig/binding.toml, the default) or ts, as the "
+        "reference lays a project out (.jig/bindings/command.ts with defineBinding, .jig/jig.ts)",
     )
     _exclude_option(init)
 

@@ -155,3 +155,33 @@ def test_doctor_checks_a_ts_binding_and_says_whether_its_lock_admits_it(
     (binding,) = [c for c in json.loads(broken.stdout) if c["check"] == "binding"]
     assert binding["status"] == "FAIL" and "before its default export was read" in binding["detail"]
     assert broken.returncode == 1
+
+
+def test_init_format_ts_writes_a_binding_that_locks_to_the_toml_forms_digest_and_runs(
+    real_cgroups: CgroupBackend, tmp_path: Path
+) -> None:
+    """init --format ts, lock, run: the same policy digest as init's TOML for the same project."""
+    projects = {}
+    for form in ("toml", "ts"):
+        root = tmp_path / form
+        (root / "test").mkdir(parents=True)
+        (root / "src").mkdir()
+        (root / "src" / "add.ts").write_text("export const add = (a: number, b: number) => a + b\n")
+        (root / "test" / "add.test.ts").write_text(
+            'import { test, expect } from "bun:test"\nimport { add } from "../src/add.ts"\n'
+            'test("add", () => expect(add(2, 2)).toBe(4))\n'
+        )
+        (root / "package.json").write_text('{"name": "my-app", "module": "src/add.ts"}')
+        assert jigcmd("init", "--format", form, str(root)).returncode == 0
+        projects[form] = root
+    ts = projects["ts"] / ".jig" / "bindings" / "command.ts"
+    toml = projects["toml"] / ".jig" / "binding.toml"
+    assert jigcmd("lock", "--binding", str(ts)).returncode == 0
+    assert jigcmd("lock", "--binding", str(toml)).returncode == 0
+    digest_ts = json.loads((ts.parent / "command.jigcmd.lock").read_bytes())["bindingDigest"]
+    digest_toml = json.loads((toml.parent / "jigcmd.lock").read_bytes())["bindingDigest"]
+    assert digest_ts == digest_toml
+    state = ["--state-dir", str(tmp_path / "state")]
+    ran = jigcmd("run", "--binding", str(ts), *state, "tests", "--files", str(projects["ts"]))
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    assert "exit code 0" in ran.stdout
