@@ -420,3 +420,24 @@ def test_the_sdk_clients_shutdown_end_of_input_then_sigterm_after_two_seconds(
     assert (row.state, row.outcome, row.cleanup) == ("done", "failure", "complete")
     (listed,) = runs_json(state)["run-shut"]
     assert listed["ending"] == "CANCELLED"
+
+
+def test_tasks_cancel_stops_the_run_and_the_task_ends_cancelled(
+    binding: Path, tmp_path: Path
+) -> None:
+    state = tmp_path / "state"
+    with ServeChild(binding, ["--state-dir", str(state), "--run-id", "run-cancel"]) as server:
+        created = server.request("tools/call", cli_call("c", _HOLD, "9000", **meta(TASKS)))
+        task = {"taskId": created["result"]["taskId"], "_meta": meta(TASKS)}
+        wait_rows(state, lambda rows: len(rows) == 1 and rows[0].state == "running")
+        acked = server.request("tasks/cancel", task)["result"]
+        assert acked["resultType"] == "complete"
+        deadline = time.monotonic() + 30
+        while (got := server.request("tasks/get", task)["result"])["status"] == "working":
+            assert time.monotonic() < deadline
+            time.sleep(0.2)
+        assert got["status"] == "cancelled"
+        assert got["statusMessage"].startswith("CANCELLED")
+        assert server.close_input() == 0
+    (listed,) = runs_json(state)["run-cancel"]
+    assert (listed["ending"], listed["cleanup"]) == ("CANCELLED", "complete")

@@ -248,4 +248,8 @@ async def open_service(
     finally:
         with anyio.CancelScope(shield=True):
             await executor.aclose()
+            if backend is not None:
+                # What killed supervisors or pid 1s of this process left goes now, not at
+                # the next start (the proof `recover` uses; see `recovery.sweep_own`).
+                await anyio.to_thread.run_sync(ownership.sweep, backend)
         ownership.close()

@@ -45,7 +45,9 @@ def envelope_error(failure: EnvelopeFailure) -> JigError:
                 if failure.cleaned_up
                 else f"cleanup not confirmed: {problems}"
             )
-            return JigError(Code.UNCERTAIN, f"{detail}; {cleanup}")
+            return JigError(
+                Code.UNCERTAIN, f"{detail}; {cleanup}", cleanup_proved=failure.cleaned_up
+            )
         case FailureKind.REPORTS_STOPPED:
             return JigError(
                 Code.UNCERTAIN,
