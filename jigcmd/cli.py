@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import shlex
 import sys
 from pathlib import Path
 from typing import NoReturn
@@ -42,13 +43,17 @@ def _positive_int(text: str) -> int:
     return value
 
 
+_STATE_DIR_HELP = (
+    "journal and envelope slots (default: $JIGCMD_STATE_DIR, else /var/lib/jigcmd for root, "
+    "else $XDG_STATE_HOME/jigcmd or ~/.local/state/jigcmd)"
+)
+_BINDING_HELP = (
+    "the Binding file (.toml or .json, or .ts/.js as Jig writes it) naming the reviewed commands"
+)
+
+
 def _ownership_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--state-dir",
-        type=Path,
-        help="journal and envelope slots (default: $JIGCMD_STATE_DIR, else /var/lib/jigcmd for "
-        "root, else $XDG_STATE_HOME/jigcmd or ~/.local/state/jigcmd)",
-    )
+    parser.add_argument("--state-dir", type=Path, help=_STATE_DIR_HELP)
     parser.add_argument(
         "--max-envelopes",
         type=int,
@@ -110,7 +115,7 @@ def _parser() -> argparse.ArgumentParser:
 
     serve = sub.add_parser("serve", help="serve FLOW Run/1 or MCP JSON-RPC on stdio")
     serve.add_argument(
-        "--binding", required=True, type=Path, help="Binding file (.toml/.json, or .ts/.js)"
+        "--binding", required=True, type=Path, help=_BINDING_HELP
     )
     serve.add_argument(
         "--lock", type=Path, help="admitted lock (default: jigcmd.lock beside the Binding)"
@@ -139,9 +144,7 @@ def _parser() -> argparse.ArgumentParser:
     _signing_key_option(serve)
 
     lock = sub.add_parser("lock", help="review a Binding and write its admitted lock")
-    lock.add_argument(
-        "--binding", required=True, type=Path, help="Binding file (.toml/.json, or .ts/.js)"
-    )
+    lock.add_argument("--binding", required=True, type=Path, help=_BINDING_HELP)
     lock.add_argument("--lock", type=Path, help="where to write (default: beside the Binding)")
     lock.add_argument(
         "--check", action="store_true", help="only say whether the existing lock admits it"
@@ -152,8 +155,10 @@ def _parser() -> argparse.ArgumentParser:
         help="run one command once, through the same path as serve",
         epilog="Arguments for a run command follow `--`: jigcmd run ... cli --files DIR -- a b",
     )
-    run.add_argument("--binding", required=True, type=Path)
-    run.add_argument("--lock", type=Path)
+    run.add_argument("--binding", required=True, type=Path, help=_BINDING_HELP)
+    run.add_argument(
+        "--lock", type=Path, help="admitted lock (default: jigcmd.lock beside the Binding)"
+    )
     run.add_argument("command", help="the Binding command name")
     run.add_argument(
         "--files",
@@ -165,6 +170,13 @@ def _parser() -> argparse.ArgumentParser:
     )
     _exclude_option(run)
     run.add_argument("--stdin-file", type=Path, help="UTF-8 text given to the command's stdin")
+    run.add_argument(
+        "--timeout",
+        type=float,
+        metavar="SECONDS",
+        help="stop the command (its whole process tree) after SECONDS, setup included; at "
+        "most 10, the envelope's ceiling (default 10)",
+    )
     run.add_argument(
         "--json",
         action="store_true",
@@ -178,7 +190,7 @@ def _parser() -> argparse.ArgumentParser:
     attest.add_argument("--run-id", required=True, help="the caller's run the operation is in")
     attest.add_argument("operation_id", metavar="OP", help="the operation id")
     attest.add_argument("--out", type=Path, help="write it to FILE instead of stdout")
-    attest.add_argument("--state-dir", type=Path)
+    attest.add_argument("--state-dir", type=Path, help=_STATE_DIR_HELP)
 
     verify = sub.add_parser(
         "verify", help="check a run's signed statement: signature, schema, evidence"
@@ -190,10 +202,10 @@ def _parser() -> argparse.ArgumentParser:
     verify.add_argument(
         "--evidence", type=Path, help="evidence JSON whose candidate and streams must match"
     )
-    verify.add_argument("--state-dir", type=Path)
+    verify.add_argument("--state-dir", type=Path, help=_STATE_DIR_HELP)
 
     key = sub.add_parser("key", help="print the public half of the key runs are signed with")
-    key.add_argument("--state-dir", type=Path)
+    key.add_argument("--state-dir", type=Path, help=_STATE_DIR_HELP)
     _signing_key_option(key)
 
     init = sub.add_parser(
@@ -219,13 +231,13 @@ def _parser() -> argparse.ArgumentParser:
     recover = sub.add_parser(
         "recover", help="close every run a dead server left open (fence, release, record)"
     )
-    recover.add_argument("--state-dir", type=Path)
+    recover.add_argument("--state-dir", type=Path, help=_STATE_DIR_HELP)
     _cgroup_option(recover)
 
     runs = sub.add_parser(
         "runs", help="list the state directory's runs and their operations (read only)"
     )
-    runs.add_argument("--state-dir", type=Path)
+    runs.add_argument("--state-dir", type=Path, help=_STATE_DIR_HELP)
     runs.add_argument("--run-id", help="only this run")
     runs.add_argument("--json", action="store_true", help="one JSON object per run")
 
@@ -252,9 +264,10 @@ def _parser() -> argparse.ArgumentParser:
         "own timeout_ms is shorter; never past the early answer at 25 s (default 20)",
     )
     _ownership_options(jarvis)
+    _signing_key_option(jarvis)
 
     audit = sub.add_parser("jarvis-audit", help="print jarvis's audit log as JSON lines")
-    audit.add_argument("--state-dir", type=Path)
+    audit.add_argument("--state-dir", type=Path, help=_STATE_DIR_HELP)
     audit.add_argument("--limit", type=int, default=100, help="newest rows to print (default 100)")
 
     doctor = sub.add_parser("doctor", help="check that this machine can build the envelope")
@@ -319,6 +332,7 @@ def main(argv: list[str] | None = None) -> int:
             args=extra,
             as_json=args.json,
             excludes=args.exclude,
+            timeout=args.timeout,
         )
     if verb == "lock":
         from jigcmd.frontends.lock import lock  # noqa: PLC0415 - imported per verb to keep start-up light
@@ -358,6 +372,7 @@ def main(argv: list[str] | None = None) -> int:
             max_envelopes=args.max_envelopes,
             max_connections=args.max_connections,
             queue_wait=args.queue_wait,
+            signing_key=args.signing_key,
         )
     if verb == "jarvis-audit":
         from jigcmd.frontends.jarvis import jarvis_audit  # noqa: PLC0415 - imported per verb to keep start-up light
@@ -376,13 +391,29 @@ def _usage_failure(exc: _UsageError, argv: list[str]) -> int:
     """argparse's words on stderr (and, for `run --json`, as its one JSON object); status 2."""
     exc.parser.print_usage(sys.stderr)
     verb = next((word for word in argv if not word.startswith("-")), None)
+    message = exc.message + (_dashes_hint(exc.message, argv) if verb == "run" else "")
     if verb == "run" and "--json" in argv:
         from jigcmd.errors import Code, JigError  # noqa: PLC0415 - imported per verb to keep start-up light
         from jigcmd.frontends.run import write_failure  # noqa: PLC0415 - imported per verb to keep start-up light
 
-        return write_failure(JigError(Code.INVALID_INPUT, exc.message), as_json=True)
-    sys.stderr.write(f"{exc.parser.prog}: error: {exc.message}\n")
+        return write_failure(JigError(Code.INVALID_INPUT, message), as_json=True)
+    sys.stderr.write(f"{exc.parser.prog}: error: {message}\n")
     return 2
+
+
+def _dashes_hint(message: str, argv: list[str]) -> str:
+    """For `run`: words argparse did not know are most likely the command's own arguments,
+    which follow `--`; the same command line with them moved there."""
+    prefix = "unrecognized arguments: "
+    if not message.startswith(prefix):
+        return ""
+    unknown = message.removeprefix(prefix).split(" ")
+    kept = list(argv)
+    for word in unknown:
+        if word in kept:
+            kept.remove(word)
+    suggestion = shlex.join(["jigcmd", *kept, "--", *unknown])
+    return f"; a command's own arguments follow `--`: {suggestion}"
 
 
 if __name__ == "__main__":

@@ -9,12 +9,16 @@ server on the same state directory and run id.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import signal
 import subprocess
 import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +30,7 @@ from mcp_types import CallToolResult
 
 from jigcmd.frontends.runs import list_runs
 from jigcmd.frontends.servechild import ServeChild
+from jigcmd.journal.identity import identify
 from jigcmd.journal.rows import Row
 from tests.admitted_example import admit_example
 
@@ -256,10 +261,37 @@ def test_a_task_is_created_once_recorded_and_answered_by_tasks_get(
         assert server.close_input() == 0
 
 
+@contextlib.contextmanager
+def supervisors_stopped(rows: list[Row], stop: bool) -> Iterator[None]:
+    """With `stop`, SIGSTOP the runs' own supervisors (checked by identity) until the block ends.
+
+    A stopped supervisor cannot fence its run when the server dies, so recovery must; SIGCONT
+    afterwards lets any that recovery did not kill fence their own run.
+    """
+    stopped = []
+    if stop:
+        for row in rows:
+            assert row.supervisor is not None
+            if identify(row.supervisor.pid) == row.supervisor:
+                os.kill(row.supervisor.pid, signal.SIGSTOP)
+                stopped.append(row.supervisor)
+    try:
+        yield
+    finally:
+        for supervisor in stopped:
+            if identify(supervisor.pid) == supervisor:
+                os.kill(supervisor.pid, signal.SIGCONT)
+
+
+@pytest.mark.parametrize("stop", [False, True], ids=["supervisors-fence", "recover-fences"])
 def test_kill_9_during_four_parallel_calls_fences_them_and_nothing_runs_again(
-    binding: Path, tmp_path: Path
+    binding: Path, tmp_path: Path, stop: bool
 ) -> None:
-    """runs lists each, recover fences each, a new server answers the task and the keyed retry."""
+    """runs lists each, recover fences each, a new server answers the task and the keyed retry.
+
+    Each run's supervisor fences it as soon as the server is gone; with the supervisors
+    stopped, `jigcmd recover` does (it kills them, empties and removes the runs' jobs).
+    """
     state = tmp_path / "state"
     args = ["--state-dir", str(state), "--run-id", "run-crash", "--max-envelopes", "4"]
     with ServeChild(binding, args) as server:
@@ -292,15 +324,22 @@ def test_kill_9_during_four_parallel_calls_fences_them_and_nothing_runs_again(
             },
         )
         task_id = server.answer(4)["result"]["taskId"]
-        wait_rows(state, lambda rows: len(rows) == 4 and all(r.state == "running" for r in rows))
-        server.kill()
-    listed = runs_json(state)["run-crash"]
-    # Each is listed: still running, or already closed by its own supervisor, which fences
-    # its run as soon as the server's end of its run socket closes.
-    assert len(listed) == 4 and all(op["state"] in ("running", "uncertain") for op in listed)
-    assert {"wf-9/act-1", task_id} <= {op["operationId"] for op in listed}
-    recovered = jigcmd("recover", "--state-dir", str(state))
+        running = wait_rows(
+            state, lambda rows: len(rows) == 4 and all(r.state == "running" for r in rows)
+        )
+        with supervisors_stopped(running, stop):
+            server.kill()
+            listed = runs_json(state)["run-crash"]
+            # Each is listed: still running, or already closed by its own supervisor.
+            assert len(listed) == 4
+            assert all(op["state"] in ("running", "uncertain") for op in listed)
+            if stop:
+                assert all(op["state"] == "running" for op in listed)
+            assert {"wf-9/act-1", task_id} <= {op["operationId"] for op in listed}
+            recovered = jigcmd("recover", "--state-dir", str(state))
     assert recovered.returncode == 0, recovered.stdout + recovered.stderr
+    if stop:
+        assert recovered.stdout.count("as uncertain: cleanup complete") == 4, recovered.stdout
     fenced = runs_json(state)["run-crash"]
     assert all((op["state"], op["cleanup"]) == ("uncertain", "complete") for op in fenced)
     envelopes = {op["operationId"]: op["envelope"] for op in fenced}

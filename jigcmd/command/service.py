@@ -355,7 +355,7 @@ class CommandService:
         except EnvelopeFailure as failure:
             raise envelope_error(failure) from failure
         evidence = evidence_of(valid, outcome)
-        stopped = stopped_error(outcome.stop_reason, msgspec.to_builtins(evidence))
+        stopped = stopped_error(outcome.stop_reason, msgspec.to_builtins(evidence), outcome.report)
         if stopped is not None:
             raise stopped
         attestation = None if sign is None else sign(outcome, outcome.report)

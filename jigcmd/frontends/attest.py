@@ -19,7 +19,7 @@ from jigcmd.attest.keys import (
     load_public,
     open_signing_key,
 )
-from jigcmd.attest.verify import decode_evidence, verify_bundle
+from jigcmd.attest.verify import JarvisView, decode_evidence, verify_bundle
 from jigcmd.durable.host import state_directory
 from jigcmd.durable.statedir import StateDirError
 from jigcmd.evidence import Evidence
@@ -77,7 +77,7 @@ def verify(
     try:
         data = bundle.read_bytes()
         key = _verifying_key(key_path, state_dir)
-        evidence: Evidence | None = None
+        evidence: Evidence | JarvisView | None = None
         if evidence_path is not None:
             evidence = decode_evidence(evidence_path.read_bytes())
     except OSError as exc:

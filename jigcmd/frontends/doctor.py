@@ -19,7 +19,8 @@ import anyio
 
 from jigcmd.command.failures import envelope_error
 from jigcmd.envelope.api import EnvelopeFailure
-from jigcmd.frontends.diagnosis import container, probes
+from jigcmd.frontends.diagnosis import container, hostfacts, probes
+from jigcmd.frontends.diagnosis.delegation import delegation_check
 from jigcmd.frontends.diagnosis.verdicts import (
     USERNS_SYSCTLS,
     Check,
@@ -62,17 +63,38 @@ def _platform() -> Check:
 
 def _privileges() -> Check:
     cap_eff = _status_field(probes.read_text("/proc/self/status"), "CapEff") or "0"
-    delegation = None
-    if os.geteuid() != 0:
-        from jigcmd.envelope import cgroups  # noqa: PLC0415 - Linux only
-        from jigcmd.envelope import delegation as delegated  # noqa: PLC0415 - Linux only
+    return privilege_check(os.geteuid(), int(cap_eff, 16))
 
-        try:
-            mode = cgroups.detect().mode
-            delegation = delegated.choose_base(None, mode=mode, move_self=False)
-        except (OSError, ValueError) as exc:
-            delegation = f"missing: {exc}"
-    return privilege_check(os.geteuid(), int(cap_eff, 16), delegation)
+
+def _engine() -> container.Engine | None:
+    return container.detect_engine(
+        containerenv=probes.read_text("/run/.containerenv"),
+        dockerenv=os.path.exists("/.dockerenv"),
+        init_environ=_read_bytes("/proc/1/environ"),
+    )
+
+
+def _delegation() -> Check:
+    """Rootless only: every step of the delegated cgroup subtree (see diagnosis/delegation)."""
+    if os.geteuid() == 0:
+        return Check("delegation", "ok", "not needed: running as root")
+    from jigcmd.envelope import cgroups  # noqa: PLC0415 - Linux only
+
+    try:
+        mode = cgroups.detect().mode
+    except (OSError, ValueError) as exc:
+        return Check("delegation", "FAIL", f"no cgroup hierarchy to delegate: {exc}")
+    return delegation_check(hostfacts.delegation_facts(mode, _engine()))
+
+
+def _rootless_without_delegation(exc: Exception) -> bool:
+    """The failure is the missing delegation, which the delegation check words (once)."""
+    from jigcmd.envelope.delegation import DelegationError  # noqa: PLC0415 - Linux only
+
+    return os.geteuid() != 0 and isinstance(exc, DelegationError)
+
+
+_SEE_DELEGATION = "no delegated cgroup subtree (the delegation check names the missing step)"
 
 
 def _oom_score() -> Check:
@@ -81,11 +103,7 @@ def _oom_score() -> Check:
 
 
 def _container() -> Check:
-    engine = container.detect_engine(
-        containerenv=probes.read_text("/run/.containerenv"),
-        dockerenv=os.path.exists("/.dockerenv"),
-        init_environ=_read_bytes("/proc/1/environ"),
-    )
+    engine = _engine()
     if engine is None:
         return container.container_check(None, ())
     from jigcmd.envelope.cgroups import read_mounts  # noqa: PLC0415 - Linux only
@@ -96,7 +114,9 @@ def _container() -> Check:
         backend, _ = resolve_backend(move_self=False)
         mode, problems = backend.mode, backend.problems()
     except (OSError, ValueError) as exc:
-        problems = [str(exc)]
+        # Without root, cgroups it may not write are the delegation's business, not the
+        # container's: the container may well give root every piece.
+        problems = [] if _rootless_without_delegation(exc) else [str(exc)]
     cap_eff = _status_field(probes.read_text("/proc/self/status"), "CapEff") or "0"
     pieces = container.missing_pieces(
         engine,
@@ -132,6 +152,8 @@ def _cgroups() -> Check:
     try:
         backend, _ = resolve_backend(move_self=False)
     except (OSError, ValueError) as exc:
+        if _rootless_without_delegation(exc):
+            return Check("cgroups", "FAIL", f"not checked: {_SEE_DELEGATION}")
         return cgroup_check(None, (), [str(exc)])
     bases: list[str] = []
     if isinstance(backend, V2Backend):
@@ -201,6 +223,8 @@ async def _run_probe_plan() -> Check:
     try:
         _, base = resolve_backend()
     except (OSError, ValueError) as exc:
+        if _rootless_without_delegation(exc):
+            return Check("end-to-end", "FAIL", f"not attempted: {_SEE_DELEGATION}")
         return end_to_end_check(None, None, "", f"not attempted: {exc}")
     executor = NativeExecutor(cgroup_base=base)
     executor.stage_at_start(plan.binds)
@@ -304,6 +328,7 @@ _CHECKS: tuple[tuple[str, Callable[[], Check]], ...] = (
     ("platform", _platform),
     ("kernel", lambda: kernel_check(platform.release())),
     ("privileges", _privileges),
+    ("delegation", _delegation),
     ("oom score", _oom_score),
     ("container", _container),
     ("user namespaces", _userns),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import hashlib
 import os
 import sys
 import time
@@ -11,6 +12,8 @@ from pathlib import Path
 
 import anyio
 
+from jigcmd.attest.attester import Attester
+from jigcmd.attest.keys import SigningKeyError, open_signing_key
 from jigcmd.durable.host import open_host, state_directory
 from jigcmd.durable.statedir import StateDirError
 from jigcmd.envelope.cgroups import CgroupUnavailable
@@ -24,6 +27,7 @@ from jigcmd.jarvis.manual import base_url
 from jigcmd.jarvis.policy import PolicyError, parse_policy
 from jigcmd.jarvis.server import LoopbackError, StopRequest, bind_loopback, serve
 from jigcmd.jarvis.service import DEFAULT_QUEUE_WAIT_S, JarvisService
+from jigcmd.jarvis.statements import RunSigning
 from jigcmd.journal.reservations import Reservations, default_slots
 from jigcmd.journal.schema import SchemaError
 from jigcmd.journal.store import Journal, JournalError, JournalUnusable
@@ -47,6 +51,7 @@ def jarvis(
     max_envelopes: int | None = None,
     max_connections: int = DEFAULT_LIMITS.max_connections,
     queue_wait: float | None = None,
+    signing_key: Path | None = None,
 ) -> int:
     """Serve until SIGINT/SIGTERM, then 0; 2 (the precise reason on stderr) when it cannot start.
 
@@ -62,6 +67,7 @@ def jarvis(
             max_envelopes=max_envelopes,
             max_connections=max_connections,
             queue_wait=queue_wait,
+            signing_key=signing_key,
             early=early,
         )
 
@@ -76,18 +82,26 @@ def _jarvis(
     max_envelopes: int | None,
     max_connections: int,
     queue_wait: float | None,
+    signing_key: Path | None,
     early: StopRequest,
 ) -> int:
     try:
         credentials = load_credentials(os.environ)
-        rules = parse_policy(_read(policy), str(policy))
+        text = _read(policy)
+        rules = parse_policy(text, str(policy))
         opened = open_host(state_dir, cgroup_base)
         directory, base = opened.state_dir, opened.cgroup_base
+        # Each completed run's statement names the policy file by the digest of its bytes.
+        signing = RunSigning(
+            Attester(open_signing_key(directory, signing_key)),
+            "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest(),
+        )
         sock = bind_loopback(host, port)
     except (
         ConfigError,
         PolicyError,
         StateDirError,
+        SigningKeyError,
         LoopbackError,
         DelegationError,
         CgroupUnavailable,
@@ -116,6 +130,7 @@ def _jarvis(
             host=OsHostView(),
             host_env=dict(os.environ),
             queue_wait=DEFAULT_QUEUE_WAIT_S if queue_wait is None else queue_wait,
+            signing=signing,
         )
         base = base_url(bound_host, bound_port)
         app = create_app(service, credentials, allowed_hosts(bound_host, bound_port), base)

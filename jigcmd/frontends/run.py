@@ -13,6 +13,7 @@ the error's words are on stderr too. `attestation` is the run's signed statement
 from __future__ import annotations
 
 import sys
+import time
 from collections.abc import Sequence
 from functools import partial
 from pathlib import Path
@@ -23,11 +24,13 @@ import msgspec
 
 from jigcmd.attest.dsse import attestation_fields
 from jigcmd.command.assembly import STARTUP_ERRORS, FrontSettings, open_service
+from jigcmd.command.failures import StoppedRun
 from jigcmd.command.projectdir import CandidateError, ProjectFiles, read_project
 from jigcmd.errors import Code, JigError
 from jigcmd.evidence import Evidence, ResourceReport
 from jigcmd.policy.binding import BindingError
 from jigcmd.policy.candidate import Problem
+from jigcmd.policy.planner import CEILING_SECONDS
 from jigcmd.protocol.commands import RunResult
 
 __all__ = ["CandidateError", "read_candidate", "refusal", "run", "write_failure"]
@@ -54,8 +57,17 @@ def run(
     args: list[str],
     as_json: bool,
     excludes: Sequence[str] = (),
+    timeout: float | None = None,
 ) -> int:
     """Run and print the evidence (or the failure); return the exit status."""
+    if timeout is not None and not 0 < timeout <= CEILING_SECONDS:
+        why = f"--timeout {timeout:g}: must be more than 0 and at most {CEILING_SECONDS:g} seconds"
+        return write_failure(
+            JigError(
+                Code.INVALID_INPUT, f"{why} (the envelope's ceiling)", {"option": "--timeout"}
+            ),
+            as_json,
+        )
     try:
         # Read before the envelopes start; its verdict waits for admission (below).
         project: ProjectFiles | JigError = _read_files(files_dir, excludes)
@@ -68,6 +80,7 @@ def run(
                 stdin_file=stdin_file,
                 args=args,
                 as_json=as_json,
+                timeout_s=timeout,
             )
         )
     except BindingError as exc:
@@ -86,6 +99,7 @@ async def _run(
     stdin_file: Path | None,
     args: list[str],
     as_json: bool,
+    timeout_s: float | None,
 ) -> int:
     # The zygote starts (and stages the runtime) before the run's ceiling begins: on a slow
     # (emulated) machine that alone took seconds of a one-shot run's 10.
@@ -96,8 +110,12 @@ async def _run(
             await service.check_admission(command)
             files = _candidate(project, service.command_paths(command), command)
             request = _request(command, files, stdin_file, args)
+            # The timeout starts now, with the envelopes up: setup counts, start-up does not.
+            deadline = (
+                None if timeout_s is None else time.time_ns() // 1_000_000 + int(timeout_s * 1000)
+            )
             result = await service.run(
-                request, operation_id="cli", deadline_unix_ms=None, cancel=anyio.Event()
+                request, operation_id="cli", deadline_unix_ms=deadline, cancel=anyio.Event()
             )
         except JigError as exc:
             return write_failure(exc, as_json)
@@ -193,8 +211,10 @@ def write_failure(exc: JigError, as_json: bool) -> int:
         sys.stderr.write(f"jigcmd run: {exc.code.value}: {head}:\n" + "\n".join(lines) + "\n")
     else:
         sys.stderr.write(f"jigcmd run: {exc.code.value}: {exc.message}\n")
-    # Deadline and cancel carry what was collected: the same evidence a completed run has.
+    # Deadline and cancel carry what was collected: the same evidence a completed run has,
+    # and the resources it used, which is when a person wants them most.
     collected = details.pop("command", None)
+    report = exc.report if isinstance(exc, StoppedRun) else None
     if as_json:
         error: dict[str, Any] = {"code": exc.code.value, "message": exc.message}
         if details:
@@ -202,9 +222,11 @@ def write_failure(exc: JigError, as_json: bool) -> int:
         answer: dict[str, Any] = {"error": error}
         if collected is not None:
             answer["evidence"] = collected
+        if report is not None:
+            answer["report"] = report
         sys.stdout.write(msgspec.json.encode(answer).decode() + "\n")
     elif collected is not None:
-        _write_text(msgspec.convert(collected, Evidence), None)
+        _write_text(msgspec.convert(collected, Evidence), report)
     return _exit_status(exc.code)
 
 
