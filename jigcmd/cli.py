@@ -114,9 +114,7 @@ def _parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="verb", required=True, metavar="COMMAND")
 
     serve = sub.add_parser("serve", help="serve FLOW Run/1 or MCP JSON-RPC on stdio")
-    serve.add_argument(
-        "--binding", required=True, type=Path, help=_BINDING_HELP
-    )
+    serve.add_argument("--binding", required=True, type=Path, help=_BINDING_HELP)
     serve.add_argument(
         "--lock", type=Path, help="admitted lock (default: jigcmd.lock beside the Binding)"
     )
