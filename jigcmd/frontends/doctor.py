@@ -94,7 +94,7 @@ def _rootless_without_delegation(exc: Exception) -> bool:
     return os.geteuid() != 0 and isinstance(exc, DelegationError)
 
 
-_SEE_DELEGATION = "no delegated cgroup subtree (the delegation check names the missing step)"
+_SEE_DELEGATION = "no usable delegated cgroup subtree (the delegation check names the missing step)"
 
 
 def _oom_score() -> Check:

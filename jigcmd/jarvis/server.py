@@ -39,7 +39,10 @@ _OUT_OF_DESCRIPTORS = (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM)
 _RETRY_S = 0.0
 _IDLE_RETRY_S = 0.05
 _WARN_EVERY_S = 10.0
-_SETTLE_S = 1e-6
+# How often a full house looks again for room (a connection closed or may give way).
+_FULL_POLL_S = 0.01
+_DRAIN_BYTES = 1 << 16
+_ONE_TURN_S = 1e-6
 
 
 class LoopbackError(ValueError):
@@ -109,10 +112,12 @@ class _Server(uvicorn.Server):
     def __init__(
         self,
         config: uvicorn.Config,
+        limits: ConnectionLimits,
         early: StopRequest | None,
         on_stop: Callable[[], None] | None,
     ) -> None:
         super().__init__(config)
+        self.limits = limits
         self.accepting = anyio.Event()
         self.accept_scope = anyio.CancelScope()
         self._early = early
@@ -158,7 +163,9 @@ async def serve(
     for them are answered at once), then uvicorn drains the answers for up to 15 s; a signal
     is not raised again after it.
     """
-    held: Connections[BoundedH11Protocol] = Connections(lambda: fd_capacity(limits))
+    held: Connections[BoundedH11Protocol] = Connections(
+        lambda: fd_capacity(limits), limits.min_wait_s
+    )
     config = uvicorn.Config(
         app,
         http=bounded_protocol(limits, held, credentials),
@@ -172,7 +179,7 @@ async def serve(
         # Idle after an answer: the same bound as the wait for a first head.
         timeout_keep_alive=max(1, int(limits.header_timeout_s)),
     )
-    server = _Server(config, early, on_stop)
+    server = _Server(config, limits, early, on_stop)
     async with anyio.create_task_group() as tg:
         if stop is not None:
 
@@ -204,9 +211,11 @@ async def _accept(
         )
 
     sock.setblocking(False)
+    full = _FullHouse(held, server.limits.refuse_after_s)
     warned = -math.inf
     with server.accept_scope:
         while True:
+            room = await full.room()
             try:
                 conn, _ = await loop.sock_accept(sock)
             except OSError as exc:
@@ -222,12 +231,7 @@ async def _accept(
                     )
                 await _short_of_descriptors(held)
                 continue
-            if len(held) >= held.capacity():
-                # At the cap a waiting connection may give way; first let the loop read what
-                # the waiting ones already sent (a timer fires after the loop's I/O), so one
-                # whose head is in the socket buffer counts as busy and is not pushed out.
-                await anyio.sleep(_SETTLE_S)
-            admitted, making_room = held.admit()
+            admitted, making_room = held.admit() if room else (False, None)
             if making_room is not None:
                 making_room.give_way()
             if not admitted:
@@ -237,6 +241,35 @@ async def _accept(
                 await loop.connect_accepted_socket(factory, conn)
             except OSError:
                 conn.close()
+
+
+class _FullHouse:
+    """When every held connection stays busy, newcomers wait in the backlog, then get 503."""
+
+    def __init__(self, held: Connections[BoundedH11Protocol], refuse_after_s: float) -> None:
+        self._held = held
+        self._refuse_after = refuse_after_s
+        self._since: float | None = None
+
+    async def room(self) -> bool:
+        """Whether the next newcomer may be held: at once, or once a connection may give way.
+
+        A house full for `refuse_after_s` refuses every newcomer (False) until it has room.
+        """
+        while not self._held.has_room():
+            now = time.monotonic()
+            if self._since is None:
+                self._since = now
+            if now - self._since >= self._refuse_after:
+                # One turn of the loop first (a timer fires after its I/O): a connection
+                # that closed meanwhile makes room instead of a refusal.
+                await anyio.sleep(_ONE_TURN_S)
+                if self._held.has_room():
+                    break
+                return False
+            await anyio.sleep(_FULL_POLL_S)
+        self._since = None
+        return True
 
 
 async def _short_of_descriptors(held: Connections[BoundedH11Protocol]) -> None:
@@ -249,8 +282,14 @@ async def _short_of_descriptors(held: Connections[BoundedH11Protocol]) -> None:
 
 
 def _refuse(conn: socket.socket, held: int) -> None:
-    """The excess connection: a 503 (if the socket takes it at once) and closed."""
+    """The excess connection: a 503 (if the socket takes it at once) and closed.
+
+    What the client sent already is read first: closing with unread bytes would reset the
+    connection, and the client would lose the 503.
+    """
     conn.setblocking(False)
+    with contextlib.suppress(OSError):
+        conn.recv(_DRAIN_BYTES)
     with contextlib.suppress(OSError):
         conn.send(
             raw_error(
@@ -260,4 +299,5 @@ def _refuse(conn: socket.socket, held: int) -> None:
                 extra="retry-after: 1\r\n",
             )
         )
+        conn.shutdown(socket.SHUT_WR)
     conn.close()

@@ -214,6 +214,9 @@ class JarvisService:
         await self._audit(actor, tool, request, decision, f"started run {run_id}")
         cancel, done = anyio.Event(), anyio.Event()
         self._active[run_id] = (cancel, done)
+        if self._stop.is_set():
+            # The server began stopping while this run was being recorded: fenced at once.
+            cancel.set()
         self._tasks.start_soon(
             partial(
                 self._run,

@@ -314,6 +314,10 @@ def test_error_codes_stay_within_what_the_revision_allows() -> None:
         modern(4, "tasks/get", {}, capabilities=TASKS),
         modern(5, "tasks/update", {"taskId": "task-" + "0" * 32}, capabilities=TASKS),
         modern(6, "tools/list", version=7),
+        # 2026-07-28 has no -32002: an unknown resource is -32602 there (handshake era: -32002).
+        modern(9, "resources/read", {"uri": "jigcmd://no/such/resource"}),
+        modern(10, "resources/list"),
+        modern(11, "prompts/list"),
         initialize(),
         frame(8, "tools/list"),
     ]

@@ -303,7 +303,27 @@ def test_an_undelegated_user_hears_each_cause_once(rootless: Rootless) -> None:
     out = done.stdout
     assert out.count("mkdir -p") == 1, out
     assert "FAIL  delegation" in out
-    assert "FAIL  cgroups            not checked: no delegated cgroup subtree" in out
-    assert "FAIL  end-to-end         not attempted: no delegated cgroup subtree" in out
+    assert "FAIL  cgroups            not checked: no usable delegated cgroup subtree" in out
+    assert "FAIL  end-to-end         not attempted: no usable delegated cgroup subtree" in out
     assert "FAIL  container" not in out
     assert "mount cgroup2" not in out  # a fix for another host
+
+
+def test_a_half_set_up_hybrid_host_is_refused_at_start_not_at_every_run(
+    rootless: Rootless, example: Path
+) -> None:
+    """serve and run name the unified step and exit 2 before anything runs, instead of
+    failing each run at "join cgroup: Permission denied"."""
+    if cgroups.detect().mode != "hybrid":
+        pytest.skip("the unified-hierarchy step exists on hybrid hosts only")
+    half = dataclasses.replace(rootless, prelude="")
+    unified = f"/sys/fs/cgroup/unified/jigcmd-u{rootless.uid}"
+    binding = str(example / "binding.toml")
+    served = half.run("serve", "--binding", binding, input="")
+    ran = half.run(
+        "run", "--binding", binding, "tests", "--files", str(example / "candidates" / "passing")
+    )
+    for done in (served, ran):
+        assert done.returncode in (2, 3), done.stdout + done.stderr
+        assert f"outside the delegated {unified}" in done.stderr, done.stderr
+        assert "join cgroup" not in done.stdout + done.stderr
