@@ -63,6 +63,19 @@ def _ownership_options(parser: argparse.ArgumentParser) -> None:
     _cgroup_option(parser)
 
 
+def _budget(text: str) -> int:
+    """`--result-budget`: whole bytes, at least what the counts and digests need."""
+    from jigcmd.protocol.mcp_view import MIN_BUDGET_BYTES  # noqa: PLC0415 - imported per verb to keep start-up light
+
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of bytes") from None
+    if value < MIN_BUDGET_BYTES:
+        raise argparse.ArgumentTypeError(f"at least {MIN_BUDGET_BYTES} bytes, not {value}")
+    return value
+
+
 def _seconds(text: str) -> float:
     """`--queue-wait`: seconds, more than 0 and at most a day."""
     try:
@@ -137,6 +150,22 @@ def _parser() -> argparse.ArgumentParser:
         help="the caller's run this session belongs to: operation ids are scoped to it, and a "
         "restart with the same run id replays, joins or conflicts (default: $JIGCMD_RUN_ID, "
         "else a new run with a generated id, printed on stderr)",
+    )
+    serve.add_argument(
+        "--result-budget",
+        type=_budget,
+        default=None,
+        metavar="BYTES",
+        help="each MCP tool result (structuredContent and content together) fits in this many "
+        "bytes of JSON (default 24576, about 6k tokens; at least 4096)",
+    )
+    serve.add_argument(
+        "--queue-wait",
+        type=_seconds,
+        default=None,
+        metavar="SECONDS",
+        help="how long an MCP call waits for a free envelope slot, unless the session's root "
+        "deadline comes first; the command then gets its whole ceiling (default 60)",
     )
     _ownership_options(serve)
     _signing_key_option(serve)
@@ -314,12 +343,13 @@ def main(argv: list[str] | None = None) -> int:
             max_envelopes=args.max_envelopes,
             root_deadline_unix_ms=getattr(args, "root_deadline_unix_ms", None),
             cgroup_base=args.cgroup_base,
+            queue_wait=getattr(args, "queue_wait", None),
             signing_key=args.signing_key,
         )
         if verb == "serve":
             from jigcmd.frontends.serve import serve  # noqa: PLC0415 - imported per verb to keep start-up light
 
-            return serve(settings, args.protocol, args.run_id)
+            return serve(settings, args.protocol, args.run_id, result_budget=args.result_budget)
         from jigcmd.frontends.run import run  # noqa: PLC0415 - imported per verb to keep start-up light
 
         return run(

@@ -41,17 +41,23 @@ from jigcmd.policy.lock import (
 )
 
 __all__ = [
+    "READMIT_POLL_S",
     "STARTUP_ERRORS",
     "Assembly",
     "FrontSettings",
+    "admit",
     "assemble",
     "default_lock_path",
     "lock_runtime",
     "locked_file",
     "open_service",
+    "watch_admission",
 ]
 
 logger = logging.getLogger("jigcmd.command.assembly")
+
+# How often a serving front looks at its Binding and lock for a re-admission.
+READMIT_POLL_S = 1.0
 
 
 def default_lock_path(binding: Path) -> Path:
@@ -102,9 +108,33 @@ def assemble(
     A TypeScript Binding comes evaluated (`script`, `jigcmd.command.scriptbinding`).
     Raises `BindingError` for a broken Binding and `RuntimeUnavailable` when no Bun is installed.
     """
-    loaded = load_binding(binding_path, script)
     lock_path = lock_path or default_lock_path(binding_path)
     runtime = find_runtime(bun)
+    loaded, lock, lock_bytes, admission, runtime_check = admit(
+        binding_path, lock_path, runtime, script
+    )
+    service = CommandService(
+        loaded.binding.commands,
+        admission=admission,
+        runtime=runtime,
+        executor=executor,
+        root_deadline_unix_ms=root_deadline_unix_ms,
+        runtime_check=runtime_check,
+    )
+    identity = None if lock is None else HostIdentity.from_lock(lock, lock_bytes)
+    return Assembly(
+        loaded=loaded, lock_path=lock_path, runtime=runtime, service=service, identity=identity
+    )
+
+
+def admit(
+    binding_path: Path, lock_path: Path, runtime: BunBinary, script: ScriptResult | None = None
+) -> tuple[LoadedBinding, Lock | None, bytes, Admission, Callable[[], Admission] | None]:
+    """The Binding as it is now, its lock, whether it admits it, the deferred runtime check.
+
+    A TypeScript Binding comes evaluated (`script`). Raises `BindingError` for a broken Binding.
+    """
+    loaded = load_binding(binding_path, script)
     lock, lock_bytes, problem = _read_lock(lock_path)
     if problem is not None:
         admission = Admission(
@@ -130,18 +160,62 @@ def assemble(
                 admitted_lock, lock_runtime(runtime), binding_path=str(binding_path)
             )
 
-    service = CommandService(
-        loaded.binding.commands,
-        admission=admission,
-        runtime=runtime,
-        executor=executor,
-        root_deadline_unix_ms=root_deadline_unix_ms,
-        runtime_check=runtime_check,
-    )
-    identity = None if lock is None else HostIdentity.from_lock(lock, lock_bytes)
-    return Assembly(
-        loaded=loaded, lock_path=lock_path, runtime=runtime, service=service, identity=identity
-    )
+    return loaded, lock, lock_bytes, admission, runtime_check
+
+
+def _signature(*paths: Path) -> tuple[tuple[int, int, int] | None, ...]:
+    """What changes when a file is edited, replaced or removed (inode, size, mtime)."""
+    found: list[tuple[int, int, int] | None] = []
+    for path in paths:
+        try:
+            info = path.stat()
+        except OSError:
+            found.append(None)
+        else:
+            found.append((info.st_ino, info.st_size, info.st_mtime_ns))
+    return tuple(found)
+
+
+async def watch_admission(
+    assembly: Assembly, binding_path: Path, interval: float = READMIT_POLL_S
+) -> None:
+    """While serving, re-admit whenever the Binding or its lock changes on disk.
+
+    A new lock (`jigcmd lock` after a review) admits the commands it pins; an edit drifts
+    them to unavailable. The service tells the sessions when its catalog changed. Never
+    returns; cancel it with the front.
+    """
+    files = (binding_path, assembly.lock_path)
+    seen = _signature(*files)
+    while True:
+        await anyio.sleep(interval)
+        now = await anyio.to_thread.run_sync(_signature, *files)
+        if now == seen:
+            continue
+        seen = now
+        try:
+            # A TypeScript Binding is evaluated again, in an envelope, before it is re-read.
+            script = (
+                await evaluate_script(binding_path, assembly.service.executor, assembly.runtime)
+                if is_script(binding_path)
+                else None
+            )
+            loaded, _lock, _bytes, admission, check = await anyio.to_thread.run_sync(
+                admit, binding_path, assembly.lock_path, assembly.runtime, script
+            )
+        except BindingError as exc:
+            commands = assembly.service.commands
+            admission = Admission(
+                admitted=False, drift="policy", reason=f"the Binding cannot be read: {exc}"
+            )
+            assembly.service.readmit(commands, admission, None)
+            continue
+        if assembly.service.readmit(loaded.binding.commands, admission, check):
+            logger.warning(
+                "re-admitted %s: %s",
+                binding_path,
+                "admitted" if admission.admitted else admission.reason,
+            )
 
 
 def _read_lock(path: Path) -> tuple[Lock | None, bytes, str | None]:
@@ -181,6 +255,8 @@ class FrontSettings:
     max_envelopes: int | None = None
     root_deadline_unix_ms: int | None = None
     cgroup_base: str | None = None
+    # How long a queued call may wait for an envelope slot (None: the service's default).
+    queue_wait: float | None = None
     # The operator's signing key (else $JIGCMD_SIGNING_KEY, else the host key).
     signing_key: Path | None = None
 
@@ -235,6 +311,8 @@ async def open_service(
             if not report.clean:
                 logger.warning("recovery could not confirm every cleanup: %s", report)
         assembly.service.attach_ownership(ownership)
+        if settings.queue_wait is not None:
+            assembly.service.set_queue_wait(settings.queue_wait)
         if assembly.identity is not None:
             assembly.service.attach_attester(Attester(key, assembly.identity))
         if backend is not None:

@@ -84,7 +84,8 @@ def test_a_run_json_statement_verifies_independently_and_with_jigcmd_verify(
     done = _run_json(rig, "tests", CANDIDATES / "failing")
     assert done.returncode == 0, done.stderr
     answer = json.loads(done.stdout)
-    assert set(answer) == {"evidence", "report", "attestation"}
+    # A test command also carries its per-test results (`tests`).
+    assert set(answer) == {"evidence", "report", "attestation", "tests"}
     assert len(answer["evidence"]) == 10
     attestation = answer["attestation"]
     bundle = attestation["bundle"].encode()
