@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import subprocess
 import sys
@@ -12,6 +13,7 @@ import pytest
 from jigcmd.envelope.cgroups import CgroupBackend
 from jigcmd.frontends.servechild import ServeChild
 from tests.envelope.test_script_binding import COMMANDS_TOML, binding_ts, reference_project
+from tests.lifetime.watch import wait_for
 
 pytestmark = pytest.mark.envelope
 
@@ -185,3 +187,34 @@ def test_init_format_ts_writes_a_binding_that_locks_to_the_toml_forms_digest_and
     ran = jigcmd("run", "--binding", str(ts), *state, "tests", "--files", str(projects["ts"]))
     assert ran.returncode == 0, ran.stdout + ran.stderr
     assert "exit code 0" in ran.stdout
+
+
+def _until(server: ServeChild, prefix: str, admitted: bool) -> dict[str, object]:
+    """The first answer once the serving front's admission is `admitted` (60 s failsafe)."""
+    answers: list[dict[str, object]] = []
+    attempts = itertools.count()
+
+    def settled() -> bool:
+        answers.append(call(server, f"{prefix}-{next(attempts)}"))
+        return ("result" in answers[-1]) == admitted
+
+    wait_for(settled, 60, "the serving front to re-admit the Binding")
+    return answers[-1]
+
+
+def test_a_served_ts_binding_edited_then_locked_again_is_re_evaluated_and_re_admitted(
+    real_cgroups: CgroupBackend, tmp_path: Path
+) -> None:
+    """While serving: an edit to the .ts drifts its commands; `jigcmd lock` admits them again."""
+    path = reference_project(tmp_path, binding_ts())
+    assert jigcmd("lock", "--binding", str(path)).returncode == 0
+    state = ["--state-dir", str(tmp_path / "state")]
+    with ServeChild(path, [*state, "--protocol", "flow", "--run-id", "run-watch"]) as server:
+        assert "result" in call(server, "before")
+        path.write_text("// edited\n" + path.read_text())
+        drifted = _until(server, "drift", admitted=False)
+        assert "command.ts changed since admission" in drifted["error"]["message"]  # type: ignore[index]
+        assert jigcmd("lock", "--binding", str(path)).returncode == 0
+        again = _until(server, "again", admitted=True)
+        assert again["result"]["value"]["exitCode"] == 0  # type: ignore[index]
+        assert server.close_input() == 0
