@@ -63,8 +63,8 @@ def _no_statement(row: Row) -> str | None:
     """Why a row has no statement (nothing ran to its proved end), if so."""
     if row.state == "uncertain":
         return f"its end is uncertain ({row.reason or 'nobody saw it'}); nothing is invented"
-    if row.outcome == "failure":
-        return "it ended in a failure, with no evidence to attest"
+    if row.outcome == "failure" and row.attestation is None:
+        return "it ended in a failure before anything ran, or with no proved end"
     if row.is_open and row.attestation is None:
         return "it is still running"
     return None
