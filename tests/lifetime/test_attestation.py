@@ -297,3 +297,15 @@ def test_a_signing_key_that_cannot_be_read_fails_the_start_with_the_reason(
     )
     assert served.returncode != 0
     assert f"signing key {missing}: no such file".encode() in served.stderr
+
+
+def test_verify_without_a_key_on_a_host_without_one_says_so_and_makes_nothing(
+    tmp_path: Path,
+) -> None:
+    """No --key and no host key: exit 2 naming where it looked; no state directory appears."""
+    (tmp_path / "b.jsonl").write_text("{}\n")
+    state = tmp_path / "nowhere"
+    checked = _jigcmd("verify", str(tmp_path / "b.jsonl"), "--state-dir", str(state))
+    assert checked.returncode == 2
+    assert f"no host key at {state}/signing-key.pub.pem".encode() in checked.stderr
+    assert not state.exists()
