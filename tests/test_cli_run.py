@@ -411,7 +411,8 @@ def test_a_run_past_its_deadline_exits_4_with_the_collected_evidence(
     done = run(lock, tmp_path / "state", "cli", files, "--json")
     assert done.returncode == 4, done.stderr
     found = refusal(done)
-    assert set(found) == {"error", "evidence", "report"}
+    # It ran: the collected evidence, its report and the signed statement of how it ended.
+    assert set(found) == {"error", "evidence", "report", "attestation"}
     assert found["error"]["code"] == "DEADLINE_EXCEEDED"
     assert "details" not in found["error"]
     collected = msgspec.convert(found["evidence"], Evidence)

@@ -81,7 +81,8 @@ async def test_the_official_mcp_client_runs_the_example_through_jigcmd_serve(
             assert isinstance(text, TextContent)
             assert text.text.startswith("`bun src/cli.ts --x` exited with code 0")
             assert len(text.text.encode()) <= DEFAULT_BUDGET_BYTES
-            assert [link.type for link in links] == ["resource_link", "resource_link"]
+            # stdout, stderr and the run's signed statement.
+            assert [link.type for link in links] == ["resource_link"] * 3
 
             await client.send_ping()
         errlog.seek(0)

@@ -65,7 +65,8 @@ async def test_the_sdk_client_offering_each_version_gets_it_and_results_shaped_f
     assert ran.is_error is False, ran.content
     assert (ran.structured_content is not None) is structured
     if structured:
-        assert [block.type for block in ran.content] == ["text", "resource_link", "resource_link"]
+        # stdout, stderr and the run's signed statement.
+        assert [block.type for block in ran.content] == ["text", *["resource_link"] * 3]
         view = ran.structured_content
     else:
         # Before 2025-06-18: the words, then the same budgeted view as JSON text.

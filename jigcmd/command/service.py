@@ -16,6 +16,7 @@ import msgspec
 from jigcmd import trace
 from jigcmd.attest.attester import Attester, RunRecord
 from jigcmd.attest.statement import RunFacts
+from jigcmd.attest.testreport import read_junit_report
 from jigcmd.command.durability import Durability
 from jigcmd.command.failures import envelope_error, stopped_error
 from jigcmd.command.placement import pinned_cpus
@@ -55,7 +56,8 @@ PROGRESS_EVERY_S: Final = 0.5
 
 AdmissionCheck = Callable[[], Admission]
 # Signs one run's statement from how it ended and, once the cleanup is proved, its report.
-Sign = Callable[[Ending | RunOutcome, ResourceReport | None], bytes]
+# With the runner's JUnit report when the plan had Bun write one.
+Sign = Callable[[Ending | RunOutcome, ResourceReport | None, TestResults | None], bytes]
 
 
 class CommandService:
@@ -308,6 +310,8 @@ class CommandService:
         ]
         if junit is not None:
             parts.append(("junit", junit))
+        if result.attestation is not None:
+            parts.append(("attestation", result.attestation))
 
         def put() -> tuple[ResourceRef, ...]:
             return tuple(store.put(scope, operation_id, name, data) for name, data in parts)
@@ -386,7 +390,7 @@ class CommandService:
                 execute,
                 evidence=evidence,
                 cancel=cancel,
-                sign=None if sign is None else (lambda ending: sign(ending, None)),
+                sign=None if sign is None else (lambda ending: sign(ending, None, None)),
             )
         finally:
             durability.release()
@@ -407,7 +411,11 @@ class CommandService:
         enforcement = enforced(plan)
         digest = plan_digest(plan)
 
-        def sign(ended: Ending | RunOutcome, resources: ResourceReport | None) -> bytes:
+        def sign(
+            ended: Ending | RunOutcome,
+            resources: ResourceReport | None,
+            tests: TestResults | None,
+        ) -> bytes:
             record = RunRecord(
                 run=RunFacts(
                     run_id=durability.envelope_run_id,
@@ -423,6 +431,7 @@ class CommandService:
                 resources=resources,
                 started_unix_ms=started,
                 finished_unix_ms=time.time_ns() // 1_000_000,
+                tests=None if tests is None else read_junit_report(tests),
             )
             return attester.attest(record)
 
@@ -497,14 +506,14 @@ class CommandService:
             raise envelope_error(failure) from failure
         evidence = evidence_of(valid, outcome)
         stopped = stopped_error(outcome.stop_reason, msgspec.to_builtins(evidence), outcome.report)
+        tests = _tests_of(plan, outcome)
+        attestation = None if sign is None else sign(outcome, outcome.report, tests)
         if stopped is not None:
+            # It ran, and its end and cleanup are proved: its statement goes with the error.
+            stopped.attestation = attestation
             raise stopped
-        attestation = None if sign is None else sign(outcome, outcome.report)
         return RunResult(
-            evidence=evidence,
-            report=outcome.report,
-            tests=_tests_of(plan, outcome),
-            attestation=attestation,
+            evidence=evidence, report=outcome.report, tests=tests, attestation=attestation
         )
 
     async def _execute_live(

@@ -64,6 +64,11 @@ for _kind in (
         "application/xml",
         "Bun's JUnit report, as the runner wrote it (candidate-influenced).",
     ),
+    ResourceKind(
+        "attestation",
+        "application/jsonl",
+        "The run's signed statement: an in-toto bundle of DSSE envelopes (`jigcmd verify`).",
+    ),
 ):
     register_kind(_kind)
 

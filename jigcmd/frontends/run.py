@@ -4,7 +4,8 @@ The exit status says what happened to the call, never the candidate's own exit c
 in the evidence): 0 the command completed, 2 nothing ran because something given was invalid
 (usage, Binding, files, request), 3 operational failure (unavailable, envelope incomplete,
 uncertain), 4 deadline or cancel. With `--json` stdout carries exactly one JSON object,
-`{"evidence", "report", "attestation"}` or `{"error": {code, message, details?}, "evidence"?}`;
+`{"evidence", "report", "attestation"}` or `{"error": {code, message, details?}, "evidence"?,
+"attestation"?}` (a run stopped by its deadline or a cancel ran: it has both);
 the error's words are on stderr too. `attestation` is the run's signed statement: `digest`
 (of the bundle's bytes), `bundle` (those bytes: JSON Lines of DSSE envelopes, what
 `jigcmd verify` reads) and `envelopes` (the same, parsed).
@@ -232,6 +233,8 @@ def write_failure(exc: JigError, as_json: bool) -> int:
             answer["evidence"] = collected
         if report is not None:
             answer["report"] = report
+        if exc.attestation is not None:
+            answer["attestation"] = attestation_fields(exc.attestation)
         sys.stdout.write(msgspec.json.encode(answer).decode() + "\n")
     elif collected is not None:
         _write_text(msgspec.convert(collected, Evidence), report)

@@ -24,6 +24,7 @@ from typing import Any, Final, Literal
 
 import msgspec
 
+from jigcmd.attest.dsse import bundle_digest
 from jigcmd.errors import Code, JigError
 from jigcmd.protocol import jsonrpc, mcp_era
 from jigcmd.protocol.actions import (
@@ -53,6 +54,7 @@ from jigcmd.protocol.mcp_tools import tools_list_json
 from jigcmd.protocol.mcp_versions import LATEST_VERSION, MODERN_VERSION, negotiate_version
 
 __all__ = [
+    "ATTESTATION_META",
     "INSTRUCTIONS",
     "REPORT_META",
     "RUN_ID_META",
@@ -79,6 +81,9 @@ RESOURCE_NOT_FOUND: Final = -32002
 RUN_ID_META: Final = "jigcmd/runId"
 # Where a tool result carries its run's measurements (`mcp_results.py`).
 REPORT_META: Final = "jigcmd/report"
+# Where a tool result names its run's signed statement: its digest, and the caller's run and
+# operation id that `jigcmd attest` fetches it by (see docs/attestation.md).
+ATTESTATION_META: Final = "jigcmd/attestation"
 INSTRUCTIONS: Final = (
     "Each tool runs one operator-reviewed Bun command against the files you supply, inside a "
     "containment envelope, and returns host-collected evidence (output, exit code or signal, "
@@ -491,6 +496,14 @@ class McpDialect:
             result = failure_result(outcome, pending.version, self._budget)
         else:
             result = completed_result(outcome, pending.version, self._budget)
+        if outcome.attestation is not None:
+            result["_meta"] = dict(result.get("_meta", {})) | {
+                ATTESTATION_META: {
+                    "digest": bundle_digest(outcome.attestation),
+                    "runId": self._root_run,
+                    "operationId": pending.operation_id,
+                }
+            }
         if pending.trace:
             meta = dict(result.get("_meta", {}))
             if REPORT_META in meta:

@@ -110,7 +110,7 @@ async def test_a_chatty_run_fits_the_budget_and_its_stream_reads_back_whole(
         assert stdout["head"].startswith("ooo") and stdout["tail"].endswith("ooo")
         assert len(stdout["head"]) + len(stdout["tail"]) + stdout["omittedBytes"] == 65_536
         links = [block for block in wire["content"] if block["type"] == "resource_link"]
-        assert [link["name"] for link in links] == ["stdout", "stderr"]
+        assert [link["name"] for link in links] == ["stdout", "stderr", "attestation"]
         assert links[0]["uri"] == stdout["uri"]
 
         read = await session.read_resource(stdout["uri"])
