@@ -51,7 +51,7 @@ _FAILING_MAX: Final = 50
 _OTHERS_MAX: Final = 200
 _MESSAGE_MAX: Final = 1024
 _FRAMES_MAX: Final = 5
-# The invocation is cut like this at any scale (32 arguments of 1 KiB would fill a budget).
+# At scale 1 the invocation is cut like this (32 arguments of 1 KiB would fill a budget).
 _ARG_CHARS: Final = 160
 _ARGS_SHOWN: Final = 12
 _STEPS: Final = 10
@@ -155,9 +155,11 @@ def _view(
     budget: int,
     scale: float,
 ) -> View:
-    invocation = [_short(arg, _ARG_CHARS) for arg in evidence.invocation[:_ARGS_SHOWN]]
-    if len(evidence.invocation) > _ARGS_SHOWN:
-        invocation.append(f"… {len(evidence.invocation) - _ARGS_SHOWN} more arguments")
+    shown = 4 + int((_ARGS_SHOWN - 4) * scale)
+    chars = 24 + int((_ARG_CHARS - 24) * scale)
+    invocation = [_short(arg, chars) for arg in evidence.invocation[:shown]]
+    if len(evidence.invocation) > shown:
+        invocation.append(f"… {len(evidence.invocation) - shown} more arguments")
     return View(
         command=evidence.command,
         invocation=invocation,
