@@ -47,7 +47,9 @@ _STATE_DIR_HELP = (
     "journal and envelope slots (default: $JIGCMD_STATE_DIR, else /var/lib/jigcmd for root, "
     "else $XDG_STATE_HOME/jigcmd or ~/.local/state/jigcmd)"
 )
-_BINDING_HELP = "the Binding file (.toml or .json) naming the reviewed commands"
+_BINDING_HELP = (
+    "the Binding file (.toml or .json, or .ts/.js as Jig writes it) naming the reviewed commands"
+)
 
 
 def _ownership_options(parser: argparse.ArgumentParser) -> None:
@@ -59,6 +61,19 @@ def _ownership_options(parser: argparse.ArgumentParser) -> None:
         "min(half the available memory / 256 MiB, 2 x CPUs, 16), at least 1)",
     )
     _cgroup_option(parser)
+
+
+def _budget(text: str) -> int:
+    """`--result-budget`: whole bytes, at least what the counts and digests need."""
+    from jigcmd.protocol.mcp_view import MIN_BUDGET_BYTES  # noqa: PLC0415 - imported per verb to keep start-up light
+
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of bytes") from None
+    if value < MIN_BUDGET_BYTES:
+        raise argparse.ArgumentTypeError(f"at least {MIN_BUDGET_BYTES} bytes, not {value}")
+    return value
 
 
 def _seconds(text: str) -> float:
@@ -112,7 +127,7 @@ def _parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="verb", required=True, metavar="COMMAND")
 
     serve = sub.add_parser("serve", help="serve FLOW Run/1 or MCP JSON-RPC on stdio")
-    serve.add_argument("--binding", required=True, type=Path, help="Binding file (.toml/.json)")
+    serve.add_argument("--binding", required=True, type=Path, help=_BINDING_HELP)
     serve.add_argument(
         "--lock", type=Path, help="admitted lock (default: jigcmd.lock beside the Binding)"
     )
@@ -135,6 +150,22 @@ def _parser() -> argparse.ArgumentParser:
         help="the caller's run this session belongs to: operation ids are scoped to it, and a "
         "restart with the same run id replays, joins or conflicts (default: $JIGCMD_RUN_ID, "
         "else a new run with a generated id, printed on stderr)",
+    )
+    serve.add_argument(
+        "--result-budget",
+        type=_budget,
+        default=None,
+        metavar="BYTES",
+        help="each MCP tool result (structuredContent and content together) fits in this many "
+        "bytes of JSON (default 24576, about 6k tokens; at least 4096)",
+    )
+    serve.add_argument(
+        "--queue-wait",
+        type=_seconds,
+        default=None,
+        metavar="SECONDS",
+        help="how long an MCP call waits for a free envelope slot, unless the session's root "
+        "deadline comes first; the command then gets its whole ceiling (default 60)",
     )
     _ownership_options(serve)
     _signing_key_option(serve)
@@ -217,9 +248,10 @@ def _parser() -> argparse.ArgumentParser:
     )
     init.add_argument(
         "--format",
-        choices=("toml",),
+        choices=("toml", "ts"),
         default="toml",
-        help="the Binding file's format (default: toml)",
+        help="the Binding file's format: toml (.jig/binding.toml, the default) or ts, as the "
+        "reference lays a project out (.jig/bindings/command.ts with defineBinding, .jig/jig.ts)",
     )
     _exclude_option(init)
 
@@ -268,6 +300,9 @@ def _parser() -> argparse.ArgumentParser:
     doctor = sub.add_parser("doctor", help="check that this machine can build the envelope")
     doctor.add_argument("--json", action="store_true", help="print the checks as JSON")
     doctor.add_argument("--state-dir", type=Path, help="the state directory to inspect")
+    doctor.add_argument(
+        "--binding", type=Path, help="also load this Binding (.toml/.json/.ts/.js) and its lock"
+    )
     demo = sub.add_parser(
         "demo", help="run the bundled example through a real `jigcmd serve` child"
     )
@@ -308,12 +343,13 @@ def main(argv: list[str] | None = None) -> int:
             max_envelopes=args.max_envelopes,
             root_deadline_unix_ms=getattr(args, "root_deadline_unix_ms", None),
             cgroup_base=args.cgroup_base,
+            queue_wait=getattr(args, "queue_wait", None),
             signing_key=args.signing_key,
         )
         if verb == "serve":
             from jigcmd.frontends.serve import serve  # noqa: PLC0415 - imported per verb to keep start-up light
 
-            return serve(settings, args.protocol, args.run_id)
+            return serve(settings, args.protocol, args.run_id, result_budget=args.result_budget)
         from jigcmd.frontends.run import run  # noqa: PLC0415 - imported per verb to keep start-up light
 
         return run(
@@ -373,7 +409,7 @@ def main(argv: list[str] | None = None) -> int:
     if verb == "doctor":
         from jigcmd.frontends.doctor import doctor  # noqa: PLC0415 - imported per verb to keep start-up light
 
-        return doctor(as_json=args.json, state_dir=args.state_dir)
+        return doctor(as_json=args.json, state_dir=args.state_dir, binding=args.binding)
     from jigcmd.frontends.demo import demo  # noqa: PLC0415 - imported per verb to keep start-up light
 
     return demo(args.state_dir)

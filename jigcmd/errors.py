@@ -58,6 +58,9 @@ class JigError(Exception):
         self.details = details
         self.retryable = retryable
         self.cleanup_proved = cleanup_proved
+        # The signed statement of a run that did run and ended so (its deadline, a cancel):
+        # kept and delivered beside the error, never in its wire form.
+        self.attestation: bytes | None = None
 
     def __repr__(self) -> str:
         return f"JigError({self.code.value}, {self.message!r})"

@@ -94,7 +94,10 @@ def answer(done: subprocess.CompletedProcess[str]) -> dict[str, Any]:
 def evidence(done: subprocess.CompletedProcess[str]) -> Evidence:
     """The evidence `--json` printed beside its report and statement, decoded strictly."""
     found = answer(done)
-    assert set(found) == {"evidence", "report", "attestation"}, found
+    # A test command also carries its per-test results (`tests`), as an MCP result does.
+    base = {"evidence", "report", "attestation"}
+    assert set(found) in (base, base | {"tests"}), found
+    assert ("tests" in found) is (found["evidence"]["command"] == "tests")
     return msgspec.convert(found["evidence"], Evidence)
 
 
@@ -132,6 +135,10 @@ def test_passing_tests_exit_0_with_evidence_of_exit_code_0(lock: Path, tmp_path:
     )
     assert found.invocation == ["bun", "test", "test/project.test.ts"]
     assert "1 pass" in found.stderr.text
+    tests = answer(done)["tests"]
+    assert tests["candidateInfluenced"] is True
+    assert (tests["summary"]["tests"], tests["summary"]["passed"]) == (1, 1)
+    assert [test["status"] for test in tests["tests"]] == ["passed"]
 
 
 def test_failing_tests_still_exit_0_with_evidence_of_exit_code_1(
@@ -143,6 +150,9 @@ def test_failing_tests_still_exit_0_with_evidence_of_exit_code_1(
     found = evidence(done)
     assert (found.exit_code, found.stop_reason) == (1, "exited")
     assert "1 fail" in found.stderr.text
+    (failed,) = answer(done)["tests"]["tests"]
+    assert (failed["status"], failed["filePath"]) == ("failed", "test/project.test.ts")
+    assert "Expected" in failed["message"]
 
 
 def test_a_cli_command_gets_its_arguments_and_stdin(lock: Path, tmp_path: Path) -> None:
@@ -401,7 +411,8 @@ def test_a_run_past_its_deadline_exits_4_with_the_collected_evidence(
     done = run(lock, tmp_path / "state", "cli", files, "--json")
     assert done.returncode == 4, done.stderr
     found = refusal(done)
-    assert set(found) == {"error", "evidence", "report"}
+    # It ran: the collected evidence, its report and the signed statement of how it ended.
+    assert set(found) == {"error", "evidence", "report", "attestation"}
     assert found["error"]["code"] == "DEADLINE_EXCEEDED"
     assert "details" not in found["error"]
     collected = msgspec.convert(found["evidence"], Evidence)

@@ -133,5 +133,5 @@ def test_the_readme_recipe_runs_as_written_and_every_request_is_answered(
     called = {i: answers[i]["result"] for i in (3, 4, 5)}
     assert all(result["isError"] is False for result in called.values()), called
     assert [called[i]["structuredContent"]["exitCode"] for i in (3, 4, 5)] == [0, 1, 0]
-    records = json.loads(called[5]["structuredContent"]["stdout"]["text"])
+    records = json.loads(called[5]["structuredContent"]["stdout"]["head"])
     assert records == {"args": ["--greeting", "hi"], "records": ["a", "b"]}

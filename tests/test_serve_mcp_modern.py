@@ -141,7 +141,7 @@ async def test_the_sdk_in_each_mode_connects_lists_calls_four_in_parallel_and_ca
         result = results[token]
         assert result.is_error is False, result.content
         assert result.structured_content is not None
-        assert result.structured_content["stdout"]["text"] == f"ran {token}\n"
+        assert result.structured_content["stdout"]["head"] == f"ran {token}\n"
         report_key = "dev.jigcmd/report" if version == MODERN else "jigcmd/report"
         assert result.meta is not None and report_key in result.meta
     # Every call is its own operation of the run; the cancelled one ended CANCELLED.
@@ -174,12 +174,12 @@ def test_claude_codes_sequence_discover_then_initialize_then_calls(
         listed = server.request("tools/list", {})["result"]
         assert [tool["name"] for tool in listed["tools"]] == ["tests", "cli"]
         ran = server.request("tools/call", cli_call("cc-1"))["result"]
-        assert ran["structuredContent"]["stdout"]["text"] == "ran cc-1\n"
+        assert ran["structuredContent"]["stdout"]["head"] == "ran cc-1\n"
         assert "resultType" not in ran and "jigcmd/report" in ran["_meta"]
         # The same process serves a per-request call beside it, and discover again.
         modern = server.request("tools/call", cli_call("cc-2", **meta()))["result"]
         assert modern["resultType"] == "complete"
-        assert modern["structuredContent"]["stdout"]["text"] == "ran cc-2\n"
+        assert modern["structuredContent"]["stdout"]["head"] == "ran cc-2\n"
         assert server.request("server/discover", {"_meta": meta()})["result"] == found
         assert server.close_input() == 0
 
@@ -255,7 +255,7 @@ def test_a_task_is_created_once_recorded_and_answered_by_tasks_get(
             assert time.monotonic() < deadline
             time.sleep(got["pollIntervalMs"] / 1000)
         assert got["status"] == "completed"
-        assert got["result"]["structuredContent"]["stdout"]["text"] == "ran task-1\n"
+        assert got["result"]["structuredContent"]["stdout"]["head"] == "ran task-1\n"
         no_ext = server.request("tasks/get", {"taskId": task_id, "_meta": meta()})
         assert no_ext["error"]["code"] == -32021
         assert server.close_input() == 0
@@ -406,7 +406,7 @@ def test_an_mcp_call_with_a_key_belongs_to_its_live_waiters(binding: Path, tmp_p
         server.notify("notifications/cancelled", {"requestId": 1, "reason": "the user moved on"})
         joined = server.answer(2)["result"]
         assert joined["isError"] is False, joined
-        assert joined["structuredContent"]["stdout"]["text"] == "held j\n"
+        assert joined["structuredContent"]["stdout"]["head"] == "held j\n"
         assert server.close_input() == 0
         # The cancelled request is not answered; the other one got the run's evidence.
         assert not server.answered(1)
@@ -429,7 +429,7 @@ def test_a_task_is_bound_to_the_run_that_created_it(binding: Path, tmp_path: Pat
     with ServeChild(binding, ["--state-dir", str(state), "--run-id", "run-a"]) as again:
         got = again.request("tasks/get", task)["result"]
         assert got["status"] == "completed"
-        assert got["result"]["structuredContent"]["stdout"]["text"] == "ran mine\n"
+        assert got["result"]["structuredContent"]["stdout"]["head"] == "ran mine\n"
         assert again.close_input() == 0
 
 

@@ -92,7 +92,7 @@ def test_inspector_cli_lists_and_calls_in_every_era(
     result = called["result"]
     assert isinstance(result, dict)
     assert result["isError"] is False
-    assert result["structuredContent"]["stdout"]["text"] == f"inspected {era}\n"
+    assert result["structuredContent"]["stdout"]["head"] == f"inspected {era}\n"
     modern = era != "legacy"
     assert (result.get("resultType") == "complete") is modern
     assert ("dev.jigcmd/report" in result["_meta"]) is modern

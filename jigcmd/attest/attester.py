@@ -38,6 +38,7 @@ from jigcmd.attest.statement import (
     RunStatement,
     RuntimeFacts,
     StreamFacts,
+    TestReport,
     rfc3339,
     stream_subject,
     test_result_statement,
@@ -93,6 +94,8 @@ class RunRecord:
     resources: ResourceReport | None
     started_unix_ms: int
     finished_unix_ms: int
+    # The test names from Bun's JUnit report when it wrote one; else read from its console.
+    tests: TestReport | None = None
 
 
 @dataclass(frozen=True)
@@ -141,7 +144,7 @@ class Attester:
         if record.kind == "test":
             assert self.identity is not None  # run_statement needs it first
             evidence = record.evidence
-            report = read_console_report(evidence.stderr.text)
+            report = record.tests or read_console_report(evidence.stderr.text)
             tests = test_result_statement(
                 candidate=statement.subject[0],
                 passed=evidence.stop_reason == "exited" and evidence.exit_code == 0,

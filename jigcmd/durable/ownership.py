@@ -449,6 +449,7 @@ class Ownership:
                     result=_encoder.encode(recorded),
                     report=None,
                     cleanup_complete=True,
+                    attestation=error.attestation,
                 )
             )
         except _JOURNAL_FAILURES as exc:
@@ -491,7 +492,10 @@ def replay(row: Row) -> RunResult:
         raise JigError(Code.UNCERTAIN, reason)
     if row.outcome == "failure":
         failure = _failure.decode(row.result)
-        raise JigError(failure.code, failure.message, failure.details)
+        error = JigError(failure.code, failure.message, failure.details)
+        # A run stopped by its deadline or a cancel keeps its statement.
+        error.attestation = row.attestation
+        raise error
     report = (
         _report.decode(row.report)
         if row.report

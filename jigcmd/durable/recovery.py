@@ -230,32 +230,27 @@ def recover(
 
 
 def sweep_own(
-    journal: Journal,
-    backend: CgroupBackend,
-    *,
-    supervisor_grace: float = 0.5,
-    empty_wait: float = 1.0,
+    journal: Journal, backend: CgroupBackend, *, empty_wait: float = 1.0
 ) -> RecoveryReport:
     """At this process's clean exit: release what its killed envelopes left, as recovery would.
 
     Call it once this process's executor is closed, so that none of its envelopes may still
-    be in use: its registry entries left, and its closed rows whose cleanup was not proved
-    (a supervisor or pid 1 killed from outside), are fenced and released with the proof
-    `recover` uses (supervisor gone, job killed, empty and removed, no directory or netns
-    holder left); an entry is dropped, and a row's cleanup recorded `complete`, only then.
-    Other processes' entries and rows are left to `recover`.
+    be in use: its registry entries and its closed rows whose cleanup was not proved, whose
+    supervisor is dead (killed from outside), are released with the proof `recover` uses
+    (job killed, empty and removed, no directory or netns holder left); an entry is dropped,
+    and a row's cleanup recorded `complete`, only then. An envelope whose supervisor still
+    lives is tearing itself down and is left to it (and to `recover` should it die too), as
+    are other processes' entries and rows.
     """
     me = identity.current()
     fence = _Fence(backend, empty_wait)
-    deadline = time.monotonic() + supervisor_grace
     registry = EnvelopeRegistry(journal.path.parent)
     released: list[str] = []
     envelope_problems: list[str] = []
     for entry in registry.entries():
-        if entry.owner != me:
+        if entry.owner != me or identity.is_alive(entry.supervisor):
             continue
-        _, problems = fence.stop_supervisor(entry.supervisor, deadline)
-        problems += fence.release(entry.name, (), None)
+        problems = fence.release(entry.name, (), None)
         if problems:
             envelope_problems += [f"envelope {entry.name}: {p}" for p in problems]
         else:
@@ -263,11 +258,10 @@ def sweep_own(
             released.append(entry.name)
     rechecked: list[RecoveredRun] = []
     for row in journal.cleanup_failures():
-        if row.owner != me:
+        if row.owner != me or (row.supervisor is not None and identity.is_alive(row.supervisor)):
             continue
-        stopped, problems = fence.stop_supervisor(row.supervisor, deadline)
         job = os.path.basename(row.cgroup_paths[0]) if row.cgroup_paths else row.cgroup_job
-        problems += fence.release(job, row.cgroup_paths, row.netns)
+        problems = fence.release(job, row.cgroup_paths, row.netns)
         journal.record_cleanup(
             row.operation_id,
             root_run=row.root_run,
@@ -279,7 +273,7 @@ def sweep_own(
                 operation_id=row.operation_id,
                 root_run=row.root_run,
                 run_id=row.run_id,
-                supervisor_killed=stopped,
+                supervisor_killed=False,
                 cleanup_complete=not problems,
                 problems=tuple(problems),
             )

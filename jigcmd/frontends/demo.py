@@ -70,6 +70,12 @@ def _report_line(result: dict[str, Any]) -> str | None:
     )
 
 
+def _text(view: dict[str, Any], name: str) -> str:
+    """What the result shows of one stream: its head and tail (all of it when short)."""
+    stream = view.get(name, {})
+    return str(stream.get("head", "")) + str(stream.get("tail", ""))
+
+
 def _evidence(account: _Account, result: dict[str, Any], what: str) -> dict[str, Any]:
     """The evidence of a completed tool call, with its summary and resource report printed."""
     if not account.expect(result.get("isError") is False, f"{what}: the call was refused"):
@@ -135,7 +141,7 @@ def _passing(account: _Account, server: ServeChild, root: Path) -> None:
     result = _call(account, server, "tests on the passing candidate", "tests", {"files": files})
     evidence = _evidence(account, result, "passing tests")
     account.expect(evidence.get("exitCode") == 0, "passing tests did not exit 0")
-    account.block(evidence.get("stderr", {}).get("text", "").strip("\n"), limit=12)
+    account.block(_text(evidence, "stderr").strip("\n"), limit=12)
 
 
 def _failing(account: _Account, server: ServeChild, root: Path) -> None:
@@ -143,17 +149,21 @@ def _failing(account: _Account, server: ServeChild, root: Path) -> None:
     result = _call(account, server, "tests on the failing candidate", "tests", {"files": files})
     evidence = _evidence(account, result, "failing tests")
     account.expect(evidence.get("exitCode") == 1, "failing tests did not exit 1")
-    lines = evidence.get("stderr", {}).get("text", "").splitlines()
+    lines = _text(evidence, "stderr").splitlines()
     assertion = [line for line in lines if line.lstrip().startswith(("Expected", "Received"))]
     account.expect(bool(assertion), "the failing test's assertion is not in stderr")
     account.say("the assertion that failed:")
     account.block("\n".join(assertion))
+    failed = [t for t in evidence.get("tests", {}).get("tests", []) if t.get("status") == "failed"]
+    account.expect(bool(failed), "the result's per-test results name no failing test")
+    for test in failed:
+        account.say(f"failing test: {test.get('name')} ({test.get('filePath')}:{test.get('line')})")
 
 
 def _cli(account: _Account, server: ServeChild, root: Path) -> None:
     arguments = {"files": _files(root, "passing"), "args": ["--greeting", "hi"], "stdin": "a\nb\n"}
     result = _call(account, server, "the cli entry point with args and stdin", "cli", arguments)
-    stdout = _evidence(account, result, "cli").get("stdout", {}).get("text", "")
+    stdout = _text(_evidence(account, result, "cli"), "stdout")
     account.say("stdout:")
     account.block(stdout)
     expected = {"args": ["--greeting", "hi"], "records": ["a", "b"]}
@@ -163,8 +173,7 @@ def _cli(account: _Account, server: ServeChild, root: Path) -> None:
 def _hostile(account: _Account, server: ServeChild, root: Path) -> None:
     files = _files(root, "hostile")
     result = _call(account, server, "tests on the hostile candidate", "tests", {"files": files})
-    lines = _evidence(account, result, "hostile tests").get("stderr", {}).get("text", "")
-    lines = lines.splitlines()
+    lines = _text(_evidence(account, result, "hostile tests"), "stderr").splitlines()
     contained = [line for line in lines if line.startswith(("contained ", "visible root:"))]
     escaped = [line for line in lines if "ESCAPED" in line]
     account.block("\n".join(contained + escaped))

@@ -32,6 +32,7 @@ from jigcmd.journal.reservations import Reservations, default_slots
 from jigcmd.journal.schema import SchemaError
 from jigcmd.journal.store import Journal, JournalError, JournalUnusable
 from jigcmd.jsonio import readable
+from jigcmd.server.hostpaths import HostPaths
 
 __all__ = ["jarvis", "jarvis_audit"]
 
@@ -133,7 +134,13 @@ def _jarvis(
             signing=signing,
         )
         base = base_url(bound_host, bound_port)
-        app = create_app(service, credentials, allowed_hosts(bound_host, bound_port), base)
+        app = create_app(
+            service,
+            credentials,
+            allowed_hosts(bound_host, bound_port),
+            base,
+            HostPaths.of_host(state_dir=directory),
+        )
         sys.stderr.write(
             f"jigcmd jarvis: serving {base}/utcp as {credentials.actor} "
             f"(grants: {', '.join(sorted(credentials.grants))}; journal {journal.path})\n"

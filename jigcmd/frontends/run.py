@@ -4,7 +4,8 @@ The exit status says what happened to the call, never the candidate's own exit c
 in the evidence): 0 the command completed, 2 nothing ran because something given was invalid
 (usage, Binding, files, request), 3 operational failure (unavailable, envelope incomplete,
 uncertain), 4 deadline or cancel. With `--json` stdout carries exactly one JSON object,
-`{"evidence", "report", "attestation"}` or `{"error": {code, message, details?}, "evidence"?}`;
+`{"evidence", "report", "attestation"}` or `{"error": {code, message, details?}, "evidence"?,
+"attestation"?}` (a run stopped by its deadline or a cancel ran: it has both);
 the error's words are on stderr too. `attestation` is the run's signed statement: `digest`
 (of the bundle's bytes), `bundle` (those bytes: JSON Lines of DSSE envelopes, what
 `jigcmd verify` reads) and `envelopes` (the same, parsed).
@@ -32,6 +33,7 @@ from jigcmd.policy.binding import BindingError
 from jigcmd.policy.candidate import Problem
 from jigcmd.policy.planner import CEILING_SECONDS
 from jigcmd.protocol.commands import RunResult
+from jigcmd.protocol.mcp_view import TestsView, full_tests
 
 __all__ = ["CandidateError", "read_candidate", "refusal", "run", "write_failure"]
 
@@ -88,6 +90,7 @@ def run(
         return write_failure(JigError(Code.INVALID_INPUT, str(exc), details), as_json)
     except STARTUP_ERRORS as exc:
         # jigcmd cannot serve here (no Bun, no usable state directory or cgroup subtree).
+        # The operator's own command line: the paths it names are the ones they gave.
         return write_failure(JigError(Code.UNAVAILABLE, str(exc)), as_json)
 
 
@@ -115,7 +118,13 @@ async def _run(
                 None if timeout_s is None else time.time_ns() // 1_000_000 + int(timeout_s * 1000)
             )
             result = await service.run(
-                request, operation_id="cli", deadline_unix_ms=deadline, cancel=anyio.Event()
+                request,
+                operation_id="cli",
+                deadline_unix_ms=deadline,
+                cancel=anyio.Event(),
+                # The same per-test results an MCP result has; nothing kept to read back.
+                detailed=True,
+                keep_resources=False,
             )
         except JigError as exc:
             return write_failure(exc, as_json)
@@ -224,6 +233,8 @@ def write_failure(exc: JigError, as_json: bool) -> int:
             answer["evidence"] = collected
         if report is not None:
             answer["report"] = report
+        if exc.attestation is not None:
+            answer["attestation"] = attestation_fields(exc.attestation)
         sys.stdout.write(msgspec.json.encode(answer).decode() + "\n")
     elif collected is not None:
         _write_text(msgspec.convert(collected, Evidence), report)
@@ -231,16 +242,21 @@ def write_failure(exc: JigError, as_json: bool) -> int:
 
 
 def _write_result(result: RunResult, as_json: bool) -> None:
+    tests = full_tests(result.tests) if result.tests is not None else None
     if as_json:
         answer: dict[str, Any] = {"evidence": result.evidence, "report": result.report}
+        if tests is not None:
+            answer["tests"] = tests
         if result.attestation is not None:
             answer["attestation"] = attestation_fields(result.attestation)
         sys.stdout.write(msgspec.json.encode(answer).decode() + "\n")
     else:
-        _write_text(result.evidence, result.report)
+        _write_text(result.evidence, result.report, tests)
 
 
-def _write_text(evidence: Evidence, report: ResourceReport | None) -> None:
+def _write_text(
+    evidence: Evidence, report: ResourceReport | None, tests: TestsView | None = None
+) -> None:
     ended = (
         f"exit code {evidence.exit_code}"
         if evidence.exit_code is not None
@@ -263,8 +279,23 @@ def _write_text(evidence: Evidence, report: ResourceReport | None) -> None:
             f"cpu {cpu}, peak memory {memory}, oom killed {report.oom_killed}, "
             f"pids limit hit {report.pids_limit_hit}"
         )
+    if tests is not None:
+        lines.append(f"tests:      {_tests_line(tests)}")
     for name, stream in (("stdout", evidence.stdout), ("stderr", evidence.stderr)):
         note = " (truncated)" if stream.truncated else ""
         lines.append(f"--- {name}{note} ---")
         lines.append(stream.text.rstrip("\n"))
     sys.stdout.write("\n".join(lines) + "\n")
+
+
+def _tests_line(tests: TestsView) -> str:
+    """The per-test counts (or why there are none), with the runner's caveat."""
+    if tests.summary is None:
+        return f"no per-test results: the runner's report is {tests.problem}"
+    s = tests.summary
+    failed = [test.name for test in tests.tests if test.status == "failed"]
+    named = f" ({', '.join(failed[:5])}{', …' if len(failed) > 5 else ''})" if failed else ""
+    return (
+        f"{s.tests} run, {s.passed} passed, {s.failed} failed{named}, {s.skipped} skipped, "
+        f"{s.pending} todo (from the runner's report, which candidate code can alter)"
+    )

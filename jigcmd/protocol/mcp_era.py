@@ -237,6 +237,8 @@ def discover_result(server_info: dict[str, str], instructions: str) -> dict[str,
             "supportedVersions": list(MODERN_VERSIONS),
             "capabilities": {
                 "tools": {"listChanged": False},
+                # Each run's streams and report, linked from its result, read by URI.
+                "resources": {"subscribe": False, "listChanged": False},
                 "extensions": {TASKS_EXTENSION: {}},
             },
             "instructions": instructions,

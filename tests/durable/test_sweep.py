@@ -90,3 +90,18 @@ def test_a_dead_servers_rows_are_left_to_recover(tmp_path: Path) -> None:
     assert report.rechecked == ()
     assert job.killed == 0
     assert row is not None and row.cleanup == "failed"
+
+
+def test_an_envelope_whose_supervisor_still_lives_is_left_to_tear_itself_down(
+    tmp_path: Path,
+) -> None:
+    """A live supervisor releases its own envelope: the sweep neither waits for it nor kills."""
+    backend = FakeBackend()
+    job = backend.add("jigcmd-dddd")
+    registry = EnvelopeRegistry(tmp_path)
+    registry.register(EnvelopeEntry(name="jigcmd-dddd", supervisor=current(), owner=current()))
+    with Journal.open(tmp_path) as journal:
+        report = sweep_own(journal, backend)
+    assert report.envelopes_released == ()
+    assert job.killed == 0
+    assert [e.name for e in registry.entries()] == ["jigcmd-dddd"]

@@ -174,7 +174,7 @@ def test_serve_answers_run1_and_mcp_calls_as_an_unprivileged_user(
     )
     call = results[2]["result"]
     assert call["isError"] is False, results
-    assert json.loads(call["structuredContent"]["stdout"]["text"]) == {
+    assert json.loads(call["structuredContent"]["stdout"]["head"]) == {
         "args": ["x"],
         "records": ["a"],
     }
