@@ -1,10 +1,11 @@
-"""The `jigcmd` command line: serve, lock, run, attest, verify, key, recover, runs, jarvis…"""
+"""The `jigcmd` command line: one verb per front (serve, run, init, attest, doctor, …)."""
 
 from __future__ import annotations
 
 import argparse
 import logging
 import os
+import shlex
 import sys
 from pathlib import Path
 from typing import NoReturn
@@ -42,13 +43,17 @@ def _positive_int(text: str) -> int:
     return value
 
 
+_STATE_DIR_HELP = (
+    "journal and envelope slots (default: $JIGCMD_STATE_DIR, else /var/lib/jigcmd for root, "
+    "else $XDG_STATE_HOME/jigcmd or ~/.local/state/jigcmd)"
+)
+_BINDING_HELP = (
+    "the Binding file (.toml or .json, or .ts/.js as Jig writes it) naming the reviewed commands"
+)
+
+
 def _ownership_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--state-dir",
-        type=Path,
-        help="journal and envelope slots (default: $JIGCMD_STATE_DIR, else /var/lib/jigcmd for "
-        "root, else $XDG_STATE_HOME/jigcmd or ~/.local/state/jigcmd)",
-    )
+    parser.add_argument("--state-dir", type=Path, help=_STATE_DIR_HELP)
     parser.add_argument(
         "--max-envelopes",
         type=int,
@@ -56,6 +61,19 @@ def _ownership_options(parser: argparse.ArgumentParser) -> None:
         "min(half the available memory / 256 MiB, 2 x CPUs, 16), at least 1)",
     )
     _cgroup_option(parser)
+
+
+def _budget(text: str) -> int:
+    """`--result-budget`: whole bytes, at least what the counts and digests need."""
+    from jigcmd.protocol.mcp_view import MIN_BUDGET_BYTES  # noqa: PLC0415 - imported per verb to keep start-up light
+
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of bytes") from None
+    if value < MIN_BUDGET_BYTES:
+        raise argparse.ArgumentTypeError(f"at least {MIN_BUDGET_BYTES} bytes, not {value}")
+    return value
 
 
 def _seconds(text: str) -> float:
@@ -87,6 +105,17 @@ def _cgroup_option(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _exclude_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--exclude",
+        action="append",
+        default=[],
+        metavar="GLOB",
+        help="leave out what this .gitignore pattern matches, relative to the directory "
+        "(repeatable): --exclude 'test/fixtures/' --exclude '*.snap'",
+    )
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="jigcmd",
@@ -98,7 +127,7 @@ def _parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="verb", required=True, metavar="COMMAND")
 
     serve = sub.add_parser("serve", help="serve FLOW Run/1 or MCP JSON-RPC on stdio")
-    serve.add_argument("--binding", required=True, type=Path, help="Binding file (.toml/.json)")
+    serve.add_argument("--binding", required=True, type=Path, help=_BINDING_HELP)
     serve.add_argument(
         "--lock", type=Path, help="admitted lock (default: jigcmd.lock beside the Binding)"
     )
@@ -122,11 +151,27 @@ def _parser() -> argparse.ArgumentParser:
         "restart with the same run id replays, joins or conflicts (default: $JIGCMD_RUN_ID, "
         "else a new run with a generated id, printed on stderr)",
     )
+    serve.add_argument(
+        "--result-budget",
+        type=_budget,
+        default=None,
+        metavar="BYTES",
+        help="each MCP tool result (structuredContent and content together) fits in this many "
+        "bytes of JSON (default 24576, about 6k tokens; at least 4096)",
+    )
+    serve.add_argument(
+        "--queue-wait",
+        type=_seconds,
+        default=None,
+        metavar="SECONDS",
+        help="how long an MCP call waits for a free envelope slot, unless the session's root "
+        "deadline comes first; the command then gets its whole ceiling (default 60)",
+    )
     _ownership_options(serve)
     _signing_key_option(serve)
 
     lock = sub.add_parser("lock", help="review a Binding and write its admitted lock")
-    lock.add_argument("--binding", required=True, type=Path)
+    lock.add_argument("--binding", required=True, type=Path, help=_BINDING_HELP)
     lock.add_argument("--lock", type=Path, help="where to write (default: beside the Binding)")
     lock.add_argument(
         "--check", action="store_true", help="only say whether the existing lock admits it"
@@ -137,13 +182,28 @@ def _parser() -> argparse.ArgumentParser:
         help="run one command once, through the same path as serve",
         epilog="Arguments for a run command follow `--`: jigcmd run ... cli --files DIR -- a b",
     )
-    run.add_argument("--binding", required=True, type=Path)
-    run.add_argument("--lock", type=Path)
+    run.add_argument("--binding", required=True, type=Path, help=_BINDING_HELP)
+    run.add_argument(
+        "--lock", type=Path, help="admitted lock (default: jigcmd.lock beside the Binding)"
+    )
     run.add_argument("command", help="the Binding command name")
     run.add_argument(
-        "--files", required=True, type=Path, help="directory whose regular files form the candidate"
+        "--files",
+        required=True,
+        type=Path,
+        help="the project directory sent as the candidate: its text files, less .git, "
+        "node_modules, .jig, top-level dotfiles, what .gitignore ignores and binary files "
+        "(each left out is named on stderr)",
     )
+    _exclude_option(run)
     run.add_argument("--stdin-file", type=Path, help="UTF-8 text given to the command's stdin")
+    run.add_argument(
+        "--timeout",
+        type=float,
+        metavar="SECONDS",
+        help="stop the command (its whole process tree) after SECONDS, setup included; at "
+        "most 10, the envelope's ceiling (default 10)",
+    )
     run.add_argument(
         "--json",
         action="store_true",
@@ -157,7 +217,7 @@ def _parser() -> argparse.ArgumentParser:
     attest.add_argument("--run-id", required=True, help="the caller's run the operation is in")
     attest.add_argument("operation_id", metavar="OP", help="the operation id")
     attest.add_argument("--out", type=Path, help="write it to FILE instead of stdout")
-    attest.add_argument("--state-dir", type=Path)
+    attest.add_argument("--state-dir", type=Path, help=_STATE_DIR_HELP)
 
     verify = sub.add_parser(
         "verify", help="check a run's signed statement: signature, schema, evidence"
@@ -169,22 +229,42 @@ def _parser() -> argparse.ArgumentParser:
     verify.add_argument(
         "--evidence", type=Path, help="evidence JSON whose candidate and streams must match"
     )
-    verify.add_argument("--state-dir", type=Path)
+    verify.add_argument("--state-dir", type=Path, help=_STATE_DIR_HELP)
 
     key = sub.add_parser("key", help="print the public half of the key runs are signed with")
-    key.add_argument("--state-dir", type=Path)
+    key.add_argument("--state-dir", type=Path, help=_STATE_DIR_HELP)
     _signing_key_option(key)
+
+    init = sub.add_parser(
+        "init",
+        help="write a reviewed-command Binding for a project directory (DIR/.jig/)",
+        description="Find the commands a project has (its *.test.ts files, the entry point "
+        "package.json names), write the Binding and its Flow package under DIR/.jig/ and print "
+        "the next two commands. Overwrites nothing.",
+    )
+    init.add_argument("directory", type=Path, metavar="DIR", help="the project's directory")
+    init.add_argument(
+        "--name", help="the Flow package's name (default: package.json's name, else DIR's)"
+    )
+    init.add_argument(
+        "--format",
+        choices=("toml", "ts"),
+        default="toml",
+        help="the Binding file's format: toml (.jig/binding.toml, the default) or ts, as the "
+        "reference lays a project out (.jig/bindings/command.ts with defineBinding, .jig/jig.ts)",
+    )
+    _exclude_option(init)
 
     recover = sub.add_parser(
         "recover", help="close every run a dead server left open (fence, release, record)"
     )
-    recover.add_argument("--state-dir", type=Path)
+    recover.add_argument("--state-dir", type=Path, help=_STATE_DIR_HELP)
     _cgroup_option(recover)
 
     runs = sub.add_parser(
         "runs", help="list the state directory's runs and their operations (read only)"
     )
-    runs.add_argument("--state-dir", type=Path)
+    runs.add_argument("--state-dir", type=Path, help=_STATE_DIR_HELP)
     runs.add_argument("--run-id", help="only this run")
     runs.add_argument("--json", action="store_true", help="one JSON object per run")
 
@@ -211,15 +291,26 @@ def _parser() -> argparse.ArgumentParser:
         "own timeout_ms is shorter; never past the early answer at 25 s (default 20)",
     )
     _ownership_options(jarvis)
+    _signing_key_option(jarvis)
 
     audit = sub.add_parser("jarvis-audit", help="print jarvis's audit log as JSON lines")
-    audit.add_argument("--state-dir", type=Path)
+    audit.add_argument("--state-dir", type=Path, help=_STATE_DIR_HELP)
     audit.add_argument("--limit", type=int, default=100, help="newest rows to print (default 100)")
 
     doctor = sub.add_parser("doctor", help="check that this machine can build the envelope")
     doctor.add_argument("--json", action="store_true", help="print the checks as JSON")
     doctor.add_argument("--state-dir", type=Path, help="the state directory to inspect")
-    sub.add_parser("demo", help="run the bundled example through a real `jigcmd serve` child")
+    doctor.add_argument(
+        "--binding", type=Path, help="also load this Binding (.toml/.json/.ts/.js) and its lock"
+    )
+    demo = sub.add_parser(
+        "demo", help="run the bundled example through a real `jigcmd serve` child"
+    )
+    demo.add_argument(
+        "--state-dir",
+        type=Path,
+        help="keep the demo's journal there (default: a temporary directory, removed after)",
+    )
     return parser
 
 
@@ -252,12 +343,13 @@ def main(argv: list[str] | None = None) -> int:
             max_envelopes=args.max_envelopes,
             root_deadline_unix_ms=getattr(args, "root_deadline_unix_ms", None),
             cgroup_base=args.cgroup_base,
+            queue_wait=getattr(args, "queue_wait", None),
             signing_key=args.signing_key,
         )
         if verb == "serve":
             from jigcmd.frontends.serve import serve  # noqa: PLC0415 - imported per verb to keep start-up light
 
-            return serve(settings, args.protocol, args.run_id)
+            return serve(settings, args.protocol, args.run_id, result_budget=args.result_budget)
         from jigcmd.frontends.run import run  # noqa: PLC0415 - imported per verb to keep start-up light
 
         return run(
@@ -267,11 +359,19 @@ def main(argv: list[str] | None = None) -> int:
             stdin_file=args.stdin_file,
             args=extra,
             as_json=args.json,
+            excludes=args.exclude,
+            timeout=args.timeout,
         )
     if verb == "lock":
         from jigcmd.frontends.lock import lock  # noqa: PLC0415 - imported per verb to keep start-up light
 
         return lock(args.binding, args.lock, check=args.check)
+    if verb == "init":
+        from jigcmd.frontends.init import init  # noqa: PLC0415 - imported per verb to keep start-up light
+
+        return init(
+            args.directory, name=args.name, excludes=args.exclude, binding_format=args.format
+        )
     if verb in ("attest", "verify", "key"):
         from jigcmd.frontends import attest  # noqa: PLC0415 - imported per verb to keep start-up light
 
@@ -300,6 +400,7 @@ def main(argv: list[str] | None = None) -> int:
             max_envelopes=args.max_envelopes,
             max_connections=args.max_connections,
             queue_wait=args.queue_wait,
+            signing_key=args.signing_key,
         )
     if verb == "jarvis-audit":
         from jigcmd.frontends.jarvis import jarvis_audit  # noqa: PLC0415 - imported per verb to keep start-up light
@@ -308,23 +409,39 @@ def main(argv: list[str] | None = None) -> int:
     if verb == "doctor":
         from jigcmd.frontends.doctor import doctor  # noqa: PLC0415 - imported per verb to keep start-up light
 
-        return doctor(as_json=args.json, state_dir=args.state_dir)
+        return doctor(as_json=args.json, state_dir=args.state_dir, binding=args.binding)
     from jigcmd.frontends.demo import demo  # noqa: PLC0415 - imported per verb to keep start-up light
 
-    return demo()
+    return demo(args.state_dir)
 
 
 def _usage_failure(exc: _UsageError, argv: list[str]) -> int:
     """argparse's words on stderr (and, for `run --json`, as its one JSON object); status 2."""
     exc.parser.print_usage(sys.stderr)
     verb = next((word for word in argv if not word.startswith("-")), None)
+    message = exc.message + (_dashes_hint(exc.message, argv) if verb == "run" else "")
     if verb == "run" and "--json" in argv:
         from jigcmd.errors import Code, JigError  # noqa: PLC0415 - imported per verb to keep start-up light
         from jigcmd.frontends.run import write_failure  # noqa: PLC0415 - imported per verb to keep start-up light
 
-        return write_failure(JigError(Code.INVALID_INPUT, exc.message), as_json=True)
-    sys.stderr.write(f"{exc.parser.prog}: error: {exc.message}\n")
+        return write_failure(JigError(Code.INVALID_INPUT, message), as_json=True)
+    sys.stderr.write(f"{exc.parser.prog}: error: {message}\n")
     return 2
+
+
+def _dashes_hint(message: str, argv: list[str]) -> str:
+    """For `run`: words argparse did not know are most likely the command's own arguments,
+    which follow `--`; the same command line with them moved there."""
+    prefix = "unrecognized arguments: "
+    if not message.startswith(prefix):
+        return ""
+    unknown = message.removeprefix(prefix).split(" ")
+    kept = list(argv)
+    for word in unknown:
+        if word in kept:
+            kept.remove(word)
+    suggestion = shlex.join(["jigcmd", *kept, "--", *unknown])
+    return f"; a command's own arguments follow `--`: {suggestion}"
 
 
 if __name__ == "__main__":

@@ -41,8 +41,13 @@ class JigError(Exception):
         details: dict[str, Any] | None = None,
         *,
         retryable: bool = False,
+        cleanup_proved: bool = False,
     ) -> None:
-        """`retryable`: nothing ran and nothing was recorded; the same call may be sent again."""
+        """`retryable`: nothing ran and nothing was recorded; the same call may be sent again.
+
+        `cleanup_proved` (an `UNCERTAIN` outcome): the envelope proved that nothing of the
+        run is left, so only the run's end is unknown, not its leftovers.
+        """
         # The wire allows 1-1,024 characters; keep the start, which names the rule.
         message = message.strip() or code.value
         if len(message) > MESSAGE_MAX_CHARS:
@@ -52,6 +57,10 @@ class JigError(Exception):
         self.message = message
         self.details = details
         self.retryable = retryable
+        self.cleanup_proved = cleanup_proved
+        # The signed statement of a run that did run and ended so (its deadline, a cancel):
+        # kept and delivered beside the error, never in its wire form.
+        self.attestation: bytes | None = None
 
     def __repr__(self) -> str:
         return f"JigError({self.code.value}, {self.message!r})"

@@ -147,6 +147,7 @@ class Serve:
 
     Also used by scripts/trace_stages.py and scripts/bench_revisions.py: `cwd` picks the
     checkout whose package `python -m jigcmd` imports, `env` and `stderr` what the child gets.
+    With `mcp`, each run is one MCP `tools/call` of a handshake-era session instead.
     """
 
     name = "jigcmd"
@@ -161,7 +162,9 @@ class Serve:
         env: dict[str, str] | None = None,
         stderr: IO[bytes] | int = subprocess.DEVNULL,
         extra_args: Sequence[str] = (),
+        mcp: bool = False,
     ) -> None:
+        self.mcp = mcp
         self.process = subprocess.Popen(
             [
                 sys.executable,
@@ -175,7 +178,7 @@ class Serve:
                 "--state-dir",
                 str(state),
                 "--protocol",
-                "flow",
+                "mcp" if mcp else "flow",
                 *extra_args,
             ],
             stdin=subprocess.PIPE,
@@ -189,9 +192,41 @@ class Serve:
         self.stdout = self.process.stdout
         self.input = {"command": "tests", "files": candidate_files()}
         self.count = 0
+        if mcp:
+            self._exchange(
+                {
+                    "jsonrpc": "2.0",
+                    "id": "init",
+                    "method": "initialize",
+                    "params": {"protocolVersion": "2025-11-25", "capabilities": {}},
+                }
+            )
+
+    def _exchange(self, message: object) -> dict[str, Any]:
+        self.stdin.write(json.dumps(message, separators=(",", ":")).encode() + b"\n")
+        self.stdin.flush()
+        line = self.stdout.readline()
+        return json.loads(line) if line else {"error": "serve closed stdout"}
+
+    def _run_mcp(self) -> float:
+        call = {
+            "jsonrpc": "2.0",
+            "id": self.count,
+            "method": "tools/call",
+            "params": {"name": "tests", "arguments": {"files": self.input["files"]}},
+        }
+        started = time.perf_counter()
+        answer = self._exchange(call)
+        elapsed = time.perf_counter() - started
+        evidence = answer.get("result", {}).get("structuredContent") or {}
+        if evidence.get("exitCode") != 0:
+            raise SystemExit(f"jigcmd serve call failed: {answer}")
+        return elapsed
 
     def run(self) -> float:
         self.count += 1
+        if self.mcp:
+            return self._run_mcp()
         call = {
             "jsonrpc": "2.0",
             "id": f"b{self.count}",

@@ -10,7 +10,7 @@ run cannot tell the revisions apart). Both servers live through the whole run, s
 pays for the other's background work (preparing its next envelopes).
 
 Run as root: python scripts/bench_revisions.py BASE [CANDIDATE] [--calls 50] [--idle-ms 100]
-(CANDIDATE defaults to `.`, the working tree).
+[--mcp] (CANDIDATE defaults to `.`, the working tree; `--mcp` times MCP `tools/call`s).
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ def paired_interval(differences: list[float]) -> tuple[float, float, float]:
 class Revision:
     """One revision's tree and its persistent `jigcmd serve`."""
 
-    def __init__(self, revision: str, work: Path) -> None:
+    def __init__(self, revision: str, work: Path, *, mcp: bool = False) -> None:
         self.name = revision
         if revision == ".":
             self.tree = ROOT
@@ -70,7 +70,7 @@ class Revision:
         lock = state / "jigcmd.lock"
         # `python -m jigcmd` from the tree's root imports that tree's package first.
         admit(lock, binding=binding, cwd=self.tree)
-        self.server = Serve(lock, state / "state", binding=binding, cwd=self.tree)
+        self.server = Serve(lock, state / "state", binding=binding, cwd=self.tree, mcp=mcp)
         self.latencies: list[float] = []
 
 
@@ -84,12 +84,13 @@ def main() -> int:
         "--cpu-rounds", type=int, default=0, help="also machine CPU per call, in this many rounds"
     )
     parser.add_argument("--cpu-calls", type=int, default=30, help="calls per CPU round")
+    parser.add_argument("--mcp", action="store_true", help="MCP tools/call instead of Run/1")
     options = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="jigcmd-bench-revisions-"))
     revisions: list[Revision] = []
     try:
         for name in (options.base, options.candidate):
-            revisions.append(Revision(name, work))
+            revisions.append(Revision(name, work, mcp=options.mcp))
         for number in range(WARMUP + options.calls):
             order = revisions if number % 2 == 0 else revisions[::-1]
             for revision in order:

@@ -1,7 +1,9 @@
-"""Soak under a hostile peer: `jigcmd serve`'s memory stays bounded however the peer misbehaves.
+"""Soak under a hostile peer: `jigcmd serve`'s memory stays bounded however the peer misbehaves,
+and `jigcmd jarvis` keeps answering its authorized callers whatever its neighbours do.
 
     python scripts/soak_hostile.py                       # 100,000 refused calls, 6M unread pings
     python scripts/soak_hostile.py --refused 20000 --pings 1000000
+    python scripts/soak_hostile.py --only jarvis         # 1,000 half-open, 1,000 at once, 200 slow
 
 Two peers, each against its own real `jigcmd serve` (the bundled example's Binding, a
 temporary state directory):
@@ -13,8 +15,14 @@ temporary state directory):
   output backlog bound the server stops reading input, so the writer ends up blocked (it
   gives up once no byte went through for a second) and the RSS stays bounded.
 
-It prints the server's RSS at the start and the end of each phase and exits 1 when either
-grew by more than its bound, 2 when the server broke, 0 otherwise.
+Then three phases against a real `jigcmd jarvis` each (root and cgroups; see
+`scripts/hostile_jarvis.py`): half-open connections with jarvis at 256 descriptors, that many
+authorized calls at once, and slow bodies. For each it prints the connections jarvis held,
+the authorized calls answered and their p99, and its RSS before and after.
+
+It prints the server's RSS at the start and the end of each phase and exits 1 when any grew
+by more than its bound, 2 when a server broke (or an authorized jarvis call went
+unanswered), 0 otherwise.
 """
 
 from __future__ import annotations
@@ -30,10 +38,17 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+# Run from a checkout: the jarvis phases live beside this script, in `scripts`.
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+from scripts import hostile_jarvis  # noqa: E402 - needs the path set up above
+
 BINDING = REPO / "jigcmd" / "example" / "binding.toml"
 # Allowed RSS growth per phase.
 REFUSED_BOUND_KIB = 16 * 1024
 UNREAD_BOUND_KIB = 32 * 1024
+JARVIS_BOUND_KIB = 32 * 1024
 # The writer gives up once no byte went through for this long (the server stopped reading).
 STILL_S = 1.0
 FAILSAFE_S = 600.0
@@ -147,7 +162,29 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--refused", type=int, default=100_000, help="refused calls (100,000)")
     parser.add_argument("--pings", type=int, default=6_000_000, help="unread pings (6,000,000)")
+    parser.add_argument("--half-open", type=int, default=1000, help="jarvis: half-open (1,000)")
+    parser.add_argument("--concurrent", type=int, default=1000, help="jarvis: at once (1,000)")
+    parser.add_argument("--slow", type=int, default=200, help="jarvis: slow bodies (200)")
+    parser.add_argument("--only", choices=("serve", "jarvis"), help="run only these phases")
     args = parser.parse_args()
+    grew: list[str] = []
+    if args.only != "jarvis":
+        status = serve_phases(args, grew)
+        if status:
+            return status
+    if args.only != "serve":
+        status = jarvis_phases(args, grew)
+        if status:
+            return status
+    if grew:
+        print(f"NOT bounded: {', '.join(grew)}")
+        return 1
+    print("bounded: memory stayed within its bound under every hostile peer")
+    return 0
+
+
+def serve_phases(args: argparse.Namespace, grew: list[str]) -> int:
+    """The `serve` phases; 2 when the server broke."""
     with tempfile.TemporaryDirectory(prefix="jigcmd-soak-hostile-") as scratch:
         try:
             r_before, r_after = refused_calls(Path(scratch) / "refused", args.refused)
@@ -165,15 +202,39 @@ def main() -> int:
         f"{'unread':<10} {u_before:>9,} KiB {u_after:>9,} KiB {u_after - u_before:>6,} KiB"
         f" {UNREAD_BOUND_KIB:>6,} KiB  ({sent:,} of {args.pings:,} pings taken, no answer read)"
     )
-    grew = []
     if r_after - r_before > REFUSED_BOUND_KIB:
         grew.append("refused")
     if u_after - u_before > UNREAD_BOUND_KIB:
         grew.append("unread")
-    if grew:
-        print(f"NOT bounded: {', '.join(grew)}")
-        return 1
-    print("bounded: memory stayed within its bound under both hostile peers")
+    return 0
+
+
+def jarvis_phases(args: argparse.Namespace, grew: list[str]) -> int:
+    """The `jarvis` phases; 2 when jarvis broke or left an authorized call unanswered."""
+    try:
+        phases = hostile_jarvis.run_phases(args.half_open, args.concurrent, args.slow)
+    except (RuntimeError, OSError, subprocess.TimeoutExpired) as exc:
+        print(f"jarvis broke: {exc}")
+        return 2
+    print(
+        f"{'jarvis':<11} {'held':>5} {'answered':>11} {'p99':>9} "
+        f"{'RSS before':>12} {'RSS after':>12}"
+    )
+    unanswered = []
+    for phase in phases:
+        p99 = "-" if phase.p99_ms is None else f"{phase.p99_ms:,.0f} ms"
+        print(
+            f"{phase.name:<11} {phase.held_peak:>5,} {phase.answered:>5,} of {phase.asked:<5,}"
+            f"{p99:>9} {phase.rss_before_kib:>9,} KiB {phase.rss_after_kib:>9,} KiB  "
+            f"({phase.note})"
+        )
+        if phase.answered < phase.asked and phase.name != "concurrent":
+            unanswered.append(phase.name)
+        if phase.rss_after_kib - phase.rss_before_kib > JARVIS_BOUND_KIB:
+            grew.append(f"jarvis {phase.name}")
+    if unanswered:
+        print(f"jarvis left authorized calls unanswered: {', '.join(unanswered)}")
+        return 2
     return 0
 
 

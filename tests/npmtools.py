@@ -16,11 +16,13 @@ from pathlib import Path
 
 import pytest
 
-__all__ = ["INSPECTOR", "TS_CLIENT", "node_package", "npm_cache"]
+__all__ = ["INSPECTOR", "TS_CLIENT", "TS_SDK", "node_package", "npm_cache"]
 
 INSPECTOR = ("@modelcontextprotocol/inspector", "2.12.0")
 TS_CLIENT = ("@modelcontextprotocol/client", "2.4.0")
-PINNED = (INSPECTOR, TS_CLIENT)
+# The v1 TypeScript SDK, the client most MCP hosts are built on.
+TS_SDK = ("@modelcontextprotocol/sdk", "1.32.2")
+PINNED = (INSPECTOR, TS_CLIENT, TS_SDK)
 
 
 def npm_cache() -> Path:

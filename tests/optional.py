@@ -30,6 +30,7 @@ PACKAGES = {
     "apt-cache": "apt",
     "dpkg-deb": "dpkg",
     "curl": "curl",
+    "catatonit": "catatonit",
 }
 
 

@@ -94,7 +94,10 @@ def answer(done: subprocess.CompletedProcess[str]) -> dict[str, Any]:
 def evidence(done: subprocess.CompletedProcess[str]) -> Evidence:
     """The evidence `--json` printed beside its report and statement, decoded strictly."""
     found = answer(done)
-    assert set(found) == {"evidence", "report", "attestation"}, found
+    # A test command also carries its per-test results (`tests`), as an MCP result does.
+    base = {"evidence", "report", "attestation"}
+    assert set(found) in (base, base | {"tests"}), found
+    assert ("tests" in found) is (found["evidence"]["command"] == "tests")
     return msgspec.convert(found["evidence"], Evidence)
 
 
@@ -103,7 +106,19 @@ def refusal(done: subprocess.CompletedProcess[str]) -> dict[str, Any]:
     found = answer(done)
     error: dict[str, Any] = found["error"]
     assert set(error) <= {"code", "message", "details"}, error
-    assert f"{error['code']}: {error['message']}" in done.stderr
+    problems = (error.get("details") or {}).get("problems")
+    if problems:
+        # Listed one per line on stderr, none cut (the message may be).
+        head = error["message"].split(", nothing ran: ")[0]
+        assert f"{error['code']}: {head}, nothing ran:\n" in done.stderr
+        for problem in problems:
+            where = problem["path"] or "the candidate"
+            line = (
+                f"  {where}: {problem['message']} (rule {problem['rule']}); fix: {problem['fix']}"
+            )
+            assert line in done.stderr
+    else:
+        assert f"{error['code']}: {error['message']}" in done.stderr
     return found
 
 
@@ -120,6 +135,10 @@ def test_passing_tests_exit_0_with_evidence_of_exit_code_0(lock: Path, tmp_path:
     )
     assert found.invocation == ["bun", "test", "test/project.test.ts"]
     assert "1 pass" in found.stderr.text
+    tests = answer(done)["tests"]
+    assert tests["candidateInfluenced"] is True
+    assert (tests["summary"]["tests"], tests["summary"]["passed"]) == (1, 1)
+    assert [test["status"] for test in tests["tests"]] == ["passed"]
 
 
 def test_failing_tests_still_exit_0_with_evidence_of_exit_code_1(
@@ -131,6 +150,9 @@ def test_failing_tests_still_exit_0_with_evidence_of_exit_code_1(
     found = evidence(done)
     assert (found.exit_code, found.stop_reason) == (1, "exited")
     assert "1 fail" in found.stderr.text
+    (failed,) = answer(done)["tests"]["tests"]
+    assert (failed["status"], failed["filePath"]) == ("failed", "test/project.test.ts")
+    assert "Expected" in failed["message"]
 
 
 def test_a_cli_command_gets_its_arguments_and_stdin(lock: Path, tmp_path: Path) -> None:
@@ -164,20 +186,56 @@ def test_the_readable_summary_names_the_outcome_and_resources(lock: Path, tmp_pa
 
 
 def test_invalid_input_exits_2_and_nothing_runs(lock: Path, tmp_path: Path) -> None:
-    """A candidate with a reserved directory is refused before any envelope: status 2."""
+    """A candidate breaking rules is refused once, every problem listed, before any envelope."""
     files = tmp_path / "candidate"
     shutil.copytree(CANDIDATES / "passing", files)
-    (files / "node_modules").mkdir()
-    (files / "node_modules" / "evil.js").write_text("module.exports = 1\n")
+    (files / "src" / "a b.ts").write_text("export {}\n")
+    (files / "src" / "caf\u00e9.ts").write_text("export {}\n")
+    (files / "test" / "project.test.ts").unlink()
     state = tmp_path / "state"
     done = run(lock, state, "tests", files, "--json")
     assert done.returncode == 2
     error = refusal(done)["error"]
     assert error["code"] == "INVALID_INPUT"
-    assert "node_modules" in error["message"]
-    assert error["details"]["rule"] == "reserved-path"
+    assert error["message"].startswith(f"--files {files}: 3 problems, nothing ran: ")
+    problems = error["details"]["problems"]
+    assert [(p["path"], p["rule"]) for p in problems] == [
+        ("src/a b.ts", "path-grammar"),
+        ("src/caf\u00e9.ts", "path-grammar"),
+        ("test/project.test.ts", "command-files"),
+    ]
+    assert all(p["fix"] for p in problems)
+    # The text form: one line per problem, each with its fix.
+    text = run(lock, state, "tests", files)
+    assert text.returncode == 2
+    lines = text.stderr.splitlines()
+    assert lines[0] == f"jigcmd run: INVALID_INPUT: --files {files}: 3 problems, nothing ran:"
+    assert lines[1].startswith("  src/a b.ts: path contains forbidden character ' '")
+    assert lines[1].endswith("fix: rename it, or leave it out with --exclude '/src/a b.ts'")
     # Every envelope first reserves a slot under the state directory; none ever was.
     assert list((state / "slots").glob("*")) == []
+
+
+def test_what_can_never_be_sent_is_left_out_and_named_and_the_run_goes_on(
+    lock: Path, tmp_path: Path
+) -> None:
+    """node_modules, .git, a top-level dotfile, an ignored file, a PNG: one line, exit 0."""
+    files = tmp_path / "candidate"
+    shutil.copytree(CANDIDATES / "passing", files)
+    (files / "node_modules" / "@types").mkdir(parents=True)
+    (files / "node_modules" / "@types" / "evil.js").write_text("module.exports = 1\n")
+    (files / ".git").mkdir()
+    (files / ".gitignore").write_text("*.log\n")
+    (files / "debug.log").write_text("x\n")
+    (files / "logo.png").write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00")
+    done = run(lock, tmp_path / "state", "tests", files, "--json", "--exclude", "/src/unused*")
+    assert done.returncode == 0, done.stderr
+    (note,) = [line for line in done.stderr.splitlines() if "left out" in line]
+    assert note.startswith(f"jigcmd run: --files {files}: left out of the candidate: .git/, ")
+    for part in ("node_modules/ (never", ".gitignore (a candidate", "debug.log (.gitignore)"):
+        assert part in note
+    assert "logo.png (binary)" in note
+    assert answer(done)["evidence"]["exitCode"] == 0
 
 
 def test_arguments_for_a_test_command_exit_2(lock: Path, tmp_path: Path) -> None:
@@ -234,13 +292,12 @@ def test_success_prints_the_evidence_and_the_resource_report_side_by_side(
     [
         ("missing", "no such directory"),
         ("passing/src/value.ts", "not a directory"),
-        ("empty", "holds no files"),
     ],
 )
 def test_files_that_are_no_candidate_directory_are_named_with_their_path(
     lock: Path, tmp_path: Path, where: str, says: str
 ) -> None:
-    """A missing path, a file or an empty directory for --files: status 2, the path and why."""
+    """A missing path or a file for --files: status 2, the path and why."""
     shutil.copytree(CANDIDATES / "passing", tmp_path / "passing")
     (tmp_path / "empty").mkdir()
     files = tmp_path / where
@@ -354,7 +411,8 @@ def test_a_run_past_its_deadline_exits_4_with_the_collected_evidence(
     done = run(lock, tmp_path / "state", "cli", files, "--json")
     assert done.returncode == 4, done.stderr
     found = refusal(done)
-    assert set(found) == {"error", "evidence"}
+    # It ran: the collected evidence, its report and the signed statement of how it ended.
+    assert set(found) == {"error", "evidence", "report", "attestation"}
     assert found["error"]["code"] == "DEADLINE_EXCEEDED"
     assert "details" not in found["error"]
     collected = msgspec.convert(found["evidence"], Evidence)

@@ -27,6 +27,8 @@ IMPURE_IMPORTS = ("os", "anyio", "asyncio", "socket", "subprocess", "threading",
 ADAPTERS = {"pyroute2": "jigcmd.envelope.netns", "cgroupspy": "jigcmd.envelope.cgroups.v1"}
 # The envelope's one door to durable state; process identities are a value it may carry.
 JOURNAL_DOOR = "jigcmd.envelope.ledger"
+# The signing library behind the key module: the rest of jigcmd signs and verifies through it.
+CRYPTO_DOOR = "jigcmd.attest.keys"
 JOURNAL_VALUES = ("jigcmd.journal.identity",)
 
 
@@ -95,6 +97,12 @@ def test_each_untyped_library_is_imported_by_its_adapter_alone(library: str, ada
     """pyroute2 only in envelope/netns.py, cgroupspy only in envelope/cgroups/v1.py."""
     users = {m for m in MODULES if any(n.split(".")[0] == library for n in imports(m))}
     assert users == {adapter}
+
+
+def test_cryptography_is_imported_by_the_key_module_alone() -> None:
+    """Signing and verifying go through attest/keys.py; nothing else holds key material."""
+    users = {m for m in MODULES if any(n.split(".")[0] == "cryptography" for n in imports(m))}
+    assert users == {CRYPTO_DOOR}
 
 
 def test_the_envelope_reaches_the_journal_through_its_one_door() -> None:

@@ -9,12 +9,16 @@ server on the same state directory and run id.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import signal
 import subprocess
 import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +30,7 @@ from mcp_types import CallToolResult
 
 from jigcmd.frontends.runs import list_runs
 from jigcmd.frontends.servechild import ServeChild
+from jigcmd.journal.identity import identify
 from jigcmd.journal.rows import Row
 from tests.admitted_example import admit_example
 
@@ -136,7 +141,7 @@ async def test_the_sdk_in_each_mode_connects_lists_calls_four_in_parallel_and_ca
         result = results[token]
         assert result.is_error is False, result.content
         assert result.structured_content is not None
-        assert result.structured_content["stdout"]["text"] == f"ran {token}\n"
+        assert result.structured_content["stdout"]["head"] == f"ran {token}\n"
         report_key = "dev.jigcmd/report" if version == MODERN else "jigcmd/report"
         assert result.meta is not None and report_key in result.meta
     # Every call is its own operation of the run; the cancelled one ended CANCELLED.
@@ -169,12 +174,12 @@ def test_claude_codes_sequence_discover_then_initialize_then_calls(
         listed = server.request("tools/list", {})["result"]
         assert [tool["name"] for tool in listed["tools"]] == ["tests", "cli"]
         ran = server.request("tools/call", cli_call("cc-1"))["result"]
-        assert ran["structuredContent"]["stdout"]["text"] == "ran cc-1\n"
+        assert ran["structuredContent"]["stdout"]["head"] == "ran cc-1\n"
         assert "resultType" not in ran and "jigcmd/report" in ran["_meta"]
         # The same process serves a per-request call beside it, and discover again.
         modern = server.request("tools/call", cli_call("cc-2", **meta()))["result"]
         assert modern["resultType"] == "complete"
-        assert modern["structuredContent"]["stdout"]["text"] == "ran cc-2\n"
+        assert modern["structuredContent"]["stdout"]["head"] == "ran cc-2\n"
         assert server.request("server/discover", {"_meta": meta()})["result"] == found
         assert server.close_input() == 0
 
@@ -250,16 +255,43 @@ def test_a_task_is_created_once_recorded_and_answered_by_tasks_get(
             assert time.monotonic() < deadline
             time.sleep(got["pollIntervalMs"] / 1000)
         assert got["status"] == "completed"
-        assert got["result"]["structuredContent"]["stdout"]["text"] == "ran task-1\n"
+        assert got["result"]["structuredContent"]["stdout"]["head"] == "ran task-1\n"
         no_ext = server.request("tasks/get", {"taskId": task_id, "_meta": meta()})
         assert no_ext["error"]["code"] == -32021
         assert server.close_input() == 0
 
 
+@contextlib.contextmanager
+def supervisors_stopped(rows: list[Row], stop: bool) -> Iterator[None]:
+    """With `stop`, SIGSTOP the runs' own supervisors (checked by identity) until the block ends.
+
+    A stopped supervisor cannot fence its run when the server dies, so recovery must; SIGCONT
+    afterwards lets any that recovery did not kill fence their own run.
+    """
+    stopped = []
+    if stop:
+        for row in rows:
+            assert row.supervisor is not None
+            if identify(row.supervisor.pid) == row.supervisor:
+                os.kill(row.supervisor.pid, signal.SIGSTOP)
+                stopped.append(row.supervisor)
+    try:
+        yield
+    finally:
+        for supervisor in stopped:
+            if identify(supervisor.pid) == supervisor:
+                os.kill(supervisor.pid, signal.SIGCONT)
+
+
+@pytest.mark.parametrize("stop", [False, True], ids=["supervisors-fence", "recover-fences"])
 def test_kill_9_during_four_parallel_calls_fences_them_and_nothing_runs_again(
-    binding: Path, tmp_path: Path
+    binding: Path, tmp_path: Path, stop: bool
 ) -> None:
-    """runs lists each, recover fences each, a new server answers the task and the keyed retry."""
+    """runs lists each, recover fences each, a new server answers the task and the keyed retry.
+
+    Each run's supervisor fences it as soon as the server is gone; with the supervisors
+    stopped, `jigcmd recover` does (it kills them, empties and removes the runs' jobs).
+    """
     state = tmp_path / "state"
     args = ["--state-dir", str(state), "--run-id", "run-crash", "--max-envelopes", "4"]
     with ServeChild(binding, args) as server:
@@ -292,15 +324,22 @@ def test_kill_9_during_four_parallel_calls_fences_them_and_nothing_runs_again(
             },
         )
         task_id = server.answer(4)["result"]["taskId"]
-        wait_rows(state, lambda rows: len(rows) == 4 and all(r.state == "running" for r in rows))
-        server.kill()
-    listed = runs_json(state)["run-crash"]
-    # Each is listed: still running, or already closed by its own supervisor, which fences
-    # its run as soon as the server's end of its run socket closes.
-    assert len(listed) == 4 and all(op["state"] in ("running", "uncertain") for op in listed)
-    assert {"wf-9/act-1", task_id} <= {op["operationId"] for op in listed}
-    recovered = jigcmd("recover", "--state-dir", str(state))
+        running = wait_rows(
+            state, lambda rows: len(rows) == 4 and all(r.state == "running" for r in rows)
+        )
+        with supervisors_stopped(running, stop):
+            server.kill()
+            listed = runs_json(state)["run-crash"]
+            # Each is listed: still running, or already closed by its own supervisor.
+            assert len(listed) == 4
+            assert all(op["state"] in ("running", "uncertain") for op in listed)
+            if stop:
+                assert all(op["state"] == "running" for op in listed)
+            assert {"wf-9/act-1", task_id} <= {op["operationId"] for op in listed}
+            recovered = jigcmd("recover", "--state-dir", str(state))
     assert recovered.returncode == 0, recovered.stdout + recovered.stderr
+    if stop:
+        assert recovered.stdout.count("as uncertain: cleanup complete") == 4, recovered.stdout
     fenced = runs_json(state)["run-crash"]
     assert all((op["state"], op["cleanup"]) == ("uncertain", "complete") for op in fenced)
     envelopes = {op["operationId"]: op["envelope"] for op in fenced}
@@ -367,9 +406,77 @@ def test_an_mcp_call_with_a_key_belongs_to_its_live_waiters(binding: Path, tmp_p
         server.notify("notifications/cancelled", {"requestId": 1, "reason": "the user moved on"})
         joined = server.answer(2)["result"]
         assert joined["isError"] is False, joined
-        assert joined["structuredContent"]["stdout"]["text"] == "held j\n"
+        assert joined["structuredContent"]["stdout"]["head"] == "held j\n"
         assert server.close_input() == 0
         # The cancelled request is not answered; the other one got the run's evidence.
         assert not server.answered(1)
     (row,) = list_runs(state)
     assert (row.operation_id, row.state, row.outcome) == ("shared-1", "done", "evidence")
+
+
+def test_a_task_is_bound_to_the_run_that_created_it(binding: Path, tmp_path: Path) -> None:
+    """Another run on the same state directory cannot read it: not found, nothing leaks."""
+    state = tmp_path / "state"
+    with ServeChild(binding, ["--state-dir", str(state), "--run-id", "run-a"]) as server:
+        created = server.request("tools/call", cli_call("mine", **meta(TASKS)))["result"]
+        assert server.close_input() == 0
+    task = {"taskId": created["taskId"], "_meta": meta(TASKS)}
+    with ServeChild(binding, ["--state-dir", str(state), "--run-id", "run-b"]) as other:
+        refused = other.request("tasks/get", task)["error"]
+        assert refused["code"] == -32602 and "no such task in this run" in refused["message"]
+        assert other.request("tasks/cancel", task)["error"]["code"] == -32602
+        assert other.close_input() == 0
+    with ServeChild(binding, ["--state-dir", str(state), "--run-id", "run-a"]) as again:
+        got = again.request("tasks/get", task)["result"]
+        assert got["status"] == "completed"
+        assert got["result"]["structuredContent"]["stdout"]["head"] == "ran mine\n"
+        assert again.close_input() == 0
+
+
+def test_the_sdk_clients_shutdown_end_of_input_then_sigterm_after_two_seconds(
+    binding: Path, tmp_path: Path
+) -> None:
+    """What the SDKs do on close (stdin closed, 2 s, SIGTERM): the run is fenced and recorded."""
+    state = tmp_path / "state"
+    with ServeChild(binding, ["--state-dir", str(state), "--run-id", "run-shut"]) as server:
+        server.request("tools/list", {"_meta": meta()})
+        server.send(
+            {
+                "jsonrpc": "2.0",
+                "id": 9,
+                "method": "tools/call",
+                "params": cli_call("long", _HOLD, "9000", **meta()),
+            }
+        )
+        wait_rows(state, lambda rows: len(rows) == 1 and rows[0].state == "running")
+        assert server.process.stdin is not None
+        server.process.stdin.close()
+        time.sleep(2.0)
+        # End of input alone lets the call run to its end; the SDK's SIGTERM fences it.
+        assert server.process.poll() is None
+        assert server.terminate() == 0
+    (row,) = wait_rows(state, lambda rows: len(rows) == 1 and not rows[0].is_open, timeout=10)
+    assert (row.state, row.outcome, row.cleanup) == ("done", "failure", "complete")
+    (listed,) = runs_json(state)["run-shut"]
+    assert listed["ending"] == "CANCELLED"
+
+
+def test_tasks_cancel_stops_the_run_and_the_task_ends_cancelled(
+    binding: Path, tmp_path: Path
+) -> None:
+    state = tmp_path / "state"
+    with ServeChild(binding, ["--state-dir", str(state), "--run-id", "run-cancel"]) as server:
+        created = server.request("tools/call", cli_call("c", _HOLD, "9000", **meta(TASKS)))
+        task = {"taskId": created["result"]["taskId"], "_meta": meta(TASKS)}
+        wait_rows(state, lambda rows: len(rows) == 1 and rows[0].state == "running")
+        acked = server.request("tasks/cancel", task)["result"]
+        assert acked["resultType"] == "complete"
+        deadline = time.monotonic() + 30
+        while (got := server.request("tasks/get", task)["result"])["status"] == "working":
+            assert time.monotonic() < deadline
+            time.sleep(0.2)
+        assert got["status"] == "cancelled"
+        assert got["statusMessage"].startswith("CANCELLED")
+        assert server.close_input() == 0
+    (listed,) = runs_json(state)["run-cancel"]
+    assert (listed["ending"], listed["cleanup"]) == ("CANCELLED", "complete")

@@ -1,5 +1,6 @@
 """Hosts' own clients from npm against the real `jigcmd serve`: MCP Inspector 2.12's CLI in
-every protocol era, and the TypeScript SDK v2 client in each negotiation mode.
+every protocol era (in 2026-07-28 it calls tools as tasks), and the TypeScript SDK v2 client
+in each negotiation mode.
 
 The packages are installed by `tests/npmtools.py` into a cache it manages; without node/npm
 (or the registry) these are skips naming the reason, failures under `CI=true`.
@@ -91,12 +92,15 @@ def test_inspector_cli_lists_and_calls_in_every_era(
     result = called["result"]
     assert isinstance(result, dict)
     assert result["isError"] is False
-    assert result["structuredContent"]["stdout"]["text"] == f"inspected {era}\n"
+    assert result["structuredContent"]["stdout"]["head"] == f"inspected {era}\n"
     modern = era != "legacy"
     assert (result.get("resultType") == "complete") is modern
     assert ("dev.jigcmd/report" in result["_meta"]) is modern
     (row,) = list_runs(state)
     assert row.state == "done"
+    # The Inspector declares the Tasks extension in 2026-07-28: the call ran as a task, its
+    # CreateTaskResult polled with tasks/get to the result above.
+    assert row.operation_id.startswith("task-") is modern
 
 
 @pytest.mark.parametrize(

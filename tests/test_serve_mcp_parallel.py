@@ -106,7 +106,7 @@ async def test_parallel_calls_queue_for_the_one_slot_and_all_complete(
         assert result.is_error is False, result.content
         assert result.structured_content is not None
         word = "held" if source is _HOLD else "ran"
-        assert result.structured_content["stdout"]["text"] == f"{word} {token}\n"
+        assert result.structured_content["stdout"]["head"] == f"{word} {token}\n"
     queued = [t for t in tokens if any(m.startswith("queued:") for m in notices[t])]
     assert len(queued) >= 2, notices
     (refusal,) = refused

@@ -11,7 +11,7 @@ from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp_types import TextContent
 
-from jigcmd.protocol.summary import BUDGET_BYTES
+from jigcmd.protocol.mcp_view import DEFAULT_BUDGET_BYTES
 from tests.admitted_example import EXAMPLE, admit_example
 
 pytestmark = pytest.mark.envelope
@@ -73,14 +73,16 @@ async def test_the_official_mcp_client_runs_the_example_through_jigcmd_serve(
             ran = await client.call_tool("cli", {"files": files, "args": ["--x"], "stdin": "r\n"})
             assert ran.is_error is False, ran.content
             assert ran.structured_content is not None
-            evidence = ran.structured_content
-            assert (evidence["exitCode"], evidence["cleanup"]) == (0, "complete")
-            assert evidence["stdout"]["text"] == '{"args":["--x"],"records":["r"]}\n'
-            # One concise text within its budget; the complete evidence is structured only.
-            (text,) = ran.content
+            view = ran.structured_content
+            assert (view["exitCode"], view["cleanup"]) == (0, "complete")
+            assert view["stdout"]["head"] == '{"args":["--x"],"records":["r"]}\n'
+            # The words and the view together within the budget, the streams linked.
+            text, *links = ran.content
             assert isinstance(text, TextContent)
             assert text.text.startswith("`bun src/cli.ts --x` exited with code 0")
-            assert len(text.text.encode()) <= BUDGET_BYTES
+            assert len(text.text.encode()) <= DEFAULT_BUDGET_BYTES
+            # stdout, stderr and the run's signed statement.
+            assert [link.type for link in links] == ["resource_link"] * 3
 
             await client.send_ping()
         errlog.seek(0)

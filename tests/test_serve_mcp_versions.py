@@ -21,6 +21,7 @@ from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp_types import CallToolResult, TextContent
 
+from jigcmd.protocol.mcp_view import DEFAULT_BUDGET_BYTES
 from tests.admitted_example import admit_example
 
 pytestmark = pytest.mark.envelope
@@ -63,10 +64,18 @@ async def test_the_sdk_client_offering_each_version_gets_it_and_results_shaped_f
     assert isinstance(ran, CallToolResult)
     assert ran.is_error is False, ran.content
     assert (ran.structured_content is not None) is structured
-    last = ran.content[-1]
-    assert isinstance(last, TextContent)
-    evidence = ran.structured_content if ran.structured_content else json.loads(last.text)
-    assert (evidence["exitCode"], evidence["stdout"]["text"]) == (0, "ran v\n")
+    if structured:
+        # stdout, stderr and the run's signed statement.
+        assert [block.type for block in ran.content] == ["text", *["resource_link"] * 3]
+        view = ran.structured_content
+    else:
+        # Before 2025-06-18: the words, then the same budgeted view as JSON text.
+        _words, as_json = ran.content
+        assert isinstance(as_json, TextContent)
+        view = json.loads(as_json.text)
+    assert view is not None
+    assert (view["exitCode"], view["stdout"]["head"]) == (0, "ran v\n")
+    assert view["budgetBytes"] == DEFAULT_BUDGET_BYTES
 
 
 def test_blank_lines_stray_responses_and_early_unknown_methods_match_the_sdk_server(
@@ -77,7 +86,7 @@ def test_blank_lines_stray_responses_and_early_unknown_methods_match_the_sdk_ser
         b"",
         b"   \r",
         b'{"jsonrpc":"2.0","id":41,"result":{"roots":[]}}',
-        b'{"jsonrpc":"2.0","id":"early","method":"resources/list"}',
+        b'{"jsonrpc":"2.0","id":"early","method":"prompts/list"}',
         b'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-03-26",'
         b'"capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}',
         b"",

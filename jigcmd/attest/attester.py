@@ -17,6 +17,7 @@ from jigcmd import __version__
 from jigcmd.attest import dsse
 from jigcmd.attest.keys import SigningKey
 from jigcmd.attest.statement import (
+    JARVIS_PREDICATE_TYPE,
     RUN_PREDICATE_TYPE,
     STATEMENT_TYPE,
     AdmissionFacts,
@@ -26,22 +27,28 @@ from jigcmd.attest.statement import (
     EnforcedLimits,
     EnvelopeFacts,
     HostFacts,
+    JarvisPolicyFacts,
+    JarvisRequestFacts,
+    JarvisRunFacts,
+    JarvisRunPredicate,
+    JarvisRunStatement,
     ResourceDescriptor,
     RunFacts,
     RunPredicate,
     RunStatement,
     RuntimeFacts,
     StreamFacts,
+    TestReport,
     rfc3339,
     stream_subject,
     test_result_statement,
 )
 from jigcmd.attest.testreport import read_console_report
 from jigcmd.envelope.api import Enforced
-from jigcmd.evidence import Evidence, ResourceReport
+from jigcmd.evidence import Evidence, ResourceReport, StopReason, StreamText
 from jigcmd.policy.lock import Lock
 
-__all__ = ["Attester", "HostIdentity", "RunRecord"]
+__all__ = ["Attester", "HostIdentity", "JarvisRecord", "RunRecord"]
 
 _encoder = msgspec.json.Encoder(order="sorted")
 _encode = _encoder.encode
@@ -87,12 +94,39 @@ class RunRecord:
     resources: ResourceReport | None
     started_unix_ms: int
     finished_unix_ms: int
+    # The test names from Bun's JUnit report when it wrote one; else read from its console.
+    tests: TestReport | None = None
+
+
+@dataclass(frozen=True)
+class JarvisRecord:
+    """One completed jarvis run as the host saw it, everything its statement says."""
+
+    run: JarvisRunFacts
+    request: JarvisRequestFacts
+    policy: JarvisPolicyFacts
+    enforced: Enforced
+    plan_digest: str
+    exit_code: int | None
+    signal: str | None
+    stop_reason: StopReason
+    # The streams as `jarvis.run.get` returns them, and their bytes as captured.
+    stdout_text: StreamText
+    stderr_text: StreamText
+    stdout: bytes
+    stderr: bytes
+    resources: ResourceReport
+    started_unix_ms: int
+    finished_unix_ms: int
 
 
 class Attester:
-    """Signs the statements of one host's runs with its key."""
+    """Signs the statements of one host's runs with its key.
 
-    def __init__(self, key: SigningKey, identity: HostIdentity) -> None:
+    `identity` is what a Project Command front admits (its lock); jarvis has none.
+    """
+
+    def __init__(self, key: SigningKey, identity: HostIdentity | None = None) -> None:
         self.key = key
         self.identity = identity
         self._keyid = key.public.keyid
@@ -108,8 +142,9 @@ class Attester:
         body = _encode(statement)
         envelopes = [dsse.sign(body, self.key.sign, self._keyid)]
         if record.kind == "test":
+            assert self.identity is not None  # run_statement needs it first
             evidence = record.evidence
-            report = read_console_report(evidence.stderr.text)
+            report = record.tests or read_console_report(evidence.stderr.text)
             tests = test_result_statement(
                 candidate=statement.subject[0],
                 passed=evidence.stop_reason == "exited" and evidence.exit_code == 0,
@@ -121,10 +156,41 @@ class Attester:
             envelopes.append(dsse.sign(tests_body, self.key.sign, self._keyid))
         return dsse.encode_bundle(envelopes)
 
+    def attest_jarvis(self, record: JarvisRecord) -> bytes:
+        """A jarvis run's bundle: its one statement, signed."""
+        statement = JarvisRunStatement(
+            type_=STATEMENT_TYPE,
+            subject=[
+                stream_subject("stdout", record.stdout_text.text),
+                stream_subject("stderr", record.stderr_text.text),
+            ],
+            predicate_type=JARVIS_PREDICATE_TYPE,
+            predicate=JarvisRunPredicate(
+                run=record.run,
+                request=record.request,
+                policy=record.policy,
+                envelope=_envelope(record.enforced, record.plan_digest),
+                ending=EndingFacts(
+                    exit_code=record.exit_code,
+                    signal=record.signal,
+                    stop_reason=record.stop_reason,
+                    cleanup="complete",
+                    resources=record.resources,
+                    stdout=_stream(record.stdout, record.stdout_text.truncated),
+                    stderr=_stream(record.stderr, record.stderr_text.truncated),
+                ),
+                started_on=rfc3339(record.started_unix_ms),
+                finished_on=rfc3339(record.finished_unix_ms),
+                host=HostFacts(key_id=self._keyid, jigcmd_version=__version__),
+            ),
+        )
+        return dsse.encode_bundle([dsse.sign(_encode(statement), self.key.sign, self._keyid)])
+
     def run_statement(self, record: RunRecord) -> RunStatement:
         """The jigcmd run statement of `record` (unsigned)."""
-        evidence, enforced = record.evidence, record.enforced
-        limits = enforced.limits
+        if self.identity is None:
+            raise ValueError("a Project Command statement needs the admission identity")
+        evidence = record.evidence
         candidate = ResourceDescriptor(
             name="candidate",
             digest={"sha256": evidence.candidate_digest.removeprefix("sha256:")},
@@ -139,23 +205,7 @@ class Attester:
             ),
             admission=self.identity.admission,
             runtime=self.identity.runtime,
-            envelope=EnvelopeFacts(
-                profile="host" if enforced.profile == "host" else "candidate",
-                namespaces=list(enforced.namespaces),
-                limits=EnforcedLimits(
-                    memory_bytes=limits.memory_bytes,
-                    pids_max=limits.pids_max,
-                    cpu_quota_us=limits.cpu_quota_us,
-                    cpu_period_us=limits.cpu_period_us,
-                    scratch_bytes=limits.scratch_bytes,
-                    nofile=limits.nofile,
-                    fsize_bytes=limits.fsize_bytes,
-                ),
-                seccomp_filter_sha256=enforced.seccomp_filter_sha256,
-                cpus=list(enforced.cpus),
-                rootless=enforced.rootless,
-                plan_digest=record.plan_digest,
-            ),
+            envelope=_envelope(record.enforced, record.plan_digest),
             ending=EndingFacts(
                 exit_code=evidence.exit_code,
                 signal=evidence.signal,
@@ -180,6 +230,27 @@ class Attester:
             predicate_type=RUN_PREDICATE_TYPE,
             predicate=predicate,
         )
+
+
+def _envelope(enforced: Enforced, plan_digest: str) -> EnvelopeFacts:
+    limits = enforced.limits
+    return EnvelopeFacts(
+        profile="host" if enforced.profile == "host" else "candidate",
+        namespaces=list(enforced.namespaces),
+        limits=EnforcedLimits(
+            memory_bytes=limits.memory_bytes,
+            pids_max=limits.pids_max,
+            cpu_quota_us=limits.cpu_quota_us,
+            cpu_period_us=limits.cpu_period_us,
+            scratch_bytes=limits.scratch_bytes,
+            nofile=limits.nofile,
+            fsize_bytes=limits.fsize_bytes,
+        ),
+        seccomp_filter_sha256=enforced.seccomp_filter_sha256,
+        cpus=list(enforced.cpus),
+        rootless=enforced.rootless,
+        plan_digest=plan_digest,
+    )
 
 
 def _stream(data: bytes, truncated: bool) -> StreamFacts:

@@ -122,9 +122,12 @@ def bundle_digest(data: bytes) -> str:
 
 
 def attestation_fields(bundle: bytes) -> dict[str, object]:
-    """How a JSON answer carries a bundle: its digest, its exact bytes, and its envelopes."""
+    """How a JSON answer carries a bundle: its digest, its exact bytes, and its envelopes.
+
+    Plain JSON values, for any encoder (jarvis answers through the standard library's).
+    """
     return {
         "digest": bundle_digest(bundle),
         "bundle": bundle.decode("utf-8"),
-        "envelopes": decode_bundle(bundle),
+        "envelopes": msgspec.to_builtins(decode_bundle(bundle)),
     }

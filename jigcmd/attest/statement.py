@@ -19,6 +19,7 @@ import msgspec
 from jigcmd.evidence import ResourceReport, StopReason
 
 __all__ = [
+    "JARVIS_PREDICATE_TYPE",
     "RUN_PREDICATE_TYPE",
     "STATEMENT_TYPE",
     "TEST_RESULT_TYPE",
@@ -29,6 +30,11 @@ __all__ = [
     "EnforcedLimits",
     "EnvelopeFacts",
     "HostFacts",
+    "JarvisPolicyFacts",
+    "JarvisRequestFacts",
+    "JarvisRunFacts",
+    "JarvisRunPredicate",
+    "JarvisRunStatement",
     "ResourceDescriptor",
     "RunFacts",
     "RunPredicate",
@@ -45,9 +51,11 @@ __all__ = [
 
 StatementType = Literal["https://in-toto.io/Statement/v1"]
 RunPredicateType = Literal["https://jigcmd.dev/attestation/run/v1"]
+JarvisPredicateType = Literal["https://jigcmd.dev/attestation/jarvis-run/v1"]
 TestResultType = Literal["https://in-toto.io/attestation/test-result/v0.1"]
 STATEMENT_TYPE: Final[StatementType] = "https://in-toto.io/Statement/v1"
 RUN_PREDICATE_TYPE: Final[RunPredicateType] = "https://jigcmd.dev/attestation/run/v1"
+JARVIS_PREDICATE_TYPE: Final[JarvisPredicateType] = "https://jigcmd.dev/attestation/jarvis-run/v1"
 TEST_RESULT_TYPE: Final[TestResultType] = "https://in-toto.io/attestation/test-result/v0.1"
 
 _Hex = Annotated[str, msgspec.Meta(pattern="^[0-9a-f]{64}$")]
@@ -180,6 +188,52 @@ class RunStatement(msgspec.Struct, frozen=True, forbid_unknown_fields=True, rena
     subject: list[ResourceDescriptor]
     predicate_type: RunPredicateType
     predicate: RunPredicate
+
+
+class JarvisRunFacts(msgspec.Struct, frozen=True, forbid_unknown_fields=True, rename="camel"):
+    """Which jarvis run this was: its id (`jarvis.run.get`) and its envelope's run id."""
+
+    run_id: int
+    envelope_run_id: str
+
+
+class JarvisRequestFacts(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """What was asked: the tool, the argv and working directory, and who asked."""
+
+    tool: str
+    argv: list[str]
+    cwd: str
+    actor: str
+
+
+class JarvisPolicyFacts(msgspec.Struct, frozen=True, forbid_unknown_fields=True, rename="camel"):
+    """Under which policy it was allowed: the policy file's SHA-256 and the rule that matched."""
+
+    policy_digest: _Sha256
+    matched_rule: str | None
+    reason: str
+
+
+class JarvisRunPredicate(msgspec.Struct, frozen=True, forbid_unknown_fields=True, rename="camel"):
+    """The jigcmd jarvis run predicate, version 1 (`JARVIS_PREDICATE_TYPE`)."""
+
+    run: JarvisRunFacts
+    request: JarvisRequestFacts
+    policy: JarvisPolicyFacts
+    envelope: EnvelopeFacts
+    ending: EndingFacts
+    started_on: _Time
+    finished_on: _Time
+    host: HostFacts
+
+
+class JarvisRunStatement(msgspec.Struct, frozen=True, forbid_unknown_fields=True, rename="camel"):
+    """An in-toto Statement v1 carrying the jarvis run predicate; subjects: both streams."""
+
+    type_: StatementType = msgspec.field(name="_type")
+    subject: list[ResourceDescriptor]
+    predicate_type: JarvisPredicateType
+    predicate: JarvisRunPredicate
 
 
 class TestReport(msgspec.Struct, frozen=True):

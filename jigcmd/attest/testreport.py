@@ -1,8 +1,10 @@
-"""The test names Bun's runner reported, read from the output the candidate's code shares.
+"""The test names Bun's runner reported: from its JUnit report, or from its console output.
 
-`bun test` prints `(pass) describe > name [0.02ms]` and `(fail) …` per test on stderr, under
-a `file.test.ts:` line per file. Whatever the candidate prints can look the same: these
-names are the runner's word, never the host's (see `TestReport`).
+The JUnit report is the one the plan had Bun write (parsed by `jigcmd.protocol.junit`).
+Without one, `bun test` prints `(pass) describe > name [0.02ms]` and `(fail) …` per test on
+stderr, under a `file.test.ts:` line per file. Either way the candidate's code ran in the
+runner and can alter what it reports: these names are the runner's word, never the host's
+(see `TestReport`).
 """
 
 from __future__ import annotations
@@ -11,8 +13,9 @@ import hashlib
 import re
 
 from jigcmd.attest.statement import TestReport
+from jigcmd.protocol.commands import TestResults
 
-__all__ = ["read_console_report"]
+__all__ = ["read_console_report", "read_junit_report"]
 
 _RESULT = re.compile(r"^\((pass|fail)\) (.+?)(?: \[[0-9.]+m?s\])?$")
 _FILE = re.compile(r"^([^\s()][^:]*):$")
@@ -41,4 +44,24 @@ def read_console_report(stderr: str) -> TestReport:
         failed=tuple(failed),
         source="bun test console output (stderr)",
         source_sha256=hashlib.sha256(stderr.encode("utf-8")).hexdigest(),
+    )
+
+
+def read_junit_report(results: TestResults) -> TestReport | None:
+    """Passed and failed test names (`file > describe > name`) from the parsed JUnit report."""
+    if results.report is None or results.raw is None:
+        return None
+    passed: list[str] = []
+    failed: list[str] = []
+    for test in results.report.tests[:_MAX_TESTS]:
+        if test.status not in ("passed", "failed"):
+            continue
+        path = [test.filePath] if test.filePath else []
+        name = " > ".join([*path, *(test.suite or []), test.name])[:_MAX_NAME]
+        (passed if test.status == "passed" else failed).append(name)
+    return TestReport(
+        passed=tuple(passed),
+        failed=tuple(failed),
+        source="bun test JUnit report",
+        source_sha256=hashlib.sha256(results.raw).hexdigest(),
     )

@@ -17,16 +17,35 @@ import msgspec
 from jigcmd.attest import dsse
 from jigcmd.attest.keys import PublicKey
 from jigcmd.attest.statement import (
+    JARVIS_PREDICATE_TYPE,
     RUN_PREDICATE_TYPE,
     TEST_RESULT_TYPE,
+    JarvisRunStatement,
     ResourceDescriptor,
     RunStatement,
     TestResultStatement,
 )
-from jigcmd.evidence import Evidence
+from jigcmd.evidence import Evidence, StreamText
 
-__all__ = ["Check", "decode_evidence", "verify_bundle"]
+__all__ = ["Check", "JarvisView", "decode_evidence", "verify_bundle"]
 
+
+class JarvisView(msgspec.Struct, frozen=True):
+    """What `jarvis.run.get` answers of a run, as far as its statement binds it."""
+
+    stdout: StreamText
+    stderr: StreamText
+    exit_code: int | None
+    signal: str | None
+
+
+class _Kind(msgspec.Struct):
+    predicate_type: str = msgspec.field(name="predicateType")
+
+
+_kind = msgspec.json.Decoder(_Kind)
+_jarvis = msgspec.json.Decoder(JarvisRunStatement)
+_jarvis_view = msgspec.json.Decoder(JarvisView)
 _run = msgspec.json.Decoder(RunStatement)
 _tests = msgspec.json.Decoder(TestResultStatement)
 _evidence = msgspec.json.Decoder(Evidence)
@@ -45,21 +64,29 @@ class _Wrapped(msgspec.Struct):
     evidence: Evidence
 
 
-def decode_evidence(data: bytes) -> Evidence:
-    """Evidence from its JSON (the ten fields, or an answer with an `evidence` member).
+_wrapped = msgspec.json.Decoder(_Wrapped)
 
-    Raises `ValueError` naming what is wrong.
+
+def decode_evidence(data: bytes) -> Evidence | JarvisView:
+    """Evidence from its JSON: the ten fields, an answer with an `evidence` member, or a
+    `jarvis.run.get` answer. Raises `ValueError` naming what is wrong.
     """
     try:
         return _evidence.decode(data)
     except (msgspec.ValidationError, msgspec.DecodeError) as first:
         try:
-            return msgspec.json.decode(data, type=_Wrapped).evidence
+            return _wrapped.decode(data).evidence
+        except (msgspec.ValidationError, msgspec.DecodeError):
+            pass
+        try:
+            return _jarvis_view.decode(data)
         except (msgspec.ValidationError, msgspec.DecodeError):
             raise ValueError(f"not jigcmd evidence: {first}") from first
 
 
-def verify_bundle(data: bytes, key: PublicKey, evidence: Evidence | None = None) -> list[Check]:
+def verify_bundle(
+    data: bytes, key: PublicKey, evidence: Evidence | JarvisView | None = None
+) -> list[Check]:
     """Every check on the bundle `data` against `key` (and `evidence`); stops at a broken one."""
     try:
         envelopes = dsse.decode_bundle(data)
@@ -82,8 +109,17 @@ def verify_bundle(data: bytes, key: PublicKey, evidence: Evidence | None = None)
     if keyid != key.keyid:
         named += f", not the verifying key {key.keyid}"
     checks.append(Check("signer", keyid == key.keyid, named))
-    if evidence is not None:
+    if isinstance(statement, JarvisRunStatement):
+        if isinstance(evidence, JarvisView):
+            checks.extend(_jarvis_checks(statement, evidence))
+        elif evidence is not None:
+            checks.append(
+                Check("evidence", False, "a jarvis statement, but Project Command evidence")
+            )
+    elif isinstance(evidence, Evidence):
         checks.extend(_evidence_checks(statement, evidence))
+    elif evidence is not None:
+        checks.append(Check("evidence", False, "a run statement, but a jarvis record"))
     return checks
 
 
@@ -110,13 +146,16 @@ def _signatures(envelopes: list[dsse.Envelope], key: PublicKey) -> Check:
     return Check("signature", True, f"Ed25519 over DSSE PAE, key {key.keyid}")
 
 
-def _schema(payloads: list[bytes]) -> tuple[Check, RunStatement | None]:
+def _schema(payloads: list[bytes]) -> tuple[Check, RunStatement | JarvisRunStatement | None]:
     try:
+        kind = _kind.decode(payloads[0]).predicate_type
+        if kind == JARVIS_PREDICATE_TYPE and len(payloads) == 1:
+            jarvis = _jarvis.decode(payloads[0])
+            return Check("schema", True, "in-toto Statement v1: jarvis-run/v1"), jarvis
         statement = _run.decode(payloads[0])
     except (msgspec.ValidationError, msgspec.DecodeError) as exc:
-        return Check(
-            "schema", False, f"statement 1 is not a {RUN_PREDICATE_TYPE} statement: {exc}"
-        ), None
+        why = f"statement 1 is not a {RUN_PREDICATE_TYPE} statement: {exc}"
+        return Check("schema", False, why), None
     for index, payload in enumerate(payloads[1:], start=2):
         try:
             _tests.decode(payload)
@@ -144,7 +183,7 @@ def _test_result(payloads: list[bytes]) -> Check:
     )
 
 
-def _subject(statement: RunStatement, name: str) -> ResourceDescriptor | None:
+def _subject(statement: RunStatement | JarvisRunStatement, name: str) -> ResourceDescriptor | None:
     return next((s for s in statement.subject if s.name == name), None)
 
 
@@ -157,13 +196,7 @@ def _evidence_checks(statement: RunStatement, evidence: Evidence) -> list[Check]
         if candidate is not None and candidate.digest.get("sha256") == digest
         else Check("candidate", False, f"candidateDigest sha256:{digest} is not the subject")
     )
-    for name, stream in (("stdout", evidence.stdout), ("stderr", evidence.stderr)):
-        subject = _subject(statement, name)
-        actual = hashlib.sha256(stream.text.encode("utf-8")).hexdigest()
-        if subject is not None and subject.digest.get("sha256") == actual:
-            checks.append(Check(name, True, f"{len(stream.text)} characters match the subject"))
-        else:
-            checks.append(Check(name, False, f"the evidence's {name} (sha256 {actual}) differs"))
+    checks.extend(_streams(statement, evidence.stdout, evidence.stderr))
     predicate = statement.predicate
     ending = predicate.ending
     differs = [
@@ -184,5 +217,36 @@ def _evidence_checks(statement: RunStatement, evidence: Evidence) -> list[Check]
         Check("ending", False, "the evidence differs from the statement in " + ", ".join(differs))
         if differs
         else Check("ending", True, "command, invocation, stdin and how it ended match")
+    )
+    return checks
+
+
+def _streams(
+    statement: RunStatement | JarvisRunStatement, stdout: StreamText, stderr: StreamText
+) -> list[Check]:
+    checks = []
+    for name, stream in (("stdout", stdout), ("stderr", stderr)):
+        subject = _subject(statement, name)
+        actual = hashlib.sha256(stream.text.encode("utf-8")).hexdigest()
+        if subject is not None and subject.digest.get("sha256") == actual:
+            checks.append(Check(name, True, f"{len(stream.text)} characters match the subject"))
+        else:
+            checks.append(Check(name, False, f"the evidence's {name} (sha256 {actual}) differs"))
+    return checks
+
+
+def _jarvis_checks(statement: JarvisRunStatement, view: JarvisView) -> list[Check]:
+    checks = _streams(statement, view.stdout, view.stderr)
+    ending = statement.predicate.ending
+    same = (
+        view.exit_code == ending.exit_code
+        and view.signal == ending.signal
+        and view.stdout.truncated == ending.stdout.truncated
+        and view.stderr.truncated == ending.stderr.truncated
+    )
+    checks.append(
+        Check("ending", True, "exit code, signal and truncation match")
+        if same
+        else Check("ending", False, "the record's exit code, signal or truncation differs")
     )
     return checks

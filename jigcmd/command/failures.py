@@ -10,9 +10,20 @@ from typing import Any, assert_never
 
 from jigcmd.envelope.api import EnvelopeFailure, FailureKind
 from jigcmd.errors import Code, JigError
-from jigcmd.evidence import StopReason
+from jigcmd.evidence import ResourceReport, StopReason
 
-__all__ = ["envelope_error", "stopped_error"]
+__all__ = ["StoppedRun", "envelope_error", "stopped_error"]
+
+
+class StoppedRun(JigError):
+    """Raised when a run was stopped by its deadline or a cancel; `report` is what the
+    envelope measured (its `details.command` is the collected evidence)."""
+
+    def __init__(
+        self, code: Code, message: str, details: dict[str, Any], report: ResourceReport | None
+    ) -> None:
+        super().__init__(code, message, details)
+        self.report = report
 
 
 def envelope_error(failure: EnvelopeFailure) -> JigError:
@@ -45,7 +56,9 @@ def envelope_error(failure: EnvelopeFailure) -> JigError:
                 if failure.cleaned_up
                 else f"cleanup not confirmed: {problems}"
             )
-            return JigError(Code.UNCERTAIN, f"{detail}; {cleanup}")
+            return JigError(
+                Code.UNCERTAIN, f"{detail}; {cleanup}", cleanup_proved=failure.cleaned_up
+            )
         case FailureKind.REPORTS_STOPPED:
             return JigError(
                 Code.UNCERTAIN,
@@ -57,18 +70,23 @@ def envelope_error(failure: EnvelopeFailure) -> JigError:
             assert_never(failure.kind)
 
 
-def stopped_error(stop_reason: StopReason, evidence: dict[str, Any]) -> JigError | None:
-    """The failure a run stopped by its deadline or a cancel answers with (with its evidence)."""
+def stopped_error(
+    stop_reason: StopReason, evidence: dict[str, Any], report: ResourceReport | None = None
+) -> StoppedRun | None:
+    """The failure a run stopped by its deadline or a cancel answers with (with its evidence,
+    and the resources it used for a front that shows them)."""
     if stop_reason == "deadline":
-        return JigError(
+        return StoppedRun(
             Code.DEADLINE_EXCEEDED,
             "the command reached its deadline and its whole process tree was killed",
             {"command": evidence},
+            report,
         )
     if stop_reason == "cancelled":
-        return JigError(
+        return StoppedRun(
             Code.CANCELLED,
             "the command was cancelled and its whole process tree was killed",
             {"command": evidence},
+            report,
         )
     return None

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import AbstractAsyncContextManager
 from functools import partial
+from pathlib import Path
+from typing import Final
 
 import anyio
 import msgspec
@@ -13,12 +16,14 @@ import msgspec
 from jigcmd import trace
 from jigcmd.attest.attester import Attester, RunRecord
 from jigcmd.attest.statement import RunFacts
+from jigcmd.attest.testreport import read_junit_report
 from jigcmd.command.durability import Durability
 from jigcmd.command.failures import envelope_error, stopped_error
 from jigcmd.command.placement import pinned_cpus
 from jigcmd.command.runtime import BUN_TARGET, BunBinary
 from jigcmd.command.sharing import SharedOperations
 from jigcmd.durable.ownership import Ownership
+from jigcmd.durable.runresources import RunResources
 from jigcmd.envelope.api import (
     Ending,
     EnvelopeFailure,
@@ -36,14 +41,23 @@ from jigcmd.policy.binding import CommandPolicy
 from jigcmd.policy.lock import Admission
 from jigcmd.policy.planner import candidate_plan, effective_deadline
 from jigcmd.policy.request import ValidRequest, validate_request
-from jigcmd.protocol.commands import Recorded, RunResult, ToolInfo
+from jigcmd.protocol.commands import Recorded, ResourceRef, RunResult, TestResults, ToolInfo
+from jigcmd.protocol.junit import UnreadableReport, parse_junit
+from jigcmd.protocol.liveoutput import LiveOutput
 from jigcmd.server.backend import Owned, Progress
 
-__all__ = ["CommandService", "evidence_of"]
+__all__ = ["DEFAULT_QUEUE_WAIT_S", "PROGRESS_EVERY_S", "CommandService", "evidence_of"]
+
+# How long a call that finds every envelope slot in use may wait for one (`--queue-wait`),
+# unless the caller's own deadline comes first; the run's ceiling starts after the wait.
+DEFAULT_QUEUE_WAIT_S: Final = 60.0
+# A running call with a progress token hears of its output this often (at most 4 a second).
+PROGRESS_EVERY_S: Final = 0.5
 
 AdmissionCheck = Callable[[], Admission]
 # Signs one run's statement from how it ended and, once the cleanup is proved, its report.
-Sign = Callable[[Ending | RunOutcome, ResourceReport | None], bytes]
+# With the runner's JUnit report when the plan had Bun write one.
+Sign = Callable[[Ending | RunOutcome, ResourceReport | None, TestResults | None], bytes]
 
 
 class CommandService:
@@ -60,6 +74,7 @@ class CommandService:
         limits: Limits | None = None,
         runtime_check: AdmissionCheck | None = None,
         ownership: Ownership | None = None,
+        queue_wait: float = DEFAULT_QUEUE_WAIT_S,
     ) -> None:
         self._commands = dict(commands)
         self._admission = admission
@@ -78,6 +93,56 @@ class CommandService:
         self._attester: Attester | None = None
         # The operations in flight here and their live waiters (shared once `sharing()`).
         self._operations = SharedOperations()
+        self._queue_wait = queue_wait
+        # Where detailed calls keep their per-run resources (streams, JUnit report).
+        self.resources: RunResources | None = None
+        # Set (and replaced) when `readmit` changes the catalog.
+        self._changed: anyio.Event | None = None
+
+    async def tool_changes(self) -> AsyncIterator[list[ToolInfo]]:
+        """The catalog each time `readmit` changes it."""
+        while True:
+            if self._changed is None:
+                self._changed = anyio.Event()
+            await self._changed.wait()
+            yield self.tools()
+
+    def readmit(
+        self,
+        commands: Mapping[str, CommandPolicy],
+        admission: Admission,
+        runtime_check: AdmissionCheck | None,
+    ) -> bool:
+        """Serve these commands under this admission from now on; whether the catalog changed.
+
+        Calls already running keep the plan they were admitted with.
+        """
+        before = self.tools()
+        self._commands = dict(commands)
+        self._admission = admission
+        self._runtime_check = runtime_check
+        changed = self.tools() != before
+        if changed and self._changed is not None:
+            self._changed.set()
+            self._changed = None
+        return changed
+
+    def read_resource(self, scope: str, uri: str) -> tuple[bytes, str]:
+        """A per-run resource kept in the state directory, for a caller of `scope`."""
+        if self.resources is None:
+            raise LookupError("this server keeps no run resources (no state directory)")
+        data, kind = self.resources.read(scope, uri)
+        return data, kind.mime_type
+
+    @property
+    def commands(self) -> Mapping[str, CommandPolicy]:
+        """The commands served now."""
+        return self._commands
+
+    @property
+    def state_dir(self) -> Path | None:
+        """The state directory of the journal and slots, once attached."""
+        return self._ownership.state_dir if self._ownership is not None else None
 
     def tools(self) -> list[ToolInfo]:
         """Every configured command, with the reason it is unavailable when not admitted."""
@@ -97,8 +162,13 @@ class CommandService:
         return self._operations.open()
 
     def attach_ownership(self, ownership: Ownership) -> None:
-        """Use this journal and these envelope slots from now on."""
+        """Use this journal and these envelope slots (and keep resources beside them)."""
         self._ownership = ownership
+        self.resources = RunResources(ownership.state_dir)
+
+    def set_queue_wait(self, seconds: float) -> None:
+        """Bound a queued call's wait for a slot by `seconds` (and the caller's deadline)."""
+        self._queue_wait = seconds
 
     @property
     def attester(self) -> Attester | None:
@@ -156,6 +226,11 @@ class CommandService:
             named = f"command {command!r}: " if isinstance(command, str) else ""
             raise JigError(Code.UNAVAILABLE, named + self._admission.reason)
 
+    def command_paths(self, command: str) -> tuple[str, ...]:
+        """The files an admitted command names (its tests or its entry point); () if none."""
+        policy = self._commands.get(command)
+        return () if policy is None else policy.paths
+
     def validate(self, input: object) -> ValidRequest:
         """Apply every request rule; raises `INVALID_INPUT` naming the rule that failed."""
         return validate_request(input, self._commands)
@@ -174,9 +249,17 @@ class CommandService:
         wait_for_slot: bool = False,
         owned: Owned | None = None,
         trace_context: dict[str, str] | None = None,
+        detailed: bool = False,
+        keep_resources: bool | None = None,
     ) -> RunResult:
-        """Check admission, validate, plan and execute one call; see `CommandBackend.run`."""
+        """Check admission, validate, plan and execute one call; see `CommandBackend.run`.
+
+        `detailed`: a test command's per-test results (MCP, `jigcmd run --json`), and unless
+        `keep_resources` says otherwise the run's resources kept for `resources/read` (MCP);
+        Run/1 asks for neither.
+        """
         trace.mark("service: run")
+        begun = time.monotonic()
         await self.check_admission(input.get("command") if isinstance(input, dict) else None)
         # After admission: its one-off deferred check (hashing the 80 MB Bun binary, seconds
         # on a slow machine) is the server's warm-up, not this run's; the caller's own
@@ -195,19 +278,50 @@ class CommandService:
             wait_for_slot=wait_for_slot,
             owned=owned,
             trace_context=trace_context,
+            detailed=detailed,
+            begun=begun,
         )
         if signature is None:
             # No operation identity: nobody can join it, so its one caller owns it.
-            return await work(cancel, progress)
-        # An operation belongs to its live waiters (`jigcmd.command.sharing`).
-        return await self._operations.attend(
-            (root_run or "", operation_id),
-            signature,
-            deadline=deadline,
-            cancel=cancel,
-            progress=progress,
-            work=work,
-        )
+            result = await work(cancel, progress)
+        else:
+            # An operation belongs to its live waiters (`jigcmd.command.sharing`).
+            result = await self._operations.attend(
+                (root_run or "", operation_id),
+                signature,
+                deadline=deadline,
+                cancel=cancel,
+                progress=progress,
+                work=work,
+            )
+        if detailed if keep_resources is None else keep_resources:
+            result = await self._keep_resources(result, root_run or context, operation_id)
+        return result
+
+    async def _keep_resources(self, result: RunResult, scope: str, operation_id: str) -> RunResult:
+        """Keep the streams and the report for `resources/read`; the result links to them."""
+        store = self.resources
+        if store is None:
+            return result
+        junit = result.tests.raw if result.tests is not None else None
+        parts = [
+            ("stdout", result.evidence.stdout.text.encode("utf-8")),
+            ("stderr", result.evidence.stderr.text.encode("utf-8")),
+        ]
+        if junit is not None:
+            parts.append(("junit", junit))
+        if result.attestation is not None:
+            parts.append(("attestation", result.attestation))
+
+        def put() -> tuple[ResourceRef, ...]:
+            return tuple(store.put(scope, operation_id, name, data) for name, data in parts)
+
+        try:
+            refs = await anyio.to_thread.run_sync(put)
+        except OSError:
+            # The answer matters more than its links: a result without them is still whole.
+            return result
+        return msgspec.structs.replace(result, resources=refs)
 
     async def _operate(
         self,
@@ -224,6 +338,8 @@ class CommandService:
         wait_for_slot: bool,
         owned: Owned | None,
         trace_context: dict[str, str] | None,
+        detailed: bool,
+        begun: float,
     ) -> RunResult:
         """The operation's work, stopped by `cancel`: known? → slot → plan → execute → close."""
         durability = Durability(
@@ -240,20 +356,33 @@ class CommandService:
             # Nothing is dispatched and no row is written; a known operation still replays.
             return await durability.known_or(refusal, deadline, cancel)
         trace.mark("service: validated")
+        # A queued call waits until its caller's deadline or the server's queue limit, not
+        # the command's ceiling: the run gets its whole ceiling once it has a slot.
+        wait_until = (
+            self._deadline(deadline_unix_ms, self._queue_wait) if wait_for_slot else deadline
+        )
         try:
-            await durability.reserve(deadline, cancel, progress, wait=wait_for_slot)
+            await durability.reserve(wait_until, cancel, progress, wait=wait_for_slot)
         except JigError as no_slot:
             # No slot: a known operation is still answered from the journal.
             return await durability.known_or(no_slot, deadline, cancel)
         try:
             if durability.slot is not None and wait_for_slot:
-                # The wait counted against the call's deadline; the run's own ceiling starts
-                # once it has a slot, still bounded by the caller's deadlines.
+                # The run's own ceiling starts once it has a slot, still bounded by the
+                # caller's deadlines.
                 deadline = self._deadline(deadline_unix_ms)
-            plan = self._plan(valid, operation_id, deadline, self._place(durability.slot))
+            plan = self._plan(
+                valid, operation_id, deadline, self._place(durability.slot), junit=detailed
+            )
             sign = self._signer(valid, plan, durability, operation_id, root_run)
             execute = partial(
-                self._execute, valid=valid, plan=plan, cancel=cancel, progress=progress, sign=sign
+                self._execute,
+                valid=valid,
+                plan=plan,
+                cancel=cancel,
+                progress=progress,
+                sign=sign,
+                begun=begun,
             )
             evidence = partial(evidence_of, valid)
             return await durability.run(
@@ -261,7 +390,7 @@ class CommandService:
                 execute,
                 evidence=evidence,
                 cancel=cancel,
-                sign=None if sign is None else (lambda ending: sign(ending, None)),
+                sign=None if sign is None else (lambda ending: sign(ending, None, None)),
             )
         finally:
             durability.release()
@@ -282,7 +411,11 @@ class CommandService:
         enforcement = enforced(plan)
         digest = plan_digest(plan)
 
-        def sign(ended: Ending | RunOutcome, resources: ResourceReport | None) -> bytes:
+        def sign(
+            ended: Ending | RunOutcome,
+            resources: ResourceReport | None,
+            tests: TestResults | None,
+        ) -> bytes:
             record = RunRecord(
                 run=RunFacts(
                     run_id=durability.envelope_run_id,
@@ -298,6 +431,7 @@ class CommandService:
                 resources=resources,
                 started_unix_ms=started,
                 finished_unix_ms=time.time_ns() // 1_000_000,
+                tests=None if tests is None else read_junit_report(tests),
             )
             return attester.attest(record)
 
@@ -309,14 +443,24 @@ class CommandService:
             return None
         return await self._ownership.recorded(operation_id, root_run=root_run)
 
-    def _deadline(self, deadline_unix_ms: int | None) -> float:
-        """The run's monotonic deadline from now: the caller's, the root's, or the ceiling."""
+    def _deadline(self, deadline_unix_ms: int | None, ceiling: float | None = None) -> float:
+        """A monotonic deadline from now: the caller's, the root's, or the ceiling."""
         return effective_deadline(
-            time.monotonic(), time.time_ns() // 1_000_000, deadline_unix_ms, self._root_deadline
+            time.monotonic(),
+            time.time_ns() // 1_000_000,
+            deadline_unix_ms,
+            self._root_deadline,
+            **({"ceiling": ceiling} if ceiling is not None else {}),
         )
 
     def _plan(
-        self, valid: ValidRequest, operation_id: str, deadline: float, cpus: tuple[int, ...]
+        self,
+        valid: ValidRequest,
+        operation_id: str,
+        deadline: float,
+        cpus: tuple[int, ...],
+        *,
+        junit: bool = False,
     ) -> RunPlan:
         return candidate_plan(
             bun=BUN_TARGET,
@@ -330,6 +474,7 @@ class CommandService:
             limits=self._limits,
             label=operation_id,
             cpus=cpus,
+            junit=junit,
         )
 
     async def _execute(
@@ -342,19 +487,85 @@ class CommandService:
         cancel: anyio.Event,
         progress: Progress | None,
         sign: Sign | None = None,
+        begun: float,
     ) -> RunResult:
         if progress is not None:
-            await progress(f"running {' '.join(valid.invocation)}")
+            await progress(
+                f"running {' '.join(valid.invocation)}",
+                _ms(time.monotonic() - begun),
+                _ms(plan.deadline - begun),
+            )
         try:
-            outcome = await self._executor.execute(plan, cancel, ticket, hooks)
+            if progress is None:
+                outcome = await self._executor.execute(plan, cancel, ticket, hooks)
+            else:
+                outcome = await self._execute_live(
+                    plan, cancel, ticket, hooks, progress=progress, begun=begun
+                )
         except EnvelopeFailure as failure:
             raise envelope_error(failure) from failure
         evidence = evidence_of(valid, outcome)
-        stopped = stopped_error(outcome.stop_reason, msgspec.to_builtins(evidence))
+        stopped = stopped_error(outcome.stop_reason, msgspec.to_builtins(evidence), outcome.report)
+        tests = _tests_of(plan, outcome)
+        attestation = None if sign is None else sign(outcome, outcome.report, tests)
         if stopped is not None:
+            # It ran, and its end and cleanup are proved: its statement goes with the error.
+            stopped.attestation = attestation
             raise stopped
-        attestation = None if sign is None else sign(outcome, outcome.report)
-        return RunResult(evidence=evidence, report=outcome.report, attestation=attestation)
+        return RunResult(
+            evidence=evidence, report=outcome.report, tests=tests, attestation=attestation
+        )
+
+    async def _execute_live(
+        self,
+        plan: RunPlan,
+        cancel: anyio.Event,
+        ticket: Ticket,
+        hooks: Hooks | None,
+        *,
+        progress: Progress,
+        begun: float,
+    ) -> RunOutcome:
+        """Execute, telling the caller what the command prints while it runs."""
+        live = LiveOutput(tests=plan.argv[1:2] == ("test",))
+        hooks = dataclasses.replace(hooks or Hooks(), on_output=live.feed)
+        total = _ms(plan.deadline - begun)
+
+        async def tick() -> None:
+            while True:
+                await anyio.sleep(PROGRESS_EVERY_S)
+                await progress(live.message(), _ms(time.monotonic() - begun), total)
+
+        failed: Exception | None = None
+        async with anyio.create_task_group() as ticking:
+            ticking.start_soon(tick)
+            try:
+                outcome = await self._executor.execute(plan, cancel, ticket, hooks)
+            except Exception as exc:  # noqa: BLE001 - re-raised as is below, not as a group
+                failed = exc
+            finally:
+                # Nothing is told after the run: the ticker ends before the result goes.
+                ticking.cancel_scope.cancel()
+        if failed is not None:
+            raise failed
+        return outcome
+
+
+def _ms(seconds: float) -> int:
+    return max(0, round(seconds * 1000))
+
+
+def _tests_of(plan: RunPlan, outcome: RunOutcome) -> TestResults | None:
+    """The per-test results of a run whose plan asked for the runner's report."""
+    if plan.scratch_file is None or outcome.scratch_file is None:
+        return None
+    read = outcome.scratch_file
+    if read.data is None:
+        return TestResults(report=None, problem=read.problem)
+    try:
+        return TestResults(report=parse_junit(read.data), raw=read.data)
+    except UnreadableReport as exc:
+        return TestResults(report=None, problem=f"unreadable: {exc}", raw=read.data)
 
 
 def _refused_before_dispatch(deadline: float, cancel: anyio.Event) -> JigError | None:

@@ -33,7 +33,7 @@ logger = logging.getLogger(__name__)
 # (the caller's run, the operation id): the scope of operation identity.
 OperationKey = tuple[str, str]
 # The shared work, given the event that stops it and the progress of its live waiters.
-Work = Callable[[anyio.Event, Progress], Awaitable[RunResult]]
+Work = Callable[[anyio.Event, Progress | None], Awaitable[RunResult]]
 
 
 class SharedOperations:
@@ -79,7 +79,7 @@ class SharedOperations:
         shared = self._live.get(key)
         if shared is None:
             if self._tasks is None:
-                return await work(cancel, progress or _no_progress)
+                return await work(cancel, progress)
             shared = _Shared(key[1], signature, deadline)
             self._live[key] = shared
             self._tasks.start_soon(self._drive, key, shared, work)
@@ -120,11 +120,13 @@ class _Shared:
         # The live waiters, each with its progress callback (None: it asked for none).
         self._waiters: dict[object, Progress | None] = {}
 
-    async def progress(self, message: str) -> None:
+    async def progress(
+        self, message: str, elapsed_ms: int | None = None, total_ms: int | None = None
+    ) -> None:
         """Forward a progress line to every live waiter that asked for them."""
         for forward in list(self._waiters.values()):
             if forward is not None:
-                await forward(message)
+                await forward(message, elapsed_ms, total_ms)
 
     async def attend(
         self, deadline: float, cancel: anyio.Event, progress: Progress | None
@@ -191,7 +193,3 @@ async def _first(done: anyio.Event, cancel: anyio.Event, deadline: float) -> Non
 
             waiting.start_soon(until, done)
             waiting.start_soon(until, cancel)
-
-
-async def _no_progress(message: str) -> None:
-    """Progress nobody asked for."""

@@ -21,7 +21,7 @@ from pathlib import Path
 import anyio
 import msgspec
 
-from jigcmd.durable.recovery import UNCERTAIN_REASON, RecoveryReport, recover
+from jigcmd.durable.recovery import UNCERTAIN_REASON, RecoveryReport, recover, sweep_own
 from jigcmd.durable.slotqueue import SlotQueue
 from jigcmd.durable.statedir import prepare_state_dir
 from jigcmd.envelope.api import Assigned, EnvelopeIdentity
@@ -95,6 +95,19 @@ class Ownership:
             return recover(self.journal, backend)
         except _JOURNAL_FAILURES as exc:
             raise unusable(self.journal.path, exc) from exc
+
+    def sweep(self, backend: CgroupBackend) -> None:
+        """At a clean exit (executor closed): release what this process's killed envelopes left.
+
+        Best effort: what it cannot prove is logged and left to the next `recover`.
+        """
+        try:
+            report = sweep_own(self.journal, backend)
+        except _JOURNAL_FAILURES as exc:
+            logger.warning("the sweep at exit could not read or write the journal: %s", exc)
+            return
+        if not report.clean:
+            logger.warning("the sweep at exit could not confirm every cleanup: %s", report)
 
     def reserve(self, tag: str) -> Slot:
         """An envelope slot, at once, or `RESOURCE_EXHAUSTED` (no queue, no scheduler).
@@ -414,13 +427,14 @@ class Ownership:
         """
         try:
             if error.code == Code.UNCERTAIN:
+                # The run's end is unknown; its cleanup may still have been proved.
                 await anyio.to_thread.run_sync(
                     lambda: self.journal.mark_uncertain(
                         operation_id,
                         root_run=root_run,
                         reason=error.message,
-                        cleanup_complete=False,
-                        problems=error.message,
+                        cleanup_complete=error.cleanup_proved,
+                        problems="" if error.cleanup_proved else error.message,
                     )
                 )
                 return
@@ -435,6 +449,7 @@ class Ownership:
                     result=_encoder.encode(recorded),
                     report=None,
                     cleanup_complete=True,
+                    attestation=error.attestation,
                 )
             )
         except _JOURNAL_FAILURES as exc:
@@ -477,7 +492,10 @@ def replay(row: Row) -> RunResult:
         raise JigError(Code.UNCERTAIN, reason)
     if row.outcome == "failure":
         failure = _failure.decode(row.result)
-        raise JigError(failure.code, failure.message, failure.details)
+        error = JigError(failure.code, failure.message, failure.details)
+        # A run stopped by its deadline or a cancel keeps its statement.
+        error.attestation = row.attestation
+        raise error
     report = (
         _report.decode(row.report)
         if row.report

@@ -20,6 +20,9 @@ Run at server start-up and by `jigcmd recover --state-dir DIR`. For each open ow
    run, which the empty cgroup proves (every envelope process is born in the cgroup).
 5. Record the cleanup outcome: `complete` only when all of step 4 was confirmed.
 
+`sweep_own` is the same proof at a server's clean exit, for what its own killed envelopes
+left (so that a clean exit leaves nothing for the next start).
+
 Nothing is ever re-dispatched. Closed rows whose cleanup failed are re-checked the same
 way (their run is over, so fencing their leftovers is safe), and become `complete` only
 once confirmed. Jarvis runs left `running` by a dead server are fenced and closed as
@@ -54,6 +57,7 @@ __all__ = [
     "RecoveryReport",
     "owner_alive",
     "recover",
+    "sweep_own",
 ]
 
 UNCERTAIN_REASON = "a prior command dispatch was fenced without a proved result"
@@ -222,6 +226,67 @@ def recover(
         envelopes_released=tuple(envelopes_released),
         envelope_problems=tuple(envelope_problems),
         stale_jobs_removed=tuple(stale),
+    )
+
+
+def sweep_own(
+    journal: Journal, backend: CgroupBackend, *, empty_wait: float = 1.0
+) -> RecoveryReport:
+    """At this process's clean exit: release what its killed envelopes left, as recovery would.
+
+    Call it once this process's executor is closed, so that none of its envelopes may still
+    be in use: its registry entries and its closed rows whose cleanup was not proved, whose
+    supervisor is dead (killed from outside), are released with the proof `recover` uses
+    (job killed, empty and removed, no directory or netns holder left); an entry is dropped,
+    and a row's cleanup recorded `complete`, only then. An envelope whose supervisor still
+    lives is tearing itself down and is left to it (and to `recover` should it die too), as
+    are other processes' entries and rows.
+    """
+    me = identity.current()
+    fence = _Fence(backend, empty_wait)
+    registry = EnvelopeRegistry(journal.path.parent)
+    released: list[str] = []
+    envelope_problems: list[str] = []
+    for entry in registry.entries():
+        if entry.owner != me or identity.is_alive(entry.supervisor):
+            continue
+        problems = fence.release(entry.name, (), None)
+        if problems:
+            envelope_problems += [f"envelope {entry.name}: {p}" for p in problems]
+        else:
+            registry.drop(entry.name)
+            released.append(entry.name)
+    rechecked: list[RecoveredRun] = []
+    for row in journal.cleanup_failures():
+        if row.owner != me or (row.supervisor is not None and identity.is_alive(row.supervisor)):
+            continue
+        job = os.path.basename(row.cgroup_paths[0]) if row.cgroup_paths else row.cgroup_job
+        problems = fence.release(job, row.cgroup_paths, row.netns)
+        journal.record_cleanup(
+            row.operation_id,
+            root_run=row.root_run,
+            complete=not problems,
+            problems="; ".join(problems),
+        )
+        rechecked.append(
+            RecoveredRun(
+                operation_id=row.operation_id,
+                root_run=row.root_run,
+                run_id=row.run_id,
+                supervisor_killed=False,
+                cleanup_complete=not problems,
+                problems=tuple(problems),
+            )
+        )
+    return RecoveryReport(
+        closed=(),
+        rechecked=tuple(rechecked),
+        live=(),
+        jarvis_closed=(),
+        jarvis_problems=(),
+        unowned_jobs=(),
+        envelopes_released=tuple(released),
+        envelope_problems=tuple(envelope_problems),
     )
 
 

@@ -25,7 +25,7 @@ __all__ = ["MAX_WAITING", "POLL_S", "Queued", "SlotQueue"]
 # How often the first waiter looks for a slot another process freed.
 POLL_S: Final = 0.05
 # Callers that may wait at once in one process; beyond it a call is refused, not queued.
-MAX_WAITING: Final = 64
+MAX_WAITING: Final = 256
 
 # Told once when a caller has to wait, with how many callers are ahead of it.
 Queued = Callable[[int], Awaitable[None]]

@@ -61,6 +61,8 @@ def choose_base(
     name = f"jigcmd-u{euid}"
     memory = os.path.join(root, "memory", name)
     if os.path.isdir(memory) and os.stat(memory).st_uid == euid:
+        if mode == "hybrid":
+            _require_inside_unified(root, name)
         return name
     controllers = "memory pids cpu cpuacct freezer" + (" unified" if mode == "hybrid" else "")
     raise DelegationError(
@@ -73,6 +75,34 @@ def choose_base(
             if mode == "hybrid"
             else ""
         )
+    )
+
+
+def _require_inside_unified(root: str, name: str) -> None:
+    """On a hybrid host, this process must already sit where it can move a candidate to.
+
+    The kernel moves a process between cgroup2 cgroups only for a writer of their common
+    ancestor's `cgroup.procs`; a process outside `unified/<name>` would fail every run at
+    "join cgroup". Raised here, at start, with the step; silent when it cannot tell (no
+    cgroup2 membership, or a view of the hierarchy where the path does not resolve).
+    """
+    try:
+        own = own_cgroup_v2()
+    except OSError:
+        return
+    unified = os.path.join(root, "unified")
+    target = os.path.join(unified, name)
+    here = os.path.normpath(unified + (own or ""))
+    if own is None or not os.path.isdir(here) or not os.path.isdir(target):
+        return
+    ancestor = os.path.commonpath([here, target])
+    if os.access(os.path.join(ancestor, "cgroup.procs"), os.W_OK):
+        return
+    raise DelegationError(
+        f"this process's cgroup2 is {here}, outside the delegated {target}, so it could not "
+        f"move a candidate into its job (the kernel needs write access to {ancestor}); as "
+        f"root, move the shell that starts jigcmd there first: echo <its pid> > "
+        f"{target}/cgroup.procs (`jigcmd doctor` prints the exact command)"
     )
 
 

@@ -19,9 +19,9 @@ from jigcmd.attest.keys import (
     load_public,
     open_signing_key,
 )
-from jigcmd.attest.verify import decode_evidence, verify_bundle
+from jigcmd.attest.verify import JarvisView, decode_evidence, verify_bundle
 from jigcmd.durable.host import state_directory
-from jigcmd.durable.statedir import StateDirError
+from jigcmd.durable.statedir import StateDirError, default_state_dir
 from jigcmd.evidence import Evidence
 from jigcmd.journal.rows import Row
 from jigcmd.journal.store import Journal, JournalError, JournalUnusable
@@ -63,8 +63,8 @@ def _no_statement(row: Row) -> str | None:
     """Why a row has no statement (nothing ran to its proved end), if so."""
     if row.state == "uncertain":
         return f"its end is uncertain ({row.reason or 'nobody saw it'}); nothing is invented"
-    if row.outcome == "failure":
-        return "it ended in a failure, with no evidence to attest"
+    if row.outcome == "failure" and row.attestation is None:
+        return "it ended in a failure before anything ran, or with no proved end"
     if row.is_open and row.attestation is None:
         return "it is still running"
     return None
@@ -77,7 +77,7 @@ def verify(
     try:
         data = bundle.read_bytes()
         key = _verifying_key(key_path, state_dir)
-        evidence: Evidence | None = None
+        evidence: Evidence | JarvisView | None = None
         if evidence_path is not None:
             evidence = decode_evidence(evidence_path.read_bytes())
     except OSError as exc:
@@ -101,7 +101,11 @@ def _verifying_key(key_path: Path | None, state_dir: Path | None) -> PublicKey:
     if key_path is not None:
         return load_public(key_path)
     # The host's own public half: a reviewer on this host needs no key file of their own.
-    return load_public(state_directory(state_dir) / HOST_PUBLIC_NAME)
+    # Read where it is, never made: verifying creates nothing.
+    public = (state_dir or default_state_dir()) / HOST_PUBLIC_NAME
+    if not public.exists():
+        raise SigningKeyError(f"no host key at {public}; pass --key PUB (`jigcmd key` prints it)")
+    return load_public(public)
 
 
 def key(state_dir: Path | None, signing_key: Path | None) -> int:

@@ -70,6 +70,12 @@ def _report_line(result: dict[str, Any]) -> str | None:
     )
 
 
+def _text(view: dict[str, Any], name: str) -> str:
+    """What the result shows of one stream: its head and tail (all of it when short)."""
+    stream = view.get(name, {})
+    return str(stream.get("head", "")) + str(stream.get("tail", ""))
+
+
 def _evidence(account: _Account, result: dict[str, Any], what: str) -> dict[str, Any]:
     """The evidence of a completed tool call, with its summary and resource report printed."""
     if not account.expect(result.get("isError") is False, f"{what}: the call was refused"):
@@ -135,7 +141,7 @@ def _passing(account: _Account, server: ServeChild, root: Path) -> None:
     result = _call(account, server, "tests on the passing candidate", "tests", {"files": files})
     evidence = _evidence(account, result, "passing tests")
     account.expect(evidence.get("exitCode") == 0, "passing tests did not exit 0")
-    account.block(evidence.get("stderr", {}).get("text", "").strip("\n"), limit=12)
+    account.block(_text(evidence, "stderr").strip("\n"), limit=12)
 
 
 def _failing(account: _Account, server: ServeChild, root: Path) -> None:
@@ -143,17 +149,21 @@ def _failing(account: _Account, server: ServeChild, root: Path) -> None:
     result = _call(account, server, "tests on the failing candidate", "tests", {"files": files})
     evidence = _evidence(account, result, "failing tests")
     account.expect(evidence.get("exitCode") == 1, "failing tests did not exit 1")
-    lines = evidence.get("stderr", {}).get("text", "").splitlines()
+    lines = _text(evidence, "stderr").splitlines()
     assertion = [line for line in lines if line.lstrip().startswith(("Expected", "Received"))]
     account.expect(bool(assertion), "the failing test's assertion is not in stderr")
     account.say("the assertion that failed:")
     account.block("\n".join(assertion))
+    failed = [t for t in evidence.get("tests", {}).get("tests", []) if t.get("status") == "failed"]
+    account.expect(bool(failed), "the result's per-test results name no failing test")
+    for test in failed:
+        account.say(f"failing test: {test.get('name')} ({test.get('filePath')}:{test.get('line')})")
 
 
 def _cli(account: _Account, server: ServeChild, root: Path) -> None:
     arguments = {"files": _files(root, "passing"), "args": ["--greeting", "hi"], "stdin": "a\nb\n"}
     result = _call(account, server, "the cli entry point with args and stdin", "cli", arguments)
-    stdout = _evidence(account, result, "cli").get("stdout", {}).get("text", "")
+    stdout = _text(_evidence(account, result, "cli"), "stdout")
     account.say("stdout:")
     account.block(stdout)
     expected = {"args": ["--greeting", "hi"], "records": ["a", "b"]}
@@ -163,8 +173,7 @@ def _cli(account: _Account, server: ServeChild, root: Path) -> None:
 def _hostile(account: _Account, server: ServeChild, root: Path) -> None:
     files = _files(root, "hostile")
     result = _call(account, server, "tests on the hostile candidate", "tests", {"files": files})
-    lines = _evidence(account, result, "hostile tests").get("stderr", {}).get("text", "")
-    lines = lines.splitlines()
+    lines = _text(_evidence(account, result, "hostile tests"), "stderr").splitlines()
     contained = [line for line in lines if line.startswith(("contained ", "visible root:"))]
     escaped = [line for line in lines if "ESCAPED" in line]
     account.block("\n".join(contained + escaped))
@@ -185,16 +194,18 @@ def _invalid(account: _Account, server: ServeChild, root: Path) -> None:
     account.expect(pointer == "/files/..~1outside.ts", f"the refusal points at {pointer}")
 
 
-def _mcp_session(account: _Account, binding: Path, root: Path) -> None:
-    account.section(f"MCP session: {sys.executable} -m jigcmd serve --binding {binding}")
-    with ServeChild(binding) as server:
+def _mcp_session(account: _Account, binding: Path, root: Path, state: Path) -> None:
+    account.section(
+        f"MCP session: {sys.executable} -m jigcmd serve --binding {binding} --state-dir {state}"
+    )
+    with ServeChild(binding, ["--state-dir", str(state)]) as server:
         _handshake(account, server)
         for step in (_passing, _failing, _cli, _hostile, _invalid):
             step(account, server, root)
         _close(account, server)
 
 
-def _flow_session(account: _Account, binding: Path, root: Path) -> None:
+def _flow_session(account: _Account, binding: Path, root: Path, state: Path) -> None:
     account.section("FLOW Run/1 session (a new child: the first request chooses the dialect)")
     params = {
         "operationId": "demo-op-1",
@@ -202,7 +213,7 @@ def _flow_session(account: _Account, binding: Path, root: Path) -> None:
         "method": "run",
         "input": {"command": "tests", "files": _files(root, "passing")},
     }
-    with ServeChild(binding) as server:
+    with ServeChild(binding, ["--state-dir", str(state)]) as server:
         account.say(
             '-> {"jsonrpc":"2.0","id":"demo-1","method":"capability/call","params":'
             '{"operationId":"demo-op-1","slot":"command","method":"run","input":'
@@ -249,18 +260,24 @@ def _admit(account: _Account, binding: Path) -> bool:
     return account.expect(done.returncode == 0, f"jigcmd lock exited {done.returncode}")
 
 
-def demo() -> int:
-    """Run the account; 0 when every step behaved as expected, 1 otherwise."""
+def demo(state_dir: Path | None = None) -> int:
+    """Run the account; 0 when every step behaved as expected, 1 otherwise.
+
+    The journal goes to `state_dir`, else to a temporary directory removed afterwards: a
+    demonstration leaves nothing in the machine's state directory.
+    """
     account = _Account()
     with tempfile.TemporaryDirectory(prefix="jigcmd-demo-") as scratch:
         root = Path(scratch) / "example"
         shutil.copytree(_EXAMPLE, root, ignore=shutil.ignore_patterns("jigcmd.lock", "__pycache__"))
         binding = root / "binding.toml"
-        print(f"jigcmd demo: the bundled example, copied to {root}")
+        state = state_dir if state_dir is not None else Path(scratch) / "state"
+        kept = "" if state_dir is not None else " (temporary; --state-dir DIR keeps it)"
+        print(f"jigcmd demo: the bundled example, copied to {root}; journal in {state}{kept}")
         if _admit(account, binding):
             for session in (_mcp_session, _flow_session):
                 try:
-                    session(account, binding, root)
+                    session(account, binding, root, state)
                 except WireError as exc:
                     account.expect(False, f"the server misbehaved: {exc.message}")
                     account.say("server stderr:")

@@ -19,7 +19,8 @@ import anyio
 
 from jigcmd.command.failures import envelope_error
 from jigcmd.envelope.api import EnvelopeFailure
-from jigcmd.frontends.diagnosis import container, probes
+from jigcmd.frontends.diagnosis import container, hostfacts, probes
+from jigcmd.frontends.diagnosis.delegation import delegation_check
 from jigcmd.frontends.diagnosis.verdicts import (
     USERNS_SYSCTLS,
     Check,
@@ -62,17 +63,38 @@ def _platform() -> Check:
 
 def _privileges() -> Check:
     cap_eff = _status_field(probes.read_text("/proc/self/status"), "CapEff") or "0"
-    delegation = None
-    if os.geteuid() != 0:
-        from jigcmd.envelope import cgroups  # noqa: PLC0415 - Linux only
-        from jigcmd.envelope import delegation as delegated  # noqa: PLC0415 - Linux only
+    return privilege_check(os.geteuid(), int(cap_eff, 16))
 
-        try:
-            mode = cgroups.detect().mode
-            delegation = delegated.choose_base(None, mode=mode, move_self=False)
-        except (OSError, ValueError) as exc:
-            delegation = f"missing: {exc}"
-    return privilege_check(os.geteuid(), int(cap_eff, 16), delegation)
+
+def _engine() -> container.Engine | None:
+    return container.detect_engine(
+        containerenv=probes.read_text("/run/.containerenv"),
+        dockerenv=os.path.exists("/.dockerenv"),
+        init_environ=_read_bytes("/proc/1/environ"),
+    )
+
+
+def _delegation() -> Check:
+    """Rootless only: every step of the delegated cgroup subtree (see diagnosis/delegation)."""
+    if os.geteuid() == 0:
+        return Check("delegation", "ok", "not needed: running as root")
+    from jigcmd.envelope import cgroups  # noqa: PLC0415 - Linux only
+
+    try:
+        mode = cgroups.detect().mode
+    except (OSError, ValueError) as exc:
+        return Check("delegation", "FAIL", f"no cgroup hierarchy to delegate: {exc}")
+    return delegation_check(hostfacts.delegation_facts(mode, _engine()))
+
+
+def _rootless_without_delegation(exc: Exception) -> bool:
+    """The failure is the missing delegation, which the delegation check words (once)."""
+    from jigcmd.envelope.delegation import DelegationError  # noqa: PLC0415 - Linux only
+
+    return os.geteuid() != 0 and isinstance(exc, DelegationError)
+
+
+_SEE_DELEGATION = "no usable delegated cgroup subtree (the delegation check names the missing step)"
 
 
 def _oom_score() -> Check:
@@ -81,11 +103,7 @@ def _oom_score() -> Check:
 
 
 def _container() -> Check:
-    engine = container.detect_engine(
-        containerenv=probes.read_text("/run/.containerenv"),
-        dockerenv=os.path.exists("/.dockerenv"),
-        init_environ=_read_bytes("/proc/1/environ"),
-    )
+    engine = _engine()
     if engine is None:
         return container.container_check(None, ())
     from jigcmd.envelope.cgroups import read_mounts  # noqa: PLC0415 - Linux only
@@ -96,7 +114,9 @@ def _container() -> Check:
         backend, _ = resolve_backend(move_self=False)
         mode, problems = backend.mode, backend.problems()
     except (OSError, ValueError) as exc:
-        problems = [str(exc)]
+        # Without root, cgroups it may not write are the delegation's business, not the
+        # container's: the container may well give root every piece.
+        problems = [] if _rootless_without_delegation(exc) else [str(exc)]
     cap_eff = _status_field(probes.read_text("/proc/self/status"), "CapEff") or "0"
     pieces = container.missing_pieces(
         engine,
@@ -132,6 +152,8 @@ def _cgroups() -> Check:
     try:
         backend, _ = resolve_backend(move_self=False)
     except (OSError, ValueError) as exc:
+        if _rootless_without_delegation(exc):
+            return Check("cgroups", "FAIL", f"not checked: {_SEE_DELEGATION}")
         return cgroup_check(None, (), [str(exc)])
     bases: list[str] = []
     if isinstance(backend, V2Backend):
@@ -201,6 +223,8 @@ async def _run_probe_plan() -> Check:
     try:
         _, base = resolve_backend()
     except (OSError, ValueError) as exc:
+        if _rootless_without_delegation(exc):
+            return Check("end-to-end", "FAIL", f"not attempted: {_SEE_DELEGATION}")
         return end_to_end_check(None, None, "", f"not attempted: {exc}")
     executor = NativeExecutor(cgroup_base=base)
     executor.stage_at_start(plan.binds)
@@ -254,11 +278,57 @@ def _state() -> Check:
     return Check("state", "ok", detail + "; every recorded cleanup confirmed")
 
 
+# The Binding `doctor --binding` checks, if one was given.
+_BINDING: contextvars.ContextVar[Path | None] = contextvars.ContextVar("binding", default=None)
+
+
+def _binding() -> Check:
+    """The Binding (any form; a TypeScript one evaluated in an envelope) and its admission."""
+    from jigcmd.command.assembly import default_lock_path, lock_runtime, locked_file  # noqa: PLC0415 - an import that fails fails this check alone
+    from jigcmd.command.runtime import RuntimeUnavailable, find_runtime  # noqa: PLC0415 - an import that fails fails this check alone
+    from jigcmd.command.scriptbinding import load_any_binding  # noqa: PLC0415 - an import that fails fails this check alone
+    from jigcmd.policy.binding import BindingError  # noqa: PLC0415 - an import that fails fails this check alone
+    from jigcmd.policy.lock import LockError, check_admission, decode_lock  # noqa: PLC0415 - an import that fails fails this check alone
+
+    path = _BINDING.get()
+    assert path is not None
+    try:
+        loaded = load_any_binding(path)
+        runtime = lock_runtime(find_runtime())
+    except (BindingError, RuntimeUnavailable) as exc:
+        return Check("binding", "FAIL", str(exc), "fix the Binding; nothing of it is admitted")
+    lock_path = default_lock_path(path)
+    try:
+        lock = decode_lock(lock_path.read_bytes(), source=str(lock_path))
+    except FileNotFoundError:
+        lock = None
+    except (OSError, LockError) as exc:
+        return Check("binding", "warn", str(exc), f"run `jigcmd lock --binding {path}`")
+    admission = check_admission(
+        loaded.binding,
+        lock,
+        runtime,
+        lock_path=str(lock_path),
+        binding_path=str(path),
+        file=locked_file(loaded, lock_path),
+        script=loaded.script,
+    )
+    form = "TypeScript, evaluated in an envelope" if loaded.script else "declarative"
+    detail = (
+        f"{path} ({form}): {len(loaded.binding.commands)} command(s), policy "
+        f"{loaded.binding.digest()}"
+    )
+    if not admission.admitted:
+        return Check("binding", "warn", f"{detail}; not admitted: {admission.reason}")
+    return Check("binding", "ok", f"{detail}; admitted by {lock_path}")
+
+
 # In order; the end-to-end run starts threads, so it comes after every forked probe.
 _CHECKS: tuple[tuple[str, Callable[[], Check]], ...] = (
     ("platform", _platform),
     ("kernel", lambda: kernel_check(platform.release())),
     ("privileges", _privileges),
+    ("delegation", _delegation),
     ("oom score", _oom_score),
     ("container", _container),
     ("user namespaces", _userns),
@@ -272,11 +342,13 @@ _CHECKS: tuple[tuple[str, Callable[[], Check]], ...] = (
 )
 
 
-def run_checks(state_dir: Path | None = None) -> list[Check]:
+def run_checks(state_dir: Path | None = None, binding: Path | None = None) -> list[Check]:
     """Every check, each isolated: one that crashes becomes a FAIL line, the rest still run."""
     _STATE_DIR.set(state_dir)
+    _BINDING.set(binding)
     results = []
-    for name, check in _CHECKS:
+    checks = _CHECKS if binding is None else (*_CHECKS, ("binding", _binding))
+    for name, check in checks:
         try:
             results.append(check())
         except Exception as exc:  # noqa: BLE001 - a crashed check is a failed check, not a crashed doctor
@@ -311,9 +383,14 @@ def _render(results: list[Check]) -> str:
     return "\n".join(lines)
 
 
-def doctor(*, as_json: bool = False, state_dir: Path | None = None) -> int:
-    """Print the checks (a JSON list with `as_json`); 0 when the envelope can be built, else 1."""
-    results = run_checks(state_dir)
+def doctor(
+    *, as_json: bool = False, state_dir: Path | None = None, binding: Path | None = None
+) -> int:
+    """Print the checks (a JSON list with `as_json`); 0 when the envelope can be built, else 1.
+
+    With `binding`, the last check loads that Binding and says whether its lock admits it.
+    """
+    results = run_checks(state_dir, binding)
     if as_json:
         print(readable.dumps([result.as_json() for result in results], indent=2))
     else:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import hashlib
 import os
 import sys
 import time
@@ -11,6 +12,8 @@ from pathlib import Path
 
 import anyio
 
+from jigcmd.attest.attester import Attester
+from jigcmd.attest.keys import SigningKeyError, open_signing_key
 from jigcmd.durable.host import open_host, state_directory
 from jigcmd.durable.statedir import StateDirError
 from jigcmd.envelope.cgroups import CgroupUnavailable
@@ -22,12 +25,14 @@ from jigcmd.jarvis.connections import DEFAULT_LIMITS
 from jigcmd.jarvis.hostview import OsHostView
 from jigcmd.jarvis.manual import base_url
 from jigcmd.jarvis.policy import PolicyError, parse_policy
-from jigcmd.jarvis.server import LoopbackError, bind_loopback, serve
+from jigcmd.jarvis.server import LoopbackError, StopRequest, bind_loopback, serve
 from jigcmd.jarvis.service import DEFAULT_QUEUE_WAIT_S, JarvisService
+from jigcmd.jarvis.statements import RunSigning
 from jigcmd.journal.reservations import Reservations, default_slots
 from jigcmd.journal.schema import SchemaError
 from jigcmd.journal.store import Journal, JournalError, JournalUnusable
 from jigcmd.jsonio import readable
+from jigcmd.server.hostpaths import HostPaths
 
 __all__ = ["jarvis", "jarvis_audit"]
 
@@ -47,18 +52,57 @@ def jarvis(
     max_envelopes: int | None = None,
     max_connections: int = DEFAULT_LIMITS.max_connections,
     queue_wait: float | None = None,
+    signing_key: Path | None = None,
 ) -> int:
-    """Serve until SIGINT/SIGTERM; 2 (with the precise reason on stderr) when it cannot start."""
+    """Serve until SIGINT/SIGTERM, then 0; 2 (the precise reason on stderr) when it cannot start.
+
+    A state directory lost meanwhile is 2 too, with one line saying so.
+    """
+    with StopRequest() as early:
+        return _jarvis(
+            policy,
+            host,
+            port,
+            state_dir,
+            cgroup_base=cgroup_base,
+            max_envelopes=max_envelopes,
+            max_connections=max_connections,
+            queue_wait=queue_wait,
+            signing_key=signing_key,
+            early=early,
+        )
+
+
+def _jarvis(
+    policy: Path,
+    host: str,
+    port: int,
+    state_dir: Path | None,
+    *,
+    cgroup_base: str | None,
+    max_envelopes: int | None,
+    max_connections: int,
+    queue_wait: float | None,
+    signing_key: Path | None,
+    early: StopRequest,
+) -> int:
     try:
         credentials = load_credentials(os.environ)
-        rules = parse_policy(_read(policy), str(policy))
+        text = _read(policy)
+        rules = parse_policy(text, str(policy))
         opened = open_host(state_dir, cgroup_base)
         directory, base = opened.state_dir, opened.cgroup_base
+        # Each completed run's statement names the policy file by the digest of its bytes.
+        signing = RunSigning(
+            Attester(open_signing_key(directory, signing_key)),
+            "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest(),
+        )
         sock = bind_loopback(host, port)
     except (
         ConfigError,
         PolicyError,
         StateDirError,
+        SigningKeyError,
         LoopbackError,
         DelegationError,
         CgroupUnavailable,
@@ -87,15 +131,26 @@ def jarvis(
             host=OsHostView(),
             host_env=dict(os.environ),
             queue_wait=DEFAULT_QUEUE_WAIT_S if queue_wait is None else queue_wait,
+            signing=signing,
         )
         base = base_url(bound_host, bound_port)
-        app = create_app(service, credentials, allowed_hosts(bound_host, bound_port), base)
+        app = create_app(
+            service,
+            credentials,
+            allowed_hosts(bound_host, bound_port),
+            base,
+            HostPaths.of_host(state_dir=directory),
+        )
         sys.stderr.write(
             f"jigcmd jarvis: serving {base}/utcp as {credentials.actor} "
             f"(grants: {', '.join(sorted(credentials.grants))}; journal {journal.path})\n"
         )
         limits = dataclasses.replace(DEFAULT_LIMITS, max_connections=max_connections)
-        anyio.run(functools.partial(serve, app, sock, credentials, limits=limits))
+        anyio.run(
+            functools.partial(
+                serve, app, sock, credentials, limits=limits, early=early, on_stop=service.stop
+            )
+        )
     finally:
         sock.close()
         closed = _close(journal)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from jigcmd.durable.host import open_host
 from jigcmd.durable.recovery import recover as recover_runs
-from jigcmd.durable.statedir import StateDirError
+from jigcmd.durable.statedir import StateDirError, default_state_dir
 from jigcmd.envelope.cgroups import CgroupUnavailable
 from jigcmd.envelope.delegation import DelegationError
 from jigcmd.journal.failures import JournalUnusable, unusable
@@ -19,7 +19,21 @@ __all__ = ["recover"]
 
 
 def recover(state_dir: Path | None, cgroup_base: str | None = None) -> int:
-    """Fence, release and record; 0 when every cleanup was confirmed, 1 otherwise, 2 unusable."""
+    """Fence, release and record; 0 when every cleanup was confirmed, 1 otherwise, 2 unusable.
+
+    A state directory that does not exist holds no run to recover: it is never created here
+    (a mistyped `--state-dir` is refused, the default is "nothing to recover").
+    """
+    target = state_dir or default_state_dir()
+    if not target.exists() and not target.is_symlink():
+        if state_dir is not None:
+            sys.stderr.write(
+                f"jigcmd recover: --state-dir {state_dir}: no such directory, so no run of it "
+                "to recover (nothing was created); give the directory serve and run use\n"
+            )
+            return 2
+        print(f"nothing to recover: no state directory at {target} yet")
+        return 0
     try:
         host = open_host(state_dir, cgroup_base, move_self=False)
     except (StateDirError, CgroupUnavailable, ValueError, DelegationError) as exc:
@@ -47,8 +61,15 @@ def recover(state_dir: Path | None, cgroup_base: str | None = None) -> int:
             print(f"  problem: {problem}")
     for name in report.stale_jobs_removed:
         print(f"removed: cgroup job {name} (empty, left by a dead jigcmd, named by no journal)")
-    for name in report.unowned_jobs:
-        print(f"left alone: cgroup job {name} (no row of this journal names it)")
+    if report.unowned_jobs:
+        # Jobs of other state directories, or of servers still alive: not this journal's.
+        count = len(report.unowned_jobs)
+        names = ", ".join(report.unowned_jobs[:3]) + (" …" if count > 3 else "")
+        jobs = "cgroup job" + ("s" if count != 1 else "")
+        print(
+            f"left alone: {count} {jobs} no row of this journal names ({names}): another "
+            "state directory's or a live server's, not this recovery's business"
+        )
     if not report.closed:
         print("nothing to recover")
     return 0 if report.clean else 1

@@ -4,7 +4,8 @@ The exit status says what happened to the call, never the candidate's own exit c
 in the evidence): 0 the command completed, 2 nothing ran because something given was invalid
 (usage, Binding, files, request), 3 operational failure (unavailable, envelope incomplete,
 uncertain), 4 deadline or cancel. With `--json` stdout carries exactly one JSON object,
-`{"evidence", "report", "attestation"}` or `{"error": {code, message, details?}, "evidence"?}`;
+`{"evidence", "report", "attestation"}` or `{"error": {code, message, details?}, "evidence"?,
+"attestation"?}` (a run stopped by its deadline or a cancel ran: it has both);
 the error's words are on stderr too. `attestation` is the run's signed statement: `digest`
 (of the bundle's bytes), `bundle` (those bytes: JSON Lines of DSSE envelopes, what
 `jigcmd verify` reads) and `envelopes` (the same, parsed).
@@ -12,9 +13,9 @@ the error's words are on stderr too. `attestation` is the run's signed statement
 
 from __future__ import annotations
 
-import os
-import stat
 import sys
+import time
+from collections.abc import Sequence
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -24,54 +25,29 @@ import msgspec
 
 from jigcmd.attest.dsse import attestation_fields
 from jigcmd.command.assembly import STARTUP_ERRORS, FrontSettings, open_service
+from jigcmd.command.failures import StoppedRun
+from jigcmd.command.projectdir import CandidateError, ProjectFiles, read_project
 from jigcmd.errors import Code, JigError
 from jigcmd.evidence import Evidence, ResourceReport
 from jigcmd.policy.binding import BindingError
+from jigcmd.policy.candidate import Problem
+from jigcmd.policy.planner import CEILING_SECONDS
 from jigcmd.protocol.commands import RunResult
+from jigcmd.protocol.mcp_view import TestsView, full_tests
 
-__all__ = ["CandidateError", "read_candidate", "run", "write_failure"]
+__all__ = ["CandidateError", "read_candidate", "refusal", "run", "write_failure"]
 
 _EXIT_EVIDENCE, _EXIT_INVALID, _EXIT_FAILED, _EXIT_STOPPED = 0, 2, 3, 4
 
 
-class CandidateError(ValueError):
-    """Raised when a directory cannot be read as a candidate; the message names the path."""
-
-
 def read_candidate(directory: Path) -> dict[str, str]:
-    """Every regular file under `directory`, by relative POSIX path, decoded as UTF-8."""
-    try:
-        info = directory.stat()
-    except FileNotFoundError:
-        raise CandidateError(f"{directory}: no such directory") from None
-    except OSError as exc:
-        raise CandidateError(f"{directory}: cannot be read: {exc.strerror}") from exc
-    if not stat.S_ISDIR(info.st_mode):
-        raise CandidateError(f"{directory}: not a directory")
-    files: dict[str, str] = {}
-
-    def unreadable(exc: OSError) -> None:
-        # os.walk would otherwise skip a directory it cannot list, silently dropping files.
-        raise CandidateError(f"{exc.filename}: cannot be read: {exc.strerror}") from exc
-
-    for root, dirs, names in os.walk(directory, onerror=unreadable):
-        dirs.sort()
-        for name in sorted(names):
-            path = Path(root) / name
-            relative = path.relative_to(directory).as_posix()
-            if not stat.S_ISREG(path.lstat().st_mode):
-                raise CandidateError(
-                    f"{relative}: not a regular file (symlinks and devices are not candidate text)"
-                )
-            try:
-                files[relative] = path.read_bytes().decode("utf-8")
-            except UnicodeDecodeError as exc:
-                raise CandidateError(
-                    f"{relative}: not UTF-8 text ({exc.reason} at byte {exc.start})"
-                ) from exc
-    if not files:
-        raise CandidateError(f"{directory}: holds no files")
-    return files
+    """The candidate `directory` sends (see `read_project`), or `CandidateError` listing every
+    rule it breaks."""
+    project = read_project(directory)
+    problems = project.problems()
+    if problems:
+        raise CandidateError(f"{directory}: " + "; ".join(p.line() for p in problems))
+    return project.files
 
 
 def run(
@@ -82,18 +58,31 @@ def run(
     stdin_file: Path | None,
     args: list[str],
     as_json: bool,
+    excludes: Sequence[str] = (),
+    timeout: float | None = None,
 ) -> int:
     """Run and print the evidence (or the failure); return the exit status."""
+    if timeout is not None and not 0 < timeout <= CEILING_SECONDS:
+        why = f"--timeout {timeout:g}: must be more than 0 and at most {CEILING_SECONDS:g} seconds"
+        return write_failure(
+            JigError(
+                Code.INVALID_INPUT, f"{why} (the envelope's ceiling)", {"option": "--timeout"}
+            ),
+            as_json,
+        )
     try:
+        # Read before the envelopes start; its verdict waits for admission (below).
+        project: ProjectFiles | JigError = _read_files(files_dir, excludes)
         return anyio.run(
             partial(
                 _run,
                 settings,
                 command,
-                files_dir=files_dir,
+                project=project,
                 stdin_file=stdin_file,
                 args=args,
                 as_json=as_json,
+                timeout_s=timeout,
             )
         )
     except BindingError as exc:
@@ -101,6 +90,7 @@ def run(
         return write_failure(JigError(Code.INVALID_INPUT, str(exc), details), as_json)
     except STARTUP_ERRORS as exc:
         # jigcmd cannot serve here (no Bun, no usable state directory or cgroup subtree).
+        # The operator's own command line: the paths it names are the ones they gave.
         return write_failure(JigError(Code.UNAVAILABLE, str(exc)), as_json)
 
 
@@ -108,10 +98,11 @@ async def _run(
     settings: FrontSettings,
     command: str,
     *,
-    files_dir: Path,
+    project: ProjectFiles | JigError,
     stdin_file: Path | None,
     args: list[str],
     as_json: bool,
+    timeout_s: float | None,
 ) -> int:
     # The zygote starts (and stages the runtime) before the run's ceiling begins: on a slow
     # (emulated) machine that alone took seconds of a one-shot run's 10.
@@ -120,9 +111,20 @@ async def _run(
         try:
             # Admission first: a drifted or missing lock is what to fix, whatever the files.
             await service.check_admission(command)
-            request = _request(command, files_dir, stdin_file, args)
+            files = _candidate(project, service.command_paths(command), command)
+            request = _request(command, files, stdin_file, args)
+            # The timeout starts now, with the envelopes up: setup counts, start-up does not.
+            deadline = (
+                None if timeout_s is None else time.time_ns() // 1_000_000 + int(timeout_s * 1000)
+            )
             result = await service.run(
-                request, operation_id="cli", deadline_unix_ms=None, cancel=anyio.Event()
+                request,
+                operation_id="cli",
+                deadline_unix_ms=deadline,
+                cancel=anyio.Event(),
+                # The same per-test results an MCP result has; nothing kept to read back.
+                detailed=True,
+                keep_resources=False,
             )
         except JigError as exc:
             return write_failure(exc, as_json)
@@ -130,14 +132,51 @@ async def _run(
     return _EXIT_EVIDENCE
 
 
+def _read_files(directory: Path, excludes: Sequence[str]) -> ProjectFiles | JigError:
+    """The project directory as a candidate, or why it cannot be read at all."""
+    try:
+        return read_project(directory, excludes)
+    except CandidateError as exc:
+        return _option_error("--files", directory, str(exc).removeprefix(f"{directory}: "))
+
+
+def _candidate(
+    project: ProjectFiles | JigError, needed: Sequence[str], command: str
+) -> dict[str, str]:
+    """The files to send, said what was left out; or one refusal listing every problem."""
+    if isinstance(project, JigError):
+        raise project
+    note = project.note()
+    if note is not None:
+        sys.stderr.write(f"jigcmd run: --files {project.root}: {note}\n")
+    problems = project.problems(needed, command)
+    if problems:
+        raise refusal("--files", project.root, problems)
+    return project.files
+
+
+def refusal(option: str, directory: Path, problems: Sequence[Problem]) -> JigError:
+    """One `INVALID_INPUT` naming every problem (the wire message is cut at 1,024 characters;
+    `details.problems` keeps them all)."""
+    message = f"{option} {directory}: {_count(len(problems))}, nothing ran: " + "; ".join(
+        p.line() for p in problems
+    )
+    details = {
+        "option": option,
+        "path": str(directory),
+        "problems": [msgspec.structs.asdict(p) for p in problems],
+    }
+    return JigError(Code.INVALID_INPUT, message, details)
+
+
+def _count(n: int) -> str:
+    return f"{n} problem{'s' if n != 1 else ''}"
+
+
 def _request(
-    command: str, files_dir: Path, stdin_file: Path | None, args: list[str]
+    command: str, files: dict[str, str], stdin_file: Path | None, args: list[str]
 ) -> dict[str, object]:
     """The request `serve` would get, read from the command line's files."""
-    try:
-        files = read_candidate(files_dir)
-    except CandidateError as exc:
-        raise _option_error("--files", files_dir, str(exc).removeprefix(f"{files_dir}: ")) from exc
     request: dict[str, object] = {"command": command, "files": files}
     if args:
         request["args"] = args
@@ -172,10 +211,19 @@ def _exit_status(code: Code) -> int:
 
 def write_failure(exc: JigError, as_json: bool) -> int:
     """Say why the call failed (stderr; with `as_json` also the one stdout object)."""
-    sys.stderr.write(f"jigcmd run: {exc.code.value}: {exc.message}\n")
     details = dict(exc.details or {})
-    # Deadline and cancel carry what was collected: the same evidence a completed run has.
+    problems = details.get("problems")
+    if problems:
+        # Every problem on its own line: the message may have been cut.
+        lines = [f"  {msgspec.convert(p, Problem).line()}" for p in problems]
+        head = f"{details['option']} {details['path']}: {_count(len(problems))}, nothing ran"
+        sys.stderr.write(f"jigcmd run: {exc.code.value}: {head}:\n" + "\n".join(lines) + "\n")
+    else:
+        sys.stderr.write(f"jigcmd run: {exc.code.value}: {exc.message}\n")
+    # Deadline and cancel carry what was collected: the same evidence a completed run has,
+    # and the resources it used, which is when a person wants them most.
     collected = details.pop("command", None)
+    report = exc.report if isinstance(exc, StoppedRun) else None
     if as_json:
         error: dict[str, Any] = {"code": exc.code.value, "message": exc.message}
         if details:
@@ -183,23 +231,32 @@ def write_failure(exc: JigError, as_json: bool) -> int:
         answer: dict[str, Any] = {"error": error}
         if collected is not None:
             answer["evidence"] = collected
+        if report is not None:
+            answer["report"] = report
+        if exc.attestation is not None:
+            answer["attestation"] = attestation_fields(exc.attestation)
         sys.stdout.write(msgspec.json.encode(answer).decode() + "\n")
     elif collected is not None:
-        _write_text(msgspec.convert(collected, Evidence), None)
+        _write_text(msgspec.convert(collected, Evidence), report)
     return _exit_status(exc.code)
 
 
 def _write_result(result: RunResult, as_json: bool) -> None:
+    tests = full_tests(result.tests) if result.tests is not None else None
     if as_json:
         answer: dict[str, Any] = {"evidence": result.evidence, "report": result.report}
+        if tests is not None:
+            answer["tests"] = tests
         if result.attestation is not None:
             answer["attestation"] = attestation_fields(result.attestation)
         sys.stdout.write(msgspec.json.encode(answer).decode() + "\n")
     else:
-        _write_text(result.evidence, result.report)
+        _write_text(result.evidence, result.report, tests)
 
 
-def _write_text(evidence: Evidence, report: ResourceReport | None) -> None:
+def _write_text(
+    evidence: Evidence, report: ResourceReport | None, tests: TestsView | None = None
+) -> None:
     ended = (
         f"exit code {evidence.exit_code}"
         if evidence.exit_code is not None
@@ -222,8 +279,23 @@ def _write_text(evidence: Evidence, report: ResourceReport | None) -> None:
             f"cpu {cpu}, peak memory {memory}, oom killed {report.oom_killed}, "
             f"pids limit hit {report.pids_limit_hit}"
         )
+    if tests is not None:
+        lines.append(f"tests:      {_tests_line(tests)}")
     for name, stream in (("stdout", evidence.stdout), ("stderr", evidence.stderr)):
         note = " (truncated)" if stream.truncated else ""
         lines.append(f"--- {name}{note} ---")
         lines.append(stream.text.rstrip("\n"))
     sys.stdout.write("\n".join(lines) + "\n")
+
+
+def _tests_line(tests: TestsView) -> str:
+    """The per-test counts (or why there are none), with the runner's caveat."""
+    if tests.summary is None:
+        return f"no per-test results: the runner's report is {tests.problem}"
+    s = tests.summary
+    failed = [test.name for test in tests.tests if test.status == "failed"]
+    named = f" ({', '.join(failed[:5])}{', …' if len(failed) > 5 else ''})" if failed else ""
+    return (
+        f"{s.tests} run, {s.passed} passed, {s.failed} failed{named}, {s.skipped} skipped, "
+        f"{s.pending} todo (from the runner's report, which candidate code can alter)"
+    )

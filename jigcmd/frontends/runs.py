@@ -1,14 +1,13 @@
-"""`jigcmd runs`: the state directory's runs and their operations, read only.
+"""`jigcmd runs`: the state directory's runs and their operations, changing none of them.
 
 One line per operation, grouped by the caller's run (`--run-id` of `serve`): its id, state,
 outcome, cleanup, envelope and when it was created and finished. `--json` prints one JSON
-object per run with its operations, for a coordinator's scripts. Nothing is written: a
+object per run with its operations, for a coordinator's scripts. No record is changed: a
 journal that does not exist yet is "no runs", not a new file.
 """
 
 from __future__ import annotations
 
-import sqlite3
 import sys
 import time
 from pathlib import Path
@@ -16,8 +15,10 @@ from pathlib import Path
 import msgspec
 
 from jigcmd.durable.statedir import default_state_dir
-from jigcmd.journal.rows import Row, row_from
-from jigcmd.journal.store import DB_NAME
+from jigcmd.journal.failures import JournalUnusable
+from jigcmd.journal.rows import Row
+from jigcmd.journal.schema import SchemaError
+from jigcmd.journal.store import DB_NAME, Journal
 from jigcmd.jsonio import readable
 
 __all__ = ["list_runs", "operation_view", "runs"]
@@ -27,20 +28,17 @@ _trace = msgspec.json.Decoder(dict[str, str])
 
 
 def list_runs(state_dir: Path) -> list[Row]:
-    """Every operation of the journal in `state_dir`, oldest first, without writing anything."""
-    path = state_dir / DB_NAME
-    if not path.exists():
+    """Every operation of the journal in `state_dir`, by run, oldest first; changes none.
+
+    The journal is opened the way every jigcmd opens it (its marker checked and kept, so a
+    reader never leaves a WAL that looks lost); a directory without one is no runs, and gets
+    none. Raises `JournalUnusable` or `SchemaError` when it cannot be read.
+    """
+    if not (state_dir / DB_NAME).exists():
         return []
-    # Read-only by URI: no migration, no WAL checkpoint, no new file.
-    conn = sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True)
-    try:
-        conn.row_factory = sqlite3.Row
-        found = conn.execute(
-            "SELECT * FROM operations ORDER BY root_run, created_unix_ms, operation_id"
-        ).fetchall()
-    finally:
-        conn.close()
-    return [row_from(row) for row in found]
+    with Journal.open(state_dir) as journal:
+        rows = journal.rows()
+    return sorted(rows, key=lambda row: row.root_run)
 
 
 def _when(unix_ms: int | None) -> str | None:
@@ -82,8 +80,8 @@ def runs(state_dir: Path | None, *, run_id: str | None = None, as_json: bool = F
     directory = state_dir or default_state_dir()
     try:
         rows = list_runs(directory)
-    except sqlite3.Error as exc:
-        sys.stderr.write(f"jigcmd runs: cannot read the journal in {directory}: {exc}\n")
+    except (JournalUnusable, SchemaError) as exc:
+        sys.stderr.write(f"jigcmd runs: {exc}\n")
         return 2
     grouped: dict[str, list[Row]] = {}
     for row in rows:

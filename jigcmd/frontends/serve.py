@@ -19,11 +19,19 @@ from collections.abc import Mapping
 import anyio
 
 from jigcmd import __version__
-from jigcmd.command.assembly import STARTUP_ERRORS, FrontSettings, open_service
+from jigcmd.command.assembly import (
+    STARTUP_ERRORS,
+    FrontSettings,
+    open_service,
+    watch_admission,
+)
 from jigcmd.command.service import CommandService
+from jigcmd.durable.statedir import StateDirError, default_state_dir
 from jigcmd.envelope.native import NativeExecutor
 from jigcmd.protocol import jsonrpc
+from jigcmd.protocol.mcp_view import DEFAULT_BUDGET_BYTES
 from jigcmd.protocol.session import ProtocolChoice
+from jigcmd.server.hostpaths import HostPaths
 from jigcmd.server.refusal import answer_pending
 from jigcmd.server.stdio import serve_stdio
 
@@ -74,7 +82,13 @@ def resolve_root_deadline(given: int | None, environ: Mapping[str, str]) -> int 
     return int(named)
 
 
-def serve(settings: FrontSettings, protocol: ProtocolChoice, run_id: str | None = None) -> int:
+def serve(
+    settings: FrontSettings,
+    protocol: ProtocolChoice,
+    run_id: str | None = None,
+    *,
+    result_budget: int | None = None,
+) -> int:
     """Serve until EOF or SIGTERM; 0 on a clean end, 2 when it cannot start."""
     try:
         root_run, generated = resolve_run_id(run_id, os.environ)
@@ -83,7 +97,8 @@ def serve(settings: FrontSettings, protocol: ProtocolChoice, run_id: str | None 
         sys.stderr.write(f"jigcmd serve: {exc}\n")
         return 2
     settings = dataclasses.replace(settings, root_deadline_unix_ms=deadline)
-    return anyio.run(_serve, settings, protocol, root_run, generated)
+    budget = result_budget if result_budget is not None else DEFAULT_BUDGET_BYTES
+    return anyio.run(_serve, settings, protocol, root_run, generated, budget)
 
 
 def _say_run_id(root_run: str, generated: bool) -> None:
@@ -99,7 +114,7 @@ def _say_run_id(root_run: str, generated: bool) -> None:
 
 
 async def _serve(
-    settings: FrontSettings, protocol: ProtocolChoice, root_run: str, generated: bool
+    settings: FrontSettings, protocol: ProtocolChoice, root_run: str, generated: bool, budget: int
 ) -> int:
     try:
         async with open_service(settings) as assembly:
@@ -111,6 +126,8 @@ async def _serve(
                 # Off the path to the first answer: the zygote, a prepared envelope, the hash.
                 if isinstance(executor, NativeExecutor):
                     tg.start_soon(_warm_up, executor, service)
+                # A lock written while serving (a review) re-admits; tools/list_changed follows.
+                tg.start_soon(watch_admission, assembly, settings.binding)
                 await serve_stdio(
                     service,
                     protocol=protocol,
@@ -120,14 +137,28 @@ async def _serve(
                     # The journal keeps every operation; the session only the recent ones.
                     remember=_SESSION_REMEMBERS,
                     root_run=root_run,
+                    result_budget=budget,
+                    host_paths=HostPaths.of_host(
+                        state_dir=service.state_dir, binding=settings.binding
+                    ),
                 )
                 tg.cancel_scope.cancel()
     except STARTUP_ERRORS as exc:
         sys.stderr.write(f"jigcmd serve: {exc}\n")
-        # A peer that already sent its first requests gets an answer, not a bare EOF.
-        answer_pending(str(exc))
+        # A peer that already sent its first requests gets an answer, not a bare EOF; the
+        # host's paths stay on the operator's stderr.
+        answer_pending(_startup_paths(settings).scrub(str(exc)))
         return 2
     return 0
+
+
+def _startup_paths(settings: FrontSettings) -> HostPaths:
+    """The host paths a start-up failure may name, before the state directory was opened."""
+    try:
+        state_dir = settings.state_dir or default_state_dir()
+    except StateDirError:
+        state_dir = None
+    return HostPaths.of_host(state_dir=state_dir, binding=settings.binding)
 
 
 async def _warm_up(executor: NativeExecutor, service: CommandService) -> None:

@@ -29,6 +29,7 @@ from jigcmd.jarvis.auth import AuthError, Credentials
 from jigcmd.jarvis.service import JarvisService
 from jigcmd.jarvis.tools import ToolError, decode_invoke
 from jigcmd.jsonio.strict import StrictJSONError, loads
+from jigcmd.server.hostpaths import HostPaths
 
 __all__ = ["MAX_BODY_BYTES", "allowed_hosts", "create_app"]
 
@@ -83,9 +84,23 @@ class HostOriginGuard:
 
 
 def create_app(
-    service: JarvisService, credentials: Credentials, hosts: Iterable[str], base_url: str
+    service: JarvisService,
+    credentials: Credentials,
+    hosts: Iterable[str],
+    base_url: str,
+    paths: HostPaths | None = None,
 ) -> Starlette:
-    """The ASGI application; its lifespan owns the service's runs and executor."""
+    """The ASGI application; its lifespan owns the service's runs and executor.
+
+    `paths` (the state directory, home, …) are kept out of every error body: the operator's
+    stderr may name them, an HTTP client never reads them.
+    """
+    scrub = (paths or HostPaths.of_host()).scrub
+
+    def refuse(exc: ToolError) -> Response:
+        extra = {key: scrub(value) for key, value in (exc.extra or {}).items()}
+        return error(exc.status, scrub(exc.message), headers=exc.headers, extra=extra)
+
     from jigcmd.jarvis.manual import build_manual  # noqa: PLC0415 - keeps app importable alone
 
     manual = build_manual(base_url, credentials.grants)
@@ -101,7 +116,7 @@ def create_app(
         try:
             authorise(request)
         except ToolError as exc:
-            return error(exc.status, exc.message)
+            return refuse(exc)
         return JSONResponse(manual)
 
     async def invoke(request: Request) -> Response:
@@ -126,7 +141,7 @@ def create_app(
             }[spec.capability]
             result: dict[str, Any] = await handler(actor, spec.name, args)
         except ToolError as exc:
-            return error(exc.status, exc.message, headers=exc.headers, extra=exc.extra)
+            return refuse(exc)
         return JSONResponse(result)
 
     @contextlib.asynccontextmanager
@@ -136,7 +151,7 @@ def create_app(
 
     async def http_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, HTTPException)
-        return error(exc.status_code, exc.detail, headers=dict(exc.headers or {}))
+        return error(exc.status_code, scrub(exc.detail), headers=dict(exc.headers or {}))
 
     async def internal_error(request: Request, exc: Exception) -> Response:
         logger.error("internal error on %s: %r", request.url.path, exc)

@@ -5,10 +5,13 @@ Any local process can connect to jarvis, so every connection it holds is bounded
 - at most `capacity()` are open at once: the configured cap, and never more than the file
   descriptor limit leaves after a reserve for the journal, the envelopes and their runs
   (read at every accept, so a limit lowered from outside is honoured at once);
-- a connection that waits for a request head (just accepted, or idle after an answer) is
-  the first to give way: when the cap is reached, the one that has waited longest is
-  closed to make room, those that never presented the token before those that did;
-- only when every held connection is busy with a request is the newcomer refused (503).
+- a connection that waits for a request head (just accepted, or idle after an answer) gives
+  way: when the cap is reached, the one that has waited longest is closed to make room
+  (those that never presented the token before those that did), once it has waited at
+  least `min_wait_s` (a fair chance to send its head: in a burst of callers the head of a
+  just-accepted one may simply not have been read yet);
+- while no connection may give way the newcomers wait in the listen backlog, and only when
+  that lasts (every held connection busy with a request) is one refused with 503.
 
 So connections that never finish their headers cannot keep an authorized caller out: each
 new connection pushes the oldest of them out, and the header timeout ends the rest.
@@ -17,6 +20,7 @@ new connection pushes the oldest of them out, and the header timeout ends the re
 from __future__ import annotations
 
 import resource
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Generic, Literal, TypeVar
@@ -39,6 +43,10 @@ class ConnectionLimits:
     body_timeout_s: float = 10.0
     # File descriptors kept free for everything else: the journal, envelopes, their runs.
     reserved_fds: int = 64
+    # How long a waiting connection is left alone before it may give way to a newcomer.
+    min_wait_s: float = 0.5
+    # How long newcomers wait in the backlog for room before one is refused with 503.
+    refuse_after_s: float = 1.0
 
 
 DEFAULT_LIMITS = ConnectionLimits()
@@ -55,11 +63,18 @@ def fd_capacity(limits: ConnectionLimits) -> int:
 class Connections(Generic[C]):
     """The open connections by state, each state in the order it was entered."""
 
-    def __init__(self, capacity: Callable[[], int]) -> None:
+    def __init__(
+        self,
+        capacity: Callable[[], int],
+        min_wait_s: float = 0.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self._capacity = capacity
-        # Dicts keep insertion order: the first key has waited longest.
-        self._waiting: dict[C, None] = {}
-        self._authorized: dict[C, None] = {}
+        self._min_wait = min_wait_s
+        self._clock = clock
+        # Since when each connection waits; dicts keep insertion order (the first waited longest).
+        self._waiting: dict[C, float] = {}
+        self._authorized: dict[C, float] = {}
         self._busy: dict[C, None] = {}
 
     def __len__(self) -> int:
@@ -69,25 +84,38 @@ class Connections(Generic[C]):
         """The cap now."""
         return self._capacity()
 
+    def has_room(self) -> bool:
+        """Whether a newcomer may be held now (room left, or a connection may give way)."""
+        return len(self) < self.capacity() or self._giving_way() is not None
+
     def admit(self, *, force: bool = False) -> tuple[bool, C | None]:
         """Whether a new connection may be held, and the waiting one to close for it.
 
-        With `force` (no descriptor is left, whatever the count) a waiting one gives way if
-        there is one.
+        With `force` (no descriptor is left, whatever the count) the longest waiting one
+        gives way, however briefly it has waited.
         """
         if not force and len(self) < self.capacity():
             return True, None
+        oldest = self._giving_way(ignore_min_wait=force)
+        if oldest is None:
+            return False, None
+        self.remove(oldest)
+        return True, oldest
+
+    def _giving_way(self, *, ignore_min_wait: bool = False) -> C | None:
+        """The waiting connection that gives way to a newcomer, if one may."""
+        now = self._clock()
         for queue in (self._waiting, self._authorized):
             if queue:
-                oldest = next(iter(queue))
-                self.remove(oldest)
-                return True, oldest
-        return False, None
+                oldest, since = next(iter(queue.items()))
+                if ignore_min_wait or now - since >= self._min_wait:
+                    return oldest
+        return None
 
     def waiting(self, connection: C, *, authorized: bool) -> None:
         """`connection` waits for a request head (it joins the end of its queue)."""
         self.remove(connection)
-        (self._authorized if authorized else self._waiting)[connection] = None
+        (self._authorized if authorized else self._waiting)[connection] = self._clock()
 
     def busy(self, connection: C) -> None:
         """`connection` has a request in progress: it never gives way to a newcomer."""

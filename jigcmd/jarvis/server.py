@@ -13,8 +13,12 @@ import errno
 import ipaddress
 import logging
 import math
+import signal
 import socket
 import time
+from collections.abc import Callable
+from types import FrameType
+from typing import Any
 
 import anyio
 import uvicorn
@@ -24,7 +28,7 @@ from jigcmd.jarvis.auth import Credentials
 from jigcmd.jarvis.connections import DEFAULT_LIMITS, ConnectionLimits, Connections, fd_capacity
 from jigcmd.jarvis.http11 import BoundedH11Protocol, bounded_protocol, raw_error
 
-__all__ = ["LoopbackError", "bind_loopback", "serve"]
+__all__ = ["LoopbackError", "StopRequest", "bind_loopback", "serve"]
 
 logger = logging.getLogger("jigcmd.jarvis")
 
@@ -35,7 +39,10 @@ _OUT_OF_DESCRIPTORS = (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM)
 _RETRY_S = 0.0
 _IDLE_RETRY_S = 0.05
 _WARN_EVERY_S = 10.0
-_SETTLE_S = 1e-6
+# How often a full house looks again for room (a connection closed or may give way).
+_FULL_POLL_S = 0.01
+_DRAIN_BYTES = 1 << 16
+_ONE_TURN_S = 1e-6
 
 
 class LoopbackError(ValueError):
@@ -75,23 +82,67 @@ def bind_loopback(host: str, port: int) -> socket.socket:
     return sock
 
 
+class StopRequest:
+    """SIGINT/SIGTERM arriving while uvicorn does not listen for them (starting, ending): kept.
+
+    Held (`with`) around the whole front: a signal then never kills the process mid-start,
+    the server stops as soon as it has started, and the previous handlers come back after.
+    """
+
+    def __init__(self) -> None:
+        self.signum: int | None = None
+        self._previous: dict[int, Any] = {}
+
+    def __enter__(self) -> StopRequest:
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            self._previous[signum] = signal.signal(signum, self._record)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for signum, handler in self._previous.items():
+            signal.signal(signum, handler)
+
+    def _record(self, signum: int, frame: FrameType | None) -> None:
+        self.signum = signum
+
+
 class _Server(uvicorn.Server):
     """uvicorn's server without its own listener: `_accept` feeds it the connections."""
 
-    def __init__(self, config: uvicorn.Config) -> None:
+    def __init__(
+        self,
+        config: uvicorn.Config,
+        limits: ConnectionLimits,
+        early: StopRequest | None,
+        on_stop: Callable[[], None] | None,
+    ) -> None:
         super().__init__(config)
+        self.limits = limits
         self.accepting = anyio.Event()
         self.accept_scope = anyio.CancelScope()
+        self._early = early
+        self._on_stop = on_stop
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         """The lifespan starts; no listener is created (the accept loop is ours)."""
         await super().startup(sockets=[])
+        if self._early is not None and self._early.signum is not None:
+            self.should_exit = True
         if self.started:
             self.accepting.set()
 
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        """SIGINT/SIGTERM: uvicorn's graceful stop, ending in exit 0 (it would re-raise it)."""
+        super().handle_exit(sig, frame)
+        # uvicorn raises each captured signal again once it has stopped, so the process
+        # died of it (-15); for jarvis a graceful stop is its own clean end.
+        self._captured_signals.clear()
+
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
-        """Stop accepting first, then uvicorn's graceful drain."""
+        """Stop accepting, fence what runs (`on_stop`), then uvicorn's drain of the answers."""
         self.accept_scope.cancel()
+        if self._on_stop is not None:
+            self._on_stop()
         await super().shutdown(sockets)
 
 
@@ -103,9 +154,18 @@ async def serve(
     limits: ConnectionLimits = DEFAULT_LIMITS,
     log_level: str = "warning",
     stop: anyio.Event | None = None,
+    early: StopRequest | None = None,
+    on_stop: Callable[[], None] | None = None,
 ) -> None:
-    """Serve until SIGINT/SIGTERM (handled by uvicorn) or until `stop` is set; then drain."""
-    held: Connections[BoundedH11Protocol] = Connections(lambda: fd_capacity(limits))
+    """Serve until SIGINT/SIGTERM (handled by uvicorn) or until `stop` is set; then drain.
+
+    On the way out `on_stop` runs first (jarvis fences its runs there, so the calls waiting
+    for them are answered at once), then uvicorn drains the answers for up to 15 s; a signal
+    is not raised again after it.
+    """
+    held: Connections[BoundedH11Protocol] = Connections(
+        lambda: fd_capacity(limits), limits.min_wait_s
+    )
     config = uvicorn.Config(
         app,
         http=bounded_protocol(limits, held, credentials),
@@ -119,7 +179,7 @@ async def serve(
         # Idle after an answer: the same bound as the wait for a first head.
         timeout_keep_alive=max(1, int(limits.header_timeout_s)),
     )
-    server = _Server(config)
+    server = _Server(config, limits, early, on_stop)
     async with anyio.create_task_group() as tg:
         if stop is not None:
 
@@ -151,9 +211,11 @@ async def _accept(
         )
 
     sock.setblocking(False)
+    full = _FullHouse(held, server.limits.refuse_after_s)
     warned = -math.inf
     with server.accept_scope:
         while True:
+            room = await full.room()
             try:
                 conn, _ = await loop.sock_accept(sock)
             except OSError as exc:
@@ -169,12 +231,7 @@ async def _accept(
                     )
                 await _short_of_descriptors(held)
                 continue
-            if len(held) >= held.capacity():
-                # At the cap a waiting connection may give way; first let the loop read what
-                # the waiting ones already sent (a timer fires after the loop's I/O), so one
-                # whose head is in the socket buffer counts as busy and is not pushed out.
-                await anyio.sleep(_SETTLE_S)
-            admitted, making_room = held.admit()
+            admitted, making_room = held.admit() if room else (False, None)
             if making_room is not None:
                 making_room.give_way()
             if not admitted:
@@ -184,6 +241,35 @@ async def _accept(
                 await loop.connect_accepted_socket(factory, conn)
             except OSError:
                 conn.close()
+
+
+class _FullHouse:
+    """When every held connection stays busy, newcomers wait in the backlog, then get 503."""
+
+    def __init__(self, held: Connections[BoundedH11Protocol], refuse_after_s: float) -> None:
+        self._held = held
+        self._refuse_after = refuse_after_s
+        self._since: float | None = None
+
+    async def room(self) -> bool:
+        """Whether the next newcomer may be held: at once, or once a connection may give way.
+
+        A house full for `refuse_after_s` refuses every newcomer (False) until it has room.
+        """
+        while not self._held.has_room():
+            now = time.monotonic()
+            if self._since is None:
+                self._since = now
+            if now - self._since >= self._refuse_after:
+                # One turn of the loop first (a timer fires after its I/O): a connection
+                # that closed meanwhile makes room instead of a refusal.
+                await anyio.sleep(_ONE_TURN_S)
+                if self._held.has_room():
+                    break
+                return False
+            await anyio.sleep(_FULL_POLL_S)
+        self._since = None
+        return True
 
 
 async def _short_of_descriptors(held: Connections[BoundedH11Protocol]) -> None:
@@ -196,8 +282,14 @@ async def _short_of_descriptors(held: Connections[BoundedH11Protocol]) -> None:
 
 
 def _refuse(conn: socket.socket, held: int) -> None:
-    """The excess connection: a 503 (if the socket takes it at once) and closed."""
+    """The excess connection: a 503 (if the socket takes it at once) and closed.
+
+    What the client sent already is read first: closing with unread bytes would reset the
+    connection, and the client would lose the 503.
+    """
     conn.setblocking(False)
+    with contextlib.suppress(OSError):
+        conn.recv(_DRAIN_BYTES)
     with contextlib.suppress(OSError):
         conn.send(
             raw_error(
@@ -207,4 +299,5 @@ def _refuse(conn: socket.socket, held: int) -> None:
                 extra="retry-after: 1\r\n",
             )
         )
+        conn.shutdown(socket.SHUT_WR)
     conn.close()

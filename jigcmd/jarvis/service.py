@@ -19,6 +19,7 @@ import anyio
 import anyio.abc
 import msgspec
 
+from jigcmd.attest.dsse import attestation_fields
 from jigcmd.command.failures import envelope_error
 from jigcmd.command.placement import pinned_cpus
 from jigcmd.durable.slotqueue import SlotQueue
@@ -27,6 +28,7 @@ from jigcmd.errors import Code, JigError
 from jigcmd.evidence import decode_output
 from jigcmd.jarvis.planner import host_plan, system_binds
 from jigcmd.jarvis.policy import Decision, HostView, Policy, Request, evaluate
+from jigcmd.jarvis.statements import RunSigning, Sign
 from jigcmd.jarvis.tools import ToolError, decode_run_id, decode_run_request
 from jigcmd.journal.identity import ProcessIdentity, is_alive
 from jigcmd.journal.reservations import Reservations, Slot
@@ -66,8 +68,11 @@ class JarvisService:
         max_active_runs: int = MAX_ACTIVE_RUNS,
         reservations: Reservations | None = None,
         queue_wait: float = DEFAULT_QUEUE_WAIT_S,
+        signing: RunSigning | None = None,
     ) -> None:
         self.policy = policy
+        # Signs each completed run's statement (`jigcmd.jarvis.statements`).
+        self._signing = signing
         # The envelope slots shared with every jigcmd using the same state directory, and
         # the calls of this process waiting for one (first come, first served).
         self._reservations = reservations
@@ -106,15 +111,23 @@ class JarvisService:
                 try:
                     yield self
                 finally:
-                    self._stop.set()
-                    for cancel, _ in self._active.values():
-                        cancel.set()
+                    self.stop()
                     self._tasks = None
         finally:
             close = getattr(self._executor, "aclose", None)
             if close is not None:
                 with anyio.CancelScope(shield=True):
                     await close()
+
+    def stop(self) -> None:
+        """The server stops: calls waiting for a slot are answered at once, every run is fenced.
+
+        Each fenced run ends `failed` (`cancelled: the server shut down`), recorded and
+        answered to a caller still waiting for it.
+        """
+        self._stop.set()
+        for cancel, _ in self._active.values():
+            cancel.set()
 
     async def _recover(self) -> None:
         """Close runs a dead jarvis process left `running`: their outcome is unknown."""
@@ -201,6 +214,9 @@ class JarvisService:
         await self._audit(actor, tool, request, decision, f"started run {run_id}")
         cancel, done = anyio.Event(), anyio.Event()
         self._active[run_id] = (cancel, done)
+        if self._stop.is_set():
+            # The server began stopping while this run was being recorded: fenced at once.
+            cancel.set()
         self._tasks.start_soon(
             partial(
                 self._run,
@@ -305,6 +321,10 @@ class JarvisService:
             "stdout": {"text": record.stdout, "truncated": record.stdout_truncated},
             "stderr": {"text": record.stderr, "truncated": record.stderr_truncated},
             "detail": self._details.get(record.run_id),
+            # The signed statement of a completed run (`jigcmd verify` checks it).
+            "attestation": (
+                None if record.attestation is None else attestation_fields(record.attestation)
+            ),
         }
 
     async def _run(
@@ -319,8 +339,13 @@ class JarvisService:
         slot: Slot | None = None,
     ) -> None:
         cancel, done = self._active[run_id]
+        sign = None
+        if self._signing is not None:
+            sign = self._signing.signer(
+                actor=actor, tool=tool, argv=request.argv, decision=decision, plan=plan
+            )
         try:
-            end = await self._execute(run_id, plan, cancel, slot)
+            end = await self._execute(run_id, plan, cancel, slot, sign)
             with anyio.CancelScope(shield=True):
                 await self._db(partial(self.store.jarvis_finish, run_id, **end))
                 outcome = str(end["status"])
@@ -338,9 +363,14 @@ class JarvisService:
             done.set()
 
     async def _execute(
-        self, run_id: int, plan: RunPlan, cancel: anyio.Event, slot: Slot | None = None
+        self,
+        run_id: int,
+        plan: RunPlan,
+        cancel: anyio.Event,
+        slot: Slot | None = None,
+        sign: Sign | None = None,
     ) -> dict[str, Any]:
-        """The `jarvis_finish` fields for how the run ended."""
+        """The `jarvis_finish` fields for how the run ended (with its statement, if signed)."""
         ticket = Ticket(run_id=f"j{run_id}x{os.getpid()}", slot_fd=slot.fd if slot else None)
         try:
             outcome = await self._executor.execute(plan, cancel, ticket)
@@ -355,7 +385,11 @@ class JarvisService:
             logger.exception("run %d: unexpected executor failure", run_id)
             self._details[run_id] = f"unexpected: {exc}"
             return {"status": "uncertain"}
-        return _end_fields(run_id, outcome, self._details)
+        end = _end_fields(run_id, outcome, self._details)
+        if sign is not None and end["status"] in ("exited", "deadline"):
+            # Its end and its cleanup are proved: signed now, written with the end.
+            end["attestation"] = sign(run_id, ticket.run_id, outcome)
+        return end
 
     async def _audit(
         self, actor: str, tool: str, request: Request, decision: Decision, outcome: str

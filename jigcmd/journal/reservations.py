@@ -67,10 +67,10 @@ class Reservations:
             os.mkdir(self.directory, 0o700)
 
     def exhausted_message(self) -> str:
-        """The refusal text for a caller that found no slot free."""
+        """The refusal text for a caller that found no slot free (it names no host path)."""
         return (
-            f"all {self.slots} envelope slots are in use (shared by every jigcmd using "
-            f"{self.directory.parent}); try again when a run has finished"
+            f"all {self.slots} envelope slots are in use (shared by every jigcmd using this "
+            "state directory); try again when a run has finished"
         )
 
     def acquire(self, tag: str = "") -> Slot | None:

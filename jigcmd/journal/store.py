@@ -653,8 +653,9 @@ class Journal:
         stdout_truncated: bool = False,
         stderr_truncated: bool = False,
         timings: Mapping[str, float] | None = None,
+        attestation: bytes | None = None,
     ) -> bool:
-        """Close a running jarvis run; False (nothing written) when it was not running."""
+        """Close a running jarvis run (with its statement); False when it was not running."""
         with self._write() as conn:
             return toolruns.finish_run(
                 conn,
@@ -668,6 +669,7 @@ class Journal:
                 stdout_truncated=stdout_truncated,
                 stderr_truncated=stderr_truncated,
                 timings=timings or {},
+                attestation=attestation,
             )
 
     def jarvis_get(self, run_id: int) -> JarvisRun | None:

@@ -63,6 +63,9 @@ class JarvisRun(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     timings: dict[str, float]
     created_unix_ms: int
     finished_unix_ms: int | None
+    # The run's signed statement (an in-toto bundle), written with its end; None for a run
+    # that did not complete (failed, uncertain) or was never signed.
+    attestation: bytes | None = None
 
 
 class AuditRow(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -131,12 +134,13 @@ def finish_run(
     stdout_truncated: bool,
     stderr_truncated: bool,
     timings: Mapping[str, float],
+    attestation: bytes | None = None,
 ) -> bool:
-    """Close a running row; False (and nothing written) when it is not running any more."""
+    """Close a running row (with its statement); False (nothing written) when not running."""
     cursor = conn.execute(
         "UPDATE jarvis_runs SET status = ?, exit_code = ?, signal = ?, stdout = ?, stderr = ?,"
-        " stdout_truncated = ?, stderr_truncated = ?, timings = ?, finished_unix_ms = ?"
-        " WHERE run_id = ? AND status = 'running'",
+        " stdout_truncated = ?, stderr_truncated = ?, timings = ?, finished_unix_ms = ?,"
+        " attestation = ? WHERE run_id = ? AND status = 'running'",
         (
             status,
             exit_code,
@@ -147,6 +151,7 @@ def finish_run(
             int(stderr_truncated or len(stderr) > JARVIS_OUTPUT_CAP_CHARS),
             _text(dict(timings)),
             now_ms,
+            attestation,
             run_id,
         ),
     )
@@ -178,6 +183,7 @@ def run_from(row: sqlite3.Row) -> JarvisRun:
         timings=_decode_timings(row["timings"]),
         created_unix_ms=row["created_unix_ms"],
         finished_unix_ms=row["finished_unix_ms"],
+        attestation=row["attestation"],
     )
 
 

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from jigcmd.plan import CANDIDATE_ROOT, Bind, Limits, RunPlan
+from jigcmd.plan import CANDIDATE_ROOT, Bind, Limits, RunPlan, ScratchFile
+from jigcmd.protocol.junit import REPORT_MAX_BYTES, REPORT_NAME
 
 __all__ = [
     "BUN_ENV",
     "BUN_FLAGS",
     "CEILING_SECONDS",
+    "JUNIT_FLAGS",
     "bun_argv",
     "candidate_plan",
     "effective_deadline",
@@ -23,12 +25,20 @@ BUN_ENV = (("BUN_RUNTIME_TRANSPILER_CACHE_PATH", "0"),)
 CEILING_SECONDS = 10.0
 
 
-def bun_argv(bun: str, kind: str, paths: Sequence[str], args: Sequence[str]) -> tuple[str, ...]:
+# Bun's JUnit reporter, writing into the envelope's scratch (outside the sealed /work). Only
+# the last `--reporter` applies, so this is the only one.
+JUNIT_FLAGS = ("--reporter=junit", f"--reporter-outfile=/tmp/{REPORT_NAME}")
+
+
+def bun_argv(
+    bun: str, kind: str, paths: Sequence[str], args: Sequence[str], *, junit: bool = False
+) -> tuple[str, ...]:
     """The real argv inside the envelope; `./` makes test paths paths, not name filters."""
     if kind == "run":
         # Everything after the entrypoint reaches the script verbatim, never Bun's options.
         return (bun, *BUN_FLAGS, "./" + paths[0], *args)
-    return (bun, "test", *BUN_FLAGS, *("./" + path for path in paths))
+    reporter = JUNIT_FLAGS if junit else ()
+    return (bun, "test", *BUN_FLAGS, *reporter, *("./" + path for path in paths))
 
 
 def effective_deadline(
@@ -61,11 +71,17 @@ def candidate_plan(
     limits: Limits | None = None,
     label: str = "run",
     cpus: tuple[int, ...] = (),
+    junit: bool = False,
 ) -> RunPlan:
-    """The plan for one Bun command against an exact candidate tree, pinned to `cpus`."""
+    """The plan for one Bun command against an exact candidate tree, pinned to `cpus`.
+
+    With `junit`, a test command also has Bun write its JUnit report to the scratch, and the
+    plan names it for the envelope to read back after the run.
+    """
+    junit = junit and kind == "test"
     return RunPlan(
         profile="candidate",
-        argv=bun_argv(bun, kind, paths, args),
+        argv=bun_argv(bun, kind, paths, args, junit=junit),
         env=BUN_ENV,
         cwd=CANDIDATE_ROOT,
         binds=runtime_binds,
@@ -75,4 +91,5 @@ def candidate_plan(
         deadline=deadline,
         label=label,
         cpus=cpus,
+        scratch_file=ScratchFile(REPORT_NAME, REPORT_MAX_BYTES) if junit else None,
     )

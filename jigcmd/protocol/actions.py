@@ -10,7 +10,17 @@ from jigcmd.errors import JigError
 from jigcmd.protocol import jsonrpc
 from jigcmd.protocol.commands import RunResult
 
-__all__ = ["Action", "Call", "Cancel", "Dispatch", "Lookup", "Outcome", "Send", "send_error"]
+__all__ = [
+    "Action",
+    "Call",
+    "Cancel",
+    "Dispatch",
+    "Fetch",
+    "Lookup",
+    "Outcome",
+    "Send",
+    "send_error",
+]
 
 Outcome = RunResult | JigError
 
@@ -56,6 +66,14 @@ class Cancel(msgspec.Struct, frozen=True):
     task_id: str | None = None
 
 
+class Fetch(msgspec.Struct, frozen=True):
+    """Read the per-run resource `uri` for a caller of `scope`; report to `Session.fetched`."""
+
+    request_id: jsonrpc.Id
+    uri: str
+    scope: str
+
+
 class Lookup(msgspec.Struct, frozen=True):
     """Read the journal's record of an operation of `root_run`; answer via `Session.recorded`."""
 
@@ -65,7 +83,7 @@ class Lookup(msgspec.Struct, frozen=True):
     root_run: str
 
 
-Action = Send | Dispatch | Cancel | Lookup
+Action = Send | Dispatch | Cancel | Fetch | Lookup
 
 
 def send_error(request_id: jsonrpc.Id | None, code: int, message: str) -> list[Action]:

@@ -8,8 +8,9 @@ import msgspec
 
 from jigcmd.errors import JigError
 from jigcmd.evidence import Evidence, ResourceReport
+from jigcmd.protocol.junit import TestReport
 
-__all__ = ["CommandKind", "Recorded", "RunResult", "ToolInfo"]
+__all__ = ["CommandKind", "Recorded", "ResourceRef", "RunResult", "TestResults", "ToolInfo"]
 
 CommandKind = Literal["run", "test"]
 
@@ -33,15 +34,43 @@ class ToolInfo(msgspec.Struct, frozen=True):
         return " ".join(("bun", *self.paths[:1], "ARGS…"))
 
 
+class TestResults(msgspec.Struct, frozen=True):
+    """A test command's per-test results from the runner's report, or why there are none.
+
+    Candidate-influenced: the runner ran candidate code, which can alter the report. `problem`
+    says why `report` is None (missing, too large, unparseable); nothing is ever invented.
+    """
+
+    report: TestReport | None
+    problem: str = ""
+    # The report's bytes as read (also when unparseable), for `resources/read`.
+    raw: bytes | None = None
+
+
+class ResourceRef(msgspec.Struct, frozen=True):
+    """One per-run resource kept after the call (a stream, the JUnit report, …)."""
+
+    uri: str
+    name: str
+    mime_type: str
+    size: int
+    sha256: str
+    description: str = ""
+
+
 class RunResult(msgspec.Struct, frozen=True):
     """A completed run: the contract's evidence, and what lives beside it, never in it.
 
-    `attestation`: the run's signed statement (an in-toto bundle of DSSE envelopes, JSON
-    Lines), when the host signs; delivered beside the evidence by the fronts that carry it.
+    `tests` and `resources` are for the fronts that asked for them (MCP, `jigcmd run --json`);
+    Run/1 answers with the evidence alone. `attestation`: the run's signed statement (an
+    in-toto bundle of DSSE envelopes, JSON Lines), when the host signs; delivered beside the
+    evidence by the fronts that carry it.
     """
 
     evidence: Evidence
     report: ResourceReport
+    tests: TestResults | None = None
+    resources: tuple[ResourceRef, ...] = ()
     attestation: bytes | None = None
 
 

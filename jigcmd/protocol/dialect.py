@@ -16,12 +16,21 @@ from jigcmd.errors import JigError
 from jigcmd.protocol import jsonrpc
 from jigcmd.protocol.actions import Action, Call, Outcome
 from jigcmd.protocol.commands import ToolInfo
+from jigcmd.protocol.mcp_view import DEFAULT_BUDGET_BYTES
 
-__all__ = ["Dialect", "DialectEntry", "Settings", "Signature"]
+__all__ = ["Dialect", "DialectEntry", "Resource", "Settings", "Signature"]
 
 # `operation_signature(method, params_without_operation_id) -> str`, injected so that the
 # protocol package stays free of hashing and policy imports.
 Signature = Callable[[str, Mapping[str, object]], str]
+
+
+class Resource(msgspec.Struct, frozen=True):
+    """A per-run resource as read back: its URI, MIME type and bytes."""
+
+    uri: str
+    mime_type: str
+    data: bytes
 
 
 class Settings(msgspec.Struct, frozen=True):
@@ -35,6 +44,8 @@ class Settings(msgspec.Struct, frozen=True):
     slot: str | None
     remember: int | None
     root_run: str
+    # structuredContent and content of every MCP tool result fit in this many JSON bytes.
+    result_budget: int = DEFAULT_BUDGET_BYTES
 
 
 class Dialect(Protocol):
@@ -60,8 +71,18 @@ class Dialect(Protocol):
         """Record how `call` ended and return every answer it completes."""
         ...
 
-    def progress(self, call: Call, message: str) -> bytes:
+    def progress(
+        self, call: Call, message: str, elapsed_ms: int | None = None, total_ms: int | None = None
+    ) -> bytes:
         """A progress notification for `call`, or b"" when its caller asked for none."""
+        ...
+
+    def fetched(self, request_id: jsonrpc.Id, found: Resource | str) -> bytes:
+        """The answer to a `Fetch` it asked for: the resource, or why there is none."""
+        ...
+
+    def tools_changed(self, tools: tuple[ToolInfo, ...]) -> bytes:
+        """The tool list changed (re-admission): the notification to send, or b""."""
         ...
 
 

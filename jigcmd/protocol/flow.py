@@ -29,7 +29,8 @@ from jigcmd.errors import Code, JigError
 from jigcmd.evidence import Evidence
 from jigcmd.protocol import jsonrpc
 from jigcmd.protocol.actions import Action, Call, Cancel, Outcome, Send, send_error
-from jigcmd.protocol.dialect import Settings
+from jigcmd.protocol.commands import ToolInfo
+from jigcmd.protocol.dialect import Resource, Settings
 
 __all__ = [
     "CALL_METHODS",
@@ -308,8 +309,18 @@ class FlowDialect:
             self._forget_old(call.operation_id)
         return frame
 
-    def progress(self, call: Call, message: str) -> bytes:
+    def progress(
+        self, call: Call, message: str, elapsed_ms: int | None = None, total_ms: int | None = None
+    ) -> bytes:
         """Nothing: Run/1 has no progress notifications."""
+        return b""
+
+    def fetched(self, request_id: jsonrpc.Id, found: Resource | str) -> bytes:
+        """Nothing: Run/1 never asks for a resource."""
+        return b""
+
+    def tools_changed(self, tools: tuple[ToolInfo, ...]) -> bytes:
+        """Nothing: Run/1 has no tool list."""
         return b""
 
     def _forget_old(self, operation_id: str) -> None:

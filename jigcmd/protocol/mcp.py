@@ -18,16 +18,27 @@ response, as the specification asks; `tasks/cancel` stops a task (`mcp_tasks.py`
 
 from __future__ import annotations
 
+import base64
 import time
 from typing import Any, Final, Literal
 
 import msgspec
 
+from jigcmd.attest.dsse import bundle_digest
 from jigcmd.errors import Code, JigError
 from jigcmd.protocol import jsonrpc, mcp_era
-from jigcmd.protocol.actions import Action, Call, Cancel, Lookup, Outcome, Send, send_error
-from jigcmd.protocol.commands import Recorded
-from jigcmd.protocol.dialect import Settings
+from jigcmd.protocol.actions import (
+    Action,
+    Call,
+    Cancel,
+    Fetch,
+    Lookup,
+    Outcome,
+    Send,
+    send_error,
+)
+from jigcmd.protocol.commands import Recorded, ToolInfo
+from jigcmd.protocol.dialect import Resource, Settings
 from jigcmd.protocol.mcp_era import Envelope, EnvelopeError, RequestKeys
 from jigcmd.protocol.mcp_results import completed_result, failure_result
 from jigcmd.protocol.mcp_tasks import (
@@ -36,12 +47,14 @@ from jigcmd.protocol.mcp_tasks import (
     ended,
     is_task_id,
     new_task_id,
+    no_task,
     task_fields,
 )
 from jigcmd.protocol.mcp_tools import tools_list_json
 from jigcmd.protocol.mcp_versions import LATEST_VERSION, MODERN_VERSION, negotiate_version
 
 __all__ = [
+    "ATTESTATION_META",
     "INSTRUCTIONS",
     "REPORT_META",
     "RUN_ID_META",
@@ -54,23 +67,37 @@ __all__ = [
     "parse_cancelled",
     "parse_tool_call",
     "progress_notification",
+    "read_result",
 ]
 
 # The methods an initialized MCP session serves (besides ping); before `initialize` they are
 # -32600, any other method -32601.
-SESSION_METHODS: Final = frozenset({"tools/list", "tools/call"})
+SESSION_METHODS: Final = frozenset(
+    {"tools/list", "tools/call", "resources/read", "resources/list", "resources/templates/list"}
+)
+# MCP's "resource not found" error code.
+RESOURCE_NOT_FOUND: Final = -32002
 # The `initialize` result's `_meta` key naming the caller's run of the session.
 RUN_ID_META: Final = "jigcmd/runId"
 # Where a tool result carries its run's measurements (`mcp_results.py`).
 REPORT_META: Final = "jigcmd/report"
+# Where a tool result names its run's signed statement: its digest, and the caller's run and
+# operation id that `jigcmd attest` fetches it by (see docs/attestation.md).
+ATTESTATION_META: Final = "jigcmd/attestation"
 INSTRUCTIONS: Final = (
     "Each tool runs one operator-reviewed Bun command against the files you supply, inside a "
     "containment envelope, and returns host-collected evidence (output, exit code or signal, "
     "stop reason). A non-zero exit is evidence, not an error."
 )
-# Methods of the handshake era only: in the per-request era they do not exist.
-_HANDSHAKE_ONLY: Final = frozenset({"initialize", "ping", "logging/setLevel"})
+# What the server offers, in both eras.
+CAPABILITIES: Final = {
+    "tools": {"listChanged": True},
+    "resources": {"subscribe": False, "listChanged": False},
+}
 _TASK_METHODS: Final = frozenset({"tasks/get", "tasks/cancel", "tasks/update"})
+_RESOURCE_METHODS: Final = frozenset(
+    {"resources/read", "resources/list", "resources/templates/list"}
+)
 Era = Literal["undecided", "handshake", "per-request"]
 
 
@@ -98,13 +125,14 @@ class _Pending(msgspec.Struct):
 def initialize_result(
     version: str, server_name: str, server_version: str, *, root_run: str = ""
 ) -> dict[str, Any]:
-    """The `initialize` result: tools only, no list changes (the catalog is fixed per process).
+    """The `initialize` result: tools (the list changes when the lock is re-admitted) and
+    resources (each run's streams and report, linked from its result, read by URI).
 
     `_meta["jigcmd/runId"]` names the caller's run the session belongs to, when it has one.
     """
     result: dict[str, Any] = {
         "protocolVersion": version,
-        "capabilities": {"tools": {"listChanged": False}},
+        "capabilities": CAPABILITIES,
         "serverInfo": {"name": server_name, "version": server_version},
         "instructions": INSTRUCTIONS,
     }
@@ -148,11 +176,25 @@ def parse_cancelled(params: object) -> jsonrpc.Id | None:
     return None
 
 
-def progress_notification(token: jsonrpc.Id, progress: int, message: str) -> bytes:
+def progress_notification(
+    token: jsonrpc.Id, progress: int, message: str, total: int | None = None
+) -> bytes:
     """A `notifications/progress` frame; `progress` increases with every notification."""
-    return jsonrpc.encode_notification(
-        "notifications/progress", {"progressToken": token, "progress": progress, "message": message}
-    )
+    params: dict[str, Any] = {"progressToken": token, "progress": progress}
+    if total is not None:
+        params["total"] = max(total, progress)
+    params["message"] = message
+    return jsonrpc.encode_notification("notifications/progress", params)
+
+
+def read_result(resource: Resource) -> dict[str, Any]:
+    """A `resources/read` result: text when the bytes are UTF-8, else a base64 blob."""
+    content: dict[str, Any] = {"uri": resource.uri, "mimeType": resource.mime_type}
+    try:
+        content["text"] = resource.data.decode("utf-8")
+    except UnicodeDecodeError:
+        content["blob"] = base64.b64encode(resource.data).decode("ascii")
+    return {"contents": [content]}
 
 
 def _now_ms() -> int:
@@ -167,7 +209,8 @@ class McpDialect:
         self._tools = {tool.name: tool for tool in settings.tools}
         self._tool_infos = settings.tools
         self._version = LATEST_VERSION
-        self._tools_json = tools_list_json(settings.tools, self._version)
+        self._budget = settings.result_budget
+        self._tools_json = tools_list_json(settings.tools, self._version, self._budget)
         self._server_info = {"name": settings.server_name, "version": settings.server_version}
         self._signature = settings.signature
         self._tag = settings.session_tag
@@ -181,6 +224,8 @@ class McpDialect:
         self._tasks = TaskBook()
         self._silenced: set[jsonrpc.Id] = set()
         self._progress: dict[jsonrpc.Id, int] = {}
+        # A `resources/read` awaiting its bytes -> the version its answer is shaped for.
+        self._fetch_versions: dict[jsonrpc.Id, str] = {}
         self._modern_tools = self._modern_tools_json()
 
     @property
@@ -202,7 +247,7 @@ class McpDialect:
 
     def refuse(self, request_id: jsonrpc.Id, error: JigError) -> bytes:
         """A refusal is a tool error result, not a protocol error."""
-        return jsonrpc.encode_result(request_id, failure_result(error, self._version))
+        return jsonrpc.encode_result(request_id, failure_result(error, self._version, self._budget))
 
     def notification(self, notification: jsonrpc.Notification) -> list[Action]:
         """`notifications/cancelled` stops a call in flight; anything else needs nothing."""
@@ -217,7 +262,8 @@ class McpDialect:
 
     def owned(self, call: Call) -> bytes:
         """The journal holds the call's operation: a task's `CreateTaskResult` goes out now."""
-        if call.task_id is None:
+        if call.task_id is None or call.request_id in self._silenced:
+            # A request the peer cancelled gets no answer, a task's creation included.
             return b""
         task = self._tasks.announce(call.task_id)
         if task is None:
@@ -246,8 +292,13 @@ class McpDialect:
             return b""
         return jsonrpc.encode_result(call.request_id, self._result(pending, outcome))
 
-    def progress(self, call: Call, message: str) -> bytes:
-        """A `notifications/progress` frame when the caller sent a progress token."""
+    def progress(
+        self, call: Call, message: str, elapsed_ms: int | None = None, total_ms: int | None = None
+    ) -> bytes:
+        """A `notifications/progress` frame when the caller sent a progress token.
+
+        `progress` is the elapsed milliseconds when known (else a count), always increasing.
+        """
         if (
             call.progress_token is None
             or call.task_id is not None
@@ -255,14 +306,41 @@ class McpDialect:
         ):
             # The Tasks extension has no progress for tasks.
             return b""
-        count = self._progress.get(call.request_id, 0) + 1
-        self._progress[call.request_id] = count
-        return progress_notification(call.progress_token, count, message)
+        last = self._progress.get(call.request_id, 0)
+        value = max(last + 1, elapsed_ms if elapsed_ms is not None else 0)
+        self._progress[call.request_id] = value
+        return progress_notification(call.progress_token, value, message, total_ms)
+
+    def fetched(self, request_id: jsonrpc.Id, found: Resource | str) -> bytes:
+        """The `resources/read` answer: its contents, or -32002 with the reason."""
+        if isinstance(found, str):
+            return jsonrpc.encode_error(
+                request_id, RESOURCE_NOT_FOUND, f"Resource not found: {found}"
+            )
+        version = self._fetch_versions.pop(request_id, self._version)
+        result = read_result(found)
+        if version == MODERN_VERSION:
+            result = mcp_era.modern_result(result, self._server_info)
+        return jsonrpc.encode_result(request_id, result)
+
+    def tools_changed(self, tools: tuple[ToolInfo, ...]) -> bytes:
+        """Re-admission changed the catalog: `notifications/tools/list_changed` when initialized.
+
+        The per-request era has no notifications outside a request: its clients re-list
+        when the `ttlMs` of their cached list runs out.
+        """
+        self._tools = {tool.name: tool for tool in tools}
+        self._tool_infos = tools
+        self._tools_json = tools_list_json(tools, self._version, self._budget)
+        self._modern_tools = self._modern_tools_json()
+        if self._era != "handshake":
+            return b""
+        return jsonrpc.encode_notification("notifications/tools/list_changed", {})
 
     def recorded(self, lookup: Lookup, found: Recorded | None) -> bytes:
         """Answer a `tasks/get` or `tasks/cancel` for a task only the journal knows."""
         if found is None:
-            return _no_task(lookup.request_id, lookup.operation_id)
+            return no_task(lookup.request_id, lookup.operation_id)
         if lookup.method == "tasks/cancel":
             # Running elsewhere (or ended): cancellation is cooperative, the ack is all.
             return self._ack(lookup.request_id)
@@ -282,18 +360,38 @@ class McpDialect:
         if method == "initialize":
             return self._initialize(request)
         if self._era == "per-request":
-            return _needs_envelope(request)
+            return [Send(mcp_era.without_envelope(request.method).frame(request.id))]
         if method == "ping":
             return [Send(jsonrpc.encode_raw_result(request.id, b"{}"))]
         if method == "server/discover":
-            return _needs_envelope(request)
+            return [Send(mcp_era.without_envelope(request.method).frame(request.id))]
         if self._era != "handshake":
             return _before_initialize(request)
         if method == "tools/list":
             return [Send(jsonrpc.encode_raw_result(request.id, self._tools_json))]
         if method == "tools/call":
             return self._tool_call(request, None)
+        if method in _RESOURCE_METHODS:
+            return self._resources(request, self._version)
         return send_error(request.id, jsonrpc.METHOD_NOT_FOUND, f"Method not found: {method}")
+
+    def _resources(self, request: jsonrpc.Request, version: str) -> list[Action]:
+        """`resources/read` of a run's resource (the shell reads it); the lists are empty."""
+        if request.method != "resources/read":
+            # Run resources are linked from each result, not listed.
+            key = "resources" if request.method == "resources/list" else "resourceTemplates"
+            listed: dict[str, Any] = {key: []}
+            if version == MODERN_VERSION:
+                listed = mcp_era.modern_result(listed, self._server_info)
+            return [Send(jsonrpc.encode_result(request.id, listed))]
+        params = request.params
+        uri = params.get("uri") if type(params) is dict else None
+        if type(uri) is not str:
+            return send_error(
+                request.id, jsonrpc.INVALID_PARAMS, "Invalid params: /uri must be a string"
+            )
+        self._fetch_versions[request.id] = version
+        return [Fetch(request.id, uri, self._root_run or self._tag)]
 
     def _initialize(self, request: jsonrpc.Request) -> list[Action]:
         if self._era == "per-request":
@@ -320,7 +418,7 @@ class McpDialect:
         version = negotiate_version(request.params)
         # Results and the tool list are shaped for the version agreed on.
         self._version = version
-        self._tools_json = tools_list_json(self._tool_infos, version)
+        self._tools_json = tools_list_json(self._tool_infos, version, self._budget)
         result = initialize_result(
             version,
             self._server_info["name"],
@@ -336,7 +434,7 @@ class McpDialect:
         if method == "server/discover":
             result = mcp_era.discover_result(self._server_info, INSTRUCTIONS)
             return [Send(jsonrpc.encode_result(request.id, result))]
-        if method in _HANDSHAKE_ONLY or method not in SESSION_METHODS | _TASK_METHODS:
+        if method in mcp_era.HANDSHAKE_ONLY or method not in SESSION_METHODS | _TASK_METHODS:
             return send_error(
                 request.id,
                 jsonrpc.METHOD_NOT_FOUND,
@@ -348,12 +446,16 @@ class McpDialect:
             return [Send(jsonrpc.encode_raw_result(request.id, self._modern_tools))]
         if method == "tools/call":
             return self._tool_call(request, envelope)
+        if method in _RESOURCE_METHODS:
+            return self._resources(request, envelope.version)
         if not envelope.tasks:
             return [Send(mcp_era.missing_tasks_capability(method).frame(request.id))]
         return self._task_request(request)
 
     def _modern_tools_json(self) -> bytes:
-        listed = msgspec.json.decode(tools_list_json(self._tool_infos, MODERN_VERSION))
+        listed = msgspec.json.decode(
+            tools_list_json(self._tool_infos, MODERN_VERSION, self._budget)
+        )
         # The catalogue is this operator's Binding: cached per client, for a minute.
         listed |= {"ttlMs": mcp_era.TOOLS_TTL_MS, "cacheScope": "private"}
         return jsonrpc.encode_json(mcp_era.modern_result(listed, self._server_info))
@@ -367,11 +469,11 @@ class McpDialect:
             )
         if request.method == "tasks/update":
             # No task of this server ever asks for input.
-            return [Send(_no_task(request.id, task_id, "it has no outstanding input request"))]
+            return [Send(no_task(request.id, task_id, "it has no outstanding input request"))]
         task = self._tasks.get(task_id)
         if task is None:
             if not is_task_id(task_id) or not self._root_run:
-                return [Send(_no_task(request.id, task_id))]
+                return [Send(no_task(request.id, task_id))]
             return [Lookup(request.id, request.method, task_id, self._root_run)]
         if request.method == "tasks/cancel":
             actions: list[Action] = [Send(self._ack(request.id))]
@@ -391,9 +493,17 @@ class McpDialect:
 
     def _result(self, pending: _Pending, outcome: Outcome) -> dict[str, Any]:
         if isinstance(outcome, JigError):
-            result = failure_result(outcome, pending.version)
+            result = failure_result(outcome, pending.version, self._budget)
         else:
-            result = completed_result(outcome, pending.version)
+            result = completed_result(outcome, pending.version, self._budget)
+        if outcome.attestation is not None:
+            result["_meta"] = dict(result.get("_meta", {})) | {
+                ATTESTATION_META: {
+                    "digest": bundle_digest(outcome.attestation),
+                    "runId": self._root_run,
+                    "operationId": pending.operation_id,
+                }
+            }
         if pending.trace:
             meta = dict(result.get("_meta", {}))
             if REPORT_META in meta:
@@ -490,28 +600,4 @@ def _before_initialize(request: jsonrpc.Request) -> list[Action]:
         request.id,
         jsonrpc.METHOD_NOT_FOUND,
         f"Method not found: {request.method}; send initialize first",
-    )
-
-
-def _needs_envelope(request: jsonrpc.Request) -> list[Action]:
-    """A request of the per-request era without its envelope (or `ping`, which it lacks)."""
-    if request.method in _HANDSHAKE_ONLY:
-        return send_error(
-            request.id,
-            jsonrpc.METHOD_NOT_FOUND,
-            f"Method not found: {request.method} (this process serves MCP {MODERN_VERSION} "
-            "per request since its first such call)",
-        )
-    return send_error(
-        request.id,
-        jsonrpc.INVALID_PARAMS,
-        f"Invalid params: _meta[{mcp_era.PROTOCOL_VERSION_META!r}] and "
-        f"_meta[{mcp_era.CLIENT_CAPABILITIES_META!r}] are required on every request of MCP "
-        f"{MODERN_VERSION}",
-    )
-
-
-def _no_task(request_id: jsonrpc.Id, task_id: str, why: str = "no such task in this run") -> bytes:
-    return jsonrpc.encode_error(
-        request_id, jsonrpc.INVALID_PARAMS, f"Invalid params: task {task_id!r}: {why}"
     )

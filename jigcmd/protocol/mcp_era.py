@@ -21,6 +21,7 @@ from jigcmd.protocol.mcp_versions import MODERN_VERSIONS
 
 __all__ = [
     "CLIENT_CAPABILITIES_META",
+    "HANDSHAKE_ONLY",
     "LOG_LEVELS",
     "MISSING_CAPABILITY",
     "OPERATION_ID_META",
@@ -40,6 +41,7 @@ __all__ = [
     "read_envelope",
     "read_request_keys",
     "unsupported_version",
+    "without_envelope",
 ]
 
 PROTOCOL_VERSION_META: Final = "io.modelcontextprotocol/protocolVersion"
@@ -60,6 +62,8 @@ LOG_LEVELS: Final = frozenset(
 TOOLS_TTL_MS: Final = 60_000
 DISCOVER_TTL_MS: Final = 60_000
 _CLAIM_KEYS: Final = (PROTOCOL_VERSION_META, CLIENT_CAPABILITIES_META)
+# Methods of the handshake era only: in the per-request era they do not exist.
+HANDSHAKE_ONLY: Final = frozenset({"initialize", "ping", "logging/setLevel"})
 _LEGACY_PREFIX: Final = "jigcmd/"
 _MODERN_PREFIX: Final = "dev.jigcmd/"
 # W3C Trace Context: version 00 (or a later one, read the same way), never all-zero ids.
@@ -135,6 +139,20 @@ def missing_tasks_capability(method: str) -> EnvelopeError:
         f"Missing required client capability: {method} needs the {TASKS_EXTENSION} extension "
         "in this request's clientCapabilities",
         {"requiredCapabilities": {"extensions": {TASKS_EXTENSION: {}}}},
+    )
+
+
+def without_envelope(method: str) -> EnvelopeError:
+    """A request without the envelope in a per-request process (-32601 for `ping` and kin)."""
+    if method in HANDSHAKE_ONLY:
+        return EnvelopeError(
+            jsonrpc.METHOD_NOT_FOUND,
+            f"Method not found: {method} (this process serves MCP {MODERN_VERSIONS[0]} per "
+            "request since its first such call)",
+        )
+    return _invalid(
+        f"_meta[{PROTOCOL_VERSION_META!r}] and _meta[{CLIENT_CAPABILITIES_META!r}] are "
+        f"required on every request of MCP {MODERN_VERSIONS[0]}"
     )
 
 
@@ -219,6 +237,8 @@ def discover_result(server_info: dict[str, str], instructions: str) -> dict[str,
             "supportedVersions": list(MODERN_VERSIONS),
             "capabilities": {
                 "tools": {"listChanged": False},
+                # Each run's streams and report, linked from its result, read by URI.
+                "resources": {"subscribe": False, "listChanged": False},
                 "extensions": {TASKS_EXTENSION: {}},
             },
             "instructions": instructions,

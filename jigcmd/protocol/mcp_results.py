@@ -1,9 +1,12 @@
-"""MCP tool results built from evidence: a completed run, or a refusal or failure.
+"""MCP tool results built from a run: a completed one, or a refusal or failure, each budgeted.
 
-A completed command, whatever its exit, is `isError: false` with the evidence as
-`structuredContent`; refusals and operational failures are `isError: true` with a readable
-text, the evidence when there is some, and the failure code under `_meta["jigcmd/error"]`.
-Measurements travel beside the evidence in `_meta["jigcmd/report"]`.
+A completed command, whatever its exit, is `isError: false`; refusals and operational
+failures are `isError: true` with a readable text, the budgeted view when evidence was
+collected (a deadline, a cancel), and the failure code under `_meta["jigcmd/error"]`.
+From 2025-06-18 the view is `structuredContent` and the text says the same in words, with a
+`resource_link` to each per-run resource; before it there is no `structuredContent` and the
+view follows the words as JSON text. Either way both together fit the budget (see
+`mcp_view`); measurements travel beside it in `_meta["jigcmd/report"]`, outside the budget.
 """
 
 from __future__ import annotations
@@ -13,69 +16,154 @@ from typing import Any, Final
 import msgspec
 
 from jigcmd.errors import JigError
-from jigcmd.evidence import Evidence
+from jigcmd.evidence import OUTPUT_CAP_BYTES, Evidence
 from jigcmd.protocol import jsonrpc
-from jigcmd.protocol.commands import RunResult
+from jigcmd.protocol.commands import ResourceRef, RunResult, TestResults
 from jigcmd.protocol.mcp_versions import LATEST_VERSION, STRUCTURED
-from jigcmd.protocol.summary import summary
+from jigcmd.protocol.mcp_view import DEFAULT_BUDGET_BYTES, StreamView, TestsView, View, fitted
 
-__all__ = ["completed_result", "failure_result"]
+__all__ = ["completed_result", "failure_result", "view_text"]
 
 # Evidence collected before a deadline or cancel arrives as the builtins of its JSON.
 _as_evidence: Final = msgspec.json.Decoder(Evidence)
+_STATUS_WORDS: Final = {"skipped": "skipped", "pending": "todo", "other": "other"}
 
 
-def _evidence_content(evidence: Evidence, version: str) -> list[dict[str, Any]]:
-    """The text content that goes with evidence: the concise summary, within its budget.
-
-    Before 2025-06-18 there is no `structuredContent`, so the complete evidence follows as
-    JSON text. From 2025-06-18 it is not repeated as text (which the specification suggests):
-    hosts cap tool results, and two full streams alone are ~32k tokens.
-    """
-    content = [{"type": "text", "text": summary(evidence)}]
-    if version not in STRUCTURED:
-        content.append({"type": "text", "text": jsonrpc.encode_json(evidence).decode()})
-    return content
-
-
-def completed_result(result: RunResult, version: str = LATEST_VERSION) -> dict[str, Any]:
-    """A completed run: not an error whatever the exit; evidence as structured content.
-
-    Before 2025-06-18 there is no `structuredContent`: the evidence is JSON text.
-    """
-    completed: dict[str, Any] = {
-        "content": _evidence_content(result.evidence, version),
-        "isError": False,
-        "_meta": {"jigcmd/report": result.report},
-    }
+def completed_result(
+    result: RunResult, version: str = LATEST_VERSION, budget: int = DEFAULT_BUDGET_BYTES
+) -> dict[str, Any]:
+    """A completed run: not an error whatever the exit; the budgeted view and its words."""
+    completed: dict[str, Any] = {"isError": False, "_meta": {"jigcmd/report": result.report}}
+    view, content = _fit(
+        result.evidence, result.tests, result.resources, "", version=version, budget=budget
+    )
+    completed["content"] = content
     if version in STRUCTURED:
-        completed["structuredContent"] = result.evidence
+        completed["structuredContent"] = view
     return completed
 
 
-def failure_result(error: JigError, version: str = LATEST_VERSION) -> dict[str, Any]:
+def failure_result(
+    error: JigError, version: str = LATEST_VERSION, budget: int = DEFAULT_BUDGET_BYTES
+) -> dict[str, Any]:
     """A refusal or operational failure as a tool error with a readable reason.
 
-    Evidence collected before a deadline or cancel rides as `structuredContent`, or as JSON
-    text before 2025-06-18.
+    Evidence collected before a deadline or cancel rides as the budgeted view.
     """
     details = dict(error.details) if error.details else {}
     evidence = details.pop("command", None)
     meta: dict[str, Any] = {"code": error.code.value}
     if details:
         meta["details"] = details
-    result: dict[str, Any] = {
-        "content": [{"type": "text", "text": f"{error.code.value}: {error.message}"}],
-        "isError": True,
-        "_meta": {"jigcmd/error": meta},
-    }
-    if evidence is not None:
-        collected = (
-            evidence
-            if isinstance(evidence, Evidence)
-            else _as_evidence.decode(jsonrpc.encode_json(evidence))
-        )
-        result["content"] += _evidence_content(collected, version)
-        if version in STRUCTURED:
-            result["structuredContent"] = evidence
+    header = f"{error.code.value}: {error.message}"
+    result: dict[str, Any] = {"isError": True, "_meta": {"jigcmd/error": meta}}
+    if evidence is None:
+        result["content"] = [{"type": "text", "text": header}]
+        return result
+    collected = (
+        evidence
+        if isinstance(evidence, Evidence)
+        else _as_evidence.decode(jsonrpc.encode_json(evidence))
+    )
+    view, content = _fit(collected, None, (), header, version=version, budget=budget)
+    result["content"] = content
+    if version in STRUCTURED:
+        result["structuredContent"] = view
     return result
+
+
+def _fit(
+    evidence: Evidence,
+    tests: TestResults | None,
+    resources: tuple[ResourceRef, ...],
+    header: str,
+    *,
+    version: str,
+    budget: int,
+) -> tuple[View, list[dict[str, Any]]]:
+    structured = version in STRUCTURED
+    links = [_link(ref) for ref in resources] if structured else []
+
+    def content(view: View) -> list[dict[str, Any]]:
+        blocks: list[dict[str, Any]] = [{"type": "text", "text": view_text(view, header)}]
+        if not structured:
+            # No structuredContent before 2025-06-18: the same budgeted view, as JSON text.
+            blocks.append({"type": "text", "text": jsonrpc.encode_json(view).decode()})
+        return blocks + links
+
+    return fitted(evidence, tests, resources, budget=budget, content=content, structured=structured)
+
+
+def _link(ref: ResourceRef) -> dict[str, Any]:
+    link: dict[str, Any] = {
+        "type": "resource_link",
+        "uri": ref.uri,
+        "name": ref.name,
+        "mimeType": ref.mime_type,
+        "size": ref.size,
+    }
+    if ref.description:
+        link["description"] = ref.description
+    return link
+
+
+def view_text(view: View, header: str = "") -> str:
+    """The view in words: how it ended, the tests, then each stream's head and tail."""
+    if view.signal is not None:
+        ended = f"was killed by {view.signal}"
+    else:
+        ended = f"exited with code {view.exit_code}"
+    lines = [header] if header else []
+    lines.append(
+        f"`{' '.join(view.invocation)}` {ended} (stop reason: {view.stop_reason}; "
+        f"cleanup {view.cleanup})."
+    )
+    if view.tests is not None:
+        lines += _tests_text(view.tests)
+    lines += _stream_text("stdout", view.stdout)
+    lines += _stream_text("stderr", view.stderr)
+    return "\n".join(lines)
+
+
+def _tests_text(tests: TestsView) -> list[str]:
+    if tests.summary is None:
+        where = f" (see {tests.uri})" if tests.uri else ""
+        return [f"Tests: no per-test results: the runner's report is {tests.problem}{where}."]
+    s = tests.summary
+    lines = [
+        f"Tests: {s.tests} run: {s.passed} passed, {s.failed} failed, {s.skipped} skipped, "
+        f"{s.pending} todo, {s.other} other. {tests.note}"
+    ]
+    for test in tests.tests:
+        where = test.filePath or "?"
+        if test.line is not None:
+            where += f":{test.line}"
+        name = " > ".join([*(test.suite or []), test.name])
+        if test.status == "failed":
+            message = (test.message or "").replace("\n", " ").strip()
+            lines.append(f"FAILED {name} ({where}, {test.duration} ms): {message}")
+            lines += [f"    {frame}" for frame in (test.trace or "").splitlines()]
+        else:
+            lines.append(f"{_STATUS_WORDS.get(test.status, test.status)}: {name} ({where})")
+    if tests.truncated:
+        rest = f"; the whole report: {tests.uri}" if tests.uri else ""
+        lines.append(f"[… {tests.truncated} more tests not listed{rest} …]")
+    return lines
+
+
+def _stream_text(name: str, stream: StreamView) -> list[str]:
+    more = (
+        f"; the command wrote more, {OUTPUT_CAP_BYTES:,} bytes are kept" if stream.truncated else ""
+    )
+    if not stream.captured_bytes:
+        return [f"{name}: empty{more}."]
+    where = f", all of it at {stream.uri}" if stream.uri else ""
+    title = f"{name} ({stream.captured_bytes:,} bytes, {stream.sha256}{more}{where}):"
+    if not stream.omitted_bytes:
+        return [title, stream.head + stream.tail]
+    return [
+        title,
+        stream.head,
+        f"[… {stream.omitted_bytes:,} bytes omitted …]",
+        stream.tail,
+    ]

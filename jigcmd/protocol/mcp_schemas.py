@@ -17,7 +17,7 @@ import msgspec
 from jigcmd.contract import RequestInput
 from jigcmd.evidence import Evidence
 
-__all__ = ["ARGUMENTS_SCHEMA", "EVIDENCE_SCHEMA"]
+__all__ = ["ARGUMENTS_SCHEMA", "EVIDENCE_SCHEMA", "RESULT_SCHEMA"]
 
 # Where each key goes in an emitted schema; the order MCP clients have always been sent.
 _KEY_ORDER: Final = (
@@ -99,3 +99,113 @@ def _arguments_schema() -> dict[str, Any]:
 
 EVIDENCE_SCHEMA: Final = _evidence_schema()
 ARGUMENTS_SCHEMA: Final = _arguments_schema()
+
+
+def _stream_schema(name: str) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "description": f"{name}, cut to the budget: its head and tail, and what identifies all of "
+        "what was captured (the first 64 KiB the command wrote).",
+        "properties": {
+            "capturedBytes": {"type": "integer", "description": "UTF-8 bytes captured."},
+            "sha256": {
+                "type": "string",
+                "description": "sha256: of the captured text's UTF-8 bytes, which "
+                "resources/read of `uri` returns.",
+            },
+            "truncated": {
+                "type": "boolean",
+                "description": "The command wrote more than the 64 KiB kept.",
+            },
+            "head": {"type": "string"},
+            "omittedBytes": {
+                "type": "integer",
+                "description": "Captured bytes between head and tail that this result leaves out.",
+            },
+            "tail": {"type": "string"},
+            "uri": {"type": ["string", "null"], "description": "The whole captured stream."},
+        },
+        "required": ["capturedBytes", "sha256", "truncated", "head", "omittedBytes", "tail", "uri"],
+    }
+
+
+_CTRF_STATUS: Final = ["passed", "failed", "skipped", "pending", "other"]
+_CTRF_TEST: Final = {
+    "type": "object",
+    "description": "One test under CTRF's field names (ctrf-io/ctrf).",
+    "properties": {
+        "name": {"type": "string"},
+        "status": {"type": "string", "enum": _CTRF_STATUS},
+        "duration": {"type": "integer", "description": "Milliseconds."},
+        "filePath": {"type": "string"},
+        "suite": {
+            "type": "array",
+            "description": "The describe blocks, outermost first.",
+            "items": {"type": "string"},
+        },
+        "line": {"type": "integer"},
+        "message": {"type": "string"},
+        "trace": {"type": "string", "description": "The first frames of the stack."},
+        "rawStatus": {"type": "string", "description": "pass, fail, timeout, skip or todo."},
+    },
+    "required": ["name", "status", "duration"],
+}
+_TESTS: Final = {
+    "type": ["object", "null"],
+    "description": "For a test command: the runner's per-test results (CTRF names), failing "
+    "tests first, then the others, cut to the budget (`truncated` counts those left out). The "
+    "runner ran candidate code, which can alter its report: the host-collected exitCode is the "
+    "fact. A report that is missing, too large or unparseable is `problem`, never invented.",
+    "properties": {
+        "candidateInfluenced": {"type": "boolean", "const": True},
+        "note": {"type": "string"},
+        "summary": {
+            "type": "object",
+            "description": "CTRF's counts; `pending` counts todo tests; `duration` in ms.",
+            "properties": {
+                key: {"type": "integer"}
+                for key in ("tests", "passed", "failed", "skipped", "pending", "other", "duration")
+            },
+            "required": ["tests", "passed", "failed", "skipped", "pending", "other", "duration"],
+        },
+        "tests": {"type": "array", "items": _CTRF_TEST},
+        "truncated": {"type": "integer"},
+        "problem": {"type": "string"},
+        "uri": {"type": "string", "description": "The whole JUnit report."},
+    },
+    "required": ["candidateInfluenced", "note"],
+}
+
+
+def _result_schema() -> dict[str, Any]:
+    """The budgeted result as a tool's `outputSchema` (see `jigcmd.protocol.mcp_view`)."""
+    evidence = _evidence_schema()["properties"]
+    properties = {
+        key: evidence[key]
+        for key in ("command", "invocation", "exitCode", "signal", "stopReason", "cleanup")
+    }
+    properties["invocation"] = {
+        "type": "array",
+        "description": "What ran (long arguments cut).",
+        "items": {"type": "string"},
+    }
+    properties["candidateDigest"] = evidence["candidateDigest"]
+    properties["stdinDigest"] = evidence["stdinDigest"]
+    properties["stdout"] = _stream_schema("stdout")
+    properties["stderr"] = _stream_schema("stderr")
+    properties["tests"] = _TESTS
+    properties["budgetBytes"] = {
+        "type": "integer",
+        "description": "structuredContent and content together are at most this many bytes "
+        "of JSON; heads, tails and test lists are cut to fit, counts and digests never.",
+    }
+    return {
+        "type": "object",
+        "description": "The run's evidence, budgeted: how it ended, each stream's head, tail, "
+        "length and SHA-256, and for test commands the per-test results.",
+        "properties": properties,
+        "required": list(properties),
+    }
+
+
+RESULT_SCHEMA: Final = _result_schema()

@@ -21,6 +21,7 @@ from typing import Any, Final, Literal
 import msgspec
 
 from jigcmd.errors import Code, JigError
+from jigcmd.protocol import jsonrpc
 
 __all__ = [
     "POLL_INTERVAL_MS",
@@ -30,6 +31,7 @@ __all__ = [
     "ended",
     "is_task_id",
     "new_task_id",
+    "no_task",
     "task_fields",
 ]
 
@@ -49,6 +51,13 @@ def new_task_id() -> str:
 def is_task_id(value: object) -> bool:
     """Whether `value` has the shape of a task id this server hands out."""
     return type(value) is str and _TASK_ID.fullmatch(value) is not None
+
+
+def no_task(request_id: jsonrpc.Id, task_id: str, why: str = "no such task in this run") -> bytes:
+    """-32602 for a task id this run does not know (another run's is not found either)."""
+    return jsonrpc.encode_error(
+        request_id, jsonrpc.INVALID_PARAMS, f"Invalid params: task {task_id!r}: {why}"
+    )
 
 
 def _iso(unix_ms: int) -> str:

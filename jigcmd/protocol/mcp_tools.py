@@ -15,8 +15,9 @@ from jigcmd.contract import (
 )
 from jigcmd.protocol import jsonrpc
 from jigcmd.protocol.commands import ToolInfo
-from jigcmd.protocol.mcp_schemas import ARGUMENTS_SCHEMA, EVIDENCE_SCHEMA
+from jigcmd.protocol.mcp_schemas import ARGUMENTS_SCHEMA, RESULT_SCHEMA
 from jigcmd.protocol.mcp_versions import ANNOTATED, LATEST_VERSION, STRUCTURED
+from jigcmd.protocol.mcp_view import DEFAULT_BUDGET_BYTES
 
 __all__ = ["input_schema", "tools_list_json"]
 
@@ -48,18 +49,33 @@ def input_schema(kind: str, paths: Sequence[str] = ()) -> dict[str, Any]:
     return {**ARGUMENTS_SCHEMA, "properties": properties}
 
 
-def _description(tool: ToolInfo) -> str:
-    """What a model needs on its first call: the command, the files, the bounds, the evidence."""
+def _description(tool: ToolInfo, budget: int = DEFAULT_BUDGET_BYTES) -> str:
+    """What a model needs on its first call: the command, the files, the bounds, the result.
+
+    An unavailable tool names no command line: after a drift that would be the edited,
+    unreviewed one.
+    """
+    if tool.unavailable is not None:
+        return (
+            f"Unavailable: {tool.unavailable} Calls are refused until the operator reviews "
+            "and re-admits the Binding (the tool list changes then)."
+        )
     needed = " and ".join(f"`{path}`" for path in tool.paths) or "the command's own files"
     if tool.kind == "test":
         runs = f"Runs `{tool.command_line}` (Bun's test runner on the reviewed test files)"
         inputs = "No arguments."
+        tests = (
+            " For this test command the result also has `tests`: counts and each failing test "
+            "(file, describe path, name, line, message, first stack frames) from the runner's "
+            "JUnit report, which candidate code can alter (the exit code is the fact)."
+        )
     else:
         runs = f"Runs `{tool.command_line}` (the reviewed entry point with your arguments)"
         inputs = (
             f"`args`: at most {MAX_ARGS} arguments of at most {MAX_ARG_BYTES // 1024} KiB each, "
             "given to the script verbatim (never Bun options)."
         )
+        tests = ""
     parts = [
         f"{runs} against the project files you send, in a fresh sandbox: no network, no "
         "package install (no node_modules; Bun's built-ins only), a read-only copy of your "
@@ -69,27 +85,36 @@ def _description(tool: ToolInfo) -> str:
         "node_modules, .git and .jig are reserved.",
         inputs,
         f"`stdin`: optional text of at most {MAX_STDIN_BYTES // 1024} KiB.",
-        "Returns evidence of what ran: exitCode or signal, stopReason (exited, deadline, "
-        f"cancelled), and stdout and stderr (the first {OUTPUT_CAP_BYTES // 1024} KiB of each, "
-        "complete in structuredContent; the text content shows their head and tail). A non-zero "
-        "exit, such as failing tests, is evidence (isError false), not a tool error; isError true "
-        "means nothing ran to completion (refused input, unavailable, deadline, cancelled).",
+        "Returns evidence of what ran, sized to at most "
+        f"{budget:,} bytes: exitCode or signal, stopReason (exited, deadline, cancelled), and "
+        "the head and tail of stdout and stderr with each one's captured length and SHA-256 "
+        f"(the first {OUTPUT_CAP_BYTES // 1024} KiB of each are kept; resources/read of the "
+        f"stream's uri returns all of it).{tests} A non-zero exit, such as failing tests, is "
+        "evidence (isError false), not a tool error; isError true means nothing ran to "
+        "completion (refused input, unavailable, deadline, cancelled).",
     ]
-    if tool.unavailable is not None:
-        parts.append(f"Currently unavailable: {tool.unavailable}")
     return " ".join(parts)
 
 
-def _tool_definition(tool: ToolInfo, version: str) -> dict[str, Any]:
+def _title(tool: ToolInfo) -> str:
+    """ "reviewed" only for an admitted command (a lock that matches, no drift)."""
+    if tool.unavailable is not None:
+        return f"{tool.name} (unavailable: not admitted)"
+    return f"{tool.command_line} (reviewed command {tool.name!r})"
+
+
+def _tool_definition(
+    tool: ToolInfo, version: str, budget: int = DEFAULT_BUDGET_BYTES
+) -> dict[str, Any]:
     definition: dict[str, Any] = {
         "name": tool.name,
-        "description": _description(tool),
+        "description": _description(tool, budget),
         "inputSchema": input_schema(tool.kind, tool.paths),
     }
     if version in STRUCTURED:
         # `title` came with 2025-06-18, like the output schema.
-        definition["title"] = f"{tool.command_line} (reviewed command {tool.name!r})"
-        definition["outputSchema"] = EVIDENCE_SCHEMA
+        definition["title"] = _title(tool)
+        definition["outputSchema"] = RESULT_SCHEMA
     if version in ANNOTATED:
         definition["annotations"] = {
             "readOnlyHint": True,
@@ -99,6 +124,10 @@ def _tool_definition(tool: ToolInfo, version: str) -> dict[str, Any]:
     return definition
 
 
-def tools_list_json(tools: Sequence[ToolInfo], version: str = LATEST_VERSION) -> bytes:
-    """The whole `tools/list` result for `version`, encoded once per session."""
-    return jsonrpc.encode_json({"tools": [_tool_definition(tool, version) for tool in tools]})
+def tools_list_json(
+    tools: Sequence[ToolInfo], version: str = LATEST_VERSION, budget: int = DEFAULT_BUDGET_BYTES
+) -> bytes:
+    """The whole `tools/list` result for `version`, encoded once per tool list."""
+    return jsonrpc.encode_json(
+        {"tools": [_tool_definition(tool, version, budget) for tool in tools]}
+    )

@@ -18,6 +18,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Final, Literal
 
+import msgspec
+
 from jigcmd.errors import Code, JigError
 from jigcmd.protocol import flow, jsonrpc, mcp, mcp_era
 from jigcmd.protocol.actions import (
@@ -25,23 +27,27 @@ from jigcmd.protocol.actions import (
     Call,
     Cancel,
     Dispatch,
+    Fetch,
     Lookup,
     Outcome,
     Send,
     send_error,
 )
 from jigcmd.protocol.commands import Recorded, ToolInfo
-from jigcmd.protocol.dialect import Dialect, DialectEntry, Settings, Signature
+from jigcmd.protocol.dialect import Dialect, DialectEntry, Resource, Settings, Signature
 from jigcmd.protocol.framing import MAX_FRAME_BYTES
+from jigcmd.protocol.mcp_view import DEFAULT_BUDGET_BYTES
 
 __all__ = [
     "Action",
     "Call",
     "Cancel",
     "Dispatch",
+    "Fetch",
     "Lookup",
     "Outcome",
     "ProtocolChoice",
+    "Resource",
     "Send",
     "Session",
     "Signature",
@@ -94,6 +100,7 @@ class Session:
         slot: str | None = None,
         remember: int | None = None,
         root_run: str = "",
+        result_budget: int = DEFAULT_BUDGET_BYTES,
     ) -> None:
         """`remember`: how many finished Run/1 operations keep their outcome (None: all).
 
@@ -109,6 +116,7 @@ class Session:
             slot=slot,
             remember=remember,
             root_run=root_run,
+            result_budget=result_budget,
         )
         self._name: str | None = None
         self._dialect: Dialect | None = None
@@ -160,13 +168,27 @@ class Session:
         assert self._dialect is not None, "a call is only dispatched by a chosen dialect"
         return self._dialect.finish(call, outcome)
 
-    def progress(self, call: Call, message: str) -> bytes:
+    def progress(
+        self, call: Call, message: str, elapsed_ms: int | None = None, total_ms: int | None = None
+    ) -> bytes:
         """A progress notification for `call`, or b"" when its caller asked for none."""
         assert self._dialect is not None, "a call is only dispatched by a chosen dialect"
-        return self._dialect.progress(call, message)
+        return self._dialect.progress(call, message, elapsed_ms, total_ms)
+
+    def fetched(self, request_id: jsonrpc.Id, found: Resource | str) -> bytes:
+        """The answer to a `Fetch`: the resource read, or why there is none."""
+        assert self._dialect is not None, "a fetch is only asked for by a chosen dialect"
+        return self._dialect.fetched(request_id, found)
+
+    def tools_changed(self, tools: Sequence[ToolInfo]) -> bytes:
+        """The catalog changed while serving: the dialect's notification, or b""."""
+        self._settings = msgspec.structs.replace(self._settings, tools=tuple(tools))
+        return b"" if self._dialect is None else self._dialect.tools_changed(tuple(tools))
 
     def owned(self, call: Call) -> bytes:
         """The journal holds `call`'s operation: whatever that answers (an MCP task's creation)."""
+        if call.task_id is None:
+            return b""
         return self._mcp().owned(call)
 
     def recorded(self, lookup: Lookup, found: Recorded | None) -> bytes:

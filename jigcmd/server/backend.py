@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Protocol
 
 import anyio
@@ -19,7 +19,21 @@ __all__ = [
     "ToolInfo",
 ]
 
-Progress = Callable[[str], Awaitable[None]]
+
+class Progress(Protocol):
+    """Tells the caller how a call is going: a short line, and optionally how far in time.
+
+    `elapsed_ms` since the call began and `total_ms` until its run's deadline; without them
+    the shell counts on its own.
+    """
+
+    def __call__(
+        self, message: str, elapsed_ms: int | None = None, total_ms: int | None = None
+    ) -> Awaitable[None]:
+        """Send one progress line."""
+        ...
+
+
 Owned = Callable[[], Awaitable[None]]
 
 
@@ -50,6 +64,17 @@ class CommandBackend(Protocol):
         """The commands this server offers, in Binding order, with availability."""
         ...
 
+    def tool_changes(self) -> AsyncIterator[list[ToolInfo]]:
+        """Each new catalog, as re-admission changes it while serving (may never yield)."""
+        ...
+
+    def read_resource(self, scope: str, uri: str) -> tuple[bytes, str]:
+        """A per-run resource's bytes and MIME type for a caller of `scope` (blocking).
+
+        Raises `LookupError` with the reason when there is no such resource for `scope`.
+        """
+        ...
+
     async def run(
         self,
         input: object,
@@ -62,6 +87,7 @@ class CommandBackend(Protocol):
         context: str = "",
         root_run: str | None = None,
         wait_for_slot: bool = False,
+        detailed: bool = False,
         owned: Owned | None = None,
         trace_context: dict[str, str] | None = None,
     ) -> RunResult:

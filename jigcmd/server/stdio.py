@@ -23,6 +23,7 @@ from typing import Final
 import anyio
 import anyio.abc
 import anyio.lowlevel
+import msgspec
 
 from jigcmd import trace
 from jigcmd.errors import Code, JigError
@@ -30,17 +31,21 @@ from jigcmd.policy.digests import operation_signature
 from jigcmd.protocol import jsonrpc
 from jigcmd.protocol.commands import RunResult
 from jigcmd.protocol.framing import Frame, LineFramer, Oversized
+from jigcmd.protocol.mcp_view import DEFAULT_BUDGET_BYTES
 from jigcmd.protocol.session import (
     Call,
     Cancel,
     Dispatch,
+    Fetch,
     Lookup,
     ProtocolChoice,
+    Resource,
     Send,
     Session,
 )
-from jigcmd.server.backend import CommandBackend, Owned, Progress
+from jigcmd.server.backend import CommandBackend, Owned, Progress, ToolInfo
 from jigcmd.server.fds import ProtocolFds, claim_protocol_fds
+from jigcmd.server.hostpaths import HostPaths
 
 __all__ = ["serve_stdio"]
 
@@ -66,16 +71,21 @@ async def serve_stdio(
     fds: ProtocolFds | None = None,
     remember: int | None = None,
     root_run: str = "",
+    result_budget: int = DEFAULT_BUDGET_BYTES,
+    host_paths: HostPaths | None = None,
 ) -> None:
     """Serve one stdio session until EOF or SIGTERM; claims fds 0 and 1 unless `fds` is given.
 
     `remember` bounds the finished operations the session keeps for replay (see `Session`);
-    `root_run` is the caller's run the session belongs to (the scope of operation identity).
+    `root_run` is the caller's run the session belongs to (the scope of operation identity);
+    `result_budget` the bytes of JSON each MCP tool result fits in; `host_paths` are taken
+    out of every refusal and tool description the peer reads.
     """
     if fds is None:
         fds = claim_protocol_fds()
+    paths = host_paths or HostPaths({})
     session = Session(
-        backend.tools(),
+        _scrubbed(backend.tools(), paths),
         signature=operation_signature,
         protocol=protocol,
         server_name=server_name,
@@ -84,12 +94,23 @@ async def serve_stdio(
         slot=slot,
         remember=remember,
         root_run=root_run,
+        result_budget=result_budget,
     )
     logger.debug("serving stdio (protocol=%s)", protocol)
     try:
-        await _Server(backend, session, fds).serve()
+        await _Server(backend, session, fds, paths).serve()
     finally:
         fds.release()
+
+
+def _scrubbed(tools: list[ToolInfo], paths: HostPaths) -> list[ToolInfo]:
+    """The catalog with the host's paths out of each unavailability reason."""
+    return [
+        msgspec.structs.replace(tool, unavailable=paths.scrub(tool.unavailable))
+        if tool.unavailable is not None
+        else tool
+        for tool in tools
+    ]
 
 
 class _Writer:
@@ -200,8 +221,11 @@ class _Writer:
 class _Server:
     """One session's IO: the read loop, call tasks and shutdown."""
 
-    def __init__(self, backend: CommandBackend, session: Session, fds: ProtocolFds) -> None:
+    def __init__(
+        self, backend: CommandBackend, session: Session, fds: ProtocolFds, paths: HostPaths
+    ) -> None:
         self._backend = backend
+        self._paths = paths
         self._session = session
         self._fds = fds
         self._framer = LineFramer()
@@ -224,6 +248,7 @@ class _Server:
             tasks.start_soon(self._watch_signals)
             tasks.start_soon(self._watch_output)
             tasks.start_soon(self._read_loop)
+            tasks.start_soon(self._watch_tools)
             await self._stop.wait()
             if not self._lost.is_set():
                 await self._finish_calls()
@@ -338,6 +363,30 @@ class _Server:
                         self._tasks_group().start_soon(_set, self._cancels[key])
                 elif type(action) is Lookup:
                     self._tasks_group().start_soon(self._look_up, action)
+                elif type(action) is Fetch:
+                    self._tasks_group().start_soon(self._fetch, action)
+
+    async def _fetch(self, fetch: Fetch) -> None:
+        """Read one per-run resource off the loop and answer with it (or why not)."""
+        found: Resource | str
+        try:
+            data, mime_type = await anyio.to_thread.run_sync(
+                self._backend.read_resource, fetch.scope, fetch.uri
+            )
+            found = Resource(uri=fetch.uri, mime_type=mime_type, data=data)
+        except LookupError as missing:
+            found = str(missing)
+        except OSError:
+            logger.exception("reading resource %s failed", fetch.uri)
+            found = "the resource could not be read"
+        self._writer.send(self._session.fetched(fetch.request_id, found))
+        self._writer.flush()
+
+    async def _watch_tools(self) -> None:
+        """Send the dialect's notice each time the backend's catalog changes (re-admission)."""
+        async for tools in self._backend.tool_changes():
+            self._writer.send(self._session.tools_changed(_scrubbed(tools, self._paths)))
+            self._writer.flush()
 
     def _tasks_group(self) -> anyio.abc.TaskGroup:
         assert self._tasks is not None
@@ -370,13 +419,16 @@ class _Server:
         self._writer.flush()
 
     async def _run_call(self, call: Call, cancel: anyio.Event) -> None:
-        progress: Progress | None = None
+        reporter: Progress | None = None
         if call.progress_token is not None:
 
-            async def progress(message: str) -> None:
-                self._writer.send(self._session.progress(call, message))
+            async def report(
+                message: str, elapsed_ms: int | None = None, total_ms: int | None = None
+            ) -> None:
+                self._writer.send(self._session.progress(call, message, elapsed_ms, total_ms))
                 self._writer.flush()
 
+            reporter = report
         owned: Owned | None = None
         if call.task_id is not None:
 
@@ -392,17 +444,20 @@ class _Server:
                 operation_id=call.operation_id,
                 deadline_unix_ms=call.deadline_unix_ms,
                 cancel=cancel,
-                progress=progress,
+                progress=reporter,
                 signature=call.signature,
                 context=call.context,
                 root_run=call.root_run,
                 # MCP hosts call tools in parallel: a call waits for a free envelope slot.
                 wait_for_slot=call.dialect == "mcp",
+                # What a model reads: per-test results and the run's resources.
+                detailed=call.dialect == "mcp",
                 owned=owned,
                 trace_context=call.trace,
             )
         except JigError as error:
-            outcome = error
+            # The operator's stderr may name host paths; the peer never reads them.
+            outcome = self._paths.scrub_error(error)
         except Exception:
             logger.exception("command backend failed on operation %s", call.operation_id)
             outcome = JigError(

@@ -30,10 +30,11 @@ class FakeWork:
         self.running = anyio.Event()
         self.finish = anyio.Event()
 
-    async def __call__(self, stop: anyio.Event, progress: Progress) -> RunResult:
+    async def __call__(self, stop: anyio.Event, progress: Progress | None) -> RunResult:
         self.started += 1
         self.running.set()
-        await progress("running")
+        if progress is not None:
+            await progress("running")
         async with anyio.create_task_group() as waiting:
 
             async def until(event: anyio.Event) -> None:
@@ -221,10 +222,13 @@ async def test_progress_reaches_every_live_waiter_that_asked_for_it() -> None:
     shared = SharedOperations()
     seen: list[str] = []
 
-    async def record(message: str) -> None:
+    async def record(
+        message: str, elapsed_ms: int | None = None, total_ms: int | None = None
+    ) -> None:
         seen.append(message)
 
-    async def work(stop: anyio.Event, progress: Progress) -> RunResult:
+    async def work(stop: anyio.Event, progress: Progress | None) -> RunResult:
+        assert progress is not None
         await progress("one")
         return RESULT
 

@@ -509,6 +509,7 @@ def test_recover_removes_a_dead_trees_empty_job_that_no_journal_names(
         for job in (leftover, busy, other):
             for path in job.paths:
                 os.utime(path, (old_time, old_time))
+        (tmp_path / "state").mkdir(mode=0o700)
         done = subprocess.run(
             [sys.executable, "-m", "jigcmd", "recover", "--state-dir", str(tmp_path / "state")],
             capture_output=True,

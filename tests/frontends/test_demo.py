@@ -17,25 +17,28 @@ def test_a_server_that_cannot_start_answers_with_the_reason_and_then_is_reported
 ) -> None:
     """A refused start answers the request it read; the demo's client then reports it gone."""
     missing = tmp_path / "absent.toml"
-    with ServeChild(missing, timeout=60) as server:
+    with ServeChild(missing, ["--state-dir", str(tmp_path / "state")], timeout=60) as server:
         refused = server.request("initialize", {})
         with pytest.raises(WireError) as caught:
             server.request("tools/list", {})
-    assert f"{missing}: cannot be read" in refused["error"]["message"]
+    # The peer reads the reason without the host's paths; the operator's stderr has them.
+    assert "<binding dir>/absent.toml: cannot be read" in refused["error"]["message"]
+    assert str(tmp_path) not in refused["error"]["message"]
     # Gone before the second request was written, or while it waited for the answer.
     gone = str(caught.value)
     assert "cannot write to the server's stdin" in gone or "before answering tools/list" in gone
 
 
 @pytest.mark.envelope
-def test_the_demo_runs_every_step_as_expected() -> None:
-    """`python -m jigcmd demo` exits 0 and shows each step's key result."""
+def test_the_demo_runs_every_step_as_expected(tmp_path: Path) -> None:
+    """`python -m jigcmd demo --state-dir` exits 0, shows each step's key result, and its
+    journal is where it was told to be."""
     if os.geteuid() != 0:
         if os.environ.get("CI"):
             pytest.fail("required under CI but unavailable: needs root", pytrace=False)
         pytest.skip("needs root")
     done = subprocess.run(
-        [sys.executable, "-m", "jigcmd", "demo"],
+        [sys.executable, "-m", "jigcmd", "demo", "--state-dir", str(tmp_path / "state")],
         capture_output=True,
         text=True,
         timeout=300,
@@ -57,3 +60,4 @@ def test_the_demo_runs_every_step_as_expected() -> None:
     assert "resources: wall " in out
     assert out.count("server exited with status 0") == 2
     assert "demo: every step behaved as expected." in out
+    assert (tmp_path / "state" / "journal.sqlite3").is_file()

@@ -73,13 +73,11 @@ def test_non_linux_and_unsupported_architectures_fail() -> None:
     assert platform_check("Linux", "aarch64").ok
 
 
-def test_a_non_root_user_fails_with_a_hint_to_run_as_root() -> None:
-    """Delegation is not supported yet, and the detail says so."""
+def test_a_non_root_user_is_rootless_and_leaves_the_cgroups_to_the_delegation_check() -> None:
+    """Without root the privileges line says what rootless needs; delegation judges it."""
     check = privilege_check(1000, 0)
-    assert check.status == "FAIL"
-    assert "uid 1000" in check.detail
-    assert check.hint is not None
-    assert "root" in check.hint
+    assert check.status == "ok"
+    assert "uid 1000, rootless" in check.detail and "delegated cgroup subtree" in check.detail
 
 
 def test_root_without_cap_sys_admin_fails_as_a_restricted_container() -> None:

@@ -27,6 +27,7 @@ from jigcmd.jarvis.manual import base_url
 from jigcmd.jarvis.policy import HostView, parse_policy
 from jigcmd.jarvis.server import bind_loopback, serve
 from jigcmd.jarvis.service import JarvisService
+from jigcmd.jarvis.statements import RunSigning
 from jigcmd.journal.reservations import Reservations
 from jigcmd.journal.store import Journal
 from jigcmd.plan import RunPlan
@@ -175,6 +176,7 @@ def make_service(
     max_active_runs: int = 32,
     reservations: Reservations | None = None,
     queue_wait: float = 20.0,
+    signing: RunSigning | None = None,
 ) -> JarvisService:
     """A service over `policy`, recording in a throw-away journal by default."""
     return JarvisService(
@@ -187,6 +189,7 @@ def make_service(
         max_active_runs=max_active_runs,
         reservations=reservations,
         queue_wait=queue_wait,
+        signing=signing,
     )
 
 

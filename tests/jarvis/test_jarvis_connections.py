@@ -70,3 +70,22 @@ def test_the_cap_stays_within_the_descriptor_limit_less_the_reserve() -> None:
     assert fd_capacity(ConnectionLimits(max_connections=10, reserved_fds=64)) == min(10, soft - 64)
     tight = ConnectionLimits(max_connections=10**9, reserved_fds=64)
     assert fd_capacity(tight) == soft - 64
+
+
+def test_a_connection_that_just_arrived_does_not_give_way_before_its_fair_chance() -> None:
+    """min_wait: in a burst, a head not read yet is not pushed out; once it waited, it is."""
+    now = [100.0]
+    held: Connections[str] = Connections(lambda: 1, min_wait_s=0.5, clock=lambda: now[0])
+    held.waiting("just-accepted", authorized=False)
+    assert not held.has_room()
+    assert held.admit() == (False, None)
+    now[0] += 0.5
+    assert held.has_room()
+    assert held.admit() == (True, "just-accepted")
+
+
+def test_short_of_descriptors_even_a_new_connection_gives_way() -> None:
+    """`force` ignores min_wait: no descriptor is left for anyone."""
+    held: Connections[str] = Connections(lambda: 1, min_wait_s=60, clock=lambda: 0.0)
+    held.waiting("new", authorized=False)
+    assert held.admit(force=True) == (True, "new")

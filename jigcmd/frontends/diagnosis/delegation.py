@@ -1,0 +1,181 @@
+"""Pure verdict: is the delegated cgroup subtree a rootless jigcmd needs set up, step by step?
+
+Without root jigcmd needs a cgroup subtree its user owns. On a v1 or hybrid host that is
+`jigcmd-u<uid>` in every controller hierarchy, and, on a hybrid host, one more step that is
+easy to miss: the process that starts jigcmd must already sit inside the delegated cgroup of
+the unified (cgroup2) hierarchy, because the kernel lets a process move another between
+cgroup2 cgroups only when it may write the `cgroup.procs` of their common ancestor (without
+it every run fails at "join cgroup: Permission denied"). On pure v2 it is the process's own
+cgroup, owned by the user, with the memory, pids and cpu controllers available. One message
+per missing step, and a fix worded for the host: hybrid or v2, systemd or not, in a
+container or not.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from jigcmd.frontends.diagnosis.verdicts import Check
+
+__all__ = ["V1_CONTROLLERS", "V2_CONTROLLERS", "DelegationFacts", "delegation_check"]
+
+V1_CONTROLLERS = ("memory", "pids", "cpu", "cpuacct", "freezer")
+V2_CONTROLLERS = ("memory", "pids", "cpu")
+NAME = "delegation"
+
+
+@dataclass(frozen=True)
+class DelegationFacts:
+    """What the doctor found, as plain values."""
+
+    uid: int
+    mode: str  # "v1", "hybrid" or "v2"
+    # The base jigcmd would use: $JIGCMD_CGROUP_BASE, else jigcmd-u<uid> (v1/hybrid) or the
+    # process's own cgroup (v2).
+    base: str
+    # v1/hybrid: controller -> owner uid of <root>/<controller>/<base>, None when missing.
+    owners: Mapping[str, int | None] = field(default_factory=dict)
+    # The cgroup2 directory this process is in (hybrid: under <root>/unified), None unknown.
+    own_cgroup: str | None = None
+    # Whether this uid may write `cgroup.procs` of that directory's and the delegated one's
+    # common ancestor (hybrid), or of its own directory (v2).
+    may_move: bool = False
+    # v2: the owner of the own cgroup directory and the controllers it offers.
+    own_owner: int | None = None
+    own_controllers: frozenset[str] = frozenset()
+    root: str = "/sys/fs/cgroup"
+    systemd: bool = False
+    container: str | None = None
+    # The process that started the doctor (a shell, usually): where the move must happen.
+    parent_pid: int = 0
+
+
+def _as_root(facts: DelegationFacts, command: str) -> str:
+    """`command` as the host's root runs it."""
+    quoted = "'" + command.replace("'", "'\\''") + "'"
+    if facts.container is not None:
+        return f"as root in this {facts.container} container: sh -c {quoted}"
+    return f"sudo sh -c {quoted}"
+
+
+def delegation_check(facts: DelegationFacts) -> Check:
+    """One line: ok, or every missing step (each once) with the command that makes it."""
+    if facts.mode == "v2":
+        return _v2(facts)
+    steps: list[tuple[str, str]] = []
+    needed = (*V1_CONTROLLERS, *(("unified",) if facts.mode == "hybrid" else ()))
+    wrong = [c for c in needed if facts.owners.get(c) != facts.uid]
+    if wrong:
+        steps.append(_hierarchies(facts, wrong))
+    unified = posixpath.join(facts.root, "unified", facts.base)
+    inside = _inside(facts.own_cgroup, unified)
+    if facts.mode == "hybrid" and not inside and not facts.may_move:
+        steps.append(_unified_step(facts, unified))
+    if not steps:
+        where = f"{facts.base} in every hierarchy, owned by uid {facts.uid}"
+        if facts.mode == "hybrid":
+            where += f"; this process's cgroup2 is inside {unified}"
+        return Check(NAME, "ok", where)
+    if len(steps) == 1:
+        return Check(NAME, "FAIL", steps[0][0], steps[0][1])
+    detail = "; ".join(f"({n}) {why}" for n, (why, _) in enumerate(steps, 1))
+    fix = "; then ".join(f"({n}) {how}" for n, (_, how) in enumerate(steps, 1))
+    return Check(NAME, "FAIL", f"{len(steps)} steps are missing: {detail}", fix)
+
+
+def _inside(path: str | None, directory: str) -> bool:
+    return path is not None and (path == directory or path.startswith(directory + "/"))
+
+
+def _hierarchies(facts: DelegationFacts, wrong: list[str]) -> tuple[str, str]:
+    described = []
+    for controller in wrong:
+        owner = facts.owners.get(controller)
+        path = posixpath.join(facts.root, controller, facts.base)
+        described.append(
+            f"{path} is missing" if owner is None else f"{path} belongs to uid {owner}"
+        )
+    why = f"uid {facts.uid} owns no delegated cgroup subtree in every hierarchy: " + "; ".join(
+        described
+    )
+    loop = (
+        f"for c in {' '.join(wrong)}; do mkdir -p {facts.root}/$c/{facts.base} && "
+        f"chown -R {facts.uid} {facts.root}/$c/{facts.base}; done"
+    )
+    return why, _as_root(facts, loop)
+
+
+def _unified_step(facts: DelegationFacts, unified: str) -> tuple[str, str]:
+    own = facts.own_cgroup or "unknown"
+    why = (
+        f"this process's cgroup2 is {own}, outside the delegated {unified}: the kernel lets a "
+        "process move another between cgroup2 cgroups only when it may write their common "
+        "ancestor, so every run would fail at 'join cgroup: Permission denied'"
+    )
+    move = f"echo {facts.parent_pid} > {unified}/cgroup.procs"
+    how = (
+        f"move the shell that starts jigcmd into it before starting jigcmd: "
+        f"{_as_root(facts, move)} (pid {facts.parent_pid} is the process that ran this doctor; "
+        "a service's unit must start its process there)"
+    )
+    return why, how
+
+
+def _v2(facts: DelegationFacts) -> Check:
+    own = facts.own_cgroup
+    if own is None:
+        return Check(
+            NAME,
+            "FAIL",
+            "this process is in no cgroup2 cgroup (/proc/self/cgroup has no 0:: line)",
+            _v2_fix(facts),
+        )
+    if facts.own_owner != facts.uid or not facts.may_move:
+        owner = "missing" if facts.own_owner is None else f"owned by uid {facts.own_owner}"
+        return Check(
+            NAME,
+            "FAIL",
+            f"this process's cgroup {own} ({owner}) is not delegated to uid {facts.uid}",
+            _v2_fix(facts),
+        )
+    missing = [c for c in V2_CONTROLLERS if c not in facts.own_controllers]
+    if missing:
+        return Check(
+            NAME,
+            "FAIL",
+            f"the delegated cgroup {own} offers no {', '.join(missing)} controller "
+            f"(it has: {' '.join(sorted(facts.own_controllers)) or 'none'})",
+            _v2_controllers_fix(facts, own),
+        )
+    return Check(NAME, "ok", f"this process's cgroup {own} is delegated to uid {facts.uid}")
+
+
+def _v2_fix(facts: DelegationFacts) -> str:
+    if facts.systemd and facts.container is None:
+        return (
+            "run jigcmd in a delegated scope: systemd-run --user --scope -p Delegate=yes "
+            "jigcmd … (docs/rootless.md)"
+        )
+    leaf = posixpath.join(facts.root, f"jigcmd-u{facts.uid}")
+    steps = (
+        f"echo +memory +pids +cpu > {facts.root}/cgroup.subtree_control; mkdir -p {leaf} && "
+        f"chown -R {facts.uid} {leaf} && echo {facts.parent_pid} > {leaf}/cgroup.procs"
+    )
+    return (
+        f"delegate a cgroup and start jigcmd inside it: {_as_root(facts, steps)} "
+        f"(pid {facts.parent_pid} is the process that ran this doctor)"
+    )
+
+
+def _v2_controllers_fix(facts: DelegationFacts, own: str) -> str:
+    if facts.systemd and facts.container is None:
+        return (
+            "let the user manager delegate them: sudo mkdir -p "
+            "/etc/systemd/system/user@.service.d && printf '[Service]\\nDelegate=memory pids "
+            "cpu\\n' | sudo tee /etc/systemd/system/user@.service.d/delegate.conf && sudo "
+            "systemctl daemon-reload, then log in again"
+        )
+    parent = posixpath.dirname(own)
+    return _as_root(facts, f"echo +memory +pids +cpu > {parent}/cgroup.subtree_control")

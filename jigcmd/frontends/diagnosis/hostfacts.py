@@ -1,0 +1,85 @@
+"""The host facts the delegation verdict needs, read from /proc and the cgroup mounts."""
+
+from __future__ import annotations
+
+import os
+import posixpath
+
+from jigcmd.frontends.diagnosis.delegation import V1_CONTROLLERS, DelegationFacts
+
+__all__ = ["delegation_facts", "own_cgroup2_path"]
+
+_SERVER_LEAF = "jigcmd-server"
+
+
+def own_cgroup2_path(text: str) -> str | None:
+    """The cgroup2 path of a /proc/<pid>/cgroup text (its `0::` line), or None."""
+    for line in text.splitlines():
+        if line.startswith("0::"):
+            return line[3:].strip() or None
+    return None
+
+
+def _owner(path: str) -> int | None:
+    try:
+        return os.stat(path).st_uid
+    except OSError:
+        return None
+
+
+def _read(path: str) -> str:
+    try:
+        with open(path, encoding="ascii", errors="replace") as handle:
+            return handle.read()
+    except OSError:
+        return ""
+
+
+def delegation_facts(
+    mode: str, container: str | None, root: str = "/sys/fs/cgroup"
+) -> DelegationFacts:
+    """What a rootless jigcmd's delegation looks like on this host, for this process."""
+    uid = os.geteuid()
+    explicit = os.environ.get("JIGCMD_CGROUP_BASE") or None
+    relative = own_cgroup2_path(_read("/proc/self/cgroup"))
+    systemd = os.path.isdir("/run/systemd/system")
+    parent = os.getppid()
+    if mode == "v2":
+        own = None if relative is None else posixpath.normpath(root + relative)
+        if own is not None and posixpath.basename(own) == _SERVER_LEAF:
+            own = posixpath.dirname(own)  # a server's leaf: the delegated cgroup is above
+        directory = explicit or own
+        controllers = _read(posixpath.join(directory, "cgroup.controllers")) if directory else ""
+        return DelegationFacts(
+            uid=uid,
+            mode=mode,
+            base=directory or "",
+            own_cgroup=directory,
+            own_owner=_owner(directory) if directory else None,
+            may_move=directory is not None and os.access(directory, os.W_OK),
+            own_controllers=frozenset(controllers.split()),
+            root=root,
+            systemd=systemd,
+            container=container,
+            parent_pid=parent,
+        )
+    base = explicit or f"jigcmd-u{uid}"
+    hierarchies = (*V1_CONTROLLERS, *(("unified",) if mode == "hybrid" else ()))
+    unified = posixpath.join(root, "unified")
+    own = None if relative is None else posixpath.normpath(unified + relative)
+    may_move = False
+    if own is not None and mode == "hybrid":
+        ancestor = posixpath.commonpath([own, posixpath.join(unified, base)])
+        may_move = os.access(posixpath.join(ancestor, "cgroup.procs"), os.W_OK)
+    return DelegationFacts(
+        uid=uid,
+        mode=mode,
+        base=base,
+        owners={c: _owner(posixpath.join(root, c, base)) for c in hierarchies},
+        own_cgroup=own,
+        may_move=may_move,
+        root=root,
+        systemd=systemd,
+        container=container,
+        parent_pid=parent,
+    )

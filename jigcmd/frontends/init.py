@@ -1,0 +1,110 @@
+"""`jigcmd init DIR`: a reviewed-command Binding for a person's own project, in one step.
+
+It reads DIR as `run --files DIR` would (the same leave-outs and `--exclude`), refuses with
+every problem at once when that candidate breaks a rule, finds the commands
+(`command/scaffold.py`), writes the Binding (TOML, or with `--format ts` TypeScript as the
+reference lays a project out) and its Flow package under `DIR/.jig/` (nothing is
+overwritten), checks the result loads as `lock` will load it, and prints the next two
+commands. Exit 0 written, 2 nothing written.
+"""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from jigcmd.command.bindingfile import ScriptResult, is_script, load_binding, project_root
+from jigcmd.command.projectdir import CandidateError, read_project
+from jigcmd.command.scaffold import Scaffold, ScaffoldError, plan_scaffold, write_scaffold
+from jigcmd.policy.binding import BindingError
+from jigcmd.policy.bindingscript import Evaluated
+from jigcmd.policy.candidate import Problem
+from jigcmd.policy.digests import sha256_text
+
+__all__ = ["BINDING_DIR", "init"]
+
+# Where the Binding goes inside the project: `.jig` is reserved, never part of a candidate.
+BINDING_DIR = ".jig"
+
+
+def init(
+    directory: Path,
+    *,
+    name: str | None = None,
+    excludes: Sequence[str] = (),
+    binding_format: str = "toml",
+) -> int:
+    """Write the Binding for `directory`; print what it holds and the next two commands."""
+    root = directory.absolute()
+    try:
+        project = read_project(root, excludes)
+        scaffold = plan_scaffold(project, name)
+    except (CandidateError, ScaffoldError) as exc:
+        return _fail(str(exc))
+    note = project.note()
+    if note is not None:
+        sys.stderr.write(f"jigcmd init: {root}: {note}\n")
+    problems = project.problems(scaffold.needed())
+    if problems:
+        return _refuse(root, problems)
+    try:
+        binding = write_scaffold(root / BINDING_DIR, scaffold, root, binding_format)
+        # Exactly what `lock` reads next (a TypeScript Binding: what it yields once evaluated).
+        load_binding(binding, _as_evaluated(binding, scaffold) if is_script(binding) else None)
+    except ScaffoldError as exc:
+        return _fail(str(exc))
+    except BindingError as exc:  # a bug of ours: say so rather than leave a Binding behind
+        return _fail(f"the Binding written to {binding} does not load: {exc}")
+    print(_summary(binding, scaffold, root, excludes))
+    return 0
+
+
+def _as_evaluated(binding: Path, scaffold: Scaffold) -> ScriptResult:
+    """What the TypeScript Binding written for `scaffold` yields (`lock` evaluates it for real)."""
+    commands = {
+        name: {"run": paths[0]} if kind == "run" else {"test": list(paths)}
+        for name, (kind, paths) in scaffold.commands.items()
+    }
+    document = {"package": f"flows/{scaffold.name}", "commands": commands}
+    return ScriptResult(
+        evaluated=Evaluated(binding=document, jig=None),
+        digest=sha256_text(binding.read_bytes()),
+        root=project_root(binding),
+    )
+
+
+def _summary(binding: Path, scaffold: Scaffold, root: Path, excludes: Sequence[str]) -> str:
+    lines = [f"jigcmd init: wrote {binding} with {len(scaffold.commands)} reviewed commands:"]
+    for command, (kind, paths) in scaffold.commands.items():
+        shown = f"bun test {' '.join(paths)}" if kind == "test" else f"bun {paths[0]} ARGS…"
+        lines.append(f"  {command:<8} {shown}")
+    package = root / BINDING_DIR / "flows" / scaffold.name
+    lines.append(
+        f"and the Flow package {package} (FLOW.md and the contract's exact descriptor copy)."
+    )
+    first = next(iter(scaffold.commands))
+    exclude = "".join(f" --exclude {shlex.quote(glob)}" for glob in excludes)
+    lines += [
+        "next: review the commands and admit them, then run one against the project:",
+        f"  jigcmd lock --binding {shlex.quote(str(binding))}",
+        f"  jigcmd run --binding {shlex.quote(str(binding))} {first} "
+        f"--files {shlex.quote(str(root))}{exclude}",
+    ]
+    return "\n".join(lines)
+
+
+def _fail(message: str) -> int:
+    sys.stderr.write(f"jigcmd init: {message}; nothing written\n")
+    return 2
+
+
+def _refuse(root: Path, problems: Sequence[Problem]) -> int:
+    plural = "s" if len(problems) != 1 else ""
+    lines = [f"  {problem.line()}" for problem in problems]
+    sys.stderr.write(
+        f"jigcmd init: {root}: {len(problems)} problem{plural} with the candidate it sends; "
+        "nothing written:\n" + "\n".join(lines) + "\n"
+    )
+    return 2

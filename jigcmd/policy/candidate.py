@@ -1,0 +1,220 @@
+"""Every rule a candidate breaks, at once, each with the place and the fix. Pure.
+
+Request validation (`request.py`) stops at the first broken rule, which is right for a wire
+request. A person sending a directory wants the whole list before anything runs: this module
+checks the same rules (the path grammar, reserved directories, text, collisions, the file
+count and total size, the command's own files) and returns one `Problem` per break, with a
+fix that names the `--exclude` way out. An empty list means `validate_request` accepts the
+files (a property test holds the two together).
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Collection, Mapping, Sequence
+
+import msgspec
+
+from jigcmd.contract import MAX_CANDIDATE_BYTES, MAX_FILES
+from jigcmd.policy.paths import path_problem, reserved_component
+
+__all__ = ["Problem", "candidate_problems", "exclude_pattern"]
+
+_GLOB_SPECIAL = re.compile(r"([\\*?\[])")
+# How many examples a fix names (the largest files, the fullest directories).
+_EXAMPLES = 3
+# How many files a `D/*` exclusion may keep with `!` before the fix is too long to type.
+_KEPT = 8
+
+
+class Problem(msgspec.Struct, frozen=True):
+    """One broken rule: where (a candidate path, or "" for the whole), which rule, the fix."""
+
+    path: str
+    rule: str
+    message: str
+    fix: str
+
+    def line(self) -> str:
+        """`path: message (rule); fix: …`, one line for a person."""
+        where = self.path or "the candidate"
+        return f"{where}: {self.message} (rule {self.rule}); fix: {self.fix}"
+
+
+def exclude_pattern(
+    path: str,
+    *,
+    directory: bool = False,
+    anchored: bool = True,
+    children: bool = False,
+    negate: bool = False,
+) -> str:
+    """The `--exclude` argument for exactly `path` (a directory's, every child's, or `!` to
+    keep it), quoted for a POSIX shell."""
+    escaped = _GLOB_SPECIAL.sub(r"\\\1", path)
+    if escaped.endswith(" "):
+        escaped = escaped[:-1] + "\\ "
+    tail = "/*" if children else "/" if directory else ""
+    pattern = ("!" if negate else "") + ("/" if anchored else "") + escaped + tail
+    return "'" + pattern.replace("'", "'\\''") + "'"
+
+
+def candidate_problems(
+    sizes: Mapping[str, int],
+    *,
+    not_text: Sequence[str] = (),
+    needed: Sequence[str] = (),
+    reached: Collection[str] = (),
+    command: str = "",
+) -> list[Problem]:
+    """Every rule broken by a candidate of `sizes` (path → UTF-8 bytes).
+
+    `not_text` are files that would be sent but are not UTF-8 text; `needed` the paths the
+    command names (its tests or its entry point), which must be among the files; `reached`
+    what those import (`imports.imported_closure`), which a fix never suggests leaving out.
+    """
+    problems: list[Problem] = []
+    for path in sorted({*sizes, *not_text}):
+        problem = _path_problem(path)
+        if problem is not None:
+            problems.append(problem)
+    for path in sorted(not_text):
+        problems.append(
+            Problem(
+                path,
+                "file-text",
+                "not UTF-8 text (a candidate carries text only)",
+                f"convert it to UTF-8, or leave it out with --exclude {exclude_pattern(path)}",
+            )
+        )
+    problems += _collisions(sizes)
+    count = len(sizes) + len(not_text)
+    if count > MAX_FILES:
+        problems.append(_too_many(count, sizes, {*needed, *reached}, command))
+    elif count == 0:
+        problems.append(
+            Problem("", "files", "no files to send", "name the project's directory with --files")
+        )
+    total = sum(sizes.values())
+    if total > MAX_CANDIDATE_BYTES:
+        problems.append(_too_large(total, sizes, {*needed, *reached}))
+    for path in needed:
+        if path not in sizes:
+            problems.append(
+                Problem(
+                    path,
+                    "command-files",
+                    f"command {command!r} needs this file, which is not among those sent",
+                    "do not leave it out (check --exclude and .gitignore), or lock a Binding "
+                    "without it",
+                )
+            )
+    return problems
+
+
+def _path_problem(path: str) -> Problem | None:
+    problem = path_problem(path)
+    if problem is not None:
+        fix = f"rename it, or leave it out with --exclude {exclude_pattern(path)}"
+        return Problem(path, "path-grammar", problem, fix)
+    reserved = reserved_component(path)
+    if reserved is not None:
+        pattern = exclude_pattern(reserved, directory=True, anchored=False)
+        return Problem(
+            path,
+            "reserved-path",
+            f"reserved directory {reserved}",
+            f"leave it out with --exclude {pattern}",
+        )
+    return None
+
+
+def _collisions(sizes: Mapping[str, int]) -> list[Problem]:
+    found = []
+    for path in sorted(sizes):
+        parts = path.split("/")
+        for depth in range(1, len(parts)):
+            directory = "/".join(parts[:depth])
+            if directory in sizes:
+                found.append(
+                    Problem(
+                        directory,
+                        "path-collision",
+                        f"both a file and a directory (because of {path!r})",
+                        f"leave one out with --exclude {exclude_pattern(directory)}",
+                    )
+                )
+    return found
+
+
+def _too_many(count: int, sizes: Mapping[str, int], keep: Collection[str], command: str) -> Problem:
+    what = f"what {command!r} does not need" if command else "what the commands do not need"
+    fix = f"leave out {what} with --exclude GLOB (a .gitignore pattern, repeatable)"
+    example = _spare_directories(count, sizes, keep) or _spare_children(count, sizes, keep)
+    if example:
+        fix += f", e.g. {example}"
+    else:
+        fullest = Counter(path.split("/")[0] for path in sizes if "/" in path)
+        shown = ", ".join(f"{d}/ ({n} files)" for d, n in sorted(fullest.items(), key=_most))
+        fix += f"; the fullest directories: {shown}" if shown else ""
+    return Problem(
+        "", "files", f"{count} files, more than the {MAX_FILES} a candidate may hold", fix
+    )
+
+
+def _spare_directories(count: int, sizes: Mapping[str, int], keep: Collection[str]) -> str:
+    """`--exclude` for the fullest top directories none of `keep` is in, enough of them to
+    bring `count` within the limit ("" when they are not enough)."""
+    kept = {path.split("/")[0] for path in keep if "/" in path}
+    per_dir = Counter(path.split("/")[0] for path in sizes if "/" in path)
+    chosen, left = [], count
+    for directory, n in sorted(per_dir.items(), key=_most):
+        if left <= MAX_FILES:
+            break
+        if directory not in kept:
+            chosen.append((directory, n))
+            left -= n
+    if left > MAX_FILES or not chosen:
+        return ""
+    args = " ".join(f"--exclude {exclude_pattern(d, directory=True)}" for d, _ in chosen)
+    named = ", ".join(f"{d}/ holds {n}" for d, n in chosen)
+    return f"{args} ({named}, none of them imported by the command's files)"
+
+
+def _spare_children(count: int, sizes: Mapping[str, int], keep: Collection[str]) -> str:
+    """`--exclude 'D/*'` for the directory with the most files nothing imports, with `!` for
+    the few it must keep ("" when that is not enough, or they are not its direct children)."""
+    unreached = Counter(p.split("/")[0] for p in sizes if "/" in p and p not in keep)
+    if not unreached:
+        return ""
+    directory, n = min(unreached.items(), key=_most)
+    kept = sorted(p for p in keep if p.startswith(directory + "/"))
+    if count - n > MAX_FILES or len(kept) > _KEPT or any(p.count("/") > 1 for p in kept):
+        return ""
+    args = [f"--exclude {exclude_pattern(directory, children=True)}"]
+    args += [f"--exclude {exclude_pattern(p, negate=True)}" for p in kept]
+    return (
+        f"{' '.join(args)} (leaves out the {n} files of {directory}/ the command does not import)"
+    )
+
+
+def _most(item: tuple[str, int]) -> tuple[int, str]:
+    return (-item[1], item[0])
+
+
+def _too_large(total: int, sizes: Mapping[str, int], keep: Collection[str]) -> Problem:
+    largest = sorted(
+        ((size, path) for path, size in sizes.items() if path not in keep),
+        key=lambda item: (-item[0], item[1]),
+    )
+    examples = ", ".join(f"{path} ({size:,} bytes)" for size, path in largest[:_EXAMPLES])
+    fix = "leave out large files with --exclude GLOB"
+    if largest:
+        fix += f", e.g. --exclude {exclude_pattern(largest[0][1])}; the largest: {examples}"
+    return Problem(
+        "",
+        "candidate-size",
+        f"{total:,} bytes, more than the {MAX_CANDIDATE_BYTES:,} (256 KiB) a candidate may hold",
+        fix,
+    )

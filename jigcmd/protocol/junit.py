@@ -1,0 +1,234 @@
+"""Bun's JUnit report read into per-test results under CTRF's names (ctrf-io/ctrf, v1).
+
+The report is written by Bun inside the envelope, in the process that ran the candidate's
+tests: the candidate can alter it, so everything here is candidate-influenced and the
+host-collected exit code stays the fact. The parse is strict and bounded: expat with any
+document type declaration refused (so no entity can be declared, internal or external, and
+nothing is ever fetched), an undeclared entity is a parse error, and the report's size is
+bounded before it gets here (the envelope reads at most `REPORT_MAX_BYTES`).
+
+Bun 1.4.2's reporter, checked: nested `describe` blocks are nested `<testsuite>` elements
+that each repeat `file=` (the outermost one per file names the file, the nested ones the
+describe path); `classname` lists the describe path innermost first ("inner > outer"), so
+the path is taken from the nesting instead; a todo test is `<skipped message="TODO"/>`; a
+timed-out one is `<failure type="TimeoutError">`; `--parallel` may drop `line=` (kept
+absent, never invented); only the last `--reporter` applies, so the plan passes exactly one.
+"""
+
+from __future__ import annotations
+
+from typing import Final, Literal
+from xml.parsers import expat
+
+import msgspec
+
+__all__ = [
+    "REPORT_MAX_BYTES",
+    "REPORT_NAME",
+    "TRACE_FRAMES",
+    "CtrfSummary",
+    "CtrfTest",
+    "TestReport",
+    "UnreadableReport",
+    "parse_junit",
+]
+
+# The report's file name in the envelope's scratch (`/tmp`), and its bound.
+REPORT_NAME: Final = "jigcmd-junit.xml"
+REPORT_MAX_BYTES: Final = 1 << 20
+# The first frames of a failure's stack that are kept.
+TRACE_FRAMES: Final = 5
+# A message or trace longer than this is cut (the whole report stays readable as a resource).
+_TEXT_MAX: Final = 2048
+
+Status = Literal["passed", "failed", "skipped", "pending", "other"]
+
+
+class UnreadableReport(ValueError):
+    """The report is not a JUnit document this parser accepts; the reason says why."""
+
+
+class CtrfTest(msgspec.Struct, frozen=True, omit_defaults=True):
+    """One test under CTRF's field names (`suite` from the outermost describe inward)."""
+
+    name: str
+    status: Status
+    duration: int
+    filePath: str | None = None
+    suite: list[str] | None = None
+    line: int | None = None
+    message: str | None = None
+    trace: str | None = None
+    rawStatus: str | None = None
+
+
+class CtrfSummary(msgspec.Struct, frozen=True):
+    """CTRF's counts; `pending` counts Bun's todo tests, `duration` is in milliseconds."""
+
+    tests: int
+    passed: int
+    failed: int
+    skipped: int
+    pending: int
+    other: int
+    duration: int
+
+
+class TestReport(msgspec.Struct, frozen=True):
+    """The whole report: the counts and every test in document order."""
+
+    summary: CtrfSummary
+    tests: list[CtrfTest]
+
+
+def parse_junit(data: bytes) -> TestReport:
+    """Read Bun's JUnit XML; raise `UnreadableReport` when it is not one this accepts."""
+    reader = _Reader()
+    parser = expat.ParserCreate()
+    parser.SetParamEntityParsing(expat.XML_PARAM_ENTITY_PARSING_NEVER)
+    parser.StartDoctypeDeclHandler = _refuse_doctype
+    parser.EntityDeclHandler = _refuse_entity
+    parser.ExternalEntityRefHandler = _refuse_external
+    parser.StartElementHandler = reader.start
+    parser.EndElementHandler = reader.end
+    parser.CharacterDataHandler = reader.text
+    try:
+        parser.Parse(data, True)
+    except expat.ExpatError as exc:
+        raise UnreadableReport(f"not well-formed XML ({expat.ErrorString(exc.code)})") from exc
+    if not reader.seen_root:
+        raise UnreadableReport("no <testsuites> or <testsuite> root element")
+    return TestReport(summary=_summary(reader.tests, reader.duration), tests=reader.tests)
+
+
+def _refuse_doctype(*_args: object) -> None:
+    raise UnreadableReport("a document type declaration (refused: no entities are resolved)")
+
+
+def _refuse_entity(*_args: object) -> None:
+    raise UnreadableReport("an entity declaration (refused)")
+
+
+def _refuse_external(*_args: object) -> int:
+    raise UnreadableReport("an external entity reference (refused)")
+
+
+class _Case:
+    def __init__(self, attrs: dict[str, str], file: str | None, suite: list[str]) -> None:
+        self.attrs = attrs
+        self.file = attrs.get("file") or file
+        self.suite = list(suite)
+        self.status: Status = "passed"
+        self.raw = "pass"
+        self.message: str | None = None
+        self.text: list[str] = []
+        self.in_failure = False
+
+
+class _Reader:
+    """Collects test cases; the describe path comes from the nesting of `<testsuite>`."""
+
+    def __init__(self) -> None:
+        self.tests: list[CtrfTest] = []
+        self.seen_root = False
+        self.duration = 0
+        # Per open <testsuite>: (its name, whether it is the outermost one of its file).
+        self.suites: list[tuple[str, bool]] = []
+        self.file: str | None = None
+        self.case: _Case | None = None
+
+    def start(self, name: str, attrs: dict[str, str]) -> None:
+        if not self.seen_root:
+            if name not in ("testsuites", "testsuite"):
+                raise UnreadableReport(f"the root element is <{name}>, not <testsuites>")
+            self.seen_root = True
+            if name == "testsuites":
+                self.duration = _ms(attrs.get("time"))
+                return
+        if name == "testsuite":
+            # The outermost suite naming a file is the file; nested ones repeat `file=`.
+            outermost = self.file is None
+            if outermost:
+                self.file = attrs.get("file") or attrs.get("name")
+            self.suites.append((attrs.get("name", ""), outermost))
+        elif name == "testcase":
+            path = [suite for suite, outermost in self.suites if not outermost]
+            self.case = _Case(attrs, self.file, path)
+        elif self.case is not None:
+            self._outcome(name, attrs)
+
+    def _outcome(self, name: str, attrs: dict[str, str]) -> None:
+        case = self.case
+        assert case is not None
+        if name in ("failure", "error"):
+            kind = attrs.get("type", "")
+            case.status = "failed"
+            case.raw = "timeout" if kind == "TimeoutError" else "fail"
+            case.message = attrs.get("message") or kind or None
+            case.in_failure = True
+        elif name == "skipped":
+            todo = attrs.get("message") == "TODO"
+            case.status = "pending" if todo else "skipped"
+            case.raw = "todo" if todo else "skip"
+
+    def text(self, data: str) -> None:
+        if (
+            self.case is not None
+            and self.case.in_failure
+            and sum(map(len, self.case.text)) < (_TEXT_MAX * 4)
+        ):
+            self.case.text.append(data)
+
+    def end(self, name: str) -> None:
+        if name == "testsuite" and self.suites:
+            _suite, outermost = self.suites.pop()
+            if outermost:
+                self.file = None
+        elif name == "testcase" and self.case is not None:
+            self.tests.append(_test(self.case))
+            self.case = None
+        elif name in ("failure", "error") and self.case is not None:
+            self.case.in_failure = False
+
+
+def _test(case: _Case) -> CtrfTest:
+    attrs = case.attrs
+    line = attrs.get("line")
+    failed = case.status == "failed"
+    return CtrfTest(
+        name=attrs.get("name") or "(unnamed)",
+        status=case.status,
+        duration=_ms(attrs.get("time")),
+        filePath=case.file,
+        suite=case.suite or None,
+        line=int(line) if line is not None and line.isdigit() and len(line) < 10 else None,
+        message=_cut(case.message.strip()) if failed and case.message else None,
+        trace=_frames("".join(case.text)) if failed else None,
+        rawStatus=case.raw,
+    )
+
+
+def _frames(text: str) -> str | None:
+    """The first `TRACE_FRAMES` "at …" lines of a failure's text."""
+    frames = [line.strip() for line in text.splitlines() if line.strip().startswith("at ")]
+    return _cut("\n".join(frames[:TRACE_FRAMES])) or None
+
+
+def _cut(text: str) -> str:
+    return text if len(text) <= _TEXT_MAX else text[: _TEXT_MAX - 1] + "…"
+
+
+def _ms(seconds: str | None) -> int:
+    """JUnit's `time` (seconds, a decimal) as whole milliseconds; 0 when absent or malformed."""
+    try:
+        value = float(seconds or "0")
+    except ValueError:
+        return 0
+    return round(value * 1000) if 0 <= value < 1e9 else 0
+
+
+def _summary(tests: list[CtrfTest], duration: int) -> CtrfSummary:
+    counts = {status: 0 for status in ("passed", "failed", "skipped", "pending", "other")}
+    for test in tests:
+        counts[test.status] += 1
+    return CtrfSummary(tests=len(tests), duration=duration, **counts)

@@ -1,0 +1,257 @@
+"""What a model reads of one run: the evidence, cut to fit a byte budget, and the tests.
+
+MCP hosts hand the model either `structuredContent` (Claude Code, VS Code) or the text
+`content`, and cap tool results at a few thousand tokens. So every tool result is sized
+here: `structuredContent` and `content` together are at most the budget in bytes of JSON
+(`DEFAULT_BUDGET_BYTES`, ~6k tokens), on every protocol version. Within it: how the command
+ended, the head and tail of each stream with the count of bytes left out, each stream's
+captured length and SHA-256 (of the text a `resources/read` of its URI returns), and for a
+test command the runner's per-test results under CTRF's names, failing tests first.
+
+The cut is one knob: a scale from 1 (generous heads, tails and test lists) down to 0 (the
+counts and digests only), the largest that fits, found by bisection over the encoded size.
+Pure: the builder is a function of the run's result, the version and the budget.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from typing import Any, Final, Literal
+
+import msgspec
+
+from jigcmd.evidence import Evidence, StreamText
+from jigcmd.protocol import jsonrpc
+from jigcmd.protocol.commands import ResourceRef, TestResults
+from jigcmd.protocol.junit import CtrfSummary, CtrfTest
+
+__all__ = [
+    "DEFAULT_BUDGET_BYTES",
+    "MIN_BUDGET_BYTES",
+    "TESTS_NOTE",
+    "Content",
+    "StreamView",
+    "TestsView",
+    "View",
+    "fitted",
+    "full_tests",
+]
+
+DEFAULT_BUDGET_BYTES: Final = 24 * 1024
+# Below this even the counts, digests and links may not fit.
+MIN_BUDGET_BYTES: Final = 4 * 1024
+TESTS_NOTE: Final = (
+    "Per-test results from the runner's JUnit report. The runner ran candidate code, which "
+    "can alter this report; the host-collected exitCode is the fact."
+)
+# At scale 1: bytes of each stream's head and of its tail, tests listed, text per failure.
+_STREAM_MAX: Final = 6 * 1024
+_FAILING_MAX: Final = 50
+_OTHERS_MAX: Final = 200
+_MESSAGE_MAX: Final = 1024
+_FRAMES_MAX: Final = 5
+# At scale 1 the invocation is cut like this (32 arguments of 1 KiB would fill a budget).
+_ARG_CHARS: Final = 160
+_ARGS_SHOWN: Final = 12
+_STEPS: Final = 10
+# Names the candidate chose (tests, describe blocks, files), as listed.
+_NAME_CHARS: Final = 200
+_SUITE_DEPTH: Final = 8
+
+
+class StreamView(msgspec.Struct, frozen=True, rename="camel"):
+    """One stream as the model reads it: its head and tail and what identifies all of it."""
+
+    captured_bytes: int
+    sha256: str
+    truncated: bool
+    head: str
+    omitted_bytes: int
+    tail: str
+    uri: str | None = None
+
+
+class TestsView(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True):
+    """The runner's per-test results, cut to the budget: failing tests first, then the rest."""
+
+    candidate_influenced: bool
+    note: str
+    summary: CtrfSummary | None = None
+    tests: list[CtrfTest] = msgspec.field(default_factory=list)
+    truncated: int = 0
+    problem: str | None = None
+    uri: str | None = None
+
+
+class View(msgspec.Struct, frozen=True, rename="camel"):
+    """The budgeted result: `structuredContent`, and the source of the text content."""
+
+    command: str
+    invocation: list[str]
+    exit_code: int | None
+    signal: str | None
+    stop_reason: Literal["exited", "deadline", "cancelled"]
+    cleanup: str
+    candidate_digest: str
+    stdin_digest: str
+    stdout: StreamView
+    stderr: StreamView
+    tests: TestsView | None
+    budget_bytes: int
+
+
+Content = Callable[[View], list[dict[str, Any]]]
+
+
+def fitted(
+    evidence: Evidence,
+    tests: TestResults | None,
+    resources: tuple[ResourceRef, ...],
+    *,
+    budget: int,
+    content: Content,
+    structured: bool,
+) -> tuple[View, list[dict[str, Any]]]:
+    """The largest view (and its content blocks) whose JSON fits `budget` bytes.
+
+    `content(view)` makes the content blocks for a view; with `structured` the view itself
+    travels as `structuredContent` and counts too.
+    """
+
+    def size(view: View) -> tuple[int, list[dict[str, Any]]]:
+        blocks = content(view)
+        total = len(jsonrpc.encode_json(blocks))
+        if structured:
+            total += len(jsonrpc.encode_json(view))
+        return total, blocks
+
+    links = {ref.name: ref.uri for ref in resources}
+    low = _view(evidence, tests, links, budget, 0.0)
+    low_size, low_blocks = size(low)
+    best: tuple[View, list[dict[str, Any]]] = (low, low_blocks)
+    high = _view(evidence, tests, links, budget, 1.0)
+    high_size, high_blocks = size(high)
+    if high_size <= budget:
+        return high, high_blocks
+    if low_size > budget:
+        return best
+    lo, hi = 0.0, 1.0
+    for _ in range(_STEPS):
+        mid = (lo + hi) / 2
+        view = _view(evidence, tests, links, budget, mid)
+        used, blocks = size(view)
+        if used <= budget:
+            lo, best = mid, (view, blocks)
+        else:
+            hi = mid
+    return best
+
+
+def _view(
+    evidence: Evidence,
+    tests: TestResults | None,
+    links: dict[str, str],
+    budget: int,
+    scale: float,
+) -> View:
+    shown = 4 + int((_ARGS_SHOWN - 4) * scale)
+    chars = 24 + int((_ARG_CHARS - 24) * scale)
+    invocation = [_short(arg, chars) for arg in evidence.invocation[:shown]]
+    if len(evidence.invocation) > shown:
+        invocation.append(f"… {len(evidence.invocation) - shown} more arguments")
+    return View(
+        command=evidence.command,
+        invocation=invocation,
+        exit_code=evidence.exit_code,
+        signal=evidence.signal,
+        stop_reason=evidence.stop_reason,
+        cleanup=evidence.cleanup,
+        candidate_digest=evidence.candidate_digest,
+        stdin_digest=evidence.stdin_digest,
+        stdout=_stream(evidence.stdout, int(_STREAM_MAX * scale), links.get("stdout")),
+        stderr=_stream(evidence.stderr, int(_STREAM_MAX * scale), links.get("stderr")),
+        tests=None if tests is None else _tests(tests, scale, links.get("junit")),
+        budget_bytes=budget,
+    )
+
+
+def _stream(stream: StreamText, keep: int, uri: str | None) -> StreamView:
+    data = stream.text.encode("utf-8")
+    digest = "sha256:" + hashlib.sha256(data).hexdigest()
+    if len(data) <= 2 * keep:
+        head, tail = stream.text, ""
+    else:
+        head = data[:keep].decode("utf-8", "ignore")
+        tail = data[len(data) - keep :].decode("utf-8", "ignore") if keep else ""
+    omitted = len(data) - len(head.encode("utf-8")) - len(tail.encode("utf-8"))
+    return StreamView(
+        captured_bytes=len(data),
+        sha256=digest,
+        truncated=stream.truncated,
+        head=head,
+        omitted_bytes=omitted,
+        tail=tail,
+        uri=uri,
+    )
+
+
+def _tests(tests: TestResults, scale: float, uri: str | None) -> TestsView:
+    report = tests.report
+    if report is None:
+        return TestsView(candidate_influenced=True, note=TESTS_NOTE, problem=tests.problem, uri=uri)
+    failing = [test for test in report.tests if test.status == "failed"]
+    others = [test for test in report.tests if test.status in ("skipped", "pending", "other")]
+    passing = [test for test in report.tests if test.status == "passed"]
+    shown_failing = [_failure(test, scale) for test in failing[: int(_FAILING_MAX * scale)]]
+    rest = [*others, *passing][: int(_OTHERS_MAX * scale)]
+    shown = shown_failing + [_brief(test) for test in rest]
+    return TestsView(
+        candidate_influenced=True,
+        note=TESTS_NOTE,
+        summary=report.summary,
+        tests=shown,
+        truncated=len(report.tests) - len(shown),
+        uri=uri,
+    )
+
+
+def full_tests(tests: TestResults) -> TestsView:
+    """Every test, failing first, nothing cut (for `jigcmd run --json`, which has no budget)."""
+    report = tests.report
+    if report is None:
+        return TestsView(candidate_influenced=True, note=TESTS_NOTE, problem=tests.problem)
+    order = {"failed": 0, "skipped": 1, "pending": 1, "other": 1, "passed": 2}
+    ordered = sorted(report.tests, key=lambda test: order[test.status])
+    return TestsView(
+        candidate_influenced=True, note=TESTS_NOTE, summary=report.summary, tests=ordered
+    )
+
+
+def _failure(test: CtrfTest, scale: float) -> CtrfTest:
+    message = _short(test.message, 80 + int(_MESSAGE_MAX * scale)) if test.message else None
+    frames = max(1, int(_FRAMES_MAX * scale))
+    trace = "\n".join(test.trace.splitlines()[:frames]) if test.trace else None
+    return msgspec.structs.replace(
+        _brief(test), message=message, trace=_short(trace, 200 * frames) if trace else None
+    )
+
+
+def _brief(test: CtrfTest) -> CtrfTest:
+    """A test as listed: its name, status and where (each cut: the candidate names them)."""
+    suite = (
+        [_short(name, _NAME_CHARS) for name in test.suite[:_SUITE_DEPTH]] if test.suite else None
+    )
+    return CtrfTest(
+        name=_short(test.name, _NAME_CHARS),
+        status=test.status,
+        duration=test.duration,
+        filePath=_short(test.filePath, _NAME_CHARS) if test.filePath else None,
+        suite=suite,
+        line=test.line,
+        rawStatus=test.rawStatus,
+    )
+
+
+def _short(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[:limit] + "…"

@@ -1,0 +1,52 @@
+"""The runner's test names: from Bun's JUnit report when it wrote one, else its console lines."""
+
+from __future__ import annotations
+
+import hashlib
+
+from jigcmd.attest.testreport import read_console_report, read_junit_report
+from jigcmd.protocol.commands import TestResults as Results
+from jigcmd.protocol.junit import parse_junit
+
+JUNIT = b"""<?xml version="1.0" encoding="UTF-8"?>
+<testsuites name="bun test" tests="3" failures="1" skipped="1">
+  <testsuite name="test/a.test.ts" file="test/a.test.ts" tests="3" failures="1" skipped="1">
+    <testsuite name="math" file="test/a.test.ts" line="2">
+      <testcase name="adds" classname="math" time="0.001" file="test/a.test.ts" line="3"/>
+      <testcase name="fails" classname="math" time="0.002" file="test/a.test.ts" line="4">
+        <failure type="AssertionError" message="expected 2"/>
+      </testcase>
+      <testcase name="later" classname="math" time="0" file="test/a.test.ts" line="5">
+        <skipped/>
+      </testcase>
+    </testsuite>
+  </testsuite>
+</testsuites>
+"""
+
+
+def test_names_come_from_the_junit_report_with_its_digest() -> None:
+    """Passed and failed tests as file > describe > name; skipped ones are neither."""
+    report = read_junit_report(Results(report=parse_junit(JUNIT), raw=JUNIT))
+    assert report is not None
+    assert report.passed == ("test/a.test.ts > math > adds",)
+    assert report.failed == ("test/a.test.ts > math > fails",)
+    assert report.source == "bun test JUnit report"
+    assert report.source_sha256 == hashlib.sha256(JUNIT).hexdigest()
+
+
+def test_no_parsed_report_means_no_junit_names() -> None:
+    """A missing or unreadable report gives None: the console lines are read instead."""
+    assert read_junit_report(Results(report=None, problem="missing")) is None
+
+
+def test_console_lines_name_the_file_and_ignore_everything_else() -> None:
+    """(pass)/(fail) lines under a file header; other output, even look-alikes mid-line, not."""
+    stderr = (
+        "\ntest/a.test.ts:\n(pass) math > adds [0.02ms]\nerror: boom\n"
+        "(fail) math > fails [9.58ms]\n  (pass) indented is not a result\n(skip) later\n"
+    )
+    report = read_console_report(stderr)
+    assert report.passed == ("test/a.test.ts > math > adds",)
+    assert report.failed == ("test/a.test.ts > math > fails",)
+    assert report.source_sha256 == hashlib.sha256(stderr.encode()).hexdigest()

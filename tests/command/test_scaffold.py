@@ -1,0 +1,122 @@
+"""The Binding `jigcmd init` writes: commands found in the project, nothing overwritten."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from jigcmd.command.bindingfile import load_binding
+from jigcmd.command.projectdir import read_project
+from jigcmd.command.scaffold import (
+    WRITERS,
+    ScaffoldError,
+    binding_toml,
+    plan_scaffold,
+    shipped_descriptor,
+    write_scaffold,
+)
+from jigcmd.contract import CONTRACT_DIGEST
+from jigcmd.jsonio import strict
+from jigcmd.policy.binding import parse_binding_file
+from jigcmd.policy.digests import descriptor_digest
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def project(root: Path, files: dict[str, str]) -> Path:
+    for path, text in files.items():
+        (root / path).parent.mkdir(parents=True, exist_ok=True)
+        (root / path).write_text(text)
+    return root
+
+
+def test_the_tests_and_the_named_entry_point_become_the_commands(tmp_path: Path) -> None:
+    """*.test.ts and *.spec.js anywhere but node_modules; package.json's module is `start`."""
+    root = project(
+        tmp_path / "My_App",
+        {
+            "package.json": json.dumps({"name": "@acme/My_App", "module": "./index.ts"}),
+            "index.ts": "",
+            "test/b.test.ts": "",
+            "a.spec.js": "",
+            "src/util.ts": "",
+            "node_modules/dep/x.test.ts": "",
+        },
+    )
+    scaffold = plan_scaffold(read_project(root))
+    assert scaffold.name == "my-app"
+    assert dict(scaffold.commands) == {
+        "tests": ("test", ("a.spec.js", "test/b.test.ts")),
+        "start": ("run", ("index.ts",)),
+    }
+
+
+def test_more_than_sixteen_tests_are_split_across_commands(tmp_path: Path) -> None:
+    """A Binding's command lists at most 16 test files: tests, tests-2, …"""
+    root = project(tmp_path / "p", {f"t/t{i:02}.test.ts": "" for i in range(20)})
+    commands = plan_scaffold(read_project(root)).commands
+    assert list(commands) == ["tests", "tests-2"]
+    assert len(commands["tests"][1]) == 16 and len(commands["tests-2"][1]) == 4
+
+
+def test_a_project_with_nothing_to_review_is_refused(tmp_path: Path) -> None:
+    """No test file and no entry point: there is no command to write."""
+    root = project(tmp_path / "p", {"README.md": "", "package.json": "{}"})
+    with pytest.raises(ScaffoldError, match="no test files"):
+        plan_scaffold(read_project(root))
+
+
+def test_the_name_falls_back_to_the_directory_and_can_be_given(tmp_path: Path) -> None:
+    """Without package.json the directory names the package; --name must be a LocalName."""
+    root = project(tmp_path / "Cool Stuff", {"a.test.ts": ""})
+    assert plan_scaffold(read_project(root)).name == "cool-stuff"
+    assert plan_scaffold(read_project(root), "mine").name == "mine"
+    with pytest.raises(ScaffoldError, match="lowercase words"):
+        plan_scaffold(read_project(root), "Not_Local")
+
+
+def test_the_toml_writer_gives_a_binding_with_exactly_those_commands(tmp_path: Path) -> None:
+    """The written text parses, under the Binding's own rules, into the same commands."""
+    root = project(
+        tmp_path / "p", {"index.js": "", "x.test.ts": "", "package.json": '{"main": "index.js"}'}
+    )
+    scaffold = plan_scaffold(read_project(root))
+    text = binding_toml(scaffold, root)
+    binding = parse_binding_file(text.encode(), suffix=".toml", source="init")
+    assert binding.package == "flows/p"
+    assert {n: (c.kind, c.paths) for n, c in binding.commands.items()} == dict(scaffold.commands)
+    assert WRITERS["toml"] == ("binding.toml", binding_toml)
+
+
+def test_the_shipped_descriptor_is_the_contracts_exact_copy() -> None:
+    """Byte for byte the published schema, and its digest is the contract's."""
+    data = shipped_descriptor()
+    assert data == (REPO / "schemas" / "project-command.capability.json").read_bytes()
+    assert descriptor_digest(strict.loads(data)) == CONTRACT_DIGEST
+
+
+def test_the_written_binding_loads_as_lock_loads_it(tmp_path: Path) -> None:
+    """binding.toml, FLOW.md and the descriptor copy: the package declares the capability."""
+    root = project(tmp_path / "p", {"a.test.ts": ""})
+    path = write_scaffold(root / ".jig", plan_scaffold(read_project(root)), root)
+    loaded = load_binding(path)
+    assert loaded.slots == ("command",)
+    assert loaded.package_dir == (root / ".jig" / "flows" / "p").resolve()
+    assert set(loaded.binding.commands) == {"tests"}
+
+
+def test_nothing_is_overwritten_and_nothing_is_written_when_one_file_exists(
+    tmp_path: Path,
+) -> None:
+    """An existing FLOW.md alone refuses the whole write; the Binding does not appear."""
+    root = project(tmp_path / "p", {"a.test.ts": ""})
+    scaffold = plan_scaffold(read_project(root))
+    manifest = root / ".jig" / "flows" / "p" / "FLOW.md"
+    manifest.parent.mkdir(parents=True)
+    manifest.write_text("mine")
+    with pytest.raises(ScaffoldError, match="overwrites nothing"):
+        write_scaffold(root / ".jig", scaffold, root)
+    assert manifest.read_text() == "mine"
+    assert not (root / ".jig" / "binding.toml").exists()

@@ -1,0 +1,74 @@
+"""Per-run resources in the state directory: the same bytes back, only to their own run."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import pytest
+
+from jigcmd.durable.runresources import (
+    KINDS,
+    ResourceKind,
+    ResourceNotFound,
+    RunResources,
+    register_kind,
+)
+
+
+def test_a_kept_resource_reads_back_byte_for_byte_with_its_digest(tmp_path: Path) -> None:
+    store = RunResources(tmp_path)
+    data = "héllo\n".encode()
+    ref = store.put("run-1", "mcp.a.1", "stdout", data)
+    assert ref.uri == "jigcmd://run/run-1/mcp.a.1/stdout"
+    assert ref.sha256 == "sha256:" + hashlib.sha256(data).hexdigest() and ref.size == len(data)
+    assert store.read("run-1", ref.uri) == (data, KINDS["stdout"])
+    files = [p for p in (tmp_path / "resources").rglob("*") if p.is_file()]
+    assert [oct(p.stat().st_mode & 0o777) for p in files] == ["0o600"]
+
+
+def test_names_with_slashes_are_quoted_and_still_resolve(tmp_path: Path) -> None:
+    store = RunResources(tmp_path)
+    ref = store.put("temporal:wf/1", "act/7", "junit", b"<testsuites/>")
+    assert ref.uri == "jigcmd://run/temporal%3Awf%2F1/act%2F7/junit"
+    assert store.read("temporal:wf/1", ref.uri)[0] == b"<testsuites/>"
+
+
+@pytest.mark.parametrize(
+    ("uri", "why"),
+    [
+        ("jigcmd://run/run-2/mcp.a.1/stdout", "another run"),
+        ("jigcmd://run/run-1/mcp.a.9/stdout", "kept no stdout"),
+        ("jigcmd://run/run-1/mcp.a.1/passwd", "no resource named"),
+        ("jigcmd://run/run-1/stdout", "expected jigcmd://run/"),
+        ("jigcmd://run/run-1/%2E%2E/%2E%2E/stdout", "expected jigcmd://run/"),
+        ("jigcmd://run/run-1/%2E%2E/stdout", "kept no stdout"),
+        ("file:///etc/passwd", "not a jigcmd run resource"),
+    ],
+)
+def test_anything_else_is_not_found_with_the_reason(tmp_path: Path, uri: str, why: str) -> None:
+    store = RunResources(tmp_path)
+    store.put("run-1", "mcp.a.1", "stdout", b"x")
+    with pytest.raises(ResourceNotFound) as missing:
+        store.read("run-1", uri)
+    assert why in str(missing.value)
+
+
+def test_only_the_newest_operations_of_a_run_are_kept(tmp_path: Path) -> None:
+    store = RunResources(tmp_path, keep=3)
+    refs = [store.put("run-1", f"op-{i}", "stdout", b"%d" % i) for i in range(5)]
+    with pytest.raises(ResourceNotFound):
+        store.read("run-1", refs[0].uri)
+    assert store.read("run-1", refs[4].uri)[0] == b"4"
+
+
+def test_another_front_can_add_a_kind_of_resource(tmp_path: Path) -> None:
+    register_kind(ResourceKind("jigcmd-test-kind", "application/json", "a test kind"))
+    try:
+        store = RunResources(tmp_path)
+        ref = store.put("r", "o", "jigcmd-test-kind", b"{}")
+        assert store.read("r", ref.uri)[1].mime_type == "application/json"
+    finally:
+        del KINDS["jigcmd-test-kind"]
+    with pytest.raises(ValueError, match="one path segment"):
+        register_kind(ResourceKind("a/b", "text/plain", "x"))

@@ -1,0 +1,40 @@
+"""Every option of every verb says what it is for in `--help`."""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+
+import pytest
+
+from jigcmd.cli import _parser
+
+
+def _verbs() -> dict[str, argparse.ArgumentParser]:
+    (sub,) = [a for a in _parser()._actions if isinstance(a, argparse._SubParsersAction)]
+    return dict(sub.choices)
+
+
+@pytest.mark.parametrize("verb", sorted(_verbs()))
+def test_every_option_and_argument_has_help_text(verb: str) -> None:
+    """No bare `--state-dir STATE_DIR` line: each has words after it."""
+    parser = _verbs()[verb]
+    bare = [
+        action.option_strings or [action.dest]
+        for action in parser._actions
+        if not isinstance(action, argparse._HelpAction) and not action.help
+    ]
+    assert bare == [], f"jigcmd {verb}: options without help text: {bare}"
+
+
+def test_every_verb_has_a_summary_in_the_top_level_help() -> None:
+    """`jigcmd --help` lists each verb with what it does."""
+    (sub,) = [a for a in _parser()._actions if isinstance(a, argparse._SubParsersAction)]
+    summaries = {choice.dest: choice.help for choice in sub._choices_actions}
+    assert set(summaries) == set(_verbs())
+    assert all(summaries.values()), summaries
+    done = subprocess.run(
+        [sys.executable, "-m", "jigcmd", "--help"], capture_output=True, text=True, check=True
+    )
+    assert all(verb in done.stdout for verb in summaries)

@@ -1,0 +1,149 @@
+"""The delegation verdict: each missing step of a rootless setup once, with a fix for this host."""
+
+from __future__ import annotations
+
+import pytest
+
+from jigcmd.frontends.diagnosis.delegation import (
+    V1_CONTROLLERS,
+    DelegationFacts,
+    delegation_check,
+)
+from jigcmd.frontends.diagnosis.hostfacts import own_cgroup2_path
+
+UID = 1001
+BASE = f"jigcmd-u{UID}"
+UNIFIED = f"/sys/fs/cgroup/unified/{BASE}"
+ALL = {c: UID for c in (*V1_CONTROLLERS, "unified")}
+
+
+def hybrid(**changes: object) -> DelegationFacts:
+    facts: dict[str, object] = {
+        "uid": UID,
+        "mode": "hybrid",
+        "base": BASE,
+        "owners": ALL,
+        "own_cgroup": UNIFIED,
+        "may_move": True,
+        "parent_pid": 4242,
+    }
+    return DelegationFacts(**(facts | changes))  # type: ignore[arg-type]
+
+
+def test_a_hybrid_host_set_up_completely_is_ok() -> None:
+    """Every hierarchy owned and this process inside the unified one."""
+    check = delegation_check(hybrid())
+    assert check.status == "ok"
+    assert f"this process's cgroup2 is inside {UNIFIED}" in check.detail
+
+
+def test_the_unified_step_missing_is_named_with_the_exact_command() -> None:
+    """Delegated directories made, the shell not moved: the one step and the shell's pid."""
+    check = delegation_check(hybrid(own_cgroup="/sys/fs/cgroup/unified", may_move=False))
+    assert check.status == "FAIL"
+    assert check.detail.startswith(
+        f"this process's cgroup2 is /sys/fs/cgroup/unified, outside the delegated {UNIFIED}"
+    )
+    assert "join cgroup: Permission denied" in check.detail
+    assert check.hint is not None
+    assert f"sudo sh -c 'echo 4242 > {UNIFIED}/cgroup.procs'" in check.hint
+    assert "mkdir" not in check.hint  # only the missing step
+
+
+def test_nothing_delegated_is_one_line_with_both_steps_in_order() -> None:
+    """Directories missing and the shell outside: two numbered steps, each said once."""
+    owners = {c: None for c in ALL}
+    check = delegation_check(
+        hybrid(owners=owners, own_cgroup="/sys/fs/cgroup/unified", may_move=False)
+    )
+    assert check.status == "FAIL"
+    assert check.detail.startswith("2 steps are missing: (1) uid 1001 owns no delegated")
+    assert check.detail.count("/sys/fs/cgroup/memory/jigcmd-u1001 is missing") == 1
+    assert check.hint is not None
+    first, second = check.hint.split("; then ")
+    assert first.startswith("(1) sudo sh -c 'for c in memory pids cpu cpuacct freezer unified;")
+    assert second.startswith("(2) move the shell that starts jigcmd into it")
+
+
+def test_only_the_hierarchies_that_are_wrong_are_in_the_command() -> None:
+    """One hierarchy missing, one owned by someone else: the loop names exactly those two."""
+    owners = {**ALL, "pids": None, "freezer": 0}
+    check = delegation_check(hybrid(owners=owners))
+    assert check.hint is not None
+    assert "for c in pids freezer; do mkdir -p" in check.hint
+    assert "/sys/fs/cgroup/freezer/jigcmd-u1001 belongs to uid 0" in check.detail
+
+
+def test_a_v1_host_has_no_unified_step() -> None:
+    """Pure v1: the five hierarchies, nothing about cgroup2."""
+    owners = {c: UID for c in V1_CONTROLLERS}
+    check = delegation_check(hybrid(mode="v1", owners=owners, own_cgroup=None, may_move=False))
+    assert check.status == "ok"
+
+
+def test_inside_a_container_the_fix_is_for_its_root_not_sudo() -> None:
+    """No sudo in a container: the command is for the container's root."""
+    check = delegation_check(
+        hybrid(own_cgroup="/sys/fs/cgroup/unified", may_move=False, container="docker")
+    )
+    assert check.hint is not None
+    assert "as root in this docker container: sh -c 'echo 4242 >" in check.hint
+    assert "sudo" not in check.hint
+
+
+def v2(**changes: object) -> DelegationFacts:
+    own = "/sys/fs/cgroup/user.slice/user-1001.slice/user@1001.service/app.slice/x.scope"
+    facts: dict[str, object] = {
+        "uid": UID,
+        "mode": "v2",
+        "base": own,
+        "own_cgroup": own,
+        "own_owner": UID,
+        "may_move": True,
+        "own_controllers": frozenset({"memory", "pids", "cpu", "io"}),
+        "systemd": True,
+        "parent_pid": 7,
+    }
+    return DelegationFacts(**(facts | changes))  # type: ignore[arg-type]
+
+
+def test_a_delegated_v2_scope_is_ok() -> None:
+    """systemd-run --user --scope -p Delegate=yes: owned, with memory, pids and cpu."""
+    assert delegation_check(v2()).status == "ok"
+
+
+@pytest.mark.parametrize(
+    ("systemd", "container", "says"),
+    [
+        (True, None, "systemd-run --user --scope -p Delegate=yes"),
+        (
+            False,
+            None,
+            "sudo sh -c 'echo +memory +pids +cpu > /sys/fs/cgroup/cgroup.subtree_control",
+        ),
+        (True, "podman", "as root in this podman container"),
+    ],
+)
+def test_an_undelegated_v2_cgroup_gets_the_fix_this_host_can_use(
+    systemd: bool, container: str | None, says: str
+) -> None:
+    """systemd's scope where systemd runs; the cgroupfs steps elsewhere."""
+    check = delegation_check(v2(own_owner=0, may_move=False, systemd=systemd, container=container))
+    assert check.status == "FAIL"
+    assert "is not delegated to uid 1001" in check.detail
+    assert check.hint is not None and says in check.hint
+
+
+def test_a_v2_delegation_without_cpu_names_the_missing_controller() -> None:
+    """A user manager that delegates memory and pids only: the delegate.conf step."""
+    check = delegation_check(v2(own_controllers=frozenset({"memory", "pids"})))
+    assert check.status == "FAIL"
+    assert "offers no cpu controller" in check.detail
+    assert check.hint is not None and "Delegate=memory pids cpu" in check.hint
+
+
+def test_the_own_cgroup2_path_is_the_zero_line() -> None:
+    """/proc/self/cgroup on a hybrid host: v1 lines, then `0::` with the cgroup2 path."""
+    text = "12:memory:/x\n1:name=systemd:/\n0::/user.slice/a.scope\n"
+    assert own_cgroup2_path(text) == "/user.slice/a.scope"
+    assert own_cgroup2_path("12:memory:/x\n") is None

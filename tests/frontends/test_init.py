@@ -1,0 +1,114 @@
+"""`jigcmd init` as a person runs it: the Binding written, the next two commands, and refusals."""
+
+from __future__ import annotations
+
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.command.test_scaffold import project
+
+
+def jigcmd(*argv: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "jigcmd", *argv],
+        capture_output=True, text=True, timeout=60, check=False, cwd=cwd,
+    )  # fmt: skip
+
+
+@pytest.fixture
+def app(tmp_path: Path) -> Path:
+    return project(
+        tmp_path / "app",
+        {
+            "package.json": '{"name": "app", "module": "main.ts"}',
+            "main.ts": "console.log(1)",
+            "test/main.test.ts": "",
+            "logo.png": "\x00binary",
+        },
+    )
+
+
+def test_init_writes_the_binding_and_prints_the_next_two_commands_which_work(app: Path) -> None:
+    """The printed `lock` admits the Binding as written; the `run` line names tests and DIR."""
+    done = jigcmd("init", str(app))
+    assert done.returncode == 0, done.stderr
+    binding = app / ".jig" / "binding.toml"
+    lines = done.stdout.splitlines()
+    assert lines[0] == f"jigcmd init: wrote {binding} with 2 reviewed commands:"
+    assert lines[-2:] == [
+        f"  jigcmd lock --binding {binding}",
+        f"  jigcmd run --binding {binding} tests --files {app}",
+    ]
+    assert "logo.png (binary)" in done.stderr
+    argv = shlex.split(lines[-2])
+    argv[0] = str(Path(sys.executable).parent / "jigcmd")
+    locked = subprocess.run(argv, capture_output=True, text=True, check=False)
+    assert locked.returncode == 0, locked.stderr
+    assert (app / ".jig" / "jigcmd.lock").is_file()
+
+
+def test_a_second_init_overwrites_nothing(app: Path) -> None:
+    """Status 2 naming the files that exist; the reviewed Binding is untouched."""
+    assert jigcmd("init", str(app)).returncode == 0
+    binding = app / ".jig" / "binding.toml"
+    binding.write_text(binding.read_text() + "# reviewed\n")
+    done = jigcmd("init", str(app))
+    assert done.returncode == 2
+    assert f"{binding}" in done.stderr and "overwrites nothing" in done.stderr
+    assert binding.read_text().endswith("# reviewed\n")
+
+
+def test_excludes_given_to_init_reappear_in_the_run_line(app: Path) -> None:
+    """What init left out, run must leave out too: the printed command carries the globs."""
+    done = jigcmd("init", str(app), "--exclude", "/docs/", "--exclude", "*.snap")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[-1].endswith(
+        f"--files {app} --exclude /docs/ --exclude '*.snap'"
+    )
+
+
+@pytest.mark.parametrize(
+    ("files", "message"),
+    [
+        ({"README.md": "hi"}, "no test files"),
+        ({"a.test.ts": "", "b c.ts": ""}, "b c.ts: path contains forbidden character ' '"),
+    ],
+)
+def test_a_project_init_cannot_serve_is_refused_with_nothing_written(
+    tmp_path: Path, files: dict[str, str], message: str
+) -> None:
+    """Nothing to review, or a candidate that breaks a rule: status 2, no .jig/."""
+    root = project(tmp_path / "p", files)
+    done = jigcmd("init", str(root))
+    assert done.returncode == 2
+    assert message in done.stderr and "nothing written" in done.stderr
+    assert not (root / ".jig").exists()
+
+
+def test_init_of_a_directory_that_does_not_exist_is_one_line(tmp_path: Path) -> None:
+    """No traceback: the directory named, status 2."""
+    done = jigcmd("init", str(tmp_path / "nope"))
+    assert done.returncode == 2
+    assert done.stderr == f"jigcmd init: {tmp_path / 'nope'}: no such directory; nothing written\n"
+
+
+def test_init_format_ts_writes_the_reference_layout_naming_the_same_commands(app: Path) -> None:
+    """--format ts: .jig/jig.ts, .jig/bindings/command.ts with defineBinding, the package;
+    the commands are the TOML form's (the envelope test proves one digest)."""
+    done = jigcmd("init", "--format", "ts", str(app))
+    assert done.returncode == 0, done.stderr
+    binding = app / ".jig" / "bindings" / "command.ts"
+    assert done.stdout.splitlines()[0] == f"jigcmd init: wrote {binding} with 2 reviewed commands:"
+    text = binding.read_text()
+    assert "import { defineBinding } from '@jigging/jig'" in text
+    assert 'package: "flows/app",' in text and '"start": { run: "main.ts" },' in text
+    assert "discover('./bindings')" in (app / ".jig" / "jig.ts").read_text()
+    manifest = (app / ".jig" / "flows" / "app" / "FLOW.md").read_text()
+    assert "(`../../bindings/command.ts`)" in manifest
+    assert f"and the Flow package {app / '.jig' / 'flows' / 'app'} (" in done.stdout
+    again = jigcmd("init", "--format", "ts", str(app))
+    assert again.returncode == 2 and "jig.ts" in again.stderr

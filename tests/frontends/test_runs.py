@@ -1,0 +1,103 @@
+"""`jigcmd runs`: a state directory's runs and operations, read only, as text and JSON."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from jigcmd.cli import main
+from jigcmd.durable.statedir import prepare_state_dir
+from jigcmd.frontends.runs import list_runs
+from jigcmd.journal.rows import NewRow
+from jigcmd.journal.store import DB_NAME, Journal
+
+
+def _new(run: str, operation_id: str, envelope: str, trace: str | None = None) -> NewRow:
+    return NewRow(
+        root_run=run,
+        operation_id=operation_id,
+        signature="sig",
+        context="session",
+        deadline_unix_ms=1_900_000_000_000,
+        run_id=envelope,
+        trace=trace,
+    )
+
+
+@pytest.fixture
+def state(tmp_path: Path) -> Path:
+    """A state directory with two runs: a done, a failed and an uncertain operation."""
+    directory = prepare_state_dir(tmp_path / "state")
+    with Journal.open(directory) as journal:
+        trace = '{"traceparent":"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}'
+        journal.begin(_new("run-a", "op-1", "a" * 16, trace))
+        journal.finish(
+            "op-1",
+            root_run="run-a",
+            outcome="evidence",
+            result=b"{}",
+            report=None,
+            cleanup_complete=True,
+        )
+        journal.begin(_new("run-a", "op-2", "b" * 16))
+        journal.finish(
+            "op-2",
+            root_run="run-a",
+            outcome="failure",
+            result=b'{"code":"CANCELLED","message":"cancelled"}',
+            report=None,
+            cleanup_complete=True,
+        )
+        journal.begin(_new("run-b", "task-1", "c" * 16))
+        journal.mark_uncertain("task-1", root_run="run-b", reason="fenced", cleanup_complete=True)
+    return directory
+
+
+def test_runs_lists_each_operation_by_run(state: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["runs", "--state-dir", str(state)]) == 0
+    out = capsys.readouterr().out
+    assert "run run-a: 2 operation(s)" in out and "run run-b: 1 operation(s)" in out
+    assert "op-2  done  ending CANCELLED  cleanup complete" in out
+    assert "task-1  uncertain  ending UNCERTAIN" in out
+
+
+def test_runs_json_is_one_object_per_run(state: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["runs", "--state-dir", str(state), "--json", "--run-id", "run-a"]) == 0
+    (line,) = capsys.readouterr().out.splitlines()
+    run = json.loads(line)
+    assert run["runId"] == "run-a"
+    first, second = run["operations"]
+    assert (first["operationId"], first["state"], first["ending"]) == ("op-1", "done", "evidence")
+    assert first["trace"] == {
+        "traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+    }
+    assert (second["ending"], second["envelope"], second["trace"]) == ("CANCELLED", "b" * 16, None)
+    assert first["created"].endswith("Z") and first["finished"].endswith("Z")
+
+
+def test_runs_changes_nothing(
+    state: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """No journal is "no runs" and creates none; an existing one keeps every record as it was."""
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert main(["runs", "--state-dir", str(empty)]) == 0
+    assert capsys.readouterr().out == "no runs\n"
+    assert list(empty.iterdir()) == []
+    before = list_runs(state)
+    assert main(["runs", "--state-dir", str(state), "--json"]) == 0
+    assert list_runs(state) == before
+    # Opened and closed like any jigcmd: the next open finds the journal whole.
+    with Journal.open(state) as journal:
+        assert len(journal.rows()) == 3
+
+
+def test_an_unreadable_journal_is_exit_2_naming_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    broken = prepare_state_dir(tmp_path / "broken")
+    (broken / DB_NAME).write_bytes(b"not a database, but a file of the journal's name" * 20)
+    assert main(["runs", "--state-dir", str(broken)]) == 2
+    assert DB_NAME in capsys.readouterr().err

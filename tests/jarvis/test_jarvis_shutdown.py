@@ -1,0 +1,90 @@
+"""`jigcmd jarvis` stops gracefully on SIGTERM and SIGINT: runs fenced and recorded, exit 0."""
+
+from __future__ import annotations
+
+import shutil
+import signal
+from pathlib import Path
+
+import anyio
+import httpx
+import pytest
+
+from jigcmd.journal.store import Journal
+from tests.jarvis.jarvis_child import JarvisChild, machine_runs_jarvis
+from tests.jarvis.jarvis_harness import auth, invoke_body, until
+
+pytestmark = pytest.mark.envelope
+
+# Failsafes (never timing claims): the graceful drain takes at most 15 s.
+ANSWER_S = 60.0
+
+
+def _running(state_dir: Path) -> int:
+    with Journal.open(state_dir) as journal:
+        return len(journal.jarvis_running())
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_an_idle_jarvis_exits_0_on_a_stop_signal(tmp_path: Path, signum: int) -> None:
+    """No traceback, no re-raised signal: status 0."""
+    machine_runs_jarvis()
+    with JarvisChild(tmp_path) as jarvis:
+        jarvis.signal(signum)
+        assert jarvis.wait(ANSWER_S) == 0, jarvis.stderr()
+        assert "Traceback" not in jarvis.stderr()
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+async def test_a_stop_signal_mid_run_fences_the_run_records_it_and_exits_0(
+    tmp_path: Path, signum: int
+) -> None:
+    """A `sleep 60` in flight: fenced at once, answered and recorded `failed`, then exit 0."""
+    machine_runs_jarvis()
+    with JarvisChild(tmp_path) as jarvis:
+        answers: list[httpx.Response | BaseException] = []
+        async with httpx.AsyncClient(base_url=jarvis.base, timeout=ANSWER_S) as http:
+
+            async def call() -> None:
+                try:
+                    answers.append(
+                        await http.post(
+                            "/tools/invoke",
+                            json=invoke_body("jarvis.run.create", argv=["sleep", "60"]),
+                            headers=auth(),
+                        )
+                    )
+                except httpx.HTTPError as exc:
+                    answers.append(exc)
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(call)
+                await until(lambda: _running(jarvis.state_dir) == 1, within=ANSWER_S)
+                jarvis.signal(signum)
+        status = await anyio.to_thread.run_sync(jarvis.wait, ANSWER_S)
+        assert status == 0, jarvis.stderr()
+        assert "Traceback" not in jarvis.stderr()
+        (answer,) = answers
+        assert isinstance(answer, httpx.Response), answer
+        assert answer.status_code == 200, answer.text
+        assert answer.json()["status"] == "failed"
+        assert answer.json()["detail"] == "cancelled: the server shut down"
+        with Journal.open(jarvis.state_dir) as journal:
+            assert journal.jarvis_running() == []
+            (run,) = [journal.jarvis_get(n) for n in (1,)]
+        assert run is not None
+        assert run.status == "failed", run
+
+
+def test_a_state_dir_removed_under_jarvis_ends_in_one_line_and_exit_2(tmp_path: Path) -> None:
+    """SIGTERM after rm -rf of the state directory: one `journal …; fix: …` line, status 2."""
+    machine_runs_jarvis()
+    with JarvisChild(tmp_path) as jarvis:
+        shutil.rmtree(jarvis.state_dir)
+        jarvis.signal(signal.SIGTERM)
+        assert jarvis.wait(ANSWER_S) == 2, jarvis.stderr()
+        stderr = jarvis.stderr()
+    assert "Traceback" not in stderr, stderr
+    (line,) = [line for line in stderr.splitlines() if line.startswith("jigcmd jarvis: journal ")]
+    assert "the journal file was removed while in use" in line, line
+    assert "; fix: leave " in line, line

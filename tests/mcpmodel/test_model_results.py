@@ -1,0 +1,336 @@
+"""What a model reads, through the official MCP Python SDK and the real `jigcmd serve`.
+
+A chatty run's result fits the budget on every protocol version (`structuredContent` alone
+too, as `JSON.stringify` measures it), the full stream read back by `resources/read` has the
+SHA-256 the result gave, a three-file suite gives exactly the expected per-test results,
+hostile reports are refused or labelled without a crash or a host file read, and a running
+call with a progress token hears its output.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+import tempfile
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp.client.session import ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.shared.exceptions import MCPError
+
+from jigcmd.frontends.servechild import ServeChild
+from jigcmd.protocol.mcp_view import DEFAULT_BUDGET_BYTES
+from tests.mcpmodel.fixtures import (
+    EXPECTED_FAILING,
+    EXPECTED_OTHERS,
+    EXPECTED_SUMMARY,
+    SUITE_FILES,
+    admit,
+)
+
+pytestmark = pytest.mark.envelope
+
+CHATTY = {
+    "src/cli.ts": 'process.stdout.write("o".repeat(200_000));\n'
+    'process.stderr.write("e".repeat(200_000));\n'
+}
+
+
+def stringify(value: object) -> int:
+    """Bytes of `JSON.stringify(value)` (no spaces, UTF-8 as is)."""
+    return len(json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode())
+
+
+def result_bytes(result: dict[str, Any]) -> int:
+    """What the budget bounds: `structuredContent` and `content` together."""
+    total = stringify(result["content"])
+    if "structuredContent" in result:
+        total += stringify(result["structuredContent"])
+    return total
+
+
+@pytest.fixture
+def binding(tmp_path: Path) -> Path:
+    return admit(tmp_path)
+
+
+@asynccontextmanager
+async def client(
+    binding: Path, state: Path, *extra: str, errlog: Any = None
+) -> AsyncIterator[ClientSession]:
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=[
+            "-m",
+            "jigcmd",
+            "serve",
+            "--binding",
+            str(binding),
+            "--state-dir",
+            str(state),
+            *extra,
+        ],
+    )
+    with tempfile.TemporaryFile(mode="w+") as own:
+        log = errlog or own
+        async with (
+            stdio_client(params, errlog=log) as (read, write),
+            ClientSession(read, write) as session,
+        ):
+            await session.initialize()
+            yield session
+        log.seek(0)
+        assert "Traceback" not in log.read()
+
+
+def dumped(result: Any) -> dict[str, Any]:
+    """The tool result as it came over the wire (aliases, no absent fields)."""
+    return result.model_dump(mode="json", by_alias=True, exclude_none=True)  # type: ignore[no-any-return]
+
+
+async def test_a_chatty_run_fits_the_budget_and_its_stream_reads_back_whole(
+    binding: Path, tmp_path: Path
+) -> None:
+    """2 x 200 KB of output: within 24 KiB; stdout read back has the digest the result gave."""
+    async with client(binding, tmp_path / "state") as session:
+        ran = await session.call_tool("cli", {"files": CHATTY})
+        assert ran.is_error is False
+        wire = dumped(ran)
+        assert result_bytes(wire) <= DEFAULT_BUDGET_BYTES
+        structured = ran.structured_content
+        assert structured is not None
+        assert stringify(structured) <= DEFAULT_BUDGET_BYTES
+        stdout = structured["stdout"]
+        assert (stdout["capturedBytes"], stdout["truncated"]) == (65_536, True)
+        assert stdout["head"].startswith("ooo") and stdout["tail"].endswith("ooo")
+        assert len(stdout["head"]) + len(stdout["tail"]) + stdout["omittedBytes"] == 65_536
+        links = [block for block in wire["content"] if block["type"] == "resource_link"]
+        assert [link["name"] for link in links] == ["stdout", "stderr", "attestation"]
+        assert links[0]["uri"] == stdout["uri"]
+
+        read = await session.read_resource(stdout["uri"])
+        (contents,) = read.contents
+        text = contents.text  # type: ignore[union-attr]
+        assert len(text) == 65_536
+        assert "sha256:" + hashlib.sha256(text.encode()).hexdigest() == stdout["sha256"]
+
+        # Another run's URI, or a made-up one, is not found: a session reads only its own.
+        other = stdout["uri"].replace("jigcmd://run/run-", "jigcmd://run/other-", 1)
+        for uri in (other, "jigcmd://run/x/y/stdout", "file:///etc/passwd"):
+            with pytest.raises(MCPError) as refused:
+                await session.read_resource(uri)
+            assert refused.value.error.code == -32002
+
+
+@pytest.mark.parametrize("version", ["2025-06-18", "2025-03-26", "2024-11-05"])
+@pytest.mark.parametrize("budget", [None, 8192])
+def test_every_protocol_version_gets_the_budgeted_result_never_the_full_evidence(
+    binding: Path, tmp_path: Path, version: str, budget: int | None
+) -> None:
+    """Before 2025-06-18 the text is the same budgeted view as JSON, never the 131 KB evidence."""
+    extra = ["--state-dir", str(tmp_path / "state")]
+    if budget is not None:
+        extra += ["--result-budget", str(budget)]
+    limit = budget or DEFAULT_BUDGET_BYTES
+    with ServeChild(binding, extra, timeout=60) as server:
+        init = server.request(
+            "initialize",
+            {
+                "protocolVersion": version,
+                "capabilities": {},
+                "clientInfo": {"name": "t", "version": "0"},
+            },
+        )
+        assert init["result"]["protocolVersion"] == version
+        server.notify("notifications/initialized", None)
+        answer = server.request("tools/call", {"name": "cli", "arguments": {"files": CHATTY}})
+        result = answer["result"]
+        assert result["isError"] is False
+        assert result_bytes(result) <= limit
+        if version == "2025-06-18":
+            view = result["structuredContent"]
+            assert stringify(view) <= limit
+        else:
+            assert "structuredContent" not in result
+            _words, as_json = result["content"]
+            view = json.loads(as_json["text"])
+            assert "text" not in view["stdout"]
+        assert view["budgetBytes"] == limit
+        assert view["stdout"]["capturedBytes"] == 65_536
+        assert view["stdout"]["omittedBytes"] > 0
+
+
+async def test_the_fixture_suite_gives_exactly_the_expected_per_test_results(
+    binding: Path, tmp_path: Path
+) -> None:
+    """Nested describe, test.each, skip, todo, a throw, an assertion, a timeout, 3 files."""
+    async with client(binding, tmp_path / "state") as session:
+        ran = await session.call_tool("suite", {"files": SUITE_FILES})
+        assert ran.is_error is False
+        structured = ran.structured_content
+        assert structured is not None
+        assert structured["exitCode"] == 1
+        tests = structured["tests"]
+        assert tests["candidateInfluenced"] is True
+        summary = {key: tests["summary"][key] for key in EXPECTED_SUMMARY}
+        assert summary == EXPECTED_SUMMARY
+        listed = [{k: v for k, v in test.items() if k != "duration"} for test in tests["tests"]]
+        assert listed == EXPECTED_FAILING + EXPECTED_OTHERS
+        assert tests.get("truncated", 0) == 0
+        text = ran.content[0].text  # type: ignore[union-attr]
+        assert "Tests: 9 run: 4 passed, 3 failed, 1 skipped, 1 todo" in text
+        assert "FAILED math > adding > is wrong here (test/a.test.ts:8" in text
+        assert "can alter this report" in text
+
+        report = await session.read_resource(tests["uri"])
+        junit = report.contents[0].text  # type: ignore[union-attr]
+        assert junit.startswith('<?xml version="1.0" encoding="UTF-8"?>')
+        assert 'name="too slow"' in junit
+
+
+def _forging(report: str, *, chmod: bool = True) -> dict[str, str]:
+    """A suite whose test file writes `report` where Bun's goes and keeps Bun from replacing it."""
+    lock = 'chmodSync("/tmp/jigcmd-junit.xml", 0o444);\n' if chmod else ""
+    source = (
+        'import { expect, test } from "bun:test";\n'
+        'import { chmodSync, writeFileSync } from "node:fs";\n'
+        f'writeFileSync("/tmp/jigcmd-junit.xml", {report});\n'
+        f"{lock}"
+        'test("really fails", () => { expect(1).toBe(2); });\n'
+    )
+    return {**SUITE_FILES, "test/a.test.ts": source, "test/b.test.ts": "", "test/c.test.ts": ""}
+
+
+BOMB = (
+    '`<?xml version="1.0"?><!DOCTYPE b [<!ENTITY a "aaaaaaaaaa">'
+    + "".join(f'<!ENTITY {chr(98 + i)} "{("&" + chr(97 + i) + ";") * 10}">' for i in range(8))
+    + '<!ELEMENT testsuites ANY>]><testsuites name="&i;"/>`'
+)
+
+
+@pytest.mark.parametrize(
+    ("report", "problem"),
+    [
+        pytest.param(BOMB, "unreadable: a document type declaration", id="entity-bomb"),
+        pytest.param(
+            '`<?xml version="1.0"?><!DOCTYPE t [<!ENTITY x SYSTEM "file://SECRET">]>'
+            '<testsuites><testsuite name="&x;"/></testsuites>`',
+            "unreadable: a document type declaration",
+            id="external-entity",
+        ),
+        pytest.param('"<".repeat(10_000_000)', "larger than 1048576 bytes", id="ten-megabytes"),
+        pytest.param('"this is not XML at all"', "unreadable: not well-formed XML", id="not-xml"),
+        pytest.param('"<html><body/></html>"', "unreadable: the root element is <html>", id="html"),
+    ],
+)
+async def test_a_hostile_report_is_refused_with_its_reason(
+    binding: Path, tmp_path: Path, report: str, problem: str
+) -> None:
+    """Never a crash, never a host file read: the report is named unreadable, the exit stays."""
+    secret = tmp_path / "secret.txt"
+    marker = "jigcmd-host-secret-" + hashlib.sha256(str(tmp_path).encode()).hexdigest()[:12]
+    secret.write_text(marker)
+    files = _forging(report.replace("SECRET", str(secret)))
+    async with client(binding, tmp_path / "state") as session:
+        ran = await session.call_tool("suite", {"files": files})
+        assert ran.is_error is False
+        structured = ran.structured_content
+        assert structured is not None
+        assert structured["exitCode"] == 1
+        tests = structured["tests"]
+        assert tests["candidateInfluenced"] is True
+        assert "summary" not in tests
+        assert tests["problem"].startswith(problem), tests["problem"]
+        assert marker not in json.dumps(dumped(ran))
+
+
+async def test_a_forged_report_is_shown_as_the_runners_with_its_label(
+    binding: Path, tmp_path: Path
+) -> None:
+    """A well-formed report the candidate wrote says all passed; the exit code says otherwise."""
+    forged = (
+        "\"<testsuites><testsuite name='a'><testcase name='forged pass'/>"
+        '</testsuite></testsuites>"'
+    )
+    async with client(binding, tmp_path / "state") as session:
+        ran = await session.call_tool("suite", {"files": _forging(forged)})
+        structured = ran.structured_content
+        assert structured is not None
+        assert structured["exitCode"] == 1
+        tests = structured["tests"]
+        assert tests["candidateInfluenced"] is True
+        assert "exitCode is the fact" in tests["note"]
+        assert [test["name"] for test in tests["tests"]] == ["forged pass"]
+
+
+async def test_a_symlinked_report_is_not_followed(binding: Path, tmp_path: Path) -> None:
+    """The candidate puts a link where the report goes: it is never followed."""
+    source = (
+        'import { expect, test, afterAll } from "bun:test";\n'
+        'import { symlinkSync } from "node:fs";\n'
+        'symlinkSync("/etc/hostname", "/tmp/jigcmd-junit.xml");\n'
+        'test("t", () => { expect(1).toBe(1); });\n'
+    )
+    files = {**SUITE_FILES, "test/a.test.ts": source, "test/b.test.ts": "", "test/c.test.ts": ""}
+    async with client(binding, tmp_path / "state") as session:
+        ran = await session.call_tool("suite", {"files": files})
+        structured = ran.structured_content
+        assert structured is not None
+        tests = structured["tests"]
+        # Bun writes through the link into the read-only root and fails; the link stays.
+        assert tests["problem"] == "a symbolic link (not followed)"
+        assert "summary" not in tests
+
+
+async def test_a_running_call_with_a_progress_token_hears_its_output(
+    binding: Path, tmp_path: Path
+) -> None:
+    """A 3 s run printing a line every 200 ms: at least 3 notifications carrying those lines."""
+    source = (
+        "for (let i = 1; i <= 15; i++) {\n  console.log(`tick ${i}`);\n  await Bun.sleep(200);\n}\n"
+    )
+    heard: list[tuple[float, float | None, str | None]] = []
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        heard.append((progress, total, message))
+
+    async with client(binding, tmp_path / "state") as session:
+        ran = await session.call_tool(
+            "cli", {"files": {"src/cli.ts": source}}, progress_callback=on_progress
+        )
+        assert ran.is_error is False
+        after = len(heard)
+    ticks = [message for _p, _t, message in heard if message and message.startswith("tick ")]
+    assert len(ticks) >= 3, heard
+    assert all(0 < int(message.split()[1]) <= 15 for message in ticks)
+    values = [progress for progress, _t, _m in heard]
+    assert values == sorted(values) and len(set(values)) == len(values)
+    assert all(total is not None and total >= progress for progress, total, _m in heard[1:])
+    # Nothing after the final result.
+    assert len(heard) == after
+
+
+async def test_a_test_command_reports_its_count_while_it_runs(
+    binding: Path, tmp_path: Path
+) -> None:
+    """For tests the message is the count so far, as the console shows it."""
+    slow = (
+        'import { test } from "bun:test";\n'
+        "for (let i = 0; i < 12; i++) test(`t${i}`, async () => { await Bun.sleep(150); });\n"
+    )
+    files = {**SUITE_FILES, "test/a.test.ts": slow, "test/b.test.ts": "", "test/c.test.ts": ""}
+    heard: list[str] = []
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        heard.append(message or "")
+
+    async with client(binding, tmp_path / "state") as session:
+        await session.call_tool("suite", {"files": files}, progress_callback=on_progress)
+    counts = [message for message in heard if message.endswith("failed so far")]
+    assert counts, heard
+    assert counts[-1].endswith(" passed, 0 failed so far")

@@ -1,0 +1,121 @@
+"""Tools say the truth about admission, and a lock changed while serving re-admits.
+
+No "reviewed" without a lock; after a drift the tool is unavailable and says why without
+naming the edited command; a new lock re-admits and `notifications/tools/list_changed` goes
+to the client, as the SDK sees it.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from jigcmd.frontends.servechild import ServeChild
+from tests.admitted_example import admit_example
+
+pytestmark = pytest.mark.envelope
+
+INIT = {
+    "protocolVersion": "2025-11-25",
+    "capabilities": {},
+    "clientInfo": {"name": "t", "version": "0"},
+}
+PASSING = 'import { test } from "bun:test";\ntest("t", () => {});\n'
+# Re-admission is polled once a second; generous for a loaded machine.
+_NOTICE_WITHIN_S = 20.0
+
+
+def _lock(binding: Path) -> None:
+    subprocess.run(
+        [sys.executable, "-m", "jigcmd", "lock", "--binding", str(binding)],
+        check=True,
+        capture_output=True,
+    )
+
+
+def _notices(server: ServeChild) -> list[dict[str, Any]]:
+    return [
+        message
+        for message in (json.loads(line) for line in server.lines)
+        if message.get("method") == "notifications/tools/list_changed"
+    ]
+
+
+def _await_notice(server: ServeChild, count: int) -> None:
+    deadline = time.monotonic() + _NOTICE_WITHIN_S
+    probe = 0
+    while len(_notices(server)) < count:
+        assert time.monotonic() < deadline, "no notifications/tools/list_changed"
+        probe += 1
+        server.ping(f"probe-{probe}")
+        time.sleep(0.2)
+
+
+def _tools(server: ServeChild) -> dict[str, dict[str, Any]]:
+    listed = server.request("tools/list", {})["result"]["tools"]
+    return {tool["name"]: tool for tool in listed}
+
+
+def test_a_drift_and_a_new_lock_while_serving_change_the_tools_and_say_so(
+    tmp_path: Path,
+) -> None:
+    binding = admit_example(tmp_path)
+    with ServeChild(binding, ["--state-dir", str(tmp_path / "state")], timeout=60) as server:
+        init = server.request("initialize", INIT)["result"]
+        assert init["capabilities"]["tools"] == {"listChanged": True}
+        server.notify("notifications/initialized", None)
+        before = _tools(server)
+        assert (
+            before["tests"]["title"] == "bun test test/project.test.ts (reviewed command 'tests')"
+        )
+
+        # The operator edits the Binding: the commands drift to unavailable.
+        text = binding.read_text().replace("test/project.test.ts", "test/other.test.ts")
+        binding.write_text(text)
+        _await_notice(server, 1)
+        drifted = _tools(server)
+        for tool in drifted.values():
+            assert "reviewed" not in tool["title"]
+            assert tool["title"].endswith("(unavailable: not admitted)")
+            assert tool["description"].startswith("Unavailable: Binding changed since admission")
+            assert "other.test.ts" not in tool["description"] + tool["title"]
+        refused = server.request(
+            "tools/call", {"name": "tests", "arguments": {"files": {"test/other.test.ts": "x"}}}
+        )["result"]
+        assert refused["isError"] is True
+        assert refused["_meta"]["jigcmd/error"]["code"] == "UNAVAILABLE"
+
+        # The operator reviews and locks the edit: admitted again, without a restart.
+        _lock(binding)
+        _await_notice(server, 2)
+        admitted = _tools(server)
+        assert (
+            admitted["tests"]["title"] == "bun test test/other.test.ts (reviewed command 'tests')"
+        )
+        ran = server.request(
+            "tools/call",
+            {
+                "name": "tests",
+                "arguments": {"files": {"test/other.test.ts": PASSING}},
+            },
+        )["result"]
+        assert ran["isError"] is False, ran
+        assert ran["structuredContent"]["tests"]["summary"]["passed"] == 1
+
+
+def test_without_a_lock_no_tool_says_reviewed(tmp_path: Path) -> None:
+    binding = admit_example(tmp_path)
+    (binding.parent / "jigcmd.lock").unlink()
+    with ServeChild(binding, ["--state-dir", str(tmp_path / "state")], timeout=60) as server:
+        server.request("initialize", INIT)
+        for tool in _tools(server).values():
+            assert "reviewed" not in tool["title"]
+            assert tool["description"].startswith(
+                "Unavailable: no lock at <binding dir>/jigcmd.lock"
+            )

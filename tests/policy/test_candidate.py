@@ -1,0 +1,123 @@
+"""Every rule a candidate breaks, at once: the same rules as request validation, all listed."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from pathspec import GitIgnoreSpec
+
+from jigcmd.contract import MAX_CANDIDATE_BYTES, MAX_FILES
+from jigcmd.errors import JigError
+from jigcmd.policy.binding import CommandPolicy
+from jigcmd.policy.candidate import candidate_problems, exclude_pattern
+from jigcmd.policy.imports import imported_closure
+from jigcmd.policy.request import validate_request
+
+TESTS = CommandPolicy(name="tests", kind="test", paths=("test/a.test.ts",))
+
+# Paths from a small alphabet that reaches every path rule: grammar, reserved, collisions.
+component = st.sampled_from(["a", "b", "src", "node_modules", ".git", ".x", "a b", "é", "-", "_"])
+paths = st.lists(component, min_size=1, max_size=3).map("/".join)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    files=st.dictionaries(paths, st.text(max_size=40), max_size=70),
+    with_test=st.booleans(),
+    big=st.booleans(),
+)
+def test_no_problem_exactly_when_the_request_rules_accept(
+    files: dict[str, str], with_test: bool, big: bool
+) -> None:
+    """The list is empty if and only if `validate_request` accepts the same files."""
+    if with_test:
+        files["test/a.test.ts"] = "test"
+    if big and files:
+        files[next(iter(files))] = "x" * (MAX_CANDIDATE_BYTES + 1)
+    sizes = {path: len(text.encode()) for path, text in files.items()}
+    problems = candidate_problems(sizes, needed=TESTS.paths, command="tests")
+    refused: JigError | None = None
+    try:
+        validate_request({"command": "tests", "files": files}, {"tests": TESTS})
+    except JigError as exc:
+        refused = exc
+    if refused is None:
+        assert problems == []
+    else:
+        assert problems, f"validation refused ({refused.message}) but no problem was listed"
+        rule = (refused.details or {}).get("rule")
+        assert rule in {p.rule for p in problems}, (rule, problems)
+
+
+def test_every_problem_is_listed_at_once_with_its_place_and_fix() -> None:
+    """A bad name, a reserved directory, a collision, too many files, a missing test."""
+    sizes = {f"src/f{i}.ts": 10 for i in range(MAX_FILES)}
+    sizes |= {"src/a b.ts": 1, "lib/node_modules/x.ts": 1, "docs": 1, "docs/a.md": 1}
+    problems = candidate_problems(
+        sizes, not_text=["latin.txt"], needed=["test/a.test.ts"], command="tests"
+    )
+    assert [(p.path, p.rule) for p in problems] == [
+        ("lib/node_modules/x.ts", "reserved-path"),
+        ("src/a b.ts", "path-grammar"),
+        ("latin.txt", "file-text"),
+        ("docs", "path-collision"),
+        ("", "files"),
+        ("test/a.test.ts", "command-files"),
+    ]
+    by_rule = {p.rule: p for p in problems}
+    assert "rename it, or leave it out with --exclude '/src/a b.ts'" in by_rule["path-grammar"].fix
+    assert "--exclude 'node_modules/'" in by_rule["reserved-path"].fix
+    count = by_rule["files"]
+    assert count.message == f"{MAX_FILES + 5} files, more than the {MAX_FILES} a candidate may hold"
+    assert "--exclude GLOB" in count.fix
+    assert by_rule["files"].line().startswith("the candidate: 69 files, more than the 64")
+
+
+def test_the_count_fix_names_directories_the_command_never_imports() -> None:
+    """Enough whole directories none of whose files the tests reach, fullest first."""
+    sizes = {f"fixtures/f{i}.json": 1 for i in range(40)}
+    sizes |= {f"docs/d{i}.md": 1 for i in range(20)} | {f"src/s{i}.ts": 1 for i in range(10)}
+    sizes["test/a.test.ts"] = 1
+    (problem,) = candidate_problems(sizes, needed=["test/a.test.ts"], reached=["src/s1.ts"])
+    assert "--exclude '/fixtures/'" in problem.fix
+    assert "docs/" not in problem.fix  # 71 - 40 = 31 files are within the limit already
+
+
+def test_when_one_directory_holds_everything_the_fix_keeps_what_is_imported() -> None:
+    """`--exclude '/src/*' --exclude '!/src/used.ts'`: the directory less the imported file."""
+    sizes = {f"src/f{i}.ts": 1 for i in range(70)} | {"src/used.ts": 1, "a.test.ts": 1}
+    (problem,) = candidate_problems(sizes, needed=["a.test.ts"], reached=["src/used.ts"])
+    assert "--exclude '/src/*' --exclude '!/src/used.ts'" in problem.fix
+    spec = GitIgnoreSpec.from_lines(["/src/*", "!/src/used.ts"])
+    assert {p for p in sizes if not spec.match_file(p)} == {"src/used.ts", "a.test.ts"}
+
+
+@pytest.mark.parametrize("path", ["a b.ts", "x*y.ts", "it's.ts", "a[1].ts", "q?.ts", "back\\s"])
+def test_an_exclude_pattern_matches_exactly_its_path(path: str) -> None:
+    """Glob characters are escaped; the shell quoting survives a quote in the name."""
+    quoted = exclude_pattern(path)
+    assert quoted.startswith("'") and quoted.endswith("'")
+    pattern = quoted[1:-1].replace("'\\''", "'")
+    spec = GitIgnoreSpec.from_lines([pattern])
+    assert spec.match_file(path)
+    assert not spec.match_file("other.ts") and not spec.match_file(f"sub/{path}")
+
+
+def test_imports_are_followed_through_relative_specifiers_only() -> None:
+    """import/export from, dynamic import, require, index files, .js written for .ts."""
+    files = {
+        "test/a.test.ts": 'import { a } from "../src/a";\nimport "bun:test";\n',
+        "src/a.ts": 'export * from "./b.js";\nconst c = await import("./c");\n',
+        "src/b.ts": 'const d = require("./d/");\nimport x from "react";\n',
+        "src/c.tsx": "",
+        "src/d/index.ts": 'import "../../../outside";\n',
+        "src/unused.ts": "",
+    }
+    assert imported_closure(files, ["test/a.test.ts"]) == {
+        "test/a.test.ts",
+        "src/a.ts",
+        "src/b.ts",
+        "src/c.tsx",
+        "src/d/index.ts",
+    }

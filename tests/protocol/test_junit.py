@@ -1,0 +1,106 @@
+"""Bun's JUnit report read strictly into CTRF's names; Bun 1.4.2's reporter quirks each tested."""
+
+from __future__ import annotations
+
+import pytest
+
+from jigcmd.protocol.junit import REPORT_MAX_BYTES, UnreadableReport, parse_junit
+
+# Written by Bun 1.4.2 for nested describes (note `classname` innermost first and `file=`
+# repeated on every nested suite).
+NESTED = b"".join(
+    [
+        b'<?xml version="1.0" encoding="UTF-8"?>\n',
+        b'<testsuites name="bun test" tests="3" failures="1" skipped="1" time="0.1">',
+        b'<testsuite name="a.test.ts" file="a.test.ts" tests="3" failures="1" time="0.1">',
+        b'<testsuite name="outer" file="a.test.ts" line="2" tests="2">',
+        b'<testsuite name="inner" file="a.test.ts" line="3" tests="2">',
+        b'<testcase name="adds" classname="inner &gt; outer" time="0.000014" '
+        b'file="a.test.ts" line="4"/>',
+        b'<testcase name="fails" classname="inner &gt; outer" time="0.0007" '
+        b'file="a.test.ts" line="5">',
+        b'<failure type="AssertionError" message="expect(received).toBe(expected)&#10;&#10;'
+        b'Expected: 3">AssertionError: x&#10;      at a.test.ts:5:41&#10;      '
+        b"at b (a.test.ts:9:1)&#10;</failure>",
+        b"</testcase></testsuite></testsuite>",
+        b'<testcase name="todo one" classname="" time="0" file="a.test.ts" line="10">'
+        b'<skipped message="TODO"/></testcase>',
+        b"</testsuite></testsuites>\n",
+    ]
+)
+
+
+def test_the_describe_path_comes_from_the_nesting_outermost_first_not_classname() -> None:
+    report = parse_junit(NESTED)
+    adds, fails, todo = report.tests
+    assert (adds.suite, adds.filePath, adds.line) == (["outer", "inner"], "a.test.ts", 4)
+    assert fails.status == "failed" and fails.rawStatus == "fail"
+    assert fails.message == "expect(received).toBe(expected)\n\nExpected: 3"
+    assert fails.trace == "at a.test.ts:5:41\nat b (a.test.ts:9:1)"
+    assert (todo.status, todo.rawStatus, todo.suite) == ("pending", "todo", None)
+    assert report.summary.tests == 3
+    assert (report.summary.passed, report.summary.failed, report.summary.pending) == (1, 1, 1)
+
+
+def test_a_report_without_line_attributes_keeps_the_line_absent() -> None:
+    """`--parallel` may drop `line=`: the line is left out, never invented."""
+    report = parse_junit(NESTED.replace(b' line="4"', b""))
+    assert report.tests[0].line is None
+    assert report.tests[1].line == 5
+
+
+def test_a_timed_out_test_is_failed_with_its_raw_status() -> None:
+    report = parse_junit(
+        b'<testsuites><testsuite name="c" file="c.ts"><testcase name="slow" time="0.1">'
+        b'<failure type="TimeoutError" message="test timed out"/></testcase></testsuite>'
+        b"</testsuites>"
+    )
+    (slow,) = report.tests
+    assert (slow.status, slow.rawStatus, slow.message, slow.duration) == (
+        "failed",
+        "timeout",
+        "test timed out",
+        100,
+    )
+
+
+def test_the_counts_are_the_tests_listed_not_the_attributes_claimed() -> None:
+    report = parse_junit(b'<testsuites tests="999" failures="0"><testsuite name="x"/></testsuites>')
+    assert report.summary.tests == 0 and report.tests == []
+
+
+@pytest.mark.parametrize(
+    ("data", "why"),
+    [
+        (
+            b'<!DOCTYPE l [<!ENTITY a "aa"><!ENTITY b "&a;&a;">]><testsuites>&b;</testsuites>',
+            "document type",
+        ),
+        (b'<!DOCTYPE t SYSTEM "file:///etc/passwd"><testsuites/>', "document type"),
+        (
+            b'<?xml version="1.0"?><!DOCTYPE t [<!ENTITY % p SYSTEM "http://127.0.0.1:1/x">%p;]><t/>',
+            "document type",
+        ),
+        (b"<testsuites>&undeclared;</testsuites>", "not well-formed"),
+        (b"not xml", "not well-formed"),
+        (b"", "not well-formed"),
+        (b"<html><body/></html>", "root element is <html>"),
+        (b"<testsuites>" * 3, "not well-formed"),
+        (b"\xff\xfe<\x00t\x00", "not well-formed"),
+    ],
+)
+def test_anything_but_a_plain_junit_document_is_unreadable(data: bytes, why: str) -> None:
+    with pytest.raises(UnreadableReport) as refused:
+        parse_junit(data)
+    assert why in str(refused.value)
+
+
+def test_deep_nesting_within_the_bound_is_read_without_recursion() -> None:
+    depth = REPORT_MAX_BYTES // 64
+    data = (
+        b"<testsuites>"
+        + b'<testsuite name="s">' * depth
+        + b"</testsuite>" * depth
+        + b"</testsuites>"
+    )
+    assert parse_junit(data).tests == []

@@ -1,0 +1,56 @@
+"""The host's paths are taken out of what a caller reads, whole path prefixes only."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from jigcmd.errors import Code, JigError
+from jigcmd.server.hostpaths import HostPaths
+
+
+def test_each_known_path_becomes_its_placeholder_longest_first(tmp_path: Path) -> None:
+    home = tmp_path / "home" / "ada"
+    state = home / ".local" / "state" / "jigcmd"
+    paths = HostPaths({"~": home, "<state dir>": state})
+    assert paths.scrub(f"all slots in use ({state}); see {home}/notes") == (
+        "all slots in use (<state dir>); see ~/notes"
+    )
+
+
+def test_a_path_is_replaced_only_as_a_whole_prefix(tmp_path: Path) -> None:
+    paths = HostPaths({"<state dir>": tmp_path / "state"})
+    assert paths.scrub(f"{tmp_path}/state-old and {tmp_path}/state/slots") == (
+        f"{tmp_path}/state-old and <state dir>/slots"
+    )
+
+
+def test_short_and_missing_paths_are_left_alone() -> None:
+    paths = HostPaths({"<cwd>": "/", "~": None, "<tmp>": "/tmp"})
+    assert paths.scrub("/tmp/x and /etc") == "/tmp/x and /etc"
+
+
+def test_a_refusal_keeps_its_code_and_collected_evidence(tmp_path: Path) -> None:
+    paths = HostPaths({"<state dir>": tmp_path})
+    error = JigError(
+        Code.RESOURCE_EXHAUSTED,
+        f"no slot in {tmp_path}",
+        {"path": str(tmp_path), "command": {"stdout": str(tmp_path)}, "n": 3},
+        retryable=True,
+    )
+    scrubbed = paths.scrub_error(error)
+    assert (scrubbed.code, scrubbed.retryable, scrubbed.message) == (
+        Code.RESOURCE_EXHAUSTED,
+        True,
+        "no slot in <state dir>",
+    )
+    assert scrubbed.details == {"path": "<state dir>", "command": {"stdout": str(tmp_path)}, "n": 3}
+
+
+def test_the_usual_host_paths_include_home_and_the_state_dir(tmp_path: Path) -> None:
+    paths = HostPaths.of_host(
+        state_dir=tmp_path / "s",
+        binding=tmp_path / "b" / "binding.toml",
+        environ={"HOME": "/home/zed"},
+    )
+    text = paths.scrub(f"/home/zed/x {tmp_path}/s/slots {tmp_path}/b/binding.toml")
+    assert text == "~/x <state dir>/slots <binding dir>/binding.toml"
