@@ -282,11 +282,16 @@ async def open_service(
     if host.cgroup_problem is not None:
         # Every command will fail closed (EXECUTION_FAILED naming the cgroup piece).
         logger.warning("cgroups unavailable: %s", host.cgroup_problem)
-    # Before the journal opens: a key that cannot be read fails the start, with the reason.
-    key = await anyio.to_thread.run_sync(open_signing_key, host.state_dir, settings.signing_key)
     ownership = await anyio.to_thread.run_sync(
         Ownership.open, host.state_dir, settings.max_envelopes, Limits().memory_bytes
     )
+    try:
+        # After the journal (whose failure, a full disk say, is the one to name first): a
+        # key that cannot be read or made fails the start, with the reason.
+        key = await anyio.to_thread.run_sync(open_signing_key, host.state_dir, settings.signing_key)
+    except BaseException:
+        ownership.close()
+        raise
     executor = NativeExecutor(cgroup_base=base, state_dir=str(ownership.state_dir))
     try:
         script = None
