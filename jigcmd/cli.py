@@ -47,7 +47,9 @@ _STATE_DIR_HELP = (
     "journal and envelope slots (default: $JIGCMD_STATE_DIR, else /var/lib/jigcmd for root, "
     "else $XDG_STATE_HOME/jigcmd or ~/.local/state/jigcmd)"
 )
-_BINDING_HELP = "the Binding file (.toml or .json) naming the reviewed commands"
+_BINDING_HELP = (
+    "the Binding file (.toml or .json, or .ts/.js as Jig writes it) naming the reviewed commands"
+)
 
 
 def _ownership_options(parser: argparse.ArgumentParser) -> None:
@@ -125,7 +127,7 @@ def _parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="verb", required=True, metavar="COMMAND")
 
     serve = sub.add_parser("serve", help="serve FLOW Run/1 or MCP JSON-RPC on stdio")
-    serve.add_argument("--binding", required=True, type=Path, help="Binding file (.toml/.json)")
+    serve.add_argument("--binding", required=True, type=Path, help=_BINDING_HELP)
     serve.add_argument(
         "--lock", type=Path, help="admitted lock (default: jigcmd.lock beside the Binding)"
     )
@@ -246,9 +248,10 @@ def _parser() -> argparse.ArgumentParser:
     )
     init.add_argument(
         "--format",
-        choices=("toml",),
+        choices=("toml", "ts"),
         default="toml",
-        help="the Binding file's format (default: toml)",
+        help="the Binding file's format: toml (.jig/binding.toml, the default) or ts, as the "
+        "reference lays a project out (.jig/bindings/command.ts with defineBinding, .jig/jig.ts)",
     )
     _exclude_option(init)
 
@@ -297,6 +300,9 @@ def _parser() -> argparse.ArgumentParser:
     doctor = sub.add_parser("doctor", help="check that this machine can build the envelope")
     doctor.add_argument("--json", action="store_true", help="print the checks as JSON")
     doctor.add_argument("--state-dir", type=Path, help="the state directory to inspect")
+    doctor.add_argument(
+        "--binding", type=Path, help="also load this Binding (.toml/.json/.ts/.js) and its lock"
+    )
     demo = sub.add_parser(
         "demo", help="run the bundled example through a real `jigcmd serve` child"
     )
@@ -403,7 +409,7 @@ def main(argv: list[str] | None = None) -> int:
     if verb == "doctor":
         from jigcmd.frontends.doctor import doctor  # noqa: PLC0415 - imported per verb to keep start-up light
 
-        return doctor(as_json=args.json, state_dir=args.state_dir)
+        return doctor(as_json=args.json, state_dir=args.state_dir, binding=args.binding)
     from jigcmd.frontends.demo import demo  # noqa: PLC0415 - imported per verb to keep start-up light
 
     return demo(args.state_dir)

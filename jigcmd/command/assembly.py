@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
+import os
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -14,8 +15,9 @@ import anyio
 
 from jigcmd.attest.attester import Attester, HostIdentity
 from jigcmd.attest.keys import SigningKeyError, open_signing_key
-from jigcmd.command.bindingfile import LoadedBinding, load_binding
+from jigcmd.command.bindingfile import LoadedBinding, ScriptResult, is_script, load_binding
 from jigcmd.command.runtime import BunBinary, RuntimeUnavailable, find_runtime
+from jigcmd.command.scriptbinding import evaluate_script
 from jigcmd.command.service import CommandService
 from jigcmd.durable.host import open_host
 from jigcmd.durable.ownership import Ownership
@@ -30,6 +32,7 @@ from jigcmd.policy.binding import BindingError
 from jigcmd.policy.lock import (
     Admission,
     Lock,
+    LockedFile,
     LockError,
     RuntimeIdentity,
     check_policy,
@@ -46,6 +49,7 @@ __all__ = [
     "assemble",
     "default_lock_path",
     "lock_runtime",
+    "locked_file",
     "open_service",
     "watch_admission",
 ]
@@ -57,8 +61,19 @@ READMIT_POLL_S = 1.0
 
 
 def default_lock_path(binding: Path) -> Path:
-    """`jigcmd.lock` next to the Binding file."""
+    """`jigcmd.lock` next to the Binding file; `<name>.jigcmd.lock` for a TypeScript one.
+
+    A project's `bindings/` holds many TypeScript Bindings, each admitted on its own.
+    """
+    if is_script(binding):
+        return binding.with_name(f"{binding.stem}.jigcmd.lock")
     return binding.parent / "jigcmd.lock"
+
+
+def locked_file(loaded: LoadedBinding, lock_path: Path) -> LockedFile:
+    """The Binding file as a lock at `lock_path` records it (its path from the lock's directory)."""
+    relative = os.path.relpath(loaded.path.absolute(), lock_path.absolute().parent)
+    return LockedFile(path=Path(relative).as_posix(), sha256=loaded.digest)
 
 
 def lock_runtime(runtime: BunBinary) -> RuntimeIdentity:
@@ -86,14 +101,18 @@ def assemble(
     *,
     root_deadline_unix_ms: int | None = None,
     bun: str | None = None,
+    script: ScriptResult | None = None,
 ) -> Assembly:
     """Load and admit the Binding; an unadmitted one gives a service whose commands are unavailable.
 
+    A TypeScript Binding comes evaluated (`script`, `jigcmd.command.scriptbinding`).
     Raises `BindingError` for a broken Binding and `RuntimeUnavailable` when no Bun is installed.
     """
     lock_path = lock_path or default_lock_path(binding_path)
     runtime = find_runtime(bun)
-    loaded, lock, lock_bytes, admission, runtime_check = admit(binding_path, lock_path, runtime)
+    loaded, lock, lock_bytes, admission, runtime_check = admit(
+        binding_path, lock_path, runtime, script
+    )
     service = CommandService(
         loaded.binding.commands,
         admission=admission,
@@ -109,13 +128,13 @@ def assemble(
 
 
 def admit(
-    binding_path: Path, lock_path: Path, runtime: BunBinary
+    binding_path: Path, lock_path: Path, runtime: BunBinary, script: ScriptResult | None = None
 ) -> tuple[LoadedBinding, Lock | None, bytes, Admission, Callable[[], Admission] | None]:
     """The Binding as it is now, its lock, whether it admits it, the deferred runtime check.
 
-    Raises `BindingError` for a broken Binding.
+    A TypeScript Binding comes evaluated (`script`). Raises `BindingError` for a broken Binding.
     """
-    loaded = load_binding(binding_path)
+    loaded = load_binding(binding_path, script)
     lock, lock_bytes, problem = _read_lock(lock_path)
     if problem is not None:
         admission = Admission(
@@ -125,7 +144,12 @@ def admit(
         )
     else:
         admission = check_policy(
-            loaded.binding, lock, lock_path=str(lock_path), binding_path=str(binding_path)
+            loaded.binding,
+            lock,
+            lock_path=str(lock_path),
+            binding_path=str(binding_path),
+            file=locked_file(loaded, lock_path),
+            script=loaded.script,
         )
     runtime_check: Callable[[], Admission] | None = None
     if lock is not None and admission.admitted:
@@ -170,8 +194,14 @@ async def watch_admission(
             continue
         seen = now
         try:
+            # A TypeScript Binding is evaluated again, in an envelope, before it is re-read.
+            script = (
+                await evaluate_script(binding_path, assembly.service.executor, assembly.runtime)
+                if is_script(binding_path)
+                else None
+            )
             loaded, _lock, _bytes, admission, check = await anyio.to_thread.run_sync(
-                admit, binding_path, assembly.lock_path, assembly.runtime
+                admit, binding_path, assembly.lock_path, assembly.runtime, script
             )
         except BindingError as exc:
             commands = assembly.service.commands
@@ -252,18 +282,30 @@ async def open_service(
     if host.cgroup_problem is not None:
         # Every command will fail closed (EXECUTION_FAILED naming the cgroup piece).
         logger.warning("cgroups unavailable: %s", host.cgroup_problem)
-    # Before the journal opens: a key that cannot be read fails the start, with the reason.
-    key = await anyio.to_thread.run_sync(open_signing_key, host.state_dir, settings.signing_key)
     ownership = await anyio.to_thread.run_sync(
         Ownership.open, host.state_dir, settings.max_envelopes, Limits().memory_bytes
     )
+    try:
+        # After the journal (whose failure, a full disk say, is the one to name first): a
+        # key that cannot be read or made fails the start, with the reason.
+        key = await anyio.to_thread.run_sync(open_signing_key, host.state_dir, settings.signing_key)
+    except BaseException:
+        ownership.close()
+        raise
     executor = NativeExecutor(cgroup_base=base, state_dir=str(ownership.state_dir))
     try:
+        script = None
+        if is_script(settings.binding):
+            # Evaluated in an envelope of this executor's before anything is admitted.
+            runtime = find_runtime()
+            executor.stage_at_start(await anyio.to_thread.run_sync(lambda: runtime.binds))
+            script = await evaluate_script(settings.binding, executor, runtime)
         assembly = assemble(
             settings.binding,
             settings.lock,
             executor,
             root_deadline_unix_ms=settings.root_deadline_unix_ms,
+            script=script,
         )
         # A runtime whose binds cannot be read fails closed at its first plan instead.
         with contextlib.suppress(RuntimeUnavailable):

@@ -2,6 +2,9 @@
 
 `jigcmd.policy` decides on the bytes (`parse_binding_file`, `parse_manifest`); this module only
 finds and reads them, and keeps a descriptor copy's path from resolving out of its package.
+A TypeScript Binding (`.ts`, `.js`) is evaluated first (`jigcmd.command.scriptbinding`); its
+`package` is relative to its project's root, the directory of `jig.ts` when the Binding sits
+in that project's `bindings/`, else the Binding's own directory (as for TOML and JSON).
 """
 
 from __future__ import annotations
@@ -12,12 +15,46 @@ from pathlib import Path
 from jigcmd.policy.binding import (
     Binding,
     BindingError,
+    parse_binding,
     parse_binding_file,
     require_declared,
 )
+from jigcmd.policy.bindingscript import JIG_NAMES, SCRIPT_SUFFIXES, Evaluated
+from jigcmd.policy.digests import sha256_text
 from jigcmd.policy.manifest import MANIFEST_NAMES, ManifestError, parse_manifest
 
-__all__ = ["DeclaredCapability", "LoadedBinding", "load_binding", "read_manifest"]
+__all__ = [
+    "DeclaredCapability",
+    "LoadedBinding",
+    "ScriptResult",
+    "is_script",
+    "load_binding",
+    "project_root",
+    "read_manifest",
+]
+
+
+def is_script(path: Path) -> bool:
+    """Whether the Binding is TypeScript or JavaScript, evaluated rather than decoded."""
+    return path.suffix in SCRIPT_SUFFIXES
+
+
+def project_root(path: Path) -> Path:
+    """A script Binding's project root: `jig.ts`'s directory above `bindings/`, else its own."""
+    directory = path.parent
+    for root in (directory.parent, directory) if directory.name == "bindings" else (directory,):
+        if any((root / name).is_file() for name in JIG_NAMES):
+            return root
+    return directory
+
+
+@dataclass(frozen=True)
+class ScriptResult:
+    """A script Binding's evaluation: what its definers yielded and the bytes' digest."""
+
+    evaluated: Evaluated
+    digest: str
+    root: Path
 
 
 @dataclass(frozen=True)
@@ -37,21 +74,32 @@ class LoadedBinding:
     package_dir: Path
     manifest: Path | None
     slots: tuple[str, ...]
+    # The SHA-256 of the file's bytes (for a script, of the bytes that were evaluated).
+    digest: str = ""
+    # Whether it was evaluated (TypeScript or JavaScript): its bytes are then its identity.
+    script: bool = False
 
 
-def load_binding(path: Path) -> LoadedBinding:
-    """Read a Binding file (.toml or .json), validate it and check the package's manifest."""
+def load_binding(path: Path, script: ScriptResult | None = None) -> LoadedBinding:
+    """Read a Binding (.toml, .json, or a `script` evaluated), validate it, check its manifest."""
     source = str(path)
 
     def fail(rule: str, reason: str, pointer: str = "") -> BindingError:
         return BindingError(reason, pointer=pointer, rule=rule, source=source)
 
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise fail("binding-file", f"cannot be read: {exc.strerror}") from exc
-    binding = parse_binding_file(data, suffix=path.suffix, source=source)
-    package_dir = (path.parent / binding.package).resolve()
+    if is_script(path):
+        if script is None:
+            raise fail("binding-file", "a TypeScript Binding must be evaluated first")
+        binding = parse_binding(script.evaluated.binding, source=source)
+        base, digest = script.root, script.digest
+    else:
+        try:
+            data = path.read_bytes()
+        except OSError as exc:
+            raise fail("binding-file", f"cannot be read: {exc.strerror}") from exc
+        binding = parse_binding_file(data, suffix=path.suffix, source=source)
+        base, digest = path.parent, sha256_text(data)
+    package_dir = (base / binding.package).resolve()
     if not package_dir.is_dir():
         raise fail("package", f"package directory {str(package_dir)!r} does not exist", "/package")
     try:
@@ -71,6 +119,8 @@ def load_binding(path: Path) -> LoadedBinding:
         package_dir=package_dir,
         manifest=declared.manifest,
         slots=declared.slots,
+        digest=digest,
+        script=script is not None,
     )
 
 

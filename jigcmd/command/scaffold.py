@@ -6,7 +6,10 @@ limit per command) and a `start` command for the entry point `package.json` name
 (`module`, else `main`). Everything goes to `DIR/.jig/` (reserved, so never part of a
 candidate): the Binding, and the Flow package it names with its manifest and the exact copy
 of the contract's descriptor shipped inside jigcmd, its digest checked before it is copied.
-Each Binding format is one small writer (`WRITERS`); nothing that exists is overwritten.
+Each Binding format is one small writer (`WRITERS`, with the files it needs beside it in
+`COMPANIONS`): TOML, or TypeScript as the reference lays a project out (`bindings/command.ts`
+with `defineBinding`, and a `jig.ts` discovering `./flows` and `./bindings`). Nothing that
+exists is overwritten.
 """
 
 from __future__ import annotations
@@ -27,12 +30,15 @@ from jigcmd.policy.digests import descriptor_digest
 from jigcmd.policy.paths import is_local_name, path_problem
 
 __all__ = [
+    "COMPANIONS",
     "DESCRIPTOR_NAME",
     "WRITERS",
     "Scaffold",
     "ScaffoldError",
     "binding_toml",
+    "binding_ts",
     "flow_manifest",
+    "jig_ts",
     "plan_scaffold",
     "shipped_descriptor",
     "write_scaffold",
@@ -133,14 +139,14 @@ def shipped_descriptor() -> bytes:
     return data
 
 
-def flow_manifest(name: str) -> str:
+def flow_manifest(name: str, binding: str = "binding.toml") -> str:
     """FLOW.md: the package declares the Project Command capability in slot `command`."""
     return (
         f"---\nname: flows/{name}\nuses:\n  command:\n"
         f"    contract: ./contracts/{DESCRIPTOR_NAME}\n---\n\n# {name}\n\n"
         "The Flow package of this project's reviewed commands (made by `jigcmd init`). It\n"
         "declares the Project Command capability in slot `command`; the Binding\n"
-        "(`../../binding.toml`) grants the commands.\n"
+        f"(`../../{binding}`) grants the commands.\n"
     )
 
 
@@ -165,10 +171,50 @@ def binding_toml(scaffold: Scaffold, project: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
+def binding_ts(scaffold: Scaffold, project: Path) -> str:
+    """The Binding as the reference writes it: `export default defineBinding({...})`."""
+    lines = [
+        f"// The reviewed commands for {project}, found there by `jigcmd init`.",
+        "// Review them (and edit them), then admit them with `jigcmd lock --binding <this file>`.",
+        "import { defineBinding } from '@jigging/jig'",
+        "",
+        "export default defineBinding({",
+        f"  package: {_string('flows/' + scaffold.name)},",
+        "  commands: {",
+    ]
+    for command, (kind, paths) in scaffold.commands.items():
+        if kind == "run":
+            lines.append(f"    {_string(command)}: {{ run: {_string(paths[0])} }},")
+        else:
+            lines += [
+                f"    {_string(command)}: {{",
+                "      test: [",
+                *(f"        {_string(p)}," for p in paths),
+                "      ],",
+                "    },",
+            ]
+    lines += ["  },", "})"]
+    return "\n".join(lines) + "\n"
+
+
+def jig_ts(scaffold: Scaffold) -> str:
+    """The project's `jig.ts`: its Flows and its Bindings, discovered."""
+    return (
+        "import { defineJig, discover } from '@jigging/jig'\n\n"
+        "export default defineJig({\n"
+        "  flows: discover('./flows'),\n"
+        "  bindings: discover('./bindings'),\n"
+        "})\n"
+    )
+
+
 # Binding format -> (the file's name, its writer); a format is one entry here.
 WRITERS: dict[str, tuple[str, Callable[[Scaffold, Path], str]]] = {
     "toml": ("binding.toml", binding_toml),
+    "ts": ("bindings/command.ts", binding_ts),
 }
+# Binding format -> the files written beside the Binding (name -> writer).
+COMPANIONS: dict[str, dict[str, Callable[[Scaffold], str]]] = {"ts": {"jig.ts": jig_ts}}
 
 
 def write_scaffold(
@@ -182,7 +228,11 @@ def write_scaffold(
     package = target / "flows" / scaffold.name
     contents = {
         target / file_name: writer(scaffold, project).encode("utf-8"),
-        package / "FLOW.md": flow_manifest(scaffold.name).encode("utf-8"),
+        **{
+            target / name: companion(scaffold).encode("utf-8")
+            for name, companion in COMPANIONS.get(binding_format, {}).items()
+        },
+        package / "FLOW.md": flow_manifest(scaffold.name, file_name).encode("utf-8"),
         package / "contracts" / DESCRIPTOR_NAME: shipped_descriptor(),
     }
     existing = [str(path) for path in contents if path.exists() or path.is_symlink()]

@@ -278,6 +278,51 @@ def _state() -> Check:
     return Check("state", "ok", detail + "; every recorded cleanup confirmed")
 
 
+# The Binding `doctor --binding` checks, if one was given.
+_BINDING: contextvars.ContextVar[Path | None] = contextvars.ContextVar("binding", default=None)
+
+
+def _binding() -> Check:
+    """The Binding (any form; a TypeScript one evaluated in an envelope) and its admission."""
+    from jigcmd.command.assembly import default_lock_path, lock_runtime, locked_file  # noqa: PLC0415 - an import that fails fails this check alone
+    from jigcmd.command.runtime import RuntimeUnavailable, find_runtime  # noqa: PLC0415 - an import that fails fails this check alone
+    from jigcmd.command.scriptbinding import load_any_binding  # noqa: PLC0415 - an import that fails fails this check alone
+    from jigcmd.policy.binding import BindingError  # noqa: PLC0415 - an import that fails fails this check alone
+    from jigcmd.policy.lock import LockError, check_admission, decode_lock  # noqa: PLC0415 - an import that fails fails this check alone
+
+    path = _BINDING.get()
+    assert path is not None
+    try:
+        loaded = load_any_binding(path)
+        runtime = lock_runtime(find_runtime())
+    except (BindingError, RuntimeUnavailable) as exc:
+        return Check("binding", "FAIL", str(exc), "fix the Binding; nothing of it is admitted")
+    lock_path = default_lock_path(path)
+    try:
+        lock = decode_lock(lock_path.read_bytes(), source=str(lock_path))
+    except FileNotFoundError:
+        lock = None
+    except (OSError, LockError) as exc:
+        return Check("binding", "warn", str(exc), f"run `jigcmd lock --binding {path}`")
+    admission = check_admission(
+        loaded.binding,
+        lock,
+        runtime,
+        lock_path=str(lock_path),
+        binding_path=str(path),
+        file=locked_file(loaded, lock_path),
+        script=loaded.script,
+    )
+    form = "TypeScript, evaluated in an envelope" if loaded.script else "declarative"
+    detail = (
+        f"{path} ({form}): {len(loaded.binding.commands)} command(s), policy "
+        f"{loaded.binding.digest()}"
+    )
+    if not admission.admitted:
+        return Check("binding", "warn", f"{detail}; not admitted: {admission.reason}")
+    return Check("binding", "ok", f"{detail}; admitted by {lock_path}")
+
+
 # In order; the end-to-end run starts threads, so it comes after every forked probe.
 _CHECKS: tuple[tuple[str, Callable[[], Check]], ...] = (
     ("platform", _platform),
@@ -297,11 +342,13 @@ _CHECKS: tuple[tuple[str, Callable[[], Check]], ...] = (
 )
 
 
-def run_checks(state_dir: Path | None = None) -> list[Check]:
+def run_checks(state_dir: Path | None = None, binding: Path | None = None) -> list[Check]:
     """Every check, each isolated: one that crashes becomes a FAIL line, the rest still run."""
     _STATE_DIR.set(state_dir)
+    _BINDING.set(binding)
     results = []
-    for name, check in _CHECKS:
+    checks = _CHECKS if binding is None else (*_CHECKS, ("binding", _binding))
+    for name, check in checks:
         try:
             results.append(check())
         except Exception as exc:  # noqa: BLE001 - a crashed check is a failed check, not a crashed doctor
@@ -336,9 +383,14 @@ def _render(results: list[Check]) -> str:
     return "\n".join(lines)
 
 
-def doctor(*, as_json: bool = False, state_dir: Path | None = None) -> int:
-    """Print the checks (a JSON list with `as_json`); 0 when the envelope can be built, else 1."""
-    results = run_checks(state_dir)
+def doctor(
+    *, as_json: bool = False, state_dir: Path | None = None, binding: Path | None = None
+) -> int:
+    """Print the checks (a JSON list with `as_json`); 0 when the envelope can be built, else 1.
+
+    With `binding`, the last check loads that Binding and says whether its lock admits it.
+    """
+    results = run_checks(state_dir, binding)
     if as_json:
         print(readable.dumps([result.as_json() for result in results], indent=2))
     else:

@@ -2,8 +2,9 @@
 
 It reads DIR as `run --files DIR` would (the same leave-outs and `--exclude`), refuses with
 every problem at once when that candidate breaks a rule, finds the commands
-(`command/scaffold.py`), writes the Binding and its Flow package under `DIR/.jig/` (nothing
-is overwritten), checks the result loads as `lock` will load it, and prints the next two
+(`command/scaffold.py`), writes the Binding (TOML, or with `--format ts` TypeScript as the
+reference lays a project out) and its Flow package under `DIR/.jig/` (nothing is
+overwritten), checks the result loads as `lock` will load it, and prints the next two
 commands. Exit 0 written, 2 nothing written.
 """
 
@@ -14,11 +15,13 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from jigcmd.command.bindingfile import load_binding
+from jigcmd.command.bindingfile import ScriptResult, is_script, load_binding, project_root
 from jigcmd.command.projectdir import CandidateError, read_project
 from jigcmd.command.scaffold import Scaffold, ScaffoldError, plan_scaffold, write_scaffold
 from jigcmd.policy.binding import BindingError
+from jigcmd.policy.bindingscript import Evaluated
 from jigcmd.policy.candidate import Problem
+from jigcmd.policy.digests import sha256_text
 
 __all__ = ["BINDING_DIR", "init"]
 
@@ -48,7 +51,8 @@ def init(
         return _refuse(root, problems)
     try:
         binding = write_scaffold(root / BINDING_DIR, scaffold, root, binding_format)
-        load_binding(binding)  # exactly what `lock` reads next
+        # Exactly what `lock` reads next (a TypeScript Binding: what it yields once evaluated).
+        load_binding(binding, _as_evaluated(binding, scaffold) if is_script(binding) else None)
     except ScaffoldError as exc:
         return _fail(str(exc))
     except BindingError as exc:  # a bug of ours: say so rather than leave a Binding behind
@@ -57,12 +61,26 @@ def init(
     return 0
 
 
+def _as_evaluated(binding: Path, scaffold: Scaffold) -> ScriptResult:
+    """What the TypeScript Binding written for `scaffold` yields (`lock` evaluates it for real)."""
+    commands = {
+        name: {"run": paths[0]} if kind == "run" else {"test": list(paths)}
+        for name, (kind, paths) in scaffold.commands.items()
+    }
+    document = {"package": f"flows/{scaffold.name}", "commands": commands}
+    return ScriptResult(
+        evaluated=Evaluated(binding=document, jig=None),
+        digest=sha256_text(binding.read_bytes()),
+        root=project_root(binding),
+    )
+
+
 def _summary(binding: Path, scaffold: Scaffold, root: Path, excludes: Sequence[str]) -> str:
     lines = [f"jigcmd init: wrote {binding} with {len(scaffold.commands)} reviewed commands:"]
     for command, (kind, paths) in scaffold.commands.items():
         shown = f"bun test {' '.join(paths)}" if kind == "test" else f"bun {paths[0]} ARGS…"
         lines.append(f"  {command:<8} {shown}")
-    package = binding.parent / "flows" / scaffold.name
+    package = root / BINDING_DIR / "flows" / scaffold.name
     lines.append(
         f"and the Flow package {package} (FLOW.md and the contract's exact descriptor copy)."
     )

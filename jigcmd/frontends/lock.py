@@ -6,9 +6,9 @@ import os
 import sys
 from pathlib import Path
 
-from jigcmd.command.assembly import default_lock_path, lock_runtime
-from jigcmd.command.bindingfile import load_binding
+from jigcmd.command.assembly import default_lock_path, lock_runtime, locked_file
 from jigcmd.command.runtime import RuntimeUnavailable, find_runtime
+from jigcmd.command.scriptbinding import load_any_binding
 from jigcmd.policy.binding import BindingError
 from jigcmd.policy.lock import (
     LockError,
@@ -25,12 +25,13 @@ __all__ = ["lock"]
 def lock(binding_path: Path, lock_path: Path | None, *, check: bool) -> int:
     """Review and admit (or, with `check`, only verify); 0 admitted, 1 not admitted, 2 invalid."""
     try:
-        loaded = load_binding(binding_path)
+        loaded = load_any_binding(binding_path)
         runtime = lock_runtime(find_runtime())
     except (BindingError, RuntimeUnavailable) as exc:
         sys.stderr.write(f"jigcmd lock: {exc}\n")
         return 2
     target = lock_path or default_lock_path(binding_path)
+    file = locked_file(loaded, target)
     if check:
         try:
             existing = decode_lock(target.read_bytes(), source=str(target))
@@ -40,12 +41,18 @@ def lock(binding_path: Path, lock_path: Path | None, *, check: bool) -> int:
             sys.stderr.write(f"jigcmd lock: {exc}\n")
             return 1
         admission = check_admission(
-            loaded.binding, existing, runtime, lock_path=str(target), binding_path=str(binding_path)
+            loaded.binding,
+            existing,
+            runtime,
+            lock_path=str(target),
+            binding_path=str(binding_path),
+            file=file,
+            script=loaded.script,
         )
         print("admitted" if admission.admitted else f"not admitted: {admission.reason}")
         return 0 if admission.admitted else 1
-    print(review_text(loaded.binding, runtime, slots=loaded.slots))
-    data = encode_lock(build_lock(loaded.binding, runtime))
+    print(review_text(loaded.binding, runtime, slots=loaded.slots, file=file))
+    data = encode_lock(build_lock(loaded.binding, runtime, file))
     temporary = target.with_name(target.name + ".tmp")
     # Atomic replace: a server reading the lock never sees half of one.
     with open(temporary, "wb") as handle:

@@ -1,7 +1,10 @@
 """The Binding: the operator's reviewed command policy for one package (spec-notes §3).
 
-A Binding file (TOML or JSON) names a `package` directory and up to eight `commands`, each
-either `run` (one entry script) or `test` (1-16 test files). `parse_binding` applies every
+A Binding names a `package` directory and up to eight `commands`, each either `run` (one
+entry script) or `test` (1-16 test files), and may carry the reference's Flow fields
+`settings` and `slots` (`jigcmd.policy.bindingfields`): closed fields, nothing else. It is a
+TOML or JSON file, or the JSON a TypeScript Binding's `defineBinding` call yields
+(`jigcmd.policy.bindingscript`); every form meets the same rules. `parse_binding` applies every
 rule and `parse_binding_file` decodes a file's bytes first, purely; `require_declared` refuses
 commands for a package whose manifest declares no Project Command slot. Reading the files is
 the caller's (`jigcmd.command.bindingfile`).
@@ -12,7 +15,7 @@ from __future__ import annotations
 import re
 import tomllib
 from collections.abc import Callable, Mapping, Sequence
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 import msgspec
 
@@ -20,12 +23,14 @@ from jigcmd.contract import LOCAL_NAME_MAX_CHARS, LOCAL_NAME_PATTERN, PATH_MAX_B
 from jigcmd.jsonio import strict
 from jigcmd.jsonio.canonical import dumps
 from jigcmd.policy import planner
+from jigcmd.policy.bindingfields import parse_settings, parse_slots
 from jigcmd.policy.digests import sha256_text
 from jigcmd.policy.manifest import MANIFEST_NAMES
 from jigcmd.policy.paths import is_local_name, path_problem
 from jigcmd.policy.pointers import escape, kind
 
 __all__ = [
+    "BINDING_FIELDS",
     "MAX_COMMANDS",
     "MAX_TEST_PATHS",
     "RUN_PATH_PATTERN",
@@ -42,6 +47,8 @@ __all__ = [
 ]
 
 MAX_COMMANDS = 8
+# The closed set of a Binding's fields, in the order messages name them.
+BINDING_FIELDS = ("package", "settings", "slots", "commands")
 MAX_TEST_PATHS = 16
 
 RUN_PATH_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_./-]*\.(ts|js)$"
@@ -76,6 +83,11 @@ class PolicyDocument(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 
     package: Annotated[str, msgspec.Meta(min_length=1)]
     commands: Annotated[dict[_CommandName, _OneCommand], msgspec.Meta(max_length=MAX_COMMANDS)] = {}
+    # Absent when empty, so a Binding without them keeps the digest it always had.
+    settings: dict[str, Any] | msgspec.UnsetType = msgspec.UNSET
+    slots: Annotated[dict[_CommandName, str], msgspec.Meta(max_length=256)] | msgspec.UnsetType = (
+        msgspec.UNSET
+    )
 
 
 class CommandPolicy(msgspec.Struct, frozen=True):
@@ -112,11 +124,18 @@ class Binding(msgspec.Struct, frozen=True):
 
     package: str
     commands: Mapping[str, CommandPolicy]
+    settings: Mapping[str, Any] = {}
+    slots: Mapping[str, str] = {}
 
     def document(self) -> PolicyDocument:
         """The canonical policy document pinned by a lock."""
         commands = {name: command.entry() for name, command in self.commands.items()}
-        return PolicyDocument(package=self.package, commands=commands)
+        return PolicyDocument(
+            package=self.package,
+            commands=commands,
+            settings=dict(self.settings) if self.settings else msgspec.UNSET,
+            slots=dict(self.slots) if self.slots else msgspec.UNSET,
+        )
 
     def digest(self) -> str:
         """SHA-256 of the canonical JSON of the policy document."""
@@ -153,11 +172,12 @@ def parse_binding(
     if not isinstance(obj, dict):
         raise fail("", "binding-object", f"a Binding must be an object, got {kind(obj)}")
     for key in obj:
-        if key not in {"package", "commands"}:
+        if key not in BINDING_FIELDS:
             raise fail(
                 f"/{escape(str(key))}",
                 "binding-keys",
-                f"unknown key {key!r}; a Binding has only 'package' and 'commands'",
+                f"unknown key {key!r}; a Binding has only 'package', 'settings', 'slots' and "
+                "'commands'",
             )
     package = obj.get("package")
     if not isinstance(package, str) or not package or "\x00" in package:
@@ -166,6 +186,8 @@ def parse_binding(
             "package",
             f"'package' must be a non-empty path to the package directory, got {kind(package)}",
         )
+    settings = parse_settings(obj["settings"], fail) if "settings" in obj else {}
+    slots = parse_slots(obj["slots"], fail) if "slots" in obj else {}
     raw_commands = obj.get("commands", {})
     if not isinstance(raw_commands, dict):
         raise fail("/commands", "commands-map", f"must be an object, got {kind(raw_commands)}")
@@ -188,7 +210,7 @@ def parse_binding(
                 f"words joined by single hyphens, at most {LOCAL_NAME_MAX_CHARS} characters)",
             )
         commands[name] = _parse_command(name, entry, pointer, fail)
-    return Binding(package=package, commands=commands)
+    return Binding(package=package, commands=commands, settings=settings, slots=slots)
 
 
 def _parse_command(

@@ -26,6 +26,7 @@ __all__ = [
     "LockContract",
     "LockError",
     "LockRuntime",
+    "LockedFile",
     "RuntimeIdentity",
     "build_lock",
     "check_admission",
@@ -61,6 +62,17 @@ class LockRuntime(msgspec.Struct, frozen=True, forbid_unknown_fields=True, renam
     bun_sha256: str
 
 
+class LockedFile(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """The Binding file a lock admitted: its path from the lock's directory, and its bytes'.
+
+    For a TypeScript Binding the bytes are its identity (what it yields is only known by
+    running it), so any edit is drift; for TOML and JSON the canonical policy is.
+    """
+
+    path: str
+    sha256: str
+
+
 class Lock(msgspec.Struct, frozen=True, forbid_unknown_fields=True, rename="camel"):
     """An admission: the canonical policy and its digest, the contract and the runtime."""
 
@@ -69,6 +81,8 @@ class Lock(msgspec.Struct, frozen=True, forbid_unknown_fields=True, rename="came
     policy: PolicyDocument
     contract: LockContract
     runtime: LockRuntime
+    # Absent in locks written before it was recorded.
+    binding_file: LockedFile | None = None
 
 
 @dataclass(frozen=True)
@@ -95,14 +109,15 @@ class Admission:
 ADMITTED = Admission(admitted=True)
 
 
-def build_lock(binding: Binding, runtime: RuntimeIdentity) -> Lock:
-    """Pin a Binding, the implemented contract and the runtime into a lock."""
+def build_lock(binding: Binding, runtime: RuntimeIdentity, file: LockedFile | None = None) -> Lock:
+    """Pin a Binding (and the file it came from), the contract and the runtime into a lock."""
     return Lock(
         lock_version=LOCK_VERSION,
         binding_digest=binding.digest(),
         policy=binding.document(),
         contract=_contract(),
         runtime=LockRuntime(bun_version=runtime.bun_version, bun_sha256=runtime.sha256()),
+        binding_file=file,
     )
 
 
@@ -154,15 +169,26 @@ def _readmit(binding_path: str) -> str:
 
 
 def check_policy(
-    binding: Binding, lock: Lock | None, *, lock_path: str, binding_path: str
+    binding: Binding,
+    lock: Lock | None,
+    *,
+    lock_path: str,
+    binding_path: str,
+    file: LockedFile | None = None,
+    script: bool = False,
 ) -> Admission:
-    """Compare the Binding and contract with the lock; cheap, no runtime hashing."""
+    """Compare the Binding (its `file`, for a `script` its bytes) and contract with the lock."""
     if lock is None:
         return Admission(
             admitted=False,
             drift="no-lock",
             reason=f"no lock at {lock_path}: run `jigcmd lock --binding {binding_path}` "
             "to review and admit",
+        )
+    moved = _file_drift(lock.binding_file, file, script=script)
+    if moved is not None:
+        return Admission(
+            admitted=False, drift="policy", reason=f"{moved}; " + _readmit(binding_path)
         )
     if binding.digest() != lock.binding_digest:
         return Admission(
@@ -185,12 +211,35 @@ def check_policy(
     return ADMITTED
 
 
+def _file_drift(
+    admitted: LockedFile | None, file: LockedFile | None, *, script: bool
+) -> str | None:
+    """Why the Binding file is not the one the lock admitted, if it is not."""
+    if file is None:
+        return None
+    if admitted is None:
+        if script:
+            return "the lock records no Binding file, so it admitted no TypeScript Binding"
+        return None
+    if admitted.path != file.path:
+        return f"the lock admitted the Binding {admitted.path!r}, not {file.path!r}"
+    if script and admitted.sha256 != file.sha256:
+        return (
+            f"{file.path} changed since admission (now {file.sha256}, admitted {admitted.sha256})"
+        )
+    return None
+
+
 def _policy_difference(binding: Binding, lock: Lock) -> str:
     current = binding.document()
     pinned = lock.policy
     if current.package != pinned.package:
         return f"package {current.package!r} differs from admitted {pinned.package!r}"
-    differences: list[str] = []
+    differences: list[str] = [
+        f"{field} differ"
+        for field in ("settings", "slots")
+        if getattr(current, field) != getattr(pinned, field)
+    ]
     for name in sorted(set(current.commands) | set(pinned.commands)):
         if name not in pinned.commands:
             differences.append(f"command {name!r} added")
@@ -229,21 +278,32 @@ def check_admission(
     *,
     lock_path: str = "jigcmd.lock",
     binding_path: str = "binding.toml",
+    file: LockedFile | None = None,
+    script: bool = False,
 ) -> Admission:
     """Policy and contract first, then the runtime; the first drift found is reported."""
-    admission = check_policy(binding, lock, lock_path=lock_path, binding_path=binding_path)
+    admission = check_policy(
+        binding, lock, lock_path=lock_path, binding_path=binding_path, file=file, script=script
+    )
     if not admission.admitted or lock is None:
         return admission
     return check_runtime(lock, runtime, binding_path=binding_path)
 
 
-def review_text(binding: Binding, runtime: RuntimeIdentity, *, slots: tuple[str, ...] = ()) -> str:
+def review_text(
+    binding: Binding,
+    runtime: RuntimeIdentity,
+    *,
+    slots: tuple[str, ...] = (),
+    file: LockedFile | None = None,
+) -> str:
     """The human review `jigcmd lock` prints before admitting a Binding."""
     limits = Limits()
     cpu = limits.cpu_quota_us / limits.cpu_period_us
     lines = [
         "jigcmd admission review",
         "",
+        *([f"Binding:   {file.path} {file.sha256}"] if file is not None else []),
         f"Package:   {binding.package}"
         + (f" (capability slot: {', '.join(slots)})" if slots else ""),
         f"Contract:  {CONTRACT_ID} {CONTRACT_VERSION}",
@@ -252,6 +312,13 @@ def review_text(binding: Binding, runtime: RuntimeIdentity, *, slots: tuple[str,
         f"Policy:    {binding.digest()}",
         "",
     ]
+    if binding.settings:
+        lines.append(
+            f"Settings:  {', '.join(sorted(binding.settings))} (for the Flow; none grants)"
+        )
+    if binding.slots:
+        shown = ", ".join(f"{name} → {target}" for name, target in sorted(binding.slots.items()))
+        lines.append(f"Slots:     {shown} (for the Flow; none grants)")
     if not binding.commands:
         lines.append("Commands:  none (this Binding grants nothing)")
     else:

@@ -94,3 +94,21 @@ def test_init_of_a_directory_that_does_not_exist_is_one_line(tmp_path: Path) -> 
     done = jigcmd("init", str(tmp_path / "nope"))
     assert done.returncode == 2
     assert done.stderr == f"jigcmd init: {tmp_path / 'nope'}: no such directory; nothing written\n"
+
+
+def test_init_format_ts_writes_the_reference_layout_naming_the_same_commands(app: Path) -> None:
+    """--format ts: .jig/jig.ts, .jig/bindings/command.ts with defineBinding, the package;
+    the commands are the TOML form's (the envelope test proves one digest)."""
+    done = jigcmd("init", "--format", "ts", str(app))
+    assert done.returncode == 0, done.stderr
+    binding = app / ".jig" / "bindings" / "command.ts"
+    assert done.stdout.splitlines()[0] == f"jigcmd init: wrote {binding} with 2 reviewed commands:"
+    text = binding.read_text()
+    assert "import { defineBinding } from '@jigging/jig'" in text
+    assert 'package: "flows/app",' in text and '"start": { run: "main.ts" },' in text
+    assert "discover('./bindings')" in (app / ".jig" / "jig.ts").read_text()
+    manifest = (app / ".jig" / "flows" / "app" / "FLOW.md").read_text()
+    assert "(`../../bindings/command.ts`)" in manifest
+    assert f"and the Flow package {app / '.jig' / 'flows' / 'app'} (" in done.stdout
+    again = jigcmd("init", "--format", "ts", str(app))
+    assert again.returncode == 2 and "jig.ts" in again.stderr
