@@ -7,7 +7,7 @@
 #   scripts/test.sh [--quick] [PYTEST-ARGS...]
 #
 # --quick: the pure and process-level tests only, no envelope, no VM, nothing slow
-# (`-m "not envelope and not v2vm and not slow"`, about a minute on two cores).
+# (`-m "not envelope and not v2vm and not slow"`, a minute or two on two cores).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 quick=()

@@ -85,6 +85,7 @@ def test_a_thousand_half_open_connections_leave_authorized_calls_answered(
     assert "Traceback" not in jarvis.stderr(), jarvis.stderr()
 
 
+@pytest.mark.slow  # waits out the server's own timeout
 def test_a_connection_that_never_finishes_its_head_is_closed_with_a_408(
     jarvis: JarvisChild,
 ) -> None:
@@ -98,6 +99,7 @@ def test_a_connection_that_never_finishes_its_head_is_closed_with_a_408(
     assert b"request head not complete within 5 s" in received
 
 
+@pytest.mark.slow  # waits out the server's own timeout
 def test_a_body_that_never_arrives_is_closed_with_a_408(jarvis: JarvisChild) -> None:
     """An authorized head declaring a body that never comes: 408 once the body deadline passes."""
     with socket.create_connection(("127.0.0.1", jarvis.port)) as sock:

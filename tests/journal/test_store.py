@@ -374,6 +374,7 @@ def test_the_database_file_is_private(tmp_path: Path) -> None:
     assert os.stat(tmp_path / "journal.sqlite3").st_mode & 0o777 == 0o600
 
 
+@pytest.mark.slow  # spawns many interpreters at once
 def test_many_processes_opening_a_new_journal_at_once_all_succeed(tmp_path: Path) -> None:
     """Switching a new database to WAL races other openers; every one of them still opens."""
     script = (
