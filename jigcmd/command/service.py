@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import AbstractAsyncContextManager
@@ -358,12 +359,21 @@ class CommandService:
         trace.mark("service: validated")
         # A queued call waits until its caller's deadline or the server's queue limit, not
         # the command's ceiling: the run gets its whole ceiling once it has a slot.
+        callers = self._deadline(deadline_unix_ms, math.inf)
         wait_until = (
-            self._deadline(deadline_unix_ms, self._queue_wait) if wait_for_slot else deadline
+            min(callers, time.monotonic() + self._queue_wait) if wait_for_slot else deadline
         )
         try:
             await durability.reserve(wait_until, cancel, progress, wait=wait_for_slot)
         except JigError as no_slot:
+            if wait_for_slot and no_slot.code == Code.DEADLINE_EXCEEDED and wait_until < callers:
+                busy = self._ownership.reservations.exhausted_message() if self._ownership else ""
+                no_slot = JigError(
+                    Code.RESOURCE_EXHAUSTED,
+                    f"no envelope slot came free within the {self._queue_wait:g} s a call may "
+                    f"wait (serve --queue-wait; {busy}); nothing ran",
+                    retryable=True,
+                )
             # No slot: a known operation is still answered from the journal.
             return await durability.known_or(no_slot, deadline, cancel)
         try:
