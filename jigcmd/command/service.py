@@ -270,6 +270,9 @@ class CommandService:
         work = partial(
             self._operate,
             valid,
+            # The statement names the lock that admitted this call, not one read while it
+            # waited for a slot (`readmit` replaces the attester with the new lock's).
+            attester=self._attester,
             operation_id=operation_id,
             deadline=deadline,
             deadline_unix_ms=deadline_unix_ms,
@@ -330,6 +333,7 @@ class CommandService:
         cancel: anyio.Event,
         progress: Progress | None,
         *,
+        attester: Attester | None,
         operation_id: str,
         deadline: float,
         deadline_unix_ms: int | None,
@@ -384,7 +388,7 @@ class CommandService:
             plan = self._plan(
                 valid, operation_id, deadline, self._place(durability.slot), junit=detailed
             )
-            sign = self._signer(valid, plan, durability, operation_id, root_run)
+            sign = self._signer(valid, plan, durability, operation_id, root_run, attester=attester)
             execute = partial(
                 self._execute,
                 valid=valid,
@@ -412,10 +416,12 @@ class CommandService:
         durability: Durability,
         operation_id: str,
         root_run: str | None,
+        *,
+        attester: Attester | None,
     ) -> Sign | None:
         """How this run's statement is signed, or None when this service holds no key."""
-        attester = self._attester
-        if attester is None:
+        if attester is None or attester.identity is None:
+            # Without a lock nothing is admitted, so no run reaches here unsigned by mistake.
             return None
         started = time.time_ns() // 1_000_000
         enforcement = enforced(plan)
