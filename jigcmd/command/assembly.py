@@ -200,7 +200,7 @@ async def watch_admission(
                 if is_script(binding_path)
                 else None
             )
-            loaded, _lock, _bytes, admission, check = await anyio.to_thread.run_sync(
+            loaded, lock, lock_bytes, admission, check = await anyio.to_thread.run_sync(
                 admit, binding_path, assembly.lock_path, assembly.runtime, script
             )
         except BindingError as exc:
@@ -210,6 +210,12 @@ async def watch_admission(
             )
             assembly.service.readmit(commands, admission, None)
             continue
+        attester = assembly.service.attester
+        if attester is not None:
+            # Runs admitted from now on are signed as admitted by the new lock; calls already
+            # admitted keep the attester they captured.
+            identity = None if lock is None else HostIdentity.from_lock(lock, lock_bytes)
+            assembly.service.attach_attester(Attester(attester.key, identity))
         if assembly.service.readmit(loaded.binding.commands, admission, check):
             logger.warning(
                 "re-admitted %s: %s",
@@ -318,8 +324,8 @@ async def open_service(
         assembly.service.attach_ownership(ownership)
         if settings.queue_wait is not None:
             assembly.service.set_queue_wait(settings.queue_wait)
-        if assembly.identity is not None:
-            assembly.service.attach_attester(Attester(key, assembly.identity))
+        # Attached even without a lock: a lock made while serving gives it its identity.
+        assembly.service.attach_attester(Attester(key, assembly.identity))
         if backend is not None:
             assembly.service.attach_pins(backend.pins)
         if start_envelopes:

@@ -15,7 +15,13 @@ from pathlib import Path
 
 import anyio
 
-from jigcmd.command.bindingfile import LoadedBinding, ScriptResult, load_binding, project_root
+from jigcmd.command.bindingfile import (
+    LoadedBinding,
+    ScriptResult,
+    is_script,
+    load_binding,
+    project_root,
+)
 from jigcmd.command.failures import envelope_error
 from jigcmd.command.runtime import BUN_TARGET, BunBinary, find_runtime
 from jigcmd.envelope.api import EnvelopeFailure, Executor
@@ -152,7 +158,7 @@ def load_any_binding(path: Path, cgroup_base: str | None = None) -> LoadedBindin
     For the fronts without a service (`lock`, `doctor`). Raises `BindingError`, and
     `RuntimeUnavailable` when a script must be evaluated and no Bun is installed.
     """
-    if not path.suffix or path.suffix not in {".ts", ".js"}:
+    if not is_script(path):
         return load_binding(path)
     runtime = find_runtime()
     return load_binding(path, anyio.run(_evaluate_alone, path, runtime, cgroup_base))

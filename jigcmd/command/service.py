@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import AbstractAsyncContextManager
@@ -269,6 +270,9 @@ class CommandService:
         work = partial(
             self._operate,
             valid,
+            # The statement names the lock that admitted this call, not one read while it
+            # waited for a slot (`readmit` replaces the attester with the new lock's).
+            attester=self._attester,
             operation_id=operation_id,
             deadline=deadline,
             deadline_unix_ms=deadline_unix_ms,
@@ -329,6 +333,7 @@ class CommandService:
         cancel: anyio.Event,
         progress: Progress | None,
         *,
+        attester: Attester | None,
         operation_id: str,
         deadline: float,
         deadline_unix_ms: int | None,
@@ -358,12 +363,21 @@ class CommandService:
         trace.mark("service: validated")
         # A queued call waits until its caller's deadline or the server's queue limit, not
         # the command's ceiling: the run gets its whole ceiling once it has a slot.
+        callers = self._deadline(deadline_unix_ms, math.inf)
         wait_until = (
-            self._deadline(deadline_unix_ms, self._queue_wait) if wait_for_slot else deadline
+            min(callers, time.monotonic() + self._queue_wait) if wait_for_slot else deadline
         )
         try:
             await durability.reserve(wait_until, cancel, progress, wait=wait_for_slot)
         except JigError as no_slot:
+            if wait_for_slot and no_slot.code == Code.DEADLINE_EXCEEDED and wait_until < callers:
+                busy = self._ownership.reservations.exhausted_message() if self._ownership else ""
+                no_slot = JigError(
+                    Code.RESOURCE_EXHAUSTED,
+                    f"no envelope slot came free within the {self._queue_wait:g} s a call may "
+                    f"wait (serve --queue-wait; {busy}); nothing ran",
+                    retryable=True,
+                )
             # No slot: a known operation is still answered from the journal.
             return await durability.known_or(no_slot, deadline, cancel)
         try:
@@ -374,7 +388,7 @@ class CommandService:
             plan = self._plan(
                 valid, operation_id, deadline, self._place(durability.slot), junit=detailed
             )
-            sign = self._signer(valid, plan, durability, operation_id, root_run)
+            sign = self._signer(valid, plan, durability, operation_id, root_run, attester=attester)
             execute = partial(
                 self._execute,
                 valid=valid,
@@ -402,10 +416,12 @@ class CommandService:
         durability: Durability,
         operation_id: str,
         root_run: str | None,
+        *,
+        attester: Attester | None,
     ) -> Sign | None:
         """How this run's statement is signed, or None when this service holds no key."""
-        attester = self._attester
-        if attester is None:
+        if attester is None or attester.identity is None:
+            # Without a lock nothing is admitted, so no run reaches here unsigned by mistake.
             return None
         started = time.time_ns() // 1_000_000
         enforcement = enforced(plan)

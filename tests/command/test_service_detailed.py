@@ -221,7 +221,10 @@ async def test_a_queued_call_gives_up_at_the_queue_limit_with_a_clear_refusal(
             wait_for_slot=True,
         )
     ownership.release(held)
-    assert refused.value.code == Code.DEADLINE_EXCEEDED
+    assert refused.value.code == Code.RESOURCE_EXHAUSTED and refused.value.retryable
+    assert refused.value.message.startswith(
+        "no envelope slot came free within the 0.3 s a call may wait (serve --queue-wait; all 1 "
+    )
     assert "nothing ran" in refused.value.message
     assert str(tmp_path) not in refused.value.message
     assert stub.plans == []
@@ -255,3 +258,25 @@ async def test_an_envelope_failure_while_progress_is_told_is_the_same_refusal() 
             progress=progress,
         )
     assert failed.value.code == Code.EXECUTION_FAILED
+
+
+async def test_a_queued_call_whose_own_deadline_comes_first_is_deadline_exceeded(
+    tmp_path: Path,
+) -> None:
+    """The caller's deadline before the queue limit: the wait ends there, as DEADLINE_EXCEEDED."""
+    stub = _Stub()
+    service = _service(stub, tmp_path)
+    ownership = Ownership.open(tmp_path / "state", max_envelopes=1, memory_bytes=256 << 20)
+    held = ownership.reserve("holder")
+    service.set_queue_wait(60.0)
+    with pytest.raises(JigError) as refused:
+        await service.run(
+            TEST_INPUT,
+            operation_id="queued",
+            deadline_unix_ms=time.time_ns() // 1_000_000 + 300,
+            cancel=anyio.Event(),
+            wait_for_slot=True,
+        )
+    ownership.release(held)
+    assert refused.value.code == Code.DEADLINE_EXCEEDED
+    assert stub.plans == []

@@ -147,3 +147,60 @@ def test_a_joiner_whose_own_deadline_passes_leaves_and_the_first_completes(rig: 
     assert server.close_input() == 0
     rig.assert_nothing_left()
     assert rig.watch.runs(token) == 1
+
+
+def _mcp(rig: Rig) -> ServeChild:
+    server = rig.serve(protocol="mcp")
+    server.send(
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {}},
+        }
+    )
+    server.response(1)
+    server.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+    return server
+
+
+def _tool_call(request_id: int, key: str, token: str) -> dict[str, Any]:
+    return {
+        "jsonrpc": "2.0",
+        "id": request_id,
+        "method": "tools/call",
+        "params": {
+            "name": "cli",
+            "arguments": {"files": {"src/cli.ts": LINGER}, "args": [token]},
+            "_meta": {"dev.jigcmd/operationId": key},
+        },
+    }
+
+
+def test_an_mcp_call_joined_by_key_outlives_the_cancel_of_the_call_that_started_it(
+    rig: Rig,
+) -> None:
+    """MCP, the same rule: two calls with one operation key; cancelling the first leaves the
+    run to the second, which gets the completed evidence; nothing runs twice."""
+    token, key = f"tok-{uuid.uuid4().hex}", "op-mcp-first-leaves"
+    server = _mcp(rig)
+    server.send(_tool_call(2, key, token))
+    candidate = rig.candidate(token)
+    server.send(_tool_call(3, key, token))
+    server.send({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 2}})
+    # Two round trips: the cancel was read, and the loop has applied it since.
+    server.ping("after-cancel")
+    server.ping("after-cancel-2")
+    assert alive(candidate), "cancelling one MCP waiter killed the run its joiner waits for"
+    rig.signal(candidate, signal.SIGTERM)
+    result = json.loads(server.response(3))["result"]
+    assert result["isError"] is False
+    content = result["structuredContent"]
+    assert (content["stopReason"], content["exitCode"]) == ("exited", 0), content
+    assert server.close_input() == 0
+    # A cancelled MCP request is never answered.
+    assert not [line for line in server.lines if json.loads(line).get("id") == 2]
+    row = rig.row(key)
+    assert row is not None and (row.state, row.outcome) == ("done", "evidence")
+    rig.assert_nothing_left()
+    assert rig.watch.runs(token) == 1

@@ -7,6 +7,8 @@ to the client, as the SDK sees it.
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
 import subprocess
 import sys
@@ -62,6 +64,24 @@ def _tools(server: ServeChild) -> dict[str, dict[str, Any]]:
     return {tool["name"]: tool for tool in listed}
 
 
+def _signed_lock_digest(server: ServeChild, result: dict[str, Any]) -> str:
+    """The lock digest the run's signed statement names, read through `resources/read`."""
+    (link,) = [
+        block
+        for block in result["content"]
+        if block.get("type") == "resource_link" and block.get("name") == "attestation"
+    ]
+    read = server.request("resources/read", {"uri": link["uri"]})["result"]
+    first = read["contents"][0]["text"].splitlines()[0]
+    statement = json.loads(base64.b64decode(json.loads(first)["payload"]))
+    digest: str = statement["predicate"]["admission"]["lockDigest"]
+    return digest
+
+
+def _lock_digest(binding: Path) -> str:
+    return "sha256:" + hashlib.sha256((binding.parent / "jigcmd.lock").read_bytes()).hexdigest()
+
+
 def test_a_drift_and_a_new_lock_while_serving_change_the_tools_and_say_so(
     tmp_path: Path,
 ) -> None:
@@ -107,6 +127,24 @@ def test_a_drift_and_a_new_lock_while_serving_change_the_tools_and_say_so(
         )["result"]
         assert ran["isError"] is False, ran
         assert ran["structuredContent"]["tests"]["summary"]["passed"] == 1
+        # The statement names the lock that admitted the run: the new one, not the startup's.
+        assert _signed_lock_digest(server, ran) == _lock_digest(binding)
+
+
+def test_a_lock_made_while_serving_signs_the_runs_it_admits(tmp_path: Path) -> None:
+    binding = admit_example(tmp_path)
+    (binding.parent / "jigcmd.lock").unlink()
+    with ServeChild(binding, ["--state-dir", str(tmp_path / "state")], timeout=60) as server:
+        server.request("initialize", INIT)
+        server.notify("notifications/initialized", None)
+        _lock(binding)
+        _await_notice(server, 1)
+        ran = server.request(
+            "tools/call",
+            {"name": "tests", "arguments": {"files": {"test/project.test.ts": PASSING}}},
+        )["result"]
+        assert ran["isError"] is False, ran
+        assert _signed_lock_digest(server, ran) == _lock_digest(binding)
 
 
 def test_without_a_lock_no_tool_says_reviewed(tmp_path: Path) -> None:

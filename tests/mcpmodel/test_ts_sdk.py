@@ -45,7 +45,7 @@ def test_the_typescript_sdk_reads_a_budgeted_result_its_stream_and_progress(
     assert seen["budget"] == DEFAULT_BUDGET_BYTES
     assert (seen["captured"], seen["readLength"]) == (65_536, 65_536)
     assert seen["readSha256"] == seen["sha256"]
-    assert seen["links"] == ["stdout", "stderr"]
+    assert seen["links"][:2] == ["stdout", "stderr"]
     assert seen["tickedError"] is False
     ticks = [p for p in seen["progress"] if str(p.get("message", "")).startswith("tick ")]
     assert len(ticks) >= 3, seen["progress"]
