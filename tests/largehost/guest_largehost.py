@@ -134,6 +134,13 @@ async def in_envelope(cpus: tuple[int, ...], kind: str = "test") -> dict[str, An
     }
 
 
+def stream_text(view: object) -> str:
+    """What the model reads of one stream: its head and tail (the whole of a short one)."""
+    if not isinstance(view, dict):
+        return ""
+    return str(view.get("head", "")) + str(view.get("tail", ""))
+
+
 def call(server: ServeChild, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
     """One tools/call: the evidence, the report and whether it was an error."""
     response = server.request("tools/call", {"name": name, "arguments": arguments})
@@ -145,7 +152,8 @@ def call(server: ServeChild, name: str, arguments: dict[str, Any]) -> dict[str, 
         "text": [c.get("text", "")[:2000] for c in result.get("content", [])],
         "evidence": evidence,
         "report": (result.get("_meta") or {}).get("jigcmd/report"),
-        "reports": reports(str((evidence.get("stdout") or {}).get("text", ""))),
+        "stderr": stream_text(evidence.get("stderr")),
+        "reports": reports(stream_text(evidence.get("stdout"))),
     }
 
 
