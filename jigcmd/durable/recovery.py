@@ -172,9 +172,7 @@ def recover(
             envelopes_released.append(envelope.name)
     for row in orphans + retry:
         stopped, problems = killed.get(row.run_id, (False, []))
-        # A prepared envelope's job is named after itself; its paths were recorded.
-        job = os.path.basename(row.cgroup_paths[0]) if row.cgroup_paths else row.cgroup_job
-        problems = problems + fence.release(job, row.cgroup_paths, row.netns)
+        problems = problems + fence.release(_job_of(row), row.cgroup_paths, row.netns)
         if row.run_id in ended:
             journal.close_lost(
                 row.operation_id,
@@ -183,22 +181,7 @@ def recover(
                 cleanup_complete=not problems,
                 problems="; ".join(problems),
             )
-        journal.record_cleanup(
-            row.operation_id,
-            root_run=row.root_run,
-            complete=not problems,
-            problems="; ".join(problems),
-        )
-        reports.append(
-            RecoveredRun(
-                operation_id=row.operation_id,
-                root_run=row.root_run,
-                run_id=row.run_id,
-                supervisor_killed=stopped,
-                cleanup_complete=not problems,
-                problems=tuple(problems),
-            )
-        )
+        reports.append(_record_cleanup(journal, row, problems, supervisor_killed=stopped))
 
     jarvis_closed: list[int] = []
     jarvis_problems: list[str] = []
@@ -260,24 +243,8 @@ def sweep_own(
     for row in journal.cleanup_failures():
         if row.owner != me or (row.supervisor is not None and identity.is_alive(row.supervisor)):
             continue
-        job = os.path.basename(row.cgroup_paths[0]) if row.cgroup_paths else row.cgroup_job
-        problems = fence.release(job, row.cgroup_paths, row.netns)
-        journal.record_cleanup(
-            row.operation_id,
-            root_run=row.root_run,
-            complete=not problems,
-            problems="; ".join(problems),
-        )
-        rechecked.append(
-            RecoveredRun(
-                operation_id=row.operation_id,
-                root_run=row.root_run,
-                run_id=row.run_id,
-                supervisor_killed=False,
-                cleanup_complete=not problems,
-                problems=tuple(problems),
-            )
-        )
+        problems = fence.release(_job_of(row), row.cgroup_paths, row.netns)
+        rechecked.append(_record_cleanup(journal, row, problems, supervisor_killed=False))
     return RecoveryReport(
         closed=(),
         rechecked=tuple(rechecked),
@@ -287,6 +254,31 @@ def sweep_own(
         unowned_jobs=(),
         envelopes_released=tuple(released),
         envelope_problems=tuple(envelope_problems),
+    )
+
+
+def _job_of(row: Row) -> str:
+    """A run's cgroup job: a prepared envelope's is named after itself, its paths recorded."""
+    return os.path.basename(row.cgroup_paths[0]) if row.cgroup_paths else row.cgroup_job
+
+
+def _record_cleanup(
+    journal: Journal, row: Row, problems: list[str], *, supervisor_killed: bool
+) -> RecoveredRun:
+    """Record whether the run's cleanup is proved, and report it."""
+    journal.record_cleanup(
+        row.operation_id,
+        root_run=row.root_run,
+        complete=not problems,
+        problems="; ".join(problems),
+    )
+    return RecoveredRun(
+        operation_id=row.operation_id,
+        root_run=row.root_run,
+        run_id=row.run_id,
+        supervisor_killed=supervisor_killed,
+        cleanup_complete=not problems,
+        problems=tuple(problems),
     )
 
 
