@@ -178,3 +178,59 @@ def test_an_unreadable_host_key_fails_rather_than_being_replaced(tmp_path: Path)
     with pytest.raises(SigningKeyError, match="not a PEM private key"):
         open_signing_key(tmp_path, environ={})
     assert (tmp_path / HOST_KEY_NAME).read_bytes() == b"damaged"
+
+
+def test_a_key_made_by_cryptography_signs_the_same_bytes_and_verifies_there(
+    tmp_path: Path,
+) -> None:
+    """Ed25519 is deterministic: the key read from PKCS#8 signs as the library that made it."""
+    made = Ed25519PrivateKey.generate()
+    key = open_signing_key(tmp_path, _key_file(tmp_path / "made.pem", _pem(made)), {})
+    for message in (b"", b"DSSEv1 28 application/vnd.in-toto+json 2 {}", os.urandom(4096)):
+        signature = key.sign(message)
+        assert signature == made.sign(message)
+        made.public_key().verify(signature, message)
+        assert key.public.verify(signature, message)
+        assert not key.public.verify(signature, message + b"x")
+    assert not key.public.verify(b"\0" * 64, b"m") and not key.public.verify(b"short", b"m")
+
+
+def test_the_host_key_made_here_is_read_by_cryptography_as_the_same_key(tmp_path: Path) -> None:
+    """The PKCS#8 and SubjectPublicKeyInfo PEM written are the standard ones, byte for byte."""
+    key = open_signing_key(tmp_path, environ={})
+    pem = (tmp_path / HOST_KEY_NAME).read_bytes()
+    loaded = serialization.load_pem_private_key(pem, password=None)
+    assert isinstance(loaded, Ed25519PrivateKey)
+    assert pem == _pem(loaded)
+    assert (tmp_path / HOST_PUBLIC_NAME).read_bytes() == loaded.public_key().public_bytes(
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+    )
+    assert loaded.sign(b"statement") == key.sign(b"statement")
+
+
+def test_a_public_key_of_another_type_or_not_pem_is_refused(tmp_path: Path) -> None:
+    """load_public names the file and why: another key type, or no PEM block at all."""
+    other = (
+        ec.generate_private_key(ec.SECP256R1())
+        .public_key()
+        .public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+    )
+    with pytest.raises(SigningKeyError, match="not an Ed25519 key"):
+        load_public(_key_file(tmp_path / "ec.pub.pem", other))
+    with pytest.raises(SigningKeyError, match="not a PEM key"):
+        load_public(_key_file(tmp_path / "junk.pem", b"junk"))
+
+
+def test_signing_never_imports_the_cryptography_package(tmp_path: Path) -> None:
+    """The server signs through its own libcrypto: `cryptography` (~9 MiB) stays out of it."""
+    probe = (
+        "import sys; from pathlib import Path; "
+        "from jigcmd.attest.keys import open_signing_key; "
+        f"key = open_signing_key(Path({str(tmp_path)!r}), environ={{}}); "
+        "assert key.public.verify(key.sign(b'm'), b'm'); "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'cryptography'))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert done.stdout.strip() == "[]"
