@@ -7,7 +7,6 @@ journal and sent to the supervisor process as one msgspec message.
 
 from __future__ import annotations
 
-import hashlib
 from typing import Literal
 
 import msgspec
@@ -93,4 +92,8 @@ class RunPlan(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 
 def plan_digest(plan: RunPlan) -> str:
     """A stable identity for a plan, for the journal."""
+    # Imported here: the zygote imports this module, and every pid 1 is cloned from its
+    # image; hashlib would bring OpenSSL's libcrypto into it (the server has it anyway).
+    import hashlib  # noqa: PLC0415 - see the comment above
+
     return "sha256:" + hashlib.sha256(msgspec.msgpack.encode(plan)).hexdigest()

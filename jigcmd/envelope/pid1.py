@@ -297,7 +297,7 @@ def _drop_handlers() -> None:
 
 def _caught() -> list[int]:
     """The signals the calling process has a handler for (`SigCgt` in /proc/self/status)."""
-    mask = int(privileges.read_status()["SigCgt"], 16)
+    mask = int(privileges.read_status(("SigCgt",))["SigCgt"], 16)
     return [bit + 1 for bit in range(64) if mask >> bit & 1]
 
 

@@ -80,6 +80,7 @@ _EXPECTED_STATUS = {
     "NoNewPrivs": 1,
     "Seccomp": 2,
 }
+_VERIFIED_FIELDS = (*_EXPECTED_STATUS, "Groups")
 
 
 class PrivilegeError(OSError):
@@ -255,26 +256,43 @@ def finish_drop(kept_groups: frozenset[int] = frozenset()) -> None:
     _verify(kept_groups)
 
 
-def read_status() -> dict[str, str]:
-    """The calling process's /proc/self/status, field by field."""
+def read_status(fields: tuple[str, ...] | None = None) -> dict[str, str]:
+    """The calling process's /proc/self/status, field by field (only `fields` if given)."""
     # Raw os.read: no TextIOWrapper to build in the candidate, and the file fits one read.
     fd = os.open("/proc/self/status", os.O_RDONLY | os.O_CLOEXEC)
     try:
         raw = os.read(fd, 65536)
     finally:
         os.close(fd)
-    fields = (line.split(":", 1) for line in raw.decode("ascii", "replace").splitlines())
-    return {pair[0]: pair[1].strip() for pair in fields if len(pair) == 2}
+    if fields is not None:
+        # Pid 1 reads a few fields: each line it does not split is objects it does not make
+        # (pages of the zygote's image it does not copy, see docs/envelope.md).
+        return {name: value for name in fields if (value := _field(raw, name)) is not None}
+    lines = (line.split(":", 1) for line in raw.decode("ascii", "replace").splitlines())
+    return {pair[0]: pair[1].strip() for pair in lines if len(pair) == 2}
+
+
+def _field(raw: bytes, name: str) -> str | None:
+    key = name.encode("ascii") + b":"
+    if raw.startswith(key):
+        start = len(key)
+    else:
+        start = raw.find(b"\n" + key)
+        if start < 0:
+            return None
+        start += len(key) + 1
+    end = raw.find(b"\n", start)
+    return raw[start : end if end >= 0 else len(raw)].strip().decode("ascii", "replace")
 
 
 def effective_capability(cap: int) -> bool:
     """Whether the calling process holds capability number `cap` in its effective set."""
-    return bool(int(read_status().get("CapEff", "0"), 16) >> cap & 1)
+    return bool(int(read_status(("CapEff",)).get("CapEff", "0"), 16) >> cap & 1)
 
 
 def _verify(kept_groups: frozenset[int] = frozenset()) -> None:
     with _step("verify"):
-        status = read_status()
+        status = read_status(_VERIFIED_FIELDS)
         for field, want in _EXPECTED_STATUS.items():
             raw = status.get(field)
             if raw is None:

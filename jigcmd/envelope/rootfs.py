@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 import posixpath
+import stat
 from collections.abc import Mapping
 
 from jigcmd.envelope import syscalls as sc
@@ -41,6 +42,9 @@ _LOCKED_FLAGS = (
 )
 
 _DEVICES = ("null", "zero", "urandom")
+# A file made on the root tmpfs (a bind's target, a memory view); never through a link.
+_NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+_MEMORY_VIEWS = ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes")
 _CANDIDATE_TREE_BYTES = 4 * 1024 * 1024
 _CANDIDATE_TREE_INODES = 2048
 
@@ -61,6 +65,7 @@ def build_root(plan: RunPlan, sources: Mapping[str, int], memory_limit: str) -> 
     source (a venv under a 0700 home), but binding from the descriptor needs none.
     `memory_limit` is the limit as the kernel reported it when the cgroup was made.
     """
+    made: set[str] = set()
     _step("make mounts private", sc.mount, None, "/", None, sc.MS_REC | sc.MS_PRIVATE)
     _step(
         "mount base tmpfs",
@@ -86,16 +91,16 @@ def build_root(plan: RunPlan, sources: Mapping[str, int], memory_limit: str) -> 
         "mode=0755,size=256k,nr_inodes=1024",
     )
     # Scratch first: a bind below /tmp (a jarvis working directory) must land on top of it.
-    _scratch(plan.limits.scratch_bytes)
+    _scratch(plan.limits.scratch_bytes, made)
     for bind in plan.binds:
         fd = sources.get(bind.source)
         source = _OLD + (f"/proc/self/fd/{fd}" if fd is not None else bind.source)
-        _bind(source, _NEW + bind.target, bind.writable, shown=bind.source)
+        _bind(source, _NEW + bind.target, bind.writable, made, shown=bind.source)
     if plan.profile == "candidate":
-        _candidate_mount()
-    _dev()
-    _memory_view(memory_limit)
-    _makedirs(_NEW + "/proc")
+        _candidate_mount(made)
+    _dev(made)
+    _memory_view(memory_limit, made)
+    _makedirs(_NEW + "/proc", made)
     # Before the old root goes: see the module docstring, step 4.
     _step(
         "mount /proc",
@@ -129,11 +134,21 @@ def _step(name: str, func: object, *args: object) -> None:
         raise RootfsError(name, exc.strerror or str(exc)) from exc
 
 
-def _makedirs(path: str, mode: int = 0o755) -> None:
+def _makedirs(path: str, made: set[str], mode: int = 0o755) -> None:
+    """`os.makedirs` for a tree this build makes: `made` remembers what exists already.
+
+    The root tmpfs starts empty, so a directory is made once and never looked up again.
+    """
+    if path in made or not path.startswith(_NEW + "/"):
+        return
+    _makedirs(posixpath.dirname(path), made)
     try:
-        os.makedirs(path, mode=mode, exist_ok=True)
+        os.mkdir(path, mode)
+    except FileExistsError:
+        pass  # made by a bind's target of an earlier plan entry, or a mount below it
     except OSError as exc:
         raise RootfsError(f"create {path.removeprefix(_NEW) or '/'}", exc.strerror or "") from exc
+    made.add(path)
 
 
 def _locked_flags(path: str) -> int:
@@ -142,23 +157,28 @@ def _locked_flags(path: str) -> int:
 
 
 def _bind(
-    source: str, target: str, writable: bool, *, devices: bool = False, shown: str = ""
+    source: str,
+    target: str,
+    writable: bool,
+    made: set[str],
+    *,
+    devices: bool = False,
+    shown: str = "",
 ) -> None:
     inside = target.removeprefix(_NEW)
     shown = shown or source.removeprefix(_OLD)
     try:
-        is_dir = os.path.isdir(source)
+        is_dir = stat.S_ISDIR(os.stat(source).st_mode)
+    except FileNotFoundError:
+        raise RootfsError(f"bind {inside}", f"source {shown} does not exist") from None
     except OSError as exc:
         raise RootfsError(f"bind {inside}", exc.strerror or "") from exc
-    if not os.path.lexists(source):
-        raise RootfsError(f"bind {inside}", f"source {shown} does not exist")
     if is_dir:
-        _makedirs(target)
+        _makedirs(target, made)
     else:
-        _makedirs(posixpath.dirname(target))
+        _makedirs(posixpath.dirname(target), made)
         try:
-            with open(target, "ab"):
-                pass
+            os.close(os.open(target, _NEW_FILE, 0o644))
         except OSError as exc:
             raise RootfsError(f"bind {inside}", exc.strerror or "") from exc
     _step(f"bind {inside}", sc.mount, source, target, None, sc.MS_BIND)
@@ -170,9 +190,9 @@ def _bind(
     _step(f"remount {inside}", sc.mount, None, target, None, flags)
 
 
-def _candidate_mount() -> None:
+def _candidate_mount(made: set[str]) -> None:
     root = _NEW + CANDIDATE_ROOT
-    _makedirs(root)
+    _makedirs(root, made)
     # Empty and writable until `seal_candidate` fills and seals it, after the pivot.
     _step(
         "mount candidate tree",
@@ -210,8 +230,8 @@ def seal_candidate(files: tuple[tuple[str, str], ...]) -> None:
     )
 
 
-def _scratch(size: int) -> None:
-    _makedirs(_NEW + "/tmp")
+def _scratch(size: int, made: set[str]) -> None:
+    _makedirs(_NEW + "/tmp", made)
     _step(
         "mount scratch /tmp",
         sc.mount,
@@ -223,9 +243,9 @@ def _scratch(size: int) -> None:
     )
 
 
-def _dev() -> None:
+def _dev(made: set[str]) -> None:
     dev = _NEW + "/dev"
-    _makedirs(dev)
+    _makedirs(dev, made)
     _step(
         "mount /dev",
         sc.mount,
@@ -236,7 +256,7 @@ def _dev() -> None:
         "mode=0755,size=16k,nr_inodes=64",
     )
     for name in _DEVICES:
-        _bind(f"{_OLD}/dev/{name}", f"{dev}/{name}", writable=True, devices=True)
+        _bind(f"{_OLD}/dev/{name}", f"{dev}/{name}", True, made, devices=True)
     for name, target in (
         ("fd", "/proc/self/fd"),
         ("stdin", "/proc/self/fd/0"),
@@ -254,17 +274,20 @@ def _dev() -> None:
     )
 
 
-def _memory_view(limit: str) -> None:
+def _memory_view(limit: str, made: set[str]) -> None:
     """Show Bun its real memory limit where it looks for one, under either cgroup version."""
     # Bun reads /proc/self/cgroup, then the v2 or v1 limit file below the cgroup mount; in
     # our cgroup namespace its cgroup is "/", so these two files are the ones it finds.
     # They live on the root tmpfs, which is read-only before the candidate starts.
-    views = ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes")
-    for view in views:
+    data = limit.encode("ascii")
+    for view in _MEMORY_VIEWS:
         path = _NEW + view
-        _makedirs(posixpath.dirname(path))
+        _makedirs(posixpath.dirname(path), made)
         try:
-            with open(path, "w", encoding="ascii") as handle:
-                handle.write(limit)
+            fd = os.open(path, _NEW_FILE | os.O_TRUNC, 0o644)
+            try:
+                os.write(fd, data)
+            finally:
+                os.close(fd)
         except OSError as exc:
             raise RootfsError(f"write {view}", exc.strerror or "") from exc

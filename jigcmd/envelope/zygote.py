@@ -32,7 +32,6 @@ from __future__ import annotations
 import contextlib
 import gc
 import os
-import secrets
 import signal
 import socket
 import sys
@@ -182,7 +181,7 @@ class _Zygote(EventLoop):
             return
         # Named here, so that the server knows which job serves a launch before sending it,
         # and records it with the request's row in the same commit.
-        envelope = Envelope(self, self.backend, self.registry, secrets.token_hex(8))
+        envelope = Envelope(self, self.backend, self.registry, os.urandom(8).hex())
         self.envelopes.add(envelope)
         try:
             envelope.prepare(self.template)
