@@ -6,26 +6,23 @@ descriptor, which is read once at start); else the host key `signing-key.pem` in
 directory, made on first use (0600, written whole and linked in, so two servers starting
 together end with the same key) with its public half `signing-key.pub.pem` beside it.
 A key is PKCS#8 PEM, unencrypted. A key that cannot be read or is not Ed25519 raises
-`SigningKeyError` naming the file and the cause: the front does not start. The keys are
-OpenSSL's, through `jigcmd.attest.ed25519` (the PEM armour is read and written here).
+`SigningKeyError` naming the file and the cause: the front does not start.
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
 import contextlib
 import hashlib
 import os
-import re
 import secrets
 import stat
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final, TypeVar
 
-from jigcmd.attest import ed25519
+from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
 __all__ = [
     "HOST_KEY_NAME",
@@ -44,73 +41,53 @@ HOST_PUBLIC_NAME = "signing-key.pub.pem"
 KEY_ENV = "JIGCMD_SIGNING_KEY"
 # A key file larger than this is not a PEM Ed25519 key (and is not read whole).
 _MAX_KEY_BYTES = 16 * 1024
-# RFC 8410: the DER of an Ed25519 key's PKCS#8 (v1) and SubjectPublicKeyInfo, before the
-# raw 32 bytes.
-_PKCS8_PREFIX: Final = bytes.fromhex("302e020100300506032b657004220420")
-_SPKI_PREFIX: Final = bytes.fromhex("302a300506032b6570032100")
-_K = TypeVar("_K", ed25519.PrivateKey, ed25519.PublicKey)
-# One PEM block: its label and its base64 body (RFC 7468).
-_PEM_BLOCK: Final = re.compile(
-    rb"-----BEGIN ([A-Z0-9 ]+)-----\r?\n([A-Za-z0-9+/=\r\n\t ]*?)-----END \1-----"
-)
 
 
 class SigningKeyError(Exception):
     """Raised when the signing key cannot be read, made or used; the message names the file."""
 
 
-def key_id(public: ed25519.PublicKey) -> str:
+def key_id(public: Ed25519PublicKey) -> str:
     """The key's id: the hex SHA-256 of its SubjectPublicKeyInfo (DER)."""
-    return hashlib.sha256(_SPKI_PREFIX + public.public_bytes()).hexdigest()
+    der = public.public_bytes(
+        serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
+    )
+    return hashlib.sha256(der).hexdigest()
 
 
-def _pem(label: str, der: bytes) -> bytes:
-    """`der` in PEM armour, 64 base64 characters a line (RFC 7468)."""
-    body = base64.b64encode(der)
-    lines = b"".join(body[i : i + 64] + b"\n" for i in range(0, len(body), 64))
-    return b"-----BEGIN %s-----\n%s-----END %s-----\n" % (label.encode(), lines, label.encode())
-
-
-def _unarmour(data: bytes) -> tuple[str, bytes] | None:
-    """The first PEM block's label and DER, or None when there is no readable one."""
-    found = _PEM_BLOCK.search(data)
-    if found is None:
-        return None
-    try:
-        der = binascii.a2b_base64(re.sub(rb"\s", b"", found.group(2)), strict_mode=True)
-    except binascii.Error:
-        return None
-    return found.group(1).decode("ascii"), der
+def _public_pem(public: Ed25519PublicKey) -> bytes:
+    return public.public_bytes(
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+    )
 
 
 @dataclass(frozen=True)
 class PublicKey:
     """A verifying key and its id."""
 
-    key: ed25519.PublicKey
+    key: Ed25519PublicKey
     keyid: str
 
     @property
     def pem(self) -> bytes:
         """The public key as SubjectPublicKeyInfo PEM."""
-        return _pem("PUBLIC KEY", _SPKI_PREFIX + self.key.public_bytes())
+        return _public_pem(self.key)
 
     def verify(self, signature: bytes, message: bytes) -> bool:
         """Whether `signature` is this key's over `message`."""
-        return self.key.verify(signature, message)
+        try:
+            self.key.verify(signature, message)
+        except InvalidSignature:
+            return False
+        return True
 
 
 @dataclass(frozen=True)
 class SigningKey:
     """The Ed25519 key that signs run statements, and where it came from."""
 
-    private: ed25519.PrivateKey
+    private: Ed25519PrivateKey
     source: str
-
-    @classmethod
-    def generate(cls, source: str) -> SigningKey:
-        """A new random key (for tests and one-off tools; a host's key is `open_signing_key`)."""
-        return cls(ed25519.PrivateKey.from_seed(secrets.token_bytes(ed25519.SEED_BYTES)), source)
 
     @property
     def public(self) -> PublicKey:
@@ -121,10 +98,6 @@ class SigningKey:
     def sign(self, message: bytes) -> bytes:
         """The Ed25519 signature of `message`."""
         return self.private.sign(message)
-
-    def pkcs8_pem(self) -> bytes:
-        """The key as unencrypted PKCS#8 PEM, as `open_signing_key` reads it."""
-        return _pem("PRIVATE KEY", _PKCS8_PREFIX + self.private.seed())
 
 
 def open_signing_key(
@@ -159,29 +132,19 @@ def _read_bytes(path: Path) -> bytes:
     return data
 
 
-def _read_private(path: Path) -> ed25519.PrivateKey:
+def _read_private(path: Path) -> Ed25519PrivateKey:
     data = _read_bytes(path)
-    block = _unarmour(data)
-    if block is None:
-        raise SigningKeyError(f"signing key {path}: not a PEM private key (no readable PEM block)")
-    label, der = block
-    if label == "ENCRYPTED PRIVATE KEY" or b"Proc-Type: 4,ENCRYPTED" in data:
-        raise SigningKeyError(f"signing key {path}: is encrypted; give an unencrypted PKCS#8 key")
-    if not label.endswith("PRIVATE KEY"):
-        raise SigningKeyError(f"signing key {path}: not a PEM private key (a {label!r} block)")
     try:
-        return _unavailable_as_error(path, ed25519.parse_private_der, der)
+        key = serialization.load_pem_private_key(data, password=None)
     except TypeError:
-        raise SigningKeyError(f"signing key {path}: not an Ed25519 key") from None
-    except ValueError as exc:
+        raise SigningKeyError(
+            f"signing key {path}: is encrypted; give an unencrypted PKCS#8 key"
+        ) from None
+    except (ValueError, UnsupportedAlgorithm) as exc:
         raise SigningKeyError(f"signing key {path}: not a PEM private key ({exc})") from exc
-
-
-def _unavailable_as_error(path: Path, parse: Callable[[bytes], _K], der: bytes) -> _K:
-    try:
-        return parse(der)
-    except ed25519.Ed25519Unavailable as exc:
-        raise SigningKeyError(f"key {path}: this Python's OpenSSL cannot use it: {exc}") from exc
+    if not isinstance(key, Ed25519PrivateKey):
+        raise SigningKeyError(f"signing key {path}: not an Ed25519 key")
+    return key
 
 
 def load_public(path: Path) -> PublicKey:
@@ -190,21 +153,16 @@ def load_public(path: Path) -> PublicKey:
         data = path.read_bytes()
     except OSError as exc:
         raise SigningKeyError(f"public key {path}: cannot be read: {exc.strerror}") from exc
-    block = _unarmour(data)
-    if block is None:
-        raise SigningKeyError(f"public key {path}: not a PEM key (no readable PEM block)")
-    label, der = block
     try:
-        if label == "PUBLIC KEY":
-            loaded = _unavailable_as_error(path, ed25519.parse_public_der, der)
-        elif label.endswith("PRIVATE KEY") and label != "ENCRYPTED PRIVATE KEY":
-            loaded = _unavailable_as_error(path, ed25519.parse_private_der, der).public_key()
-        else:
-            raise SigningKeyError(f"public key {path}: not a PEM key (a {label!r} block)")
-    except TypeError:
-        raise SigningKeyError(f"public key {path}: not an Ed25519 key") from None
-    except ValueError as exc:
-        raise SigningKeyError(f"public key {path}: not a PEM key ({exc})") from exc
+        loaded = serialization.load_pem_public_key(data)
+    except (ValueError, UnsupportedAlgorithm):
+        try:
+            private = serialization.load_pem_private_key(data, password=None)
+        except (TypeError, ValueError, UnsupportedAlgorithm) as exc:
+            raise SigningKeyError(f"public key {path}: not a PEM key ({exc})") from exc
+        loaded = private.public_key()
+    if not isinstance(loaded, Ed25519PublicKey):
+        raise SigningKeyError(f"public key {path}: not an Ed25519 key")
     return PublicKey(loaded, key_id(loaded))
 
 
@@ -227,12 +185,11 @@ def _host_key(state_dir: Path) -> SigningKey:
 
 
 def _make_host_key(state_dir: Path, path: Path) -> None:
-    try:
-        pem = SigningKey.generate(str(path)).pkcs8_pem()
-    except ed25519.Ed25519Unavailable as exc:
-        raise SigningKeyError(
-            f"signing key {path}: this Python's OpenSSL cannot make it: {exc}"
-        ) from exc
+    pem = Ed25519PrivateKey.generate().private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption(),
+    )
     try:
         _write_whole(path, pem, 0o600, replace=False)
     except OSError as exc:

@@ -12,13 +12,13 @@ from typing import Any
 import jsonschema
 import msgspec
 import pytest
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from securesystemslib.dsse import Envelope as SslibEnvelope
 from securesystemslib.signer import SSlibKey
 
 from jigcmd.attest import dsse
 from jigcmd.attest.attester import Attester, HostIdentity, RunRecord
-from jigcmd.attest.keys import PublicKey, SigningKey, key_id
+from jigcmd.attest.keys import SigningKey, key_id
 from jigcmd.attest.statement import (
     RUN_PREDICATE_TYPE,
     TEST_RESULT_TYPE,
@@ -35,12 +35,6 @@ from jigcmd.plan import Limits
 ROOT = Path(__file__).parents[2]
 SHA = "sha256:" + "ab" * 32
 STDERR = "\ntest/a.test.ts:\n(pass) math > adds [0.02ms]\n(fail) math > fails [9.58ms]\n 1 pass\n"
-
-
-def _sslib_key(public: PublicKey) -> SSlibKey:
-    """The host's public key for securesystemslib, through the independent library."""
-    raw = Ed25519PublicKey.from_public_bytes(public.key.public_bytes())
-    return SSlibKey.from_crypto(raw, keyid=public.keyid)
 
 
 def _identity() -> HostIdentity:
@@ -106,7 +100,7 @@ def _record(kind: str = "test", resources: ResourceReport | None = REPORT) -> Ru
 
 @pytest.fixture
 def attester() -> Attester:
-    return Attester(SigningKey.generate("test"), _identity())
+    return Attester(SigningKey(Ed25519PrivateKey.generate(), "test"), _identity())
 
 
 def _statements(bundle: bytes) -> list[dict[str, Any]]:
@@ -120,7 +114,7 @@ def test_an_independent_dsse_ed25519_verifier_accepts_every_envelope(attester: A
     """securesystemslib verifies each envelope of the bundle with the host's public key."""
     bundle = attester.attest(_record())
     public = attester.key.public
-    key = _sslib_key(public)
+    key = SSlibKey.from_crypto(public.key, keyid=public.keyid)
     lines = bundle.decode().splitlines()
     assert len(lines) == 2
     for line in lines:
@@ -140,7 +134,7 @@ def test_securesystemslib_rejects_a_changed_payload(attester: Attester) -> None:
     line["payload"] = base64.b64encode(bytes(body)).decode()
     public = attester.key.public
     with pytest.raises(VerificationError):
-        SslibEnvelope.from_dict(line).verify([_sslib_key(public)], 1)
+        SslibEnvelope.from_dict(line).verify([SSlibKey.from_crypto(public.key, public.keyid)], 1)
 
 
 def test_the_run_statement_says_which_candidate_ran_under_what_and_how_it_ended(
@@ -267,7 +261,7 @@ def test_one_changed_byte_in_the_payload_or_the_signature_fails_the_signature_ch
 
 def test_another_key_fails_the_signature_check(attester: Attester) -> None:
     """A statement verified against some other key is not verified."""
-    other = SigningKey.generate("other").public
+    other = SigningKey(Ed25519PrivateKey.generate(), "other").public
     checks = verify_bundle(attester.attest(_record()), other)
     assert not checks[-1].ok and other.keyid in checks[-1].detail
 

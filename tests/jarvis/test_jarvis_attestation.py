@@ -12,12 +12,12 @@ from typing import Any
 
 import httpx
 import pytest
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from securesystemslib.dsse import Envelope
 from securesystemslib.signer import SSlibKey
 
 from jigcmd.attest.attester import Attester
-from jigcmd.attest.keys import PublicKey, SigningKey
+from jigcmd.attest.keys import SigningKey
 from jigcmd.attest.statement import JARVIS_PREDICATE_TYPE
 from jigcmd.attest.verify import decode_evidence, verify_bundle
 from jigcmd.envelope.api import EnvelopeFailure, FailureKind
@@ -38,15 +38,9 @@ from tests.jarvis.jarvis_harness import (
 POLICY_DIGEST = "sha256:" + "9" * 64
 
 
-def _sslib_key(public: PublicKey) -> SSlibKey:
-    """The host's public key for securesystemslib, through the independent library."""
-    raw = Ed25519PublicKey.from_public_bytes(public.key.public_bytes())
-    return SSlibKey.from_crypto(raw, keyid=public.keyid)
-
-
 @pytest.fixture
 def signing() -> RunSigning:
-    return RunSigning(Attester(SigningKey.generate("test")), POLICY_DIGEST)
+    return RunSigning(Attester(SigningKey(Ed25519PrivateKey.generate(), "test")), POLICY_DIGEST)
 
 
 def _statement(attestation: dict[str, Any]) -> dict[str, Any]:
@@ -65,7 +59,7 @@ async def test_a_completed_run_carries_a_statement_that_verifies(signing: RunSig
     bundle = attestation["bundle"].encode()
     public = signing.attester.key.public
     (line,) = attestation["bundle"].splitlines()
-    Envelope.from_dict(json.loads(line)).verify([_sslib_key(public)], 1)
+    Envelope.from_dict(json.loads(line)).verify([SSlibKey.from_crypto(public.key, public.keyid)], 1)
     checks = verify_bundle(bundle, public, decode_evidence(json.dumps(got).encode()))
     assert [c.name for c in checks if not c.ok] == [], checks
     assert {c.name for c in checks} >= {"signature", "schema", "stdout", "stderr", "ending"}
