@@ -12,11 +12,8 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Literal
-
-from cgroupspy.controllers import CpuAcctController, CpuController, MemoryController
-from cgroupspy.nodes import Node
 
 from jigcmd.envelope.cgroups import files as cgroupfs
 from jigcmd.envelope.cgroups import v2 as cgroup_v2
@@ -36,14 +33,21 @@ CPUSET = "cpuset"
 MEMORY_VIEW_PATH = "/sys/fs/cgroup/memory/memory.limit_in_bytes"
 FREEZE_KILL_TIMEOUT_S = 1.0
 _UNIFIED = "unified"
+# The cgroupspy controller classes used, by name (imported at first use, see `_Files`).
+_Controller = Literal["MemoryController", "CpuController", "CpuAcctController"]
 
 
 class _Files:
     """A cgroupspy controller bound to one directory, with errors that name the file."""
 
-    def __init__(self, controller: Callable[[object], object], directory: str) -> None:
+    def __init__(self, controller: _Controller, directory: str) -> None:
+        # Imported here: only what makes or reads a job's limits needs cgroupspy (~1 MiB),
+        # never the server, which reads only the jobs' names and CPU pins.
+        from cgroupspy import controllers  # noqa: PLC0415 - see above
+        from cgroupspy.nodes import Node  # noqa: PLC0415 - see above
+
         # A bare Node names the directory; the controller class gives access to its files.
-        self._controller = controller(Node(os.fsencode(directory)))
+        self._controller = getattr(controllers, controller)(Node(os.fsencode(directory)))
         self.directory = directory
 
     def set(self, attribute: str, filename: str, value: int) -> None:
@@ -166,12 +170,12 @@ class V1Job:
 
     def stats(self) -> CgroupStats:
         """CPU time (unified cpu.stat or cpuacct.usage), memory peak, OOM kills, pids-limit hits."""
-        memory = _Files(MemoryController, self._dirs["memory"])
+        memory = _Files("MemoryController", self._dirs["memory"])
         unified = self._unified()
         if unified is not None:
             cpu_ns = cgroup_v2.cpu_usage_ns(unified)
         else:
-            cpu_ns = _Files(CpuAcctController, self._dirs["cpuacct"]).get_int("usage")
+            cpu_ns = _Files("CpuAcctController", self._dirs["cpuacct"]).get_int("usage")
         # memory.failcnt stays 0 on an OOM kill; memory.oom_control counts the kills.
         oom = cgroupfs.keyed(os.path.join(self._dirs["memory"], "memory.oom_control"))
         pids_events = cgroupfs.keyed(os.path.join(self._dirs["pids"], "pids.events"))
@@ -283,7 +287,7 @@ class V1Backend:
         return V1Job(name, dirs, memory_limit)
 
     def _write_limits(self, dirs: Mapping[str, str], limits: Limits) -> str:
-        memory = _Files(MemoryController, dirs["memory"])
+        memory = _Files("MemoryController", dirs["memory"])
         memory.set("limit_in_bytes", "memory.limit_in_bytes", limits.memory_bytes)
         # memsw = memory + swap; equal to the memory limit means no swap at all.
         if os.path.exists(os.path.join(dirs["memory"], "memory.memsw.limit_in_bytes")):
@@ -295,7 +299,7 @@ class V1Backend:
                 os.path.join(dirs["memory"], "memory.memsw.limit_in_bytes"),
             )
         cgroupfs.write(os.path.join(dirs["pids"], "pids.max"), str(limits.pids_max))
-        cpu = _Files(CpuController, dirs["cpu"])
+        cpu = _Files("CpuController", dirs["cpu"])
         cpu.set("cfs_period_us", "cpu.cfs_period_us", limits.cpu_period_us)
         cpu.set("cfs_quota_us", "cpu.cfs_quota_us", limits.cpu_quota_us)
         # Read back: the kernel rounds the limit to pages, and the view must be the truth.
@@ -313,7 +317,9 @@ class V1Backend:
         if not any(os.path.isdir(p) for p in dirs.values()):
             return None
         try:
-            memory_limit = str(_Files(MemoryController, dirs["memory"]).get_int("limit_in_bytes"))
+            # A plain read: recovery opens jobs in the server, which keeps cgroupspy out.
+            limit = cgroupfs.read(os.path.join(dirs["memory"], "memory.limit_in_bytes"))
+            memory_limit = str(int(limit))
         except (OSError, KeyError, ValueError):
             memory_limit = "max"
         return V1Job(name, dirs, memory_limit)
