@@ -38,5 +38,9 @@ def map_ids(process: str, *, inside: tuple[int, int], outside: tuple[int, int]) 
         ("setgroups", "deny\n"),
         ("gid_map", f"{inside[1]} {outside[1]} 1\n"),
     ):
-        with open(f"/proc/{process}/{name}", "w", encoding="ascii") as handle:
-            handle.write(text)
+        # One write each: the kernel takes a map in a single write(2) only.
+        fd = os.open(f"/proc/{process}/{name}", os.O_WRONLY | os.O_CLOEXEC)
+        try:
+            os.write(fd, text.encode("ascii"))
+        finally:
+            os.close(fd)

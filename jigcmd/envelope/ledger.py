@@ -22,33 +22,39 @@ __all__ = ["Owner", "Registration", "Registry", "forget"]
 
 @dataclasses.dataclass(frozen=True)
 class Registry:
-    """Where envelopes register themselves, and the server they are prepared for."""
+    """Where envelopes register themselves, the server they are prepared for and who supervises."""
 
     state_dir: str
     owner: ProcessIdentity
+    # The zygote, which supervises every envelope it registers (found once, at its start).
+    supervisor: ProcessIdentity = dataclasses.field(default_factory=identity.current)
+    files: EnvelopeRegistry = dataclasses.field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "files", EnvelopeRegistry(Path(self.state_dir)))
 
 
 class Registration:
     """One envelope's entry in the registry, from before it exists until it is released."""
 
     def __init__(self, registry: Registry | None) -> None:
-        self._files = None if registry is None else EnvelopeRegistry(Path(registry.state_dir))
-        self._owner = None if registry is None else registry.owner
+        self._registry = registry
         self._name: str | None = None
 
     def register(self, name: str) -> None:
         """Record that envelope `name` is about to exist (recovery then knows its job)."""
-        if self._files is not None and self._owner is not None:
-            self._files.register(
-                EnvelopeEntry(name=name, supervisor=identity.current(), owner=self._owner)
+        registry = self._registry
+        if registry is not None:
+            registry.files.register(
+                EnvelopeEntry(name=name, supervisor=registry.supervisor, owner=registry.owner)
             )
             self._name = name
 
     def drop(self) -> None:
         """The envelope's release was confirmed: nothing is left for recovery."""
-        if self._files is not None and self._name is not None:
+        if self._registry is not None and self._name is not None:
             with contextlib.suppress(OSError):
-                self._files.drop(self._name)
+                self._registry.files.drop(self._name)
             self._name = None
 
 

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import enum
+import errno
 import functools
 import os
 import select
@@ -217,8 +218,11 @@ class Envelope:
     def _unshared(self) -> None:
         assert self.init_pid is not None
         init = self.init_pid
-        self.netns = f"net:[{os.stat(f'/proc/{init}/ns/net').st_ino}]"
-        self.namespaces = spawning.hold_namespaces(init)
+        held = spawning.hold_namespaces(init)
+        self.namespaces = list(held.values())
+        if "net" not in held:
+            raise StepError("network namespace", "pid 1's network namespace cannot be opened")
+        self.netns = f"net:[{os.fstat(held['net']).st_ino}]"
         try:
             idmap.write_id_maps(init)
         except OSError as exc:
@@ -239,7 +243,7 @@ class Envelope:
         # request's path (the first read of cpu.stat after idle flushes per-CPU counters,
         # ~0.3 ms here).
         with contextlib.suppress(OSError):
-            self.cpu_at_go = self.job.stats().cpu_usage_ns
+            self.cpu_at_go = self.job.cpu_usage_ns()
         self.state = State.PREPARED
         self.timer = None
         trace.mark("supervisor: waiting")
@@ -674,22 +678,8 @@ class Envelope:
             os.close(self.scratch_fd)
             self.scratch_fd = -1
         if self.job is not None:
-            try:
-                # Pid 1 reaped means its namespace is empty; the cgroup is checked anyway
-                # (one look: nothing can join a cgroup whose members are gone).
-                empty = (self.init_pid is None and not self.job.populated()) or (
-                    self.job.wait_empty(_EMPTY_WAIT)
-                )
-            except OSError as exc:
-                empty = False
-                problems.append(f"cgroup state unreadable: {exc}")
-            if not empty and not problems:
-                problems.append("cgroup still populated after kill")
-            if not problems:
-                try:
-                    self.job.remove()
-                except OSError as exc:
-                    problems.append(f"cgroup not removed: {exc}")
+            if not self._removed_at_once(problems):
+                self._remove_once_empty(problems)
             self.job = None
         # The network namespace has no name or mount and the scratch is a tmpfs inside the
         # mount namespace: no process is left in either (the empty cgroup above confirms
@@ -698,6 +688,38 @@ class Envelope:
             self.registration.drop()
         self.shape = None
         return not problems, tuple(problems)
+
+    def _removed_at_once(self, problems: list[str]) -> bool:
+        """Pid 1 reaped means its namespace is empty: remove the job without a look first.
+
+        The kernel refuses to remove a cgroup that still holds a task (EBUSY), so the
+        removal is the proof; nothing can join a cgroup whose members are gone.
+        """
+        if self.init_pid is not None:
+            return False
+        assert self.job is not None
+        try:
+            self.job.remove(wait=0.0)
+        except OSError as exc:
+            if exc.errno == errno.EBUSY:
+                return False
+            problems.append(f"cgroup not removed: {exc}")
+        return True
+
+    def _remove_once_empty(self, problems: list[str]) -> None:
+        assert self.job is not None
+        try:
+            empty = self.job.wait_empty(_EMPTY_WAIT)
+        except OSError as exc:
+            problems.append(f"cgroup state unreadable: {exc}")
+            return
+        if not empty:
+            problems.append("cgroup still populated after kill")
+            return
+        try:
+            self.job.remove()
+        except OSError as exc:
+            problems.append(f"cgroup not removed: {exc}")
 
     def _free_slot(self) -> None:
         if self.slot_fd >= 0:

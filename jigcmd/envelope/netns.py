@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import fcntl
 import functools
 import os
 import select
@@ -39,13 +38,13 @@ __all__ = [
     "NetnsError",
     "encode_in_child",
     "enter_fresh",
+    "host_namespace",
     "loopback_request",
     "loopback_up",
     "preload",
     "use_request",
 ]
 
-_SIOCGIFFLAGS = 0x8913
 _IFF_UP = 0x1
 _NLMSG_ERROR = 2
 _LOOPBACK_INDEX = 1  # the kernel creates lo first in every new network namespace
@@ -158,14 +157,23 @@ def loopback_up() -> None:
         raise NetnsError(exc.errno, f"netlink request for lo failed: {exc.strerror}") from exc
     # struct nlmsghdr (16 bytes) then, for an ACK, struct nlmsgerr whose error is 0.
     kind = struct.unpack_from("=H", reply, 4)[0] if len(reply) >= 20 else None
+    # The ACK is the kernel's answer to the change itself (dev_change_flags returned 0): no
+    # second look at the flags is needed (it cost a socket and an ioctl per envelope).
     code = -struct.unpack_from("=i", reply, 16)[0] if kind == _NLMSG_ERROR else errno.EPROTO
     if code:
         raise NetnsError(code, f"bringing lo up failed: {os.strerror(code)}")
-    if not _loopback_is_up():
-        raise NetnsError(errno.EPROTO, "lo is not up after the netlink request")
 
 
-def _loopback_is_up() -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC) as probe:
-        ifreq = fcntl.ioctl(probe.fileno(), _SIOCGIFFLAGS, struct.pack("16sh22x", b"lo", 0))
-    return bool(struct.unpack("16sh22x", ifreq)[1] & _IFF_UP)
+def host_namespace() -> int:
+    """A descriptor of the network namespace this process started in, opened once.
+
+    The zygote returns to it after making each envelope's; pid 1 closes its copy with every
+    other descriptor of the zygote (`spawning`).
+    """
+    global _host  # noqa: PLW0603 - opened once per process, by the first envelope
+    if _host < 0:
+        _host = os.open("/proc/self/ns/net", os.O_RDONLY | os.O_CLOEXEC)
+    return _host
+
+
+_host = -1

@@ -50,15 +50,13 @@ def _clone(job: cgroups.CgroupJob, keep: tuple[int, ...]) -> tuple[int, str | No
         flags |= sc.CLONE_NEWNET
     else:
         try:
-            # Host root's supplementary group 0 would otherwise survive into the namespace.
-            os.setgroups([])
-            host_net = os.open("/proc/self/ns/net", os.O_RDONLY | os.O_CLOEXEC)
+            _drop_groups()
+            host_net = netns.host_namespace()
             netns.enter_fresh()
         except OSError as exc:
             if host_net >= 0:
                 with contextlib.suppress(OSError):
                     sc.setns(host_net, sc.CLONE_NEWNET)
-                os.close(host_net)
             raise StepError("network namespace", exc) from exc
     birth = job.birth_dir
     try:
@@ -86,10 +84,23 @@ def _clone(job: cgroups.CgroupJob, keep: tuple[int, ...]) -> tuple[int, str | No
             if cgroup_fd >= 0:
                 os.close(cgroup_fd)
     finally:
-        if host_net >= 0:
-            if os.getpid() != 1:  # pid 1 (the child) stays in the envelope's namespace
-                sc.setns(host_net, sc.CLONE_NEWNET)
-            os.close(host_net)
+        # Pid 1 (the child) stays in the envelope's namespace.
+        if host_net >= 0 and os.getpid() != 1:
+            sc.setns(host_net, sc.CLONE_NEWNET)
+
+
+_groups_dropped = False
+
+
+def _drop_groups() -> None:
+    """Clear the zygote's supplementary groups, once: every pid 1 is cloned without them.
+
+    Host root's group 0 would otherwise survive into the user namespace.
+    """
+    global _groups_dropped  # noqa: PLW0603 - the zygote's own credentials, changed once
+    if not _groups_dropped:
+        os.setgroups([])
+        _groups_dropped = True
 
 
 def _close_all_but(keep: tuple[int, ...]) -> None:
@@ -102,8 +113,8 @@ def _close_all_but(keep: tuple[int, ...]) -> None:
     sc.close_range(low, 0xFFFFFFFF)
 
 
-def hold_namespaces(init: int) -> list[int]:
-    """Descriptors of pid 1's namespaces, so that its exit does not tear them down.
+def hold_namespaces(init: int) -> dict[str, int]:
+    """Descriptors of pid 1's namespaces by kind, so that its exit does not tear them down.
 
     The last reference to a namespace frees it in the exiting process: the mount namespace
     unmounts its tree and waits for an RCU grace period, and pid 1's exit (which the answer
@@ -112,10 +123,17 @@ def hold_namespaces(init: int) -> list[int]:
     work after the answer: by then the cgroup is confirmed empty and removed, so no process
     is left in them, only memory (the candidate tree, the scratch), freed when they close.
     """
-    held: list[int] = []
-    for kind in ("mnt", "net", "ipc", "uts", "pid", "cgroup", "user"):
-        with contextlib.suppress(OSError):
-            held.append(os.open(f"/proc/{init}/ns/{kind}", os.O_RDONLY | os.O_CLOEXEC))
+    held: dict[str, int] = {}
+    try:
+        directory = os.open(f"/proc/{init}/ns", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError:
+        return held
+    try:
+        for kind in ("mnt", "net", "ipc", "uts", "pid", "cgroup", "user"):
+            with contextlib.suppress(OSError):
+                held[kind] = os.open(kind, os.O_RDONLY | os.O_CLOEXEC, dir_fd=directory)
+    finally:
+        os.close(directory)
     return held
 
 

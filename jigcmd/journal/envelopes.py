@@ -7,12 +7,16 @@ removes what a dead server's envelopes left behind, claimed by a run or still id
 Files, not the SQLite journal: envelopes are prepared while other processes write the
 journal, and SQLite serialises writers across processes (a busy writer waits for the lock,
 tens of milliseconds). Nor is an fsync needed: what the registry describes (processes and
-cgroups) does not survive a reboot either. A rename makes each entry appear whole.
+cgroups) does not survive a reboot either. Nor a rename: an entry is one `write` of a few
+hundred bytes to a file made for it (`O_EXCL`), which a process's death cannot cut in half,
+and it is written before its cgroup job exists; an entry left empty by a death between the
+two calls is skipped by readers, and no job exists for it to name.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 from pathlib import Path
 
@@ -42,19 +46,32 @@ class EnvelopeRegistry:
 
     def __init__(self, state_dir: Path) -> None:
         self.directory = state_dir / "envelopes"
+        self._prefix = f"{self.directory}/"
 
     def register(self, entry: EnvelopeEntry) -> None:
-        """Record `entry` (raises OSError)."""
-        self.directory.mkdir(mode=0o700, exist_ok=True)
-        final = self.directory / (entry.name + _SUFFIX)
-        partial = self.directory / (entry.name + ".partial")
-        partial.write_bytes(_encoder.encode(entry))
-        os.replace(partial, final)
+        """Record `entry` (raises OSError; FileExistsError if an entry of that name exists)."""
+        data = _encoder.encode(entry)
+        path = self._prefix + entry.name + _SUFFIX
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+        try:
+            fd = os.open(path, flags, 0o600)
+        except FileNotFoundError:
+            self.directory.mkdir(mode=0o700, exist_ok=True)
+            fd = os.open(path, flags, 0o600)
+        try:
+            if os.write(fd, data) != len(data):
+                raise OSError(errno.EIO, "short write of an envelope entry", path)
+        except OSError:
+            os.close(fd)
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+            raise
+        os.close(fd)
 
     def drop(self, name: str) -> None:
         """Forget an envelope whose release was confirmed."""
         with contextlib.suppress(FileNotFoundError):
-            (self.directory / (name + _SUFFIX)).unlink()
+            os.unlink(self._prefix + name + _SUFFIX)
 
     def entries(self) -> list[EnvelopeEntry]:
         """Every registered envelope; unreadable entries are skipped (they are half-written)."""

@@ -61,6 +61,9 @@ class FakeJob:
     def wait_empty(self, timeout: float) -> bool:
         return self.tasks == 0
 
+    def cpu_usage_ns(self) -> int | None:
+        return None
+
     def stats(self) -> CgroupStats:
         return CgroupStats(
             cpu_usage_ns=None, peak_memory_bytes=None, oom_killed=False, pids_limit_hit=False
@@ -69,7 +72,7 @@ class FakeJob:
     def memory_view(self) -> tuple[str, str]:
         return ("/sys/fs/cgroup/memory.max", "max\n")
 
-    def remove(self) -> None:
+    def remove(self, *, wait: float = 0.5) -> None:
         if self.tasks:
             raise OSError(16, "Device or resource busy")
         del self.backend.jobs[self.name]

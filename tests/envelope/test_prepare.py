@@ -108,14 +108,18 @@ def test_when_prepare_returns_pid_1_waits_alone_without_a_signal_handler(
 
 
 def _namespace_links(pid: int | str) -> set[str]:
-    """The namespaces `pid` has open as descriptors (links like `mnt:[4026532301]`)."""
+    """The envelope namespaces `pid` has open as descriptors (links like `mnt:[4026532301]`).
+
+    The host's own network namespace, which the zygote holds to return to, is left out.
+    """
     links = set()
+    host_net = os.readlink(f"/proc/{pid}/ns/net")
     for name in os.listdir(f"/proc/{pid}/fd"):
         try:
             target = os.readlink(f"/proc/{pid}/fd/{name}")
         except OSError:
             continue  # the listing's own descriptor, closed meanwhile
-        if target.split(":", 1)[0] in _KINDS:
+        if target.split(":", 1)[0] in _KINDS and target != host_net:
             links.add(target)
     return links
 

@@ -48,11 +48,19 @@ def write(path: str, value: str) -> None:
 
 def read(path: str) -> str:
     """The whole text of a cgroup file."""
+    # Plain system calls: a buffered text `open` costs three more (fstat, ioctl, lseek) and
+    # a decoder, ~2.5x the time of these, on every look at a job (docs/envelope.md).
     try:
-        with open(path, encoding="ascii") as f:
-            return f.read()
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            chunks = [os.read(fd, 65536)]
+            while chunks[-1]:
+                chunks.append(os.read(fd, 65536))
+        finally:
+            os.close(fd)
     except OSError as e:
         raise OSError(e.errno, f"cannot read: {e.strerror}", path) from None
+    return b"".join(chunks).decode("ascii")
 
 
 def keyed(path: str) -> dict[str, int]:
@@ -185,7 +193,10 @@ def remove_dirs(
     timeout: float = REMOVE_TIMEOUT_S,
     rmdir: Callable[[str], None] = os.rmdir,
 ) -> None:
-    """rmdir each cgroup directory, retrying EBUSY until `timeout`; raise unless all are gone."""
+    """rmdir each cgroup directory, retrying EBUSY until `timeout`; raise unless all are gone.
+
+    A successful rmdir is the kernel's word that the directory is gone and held no task.
+    """
     deadline = time.monotonic() + timeout
     failures: list[OSError] = []
     for path in paths:
@@ -204,6 +215,3 @@ def remove_dirs(
             pause = min(pause * 2, 0.01)
     if failures:
         raise failures[0]
-    for path in paths:
-        if os.path.lexists(path):
-            raise OSError(errno.EEXIST, "cgroup still present after rmdir", path)

@@ -107,6 +107,10 @@ class CgroupJob(Protocol):
         """Wait until no task is left; False if some remain at `timeout` seconds."""
         ...
 
+    def cpu_usage_ns(self) -> int | None:
+        """CPU time of the job so far (one file: the cheap look before a run starts)."""
+        ...
+
     def stats(self) -> CgroupStats:
         """CPU time, peak memory, OOM kill and pids-limit hit of the job so far."""
         ...
@@ -115,8 +119,13 @@ class CgroupJob(Protocol):
         """(path inside the envelope where Bun reads its memory limit, the file's content)."""
         ...
 
-    def remove(self) -> None:
-        """rmdir every directory of the job; raise unless each is confirmed gone."""
+    def remove(self, *, wait: float = ...) -> None:
+        """rmdir every directory of the job; raise unless each is gone.
+
+        The kernel refuses (EBUSY) to remove a cgroup that still holds a task, so a removal
+        that succeeds proves the job empty; EBUSY is retried for up to `wait` seconds (a
+        task still exiting), 0 to try once.
+        """
         ...
 
 

@@ -113,6 +113,10 @@ class V2Job:
         """Wait (in poll(2)) until cgroup.events reports no task."""
         return cgroupfs.wait_unpopulated(os.path.join(self.path, "cgroup.events"), timeout)
 
+    def cpu_usage_ns(self) -> int | None:
+        """CPU time so far (cpu.stat)."""
+        return cpu_usage_ns(self.path)
+
     def stats(self) -> CgroupStats:
         """cpu.stat, memory.peak, memory.events and pids.events of the job."""
         peak_file = os.path.join(self.path, "memory.peak")
@@ -133,9 +137,9 @@ class V2Job:
         """memory.max as the candidate should see it."""
         return MEMORY_VIEW_PATH, self._memory_max + "\n"
 
-    def remove(self) -> None:
-        """rmdir the job directory, confirmed."""
-        cgroupfs.remove_dirs(self.paths, rmdir=self._rmdir)
+    def remove(self, *, wait: float = cgroupfs.REMOVE_TIMEOUT_S) -> None:
+        """rmdir the job directory, retrying EBUSY for up to `wait` seconds."""
+        cgroupfs.remove_dirs(self.paths, timeout=wait, rmdir=self._rmdir)
 
 
 class V2Backend:
