@@ -40,7 +40,7 @@ from collections.abc import Callable
 from typing import Protocol
 
 from jigcmd import trace
-from jigcmd.envelope import cgroups, idmap, ledger, oomscore, pid1, scratchfile, spawning
+from jigcmd.envelope import cgroups, idmap, ledger, oomscore, pid1, rootfs, scratchfile, spawning
 from jigcmd.envelope.api import ScratchRead
 from jigcmd.envelope.failure import StepError
 from jigcmd.envelope.ledger import Owner, Registry
@@ -183,6 +183,8 @@ class Envelope:
         except (OSError, ValueError) as exc:
             raise StepError("cgroup", exc) from exc
         trace.mark("supervisor: job created")
+        memory_limit = self.job.memory_view()[1]
+        template = rootfs.template(plan, memory_limit)
         control, init_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         self.control = control
         status_r, status_w = os.pipe2(os.O_CLOEXEC)
@@ -197,7 +199,7 @@ class Envelope:
             os.close(go_r)
             raise
         if init == 0:
-            pid1.Init(plan, init_end, status_w, self.job.memory_view()[1]).start(
+            pid1.Init(plan, init_end, status_w, memory_limit, template).start(
                 self.job, born_in, go_r
             )
         trace.mark("supervisor: pid 1 cloned")
