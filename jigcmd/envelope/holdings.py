@@ -21,7 +21,7 @@ from collections.abc import Callable
 from typing import Protocol
 
 from jigcmd import trace
-from jigcmd.envelope import cgroups, idmap, oomscore, pid1, scratchfile, spawning
+from jigcmd.envelope import cgroups, idmap, oomscore, pid1, rootfs, scratchfile, spawning
 from jigcmd.envelope.api import ScratchRead
 from jigcmd.envelope.failure import StepError
 from jigcmd.envelope.ledger import Registration
@@ -81,6 +81,8 @@ class Holdings:
         except (OSError, ValueError) as exc:
             raise StepError("cgroup", exc) from exc
         trace.mark("supervisor: job created")
+        memory_limit = job.memory_view()[1]
+        template = rootfs.template(plan, memory_limit)
         self.control, init_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         self.status_r, status_w = os.pipe2(os.O_CLOEXEC)
         go_r, self.go_w = os.pipe2(os.O_CLOEXEC)
@@ -88,7 +90,7 @@ class Holdings:
             init, born_in = spawning.spawn_init(job, (init_end.fileno(), status_w, go_r))
             if init == 0:
                 try:
-                    pid1.Init(plan, init_end, status_w, job.memory_view()[1]).start(
+                    pid1.Init(plan, init_end, status_w, memory_limit, template).start(
                         job, born_in, go_r
                     )
                 finally:

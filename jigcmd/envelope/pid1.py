@@ -61,9 +61,13 @@ class Init:
         control: socket.socket,
         status_w: int,
         memory_limit: str,
+        template: str | None = None,
     ) -> None:
         self.plan = plan
         self.sources: dict[str, int] = {}
+        # The zygote's template root for this shape (rootfs.template), None to build one.
+        self.template = template
+        self.template_fd = -1
         # The limit the kernel enforces, read back at create time, is what Bun sees.
         self.memory_limit = memory_limit
         self.control = control
@@ -95,10 +99,14 @@ class Init:
             step = "open bind sources"
             # In the new mount namespace (a bind from a descriptor must name a mount of the
             # caller's namespace) and while still host uid 0 (see rootfs.build_root).
-            self.sources = {
-                bind.source: os.open(staging.source_of(bind), os.O_PATH | os.O_CLOEXEC)
-                for bind in self.plan.binds
-            }
+            if self.template is not None:
+                flags = os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+                self.template_fd = os.open(self.template, flags)
+            else:
+                self.sources = {
+                    bind.source: os.open(staging.source_of(bind), os.O_PATH | os.O_CLOEXEC)
+                    for bind in self.plan.binds
+                }
             report(self.status_w, "unshared")
             step = "wait for id maps"
             if os.read(go_r, 1) != b"g":
@@ -124,7 +132,11 @@ class Init:
             step = "prepare privilege drop"
             privileges.prepare()
             seccomp.build_filter()
-            rootfs.build_root(self.plan, self.sources, self.memory_limit)
+            if self.template_fd >= 0:
+                rootfs.enter_template(self.template_fd, self.plan)
+                os.close(self.template_fd)
+            else:
+                rootfs.build_root(self.plan, self.sources, self.memory_limit)
             for fd in self.sources.values():
                 os.close(fd)
             step = "hand over the scratch"

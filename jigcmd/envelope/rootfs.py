@@ -13,19 +13,30 @@ result of measurement; each step says why it sits where it does.
    user namespace unless a fully visible procfs exists in the mount namespace ("mount too
    revealing", EPERM).
 5. Remount `/newroot` read-only, pivot into it and detach the old root lazily.
+
+For the candidate profile the part of the root that is the same for every envelope of a
+shape (the staged runtime's binds, `/dev`, the memory view, the empty mount points) is a
+*template*, built once by the zygote in its own mount namespace (`template`) and read-only
+from then on; pid 1 binds a copy of it and mounts only its own scratch, candidate tree and
+`/proc` on top (`enter_template`): 11 mount operations instead of ~30, and no directory
+or file to make. The host profile's binds name host directories that may change between
+runs, so its root is built per run.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import posixpath
 import stat
 from collections.abc import Mapping
 
+from jigcmd.envelope import staging
 from jigcmd.envelope import syscalls as sc
+from jigcmd.envelope.failure import StepError
 from jigcmd.plan import CANDIDATE_ROOT, RunPlan
 
-__all__ = ["RootfsError", "build_root", "seal_candidate"]
+__all__ = ["RootfsError", "build_root", "enter_template", "seal_candidate", "template"]
 
 _BASE = "/tmp"
 _OLD = "/oldroot"
@@ -47,6 +58,12 @@ _NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
 _MEMORY_VIEWS = ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes")
 _CANDIDATE_TREE_BYTES = 4 * 1024 * 1024
 _CANDIDATE_TREE_INODES = 2048
+_ROOT_TMPFS = "mode=0755,size=256k,nr_inodes=1024"
+_ROOT_FLAGS = sc.MS_NOSUID | sc.MS_NODEV
+# Templates kept mounted in the zygote, by (binds, memory limit); a shape change makes one.
+_MAX_TEMPLATES = 4
+_templates: dict[tuple[object, ...], str] = {}
+_template_slot = 0
 
 
 class RootfsError(Exception):
@@ -65,7 +82,44 @@ def build_root(plan: RunPlan, sources: Mapping[str, int], memory_limit: str) -> 
     source (a venv under a 0700 home), but binding from the descriptor needs none.
     `memory_limit` is the limit as the kernel reported it when the cgroup was made.
     """
-    made: set[str] = set()
+    tree = _Tree(_NEW)
+    _base()
+    _step(
+        "mount root tmpfs",
+        sc.mount,
+        "jigcmd-root",
+        _NEW,
+        "tmpfs",
+        sc.MS_NOSUID | sc.MS_NODEV,
+        _ROOT_TMPFS,
+    )
+    # Scratch first: a bind below /tmp (a jarvis working directory) must land on top of it.
+    tree.makedirs(_NEW + "/tmp")
+    _scratch(_NEW, plan.limits.scratch_bytes)
+    for bind in plan.binds:
+        fd = sources.get(bind.source)
+        source = _OLD + (f"/proc/self/fd/{fd}" if fd is not None else bind.source)
+        _bind(tree, source, bind.target, bind.writable, shown=bind.source)
+    if plan.profile == "candidate":
+        tree.makedirs(_NEW + CANDIDATE_ROOT)
+        _candidate_mount(_NEW)
+    _dev(tree, _OLD)
+    _memory_view(tree, memory_limit)
+    tree.makedirs(_NEW + "/proc")
+    _proc(_NEW)
+    _step(
+        "remount root read-only",
+        sc.mount,
+        None,
+        _NEW,
+        None,
+        sc.MS_REMOUNT | sc.MS_RDONLY | sc.MS_NOSUID | sc.MS_NODEV,
+    )
+    _pivot(_NEW)
+
+
+def _base() -> None:
+    """Steps 1 and 2 of the module docstring: the host's tree at /oldroot, /newroot empty."""
     _step("make mounts private", sc.mount, None, "/", None, sc.MS_REC | sc.MS_PRIVATE)
     _step(
         "mount base tmpfs",
@@ -81,45 +135,106 @@ def build_root(plan: RunPlan, sources: Mapping[str, int], memory_limit: str) -> 
     _step("pivot into base tmpfs", sc.pivot_root, _BASE, _BASE + _OLD)
     _step("chdir to base", os.chdir, "/")
 
-    _step(
-        "mount root tmpfs",
-        sc.mount,
-        "jigcmd-root",
-        _NEW,
-        "tmpfs",
-        sc.MS_NOSUID | sc.MS_NODEV,
-        "mode=0755,size=256k,nr_inodes=1024",
-    )
-    # Scratch first: a bind below /tmp (a jarvis working directory) must land on top of it.
-    _scratch(plan.limits.scratch_bytes, made)
+
+def template(plan: RunPlan, memory_limit: str) -> str | None:
+    """The template root for envelopes shaped like `plan`, made now if need be (the zygote).
+
+    None for the host profile, and where this process has no mount namespace of its own
+    (no staging tmpfs, see staging.py): pid 1 then builds its root with `build_root`.
+    Raises StepError naming the step when the template cannot be made (nothing is left).
+    """
+    global _template_slot  # noqa: PLW0603 - the zygote's templates, inherited by every pid 1
+    if plan.profile != "candidate":
+        return None
+    key = (plan.binds, memory_limit)
+    found = _templates.get(key)
+    if found is not None:
+        return found
+    try:
+        root = staging.mount_point(f"root-{_template_slot % _MAX_TEMPLATES}")
+    except staging.StagingError as exc:
+        raise StepError("root template", exc) from exc
+    if root is None:
+        return None
+    for old, path in list(_templates.items()):
+        if path == root:
+            # The slot's previous template: envelopes cloned from it hold their own copy.
+            del _templates[old]
+            _unmount(root)
+    _template_slot += 1
+    try:
+        _build_template(root, plan, memory_limit)
+    except staging.StagingError as exc:
+        _unmount(root)
+        raise StepError("open bind sources", exc) from exc
+    except RootfsError as exc:
+        _unmount(root)
+        raise StepError(f"root filesystem: {exc.step}", str(exc).partition(": ")[2]) from exc
+    _templates[key] = root
+    return root
+
+
+def _build_template(root: str, plan: RunPlan, memory_limit: str) -> None:
+    tree = _Tree(root)
+    _step("mount root tmpfs", sc.mount, "jigcmd-root", root, "tmpfs", _ROOT_FLAGS, _ROOT_TMPFS)
+    tree.makedirs(root + "/tmp")
     for bind in plan.binds:
-        fd = sources.get(bind.source)
-        source = _OLD + (f"/proc/self/fd/{fd}" if fd is not None else bind.source)
-        _bind(source, _NEW + bind.target, bind.writable, made, shown=bind.source)
-    if plan.profile == "candidate":
-        _candidate_mount(made)
-    _dev(made)
-    _memory_view(memory_limit, made)
-    _makedirs(_NEW + "/proc", made)
+        _bind(tree, staging.source_of(bind), bind.target, bind.writable, shown=bind.source)
+    tree.makedirs(root + CANDIDATE_ROOT)
+    _dev(tree, "")
+    _memory_view(tree, memory_limit)
+    tree.makedirs(root + "/proc")
+    # Read-only for good, the superblock too: every envelope of the shape shares this
+    # tmpfs, and its owner (the zygote's user namespace) is not the envelopes'.
+    _step(
+        "remount root read-only",
+        sc.mount,
+        None,
+        root,
+        None,
+        sc.MS_REMOUNT | sc.MS_RDONLY | _ROOT_FLAGS,
+    )
+
+
+def _unmount(root: str) -> None:
+    with contextlib.suppress(OSError):
+        sc.umount2(root, sc.MNT_DETACH)
+
+
+def enter_template(template_fd: int, plan: RunPlan) -> None:
+    """Leave the calling process (pid 1) pivoted into a copy of a template root.
+
+    `template_fd` is an O_PATH descriptor of the template (see `template`) that pid 1 took
+    while still host uid 0, like its bind sources (see `build_root`). The copy is a
+    recursive bind in pid 1's own mount namespace (the top of a bind is never locked, so
+    pivot_root accepts it); the template's own mounts come along read-only and locked
+    (they were made in a more privileged namespace): neither pid 1 nor the candidate can
+    unmount or loosen them. Only the run's own scratch, candidate tree and /proc are new.
+    """
+    _base()
+    source = f"{_OLD}/proc/self/fd/{template_fd}"
+    _step("bind root template", sc.mount, source, _NEW, None, sc.MS_BIND | sc.MS_REC)
+    _scratch(_NEW, plan.limits.scratch_bytes)
+    _candidate_mount(_NEW)
+    _proc(_NEW)
+    _pivot(_NEW)
+
+
+def _proc(root: str) -> None:
     # Before the old root goes: see the module docstring, step 4.
     _step(
         "mount /proc",
         sc.mount,
         "proc",
-        _NEW + "/proc",
+        root + "/proc",
         "proc",
         sc.MS_NOSUID | sc.MS_NODEV | sc.MS_NOEXEC,
         "hidepid=invisible,subset=pid",
     )
-    _step(
-        "remount root read-only",
-        sc.mount,
-        None,
-        _NEW,
-        None,
-        sc.MS_REMOUNT | sc.MS_RDONLY | sc.MS_NOSUID | sc.MS_NODEV,
-    )
-    _step("chdir to new root", os.chdir, _NEW)
+
+
+def _pivot(root: str) -> None:
+    _step("chdir to new root", os.chdir, root)
     # pivot_root(".", ".") stacks the old root on top of the new one; detaching "." then
     # drops the old root (host tree and base tmpfs) without needing a directory for it.
     _step("pivot into new root", sc.pivot_root, ".", ".")
@@ -134,21 +249,32 @@ def _step(name: str, func: object, *args: object) -> None:
         raise RootfsError(name, exc.strerror or str(exc)) from exc
 
 
-def _makedirs(path: str, made: set[str], mode: int = 0o755) -> None:
-    """`os.makedirs` for a tree this build makes: `made` remembers what exists already.
+class _Tree:
+    """A root being built below `root`, and the directories made in it so far.
 
     The root tmpfs starts empty, so a directory is made once and never looked up again.
     """
-    if path in made or not path.startswith(_NEW + "/"):
-        return
-    _makedirs(posixpath.dirname(path), made)
-    try:
-        os.mkdir(path, mode)
-    except FileExistsError:
-        pass  # made by a bind's target of an earlier plan entry, or a mount below it
-    except OSError as exc:
-        raise RootfsError(f"create {path.removeprefix(_NEW) or '/'}", exc.strerror or "") from exc
-    made.add(path)
+
+    def __init__(self, root: str) -> None:
+        self.root = root
+        self.made: set[str] = set()
+
+    def inside(self, path: str) -> str:
+        """`path` as the envelope will see it."""
+        return path.removeprefix(self.root) or "/"
+
+    def makedirs(self, path: str) -> None:
+        """`os.makedirs(path, exist_ok=True)` below the root."""
+        if path in self.made or not path.startswith(self.root + "/"):
+            return
+        self.makedirs(posixpath.dirname(path))
+        try:
+            os.mkdir(path, 0o755)
+        except FileExistsError:
+            pass  # a directory of a bind below the root, or one made by an earlier build
+        except OSError as exc:
+            raise RootfsError(f"create {self.inside(path)}", exc.strerror or "") from exc
+        self.made.add(path)
 
 
 def _locked_flags(path: str) -> int:
@@ -157,15 +283,15 @@ def _locked_flags(path: str) -> int:
 
 
 def _bind(
+    tree: _Tree,
     source: str,
-    target: str,
+    inside: str,
     writable: bool,
-    made: set[str],
     *,
     devices: bool = False,
     shown: str = "",
 ) -> None:
-    inside = target.removeprefix(_NEW)
+    target = tree.root + inside
     shown = shown or source.removeprefix(_OLD)
     try:
         is_dir = stat.S_ISDIR(os.stat(source).st_mode)
@@ -174,9 +300,9 @@ def _bind(
     except OSError as exc:
         raise RootfsError(f"bind {inside}", exc.strerror or "") from exc
     if is_dir:
-        _makedirs(target, made)
+        tree.makedirs(target)
     else:
-        _makedirs(posixpath.dirname(target), made)
+        tree.makedirs(posixpath.dirname(target))
         try:
             os.close(os.open(target, _NEW_FILE, 0o644))
         except OSError as exc:
@@ -190,15 +316,13 @@ def _bind(
     _step(f"remount {inside}", sc.mount, None, target, None, flags)
 
 
-def _candidate_mount(made: set[str]) -> None:
-    root = _NEW + CANDIDATE_ROOT
-    _makedirs(root, made)
+def _candidate_mount(root: str) -> None:
     # Empty and writable until `seal_candidate` fills and seals it, after the pivot.
     _step(
         "mount candidate tree",
         sc.mount,
         "jigcmd-candidate",
-        root,
+        root + CANDIDATE_ROOT,
         "tmpfs",
         sc.MS_NOSUID | sc.MS_NODEV,
         f"mode=0755,size={_CANDIDATE_TREE_BYTES},nr_inodes={_CANDIDATE_TREE_INODES}",
@@ -230,22 +354,22 @@ def seal_candidate(files: tuple[tuple[str, str], ...]) -> None:
     )
 
 
-def _scratch(size: int, made: set[str]) -> None:
-    _makedirs(_NEW + "/tmp", made)
+def _scratch(root: str, size: int) -> None:
     _step(
         "mount scratch /tmp",
         sc.mount,
         "jigcmd-scratch",
-        _NEW + "/tmp",
+        root + "/tmp",
         "tmpfs",
         sc.MS_NOSUID | sc.MS_NODEV,
         f"mode=01777,size={size},nr_inodes=16384",
     )
 
 
-def _dev(made: set[str]) -> None:
-    dev = _NEW + "/dev"
-    _makedirs(dev, made)
+def _dev(tree: _Tree, host: str) -> None:
+    """A /dev of three device binds (from the host's /dev, below `host`) and four links."""
+    dev = tree.root + "/dev"
+    tree.makedirs(dev)
     _step(
         "mount /dev",
         sc.mount,
@@ -256,7 +380,7 @@ def _dev(made: set[str]) -> None:
         "mode=0755,size=16k,nr_inodes=64",
     )
     for name in _DEVICES:
-        _bind(f"{_OLD}/dev/{name}", f"{dev}/{name}", True, made, devices=True)
+        _bind(tree, f"{host}/dev/{name}", f"/dev/{name}", True, devices=True, shown=f"/dev/{name}")
     for name, target in (
         ("fd", "/proc/self/fd"),
         ("stdin", "/proc/self/fd/0"),
@@ -274,15 +398,15 @@ def _dev(made: set[str]) -> None:
     )
 
 
-def _memory_view(limit: str, made: set[str]) -> None:
+def _memory_view(tree: _Tree, limit: str) -> None:
     """Show Bun its real memory limit where it looks for one, under either cgroup version."""
     # Bun reads /proc/self/cgroup, then the v2 or v1 limit file below the cgroup mount; in
     # our cgroup namespace its cgroup is "/", so these two files are the ones it finds.
     # They live on the root tmpfs, which is read-only before the candidate starts.
     data = limit.encode("ascii")
     for view in _MEMORY_VIEWS:
-        path = _NEW + view
-        _makedirs(posixpath.dirname(path), made)
+        path = tree.root + view
+        tree.makedirs(posixpath.dirname(path))
         try:
             fd = os.open(path, _NEW_FILE | os.O_TRUNC, 0o644)
             try:

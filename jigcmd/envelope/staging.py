@@ -27,7 +27,7 @@ from jigcmd.envelope import idmap
 from jigcmd.envelope import syscalls as sc
 from jigcmd.plan import Bind
 
-__all__ = ["StagingError", "enter", "source_of", "stage"]
+__all__ = ["StagingError", "enter", "mount_point", "source_of", "stage"]
 
 _FSTYPE_NAME = "jigcmd-runtime"
 _MODE = 0o555
@@ -104,6 +104,26 @@ def _stage(binds: tuple[Bind, ...]) -> None:
             _copies[(bind.source, bind.target)] = copy
     finally:
         _remount(root, writable=False)
+
+
+def mount_point(name: str) -> str | None:
+    """An empty directory `name` on the staging tmpfs, for a mount of this namespace only.
+
+    None before `enter`: then this process shares the host's mount namespace, and whatever
+    it mounted would be the host's (rootfs.py's template roots need one of their own).
+    """
+    if _root is None:
+        return None
+    path = posixpath.join(_root, "." + name)
+    if not os.path.isdir(path):
+        _remount(_root, writable=True)
+        try:
+            os.mkdir(path, 0o700)
+        except OSError as exc:
+            raise StagingError(exc.errno, f"making {name} for a mount: {exc.strerror}") from exc
+        finally:
+            _remount(_root, writable=False)
+    return path
 
 
 def _copy(source: str, target: str) -> None:
