@@ -184,12 +184,14 @@ async def _first(done: anyio.Event, cancel: anyio.Event, deadline: float) -> Non
     remaining = deadline - time.monotonic()
     if remaining <= 0:
         return
-    with anyio.move_on_after(remaining):
+    with anyio.move_on_after(remaining) as scope:
+        # One watcher task: this one waits for `done` itself.
         async with anyio.create_task_group() as waiting:
+            waiting.start_soon(_cancel_on, cancel, scope)
+            await done.wait()
+            scope.cancel()
 
-            async def until(event: anyio.Event) -> None:
-                await event.wait()
-                waiting.cancel_scope.cancel()
 
-            waiting.start_soon(until, done)
-            waiting.start_soon(until, cancel)
+async def _cancel_on(event: anyio.Event, scope: anyio.CancelScope) -> None:
+    await event.wait()
+    scope.cancel()

@@ -16,6 +16,7 @@ import math
 import sqlite3
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
+from functools import partial
 from pathlib import Path
 
 import anyio
@@ -396,19 +397,27 @@ class Ownership:
         """
         for attempt, pause in enumerate((0.0, *_CLOSE_RETRY_S), start=1):
             time.sleep(pause)
+            close = partial(
+                self.journal.finish,
+                operation_id,
+                root_run=root_run,
+                outcome="evidence",
+                result=data,
+                report=report,
+                cleanup_complete=True,
+                # The first try skips the fsync (the evidence is durable already, with
+                # a statement signed before the cleanup was proved; this one replaces it).
+                durable=attempt > 1,
+                attestation=attestation,
+            )
             try:
-                return self.journal.finish(
-                    operation_id,
-                    root_run=root_run,
-                    outcome="evidence",
-                    result=data,
-                    report=report,
-                    cleanup_complete=True,
-                    # The first try skips the fsync (the evidence is durable already, with
-                    # a statement signed before the cleanup was proved; this one replaces it).
-                    durable=attempt > 1,
-                    attestation=attestation,
-                )
+                # Uncontended, without changing the busy timeout the next call's commits
+                # on the event loop use (`Journal.begin_now`); else waiting for the writer.
+                closed = close(wait=False) if attempt == 1 else None
+                if closed is None:
+                    closed = close()
+                assert closed is not None  # a waiting write always writes or raises
+                return closed
             except _JOURNAL_FAILURES as exc:
                 logger.warning(
                     "closing the journal row of %s failed (attempt %d): %s",

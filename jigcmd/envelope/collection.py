@@ -153,8 +153,9 @@ class RunCollector:
                 anyio.create_task_group() as self.callbacks,
                 anyio.create_task_group() as tg,
             ):
-                tg.start_soon(self._pump_outputs)
-                tg.start_soon(self._forward_cancel, tg.cancel_scope)
+                tg.start_soon(self.stdout.pump)
+                tg.start_soon(self.stderr.pump)
+                tg.start_soon(self._forward_cancel)
                 try:
                     await self._listen()
                 finally:
@@ -180,12 +181,7 @@ class RunCollector:
             os.close(self.stdout.fd)
             os.close(self.stderr.fd)
 
-    async def _pump_outputs(self) -> None:
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(self.stdout.pump)
-            tg.start_soon(self.stderr.pump)
-
-    async def _forward_cancel(self, scope: anyio.CancelScope) -> None:
+    async def _forward_cancel(self) -> None:
         await self.cancel.wait()
         with contextlib.suppress(OSError):
             send_message(self.sock, Cancel())

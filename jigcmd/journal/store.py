@@ -172,6 +172,10 @@ class Journal:
         """Wrap an open, migrated connection (use `Journal.open`)."""
         self._conn: sqlite3.Connection | None = conn
         self._lock = threading.Lock()
+        # The connection's busy timeout and synchronous setting now, so that each is set
+        # only when the next statement needs another (see `_write`).
+        self._busy_ms = _BUSY_TIMEOUT_MS
+        self._full_sync = True
         self._pid = os.getpid()
         self._file = _file_id(path)
         # Also at interpreter exit: SQLite's last close removes the WAL, and only a close
@@ -247,6 +251,8 @@ class Journal:
     def settings(self) -> dict[str, int | str]:
         """The durability settings in force (for tests and `jigcmd doctor`)."""
         with self._read() as conn:
+            # What every durable write commits with (a non-durable close leaves it lowered).
+            self._synchronous(conn, full=True)
             return {
                 name: conn.execute(f"PRAGMA {name}").fetchone()[0]
                 for name in ("journal_mode", "synchronous", "user_version", "busy_timeout")
@@ -263,7 +269,24 @@ class Journal:
     @contextlib.contextmanager
     def _read(self) -> Iterator[sqlite3.Connection]:
         with self._lock:
-            yield self._connection()
+            conn = self._connection()
+            self._busy(conn, _BUSY_TIMEOUT_MS)
+            yield conn
+
+    # Each setting is a statement of its own: set only when it changes. A non-waiting write
+    # leaves the busy timeout at zero for the next one, a non-durable one synchronous at
+    # NORMAL; whatever waits, or must be durable, sets its own first.
+    def _busy(self, conn: sqlite3.Connection, ms: int) -> None:
+        if self._busy_ms != ms:
+            conn.execute(f"PRAGMA busy_timeout = {ms:d}")
+            self._busy_ms = ms
+
+    def _synchronous(self, conn: sqlite3.Connection, *, full: bool) -> None:
+        if self._full_sync != full:
+            # WAL at NORMAL: the commit reaches the WAL file (safe from a process crash)
+            # without an fsync; the next durable commit flushes it along.
+            conn.execute(f"PRAGMA synchronous = {'FULL' if full else 'NORMAL'}")
+            self._full_sync = full
 
     @contextlib.contextmanager
     def _write(self, *, durable: bool = True, wait: bool = True) -> Iterator[sqlite3.Connection]:
@@ -276,40 +299,31 @@ class Journal:
             gone = _gone(self.path, self._file)
             if gone is not None:
                 raise gone
-            if not durable:
-                # WAL at NORMAL: the commit reaches the WAL file (safe from a process crash)
-                # without an fsync; the next durable commit flushes it along.
-                conn.execute("PRAGMA synchronous = NORMAL")
+            self._synchronous(conn, full=durable)
+            self._busy(conn, _BUSY_TIMEOUT_MS if wait else 0)
+            self._begin_immediate(conn, wait)
             try:
-                self._begin_immediate(conn, wait)
-                try:
-                    yield conn
-                    conn.execute("COMMIT")
-                except BaseException:
-                    _rollback(conn)
-                    raise
-            finally:
-                if not durable:
-                    conn.execute("PRAGMA synchronous = FULL")
+                yield conn
+                conn.execute("COMMIT")
+            except BaseException:
+                _rollback(conn)
+                raise
         finally:
             self._lock.release()
 
     @staticmethod
     def _begin_immediate(conn: sqlite3.Connection, wait: bool) -> None:
-        if wait:
-            conn.execute("BEGIN IMMEDIATE")
-            return
-        conn.execute("PRAGMA busy_timeout = 0")
         try:
             conn.execute("BEGIN IMMEDIATE")
         except sqlite3.OperationalError as exc:
+            if wait:
+                raise
+            # A non-waiting write (a zero busy timeout) finds another writer at once.
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
             if "locked" in str(exc) or "busy" in str(exc):
                 raise _WouldWait from exc
             raise
-        finally:
-            conn.execute(f"PRAGMA busy_timeout = {_BUSY_TIMEOUT_MS:d}")
 
     def _connection(self) -> sqlite3.Connection:
         if os.getpid() != self._pid:
@@ -446,7 +460,8 @@ class Journal:
         problems: str = "",
         durable: bool = True,
         attestation: bytes | None = None,
-    ) -> bool:
+        wait: bool = True,
+    ) -> bool | None:
         """Close an open row with its result: `done`, or `uncertain` when cleanup is unconfirmed.
 
         `result` must be the exact bytes answered to the caller: replay returns them verbatim,
@@ -454,10 +469,41 @@ class Journal:
         has; an `uncertain` row keeps none.
         False (and nothing written) when the row was already closed: the first close wins.
         `durable=False` skips the fsync; only for a row whose result `record_result` already
-        made durable (a lost close is re-derived by `close_lost`).
+        made durable (a lost close is re-derived by `close_lost`). `wait=False`: None (nothing
+        written) when it would have to wait for another writer, as `begin_now`.
         """
+        try:
+            return self._finish(
+                operation_id,
+                root_run=root_run,
+                outcome=outcome,
+                result=result,
+                report=report,
+                cleanup_complete=cleanup_complete,
+                problems=problems,
+                durable=durable,
+                attestation=attestation,
+                wait=wait,
+            )
+        except _WouldWait:
+            return None
+
+    def _finish(
+        self,
+        operation_id: str,
+        *,
+        root_run: str,
+        outcome: Outcome,
+        result: bytes,
+        report: bytes | None,
+        cleanup_complete: bool,
+        problems: str,
+        durable: bool,
+        attestation: bytes | None,
+        wait: bool,
+    ) -> bool:
         state: State = "done" if cleanup_complete else "uncertain"
-        with self._write(durable=durable) as conn:
+        with self._write(durable=durable, wait=wait) as conn:
             now = _now_ms()
             cursor = conn.execute(
                 "UPDATE operations SET state = ?, outcome = ?, result = ?, report = ?,"

@@ -29,7 +29,85 @@ class CanonicalError(ValueError):
 
 def dumps(value: object) -> bytes:
     """Encode `value` as Canonical JSON/1 bytes."""
-    return "".join(_encode(value)).encode("utf-8")
+    out: list[str] = []
+    if not _plain(value, out, 0):
+        # Something the quick pass does not take (a Struct, a big integer, a lone
+        # surrogate, a cycle...): the full encoder says exactly what and where.
+        out = _encode(value)
+    return "".join(out).encode("utf-8")
+
+
+# How deep the quick pass follows containers before handing the value to the full encoder
+# (which detects cycles and has no depth limit).
+_PLAIN_DEPTH = 64
+# Below the surrogates, code point order is UTF-16 code unit order.
+_BELOW_SURROGATES = "\ud800"
+
+
+def _plain(value: object, out: list[str], depth: int) -> bool:
+    """Append `value`'s canonical text to `out` if it is plain JSON data; else False.
+
+    Exactly the full encoder's output, for exact dicts, lists, tuples, strings, safe integers,
+    finite floats, booleans and None; no JSON pointers are built (they only name failures).
+    """
+    kind = type(value)
+    if kind is str:
+        assert isinstance(value, str)
+        if _LONE_SURROGATE.search(value) is not None:
+            return False
+        out.append(_encode_basestring(value))
+    elif value is None:
+        out.append("null")
+    elif kind is bool:
+        out.append("true" if value else "false")
+    elif kind is int:
+        assert isinstance(value, int)
+        if not -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER:
+            return False
+        out.append(str(value))
+    elif kind is float:
+        assert isinstance(value, float)
+        if not math.isfinite(value):
+            return False
+        out.append(js_number_to_string(value))
+    elif depth >= _PLAIN_DEPTH:
+        return False
+    elif kind is dict:
+        assert isinstance(value, dict)
+        return _plain_object(value, out, depth)
+    elif kind is list or kind is tuple:
+        assert isinstance(value, list | tuple)
+        separator = "["
+        for item in value:
+            out.append(separator)
+            if not _plain(item, out, depth + 1):
+                return False
+            separator = ","
+        out.append("]" if value else "[]")
+    else:
+        return False
+    return True
+
+
+def _plain_object(value: dict[object, object], out: list[str], depth: int) -> bool:
+    keys: list[str] = []
+    for key in value:
+        if type(key) is not str or _LONE_SURROGATE.search(key) is not None:
+            return False
+        assert isinstance(key, str)
+        keys.append(key)
+    if all(not key or max(key) < _BELOW_SURROGATES for key in keys):
+        keys.sort()
+    else:
+        keys.sort(key=_utf16_order)
+    separator = "{"
+    for key in keys:
+        out.append(separator + _encode_basestring(key) + ":")
+        if not _plain(value[key], out, depth + 1):
+            return False
+        separator = ","
+    out.append("}" if keys else "{}")
+    return True
 
 
 def _pointer(parent: str, token: str | int) -> str:

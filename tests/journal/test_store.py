@@ -551,3 +551,76 @@ def test_a_journal_of_the_first_schema_is_migrated_and_its_rows_kept_outside_eve
         )
         assert journal.get("candidate-tests", root_run=RUN) is None
         assert journal.begin(_row("candidate-tests", signature="sig-b", run_id="r-new")).created
+
+
+def test_a_close_without_waiting_yields_to_another_writer_and_writes_nothing(
+    tmp_path: Path,
+) -> None:
+    """`finish(wait=False)`: None at once while another process writes; then it closes."""
+    with Journal.open(tmp_path) as journal:
+        _begin(journal)
+        other = sqlite3.connect(tmp_path / "journal.sqlite3", isolation_level=None)
+        try:
+            other.execute("BEGIN IMMEDIATE")
+            closed = journal.finish(
+                "op-1",
+                root_run=RUN,
+                outcome="evidence",
+                result=b"ev",
+                report=None,
+                cleanup_complete=True,
+                wait=False,
+            )
+            other.execute("ROLLBACK")
+        finally:
+            other.close()
+        assert closed is None
+        row = journal.get("op-1", root_run=RUN)
+        assert row is not None and row.is_open
+        assert journal.finish(
+            "op-1",
+            root_run=RUN,
+            outcome="evidence",
+            result=b"ev",
+            report=None,
+            cleanup_complete=True,
+            wait=False,
+        )
+        row = journal.get("op-1", root_run=RUN)
+    assert row is not None and row.state == "done"
+
+
+def test_a_calls_commits_set_the_connection_only_when_a_setting_changes(tmp_path: Path) -> None:
+    """Begin, evidence and an unsynced close, call after call: no busy-timeout statements,
+    and synchronous goes to NORMAL for the close and back to FULL for the next begin only."""
+    statements: list[str] = []
+    with Journal.open(tmp_path) as journal:
+        for number in range(3):
+            if number == 1:
+                assert journal._conn is not None
+                journal._conn.set_trace_callback(statements.append)
+            operation_id = f"op-{number}"
+            begun = journal.begin_now(_row(operation_id, run_id=f"run-{number}"))
+            assert begun is not None and begun.created
+            assert journal.record_result(
+                operation_id, root_run=RUN, outcome="evidence", result=b"ev", wait=False
+            )
+            assert journal.finish(
+                operation_id,
+                root_run=RUN,
+                outcome="evidence",
+                result=b"ev",
+                report=None,
+                cleanup_complete=True,
+                durable=False,
+                wait=False,
+            )
+        settings = journal.settings()
+    pragmas = [s for s in statements if s.startswith("PRAGMA")]
+    assert pragmas[:4] == [
+        "PRAGMA synchronous = FULL",
+        "PRAGMA synchronous = NORMAL",
+        "PRAGMA synchronous = FULL",
+        "PRAGMA synchronous = NORMAL",
+    ]
+    assert settings["synchronous"] == 2 and settings["busy_timeout"] == 10_000

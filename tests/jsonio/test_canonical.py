@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from jigcmd.jsonio import canonical
 from jigcmd.jsonio.canonical import MAX_SAFE_INTEGER, CanonicalError, dumps
 
 # Outputs of String(v) / JSON.stringify(v) in Node; this table was checked against Node,
@@ -196,3 +197,50 @@ def test_a_value_nested_far_beyond_the_recursion_limit_encodes() -> None:
     for _ in range(5000):
         value = {"a": value}
     assert dumps(value) == b'{"a":' * 5000 + b"[]" + b"}" * 5000
+
+
+# Anything a caller may send, the odd cases too: every code point (lone surrogates, astral
+# keys), integers past the safe range, non-finite floats, tuples, Structs.
+any_text = st.text(
+    st.characters(codec=None, categories=None)
+    | st.characters(min_codepoint=0xD800, max_codepoint=0xDFFF)
+    | st.characters(min_codepoint=0xE000, max_codepoint=0x10FFFF)
+)
+any_scalars = (
+    json_scalars
+    | st.integers()
+    | st.floats()
+    | any_text
+    | st.builds(Point, st.integers(-9, 9), st.text(max_size=3))
+)
+any_values = st.recursive(
+    any_scalars,
+    lambda children: (
+        st.lists(children, max_size=5)
+        | st.lists(children, max_size=3).map(tuple)
+        | st.dictionaries(any_text, children, max_size=5)
+    ),
+    max_leaves=30,
+)
+
+
+@given(any_values)
+def test_the_quick_pass_writes_exactly_what_the_full_encoder_writes(value: object) -> None:
+    """Plain data takes the quick pass; its bytes (or its refusal) are the full encoder's."""
+    try:
+        full: bytes | str = "".join(canonical._encode(value)).encode("utf-8")
+    except CanonicalError as exc:
+        full = str(exc)
+    try:
+        quick: bytes | str = dumps(value)
+    except CanonicalError as exc:
+        quick = str(exc)
+    assert quick == full
+
+
+def test_a_value_nested_past_the_quick_pass_depth_still_encodes_the_same() -> None:
+    """Deep plain data falls back to the full encoder at the quick pass's depth limit."""
+    value: object = "leaf"
+    for index in range(200):
+        value = {"k": [value, index]}
+    assert dumps(value) == "".join(canonical._encode(value)).encode("utf-8")

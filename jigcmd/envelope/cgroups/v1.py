@@ -15,11 +15,8 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Literal
-
-from cgroupspy.controllers import MemoryController
-from cgroupspy.nodes import Node
 
 from jigcmd.envelope.cgroups import files as cgroupfs
 from jigcmd.envelope.cgroups import v2 as cgroup_v2
@@ -44,9 +41,14 @@ _UNIFIED = "unified"
 class _Files:
     """A cgroupspy controller bound to one directory (recovery's look at a job's settings)."""
 
-    def __init__(self, controller: Callable[[object], object], directory: str) -> None:
+    def __init__(self, directory: str) -> None:
+        # Imported here: the server loads this module (names and pins of jobs) but re-opens a
+        # job only in recovery, so its image need not carry cgroupspy (~0.9 MiB).
+        from cgroupspy.controllers import MemoryController  # noqa: PLC0415 - see above
+        from cgroupspy.nodes import Node  # noqa: PLC0415 - see above
+
         # A bare Node names the directory; the controller class gives access to its files.
-        self._controller = controller(Node(os.fsencode(directory)))
+        self._controller = MemoryController(Node(os.fsencode(directory)))
         self.directory = directory
 
     def get_int(self, attribute: str) -> int:
@@ -352,7 +354,7 @@ class V1Backend:
         if not any(os.path.isdir(p) for p in dirs.values()):
             return None
         try:
-            memory_limit = str(_Files(MemoryController, dirs["memory"]).get_int("limit_in_bytes"))
+            memory_limit = str(_Files(dirs["memory"]).get_int("limit_in_bytes"))
         except (OSError, KeyError, ValueError):
             memory_limit = "max"
         return V1Job(name, dirs, memory_limit)
