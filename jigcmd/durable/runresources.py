@@ -5,7 +5,8 @@ runner's JUnit report (and, from other work, more: `register_kind`) under
 `<state dir>/resources/`, one directory per caller scope (the caller's run, else the session)
 and operation. `resources/read` serves them back, byte for byte the bytes whose SHA-256 the
 result gave, and only to the scope that made them: the URI names the scope, and a session
-reads only its own. The newest `KEEP_OPERATIONS` operations of each scope are kept.
+reads only its own. The newest `KEEP_OPERATIONS` operations of each scope are kept (and at
+most an eighth more, pruned in batches).
 """
 
 from __future__ import annotations
@@ -150,9 +151,19 @@ class RunResources:
         return data, kind
 
     def _prune(self, scope_dir: Path) -> None:
-        """Keep the newest `keep` operations of one scope."""
+        """Keep the newest `keep` operations of one scope, pruning in batches.
+
+        Names are listed each time (one directory read); only past an eighth more than
+        `keep` are the operations' ages read and the oldest removed, so that a call does
+        not stat every kept operation (256 of them) to remove one.
+        """
         try:
-            entries = sorted(scope_dir.iterdir(), key=lambda entry: entry.stat().st_mtime_ns)
+            names = os.listdir(scope_dir)
+            if len(names) <= self._keep + max(1, self._keep // 8):
+                return
+            entries = sorted(
+                (scope_dir / name for name in names), key=lambda entry: entry.stat().st_mtime_ns
+            )
         except OSError:
             return
         for stale in entries[: max(0, len(entries) - self._keep)]:

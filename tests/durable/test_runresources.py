@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import os
 from pathlib import Path
 
 import pytest
@@ -60,6 +61,27 @@ def test_only_the_newest_operations_of_a_run_are_kept(tmp_path: Path) -> None:
     with pytest.raises(ResourceNotFound):
         store.read("run-1", refs[0].uri)
     assert store.read("run-1", refs[4].uri)[0] == b"4"
+
+
+def test_operations_are_pruned_in_batches_never_below_the_newest_kept(tmp_path: Path) -> None:
+    """Past keep + keep/8 operations the oldest go, down to `keep`; the newest always stay."""
+    store = RunResources(tmp_path, keep=16)
+    refs = []
+    for i in range(40):
+        refs.append(store.put("run-1", f"op-{i}", "stdout", b"%d" % i))
+        # Ages one second apart: a file system's coarse clock must not tie them.
+        os.utime(store._operation_dir("run-1", f"op-{i}"), (1_000_000 + i, 1_000_000 + i))
+        kept = [ref for ref in refs if _readable(store, ref.uri)]
+        assert 16 <= len(kept) <= 18 or len(refs) < 16
+        assert kept == refs[-len(kept) :]
+
+
+def _readable(store: RunResources, uri: str) -> bool:
+    try:
+        store.read("run-1", uri)
+    except ResourceNotFound:
+        return False
+    return True
 
 
 def test_another_front_can_add_a_kind_of_resource(tmp_path: Path) -> None:
