@@ -331,10 +331,12 @@ def _candidate_mount(root: str) -> None:
 
 def seal_candidate(files: tuple[tuple[str, str], ...]) -> None:
     """Write the candidate tree inside the finished root, then make it read-only for good."""
+    # On the request's path: each directory is made once, by this loop, on the empty tree.
+    tree = _Tree(CANDIDATE_ROOT)
     for rel, text in files:
         path = posixpath.join(CANDIDATE_ROOT, rel)
         try:
-            os.makedirs(posixpath.dirname(path), mode=0o755, exist_ok=True)
+            tree.makedirs(posixpath.dirname(path))
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o444)
             try:
                 os.write(fd, text.encode("utf-8"))
@@ -342,6 +344,9 @@ def seal_candidate(files: tuple[tuple[str, str], ...]) -> None:
                 os.close(fd)
         except OSError as exc:
             raise RootfsError(f"write candidate file {rel}", exc.strerror or "") from exc
+        except RootfsError as exc:
+            detail = str(exc).partition(": ")[2]
+            raise RootfsError(f"write candidate file {rel}", detail) from exc
     # Read-only for the whole run: the candidate can neither change, add nor remove a file,
     # and without capabilities (and with mount blocked by seccomp) it cannot remount.
     _step(

@@ -231,17 +231,10 @@ def clone(flags: int, cgroup_fd: int | None = None) -> int:
     it skips the write lock on the kernel's threadgroup rwsem whose first taker after a quiet
     spell waits out an RCU grace period while holding cgroup_mutex (5-20 ms measured here,
     stalling every other cgroup operation on the host meanwhile).
-    The child's glibc thread descriptor keeps the parent's cached tid (a raw clone cannot
-    set it), so the child must stay single-threaded and not pthread_kill/raise itself; its
-    own os.fork() children are whole again. Raises OSError with clone3's errno.
-
-    Python's fork hooks (its runtime's locks and every `os.register_at_fork` callback)
-    run around it as in os.fork() only when the caller has other threads. They exist for
-    what another thread may hold or own at the fork; a single-threaded caller holds no lock
-    across the call and its one thread keeps its ident in the child, so the child needs
-    none of them. In the zygote they were threading's and logging's bookkeeping (cgroupspy
-    imports logging), ~190 copy-on-write faults and ~0.8 ms of CPU in every pid 1
-    (docs/envelope.md). Nor does a hook reseed `random` then: the child draws nothing from it.
+    Python's own fork hooks run around it as in os.fork(). The child's glibc thread
+    descriptor keeps the parent's cached tid (a raw clone cannot set it), so the child must
+    stay single-threaded and not pthread_kill/raise itself; its own os.fork() children are
+    whole again. Raises OSError with clone3's errno.
     """
     if cgroup_fd is not None:
         flags |= CLONE_INTO_CGROUP
@@ -251,27 +244,15 @@ def clone(flags: int, cgroup_fd: int | None = None) -> int:
         cgroup=cgroup_fd if cgroup_fd is not None else 0,
     )
     api = ctypes.pythonapi
-    hooks = not _single_threaded()
-    if hooks:
-        api.PyOS_BeforeFork()
+    api.PyOS_BeforeFork()
     pid = _libc_holding_gil.syscall(
         ctypes.c_long(syscall_number("clone3")), ctypes.byref(args), ctypes.c_size_t(88)
     )
     if pid == 0:
-        if hooks:
-            api.PyOS_AfterFork_Child()
+        api.PyOS_AfterFork_Child()
         return 0
     err = ctypes.get_errno()
-    if hooks:
-        api.PyOS_AfterFork_Parent()
+    api.PyOS_AfterFork_Parent()
     if pid < 0:
         raise OSError(err, f"clone3: {os.strerror(err)}")
     return int(pid)
-
-
-def _single_threaded() -> bool:
-    """Whether the calling process has one thread (the kernel's word; unknown: no)."""
-    try:
-        return len(os.listdir("/proc/self/task")) == 1
-    except OSError:
-        return False

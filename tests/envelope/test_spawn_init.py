@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import errno
 import os
-import threading
 import uuid
 from collections.abc import Iterator
 
@@ -77,37 +76,3 @@ def test_pid_1_is_made_in_fresh_namespaces_either_way(
         assert seen["born_in"] == "None"
     else:
         assert seen["born_in"] == job.birth_dir
-
-
-def _hooks_run_in_clone(with_thread: bool) -> str:
-    """In a stand-in: clone once (no namespaces) and say what the at-fork hooks did."""
-
-    def body(report_w: int) -> None:
-        marks_r, marks_w = os.pipe()
-        os.register_at_fork(
-            before=lambda: os.write(marks_w, b"B"),
-            after_in_parent=lambda: os.write(marks_w, b"P"),
-            after_in_child=lambda: os.write(marks_w, b"C"),
-        )
-        stop = threading.Event()
-        helper = threading.Thread(target=stop.wait)
-        if with_thread:
-            helper.start()
-        pid = sc.clone(0)
-        if pid == 0:
-            os._exit(0)
-        os.waitpid(pid, 0)
-        stop.set()
-        if with_thread:
-            helper.join()
-        os.close(marks_w)
-        os.write(report_w, os.read(marks_r, 16))
-
-    return "".join(sorted(in_stand_in(body).decode()))
-
-
-def test_a_single_threaded_clone_runs_no_fork_hook_and_a_threaded_one_all() -> None:
-    """The zygote (one thread) clones without Python's fork hooks; with a thread they run."""
-    require_root()
-    assert _hooks_run_in_clone(with_thread=False) == ""
-    assert _hooks_run_in_clone(with_thread=True) == "BCP"
