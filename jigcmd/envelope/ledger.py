@@ -32,6 +32,9 @@ class Registry:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "files", EnvelopeRegistry(Path(self.state_dir)))
+        # Once, as the zygote starts; if it cannot be made, every registration fails closed.
+        with contextlib.suppress(OSError):
+            self.files.create()
 
 
 class Registration:

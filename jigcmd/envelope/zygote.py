@@ -192,10 +192,9 @@ class _Zygote(EventLoop):
             return
         self.preparing = envelope
         self.prepared[envelope.run_id] = envelope
-        assert envelope.job is not None
-        ready = Ready(
-            envelope_id=envelope.run_id, supervisor=self.identity, cgroup_paths=envelope.job.paths
-        )
+        job = envelope.held.job
+        assert job is not None
+        ready = Ready(envelope_id=envelope.run_id, supervisor=self.identity, cgroup_paths=job.paths)
         try:
             send_message(self.control, ready)
         except OSError:

@@ -48,16 +48,21 @@ class EnvelopeRegistry:
         self.directory = state_dir / "envelopes"
         self._prefix = f"{self.directory}/"
 
+    def create(self) -> None:
+        """Make the directory if need be (the zygote, as it starts); `register` never does."""
+        self.directory.mkdir(mode=0o700, exist_ok=True)
+
     def register(self, entry: EnvelopeEntry) -> None:
-        """Record `entry` (raises OSError; FileExistsError if an entry of that name exists)."""
+        """Record `entry` (raises OSError; FileExistsError if an entry of that name exists).
+
+        A directory gone (a state directory removed under a live server) is an error: it is
+        never made again here, half inside a directory being removed, and nothing is started
+        that its recovery could not find.
+        """
         data = _encoder.encode(entry)
         path = self._prefix + entry.name + _SUFFIX
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-        try:
-            fd = os.open(path, flags, 0o600)
-        except FileNotFoundError:
-            self.directory.mkdir(mode=0o700, exist_ok=True)
-            fd = os.open(path, flags, 0o600)
+        fd = os.open(path, flags, 0o600)
         try:
             if os.write(fd, data) != len(data):
                 raise OSError(errno.EIO, "short write of an envelope entry", path)

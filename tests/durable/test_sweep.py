@@ -35,6 +35,7 @@ def test_an_entry_of_this_process_whose_supervisor_died_is_released_and_dropped(
     backend = FakeBackend()
     mine, theirs = backend.add("jigcmd-aaaa"), backend.add("jigcmd-bbbb")
     registry = EnvelopeRegistry(tmp_path)
+    registry.create()
     registry.register(EnvelopeEntry(name="jigcmd-aaaa", supervisor=GONE, owner=current()))
     registry.register(EnvelopeEntry(name="jigcmd-bbbb", supervisor=GONE, owner=OTHER))
     with Journal.open(tmp_path) as journal:
@@ -68,6 +69,7 @@ def test_what_cannot_be_proved_stays_recorded_as_failed_with_the_reason(tmp_path
     backend.add("jigcmd-r1", stuck=True)
     backend.add("jigcmd-cccc", stuck=True)
     registry = EnvelopeRegistry(tmp_path)
+    registry.create()
     registry.register(EnvelopeEntry(name="jigcmd-cccc", supervisor=GONE, owner=current()))
     with Journal.open(tmp_path) as journal:
         _failed_cleanup(journal, "op-1", "r1")
@@ -99,6 +101,7 @@ def test_an_envelope_whose_supervisor_still_lives_is_left_to_tear_itself_down(
     backend = FakeBackend()
     job = backend.add("jigcmd-dddd")
     registry = EnvelopeRegistry(tmp_path)
+    registry.create()
     registry.register(EnvelopeEntry(name="jigcmd-dddd", supervisor=current(), owner=current()))
     with Journal.open(tmp_path) as journal:
         report = sweep_own(journal, backend)

@@ -59,8 +59,8 @@ def _prepared(
         assert loop.run_until(lambda: envelope.state is not lifecycle.State.UNSHARING, 10)
         assert loop.run_until(lambda: envelope.state is not lifecycle.State.BUILDING, 10)
         assert envelope.state is lifecycle.State.PREPARED
-        assert envelope.init_pid is not None
-        yield envelope, envelope.init_pid
+        assert envelope.held.init_pid is not None
+        yield envelope, envelope.held.init_pid
     finally:
         envelope.teardown()
 
@@ -137,7 +137,7 @@ def test_pid_1s_namespaces_outlive_it_until_the_zygote_lets_go(
         with _prepared(real_cgroups, request, tmp_path) as (envelope, init):
             own = {os.readlink(f"/proc/{init}/ns/{kind}") for kind in _KINDS}
             prepared = _namespace_links("self")
-            envelope.teardown_tree()
+            envelope.held.kill_and_wait()
             released = envelope._release()
             after_release = _namespace_links("self")
             init_gone = not os.path.exists(f"/proc/{init}")

@@ -1,10 +1,10 @@
-"""The release after a fence: one look at the cgroup's membership when pid 1 is reaped.
+"""The release after a fence: pid 1 reaped, the job is removed at once (the removal is the proof).
 
-Once pid 1 is reaped (its pidfd turned readable, `wait4` collected it), the release reads
-the cgroup's membership once; empty, nothing can enter it any more (a process joins by
-being forked by a member), so it is removed without waiting. When pid 1 could not be
-reaped, the release waits for the cgroup to empty. Real cgroup jobs, handled in a forked
-stand-in zygote (the envelope's "pid 1" is its child).
+Once pid 1 is reaped (its pidfd turned readable, `wait4` collected it), nothing can enter
+the cgroup any more (a process joins by being forked by a member), so the release removes it
+without a look first: the kernel refuses to remove a cgroup that still holds a task. When
+pid 1 could not be reaped, the release waits for the cgroup to empty. Real cgroup jobs,
+handled in a forked stand-in zygote (the envelope's "pid 1" is its child).
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ def _fence_and_release(
     def body(report_w: int) -> None:
         envelope = lifecycle.Envelope(EventLoop(), backend, None, uuid.uuid4().hex[:16])
         job = backend.create(f"jigcmd-release-{uuid.uuid4().hex[:8]}", Limits())
-        envelope.job = job
+        envelope.held.job = job
         looks: list[float] = []
         wait_empty = job.wait_empty
 
@@ -53,11 +53,11 @@ def _fence_and_release(
                 pass
             # As in a real envelope, the process the fence kills and waits for is the
             # zygote's child (pid 1).
-            envelope.init_pid = child
+            envelope.held.init_pid = child
             if pidfd:
-                envelope.pidfd = os.pidfd_open(child)
-        envelope.teardown_tree()
-        reaped = envelope.init_pid is None
+                envelope.held.pidfd = os.pidfd_open(child)
+        envelope.held.kill_and_wait()
+        reaped = envelope.held.init_pid is None
         ok, problems = envelope._release()
         if child and not reaped:
             os.waitpid(child, 0)
