@@ -258,3 +258,32 @@ def test_an_existing_job_name_is_refused(job: CgroupJob, real_cgroups: CgroupBac
     with pytest.raises(FileExistsError):
         real_cgroups.create(job.name, Limits())
     assert all(os.path.isdir(p) for p in job.paths)
+
+
+def test_a_v1_jobs_cpuset_is_its_bases_whether_the_kernel_or_the_backend_fills_it(
+    real_cgroups: CgroupBackend,
+) -> None:
+    """cgroup.clone_children on the base fills a new job; with it cleared, the backend does."""
+    if not isinstance(real_cgroups, V1Backend) or "cpuset" not in real_cgroups.hierarchies:
+        pytest.skip("needs a v1 cpuset hierarchy")
+    base = f"jigcmd-test-base-{os.urandom(6).hex()}"
+    backend = V1Backend(real_cgroups.hierarchies, base, real_cgroups.unified)
+    cpuset_base = Path(real_cgroups.hierarchies["cpuset"]) / base
+    made: list[CgroupJob] = []
+    try:
+        made.append(backend.create("jigcmd-by-kernel", Limits()))
+        assert (cpuset_base / "cgroup.clone_children").read_text().strip() == "1"
+        (cpuset_base / "cgroup.clone_children").write_text("0")
+        made.append(backend.create("jigcmd-by-backend", Limits()))
+        wanted = [(cpuset_base / f).read_text().strip() for f in ("cpuset.cpus", "cpuset.mems")]
+        for job in made:
+            (cpuset,) = [Path(p) for p in job.paths if p.startswith(str(cpuset_base))]
+            have = [(cpuset / f).read_text().strip() for f in ("cpuset.cpus", "cpuset.mems")]
+            assert have == wanted, job
+            assert all(have), job
+    finally:
+        for job in made:
+            job.remove()
+        for hierarchy in {*real_cgroups.hierarchies.values(), real_cgroups.unified}:
+            if hierarchy is not None and os.path.isdir(os.path.join(hierarchy, base)):
+                os.rmdir(os.path.join(hierarchy, base))
