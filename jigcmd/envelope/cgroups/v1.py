@@ -318,7 +318,9 @@ class V1Backend:
                 raise OSError(e.errno, f"cannot create cgroup: {e.strerror}", path) from None
             created.append(path)
         if CPUSET in dirs and not cgroupfs.read(dirs[CPUSET] + "/cpuset.cpus").strip():
-            # The base's clone_children was off (or cleared since): fill the job from it.
+            # The base's clone_children was off, or the base was made again by someone else
+            # since (empty itself): fill the base from its parent, then the job from it.
+            _prepare_cpuset_base(os.path.dirname(dirs[CPUSET]))
             _inherit_cpuset(dirs[CPUSET])
 
     def _write_limits(self, dirs: Mapping[str, str], limits: Limits) -> str:
