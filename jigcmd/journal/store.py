@@ -50,6 +50,10 @@ _TABLES = ("operations", "jarvis_runs", "audit")
 _SELECT_ROW = "SELECT * FROM operations WHERE root_run = ? AND operation_id = ?"
 # How long a writer waits for another process's write transaction before failing.
 _BUSY_TIMEOUT_MS = 10_000
+# How long a non-waiting write waits for this process's own lock. Its holder is mostly the
+# closer thread's unsynced close of the previous row, done sooner than a thread hop costs
+# (docs/performance.md); a longer holder, or another process's transaction, is not waited for.
+_OWN_LOCK_WAIT_S = 0.0005
 
 
 class _WouldWait(Exception):
@@ -290,9 +294,9 @@ class Journal:
 
     @contextlib.contextmanager
     def _write(self, *, durable: bool = True, wait: bool = True) -> Iterator[sqlite3.Connection]:
-        # wait=False: raise _WouldWait instead of waiting for this journal's lock or for
-        # another process's write transaction (see `begin_now`).
-        if not self._lock.acquire(blocking=wait):
+        # wait=False: raise _WouldWait instead of waiting for another process's write
+        # transaction, or for this journal's lock beyond `_OWN_LOCK_WAIT_S` (see `begin_now`).
+        if not self._lock.acquire(timeout=-1 if wait else _OWN_LOCK_WAIT_S):
             raise _WouldWait
         try:
             conn = self._connection()
@@ -343,8 +347,9 @@ class Journal:
         """`begin`, or None (nothing written) when it would have to wait for another writer.
 
         For a caller on an event loop: the uncontended case (one server, the usual one) is a
-        quick local commit, done without a thread hop; a contended one goes to `begin` in a
-        worker thread.
+        quick local commit, done without a thread hop; so is one that finds this process's
+        closer thread finishing the previous row's close (waited out for at most
+        `_OWN_LOCK_WAIT_S`); a contended one goes to `begin` in a worker thread.
         """
         try:
             with self._write(wait=False) as conn:
