@@ -624,3 +624,29 @@ def test_a_calls_commits_set_the_connection_only_when_a_setting_changes(tmp_path
         "PRAGMA synchronous = NORMAL",
     ]
     assert settings["synchronous"] == 2 and settings["busy_timeout"] == 10_000
+
+
+def test_begin_now_waits_for_its_own_writer_only_a_moment(tmp_path: Path) -> None:
+    """A write of this journal in another thread that keeps waiting: None, nothing written."""
+    import threading  # noqa: PLC0415 - only this test uses a thread
+
+    with Journal.open(tmp_path) as journal:
+        other = sqlite3.connect(tmp_path / "journal.sqlite3", isolation_level=None)
+        other.execute("BEGIN IMMEDIATE")
+        # The thread's waiting `begin` holds the journal's own lock until `other` is done.
+        writer = threading.Thread(
+            target=journal.begin, args=(_row(deadline_unix_ms=1, run_id="run-1"),)
+        )
+        writer.start()
+        try:
+            deadline = time.monotonic() + 10
+            while not journal._lock.locked() and time.monotonic() < deadline:
+                time.sleep(0.001)
+            assert journal._lock.locked()
+            assert journal.begin_now(_row(operation_id="op-2", deadline_unix_ms=1)) is None
+        finally:
+            other.execute("ROLLBACK")
+            other.close()
+            writer.join()
+        assert journal.get("op-2", root_run=RUN) is None
+        assert journal.get("op-1", root_run=RUN) is not None
