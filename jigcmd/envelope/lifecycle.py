@@ -297,9 +297,7 @@ class Envelope:
             return
         if not data:
             # Pid 1 is exiting; its pidfd says when it is gone (`_on_init_exit`).
-            self.loop.unwatch(self.held.status_r)
-            os.close(self.held.status_r)
-            self.held.status_r = -1
+            self._close_status()
             return
         self.buffer += data
         while b"\n" in self.buffer and self.state is not State.DONE:
@@ -308,6 +306,11 @@ class Envelope:
                 self._line(line.decode("utf-8", "replace"))
             except StepError as exc:
                 self._fail(exc)
+
+    def _close_status(self) -> None:
+        self.loop.unwatch(self.held.status_r)
+        os.close(self.held.status_r)
+        self.held.status_r = -1
 
     def _line(self, line: str) -> None:
         if line.startswith("fail "):
@@ -371,6 +374,10 @@ class Envelope:
         self.wall_ms = (time.monotonic() - self.started) * 1000
         trace.mark("supervisor: candidate ended")
         self._unwatch_sock()
+        # Pid 1's last words: nothing follows them but its exit, which the pidfd reports.
+        # Closed now, the pipe's EOF at that exit wakes nothing here (a wake-up that would
+        # preempt pid 1's exit, which the cleanup's proof waits for).
+        self._close_status()
         # The server completes the output and records it while the cleanup runs; the
         # answer still waits for `Finished`.
         self.run.ended(ending)
