@@ -477,62 +477,36 @@ class Journal:
         made durable (a lost close is re-derived by `close_lost`). `wait=False`: None (nothing
         written) when it would have to wait for another writer, as `begin_now`.
         """
+        state: State = "done" if cleanup_complete else "uncertain"
         try:
-            return self._finish(
-                operation_id,
-                root_run=root_run,
-                outcome=outcome,
-                result=result,
-                report=report,
-                cleanup_complete=cleanup_complete,
-                problems=problems,
-                durable=durable,
-                attestation=attestation,
-                wait=wait,
-            )
+            with self._write(durable=durable, wait=wait) as conn:
+                now = _now_ms()
+                cursor = conn.execute(
+                    "UPDATE operations SET state = ?, outcome = ?, result = ?, report = ?,"
+                    " attestation = CASE WHEN ? = 'done' THEN COALESCE(?, attestation) END,"
+                    " cleanup = ?, problems = ?, reason = ?, updated_unix_ms = ?,"
+                    " finished_unix_ms = ?"
+                    " WHERE root_run = ? AND operation_id = ? AND state IN (?, ?)",
+                    (
+                        state,
+                        outcome,
+                        result,
+                        report,
+                        state,
+                        attestation,
+                        "complete" if cleanup_complete else "failed",
+                        problems,
+                        "" if cleanup_complete else "the run's cleanup could not be confirmed",
+                        now,
+                        now,
+                        root_run,
+                        operation_id,
+                        *OPEN_STATES,
+                    ),
+                )
+                return cursor.rowcount == 1
         except _WouldWait:
             return None
-
-    def _finish(
-        self,
-        operation_id: str,
-        *,
-        root_run: str,
-        outcome: Outcome,
-        result: bytes,
-        report: bytes | None,
-        cleanup_complete: bool,
-        problems: str,
-        durable: bool,
-        attestation: bytes | None,
-        wait: bool,
-    ) -> bool:
-        state: State = "done" if cleanup_complete else "uncertain"
-        with self._write(durable=durable, wait=wait) as conn:
-            now = _now_ms()
-            cursor = conn.execute(
-                "UPDATE operations SET state = ?, outcome = ?, result = ?, report = ?,"
-                " attestation = CASE WHEN ? = 'done' THEN COALESCE(?, attestation) END,"
-                " cleanup = ?, problems = ?, reason = ?, updated_unix_ms = ?,"
-                " finished_unix_ms = ? WHERE root_run = ? AND operation_id = ? AND state IN (?, ?)",
-                (
-                    state,
-                    outcome,
-                    result,
-                    report,
-                    state,
-                    attestation,
-                    "complete" if cleanup_complete else "failed",
-                    problems,
-                    "" if cleanup_complete else "the run's cleanup could not be confirmed",
-                    now,
-                    now,
-                    root_run,
-                    operation_id,
-                    *OPEN_STATES,
-                ),
-            )
-            return cursor.rowcount == 1
 
     def mark_uncertain(
         self,
