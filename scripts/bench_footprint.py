@@ -12,7 +12,9 @@ closed before the next revision's starts. Two revisions alive at once would shar
 interpreter's and the venv's file pages (libpython, cryptography's `.so`, libsqlite3), and
 PSS would halve them between the two trees, so each would read several MiB too low.
 (Other programs on the machine mapping the same files still lower the file share a little;
-the anonymous share is the tree's own.) Each server also gets a cgroup base of its own, so
+the anonymous share is the tree's own.) Each tree's bytecode is compiled first
+(`bench_revisions.Revision`): a process that compiles its modules as it imports them keeps
+a larger heap. Each server also gets a cgroup base of its own, so
 that its start-up recovery does not look at (and load cgroupspy for) the jobs of other
 servers on the machine. `--repeat N` measures the revisions N times in turn; `--processes`
 prints each process's PSS split into anonymous and file pages.
