@@ -54,6 +54,9 @@ _BUSY_TIMEOUT_MS = 10_000
 # closer thread's unsynced close of the previous row, done sooner than a thread hop costs
 # (docs/performance.md); a longer holder, or another process's transaction, is not waited for.
 _OWN_LOCK_WAIT_S = 0.0005
+# SQLite's page cache per connection, in KiB (its default 2000 filled as the journal grew
+# and stayed in a long-lived server's image; docs/performance.md, "The server's idle image").
+_CACHE_KIB = 256
 
 
 class _WouldWait(Exception):
@@ -223,6 +226,7 @@ class Journal:
                 _wal(conn, path)
                 conn.execute("PRAGMA synchronous = FULL")
                 conn.execute("PRAGMA foreign_keys = ON")
+                conn.execute(f"PRAGMA cache_size = -{_CACHE_KIB:d}")
                 if held_one:
                     (version,) = conn.execute("PRAGMA user_version").fetchone()
                     marker.check_schema(version)
