@@ -9,7 +9,8 @@ without an operation signature keeps no row; one without a state directory keeps
 from __future__ import annotations
 
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any
 
 import anyio
 
@@ -203,12 +204,13 @@ class Durability:
                 await self._owned()
             return self._began
 
-        async def on_started(envelope: EnvelopeIdentity) -> None:
+        def on_started(envelope: EnvelopeIdentity) -> Coroutine[Any, Any, None] | None:
             # Recorded at begin unless the envelope was made for this launch (or made
-            # again under another name): no commit while the candidate runs.
+            # again under another name): no commit, and no task, while the candidate runs.
             recorded = self._recorded_envelope
-            if recorded is None or not recorded.serves(envelope):
-                await ownership.record_envelope(operation_id, envelope, root_run=scope)
+            if recorded is not None and recorded.serves(envelope):
+                return None
+            return ownership.record_envelope(operation_id, envelope, root_run=scope)
 
         async def on_ended(ending: Ending) -> None:
             # The run's evidence is durable before its cleanup is confirmed; the row
