@@ -50,9 +50,10 @@ _TABLES = ("operations", "jarvis_runs", "audit")
 _SELECT_ROW = "SELECT * FROM operations WHERE root_run = ? AND operation_id = ?"
 # How long a writer waits for another process's write transaction before failing.
 _BUSY_TIMEOUT_MS = 10_000
-# How long a non-waiting write waits for this process's own lock. Its holder is mostly the
-# closer thread's unsynced close of the previous row, done sooner than a thread hop costs
-# (docs/performance.md); a longer holder, or another process's transaction, is not waited for.
+# How long a non-waiting write waits for this process's own lock. Its holder is one of this
+# process's worker threads (a read, a retried close), mostly done sooner than a thread hop
+# costs (docs/performance.md); a longer holder, or another process's transaction, is not
+# waited for.
 _OWN_LOCK_WAIT_S = 0.0005
 # SQLite's page cache per connection, in KiB (its default 2000 filled as the journal grew
 # and stayed in a long-lived server's image; docs/performance.md, "The server's idle image").
