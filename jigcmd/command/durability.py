@@ -130,8 +130,11 @@ class Durability:
         evidence: Callable[[Ending], Evidence],
         cancel: anyio.Event,
         sign: SignEnding | None = None,
+        digest: str | None = None,
     ) -> RunResult:
         """Run `execute` under this call's row: opened at admission, closed with its end.
+
+        `digest` is `plan_digest(plan)` when the caller has it already (worked out if not).
 
         With `sign`, the evidence recorded at the run's end carries its signed statement in
         the same commit (the result's own, with the resource report, replaces it at close).
@@ -144,7 +147,9 @@ class Durability:
             state_dir=str(ownership.state_dir) if self.durable and ownership else None,
             slot_fd=self.slot.fd if self.slot is not None else None,
         )
-        hooks = self._hooks(plan, evidence, cancel, sign) if self.durable else None
+        hooks = None
+        if self.durable:
+            hooks = self._hooks(plan, digest or plan_digest(plan), evidence, cancel, sign)
         try:
             result = await execute(ticket, hooks)
         except Withdrawn:
@@ -166,6 +171,7 @@ class Durability:
     def _hooks(
         self,
         plan: RunPlan,
+        digest: str,
         evidence: Callable[[Ending], Evidence],
         cancel: anyio.Event,
         sign: SignEnding | None,
@@ -173,7 +179,6 @@ class Durability:
         ownership, signature = self._ownership, self._signature
         assert ownership is not None and signature is not None
         operation_id, scope = self._operation_id, self._scope
-        digest = plan_digest(plan)
 
         async def admit(assigned: Assigned | None) -> bool:
             # One journal transaction before dispatch: a new row, or the known answer.

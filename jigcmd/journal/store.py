@@ -362,17 +362,17 @@ class Journal:
             return None
 
     def _insert(self, conn: sqlite3.Connection, new: NewRow) -> Begin:
-        key = (new.root_run, new.operation_id)
-        found = conn.execute(_SELECT_ROW, key).fetchone()
-        if found is not None:
-            return Begin(row=row_from(found), created=False)
+        # One statement in the usual case (a new operation id): the insert returns the row
+        # it wrote; only a key already taken is read back (`_SELECT_ROW`). A reused run id
+        # is still refused (only the key's conflict is taken as "known").
         now = _now_ms()
         supervisor = new.supervisor
-        conn.execute(
+        inserted = conn.execute(
             "INSERT INTO operations (root_run, operation_id, signature, context,"
             " created_unix_ms, updated_unix_ms, deadline_unix_ms, run_id, owner_pid,"
             " owner_start, boot_id, state, supervisor_pid, supervisor_start, cgroup_paths,"
-            " plan_digest, trace) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            " plan_digest, trace) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+            " ON CONFLICT (root_run, operation_id) DO NOTHING RETURNING *",
             (
                 new.root_run,
                 new.operation_id,
@@ -392,9 +392,11 @@ class Journal:
                 new.plan_digest,
                 new.trace,
             ),
-        )
-        inserted = conn.execute(_SELECT_ROW, key).fetchone()
-        return Begin(row=row_from(inserted), created=True)
+        ).fetchall()
+        if inserted:
+            return Begin(row=row_from(inserted[0]), created=True)
+        found = conn.execute(_SELECT_ROW, (new.root_run, new.operation_id)).fetchone()
+        return Begin(row=row_from(found), created=False)
 
     def record_envelope(
         self,
