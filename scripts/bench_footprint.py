@@ -1,4 +1,4 @@
-"""The idle footprint of a `jigcmd serve` tree: processes, RSS and PSS, revisions side by side.
+"""The idle footprint of a `jigcmd serve` tree: processes, RSS and PSS, each revision alone.
 
 Each revision's server (a git worktree made for it, or the working tree for `.`) answers a
 few `bun test` calls on the bundled example, then idles with its prepared envelopes; the
@@ -7,8 +7,16 @@ read from /proc: the number of processes, how many of them are Python, and the s
 `Rss` and `Pss` from each one's `smaps_rollup`. PSS divides every shared page among the
 processes that map it, so the tree's PSS is what it costs the machine.
 
-Run as root: python scripts/bench_footprint.py [BASE] [CANDIDATE ...] [--idle-s 3]
-(no revision: the working tree alone).
+Each revision is measured **alone**: its server is started, called, left idle, read and
+closed before the next revision's starts. Two revisions alive at once would share the
+interpreter's and the venv's file pages (libpython, cryptography's `.so`, libsqlite3), and
+PSS would halve them between the two trees, so each would read several MiB too low.
+(Other programs on the machine mapping the same files still lower the file share a little;
+the anonymous share is the tree's own.) `--repeat N` measures the revisions N times in
+turn; `--processes` prints each process's PSS split into anonymous and file pages.
+
+Run as root: python scripts/bench_footprint.py [REVISION ...] [--idle-s 3] [--repeat 1]
+[--processes] (no revision: the working tree alone).
 """
 
 from __future__ import annotations
@@ -30,6 +38,7 @@ if str(ROOT) not in sys.path:
 from scripts.bench_revisions import Revision  # noqa: E402 - needs the path set up above
 
 CALLS = 3
+KB_PER_MIB = 1024
 
 
 def _children() -> dict[int, list[int]]:
@@ -48,13 +57,13 @@ def _children() -> dict[int, list[int]]:
 
 
 def descendants(root: int) -> list[int]:
-    """`root` and every process below it."""
+    """`root` and every process below it, parents before children."""
     tree = _children()
     found, todo = [], [root]
     while todo:
-        pid = todo.pop()
+        pid = todo.pop(0)
         found.append(pid)
-        todo.extend(tree.get(pid, []))
+        todo.extend(sorted(tree.get(pid, [])))
     return found
 
 
@@ -79,44 +88,88 @@ def _is_python(pid: int) -> bool:
         return False
 
 
-def footprint(root: int) -> tuple[int, int, float, float]:
-    """(processes, Python processes, RSS MiB, PSS MiB) of the tree under `root`."""
-    pids = descendants(root)
-    rss = pss = 0
-    for pid in pids:
+def _name(pid: int, root: int) -> str:
+    if pid == root:
+        return "server"
+    try:
+        with open(f"/proc/{pid}/comm", encoding="utf-8") as handle:
+            return handle.read().strip()
+    except OSError:
+        return "?"
+
+
+class Process:
+    """One process of the tree, as its `smaps_rollup` read it (kB)."""
+
+    def __init__(self, pid: int, root: int) -> None:
         fields = _rollup(pid)
-        rss += fields.get("Rss", 0)
-        pss += fields.get("Pss", 0)
-    return len(pids), sum(map(_is_python, pids)), rss / 1024, pss / 1024
+        self.pid = pid
+        self.name = _name(pid, root)
+        self.python = _is_python(pid)
+        self.rss = fields.get("Rss", 0)
+        self.pss = fields.get("Pss", 0)
+        self.anon = fields.get("Pss_Anon", 0)
+        self.file = fields.get("Pss_File", 0)
+
+
+def footprint(root: int) -> list[Process]:
+    """Every process of the tree under `root`, the server first."""
+    return [Process(pid, root) for pid in descendants(root)]
+
+
+def measure(name: str, work: Path, idle_s: float) -> list[Process]:
+    """Start `name`'s server alone, call it, let it idle, read its tree, close it."""
+    revision = Revision(name, work)
+    try:
+        for _ in range(CALLS):
+            revision.server.run()
+        time.sleep(idle_s)
+        return footprint(revision.server.process.pid)
+    finally:
+        revision.server.close()
+        if revision.tree != ROOT:
+            subprocess.run(
+                ["git", "-C", str(ROOT), "worktree", "remove", "--force", str(revision.tree)],
+                check=False,
+                capture_output=True,
+            )
+
+
+def _mib(kb: int) -> str:
+    return f"{kb / KB_PER_MIB:>9.1f}"
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("revisions", nargs="*", default=["."], help="git revisions, or .")
     parser.add_argument("--idle-s", type=float, default=3.0, help="idle before reading")
+    parser.add_argument("--repeat", type=int, default=1, help="measure each revision N times")
+    parser.add_argument("--processes", action="store_true", help="print each process too")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="jigcmd-footprint-"))
-    revisions: list[Revision] = []
+    print(
+        f"each revision alone (no other jigcmd tree of this run alive),"
+        f" after {CALLS} calls and {args.idle_s:g} s idle:"
+    )
+    header = f"{'revision':<14}{'processes':>10}{'python':>8}"
+    header += f"{'RSS MiB':>9}{'PSS MiB':>9}{'anon':>9}{'file':>9}"
+    print(header)
     try:
-        revisions = [Revision(name, work) for name in args.revisions]
-        for revision in revisions:
-            for _ in range(CALLS):
-                revision.server.run()
-        time.sleep(args.idle_s)
-        print(f"after {CALLS} calls and {args.idle_s:.0f} s idle:")
-        print(f"{'revision':<14}{'processes':>10}{'python':>8}{'RSS MiB':>10}{'PSS MiB':>10}")
-        for revision in revisions:
-            count, python, rss, pss = footprint(revision.server.process.pid)
-            print(f"{revision.name:<14}{count:>10}{python:>8}{rss:>10.1f}{pss:>10.1f}")
-    finally:
-        for revision in revisions:
-            revision.server.close()
-            if revision.tree != ROOT:
-                subprocess.run(
-                    ["git", "-C", str(ROOT), "worktree", "remove", "--force", str(revision.tree)],
-                    check=False,
-                    capture_output=True,
+        for _ in range(args.repeat):
+            for name in args.revisions:
+                processes = measure(name, work, args.idle_s)
+                print(
+                    f"{name:<14}{len(processes):>10}{sum(p.python for p in processes):>8}"
+                    f"{_mib(sum(p.rss for p in processes))}{_mib(sum(p.pss for p in processes))}"
+                    f"{_mib(sum(p.anon for p in processes))}{_mib(sum(p.file for p in processes))}"
                 )
+                if args.processes:
+                    for process in processes:
+                        print(
+                            f"  {process.name:<22}{process.pid:>8}{_mib(process.rss)}"
+                            f"{_mib(process.pss)}{_mib(process.anon)}{_mib(process.file)}"
+                        )
+    finally:
         shutil.rmtree(work, ignore_errors=True)
     return 0
 
