@@ -5,7 +5,7 @@ decides nothing. A plan is plain data, so it can be tested without root, hashed 
 journal and sent to the zygote and pid 1 in a control frame.
 
 Its types are `NamedTuple`s, not msgspec Structs: every pid 1 is a clone of the zygote's
-image, and msgspec with its imports would be most of it (`jigcmd.envelope.packing`). The
+image, and msgspec with its imports would be most of it (`jigcmd.envelope.stdjson`). The
 server still encodes and checks them with msgspec, which handles a NamedTuple as the array of
 its fields (validated: types and length).
 """

@@ -37,7 +37,7 @@ from jigcmd.envelope import cgroups, ledger, oomscore, reporting
 from jigcmd.envelope.failure import StepError
 from jigcmd.envelope.holdings import EMPTY_WAIT, Holdings, Watcher
 from jigcmd.envelope.ledger import Owner, Registry
-from jigcmd.envelope.messages import INIT_LOST, PACKED, Go, Launch, Started, send_message
+from jigcmd.envelope.messages import INIT_LOST, MARSHAL, Go, Launch, Started, send_message
 from jigcmd.envelope.reporting import RunChannel
 
 if TYPE_CHECKING:
@@ -233,7 +233,7 @@ class Envelope:
                 raise StepError("cpu pin", exc) from exc
         stdio, held.stdio = held.stdio, None
         try:
-            send_message(held.control, Go(plan=plan), list(stdio), codec=PACKED)
+            send_message(held.control, Go(plan=plan), list(stdio), codec=MARSHAL)
         except OSError as exc:
             raise StepError("start candidate", exc) from exc
         finally:

@@ -1,12 +1,12 @@
 """Messages between the server, the zygote and pid 1, and how fds travel with them.
 
-Every message is one msgpack frame prefixed by its 4-byte big-endian length, sent over a
-unix stream socket: the array `[tag, fields]`, where `fields` is the message's NamedTuple as
-an array. A `Launch` carries the run's stdio descriptors as SCM_RIGHTS.
+Every message is one frame prefixed by its 4-byte big-endian length, sent over a unix stream
+socket: the `marshal` bytes of the tuple `(tag, fields)`, where `fields` is the message's
+NamedTuple as a plain tuple. A `Launch` carries the run's stdio descriptors as SCM_RIGHTS.
 
 Each side reads and writes frames with its own `Codec`, of the same types: the zygote and
-pid 1 with `PACKED` (`jigcmd.envelope.packing`, the standard library alone, so that msgspec
-stays out of the image every pid 1 is cloned from), the server with msgspec
+pid 1 with `MARSHAL` (`jigcmd.envelope.records`, the standard library alone, so that msgspec
+stays out of the image every pid 1 is cloned from), the server with msgspec's validation
 (`jigcmd.envelope.wire`). Both check every field of what they read against these types, and
 refuse a frame that does not match (ValueError) before anything acts on it.
 """
@@ -19,14 +19,14 @@ import socket
 import struct
 from typing import Literal, NamedTuple, Protocol
 
-from jigcmd.envelope import packing
+from jigcmd.envelope import records
 from jigcmd.envelope.scratchfile import ScratchRead
 from jigcmd.journal.identity import ProcessIdentity
 from jigcmd.plan import RunPlan
 
 __all__ = [
     "INIT_LOST",
-    "PACKED",
+    "MARSHAL",
     "TAGS",
     "Cancel",
     "Codec",
@@ -180,26 +180,28 @@ class Codec(Protocol):
         ...
 
 
-class _Packed:
-    """The zygote's and pid 1's codec: `jigcmd.envelope.packing`, the standard library alone."""
+class _Marshal:
+    """The zygote's and pid 1's codec: `jigcmd.envelope.records`, the standard library alone."""
 
     def __init__(self) -> None:
         # Built here, once, as the zygote imports this: every pid 1 is cloned with them.
-        self._readers = {tag: packing.Reader[Message](kind) for tag, kind in TAGS.items()}
+        self._readers = {tag: records.Reader[Message](kind) for tag, kind in TAGS.items()}
+        self._writers = {kind: (tag, records.Writer[Message](kind)) for tag, kind in TAGS.items()}
 
     def encode(self, message: Message) -> bytes:
-        return packing.pack((tag_of(message), message))
+        tag, writer = self._writers[type(message)]
+        return records.dumps_plain((tag, writer.plain(message)))
 
     def decode(self, body: bytes) -> Message:
-        framed = packing.unpack(body)
-        if isinstance(framed, list) and len(framed) == 2 and isinstance(framed[0], str):
+        framed = records.loads(body)
+        if isinstance(framed, tuple) and len(framed) == 2 and isinstance(framed[0], str):
             reader = self._readers.get(framed[0])
             if reader is not None:
                 return reader.convert(framed[1])
-        raise packing.PackingError(f"not a [tag, fields] frame of a known tag: {framed!r:.60}")
+        raise records.FrameError(f"not a (tag, fields) frame of a known tag: {framed!r:.60}")
 
 
-PACKED: Codec = _Packed()
+MARSHAL: Codec = _Marshal()
 
 
 class FrameReader:

@@ -19,9 +19,9 @@ import tempfile
 import uuid
 
 import anyio
-import msgspec
 
 from jigcmd import trace
+from jigcmd.envelope import wire
 from jigcmd.envelope.api import (
     Assigned,
     EnvelopeFailure,
@@ -118,7 +118,7 @@ class NativeExecutor:
                     self._cgroup_base,
                     self._state_dir or "",
                     self._staging_dir,
-                    msgspec.msgpack.encode(self._stage_at_start).hex(),
+                    wire.argument(self._stage_at_start),
                 ],
                 stdin=subprocess.DEVNULL,
                 # Envelopes outlive a server that exits (they tear down on their own): none

@@ -15,7 +15,7 @@ from jigcmd.envelope import cgroups
 from jigcmd.envelope.failure import StepError
 from jigcmd.envelope.ledger import Owner
 from jigcmd.envelope.messages import (
-    PACKED,
+    MARSHAL,
     Cancel,
     Ended,
     Failed,
@@ -68,7 +68,7 @@ class RunChannel:
     def stop_wanted(self) -> bool:
         """The socket turned readable: whether that was a cancel or the server going away."""
         try:
-            message = recv_message(self.sock, codec=PACKED)
+            message = recv_message(self.sock, codec=MARSHAL)
         except (OSError, EOFError, ValueError):
             message = None
         self.server_lost = message is None
@@ -77,7 +77,7 @@ class RunChannel:
     def send(self, message: Started | Ended | Finished | Failed) -> bool:
         """Report to the server; False when it is gone."""
         try:
-            send_message(self.sock, message, codec=PACKED)
+            send_message(self.sock, message, codec=MARSHAL)
         except OSError:
             return False
         return True

@@ -29,7 +29,7 @@ class ScratchRead(NamedTuple):
     Written in the candidate's scratch, so candidate-influenced whatever it holds. `problem`
     is empty when `data` is the whole file; otherwise it says why nothing was read ("missing",
     "a symbolic link (not followed)", "not a regular file", "larger than N bytes", …). A
-    NamedTuple, which the zygote sends without msgspec (`jigcmd.envelope.packing`).
+    NamedTuple, which the zygote sends without msgspec (`jigcmd.envelope.stdjson`).
     """
 
     data: bytes | None

@@ -1,37 +1,45 @@
-"""The server's codec of the control channel: the same frames as the zygote's, through msgspec.
+"""The server's codec of the control channel: the zygote's frames, checked by msgspec.
 
-The zygote reads and writes them with the standard library (`messages.PACKED`), so that
-msgspec stays out of the image every pid 1 is cloned from; the server has msgspec anyway,
-and its encoder and decoders are a few microseconds per frame where `packing` is pure
-Python. A frame is `[tag, fields]`; msgspec cannot tell NamedTuples apart in a union (they
-are all arrays), so the tag is decoded first and the fields then with that message's type,
-every one checked.
+The zygote reads and writes frames with `marshal` and its own generated readers
+(`messages.MARSHAL`), so that msgspec stays out of the image every pid 1 is cloned from.
+The server has msgspec anyway: it writes a message as the plain tuples of its fields
+(`to_builtins`, C) in `marshal` (C), and reads one back with `marshal` and `msgspec.convert`,
+which checks every field against the message's type (C, where the zygote's check is Python).
 """
 
 from __future__ import annotations
 
+import marshal
+
 import msgspec
 
 from jigcmd.envelope.messages import TAGS, Codec, Message, tag_of
+from jigcmd.envelope.records import VERSION
 
-__all__ = ["MSGSPEC"]
+__all__ = ["MSGSPEC", "argument"]
+
+
+def argument(value: object) -> str:
+    """`value` as a command-line argument the zygote reads (`records.Reader`, from hex)."""
+    return marshal.dumps(msgspec.to_builtins(value, builtin_types=(bytes,)), VERSION).hex()
 
 
 class _Msgspec:
-    def __init__(self) -> None:
-        self._encoder = msgspec.msgpack.Encoder()
-        self._framed = msgspec.msgpack.Decoder(tuple[str, msgspec.Raw])
-        self._decoders = {tag: msgspec.msgpack.Decoder(kind) for tag, kind in TAGS.items()}
-
     def encode(self, message: Message) -> bytes:
-        return self._encoder.encode((tag_of(message), message))
+        fields = msgspec.to_builtins(message, builtin_types=(bytes,))
+        return marshal.dumps((tag_of(message), fields), VERSION)
 
     def decode(self, body: bytes) -> Message:
-        tag, fields = self._framed.decode(body)
-        decoder = self._decoders.get(tag)
-        if decoder is None:
-            raise msgspec.ValidationError(f"unknown message tag {tag!r:.40}")
-        message: Message = decoder.decode(fields)
+        try:
+            # The zygote's frames (records.py says why marshal); msgspec checks what it holds.
+            framed = marshal.loads(body)  # noqa: S302 - see the comment above
+        except (ValueError, EOFError, TypeError) as exc:
+            raise msgspec.DecodeError(f"not a frame: {exc}") from None
+        if not (isinstance(framed, tuple) and len(framed) == 2 and framed[0] in TAGS):
+            raise msgspec.ValidationError(
+                f"not a (tag, fields) frame of a known tag: {framed!r:.60}"
+            )
+        message: Message = msgspec.convert(framed[1], TAGS[framed[0]])
         return message
 
 

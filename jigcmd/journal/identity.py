@@ -33,7 +33,7 @@ _STARTTIME_AFTER_COMM = 22 - 3
 class ProcessIdentity(NamedTuple):
     """One process across its whole life: pid, start time in clock ticks, and the boot it ran in.
 
-    A NamedTuple, so that the zygote carries it without msgspec (`jigcmd.envelope.packing`).
+    A NamedTuple, so that the zygote carries it without msgspec (`jigcmd.envelope.stdjson`).
     """
 
     pid: int

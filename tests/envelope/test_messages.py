@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+import marshal
 import socket
 import struct
 
-import msgspec
 import pytest
 
+from jigcmd.envelope import records
 from jigcmd.envelope.messages import (
-    PACKED,
+    MARSHAL,
     Cancel,
     Codec,
     Ended,
@@ -31,7 +32,7 @@ from jigcmd.journal.identity import ProcessIdentity
 from jigcmd.plan import Bind, Limits, RunPlan, ScratchFile
 
 _OVER_BOUND = 8 * 1024 * 1024 + 1
-CODECS = pytest.mark.parametrize("codec", [PACKED, MSGSPEC], ids=["packed", "msgspec"])
+CODECS = pytest.mark.parametrize("codec", [MARSHAL, MSGSPEC], ids=["marshal", "msgspec"])
 
 PLAN = RunPlan(
     profile="candidate",
@@ -85,8 +86,8 @@ def _frames(codec: Codec, *messages: Message) -> bytes:
     return data
 
 
-@pytest.mark.parametrize("reader", [PACKED, MSGSPEC], ids=["to-packed", "to-msgspec"])
-@pytest.mark.parametrize("writer", [PACKED, MSGSPEC], ids=["from-packed", "from-msgspec"])
+@pytest.mark.parametrize("reader", [MARSHAL, MSGSPEC], ids=["to-marshal", "to-msgspec"])
+@pytest.mark.parametrize("writer", [MARSHAL, MSGSPEC], ids=["from-marshal", "from-msgspec"])
 @pytest.mark.parametrize("message", EVERY_MESSAGE, ids=lambda m: type(m).__name__)
 def test_every_message_written_by_either_side_reads_back_equal_on_the_other(
     message: Message, writer: Codec, reader: Codec
@@ -101,9 +102,9 @@ def test_every_message_written_by_either_side_reads_back_equal_on_the_other(
 @pytest.mark.parametrize(
     "fields",
     [
-        ["r", [], None, "", None],  # the plan is not a plan
-        ["r", list(PLAN[:5])],  # a plan missing required fields
-        ["r", [*PLAN, "extra"]],  # a field the type does not have
+        ["r", (), None, "", None],  # the plan is not a plan
+        ["r", PLAN[:5]],  # a plan missing required fields
+        ["r", (*PLAN, "extra")],  # a field the type does not have
     ],
     ids=["not-a-plan", "short-plan", "long-plan"],
 )
@@ -111,9 +112,7 @@ def test_a_launch_whose_fields_do_not_match_the_types_is_refused(
     codec: Codec, fields: list[object]
 ) -> None:
     """A wrong or missing field, or one too many, is a ValueError: no message comes out."""
-    import msgspec  # noqa: PLC0415 - the server's library, to write frames PACKED would refuse
-
-    body = msgspec.msgpack.encode(["launch", fields])
+    body = records.dumps(("launch", tuple(fields)))
     with pytest.raises(ValueError, match=r"\S"):
         codec.decode(body)
 
@@ -124,14 +123,23 @@ def test_a_wrongly_typed_field_deep_in_the_plan_is_refused(codec: Codec) -> None
     plan: list[object] = list(PLAN)
     plan[1] = ("/usr/bin/bun", 7)
     with pytest.raises(ValueError, match=r"(?i)expected .*str"):
-        codec.decode(msgspec.msgpack.encode(["go", [plan]]))
+        codec.decode(records.dumps(("go", (tuple(plan),))))
 
 
 @CODECS
 @pytest.mark.parametrize(
     "body",
-    [b"", b"\x92\xa2go", b"\x92\xa4nope\x90", b"\x91\xa2go", b"\xc1", b"\x92\xa6cancel\x90\x00"],
-    ids=["empty", "truncated", "unknown-tag", "no-fields", "reserved-byte", "trailing-byte"],
+    [
+        b"",
+        records.dumps(("go", (PLAN,)))[:-3],
+        marshal.dumps(("nope", ())),
+        marshal.dumps(("go",)),
+        marshal.dumps((1, ())),
+        marshal.dumps(["cancel", ()]),
+        marshal.dumps(("cancel", {})),
+        marshal.dumps(compile("1", "x", "eval")),
+    ],
+    ids=["empty", "truncated", "unknown-tag", "no-fields", "no-tag", "a-list", "a-dict", "code"],
 )
 def test_a_garbled_body_is_a_value_error(codec: Codec, body: bytes) -> None:
     """Truncated, unknown, malformed or followed by junk: refused whole."""
