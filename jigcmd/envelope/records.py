@@ -122,26 +122,32 @@ class _Compiler:
         # tuple.__new__ builds a NamedTuple without its Python `__new__` (one frame fewer).
         self.names: dict[str, object] = {"_bad": _bad, "_new": tuple.__new__}
         self.lines: list[str] = []
-        self.done: dict[object, str] = {}
+        self.done: dict[tuple[str, object], str] = {}
 
     def reader(self, kind: object) -> Callable[[object], Any]:
-        name = self._function(kind)
-        exec("\n".join(self.lines), self.names)  # noqa: S102 - our own readers, from our types
-        read: Callable[[object], Any] = self.names[name]  # type: ignore[assignment]
-        return read
+        return self._compiled(self._function(kind))
 
     def writer(self, kind: object) -> Callable[[object], object]:
-        self.written: dict[object, str] = {}
-        name = self._writer(kind)
-        exec("\n".join(self.lines), self.names)  # noqa: S102 - likewise
-        write: Callable[[object], object] = self.names[name]  # type: ignore[assignment]
-        return write
+        return self._compiled(self._writer(kind))
+
+    def _compiled(self, name: str) -> Callable[[object], Any]:
+        exec("\n".join(self.lines), self.names)  # noqa: S102 - our own code, from our types
+        function: Callable[[object], Any] = self.names[name]  # type: ignore[assignment]
+        return function
+
+    def _named(self, kind: object, prefix: str) -> tuple[str, bool]:
+        """The name of `kind`'s function with `prefix`, and whether it is yet to be written."""
+        known = self.done.get((prefix, kind))
+        if known is not None:
+            return known, False
+        name = self.done[prefix, kind] = f"{prefix}{len(self.done)}"
+        return name, True
 
     def _writer(self, kind: object) -> str:
         """The name of a function making a `kind` marshal's plain tuples, written once."""
-        if kind in self.written:
-            return self.written[kind]
-        name = self.written[kind] = f"_write{len(self.written)}"
+        name, new = self._named(kind, "_write")
+        if not new:
+            return name
         if isinstance(kind, type) and _is_record(kind):
             hints = typing.get_type_hints(kind)
             fields: tuple[str, ...] = kind._fields  # type: ignore[attr-defined]  # a NamedTuple's
@@ -180,9 +186,9 @@ class _Compiler:
 
     def _function(self, kind: object) -> str:
         """The name of the function reading `kind` (a NamedTuple or another type), written once."""
-        if kind in self.done:
-            return self.done[kind]
-        name = self.done[kind] = f"_read{len(self.done)}"
+        name, new = self._named(kind, "_read")
+        if not new:
+            return name
         if isinstance(kind, type) and _is_record(kind):
             body = self._record(kind)
         else:
