@@ -12,8 +12,12 @@ closed before the next revision's starts. Two revisions alive at once would shar
 interpreter's and the venv's file pages (libpython, cryptography's `.so`, libsqlite3), and
 PSS would halve them between the two trees, so each would read several MiB too low.
 (Other programs on the machine mapping the same files still lower the file share a little;
-the anonymous share is the tree's own.) `--repeat N` measures the revisions N times in
-turn; `--processes` prints each process's PSS split into anonymous and file pages.
+the anonymous share is the tree's own.) Each tree's bytecode is compiled first
+(`bench_revisions.Revision`): a process that compiles its modules as it imports them keeps
+a larger heap. Each server also gets a cgroup base of its own, so
+that its start-up recovery does not look at (and load cgroupspy for) the jobs of other
+servers on the machine. `--repeat N` measures the revisions N times in turn; `--processes`
+prints each process's PSS split into anonymous and file pages.
 
 Run as root: python scripts/bench_footprint.py [REVISION ...] [--idle-s 3] [--repeat 1]
 [--processes] (no revision: the working tree alone).
@@ -22,7 +26,9 @@ Run as root: python scripts/bench_footprint.py [REVISION ...] [--idle-s 3] [--re
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import secrets
 import shutil
 import subprocess
 import sys
@@ -119,7 +125,8 @@ def footprint(root: int) -> list[Process]:
 
 def measure(name: str, work: Path, idle_s: float) -> list[Process]:
     """Start `name`'s server alone, call it, let it idle, read its tree, close it."""
-    revision = Revision(name, work)
+    base = f"jigcmd-footprint-{secrets.token_hex(4)}"
+    revision = Revision(name, work, extra_args=("--cgroup-base", base))
     try:
         for _ in range(CALLS):
             revision.server.run()
@@ -127,6 +134,9 @@ def measure(name: str, work: Path, idle_s: float) -> list[Process]:
         return footprint(revision.server.process.pid)
     finally:
         revision.server.close()
+        for group in Path("/sys/fs/cgroup").glob(f"*/{base}"):
+            with contextlib.suppress(OSError):
+                group.rmdir()
         if revision.tree != ROOT:
             subprocess.run(
                 ["git", "-C", str(ROOT), "worktree", "remove", "--force", str(revision.tree)],

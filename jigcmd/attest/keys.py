@@ -7,10 +7,18 @@ directory, made on first use (0600, written whole and linked in, so two servers 
 together end with the same key) with its public half `signing-key.pub.pem` beside it.
 A key is PKCS#8 PEM, unencrypted. A key that cannot be read or is not Ed25519 raises
 `SigningKeyError` naming the file and the cause: the front does not start.
+
+The one form this module writes (RFC 8410's DER on one PEM line, as `cryptography` and
+`openssl genpkey` write it) is encoded and decoded here around the library's raw Ed25519
+keys; any other text goes to the library's PEM parser. Its `serialization` package imports
+SSH, RSA, DSA, EC, DH and cipher modules (42 of them) that a serving process never needs
+(what that costs: docs/performance.md, "The server's idle image").
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import contextlib
 import hashlib
 import os
@@ -21,7 +29,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
-from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
 __all__ = [
@@ -41,24 +48,49 @@ HOST_PUBLIC_NAME = "signing-key.pub.pem"
 KEY_ENV = "JIGCMD_SIGNING_KEY"
 # A key file larger than this is not a PEM Ed25519 key (and is not read whole).
 _MAX_KEY_BYTES = 16 * 1024
+# RFC 8410's DER for Ed25519: a PKCS#8 v1 private key is this prefix and the 32-byte seed,
+# a SubjectPublicKeyInfo this prefix and the 32-byte public key. DER is canonical: these are
+# the library's bytes too (a test holds them equal).
+_PKCS8_PREFIX = bytes.fromhex("302e020100300506032b657004220420")
+_SPKI_PREFIX = bytes.fromhex("302a300506032b6570032100")
+_PRIVATE_LABEL = b"PRIVATE KEY"
+_PUBLIC_LABEL = b"PUBLIC KEY"
 
 
 class SigningKeyError(Exception):
     """Raised when the signing key cannot be read, made or used; the message names the file."""
 
 
+def _pem(label: bytes, der: bytes) -> bytes:
+    """`der` as PEM: base64 in lines of 64 between the label's two lines."""
+    body = base64.b64encode(der)
+    lines = b"\n".join(body[start : start + 64] for start in range(0, len(body), 64))
+    return b"-----BEGIN %s-----\n%s\n-----END %s-----\n" % (label, lines, label)
+
+
+def _ed25519_seed(data: bytes) -> bytes | None:
+    """The seed of a PEM PKCS#8 Ed25519 key in the one form `_pem` writes; else None."""
+    lines = data.split(b"\n")
+    if len(lines) != 4:
+        return None
+    try:
+        der = base64.b64decode(lines[1], validate=True)
+    except binascii.Error:
+        return None
+    seed = der[len(_PKCS8_PREFIX) :]
+    if not der.startswith(_PKCS8_PREFIX) or len(seed) != 32:
+        return None
+    # Only that text: written back, the same bytes (no other line breaks, labels or padding).
+    return seed if _pem(_PRIVATE_LABEL, der) == data else None
+
+
 def key_id(public: Ed25519PublicKey) -> str:
     """The key's id: the hex SHA-256 of its SubjectPublicKeyInfo (DER)."""
-    der = public.public_bytes(
-        serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
-    )
-    return hashlib.sha256(der).hexdigest()
+    return hashlib.sha256(_SPKI_PREFIX + public.public_bytes_raw()).hexdigest()
 
 
 def _public_pem(public: Ed25519PublicKey) -> bytes:
-    return public.public_bytes(
-        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
-    )
+    return _pem(_PUBLIC_LABEL, _SPKI_PREFIX + public.public_bytes_raw())
 
 
 @dataclass(frozen=True)
@@ -134,6 +166,12 @@ def _read_bytes(path: Path) -> bytes:
 
 def _read_private(path: Path) -> Ed25519PrivateKey:
     data = _read_bytes(path)
+    seed = _ed25519_seed(data)
+    if seed is not None:
+        return Ed25519PrivateKey.from_private_bytes(seed)
+    # Any other text: the library parses it and says what it is.
+    from cryptography.hazmat.primitives import serialization  # noqa: PLC0415 - see the module
+
     try:
         key = serialization.load_pem_private_key(data, password=None)
     except TypeError:
@@ -153,6 +191,9 @@ def load_public(path: Path) -> PublicKey:
         data = path.read_bytes()
     except OSError as exc:
         raise SigningKeyError(f"public key {path}: cannot be read: {exc.strerror}") from exc
+    # Only `jigcmd attest` reads a public key: the library's parser, imported for it.
+    from cryptography.hazmat.primitives import serialization  # noqa: PLC0415 - see the module
+
     try:
         loaded = serialization.load_pem_public_key(data)
     except (ValueError, UnsupportedAlgorithm):
@@ -185,11 +226,7 @@ def _host_key(state_dir: Path) -> SigningKey:
 
 
 def _make_host_key(state_dir: Path, path: Path) -> None:
-    pem = Ed25519PrivateKey.generate().private_bytes(
-        serialization.Encoding.PEM,
-        serialization.PrivateFormat.PKCS8,
-        serialization.NoEncryption(),
-    )
+    pem = _pem(_PRIVATE_LABEL, _PKCS8_PREFIX + Ed25519PrivateKey.generate().private_bytes_raw())
     try:
         _write_whole(path, pem, 0o600, replace=False)
     except OSError as exc:

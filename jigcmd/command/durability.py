@@ -9,7 +9,8 @@ without an operation signature keeps no row; one without a state directory keeps
 from __future__ import annotations
 
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any
 
 import anyio
 
@@ -130,8 +131,11 @@ class Durability:
         evidence: Callable[[Ending], Evidence],
         cancel: anyio.Event,
         sign: SignEnding | None = None,
+        digest: str | None = None,
     ) -> RunResult:
         """Run `execute` under this call's row: opened at admission, closed with its end.
+
+        `digest` is `plan_digest(plan)` when the caller has it already (worked out if not).
 
         With `sign`, the evidence recorded at the run's end carries its signed statement in
         the same commit (the result's own, with the resource report, replaces it at close).
@@ -144,7 +148,9 @@ class Durability:
             state_dir=str(ownership.state_dir) if self.durable and ownership else None,
             slot_fd=self.slot.fd if self.slot is not None else None,
         )
-        hooks = self._hooks(plan, evidence, cancel, sign) if self.durable else None
+        hooks = None
+        if self.durable:
+            hooks = self._hooks(plan, digest or plan_digest(plan), evidence, cancel, sign)
         try:
             result = await execute(ticket, hooks)
         except Withdrawn:
@@ -166,6 +172,7 @@ class Durability:
     def _hooks(
         self,
         plan: RunPlan,
+        digest: str,
         evidence: Callable[[Ending], Evidence],
         cancel: anyio.Event,
         sign: SignEnding | None,
@@ -173,7 +180,6 @@ class Durability:
         ownership, signature = self._ownership, self._signature
         assert ownership is not None and signature is not None
         operation_id, scope = self._operation_id, self._scope
-        digest = plan_digest(plan)
 
         async def admit(assigned: Assigned | None) -> bool:
             # One journal transaction before dispatch: a new row, or the known answer.
@@ -198,12 +204,13 @@ class Durability:
                 await self._owned()
             return self._began
 
-        async def on_started(envelope: EnvelopeIdentity) -> None:
+        def on_started(envelope: EnvelopeIdentity) -> Coroutine[Any, Any, None] | None:
             # Recorded at begin unless the envelope was made for this launch (or made
-            # again under another name): no commit while the candidate runs.
+            # again under another name): no commit, and no task, while the candidate runs.
             recorded = self._recorded_envelope
-            if recorded is None or not recorded.serves(envelope):
-                await ownership.record_envelope(operation_id, envelope, root_run=scope)
+            if recorded is not None and recorded.serves(envelope):
+                return None
+            return ownership.record_envelope(operation_id, envelope, root_run=scope)
 
         async def on_ended(ending: Ending) -> None:
             # The run's evidence is durable before its cleanup is confirmed; the row

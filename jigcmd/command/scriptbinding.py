@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 
 import anyio
@@ -101,6 +100,10 @@ def _text(data: bytes, source: str) -> str:
 
 
 def _shim() -> dict[str, str]:
+    # Only a TypeScript Binding needs the shim: a server of a TOML or JSON one never carries
+    # importlib.resources (5 modules).
+    from importlib import resources  # noqa: PLC0415 - see the comment above
+
     package = resources.files("jigcmd.command") / "jigshim"
     return {name: (package / name).read_text(encoding="utf-8") for name in _SHIM_FILES}
 

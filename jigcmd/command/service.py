@@ -388,7 +388,11 @@ class CommandService:
             plan = self._plan(
                 valid, operation_id, deadline, self._place(durability.slot), junit=detailed
             )
-            sign = self._signer(valid, plan, durability, operation_id, root_run, attester=attester)
+            # The plan's identity, for the journal's row and the signed statement alike.
+            digest = plan_digest(plan)
+            sign = self._signer(
+                valid, plan, durability, operation_id, root_run, attester=attester, digest=digest
+            )
             execute = partial(
                 self._execute,
                 valid=valid,
@@ -402,6 +406,7 @@ class CommandService:
             return await durability.run(
                 plan,
                 execute,
+                digest=digest,
                 evidence=evidence,
                 cancel=cancel,
                 sign=None if sign is None else (lambda ending: sign(ending, None, None)),
@@ -418,6 +423,7 @@ class CommandService:
         root_run: str | None,
         *,
         attester: Attester | None,
+        digest: str,
     ) -> Sign | None:
         """How this run's statement is signed, or None when this service holds no key."""
         if attester is None or attester.identity is None:
@@ -425,7 +431,6 @@ class CommandService:
             return None
         started = time.time_ns() // 1_000_000
         enforcement = enforced(plan)
-        digest = plan_digest(plan)
 
         def sign(
             ended: Ending | RunOutcome,

@@ -104,7 +104,7 @@ class SharedOperations:
         finally:
             if self._live.get(key) is shared:
                 del self._live[key]
-            shared.done.set()
+            shared.finish()
 
 
 class _Shared:
@@ -119,6 +119,14 @@ class _Shared:
         self.outcome: RunResult | JigError | None = None
         # The live waiters, each with its progress callback (None: it asked for none).
         self._waiters: dict[object, Progress | None] = {}
+        # The waits in progress (`_until_done`), each ended by the work's end.
+        self._waiting: set[anyio.CancelScope] = set()
+
+    def finish(self) -> None:
+        """The work has ended (its outcome is set): wake every waiter."""
+        self.done.set()
+        for scope in self._waiting:
+            scope.cancel()
 
     async def progress(
         self, message: str, elapsed_ms: int | None = None, total_ms: int | None = None
@@ -135,7 +143,7 @@ class _Shared:
         self._waiters[token] = progress
         try:
             while not self.done.is_set():
-                await _first(self.done, cancel, deadline)
+                await self._until_done(cancel, deadline)
                 if self.done.is_set():
                     break
                 if not cancel.is_set() and deadline >= self.deadline:
@@ -152,6 +160,24 @@ class _Shared:
                 # The last waiter's task itself was cancelled (the coordinator is gone).
                 self.stop.set()
         return self._result()
+
+    async def _until_done(self, cancel: anyio.Event, deadline: float) -> None:
+        """Return once the work is done or `cancel` is set, or `deadline` (monotonic) passes.
+
+        The waiter waits for its own cancel in its own task; the work's end cancels that
+        wait (`finish`), so no watcher task is spawned per wait.
+        """
+        if self.done.is_set() or cancel.is_set():
+            return
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return
+        with anyio.move_on_after(remaining) as scope:
+            self._waiting.add(scope)
+            try:
+                await cancel.wait()
+            finally:
+                self._waiting.discard(scope)
 
     def _left(self, *, cancelled: bool) -> JigError:
         if cancelled:
@@ -175,23 +201,3 @@ class _Shared:
         if isinstance(outcome, JigError):
             raise outcome
         return outcome
-
-
-async def _first(done: anyio.Event, cancel: anyio.Event, deadline: float) -> None:
-    """Return once `done` or `cancel` is set, or `deadline` (monotonic) passes."""
-    if done.is_set() or cancel.is_set():
-        return
-    remaining = deadline - time.monotonic()
-    if remaining <= 0:
-        return
-    with anyio.move_on_after(remaining) as scope:
-        # One watcher task: this one waits for `done` itself.
-        async with anyio.create_task_group() as waiting:
-            waiting.start_soon(_cancel_on, cancel, scope)
-            await done.wait()
-            scope.cancel()
-
-
-async def _cancel_on(event: anyio.Event, scope: anyio.CancelScope) -> None:
-    await event.wait()
-    scope.cancel()

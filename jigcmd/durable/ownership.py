@@ -353,19 +353,17 @@ class Ownership:
         """Record a completed command's evidence; the cleanup was confirmed by the envelope.
 
         When `recorded` (from `record_evidence`) is these very bytes, the evidence is durable
-        already and only the close is left (cleanup proved, the report): it is queued and
-        done right after the answer, not fsynced. A close lost to a crash or a power cut is
-        re-derived: the row is open with its evidence, and recovery closes it `done` once it
-        proves the cleanup (`Journal.close_lost`). A replay meanwhile joins until it closes.
+        already and only the close is left (cleanup proved, the report): it is made at once,
+        before the answer, without an fsync (`_close_at_once`). A close lost to a crash or a
+        power cut is re-derived: the row is open with its evidence, and recovery closes it
+        `done` once it proves the cleanup (`Journal.close_lost`). A replay meanwhile joins
+        until it closes.
         """
         data = _encoder.encode(result.evidence)
         report = _encoder.encode(result.report)
         attestation = result.attestation
         if data == recorded:
-            closing = self._closer.submit(
-                self._close_row, operation_id, root_run, data, report, attestation
-            )
-            closing.add_done_callback(_report_close_failure)
+            self._close_at_once(operation_id, root_run, data, report, attestation)
             return
         try:
             await anyio.to_thread.run_sync(
@@ -381,6 +379,41 @@ class Ownership:
             )
         except _JOURNAL_FAILURES as exc:
             raise self._unrecorded("the command ran, but", exc) from exc
+
+    def _close_at_once(
+        self,
+        operation_id: str,
+        root_run: str,
+        data: bytes,
+        report: bytes,
+        attestation: bytes | None,
+    ) -> None:
+        """Close a row whose evidence is durable, here and without waiting; else in a thread.
+
+        Unsynced and uncontended this is one quick local commit, cheaper than the hop to
+        the closer thread and its wake-ups (docs/performance.md); a close that would wait
+        for another writer, or fails, goes to the closer thread, which retries it.
+        """
+        try:
+            closed = self.journal.finish(
+                operation_id,
+                root_run=root_run,
+                outcome="evidence",
+                result=data,
+                report=report,
+                cleanup_complete=True,
+                durable=False,
+                attestation=attestation,
+                wait=False,
+            )
+        except _JOURNAL_FAILURES as exc:
+            logger.info("closing the journal row of %s at once failed: %s", operation_id, exc)
+            closed = None
+        if closed is None:
+            closing = self._closer.submit(
+                self._close_row, operation_id, root_run, data, report, attestation
+            )
+            closing.add_done_callback(_report_close_failure)
 
     def _close_row(
         self,

@@ -110,7 +110,9 @@ class Assigned(msgspec.Struct, frozen=True):
         )
 
 
-OnStarted = Callable[[EnvelopeIdentity], Coroutine[Any, Any, None]]
+# Returns the work to do beside the run (awaited before `execute` returns), or None when
+# there is none: a coroutine function qualifies, and a plain function spawns no task.
+OnStarted = Callable[[EnvelopeIdentity], Coroutine[Any, Any, None] | None]
 OnEnded = Callable[[Ending], Coroutine[Any, Any, None]]
 # Told each piece of output as the server reads it while the command runs ("stdout" or
 # "stderr", the bytes, past the capture's cap too); called from the reading task, so it
@@ -184,7 +186,8 @@ class Hooks:
     launch (`Assigned`), or None. False, or a cancel by then, withdraws the launch: nothing
     runs, and `Withdrawn` (or a `CANCELLED_BEFORE_DISPATCH` failure) is raised. Errors of
     the executor itself come after `admit` was awaited.
-    `on_started` runs once the candidate was exec'd, concurrently with the run.
+    `on_started` is called once the candidate was exec'd; the work it returns, if any, runs
+    concurrently with the run.
     `on_ended` runs once the candidate ended and its output is complete, concurrently with
     the envelope's cleanup (which `execute` still awaits); skipped when the output could not
     be completed first. Both have finished before `execute` returns.

@@ -11,6 +11,8 @@ import contextlib
 import os
 import socket
 import time
+from collections.abc import Coroutine
+from typing import Any
 
 import anyio
 import msgspec
@@ -120,6 +122,10 @@ class Capture:
         return CapturedStream(data=bytes(self.data), truncated=self.dropped > 0 or not self.eof)
 
 
+async def _awaited(work: Coroutine[Any, Any, None]) -> None:
+    await work
+
+
 class RunCollector:
     def __init__(
         self,
@@ -204,7 +210,9 @@ class RunCollector:
                             cgroup_paths=message.cgroup_paths,
                             netns=message.netns,
                         )
-                        self.callbacks.start_soon(self.hooks.on_started, identity)
+                        work = self.hooks.on_started(identity)
+                        if work is not None:
+                            self.callbacks.start_soon(_awaited, work)
                 elif isinstance(message, Ended):
                     trace.mark("executor: ended")
                     self.ending.set()

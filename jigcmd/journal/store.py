@@ -50,10 +50,14 @@ _TABLES = ("operations", "jarvis_runs", "audit")
 _SELECT_ROW = "SELECT * FROM operations WHERE root_run = ? AND operation_id = ?"
 # How long a writer waits for another process's write transaction before failing.
 _BUSY_TIMEOUT_MS = 10_000
-# How long a non-waiting write waits for this process's own lock. Its holder is mostly the
-# closer thread's unsynced close of the previous row, done sooner than a thread hop costs
-# (docs/performance.md); a longer holder, or another process's transaction, is not waited for.
+# How long a non-waiting write waits for this process's own lock. Its holder is one of this
+# process's worker threads (a read, a retried close), mostly done sooner than a thread hop
+# costs (docs/performance.md); a longer holder, or another process's transaction, is not
+# waited for.
 _OWN_LOCK_WAIT_S = 0.0005
+# SQLite's page cache per connection, in KiB (its default 2000 filled as the journal grew
+# and stayed in a long-lived server's image; docs/performance.md, "The server's idle image").
+_CACHE_KIB = 256
 
 
 class _WouldWait(Exception):
@@ -223,6 +227,7 @@ class Journal:
                 _wal(conn, path)
                 conn.execute("PRAGMA synchronous = FULL")
                 conn.execute("PRAGMA foreign_keys = ON")
+                conn.execute(f"PRAGMA cache_size = -{_CACHE_KIB:d}")
                 if held_one:
                     (version,) = conn.execute("PRAGMA user_version").fetchone()
                     marker.check_schema(version)
@@ -358,17 +363,17 @@ class Journal:
             return None
 
     def _insert(self, conn: sqlite3.Connection, new: NewRow) -> Begin:
-        key = (new.root_run, new.operation_id)
-        found = conn.execute(_SELECT_ROW, key).fetchone()
-        if found is not None:
-            return Begin(row=row_from(found), created=False)
+        # One statement in the usual case (a new operation id): the insert returns the row
+        # it wrote; only a key already taken is read back (`_SELECT_ROW`). A reused run id
+        # is still refused (only the key's conflict is taken as "known").
         now = _now_ms()
         supervisor = new.supervisor
-        conn.execute(
+        inserted = conn.execute(
             "INSERT INTO operations (root_run, operation_id, signature, context,"
             " created_unix_ms, updated_unix_ms, deadline_unix_ms, run_id, owner_pid,"
             " owner_start, boot_id, state, supervisor_pid, supervisor_start, cgroup_paths,"
-            " plan_digest, trace) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            " plan_digest, trace) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+            " ON CONFLICT (root_run, operation_id) DO NOTHING RETURNING *",
             (
                 new.root_run,
                 new.operation_id,
@@ -388,9 +393,11 @@ class Journal:
                 new.plan_digest,
                 new.trace,
             ),
-        )
-        inserted = conn.execute(_SELECT_ROW, key).fetchone()
-        return Begin(row=row_from(inserted), created=True)
+        ).fetchall()
+        if inserted:
+            return Begin(row=row_from(inserted[0]), created=True)
+        found = conn.execute(_SELECT_ROW, (new.root_run, new.operation_id)).fetchone()
+        return Begin(row=row_from(found), created=False)
 
     def record_envelope(
         self,

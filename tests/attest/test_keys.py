@@ -178,3 +178,66 @@ def test_an_unreadable_host_key_fails_rather_than_being_replaced(tmp_path: Path)
     with pytest.raises(SigningKeyError, match="not a PEM private key"):
         open_signing_key(tmp_path, environ={})
     assert (tmp_path / HOST_KEY_NAME).read_bytes() == b"damaged"
+
+
+def test_the_host_key_and_its_public_half_are_the_librarys_pem_bytes(tmp_path: Path) -> None:
+    """The files written without the library's serializers are byte for byte what it writes."""
+    for number in range(8):
+        state = tmp_path / str(number)
+        state.mkdir()
+        key = open_signing_key(state, environ={})
+        written = (state / HOST_KEY_NAME).read_bytes()
+        loaded = serialization.load_pem_private_key(written, password=None)
+        assert isinstance(loaded, Ed25519PrivateKey)
+        assert written == _pem(loaded)
+        assert (state / HOST_PUBLIC_NAME).read_bytes() == key.public.pem
+        assert key.public.pem == loaded.public_key().public_bytes(
+            serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+        )
+        assert key.sign(b"statement") == loaded.sign(b"statement")
+
+
+@pytest.mark.parametrize("form", ["library", "crlf", "text before", "openssl genpkey"])
+def test_a_key_in_any_pem_form_the_library_reads_gives_the_same_key(
+    tmp_path: Path, form: str
+) -> None:
+    """The one-line form is read here; every other PEM text is the library's to read."""
+    if form == "openssl genpkey":
+        path = tmp_path / "key.pem"
+        subprocess.run(
+            ["openssl", "genpkey", "-algorithm", "ed25519", "-out", str(path)],
+            check=True,
+            capture_output=True,
+            timeout=60,
+        )
+        path.chmod(0o600)
+        data = path.read_bytes()
+    else:
+        data = _pem(Ed25519PrivateKey.generate())
+        if form == "crlf":
+            data = data.replace(b"\n", b"\r\n")
+        elif form == "text before":
+            data = b"an operator's note\n" + data
+        path = _key_file(tmp_path / "key.pem", data)
+    loaded = serialization.load_pem_private_key(data, password=None)
+    assert isinstance(loaded, Ed25519PrivateKey)
+    key = open_signing_key(tmp_path, path, {})
+    assert key.sign(b"statement") == loaded.sign(b"statement")
+    assert key.public.pem == load_public(path).pem
+
+
+def test_opening_the_key_imports_none_of_the_librarys_serializers(tmp_path: Path) -> None:
+    """Making and reading the host key leaves `serialization` (SSH, RSA, DSA, …) unimported."""
+    program = (
+        "import sys; from pathlib import Path; from jigcmd.attest.keys import open_signing_key\n"
+        "for _ in range(2): open_signing_key(Path(sys.argv[1]), environ={}).public.pem\n"
+        "print(sorted(m for m in sys.modules if '.serialization' in m))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", program, str(tmp_path)],
+        capture_output=True,
+        check=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
+    assert done.stdout == b"[]\n"

@@ -49,7 +49,9 @@ class _Stub:
         self.plans.append(plan)
         assert await hooks.admit(self.assigned)
         assert hooks.on_started is not None
-        await hooks.on_started(self.started)
+        work = hooks.on_started(self.started)
+        if work is not None:
+            await work
         return outcome()
 
 

@@ -68,8 +68,15 @@ async def _attend(
         outcomes[name] = error
 
 
-async def _settled(outcomes: dict[str, RunResult | JigError], name: str) -> None:
-    """Until the waiter `name` has its answer (every task blocked, so it is not coming)."""
+async def _settled(
+    outcomes: dict[str, RunResult | JigError], name: str, *, past: float | None = None
+) -> None:
+    """Until the waiter `name` has its answer (every task blocked, so it is not coming).
+
+    With `past`, the answer is due at that (monotonic) deadline: the wait starts after it.
+    """
+    if past is not None:
+        await anyio.sleep(max(0.0, past - time.monotonic()))
     await anyio.wait_all_tasks_blocked()
     assert name in outcomes
 
@@ -147,7 +154,7 @@ async def test_a_waiter_whose_earlier_deadline_passes_leaves_alone() -> None:
         tasks.start_soon(
             partial(_attend, deadline=soon), shared, work, anyio.Event(), outcomes, "joiner"
         )
-        await _settled(outcomes, "joiner")
+        await _settled(outcomes, "joiner", past=soon)
         work.finish.set()
     left = outcomes["joiner"]
     assert isinstance(left, JigError) and left.code == Code.DEADLINE_EXCEEDED and left.retryable

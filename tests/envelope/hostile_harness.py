@@ -340,7 +340,9 @@ class TracedExecutor:
         )
         if hooks.on_started is not None and self.traces[-1].started is not None:
             # The service records the serving envelope; replay the hook for it.
-            await hooks.on_started(self.traces[-1].started)
+            work = hooks.on_started(self.traces[-1].started)
+            if work is not None:
+                await work
         return outcome
 
     async def run(
