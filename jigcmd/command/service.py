@@ -30,6 +30,7 @@ from jigcmd.envelope.api import (
     EnvelopeFailure,
     Executor,
     Hooks,
+    Refills,
     RunOutcome,
     Ticket,
     enforced,
@@ -81,6 +82,8 @@ class CommandService:
         self._admission = admission
         self._runtime = runtime
         self._executor = executor
+        # Told when a call's answer is out, when it keeps envelopes prepared.
+        self._refills = executor if isinstance(executor, Refills) else None
         self._root_deadline = root_deadline_unix_ms
         self._limits = limits or Limits()
         # Hashing the Bun binary is deferred to the first call (or a warm-up), off the
@@ -457,6 +460,11 @@ class CommandService:
             return attester.attest(record)
 
         return sign
+
+    def answered(self) -> None:
+        """A call's answer was written; see `CommandBackend.answered`."""
+        if self._refills is not None:
+            self._refills.answered()
 
     async def recorded(self, operation_id: str, *, root_run: str) -> Recorded | None:
         """What the journal holds of an operation; see `CommandBackend.recorded`."""

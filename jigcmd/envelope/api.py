@@ -5,7 +5,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 import anyio
 import msgspec
@@ -29,6 +29,7 @@ __all__ = [
     "OnEnded",
     "OnOutput",
     "OnStarted",
+    "Refills",
     "RunOutcome",
     "ScratchRead",
     "Ticket",
@@ -219,6 +220,15 @@ class Executor(Protocol):
 
         `hooks` says what the caller does along the way (see `Hooks`).
         """
+        ...
+
+
+@runtime_checkable
+class Refills(Protocol):
+    """An executor that keeps envelopes prepared and refills them once a call is answered."""
+
+    def answered(self) -> None:
+        """A call's answer was written: refill now (a hint, never needed for correctness)."""
         ...
 
 

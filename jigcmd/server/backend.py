@@ -94,6 +94,14 @@ class CommandBackend(Protocol):
         """Run one validated request to completion and return its evidence."""
         ...
 
+    def answered(self) -> None:
+        """The answer to a call was just written to the caller (a hint; never blocks).
+
+        The envelope refills its pool of prepared envelopes after it, so that the preparing
+        does not compete with the answer (docs/envelope.md); may do nothing.
+        """
+        ...
+
     async def recorded(self, operation_id: str, *, root_run: str) -> Recorded | None:
         """What the journal holds of an operation of `root_run`; None: nothing, or no journal."""
         ...

@@ -469,6 +469,7 @@ class _Server:
                 self._idle.set()
         self._writer.send(self._session.finish(call, outcome))
         self._writer.flush()
+        self._backend.answered()
 
 
 def _key(request_id: jsonrpc.Id, task_id: str | None) -> tuple[str, jsonrpc.Id]:

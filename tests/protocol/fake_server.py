@@ -74,6 +74,9 @@ class FakeBackend:
     def read_resource(self, scope: str, uri: str) -> tuple[bytes, str]:
         raise LookupError(f"no resource {uri!r} (the fake keeps none)")
 
+    def answered(self) -> None:
+        pass  # no envelopes to refill
+
     async def recorded(self, operation_id: str, *, root_run: str) -> Recorded | None:
         # No journal: nothing is recorded beyond the session.
         return None
