@@ -43,7 +43,7 @@ from jigcmd.policy.binding import CommandPolicy
 from jigcmd.policy.lock import Admission
 from jigcmd.policy.planner import candidate_plan, effective_deadline
 from jigcmd.policy.request import ValidRequest, validate_request
-from jigcmd.protocol.commands import Recorded, ResourceRef, RunResult, TestResults, ToolInfo
+from jigcmd.protocol.commands import Recorded, RunResult, TestResults, ToolInfo
 from jigcmd.protocol.junit import UnreadableReport, parse_junit
 from jigcmd.protocol.liveoutput import LiveOutput
 from jigcmd.server.backend import Owned, Progress
@@ -320,11 +320,15 @@ class CommandService:
         if result.attestation is not None:
             parts.append(("attestation", result.attestation))
 
-        def put() -> tuple[ResourceRef, ...]:
-            return tuple(store.put(scope, operation_id, name, data) for name, data in parts)
-
         try:
-            refs = await anyio.to_thread.run_sync(put)
+            # A few small files, no fsync: written here, without a thread hop (it cost more
+            # CPU than the writes, docs/performance.md); the occasional batch prune reads
+            # every kept operation's age, so it goes to a worker thread.
+            refs = tuple(
+                store.put(scope, operation_id, name, data, prune=False) for name, data in parts
+            )
+            if store.crowded(scope):
+                await anyio.to_thread.run_sync(store.prune, scope)
         except OSError:
             # The answer matters more than its links: a result without them is still whole.
             return result

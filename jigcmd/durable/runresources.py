@@ -108,8 +108,13 @@ class RunResources:
     def _operation_dir(self, scope: str, operation_id: str) -> Path:
         return self._root / _hashed(scope) / _hashed(operation_id)
 
-    def put(self, scope: str, operation_id: str, name: str, data: bytes) -> ResourceRef:
-        """Keep `data` as this operation's resource `name`; its reference for the result."""
+    def put(
+        self, scope: str, operation_id: str, name: str, data: bytes, *, prune: bool = True
+    ) -> ResourceRef:
+        """Keep `data` as this operation's resource `name`; its reference for the result.
+
+        `prune=False` leaves the scope's pruning to the caller (`crowded`, `prune`).
+        """
         kind = KINDS[name]
         directory = self._operation_dir(scope, operation_id)
         fresh = not directory.exists()
@@ -123,7 +128,7 @@ class RunResources:
         finally:
             os.close(fd)
         os.replace(temporary, directory / name)
-        if fresh:
+        if fresh and prune:
             self._prune(directory.parent)
         return ResourceRef(
             uri=resource_uri(scope, operation_id, name),
@@ -150,6 +155,24 @@ class RunResources:
             ) from None
         return data, kind
 
+    def crowded(self, scope: str) -> bool:
+        """Whether `scope` holds a batch of operations more than it keeps (`prune` is due).
+
+        One directory read, so cheap enough for an event loop; the prune itself reads every
+        kept operation's age and removes a batch of them.
+        """
+        try:
+            return self._over(len(os.listdir(self._root / _hashed(scope))))
+        except OSError:
+            return False
+
+    def prune(self, scope: str) -> None:
+        """Keep the newest operations of `scope` (blocking: many reads and removals)."""
+        self._prune(self._root / _hashed(scope))
+
+    def _over(self, count: int) -> bool:
+        return count > self._keep + max(1, self._keep // 8)
+
     def _prune(self, scope_dir: Path) -> None:
         """Keep the newest `keep` operations of one scope, pruning in batches.
 
@@ -159,7 +182,7 @@ class RunResources:
         """
         try:
             names = os.listdir(scope_dir)
-            if len(names) <= self._keep + max(1, self._keep // 8):
+            if not self._over(len(names)):
                 return
             entries = sorted(
                 (scope_dir / name for name in names), key=lambda entry: entry.stat().st_mtime_ns

@@ -352,8 +352,8 @@ class Journal:
         """`begin`, or None (nothing written) when it would have to wait for another writer.
 
         For a caller on an event loop: the uncontended case (one server, the usual one) is a
-        quick local commit, done without a thread hop; so is one that finds this process's
-        closer thread finishing the previous row's close (waited out for at most
+        quick local commit, done without a thread hop; so is one that finds one of this
+        process's worker threads finishing a write (waited out for at most
         `_OWN_LOCK_WAIT_S`); a contended one goes to `begin` in a worker thread.
         """
         try:

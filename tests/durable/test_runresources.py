@@ -94,3 +94,17 @@ def test_another_front_can_add_a_kind_of_resource(tmp_path: Path) -> None:
         del KINDS["jigcmd-test-kind"]
     with pytest.raises(ValueError, match="one path segment"):
         register_kind(ResourceKind("a/b", "text/plain", "x"))
+
+
+def test_a_put_that_leaves_pruning_to_its_caller_prunes_only_when_asked(tmp_path: Path) -> None:
+    """`prune=False` keeps everything until `crowded` says so and `prune` removes the oldest."""
+    store = RunResources(tmp_path, keep=8)
+    refs = []
+    for i in range(10):
+        refs.append(store.put("run-1", f"op-{i}", "stdout", b"%d" % i, prune=False))
+        os.utime(store._operation_dir("run-1", f"op-{i}"), (1_000_000 + i, 1_000_000 + i))
+    assert all(_readable(store, ref.uri) for ref in refs)
+    assert store.crowded("run-1") and not store.crowded("run-2")
+    store.prune("run-1")
+    assert not store.crowded("run-1")
+    assert [_readable(store, ref.uri) for ref in refs] == [False, False] + [True] * 8
