@@ -2,14 +2,17 @@
 
 Policy (`jigcmd.policy`) builds plans; the envelope (`jigcmd.envelope`) executes them and
 decides nothing. A plan is plain data, so it can be tested without root, hashed into the
-journal and sent to the supervisor process as one msgspec message.
+journal and sent to the zygote and pid 1 in a control frame.
+
+Its types are `NamedTuple`s, not msgspec Structs: every pid 1 is a clone of the zygote's
+image, and msgspec with its imports would be most of it (`jigcmd.envelope.stdjson`). The
+server still encodes and checks them with msgspec, which handles a NamedTuple as the array of
+its fields (validated: types and length).
 """
 
 from __future__ import annotations
 
-from typing import Literal
-
-import msgspec
+from typing import Literal, NamedTuple
 
 __all__ = [
     "CANDIDATE_ROOT",
@@ -24,7 +27,7 @@ __all__ = [
 CANDIDATE_ROOT = "/work"
 
 
-class Limits(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+class Limits(NamedTuple):
     """Resource ceilings of one envelope."""
 
     memory_bytes: int = 256 * 1024 * 1024
@@ -36,7 +39,7 @@ class Limits(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     fsize_bytes: int = 64 * 1024 * 1024
 
 
-class Bind(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+class Bind(NamedTuple):
     """A host path made visible inside the envelope (read-only unless `writable`).
 
     `staged`: bound from a read-only copy on a tmpfs of jigcmd's, made once per zygote, so
@@ -49,7 +52,7 @@ class Bind(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     staged: bool = False
 
 
-class ScratchFile(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+class ScratchFile(NamedTuple):
     """A file the candidate may write at `/tmp/<name>` (its scratch), read back after the run.
 
     `name` is one path component. The envelope reads at most `max_bytes` of a regular file
@@ -61,7 +64,7 @@ class ScratchFile(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     max_bytes: int
 
 
-class RunPlan(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+class RunPlan(NamedTuple):
     """One single-use envelope run.
 
     `profile` "candidate": a minimal root with the runtime binds and the candidate `files`
@@ -93,7 +96,20 @@ class RunPlan(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 def plan_digest(plan: RunPlan) -> str:
     """A stable identity for a plan, for the journal."""
     # Imported here: the zygote imports this module, and every pid 1 is cloned from its
-    # image; hashlib would bring OpenSSL's libcrypto into it (the server has it anyway).
+    # image; hashlib would bring OpenSSL's libcrypto into it, and msgspec its ~70 modules
+    # (the server has both anyway).
     import hashlib  # noqa: PLC0415 - see the comment above
 
-    return "sha256:" + hashlib.sha256(msgspec.msgpack.encode(plan)).hexdigest()
+    import msgspec  # noqa: PLC0415 - likewise
+
+    return "sha256:" + hashlib.sha256(msgspec.msgpack.encode(_as_map(plan))).hexdigest()
+
+
+def _as_map(value: object) -> object:
+    # The digest is of the plan as a map of its fields (nested ones too), in their order:
+    # the bytes msgspec gave when these were Structs, so a plan keeps its digest.
+    if isinstance(value, tuple):
+        if hasattr(value, "_asdict"):
+            return {name: _as_map(item) for name, item in value._asdict().items()}
+        return [_as_map(item) for item in value]
+    return value

@@ -10,6 +10,7 @@ from typing import Any, Protocol, runtime_checkable
 import anyio
 import msgspec
 
+from jigcmd.envelope.scratchfile import ScratchRead
 from jigcmd.evidence import ResourceReport, StopReason
 from jigcmd.journal.identity import ProcessIdentity
 from jigcmd.plan import Limits, RunPlan
@@ -42,18 +43,6 @@ class CapturedStream(msgspec.Struct, frozen=True):
 
     data: bytes
     truncated: bool
-
-
-class ScratchRead(msgspec.Struct, frozen=True):
-    """The plan's `scratch_file` as found after the run: its bytes, or why there are none.
-
-    Written in the candidate's scratch, so candidate-influenced whatever it holds. `problem`
-    is empty when `data` is the whole file; otherwise it says why nothing was read ("missing",
-    "a symbolic link (not followed)", "not a regular file", "larger than N bytes", …).
-    """
-
-    data: bytes | None
-    problem: str = ""
 
 
 class RunOutcome(msgspec.Struct, frozen=True):

@@ -40,6 +40,7 @@ from jigcmd.envelope.messages import (
     Started,
     send_message,
 )
+from jigcmd.envelope.wire import MSGSPEC
 from jigcmd.evidence import OUTPUT_CAP_BYTES, ResourceReport
 from jigcmd.plan import RunPlan
 
@@ -146,7 +147,7 @@ class RunCollector:
         self.hooks = hooks
         self.started: Started | None = None
         self.end: Finished | Failed | None = None
-        self.frames = FrameReader()
+        self.frames = FrameReader(MSGSPEC)
         self.callbacks: anyio.abc.TaskGroup
         sock.setblocking(False)
 
@@ -190,7 +191,7 @@ class RunCollector:
     async def _forward_cancel(self) -> None:
         await self.cancel.wait()
         with contextlib.suppress(OSError):
-            send_message(self.sock, Cancel())
+            send_message(self.sock, Cancel(), codec=MSGSPEC)
 
     async def _listen(self) -> None:
         limit = self.plan.deadline + _FINISH_GRACE

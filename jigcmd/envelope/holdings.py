@@ -22,10 +22,10 @@ from typing import Protocol
 
 from jigcmd import trace
 from jigcmd.envelope import cgroups, idmap, oomscore, pid1, rootfs, scratchfile, spawning
-from jigcmd.envelope.api import ScratchRead
 from jigcmd.envelope.failure import StepError
 from jigcmd.envelope.ledger import Registration
 from jigcmd.envelope.pid1 import Handed
+from jigcmd.envelope.scratchfile import ScratchRead
 from jigcmd.plan import RunPlan, ScratchFile
 
 __all__ = ["EMPTY_WAIT", "Holdings", "Watcher"]

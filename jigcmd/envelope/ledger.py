@@ -9,29 +9,31 @@ envelope process is forked from stays without the journal's modules in its image
 from __future__ import annotations
 
 import contextlib
-import dataclasses
-from pathlib import Path
+from typing import TYPE_CHECKING
 
-from jigcmd.envelope.messages import Launch
 from jigcmd.journal import identity
 from jigcmd.journal.envelopes import EnvelopeEntry, EnvelopeRegistry
-from jigcmd.journal.identity import ProcessIdentity
+
+if TYPE_CHECKING:
+    from jigcmd.envelope.messages import Launch
+    from jigcmd.journal.identity import ProcessIdentity
 
 __all__ = ["Owner", "Registration", "Registry", "forget"]
 
 
-@dataclasses.dataclass(frozen=True)
 class Registry:
     """Where envelopes register themselves, the server they are prepared for and who supervises."""
 
-    state_dir: str
-    owner: ProcessIdentity
-    # The zygote, which supervises every envelope it registers (found once, at its start).
-    supervisor: ProcessIdentity = dataclasses.field(default_factory=identity.current)
-    files: EnvelopeRegistry = dataclasses.field(init=False, repr=False, compare=False)
+    __slots__ = ("files", "owner", "state_dir", "supervisor")
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "files", EnvelopeRegistry(Path(self.state_dir)))
+    def __init__(
+        self, state_dir: str, owner: ProcessIdentity, supervisor: ProcessIdentity | None = None
+    ) -> None:
+        self.state_dir = state_dir
+        self.owner = owner
+        # The zygote, which supervises every envelope it registers (found once, at its start).
+        self.supervisor = supervisor or identity.current()
+        self.files = EnvelopeRegistry(state_dir)
         # Once, as the zygote starts; if it cannot be made, every registration fails closed.
         with contextlib.suppress(OSError):
             self.files.create()
@@ -64,7 +66,7 @@ class Registration:
 def forget(state_dir: str, name: str) -> None:
     """Drop envelope `name`'s entry (the zygote released a dead supervisor's envelope)."""
     with contextlib.suppress(OSError):
-        EnvelopeRegistry(Path(state_dir)).drop(name)
+        EnvelopeRegistry(state_dir).drop(name)
 
 
 class Owner:
@@ -93,6 +95,7 @@ class Owner:
         cleanup is proved: then the row is done with that evidence.
         """
         import sqlite3  # noqa: PLC0415 - only when the server died (the module docstring)
+        from pathlib import Path  # noqa: PLC0415 - likewise
 
         from jigcmd.journal.store import Journal, JournalError  # noqa: PLC0415 - likewise
 

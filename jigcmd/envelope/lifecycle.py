@@ -30,18 +30,22 @@ import os
 import signal
 import time
 from collections.abc import Callable
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from jigcmd import trace
 from jigcmd.envelope import cgroups, ledger, oomscore, reporting
-from jigcmd.envelope.api import ScratchRead
 from jigcmd.envelope.failure import StepError
 from jigcmd.envelope.holdings import EMPTY_WAIT, Holdings, Watcher
 from jigcmd.envelope.ledger import Owner, Registry
-from jigcmd.envelope.messages import INIT_LOST, Go, Launch, Started, send_message
-from jigcmd.envelope.reporting import Ending, RunChannel
-from jigcmd.evidence import StopReason
-from jigcmd.plan import RunPlan
+from jigcmd.envelope.messages import INIT_LOST, MARSHAL, Go, Launch, Started, send_message
+from jigcmd.envelope.reporting import RunChannel
+
+if TYPE_CHECKING:
+    # For the types alone: evidence's msgspec stays out of the zygote's image.
+    from jigcmd.envelope.reporting import Ending
+    from jigcmd.envelope.scratchfile import ScratchRead
+    from jigcmd.evidence import StopReason
+    from jigcmd.plan import RunPlan
 
 __all__ = ["LAUNCH_FDS", "Envelope", "Loop", "State", "shape"]
 
@@ -229,7 +233,7 @@ class Envelope:
                 raise StepError("cpu pin", exc) from exc
         stdio, held.stdio = held.stdio, None
         try:
-            send_message(held.control, Go(plan=plan), list(stdio))
+            send_message(held.control, Go(plan=plan), list(stdio), codec=MARSHAL)
         except OSError as exc:
             raise StepError("start candidate", exc) from exc
         finally:

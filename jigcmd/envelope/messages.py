@@ -1,25 +1,35 @@
-"""Messages between the server, the zygote and a run's supervisor, and how fds travel with them.
+"""Messages between the server, the zygote and pid 1, and how fds travel with them.
 
-Every message is one msgpack frame prefixed by its 4-byte big-endian length, sent over a
-unix stream socket. A `Launch` carries the run's stdio descriptors as SCM_RIGHTS.
+Every message is one frame prefixed by its 4-byte big-endian length, sent over a unix stream
+socket: the `marshal` bytes of the tuple `(tag, fields)`, where `fields` is the message's
+NamedTuple as a plain tuple. A `Launch` carries the run's stdio descriptors as SCM_RIGHTS.
+
+Each side reads and writes frames with its own `Codec`, of the same types: the zygote and
+pid 1 with `MARSHAL` (`jigcmd.envelope.records`, the standard library alone, so that msgspec
+stays out of the image every pid 1 is cloned from), the server with msgspec's validation
+(`jigcmd.envelope.wire`). Both check every field of what they read against these types, and
+refuse a frame that does not match (ValueError) before anything acts on it.
 """
 
 from __future__ import annotations
 
 import array
+import os
 import socket
 import struct
-from typing import Literal
+from typing import Literal, NamedTuple, Protocol
 
-import msgspec
-
-from jigcmd.envelope.api import ScratchRead
+from jigcmd.envelope import records
+from jigcmd.envelope.scratchfile import ScratchRead
 from jigcmd.journal.identity import ProcessIdentity
 from jigcmd.plan import RunPlan
 
 __all__ = [
     "INIT_LOST",
+    "MARSHAL",
+    "TAGS",
     "Cancel",
+    "Codec",
     "Ended",
     "Failed",
     "Finished",
@@ -32,13 +42,14 @@ __all__ = [
     "Warm",
     "recv_message",
     "send_message",
+    "tag_of",
 ]
 
 _MAX_FRAME = 8 * 1024 * 1024
 _HEADER = struct.Struct(">I")
 
 
-class Launch(msgspec.Struct, frozen=True, tag="launch"):
+class Launch(NamedTuple):
     """Server → supervisor (prepared, or through the zygote): run `plan`.
 
     fds: stdin, stdout, stderr, the gate, the run socket and, when reserved, the envelope
@@ -54,14 +65,14 @@ class Launch(msgspec.Struct, frozen=True, tag="launch"):
     state_dir: str | None = None
 
 
-class Warm(msgspec.Struct, frozen=True, tag="warm"):
+class Warm(NamedTuple):
     """Server → zygote: keep `pool` envelopes prepared for plans shaped like `plan`."""
 
     plan: RunPlan
     pool: int = 1
 
 
-class Ready(msgspec.Struct, frozen=True, tag="ready"):
+class Ready(NamedTuple):
     """Zygote → server: a prepared supervisor's socket (the one fd) to send a `Launch` to.
 
     Who will serve a launch sent there, known before any request: the envelope's id (its
@@ -74,17 +85,17 @@ class Ready(msgspec.Struct, frozen=True, tag="ready"):
     cgroup_paths: tuple[str, ...]
 
 
-class Go(msgspec.Struct, frozen=True, tag="go"):
+class Go(NamedTuple):
     """Supervisor → init → candidate: stage `plan` (fds: stdin, stdout, stderr, gate)."""
 
     plan: RunPlan
 
 
-class Cancel(msgspec.Struct, frozen=True, tag="cancel"):
+class Cancel(NamedTuple):
     """Server → supervisor: stop the whole tree now."""
 
 
-class Started(msgspec.Struct, frozen=True, tag="started"):
+class Started(NamedTuple):
     """Supervisor → server: the envelope is complete and the candidate was exec'd."""
 
     supervisor_pid: int
@@ -94,7 +105,7 @@ class Started(msgspec.Struct, frozen=True, tag="started"):
     setup_ms: float
 
 
-class Ended(msgspec.Struct, frozen=True, tag="ended"):
+class Ended(NamedTuple):
     """Supervisor → server: the candidate ended (or was stopped); the cleanup starts now."""
 
     exit_code: int | None
@@ -102,7 +113,7 @@ class Ended(msgspec.Struct, frozen=True, tag="ended"):
     stop_reason: Literal["exited", "deadline", "cancelled"]
 
 
-class Finished(msgspec.Struct, frozen=True, tag="finished"):
+class Finished(NamedTuple):
     """Supervisor → server: the tree is gone and every resource was released (or not)."""
 
     exit_code: int | None
@@ -124,7 +135,7 @@ class Finished(msgspec.Struct, frozen=True, tag="finished"):
 INIT_LOST = "pid 1"
 
 
-class Failed(msgspec.Struct, frozen=True, tag="failed"):
+class Failed(NamedTuple):
     """Supervisor → server: a piece of the envelope could not be established; nothing ran.
 
     With `step` `INIT_LOST` the candidate did run, and its end is unknown.
@@ -138,8 +149,59 @@ class Failed(msgspec.Struct, frozen=True, tag="failed"):
 
 Message = Launch | Warm | Ready | Go | Cancel | Started | Ended | Finished | Failed
 
-_encoder = msgspec.msgpack.Encoder()
-_decoder = msgspec.msgpack.Decoder(Message)
+TAGS: dict[str, type[Message]] = {
+    "launch": Launch,
+    "warm": Warm,
+    "ready": Ready,
+    "go": Go,
+    "cancel": Cancel,
+    "started": Started,
+    "ended": Ended,
+    "finished": Finished,
+    "failed": Failed,
+}
+_TAG_OF = {kind: tag for tag, kind in TAGS.items()}
+
+
+def tag_of(message: Message) -> str:
+    """The tag a frame names `message`'s type with."""
+    return _TAG_OF[type(message)]
+
+
+class Codec(Protocol):
+    """How one side turns a message into a frame's body and back (see the module docstring)."""
+
+    def encode(self, message: Message) -> bytes:
+        """The frame body of `message`."""
+        ...
+
+    def decode(self, body: bytes) -> Message:
+        """The message a frame body holds; ValueError when it is not one, field by field."""
+        ...
+
+
+class _Marshal:
+    """The zygote's and pid 1's codec: `jigcmd.envelope.records`, the standard library alone."""
+
+    def __init__(self) -> None:
+        # Built here, once, as the zygote imports this: every pid 1 is cloned with them.
+        self._readers = {tag: records.Reader[Message](kind) for tag, kind in TAGS.items()}
+        self._writers = {kind: (tag, records.Writer[Message](kind)) for tag, kind in TAGS.items()}
+
+    def encode(self, message: Message) -> bytes:
+        tag, writer = self._writers[type(message)]
+        return records.dumps_plain((tag, writer.plain(message)))
+
+    def decode(self, body: bytes) -> Message:
+        framed = records.loads(body)
+        if isinstance(framed, tuple) and len(framed) == 2 and isinstance(framed[0], str):
+            reader = self._readers.get(framed[0])
+            if reader is not None:
+                return reader.convert(framed[1])
+        raise records.FrameError(f"not a (tag, fields) frame of a known tag: {framed!r:.60}")
+
+
+MARSHAL: Codec = _Marshal()
 
 
 class FrameReader:
@@ -148,8 +210,9 @@ class FrameReader:
     For the server's side, which reads a non-blocking run socket in whatever pieces arrive.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, codec: Codec) -> None:
         self._buffer = bytearray()
+        self._codec = codec
 
     def feed(self, data: bytes) -> None:
         """Append bytes as they came off the socket."""
@@ -166,7 +229,7 @@ class FrameReader:
             return None
         body = bytes(self._buffer[_HEADER.size : end])
         del self._buffer[:end]
-        return _decoder.decode(body)
+        return self._codec.decode(body)
 
 
 def _check_length(length: int) -> None:
@@ -174,9 +237,11 @@ def _check_length(length: int) -> None:
         raise ValueError(f"control frame of {length} bytes exceeds {_MAX_FRAME}")
 
 
-def send_message(sock: socket.socket, message: Message, fds: list[int] | None = None) -> None:
+def send_message(
+    sock: socket.socket, message: Message, fds: list[int] | None = None, *, codec: Codec
+) -> None:
     """Send one framed message, with `fds` attached to its first byte."""
-    body = _encoder.encode(message)
+    body = codec.encode(message)
     data = _HEADER.pack(len(body)) + body
     if fds:
         sent = sock.sendmsg([data], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))])
@@ -185,18 +250,29 @@ def send_message(sock: socket.socket, message: Message, fds: list[int] | None = 
         sock.sendall(data)
 
 
-def recv_message(sock: socket.socket, max_fds: int = 0) -> tuple[Message, list[int]] | None:
-    """Receive one framed message and any fds sent with it; None on a clean EOF."""
+def recv_message(
+    sock: socket.socket, max_fds: int = 0, *, codec: Codec
+) -> tuple[Message, list[int]] | None:
+    """Receive one framed message and any fds sent with it; None on a clean EOF.
+
+    A frame refused (too long, or not a message: ValueError) is refused with its descriptors:
+    they are closed, not handed to anything.
+    """
     fds: list[int] = []
     header = _recv_exact(sock, _HEADER.size, fds, max_fds)
     if header is None:
         return None
-    (length,) = _HEADER.unpack(header)
-    _check_length(length)
-    body = _recv_exact(sock, length, fds, 0)
-    if body is None:
-        raise EOFError("control socket closed mid-frame")
-    return _decoder.decode(body), fds
+    try:
+        (length,) = _HEADER.unpack(header)
+        _check_length(length)
+        body = _recv_exact(sock, length, fds, 0)
+        if body is None:
+            raise EOFError("control socket closed mid-frame")
+        return codec.decode(body), fds
+    except (ValueError, EOFError):
+        for fd in fds:
+            os.close(fd)
+        raise
 
 
 def _recv_exact(sock: socket.socket, size: int, fds: list[int], max_fds: int) -> bytes | None:

@@ -19,9 +19,9 @@ import tempfile
 import uuid
 
 import anyio
-import msgspec
 
 from jigcmd import trace
+from jigcmd.envelope import wire
 from jigcmd.envelope.api import (
     Assigned,
     EnvelopeFailure,
@@ -39,6 +39,7 @@ from jigcmd.envelope.messages import (
     recv_message,
     send_message,
 )
+from jigcmd.envelope.wire import MSGSPEC
 from jigcmd.plan import Bind, RunPlan
 
 __all__ = ["NativeExecutor"]
@@ -117,7 +118,7 @@ class NativeExecutor:
                     self._cgroup_base,
                     self._state_dir or "",
                     self._staging_dir,
-                    msgspec.msgpack.encode(self._stage_at_start).hex(),
+                    wire.argument(self._stage_at_start),
                 ],
                 stdin=subprocess.DEVNULL,
                 # Envelopes outlive a server that exits (they tear down on their own): none
@@ -171,7 +172,7 @@ class NativeExecutor:
             self._collect_ready(control)
             self._drop_ready()
             try:
-                send_message(control, Warm(plan=template, pool=pool))
+                send_message(control, Warm(plan=template, pool=pool), codec=MSGSPEC)
             except OSError as exc:
                 raise EnvelopeFailure(FailureKind.ZYGOTE_UNREACHABLE, "warm", str(exc)) from exc
 
@@ -201,7 +202,7 @@ class NativeExecutor:
         """Take every `Ready` the zygote has sent so far (never waits for one)."""
         while select.select([control], [], [], 0)[0]:
             try:
-                received = recv_message(control)
+                received = recv_message(control, codec=MSGSPEC)
             except (OSError, EOFError, ValueError):
                 return  # the zygote is gone; the next launch through it says so
             if received is None:
@@ -222,7 +223,7 @@ class NativeExecutor:
         if not self._ready:
             return launch, None
         envelope_id, assigned = self._ready.popleft()
-        return msgspec.structs.replace(launch, run_id=envelope_id), assigned
+        return launch._replace(run_id=envelope_id), assigned
 
     def _drop_ready(self) -> None:
         self._ready.clear()
@@ -274,7 +275,7 @@ class NativeExecutor:
                 self._collect_ready(control)
                 launch, assigned = self._name_prepared(launch)
                 try:
-                    send_message(control, launch, passed)
+                    send_message(control, launch, passed, codec=MSGSPEC)
                     trace.mark("executor: launch sent")
                 except OSError as exc:
                     unreachable = exc

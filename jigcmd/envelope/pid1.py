@@ -30,7 +30,7 @@ from typing import NoReturn
 from jigcmd import trace
 from jigcmd.envelope import cgroups, idmap, netns, oomscore, privileges, rootfs, seccomp, staging
 from jigcmd.envelope import syscalls as sc
-from jigcmd.envelope.messages import Go, recv_message
+from jigcmd.envelope.messages import MARSHAL, Go, recv_message
 from jigcmd.plan import RunPlan
 
 __all__ = ["Handed", "Init", "report"]
@@ -161,7 +161,7 @@ class Init:
         self._reap()
 
     def _receive_go(self) -> tuple[RunPlan, Handed]:
-        received = recv_message(self.control, max_fds=_HANDED_FDS)
+        received = recv_message(self.control, max_fds=_HANDED_FDS, codec=MARSHAL)
         if received is None:
             # The supervisor is gone; exiting pid 1 kills everything in the namespace.
             os._exit(0)

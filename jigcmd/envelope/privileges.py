@@ -19,7 +19,7 @@ import errno as errno_codes
 import os
 import resource
 from collections.abc import Iterator
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from jigcmd.envelope import seccomp
 from jigcmd.envelope.syscalls import libc
@@ -94,8 +94,7 @@ class PrivilegeError(OSError):
         self.step = step
 
 
-@dataclass(frozen=True, slots=True)
-class HostFacts:
+class HostFacts(NamedTuple):
     """Facts about the host kernel read once, before the candidate's root replaces the host's."""
 
     cap_last_cap: int

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import select
 import socket
+from typing import TYPE_CHECKING
 
 from jigcmd.envelope import cgroups
-from jigcmd.envelope.api import ScratchRead
 from jigcmd.envelope.failure import StepError
 from jigcmd.envelope.ledger import Owner
 from jigcmd.envelope.messages import (
+    MARSHAL,
     Cancel,
     Ended,
     Failed,
@@ -23,12 +24,16 @@ from jigcmd.envelope.messages import (
     recv_message,
     send_message,
 )
-from jigcmd.evidence import StopReason
 
-__all__ = ["Ending", "RunChannel", "finished"]
+if TYPE_CHECKING:
+    # For the types alone: evidence's msgspec stays out of the zygote's image.
+    from jigcmd.envelope.scratchfile import ScratchRead
+    from jigcmd.evidence import StopReason
 
-# How the candidate ended: exit code, signal name, why it stopped.
-Ending = tuple[int | None, str | None, StopReason]
+    # How the candidate ended: exit code, signal name, why it stopped.
+    Ending = tuple[int | None, str | None, StopReason]
+
+__all__ = ["RunChannel", "finished"]
 
 
 class RunChannel:
@@ -63,7 +68,7 @@ class RunChannel:
     def stop_wanted(self) -> bool:
         """The socket turned readable: whether that was a cancel or the server going away."""
         try:
-            message = recv_message(self.sock)
+            message = recv_message(self.sock, codec=MARSHAL)
         except (OSError, EOFError, ValueError):
             message = None
         self.server_lost = message is None
@@ -72,7 +77,7 @@ class RunChannel:
     def send(self, message: Started | Ended | Finished | Failed) -> bool:
         """Report to the server; False when it is gone."""
         try:
-            send_message(self.sock, message)
+            send_message(self.sock, message, codec=MARSHAL)
         except OSError:
             return False
         return True

@@ -13,14 +13,27 @@ from __future__ import annotations
 import errno
 import os
 import stat
+from typing import NamedTuple
 
-from jigcmd.envelope.api import ScratchRead
 from jigcmd.plan import ScratchFile
 
-__all__ = ["read_scratch_file", "valid_name"]
+__all__ = ["ScratchRead", "read_scratch_file", "valid_name"]
 
 _OPEN_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
 _CHUNK = 1 << 20
+
+
+class ScratchRead(NamedTuple):
+    """The plan's `scratch_file` as found after the run: its bytes, or why there are none.
+
+    Written in the candidate's scratch, so candidate-influenced whatever it holds. `problem`
+    is empty when `data` is the whole file; otherwise it says why nothing was read ("missing",
+    "a symbolic link (not followed)", "not a regular file", "larger than N bytes", …). A
+    NamedTuple, which the zygote sends without msgspec (`jigcmd.envelope.stdjson`).
+    """
+
+    data: bytes | None
+    problem: str = ""
 
 
 def valid_name(name: str) -> bool:

@@ -27,7 +27,7 @@ from __future__ import annotations
 import ctypes
 import errno
 import functools
-import platform
+import os
 import struct
 from typing import NamedTuple
 
@@ -324,7 +324,7 @@ def _assemble(program: list[_Insn]) -> bytes:
 
 
 def _machine(machine: str | None = None) -> str:
-    machine = machine or platform.machine()
+    machine = machine or os.uname().machine
     if machine not in _SYSCALLS:
         raise SeccompError(f"no seccomp filter for architecture {machine!r}")
     return machine

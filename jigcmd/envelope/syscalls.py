@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import ctypes
 import os
-import platform
 import signal
 
 __all__ = [
@@ -114,9 +113,9 @@ _libc_holding_gil = ctypes.PyDLL(None, use_errno=True)
 
 def syscall_number(name: str) -> int:
     """The number of syscall `name` on this machine's architecture."""
-    table = _SYSCALLS.get(platform.machine())
+    table = _SYSCALLS.get(os.uname().machine)
     if table is None:
-        raise OSError(f"unsupported architecture {platform.machine()!r}")
+        raise OSError(f"unsupported architecture {os.uname().machine!r}")
     return table[name]
 
 

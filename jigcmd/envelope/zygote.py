@@ -37,16 +37,14 @@ import socket
 import sys
 import time
 
-import msgspec
-
 from jigcmd import trace
-from jigcmd.envelope import cgroups, netns, privileges, seccomp, staging
+from jigcmd.envelope import cgroups, netns, privileges, records, seccomp, staging
 from jigcmd.envelope import syscalls as sc
 from jigcmd.envelope.failure import StepError
 from jigcmd.envelope.ledger import Registry
 from jigcmd.envelope.lifecycle import LAUNCH_FDS, Envelope, shape
 from jigcmd.envelope.loop import EventLoop
-from jigcmd.envelope.messages import Launch, Ready, Warm, recv_message, send_message
+from jigcmd.envelope.messages import MARSHAL, Launch, Ready, Warm, recv_message, send_message
 from jigcmd.journal.identity import identify
 from jigcmd.plan import Bind, RunPlan
 
@@ -56,6 +54,8 @@ _MAX_POOL = 16
 _PR_SET_CHILD_SUBREAPER = 36
 # After a preparation ahead of any request failed, the next is tried this much later.
 _RETRY_PREPARE_S = 1.0
+# The binds to stage at the start, as the server wrote them (argv[4], `wire.argument`).
+_BINDS = records.Reader[tuple[Bind, ...]](tuple[Bind, ...])
 
 
 class _Zygote(EventLoop):
@@ -105,8 +105,11 @@ class _Zygote(EventLoop):
 
     def _on_control(self) -> None:
         try:
-            received = recv_message(self.control, max_fds=LAUNCH_FDS)
-        except (OSError, EOFError, ValueError):
+            received = recv_message(self.control, max_fds=LAUNCH_FDS, codec=MARSHAL)
+        except (OSError, EOFError, ValueError) as exc:
+            # A frame that is not a message is refused whole (its descriptors closed), and
+            # nothing it asked for runs: as if the server went away, which it must have.
+            trace.mark(f"zygote: control channel lost: {type(exc).__name__}: {exc}")
             received = None
         if received is None:
             self._server_gone()
@@ -196,7 +199,7 @@ class _Zygote(EventLoop):
         assert job is not None
         ready = Ready(envelope_id=envelope.run_id, supervisor=self.identity, cgroup_paths=job.paths)
         try:
-            send_message(self.control, ready)
+            send_message(self.control, ready, codec=MARSHAL)
         except OSError:
             return  # the server is gone; the loop sees the EOF next
         trace.mark("zygote: ready sent")
@@ -234,7 +237,7 @@ def main(argv: list[str]) -> int:
             staging.enter(argv[3])
         if len(argv) > 4:
             with contextlib.suppress(staging.StagingError):
-                staging.stage(msgspec.msgpack.decode(bytes.fromhex(argv[4]), type=tuple[Bind, ...]))
+                staging.stage(_BINDS.loads(bytes.fromhex(argv[4])))
         backend = cgroups.detect(base=argv[1] if len(argv) > 1 else "jigcmd")
         problems = backend.problems()
         if problems:

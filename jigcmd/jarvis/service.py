@@ -17,7 +17,6 @@ from typing import Any, TypeVar
 
 import anyio
 import anyio.abc
-import msgspec
 
 from jigcmd.attest.dsse import attestation_fields
 from jigcmd.command.failures import envelope_error
@@ -193,7 +192,7 @@ class JarvisService:
         )
         # The CPUs its quota pays for, spread by slot like every envelope (`placement`).
         cpus = pinned_cpus(plan.limits, slot.index if slot is not None else None)
-        plan = msgspec.structs.replace(plan, cpus=cpus)
+        plan = plan._replace(cpus=cpus)
         try:
             run_id = await self._db(
                 partial(

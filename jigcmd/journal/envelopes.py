@@ -11,16 +11,19 @@ cgroups) does not survive a reboot either. Nor a rename: an entry is one `write`
 hundred bytes to a file made for it (`O_EXCL`), which a process's death cannot cut in half,
 and it is written before its cgroup job exists; an entry left empty by a death between the
 two calls is skipped by readers, and no job exists for it to name.
+
+The zygote writes entries with the standard library's `json` (an entry is the JSON array of
+its fields, as msgspec encodes a NamedTuple): msgspec stays out of the image every pid 1 is
+cloned from. Recovery reads them with msgspec, which checks every field.
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
+import json  # noqa: TID251 - encoding only, in the zygote (the module docstring); read with msgspec
 import os
-from pathlib import Path
-
-import msgspec
+from typing import NamedTuple
 
 from jigcmd.journal.identity import ProcessIdentity
 
@@ -29,7 +32,7 @@ __all__ = ["EnvelopeEntry", "EnvelopeRegistry"]
 _SUFFIX = ".envelope"
 
 
-class EnvelopeEntry(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+class EnvelopeEntry(NamedTuple):
     """An envelope that exists: its cgroup job, its supervisor and the server it serves."""
 
     name: str
@@ -37,20 +40,17 @@ class EnvelopeEntry(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     owner: ProcessIdentity
 
 
-_encoder = msgspec.json.Encoder()
-_decoder = msgspec.json.Decoder(EnvelopeEntry)
-
-
 class EnvelopeRegistry:
     """`<state>/envelopes/<name>.envelope`, one JSON entry per envelope."""
 
-    def __init__(self, state_dir: Path) -> None:
-        self.directory = state_dir / "envelopes"
+    def __init__(self, state_dir: str | os.PathLike[str]) -> None:
+        self.directory = os.path.join(os.fspath(state_dir), "envelopes")
         self._prefix = f"{self.directory}/"
 
     def create(self) -> None:
         """Make the directory if need be (the zygote, as it starts); `register` never does."""
-        self.directory.mkdir(mode=0o700, exist_ok=True)
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(self.directory, 0o700)
 
     def register(self, entry: EnvelopeEntry) -> None:
         """Record `entry` (raises OSError; FileExistsError if an entry of that name exists).
@@ -59,7 +59,7 @@ class EnvelopeRegistry:
         never made again here, half inside a directory being removed, and nothing is started
         that its recovery could not find.
         """
-        data = _encoder.encode(entry)
+        data = json.dumps(entry, separators=(",", ":")).encode()
         path = self._prefix + entry.name + _SUFFIX
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
         fd = os.open(path, flags, 0o600)
@@ -80,14 +80,21 @@ class EnvelopeRegistry:
 
     def entries(self) -> list[EnvelopeEntry]:
         """Every registered envelope; unreadable entries are skipped (they are half-written)."""
+        # Imported here: the zygote registers and drops entries, and never reads them.
+        import msgspec  # noqa: PLC0415 - see the comment above
+
         try:
-            names = sorted(self.directory.iterdir())
+            names = sorted(os.listdir(self.directory))
         except FileNotFoundError:
             return []
+        decoder = msgspec.json.Decoder(EnvelopeEntry)
         found: list[EnvelopeEntry] = []
-        for path in names:
-            if path.suffix != _SUFFIX:
+        for name in names:
+            if not name.endswith(_SUFFIX):
                 continue
-            with contextlib.suppress(OSError, msgspec.DecodeError, msgspec.ValidationError):
-                found.append(_decoder.decode(path.read_bytes()))
+            with (
+                contextlib.suppress(OSError, msgspec.DecodeError),
+                open(self._prefix + name, "rb") as handle,
+            ):
+                found.append(decoder.decode(handle.read()))
         return found

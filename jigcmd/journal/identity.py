@@ -12,8 +12,7 @@ import functools
 import os
 import select
 import signal
-
-import msgspec
+from typing import NamedTuple
 
 __all__ = [
     "ProcessIdentity",
@@ -31,8 +30,11 @@ _BOOT_ID = "/proc/sys/kernel/random/boot_id"
 _STARTTIME_AFTER_COMM = 22 - 3
 
 
-class ProcessIdentity(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    """One process across its whole life: pid, start time in clock ticks, and the boot it ran in."""
+class ProcessIdentity(NamedTuple):
+    """One process across its whole life: pid, start time in clock ticks, and the boot it ran in.
+
+    A NamedTuple, so that the zygote carries it without msgspec (`jigcmd.envelope.stdjson`).
+    """
 
     pid: int
     start: int

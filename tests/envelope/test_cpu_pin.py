@@ -12,7 +12,6 @@ import json
 import os
 
 import anyio
-import msgspec
 import pytest
 
 from jigcmd.command.failures import envelope_error
@@ -55,7 +54,7 @@ console.log(JSON.stringify({
 
 def pinned(source: str, cpus: tuple[int, ...]) -> RunPlan:
     """A probe plan whose candidate is pinned to `cpus`."""
-    return msgspec.structs.replace(probe_plan(source), cpus=cpus)
+    return probe_plan(source)._replace(cpus=cpus)
 
 
 def last_json(stdout: bytes) -> dict[str, object]:

@@ -10,7 +10,6 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import anyio
-import msgspec
 import pytest
 
 from jigcmd.command.runtime import BUN_TARGET, find_runtime
@@ -57,7 +56,7 @@ def test_a_shape_gets_one_read_only_template_and_the_host_profile_none(tmp_path:
         first = rootfs.template(plan, _LIMIT)
         assert first is not None
         other = rootfs.template(plan, "134217728\n")
-        host = rootfs.template(msgspec.structs.replace(plan, profile="host"), _LIMIT)
+        host = rootfs.template(plan._replace(profile="host"), _LIMIT)
         with open("/proc/self/mountinfo", encoding="utf-8") as mountinfo:
             mounted_here = any(f" {first} " in line for line in mountinfo)
         report = {
@@ -120,7 +119,7 @@ def _limit_plan(memory_bytes: int) -> RunPlan:
         stdin="",
         deadline=time.monotonic() + 20,
     )
-    return msgspec.structs.replace(plan, limits=Limits(memory_bytes=memory_bytes))
+    return plan._replace(limits=Limits(memory_bytes=memory_bytes))
 
 
 async def test_each_shape_sees_its_own_limit_and_a_replaced_template_is_made_again(

@@ -10,7 +10,6 @@ import os
 import time
 
 import anyio
-import msgspec
 import pytest
 
 from jigcmd.envelope.scratchfile import read_scratch_file, valid_name
@@ -22,7 +21,7 @@ _CAP = 4096
 
 def _with_report(source: str, *, seconds: float = 10.0, name: str = "report.xml") -> object:
     plan = probe_plan(source, seconds=seconds)
-    return msgspec.structs.replace(plan, scratch_file=ScratchFile(name=name, max_bytes=_CAP))
+    return plan._replace(scratch_file=ScratchFile(name=name, max_bytes=_CAP))
 
 
 # -- the reader on its own (a directory of ours standing in for the scratch) -------------

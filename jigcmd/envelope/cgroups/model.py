@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Literal, Protocol
-
-import msgspec
+from typing import TYPE_CHECKING, Literal, NamedTuple, Protocol
 
 if TYPE_CHECKING:
     from jigcmd.plan import Limits
@@ -50,7 +48,7 @@ class CgroupUnavailable(OSError):
     """Raised when no cgroup hierarchy is mounted where jigcmd looks for one."""
 
 
-class CgroupStats(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+class CgroupStats(NamedTuple):
     """What the kernel accounted for one job; None where this kernel does not say."""
 
     cpu_usage_ns: int | None
