@@ -27,7 +27,9 @@ from jigcmd.plan import RunPlan
 __all__ = [
     "INIT_LOST",
     "MARSHAL",
+    "REFILL_AFTER_MS",
     "TAGS",
+    "Answered",
     "Cancel",
     "Codec",
     "Ended",
@@ -65,11 +67,26 @@ class Launch(NamedTuple):
     state_dir: str | None = None
 
 
+# How long after a run's end the zygote refills its pool when no `Answered` came.
+REFILL_AFTER_MS = 30.0
+
+
 class Warm(NamedTuple):
-    """Server → zygote: keep `pool` envelopes prepared for plans shaped like `plan`."""
+    """Server → zygote: keep `pool` envelopes prepared for plans shaped like `plan`.
+
+    After a run's end the refill waits for `Answered`, or `refill_after_ms` at most.
+    """
 
     plan: RunPlan
     pool: int = 1
+    refill_after_ms: float = REFILL_AFTER_MS
+
+
+class Answered(NamedTuple):
+    """Server → zygote: the answer of a call whose run ended was written; refill now.
+
+    A hint, never needed for correctness: without it the refill waits `refill_after_ms`.
+    """
 
 
 class Ready(NamedTuple):
@@ -147,11 +164,12 @@ class Failed(NamedTuple):
     cleanup_problems: tuple[str, ...] = ()
 
 
-Message = Launch | Warm | Ready | Go | Cancel | Started | Ended | Finished | Failed
+Message = Launch | Warm | Answered | Ready | Go | Cancel | Started | Ended | Finished | Failed
 
 TAGS: dict[str, type[Message]] = {
     "launch": Launch,
     "warm": Warm,
+    "answered": Answered,
     "ready": Ready,
     "go": Go,
     "cancel": Cancel,

@@ -33,6 +33,8 @@ from jigcmd.envelope.api import (
 )
 from jigcmd.envelope.collection import OUTPUT_PIPE_BYTES, RunCollector
 from jigcmd.envelope.messages import (
+    REFILL_AFTER_MS,
+    Answered,
     Launch,
     Ready,
     Warm,
@@ -73,6 +75,8 @@ class NativeExecutor:
         # Prepared envelopes the zygote named (`Ready`), oldest first, with who serves them
         # (None when the zygote could not identify itself).
         self._ready: collections.deque[tuple[str, Assigned | None]] = collections.deque()
+        # Runs that ended here whose call's answer was not yet said written (`answered`).
+        self._unanswered = 0
 
     def stage_at_start(self, binds: tuple[Bind, ...]) -> None:
         """Have the zygote stage `binds` while it starts, so no first run pays for the copy.
@@ -160,11 +164,14 @@ class NativeExecutor:
         self._control = ours
         return ours
 
-    async def prepare(self, template: RunPlan, pool: int = 2) -> None:
+    async def prepare(
+        self, template: RunPlan, pool: int = 2, refill_after_ms: float = REFILL_AFTER_MS
+    ) -> None:
         """Keep `pool` envelopes prepared for plans shaped like `template` (same binds, limits).
 
         Two by default: one serves the next call while the other is replaced only after that
-        call's run ends, so that no preparation competes with a running candidate for CPU.
+        call's run ends, so that no preparation competes with a running candidate for CPU,
+        and only once the call is answered (`answered`), or `refill_after_ms` after the end.
         """
         async with self._lock:
             control = await self._ensure_zygote()
@@ -172,7 +179,8 @@ class NativeExecutor:
             self._collect_ready(control)
             self._drop_ready()
             try:
-                send_message(control, Warm(plan=template, pool=pool), codec=MSGSPEC)
+                warm = Warm(plan=template, pool=pool, refill_after_ms=refill_after_ms)
+                send_message(control, warm, codec=MSGSPEC)
             except OSError as exc:
                 raise EnvelopeFailure(FailureKind.ZYGOTE_UNREACHABLE, "warm", str(exc)) from exc
 
@@ -227,6 +235,19 @@ class NativeExecutor:
 
     def _drop_ready(self) -> None:
         self._ready.clear()
+
+    def answered(self) -> None:
+        """A call's answer was written: the zygote may refill its pool now (`Answered`).
+
+        Only after a run that ended here (a call refused before any launch sends nothing);
+        a hint: the zygote refills on its own a little later without it. Never blocks.
+        """
+        if not self._unanswered or self._control is None:
+            return
+        self._unanswered -= 1
+        with contextlib.suppress(OSError):
+            # A frame of a few bytes on a socket that is only written here between awaits.
+            send_message(self._control, Answered(), codec=MSGSPEC)
 
     async def execute(
         self,
@@ -291,38 +312,43 @@ class NativeExecutor:
             for fd in (stdin_r, stdout_w, stderr_w, gate_r):
                 os.close(fd)
             run_peer.close()
-        run = RunCollector(
-            plan,
-            sock=run_sock,
-            stdout_r=stdout_r,
-            stderr_r=stderr_r,
-            cancel=cancel,
-            hooks=hooks,
-        )
-        opened = False
         try:
-            permitted = True if hooks.admit is None else await hooks.admit(assigned)
-            trace.mark("executor: admitted")
-            if permitted and unreachable is None and not cancel.is_set():
-                try:
-                    os.write(gate_w, b"g")
-                    opened = True
-                except BrokenPipeError:
-                    # The envelope gave up before the gate opened (its deadline passed, or
-                    # a step failed): its own report, collected below, says why; nothing ran.
-                    opened = True
-        finally:
-            os.close(gate_w)
+            run = RunCollector(
+                plan,
+                sock=run_sock,
+                stdout_r=stdout_r,
+                stderr_r=stderr_r,
+                cancel=cancel,
+                hooks=hooks,
+            )
+            opened = False
+            try:
+                permitted = True if hooks.admit is None else await hooks.admit(assigned)
+                trace.mark("executor: admitted")
+                if permitted and unreachable is None and not cancel.is_set():
+                    try:
+                        os.write(gate_w, b"g")
+                        opened = True
+                    except BrokenPipeError:
+                        # The envelope gave up before the gate opened (its deadline passed, or
+                        # a step failed): its own report, collected below, says why; nothing ran.
+                        opened = True
+            finally:
+                os.close(gate_w)
+                if not opened:
+                    # Withdrawn before the candidate started: wait (bounded) for the supervisor
+                    # to release the envelope, so nothing of it outlives the answer.
+                    await run.abandon()
+            if not permitted:
+                raise Withdrawn  # the caller's known answer stands, reachable envelope or not
+            if unreachable is not None:
+                raise EnvelopeFailure(
+                    FailureKind.ZYGOTE_UNREACHABLE, "launch", str(unreachable)
+                ) from unreachable
             if not opened:
-                # Withdrawn before the candidate started: wait (bounded) for the supervisor
-                # to release the envelope, so nothing of it outlives the answer.
-                await run.abandon()
-        if not permitted:
-            raise Withdrawn  # the caller's known answer stands, reachable envelope or not
-        if unreachable is not None:
-            raise EnvelopeFailure(
-                FailureKind.ZYGOTE_UNREACHABLE, "launch", str(unreachable)
-            ) from unreachable
-        if not opened:
-            raise EnvelopeFailure(FailureKind.CANCELLED_BEFORE_DISPATCH, "gate")
-        return await run.collect()
+                raise EnvelopeFailure(FailureKind.CANCELLED_BEFORE_DISPATCH, "gate")
+            return await run.collect()
+        finally:
+            if unreachable is None:
+                # The zygote counts this run's end too: its refill waits for `answered`.
+                self._unanswered += 1

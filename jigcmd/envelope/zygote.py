@@ -18,7 +18,12 @@ one request and is then destroyed.
 Preparing costs CPU, and done while a candidate runs it slows that run on two cores. So the
 pool is topped up to `pool` only while no run is in flight; while runs are in flight it keeps
 just one ready, so that the next launch still never waits for a preparation. Preparations
-run one at a time: the oldest, which the next launch goes to, is ready soonest.
+run one at a time: the oldest, which the next launch goes to, is ready soonest. After a run
+ends, while one envelope is still ready, the refill also waits until the server says it
+wrote that call's answer (`Answered`), so that it does not compete with the server's last
+steps (evidence, the journal's commit, the answer's write); for a caller that never says
+so, the refill goes ahead `Warm.refill_after_ms` after the run's end. With none ready, the
+refill starts at once.
 
 Run as `python -m jigcmd.envelope.zygote FD` where FD is a connected unix stream socket.
 When the server goes away (EOF) the zygote tears its prepared envelopes down, finishes
@@ -44,7 +49,16 @@ from jigcmd.envelope.failure import StepError
 from jigcmd.envelope.ledger import Registry
 from jigcmd.envelope.lifecycle import LAUNCH_FDS, Envelope, shape
 from jigcmd.envelope.loop import EventLoop
-from jigcmd.envelope.messages import MARSHAL, Launch, Ready, Warm, recv_message, send_message
+from jigcmd.envelope.messages import (
+    MARSHAL,
+    REFILL_AFTER_MS,
+    Answered,
+    Launch,
+    Ready,
+    Warm,
+    recv_message,
+    send_message,
+)
 from jigcmd.journal.identity import identify
 from jigcmd.plan import Bind, RunPlan
 
@@ -81,6 +95,11 @@ class _Zygote(EventLoop):
         self.preparing: Envelope | None = None
         self.retry_at = 0.0
         self.server_gone = False
+        # Runs released whose answer the server has not said it wrote (`Answered`), and when
+        # the refill they hold back goes ahead anyway.
+        self.unanswered = 0
+        self.refill_after = REFILL_AFTER_MS / 1000
+        self.refill_at = 0.0
 
     def built(self, envelope: Envelope) -> None:
         if envelope is self.preparing:
@@ -91,12 +110,17 @@ class _Zygote(EventLoop):
         if envelope is self.preparing:
             self.preparing = None
         self.prepared.pop(envelope.run_id, None)
-        self.running.discard(envelope)
+        if envelope in self.running:
+            self.running.discard(envelope)
+            # Its report is sent (`Finished`, `Failed`): the server answers next.
+            self.unanswered += 1
+            self.refill_at = time.monotonic() + self.refill_after
 
     def serve(self) -> int:
         self.watch(self.control.fileno(), self._on_control)
         while not self.server_gone or self.running:
-            self.turn(() if self.template is None or self.server_gone else (self.retry_at,))
+            idle = self.template is None or self.server_gone
+            self.turn(() if idle else (self.retry_at, self.refill_at))
             if not self.server_gone:
                 self._replenish()
         return 0
@@ -124,7 +148,14 @@ class _Zygote(EventLoop):
             self.template = message.plan
             _stage(message.plan)
             self.pool_size = max(0, min(message.pool, _MAX_POOL))
+            self.refill_after = max(0.0, message.refill_after_ms / 1000)
             self.retry_at = 0.0
+        elif isinstance(message, Answered):
+            for fd in fds:
+                os.close(fd)
+            # Late (its refill already went ahead): harmless, nothing is held back.
+            self.unanswered = max(0, self.unanswered - 1)
+            trace.mark("zygote: answered")
         elif isinstance(message, Launch) and len(fds) in (LAUNCH_FDS - 1, LAUNCH_FDS):
             self._launch(message, fds)
         else:
@@ -180,6 +211,7 @@ class _Zygote(EventLoop):
             or self.preparing is not None
             or len(self.prepared) >= target
             or time.monotonic() < self.retry_at
+            or self._held_back()
         ):
             return
         # Named here, so that the server knows which job serves a launch before sending it,
@@ -203,6 +235,16 @@ class _Zygote(EventLoop):
         except OSError:
             return  # the server is gone; the loop sees the EOF next
         trace.mark("zygote: ready sent")
+
+    def _held_back(self) -> bool:
+        """Whether a refill waits for an answer: one envelope is ready meanwhile."""
+        if not self.unanswered:
+            return False
+        if time.monotonic() >= self.refill_at:
+            self.unanswered = 0
+            trace.mark("zygote: refill unanswered")
+            return False
+        return bool(self.prepared)
 
     def close(self) -> None:
         """Tear down every envelope still here (the zygote is exiting)."""

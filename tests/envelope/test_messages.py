@@ -11,6 +11,7 @@ import pytest
 from jigcmd.envelope import records
 from jigcmd.envelope.messages import (
     MARSHAL,
+    Answered,
     Cancel,
     Codec,
     Ended,
@@ -51,6 +52,8 @@ EVERY_MESSAGE: tuple[Message, ...] = (
     Launch(run_id="r1", plan=PLAN, operation_id="op", root_run="root", state_dir="/s"),
     Launch(run_id="r2", plan=PLAN._replace(scratch_file=None, cpus=())),
     Warm(plan=PLAN, pool=2),
+    Warm(plan=PLAN, pool=2, refill_after_ms=0.5),
+    Answered(),
     Ready(envelope_id="e", supervisor=ProcessIdentity(1, 2**40, "boot"), cgroup_paths=("/a",)),
     Ready(envelope_id="e", supervisor=None, cgroup_paths=()),
     Go(plan=PLAN),
