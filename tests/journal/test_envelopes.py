@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from jigcmd.journal.envelopes import EnvelopeEntry, EnvelopeRegistry
-from jigcmd.journal.identity import current
+from jigcmd.journal.identity import ProcessIdentity, current
 
 
 def _entry(name: str) -> EnvelopeEntry:
@@ -63,3 +63,18 @@ def test_dropping_an_entry_removes_its_file_and_a_missing_one_is_fine(tmp_path: 
     registry.drop("jigcmd-eeee")
     registry.drop("jigcmd-eeee")
     assert registry.entries() == []
+
+
+def test_entries_of_other_identities_and_any_name_read_back_as_written(tmp_path: Path) -> None:
+    """The identities encoded once are encoded again when they change; a name is quoted."""
+    registry = EnvelopeRegistry(tmp_path)
+    registry.create()
+    other = ProcessIdentity(pid=1, start=2, boot_id='b"\\\u00e9')
+    entries = [
+        _entry("jigcmd-cccc"),
+        EnvelopeEntry(name='jigcmd-"q"\\', supervisor=other, owner=current()),
+        _entry("jigcmd-dddd"),
+    ]
+    for entry in entries:
+        registry.register(entry)
+    assert sorted(registry.entries()) == sorted(entries)
