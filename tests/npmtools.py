@@ -41,11 +41,14 @@ def install(name: str, version: str) -> Path:
     """Install `name@version` into the cache (once); its prefix directory."""
     prefix = npm_cache() / f"{name.replace('/', '+')}@{version}"
     marker = prefix / ".installed"
+    # Every package here runs under node: a cached install is no use once node is gone.
+    if shutil.which("node") is None:
+        raise FileNotFoundError("node is not installed (Debian: nodejs npm)")
     if marker.exists():
         return prefix
     npm = shutil.which("npm")
-    if npm is None or shutil.which("node") is None:
-        raise FileNotFoundError("node and npm are not installed (Debian: nodejs npm)")
+    if npm is None:
+        raise FileNotFoundError("npm is not installed (Debian: npm)")
     prefix.mkdir(parents=True, exist_ok=True)
     done = subprocess.run(
         [npm, "install", "--no-audit", "--no-fund", "--prefix", str(prefix), f"{name}@{version}"],
