@@ -11,6 +11,7 @@ line and makes raw system calls through `bun:ffi` (libc is bound in the envelope
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import json
@@ -281,6 +282,16 @@ class RunTrace:
     leftovers: list[str] = field(default_factory=list)
     # Dead but unreaped processes of the envelope (see `test_pid_1_is_reaped_...`).
     zombies: list[int] = field(default_factory=list)
+    # The envelope's namespaces, held open until the leftover check is done: a freed
+    # namespace's inode number goes to the next one made (the lowest free), often the next
+    # envelope's, whose pid 1 would then read as a process left in this one.
+    held: list[int] = field(default_factory=list)
+
+    def release(self) -> None:
+        """Let go of the namespaces held for the check."""
+        for fd in self.held:
+            os.close(fd)
+        self.held.clear()
 
     @property
     def job(self) -> str | None:
@@ -318,6 +329,9 @@ class TracedExecutor:
                 self.jobs.add(trace.job)
             # pid 1 is alive while its candidate runs; read its pid namespace now.
             trace.pid_ns = _ns_inode(started.init_pid, "pid")
+            for kind in ("net", "pid"):
+                with contextlib.suppress(OSError):
+                    trace.held.append(os.open(f"/proc/{started.init_pid}/ns/{kind}", os.O_RDONLY))
         if self._started_hook is not None:
             self._started_hook(started)
 
@@ -376,6 +390,7 @@ class TracedExecutor:
         finally:
             self._current, self._started_hook = None, None
             trace.leftovers = self.leftovers(trace)
+            trace.release()
             added = host_mounts() - mounts
             trace.leftovers += [f"host mount added: {line.strip()}" for line in sorted(added)]
         assert trace.started is not None, "the supervisor never reported the start"
