@@ -61,6 +61,8 @@ _JOURNAL_FAILURES = (sqlite3.Error, OSError)
 # Pauses before the retries of a failed row close (a full disk may clear): 1.5 s in all,
 # short enough for a server that exits meanwhile to stay within its two seconds.
 _CLOSE_RETRY_S = (0.05, 0.2, 0.5, 0.75)
+# A row's close with its evidence, report and statement bound: `Journal.finish`, to call.
+_Close = partial[bool | None]
 
 
 class Ownership:
@@ -315,27 +317,20 @@ class Ownership:
         or None when the row was closed.
         """
         data = _encoder.encode(evidence)
+        record = partial(
+            self.journal.record_result,
+            operation_id,
+            root_run=root_run,
+            outcome="evidence",
+            result=data,
+            attestation=attestation,
+        )
         try:
             # The answer waits for this commit: uncontended, it is made here without the two
             # thread hops (~0.3 ms); otherwise it waits for the writer in a thread.
-            written = self.journal.record_result(
-                operation_id,
-                root_run=root_run,
-                outcome="evidence",
-                result=data,
-                attestation=attestation,
-                wait=False,
-            )
+            written = record(wait=False)
             if written is None:
-                written = await anyio.to_thread.run_sync(
-                    lambda: self.journal.record_result(
-                        operation_id,
-                        root_run=root_run,
-                        outcome="evidence",
-                        result=data,
-                        attestation=attestation,
-                    )
-                )
+                written = await anyio.to_thread.run_sync(record)
         except _JOURNAL_FAILURES as exc:
             # Not durable yet: `finish` tries again and says UNCERTAIN if it cannot either.
             logger.warning("the journal could not record the evidence of %s: %s", operation_id, exc)
@@ -360,34 +355,25 @@ class Ownership:
         until it closes.
         """
         data = _encoder.encode(result.evidence)
-        report = _encoder.encode(result.report)
-        attestation = result.attestation
+        close = partial(
+            self.journal.finish,
+            operation_id,
+            root_run=root_run,
+            outcome="evidence",
+            result=data,
+            report=_encoder.encode(result.report),
+            cleanup_complete=True,
+            attestation=result.attestation,
+        )
         if data == recorded:
-            self._close_at_once(operation_id, root_run, data, report, attestation)
+            self._close_at_once(operation_id, close)
             return
         try:
-            await anyio.to_thread.run_sync(
-                lambda: self.journal.finish(
-                    operation_id,
-                    root_run=root_run,
-                    outcome="evidence",
-                    result=data,
-                    report=report,
-                    cleanup_complete=True,
-                    attestation=attestation,
-                )
-            )
+            await anyio.to_thread.run_sync(close)
         except _JOURNAL_FAILURES as exc:
             raise self._unrecorded("the command ran, but", exc) from exc
 
-    def _close_at_once(
-        self,
-        operation_id: str,
-        root_run: str,
-        data: bytes,
-        report: bytes,
-        attestation: bytes | None,
-    ) -> None:
+    def _close_at_once(self, operation_id: str, close: _Close) -> None:
         """Close a row whose evidence is durable, here and without waiting; else in a thread.
 
         Unsynced and uncontended this is one quick local commit, cheaper than the hop to
@@ -395,60 +381,29 @@ class Ownership:
         for another writer, or fails, goes to the closer thread, which retries it.
         """
         try:
-            closed = self.journal.finish(
-                operation_id,
-                root_run=root_run,
-                outcome="evidence",
-                result=data,
-                report=report,
-                cleanup_complete=True,
-                durable=False,
-                attestation=attestation,
-                wait=False,
-            )
+            # No fsync: the evidence is durable already, with a statement signed before the
+            # cleanup was proved; this one replaces it.
+            closed = close(durable=False, wait=False)
         except _JOURNAL_FAILURES as exc:
             logger.info("closing the journal row of %s at once failed: %s", operation_id, exc)
             closed = None
         if closed is None:
-            closing = self._closer.submit(
-                self._close_row, operation_id, root_run, data, report, attestation
-            )
+            closing = self._closer.submit(self._close_row, operation_id, close)
             closing.add_done_callback(_report_close_failure)
 
-    def _close_row(
-        self,
-        operation_id: str,
-        root_run: str,
-        data: bytes,
-        report: bytes,
-        attestation: bytes | None = None,
-    ) -> bool:
+    def _close_row(self, operation_id: str, close: _Close) -> bool:
         """Close a row whose evidence is durable (in the closer thread), retrying failures.
 
-        A close that keeps failing leaves the row open with its evidence: joiners wait only
-        until their own deadline, and recovery closes it `done` once this server is gone.
+        Reached when the close at once would have waited or failed: each try here waits for
+        the writer. A close that keeps failing leaves the row open with its evidence:
+        joiners wait only until their own deadline, and recovery closes it `done` once this
+        server is gone.
         """
         for attempt, pause in enumerate((0.0, *_CLOSE_RETRY_S), start=1):
             time.sleep(pause)
-            close = partial(
-                self.journal.finish,
-                operation_id,
-                root_run=root_run,
-                outcome="evidence",
-                result=data,
-                report=report,
-                cleanup_complete=True,
-                # The first try skips the fsync (the evidence is durable already, with
-                # a statement signed before the cleanup was proved; this one replaces it).
-                durable=attempt > 1,
-                attestation=attestation,
-            )
             try:
-                # Uncontended, without changing the busy timeout the next call's commits
-                # on the event loop use (`Journal.begin_now`); else waiting for the writer.
-                closed = close(wait=False) if attempt == 1 else None
-                if closed is None:
-                    closed = close()
+                # The first try still skips the fsync, as the close at once did.
+                closed = close(durable=attempt > 1)
                 assert closed is not None  # a waiting write always writes or raises
                 return closed
             except _JOURNAL_FAILURES as exc:
