@@ -333,23 +333,41 @@ class _Fence:
             problems.append(f"cgroup job {name}: {exc}")
         problems += [f"cgroup directory {p} still exists" for p in paths if os.path.exists(p)]
         if netns is not None:
-            holders = _netns_holders(netns)
+            holders = netns_holders(netns, name)
             if holders:
                 pids = ", ".join(map(str, holders))
                 problems.append(f"network namespace {netns} still held by pid {pids}")
         return problems
 
 
-def _netns_holders(netns: str) -> list[int]:
-    """Pids of the processes whose network namespace is `netns` (`net:[inode]`)."""
+def netns_holders(netns: str, job: str) -> list[int]:
+    """Pids of the processes whose network namespace is `netns` (`net:[inode]`), except
+    those of another envelope's job: the kernel gives a freed namespace's inode number to
+    the next one made, often the next envelope's, so those hold a namespace of their own."""
     holders = []
     for entry in os.scandir("/proc"):
         if entry.name.isdigit():
             # The process may exit or be inaccessible between listing and reading.
             with contextlib.suppress(OSError):
-                if os.readlink(f"/proc/{entry.name}/ns/net") == netns:
-                    holders.append(int(entry.name))
+                if os.readlink(f"/proc/{entry.name}/ns/net") != netns:
+                    continue
+                with open(f"/proc/{entry.name}/cgroup", encoding="utf-8") as handle:
+                    if not in_other_job(handle.read(), job):
+                        holders.append(int(entry.name))
     return holders
+
+
+def in_other_job(cgroups: str, job: str) -> bool:
+    """Whether a /proc/PID/cgroup text places the process in a jigcmd job other than `job`.
+
+    An envelope's processes cannot leave their job (no cgroup file is theirs to write), so
+    one found in another job belongs to that envelope.
+    """
+    for line in cgroups.splitlines():
+        leaf = line.split(":", 2)[-1].removesuffix(" (deleted)").rpartition("/")[2]
+        if _OWN_JOB.fullmatch(leaf) is not None and leaf != job:
+            return True
+    return False
 
 
 def _unowned_jobs(journal: Journal, backend: CgroupBackend) -> list[str]:

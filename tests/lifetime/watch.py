@@ -4,9 +4,12 @@ A background thread scans /proc every few milliseconds and traces every process 
 from a watched server (a traced process stays traced after its parent dies, and so do its
 children): its identity (pid + start time, so a recycled pid is never confused), its command
 line at each scan (the candidate's changes at exec), the jigcmd cgroup job it sits in, and
-its network and mount namespaces. From that record a test can count how many distinct
-candidate processes carried a unique token (how many times a command really ran) and check
-that nothing traced is left: no process, no cgroup job, no namespace held by anyone.
+its network and mount namespaces, each held open from its first sighting until `stop` (nsfs
+hands a freed namespace's inode number to the next namespace made, often the next envelope's,
+so a namespace let go of could not be told from a new one by its number). From that record
+a test can count how many distinct candidate processes carried a unique token (how many
+times a command really ran) and check that nothing traced is left: no process, no cgroup
+job, no namespace held by any process.
 """
 
 from __future__ import annotations
@@ -15,10 +18,19 @@ import contextlib
 import os
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 
-__all__ = ["Proc", "Watch", "alive", "handles", "namespace_holders", "parent", "wait_for"]
+__all__ = [
+    "Proc",
+    "Watch",
+    "alive",
+    "handles",
+    "hold_namespace",
+    "namespace_holders",
+    "parent",
+    "wait_for",
+]
 
 _SCAN_INTERVAL_S = 0.01
 
@@ -37,8 +49,6 @@ class _Seen:
     parent: int
     cmdlines: set[str] = field(default_factory=set)
     jobs: set[str] = field(default_factory=set)
-    # Each envelope namespace, with the boot time (clock ticks) it was last seen in use.
-    namespaces: dict[str, int] = field(default_factory=dict)
 
 
 def _stat(pid: int) -> tuple[Proc, int, str] | None:
@@ -84,9 +94,17 @@ def _read(path: str) -> str | None:
         return None
 
 
-def _now_ticks() -> int:
-    """Now, in the clock ticks since boot that /proc/PID/stat start times use."""
-    return int(time.clock_gettime(time.CLOCK_BOOTTIME) * os.sysconf("SC_CLK_TCK")) + 1
+def hold_namespace(pid: int, kind: str, link: str) -> int | None:
+    """A descriptor of `pid`'s `kind` namespace if it still is `link`, else None (pid gone)."""
+    try:
+        fd = os.open(f"/proc/{pid}/ns/{kind}", os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return None
+    if f"{kind}:[{os.fstat(fd).st_ino}]" == link:
+        return fd
+    # The pid exited between the readlink and the open, and its number went to another.
+    os.close(fd)
+    return None
 
 
 def _host_namespaces() -> set[str]:
@@ -100,6 +118,8 @@ class Watch:
         self._lock = threading.Lock()
         self._roots: set[int] = set()
         self._seen: dict[Proc, _Seen] = {}
+        # Every envelope namespace seen, held open by descriptor until `stop`.
+        self._held: dict[str, int] = {}
         self._stop = threading.Event()
         self._host = _host_namespaces()
         self._thread = threading.Thread(target=self._loop, name="lifetime-watch", daemon=True)
@@ -116,6 +136,9 @@ class Watch:
         """End the scanning thread."""
         self._stop.set()
         self._thread.join()
+        for fd in self._held.values():
+            os.close(fd)
+        self._held.clear()
 
     def sync(self) -> None:
         """Return after one complete scan that started after this call."""
@@ -178,8 +201,9 @@ class Watch:
             for kind in ("net", "mnt"):
                 with contextlib.suppress(OSError):
                     link = os.readlink(f"/proc/{pid}/ns/{kind}")
-                    if link not in self._host:
-                        seen.namespaces[link] = _now_ticks()
+                    fresh = link not in self._host and link not in self._held
+                    if fresh and (fd := hold_namespace(pid, kind, link)) is not None:
+                        self._held[link] = fd
 
     # -- what was seen ------------------------------------------------------------------
 
@@ -238,29 +262,22 @@ class Watch:
         """Traced processes still running."""
         return [proc for proc, _seen in self._select(None) if alive(proc)]
 
-    def namespaces(self) -> dict[str, int]:
-        """Every envelope network and mount namespace seen, with when it was last seen in use."""
-        found: dict[str, int] = {}
-        for _proc, seen in self._select(None):
-            for ns, ticks in seen.namespaces.items():
-                found[ns] = max(ticks, found.get(ns, 0))
-        return found
+    def namespaces(self) -> set[str]:
+        """Every envelope network and mount namespace seen (each still held by the watch)."""
+        with self._lock:
+            return set(self._held)
 
 
-def namespace_holders(namespaces: Mapping[str, int]) -> dict[str, list[int]]:
-    """Live processes still in one of `namespaces` that existed when it was last seen in use.
-
-    A namespace's inode number is reused once it is freed: a process started after the last
-    sighting holds someone else's namespace with the same number, not ours.
-    """
+def namespace_holders(namespaces: Collection[str]) -> dict[str, list[int]]:
+    """Live processes (other than this one) still in one of `namespaces`."""
     holders: dict[str, list[int]] = {}
     for name in os.listdir("/proc"):
-        if not name.isdigit() or (found := _stat(int(name))) is None:
+        if not name.isdigit() or int(name) == os.getpid() or _stat(int(name)) is None:
             continue
         for kind in ("net", "mnt"):
             with contextlib.suppress(OSError):
                 link = os.readlink(f"/proc/{name}/ns/{kind}")
-                if link in namespaces and found[0].start <= namespaces[link]:
+                if link in namespaces:
                     holders.setdefault(link, []).append(int(name))
     return holders
 
