@@ -308,6 +308,10 @@ class _Server:
     async def _read_loop(self) -> None:
         fd = self._fds.read_fd
         pollable = self._fds.input_pollable()
+        # One buffer for every read: `os.read` of 1 MiB allocates (mmap) and shrinks
+        # (mremap, munmap) a fresh object per call; only the bytes read are copied out.
+        buffer = bytearray(READ_SIZE)
+        view = memoryview(buffer)
         while True:
             if pollable:
                 await anyio.wait_readable(fd)
@@ -315,7 +319,7 @@ class _Server:
             else:
                 await anyio.lowlevel.checkpoint()
             try:
-                chunk = os.read(fd, READ_SIZE)
+                chunk = bytes(view[: os.readv(fd, (buffer,))])
             except BlockingIOError:
                 continue
             except OSError as exc:
