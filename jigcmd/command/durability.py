@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Awaitable, Callable, Coroutine
+from functools import partial
 from typing import Any
 
 import anyio
@@ -131,11 +132,12 @@ class Durability:
         evidence: Callable[[Ending], Evidence],
         cancel: anyio.Event,
         sign: SignEnding | None = None,
-        digest: str | None = None,
+        digest: Callable[[], str] | None = None,
     ) -> RunResult:
         """Run `execute` under this call's row: opened at admission, closed with its end.
 
-        `digest` is `plan_digest(plan)` when the caller has it already (worked out if not).
+        `digest` gives `plan_digest(plan)`, the caller's own when it needs it too; it is
+        asked for only at admission, after the launch is sent (off the path to the launch).
 
         With `sign`, the evidence recorded at the run's end carries its signed statement in
         the same commit (the result's own, with the resource report, replaces it at close).
@@ -150,7 +152,7 @@ class Durability:
         )
         hooks = None
         if self.durable:
-            hooks = self._hooks(plan, digest or plan_digest(plan), evidence, cancel, sign)
+            hooks = self._hooks(plan, digest or partial(plan_digest, plan), evidence, cancel, sign)
         try:
             result = await execute(ticket, hooks)
         except Withdrawn:
@@ -172,7 +174,7 @@ class Durability:
     def _hooks(
         self,
         plan: RunPlan,
-        digest: str,
+        digest: Callable[[], str],
         evidence: Callable[[Ending], Evidence],
         cancel: anyio.Event,
         sign: SignEnding | None,
@@ -193,7 +195,7 @@ class Durability:
                 deadline=plan.deadline,
                 run_id=self.run_id if assigned is None else assigned.run_id,
                 envelope=assigned,
-                plan_digest=digest,
+                plan_digest=digest(),
                 cancel=cancel,
                 trace_context=self._trace,
             )

@@ -7,7 +7,7 @@ import math
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import AbstractAsyncContextManager
-from functools import partial
+from functools import cache, partial
 from pathlib import Path
 from typing import Final
 
@@ -395,8 +395,9 @@ class CommandService:
             plan = self._plan(
                 valid, operation_id, deadline, self._place(durability.slot), junit=detailed
             )
-            # The plan's identity, for the journal's row and the signed statement alike.
-            digest = plan_digest(plan)
+            # The plan's identity, for the journal's row and the signed statement alike:
+            # worked out once, when the row is begun, after the launch is sent.
+            digest = cache(partial(plan_digest, plan))
             sign = self._signer(
                 valid, plan, durability, operation_id, root_run, attester=attester, digest=digest
             )
@@ -430,14 +431,16 @@ class CommandService:
         root_run: str | None,
         *,
         attester: Attester | None,
-        digest: str,
+        digest: Callable[[], str],
     ) -> Sign | None:
         """How this run's statement is signed, or None when this service holds no key."""
         if attester is None or attester.identity is None:
             # Without a lock nothing is admitted, so no run reaches here unsigned by mistake.
             return None
         started = time.time_ns() // 1_000_000
-        enforcement = enforced(plan)
+        # The enforcement facts only go into the statement: made at the first signing, not
+        # on the path to the launch.
+        enforcement = cache(partial(enforced, plan))
 
         def sign(
             ended: Ending | RunOutcome,
@@ -451,8 +454,8 @@ class CommandService:
                     operation_id=operation_id,
                 ),
                 kind=valid.command.kind,
-                enforced=enforcement,
-                plan_digest=digest,
+                enforced=enforcement(),
+                plan_digest=digest(),
                 evidence=evidence_of(valid, ended),
                 stdout=ended.stdout.data,
                 stderr=ended.stderr.data,
