@@ -137,3 +137,21 @@ async def test_the_row_keeps_the_digest_of_the_plan_its_envelope_was_given(
     assert row is not None and len(stub.plans) == 1
     assert row.plan_digest == plan_digest(stub.plans[0])
     assert row.plan_digest.startswith("sha256:")
+
+
+async def test_the_plan_digest_is_worked_out_once_after_the_executor_has_the_plan(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Off the path to the launch: at admission (the row), reused by the statement."""
+    stub = _Stub(PREPARED, _started(PATHS))
+    launched_before: list[bool] = []
+
+    def digest(plan: RunPlan) -> str:
+        launched_before.append(bool(stub.plans))
+        return plan_digest(plan)
+
+    monkeypatch.setattr("jigcmd.command.service.plan_digest", digest)
+    ownership, _ = await _run(tmp_path, stub, monkeypatch)
+    row = ownership.journal.get("op-1", root_run=RUN)
+    assert launched_before == [True]
+    assert row is not None and row.plan_digest == plan_digest(stub.plans[0])
