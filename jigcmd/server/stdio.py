@@ -15,6 +15,7 @@ two seconds.
 from __future__ import annotations
 
 import logging
+import mmap
 import os
 import signal
 import stat
@@ -310,7 +311,8 @@ class _Server:
         pollable = self._fds.input_pollable()
         # One buffer for every read: `os.read` of 1 MiB allocates (mmap) and shrinks
         # (mremap, munmap) a fresh object per call; only the bytes read are copied out.
-        buffer = bytearray(READ_SIZE)
+        # Anonymous pages: only those a read ever filled take memory (a bytearray is zeroed).
+        buffer = mmap.mmap(-1, READ_SIZE)
         view = memoryview(buffer)
         while True:
             if pollable:
