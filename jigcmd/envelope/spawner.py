@@ -198,35 +198,40 @@ def _serve(sock: socket.socket, zygote: int) -> None:
     spawning.close_all_but((sock.fileno(),))
     while True:
         try:
-            data, fds = _receive(sock)
+            received = _receive(sock)
         except OSError:
             return
-        if not data:
+        if received is None:
             return  # the zygote let go of us
-        cloned = _clone(data, fds)
+        cloned = _clone(*received)
         try:
             sock.send(records.dumps_plain(tuple(cloned)))
         except OSError:
             return
 
 
-def _receive(sock: socket.socket) -> tuple[bytes, list[int]]:
+def _receive(sock: socket.socket) -> tuple[bytes, list[int]] | None:
+    """One request and its descriptors; None at EOF. A request cut short reads as empty."""
     space = socket.CMSG_SPACE(_CHANNELS * array.array("i").itemsize)
     data, ancdata, flags, _addr = sock.recvmsg(_MAX_FRAME, space, socket.MSG_CMSG_CLOEXEC)
     fds = array.array("i")
     for level, kind, payload in ancdata:
         if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
             fds.frombytes(payload[: len(payload) - len(payload) % fds.itemsize])
+    if not data and not fds:
+        return None
     if flags & (socket.MSG_TRUNC | socket.MSG_CTRUNC):
         for fd in fds:
             os.close(fd)
-        return b"truncated", []
+        return b"", []
     return data, list(fds)
 
 
 def _clone(data: bytes, fds: list[int]) -> Cloned:
     """Clone pid 1 for one request; in pid 1 this never returns."""
     try:
+        if not data:
+            return Cloned(0, None, errno.EMSGSIZE, "the request was cut short")
         if len(fds) != _CHANNELS:
             return Cloned(0, None, errno.EBADMSG, f"{len(fds)} descriptors, not {_CHANNELS}")
         try:
