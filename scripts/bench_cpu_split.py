@@ -72,6 +72,13 @@ def on_cpu_ns(pid: int | None) -> int:
     return (int(fields[11]) + int(fields[12])) * 1_000_000_000 // os.sysconf("SC_CLK_TCK")
 
 
+def run_ns(pid: int | None) -> int:
+    """Single-threaded `pid`'s time on a CPU in nanoseconds (`schedstat`: not in ticks)."""
+    if pid is None:
+        return 0
+    return int(Path(f"/proc/{pid}/schedstat").read_text().split()[0])
+
+
 def minor_faults(pid: int | None) -> int:
     """Process `pid`'s minor page faults so far (its copy-on-write faults among them)."""
     if pid is None:
@@ -160,6 +167,8 @@ def main() -> int:
                 on_cpu_ns(server),
                 on_cpu_ns(zygote),
                 on_cpu_ns(spawner),
+                run_ns(zygote),
+                run_ns(spawner),
                 minor_faults(zygote),
                 minor_faults(spawner),
             )
@@ -171,9 +180,17 @@ def main() -> int:
         # The last call's cleanup ends before its answer; idle so the pool's refill counts too.
         time.sleep(0.5)
         after = sample()
-        outside, envelope, server_ns, zygote_ns, spawner_ns, zygote_faults, spawner_faults = (
-            b - a for a, b in zip(before, after, strict=True)
-        )
+        (
+            outside,
+            envelope,
+            server_ns,
+            zygote_ns,
+            spawner_ns,
+            zygote_run,
+            spawner_run,
+            zygote_faults,
+            spawner_faults,
+        ) = (b - a for a, b in zip(before, after, strict=True))
         bare = bare_cpu_ms(find_runtime().path, work, PASSING, args.calls, idle)
     finally:
         if serve is not None:
@@ -198,6 +215,10 @@ def main() -> int:
     print(f"  {'total':<24}{total:8.2f}")
     print(f"  {'bare bun test':<24}{bare:8.2f}")
     print(f"  {'total over bare':<24}{total - bare:8.2f}")
+    print(
+        f"  by schedstat: zygote {zygote_run / args.calls / 1e6:.2f} ms,"
+        f" spawner {spawner_run / args.calls / 1e6:.2f} ms"
+    )
     print(
         f"  minor faults per call: zygote {zygote_faults / args.calls:.1f},"
         f" spawner {spawner_faults / args.calls:.1f}"
