@@ -70,8 +70,6 @@ __all__ = [
     "read_result",
 ]
 
-# The methods an initialized MCP session serves (besides ping); before `initialize` they are
-# -32600, any other method -32601.
 # MCP's "resource not found" error code.
 RESOURCE_NOT_FOUND: Final = -32002
 # The `initialize` result's `_meta` key naming the caller's run of the session.

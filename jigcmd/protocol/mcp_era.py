@@ -56,7 +56,8 @@ OPERATION_ID_META: Final = "dev.jigcmd/operationId"
 # The two error codes the revision defines for this server's answers (both in its range).
 MISSING_CAPABILITY: Final = -32021
 UNSUPPORTED_VERSION: Final = -32022
-# The methods an open MCP session serves (both eras); before one is open, -32600.
+# The methods an initialized MCP session serves (besides ping); before `initialize` they are
+# -32600, any other method -32601 (`mcp.py`; here so the session's table needs no `mcp`).
 SESSION_METHODS: Final = frozenset(
     {"tools/list", "tools/call", "resources/read", "resources/list", "resources/templates/list"}
 )

@@ -67,8 +67,8 @@ ProtocolChoice = Literal["auto", "mcp", "flow"]
 
 def _mcp_dialect() -> type[McpDialect]:
     """MCP's dialect, imported when a session first chooses MCP (or is told to, at its start)."""
-    # A FLOW Run/1 server, or one not yet decided, then holds none of MCP's modules (~14 of
-    # them, ~0.45 MiB of its idle image: docs/performance.md, "the idle footprint").
+    # A FLOW Run/1 server, or one not yet decided, then holds none of MCP's modules (six, ~0.2
+    # MiB of its idle image: docs/performance.md, "the idle footprint, a fourth look").
     from jigcmd.protocol.mcp import McpDialect  # noqa: PLC0415 - MCP's modules only for a session that speaks it
 
     return McpDialect
