@@ -65,7 +65,7 @@ def _ownership_options(parser: argparse.ArgumentParser) -> None:
 
 def _budget(text: str) -> int:
     """`--result-budget`: whole bytes, at least what the counts and digests need."""
-    from jigcmd.protocol.mcp_view import MIN_BUDGET_BYTES  # noqa: PLC0415 - imported per verb to keep start-up light
+    from jigcmd.protocol.dialect import MIN_BUDGET_BYTES  # noqa: PLC0415 - imported per verb to keep start-up light
 
     try:
         value = int(text)

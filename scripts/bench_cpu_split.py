@@ -6,6 +6,8 @@ counted apart by the kernel's own accounting, whatever else runs on the machine:
 
   server      the server process, all its threads (`/proc/PID/stat`, in clock ticks)
   zygote      the zygote process (likewise)
+  spawner     the process the zygote forks once to clone each pid 1 (spawner.py; likewise),
+              0 where there is none
   supervisors everything else in the server's cgroup: since the zygote supervises every
               envelope (issue #26) only each pid 1's first steps, before it joins its job's
               v1 hierarchies (its fork return, its first page faults); before that, each
@@ -61,11 +63,39 @@ class Accounting:
         raise OSError(f"no usage_usec in {self.dir}/cpu.stat")
 
 
-def on_cpu_ns(pid: int) -> int:
+def on_cpu_ns(pid: int | None) -> int:
     """Process `pid`'s CPU time, every thread's, living or gone (clock ticks, as ns)."""
+    if pid is None:
+        return 0
     stat = Path(f"/proc/{pid}/stat").read_bytes()
     fields = stat[stat.rindex(b")") + 2 :].split()
     return (int(fields[11]) + int(fields[12])) * 1_000_000_000 // os.sysconf("SC_CLK_TCK")
+
+
+def run_ns(pid: int | None) -> int:
+    """Single-threaded `pid`'s time on a CPU in nanoseconds (`schedstat`: not in ticks)."""
+    if pid is None:
+        return 0
+    return int(Path(f"/proc/{pid}/schedstat").read_text().split()[0])
+
+
+def minor_faults(pid: int | None) -> int:
+    """Process `pid`'s minor page faults so far (its copy-on-write faults among them)."""
+    if pid is None:
+        return 0
+    stat = Path(f"/proc/{pid}/stat").read_bytes()
+    return int(stat[stat.rindex(b")") + 2 :].split()[7])
+
+
+def spawner_of(zygote: int) -> int | None:
+    """The zygote's spawner (its child named `jigcmd-spawner`), or None."""
+    with contextlib.suppress(OSError):
+        children = Path(f"/proc/{zygote}/task/{zygote}/children").read_text().split()
+        for child in children:
+            with contextlib.suppress(OSError):
+                if Path(f"/proc/{child}/comm").read_text().strip() == "jigcmd-spawner":
+                    return int(child)
+    return None
 
 
 def zygote_of(server: int) -> int:
@@ -128,16 +158,39 @@ def main() -> int:
         jobs = Accounting(jobs_base)
         server = serve.process.pid
         zygote = zygote_of(server)
-        before = (server_group.used_ns(), jobs.used_ns(), on_cpu_ns(server), on_cpu_ns(zygote))
+        spawner = spawner_of(zygote)
+
+        def sample() -> tuple[int, ...]:
+            return (
+                server_group.used_ns(),
+                jobs.used_ns(),
+                on_cpu_ns(server),
+                on_cpu_ns(zygote),
+                on_cpu_ns(spawner),
+                run_ns(zygote),
+                run_ns(spawner),
+                minor_faults(zygote),
+                minor_faults(spawner),
+            )
+
+        before = sample()
         for _ in range(args.calls):
             time.sleep(idle)
             serve.run()
         # The last call's cleanup ends before its answer; idle so the pool's refill counts too.
         time.sleep(0.5)
-        after = (server_group.used_ns(), jobs.used_ns(), on_cpu_ns(server), on_cpu_ns(zygote))
-        outside, envelope, server_ns, zygote_ns = (
-            b - a for a, b in zip(before, after, strict=True)
-        )
+        after = sample()
+        (
+            outside,
+            envelope,
+            server_ns,
+            zygote_ns,
+            spawner_ns,
+            zygote_run,
+            spawner_run,
+            zygote_faults,
+            spawner_faults,
+        ) = (b - a for a, b in zip(before, after, strict=True))
         bare = bare_cpu_ms(find_runtime().path, work, PASSING, args.calls, idle)
     finally:
         if serve is not None:
@@ -149,7 +202,8 @@ def main() -> int:
     per_call = {
         "server": server_ns,
         "zygote": zygote_ns,
-        "supervisors": outside - server_ns - zygote_ns,
+        "spawner": spawner_ns,
+        "supervisors": outside - server_ns - zygote_ns - spawner_ns,
         "envelope (pid 1 + Bun)": envelope,
     }
     print(f"{args.calls} calls, {args.idle_ms:.0f} ms idle before each; CPU ms per call")
@@ -161,6 +215,14 @@ def main() -> int:
     print(f"  {'total':<24}{total:8.2f}")
     print(f"  {'bare bun test':<24}{bare:8.2f}")
     print(f"  {'total over bare':<24}{total - bare:8.2f}")
+    print(
+        f"  by schedstat: zygote {zygote_run / args.calls / 1e6:.2f} ms,"
+        f" spawner {spawner_run / args.calls / 1e6:.2f} ms"
+    )
+    print(
+        f"  minor faults per call: zygote {zygote_faults / args.calls:.1f},"
+        f" spawner {spawner_faults / args.calls:.1f}"
+    )
     return 0
 
 

@@ -21,11 +21,21 @@ from collections.abc import Callable
 from typing import Protocol
 
 from jigcmd import trace
-from jigcmd.envelope import cgroups, idmap, oomscore, pid1, rootfs, scratchfile, spawning
+from jigcmd.envelope import (
+    cgroups,
+    idmap,
+    oomscore,
+    pid1,
+    rootfs,
+    scratchfile,
+    spawning,
+    staging,
+)
 from jigcmd.envelope.failure import StepError
 from jigcmd.envelope.ledger import Registration
-from jigcmd.envelope.pid1 import Handed
+from jigcmd.envelope.pid1 import Blueprint, Handed
 from jigcmd.envelope.scratchfile import ScratchRead
+from jigcmd.envelope.spawner import Spawner
 from jigcmd.plan import RunPlan, ScratchFile
 
 __all__ = ["EMPTY_WAIT", "Holdings", "Watcher"]
@@ -64,9 +74,16 @@ class Holdings:
         self.stdio: Handed | None = None
         self.slot_fd = -1
 
-    def start(self, name: str, plan: RunPlan, backend: cgroups.CgroupBackend) -> tuple[int, int]:
-        """Register job `name`, create it and clone pid 1 into it (in pid 1 this never returns).
+    def start(
+        self,
+        name: str,
+        plan: RunPlan,
+        backend: cgroups.CgroupBackend,
+        spawner: Spawner | None = None,
+    ) -> tuple[int, int]:
+        """Register job `name`, create it and have pid 1 cloned into it.
 
+        By `spawner` while it is usable, else by this process (in pid 1 this never returns).
         Returns pid 1's status pipe and pidfd, for the caller to watch. Raises StepError
         when a step fails (the caller lets go of what exists).
         """
@@ -81,20 +98,14 @@ class Holdings:
         except (OSError, ValueError) as exc:
             raise StepError("cgroup", exc) from exc
         trace.mark("supervisor: job created")
-        memory_limit = job.memory_view()[1]
-        template = rootfs.template(plan, memory_limit)
+        blueprint = _blueprint(plan, job)
         self.control, init_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         self.status_r, status_w = os.pipe2(os.O_CLOEXEC)
         go_r, self.go_w = os.pipe2(os.O_CLOEXEC)
+        channels = (init_end.fileno(), status_w, go_r)
         try:
-            init, born_in = spawning.spawn_init(job, (init_end.fileno(), status_w, go_r))
-            if init == 0:
-                try:
-                    pid1.Init(plan, init_end, status_w, memory_limit, template).start(
-                        job, born_in, go_r
-                    )
-                finally:
-                    os._exit(1)  # a clone of the zygote must never return into its loop
+            cloned = spawner.clone(blueprint, channels) if spawner is not None else None
+            init = cloned if cloned is not None else _clone_here(job, blueprint, channels)
             trace.mark("supervisor: pid 1 cloned")
             self.init_pid = init
             self.pidfd = os.pidfd_open(init)
@@ -288,3 +299,30 @@ class Holdings:
         for fd in self.namespaces:
             os.close(fd)
         self.namespaces = []
+
+
+def _blueprint(plan: RunPlan, job: cgroups.CgroupJob) -> Blueprint:
+    """What pid 1 is made from (`pid1.Blueprint`); StepError when a bind has no source."""
+    memory_limit = job.memory_view()[1]
+    template = rootfs.template(plan, memory_limit)
+    sources: tuple[tuple[str, str], ...] = ()
+    if template is None:
+        try:
+            sources = tuple((bind.source, staging.source_of(bind)) for bind in plan.binds)
+        except staging.StagingError as exc:
+            raise StepError("open bind sources", exc) from exc
+    return Blueprint(pid1.shaped(plan), job.membership, memory_limit, template, sources)
+
+
+def _clone_here(
+    job: cgroups.CgroupJob, blueprint: Blueprint, channels: tuple[int, int, int]
+) -> int:
+    """Clone pid 1 from this process (no spawner, or it refused); its pid."""
+    init, born_in = spawning.spawn_init(job, channels)
+    if init == 0:
+        control, status_w, go_r = channels
+        try:
+            pid1.Init(blueprint, socket.socket(fileno=control), status_w).start(born_in, go_r)
+        finally:
+            os._exit(1)  # a clone of the zygote must never return into its loop
+    return init

@@ -44,6 +44,7 @@ if TYPE_CHECKING:
     # For the types alone: evidence's msgspec stays out of the zygote's image.
     from jigcmd.envelope.reporting import Ending
     from jigcmd.envelope.scratchfile import ScratchRead
+    from jigcmd.envelope.spawner import Spawner
     from jigcmd.evidence import StopReason
     from jigcmd.plan import RunPlan
 
@@ -63,6 +64,9 @@ def shape(plan: RunPlan) -> tuple[object, ...]:
 
 class Loop(Watcher, Protocol):
     """What an envelope needs of the zygote's loop: to watch descriptors, and to be told."""
+
+    # Who clones pid 1 (spawner.py), or None: the loop's own process.
+    spawner: Spawner | None
 
     def built(self, envelope: Envelope) -> None:
         """`envelope` is prepared: the next preparation may start."""
@@ -138,7 +142,9 @@ class Envelope:
         Raises StepError when nothing could be started (the caller tears down what exists).
         """
         trace.mark("supervisor: preparing")
-        status_r, pidfd = self.held.start(f"jigcmd-{self.run_id}", plan, self.backend)
+        status_r, pidfd = self.held.start(
+            f"jigcmd-{self.run_id}", plan, self.backend, self.loop.spawner
+        )
         self.loop.watch(status_r, self._on_status)
         self.loop.watch(pidfd, self._on_init_exit)
         self.shape = shape(plan)

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from jigcmd.envelope.lifecycle import Envelope
+    from jigcmd.envelope.spawner import Spawner
 
 __all__ = ["EventLoop"]
 
@@ -27,6 +28,8 @@ class EventLoop:
         self.callbacks: dict[int, Callable[[], None]] = {}
         # Every envelope the loop drives, until it is done.
         self.envelopes: set[Envelope] = set()
+        # Who clones pid 1s (spawner.py); None: the loop's own process does.
+        self.spawner: Spawner | None = None
 
     def watch(self, fd: int, callback: Callable[[], None]) -> None:
         """Call `callback` whenever `fd` turns readable."""

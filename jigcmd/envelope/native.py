@@ -44,9 +44,14 @@ from jigcmd.envelope.messages import (
 from jigcmd.envelope.wire import MSGSPEC
 from jigcmd.plan import Bind, RunPlan
 
-__all__ = ["NativeExecutor"]
+__all__ = ["ZYGOTE_FLAGS", "NativeExecutor"]
 
 _ZYGOTE_START_S = 30.0
+# Isolated mode (no PYTHONPATH, no user site) and no `site` at all: the zygote is given the
+# server's import path whole, so site's work (its module, the venv's `.pth` files and what
+# they import, such as setuptools' `_distutils_hack`) would only add to the image every pid
+# 1 is cloned from.
+ZYGOTE_FLAGS = ("-I", "-S")
 _ZYGOTE_EXIT_S = 10.0
 
 
@@ -105,8 +110,8 @@ class NativeExecutor:
                 else os.path.join(self._state_dir, "runtime")
             )
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        # Isolated mode (no PYTHONPATH, no user site) with exactly the server's import path,
-        # so the zygote imports the very modules the server runs.
+        # Exactly the server's import path, so the zygote imports the very modules the
+        # server runs (`ZYGOTE_FLAGS`: no site to compute another).
         bootstrap = (
             f"import sys; sys.path[:] = {sys.path!r}; "
             "from jigcmd.envelope.zygote import main; sys.exit(main(sys.argv[1:]))"
@@ -115,7 +120,7 @@ class NativeExecutor:
             self._zygote = await anyio.open_process(
                 [
                     self._python,
-                    "-I",
+                    *ZYGOTE_FLAGS,
                     "-c",
                     bootstrap,
                     str(theirs.fileno()),

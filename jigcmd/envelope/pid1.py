@@ -6,7 +6,8 @@ it, so nothing of the candidate may reach it. It is non-dumpable from its first 
 it has no signal handlers (pid 1 of a namespace never receives a signal from inside it that
 it has no handler for, SIGKILL included), and it reads nothing the candidate writes: it
 blocks in `waitid` for the kernel's word on its children. It watches its supervisor through
-`PR_SET_PDEATHSIG` (SIGKILL), so it dies with it and takes the namespace along.
+`PR_SET_PDEATHSIG` (SIGKILL), so it dies with it and takes the namespace along: the zygote
+is its parent also when the spawner cloned it (`CLONE_PARENT`, see spawner.py).
 
 At the go it seals the candidate files, drops its own privileges exactly as far as the
 candidate's (the same uid, no capabilities, securebits, no_new_privs, the seccomp filter),
@@ -25,15 +26,15 @@ import select
 import signal
 import socket
 from collections.abc import Iterator
-from typing import NoReturn
+from typing import NamedTuple, NoReturn
 
 from jigcmd import trace
-from jigcmd.envelope import cgroups, idmap, netns, oomscore, privileges, rootfs, seccomp, staging
+from jigcmd.envelope import cgroups, idmap, netns, oomscore, privileges, rootfs, seccomp
 from jigcmd.envelope import syscalls as sc
 from jigcmd.envelope.messages import MARSHAL, Go, recv_message
 from jigcmd.plan import RunPlan
 
-__all__ = ["Handed", "Init", "report"]
+__all__ = ["Blueprint", "Handed", "Init", "report", "shaped"]
 
 _PR_SET_PDEATHSIG = 1
 _PR_GET_DUMPABLE = 3
@@ -52,24 +53,36 @@ _SCRATCH = "/tmp"  # noqa: S108
 Handed = tuple[int, int, int, int]
 
 
+class Blueprint(NamedTuple):
+    """What pid 1 is made from: its envelope's prepared shape, no request's data in it.
+
+    Plain data (it travels to the spawner, see spawner.py): the plan's shape (`shaped`), the
+    job's directories, the memory limit the kernel enforces as read back at create time (what
+    Bun sees), the zygote's template root for this shape (`rootfs.template`, None to build
+    one) and, without a template, each bind's source with the path pid 1 opens for it (its
+    staged copy or itself, `staging.source_of`, resolved by the zygote).
+    """
+
+    plan: RunPlan
+    membership: cgroups.Membership
+    memory_limit: str
+    template: str | None
+    sources: tuple[tuple[str, str], ...]
+
+
+def shaped(plan: RunPlan) -> RunPlan:
+    """`plan` without the request's own data: what pid 1 needs before the go (see `Go`)."""
+    return plan._replace(argv=(), env=(), files=(), stdin=b"", scratch_file=None, cpus=())
+
+
 class Init:
     """Pid 1: builds the root, waits for the go, then starts the candidate and reaps."""
 
-    def __init__(
-        self,
-        plan: RunPlan,
-        control: socket.socket,
-        status_w: int,
-        memory_limit: str,
-        template: str | None = None,
-    ) -> None:
-        self.plan = plan
+    def __init__(self, blueprint: Blueprint, control: socket.socket, status_w: int) -> None:
+        self.plan = blueprint.plan
+        self.blueprint = blueprint
         self.sources: dict[str, int] = {}
-        # The zygote's template root for this shape (rootfs.template), None to build one.
-        self.template = template
         self.template_fd = -1
-        # The limit the kernel enforces, read back at create time, is what Bun sees.
-        self.memory_limit = memory_limit
         self.control = control
         self.status_w = status_w
         self.candidate = -1
@@ -78,7 +91,7 @@ class Init:
         self.oom_fd = -1
         self.oom_own = b"0"
 
-    def start(self, job: cgroups.CgroupJob, born_in: str | None, go_r: int) -> NoReturn:
+    def start(self, born_in: str | None, go_r: int) -> NoReturn:
         """Pid 1's first steps, still host uid 0: cgroups, namespaces, bind sources, id maps."""
         step = "oom score"
         try:
@@ -89,7 +102,7 @@ class Init:
             sc.set_name("jigcmd-init")
             step = "join cgroup"
             # Before any candidate code: nothing of the envelope runs unlimited.
-            job.join(born_in)
+            cgroups.join(self.blueprint.membership, born_in)
             step = "cgroup namespace"
             # After the join, so that the namespace's root is the job in every hierarchy.
             sc.unshare(sc.CLONE_NEWCGROUP)
@@ -99,13 +112,13 @@ class Init:
             step = "open bind sources"
             # In the new mount namespace (a bind from a descriptor must name a mount of the
             # caller's namespace) and while still host uid 0 (see rootfs.build_root).
-            if self.template is not None:
+            if self.blueprint.template is not None:
                 flags = os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-                self.template_fd = os.open(self.template, flags)
+                self.template_fd = os.open(self.blueprint.template, flags)
             else:
                 self.sources = {
-                    bind.source: os.open(staging.source_of(bind), os.O_PATH | os.O_CLOEXEC)
-                    for bind in self.plan.binds
+                    source: os.open(path, os.O_PATH | os.O_CLOEXEC)
+                    for source, path in self.blueprint.sources
                 }
             report(self.status_w, "unshared")
             step = "wait for id maps"
@@ -136,7 +149,7 @@ class Init:
                 rootfs.enter_template(self.template_fd, self.plan)
                 os.close(self.template_fd)
             else:
-                rootfs.build_root(self.plan, self.sources, self.memory_limit)
+                rootfs.build_root(self.plan, self.sources, self.blueprint.memory_limit)
             for fd in self.sources.values():
                 os.close(fd)
             step = "hand over the scratch"

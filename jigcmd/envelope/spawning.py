@@ -9,12 +9,13 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+from collections.abc import Iterator
 
 from jigcmd.envelope import cgroups, idmap, netns
 from jigcmd.envelope import syscalls as sc
 from jigcmd.envelope.failure import StepError
 
-__all__ = ["hold_namespaces", "spawn_init"]
+__all__ = ["close_all_but", "hold_namespaces", "spawn_init", "spawn_sibling"]
 
 # What pid 1 is cloned into. The network namespace comes from the zygote as root (or
 # with these, rootless); the cgroup namespace is made by pid 1 after it joined the job.
@@ -37,13 +38,44 @@ def spawn_init(job: cgroups.CgroupJob, keep: tuple[int, ...]) -> tuple[int, str 
     pid 1 may configure it, the candidate (no capabilities) may not. The cgroup namespace is
     made by pid 1 once it joined every hierarchy, so that its root is the job.
     """
-    pid, born_in = _clone(job, keep)
+    with _fresh_network() as flags:
+        pid, born_in = _clone(flags, job.birth_dir)
     if pid == 0:
-        _close_all_but(keep)
+        close_all_but(keep)
     return pid, born_in
 
 
-def _clone(job: cgroups.CgroupJob, keep: tuple[int, ...]) -> tuple[int, str | None]:
+def spawn_sibling(birth_dir: str | None, keep: tuple[int, ...]) -> tuple[int, str | None]:
+    """`spawn_init` with `CLONE_PARENT`: pid 1 is the caller's parent's child (the spawner's).
+
+    No fallback here: OSError when the kernel refuses (clone(2) says `CLONE_PARENT` does not
+    combine with `CLONE_NEWPID` or `CLONE_NEWUSER`; 6.18 accepts it), and the caller's parent
+    then makes pid 1 itself (`spawn_init`).
+    """
+    with _fresh_network() as flags:
+        cgroup_fd = _open_birth_dir(birth_dir)
+        try:
+            if cgroup_fd >= 0:
+                try:
+                    pid, born_in = sc.clone(flags | sc.CLONE_PARENT, cgroup_fd), birth_dir
+                except OSError:
+                    pid, born_in = sc.clone(flags | sc.CLONE_PARENT), None
+            else:
+                pid, born_in = sc.clone(flags | sc.CLONE_PARENT), None
+        finally:
+            if cgroup_fd >= 0:
+                os.close(cgroup_fd)
+    if pid == 0:
+        close_all_but(keep)
+    return pid, born_in
+
+
+@contextlib.contextmanager
+def _fresh_network() -> Iterator[int]:
+    """In a fresh network namespace (as host root) for the clone; the flags to clone with.
+
+    The caller returns to the host's namespace afterwards; pid 1 (the child) stays.
+    """
     flags = _NAMESPACES
     host_net = -1
     if _ROOTLESS:
@@ -58,35 +90,43 @@ def _clone(job: cgroups.CgroupJob, keep: tuple[int, ...]) -> tuple[int, str | No
                 with contextlib.suppress(OSError):
                     sc.setns(host_net, sc.CLONE_NEWNET)
             raise StepError("network namespace", exc) from exc
-    birth = job.birth_dir
     try:
-        cgroup_fd = -1
-        if birth is not None:
-            with contextlib.suppress(OSError):
-                cgroup_fd = os.open(birth, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-        try:
-            if cgroup_fd >= 0:
-                try:
-                    return sc.clone(flags, cgroup_fd), birth
-                except OSError:
-                    pass  # refused (a delegation quirk): pid 1 moves itself, slower
-            try:
-                return sc.clone(flags), None
-            except OSError as exc:
-                if exc.errno not in (errno.ENOSYS, errno.EPERM):
-                    raise StepError("create namespaces", exc) from exc
-            # clone3 hidden (container seccomp profiles answer ENOSYS or EPERM): the old way.
-            try:
-                return _fork_after_unshare(flags), None
-            except OSError as exc:
-                raise StepError("create namespaces", exc) from exc
-        finally:
-            if cgroup_fd >= 0:
-                os.close(cgroup_fd)
+        yield flags
     finally:
-        # Pid 1 (the child) stays in the envelope's namespace.
         if host_net >= 0 and os.getpid() != 1:
             sc.setns(host_net, sc.CLONE_NEWNET)
+
+
+def _open_birth_dir(birth: str | None) -> int:
+    if birth is None:
+        return -1
+    try:
+        return os.open(birth, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError:
+        return -1
+
+
+def _clone(flags: int, birth: str | None) -> tuple[int, str | None]:
+    cgroup_fd = _open_birth_dir(birth)
+    try:
+        if cgroup_fd >= 0:
+            try:
+                return sc.clone(flags, cgroup_fd), birth
+            except OSError:
+                pass  # refused (a delegation quirk): pid 1 moves itself, slower
+        try:
+            return sc.clone(flags), None
+        except OSError as exc:
+            if exc.errno not in (errno.ENOSYS, errno.EPERM):
+                raise StepError("create namespaces", exc) from exc
+        # clone3 hidden (container seccomp profiles answer ENOSYS or EPERM): the old way.
+        try:
+            return _fork_after_unshare(flags), None
+        except OSError as exc:
+            raise StepError("create namespaces", exc) from exc
+    finally:
+        if cgroup_fd >= 0:
+            os.close(cgroup_fd)
 
 
 _groups_dropped = False
@@ -103,7 +143,7 @@ def _drop_groups() -> None:
         _groups_dropped = True
 
 
-def _close_all_but(keep: tuple[int, ...]) -> None:
+def close_all_but(keep: tuple[int, ...]) -> None:
     """Close every descriptor above 2 that is not in `keep`."""
     low = 3
     for fd in sorted(k for k in keep if k >= low):

@@ -18,6 +18,7 @@ __all__ = [
     "CLONE_NEWPID",
     "CLONE_NEWUSER",
     "CLONE_NEWUTS",
+    "CLONE_PARENT",
     "CLOSE_RANGE_CLOEXEC",
     "MNT_DETACH",
     "MS_BIND",
@@ -45,6 +46,7 @@ __all__ = [
 
 libc = ctypes.CDLL(None, use_errno=True)
 
+CLONE_PARENT = 0x00008000
 CLONE_NEWNS = 0x00020000
 CLONE_NEWCGROUP = 0x02000000
 CLONE_NEWUTS = 0x04000000
@@ -234,12 +236,14 @@ def clone(flags: int, cgroup_fd: int | None = None) -> int:
     descriptor keeps the parent's cached tid (a raw clone cannot set it), so the child must
     stay single-threaded and not pthread_kill/raise itself; its own os.fork() children are
     whole again. Raises OSError with clone3's errno.
+    With `CLONE_PARENT` the child is the caller's parent's; clone3 then refuses any exit
+    signal but 0 (EINVAL), and the child's is the caller's own (SIGCHLD, to that parent).
     """
     if cgroup_fd is not None:
         flags |= CLONE_INTO_CGROUP
     args = _CloneArgs(
         flags=flags,
-        exit_signal=int(signal.SIGCHLD),
+        exit_signal=0 if flags & CLONE_PARENT else int(signal.SIGCHLD),
         cgroup=cgroup_fd if cgroup_fd is not None else 0,
     )
     api = ctypes.pythonapi

@@ -4,8 +4,11 @@ Why a separate process: the anyio server is multi-threaded (worker threads), and
 multithreaded Python then running Python before exec can deadlock; starting a fresh
 interpreter per run costs ~30 ms. The zygote is started once with a minimal environment (so
 the memory image every pid 1 is cloned from holds no credentials), imports everything a run
-needs up front, and clones one pid 1 per envelope straight into its namespaces and cgroup:
-the only process forked on a request's path (see lifecycle.py).
+needs up front, and has one pid 1 per envelope cloned straight into its namespaces and
+cgroup: the only process forked on a request's path (see lifecycle.py). The clone is made
+by the spawner, forked once from the zygote, with `CLONE_PARENT`, so that each pid 1 is
+still the zygote's child and the zygote's pages are not shared with every live pid 1
+(spawner.py); without a spawner the zygote clones pid 1 itself.
 
 It supervises all envelopes from one loop (epoll over the control socket, each pid 1's
 status pipe and pidfd, each run's socket; timers for deadlines): no supervisor process per
@@ -59,6 +62,7 @@ from jigcmd.envelope.messages import (
     recv_message,
     send_message,
 )
+from jigcmd.envelope.spawner import Spawner, sweep
 from jigcmd.journal.identity import identify
 from jigcmd.plan import Bind, RunPlan
 
@@ -68,6 +72,10 @@ _MAX_POOL = 16
 _PR_SET_CHILD_SUBREAPER = 36
 # After a preparation ahead of any request failed, the next is tried this much later.
 _RETRY_PREPARE_S = 1.0
+# After the spawner went away mid-clone, an idle loop still looks for the pid 1 it may have
+# left (which exits once its preparation is fenced) this often, for this long.
+_SWEEP_EVERY_S = 0.1
+_SWEEP_S = 10.0
 # The binds to stage at the start, as the server wrote them (argv[4], `wire.argument`).
 _BINDS = records.Reader[tuple[Bind, ...]](tuple[Bind, ...])
 
@@ -78,9 +86,15 @@ class _Zygote(EventLoop):
         control: socket.socket,
         backend: cgroups.CgroupBackend,
         registry: Registry | None,
+        spawner: Spawner | None = None,
     ) -> None:
         super().__init__()
         self.control = control
+        self.spawner = spawner
+        # Once a spawner went away mid-clone: children to look for after each turn, and
+        # until when the loop wakes up for them even with nothing else to do.
+        self.sweeping = False
+        self.sweep_until = 0.0
         self.backend = backend
         self.registry = registry
         self.identity = identify(os.getpid())
@@ -118,12 +132,41 @@ class _Zygote(EventLoop):
 
     def serve(self) -> int:
         self.watch(self.control.fileno(), self._on_control)
+        if self.spawner is not None:
+            self.watch(self.spawner.pidfd, self._on_spawner_exit)
         while not self.server_gone or self.running:
             idle = self.template is None or self.server_gone
-            self.turn(() if idle else (self.retry_at, self.refill_at))
+            timers = () if idle else (self.retry_at, self.refill_at)
+            self.turn(timers + self._sweep_timer())
+            if self.sweeping:
+                sweep(self._children())
             if not self.server_gone:
                 self._replenish()
         return 0
+
+    # -- the spawner ---------------------------------------------------------------------
+
+    def _on_spawner_exit(self) -> None:
+        """The spawner is gone: pid 1s are cloned here from now on (spawner.py)."""
+        spawner = self.spawner
+        assert spawner is not None
+        self.unwatch(spawner.pidfd)
+        spawner.reap()
+        self.spawner = None
+        if spawner.orphans:
+            self.sweeping = True
+            self.sweep_until = time.monotonic() + _SWEEP_S
+
+    def _sweep_timer(self) -> tuple[float, ...]:
+        now = time.monotonic()
+        return (now + _SWEEP_EVERY_S,) if self.sweeping and now < self.sweep_until else ()
+
+    def _children(self) -> set[int]:
+        """Every child whose exit is collected elsewhere: pid 1s known, the spawner."""
+        known = {e.held.init_pid for e in self.envelopes if e.held.init_pid is not None}
+        if self.spawner is not None:
+            known.add(self.spawner.pid)
+        return known
 
     # -- the server's messages ----------------------------------------------------------
 
@@ -247,9 +290,13 @@ class _Zygote(EventLoop):
         return bool(self.prepared)
 
     def close(self) -> None:
-        """Tear down every envelope still here (the zygote is exiting)."""
+        """Tear down every envelope still here (the zygote is exiting), and the spawner."""
         for envelope in list(self.envelopes):
             envelope.teardown()
+        if self.spawner is not None:
+            self.unwatch(self.spawner.pidfd)
+            self.spawner.reap()
+            self.spawner = None
         super().close()
 
 
@@ -300,8 +347,11 @@ def main(argv: list[str]) -> int:
     gc.collect()
     gc.freeze()
     gc.disable()
+    # Forked now, with the image complete: every pid 1 is a clone of the spawner's image
+    # from here on, and the zygote's pages are shared with the spawner alone (spawner.py).
+    spawner = Spawner.start()
     control.sendall(b"R")
-    zygote = _Zygote(control, backend, registry)
+    zygote = _Zygote(control, backend, registry, spawner)
     try:
         return zygote.serve()
     finally:

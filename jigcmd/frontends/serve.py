@@ -29,7 +29,7 @@ from jigcmd.command.service import CommandService
 from jigcmd.durable.statedir import StateDirError, default_state_dir
 from jigcmd.envelope.native import NativeExecutor
 from jigcmd.protocol import jsonrpc
-from jigcmd.protocol.mcp_view import DEFAULT_BUDGET_BYTES
+from jigcmd.protocol.dialect import DEFAULT_BUDGET_BYTES
 from jigcmd.protocol.session import ProtocolChoice
 from jigcmd.server.hostpaths import HostPaths
 from jigcmd.server.refusal import answer_pending

@@ -8,7 +8,7 @@ else (parsing params, per-session state, encoding answers) belongs to the dialec
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Protocol
+from typing import Final, Protocol
 
 import msgspec
 
@@ -16,9 +16,22 @@ from jigcmd.errors import JigError
 from jigcmd.protocol import jsonrpc
 from jigcmd.protocol.actions import Action, Call, Outcome
 from jigcmd.protocol.commands import ToolInfo
-from jigcmd.protocol.mcp_view import DEFAULT_BUDGET_BYTES
 
-__all__ = ["Dialect", "DialectEntry", "Resource", "Settings", "Signature"]
+__all__ = [
+    "DEFAULT_BUDGET_BYTES",
+    "MIN_BUDGET_BYTES",
+    "Dialect",
+    "DialectEntry",
+    "Resource",
+    "Settings",
+    "Signature",
+]
+
+# The byte budget of every MCP tool result (`mcp_view.py`, ~6k tokens): a setting of every
+# session, here so that a session that never speaks MCP does not import MCP's modules.
+DEFAULT_BUDGET_BYTES: Final = 24 * 1024
+# Below this even the counts, digests and links may not fit.
+MIN_BUDGET_BYTES: Final = 4 * 1024
 
 # `operation_signature(method, params_without_operation_id) -> str`, injected so that the
 # protocol package stays free of hashing and policy imports.

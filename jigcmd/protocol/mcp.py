@@ -39,7 +39,7 @@ from jigcmd.protocol.actions import (
 )
 from jigcmd.protocol.commands import Recorded, ToolInfo
 from jigcmd.protocol.dialect import Resource, Settings
-from jigcmd.protocol.mcp_era import Envelope, EnvelopeError, RequestKeys
+from jigcmd.protocol.mcp_era import SESSION_METHODS, Envelope, EnvelopeError, RequestKeys
 from jigcmd.protocol.mcp_results import completed_result, failure_result
 from jigcmd.protocol.mcp_tasks import (
     TaskBook,
@@ -70,11 +70,6 @@ __all__ = [
     "read_result",
 ]
 
-# The methods an initialized MCP session serves (besides ping); before `initialize` they are
-# -32600, any other method -32601.
-SESSION_METHODS: Final = frozenset(
-    {"tools/list", "tools/call", "resources/read", "resources/list", "resources/templates/list"}
-)
 # MCP's "resource not found" error code.
 RESOURCE_NOT_FOUND: Final = -32002
 # The `initialize` result's `_meta` key naming the caller's run of the session.

@@ -27,6 +27,7 @@ __all__ = [
     "OPERATION_ID_META",
     "PROTOCOL_VERSION_META",
     "SERVER_INFO_META",
+    "SESSION_METHODS",
     "TASKS_EXTENSION",
     "TOOLS_TTL_MS",
     "UNSUPPORTED_VERSION",
@@ -55,6 +56,11 @@ OPERATION_ID_META: Final = "dev.jigcmd/operationId"
 # The two error codes the revision defines for this server's answers (both in its range).
 MISSING_CAPABILITY: Final = -32021
 UNSUPPORTED_VERSION: Final = -32022
+# The methods an initialized MCP session serves (besides ping); before `initialize` they are
+# -32600, any other method -32601 (`mcp.py`; here so the session's table needs no `mcp`).
+SESSION_METHODS: Final = frozenset(
+    {"tools/list", "tools/call", "resources/read", "resources/list", "resources/templates/list"}
+)
 LOG_LEVELS: Final = frozenset(
     {"debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"}
 )

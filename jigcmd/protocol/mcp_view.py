@@ -24,6 +24,7 @@ import msgspec
 from jigcmd.evidence import Evidence, StreamText
 from jigcmd.protocol import jsonrpc
 from jigcmd.protocol.commands import ResourceRef, TestResults
+from jigcmd.protocol.dialect import DEFAULT_BUDGET_BYTES, MIN_BUDGET_BYTES
 from jigcmd.protocol.junit import CtrfSummary, CtrfTest
 
 __all__ = [
@@ -38,9 +39,6 @@ __all__ = [
     "full_tests",
 ]
 
-DEFAULT_BUDGET_BYTES: Final = 24 * 1024
-# Below this even the counts, digests and links may not fit.
-MIN_BUDGET_BYTES: Final = 4 * 1024
 TESTS_NOTE: Final = (
     "Per-test results from the runner's JUnit report. The runner ran candidate code, which "
     "can alter this report; the host-collected exitCode is the fact."

@@ -16,12 +16,12 @@ else about a message is its dialect's (`flow.py`, `mcp.py`), behind `dialect.Dia
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Final, Literal
+from typing import TYPE_CHECKING, Final, Literal
 
 import msgspec
 
 from jigcmd.errors import Code, JigError
-from jigcmd.protocol import flow, jsonrpc, mcp, mcp_era
+from jigcmd.protocol import flow, jsonrpc, mcp_era
 from jigcmd.protocol.actions import (
     Action,
     Call,
@@ -34,9 +34,18 @@ from jigcmd.protocol.actions import (
     send_error,
 )
 from jigcmd.protocol.commands import Recorded, ToolInfo
-from jigcmd.protocol.dialect import Dialect, DialectEntry, Resource, Settings, Signature
+from jigcmd.protocol.dialect import (
+    DEFAULT_BUDGET_BYTES,
+    Dialect,
+    DialectEntry,
+    Resource,
+    Settings,
+    Signature,
+)
 from jigcmd.protocol.framing import MAX_FRAME_BYTES
-from jigcmd.protocol.mcp_view import DEFAULT_BUDGET_BYTES
+
+if TYPE_CHECKING:
+    from jigcmd.protocol.mcp import McpDialect
 
 __all__ = [
     "Action",
@@ -55,15 +64,29 @@ __all__ = [
 
 ProtocolChoice = Literal["auto", "mcp", "flow"]
 
+
+def _mcp_dialect() -> type[McpDialect]:
+    """MCP's dialect, imported when a session first chooses MCP (or is told to, at its start)."""
+    # A FLOW Run/1 server, or one not yet decided, then holds none of MCP's modules (six, ~0.2
+    # MiB of its idle image: docs/performance.md, "the idle footprint, a fourth look").
+    from jigcmd.protocol.mcp import McpDialect  # noqa: PLC0415 - MCP's modules only for a session that speaks it
+
+    return McpDialect
+
+
+def _start_mcp(settings: Settings) -> Dialect:
+    return _mcp_dialect()(settings)
+
+
 # The dialects a session speaks, in the order the hint to an undecided peer names them.
 _DIALECTS: Final[dict[str, DialectEntry]] = {
     "mcp": DialectEntry(
         label="MCP",
         opener="initialize",
         opens=frozenset({"initialize", "server/discover"}),
-        early=mcp.SESSION_METHODS,
+        early=mcp_era.SESSION_METHODS,
         one_at_a_time=False,
-        start=mcp.McpDialect,
+        start=_start_mcp,
     ),
     "flow": DialectEntry(
         label="FLOW Run/1",
@@ -195,8 +218,8 @@ class Session:
         """The answer to a `Lookup` from what the journal holds (None: nothing)."""
         return self._mcp().recorded(lookup, found)
 
-    def _mcp(self) -> mcp.McpDialect:
-        assert isinstance(self._dialect, mcp.McpDialect), "only MCP reads records or owns tasks"
+    def _mcp(self) -> McpDialect:
+        assert isinstance(self._dialect, _mcp_dialect()), "only MCP reads records or owns tasks"
         return self._dialect
 
     def _choose(self, name: str) -> None:

@@ -31,8 +31,8 @@ from jigcmd.errors import Code, JigError
 from jigcmd.policy.digests import operation_signature
 from jigcmd.protocol import jsonrpc
 from jigcmd.protocol.commands import RunResult
+from jigcmd.protocol.dialect import DEFAULT_BUDGET_BYTES
 from jigcmd.protocol.framing import Frame, LineFramer, Oversized
-from jigcmd.protocol.mcp_view import DEFAULT_BUDGET_BYTES
 from jigcmd.protocol.session import (
     Call,
     Cancel,

@@ -15,7 +15,14 @@ from pathlib import Path
 import pytest
 
 from jigcmd.durable.recovery import STALE_AFTER_S, UNCERTAIN_REASON, recover
-from jigcmd.envelope.cgroups import CgroupBackend, CgroupJob, CgroupStats, CgroupUnavailable, Mode
+from jigcmd.envelope.cgroups import (
+    CgroupBackend,
+    CgroupJob,
+    CgroupStats,
+    CgroupUnavailable,
+    Membership,
+    Mode,
+)
 from jigcmd.envelope.cgroups import detect as detect_cgroups
 from jigcmd.journal.identity import ProcessIdentity, current, identify
 from jigcmd.journal.rows import NewRow
@@ -40,6 +47,10 @@ class FakeJob:
     @property
     def birth_dir(self) -> str | None:
         return None
+
+    @property
+    def membership(self) -> Membership:
+        return Membership(self.paths, None)
 
     def attach(self, pid: int) -> None:
         self.tasks += 1

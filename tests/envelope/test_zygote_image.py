@@ -5,19 +5,28 @@ from __future__ import annotations
 import subprocess
 import sys
 
+from jigcmd.envelope.native import ZYGOTE_FLAGS
+
 # Each was in the image once (docs/envelope.md, "The zygote's image without msgspec"):
 # msgspec with typing_extensions, inspect, ast, decimal, uuid, datetime; anyio and pathlib
 # through the envelope's seam; dataclasses (inspect again); hashlib's libcrypto.
 _KEPT_OUT = ("msgspec", "anyio", "pathlib", "dataclasses", "inspect", "hashlib", "decimal")
 _KEPT_OUT_OF_JIGCMD = ("jigcmd.evidence", "jigcmd.contract", "jigcmd.envelope.api")
+# `site` and what the venv's `.pth` files import (docs/performance.md, "the idle footprint").
+_KEPT_OUT_WITH_SITE = ("site", "_sitebuiltins", "_distutils_hack")
 
 
 def _zygote_modules() -> set[str]:
     probe = "import sys, jigcmd.envelope.zygote; print(' '.join(sys.modules))"
     return set(
         subprocess.run(
-            # As the server starts it: isolated, with the server's import path.
-            [sys.executable, "-I", "-c", f"import sys; sys.path[:] = {sys.path!r}; {probe}"],
+            # As the server starts it: isolated, without site, with the server's import path.
+            [
+                sys.executable,
+                *ZYGOTE_FLAGS,
+                "-c",
+                f"import sys; sys.path[:] = {sys.path!r}; {probe}",
+            ],
             check=True,
             capture_output=True,
             text=True,
@@ -31,3 +40,10 @@ def test_the_zygote_imports_neither_msgspec_nor_anyio_nor_their_company() -> Non
     assert {m for m in modules if m.split(".")[0] in _KEPT_OUT} == set()
     assert modules.isdisjoint(_KEPT_OUT_OF_JIGCMD)
     assert "jigcmd.envelope.lifecycle" in modules  # the probe did import the zygote
+
+
+def test_the_zygote_runs_without_site_and_what_the_venv_pth_files_import() -> None:
+    """No `site`, `_sitebuiltins` nor `_distutils_hack`: the server hands over its import path."""
+    modules = _zygote_modules()
+    assert modules.isdisjoint(_KEPT_OUT_WITH_SITE)
+    assert "jigcmd.envelope.lifecycle" in modules

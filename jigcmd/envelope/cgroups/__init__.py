@@ -9,12 +9,14 @@ cgroup2 hierarchy for whole-tree kill and CPU time). Jobs live under a parent di
 from __future__ import annotations
 
 from jigcmd.envelope.cgroups.detection import detect
+from jigcmd.envelope.cgroups.files import join
 from jigcmd.envelope.cgroups.model import (
     V1_CONTROLLERS,
     CgroupBackend,
     CgroupJob,
     CgroupStats,
     CgroupUnavailable,
+    Membership,
     Mode,
     check_job_name,
     is_job_name,
@@ -27,10 +29,12 @@ __all__ = [
     "CgroupJob",
     "CgroupStats",
     "CgroupUnavailable",
+    "Membership",
     "Mode",
     "Mount",
     "check_job_name",
     "detect",
     "is_job_name",
+    "join",
     "read_mounts",
 ]

@@ -13,10 +13,15 @@ import select
 import signal
 import time
 from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from jigcmd.envelope.cgroups.model import Membership
 
 __all__ = [
     "cpu_list",
     "freeze_and_kill",
+    "join",
     "keyed",
     "pids_in",
     "pin_cpus",
@@ -44,6 +49,20 @@ def write(path: str, value: str) -> None:
         raise OSError(e.errno, f"cannot write {value!r}: {e.strerror}", path) from None
     finally:
         os.close(fd)
+
+
+def join(membership: Membership, born_in: str | None) -> None:
+    """Move the calling process into every directory of `membership` but `born_in`.
+
+    See `CgroupJob.join`: a plain function of plain data, so that a process that holds no job
+    object (pid 1 cloned by the spawner) joins the same way.
+    """
+    # One thread moved by `tasks` is the whole process only if it has no other thread.
+    single = not membership.v1 or len(os.listdir("/proc/self/task")) == 1
+    for path in membership.v1:
+        write(os.path.join(path, "tasks" if single else "cgroup.procs"), "0")
+    if membership.unified is not None and born_in != membership.unified:
+        write(os.path.join(membership.unified, "cgroup.procs"), "0")
 
 
 def read(path: str) -> str:

@@ -14,6 +14,7 @@ __all__ = [
     "CgroupJob",
     "CgroupStats",
     "CgroupUnavailable",
+    "Membership",
     "Mode",
     "check_job_name",
     "is_job_name",
@@ -57,6 +58,17 @@ class CgroupStats(NamedTuple):
     pids_limit_hit: bool
 
 
+class Membership(NamedTuple):
+    """Where a process joins a job: plain data, so that it can travel to another process.
+
+    `v1`: the job's v1 directories, joined through `tasks` (or `cgroup.procs`); `unified`:
+    its cgroup2 directory (None on pure v1), where a child can be born with clone3.
+    """
+
+    v1: tuple[str, ...]
+    unified: str | None
+
+
 class CgroupJob(Protocol):
     """The cgroup(s) of one single-use envelope."""
 
@@ -73,6 +85,11 @@ class CgroupJob(Protocol):
     @property
     def birth_dir(self) -> str | None:
         """The job's cgroup2 directory, where a child can be born (clone3); None on pure v1."""
+        ...
+
+    @property
+    def membership(self) -> Membership:
+        """The directories a process joins (`join`), as plain data for a process without the job."""
         ...
 
     def attach(self, pid: int) -> None:

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Literal
 
 from jigcmd.envelope.cgroups import files as cgroupfs
 from jigcmd.envelope.cgroups import v2 as cgroup_v2
-from jigcmd.envelope.cgroups.model import CgroupStats, check_job_name, is_job_name
+from jigcmd.envelope.cgroups.model import CgroupStats, Membership, check_job_name, is_job_name
 
 if TYPE_CHECKING:
     from jigcmd.plan import Limits
@@ -84,18 +84,14 @@ class V1Job:
         """The unified (cgroup2) directory on hybrid hosts; None on pure v1."""
         return self._unified()
 
+    @property
+    def membership(self) -> Membership:
+        """The v1 directories and the unified one (see `CgroupJob.membership`)."""
+        return Membership(tuple(self._v1_paths()), self._unified())
+
     def join(self, born_in: str | None) -> None:
         """Move the caller into every hierarchy but `born_in` (see `CgroupJob.join`)."""
-        # One thread moved by `tasks` is the whole process only if it has no other thread.
-        single = len(os.listdir("/proc/self/task")) == 1
-        for path in self._v1_paths():
-            if single:
-                cgroupfs.write(os.path.join(path, "tasks"), "0")
-            else:
-                cgroupfs.write(os.path.join(path, "cgroup.procs"), "0")
-        unified = self._unified()
-        if unified is not None and born_in != unified:
-            cgroupfs.write(os.path.join(unified, "cgroup.procs"), "0")
+        cgroupfs.join(self.membership, born_in)
 
     def attach(self, pid: int) -> None:
         """Write `pid` into cgroup.procs of every hierarchy (the first write may wait for RCU)."""

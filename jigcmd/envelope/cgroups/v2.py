@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Literal
 
 from jigcmd.envelope.cgroups import files as cgroupfs
-from jigcmd.envelope.cgroups.model import CgroupStats, check_job_name, is_job_name
+from jigcmd.envelope.cgroups.model import CgroupStats, Membership, check_job_name, is_job_name
 
 if TYPE_CHECKING:
     from jigcmd.plan import Limits
@@ -88,10 +88,14 @@ class V2Job:
         """Move `pid` into the job."""
         cgroupfs.write(os.path.join(self.path, "cgroup.procs"), str(pid))
 
+    @property
+    def membership(self) -> Membership:
+        """The job directory alone (see `CgroupJob.membership`)."""
+        return Membership((), self.path)
+
     def join(self, born_in: str | None) -> None:
         """Move the caller into the job unless it was born there."""
-        if born_in != self.path:
-            cgroupfs.write(os.path.join(self.path, "cgroup.procs"), "0")
+        cgroupfs.join(self.membership, born_in)
 
     def pin(self, cpus: tuple[int, ...]) -> bool:
         """Confine the job to `cpus` through its cpuset; False when the job has no cpuset."""
