@@ -53,18 +53,7 @@ def spawn_sibling(birth_dir: str | None, keep: tuple[int, ...]) -> tuple[int, st
     then makes pid 1 itself (`spawn_init`).
     """
     with _fresh_network() as flags:
-        cgroup_fd = _open_birth_dir(birth_dir)
-        try:
-            if cgroup_fd >= 0:
-                try:
-                    pid, born_in = sc.clone(flags | sc.CLONE_PARENT, cgroup_fd), birth_dir
-                except OSError:
-                    pid, born_in = sc.clone(flags | sc.CLONE_PARENT), None
-            else:
-                pid, born_in = sc.clone(flags | sc.CLONE_PARENT), None
-        finally:
-            if cgroup_fd >= 0:
-                os.close(cgroup_fd)
+        pid, born_in = _clone_born(flags | sc.CLONE_PARENT, birth_dir)
     if pid == 0:
         close_all_but(keep)
     return pid, born_in
@@ -97,36 +86,37 @@ def _fresh_network() -> Iterator[int]:
             sc.setns(host_net, sc.CLONE_NEWNET)
 
 
-def _open_birth_dir(birth: str | None) -> int:
-    if birth is None:
-        return -1
-    try:
-        return os.open(birth, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    except OSError:
-        return -1
+def _clone_born(flags: int, birth: str | None) -> tuple[int, str | None]:
+    """clone3, born in the cgroup2 directory `birth` when it can be; OSError if refused.
 
-
-def _clone(flags: int, birth: str | None) -> tuple[int, str | None]:
-    cgroup_fd = _open_birth_dir(birth)
+    Returns (the pid, or 0 in the child; the directory it was born in or None).
+    """
+    cgroup_fd = -1
+    if birth is not None:
+        with contextlib.suppress(OSError):
+            cgroup_fd = os.open(birth, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
         if cgroup_fd >= 0:
-            try:
+            # Refused (a delegation quirk): pid 1 moves itself, slower.
+            with contextlib.suppress(OSError):
                 return sc.clone(flags, cgroup_fd), birth
-            except OSError:
-                pass  # refused (a delegation quirk): pid 1 moves itself, slower
-        try:
-            return sc.clone(flags), None
-        except OSError as exc:
-            if exc.errno not in (errno.ENOSYS, errno.EPERM):
-                raise StepError("create namespaces", exc) from exc
-        # clone3 hidden (container seccomp profiles answer ENOSYS or EPERM): the old way.
-        try:
-            return _fork_after_unshare(flags), None
-        except OSError as exc:
-            raise StepError("create namespaces", exc) from exc
+        return sc.clone(flags), None
     finally:
         if cgroup_fd >= 0:
             os.close(cgroup_fd)
+
+
+def _clone(flags: int, birth: str | None) -> tuple[int, str | None]:
+    try:
+        return _clone_born(flags, birth)
+    except OSError as exc:
+        if exc.errno not in (errno.ENOSYS, errno.EPERM):
+            raise StepError("create namespaces", exc) from exc
+    # clone3 hidden (container seccomp profiles answer ENOSYS or EPERM): the old way.
+    try:
+        return _fork_after_unshare(flags), None
+    except OSError as exc:
+        raise StepError("create namespaces", exc) from exc
 
 
 _groups_dropped = False
