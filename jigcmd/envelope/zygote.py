@@ -139,7 +139,7 @@ class _Zygote(EventLoop):
             timers = () if idle else (self.retry_at, self.refill_at)
             self.turn(timers + self._sweep_timer())
             if self.sweeping:
-                sweep(self._children())
+                self._sweep()
             if not self.server_gone:
                 self._replenish()
         return 0
@@ -158,8 +158,13 @@ class _Zygote(EventLoop):
             self.sweep_until = time.monotonic() + _SWEEP_S
 
     def _sweep_timer(self) -> tuple[float, ...]:
-        now = time.monotonic()
-        return (now + _SWEEP_EVERY_S,) if self.sweeping and now < self.sweep_until else ()
+        return (time.monotonic() + _SWEEP_EVERY_S,) if self.sweeping else ()
+
+    def _sweep(self) -> None:
+        """Look for the one pid 1 a spawner may have left, until it is reaped or time is up."""
+        # One request is in flight at a time, so at most one pid 1 was left untold.
+        if sweep(self._children()) or time.monotonic() >= self.sweep_until:
+            self.sweeping = False
 
     def _children(self) -> set[int]:
         """Every child whose exit is collected elsewhere: pid 1s known, the spawner."""
