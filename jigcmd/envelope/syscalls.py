@@ -9,6 +9,8 @@ from __future__ import annotations
 import ctypes
 import os
 import signal
+from collections.abc import Callable
+from typing import Any
 
 __all__ = [
     "CLONE_NEWCGROUP",
@@ -112,13 +114,76 @@ class _CloneArgs(ctypes.Structure):
 # Called with the GIL held (PyDLL), so the child starts holding it, as after os.fork().
 _libc_holding_gil = ctypes.PyDLL(None, use_errno=True)
 
+# This machine's numbers, looked up once; empty on an architecture without a table.
+_NUMBERS = _SYSCALLS.get(os.uname().machine, {})
+
 
 def syscall_number(name: str) -> int:
     """The number of syscall `name` on this machine's architecture."""
-    table = _SYSCALLS.get(os.uname().machine)
-    if table is None:
+    number = _NUMBERS.get(name)
+    if number is None:
         raise OSError(f"unsupported architecture {os.uname().machine!r}")
-    return table[name]
+    return number
+
+
+# Every entry point is typed and resolved here, at import, in the zygote: a process cloned
+# from it then only calls them. Resolving one on first use (`libc.mount`) made each pid 1
+# look it up and store it anew, and each such write lands on a page it shares with the
+# zygote: a copy-on-write fault per page (docs/envelope.md, "Pid 1's first faults").
+# Arguments typed, Python ints convert in place, with no ctypes objects made per call.
+def _typed(name: str, restype: type, *argtypes: type) -> Callable[..., Any]:
+    return ctypes.CFUNCTYPE(restype, *argtypes, use_errno=True)((name, libc))
+
+
+_unshare = _typed("unshare", ctypes.c_int, ctypes.c_int)
+_setns = _typed("setns", ctypes.c_int, ctypes.c_int, ctypes.c_int)
+_mount = _typed(
+    "mount",
+    ctypes.c_int,
+    ctypes.c_char_p,
+    ctypes.c_char_p,
+    ctypes.c_char_p,
+    ctypes.c_ulong,
+    ctypes.c_char_p,
+)
+_umount2 = _typed("umount2", ctypes.c_int, ctypes.c_char_p, ctypes.c_int)
+_prctl = _typed(
+    "prctl",
+    ctypes.c_int,
+    ctypes.c_int,
+    ctypes.c_ulong,
+    ctypes.c_ulong,
+    ctypes.c_ulong,
+    ctypes.c_ulong,
+)
+# syscall(2) is variadic; on x86_64 and aarch64 its integer arguments pass as fixed ones do.
+_syscall_paths = _typed("syscall", ctypes.c_long, ctypes.c_long, ctypes.c_char_p, ctypes.c_char_p)
+_syscall_uints = _typed(
+    "syscall", ctypes.c_long, ctypes.c_long, ctypes.c_uint, ctypes.c_uint, ctypes.c_uint
+)
+_syscall_sigaction = _typed(
+    "syscall",
+    ctypes.c_long,
+    ctypes.c_long,
+    ctypes.c_int,
+    ctypes.c_void_p,
+    ctypes.c_void_p,
+    ctypes.c_size_t,
+)
+_clone3 = _libc_holding_gil.syscall
+_clone3.argtypes = (ctypes.c_long, ctypes.c_void_p, ctypes.c_size_t)
+_clone3.restype = ctypes.c_long
+# The interpreter's own fork hooks, as os.fork() runs them; resolved here for the same reason.
+_before_fork = ctypes.pythonapi.PyOS_BeforeFork
+_after_fork_child = ctypes.pythonapi.PyOS_AfterFork_Child
+_after_fork_parent = ctypes.pythonapi.PyOS_AfterFork_Parent
+for _hook in (_before_fork, _after_fork_child, _after_fork_parent):
+    _hook.argtypes = ()
+    _hook.restype = None
+# One clone_args, filled in per call: its callers (the zygote, the spawner) are single-threaded.
+_CLONE_ARGS = _CloneArgs()
+_CLONE_ARGS_ADDRESS = ctypes.addressof(_CLONE_ARGS)
+_CLONE_ARGS_SIZE = ctypes.sizeof(_CloneArgs)
 
 
 def _check(result: int, what: str) -> int:
@@ -130,12 +195,12 @@ def _check(result: int, what: str) -> int:
 
 def unshare(flags: int) -> None:
     """unshare(2)."""
-    _check(libc.unshare(ctypes.c_int(flags)), "unshare")
+    _check(_unshare(flags), "unshare")
 
 
 def setns(fd: int, nstype: int) -> None:
     """setns(2)."""
-    _check(libc.setns(ctypes.c_int(fd), ctypes.c_int(nstype)), "setns")
+    _check(_setns(fd, nstype), "setns")
 
 
 def mount(
@@ -143,11 +208,11 @@ def mount(
 ) -> None:
     """mount(2)."""
     _check(
-        libc.mount(
+        _mount(
             source.encode() if source is not None else None,
             target.encode(),
             fstype.encode() if fstype is not None else None,
-            ctypes.c_ulong(flags),
+            flags,
             data.encode() if data is not None else None,
         ),
         f"mount {target}",
@@ -156,44 +221,25 @@ def mount(
 
 def umount2(target: str, flags: int) -> None:
     """umount2(2)."""
-    _check(libc.umount2(target.encode(), ctypes.c_int(flags)), f"umount {target}")
+    _check(_umount2(target.encode(), flags), f"umount {target}")
 
 
 def pivot_root(new_root: str, put_old: str) -> None:
     """pivot_root(2), which glibc does not wrap."""
     _check(
-        libc.syscall(
-            ctypes.c_long(syscall_number("pivot_root")), new_root.encode(), put_old.encode()
-        ),
+        _syscall_paths(syscall_number("pivot_root"), new_root.encode(), put_old.encode()),
         "pivot_root",
     )
 
 
 def prctl(option: int, arg2: int = 0, arg3: int = 0, arg4: int = 0, arg5: int = 0) -> int:
     """prctl(2)."""
-    return _check(
-        libc.prctl(
-            ctypes.c_int(option),
-            ctypes.c_ulong(arg2),
-            ctypes.c_ulong(arg3),
-            ctypes.c_ulong(arg4),
-            ctypes.c_ulong(arg5),
-        ),
-        f"prctl({option})",
-    )
+    return _check(_prctl(option, arg2, arg3, arg4, arg5), f"prctl({option})")
 
 
 def close_range(first: int, last: int, flags: int = 0) -> None:
     """close_range(2) (Linux 5.9; CLOSE_RANGE_CLOEXEC since 5.11)."""
-    _check(
-        libc.syscall(
-            ctypes.c_long(syscall_number("close_range")),
-            ctypes.c_uint(first),
-            ctypes.c_uint(last),
-            ctypes.c_uint(flags),
-        ),
-        "close_range",
-    )
+    _check(_syscall_uints(syscall_number("close_range"), first, last, flags), "close_range")
 
 
 def set_name(name: str) -> None:
@@ -212,12 +258,8 @@ def default_signal(signum: int) -> None:
     # A zeroed struct kernel_sigaction: SIG_DFL, no flags, no restorer, an empty mask.
     action = ctypes.create_string_buffer(32)
     _check(
-        libc.syscall(
-            ctypes.c_long(syscall_number("rt_sigaction")),
-            ctypes.c_int(signum),
-            action,
-            None,
-            ctypes.c_size_t(8),
+        _syscall_sigaction(
+            syscall_number("rt_sigaction"), signum, ctypes.addressof(action), None, 8
         ),
         f"rt_sigaction({signum})",
     )
@@ -241,21 +283,17 @@ def clone(flags: int, cgroup_fd: int | None = None) -> int:
     """
     if cgroup_fd is not None:
         flags |= CLONE_INTO_CGROUP
-    args = _CloneArgs(
-        flags=flags,
-        exit_signal=0 if flags & CLONE_PARENT else int(signal.SIGCHLD),
-        cgroup=cgroup_fd if cgroup_fd is not None else 0,
-    )
-    api = ctypes.pythonapi
-    api.PyOS_BeforeFork()
-    pid = _libc_holding_gil.syscall(
-        ctypes.c_long(syscall_number("clone3")), ctypes.byref(args), ctypes.c_size_t(88)
-    )
+    args = _CLONE_ARGS
+    args.flags = flags
+    args.exit_signal = 0 if flags & CLONE_PARENT else int(signal.SIGCHLD)
+    args.cgroup = cgroup_fd if cgroup_fd is not None else 0
+    _before_fork()
+    pid: int = _clone3(syscall_number("clone3"), _CLONE_ARGS_ADDRESS, _CLONE_ARGS_SIZE)
     if pid == 0:
-        api.PyOS_AfterFork_Child()
+        _after_fork_child()
         return 0
     err = ctypes.get_errno()
-    api.PyOS_AfterFork_Parent()
+    _after_fork_parent()
     if pid < 0:
         raise OSError(err, f"clone3: {os.strerror(err)}")
-    return int(pid)
+    return pid
