@@ -311,7 +311,11 @@ def _hand_over_scratch(control: socket.socket) -> None:
 def _drop_handlers() -> None:
     """Leave pid 1 without any signal handler (Python's, faulthandler's, …): each could be
     triggered by the candidate, and a fault handler re-raising would kill pid 1."""
-    for signum in _caught():
+    caught = _caught()
+    if not caught:
+        # The usual case (the zygote catches no signal): this one read is the proof.
+        return
+    for signum in caught:
         # Not signal.signal: Python would keep believing in its own handler (harmless, it
         # never runs again), but glibc refuses its internal signals (see default_signal).
         sc.default_signal(signum)
