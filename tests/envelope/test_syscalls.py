@@ -1,0 +1,66 @@
+"""The ctypes bindings: each resolved once, at import, so a cloned pid 1 only calls them."""
+
+from __future__ import annotations
+
+import errno
+import subprocess
+import sys
+
+import pytest
+
+from jigcmd.envelope import syscalls as sc
+from jigcmd.envelope.native import ZYGOTE_FLAGS
+
+# Every wrapper once, as a harmless call or one the kernel refuses, then a plain clone3 child
+# that exits at once; prints what the calls cached on `libc` and `pythonapi` by name.
+_PROBE = """
+import ctypes, os, signal
+from jigcmd.envelope import syscalls as sc
+def names():
+    return set(vars(sc.libc)) | {"py." + n for n in vars(ctypes.pythonapi)}
+before = names()
+calls = (
+    lambda: sc.unshare(0),
+    lambda: sc.setns(-1, sc.CLONE_NEWNET),
+    lambda: sc.mount(None, "/nonexistent-jigcmd-probe", None, sc.MS_REMOUNT),
+    lambda: sc.umount2("/nonexistent-jigcmd-probe", sc.MNT_DETACH),
+    lambda: sc.pivot_root("/nonexistent-jigcmd-a", "/nonexistent-jigcmd-b"),
+    lambda: sc.prctl(3),
+    lambda: sc.close_range(1000, 1001),
+    lambda: sc.default_signal(signal.SIGUSR1),
+)
+for call in calls:
+    try:
+        call()
+    except OSError:
+        pass
+pid = sc.clone(0)
+if pid == 0:
+    os._exit(7)
+_, status = os.waitpid(pid, 0)
+assert os.waitstatus_to_exitcode(status) == 7, status
+print(" ".join(sorted(names() - before)) or "-")
+"""
+
+
+def test_no_binding_is_looked_up_on_first_use() -> None:
+    """A wrapper that resolved its function on first use wrote that lookup into every pid 1."""
+    probe = subprocess.run(
+        [sys.executable, *ZYGOTE_FLAGS, "-c", f"import sys; sys.path[:] = {sys.path!r}\n{_PROBE}"],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    assert probe.stdout.split() == ["-"], probe.stdout
+
+
+def test_a_refused_call_raises_with_the_kernels_errno() -> None:
+    with pytest.raises(OSError) as refused:
+        sc.setns(-1, sc.CLONE_NEWNET)
+    assert refused.value.errno == errno.EBADF
+    assert "setns" in str(refused.value)
+
+
+def test_unsigned_arguments_keep_their_full_width() -> None:
+    """close_range's `last` is an unsigned int: ~0 closes to the end, it is no -1 refused."""
+    sc.close_range(0xFFFFFFF0, 0xFFFFFFFF)
