@@ -304,6 +304,11 @@ def latencies(modes: Sequence[Mode], runs: int, idle: float) -> dict[str, list[f
 
 def throughput(make: Callable[[], Mode], workers: int, per_worker: int) -> float:
     """Runs per second with `workers` sessions each running `per_worker` runs back-to-back."""
+    return under_load(make, workers, per_worker)[0]
+
+
+def under_load(make: Callable[[], Mode], workers: int, per_worker: int) -> tuple[float, float]:
+    """`throughput`, and the machine's busy CPU ms per run meanwhile (the timed runs only)."""
     sessions = [make() for _ in range(workers)]
     try:
         for session in sessions:
@@ -319,10 +324,12 @@ def throughput(make: Callable[[], Mode], workers: int, per_worker: int) -> float
         for thread in threads:
             thread.start()
         barrier.wait()
-        started = time.perf_counter()
+        started, busy = time.perf_counter(), busy_seconds()
         for thread in threads:
             thread.join()
-        return workers * per_worker / (time.perf_counter() - started)
+        elapsed, busy = time.perf_counter() - started, busy_seconds() - busy
+        runs = workers * per_worker
+        return runs / elapsed, busy / runs * 1000
     finally:
         for session in sessions:
             if isinstance(session, Serve):

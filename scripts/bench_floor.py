@@ -71,7 +71,7 @@ from scripts.bench_envelope import (  # noqa: E402 - needs the path set up above
     percentile,
     rotated,
     table,
-    throughput,
+    under_load,
 )
 
 V1_CONTROLLERS = ("memory", "pids", "cpu", "cpuacct")
@@ -299,13 +299,17 @@ def cpu_rounds(ladder: list[Rung], rounds: int, runs: int, settle: float) -> dic
 
 def throughput_rounds(
     ladder: list[Rung], makers: dict[str, Callable[[], Rung]], rounds: int, workers: int, runs: int
-) -> dict[str, list[float]]:
-    """Runs per second with `workers` concurrent workers, per rung, one figure per round."""
+) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
+    """Per rung and round: runs per second with `workers` concurrent workers, and the busy
+    CPU ms per run meanwhile."""
     rates: dict[str, list[float]] = {rung.name: [] for rung in ladder}
+    loaded: dict[str, list[float]] = {rung.name: [] for rung in ladder}
     for round_ in range(rounds):
         for rung in rotated(ladder, round_):
-            rates[rung.name].append(throughput(makers[rung.name], workers, runs))
-    return rates
+            rate, cpu = under_load(makers[rung.name], workers, runs)
+            rates[rung.name].append(rate)
+            loaded[rung.name].append(cpu)
+    return rates, loaded
 
 
 def v1_hierarchies() -> dict[str, str] | None:
@@ -417,8 +421,18 @@ def main() -> None:
                 makers[rung.name] = lambda: Serve(lock, workdir / "state")
             else:
                 makers[rung.name] = lambda rung=rung: rung  # type: ignore[misc]
-        rates = throughput_rounds(ladder, makers, args.rounds, args.workers, args.throughput_runs)
-    report(ladder, latency=latency, back_to_back=back_to_back, cpu=cpu, rates=rates, args=args)
+        rates, loaded = throughput_rounds(
+            ladder, makers, args.rounds, args.workers, args.throughput_runs
+        )
+    report(
+        ladder,
+        latency=latency,
+        back_to_back=back_to_back,
+        cpu=cpu,
+        rates=rates,
+        loaded=loaded,
+        args=args,
+    )
 
 
 def ratios(rates: dict[str, list[float]], name: str) -> list[float]:
@@ -433,6 +447,7 @@ def report(
     back_to_back: dict[str, list[float]],
     cpu: dict[str, float],
     rates: dict[str, list[float]],
+    loaded: dict[str, list[float]],
     args: argparse.Namespace,
 ) -> None:
     base_latency = statistics.median(latency["bare"])
@@ -446,6 +461,7 @@ def report(
             "cpu over previous",
             f"runs/s at {args.workers}",
             "x bare (rounds' range)",
+            f"cpu ms/run at {args.workers}",
         ]
     ]
     previous: float | None = None
@@ -465,6 +481,7 @@ def report(
                 step,
                 f"{statistics.median(rates[rung.name]):.1f}",
                 f"{statistics.median(spread):.2f}x ({spread[0]:.2f}-{spread[-1]:.2f})",
+                f"{statistics.median(loaded[rung.name]):.2f}",
             ]
         )
         previous = cpu[rung.name]
@@ -503,6 +520,15 @@ def report(
         )
     if "jigcmd" in cpu and "+cgroups" in cpu and "prepared" in latency:
         targets(latency, back_to_back, cpu, rates)
+    if "jigcmd" in loaded and last in loaded:
+        # Concurrency adds CPU of its own (caches, switches between processes): a rung whose
+        # runs cost more under load than alone loses throughput beyond its CPU ratio.
+        print(
+            f"CPU per run at {args.workers} workers over the same rung's alone: jigcmd"
+            f" {statistics.median(loaded['jigcmd']) / cpu['jigcmd']:.2f}x, {last}"
+            f" {statistics.median(loaded[last]) / cpu[last]:.2f}x, bare"
+            f" {statistics.median(loaded['bare']) / cpu['bare']:.2f}x."
+        )
 
 
 def targets(
