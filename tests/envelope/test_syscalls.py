@@ -55,10 +55,9 @@ def test_no_binding_is_looked_up_on_first_use() -> None:
 
 
 def test_a_refused_call_raises_with_the_kernels_errno() -> None:
-    with pytest.raises(OSError) as refused:
+    with pytest.raises(OSError, match="setns") as refused:
         sc.setns(-1, sc.CLONE_NEWNET)
     assert refused.value.errno == errno.EBADF
-    assert "setns" in str(refused.value)
 
 
 def test_unsigned_arguments_keep_their_full_width() -> None:
