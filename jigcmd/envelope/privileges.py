@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from typing import NamedTuple
 
 from jigcmd.envelope import seccomp
-from jigcmd.envelope.syscalls import libc
+from jigcmd.envelope.syscalls import prctl_raw, typed
 
 __all__ = [
     "CANDIDATE_SECUREBITS",
@@ -141,23 +141,11 @@ class _CapData(ctypes.Structure):
     )
 
 
-# Typed prototypes: ctypes converts arguments by argtypes (fast, and full-width unsigned longs
-# for a variadic prctl), and the candidate's 40-odd bounding-set drops stay cheap.
-_prctl = ctypes.CFUNCTYPE(
-    ctypes.c_int,
-    ctypes.c_int,
-    ctypes.c_ulong,
-    ctypes.c_ulong,
-    ctypes.c_ulong,
-    ctypes.c_ulong,
-    use_errno=True,
-)(("prctl", libc))
-_capset = ctypes.CFUNCTYPE(
-    ctypes.c_int, ctypes.POINTER(_CapHeader), ctypes.POINTER(_CapData), use_errno=True
-)(("capset", libc))
-_syscall3 = ctypes.CFUNCTYPE(
-    ctypes.c_long, ctypes.c_long, ctypes.c_long, ctypes.c_long, ctypes.c_long, use_errno=True
-)(("syscall", libc))
+# Typed prototypes (see syscalls.typed): the candidate's 40-odd bounding-set drops stay cheap.
+_capset = typed("capset", ctypes.c_int, ctypes.POINTER(_CapHeader), ctypes.POINTER(_CapData))
+_syscall3 = typed(
+    "syscall", ctypes.c_long, ctypes.c_long, ctypes.c_long, ctypes.c_long, ctypes.c_long
+)
 
 # Built at import, before any fork: the candidate only reads them. Version 3 takes two 32-bit
 # halves of each set; all zero.
@@ -166,7 +154,7 @@ _CAP_DATA = (_CapData * 2)()
 
 
 def _pr(option: int, arg2: int = 0) -> int:
-    result: int = _prctl(option, arg2, 0, 0, 0)
+    result: int = prctl_raw(option, arg2, 0, 0, 0)
     if result < 0:
         code = ctypes.get_errno()
         raise OSError(code, os.strerror(code))

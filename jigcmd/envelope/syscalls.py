@@ -39,9 +39,11 @@ __all__ = [
     "mount",
     "pivot_root",
     "prctl",
+    "prctl_raw",
     "set_name",
     "setns",
     "syscall_number",
+    "typed",
     "umount2",
     "unshare",
 ]
@@ -131,13 +133,14 @@ def syscall_number(name: str) -> int:
 # look it up and store it anew, and each such write lands on a page it shares with the
 # zygote: a copy-on-write fault per page (docs/envelope.md, "Pid 1's first faults").
 # Arguments typed, Python ints convert in place, with no ctypes objects made per call.
-def _typed(name: str, restype: type, *argtypes: type) -> Callable[..., Any]:
+def typed(name: str, restype: type, *argtypes: type) -> Callable[..., Any]:
+    """libc's `name` as a prototype: typed arguments, errno kept (`ctypes.get_errno`)."""
     return ctypes.CFUNCTYPE(restype, *argtypes, use_errno=True)((name, libc))
 
 
-_unshare = _typed("unshare", ctypes.c_int, ctypes.c_int)
-_setns = _typed("setns", ctypes.c_int, ctypes.c_int, ctypes.c_int)
-_mount = _typed(
+_unshare = typed("unshare", ctypes.c_int, ctypes.c_int)
+_setns = typed("setns", ctypes.c_int, ctypes.c_int, ctypes.c_int)
+_mount = typed(
     "mount",
     ctypes.c_int,
     ctypes.c_char_p,
@@ -146,8 +149,9 @@ _mount = _typed(
     ctypes.c_ulong,
     ctypes.c_char_p,
 )
-_umount2 = _typed("umount2", ctypes.c_int, ctypes.c_char_p, ctypes.c_int)
-_prctl = _typed(
+_umount2 = typed("umount2", ctypes.c_int, ctypes.c_char_p, ctypes.c_int)
+# prctl(2) itself: -1 and errno on failure (`prctl` raises; privileges.py words its own errors).
+prctl_raw = typed(
     "prctl",
     ctypes.c_int,
     ctypes.c_int,
@@ -157,11 +161,11 @@ _prctl = _typed(
     ctypes.c_ulong,
 )
 # syscall(2) is variadic; on x86_64 and aarch64 its integer arguments pass as fixed ones do.
-_syscall_paths = _typed("syscall", ctypes.c_long, ctypes.c_long, ctypes.c_char_p, ctypes.c_char_p)
-_syscall_uints = _typed(
+_syscall_paths = typed("syscall", ctypes.c_long, ctypes.c_long, ctypes.c_char_p, ctypes.c_char_p)
+_syscall_uints = typed(
     "syscall", ctypes.c_long, ctypes.c_long, ctypes.c_uint, ctypes.c_uint, ctypes.c_uint
 )
-_syscall_sigaction = _typed(
+_syscall_sigaction = typed(
     "syscall",
     ctypes.c_long,
     ctypes.c_long,
@@ -234,7 +238,7 @@ def pivot_root(new_root: str, put_old: str) -> None:
 
 def prctl(option: int, arg2: int = 0, arg3: int = 0, arg4: int = 0, arg5: int = 0) -> int:
     """prctl(2)."""
-    return _check(_prctl(option, arg2, arg3, arg4, arg5), f"prctl({option})")
+    return _check(prctl_raw(option, arg2, arg3, arg4, arg5), f"prctl({option})")
 
 
 def close_range(first: int, last: int, flags: int = 0) -> None:
