@@ -124,7 +124,10 @@ def syscall_number(name: str) -> int:
     """The number of syscall `name` on this machine's architecture."""
     number = _NUMBERS.get(name)
     if number is None:
-        raise OSError(f"unsupported architecture {os.uname().machine!r}")
+        machine = os.uname().machine
+        if not _NUMBERS:
+            raise OSError(f"unsupported architecture {machine!r}")
+        raise OSError(f"no number for syscall {name!r} on {machine!r}")
     return number
 
 
