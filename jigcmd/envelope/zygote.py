@@ -18,15 +18,10 @@ names the envelope that will serve it. Every `Launch` comes here, on the control
 one naming a prepared envelope runs in it, any other is prepared cold. Every envelope serves
 one request and is then destroyed.
 
-Preparing costs CPU, and done while a candidate runs it slows that run on two cores. So the
-pool is topped up to `pool` only while no run is in flight; while runs are in flight it keeps
-just one ready, so that the next launch still never waits for a preparation. Preparations
-run one at a time: the oldest, which the next launch goes to, is ready soonest. After a run
-ends, while one envelope is still ready, the refill also waits until the server says it
-wrote that call's answer (`Answered`), so that it does not compete with the server's last
-steps (evidence, the journal's commit, the answer's write); for a caller that never says
-so, the refill goes ahead `Warm.refill_after_ms` after the run's end. With none ready, the
-refill starts at once.
+Preparing costs CPU, and on two cores it slows whatever it runs beside; when the pool is
+topped up (never between a launch and its candidate's start, after the answer, later for a
+caller calling back to back) is refill.py's policy. Preparations run one at a time: the
+oldest, which the next launch goes to, is ready soonest.
 
 Run as `python -m jigcmd.envelope.zygote FD` where FD is a connected unix stream socket.
 When the server goes away (EOF) the zygote tears its prepared envelopes down, finishes
@@ -50,7 +45,7 @@ from jigcmd.envelope import cgroups, netns, privileges, records, seccomp, stagin
 from jigcmd.envelope import syscalls as sc
 from jigcmd.envelope.failure import StepError
 from jigcmd.envelope.ledger import Registry
-from jigcmd.envelope.lifecycle import LAUNCH_FDS, Envelope, shape
+from jigcmd.envelope.lifecycle import LAUNCH_FDS, Envelope, State, shape
 from jigcmd.envelope.loop import EventLoop
 from jigcmd.envelope.messages import (
     MARSHAL,
@@ -62,6 +57,7 @@ from jigcmd.envelope.messages import (
     recv_message,
     send_message,
 )
+from jigcmd.envelope.refill import Refill
 from jigcmd.envelope.spawner import Spawner, sweep
 from jigcmd.journal.identity import identify
 from jigcmd.plan import Bind, RunPlan
@@ -70,8 +66,8 @@ __all__ = ["main"]
 
 _MAX_POOL = 16
 _PR_SET_CHILD_SUBREAPER = 36
-# After a preparation ahead of any request failed, the next is tried this much later.
-_RETRY_PREPARE_S = 1.0
+# A launched envelope in these has not started its candidate yet (refill.py).
+_STARTING = frozenset((State.UNSHARING, State.BUILDING, State.PREPARED, State.STAGED))
 # After the spawner went away mid-clone, an idle loop still looks for the pid 1 it may have
 # left (which exits once its preparation is fenced) this often, for this long.
 _SWEEP_EVERY_S = 0.1
@@ -99,7 +95,7 @@ class _Zygote(EventLoop):
         self.registry = registry
         self.identity = identify(os.getpid())
         self.template: RunPlan | None = None
-        self.pool_size = 0
+        self.refill = Refill(REFILL_AFTER_MS / 1000)
         # Envelopes named to the server and not yet launched, oldest first (by id).
         self.prepared: dict[str, Envelope] = {}
         # Launched envelopes, until released.
@@ -107,13 +103,7 @@ class _Zygote(EventLoop):
         # The one envelope still preparing: preparations run one at a time, so the oldest is
         # ready soonest and they never compete.
         self.preparing: Envelope | None = None
-        self.retry_at = 0.0
         self.server_gone = False
-        # Runs released whose answer the server has not said it wrote (`Answered`), and when
-        # the refill they hold back goes ahead anyway.
-        self.unanswered = 0
-        self.refill_after = REFILL_AFTER_MS / 1000
-        self.refill_at = 0.0
 
     def built(self, envelope: Envelope) -> None:
         if envelope is self.preparing:
@@ -127,8 +117,7 @@ class _Zygote(EventLoop):
         if envelope in self.running:
             self.running.discard(envelope)
             # Its report is sent (`Finished`, `Failed`): the server answers next.
-            self.unanswered += 1
-            self.refill_at = time.monotonic() + self.refill_after
+            self.refill.released(time.monotonic())
 
     def serve(self) -> int:
         self.watch(self.control.fileno(), self._on_control)
@@ -136,7 +125,7 @@ class _Zygote(EventLoop):
             self.watch(self.spawner.pidfd, self._on_spawner_exit)
         while not self.server_gone or self.running:
             idle = self.template is None or self.server_gone
-            timers = () if idle else (self.retry_at, self.refill_at)
+            timers = () if idle else self.refill.timers()
             self.turn(timers + self._sweep_timer())
             if self.sweeping:
                 self._sweep()
@@ -195,14 +184,13 @@ class _Zygote(EventLoop):
             self._drop_prepared()
             self.template = message.plan
             _stage(message.plan)
-            self.pool_size = max(0, min(message.pool, _MAX_POOL))
-            self.refill_after = max(0.0, message.refill_after_ms / 1000)
-            self.retry_at = 0.0
+            pool = max(0, min(message.pool, _MAX_POOL))
+            self.refill.warmed(pool, max(0.0, message.refill_after_ms / 1000))
         elif isinstance(message, Answered):
             for fd in fds:
                 os.close(fd)
             # Late (its refill already went ahead): harmless, nothing is held back.
-            self.unanswered = max(0, self.unanswered - 1)
+            self.refill.answered(time.monotonic())
             trace.mark("zygote: answered")
         elif isinstance(message, Launch) and len(fds) in (LAUNCH_FDS - 1, LAUNCH_FDS):
             self._launch(message, fds)
@@ -217,6 +205,7 @@ class _Zygote(EventLoop):
         self._drop_prepared()
 
     def _launch(self, launch: Launch, fds: list[int]) -> None:
+        self.refill.launched(time.monotonic())
         envelope = self.prepared.pop(launch.run_id, None)
         if envelope is not None and envelope.shape != shape(launch.plan):
             # Prepared for another shape (a Warm raced the launch): made anew below.
@@ -252,14 +241,15 @@ class _Zygote(EventLoop):
         envelope.teardown()
 
     def _replenish(self) -> None:
-        # While a run is in flight, one ready envelope is enough (see the module docstring).
-        target = min(self.pool_size, 1) if self.running else self.pool_size
-        if (
-            self.template is None
-            or self.preparing is not None
-            or len(self.prepared) >= target
-            or time.monotonic() < self.retry_at
-            or self._held_back()
+        # When, is refill.py's policy; preparations run one at a time.
+        if self.template is None or self.preparing is not None:
+            return
+        starting = any(envelope.state in _STARTING for envelope in self.running)
+        if not self.refill.wanted(
+            time.monotonic(),
+            ready=len(self.prepared),
+            running=len(self.running),
+            starting=starting,
         ):
             return
         # Named here, so that the server knows which job serves a launch before sending it,
@@ -271,7 +261,7 @@ class _Zygote(EventLoop):
         except StepError:
             # Not the zygote's to answer: a launch prepares cold and reports what fails then.
             envelope.teardown()
-            self.retry_at = time.monotonic() + _RETRY_PREPARE_S
+            self.refill.failed(time.monotonic())
             return
         self.preparing = envelope
         self.prepared[envelope.run_id] = envelope
@@ -283,16 +273,6 @@ class _Zygote(EventLoop):
         except OSError:
             return  # the server is gone; the loop sees the EOF next
         trace.mark("zygote: ready sent")
-
-    def _held_back(self) -> bool:
-        """Whether a refill waits for an answer: one envelope is ready meanwhile."""
-        if not self.unanswered:
-            return False
-        if time.monotonic() >= self.refill_at:
-            self.unanswered = 0
-            trace.mark("zygote: refill unanswered")
-            return False
-        return bool(self.prepared)
 
     def close(self) -> None:
         """Tear down every envelope still here (the zygote is exiting), and the spawner."""

@@ -67,3 +67,19 @@ async def test_the_pool_refills_without_an_answer(envelope: TracedExecutor) -> N
     await until_ready(native, 2)
     await native.prepare(probe_plan(""), pool=0)
     envelope.jobs |= set(envelope.backend.list_jobs()) - before
+
+
+async def test_the_pool_refills_after_a_back_to_back_streak(envelope: TracedExecutor) -> None:
+    """Calls answered back to back hold the refill for the next one; once they stop, the pool
+    is back at two (the zygote's quiet timer, refill.py), with the fallback out of reach."""
+    native = native_of(envelope)
+    before = set(envelope.backend.list_jobs())
+    await native.prepare(probe_plan(""), pool=2, refill_after_ms=OUT_OF_REACH_MS)
+    await until_ready(native, 2)
+    for n in range(3):
+        outcome = await envelope.run(probe_plan(f'console.log("ran {n}");\n'))
+        assert outcome.stdout.data == f"ran {n}\n".encode()
+        native.answered()
+    await until_ready(native, 2)
+    await native.prepare(probe_plan(""), pool=0)
+    envelope.jobs |= set(envelope.backend.list_jobs()) - before
