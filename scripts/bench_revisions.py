@@ -9,8 +9,14 @@ so the machine's drift cancels out of their difference; an interval that spans 0
 run cannot tell the revisions apart). Both servers live through the whole run, so each also
 pays for the other's background work (preparing its next envelopes).
 
+With `--block N` each round is N calls in a row to one server, then N to the other (after
+`BLOCK_SETTLE_S` of idle, so that neither pays for the other's background work), and the
+per-round difference is between the two blocks' medians: with `--idle-ms 0` each server is
+called truly back to back, as one caller calling again as soon as it has its answer.
+
 Run as root: python scripts/bench_revisions.py BASE [CANDIDATE] [--calls 50] [--idle-ms 100]
-[--mcp] (CANDIDATE defaults to `.`, the working tree; `--mcp` times MCP `tools/call`s).
+[--block 1] [--mcp] (CANDIDATE defaults to `.`, the working tree; `--mcp` times MCP
+`tools/call`s).
 """
 
 from __future__ import annotations
@@ -37,6 +43,8 @@ from scripts.bench_floor import cpu_rounds  # noqa: E402 - likewise
 WARMUP = 3
 # Idle after each CPU block, so that deferred kernel work counts for the revision that caused it.
 CPU_SETTLE_S = 0.3
+# Idle before each block of `--block` calls.
+BLOCK_SETTLE_S = 0.2
 BOOTSTRAP_SAMPLES = 2000
 
 
@@ -83,7 +91,9 @@ class Revision:
         self.server = Serve(
             lock, state / "state", binding=binding, cwd=self.tree, mcp=mcp, extra_args=extra_args
         )
+        # Each round's latency (the median of its block), and every call's.
         self.latencies: list[float] = []
+        self.calls: list[float] = []
 
 
 def main() -> int:
@@ -97,19 +107,30 @@ def main() -> int:
     )
     parser.add_argument("--cpu-calls", type=int, default=30, help="calls per CPU round")
     parser.add_argument("--mcp", action="store_true", help="MCP tools/call instead of Run/1")
+    parser.add_argument(
+        "--block", type=int, default=1, help="calls in a row to one server per round"
+    )
     options = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="jigcmd-bench-revisions-"))
     revisions: list[Revision] = []
     try:
         for name in (options.base, options.candidate):
             revisions.append(Revision(name, work, mcp=options.mcp))
-        for number in range(WARMUP + options.calls):
+        block = max(1, options.block)
+        for revision in revisions:
+            for _ in range(WARMUP):
+                revision.server.run()
+        for number in range(max(1, options.calls // block)):
             order = revisions if number % 2 == 0 else revisions[::-1]
             for revision in order:
-                time.sleep(options.idle_ms / 1000)
-                elapsed = revision.server.run() * 1000
-                if number >= WARMUP:
-                    revision.latencies.append(elapsed)
+                if block > 1:
+                    time.sleep(BLOCK_SETTLE_S)
+                times = []
+                for _ in range(block):
+                    time.sleep(options.idle_ms / 1000)
+                    times.append(revision.server.run() * 1000)
+                revision.latencies.append(statistics.median(times))
+                revision.calls.extend(times)
         cpu: dict[str, float] = {}
         if options.cpu_rounds:
             servers = [revision.server for revision in revisions]
@@ -126,11 +147,12 @@ def main() -> int:
                 capture_output=True,
             )
         shutil.rmtree(work, ignore_errors=True)
-    print(f"{options.calls} calls each, alternating, {options.idle_ms:g} ms idle before each")
+    shape = "alternating" if options.block <= 1 else f"in blocks of {options.block}"
+    print(f"{options.calls} calls each, {shape}, {options.idle_ms:g} ms idle before each")
     print(f"{'revision':24} {'median ms':>9} {'p25':>7} {'p75':>7}")
     medians = []
     for revision in revisions:
-        ordered = sorted(revision.latencies)
+        ordered = sorted(revision.calls)
         median = statistics.median(ordered)
         medians.append(median)
         print(
