@@ -292,13 +292,18 @@ def rotated(modes: Sequence[M], round_: int) -> list[M]:
     return [*modes[shift:], *modes[:shift]]
 
 
-def latencies(modes: Sequence[Mode], runs: int, idle: float) -> dict[str, list[float]]:
+def latencies(
+    modes: Sequence[Mode], runs: int, idle: float, block: int = 1
+) -> dict[str, list[float]]:
+    """Each mode's run times in ms: `runs` rounds, the modes in rotating order in each, every
+    mode `block` runs in a row (with `idle` before each run) before the next mode's turn."""
     results: dict[str, list[float]] = {mode.name: [] for mode in modes}
     for round_ in range(runs):
         for mode in rotated(modes, round_):
-            if idle:
-                time.sleep(idle)
-            results[mode.name].append(mode.run() * 1000)
+            for _ in range(block):
+                if idle:
+                    time.sleep(idle)
+                results[mode.name].append(mode.run() * 1000)
     return results
 
 

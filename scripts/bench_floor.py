@@ -27,7 +27,11 @@ Each rung adds one piece to the one before, so neighbours differ by what that pi
   jigcmd    a `capability/call` to a persistent `jigcmd serve` (the complete envelope, with
             the protocol and the durable journal)
 
-For each: latency median with `--idle-ms` of idle before each run; CPU per run (machine-wide
+For each: latency median with `--idle-ms` of idle before each run; back to back, `--block`
+runs in a row of one rung before the next rung's turn (one caller calling again as soon as
+it has its answer: for jigcmd, whatever its background work costs the next call shows), and
+with no idle but the rungs rotating run by run (each run follows ten other rungs' runs, as
+before 2026-12-04: the column "no idle, rotated"); CPU per run (machine-wide
 busy time from /proc/stat, in rotating rounds that each end idle, so that the kernel's
 deferred work, such as a network namespace's teardown, counts for the rung that caused it;
 the idle machine's background is subtracted); throughput with `--workers` concurrent workers
@@ -373,6 +377,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=40, help="latency runs per rung")
     parser.add_argument("--warmup", type=int, default=3, help="unmeasured runs per rung first")
+    parser.add_argument("--block", type=int, default=10, help="back-to-back runs in a row")
     parser.add_argument("--idle-ms", type=float, default=100.0, help="idle before each run")
     parser.add_argument("--cpu-runs", type=int, default=200, help="runs per rung for CPU")
     parser.add_argument("--rounds", type=int, default=5, help="CPU and throughput rounds")
@@ -410,7 +415,9 @@ def main() -> None:
             for rung in ladder:
                 if isinstance(rung, Prepared):
                     rung.pause = 0.0
-            back_to_back = latencies(ladder, args.runs, 0.0)
+            rotated_runs = latencies(ladder, args.runs, 0.0)
+            block = max(1, args.block)
+            back_to_back = latencies(ladder, max(2, args.runs // 4), 0.0, block)
             cpu = cpu_rounds(ladder, args.rounds, args.cpu_runs // args.rounds, args.settle_s)
         finally:
             if serve is not None:
@@ -428,6 +435,7 @@ def main() -> None:
         ladder,
         latency=latency,
         back_to_back=back_to_back,
+        rotated_runs=rotated_runs,
         cpu=cpu,
         rates=rates,
         loaded=loaded,
@@ -445,6 +453,7 @@ def report(
     *,
     latency: dict[str, list[float]],
     back_to_back: dict[str, list[float]],
+    rotated_runs: dict[str, list[float]],
     cpu: dict[str, float],
     rates: dict[str, list[float]],
     loaded: dict[str, list[float]],
@@ -456,7 +465,8 @@ def report(
             "rung",
             f"median/p95 ms (idle {args.idle_ms:g})",
             "over bare",
-            "back-to-back median/p95",
+            f"{args.block} in a row median/p95",
+            "no idle, rotated",
             "cpu ms/run",
             "cpu over previous",
             f"runs/s at {args.workers}",
@@ -471,12 +481,14 @@ def report(
         spread = ratios(rates, rung.name)
         p95 = percentile(latency[rung.name], 0.95)
         b2b = back_to_back[rung.name]
+        mixed = rotated_runs[rung.name]
         rows.append(
             [
                 rung.name,
                 f"{median:.2f}/{p95:.2f}",
                 f"{median - base_latency:+.2f}",
                 f"{statistics.median(b2b):.2f}/{percentile(b2b, 0.95):.2f}",
+                f"{statistics.median(mixed):.2f}/{percentile(mixed, 0.95):.2f}",
                 f"{cpu[rung.name]:.2f}",
                 step,
                 f"{statistics.median(rates[rung.name]):.1f}",
@@ -519,7 +531,7 @@ def report(
             )
         )
     if "jigcmd" in cpu and "+cgroups" in cpu and "prepared" in latency:
-        targets(latency, back_to_back, cpu, rates)
+        targets(latency, back_to_back, rotated_runs, cpu, rates)
     if "jigcmd" in loaded and last in loaded:
         # Concurrency adds CPU of its own (caches, switches between processes): a rung whose
         # runs cost more under load than alone loses throughput beyond its CPU ratio.
@@ -534,6 +546,7 @@ def report(
 def targets(
     latency: dict[str, list[float]],
     back_to_back: dict[str, list[float]],
+    rotated_runs: dict[str, list[float]],
     cpu: dict[str, float],
     rates: dict[str, list[float]],
 ) -> None:
@@ -546,7 +559,11 @@ def targets(
         f" {cpu['jigcmd'] / cpu['+cgroups']:.2f}x +cgroups' (target <= 1.1x); throughput"
         f" {throughput:.2f}x +cgroups' (target >= 1.0x)."
     )
-    for label, runs in (("idle", latency), ("back-to-back", back_to_back)):
+    for label, runs in (
+        ("idle", latency),
+        ("back-to-back", back_to_back),
+        ("no idle, rotated", rotated_runs),
+    ):
         ours, theirs = runs["jigcmd"], runs["prepared"]
         print(
             f"Latency, {label}: jigcmd {statistics.median(ours):.2f} ms median /"
