@@ -22,7 +22,7 @@ moment that costs the caller least:
 - With no envelope ready, the refill starts as soon as no launch is starting: a launch never
   waits for a hint.
 
-Measured in docs/performance.md ("the refill waits for a back-to-back caller").
+Measured in docs/envelope.md, "The refill and a caller calling back to back".
 """
 
 from __future__ import annotations
