@@ -36,7 +36,14 @@ from jigcmd.envelope import syscalls as sc
 from jigcmd.envelope.failure import StepError
 from jigcmd.plan import CANDIDATE_ROOT, RunPlan
 
-__all__ = ["RootfsError", "build_root", "enter_template", "seal_candidate", "template"]
+__all__ = [
+    "RootfsError",
+    "build_root",
+    "enter_template",
+    "open_candidate_tree",
+    "seal_candidate",
+    "template",
+]
 
 _BASE = "/tmp"
 _OLD = "/oldroot"
@@ -60,6 +67,12 @@ _CANDIDATE_TREE_BYTES = 4 * 1024 * 1024
 _CANDIDATE_TREE_INODES = 2048
 _ROOT_TMPFS = "mode=0755,size=256k,nr_inodes=1024"
 _ROOT_FLAGS = sc.MS_NOSUID | sc.MS_NODEV
+# A candidate file, made once on the empty tree; never through a link. Its mode lets its
+# owner (the candidate's uid) write, so that a write fails on the read-only mount with EROFS
+# like every other change, not on the mode with EACCES: the mount is what holds it.
+_CANDIDATE_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+# A remount of one mount's own flags, not of its filesystem's.
+_REMOUNT = sc.MS_REMOUNT | sc.MS_BIND
 # Templates kept mounted in the zygote, by (binds, memory limit); a shape change makes one.
 _MAX_TEMPLATES = 4
 _templates: dict[tuple[object, ...], str] = {}
@@ -317,7 +330,7 @@ def _bind(
 
 
 def _candidate_mount(root: str) -> None:
-    # Empty and writable until `seal_candidate` fills and seals it, after the pivot.
+    # Empty and writable until `open_candidate_tree` seals it, after the pivot.
     _step(
         "mount candidate tree",
         sc.mount,
@@ -329,34 +342,58 @@ def _candidate_mount(root: str) -> None:
     )
 
 
-def seal_candidate(files: tuple[tuple[str, str], ...]) -> None:
-    """Write the candidate tree inside the finished root, then make it read-only for good."""
+def open_candidate_tree() -> int:
+    """A writable copy of the empty candidate tree's mount; the tree itself read-only for good.
+
+    Called by pid 1 after the pivot, while it prepares and may still mount. The copy is a
+    detached mount of the same tmpfs (`open_tree` with `OPEN_TREE_CLONE`: no path leads to
+    it) and keeps the flags it was made with, so the remount below does not reach it. From
+    then on it is the one way into the tmpfs: `seal_candidate` writes the request's files
+    through it at the go, where pid 1 already runs under the seccomp filter that denies
+    every mount call, and closes it before the candidate starts. The remount is the mount's
+    own (`MS_BIND`): the candidate, without capabilities and with mount denied, cannot
+    undo it, and can neither change, add nor remove a file in the tree.
+    """
+    try:
+        tree = sc.open_tree(CANDIDATE_ROOT, sc.OPEN_TREE_CLONE)
+    except OSError as exc:
+        raise RootfsError("copy candidate tree", exc.strerror or str(exc)) from exc
+    try:
+        flags = sc.MS_RDONLY | sc.MS_NOSUID | sc.MS_NODEV | sc.MS_NOEXEC
+        _step("seal candidate tree", sc.mount, None, CANDIDATE_ROOT, None, _REMOUNT | flags)
+    except BaseException:
+        os.close(tree)
+        raise
+    return tree
+
+
+def seal_candidate(files: tuple[tuple[str, str], ...], tree: int) -> None:
+    """Write the candidate files through `tree` (`open_candidate_tree`), then close it."""
     # On the request's path: each directory is made once, by this loop, on the empty tree.
-    tree = _Tree(CANDIDATE_ROOT)
-    for rel, text in files:
-        path = posixpath.join(CANDIDATE_ROOT, rel)
-        try:
-            tree.makedirs(posixpath.dirname(path))
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o444)
+    made: set[str] = set()
+    try:
+        for rel, text in files:
             try:
-                os.write(fd, text.encode("utf-8"))
-            finally:
-                os.close(fd)
-        except OSError as exc:
-            raise RootfsError(f"write candidate file {rel}", exc.strerror or "") from exc
-        except RootfsError as exc:
-            detail = str(exc).partition(": ")[2]
-            raise RootfsError(f"write candidate file {rel}", detail) from exc
-    # Read-only for the whole run: the candidate can neither change, add nor remove a file,
-    # and without capabilities (and with mount blocked by seccomp) it cannot remount.
-    _step(
-        "seal candidate tree",
-        sc.mount,
-        None,
-        CANDIDATE_ROOT,
-        None,
-        sc.MS_REMOUNT | sc.MS_RDONLY | sc.MS_NOSUID | sc.MS_NODEV | sc.MS_NOEXEC,
-    )
+                _makedirs_at(tree, posixpath.dirname(rel), made)
+                fd = os.open(rel, _CANDIDATE_FILE, 0o644, dir_fd=tree)
+                try:
+                    os.write(fd, text.encode("utf-8"))
+                finally:
+                    os.close(fd)
+            except OSError as exc:
+                raise RootfsError(f"write candidate file {rel}", exc.strerror or "") from exc
+    finally:
+        os.close(tree)
+
+
+def _makedirs_at(tree: int, rel: str, made: set[str]) -> None:
+    """`os.makedirs(rel, exist_ok=True)` relative to the directory descriptor `tree`."""
+    if not rel or rel in made:
+        return
+    _makedirs_at(tree, posixpath.dirname(rel), made)
+    with contextlib.suppress(FileExistsError):
+        os.mkdir(rel, 0o755, dir_fd=tree)
+    made.add(rel)
 
 
 def _scratch(root: str, size: int) -> None:

@@ -32,11 +32,13 @@ __all__ = [
     "MS_REC",
     "MS_REMOUNT",
     "MS_SLAVE",
+    "OPEN_TREE_CLONE",
     "clone",
     "close_range",
     "default_signal",
     "libc",
     "mount",
+    "open_tree",
     "pivot_root",
     "prctl",
     "prctl_raw",
@@ -71,11 +73,14 @@ MS_SLAVE = 0x80000
 
 MNT_DETACH = 0x2
 CLOSE_RANGE_CLOEXEC = 1 << 2
+OPEN_TREE_CLONE = 1
+AT_FDCWD = -100
 
 _SYSCALLS: dict[str, dict[str, int]] = {
     "x86_64": {
         "clone3": 435,
         "close_range": 436,
+        "open_tree": 428,
         "pivot_root": 155,
         "rt_sigaction": 13,
         "setns": 308,
@@ -84,6 +89,7 @@ _SYSCALLS: dict[str, dict[str, int]] = {
     "aarch64": {
         "clone3": 435,
         "close_range": 436,
+        "open_tree": 428,
         "pivot_root": 41,
         "rt_sigaction": 134,
         "setns": 268,
@@ -168,6 +174,9 @@ _syscall_paths = typed("syscall", ctypes.c_long, ctypes.c_long, ctypes.c_char_p,
 _syscall_uints = typed(
     "syscall", ctypes.c_long, ctypes.c_long, ctypes.c_uint, ctypes.c_uint, ctypes.c_uint
 )
+_syscall_at_path = typed(
+    "syscall", ctypes.c_long, ctypes.c_long, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint
+)
 _syscall_sigaction = typed(
     "syscall",
     ctypes.c_long,
@@ -236,6 +245,20 @@ def pivot_root(new_root: str, put_old: str) -> None:
     _check(
         _syscall_paths(syscall_number("pivot_root"), new_root.encode(), put_old.encode()),
         "pivot_root",
+    )
+
+
+def open_tree(path: str, flags: int) -> int:
+    """open_tree(2) (Linux 5.2) of `path`: with `OPEN_TREE_CLONE` a detached copy of its mount.
+
+    The descriptor is close-on-exec. A copy keeps the mount flags it had when it was made:
+    a later remount of the original does not reach it.
+    """
+    return _check(
+        _syscall_at_path(
+            syscall_number("open_tree"), AT_FDCWD, path.encode(), flags | os.O_CLOEXEC
+        ),
+        f"open_tree {path}",
     )
 
 

@@ -11,6 +11,7 @@ import contextlib
 import hashlib
 import json
 import os
+import stat
 from collections.abc import Callable
 
 import anyio
@@ -403,6 +404,8 @@ async def test_while_the_candidate_runs_pid_1_holds_no_privilege_and_catches_no_
         with open(f"/proc/{started.init_pid}/task/{started.init_pid}/children") as handle:
             children = handle.read().split()
         seen["children"] = str(len(children))
+        # The candidate tree's writable copy (rootfs.open_candidate_tree) is let go at the go.
+        seen["directories held"] = str(_directories_held(started.init_pid))
         # The candidate inherited 1000 at its spawn; pid 1 is back at its own score.
         with open(f"/proc/{started.init_pid}/oom_score_adj", encoding="ascii") as handle:
             seen["init oom"] = handle.read().strip()
@@ -419,10 +422,20 @@ async def test_while_the_candidate_runs_pid_1_holds_no_privilege_and_catches_no_
         "NoNewPrivs": "1",
         "Seccomp": "2",
         "children": "1",
+        "directories held": "0",
         # What the zygote inherited from this process, and pid 1 from the zygote.
         "init oom": _own_oom_score(),
         "candidate oom": "1000",
     }
+
+
+def _directories_held(pid: int) -> int:
+    """How many of `pid`'s descriptors are directories (the tree's copy would be one)."""
+    held = 0
+    for name in os.listdir(f"/proc/{pid}/fd"):
+        with contextlib.suppress(OSError):  # the listing's own descriptor, closed meanwhile
+            held += stat.S_ISDIR(os.stat(f"/proc/{pid}/fd/{name}").st_mode)
+    return held
 
 
 def _own_oom_score() -> str:

@@ -5,11 +5,13 @@ from __future__ import annotations
 import errno
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 from jigcmd.envelope import syscalls as sc
 from jigcmd.envelope.native import ZYGOTE_FLAGS
+from tests.envelope.conftest import require_root
 
 # Every wrapper once, as a harmless call or one the kernel refuses, then a plain clone3 child
 # that exits at once; prints what the calls cached on `libc` and `pythonapi` by name.
@@ -28,6 +30,7 @@ calls = (
     lambda: sc.prctl(3),
     lambda: sc.close_range(1000, 1001),
     lambda: sc.default_signal(signal.SIGUSR1),
+    lambda: sc.open_tree("/nonexistent-jigcmd-probe", sc.OPEN_TREE_CLONE),
 )
 for call in calls:
     try:
@@ -63,3 +66,45 @@ def test_a_refused_call_raises_with_the_kernels_errno() -> None:
 def test_unsigned_arguments_keep_their_full_width() -> None:
     """close_range's `last` is an unsigned int: ~0 closes to the end, it is no -1 refused."""
     sc.close_range(0xFFFFFFF0, 0xFFFFFFFF)
+
+
+@pytest.mark.envelope
+def test_open_tree_clones_a_mount_the_original_s_remount_does_not_reach(tmp_path: Path) -> None:
+    """A detached copy stays writable after its original is remounted read-only (rootfs.py)."""
+    require_root()
+    probe = subprocess.run(
+        [sys.executable, "-c", f"import sys; sys.path[:] = {sys.path!r}\n{_COPY_PROBE}"],
+        check=False,
+        capture_output=True,
+        text=True,
+        env={"JIGCMD_PROBE_DIR": str(tmp_path)},
+    )
+    assert probe.returncode == 0, probe.stderr
+    assert probe.stdout.split() == ["EROFS", "written", "EBADF"], probe.stdout
+
+
+# In a mount namespace of its own: a tmpfs, its copy, the original read-only (per mount).
+_COPY_PROBE = """
+import errno, os
+from jigcmd.envelope import syscalls as sc
+point = os.environ["JIGCMD_PROBE_DIR"]
+sc.unshare(sc.CLONE_NEWNS)
+sc.mount(None, "/", None, sc.MS_REC | sc.MS_PRIVATE)
+sc.mount("jigcmd-probe", point, "tmpfs", sc.MS_NOSUID | sc.MS_NODEV, "size=64k")
+copy = sc.open_tree(point, sc.OPEN_TREE_CLONE)
+sc.mount(None, point, None, sc.MS_REMOUNT | sc.MS_BIND | sc.MS_RDONLY)
+try:
+    os.open(point + "/a", os.O_WRONLY | os.O_CREAT, 0o644)
+except OSError as exc:
+    print(errno.errorcode[exc.errno])
+fd = os.open("b", os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=copy)
+os.write(fd, b"through the copy")
+os.close(fd)
+with open(point + "/b", "rb") as seen:
+    print("written" if seen.read() == b"through the copy" else "lost")
+os.close(copy)
+try:
+    os.fstat(copy)
+except OSError as exc:
+    print(errno.errorcode[exc.errno])
+"""
