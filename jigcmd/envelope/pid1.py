@@ -199,7 +199,7 @@ class Init:
                 # Pid 1's own mask, inherited by the spawn: the CPU count Bun reads.
                 _pin_affinity(plan.cpus)
         with _step("candidate files"):
-            if self.tree_fd >= 0:
+            if plan.profile == "candidate":
                 tree, self.tree_fd = self.tree_fd, -1
                 rootfs.seal_candidate(plan.files, tree)
         with _step("drop privileges"):

@@ -266,10 +266,12 @@ class _Tree:
     """A root being built below `root`, and the directories made in it so far.
 
     The root tmpfs starts empty, so a directory is made once and never looked up again.
+    With `dir_fd` the root is "." of that directory descriptor (the candidate tree's copy).
     """
 
-    def __init__(self, root: str) -> None:
+    def __init__(self, root: str, dir_fd: int | None = None) -> None:
         self.root = root
+        self.dir_fd = dir_fd
         self.made: set[str] = set()
 
     def inside(self, path: str) -> str:
@@ -282,7 +284,7 @@ class _Tree:
             return
         self.makedirs(posixpath.dirname(path))
         try:
-            os.mkdir(path, 0o755)
+            os.mkdir(path, 0o755, dir_fd=self.dir_fd)
         except FileExistsError:
             pass  # a directory of a bind below the root, or one made by an earlier build
         except OSError as exc:
@@ -370,30 +372,24 @@ def open_candidate_tree() -> int:
 def seal_candidate(files: tuple[tuple[str, str], ...], tree: int) -> None:
     """Write the candidate files through `tree` (`open_candidate_tree`), then close it."""
     # On the request's path: each directory is made once, by this loop, on the empty tree.
-    made: set[str] = set()
+    made = _Tree(".", dir_fd=tree)
     try:
         for rel, text in files:
+            path = posixpath.join(".", rel)
             try:
-                _makedirs_at(tree, posixpath.dirname(rel), made)
-                fd = os.open(rel, _CANDIDATE_FILE, 0o644, dir_fd=tree)
+                made.makedirs(posixpath.dirname(path))
+                fd = os.open(path, _CANDIDATE_FILE, 0o644, dir_fd=tree)
                 try:
                     os.write(fd, text.encode("utf-8"))
                 finally:
                     os.close(fd)
             except OSError as exc:
                 raise RootfsError(f"write candidate file {rel}", exc.strerror or "") from exc
+            except RootfsError as exc:
+                detail = str(exc).partition(": ")[2]
+                raise RootfsError(f"write candidate file {rel}", detail) from exc
     finally:
         os.close(tree)
-
-
-def _makedirs_at(tree: int, rel: str, made: set[str]) -> None:
-    """`os.makedirs(rel, exist_ok=True)` relative to the directory descriptor `tree`."""
-    if not rel or rel in made:
-        return
-    _makedirs_at(tree, posixpath.dirname(rel), made)
-    with contextlib.suppress(FileExistsError):
-        os.mkdir(rel, 0o755, dir_fd=tree)
-    made.add(rel)
 
 
 def _scratch(root: str, size: int) -> None:
