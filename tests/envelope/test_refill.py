@@ -20,6 +20,15 @@ def idle_wants(refill: Refill, now: float, ready: int) -> bool:
     return refill.wanted(now, ready=ready, running=0, starting=False)
 
 
+def answered_after_a_call(refill: Refill, gap: float) -> float:
+    """An answer at 1.0, the next launch `gap` later, its run released at 2.0 and answered."""
+    refill.answered(1.0)
+    refill.launched(1.0 + gap)
+    refill.released(2.0)
+    refill.answered(2.0 + MS)
+    return 2.0 + MS
+
+
 def test_an_idle_pool_fills_to_its_size() -> None:
     refill = pool_of(2)
     assert idle_wants(refill, 0.0, ready=0)
@@ -76,33 +85,24 @@ def test_a_caller_that_never_answers_is_refilled_after_the_fallback() -> None:
 
 def test_a_back_to_back_caller_gets_its_next_call_before_the_refill() -> None:
     refill = pool_of(2)
-    refill.answered(1.0)
-    refill.launched(1.0 + BACK_TO_BACK_S / 2)  # the next call came at once
-    refill.released(2.0)
-    refill.answered(2.0 + MS)
-    assert refill.quiet_until == pytest.approx(2.0 + MS + BACK_TO_BACK_S)
-    assert not idle_wants(refill, 2.0 + MS, ready=1)
+    answer = answered_after_a_call(refill, BACK_TO_BACK_S / 2)  # the next call came at once
+    assert refill.quiet_until == pytest.approx(answer + BACK_TO_BACK_S)
+    assert not idle_wants(refill, answer, ready=1)
     # The caller went quiet: the refill goes ahead (the loop wakes at `quiet_until`).
-    assert 2.0 + MS + BACK_TO_BACK_S in refill.timers()
-    assert idle_wants(refill, 2.0 + MS + BACK_TO_BACK_S, ready=1)
+    assert answer + BACK_TO_BACK_S in refill.timers()
+    assert idle_wants(refill, answer + BACK_TO_BACK_S, ready=1)
 
 
 def test_a_back_to_back_caller_with_none_ready_is_refilled_at_once() -> None:
     refill = pool_of(2)
-    refill.answered(1.0)
-    refill.launched(1.0 + MS)
-    refill.released(2.0)
-    refill.answered(2.0 + MS)
-    assert idle_wants(refill, 2.0 + MS, ready=0)
+    answer = answered_after_a_call(refill, MS)
+    assert idle_wants(refill, answer, ready=0)
 
 
 def test_a_caller_with_gaps_is_refilled_right_after_the_answer() -> None:
     refill = pool_of(2)
-    refill.answered(1.0)
-    refill.launched(1.0 + BACK_TO_BACK_S + MS)  # a gap: not back to back
-    refill.released(2.0)
-    refill.answered(2.0 + MS)
-    assert idle_wants(refill, 2.0 + MS, ready=1)
+    answer = answered_after_a_call(refill, BACK_TO_BACK_S + MS)  # a gap: not back to back
+    assert idle_wants(refill, answer, ready=1)
 
 
 def test_the_first_launch_is_never_back_to_back() -> None:
