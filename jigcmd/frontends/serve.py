@@ -32,6 +32,7 @@ from jigcmd.envelope.native import NativeExecutor
 from jigcmd.protocol import jsonrpc
 from jigcmd.protocol.dialect import DEFAULT_BUDGET_BYTES
 from jigcmd.protocol.session import ProtocolChoice
+from jigcmd.server import residency
 from jigcmd.server.hostpaths import HostPaths
 from jigcmd.server.refusal import answer_pending
 from jigcmd.server.stdio import serve_stdio
@@ -176,3 +177,12 @@ async def _warm_up(executor: NativeExecutor, service: CommandService) -> None:
     # full passes no longer walk it (one took 9 ms, every ~200 calls; docs/performance.md).
     gc.collect()
     gc.freeze()
+    # The library pages the imports mapped and the calls never touch (see residency.py).
+    try:
+        released = residency.release_file_pages()
+    except OSError as exc:
+        logger.debug("file pages not released: %s", exc)
+    else:
+        logger.debug(
+            "released %d KiB of file pages from %d mappings", released.kb, released.mappings
+        )
