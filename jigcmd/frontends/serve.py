@@ -178,11 +178,4 @@ async def _warm_up(executor: NativeExecutor, service: CommandService) -> None:
     gc.collect()
     gc.freeze()
     # The library pages the imports mapped and the calls never touch (see residency.py).
-    try:
-        released = residency.release_file_pages()
-    except OSError as exc:
-        logger.debug("file pages not released: %s", exc)
-    else:
-        logger.debug(
-            "released %d KiB of file pages from %d mappings", released.kb, released.mappings
-        )
+    residency.release_after_start(logger)

@@ -27,6 +27,7 @@ from starlette.types import ASGIApp
 from jigcmd.jarvis.auth import Credentials
 from jigcmd.jarvis.connections import DEFAULT_LIMITS, ConnectionLimits, Connections, fd_capacity
 from jigcmd.jarvis.http11 import BoundedH11Protocol, bounded_protocol, raw_error
+from jigcmd.server import residency
 
 __all__ = ["LoopbackError", "StopRequest", "bind_loopback", "serve"]
 
@@ -202,6 +203,8 @@ async def _accept(
     protocol runs), so the descriptors in use never pass the cap by more than one.
     """
     await server.accepting.wait()
+    # Started: the library pages the imports mapped and no call uses go (see residency.py).
+    residency.release_after_start(logger)
     loop = asyncio.get_running_loop()
     config = server.config
 

@@ -20,13 +20,14 @@ would put the file's unrelocated bytes back. Measured in docs/performance.md.
 from __future__ import annotations
 
 import ctypes
+import logging
 import re
 from collections.abc import Iterable, Iterator
 from typing import NamedTuple
 
 from jigcmd.envelope.syscalls import typed
 
-__all__ = ["FileMapping", "Released", "releasable", "release_file_pages"]
+__all__ = ["FileMapping", "Released", "releasable", "release_after_start", "release_file_pages"]
 
 _MADV_DONTNEED = 4
 _PAGE_KB = 4
@@ -82,6 +83,19 @@ def release_file_pages(smaps_path: str = "/proc/self/smaps") -> Released:
         if _madvise(mapping.start, mapping.end - mapping.start, _MADV_DONTNEED) == 0:
             released = Released(released.mappings + 1, released.kb + mapping.resident_kb)
     return released
+
+
+def release_after_start(logger: logging.Logger) -> None:
+    """`release_file_pages` once a server has started, its outcome logged at debug level.
+
+    A failure (no procfs, say) is only logged: the server goes on with the pages it has.
+    """
+    try:
+        released = release_file_pages()
+    except OSError as exc:
+        logger.debug("file pages not released: %s", exc)
+        return
+    logger.debug("released %d KiB of file pages from %d mappings", released.kb, released.mappings)
 
 
 def _only_the_files_pages(reading: _Reading) -> bool:
