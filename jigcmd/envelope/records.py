@@ -74,7 +74,7 @@ def dumps_plain(value: object) -> bytes:
         raise FrameError(f"cannot write the frame: {exc}") from None
 
 
-def loads(data: bytes | memoryview) -> object:
+def loads(data: bytes) -> object:
     """The plain value `data` holds; no types checked."""
     try:
         return marshal.loads(data)  # noqa: S302 - our own processes' frames (the docstring)
@@ -104,7 +104,7 @@ class Reader(Generic[T]):
     def __init__(self, kind: object) -> None:
         self._read: Callable[[object], Any] = _Compiler().reader(kind)
 
-    def loads(self, data: bytes | memoryview) -> T:
+    def loads(self, data: bytes) -> T:
         """The `kind` that `data` holds (FrameError when it holds anything else)."""
         result: T = self._read(loads(data))
         return result

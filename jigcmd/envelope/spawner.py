@@ -11,19 +11,11 @@ the zygote supervises it exactly as one of its own clones (pidfd, `wait4` from i
 and `PR_SET_PDEATHSIG` names its parent, the zygote's one thread: the zygote's death still
 takes every pid 1 along. The spawner's death takes none of them: they live on, supervised.
 
-What crosses the socket (SOCK_SEQPACKET: one request, one reply): the cgroup2 directory pid 1
-is to be born in, then a `pid1.Blueprint` frame (the envelope's shape, no request's data),
-with pid 1's three channel ends; back, pid 1's pid and the cgroup it was born in, or why the
-clone failed. The spawner reads only the directory; pid 1 decodes its blueprint itself, after
-the clone. So the spawner's loop writes none of the blueprint's objects (each page it writes
-after a clone is a copy-on-write fault), and the objects pid 1 reads at the go are its own,
-made while it prepared, not objects on pages it shares with the spawner (docs/envelope.md,
-"The blueprint decoded by pid 1"). A frame pid 1 cannot read fails its preparation, with the
-reason, like any of its steps.
-
-The spawner holds nothing else: not the server's socket (every descriptor but its own socket
-is closed as it starts), no other envelope's descriptors (each request's are closed once pid
-1 is cloned), no candidate data.
+What crosses the socket (SOCK_SEQPACKET: one request, one reply): a `pid1.Blueprint` (the
+envelope's shape, no request's data) with pid 1's three channel ends; back, pid 1's pid and
+the cgroup it was born in, or why the clone failed. The spawner holds nothing else: not the
+server's socket (every descriptor but its own socket is closed as it starts), no other
+envelope's descriptors (each request's are closed once pid 1 is cloned), no candidate data.
 
 When the spawner goes (killed, no reply within `_REPLY_S`, a frame that is not one), the
 zygote lets it go for good and clones pid 1 itself from then on, as it did before the
@@ -57,8 +49,6 @@ _PR_SET_PDEATHSIG = 1
 # Pid 1's control socket end, its status pipe's write end, its go pipe's read end.
 _CHANNELS = 3
 _MAX_FRAME = 1 << 20
-# The length of the cgroup2 directory's name that opens each request (see `_request`).
-_HEAD = 4
 # How long the zygote waits for a clone (~1 ms) before it gives the spawner up.
 _REPLY_S = 5.0
 # The kernel refuses the clone itself (clone3's flags with CLONE_PARENT, or clone3 hidden):
@@ -129,7 +119,7 @@ class Spawner:
         sock = self._sock
         if sock is None:
             return None
-        frame = _request(blueprint.membership.unified, _BLUEPRINT_WRITER.plain(blueprint))
+        frame = records.dumps_plain(_BLUEPRINT_WRITER.plain(blueprint))
         rights = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", channels))]
         try:
             # A datagram is queued whole or not at all: on failure nothing was cloned.
@@ -244,51 +234,30 @@ def _clone(data: bytes, fds: list[int]) -> Cloned:
             return Cloned(0, None, errno.EMSGSIZE, "the request was cut short")
         if len(fds) != _CHANNELS:
             return Cloned(0, None, errno.EBADMSG, f"{len(fds)} descriptors, not {_CHANNELS}")
-        split = _split(data)
-        if split is None:
-            return Cloned(0, None, errno.EBADMSG, "the request's head is cut short")
-        unified, frame = split
+        try:
+            blueprint = _BLUEPRINT_READER.loads(data)
+        except records.FrameError as exc:
+            return Cloned(0, None, errno.EBADMSG, str(exc))
         channels = (fds[0], fds[1], fds[2])
         try:
-            pid, born_in = spawning.spawn_sibling(unified, channels)
+            pid, born_in = spawning.spawn_sibling(blueprint.membership.unified, channels)
         except StepError as exc:
             return Cloned(0, None, 0, str(exc))
         except OSError as exc:
             return Cloned(0, None, exc.errno or 0, str(exc))
         if pid == 0:
-            _become_init(frame, channels, born_in)
+            _become_init(blueprint, channels, born_in)
         return Cloned(pid, born_in)
     finally:
         for fd in fds:
             os.close(fd)
 
 
-def _request(unified: str | None, blueprint: object) -> bytes:
-    """The frame asking for one pid 1: the directory it is born in, then its blueprint."""
-    head = (unified or "").encode()
-    return len(head).to_bytes(_HEAD, "big") + head + records.dumps_plain(blueprint)
-
-
-def _split(data: bytes) -> tuple[str | None, memoryview] | None:
-    """A request's directory and its blueprint's frame (not read here); None if cut short."""
-    size = int.from_bytes(data[:_HEAD], "big")
-    if len(data) < _HEAD + size:
-        return None
-    unified = data[_HEAD : _HEAD + size].decode("utf-8", "replace") or None
-    return unified, memoryview(data)[_HEAD + size :]
-
-
 def _become_init(
-    frame: memoryview, channels: tuple[int, int, int], born_in: str | None
+    blueprint: Blueprint, channels: tuple[int, int, int], born_in: str | None
 ) -> NoReturn:
-    """Pid 1's start in the clone: its blueprint read from `frame`, then `pid1.Init`."""
     control, status_w, go_r = channels
     try:
-        try:
-            blueprint = _BLUEPRINT_READER.loads(frame)
-        except records.FrameError as exc:
-            pid1.report(status_w, f"fail blueprint\t{exc}")
-            os._exit(1)
         pid1.Init(blueprint, socket.socket(fileno=control), status_w).start(born_in, go_r)
     finally:
         os._exit(1)  # a clone of the spawner must never return into its loop
