@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -12,7 +10,7 @@ import pytest
 
 from tests.jarvis.jarvis_child import JarvisChild, machine_runs_jarvis
 from tests.jarvis.jarvis_harness import auth, invoke_body
-from tests.server.test_residency import clean_kb
+from tests.server.test_residency import clean_kb, fresh_import_kb
 
 pytestmark = pytest.mark.envelope
 
@@ -20,23 +18,10 @@ pytestmark = pytest.mark.envelope
 _FAILSAFE_S = 60.0
 
 
-def _fresh_import_kb() -> int:
-    probe = "import cryptography.hazmat.bindings._rust"
-    imported = subprocess.Popen([sys.executable, "-c", f"{probe}; input()"], stdin=subprocess.PIPE)
-    try:
-        failsafe = time.monotonic() + _FAILSAFE_S
-        while (fresh := clean_kb(imported.pid)) < 1024:
-            assert time.monotonic() < failsafe, "the probe never imported the library"
-            time.sleep(0.05)
-    finally:
-        imported.communicate(b"\n", timeout=60)
-    return fresh
-
-
 def test_serving_jarvis_lets_go_of_the_librarys_pages_and_still_signs(tmp_path: Path) -> None:
     """After its start, before any call: the signing library's clean pages are gone."""
     machine_runs_jarvis()
-    fresh = _fresh_import_kb()
+    fresh = fresh_import_kb()
     with JarvisChild(tmp_path) as child, httpx.Client(timeout=60) as client:
         # Imported before it says it serves (its signing key is loaded at start).
         failsafe = time.monotonic() + _FAILSAFE_S

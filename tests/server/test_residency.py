@@ -75,6 +75,20 @@ def clean_kb(pid: int) -> int:
     return total
 
 
+def fresh_import_kb() -> int:
+    """`clean_kb` of a fresh interpreter that has just imported cryptography's core."""
+    probe = "import cryptography.hazmat.bindings._rust"
+    imported = subprocess.Popen([sys.executable, "-c", f"{probe}; input()"], stdin=subprocess.PIPE)
+    try:
+        failsafe = time.monotonic() + _FAILSAFE_S
+        while (fresh := clean_kb(imported.pid)) < 1024:
+            assert time.monotonic() < failsafe, "the probe never imported the library"
+            time.sleep(0.05)
+    finally:
+        imported.communicate(b"\n", timeout=60)
+    return fresh
+
+
 _PROBE = """
 import json, os
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
@@ -141,15 +155,7 @@ def test_the_served_server_lets_go_after_its_warm_up_and_still_signs(tmp_path: P
     page cache the kernel maps the pages around each fault too (docs/performance.md).
     """
     require_root()
-    probe = "import cryptography.hazmat.bindings._rust"
-    imported = subprocess.Popen([sys.executable, "-c", f"{probe}; input()"], stdin=subprocess.PIPE)
-    try:
-        failsafe = time.monotonic() + _FAILSAFE_S
-        while (fresh := clean_kb(imported.pid)) < 1024:
-            assert time.monotonic() < failsafe, "the probe never imported the library"
-            time.sleep(0.05)
-    finally:
-        imported.communicate(b"\n", timeout=60)
+    fresh = fresh_import_kb()
     lock = tmp_path / "jigcmd.lock"
     admit(lock)
     command = [sys.executable, "-m", "jigcmd", "-v", "serve", "--binding", str(BINDING)]
