@@ -78,11 +78,8 @@ def release_file_pages(smaps_path: str = "/proc/self/smaps") -> Released:
     # than the pages it releases from some libraries.
     with open(smaps_path, encoding="utf-8", errors="replace") as file:
         mappings = releasable(file)
-    released = Released(0, 0)
-    for mapping in mappings:
-        if _madvise(mapping.start, mapping.end - mapping.start, _MADV_DONTNEED) == 0:
-            released = Released(released.mappings + 1, released.kb + mapping.resident_kb)
-    return released
+    done = [m for m in mappings if _madvise(m.start, m.end - m.start, _MADV_DONTNEED) == 0]
+    return Released(len(done), sum(mapping.resident_kb for mapping in done))
 
 
 def release_after_start(logger: logging.Logger) -> None:
