@@ -18,7 +18,15 @@ counted apart by the kernel's own accounting, whatever else runs on the machine:
 Each call has `--idle-ms` of idle before it. Needs root and the v1 cpuacct controller (a
 hybrid host like the development machine) or cgroup v2.
 
+With `--sessions N` (N > 1) it measures throughput's question instead: N servers sharing one
+state directory (one journal, one slot queue, as sessions on one host do), each calling back
+to back from a thread of its own, against one of them calling alone, in alternating
+`--rounds`; each column is summed over the N trees and divided by the calls, and printed beside
+its alone figure with the ratio. What grows under load is what caps throughput beyond the CPU
+ratio (`bench_floor.py`'s "CPU per run at 4 workers over the same rung's alone").
+
 Run as root: python scripts/bench_cpu_split.py [--calls 60] [--idle-ms 100]
+             python scripts/bench_cpu_split.py --sessions 4 [--calls 120] [--rounds 3]
 """
 
 from __future__ import annotations
@@ -31,6 +39,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -130,100 +139,206 @@ def bare_cpu_ms(bun: str, work: Path, project: Path, calls: int, idle: float) ->
     return total / calls
 
 
+class Tree:
+    """One `jigcmd serve` and its zygote and spawner, as the kernel counts them."""
+
+    def __init__(self, serve: Serve) -> None:
+        self.serve = serve
+        self.server = serve.process.pid
+        self.zygote = zygote_of(self.server)
+        self.spawner = spawner_of(self.zygote)
+
+    def sample(self) -> dict[str, int]:
+        return {
+            "server": on_cpu_ns(self.server),
+            "zygote": on_cpu_ns(self.zygote),
+            "spawner": on_cpu_ns(self.spawner),
+            "zygote_run": run_ns(self.zygote),
+            "spawner_run": run_ns(self.spawner),
+            "zygote_faults": minor_faults(self.zygote),
+            "spawner_faults": minor_faults(self.spawner),
+        }
+
+
+class Bench:
+    """Servers in one cgroup, their envelopes' jobs under one base, counted per call."""
+
+    def __init__(self, server_group: Accounting, jobs: Accounting, trees: list[Tree]) -> None:
+        self.server_group = server_group
+        self.jobs = jobs
+        self.trees = trees
+
+    def sample(self, trees: list[Tree]) -> dict[str, int]:
+        totals = {"outside": self.server_group.used_ns(), "envelope": self.jobs.used_ns()}
+        # Every tree's processes count towards "outside": the idle ones are read too.
+        for tree in self.trees:
+            for key, value in tree.sample().items():
+                totals[key] = totals.get(key, 0) + value
+        return totals
+
+    def calls(self, sessions: int, calls: int, idle: float) -> dict[str, float]:
+        """Per call: each column over `calls` calls, `sessions` servers calling at once."""
+        trees = self.trees[:sessions]
+        per_session = max(1, calls // sessions)
+        barrier = threading.Barrier(sessions + 1)
+
+        def work(tree: Tree) -> None:
+            barrier.wait()
+            for _ in range(per_session):
+                time.sleep(idle)
+                tree.serve.run()
+
+        threads = [threading.Thread(target=work, args=(tree,)) for tree in trees]
+        for thread in threads:
+            thread.start()
+        before = self.sample(trees)
+        barrier.wait()
+        for thread in threads:
+            thread.join()
+        # The last calls' cleanup ends before their answers; idle so the refills count too.
+        time.sleep(0.5)
+        after = self.sample(trees)
+        n = per_session * sessions
+        delta = {key: (after[key] - before[key]) / n for key in before}
+        return delta
+
+
+def columns(delta: dict[str, float]) -> dict[str, float]:
+    """The printed columns (ms per call) from one measurement's deltas (ns per call)."""
+    processes = delta["server"] + delta["zygote"] + delta["spawner"]
+    return {
+        "server": delta["server"] / 1e6,
+        "zygote": delta["zygote"] / 1e6,
+        "spawner": delta["spawner"] / 1e6,
+        "supervisors": (delta["outside"] - processes) / 1e6,
+        "envelope (pid 1 + Bun)": delta["envelope"] / 1e6,
+    }
+
+
+def start(count: int, lock: Path, state: Path, server_group: Accounting, base: str) -> list[Tree]:
+    """`count` servers born in `server_group`, sharing `state`, their jobs under `base`."""
+    # Each server is born in the cgroup: this process moves there, starts it, moves back.
+    procs = server_group.dir / "cgroup.procs"
+    home = server_group.dir.parent / "cgroup.procs"
+    procs.write_text(str(os.getpid()))
+    serves: list[Serve] = []
+    try:
+        for _ in range(count):
+            serves.append(Serve(lock, state, extra_args=("--cgroup-base", base)))
+    finally:
+        home.write_text(str(os.getpid()))
+    for serve in serves:
+        for _ in range(WARMUP):
+            serve.run()
+    return [Tree(serve) for serve in serves]
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--calls", type=int, default=60, help="measured calls")
-    parser.add_argument("--idle-ms", type=float, default=100.0, help="idle before each call")
+    parser.add_argument("--calls", type=int, default=60, help="measured calls (per round)")
+    parser.add_argument("--idle-ms", type=float, help="idle ms (100; 0 with --sessions)")
+    parser.add_argument("--sessions", type=int, default=1, help="servers calling at once")
+    parser.add_argument("--rounds", type=int, default=3, help="alone/loaded rounds (--sessions)")
     args = parser.parse_args()
-    idle = args.idle_ms / 1000
+    idle_ms = args.idle_ms if args.idle_ms is not None else (0.0 if args.sessions > 1 else 100.0)
+    idle = idle_ms / 1000
     tag = secrets.token_hex(4)
     server_group = Accounting(f"jigcmd-bench-server-{tag}")
     jobs_base = f"jigcmd-bench-jobs-{tag}"
     server_group.dir.mkdir()
     work = Path(tempfile.mkdtemp(prefix="jigcmd-cpu-split-"))
-    serve: Serve | None = None
+    trees: list[Tree] = []
     try:
         lock = work / "jigcmd.lock"
         admit(lock)
-        # The server is born in its cgroup: this process moves there, starts it, moves back.
-        procs = server_group.dir / "cgroup.procs"
-        home = server_group.dir.parent / "cgroup.procs"
-        procs.write_text(str(os.getpid()))
-        try:
-            serve = Serve(lock, work / "state", extra_args=("--cgroup-base", jobs_base))
-        finally:
-            home.write_text(str(os.getpid()))
-        for _ in range(WARMUP):
-            serve.run()
-        jobs = Accounting(jobs_base)
-        server = serve.process.pid
-        zygote = zygote_of(server)
-        spawner = spawner_of(zygote)
-
-        def sample() -> tuple[int, ...]:
-            return (
-                server_group.used_ns(),
-                jobs.used_ns(),
-                on_cpu_ns(server),
-                on_cpu_ns(zygote),
-                on_cpu_ns(spawner),
-                run_ns(zygote),
-                run_ns(spawner),
-                minor_faults(zygote),
-                minor_faults(spawner),
-            )
-
-        before = sample()
-        for _ in range(args.calls):
-            time.sleep(idle)
-            serve.run()
-        # The last call's cleanup ends before its answer; idle so the pool's refill counts too.
-        time.sleep(0.5)
-        after = sample()
-        (
-            outside,
-            envelope,
-            server_ns,
-            zygote_ns,
-            spawner_ns,
-            zygote_run,
-            spawner_run,
-            zygote_faults,
-            spawner_faults,
-        ) = (b - a for a, b in zip(before, after, strict=True))
-        bare = bare_cpu_ms(find_runtime().path, work, PASSING, args.calls, idle)
+        trees = start(max(1, args.sessions), lock, work / "state", server_group, jobs_base)
+        bench = Bench(server_group, Accounting(jobs_base), trees)
+        if args.sessions > 1:
+            alone, loaded = rounds(bench, args.sessions, args.calls, idle, args.rounds)
+        else:
+            alone, loaded = bench.calls(1, args.calls, idle), None
+        bare = bare_cpu_ms(find_runtime().path, work, PASSING, min(args.calls, 60), idle)
     finally:
-        if serve is not None:
-            serve.close()
+        for tree in trees:
+            tree.serve.close()
         for group in (server_group.dir, *Path("/sys/fs/cgroup").glob(f"*/{jobs_base}")):
             with contextlib.suppress(OSError):
                 group.rmdir()
         shutil.rmtree(work, ignore_errors=True)
-    per_call = {
-        "server": server_ns,
-        "zygote": zygote_ns,
-        "spawner": spawner_ns,
-        "supervisors": outside - server_ns - zygote_ns - spawner_ns,
-        "envelope (pid 1 + Bun)": envelope,
-    }
-    print(f"{args.calls} calls, {args.idle_ms:.0f} ms idle before each; CPU ms per call")
+    if loaded is None:
+        report(alone, bare, args.calls, idle_ms)
+    else:
+        report_loaded(
+            alone,
+            loaded,
+            bare,
+            sessions=args.sessions,
+            calls=args.calls,
+            idle_ms=idle_ms,
+            count=args.rounds,
+        )
+    return 0
+
+
+def rounds(
+    bench: Bench, sessions: int, calls: int, idle: float, count: int
+) -> tuple[dict[str, float], dict[str, float]]:
+    """Alone and with `sessions` at once, alternating, each summed over `count` rounds."""
+    alone: dict[str, float] = {}
+    loaded: dict[str, float] = {}
+    for round_ in range(count):
+        order = ((1, alone), (sessions, loaded))
+        for n, into in order if round_ % 2 == 0 else reversed(order):
+            for key, value in bench.calls(n, calls, idle).items():
+                into[key] = into.get(key, 0.0) + value / count
+    return alone, loaded
+
+
+def report(delta: dict[str, float], bare: float, calls: int, idle_ms: float) -> None:
+    print(f"{calls} calls, {idle_ms:.0f} ms idle before each; CPU ms per call")
     total = 0.0
-    for role, ns in per_call.items():
-        ms = ns / args.calls / 1e6
+    for role, ms in columns(delta).items():
         total += ms
         print(f"  {role:<24}{ms:8.2f}")
     print(f"  {'total':<24}{total:8.2f}")
     print(f"  {'bare bun test':<24}{bare:8.2f}")
     print(f"  {'total over bare':<24}{total - bare:8.2f}")
     print(
-        f"  by schedstat: zygote {zygote_run / args.calls / 1e6:.2f} ms,"
-        f" spawner {spawner_run / args.calls / 1e6:.2f} ms"
+        f"  by schedstat: zygote {delta['zygote_run'] / 1e6:.2f} ms,"
+        f" spawner {delta['spawner_run'] / 1e6:.2f} ms"
     )
     print(
-        f"  minor faults per call: zygote {zygote_faults / args.calls:.1f},"
-        f" spawner {spawner_faults / args.calls:.1f}"
+        f"  minor faults per call: zygote {delta['zygote_faults']:.1f},"
+        f" spawner {delta['spawner_faults']:.1f}"
     )
-    return 0
+
+
+def report_loaded(
+    alone: dict[str, float],
+    loaded: dict[str, float],
+    bare: float,
+    *,
+    sessions: int,
+    calls: int,
+    idle_ms: float,
+    count: int,
+) -> None:
+    print(
+        f"{count} rounds of {calls} calls alone and {calls} over {sessions} sessions at once"
+        f" (one state directory), {idle_ms:.0f} ms idle before each; CPU ms per call"
+    )
+    print(f"  {'':<24}{'alone':>8}{f'{sessions} at once':>12}{'ratio':>8}")
+    one, many = columns(alone), columns(loaded)
+    for role in one:
+        ratio = many[role] / one[role] if one[role] > 0 else float("nan")
+        print(f"  {role:<24}{one[role]:8.2f}{many[role]:12.2f}{ratio:7.2f}x")
+    total_one, total_many = sum(one.values()), sum(many.values())
+    print(f"  {'total':<24}{total_one:8.2f}{total_many:12.2f}{total_many / total_one:7.2f}x")
+    print(f"  {'bare bun test':<24}{bare:8.2f}")
+    for key, label in (("zygote_run", "zygote"), ("spawner_run", "spawner")):
+        print(f"  by schedstat, {label:<10}{alone[key] / 1e6:8.2f}{loaded[key] / 1e6:12.2f}")
+    for key, label in (("zygote_faults", "zygote"), ("spawner_faults", "spawner")):
+        print(f"  minor faults, {label:<10}{alone[key]:8.1f}{loaded[key]:12.1f}")
 
 
 if __name__ == "__main__":
