@@ -33,13 +33,14 @@ from pathlib import Path
 
 import msgspec
 
-from jigcmd.journal import identity, toolruns
+from jigcmd.journal import identity, toolruns, writelock
 from jigcmd.journal.failures import JournalLost, JournalUnusable, unusable
 from jigcmd.journal.identity import ProcessIdentity
 from jigcmd.journal.marker import Marker
 from jigcmd.journal.rows import OPEN_STATES, Begin, NewRow, Outcome, Row, State, row_from
 from jigcmd.journal.schema import migrate
 from jigcmd.journal.toolruns import AuditRow, JarvisDecision, JarvisEnd, JarvisRun
+from jigcmd.journal.writelock import WouldWait
 
 __all__ = ["DB_NAME", "Journal", "JournalError", "JournalLost", "JournalUnusable"]
 
@@ -58,10 +59,6 @@ _OWN_LOCK_WAIT_S = 0.0005
 # SQLite's page cache per connection, in KiB (its default 2000 filled as the journal grew
 # and stayed in a long-lived server's image; docs/performance.md, "The server's idle image").
 _CACHE_KIB = 256
-
-
-class _WouldWait(Exception):
-    """A non-waiting write found the journal busy; nothing was written."""
 
 
 class JournalError(Exception):
@@ -163,7 +160,7 @@ def _wal(conn: sqlite3.Connection, path: Path) -> None:
                 (mode,) = conn.execute("PRAGMA journal_mode = WAL").fetchone()
             break
         except sqlite3.OperationalError as exc:
-            if "locked" not in str(exc) and "busy" not in str(exc):
+            if not writelock.is_busy(exc):
                 raise
             if time.monotonic() >= deadline:
                 raise JournalError(f"{path}: still locked after {_BUSY_TIMEOUT_MS} ms") from exc
@@ -282,9 +279,9 @@ class Journal:
             self._busy(conn, _BUSY_TIMEOUT_MS)
             yield conn
 
-    # Each setting is a statement of its own: set only when it changes. A non-waiting write
-    # leaves the busy timeout at zero for the next one, a non-durable one synchronous at
-    # NORMAL; whatever waits, or must be durable, sets its own first.
+    # Each setting is a statement of its own: set only when it changes. A write leaves the
+    # busy timeout at zero (it waits in `writelock`'s steps), a non-durable one synchronous
+    # at NORMAL; a read, and whatever must be durable, sets its own first.
     def _busy(self, conn: sqlite3.Connection, ms: int) -> None:
         if self._busy_ms != ms:
             conn.execute(f"PRAGMA busy_timeout = {ms:d}")
@@ -299,18 +296,19 @@ class Journal:
 
     @contextlib.contextmanager
     def _write(self, *, durable: bool = True, wait: bool = True) -> Iterator[sqlite3.Connection]:
-        # wait=False: raise _WouldWait instead of waiting for another process's write
+        # wait=False: raise WouldWait instead of waiting for another process's write
         # transaction, or for this journal's lock beyond `_OWN_LOCK_WAIT_S` (see `begin_now`).
+        # A waiting write waits in `writelock`'s fine steps, never in SQLite's busy handler.
         if not self._lock.acquire(timeout=-1 if wait else _OWN_LOCK_WAIT_S):
-            raise _WouldWait
+            raise WouldWait
         try:
             conn = self._connection()
             gone = _gone(self.path, self._file)
             if gone is not None:
                 raise gone
             self._synchronous(conn, full=durable)
-            self._busy(conn, _BUSY_TIMEOUT_MS if wait else 0)
-            self._begin_immediate(conn, wait)
+            self._busy(conn, 0)
+            writelock.begin_immediate(conn, timeout_s=_BUSY_TIMEOUT_MS / 1000 if wait else None)
             try:
                 yield conn
                 conn.execute("COMMIT")
@@ -319,20 +317,6 @@ class Journal:
                 raise
         finally:
             self._lock.release()
-
-    @staticmethod
-    def _begin_immediate(conn: sqlite3.Connection, wait: bool) -> None:
-        try:
-            conn.execute("BEGIN IMMEDIATE")
-        except sqlite3.OperationalError as exc:
-            if wait:
-                raise
-            # A non-waiting write (a zero busy timeout) finds another writer at once.
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            if "locked" in str(exc) or "busy" in str(exc):
-                raise _WouldWait from exc
-            raise
 
     def _connection(self) -> sqlite3.Connection:
         if os.getpid() != self._pid:
@@ -359,7 +343,7 @@ class Journal:
         try:
             with self._write(wait=False) as conn:
                 return self._insert(conn, new)
-        except _WouldWait:
+        except WouldWait:
             return None
 
     def _insert(self, conn: sqlite3.Connection, new: NewRow) -> Begin:
@@ -457,7 +441,7 @@ class Journal:
                     (outcome, result, attestation, _now_ms(), root_run, operation_id, *OPEN_STATES),
                 )
                 return cursor.rowcount == 1
-        except _WouldWait:
+        except WouldWait:
             return None
 
     def finish(
@@ -512,7 +496,7 @@ class Journal:
                     ),
                 )
                 return cursor.rowcount == 1
-        except _WouldWait:
+        except WouldWait:
             return None
 
     def mark_uncertain(
