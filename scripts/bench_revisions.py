@@ -88,12 +88,22 @@ class Revision:
         lock = state / "jigcmd.lock"
         # `python -m jigcmd` from the tree's root imports that tree's package first.
         admit(lock, binding=binding, cwd=self.tree)
-        self.server = Serve(
-            lock, state / "state", binding=binding, cwd=self.tree, mcp=mcp, extra_args=extra_args
-        )
+        self.lock, self.state, self.binding = lock, state / "state", binding
+        self.server = self.serve(mcp=mcp, extra_args=extra_args)
         # Each round's latency (the median of its block), and every call's.
         self.latencies: list[float] = []
         self.calls: list[float] = []
+
+    def serve(self, *, mcp: bool = False, extra_args: Sequence[str] = ()) -> Serve:
+        """Another `jigcmd serve` of this revision, on its state directory (a session more)."""
+        return Serve(
+            self.lock,
+            self.state,
+            binding=self.binding,
+            cwd=self.tree,
+            mcp=mcp,
+            extra_args=extra_args,
+        )
 
 
 def main() -> int:
