@@ -22,6 +22,7 @@ from pathlib import Path
 import anyio
 import msgspec
 
+from jigcmd.durable.pathwrite import write_soon
 from jigcmd.durable.recovery import UNCERTAIN_REASON, RecoveryReport, recover, sweep_own
 from jigcmd.durable.slotqueue import SlotQueue
 from jigcmd.durable.statedir import prepare_state_dir
@@ -218,12 +219,11 @@ class Ownership:
             plan_digest=plan_digest,
             trace=_encoder.encode(trace_context).decode() if trace_context else None,
         )
-        # On the request's path (the staged candidate waits for it): uncontended, one quick
-        # local commit without a thread hop; otherwise wait for the writer in a thread.
+        # On the request's path (the staged candidate waits for it): see `pathwrite`.
         try:
-            begun = self.journal.begin_now(new)
-            if begun is None:
-                begun = await anyio.to_thread.run_sync(self.journal.begin, new)
+            begun = await write_soon(
+                partial(self.journal.begin_now, new), partial(self.journal.begin, new)
+            )
         except _JOURNAL_FAILURES as exc:
             # No row was written, so nothing may run; and nothing is known to be kept.
             raise JigError(
@@ -326,11 +326,8 @@ class Ownership:
             attestation=attestation,
         )
         try:
-            # The answer waits for this commit: uncontended, it is made here without the two
-            # thread hops (~0.3 ms); otherwise it waits for the writer in a thread.
-            written = record(wait=False)
-            if written is None:
-                written = await anyio.to_thread.run_sync(record)
+            # The answer waits for this commit (see `pathwrite`).
+            written = await write_soon(partial(record, wait=False), record)
         except _JOURNAL_FAILURES as exc:
             # Not durable yet: `finish` tries again and says UNCERTAIN if it cannot either.
             logger.warning("the journal could not record the evidence of %s: %s", operation_id, exc)
