@@ -338,7 +338,8 @@ class Journal:
         For a caller on an event loop: the uncontended case (one server, the usual one) is a
         quick local commit, done without a thread hop; so is one that finds one of this
         process's worker threads finishing a write (waited out for at most
-        `_OWN_LOCK_WAIT_S`); a contended one goes to `begin` in a worker thread.
+        `_OWN_LOCK_WAIT_S`); a contended one returns None at once, for the caller to try
+        again later or to wait with `begin` in a worker thread (`jigcmd.durable.pathwrite`).
         """
         try:
             with self._write(wait=False) as conn:
