@@ -34,9 +34,10 @@ with no idle but the rungs rotating run by run (each run follows ten other rungs
 before 2026-12-04: the column "no idle, rotated"); CPU per run (machine-wide
 busy time from /proc/stat, in rotating rounds that each end idle, so that the kernel's
 deferred work, such as a network namespace's teardown, counts for the rung that caused it;
-the idle machine's background is subtracted); throughput with `--workers` concurrent workers
-(or `jigcmd serve` sessions), in rotating rounds, reported as the median of the per-round
-ratios to bare. All in one run.
+the idle machine's background is subtracted; jigcmd's and prepared's ratio to `+cgroups` is
+also printed round by round, each round's rungs being neighbours in time); throughput with
+`--workers` concurrent workers (or `jigcmd serve` sessions), in rotating rounds, reported as
+the median of the per-round ratios to bare. All in one run.
 
 Run as root: python scripts/bench_floor.py [--runs 40] [--cpu-runs 300] [--rounds 6]
 """
@@ -278,13 +279,20 @@ def read(directory: str, name: str) -> bytes:
         os.close(fd)
 
 
-def cpu_rounds(ladder: list[Rung], rounds: int, runs: int, settle: float) -> dict[str, float]:
+def cpu_rounds(
+    ladder: list[Rung],
+    rounds: int,
+    runs: int,
+    settle: float,
+    per_round: dict[str, list[float]] | None = None,
+) -> dict[str, float]:
     """Machine-wide CPU ms per run per rung: the kernel's deferred work in, background out.
 
     Each round runs every rung's block of `runs` and then idles `settle` seconds: a network
     namespace is torn down later by a kernel worker, and that work must count for the rung
     that caused it, not the next. The machine's background (other tenants, daemons) is
     measured over an idle spell in every round and subtracted for the block's duration.
+    With `per_round`, each rung's ms per run in each round is appended there too.
     """
     busy = dict.fromkeys((rung.name for rung in ladder), 0.0)
     for round_ in range(rounds):
@@ -297,7 +305,10 @@ def cpu_rounds(ladder: list[Rung], rounds: int, runs: int, settle: float) -> dic
                 rung.run()
             time.sleep(settle)
             elapsed = time.monotonic() - started
-            busy[rung.name] += busy_seconds() - before - background * elapsed
+            spent = busy_seconds() - before - background * elapsed
+            busy[rung.name] += spent
+            if per_round is not None:
+                per_round.setdefault(rung.name, []).append(spent / runs * 1000)
     return {name: seconds / (rounds * runs) * 1000 for name, seconds in busy.items()}
 
 
@@ -398,6 +409,7 @@ def main() -> None:
         program.write_bytes(build_filter())
         ladder = rungs(bwrap, bun, workdir, program)
         serve: Serve | None = None
+        cpu_by_round: dict[str, list[float]] = {}
         lock = workdir / "jigcmd.lock"
         if not args.no_jigcmd:
             admit(lock)
@@ -418,7 +430,9 @@ def main() -> None:
             rotated_runs = latencies(ladder, args.runs, 0.0)
             block = max(1, args.block)
             back_to_back = latencies(ladder, max(2, args.runs // 4), 0.0, block)
-            cpu = cpu_rounds(ladder, args.rounds, args.cpu_runs // args.rounds, args.settle_s)
+            cpu = cpu_rounds(
+                ladder, args.rounds, args.cpu_runs // args.rounds, args.settle_s, cpu_by_round
+            )
         finally:
             if serve is not None:
                 serve.close()
@@ -437,6 +451,7 @@ def main() -> None:
         back_to_back=back_to_back,
         rotated_runs=rotated_runs,
         cpu=cpu,
+        cpu_by_round=cpu_by_round,
         rates=rates,
         loaded=loaded,
         args=args,
@@ -455,6 +470,7 @@ def report(
     back_to_back: dict[str, list[float]],
     rotated_runs: dict[str, list[float]],
     cpu: dict[str, float],
+    cpu_by_round: dict[str, list[float]],
     rates: dict[str, list[float]],
     loaded: dict[str, list[float]],
     args: argparse.Namespace,
@@ -532,6 +548,7 @@ def report(
         )
     if "jigcmd" in cpu and "+cgroups" in cpu and "prepared" in latency:
         targets(latency, back_to_back, rotated_runs, cpu, rates)
+        by_round(cpu_by_round)
     if "jigcmd" in loaded and last in loaded:
         # Concurrency adds CPU of its own (caches, switches between processes): a rung whose
         # runs cost more under load than alone loses throughput beyond its CPU ratio.
@@ -573,6 +590,20 @@ def targets(
             f" {percentile(ours, 0.95) - percentile(theirs, 0.95):+.2f}"
             " (target <= +2 ms median, +4 ms p95)."
         )
+
+
+def by_round(cpu_by_round: dict[str, list[float]]) -> None:
+    """Each round's CPU ratios: its rungs ran within seconds of each other, so the host's
+    drift over the whole run stays out of them (docs/performance.md, the eighth round)."""
+    base = cpu_by_round.get("+cgroups")
+    if not base:
+        return
+    parts = []
+    for name in ("jigcmd", "prepared"):
+        if name in cpu_by_round:
+            each = [r / b for r, b in zip(cpu_by_round[name], base, strict=True)]
+            parts.append(f"{name} " + " / ".join(f"{ratio:.2f}" for ratio in each) + "x")
+    print("CPU per run over +cgroups', round by round: " + ", ".join(parts) + ".")
 
 
 if __name__ == "__main__":
