@@ -19,6 +19,10 @@ that its start-up recovery does not look at (and load cgroupspy for) the jobs of
 servers on the machine. `--repeat N` measures the revisions N times in turn; `--processes`
 prints each process's PSS split into anonymous and file pages.
 
+`staged` is the zygote's staged runtime (`jigcmd/envelope/staging.py`): its copies of Bun and
+the libraries Bun loads, on a tmpfs. It is memory the tree holds, but no process maps it while
+idle, so PSS leaves it out; each server's zygote holds its own copy.
+
 The `alone` columns are the same PSS with each page divided only among the tree's own
 processes (read from `/proc/PID/pagemap`): other programs mapping the same files (another
 engineer's Python, the same libpython and hard-linked venv libraries) lower the kernel's
@@ -194,7 +198,29 @@ def footprint(root: int) -> list[Process]:
     return processes
 
 
-def measure(name: str, work: Path, idle_s: float) -> list[Process]:
+def staged_kib(processes: list[Process]) -> int:
+    """The zygote's staged runtime (staging.py's tmpfs) in use, kB: memory, but not in PSS.
+
+    The copies of Bun and its libraries are mapped only while a candidate runs, so an idle
+    tree's PSS leaves them out; each zygote holds its own.
+    """
+    for process in processes:
+        if process.name != "jigcmd-zygote":
+            continue
+        with (
+            contextlib.suppress(OSError),
+            open(f"/proc/{process.pid}/mountinfo", encoding="utf-8") as mountinfo,
+        ):
+            for line in mountinfo:
+                fields = line.split()
+                tail = fields[fields.index("-") + 1 :]
+                if tail[:2] == ["tmpfs", "jigcmd-runtime"] and fields[3] == "/":
+                    usage = os.statvfs(f"/proc/{process.pid}/root{fields[4]}")
+                    return (usage.f_blocks - usage.f_bfree) * usage.f_frsize // 1024
+    return 0
+
+
+def measure(name: str, work: Path, idle_s: float) -> tuple[list[Process], int]:
     """Start `name`'s server alone, call it, let it idle, read its tree, close it."""
     base = f"jigcmd-footprint-{secrets.token_hex(4)}"
     revision = Revision(name, work, extra_args=("--cgroup-base", base))
@@ -202,7 +228,8 @@ def measure(name: str, work: Path, idle_s: float) -> list[Process]:
         for _ in range(CALLS):
             revision.server.run()
         time.sleep(idle_s)
-        return footprint(revision.server.process.pid)
+        processes = footprint(revision.server.process.pid)
+        return processes, staged_kib(processes)
     finally:
         revision.server.close()
         for group in Path("/sys/fs/cgroup").glob(f"*/{base}"):
@@ -234,19 +261,19 @@ def main() -> int:
     )
     header = f"{'revision':<14}{'processes':>10}{'python':>8}"
     header += f"{'RSS MiB':>9}{'PSS MiB':>9}{'anon':>9}{'file':>9}"
-    header += f"{'alone':>9}{'anon':>9}{'file':>9}"
+    header += f"{'alone':>9}{'anon':>9}{'file':>9}{'staged':>9}"
     print(header)
     try:
         for _ in range(args.repeat):
             for name in args.revisions:
-                processes = measure(name, work, args.idle_s)
+                processes, staged = measure(name, work, args.idle_s)
                 print(
                     f"{name:<14}{len(processes):>10}{sum(p.python for p in processes):>8}"
                     f"{_mib(sum(p.rss for p in processes))}{_mib(sum(p.pss for p in processes))}"
                     f"{_mib(sum(p.anon for p in processes))}{_mib(sum(p.file for p in processes))}"
                     f"{_mib(sum(p.alone for p in processes))}"
                     f"{_mib(sum(p.alone_anon for p in processes))}"
-                    f"{_mib(sum(p.alone_file for p in processes))}"
+                    f"{_mib(sum(p.alone_file for p in processes))}{_mib(staged)}"
                 )
                 if args.processes:
                     for process in processes:
