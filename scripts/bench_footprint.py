@@ -41,7 +41,6 @@ import os
 import secrets
 import shutil
 import struct
-import subprocess
 import sys
 import tempfile
 import time
@@ -52,7 +51,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from scripts.bench_revisions import Revision  # noqa: E402 - needs the path set up above
+from scripts.bench_revisions import Revision, remove_tree  # noqa: E402 - needs the path set up above
 
 CALLS = 3
 KB_PER_MIB = 1024
@@ -236,11 +235,7 @@ def measure(name: str, work: Path, idle_s: float) -> tuple[list[Process], int]:
             with contextlib.suppress(OSError):
                 group.rmdir()
         if revision.tree != ROOT:
-            subprocess.run(
-                ["git", "-C", str(ROOT), "worktree", "remove", "--force", str(revision.tree)],
-                check=False,
-                capture_output=True,
-            )
+            remove_tree(revision.tree)
 
 
 def _mib(kb: int) -> str:

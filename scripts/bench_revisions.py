@@ -106,6 +106,22 @@ class Revision:
         )
 
 
+def remove_tree(tree: Path) -> None:
+    """Remove a git worktree that `Revision` made."""
+    subprocess.run(
+        ["git", "-C", str(ROOT), "worktree", "remove", "--force", str(tree)],
+        check=False,
+        capture_output=True,
+    )
+
+
+def remove_work(work: Path) -> None:
+    """Remove every worktree `Revision` made under `work`, then `work` itself."""
+    for tree in work.glob("tree-*"):
+        remove_tree(tree)
+    shutil.rmtree(work, ignore_errors=True)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("base", help="a git revision")
@@ -150,13 +166,7 @@ def main() -> int:
     finally:
         for revision in revisions:
             revision.server.close()
-        for tree in work.glob("tree-*"):
-            subprocess.run(
-                ["git", "-C", str(ROOT), "worktree", "remove", "--force", str(tree)],
-                check=False,
-                capture_output=True,
-            )
-        shutil.rmtree(work, ignore_errors=True)
+        remove_work(work)
     shape = "alternating" if options.block <= 1 else f"in blocks of {options.block}"
     print(f"{options.calls} calls each, {shape}, {options.idle_ms:g} ms idle before each")
     print(f"{'revision':24} {'median ms':>9} {'p25':>7} {'p75':>7}")

@@ -18,9 +18,7 @@ Run as root: python scripts/bench_sessions.py BASE [CANDIDATE] [--sessions 4] [-
 from __future__ import annotations
 
 import argparse
-import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
@@ -33,7 +31,12 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from scripts.bench_envelope import Serve  # noqa: E402 - needs the path set up above
-from scripts.bench_revisions import WARMUP, Revision, paired_interval  # noqa: E402 - likewise
+from scripts.bench_revisions import (  # noqa: E402 - likewise
+    WARMUP,
+    Revision,
+    paired_interval,
+    remove_work,
+)
 
 # Idle before each round, so that neither revision's round pays for the other's refills.
 ROUND_SETTLE_S = 0.5
@@ -132,13 +135,7 @@ def main() -> int:
     finally:
         for side in sides:
             side.close()
-        for tree in work.glob("tree-*"):
-            subprocess.run(
-                ["git", "-C", str(ROOT), "worktree", "remove", "--force", str(tree)],
-                check=False,
-                capture_output=True,
-            )
-        shutil.rmtree(work, ignore_errors=True)
+        remove_work(work)
     report(sides, options)
     return 0
 
