@@ -31,20 +31,15 @@ def _waited_in(threads: set[int]) -> str:
 
 
 @pytest.mark.anyio
-async def test_an_uncontended_write_is_made_at_once_on_the_loop() -> None:
-    attempt = Attempts(busy=0)
+@pytest.mark.parametrize(("busy", "calls"), [(0, 1), (3, 4)], ids=["uncontended", "contended"])
+async def test_a_write_is_made_on_the_loop_at_once_or_after_tries_there(
+    busy: int, calls: int
+) -> None:
+    """Uncontended: one attempt. Contended for a while: tried again on the loop, no thread."""
+    attempt = Attempts(busy=busy)
     waiter_threads: set[int] = set()
     assert await pathwrite.write_soon(attempt, lambda: _waited_in(waiter_threads)) == "written"
-    assert attempt.calls == 1 and attempt.threads == {threading.get_ident()}
-    assert not waiter_threads
-
-
-@pytest.mark.anyio
-async def test_a_contended_write_is_tried_again_on_the_loop_not_in_a_thread() -> None:
-    attempt = Attempts(busy=3)
-    waiter_threads: set[int] = set()
-    assert await pathwrite.write_soon(attempt, lambda: _waited_in(waiter_threads)) == "written"
-    assert attempt.calls == 4 and attempt.threads == {threading.get_ident()}
+    assert attempt.calls == calls and attempt.threads == {threading.get_ident()}
     assert not waiter_threads
 
 
