@@ -38,6 +38,7 @@ __all__ = [
     "default_signal",
     "libc",
     "mount",
+    "move_mount",
     "open_tree",
     "pivot_root",
     "prctl",
@@ -80,6 +81,7 @@ _SYSCALLS: dict[str, dict[str, int]] = {
     "x86_64": {
         "clone3": 435,
         "close_range": 436,
+        "move_mount": 429,
         "open_tree": 428,
         "pivot_root": 155,
         "rt_sigaction": 13,
@@ -89,6 +91,7 @@ _SYSCALLS: dict[str, dict[str, int]] = {
     "aarch64": {
         "clone3": 435,
         "close_range": 436,
+        "move_mount": 429,
         "open_tree": 428,
         "pivot_root": 41,
         "rt_sigaction": 134,
@@ -98,6 +101,7 @@ _SYSCALLS: dict[str, dict[str, int]] = {
 }
 
 CLONE_INTO_CGROUP = 0x200000000
+_MOVE_MOUNT_F_EMPTY_PATH = 0x4
 _PR_SET_NAME = 15
 
 
@@ -176,6 +180,16 @@ _syscall_uints = typed(
 )
 _syscall_at_path = typed(
     "syscall", ctypes.c_long, ctypes.c_long, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint
+)
+_syscall_move = typed(
+    "syscall",
+    ctypes.c_long,
+    ctypes.c_long,
+    ctypes.c_int,
+    ctypes.c_char_p,
+    ctypes.c_int,
+    ctypes.c_char_p,
+    ctypes.c_uint,
 )
 _syscall_sigaction = typed(
     "syscall",
@@ -259,6 +273,21 @@ def open_tree(path: str, flags: int) -> int:
             syscall_number("open_tree"), AT_FDCWD, path.encode(), flags | os.O_CLOEXEC
         ),
         f"open_tree {path}",
+    )
+
+
+def move_mount(tree: int, target: str) -> None:
+    """move_mount(2) (Linux 5.2): attach the detached mount `tree` (an open_tree fd) at `target`."""
+    _check(
+        _syscall_move(
+            syscall_number("move_mount"),
+            tree,
+            b"",
+            AT_FDCWD,
+            target.encode(),
+            _MOVE_MOUNT_F_EMPTY_PATH,
+        ),
+        f"move_mount onto {target}",
     )
 
 
