@@ -42,7 +42,7 @@ class Limits(NamedTuple):
 class Bind(NamedTuple):
     """A host path made visible inside the envelope (read-only unless `writable`).
 
-    `staged`: bound from a read-only copy on a tmpfs of jigcmd's, made once per zygote, so
+    `staged`: bound from a read-only copy on a tmpfs of jigcmd's (one per state directory), so
     that the candidate's mount table never names the host path (for the runtime's files).
     """
 

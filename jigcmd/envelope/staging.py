@@ -8,11 +8,15 @@ path inside the envelope (`/opt/bun/bin/bun`), and nothing of the host.
 
 The zygote calls `enter` once, before it forks anything: it gets a mount namespace of its own
 (a slave of the host's, so host mounts still reach it and nothing of ours reaches the host)
-with an empty tmpfs at the mount point it was given. `stage` copies each staged bind's source
-there once, under its target path, and leaves the tmpfs read-only; every supervisor and pid 1
-forked afterwards inherits the namespace and binds from the copy (`source_of`). The copy
-lives as long as the namespace: until the zygote and the last envelope it made are gone.
-The host's mount point stays an empty directory; removing it would detach the tmpfs.
+with the tmpfs at the mount point it was given. Each staged bind's source is copied there
+once, under its target path, and the tmpfs is left read-only; every pid 1 forked afterwards
+inherits the namespace and binds from the copy (`source_of`). The copy lives as long as a
+mount of it does: until the last zygote holding it and the last envelope made from it are
+gone. The host's mount point stays an empty directory; removing it would detach the tmpfs.
+
+Zygotes sharing a state directory share one copy (runtimeshare.py). The tmpfs holds a
+manifest naming, for each copy, the source file it was made from (`identity`), and while
+copies are shared every write to the tmpfs happens with the holders file locked.
 
 Without host root the zygote first makes a user namespace that maps its own ids to
 themselves, so that it may mount; envelopes then nest their user namespaces in it.
@@ -20,35 +24,92 @@ themselves, so that it may mount; envelopes then nest their user namespaces in i
 
 from __future__ import annotations
 
+import contextlib
 import os
 import posixpath
+from collections.abc import Iterator
 
-from jigcmd.envelope import idmap
+from jigcmd.envelope import idmap, runtimeshare
 from jigcmd.envelope import syscalls as sc
 from jigcmd.plan import Bind
 
-__all__ = ["StagingError", "enter", "mount_point", "source_of", "stage"]
+__all__ = ["StagingError", "enter", "identity", "mount_point", "source_of", "stage"]
 
 _FSTYPE_NAME = "jigcmd-runtime"
 _MODE = 0o555
 _CHUNK = 1 << 30
+_MANIFEST = ".manifest"
 
-# The mount point (None until `enter`), each staged (source, target) → its copy, and why the
-# last staging failed (what an envelope that needed it reports).
+# The mount point (None until `enter`), each staged (source, target) → its copy, what the
+# tmpfs's manifest says (target → source identity), and why the last staging failed (what an
+# envelope that needed it reports). With a shared copy: the holders file, and its locked fd
+# while this process holds the lock.
 _root: str | None = None
 _copies: dict[tuple[str, str], str] = {}
+_manifest: dict[str, str] = {}
 _failure: str | None = None
+_holders: str | None = None
+_lock: int | None = None
 
 
 class StagingError(OSError):
     """Raised when the staging tmpfs cannot be made or a runtime file cannot be copied."""
 
 
-def enter(mount_point: str) -> None:
-    """Give this process a private mount namespace with the staging tmpfs at `mount_point`."""
-    global _root  # noqa: PLW0603 - one staging area per zygote, inherited by its forks
+def enter(mount_point: str, binds: tuple[Bind, ...] = (), holders: str | None = None) -> None:
+    """Give this process a private mount namespace with the staging tmpfs at `mount_point`.
+
+    `binds` are staged at once; a failure to stage them is kept for the envelopes that need
+    them (`source_of`). With `holders` (a file in the state directory), host root mounts a
+    copy another zygote made of the very same sources instead of making one, and lists this
+    process as holding it. Anyone else's mounts live in a user namespace of its own, which
+    no other zygote may join: it makes its own copy.
+    """
+    global _holders, _lock  # noqa: PLW0603 - one staging area per zygote, inherited by forks
     try:
         os.makedirs(mount_point, mode=0o700, exist_ok=True)
+    except OSError as exc:
+        raise StagingError(exc.errno, f"staging at {mount_point}: {exc.strerror}") from exc
+    lock = None
+    if holders is not None and os.geteuid() == 0:
+        # A holders file that cannot be locked (a read-only state directory): a copy of our own.
+        with contextlib.suppress(OSError):
+            lock = runtimeshare.lock(holders)
+    _holders, _lock = (holders, lock) if lock is not None else (None, None)
+    try:
+        borrowed = None if lock is None else _fitting(runtimeshare.borrow(lock, mount_point), binds)
+        _mount(mount_point, borrowed)
+        with contextlib.suppress(StagingError):
+            stage(binds)
+        if lock is not None and _failure is None:
+            with contextlib.suppress(OSError):
+                runtimeshare.register(lock)
+    finally:
+        _lock = None
+        if lock is not None:
+            os.close(lock)
+
+
+def _fitting(tree: int | None, binds: tuple[Bind, ...]) -> int | None:
+    """`tree` when its manifest names our very source for every staged bind (else closed)."""
+    if tree is None:
+        return None
+    try:
+        manifest = _read_manifest(tree)
+        wanted = {bind.target: identity(bind.source) for bind in binds if bind.staged}
+    except OSError:
+        os.close(tree)
+        return None
+    if all(manifest.get(target) == source for target, source in wanted.items()):
+        return tree
+    os.close(tree)
+    return None
+
+
+def _mount(mount_point: str, borrowed: int | None) -> None:
+    """The private namespace, with `borrowed` (a detached tmpfs) or a new tmpfs mounted."""
+    global _root  # noqa: PLW0603 - see `enter`
+    try:
         if os.geteuid() != 0:
             _own_user_namespace()
         else:
@@ -56,16 +117,31 @@ def enter(mount_point: str) -> None:
         # Slave: host mounts (a new state directory, a cgroup mount) still propagate in, and
         # nothing mounted from here on propagates out.
         sc.mount(None, "/", None, sc.MS_REC | sc.MS_SLAVE)
-        sc.mount(
-            _FSTYPE_NAME,
-            mount_point,
-            "tmpfs",
-            sc.MS_NOSUID | sc.MS_NODEV | sc.MS_RDONLY,
-            "mode=0755,nr_inodes=256",
-        )
+        if borrowed is not None:
+            sc.move_mount(borrowed, mount_point)
+        else:
+            sc.mount(
+                _FSTYPE_NAME,
+                mount_point,
+                "tmpfs",
+                sc.MS_NOSUID | sc.MS_NODEV | sc.MS_RDONLY,
+                "mode=0755,nr_inodes=256",
+            )
     except OSError as exc:
         raise StagingError(exc.errno, f"staging tmpfs at {mount_point}: {exc.strerror}") from exc
+    finally:
+        if borrowed is not None:
+            os.close(borrowed)
     _root = mount_point
+    _manifest.clear()
+    if borrowed is not None:
+        _manifest.update(_read_manifest(_root))
+
+
+def identity(source: str) -> str:
+    """What names the file at `source` (links followed): its inode, size and change times."""
+    st = os.stat(source)
+    return f"{st.st_dev}:{st.st_ino}:{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}"
 
 
 def stage(binds: tuple[Bind, ...]) -> None:
@@ -86,24 +162,99 @@ def _stage(binds: tuple[Bind, ...]) -> None:
     if _root is None:
         raise StagingError("the runtime must be staged, but this process has no staging tmpfs")
     root = _root
-    _remount(root, writable=True)
     try:
-        for bind in missing:
+        wanted = [(bind, identity(bind.source)) for bind in missing]
+    except OSError as exc:
+        raise StagingError(exc.errno, f"staging from {exc.filename}: {exc.strerror}") from exc
+    if all(_manifest.get(bind.target) == source for bind, source in wanted):
+        _note(root, wanted)
+        return
+    with _writable(root):
+        for bind, source in wanted:
+            known = _manifest.get(bind.target)
             copy = posixpath.join(root, bind.target.lstrip("/"))
-            if os.path.lexists(copy):
+            if known is None and not os.path.lexists(copy):
+                _copy_one(bind, copy)
+                _manifest[bind.target] = source
+            elif known != source:
                 # Two sources for one target (never from one runtime): refuse, do not guess.
                 raise StagingError(f"two staged sources for {bind.target}")
-            try:
-                os.makedirs(posixpath.dirname(copy), mode=0o755, exist_ok=True)
-                _copy(bind.source, copy)
-                os.chmod(copy, _MODE)
-            except OSError as exc:
-                raise StagingError(
-                    exc.errno, f"staging {bind.target} from {bind.source}: {exc.strerror}"
-                ) from exc
-            _copies[(bind.source, bind.target)] = copy
+        _write_manifest(root)
+    _note(root, wanted)
+
+
+def _note(root: str, wanted: list[tuple[Bind, str]]) -> None:
+    for bind, _ in wanted:
+        _copies[(bind.source, bind.target)] = posixpath.join(root, bind.target.lstrip("/"))
+
+
+def _copy_one(bind: Bind, copy: str) -> None:
+    try:
+        os.makedirs(posixpath.dirname(copy), mode=0o755, exist_ok=True)
+        _copy(bind.source, copy)
+        os.chmod(copy, _MODE)
+    except OSError as exc:
+        raise StagingError(
+            exc.errno, f"staging {bind.target} from {bind.source}: {exc.strerror}"
+        ) from exc
+
+
+def _read_manifest(where: str | int) -> dict[str, str]:
+    """The manifest of the tmpfs at `where` (a path, or a directory fd): target → identity."""
+    try:
+        if isinstance(where, int):
+            fd = os.open(_MANIFEST, os.O_RDONLY | os.O_CLOEXEC, dir_fd=where)
+        else:
+            fd = os.open(posixpath.join(where, _MANIFEST), os.O_RDONLY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return {}
+    with os.fdopen(fd, "r", encoding="utf-8") as manifest:
+        lines = manifest.read().splitlines()
+    return dict(line.split("\t", 1) for line in lines if "\t" in line)
+
+
+def _write_manifest(root: str) -> None:
+    path = posixpath.join(root, _MANIFEST)
+    data = "".join(f"{target}\t{source}\n" for target, source in sorted(_manifest.items()))
+    try:
+        with open(path + ".new", "w", encoding="utf-8") as manifest:
+            manifest.write(data)
+        os.chmod(path + ".new", 0o444)
+        os.replace(path + ".new", path)
+    except OSError as exc:
+        raise StagingError(exc.errno, f"writing the staging manifest: {exc.strerror}") from exc
+
+
+@contextlib.contextmanager
+def _locked() -> Iterator[int | None]:
+    """The holders file's lock (None when nothing is shared), taken once however nested."""
+    global _lock  # noqa: PLW0603 - see `_lock`
+    if _holders is None or _lock is not None:
+        yield _lock
+        return
+    try:
+        fd = runtimeshare.lock(_holders)
+    except OSError as exc:
+        raise StagingError(exc.errno, f"locking {_holders}: {exc.strerror}") from exc
+    _lock = fd
+    try:
+        yield fd
     finally:
-        _remount(root, writable=False)
+        _lock = None
+        os.close(fd)
+
+
+@contextlib.contextmanager
+def _writable(root: str) -> Iterator[None]:
+    """The tmpfs writable while the block runs, the manifest as others may have left it."""
+    with _locked():
+        if _holders is not None:
+            _manifest.update(_read_manifest(root))
+        _remount(root, writable=True)
+        try:
+            yield
+        finally:
+            _remount(root, writable=False)
 
 
 def mount_point(name: str) -> str | None:
@@ -111,18 +262,17 @@ def mount_point(name: str) -> str | None:
 
     None before `enter`: then this process shares the host's mount namespace, and whatever
     it mounted would be the host's (rootfs.py's template roots need one of their own).
+    Zygotes sharing the tmpfs share these directories, not what each mounts on them.
     """
     if _root is None:
         return None
     path = posixpath.join(_root, "." + name)
     if not os.path.isdir(path):
-        _remount(_root, writable=True)
-        try:
-            os.mkdir(path, 0o700)
-        except OSError as exc:
-            raise StagingError(exc.errno, f"making {name} for a mount: {exc.strerror}") from exc
-        finally:
-            _remount(_root, writable=False)
+        with _writable(_root):
+            try:
+                os.makedirs(path, 0o700, exist_ok=True)
+            except OSError as exc:
+                raise StagingError(exc.errno, f"making {name} for a mount: {exc.strerror}") from exc
     return path
 
 

@@ -41,7 +41,7 @@ import sys
 import time
 
 from jigcmd import trace
-from jigcmd.envelope import cgroups, netns, privileges, records, seccomp, staging
+from jigcmd.envelope import cgroups, netns, privileges, records, runtimeshare, seccomp, staging
 from jigcmd.envelope import syscalls as sc
 from jigcmd.envelope.failure import StepError
 from jigcmd.envelope.ledger import Registry
@@ -306,12 +306,11 @@ def main(argv: list[str]) -> int:
         encoding = netns.LoopbackEncoding()
         # argv: control fd, the cgroup base the server resolved (delegation.py), the state
         # directory or "", the staging mount point and the binds to stage before any plan
-        # (staging.py).
+        # (staging.py; zygotes sharing a state directory share one copy, runtimeshare.py).
         if len(argv) > 3:
-            staging.enter(argv[3])
-        if len(argv) > 4:
-            with contextlib.suppress(staging.StagingError):
-                staging.stage(_BINDS.loads(bytes.fromhex(argv[4])))
+            binds = _BINDS.loads(bytes.fromhex(argv[4])) if len(argv) > 4 else ()
+            holders = os.path.join(argv[2], runtimeshare.HOLDERS) if argv[2] else None
+            staging.enter(argv[3], binds, holders)
         backend = cgroups.detect(base=argv[1] if len(argv) > 1 else "jigcmd")
         problems = backend.problems()
         if problems:
