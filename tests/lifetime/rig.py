@@ -16,6 +16,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from jigcmd.envelope import runtimeshare
 from jigcmd.envelope.cgroups import CgroupBackend
 from jigcmd.frontends.servechild import ServeChild
 from jigcmd.journal.rows import Row
@@ -183,6 +184,8 @@ class Rig:
             "slots",
             "envelopes",
             "runtime",
+            # The zygotes holding the shared staged runtime (`jigcmd.envelope.runtimeshare`).
+            "runtime.holders",
             # The host's signing key, made on the first run (`jigcmd.attest.keys`).
             "signing-key.pem",
             "signing-key.pub.pem",
@@ -193,9 +196,24 @@ class Rig:
         # The zygote's staging mount point: the copy lived in its namespace, never on the host.
         runtime = self.state_dir / "runtime"
         assert not runtime.exists() or not any(runtime.iterdir()), "staged runtime on the host"
+        # Every zygote that held the staged runtime exits too (after a kill, once it has
+        # finished supervising): nothing keeps the copy alive.
+        wait_for(
+            lambda: not self.runtime_holders(), LEFTOVER_WAIT_S, "the runtime's holders to exit"
+        )
         registry = self.state_dir / "envelopes"
         registered = sorted(p.name for p in registry.iterdir()) if registry.exists() else []
         assert not registered, f"envelopes still registered: {registered}"
+
+    def runtime_holders(self) -> list[str]:
+        """The live zygotes listed as holding the staged runtime (`runtimeshare`)."""
+        listed = self.state_dir / "runtime.holders"
+        lines = listed.read_text("ascii").splitlines() if listed.exists() else []
+        return [
+            line
+            for line in lines
+            if runtimeshare.start_time(int(line.split()[0])) == int(line.split()[1])
+        ]
 
     def close(self) -> None:
         """Resume what was stopped, kill every server, then clean up whatever the test left."""
