@@ -21,7 +21,10 @@ prints each process's PSS split into anonymous and file pages.
 
 `staged` is the zygote's staged runtime (`jigcmd/envelope/staging.py`): its copies of Bun and
 the libraries Bun loads, on a tmpfs. It is memory the tree holds, but no process maps it while
-idle, so PSS leaves it out; each server's zygote holds its own copy.
+idle, so PSS leaves it out. `--sessions N` measures N servers of each revision on one state
+directory, as one deployment's sessions run: every column is the sum over their trees, and
+`staged` counts each tmpfs once (zygotes sharing a state directory share one copy since
+`runtimeshare.py`; before, each held its own).
 
 The `alone` columns are the same PSS with each page divided only among the tree's own
 processes (read from `/proc/PID/pagemap`): other programs mapping the same files (another
@@ -30,7 +33,7 @@ file share by several MiB on a shared machine, and `alone` does not move with th
 an upper bound: it charges the tree all of libc and libpython too).
 
 Run as root: python scripts/bench_footprint.py [REVISION ...] [--idle-s 3] [--repeat 1]
-[--processes] (no revision: the working tree alone).
+[--sessions 1] [--processes] (no revision: the working tree alone).
 """
 
 from __future__ import annotations
@@ -190,19 +193,20 @@ def alone(processes: list[Process]) -> None:
         process.alone_anon, process.alone_file = round(anon), round(file)
 
 
-def footprint(root: int) -> list[Process]:
-    """Every process of the tree under `root`, the server first."""
-    processes = [Process(pid, root) for pid in descendants(root)]
+def footprint(*roots: int) -> list[Process]:
+    """Every process of the trees under `roots`, each server first (`alone` over them all)."""
+    processes = [Process(pid, root) for root in roots for pid in descendants(root)]
     alone(processes)
     return processes
 
 
 def staged_kib(processes: list[Process]) -> int:
-    """The zygote's staged runtime (staging.py's tmpfs) in use, kB: memory, but not in PSS.
+    """The zygotes' staged runtimes (staging.py's tmpfs) in use, kB: memory, but not in PSS.
 
     The copies of Bun and its libraries are mapped only while a candidate runs, so an idle
-    tree's PSS leaves them out; each zygote holds its own.
+    tree's PSS leaves them out. A tmpfs several zygotes share is counted once.
     """
+    usage: dict[int, int] = {}
     for process in processes:
         if process.name != "jigcmd-zygote":
             continue
@@ -214,23 +218,28 @@ def staged_kib(processes: list[Process]) -> int:
                 fields = line.split()
                 tail = fields[fields.index("-") + 1 :]
                 if tail[:2] == ["tmpfs", "jigcmd-runtime"] and fields[3] == "/":
-                    usage = os.statvfs(f"/proc/{process.pid}/root{fields[4]}")
-                    return (usage.f_blocks - usage.f_bfree) * usage.f_frsize // 1024
-    return 0
+                    path = f"/proc/{process.pid}/root{fields[4]}"
+                    used = os.statvfs(path)
+                    usage[os.stat(path).st_dev] = (used.f_blocks - used.f_bfree) * used.f_frsize
+    return sum(usage.values()) // 1024
 
 
-def measure(name: str, work: Path, idle_s: float) -> tuple[list[Process], int]:
-    """Start `name`'s server alone, call it, let it idle, read its tree, close it."""
+def measure(name: str, work: Path, idle_s: float, sessions: int) -> tuple[list[Process], int]:
+    """Start `name`'s servers alone, call each, let them idle, read their trees, close them."""
     base = f"jigcmd-footprint-{secrets.token_hex(4)}"
     revision = Revision(name, work, extra_args=("--cgroup-base", base))
+    servers = [revision.server]
     try:
-        for _ in range(CALLS):
-            revision.server.run()
+        servers += [revision.serve(extra_args=("--cgroup-base", base)) for _ in range(sessions - 1)]
+        for server in servers:
+            for _ in range(CALLS):
+                server.run()
         time.sleep(idle_s)
-        processes = footprint(revision.server.process.pid)
+        processes = footprint(*(server.process.pid for server in servers))
         return processes, staged_kib(processes)
     finally:
-        revision.server.close()
+        for server in servers:
+            server.close()
         for group in Path("/sys/fs/cgroup").glob(f"*/{base}"):
             with contextlib.suppress(OSError):
                 group.rmdir()
@@ -247,12 +256,13 @@ def main() -> int:
     parser.add_argument("revisions", nargs="*", default=["."], help="git revisions, or .")
     parser.add_argument("--idle-s", type=float, default=3.0, help="idle before reading")
     parser.add_argument("--repeat", type=int, default=1, help="measure each revision N times")
+    parser.add_argument("--sessions", type=int, default=1, help="servers on one state directory")
     parser.add_argument("--processes", action="store_true", help="print each process too")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="jigcmd-footprint-"))
     print(
-        f"each revision alone (no other jigcmd tree of this run alive),"
-        f" after {CALLS} calls and {args.idle_s:g} s idle:"
+        f"each revision alone (no other jigcmd tree of this run alive), {args.sessions}"
+        f" session(s) on one state directory, after {CALLS} calls each and {args.idle_s:g} s idle:"
     )
     header = f"{'revision':<14}{'processes':>10}{'python':>8}"
     header += f"{'RSS MiB':>9}{'PSS MiB':>9}{'anon':>9}{'file':>9}"
@@ -261,7 +271,7 @@ def main() -> int:
     try:
         for _ in range(args.repeat):
             for name in args.revisions:
-                processes, staged = measure(name, work, args.idle_s)
+                processes, staged = measure(name, work, args.idle_s, args.sessions)
                 print(
                     f"{name:<14}{len(processes):>10}{sum(p.python for p in processes):>8}"
                     f"{_mib(sum(p.rss for p in processes))}{_mib(sum(p.pss for p in processes))}"
