@@ -19,23 +19,42 @@ lives. Every step is checked, and any failure means a copy of its own, as before
 The file is locked (`flock`) while a zygote borrows, stages or writes the list, so a copy is
 never seen half made and concurrent starts make one copy, not several.
 
-A zygote without host root makes its own copy: its mounts live in a user namespace of its own.
+Without host root a zygote's mounts live in a user namespace it made, and a mount namespace
+can be entered only from inside the user namespace that owns it, with no way back. So a
+zygote without root checks the holder's copy first (its manifest, read through
+`/proc/<pid>/root`), then joins the holder's user namespace (only one owned by our uid and a
+child of ours: the same identity mapping it would have made itself), clones the copy there
+and makes its mount namespace in that user namespace instead of one of its own.
 """
 
 from __future__ import annotations
 
 import fcntl
 import os
+import struct
+from collections.abc import Callable
+from typing import NamedTuple
 
 from jigcmd.envelope import syscalls as sc
 
-__all__ = ["HOLDERS", "borrow", "lock", "register", "start_time"]
+__all__ = ["HOLDERS", "Borrowed", "Fits", "borrow", "lock", "register", "start_time"]
 
 HOLDERS = "runtime.holders"
 _FSTYPE_NAME = "jigcmd-runtime"
-_NS_GET_USERNS = 0xB701  # _IO(0xb7, 0x1), linux/nsfs.h
+# linux/nsfs.h: _IO(0xb7, 0x1), _IO(0xb7, 0x2), _IO(0xb7, 0x4).
+_NS_GET_USERNS = 0xB701
+_NS_GET_PARENT = 0xB702
+_NS_GET_OWNER_UID = 0xB704
 
 Holder = tuple[int, int]
+Fits = Callable[[str | int], bool]
+
+
+class Borrowed(NamedTuple):
+    """What `borrow` found: the clone (or None), and whether we joined the holder's user ns."""
+
+    tree: int | None
+    joined: bool
 
 
 def lock(path: str) -> int:
@@ -83,21 +102,31 @@ def register(fd: int) -> None:
     os.pwrite(fd, data, 0)
 
 
-def borrow(fd: int, mount_point: str) -> int | None:
-    """A detached clone of a live holder's staging tmpfs (an `open_tree` fd), or None.
+def borrow(fd: int, mount_point: str, fits: Fits) -> Borrowed:
+    """A detached clone of a live holder's staging tmpfs (an `open_tree` fd) that `fits`.
 
-    Call as host root with the holders file locked (`fd`), from the host's mount namespace:
-    this process is back in it when this returns.
+    Call with the holders file locked (`fd`), from the host's mount namespace. As host root
+    this process is back in it when this returns. Without root it has joined the holder's
+    user namespace when `joined` says so (there is no way back to ours): the copy's mounts
+    live there, and the caller makes its mount namespace in it rather than a user namespace
+    of its own. `fits` reads a copy's manifest (a path, or the clone's fd) and says whether
+    it holds our very sources.
     """
-    if os.geteuid() != 0:
-        return None
+    root = os.geteuid() == 0
     for pid, start in reversed(_alive(_listed(fd))):
         if pid == os.getpid() or not _shows_staging(pid, mount_point):
             continue
-        tree = _clone(pid, start, mount_point)
-        if tree is not None:
-            return tree
-    return None
+        if root:
+            tree = _clone(pid, start, mount_point)
+            if tree is not None and fits(tree):
+                return Borrowed(tree, joined=False)
+            if tree is not None:
+                os.close(tree)
+        elif fits(f"/proc/{pid}/root{mount_point}"):
+            borrowed = _join(pid, start, mount_point)
+            if borrowed.joined:
+                return borrowed
+    return Borrowed(None, joined=False)
 
 
 def _shows_staging(pid: int, mount_point: str) -> bool:
@@ -139,15 +168,56 @@ def _clone(pid: int, start: int, mount_point: str) -> int | None:
 
 def _ours(namespace: int) -> bool:
     """Whether the mount namespace `namespace` belongs to this process's user namespace."""
+    return _related(namespace, _NS_GET_USERNS, os.stat("/proc/self/ns/user"))
+
+
+def _related(namespace: int, request: int, expected: os.stat_result) -> bool:
+    """Whether `namespace`'s owner or parent (`request`) is the namespace `expected`."""
     try:
-        owner = fcntl.ioctl(namespace, _NS_GET_USERNS)
+        found = fcntl.ioctl(namespace, request)
     except OSError:
         return False
     try:
-        theirs, mine = os.fstat(owner), os.stat("/proc/self/ns/user")
+        theirs = os.fstat(found)
     finally:
-        os.close(owner)
-    return (theirs.st_dev, theirs.st_ino) == (mine.st_dev, mine.st_ino)
+        os.close(found)
+    return (theirs.st_dev, theirs.st_ino) == (expected.st_dev, expected.st_ino)
+
+
+def _join(pid: int, start: int, mount_point: str) -> Borrowed:
+    """Without root: join `pid`'s user namespace if it is one of ours, and clone its copy.
+
+    Ours: owned by our uid and a child of our user namespace (anyone else's zygote, or a
+    namespace made by another user, fails one of the two), and owning its mount namespace.
+    """
+    try:
+        user = os.open(f"/proc/{pid}/ns/user", os.O_RDONLY | os.O_CLOEXEC)
+        mounts = os.open(f"/proc/{pid}/ns/mnt", os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return Borrowed(None, joined=False)
+    try:
+        owner = bytearray(4)
+        fcntl.ioctl(user, _NS_GET_OWNER_UID, owner)
+        if (
+            start_time(pid) != start
+            or struct.unpack("=I", owner)[0] != os.geteuid()
+            or not _related(user, _NS_GET_PARENT, os.stat("/proc/self/ns/user"))
+            or not _related(mounts, _NS_GET_USERNS, os.fstat(user))
+        ):
+            return Borrowed(None, joined=False)
+        sc.setns(user, sc.CLONE_NEWUSER)
+    except OSError:
+        return Borrowed(None, joined=False)
+    else:
+        try:
+            sc.setns(mounts, sc.CLONE_NEWNS)
+            return Borrowed(sc.open_tree(mount_point, sc.OPEN_TREE_CLONE), joined=True)
+        except OSError:
+            # Joined, with no clone: the caller makes a copy of its own in this namespace.
+            return Borrowed(None, joined=True)
+    finally:
+        os.close(user)
+        os.close(mounts)
 
 
 def _clone_in(namespace: int, mount_point: str) -> int | None:

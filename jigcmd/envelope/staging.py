@@ -60,10 +60,9 @@ def enter(mount_point: str, binds: tuple[Bind, ...] = (), holders: str | None = 
     """Give this process a private mount namespace with the staging tmpfs at `mount_point`.
 
     `binds` are staged at once; a failure to stage them is kept for the envelopes that need
-    them (`source_of`). With `holders` (a file in the state directory), host root mounts a
-    copy another zygote made of the very same sources instead of making one, and lists this
-    process as holding it. Anyone else's mounts live in a user namespace of its own, which
-    no other zygote may join: it makes its own copy.
+    them (`source_of`). With `holders` (a file in the state directory), a copy another
+    zygote made of the very same sources is mounted instead of a new one (runtimeshare.py),
+    and this process is listed as holding it.
     """
     global _holders, _lock  # noqa: PLW0603 - one staging area per zygote, inherited by forks
     try:
@@ -71,13 +70,15 @@ def enter(mount_point: str, binds: tuple[Bind, ...] = (), holders: str | None = 
     except OSError as exc:
         raise StagingError(exc.errno, f"staging at {mount_point}: {exc.strerror}") from exc
     lock = None
-    if holders is not None and os.geteuid() == 0:
+    if holders is not None:
         # A holders file that cannot be locked (a read-only state directory): a copy of our own.
         with contextlib.suppress(OSError):
             lock = runtimeshare.lock(holders)
     _holders, _lock = (holders, lock) if lock is not None else (None, None)
     try:
-        borrowed = None if lock is None else _fitting(runtimeshare.borrow(lock, mount_point), binds)
+        borrowed = runtimeshare.Borrowed(None, joined=False)
+        if lock is not None:
+            borrowed = runtimeshare.borrow(lock, mount_point, lambda where: _fits(where, binds))
         _mount(mount_point, borrowed)
         with contextlib.suppress(StagingError):
             stage(binds)
@@ -90,35 +91,33 @@ def enter(mount_point: str, binds: tuple[Bind, ...] = (), holders: str | None = 
             os.close(lock)
 
 
-def _fitting(tree: int | None, binds: tuple[Bind, ...]) -> int | None:
-    """`tree` when its manifest names our very source for every staged bind (else closed)."""
-    if tree is None:
-        return None
+def _fits(where: str | int, binds: tuple[Bind, ...]) -> bool:
+    """Whether the manifest at `where` names our very source for every staged bind."""
     try:
-        manifest = _read_manifest(tree)
+        manifest = _read_manifest(where)
         wanted = {bind.target: identity(bind.source) for bind in binds if bind.staged}
-    except OSError:
-        os.close(tree)
-        return None
-    if all(manifest.get(target) == source for target, source in wanted.items()):
-        return tree
-    os.close(tree)
-    return None
+    except (OSError, ValueError):
+        return False
+    return all(manifest.get(target) == source for target, source in wanted.items())
 
 
-def _mount(mount_point: str, borrowed: int | None) -> None:
-    """The private namespace, with `borrowed` (a detached tmpfs) or a new tmpfs mounted."""
+def _mount(mount_point: str, borrowed: runtimeshare.Borrowed) -> None:
+    """The private namespace, with the borrowed tmpfs or a new one mounted."""
     global _root  # noqa: PLW0603 - see `enter`
     try:
-        if os.geteuid() != 0:
+        if os.geteuid() != 0 and not borrowed.joined:
             _own_user_namespace()
         else:
             sc.unshare(sc.CLONE_NEWNS)
         # Slave: host mounts (a new state directory, a cgroup mount) still propagate in, and
         # nothing mounted from here on propagates out.
         sc.mount(None, "/", None, sc.MS_REC | sc.MS_SLAVE)
-        if borrowed is not None:
-            sc.move_mount(borrowed, mount_point)
+        if borrowed.joined:
+            # This namespace is a copy of the holder's: its staging mount, with the template
+            # roots on it, came along. Ours replaces it.
+            sc.umount2(mount_point, sc.MNT_DETACH)
+        if borrowed.tree is not None:
+            sc.move_mount(borrowed.tree, mount_point)
         else:
             sc.mount(
                 _FSTYPE_NAME,
@@ -130,11 +129,11 @@ def _mount(mount_point: str, borrowed: int | None) -> None:
     except OSError as exc:
         raise StagingError(exc.errno, f"staging tmpfs at {mount_point}: {exc.strerror}") from exc
     finally:
-        if borrowed is not None:
-            os.close(borrowed)
+        if borrowed.tree is not None:
+            os.close(borrowed.tree)
     _root = mount_point
     _manifest.clear()
-    if borrowed is not None:
+    if borrowed.tree is not None:
         _manifest.update(_read_manifest(_root))
 
 

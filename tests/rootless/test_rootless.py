@@ -180,6 +180,82 @@ def test_serve_answers_run1_and_mcp_calls_as_an_unprivileged_user(
     }
 
 
+class _Session:
+    """A `jigcmd serve` the test user started, answering Flow calls one at a time."""
+
+    def __init__(self, rootless: Rootless, example: Path) -> None:
+        self.example = example
+        self.process = subprocess.Popen(
+            rootless.command("serve", "--binding", str(example / "binding.toml")),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+            cwd="/",
+        )
+
+    def call(self, operation: str) -> dict[str, Any]:
+        """One `run` of the passing candidate's tests; the answer."""
+        files = {
+            str(p.relative_to(self.example / "candidates" / "passing")): p.read_text()
+            for p in (self.example / "candidates" / "passing").rglob("*")
+            if p.is_file()
+        }
+        frame = {
+            "jsonrpc": "2.0",
+            "id": operation,
+            "method": "capability/call",
+            "params": {
+                "operationId": operation,
+                "slot": "command",
+                "method": "run",
+                "input": {"command": "tests", "files": files},
+            },
+        }
+        assert self.process.stdin is not None and self.process.stdout is not None
+        self.process.stdin.write(json.dumps(frame) + "\n")
+        self.process.stdin.flush()
+        answer: dict[str, Any] = json.loads(self.process.stdout.readline())
+        return answer
+
+    def zygote(self) -> int:
+        """The pid of this server's zygote."""
+        children = Path(f"/proc/{self.process.pid}/task/{self.process.pid}/children")
+        for pid in children.read_text().split():
+            if Path(f"/proc/{pid}/comm").read_text().strip() == "jigcmd-zygote":
+                return int(pid)
+        raise AssertionError("the server has no zygote")
+
+    def close(self) -> None:
+        assert self.process.stdin is not None and self.process.stdout is not None
+        self.process.stdin.close()
+        self.process.wait(timeout=30)
+        self.process.stdout.close()
+
+
+def test_an_unprivileged_users_sessions_share_one_staged_runtime(
+    rootless: Rootless, example: Path
+) -> None:
+    """Two servers of the user on one state directory: the second zygote joins the first's
+    user namespace and mounts its copy (one file on one tmpfs), and still runs Bun from it
+    once the first server has exited."""
+    sessions = [_Session(rootless, example), _Session(rootless, example)]
+    try:
+        for index, session in enumerate(sessions):
+            assert session.call(f"share-{index}")["result"]["value"]["exitCode"] == 0
+        staged = rootless.home / ".local/state/jigcmd/runtime/opt/bun/bin/bun"
+        first, second = (os.stat(f"/proc/{s.zygote()}/root{staged}") for s in sessions)
+        assert (first.st_dev, first.st_ino) == (second.st_dev, second.st_ino)
+        users = {os.stat(f"/proc/{s.zygote()}/ns/user").st_ino for s in sessions}
+        assert len(users) == 1
+        sessions[0].close()
+        assert sessions[1].call("share-after")["result"]["value"]["exitCode"] == 0
+    finally:
+        for session in sessions:
+            if session.process.poll() is None:
+                session.close()
+
+
 def test_jarvis_runs_an_allowed_program_as_an_unprivileged_user(
     rootless: Rootless, tmp_path: Path
 ) -> None:
