@@ -9,6 +9,7 @@ how many times the candidate really ran.
 
 from __future__ import annotations
 
+import os
 import signal
 import uuid
 from typing import Any
@@ -18,7 +19,7 @@ import pytest
 from jigcmd.durable.recovery import UNCERTAIN_REASON
 from jigcmd.frontends.servechild import ServeChild
 from jigcmd.journal.envelopes import EnvelopeEntry, EnvelopeRegistry
-from tests.lifetime.candidates import LINGER, cli_input
+from tests.lifetime.candidates import LINGER, QUICK, cli_input
 from tests.lifetime.frames import flow_call
 from tests.lifetime.rig import LEFTOVER_WAIT_S, Rig
 from tests.lifetime.watch import Proc, alive, parent, wait_for
@@ -293,3 +294,41 @@ def test_a_sigkill_of_the_zygote_mid_run_takes_its_envelopes_and_nothing_reruns(
     rig.assert_nothing_left()
     assert not envelopes & set(rig.backend.list_jobs())
     assert rig.watch.runs(token) == 1
+
+
+def _staged_bun(rig: Rig, zygote: Proc) -> tuple[int, int]:
+    """The device and inode of Bun's staged copy, as `zygote` sees it."""
+    found = os.stat(f"/proc/{zygote.pid}/root{rig.state_dir}/runtime/opt/bun/bin/bun")
+    return found.st_dev, found.st_ino
+
+
+def test_a_sigkill_of_the_zygote_that_made_the_shared_runtime_leaves_other_sessions_running(
+    rig: Rig,
+) -> None:
+    """Two sessions share one staged runtime, made by the first's zygote. That zygote killed
+    mid-run takes its own envelopes only: the second session's running candidate ends as
+    asked, its next call runs, and the first session's operation stays UNCERTAIN."""
+    lender, borrower = rig.serve(), rig.serve()
+    rig.prepared(lender)
+    rig.prepared(borrower)
+    lender_zygote, borrower_zygote = rig.zygote(lender), rig.zygote(borrower)
+    assert _staged_bun(rig, lender_zygote) == _staged_bun(rig, borrower_zygote)
+    theirs, ours = f"tok-{uuid.uuid4().hex}", f"tok-{uuid.uuid4().hex}"
+    lost = _start_lingering(rig, lender, "op-lender", theirs)
+    kept = _start_lingering(rig, borrower, "op-borrower", ours)
+    lender_candidate, candidate = rig.candidate(theirs), rig.candidate(ours)
+    rig.signal(lender_zygote, signal.SIGKILL)
+    wait_for(lambda: not alive(lender_candidate), 30, "the lender's candidate to die with it")
+    assert _failure(lender.answer(lost))[0] == "UNCERTAIN"
+    assert alive(candidate)
+    rig.signal(candidate, signal.SIGTERM)
+    answer = borrower.answer(kept)
+    assert answer["result"]["value"]["exitCode"] == 0, answer
+    again = rig.next_id("again")
+    borrower.send(flow_call(again, "op-borrower-again", cli_input(QUICK, ours, "again")))
+    assert borrower.answer(again)["result"]["value"]["exitCode"] == 0
+    for server in (lender, borrower):
+        assert server.close_input() == 0
+    rig.recover()
+    rig.assert_nothing_left()
+    assert rig.watch.runs(theirs) == 1
