@@ -105,7 +105,8 @@ async def test_a_holder_with_copies_of_other_sources_is_not_borrowed(
     state_dir: Path, tmp_path: Path, executors: list[NativeExecutor]
 ) -> None:
     """Another installation's Bun (same bytes, another file) is never borrowed: each zygote
-    gets a copy of its own sources, and both are listed."""
+    gets a copy of its own sources, both are listed, and a zygote started after them finds
+    the copy of its sources past the newer holder of the other's."""
     runtime = find_runtime()
     other_bun = tmp_path / "other" / "bun"
     other_bun.parent.mkdir()
@@ -118,6 +119,10 @@ async def test_a_holder_with_copies_of_other_sources_is_not_borrowed(
     ours = await _start(executors, state_dir)
     assert not _same_file(_staged_bun(theirs), _staged_bun(ours))
     assert _holders(state_dir) == [_zygote_pid(theirs), _zygote_pid(ours)]
+    newest_theirs = await _start(executors, state_dir, other)
+    assert _same_file(_staged_bun(newest_theirs), _staged_bun(theirs))
+    later = await _start(executors, state_dir)
+    assert _same_file(_staged_bun(later), _staged_bun(ours))
 
 
 async def test_dead_and_foreign_holders_are_skipped_and_the_dead_dropped(
