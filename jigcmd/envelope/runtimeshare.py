@@ -37,7 +37,7 @@ from typing import NamedTuple
 
 from jigcmd.envelope import syscalls as sc
 
-__all__ = ["HOLDERS", "Borrowed", "Fits", "borrow", "lock", "register", "start_time"]
+__all__ = ["HOLDERS", "Borrowed", "Fits", "Stranded", "borrow", "lock", "register", "start_time"]
 
 HOLDERS = "runtime.holders"
 _FSTYPE_NAME = "jigcmd-runtime"
@@ -48,6 +48,10 @@ _NS_GET_OWNER_UID = 0xB704
 
 Holder = tuple[int, int]
 Fits = Callable[[str | int], bool]
+
+
+class Stranded(RuntimeError):
+    """Raised when this process cannot return to its own mount namespace after a clone."""
 
 
 class Borrowed(NamedTuple):
@@ -234,8 +238,12 @@ def _clone_in(namespace: int, mount_point: str) -> int | None:
             return None
         finally:
             # Back home, always: a failure here leaves this process in another's namespace,
-            # so it raises and the zygote fails to start rather than run on.
-            sc.setns(home, sc.CLONE_NEWNS)
+            # so it raises (not an OSError: no caller may take it for "no copy to borrow")
+            # and the zygote fails to start rather than run on.
+            try:
+                sc.setns(home, sc.CLONE_NEWNS)
+            except OSError as exc:
+                raise Stranded(f"back to our own mount namespace: {exc}") from exc
             os.fchdir(cwd)
     finally:
         os.close(home)

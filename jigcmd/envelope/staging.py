@@ -78,7 +78,9 @@ def enter(mount_point: str, binds: tuple[Bind, ...] = (), holders: str | None = 
     try:
         borrowed = runtimeshare.Borrowed(None, joined=False)
         if lock is not None:
-            borrowed = runtimeshare.borrow(lock, mount_point, lambda where: _fits(where, binds))
+            # Whatever fails while looking (the holders file unreadable): a copy of our own.
+            with contextlib.suppress(OSError):
+                borrowed = runtimeshare.borrow(lock, mount_point, lambda where: _fits(where, binds))
         _mount(mount_point, borrowed)
         with contextlib.suppress(StagingError):
             stage(binds)
