@@ -35,6 +35,7 @@ GUEST_SUITES = (
     "tests/envelope/test_hostile.py",
     "tests/envelope/test_spawn_init.py",
     "tests/envelope/test_cpu_pin.py",
+    "tests/envelope/test_runtime_share.py",
     "tests/durable/test_recovery.py",
     "tests/rootless/test_rootless.py",
 )
@@ -56,8 +57,15 @@ SUBSETS = {
     # commit too); test_v2_envelope covers memory.max and pids.max with emulation-sized time.
     "test_hostile": ("reach", "resolve", "outlives", "kill_minus_one"),
     # An unprivileged user with a delegated cgroup2 subtree (as systemd's Delegate=yes gives):
-    # run and serve with the full envelope, the refusal without delegation, nothing left.
-    "test_rootless": ("run_contains", "serve_answers", "without_delegation", "nothing_is_left"),
+    # run and serve with the full envelope, the refusal without delegation, nothing left,
+    # and two sessions sharing one staged runtime.
+    "test_rootless": (
+        "run_contains",
+        "serve_answers",
+        "without_delegation",
+        "nothing_is_left",
+        "share",
+    ),
 }
 KEYWORDS = f"not ({' or '.join(SUBSETS)}) or " + " or ".join(
     f"({module} and ({' or '.join(keywords)}))" for module, keywords in SUBSETS.items()
