@@ -20,7 +20,7 @@ __all__ = ["FIRST_PAUSE_S", "LONGEST_PAUSE_S", "WouldWait", "begin_immediate", "
 
 FIRST_PAUSE_S = 0.001
 LONGEST_PAUSE_S = 0.002
-# The pause between tries (a seam for tests, which count them instead of sleeping).
+# The pause between tries (a seam for tests, which count the pauses instead of sleeping).
 _sleep = time.sleep
 
 
@@ -40,7 +40,6 @@ def begin_immediate(
     conn: sqlite3.Connection,
     *,
     timeout_s: float | None,
-    sleep: Callable[[float], None] | None = None,
     clock: Callable[[], float] = time.monotonic,
 ) -> None:
     """`BEGIN IMMEDIATE` on `conn` (its busy timeout zero), retried until `timeout_s`.
@@ -49,7 +48,6 @@ def begin_immediate(
     `sqlite3.OperationalError` ("database is locked") once the timeout has passed; any other
     error at once. Nothing is left open when it raises.
     """
-    pause_for = _sleep if sleep is None else sleep
     deadline: float | None = None
     pause = FIRST_PAUSE_S
     # A transaction already open is the caller's: its BEGIN fails, and it is not ours to end.
@@ -70,5 +68,5 @@ def begin_immediate(
                 deadline = now + timeout_s
             if now >= deadline:
                 raise
-            pause_for(min(pause, deadline - now))
+            _sleep(min(pause, deadline - now))
             pause = min(pause * 2, LONGEST_PAUSE_S)

@@ -42,26 +42,30 @@ def holder(database: Path) -> Iterator[sqlite3.Connection]:
     conn.close()
 
 
-def test_an_uncontended_lock_is_taken_at_once_without_a_pause(database: Path) -> None:
+def test_an_uncontended_lock_is_taken_at_once_without_a_pause(
+    database: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     conn = _connect(database)
     pauses: list[float] = []
-    writelock.begin_immediate(conn, timeout_s=10.0, sleep=pauses.append)
+    monkeypatch.setattr(writelock, "_sleep", pauses.append)
+    writelock.begin_immediate(conn, timeout_s=10.0)
     assert conn.in_transaction and pauses == []
     conn.execute("INSERT INTO t VALUES (1)")
     conn.execute("COMMIT")
 
 
 def test_a_held_lock_refuses_a_write_that_must_not_wait(
-    database: Path, holder: sqlite3.Connection
+    database: Path, holder: sqlite3.Connection, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     conn = _connect(database)
+    monkeypatch.setattr(writelock, "_sleep", _no_pause)
     with pytest.raises(writelock.WouldWait):
-        writelock.begin_immediate(conn, timeout_s=None, sleep=_no_pause)
+        writelock.begin_immediate(conn, timeout_s=None)
     assert not conn.in_transaction
 
 
 def test_a_waiting_write_tries_again_in_short_steps_until_the_lock_is_free(
-    database: Path, holder: sqlite3.Connection
+    database: Path, holder: sqlite3.Connection, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """1 ms, then 2 ms at most between tries (SQLite's own handler sleeps up to 100 ms)."""
     conn = _connect(database)
@@ -72,14 +76,15 @@ def test_a_waiting_write_tries_again_in_short_steps_until_the_lock_is_free(
         if len(pauses) == 6:
             holder.execute("COMMIT")  # the other writer is done
 
-    writelock.begin_immediate(conn, timeout_s=10.0, sleep=sleep)
+    monkeypatch.setattr(writelock, "_sleep", sleep)
+    writelock.begin_immediate(conn, timeout_s=10.0)
     assert conn.in_transaction
     assert pauses == [0.001, 0.002, 0.002, 0.002, 0.002, 0.002]
     conn.execute("ROLLBACK")
 
 
 def test_a_waiting_write_gives_up_as_sqlite_would_once_its_timeout_passes(
-    database: Path, holder: sqlite3.Connection
+    database: Path, holder: sqlite3.Connection, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     conn = _connect(database)
     now = [100.0]
@@ -89,20 +94,24 @@ def test_a_waiting_write_gives_up_as_sqlite_would_once_its_timeout_passes(
         pauses.append(seconds)
         now[0] += seconds
 
+    monkeypatch.setattr(writelock, "_sleep", sleep)
     with pytest.raises(sqlite3.OperationalError, match="locked") as raised:
-        writelock.begin_immediate(conn, timeout_s=0.0045, sleep=sleep, clock=lambda: now[0])
+        writelock.begin_immediate(conn, timeout_s=0.0045, clock=lambda: now[0])
     assert writelock.is_busy(raised.value)
     assert not conn.in_transaction
     # The last pause is cut to the deadline: no try is made later than the timeout allows.
     assert pauses == pytest.approx([0.001, 0.002, 0.0015])
 
 
-def test_an_error_other_than_a_held_lock_is_raised_at_once(database: Path) -> None:
+def test_an_error_other_than_a_held_lock_is_raised_at_once(
+    database: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A transaction already open is the caller's: refused, and left as it was."""
     conn = _connect(database)
     conn.execute("BEGIN")
+    monkeypatch.setattr(writelock, "_sleep", _no_pause)
     with pytest.raises(sqlite3.OperationalError, match="within a transaction"):
-        writelock.begin_immediate(conn, timeout_s=10.0, sleep=_no_pause)
+        writelock.begin_immediate(conn, timeout_s=10.0)
     assert conn.in_transaction
     conn.execute("ROLLBACK")
 
