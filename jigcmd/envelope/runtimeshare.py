@@ -36,11 +36,14 @@ from collections.abc import Callable
 from typing import NamedTuple
 
 from jigcmd.envelope import syscalls as sc
+from jigcmd.envelope.cgroups.mounts import read_mounts
+from jigcmd.journal.identity import process_start
 
-__all__ = ["HOLDERS", "Borrowed", "Fits", "Stranded", "borrow", "lock", "register", "start_time"]
+__all__ = ["HOLDERS", "SOURCE_NAME", "Borrowed", "Fits", "Stranded", "borrow", "lock", "register"]
 
 HOLDERS = "runtime.holders"
-_FSTYPE_NAME = "jigcmd-runtime"
+# The staging tmpfs's source, as staging.py mounts it and mountinfo shows it.
+SOURCE_NAME = "jigcmd-runtime"
 # linux/nsfs.h: _IO(0xb7, 0x1), _IO(0xb7, 0x2), _IO(0xb7, 0x4).
 _NS_GET_USERNS = 0xB701
 _NS_GET_PARENT = 0xB702
@@ -72,17 +75,6 @@ def lock(path: str) -> int:
     return fd
 
 
-def start_time(pid: int) -> int | None:
-    """When `pid` started (clock ticks since boot), or None when there is no such process."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as stat:
-            fields = stat.read().rsplit(b")", 1)[1].split()
-    except (OSError, IndexError):
-        return None
-    # Field 22 of stat(5); the split starts at field 3, after the name in parentheses.
-    return int(fields[19])
-
-
 def _listed(fd: int) -> list[Holder]:
     data = os.pread(fd, 1 << 16, 0).decode("ascii", "replace")
     holders: list[Holder] = []
@@ -94,12 +86,12 @@ def _listed(fd: int) -> list[Holder]:
 
 
 def _alive(holders: list[Holder]) -> list[Holder]:
-    return [(pid, start) for pid, start in holders if start_time(pid) == start]
+    return [(pid, start) for pid, start in holders if process_start(pid) == start]
 
 
 def register(fd: int) -> None:
     """List this process as a holder (last: the newest is tried first); drop the dead."""
-    me = (os.getpid(), start_time(os.getpid()) or 0)
+    me = (os.getpid(), process_start(os.getpid()) or 0)
     holders = [holder for holder in _alive(_listed(fd)) if holder != me] + [me]
     data = "".join(f"{pid} {start}\n" for pid, start in holders).encode("ascii")
     os.ftruncate(fd, 0)
@@ -136,23 +128,15 @@ def borrow(fd: int, mount_point: str, fits: Fits) -> Borrowed:
 def _shows_staging(pid: int, mount_point: str) -> bool:
     """Whether `pid`'s mount at `mount_point` is a tmpfs named like ours, mounted read-only."""
     try:
-        with open(f"/proc/{pid}/mountinfo", encoding="utf-8", errors="replace") as mountinfo:
-            lines = mountinfo.read().splitlines()
+        mounts = [m for m in read_mounts(f"/proc/{pid}/mountinfo") if m.point == mount_point]
     except OSError:
         return False
-    # mountinfo(5): id parent major:minor root mount-point options ... - type source super.
-    mounts = [line.split() for line in lines if len(line.split()) > 4]
-    ours = [fields for fields in mounts if fields[4] == _escaped(mount_point)]
-    if not ours:
+    if not mounts:
         return False
-    fields = ours[-1]  # the topmost mount there
-    tail = fields[fields.index("-") + 1 :] if "-" in fields else []
-    return fields[3] == "/" and tail[:2] == ["tmpfs", _FSTYPE_NAME] and "ro" in tail[2].split(",")
-
-
-def _escaped(path: str) -> str:
-    # mountinfo writes space, tab, newline and backslash as octal escapes.
-    return "".join(f"\\{ord(c):03o}" if c in " \t\n\\" else c for c in path)
+    top = mounts[-1]  # the topmost mount there
+    return (top.root, top.fstype, top.source) == ("/", "tmpfs", SOURCE_NAME) and (
+        "ro" in top.super_options
+    )
 
 
 def _clone(pid: int, start: int, mount_point: str) -> int | None:
@@ -163,7 +147,7 @@ def _clone(pid: int, start: int, mount_point: str) -> int | None:
     try:
         # Checked after the open: the namespace is that of the process we listed, not of a
         # process that took its pid since.
-        if start_time(pid) != start or not _ours(namespace):
+        if process_start(pid) != start or not _ours(namespace):
             return None
         return _clone_in(namespace, mount_point)
     finally:
@@ -203,7 +187,7 @@ def _join(pid: int, start: int, mount_point: str) -> Borrowed:
         owner = bytearray(4)
         fcntl.ioctl(user, _NS_GET_OWNER_UID, owner)
         if (
-            start_time(pid) != start
+            process_start(pid) != start
             or struct.unpack("=I", owner)[0] != os.geteuid()
             or not _related(user, _NS_GET_PARENT, os.stat("/proc/self/ns/user"))
             or not _related(mounts, _NS_GET_USERNS, os.fstat(user))

@@ -35,7 +35,6 @@ from jigcmd.plan import Bind
 
 __all__ = ["StagingError", "enter", "identity", "mount_point", "source_of", "stage"]
 
-_FSTYPE_NAME = "jigcmd-runtime"
 _MODE = 0o555
 _CHUNK = 1 << 30
 _MANIFEST = ".manifest"
@@ -122,7 +121,7 @@ def _mount(mount_point: str, borrowed: runtimeshare.Borrowed) -> None:
             sc.move_mount(borrowed.tree, mount_point)
         else:
             sc.mount(
-                _FSTYPE_NAME,
+                runtimeshare.SOURCE_NAME,
                 mount_point,
                 "tmpfs",
                 sc.MS_NOSUID | sc.MS_NODEV | sc.MS_RDONLY,

@@ -21,6 +21,7 @@ from jigcmd.command.runtime import BUN_TARGET, find_runtime
 from jigcmd.envelope import runtimeshare, staging
 from jigcmd.envelope.cgroups import detect
 from jigcmd.envelope.native import NativeExecutor
+from jigcmd.journal.identity import process_start
 from jigcmd.plan import Bind
 from tests.envelope.conftest import require_root
 from tests.envelope.hostile_harness import TracedExecutor, probe_plan
@@ -132,7 +133,7 @@ async def test_dead_and_foreign_holders_are_skipped_and_the_dead_dropped(
     live process whose mount point is no staging tmpfs (this test's: a plain directory with
     a forged Bun and a manifest naming the real sources) are all passed over."""
     me = os.getpid()
-    started = runtimeshare.start_time(me)
+    started = process_start(me)
     assert started is not None
     _forge(state_dir / "runtime")
     (state_dir / runtimeshare.HOLDERS).write_text(
@@ -212,7 +213,7 @@ async def test_a_copy_in_a_namespace_anyone_could_make_is_never_borrowed(
     """A holder whose mount namespace is not owned by our user namespace may have forged its
     copy and its manifest (no host root needed for that): it is passed over."""
     pid, forged_device = forger
-    started = runtimeshare.start_time(pid)
+    started = process_start(pid)
     (state_dir / runtimeshare.HOLDERS).write_text(f"{pid} {started}\n", "ascii")
     executor = await _start(executors, state_dir)
     bun = _staged_bun(executor)

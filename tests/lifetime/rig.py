@@ -16,9 +16,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from jigcmd.envelope import runtimeshare
 from jigcmd.envelope.cgroups import CgroupBackend
 from jigcmd.frontends.servechild import ServeChild
+from jigcmd.journal.identity import process_start
 from jigcmd.journal.rows import Row
 from jigcmd.journal.store import Journal
 from tests.lifetime.frames import serve_child
@@ -210,9 +210,7 @@ class Rig:
         listed = self.state_dir / "runtime.holders"
         lines = listed.read_text("ascii").splitlines() if listed.exists() else []
         return [
-            line
-            for line in lines
-            if runtimeshare.start_time(int(line.split()[0])) == int(line.split()[1])
+            line for line in lines if process_start(int(line.split()[0])) == int(line.split()[1])
         ]
 
     def close(self) -> None:

@@ -1,4 +1,4 @@
-"""The mount table as cgroup detection reads it (`/proc/self/mountinfo`)."""
+"""The mount table as cgroup detection and the shared runtime read it (mountinfo(5))."""
 
 from __future__ import annotations
 
@@ -9,11 +9,14 @@ __all__ = ["Mount", "read_mounts"]
 
 
 class Mount(NamedTuple):
-    """One line of /proc/self/mountinfo, reduced to what detection needs."""
+    """One line of a mountinfo file, reduced to what its readers need."""
 
     point: str
     fstype: str
     super_options: frozenset[str]
+    # The mounted directory's path inside its filesystem, and the filesystem's source.
+    root: str
+    source: str
 
 
 def _unescape(field: str) -> str:
@@ -37,6 +40,8 @@ def read_mounts(mountinfo: str = "/proc/self/mountinfo") -> list[Mount]:
                     point=_unescape(fields[4]),
                     fstype=fields[sep + 1],
                     super_options=frozenset(fields[sep + 3].split(",")),
+                    root=_unescape(fields[3]),
+                    source=_unescape(fields[sep + 2]),
                 )
             )
     return mounts
