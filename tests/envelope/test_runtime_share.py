@@ -6,6 +6,7 @@ see through `/proc/<zygote>/root`: the same file on the same tmpfs means one cop
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
@@ -165,11 +166,15 @@ _FORGER = textwrap.dedent(
     import os, sys, time
     from jigcmd.envelope import idmap, staging, syscalls as sc
     from jigcmd.command.runtime import BUN_TARGET, find_runtime
-    mount_point = sys.argv[1]
-    sc.unshare(sc.CLONE_NEWUSER | sc.CLONE_NEWNS)
-    idmap.map_ids("self", inside=(0, 0), outside=(0, 0))
+    mount_point, kind = sys.argv[1:3]
+    if kind == "userns":
+        sc.unshare(sc.CLONE_NEWUSER | sc.CLONE_NEWNS)
+        idmap.map_ids("self", inside=(0, 0), outside=(0, 0))
+    else:
+        sc.unshare(sc.CLONE_NEWNS)
     sc.mount(None, "/", None, sc.MS_REC | sc.MS_PRIVATE)
-    sc.mount("jigcmd-runtime", mount_point, "tmpfs", 0, "mode=0755")
+    source = "tmpfs" if kind == "other-source" else "jigcmd-runtime"
+    sc.mount(source, mount_point, "tmpfs", 0, "mode=0755")
     lines = []
     for bind in find_runtime().binds:
         path = mount_point + bind.target
@@ -179,22 +184,24 @@ _FORGER = textwrap.dedent(
         lines.append(f"{bind.target}\\t{staging.identity(bind.source)}\\n")
     with open(mount_point + "/.manifest", "w") as manifest:
         manifest.write("".join(lines))
-    sc.mount(None, mount_point, None, sc.MS_REMOUNT | sc.MS_RDONLY, "mode=0755")
+    if kind != "writable":
+        sc.mount(None, mount_point, None, sc.MS_REMOUNT | sc.MS_RDONLY, "mode=0755")
     print(os.stat(mount_point + BUN_TARGET).st_dev, flush=True)
     sys.stdin.read()
     """
 )
 
 
-@pytest.fixture
-def forger(state_dir: Path) -> Iterator[tuple[int, int]]:
-    """A process whose mount namespace belongs to a user namespace of its own, holding a
-    read-only `jigcmd-runtime` tmpfs at the staging mount point with a forged Bun and a
-    manifest naming the real sources: (its pid, the forged tmpfs's device)."""
+@contextlib.contextmanager
+def _forged(state_dir: Path, kind: str) -> Iterator[tuple[int, int]]:
+    """A process holding, at the staging mount point, a tmpfs with a forged Bun and a
+    manifest naming the real sources, in a mount namespace of its own (`kind`: owned by a
+    user namespace of its own too, or named otherwise, or left writable): (its pid, the
+    forged tmpfs's device)."""
     mount_point = state_dir / "runtime"
     mount_point.mkdir()
     child = subprocess.Popen(
-        [sys.executable, "-c", _FORGER, str(mount_point)],
+        [sys.executable, "-c", _FORGER, str(mount_point), kind],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         cwd=Path(__file__).resolve().parents[2],
@@ -205,6 +212,13 @@ def forger(state_dir: Path) -> Iterator[tuple[int, int]]:
         yield child.pid, device
     finally:
         child.communicate(b"")
+
+
+@pytest.fixture
+def forger(state_dir: Path) -> Iterator[tuple[int, int]]:
+    """A forged read-only `jigcmd-runtime` tmpfs in a user namespace of its own."""
+    with _forged(state_dir, "userns") as forged:
+        yield forged
 
 
 async def test_a_copy_in_a_namespace_anyone_could_make_is_never_borrowed(
@@ -219,6 +233,21 @@ async def test_a_copy_in_a_namespace_anyone_could_make_is_never_borrowed(
     bun = _staged_bun(executor)
     assert bun.st_dev != forged_device
     assert bun.st_size == os.stat(find_runtime().path).st_size
+
+
+@pytest.mark.parametrize("kind", ["other-source", "writable"])
+async def test_a_mount_that_is_not_a_read_only_staging_tmpfs_is_never_borrowed(
+    state_dir: Path, kind: str, executors: list[NativeExecutor]
+) -> None:
+    """A holder in our own user namespace whose mount at the mount point is a tmpfs named
+    otherwise, or one left writable, is passed over however fitting its manifest."""
+    with _forged(state_dir, kind) as (pid, forged_device):
+        started = process_start(pid)
+        (state_dir / runtimeshare.HOLDERS).write_text(f"{pid} {started}\n", "ascii")
+        executor = await _start(executors, state_dir)
+        bun = _staged_bun(executor)
+        assert bun.st_dev != forged_device
+        assert bun.st_size == os.stat(find_runtime().path).st_size
 
 
 async def test_concurrent_starts_make_one_copy(
