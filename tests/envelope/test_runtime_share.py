@@ -214,33 +214,22 @@ def _forged(state_dir: Path, kind: str) -> Iterator[tuple[int, int]]:
         child.communicate(b"")
 
 
-@pytest.fixture
-def forger(state_dir: Path) -> Iterator[tuple[int, int]]:
-    """A forged read-only `jigcmd-runtime` tmpfs in a user namespace of its own."""
-    with _forged(state_dir, "userns") as forged:
-        yield forged
-
-
-async def test_a_copy_in_a_namespace_anyone_could_make_is_never_borrowed(
-    state_dir: Path, forger: tuple[int, int], executors: list[NativeExecutor]
-) -> None:
-    """A holder whose mount namespace is not owned by our user namespace may have forged its
-    copy and its manifest (no host root needed for that): it is passed over."""
-    pid, forged_device = forger
-    started = process_start(pid)
-    (state_dir / runtimeshare.HOLDERS).write_text(f"{pid} {started}\n", "ascii")
-    executor = await _start(executors, state_dir)
-    bun = _staged_bun(executor)
-    assert bun.st_dev != forged_device
-    assert bun.st_size == os.stat(find_runtime().path).st_size
-
-
-@pytest.mark.parametrize("kind", ["other-source", "writable"])
-async def test_a_mount_that_is_not_a_read_only_staging_tmpfs_is_never_borrowed(
+@pytest.mark.parametrize(
+    "kind",
+    [
+        # Its namespace is not owned by our user namespace: no host root was needed to forge
+        # the copy and its manifest.
+        pytest.param("userns", id="a-namespace-anyone-could-make"),
+        # In our own user namespace, but the mount is a tmpfs named otherwise, or writable.
+        pytest.param("other-source", id="not-named-jigcmd-runtime"),
+        pytest.param("writable", id="not-read-only"),
+    ],
+)
+async def test_a_forged_copy_is_never_borrowed(
     state_dir: Path, kind: str, executors: list[NativeExecutor]
 ) -> None:
-    """A holder in our own user namespace whose mount at the mount point is a tmpfs named
-    otherwise, or one left writable, is passed over however fitting its manifest."""
+    """A holder whose copy and manifest may be forged is passed over, however fitting its
+    manifest: the zygote makes a copy of its own."""
     with _forged(state_dir, kind) as (pid, forged_device):
         started = process_start(pid)
         (state_dir / runtimeshare.HOLDERS).write_text(f"{pid} {started}\n", "ascii")
