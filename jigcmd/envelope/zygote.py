@@ -62,7 +62,7 @@ from jigcmd.envelope.spawner import Spawner, sweep
 from jigcmd.journal.identity import identify
 from jigcmd.plan import Bind, RunPlan
 
-__all__ = ["main"]
+__all__ = ["main", "return_free_heap"]
 
 _MAX_POOL = 16
 _PR_SET_CHILD_SUBREAPER = 36
@@ -292,6 +292,18 @@ def _stage(plan: RunPlan) -> None:
         staging.stage(plan.binds)
 
 
+def return_free_heap(libc: object) -> None:
+    """Give the heap's free pages back (glibc's `malloc_trim`; elsewhere they stay).
+
+    The start leaves ~0.4 MB of freed heap (the codec's compiled readers, the staging's
+    reads): returned before the spawner is forked, no clone of this image maps them, and
+    each clone has those page-table entries fewer to copy and to tear down at its exit.
+    """
+    trim = getattr(libc, "malloc_trim", None)
+    if trim is not None:
+        trim(0)
+
+
 def main(argv: list[str]) -> int:
     """Serve launches on the socket whose fd is `argv[0]` until EOF."""
     control = socket.socket(fileno=int(argv[0]))
@@ -331,6 +343,7 @@ def main(argv: list[str]) -> int:
     gc.collect()
     gc.freeze()
     gc.disable()
+    return_free_heap(sc.libc)
     # Forked now, with the image complete: every pid 1 is a clone of the spawner's image
     # from here on, and the zygote's pages are shared with the spawner alone (spawner.py).
     spawner = Spawner.start()

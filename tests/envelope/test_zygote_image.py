@@ -6,6 +6,7 @@ import subprocess
 import sys
 
 from jigcmd.envelope.native import ZYGOTE_FLAGS
+from jigcmd.envelope.zygote import return_free_heap
 
 # Each was in the image once (docs/envelope.md, "The zygote's image without msgspec"):
 # msgspec with typing_extensions, inspect, ast, decimal, uuid, datetime; anyio and pathlib
@@ -47,3 +48,22 @@ def test_the_zygote_runs_without_site_and_what_the_venv_pth_files_import() -> No
     modules = _zygote_modules()
     assert modules.isdisjoint(_KEPT_OUT_WITH_SITE)
     assert "jigcmd.envelope.lifecycle" in modules
+
+
+class _Libc:
+    """glibc's one entry point the zygote calls here, recorded."""
+
+    def __init__(self) -> None:
+        self.trims: list[int] = []
+
+    def malloc_trim(self, pad: int) -> int:
+        self.trims.append(pad)
+        return 1
+
+
+def test_the_zygote_gives_back_its_free_heap_where_libc_can() -> None:
+    """`malloc_trim(0)` once with glibc; a libc without it (musl) is left alone."""
+    libc = _Libc()
+    return_free_heap(libc)
+    assert libc.trims == [0]
+    return_free_heap(object())
