@@ -1,8 +1,14 @@
 """The ownership journal: a SQLite database in the state directory that outlives every process.
 
 Every write runs in its own `BEGIN IMMEDIATE` transaction and has been committed durably
-(WAL with `synchronous=FULL`: the commit is fsynced) before the method returns, so a row
-written before dispatch survives a SIGKILL or a power cut at any later instant.
+before the method returns, so a row written before dispatch survives a SIGKILL or a power
+cut at any later instant. The commit itself runs at `synchronous=NORMAL`: its frames reach
+the WAL file and SQLite's write lock is let go at once; then the WAL file is fdatasynced.
+Those are the frames `synchronous=FULL` would have synced before letting the lock go, now
+without holding every other session's write behind the disk's flush (docs/performance.md,
+the tenth round of #26). A commit is durable once the WAL holds it: recovery replays each
+whole, checksummed transaction in it, and a checkpoint syncs the WAL before it copies one
+into the database.
 
 One `Journal` holds one connection. It may be called from any thread (calls are
 serialised by a lock; the server calls it through `anyio.to_thread`), but never from a
@@ -177,10 +183,10 @@ class Journal:
         """Wrap an open, migrated connection (use `Journal.open`)."""
         self._conn: sqlite3.Connection | None = conn
         self._lock = threading.Lock()
-        # The connection's busy timeout and synchronous setting now, so that each is set
-        # only when the next statement needs another (see `_write`).
+        # The connection's busy timeout now, so that it is set only when the next statement
+        # needs another (see `_write`).
         self._busy_ms = _BUSY_TIMEOUT_MS
-        self._full_sync = True
+        self._wal_path = f"{path}-wal"
         self._pid = os.getpid()
         self._file = _file_id(path)
         # Also at interpreter exit: SQLite's last close removes the WAL, and only a close
@@ -222,7 +228,8 @@ class Journal:
                 conn.row_factory = sqlite3.Row
                 conn.execute(f"PRAGMA busy_timeout = {_BUSY_TIMEOUT_MS:d}")
                 _wal(conn, path)
-                conn.execute("PRAGMA synchronous = FULL")
+                # Commits reach the WAL unsynced; each durable write syncs it (`_sync_wal`).
+                conn.execute("PRAGMA synchronous = NORMAL")
                 conn.execute("PRAGMA foreign_keys = ON")
                 conn.execute(f"PRAGMA cache_size = -{_CACHE_KIB:d}")
                 if held_one:
@@ -257,8 +264,6 @@ class Journal:
     def settings(self) -> dict[str, int | str]:
         """The durability settings in force (for tests and `jigcmd doctor`)."""
         with self._read() as conn:
-            # What every durable write commits with (a non-durable close leaves it lowered).
-            self._synchronous(conn, full=True)
             return {
                 name: conn.execute(f"PRAGMA {name}").fetchone()[0]
                 for name in ("journal_mode", "synchronous", "user_version", "busy_timeout")
@@ -279,26 +284,31 @@ class Journal:
             self._busy(conn, _BUSY_TIMEOUT_MS)
             yield conn
 
-    # Each setting is a statement of its own: set only when it changes. A write leaves the
-    # busy timeout at zero (it waits in `writelock`'s steps), a non-durable one synchronous
-    # at NORMAL; a read, and whatever must be durable, sets its own first.
+    # A statement of its own: set only when it changes. A write leaves the busy timeout at
+    # zero (it waits in `writelock`'s steps); a read sets its own first.
     def _busy(self, conn: sqlite3.Connection, ms: int) -> None:
         if self._busy_ms != ms:
             conn.execute(f"PRAGMA busy_timeout = {ms:d}")
             self._busy_ms = ms
 
-    def _synchronous(self, conn: sqlite3.Connection, *, full: bool) -> None:
-        if self._full_sync != full:
-            # WAL at NORMAL: the commit reaches the WAL file (safe from a process crash)
-            # without an fsync; the next durable commit flushes it along.
-            conn.execute(f"PRAGMA synchronous = {'FULL' if full else 'NORMAL'}")
-            self._full_sync = full
+    def _sync_wal(self) -> None:
+        """fdatasync the WAL file: every commit in it so far is on disk when this returns.
+
+        Raises OSError when it cannot (the write then fails: its commit is in the WAL, but
+        not known to be on disk, so nothing may be dispatched on it).
+        """
+        fd = os.open(self._wal_path, os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            os.fdatasync(fd)
+        finally:
+            os.close(fd)
 
     @contextlib.contextmanager
     def _write(self, *, durable: bool = True, wait: bool = True) -> Iterator[sqlite3.Connection]:
         # wait=False: raise WouldWait instead of waiting for another process's write
         # transaction, or for this journal's lock beyond `_OWN_LOCK_WAIT_S` (see `begin_now`).
         # A waiting write waits in `writelock`'s fine steps, never in SQLite's busy handler.
+        # durable=False: no sync of its own; the next durable write's sync takes it along.
         if not self._lock.acquire(timeout=-1 if wait else _OWN_LOCK_WAIT_S):
             raise WouldWait
         try:
@@ -306,7 +316,6 @@ class Journal:
             gone = _gone(self.path, self._file)
             if gone is not None:
                 raise gone
-            self._synchronous(conn, full=durable)
             self._busy(conn, 0)
             writelock.begin_immediate(conn, timeout_s=_BUSY_TIMEOUT_MS / 1000 if wait else None)
             try:
@@ -315,6 +324,8 @@ class Journal:
             except BaseException:
                 _rollback(conn)
                 raise
+            if durable:
+                self._sync_wal()
         finally:
             self._lock.release()
 
