@@ -26,6 +26,10 @@ Each rung adds one piece to the one before, so neighbours differ by what that pi
             on-path floor of a prepared envelope, the shape jigcmd has.
   jigcmd    a `capability/call` to a persistent `jigcmd serve` (the complete envelope, with
             the protocol and the durable journal)
+  jigcmd/tmpfs  with `--journal-on-tmpfs`: the same, its state directory (the journal) on
+            tmpfs (`/dev/shm`), where an fsync costs nothing: how much of jigcmd's figures is
+            the disk's flush (two fsynced commits per call: the row before the candidate
+            may start, the evidence before the answer)
 
 For each: latency median with `--idle-ms` of idle before each run; back to back, `--block`
 runs in a row of one rung before the next rung's turn (one caller calling again as soon as
@@ -80,6 +84,9 @@ from scripts.bench_envelope import (  # noqa: E402 - needs the path set up above
 )
 
 V1_CONTROLLERS = ("memory", "pids", "cpu", "cpuacct")
+# tmpfs, for the journal of the `jigcmd/tmpfs` rung (an fsync there writes nothing).
+SHM = "/dev/shm"
+TMPFS_RUNG = "jigcmd/tmpfs"
 CGROUP_ROOT = "/sys/fs/cgroup"
 
 
@@ -396,6 +403,11 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=4, help="concurrent workers")
     parser.add_argument("--throughput-runs", type=int, default=15, help="runs per worker")
     parser.add_argument("--no-jigcmd", action="store_true", help="leave jigcmd serve out")
+    parser.add_argument(
+        "--journal-on-tmpfs",
+        action="store_true",
+        help="also jigcmd with its state directory on /dev/shm (jigcmd/tmpfs)",
+    )
     args = parser.parse_args()
     bwrap = shutil.which("bwrap")
     if bwrap is None:
@@ -403,18 +415,26 @@ def main() -> None:
     if os.geteuid() != 0:
         raise SystemExit("run as root: the cgroup rung and jigcmd need it")
     bun = find_runtime().path
-    with tempfile.TemporaryDirectory(prefix="jigcmd-floor-") as tmp:
-        workdir = Path(tmp)
+    with contextlib.ExitStack() as stack:
+        workdir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="jigcmd-floor-")))
+        # The tmpfs rung's state directory: made only when asked for.
+        memory = workdir
+        if args.journal_on_tmpfs:
+            memory = Path(
+                stack.enter_context(tempfile.TemporaryDirectory(prefix="jigcmd-floor-", dir=SHM))
+            )
         program = workdir / "seccomp.bpf"
         program.write_bytes(build_filter())
         ladder = rungs(bwrap, bun, workdir, program)
-        serve: Serve | None = None
         cpu_by_round: dict[str, list[float]] = {}
         lock = workdir / "jigcmd.lock"
+        serves: list[Serve] = []
         if not args.no_jigcmd:
             admit(lock)
-            serve = Serve(lock, workdir / "state")
-            ladder.append(serve)
+            serves.append(Serve(lock, workdir / "state"))
+            if args.journal_on_tmpfs:
+                serves.append(_on_tmpfs(Serve(lock, memory / "state")))
+            ladder.extend(serves)
         try:
             for rung in ladder:
                 for _ in range(args.warmup):
@@ -434,12 +454,16 @@ def main() -> None:
                 ladder, args.rounds, args.cpu_runs // args.rounds, args.settle_s, cpu_by_round
             )
         finally:
-            if serve is not None:
+            for serve in serves:
                 serve.close()
         makers: dict[str, Callable[[], Rung]] = {}
         for rung in ladder:
             if isinstance(rung, Serve):
-                makers[rung.name] = lambda: Serve(lock, workdir / "state")
+                makers[rung.name] = (
+                    (lambda: _on_tmpfs(Serve(lock, memory / "state")))
+                    if rung.name == TMPFS_RUNG
+                    else (lambda: Serve(lock, workdir / "state"))
+                )
             else:
                 makers[rung.name] = lambda rung=rung: rung  # type: ignore[misc]
         rates, loaded = throughput_rounds(
@@ -549,6 +573,8 @@ def report(
     if "jigcmd" in cpu and "+cgroups" in cpu and "prepared" in latency:
         targets(latency, back_to_back, rotated_runs, cpu, rates)
         by_round(cpu_by_round)
+    if TMPFS_RUNG in latency:
+        durability(latency, back_to_back, cpu)
     if "jigcmd" in loaded and last in loaded:
         # Concurrency adds CPU of its own (caches, switches between processes): a rung whose
         # runs cost more under load than alone loses throughput beyond its CPU ratio.
@@ -590,6 +616,30 @@ def targets(
             f" {percentile(ours, 0.95) - percentile(theirs, 0.95):+.2f}"
             " (target <= +2 ms median, +4 ms p95)."
         )
+
+
+def _on_tmpfs(serve: Serve) -> Serve:
+    """`serve` under the name of the rung whose journal is on tmpfs."""
+    serve.name = TMPFS_RUNG
+    return serve
+
+
+def durability(
+    latency: dict[str, list[float]], back_to_back: dict[str, list[float]], cpu: dict[str, float]
+) -> None:
+    """What the journal's fsyncs cost jigcmd: the same server with its journal on tmpfs."""
+    parts = []
+    for label, runs in (("idle", latency), ("back-to-back", back_to_back)):
+        disk, memory = runs["jigcmd"], runs[TMPFS_RUNG]
+        parts.append(
+            f"{label} {statistics.median(disk) - statistics.median(memory):+.2f} ms median /"
+            f" {percentile(disk, 0.95) - percentile(memory, 0.95):+.2f} p95"
+        )
+    print(
+        "The journal's fsyncs (jigcmd against jigcmd/tmpfs): "
+        + ", ".join(parts)
+        + f", CPU {cpu['jigcmd'] - cpu[TMPFS_RUNG]:+.2f} ms per run."
+    )
 
 
 def by_round(cpu_by_round: dict[str, list[float]]) -> None:
