@@ -61,6 +61,20 @@ def _row(
     )
 
 
+def _close_unsynced(journal: Journal, operation_id: str, *, wait: bool = True) -> bool | None:
+    """Close an open row done with its evidence, as a server does once the cleanup is proved."""
+    return journal.finish(
+        operation_id,
+        root_run=RUN,
+        outcome="evidence",
+        result=b"ev",
+        report=None,
+        cleanup_complete=True,
+        durable=False,
+        wait=wait,
+    )
+
+
 def _begin(journal: Journal, operation_id: str = "op-1", signature: str = "sig-a") -> bool:
     return journal.begin(
         _row(
@@ -123,15 +137,7 @@ def test_a_durable_write_syncs_the_wal_after_its_commit_let_the_lock_go(
         assert _begin(journal)
         assert journal.record_result("op-1", root_run=RUN, outcome="evidence", result=b"ev")
         assert synced == [f"{db}-wal"] * 2
-        assert journal.finish(
-            "op-1",
-            root_run=RUN,
-            outcome="evidence",
-            result=b"ev",
-            report=None,
-            cleanup_complete=True,
-            durable=False,
-        )
+        assert _close_unsynced(journal, "op-1")
         assert len(synced) == 2
         assert _begin(journal, "op-2")
         assert synced == [f"{db}-wal"] * 3
@@ -473,15 +479,7 @@ def test_a_result_recorded_on_an_open_row_keeps_it_open_and_a_closed_row_refuses
         assert journal.record_result("op-1", root_run=RUN, outcome="evidence", result=b"ev")
         row = journal.get("op-1", root_run=RUN)
         assert row is not None and row.is_open and row.result == b"ev"
-        assert journal.finish(
-            "op-1",
-            root_run=RUN,
-            outcome="evidence",
-            result=b"ev",
-            report=None,
-            cleanup_complete=True,
-            durable=False,
-        )
+        assert _close_unsynced(journal, "op-1")
         assert not journal.record_result("op-1", root_run=RUN, outcome="evidence", result=b"other")
 
 
@@ -666,16 +664,7 @@ def test_a_calls_commits_set_nothing_on_the_connection(tmp_path: Path) -> None:
             assert journal.record_result(
                 operation_id, root_run=RUN, outcome="evidence", result=b"ev", wait=False
             )
-            assert journal.finish(
-                operation_id,
-                root_run=RUN,
-                outcome="evidence",
-                result=b"ev",
-                report=None,
-                cleanup_complete=True,
-                durable=False,
-                wait=False,
-            )
+            assert _close_unsynced(journal, operation_id, wait=False)
         assert journal._conn is not None
         journal._conn.set_trace_callback(None)
         settings = journal.settings()
