@@ -187,6 +187,8 @@ class Journal:
         # needs another (see `_write`).
         self._busy_ms = _BUSY_TIMEOUT_MS
         self._wal_path = f"{path}-wal"
+        # Set when a sync failed: what is in the WAL is no longer known to be on disk.
+        self._unsynced: OSError | None = None
         self._pid = os.getpid()
         self._file = _file_id(path)
         # Also at interpreter exit: SQLite's last close removes the WAL, and only a close
@@ -294,14 +296,29 @@ class Journal:
     def _sync_wal(self) -> None:
         """fdatasync the WAL file: every commit in it so far is on disk when this returns.
 
-        Raises OSError when it cannot (the write then fails: its commit is in the WAL, but
-        not known to be on disk, so nothing may be dispatched on it).
+        Raises OSError when it cannot. The write then fails (its commit is in the WAL, seen by
+        other connections, but not known to be on disk, so nothing may be dispatched on it),
+        and so does every later write of this `Journal`: after a failed sync the kernel may
+        have dropped the pages it could not write, so no later sync would prove them.
         """
-        fd = os.open(self._wal_path, os.O_RDONLY | os.O_CLOEXEC)
         try:
-            os.fdatasync(fd)
-        finally:
-            os.close(fd)
+            fd = os.open(self._wal_path, os.O_RDONLY | os.O_CLOEXEC)
+            try:
+                os.fdatasync(fd)
+            finally:
+                os.close(fd)
+        except OSError as exc:
+            self._unsynced = exc
+            raise
+
+    def _refuse_unsynced(self) -> None:
+        failed = self._unsynced
+        if failed is not None:
+            raise OSError(
+                failed.errno,
+                f"{failed.strerror or failed} (an earlier write to the journal could not be "
+                "synced to disk; this server takes no more writes)",
+            )
 
     @contextlib.contextmanager
     def _write(self, *, durable: bool = True, wait: bool = True) -> Iterator[sqlite3.Connection]:
@@ -313,6 +330,7 @@ class Journal:
             raise WouldWait
         try:
             conn = self._connection()
+            self._refuse_unsynced()
             gone = _gone(self.path, self._file)
             if gone is not None:
                 raise gone

@@ -143,10 +143,12 @@ def test_a_durable_write_syncs_the_wal_after_its_commit_let_the_lock_go(
         assert synced == [f"{db}-wal"] * 3
 
 
-def test_a_write_whose_wal_cannot_be_synced_fails(
+def test_a_write_whose_wal_cannot_be_synced_fails_and_so_does_every_later_one(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """An I/O error syncing the WAL is the write's failure: nothing may be dispatched on it."""
+    """An I/O error syncing the WAL is the write's failure (nothing may be dispatched on it),
+    and every later write fails too, saying why: the failed pages may be gone from the
+    kernel's cache, so no later sync could prove them. Reads still answer."""
 
     def fdatasync(fd: int) -> None:
         raise OSError(errno.EIO, "Input/output error")
@@ -156,6 +158,12 @@ def test_a_write_whose_wal_cannot_be_synced_fails(
         with pytest.raises(OSError, match="Input/output error") as raised:
             journal.begin_now(_row())
         assert raised.value.errno == errno.EIO
+        monkeypatch.undo()
+        with pytest.raises(OSError, match="could not be synced to disk") as later:
+            journal.begin(_row("op-2", run_id="r10"))
+        assert later.value.errno == errno.EIO
+        assert journal.get("op-2", root_run=RUN) is None
+        assert journal.get("op-1", root_run=RUN) is not None
 
 
 def test_a_row_written_before_dispatch_survives_close_and_reopen(tmp_path: Path) -> None:
