@@ -317,7 +317,7 @@ class Journal:
             raise OSError(
                 failed.errno,
                 f"{failed.strerror or failed} (an earlier write to the journal could not be "
-                "synced to disk; this server takes no more writes)",
+                "synced to disk; this process takes no more writes to it)",
             )
 
     @contextlib.contextmanager
