@@ -323,8 +323,10 @@ async def test_after_the_spawner_is_killed_the_next_call_runs(envelope: TracedEx
     finally:
         os.close(pidfd)
     parents: list[int] = []
+    # The candidate outlives the start's report: pid 1 is still there to be looked at (a
+    # bare console.log could end, and pid 1 with it, before the report is read).
     outcome = await envelope.run(
-        probe_plan("console.log('after');\n"),
+        probe_plan("setTimeout(() => console.log('after'), 1000);\n"),
         on_started=lambda started: parents.append(_ppid(started.init_pid)),
     )
     assert outcome.exit_code == 0
