@@ -302,6 +302,8 @@ class Journal:
         have dropped the pages it could not write, so no later sync would prove them.
         """
         try:
+            # Opened by name each time (a few µs): a descriptor kept open would go on syncing
+            # the old file if the WAL were ever made anew, and prove nothing.
             fd = os.open(self._wal_path, os.O_RDONLY | os.O_CLOEXEC)
             try:
                 os.fdatasync(fd)
