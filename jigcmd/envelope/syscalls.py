@@ -173,6 +173,10 @@ prctl_raw = typed(
     ctypes.c_ulong,
     ctypes.c_ulong,
 )
+# prctl(PR_SET_NAME) with the name as bytes, passed as a pointer to the bytes object's own
+# buffer: a `create_string_buffer` of a length not seen before makes a new ctypes array type,
+# ~30 copy-on-write faults in a cloned pid 1 (docs/envelope.md, "Pid 1's steps, one by one").
+_prctl_name = typed("prctl", ctypes.c_int, ctypes.c_int, ctypes.c_char_p)
 # syscall(2) is variadic; on x86_64 and aarch64 its integer arguments pass as fixed ones do.
 _syscall_paths = typed("syscall", ctypes.c_long, ctypes.c_long, ctypes.c_char_p, ctypes.c_char_p)
 _syscall_uints = typed(
@@ -303,9 +307,8 @@ def close_range(first: int, last: int, flags: int = 0) -> None:
 
 def set_name(name: str) -> None:
     """Name the calling thread (`comm`, as ps, top and perf show it; 15 bytes at most)."""
-    # Held in a name while the kernel copies it.
-    buffer = ctypes.create_string_buffer(name.encode()[:15])
-    prctl(_PR_SET_NAME, ctypes.addressof(buffer))
+    # The kernel copies at most 16 bytes, the last one its own NUL; bytes end with one too.
+    _check(_prctl_name(_PR_SET_NAME, name.encode()[:15]), f"prctl({_PR_SET_NAME})")
 
 
 def default_signal(signum: int) -> None:

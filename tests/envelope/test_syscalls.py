@@ -68,6 +68,32 @@ def test_unsigned_arguments_keep_their_full_width() -> None:
     sc.close_range(0xFFFFFFF0, 0xFFFFFFFF)
 
 
+# Names of lengths no call made before, each read back from the kernel; counts the ctypes
+# array types alive around the calls.
+_NAMING = """
+import ctypes, gc
+from jigcmd.envelope import syscalls as sc
+def array_types():
+    return sum(isinstance(o, type) and issubclass(o, ctypes.Array) for o in gc.get_objects())
+before = array_types()
+for name in ("j", "jigcmd-init", "jigcmd-a-name-longer-than-fifteen"):
+    sc.set_name(name)
+    print(open("/proc/self/comm").read().strip())
+print(array_types() - before)
+"""
+
+
+def test_naming_a_process_makes_no_ctypes_type() -> None:
+    """A new buffer length made a new array type: ~30 copied pages in every pid 1."""
+    probe = subprocess.run(
+        [sys.executable, *ZYGOTE_FLAGS, "-c", f"import sys; sys.path[:] = {sys.path!r}\n{_NAMING}"],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    assert probe.stdout.split() == ["j", "jigcmd-init", "jigcmd-a-name-l", "0"], probe.stdout
+
+
 @pytest.mark.envelope
 def test_open_tree_clones_a_mount_the_original_s_remount_does_not_reach(tmp_path: Path) -> None:
     """A detached copy stays writable after its original is remounted read-only (rootfs.py)."""
