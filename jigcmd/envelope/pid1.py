@@ -36,7 +36,7 @@ from jigcmd.envelope import syscalls as sc
 from jigcmd.envelope.messages import MARSHAL, Go, recv_message
 from jigcmd.plan import RunPlan
 
-__all__ = ["Blueprint", "Handed", "Init", "report", "shaped"]
+__all__ = ["Blueprint", "Handed", "Init", "drop_handlers_for_clones", "report", "shaped"]
 
 _PR_SET_PDEATHSIG = 1
 _PR_GET_DUMPABLE = 3
@@ -48,6 +48,12 @@ _ROOTLESS = idmap.rootless()
 # Python ignores SIGPIPE and SIGXFSZ (and the zygote SIGINT); ignored dispositions survive
 # exec, so the spawn sets them back to the default for the candidate.
 _CANDIDATE_DEFAULTS = (signal.SIGPIPE, signal.SIGXFSZ, signal.SIGINT, signal.SIGCHLD)
+
+# Whether the process pid 1 is cloned from dropped every signal handler and proved it
+# (`drop_handlers_for_clones`, the spawner at its start): clone3 without CLONE_SIGHAND copies
+# the dispositions, so that one proof stands for every pid 1 it clones, and spares each of
+# them reading its own status (~20 copied pages; docs/envelope.md, "Pid 1's steps, one by one").
+_handlers_dropped = False
 
 # The envelope's own scratch tmpfs, mounted by pid 1 (see rootfs.py), not the host's /tmp.
 _SCRATCH = "/tmp"  # noqa: S108
@@ -143,7 +149,8 @@ class Init:
             # /proc/1 must not be readable by the candidate (it holds the zygote's image).
             sc.prctl(_PR_SET_DUMPABLE, 0)
             step = "signal handlers"
-            _drop_handlers()
+            if not _handlers_dropped:
+                _drop_handlers()
             step = "set hostname"
             socket.sethostname("jigcmd")
             step = "prepare privilege drop"
@@ -313,6 +320,16 @@ def _hand_over_scratch(control: socket.socket) -> None:
         socket.send_fds(control, [b"s"], [scratch])
     finally:
         os.close(scratch)
+
+
+def drop_handlers_for_clones() -> None:
+    """Leave the calling process without a signal handler, proved, for every pid 1 it clones.
+
+    For a process that installs none afterwards (the spawner): its clones then skip the check.
+    """
+    global _handlers_dropped  # noqa: PLW0603 - one fact of this process, inherited by clones
+    _drop_handlers()
+    _handlers_dropped = True
 
 
 def _drop_handlers() -> None:

@@ -196,6 +196,8 @@ def _serve(sock: socket.socket, zygote: int) -> None:
         return
     # Nothing of the zygote's but stdio: not the server's socket, no envelope's descriptors.
     spawning.close_all_but((sock.fileno(),))
+    # Once here rather than in every pid 1 (see pid1.py); this loop installs no handler.
+    pid1.drop_handlers_for_clones()
     while True:
         try:
             received = _receive(sock)

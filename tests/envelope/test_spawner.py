@@ -58,6 +58,13 @@ def _children() -> list[int]:
         return [int(pid) for pid in handle.read().split()]
 
 
+def _caught(pid: int) -> int:
+    """The signals `pid` has a handler for, as the mask `SigCgt` shows."""
+    with open(f"/proc/{pid}/status", encoding="ascii") as handle:
+        fields = dict(line.split(":\t", 1) for line in handle.read().splitlines())
+    return int(fields["SigCgt"], 16)
+
+
 def _ppid(pid: int) -> int:
     with open(f"/proc/{pid}/status", encoding="ascii") as handle:
         fields = dict(line.split(":\t", 1) for line in handle.read().splitlines())
@@ -118,6 +125,11 @@ def test_pid_1_is_the_zygotes_child_and_the_spawner_keeps_nothing_of_it(
                     if int(name) > 2:
                         held.append(os.readlink(f"/proc/{spawner.pid}/fd/{name}"))
             report = {
+                "caught": {
+                    "stand_in": _caught(os.getpid()),
+                    "spawner": _caught(spawner.pid),
+                    "init": _caught(init),
+                },
                 "init_parent": _ppid(init),
                 "zygote": os.getpid(),
                 "spawner_children": len(_children_of(spawner.pid)),
@@ -130,6 +142,10 @@ def test_pid_1_is_the_zygotes_child_and_the_spawner_keeps_nothing_of_it(
     report = json.loads(in_stand_in(body))
     assert report["init_parent"] == report["zygote"]
     assert report["spawner_children"] == 0
+    # The stand-in has Python's SIGINT handler; the spawner dropped it once, for every pid
+    # 1 it clones (which then skips its own check, see pid1.drop_handlers_for_clones).
+    assert report["caught"]["stand_in"] != 0
+    assert report["caught"] | {"stand_in": 0} == {"stand_in": 0, "spawner": 0, "init": 0}
     # Its own socket, and the host's network namespace it returns to after each clone:
     # no channel of pid 1, no other envelope's descriptor.
     sockets = [link for link in report["held"] if link.startswith("socket:")]
