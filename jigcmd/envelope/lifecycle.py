@@ -228,6 +228,9 @@ class Envelope:
         plan = self.launch.plan
         if self.run.peer_gone():
             raise StepError("server", "the server went away before the candidate ran")
+        if shape(plan) != self.shape:
+            # Pid 1 runs the go with its prepared plan's binds and limits (see `Go`).
+            raise StepError("start candidate", "the launch's shape is not the prepared one")
         trace.mark("supervisor: ready to go")
         if plan.cpus:
             try:
@@ -239,7 +242,8 @@ class Envelope:
                 raise StepError("cpu pin", exc) from exc
         stdio, held.stdio = held.stdio, None
         try:
-            send_message(held.control, Go(plan=plan), list(stdio), codec=MARSHAL)
+            go = Go(plan.argv, plan.env, plan.cwd, plan.files, plan.cpus)
+            send_message(held.control, go, list(stdio), codec=MARSHAL)
         except OSError as exc:
             raise StepError("start candidate", exc) from exc
         finally:

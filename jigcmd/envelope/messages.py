@@ -103,9 +103,18 @@ class Ready(NamedTuple):
 
 
 class Go(NamedTuple):
-    """Supervisor → init → candidate: stage `plan` (fds: stdin, stdout, stderr, gate)."""
+    """Supervisor → init → candidate: the request's own data (fds: stdin, stdout, stderr, gate).
 
-    plan: RunPlan
+    The rest of the run's plan is the one pid 1 was prepared with: the supervisor sends a go
+    only to an envelope prepared for the launch's shape (`lifecycle.shape`). Plain fields,
+    so that pid 1 reads them with little code (docs/envelope.md, "Pid 1's steps, one by one").
+    """
+
+    argv: tuple[str, ...]
+    env: tuple[tuple[str, str], ...]
+    cwd: str
+    files: tuple[tuple[str, str], ...]
+    cpus: tuple[int, ...]
 
 
 class Cancel(NamedTuple):

@@ -178,9 +178,9 @@ class Init:
             report(self.status_w, "prepared")
             step = "wait for the request"
             trace.mark("init: waiting")
-            plan, stdio = self._receive_go()
+            go, stdio = self._receive_go()
             trace.mark("init: go")
-            self._start_candidate(plan, stdio)
+            self._start_candidate(go, stdio)
         except rootfs.RootfsError as exc:
             _fail(self.status_w, f"root filesystem: {exc.step}", str(exc).partition(": ")[2])
         except _Failed as exc:
@@ -189,7 +189,7 @@ class Init:
             _fail(self.status_w, step, exc)
         self._reap()
 
-    def _receive_go(self) -> tuple[RunPlan, Handed]:
+    def _receive_go(self) -> tuple[Go, Handed]:
         received = recv_message(self.control, max_fds=_HANDED_FDS, codec=MARSHAL)
         if received is None:
             # The supervisor is gone; exiting pid 1 kills everything in the namespace.
@@ -197,23 +197,19 @@ class Init:
         message, fds = received
         if not isinstance(message, Go) or len(fds) != _HANDED_FDS:
             raise RuntimeError("malformed go message")
-        return message.plan, (fds[0], fds[1], fds[2], fds[3])
+        return message, (fds[0], fds[1], fds[2], fds[3])
 
-    def _start_candidate(self, plan: RunPlan, stdio: Handed) -> None:
+    def _start_candidate(self, go: Go, stdio: Handed) -> None:
         """Seal the files, drop to the candidate's privileges, wait for the gate, spawn Bun."""
         with _step("cpu pin"):
-            if plan.cpus:
+            if go.cpus:
                 # Pid 1's own mask, inherited by the spawn: the CPU count Bun reads.
-                _pin_affinity(plan.cpus)
+                _pin_affinity(go.cpus)
         with _step("candidate files"):
-            if plan.profile == "candidate":
+            if self.plan.profile == "candidate":
                 tree, self.tree_fd = self.tree_fd, -1
-                rootfs.seal_candidate(plan.files, tree)
+                rootfs.seal_candidate(go.files, tree)
         with _step("drop privileges"):
-            if plan.limits != self.plan.limits:
-                # The rlimits were set for the prepared shape; a launch of another shape is
-                # re-prepared by the supervisor, never sent here.
-                raise OSError(errno.EINVAL, "the go's limits are not the prepared ones")
             # Every descriptor of pid 1 above 2 stays out of the candidate, whatever it is.
             sc.close_range(3, 0xFFFFFFFF, sc.CLOSE_RANGE_CLOEXEC)
         with _step("watch the supervisor"):
@@ -231,15 +227,15 @@ class Init:
                 raise RuntimeError("the launch was withdrawn before the candidate started")
         trace.mark("init: gate open")
         with _step("working directory"):
-            os.chdir(plan.cwd)
+            os.chdir(go.cwd)
         with _step("exec runtime"):
             if self.oom_fd >= 0:
                 oomscore.set_via(self.oom_fd, oomscore.CANDIDATE)
             try:
                 self.candidate = os.posix_spawn(
-                    plan.argv[0],
-                    list(plan.argv),
-                    dict(plan.env),
+                    go.argv[0],
+                    list(go.argv),
+                    dict(go.env),
                     file_actions=[
                         (os.POSIX_SPAWN_DUP2, stdio[0], 0),
                         (os.POSIX_SPAWN_DUP2, stdio[1], 1),

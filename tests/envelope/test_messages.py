@@ -48,6 +48,7 @@ PLAN = RunPlan(
     cpus=(0, 1),
     scratch_file=ScratchFile(name="junit.xml", max_bytes=1 << 20),
 )
+GO = Go(argv=PLAN.argv, env=PLAN.env, cwd=PLAN.cwd, files=PLAN.files, cpus=PLAN.cpus)
 EVERY_MESSAGE: tuple[Message, ...] = (
     Launch(run_id="r1", plan=PLAN, operation_id="op", root_run="root", state_dir="/s"),
     Launch(run_id="r2", plan=PLAN._replace(scratch_file=None, cpus=())),
@@ -56,7 +57,8 @@ EVERY_MESSAGE: tuple[Message, ...] = (
     Answered(),
     Ready(envelope_id="e", supervisor=ProcessIdentity(1, 2**40, "boot"), cgroup_paths=("/a",)),
     Ready(envelope_id="e", supervisor=None, cgroup_paths=()),
-    Go(plan=PLAN),
+    GO,
+    GO._replace(files=(), cpus=()),
     Cancel(),
     Started(supervisor_pid=3, init_pid=-4, cgroup_paths=("/x", "/y"), netns="n", setup_ms=1.5),
     Ended(exit_code=None, signal="SIGKILL", stop_reason="deadline"),
@@ -125,8 +127,10 @@ def test_a_wrongly_typed_field_deep_in_the_plan_is_refused(codec: Codec) -> None
     """An argv item that is not a string fails the frame, and the error says what was expected."""
     plan: list[object] = list(PLAN)
     plan[1] = ("/usr/bin/bun", 7)
+    launch: list[object] = list(Launch(run_id="r", plan=PLAN))
+    launch[1] = tuple(plan)
     with pytest.raises(ValueError, match=r"(?i)expected .*str"):
-        codec.decode(records.dumps(("go", (tuple(plan),))))
+        codec.decode(records.dumps(("launch", tuple(launch))))
 
 
 @CODECS
@@ -134,7 +138,7 @@ def test_a_wrongly_typed_field_deep_in_the_plan_is_refused(codec: Codec) -> None
     "body",
     [
         b"",
-        records.dumps(("go", (PLAN,)))[:-3],
+        records.dumps(("go", GO))[:-3],
         marshal.dumps(("nope", ())),
         marshal.dumps(("go",)),
         marshal.dumps((1, ())),
@@ -167,8 +171,8 @@ def test_a_frame_fed_a_byte_at_a_time_comes_out_once_whole(codec: Codec) -> None
 def test_two_frames_in_one_read_come_out_in_order(codec: Codec) -> None:
     """A read that holds two frames yields both, one per call."""
     reader = FrameReader(codec)
-    reader.feed(_frames(codec, Cancel(), Go(plan=PLAN)) + b"\x00")
-    assert [reader.next(), reader.next(), reader.next()] == [Cancel(), Go(plan=PLAN), None]
+    reader.feed(_frames(codec, Cancel(), GO) + b"\x00")
+    assert [reader.next(), reader.next(), reader.next()] == [Cancel(), GO, None]
 
 
 @CODECS

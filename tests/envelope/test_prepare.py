@@ -12,6 +12,8 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import socket
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,7 +21,10 @@ from pathlib import Path
 import pytest
 
 from jigcmd.envelope import cgroups, lifecycle, netns, privileges, seccomp, staging
+from jigcmd.envelope.failure import StepError
 from jigcmd.envelope.loop import EventLoop
+from jigcmd.envelope.messages import Launch
+from jigcmd.envelope.reporting import RunChannel
 from tests.envelope.conftest import in_stand_in
 from tests.envelope.hostile_harness import probe_plan
 
@@ -172,3 +177,37 @@ def test_pid_1s_namespaces_outlive_it_until_the_zygote_lets_go(
     assert report["after_release"] == report["own"]
     # ... and none is left once the zygote lets go.
     assert report["after_let_go"] == []
+
+
+def test_a_go_goes_only_to_an_envelope_prepared_for_the_launch_s_shape(
+    real_cgroups: cgroups.CgroupBackend, tmp_path: Path
+) -> None:
+    """Pid 1 runs a go with its prepared binds and limits, so the zygote checks the shape."""
+    request = netns.preload()
+
+    def go(report_w: int) -> None:
+        with _prepared(real_cgroups, request, tmp_path) as (envelope, init):
+            assert envelope.shape is not None
+            plan = probe_plan("")
+            other = plan._replace(limits=plan.limits._replace(pids_max=plan.limits.pids_max + 1))
+            run_here, run_there = socket.socketpair()
+            envelope.launch = Launch(run_id="r", plan=other)
+            envelope.run = RunChannel(run_here.detach(), None)
+            stdio = [os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC) for _ in range(4)]
+            envelope.held.stdio = (stdio[0], stdio[1], stdio[2], stdio[3])
+            try:
+                envelope._go()
+                refused = ""
+            except StepError as exc:
+                refused = str(exc)
+            # A go would have reached a gate that reads EOF (/dev/null): pid 1 would have
+            # given up at once ("withdrawn") and exited. It still waits.
+            time.sleep(0.3)
+            with open(f"/proc/{init}/stat", encoding="ascii") as handle:
+                state = handle.read().rpartition(")")[2].split()[0]
+            run_there.close()
+        os.write(report_w, json.dumps({"refused": refused, "state": state}).encode())
+
+    report = json.loads(in_stand_in(go))
+    assert "the launch's shape is not the prepared one" in report["refused"]
+    assert report["state"] == "S"
