@@ -17,8 +17,9 @@ exactly one request.
 
 The zygote outlives the server: losing the run socket counts as a cancel, so the tree is
 fenced and released either way, and the journal row is closed through `ledger.py`. Pid 1
-dies with the zygote (`PR_SET_PDEATHSIG`, or its control socket closing before the go),
-which makes the kernel kill everything in the pid namespace: nothing outlives its keeper.
+dies with the zygote (its control socket closing while it prepares, `PR_SET_PDEATHSIG` once
+prepared), which makes the kernel kill everything in the pid namespace: nothing outlives its
+keeper.
 """
 
 from __future__ import annotations

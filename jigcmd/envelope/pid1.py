@@ -174,6 +174,15 @@ class Init:
             privileges.begin_drop(self.plan.limits.nofile, self.plan.limits.fsize_bytes)
             # Rootless, the user's own supplementary groups cannot be dropped (see privileges).
             privileges.finish_drop(frozenset(os.getgroups()) if _ROOTLESS else frozenset())
+            step = "watch the supervisor"
+            # After the drop, the last change of pid 1's credentials (one clears the death
+            # signal): from here pid 1 dies with the zygote, its parent; a zygote that died
+            # before this was set has closed the control socket.
+            sc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+            if _closed(self.control):
+                os._exit(0)
+            if sc.prctl(_PR_GET_DUMPABLE) != 0:
+                raise OSError(errno.EPERM, "pid 1 is dumpable")
             # From here on nothing of the envelope runs until a request arrives.
             report(self.status_w, "prepared")
             step = "wait for the request"
@@ -212,14 +221,6 @@ class Init:
         with _step("drop privileges"):
             # Every descriptor of pid 1 above 2 stays out of the candidate, whatever it is.
             sc.close_range(3, 0xFFFFFFFF, sc.CLOSE_RANGE_CLOEXEC)
-        with _step("watch the supervisor"):
-            # Set after the drop (a credential change can clear it); a supervisor that died
-            # before it was set has closed the control socket.
-            sc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-            if _closed(self.control):
-                os._exit(0)
-            if sc.prctl(_PR_GET_DUMPABLE) != 0:
-                raise OSError(errno.EPERM, "pid 1 is dumpable")
         with _step("withdrawn"):
             # Staged: the server opens the gate once its journal row is durable. EOF instead
             # means the launch was withdrawn (a replay, a cancel, the server gone): nothing runs.

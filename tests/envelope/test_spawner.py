@@ -15,6 +15,7 @@ import os
 import select
 import signal
 import socket
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,7 +24,7 @@ from typing import NoReturn
 import anyio
 import pytest
 
-from jigcmd.envelope import cgroups, lifecycle, netns, pid1, privileges, seccomp, staging
+from jigcmd.envelope import cgroups, lifecycle, netns, pid1, privileges, seccomp, spawning, staging
 from jigcmd.envelope import syscalls as sc
 from jigcmd.envelope.failure import StepError
 from jigcmd.envelope.loop import EventLoop
@@ -250,7 +251,7 @@ def test_a_kernel_refusing_clone_parent_makes_the_zygote_clone_pid_1_itself(
 
 
 class _Armed:
-    """A stand-in pid 1: sets its death signal as pid 1 does at the go, then blocks for good."""
+    """A stand-in pid 1: sets its death signal as pid 1 does once prepared, then blocks."""
 
     def __init__(self, blueprint: pid1.Blueprint, control: socket.socket, status_w: int) -> None:
         self.status_w = status_w
@@ -305,6 +306,60 @@ def test_pid_1_cloned_by_the_spawner_dies_with_the_zygote_not_with_the_spawner(
         assert select.select([pidfd], [], [], 10)[0], "pid 1 outlived its zygote"
     finally:
         os.close(pidfd)
+
+
+def test_a_prepared_pid_1_dies_with_its_zygote_whoever_holds_its_control_socket(
+    real_cgroups: cgroups.CgroupBackend, tmp_path: Path
+) -> None:
+    """The death signal is set once pid 1 is prepared, not only at the go.
+
+    A prepared pid 1 waits on its control socket, whose EOF also ends it; here another
+    process keeps the zygote's end open, so only the death signal can.
+    """
+    request = netns.preload()
+    holder_r, holder_w = os.pipe()
+
+    def body(report_w: int) -> None:
+        with _zygote(tmp_path, request) as loop:
+            envelope = _prepare(loop, real_cgroups)
+            assert envelope.held.control is not None and envelope.held.job is not None
+            holder = os.fork()
+            if holder == 0:
+                # A copy of the zygote's end of pid 1's control socket, and nothing else.
+                spawning.close_all_but((envelope.held.control.fileno(), holder_r))
+                os.read(holder_r, 1)  # until the test closes its end
+                os._exit(0)
+            report = {
+                "init": envelope.held.init_pid,
+                "holder": holder,
+                "job": list(envelope.held.job.paths),
+            }
+            os.write(report_w, json.dumps(report).encode())
+            # The stand-in (the zygote) exits here, its envelope still prepared.
+            os._exit(0)
+
+    report = json.loads(in_stand_in(body))
+    os.close(holder_r)
+    try:
+        try:
+            pidfd = os.pidfd_open(report["init"])
+        except ProcessLookupError:
+            pidfd = -1  # gone already, with its zygote
+        if pidfd >= 0:
+            try:
+                assert select.select([pidfd], [], [], 10)[0], "pid 1 outlived its zygote"
+            finally:
+                os.close(pidfd)
+    finally:
+        os.close(holder_w)
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(report["holder"], 0)
+        deadline = time.monotonic() + 10
+        for path in reversed(report["job"]):
+            while os.path.isdir(path) and time.monotonic() < deadline:
+                with contextlib.suppress(OSError):
+                    os.rmdir(path)
+                time.sleep(0.01)
 
 
 def _zygote_of(server: int) -> int:
