@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-from collections.abc import Iterator
 
 from jigcmd.envelope import cgroups, idmap, netns
 from jigcmd.envelope import syscalls as sc
@@ -38,10 +37,16 @@ def spawn_init(job: cgroups.CgroupJob, keep: tuple[int, ...]) -> tuple[int, str 
     pid 1 may configure it, the candidate (no capabilities) may not. The cgroup namespace is
     made by pid 1 once it joined every hierarchy, so that its root is the job.
     """
-    with _fresh_network() as flags:
+    flags, host_net = _enter_fresh_network()
+    try:
         pid, born_in = _clone(flags, job.birth_dir)
+    except BaseException:
+        _leave(host_net)
+        raise
     if pid == 0:
         close_all_but(keep)
+    else:
+        _leave(host_net)
     return pid, born_in
 
 
@@ -52,38 +57,46 @@ def spawn_sibling(birth_dir: str | None, keep: tuple[int, ...]) -> tuple[int, st
     combine with `CLONE_NEWPID` or `CLONE_NEWUSER`; 6.18 accepts it), and the caller's parent
     then makes pid 1 itself (`spawn_init`).
     """
-    with _fresh_network() as flags:
+    flags, host_net = _enter_fresh_network()
+    try:
         pid, born_in = _clone_born(flags | sc.CLONE_PARENT, birth_dir)
+    except BaseException:
+        _leave(host_net)
+        raise
     if pid == 0:
         close_all_but(keep)
+    else:
+        _leave(host_net)
     return pid, born_in
 
 
-@contextlib.contextmanager
-def _fresh_network() -> Iterator[int]:
-    """In a fresh network namespace (as host root) for the clone; the flags to clone with.
+def _enter_fresh_network() -> tuple[int, int]:
+    """Into a fresh network namespace (as host root) for the clone: the flags to clone with,
+    and the host's namespace for `_leave` (-1: none was entered).
 
-    The caller returns to the host's namespace afterwards; pid 1 (the child) stays.
+    The caller goes back after the clone; pid 1 (the child) stays. Plain calls, not a context
+    manager: pid 1 leaves this code on its first steps, and every object it touches on the
+    way is a page it copies (docs/envelope.md, "Pid 1's steps, one by one").
     """
-    flags = _NAMESPACES
-    host_net = -1
     if _ROOTLESS:
-        flags |= sc.CLONE_NEWNET
-    else:
-        try:
-            _drop_groups()
-            host_net = netns.host_namespace()
-            netns.enter_fresh()
-        except OSError as exc:
-            if host_net >= 0:
-                with contextlib.suppress(OSError):
-                    sc.setns(host_net, sc.CLONE_NEWNET)
-            raise StepError("network namespace", exc) from exc
+        return _NAMESPACES | sc.CLONE_NEWNET, -1
+    host_net = -1
     try:
-        yield flags
-    finally:
-        if host_net >= 0 and os.getpid() != 1:
-            sc.setns(host_net, sc.CLONE_NEWNET)
+        _drop_groups()
+        host_net = netns.host_namespace()
+        netns.enter_fresh()
+    except OSError as exc:
+        if host_net >= 0:
+            with contextlib.suppress(OSError):
+                sc.setns(host_net, sc.CLONE_NEWNET)
+        raise StepError("network namespace", exc) from exc
+    return _NAMESPACES, host_net
+
+
+def _leave(host_net: int) -> None:
+    """Back into the host's network namespace after `_enter_fresh_network` (the parent only)."""
+    if host_net >= 0:
+        sc.setns(host_net, sc.CLONE_NEWNET)
 
 
 def _clone_born(flags: int, birth: str | None) -> tuple[int, str | None]:

@@ -250,6 +250,49 @@ def test_a_kernel_refusing_clone_parent_makes_the_zygote_clone_pid_1_itself(
     assert report["second_parent"] == report["zygote"]
 
 
+def test_the_spawner_is_back_in_the_host_network_namespace_after_a_clone_or_a_refusal(
+    real_netns: None,
+) -> None:
+    """A fresh namespace for each clone; the caller returns to the host's whatever happens."""
+    request = netns.preload()
+
+    def body(report_w: int) -> None:
+        netns.use_request(request)
+        host = os.readlink("/proc/self/ns/net")
+        go_r, go_w = os.pipe()
+        pid, _born_in = spawning.spawn_sibling(None, (go_r,))
+        if pid == 0:
+            os.read(go_r, 1)  # pid 1's stand-in: in its fresh namespace until told
+            os._exit(0)
+        child_net = os.readlink(f"/proc/{pid}/ns/net")
+        after_clone = os.readlink("/proc/self/ns/net")
+        os.close(go_w)  # it exits; with CLONE_PARENT it is the test process's to reap
+        sc.clone = _refused_clone
+        try:
+            spawning.spawn_sibling(None, ())
+            refused = False
+        except OSError:
+            refused = True
+        finally:
+            sc.clone = _real_clone
+        report = {
+            "pid": pid,
+            "host": host,
+            "child": child_net,
+            "after_clone": after_clone,
+            "refused": refused,
+            "after_refusal": os.readlink("/proc/self/ns/net"),
+        }
+        os.write(report_w, json.dumps(report).encode())
+
+    report = json.loads(in_stand_in(body))
+    os.waitpid(report["pid"], 0)
+    assert report["child"] != report["host"]
+    assert report["after_clone"] == report["host"]
+    assert report["refused"] is True
+    assert report["after_refusal"] == report["host"]
+
+
 class _Armed:
     """A stand-in pid 1: sets its death signal as pid 1 does once prepared, then blocks."""
 
