@@ -52,7 +52,7 @@ _CANDIDATE_DEFAULTS = (signal.SIGPIPE, signal.SIGXFSZ, signal.SIGINT, signal.SIG
 # Whether the process pid 1 is cloned from dropped every signal handler and proved it
 # (`drop_handlers_for_clones`, the spawner at its start): clone3 without CLONE_SIGHAND copies
 # the dispositions, so that one proof stands for every pid 1 it clones, and spares each of
-# them reading its own status (~20 copied pages; docs/envelope.md, "Pid 1's steps, one by one").
+# them reading its own status (docs/envelope.md, "Pid 1's steps, one by one").
 _handlers_dropped = False
 
 # The envelope's own scratch tmpfs, mounted by pid 1 (see rootfs.py), not the host's /tmp.
