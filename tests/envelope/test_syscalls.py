@@ -46,15 +46,20 @@ print(" ".join(sorted(names() - before)) or "-")
 """
 
 
-def test_no_binding_is_looked_up_on_first_use() -> None:
-    """A wrapper that resolved its function on first use wrote that lookup into every pid 1."""
+def _probe(code: str) -> list[str]:
+    """What `code` prints, run by an interpreter started as the zygote is, word by word."""
     probe = subprocess.run(
-        [sys.executable, *ZYGOTE_FLAGS, "-c", f"import sys; sys.path[:] = {sys.path!r}\n{_PROBE}"],
+        [sys.executable, *ZYGOTE_FLAGS, "-c", f"import sys; sys.path[:] = {sys.path!r}\n{code}"],
         check=True,
         capture_output=True,
         text=True,
     )
-    assert probe.stdout.split() == ["-"], probe.stdout
+    return probe.stdout.split()
+
+
+def test_no_binding_is_looked_up_on_first_use() -> None:
+    """A wrapper that resolved its function on first use wrote that lookup into every pid 1."""
+    assert _probe(_PROBE) == ["-"]
 
 
 def test_a_refused_call_raises_with_the_kernels_errno() -> None:
@@ -85,13 +90,7 @@ print(array_types() - before)
 
 def test_naming_a_process_makes_no_ctypes_type() -> None:
     """A new buffer length made a new array type: ~30 copied pages in every pid 1."""
-    probe = subprocess.run(
-        [sys.executable, *ZYGOTE_FLAGS, "-c", f"import sys; sys.path[:] = {sys.path!r}\n{_NAMING}"],
-        check=True,
-        capture_output=True,
-        text=True,
-    )
-    assert probe.stdout.split() == ["j", "jigcmd-init", "jigcmd-a-name-l", "0"], probe.stdout
+    assert _probe(_NAMING) == ["j", "jigcmd-init", "jigcmd-a-name-l", "0"]
 
 
 @pytest.mark.envelope
