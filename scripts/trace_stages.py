@@ -1,13 +1,15 @@
 """Where one call's time goes: the median gap before each traced stage, over many calls.
 
 Starts one `jigcmd serve` with `JIGCMD_TRACE=1` (every process of the envelope writes
-`jigcmd-trace <monotonic ms> <pid> <cpu ms> <label>` to stderr, see `jigcmd/trace.py`), sends
-`bun test` calls on the bundled example with `--idle-ms` of idle before each, and prints, per
-stage in the order of the first call, the median time since the previous stage, and the median
-CPU the marking process spent since its own previous mark (the envelope's processes mark where
-they block until a request, "... waiting", so their first stage counts only the run's work;
-the server's "readable" also counts what it did after the previous answer). Tracing itself
-costs a little at every mark; compare runs of this script, not its totals with the benchmark's.
+`jigcmd-trace <monotonic ms> <pid> <cpu ms> <minor faults> <label>` to stderr, see
+`jigcmd/trace.py`), sends `bun test` calls on the bundled example with `--idle-ms` of idle
+before each, and prints, per stage in the order of the first call, the median time since the
+previous stage, and the median CPU and pages faulted in by the marking process since its own
+previous mark (the envelope's processes mark where they block until a request, "... waiting",
+so their first stage counts only the run's work; the server's "readable" also counts what it
+did after the previous answer). Then pid 1's own steps, its preparation (between the calls)
+included. Tracing itself costs a little at every mark; compare runs of this script, not its
+totals with the benchmark's.
 
 Run as root: python scripts/trace_stages.py [--calls 30] [--idle-ms 100]
 """
@@ -22,6 +24,7 @@ import tempfile
 import time
 from collections import defaultdict
 from pathlib import Path
+from typing import NamedTuple
 
 ROOT = Path(__file__).resolve().parents[1]
 # Run from a checkout: the sibling benchmark (and the package) must be importable.
@@ -55,41 +58,109 @@ def main() -> int:
                     windows.append((start, time.monotonic() * 1000))
             server.close()
         log_text = log_path.read_text(errors="replace")
-    marks = sorted(
-        (float(fields[1]), int(fields[2]), float(fields[3]), fields[4])
+    marks = [
+        Mark(float(fields[1]), int(fields[2]), float(fields[3]), int(fields[4]), fields[5])
         for line in log_text.splitlines()
-        if line.startswith("jigcmd-trace ") and len(fields := line.split(None, 4)) == 5
-    )
-    # The CPU each mark's process spent since its own previous mark, inside a call or not.
-    cpu_since: list[float | None] = []
-    last_cpu: dict[int, float] = {}
-    for _stamp, pid, cpu, _label in marks:
-        cpu_since.append(cpu - last_cpu[pid] if pid in last_cpu else None)
-        last_cpu[pid] = cpu
+        if line.startswith("jigcmd-trace ") and len(fields := line.split(None, 5)) == 6
+    ]
+    marks.sort()
+    report_calls(marks, windows, options)
+    report_pid_1(marks, windows[0][0] if windows else 0.0)
+    return 0
+
+
+class Mark(NamedTuple):
+    """One `jigcmd-trace` line."""
+
+    stamp: float
+    pid: int
+    cpu: float
+    faults: int
+    label: str
+
+
+def own_steps(marks: list[Mark]) -> list[tuple[float, int] | None]:
+    """Per mark, the CPU ms and the pages its process spent since its own previous mark."""
+    last: dict[int, Mark] = {}
+    steps: list[tuple[float, int] | None] = []
+    for mark in marks:
+        before = last.get(mark.pid)
+        steps.append(
+            None if before is None else (mark.cpu - before.cpu, mark.faults - before.faults)
+        )
+        last[mark.pid] = mark
+    return steps
+
+
+def report_calls(
+    marks: list[Mark], windows: list[tuple[float, float]], options: argparse.Namespace
+) -> None:
+    """Per stage of a call (request to answer): the gap since the stage before, its process's
+    CPU and pages since its own previous mark."""
+    steps = own_steps(marks)
     gaps: defaultdict[str, list[float]] = defaultdict(list)
     cpus: defaultdict[str, list[float]] = defaultdict(list)
+    pages: defaultdict[str, list[int]] = defaultdict(list)
     order: list[str] = []
     for index, (start, end) in enumerate(windows):
         previous = start
-        for (stamp, _pid, _cpu, label), spent in zip(marks, cpu_since, strict=True):
-            if start <= stamp <= end:
-                gaps[label].append(stamp - previous)
-                previous = stamp
+        for mark, spent in zip(marks, steps, strict=True):
+            if start <= mark.stamp <= end:
+                gaps[mark.label].append(mark.stamp - previous)
+                previous = mark.stamp
                 if spent is not None:
-                    cpus[label].append(spent)
+                    cpus[mark.label].append(spent[0])
+                    pages[mark.label].append(spent[1])
                 if index == 0:
-                    order.append(label)
+                    order.append(mark.label)
         gaps["(answer read by the client)"].append(end - previous)
     order.append("(answer read by the client)")
     total = statistics.median(end - start for start, end in windows)
     print(f"{options.calls} calls, {options.idle_ms:g} ms idle before each; median {total:.2f} ms")
-    print("median ms since the previous stage, median CPU ms of the marking process since its")
-    print("previous mark, stage (calls that had it)")
+    print("median ms since the previous stage; median CPU ms and pages faulted in by the")
+    print("marking process since its own previous mark; stage (calls that had it)")
     for label in order:
         values = gaps[label]
         spent_ms = f"{statistics.median(cpus[label]):6.3f}" if cpus[label] else "     -"
-        print(f"{statistics.median(values):8.3f} {spent_ms}  {label}  ({len(values)})")
-    return 0
+        faulted = f"{statistics.median(pages[label]):5.0f}" if pages[label] else "    -"
+        print(f"{statistics.median(values):8.3f} {spent_ms} {faulted}  {label}  ({len(values)})")
+
+
+def report_pid_1(marks: list[Mark], since: float) -> None:
+    """Pid 1's own steps, the preparations between the calls included: its CPU and pages since
+    its previous mark (the first, `init: named`, since its clone)."""
+    cpus: defaultdict[str, list[float]] = defaultdict(list)
+    pages: defaultdict[str, list[int]] = defaultdict(list)
+    lives: dict[int, list[str]] = {}
+    order: list[str] = []
+    last: dict[int, Mark] = {}
+    for mark in marks:
+        if not mark.label.startswith("init: "):
+            continue
+        before = last.get(mark.pid)
+        if mark.label == "init: named":
+            before = None  # a new pid 1 (a reused host pid is a new process)
+            lives.pop(mark.pid, None)
+            if mark.stamp >= since:
+                lives[mark.pid] = []
+        last[mark.pid] = mark
+        if mark.stamp < since:
+            continue
+        cpus[mark.label].append(mark.cpu - (before.cpu if before else 0.0))
+        pages[mark.label].append(mark.faults - (before.faults if before else 0))
+        life = lives.get(mark.pid)
+        if life is not None:
+            life.append(mark.label)
+            if mark.label == "init: exit" and not order:
+                order = life  # the steps in the order of the first whole life
+    print("\npid 1 step by step, every pid 1 of the measured calls (preparations included):")
+    print("median CPU ms and pages faulted in since its previous mark (the first since its clone)")
+    order += [label for label in cpus if label not in order]
+    for label in order:
+        print(
+            f"         {statistics.median(cpus[label]):6.3f} {statistics.median(pages[label]):5.0f}"
+            f"  {label}  ({len(cpus[label])})"
+        )
 
 
 if __name__ == "__main__":

@@ -265,11 +265,15 @@ def test_tracing_marks_every_process_of_the_envelope_and_never_the_evidence(
     found = evidence(done)
     assert found.exit_code == 0
     assert "jigcmd-trace" not in found.stderr.text + found.stdout.text
-    lines = [line.split(None, 4) for line in done.stderr.splitlines() if "jigcmd-trace" in line]
-    labels = {fields[4] for fields in lines}
-    # Every mark carries the marking process's CPU time so far (ms).
-    assert all(float(fields[3]) >= 0 for fields in lines)
-    for stage in ("service: run", "supervisor: launch", "init: go", "init: gate open"):
+    lines = [line.split(None, 5) for line in done.stderr.splitlines() if "jigcmd-trace" in line]
+    labels = {fields[5] for fields in lines}
+    # Every mark carries the marking process's CPU time (ms) and minor faults so far.
+    assert all(float(fields[3]) >= 0 and int(fields[4]) >= 0 for fields in lines)
+    # Pid 1's marks name it by its host pid, which it read at its first mark.
+    init_pids = {fields[2] for fields in lines if fields[5].startswith("init: ")}
+    assert init_pids and "1" not in init_pids, init_pids
+    stages = ("service: run", "supervisor: launch", "init: named", "init: go", "init: gate open")
+    for stage in stages:
         assert stage in labels, sorted(labels)
 
 

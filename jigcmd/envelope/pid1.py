@@ -110,9 +110,12 @@ class Init:
                 # and its /proc/self then belongs to host root.
                 self.oom_fd, self.oom_own = oomscore.open_own()
             sc.set_name("jigcmd-init")
+            # Its first mark: the host's /proc is still its /proc (see trace.py).
+            trace.mark("init: named")
             step = "join cgroup"
             # Before any candidate code: nothing of the envelope runs unlimited.
             cgroups.join(self.blueprint.membership, born_in)
+            trace.mark("init: joined")
             step = "cgroup namespace"
             # After the join, so that the namespace's root is the job in every hierarchy.
             sc.unshare(sc.CLONE_NEWCGROUP)
@@ -174,6 +177,7 @@ class Init:
             privileges.begin_drop(self.plan.limits.nofile, self.plan.limits.fsize_bytes)
             # Rootless, the user's own supplementary groups cannot be dropped (see privileges).
             privileges.finish_drop(frozenset(os.getgroups()) if _ROOTLESS else frozenset())
+            trace.mark("init: dropped")
             step = "watch the supervisor"
             # After the drop, the last change of pid 1's credentials (one clears the death
             # signal): from here pid 1 dies with the zygote, its parent; a zygote that died
