@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+from collections.abc import Callable
 
 from jigcmd.envelope import cgroups, idmap, netns
 from jigcmd.envelope import syscalls as sc
@@ -37,17 +38,7 @@ def spawn_init(job: cgroups.CgroupJob, keep: tuple[int, ...]) -> tuple[int, str 
     pid 1 may configure it, the candidate (no capabilities) may not. The cgroup namespace is
     made by pid 1 once it joined every hierarchy, so that its root is the job.
     """
-    flags, host_net = _enter_fresh_network()
-    try:
-        pid, born_in = _clone(flags, job.birth_dir)
-    except BaseException:
-        _leave(host_net)
-        raise
-    if pid == 0:
-        close_all_but(keep)
-    else:
-        _leave(host_net)
-    return pid, born_in
+    return _in_fresh_network(_clone, 0, job.birth_dir, keep)
 
 
 def spawn_sibling(birth_dir: str | None, keep: tuple[int, ...]) -> tuple[int, str | None]:
@@ -57,9 +48,24 @@ def spawn_sibling(birth_dir: str | None, keep: tuple[int, ...]) -> tuple[int, st
     combine with `CLONE_NEWPID` or `CLONE_NEWUSER`; 6.18 accepts it), and the caller's parent
     then makes pid 1 itself (`spawn_init`).
     """
-    flags, host_net = _enter_fresh_network()
+    return _in_fresh_network(_clone_born, sc.CLONE_PARENT, birth_dir, keep)
+
+
+def _in_fresh_network(
+    clone: Callable[[int, str | None], tuple[int, str | None]],
+    flags: int,
+    birth: str | None,
+    keep: tuple[int, ...],
+) -> tuple[int, str | None]:
+    """`clone(namespace flags | flags, birth)` in a fresh network namespace, then back.
+
+    Plain calls, not a context manager: pid 1 leaves this code on its first steps, and every
+    object it touches on the way is a page it copies (docs/envelope.md, "Pid 1's steps, one
+    by one"). In pid 1 every descriptor but stdio and `keep` is closed at once.
+    """
+    namespaces, host_net = _enter_fresh_network()
     try:
-        pid, born_in = _clone_born(flags | sc.CLONE_PARENT, birth_dir)
+        pid, born_in = clone(namespaces | flags, birth)
     except BaseException:
         _leave(host_net)
         raise
@@ -74,9 +80,7 @@ def _enter_fresh_network() -> tuple[int, int]:
     """Into a fresh network namespace (as host root) for the clone: the flags to clone with,
     and the host's namespace for `_leave` (-1: none was entered).
 
-    The caller goes back after the clone; pid 1 (the child) stays. Plain calls, not a context
-    manager: pid 1 leaves this code on its first steps, and every object it touches on the
-    way is a page it copies (docs/envelope.md, "Pid 1's steps, one by one").
+    The caller goes back after the clone (`_leave`); pid 1 (the child) stays.
     """
     if _ROOTLESS:
         return _NAMESPACES | sc.CLONE_NEWNET, -1
