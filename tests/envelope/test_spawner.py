@@ -59,17 +59,19 @@ def _children() -> list[int]:
         return [int(pid) for pid in handle.read().split()]
 
 
-def _caught(pid: int) -> int:
-    """The signals `pid` has a handler for, as the mask `SigCgt` shows."""
+def _status(pid: int, field: str) -> str:
     with open(f"/proc/{pid}/status", encoding="ascii") as handle:
         fields = dict(line.split(":\t", 1) for line in handle.read().splitlines())
-    return int(fields["SigCgt"], 16)
+    return fields[field]
+
+
+def _caught(pid: int) -> int:
+    """The signals `pid` has a handler for, as the mask `SigCgt` shows."""
+    return int(_status(pid, "SigCgt"), 16)
 
 
 def _ppid(pid: int) -> int:
-    with open(f"/proc/{pid}/status", encoding="ascii") as handle:
-        fields = dict(line.split(":\t", 1) for line in handle.read().splitlines())
-    return int(fields["PPid"])
+    return int(_status(pid, "PPid"))
 
 
 @contextlib.contextmanager
