@@ -80,11 +80,12 @@ class Mark(NamedTuple):
 
 
 def own_steps(marks: list[Mark]) -> list[tuple[float, int] | None]:
-    """Per mark, the CPU ms and the pages its process spent since its own previous mark."""
+    """Per mark, the CPU ms and the pages its process spent since its own previous mark
+    (None for a process's first: pid 1's `init: named`, a host pid reused or not)."""
     last: dict[int, Mark] = {}
     steps: list[tuple[float, int] | None] = []
     for mark in marks:
-        before = last.get(mark.pid)
+        before = None if mark.label == "init: named" else last.get(mark.pid)
         steps.append(
             None if before is None else (mark.cpu - before.cpu, mark.faults - before.faults)
         )
@@ -133,21 +134,19 @@ def report_pid_1(marks: list[Mark], since: float) -> None:
     pages: defaultdict[str, list[int]] = defaultdict(list)
     lives: dict[int, list[str]] = {}
     order: list[str] = []
-    last: dict[int, Mark] = {}
-    for mark in marks:
+    for mark, spent in zip(marks, own_steps(marks), strict=True):
         if not mark.label.startswith("init: "):
             continue
-        before = last.get(mark.pid)
         if mark.label == "init: named":
-            before = None  # a new pid 1 (a reused host pid is a new process)
             lives.pop(mark.pid, None)
             if mark.stamp >= since:
                 lives[mark.pid] = []
-        last[mark.pid] = mark
         if mark.stamp < since:
             continue
-        cpus[mark.label].append(mark.cpu - (before.cpu if before else 0.0))
-        pages[mark.label].append(mark.faults - (before.faults if before else 0))
+        # A process's first mark counts from its start: pid 1's clone.
+        cpu, faults = spent if spent is not None else (mark.cpu, mark.faults)
+        cpus[mark.label].append(cpu)
+        pages[mark.label].append(faults)
         life = lives.get(mark.pid)
         if life is not None:
             life.append(mark.label)
