@@ -38,7 +38,8 @@ from jigcmd.envelope import cgroups, ledger, oomscore, reporting
 from jigcmd.envelope.failure import StepError
 from jigcmd.envelope.holdings import EMPTY_WAIT, Holdings, Watcher
 from jigcmd.envelope.ledger import Owner, Registry
-from jigcmd.envelope.messages import INIT_LOST, MARSHAL, Go, Launch, Started, send_message
+from jigcmd.envelope.marshalcodec import MARSHAL
+from jigcmd.envelope.messages import INIT_LOST, Go, Launch, Started, send_message
 from jigcmd.envelope.reporting import RunChannel
 
 if TYPE_CHECKING:

@@ -5,8 +5,8 @@ socket: the `marshal` bytes of the tuple `(tag, fields)`, where `fields` is the 
 NamedTuple as a plain tuple. A `Launch` carries the run's stdio descriptors as SCM_RIGHTS.
 
 Each side reads and writes frames with its own `Codec`, of the same types: the zygote and
-pid 1 with `MARSHAL` (`jigcmd.envelope.records`, the standard library alone, so that msgspec
-stays out of the image every pid 1 is cloned from), the server with msgspec's validation
+pid 1 with `jigcmd.envelope.marshalcodec` (the standard library alone, so that msgspec stays
+out of the image every pid 1 is cloned from), the server with msgspec's validation
 (`jigcmd.envelope.wire`). Both check every field of what they read against these types, and
 refuse a frame that does not match (ValueError) before anything acts on it.
 """
@@ -19,14 +19,12 @@ import socket
 import struct
 from typing import Literal, NamedTuple, Protocol
 
-from jigcmd.envelope import records
 from jigcmd.envelope.scratchfile import ScratchRead
 from jigcmd.journal.identity import ProcessIdentity
 from jigcmd.plan import RunPlan
 
 __all__ = [
     "INIT_LOST",
-    "MARSHAL",
     "REFILL_AFTER_MS",
     "TAGS",
     "Answered",
@@ -205,30 +203,6 @@ class Codec(Protocol):
     def decode(self, body: bytes) -> Message:
         """The message a frame body holds; ValueError when it is not one, field by field."""
         ...
-
-
-class _Marshal:
-    """The zygote's and pid 1's codec: `jigcmd.envelope.records`, the standard library alone."""
-
-    def __init__(self) -> None:
-        # Built here, once, as the zygote imports this: every pid 1 is cloned with them.
-        self._readers = {tag: records.Reader[Message](kind) for tag, kind in TAGS.items()}
-        self._writers = {kind: (tag, records.Writer[Message](kind)) for tag, kind in TAGS.items()}
-
-    def encode(self, message: Message) -> bytes:
-        tag, writer = self._writers[type(message)]
-        return records.dumps_plain((tag, writer.plain(message)))
-
-    def decode(self, body: bytes) -> Message:
-        framed = records.loads(body)
-        if isinstance(framed, tuple) and len(framed) == 2 and isinstance(framed[0], str):
-            reader = self._readers.get(framed[0])
-            if reader is not None:
-                return reader.convert(framed[1])
-        raise records.FrameError(f"not a (tag, fields) frame of a known tag: {framed!r:.60}")
-
-
-MARSHAL: Codec = _Marshal()
 
 
 class FrameReader:

@@ -33,7 +33,8 @@ from typing import NamedTuple, NoReturn
 from jigcmd import trace
 from jigcmd.envelope import cgroups, idmap, netns, oomscore, privileges, rootfs, seccomp
 from jigcmd.envelope import syscalls as sc
-from jigcmd.envelope.messages import MARSHAL, Go, recv_message
+from jigcmd.envelope.marshalcodec import MARSHAL
+from jigcmd.envelope.messages import Go, recv_message
 from jigcmd.plan import RunPlan
 
 __all__ = ["Blueprint", "Handed", "Init", "drop_handlers_for_clones", "report", "shaped"]

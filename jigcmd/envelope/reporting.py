@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING
 from jigcmd.envelope import cgroups
 from jigcmd.envelope.failure import StepError
 from jigcmd.envelope.ledger import Owner
+from jigcmd.envelope.marshalcodec import MARSHAL
 from jigcmd.envelope.messages import (
-    MARSHAL,
     Cancel,
     Ended,
     Failed,

@@ -1,7 +1,7 @@
 """The server's codec of the control channel: the zygote's frames, checked by msgspec.
 
 The zygote reads and writes frames with `marshal` and its own generated readers
-(`messages.MARSHAL`), so that msgspec stays out of the image every pid 1 is cloned from.
+(`marshalcodec.MARSHAL`), so that msgspec stays out of the image every pid 1 is cloned from.
 The server has msgspec anyway: it writes a message as the plain tuples of its fields
 (`to_builtins`, C) in `marshal` (C), and reads one back with `marshal` and `msgspec.convert`,
 which checks every field against the message's type (C, where the zygote's check is Python).

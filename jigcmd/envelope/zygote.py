@@ -47,8 +47,8 @@ from jigcmd.envelope.failure import StepError
 from jigcmd.envelope.ledger import Registry
 from jigcmd.envelope.lifecycle import LAUNCH_FDS, Envelope, State, shape
 from jigcmd.envelope.loop import EventLoop
+from jigcmd.envelope.marshalcodec import MARSHAL
 from jigcmd.envelope.messages import (
-    MARSHAL,
     REFILL_AFTER_MS,
     Answered,
     Launch,

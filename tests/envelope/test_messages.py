@@ -9,8 +9,8 @@ import struct
 import pytest
 
 from jigcmd.envelope import records
+from jigcmd.envelope.marshalcodec import MARSHAL
 from jigcmd.envelope.messages import (
-    MARSHAL,
     Answered,
     Cancel,
     Codec,

@@ -39,3 +39,10 @@ def test_a_server_not_speaking_mcp_holds_none_of_its_dialect(protocol: str) -> N
 def test_a_session_told_to_speak_mcp_imports_it_at_its_start() -> None:
     """`--protocol mcp` imports the dialect when the session is made, not at the first call."""
     assert "jigcmd.protocol.mcp" in _modules_after("mcp")
+
+
+def test_the_server_compiles_none_of_the_zygotes_frame_readers() -> None:
+    """`marshalcodec` (generated Python, compiled at import) stays in the zygote's image."""
+    modules = _modules_after("auto")
+    assert "jigcmd.envelope.messages" in modules  # the server does speak the control channel
+    assert "jigcmd.envelope.marshalcodec" not in modules
