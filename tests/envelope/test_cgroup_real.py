@@ -175,6 +175,62 @@ def test_kill_through_the_freezer_works_without_a_unified_hierarchy(
         job.remove()
 
 
+# The CPU the child spends once it is in the job (its start-up ran before the attach).
+_BUSY_THEN_SAY_CPU = """
+start = time.process_time_ns()
+sum(range(3_000_000))
+print(time.process_time_ns() - start, flush=True)
+"""
+
+
+def _in_hierarchy(job: CgroupJob, backend: V1Backend, controller: str) -> bool:
+    hierarchy = backend.hierarchies.get(controller)
+    return hierarchy is not None and any(p.startswith(hierarchy + "/") for p in job.paths)
+
+
+def test_a_hybrid_job_counts_its_cpu_without_a_cpuacct_or_freezer_directory(
+    real_cgroups: CgroupBackend, job_name: str
+) -> None:
+    """With a unified hierarchy its `cpu.stat` counts the CPU and `cgroup.kill` kills."""
+    if not isinstance(real_cgroups, V1Backend) or real_cgroups.unified is None:
+        pytest.skip("needs a hybrid host (v1 controllers and a unified hierarchy)")
+    job = real_cgroups.create(job_name, Limits())
+    try:
+        assert not _in_hierarchy(job, real_cgroups, "freezer")
+        if real_cgroups.hierarchies.get("cpuacct") != real_cgroups.hierarchies.get("cpu"):
+            assert not _in_hierarchy(job, real_cgroups, "cpuacct")
+        child = run_in(job, _BUSY_THEN_SAY_CPU)
+        own = int(child.readline())
+        assert child.finish() == 0
+        used = job.stats().cpu_usage_ns
+        assert used is not None
+        assert used >= own * 0.9
+    finally:
+        job.kill()
+        job.remove()
+
+
+def test_a_pure_v1_job_counts_its_cpu_in_cpuacct(
+    real_cgroups: CgroupBackend, job_name: str
+) -> None:
+    """Without a unified hierarchy the job has a cpuacct directory, and its usage is read."""
+    if not isinstance(real_cgroups, V1Backend) or "cpuacct" not in real_cgroups.hierarchies:
+        pytest.skip("needs v1 with a cpuacct hierarchy")
+    pure_v1 = V1Backend(real_cgroups.hierarchies, real_cgroups.base, None)
+    job = pure_v1.create(job_name, Limits())
+    try:
+        assert _in_hierarchy(job, pure_v1, "cpuacct")
+        child = run_in(job, _BUSY_THEN_SAY_CPU)
+        own = int(child.readline())
+        assert child.finish() == 0
+        used = job.stats().cpu_usage_ns
+        assert used is not None
+        assert used >= own * 0.9
+    finally:
+        job.kill()
+        job.remove()
+
+
 def test_an_oom_in_a_256_mib_job_is_reported(job: CgroupJob) -> None:
     """Allocating past the limit gets the child OOM-killed, and stats say so."""
     child = run_in(

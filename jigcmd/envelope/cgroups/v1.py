@@ -2,8 +2,9 @@
 
 Each controller is its own hierarchy (cpu and cpuacct may be separate mounts), so a job is one
 directory per hierarchy. On a hybrid host the job also gets a directory in the unified cgroup2
-hierarchy, whose `cgroup.kill` kills the whole tree and whose `cpu.stat` needs no controller;
-on pure v1 the freezer stops the tree so that a kill loop can catch every task.
+hierarchy, whose `cgroup.kill` kills the whole tree and whose `cpu.stat` needs no controller (so
+it has no cpuacct or freezer directory); on pure v1 the freezer stops the tree so that a kill
+loop can catch every task, and cpuacct counts its CPU.
 Making a job, its accounting and its removal are plain system calls on paths worked out once
 (a property through cgroupspy cost 53 µs against 17 for the same write and read-back, and a
 job has a dozen of them per run); recovery re-opens a job through cgroupspy. This is the
@@ -25,10 +26,12 @@ from jigcmd.envelope.cgroups.model import CgroupStats, Membership, check_job_nam
 if TYPE_CHECKING:
     from jigcmd.plan import Limits
 
-__all__ = ["REQUIRED", "V1Backend", "V1Job"]
+__all__ = ["REQUIRED", "WITHOUT_UNIFIED", "V1Backend", "V1Job"]
 
-# The controllers every job needs; "freezer" too when there is no unified hierarchy.
-REQUIRED = ("memory", "pids", "cpu", "cpuacct")
+# The controllers every job needs. Without a unified hierarchy also "cpuacct" (its CPU time)
+# and "freezer" (its kill); with one, its `cpu.stat` and `cgroup.kill` do both, controller-free.
+REQUIRED = ("memory", "pids", "cpu")
+WITHOUT_UNIFIED = ("cpuacct", "freezer")
 # Used where mounted, so that a job's CPU pin is the kernel's (`V1Job.pin`); where it is not,
 # the envelope pins the candidate's affinity mask alone.
 CPUSET = "cpuset"
@@ -248,7 +251,7 @@ class V1Backend:
         return f"V1Backend({self.mode}, {self.base!r})"
 
     def _controllers(self) -> tuple[str, ...]:
-        return REQUIRED if self.unified is not None else (*REQUIRED, "freezer")
+        return REQUIRED if self.unified is not None else (*REQUIRED, *WITHOUT_UNIFIED)
 
     def _job_controllers(self) -> tuple[str, ...]:
         """The required controllers, and the cpuset where this user may make jobs in it."""
