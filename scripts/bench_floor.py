@@ -17,10 +17,12 @@ Each rung adds one piece to the one before, so neighbours differ by what that pi
   +root     the minimal read-only root instead (the runtime's binds, the project, a tmpfs
             /tmp, /proc, /dev), as in bench_envelope's bwrap mode
   +seccomp  + jigcmd's own seccomp filter (`--seccomp`)
-  +cgroups  + a fresh cgroup job per run in the four v1 hierarchies jigcmd uses and a unified
-            directory: created, limited as jigcmd limits, joined (the spawning thread moves
-            itself through `tasks`, so bwrap is born inside), read for its accounting,
-            confirmed empty, removed. Needs the v1 controllers (a hybrid host like this one).
+  +cgroups  + a fresh cgroup job per run in the v1 hierarchies jigcmd limits with (memory,
+            pids, cpu) and a unified directory: created, limited as jigcmd limits, joined (the
+            spawning thread moves itself through `tasks`, so bwrap is born inside), read for
+            its accounting (the unified `cpu.stat`, as jigcmd's hybrid job since 2026-12-05;
+            cpuacct before), confirmed empty, removed. Needs the v1 controllers (a hybrid host
+            like this one).
   prepared  all of +cgroups made before the request, `sh` waiting in the finished envelope:
             timed from the go (one line on stdin; `sh` execs Bun) to the job's removal. The
             on-path floor of a prepared envelope, the shape jigcmd has.
@@ -83,7 +85,7 @@ from scripts.bench_envelope import (  # noqa: E402 - needs the path set up above
     under_load,
 )
 
-V1_CONTROLLERS = ("memory", "pids", "cpu", "cpuacct")
+V1_CONTROLLERS = ("memory", "pids", "cpu")
 # tmpfs, for the journal of the `jigcmd/tmpfs` rung (an fsync there writes nothing).
 SHM = "/dev/shm"
 TMPFS_RUNG = "jigcmd/tmpfs"
@@ -150,8 +152,8 @@ class Job:
         self.hierarchies = hierarchies  # controller -> mount point
         self.name = f"jigcmd-floor-{os.getpid()}-{next(self.numbers)}"
         self.dirs = {c: os.path.join(m, self.name) for c, m in hierarchies.items()}
-        unified = os.path.join(CGROUP_ROOT, "unified", self.name)
-        self.made = [*dict.fromkeys(self.dirs.values()), unified]
+        self.unified = os.path.join(CGROUP_ROOT, "unified", self.name)
+        self.made = [*dict.fromkeys(self.dirs.values()), self.unified]
 
     def create(self) -> None:
         """Make the directories and write jigcmd's default limits (memory read back)."""
@@ -189,7 +191,7 @@ class Job:
 
     def finish(self) -> None:
         """Read the run's accounting, wait until the job is empty, remove it."""
-        read(self.dirs["cpuacct"], "cpuacct.usage")
+        read(self.unified, "cpu.stat")
         read(self.dirs["memory"], "memory.max_usage_in_bytes")
         read(self.dirs["memory"], "memory.oom_control")
         read(self.dirs["pids"], "pids.events")

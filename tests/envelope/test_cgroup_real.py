@@ -5,6 +5,7 @@ Each child waits on stdin until it has been attached, so no code of it runs outs
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -208,6 +209,32 @@ def test_a_hybrid_job_counts_its_cpu_without_a_cpuacct_or_freezer_directory(
     finally:
         job.kill()
         job.remove()
+
+
+def test_a_job_reopened_for_recovery_includes_a_cpuacct_directory_made_before(
+    real_cgroups: CgroupBackend, job_name: str
+) -> None:
+    """A hybrid job an earlier jigcmd made had a cpuacct directory: recovery removes it too."""
+    if not isinstance(real_cgroups, V1Backend) or real_cgroups.unified is None:
+        pytest.skip("needs a hybrid host (v1 controllers and a unified hierarchy)")
+    cpuacct = real_cgroups.hierarchies.get("cpuacct")
+    if cpuacct is None or cpuacct == real_cgroups.hierarchies.get("cpu"):
+        pytest.skip("needs cpuacct mounted apart from cpu")
+    job = real_cgroups.create(job_name, Limits())
+    earlier = os.path.join(cpuacct, real_cgroups.base, job_name)
+    os.makedirs(earlier)
+    try:
+        reopened = real_cgroups.open(job_name)
+        assert reopened is not None
+        assert set(reopened.paths) == {*job.paths, earlier}
+        reopened.kill()
+        reopened.remove()
+        assert not os.path.exists(earlier)
+        assert real_cgroups.open(job_name) is None
+    finally:
+        job.remove()
+        with contextlib.suppress(FileNotFoundError):
+            os.rmdir(earlier)
 
 
 def test_a_pure_v1_job_counts_its_cpu_in_cpuacct(

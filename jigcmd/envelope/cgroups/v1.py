@@ -352,6 +352,12 @@ class V1Backend:
         """The existing job `name` (any part of it), or None."""
         check_job_name(name)
         dirs = self._dirs(name)
+        # A job an earlier jigcmd made may have a directory in a hierarchy this one no longer
+        # uses (cpuacct on a hybrid host, before 2026-12-05): it is the job's to remove too.
+        for controller, hierarchy in self.hierarchies.items():
+            extra = os.path.join(hierarchy, self.base, name)
+            if controller not in dirs and extra not in dirs.values() and os.path.isdir(extra):
+                dirs[controller] = extra
         if not any(os.path.isdir(p) for p in dirs.values()):
             return None
         try:
