@@ -321,12 +321,10 @@ class CommandService:
             parts.append(("attestation", result.attestation))
 
         try:
-            # A few small files, no fsync: written here, without a thread hop (it cost more
-            # CPU than the writes, docs/performance.md); the occasional batch prune reads
+            # One small file, no fsync: written here, without a thread hop (it cost more
+            # CPU than the write, docs/performance.md); the occasional batch prune reads
             # every kept operation's age, so it goes to a worker thread.
-            refs = tuple(
-                store.put(scope, operation_id, name, data, prune=False) for name, data in parts
-            )
+            refs = store.keep(scope, operation_id, parts, prune=False)
             if store.crowded(scope):
                 await anyio.to_thread.run_sync(store.prune, scope)
         except OSError:
