@@ -565,9 +565,17 @@ class CommandService:
         hooks = dataclasses.replace(hooks or Hooks(), on_output=live.feed)
         total = _ms(plan.deadline - begun)
 
+        finished = anyio.Event()
+
         async def tick() -> None:
+            # It ends on `finished`, not by a cancel: a cancelled task's CancelledError
+            # keeps its frames, and through this closure the call's objects, in a reference
+            # cycle until the garbage collector runs (docs/performance.md).
             while True:
-                await anyio.sleep(PROGRESS_EVERY_S)
+                with anyio.move_on_after(PROGRESS_EVERY_S):
+                    await finished.wait()
+                if finished.is_set():
+                    return
                 await progress(live.message(), _ms(time.monotonic() - begun), total)
 
         failed: Exception | None = None
@@ -579,7 +587,7 @@ class CommandService:
                 failed = exc
             finally:
                 # Nothing is told after the run: the ticker ends before the result goes.
-                ticking.cancel_scope.cancel()
+                finished.set()
         if failed is not None:
             raise failed
         return outcome

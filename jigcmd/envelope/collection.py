@@ -126,6 +126,18 @@ async def _awaited(work: Coroutine[Any, Any, None]) -> None:
     await work
 
 
+async def _forward_cancel(cancel: anyio.Event, sock: socket.socket) -> None:
+    """Tell the supervisor of the caller's cancel; cancelled itself when the run ends.
+
+    Not a method: a cancelled task's CancelledError keeps its frames in a reference cycle
+    until the garbage collector runs, and a frame holding the collector would keep the
+    whole call's objects there with it (docs/performance.md).
+    """
+    await cancel.wait()
+    with contextlib.suppress(OSError):
+        send_message(sock, Cancel(), codec=MSGSPEC)
+
+
 class RunCollector:
     def __init__(
         self,
@@ -162,7 +174,7 @@ class RunCollector:
             ):
                 tg.start_soon(self.stdout.pump)
                 tg.start_soon(self.stderr.pump)
-                tg.start_soon(self._forward_cancel)
+                tg.start_soon(_forward_cancel, self.cancel, self.sock)
                 try:
                     await self._listen()
                 finally:
@@ -187,11 +199,6 @@ class RunCollector:
             self.sock.close()
             os.close(self.stdout.fd)
             os.close(self.stderr.fd)
-
-    async def _forward_cancel(self) -> None:
-        await self.cancel.wait()
-        with contextlib.suppress(OSError):
-            send_message(self.sock, Cancel(), codec=MSGSPEC)
 
     async def _listen(self) -> None:
         limit = self.plan.deadline + _FINISH_GRACE

@@ -6,6 +6,7 @@ output while it runs), so the test sees exactly what the service plans and retur
 
 from __future__ import annotations
 
+import gc
 import time
 from pathlib import Path
 
@@ -239,6 +240,33 @@ class _Failing(_Stub):
         hooks: Hooks | None = None,
     ) -> RunOutcome:
         raise EnvelopeFailure(FailureKind.SETUP_FAILED, "cgroup", "refused")
+
+
+async def test_a_call_told_its_progress_is_freed_without_the_garbage_collector() -> None:
+    """The ticker ends without a cancel: no reference cycle keeps the call's objects."""
+
+    async def progress(
+        message: str, elapsed_ms: int | None = None, total_ms: int | None = None
+    ) -> None:
+        pass
+
+    gc.collect()
+    gc.set_debug(gc.DEBUG_SAVEALL)
+    try:
+        await _service(_Stub(ScratchRead(JUNIT))).run(
+            TEST_INPUT,
+            operation_id="op",
+            deadline_unix_ms=None,
+            cancel=anyio.Event(),
+            progress=progress,
+            detailed=True,
+        )
+        gc.collect()
+        kept = {type(found).__name__ for found in gc.garbage}
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+    assert kept.isdisjoint({"LiveOutput", "RunPlan", "ValidRequest"})
 
 
 async def test_an_envelope_failure_while_progress_is_told_is_the_same_refusal() -> None:

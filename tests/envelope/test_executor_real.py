@@ -8,6 +8,7 @@ resource report, never on durations.
 from __future__ import annotations
 
 import contextlib
+import gc
 import hashlib
 import json
 import os
@@ -45,6 +46,23 @@ async def test_an_exit_code_is_reported_as_is(envelope: TracedExecutor) -> None:
     outcome = await run(envelope, probe_plan("process.exit(3);\n"))
     assert (outcome.exit_code, outcome.signal, outcome.stop_reason) == (3, None, "exited")
     assert not outcome.report.deadline_hit
+
+
+async def test_a_finished_runs_collector_is_freed_without_the_garbage_collector(
+    envelope: TracedExecutor,
+) -> None:
+    """The run's cancelled helper task keeps none of the run's objects in a reference cycle."""
+    gc.collect()
+    gc.set_debug(gc.DEBUG_SAVEALL)
+    try:
+        outcome = await run(envelope, probe_plan("process.exit(0);\n"))
+        gc.collect()
+        kept = {type(found).__name__ for found in gc.garbage}
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+    assert outcome.exit_code == 0
+    assert "RunCollector" not in kept
 
 
 async def test_a_fatal_signal_is_reported_by_name(envelope: TracedExecutor) -> None:
