@@ -6,7 +6,6 @@ output while it runs), so the test sees exactly what the service plans and retur
 
 from __future__ import annotations
 
-import gc
 import time
 from pathlib import Path
 
@@ -23,6 +22,7 @@ from jigcmd.plan import RunPlan
 from jigcmd.policy.binding import CommandPolicy
 from jigcmd.policy.lock import ADMITTED
 from jigcmd.protocol.junit import REPORT_NAME
+from tests.garbage import cyclic_garbage
 from tests.jarvis.jarvis_harness import outcome
 
 JUNIT = (
@@ -242,48 +242,35 @@ class _Failing(_Stub):
         raise EnvelopeFailure(FailureKind.SETUP_FAILED, "cgroup", "refused")
 
 
+async def _unheard(
+    message: str, elapsed_ms: int | None = None, total_ms: int | None = None
+) -> None:
+    """A progress callback that listens to nothing."""
+
+
 async def test_a_call_told_its_progress_is_freed_without_the_garbage_collector() -> None:
     """The ticker ends without a cancel: no reference cycle keeps the call's objects."""
-
-    async def progress(
-        message: str, elapsed_ms: int | None = None, total_ms: int | None = None
-    ) -> None:
-        pass
-
-    gc.collect()
-    gc.set_debug(gc.DEBUG_SAVEALL)
-    try:
+    with cyclic_garbage() as kept:
         await _service(_Stub(ScratchRead(JUNIT))).run(
             TEST_INPUT,
             operation_id="op",
             deadline_unix_ms=None,
             cancel=anyio.Event(),
-            progress=progress,
+            progress=_unheard,
             detailed=True,
         )
-        gc.collect()
-        kept = {type(found).__name__ for found in gc.garbage}
-    finally:
-        gc.set_debug(0)
-        gc.garbage.clear()
     assert kept.isdisjoint({"LiveOutput", "RunPlan", "ValidRequest"})
 
 
 async def test_an_envelope_failure_while_progress_is_told_is_the_same_refusal() -> None:
     """The progress ticker never turns the envelope's own failure into another error."""
-
-    async def progress(
-        message: str, elapsed_ms: int | None = None, total_ms: int | None = None
-    ) -> None:
-        pass
-
     with pytest.raises(JigError) as failed:
         await _service(_Failing()).run(
             TEST_INPUT,
             operation_id="op",
             deadline_unix_ms=None,
             cancel=anyio.Event(),
-            progress=progress,
+            progress=_unheard,
         )
     assert failed.value.code == Code.EXECUTION_FAILED
 

@@ -184,6 +184,16 @@ print(time.process_time_ns() - start, flush=True)
 """
 
 
+def _assert_it_counts_a_childs_cpu(job: CgroupJob) -> None:
+    """The job's CPU time covers what a child spent in it (measured by the child itself)."""
+    child = run_in(job, _BUSY_THEN_SAY_CPU)
+    own = int(child.readline())
+    assert child.finish() == 0
+    used = job.stats().cpu_usage_ns
+    assert used is not None
+    assert used >= own * 0.9
+
+
 def _in_hierarchy(job: CgroupJob, backend: V1Backend, controller: str) -> bool:
     hierarchy = backend.hierarchies.get(controller)
     return hierarchy is not None and any(p.startswith(hierarchy + "/") for p in job.paths)
@@ -200,12 +210,7 @@ def test_a_hybrid_job_counts_its_cpu_without_a_cpuacct_or_freezer_directory(
         assert not _in_hierarchy(job, real_cgroups, "freezer")
         if real_cgroups.hierarchies.get("cpuacct") != real_cgroups.hierarchies.get("cpu"):
             assert not _in_hierarchy(job, real_cgroups, "cpuacct")
-        child = run_in(job, _BUSY_THEN_SAY_CPU)
-        own = int(child.readline())
-        assert child.finish() == 0
-        used = job.stats().cpu_usage_ns
-        assert used is not None
-        assert used >= own * 0.9
+        _assert_it_counts_a_childs_cpu(job)
     finally:
         job.kill()
         job.remove()
@@ -247,12 +252,7 @@ def test_a_pure_v1_job_counts_its_cpu_in_cpuacct(
     job = pure_v1.create(job_name, Limits())
     try:
         assert _in_hierarchy(job, pure_v1, "cpuacct")
-        child = run_in(job, _BUSY_THEN_SAY_CPU)
-        own = int(child.readline())
-        assert child.finish() == 0
-        used = job.stats().cpu_usage_ns
-        assert used is not None
-        assert used >= own * 0.9
+        _assert_it_counts_a_childs_cpu(job)
     finally:
         job.kill()
         job.remove()

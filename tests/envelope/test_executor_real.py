@@ -8,7 +8,6 @@ resource report, never on durations.
 from __future__ import annotations
 
 import contextlib
-import gc
 import hashlib
 import json
 import os
@@ -24,6 +23,7 @@ from jigcmd.envelope.native import NativeExecutor
 from jigcmd.evidence import OUTPUT_CAP_BYTES, decode_output
 from jigcmd.plan import RunPlan
 from tests.envelope.hostile_harness import DEADLINE_S, Attempt, TracedExecutor, attempts, probe_plan
+from tests.garbage import cyclic_garbage
 
 pytestmark = pytest.mark.envelope
 
@@ -52,15 +52,8 @@ async def test_a_finished_runs_collector_is_freed_without_the_garbage_collector(
     envelope: TracedExecutor,
 ) -> None:
     """The run's cancelled helper task keeps none of the run's objects in a reference cycle."""
-    gc.collect()
-    gc.set_debug(gc.DEBUG_SAVEALL)
-    try:
+    with cyclic_garbage() as kept:
         outcome = await run(envelope, probe_plan("process.exit(0);\n"))
-        gc.collect()
-        kept = {type(found).__name__ for found in gc.garbage}
-    finally:
-        gc.set_debug(0)
-        gc.garbage.clear()
     assert outcome.exit_code == 0
     assert "RunCollector" not in kept
 
