@@ -9,10 +9,10 @@ made them: the URI names the scope, and a session reads only its own. The newest
 `KEEP_OPERATIONS` operations of each scope are kept (and at most an eighth more, pruned in
 batches).
 
-One file, not a directory of files: a call kept four (its streams, the JUnit report, the
-statement), and making a directory and four inodes per call cost 65 µs of CPU on a healthy
-ext4 and 0.8 ms on this machine's `/tmp` (docs/performance.md). An operation kept before
-2026-12-05 is a directory with a file per resource: still read, and pruned alike.
+One file, not a directory of files: a call keeps up to four (its streams, the JUnit report,
+the statement), and a new directory and a new inode each are among a file system's dearest
+small operations (docs/performance.md, twelfth round). An operation kept before 2026-12-05
+is a directory with a file per resource: still read, and pruned alike.
 """
 
 from __future__ import annotations
