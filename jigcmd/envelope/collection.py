@@ -126,16 +126,19 @@ async def _awaited(work: Coroutine[Any, Any, None]) -> None:
     await work
 
 
-async def _forward_cancel(cancel: anyio.Event, sock: socket.socket) -> None:
-    """Tell the supervisor of the caller's cancel; cancelled itself when the run ends.
+async def _forward_cancel(
+    cancel: anyio.Event, sock: socket.socket, forwarding: anyio.CancelScope
+) -> None:
+    """Tell the supervisor of the caller's cancel, until the run ends (`forwarding`).
 
-    Not a method: a cancelled task's CancelledError keeps its frames in a reference cycle
-    until the garbage collector runs, and a frame holding the collector would keep the
-    whole call's objects there with it (docs/performance.md).
+    The run's end cancels `forwarding`, which this task's own scope absorbs, so the task
+    ends without an error: a task that ends by a cancel leaves its CancelledError and its
+    frames in a reference cycle until the garbage collector runs (docs/performance.md).
     """
-    await cancel.wait()
-    with contextlib.suppress(OSError):
-        send_message(sock, Cancel(), codec=MSGSPEC)
+    with forwarding:
+        await cancel.wait()
+        with contextlib.suppress(OSError):
+            send_message(sock, Cancel(), codec=MSGSPEC)
 
 
 class RunCollector:
@@ -172,14 +175,17 @@ class RunCollector:
                 anyio.create_task_group() as self.callbacks,
                 anyio.create_task_group() as tg,
             ):
+                forwarding = anyio.CancelScope()
                 tg.start_soon(self.stdout.pump)
                 tg.start_soon(self.stderr.pump)
-                tg.start_soon(_forward_cancel, self.cancel, self.sock)
+                tg.start_soon(_forward_cancel, self.cancel, self.sock, forwarding)
                 try:
                     await self._listen()
                 finally:
                     self.ending.set()
-                tg.cancel_scope.cancel()
+                forwarding.cancel()
+                if not (self.stdout.eof and self.stderr.eof):
+                    tg.cancel_scope.cancel()  # a pump still waits: the run ended without EOF
         finally:
             self.sock.close()
         trace.mark("executor: output drained")
