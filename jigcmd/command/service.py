@@ -565,18 +565,16 @@ class CommandService:
         hooks = dataclasses.replace(hooks or Hooks(), on_output=live.feed)
         total = _ms(plan.deadline - begun)
 
-        finished = anyio.Event()
+        # The run's end cancels the ticker's own scope, which the task absorbs: a task that
+        # ends by a cancel keeps its frames, and through this closure the call's objects, in
+        # a reference cycle until the garbage collector runs (docs/performance.md).
+        ticker = anyio.CancelScope()
 
         async def tick() -> None:
-            # It ends on `finished`, not by a cancel: a cancelled task's CancelledError
-            # keeps its frames, and through this closure the call's objects, in a reference
-            # cycle until the garbage collector runs (docs/performance.md).
-            while True:
-                with anyio.move_on_after(PROGRESS_EVERY_S):
-                    await finished.wait()
-                if finished.is_set():
-                    return
-                await progress(live.message(), _ms(time.monotonic() - begun), total)
+            with ticker:
+                while True:
+                    await anyio.sleep(PROGRESS_EVERY_S)
+                    await progress(live.message(), _ms(time.monotonic() - begun), total)
 
         failed: Exception | None = None
         async with anyio.create_task_group() as ticking:
@@ -587,7 +585,7 @@ class CommandService:
                 failed = exc
             finally:
                 # Nothing is told after the run: the ticker ends before the result goes.
-                finished.set()
+                ticker.cancel()
         if failed is not None:
             raise failed
         return outcome

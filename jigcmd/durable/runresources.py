@@ -187,7 +187,7 @@ class RunResources:
         kind = KINDS.get(name)
         if kind is None:
             raise ResourceNotFound(f"no resource named {name!r} (known: {', '.join(KINDS)})")
-        data = (self._parts(scope, operation, only=name) or {}).get(name)
+        data = (self._parts(scope, operation) or {}).get(name)
         if data is None:
             raise ResourceNotFound(
                 f"operation {operation!r} kept no {name} (unknown, or no longer kept)"
@@ -225,21 +225,21 @@ class RunResources:
                 view = view[os.write(fd, view) :]
         finally:
             os.close(fd)
-        if path.is_dir():
+        try:
+            os.replace(temporary, path)
+        except IsADirectoryError:
             shutil.rmtree(path)  # the same operation kept before 2026-12-05, as a directory
-        os.replace(temporary, path)
+            os.replace(temporary, path)
 
-    def _parts(
-        self, scope: str, operation_id: str, *, only: str | None = None
-    ) -> dict[str, bytes] | None:
-        """What the operation kept (None: nothing); `only` reads one resource of an old one."""
+    def _parts(self, scope: str, operation_id: str) -> dict[str, bytes] | None:
+        """What the operation kept (None: nothing)."""
         path = self._operation_path(scope, operation_id)
         try:
             blob = path.read_bytes()
         except FileNotFoundError:
             return None
         except IsADirectoryError:
-            return _old_parts(path, only)
+            return _old_parts(path)
         try:
             return _unpacked(blob)
         except ValueError as exc:
@@ -286,11 +286,10 @@ def _reference(scope: str, operation_id: str, kind: ResourceKind, data: bytes) -
     )
 
 
-def _old_parts(directory: Path, only: str | None) -> dict[str, bytes]:
+def _old_parts(directory: Path) -> dict[str, bytes]:
     """An operation kept as a directory with a file per resource (before 2026-12-05)."""
-    names = [only] if only is not None else [n for n in os.listdir(directory) if n in KINDS]
     parts = {}
-    for name in names:
+    for name in (n for n in os.listdir(directory) if n in KINDS):
         with contextlib.suppress(FileNotFoundError):
             parts[name] = (directory / name).read_bytes()
     return parts
