@@ -16,7 +16,7 @@ from typing import Any
 import anyio
 
 from jigcmd import trace
-from jigcmd.durable.ownership import Ownership
+from jigcmd.durable.ownership import Ownership, RecordedEvidence
 from jigcmd.envelope.api import Assigned, Ending, EnvelopeIdentity, Hooks, Ticket, Withdrawn
 from jigcmd.errors import JigError
 from jigcmd.evidence import Evidence
@@ -67,8 +67,8 @@ class Durability:
         self._replayed: RunResult | None = None
         # The prepared envelope the row named at admission, when there was one.
         self._recorded_envelope: Assigned | None = None
-        # The evidence bytes made durable during the cleanup, when they were.
-        self._recorded: bytes | None = None
+        # The evidence recorded during the cleanup, when it was (its sync may be in flight).
+        self._recorded: RecordedEvidence | None = None
 
     @property
     def envelope_run_id(self) -> str:

@@ -18,6 +18,7 @@ import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from functools import partial
 from pathlib import Path
+from typing import NamedTuple
 
 import anyio
 import msgspec
@@ -30,6 +31,7 @@ from jigcmd.envelope.api import Assigned, EnvelopeIdentity
 from jigcmd.envelope.cgroups import CgroupBackend
 from jigcmd.errors import Code, JigError
 from jigcmd.evidence import Evidence, ResourceReport
+from jigcmd.journal.aiosync import PendingSync
 from jigcmd.journal.failures import unusable
 from jigcmd.journal.identity import identify
 from jigcmd.journal.reservations import Reservations, Slot, default_slots
@@ -37,7 +39,7 @@ from jigcmd.journal.rows import NewRow, Row
 from jigcmd.journal.store import Journal
 from jigcmd.protocol.commands import Recorded, RunResult
 
-__all__ = ["Ownership", "RecordedFailure"]
+__all__ = ["Ownership", "RecordedEvidence", "RecordedFailure"]
 
 logger = logging.getLogger(__name__)
 
@@ -57,6 +59,15 @@ class RecordedFailure(msgspec.Struct, frozen=True):
 
 
 _failure = msgspec.json.Decoder(RecordedFailure)
+
+
+class RecordedEvidence(NamedTuple):
+    """A run's evidence as `record_evidence` committed it, and its sync if still in flight."""
+
+    data: bytes
+    pending: PendingSync | None
+
+
 # What a journal write raises when the disk or the database fails it (full, read-only, I/O).
 _JOURNAL_FAILURES = (sqlite3.Error, OSError)
 # Pauses before the retries of a failed row close (a full disk may clear): 1.5 s in all,
@@ -308,13 +319,16 @@ class Ownership:
         *,
         root_run: str,
         attestation: bytes | None = None,
-    ) -> bytes | None:
+    ) -> RecordedEvidence | None:
         """Make a run's evidence (and its signed statement) durable on its open row.
 
         The row stays open (its cleanup is not proved yet): if the server dies now, recovery
         (or the supervisor) closes it `done` with this evidence and statement once it proves
-        the cleanup, else `uncertain` (and the statement goes). Returns the recorded bytes,
-        or None when the row was closed.
+        the cleanup, else `uncertain` (and the statement goes). Returns what was recorded, or
+        None when the row was closed or the journal failed.
+
+        Committed on the loop when it can be, its sync then left in flight (`sync_soon`):
+        the run's end goes on meanwhile, and `finish` waits for the sync before the answer.
         """
         data = _encoder.encode(evidence)
         record = partial(
@@ -325,14 +339,21 @@ class Ownership:
             result=data,
             attestation=attestation,
         )
+
+        def at_once() -> tuple[bool, PendingSync | None] | None:
+            written = record(wait=False, durable=False)
+            if written is None:
+                return None
+            return written, self.journal.sync_soon() if written else None
+
         try:
-            # The answer waits for this commit (see `pathwrite`).
-            written = await write_soon(partial(record, wait=False), record)
+            # The answer waits for this commit (see `pathwrite`) and its sync (`finish`).
+            written, pending = await write_soon(at_once, lambda: (record(), None))
         except _JOURNAL_FAILURES as exc:
             # Not durable yet: `finish` tries again and says UNCERTAIN if it cannot either.
             logger.warning("the journal could not record the evidence of %s: %s", operation_id, exc)
             return None
-        return data if written else None
+        return RecordedEvidence(data, pending) if written else None
 
     async def finish(
         self,
@@ -340,16 +361,16 @@ class Ownership:
         result: RunResult,
         *,
         root_run: str,
-        recorded: bytes | None = None,
+        recorded: RecordedEvidence | None = None,
     ) -> None:
         """Record a completed command's evidence; the cleanup was confirmed by the envelope.
 
-        When `recorded` (from `record_evidence`) is these very bytes, the evidence is durable
-        already and only the close is left (cleanup proved, the report): it is made at once,
-        before the answer, without an fsync (`_close_at_once`). A close lost to a crash or a
-        power cut is re-derived: the row is open with its evidence, and recovery closes it
-        `done` once it proves the cleanup (`Journal.close_lost`). A replay meanwhile joins
-        until it closes.
+        When `recorded` (from `record_evidence`) holds these very bytes, the evidence is
+        durable once its sync lands, and only the close is left (cleanup proved, the report):
+        it is made at once, before the answer, without an fsync (`_close_at_once`). A close
+        lost to a crash or a power cut is re-derived: the row is open with its evidence, and
+        recovery closes it `done` once it proves the cleanup (`Journal.close_lost`). A replay
+        meanwhile joins until it closes.
         """
         data = _encoder.encode(result.evidence)
         close = partial(
@@ -362,13 +383,30 @@ class Ownership:
             cleanup_complete=True,
             attestation=result.attestation,
         )
-        if data == recorded:
+        if recorded is not None and recorded.data == data and await self._synced(recorded):
             self._close_at_once(operation_id, close)
             return
         try:
             await anyio.to_thread.run_sync(close)
         except _JOURNAL_FAILURES as exc:
             raise self._unrecorded("the command ran, but", exc) from exc
+
+    async def _synced(self, recorded: RecordedEvidence) -> bool:
+        """Wait for the evidence's sync; False when it failed (the journal then refuses writes)."""
+        pending = recorded.pending
+        if pending is None:
+            return True
+        try:
+            # Not cancelled, as a write is not: the answer says whether the evidence is durable.
+            with anyio.CancelScope(shield=True):
+                while not self.journal.synced(pending):
+                    await anyio.wait_readable(pending)
+        except OSError as exc:
+            logger.warning("the journal could not sync the evidence: %s", exc)
+            return False
+        finally:
+            pending.close()
+        return True
 
     def _close_at_once(self, operation_id: str, close: _Close) -> None:
         """Close a row whose evidence is durable, here and without waiting; else in a thread.

@@ -40,6 +40,7 @@ from pathlib import Path
 import msgspec
 
 from jigcmd.journal import identity, toolruns, writelock
+from jigcmd.journal.aiosync import AioSync, PendingSync
 from jigcmd.journal.failures import JournalLost, JournalUnusable, unusable
 from jigcmd.journal.identity import ProcessIdentity
 from jigcmd.journal.marker import Marker
@@ -189,6 +190,9 @@ class Journal:
         self._wal_path = f"{path}-wal"
         # Set when a sync failed: what is in the WAL is no longer known to be on disk.
         self._unsynced: OSError | None = None
+        # Syncs that do not wait (`sync_soon`): made at the first, None where there are none.
+        self._aio: AioSync | None = None
+        self._aio_tried = False
         self._pid = os.getpid()
         self._file = _file_id(path)
         # Also at interpreter exit: SQLite's last close removes the WAL, and only a close
@@ -258,6 +262,9 @@ class Journal:
         was opened: its state directory was removed, replaced or became unreadable.
         """
         with self._lock:
+            if self._aio is not None:
+                self._aio.close()
+                self._aio = None
             failure = self._closer()
             self._conn = None
         if failure is not None:
@@ -313,6 +320,51 @@ class Journal:
             self._unsynced = exc
             raise
 
+    def sync_soon(self) -> PendingSync | None:
+        """Start syncing the WAL (every commit in it so far) without waiting for the disk.
+
+        Returns the sync in flight: `synced` tells when it is done. Returns None when the
+        WAL was synced here instead, as a durable write syncs it (no AIO on this kernel, or
+        none for this file system). Raises OSError as a durable write does when an earlier
+        sync failed or this one cannot start, and every later write then fails too.
+        """
+        with self._lock:
+            self._refuse_unsynced()
+            aio = self._aio_context()
+            if aio is not None:
+                try:
+                    fd = os.open(self._wal_path, os.O_RDONLY | os.O_CLOEXEC)
+                except OSError as exc:
+                    self._unsynced = exc
+                    raise
+                try:
+                    return aio.submit(fd)
+                except OSError:
+                    os.close(fd)  # this file system, or a full context: in place, below
+            self._sync_wal()
+            return None
+
+    def synced(self, pending: PendingSync) -> bool:
+        """Whether `pending` (from `sync_soon`) is on disk; False while it is in flight.
+
+        Raises OSError when it failed; every later write then fails too.
+        """
+        if not pending.done():
+            return False
+        if pending.result:
+            raise OSError(pending.result, f"syncing the journal: {os.strerror(pending.result)}")
+        return True
+
+    def _aio_context(self) -> AioSync | None:
+        if not self._aio_tried:
+            self._aio_tried = True
+            self._aio = AioSync.open(self._sync_failed)
+        return self._aio
+
+    def _sync_failed(self, error: int) -> None:
+        if self._unsynced is None:
+            self._unsynced = OSError(error, f"syncing the journal: {os.strerror(error)}")
+
     def _refuse_unsynced(self) -> None:
         failed = self._unsynced
         if failed is not None:
@@ -332,6 +384,8 @@ class Journal:
             raise WouldWait
         try:
             conn = self._connection()
+            if self._aio is not None and self._aio.in_flight():
+                self._aio.collect()  # a failed one, nobody waiting for it, refuses this write
             self._refuse_unsynced()
             gone = _gone(self.path, self._file)
             if gone is not None:
@@ -457,15 +511,17 @@ class Journal:
         outcome: Outcome,
         result: bytes,
         attestation: bytes | None = None,
+        durable: bool = True,
         wait: bool = True,
     ) -> bool | None:
         """Store a run's result and its attestation on its still-open row (cleanup pending).
 
-        False if closed. `wait=False`: None (nothing written) when it would have to wait for
-        another writer, as `begin_now`.
+        False if closed. `durable=False` commits without a sync: the caller then syncs with
+        `sync_soon` before anything relies on it. `wait=False`: None (nothing written) when
+        it would have to wait for another writer, as `begin_now`.
         """
         try:
-            with self._write(wait=wait) as conn:
+            with self._write(durable=durable, wait=wait) as conn:
                 cursor = conn.execute(
                     "UPDATE operations SET outcome = ?, result = ?, attestation = ?,"
                     " updated_unix_ms = ?"

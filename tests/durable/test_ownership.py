@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import anyio
@@ -11,6 +12,7 @@ from jigcmd.durable.ownership import Ownership
 from jigcmd.errors import Code, JigError
 from jigcmd.evidence import Evidence, ResourceReport, StreamText
 from jigcmd.protocol.commands import RunResult
+from tests.syncfaults import failing_syncs, require_aio
 
 # The caller's run every operation of these tests belongs to.
 RUN = "run-test"
@@ -151,4 +153,44 @@ async def test_joining_a_row_that_never_closes_is_cancellable(ownership: Ownersh
         )
     assert raised.value.code == Code.CANCELLED
     row = ownership.journal.get("op.k", root_run=RUN)
+    assert row is not None and row.is_open
+
+
+async def test_the_evidence_is_synced_beside_the_run_and_awaited_by_the_close(
+    ownership: Ownership, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The evidence's commit leaves its sync in flight (no fdatasync in this process); the
+    close waits for it, then closes the row `done`."""
+    require_aio()
+    assert await _begin(ownership, "op.s", "sig") is None
+    in_place: list[int] = []
+    monkeypatch.setattr(os, "fdatasync", in_place.append)
+    recorded = await ownership.record_evidence("op.s", EVIDENCE, root_run=RUN)
+    assert recorded is not None and recorded.pending is not None
+    await ownership.finish(
+        "op.s", RunResult(evidence=EVIDENCE, report=REPORT), root_run=RUN, recorded=recorded
+    )
+    assert recorded.pending.result == 0
+    assert in_place == []
+    row = ownership.journal.get("op.s", root_run=RUN)
+    assert row is not None and row.state == "done"
+
+
+async def test_evidence_whose_sync_fails_is_answered_uncertain_and_its_row_stays_open(
+    ownership: Ownership, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The commit landed but the disk failed its sync: nothing says the run's evidence is
+    kept, so the answer is UNCERTAIN naming the journal, and the row is not closed."""
+    require_aio()
+    assert await _begin(ownership, "op.f", "sig") is None
+    failing_syncs(monkeypatch)
+    recorded = await ownership.record_evidence("op.f", EVIDENCE, root_run=RUN)
+    assert recorded is not None
+    with pytest.raises(JigError) as failed:
+        await ownership.finish(
+            "op.f", RunResult(evidence=EVIDENCE, report=REPORT), root_run=RUN, recorded=recorded
+        )
+    assert failed.value.code is Code.UNCERTAIN
+    assert str(ownership.journal.path) in failed.value.message
+    row = ownership.journal.get("op.f", root_run=RUN)
     assert row is not None and row.is_open
