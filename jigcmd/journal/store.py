@@ -339,8 +339,12 @@ class Journal:
                     raise
                 try:
                     return aio.submit(fd)
-                except OSError:
-                    os.close(fd)  # this file system, or a full context: in place, below
+                except OSError as exc:
+                    os.close(fd)
+                    if exc.errno != errno.EAGAIN:
+                        # This file system cannot, or a filter refuses: in place from now on.
+                        self._aio = None
+                        aio.close()
             self._sync_wal()
             return None
 

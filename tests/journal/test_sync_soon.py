@@ -139,37 +139,49 @@ def test_the_evidence_is_committed_then_synced_without_waiting(
         assert row is not None and row.result == b"ev" and row.is_open
 
 
-def _no_context(patched: pytest.MonkeyPatch) -> None:
+# Each refusal records the submissions it refused (none where there is no context at all).
+_Refuse = Callable[[pytest.MonkeyPatch, list[int]], None]
+
+
+def _no_context(patched: pytest.MonkeyPatch, submitted: list[int]) -> None:
     patched.setattr(AioSync, "open", classmethod(lambda cls, failed: None))
 
 
-def _no_aio_fsync(patched: pytest.MonkeyPatch) -> None:
+def _no_aio_fsync(patched: pytest.MonkeyPatch, submitted: list[int]) -> None:
     def submit(self: AioSync, fd: int) -> PendingSync:
+        submitted.append(fd)
         raise OSError(errno.EINVAL, "io_submit: Invalid argument")
 
     patched.setattr(AioSync, "submit", submit)
 
 
-@pytest.mark.parametrize("refuse", [_no_context, _no_aio_fsync], ids=["no-context", "no-fsync"])
+@pytest.mark.parametrize(
+    ("refuse", "tries"), [(_no_context, 0), (_no_aio_fsync, 1)], ids=["no-context", "no-fsync"]
+)
 def test_without_aio_the_journal_syncs_in_place(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, refuse: Callable[[pytest.MonkeyPatch], None]
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, refuse: _Refuse, tries: int
 ) -> None:
     """A kernel that gives no context, or a file system that cannot sync through it: the WAL
-    is synced before `sync_soon` returns, and it says so with None."""
+    is synced before `sync_soon` returns, which says so with None; a refused submission is
+    not tried again."""
     synced: list[str] = []
+    submitted: list[int] = []
     real = os.fdatasync
 
     def fdatasync(fd: int) -> None:
         synced.append(os.readlink(f"/proc/self/fd/{fd}"))
         real(fd)
 
-    refuse(monkeypatch)
+    refuse(monkeypatch, submitted)
     with Journal.open(tmp_path) as journal:
         _begin(journal)
+        _begin(journal, "op-2")
         monkeypatch.setattr(os, "fdatasync", fdatasync)
-        _evidence_unsynced(journal)
-        assert journal.sync_soon() is None
-        assert synced == [f"{tmp_path / 'journal.sqlite3'}-wal"]
+        for operation_id in ("op-1", "op-2"):
+            _evidence_unsynced(journal, operation_id)
+            assert journal.sync_soon() is None
+        assert synced == [f"{tmp_path / 'journal.sqlite3'}-wal"] * 2
+        assert len(submitted) == tries
 
 
 @pytest.mark.parametrize("waited", [True, False], ids=["waited-for", "nobody-waiting"])
