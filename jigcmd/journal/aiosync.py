@@ -194,15 +194,17 @@ class AioSync:
                 self._events,
                 None if block else ctypes.byref(self._zero),
             )
-            completed = [
-                (pending, event.res)
-                for event in self._events[: max(count, 0)]
-                if (pending := self._pending.pop(event.data, None)) is not None
-            ]
-        for pending, res in completed:
-            pending._complete(res)
-            if pending.result:
-                self._failed(pending.result)
+            failures = []
+            for event in self._events[: max(count, 0)]:
+                pending = self._pending.pop(event.data, None)
+                if pending is not None:
+                    # Completed under the lock: a waiter in another thread never finds its
+                    # sync gone from the ring and not yet marked done.
+                    pending._complete(event.res)
+                    if pending.result:
+                        failures.append(pending.result)
+        for failure in failures:
+            self._failed(failure)
 
     def in_flight(self) -> bool:
         """Whether a sync has not been collected yet."""
