@@ -147,6 +147,11 @@ def _gone(path: Path, file_id: tuple[int, int]) -> OSError | None:
     )
 
 
+def _sync_error(error: int) -> OSError:
+    """A sync through AIO that the kernel failed with `error`."""
+    return OSError(error, f"syncing the journal: {os.strerror(error)}")
+
+
 def _now_ms() -> int:
     return time.time_ns() // 1_000_000
 
@@ -356,7 +361,7 @@ class Journal:
         if not pending.done():
             return False
         if pending.result:
-            raise OSError(pending.result, f"syncing the journal: {os.strerror(pending.result)}")
+            raise _sync_error(pending.result)
         return True
 
     def _aio_context(self) -> AioSync | None:
@@ -367,7 +372,7 @@ class Journal:
 
     def _sync_failed(self, error: int) -> None:
         if self._unsynced is None:
-            self._unsynced = OSError(error, f"syncing the journal: {os.strerror(error)}")
+            self._unsynced = _sync_error(error)
 
     def _refuse_unsynced(self) -> None:
         failed = self._unsynced
