@@ -364,7 +364,11 @@ class Envelope:
             if self.state in (State.SETTLING, State.FENCING):
                 self._finish()
             elif self.state is State.RUNNING:
-                self._init_lost()
+                self._init_lost("the candidate ran")
+            elif self.state is State.STAGED:
+                # After its go pid 1 spawns Bun once the server's gate opens, and tells so only
+                # when Bun lets it run on their shared CPU: Bun may well be running already.
+                self._init_lost("the candidate may have started")
             else:
                 raise StepError(
                     "envelope", f"pid 1 exited without an answer while {self.state.value}"
@@ -427,7 +431,7 @@ class Envelope:
         self.state = State.FENCING
         self.timer = time.monotonic() + EMPTY_WAIT
 
-    def _init_lost(self) -> None:
+    def _init_lost(self, started: str) -> None:
         # Nobody cancelled and nothing proves how the candidate ended: no evidence, no
         # signal is invented. Fenced and released; the server records it uncertain.
         self._unwatch_sock()
@@ -435,7 +439,7 @@ class Envelope:
             StepError(
                 INIT_LOST,
                 "pid 1 of the envelope died without reporting how the candidate ended "
-                "(killed from outside); the candidate ran, its outcome is unknown",
+                f"(killed from outside); {started}, its outcome is unknown",
             )
         )
 

@@ -8,6 +8,7 @@ only when `admit` says yes. These tests prove the order and every way of saying 
 from __future__ import annotations
 
 import os
+import signal
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -72,8 +73,8 @@ def _processes_with(token: str) -> list[int]:
     return found
 
 
-def _at_the_gate(zygote: int) -> bool:
-    """Whether pid 1 under `zygote`, dropped to the candidate's privileges, waits on its gate.
+def _at_the_gate(zygote: int) -> int | None:
+    """Pid 1 under `zygote` if, dropped to the candidate's privileges, it waits on its gate.
 
     Before `go` it waits on its channel (a socket) with every privilege of its namespace;
     after `go` it drops them and only the gate, a pipe, is left between it and the spawn, so
@@ -102,16 +103,17 @@ def _at_the_gate(zygote: int) -> bool:
         except OSError:
             continue
         if int(status.get("CapEff", "1"), 16) == 0 and wchan.endswith("pipe_read"):
-            return True
-    return False
+            return pid
+    return None
 
 
-def _until_at_the_gate(zygote: int) -> None:
-    """Until the staged launch waits on its gate (fails after the failsafe)."""
+def _until_at_the_gate(zygote: int) -> int:
+    """Until the staged launch waits on its gate (fails after the failsafe); its pid 1."""
     deadline = time.monotonic() + _FAILSAFE_S
-    while not _at_the_gate(zygote):
+    while (init := _at_the_gate(zygote)) is None:
         assert time.monotonic() < deadline, "no staged candidate ever waited on its gate"
         time.sleep(0.005)
+    return init
 
 
 def _zygote_pid(native: NativeExecutor) -> int:
@@ -208,3 +210,27 @@ async def test_a_cancel_during_admission_is_cancelled_before_dispatch(
     assert error.code is Code.CANCELLED
     assert "nothing ran" in str(error)
     assert started.started == []
+
+
+async def test_a_staged_pid_1_killed_from_outside_is_lost_not_nothing_ran(
+    native: NativeExecutor,
+) -> None:
+    """Pid 1 dies silently after its go: the candidate may have started (pid 1 reports its
+    spawn only when Bun lets it run), so the run's end is unknown, never "nothing ran"."""
+    token = f"tok-{uuid.uuid4().hex}"
+
+    async def admit(assigned: Assigned | None) -> bool:
+        del assigned
+        init = await anyio.to_thread.run_sync(_until_at_the_gate, _zygote_pid(native))
+        # Killed at its gate, so surely before its spawn: the zygote cannot tell the two apart.
+        os.kill(init, signal.SIGKILL)
+        return True
+
+    with pytest.raises(EnvelopeFailure) as failed:
+        await native.execute(
+            probe_plan(PRINT_ARGS, args=[token]), anyio.Event(), ticket(), Hooks(admit)
+        )
+    assert failed.value.kind is FailureKind.INIT_LOST
+    assert "may have started" in str(failed.value)
+    assert envelope_error(failed.value).code is Code.UNCERTAIN
+    assert _processes_with(token) == []
