@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import os
 
-from jigcmd.envelope.cgroups import CgroupBackend, detect
+from jigcmd.envelope.cgroups import CgroupBackend, delegated_hierarchies, detect
 from jigcmd.envelope.cgroups import files as cgroupfs
 
 __all__ = ["DelegationError", "choose_base", "own_cgroup_v2", "resolve_backend"]
@@ -64,7 +64,7 @@ def choose_base(
         if mode == "hybrid":
             _require_inside_unified(root, name)
         return name
-    controllers = "memory pids cpu cpuacct freezer" + (" unified" if mode == "hybrid" else "")
+    controllers = " ".join(delegated_hierarchies(mode))
     raise DelegationError(
         f"running without root needs a cgroup subtree you own; none at {memory}. As root: "
         f"for c in {controllers}; do mkdir -p {root}/$c/{name} && "

@@ -4,17 +4,16 @@ from __future__ import annotations
 
 import pytest
 
-from jigcmd.frontends.diagnosis.delegation import (
-    V1_CONTROLLERS,
-    DelegationFacts,
-    delegation_check,
-)
+from jigcmd.frontends.diagnosis.delegation import DelegationFacts, delegation_check
 from jigcmd.frontends.diagnosis.hostfacts import own_cgroup2_path
 
 UID = 1001
 BASE = f"jigcmd-u{UID}"
 UNIFIED = f"/sys/fs/cgroup/unified/{BASE}"
-ALL = {c: UID for c in (*V1_CONTROLLERS, "unified")}
+# What a hybrid job has a directory in: its CPU time and its kill come from the unified
+# hierarchy, so no cpuacct and no freezer.
+ALL = {c: UID for c in ("memory", "pids", "cpu", "unified")}
+V1 = {c: UID for c in ("memory", "pids", "cpu", "cpuacct", "freezer")}
 
 
 def hybrid(**changes: object) -> DelegationFacts:
@@ -61,23 +60,42 @@ def test_nothing_delegated_is_one_line_with_both_steps_in_order() -> None:
     assert check.detail.count("/sys/fs/cgroup/memory/jigcmd-u1001 is missing") == 1
     assert check.hint is not None
     first, second = check.hint.split("; then ")
-    assert first.startswith("(1) sudo sh -c 'for c in memory pids cpu cpuacct freezer unified;")
+    assert first.startswith("(1) sudo sh -c 'for c in memory pids cpu unified;")
     assert second.startswith("(2) move the shell that starts jigcmd into it")
 
 
 def test_only_the_hierarchies_that_are_wrong_are_in_the_command() -> None:
     """One hierarchy missing, one owned by someone else: the loop names exactly those two."""
-    owners = {**ALL, "pids": None, "freezer": 0}
+    owners = {**ALL, "pids": None, "cpu": 0}
     check = delegation_check(hybrid(owners=owners))
     assert check.hint is not None
-    assert "for c in pids freezer; do mkdir -p" in check.hint
-    assert "/sys/fs/cgroup/freezer/jigcmd-u1001 belongs to uid 0" in check.detail
+    assert "for c in pids cpu; do mkdir -p" in check.hint
+    assert "/sys/fs/cgroup/cpu/jigcmd-u1001 belongs to uid 0" in check.detail
+
+
+def test_a_hybrid_host_needs_no_cpuacct_or_freezer_directory() -> None:
+    """A hybrid job makes none there: their absence is no failure, nor in the fix."""
+    missing = delegation_check(hybrid(owners={**ALL, "cpuacct": None, "freezer": None}))
+    assert missing.status == "ok"
+    check = delegation_check(hybrid(owners={**ALL, "memory": None}))
+    assert check.hint is not None
+    assert "for c in memory; do" in check.hint
+    assert "cpuacct" not in check.hint + check.detail
+
+
+def test_a_v1_host_needs_cpuacct_and_freezer() -> None:
+    """Pure v1: the job's CPU time and its kill are there."""
+    check = delegation_check(
+        hybrid(mode="v1", owners={**V1, "freezer": None}, own_cgroup=None, may_move=False)
+    )
+    assert check.status == "FAIL"
+    assert check.hint is not None
+    assert "for c in freezer; do mkdir -p" in check.hint
 
 
 def test_a_v1_host_has_no_unified_step() -> None:
     """Pure v1: the five hierarchies, nothing about cgroup2."""
-    owners = {c: UID for c in V1_CONTROLLERS}
-    check = delegation_check(hybrid(mode="v1", owners=owners, own_cgroup=None, may_move=False))
+    check = delegation_check(hybrid(mode="v1", owners=V1, own_cgroup=None, may_move=False))
     assert check.status == "ok"
 
 

@@ -22,6 +22,7 @@ from jigcmd.envelope.cgroups.model import (
     is_job_name,
 )
 from jigcmd.envelope.cgroups.mounts import Mount, read_mounts
+from jigcmd.envelope.cgroups.v1 import delegated_hierarchies
 
 __all__ = [
     "V1_CONTROLLERS",
@@ -33,6 +34,7 @@ __all__ = [
     "Mode",
     "Mount",
     "check_job_name",
+    "delegated_hierarchies",
     "detect",
     "is_job_name",
     "join",

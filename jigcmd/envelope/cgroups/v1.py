@@ -26,7 +26,7 @@ from jigcmd.envelope.cgroups.model import CgroupStats, Membership, check_job_nam
 if TYPE_CHECKING:
     from jigcmd.plan import Limits
 
-__all__ = ["REQUIRED", "WITHOUT_UNIFIED", "V1Backend", "V1Job"]
+__all__ = ["REQUIRED", "WITHOUT_UNIFIED", "V1Backend", "V1Job", "delegated_hierarchies"]
 
 # The controllers every job needs. Without a unified hierarchy also "cpuacct" (its CPU time)
 # and "freezer" (its kill); with one, its `cpu.stat` and `cgroup.kill` do both, controller-free.
@@ -39,6 +39,14 @@ CPUSET = "cpuset"
 MEMORY_VIEW_PATH = "/sys/fs/cgroup/memory/memory.limit_in_bytes"
 FREEZE_KILL_TIMEOUT_S = 1.0
 _UNIFIED = "unified"
+
+
+def delegated_hierarchies(mode: str) -> tuple[str, ...]:
+    """Where a v1 or hybrid job has a directory: what a rootless user's base must be delegated in.
+
+    The optional cpuset is not among them (a job without it pins the candidate's mask alone).
+    """
+    return (*REQUIRED, _UNIFIED) if mode == "hybrid" else (*REQUIRED, *WITHOUT_UNIFIED)
 
 
 class _Files:

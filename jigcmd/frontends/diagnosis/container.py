@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from jigcmd.envelope.cgroups import delegated_hierarchies
 from jigcmd.frontends.diagnosis.verdicts import Check
 
 __all__ = [
@@ -166,6 +167,10 @@ def missing_pieces(
     return found
 
 
+# Every hierarchy a v1 or a hybrid host's job uses, when the container cannot tell which.
+_V1_OR_HYBRID = ("memory", "pids", "cpu", "cpuacct", "freezer", "unified")
+
+
 def _delegation_option(uid: int, cgroup_mode: str | None) -> str:
     """How an administrator delegates cgroups to a rootless container's host uid."""
     if cgroup_mode == "v2":
@@ -174,10 +179,16 @@ def _delegation_option(uid: int, cgroup_mode: str | None) -> str:
             "podman run …, or a unit with Delegate=yes)"
         )
     name = f"jigcmd-u{uid}"
+    # The container's own view may not show the host's layout: then every hierarchy either
+    # kind of host would need.
+    wanted = _V1_OR_HYBRID if cgroup_mode is None else delegated_hierarchies(cgroup_mode)
+    inside = (
+        "" if cgroup_mode == "v1" else f"start the engine inside /sys/fs/cgroup/unified/{name} and "
+    )
     return (
-        f"as root: for c in memory pids cpu cpuacct freezer unified; do mkdir -p "
-        f"/sys/fs/cgroup/$c/{name} && chown -R {uid} /sys/fs/cgroup/$c/{name}; done; start "
-        f"the engine inside /sys/fs/cgroup/unified/{name} and pass -e JIGCMD_CGROUP_BASE={name}"
+        f"as root: for c in {' '.join(wanted)}; do mkdir -p "
+        f"/sys/fs/cgroup/$c/{name} && chown -R {uid} /sys/fs/cgroup/$c/{name}; done; "
+        f"{inside}pass -e JIGCMD_CGROUP_BASE={name}"
     )
 
 

@@ -17,11 +17,11 @@ import posixpath
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from jigcmd.envelope.cgroups.v1 import delegated_hierarchies
 from jigcmd.frontends.diagnosis.verdicts import Check
 
-__all__ = ["V1_CONTROLLERS", "V2_CONTROLLERS", "DelegationFacts", "delegation_check"]
+__all__ = ["V2_CONTROLLERS", "DelegationFacts", "delegation_check"]
 
-V1_CONTROLLERS = ("memory", "pids", "cpu", "cpuacct", "freezer")
 V2_CONTROLLERS = ("memory", "pids", "cpu")
 NAME = "delegation"
 
@@ -65,7 +65,7 @@ def delegation_check(facts: DelegationFacts) -> Check:
     if facts.mode == "v2":
         return _v2(facts)
     steps: list[tuple[str, str]] = []
-    needed = (*V1_CONTROLLERS, *(("unified",) if facts.mode == "hybrid" else ()))
+    needed = delegated_hierarchies(facts.mode)
     wrong = [c for c in needed if facts.owners.get(c) != facts.uid]
     if wrong:
         steps.append(_hierarchies(facts, wrong))

@@ -5,7 +5,8 @@ from __future__ import annotations
 import os
 import posixpath
 
-from jigcmd.frontends.diagnosis.delegation import V1_CONTROLLERS, DelegationFacts
+from jigcmd.envelope.cgroups.v1 import delegated_hierarchies
+from jigcmd.frontends.diagnosis.delegation import DelegationFacts
 
 __all__ = ["delegation_facts", "own_cgroup2_path"]
 
@@ -64,7 +65,7 @@ def delegation_facts(
             parent_pid=parent,
         )
     base = explicit or f"jigcmd-u{uid}"
-    hierarchies = (*V1_CONTROLLERS, *(("unified",) if mode == "hybrid" else ()))
+    hierarchies = delegated_hierarchies(mode)
     unified = posixpath.join(root, "unified")
     own = None if relative is None else posixpath.normpath(unified + relative)
     may_move = False
