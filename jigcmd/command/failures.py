@@ -8,9 +8,11 @@ from __future__ import annotations
 
 from typing import Any, assert_never
 
+import msgspec
+
 from jigcmd.envelope.api import EnvelopeFailure, FailureKind
 from jigcmd.errors import Code, JigError
-from jigcmd.evidence import ResourceReport, StopReason
+from jigcmd.evidence import Evidence, ResourceReport
 
 __all__ = ["StoppedRun", "envelope_error", "stopped_error"]
 
@@ -70,23 +72,25 @@ def envelope_error(failure: EnvelopeFailure) -> JigError:
             assert_never(failure.kind)
 
 
-def stopped_error(
-    stop_reason: StopReason, evidence: dict[str, Any], report: ResourceReport | None = None
-) -> StoppedRun | None:
+def stopped_error(evidence: Evidence, report: ResourceReport | None = None) -> StoppedRun | None:
     """The failure a run stopped by its deadline or a cancel answers with (with its evidence,
-    and the resources it used for a front that shows them)."""
+    and the resources it used for a front that shows them); None for a run that exited."""
+    stop_reason = evidence.stop_reason
+    if stop_reason == "exited":
+        return None
+    details = {"command": msgspec.to_builtins(evidence)}
     if stop_reason == "deadline":
         return StoppedRun(
             Code.DEADLINE_EXCEEDED,
             "the command reached its deadline and its whole process tree was killed",
-            {"command": evidence},
+            details,
             report,
         )
     if stop_reason == "cancelled":
         return StoppedRun(
             Code.CANCELLED,
             "the command was cancelled and its whole process tree was killed",
-            {"command": evidence},
+            details,
             report,
         )
-    return None
+    assert_never(stop_reason)

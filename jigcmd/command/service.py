@@ -539,7 +539,7 @@ class CommandService:
         except EnvelopeFailure as failure:
             raise envelope_error(failure) from failure
         evidence = evidence_of(valid, outcome)
-        stopped = stopped_error(outcome.stop_reason, msgspec.to_builtins(evidence), outcome.report)
+        stopped = stopped_error(evidence, outcome.report)
         tests = _tests_of(plan, outcome)
         attestation = None if sign is None else sign(outcome, outcome.report, tests)
         if stopped is not None:
