@@ -8,7 +8,7 @@ import pytest
 from jigcmd.command.failures import envelope_error, stopped_error
 from jigcmd.envelope.api import EnvelopeFailure, FailureKind
 from jigcmd.errors import Code
-from jigcmd.evidence import Evidence, StreamText
+from tests.protocol.fake_server import canned_evidence
 
 UNPROVED = ("cgroup jigcmd-x still populated", "netns jigcmd-x still mounted")
 
@@ -121,19 +121,9 @@ def test_every_failure_kind_is_in_the_table() -> None:
 
 def test_a_run_stopped_by_its_deadline_or_a_cancel_is_a_failure_carrying_its_evidence() -> None:
     """Deadline and cancel are DEADLINE_EXCEEDED and CANCELLED with the evidence; an exit is not."""
-    stopped = Evidence(
-        candidate_digest="sha256:" + "0" * 64,
-        command="tests",
-        invocation=["bun", "test", "test/a.test.ts"],
-        stdin_digest="sha256:" + "1" * 64,
-        stdout=StreamText(text="partial", truncated=False),
-        stderr=StreamText(text="", truncated=False),
-        exit_code=None,
-        signal="SIGKILL",
-        stop_reason="deadline",
-    )
+    stopped = canned_evidence("tests", "deadline")
     deadline = stopped_error(stopped)
-    cancelled = stopped_error(msgspec.structs.replace(stopped, stop_reason="cancelled"))
+    cancelled = stopped_error(canned_evidence("tests", "cancelled"))
     assert deadline is not None and cancelled is not None
     assert deadline.code == Code.DEADLINE_EXCEEDED
     assert deadline.message == (
@@ -144,6 +134,5 @@ def test_a_run_stopped_by_its_deadline_or_a_cancel_is_a_failure_carrying_its_evi
     assert deadline.details == {"command": msgspec.to_builtins(stopped)}
     assert cancelled.details is not None
     assert cancelled.details["command"]["stopReason"] == "cancelled"
-    assert cancelled.details["command"]["stdout"] == {"text": "partial", "truncated": False}
-    exited = msgspec.structs.replace(stopped, stop_reason="exited", exit_code=0, signal=None)
-    assert stopped_error(exited) is None
+    assert cancelled.details["command"]["stdout"] == {"text": "1 pass\n", "truncated": False}
+    assert stopped_error(canned_evidence("tests")) is None
