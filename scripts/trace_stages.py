@@ -8,10 +8,14 @@ previous stage, and the median CPU and pages faulted in by the marking process s
 previous mark (the envelope's processes mark where they block until a request, "... waiting",
 so their first stage counts only the run's work; the server's "readable" also counts what it
 did after the previous answer). Then pid 1's own steps, its preparation (between the calls)
-included. Tracing itself costs a little at every mark; compare runs of this script, not its
-totals with the benchmark's.
+included. Last, the calls as one timeline: each stage's median time relative to the
+`--anchor` stage of the same call (by default the server's "executor: ended", the candidate's
+end as the server hears of it), so that stages of different processes that overlap can be
+read against each other, which gaps between consecutive stages cannot show. Tracing itself
+costs a little at every mark; compare runs of this script, not its totals with the
+benchmark's.
 
-Run as root: python scripts/trace_stages.py [--calls 30] [--idle-ms 100]
+Run as root: python scripts/trace_stages.py [--calls 30] [--idle-ms 100] [--anchor LABEL]
 """
 
 from __future__ import annotations
@@ -34,12 +38,17 @@ if str(ROOT) not in sys.path:
 from scripts.bench_envelope import Serve, admit  # noqa: E402 - needs the path set up above
 
 WARMUP = 3
+ANCHOR = "executor: ended"
+ANSWER = "(answer read by the client)"
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=30, help="measured calls")
     parser.add_argument("--idle-ms", type=float, default=100.0, help="idle before each call")
+    parser.add_argument(
+        "--anchor", default=ANCHOR, help=f"the timeline's zero, a stage's label ({ANCHOR!r})"
+    )
     options = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="jigcmd-trace-") as tmp:
         work = Path(tmp)
@@ -66,6 +75,7 @@ def main() -> int:
     marks.sort()
     report_calls(marks, windows, options)
     report_pid_1(marks, windows[0][0] if windows else 0.0)
+    report_timeline(marks, windows, options.anchor)
     return 0
 
 
@@ -114,8 +124,8 @@ def report_calls(
                     pages[mark.label].append(spent[1])
                 if index == 0:
                     order.append(mark.label)
-        gaps["(answer read by the client)"].append(end - previous)
-    order.append("(answer read by the client)")
+        gaps[ANSWER].append(end - previous)
+    order.append(ANSWER)
     total = statistics.median(end - start for start, end in windows)
     print(f"{options.calls} calls, {options.idle_ms:g} ms idle before each; median {total:.2f} ms")
     print("median ms since the previous stage; median CPU ms and pages faulted in by the")
@@ -160,6 +170,28 @@ def report_pid_1(marks: list[Mark], since: float) -> None:
             f"         {statistics.median(cpus[label]):6.3f} {statistics.median(pages[label]):5.0f}"
             f"  {label}  ({len(cpus[label])})"
         )
+
+
+def report_timeline(marks: list[Mark], windows: list[tuple[float, float]], anchor: str) -> None:
+    """Each stage's first mark in a call, relative to the same call's `anchor`: medians."""
+    since: defaultdict[str, list[float]] = defaultdict(list)
+    for start, end in windows:
+        firsts: dict[str, float] = {}
+        for mark in marks:
+            if start <= mark.stamp <= end:
+                firsts.setdefault(mark.label, mark.stamp)
+        zero = firsts.get(anchor)
+        if zero is None:
+            continue
+        firsts[ANSWER] = end
+        for label, stamp in firsts.items():
+            since[label].append(stamp - zero)
+    print(f"\nthe calls as one timeline: median ms of each stage's first mark since {anchor!r}")
+    if not since:
+        print(f"  no measured call had a stage {anchor!r}")
+        return
+    for middle, label in sorted((statistics.median(v), label) for label, v in since.items()):
+        print(f"{middle:8.3f}  {label}  ({len(since[label])})")
 
 
 if __name__ == "__main__":
