@@ -8,7 +8,7 @@ Python of the same minor version (the compiled wheels are ABI-compatible within 
 
 from __future__ import annotations
 
-import errno
+import contextlib
 import importlib.metadata as metadata
 import os
 import pwd
@@ -17,7 +17,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +25,7 @@ import pytest
 
 import jigcmd
 from jigcmd.envelope import cgroups
+from jigcmd.envelope.cgroups import files as cgroupfs
 from tests.envelope.conftest import unavailable
 
 USER = "jigcmdtest"
@@ -211,28 +211,20 @@ def _remove_tree(path: str, *, within_s: float = 10.0) -> None:
     """rmdir a cgroup directory and its children, deepest first; fail if one outlives `within_s`.
 
     The test user's last processes (a zygote releasing its envelopes after `serve` exited)
-    may still be inside when the session ends: EBUSY is waited out, not ignored, so a
-    directory is never left behind silently.
+    may still be inside when the session ends: EBUSY is waited out (`remove_dirs`, as a
+    job's removal does), not ignored, so a directory is never left behind silently.
     """
     if not os.path.isdir(path):
         return
-    deadline = time.monotonic() + within_s
-    for current, dirs, _files in os.walk(path, topdown=False):
-        for name in dirs:
-            _rmdir_when_empty(os.path.join(current, name), deadline)
-    _rmdir_when_empty(path, deadline)
-
-
-def _rmdir_when_empty(path: str, deadline: float) -> None:
-    while True:
-        try:
-            os.rmdir(path)
-            return
-        except FileNotFoundError:
-            return
-        except OSError as exc:
-            if exc.errno != errno.EBUSY or time.monotonic() > deadline:
-                left = Path(path, "cgroup.procs").read_text(encoding="ascii").split()
-                message = f"cannot remove {path} ({exc}); processes left: {left}"
-                raise AssertionError(message) from None
-        time.sleep(0.05)
+    tree = [
+        os.path.join(current, name)
+        for current, dirs, _ in os.walk(path, topdown=False)
+        for name in dirs
+    ]
+    try:
+        cgroupfs.remove_dirs([*tree, path], timeout=within_s)
+    except OSError as exc:
+        left: list[str] = []
+        with contextlib.suppress(OSError, TypeError):  # TypeError: no path named
+            left = Path(exc.filename, "cgroup.procs").read_text(encoding="ascii").split()
+        raise AssertionError(f"{exc}; processes left: {left}") from None
