@@ -168,7 +168,9 @@ def missing_pieces(
 
 
 # Every hierarchy a v1 or a hybrid host's job uses, when the container cannot tell which.
-_V1_OR_HYBRID = ("memory", "pids", "cpu", "cpuacct", "freezer", "unified")
+_V1_OR_HYBRID = tuple(
+    dict.fromkeys((*delegated_hierarchies("v1"), *delegated_hierarchies("hybrid")))
+)
 
 
 def _delegation_option(uid: int, cgroup_mode: str | None) -> str:

@@ -17,7 +17,7 @@ import posixpath
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from jigcmd.envelope.cgroups.v1 import delegated_hierarchies
+from jigcmd.envelope.cgroups import delegated_hierarchies
 from jigcmd.frontends.diagnosis.verdicts import Check
 
 __all__ = ["V2_CONTROLLERS", "DelegationFacts", "delegation_check"]

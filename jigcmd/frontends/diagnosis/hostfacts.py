@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import posixpath
 
-from jigcmd.envelope.cgroups.v1 import delegated_hierarchies
+from jigcmd.envelope.cgroups import delegated_hierarchies
 from jigcmd.frontends.diagnosis.delegation import DelegationFacts
 
 __all__ = ["delegation_facts", "own_cgroup2_path"]
