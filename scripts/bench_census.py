@@ -1,0 +1,276 @@
+"""Where a call's CPU goes, jigcmd against the C envelope, by every thread the machine ran.
+
+`bench_floor.py` weighs jigcmd's CPU per run against its own C envelope (`+cgroups`:
+bubblewrap, jigcmd's seccomp filter, a fresh cgroup job) and `bench_cpu_split.py` splits
+jigcmd's among its processes. This puts both side by side in one run, with what neither
+shows: the kernel's workers (a network namespace's teardown, a cgroup's release, the
+journal's writeback) and the benchmark's own share. Blocks of `--calls` calls of each
+alternate, `--rounds` times, each block followed by a settle so that the deferred work it
+caused lands in it. jigcmd's jobs are counted by their parent (its `--cgroup-base` of their
+own: a cgroup2 `cpu.stat` keeps its removed children's time), the C rung's processes by
+this process's reaped children (it is their subreaper: bwrap's namespace init outlives the
+bwrap that made it). Every other thread's CPU is read before and after from /proc
+(`schedstat`, nanoseconds).
+
+  pid 1 and the candidate   jigcmd's jobs: every pid 1 (prepared or gone) and what it spawned
+  spawner, zygote, server   jigcmd's processes (the server with its threads)
+  bwrap and the candidate   the C rung: bwrap and what it spawned
+  this benchmark            its own process: the C rung's fork, exec and cgroup calls; for
+                            jigcmd, writing each request and reading its answer
+  kernel workers            the kernel's threads (kworkers, RCU, softirq, jbd2, ...)
+  the machine's background  every other thread (other tenants, daemons, DAMON's kdamond): in
+                            the total, left out of the ratio. Threads that began and ended
+                            within a block, outside the jobs, are missed (the total has them).
+
+Run as root: python scripts/bench_census.py [--calls 120] [--rounds 3] [--idle-ms 100]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import ctypes
+import os
+import resource
+import secrets
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+from typing import NamedTuple
+
+ROOT = Path(__file__).resolve().parents[1]
+# Run from a checkout: the sibling benchmarks (and the package) must be importable.
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from jigcmd.command.runtime import find_runtime  # noqa: E402 - needs the path set up above
+from jigcmd.envelope.seccomp import build_filter  # noqa: E402 - likewise
+from scripts.bench_cpu_split import Accounting  # noqa: E402 - likewise
+from scripts.bench_envelope import Serve, admit, busy_seconds  # noqa: E402 - likewise
+from scripts.bench_floor import rungs, v1_hierarchies  # noqa: E402 - likewise
+
+# After a block: a network namespace is torn down by a kernel worker once its last user is
+# gone, and that work belongs to the block that caused it.
+SETTLE_S = 1.0
+KTHREADD = 2
+_PR_SET_CHILD_SUBREAPER = 36
+BACKGROUND = "the machine's background"
+JIGCMD = ("pid 1 and the candidate", "spawner", "zygote", "server")
+C_ENVELOPE = ("bwrap and the candidate",)
+SHARED = ("this benchmark", "kernel workers", BACKGROUND)
+
+
+class Task(NamedTuple):
+    """One thread as /proc shows it."""
+
+    name: str
+    tgid: int
+    ppid: int
+    on_cpu_ns: int
+
+
+def snapshot() -> dict[int, Task]:
+    """Every thread of the machine, by tid."""
+    found: dict[int, Task] = {}
+    for pid in (int(name) for name in os.listdir("/proc") if name.isdigit()):
+        try:
+            tids = [int(tid) for tid in os.listdir(f"/proc/{pid}/task")]
+        except OSError:
+            continue
+        for tid in tids:
+            try:
+                stat = Path(f"/proc/{pid}/task/{tid}/stat").read_bytes()
+                on_cpu = int(Path(f"/proc/{pid}/task/{tid}/schedstat").read_text().split()[0])
+            except (OSError, ValueError, IndexError):
+                continue
+            name = stat[stat.index(b"(") + 1 : stat.rindex(b")")].decode(errors="replace")
+            ppid = int(stat[stat.rindex(b")") + 2 :].split()[1])
+            found[tid] = Task(name, pid, ppid, on_cpu)
+    return found
+
+
+def category_of(task: Task, server: int | None, own: int) -> str | None:
+    """Which line of the table a thread's CPU goes to (None: counted elsewhere)."""
+    if task.tgid == own or task.name == "jigcmd-init":
+        return None  # this process by its rusage; a pid 1 by its job's accounting
+    if task.name.startswith("kdamond"):
+        return BACKGROUND  # DAMON's monitor: a kernel thread, busy whatever runs
+    if KTHREADD in (task.tgid, task.ppid):
+        return "kernel workers"
+    if server is not None:
+        if task.tgid == server:
+            return "server"
+        if task.name in ("jigcmd-zygote", "jigcmd-spawner"):
+            return task.name.removeprefix("jigcmd-")
+    return BACKGROUND
+
+
+def spent(
+    before: dict[int, Task], after: dict[int, Task], server: int | None, own: int
+) -> Counter[str]:
+    """Nanoseconds each category's living threads spent between two snapshots."""
+    totals: Counter[str] = Counter()
+    for tid, task in after.items():
+        kind = category_of(task, server, own)
+        if kind is not None:
+            earlier = before.get(tid)
+            totals[kind] += task.on_cpu_ns - (earlier.on_cpu_ns if earlier else 0)
+    return totals
+
+
+class Contender(NamedTuple):
+    """One side: how to make a call, its server (None: the C rung), its envelopes' CPU."""
+
+    run: Callable[[], object]
+    server: int | None
+    envelopes_ns: Callable[[], int]
+    line: str
+
+
+def block(contender: Contender, calls: int, idle: float) -> dict[str, float]:
+    """ms per call by category for `calls` calls, and the machine's total."""
+    before = snapshot()
+    self0 = resource.getrusage(resource.RUSAGE_SELF)
+    jobs0 = contender.envelopes_ns()
+    busy0 = busy_seconds()
+    for _ in range(calls):
+        time.sleep(idle)
+        contender.run()
+    time.sleep(SETTLE_S)
+    busy1 = busy_seconds()
+    jobs1 = contender.envelopes_ns()
+    self1 = resource.getrusage(resource.RUSAGE_SELF)
+    totals = spent(before, snapshot(), contender.server, os.getpid())
+    totals["this benchmark"] = _rusage_ns(self1) - _rusage_ns(self0)
+    totals[contender.line] = jobs1 - jobs0
+    ms = {kind: ns / 1e6 / calls for kind, ns in totals.items()}
+    ms["machine total"] = (busy1 - busy0) * 1000 / calls
+    return ms
+
+
+def _rusage_ns(usage: resource.struct_rusage) -> int:
+    return round((usage.ru_utime + usage.ru_stime) * 1e9)
+
+
+def _reaped_ns() -> int:
+    return _rusage_ns(resource.getrusage(resource.RUSAGE_CHILDREN))
+
+
+def _reaping(run: Callable[[], float]) -> Callable[[], None]:
+    """`run`, then every orphan it left to this subreaper reaped (their CPU counted then)."""
+
+    def reaped() -> None:
+        run()
+        with contextlib.suppress(ChildProcessError):
+            while os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG) is not None:
+                pass
+
+    return reaped
+
+
+def report(results: dict[str, list[dict[str, float]]]) -> None:
+    """The table: each category's median ms per call over the rounds, and the ratios."""
+    names = list(results)
+    rows = [*JIGCMD, *C_ENVELOPE, *SHARED]
+    print(f"{'ms per call (median of rounds)':32}" + "".join(f"{n:>12}" for n in names))
+    med = {
+        n: {r: statistics.median(c.get(r, 0.0) for c in results[n]) for r in rows} for n in names
+    }
+    for row in rows:
+        print(f"{row:32}" + "".join(f"{med[n][row]:12.2f}" for n in names))
+    total = {n: statistics.median(c["machine total"] for c in results[n]) for n in names}
+    print(f"{'machine total':32}" + "".join(f"{total[n]:12.2f}" for n in names))
+    counted = {n: sum(med[n][r] for r in rows if r != BACKGROUND) for n in names}
+    print(f"{'all but the background':32}" + "".join(f"{counted[n]:12.2f}" for n in names))
+    jig, c = names
+    print(
+        f"\njigcmd / +cgroups: machine total {total[jig] / total[c]:.2f}x, all but the"
+        f" background {counted[jig] / counted[c]:.2f}x; round by round "
+        + " / ".join(
+            f"{a['machine total'] / b['machine total']:.2f}"
+            for a, b in zip(results[jig], results[c], strict=True)
+        )
+    )
+    own = sum(med[jig][r] for r in ("pid 1 and the candidate", "spawner", "kernel workers"))
+    theirs = med[c]["bwrap and the candidate"] + med[c]["kernel workers"]
+    print(
+        f"The envelope (pid 1, the candidate, the spawner, the kernel's workers): {own:.2f}"
+        f" against bwrap's {theirs:.2f}; the coordinator (server, zygote):"
+        f" {med[jig]['server'] + med[jig]['zygote']:.2f} (the zygote's cgroup calls in it,"
+        " the C rung's in this benchmark's line)."
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--calls", type=int, default=120, help="calls per block")
+    parser.add_argument("--rounds", type=int, default=3, help="blocks of each, alternating")
+    parser.add_argument("--idle-ms", type=float, default=100.0, help="idle before each call")
+    args = parser.parse_args()
+    bwrap = shutil.which("bwrap")
+    if bwrap is None:
+        raise SystemExit("bwrap is not installed: apt-get install bubblewrap")
+    if os.geteuid() != 0 or v1_hierarchies() is None:
+        raise SystemExit("run as root on a host with jigcmd's v1 controllers (bench_floor.py)")
+    jobs_base = f"jigcmd-census-jobs-{secrets.token_hex(4)}"
+    # bwrap's namespace init is orphaned when bwrap exits first: reaped here, not by init.
+    if ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, 1) != 0:
+        raise SystemExit(f"prctl(PR_SET_CHILD_SUBREAPER): {os.strerror(ctypes.get_errno())}")
+    try:
+        results = _measure(
+            bwrap, jobs_base, calls=args.calls, idle=args.idle_ms / 1000, rounds=args.rounds
+        )
+    finally:
+        for group in Path("/sys/fs/cgroup").glob(f"*/{jobs_base}"):
+            with contextlib.suppress(OSError):
+                group.rmdir()
+    print(
+        f"{args.rounds} rounds of {args.calls} calls each, {args.idle_ms:g} ms idle before each,"
+        f" a {SETTLE_S:g} s settle after each block"
+    )
+    report(results)
+
+
+def _measure(
+    bwrap: str, jobs_base: str, *, calls: int, idle: float, rounds: int
+) -> dict[str, list[dict[str, float]]]:
+    with tempfile.TemporaryDirectory(prefix="jigcmd-census-") as name:
+        work = Path(name)
+        program = work / "seccomp.bpf"
+        program.write_bytes(build_filter())
+        ladder = rungs(bwrap, find_runtime().path, work, program)
+        (c_rung,) = (rung for rung in ladder if rung.name == "+cgroups")
+        admit(work / "jigcmd.lock")
+        serve = Serve(work / "jigcmd.lock", work / "state", extra_args=("--cgroup-base", jobs_base))
+        try:
+            contenders = {
+                "jigcmd": Contender(
+                    serve.run,
+                    serve.process.pid,
+                    Accounting(jobs_base).used_ns,
+                    "pid 1 and the candidate",
+                ),
+                "+cgroups": Contender(
+                    _reaping(c_rung.run), None, _reaped_ns, "bwrap and the candidate"
+                ),
+            }
+            for contender in contenders.values():
+                for _ in range(5):
+                    contender.run()
+            results: dict[str, list[dict[str, float]]] = {n: [] for n in contenders}
+            for round_ in range(rounds):
+                order = list(contenders) if round_ % 2 == 0 else list(reversed(contenders))
+                for n in order:
+                    results[n].append(block(contenders[n], calls, idle))
+        finally:
+            serve.close()
+    return results
+
+
+if __name__ == "__main__":
+    main()
