@@ -41,12 +41,18 @@ FREEZE_KILL_TIMEOUT_S = 1.0
 _UNIFIED = "unified"
 
 
+def _v1_controllers(*, unified: bool) -> tuple[str, ...]:
+    """The v1 controllers a job needs, beside a unified hierarchy or without one."""
+    return REQUIRED if unified else (*REQUIRED, *WITHOUT_UNIFIED)
+
+
 def delegated_hierarchies(mode: str) -> tuple[str, ...]:
     """Where a v1 or hybrid job has a directory: what a rootless user's base must be delegated in.
 
     The optional cpuset is not among them (a job without it pins the candidate's mask alone).
     """
-    return (*REQUIRED, _UNIFIED) if mode == "hybrid" else (*REQUIRED, *WITHOUT_UNIFIED)
+    hybrid = mode == "hybrid"
+    return (*_v1_controllers(unified=hybrid), *((_UNIFIED,) if hybrid else ()))
 
 
 class _Files:
@@ -259,7 +265,7 @@ class V1Backend:
         return f"V1Backend({self.mode}, {self.base!r})"
 
     def _controllers(self) -> tuple[str, ...]:
-        return REQUIRED if self.unified is not None else (*REQUIRED, *WITHOUT_UNIFIED)
+        return _v1_controllers(unified=self.unified is not None)
 
     def _job_controllers(self) -> tuple[str, ...]:
         """The required controllers, and the cpuset where this user may make jobs in it."""
