@@ -22,7 +22,14 @@ bwrap that made it). Every other thread's CPU is read before and after from /pro
                             the total, left out of the ratio. Threads that began and ended
                             within a block, outside the jobs, are missed (the total has them).
 
+With `--workers 1 4`, each side also runs under load: 4 `jigcmd serve` sessions on one state
+directory (as `bench_floor.py`'s throughput does) against 4 threads of the C rung, each
+block's calls shared among them, and the report adds what each line costs per call under
+load over alone, which the throughput target (at 4 sessions) meets and a sequential census
+cannot show.
+
 Run as root: python scripts/bench_census.py [--calls 120] [--rounds 3] [--idle-ms 100]
+  [--workers 1 [4]]
 """
 
 from __future__ import annotations
@@ -37,6 +44,7 @@ import shutil
 import statistics
 import sys
 import tempfile
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -94,7 +102,7 @@ def snapshot() -> dict[int, Task]:
     return found
 
 
-def category_of(task: Task, server: int | None, own: int) -> str | None:
+def category_of(task: Task, servers: frozenset[int], own: int) -> str | None:
     """Which line of the table a thread's CPU goes to (None: counted elsewhere)."""
     if task.tgid == own or task.name == "jigcmd-init":
         return None  # this process by its rusage; a pid 1 by its job's accounting
@@ -102,8 +110,8 @@ def category_of(task: Task, server: int | None, own: int) -> str | None:
         return BACKGROUND  # DAMON's monitor: a kernel thread, busy whatever runs
     if KTHREADD in (task.tgid, task.ppid):
         return "kernel workers"
-    if server is not None:
-        if task.tgid == server:
+    if servers:
+        if task.tgid in servers:
             return "server"
         if task.name in ("jigcmd-zygote", "jigcmd-spawner"):
             return task.name.removeprefix("jigcmd-")
@@ -111,12 +119,12 @@ def category_of(task: Task, server: int | None, own: int) -> str | None:
 
 
 def spent(
-    before: dict[int, Task], after: dict[int, Task], server: int | None, own: int
+    before: dict[int, Task], after: dict[int, Task], servers: frozenset[int], own: int
 ) -> Counter[str]:
     """Nanoseconds each category's living threads spent between two snapshots."""
     totals: Counter[str] = Counter()
     for tid, task in after.items():
-        kind = category_of(task, server, own)
+        kind = category_of(task, servers, own)
         if kind is not None:
             earlier = before.get(tid)
             totals[kind] += task.on_cpu_ns - (earlier.on_cpu_ns if earlier else 0)
@@ -124,33 +132,55 @@ def spent(
 
 
 class Contender(NamedTuple):
-    """One side: how to make a call, its server (None: the C rung), its envelopes' CPU."""
+    """One side: how each worker makes a call, its servers (none: the C rung), its envelopes'
+    CPU, and what to do once a block has settled (reap the C rung's orphans)."""
 
-    run: Callable[[], object]
-    server: int | None
+    runs: tuple[Callable[[], object], ...]
+    servers: frozenset[int]
     envelopes_ns: Callable[[], int]
     line: str
+    settled: Callable[[], None] = lambda: None
 
 
 def block(contender: Contender, calls: int, idle: float) -> dict[str, float]:
-    """ms per call by category for `calls` calls, and the machine's total."""
+    """ms per call by category for `calls` calls (shared among the workers), and the
+    machine's total."""
+    workers = len(contender.runs)
+    calls -= calls % workers
     before = snapshot()
     self0 = resource.getrusage(resource.RUSAGE_SELF)
     jobs0 = contender.envelopes_ns()
     busy0 = busy_seconds()
-    for _ in range(calls):
-        time.sleep(idle)
-        contender.run()
+    _drive(contender.runs, calls // workers, idle)
     time.sleep(SETTLE_S)
+    contender.settled()
     busy1 = busy_seconds()
     jobs1 = contender.envelopes_ns()
     self1 = resource.getrusage(resource.RUSAGE_SELF)
-    totals = spent(before, snapshot(), contender.server, os.getpid())
+    totals = spent(before, snapshot(), contender.servers, os.getpid())
     totals["this benchmark"] = _rusage_ns(self1) - _rusage_ns(self0)
     totals[contender.line] = jobs1 - jobs0
     ms = {kind: ns / 1e6 / calls for kind, ns in totals.items()}
     ms["machine total"] = (busy1 - busy0) * 1000 / calls
     return ms
+
+
+def _drive(runs: tuple[Callable[[], object], ...], each: int, idle: float) -> None:
+    """`each` calls by every worker, the workers at once when there are several."""
+
+    def work(run: Callable[[], object]) -> None:
+        for _ in range(each):
+            time.sleep(idle)
+            run()
+
+    if len(runs) == 1:
+        work(runs[0])
+        return
+    threads = [threading.Thread(target=work, args=(run,)) for run in runs]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
 
 
 def _rusage_ns(usage: resource.struct_rusage) -> int:
@@ -161,49 +191,86 @@ def _reaped_ns() -> int:
     return _rusage_ns(resource.getrusage(resource.RUSAGE_CHILDREN))
 
 
+def _reap_orphans() -> None:
+    """Reap every orphan left to this subreaper (their CPU is counted then)."""
+    with contextlib.suppress(ChildProcessError):
+        while os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG) is not None:
+            pass
+
+
 def _reaping(run: Callable[[], float]) -> Callable[[], None]:
-    """`run`, then every orphan it left to this subreaper reaped (their CPU counted then)."""
+    """`run`, then the orphans it left reaped. Alone only: with several workers a reap of
+    any child could take another worker's bwrap from under its `subprocess.run`, so there
+    the orphans wait for the block's end (`Contender.settled`)."""
 
     def reaped() -> None:
         run()
-        with contextlib.suppress(ChildProcessError):
-            while os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG) is not None:
-                pass
+        _reap_orphans()
 
     return reaped
 
 
-def report(results: dict[str, list[dict[str, float]]]) -> None:
+def jigcmd_name(workers: int) -> str:
+    return "jigcmd" if workers == 1 else f"jigcmd x{workers}"
+
+
+def c_name(workers: int) -> str:
+    return "+cgroups" if workers == 1 else f"+cgroups x{workers}"
+
+
+def report(results: dict[str, list[dict[str, float]]], workers: list[int]) -> None:
     """The table: each category's median ms per call over the rounds, and the ratios."""
     names = list(results)
     rows = [*JIGCMD, *C_ENVELOPE, *SHARED]
-    print(f"{'ms per call (median of rounds)':32}" + "".join(f"{n:>12}" for n in names))
+    width = max(12, *(len(n) + 2 for n in names))
+    print(f"{'ms per call (median of rounds)':32}" + "".join(f"{n:>{width}}" for n in names))
     med = {
         n: {r: statistics.median(c.get(r, 0.0) for c in results[n]) for r in rows} for n in names
     }
     for row in rows:
-        print(f"{row:32}" + "".join(f"{med[n][row]:12.2f}" for n in names))
+        print(f"{row:32}" + "".join(f"{med[n][row]:{width}.2f}" for n in names))
     total = {n: statistics.median(c["machine total"] for c in results[n]) for n in names}
-    print(f"{'machine total':32}" + "".join(f"{total[n]:12.2f}" for n in names))
+    print(f"{'machine total':32}" + "".join(f"{total[n]:{width}.2f}" for n in names))
     counted = {n: sum(med[n][r] for r in rows if r != BACKGROUND) for n in names}
-    print(f"{'all but the background':32}" + "".join(f"{counted[n]:12.2f}" for n in names))
-    jig, c = names
-    print(
-        f"\njigcmd / +cgroups: machine total {total[jig] / total[c]:.2f}x, all but the"
-        f" background {counted[jig] / counted[c]:.2f}x; round by round "
-        + " / ".join(
-            f"{a['machine total'] / b['machine total']:.2f}"
-            for a, b in zip(results[jig], results[c], strict=True)
+    print(f"{'all but the background':32}" + "".join(f"{counted[n]:{width}.2f}" for n in names))
+    for w in workers:
+        jig, c = jigcmd_name(w), c_name(w)
+        print(
+            f"\n{jig} / {c}: machine total {total[jig] / total[c]:.2f}x, all but the"
+            f" background {counted[jig] / counted[c]:.2f}x; round by round "
+            + " / ".join(
+                f"{a['machine total'] / b['machine total']:.2f}"
+                for a, b in zip(results[jig], results[c], strict=True)
+            )
         )
-    )
-    own = sum(med[jig][r] for r in ("pid 1 and the candidate", "spawner", "kernel workers"))
-    theirs = med[c]["bwrap and the candidate"] + med[c]["kernel workers"]
-    print(
-        f"The envelope (pid 1, the candidate, the spawner, the kernel's workers): {own:.2f}"
-        f" against bwrap's {theirs:.2f}; the coordinator (server, zygote):"
-        f" {med[jig]['server'] + med[jig]['zygote']:.2f} (the zygote's cgroup calls in it,"
-        " the C rung's in this benchmark's line)."
-    )
+        own = sum(med[jig][r] for r in ("pid 1 and the candidate", "spawner", "kernel workers"))
+        theirs = med[c]["bwrap and the candidate"] + med[c]["kernel workers"]
+        print(
+            f"The envelope (pid 1, the candidate, the spawner, the kernel's workers): {own:.2f}"
+            f" against bwrap's {theirs:.2f}; the coordinator (server, zygote):"
+            f" {med[jig]['server'] + med[jig]['zygote']:.2f} (the zygote's cgroup calls in it,"
+            " the C rung's in this benchmark's line)."
+        )
+    for w in workers[1:]:
+        _under_load(med, counted, workers[0], w)
+
+
+def _under_load(
+    med: dict[str, dict[str, float]], counted: dict[str, float], alone: int, loaded: int
+) -> None:
+    """What each line costs per call with `loaded` workers more than with `alone`."""
+    print(f"\nUnder load: ms per call with {loaded} workers over {alone} (and the ratio)")
+    pairs = [
+        (jigcmd_name(alone), jigcmd_name(loaded), (*JIGCMD, "kernel workers")),
+        (c_name(alone), c_name(loaded), (*C_ENVELOPE, "this benchmark", "kernel workers")),
+    ]
+    for before, after, lines in pairs:
+        parts = [f"{r} {med[after][r] - med[before][r]:+.2f}" for r in lines]
+        grown = counted[after] - counted[before]
+        print(
+            f"  {after}: {grown:+.2f} ({counted[after] / counted[before]:.2f}x): "
+            + ", ".join(parts)
+        )
 
 
 def main() -> None:
@@ -211,7 +278,17 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=120, help="calls per block")
     parser.add_argument("--rounds", type=int, default=3, help="blocks of each, alternating")
     parser.add_argument("--idle-ms", type=float, default=100.0, help="idle before each call")
+    parser.add_argument(
+        "--workers",
+        type=int,
+        nargs="+",
+        default=[1],
+        help="concurrent workers of each side, one column pair each (e.g. 1 4)",
+    )
     args = parser.parse_args()
+    workers = sorted(set(args.workers))
+    if workers[0] < 1:
+        raise SystemExit("--workers: each count must be at least 1")
     bwrap = shutil.which("bwrap")
     if bwrap is None:
         raise SystemExit("bwrap is not installed: apt-get install bubblewrap")
@@ -223,21 +300,26 @@ def main() -> None:
         raise SystemExit(f"prctl(PR_SET_CHILD_SUBREAPER): {os.strerror(ctypes.get_errno())}")
     try:
         results = _measure(
-            bwrap, jobs_base, calls=args.calls, idle=args.idle_ms / 1000, rounds=args.rounds
+            bwrap,
+            jobs_base,
+            calls=args.calls,
+            idle=args.idle_ms / 1000,
+            rounds=args.rounds,
+            workers=workers,
         )
     finally:
         for group in Path("/sys/fs/cgroup").glob(f"*/{jobs_base}"):
             with contextlib.suppress(OSError):
                 group.rmdir()
     print(
-        f"{args.rounds} rounds of {args.calls} calls each, {args.idle_ms:g} ms idle before each,"
-        f" a {SETTLE_S:g} s settle after each block"
+        f"{args.rounds} rounds of {args.calls} calls each (shared among the workers),"
+        f" {args.idle_ms:g} ms idle before each, a {SETTLE_S:g} s settle after each block"
     )
-    report(results)
+    report(results, workers)
 
 
 def _measure(
-    bwrap: str, jobs_base: str, *, calls: int, idle: float, rounds: int
+    bwrap: str, jobs_base: str, *, calls: int, idle: float, rounds: int, workers: list[int]
 ) -> dict[str, list[dict[str, float]]]:
     with tempfile.TemporaryDirectory(prefix="jigcmd-census-") as name:
         work = Path(name)
@@ -246,30 +328,59 @@ def _measure(
         ladder = rungs(bwrap, find_runtime().path, work, program)
         (c_rung,) = (rung for rung in ladder if rung.name == "+cgroups")
         admit(work / "jigcmd.lock")
-        serve = Serve(work / "jigcmd.lock", work / "state", extra_args=("--cgroup-base", jobs_base))
+        sessions: list[Serve] = []
         try:
-            contenders = {
-                "jigcmd": Contender(
-                    serve.run,
-                    serve.process.pid,
-                    Accounting(jobs_base).used_ns,
-                    "pid 1 and the candidate",
-                ),
-                "+cgroups": Contender(
-                    _reaping(c_rung.run), None, _reaped_ns, "bwrap and the candidate"
-                ),
-            }
+            for _ in range(workers[-1]):
+                sessions.append(
+                    Serve(
+                        work / "jigcmd.lock",
+                        work / "state",
+                        extra_args=("--cgroup-base", jobs_base),
+                    )
+                )
+            contenders = _contenders(sessions, c_rung.run, jobs_base, workers)
             for contender in contenders.values():
-                for _ in range(5):
-                    contender.run()
+                for run in contender.runs:
+                    for _ in range(5):
+                        run()
+                contender.settled()
             results: dict[str, list[dict[str, float]]] = {n: [] for n in contenders}
             for round_ in range(rounds):
                 order = list(contenders) if round_ % 2 == 0 else list(reversed(contenders))
                 for n in order:
                     results[n].append(block(contenders[n], calls, idle))
         finally:
-            serve.close()
+            for session in sessions:
+                session.close()
     return results
+
+
+def _contenders(
+    sessions: list[Serve], c_run: Callable[[], float], jobs_base: str, workers: list[int]
+) -> dict[str, Contender]:
+    """Each side at each worker count: jigcmd's first `w` sessions, `w` threads of C."""
+    jobs = Accounting(jobs_base).used_ns
+    found: dict[str, Contender] = {}
+    for w in workers:
+        chosen = sessions[:w]
+        found[jigcmd_name(w)] = Contender(
+            tuple(session.run for session in chosen),
+            frozenset(session.process.pid for session in chosen),
+            jobs,
+            "pid 1 and the candidate",
+        )
+        found[c_name(w)] = (
+            Contender((_reaping(c_run),), frozenset(), _reaped_ns, "bwrap and the candidate")
+            if w == 1
+            else Contender(
+                (c_run,) * w,
+                frozenset(),
+                _reaped_ns,
+                "bwrap and the candidate",
+                settled=_reap_orphans,
+            )
+        )
+    return found
 
 
 if __name__ == "__main__":
