@@ -289,6 +289,8 @@ def main() -> None:
     workers = sorted(set(args.workers))
     if workers[0] < 1:
         raise SystemExit("--workers: each count must be at least 1")
+    if args.calls < workers[-1]:
+        raise SystemExit(f"--calls {args.calls}: a block needs at least one call per worker")
     bwrap = shutil.which("bwrap")
     if bwrap is None:
         raise SystemExit("bwrap is not installed: apt-get install bubblewrap")
