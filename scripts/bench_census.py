@@ -133,13 +133,13 @@ def spent(
 
 class Contender(NamedTuple):
     """One side: how each worker makes a call, its servers (none: the C rung), its envelopes'
-    CPU, and what to do once a block has settled (reap the C rung's orphans)."""
+    CPU, and how to collect what its calls left (the C rung's orphans, reaped)."""
 
     runs: tuple[Callable[[], object], ...]
     servers: frozenset[int]
     envelopes_ns: Callable[[], int]
     line: str
-    settled: Callable[[], None] = lambda: None
+    reap: Callable[[], None] = lambda: None
 
 
 def block(contender: Contender, calls: int, idle: float) -> dict[str, float]:
@@ -152,8 +152,11 @@ def block(contender: Contender, calls: int, idle: float) -> dict[str, float]:
     jobs0 = contender.envelopes_ns()
     busy0 = busy_seconds()
     _drive(contender.runs, calls // workers, idle)
+    # Reaped once the calls are done (a reap during them could take a worker's bwrap from
+    # under its `subprocess.run`), and again after the settle for the inits that outlived it.
+    contender.reap()
     time.sleep(SETTLE_S)
-    contender.settled()
+    contender.reap()
     busy1 = busy_seconds()
     jobs1 = contender.envelopes_ns()
     self1 = resource.getrusage(resource.RUSAGE_SELF)
@@ -196,18 +199,6 @@ def _reap_orphans() -> None:
     with contextlib.suppress(ChildProcessError):
         while os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG) is not None:
             pass
-
-
-def _reaping(run: Callable[[], float]) -> Callable[[], None]:
-    """`run`, then the orphans it left reaped. Alone only: with several workers a reap of
-    any child could take another worker's bwrap from under its `subprocess.run`, so there
-    the orphans wait for the block's end (`Contender.settled`)."""
-
-    def reaped() -> None:
-        run()
-        _reap_orphans()
-
-    return reaped
 
 
 def jigcmd_name(workers: int) -> str:
@@ -345,7 +336,7 @@ def _measure(
                 for run in contender.runs:
                     for _ in range(5):
                         run()
-                contender.settled()
+                contender.reap()
             results: dict[str, list[dict[str, float]]] = {n: [] for n in contenders}
             for round_ in range(rounds):
                 order = list(contenders) if round_ % 2 == 0 else list(reversed(contenders))
@@ -371,16 +362,8 @@ def _contenders(
             jobs,
             "pid 1 and the candidate",
         )
-        found[c_name(w)] = (
-            Contender((_reaping(c_run),), frozenset(), _reaped_ns, "bwrap and the candidate")
-            if w == 1
-            else Contender(
-                (c_run,) * w,
-                frozenset(),
-                _reaped_ns,
-                "bwrap and the candidate",
-                settled=_reap_orphans,
-            )
+        found[c_name(w)] = Contender(
+            (c_run,) * w, frozenset(), _reaped_ns, "bwrap and the candidate", reap=_reap_orphans
         )
     return found
 
