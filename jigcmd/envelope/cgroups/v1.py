@@ -51,8 +51,9 @@ def delegated_hierarchies(mode: str) -> tuple[str, ...]:
 
     The optional cpuset is not among them (a job without it pins the candidate's mask alone).
     """
-    hybrid = mode == "hybrid"
-    return (*_v1_controllers(unified=hybrid), *((_UNIFIED,) if hybrid else ()))
+    if mode == "hybrid":
+        return (*_v1_controllers(unified=True), _UNIFIED)
+    return _v1_controllers(unified=False)
 
 
 class _Files:
