@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.envelope.conftest import require_root
+from tests.required import require_root
 
 __all__ = ["EXAMPLE", "admit_example"]
 

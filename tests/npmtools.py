@@ -14,7 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
+from tests.required import unavailable
 
 __all__ = ["INSPECTOR", "TS_CLIENT", "TS_SDK", "node_package", "npm_cache"]
 
@@ -29,12 +29,6 @@ def npm_cache() -> Path:
     """Where the packages are installed."""
     configured = os.environ.get("JIGCMD_NPM_CACHE")
     return Path(configured) if configured else Path.home() / ".cache" / "jigcmd-npm"
-
-
-def _unavailable(reason: str) -> None:
-    if os.environ.get("CI") == "true":
-        pytest.fail(f"{reason} (required under CI)")
-    pytest.skip(reason)
 
 
 def install(name: str, version: str) -> Path:
@@ -69,7 +63,7 @@ def node_package(package: tuple[str, str]) -> Path:
     try:
         return install(name, version)
     except (OSError, RuntimeError, subprocess.TimeoutExpired) as exc:
-        _unavailable(f"{name}@{version} is not available: {exc}")
+        unavailable(f"{name}@{version} is not available: {exc}")
         raise AssertionError("unreachable") from exc
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import shutil
 from collections.abc import Iterable
 
-from tests.envelope.conftest import unavailable
+from tests.required import unavailable
 
 __all__ = ["PACKAGES", "missing_packages", "require_tools"]
 

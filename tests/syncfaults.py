@@ -10,7 +10,7 @@ import pytest
 
 from jigcmd.journal import aiosync
 from jigcmd.journal.aiosync import AioSync
-from tests.envelope.conftest import unavailable
+from tests.required import unavailable
 
 __all__ = ["failing_syncs", "require_aio"]
 

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from jigcmd.frontends.run import read_candidate
-from tests.envelope.conftest import require_root
+from tests.required import require_root
 
 pytestmark = pytest.mark.envelope
 

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from tests.envelope.conftest import require_root
+from tests.required import require_root
 
 REPO = Path(__file__).resolve().parents[1]
 README = REPO / "README.md"

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.envelope.conftest import require_root
+from tests.required import require_root
 
 REPO = Path(__file__).resolve().parents[1]
 HEADING = "## Your own project"

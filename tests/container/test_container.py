@@ -26,8 +26,8 @@ import pytest
 from jigcmd.envelope.cgroups import detect
 from jigcmd.frontends.diagnosis.container import recipe
 from scripts.v2vm import ROOT
-from tests.envelope.conftest import require_root
 from tests.optional import require_tools
+from tests.required import require_root
 
 pytestmark = [pytest.mark.envelope, pytest.mark.slow]
 

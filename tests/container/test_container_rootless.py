@@ -33,8 +33,8 @@ from jigcmd.envelope import cgroups
 from jigcmd.frontends.diagnosis.container import recipe
 from scripts.v2vm import ROOT
 from tests.container.test_container import INSIDE, SECONDS, rlimits
-from tests.envelope.conftest import require_root, unavailable
 from tests.optional import require_tools
+from tests.required import require_root, unavailable
 from tests.rootless.conftest import _delegate, _remove_tree, _system_python
 
 pytestmark = [pytest.mark.envelope, pytest.mark.slow]

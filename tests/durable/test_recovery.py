@@ -19,15 +19,14 @@ from jigcmd.envelope.cgroups import (
     CgroupBackend,
     CgroupJob,
     CgroupStats,
-    CgroupUnavailable,
     Membership,
     Mode,
 )
-from jigcmd.envelope.cgroups import detect as detect_cgroups
 from jigcmd.journal.identity import ProcessIdentity, current, identify
 from jigcmd.journal.rows import NewRow
 from jigcmd.journal.store import Journal
 from jigcmd.plan import Limits
+from tests.required import usable_cgroups
 
 # The caller's run of these tests' operations.
 RUN = "run-a"
@@ -435,22 +434,7 @@ def test_nothing_is_redispatched_a_done_row_is_untouched(tmp_path: Path) -> None
 @pytest.fixture
 def real_backend() -> CgroupBackend:
     """The machine's cgroups (root only); skipped locally, failed under CI, when missing."""
-    reason = None
-    if os.geteuid() != 0:
-        reason = "needs root"
-    else:
-        try:
-            backend = detect_cgroups()
-        except (CgroupUnavailable, ValueError) as exc:
-            reason = f"no usable cgroups: {exc}"
-        else:
-            problems = backend.problems()
-            if not problems:
-                return backend
-            reason = "; ".join(problems)
-    if os.environ.get("CI"):
-        pytest.fail(f"required under CI but unavailable: {reason}", pytrace=False)
-    pytest.skip(reason)
+    return usable_cgroups()
 
 
 @pytest.mark.envelope

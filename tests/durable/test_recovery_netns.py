@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import pytest
 
 from jigcmd.durable.recovery import in_other_job, netns_holders
-from tests.envelope.conftest import unavailable
+from tests.required import unavailable
 
 OURS = "jigcmd-0123456789abcdef"
 OTHER = "jigcmd-fedcba9876543210"

@@ -1,7 +1,7 @@
 """Fixtures for tests that need the real machine: root, cgroups, network namespaces.
 
 Locally such a test skips with the reason when the machine cannot run it; under `CI` it fails
-instead, because CI must prove the envelope for real.
+instead, because CI must prove the envelope for real (`tests.required`).
 """
 
 from __future__ import annotations
@@ -10,29 +10,14 @@ import os
 import traceback
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
-from typing import NoReturn
 
 import pytest
 
-from jigcmd.command.runtime import RuntimeUnavailable, find_runtime
 from jigcmd.envelope import syscalls as sc
 from jigcmd.envelope.cgroups import CgroupBackend, CgroupUnavailable, detect
 from jigcmd.envelope.native import NativeExecutor
 from tests.envelope.hostile_harness import TracedExecutor, file_sha256
-
-
-def unavailable(reason: str) -> NoReturn:
-    """Skip locally, fail under CI."""
-    if os.environ.get("CI"):
-        pytest.fail(f"required under CI but unavailable: {reason}", pytrace=False)
-    pytest.skip(reason)
-
-
-def require_root() -> None:
-    """Real cgroups and namespaces need root (delegation is not wired up yet)."""
-    if os.geteuid() != 0:
-        unavailable("needs root")
-
+from tests.required import require_root, require_runtime, unavailable, usable_cgroups
 
 _PR_SET_CHILD_SUBREAPER = 36
 
@@ -69,15 +54,7 @@ def in_stand_in(body: Callable[[int], None]) -> bytes:
 @pytest.fixture
 def real_cgroups() -> CgroupBackend:
     """The machine's cgroup backend, with nothing missing."""
-    require_root()
-    try:
-        backend = detect()
-    except (CgroupUnavailable, ValueError) as e:
-        unavailable(f"no usable cgroups: {e}")
-    problems = backend.problems()
-    if problems:
-        unavailable("; ".join(problems))
-    return backend
+    return usable_cgroups()
 
 
 @pytest.fixture
@@ -109,21 +86,11 @@ def real_netns() -> None:
 @pytest.fixture(scope="module")
 async def envelope(anyio_backend: str) -> AsyncIterator[TracedExecutor]:
     """One running `NativeExecutor` per module, traced; afterwards nothing of it may remain."""
-    require_root()
-    try:
-        backend = detect()
-    except (CgroupUnavailable, ValueError) as e:
-        unavailable(f"no usable cgroups: {e}")
-    problems = backend.problems()
-    if problems:
-        unavailable("; ".join(problems))
-    try:
-        runtime = find_runtime()
-    except RuntimeUnavailable as e:
-        unavailable(str(e))
+    backend = usable_cgroups()
+    runtime = require_runtime()
     bun_before = file_sha256(runtime.path)
     executor = NativeExecutor()
-    executor.stage_at_start(find_runtime().binds)
+    executor.stage_at_start(runtime.binds)
     await executor.start()
     traced = TracedExecutor(executor, backend)
     try:

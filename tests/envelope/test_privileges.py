@@ -18,8 +18,8 @@ from typing import Any, NamedTuple
 import pytest
 
 from jigcmd.envelope import privileges
-from tests.envelope.conftest import unavailable
 from tests.envelope.userns_script import run_mapped
+from tests.required import unavailable
 
 REPO = Path(__file__).resolve().parents[2]
 SECUREBITS = 0xEF  # NOROOT, NO_SETUID_FIXUP, NO_CAP_AMBIENT_RAISE, each locked; KEEP_CAPS_LOCKED

@@ -24,8 +24,8 @@ from jigcmd.envelope.cgroups import detect
 from jigcmd.envelope.native import NativeExecutor
 from jigcmd.journal.identity import process_start
 from jigcmd.plan import Bind
-from tests.envelope.conftest import require_root
 from tests.envelope.hostile_harness import TracedExecutor, probe_plan
+from tests.required import require_root
 
 pytestmark = pytest.mark.envelope
 

@@ -15,8 +15,8 @@ from typing import Any, NamedTuple
 import pytest
 
 from jigcmd.envelope import seccomp
-from tests.envelope.conftest import unavailable
 from tests.envelope.userns_script import run_mapped
+from tests.required import unavailable
 
 REPO = Path(__file__).resolve().parents[2]
 MACHINES = ("x86_64", "aarch64")

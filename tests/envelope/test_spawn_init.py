@@ -16,7 +16,8 @@ import pytest
 from jigcmd.envelope import cgroups, netns, spawning
 from jigcmd.envelope import syscalls as sc
 from jigcmd.plan import Limits
-from tests.envelope.conftest import in_stand_in, require_root, unavailable
+from tests.envelope.conftest import in_stand_in
+from tests.required import require_root, unavailable
 
 pytestmark = pytest.mark.envelope
 

@@ -9,7 +9,7 @@ import pytest
 
 from jigcmd.command.runtime import BUN_TARGET, find_runtime
 from jigcmd.envelope.native import NativeExecutor
-from tests.envelope.conftest import require_root
+from tests.required import require_root
 
 pytestmark = pytest.mark.envelope
 

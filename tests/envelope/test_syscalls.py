@@ -11,7 +11,7 @@ import pytest
 
 from jigcmd.envelope import syscalls as sc
 from jigcmd.envelope.native import ZYGOTE_FLAGS
-from tests.envelope.conftest import require_root
+from tests.required import require_root
 
 # Every wrapper once, as a harmless call or one the kernel refuses, then a plain clone3 child
 # that exits at once; prints what the calls cached on `libc` and `pythonapi` by name.

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 import jigcmd
-from tests.envelope.conftest import unavailable
+from tests.required import unavailable
 
 REPO = Path(jigcmd.__file__).resolve().parent.parent
 

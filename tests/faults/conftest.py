@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.envelope.conftest import unavailable
 from tests.faults.disk import SmallDisk, mounted
+from tests.required import unavailable
 
 
 @pytest.fixture

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -10,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from jigcmd.frontends.servechild import ServeChild, WireError
+from tests.required import require_root
 
 
 def test_a_server_that_cannot_start_answers_with_the_reason_and_then_is_reported_gone(
@@ -33,10 +33,7 @@ def test_a_server_that_cannot_start_answers_with_the_reason_and_then_is_reported
 def test_the_demo_runs_every_step_as_expected(tmp_path: Path) -> None:
     """`python -m jigcmd demo --state-dir` exits 0, shows each step's key result, and its
     journal is where it was told to be."""
-    if os.geteuid() != 0:
-        if os.environ.get("CI"):
-            pytest.fail("required under CI but unavailable: needs root", pytrace=False)
-        pytest.skip("needs root")
+    require_root()
     done = subprocess.run(
         [sys.executable, "-m", "jigcmd", "demo", "--state-dir", str(tmp_path / "state")],
         capture_output=True,

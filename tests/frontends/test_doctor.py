@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 
 import pytest
 
@@ -22,6 +21,7 @@ from jigcmd.frontends.diagnosis.verdicts import (
     seccomp_check,
     userns_check,
 )
+from tests.required import require_root
 
 _SYS_ADMIN = 1 << 21
 _SYS_RESOURCE = 1 << 24
@@ -253,10 +253,7 @@ def test_doctor_passes_on_a_machine_that_can_build_the_envelope(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     """Every check is ok here, the end-to-end run included (root needed)."""
-    if os.geteuid() != 0:
-        if os.environ.get("CI"):
-            pytest.fail("required under CI but unavailable: needs root", pytrace=False)
-        pytest.skip("needs root")
+    require_root()
     status = doctor_module.doctor()
     out = capsys.readouterr().out
     assert status == 0, out

@@ -22,8 +22,8 @@ from types import TracebackType
 
 import httpx
 
-from jigcmd.envelope.cgroups import CgroupUnavailable, detect
-from tests.jarvis.jarvis_harness import TOKEN, auth, invoke_body, unavailable
+from tests.jarvis.jarvis_harness import TOKEN, auth, invoke_body
+from tests.required import require_root, usable_cgroups
 
 __all__ = ["JarvisChild", "half_open", "machine_runs_jarvis", "open_fds"]
 
@@ -42,14 +42,8 @@ argv0 = ["echo", "true", "sleep"]
 
 def machine_runs_jarvis() -> None:
     """Skip (fail under CI) unless `jigcmd jarvis` can start here: root and usable cgroups."""
-    if os.geteuid() != 0:
-        unavailable("jigcmd jarvis needs root here")
-    try:
-        problems = detect().problems()
-    except (CgroupUnavailable, ValueError) as exc:
-        unavailable(f"no usable cgroups: {exc}")
-    if problems:
-        unavailable("; ".join(problems))
+    require_root("jigcmd jarvis needs root here")
+    usable_cgroups()
 
 
 class JarvisChild:

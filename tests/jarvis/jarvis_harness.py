@@ -5,18 +5,16 @@ from __future__ import annotations
 import atexit
 import contextlib
 import itertools
-import os
 import shutil
 import socket
 import tempfile
 from collections.abc import AsyncIterator, Callable, Mapping
 from functools import partial
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 import anyio
 import httpx
-import pytest
 
 from jigcmd.envelope.api import CapturedStream, EnvelopeFailure, Executor, RunOutcome
 from jigcmd.evidence import ResourceReport
@@ -52,13 +50,6 @@ name = "echo"
 decision = "allow"
 argv0 = ["echo", "true"]
 """
-
-
-def unavailable(reason: str) -> NoReturn:
-    """Skip locally, fail under CI (CI must prove the envelope for real)."""
-    if os.environ.get("CI"):
-        pytest.fail(f"required under CI but unavailable: {reason}", pytrace=False)
-    pytest.skip(reason)
 
 
 async def until(condition: Callable[[], bool], within: float = 10.0) -> None:

@@ -18,7 +18,6 @@ import anyio
 import httpx
 import pytest
 
-from jigcmd.envelope.cgroups import CgroupUnavailable, detect
 from jigcmd.envelope.native import NativeExecutor
 from tests.jarvis.jarvis_harness import (
     ACTOR,
@@ -26,9 +25,9 @@ from tests.jarvis.jarvis_harness import (
     harness,
     live_server,
     make_service,
-    unavailable,
 )
 from tests.jarvis.utcp_setup import body, manual_template, utcp_client
+from tests.required import usable_cgroups
 
 pytestmark = pytest.mark.envelope
 
@@ -36,14 +35,7 @@ pytestmark = pytest.mark.envelope
 @pytest.fixture(scope="module")
 async def executor(anyio_backend: str) -> AsyncIterator[NativeExecutor]:
     """A started `NativeExecutor`, or skip (fail under CI) when the machine cannot run one."""
-    if os.geteuid() != 0:
-        unavailable("needs root")
-    try:
-        problems = detect().problems()
-    except (CgroupUnavailable, ValueError) as exc:
-        unavailable(f"no usable cgroups: {exc}")
-    if problems:
-        unavailable("; ".join(problems))
+    usable_cgroups()
     native = NativeExecutor()
     await native.start()
     try:

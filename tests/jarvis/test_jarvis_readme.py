@@ -21,9 +21,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.envelope.conftest import require_root
 from tests.jarvis.jarvis_harness import TOKEN
 from tests.optional import require_tools
+from tests.required import require_root
 
 pytestmark = pytest.mark.envelope
 

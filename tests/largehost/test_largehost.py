@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 
 from scripts.v2vm import ROOT, GuestRun, VmUnavailable, missing_tools, run_in_vm
-from tests.envelope.conftest import unavailable
 from tests.optional import missing_packages
+from tests.required import unavailable
 
 pytestmark = [pytest.mark.v2vm, pytest.mark.slow]
 

@@ -6,7 +6,6 @@ fails instead, because CI must prove the lifetime guarantees for real.
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import sys
@@ -16,29 +15,17 @@ from pathlib import Path
 import pytest
 
 import jigcmd
-from jigcmd.command.runtime import RuntimeUnavailable, find_runtime
-from jigcmd.envelope.cgroups import CgroupBackend, CgroupUnavailable, detect
-from tests.envelope.conftest import unavailable
+from jigcmd.envelope.cgroups import CgroupBackend
 from tests.lifetime.rig import Rig
+from tests.required import require_runtime, usable_cgroups
 
 _EXAMPLE = Path(jigcmd.__file__).parent / "example"
 
 
 def machine() -> CgroupBackend:
     """The cgroup backend, when this machine can run envelopes at all (root, cgroups, Bun)."""
-    if os.geteuid() != 0:
-        unavailable("needs root")
-    try:
-        backend = detect()
-    except (CgroupUnavailable, ValueError) as exc:
-        unavailable(f"no usable cgroups: {exc}")
-    problems = backend.problems()
-    if problems:
-        unavailable("; ".join(problems))
-    try:
-        find_runtime()
-    except RuntimeUnavailable as exc:
-        unavailable(str(exc))
+    backend = usable_cgroups()
+    require_runtime()
     return backend
 
 

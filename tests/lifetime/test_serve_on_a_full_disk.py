@@ -13,11 +13,11 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.envelope.conftest import unavailable
 from tests.faults.disk import SmallDisk, mounted
 from tests.lifetime.candidates import QUICK, cli_input
 from tests.lifetime.frames import flow_call
 from tests.lifetime.rig import Rig
+from tests.required import unavailable
 
 pytestmark = pytest.mark.envelope
 

@@ -9,8 +9,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.envelope.conftest import unavailable
 from tests.lifetime.watch import hold_namespace, namespace_holders, wait_for
+from tests.required import unavailable
 
 
 @pytest.fixture

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.admitted_example import EXAMPLE
-from tests.envelope.conftest import require_root
+from tests.required import require_root
 
 __all__ = ["EXPECTED_FAILING", "EXPECTED_OTHERS", "EXPECTED_SUMMARY", "SUITE_FILES", "admit"]
 

@@ -21,8 +21,8 @@ import pytest
 from jigcmd.frontends.servechild import ServeChild
 from jigcmd.journal.reservations import Reservations
 from tests.admitted_example import EXAMPLE
-from tests.envelope.conftest import require_root
 from tests.jarvis.jarvis_harness import SpyExecutor, harness, make_service
+from tests.required import require_root
 
 pytestmark = pytest.mark.envelope
 

@@ -26,7 +26,7 @@ import pytest
 import jigcmd
 from jigcmd.envelope import cgroups
 from jigcmd.envelope.cgroups import files as cgroupfs
-from tests.envelope.conftest import unavailable
+from tests.required import unavailable
 
 USER = "jigcmdtest"
 UNDELEGATED_USER = "jigcmdtest2"

@@ -14,7 +14,7 @@ import pytest
 
 from jigcmd.server.residency import FileMapping, releasable
 from scripts.bench_envelope import BINDING, admit, candidate_files
-from tests.envelope.conftest import require_root
+from tests.required import require_root
 
 _RUST = "cryptography/hazmat/bindings/_rust"
 _ROOT = Path(__file__).resolve().parents[2]

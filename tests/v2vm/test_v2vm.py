@@ -23,8 +23,8 @@ from scripts.v2vm import (
     missing_tools,
     run_in_vm,
 )
-from tests.envelope.conftest import unavailable
 from tests.optional import missing_packages
+from tests.required import unavailable
 
 pytestmark = [pytest.mark.v2vm, pytest.mark.slow]
 
