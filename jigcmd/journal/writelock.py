@@ -2,7 +2,7 @@
 
 Every write is a `BEGIN IMMEDIATE` transaction, and one connection of all the processes
 sharing the file holds SQLite's write lock at a time, for a few statements and the commit
-(a durable write syncs the WAL only after letting the lock go, `store.Journal._sync_wal`).
+(a durable write syncs the WAL only after letting the lock go, `database.Database._sync_wal`).
 SQLite's own busy handler waits for it by sleeping 1, 2, 5, 10, 15, 20, 25... ms between
 tries, so with several servers on one state directory a waiter keeps losing to writers that
 never slept (docs/performance.md, "The journal's write lock"). Here a waiting writer tries

@@ -95,7 +95,7 @@ def _a_directory_in_its_place(state: Path) -> None:
 
 def _a_missing_table(state: Path) -> None:
     _journal_with_a_row(state)
-    with Journal.open(state) as journal, journal._write() as conn:
+    with Journal.open(state) as journal, journal._db.write() as conn:
         conn.execute("DROP TABLE audit")
 
 

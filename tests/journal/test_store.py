@@ -664,8 +664,8 @@ def test_a_calls_commits_set_nothing_on_the_connection(tmp_path: Path) -> None:
     with Journal.open(tmp_path) as journal:
         for number in range(3):
             if number == 1:
-                assert journal._conn is not None
-                journal._conn.set_trace_callback(statements.append)
+                assert journal._db._conn is not None
+                journal._db._conn.set_trace_callback(statements.append)
             operation_id = f"op-{number}"
             begun = journal.begin_now(_row(operation_id, run_id=f"run-{number}"))
             assert begun is not None and begun.created
@@ -673,8 +673,8 @@ def test_a_calls_commits_set_nothing_on_the_connection(tmp_path: Path) -> None:
                 operation_id, root_run=RUN, outcome="evidence", result=b"ev", wait=False
             )
             assert _close_unsynced(journal, operation_id, wait=False)
-        assert journal._conn is not None
-        journal._conn.set_trace_callback(None)
+        assert journal._db._conn is not None
+        journal._db._conn.set_trace_callback(None)
         settings = journal.settings()
     assert [s for s in statements if s.startswith("PRAGMA")] == []
     assert settings["synchronous"] == 1 and settings["busy_timeout"] == 10_000
@@ -694,9 +694,9 @@ def test_begin_now_waits_for_its_own_writer_only_a_moment(tmp_path: Path) -> Non
         writer.start()
         try:
             deadline = time.monotonic() + 10
-            while not journal._lock.locked() and time.monotonic() < deadline:
+            while not journal._db._lock.locked() and time.monotonic() < deadline:
                 time.sleep(0.001)
-            assert journal._lock.locked()
+            assert journal._db._lock.locked()
             assert journal.begin_now(_row(operation_id="op-2", deadline_unix_ms=1)) is None
         finally:
             other.execute("ROLLBACK")
