@@ -1,0 +1,141 @@
+"""MCP's messages as jigcmd shapes them: the `initialize` result, a tool call's params,
+progress, cancellation and a resource read; pure functions of their inputs.
+
+The dialect (`mcp.py`) decides when each is sent; the tool results themselves are
+`mcp_results.py`'s, the tool list `mcp_tools.py`'s.
+"""
+
+from __future__ import annotations
+
+import base64
+from typing import Any, Final
+
+import msgspec
+
+from jigcmd.errors import Code, JigError
+from jigcmd.protocol import jsonrpc
+from jigcmd.protocol.dialect import Resource
+
+__all__ = [
+    "ATTESTATION_META",
+    "CAPABILITIES",
+    "INSTRUCTIONS",
+    "REPORT_META",
+    "RESOURCE_NOT_FOUND",
+    "RUN_ID_META",
+    "ToolCall",
+    "ToolCallParamsError",
+    "call_input",
+    "initialize_result",
+    "parse_cancelled",
+    "parse_tool_call",
+    "progress_notification",
+    "read_result",
+]
+
+# MCP's "resource not found" error code.
+RESOURCE_NOT_FOUND: Final = -32002
+# The `initialize` result's `_meta` key naming the caller's run of the session.
+RUN_ID_META: Final = "jigcmd/runId"
+# Where a tool result carries its run's measurements (`mcp_results.py`).
+REPORT_META: Final = "jigcmd/report"
+# Where a tool result names its run's signed statement: its digest, and the caller's run and
+# operation id that `jigcmd attest` fetches it by (see docs/attestation.md).
+ATTESTATION_META: Final = "jigcmd/attestation"
+INSTRUCTIONS: Final = (
+    "Each tool runs one operator-reviewed Bun command against the files you supply, inside a "
+    "containment envelope, and returns host-collected evidence (output, exit code or signal, "
+    "stop reason). A non-zero exit is evidence, not an error."
+)
+# What the server offers, in both eras.
+CAPABILITIES: Final = {
+    "tools": {"listChanged": True},
+    "resources": {"subscribe": False, "listChanged": False},
+}
+
+
+class ToolCallParamsError(ValueError):
+    """Raised when MCP request params are malformed; answered with -32602."""
+
+
+class ToolCall(msgspec.Struct, frozen=True):
+    """One well-formed `tools/call`."""
+
+    name: str
+    arguments: dict[str, Any]
+    progress_token: jsonrpc.Id | None
+
+
+def initialize_result(
+    version: str, server_name: str, server_version: str, *, root_run: str = ""
+) -> dict[str, Any]:
+    """The `initialize` result: tools (the list changes when the lock is re-admitted) and
+    resources (each run's streams and report, linked from its result, read by URI).
+
+    `_meta["jigcmd/runId"]` names the caller's run the session belongs to, when it has one.
+    """
+    result: dict[str, Any] = {
+        "protocolVersion": version,
+        "capabilities": CAPABILITIES,
+        "serverInfo": {"name": server_name, "version": server_version},
+        "instructions": INSTRUCTIONS,
+    }
+    if root_run:
+        result["_meta"] = {RUN_ID_META: root_run}
+    return result
+
+
+def parse_tool_call(params: object) -> ToolCall:
+    """Check `tools/call` params; raise `ToolCallParamsError` if malformed."""
+    if type(params) is not dict:
+        raise ToolCallParamsError("Invalid params: tools/call params must be an object")
+    name = params.get("name")
+    if type(name) is not str:
+        raise ToolCallParamsError("Invalid params: /name must be a string")
+    arguments = params.get("arguments", {})
+    if type(arguments) is not dict:
+        raise ToolCallParamsError("Invalid params: /arguments must be an object")
+    token: jsonrpc.Id | None = None
+    meta = params.get("_meta")
+    if type(meta) is dict and jsonrpc.is_mcp_id(meta.get("progressToken")):
+        token = meta["progressToken"]
+    return ToolCall(name, arguments, token)
+
+
+def call_input(call: ToolCall) -> dict[str, Any]:
+    """The capability `run` input for a tool call: the tool name selects the command."""
+    if "command" in call.arguments:
+        raise JigError(
+            Code.INVALID_INPUT,
+            "/command: not an argument; the tool name selects the command",
+            {"pointer": "/command", "rule": "input members"},
+        )
+    return {"command": call.name, **call.arguments}
+
+
+def parse_cancelled(params: object) -> jsonrpc.Id | None:
+    """The request id a `notifications/cancelled` names, or None when malformed."""
+    if type(params) is dict and jsonrpc.is_mcp_id(params.get("requestId")):
+        return params["requestId"]  # type: ignore[no-any-return]
+    return None
+
+
+def progress_notification(
+    token: jsonrpc.Id, progress: int, message: str, total: int | None = None
+) -> bytes:
+    """A `notifications/progress` frame; `progress` increases with every notification."""
+    params: dict[str, Any] = {"progressToken": token, "progress": progress}
+    if total is not None:
+        params["total"] = max(total, progress)
+    params["message"] = message
+    return jsonrpc.encode_notification("notifications/progress", params)
+
+
+def read_result(resource: Resource) -> dict[str, Any]:
+    """A `resources/read` result: text when the bytes are UTF-8, else a base64 blob."""
+    content: dict[str, Any] = {"uri": resource.uri, "mimeType": resource.mime_type}
+    try:
+        content["text"] = resource.data.decode("utf-8")
+    except UnicodeDecodeError:
+        content["blob"] = base64.b64encode(resource.data).decode("ascii")
+    return {"contents": [content]}
