@@ -15,40 +15,35 @@ import anyio
 import msgspec
 
 from jigcmd import trace
-from jigcmd.attest.attester import Attester, RunRecord
-from jigcmd.attest.statement import RunFacts
-from jigcmd.attest.testreport import read_junit_report
+from jigcmd.attest.attester import Attester
 from jigcmd.command.durability import Durability
 from jigcmd.command.failures import envelope_error, stopped_error
+from jigcmd.command.outcomes import Sign, evidence_of, signer, tests_of
 from jigcmd.command.placement import pinned_cpus
 from jigcmd.command.runtime import BUN_TARGET, BunBinary
 from jigcmd.command.sharing import SharedOperations
 from jigcmd.durable.ownership import Ownership
 from jigcmd.durable.runresources import RunResources
 from jigcmd.envelope.api import (
-    Ending,
     EnvelopeFailure,
     Executor,
     Hooks,
     Refills,
     RunOutcome,
     Ticket,
-    enforced,
 )
 from jigcmd.errors import Code, JigError
-from jigcmd.evidence import Evidence, ResourceReport, decode_output
 from jigcmd.journal.reservations import Slot
 from jigcmd.plan import Limits, RunPlan, plan_digest
 from jigcmd.policy.binding import CommandPolicy
 from jigcmd.policy.lock import Admission
 from jigcmd.policy.planner import candidate_plan, effective_deadline
 from jigcmd.policy.request import ValidRequest, validate_request
-from jigcmd.protocol.commands import Recorded, RunResult, TestResults, ToolInfo
-from jigcmd.protocol.junit import UnreadableReport, parse_junit
+from jigcmd.protocol.commands import Recorded, RunResult, ToolInfo
 from jigcmd.protocol.liveoutput import LiveOutput
 from jigcmd.server.backend import Owned, Progress
 
-__all__ = ["DEFAULT_QUEUE_WAIT_S", "PROGRESS_EVERY_S", "CommandService", "evidence_of"]
+__all__ = ["DEFAULT_QUEUE_WAIT_S", "PROGRESS_EVERY_S", "CommandService"]
 
 # How long a call that finds every envelope slot in use may wait for one (`--queue-wait`),
 # unless the caller's own deadline comes first; the run's ceiling starts after the wait.
@@ -57,9 +52,6 @@ DEFAULT_QUEUE_WAIT_S: Final = 60.0
 PROGRESS_EVERY_S: Final = 0.5
 
 AdmissionCheck = Callable[[], Admission]
-# Signs one run's statement from how it ended and, once the cleanup is proved, its report.
-# With the runner's JUnit report when the plan had Bun write one.
-Sign = Callable[[Ending | RunOutcome, ResourceReport | None, TestResults | None], bytes]
 
 
 class CommandService:
@@ -396,7 +388,7 @@ class CommandService:
             # The plan's identity, for the journal's row and the signed statement alike:
             # worked out once, when the row is begun, after the launch is sent.
             digest = cache(partial(plan_digest, plan))
-            sign = self._signer(
+            sign = signer(
                 valid, plan, durability, operation_id, root_run, attester=attester, digest=digest
             )
             execute = partial(
@@ -419,52 +411,6 @@ class CommandService:
             )
         finally:
             durability.release()
-
-    def _signer(
-        self,
-        valid: ValidRequest,
-        plan: RunPlan,
-        durability: Durability,
-        operation_id: str,
-        root_run: str | None,
-        *,
-        attester: Attester | None,
-        digest: Callable[[], str],
-    ) -> Sign | None:
-        """How this run's statement is signed, or None when this service holds no key."""
-        if attester is None or attester.identity is None:
-            # Without a lock nothing is admitted, so no run reaches here unsigned by mistake.
-            return None
-        started = time.time_ns() // 1_000_000
-        # The enforcement facts only go into the statement: made at the first signing, not
-        # on the path to the launch.
-        enforcement = cache(partial(enforced, plan))
-
-        def sign(
-            ended: Ending | RunOutcome,
-            resources: ResourceReport | None,
-            tests: TestResults | None,
-        ) -> bytes:
-            record = RunRecord(
-                run=RunFacts(
-                    run_id=durability.envelope_run_id,
-                    caller_run=root_run or None,
-                    operation_id=operation_id,
-                ),
-                kind=valid.command.kind,
-                enforced=enforcement(),
-                plan_digest=digest(),
-                evidence=evidence_of(valid, ended),
-                stdout=ended.stdout.data,
-                stderr=ended.stderr.data,
-                resources=resources,
-                started_unix_ms=started,
-                finished_unix_ms=time.time_ns() // 1_000_000,
-                tests=None if tests is None else read_junit_report(tests),
-            )
-            return attester.attest(record)
-
-        return sign
 
     def answered(self) -> None:
         """A call's answer was written; see `CommandBackend.answered`."""
@@ -540,7 +486,7 @@ class CommandService:
             raise envelope_error(failure) from failure
         evidence = evidence_of(valid, outcome)
         stopped = stopped_error(evidence, outcome.report)
-        tests = _tests_of(plan, outcome)
+        tests = tests_of(plan, outcome)
         attestation = None if sign is None else sign(outcome, outcome.report, tests)
         if stopped is not None:
             # It ran, and its end and cleanup are proved: its statement goes with the error.
@@ -595,19 +541,6 @@ def _ms(seconds: float) -> int:
     return max(0, round(seconds * 1000))
 
 
-def _tests_of(plan: RunPlan, outcome: RunOutcome) -> TestResults | None:
-    """The per-test results of a run whose plan asked for the runner's report."""
-    if plan.scratch_file is None or outcome.scratch_file is None:
-        return None
-    read = outcome.scratch_file
-    if read.data is None:
-        return TestResults(report=None, problem=read.problem)
-    try:
-        return TestResults(report=parse_junit(read.data), raw=read.data)
-    except UnreadableReport as exc:
-        return TestResults(report=None, problem=f"unreadable: {exc}", raw=read.data)
-
-
 def _refused_before_dispatch(deadline: float, cancel: anyio.Event) -> JigError | None:
     """Why nothing may be dispatched any more (the deadline passed, a cancel came), if so."""
     if deadline <= time.monotonic():
@@ -617,18 +550,3 @@ def _refused_before_dispatch(deadline: float, cancel: anyio.Event) -> JigError |
     if cancel.is_set():
         return JigError(Code.CANCELLED, "cancelled before dispatch; nothing ran")
     return None
-
-
-def evidence_of(valid: ValidRequest, outcome: RunOutcome | Ending) -> Evidence:
-    """The contract's ten fields, from a validated request and how its run ended."""
-    return Evidence(
-        candidate_digest=valid.candidate_digest,
-        command=valid.command.name,
-        invocation=valid.invocation,
-        stdin_digest=valid.stdin_digest,
-        stdout=decode_output(outcome.stdout.data, outcome.stdout.truncated),
-        stderr=decode_output(outcome.stderr.data, outcome.stderr.truncated),
-        exit_code=outcome.exit_code,
-        signal=outcome.signal,
-        stop_reason=outcome.stop_reason,
-    )

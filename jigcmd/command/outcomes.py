@@ -1,0 +1,98 @@
+"""What a run's end becomes: the contract's evidence, its test results, its signed statement."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from functools import cache, partial
+
+from jigcmd.attest.attester import Attester, RunRecord
+from jigcmd.attest.statement import RunFacts
+from jigcmd.attest.testreport import read_junit_report
+from jigcmd.command.durability import Durability
+from jigcmd.envelope.api import Ending, RunOutcome, enforced
+from jigcmd.evidence import Evidence, ResourceReport, decode_output
+from jigcmd.plan import RunPlan
+from jigcmd.policy.request import ValidRequest
+from jigcmd.protocol.commands import TestResults
+from jigcmd.protocol.junit import UnreadableReport, parse_junit
+
+__all__ = ["Sign", "evidence_of", "signer", "tests_of"]
+
+# Signs one run's statement from how it ended and, once the cleanup is proved, its report.
+# With the runner's JUnit report when the plan had Bun write one.
+Sign = Callable[[Ending | RunOutcome, ResourceReport | None, TestResults | None], bytes]
+
+
+def signer(
+    valid: ValidRequest,
+    plan: RunPlan,
+    durability: Durability,
+    operation_id: str,
+    root_run: str | None,
+    *,
+    attester: Attester | None,
+    digest: Callable[[], str],
+) -> Sign | None:
+    """How this run's statement is signed, or None when no key is held."""
+    if attester is None or attester.identity is None:
+        # Without a lock nothing is admitted, so no run reaches here unsigned by mistake.
+        return None
+    started = time.time_ns() // 1_000_000
+    # The enforcement facts only go into the statement: made at the first signing, not
+    # on the path to the launch.
+    enforcement = cache(partial(enforced, plan))
+
+    def sign(
+        ended: Ending | RunOutcome,
+        resources: ResourceReport | None,
+        tests: TestResults | None,
+    ) -> bytes:
+        record = RunRecord(
+            run=RunFacts(
+                run_id=durability.envelope_run_id,
+                caller_run=root_run or None,
+                operation_id=operation_id,
+            ),
+            kind=valid.command.kind,
+            enforced=enforcement(),
+            plan_digest=digest(),
+            evidence=evidence_of(valid, ended),
+            stdout=ended.stdout.data,
+            stderr=ended.stderr.data,
+            resources=resources,
+            started_unix_ms=started,
+            finished_unix_ms=time.time_ns() // 1_000_000,
+            tests=None if tests is None else read_junit_report(tests),
+        )
+        return attester.attest(record)
+
+    return sign
+
+
+def tests_of(plan: RunPlan, outcome: RunOutcome) -> TestResults | None:
+    """The per-test results of a run whose plan asked for the runner's report."""
+    if plan.scratch_file is None or outcome.scratch_file is None:
+        return None
+    read = outcome.scratch_file
+    if read.data is None:
+        return TestResults(report=None, problem=read.problem)
+    try:
+        return TestResults(report=parse_junit(read.data), raw=read.data)
+    except UnreadableReport as exc:
+        return TestResults(report=None, problem=f"unreadable: {exc}", raw=read.data)
+
+
+def evidence_of(valid: ValidRequest, outcome: RunOutcome | Ending) -> Evidence:
+    """The contract's ten fields, from a validated request and how its run ended."""
+    return Evidence(
+        candidate_digest=valid.candidate_digest,
+        command=valid.command.name,
+        invocation=valid.invocation,
+        stdin_digest=valid.stdin_digest,
+        stdout=decode_output(outcome.stdout.data, outcome.stdout.truncated),
+        stderr=decode_output(outcome.stderr.data, outcome.stderr.truncated),
+        exit_code=outcome.exit_code,
+        signal=outcome.signal,
+        stop_reason=outcome.stop_reason,
+    )
