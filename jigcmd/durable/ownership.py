@@ -24,13 +24,14 @@ import anyio
 import msgspec
 
 from jigcmd.durable.pathwrite import write_soon
-from jigcmd.durable.recovery import UNCERTAIN_REASON, RecoveryReport, recover, sweep_own
+from jigcmd.durable.recovery import RecoveryReport, recover, sweep_own
+from jigcmd.durable.replay import RecordedFailure, replay
 from jigcmd.durable.slotqueue import SlotQueue
 from jigcmd.durable.statedir import prepare_state_dir
 from jigcmd.envelope.api import Assigned, EnvelopeIdentity
 from jigcmd.envelope.cgroups import CgroupBackend
 from jigcmd.errors import Code, JigError
-from jigcmd.evidence import Evidence, ResourceReport
+from jigcmd.evidence import Evidence
 from jigcmd.journal.aiosync import PendingSync
 from jigcmd.journal.failures import unusable
 from jigcmd.journal.identity import identify
@@ -39,26 +40,13 @@ from jigcmd.journal.rows import NewRow, Row
 from jigcmd.journal.store import Journal
 from jigcmd.protocol.commands import Recorded, RunResult
 
-__all__ = ["Ownership", "RecordedEvidence", "RecordedFailure"]
+__all__ = ["Ownership", "RecordedEvidence"]
 
 logger = logging.getLogger(__name__)
 
 # How often a caller joining an operation run by another process looks at the journal.
 _JOIN_POLL_S = 0.05
-_evidence = msgspec.json.Decoder(Evidence)
-_report = msgspec.json.Decoder(ResourceReport)
 _encoder = msgspec.json.Encoder()
-
-
-class RecordedFailure(msgspec.Struct, frozen=True):
-    """A failure as the journal keeps it, so that a replay raises the same error."""
-
-    code: Code
-    message: str
-    details: dict[str, object] | None = None
-
-
-_failure = msgspec.json.Decoder(RecordedFailure)
 
 
 class RecordedEvidence(NamedTuple):
@@ -514,33 +502,4 @@ def _conflict(operation_id: str) -> JigError:
         Code.OPERATION_CONFLICT,
         f"operationId {operation_id!r} was reused differently (a different request was "
         "recorded under it)",
-    )
-
-
-def replay(row: Row) -> RunResult:
-    """The recorded answer of a closed row: its evidence, or its failure raised again."""
-    if row.state == "uncertain" or row.result is None:
-        reason = row.reason or UNCERTAIN_REASON
-        raise JigError(Code.UNCERTAIN, reason)
-    if row.outcome == "failure":
-        failure = _failure.decode(row.result)
-        error = JigError(failure.code, failure.message, failure.details)
-        # A run stopped by its deadline or a cancel keeps its statement.
-        error.attestation = row.attestation
-        raise error
-    report = (
-        _report.decode(row.report)
-        if row.report
-        else ResourceReport(
-            wall_ms=0.0,
-            setup_ms=0.0,
-            cpu_ms=None,
-            peak_memory_bytes=None,
-            oom_killed=False,
-            pids_limit_hit=False,
-            deadline_hit=False,
-        )
-    )
-    return RunResult(
-        evidence=_evidence.decode(row.result), report=report, attestation=row.attestation
     )
