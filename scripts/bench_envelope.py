@@ -312,12 +312,26 @@ def throughput(make: Callable[[], Mode], workers: int, per_worker: int) -> float
     return under_load(make, workers, per_worker)[0]
 
 
-def under_load(make: Callable[[], Mode], workers: int, per_worker: int) -> tuple[float, float]:
-    """`throughput`, and the machine's busy CPU ms per run meanwhile (the timed runs only)."""
+def under_load(
+    make: Callable[[], Mode], workers: int, per_worker: int, settle: float = 0.0
+) -> tuple[float, float]:
+    """`throughput`, and the machine's busy CPU ms per run meanwhile (the timed runs only).
+
+    With `settle`, the CPU is counted as `bench_floor.cpu_rounds` counts a rung alone: the
+    machine's background over an idle spell of `settle` seconds before the runs is taken
+    out, and the count goes on for `settle` seconds after them, so that the kernel's
+    deferred work (a network namespace's teardown) is the runs' own. The rate is the timed
+    runs' either way.
+    """
     sessions = [make() for _ in range(workers)]
     try:
         for session in sessions:
             session.run()  # warm-up, not counted
+        background = 0.0
+        if settle > 0:
+            before, idle_from = busy_seconds(), time.perf_counter()
+            time.sleep(settle)
+            background = (busy_seconds() - before) / (time.perf_counter() - idle_from)
         barrier = threading.Barrier(workers + 1)
 
         def work(session: Mode) -> None:
@@ -332,7 +346,10 @@ def under_load(make: Callable[[], Mode], workers: int, per_worker: int) -> tuple
         started, busy = time.perf_counter(), busy_seconds()
         for thread in threads:
             thread.join()
-        elapsed, busy = time.perf_counter() - started, busy_seconds() - busy
+        elapsed = time.perf_counter() - started
+        time.sleep(settle)
+        counted = time.perf_counter() - started
+        busy = busy_seconds() - busy - background * counted
         runs = workers * per_worker
         return runs / elapsed, busy / runs * 1000
     finally:

@@ -43,7 +43,8 @@ deferred work, such as a network namespace's teardown, counts for the rung that 
 the idle machine's background is subtracted; jigcmd's and prepared's ratio to `+cgroups` is
 also printed round by round, each round's rungs being neighbours in time); throughput with
 `--workers` concurrent workers (or `jigcmd serve` sessions), in rotating rounds, reported as
-the median of the per-round ratios to bare. All in one run.
+the median of the per-round ratios to bare, with the CPU per run meanwhile counted as alone
+(background out, the settle in). All in one run.
 
 Run as root: python scripts/bench_floor.py [--runs 40] [--cpu-runs 300] [--rounds 6]
 """
@@ -322,15 +323,21 @@ def cpu_rounds(
 
 
 def throughput_rounds(
-    ladder: list[Rung], makers: dict[str, Callable[[], Rung]], rounds: int, workers: int, runs: int
+    ladder: list[Rung],
+    makers: dict[str, Callable[[], Rung]],
+    rounds: int,
+    workers: int,
+    runs: int,
+    *,
+    settle: float,
 ) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
     """Per rung and round: runs per second with `workers` concurrent workers, and the busy
-    CPU ms per run meanwhile."""
+    CPU ms per run meanwhile, counted as `cpu_rounds` counts it alone (`settle`)."""
     rates: dict[str, list[float]] = {rung.name: [] for rung in ladder}
     loaded: dict[str, list[float]] = {rung.name: [] for rung in ladder}
     for round_ in range(rounds):
         for rung in rotated(ladder, round_):
-            rate, cpu = under_load(makers[rung.name], workers, runs)
+            rate, cpu = under_load(makers[rung.name], workers, runs, settle)
             rates[rung.name].append(rate)
             loaded[rung.name].append(cpu)
     return rates, loaded
@@ -469,7 +476,7 @@ def main() -> None:
             else:
                 makers[rung.name] = lambda rung=rung: rung  # type: ignore[misc]
         rates, loaded = throughput_rounds(
-            ladder, makers, args.rounds, args.workers, args.throughput_runs
+            ladder, makers, args.rounds, args.workers, args.throughput_runs, settle=args.settle_s
         )
     report(
         ladder,
