@@ -1,27 +1,22 @@
-"""The ownership journal: durability, one winner per operation id, replay bytes, closed rows."""
+"""The ownership journal's rows: one winner per operation id, replay bytes, closed rows."""
 
 from __future__ import annotations
 
-import errno
 import os
 import sqlite3
 import subprocess
 import sys
-import time
 from pathlib import Path
 
-import pytest
-
 from jigcmd.journal import schema
-from jigcmd.journal.identity import ProcessIdentity, current, identify
+from jigcmd.journal.identity import current, identify
 from jigcmd.journal.rows import NewRow
-from jigcmd.journal.schema import LEGACY_RUN, SCHEMA_VERSION, SchemaError
-from jigcmd.journal.store import Journal, JournalError
+from jigcmd.journal.schema import LEGACY_RUN, SCHEMA_VERSION
+from jigcmd.journal.store import Journal
+from tests.journal.newrows import RUN, begin_row, close_unsynced, new_row
 
 _REPO = str(Path(__file__).resolve().parents[2])
 _SUPERVISOR = identify(os.getppid()) or current()
-# The caller's run of these tests' operations.
-RUN = "run-a"
 
 # A second server process: waits for "go", then begins the same operation id.
 _RACER = """
@@ -38,138 +33,10 @@ print("created" if begin.created else "existing:" + str(begin.verdict(sys.argv[2
 """
 
 
-def _row(
-    operation_id: str = "op-1",
-    *,
-    signature: str = "sig-a",
-    context: str = "c",
-    deadline_unix_ms: int = 0,
-    run_id: str = "r9",
-    supervisor: ProcessIdentity | None = None,
-    cgroup_paths: tuple[str, ...] = (),
-) -> NewRow:
-    """A new journal row, with the envelope serving it when that is known."""
-    return NewRow(
-        root_run=RUN,
-        operation_id=operation_id,
-        signature=signature,
-        context=context,
-        deadline_unix_ms=deadline_unix_ms,
-        run_id=run_id,
-        supervisor=supervisor,
-        cgroup_paths=cgroup_paths,
-    )
-
-
-def _close_unsynced(journal: Journal, operation_id: str, *, wait: bool = True) -> bool | None:
-    """Close an open row done with its evidence, as a server does once the cleanup is proved."""
-    return journal.finish(
-        operation_id,
-        root_run=RUN,
-        outcome="evidence",
-        result=b"ev",
-        report=None,
-        cleanup_complete=True,
-        durable=False,
-        wait=wait,
-    )
-
-
-def _begin(journal: Journal, operation_id: str = "op-1", signature: str = "sig-a") -> bool:
-    return journal.begin(
-        _row(
-            operation_id,
-            signature=signature,
-            context="session-1",
-            deadline_unix_ms=1_900_000_000_000,
-            run_id=f"run-{operation_id}",
-        )
-    ).created
-
-
-def test_the_journal_runs_in_wal_mode_its_commits_synced_by_the_journal(tmp_path: Path) -> None:
-    """WAL persists in the file; synchronous=NORMAL (the journal syncs the WAL itself) and the
-    schema version are set."""
-    with Journal.open(tmp_path):
-        pass
-    raw = sqlite3.connect(tmp_path / "journal.sqlite3")
-    try:
-        assert raw.execute("PRAGMA journal_mode").fetchone() == ("wal",)
-        assert raw.execute("PRAGMA user_version").fetchone() == (SCHEMA_VERSION,)
-    finally:
-        raw.close()
-    with Journal.open(tmp_path) as journal:
-        settings = journal.settings()
-    assert settings["journal_mode"] == "wal"
-    assert settings["synchronous"] == 1  # NORMAL
-    assert settings["busy_timeout"] == 10_000
-
-
-def _record_syncs(monkeypatch: pytest.MonkeyPatch, db: Path) -> list[str]:
-    """Each fdatasync from now on, as the file it syncs, checking SQLite's write lock is free."""
-    synced: list[str] = []
-    real = os.fdatasync
-
-    def fdatasync(fd: int) -> None:
-        target = os.readlink(f"/proc/self/fd/{fd}")
-        # Another connection can start a write now: the commit let the lock go first.
-        other = sqlite3.connect(db, timeout=0, isolation_level=None)
-        try:
-            other.execute("BEGIN IMMEDIATE")
-            other.execute("ROLLBACK")
-        finally:
-            other.close()
-        synced.append(target)
-        real(fd)
-
-    monkeypatch.setattr(os, "fdatasync", fdatasync)
-    return synced
-
-
-def test_a_durable_write_syncs_the_wal_after_its_commit_let_the_lock_go(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """begin, the evidence and a close each fdatasync the WAL once, with SQLite's write lock
-    already free; a close made without durability syncs nothing."""
-    db = tmp_path / "journal.sqlite3"
-    with Journal.open(tmp_path) as journal:
-        synced = _record_syncs(monkeypatch, db)
-        assert _begin(journal)
-        assert journal.record_result("op-1", root_run=RUN, outcome="evidence", result=b"ev")
-        assert synced == [f"{db}-wal"] * 2
-        assert _close_unsynced(journal, "op-1")
-        assert len(synced) == 2
-        assert _begin(journal, "op-2")
-        assert synced == [f"{db}-wal"] * 3
-
-
-def test_a_write_whose_wal_cannot_be_synced_fails_and_so_does_every_later_one(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """An I/O error syncing the WAL is the write's failure (nothing may be dispatched on it),
-    and every later write fails too, saying why: the failed pages may be gone from the
-    kernel's cache, so no later sync could prove them. Reads still answer."""
-
-    def fdatasync(fd: int) -> None:
-        raise OSError(errno.EIO, "Input/output error")
-
-    with Journal.open(tmp_path) as journal:
-        monkeypatch.setattr(os, "fdatasync", fdatasync)
-        with pytest.raises(OSError, match="Input/output error") as raised:
-            journal.begin_now(_row())
-        assert raised.value.errno == errno.EIO
-        monkeypatch.undo()
-        with pytest.raises(OSError, match="could not be synced to disk") as later:
-            journal.begin(_row("op-2", run_id="r10"))
-        assert later.value.errno == errno.EIO
-        assert journal.get("op-2", root_run=RUN) is None
-        assert journal.get("op-1", root_run=RUN) is not None
-
-
 def test_a_row_written_before_dispatch_survives_close_and_reopen(tmp_path: Path) -> None:
     """Everything `begin` and `record_envelope` wrote is there after reopening."""
     with Journal.open(tmp_path) as journal:
-        assert _begin(journal)
+        assert begin_row(journal)
         assert journal.record_envelope(
             "op-1",
             root_run=RUN,
@@ -204,7 +71,7 @@ def test_the_recorded_result_bytes_come_back_identical_after_reopening(tmp_path:
     result = b'{"value":{"exitCode":0,"stdout":"\\u00e9"}}\xff'
     report = b'{"wallMs":1.5}'
     with Journal.open(tmp_path) as journal:
-        _begin(journal)
+        begin_row(journal)
         assert journal.finish(
             "op-1",
             root_run=RUN,
@@ -214,7 +81,7 @@ def test_the_recorded_result_bytes_come_back_identical_after_reopening(tmp_path:
             cleanup_complete=True,
         )
     with Journal.open(tmp_path) as journal:
-        again = journal.begin(_row(context="s2", run_id="r2"))
+        again = journal.begin(new_row(context="s2", run_id="r2"))
     assert not again.created
     assert again.verdict("sig-a") == "replay"
     assert again.existing is not None
@@ -230,17 +97,17 @@ def test_the_recorded_result_bytes_come_back_identical_after_reopening(tmp_path:
 def test_a_different_signature_is_a_conflict_whatever_the_state(tmp_path: Path) -> None:
     """A reused operation id with another signature is `conflict`, before any state check."""
     with Journal.open(tmp_path) as journal:
-        _begin(journal)
-        assert journal.begin(_row(signature="sig-b")).verdict("sig-b") == "conflict"
+        begin_row(journal)
+        assert journal.begin(new_row(signature="sig-b")).verdict("sig-b") == "conflict"
         journal.mark_uncertain("op-1", root_run=RUN, reason="fenced", cleanup_complete=True)
-        assert journal.begin(_row(signature="sig-b")).verdict("sig-b") == "conflict"
+        assert journal.begin(new_row(signature="sig-b")).verdict("sig-b") == "conflict"
 
 
 def test_an_open_row_with_the_same_signature_is_joined(tmp_path: Path) -> None:
     """A second begin of an in-flight operation gets `join` and inserts nothing."""
     with Journal.open(tmp_path) as journal:
-        _begin(journal)
-        begin = journal.begin(_row())
+        begin_row(journal)
+        begin = journal.begin(new_row())
         assert begin.verdict("sig-a") == "join"
         assert begin.row.run_id == "run-op-1"
 
@@ -248,7 +115,7 @@ def test_an_open_row_with_the_same_signature_is_joined(tmp_path: Path) -> None:
 def test_an_uncertain_row_stays_uncertain_whatever_comes_later(tmp_path: Path) -> None:
     """After `mark_uncertain`, finish, claim, envelope and a second mark all write nothing."""
     with Journal.open(tmp_path) as journal:
-        _begin(journal)
+        begin_row(journal)
         assert journal.mark_uncertain(
             "op-1",
             root_run=RUN,
@@ -276,7 +143,7 @@ def test_an_uncertain_row_stays_uncertain_whatever_comes_later(tmp_path: Path) -
         )
     with Journal.open(tmp_path) as journal:
         row = journal.get("op-1", root_run=RUN)
-        begin = journal.begin(_row())
+        begin = journal.begin(new_row())
         assert journal.open_rows() == []
     assert row is not None
     assert (row.state, row.reason, row.result, row.cleanup) == (
@@ -293,7 +160,7 @@ def test_recording_the_envelope_moves_a_row_to_running_with_its_supervisor(
 ) -> None:
     """`record_envelope` moves dispatching → running with the supervisor and its cgroups."""
     with Journal.open(tmp_path) as journal:
-        _begin(journal)
+        begin_row(journal)
         assert journal.record_envelope(
             "op-1",
             root_run=RUN,
@@ -313,7 +180,7 @@ def test_a_row_begun_with_its_envelope_is_running_with_it_from_the_first_commit(
     """`begin` with a known (prepared) envelope records it in the same row insert."""
     with Journal.open(tmp_path) as journal:
         begun = journal.begin(
-            _row(
+            new_row(
                 context="",
                 run_id="0123456789abcdef",
                 supervisor=_SUPERVISOR,
@@ -338,8 +205,8 @@ def test_a_failed_cleanup_turns_a_finished_run_uncertain_and_is_listed_for_docto
 ) -> None:
     """finish with unconfirmed cleanup keeps the result but closes `uncertain`, cleanup failed."""
     with Journal.open(tmp_path) as journal:
-        _begin(journal)
-        _begin(journal, "op-2")
+        begin_row(journal)
+        begin_row(journal, "op-2")
         journal.finish(
             "op-1",
             root_run=RUN,
@@ -369,7 +236,7 @@ def test_a_failed_cleanup_turns_a_finished_run_uncertain_and_is_listed_for_docto
 def test_record_cleanup_only_updates_closed_rows(tmp_path: Path) -> None:
     """A re-checked cleanup can be recorded on a closed row, never on an open one."""
     with Journal.open(tmp_path) as journal:
-        _begin(journal)
+        begin_row(journal)
         assert not journal.record_cleanup("op-1", root_run=RUN, complete=True)
         journal.mark_uncertain(
             "op-1", root_run=RUN, reason="r", cleanup_complete=False, problems="p"
@@ -408,86 +275,16 @@ def test_two_processes_beginning_the_same_operation_id_have_exactly_one_winner(
         assert len(journal.open_rows()) == 1
 
 
-def test_a_journal_inherited_across_fork_refuses_to_be_used(tmp_path: Path) -> None:
-    """A forked child must open its own journal; the inherited one raises JournalError."""
-    journal = Journal.open(tmp_path)
-    read_fd, write_fd = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        try:
-            journal.get("x", root_run=RUN)
-        except JournalError:
-            os.write(write_fd, b"refused")
-        os._exit(0)
-    os.close(write_fd)
-    os.waitpid(pid, 0)
-    with os.fdopen(read_fd, "rb") as reader:
-        assert reader.read() == b"refused"
-    journal.close()
-
-
-def test_a_closed_journal_refuses_to_be_used(tmp_path: Path) -> None:
-    """Using a journal after close raises JournalError, not a sqlite error."""
-    journal = Journal.open(tmp_path)
-    journal.close()
-    with pytest.raises(JournalError, match="closed"):
-        journal.get("op-1", root_run=RUN)
-
-
-def test_a_journal_from_a_newer_jigcmd_is_refused(tmp_path: Path) -> None:
-    """A database at a higher schema version than ours is refused with advice."""
-    Journal.open(tmp_path).close()
-    raw = sqlite3.connect(tmp_path / "journal.sqlite3")
-    raw.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
-    raw.commit()
-    raw.close()
-    with pytest.raises(SchemaError, match="newer than this jigcmd understands"):
-        Journal.open(tmp_path)
-
-
-def test_the_database_file_is_private(tmp_path: Path) -> None:
-    """The database is created 0600."""
-    Journal.open(tmp_path).close()
-    assert os.stat(tmp_path / "journal.sqlite3").st_mode & 0o777 == 0o600
-
-
-@pytest.mark.slow  # spawns many interpreters at once
-def test_many_processes_opening_a_new_journal_at_once_all_succeed(tmp_path: Path) -> None:
-    """Switching a new database to WAL races other openers; every one of them still opens."""
-    script = (
-        "import sys, time\n"
-        "from pathlib import Path\n"
-        "from jigcmd.journal.store import Journal\n"
-        "while time.time() < float(sys.argv[2]):\n"
-        "    pass\n"
-        "Journal.open(Path(sys.argv[1])).close()\n"
-    )
-    for attempt in range(5):
-        state = tmp_path / f"state-{attempt}"
-        state.mkdir(mode=0o700)
-        start = str(time.time() + 0.5)
-        procs = [
-            subprocess.Popen(
-                [sys.executable, "-c", script, str(state), start],
-                stderr=subprocess.PIPE,
-                env={"PYTHONPATH": str(Path(__file__).resolve().parents[2])},
-            )
-            for _ in range(6)
-        ]
-        errors = [p.communicate(timeout=60)[1].decode() for p in procs]
-        assert [p.returncode for p in procs] == [0] * 6, "\n".join(errors)
-
-
 def test_a_result_recorded_on_an_open_row_keeps_it_open_and_a_closed_row_refuses_one(
     tmp_path: Path,
 ) -> None:
     """Evidence made durable during the cleanup: the row stays open; after the close, no."""
     with Journal.open(tmp_path) as journal:
-        _begin(journal)
+        begin_row(journal)
         assert journal.record_result("op-1", root_run=RUN, outcome="evidence", result=b"ev")
         row = journal.get("op-1", root_run=RUN)
         assert row is not None and row.is_open and row.result == b"ev"
-        assert _close_unsynced(journal, "op-1")
+        assert close_unsynced(journal, "op-1")
         assert not journal.record_result("op-1", root_run=RUN, outcome="evidence", result=b"other")
 
 
@@ -501,7 +298,7 @@ def test_a_lost_row_is_done_only_with_recorded_evidence_and_a_proved_cleanup(
             ("op-no-cleanup", True, False),
             ("op-no-evidence", False, True),
         ):
-            _begin(journal, operation_id)
+            begin_row(journal, operation_id)
             if evidence:
                 journal.record_result(operation_id, root_run=RUN, outcome="evidence", result=b"ev")
             assert journal.close_lost(
@@ -527,7 +324,7 @@ def test_a_result_recorded_without_waiting_yields_to_another_writer_and_writes_n
 ) -> None:
     """`record_result(wait=False)`: None at once while another process writes; then it works."""
     with Journal.open(tmp_path) as journal:
-        _begin(journal)
+        begin_row(journal)
         other = sqlite3.connect(tmp_path / "journal.sqlite3", isolation_level=None)
         try:
             other.execute("BEGIN IMMEDIATE")
@@ -556,7 +353,7 @@ def test_begin_now_writes_when_uncontended_and_never_waits_for_another_writer(
         other = sqlite3.connect(tmp_path / "journal.sqlite3", isolation_level=None)
         try:
             other.execute("BEGIN IMMEDIATE")
-            begun = journal.begin_now(_row(deadline_unix_ms=1, run_id="run-1"))
+            begun = journal.begin_now(new_row(deadline_unix_ms=1, run_id="run-1"))
             other.execute("ROLLBACK")
         finally:
             other.close()
@@ -564,16 +361,16 @@ def test_begin_now_writes_when_uncontended_and_never_waits_for_another_writer(
         # The zero busy timeout of the attempt was undone.
         assert journal.get("op-1", root_run=RUN) is None
         assert journal.settings()["busy_timeout"] == 10_000
-        again = journal.begin_now(_row(deadline_unix_ms=1, run_id="run-1"))
+        again = journal.begin_now(new_row(deadline_unix_ms=1, run_id="run-1"))
         assert again is not None and again.created
-        known = journal.begin_now(_row(deadline_unix_ms=1, run_id="run-2"))
+        known = journal.begin_now(new_row(deadline_unix_ms=1, run_id="run-2"))
         assert known is not None and not known.created
 
 
 def test_the_same_operation_id_in_another_run_is_a_new_operation(tmp_path: Path) -> None:
     """Identity holds within a run: another run's `begin` of the id creates its own row."""
     with Journal.open(tmp_path) as journal:
-        assert _begin(journal)
+        assert begin_row(journal)
         other = journal.begin(
             NewRow(
                 root_run="run-b",
@@ -585,7 +382,7 @@ def test_the_same_operation_id_in_another_run_is_a_new_operation(tmp_path: Path)
             )
         )
         assert other.created
-        assert journal.begin(_row(signature="sig-b")).verdict("sig-b") == "conflict"
+        assert journal.begin(new_row(signature="sig-b")).verdict("sig-b") == "conflict"
         assert [(r.root_run, r.operation_id) for r in journal.open_rows()] == [
             ("run-a", "op-1"),
             ("run-b", "op-1"),
@@ -617,7 +414,7 @@ def test_a_journal_of_the_first_schema_is_migrated_and_its_rows_kept_outside_eve
             "r-old",
         )
         assert journal.get("candidate-tests", root_run=RUN) is None
-        assert journal.begin(_row("candidate-tests", signature="sig-b", run_id="r-new")).created
+        assert journal.begin(new_row("candidate-tests", signature="sig-b", run_id="r-new")).created
 
 
 def test_a_close_without_waiting_yields_to_another_writer_and_writes_nothing(
@@ -625,7 +422,7 @@ def test_a_close_without_waiting_yields_to_another_writer_and_writes_nothing(
 ) -> None:
     """`finish(wait=False)`: None at once while another process writes; then it closes."""
     with Journal.open(tmp_path) as journal:
-        _begin(journal)
+        begin_row(journal)
         other = sqlite3.connect(tmp_path / "journal.sqlite3", isolation_level=None)
         try:
             other.execute("BEGIN IMMEDIATE")
@@ -655,52 +452,3 @@ def test_a_close_without_waiting_yields_to_another_writer_and_writes_nothing(
         )
         row = journal.get("op-1", root_run=RUN)
     assert row is not None and row.state == "done"
-
-
-def test_a_calls_commits_set_nothing_on_the_connection(tmp_path: Path) -> None:
-    """Begin, evidence and an unsynced close, call after call: no busy-timeout statements and
-    no synchronous toggles (each durable write syncs the WAL itself)."""
-    statements: list[str] = []
-    with Journal.open(tmp_path) as journal:
-        for number in range(3):
-            if number == 1:
-                assert journal._db._conn is not None
-                journal._db._conn.set_trace_callback(statements.append)
-            operation_id = f"op-{number}"
-            begun = journal.begin_now(_row(operation_id, run_id=f"run-{number}"))
-            assert begun is not None and begun.created
-            assert journal.record_result(
-                operation_id, root_run=RUN, outcome="evidence", result=b"ev", wait=False
-            )
-            assert _close_unsynced(journal, operation_id, wait=False)
-        assert journal._db._conn is not None
-        journal._db._conn.set_trace_callback(None)
-        settings = journal.settings()
-    assert [s for s in statements if s.startswith("PRAGMA")] == []
-    assert settings["synchronous"] == 1 and settings["busy_timeout"] == 10_000
-
-
-def test_begin_now_waits_for_its_own_writer_only_a_moment(tmp_path: Path) -> None:
-    """A write of this journal in another thread that keeps waiting: None, nothing written."""
-    import threading  # noqa: PLC0415 - only this test uses a thread
-
-    with Journal.open(tmp_path) as journal:
-        other = sqlite3.connect(tmp_path / "journal.sqlite3", isolation_level=None)
-        other.execute("BEGIN IMMEDIATE")
-        # The thread's waiting `begin` holds the journal's own lock until `other` is done.
-        writer = threading.Thread(
-            target=journal.begin, args=(_row(deadline_unix_ms=1, run_id="run-1"),)
-        )
-        writer.start()
-        try:
-            deadline = time.monotonic() + 10
-            while not journal._db._lock.locked() and time.monotonic() < deadline:
-                time.sleep(0.001)
-            assert journal._db._lock.locked()
-            assert journal.begin_now(_row(operation_id="op-2", deadline_unix_ms=1)) is None
-        finally:
-            other.execute("ROLLBACK")
-            other.close()
-            writer.join()
-        assert journal.get("op-2", root_run=RUN) is None
-        assert journal.get("op-1", root_run=RUN) is not None
