@@ -86,7 +86,7 @@ def _close(
     """Close `conn` in the process that opened it; mark the journal clean if it was the last.
 
     Never raises (it also runs at interpreter exit): what kept the close from completing (the
-    state directory gone or unreadable) is returned, for `Journal.close` to report.
+    state directory gone or unreadable) is returned, for `Database.close` to report.
     """
     if os.getpid() != owner_pid:
         return None  # a forked child never closes (or checkpoints) its parent's connection
@@ -263,6 +263,7 @@ class Database:
 
     @contextlib.contextmanager
     def read(self) -> Iterator[sqlite3.Connection]:
+        """The connection, for reads, under this journal's lock."""
         with self._lock:
             conn = self._connection()
             self._busy(conn, _BUSY_TIMEOUT_MS)
@@ -355,8 +356,10 @@ class Database:
 
     @contextlib.contextmanager
     def write(self, *, durable: bool = True, wait: bool = True) -> Iterator[sqlite3.Connection]:
+        """One write transaction, committed (and with `durable`, synced) when the block ends."""
         # wait=False: raise WouldWait instead of waiting for another process's write
-        # transaction, or for this journal's lock beyond `_OWN_LOCK_WAIT_S` (see `begin_now`).
+        # transaction, or for this journal's lock beyond `_OWN_LOCK_WAIT_S`
+        # (`Journal.begin_now`).
         # A waiting write waits in `writelock`'s fine steps, never in SQLite's busy handler.
         # durable=False: no sync of its own; the next durable write's sync takes it along.
         if not self._lock.acquire(timeout=-1 if wait else _OWN_LOCK_WAIT_S):
