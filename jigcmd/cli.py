@@ -116,17 +116,8 @@ def _exclude_option(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = _Parser(
-        prog="jigcmd",
-        description="Run operator-reviewed Bun commands against exact candidate projects "
-        "inside a native Linux containment envelope.",
-    )
-    parser.add_argument("--version", action="version", version=f"jigcmd {__version__}")
-    parser.add_argument("-v", "--verbose", action="store_true", help="debug logs on stderr")
-    sub = parser.add_subparsers(dest="verb", required=True, metavar="COMMAND")
-
-    serve = sub.add_parser("serve", help="serve FLOW Run/1 or MCP JSON-RPC on stdio")
+def _serve_options(serve: argparse.ArgumentParser) -> None:
+    """`jigcmd serve`'s options."""
     serve.add_argument("--binding", required=True, type=Path, help=_BINDING_HELP)
     serve.add_argument(
         "--lock", type=Path, help="admitted lock (default: jigcmd.lock beside the Binding)"
@@ -170,18 +161,18 @@ def _parser() -> argparse.ArgumentParser:
     _ownership_options(serve)
     _signing_key_option(serve)
 
-    lock = sub.add_parser("lock", help="review a Binding and write its admitted lock")
+
+def _lock_options(lock: argparse.ArgumentParser) -> None:
+    """`jigcmd lock`'s options."""
     lock.add_argument("--binding", required=True, type=Path, help=_BINDING_HELP)
     lock.add_argument("--lock", type=Path, help="where to write (default: beside the Binding)")
     lock.add_argument(
         "--check", action="store_true", help="only say whether the existing lock admits it"
     )
 
-    run = sub.add_parser(
-        "run",
-        help="run one command once, through the same path as serve",
-        epilog="Arguments for a run command follow `--`: jigcmd run ... cli --files DIR -- a b",
-    )
+
+def _run_options(run: argparse.ArgumentParser) -> None:
+    """`jigcmd run`'s options."""
     run.add_argument("--binding", required=True, type=Path, help=_BINDING_HELP)
     run.add_argument(
         "--lock", type=Path, help="admitted lock (default: jigcmd.lock beside the Binding)"
@@ -213,15 +204,17 @@ def _parser() -> argparse.ArgumentParser:
     _ownership_options(run)
     _signing_key_option(run)
 
-    attest = sub.add_parser("attest", help="print the signed statement of one recorded run")
+
+def _attest_options(attest: argparse.ArgumentParser) -> None:
+    """`jigcmd attest`'s options."""
     attest.add_argument("--run-id", required=True, help="the caller's run the operation is in")
     attest.add_argument("operation_id", metavar="OP", help="the operation id")
     attest.add_argument("--out", type=Path, help="write it to FILE instead of stdout")
     attest.add_argument("--state-dir", type=Path, help=_STATE_DIR_HELP)
 
-    verify = sub.add_parser(
-        "verify", help="check a run's signed statement: signature, schema, evidence"
-    )
+
+def _verify_options(verify: argparse.ArgumentParser) -> None:
+    """`jigcmd verify`'s options."""
     verify.add_argument("file", type=Path, help="the statement (from attest, or run --json)")
     verify.add_argument(
         "--key", type=Path, help="the signer's public key (default: this host's, `jigcmd key`)"
@@ -231,17 +224,15 @@ def _parser() -> argparse.ArgumentParser:
     )
     verify.add_argument("--state-dir", type=Path, help=_STATE_DIR_HELP)
 
-    key = sub.add_parser("key", help="print the public half of the key runs are signed with")
+
+def _key_options(key: argparse.ArgumentParser) -> None:
+    """`jigcmd key`'s options."""
     key.add_argument("--state-dir", type=Path, help=_STATE_DIR_HELP)
     _signing_key_option(key)
 
-    init = sub.add_parser(
-        "init",
-        help="write a reviewed-command Binding for a project directory (DIR/.jig/)",
-        description="Find the commands a project has (its *.test.ts files, the entry point "
-        "package.json names), write the Binding and its Flow package under DIR/.jig/ and print "
-        "the next two commands. Overwrites nothing.",
-    )
+
+def _init_options(init: argparse.ArgumentParser) -> None:
+    """`jigcmd init`'s options."""
     init.add_argument("directory", type=Path, metavar="DIR", help="the project's directory")
     init.add_argument(
         "--name", help="the Flow package's name (default: package.json's name, else DIR's)"
@@ -255,22 +246,22 @@ def _parser() -> argparse.ArgumentParser:
     )
     _exclude_option(init)
 
-    recover = sub.add_parser(
-        "recover", help="close every run a dead server left open (fence, release, record)"
-    )
+
+def _recover_options(recover: argparse.ArgumentParser) -> None:
+    """`jigcmd recover`'s options."""
     recover.add_argument("--state-dir", type=Path, help=_STATE_DIR_HELP)
     _cgroup_option(recover)
 
-    runs = sub.add_parser(
-        "runs", help="list the state directory's runs and their operations (read only)"
-    )
+
+def _runs_options(runs: argparse.ArgumentParser) -> None:
+    """`jigcmd runs`'s options."""
     runs.add_argument("--state-dir", type=Path, help=_STATE_DIR_HELP)
     runs.add_argument("--run-id", help="only this run")
     runs.add_argument("--json", action="store_true", help="one JSON object per run")
 
-    jarvis = sub.add_parser(
-        "jarvis", help="serve the jarvis UTCP tools on loopback HTTP (needs JARVIS_BEARER_TOKEN)"
-    )
+
+def _jarvis_options(jarvis: argparse.ArgumentParser) -> None:
+    """`jigcmd jarvis`'s options."""
     jarvis.add_argument("--policy", required=True, type=Path, help="the TOML rule file")
     jarvis.add_argument("--host", default="127.0.0.1", help="loopback address (default 127.0.0.1)")
     jarvis.add_argument("--port", type=int, default=7777, help="port (default 7777)")
@@ -293,24 +284,99 @@ def _parser() -> argparse.ArgumentParser:
     _ownership_options(jarvis)
     _signing_key_option(jarvis)
 
-    audit = sub.add_parser("jarvis-audit", help="print jarvis's audit log as JSON lines")
+
+def _audit_options(audit: argparse.ArgumentParser) -> None:
+    """`jigcmd jarvis-audit`'s options."""
     audit.add_argument("--state-dir", type=Path, help=_STATE_DIR_HELP)
     audit.add_argument("--limit", type=int, default=100, help="newest rows to print (default 100)")
 
-    doctor = sub.add_parser("doctor", help="check that this machine can build the envelope")
+
+def _doctor_options(doctor: argparse.ArgumentParser) -> None:
+    """`jigcmd doctor`'s options."""
     doctor.add_argument("--json", action="store_true", help="print the checks as JSON")
     doctor.add_argument("--state-dir", type=Path, help="the state directory to inspect")
     doctor.add_argument(
         "--binding", type=Path, help="also load this Binding (.toml/.json/.ts/.js) and its lock"
     )
-    demo = sub.add_parser(
-        "demo", help="run the bundled example through a real `jigcmd serve` child"
-    )
+
+
+def _demo_options(demo: argparse.ArgumentParser) -> None:
+    """`jigcmd demo`'s options."""
     demo.add_argument(
         "--state-dir",
         type=Path,
         help="keep the demo's journal there (default: a temporary directory, removed after)",
     )
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="jigcmd",
+        description="Run operator-reviewed Bun commands against exact candidate projects "
+        "inside a native Linux containment envelope.",
+    )
+    parser.add_argument("--version", action="version", version=f"jigcmd {__version__}")
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logs on stderr")
+    sub = parser.add_subparsers(dest="verb", required=True, metavar="COMMAND")
+
+    serve = sub.add_parser("serve", help="serve FLOW Run/1 or MCP JSON-RPC on stdio")
+    _serve_options(serve)
+
+    lock = sub.add_parser("lock", help="review a Binding and write its admitted lock")
+    _lock_options(lock)
+
+    run = sub.add_parser(
+        "run",
+        help="run one command once, through the same path as serve",
+        epilog="Arguments for a run command follow `--`: jigcmd run ... cli --files DIR -- a b",
+    )
+    _run_options(run)
+
+    attest = sub.add_parser("attest", help="print the signed statement of one recorded run")
+    _attest_options(attest)
+
+    verify = sub.add_parser(
+        "verify", help="check a run's signed statement: signature, schema, evidence"
+    )
+    _verify_options(verify)
+
+    key = sub.add_parser("key", help="print the public half of the key runs are signed with")
+    _key_options(key)
+
+    init = sub.add_parser(
+        "init",
+        help="write a reviewed-command Binding for a project directory (DIR/.jig/)",
+        description="Find the commands a project has (its *.test.ts files, the entry point "
+        "package.json names), write the Binding and its Flow package under DIR/.jig/ and print "
+        "the next two commands. Overwrites nothing.",
+    )
+    _init_options(init)
+
+    recover = sub.add_parser(
+        "recover", help="close every run a dead server left open (fence, release, record)"
+    )
+    _recover_options(recover)
+
+    runs = sub.add_parser(
+        "runs", help="list the state directory's runs and their operations (read only)"
+    )
+    _runs_options(runs)
+
+    jarvis = sub.add_parser(
+        "jarvis", help="serve the jarvis UTCP tools on loopback HTTP (needs JARVIS_BEARER_TOKEN)"
+    )
+    _jarvis_options(jarvis)
+
+    audit = sub.add_parser("jarvis-audit", help="print jarvis's audit log as JSON lines")
+    _audit_options(audit)
+
+    doctor = sub.add_parser("doctor", help="check that this machine can build the envelope")
+    _doctor_options(doctor)
+
+    demo = sub.add_parser(
+        "demo", help="run the bundled example through a real `jigcmd serve` child"
+    )
+    _demo_options(demo)
     return parser
 
 
@@ -331,37 +397,48 @@ def main(argv: list[str] | None = None) -> int:
         return _usage_failure(exc, argv)
     # Never a blocking write from the event loop: a host may not drain our stderr.
     stderrlog.install(logging.DEBUG if args.verbose else logging.WARNING)
+    # Each verb imports what it needs, so each command's start-up stays light (serve answers
+    # within ~150 ms).
+    if args.verb in ("serve", "run"):
+        return _front(args, extra)
+    return _tool(args)
+
+
+def _front(args: argparse.Namespace, extra: list[str]) -> int:
+    """`jigcmd serve` and `jigcmd run`: the command path, over stdio or once."""
+    from jigcmd.command.assembly import FrontSettings  # noqa: PLC0415 - imported per verb to keep start-up light
+
+    settings = FrontSettings(
+        binding=args.binding,
+        lock=args.lock,
+        state_dir=args.state_dir,
+        max_envelopes=args.max_envelopes,
+        root_deadline_unix_ms=getattr(args, "root_deadline_unix_ms", None),
+        cgroup_base=args.cgroup_base,
+        queue_wait=getattr(args, "queue_wait", None),
+        signing_key=args.signing_key,
+    )
+    if args.verb == "serve":
+        from jigcmd.frontends.serve import serve  # noqa: PLC0415 - imported per verb to keep start-up light
+
+        return serve(settings, args.protocol, args.run_id, result_budget=args.result_budget)
+    from jigcmd.frontends.run import run  # noqa: PLC0415 - imported per verb to keep start-up light
+
+    return run(
+        settings,
+        args.command,
+        files_dir=args.files,
+        stdin_file=args.stdin_file,
+        args=extra,
+        as_json=args.json,
+        excludes=args.exclude,
+        timeout=args.timeout,
+    )
+
+
+def _tool(args: argparse.Namespace) -> int:
+    """Every other verb: the lock, the project's init, statements, the state directory, jarvis."""
     verb: str = args.verb
-    # Imports per verb keep each command's start-up light (serve answers within ~150 ms).
-    if verb in ("serve", "run"):
-        from jigcmd.command.assembly import FrontSettings  # noqa: PLC0415 - imported per verb to keep start-up light
-
-        settings = FrontSettings(
-            binding=args.binding,
-            lock=args.lock,
-            state_dir=args.state_dir,
-            max_envelopes=args.max_envelopes,
-            root_deadline_unix_ms=getattr(args, "root_deadline_unix_ms", None),
-            cgroup_base=args.cgroup_base,
-            queue_wait=getattr(args, "queue_wait", None),
-            signing_key=args.signing_key,
-        )
-        if verb == "serve":
-            from jigcmd.frontends.serve import serve  # noqa: PLC0415 - imported per verb to keep start-up light
-
-            return serve(settings, args.protocol, args.run_id, result_budget=args.result_budget)
-        from jigcmd.frontends.run import run  # noqa: PLC0415 - imported per verb to keep start-up light
-
-        return run(
-            settings,
-            args.command,
-            files_dir=args.files,
-            stdin_file=args.stdin_file,
-            args=extra,
-            as_json=args.json,
-            excludes=args.exclude,
-            timeout=args.timeout,
-        )
     if verb == "lock":
         from jigcmd.frontends.lock import lock  # noqa: PLC0415 - imported per verb to keep start-up light
 
