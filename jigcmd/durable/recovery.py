@@ -119,32 +119,7 @@ def recover(
     empty_wait: float = 2.0,
 ) -> RecoveryReport:
     """Close every open row of a dead server as uncertain, fencing and verifying its run."""
-    live: list[str] = []
-    orphans: list[Row] = []
-    # Open rows whose evidence was recorded before their server died: they close only after
-    # the fence, `done` when the cleanup is proved (see `Journal.close_lost`).
-    # Rows are told apart by their envelope's run id: the same operation id may be open in
-    # several callers' runs, and every one of them is recovered.
-    ended: set[str] = set()
-    for row in journal.open_rows():
-        if owner_alive(row.owner):
-            live.append(row.operation_id)
-            continue
-        if row.outcome == "evidence":
-            ended.add(row.run_id)
-            orphans.append(row)
-            continue
-        journal.mark_uncertain(
-            row.operation_id,
-            root_run=row.root_run,
-            reason=UNCERTAIN_REASON,
-            cleanup_complete=False,
-            problems=_IN_PROGRESS,
-        )
-        # Re-read after closing: the supervisor identity can no longer change.
-        closed = journal.get(row.operation_id, root_run=row.root_run)
-        if closed is not None:
-            orphans.append(closed)
+    live, orphans, ended = _orphaned_rows(journal)
     closed_ids = {r.run_id for r in orphans}
     retry = [r for r in journal.cleanup_failures() if r.run_id not in closed_ids]
 
@@ -183,20 +158,7 @@ def recover(
             )
         reports.append(_record_cleanup(journal, row, problems, supervisor_killed=stopped))
 
-    jarvis_closed: list[int] = []
-    jarvis_problems: list[str] = []
-    for run in journal.jarvis_running():
-        owner = ProcessIdentity(pid=run.owner_pid, start=run.owner_start, boot_id=run.boot_id)
-        if owner_alive(owner):
-            continue
-        if run.envelope_run_id is not None:
-            jarvis_problems += [
-                f"jarvis run {run.run_id}: {p}"
-                for p in fence.release(_JOB_PREFIX + run.envelope_run_id, (), None)
-            ]
-        if journal.jarvis_finish(run.run_id, status="uncertain"):
-            jarvis_closed.append(run.run_id)
-
+    jarvis_closed, jarvis_problems = _recover_jarvis(journal, fence)
     unowned = _unowned_jobs(journal, backend)
     stale = [name for name in unowned if _remove_if_stale(backend, name)]
     return RecoveryReport(
@@ -210,6 +172,58 @@ def recover(
         envelope_problems=tuple(envelope_problems),
         stale_jobs_removed=tuple(stale),
     )
+
+
+def _orphaned_rows(journal: Journal) -> tuple[list[str], list[Row], set[str]]:
+    """The open rows of dead servers, each closed uncertain unless its evidence was recorded.
+
+    Returns the operation ids live servers still hold, the dead servers' rows (as closed, or
+    still open with their evidence), and the envelope run ids of the rows left open: those
+    close only after the fence, `done` when the cleanup is proved (`Journal.close_lost`).
+    Rows are told apart by their envelope's run id: the same operation id may be open in
+    several callers' runs, and every one of them is recovered.
+    """
+    live: list[str] = []
+    orphans: list[Row] = []
+    ended: set[str] = set()
+    for row in journal.open_rows():
+        if owner_alive(row.owner):
+            live.append(row.operation_id)
+            continue
+        if row.outcome == "evidence":
+            ended.add(row.run_id)
+            orphans.append(row)
+            continue
+        journal.mark_uncertain(
+            row.operation_id,
+            root_run=row.root_run,
+            reason=UNCERTAIN_REASON,
+            cleanup_complete=False,
+            problems=_IN_PROGRESS,
+        )
+        # Re-read after closing: the supervisor identity can no longer change.
+        closed = journal.get(row.operation_id, root_run=row.root_run)
+        if closed is not None:
+            orphans.append(closed)
+    return live, orphans, ended
+
+
+def _recover_jarvis(journal: Journal, fence: _Fence) -> tuple[list[int], list[str]]:
+    """Close the jarvis runs of dead servers uncertain, their envelopes released first."""
+    closed: list[int] = []
+    problems: list[str] = []
+    for run in journal.jarvis_running():
+        owner = ProcessIdentity(pid=run.owner_pid, start=run.owner_start, boot_id=run.boot_id)
+        if owner_alive(owner):
+            continue
+        if run.envelope_run_id is not None:
+            problems += [
+                f"jarvis run {run.run_id}: {p}"
+                for p in fence.release(_JOB_PREFIX + run.envelope_run_id, (), None)
+            ]
+        if journal.jarvis_finish(run.run_id, status="uncertain"):
+            closed.append(run.run_id)
+    return closed, problems
 
 
 def sweep_own(
