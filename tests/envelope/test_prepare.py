@@ -25,8 +25,8 @@ from jigcmd.envelope.failure import StepError
 from jigcmd.envelope.loop import EventLoop
 from jigcmd.envelope.messages import Launch
 from jigcmd.envelope.reporting import RunChannel
-from tests.envelope.conftest import in_stand_in
 from tests.envelope.hostile_harness import probe_plan
+from tests.envelope.standin import in_stand_in
 
 pytestmark = pytest.mark.envelope
 

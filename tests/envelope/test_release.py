@@ -18,7 +18,7 @@ import pytest
 from jigcmd.envelope import cgroups, lifecycle
 from jigcmd.envelope.loop import EventLoop
 from jigcmd.plan import Limits
-from tests.envelope.conftest import in_stand_in
+from tests.envelope.standin import in_stand_in
 
 pytestmark = pytest.mark.envelope
 

@@ -17,8 +17,8 @@ from jigcmd.envelope import rootfs, staging
 from jigcmd.envelope.native import NativeExecutor
 from jigcmd.plan import Limits, RunPlan
 from jigcmd.policy.planner import candidate_plan
-from tests.envelope.conftest import in_stand_in
 from tests.envelope.hostile_harness import probe_plan
+from tests.envelope.standin import in_stand_in
 from tests.required import require_root
 
 pytestmark = pytest.mark.envelope

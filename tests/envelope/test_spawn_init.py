@@ -16,7 +16,7 @@ import pytest
 from jigcmd.envelope import cgroups, netns, spawning
 from jigcmd.envelope import syscalls as sc
 from jigcmd.plan import Limits
-from tests.envelope.conftest import in_stand_in
+from tests.envelope.standin import in_stand_in
 from tests.required import require_root, unavailable
 
 pytestmark = pytest.mark.envelope

@@ -29,8 +29,8 @@ from jigcmd.envelope import syscalls as sc
 from jigcmd.envelope.failure import StepError
 from jigcmd.envelope.loop import EventLoop
 from jigcmd.envelope.spawner import Spawner, sweep
-from tests.envelope.conftest import in_stand_in
 from tests.envelope.hostile_harness import TracedExecutor, probe_plan
+from tests.envelope.standin import in_stand_in
 
 pytestmark = pytest.mark.envelope
 
