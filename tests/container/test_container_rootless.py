@@ -35,7 +35,7 @@ from scripts.v2vm import ROOT
 from tests.container.test_container import INSIDE, SECONDS, rlimits
 from tests.optional import require_tools
 from tests.required import require_root, unavailable
-from tests.rootless.conftest import _delegate, _remove_tree, _system_python
+from tests.rootless.rig import delegate, remove_tree, system_python
 
 pytestmark = [pytest.mark.envelope, pytest.mark.slow]
 
@@ -69,7 +69,7 @@ def pod() -> Iterator[Pod]:
     backend = cgroups.detect()
     if backend.mode == "v2":
         unavailable("the rootless container recipe here is the v1/hybrid delegation")
-    python = _system_python()
+    python = system_python()
     created = False
     try:
         pwd.getpwnam(USER)
@@ -96,7 +96,7 @@ def pod() -> Iterator[Pod]:
         # The envelope builds its root there as uid 65534 of the container (mkdtemp made 0700).
         os.chmod(rootfs, 0o755)
         os.chmod(rootfs / "tmp", 0o1777)
-        prelude, _ = _delegate(backend, entry.pw_uid, made)
+        prelude, _ = delegate(backend, entry.pw_uid, made)
         yield Pod(
             USER,
             entry.pw_uid,
@@ -109,7 +109,7 @@ def pod() -> Iterator[Pod]:
     finally:
         _stop_pause_process(runtime_dir)
         for path in reversed(made):
-            _remove_tree(path)
+            remove_tree(path)
         shutil.rmtree(rootfs, ignore_errors=True)
         shutil.rmtree(runtime_dir, ignore_errors=True)
         if created:

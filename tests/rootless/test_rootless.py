@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from jigcmd.envelope import cgroups
-from tests.rootless.conftest import UNDELEGATED_USER, Rootless
+from tests.rootless.rig import UNDELEGATED_USER, Rootless
 
 pytestmark = [pytest.mark.envelope, pytest.mark.slow]
 
