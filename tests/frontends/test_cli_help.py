@@ -8,11 +8,11 @@ import sys
 
 import pytest
 
-from jigcmd.cli import _parser
+from jigcmd.cliparser import parser
 
 
 def _verbs() -> dict[str, argparse.ArgumentParser]:
-    (sub,) = [a for a in _parser()._actions if isinstance(a, argparse._SubParsersAction)]
+    (sub,) = [a for a in parser()._actions if isinstance(a, argparse._SubParsersAction)]
     return dict(sub.choices)
 
 
@@ -30,7 +30,7 @@ def test_every_option_and_argument_has_help_text(verb: str) -> None:
 
 def test_every_verb_has_a_summary_in_the_top_level_help() -> None:
     """`jigcmd --help` lists each verb with what it does."""
-    (sub,) = [a for a in _parser()._actions if isinstance(a, argparse._SubParsersAction)]
+    (sub,) = [a for a in parser()._actions if isinstance(a, argparse._SubParsersAction)]
     summaries = {choice.dest: choice.help for choice in sub._choices_actions}
     assert set(summaries) == set(_verbs())
     assert all(summaries.values()), summaries

@@ -1,0 +1,373 @@
+"""The `jigcmd` command line's parser: every verb, its options and what `--help` says of them."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from pathlib import Path
+from typing import NamedTuple, NoReturn
+
+from jigcmd import __version__
+from jigcmd.jarvis.connections import DEFAULT_LIMITS
+
+__all__ = ["UsageError", "parser"]
+
+
+class UsageError(Exception):
+    """Raised instead of argparse's exit, so that `run --json` can answer it as JSON too."""
+
+    def __init__(self, parser: argparse.ArgumentParser, message: str) -> None:
+        super().__init__(message)
+        self.parser = parser
+        self.message = message
+
+
+class _Parser(argparse.ArgumentParser):
+    """An argument parser whose usage errors are raised as `UsageError`."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(self, message)
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} is not at least 1")
+    return value
+
+
+_STATE_DIR_HELP = (
+    "journal and envelope slots (default: $JIGCMD_STATE_DIR, else /var/lib/jigcmd for root, "
+    "else $XDG_STATE_HOME/jigcmd or ~/.local/state/jigcmd)"
+)
+_BINDING_HELP = (
+    "the Binding file (.toml or .json, or .ts/.js as Jig writes it) naming the reviewed commands"
+)
+
+
+def _ownership_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--state-dir", type=Path, help=_STATE_DIR_HELP)
+    parser.add_argument(
+        "--max-envelopes",
+        type=int,
+        help="envelope slots shared by every jigcmd using the state directory (default: "
+        "min(half the available memory / 256 MiB, 2 x CPUs, 16), at least 1)",
+    )
+    _cgroup_option(parser)
+
+
+def _budget(text: str) -> int:
+    """`--result-budget`: whole bytes, at least what the counts and digests need."""
+    from jigcmd.protocol.dialect import MIN_BUDGET_BYTES  # noqa: PLC0415 - imported per verb to keep start-up light
+
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of bytes") from None
+    if value < MIN_BUDGET_BYTES:
+        raise argparse.ArgumentTypeError(f"at least {MIN_BUDGET_BYTES} bytes, not {value}")
+    return value
+
+
+def _seconds(text: str) -> float:
+    """`--queue-wait`: seconds, more than 0 and at most a day."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not 0 < value <= 86_400:
+        raise argparse.ArgumentTypeError(f"more than 0 and at most 86400 seconds, not {text}")
+    return value
+
+
+def _signing_key_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--signing-key",
+        type=Path,
+        help="Ed25519 PKCS#8 PEM key that signs each run's statement (default: "
+        "$JIGCMD_SIGNING_KEY, a path such as /dev/fd/3, else the host key signing-key.pem in "
+        "the state directory, made on first use)",
+    )
+
+
+def _cgroup_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--cgroup-base",
+        help="where envelope cgroups go (default: jigcmd as root; without root a delegated "
+        "subtree, see docs/rootless.md); also $JIGCMD_CGROUP_BASE",
+    )
+
+
+def _exclude_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--exclude",
+        action="append",
+        default=[],
+        metavar="GLOB",
+        help="leave out what this .gitignore pattern matches, relative to the directory "
+        "(repeatable): --exclude 'test/fixtures/' --exclude '*.snap'",
+    )
+
+
+def _serve_options(serve: argparse.ArgumentParser) -> None:
+    """`jigcmd serve`'s options."""
+    serve.add_argument("--binding", required=True, type=Path, help=_BINDING_HELP)
+    serve.add_argument(
+        "--lock", type=Path, help="admitted lock (default: jigcmd.lock beside the Binding)"
+    )
+    serve.add_argument(
+        "--protocol",
+        choices=("auto", "mcp", "flow"),
+        default="auto",
+        help="wire dialect; auto: the first request decides (default)",
+    )
+    serve.add_argument(
+        "--root-deadline-unix-ms",
+        type=int,
+        default=None,
+        help="the caller's run's deadline (Unix ms); every command ends by then (default: "
+        "$JIGCMD_ROOT_DEADLINE_UNIX_MS; a Flow runtime must pass one, its SDK sends no "
+        "per-call deadlineUnixMs)",
+    )
+    serve.add_argument(
+        "--run-id",
+        help="the caller's run this session belongs to: operation ids are scoped to it, and a "
+        "restart with the same run id replays, joins or conflicts (default: $JIGCMD_RUN_ID, "
+        "else a new run with a generated id, printed on stderr)",
+    )
+    serve.add_argument(
+        "--result-budget",
+        type=_budget,
+        default=None,
+        metavar="BYTES",
+        help="each MCP tool result (structuredContent and content together) fits in this many "
+        "bytes of JSON (default 24576, about 6k tokens; at least 4096)",
+    )
+    serve.add_argument(
+        "--queue-wait",
+        type=_seconds,
+        default=None,
+        metavar="SECONDS",
+        help="how long an MCP call waits for a free envelope slot, unless the session's root "
+        "deadline comes first; the command then gets its whole ceiling (default 60)",
+    )
+    _ownership_options(serve)
+    _signing_key_option(serve)
+
+
+def _lock_options(lock: argparse.ArgumentParser) -> None:
+    """`jigcmd lock`'s options."""
+    lock.add_argument("--binding", required=True, type=Path, help=_BINDING_HELP)
+    lock.add_argument("--lock", type=Path, help="where to write (default: beside the Binding)")
+    lock.add_argument(
+        "--check", action="store_true", help="only say whether the existing lock admits it"
+    )
+
+
+def _run_options(run: argparse.ArgumentParser) -> None:
+    """`jigcmd run`'s options."""
+    run.add_argument("--binding", required=True, type=Path, help=_BINDING_HELP)
+    run.add_argument(
+        "--lock", type=Path, help="admitted lock (default: jigcmd.lock beside the Binding)"
+    )
+    run.add_argument("command", help="the Binding command name")
+    run.add_argument(
+        "--files",
+        required=True,
+        type=Path,
+        help="the project directory sent as the candidate: its text files, less .git, "
+        "node_modules, .jig, top-level dotfiles, what .gitignore ignores and binary files "
+        "(each left out is named on stderr)",
+    )
+    _exclude_option(run)
+    run.add_argument("--stdin-file", type=Path, help="UTF-8 text given to the command's stdin")
+    run.add_argument(
+        "--timeout",
+        type=float,
+        metavar="SECONDS",
+        help="stop the command (its whole process tree) after SECONDS, setup included; at "
+        "most 10, the envelope's ceiling (default 10)",
+    )
+    run.add_argument(
+        "--json",
+        action="store_true",
+        help='print one JSON object: {"evidence", "report", "attestation"}, or {"error", '
+        '"evidence"?} on failure',
+    )
+    _ownership_options(run)
+    _signing_key_option(run)
+
+
+def _attest_options(attest: argparse.ArgumentParser) -> None:
+    """`jigcmd attest`'s options."""
+    attest.add_argument("--run-id", required=True, help="the caller's run the operation is in")
+    attest.add_argument("operation_id", metavar="OP", help="the operation id")
+    attest.add_argument("--out", type=Path, help="write it to FILE instead of stdout")
+    attest.add_argument("--state-dir", type=Path, help=_STATE_DIR_HELP)
+
+
+def _verify_options(verify: argparse.ArgumentParser) -> None:
+    """`jigcmd verify`'s options."""
+    verify.add_argument("file", type=Path, help="the statement (from attest, or run --json)")
+    verify.add_argument(
+        "--key", type=Path, help="the signer's public key (default: this host's, `jigcmd key`)"
+    )
+    verify.add_argument(
+        "--evidence", type=Path, help="evidence JSON whose candidate and streams must match"
+    )
+    verify.add_argument("--state-dir", type=Path, help=_STATE_DIR_HELP)
+
+
+def _key_options(key: argparse.ArgumentParser) -> None:
+    """`jigcmd key`'s options."""
+    key.add_argument("--state-dir", type=Path, help=_STATE_DIR_HELP)
+    _signing_key_option(key)
+
+
+def _init_options(init: argparse.ArgumentParser) -> None:
+    """`jigcmd init`'s options."""
+    init.add_argument("directory", type=Path, metavar="DIR", help="the project's directory")
+    init.add_argument(
+        "--name", help="the Flow package's name (default: package.json's name, else DIR's)"
+    )
+    init.add_argument(
+        "--format",
+        choices=("toml", "ts"),
+        default="toml",
+        help="the Binding file's format: toml (.jig/binding.toml, the default) or ts, as the "
+        "reference lays a project out (.jig/bindings/command.ts with defineBinding, .jig/jig.ts)",
+    )
+    _exclude_option(init)
+
+
+def _recover_options(recover: argparse.ArgumentParser) -> None:
+    """`jigcmd recover`'s options."""
+    recover.add_argument("--state-dir", type=Path, help=_STATE_DIR_HELP)
+    _cgroup_option(recover)
+
+
+def _runs_options(runs: argparse.ArgumentParser) -> None:
+    """`jigcmd runs`'s options."""
+    runs.add_argument("--state-dir", type=Path, help=_STATE_DIR_HELP)
+    runs.add_argument("--run-id", help="only this run")
+    runs.add_argument("--json", action="store_true", help="one JSON object per run")
+
+
+def _jarvis_options(jarvis: argparse.ArgumentParser) -> None:
+    """`jigcmd jarvis`'s options."""
+    jarvis.add_argument("--policy", required=True, type=Path, help="the TOML rule file")
+    jarvis.add_argument("--host", default="127.0.0.1", help="loopback address (default 127.0.0.1)")
+    jarvis.add_argument("--port", type=int, default=7777, help="port (default 7777)")
+    jarvis.add_argument(
+        "--max-connections",
+        type=_positive_int,
+        default=DEFAULT_LIMITS.max_connections,
+        help="open connections at most, within the descriptor limit less 64 (default "
+        f"{DEFAULT_LIMITS.max_connections}); past it the longest waiting connection gives way, "
+        "or the newcomer gets 503",
+    )
+    jarvis.add_argument(
+        "--queue-wait",
+        type=_seconds,
+        default=None,
+        metavar="SECONDS",
+        help="how long a run.create waits for a free envelope slot before a 429, unless its "
+        "own timeout_ms is shorter; never past the early answer at 25 s (default 20)",
+    )
+    _ownership_options(jarvis)
+    _signing_key_option(jarvis)
+
+
+def _audit_options(audit: argparse.ArgumentParser) -> None:
+    """`jigcmd jarvis-audit`'s options."""
+    audit.add_argument("--state-dir", type=Path, help=_STATE_DIR_HELP)
+    audit.add_argument("--limit", type=int, default=100, help="newest rows to print (default 100)")
+
+
+def _doctor_options(doctor: argparse.ArgumentParser) -> None:
+    """`jigcmd doctor`'s options."""
+    doctor.add_argument("--json", action="store_true", help="print the checks as JSON")
+    doctor.add_argument("--state-dir", type=Path, help="the state directory to inspect")
+    doctor.add_argument(
+        "--binding", type=Path, help="also load this Binding (.toml/.json/.ts/.js) and its lock"
+    )
+
+
+def _demo_options(demo: argparse.ArgumentParser) -> None:
+    """`jigcmd demo`'s options."""
+    demo.add_argument(
+        "--state-dir",
+        type=Path,
+        help="keep the demo's journal there (default: a temporary directory, removed after)",
+    )
+
+
+class _Verb(NamedTuple):
+    """A verb: its name, what `jigcmd --help` says of it, and what adds its options."""
+
+    name: str
+    help: str
+    options: Callable[[argparse.ArgumentParser], None]
+    description: str | None = None
+    epilog: str | None = None
+
+
+_VERBS = (
+    _Verb("serve", "serve FLOW Run/1 or MCP JSON-RPC on stdio", _serve_options),
+    _Verb("lock", "review a Binding and write its admitted lock", _lock_options),
+    _Verb(
+        "run",
+        "run one command once, through the same path as serve",
+        _run_options,
+        epilog="Arguments for a run command follow `--`: jigcmd run ... cli --files DIR -- a b",
+    ),
+    _Verb("attest", "print the signed statement of one recorded run", _attest_options),
+    _Verb("verify", "check a run's signed statement: signature, schema, evidence", _verify_options),
+    _Verb("key", "print the public half of the key runs are signed with", _key_options),
+    _Verb(
+        "init",
+        "write a reviewed-command Binding for a project directory (DIR/.jig/)",
+        _init_options,
+        description="Find the commands a project has (its *.test.ts files, the entry point "
+        "package.json names), write the Binding and its Flow package under DIR/.jig/ and print "
+        "the next two commands. Overwrites nothing.",
+    ),
+    _Verb(
+        "recover",
+        "close every run a dead server left open (fence, release, record)",
+        _recover_options,
+    ),
+    _Verb(
+        "runs", "list the state directory's runs and their operations (read only)", _runs_options
+    ),
+    _Verb(
+        "jarvis",
+        "serve the jarvis UTCP tools on loopback HTTP (needs JARVIS_BEARER_TOKEN)",
+        _jarvis_options,
+    ),
+    _Verb("jarvis-audit", "print jarvis's audit log as JSON lines", _audit_options),
+    _Verb("doctor", "check that this machine can build the envelope", _doctor_options),
+    _Verb("demo", "run the bundled example through a real `jigcmd serve` child", _demo_options),
+)
+
+
+def parser() -> argparse.ArgumentParser:
+    """A fresh parser of `jigcmd`'s command line."""
+    top = _Parser(
+        prog="jigcmd",
+        description="Run operator-reviewed Bun commands against exact candidate projects "
+        "inside a native Linux containment envelope.",
+    )
+    top.add_argument("--version", action="version", version=f"jigcmd {__version__}")
+    top.add_argument("-v", "--verbose", action="store_true", help="debug logs on stderr")
+    sub = top.add_subparsers(dest="verb", required=True, metavar="COMMAND")
+    for verb in _VERBS:
+        verb.options(
+            sub.add_parser(
+                verb.name, help=verb.help, description=verb.description, epilog=verb.epilog
+            )
+        )
+    return top
