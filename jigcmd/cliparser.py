@@ -48,7 +48,17 @@ _BINDING_HELP = (
 )
 
 
+def _binding_options(parser: argparse.ArgumentParser) -> None:
+    """The Binding and its admitted lock, for a verb that runs its commands."""
+    parser.add_argument("--binding", required=True, type=Path, help=_BINDING_HELP)
+    parser.add_argument(
+        "--lock", type=Path, help="admitted lock (default: jigcmd.lock beside the Binding)"
+    )
+
+
 def _ownership_options(parser: argparse.ArgumentParser) -> None:
+    """What a verb that runs envelopes owns them through: the state directory, its slots,
+    the cgroups and the key its statements are signed with."""
     parser.add_argument("--state-dir", type=Path, help=_STATE_DIR_HELP)
     parser.add_argument(
         "--max-envelopes",
@@ -57,6 +67,7 @@ def _ownership_options(parser: argparse.ArgumentParser) -> None:
         "min(half the available memory / 256 MiB, 2 x CPUs, 16), at least 1)",
     )
     _cgroup_option(parser)
+    _signing_key_option(parser)
 
 
 def _budget(text: str) -> int:
@@ -114,10 +125,7 @@ def _exclude_option(parser: argparse.ArgumentParser) -> None:
 
 def _serve_options(serve: argparse.ArgumentParser) -> None:
     """`jigcmd serve`'s options."""
-    serve.add_argument("--binding", required=True, type=Path, help=_BINDING_HELP)
-    serve.add_argument(
-        "--lock", type=Path, help="admitted lock (default: jigcmd.lock beside the Binding)"
-    )
+    _binding_options(serve)
     serve.add_argument(
         "--protocol",
         choices=("auto", "mcp", "flow"),
@@ -155,7 +163,6 @@ def _serve_options(serve: argparse.ArgumentParser) -> None:
         "deadline comes first; the command then gets its whole ceiling (default 60)",
     )
     _ownership_options(serve)
-    _signing_key_option(serve)
 
 
 def _lock_options(lock: argparse.ArgumentParser) -> None:
@@ -169,10 +176,7 @@ def _lock_options(lock: argparse.ArgumentParser) -> None:
 
 def _run_options(run: argparse.ArgumentParser) -> None:
     """`jigcmd run`'s options."""
-    run.add_argument("--binding", required=True, type=Path, help=_BINDING_HELP)
-    run.add_argument(
-        "--lock", type=Path, help="admitted lock (default: jigcmd.lock beside the Binding)"
-    )
+    _binding_options(run)
     run.add_argument("command", help="the Binding command name")
     run.add_argument(
         "--files",
@@ -198,7 +202,6 @@ def _run_options(run: argparse.ArgumentParser) -> None:
         '"evidence"?} on failure',
     )
     _ownership_options(run)
-    _signing_key_option(run)
 
 
 def _attest_options(attest: argparse.ArgumentParser) -> None:
@@ -278,7 +281,6 @@ def _jarvis_options(jarvis: argparse.ArgumentParser) -> None:
         "own timeout_ms is shorter; never past the early answer at 25 s (default 20)",
     )
     _ownership_options(jarvis)
-    _signing_key_option(jarvis)
 
 
 def _audit_options(audit: argparse.ArgumentParser) -> None:
