@@ -17,20 +17,16 @@ import msgspec
 from jigcmd import trace
 from jigcmd.attest.attester import Attester
 from jigcmd.command.durability import Durability
-from jigcmd.command.failures import envelope_error, stopped_error
-from jigcmd.command.outcomes import Sign, evidence_of, signer, tests_of
+from jigcmd.command.execution import execute
+from jigcmd.command.outcomes import evidence_of, signer
 from jigcmd.command.placement import pinned_cpus
 from jigcmd.command.runtime import BUN_TARGET, BunBinary
 from jigcmd.command.sharing import SharedOperations
 from jigcmd.durable.ownership import Ownership
 from jigcmd.durable.runresources import RunResources
 from jigcmd.envelope.api import (
-    EnvelopeFailure,
     Executor,
-    Hooks,
     Refills,
-    RunOutcome,
-    Ticket,
 )
 from jigcmd.errors import Code, JigError
 from jigcmd.journal.reservations import Slot
@@ -40,18 +36,32 @@ from jigcmd.policy.lock import Admission
 from jigcmd.policy.planner import candidate_plan, effective_deadline
 from jigcmd.policy.request import ValidRequest, validate_request
 from jigcmd.protocol.commands import Recorded, RunResult, ToolInfo
-from jigcmd.protocol.liveoutput import LiveOutput
 from jigcmd.server.backend import Owned, Progress
 
-__all__ = ["DEFAULT_QUEUE_WAIT_S", "PROGRESS_EVERY_S", "CommandService"]
+__all__ = ["DEFAULT_QUEUE_WAIT_S", "CommandService"]
 
 # How long a call that finds every envelope slot in use may wait for one (`--queue-wait`),
 # unless the caller's own deadline comes first; the run's ceiling starts after the wait.
 DEFAULT_QUEUE_WAIT_S: Final = 60.0
-# A running call with a progress token hears of its output this often (at most 4 a second).
-PROGRESS_EVERY_S: Final = 0.5
 
 AdmissionCheck = Callable[[], Admission]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Call:
+    """What one call brings beside its validated input: who it is, whose, and until when."""
+
+    attester: Attester | None
+    operation_id: str
+    deadline_unix_ms: int | None
+    signature: str | None
+    context: str
+    root_run: str | None
+    wait_for_slot: bool
+    owned: Owned | None
+    trace_context: dict[str, str] | None
+    detailed: bool
+    begun: float
 
 
 class CommandService:
@@ -262,14 +272,11 @@ class CommandService:
         # deadlines are absolute times and bound the call all the same.
         deadline = self._deadline(deadline_unix_ms)
         valid = self.validate(input)
-        work = partial(
-            self._operate,
-            valid,
+        call = _Call(
             # The statement names the lock that admitted this call, not one read while it
             # waited for a slot (`readmit` replaces the attester with the new lock's).
             attester=self._attester,
             operation_id=operation_id,
-            deadline=deadline,
             deadline_unix_ms=deadline_unix_ms,
             signature=signature,
             context=context,
@@ -280,6 +287,7 @@ class CommandService:
             detailed=detailed,
             begun=begun,
         )
+        work = partial(self._operate, valid, call, deadline)
         if signature is None:
             # No operation identity: nobody can join it, so its one caller owns it.
             result = await work(cancel, progress)
@@ -327,90 +335,115 @@ class CommandService:
     async def _operate(
         self,
         valid: ValidRequest,
+        call: _Call,
+        deadline: float,
         cancel: anyio.Event,
         progress: Progress | None,
-        *,
-        attester: Attester | None,
-        operation_id: str,
-        deadline: float,
-        deadline_unix_ms: int | None,
-        signature: str | None,
-        context: str,
-        root_run: str | None,
-        wait_for_slot: bool,
-        owned: Owned | None,
-        trace_context: dict[str, str] | None,
-        detailed: bool,
-        begun: float,
     ) -> RunResult:
         """The operation's work, stopped by `cancel`: known? → slot → plan → execute → close."""
         durability = Durability(
             self._ownership,
-            operation_id=operation_id,
-            signature=signature,
-            root_run=root_run,
-            context=context,
-            owned=owned,
-            trace_context=trace_context,
+            operation_id=call.operation_id,
+            signature=call.signature,
+            root_run=call.root_run,
+            context=call.context,
+            owned=call.owned,
+            trace_context=call.trace_context,
         )
         refusal = _refused_before_dispatch(deadline, cancel)
         if refusal is not None:
             # Nothing is dispatched and no row is written; a known operation still replays.
             return await durability.known_or(refusal, deadline, cancel)
         trace.mark("service: validated")
+        no_slot = await self._reserve(durability, call, deadline, cancel=cancel, progress=progress)
+        if no_slot is not None:
+            # No slot: a known operation is still answered from the journal.
+            return await durability.known_or(no_slot, deadline, cancel)
+        try:
+            if durability.slot is not None and call.wait_for_slot:
+                # The run's own ceiling starts once it has a slot, still bounded by the
+                # caller's deadlines.
+                deadline = self._deadline(call.deadline_unix_ms)
+            return await self._dispatch(
+                valid, call, durability, deadline, cancel=cancel, progress=progress
+            )
+        finally:
+            durability.release()
+
+    async def _reserve(
+        self,
+        durability: Durability,
+        call: _Call,
+        deadline: float,
+        *,
+        cancel: anyio.Event,
+        progress: Progress | None,
+    ) -> JigError | None:
+        """Take an envelope slot for the call; why not, if none came (`serve --queue-wait`)."""
         # A queued call waits until its caller's deadline or the server's queue limit, not
         # the command's ceiling: the run gets its whole ceiling once it has a slot.
-        callers = self._deadline(deadline_unix_ms, math.inf)
-        wait_until = (
-            min(callers, time.monotonic() + self._queue_wait) if wait_for_slot else deadline
-        )
+        callers = self._deadline(call.deadline_unix_ms, math.inf)
+        queued = call.wait_for_slot
+        wait_until = min(callers, time.monotonic() + self._queue_wait) if queued else deadline
         try:
-            await durability.reserve(wait_until, cancel, progress, wait=wait_for_slot)
+            await durability.reserve(wait_until, cancel, progress, wait=queued)
         except JigError as no_slot:
-            if wait_for_slot and no_slot.code == Code.DEADLINE_EXCEEDED and wait_until < callers:
+            if queued and no_slot.code == Code.DEADLINE_EXCEEDED and wait_until < callers:
                 busy = self._ownership.reservations.exhausted_message() if self._ownership else ""
-                no_slot = JigError(
+                return JigError(
                     Code.RESOURCE_EXHAUSTED,
                     f"no envelope slot came free within the {self._queue_wait:g} s a call may "
                     f"wait (serve --queue-wait; {busy}); nothing ran",
                     retryable=True,
                 )
-            # No slot: a known operation is still answered from the journal.
-            return await durability.known_or(no_slot, deadline, cancel)
-        try:
-            if durability.slot is not None and wait_for_slot:
-                # The run's own ceiling starts once it has a slot, still bounded by the
-                # caller's deadlines.
-                deadline = self._deadline(deadline_unix_ms)
-            plan = self._plan(
-                valid, operation_id, deadline, self._place(durability.slot), junit=detailed
-            )
-            # The plan's identity, for the journal's row and the signed statement alike:
-            # worked out once, when the row is begun, after the launch is sent.
-            digest = cache(partial(plan_digest, plan))
-            sign = signer(
-                valid, plan, durability, operation_id, root_run, attester=attester, digest=digest
-            )
-            execute = partial(
-                self._execute,
-                valid=valid,
-                plan=plan,
-                cancel=cancel,
-                progress=progress,
-                sign=sign,
-                begun=begun,
-            )
-            evidence = partial(evidence_of, valid)
-            return await durability.run(
-                plan,
-                execute,
-                digest=digest,
-                evidence=evidence,
-                cancel=cancel,
-                sign=None if sign is None else (lambda ending: sign(ending, None, None)),
-            )
-        finally:
-            durability.release()
+            return no_slot
+        return None
+
+    async def _dispatch(
+        self,
+        valid: ValidRequest,
+        call: _Call,
+        durability: Durability,
+        deadline: float,
+        *,
+        cancel: anyio.Event,
+        progress: Progress | None,
+    ) -> RunResult:
+        """Plan the run on its slot, execute it and close its row (`Durability.run`)."""
+        operation_id = call.operation_id
+        plan = self._plan(
+            valid, operation_id, deadline, self._place(durability.slot), junit=call.detailed
+        )
+        # The plan's identity, for the journal's row and the signed statement alike:
+        # worked out once, when the row is begun, after the launch is sent.
+        digest = cache(partial(plan_digest, plan))
+        sign = signer(
+            valid,
+            plan,
+            durability,
+            operation_id,
+            call.root_run,
+            attester=call.attester,
+            digest=digest,
+        )
+        run = partial(
+            execute,
+            self._executor,
+            valid=valid,
+            plan=plan,
+            cancel=cancel,
+            progress=progress,
+            sign=sign,
+            begun=call.begun,
+        )
+        return await durability.run(
+            plan,
+            run,
+            digest=digest,
+            evidence=partial(evidence_of, valid),
+            cancel=cancel,
+            sign=None if sign is None else (lambda ending: sign(ending, None, None)),
+        )
 
     def answered(self) -> None:
         """A call's answer was written; see `CommandBackend.answered`."""
@@ -456,89 +489,6 @@ class CommandService:
             cpus=cpus,
             junit=junit,
         )
-
-    async def _execute(
-        self,
-        ticket: Ticket,
-        hooks: Hooks | None,
-        *,
-        valid: ValidRequest,
-        plan: RunPlan,
-        cancel: anyio.Event,
-        progress: Progress | None,
-        sign: Sign | None = None,
-        begun: float,
-    ) -> RunResult:
-        if progress is not None:
-            await progress(
-                f"running {' '.join(valid.invocation)}",
-                _ms(time.monotonic() - begun),
-                _ms(plan.deadline - begun),
-            )
-        try:
-            if progress is None:
-                outcome = await self._executor.execute(plan, cancel, ticket, hooks)
-            else:
-                outcome = await self._execute_live(
-                    plan, cancel, ticket, hooks, progress=progress, begun=begun
-                )
-        except EnvelopeFailure as failure:
-            raise envelope_error(failure) from failure
-        evidence = evidence_of(valid, outcome)
-        stopped = stopped_error(evidence, outcome.report)
-        tests = tests_of(plan, outcome)
-        attestation = None if sign is None else sign(outcome, outcome.report, tests)
-        if stopped is not None:
-            # It ran, and its end and cleanup are proved: its statement goes with the error.
-            stopped.attestation = attestation
-            raise stopped
-        return RunResult(
-            evidence=evidence, report=outcome.report, tests=tests, attestation=attestation
-        )
-
-    async def _execute_live(
-        self,
-        plan: RunPlan,
-        cancel: anyio.Event,
-        ticket: Ticket,
-        hooks: Hooks | None,
-        *,
-        progress: Progress,
-        begun: float,
-    ) -> RunOutcome:
-        """Execute, telling the caller what the command prints while it runs."""
-        live = LiveOutput(tests=plan.argv[1:2] == ("test",))
-        hooks = dataclasses.replace(hooks or Hooks(), on_output=live.feed)
-        total = _ms(plan.deadline - begun)
-
-        # The run's end cancels the ticker's own scope, which the task absorbs: a task that
-        # ends by a cancel keeps its frames, and through this closure the call's objects, in
-        # a reference cycle until the garbage collector runs (docs/performance.md).
-        ticker = anyio.CancelScope()
-
-        async def tick() -> None:
-            with ticker:
-                while True:
-                    await anyio.sleep(PROGRESS_EVERY_S)
-                    await progress(live.message(), _ms(time.monotonic() - begun), total)
-
-        failed: Exception | None = None
-        async with anyio.create_task_group() as ticking:
-            ticking.start_soon(tick)
-            try:
-                outcome = await self._executor.execute(plan, cancel, ticket, hooks)
-            except Exception as exc:  # noqa: BLE001 - re-raised as is below, not as a group
-                failed = exc
-            finally:
-                # Nothing is told after the run: the ticker ends before the result goes.
-                ticker.cancel()
-        if failed is not None:
-            raise failed
-        return outcome
-
-
-def _ms(seconds: float) -> int:
-    return max(0, round(seconds * 1000))
 
 
 def _refused_before_dispatch(deadline: float, cancel: anyio.Event) -> JigError | None:
