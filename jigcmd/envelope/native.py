@@ -17,6 +17,7 @@ import subprocess
 import sys
 import tempfile
 import uuid
+from typing import NamedTuple
 
 import anyio
 
@@ -110,64 +111,49 @@ class NativeExecutor:
                 else os.path.join(self._state_dir, "runtime")
             )
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            self._zygote = await self._spawn_zygote(theirs.fileno(), self._staging_dir)
+        except OSError as exc:
+            ours.close()
+            raise EnvelopeFailure(FailureKind.ZYGOTE_NOT_STARTED, "zygote", str(exc)) from exc
+        finally:
+            theirs.close()
+        await _handshake(ours, self._zygote)
+        self._control = ours
+        return ours
+
+    async def _spawn_zygote(self, control_fd: int, staging_dir: str) -> anyio.abc.Process:
+        """Start the zygote process on its end of the control socket."""
         # Exactly the server's import path, so the zygote imports the very modules the
         # server runs (`ZYGOTE_FLAGS`: no site to compute another).
         bootstrap = (
             f"import sys; sys.path[:] = {sys.path!r}; "
             "from jigcmd.envelope.zygote import main; sys.exit(main(sys.argv[1:]))"
         )
-        try:
-            self._zygote = await anyio.open_process(
-                [
-                    self._python,
-                    *ZYGOTE_FLAGS,
-                    "-c",
-                    bootstrap,
-                    str(theirs.fileno()),
-                    self._cgroup_base,
-                    self._state_dir or "",
-                    self._staging_dir,
-                    wire.argument(self._stage_at_start),
-                ],
-                stdin=subprocess.DEVNULL,
-                # Envelopes outlive a server that exits (they tear down on their own): none
-                # of them may keep the caller's stderr pipe open, or a caller waiting for its
-                # end would wait for them. Only tracing shares stderr.
-                stdout=subprocess.DEVNULL,
-                stderr=None if trace.ENABLED else subprocess.DEVNULL,
-                pass_fds=(theirs.fileno(),),
-                # A minimal environment: nothing of the server's (tokens, credentials) ever
-                # sits in the memory image that supervisors and pid 1 are forked from.
-                env={"LANG": "C.UTF-8", **({"JIGCMD_TRACE": "1"} if trace.ENABLED else {})},
-                start_new_session=True,
-            )
-        except OSError as exc:
-            ours.close()
-            raise EnvelopeFailure(FailureKind.ZYGOTE_NOT_STARTED, "zygote", str(exc)) from exc
-        finally:
-            theirs.close()
-        # The zygote says whether it could set itself up (cgroups, filter, imports) before
-        # any launch is sent: a broken machine is a failure naming the piece.
-        ready = b""
-        try:
-            with anyio.move_on_after(_ZYGOTE_START_S):
-                await anyio.wait_readable(ours)
-                ready = ours.recv(4096)
-        except BaseException:
-            # Cancelled mid-handshake (the session ended during warm-up): the zygote must
-            # see its control socket close and exit, not wait on a socket nobody holds.
-            ours.close()
-            with contextlib.suppress(ProcessLookupError):
-                self._zygote.kill()
-            raise
-        if ready != b"R":
-            ours.close()
-            with contextlib.suppress(ProcessLookupError):
-                self._zygote.kill()
-            detail = ready[1:].decode("utf-8", "replace") or "no answer"
-            raise EnvelopeFailure(FailureKind.ENVELOPE_UNAVAILABLE, "zygote", detail)
-        self._control = ours
-        return ours
+        return await anyio.open_process(
+            [
+                self._python,
+                *ZYGOTE_FLAGS,
+                "-c",
+                bootstrap,
+                str(control_fd),
+                self._cgroup_base,
+                self._state_dir or "",
+                staging_dir,
+                wire.argument(self._stage_at_start),
+            ],
+            stdin=subprocess.DEVNULL,
+            # Envelopes outlive a server that exits (they tear down on their own): none
+            # of them may keep the caller's stderr pipe open, or a caller waiting for its
+            # end would wait for them. Only tracing shares stderr.
+            stdout=subprocess.DEVNULL,
+            stderr=None if trace.ENABLED else subprocess.DEVNULL,
+            pass_fds=(control_fd,),
+            # A minimal environment: nothing of the server's (tokens, credentials) ever
+            # sits in the memory image that supervisors and pid 1 are forked from.
+            env={"LANG": "C.UTF-8", **({"JIGCMD_TRACE": "1"} if trace.ENABLED else {})},
+            start_new_session=True,
+        )
 
     async def prepare(
         self, template: RunPlan, pool: int = 2, refill_after_ms: float = REFILL_AFTER_MS
@@ -272,78 +258,28 @@ class NativeExecutor:
             root_run=ticket.root_run,
             state_dir=ticket.state_dir,
         )
-        stdin_r, stdin_w = os.pipe2(os.O_CLOEXEC)
-        stdout_r, stdout_w = os.pipe2(os.O_CLOEXEC)
-        stderr_r, stderr_w = os.pipe2(os.O_CLOEXEC)
-        for fd in (stdout_r, stderr_r):
-            # Best effort: a smaller pipe only makes a chatty candidate wait a batch sooner.
-            with contextlib.suppress(OSError):
-                fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, OUTPUT_PIPE_BYTES)
-        # The gate: the staged candidate execs only once a byte arrives here, and gives up
-        # without running on EOF (a withdrawal, or this process dying).
-        gate_r, gate_w = os.pipe2(os.O_CLOEXEC)
-        run_sock, run_peer = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        to_close = [stdin_r, stdout_w, stderr_w, gate_r, run_peer.fileno()]
+        fds = _RunFds.open(plan.stdin)
         # The slot's lock travels with the launch; the supervisor holds it to the end. The
         # caller keeps (and later closes) its own descriptor.
-        passed = to_close if ticket.slot_fd is None else [*to_close, ticket.slot_fd]
-        unreachable: OSError | None = None
-        assigned: Assigned | None = None
+        passed = fds.theirs() if ticket.slot_fd is None else [*fds.theirs(), ticket.slot_fd]
         try:
-            # Stdin is at most 16 KiB: it fits the pipe buffer, so it is written whole now
-            # and the candidate sees EOF after it, never a blocked writer.
-            if plan.stdin:
-                os.write(stdin_w, plan.stdin)
-            os.close(stdin_w)
-            stdin_w = -1
-            async with self._lock:
-                control = await self._ensure_zygote()
-                self._collect_ready(control)
-                launch, assigned = self._name_prepared(launch)
-                try:
-                    send_message(control, launch, passed, codec=MSGSPEC)
-                    trace.mark("executor: launch sent")
-                except OSError as exc:
-                    unreachable = exc
+            assigned, unreachable = await self._send_launch(launch, passed)
         except BaseException:
-            os.close(gate_w)
-            run_sock.close()
-            os.close(stdout_r)
-            os.close(stderr_r)
+            fds.close_ours()
             raise
         finally:
-            if stdin_w >= 0:
-                os.close(stdin_w)
-            for fd in (stdin_r, stdout_w, stderr_w, gate_r):
-                os.close(fd)
-            run_peer.close()
+            fds.close_theirs()
         try:
             run = RunCollector(
                 plan,
-                sock=run_sock,
-                stdout_r=stdout_r,
-                stderr_r=stderr_r,
+                sock=fds.sock,
+                stdout_r=fds.stdout_r,
+                stderr_r=fds.stderr_r,
                 cancel=cancel,
                 hooks=hooks,
             )
-            opened = False
-            try:
-                permitted = True if hooks.admit is None else await hooks.admit(assigned)
-                trace.mark("executor: admitted")
-                if permitted and unreachable is None and not cancel.is_set():
-                    try:
-                        os.write(gate_w, b"g")
-                        opened = True
-                    except BrokenPipeError:
-                        # The envelope gave up before the gate opened (its deadline passed, or
-                        # a step failed): its own report, collected below, says why; nothing ran.
-                        opened = True
-            finally:
-                os.close(gate_w)
-                if not opened:
-                    # Withdrawn before the candidate started: wait (bounded) for the supervisor
-                    # to release the envelope, so nothing of it outlives the answer.
-                    await run.abandon()
+            reachable = unreachable is None
+            permitted, opened = await _open_gate(run, fds.gate_w, hooks, assigned, reachable)
             if not permitted:
                 raise Withdrawn  # the caller's known answer stands, reachable envelope or not
             if unreachable is not None:
@@ -357,3 +293,126 @@ class NativeExecutor:
             if unreachable is None:
                 # The zygote counts this run's end too: its refill waits for `answered`.
                 self._unanswered += 1
+
+    async def _send_launch(
+        self, launch: Launch, passed: list[int]
+    ) -> tuple[Assigned | None, OSError | None]:
+        """Send `launch` (to a prepared envelope when one is named); who serves it, or why not."""
+        async with self._lock:
+            control = await self._ensure_zygote()
+            self._collect_ready(control)
+            launch, assigned = self._name_prepared(launch)
+            try:
+                send_message(control, launch, passed, codec=MSGSPEC)
+            except OSError as exc:
+                return assigned, exc
+            trace.mark("executor: launch sent")
+            return assigned, None
+
+
+async def _handshake(control: socket.socket, zygote: anyio.abc.Process) -> None:
+    """Wait for the zygote to say it could set itself up; else kill it and say what failed.
+
+    The zygote answers (cgroups, filter, imports) before any launch is sent: a broken
+    machine is a failure naming the piece.
+    """
+    ready = b""
+    try:
+        with anyio.move_on_after(_ZYGOTE_START_S):
+            await anyio.wait_readable(control)
+            ready = control.recv(4096)
+    except BaseException:
+        # Cancelled mid-handshake (the session ended during warm-up): the zygote must
+        # see its control socket close and exit, not wait on a socket nobody holds.
+        control.close()
+        with contextlib.suppress(ProcessLookupError):
+            zygote.kill()
+        raise
+    if ready != b"R":
+        control.close()
+        with contextlib.suppress(ProcessLookupError):
+            zygote.kill()
+        detail = ready[1:].decode("utf-8", "replace") or "no answer"
+        raise EnvelopeFailure(FailureKind.ENVELOPE_UNAVAILABLE, "zygote", detail)
+
+
+async def _open_gate(
+    run: RunCollector, gate_w: int, hooks: Hooks, assigned: Assigned | None, reachable: bool
+) -> tuple[bool, bool]:
+    """Let the candidate start unless the caller withdraws; (permitted, opened).
+
+    The gate is closed either way. A launch that never opens it is withdrawn: its supervisor
+    releases the envelope, and that is waited for (bounded), so nothing of it outlives the
+    answer.
+    """
+    opened = False
+    try:
+        permitted = True if hooks.admit is None else await hooks.admit(assigned)
+        trace.mark("executor: admitted")
+        if permitted and reachable and not run.cancel.is_set():
+            # A broken pipe: the envelope gave up before the gate opened (its deadline
+            # passed, or a step failed); its own report, collected next, says why; nothing ran.
+            with contextlib.suppress(BrokenPipeError):
+                os.write(gate_w, b"g")
+            opened = True
+    finally:
+        os.close(gate_w)
+        if not opened:
+            await run.abandon()
+    return permitted, opened
+
+
+class _RunFds(NamedTuple):
+    """One run's descriptors: the server's ends, and the envelope's, sent with the launch."""
+
+    stdout_r: int
+    stderr_r: int
+    # The gate: the staged candidate execs only once a byte arrives here, and gives up
+    # without running on EOF (a withdrawal, or this process dying).
+    gate_w: int
+    sock: socket.socket
+    stdin_r: int
+    stdout_w: int
+    stderr_w: int
+    gate_r: int
+    peer: socket.socket
+
+    @classmethod
+    def open(cls, stdin: bytes) -> _RunFds:
+        """New pipes and a run socket, `stdin` written whole (at most 16 KiB fits the pipe)."""
+        made: list[int] = []
+        try:
+            for _ in range(4):
+                made += os.pipe2(os.O_CLOEXEC)
+            # The candidate sees EOF after its input, never a blocked writer.
+            if stdin:
+                os.write(made[1], stdin)
+        except BaseException:
+            for fd in made:
+                os.close(fd)
+            raise
+        os.close(made[1])
+        stdin_r, _, stdout_r, stdout_w, stderr_r, stderr_w, gate_r, gate_w = made
+        for fd in (stdout_r, stderr_r):
+            # Best effort: a smaller pipe only makes a chatty candidate wait a batch sooner.
+            with contextlib.suppress(OSError):
+                fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, OUTPUT_PIPE_BYTES)
+        sock, peer = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        return cls(stdout_r, stderr_r, gate_w, sock, stdin_r, stdout_w, stderr_w, gate_r, peer)
+
+    def theirs(self) -> list[int]:
+        """The envelope's ends, in the order the launch passes them."""
+        return [self.stdin_r, self.stdout_w, self.stderr_w, self.gate_r, self.peer.fileno()]
+
+    def close_theirs(self) -> None:
+        """Once sent (or not): the zygote holds its own copies."""
+        for fd in (self.stdin_r, self.stdout_w, self.stderr_w, self.gate_r):
+            os.close(fd)
+        self.peer.close()
+
+    def close_ours(self) -> None:
+        """When no launch went out: nothing will collect the run."""
+        os.close(self.gate_w)
+        self.sock.close()
+        os.close(self.stdout_r)
+        os.close(self.stderr_r)
