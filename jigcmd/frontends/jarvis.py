@@ -6,11 +6,14 @@ import dataclasses
 import functools
 import hashlib
 import os
+import socket
 import sys
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 import anyio
+from starlette.applications import Starlette
 
 from jigcmd.attest.attester import Attester
 from jigcmd.attest.keys import SigningKeyError, open_signing_key
@@ -20,11 +23,11 @@ from jigcmd.envelope.cgroups import CgroupUnavailable
 from jigcmd.envelope.delegation import DelegationError
 from jigcmd.envelope.native import NativeExecutor
 from jigcmd.jarvis.app import allowed_hosts, create_app
-from jigcmd.jarvis.auth import ConfigError, load_credentials
+from jigcmd.jarvis.auth import ConfigError, Credentials, load_credentials
 from jigcmd.jarvis.connections import DEFAULT_LIMITS
 from jigcmd.jarvis.hostview import OsHostView
 from jigcmd.jarvis.manual import base_url
-from jigcmd.jarvis.policy import PolicyError, parse_policy
+from jigcmd.jarvis.policy import Policy, PolicyError, parse_policy
 from jigcmd.jarvis.server import LoopbackError, StopRequest, bind_loopback, serve
 from jigcmd.jarvis.service import DEFAULT_QUEUE_WAIT_S, JarvisService
 from jigcmd.jarvis.statements import RunSigning
@@ -73,6 +76,52 @@ def jarvis(
         )
 
 
+class _Setup(NamedTuple):
+    """What `jigcmd jarvis` reads and binds before it opens its journal."""
+
+    credentials: Credentials
+    rules: Policy
+    directory: Path
+    cgroup_base: str
+    signing: RunSigning
+    sock: socket.socket
+
+
+# Why jarvis cannot start, each message naming the piece and the fix.
+_SETUP_ERRORS = (
+    ConfigError,
+    PolicyError,
+    StateDirError,
+    SigningKeyError,
+    LoopbackError,
+    DelegationError,
+    CgroupUnavailable,
+)
+
+
+def _set_up(
+    policy: Path,
+    host: str,
+    port: int,
+    state_dir: Path | None,
+    *,
+    cgroup_base: str | None,
+    signing_key: Path | None,
+) -> _Setup:
+    """The token, the policy, the state directory, the signing key and the bound socket."""
+    credentials = load_credentials(os.environ)
+    text = _read(policy)
+    rules = parse_policy(text, str(policy))
+    opened = open_host(state_dir, cgroup_base)
+    # Each completed run's statement names the policy file by the digest of its bytes.
+    signing = RunSigning(
+        Attester(open_signing_key(opened.state_dir, signing_key)),
+        "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest(),
+    )
+    sock = bind_loopback(host, port)
+    return _Setup(credentials, rules, opened.state_dir, opened.cgroup_base, signing, sock)
+
+
 def _jarvis(
     policy: Path,
     host: str,
@@ -87,74 +136,70 @@ def _jarvis(
     early: StopRequest,
 ) -> int:
     try:
-        credentials = load_credentials(os.environ)
-        text = _read(policy)
-        rules = parse_policy(text, str(policy))
-        opened = open_host(state_dir, cgroup_base)
-        directory, base = opened.state_dir, opened.cgroup_base
-        # Each completed run's statement names the policy file by the digest of its bytes.
-        signing = RunSigning(
-            Attester(open_signing_key(directory, signing_key)),
-            "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest(),
+        setup = _set_up(
+            policy, host, port, state_dir, cgroup_base=cgroup_base, signing_key=signing_key
         )
-        sock = bind_loopback(host, port)
-    except (
-        ConfigError,
-        PolicyError,
-        StateDirError,
-        SigningKeyError,
-        LoopbackError,
-        DelegationError,
-        CgroupUnavailable,
-    ) as exc:
+    except _SETUP_ERRORS as exc:
         sys.stderr.write(f"jigcmd jarvis: {exc}\n")
         return EXIT_CONFIG
     except OSError as exc:
         sys.stderr.write(f"jigcmd jarvis: cannot bind {host}:{port}: {exc.strerror}\n")
         return EXIT_CONFIG
-    bound_host, bound_port = sock.getsockname()[:2]
     try:
-        journal = Journal.open(directory)
+        journal = Journal.open(setup.directory)
     except _JOURNAL_ERRORS as exc:
-        sock.close()
+        setup.sock.close()
         sys.stderr.write(f"jigcmd jarvis: {exc}\n")
         return EXIT_CONFIG
     try:
         service = JarvisService(
-            policy=rules,
-            executor=NativeExecutor(cgroup_base=base),
+            policy=setup.rules,
+            executor=NativeExecutor(cgroup_base=setup.cgroup_base),
             store=journal,
             reservations=Reservations(
-                directory,
+                setup.directory,
                 max_envelopes if max_envelopes is not None else default_slots(),
             ),
             host=OsHostView(),
             host_env=dict(os.environ),
             queue_wait=DEFAULT_QUEUE_WAIT_S if queue_wait is None else queue_wait,
-            signing=signing,
+            signing=setup.signing,
         )
-        base = base_url(bound_host, bound_port)
-        app = create_app(
-            service,
-            credentials,
-            allowed_hosts(bound_host, bound_port),
-            base,
-            HostPaths.of_host(state_dir=directory),
-        )
-        sys.stderr.write(
-            f"jigcmd jarvis: serving {base}/utcp as {credentials.actor} "
-            f"(grants: {', '.join(sorted(credentials.grants))}; journal {journal.path})\n"
-        )
+        app = _application(setup, service, journal)
         limits = dataclasses.replace(DEFAULT_LIMITS, max_connections=max_connections)
         anyio.run(
             functools.partial(
-                serve, app, sock, credentials, limits=limits, early=early, on_stop=service.stop
+                serve,
+                app,
+                setup.sock,
+                setup.credentials,
+                limits=limits,
+                early=early,
+                on_stop=service.stop,
             )
         )
     finally:
-        sock.close()
+        setup.sock.close()
         closed = _close(journal)
     return EXIT_OK if closed else EXIT_CONFIG
+
+
+def _application(setup: _Setup, service: JarvisService, journal: Journal) -> Starlette:
+    """The HTTP application on the bound address, announced on stderr."""
+    bound_host, bound_port = setup.sock.getsockname()[:2]
+    base = base_url(bound_host, bound_port)
+    app = create_app(
+        service,
+        setup.credentials,
+        allowed_hosts(bound_host, bound_port),
+        base,
+        HostPaths.of_host(state_dir=setup.directory),
+    )
+    sys.stderr.write(
+        f"jigcmd jarvis: serving {base}/utcp as {setup.credentials.actor} "
+        f"(grants: {', '.join(sorted(setup.credentials.grants))}; journal {journal.path})\n"
+    )
+    return app
 
 
 def _close(journal: Journal) -> bool:

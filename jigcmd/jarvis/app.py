@@ -95,37 +95,74 @@ def create_app(
     `paths` (the state directory, home, …) are kept out of every error body: the operator's
     stderr may name them, an HTTP client never reads them.
     """
-    scrub = (paths or HostPaths.of_host()).scrub
-
-    def refuse(exc: ToolError) -> Response:
-        extra = {key: scrub(value) for key, value in (exc.extra or {}).items()}
-        return error(exc.status, scrub(exc.message), headers=exc.headers, extra=extra)
-
     from jigcmd.jarvis.manual import build_manual  # noqa: PLC0415 - keeps app importable alone
 
     manual = build_manual(base_url, credentials.grants)
+    endpoints = _Endpoints(service, credentials, manual, paths or HostPaths.of_host())
 
-    def authorise(request: Request) -> str:
+    @contextlib.asynccontextmanager
+    async def lifespan(_: Starlette) -> AsyncIterator[None]:
+        async with service.running():
+            yield
+
+    app = Starlette(
+        routes=[
+            Route("/utcp", endpoints.get_manual, methods=["GET"]),
+            Route("/tools/invoke", endpoints.invoke, methods=["POST"]),
+        ],
+        exception_handlers={
+            HTTPException: endpoints.http_error,
+            Exception: endpoints.internal_error,
+        },
+        lifespan=lifespan,
+    )
+    app.add_middleware(HostOriginGuard, hosts=hosts)
+    return app
+
+
+class _Endpoints:
+    """The two routes and the error handlers, over one service and one set of credentials."""
+
+    def __init__(
+        self,
+        service: JarvisService,
+        credentials: Credentials,
+        manual: dict[str, Any],
+        paths: HostPaths,
+    ) -> None:
+        self.service = service
+        self.credentials = credentials
+        self.manual = manual
+        self.scrub = paths.scrub
+
+    def refuse(self, exc: ToolError) -> Response:
+        """The error body of a refusal, with no host path in it."""
+        extra = {key: self.scrub(value) for key, value in (exc.extra or {}).items()}
+        return error(exc.status, self.scrub(exc.message), headers=exc.headers, extra=extra)
+
+    def authorise(self, request: Request) -> str:
+        """The actor a request's bearer token names; a 403 `ToolError` if none."""
         try:
-            return credentials.check(request.headers.get("authorization"))
+            return self.credentials.check(request.headers.get("authorization"))
         except AuthError as exc:
             logger.info("refused %s %s: %s", request.method, request.url.path, exc)
             raise ToolError(403, f"forbidden: {exc}") from None
 
-    async def get_manual(request: Request) -> Response:
+    async def get_manual(self, request: Request) -> Response:
+        """`GET /utcp`: the UTCP manual of the tools this token may see."""
         try:
-            authorise(request)
+            self.authorise(request)
         except ToolError as exc:
-            return refuse(exc)
-        return JSONResponse(manual)
+            return self.refuse(exc)
+        return JSONResponse(self.manual)
 
-    async def invoke(request: Request) -> Response:
+    async def invoke(self, request: Request) -> Response:
+        """`POST /tools/invoke`: one tool call, its capability checked first."""
         try:
-            actor = authorise(request)
-            body = await _read_json(request)
-            spec, args = decode_invoke(body)
-            if spec.capability not in credentials.grants:
-                await service.audit_refusal(
+            actor = self.authorise(request)
+            spec, args = decode_invoke(await _read_json(request))
+            if spec.capability not in self.credentials.grants:
+                await self.service.audit_refusal(
                     actor, spec.name, f"capability denied: {spec.capability}"
                 )
                 raise ToolError(
@@ -135,38 +172,24 @@ def create_app(
                     capability=spec.capability,
                 )
             handler = {
-                "policy:check": service.check,
-                "run:create": service.create,
-                "run:read": service.get,
+                "policy:check": self.service.check,
+                "run:create": self.service.create,
+                "run:read": self.service.get,
             }[spec.capability]
             result: dict[str, Any] = await handler(actor, spec.name, args)
         except ToolError as exc:
-            return refuse(exc)
+            return self.refuse(exc)
         return JSONResponse(result)
 
-    @contextlib.asynccontextmanager
-    async def lifespan(_: Starlette) -> AsyncIterator[None]:
-        async with service.running():
-            yield
-
-    async def http_error(request: Request, exc: Exception) -> Response:
+    async def http_error(self, request: Request, exc: Exception) -> Response:
+        """Starlette's own 404s and 405s, in the one error shape."""
         assert isinstance(exc, HTTPException)
-        return error(exc.status_code, scrub(exc.detail), headers=dict(exc.headers or {}))
+        return error(exc.status_code, self.scrub(exc.detail), headers=dict(exc.headers or {}))
 
-    async def internal_error(request: Request, exc: Exception) -> Response:
+    async def internal_error(self, request: Request, exc: Exception) -> Response:
+        """Anything unexpected: logged for the operator, a bare 500 for the client."""
         logger.error("internal error on %s: %r", request.url.path, exc)
         return error(500, "internal error")
-
-    app = Starlette(
-        routes=[
-            Route("/utcp", get_manual, methods=["GET"]),
-            Route("/tools/invoke", invoke, methods=["POST"]),
-        ],
-        exception_handlers={HTTPException: http_error, Exception: internal_error},
-        lifespan=lifespan,
-    )
-    app.add_middleware(HostOriginGuard, hosts=hosts)
-    return app
 
 
 async def _read_json(request: Request) -> object:
