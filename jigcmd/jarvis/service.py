@@ -18,13 +18,12 @@ from typing import Any, TypeVar
 import anyio
 import anyio.abc
 
-from jigcmd.attest.dsse import attestation_fields
 from jigcmd.command.failures import envelope_error
 from jigcmd.command.placement import pinned_cpus
 from jigcmd.durable.slotqueue import SlotQueue
-from jigcmd.envelope.api import EnvelopeFailure, Executor, FailureKind, RunOutcome, Ticket
+from jigcmd.envelope.api import EnvelopeFailure, Executor, Ticket
 from jigcmd.errors import Code, JigError
-from jigcmd.evidence import decode_output
+from jigcmd.jarvis.fields import decision_fields, end_fields, failure_status, record_fields
 from jigcmd.jarvis.planner import host_plan, system_binds
 from jigcmd.jarvis.policy import Decision, HostView, Policy, Request, evaluate
 from jigcmd.jarvis.statements import RunSigning, Sign
@@ -32,7 +31,6 @@ from jigcmd.jarvis.tools import ToolError, decode_run_id, decode_run_request
 from jigcmd.journal.identity import ProcessIdentity, is_alive
 from jigcmd.journal.reservations import Reservations, Slot
 from jigcmd.journal.store import Journal
-from jigcmd.journal.toolruns import JarvisRun
 from jigcmd.plan import RunPlan
 
 __all__ = ["DEFAULT_QUEUE_WAIT_S", "EARLY_ANSWER_SECONDS", "MAX_ACTIVE_RUNS", "JarvisService"]
@@ -156,7 +154,7 @@ class JarvisService:
         request = decode_run_request(args)
         decision = evaluate(self.policy, request, self._host)
         await self._audit(actor, tool, request, decision, f"checked: {decision.decision}")
-        return _decision_fields(decision)
+        return decision_fields(decision)
 
     async def create(self, actor: str, tool: str, args: Mapping[str, Any]) -> dict[str, Any]:
         """`jarvis.run.create`: decide; if allowed, run and answer (early when it is long)."""
@@ -166,11 +164,34 @@ class JarvisService:
         if decision.decision == "deny":
             await self._audit(actor, tool, request, decision, "denied: no process started")
             return {
-                **_decision_fields(decision),
+                **decision_fields(decision),
                 "run_id": None,
                 "status": "denied",
                 "exit_code": None,
             }
+        await self._check_capacity(actor, tool, request, decision)
+        slot = await self._slot(actor, tool, request, decision, arrived)
+        plan = self._plan(request, decision, slot)
+        run_id = await self._begin(actor, tool, request, decision, slot)
+        await self._audit(actor, tool, request, decision, f"started run {run_id}")
+        done = self._start(
+            actor=actor,
+            tool=tool,
+            request=request,
+            decision=decision,
+            run_id=run_id,
+            plan=plan,
+            slot=slot,
+        )
+        # Counted from the call's arrival: a wait for a slot does not delay the early answer.
+        with anyio.move_on_after(arrived + self._early - time.monotonic()):
+            await done.wait()
+        return {**decision_fields(decision), **await self._run_fields(run_id)}
+
+    async def _check_capacity(
+        self, actor: str, tool: str, request: Request, decision: Decision
+    ) -> None:
+        """Refuse (503, 429: audited) unless the server runs and has room for one more run."""
         if self._tasks is None:
             raise ToolError(503, "jarvis is not running")
         if len(self._active) >= self._max_active:
@@ -180,8 +201,9 @@ class JarvisService:
                 f"too many active runs (at most {self._max_active})",
                 headers=_RETRY_AFTER,
             )
-        slot = await self._slot(actor, tool, request, decision, arrived)
-        # Planned once the slot is held: the run's own timeout starts only now.
+
+    def _plan(self, request: Request, decision: Decision, slot: Slot | None) -> RunPlan:
+        """The run's plan, made once the slot is held: its own timeout starts only now."""
         plan = host_plan(
             decision,
             policy=self.policy,
@@ -191,10 +213,14 @@ class JarvisService:
             now_monotonic=time.monotonic(),
         )
         # The CPUs its quota pays for, spread by slot like every envelope (`placement`).
-        cpus = pinned_cpus(plan.limits, slot.index if slot is not None else None)
-        plan = plan._replace(cpus=cpus)
+        return plan._replace(cpus=pinned_cpus(plan.limits, slot.index if slot else None))
+
+    async def _begin(
+        self, actor: str, tool: str, request: Request, decision: Decision, slot: Slot | None
+    ) -> int:
+        """The run's journal row, begun; the slot is let go of if it cannot be."""
         try:
-            run_id = await self._db(
+            return await self._db(
                 partial(
                     self.store.jarvis_begin,
                     tool=tool,
@@ -210,7 +236,20 @@ class JarvisService:
             if slot is not None:
                 self._release(slot)
             raise
-        await self._audit(actor, tool, request, decision, f"started run {run_id}")
+
+    def _start(
+        self,
+        *,
+        actor: str,
+        tool: str,
+        request: Request,
+        decision: Decision,
+        run_id: int,
+        plan: RunPlan,
+        slot: Slot | None,
+    ) -> anyio.Event:
+        """Run it beside the call (`_run`); the event is set once its row is closed."""
+        assert self._tasks is not None  # checked by `_check_capacity`, nothing awaited since
         cancel, done = anyio.Event(), anyio.Event()
         self._active[run_id] = (cancel, done)
         if self._stop.is_set():
@@ -228,10 +267,7 @@ class JarvisService:
                 slot=slot,
             )
         )
-        # Counted from the call's arrival: a wait for a slot does not delay the early answer.
-        with anyio.move_on_after(arrived + self._early - time.monotonic()):
-            await done.wait()
-        return {**_decision_fields(decision), **await self._run_fields(run_id)}
+        return done
 
     async def _slot(
         self, actor: str, tool: str, request: Request, decision: Decision, arrived: float
@@ -290,7 +326,7 @@ class JarvisService:
         if record is None or record.decision != "allow":
             raise ToolError(404, f"no run with run_id {run_id}")
         return {
-            **self._record_fields(record),
+            **record_fields(record, self._details.get(record.run_id)),
             "argv": list(record.argv),
             "cwd": record.cwd or None,
             "matched_rule": record.matched_rule,
@@ -309,22 +345,7 @@ class JarvisService:
     async def _run_fields(self, run_id: int) -> dict[str, Any]:
         record = await self._db(partial(self.store.jarvis_get, run_id))
         assert record is not None
-        return self._record_fields(record)
-
-    def _record_fields(self, record: JarvisRun) -> dict[str, Any]:
-        return {
-            "run_id": record.run_id,
-            "status": record.status,
-            "exit_code": record.exit_code,
-            "signal": record.signal,
-            "stdout": {"text": record.stdout, "truncated": record.stdout_truncated},
-            "stderr": {"text": record.stderr, "truncated": record.stderr_truncated},
-            "detail": self._details.get(record.run_id),
-            # The signed statement of a completed run (`jigcmd verify` checks it).
-            "attestation": (
-                None if record.attestation is None else attestation_fields(record.attestation)
-            ),
-        }
+        return record_fields(record, self._details.get(record.run_id))
 
     async def _run(
         self,
@@ -378,13 +399,13 @@ class JarvisService:
             error = envelope_error(failure)
             logger.warning("run %d: %s: %s", run_id, error.code.value, error.message)
             self._details[run_id] = f"{error.code.value}: {error.message}"
-            return {"status": _failure_status(failure)}
+            return {"status": failure_status(failure)}
         except Exception as exc:
             # Not one of the executor's own failures: whether anything ran is unknown.
             logger.exception("run %d: unexpected executor failure", run_id)
             self._details[run_id] = f"unexpected: {exc}"
             return {"status": "uncertain"}
-        end = _end_fields(run_id, outcome, self._details)
+        end = end_fields(run_id, outcome, self._details)
         if sign is not None and end["status"] in ("exited", "deadline"):
             # Its end and its cleanup are proved: signed now, written with the end.
             end["attestation"] = sign(run_id, ticket.run_id, outcome)
@@ -422,49 +443,3 @@ class JarvisService:
                     outcome=outcome,
                 )
             )
-
-
-def _decision_fields(decision: Decision) -> dict[str, Any]:
-    return {
-        "decision": decision.decision,
-        "reason": decision.reason,
-        "matched_rule": decision.matched_rule,
-    }
-
-
-# The envelope failures after which nothing ran and nothing is left: the run `failed`.
-# Every other (a cleanup unproved, pid 1 lost, the reports stopped, a deadline or a cancel
-# that came first) leaves it `uncertain`.
-_FAILED = frozenset(
-    {
-        FailureKind.ZYGOTE_NOT_STARTED,
-        FailureKind.ENVELOPE_UNAVAILABLE,
-        FailureKind.ZYGOTE_UNREACHABLE,
-        FailureKind.SETUP_FAILED,
-    }
-)
-
-
-def _failure_status(failure: EnvelopeFailure) -> str:
-    """The journal status of a run the envelope failed: `failed` or `uncertain`."""
-    return "failed" if failure.kind in _FAILED and failure.cleaned_up else "uncertain"
-
-
-def _end_fields(run_id: int, outcome: RunOutcome, details: dict[int, str]) -> dict[str, Any]:
-    stdout = decode_output(outcome.stdout.data, outcome.stdout.truncated)
-    stderr = decode_output(outcome.stderr.data, outcome.stderr.truncated)
-    status: str = outcome.stop_reason
-    if status == "cancelled":
-        # The journal has no `cancelled` status; only a server shutdown cancels a run.
-        details[run_id] = "cancelled: the server shut down"
-        status = "failed"
-    return {
-        "status": status,
-        "exit_code": outcome.exit_code,
-        "signal": outcome.signal,
-        "stdout": stdout.text,
-        "stderr": stderr.text,
-        "stdout_truncated": stdout.truncated,
-        "stderr_truncated": stderr.truncated,
-        "timings": {"wall_ms": outcome.report.wall_ms, "setup_ms": outcome.report.setup_ms},
-    }
