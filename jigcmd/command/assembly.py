@@ -14,15 +14,16 @@ from pathlib import Path
 import anyio
 
 from jigcmd.attest.attester import Attester, HostIdentity
-from jigcmd.attest.keys import SigningKeyError, open_signing_key
+from jigcmd.attest.keys import SigningKey, SigningKeyError, open_signing_key
 from jigcmd.command.bindingfile import LoadedBinding, ScriptResult, is_script, load_binding
 from jigcmd.command.runtime import BunBinary, RuntimeUnavailable, find_runtime
 from jigcmd.command.scriptbinding import evaluate_script
 from jigcmd.command.service import CommandService
-from jigcmd.durable.host import open_host
+from jigcmd.durable.host import Host, open_host
 from jigcmd.durable.ownership import Ownership
 from jigcmd.durable.statedir import StateDirError
 from jigcmd.envelope.api import EnvelopeFailure, Executor
+from jigcmd.envelope.cgroups import CgroupBackend
 from jigcmd.envelope.delegation import DelegationError
 from jigcmd.envelope.native import NativeExecutor
 from jigcmd.journal.schema import SchemaError
@@ -279,55 +280,16 @@ async def open_service(
     service is handed over, so that a one-shot run's ceiling does not pay for it; a zygote
     that cannot start is reported by the run itself.
     """
-    host = await anyio.to_thread.run_sync(
-        functools.partial(
-            open_host, settings.state_dir, settings.cgroup_base, tolerate_no_cgroups=True
-        )
-    )
-    backend, base = host.backend, host.cgroup_base
-    if host.cgroup_problem is not None:
-        # Every command will fail closed (EXECUTION_FAILED naming the cgroup piece).
-        logger.warning("cgroups unavailable: %s", host.cgroup_problem)
-    ownership = await anyio.to_thread.run_sync(
-        Ownership.open, host.state_dir, settings.max_envelopes, Limits().memory_bytes
-    )
+    host, ownership, key = await _open_state(settings)
+    backend = host.backend
+    executor = NativeExecutor(cgroup_base=host.cgroup_base, state_dir=str(ownership.state_dir))
     try:
-        # After the journal (whose failure, a full disk say, is the one to name first): a
-        # key that cannot be read or made fails the start, with the reason.
-        key = await anyio.to_thread.run_sync(open_signing_key, host.state_dir, settings.signing_key)
-    except BaseException:
-        ownership.close()
-        raise
-    executor = NativeExecutor(cgroup_base=base, state_dir=str(ownership.state_dir))
-    try:
-        script = None
-        if is_script(settings.binding):
-            # Evaluated in an envelope of this executor's before anything is admitted.
-            runtime = find_runtime()
-            executor.stage_at_start(await anyio.to_thread.run_sync(lambda: runtime.binds))
-            script = await evaluate_script(settings.binding, executor, runtime)
-        assembly = assemble(
-            settings.binding,
-            settings.lock,
-            executor,
-            root_deadline_unix_ms=settings.root_deadline_unix_ms,
-            script=script,
-        )
-        # A runtime whose binds cannot be read fails closed at its first plan instead.
-        with contextlib.suppress(RuntimeUnavailable):
-            runtime = assembly.runtime
-            executor.stage_at_start(await anyio.to_thread.run_sync(lambda: runtime.binds))
+        assembly = await _assemble(settings, executor)
         if backend is not None:
             report = await anyio.to_thread.run_sync(ownership.recover, backend)
             if not report.clean:
                 logger.warning("recovery could not confirm every cleanup: %s", report)
-        assembly.service.attach_ownership(ownership)
-        if settings.queue_wait is not None:
-            assembly.service.set_queue_wait(settings.queue_wait)
-        # Attached even without a lock: a lock made while serving gives it its identity.
-        assembly.service.attach_attester(Attester(key, assembly.identity))
-        if backend is not None:
-            assembly.service.attach_pins(backend.pins)
+        _attach(assembly, settings, ownership, key, backend)
         if start_envelopes:
             with contextlib.suppress(EnvelopeFailure):
                 await executor.start()
@@ -342,3 +304,66 @@ async def open_service(
                 # the next start (the proof `recover` uses; see `recovery.sweep_own`).
                 await anyio.to_thread.run_sync(ownership.sweep, backend)
         ownership.close()
+
+
+async def _open_state(settings: FrontSettings) -> tuple[Host, Ownership, SigningKey]:
+    """The host (state directory, cgroups), its journal and slots, and the signing key."""
+    host = await anyio.to_thread.run_sync(
+        functools.partial(
+            open_host, settings.state_dir, settings.cgroup_base, tolerate_no_cgroups=True
+        )
+    )
+    if host.cgroup_problem is not None:
+        # Every command will fail closed (EXECUTION_FAILED naming the cgroup piece).
+        logger.warning("cgroups unavailable: %s", host.cgroup_problem)
+    ownership = await anyio.to_thread.run_sync(
+        Ownership.open, host.state_dir, settings.max_envelopes, Limits().memory_bytes
+    )
+    try:
+        # After the journal (whose failure, a full disk say, is the one to name first): a
+        # key that cannot be read or made fails the start, with the reason.
+        key = await anyio.to_thread.run_sync(open_signing_key, host.state_dir, settings.signing_key)
+    except BaseException:
+        ownership.close()
+        raise
+    return host, ownership, key
+
+
+async def _assemble(settings: FrontSettings, executor: NativeExecutor) -> Assembly:
+    """The Binding admitted (a script Binding evaluated first), its runtime staged at start."""
+    script = None
+    if is_script(settings.binding):
+        # Evaluated in an envelope of this executor's before anything is admitted.
+        runtime = find_runtime()
+        executor.stage_at_start(await anyio.to_thread.run_sync(lambda: runtime.binds))
+        script = await evaluate_script(settings.binding, executor, runtime)
+    assembly = assemble(
+        settings.binding,
+        settings.lock,
+        executor,
+        root_deadline_unix_ms=settings.root_deadline_unix_ms,
+        script=script,
+    )
+    # A runtime whose binds cannot be read fails closed at its first plan instead.
+    with contextlib.suppress(RuntimeUnavailable):
+        runtime = assembly.runtime
+        executor.stage_at_start(await anyio.to_thread.run_sync(lambda: runtime.binds))
+    return assembly
+
+
+def _attach(
+    assembly: Assembly,
+    settings: FrontSettings,
+    ownership: Ownership,
+    key: SigningKey,
+    backend: CgroupBackend | None,
+) -> None:
+    """Give the service its journal and slots, its queue bound, its signer and the CPU pins."""
+    service = assembly.service
+    service.attach_ownership(ownership)
+    if settings.queue_wait is not None:
+        service.set_queue_wait(settings.queue_wait)
+    # Attached even without a lock: a lock made while serving gives it its identity.
+    service.attach_attester(Attester(key, assembly.identity))
+    if backend is not None:
+        service.attach_pins(backend.pins)
