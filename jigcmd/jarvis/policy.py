@@ -190,27 +190,8 @@ def _rule(table: Mapping[str, Any], where: str, search_path: Sequence[str]) -> R
     decision = table.get("decision")
     if decision not in ("allow", "deny"):
         raise PolicyError(f'{where}: decision must be "allow" or "deny"')
-    argv0 = _str_list(table.get("argv0"), f"{where}: argv0")
-    if not argv0:
-        raise PolicyError(f"{where}: argv0 must name at least one program")
-    for program in argv0:
-        if program.startswith("/"):
-            if posixpath.normpath(program) != program:
-                raise PolicyError(f"{where}: argv0 {program!r} is not a normalised path")
-        elif not _PROGRAM_NAME.fullmatch(program) or program in (".", ".."):
-            raise PolicyError(f"{where}: argv0 {program!r} is neither a name nor absolute")
-        elif not search_path:
-            raise PolicyError(
-                f"{where}: argv0 {program!r} is a bare name but the policy has no search_path"
-            )
-    cwd = None
-    if "cwd" in table:
-        cwd = _abs_list(table["cwd"], f"{where}: cwd")
-        if not cwd:
-            raise PolicyError(f"{where}: cwd, when given, must list at least one directory")
-        for prefix in cwd:
-            if _under_any(prefix, _RESERVED) or prefix == "/":
-                raise PolicyError(f"{where}: cwd {prefix!r} may not be a working directory root")
+    argv0 = _argv0(table.get("argv0"), where, search_path)
+    cwd = _cwd(table["cwd"], where) if "cwd" in table else None
     args_prefix = _str_list(table.get("args_prefix", []), f"{where}: args_prefix")
     args_match = _regex_list(table, "args_match", where)
     args_any = _regex_list(table, "args_any", where)
@@ -225,13 +206,7 @@ def _rule(table: Mapping[str, Any], where: str, search_path: Sequence[str]) -> R
         raise PolicyError(f"{where}: writable_cwd must be true or false")
     if writable and cwd is None:
         raise PolicyError(f"{where}: writable_cwd needs a cwd list")
-    env = _str_list(table.get("env", []), f"{where}: env")
-    for var in env:
-        if not _ENV_NAME.fullmatch(var):
-            raise PolicyError(f"{where}: env name {var!r} is not a variable name")
-        # The server's own secrets live in JARVIS_*; no rule may hand them to a program.
-        if var.upper().startswith("JARVIS_") or var in ("PATH", "LANG"):
-            raise PolicyError(f"{where}: env may not pass {var!r}")
+    env = _env(table.get("env", []), where)
     if decision == "deny" and (timeout is not None or writable or env):
         raise PolicyError(f"{where}: a deny rule takes no timeout_ms_max, writable_cwd or env")
     return Rule(
@@ -247,6 +222,47 @@ def _rule(table: Mapping[str, Any], where: str, search_path: Sequence[str]) -> R
         writable_cwd=writable,
         env=env,
     )
+
+
+def _argv0(value: object, where: str, search_path: Sequence[str]) -> tuple[str, ...]:
+    """A rule's programs: normalised absolute paths, or bare names found on `search_path`."""
+    argv0 = _str_list(value, f"{where}: argv0")
+    if not argv0:
+        raise PolicyError(f"{where}: argv0 must name at least one program")
+    for program in argv0:
+        if program.startswith("/"):
+            if posixpath.normpath(program) != program:
+                raise PolicyError(f"{where}: argv0 {program!r} is not a normalised path")
+        elif not _PROGRAM_NAME.fullmatch(program) or program in (".", ".."):
+            raise PolicyError(f"{where}: argv0 {program!r} is neither a name nor absolute")
+        elif not search_path:
+            raise PolicyError(
+                f"{where}: argv0 {program!r} is a bare name but the policy has no search_path"
+            )
+    return argv0
+
+
+def _cwd(value: object, where: str) -> tuple[str, ...]:
+    """A rule's working directory prefixes: absolute, none of them a root or reserved."""
+    cwd = _abs_list(value, f"{where}: cwd")
+    if not cwd:
+        raise PolicyError(f"{where}: cwd, when given, must list at least one directory")
+    for prefix in cwd:
+        if _under_any(prefix, _RESERVED) or prefix == "/":
+            raise PolicyError(f"{where}: cwd {prefix!r} may not be a working directory root")
+    return cwd
+
+
+def _env(value: object, where: str) -> tuple[str, ...]:
+    """The host variables a rule passes on: names only, never the server's own."""
+    env = _str_list(value, f"{where}: env")
+    for var in env:
+        if not _ENV_NAME.fullmatch(var):
+            raise PolicyError(f"{where}: env name {var!r} is not a variable name")
+        # The server's own secrets live in JARVIS_*; no rule may hand them to a program.
+        if var.upper().startswith("JARVIS_") or var in ("PATH", "LANG"):
+            raise PolicyError(f"{where}: env may not pass {var!r}")
+    return env
 
 
 def evaluate(policy: Policy, request: Request, host: HostView) -> Decision:
