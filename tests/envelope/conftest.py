@@ -7,14 +7,18 @@ instead, because CI must prove the envelope for real (`tests.required`).
 from __future__ import annotations
 
 import os
+import socket
 import uuid
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 
 import pytest
 
+from jigcmd.command.runtime import find_runtime
 from jigcmd.envelope.cgroups import CgroupBackend, CgroupUnavailable, detect
 from jigcmd.envelope.native import NativeExecutor
 from tests.envelope.hostile_harness import TracedExecutor, file_sha256
+from tests.envelope.hostile_runner import Hostile, HostServices
 from tests.required import require_root, require_runtime, unavailable, usable_cgroups
 
 
@@ -67,3 +71,27 @@ async def envelope(anyio_backend: str) -> AsyncIterator[TracedExecutor]:
     # Processes were checked after each run, while namespace inodes could not be reused yet.
     assert not traced.jobs_left(), "job cgroups left after the executor closed"
     assert file_sha256(runtime.path) == bun_before, "the Bun binary changed"
+
+
+@pytest.fixture(scope="module")
+def hostile(envelope: TracedExecutor) -> Hostile:
+    """The module's hostile runner."""
+    return Hostile(envelope, find_runtime())
+
+
+@pytest.fixture
+def host_services(tmp_path: Path) -> Iterator[HostServices]:
+    """Fresh host listeners, closed afterwards."""
+    tcp = socket.create_server(("127.0.0.1", 0))
+    abstract = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    name = f"jigcmd-test-{uuid.uuid4().hex[:12]}"
+    abstract.bind("\0" + name)
+    unix = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    path = str(tmp_path / "jigcmd.sock")
+    unix.bind(path)
+    for listener in (tcp, abstract, unix):
+        listener.listen(16)
+        listener.setblocking(False)
+    yield HostServices(tcp, abstract, unix, name, path)
+    for listener in (tcp, abstract, unix):
+        listener.close()

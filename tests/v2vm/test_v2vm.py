@@ -33,6 +33,7 @@ GUEST_SUITES = (
     "tests/envelope/test_cgroup_real.py",
     "tests/envelope/test_executor_real.py",
     "tests/envelope/test_hostile.py",
+    "tests/envelope/test_hostile_limits.py",
     "tests/envelope/test_spawn_init.py",
     "tests/envelope/test_cpu_pin.py",
     "tests/envelope/test_runtime_share.py",
@@ -41,7 +42,8 @@ GUEST_SUITES = (
 )
 # The cgroup-relevant parts of two large suites (the rest of them never touches a cgroup): of
 # the lifetime suite the ends that kill the tree, OOM, the memory view and prepared jobs; of
-# the hostile suite a representative part: network, a fork bomb, daemons, memory, kill -1.
+# the hostile suite (both its modules: `-k` matches a module's name as a substring) a
+# representative part: network, a fork bomb, daemons, memory, kill -1.
 SUBSETS = {
     "test_executor_real": (
         "exit_code",
