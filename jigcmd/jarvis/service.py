@@ -249,7 +249,9 @@ class JarvisService:
         slot: Slot | None,
     ) -> anyio.Event:
         """Run it beside the call (`_run`); the event is set once its row is closed."""
-        assert self._tasks is not None  # checked by `_check_capacity`, nothing awaited since
+        # Still set: `running` leaves (and clears it) only after the HTTP server drained every
+        # call, and `stop`, which comes first, answers a call still waiting for a slot at once.
+        assert self._tasks is not None
         cancel, done = anyio.Event(), anyio.Event()
         self._active[run_id] = (cancel, done)
         if self._stop.is_set():
