@@ -387,7 +387,9 @@ class _RunFds(NamedTuple):
             # The candidate sees EOF after its input, never a blocked writer.
             if stdin:
                 os.write(made[1], stdin)
+            sock, peer = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         except BaseException:
+            # Out of descriptors, say: none of this run's may stay open.
             for fd in made:
                 os.close(fd)
             raise
@@ -397,7 +399,6 @@ class _RunFds(NamedTuple):
             # Best effort: a smaller pipe only makes a chatty candidate wait a batch sooner.
             with contextlib.suppress(OSError):
                 fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, OUTPUT_PIPE_BYTES)
-        sock, peer = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         return cls(stdout_r, stderr_r, gate_w, sock, stdin_r, stdout_w, stderr_w, gate_r, peer)
 
     def theirs(self) -> list[int]:
