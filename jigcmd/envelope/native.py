@@ -258,7 +258,11 @@ class NativeExecutor:
             root_run=ticket.root_run,
             state_dir=ticket.state_dir,
         )
-        fds = _RunFds.open(plan.stdin)
+        try:
+            fds = _RunFds.open(plan.stdin)
+        except OSError as exc:
+            # Out of descriptors, say: nothing was launched, and nothing of it stays open.
+            raise EnvelopeFailure(FailureKind.SETUP_FAILED, "run pipes", str(exc)) from exc
         # The slot's lock travels with the launch; the supervisor holds it to the end. The
         # caller keeps (and later closes) its own descriptor.
         passed = fds.theirs() if ticket.slot_fd is None else [*fds.theirs(), ticket.slot_fd]

@@ -1,9 +1,10 @@
-"""A run's descriptors: when the server runs out of them, none of the run's stays open.
+"""A run's descriptors: when the server runs out of them, nothing runs and none stays open.
 
 `NativeExecutor.execute` makes four pipes and a socket pair before it hands a launch to the
 zygote. Any of those can fail (`EMFILE` on a busy server); the ones already made must be
-closed, or every refused call would leak descriptors until the server itself stops working.
-No zygote is needed: the failure comes before the launch.
+closed, or every refused call would leak descriptors until the server itself stops working,
+and the caller hears that nothing ran. No zygote is needed: the failure comes before the
+launch.
 """
 
 from __future__ import annotations
@@ -16,8 +17,11 @@ import time
 import anyio
 import pytest
 
+from jigcmd.command.failures import envelope_error
 from jigcmd.command.runtime import BUN_TARGET
+from jigcmd.envelope.api import EnvelopeFailure
 from jigcmd.envelope.native import NativeExecutor
+from jigcmd.errors import Code
 from jigcmd.plan import RunPlan
 from jigcmd.policy.planner import candidate_plan
 
@@ -46,9 +50,14 @@ def _exhausted() -> OSError:
 async def _execute_fails() -> None:
     executor = NativeExecutor()
     before = _open_fds()
-    with pytest.raises(OSError, match=os.strerror(errno.EMFILE)) as raised:
+    with pytest.raises(EnvelopeFailure) as raised:
         await executor.execute(_plan(), anyio.Event())
-    assert raised.value.errno == errno.EMFILE
+    error = envelope_error(raised.value)
+    assert error.code == Code.EXECUTION_FAILED
+    assert error.message == (
+        "containment envelope incomplete, nothing ran: run pipes: "
+        f"[Errno {errno.EMFILE}] {os.strerror(errno.EMFILE)}"
+    )
     # The listing's own descriptor comes and goes: compare what stays.
     assert _open_fds() == before
     await executor.aclose()
