@@ -54,7 +54,9 @@ class JarvisChild:
         policy_file.write_text(policy)
         self.state_dir = tmp / "jarvis-state"
         self.stderr_path = tmp / "jarvis.stderr"
-        env = {**os.environ, "JARVIS_BEARER_TOKEN": TOKEN}
+        # The zygote's staging mount point (an empty directory made in TMPDIR) is removed by
+        # a server that stops; one that a test kills leaves it here, in the test's own tmp.
+        env = {**os.environ, "JARVIS_BEARER_TOKEN": TOKEN, "TMPDIR": str(tmp)}
         argv = [
             *(sys.executable, "-m", "jigcmd", "jarvis", "--policy", str(policy_file)),
             *("--port", "0", "--state-dir", str(self.state_dir), *args),
