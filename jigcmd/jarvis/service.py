@@ -11,7 +11,7 @@ import contextlib
 import logging
 import os
 import time
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
 from functools import partial
 from typing import Any, TypeVar
 
@@ -175,13 +175,17 @@ class JarvisService:
         run_id = await self._begin(actor, tool, request, decision, slot)
         await self._audit(actor, tool, request, decision, f"started run {run_id}")
         done = self._start(
-            actor=actor,
-            tool=tool,
-            request=request,
-            decision=decision,
-            run_id=run_id,
-            plan=plan,
-            slot=slot,
+            run_id,
+            partial(
+                self._run,
+                actor=actor,
+                tool=tool,
+                request=request,
+                decision=decision,
+                run_id=run_id,
+                plan=plan,
+                slot=slot,
+            ),
         )
         # Counted from the call's arrival: a wait for a slot does not delay the early answer.
         with anyio.move_on_after(arrived + self._early - time.monotonic()):
@@ -237,18 +241,8 @@ class JarvisService:
                 self._release(slot)
             raise
 
-    def _start(
-        self,
-        *,
-        actor: str,
-        tool: str,
-        request: Request,
-        decision: Decision,
-        run_id: int,
-        plan: RunPlan,
-        slot: Slot | None,
-    ) -> anyio.Event:
-        """Run it beside the call (`_run`); the event is set once its row is closed."""
+    def _start(self, run_id: int, run: Callable[[], Coroutine[Any, Any, None]]) -> anyio.Event:
+        """Run `run` (`_run`) beside the call; the event is set once the run's row is closed."""
         # Still set: `running` leaves (and clears it) only after the HTTP server drained every
         # call, and `stop`, which comes first, answers a call still waiting for a slot at once.
         assert self._tasks is not None
@@ -257,18 +251,7 @@ class JarvisService:
         if self._stop.is_set():
             # The server began stopping while this run was being recorded: fenced at once.
             cancel.set()
-        self._tasks.start_soon(
-            partial(
-                self._run,
-                actor=actor,
-                tool=tool,
-                request=request,
-                decision=decision,
-                run_id=run_id,
-                plan=plan,
-                slot=slot,
-            )
-        )
+        self._tasks.start_soon(run)
         return done
 
     async def _slot(
