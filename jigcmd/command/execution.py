@@ -11,8 +11,9 @@ from typing import Final
 import anyio
 
 from jigcmd.command.failures import envelope_error, stopped_error
-from jigcmd.command.outcomes import Sign, evidence_of, tests_of
+from jigcmd.command.outcomes import Sign, tests_of
 from jigcmd.envelope.api import EnvelopeFailure, Executor, Hooks, RunOutcome, Ticket
+from jigcmd.evidence import Evidence
 from jigcmd.plan import RunPlan
 from jigcmd.policy.request import ValidRequest
 from jigcmd.protocol.commands import RunResult
@@ -78,10 +79,14 @@ async def execute(
     plan: RunPlan,
     cancel: anyio.Event,
     progress: Progress | None,
+    evidence: Callable[[RunOutcome], Evidence],
     sign: Sign | None,
     begun: float,
 ) -> RunResult:
-    """Execute `plan` on `ticket`; its evidence, tests and statement, or the error it ended in."""
+    """Execute `plan` on `ticket`; its evidence, tests and statement, or the error it ended in.
+
+    `evidence` makes the evidence of how it ended (the call's `EvidenceOf`).
+    """
     if progress is not None:
         await progress(
             f"running {' '.join(valid.invocation)}",
@@ -96,12 +101,12 @@ async def execute(
             outcome = await _execute_live(run, plan, hooks, progress=progress, begun=begun)
     except EnvelopeFailure as failure:
         raise envelope_error(failure) from failure
-    evidence = evidence_of(valid, outcome)
-    stopped = stopped_error(evidence, outcome.report)
+    made = evidence(outcome)
+    stopped = stopped_error(made, outcome.report)
     tests = tests_of(plan, outcome)
     attestation = None if sign is None else sign(outcome, outcome.report, tests)
     if stopped is not None:
         # It ran, and its end and cleanup are proved: its statement goes with the error.
         stopped.attestation = attestation
         raise stopped
-    return RunResult(evidence=evidence, report=outcome.report, tests=tests, attestation=attestation)
+    return RunResult(evidence=made, report=outcome.report, tests=tests, attestation=attestation)

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from functools import cache, partial
+from functools import cache, lru_cache, partial
 
 from jigcmd.attest.attester import Attester, RunRecord
-from jigcmd.attest.statement import RunFacts
-from jigcmd.attest.testreport import read_junit_report
+from jigcmd.attest.statement import RunFacts, TestReport
+from jigcmd.attest.testreport import read_console_report, read_junit_report
 from jigcmd.command.durability import Durability
 from jigcmd.envelope.api import Ending, RunOutcome, enforced
 from jigcmd.evidence import Evidence, ResourceReport, decode_output
@@ -17,7 +17,7 @@ from jigcmd.policy.request import ValidRequest
 from jigcmd.protocol.commands import TestResults
 from jigcmd.protocol.junit import UnreadableReport, parse_junit
 
-__all__ = ["Sign", "evidence_of", "signer", "tests_of"]
+__all__ = ["EvidenceOf", "Sign", "evidence_of", "signer", "tests_of"]
 
 # Signs one run's statement from how it ended and, once the cleanup is proved, its report.
 # With the runner's JUnit report when the plan had Bun write one.
@@ -33,8 +33,12 @@ def signer(
     *,
     attester: Attester | None,
     digest: Callable[[], str],
+    evidence: Callable[[Ending | RunOutcome], Evidence] | None = None,
 ) -> Sign | None:
-    """How this run's statement is signed, or None when no key is held."""
+    """How this run's statement is signed, or None when no key is held.
+
+    `evidence` makes the run's evidence (`EvidenceOf`, shared with the rest of the call).
+    """
     if attester is None or attester.identity is None:
         # Without a lock nothing is admitted, so no run reaches here unsigned by mistake.
         return None
@@ -42,12 +46,23 @@ def signer(
     # The enforcement facts only go into the statement: made at the first signing, not
     # on the path to the launch.
     enforcement = cache(partial(enforced, plan))
+    evidence_of_run = evidence or EvidenceOf(valid)
+    # Both signings of a run (at its end, then with the cleanup's report) read the same
+    # console output; without a JUnit report its test names are read from it once.
+    console = lru_cache(maxsize=1)(read_console_report)
+
+    def test_report(made: Evidence, tests: TestResults | None) -> TestReport | None:
+        if valid.command.kind != "test":
+            return None
+        junit = None if tests is None else read_junit_report(tests)
+        return junit or console(made.stderr.text)
 
     def sign(
         ended: Ending | RunOutcome,
         resources: ResourceReport | None,
         tests: TestResults | None,
     ) -> bytes:
+        made = evidence_of_run(ended)
         record = RunRecord(
             run=RunFacts(
                 run_id=durability.envelope_run_id,
@@ -57,13 +72,13 @@ def signer(
             kind=valid.command.kind,
             enforced=enforcement(),
             plan_digest=digest(),
-            evidence=evidence_of(valid, ended),
+            evidence=made,
             stdout=ended.stdout.data,
             stderr=ended.stderr.data,
             resources=resources,
             started_unix_ms=started,
             finished_unix_ms=time.time_ns() // 1_000_000,
-            tests=None if tests is None else read_junit_report(tests),
+            tests=test_report(made, tests),
         )
         return attester.attest(record)
 
@@ -81,6 +96,33 @@ def tests_of(plan: RunPlan, outcome: RunOutcome) -> TestResults | None:
         return TestResults(report=parse_junit(read.data), raw=read.data)
     except UnreadableReport as exc:
         return TestResults(report=None, problem=f"unreadable: {exc}", raw=read.data)
+
+
+class EvidenceOf:
+    """One call's evidence from how its run ended, made once for the same ending.
+
+    A run's end and its outcome (once the cleanup is proved) carry the same output: the
+    journal's record, the two signed statements and the answer all use one `Evidence`.
+    """
+
+    def __init__(self, valid: ValidRequest) -> None:
+        self._valid = valid
+        self._made: tuple[tuple[object, ...], Evidence] | None = None
+
+    def __call__(self, outcome: RunOutcome | Ending) -> Evidence:
+        key = (
+            outcome.stdout,
+            outcome.stderr,
+            outcome.exit_code,
+            outcome.signal,
+            outcome.stop_reason,
+        )
+        made = self._made
+        if made is not None and made[0] == key:
+            return made[1]
+        evidence = evidence_of(self._valid, outcome)
+        self._made = (key, evidence)
+        return evidence
 
 
 def evidence_of(valid: ValidRequest, outcome: RunOutcome | Ending) -> Evidence:

@@ -18,7 +18,7 @@ from jigcmd import trace
 from jigcmd.attest.attester import Attester
 from jigcmd.command.durability import Durability
 from jigcmd.command.execution import execute
-from jigcmd.command.outcomes import evidence_of, signer
+from jigcmd.command.outcomes import EvidenceOf, signer
 from jigcmd.command.placement import pinned_cpus
 from jigcmd.command.runtime import BUN_TARGET, BunBinary
 from jigcmd.command.sharing import SharedOperations
@@ -417,6 +417,7 @@ class CommandService:
         # The plan's identity, for the journal's row and the signed statement alike:
         # worked out once, when the row is begun, after the launch is sent.
         digest = cache(partial(plan_digest, plan))
+        evidence = EvidenceOf(valid)
         sign = signer(
             valid,
             plan,
@@ -425,6 +426,7 @@ class CommandService:
             call.root_run,
             attester=call.attester,
             digest=digest,
+            evidence=evidence,
         )
         run = partial(
             execute,
@@ -433,6 +435,7 @@ class CommandService:
             plan=plan,
             cancel=cancel,
             progress=progress,
+            evidence=evidence,
             sign=sign,
             begun=call.begun,
         )
@@ -440,7 +443,7 @@ class CommandService:
             plan,
             run,
             digest=digest,
-            evidence=partial(evidence_of, valid),
+            evidence=evidence,
             cancel=cancel,
             sign=None if sign is None else (lambda ending: sign(ending, None, None)),
         )
