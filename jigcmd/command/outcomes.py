@@ -42,47 +42,80 @@ def signer(
     if attester is None or attester.identity is None:
         # Without a lock nothing is admitted, so no run reaches here unsigned by mistake.
         return None
-    started = time.time_ns() // 1_000_000
-    # The enforcement facts only go into the statement: made at the first signing, not
-    # on the path to the launch.
-    enforcement = cache(partial(enforced, plan))
-    evidence_of_run = evidence or EvidenceOf(valid)
-    # Both signings of a run (at its end, then with the cleanup's report) read the same
-    # console output; without a JUnit report its test names are read from it once.
-    console = lru_cache(maxsize=1)(read_console_report)
+    return _RunSigner(
+        valid,
+        plan,
+        durability,
+        operation_id=operation_id,
+        root_run=root_run or None,
+        attester=attester,
+        digest=digest,
+        evidence=evidence or EvidenceOf(valid),
+    )
 
-    def test_report(made: Evidence, tests: TestResults | None) -> TestReport | None:
-        if valid.command.kind != "test":
-            return None
-        junit = None if tests is None else read_junit_report(tests)
-        return junit or console(made.stderr.text)
 
-    def sign(
+class _RunSigner:
+    """Signs one run's statements: at its end, then with its cleanup's report (`Sign`)."""
+
+    def __init__(
+        self,
+        valid: ValidRequest,
+        plan: RunPlan,
+        durability: Durability,
+        *,
+        operation_id: str,
+        root_run: str | None,
+        attester: Attester,
+        digest: Callable[[], str],
+        evidence: Callable[[Ending | RunOutcome], Evidence],
+    ) -> None:
+        self._kind = valid.command.kind
+        self._durability = durability
+        self._operation_id = operation_id
+        self._root_run = root_run
+        self._attester = attester
+        self._digest = digest
+        self._evidence = evidence
+        self._started = time.time_ns() // 1_000_000
+        # The enforcement facts only go into the statement: made at the first signing, not
+        # on the path to the launch.
+        self._enforcement = cache(partial(enforced, plan))
+        # Both signings read the same console output: without a JUnit report, its test
+        # names are read from it once.
+        self._console = lru_cache(maxsize=1)(read_console_report)
+
+    def __call__(
+        self,
         ended: Ending | RunOutcome,
         resources: ResourceReport | None,
         tests: TestResults | None,
     ) -> bytes:
-        made = evidence_of_run(ended)
+        made = self._evidence(ended)
         record = RunRecord(
             run=RunFacts(
-                run_id=durability.envelope_run_id,
-                caller_run=root_run or None,
-                operation_id=operation_id,
+                # The prepared envelope's, once the row is begun: not known when this is made.
+                run_id=self._durability.envelope_run_id,
+                caller_run=self._root_run,
+                operation_id=self._operation_id,
             ),
-            kind=valid.command.kind,
-            enforced=enforcement(),
-            plan_digest=digest(),
+            kind=self._kind,
+            enforced=self._enforcement(),
+            plan_digest=self._digest(),
             evidence=made,
             stdout=ended.stdout.data,
             stderr=ended.stderr.data,
             resources=resources,
-            started_unix_ms=started,
+            started_unix_ms=self._started,
             finished_unix_ms=time.time_ns() // 1_000_000,
-            tests=test_report(made, tests),
+            tests=self._tests(made, tests),
         )
-        return attester.attest(record)
+        return self._attester.attest(record)
 
-    return sign
+    def _tests(self, made: Evidence, tests: TestResults | None) -> TestReport | None:
+        if self._kind != "test":
+            return None
+        junit = None if tests is None else read_junit_report(tests)
+        return junit or self._console(made.stderr.text)
 
 
 def tests_of(plan: RunPlan, outcome: RunOutcome) -> TestResults | None:
