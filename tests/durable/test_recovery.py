@@ -9,190 +9,35 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from jigcmd.durable.recovery import STALE_AFTER_S, UNCERTAIN_REASON, recover
-from jigcmd.envelope.cgroups import (
-    CgroupBackend,
-    CgroupJob,
-    CgroupStats,
-    Membership,
-    Mode,
-)
+from jigcmd.envelope.cgroups import CgroupBackend
 from jigcmd.journal.identity import ProcessIdentity, current, identify
-from jigcmd.journal.rows import NewRow
 from jigcmd.journal.store import Journal
 from jigcmd.plan import Limits
-from tests.required import usable_cgroups
+from tests.durable.recovering import (
+    RUN,
+    FakeBackend,
+    begin_row,
+    fake_supervisor,
+    in_dead_server,
+    processes,
+    real_backend,
+    running,
+)
 
-# The caller's run of these tests' operations.
-RUN = "run-a"
-
-
-class FakeJob:
-    """A cgroup job held in memory: `stuck` tasks survive every kill."""
-
-    def __init__(self, backend: FakeBackend, name: str, *, stuck: bool = False) -> None:
-        self.backend = backend
-        self.name = name
-        self.paths: tuple[str, ...] = (f"/nonexistent/jigcmd/{name}",)
-        self.tasks = 1
-        self.stuck = stuck
-        self.killed = 0
-
-    @property
-    def birth_dir(self) -> str | None:
-        return None
-
-    @property
-    def membership(self) -> Membership:
-        return Membership(self.paths, None)
-
-    def attach(self, pid: int) -> None:
-        self.tasks += 1
-
-    def join(self, born_in: str | None) -> None:
-        self.tasks += 1
-
-    def pin(self, cpus: tuple[int, ...]) -> bool:
-        return False
-
-    def kill(self) -> None:
-        self.killed += 1
-        if not self.stuck:
-            self.tasks = 0
-
-    def populated(self) -> bool:
-        return self.tasks > 0
-
-    def wait_empty(self, timeout: float) -> bool:
-        return self.tasks == 0
-
-    def cpu_usage_ns(self) -> int | None:
-        return None
-
-    def stats(self) -> CgroupStats:
-        return CgroupStats(
-            cpu_usage_ns=None, peak_memory_bytes=None, oom_killed=False, pids_limit_hit=False
-        )
-
-    def memory_view(self) -> tuple[str, str]:
-        return ("/sys/fs/cgroup/memory.max", "max\n")
-
-    def remove(self, *, wait: float = 0.5) -> None:
-        if self.tasks:
-            raise OSError(16, "Device or resource busy")
-        del self.backend.jobs[self.name]
-
-
-class FakeBackend:
-    """An in-memory cgroup backend for recovery's decisions."""
-
-    def __init__(self) -> None:
-        self.jobs: dict[str, FakeJob] = {}
-
-    @property
-    def mode(self) -> Mode:
-        return "v2"
-
-    def add(self, name: str, *, stuck: bool = False) -> FakeJob:
-        job = self.jobs[name] = FakeJob(self, name, stuck=stuck)
-        return job
-
-    def create(self, name: str, limits: Limits) -> CgroupJob:
-        return self.add(name)
-
-    def open(self, name: str) -> CgroupJob | None:
-        return self.jobs.get(name)
-
-    def job_paths(self, name: str) -> tuple[str, ...]:
-        return (f"/fake/{name}",)
-
-    def list_jobs(self) -> list[str]:
-        return sorted(self.jobs)
-
-    def problems(self) -> list[str]:
-        return []
-
-    def pins(self) -> list[tuple[int, ...]]:
-        return []
-
-
-def _in_dead_server(state: Path, action: Callable[[Journal], object]) -> None:
-    """Run `action` on the journal in a forked "server" process that then exits (so is dead)."""
-    pid = os.fork()
-    if pid == 0:
-        code = 1
-        try:
-            with Journal.open(state) as journal:
-                action(journal)
-            code = 0
-        finally:
-            os._exit(code)
-    _, status = os.waitpid(pid, 0)
-    assert os.waitstatus_to_exitcode(status) == 0
-
-
-def _begin(journal: Journal, operation_id: str, run_id: str, root_run: str = RUN) -> None:
-    journal.begin(
-        NewRow(
-            root_run=root_run,
-            operation_id=operation_id,
-            signature="sig",
-            context="session",
-            deadline_unix_ms=0,
-            run_id=run_id,
-        )
-    )
-
-
-def _running(
-    operation_id: str, run_id: str, supervisor: ProcessIdentity, root_run: str = RUN
-) -> Callable[[Journal], object]:
-    def action(journal: Journal) -> None:
-        _begin(journal, operation_id, run_id, root_run)
-        journal.record_envelope(
-            operation_id,
-            root_run=root_run,
-            supervisor=supervisor,
-            cgroup_paths=(),
-            netns="net:[1]",
-            plan_digest="sha256:p",
-        )
-
-    return action
-
-
-@pytest.fixture
-def processes() -> Iterator[list[subprocess.Popen[bytes]]]:
-    """Helper processes this test started; any left is killed by its pid and reaped."""
-    started: list[subprocess.Popen[bytes]] = []
-    yield started
-    for proc in started:
-        if proc.poll() is None:
-            proc.kill()
-        proc.wait()
-        if proc.stdin is not None:
-            proc.stdin.close()
-
-
-def _fake_supervisor(processes: list[subprocess.Popen[bytes]]) -> ProcessIdentity:
-    """A stand-in supervisor that ignores everything but SIGKILL."""
-    proc = subprocess.Popen(["sleep", "1000"])
-    processes.append(proc)
-    who = identify(proc.pid)
-    assert who is not None
-    return who
+__all__ = ["processes", "real_backend"]  # the fixtures, from tests/durable/recovering.py
 
 
 def test_a_dispatching_row_of_a_dead_server_closes_uncertain_and_cannot_be_claimed_later(
     tmp_path: Path,
 ) -> None:
     """Before any supervisor: the row closes uncertain, complete, and a late record fails."""
-    _in_dead_server(tmp_path, lambda j: _begin(j, "op-1", "r1"))
+    in_dead_server(tmp_path, lambda j: begin_row(j, "op-1", "r1"))
     with Journal.open(tmp_path) as journal:
         report = recover(journal, FakeBackend(), supervisor_grace=0)
         row = journal.get("op-1", root_run=RUN)
@@ -214,16 +59,16 @@ def test_the_same_operation_id_open_in_two_dead_runs_is_fenced_in_both(
     tmp_path: Path, processes: list[subprocess.Popen[bytes]]
 ) -> None:
     """Recovery fences every dead server's row whatever its run: one operation id, two runs."""
-    first, second = _fake_supervisor(processes), _fake_supervisor(processes)
+    first, second = fake_supervisor(processes), fake_supervisor(processes)
     backend = FakeBackend()
     backend.add("jigcmd-r1")
     backend.add("jigcmd-r2")
 
     def both(journal: Journal) -> None:
-        _running("candidate-tests", "r1", first, "run-a")(journal)
-        _running("candidate-tests", "r2", second, "run-b")(journal)
+        running("candidate-tests", "r1", first, "run-a")(journal)
+        running("candidate-tests", "r2", second, "run-b")(journal)
 
-    _in_dead_server(tmp_path, both)
+    in_dead_server(tmp_path, both)
     with Journal.open(tmp_path) as journal:
         report = recover(journal, backend, supervisor_grace=0)
         rows = [journal.get("candidate-tests", root_run=run) for run in ("run-a", "run-b")]
@@ -244,10 +89,10 @@ def test_a_live_supervisor_is_killed_and_its_cgroup_job_removed(
     tmp_path: Path, processes: list[subprocess.Popen[bytes]]
 ) -> None:
     """A supervisor that outlives the grace is SIGKILLed; the job is killed and removed."""
-    supervisor = _fake_supervisor(processes)
+    supervisor = fake_supervisor(processes)
     backend = FakeBackend()
     job = backend.add("jigcmd-r1")
-    _in_dead_server(tmp_path, _running("op-1", "r1", supervisor))
+    in_dead_server(tmp_path, running("op-1", "r1", supervisor))
     with Journal.open(tmp_path) as journal:
         report = recover(journal, backend, supervisor_grace=0)
         row = journal.get("op-1", root_run=RUN)
@@ -264,10 +109,10 @@ def _ended(
     operation_id: str, run_id: str, supervisor: ProcessIdentity
 ) -> Callable[[Journal], object]:
     """A server that recorded its run's evidence and died before the cleanup was proved."""
-    running = _running(operation_id, run_id, supervisor)
+    begun = running(operation_id, run_id, supervisor)
 
     def action(journal: Journal) -> None:
-        running(journal)
+        begun(journal)
         assert journal.record_result(
             operation_id, root_run=RUN, outcome="evidence", result=b"evidence"
         )
@@ -281,7 +126,7 @@ def test_a_row_with_recorded_evidence_closes_done_once_recovery_proves_the_clean
     """Evidence durable, server dead mid-cleanup: fenced, released, then done with it."""
     backend = FakeBackend()
     job = backend.add("jigcmd-r1")
-    _in_dead_server(tmp_path, _ended("op-1", "r1", _fake_supervisor(processes)))
+    in_dead_server(tmp_path, _ended("op-1", "r1", fake_supervisor(processes)))
     with Journal.open(tmp_path) as journal:
         report = recover(journal, backend, supervisor_grace=0)
         row = journal.get("op-1", root_run=RUN)
@@ -304,7 +149,7 @@ def test_a_row_with_recorded_evidence_is_uncertain_when_its_cleanup_cannot_be_pr
     """The same, but a task survives every kill: uncertain, cleanup failed, never done."""
     backend = FakeBackend()
     backend.add("jigcmd-r1", stuck=True)
-    _in_dead_server(tmp_path, _ended("op-1", "r1", _fake_supervisor(processes)))
+    in_dead_server(tmp_path, _ended("op-1", "r1", fake_supervisor(processes)))
     with Journal.open(tmp_path) as journal:
         report = recover(journal, backend, supervisor_grace=0, empty_wait=0)
         row = journal.get("op-1", root_run=RUN)
@@ -321,7 +166,7 @@ def test_a_supervisor_that_exits_by_itself_within_the_grace_is_not_killed(
     processes.append(proc)
     supervisor = identify(proc.pid)
     assert supervisor is not None
-    _in_dead_server(tmp_path, _running("op-1", "r1", supervisor))
+    in_dead_server(tmp_path, running("op-1", "r1", supervisor))
     assert proc.stdin is not None
     proc.stdin.close()
     with Journal.open(tmp_path) as journal:
@@ -337,7 +182,7 @@ def test_an_unconfirmed_cleanup_is_recorded_failed_and_confirmed_by_a_later_pass
     """A job that will not empty leaves cleanup failed (for doctor); a later pass can confirm it."""
     backend = FakeBackend()
     backend.add("jigcmd-r1", stuck=True)
-    _in_dead_server(tmp_path, lambda j: _begin(j, "op-1", "r1"))
+    in_dead_server(tmp_path, lambda j: begin_row(j, "op-1", "r1"))
     with Journal.open(tmp_path) as journal:
         first = recover(journal, backend, supervisor_grace=0)
         failures = journal.cleanup_failures()
@@ -363,7 +208,7 @@ def test_rows_of_a_live_server_and_unowned_jobs_are_left_alone(tmp_path: Path) -
     ours = backend.add("jigcmd-r1")
     stranger = backend.add("jigcmd-test-elsewhere")
     with Journal.open(tmp_path) as journal:
-        _begin(journal, "op-1", "r1")
+        begin_row(journal, "op-1", "r1")
         report = recover(journal, backend, supervisor_grace=0)
         row = journal.get("op-1", root_run=RUN)
     assert report.live == ("op-1",)
@@ -392,7 +237,7 @@ def test_a_jarvis_run_of_a_dead_server_is_fenced_and_closed_uncertain(tmp_path: 
             envelope_run_id="j1",
         )
 
-    _in_dead_server(tmp_path, action)
+    in_dead_server(tmp_path, action)
     with Journal.open(tmp_path) as journal:
         ids = [r.run_id for r in journal.jarvis_running()]
         report = recover(journal, backend, supervisor_grace=0)
@@ -407,7 +252,7 @@ def test_nothing_is_redispatched_a_done_row_is_untouched(tmp_path: Path) -> None
     """Closed, cleanly finished rows are neither re-run nor changed by recovery."""
 
     def action(journal: Journal) -> None:
-        _begin(journal, "op-1", "r1")
+        begin_row(journal, "op-1", "r1")
         journal.finish(
             "op-1",
             root_run=RUN,
@@ -417,7 +262,7 @@ def test_nothing_is_redispatched_a_done_row_is_untouched(tmp_path: Path) -> None
             cleanup_complete=True,
         )
 
-    _in_dead_server(tmp_path, action)
+    in_dead_server(tmp_path, action)
     backend = FakeBackend()
     with Journal.open(tmp_path) as journal:
         before = journal.get("op-1", root_run=RUN)
@@ -429,12 +274,6 @@ def test_nothing_is_redispatched_a_done_row_is_untouched(tmp_path: Path) -> None
 
 
 # -- the real machine -------------------------------------------------------------------
-
-
-@pytest.fixture
-def real_backend() -> CgroupBackend:
-    """The machine's cgroups (root only); skipped locally, failed under CI, when missing."""
-    return usable_cgroups()
 
 
 @pytest.mark.envelope
@@ -457,10 +296,10 @@ def test_recovery_kills_a_real_orphaned_run_and_removes_its_cgroup(
         job.attach(candidate.pid)
         netns = os.readlink(f"/proc/{candidate.pid}/ns/net")
         assert netns != os.readlink("/proc/self/ns/net")
-        supervisor = _fake_supervisor(processes)
+        supervisor = fake_supervisor(processes)
 
         def action(journal: Journal) -> None:
-            _begin(journal, "op-1", run_id)
+            begin_row(journal, "op-1", run_id)
             journal.record_envelope(
                 "op-1",
                 root_run=RUN,
@@ -470,7 +309,7 @@ def test_recovery_kills_a_real_orphaned_run_and_removes_its_cgroup(
                 plan_digest="sha256:p",
             )
 
-        _in_dead_server(tmp_path, action)
+        in_dead_server(tmp_path, action)
         with Journal.open(tmp_path) as journal:
             report = recover(journal, real_backend, supervisor_grace=0)
             row = journal.get("op-1", root_run=RUN)

@@ -8,7 +8,7 @@ from jigcmd.durable.recovery import sweep_own
 from jigcmd.journal.envelopes import EnvelopeEntry, EnvelopeRegistry
 from jigcmd.journal.identity import ProcessIdentity, current
 from jigcmd.journal.store import Journal
-from tests.durable.test_recovery import RUN, FakeBackend, _begin, _in_dead_server
+from tests.durable.recovering import RUN, FakeBackend, begin_row, in_dead_server
 
 # A supervisor that is gone (never alive on this boot).
 GONE = ProcessIdentity(pid=1, start=0, boot_id="gone")
@@ -18,7 +18,7 @@ OTHER = ProcessIdentity(pid=1, start=1, boot_id="another")
 
 def _failed_cleanup(journal: Journal, operation_id: str, run_id: str) -> None:
     """An uncertain row of this process whose cleanup was not proved (a killed supervisor)."""
-    _begin(journal, operation_id, run_id)
+    begin_row(journal, operation_id, run_id)
     journal.mark_uncertain(
         operation_id,
         root_run=RUN,
@@ -85,7 +85,7 @@ def test_a_dead_servers_rows_are_left_to_recover(tmp_path: Path) -> None:
     """Another process's unproved cleanup is not the sweep's: untouched."""
     backend = FakeBackend()
     job = backend.add("jigcmd-r1")
-    _in_dead_server(tmp_path, lambda j: _failed_cleanup(j, "op-1", "r1"))
+    in_dead_server(tmp_path, lambda j: _failed_cleanup(j, "op-1", "r1"))
     with Journal.open(tmp_path) as journal:
         report = sweep_own(journal, backend)
         row = journal.get("op-1", root_run=RUN)

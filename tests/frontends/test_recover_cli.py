@@ -11,9 +11,9 @@ from pathlib import Path
 
 from jigcmd.envelope.cgroups import CgroupBackend
 from jigcmd.plan import Limits
-from tests.durable.test_recovery import real_backend
+from tests.durable.recovering import real_backend
 
-__all__ = ["real_backend"]  # the fixture, shared with tests/durable/test_recovery.py
+__all__ = ["real_backend"]  # the fixture, from tests/durable/recovering.py
 
 
 def recover(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
