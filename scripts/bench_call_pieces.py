@@ -1,0 +1,187 @@
+"""Where a call's CPU goes inside the server, piece by piece, as the server pays it (cold).
+
+One `CommandService` (the one `jigcmd serve` and `jigcmd run` use, with its journal, its
+envelope and its host key), warmed up as `jigcmd serve` warms up (its zygote, a prepared
+envelope, the runtime's check, the frozen heap) and told of each answer as the stdio server
+tells it, runs the bundled example's `tests` command as durable calls, back to back. Before
+the measured calls, each piece below is wrapped in place (the function on its class or
+module, and every module's own reference to it): the wrapper adds the thread CPU
+(`thread_time_ns`) spent inside the piece and counts its calls. Between two calls Bun runs
+on the same cores, so every piece runs with the CPU's caches as the server finds them: cold,
+at several times what a loop over the same piece says (`bench_attest.py`'s cold line).
+
+Printed per call: each piece's calls and µs of CPU, and its share of this process's CPU per
+call (`process_time`, every thread: the service path without the stdio protocol). An
+indented piece runs inside the one above it. The wrappers cost ~1 µs a call each.
+
+Run as root: python scripts/bench_call_pieces.py [--calls 200] [--warm-up 20]
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import importlib
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ParamSpec, TypeVar
+
+import anyio
+
+ROOT = Path(__file__).resolve().parents[1]
+# Run from a checkout without installing: make the repository's package importable.
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from jigcmd.command.assembly import FrontSettings, open_service  # noqa: E402 - needs the path set up above
+from jigcmd.command.service import CommandService  # noqa: E402 - needs the path set up above
+from jigcmd.envelope.native import NativeExecutor  # noqa: E402 - needs the path set up above
+from jigcmd.frontends.lock import lock  # noqa: E402 - needs the path set up above
+from jigcmd.frontends.run import read_candidate  # noqa: E402 - needs the path set up above
+
+EXAMPLE = ROOT / "jigcmd" / "example"
+P = ParamSpec("P")
+R = TypeVar("R")
+_ASYNCIO = "anyio._backends._asyncio"
+# (label, module, qualified name); an indented label runs inside the piece above it.
+PIECES = (
+    ("the row's begin", "jigcmd.journal.store", "Journal.begin_now"),
+    ("  its fdatasync (any durable write's)", "jigcmd.journal.database", "Database._sync_wal"),
+    ("the evidence's commit", "jigcmd.journal.store", "Journal.record_result"),
+    ("the row's close", "jigcmd.journal.store", "Journal.finish"),
+    ("the evidence's sync: started", "jigcmd.journal.database", "Database.sync_soon"),
+    ("the evidence's sync: collected", "jigcmd.journal.database", "Database.synced"),
+    ("the signings (each a bundle)", "jigcmd.attest.attester", "Attester.attest"),
+    ("  Ed25519 signatures", "jigcmd.attest.keys", "SigningKey.sign"),
+    ("the request's validation", "jigcmd.policy.request", "validate_request"),
+    ("the plan's digest", "jigcmd.plan", "plan_digest"),
+    ("canonical JSON", "jigcmd.jsonio.canonical", "dumps"),
+    ("the CPU placement", "jigcmd.command.service", "CommandService._place"),
+    ("the evidence", "jigcmd.command.outcomes", "evidence_of"),
+    ("anyio: tasks spawned", _ASYNCIO, "TaskGroup.start_soon"),
+    ("anyio: cancel scopes entered", _ASYNCIO, "CancelScope.__enter__"),
+    ("anyio: cancel scopes left", _ASYNCIO, "CancelScope.__exit__"),
+    ("anyio: events made", _ASYNCIO, "Event.__init__"),
+)
+
+
+@dataclass
+class Tally:
+    """The thread CPU spent inside one piece, and how often it ran."""
+
+    ns: int = 0
+    calls: int = 0
+
+
+def _timed(function: Callable[P, R], tally: Tally) -> Callable[P, R]:
+    clock = time.thread_time_ns
+
+    def timed(*args: P.args, **kwargs: P.kwargs) -> R:
+        start = clock()
+        try:
+            return function(*args, **kwargs)
+        finally:
+            tally.ns += clock() - start
+            tally.calls += 1
+
+    return timed
+
+
+def install(pieces: tuple[tuple[str, str, str], ...]) -> dict[str, Tally]:
+    """Wrap every piece where it is defined and wherever a module holds it by name."""
+    tallies: dict[str, Tally] = {}
+    for label, module_name, qualname in pieces:
+        owner: Any = importlib.import_module(module_name)
+        *path, name = qualname.split(".")
+        for part in path:
+            owner = getattr(owner, part)
+        original = getattr(owner, name)
+        tally = tallies[label] = Tally()
+        wrapped = _timed(original, tally)
+        setattr(owner, name, wrapped)
+        if not path:
+            # A function imported by name elsewhere is called through that module's global.
+            for module in list(sys.modules.values()):
+                names = getattr(module, "__dict__", {})
+                for key, value in list(names.items()):
+                    if value is original:
+                        names[key] = wrapped
+    return tallies
+
+
+async def _call(service: CommandService, request: dict[str, object], index: int) -> None:
+    await service.run(
+        request,
+        operation_id=f"pieces-{index}",
+        deadline_unix_ms=None,
+        cancel=anyio.Event(),
+        signature="pieces",
+        root_run="bench-call-pieces",
+    )
+    # As the stdio server does once the answer is written: the zygote's refill waits for it,
+    # and without it every launch would go to an envelope made for it, not a prepared one.
+    service.answered()
+
+
+async def start_as_serve_does(service: CommandService) -> None:
+    """The zygote, a prepared envelope and the runtime's check, as `jigcmd serve` warms up."""
+    executor = service.executor
+    assert isinstance(executor, NativeExecutor)
+    await executor.start()
+    await executor.prepare(service.template_plan())
+    service.warm_up()
+    gc.collect()
+    gc.freeze()
+
+
+async def _measure(calls: int, warm_up: int) -> tuple[dict[str, Tally], float]:
+    work = Path(tempfile.mkdtemp(prefix="jigcmd-bench-pieces-"))
+    try:
+        example = work / "example"
+        shutil.copytree(EXAMPLE, example)
+        binding = example / "binding.toml"
+        # The lock's review goes to stdout; the measurements follow it.
+        assert lock(binding, None, check=False) == 0
+        files = read_candidate(example / "candidates" / "passing")
+        request: dict[str, object] = {"command": "tests", "files": files}
+        settings = FrontSettings(binding=binding, state_dir=work / "state")
+        async with open_service(settings) as assembly:
+            await start_as_serve_does(assembly.service)
+            for index in range(warm_up):
+                await _call(assembly.service, request, index)
+            tallies = install(PIECES)
+            cpu = time.process_time()
+            for index in range(warm_up, warm_up + calls):
+                await _call(assembly.service, request, index)
+            cpu_ms = (time.process_time() - cpu) * 1000 / calls
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return tallies, cpu_ms
+
+
+def _report(tallies: dict[str, Tally], cpu_ms: float, calls: int) -> None:
+    print(f"{calls} durable `tests` calls back to back; this process's CPU {cpu_ms:.2f} ms a call")
+    print(f"{'piece':42} {'calls':>6} {'µs':>8} {'share':>6}")
+    for label, tally in tallies.items():
+        us = tally.ns / calls / 1000
+        share = us / (cpu_ms * 1000) * 100 if cpu_ms else 0.0
+        print(f"{label:42} {tally.calls / calls:6.1f} {us:8.1f} {share:5.1f}%")
+
+
+def main() -> None:
+    """Measure and print."""
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--calls", type=int, default=200, help="measured calls (default 200)")
+    parser.add_argument("--warm-up", type=int, default=20, help="calls before (default 20)")
+    options = parser.parse_args()
+    tallies, cpu_ms = anyio.run(_measure, options.calls, options.warm_up)
+    _report(tallies, cpu_ms, options.calls)
+
+
+if __name__ == "__main__":
+    main()
