@@ -18,10 +18,8 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import shutil
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -34,16 +32,12 @@ if str(ROOT) not in sys.path:
 
 from jigcmd.attest.attester import Attester, RunRecord  # noqa: E402 - needs the path set up above
 from jigcmd.attest.statement import RunFacts  # noqa: E402 - needs the path set up above
-from jigcmd.command.assembly import FrontSettings, open_service  # noqa: E402 - needs the path set up above
 from jigcmd.command.service import CommandService  # noqa: E402 - needs the path set up above
 from jigcmd.envelope.api import enforced  # noqa: E402 - needs the path set up above
 from jigcmd.evidence import OUTPUT_CAP_BYTES, Evidence, ResourceReport, StreamText  # noqa: E402 - needs the path set up above
-from jigcmd.frontends.lock import lock  # noqa: E402 - needs the path set up above
-from jigcmd.frontends.run import read_candidate  # noqa: E402 - needs the path set up above
 from jigcmd.plan import RunPlan, plan_digest  # noqa: E402 - needs the path set up above
-from scripts.bench_call_pieces import start_as_serve_does  # noqa: E402 - likewise
+from scripts.bench_call_pieces import durable_call, example_service  # noqa: E402 - likewise
 
-EXAMPLE = ROOT / "jigcmd" / "example"
 # Written through before each cold signing: larger than the last-level cache of most hosts.
 EVICT_BYTES = 128 << 20
 _ids = itertools.count()
@@ -52,17 +46,7 @@ _ids = itertools.count()
 async def _one_call(service: CommandService, request: dict[str, object]) -> tuple[float, float]:
     """One durable call: (latency ms, this process's CPU ms)."""
     cpu, wall = time.process_time(), time.perf_counter()
-    await service.run(
-        request,
-        operation_id=f"bench-{next(_ids)}",
-        deadline_unix_ms=None,
-        cancel=anyio.Event(),
-        signature="bench",
-        root_run="bench-attest",
-    )
-    # As the stdio server does once the answer is written: the zygote's refill waits for it,
-    # and without it every launch would go to an envelope made for it, not a prepared one.
-    service.answered()
+    await durable_call(service, request, f"bench-{next(_ids)}", "bench-attest")
     return (time.perf_counter() - wall) * 1000, (time.process_time() - cpu) * 1000
 
 
@@ -140,28 +124,14 @@ def _sign_alone(
 
 
 async def _main(runs: int, rounds: int) -> None:
-    work = Path(tempfile.mkdtemp(prefix="jigcmd-bench-attest-"))
-    try:
-        example = work / "example"
-        shutil.copytree(EXAMPLE, example)
-        binding = example / "binding.toml"
-        # The lock's review goes to stdout; the measurements follow it.
-        assert lock(binding, None, check=False) == 0
-        files = read_candidate(example / "candidates" / "passing")
-        request: dict[str, object] = {"command": "tests", "files": files}
-        settings = FrontSettings(binding=binding, state_dir=work / "state")
-        async with open_service(settings) as assembly:
-            service = assembly.service
-            await start_as_serve_does(service)
-            attester = service.attester
-            assert attester is not None
-            found = await _rounds(service, attester, request, runs, rounds)
-            plan = service.template_plan()
-            small = _sign_alone(attester, plan, "bun test v1.4.2\n", "test")
-            large = _sign_alone(attester, plan, "x" * OUTPUT_CAP_BYTES, "test")
-            cold = _sign_alone(attester, plan, "bun test v1.4.2\n", "test", cold=True)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
+    async with example_service("jigcmd-bench-attest-") as (service, request):
+        attester = service.attester
+        assert attester is not None
+        found = await _rounds(service, attester, request, runs, rounds)
+        plan = service.template_plan()
+        small = _sign_alone(attester, plan, "bun test v1.4.2\n", "test")
+        large = _sign_alone(attester, plan, "x" * OUTPUT_CAP_BYTES, "test")
+        cold = _sign_alone(attester, plan, "bun test v1.4.2\n", "test", cold=True)
     _report(found, runs, rounds, small=small, large=large, cold=cold)
 
 

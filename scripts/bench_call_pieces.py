@@ -26,7 +26,8 @@ import shutil
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
@@ -114,17 +115,20 @@ def install(pieces: tuple[tuple[str, str, str], ...]) -> dict[str, Tally]:
     return tallies
 
 
-async def _call(service: CommandService, request: dict[str, object], index: int) -> None:
+async def durable_call(
+    service: CommandService, request: dict[str, object], operation_id: str, root_run: str
+) -> None:
+    """One durable call, its answer then reported as the stdio server reports it."""
     await service.run(
         request,
-        operation_id=f"pieces-{index}",
+        operation_id=operation_id,
         deadline_unix_ms=None,
         cancel=anyio.Event(),
-        signature="pieces",
-        root_run="bench-call-pieces",
+        signature=root_run,
+        root_run=root_run,
     )
-    # As the stdio server does once the answer is written: the zygote's refill waits for it,
-    # and without it every launch would go to an envelope made for it, not a prepared one.
+    # The zygote's refill waits for it: without it every launch would go to an envelope
+    # made for it, not a prepared one.
     service.answered()
 
 
@@ -139,8 +143,10 @@ async def start_as_serve_does(service: CommandService) -> None:
     gc.freeze()
 
 
-async def _measure(calls: int, warm_up: int) -> tuple[dict[str, Tally], float]:
-    work = Path(tempfile.mkdtemp(prefix="jigcmd-bench-pieces-"))
+@asynccontextmanager
+async def example_service(prefix: str) -> AsyncIterator[tuple[CommandService, dict[str, object]]]:
+    """A service of a locked copy of the bundled example, warmed up, and a passing request."""
+    work = Path(tempfile.mkdtemp(prefix=prefix))
     try:
         example = work / "example"
         shutil.copytree(EXAMPLE, example)
@@ -148,19 +154,23 @@ async def _measure(calls: int, warm_up: int) -> tuple[dict[str, Tally], float]:
         # The lock's review goes to stdout; the measurements follow it.
         assert lock(binding, None, check=False) == 0
         files = read_candidate(example / "candidates" / "passing")
-        request: dict[str, object] = {"command": "tests", "files": files}
         settings = FrontSettings(binding=binding, state_dir=work / "state")
         async with open_service(settings) as assembly:
             await start_as_serve_does(assembly.service)
-            for index in range(warm_up):
-                await _call(assembly.service, request, index)
-            tallies = install(PIECES)
-            cpu = time.process_time()
-            for index in range(warm_up, warm_up + calls):
-                await _call(assembly.service, request, index)
-            cpu_ms = (time.process_time() - cpu) * 1000 / calls
+            yield assembly.service, {"command": "tests", "files": files}
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+async def _measure(calls: int, warm_up: int) -> tuple[dict[str, Tally], float]:
+    async with example_service("jigcmd-bench-pieces-") as (service, request):
+        for index in range(warm_up):
+            await durable_call(service, request, f"pieces-{index}", "bench-call-pieces")
+        tallies = install(PIECES)
+        cpu = time.process_time()
+        for index in range(warm_up, warm_up + calls):
+            await durable_call(service, request, f"pieces-{index}", "bench-call-pieces")
+        cpu_ms = (time.process_time() - cpu) * 1000 / calls
     return tallies, cpu_ms
 
 
