@@ -33,7 +33,7 @@ def signer(
     *,
     attester: Attester | None,
     digest: Callable[[], str],
-    evidence: Callable[[Ending | RunOutcome], Evidence] | None = None,
+    evidence: Callable[[Ending | RunOutcome], Evidence],
 ) -> Sign | None:
     """How this run's statement is signed, or None when no key is held.
 
@@ -50,7 +50,7 @@ def signer(
         root_run=root_run or None,
         attester=attester,
         digest=digest,
-        evidence=evidence or EvidenceOf(valid),
+        evidence=evidence,
     )
 
 

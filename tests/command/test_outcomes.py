@@ -146,7 +146,14 @@ def test_both_signings_name_the_console_tests_read_once(monkeypatch: pytest.Monk
     valid = _valid()
     durability = Durability(None, operation_id="op-1", signature=None, root_run="", context="")
     sign = signer(
-        valid, _plan(), durability, "op-1", "run-1", attester=_attester(), digest=lambda: SHA
+        valid,
+        _plan(),
+        durability,
+        "op-1",
+        "run-1",
+        attester=_attester(),
+        digest=lambda: SHA,
+        evidence=EvidenceOf(valid),
     )
     assert sign is not None
     ending = _ending()
@@ -164,8 +171,16 @@ def test_both_signings_name_the_console_tests_read_once(monkeypatch: pytest.Monk
 def test_the_junit_report_names_the_tests_when_bun_wrote_one() -> None:
     """A parsed JUnit report at the close takes the place of the console's lines."""
     durability = Durability(None, operation_id="op-1", signature=None, root_run="", context="")
+    valid = _valid()
     sign = signer(
-        _valid(), _plan(), durability, "op-1", "run-1", attester=_attester(), digest=lambda: SHA
+        valid,
+        _plan(),
+        durability,
+        "op-1",
+        "run-1",
+        attester=_attester(),
+        digest=lambda: SHA,
+        evidence=EvidenceOf(valid),
     )
     assert sign is not None
     ending = _ending()
