@@ -32,7 +32,7 @@ from jigcmd.envelope.api import (
     Ticket,
     Withdrawn,
 )
-from jigcmd.envelope.collection import OUTPUT_PIPE_BYTES, RunCollector
+from jigcmd.envelope.collection import RunCollector
 from jigcmd.envelope.messages import (
     REFILL_AFTER_MS,
     Answered,
@@ -42,6 +42,7 @@ from jigcmd.envelope.messages import (
     recv_message,
     send_message,
 )
+from jigcmd.envelope.outputs import OUTPUT_PIPE_BYTES
 from jigcmd.envelope.wire import MSGSPEC
 from jigcmd.plan import Bind, RunPlan
 

@@ -2,88 +2,115 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
-from typing import cast
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 
 import anyio
+import anyio.lowlevel
 import pytest
 
-from jigcmd.envelope import collection
+from jigcmd.envelope import outputs
+from jigcmd.envelope.api import OnOutput
+from jigcmd.envelope.outputs import Capture, Outputs
+from jigcmd.envelope.waker import Waker
 from jigcmd.evidence import OUTPUT_CAP_BYTES
 
-# A generous bound on each wait below, so a broken pump fails instead of hanging (not a timing
-# claim: every wait ends on an event the pump itself causes).
+# A generous bound on each wait below, so a broken capture fails instead of hanging (not a
+# timing claim: every wait ends on something the capture itself does).
 _FAILSAFE_S = 10.0
 
 
-class _WatchedEnding:
-    """The run's end as the pump sees it: each time the pump looks at it or waits on it, we know.
+@contextmanager
+def _counting_batches(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[bool]]:
+    """Each batch read while the candidate runs, as whether it got output."""
+    batches: list[bool] = []
+    real = outputs.next_batch
 
-    The pump looks (`is_set`) before each read and after each read that found nothing, so
-    after a look following a write, that write was read if it ever will be before the end.
-    """
+    def counted(batch: float, *, got_output: bool) -> float:
+        batches.append(got_output)
+        return real(batch, got_output=got_output)
+
+    monkeypatch.setattr(outputs, "next_batch", counted)
+    yield batches
+
+
+class _Writer:
+    """The candidate's end of the pipe."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.open = True
+
+    def write(self, data: bytes) -> int:
+        return os.write(self.fd, data)
+
+    def close(self) -> None:
+        if self.open:
+            self.open = False
+            os.close(self.fd)
+
+
+@asynccontextmanager
+async def _pipe_outputs(
+    *, on_output: OnOutput | None = None
+) -> AsyncIterator[tuple[Waker, Outputs, Capture, _Writer]]:
+    """One pipe's capture (its waker and outputs) and its writer, both closed at the end."""
+    read_fd, write_fd = os.pipe()
+    writer = _Writer(write_fd)
+    waker = Waker(asyncio.get_running_loop())
+    capture = Capture(read_fd, on_output, "stdout")
+    pipes = Outputs(waker, (capture,))
+    try:
+        yield waker, pipes, capture, writer
+    finally:
+        pipes.close()
+        writer.close()
+
+
+class _Seen:
+    """The output callback: what the capture read so far, and a wait for more."""
 
     def __init__(self) -> None:
-        self.event = anyio.Event()
-        self.waits = 0
-        self._looked = anyio.Event()
-        self._waiting = anyio.Event()
+        self.data = b""
+        self._more = anyio.Event()
 
-    def set(self) -> None:
-        self.event.set()
+    def __call__(self, _name: str, chunk: bytes) -> None:
+        self.data += chunk
+        self._more.set()
 
-    def is_set(self) -> bool:
-        self._looked.set()
-        return self.event.is_set()
-
-    async def wait(self) -> None:
-        self.waits += 1
-        self._waiting.set()
-        await self.event.wait()
-
-    async def next_look(self) -> None:
-        """Until the pump looks at the end again."""
-        self._looked = anyio.Event()
+    async def until(self, expected: bytes) -> None:
+        """Until the capture has read exactly `expected`."""
         with anyio.fail_after(_FAILSAFE_S):
-            await self._looked.wait()
-
-    async def parked(self) -> None:
-        """Until the pump waits for the end (or its batch) for the first time."""
-        with anyio.fail_after(_FAILSAFE_S):
-            await self._waiting.wait()
-
-
-async def _until_read(capture: collection.Capture, ending: _WatchedEnding, expected: bytes) -> None:
-    """Until the pump holds exactly `expected`: each look of the pump is a chance to have read."""
-    while bytes(capture.data) != expected:
-        await ending.next_look()
+            while self.data != expected:
+                self._more = anyio.Event()
+                await self._more.wait()
 
 
 async def test_while_the_candidate_runs_its_output_waits_for_the_batch_or_the_end(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # A batch far longer than the test: nothing is read before the end is reported.
-    monkeypatch.setattr(collection, "_OUTPUT_BATCH_S", 60.0)
-    read_fd, write_fd = os.pipe()
-    ending = _WatchedEnding()
-    capture = collection.Capture(read_fd, cast("anyio.Event", ending))
-    os.write(write_fd, b"first ")
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(capture.pump)
-        # Output was waiting when the pump started: it waits for the batch instead of reading.
-        await ending.parked()
+    monkeypatch.setattr(outputs, "OUTPUT_BATCH_S", 60.0)
+    seen = _Seen()
+    async with _pipe_outputs(on_output=seen) as (waker, pipes, capture, writer):
+        writer.write(b"first ")
+        pipes.start()
+        # Many turns of the loop: a reader on the pipe would have read at the first.
+        for _ in range(20):
+            await anyio.lowlevel.checkpoint()
         assert bytes(capture.data) == b""
-        os.write(write_fd, b"second")
-        # Every other task blocked: the pump did not wake for the new output, nor read it.
-        await anyio.wait_all_tasks_blocked()
+        writer.write(b"second")
+        await anyio.sleep(0.05)
         assert bytes(capture.data) == b""
-        assert ending.waits == 1
-        ending.set()
-        await _until_read(capture, ending, b"first second")
-        os.write(write_fd, b" third")
-        os.close(write_fd)
-        await capture.done.wait()
-    # After the end, reads follow the writes until EOF.
+        pipes.end()
+        # The end reads what the pipe holds at once; after it, reads follow the writes.
+        assert bytes(capture.data) == b"first second"
+        writer.write(b" third")
+        await seen.until(b"first second third")
+        writer.close()
+        assert await waker.until(pipes.done, _FAILSAFE_S)
     assert capture.result().data == b"first second third"
     assert not capture.result().truncated
 
@@ -91,74 +118,90 @@ async def test_while_the_candidate_runs_its_output_waits_for_the_batch_or_the_en
 async def test_a_batch_reads_what_came_meanwhile_without_the_end(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(collection, "_OUTPUT_BATCH_S", 0.01)
-    read_fd, write_fd = os.pipe()
-    ending = _WatchedEnding()
-    capture = collection.Capture(read_fd, cast("anyio.Event", ending))
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(capture.pump)
-        os.write(write_fd, b"progress")
-        await _until_read(capture, ending, b"progress")
-        os.close(write_fd)
-        await capture.done.wait()
+    monkeypatch.setattr(outputs, "OUTPUT_BATCH_S", 0.01)
+    with _counting_batches(monkeypatch) as batches:
+        seen = _Seen()
+        async with _pipe_outputs(on_output=seen) as (waker, pipes, capture, writer):
+            pipes.start()
+            writer.write(b"progress")
+            await seen.until(b"progress")
+            writer.close()
+            # The next batch reads the EOF and wakes the waiter; no end was reported.
+            assert await waker.until(pipes.done, _FAILSAFE_S)
     assert capture.result().data == b"progress"
-
-
-class _CountingEnding:
-    """The run's end event, counting how often the pump waited for a batch."""
-
-    def __init__(self) -> None:
-        self.event = anyio.Event()
-        self.waits = 0
-
-    def is_set(self) -> bool:
-        return self.event.is_set()
-
-    async def wait(self) -> None:
-        self.waits += 1
-        await self.event.wait()
+    assert True in batches
 
 
 async def test_past_the_cap_output_is_read_at_once_so_a_chatty_candidate_is_not_held_back(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(collection, "_OUTPUT_BATCH_S", 0.2)
-    read_fd, write_fd = os.pipe()
-    ending = _CountingEnding()
-    capture = collection.Capture(read_fd, cast("anyio.Event", ending))
+    monkeypatch.setattr(outputs, "OUTPUT_BATCH_S", 0.2)
     total = OUTPUT_CAP_BYTES * 64  # far more than the pipe holds (64 KiB by default)
     written = 0
+    with _counting_batches(monkeypatch) as batches:
+        async with _pipe_outputs() as (waker, pipes, capture, writer):
 
-    def write_all() -> None:
-        nonlocal written
-        chunk = b"x" * 4096
-        while written < total:
-            written += os.write(write_fd, chunk)
+            def write_all() -> None:
+                nonlocal written
+                chunk = b"x" * 4096
+                while written < total:
+                    written += writer.write(chunk)
 
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(capture.pump)
-        # The writer blocks whenever the pipe is full; the end is never reported here.
-        with anyio.fail_after(30):
-            await anyio.to_thread.run_sync(write_all)
-        os.close(write_fd)
-        await capture.done.wait()
-    # At most a batch or two before the cap is reached; past it, the pump reads as the writer
-    # writes (without that rule: a batch per pipeful, ~64 here).
-    assert ending.waits <= 3
+            pipes.start()
+            # The writer blocks whenever the pipe is full; the end is never reported here.
+            with anyio.fail_after(30):
+                await anyio.to_thread.run_sync(write_all)
+            writer.close()
+            assert await waker.until(pipes.done, _FAILSAFE_S)
+    # At most a batch or two before the cap is reached; past it, a reader follows the writer
+    # (without that rule: a batch per pipeful, ~64 here).
+    assert len(batches) <= 3
     result = capture.result()
     assert len(result.data) == OUTPUT_CAP_BYTES
     assert result.truncated
     assert capture.dropped == total - OUTPUT_CAP_BYTES
 
 
+async def test_what_the_output_callback_raises_is_raised_by_the_waiter() -> None:
+    def refuse(name: str, chunk: bytes) -> None:
+        raise RuntimeError(f"{name} refused {chunk!r}")
+
+    async with _pipe_outputs(on_output=refuse) as (waker, pipes, _capture, writer):
+        pipes.start()
+        pipes.end()
+        writer.write(b"late")
+        with pytest.raises(RuntimeError, match="stdout refused b'late'"):
+            await waker.until(pipes.done, _FAILSAFE_S)
+
+
+async def test_the_time_limit_ends_a_wait_that_nothing_satisfies() -> None:
+    async with _pipe_outputs() as (waker, pipes, capture, _writer):
+        pipes.end()
+        assert not await waker.until(pipes.done, 0.01)
+        assert not capture.result().data
+        assert capture.result().truncated  # EOF never came
+
+
+async def test_close_stops_every_reader_and_closes_the_pipe_once() -> None:
+    async with _pipe_outputs() as (_waker, pipes, capture, _writer):
+        pipes.end()  # a reader follows the pipe
+        pipes.close()
+        with pytest.raises(OSError, match="Bad file descriptor"):
+            os.fstat(capture.fd)
+        pipes.close()  # a second close touches no descriptor (it might be another's by now)
+        # No reader is left on the loop: a reader of a closed descriptor would fail the loop.
+        await anyio.sleep(0.01)
+    assert bytes(capture.data) == b""
+
+
 def test_silence_doubles_the_wait_between_reads_up_to_a_ceiling_and_output_resets_it() -> None:
-    first, ceiling = collection._OUTPUT_BATCH_S, collection._OUTPUT_BATCH_MAX_S
+    first, ceiling = outputs.OUTPUT_BATCH_S, outputs.OUTPUT_BATCH_MAX_S
     waits = [first]
     for _ in range(8):
-        waits.append(collection._next_batch(waits[-1], got_output=False))
+        waits.append(outputs.next_batch(waits[-1], got_output=False))
     assert waits[:3] == [first, 2 * first, 4 * first]
     assert max(waits) == ceiling
     assert waits[-1] == ceiling
-    assert collection._next_batch(ceiling, got_output=True) == first
+    assert outputs.next_batch(ceiling, got_output=True) == first
     # A wait set longer than the ceiling (tests do) is never shortened by silence.
-    assert collection._next_batch(60.0, got_output=False) == 60.0
+    assert outputs.next_batch(60.0, got_output=False) == 60.0

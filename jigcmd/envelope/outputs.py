@@ -1,0 +1,166 @@
+"""The candidate's two output pipes, read from the event loop's callbacks, capped, to EOF.
+
+While the candidate runs, its output is read every 50 ms, not as it comes: each wake-up of
+the server costs ~0.25 ms of CPU that Bun needs on the same cores (`bun test` writes five
+times). The pipes are enlarged to hold what comes meanwhile; the run's end cuts the wait
+short, and past the cap (where output is dropped) reads follow the writes at once, so a
+chatty candidate is held back at most a batch or two. Through silence the wait doubles up
+to 200 ms, so that a long quiet run costs the server next to nothing. After the end, every
+writer is dead or dying: each pipe is followed to its EOF.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+
+from jigcmd.envelope.api import CapturedStream, OnOutput
+from jigcmd.envelope.waker import Waker
+from jigcmd.evidence import OUTPUT_CAP_BYTES
+
+__all__ = ["OUTPUT_PIPE_BYTES", "Capture", "Outputs", "next_batch"]
+
+OUTPUT_BATCH_S = 0.05
+OUTPUT_BATCH_MAX_S = 0.2
+OUTPUT_PIPE_BYTES = 1024 * 1024
+_READ_CHUNK = 65_536
+# One batch reads at most what an enlarged pipe holds, then lets the loop run.
+_BATCH_READS = OUTPUT_PIPE_BYTES // _READ_CHUNK
+
+
+def next_batch(batch: float, *, got_output: bool) -> float:
+    """The next wait between reads while the candidate runs (see the module's docstring)."""
+    return OUTPUT_BATCH_S if got_output else max(batch, min(batch * 2, OUTPUT_BATCH_MAX_S))
+
+
+class Capture:
+    """One output pipe: what was kept (up to the cap), how much was dropped, whether EOF came."""
+
+    def __init__(self, fd: int, on_output: OnOutput | None = None, name: str = "") -> None:
+        self.fd = fd
+        self.name = name
+        self.on_output = on_output
+        os.set_blocking(fd, False)
+        self.data = bytearray()
+        self.dropped = 0
+        self.eof = False
+
+    @property
+    def full(self) -> bool:
+        """Whether the cap is reached: what comes now is dropped (and read at once)."""
+        return len(self.data) >= OUTPUT_CAP_BYTES
+
+    def read(self, reads: int) -> bool:
+        """Read what the pipe holds now, at most `reads` times; whether anything (or EOF) came."""
+        got = False
+        for _ in range(reads):
+            if self.eof:
+                break
+            try:
+                chunk = os.read(self.fd, _READ_CHUNK)
+            except BlockingIOError:
+                break
+            got = True
+            if not chunk:
+                self.eof = True
+                break
+            self._keep(chunk)
+        return got
+
+    def _keep(self, chunk: bytes) -> None:
+        if self.on_output is not None:
+            self.on_output(self.name, chunk)
+        room = OUTPUT_CAP_BYTES - len(self.data)
+        if room > 0:
+            self.data += chunk[:room]
+        self.dropped += max(0, len(chunk) - max(room, 0))
+
+    def result(self) -> CapturedStream:
+        """What was kept; truncated when something was dropped or EOF never came."""
+        return CapturedStream(data=bytes(self.data), truncated=self.dropped > 0 or not self.eof)
+
+
+class Outputs:
+    """A run's output pipes, read in batches by a timer, then followed by readers to EOF.
+
+    Every callback is guarded by `waker` (what it raises, the waiter raises) and wakes it
+    when a pipe reaches EOF. `close` stops them all and closes the pipes.
+    """
+
+    def __init__(self, waker: Waker, captures: tuple[Capture, ...]) -> None:
+        self.captures = captures
+        self._waker = waker
+        self._loop = waker.loop
+        self._batch = OUTPUT_BATCH_S
+        self._timer: asyncio.TimerHandle | None = None
+        self._following: list[Capture] = []
+        self._ending = False
+        self._closed = False
+        self._on_batch = waker.guarded(self._batched)
+        self._on_readable = waker.guarded(self._readable)
+
+    def start(self) -> None:
+        """The candidate may write from now on: read in batches."""
+        self._arm()
+
+    def done(self) -> bool:
+        """Whether every pipe reached EOF."""
+        return all(capture.eof for capture in self.captures)
+
+    def end(self) -> None:
+        """The run ended: read what the pipes hold, then follow each to EOF."""
+        self._ending = True
+        self._disarm()
+        for capture in self.captures:
+            capture.read(_BATCH_READS)
+            self._follow(capture)
+        if self.done():
+            self._waker.wake()
+
+    def close(self) -> None:
+        """Stop every timer and reader and close the pipes (the run's end is collected)."""
+        if self._closed:
+            return
+        self._closed = True
+        self._ending = True
+        self._disarm()
+        for capture in self._following:
+            self._loop.remove_reader(capture.fd)
+        self._following.clear()
+        for capture in self.captures:
+            os.close(capture.fd)
+
+    def _arm(self) -> None:
+        if not self._ending and any(not c.eof and c not in self._following for c in self.captures):
+            self._timer = self._loop.call_later(self._batch, self._on_batch)
+
+    def _disarm(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def _batched(self) -> None:
+        self._timer = None
+        got = False
+        for capture in self.captures:
+            if capture not in self._following:
+                got = capture.read(_BATCH_READS) or got
+                if capture.full:
+                    self._follow(capture)
+        self._batch = next_batch(self._batch, got_output=got)
+        if self.done():
+            self._waker.wake()
+        self._arm()
+
+    def _follow(self, capture: Capture) -> None:
+        if capture.eof or capture in self._following:
+            return
+        self._following.append(capture)
+        self._loop.add_reader(capture.fd, self._on_readable, capture)
+
+    def _readable(self, capture: Capture) -> None:
+        capture.read(1)
+        if capture.eof:
+            self._following.remove(capture)
+            self._loop.remove_reader(capture.fd)
+            self._waker.wake()
