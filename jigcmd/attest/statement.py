@@ -10,8 +10,8 @@ says so (see `TestReport`).
 
 from __future__ import annotations
 
-import datetime
 import hashlib
+import time
 from typing import Annotated, Final, Literal
 
 import msgspec
@@ -276,8 +276,14 @@ class TestResultStatement(msgspec.Struct, frozen=True, forbid_unknown_fields=Tru
 
 def rfc3339(unix_ms: int) -> str:
     """`unix_ms` as an RFC 3339 UTC time with milliseconds, e.g. 2026-12-01T19:53:05.123Z."""
-    moment = datetime.datetime.fromtimestamp(unix_ms / 1000, tz=datetime.UTC)
-    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{unix_ms % 1000:03d}Z"
+    # Formatted by hand: `datetime.strftime` cost ~10 µs a call in the server (each run's
+    # statements name two times each, signed twice).
+    seconds, millis = divmod(unix_ms, 1000)
+    t = time.gmtime(seconds)
+    return (
+        f"{t.tm_year:04d}-{t.tm_mon:02d}-{t.tm_mday:02d}"
+        f"T{t.tm_hour:02d}:{t.tm_min:02d}:{t.tm_sec:02d}.{millis:03d}Z"
+    )
 
 
 def stream_subject(name: str, text: str) -> ResourceDescriptor:

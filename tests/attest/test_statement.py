@@ -4,6 +4,7 @@ that it matches its published JSON Schema, and that one changed byte fails the c
 from __future__ import annotations
 
 import base64
+import datetime
 import hashlib
 import json
 from pathlib import Path
@@ -26,6 +27,7 @@ from jigcmd.attest.statement import (
     Descriptor,
     RunFacts,
     RuntimeFacts,
+    rfc3339,
 )
 from jigcmd.attest.verify import verify_bundle
 from jigcmd.envelope.api import Enforced
@@ -299,3 +301,17 @@ def test_the_statement_names_the_signing_keys_id(attester: Attester) -> None:
     (run,) = _statements(bundle)
     assert run["predicate"]["host"]["keyId"] == key_id(attester.key.private.public_key())
     assert json.loads(bundle)["signatures"][0]["keyid"] == attester.keyid
+
+
+@pytest.mark.parametrize(
+    "unix_ms",
+    [0, 999, 1_000, 951_782_399_999, 951_782_400_000, 1_796_515_200_123, 4_102_444_799_999],
+)
+def test_times_are_rfc3339_utc_with_milliseconds(unix_ms: int) -> None:
+    """The statement's times read as `datetime` reads the same instant, to the millisecond."""
+    text = rfc3339(unix_ms)
+    moment = datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    assert moment.tzinfo == datetime.UTC
+    assert round(moment.timestamp() * 1000) == unix_ms
+    assert len(text) == len("2026-12-01T19:53:05.123Z")
+    assert text.endswith("Z")
