@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import time
 from collections.abc import Awaitable, Callable
@@ -31,6 +32,38 @@ def _ms(seconds: float) -> int:
     return max(0, round(seconds * 1000))
 
 
+class _Ticker:
+    """Tells the caller every `PROGRESS_EVERY_S`, one telling at a time, from the loop's timer.
+
+    A run shorter than a tick (most) spawns nothing, and no task is cancelled at its end: a
+    task ended by a cancel keeps its frames, and through them the call's objects, in a
+    reference cycle until the garbage collector runs (docs/performance.md).
+    """
+
+    def __init__(self, telling: anyio.abc.TaskGroup, tell: Callable[[], Awaitable[None]]) -> None:
+        self._telling = telling
+        self._tell = tell
+        self._busy = False
+        self._loop = asyncio.get_running_loop()
+        self._timer = self._loop.call_later(PROGRESS_EVERY_S, self._tick)
+
+    def stop(self) -> None:
+        """No tick after this (cancelling the timer drops its reference to this ticker)."""
+        self._timer.cancel()
+
+    def _tick(self) -> None:
+        if not self._busy:
+            self._busy = True
+            self._telling.start_soon(self._told)
+        self._timer = self._loop.call_later(PROGRESS_EVERY_S, self._tick)
+
+    async def _told(self) -> None:
+        try:
+            await self._tell()
+        finally:
+            self._busy = False
+
+
 async def _execute_live(
     execute: Callable[[Hooks], Awaitable[RunOutcome]],
     plan: RunPlan,
@@ -43,28 +76,21 @@ async def _execute_live(
     live = LiveOutput(tests=plan.argv[1:2] == ("test",))
     hooks = dataclasses.replace(hooks or Hooks(), on_output=live.feed)
     total = _ms(plan.deadline - begun)
-
-    # The run's end cancels the ticker's own scope, which the task absorbs: a task that
-    # ends by a cancel keeps its frames, and through this closure the call's objects, in
-    # a reference cycle until the garbage collector runs (docs/performance.md).
-    ticker = anyio.CancelScope()
-
-    async def tick() -> None:
-        with ticker:
-            while True:
-                await anyio.sleep(PROGRESS_EVERY_S)
-                await progress(live.message(), _ms(time.monotonic() - begun), total)
-
     failed: Exception | None = None
-    async with anyio.create_task_group() as ticking:
-        ticking.start_soon(tick)
+
+    async def tell() -> None:
+        await progress(live.message(), _ms(time.monotonic() - begun), total)
+
+    async with anyio.create_task_group() as telling:
+        ticker = _Ticker(telling, tell)
         try:
             outcome = await execute(hooks)
         except Exception as exc:  # noqa: BLE001 - re-raised as is below, not as a group
             failed = exc
         finally:
-            # Nothing is told after the run: the ticker ends before the result goes.
-            ticker.cancel()
+            # Nothing is told after the run: no tick comes after its end, and the group
+            # waits for the one being told before the result goes.
+            ticker.stop()
     if failed is not None:
         raise failed
     return outcome
