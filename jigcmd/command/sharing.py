@@ -22,6 +22,7 @@ from contextlib import asynccontextmanager
 import anyio
 import anyio.abc
 
+from jigcmd.envelope.waker import cancel_soon
 from jigcmd.errors import Code, JigError
 from jigcmd.protocol.commands import RunResult
 from jigcmd.server.backend import Progress
@@ -126,7 +127,7 @@ class _Shared:
         """The work has ended (its outcome is set): wake every waiter."""
         self.done.set()
         for scope in self._waiting:
-            scope.cancel()
+            cancel_soon(scope)
 
     async def progress(
         self, message: str, elapsed_ms: int | None = None, total_ms: int | None = None

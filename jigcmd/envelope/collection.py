@@ -41,7 +41,7 @@ from jigcmd.envelope.messages import (
     send_message,
 )
 from jigcmd.envelope.outputs import Capture, Outputs
-from jigcmd.envelope.waker import Waker
+from jigcmd.envelope.waker import Waker, cancel_soon
 from jigcmd.envelope.wire import MSGSPEC
 from jigcmd.evidence import ResourceReport
 from jigcmd.plan import RunPlan
@@ -169,7 +169,7 @@ class RunCollector:
                     self.reports.start()
                     await self._listen()
                 finally:
-                    forwarding.cancel()
+                    cancel_soon(forwarding)
         finally:
             self._close()
         trace.mark("executor: output drained")
