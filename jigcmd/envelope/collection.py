@@ -84,13 +84,14 @@ class _Reports:
         self._sock = sock
         self._frames = FrameReader(MSGSPEC)
         self._next: Message | None = None
-        # The reports stopped: EOF, an error, or a frame that cannot be trusted.
-        self.stopped = False
+        self._eof = False
+        # A frame that cannot be trusted: nothing after it is read, as if the reports stopped.
+        self._garbled = False
         self._reading = False
 
     def start(self) -> None:
-        """Read the socket as reports arrive (until `stop`)."""
-        if not self._reading:
+        """Read the socket as reports arrive (until `stop`, or its EOF)."""
+        if not self._reading and not self._eof:
             self._reading = True
             self._waker.loop.add_reader(self._sock.fileno(), self._waker.guarded(self._readable))
 
@@ -101,17 +102,20 @@ class _Reports:
             self._waker.loop.remove_reader(self._sock.fileno())
 
     def ready(self) -> bool:
-        """Whether a report waits to be taken, or the reports stopped."""
-        if self._next is None and not self.stopped:
+        """Whether a report waits to be taken, or none will come any more."""
+        if self._next is None and not self._garbled:
             try:
                 self._next = self._frames.next()
             except (ValueError, msgspec.DecodeError):
                 # Oversized or garbled: nothing after it can be trusted, as if it went silent.
-                self.stopped = True
-        return self._next is not None or self.stopped
+                self._garbled = True
+        return self._next is not None or self._garbled or self._eof
 
     def take(self) -> Message | None:
-        """The next report (`ready` first); None once the reports stopped."""
+        """The next report (`ready` first); None once the reports stopped.
+
+        Reports that arrived before the socket's EOF are taken first, whenever it came.
+        """
         self.ready()
         message, self._next = self._next, None
         return message
@@ -126,7 +130,7 @@ class _Reports:
         if data:
             self._frames.feed(data)
         else:
-            self.stopped = True
+            self._eof = True
             self.stop()
         self._waker.wake()
 
