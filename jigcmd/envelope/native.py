@@ -303,16 +303,28 @@ class NativeExecutor:
         self, launch: Launch, passed: list[int]
     ) -> tuple[Assigned | None, OSError | None]:
         """Send `launch` (to a prepared envelope when one is named); who serves it, or why not."""
+        control = self._control
+        if control is not None and not self._lock.locked() and self._zygote_running():
+            # Nothing below awaits: with the lock free and the zygote up this is what the
+            # lock would guard, without its two turns of the loop.
+            return self._send_to(control, launch, passed)
         async with self._lock:
-            control = await self._ensure_zygote()
-            self._collect_ready(control)
-            launch, assigned = self._name_prepared(launch)
-            try:
-                send_message(control, launch, passed, codec=MSGSPEC)
-            except OSError as exc:
-                return assigned, exc
-            trace.mark("executor: launch sent")
-            return assigned, None
+            return self._send_to(await self._ensure_zygote(), launch, passed)
+
+    def _zygote_running(self) -> bool:
+        return self._zygote is not None and self._zygote.returncode is None
+
+    def _send_to(
+        self, control: socket.socket, launch: Launch, passed: list[int]
+    ) -> tuple[Assigned | None, OSError | None]:
+        self._collect_ready(control)
+        launch, assigned = self._name_prepared(launch)
+        try:
+            send_message(control, launch, passed, codec=MSGSPEC)
+        except OSError as exc:
+            return assigned, exc
+        trace.mark("executor: launch sent")
+        return assigned, None
 
 
 async def _handshake(control: socket.socket, zygote: anyio.abc.Process) -> None:
