@@ -14,6 +14,7 @@ from pathlib import Path
 
 import anyio
 
+from jigcmd.cancel import Cancellation
 from jigcmd.command.bindingfile import (
     LoadedBinding,
     ScriptResult,
@@ -109,7 +110,7 @@ def _shim() -> dict[str, str]:
 
 
 async def evaluate_script(
-    path: Path, executor: Executor, runtime: BunBinary, cancel: anyio.Event | None = None
+    path: Path, executor: Executor, runtime: BunBinary, cancel: Cancellation | None = None
 ) -> ScriptResult:
     """Evaluate the Binding in a fresh envelope; raises `BindingError` saying why it cannot."""
     script = await anyio.to_thread.run_sync(read_script, path)

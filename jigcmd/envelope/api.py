@@ -7,9 +7,9 @@ from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
-import anyio
 import msgspec
 
+from jigcmd.cancel import Cancellation
 from jigcmd.envelope.scratchfile import ScratchRead
 from jigcmd.evidence import ResourceReport, StopReason
 from jigcmd.journal.identity import ProcessIdentity
@@ -212,7 +212,7 @@ class Executor(Protocol):
     async def execute(
         self,
         plan: RunPlan,
-        cancel: anyio.Event,
+        cancel: Cancellation,
         ticket: Ticket | None = None,
         hooks: Hooks | None = None,
     ) -> RunOutcome:

@@ -4,7 +4,8 @@
 the supervisor's reports, forwards a cancel and turns the end into a `RunOutcome`, only
 after the supervisor confirmed the tree is gone and every owned resource released. The
 socket and the pipes are read by the event loop's callbacks, which wake the one collecting
-coroutine (`waker`): a run spawns one task, the cancel's forwarding.
+coroutine (`waker`), and a `CancelSignal` calls back as it is set: a run spawns no task
+(with any other cancel, one task waits for it to forward it).
 """
 
 from __future__ import annotations
@@ -13,13 +14,12 @@ import asyncio
 import contextlib
 import socket
 import time
-from collections.abc import Coroutine
-from typing import Any
 
 import anyio
 import msgspec
 
 from jigcmd import trace
+from jigcmd.cancel import Cancellation, CancelSignal
 from jigcmd.envelope.api import (
     Ending,
     EnvelopeFailure,
@@ -57,12 +57,8 @@ _FINISH_GRACE = 10.0
 _WITHDRAW_WAIT = 1.0
 
 
-async def _awaited(work: Coroutine[Any, Any, None]) -> None:
-    await work
-
-
 async def _forward_cancel(
-    cancel: anyio.Event, sock: socket.socket, forwarding: anyio.CancelScope
+    cancel: Cancellation, sock: socket.socket, forwarding: anyio.CancelScope
 ) -> None:
     """Tell the supervisor of the caller's cancel, until the run ends (`forwarding`).
 
@@ -143,7 +139,7 @@ class RunCollector:
         sock: socket.socket,
         stdout_r: int,
         stderr_r: int,
-        cancel: anyio.Event,
+        cancel: Cancellation,
         hooks: Hooks,
     ) -> None:
         self.plan = plan
@@ -158,26 +154,38 @@ class RunCollector:
         self.hooks = hooks
         self.started: Started | None = None
         self.end: Finished | Failed | None = None
-        self.beside: anyio.abc.TaskGroup
 
     async def collect(self) -> RunOutcome:
         begin = time.monotonic()
         try:
-            # Callbacks (the journal recording the envelope) run beside the run and are
-            # awaited, never cancelled, before the outcome is returned.
-            async with anyio.create_task_group() as self.beside:
-                forwarding = anyio.CancelScope()
-                self.beside.start_soon(_forward_cancel, self.cancel, self.sock, forwarding)
+            if isinstance(self.cancel, CancelSignal):
+                # The cancel calls back as it is set: no task waits for it.
+                unwatch = self.cancel.watch(self._forward_cancel)
                 try:
-                    self.outputs.start()
-                    self.reports.start()
-                    await self._listen()
+                    await self._follow()
                 finally:
-                    cancel_soon(forwarding)
+                    unwatch()
+            else:
+                async with anyio.create_task_group() as tg:
+                    forwarding = anyio.CancelScope()
+                    tg.start_soon(_forward_cancel, self.cancel, self.sock, forwarding)
+                    try:
+                        await self._follow()
+                    finally:
+                        cancel_soon(forwarding)
         finally:
             self._close()
         trace.mark("executor: output drained")
         return self._outcome(begin)
+
+    async def _follow(self) -> None:
+        self.outputs.start()
+        self.reports.start()
+        await self._listen()
+
+    def _forward_cancel(self) -> None:
+        with contextlib.suppress(OSError):
+            send_message(self.sock, Cancel(), codec=MSGSPEC)
 
     async def abandon(self) -> None:
         """Wait (bounded) for the end report of a withdrawn launch; drop output and errors."""
@@ -213,7 +221,7 @@ class RunCollector:
                 return
             if isinstance(message, Started):
                 trace.mark("executor: started")
-                self._started(message)
+                await self._started(message)
             elif isinstance(message, Ended):
                 trace.mark("executor: ended")
                 self.outputs.end()
@@ -227,7 +235,7 @@ class RunCollector:
             # Every writer is dead; read what is still in the pipes, bounded in time.
             await self._waker.until(self.outputs.done, _DRAIN_AFTER_END)
 
-    def _started(self, message: Started) -> None:
+    async def _started(self, message: Started) -> None:
         self.started = message
         if self.hooks.on_started is not None:
             identity = EnvelopeIdentity(
@@ -238,7 +246,9 @@ class RunCollector:
             )
             work = self.hooks.on_started(identity)
             if work is not None:
-                self.beside.start_soon(_awaited, work)
+                # The journal recording the envelope: meanwhile the loop's callbacks read
+                # the output and the reports, and a cancel is forwarded.
+                await work
 
     async def _ended(self, ended: Ended, on_ended: OnEnded) -> None:
         # Every writer of the pipes is dead or SIGKILLed once the candidate ended (pid 1

@@ -27,6 +27,7 @@ import anyio.lowlevel
 import msgspec
 
 from jigcmd import trace
+from jigcmd.cancel import Cancellation, CancelSignal
 from jigcmd.errors import Code, JigError
 from jigcmd.policy.digests import operation_signature
 from jigcmd.protocol import jsonrpc
@@ -237,7 +238,7 @@ class _Server:
         self._lost = anyio.Event()
         self._lost_reason = ""
         # The calls running, by `_key`: their request id, or their task id once it is one.
-        self._cancels: dict[tuple[str, jsonrpc.Id], anyio.Event] = {}
+        self._cancels: dict[tuple[str, jsonrpc.Id], CancelSignal] = {}
         self._idle = anyio.Event()
         self._idle.set()
         self._tasks: anyio.abc.TaskGroup | None = None
@@ -399,7 +400,8 @@ class _Server:
         return self._tasks
 
     def _start(self, call: Call) -> None:
-        cancel = anyio.Event()
+        # A signal: the call's waits are woken by it without a task each (`jigcmd.cancel`).
+        cancel = CancelSignal()
         if self._lost.is_set():
             cancel.set()
         self._cancels[_key(call.request_id, call.task_id)] = cancel
@@ -424,7 +426,7 @@ class _Server:
             self._writer.send(self._session.recorded(lookup, found))
         self._writer.flush()
 
-    async def _run_call(self, call: Call, cancel: anyio.Event) -> None:
+    async def _run_call(self, call: Call, cancel: Cancellation) -> None:
         reporter: Progress | None = None
         if call.progress_token is not None:
 
@@ -483,5 +485,5 @@ def _key(request_id: jsonrpc.Id, task_id: str | None) -> tuple[str, jsonrpc.Id]:
     return ("task", task_id) if task_id is not None else ("request", request_id)
 
 
-async def _set(event: anyio.Event) -> None:
-    event.set()
+async def _set(cancel: CancelSignal) -> None:
+    cancel.set()

@@ -7,6 +7,7 @@ import types
 import anyio
 import pytest
 
+from jigcmd.cancel import Cancellation
 from jigcmd.command import service as service_module
 from jigcmd.command.runtime import BunBinary
 from jigcmd.command.service import CommandService
@@ -43,7 +44,7 @@ class _Recorder:
     async def execute(
         self,
         plan: RunPlan,
-        cancel: anyio.Event,
+        cancel: Cancellation,
         ticket: Ticket | None = None,
         hooks: Hooks | None = None,
     ) -> RunOutcome:

@@ -13,6 +13,7 @@ import anyio
 import msgspec
 import pytest
 
+from jigcmd.cancel import Cancellation
 from jigcmd.command.runtime import BunBinary
 from jigcmd.command.service import CommandService
 from jigcmd.durable.ownership import Ownership
@@ -47,7 +48,7 @@ class _Stub:
     async def execute(
         self,
         plan: RunPlan,
-        cancel: anyio.Event,
+        cancel: Cancellation,
         ticket: Ticket | None = None,
         hooks: Hooks | None = None,
     ) -> RunOutcome:
@@ -235,7 +236,7 @@ class _Failing(_Stub):
     async def execute(
         self,
         plan: RunPlan,
-        cancel: anyio.Event,
+        cancel: Cancellation,
         ticket: Ticket | None = None,
         hooks: Hooks | None = None,
     ) -> RunOutcome:

@@ -12,6 +12,7 @@ from pathlib import Path
 import anyio
 import pytest
 
+from jigcmd.cancel import Cancellation
 from jigcmd.command.runtime import BunBinary
 from jigcmd.command.service import CommandService
 from jigcmd.durable.ownership import Ownership
@@ -39,7 +40,7 @@ class _Stub:
     async def execute(
         self,
         plan: RunPlan,
-        cancel: anyio.Event,
+        cancel: Cancellation,
         ticket: Ticket | None = None,
         hooks: Hooks | None = None,
     ) -> RunOutcome:

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 import anyio
 import msgspec
 
+from jigcmd.cancel import Cancellation
 from jigcmd.command.runtime import BUN_TARGET, find_runtime
 from jigcmd.envelope.api import (
     Admit,
@@ -338,7 +339,7 @@ class TracedExecutor:
     async def execute(
         self,
         plan: RunPlan,
-        cancel: anyio.Event,
+        cancel: Cancellation,
         ticket: Ticket | None = None,
         hooks: Hooks | None = None,
     ) -> RunOutcome:
@@ -362,7 +363,7 @@ class TracedExecutor:
     async def run(
         self,
         plan: RunPlan,
-        cancel: anyio.Event | None = None,
+        cancel: Cancellation | None = None,
         on_started: Callable[[EnvelopeIdentity], None] | None = None,
         ticket: Ticket | None = None,
         admit: Admit | None = None,

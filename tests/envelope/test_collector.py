@@ -19,6 +19,7 @@ from typing import cast
 import anyio
 import pytest
 
+from jigcmd.cancel import Cancellation, CancelSignal
 from jigcmd.envelope.api import Ending, EnvelopeFailure, FailureKind, Hooks
 from jigcmd.envelope.collection import RunCollector
 from jigcmd.envelope.messages import (
@@ -82,7 +83,7 @@ class _Supervisor:
 
 @asynccontextmanager
 async def _run(
-    hooks: Hooks | None = None, cancel: anyio.Event | None = None
+    hooks: Hooks | None = None, cancel: Cancellation | None = None
 ) -> AsyncIterator[tuple[RunCollector, _Supervisor]]:
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
     stdout_r, stdout_w = os.pipe()
@@ -133,8 +134,11 @@ async def test_a_garbled_report_stops_the_reports() -> None:
     assert failed.value.kind == FailureKind.REPORTS_STOPPED
 
 
-async def test_the_callers_cancel_reaches_the_supervisor_while_the_candidate_runs() -> None:
-    cancel = anyio.Event()
+@pytest.mark.parametrize("kind", [anyio.Event, CancelSignal], ids=["event", "signal"])
+async def test_the_callers_cancel_reaches_the_supervisor_while_the_candidate_runs(
+    kind: type[anyio.Event | CancelSignal],
+) -> None:
+    cancel = kind()
     async with _run(cancel=cancel) as (collector, supervisor):
         supervisor.report(_STARTED)
         async with anyio.create_task_group() as tg:
@@ -158,6 +162,22 @@ async def test_the_callers_cancel_reaches_the_supervisor_while_the_candidate_run
             )
     (outcome,) = result
     assert getattr(outcome, "stop_reason", None) == "cancelled"
+
+
+async def test_with_a_cancel_signal_a_run_is_collected_without_a_task() -> None:
+    """The socket, the pipes and the cancel call back: the collecting task is the only one."""
+    tasks: list[int] = []
+
+    async def on_ended(_ending: Ending) -> None:
+        tasks.append(len(anyio.get_running_tasks()))
+
+    before = len(anyio.get_running_tasks())
+    async with _run(Hooks(on_ended=on_ended), CancelSignal()) as (collector, supervisor):
+        supervisor.print(b"out")
+        supervisor.report(_STARTED, _ENDED, _FINISHED)
+        with anyio.fail_after(_FAILSAFE_S):
+            await collector.collect()
+    assert tasks == [before]
 
 
 async def test_output_that_never_ends_leaves_no_reader_behind() -> None:

@@ -17,6 +17,7 @@ from collections.abc import Callable
 import anyio
 import pytest
 
+from jigcmd.cancel import Cancellation
 from jigcmd.envelope import syscalls as sc
 from jigcmd.envelope.api import Assigned, EnvelopeIdentity, RunOutcome
 from jigcmd.envelope.native import NativeExecutor
@@ -36,7 +37,7 @@ async def run(
     envelope: TracedExecutor,
     plan: RunPlan,
     on_started: Callable[[EnvelopeIdentity], None] | None = None,
-    cancel: anyio.Event | None = None,
+    cancel: Cancellation | None = None,
 ) -> RunOutcome:
     return await envelope.run(plan, cancel, on_started)
 

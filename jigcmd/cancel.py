@@ -1,0 +1,75 @@
+"""A caller's cancel, as every layer from the fronts down to the envelope reads it.
+
+`Cancellation` is what a layer needs of one: whether it is set, and a wait for it (anyio's `Event`
+is one). `CancelSignal`, which the stdio front and the shared operations make, also tells
+its watchers when it is set: whoever must act on a cancel (the collector forwarding it to
+the envelope, a waiter of a shared operation) is called back instead of keeping a task
+waiting for it, and the run's end need not cancel that task (docs/envelope.md, "The
+twentieth round").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Protocol
+
+import anyio
+
+__all__ = ["CancelSignal", "Cancellation"]
+
+
+class Cancellation(Protocol):
+    """A cancel that can be looked at and waited for."""
+
+    def is_set(self) -> bool:
+        """Whether it was set."""
+        ...
+
+    async def wait(self) -> None:
+        """Until it is set."""
+        ...
+
+
+class CancelSignal:
+    """A cancel that calls its watchers once, as it is set."""
+
+    def __init__(self) -> None:
+        self._event = anyio.Event()
+        self._watchers: list[Callable[[], None]] = []
+
+    def set(self) -> None:
+        """Set it; each watcher is called (at once, in the setter's turn), then forgotten."""
+        if self._event.is_set():
+            return
+        self._event.set()
+        watchers, self._watchers = self._watchers, []
+        for watcher in watchers:
+            watcher()
+
+    def is_set(self) -> bool:
+        """Whether it was set."""
+        return self._event.is_set()
+
+    async def wait(self) -> None:
+        """Until it is set."""
+        await self._event.wait()
+
+    def watch(self, watcher: Callable[[], None]) -> Callable[[], None]:
+        """Call `watcher` when it is set (now, if it is); returns what ends the watch.
+
+        A watcher must not raise: it runs in whichever task sets the cancel.
+        """
+        if self._event.is_set():
+            watcher()
+            return _nothing
+        self._watchers.append(watcher)
+
+        def unwatch() -> None:
+            if watcher in self._watchers:
+                self._watchers.remove(watcher)
+
+        return unwatch
+
+
+def _nothing() -> None:
+    return None
