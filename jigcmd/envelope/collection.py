@@ -57,7 +57,7 @@ _FINISH_GRACE = 10.0
 _WITHDRAW_WAIT = 1.0
 
 
-async def _forward_cancel(
+async def _wait_and_forward(
     cancel: Cancellation, sock: socket.socket, forwarding: anyio.CancelScope
 ) -> None:
     """Tell the supervisor of the caller's cancel, until the run ends (`forwarding`).
@@ -168,7 +168,7 @@ class RunCollector:
             else:
                 async with anyio.create_task_group() as tg:
                     forwarding = anyio.CancelScope()
-                    tg.start_soon(_forward_cancel, self.cancel, self.sock, forwarding)
+                    tg.start_soon(_wait_and_forward, self.cancel, self.sock, forwarding)
                     try:
                         await self._follow()
                     finally:
