@@ -39,6 +39,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from jigcmd.cancel import CancelSignal  # noqa: E402 - needs the path set up above
 from jigcmd.command.assembly import FrontSettings, open_service  # noqa: E402 - needs the path set up above
 from jigcmd.command.service import CommandService  # noqa: E402 - needs the path set up above
 from jigcmd.envelope.native import NativeExecutor  # noqa: E402 - needs the path set up above
@@ -118,12 +119,12 @@ def install(pieces: tuple[tuple[str, str, str], ...]) -> dict[str, Tally]:
 async def durable_call(
     service: CommandService, request: dict[str, object], operation_id: str, root_run: str
 ) -> None:
-    """One durable call, its answer then reported as the stdio server reports it."""
+    """One durable call, with its cancel and its answer reported as the stdio server has them."""
     await service.run(
         request,
         operation_id=operation_id,
         deadline_unix_ms=None,
-        cancel=anyio.Event(),
+        cancel=CancelSignal(),
         signature=root_run,
         root_run=root_run,
     )
