@@ -68,8 +68,13 @@ async def _wait_and_forward(
     """
     with forwarding:
         await cancel.wait()
-        with contextlib.suppress(OSError):
-            send_message(sock, Cancel(), codec=MSGSPEC)
+        _send_cancel(sock)
+
+
+def _send_cancel(sock: socket.socket) -> None:
+    """Tell the supervisor to stop the run (a supervisor already gone needs no telling)."""
+    with contextlib.suppress(OSError):
+        send_message(sock, Cancel(), codec=MSGSPEC)
 
 
 class _Reports:
@@ -184,8 +189,7 @@ class RunCollector:
         await self._listen()
 
     def _forward_cancel(self) -> None:
-        with contextlib.suppress(OSError):
-            send_message(self.sock, Cancel(), codec=MSGSPEC)
+        _send_cancel(self.sock)
 
     async def abandon(self) -> None:
         """Wait (bounded) for the end report of a withdrawn launch; drop output and errors."""
