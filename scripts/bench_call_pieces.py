@@ -14,7 +14,12 @@ Printed per call: each piece's calls and µs of CPU, and its share of this proce
 call (`process_time`, every thread: the service path without the stdio protocol). An
 indented piece runs inside the one above it. The wrappers cost ~1 µs a call each.
 
-Run as root: python scripts/bench_call_pieces.py [--calls 200] [--warm-up 20]
+With `--count`, nothing is timed: the Python function calls a call makes are counted
+(`sys.setprofile`), by where each function is defined, and the event loop's turns. A count
+needs no clock and does not vary with the machine's load: it is how the twentieth round
+found that most of a call's functions were the event loop's (docs/envelope.md).
+
+Run as root: python scripts/bench_call_pieces.py [--calls 200] [--warm-up 20] [--count]
 """
 
 from __future__ import annotations
@@ -25,11 +30,14 @@ import importlib
 import shutil
 import sys
 import tempfile
+import threading
 import time
+from collections import Counter
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from types import FrameType
 from typing import Any, ParamSpec, TypeVar
 
 import anyio
@@ -175,6 +183,58 @@ async def _measure(calls: int, warm_up: int) -> tuple[dict[str, Tally], float]:
     return tallies, cpu_ms
 
 
+# Where a function is defined, by a part of its file's path (the first that matches).
+_PLACES = (
+    ("asyncio", "/asyncio/"),
+    ("anyio", "/anyio/"),
+    ("jigcmd", "/jigcmd/"),
+    ("other libraries", "site-packages"),
+)
+_TURN = "_run_once"
+
+
+def _place(filename: str) -> str:
+    for place, part in _PLACES:
+        if part in filename:
+            return place
+    return "the standard library"
+
+
+async def _count(calls: int, warm_up: int) -> Counter[str]:
+    """The Python function calls of `calls` calls, by place, and the loop's turns."""
+    counts: Counter[str] = Counter()
+
+    def profile(frame: FrameType, event: str, _arg: object) -> None:
+        if event == "call":
+            code = frame.f_code
+            counts[_place(code.co_filename)] += 1
+            if code.co_name == _TURN:
+                counts["(the event loop's turns)"] += 1
+
+    async with example_service("jigcmd-bench-pieces-") as (service, request):
+        for index in range(warm_up):
+            await durable_call(service, request, f"pieces-{index}", "bench-call-pieces")
+        sys.setprofile(profile)
+        threading.setprofile(profile)
+        try:
+            for index in range(warm_up, warm_up + calls):
+                await durable_call(service, request, f"pieces-{index}", "bench-call-pieces")
+        finally:
+            sys.setprofile(None)
+            threading.setprofile(None)
+    return counts
+
+
+def _report_counts(counts: Counter[str], calls: int) -> None:
+    turns = counts.pop("(the event loop's turns)", 0)
+    print(f"{calls} durable `tests` calls back to back; Python function calls a call")
+    print(f"{'defined in':26} {'calls':>8}")
+    for place, count in counts.most_common():
+        print(f"{place:26} {count / calls:8.1f}")
+    print(f"{'all':26} {sum(counts.values()) / calls:8.1f}")
+    print(f"the event loop's turns a call: {turns / calls:.1f}")
+
+
 def _report(tallies: dict[str, Tally], cpu_ms: float, calls: int) -> None:
     print(f"{calls} durable `tests` calls back to back; this process's CPU {cpu_ms:.2f} ms a call")
     print(f"{'piece':42} {'calls':>6} {'µs':>8} {'share':>6}")
@@ -189,7 +249,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--calls", type=int, default=200, help="measured calls (default 200)")
     parser.add_argument("--warm-up", type=int, default=20, help="calls before (default 20)")
+    parser.add_argument(
+        "--count", action="store_true", help="count Python function calls instead of timing"
+    )
     options = parser.parse_args()
+    if options.count:
+        _report_counts(anyio.run(_count, options.calls, options.warm_up), options.calls)
+        return
     tallies, cpu_ms = anyio.run(_measure, options.calls, options.warm_up)
     _report(tallies, cpu_ms, options.calls)
 
