@@ -1,33 +1,18 @@
 """A caller's cancel, as every layer from the fronts down to the envelope reads it.
 
-`Cancellation` is what a layer needs of one: whether it is set, and a wait for it (anyio's `Event`
-is one). `CancelSignal`, which the stdio front and the shared operations make, also tells
-its watchers when it is set: whoever must act on a cancel (the collector forwarding it to
-the envelope, a waiter of a shared operation) is called back instead of keeping a task
-waiting for it, and the run's end need not cancel that task (docs/envelope.md, "The
-twentieth round").
+Like anyio's `Event` it is set, looked at and waited for; it also tells its watchers when it
+is set. Whoever must act on a cancel (the collector forwarding it to the envelope, a waiter
+of a shared operation) is called back instead of keeping a task waiting for it, and the
+run's end need not cancel that task (docs/envelope.md, "The twentieth round").
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Protocol
 
 import anyio
 
-__all__ = ["CancelSignal", "Cancellation"]
-
-
-class Cancellation(Protocol):
-    """A cancel that can be looked at and waited for."""
-
-    def is_set(self) -> bool:
-        """Whether it was set."""
-        ...
-
-    async def wait(self) -> None:
-        """Until it is set."""
-        ...
+__all__ = ["CancelSignal"]
 
 
 class CancelSignal:

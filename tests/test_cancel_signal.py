@@ -5,7 +5,7 @@ from __future__ import annotations
 import anyio
 import pytest
 
-from jigcmd.cancel import Cancellation, CancelSignal
+from jigcmd.cancel import CancelSignal
 
 pytestmark = pytest.mark.anyio
 
@@ -45,7 +45,7 @@ async def test_it_is_waited_for_like_an_event() -> None:
     signal = CancelSignal()
     woken: list[bool] = []
 
-    async def waiter(cancel: Cancellation) -> None:
+    async def waiter(cancel: CancelSignal) -> None:
         await cancel.wait()
         woken.append(cancel.is_set())
 

@@ -14,7 +14,7 @@ from functools import partial
 from typing import Any
 
 from jigcmd import trace
-from jigcmd.cancel import Cancellation
+from jigcmd.cancel import CancelSignal
 from jigcmd.durable.ownership import Ownership, RecordedEvidence
 from jigcmd.envelope.api import Assigned, Ending, EnvelopeIdentity, Hooks, Ticket, Withdrawn
 from jigcmd.errors import JigError
@@ -75,7 +75,7 @@ class Durability:
         assigned = self._recorded_envelope
         return self.run_id if assigned is None else assigned.run_id
 
-    async def known_or(self, refusal: JigError, deadline: float, cancel: Cancellation) -> RunResult:
+    async def known_or(self, refusal: JigError, deadline: float, cancel: CancelSignal) -> RunResult:
         """The journal's answer for a known operation; else raise `refusal` (nothing ran)."""
         known = None
         if self.durable:
@@ -92,7 +92,7 @@ class Durability:
         return known
 
     async def reserve(
-        self, deadline: float, cancel: Cancellation, progress: Progress | None, *, wait: bool
+        self, deadline: float, cancel: CancelSignal, progress: Progress | None, *, wait: bool
     ) -> None:
         """Take an envelope slot, with `wait` behind earlier callers until the deadline.
 
@@ -129,7 +129,7 @@ class Durability:
         execute: Execute,
         *,
         evidence: Callable[[Ending], Evidence],
-        cancel: Cancellation,
+        cancel: CancelSignal,
         sign: SignEnding | None = None,
         digest: Callable[[], str] | None = None,
     ) -> RunResult:
@@ -175,7 +175,7 @@ class Durability:
         plan: RunPlan,
         digest: Callable[[], str],
         evidence: Callable[[Ending], Evidence],
-        cancel: Cancellation,
+        cancel: CancelSignal,
         sign: SignEnding | None,
     ) -> Hooks:
         ownership, signature = self._ownership, self._signature

@@ -11,7 +11,7 @@ from typing import Final
 
 import anyio
 
-from jigcmd.cancel import Cancellation
+from jigcmd.cancel import CancelSignal
 from jigcmd.command.failures import envelope_error, stopped_error
 from jigcmd.command.outcomes import Sign, tests_of
 from jigcmd.envelope.api import EnvelopeFailure, Executor, Hooks, RunOutcome, Ticket
@@ -104,7 +104,7 @@ async def execute(
     *,
     valid: ValidRequest,
     plan: RunPlan,
-    cancel: Cancellation,
+    cancel: CancelSignal,
     progress: Progress | None,
     evidence: Callable[[RunOutcome], Evidence],
     sign: Sign | None,

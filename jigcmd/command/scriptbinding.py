@@ -14,7 +14,7 @@ from pathlib import Path
 
 import anyio
 
-from jigcmd.cancel import Cancellation
+from jigcmd.cancel import CancelSignal
 from jigcmd.command.bindingfile import (
     LoadedBinding,
     ScriptResult,
@@ -110,7 +110,7 @@ def _shim() -> dict[str, str]:
 
 
 async def evaluate_script(
-    path: Path, executor: Executor, runtime: BunBinary, cancel: Cancellation | None = None
+    path: Path, executor: Executor, runtime: BunBinary, cancel: CancelSignal | None = None
 ) -> ScriptResult:
     """Evaluate the Binding in a fresh envelope; raises `BindingError` saying why it cannot."""
     script = await anyio.to_thread.run_sync(read_script, path)
@@ -131,7 +131,7 @@ async def evaluate_script(
         label="binding",
     )
     try:
-        outcome = await executor.execute(plan, cancel or anyio.Event())
+        outcome = await executor.execute(plan, cancel or CancelSignal())
     except EnvelopeFailure as failure:
         raise BindingError(
             f"its evaluation could not run: {envelope_error(failure).message}; nothing was "

@@ -16,7 +16,7 @@ import msgspec
 
 from jigcmd import trace
 from jigcmd.attest.attester import Attester
-from jigcmd.cancel import Cancellation
+from jigcmd.cancel import CancelSignal
 from jigcmd.command.durability import Durability
 from jigcmd.command.execution import execute
 from jigcmd.command.outcomes import EvidenceOf, signer
@@ -248,7 +248,7 @@ class CommandService:
         *,
         operation_id: str,
         deadline_unix_ms: int | None,
-        cancel: Cancellation,
+        cancel: CancelSignal,
         progress: Progress | None = None,
         signature: str | None = None,
         context: str = "",
@@ -338,7 +338,7 @@ class CommandService:
         valid: ValidRequest,
         call: _Call,
         deadline: float,
-        cancel: Cancellation,
+        cancel: CancelSignal,
         progress: Progress | None,
     ) -> RunResult:
         """The operation's work, stopped by `cancel`: known? → slot → plan → execute → close."""
@@ -377,7 +377,7 @@ class CommandService:
         call: _Call,
         deadline: float,
         *,
-        cancel: Cancellation,
+        cancel: CancelSignal,
         progress: Progress | None,
     ) -> JigError | None:
         """Take an envelope slot for the call; why not, if none came (`serve --queue-wait`)."""
@@ -407,7 +407,7 @@ class CommandService:
         durability: Durability,
         deadline: float,
         *,
-        cancel: Cancellation,
+        cancel: CancelSignal,
         progress: Progress | None,
     ) -> RunResult:
         """Plan the run on its slot, execute it and close its row (`Durability.run`)."""
@@ -495,7 +495,7 @@ class CommandService:
         )
 
 
-def _refused_before_dispatch(deadline: float, cancel: Cancellation) -> JigError | None:
+def _refused_before_dispatch(deadline: float, cancel: CancelSignal) -> JigError | None:
     """Why nothing may be dispatched any more (the deadline passed, a cancel came), if so."""
     if deadline <= time.monotonic():
         return JigError(

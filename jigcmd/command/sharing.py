@@ -22,8 +22,7 @@ from contextlib import asynccontextmanager
 import anyio
 import anyio.abc
 
-from jigcmd.cancel import Cancellation, CancelSignal
-from jigcmd.envelope.waker import cancel_soon
+from jigcmd.cancel import CancelSignal
 from jigcmd.errors import Code, JigError
 from jigcmd.protocol.commands import RunResult
 from jigcmd.server.backend import Progress
@@ -35,7 +34,7 @@ logger = logging.getLogger(__name__)
 # (the caller's run, the operation id): the scope of operation identity.
 OperationKey = tuple[str, str]
 # The shared work, given the event that stops it and the progress of its live waiters.
-Work = Callable[[Cancellation, Progress | None], Awaitable[RunResult]]
+Work = Callable[[CancelSignal, Progress | None], Awaitable[RunResult]]
 
 
 class SharedOperations:
@@ -69,7 +68,7 @@ class SharedOperations:
         signature: str,
         *,
         deadline: float,
-        cancel: Cancellation,
+        cancel: CancelSignal,
         progress: Progress | None,
         work: Work,
     ) -> RunResult:
@@ -122,18 +121,14 @@ class _Shared:
         self.outcome: RunResult | JigError | None = None
         # The live waiters, each with its progress callback (None: it asked for none).
         self._waiters: dict[object, Progress | None] = {}
-        # The waits in progress (`_until_done`), each ended by the work's end: woken, or
-        # (a waiter whose cancel is not a `CancelSignal`) its wait's scope cancelled.
+        # The waits in progress (`_until_done`), each woken by the work's end.
         self._wakes: set[anyio.Event] = set()
-        self._waiting: set[anyio.CancelScope] = set()
 
     def finish(self) -> None:
         """The work has ended (its outcome is set): wake every waiter."""
         self.done.set()
         for wake in self._wakes:
             wake.set()
-        for scope in self._waiting:
-            cancel_soon(scope)
 
     async def progress(
         self, message: str, elapsed_ms: int | None = None, total_ms: int | None = None
@@ -144,7 +139,7 @@ class _Shared:
                 await forward(message, elapsed_ms, total_ms)
 
     async def attend(
-        self, deadline: float, cancel: Cancellation, progress: Progress | None
+        self, deadline: float, cancel: CancelSignal, progress: Progress | None
     ) -> RunResult:
         token = object()
         self._waiters[token] = progress
@@ -168,35 +163,26 @@ class _Shared:
                 self.stop.set()
         return self._result()
 
-    async def _until_done(self, cancel: Cancellation, deadline: float) -> None:
+    async def _until_done(self, cancel: CancelSignal, deadline: float) -> None:
         """Return once the work is done or `cancel` is set, or `deadline` (monotonic) passes.
 
-        No watcher task is spawned per wait: a `CancelSignal` and the work's end each wake
-        the wait; any other cancel is waited for in the waiter's own task, and the work's
-        end cancels that wait (`finish`).
+        No watcher task is spawned per wait: the caller's cancel and the work's end each
+        wake it.
         """
         if self.done.is_set() or cancel.is_set():
             return
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             return
-        if isinstance(cancel, CancelSignal):
-            wake = anyio.Event()
-            self._wakes.add(wake)
-            unwatch = cancel.watch(wake.set)
-            try:
-                with anyio.move_on_after(remaining):
-                    await wake.wait()
-            finally:
-                unwatch()
-                self._wakes.discard(wake)
-            return
-        with anyio.move_on_after(remaining) as scope:
-            self._waiting.add(scope)
-            try:
-                await cancel.wait()
-            finally:
-                self._waiting.discard(scope)
+        wake = anyio.Event()
+        self._wakes.add(wake)
+        unwatch = cancel.watch(wake.set)
+        try:
+            with anyio.move_on_after(remaining):
+                await wake.wait()
+        finally:
+            unwatch()
+            self._wakes.discard(wake)
 
     def _left(self, *, cancelled: bool) -> JigError:
         if cancelled:

@@ -23,7 +23,7 @@ from typing import NamedTuple
 import anyio
 import msgspec
 
-from jigcmd.cancel import Cancellation
+from jigcmd.cancel import CancelSignal
 from jigcmd.durable.pathwrite import write_soon
 from jigcmd.durable.recovery import RecoveryReport, recover, sweep_own
 from jigcmd.durable.replay import RecordedFailure, replay
@@ -147,7 +147,7 @@ class Ownership:
         *,
         root_run: str,
         deadline: float = math.inf,
-        cancel: Cancellation | None = None,
+        cancel: CancelSignal | None = None,
     ) -> RunResult | None:
         """Answer a known operation from the journal without taking a slot; None if unknown.
 
@@ -193,7 +193,7 @@ class Ownership:
         run_id: str,
         envelope: Assigned | None = None,
         plan_digest: str | None = None,
-        cancel: Cancellation | None = None,
+        cancel: CancelSignal | None = None,
         trace_context: dict[str, str] | None = None,
     ) -> RunResult | None:
         """Record the operation before dispatch; or answer it from the journal.
@@ -247,7 +247,7 @@ class Ownership:
         operation_id: str,
         root_run: str,
         deadline: float,
-        cancel: Cancellation | None = None,
+        cancel: CancelSignal | None = None,
     ) -> Row:
         """Wait for an operation running elsewhere to close, within this caller's deadline.
 

@@ -17,7 +17,7 @@ from typing import Final
 
 import anyio
 
-from jigcmd.cancel import Cancellation
+from jigcmd.cancel import CancelSignal
 from jigcmd.errors import Code, JigError
 from jigcmd.journal.reservations import Slot
 
@@ -47,7 +47,7 @@ class SlotQueue:
         return len(self._waiting)
 
     async def acquire(
-        self, tag: str, *, deadline: float, cancel: Cancellation, queued: Queued | None = None
+        self, tag: str, *, deadline: float, cancel: CancelSignal, queued: Queued | None = None
     ) -> Slot:
         """A slot, at once or after the callers ahead; `deadline` is a `time.monotonic()` time.
 
@@ -103,7 +103,7 @@ class _Waiter:
     def __init__(self) -> None:
         self.wake = anyio.Event()
 
-    async def wait(self, cancel: Cancellation) -> None:
+    async def wait(self, cancel: CancelSignal) -> None:
         """Until woken or cancelled (the caller bounds how long); then ready to be woken again."""
         try:
             async with anyio.create_task_group() as racing:

@@ -9,7 +9,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import msgspec
 
-from jigcmd.cancel import Cancellation
+from jigcmd.cancel import CancelSignal
 from jigcmd.envelope.scratchfile import ScratchRead
 from jigcmd.evidence import ResourceReport, StopReason
 from jigcmd.journal.identity import ProcessIdentity
@@ -212,7 +212,7 @@ class Executor(Protocol):
     async def execute(
         self,
         plan: RunPlan,
-        cancel: Cancellation,
+        cancel: CancelSignal,
         ticket: Ticket | None = None,
         hooks: Hooks | None = None,
     ) -> RunOutcome:

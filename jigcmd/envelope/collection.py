@@ -4,8 +4,8 @@
 the supervisor's reports, forwards a cancel and turns the end into a `RunOutcome`, only
 after the supervisor confirmed the tree is gone and every owned resource released. The
 socket and the pipes are read by the event loop's callbacks, which wake the one collecting
-coroutine (`waker`), and a `CancelSignal` calls back as it is set: a run spawns no task
-(with any other cancel, one task waits for it to forward it).
+coroutine (`waker`), and the caller's `CancelSignal` calls back as it is set: a run spawns
+no task.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import anyio
 import msgspec
 
 from jigcmd import trace
-from jigcmd.cancel import Cancellation, CancelSignal
+from jigcmd.cancel import CancelSignal
 from jigcmd.envelope.api import (
     Ending,
     EnvelopeFailure,
@@ -41,7 +41,7 @@ from jigcmd.envelope.messages import (
     send_message,
 )
 from jigcmd.envelope.outputs import Capture, Outputs
-from jigcmd.envelope.waker import Waker, cancel_soon
+from jigcmd.envelope.waker import Waker
 from jigcmd.envelope.wire import MSGSPEC
 from jigcmd.evidence import ResourceReport
 from jigcmd.plan import RunPlan
@@ -55,26 +55,6 @@ _DRAIN_AFTER_END = 1.0
 _FINISH_GRACE = 10.0
 # How long a withdrawn launch's supervisor may take to report its envelope released.
 _WITHDRAW_WAIT = 1.0
-
-
-async def _wait_and_forward(
-    cancel: Cancellation, sock: socket.socket, forwarding: anyio.CancelScope
-) -> None:
-    """Tell the supervisor of the caller's cancel, until the run ends (`forwarding`).
-
-    The run's end cancels `forwarding`, which this task's own scope absorbs, so the task
-    ends without an error: a task that ends by a cancel leaves its CancelledError and its
-    frames in a reference cycle until the garbage collector runs (docs/performance.md).
-    """
-    with forwarding:
-        await cancel.wait()
-        _send_cancel(sock)
-
-
-def _send_cancel(sock: socket.socket) -> None:
-    """Tell the supervisor to stop the run (a supervisor already gone needs no telling)."""
-    with contextlib.suppress(OSError):
-        send_message(sock, Cancel(), codec=MSGSPEC)
 
 
 class _Reports:
@@ -144,7 +124,7 @@ class RunCollector:
         sock: socket.socket,
         stdout_r: int,
         stderr_r: int,
-        cancel: Cancellation,
+        cancel: CancelSignal,
         hooks: Hooks,
     ) -> None:
         self.plan = plan
@@ -162,34 +142,22 @@ class RunCollector:
 
     async def collect(self) -> RunOutcome:
         begin = time.monotonic()
+        # The cancel calls back as it is set: no task waits for it.
+        unwatch = self.cancel.watch(self._forward_cancel)
         try:
-            if isinstance(self.cancel, CancelSignal):
-                # The cancel calls back as it is set: no task waits for it.
-                unwatch = self.cancel.watch(self._forward_cancel)
-                try:
-                    await self._follow()
-                finally:
-                    unwatch()
-            else:
-                async with anyio.create_task_group() as tg:
-                    forwarding = anyio.CancelScope()
-                    tg.start_soon(_wait_and_forward, self.cancel, self.sock, forwarding)
-                    try:
-                        await self._follow()
-                    finally:
-                        cancel_soon(forwarding)
+            self.outputs.start()
+            self.reports.start()
+            await self._listen()
         finally:
+            unwatch()
             self._close()
         trace.mark("executor: output drained")
         return self._outcome(begin)
 
-    async def _follow(self) -> None:
-        self.outputs.start()
-        self.reports.start()
-        await self._listen()
-
     def _forward_cancel(self) -> None:
-        _send_cancel(self.sock)
+        """Tell the supervisor to stop the run (a supervisor already gone needs no telling)."""
+        with contextlib.suppress(OSError):
+            send_message(self.sock, Cancel(), codec=MSGSPEC)
 
     async def abandon(self) -> None:
         """Wait (bounded) for the end report of a withdrawn launch; drop output and errors."""

@@ -22,7 +22,7 @@ from typing import NamedTuple
 import anyio
 
 from jigcmd import trace
-from jigcmd.cancel import Cancellation
+from jigcmd.cancel import CancelSignal
 from jigcmd.envelope import wire
 from jigcmd.envelope.api import (
     Assigned,
@@ -245,7 +245,7 @@ class NativeExecutor:
     async def execute(
         self,
         plan: RunPlan,
-        cancel: Cancellation,
+        cancel: CancelSignal,
         ticket: Ticket | None = None,
         hooks: Hooks | None = None,
     ) -> RunOutcome:

@@ -14,9 +14,7 @@ import asyncio
 from collections.abc import Callable
 from typing import ParamSpec
 
-import anyio
-
-__all__ = ["Waker", "cancel_soon"]
+__all__ = ["Waker"]
 
 P = ParamSpec("P")
 
@@ -90,15 +88,3 @@ class Waker:
         failure, self._failure = self._failure, None
         if failure is not None:
             raise failure
-
-
-def cancel_soon(scope: anyio.CancelScope) -> None:
-    """`scope.cancel()` from the loop's next callback, where no task is current.
-
-    anyio's `cancel` names the calling task in the scope's reason, which formats asyncio's
-    Task repr (its coroutine, its callbacks): ~25 µs of the server's CPU with cold caches
-    (at a run's end: the cancel's forwarder, a waiter's wait, when the cancel is not a
-    `CancelSignal`). From a callback it names none. A scope left before the callback runs
-    is not cancelled (anyio delivers nothing to a scope without a host task).
-    """
-    asyncio.get_running_loop().call_soon(scope.cancel)

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import anyio
 
+from jigcmd.cancel import CancelSignal
 from jigcmd.command.failures import envelope_error
 from jigcmd.envelope.api import EnvelopeFailure
 from jigcmd.frontends.diagnosis import container, hostfacts, probes
@@ -229,7 +230,7 @@ async def _run_probe_plan() -> Check:
     executor = NativeExecutor(cgroup_base=base)
     executor.stage_at_start(plan.binds)
     try:
-        outcome = await executor.execute(plan, anyio.Event())
+        outcome = await executor.execute(plan, CancelSignal())
     except EnvelopeFailure as failure:
         error = envelope_error(failure)
         return end_to_end_check(None, None, "", f"{error.code.value}: {error.message}")

@@ -24,6 +24,7 @@ import anyio
 import msgspec
 
 from jigcmd.attest.dsse import attestation_fields
+from jigcmd.cancel import CancelSignal
 from jigcmd.command.assembly import STARTUP_ERRORS, FrontSettings, open_service
 from jigcmd.command.failures import StoppedRun
 from jigcmd.command.projectdir import CandidateError, ProjectFiles, read_project
@@ -121,7 +122,7 @@ async def _run(
                 request,
                 operation_id="cli",
                 deadline_unix_ms=deadline,
-                cancel=anyio.Event(),
+                cancel=CancelSignal(),
                 # The same per-test results an MCP result has; nothing kept to read back.
                 detailed=True,
                 keep_resources=False,

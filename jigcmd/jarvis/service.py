@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 import anyio
 import anyio.abc
 
+from jigcmd.cancel import CancelSignal
 from jigcmd.command.failures import envelope_error
 from jigcmd.command.placement import pinned_cpus
 from jigcmd.durable.slotqueue import SlotQueue
@@ -78,7 +79,7 @@ class JarvisService:
             reservations.exhausted_message if reservations is not None else str,
         )
         self._queue_wait = queue_wait
-        self._stop = anyio.Event()
+        self._stop = CancelSignal()
         self._executor = executor
         self.store = store
         self._host = host
@@ -88,7 +89,7 @@ class JarvisService:
         self._binds = system_binds(policy, host)
         self._early = early_answer_seconds
         self._max_active = max_active_runs
-        self._active: dict[int, tuple[anyio.Event, anyio.Event]] = {}
+        self._active: dict[int, tuple[CancelSignal, anyio.Event]] = {}
         self._tasks: anyio.abc.TaskGroup | None = None
         # One store call at a time, off the event loop (SQLite fsyncs).
         self._db_limiter = anyio.CapacityLimiter(1)
@@ -246,7 +247,7 @@ class JarvisService:
         # Still set: `running` leaves (and clears it) only after the HTTP server drained every
         # call, and `stop`, which comes first, answers a call still waiting for a slot at once.
         assert self._tasks is not None
-        cancel, done = anyio.Event(), anyio.Event()
+        cancel, done = CancelSignal(), anyio.Event()
         self._active[run_id] = (cancel, done)
         if self._stop.is_set():
             # The server began stopping while this run was being recorded: fenced at once.
@@ -371,7 +372,7 @@ class JarvisService:
         self,
         run_id: int,
         plan: RunPlan,
-        cancel: anyio.Event,
+        cancel: CancelSignal,
         slot: Slot | None = None,
         sign: Sign | None = None,
     ) -> dict[str, Any]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Protocol
 
-from jigcmd.cancel import Cancellation
+from jigcmd.cancel import CancelSignal
 from jigcmd.protocol.commands import CommandKind, Recorded, RunResult, ToolInfo
 
 __all__ = [
@@ -80,7 +80,7 @@ class CommandBackend(Protocol):
         *,
         operation_id: str,
         deadline_unix_ms: int | None,
-        cancel: Cancellation,
+        cancel: CancelSignal,
         progress: Progress | None,
         signature: str | None = None,
         context: str = "",

@@ -27,7 +27,7 @@ import anyio.lowlevel
 import msgspec
 
 from jigcmd import trace
-from jigcmd.cancel import Cancellation, CancelSignal
+from jigcmd.cancel import CancelSignal
 from jigcmd.errors import Code, JigError
 from jigcmd.policy.digests import operation_signature
 from jigcmd.protocol import jsonrpc
@@ -426,7 +426,7 @@ class _Server:
             self._writer.send(self._session.recorded(lookup, found))
         self._writer.flush()
 
-    async def _run_call(self, call: Call, cancel: Cancellation) -> None:
+    async def _run_call(self, call: Call, cancel: CancelSignal) -> None:
         reporter: Progress | None = None
         if call.progress_token is not None:
 

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import types
 
-import anyio
 import pytest
 
-from jigcmd.cancel import Cancellation
+from jigcmd.cancel import CancelSignal
 from jigcmd.command import service as service_module
 from jigcmd.command.runtime import BunBinary
 from jigcmd.command.service import CommandService
@@ -44,7 +43,7 @@ class _Recorder:
     async def execute(
         self,
         plan: RunPlan,
-        cancel: Cancellation,
+        cancel: CancelSignal,
         ticket: Ticket | None = None,
         hooks: Hooks | None = None,
     ) -> RunOutcome:
@@ -81,7 +80,7 @@ async def test_a_slow_first_admission_check_does_not_eat_the_runs_ceiling(
         {"command": "main", "files": {"main.ts": "1"}},
         operation_id="op-1",
         deadline_unix_ms=None,
-        cancel=anyio.Event(),
+        cancel=CancelSignal(),
     )
     assert result is not None
     (plan,) = recorder.plans

@@ -13,7 +13,7 @@ import anyio
 import msgspec
 import pytest
 
-from jigcmd.cancel import Cancellation
+from jigcmd.cancel import CancelSignal
 from jigcmd.command.runtime import BunBinary
 from jigcmd.command.service import CommandService
 from jigcmd.durable.ownership import Ownership
@@ -48,7 +48,7 @@ class _Stub:
     async def execute(
         self,
         plan: RunPlan,
-        cancel: Cancellation,
+        cancel: CancelSignal,
         ticket: Ticket | None = None,
         hooks: Hooks | None = None,
     ) -> RunOutcome:
@@ -79,7 +79,7 @@ TEST_INPUT = {"command": "tests", "files": {"t.test.ts": "x"}}
 async def test_a_run1_call_plans_no_report_and_returns_the_evidence_alone() -> None:
     stub = _Stub(ScratchRead(JUNIT))
     result = await _service(stub).run(
-        TEST_INPUT, operation_id="op", deadline_unix_ms=None, cancel=anyio.Event()
+        TEST_INPUT, operation_id="op", deadline_unix_ms=None, cancel=CancelSignal()
     )
     (plan,) = stub.plans
     assert not any(arg.startswith("--reporter") for arg in plan.argv)
@@ -96,7 +96,7 @@ async def test_a_detailed_test_call_has_bun_write_one_junit_report_and_reads_it(
         TEST_INPUT,
         operation_id="op",
         deadline_unix_ms=None,
-        cancel=anyio.Event(),
+        cancel=CancelSignal(),
         root_run="run-a",
         detailed=True,
     )
@@ -124,7 +124,7 @@ async def test_a_run_command_plans_no_report_even_when_detailed() -> None:
         {"command": "main", "files": {"main.ts": "1"}},
         operation_id="op",
         deadline_unix_ms=None,
-        cancel=anyio.Event(),
+        cancel=CancelSignal(),
         detailed=True,
     )
     assert stub.plans[0].scratch_file is None
@@ -143,7 +143,7 @@ async def test_a_report_that_cannot_be_read_is_reported_as_such(
     scratch: ScratchRead, problem: str
 ) -> None:
     result = await _service(_Stub(scratch)).run(
-        TEST_INPUT, operation_id="op", deadline_unix_ms=None, cancel=anyio.Event(), detailed=True
+        TEST_INPUT, operation_id="op", deadline_unix_ms=None, cancel=CancelSignal(), detailed=True
     )
     assert result.tests is not None and result.tests.report is None
     assert result.tests.problem.startswith(problem)
@@ -162,7 +162,7 @@ async def test_a_call_with_progress_hears_the_output_while_it_runs_and_nothing_a
         TEST_INPUT,
         operation_id="op",
         deadline_unix_ms=None,
-        cancel=anyio.Event(),
+        cancel=CancelSignal(),
         progress=progress,
         detailed=True,
     )
@@ -192,7 +192,7 @@ async def test_a_queued_call_waits_past_the_ceiling_and_then_gets_its_whole_ceil
                 TEST_INPUT,
                 operation_id="queued",
                 deadline_unix_ms=None,
-                cancel=anyio.Event(),
+                cancel=CancelSignal(),
                 wait_for_slot=True,
             )
 
@@ -219,7 +219,7 @@ async def test_a_queued_call_gives_up_at_the_queue_limit_with_a_clear_refusal(
             TEST_INPUT,
             operation_id="queued",
             deadline_unix_ms=None,
-            cancel=anyio.Event(),
+            cancel=CancelSignal(),
             wait_for_slot=True,
         )
     ownership.release(held)
@@ -236,7 +236,7 @@ class _Failing(_Stub):
     async def execute(
         self,
         plan: RunPlan,
-        cancel: Cancellation,
+        cancel: CancelSignal,
         ticket: Ticket | None = None,
         hooks: Hooks | None = None,
     ) -> RunOutcome:
@@ -256,7 +256,7 @@ async def test_a_call_told_its_progress_is_freed_without_the_garbage_collector()
             TEST_INPUT,
             operation_id="op",
             deadline_unix_ms=None,
-            cancel=anyio.Event(),
+            cancel=CancelSignal(),
             progress=_unheard,
             detailed=True,
         )
@@ -270,7 +270,7 @@ async def test_an_envelope_failure_while_progress_is_told_is_the_same_refusal() 
             TEST_INPUT,
             operation_id="op",
             deadline_unix_ms=None,
-            cancel=anyio.Event(),
+            cancel=CancelSignal(),
             progress=_unheard,
         )
     assert failed.value.code == Code.EXECUTION_FAILED
@@ -290,7 +290,7 @@ async def test_a_queued_call_whose_own_deadline_comes_first_is_deadline_exceeded
             TEST_INPUT,
             operation_id="queued",
             deadline_unix_ms=time.time_ns() // 1_000_000 + 300,
-            cancel=anyio.Event(),
+            cancel=CancelSignal(),
             wait_for_slot=True,
         )
     ownership.release(held)

@@ -9,10 +9,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-import anyio
 import pytest
 
-from jigcmd.cancel import Cancellation
+from jigcmd.cancel import CancelSignal
 from jigcmd.command.runtime import BunBinary
 from jigcmd.command.service import CommandService
 from jigcmd.durable.ownership import Ownership
@@ -40,7 +39,7 @@ class _Stub:
     async def execute(
         self,
         plan: RunPlan,
-        cancel: Cancellation,
+        cancel: CancelSignal,
         ticket: Ticket | None = None,
         hooks: Hooks | None = None,
     ) -> RunOutcome:
@@ -85,7 +84,7 @@ async def _run(
         {"command": "main", "files": {"main.ts": "1"}},
         operation_id="op-1",
         deadline_unix_ms=None,
-        cancel=anyio.Event(),
+        cancel=CancelSignal(),
         signature="sig",
         root_run=RUN,
     )

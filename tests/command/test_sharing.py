@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import math
-import sys
 import time
-from collections.abc import Callable
 from functools import partial
 
 import anyio
 import pytest
 
-from jigcmd.cancel import Cancellation, CancelSignal
+from jigcmd.cancel import CancelSignal
 from jigcmd.command.sharing import SharedOperations
 from jigcmd.errors import Code, JigError
 from jigcmd.protocol.commands import RunResult
@@ -24,21 +22,6 @@ KEY = ("run-1", "op-1")
 RESULT = RunResult(canned_evidence("tests"), REPORT)
 
 
-def new_cancel() -> anyio.Event | CancelSignal:
-    """A waiter's cancel, of the kind the running test was given (`_cancel_kind`)."""
-    return anyio.Event()
-
-
-@pytest.fixture(autouse=True, params=["event", "signal"])
-def _cancel_kind(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Every test twice: waiters' cancels as anyio's Event, and as a `CancelSignal` (which
-    wakes a waiter without a cancel scope: `_Shared._until_done`)."""
-    kind: Callable[[], anyio.Event | CancelSignal] = (
-        anyio.Event if request.param == "event" else CancelSignal
-    )
-    monkeypatch.setattr(sys.modules[__name__], "new_cancel", kind)
-
-
 class FakeWork:
     """Work that completes when `finish` is set, or ends CANCELLED when stopped."""
 
@@ -48,14 +31,14 @@ class FakeWork:
         self.running = anyio.Event()
         self.finish = anyio.Event()
 
-    async def __call__(self, stop: Cancellation, progress: Progress | None) -> RunResult:
+    async def __call__(self, stop: CancelSignal, progress: Progress | None) -> RunResult:
         self.started += 1
         self.running.set()
         if progress is not None:
             await progress("running")
         async with anyio.create_task_group() as waiting:
 
-            async def until(event: Cancellation) -> None:
+            async def until(event: CancelSignal | anyio.Event) -> None:
                 await event.wait()
                 waiting.cancel_scope.cancel()
 
@@ -70,7 +53,7 @@ class FakeWork:
 async def _attend(
     shared: SharedOperations,
     work: FakeWork,
-    cancel: Cancellation | CancelSignal,
+    cancel: CancelSignal | CancelSignal,
     outcomes: dict[str, RunResult | JigError],
     name: str,
     *,
@@ -104,7 +87,7 @@ async def test_cancelling_the_first_waiter_answers_it_alone_and_the_joiner_gets_
 ):
     """The request that started the work leaves; the work goes on and completes for the other."""
     shared, work = SharedOperations(), FakeWork()
-    first, joiner = new_cancel(), new_cancel()
+    first, joiner = CancelSignal(), CancelSignal()
     outcomes: dict[str, RunResult | JigError] = {}
     async with shared.open(), anyio.create_task_group() as tasks:
         tasks.start_soon(_attend, shared, work, first, outcomes, "first")
@@ -126,7 +109,7 @@ async def test_cancelling_the_first_waiter_answers_it_alone_and_the_joiner_gets_
 async def test_cancelling_the_joiner_leaves_the_first_to_complete() -> None:
     """A joined waiter leaves; the first waiter gets the completed result."""
     shared, work = SharedOperations(), FakeWork()
-    first, joiner = new_cancel(), new_cancel()
+    first, joiner = CancelSignal(), CancelSignal()
     outcomes: dict[str, RunResult | JigError] = {}
     async with shared.open(), anyio.create_task_group() as tasks:
         tasks.start_soon(_attend, shared, work, first, outcomes, "first")
@@ -145,7 +128,7 @@ async def test_cancelling_the_joiner_leaves_the_first_to_complete() -> None:
 async def test_cancelling_every_waiter_stops_the_work_once_and_the_last_gets_its_outcome() -> None:
     """Both leave: the work stops once; the last waiter is answered with how it ended."""
     shared, work = SharedOperations(), FakeWork()
-    first, joiner = new_cancel(), new_cancel()
+    first, joiner = CancelSignal(), CancelSignal()
     outcomes: dict[str, RunResult | JigError] = {}
     async with shared.open(), anyio.create_task_group() as tasks:
         tasks.start_soon(_attend, shared, work, first, outcomes, "first")
@@ -166,11 +149,11 @@ async def test_a_waiter_whose_earlier_deadline_passes_leaves_alone() -> None:
     shared, work = SharedOperations(), FakeWork()
     outcomes: dict[str, RunResult | JigError] = {}
     async with shared.open(), anyio.create_task_group() as tasks:
-        tasks.start_soon(_attend, shared, work, new_cancel(), outcomes, "first")
+        tasks.start_soon(_attend, shared, work, CancelSignal(), outcomes, "first")
         await work.running.wait()
         soon = time.monotonic() + 0.05
         tasks.start_soon(
-            partial(_attend, deadline=soon), shared, work, new_cancel(), outcomes, "joiner"
+            partial(_attend, deadline=soon), shared, work, CancelSignal(), outcomes, "joiner"
         )
         await _settled(outcomes, "joiner", past=soon)
         work.finish.set()
@@ -182,7 +165,7 @@ async def test_a_waiter_whose_earlier_deadline_passes_leaves_alone() -> None:
 async def test_the_last_waiter_whose_earlier_deadline_passes_stops_the_work() -> None:
     """When the one waiter left has an earlier deadline than the work's, it passing stops it."""
     shared, work = SharedOperations(), FakeWork()
-    first = new_cancel()
+    first = CancelSignal()
     outcomes: dict[str, RunResult | JigError] = {}
     async with shared.open(), anyio.create_task_group() as tasks:
         tasks.start_soon(_attend, shared, work, first, outcomes, "first")
@@ -190,7 +173,7 @@ async def test_the_last_waiter_whose_earlier_deadline_passes_stops_the_work() ->
         # Far enough off for the first waiter to have left by then, even on a loaded machine.
         soon = time.monotonic() + 1.0
         tasks.start_soon(
-            partial(_attend, deadline=soon), shared, work, new_cancel(), outcomes, "joiner"
+            partial(_attend, deadline=soon), shared, work, CancelSignal(), outcomes, "joiner"
         )
         await anyio.wait_all_tasks_blocked()
         first.set()
@@ -206,7 +189,7 @@ async def test_a_waiter_whose_deadline_is_the_works_own_waits_for_the_work() -> 
     deadline = time.monotonic() + 0.02
     async with shared.open(), anyio.create_task_group() as tasks:
         tasks.start_soon(
-            partial(_attend, deadline=deadline), shared, work, new_cancel(), outcomes, "first"
+            partial(_attend, deadline=deadline), shared, work, CancelSignal(), outcomes, "first"
         )
         await work.running.wait()
         while time.monotonic() < deadline + 0.03:
@@ -221,7 +204,7 @@ async def test_a_waiter_task_cancelled_as_the_last_stops_the_work() -> None:
     shared, work = SharedOperations(), FakeWork()
     outcomes: dict[str, RunResult | JigError] = {}
     async with shared.open(), anyio.create_task_group() as tasks:
-        tasks.start_soon(_attend, shared, work, new_cancel(), outcomes, "first")
+        tasks.start_soon(_attend, shared, work, CancelSignal(), outcomes, "first")
         await work.running.wait()
         tasks.cancel_scope.cancel()
     assert work.stopped == 1
@@ -233,9 +216,9 @@ async def test_another_request_under_a_running_operation_id_is_a_conflict() -> N
     shared, work = SharedOperations(), FakeWork()
     outcomes: dict[str, RunResult | JigError] = {}
     async with shared.open(), anyio.create_task_group() as tasks:
-        tasks.start_soon(_attend, shared, work, new_cancel(), outcomes, "first")
+        tasks.start_soon(_attend, shared, work, CancelSignal(), outcomes, "first")
         await work.running.wait()
-        await _attend(shared, work, new_cancel(), outcomes, "other", signature="other")
+        await _attend(shared, work, CancelSignal(), outcomes, "other", signature="other")
         work.finish.set()
     conflict = outcomes["other"]
     assert isinstance(conflict, JigError) and conflict.code == Code.OPERATION_CONFLICT
@@ -252,14 +235,14 @@ async def test_progress_reaches_every_live_waiter_that_asked_for_it() -> None:
     ) -> None:
         seen.append(message)
 
-    async def work(stop: Cancellation, progress: Progress | None) -> RunResult:
+    async def work(stop: CancelSignal, progress: Progress | None) -> RunResult:
         assert progress is not None
         await progress("one")
         return RESULT
 
     async with shared.open():
         result = await shared.attend(
-            KEY, "sig", deadline=math.inf, cancel=new_cancel(), progress=record, work=work
+            KEY, "sig", deadline=math.inf, cancel=CancelSignal(), progress=record, work=work
         )
     assert result == RESULT and seen == ["one"]
 
@@ -267,7 +250,7 @@ async def test_progress_reaches_every_live_waiter_that_asked_for_it() -> None:
 async def test_outside_open_a_call_runs_on_its_own_and_its_cancel_stops_it() -> None:
     """Not opened: no sharing; the one caller's cancel is the work's stop."""
     shared, work = SharedOperations(), FakeWork()
-    cancel = new_cancel()
+    cancel = CancelSignal()
     outcomes: dict[str, RunResult | JigError] = {}
     async with anyio.create_task_group() as tasks:
         tasks.start_soon(_attend, shared, work, cancel, outcomes, "only")

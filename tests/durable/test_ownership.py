@@ -8,6 +8,7 @@ from pathlib import Path
 import anyio
 import pytest
 
+from jigcmd.cancel import CancelSignal
 from jigcmd.durable.ownership import Ownership
 from jigcmd.errors import Code, JigError
 from jigcmd.evidence import Evidence, ResourceReport, StreamText
@@ -139,7 +140,7 @@ async def test_joining_a_row_that_never_closes_ends_at_the_joiners_deadline(
 async def test_joining_a_row_that_never_closes_is_cancellable(ownership: Ownership) -> None:
     """A cancel of the joining call ends its wait with CANCELLED; the operation is untouched."""
     assert await _begin(ownership, "op.k", "sig") is None
-    cancel = anyio.Event()
+    cancel = CancelSignal()
     cancel.set()
     with anyio.fail_after(30), pytest.raises(JigError) as raised:
         await ownership.begin(

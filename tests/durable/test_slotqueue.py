@@ -9,6 +9,7 @@ import anyio
 import anyio.abc
 import pytest
 
+from jigcmd.cancel import CancelSignal
 from jigcmd.durable.slotqueue import MAX_WAITING, SlotQueue
 from jigcmd.errors import Code, JigError
 from jigcmd.journal.reservations import Reservations, Slot
@@ -35,7 +36,7 @@ async def _acquire(
         task_status.started()
 
     slot = await queue.acquire(
-        tag, deadline=time.monotonic() + _FAR, cancel=anyio.Event(), queued=queued
+        tag, deadline=time.monotonic() + _FAR, cancel=CancelSignal(), queued=queued
     )
     got.append((tag, slot))
     if served is not None:
@@ -51,7 +52,7 @@ async def test_a_free_slot_is_taken_at_once_without_being_queued(tmp_path: Path)
         notices.append(ahead)
 
     slot = await queue.acquire(
-        "a", deadline=time.monotonic() + _FAR, cancel=anyio.Event(), queued=queued
+        "a", deadline=time.monotonic() + _FAR, cancel=CancelSignal(), queued=queued
     )
     slot.release()
     assert notices == []
@@ -119,7 +120,7 @@ async def test_a_waiter_is_told_once_that_it_is_queued_and_how_many_are_ahead(
     reservations, queue = _queue(tmp_path)
     holder = reservations.acquire("holder")
     assert holder is not None
-    cancel = anyio.Event()
+    cancel = CancelSignal()
     notices: list[tuple[str, int]] = []
 
     async def waiter(
@@ -146,7 +147,7 @@ async def test_the_wait_ends_at_the_deadline_with_nothing_held(tmp_path: Path) -
     holder = reservations.acquire("holder")
     assert holder is not None
     with pytest.raises(JigError) as failed:
-        await queue.acquire("late", deadline=time.monotonic() + 0.05, cancel=anyio.Event())
+        await queue.acquire("late", deadline=time.monotonic() + 0.05, cancel=CancelSignal())
     assert failed.value.code is Code.DEADLINE_EXCEEDED
     assert "nothing ran" in failed.value.message
     assert queue.waiting == 0
@@ -158,7 +159,7 @@ async def test_a_cancel_ends_the_wait_at_once(tmp_path: Path) -> None:
     reservations, queue = _queue(tmp_path)
     holder = reservations.acquire("holder")
     assert holder is not None
-    cancel = anyio.Event()
+    cancel = CancelSignal()
     failures: list[JigError] = []
 
     async def waiter(
@@ -185,7 +186,7 @@ async def test_beyond_the_waiting_bound_a_call_is_refused_at_once(tmp_path: Path
     reservations, queue = _queue(tmp_path)
     holder = reservations.acquire("holder")
     assert holder is not None
-    cancel = anyio.Event()
+    cancel = CancelSignal()
 
     async def waiter(
         *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED

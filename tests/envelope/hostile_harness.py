@@ -20,10 +20,9 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
-import anyio
 import msgspec
 
-from jigcmd.cancel import Cancellation
+from jigcmd.cancel import CancelSignal
 from jigcmd.command.runtime import BUN_TARGET, find_runtime
 from jigcmd.envelope.api import (
     Admit,
@@ -339,7 +338,7 @@ class TracedExecutor:
     async def execute(
         self,
         plan: RunPlan,
-        cancel: Cancellation,
+        cancel: CancelSignal,
         ticket: Ticket | None = None,
         hooks: Hooks | None = None,
     ) -> RunOutcome:
@@ -363,7 +362,7 @@ class TracedExecutor:
     async def run(
         self,
         plan: RunPlan,
-        cancel: Cancellation | None = None,
+        cancel: CancelSignal | None = None,
         on_started: Callable[[EnvelopeIdentity], None] | None = None,
         ticket: Ticket | None = None,
         admit: Admit | None = None,
@@ -379,7 +378,7 @@ class TracedExecutor:
         try:
             self.last = await self.inner.execute(
                 plan,
-                cancel or anyio.Event(),
+                cancel or CancelSignal(),
                 ticket,
                 Hooks(
                     admit=admit,

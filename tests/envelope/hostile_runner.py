@@ -14,9 +14,9 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import anyio
 import msgspec
 
+from jigcmd.cancel import CancelSignal
 from jigcmd.command.runtime import BunBinary
 from jigcmd.command.service import CommandService
 from jigcmd.envelope.api import RunOutcome
@@ -74,7 +74,7 @@ class Hostile:
         failure: JigError | None = None
         try:
             result = await self.service.run(
-                request, operation_id="hostile", deadline_unix_ms=deadline, cancel=anyio.Event()
+                request, operation_id="hostile", deadline_unix_ms=deadline, cancel=CancelSignal()
             )
         except JigError as exc:
             failure = exc

@@ -8,9 +8,9 @@ import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-import anyio
 import pytest
 
+from jigcmd.cancel import CancelSignal
 from jigcmd.command.runtime import BUN_TARGET, find_runtime
 from jigcmd.envelope.native import NativeExecutor
 from jigcmd.policy.planner import candidate_plan
@@ -50,5 +50,5 @@ async def test_a_runtime_under_a_private_directory_runs(
         stdin="",
         deadline=time.monotonic() + 10,
     )
-    outcome = await executor.execute(plan, anyio.Event())
+    outcome = await executor.execute(plan, CancelSignal())
     assert (outcome.exit_code, outcome.stdout.data) == (0, b"ran\n")

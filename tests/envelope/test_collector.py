@@ -19,7 +19,7 @@ from typing import cast
 import anyio
 import pytest
 
-from jigcmd.cancel import Cancellation, CancelSignal
+from jigcmd.cancel import CancelSignal
 from jigcmd.envelope.api import Ending, EnvelopeFailure, FailureKind, Hooks
 from jigcmd.envelope.collection import RunCollector
 from jigcmd.envelope.messages import (
@@ -83,7 +83,7 @@ class _Supervisor:
 
 @asynccontextmanager
 async def _run(
-    hooks: Hooks | None = None, cancel: Cancellation | None = None
+    hooks: Hooks | None = None, cancel: CancelSignal | None = None
 ) -> AsyncIterator[tuple[RunCollector, _Supervisor]]:
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
     stdout_r, stdout_w = os.pipe()
@@ -94,7 +94,7 @@ async def _run(
         sock=ours,
         stdout_r=stdout_r,
         stderr_r=stderr_r,
-        cancel=cancel or anyio.Event(),
+        cancel=cancel or CancelSignal(),
         hooks=hooks or Hooks(),
     )
     supervisor = _Supervisor(theirs, stdout_w, stderr_w)
@@ -134,11 +134,8 @@ async def test_a_garbled_report_stops_the_reports() -> None:
     assert failed.value.kind == FailureKind.REPORTS_STOPPED
 
 
-@pytest.mark.parametrize("kind", [anyio.Event, CancelSignal], ids=["event", "signal"])
-async def test_the_callers_cancel_reaches_the_supervisor_while_the_candidate_runs(
-    kind: type[anyio.Event | CancelSignal],
-) -> None:
-    cancel = kind()
+async def test_the_callers_cancel_reaches_the_supervisor_while_the_candidate_runs() -> None:
+    cancel = CancelSignal()
     async with _run(cancel=cancel) as (collector, supervisor):
         supervisor.report(_STARTED)
         async with anyio.create_task_group() as tg:
@@ -164,7 +161,7 @@ async def test_the_callers_cancel_reaches_the_supervisor_while_the_candidate_run
     assert getattr(outcome, "stop_reason", None) == "cancelled"
 
 
-async def test_with_a_cancel_signal_a_run_is_collected_without_a_task() -> None:
+async def test_a_run_is_collected_without_a_task() -> None:
     """The socket, the pipes and the cancel call back: the collecting task is the only one."""
     tasks: list[int] = []
 

@@ -11,9 +11,9 @@ import contextlib
 import json
 import os
 
-import anyio
 import pytest
 
+from jigcmd.cancel import CancelSignal
 from jigcmd.command.failures import envelope_error
 from jigcmd.envelope.api import EnvelopeFailure, EnvelopeIdentity, FailureKind
 from jigcmd.errors import Code
@@ -101,7 +101,7 @@ async def test_where_the_host_offers_a_cpuset_the_candidate_cannot_widen_its_pin
         recorded.extend(envelope.backend.pins())
 
     cpu = HOST_CPUS[-1]
-    outcome = await envelope.run(pinned(WIDEN_TS, (cpu,)), anyio.Event(), on_started)
+    outcome = await envelope.run(pinned(WIDEN_TS, (cpu,)), CancelSignal(), on_started)
     assert outcome.exit_code == 0, outcome.stderr.data
     if not cpusets:
         pytest.skip(f"this host offers no cpuset to jobs {paths}: the affinity mask is the pin")

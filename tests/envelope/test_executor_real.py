@@ -17,7 +17,7 @@ from collections.abc import Callable
 import anyio
 import pytest
 
-from jigcmd.cancel import Cancellation
+from jigcmd.cancel import CancelSignal
 from jigcmd.envelope import syscalls as sc
 from jigcmd.envelope.api import Assigned, EnvelopeIdentity, RunOutcome
 from jigcmd.envelope.native import NativeExecutor
@@ -37,7 +37,7 @@ async def run(
     envelope: TracedExecutor,
     plan: RunPlan,
     on_started: Callable[[EnvelopeIdentity], None] | None = None,
-    cancel: Cancellation | None = None,
+    cancel: CancelSignal | None = None,
 ) -> RunOutcome:
     return await envelope.run(plan, cancel, on_started)
 
@@ -88,7 +88,7 @@ async def test_at_the_deadline_the_whole_tree_is_killed(
 
 async def test_a_cancel_kills_the_whole_tree(envelope: TracedExecutor) -> None:
     """Setting the cancel event after the start SIGKILLs the tree with stop reason "cancelled"."""
-    cancel = anyio.Event()
+    cancel = CancelSignal()
     outcome = await run(
         envelope,
         probe_plan(BLOCK_FOREVER),

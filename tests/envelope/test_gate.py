@@ -16,6 +16,7 @@ from collections.abc import AsyncIterator
 import anyio
 import pytest
 
+from jigcmd.cancel import CancelSignal
 from jigcmd.command.failures import envelope_error
 from jigcmd.envelope.api import (
     Assigned,
@@ -166,7 +167,7 @@ async def test_a_withdrawn_launch_runs_nothing_and_releases_its_envelope(
 
     with pytest.raises(Withdrawn):
         await native.execute(
-            probe_plan(PRINT_ARGS, args=[token]), anyio.Event(), ticket(), Hooks(admit, started)
+            probe_plan(PRINT_ARGS, args=[token]), CancelSignal(), ticket(), Hooks(admit, started)
         )
     assert started.started == []
     assert _processes_with(token) == []
@@ -184,7 +185,7 @@ async def test_an_admission_error_withdraws_the_launch_and_is_raised(
 
     with pytest.raises(JigError) as raised:
         await native.execute(
-            probe_plan(PRINT_ARGS, args=[token]), anyio.Event(), ticket(), Hooks(admit, started)
+            probe_plan(PRINT_ARGS, args=[token]), CancelSignal(), ticket(), Hooks(admit, started)
         )
     assert raised.value.code is Code.OPERATION_CONFLICT
     assert started.started == []
@@ -194,7 +195,7 @@ async def test_a_cancel_during_admission_is_cancelled_before_dispatch(
     native: NativeExecutor,
 ) -> None:
     """A cancel that arrives while `admit` runs withdraws the launch: CANCELLED, nothing ran."""
-    token, started, cancel = f"tok-{uuid.uuid4().hex}", Recorder(), anyio.Event()
+    token, started, cancel = f"tok-{uuid.uuid4().hex}", Recorder(), CancelSignal()
 
     async def admit(assigned: Assigned | None) -> bool:
         del assigned
@@ -228,7 +229,7 @@ async def test_a_staged_pid_1_killed_from_outside_is_lost_not_nothing_ran(
 
     with pytest.raises(EnvelopeFailure) as failed:
         await native.execute(
-            probe_plan(PRINT_ARGS, args=[token]), anyio.Event(), ticket(), Hooks(admit)
+            probe_plan(PRINT_ARGS, args=[token]), CancelSignal(), ticket(), Hooks(admit)
         )
     assert failed.value.kind is FailureKind.INIT_LOST
     assert "may have started" in str(failed.value)

@@ -9,9 +9,9 @@ import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-import anyio
 import pytest
 
+from jigcmd.cancel import CancelSignal
 from jigcmd.command.runtime import BUN_TARGET, find_runtime
 from jigcmd.envelope import rootfs, staging
 from jigcmd.envelope.native import NativeExecutor
@@ -131,7 +131,7 @@ async def test_each_shape_sees_its_own_limit_and_a_replaced_template_is_made_aga
     sizes = [256, 192, 160, 144, 136, 128, 256]
     seen = []
     for size in sizes:
-        outcome = await executor.execute(_limit_plan(size * mib), anyio.Event())
+        outcome = await executor.execute(_limit_plan(size * mib), CancelSignal())
         assert outcome.exit_code == 0, outcome.stderr.data
         seen.append(outcome.stdout.data.decode().split())
     assert seen == [[str(size * mib), "EROFS"] for size in sizes]

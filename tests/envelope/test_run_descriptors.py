@@ -14,9 +14,9 @@ import os
 import socket
 import time
 
-import anyio
 import pytest
 
+from jigcmd.cancel import CancelSignal
 from jigcmd.command.failures import envelope_error
 from jigcmd.command.runtime import BUN_TARGET
 from jigcmd.envelope.api import EnvelopeFailure
@@ -51,7 +51,7 @@ async def _execute_fails() -> None:
     executor = NativeExecutor()
     before = _open_fds()
     with pytest.raises(EnvelopeFailure) as raised:
-        await executor.execute(_plan(), anyio.Event())
+        await executor.execute(_plan(), CancelSignal())
     error = envelope_error(raised.value)
     assert error.code == Code.EXECUTION_FAILED
     assert error.message == (

@@ -9,9 +9,9 @@ from __future__ import annotations
 import os
 import time
 
-import anyio
 import pytest
 
+from jigcmd.cancel import CancelSignal
 from jigcmd.envelope.scratchfile import read_scratch_file, valid_name
 from jigcmd.plan import ScratchFile
 from tests.envelope.hostile_harness import DEADLINE_S, TracedExecutor, probe_plan
@@ -160,7 +160,7 @@ async def test_output_is_forwarded_while_the_candidate_runs(envelope: TracedExec
     Only output forwarded while the candidate runs can end it as "cancelled"; output seen only
     at the end would leave it to the deadline.
     """
-    cancel = anyio.Event()
+    cancel = CancelSignal()
     seen: list[tuple[str, bytes]] = []
 
     def on_output(name: str, chunk: bytes) -> None:

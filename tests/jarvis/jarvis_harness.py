@@ -16,7 +16,7 @@ from typing import Any
 import anyio
 import httpx
 
-from jigcmd.cancel import Cancellation
+from jigcmd.cancel import CancelSignal
 from jigcmd.envelope.api import CapturedStream, EnvelopeFailure, Executor, RunOutcome
 from jigcmd.evidence import ResourceReport
 from jigcmd.jarvis.app import allowed_hosts, create_app
@@ -109,7 +109,7 @@ class SpyExecutor:
     async def execute(
         self,
         plan: RunPlan,
-        cancel: Cancellation,
+        cancel: CancelSignal,
         ticket: object = None,
         hooks: object = None,
     ) -> RunOutcome:

@@ -31,6 +31,7 @@ import anyio
 import msgspec
 
 from jigcmd import __version__
+from jigcmd.cancel import CancelSignal
 from jigcmd.command.runtime import BUN_TARGET, find_runtime
 from jigcmd.envelope.api import RunOutcome
 from jigcmd.envelope.cgroups import detect
@@ -154,7 +155,7 @@ async def in_envelope(last: int) -> dict[str, Any]:
     try:
         for name, (cpus, kind) in runs.items():
             plan = envelope_plan(cpus, kind)
-            results[name] = outcome_record(plan, await executor.execute(plan, anyio.Event()))
+            results[name] = outcome_record(plan, await executor.execute(plan, CancelSignal()))
     finally:
         await executor.aclose()
     return results

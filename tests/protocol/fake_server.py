@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator
 
 import anyio
 
-from jigcmd.cancel import Cancellation
+from jigcmd.cancel import CancelSignal
 from jigcmd.errors import Code, JigError
 from jigcmd.evidence import Evidence, ResourceReport, StopReason, StreamText
 from jigcmd.protocol.commands import Recorded, RunResult, ToolInfo
@@ -88,7 +88,7 @@ class FakeBackend:
         *,
         operation_id: str,
         deadline_unix_ms: int | None,
-        cancel: Cancellation,
+        cancel: CancelSignal,
         progress: Progress | None,
         signature: str | None = None,
         context: str = "",

@@ -20,6 +20,7 @@ import anyio
 import anyio.to_thread
 import pytest
 
+from jigcmd.cancel import CancelSignal
 from jigcmd.envelope import oomscore
 from jigcmd.envelope import syscalls as sc
 from jigcmd.envelope.api import EnvelopeIdentity, RunOutcome
@@ -45,7 +46,7 @@ async def run_watched(
 ) -> tuple[RunOutcome, T]:
     """Run `plan`; once it has started, call `watch(job directory)` in a thread, then cancel."""
     started = anyio.Event()
-    cancel = anyio.Event()
+    cancel = CancelSignal()
     paths: list[str] = []
     seen: list[T] = []
 
