@@ -22,7 +22,7 @@ from jigcmd.attest.statement import AdmissionFacts, Descriptor, RuntimeFacts
 from jigcmd.attest.statement import TestReport as Report
 from jigcmd.command import outcomes
 from jigcmd.command.durability import Durability
-from jigcmd.command.outcomes import EvidenceOf, signer
+from jigcmd.command.outcomes import EvidenceOf, Sign, signer
 from jigcmd.command.runtime import BUN_TARGET
 from jigcmd.envelope.api import CapturedStream, Ending, RunOutcome
 from jigcmd.evidence import ResourceReport
@@ -120,6 +120,24 @@ def _statements(bundle: bytes) -> list[dict[str, Any]]:
     ]
 
 
+def _signer() -> Sign:
+    """The example's signer, with the call's one evidence maker."""
+    valid = _valid()
+    durability = Durability(None, operation_id="op-1", signature=None, root_run="", context="")
+    sign = signer(
+        valid,
+        _plan(),
+        durability,
+        "op-1",
+        "run-1",
+        attester=_attester(),
+        digest=lambda: SHA,
+        evidence=EvidenceOf(valid),
+    )
+    assert sign is not None
+    return sign
+
+
 def test_a_runs_end_and_its_outcome_make_one_evidence() -> None:
     """The same output and end give the same `Evidence`; a different end gives its own."""
     evidence = EvidenceOf(_valid())
@@ -143,19 +161,7 @@ def test_both_signings_name_the_console_tests_read_once(monkeypatch: pytest.Monk
         return testreport.read_console_report(stderr)
 
     monkeypatch.setattr(outcomes, "read_console_report", counted)
-    valid = _valid()
-    durability = Durability(None, operation_id="op-1", signature=None, root_run="", context="")
-    sign = signer(
-        valid,
-        _plan(),
-        durability,
-        "op-1",
-        "run-1",
-        attester=_attester(),
-        digest=lambda: SHA,
-        evidence=EvidenceOf(valid),
-    )
-    assert sign is not None
+    sign = _signer()
     ending = _ending()
     at_end = _statements(sign(ending, None, None))
     at_close = _statements(sign(_outcome(ending), REPORT, None))
@@ -170,19 +176,7 @@ def test_both_signings_name_the_console_tests_read_once(monkeypatch: pytest.Monk
 
 def test_the_junit_report_names_the_tests_when_bun_wrote_one() -> None:
     """A parsed JUnit report at the close takes the place of the console's lines."""
-    durability = Durability(None, operation_id="op-1", signature=None, root_run="", context="")
-    valid = _valid()
-    sign = signer(
-        valid,
-        _plan(),
-        durability,
-        "op-1",
-        "run-1",
-        attester=_attester(),
-        digest=lambda: SHA,
-        evidence=EvidenceOf(valid),
-    )
-    assert sign is not None
+    sign = _signer()
     ending = _ending()
     junit = Results(report=parse_junit(JUNIT), raw=JUNIT)
     tests = _statements(sign(_outcome(ending), REPORT, junit))[1]["predicate"]
