@@ -22,6 +22,12 @@ bwrap that made it). Every other thread's CPU is read before and after from /pro
                             the total, left out of the ratio. Threads that began and ended
                             within a block, outside the jobs, are missed (the total has them).
 
+A second table counts the pages each of jigcmd's processes faulted in per call (`minflt`;
+in a process forked from a larger one these are mostly copy-on-write copies, ~2.4 µs each
+here), and the envelopes' own: jigcmd's pid 1s and candidates as the zygote reaps them, the
+C rung's bwraps and candidates as this process does. Counts, not times: they do not move
+with the machine's load, so a change in them shows on a noisy day.
+
 With `--workers 1 4`, each side also runs under load: 4 `jigcmd serve` sessions on one state
 directory (as `bench_floor.py`'s throughput does) against 4 threads of the C rung, each
 block's calls shared among them, and the report adds what each line costs per call under
@@ -71,6 +77,10 @@ BACKGROUND = "the machine's background"
 JIGCMD = ("pid 1 and the candidate", "spawner", "zygote", "server")
 C_ENVELOPE = ("bwrap and the candidate",)
 SHARED = ("this benchmark", "kernel workers", BACKGROUND)
+# The pages faulted in by each side's envelopes: jigcmd's pid 1s and candidates as the zygote
+# reaps them (its `cminflt`), the C rung's bwrap and candidates as this process reaps them.
+ENVELOPES = "pid 1s or bwraps, and candidates"
+FAULT_ROWS = ("server", "zygote", "spawner", ENVELOPES)
 
 
 class Task(NamedTuple):
@@ -80,6 +90,10 @@ class Task(NamedTuple):
     tgid: int
     ppid: int
     on_cpu_ns: int
+    # Pages this thread faulted in (in a forked process, mostly copies of pages it shares),
+    # and its process's waited-for children's (`cminflt`: the zygote's reaped pid 1s).
+    minflt: int
+    cminflt: int
 
 
 def snapshot() -> dict[int, Task]:
@@ -97,8 +111,9 @@ def snapshot() -> dict[int, Task]:
             except (OSError, ValueError, IndexError):
                 continue
             name = stat[stat.index(b"(") + 1 : stat.rindex(b")")].decode(errors="replace")
-            ppid = int(stat[stat.rindex(b")") + 2 :].split()[1])
-            found[tid] = Task(name, pid, ppid, on_cpu)
+            fields = stat[stat.rindex(b")") + 2 :].split()
+            ppid, minflt, cminflt = int(fields[1]), int(fields[7]), int(fields[8])
+            found[tid] = Task(name, pid, ppid, on_cpu, minflt, cminflt)
     return found
 
 
@@ -120,15 +135,21 @@ def category_of(task: Task, servers: frozenset[int], own: int) -> str | None:
 
 def spent(
     before: dict[int, Task], after: dict[int, Task], servers: frozenset[int], own: int
-) -> Counter[str]:
-    """Nanoseconds each category's living threads spent between two snapshots."""
+) -> tuple[Counter[str], Counter[str]]:
+    """Nanoseconds each category's living threads spent between two snapshots, and the
+    pages they faulted in (jigcmd's processes only; the zygote's reaped pid 1s as ENVELOPES)."""
     totals: Counter[str] = Counter()
+    faults: Counter[str] = Counter()
     for tid, task in after.items():
         kind = category_of(task, servers, own)
         if kind is not None:
             earlier = before.get(tid)
             totals[kind] += task.on_cpu_ns - (earlier.on_cpu_ns if earlier else 0)
-    return totals
+            if kind in JIGCMD:
+                faults[kind] += task.minflt - (earlier.minflt if earlier else 0)
+                if kind == "zygote" and tid == task.tgid:
+                    faults[ENVELOPES] += task.cminflt - (earlier.cminflt if earlier else 0)
+    return totals, faults
 
 
 class Contender(NamedTuple):
@@ -150,6 +171,7 @@ def block(contender: Contender, calls: int, idle: float) -> dict[str, float]:
     before = snapshot()
     self0 = resource.getrusage(resource.RUSAGE_SELF)
     jobs0 = contender.envelopes_ns()
+    reaped0 = resource.getrusage(resource.RUSAGE_CHILDREN).ru_minflt
     busy0 = busy_seconds()
     _drive(contender.runs, calls // workers, idle)
     # Reaped once the calls are done (a reap during them could take a worker's bwrap from
@@ -160,11 +182,14 @@ def block(contender: Contender, calls: int, idle: float) -> dict[str, float]:
     busy1 = busy_seconds()
     jobs1 = contender.envelopes_ns()
     self1 = resource.getrusage(resource.RUSAGE_SELF)
-    totals = spent(before, snapshot(), contender.servers, os.getpid())
+    totals, faults = spent(before, snapshot(), contender.servers, os.getpid())
+    if not contender.servers:
+        faults[ENVELOPES] = resource.getrusage(resource.RUSAGE_CHILDREN).ru_minflt - reaped0
     totals["this benchmark"] = _rusage_ns(self1) - _rusage_ns(self0)
     totals[contender.line] = jobs1 - jobs0
     ms = {kind: ns / 1e6 / calls for kind, ns in totals.items()}
     ms["machine total"] = (busy1 - busy0) * 1000 / calls
+    ms.update({f"faults: {kind}": count / calls for kind, count in faults.items()})
     return ms
 
 
@@ -242,8 +267,18 @@ def report(results: dict[str, list[dict[str, float]]], workers: list[int]) -> No
             f" {med[jig]['server'] + med[jig]['zygote']:.2f} (the zygote's cgroup calls in it,"
             " the C rung's in this benchmark's line)."
         )
+    _faults(results, names, width)
     for w in workers[1:]:
         _under_load(med, counted, workers[0], w)
+
+
+def _faults(results: dict[str, list[dict[str, float]]], names: list[str], width: int) -> None:
+    """The pages each process faulted in per call: a count, not a time, so it holds on a noisy
+    machine. In a process forked from a larger one they are mostly copies of shared pages."""
+    print(f"\n{'pages faulted in per call':32}" + "".join(f"{n:>{width}}" for n in names))
+    for row in FAULT_ROWS:
+        cells = [statistics.median(c.get(f"faults: {row}", 0.0) for c in results[n]) for n in names]
+        print(f"{row:32}" + "".join(f"{cell:{width}.1f}" for cell in cells))
 
 
 def _under_load(
