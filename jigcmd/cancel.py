@@ -3,7 +3,9 @@
 Like anyio's `Event` it is set, looked at and waited for; it also tells its watchers when it
 is set. Whoever must act on a cancel (the collector forwarding it to the envelope, a waiter
 of a shared operation) is called back instead of keeping a task waiting for it, and the
-run's end need not cancel that task (docs/envelope.md, "The twentieth round").
+run's end need not cancel that task (docs/envelope.md, "The twentieth round"). A shared
+operation's end is signalled the same way, for its waiters to watch beside their own cancel
+(`jigcmd.command.sharing`).
 """
 
 from __future__ import annotations

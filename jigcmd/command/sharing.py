@@ -117,18 +117,15 @@ class _Shared:
         self.deadline = deadline
         # A signal: the run's collector is told of it as it is set, without a task.
         self.stop = CancelSignal()
-        self.done = anyio.Event()
+        # The work's end, a signal too: each waiter's wait watches it (`_until_done`).
+        self.done = CancelSignal()
         self.outcome: RunResult | JigError | None = None
         # The live waiters, each with its progress callback (None: it asked for none).
         self._waiters: dict[object, Progress | None] = {}
-        # The waits in progress (`_until_done`), each woken by the work's end.
-        self._wakes: set[anyio.Event] = set()
 
     def finish(self) -> None:
         """The work has ended (its outcome is set): wake every waiter."""
         self.done.set()
-        for wake in self._wakes:
-            wake.set()
 
     async def progress(
         self, message: str, elapsed_ms: int | None = None, total_ms: int | None = None
@@ -175,14 +172,14 @@ class _Shared:
         if remaining <= 0:
             return
         wake = anyio.Event()
-        self._wakes.add(wake)
-        unwatch = cancel.watch(wake.set)
+        unwatch_done = self.done.watch(wake.set)
+        unwatch_cancel = cancel.watch(wake.set)
         try:
             with anyio.move_on_after(remaining):
                 await wake.wait()
         finally:
-            unwatch()
-            self._wakes.discard(wake)
+            unwatch_cancel()
+            unwatch_done()
 
     def _left(self, *, cancelled: bool) -> JigError:
         if cancelled:
