@@ -23,12 +23,24 @@ jigcmd's shape begun before the gate opens, the evidence at the run's end, the c
 `synchronous = NORMAL`, the WAL fdatasynced after the first two, as `journal/database.py`);
 and two signed bundles (an in-toto statement of ~30 fields encoded, its DSSE pre-auth
 encoding, two Ed25519 signatures each, base64), before the answer.
-Blocks of `--calls` calls of the model server and of `jigcmd serve` (the bundled example's
+
+The peer answers at once, so the model servers above run call after call with the CPU's
+caches as they left them; jigcmd's server never does (Bun runs ~8 ms between two of its
+calls). `/bun` rows have the peer run the same `bun test` as the `bare` rung of
+`bench_floor.py` between the gate and the reports, its output the pipes' (`--no-bun` leaves
+them out). `model+/bun+N` (`--breadth N`, 0 for none) adds N distinct small functions to
+each call, each a few lines of the kind a call path is made of (a check, an object of its
+own class made, a tuple and a dict returned), every one run once a call: the slope of the
+server's CPU against N is what each distinct function a call touches costs with the caches
+a call meets, and `jigcmd serve`'s call touches ~430 (docs/envelope.md, "The
+twenty-second round").
+
+Blocks of `--calls` calls of each model server and of `jigcmd serve` (the bundled example's
 `bun test`, as `bench_floor.py` calls it) alternate `--rounds` times; each server's CPU is
 the sum of its threads' `schedstat` run time over the block, per call.
 
 Run as root (jigcmd serve needs it): python scripts/bench_shell_floor.py [--calls 200]
-[--rounds 3] [--idle-ms 0]
+[--rounds 3] [--idle-ms 0] [--breadth 200] [--no-bun]
 """
 
 from __future__ import annotations
@@ -38,6 +50,7 @@ import base64
 import hashlib
 import os
 import secrets
+import shutil
 import socket
 import sqlite3
 import statistics
@@ -46,6 +59,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -60,7 +74,8 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import (  # noqa: E402 - 
     Ed25519PrivateKey,
 )
 
-from scripts.bench_envelope import Serve, admit  # noqa: E402 - likewise
+from jigcmd.command.runtime import find_runtime  # noqa: E402 - likewise
+from scripts.bench_envelope import PASSING, TEST_ARGV, Serve, admit  # noqa: E402 - likewise
 
 _FRAME = struct.Struct(">I")
 _REPORTS = (b"started", b"ended", b"finished")
@@ -217,8 +232,54 @@ def _statement(kind: str, value: dict[str, Any], cleanup: str) -> dict[str, Any]
     }
 
 
-async def _call(line: bytes, control: socket.socket, required: Required | None) -> None:
+# One distinct function of a call path: a check, an object of its own class, a tuple and a
+# dict made. Each copy has its own code, constants, class and globals' names.
+_PIECE = """
+class Piece{i}:
+    __slots__ = ("value", "count", "name")
+
+    def __init__(self, value, count, name):
+        self.value = value
+        self.count = count
+        self.name = name
+
+
+def piece{i}(request, seen):
+    if not isinstance(request, dict) or "params" not in request:
+        raise ValueError("piece{i}: not a call")
+    made = Piece{i}(request.get("k{i}", {i}), len(seen), "piece-{i}")
+    if made.value > {i} + 1_000_000:
+        seen.append(made)
+    return (made.value + made.count, made.name, {{"p{i}": made.value}})
+"""
+
+Piece = Callable[[dict[str, Any], list[object]], object]
+
+
+def breadth(count: int) -> list[Piece]:
+    """`count` distinct functions, as many modules' worth of code as a call path touches."""
+    namespace: dict[str, Any] = {}
+    # The benchmark's own generated source, nothing read from outside.
+    exec(
+        compile("".join(_PIECE.format(i=i) for i in range(count)), "<breadth>", "exec"),
+        namespace,
+    )
+    return [namespace[f"piece{i}"] for i in range(count)]
+
+
+def _run_pieces(pieces: list[Piece], request: dict[str, Any]) -> None:
+    seen: list[object] = []
+    for piece in pieces:
+        piece(request, seen)
+
+
+async def _call(
+    line: bytes, control: socket.socket, required: Required | None, pieces: list[Piece]
+) -> None:
     request: dict[str, Any] = msgspec.json.decode(line)
+    # Half of the breadth before the launch, half after the run: a call path's two ends.
+    half = len(pieces) // 2
+    _run_pieces(pieces[:half], request)
     out_r, out_w = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)
     err_r, err_w = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)
     gate_r, gate_w = os.pipe2(os.O_CLOEXEC)
@@ -244,6 +305,7 @@ async def _call(line: bytes, control: socket.socket, required: Required | None) 
         "stdout": b"".join(stdout).decode(),
         "stderr": b"".join(stderr).decode(),
     }
+    _run_pieces(pieces[half:], request)
     if required is not None:
         required.evidence(operation, value)
         value["attestation"] = required.close(operation, value).decode()
@@ -251,7 +313,9 @@ async def _call(line: bytes, control: socket.socket, required: Required | None) 
     os.write(1, msgspec.json.encode(answer) + b"\n")
 
 
-async def _model_server(control: socket.socket, required: Required | None) -> None:
+async def _model_server(
+    control: socket.socket, required: Required | None, pieces: list[Piece]
+) -> None:
     os.set_blocking(0, False)
     pending = b""
     async with anyio.create_task_group() as calls:
@@ -266,25 +330,26 @@ async def _model_server(control: socket.socket, required: Required | None) -> No
             pending += chunk
             while b"\n" in pending:
                 line, pending = pending.split(b"\n", 1)
-                calls.start_soon(_call, line, control, required)
+                calls.start_soon(_call, line, control, required, pieces)
 
 
-def _serve_model(database: str | None) -> None:
+def _serve_model(options: argparse.Namespace) -> None:
     """The model server: its peer started, then the anyio loop until stdin ends."""
     control, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-    peer = subprocess.Popen(
-        [sys.executable, __file__, "--model-peer", str(theirs.fileno())],
-        pass_fds=(theirs.fileno(),),
-    )
+    peer = [sys.executable, __file__, "--model-peer", "--fd", str(theirs.fileno())]
+    if options.bun is not None:
+        peer += ["--bun", options.bun, "--cwd", options.cwd]
+    process = subprocess.Popen(peer, pass_fds=(theirs.fileno(),))
     theirs.close()
-    anyio.run(_model_server, control, Required(database) if database is not None else None)
+    required = Required(options.db) if options.db is not None else None
+    anyio.run(_model_server, control, required, breadth(options.breadth))
     control.close()
-    peer.wait()
+    process.wait()
 
 
-def _model_peer(fd: int) -> None:
-    """The zygote's stand-in: a launch in, a line on each pipe and three reports out."""
-    control = socket.socket(fileno=fd)
+def _model_peer(options: argparse.Namespace) -> None:
+    """The zygote's stand-in: a launch in, the pipes written (or Bun's), three reports out."""
+    control = socket.socket(fileno=options.fd)
     while True:
         message, fds, _flags, _address = socket.recv_fds(control, 65_536, 4)
         if not message:
@@ -294,13 +359,35 @@ def _model_peer(fd: int) -> None:
         os.read(gate_r, 1)
         os.close(gate_r)
         _send_frame(run, msgspec.msgpack.encode(_REPORTS[0]))
-        os.write(out_w, _OUTPUT)
-        os.write(err_w, _OUTPUT)
+        if options.bun is None:
+            os.write(out_w, _OUTPUT)
+            os.write(err_w, _OUTPUT)
+        else:
+            subprocess.run(
+                [options.bun, *TEST_ARGV],
+                cwd=options.cwd,
+                env={},
+                stdin=subprocess.DEVNULL,
+                stdout=out_w,
+                stderr=err_w,
+                check=True,
+            )
         os.close(out_w)
         os.close(err_w)
         for report in _REPORTS[1:]:
             _send_frame(run, msgspec.msgpack.encode(report))
         run.close()
+
+
+def _child_options(argv: list[str]) -> argparse.Namespace:
+    """The model server's and its peer's own command line (this file runs as both)."""
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--db", help="model+: the journal's database")
+    parser.add_argument("--bun", help="the peer runs this Bun's `bun test` between gate and end")
+    parser.add_argument("--cwd", help="the project the peer's Bun tests")
+    parser.add_argument("--breadth", type=int, default=0, help="distinct functions a call runs")
+    parser.add_argument("--fd", type=int, help="the peer's control socket")
+    return parser.parse_args(argv)
 
 
 # -- the benchmark -----------------------------------------------------------------------
@@ -309,13 +396,19 @@ def _model_peer(fd: int) -> None:
 class Model:
     """A model server process, called as `Serve` calls `jigcmd serve`."""
 
-    def __init__(self, database: Path | None = None) -> None:
-        required = [] if database is None else [str(database)]
-        self.process = subprocess.Popen(
-            [sys.executable, __file__, "--model-server", *required],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-        )
+    def __init__(
+        self,
+        database: Path | None = None,
+        *,
+        bun: tuple[str, Path] | None = None,
+        breadth: int = 0,
+    ) -> None:
+        argv = [sys.executable, __file__, "--model-server", "--breadth", str(breadth)]
+        if database is not None:
+            argv += ["--db", str(database)]
+        if bun is not None:
+            argv += ["--bun", bun[0], "--cwd", str(bun[1])]
+        self.process = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
         assert self.process.stdin is not None and self.process.stdout is not None
         self.stdin, self.stdout = self.process.stdin, self.process.stdout
         self.count = 0
@@ -364,22 +457,71 @@ def block(server: Model | Serve, calls: int, idle: float) -> float:
     return (run_ns(server.process.pid) - before) / calls / 1e6
 
 
+def _servers(workdir: Path, args: argparse.Namespace) -> dict[str, Model | Serve]:
+    """Every server of the run, by its row's name; jigcmd's last."""
+    lock = workdir / "jigcmd.lock"
+    admit(lock)
+    servers: dict[str, Model | Serve] = {
+        "model": Model(),
+        "model+": Model(workdir / "model.db"),
+    }
+    if not args.no_bun:
+        project = workdir / "project"
+        shutil.copytree(PASSING, project)
+        bun = (find_runtime().path, project)
+        servers["model/bun"] = Model(bun=bun)
+        servers["model+/bun"] = Model(workdir / "model-bun.db", bun=bun)
+        if args.breadth:
+            servers[f"model+/bun+{args.breadth}"] = Model(
+                workdir / "model-breadth.db", bun=bun, breadth=args.breadth
+            )
+    servers["jigcmd"] = Serve(lock, workdir / "state")
+    return servers
+
+
+def _report(spent: dict[str, list[float]], args: argparse.Namespace) -> None:
+    print(
+        f"{args.rounds} rounds of {args.calls} calls each, {args.idle_ms:g} ms idle before each;"
+        " the server's CPU ms per call (all its threads), median of rounds (rounds)"
+    )
+    median = {name: statistics.median(values) for name, values in spent.items()}
+    for name, values in spent.items():
+        rounds = " / ".join(f"{value:.3f}" for value in values)
+        print(f"  {name:<18}{median[name]:8.3f}   ({rounds})")
+    jigcmd = median["jigcmd"]
+    for suffix, between in (("", "the peer answering at once"), ("/bun", "Bun between")):
+        if f"model+{suffix}" in median:
+            print(
+                f"With {between}: the shape alone is {median['model' + suffix] / jigcmd:.2f}x"
+                " jigcmd's server; with the work every call must do (digest, journal,"
+                f" statements) {median['model+' + suffix] / jigcmd:.2f}x."
+            )
+    wide = f"model+/bun+{args.breadth}"
+    if wide in median:
+        slope = (median[wide] - median["model+/bun"]) / args.breadth * 1000
+        print(
+            f"Each distinct function a call runs: {slope:.2f} µs of the server's CPU (Bun"
+            f" between); jigcmd's server over model+/bun, {jigcmd - median['model+/bun']:.2f} ms,"
+            f" is {(jigcmd - median['model+/bun']) * 1000 / slope:.0f} such functions"
+            if slope > 0
+            else "No slope: the breadth cost nothing measurable in this run."
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=200, help="calls per block")
     parser.add_argument("--rounds", type=int, default=3, help="blocks of each server")
     parser.add_argument("--idle-ms", type=float, default=0.0, help="idle before each call")
+    parser.add_argument(
+        "--breadth", type=int, default=200, help="distinct functions of the widest model (0: none)"
+    )
+    parser.add_argument("--no-bun", action="store_true", help="no model whose peer runs Bun")
     args = parser.parse_args()
     if os.geteuid() != 0:
         raise SystemExit("run as root: jigcmd serve needs it")
     with tempfile.TemporaryDirectory(prefix="jigcmd-shell-floor-") as workdir:
-        lock = Path(workdir) / "jigcmd.lock"
-        admit(lock)
-        servers: dict[str, Model | Serve] = {
-            "model": Model(),
-            "model+": Model(Path(workdir) / "model.db"),
-            "jigcmd": Serve(lock, Path(workdir) / "state"),
-        }
+        servers = _servers(Path(workdir), args)
         spent: dict[str, list[float]] = {name: [] for name in servers}
         try:
             for server in servers.values():
@@ -391,26 +533,13 @@ def main() -> None:
         finally:
             for server in servers.values():
                 server.close()
-    print(
-        f"{args.rounds} rounds of {args.calls} calls each, {args.idle_ms:g} ms idle before each;"
-        " the server's CPU ms per call (all its threads), median of rounds (rounds)"
-    )
-    for name, values in spent.items():
-        rounds = " / ".join(f"{value:.3f}" for value in values)
-        print(f"  {name:<8}{statistics.median(values):8.3f}   ({rounds})")
-    jigcmd = statistics.median(spent["jigcmd"])
-    shape = statistics.median(spent["model"]) / jigcmd
-    required = statistics.median(spent["model+"]) / jigcmd
-    print(
-        f"The shape alone is {shape:.2f}x jigcmd's server; with the work every call must do"
-        f" (digest, journal, statements) {required:.2f}x."
-    )
+    _report(spent, args)
 
 
 if __name__ == "__main__":
     if sys.argv[1:2] == ["--model-server"]:
-        _serve_model(sys.argv[2] if len(sys.argv) > 2 else None)
+        _serve_model(_child_options(sys.argv[2:]))
     elif sys.argv[1:2] == ["--model-peer"]:
-        _model_peer(int(sys.argv[2]))
+        _model_peer(_child_options(sys.argv[2:]))
     else:
         main()
