@@ -22,6 +22,9 @@ bwrap that made it). Every other thread's CPU is read before and after from /pro
                             the total, left out of the ratio. Threads that began and ended
                             within a block, outside the jobs, are missed (the total has them).
 
+The summary ends with what the CPU target (at most 1.1 times the C rung's) leaves the
+coordinator, the envelope's share as measured: the server and the zygote's budget a call.
+
 A second table counts the pages each of jigcmd's processes faulted in per call (`minflt`;
 in a process forked from a larger one these are mostly copy-on-write copies, ~2.4 µs each
 here), and the envelopes' own: jigcmd's pid 1s and candidates as the zygote reaps them, the
@@ -73,6 +76,8 @@ from scripts.bench_floor import rungs, v1_hierarchies  # noqa: E402 - likewise
 SETTLE_S = 1.0
 KTHREADD = 2
 _PR_SET_CHILD_SUBREAPER = 36
+# Issue #26: jigcmd's CPU a call at most this many times the C rung's.
+TARGET = 1.1
 BACKGROUND = "the machine's background"
 JIGCMD = ("pid 1 and the candidate", "spawner", "zygote", "server")
 C_ENVELOPE = ("bwrap and the candidate",)
@@ -266,6 +271,12 @@ def report(results: dict[str, list[dict[str, float]]], workers: list[int]) -> No
             f" against bwrap's {theirs:.2f}; the coordinator (server, zygote):"
             f" {med[jig]['server'] + med[jig]['zygote']:.2f} (the zygote's cgroup calls in it,"
             " the C rung's in this benchmark's line)."
+        )
+        coordinator = med[jig]["server"] + med[jig]["zygote"]
+        budget = TARGET * counted[c] - (counted[jig] - coordinator)
+        print(
+            f"At {TARGET}x the C rung's (issue #26's CPU target) this envelope leaves the"
+            f" coordinator {budget:.2f} ms a call ({budget - coordinator:+.2f} against now)."
         )
     _faults(results, names, width)
     for w in workers[1:]:
