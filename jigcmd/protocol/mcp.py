@@ -115,11 +115,6 @@ class McpDialect:
         self._fetch_versions: dict[jsonrpc.Id, str] = {}
         self._modern_tools = self._modern_tools_json()
 
-    @property
-    def era(self) -> Era:
-        """The era the process is in: undecided until `initialize` or a per-request call."""
-        return self._era
-
     def request(self, request: jsonrpc.Request) -> list[Action] | Call:
         """Serve a request of either era; an unknown method is -32601."""
         if mcp_era.claims_envelope(request.params):

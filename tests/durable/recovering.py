@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from jigcmd.envelope.cgroups import CgroupBackend, CgroupJob, CgroupStats, Membership, Mode
+from jigcmd.envelope.cgroups import files as cgroupfs
 from jigcmd.journal.identity import ProcessIdentity, identify
 from jigcmd.journal.rows import NewRow
 from jigcmd.journal.store import Journal
@@ -27,6 +28,7 @@ __all__ = [
     "begin_row",
     "fake_supervisor",
     "in_dead_server",
+    "move_into",
     "processes",
     "real_backend",
     "running",
@@ -34,6 +36,15 @@ __all__ = [
 
 # The caller's run of these tests' operations.
 RUN = "run-a"
+
+
+def move_into(job: CgroupJob, pid: int) -> None:
+    """Put another process (a stand-in candidate) into every directory of `job`.
+
+    jigcmd itself never moves a process: pid 1 is born in the job and joins the rest itself.
+    """
+    for path in job.paths:
+        cgroupfs.write(os.path.join(path, "cgroup.procs"), str(pid))
 
 
 class FakeJob:
@@ -54,9 +65,6 @@ class FakeJob:
     @property
     def membership(self) -> Membership:
         return Membership(self.paths, None)
-
-    def attach(self, pid: int) -> None:
-        self.tasks += 1
 
     def join(self, born_in: str | None) -> None:
         self.tasks += 1

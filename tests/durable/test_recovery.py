@@ -25,6 +25,7 @@ from tests.durable.recovering import (
     begin_row,
     fake_supervisor,
     in_dead_server,
+    move_into,
     processes,
     real_backend,
     running,
@@ -293,7 +294,7 @@ def test_recovery_kills_a_real_orphaned_run_and_removes_its_cgroup(
         assert candidate.stdout is not None
         assert candidate.stdout.readline() == b"ready\n"
         candidate.stdout.close()
-        job.attach(candidate.pid)
+        move_into(job, candidate.pid)
         netns = os.readlink(f"/proc/{candidate.pid}/ns/net")
         assert netns != os.readlink("/proc/self/ns/net")
         supervisor = fake_supervisor(processes)
@@ -342,7 +343,7 @@ def test_recover_removes_a_dead_trees_empty_job_that_no_journal_names(
     try:
         sleeper = subprocess.Popen(["sleep", "1000"])
         processes.append(sleeper)
-        busy.attach(sleeper.pid)
+        move_into(busy, sleeper.pid)
         for job in (leftover, busy, other):
             for path in job.paths:
                 os.utime(path, (old_time, old_time))

@@ -59,9 +59,16 @@ def job(real_cgroups: CgroupBackend, job_name: str) -> Iterator[CgroupJob]:
     made.remove()
 
 
+def joining(job: CgroupJob) -> str:
+    """A child's first lines: it joins `job` itself, as pid 1 does (`cgroups.files.join`)."""
+    return (
+        "from jigcmd.envelope.cgroups import files, Membership\n"
+        f"files.join(Membership(*{tuple(job.membership)!r}), None)\n"
+    )
+
+
 def run_in(job: CgroupJob, code: str) -> Child:
-    child = Child(code)
-    job.attach(child.proc.pid)
+    child = Child(joining(job) + textwrap.dedent(code))
     child.release()
     return child
 
@@ -106,19 +113,19 @@ def test_a_jobs_paths_are_known_before_it_exists(
         real_cgroups.job_paths("../escape")
 
 
-def test_an_attached_child_is_in_every_hierarchy_of_the_job(job: CgroupJob) -> None:
-    """attach moves the pid into each directory the job owns."""
-    child = Child("")
-    job.attach(child.proc.pid)
+def test_a_child_that_joins_is_in_every_hierarchy_of_the_job(job: CgroupJob) -> None:
+    """Joining the job's membership puts a process in each directory the job owns."""
+    child = run_in(job, 'print("joined", flush=True)\ntime.sleep(600)\n')
     try:
+        assert child.readline() == b"joined\n"
         for path in job.paths:
             assert child.proc.pid in {
                 int(p) for p in (Path(path) / "cgroup.procs").read_text().split()
             }
         assert job.populated()
     finally:
-        child.release()
-        assert child.finish() == 0
+        child.proc.kill()
+        child.finish()
 
 
 def test_kill_stops_a_tree_of_detached_grandchildren(job: CgroupJob) -> None:

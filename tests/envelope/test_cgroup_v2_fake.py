@@ -205,12 +205,6 @@ def test_an_existing_job_is_never_reused(fake: FakeCgroupFs) -> None:
         backend.create("jigcmd-1", Limits())
 
 
-def test_attach_writes_the_pid_to_cgroup_procs(fake: FakeCgroupFs) -> None:
-    """The supervisor joins the job by writing its pid."""
-    fake.backend().create("jigcmd-1", Limits()).attach(4242)
-    assert (job_dir(fake) / "cgroup.procs").read_text() == "4242"
-
-
 def test_a_process_born_in_the_job_joins_without_a_write(fake: FakeCgroupFs) -> None:
     """Born there by clone3(CLONE_INTO_CGROUP): no migration, so nothing is written."""
     job = fake.backend().create("jigcmd-1", Limits())

@@ -92,10 +92,6 @@ class CgroupJob(Protocol):
         """The directories a process joins (`join`), as plain data for a process without the job."""
         ...
 
-    def attach(self, pid: int) -> None:
-        """Move `pid` into every hierarchy of the job; OSError names the file that refused."""
-        ...
-
     def join(self, born_in: str | None) -> None:
         """Move the calling single-threaded process into every hierarchy but `born_in`.
 

@@ -111,11 +111,6 @@ class V1Job:
         """Move the caller into every hierarchy but `born_in` (see `CgroupJob.join`)."""
         cgroupfs.join(self.membership, born_in)
 
-    def attach(self, pid: int) -> None:
-        """Write `pid` into cgroup.procs of every hierarchy (the first write may wait for RCU)."""
-        for path in self.paths:
-            cgroupfs.write(os.path.join(path, "cgroup.procs"), str(pid))
-
     def _procs(self) -> list[int]:
         pids: set[int] = set()
         for path in self.paths:
@@ -280,7 +275,7 @@ class V1Backend:
             if c in self.hierarchies
         }
         if self.unified is not None:
-            # First, so that attach() puts a task where cgroup.kill reaches it before anything else.
+            # First: pid 1 is born in it (clone3), so cgroup.kill reaches it before anything else.
             bases = {_UNIFIED: os.path.join(self.unified, self.base), **bases}
         return bases
 

@@ -84,10 +84,6 @@ class V2Job:
         """The job directory (children can be born in it with clone3)."""
         return self.path
 
-    def attach(self, pid: int) -> None:
-        """Move `pid` into the job."""
-        cgroupfs.write(os.path.join(self.path, "cgroup.procs"), str(pid))
-
     @property
     def membership(self) -> Membership:
         """The job directory alone (see `CgroupJob.membership`)."""

@@ -265,7 +265,7 @@ def test_cgroup_kill_takes_a_whole_double_forked_tree(v2: V2Backend) -> None:
         )
         os.close(write_end)
         os.close(gate_r)
-        job.attach(child.pid)
+        cgroupfs.write(os.path.join(job.path, "cgroup.procs"), str(child.pid))
         os.write(gate_w, b"g")
         assert child.wait(timeout=SECONDS) == 0
         with os.fdopen(read_end, "rb") as reader:
