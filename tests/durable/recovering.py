@@ -120,9 +120,6 @@ class FakeBackend:
     def open(self, name: str) -> CgroupJob | None:
         return self.jobs.get(name)
 
-    def job_paths(self, name: str) -> tuple[str, ...]:
-        return (f"/fake/{name}",)
-
     def list_jobs(self) -> list[str]:
         return sorted(self.jobs)
 

@@ -103,14 +103,16 @@ def test_create_writes_the_limits_the_kernel_then_reports(
     assert job.memory_view()[1] == f"{256 * 1024 * 1024}\n"
 
 
-def test_a_jobs_paths_are_known_before_it_exists(
+def test_an_opened_job_has_the_directories_create_made(
     job: CgroupJob, real_cgroups: CgroupBackend
 ) -> None:
-    """`job_paths` names exactly the directories `create` made, in order (for `Ready`)."""
-    assert real_cgroups.job_paths(job.name) == job.paths
+    """Recovery opens a job by name and finds every directory `create` made, in order."""
+    opened = real_cgroups.open(job.name)
+    assert opened is not None
+    assert opened.paths == job.paths
     assert all(os.path.isdir(path) for path in job.paths)
     with pytest.raises(ValueError, match="one path component"):
-        real_cgroups.job_paths("../escape")
+        real_cgroups.open("../escape")
 
 
 def test_a_child_that_joins_is_in_every_hierarchy_of_the_job(job: CgroupJob) -> None:

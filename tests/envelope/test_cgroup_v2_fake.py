@@ -146,9 +146,8 @@ def test_a_delegated_base_below_existing_cgroups_is_used_as_is(fake: FakeCgroupF
     fake.mkdir(str(fake.root / "user.slice"))
     (fake.root / "user.slice" / "cgroup.subtree_control").write_text("memory pids cpu\n")
     backend = fake.backend("user.slice/jigcmd")
-    assert backend.job_paths("jigcmd-1") == (str(fake.root / "user.slice" / "jigcmd" / "jigcmd-1"),)
     job = backend.create("jigcmd-1", Limits())
-    assert job.paths == backend.job_paths("jigcmd-1")
+    assert job.paths == (str(fake.root / "user.slice" / "jigcmd" / "jigcmd-1"),)
     assert backend.list_jobs() == ["jigcmd-1"]
 
 

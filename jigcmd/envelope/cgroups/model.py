@@ -156,10 +156,6 @@ class CgroupBackend(Protocol):
         """An existing job by name (recovery after a crash), or None when none of it exists."""
         ...
 
-    def job_paths(self, name: str) -> tuple[str, ...]:
-        """The directories a job named `name` has or will have, as its `paths` lists them."""
-        ...
-
     def list_jobs(self) -> list[str]:
         """Names of the jobs present under the base, in any hierarchy."""
         ...

@@ -353,11 +353,6 @@ class V1Backend:
         # Read back: the kernel rounds the limit to pages, and the view must be the truth.
         return str(_int_file(limit_file))
 
-    def job_paths(self, name: str) -> tuple[str, ...]:
-        """Every hierarchy's directory for `name` (the unified one first), as `V1Job.paths`."""
-        check_job_name(name)
-        return tuple(dict.fromkeys(self._dirs(name).values()))
-
     def open(self, name: str) -> V1Job | None:
         """The existing job `name` (any part of it), or None."""
         check_job_name(name)

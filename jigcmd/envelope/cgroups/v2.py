@@ -257,11 +257,6 @@ class V2Backend:
             raise
         return V2Job(name, path, memory_max, self._rmdir)
 
-    def job_paths(self, name: str) -> tuple[str, ...]:
-        """The one directory of `name`, as `V2Job.paths`."""
-        check_job_name(name)
-        return (os.path.join(self.base_path, name),)
-
     def open(self, name: str) -> V2Job | None:
         """The existing job `name`, or None."""
         check_job_name(name)
