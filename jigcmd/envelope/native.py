@@ -47,7 +47,7 @@ from jigcmd.envelope.outputs import OUTPUT_PIPE_BYTES
 from jigcmd.envelope.wire import MSGSPEC
 from jigcmd.plan import Bind, RunPlan
 
-__all__ = ["ZYGOTE_FLAGS", "NativeExecutor"]
+__all__ = ["PREPARED_POOL", "ZYGOTE_FLAGS", "NativeExecutor"]
 
 _ZYGOTE_START_S = 30.0
 # Isolated mode (no PYTHONPATH, no user site) and no `site` at all: the zygote is given the
@@ -56,6 +56,8 @@ _ZYGOTE_START_S = 30.0
 # 1 is cloned from.
 ZYGOTE_FLAGS = ("-I", "-S")
 _ZYGOTE_EXIT_S = 10.0
+# Envelopes a server keeps prepared (see `prepare`).
+PREPARED_POOL = 2
 
 
 class NativeExecutor:
@@ -158,7 +160,10 @@ class NativeExecutor:
         )
 
     async def prepare(
-        self, template: RunPlan, pool: int = 2, refill_after_ms: float = REFILL_AFTER_MS
+        self,
+        template: RunPlan,
+        pool: int = PREPARED_POOL,
+        refill_after_ms: float = REFILL_AFTER_MS,
     ) -> None:
         """Keep `pool` envelopes prepared for plans shaped like `template` (same binds, limits).
 

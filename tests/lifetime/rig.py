@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 
 from jigcmd.envelope.cgroups import CgroupBackend
+from jigcmd.envelope.native import PREPARED_POOL
 from jigcmd.frontends.servechild import ServeChild
 from jigcmd.journal.identity import process_start
 from jigcmd.journal.rows import Row
@@ -74,8 +75,12 @@ class Rig:
         return f"{prefix}-{next(self._ids)}"
 
     def prepared(self, server: ServeChild) -> None:
-        """Wait until `server` keeps an envelope prepared (its warm-up is done)."""
-        wait_for(lambda: bool(self.watch.live_jobs(server.pid)), 30, "a prepared envelope")
+        """Wait until `server` keeps its whole pool prepared (its warm-up is done)."""
+        wait_for(
+            lambda: len(self.watch.live_jobs(server.pid)) >= PREPARED_POOL,
+            30,
+            f"{PREPARED_POOL} prepared envelopes",
+        )
 
     def zygote(self, server: ServeChild) -> Proc:
         """The server's zygote process."""
