@@ -104,16 +104,13 @@ class _Waiter:
         self.wake = anyio.Event()
 
     async def wait(self, cancel: CancelSignal) -> None:
-        """Until woken or cancelled (the caller bounds how long); then ready to be woken again."""
+        """Until woken or cancelled (the caller bounds how long); then ready to be woken again.
+
+        The cancel wakes the wait as it is set: no task races it.
+        """
+        unwatch = cancel.watch(self.wake.set)
         try:
-            async with anyio.create_task_group() as racing:
-
-                async def on_cancel() -> None:
-                    await cancel.wait()
-                    racing.cancel_scope.cancel()
-
-                racing.start_soon(on_cancel)
-                await self.wake.wait()
-                racing.cancel_scope.cancel()
+            await self.wake.wait()
         finally:
+            unwatch()
             self.wake = anyio.Event()
