@@ -266,13 +266,13 @@ def report(results: dict[str, list[dict[str, float]]], workers: list[int]) -> No
         )
         own = sum(med[jig][r] for r in ("pid 1 and the candidate", "spawner", "kernel workers"))
         theirs = med[c]["bwrap and the candidate"] + med[c]["kernel workers"]
+        coordinator = med[jig]["server"] + med[jig]["zygote"]
         print(
             f"The envelope (pid 1, the candidate, the spawner, the kernel's workers): {own:.2f}"
             f" against bwrap's {theirs:.2f}; the coordinator (server, zygote):"
-            f" {med[jig]['server'] + med[jig]['zygote']:.2f} (the zygote's cgroup calls in it,"
+            f" {coordinator:.2f} (the zygote's cgroup calls in it,"
             " the C rung's in this benchmark's line)."
         )
-        coordinator = med[jig]["server"] + med[jig]["zygote"]
         budget = TARGET * counted[c] - (counted[jig] - coordinator)
         print(
             f"At {TARGET}x the C rung's (issue #26's CPU target) this envelope leaves the"
