@@ -27,6 +27,7 @@ from jigcmd.envelope.api import EnvelopeIdentity, RunOutcome
 from jigcmd.envelope.cgroups import files as cgroupfs
 from jigcmd.envelope.cgroups.v2 import V2Backend
 from jigcmd.plan import Limits, RunPlan
+from tests.durable.recovering import move_into
 from tests.envelope.hostile_candidates import OOM_SCORE
 from tests.envelope.hostile_harness import TracedExecutor, attempts, probe_plan
 
@@ -265,7 +266,7 @@ def test_cgroup_kill_takes_a_whole_double_forked_tree(v2: V2Backend) -> None:
         )
         os.close(write_end)
         os.close(gate_r)
-        cgroupfs.write(os.path.join(job.path, "cgroup.procs"), str(child.pid))
+        move_into(job, child.pid)
         os.write(gate_w, b"g")
         assert child.wait(timeout=SECONDS) == 0
         with os.fdopen(read_end, "rb") as reader:
