@@ -153,7 +153,8 @@ _CTRF_TEST: Final = {
 _TESTS: Final = {
     "type": ["object", "null"],
     "description": "For a test command: the runner's per-test results (CTRF names), failing "
-    "tests first, then the others, cut to the budget (`truncated` counts those left out). The "
+    "tests first, then skipped and todo, then passing, cut to the budget from the end, so "
+    "failing tests are the last to go (`truncated` counts those left out). The "
     "runner ran candidate code, which can alter its report: the host-collected exitCode is the "
     "fact. A report that is missing, too large or unparseable is `problem`, never invented.",
     "properties": {

@@ -16,6 +16,7 @@ Pure: the builder is a function of the run's result, the version and the budget.
 from __future__ import annotations
 
 import hashlib
+import math
 from collections.abc import Callable
 from typing import Any, Final, Literal
 
@@ -201,9 +202,11 @@ def _tests(tests: TestResults, scale: float, uri: str | None) -> TestsView:
     failing = [test for test in report.tests if test.status == "failed"]
     others = [test for test in report.tests if test.status in ("skipped", "pending", "other")]
     passing = [test for test in report.tests if test.status == "passed"]
-    shown_failing = [_failure(test, scale) for test in failing[: int(_FAILING_MAX * scale)]]
-    rest = [*others, *passing][: int(_OTHERS_MAX * scale)]
-    shown = shown_failing + [_brief(test) for test in rest]
+    # Failing tests are the last to go: one as soon as any test is listed, and the rest
+    # (skipped and todo, then passing) only once every failing one is.
+    shown_failing = [_failure(test, scale) for test in failing[: math.ceil(_FAILING_MAX * scale)]]
+    room = int(_OTHERS_MAX * scale) if len(shown_failing) == len(failing) else 0
+    shown = shown_failing + [_brief(test) for test in [*others, *passing][:room]]
     return TestsView(
         candidate_influenced=True,
         note=TESTS_NOTE,
