@@ -229,6 +229,10 @@ def test_the_per_request_era_frame_by_frame(binding: Path, tmp_path: Path) -> No
         assert ran["_meta"]["traceparent"] == parent and ran["_meta"]["tracestate"] == "k=v"
         assert "dev.jigcmd/report" in ran["_meta"]
         assert ran["_meta"]["io.modelcontextprotocol/serverInfo"]["name"] == "jigcmd"
+        # A resource that is not there (another run's) is -32602: the revision has no -32002.
+        other = ran["structuredContent"]["stdout"]["uri"].replace("/run-raw/", "/run-other/")
+        missing = server.request("resources/read", {"uri": other, "_meta": meta()})["error"]
+        assert missing["code"] == -32602 and "another run" in missing["message"]
         assert server.close_input() == 0
         # Nothing but answers: no notifications/message, no request from the server.
         for line in server.lines:

@@ -194,12 +194,14 @@ class McpDialect:
         return progress_notification(call.progress_token, value, message, total_ms)
 
     def fetched(self, request_id: jsonrpc.Id, found: Resource | str) -> bytes:
-        """The `resources/read` answer: its contents, or -32002 with the reason."""
-        if isinstance(found, str):
-            return jsonrpc.encode_error(
-                request_id, RESOURCE_NOT_FOUND, f"Resource not found: {found}"
-            )
+        """The `resources/read` answer: its contents, or not found with the reason.
+
+        Not found is -32002 in the handshake era; 2026-07-28 has no such code (SEP-2164): -32602.
+        """
         version = self._fetch_versions.pop(request_id, self._version)
+        if isinstance(found, str):
+            code = jsonrpc.INVALID_PARAMS if version == MODERN_VERSION else RESOURCE_NOT_FOUND
+            return jsonrpc.encode_error(request_id, code, f"Resource not found: {found}")
         result = read_result(found)
         if version == MODERN_VERSION:
             result = mcp_era.modern_result(result, self._server_info)
