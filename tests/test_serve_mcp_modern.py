@@ -233,6 +233,13 @@ def test_the_per_request_era_frame_by_frame(binding: Path, tmp_path: Path) -> No
         other = ran["structuredContent"]["stdout"]["uri"].replace("/run-raw/", "/run-other/")
         missing = server.request("resources/read", {"uri": other, "_meta": meta()})["error"]
         assert missing["code"] == -32602 and "another run" in missing["message"]
+        # Only what the tool's inputSchema allows: `args: []` on a test tool is refused.
+        files = {"test/project.test.ts": ""}
+        extra = {"name": "tests", "arguments": {"files": files, "args": []}, "_meta": meta()}
+        refused = server.request("tools/call", extra)["result"]
+        assert refused["isError"] is True
+        assert refused["_meta"]["dev.jigcmd/error"]["details"]["rule"] == "input-keys"
+        assert "(tool 'tests' takes files, stdin)" in refused["content"][0]["text"]
         assert server.close_input() == 0
         # Nothing but answers: no notifications/message, no request from the server.
         for line in server.lines:

@@ -424,7 +424,7 @@ class McpDialect:
         try:
             if tool.unavailable is not None:
                 raise JigError(Code.UNAVAILABLE, f"command {tool.name!r}: {tool.unavailable}")
-            arguments = call_input(call)
+            arguments = call_input(call, tool)
         except JigError as refusal:
             return [Send(jsonrpc.encode_result(request.id, self._result(pending, refusal)))]
         return self._dispatch(request.id, call, arguments, pending, keys=keys, envelope=envelope)

@@ -13,8 +13,11 @@ from typing import Any, Final
 import msgspec
 
 from jigcmd.errors import Code, JigError
+from jigcmd.policy.pointers import escape
 from jigcmd.protocol import jsonrpc
+from jigcmd.protocol.commands import ToolInfo
 from jigcmd.protocol.dialect import Resource
+from jigcmd.protocol.mcp_tools import tool_arguments
 
 __all__ = [
     "ATTESTATION_META",
@@ -102,15 +105,32 @@ def parse_tool_call(params: object) -> ToolCall:
     return ToolCall(name, arguments, token)
 
 
-def call_input(call: ToolCall) -> dict[str, Any]:
-    """The capability `run` input for a tool call: the tool name selects the command."""
-    if "command" in call.arguments:
-        raise JigError(
-            Code.INVALID_INPUT,
-            "/command: not an argument; the tool name selects the command",
-            {"pointer": "/command", "rule": "input members"},
-        )
+def call_input(call: ToolCall, tool: ToolInfo) -> dict[str, Any]:
+    """The capability `run` input for a tool call: the tool name selects the command.
+
+    Only the tool's own arguments are taken, as its inputSchema says
+    (`additionalProperties: false`); a refusal names them.
+    """
+    allowed = tool_arguments(tool.kind)
+    for key in call.arguments:
+        if key not in allowed:
+            raise _not_an_argument(key, tool, allowed)
     return {"command": call.name, **call.arguments}
+
+
+def _not_an_argument(key: str, tool: ToolInfo, allowed: tuple[str, ...]) -> JigError:
+    pointer = f"/{escape(key)}"
+    if key == "command":
+        why = "not an argument; the tool name selects the command"
+    elif key == "args":
+        why = "not an argument of a test command, which runs its reviewed test files as they are"
+    else:
+        why = "unknown argument"
+    return JigError(
+        Code.INVALID_INPUT,
+        f"{pointer}: {why} (tool {tool.name!r} takes {', '.join(allowed)})",
+        {"pointer": pointer, "rule": "input-keys"},
+    )
 
 
 def parse_cancelled(params: object) -> jsonrpc.Id | None:

@@ -19,7 +19,7 @@ from jigcmd.protocol.mcp_schemas import ARGUMENTS_SCHEMA, RESULT_SCHEMA
 from jigcmd.protocol.mcp_versions import ANNOTATED, LATEST_VERSION, STRUCTURED
 from jigcmd.protocol.mcp_view import DEFAULT_BUDGET_BYTES
 
-__all__ = ["input_schema", "tools_list_json"]
+__all__ = ["input_schema", "tool_arguments", "tools_list_json"]
 
 # What each tool argument is, in the words a model reads; the bounds come from the schema.
 _ARGUMENT_WORDS: Final = {
@@ -31,15 +31,22 @@ _ARGUMENT_WORDS: Final = {
 }
 
 
+def tool_arguments(kind: str) -> tuple[str, ...]:
+    """The arguments a tool takes: `files` and `stdin`, and `args` for a run command.
+
+    A test command accepts no arguments (request rule 8): its tool has no `args` at all.
+    """
+    return tuple(name for name in ARGUMENTS_SCHEMA["properties"] if name != "args" or kind == "run")
+
+
 def input_schema(kind: str, paths: Sequence[str] = ()) -> dict[str, Any]:
     """The tool input schema: `files`, plus `args`/`stdin` only where the command accepts them.
 
     With the command's `paths`, the `files` description names the ones it must include.
     """
     properties: dict[str, Any] = {}
-    for name, schema in ARGUMENTS_SCHEMA["properties"].items():
-        if name == "args" and kind != "run":
-            continue  # a test command accepts no arguments (request rule 8)
+    for name in tool_arguments(kind):
+        schema = ARGUMENTS_SCHEMA["properties"][name]
         words = _ARGUMENT_WORDS[name]
         if name == "files" and paths:
             named = ", ".join(f"`{path}`" for path in paths)
