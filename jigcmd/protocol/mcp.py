@@ -47,6 +47,7 @@ from jigcmd.protocol.mcp_messages import (
     ToolCall,
     ToolCallParamsError,
     call_input,
+    cursor_refusal,
     initialize_result,
     parse_cancelled,
     parse_tool_call,
@@ -252,7 +253,9 @@ class McpDialect:
         if self._era != "handshake":
             return _before_initialize(request)
         if method == "tools/list":
-            return [Send(jsonrpc.encode_raw_result(request.id, self._tools_json))]
+            return cursor_refusal(request) or [
+                Send(jsonrpc.encode_raw_result(request.id, self._tools_json))
+            ]
         if method == "tools/call":
             return self._tool_call(request, None)
         if method in _RESOURCE_METHODS:
@@ -263,6 +266,9 @@ class McpDialect:
         """`resources/read` of a run's resource (the shell reads it); the lists are empty."""
         if request.method != "resources/read":
             # Run resources are linked from each result, not listed.
+            refused = cursor_refusal(request)
+            if refused:
+                return refused
             key = "resources" if request.method == "resources/list" else "resourceTemplates"
             listed: dict[str, Any] = {key: []}
             if version == MODERN_VERSION:
@@ -327,7 +333,9 @@ class McpDialect:
         if self._era == "undecided":
             self._era = "per-request"
         if method == "tools/list":
-            return [Send(jsonrpc.encode_raw_result(request.id, self._modern_tools))]
+            return cursor_refusal(request) or [
+                Send(jsonrpc.encode_raw_result(request.id, self._modern_tools))
+            ]
         if method == "tools/call":
             return self._tool_call(request, envelope)
         if method in _RESOURCE_METHODS:

@@ -15,6 +15,7 @@ import msgspec
 from jigcmd.errors import Code, JigError
 from jigcmd.policy.pointers import escape
 from jigcmd.protocol import jsonrpc
+from jigcmd.protocol.actions import Action, send_error
 from jigcmd.protocol.commands import ToolInfo
 from jigcmd.protocol.dialect import Resource
 from jigcmd.protocol.mcp_tools import tool_arguments
@@ -29,6 +30,7 @@ __all__ = [
     "ToolCall",
     "ToolCallParamsError",
     "call_input",
+    "cursor_refusal",
     "initialize_result",
     "parse_cancelled",
     "parse_tool_call",
@@ -130,6 +132,22 @@ def _not_an_argument(key: str, tool: ToolInfo, allowed: tuple[str, ...]) -> JigE
         Code.INVALID_INPUT,
         f"{pointer}: {why} (tool {tool.name!r} takes {', '.join(allowed)})",
         {"pointer": pointer, "rule": "input-keys"},
+    )
+
+
+def cursor_refusal(request: jsonrpc.Request) -> list[Action]:
+    """-32602 for a list request with a cursor (MCP pagination: SHOULD); [] without one.
+
+    No list here is ever paginated, so no cursor was ever handed out: any is invalid.
+    """
+    params = request.params
+    if type(params) is not dict or params.get("cursor") is None:
+        return []
+    return send_error(
+        request.id,
+        jsonrpc.INVALID_PARAMS,
+        "Invalid params: /cursor is not a cursor of this server (its lists are never "
+        "paginated: send the request without one)",
     )
 
 

@@ -364,3 +364,19 @@ def test_a_task_call_cancelled_before_its_creation_is_never_answered() -> None:
     assert session.receive(cancelled) == [Cancel(1, call.task_id)]
     assert session.owned(call) == b""
     assert session.finish(call, JigError(Code.CANCELLED, "cancelled")) == b""
+
+
+def test_a_list_request_with_a_cursor_is_32602_as_no_list_is_ever_paginated() -> None:
+    """No `nextCursor` is ever sent, so any cursor is invalid; none, or null, is answered."""
+    modern_session = make_session()
+    handshake_session = make_session()
+    handshake_session.receive(initialize())
+    for method in ("tools/list", "resources/list", "resources/templates/list"):
+        for cursor in ("abc", "", 5):
+            sent = modern(1, method, {"cursor": cursor})
+            error = answer(modern_session.receive(sent))["error"]
+            assert error["code"] == -32602 and "/cursor" in error["message"], method
+            plain = frame(2, method, {"cursor": cursor})
+            assert answer(handshake_session.receive(plain))["error"]["code"] == -32602
+        assert "result" in answer(modern_session.receive(modern(3, method, {"cursor": None})))
+        assert "result" in answer(handshake_session.receive(frame(4, method)))
