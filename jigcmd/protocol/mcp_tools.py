@@ -67,8 +67,11 @@ def _description(tool: ToolInfo, budget: int = DEFAULT_BUDGET_BYTES) -> str:
     unreviewed one.
     """
     if tool.unavailable is not None:
+        # The reason is a clause ("…; run `jigcmd lock …` to review and re-admit"): end it.
+        reason = tool.unavailable.rstrip()
+        reason += "" if reason.endswith((".", "!", "?")) else "."
         return (
-            f"Unavailable: {tool.unavailable} Calls are refused until the operator reviews "
+            f"Unavailable: {reason} Calls are refused until the operator reviews "
             "and re-admits the Binding (the tool list changes then)."
         )
     needed = " and ".join(f"`{path}`" for path in tool.paths) or "the command's own files"

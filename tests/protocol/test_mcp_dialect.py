@@ -130,7 +130,10 @@ def test_tools_list_has_one_tool_per_command_with_the_right_schemas() -> None:
     assert set(by_name["tests"]["inputSchema"]["properties"]) == {"files", "stdin"}
     assert set(by_name["cli"]["inputSchema"]["properties"]) == {"files", "args", "stdin"}
     assert by_name["cli"]["inputSchema"]["required"] == ["files"]
-    assert by_name["locked"]["description"].startswith("Unavailable: ")
+    assert by_name["locked"]["description"] == (
+        "Unavailable: the policy is not admitted; run `jigcmd lock`. Calls are refused until "
+        "the operator reviews and re-admits the Binding (the tool list changes then)."
+    )
     assert "bun" not in by_name["locked"]["description"]
     for tool in tools:
         assert tool["outputSchema"] == RESULT_SCHEMA
