@@ -32,7 +32,7 @@ from jigcmd.frontends.runs import list_runs
 from jigcmd.frontends.servechild import ServeChild
 from jigcmd.journal.identity import identify
 from jigcmd.journal.rows import Row
-from tests.admitted_example import admit_example
+from tests.admitted_example import EXAMPLE, admit_example
 
 pytestmark = pytest.mark.envelope
 
@@ -45,6 +45,12 @@ _HOLD = (
     "while (Date.now() < end) {}\n"
     'console.log("held " + process.argv[2]);\n'
 )
+
+
+def candidate(name: str) -> dict[str, str]:
+    """One of the example's candidates as a call's `files`."""
+    root = EXAMPLE / "candidates" / name
+    return {str(p.relative_to(root)): p.read_text() for p in sorted(root.rglob("*")) if p.is_file()}
 
 
 @pytest.fixture
@@ -223,6 +229,17 @@ def test_the_per_request_era_frame_by_frame(binding: Path, tmp_path: Path) -> No
         assert ran["_meta"]["traceparent"] == parent and ran["_meta"]["tracestate"] == "k=v"
         assert "dev.jigcmd/report" in ran["_meta"]
         assert ran["_meta"]["io.modelcontextprotocol/serverInfo"]["name"] == "jigcmd"
+        # A resource that is not there (another run's) is -32602: the revision has no -32002.
+        other = ran["structuredContent"]["stdout"]["uri"].replace("/run-raw/", "/run-other/")
+        missing = server.request("resources/read", {"uri": other, "_meta": meta()})["error"]
+        assert missing["code"] == -32602 and "another run" in missing["message"]
+        # Only what the tool's inputSchema allows: `args: []` on a test tool is refused.
+        files = {"test/project.test.ts": ""}
+        extra = {"name": "tests", "arguments": {"files": files, "args": []}, "_meta": meta()}
+        refused = server.request("tools/call", extra)["result"]
+        assert refused["isError"] is True
+        assert refused["_meta"]["dev.jigcmd/error"]["details"]["rule"] == "input-keys"
+        assert "(tool 'tests' takes files, stdin)" in refused["content"][0]["text"]
         assert server.close_input() == 0
         # Nothing but answers: no notifications/message, no request from the server.
         for line in server.lines:
@@ -380,6 +397,51 @@ def test_an_engine_retry_maps_to_run_id_and_operation_id_and_replays(
     assert replayed["structuredContent"] == ran["structuredContent"]
     (only,) = runs_json(state)[f"temporal:{workflow_id}"]
     assert (only["operationId"], only["ending"]) == (activity_id, "evidence")
+
+
+def test_a_keyed_retry_of_a_test_command_replays_its_per_test_results(
+    binding: Path, tmp_path: Path
+) -> None:
+    """The same answer, tests and JUnit link included, from the same server and after a restart."""
+    args = ["--state-dir", str(tmp_path / "state"), "--run-id", "run-tests-replay"]
+    call = {
+        "name": "tests",
+        "arguments": {"files": candidate("failing")},
+        "_meta": meta({}, **{"dev.jigcmd/operationId": "tests-1"}),
+    }
+    with ServeChild(binding, args) as server:
+        first = server.request("tools/call", call)["result"]
+        again = server.request("tools/call", call)["result"]
+        assert server.close_input() == 0
+    with ServeChild(binding, args) as restarted:
+        replayed = restarted.request("tools/call", call)["result"]
+        assert restarted.close_input() == 0
+    tests = first["structuredContent"]["tests"]
+    assert tests["summary"]["failed"] == 1 and tests["uri"].endswith("/tests-1/junit")
+    assert "Tests: 1 run: 0 passed, 1 failed" in first["content"][0]["text"]
+    assert again == first
+    assert replayed == first
+
+
+def test_a_test_commands_task_is_answered_after_a_restart_with_its_per_test_results(
+    binding: Path, tmp_path: Path
+) -> None:
+    """`tasks/get` from the journal gives the result the task completed with, tests included."""
+    args = ["--state-dir", str(tmp_path / "state"), "--run-id", "run-tests-task"]
+    call = {"name": "tests", "arguments": {"files": candidate("failing")}, "_meta": meta(TASKS)}
+    with ServeChild(binding, args) as server:
+        task = {"taskId": server.request("tools/call", call)["result"]["taskId"]}
+        task["_meta"] = meta(TASKS)
+        deadline = time.monotonic() + 30
+        while (got := server.request("tasks/get", task)["result"])["status"] == "working":
+            assert time.monotonic() < deadline
+            time.sleep(got["pollIntervalMs"] / 1000)
+        assert server.close_input() == 0
+    with ServeChild(binding, args) as restarted:
+        answered = restarted.request("tasks/get", task)["result"]
+        assert restarted.close_input() == 0
+    assert got["result"]["structuredContent"]["tests"]["summary"]["failed"] == 1
+    assert answered["result"] == got["result"]
 
 
 def test_an_mcp_call_with_a_key_belongs_to_its_live_waiters(binding: Path, tmp_path: Path) -> None:

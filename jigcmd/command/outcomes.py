@@ -15,7 +15,6 @@ from jigcmd.evidence import Evidence, ResourceReport, decode_output
 from jigcmd.plan import RunPlan
 from jigcmd.policy.request import ValidRequest
 from jigcmd.protocol.commands import TestResults
-from jigcmd.protocol.junit import UnreadableReport, parse_junit
 
 __all__ = ["EvidenceOf", "Sign", "evidence_of", "signer", "tests_of"]
 
@@ -122,13 +121,7 @@ def tests_of(plan: RunPlan, outcome: RunOutcome) -> TestResults | None:
     """The per-test results of a run whose plan asked for the runner's report."""
     if plan.scratch_file is None or outcome.scratch_file is None:
         return None
-    read = outcome.scratch_file
-    if read.data is None:
-        return TestResults(report=None, problem=read.problem)
-    try:
-        return TestResults(report=parse_junit(read.data), raw=read.data)
-    except UnreadableReport as exc:
-        return TestResults(report=None, problem=f"unreadable: {exc}", raw=read.data)
+    return TestResults.read(outcome.scratch_file.data, outcome.scratch_file.problem)
 
 
 class EvidenceOf:

@@ -24,6 +24,7 @@ from jigcmd.command.placement import pinned_cpus
 from jigcmd.command.runtime import BUN_TARGET, BunBinary
 from jigcmd.command.sharing import SharedOperations
 from jigcmd.durable.ownership import Ownership
+from jigcmd.durable.replay import with_tests
 from jigcmd.durable.runresources import RunResources
 from jigcmd.envelope.api import (
     Executor,
@@ -302,6 +303,9 @@ class CommandService:
                 progress=progress,
                 work=work,
             )
+        if detailed:
+            # A replay of a row that kept no report says so, as a fresh run's answer would.
+            result = with_tests(result)
         if detailed if keep_resources is None else keep_resources:
             result = await self._keep_resources(result, root_run or context, operation_id)
         return result
@@ -458,7 +462,13 @@ class CommandService:
         """What the journal holds of an operation; see `CommandBackend.recorded`."""
         if self._ownership is None:
             return None
-        return await self._ownership.recorded(operation_id, root_run=root_run)
+        found = await self._ownership.recorded(operation_id, root_run=root_run)
+        if found is None or not isinstance(found.outcome, RunResult):
+            return found
+        # Only MCP tasks are looked up: detailed calls, answered as their first answer was,
+        # their tests and their links included.
+        result = await self._keep_resources(with_tests(found.outcome), root_run, operation_id)
+        return msgspec.structs.replace(found, outcome=result)
 
     def _deadline(self, deadline_unix_ms: int | None, ceiling: float | None = None) -> float:
         """A monotonic deadline from now: the caller's, the root's, or the ceiling."""

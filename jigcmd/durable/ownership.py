@@ -26,7 +26,7 @@ import msgspec
 from jigcmd.cancel import CancelSignal
 from jigcmd.durable.pathwrite import write_soon
 from jigcmd.durable.recovery import RecoveryReport, recover, sweep_own
-from jigcmd.durable.replay import RecordedFailure, replay
+from jigcmd.durable.replay import RecordedFailure, recorded_tests, replay
 from jigcmd.durable.slotqueue import SlotQueue
 from jigcmd.durable.statedir import prepare_state_dir
 from jigcmd.envelope.api import Assigned, EnvelopeIdentity
@@ -371,6 +371,7 @@ class Ownership:
             report=_encoder.encode(result.report),
             cleanup_complete=True,
             attestation=result.attestation,
+            tests=recorded_tests(result.tests),
         )
         if recorded is not None and recorded.data == data and await self._synced(recorded):
             self._close_at_once(operation_id, close)

@@ -2,7 +2,7 @@
 
 A retry of a known operation (the same run and operation id, the same request) gets the
 recorded answer byte for byte, however many servers ago it was made; an uncertain one stays
-uncertain.
+uncertain. A test command's answer carries its per-test report, so its replay does too.
 """
 
 from __future__ import annotations
@@ -13,9 +13,16 @@ from jigcmd.durable.recovery import UNCERTAIN_REASON
 from jigcmd.errors import Code, JigError
 from jigcmd.evidence import Evidence, ResourceReport
 from jigcmd.journal.rows import Row
-from jigcmd.protocol.commands import RunResult
+from jigcmd.protocol.commands import RunResult, TestResults
 
-__all__ = ["RecordedFailure", "replay"]
+__all__ = [
+    "UNRECORDED_REPORT",
+    "RecordedFailure",
+    "RecordedTests",
+    "recorded_tests",
+    "replay",
+    "with_tests",
+]
 
 _evidence = msgspec.json.Decoder(Evidence)
 _report = msgspec.json.Decoder(ResourceReport)
@@ -30,6 +37,42 @@ class RecordedFailure(msgspec.Struct, frozen=True):
 
 
 _failure = msgspec.json.Decoder(RecordedFailure)
+
+
+class RecordedTests(msgspec.Struct, frozen=True):
+    """A test report as the journal keeps it: the runner's bytes as read, or why there are none.
+
+    The bytes, not their parse: the same parse of the same bytes gives the same results.
+    """
+
+    report: bytes | None = None
+    problem: str = ""
+
+
+_tests = msgspec.json.Decoder(RecordedTests)
+_encoder = msgspec.json.Encoder()
+# Why a test command's replay has no report (`with_tests`).
+UNRECORDED_REPORT = "not in the journal (an older jigcmd recorded the run, or recovery closed it)"
+
+
+def recorded_tests(tests: TestResults | None) -> bytes | None:
+    """The journal's record of a run's test report (`Journal.finish(tests=…)`); None if none."""
+    if tests is None:
+        return None
+    return _encoder.encode(RecordedTests(report=tests.raw, problem=tests.problem))
+
+
+def with_tests(result: RunResult) -> RunResult:
+    """A test command's result for a front that shows its tests: a report, or why none.
+
+    Only a replay can lack one: of a row written before the journal kept reports, or
+    closed by recovery, which never read it. It is said, never left out (`tests.problem`).
+    """
+    if result.tests is not None or result.evidence.invocation[1:2] != ["test"]:
+        return result
+    return msgspec.structs.replace(
+        result, tests=TestResults(report=None, problem=UNRECORDED_REPORT)
+    )
 
 
 def replay(row: Row) -> RunResult:
@@ -56,6 +99,13 @@ def replay(row: Row) -> RunResult:
             deadline_hit=False,
         )
     )
+    tests = None
+    if row.tests is not None:
+        kept = _tests.decode(row.tests)
+        tests = TestResults.read(kept.report, kept.problem)
     return RunResult(
-        evidence=_evidence.decode(row.result), report=report, attestation=row.attestation
+        evidence=_evidence.decode(row.result),
+        report=report,
+        tests=tests,
+        attestation=row.attestation,
     )

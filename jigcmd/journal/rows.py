@@ -64,6 +64,9 @@ class Row(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     attestation: bytes | None = None
     # The caller's W3C trace context as JSON, when the call carried one.
     trace: str | None = None
+    # A test command's report as its answer carried it (`jigcmd.durable.replay`), when the
+    # call asked for one; None on older rows.
+    tests: bytes | None = None
 
     @property
     def is_open(self) -> bool:
@@ -154,4 +157,5 @@ def row_from(found: sqlite3.Row) -> Row:
         reason=found["reason"],
         attestation=found["attestation"],
         trace=found["trace"],
+        tests=found["tests"],
     )

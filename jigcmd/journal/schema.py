@@ -146,7 +146,13 @@ _V4 = """
 ALTER TABLE operations ADD COLUMN trace TEXT;
 """
 
-_STEPS: tuple[str, ...] = (_V1, _V2, _V3, _V4)
+# Version 5: a test command's per-test report as the answer carried it (the runner's JUnit
+# bytes, or why there are none), so that a replay carries it too. Older rows have none.
+_V5 = """
+ALTER TABLE operations ADD COLUMN tests BLOB;
+"""
+
+_STEPS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _V5)
 # The run of every operation recorded before operation identity belonged to runs.
 LEGACY_RUN = ""
 SCHEMA_VERSION = len(_STEPS)

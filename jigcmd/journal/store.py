@@ -220,13 +220,14 @@ class Journal:
         problems: str = "",
         durable: bool = True,
         attestation: bytes | None = None,
+        tests: bytes | None = None,
         wait: bool = True,
     ) -> bool | None:
         """Close an open row with its result: `done`, or `uncertain` when cleanup is unconfirmed.
 
         `result` must be the exact bytes answered to the caller: replay returns them verbatim,
         and `attestation` (the run's signed statement) with them. None keeps the one the row
-        has; an `uncertain` row keeps none.
+        has; an `uncertain` row keeps none. `tests`: the test report the answer carried.
         False (and nothing written) when the row was already closed: the first close wins.
         `durable=False` skips the fsync; only for a row whose result `record_result` already
         made durable (a lost close is re-derived by `close_lost`). `wait=False`: None (nothing
@@ -239,7 +240,7 @@ class Journal:
                 cursor = conn.execute(
                     "UPDATE operations SET state = ?, outcome = ?, result = ?, report = ?,"
                     " attestation = CASE WHEN ? = 'done' THEN COALESCE(?, attestation) END,"
-                    " cleanup = ?, problems = ?, reason = ?, updated_unix_ms = ?,"
+                    " tests = ?, cleanup = ?, problems = ?, reason = ?, updated_unix_ms = ?,"
                     " finished_unix_ms = ?"
                     " WHERE root_run = ? AND operation_id = ? AND state IN (?, ?)",
                     (
@@ -249,6 +250,7 @@ class Journal:
                         report,
                         state,
                         attestation,
+                        tests,
                         "complete" if cleanup_complete else "failed",
                         problems,
                         "" if cleanup_complete else "the run's cleanup could not be confirmed",

@@ -8,7 +8,7 @@ import msgspec
 
 from jigcmd.errors import JigError
 from jigcmd.evidence import Evidence, ResourceReport
-from jigcmd.protocol.junit import TestReport
+from jigcmd.protocol.junit import TestReport, UnreadableReport, parse_junit
 
 __all__ = ["CommandKind", "Recorded", "ResourceRef", "RunResult", "TestResults", "ToolInfo"]
 
@@ -45,6 +45,16 @@ class TestResults(msgspec.Struct, frozen=True):
     problem: str = ""
     # The report's bytes as read (also when unparseable), for `resources/read`.
     raw: bytes | None = None
+
+    @classmethod
+    def read(cls, data: bytes | None, problem: str = "") -> TestResults:
+        """The results in a report's bytes (None: there are none, and `problem` says why)."""
+        if data is None:
+            return cls(report=None, problem=problem)
+        try:
+            return cls(report=parse_junit(data), raw=data)
+        except UnreadableReport as exc:
+            return cls(report=None, problem=f"unreadable: {exc}", raw=data)
 
 
 class ResourceRef(msgspec.Struct, frozen=True):

@@ -47,6 +47,7 @@ from jigcmd.protocol.mcp_messages import (
     ToolCall,
     ToolCallParamsError,
     call_input,
+    cursor_refusal,
     initialize_result,
     parse_cancelled,
     parse_tool_call,
@@ -194,12 +195,14 @@ class McpDialect:
         return progress_notification(call.progress_token, value, message, total_ms)
 
     def fetched(self, request_id: jsonrpc.Id, found: Resource | str) -> bytes:
-        """The `resources/read` answer: its contents, or -32002 with the reason."""
-        if isinstance(found, str):
-            return jsonrpc.encode_error(
-                request_id, RESOURCE_NOT_FOUND, f"Resource not found: {found}"
-            )
+        """The `resources/read` answer: its contents, or not found with the reason.
+
+        Not found is -32002 in the handshake era; 2026-07-28 has no such code (SEP-2164): -32602.
+        """
         version = self._fetch_versions.pop(request_id, self._version)
+        if isinstance(found, str):
+            code = jsonrpc.INVALID_PARAMS if version == MODERN_VERSION else RESOURCE_NOT_FOUND
+            return jsonrpc.encode_error(request_id, code, f"Resource not found: {found}")
         result = read_result(found)
         if version == MODERN_VERSION:
             result = mcp_era.modern_result(result, self._server_info)
@@ -250,7 +253,9 @@ class McpDialect:
         if self._era != "handshake":
             return _before_initialize(request)
         if method == "tools/list":
-            return [Send(jsonrpc.encode_raw_result(request.id, self._tools_json))]
+            return cursor_refusal(request) or [
+                Send(jsonrpc.encode_raw_result(request.id, self._tools_json))
+            ]
         if method == "tools/call":
             return self._tool_call(request, None)
         if method in _RESOURCE_METHODS:
@@ -261,6 +266,9 @@ class McpDialect:
         """`resources/read` of a run's resource (the shell reads it); the lists are empty."""
         if request.method != "resources/read":
             # Run resources are linked from each result, not listed.
+            refused = cursor_refusal(request)
+            if refused:
+                return refused
             key = "resources" if request.method == "resources/list" else "resourceTemplates"
             listed: dict[str, Any] = {key: []}
             if version == MODERN_VERSION:
@@ -325,7 +333,9 @@ class McpDialect:
         if self._era == "undecided":
             self._era = "per-request"
         if method == "tools/list":
-            return [Send(jsonrpc.encode_raw_result(request.id, self._modern_tools))]
+            return cursor_refusal(request) or [
+                Send(jsonrpc.encode_raw_result(request.id, self._modern_tools))
+            ]
         if method == "tools/call":
             return self._tool_call(request, envelope)
         if method in _RESOURCE_METHODS:
@@ -422,7 +432,7 @@ class McpDialect:
         try:
             if tool.unavailable is not None:
                 raise JigError(Code.UNAVAILABLE, f"command {tool.name!r}: {tool.unavailable}")
-            arguments = call_input(call)
+            arguments = call_input(call, tool)
         except JigError as refusal:
             return [Send(jsonrpc.encode_result(request.id, self._result(pending, refusal)))]
         return self._dispatch(request.id, call, arguments, pending, keys=keys, envelope=envelope)

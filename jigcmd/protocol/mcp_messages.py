@@ -13,8 +13,12 @@ from typing import Any, Final
 import msgspec
 
 from jigcmd.errors import Code, JigError
+from jigcmd.policy.pointers import escape
 from jigcmd.protocol import jsonrpc
+from jigcmd.protocol.actions import Action, send_error
+from jigcmd.protocol.commands import ToolInfo
 from jigcmd.protocol.dialect import Resource
+from jigcmd.protocol.mcp_tools import tool_arguments
 
 __all__ = [
     "ATTESTATION_META",
@@ -26,6 +30,7 @@ __all__ = [
     "ToolCall",
     "ToolCallParamsError",
     "call_input",
+    "cursor_refusal",
     "initialize_result",
     "parse_cancelled",
     "parse_tool_call",
@@ -102,15 +107,48 @@ def parse_tool_call(params: object) -> ToolCall:
     return ToolCall(name, arguments, token)
 
 
-def call_input(call: ToolCall) -> dict[str, Any]:
-    """The capability `run` input for a tool call: the tool name selects the command."""
-    if "command" in call.arguments:
-        raise JigError(
-            Code.INVALID_INPUT,
-            "/command: not an argument; the tool name selects the command",
-            {"pointer": "/command", "rule": "input members"},
-        )
+def call_input(call: ToolCall, tool: ToolInfo) -> dict[str, Any]:
+    """The capability `run` input for a tool call: the tool name selects the command.
+
+    Only the tool's own arguments are taken, as its inputSchema says
+    (`additionalProperties: false`); a refusal names them.
+    """
+    allowed = tool_arguments(tool.kind)
+    for key in call.arguments:
+        if key not in allowed:
+            raise _not_an_argument(key, tool, allowed)
     return {"command": call.name, **call.arguments}
+
+
+def _not_an_argument(key: str, tool: ToolInfo, allowed: tuple[str, ...]) -> JigError:
+    pointer = f"/{escape(key)}"
+    if key == "command":
+        why = "not an argument; the tool name selects the command"
+    elif key == "args":
+        why = "not an argument of a test command, which runs its reviewed test files as they are"
+    else:
+        why = "unknown argument"
+    return JigError(
+        Code.INVALID_INPUT,
+        f"{pointer}: {why} (tool {tool.name!r} takes {', '.join(allowed)})",
+        {"pointer": pointer, "rule": "input-keys"},
+    )
+
+
+def cursor_refusal(request: jsonrpc.Request) -> list[Action]:
+    """-32602 for a list request with a cursor (MCP pagination: SHOULD); [] without one.
+
+    No list here is ever paginated, so no cursor was ever handed out: any is invalid.
+    """
+    params = request.params
+    if type(params) is not dict or params.get("cursor") is None:
+        return []
+    return send_error(
+        request.id,
+        jsonrpc.INVALID_PARAMS,
+        "Invalid params: /cursor is not a cursor of this server (its lists are never "
+        "paginated: send the request without one)",
+    )
 
 
 def parse_cancelled(params: object) -> jsonrpc.Id | None:

@@ -16,17 +16,30 @@ from typing import Any, Final
 import msgspec
 
 from jigcmd.errors import JigError
-from jigcmd.evidence import OUTPUT_CAP_BYTES, Evidence
+from jigcmd.evidence import OUTPUT_CAP_BYTES, Evidence, ResourceReport
 from jigcmd.protocol import jsonrpc
 from jigcmd.protocol.commands import ResourceRef, RunResult, TestResults
 from jigcmd.protocol.mcp_versions import LATEST_VERSION, STRUCTURED
-from jigcmd.protocol.mcp_view import DEFAULT_BUDGET_BYTES, StreamView, TestsView, View, fitted
+from jigcmd.protocol.mcp_view import (
+    DEFAULT_BUDGET_BYTES,
+    LimitHit,
+    StreamView,
+    TestsView,
+    View,
+    fitted,
+)
 
 __all__ = ["completed_result", "failure_result", "view_text"]
 
 # Evidence collected before a deadline or cancel arrives as the builtins of its JSON.
 _as_evidence: Final = msgspec.json.Decoder(Evidence)
 _STATUS_WORDS: Final = {"skipped": "skipped", "pending": "todo", "other": "other"}
+# A limit the run reached, when the ending does not say it already.
+_LIMIT_WORDS: Final[dict[LimitHit, str]] = {
+    "memory": "It reached the envelope's memory limit: the kernel's OOM killer killed a "
+    "process of it.",
+    "pids": "It reached the envelope's process limit: a new process or thread was refused.",
+}
 
 
 def completed_result(
@@ -35,7 +48,13 @@ def completed_result(
     """A completed run: not an error whatever the exit; the budgeted view and its words."""
     completed: dict[str, Any] = {"isError": False, "_meta": {"jigcmd/report": result.report}}
     view, content = _fit(
-        result.evidence, result.tests, result.resources, "", version=version, budget=budget
+        result.evidence,
+        result.tests,
+        result.resources,
+        "",
+        version=version,
+        budget=budget,
+        report=result.report,
     )
     completed["content"] = content
     if version in STRUCTURED:
@@ -80,6 +99,7 @@ def _fit(
     *,
     version: str,
     budget: int,
+    report: ResourceReport | None = None,
 ) -> tuple[View, list[dict[str, Any]]]:
     structured = version in STRUCTURED
     links = [_link(ref) for ref in resources] if structured else []
@@ -91,7 +111,15 @@ def _fit(
             blocks.append({"type": "text", "text": jsonrpc.encode_json(view).decode()})
         return blocks + links
 
-    return fitted(evidence, tests, resources, budget=budget, content=content, structured=structured)
+    return fitted(
+        evidence,
+        tests,
+        resources,
+        budget=budget,
+        content=content,
+        structured=structured,
+        report=report,
+    )
 
 
 def _link(ref: ResourceRef) -> dict[str, Any]:
@@ -109,20 +137,30 @@ def _link(ref: ResourceRef) -> dict[str, Any]:
 
 def view_text(view: View, header: str = "") -> str:
     """The view in words: how it ended, the tests, then each stream's head and tail."""
-    if view.signal is not None:
-        ended = f"was killed by {view.signal}"
-    else:
-        ended = f"exited with code {view.exit_code}"
     lines = [header] if header else []
-    lines.append(
-        f"`{' '.join(view.invocation)}` {ended} (stop reason: {view.stop_reason}; "
-        f"cleanup {view.cleanup})."
-    )
+    lines.append(_ending(view))
     if view.tests is not None:
         lines += _tests_text(view.tests)
     lines += _stream_text("stdout", view.stdout)
     lines += _stream_text("stderr", view.stderr)
     return "\n".join(lines)
+
+
+def _ending(view: View) -> str:
+    """How the command ended, and the envelope limits it reached."""
+    memory_kill = "memory" in view.limits_hit and view.signal == "SIGKILL"
+    if memory_kill:
+        how = "was killed at the envelope's memory limit (the kernel's OOM killer sent SIGKILL; "
+    elif view.signal is not None:
+        how = f"was killed by {view.signal} ("
+    else:
+        how = f"exited with code {view.exit_code} ("
+    ended = (
+        f"`{' '.join(view.invocation)}` {how}stop reason: {view.stop_reason}; "
+        f"cleanup {view.cleanup})."
+    )
+    limits = [_LIMIT_WORDS[hit] for hit in view.limits_hit if not (memory_kill and hit == "memory")]
+    return " ".join([ended, *limits])
 
 
 def _tests_text(tests: TestsView) -> list[str]:

@@ -153,7 +153,8 @@ _CTRF_TEST: Final = {
 _TESTS: Final = {
     "type": ["object", "null"],
     "description": "For a test command: the runner's per-test results (CTRF names), failing "
-    "tests first, then the others, cut to the budget (`truncated` counts those left out). The "
+    "tests first, then skipped and todo, then passing, cut to the budget from the end, so "
+    "failing tests are the last to go (`truncated` counts those left out). The "
     "runner ran candidate code, which can alter its report: the host-collected exitCode is the "
     "fact. A report that is missing, too large or unparseable is `problem`, never invented.",
     "properties": {
@@ -177,6 +178,22 @@ _TESTS: Final = {
 }
 
 
+_LIMITS_HIT: Final = {
+    "type": "array",
+    "description": "The envelope limits the run reached: `memory`, the kernel's OOM killer "
+    "killed a process of it (a SIGKILL with stopReason `exited` is then the memory limit, not "
+    "the command's own doing); `pids`, a new process or thread was refused. Empty when none.",
+    "items": {"type": "string", "enum": ["memory", "pids"]},
+}
+
+
+def _after(properties: dict[str, Any], key: str, name: str, schema: object) -> dict[str, Any]:
+    """`properties` with `name` inserted right after `key` (the view's field order)."""
+    items = list(properties.items())
+    at = [k for k, _ in items].index(key) + 1
+    return dict([*items[:at], (name, schema), *items[at:]])
+
+
 def _result_schema() -> dict[str, Any]:
     """The budgeted result as a tool's `outputSchema` (see `jigcmd.protocol.mcp_view`)."""
     evidence = _evidence_schema()["properties"]
@@ -189,6 +206,7 @@ def _result_schema() -> dict[str, Any]:
         "description": "What ran (long arguments cut).",
         "items": {"type": "string"},
     }
+    properties = _after(properties, "stopReason", "limitsHit", _LIMITS_HIT)
     properties["candidateDigest"] = evidence["candidateDigest"]
     properties["stdinDigest"] = evidence["stdinDigest"]
     properties["stdout"] = _stream_schema("stdout")

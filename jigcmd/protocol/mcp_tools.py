@@ -19,16 +19,28 @@ from jigcmd.protocol.mcp_schemas import ARGUMENTS_SCHEMA, RESULT_SCHEMA
 from jigcmd.protocol.mcp_versions import ANNOTATED, LATEST_VERSION, STRUCTURED
 from jigcmd.protocol.mcp_view import DEFAULT_BUDGET_BYTES
 
-__all__ = ["input_schema", "tools_list_json"]
+__all__ = ["input_schema", "tool_arguments", "tools_list_json"]
 
+# Sizes are counted in UTF-8 bytes; a schema's `maxLength` counts characters, so it holds
+# the same number only for ASCII: the words say bytes, not to promise what is refused.
+_BYTES: Final = "sizes are UTF-8 bytes, not characters: a character outside ASCII takes 2-4"
 # What each tool argument is, in the words a model reads; the bounds come from the schema.
 _ARGUMENT_WORDS: Final = {
     "files": f"The candidate project: 1-{MAX_FILES} relative paths mapped to their UTF-8 text "
-    f"(at most {MAX_CANDIDATE_BYTES // 1024} KiB in total). The command's own files must be "
-    "included.",
-    "args": "Arguments passed verbatim to the script (never Bun options).",
-    "stdin": f"Text supplied on standard input (at most {MAX_STDIN_BYTES // 1024} KiB).",
+    f"(at most {MAX_CANDIDATE_BYTES:,} bytes in total; {_BYTES}). The command's own files "
+    "must be included.",
+    "args": "Arguments passed verbatim to the script (never Bun options), each at most "
+    f"{MAX_ARG_BYTES:,} bytes ({_BYTES}).",
+    "stdin": f"Text supplied on standard input (at most {MAX_STDIN_BYTES:,} bytes; {_BYTES}).",
 }
+
+
+def tool_arguments(kind: str) -> tuple[str, ...]:
+    """The arguments a tool takes: `files` and `stdin`, and `args` for a run command.
+
+    A test command accepts no arguments (request rule 8): its tool has no `args` at all.
+    """
+    return tuple(name for name in ARGUMENTS_SCHEMA["properties"] if name != "args" or kind == "run")
 
 
 def input_schema(kind: str, paths: Sequence[str] = ()) -> dict[str, Any]:
@@ -37,9 +49,8 @@ def input_schema(kind: str, paths: Sequence[str] = ()) -> dict[str, Any]:
     With the command's `paths`, the `files` description names the ones it must include.
     """
     properties: dict[str, Any] = {}
-    for name, schema in ARGUMENTS_SCHEMA["properties"].items():
-        if name == "args" and kind != "run":
-            continue  # a test command accepts no arguments (request rule 8)
+    for name in tool_arguments(kind):
+        schema = ARGUMENTS_SCHEMA["properties"][name]
         words = _ARGUMENT_WORDS[name]
         if name == "files" and paths:
             named = ", ".join(f"`{path}`" for path in paths)
@@ -56,8 +67,11 @@ def _description(tool: ToolInfo, budget: int = DEFAULT_BUDGET_BYTES) -> str:
     unreviewed one.
     """
     if tool.unavailable is not None:
+        # The reason is a clause ("…; run `jigcmd lock …` to review and re-admit"): end it.
+        reason = tool.unavailable.rstrip()
+        reason += "" if reason.endswith((".", "!", "?")) else "."
         return (
-            f"Unavailable: {tool.unavailable} Calls are refused until the operator reviews "
+            f"Unavailable: {reason} Calls are refused until the operator reviews "
             "and re-admits the Binding (the tool list changes then)."
         )
     needed = " and ".join(f"`{path}`" for path in tool.paths) or "the command's own files"
@@ -72,8 +86,8 @@ def _description(tool: ToolInfo, budget: int = DEFAULT_BUDGET_BYTES) -> str:
     else:
         runs = f"Runs `{tool.command_line}` (the reviewed entry point with your arguments)"
         inputs = (
-            f"`args`: at most {MAX_ARGS} arguments of at most {MAX_ARG_BYTES // 1024} KiB each, "
-            "given to the script verbatim (never Bun options)."
+            f"`args`: at most {MAX_ARGS} arguments of at most {MAX_ARG_BYTES // 1024} KiB of "
+            "UTF-8 each, given to the script verbatim (never Bun options)."
         )
         tests = ""
     parts = [
@@ -81,10 +95,10 @@ def _description(tool: ToolInfo, budget: int = DEFAULT_BUDGET_BYTES) -> str:
         "package install (no node_modules; Bun's built-ins only), a read-only copy of your "
         "files, at most 10 s, 256 MiB and 64 processes.",
         f"`files` must include {needed} and every file it imports: 1-{MAX_FILES} relative paths "
-        f"mapped to UTF-8 text, at most {MAX_CANDIDATE_BYTES // 1024} KiB in total; "
+        f"mapped to UTF-8 text, at most {MAX_CANDIDATE_BYTES // 1024} KiB of UTF-8 in total; "
         "node_modules, .git and .jig are reserved.",
         inputs,
-        f"`stdin`: optional text of at most {MAX_STDIN_BYTES // 1024} KiB.",
+        f"`stdin`: optional text of at most {MAX_STDIN_BYTES // 1024} KiB of UTF-8.",
         "Returns evidence of what ran, sized to at most "
         f"{budget:,} bytes: exitCode or signal, stopReason (exited, deadline, cancelled), and "
         "the head and tail of stdout and stderr with each one's captured length and SHA-256 "

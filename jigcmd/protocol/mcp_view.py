@@ -16,12 +16,13 @@ Pure: the builder is a function of the run's result, the version and the budget.
 from __future__ import annotations
 
 import hashlib
+import math
 from collections.abc import Callable
 from typing import Any, Final, Literal
 
 import msgspec
 
-from jigcmd.evidence import Evidence, StreamText
+from jigcmd.evidence import Evidence, ResourceReport, StreamText
 from jigcmd.protocol import jsonrpc
 from jigcmd.protocol.commands import ResourceRef, TestResults
 from jigcmd.protocol.dialect import DEFAULT_BUDGET_BYTES, MIN_BUDGET_BYTES
@@ -32,11 +33,13 @@ __all__ = [
     "MIN_BUDGET_BYTES",
     "TESTS_NOTE",
     "Content",
+    "LimitHit",
     "StreamView",
     "TestsView",
     "View",
     "fitted",
     "full_tests",
+    "limits_hit",
 ]
 
 TESTS_NOTE: Final = (
@@ -82,6 +85,11 @@ class TestsView(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True)
     uri: str | None = None
 
 
+# An envelope limit the run reached: memory (the kernel's OOM killer killed in it) or pids
+# (a new process or thread was refused).
+LimitHit = Literal["memory", "pids"]
+
+
 class View(msgspec.Struct, frozen=True, rename="camel"):
     """The budgeted result: `structuredContent`, and the source of the text content."""
 
@@ -90,6 +98,9 @@ class View(msgspec.Struct, frozen=True, rename="camel"):
     exit_code: int | None
     signal: str | None
     stop_reason: Literal["exited", "deadline", "cancelled"]
+    # Said here, not only in `_meta`: hosts hand the model `structuredContent` alone, and a
+    # memory kill is otherwise a SIGKILL with stop reason `exited`.
+    limits_hit: list[LimitHit]
     cleanup: str
     candidate_digest: str
     stdin_digest: str
@@ -110,11 +121,12 @@ def fitted(
     budget: int,
     content: Content,
     structured: bool,
+    report: ResourceReport | None = None,
 ) -> tuple[View, list[dict[str, Any]]]:
     """The largest view (and its content blocks) whose JSON fits `budget` bytes.
 
     `content(view)` makes the content blocks for a view; with `structured` the view itself
-    travels as `structuredContent` and counts too.
+    travels as `structuredContent` and counts too. `report`: the limits the run reached.
     """
 
     def size(view: View) -> tuple[int, list[dict[str, Any]]]:
@@ -125,10 +137,11 @@ def fitted(
         return total, blocks
 
     links = {ref.name: ref.uri for ref in resources}
-    low = _view(evidence, tests, links, budget, 0.0)
+    hit = limits_hit(report)
+    low = _view(evidence, tests, links, hit=hit, budget=budget, scale=0.0)
     low_size, low_blocks = size(low)
     best: tuple[View, list[dict[str, Any]]] = (low, low_blocks)
-    high = _view(evidence, tests, links, budget, 1.0)
+    high = _view(evidence, tests, links, hit=hit, budget=budget, scale=1.0)
     high_size, high_blocks = size(high)
     if high_size <= budget:
         return high, high_blocks
@@ -137,7 +150,7 @@ def fitted(
     lo, hi = 0.0, 1.0
     for _ in range(_STEPS):
         mid = (lo + hi) / 2
-        view = _view(evidence, tests, links, budget, mid)
+        view = _view(evidence, tests, links, hit=hit, budget=budget, scale=mid)
         used, blocks = size(view)
         if used <= budget:
             lo, best = mid, (view, blocks)
@@ -146,10 +159,24 @@ def fitted(
     return best
 
 
+def limits_hit(report: ResourceReport | None) -> list[LimitHit]:
+    """The envelope limits a run reached, as its report measured them."""
+    if report is None:
+        return []
+    hit: list[LimitHit] = []
+    if report.oom_killed:
+        hit.append("memory")
+    if report.pids_limit_hit:
+        hit.append("pids")
+    return hit
+
+
 def _view(
     evidence: Evidence,
     tests: TestResults | None,
     links: dict[str, str],
+    *,
+    hit: list[LimitHit],
     budget: int,
     scale: float,
 ) -> View:
@@ -164,6 +191,7 @@ def _view(
         exit_code=evidence.exit_code,
         signal=evidence.signal,
         stop_reason=evidence.stop_reason,
+        limits_hit=hit,
         cleanup=evidence.cleanup,
         candidate_digest=evidence.candidate_digest,
         stdin_digest=evidence.stdin_digest,
@@ -201,9 +229,11 @@ def _tests(tests: TestResults, scale: float, uri: str | None) -> TestsView:
     failing = [test for test in report.tests if test.status == "failed"]
     others = [test for test in report.tests if test.status in ("skipped", "pending", "other")]
     passing = [test for test in report.tests if test.status == "passed"]
-    shown_failing = [_failure(test, scale) for test in failing[: int(_FAILING_MAX * scale)]]
-    rest = [*others, *passing][: int(_OTHERS_MAX * scale)]
-    shown = shown_failing + [_brief(test) for test in rest]
+    # Failing tests are the last to go: one as soon as any test is listed, and the rest
+    # (skipped and todo, then passing) only once every failing one is.
+    shown_failing = [_failure(test, scale) for test in failing[: math.ceil(_FAILING_MAX * scale)]]
+    room = int(_OTHERS_MAX * scale) if len(shown_failing) == len(failing) else 0
+    shown = shown_failing + [_brief(test) for test in [*others, *passing][:room]]
     return TestsView(
         candidate_influenced=True,
         note=TESTS_NOTE,

@@ -3,16 +3,21 @@
 from __future__ import annotations
 
 import os
+import sqlite3
 from pathlib import Path
 
 import anyio
+import msgspec
 import pytest
 
 from jigcmd.cancel import CancelSignal
 from jigcmd.durable.ownership import Ownership
+from jigcmd.durable.replay import UNRECORDED_REPORT, with_tests
 from jigcmd.errors import Code, JigError
 from jigcmd.evidence import Evidence, ResourceReport, StreamText
+from jigcmd.journal import schema
 from jigcmd.protocol.commands import RunResult
+from jigcmd.protocol.commands import TestResults as Results
 from tests.syncfaults import failing_syncs, require_aio
 
 # The caller's run every operation of these tests belongs to.
@@ -66,6 +71,66 @@ async def test_a_new_operation_is_recorded_and_its_evidence_replayed_exactly(
     await ownership.finish("op.1", RunResult(evidence=EVIDENCE, report=REPORT), root_run=RUN)
     replayed = await ownership.lookup("op.1", "sig", root_run=RUN)
     assert replayed == RunResult(evidence=EVIDENCE, report=REPORT)
+
+
+JUNIT = (
+    b'<testsuites><testsuite name="a.test.ts" file="test/a.test.ts">'
+    b'<testcase name="adds" time="0.001" line="3"><failure message="no"/></testcase>'
+    b"</testsuite></testsuites>"
+)
+
+
+@pytest.mark.parametrize(
+    "tests",
+    [
+        Results.read(JUNIT),
+        Results.read(None, "missing"),
+        Results.read(b"not xml"),
+    ],
+    ids=["report", "missing", "unreadable"],
+)
+async def test_a_test_commands_report_is_replayed_as_its_answer_carried_it(
+    ownership: Ownership, tests: Results
+) -> None:
+    """The per-test results, the report's bytes, or why there are none: all replayed."""
+    assert await _begin(ownership, "op.t", "sig") is None
+    answered = RunResult(evidence=EVIDENCE, report=REPORT, tests=tests)
+    await ownership.finish("op.t", answered, root_run=RUN)
+    assert await ownership.lookup("op.t", "sig", root_run=RUN) == answered
+    recorded = await ownership.recorded("op.t", root_run=RUN)
+    assert recorded is not None and recorded.outcome == answered
+
+
+async def test_a_row_from_before_reports_were_kept_says_its_report_is_not_in_the_journal(
+    tmp_path: Path,
+) -> None:
+    """A schema 4 journal's test run: still replayed; a front showing tests says why none."""
+    state = tmp_path / "state"
+    state.mkdir(mode=0o700)
+    raw = sqlite3.connect(state / "journal.sqlite3", isolation_level=None)
+    try:
+        for step in schema._STEPS[:4]:
+            for statement in schema._statements(step):
+                raw.execute(statement)
+        raw.execute(
+            "INSERT INTO operations (root_run, operation_id, signature, context,"
+            " created_unix_ms, updated_unix_ms, deadline_unix_ms, run_id, owner_pid,"
+            " owner_start, boot_id, state, outcome, result, cleanup)"
+            " VALUES (?, 'op.old', 'sig', 'c', 1, 1, 0, 'r-old', 1, 1, 'b', 'done',"
+            " 'evidence', ?, 'complete')",
+            (RUN, msgspec.json.encode(EVIDENCE)),
+        )
+        raw.execute("PRAGMA user_version = 4")
+    finally:
+        raw.close()
+    ownership = Ownership.open(state, max_envelopes=1, memory_bytes=256 << 20)
+    try:
+        replayed = await ownership.lookup("op.old", "sig", root_run=RUN)
+    finally:
+        ownership.close()
+    assert replayed is not None and replayed.evidence == EVIDENCE and replayed.tests is None
+    shown = with_tests(replayed).tests
+    assert shown == Results(report=None, problem=UNRECORDED_REPORT)
 
 
 async def test_a_different_request_under_a_known_id_is_a_conflict(ownership: Ownership) -> None:

@@ -334,3 +334,48 @@ async def test_a_test_command_reports_its_count_while_it_runs(
     counts = [message for message in heard if message.endswith("failed so far")]
     assert counts, heard
     assert counts[-1].endswith(" passed, 0 failed so far")
+
+
+MEMORY_HOG = (
+    "const keep: Buffer[] = [];\n"
+    "for (let i = 0; i < 64; i++) keep.push(Buffer.alloc(16 << 20, 1));\n"
+    'console.log("survived");\n'
+)
+FORK_BOMB = (
+    "const workers: Worker[] = [];\n"
+    "try {\n"
+    "  for (let i = 0; i < 200; i++) "
+    'workers.push(new Worker("data:text/javascript,setInterval(() => {}, 1000)"));\n'
+    '} catch (error) { console.log("refused after", workers.length); }\n'
+    "process.exit(0);\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("source", "limit", "said"),
+    [
+        (MEMORY_HOG, "memory", "was killed at the envelope's memory limit (the kernel's OOM"),
+        (FORK_BOMB, "pids", "It reached the envelope's process limit"),
+    ],
+    ids=["memory", "pids"],
+)
+async def test_a_limit_the_run_reached_is_in_what_the_model_reads(
+    binding: Path, tmp_path: Path, source: str, limit: str, said: str
+) -> None:
+    """Not only in `_meta`, which hosts do not pass on: `limitsHit` and the text say it."""
+    async with client(binding, tmp_path / "state") as session:
+        ran = await session.call_tool("cli", {"files": {"src/cli.ts": source}})
+    structured = ran.structured_content
+    assert structured is not None
+    assert structured["limitsHit"] == [limit]
+    assert said in ran.content[0].text  # type: ignore[union-attr]
+    if limit == "memory":
+        assert (structured["signal"], structured["stopReason"]) == ("SIGKILL", "exited")
+
+
+async def test_a_run_within_its_limits_has_none_hit(binding: Path, tmp_path: Path) -> None:
+    async with client(binding, tmp_path / "state") as session:
+        ran = await session.call_tool("cli", {"files": {"src/cli.ts": 'console.log("ok");\n'}})
+    assert ran.structured_content is not None
+    assert ran.structured_content["limitsHit"] == []
+    assert "limit" not in ran.content[0].text  # type: ignore[union-attr]

@@ -104,6 +104,8 @@ def test_a_drift_and_a_new_lock_while_serving_change_the_tools_and_say_so(
             assert "reviewed" not in tool["title"]
             assert tool["title"].endswith("(unavailable: not admitted)")
             assert tool["description"].startswith("Unavailable: Binding changed since admission")
+            # The reason ends as a sentence before the next one begins.
+            assert "to review and re-admit. Calls are refused" in tool["description"]
             assert "other.test.ts" not in tool["description"] + tool["title"]
         refused = server.request(
             "tools/call", {"name": "tests", "arguments": {"files": {"test/other.test.ts": "x"}}}

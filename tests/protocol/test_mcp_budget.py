@@ -182,3 +182,48 @@ def test_within_the_default_budget_a_chatty_failing_run_still_shows_plenty() -> 
     for name in ("stdout", "stderr"):
         assert len(view[name]["head"]) >= 1024 and len(view[name]["tail"]) >= 1024
     assert len(view["tests"]["tests"]) >= 3
+
+
+def mixed_report(failing: int, name: str) -> Results:
+    """`failing` failing tests named `name`…, then five todo, a skipped and five passing ones."""
+    statuses = ["failed"] * failing + ["pending"] * 5 + ["skipped"] + ["passed"] * 5
+    tests = [
+        CtrfTest(
+            name=f"{status} {i} {name}",
+            status=status,  # type: ignore[arg-type]
+            duration=1,
+            filePath="test/a.test.ts",
+            line=i,
+            message="expected 1, got 2" if status == "failed" else None,
+        )
+        for i, status in enumerate(statuses)
+    ]
+    summary = CtrfSummary(
+        tests=len(tests), passed=5, failed=failing, skipped=1, pending=5, other=0, duration=1
+    )
+    return Results(report=Report(summary=summary, tests=tests))
+
+
+@pytest.mark.parametrize("version", ["2025-06-18", "2024-11-05"])
+@pytest.mark.parametrize("budget", [MIN_BUDGET_BYTES, 8192, DEFAULT_BUDGET_BYTES])
+@pytest.mark.parametrize(
+    ("failing", "name"), [(40, "n" * 3000), (300, "n" * 50)], ids=["long-names", "many"]
+)
+def test_failing_tests_are_the_last_to_go_under_the_budget(
+    version: str, budget: int, failing: int, name: str
+) -> None:
+    """Cut to fit, the list keeps failing tests before any todo, skipped or passing one."""
+    result = RunResult(evidence("o"), REPORT, mixed_report(failing, name), LINKS)
+    built = wire(completed_result(result, version, budget))
+    assert size(built) <= budget
+    view = built.get("structuredContent") or json.loads(built["content"][1]["text"])
+    statuses = [test["status"] for test in view["tests"]["tests"]]
+    assert statuses and set(statuses) == {"failed"}
+    assert view["tests"]["truncated"] == failing + 11 - len(statuses)
+
+
+def test_a_list_that_fits_is_failing_then_skipped_and_todo_then_passing() -> None:
+    result = RunResult(evidence("o"), REPORT, mixed_report(3, "short"), LINKS)
+    view = wire(completed_result(result))["structuredContent"]
+    statuses = [test["status"] for test in view["tests"]["tests"]]
+    assert statuses == ["failed"] * 3 + ["pending"] * 5 + ["skipped"] + ["passed"] * 5

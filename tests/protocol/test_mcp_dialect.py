@@ -130,7 +130,10 @@ def test_tools_list_has_one_tool_per_command_with_the_right_schemas() -> None:
     assert set(by_name["tests"]["inputSchema"]["properties"]) == {"files", "stdin"}
     assert set(by_name["cli"]["inputSchema"]["properties"]) == {"files", "args", "stdin"}
     assert by_name["cli"]["inputSchema"]["required"] == ["files"]
-    assert by_name["locked"]["description"].startswith("Unavailable: ")
+    assert by_name["locked"]["description"] == (
+        "Unavailable: the policy is not admitted; run `jigcmd lock`. Calls are refused until "
+        "the operator reviews and re-admits the Binding (the tool list changes then)."
+    )
     assert "bun" not in by_name["locked"]["description"]
     for tool in tools:
         assert tool["outputSchema"] == RESULT_SCHEMA
@@ -274,6 +277,47 @@ def test_refusals_are_error_results_without_dispatch(
     assert result["isError"] is True
     assert result["content"][0]["text"].startswith(text)
     assert "structuredContent" not in result
+
+
+@pytest.mark.parametrize(
+    ("name", "extra", "text"),
+    [
+        ("tests", {"bogus": 1}, "/bogus: unknown argument (tool 'tests' takes files, stdin)"),
+        ("cli", {"bogus": 1}, "/bogus: unknown argument (tool 'cli' takes files, args, stdin)"),
+        (
+            "tests",
+            {"command": "cli"},
+            "/command: not an argument; the tool name selects the command "
+            "(tool 'tests' takes files, stdin)",
+        ),
+        (
+            "tests",
+            {"args": []},
+            "/args: not an argument of a test command, which runs its reviewed test files as "
+            "they are (tool 'tests' takes files, stdin)",
+        ),
+        ("cli", {"a/b": 1}, "/a~1b: unknown argument (tool 'cli' takes files, args, stdin)"),
+    ],
+    ids=["test-tool", "run-tool", "command", "empty-args-on-a-test-tool", "escaped"],
+)
+def test_an_argument_the_tool_does_not_take_is_refused_naming_the_tools_own(
+    name: str, extra: dict[str, object], text: str
+) -> None:
+    """What the inputSchema allows and nothing else; `args: []` on a test tool included."""
+    arguments = {"files": {"a.ts": "x"}, **extra}
+    result = answer(initialized().receive(tool_call(name, arguments)))["result"]
+    assert result["isError"] is True
+    assert result["content"][0]["text"] == f"INVALID_INPUT: {text}"
+    pointer = text.split(":", 1)[0]
+    assert result["_meta"]["jigcmd/error"]["details"] == {"pointer": pointer, "rule": "input-keys"}
+
+
+def test_the_arguments_a_tool_takes_are_its_input_schemas_properties() -> None:
+    """One list: what `tools/list` says a tool takes is what its calls may send."""
+    for tool in TOOLS:
+        schema = mcp_tools.input_schema(tool.kind, tool.paths)
+        assert tuple(schema["properties"]) == mcp_tools.tool_arguments(tool.kind)
+        assert schema["additionalProperties"] is False
 
 
 def test_concurrent_tool_calls_are_all_dispatched_side_by_side() -> None:

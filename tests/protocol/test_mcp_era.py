@@ -11,7 +11,16 @@ from typing import Any
 from jigcmd.errors import Code, JigError
 from jigcmd.policy.digests import operation_signature
 from jigcmd.protocol.commands import Recorded, RunResult
-from jigcmd.protocol.session import Action, Call, Cancel, Dispatch, Lookup, Send, Session
+from jigcmd.protocol.session import (
+    Action,
+    Call,
+    Cancel,
+    Dispatch,
+    Fetch,
+    Lookup,
+    Send,
+    Session,
+)
 from tests.protocol.fake_server import REPORT, TOOLS, canned_evidence
 
 MODERN = "2026-07-28"
@@ -321,10 +330,31 @@ def test_error_codes_stay_within_what_the_revision_allows() -> None:
         initialize(),
         frame(8, "tools/list"),
     ]
+    replies = []
     for sent in frames:
-        for reply in answers(session.receive(sent)):
-            if "error" in reply:
-                assert reply["error"]["code"] in allowed, (sent, reply)
+        actions = session.receive(sent)
+        # A read is answered once the shell has looked: here, it finds nothing.
+        fetches = [a for a in actions if isinstance(a, Fetch)]
+        actions += [Send(session.fetched(a.request_id, "no such run")) for a in fetches]
+        replies += [(sent, reply) for reply in answers(actions)]
+    assert {reply["id"] for _sent, reply in replies} >= {1, 2, 3, 4, 5, 6, 9, 10, 11, 0, 8}
+    for sent, reply in replies:
+        if "error" in reply:
+            assert reply["error"]["code"] in allowed, (sent, reply)
+
+
+def test_a_missing_resource_is_32602_per_request_and_32002_in_the_handshake_era() -> None:
+    """SEP-2164 took -32002 out of 2026-07-28; a handshake client still gets it."""
+    session = make_session()
+    (read,) = session.receive(modern(1, "resources/read", {"uri": "jigcmd://run/x/y/stdout"}))
+    assert isinstance(read, Fetch)
+    error = answer([Send(session.fetched(read.request_id, "no such run"))])["error"]
+    assert (error["code"], error["message"]) == (-32602, "Resource not found: no such run")
+    handshake = make_session()
+    handshake.receive(initialize())
+    (read,) = handshake.receive(frame(2, "resources/read", {"uri": "jigcmd://run/x/y/stdout"}))
+    assert isinstance(read, Fetch)
+    assert answer([Send(handshake.fetched(read.request_id, "gone"))])["error"]["code"] == -32002
 
 
 def test_a_task_call_cancelled_before_its_creation_is_never_answered() -> None:
@@ -334,3 +364,19 @@ def test_a_task_call_cancelled_before_its_creation_is_never_answered() -> None:
     assert session.receive(cancelled) == [Cancel(1, call.task_id)]
     assert session.owned(call) == b""
     assert session.finish(call, JigError(Code.CANCELLED, "cancelled")) == b""
+
+
+def test_a_list_request_with_a_cursor_is_32602_as_no_list_is_ever_paginated() -> None:
+    """No `nextCursor` is ever sent, so any cursor is invalid; none, or null, is answered."""
+    modern_session = make_session()
+    handshake_session = make_session()
+    handshake_session.receive(initialize())
+    for method in ("tools/list", "resources/list", "resources/templates/list"):
+        for cursor in ("abc", "", 5):
+            sent = modern(1, method, {"cursor": cursor})
+            error = answer(modern_session.receive(sent))["error"]
+            assert error["code"] == -32602 and "/cursor" in error["message"], method
+            plain = frame(2, method, {"cursor": cursor})
+            assert answer(handshake_session.receive(plain))["error"]["code"] == -32602
+        assert "result" in answer(modern_session.receive(modern(3, method, {"cursor": None})))
+        assert "result" in answer(handshake_session.receive(frame(4, method)))

@@ -11,6 +11,8 @@ from jigcmd.protocol.mcp_schemas import EVIDENCE_SCHEMA, RESULT_SCHEMA
 from jigcmd.protocol.mcp_tools import input_schema, tools_list_json
 
 DESCRIPTOR = Path(__file__).parents[2] / "schemas" / "project-command.capability.json"
+# The server counts UTF-8 bytes where `maxLength` counts characters: the words say so.
+BYTES = "sizes are UTF-8 bytes, not characters: a character outside ASCII takes 2-4"
 
 
 def definition(name: str) -> dict[str, Any]:
@@ -66,21 +68,22 @@ def test_the_input_schema_on_the_wire_is_what_clients_were_always_sent() -> None
     files: dict[str, Any] = {
         "type": "object",
         "description": "The candidate project: 1-64 relative paths mapped to their UTF-8 text "
-        "(at most 256 KiB in total). The command's own files must be included. This command "
-        "needs `src/cli.ts`, and every file it imports.",
+        f"(at most 262,144 bytes in total; {BYTES}). The command's own files must be included. "
+        "This command needs `src/cli.ts`, and every file it imports.",
         "additionalProperties": {"type": "string", "maxLength": 262144},
         "minProperties": 1,
         "maxProperties": 64,
     }
     args = {
         "type": "array",
-        "description": "Arguments passed verbatim to the script (never Bun options).",
+        "description": "Arguments passed verbatim to the script (never Bun options), each at "
+        f"most 1,024 bytes ({BYTES}).",
         "items": {"type": "string", "maxLength": 1024},
         "maxItems": 32,
     }
     stdin = {
         "type": "string",
-        "description": "Text supplied on standard input (at most 16 KiB).",
+        "description": f"Text supplied on standard input (at most 16,384 bytes; {BYTES}).",
         "maxLength": 16384,
     }
     wrapper = {"type": "object", "required": ["files"], "additionalProperties": False}
