@@ -48,6 +48,7 @@ _FAILED = frozenset(
         FailureKind.ENVELOPE_UNAVAILABLE,
         FailureKind.ZYGOTE_UNREACHABLE,
         FailureKind.SETUP_FAILED,
+        FailureKind.PATH_CHANGED,
     }
 )
 
