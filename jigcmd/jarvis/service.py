@@ -154,7 +154,9 @@ class JarvisService:
         """`jarvis.policy.check`: the decision alone."""
         request = decode_run_request(args)
         decision = evaluate(self.policy, request, self._host)
-        await self._audit(actor, tool, request, decision, f"checked: {decision.decision}")
+        await self._audit(
+            actor, tool, request, decision, f"checked: {decision.decision}{_runs(decision)}"
+        )
         return decision_fields(decision)
 
     async def create(self, actor: str, tool: str, args: Mapping[str, Any]) -> dict[str, Any]:
@@ -174,7 +176,7 @@ class JarvisService:
         slot = await self._slot(actor, tool, request, decision, arrived)
         plan = self._plan(request, decision, slot)
         run_id = await self._begin(actor, tool, request, decision, slot)
-        await self._audit(actor, tool, request, decision, f"started run {run_id}")
+        await self._audit(actor, tool, request, decision, f"started run {run_id}{_runs(decision)}")
         done = self._start(
             run_id,
             partial(
@@ -429,3 +431,12 @@ class JarvisService:
                     outcome=outcome,
                 )
             )
+
+
+def _runs(decision: Decision) -> str:
+    """What an allowed call executes, resolved, for its audit row: the file the rules matched
+    (a symlink's target, not the link) in the resolved cwd, neither of them followed again."""
+    if decision.decision != "allow":
+        return ""
+    where = f" in {decision.cwd}" if decision.cwd is not None else ""
+    return f" (executes {decision.executable}{where})"

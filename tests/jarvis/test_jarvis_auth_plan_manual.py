@@ -115,6 +115,7 @@ def test_a_host_plan_binds_cwd_at_its_path_with_the_rules_access(writable: bool)
         "ok",
         "x",
         program="/usr/bin/echo",
+        executable="/usr/bin/echo",
         cwd="/srv/p",
         timeout_ms=1500,
         writable_cwd=writable,
@@ -139,11 +140,29 @@ def test_a_host_plan_binds_cwd_at_its_path_with_the_rules_access(writable: bool)
 
 def test_a_run_without_cwd_starts_in_the_envelope_scratch() -> None:
     """No cwd: no host directory is bound for it and the run starts in scratch /tmp."""
-    decision = Decision("allow", "ok", "x", program="/usr/bin/echo", timeout_ms=10)
+    decision = Decision(
+        "allow", "ok", "x", program="/usr/bin/echo", executable="/usr/bin/echo", timeout_ms=10
+    )
     plan = host_plan(
         decision, policy=POLICY, argv=("echo",), binds=(), host_env={}, now_monotonic=0.0
     )
     assert (plan.cwd, plan.binds) == (SCRATCH_CWD, ())
+
+
+def test_a_host_plan_executes_the_resolved_program_under_the_name_it_was_called_by() -> None:
+    """`sh → busybox`: busybox runs (what the rules matched), told it is /usr/bin/sh."""
+    decision = Decision(
+        "allow",
+        "ok",
+        "x",
+        program="/usr/bin/sh",
+        executable="/usr/bin/busybox",
+        timeout_ms=10,
+    )
+    plan = host_plan(
+        decision, policy=POLICY, argv=("sh", "-c", ":"), binds=(), host_env={}, now_monotonic=0.0
+    )
+    assert (plan.program, plan.argv) == ("/usr/bin/busybox", ("/usr/bin/sh", "-c", ":"))
 
 
 def test_a_deny_decision_cannot_be_planned() -> None:
