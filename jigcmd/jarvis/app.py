@@ -1,14 +1,16 @@
-"""The jarvis HTTP surface on Starlette: `GET /utcp`, `POST /tools/invoke`, JSON errors only.
+"""The jarvis HTTP surface on Starlette: `GET /utcp`, `POST /tools/<name>`, JSON errors only.
 
+Each tool has its own URL (`tools.tool_path`): the URL chooses the tool, never the body.
 Order of checks, each ending the request with a JSON `{"error": …}` body:
 
 1. `Host` must name the bound loopback address (421), and no browser `Origin` (403) — the
    DNS-rebinding defence runs before routing, so even 404s are not served to a browser;
 2. unknown path 404, wrong method 405;
 3. `Authorization: Bearer <token>` (403), on every route;
-4. `Content-Type: application/json` (415), body at most `MAX_BODY_BYTES` (413), strict JSON (400);
-5. `{tool, args}` shape (400), unknown tool (404), capability (403 `capability denied`),
-   arguments (400); then the tool itself (a denial is a result, not an error).
+4. unknown tool (404); the retired `POST /tools/invoke`, whose body chose the tool (410);
+5. `Content-Type: application/json` (415), body at most `MAX_BODY_BYTES` (413), strict JSON (400);
+6. `{tool?, args}` shape, a `tool` other than the URL's (400), capability (403 `capability
+   denied`), arguments (400); then the tool itself (a denial is a result, not an error).
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from jigcmd.jarvis.auth import AuthError, Credentials
 from jigcmd.jarvis.service import JarvisService
-from jigcmd.jarvis.tools import ToolError, decode_invoke
+from jigcmd.jarvis.tools import ToolError, decode_invoke, tool_named
 from jigcmd.jsonio.strict import StrictJSONError, loads
 from jigcmd.server.hostpaths import HostPaths
 
@@ -36,6 +38,8 @@ __all__ = ["MAX_BODY_BYTES", "allowed_hosts", "create_app"]
 logger = logging.getLogger("jigcmd.jarvis")
 
 MAX_BODY_BYTES = 64 * 1024
+# The one URL of every tool until the body's `tool` chose what it did; now answered 410.
+RETIRED_INVOKE_PATH = "/tools/invoke"
 _LOOPBACK_NAMES = {"127.0.0.1": ("localhost",), "::1": ("localhost",)}
 
 
@@ -108,7 +112,9 @@ def create_app(
     app = Starlette(
         routes=[
             Route("/utcp", endpoints.get_manual, methods=["GET"]),
-            Route("/tools/invoke", endpoints.invoke, methods=["POST"]),
+            # Before the tools' route, which would read `invoke` as an unknown tool's name.
+            Route(RETIRED_INVOKE_PATH, endpoints.retired, methods=["POST"]),
+            Route("/tools/{tool}", endpoints.invoke, methods=["POST"]),
         ],
         exception_handlers={
             HTTPException: endpoints.http_error,
@@ -156,11 +162,28 @@ class _Endpoints:
             return self.refuse(exc)
         return JSONResponse(self.manual)
 
+    async def retired(self, request: Request) -> Response:
+        """`POST /tools/invoke`: gone; a client holding an old manual is told to re-read it.
+
+        Its body chose the tool, so a host exposing one tool exposed them all: answering it
+        the old way would keep that hole open for every client not yet updated.
+        """
+        try:
+            self.authorise(request)
+        except ToolError as exc:
+            return self.refuse(exc)
+        return error(
+            410,
+            f"POST {RETIRED_INVOKE_PATH} is retired: each tool has its own URL, "
+            "POST /tools/<tool name> (re-read the manual at GET /utcp)",
+        )
+
     async def invoke(self, request: Request) -> Response:
-        """`POST /tools/invoke`: one tool call, its capability checked first."""
+        """`POST /tools/<name>`: one call of that tool, its capability checked first."""
         try:
             actor = self.authorise(request)
-            spec, args = decode_invoke(await _read_json(request))
+            spec = tool_named(request.path_params["tool"])
+            args = decode_invoke(await _read_json(request), spec)
             if spec.capability not in self.credentials.grants:
                 await self.service.audit_refusal(
                     actor, spec.name, f"capability denied: {spec.capability}"

@@ -68,7 +68,7 @@ def auth(token: str = TOKEN) -> dict[str, str]:
 
 
 def invoke_body(tool: str, **args: Any) -> dict[str, Any]:
-    """A `/tools/invoke` body."""
+    """A `POST /tools/<tool>` body."""
     return {"tool": tool, "args": args}
 
 
@@ -149,9 +149,9 @@ class Harness:
     async def invoke(
         self, tool: str, headers: Mapping[str, str] | None = None, **args: Any
     ) -> httpx.Response:
-        """POST one tool call with the right token (unless `headers` says otherwise)."""
+        """POST one tool call to its URL, with the right token (unless `headers` says otherwise)."""
         return await self.client.post(
-            "/tools/invoke",
+            f"/tools/{tool}",
             json=invoke_body(tool, **args),
             headers=dict(auth() if headers is None else headers),
         )
