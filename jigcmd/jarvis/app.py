@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Iterable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from typing import Any
 
 from starlette.applications import Starlette
@@ -41,6 +41,8 @@ MAX_BODY_BYTES = 64 * 1024
 # The one URL of every tool until the body's `tool` chose what it did; now answered 410.
 RETIRED_INVOKE_PATH = "/tools/invoke"
 _LOOPBACK_NAMES = {"127.0.0.1": ("localhost",), "::1": ("localhost",)}
+_FOREIGN_HOST = "Host header does not name this server"
+_BROWSER_ORIGIN = "browser Origin refused"
 
 
 def allowed_hosts(host: str, port: int) -> frozenset[str]:
@@ -67,11 +69,16 @@ def error(
 
 
 class HostOriginGuard:
-    """Refuses requests whose Host is not ours, and any request a browser page sent."""
+    """Refuses requests whose Host is not ours, and any request a browser page sent.
 
-    def __init__(self, app: ASGIApp, hosts: Iterable[str]) -> None:
+    Each refusal is counted in the audit (`refused`, with its fixed reason) like any request
+    refused before it authenticated.
+    """
+
+    def __init__(self, app: ASGIApp, hosts: Iterable[str], refused: Callable[[str], None]) -> None:
         self.app = app
         self.hosts = frozenset(hosts)
+        self.refused = refused
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """ASGI entry point."""
@@ -79,10 +86,12 @@ class HostOriginGuard:
             headers = [(k.lower(), v) for k, v in scope["headers"]]
             host = [v for k, v in headers if k == b"host"]
             if len(host) != 1 or host[0].decode("latin-1").lower() not in self.hosts:
-                await error(421, "Host header does not name this server")(scope, receive, send)
+                self.refused(_FOREIGN_HOST)
+                await error(421, _FOREIGN_HOST)(scope, receive, send)
                 return
             if any(k == b"origin" for k, _ in headers):
-                await error(403, "browser Origin refused")(scope, receive, send)
+                self.refused(_BROWSER_ORIGIN)
+                await error(403, _BROWSER_ORIGIN)(scope, receive, send)
                 return
         await self.app(scope, receive, send)
 
@@ -122,7 +131,7 @@ def create_app(
         },
         lifespan=lifespan,
     )
-    app.add_middleware(HostOriginGuard, hosts=hosts)
+    app.add_middleware(HostOriginGuard, hosts=hosts, refused=service.audit_unauthenticated)
     return app
 
 
@@ -147,11 +156,12 @@ class _Endpoints:
         return error(exc.status, self.scrub(exc.message), headers=exc.headers, extra=extra)
 
     def authorise(self, request: Request) -> str:
-        """The actor a request's bearer token names; a 403 `ToolError` if none."""
+        """The actor a request's bearer token names; a 403 `ToolError` (counted) if none."""
         try:
             return self.credentials.check(request.headers.get("authorization"))
         except AuthError as exc:
             logger.info("refused %s %s: %s", request.method, request.url.path, exc)
+            self.service.audit_unauthenticated(str(exc))
             raise ToolError(403, f"forbidden: {exc}") from None
 
     async def get_manual(self, request: Request) -> Response:
@@ -169,36 +179,50 @@ class _Endpoints:
         the old way would keep that hole open for every client not yet updated.
         """
         try:
-            self.authorise(request)
+            actor = self.authorise(request)
         except ToolError as exc:
             return self.refuse(exc)
-        return error(
+        gone = ToolError(
             410,
             f"POST {RETIRED_INVOKE_PATH} is retired: each tool has its own URL, "
             "POST /tools/<tool name> (re-read the manual at GET /utcp)",
         )
+        await self.service.audit_refusal(actor, RETIRED_INVOKE_PATH, gone)
+        return self.refuse(gone)
 
     async def invoke(self, request: Request) -> Response:
-        """`POST /tools/<name>`: one call of that tool, its capability checked first."""
+        """`POST /tools/<name>`: one call of that tool, its capability checked first.
+
+        A refusal here is audited here, with whatever argv the body sent; the service audits
+        its own.
+        """
+        name: str = request.path_params["tool"]
         try:
             actor = self.authorise(request)
-            spec = tool_named(request.path_params["tool"])
-            args = decode_invoke(await _read_json(request), spec)
+        except ToolError as exc:
+            return self.refuse(exc)
+        body: object = None
+        try:
+            spec = tool_named(name)
+            body = await _read_json(request)
+            args = decode_invoke(body, spec)
             if spec.capability not in self.credentials.grants:
-                await self.service.audit_refusal(
-                    actor, spec.name, f"capability denied: {spec.capability}"
-                )
                 raise ToolError(
                     403,
                     f"capability denied: {spec.name} needs {spec.capability}",
                     reason="capability denied",
                     capability=spec.capability,
                 )
-            handler = {
-                "policy:check": self.service.check,
-                "run:create": self.service.create,
-                "run:read": self.service.get,
-            }[spec.capability]
+        except ToolError as exc:
+            sent = body.get("args") if isinstance(body, dict) else None
+            await self.service.audit_refusal(actor, name, exc, sent)
+            return self.refuse(exc)
+        handler = {
+            "policy:check": self.service.check,
+            "run:create": self.service.create,
+            "run:read": self.service.get,
+        }[spec.capability]
+        try:
             result: dict[str, Any] = await handler(actor, spec.name, args)
         except ToolError as exc:
             return self.refuse(exc)
