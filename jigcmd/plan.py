@@ -70,6 +70,13 @@ class RunPlan(NamedTuple):
     `profile` "candidate": a minimal root with the runtime binds and the candidate `files`
     written into an immutable tree at `CANDIDATE_ROOT`. `profile` "host": host system
     directories read-only (jarvis), with `binds` adding the working directory.
+
+    A host plan names host paths a policy checked after resolving them, and another process
+    may swap a symlink into one between that check and the run. So in a host plan every
+    bind's source and the `program` are exact: fully resolved paths that the envelope opens
+    without following any symlink (openat2 `RESOLVE_NO_SYMLINKS`), failing the run when one
+    appeared in them or they are gone, instead of showing or running what a link now points
+    to. A candidate plan's sources are jigcmd's own runtime files, opened as they are.
     """
 
     profile: Literal["candidate", "host"]
@@ -91,6 +98,10 @@ class RunPlan(NamedTuple):
     # A report the runner writes in the scratch (Bun's JUnit file), returned with the outcome.
     # Not part of a prepared envelope's shape: read after the run.
     scratch_file: ScratchFile | None = None
+    # The file to execute when it is not `argv[0]` (whose name a multi-call program such as
+    # busybox reads): a host plan's program as the policy resolved it, an exact path (see
+    # above). Empty: `argv[0]`. Not part of a prepared envelope's shape: sent with the go.
+    program: str = ""
 
 
 def plan_digest(plan: RunPlan) -> str:
@@ -105,11 +116,20 @@ def plan_digest(plan: RunPlan) -> str:
     return "sha256:" + hashlib.sha256(msgspec.msgpack.encode(_as_map(plan))).hexdigest()
 
 
+# Fields added after plan digests were first recorded, with their default: left out of the
+# digest while they hold it, so that a plan which does not use one keeps its digest.
+_LATER_FIELDS: dict[str, object] = {"program": ""}
+
+
 def _as_map(value: object) -> object:
     # The digest is of the plan as a map of its fields (nested ones too), in their order:
     # the bytes msgspec gave when these were Structs, so a plan keeps its digest.
     if isinstance(value, tuple):
         if hasattr(value, "_asdict"):
-            return {name: _as_map(item) for name, item in value._asdict().items()}
+            return {
+                name: _as_map(item)
+                for name, item in value._asdict().items()
+                if name not in _LATER_FIELDS or item != _LATER_FIELDS[name]
+            }
         return [_as_map(item) for item in value]
     return value

@@ -92,12 +92,12 @@ async def bench(
 
             async def denied() -> None:
                 body = {"tool": "jarvis.run.create", "args": {"argv": ["rm", "-rf", "/"]}}
-                response = await client.post("/tools/invoke", json=body)
+                response = await client.post("/tools/jarvis.run.create", json=body)
                 assert response.json()["decision"] == "deny"
 
             async def allowed() -> None:
                 body = {"tool": "jarvis.run.create", "args": {"argv": ["true"]}}
-                response = await client.post("/tools/invoke", json=body)
+                response = await client.post("/tools/jarvis.run.create", json=body)
                 result = response.json()
                 if result.get("status") != "exited":
                     failures.append(result.get("detail") or response.text)

@@ -6,8 +6,8 @@ every 50 ms, the peak), the authorized `jarvis.policy.check` calls answered and 
 and the server's RSS before and after:
 
 - half-open: jarvis's descriptor limit set to 256 (prlimit), then connections that send
-  `POST /tools/invoke HTTP/1.1` and `Host` and nothing more, held while authorized calls
-  are made one after another;
+  `POST /tools/jarvis.policy.check HTTP/1.1` and `Host` and nothing more, held while
+  authorized calls are made one after another;
 - concurrent: that many authorized calls at once, each on its own connection (an answer is
   200, or 503 at accept when every held connection stays busy: answered either way; each
   call's audit row is a durable commit, so the burst takes its turn at the journal);
@@ -148,7 +148,7 @@ class _Sampler:
 def _request(port: int) -> bytes:
     body = b'{"tool":"jarvis.policy.check","args":{"argv":["echo","hi"]}}'
     return (
-        f"POST /tools/invoke HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
+        f"POST /tools/jarvis.policy.check HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
         f"Authorization: Bearer {TOKEN}\r\nContent-Type: application/json\r\n"
         f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
     ).encode() + body
@@ -255,7 +255,7 @@ def slow_body(scratch: Path, count: int, seconds: float = 12.0) -> JarvisPhase:
     with jarvis_child(scratch) as (pid, port), _more_descriptors(count):
         before = rss_kib(pid)
         head = (
-            f"POST /tools/invoke HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
+            f"POST /tools/jarvis.policy.check HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
             f"Authorization: Bearer {TOKEN}\r\nContent-Type: application/json\r\n"
             "Content-Length: 1000\r\n\r\n"
         ).encode()
@@ -302,7 +302,7 @@ def _more_descriptors(count: int) -> Iterator[None]:
 
 
 def _half_open_sockets(port: int, count: int, within: float = 5.0) -> list[socket.socket]:
-    head = f"POST /tools/invoke HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n".encode()
+    head = f"POST /tools/jarvis.policy.check HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n".encode()
     sockets, selector = [], selectors.DefaultSelector()
     for _ in range(count):
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)

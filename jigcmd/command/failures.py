@@ -46,6 +46,12 @@ def envelope_error(failure: EnvelopeFailure) -> JigError:
                 return JigError(Code.EXECUTION_FAILED, message)
             # Nothing ran, but what was built may still hold resources: not a clean failure.
             return JigError(Code.UNCERTAIN, f"{message}; cleanup not confirmed: {problems}")
+        case FailureKind.PATH_CHANGED:
+            # e.g. "cwd changed after the policy check: /srv/x has a symlink in it now".
+            message = f"{failure.step} after the policy check: {detail}; nothing ran"
+            if failure.cleaned_up:
+                return JigError(Code.EXECUTION_FAILED, message)
+            return JigError(Code.UNCERTAIN, f"{message}; cleanup not confirmed: {problems}")
         case FailureKind.DEADLINE_BEFORE_START:
             return JigError(
                 Code.DEADLINE_EXCEEDED, "the deadline passed before the candidate started"

@@ -136,6 +136,10 @@ class FailureKind(enum.StrEnum):
     # Nothing ran: a step of building the run's envelope failed (`cleaned_up` says whether
     # what was built is proved gone).
     SETUP_FAILED = "setup failed"
+    # Nothing ran: an exact path of a host plan (its cwd, a host directory, its program) was
+    # no longer what the plan named when the envelope opened it (a symlink in it, or gone);
+    # `step` says which (`failure.CHANGED_STEPS`), `detail` the path and how.
+    PATH_CHANGED = "path changed"
     # Nothing ran: the plan's deadline passed before the candidate could start.
     DEADLINE_BEFORE_START = "deadline before start"
     # Nothing ran: the call was cancelled before the candidate was let start.

@@ -29,6 +29,7 @@ from jigcmd.envelope.api import (
     OnEnded,
     RunOutcome,
 )
+from jigcmd.envelope.failure import CHANGED_STEPS
 from jigcmd.envelope.messages import (
     INIT_LOST,
     Cancel,
@@ -242,7 +243,11 @@ class RunCollector:
         if isinstance(end, Failed):
             if end.step == "deadline":
                 raise EnvelopeFailure(FailureKind.DEADLINE_BEFORE_START, end.step, end.error)
-            kind = FailureKind.INIT_LOST if end.step == INIT_LOST else FailureKind.SETUP_FAILED
+            kind = FailureKind.SETUP_FAILED
+            if end.step == INIT_LOST:
+                kind = FailureKind.INIT_LOST
+            elif end.step in CHANGED_STEPS:
+                kind = FailureKind.PATH_CHANGED
             raise EnvelopeFailure(
                 kind,
                 end.step,

@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
-__all__ = ["StepError"]
+__all__ = ["CHANGED_STEPS", "CWD_CHANGED", "HOST_DIR_CHANGED", "PROGRAM_CHANGED", "StepError"]
+
+# The steps that fail when an exact path of a host plan (see exact.py) is no longer what the
+# plan named: a symlink appeared in it, or it is gone. Nothing ran.
+CWD_CHANGED = "cwd changed"
+PROGRAM_CHANGED = "program changed"
+HOST_DIR_CHANGED = "host directory changed"
+CHANGED_STEPS = frozenset({CWD_CHANGED, PROGRAM_CHANGED, HOST_DIR_CHANGED})
 
 
 class StepError(Exception):

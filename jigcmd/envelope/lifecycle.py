@@ -244,7 +244,7 @@ class Envelope:
                 raise StepError("cpu pin", exc) from exc
         stdio, held.stdio = held.stdio, None
         try:
-            go = Go(plan.argv, plan.env, plan.cwd, plan.files, plan.cpus)
+            go = Go(plan.argv, plan.env, plan.cwd, plan.files, plan.cpus, plan.program)
             send_message(held.control, go, list(stdio), codec=MARSHAL)
         except OSError as exc:
             raise StepError("start candidate", exc) from exc

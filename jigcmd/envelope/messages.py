@@ -113,6 +113,8 @@ class Go(NamedTuple):
     cwd: str
     files: tuple[tuple[str, str], ...]
     cpus: tuple[int, ...]
+    # The plan's `program`: an exact path to execute instead of `argv[0]`, or empty.
+    program: str
 
 
 class Cancel(NamedTuple):

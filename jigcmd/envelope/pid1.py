@@ -31,8 +31,9 @@ from collections.abc import Iterator
 from typing import NamedTuple, NoReturn
 
 from jigcmd import trace
-from jigcmd.envelope import cgroups, idmap, netns, oomscore, privileges, rootfs, seccomp
+from jigcmd.envelope import cgroups, exact, idmap, netns, oomscore, privileges, rootfs, seccomp
 from jigcmd.envelope import syscalls as sc
+from jigcmd.envelope.failure import CWD_CHANGED, HOST_DIR_CHANGED, StepError
 from jigcmd.envelope.marshalcodec import MARSHAL
 from jigcmd.envelope.messages import Go, recv_message
 from jigcmd.plan import RunPlan
@@ -130,10 +131,7 @@ class Init:
                 flags = os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
                 self.template_fd = os.open(self.blueprint.template, flags)
             else:
-                self.sources = {
-                    source: os.open(path, os.O_PATH | os.O_CLOEXEC)
-                    for source, path in self.blueprint.sources
-                }
+                self.sources = self._open_sources()
             report(self.status_w, "unshared")
             step = "wait for id maps"
             if os.read(go_r, 1) != b"g":
@@ -142,9 +140,28 @@ class Init:
             step = "become namespace root"
             os.setresgid(0, 0, 0)
             os.setresuid(0, 0, 0)
+        except StepError as exc:
+            _fail(self.status_w, exc.step, exc.error)
         except BaseException as exc:  # noqa: BLE001 - pid 1 reports every failure, then exits
             _fail(self.status_w, step, exc)
         self.main()
+
+    def _open_sources(self) -> dict[str, int]:
+        """An O_PATH descriptor per bind source; a host plan's exactly (see exact.py).
+
+        A host plan's envelope is never prepared ahead of its request, so its sources are
+        opened after the policy checked them: what is bound is what sits at the checked path.
+        """
+        sources: dict[str, int] = {}
+        if self.plan.profile != "host":
+            for source, path in self.blueprint.sources:
+                sources[source] = os.open(path, os.O_PATH | os.O_CLOEXEC)
+            return sources
+        cwd_sources = {b.source for b in self.plan.binds if b.target == self.plan.cwd}
+        for source, path in self.blueprint.sources:
+            changed = CWD_CHANGED if source in cwd_sources else HOST_DIR_CHANGED
+            sources[source] = exact.open_exact(path, changed)
+        return sources
 
     def main(self) -> NoReturn:
         """Build the root, wait for the go, start the candidate, reap; never returns."""
@@ -234,12 +251,18 @@ class Init:
         trace.mark("init: gate open")
         with _step("working directory"):
             os.chdir(go.cwd)
+        if go.program:
+            # Last before the spawn, from inside the envelope, where the exec resolves it.
+            try:
+                os.close(exact.open_exact_program(go.program))
+            except StepError as exc:
+                raise _Failed(exc.step, exc.error) from exc
         with _step("exec runtime"):
             if self.oom_fd >= 0:
                 oomscore.set_via(self.oom_fd, oomscore.CANDIDATE)
             try:
                 self.candidate = os.posix_spawn(
-                    go.argv[0],
+                    go.program or go.argv[0],
                     list(go.argv),
                     dict(go.env),
                     file_actions=[

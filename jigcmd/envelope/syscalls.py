@@ -33,6 +33,7 @@ __all__ = [
     "MS_REMOUNT",
     "MS_SLAVE",
     "OPEN_TREE_CLONE",
+    "RESOLVE_EXACT",
     "clone",
     "close_range",
     "default_signal",
@@ -40,6 +41,7 @@ __all__ = [
     "mount",
     "move_mount",
     "open_tree",
+    "openat2",
     "pivot_root",
     "prctl",
     "prctl_raw",
@@ -76,6 +78,8 @@ MNT_DETACH = 0x2
 CLOSE_RANGE_CLOEXEC = 1 << 2
 OPEN_TREE_CLONE = 1
 AT_FDCWD = -100
+# openat2's RESOLVE_NO_MAGICLINKS | RESOLVE_NO_SYMLINKS: a path taken exactly as written.
+RESOLVE_EXACT = 0x02 | 0x04
 
 _SYSCALLS: dict[str, dict[str, int]] = {
     "x86_64": {
@@ -83,6 +87,7 @@ _SYSCALLS: dict[str, dict[str, int]] = {
         "close_range": 436,
         "move_mount": 429,
         "open_tree": 428,
+        "openat2": 437,
         "pivot_root": 155,
         "rt_sigaction": 13,
         "setns": 308,
@@ -93,6 +98,7 @@ _SYSCALLS: dict[str, dict[str, int]] = {
         "close_range": 436,
         "move_mount": 429,
         "open_tree": 428,
+        "openat2": 437,
         "pivot_root": 41,
         "rt_sigaction": 134,
         "setns": 268,
@@ -120,6 +126,16 @@ class _CloneArgs(ctypes.Structure):
         ("set_tid", ctypes.c_uint64),
         ("set_tid_size", ctypes.c_uint64),
         ("cgroup", ctypes.c_uint64),
+    ]
+
+
+class _OpenHow(ctypes.Structure):
+    """struct open_how (openat2, Linux 5.6)."""
+
+    _fields_ = [
+        ("flags", ctypes.c_uint64),
+        ("mode", ctypes.c_uint64),
+        ("resolve", ctypes.c_uint64),
     ]
 
 
@@ -184,6 +200,15 @@ _syscall_uints = typed(
 )
 _syscall_at_path = typed(
     "syscall", ctypes.c_long, ctypes.c_long, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint
+)
+_syscall_openat2 = typed(
+    "syscall",
+    ctypes.c_long,
+    ctypes.c_long,
+    ctypes.c_int,
+    ctypes.c_char_p,
+    ctypes.c_void_p,
+    ctypes.c_size_t,
 )
 _syscall_move = typed(
     "syscall",
@@ -277,6 +302,25 @@ def open_tree(path: str, flags: int) -> int:
             syscall_number("open_tree"), AT_FDCWD, path.encode(), flags | os.O_CLOEXEC
         ),
         f"open_tree {path}",
+    )
+
+
+def openat2(path: str, flags: int, resolve: int) -> int:
+    """openat2(2) (Linux 5.6) of `path` with `open_how.resolve` = `resolve`; close-on-exec.
+
+    With `RESOLVE_EXACT` a symlink anywhere in `path` (its last component too) fails with
+    ELOOP instead of being followed: what opens is what the path names as written.
+    """
+    how = _OpenHow(flags | os.O_CLOEXEC, 0, resolve)
+    return _check(
+        _syscall_openat2(
+            syscall_number("openat2"),
+            AT_FDCWD,
+            path.encode(),
+            ctypes.addressof(how),
+            ctypes.sizeof(how),
+        ),
+        f"openat2 {path}",
     )
 
 

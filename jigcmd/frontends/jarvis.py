@@ -176,6 +176,7 @@ def _jarvis(
                 limits=limits,
                 early=early,
                 on_stop=service.stop,
+                refused=service.audit_unauthenticated,
             )
         )
     finally:

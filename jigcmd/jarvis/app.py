@@ -1,21 +1,23 @@
-"""The jarvis HTTP surface on Starlette: `GET /utcp`, `POST /tools/invoke`, JSON errors only.
+"""The jarvis HTTP surface on Starlette: `GET /utcp`, `POST /tools/<name>`, JSON errors only.
 
+Each tool has its own URL (`tools.tool_path`): the URL chooses the tool, never the body.
 Order of checks, each ending the request with a JSON `{"error": …}` body:
 
 1. `Host` must name the bound loopback address (421), and no browser `Origin` (403) — the
    DNS-rebinding defence runs before routing, so even 404s are not served to a browser;
 2. unknown path 404, wrong method 405;
 3. `Authorization: Bearer <token>` (403), on every route;
-4. `Content-Type: application/json` (415), body at most `MAX_BODY_BYTES` (413), strict JSON (400);
-5. `{tool, args}` shape (400), unknown tool (404), capability (403 `capability denied`),
-   arguments (400); then the tool itself (a denial is a result, not an error).
+4. unknown tool (404); the retired `POST /tools/invoke`, whose body chose the tool (410);
+5. `Content-Type: application/json` (415), body at most `MAX_BODY_BYTES` (413), strict JSON (400);
+6. `{tool?, args}` shape, a `tool` other than the URL's (400), capability (403 `capability
+   denied`), arguments (400); then the tool itself (a denial is a result, not an error).
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Iterable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from typing import Any
 
 from starlette.applications import Starlette
@@ -27,7 +29,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from jigcmd.jarvis.auth import AuthError, Credentials
 from jigcmd.jarvis.service import JarvisService
-from jigcmd.jarvis.tools import ToolError, decode_invoke
+from jigcmd.jarvis.tools import ToolError, decode_invoke, tool_named
 from jigcmd.jsonio.strict import StrictJSONError, loads
 from jigcmd.server.hostpaths import HostPaths
 
@@ -36,7 +38,11 @@ __all__ = ["MAX_BODY_BYTES", "allowed_hosts", "create_app"]
 logger = logging.getLogger("jigcmd.jarvis")
 
 MAX_BODY_BYTES = 64 * 1024
+# The one URL of every tool until the body's `tool` chose what it did; now answered 410.
+RETIRED_INVOKE_PATH = "/tools/invoke"
 _LOOPBACK_NAMES = {"127.0.0.1": ("localhost",), "::1": ("localhost",)}
+_FOREIGN_HOST = "Host header does not name this server"
+_BROWSER_ORIGIN = "browser Origin refused"
 
 
 def allowed_hosts(host: str, port: int) -> frozenset[str]:
@@ -63,11 +69,16 @@ def error(
 
 
 class HostOriginGuard:
-    """Refuses requests whose Host is not ours, and any request a browser page sent."""
+    """Refuses requests whose Host is not ours, and any request a browser page sent.
 
-    def __init__(self, app: ASGIApp, hosts: Iterable[str]) -> None:
+    Each refusal is counted in the audit (`refused`, with its fixed reason) like any request
+    refused before it authenticated.
+    """
+
+    def __init__(self, app: ASGIApp, hosts: Iterable[str], refused: Callable[[str], None]) -> None:
         self.app = app
         self.hosts = frozenset(hosts)
+        self.refused = refused
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """ASGI entry point."""
@@ -75,10 +86,12 @@ class HostOriginGuard:
             headers = [(k.lower(), v) for k, v in scope["headers"]]
             host = [v for k, v in headers if k == b"host"]
             if len(host) != 1 or host[0].decode("latin-1").lower() not in self.hosts:
-                await error(421, "Host header does not name this server")(scope, receive, send)
+                self.refused(_FOREIGN_HOST)
+                await error(421, _FOREIGN_HOST)(scope, receive, send)
                 return
             if any(k == b"origin" for k, _ in headers):
-                await error(403, "browser Origin refused")(scope, receive, send)
+                self.refused(_BROWSER_ORIGIN)
+                await error(403, _BROWSER_ORIGIN)(scope, receive, send)
                 return
         await self.app(scope, receive, send)
 
@@ -108,7 +121,9 @@ def create_app(
     app = Starlette(
         routes=[
             Route("/utcp", endpoints.get_manual, methods=["GET"]),
-            Route("/tools/invoke", endpoints.invoke, methods=["POST"]),
+            # Before the tools' route, which would read `invoke` as an unknown tool's name.
+            Route(RETIRED_INVOKE_PATH, endpoints.retired, methods=["POST"]),
+            Route("/tools/{tool}", endpoints.invoke, methods=["POST"]),
         ],
         exception_handlers={
             HTTPException: endpoints.http_error,
@@ -116,7 +131,7 @@ def create_app(
         },
         lifespan=lifespan,
     )
-    app.add_middleware(HostOriginGuard, hosts=hosts)
+    app.add_middleware(HostOriginGuard, hosts=hosts, refused=service.audit_unauthenticated)
     return app
 
 
@@ -141,11 +156,12 @@ class _Endpoints:
         return error(exc.status, self.scrub(exc.message), headers=exc.headers, extra=extra)
 
     def authorise(self, request: Request) -> str:
-        """The actor a request's bearer token names; a 403 `ToolError` if none."""
+        """The actor a request's bearer token names; a 403 `ToolError` (counted) if none."""
         try:
             return self.credentials.check(request.headers.get("authorization"))
         except AuthError as exc:
             logger.info("refused %s %s: %s", request.method, request.url.path, exc)
+            self.service.audit_unauthenticated(str(exc))
             raise ToolError(403, f"forbidden: {exc}") from None
 
     async def get_manual(self, request: Request) -> Response:
@@ -156,26 +172,57 @@ class _Endpoints:
             return self.refuse(exc)
         return JSONResponse(self.manual)
 
-    async def invoke(self, request: Request) -> Response:
-        """`POST /tools/invoke`: one tool call, its capability checked first."""
+    async def retired(self, request: Request) -> Response:
+        """`POST /tools/invoke`: gone; a client holding an old manual is told to re-read it.
+
+        Its body chose the tool, so a host exposing one tool exposed them all: answering it
+        the old way would keep that hole open for every client not yet updated.
+        """
         try:
             actor = self.authorise(request)
-            spec, args = decode_invoke(await _read_json(request))
+        except ToolError as exc:
+            return self.refuse(exc)
+        gone = ToolError(
+            410,
+            f"POST {RETIRED_INVOKE_PATH} is retired: each tool has its own URL, "
+            "POST /tools/<tool name> (re-read the manual at GET /utcp)",
+        )
+        await self.service.audit_refusal(actor, RETIRED_INVOKE_PATH, gone)
+        return self.refuse(gone)
+
+    async def invoke(self, request: Request) -> Response:
+        """`POST /tools/<name>`: one call of that tool, its capability checked first.
+
+        A refusal here is audited here, with whatever argv the body sent; the service audits
+        its own.
+        """
+        name: str = request.path_params["tool"]
+        try:
+            actor = self.authorise(request)
+        except ToolError as exc:
+            return self.refuse(exc)
+        body: object = None
+        try:
+            spec = tool_named(name)
+            body = await _read_json(request)
+            args = decode_invoke(body, spec)
             if spec.capability not in self.credentials.grants:
-                await self.service.audit_refusal(
-                    actor, spec.name, f"capability denied: {spec.capability}"
-                )
                 raise ToolError(
                     403,
                     f"capability denied: {spec.name} needs {spec.capability}",
                     reason="capability denied",
                     capability=spec.capability,
                 )
-            handler = {
-                "policy:check": self.service.check,
-                "run:create": self.service.create,
-                "run:read": self.service.get,
-            }[spec.capability]
+        except ToolError as exc:
+            sent = body.get("args") if isinstance(body, dict) else None
+            await self.service.audit_refusal(actor, name, exc, sent)
+            return self.refuse(exc)
+        handler = {
+            "policy:check": self.service.check,
+            "run:create": self.service.create,
+            "run:read": self.service.get,
+        }[spec.capability]
+        try:
             result: dict[str, Any] = await handler(actor, spec.name, args)
         except ToolError as exc:
             return self.refuse(exc)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import re
 from collections.abc import Mapping
 
 __all__ = [
@@ -25,9 +24,10 @@ __all__ = [
 CAPABILITIES = ("policy:check", "run:create", "run:read")
 TOKEN_ENV = "JARVIS_BEARER_TOKEN"  # noqa: S105 - the variable's name, not a secret
 CAPABILITIES_ENV = "JARVIS_UTCP_CAPABILITIES"
-# Only a token's own non-secret tag (`jv_…` → `jv`) may appear in its fingerprint.
-_TAG = re.compile(r"([A-Za-z][A-Za-z0-9]{0,7})_.")
-_DEFAULT_TAG = "jarvis"
+# The fingerprint's fixed tag. Never taken from the token: which of its characters are a
+# public prefix and which are secret cannot be told (a `secrets.token_urlsafe` token starts
+# with a letter-led run before an `_` one time in eleven, all of it secret).
+_TAG = "jarvis"
 _SCHEME = "bearer"
 
 
@@ -40,10 +40,8 @@ class AuthError(Exception):
 
 
 def fingerprint(token: str) -> str:
-    """`tok_<tag>_<first 4 hex of sha256(token)>`; the tag is never part of the secret."""
-    match = _TAG.match(token)
-    tag = match.group(1) if match else _DEFAULT_TAG
-    return f"tok_{tag}_{hashlib.sha256(token.encode('utf-8')).hexdigest()[:4]}"
+    """`tok_jarvis_<first 4 hex of sha256(token)>`: nothing of the token itself."""
+    return f"tok_{_TAG}_{hashlib.sha256(token.encode('utf-8')).hexdigest()[:4]}"
 
 
 def parse_capabilities(value: str | None) -> frozenset[str]:

@@ -10,7 +10,7 @@ from jigcmd.evidence import decode_output
 from jigcmd.jarvis.policy import Decision
 from jigcmd.journal.toolruns import JarvisRun
 
-__all__ = ["decision_fields", "end_fields", "failure_status", "record_fields"]
+__all__ = ["decision_fields", "end_fields", "executes", "failure_status", "record_fields"]
 
 
 def record_fields(record: JarvisRun, detail: str | None) -> dict[str, Any]:
@@ -48,6 +48,7 @@ _FAILED = frozenset(
         FailureKind.ENVELOPE_UNAVAILABLE,
         FailureKind.ZYGOTE_UNREACHABLE,
         FailureKind.SETUP_FAILED,
+        FailureKind.PATH_CHANGED,
     }
 )
 
@@ -76,3 +77,12 @@ def end_fields(run_id: int, outcome: RunOutcome, details: dict[int, str]) -> dic
         "stderr_truncated": stderr.truncated,
         "timings": {"wall_ms": outcome.report.wall_ms, "setup_ms": outcome.report.setup_ms},
     }
+
+
+def executes(decision: Decision) -> str:
+    """What an allowed call executes, resolved, for its audit row: the file the rules matched
+    (a symlink's target, not the link) in the resolved cwd, neither of them followed again."""
+    if decision.decision != "allow":
+        return ""
+    where = f" in {decision.cwd}" if decision.cwd is not None else ""
+    return f" (executes {decision.executable}{where})"

@@ -10,13 +10,15 @@ its `limit_concurrency` answers 503 only once a head is complete. Each connectio
 - must then deliver its body within `body_timeout_s`: otherwise 408 (when no answer began)
   and closed;
 - has its bearer token checked as soon as the head is in, before the application sees the
-  request: a wrong one is a 403 JSON error and the connection is closed, its body unread;
+  request: a wrong one is a 403 JSON error and the connection is closed, its body unread,
+  and the refusal is counted for the audit (`refused`, see jarvis/refusals.py);
 - is held in `Connections`, which chooses who gives way when the cap is reached.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Any, ClassVar, Literal
 
 import h11
@@ -49,6 +51,9 @@ class BoundedH11Protocol(H11Protocol):
     limits: ClassVar[ConnectionLimits]
     held: ClassVar[Connections[BoundedH11Protocol]]
     credentials: ClassVar[Credentials]
+    # Told each refusal of a request without the token (its fixed reason), for the audit.
+    # A staticmethod: a plain function set on the class would be bound to each instance.
+    refused: ClassVar[staticmethod[[str], None]]
 
     def __init__(
         self,
@@ -154,6 +159,7 @@ class BoundedH11Protocol(H11Protocol):
                 try:
                     self.credentials.check(found[0].decode("latin-1") if found else None)
                 except AuthError as exc:
+                    self.refused(str(exc))
                     await _forbidden(send, f"forbidden: {exc}")
                     return
                 self._authorized = True
@@ -179,9 +185,13 @@ async def _forbidden(send: ASGISendCallable, message: str) -> None:
 
 
 def bounded_protocol(
-    limits: ConnectionLimits, held: Connections[BoundedH11Protocol], credentials: Credentials
+    limits: ConnectionLimits,
+    held: Connections[BoundedH11Protocol],
+    credentials: Credentials,
+    refused: Callable[[str], None] = lambda reason: None,
 ) -> type[BoundedH11Protocol]:
-    """The protocol class of one server: its limits, its held connections, its token."""
+    """The protocol class of one server: its limits, its held connections, its token, and
+    whom it tells of each request refused for the token (`refused`)."""
 
     class Bounded(BoundedH11Protocol):
         pass
@@ -189,4 +199,5 @@ def bounded_protocol(
     Bounded.limits = limits
     Bounded.held = held
     Bounded.credentials = credentials
+    Bounded.refused = staticmethod(refused)
     return Bounded

@@ -1,12 +1,14 @@
 """The UTCP 1.x manual served at `GET /utcp`. Pure.
 
-Each tool is called over HTTP: `POST <base>/tools/invoke`, the request body taken from the
-tool argument `body` (`body_field`), shaped `{"tool": <name>, "args": {...}}`, authorised by
-`Authorization: Bearer ${JARVIS_BEARER_TOKEN}`. The token is a variable the UTCP client
-substitutes, never a literal: python-utcp prefixes it with the name the client registered the
-manual under (`jarvis` → `jarvis_JARVIS_BEARER_TOKEN`, each `_` of that name doubled). The
-manual lists only the tools the server's grants allow: a client never discovers a tool it
-would be refused.
+Each tool is called over HTTP at a URL of its own: `POST <base>/tools/<name>`, which performs
+that tool and no other (a body naming another is refused), so that a host exposing only some
+tools to a model can rely on each call doing what its tool says. The request body is taken
+from the tool argument `body` (`body_field`), shaped `{"tool": <name>, "args": {...}}`,
+authorised by `Authorization: Bearer ${JARVIS_BEARER_TOKEN}`. The token is a variable the
+UTCP client substitutes, never a literal: python-utcp prefixes it with the name the client
+registered the manual under (`jarvis` → `jarvis_JARVIS_BEARER_TOKEN`, each `_` of that name
+doubled). The manual lists only the tools the server's grants allow: a client never
+discovers a tool it would be refused.
 """
 
 from __future__ import annotations
@@ -15,13 +17,12 @@ from collections.abc import Collection
 from typing import Any
 
 from jigcmd import __version__
-from jigcmd.jarvis.tools import TOOLS, ToolSpec
+from jigcmd.jarvis.tools import TOOLS, ToolSpec, tool_path
 
 __all__ = ["MANUAL_NAME", "UTCP_VERSION", "base_url", "build_manual"]
 
 UTCP_VERSION = "1.0.1"
 MANUAL_NAME = "jarvis"
-INVOKE_PATH = "/tools/invoke"
 
 
 def base_url(host: str, port: int) -> str:
@@ -64,7 +65,7 @@ def _tool(spec: ToolSpec, base: str) -> dict[str, Any]:
             "name": MANUAL_NAME,
             "call_template_type": "http",
             "http_method": "POST",
-            "url": base + INVOKE_PATH,
+            "url": base + tool_path(spec.name),
             "content_type": "application/json",
             "body_field": "body",
             "auth": {

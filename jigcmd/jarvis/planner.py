@@ -42,8 +42,16 @@ def host_plan(
     limits: Limits | None = None,
     label: str = "jarvis",
 ) -> RunPlan:
-    """The plan for one allowed run; `argv[0]` becomes the resolved program path."""
-    if decision.decision != "allow" or decision.program is None or decision.timeout_ms is None:
+    """The plan for one allowed run: `argv[0]` names the program as found on the search
+    path, and the plan executes its resolved path (`program`), which is what the rules
+    matched; the cwd is bound from its resolved path. The envelope follows no symlink in
+    either (`RunPlan`), so a link swapped in after the check cannot change what runs."""
+    if (
+        decision.decision != "allow"
+        or decision.program is None
+        or decision.executable is None
+        or decision.timeout_ms is None
+    ):
         raise ValueError("only an allow decision with a resolved program can be planned")
     env = list(_FIXED_ENV)
     if policy.search_path:
@@ -64,4 +72,5 @@ def host_plan(
         # Computed before any setup, so setup time counts against the run's budget.
         deadline=now_monotonic + decision.timeout_ms / 1000,
         label=label,
+        program=decision.executable,
     )

@@ -128,12 +128,19 @@ class Request(msgspec.Struct, frozen=True):
 
 
 class Decision(msgspec.Struct, frozen=True):
-    """The outcome of evaluation; `program`, `cwd`, `timeout_ms` are set only for allow."""
+    """The outcome of evaluation; `program`, `executable`, `cwd`, `timeout_ms` only for allow.
+
+    `program` is the program as named (its `argv[0]`, which a multi-call binary reads);
+    `executable` its fully resolved path, the one the rules matched and the run executes;
+    `cwd` the fully resolved working directory. Both are run exactly as resolved here: the
+    envelope follows no symlink in them (`jigcmd.envelope.exact`).
+    """
 
     decision: Literal["allow", "deny"]
     reason: str
     matched_rule: str | None
     program: str | None = None
+    executable: str | None = None
     cwd: str | None = None
     timeout_ms: int | None = None
     writable_cwd: bool = False
@@ -307,6 +314,7 @@ def evaluate(policy: Policy, request: Request, host: HostView) -> Decision:
             f"allowed by rule {rule.name!r}",
             rule.name,
             program=program[0],
+            executable=program[1],
             cwd=cwd,
             timeout_ms=timeout,
             writable_cwd=rule.writable_cwd,
@@ -322,7 +330,7 @@ def _deny(reason: str) -> Decision:
 def _resolve_program(
     name: str, search_path: Sequence[str], host: HostView
 ) -> tuple[str, str] | None:
-    """(path to execute, its real path) for a bare name or an absolute path."""
+    """(the path as named, its real path) for a bare name or an absolute path."""
     if name.startswith("/"):
         path = posixpath.normpath(name)
         candidates: Sequence[str] = (path,)

@@ -157,19 +157,21 @@ async def serve(
     stop: anyio.Event | None = None,
     early: StopRequest | None = None,
     on_stop: Callable[[], None] | None = None,
+    refused: Callable[[str], None] = lambda reason: None,
 ) -> None:
     """Serve until SIGINT/SIGTERM (handled by uvicorn) or until `stop` is set; then drain.
 
     On the way out `on_stop` runs first (jarvis fences its runs there, so the calls waiting
     for them are answered at once), then uvicorn drains the answers for up to 15 s; a signal
-    is not raised again after it.
+    is not raised again after it. `refused` is told of every request refused for its token
+    (`JarvisService.audit_unauthenticated`).
     """
     held: Connections[BoundedH11Protocol] = Connections(
         lambda: fd_capacity(limits), limits.min_wait_s
     )
     config = uvicorn.Config(
         app,
-        http=bounded_protocol(limits, held, credentials),
+        http=bounded_protocol(limits, held, credentials, refused),
         log_level=log_level,
         # The access log carries paths and statuses only; still off unless asked for.
         access_log=log_level in ("debug", "info"),

@@ -1,8 +1,10 @@
 """The jarvis tool path, independent of HTTP: decide, audit, plan, execute, record.
 
 Every decision is audited before anything else happens; a denied request never reaches the
-planner or the executor. Allowed runs are recorded as running before dispatch and run as
-tasks of the service, so a caller can be answered early (`status: "running"`) and poll.
+planner or the executor. So is every refusal (`refusals.py`): a call's own with what it
+sent, those before authentication counted. Allowed runs are recorded as running before
+dispatch and run as tasks of the service, so a caller can be answered early (`status:
+"running"`) and poll.
 """
 
 from __future__ import annotations
@@ -24,9 +26,16 @@ from jigcmd.command.placement import pinned_cpus
 from jigcmd.durable.slotqueue import SlotQueue
 from jigcmd.envelope.api import EnvelopeFailure, Executor, Ticket
 from jigcmd.errors import Code, JigError
-from jigcmd.jarvis.fields import decision_fields, end_fields, failure_status, record_fields
+from jigcmd.jarvis.fields import (
+    decision_fields,
+    end_fields,
+    executes,
+    failure_status,
+    record_fields,
+)
 from jigcmd.jarvis.planner import host_plan, system_binds
 from jigcmd.jarvis.policy import Decision, HostView, Policy, Request, evaluate
+from jigcmd.jarvis.refusals import UNAUTHENTICATED, UNAUTHENTICATED_ROW_S, Unauthenticated, sent
 from jigcmd.jarvis.statements import RunSigning, Sign
 from jigcmd.jarvis.tools import ToolError, decode_run_id, decode_run_request
 from jigcmd.journal.identity import ProcessIdentity, is_alive
@@ -67,8 +76,10 @@ class JarvisService:
         reservations: Reservations | None = None,
         queue_wait: float = DEFAULT_QUEUE_WAIT_S,
         signing: RunSigning | None = None,
+        unauthenticated_row_s: float = UNAUTHENTICATED_ROW_S,
     ) -> None:
         self.policy = policy
+        self._unauthenticated = Unauthenticated(unauthenticated_row_s)
         # Signs each completed run's statement (`jigcmd.jarvis.statements`).
         self._signing = signing
         # The envelope slots shared with every jigcmd using the same state directory, and
@@ -106,6 +117,7 @@ class JarvisService:
         try:
             async with anyio.create_task_group() as tasks:
                 self._tasks = tasks
+                tasks.start_soon(self._unauthenticated.run, self._stop, self._unauthenticated_row)
                 try:
                     yield self
                 finally:
@@ -152,15 +164,17 @@ class JarvisService:
 
     async def check(self, actor: str, tool: str, args: Mapping[str, Any]) -> dict[str, Any]:
         """`jarvis.policy.check`: the decision alone."""
-        request = decode_run_request(args)
+        request = await self._decoded(decode_run_request, actor, tool, args)
         decision = evaluate(self.policy, request, self._host)
-        await self._audit(actor, tool, request, decision, f"checked: {decision.decision}")
+        await self._audit(
+            actor, tool, request, decision, f"checked: {decision.decision}{executes(decision)}"
+        )
         return decision_fields(decision)
 
     async def create(self, actor: str, tool: str, args: Mapping[str, Any]) -> dict[str, Any]:
         """`jarvis.run.create`: decide; if allowed, run and answer (early when it is long)."""
         arrived = time.monotonic()
-        request = decode_run_request(args)
+        request = await self._decoded(decode_run_request, actor, tool, args)
         decision = evaluate(self.policy, request, self._host)
         if decision.decision == "deny":
             await self._audit(actor, tool, request, decision, "denied: no process started")
@@ -174,7 +188,9 @@ class JarvisService:
         slot = await self._slot(actor, tool, request, decision, arrived)
         plan = self._plan(request, decision, slot)
         run_id = await self._begin(actor, tool, request, decision, slot)
-        await self._audit(actor, tool, request, decision, f"started run {run_id}")
+        await self._audit(
+            actor, tool, request, decision, f"started run {run_id}{executes(decision)}"
+        )
         done = self._start(
             run_id,
             partial(
@@ -271,7 +287,9 @@ class JarvisService:
             return await self._slots.acquire("jarvis", deadline=arrived + bound, cancel=self._stop)
         except JigError as exc:
             if exc.code is Code.CANCELLED:
-                raise ToolError(503, "jarvis is shutting down; nothing ran") from None
+                refusal = "jarvis is shutting down; nothing ran"
+                await self._audit(actor, tool, request, decision, f"refused: {refusal}")
+                raise ToolError(503, refusal) from None
             if exc.code is Code.EXECUTION_FAILED:
                 await self._audit(actor, tool, request, decision, f"refused: {exc.message}")
                 raise ToolError(503, exc.message) from None
@@ -307,10 +325,12 @@ class JarvisService:
 
     async def get(self, actor: str, tool: str, args: Mapping[str, Any]) -> dict[str, Any]:
         """`jarvis.run.get`: the stored record of one run."""
-        run_id = decode_run_id(args)
+        run_id = await self._decoded(decode_run_id, actor, tool, args)
         record = await self._db(partial(self.store.jarvis_get, run_id))
         if record is None or record.decision != "allow":
-            raise ToolError(404, f"no run with run_id {run_id}")
+            refusal = ToolError(404, f"no run with run_id {run_id}")
+            await self.audit_refusal(actor, tool, refusal)
+            raise refusal
         return {
             **record_fields(record, self._details.get(record.run_id)),
             "argv": list(record.argv),
@@ -400,32 +420,76 @@ class JarvisService:
     async def _audit(
         self, actor: str, tool: str, request: Request, decision: Decision, outcome: str
     ) -> None:
-        with anyio.CancelScope(shield=True):
-            await self._db(
-                partial(
-                    self.store.audit,
-                    actor=actor,
-                    tool=tool,
-                    argv=request.argv,
-                    cwd=request.cwd or "",
-                    decision=decision.decision,
-                    matched_rule=decision.matched_rule,
-                    outcome=outcome,
-                )
-            )
+        await self._audit_row(
+            actor=actor,
+            tool=tool,
+            argv=request.argv,
+            cwd=request.cwd or "",
+            decision=decision.decision,
+            matched_rule=decision.matched_rule,
+            outcome=outcome,
+        )
 
-    async def audit_refusal(self, actor: str, tool: str, outcome: str) -> None:
-        """Audit a request refused before policy evaluation (e.g. a missing capability)."""
+    async def _decoded(
+        self,
+        decode: Callable[[Mapping[str, Any]], _T],
+        actor: str,
+        tool: str,
+        args: Mapping[str, Any],
+    ) -> _T:
+        """`decode(args)`; a refusal of the arguments is audited with what they were."""
+        try:
+            return decode(args)
+        except ToolError as exc:
+            await self.audit_refusal(actor, tool, exc, args)
+            raise
+
+    async def audit_refusal(
+        self, actor: str, tool: str, refusal: ToolError, args: object = None
+    ) -> None:
+        """Audit a call refused before policy evaluation, with the argv and cwd it sent.
+
+        `forbidden` for a 403 (a missing capability), `invalid` for any other status.
+        """
+        argv, cwd = sent(args)
+        await self._audit_row(
+            actor=actor,
+            tool=tool[:128],
+            argv=argv,
+            cwd=cwd,
+            decision="forbidden" if refusal.status == 403 else "invalid",
+            outcome=f"refused: {refusal.message}",
+        )
+
+    def audit_unauthenticated(self, reason: str) -> None:
+        """Count a request refused before it authenticated (`refusals.Unauthenticated`)."""
+        self._unauthenticated.note(reason)
+
+    async def _unauthenticated_row(self, outcome: str) -> None:
+        await self._audit_row(actor=UNAUTHENTICATED, tool="", decision="forbidden", outcome=outcome)
+
+    async def _audit_row(
+        self,
+        *,
+        actor: str,
+        tool: str,
+        argv: tuple[str, ...] = (),
+        cwd: str = "",
+        decision: str,
+        matched_rule: str | None = None,
+        outcome: str,
+    ) -> None:
+        """One durable audit row, written even while the call is being cancelled."""
         with anyio.CancelScope(shield=True):
             await self._db(
                 partial(
                     self.store.audit,
                     actor=actor,
                     tool=tool,
-                    argv=(),
-                    cwd="",
-                    decision="forbidden",
-                    matched_rule=None,
+                    argv=argv,
+                    cwd=cwd,
+                    decision=decision,
+                    matched_rule=matched_rule,
                     outcome=outcome,
                 )
             )

@@ -22,6 +22,8 @@ __all__ = [
     "decode_invoke",
     "decode_run_id",
     "decode_run_request",
+    "tool_named",
+    "tool_path",
 ]
 
 ARGV_MAX_ITEMS = 256
@@ -154,23 +156,43 @@ TOOLS: Mapping[str, ToolSpec] = {
 }
 
 
-def decode_invoke(body: object) -> tuple[ToolSpec, Mapping[str, Any]]:
-    """`{"tool": name, "args": {...}}` → the tool and its raw arguments."""
+def tool_path(name: str) -> str:
+    """The URL path that calls tool `name`, and only it (`POST`)."""
+    return f"/tools/{name}"
+
+
+def tool_named(name: str) -> ToolSpec:
+    """The tool a URL path names (`tool_path`); 404 for any other name."""
+    spec = TOOLS.get(name)
+    if spec is None:
+        raise ToolError(404, f"unknown tool {name[:128]!r} (known: {', '.join(TOOLS)})")
+    return spec
+
+
+def decode_invoke(body: object, spec: ToolSpec) -> Mapping[str, Any]:
+    """`{"tool": name, "args": {...}}` posted to `spec`'s URL → its raw arguments.
+
+    The URL alone chooses the tool: a body naming another one is refused, so that a client
+    (a UTCP host) that exposes some tools only can rely on each call doing what it names.
+    """
     if not isinstance(body, dict):
         raise ToolError(400, "request body must be a JSON object {tool, args}")
     unknown = sorted(set(body) - {"tool", "args"})
     if unknown:
         raise ToolError(400, f"unknown request field {unknown[0]!r} (expected tool, args)")
-    name = body.get("tool")
+    name = body.get("tool", spec.name)
     if not isinstance(name, str):
         raise ToolError(400, "`tool` must be a string naming a jarvis tool")
-    spec = TOOLS.get(name)
-    if spec is None:
-        raise ToolError(404, f"unknown tool {name[:128]!r} (known: {', '.join(TOOLS)})")
+    if name != spec.name:
+        raise ToolError(
+            400,
+            f"the body names tool {name[:128]!r} but was posted to {tool_path(spec.name)}; "
+            "a call runs only the tool its URL names",
+        )
     args = body.get("args", {})
     if not isinstance(args, dict):
         raise ToolError(400, "`args` must be a JSON object")
-    return spec, args
+    return args
 
 
 def decode_run_request(args: Mapping[str, Any]) -> Request:

@@ -54,6 +54,14 @@ UNPROVED = ("cgroup jigcmd-x still populated", "netns jigcmd-x still mounted")
             id="setup-failed-cleanup-unproved",
         ),
         pytest.param(
+            EnvelopeFailure(
+                FailureKind.PATH_CHANGED, "cwd changed", "/srv/repo has a symlink in it now"
+            ),
+            Code.EXECUTION_FAILED,
+            "cwd changed after the policy check: /srv/repo has a symlink in it now; nothing ran",
+            id="path-changed",
+        ),
+        pytest.param(
             EnvelopeFailure(FailureKind.DEADLINE_BEFORE_START, "deadline", "too late"),
             Code.DEADLINE_EXCEEDED,
             "the deadline passed before the candidate started",

@@ -126,7 +126,7 @@ def _serving(podman: list[str], container: str) -> str:
 _CHECK = """
 import json, sys, urllib.request
 request = urllib.request.Request(
-    "http://127.0.0.1:7777/tools/invoke",
+    "http://127.0.0.1:7777/tools/jarvis.policy.check",
     data=json.dumps({"tool": "jarvis.policy.check", "args": {"argv": ["git", "status"]}}).encode(),
     headers={"Authorization": "Bearer " + sys.argv[1], "Content-Type": "application/json"},
 )

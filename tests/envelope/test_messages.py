@@ -47,8 +47,16 @@ PLAN = RunPlan(
     deadline=12345.678,
     cpus=(0, 1),
     scratch_file=ScratchFile(name="junit.xml", max_bytes=1 << 20),
+    program="/opt/bun/bin/bun",
 )
-GO = Go(argv=PLAN.argv, env=PLAN.env, cwd=PLAN.cwd, files=PLAN.files, cpus=PLAN.cpus)
+GO = Go(
+    argv=PLAN.argv,
+    env=PLAN.env,
+    cwd=PLAN.cwd,
+    files=PLAN.files,
+    cpus=PLAN.cpus,
+    program=PLAN.program,
+)
 EVERY_MESSAGE: tuple[Message, ...] = (
     Launch(run_id="r1", plan=PLAN, operation_id="op", root_run="root", state_dir="/s"),
     Launch(run_id="r2", plan=PLAN._replace(scratch_file=None, cpus=())),

@@ -90,7 +90,7 @@ class JarvisChild:
     def check(self, client: httpx.Client) -> httpx.Response:
         """One authorized `policy.check` call."""
         return client.post(
-            f"{self.base}/tools/invoke",
+            f"{self.base}/tools/jarvis.policy.check",
             json=invoke_body("jarvis.policy.check", argv=["echo", "hi"]),
             headers=auth(),
         )
@@ -128,7 +128,7 @@ def half_open(port: int, count: int, *, within: float = 5.0) -> list[socket.sock
     The head is the one of the reported attack: a request line and `Host`, no blank line.
     Connections the server has not accepted `within` seconds are left pending.
     """
-    head = f"POST /tools/invoke HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n".encode()
+    head = f"POST /tools/jarvis.policy.check HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n".encode()
     sockets: list[socket.socket] = []
     selector = selectors.DefaultSelector()
     for _ in range(count):

@@ -68,7 +68,7 @@ def auth(token: str = TOKEN) -> dict[str, str]:
 
 
 def invoke_body(tool: str, **args: Any) -> dict[str, Any]:
-    """A `/tools/invoke` body."""
+    """A `POST /tools/<tool>` body."""
     return {"tool": tool, "args": args}
 
 
@@ -149,9 +149,9 @@ class Harness:
     async def invoke(
         self, tool: str, headers: Mapping[str, str] | None = None, **args: Any
     ) -> httpx.Response:
-        """POST one tool call with the right token (unless `headers` says otherwise)."""
+        """POST one tool call to its URL, with the right token (unless `headers` says otherwise)."""
         return await self.client.post(
-            "/tools/invoke",
+            f"/tools/{tool}",
             json=invoke_body(tool, **args),
             headers=dict(auth() if headers is None else headers),
         )
@@ -169,6 +169,7 @@ def make_service(
     reservations: Reservations | None = None,
     queue_wait: float = 20.0,
     signing: RunSigning | None = None,
+    unauthenticated_row_s: float = 10.0,
 ) -> JarvisService:
     """A service over `policy`, recording in a throw-away journal by default."""
     return JarvisService(
@@ -182,6 +183,7 @@ def make_service(
         reservations=reservations,
         queue_wait=queue_wait,
         signing=signing,
+        unauthenticated_row_s=unauthenticated_row_s,
     )
 
 
@@ -212,7 +214,11 @@ async def live_server(
     try:
         async with anyio.create_task_group() as tg:
             # The socket already listens: clients queue in its backlog until uvicorn accepts.
-            tg.start_soon(partial(serve, app, sock, credentials, stop=stop))
+            tg.start_soon(
+                partial(
+                    serve, app, sock, credentials, stop=stop, refused=service.audit_unauthenticated
+                )
+            )
             try:
                 yield base
             finally:

@@ -119,7 +119,7 @@ def test_the_real_jarvis_signs_with_its_host_key_and_jigcmd_verify_accepts(tmp_p
     machine_runs_jarvis()
     with JarvisChild(tmp_path) as child, httpx.Client(timeout=60) as client:
         created = client.post(
-            f"{child.base}/tools/invoke",
+            f"{child.base}/tools/jarvis.run.create",
             json=invoke_body("jarvis.run.create", argv=["echo", "signed"]),
             headers=auth(),
         ).json()

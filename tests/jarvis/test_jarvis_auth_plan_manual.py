@@ -25,18 +25,20 @@ from jigcmd.plan import Bind
 TOKEN = "jv_0123456789abcdef0123456789abcdef"
 
 
-def test_the_fingerprint_is_tag_and_four_hex_of_the_sha256() -> None:
-    """`tok_<tag>_<sha256[:4]>`; the tag is the token's own non-secret prefix."""
-    digest = hashlib.sha256(TOKEN.encode()).hexdigest()
-    assert fingerprint(TOKEN) == f"tok_jv_{digest[:4]}"
-
-
-def test_a_token_without_a_tag_gets_a_fixed_one() -> None:
-    """No character of an untagged token appears in its fingerprint."""
-    token = "s3cr3tvalue-with-no-tag"
-    actor = fingerprint(token)
-    assert actor.startswith("tok_jarvis_")
-    assert token[:4] not in actor
+@pytest.mark.parametrize(
+    "token",
+    [
+        TOKEN,
+        "s3cr3tvalue-with-no-tag",
+        # secrets.token_urlsafe(32) with a letter-led run before an `_`: all of it secret.
+        "Qm7xKp2_GFHXY6ScycPCvnMTHgrr9tNpU8JlI8d8uEGS9WLyV9E",
+        "abcdefgh_ijklmnopqrstuvwxyz",
+    ],
+)
+def test_the_fingerprint_is_four_hex_of_the_sha256_and_nothing_of_the_token(token: str) -> None:
+    """`tok_jarvis_<sha256[:4]>` for every token: no character of it reaches the actor name."""
+    digest = hashlib.sha256(token.encode()).hexdigest()
+    assert fingerprint(token) == f"tok_jarvis_{digest[:4]}"
 
 
 @pytest.mark.parametrize("value", [None, "", " , "])
@@ -115,6 +117,7 @@ def test_a_host_plan_binds_cwd_at_its_path_with_the_rules_access(writable: bool)
         "ok",
         "x",
         program="/usr/bin/echo",
+        executable="/usr/bin/echo",
         cwd="/srv/p",
         timeout_ms=1500,
         writable_cwd=writable,
@@ -139,11 +142,29 @@ def test_a_host_plan_binds_cwd_at_its_path_with_the_rules_access(writable: bool)
 
 def test_a_run_without_cwd_starts_in_the_envelope_scratch() -> None:
     """No cwd: no host directory is bound for it and the run starts in scratch /tmp."""
-    decision = Decision("allow", "ok", "x", program="/usr/bin/echo", timeout_ms=10)
+    decision = Decision(
+        "allow", "ok", "x", program="/usr/bin/echo", executable="/usr/bin/echo", timeout_ms=10
+    )
     plan = host_plan(
         decision, policy=POLICY, argv=("echo",), binds=(), host_env={}, now_monotonic=0.0
     )
     assert (plan.cwd, plan.binds) == (SCRATCH_CWD, ())
+
+
+def test_a_host_plan_executes_the_resolved_program_under_the_name_it_was_called_by() -> None:
+    """`sh → busybox`: busybox runs (what the rules matched), told it is /usr/bin/sh."""
+    decision = Decision(
+        "allow",
+        "ok",
+        "x",
+        program="/usr/bin/sh",
+        executable="/usr/bin/busybox",
+        timeout_ms=10,
+    )
+    plan = host_plan(
+        decision, policy=POLICY, argv=("sh", "-c", ":"), binds=(), host_env={}, now_monotonic=0.0
+    )
+    assert (plan.program, plan.argv) == ("/usr/bin/busybox", ("/usr/bin/sh", "-c", ":"))
 
 
 def test_a_deny_decision_cannot_be_planned() -> None:

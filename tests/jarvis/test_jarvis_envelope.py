@@ -247,7 +247,7 @@ async def test_the_utcp_client_discovers_only_the_granted_tools(
             await client.close()
         async with httpx.AsyncClient(base_url=base) as raw:
             refused = await raw.post(
-                "/tools/invoke",
+                "/tools/jarvis.run.create",
                 json={"tool": "jarvis.run.create", "args": {"argv": ["echo"]}},
                 headers={"Authorization": f"Bearer {TOKEN}"},
             )

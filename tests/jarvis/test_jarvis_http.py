@@ -18,8 +18,11 @@ from tests.jarvis.jarvis_harness import (
     auth,
     harness,
     invoke_body,
+    live_server,
     make_service,
 )
+from tests.jarvis.utcp_setup import body as call_args
+from tests.jarvis.utcp_setup import manual_template, utcp_client
 
 
 @pytest.mark.parametrize(
@@ -62,7 +65,7 @@ async def test_a_foreign_host_header_is_refused_before_anything_else(host: str) 
     spy = SpyExecutor()
     async with harness(make_service(spy)) as h:
         response = await h.client.post(
-            "/tools/invoke",
+            "/tools/jarvis.run.create",
             json=invoke_body("jarvis.run.create", argv=["echo"]),
             headers={**auth(), "Host": host},
         )
@@ -85,7 +88,7 @@ async def test_any_browser_origin_is_refused(origin: str) -> None:
     spy = SpyExecutor()
     async with harness(make_service(spy)) as h:
         response = await h.client.post(
-            "/tools/invoke",
+            "/tools/jarvis.run.create",
             json=invoke_body("jarvis.run.create", argv=["echo"]),
             headers={**auth(), "Origin": origin},
         )
@@ -102,7 +105,9 @@ async def test_an_unknown_path_is_a_404_json_error() -> None:
     assert "error" in response.json()
 
 
-@pytest.mark.parametrize(("method", "path"), [("GET", "/tools/invoke"), ("POST", "/utcp")])
+@pytest.mark.parametrize(
+    ("method", "path"), [("GET", "/tools/jarvis.run.create"), ("POST", "/utcp")]
+)
 async def test_a_wrong_method_is_a_405_json_error(method: str, path: str) -> None:
     """The wrong method answers 405 with Allow and a JSON error body."""
     async with harness(make_service(SpyExecutor())) as h:
@@ -119,7 +124,7 @@ async def test_a_body_that_is_not_declared_json_is_a_415(content_type: str | Non
     if content_type is not None:
         headers["Content-Type"] = content_type
     async with harness(make_service(SpyExecutor())) as h:
-        response = await h.client.post("/tools/invoke", content=b"{}", headers=headers)
+        response = await h.client.post("/tools/jarvis.run.create", content=b"{}", headers=headers)
     assert response.status_code == 415
     assert "error" in response.json()
 
@@ -139,7 +144,7 @@ async def test_a_body_that_is_not_strict_json_is_a_400(body: bytes) -> None:
     spy = SpyExecutor()
     async with harness(make_service(spy)) as h:
         response = await h.client.post(
-            "/tools/invoke",
+            "/tools/jarvis.run.create",
             content=body,
             headers={**auth(), "Content-Type": "application/json"},
         )
@@ -153,7 +158,7 @@ async def test_an_oversized_declared_body_is_a_413() -> None:
     padding = "x" * MAX_BODY_BYTES
     async with harness(make_service(SpyExecutor())) as h:
         response = await h.client.post(
-            "/tools/invoke",
+            "/tools/jarvis.run.create",
             content=json.dumps({"tool": "jarvis.run.create", "args": {"argv": [padding]}}),
             headers={**auth(), "Content-Type": "application/json"},
         )
@@ -170,7 +175,7 @@ async def test_an_oversized_streamed_body_is_a_413() -> None:
 
     async with harness(make_service(SpyExecutor())) as h:
         response = await h.client.post(
-            "/tools/invoke",
+            "/tools/jarvis.run.create",
             content=chunks(),
             headers={**auth(), "Content-Type": "application/json"},
         )
@@ -183,9 +188,72 @@ async def test_a_body_at_the_limit_is_read() -> None:
     body += b" " * (MAX_BODY_BYTES - len(body))
     async with harness(make_service(SpyExecutor())) as h:
         response = await h.client.post(
-            "/tools/invoke", content=body, headers={**auth(), "Content-Type": "application/json"}
+            "/tools/jarvis.policy.check",
+            content=body,
+            headers={**auth(), "Content-Type": "application/json"},
         )
     assert response.status_code == 200
+
+
+@pytest.mark.parametrize("url_tool", ["jarvis.run.get", "jarvis.policy.check"])
+async def test_a_body_naming_another_tool_than_its_url_is_refused_and_nothing_runs(
+    url_tool: str,
+) -> None:
+    """`run.create`'s body posted to `run.get`'s (or `policy.check`'s) URL: 400, nothing runs."""
+    spy = SpyExecutor()
+    async with harness(make_service(spy)) as h:
+        response = await h.client.post(
+            f"/tools/{url_tool}",
+            json=invoke_body("jarvis.run.create", argv=["echo", "smuggled"]),
+            headers=auth(),
+        )
+    assert response.status_code == 400
+    assert response.json()["error"] == (
+        f"the body names tool 'jarvis.run.create' but was posted to /tools/{url_tool}; "
+        "a call runs only the tool its URL names"
+    )
+    assert spy.plans == []
+
+
+async def test_through_the_utcp_client_a_read_tool_cannot_run_a_command() -> None:
+    """The python-utcp client calls `jarvis.run.get` with a `run.create` body: refused."""
+    spy = SpyExecutor()
+    async with live_server(make_service(spy)) as base:
+        client = await utcp_client()
+        try:
+            registered = await client.register_manual(manual_template(base))
+            assert registered.success, registered.errors
+            urls = {t.name: t.tool_call_template.url for t in registered.manual.tools}
+            with pytest.raises(Exception, match="400"):
+                await client.call_tool(
+                    "jarvis.run.get", call_args("jarvis.run.create", argv=["echo", "smuggled"])
+                )
+        finally:
+            await client.close()
+    assert urls == {name: f"{base}/tools/{name}" for name in urls}
+    assert spy.plans == []
+
+
+async def test_the_url_alone_names_the_tool_when_the_body_leaves_it_out() -> None:
+    """`{"args": …}` posted to `/tools/jarvis.policy.check` is that tool's call."""
+    async with harness(make_service(SpyExecutor())) as h:
+        response = await h.client.post(
+            "/tools/jarvis.policy.check", json={"args": {"argv": ["echo"]}}, headers=auth()
+        )
+    assert response.status_code == 200
+    assert response.json()["decision"] == "allow"
+
+
+async def test_the_retired_shared_url_is_gone_and_says_where_each_tool_is_now() -> None:
+    """`POST /tools/invoke` (the body chose the tool) is 410 and runs nothing."""
+    spy = SpyExecutor()
+    async with harness(make_service(spy)) as h:
+        response = await h.client.post(
+            "/tools/invoke", json=invoke_body("jarvis.run.create", argv=["echo"]), headers=auth()
+        )
+    assert response.status_code == 410
+    assert "POST /tools/<tool name>" in response.json()["error"]
+    assert spy.plans == []
 
 
 async def test_an_unknown_tool_is_a_404_json_error() -> None:
@@ -218,7 +286,13 @@ async def test_malformed_calls_are_a_400_naming_the_field(body: object) -> None:
     """Wrong shapes and invalid arguments answer 400 with a message; nothing runs."""
     spy = SpyExecutor()
     async with harness(make_service(spy)) as h:
-        response = await h.client.post("/tools/invoke", json=body, headers=auth())
+        response = await h.client.post(f"/tools/{tool_in(body)}", json=body, headers=auth())
     assert response.status_code == 400, response.text
     assert response.json()["error"]
     assert spy.plans == []
+
+
+def tool_in(body: object) -> str:
+    """The tool a test body names, to post it to that tool's URL (run.create if none)."""
+    tool = body.get("tool") if isinstance(body, dict) else None
+    return tool if isinstance(tool, str) else "jarvis.run.create"

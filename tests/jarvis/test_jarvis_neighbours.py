@@ -105,7 +105,7 @@ def test_a_body_that_never_arrives_is_closed_with_a_408(jarvis: JarvisChild) -> 
     with socket.create_connection(("127.0.0.1", jarvis.port)) as sock:
         sock.sendall(
             (
-                f"POST /tools/invoke HTTP/1.1\r\nHost: 127.0.0.1:{jarvis.port}\r\n"
+                f"POST /tools/jarvis.policy.check HTTP/1.1\r\nHost: 127.0.0.1:{jarvis.port}\r\n"
                 f"Authorization: Bearer {TOKEN}\r\nContent-Type: application/json\r\n"
                 "Content-Length: 100\r\n\r\n{"
             ).encode()
@@ -122,7 +122,7 @@ def test_a_wrong_token_is_refused_when_the_head_is_in_and_the_connection_closed(
     with socket.create_connection(("127.0.0.1", jarvis.port)) as sock:
         sock.sendall(
             (
-                f"POST /tools/invoke HTTP/1.1\r\nHost: 127.0.0.1:{jarvis.port}\r\n"
+                f"POST /tools/jarvis.policy.check HTTP/1.1\r\nHost: 127.0.0.1:{jarvis.port}\r\n"
                 "Authorization: Bearer not-the-token\r\nContent-Type: application/json\r\n"
                 "Content-Length: 1000\r\n\r\n"
             ).encode()
@@ -141,7 +141,7 @@ def test_past_the_cap_with_every_connection_busy_the_newcomer_is_refused_with_50
     machine_runs_jarvis()
     with JarvisChild(tmp_path, ["--max-connections", "2"]) as jarvis:
         head = (
-            f"POST /tools/invoke HTTP/1.1\r\nHost: 127.0.0.1:{jarvis.port}\r\n"
+            f"POST /tools/jarvis.policy.check HTTP/1.1\r\nHost: 127.0.0.1:{jarvis.port}\r\n"
             f"Authorization: Bearer {TOKEN}\r\nContent-Type: application/json\r\n"
             "Content-Length: 100\r\n\r\n"
         ).encode()

@@ -119,6 +119,12 @@ def test_a_program_matches_by_its_resolved_path(argv0: str) -> None:
     assert decision.decision == "allow"
 
 
+def test_an_allow_names_the_program_as_called_and_the_resolved_file_it_runs() -> None:
+    """`sh` (a link to dash) runs /usr/bin/dash, the file the rule matched, named /usr/bin/sh."""
+    decision = decide(rule("sh", argv0='["sh"]'), ["sh"])
+    assert (decision.program, decision.executable) == ("/usr/bin/sh", "/usr/bin/dash")
+
+
 def test_a_multi_call_binary_does_not_match_under_another_name() -> None:
     """`sh` (a link to dash) does not match a rule for `dash`: the name selects behaviour."""
     assert decide(rule("dash", argv0='["dash"]'), ["sh"]).decision == "deny"

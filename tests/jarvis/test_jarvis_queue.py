@@ -81,7 +81,7 @@ async def test_a_slot_that_stays_busy_past_the_queue_wait_is_a_429_with_retry_af
             async def hold() -> None:
                 first.append(
                     await http.post(
-                        "/tools/invoke",
+                        "/tools/jarvis.run.create",
                         json=invoke_body("jarvis.run.create", argv=["sleep", "3"]),
                     )
                 )
@@ -89,7 +89,7 @@ async def test_a_slot_that_stays_busy_past_the_queue_wait_is_a_429_with_retry_af
             tg.start_soon(hold)
             await until(lambda: _running(jarvis.state_dir) == 1, within=BURST_S)
             refused = await http.post(
-                "/tools/invoke", json=invoke_body("jarvis.run.create", argv=["true"])
+                "/tools/jarvis.run.create", json=invoke_body("jarvis.run.create", argv=["true"])
             )
     assert refused.status_code == 429, refused.text
     assert refused.headers["retry-after"] == "1"

@@ -128,7 +128,7 @@ async def test_the_utcp_client_runs_as_written(
     await scope["readme"]()  # type: ignore[operator]
     async with httpx.AsyncClient() as client:
         got = await client.post(
-            f"{base}/tools/invoke",
+            f"{base}/tools/jarvis.run.get",
             json={"tool": "jarvis.run.get", "args": {"run_id": 1}},
             headers={"Authorization": f"Bearer {TOKEN}"},
         )

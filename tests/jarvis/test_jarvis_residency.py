@@ -29,7 +29,7 @@ def test_serving_jarvis_lets_go_of_the_librarys_pages_and_still_signs(tmp_path: 
             assert time.monotonic() < failsafe, "jarvis never released the library's pages"
             time.sleep(0.05)
         created = client.post(
-            f"{child.base}/tools/invoke",
+            f"{child.base}/tools/jarvis.run.create",
             json=invoke_body("jarvis.run.create", argv=["echo", "signed"]),
             headers=auth(),
         ).json()

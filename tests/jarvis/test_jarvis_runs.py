@@ -8,6 +8,7 @@ boundary itself (auth, Host/Origin, statuses, bodies) is test_jarvis_http.py.
 from __future__ import annotations
 
 import logging
+import os
 from functools import partial
 from pathlib import Path
 
@@ -27,6 +28,9 @@ from tests.jarvis.jarvis_harness import (
     make_service,
     until,
 )
+
+# The file the policy resolves `echo` to, which the plan executes.
+ECHO = os.path.realpath("/usr/bin/echo")
 
 
 async def test_a_missing_grant_is_a_403_with_reason_capability_denied() -> None:
@@ -215,9 +219,10 @@ async def test_an_allowed_run_is_executed_once_recorded_and_audited() -> None:
     assert (body["status"], body["exit_code"]) == ("exited", 0)
     assert isinstance(body["run_id"], int)
     assert [p.argv for p in spy.plans] == [("/usr/bin/echo", "hello")]
+    assert [p.program for p in spy.plans] == [ECHO]
     assert record.json()["argv"] == ["echo", "hello"]
     assert [r.outcome for r in rows] == [
-        f"started run {body['run_id']}",
+        f"started run {body['run_id']} (executes {ECHO})",
         f"run {body['run_id']}: exited (exit 0)",
     ]
     assert {r.actor for r in rows} == {ACTOR}

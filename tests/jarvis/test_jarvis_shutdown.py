@@ -49,7 +49,7 @@ async def test_a_stop_signal_mid_run_fences_the_run_records_it_and_exits_0(
                 try:
                     answers.append(
                         await http.post(
-                            "/tools/invoke",
+                            "/tools/jarvis.run.create",
                             json=invoke_body("jarvis.run.create", argv=["sleep", "60"]),
                             headers=auth(),
                         )

@@ -32,5 +32,5 @@ def manual_template(base: str) -> HttpCallTemplate:
 
 
 def body(tool: str, **args: Any) -> dict[str, Any]:
-    """The `call_tool` arguments of one `/tools/invoke` body."""
+    """The `call_tool` arguments of one `POST /tools/<tool>` body."""
     return {"body": {"tool": tool, "args": args}}

@@ -283,7 +283,7 @@ def test_jarvis_runs_an_allowed_program_as_an_unprivileged_user(
     try:
         body = json.dumps({"tool": "jarvis.run.create", "args": {"argv": ["/bin/true"]}}).encode()
         request = urllib.request.Request(
-            f"http://127.0.0.1:{port}/tools/invoke",
+            f"http://127.0.0.1:{port}/tools/jarvis.run.create",
             data=body,
             method="POST",
             headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},

@@ -1,0 +1,159 @@
+"""A symlink swapped in between the policy check and the run: what runs is what was checked.
+
+Envelope-marked, in the real envelope. The swap is made at a fixed point, deterministically:
+by an executor that the service calls after it evaluated the request, which swaps, then
+hands the plan to the real `NativeExecutor`. Directories live under /var/tmp in
+`jigcmd-test-*` directories removed afterwards (see test_jarvis_envelope.py).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import uuid
+from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from jigcmd.cancel import CancelSignal
+from jigcmd.envelope.api import RunOutcome
+from jigcmd.envelope.native import NativeExecutor
+from jigcmd.plan import RunPlan
+from tests.jarvis.jarvis_harness import harness, make_service
+from tests.required import usable_cgroups
+
+pytestmark = pytest.mark.envelope
+
+# What the policy resolves `cat` to (on merged-/usr hosts /usr/bin/cat itself).
+CAT = os.path.realpath("/usr/bin/cat")
+
+
+@pytest.fixture(scope="module")
+async def executor(anyio_backend: str) -> AsyncIterator[NativeExecutor]:
+    """A started `NativeExecutor`, or skip (fail under CI) when the machine cannot run one."""
+    usable_cgroups()
+    native = NativeExecutor()
+    await native.start()
+    try:
+        yield native
+    finally:
+        await native.aclose()
+
+
+@pytest.fixture
+def workdir() -> Iterator[Path]:
+    """`allowed/` (the rule's cwd) and `outside/`, each holding a `which.txt` saying which."""
+    path = Path("/var/tmp") / f"jigcmd-test-{uuid.uuid4().hex[:12]}"
+    for name in ("allowed", "outside"):
+        (path / name).mkdir(parents=True)
+        (path / name / "which.txt").write_text(f"{name}\n")
+    (path / "allowed" / "dir").mkdir()
+    (path / "allowed" / "dir" / "which.txt").write_text("allowed\n")
+    for sub in (path, *path.rglob("*")):
+        sub.chmod(0o777 if sub.is_dir() else 0o666)
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def policy_for(workdir: Path) -> str:
+    return f"""
+search_path = ["/usr/bin", "/bin"]
+
+[[rule]]
+name = "read-allowed"
+decision = "allow"
+argv0 = ["cat", "{workdir}/allowed/cat", "{workdir}/allowed/tools/tool"]
+cwd = ["{workdir}/allowed"]
+"""
+
+
+class SwapAfterCheck:
+    """The real executor, with `swap` run once the service decided and planned the run."""
+
+    def __init__(self, executor: NativeExecutor, swap: Callable[[], None]) -> None:
+        self.executor = executor
+        self.swap = swap
+
+    async def execute(
+        self, plan: RunPlan, cancel: CancelSignal, ticket: object = None, hooks: object = None
+    ) -> RunOutcome:
+        """Swap, then run `plan` for real."""
+        self.swap()
+        return await self.executor.execute(plan, cancel, ticket, hooks)  # type: ignore[arg-type]
+
+
+def into_symlink(path: Path, target: Path) -> Callable[[], None]:
+    """A swap that moves the directory at `path` aside and puts a symlink to `target` there."""
+
+    def swap() -> None:
+        path.rename(path.with_name(path.name + ".aside"))
+        path.symlink_to(target)
+
+    return swap
+
+
+async def test_a_cwd_swapped_for_a_symlink_after_the_check_runs_nothing(
+    executor: NativeExecutor, workdir: Path
+) -> None:
+    """`allowed/dir` becomes a link to `outside/`: the run fails naming why; nothing is read."""
+    cwd = workdir / "allowed" / "dir"
+    swapping = SwapAfterCheck(executor, into_symlink(cwd, workdir / "outside"))
+    async with harness(make_service(swapping, policy=policy_for(workdir))) as h:
+        response = await h.invoke("jarvis.run.create", argv=["cat", "which.txt"], cwd=str(cwd))
+    body = response.json()
+    assert (body["decision"], body["status"]) == ("allow", "failed"), body
+    assert body["stdout"]["text"] == ""
+    assert body["detail"] == (
+        f"EXECUTION_FAILED: cwd changed after the policy check: {cwd} has a symlink in it now; "
+        "nothing ran"
+    )
+
+
+async def test_a_program_link_retargeted_after_the_check_still_runs_the_matched_program(
+    executor: NativeExecutor, workdir: Path
+) -> None:
+    """`allowed/cat → /usr/bin/cat` becomes `→ /usr/bin/id`: cat (what matched) runs."""
+    link = workdir / "allowed" / "cat"
+    link.symlink_to("/usr/bin/cat")
+
+    def retarget() -> None:
+        link.with_name("cat.new").symlink_to("/usr/bin/id")
+        link.with_name("cat.new").replace(link)
+
+    cwd = workdir / "allowed"
+    service = make_service(SwapAfterCheck(executor, retarget), policy=policy_for(workdir))
+    async with harness(service) as h:
+        response = await h.invoke("jarvis.run.create", argv=[str(link), "which.txt"], cwd=str(cwd))
+        rows = h.store.audit_rows(2)
+    body = response.json()
+    assert (body["status"], body["exit_code"]) == ("exited", 0), body
+    assert body["stdout"]["text"] == "allowed\n"
+    assert rows[-1].outcome == f"started run {body['run_id']} (executes {CAT} in {cwd})"
+
+
+async def test_a_program_whose_resolved_path_gains_a_symlink_after_the_check_runs_nothing(
+    executor: NativeExecutor, workdir: Path
+) -> None:
+    """`allowed/tools/tool` (a script) checked, then `tools` links to a twin: nothing runs.
+
+    The twin sits in the cwd, so the envelope shows it: only the link stands in the way.
+    """
+    tools, elsewhere = workdir / "allowed" / "tools", workdir / "allowed" / "twin"
+    for directory, says in ((tools, "checked"), (elsewhere, "swapped")):
+        directory.mkdir()
+        (directory / "tool").write_text(f"#!/bin/sh\necho {says}\n")
+        (directory / "tool").chmod(0o755)
+    cwd = workdir / "allowed"
+    swapping = SwapAfterCheck(executor, into_symlink(tools, elsewhere))
+    async with harness(make_service(swapping, policy=policy_for(workdir))) as h:
+        response = await h.invoke("jarvis.run.create", argv=[str(tools / "tool")], cwd=str(cwd))
+    body = response.json()
+    assert (body["decision"], body["status"]) == ("allow", "failed"), body
+    assert body["stdout"]["text"] == ""
+    assert body["detail"] == (
+        f"EXECUTION_FAILED: program changed after the policy check: {tools / 'tool'} has a "
+        "symlink in it now; nothing ran"
+    )
