@@ -48,6 +48,7 @@ from jigcmd.protocol.session import (
 from jigcmd.server.backend import CommandBackend, Owned, Progress, ToolInfo
 from jigcmd.server.fds import ProtocolFds, claim_protocol_fds
 from jigcmd.server.hostpaths import HostPaths
+from jigcmd.server.stopsignals import watch_stop_signals
 
 __all__ = ["serve_stdio"]
 
@@ -247,7 +248,7 @@ class _Server:
         async with anyio.create_task_group() as tasks:
             self._tasks = tasks
             tasks.start_soon(self._writer.run)
-            tasks.start_soon(self._watch_signals)
+            await tasks.start(watch_stop_signals, self._signalled)
             tasks.start_soon(self._watch_output)
             tasks.start_soon(self._read_loop)
             tasks.start_soon(self._watch_tools)
@@ -294,11 +295,8 @@ class _Server:
             self._lost.set()
         self._stop.set()
 
-    async def _watch_signals(self) -> None:
-        with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
-            async for signum in signals:
-                self._lose(f"received {signal.Signals(signum).name}")
-                return
+    def _signalled(self, signum: signal.Signals) -> None:
+        self._lose(f"received {signum.name}")
 
     async def _watch_output(self) -> None:
         async with anyio.create_task_group() as watching:
