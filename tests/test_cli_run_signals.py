@@ -61,7 +61,9 @@ def _candidates(watch: Watch, child: subprocess.Popen[str], token: str) -> list[
     return [proc for proc in watch.running(token) if proc.pid != child.pid]
 
 
-@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=lambda s: s.name)
+@pytest.mark.parametrize(
+    "signum", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP], ids=lambda signum: signum.name
+)
 def test_a_stop_signal_fences_the_run_and_answers_cancelled_with_the_evidence(
     lock: Path, tmp_path: Path, watch: Watch, signum: signal.Signals
 ) -> None:

@@ -93,7 +93,7 @@ async def _run(settings: FrontSettings, call: _Call) -> int:
     """The call from start to answer; a stop signal meanwhile is its cancel."""
     cancel = CancelSignal()
     async with anyio.create_task_group() as signals:
-        # SIGINT and SIGTERM are the caller's cancel until the answer is written: the
+        # SIGINT, SIGTERM and SIGHUP are the caller's cancel until the answer is written: the
         # run is fenced and answered CANCELLED (status 4) with what it collected, as in `serve`.
         await signals.start(watch_stop_signals, lambda _: cancel.set())
         try:

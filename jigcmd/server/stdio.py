@@ -7,7 +7,7 @@ partial writes.
 Two ways a session ends. End of input means the caller has finished writing: every call
 already read runs to its end (each is bounded by its deadline) and is answered, then the
 server returns. Coordinator loss (the reader of the output went away: EPIPE, or a pipe whose
-read end closed; SIGTERM or SIGINT) fences instead: running calls are asked to stop, get a
+read end closed; SIGTERM, SIGINT or SIGHUP) fences instead: running calls are asked to stop, get a
 short grace period to record and report how they ended, and the server returns well within
 two seconds.
 """

@@ -16,7 +16,8 @@ import anyio.abc
 
 __all__ = ["STOP_SIGNALS", "watch_stop_signals"]
 
-STOP_SIGNALS: Final = (signal.SIGTERM, signal.SIGINT)
+# SIGHUP too: the terminal or the session a front was started from has gone, its caller with it.
+STOP_SIGNALS: Final = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
 
 async def watch_stop_signals(
