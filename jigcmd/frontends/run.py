@@ -13,6 +13,7 @@ the error's words are on stderr too. `attestation` is the run's signed statement
 
 from __future__ import annotations
 
+import shlex
 import sys
 import time
 from collections.abc import Sequence
@@ -283,7 +284,8 @@ def _write_text(
         else f"signal {evidence.signal}"
     )
     lines = [
-        f"command:    {evidence.command} ({' '.join(evidence.invocation)})",
+        # Quoted as a shell would need it: `'a b'` and `''` are one argument each.
+        f"command:    {evidence.command} ({shlex.join(evidence.invocation)})",
         f"candidate:  {evidence.candidate_digest}",
         f"ended:      {ended} (stop reason: {evidence.stop_reason}, cleanup: {evidence.cleanup})",
     ]
