@@ -4,11 +4,12 @@ The exit status says what happened to the call, never the candidate's own exit c
 in the evidence): 0 the command completed, 2 nothing ran because something given was invalid
 (usage, Binding, files, request), 3 operational failure (unavailable, envelope incomplete,
 uncertain), 4 deadline or cancel. With `--json` stdout carries exactly one JSON object,
-`{"evidence", "report", "attestation"}` or `{"error": {code, message, details?}, "evidence"?,
-"attestation"?}` (a run stopped by its deadline or a cancel ran: it has both);
-the error's words are on stderr too. `attestation` is the run's signed statement: `digest`
-(of the bundle's bytes), `bundle` (those bytes: JSON Lines of DSSE envelopes, what
-`jigcmd verify` reads) and `envelopes` (the same, parsed).
+`{"evidence", "report", "tests"?, "attestation"}` (`tests`, the per-test results, for a test
+command) or `{"error": {code, message, details?}, "evidence"?, "attestation"?}` (a run
+stopped by its deadline or a cancel ran: it has both); the error's words are on stderr too.
+`attestation` is the run's signed statement: `digest` (of the bundle's bytes), `bundle`
+(those bytes: JSON Lines of DSSE envelopes, what `jigcmd verify` reads) and `envelopes` (the
+same, parsed).
 """
 
 from __future__ import annotations
