@@ -5,7 +5,9 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import select
 import shlex
+import signal
 import sys
 
 from jigcmd.cliparser import UsageError, parser
@@ -14,8 +16,49 @@ from jigcmd.server import stderrlog
 __all__ = ["main"]
 
 
+# What a shell reports for a program SIGPIPE ended (`yes | head`): not all of it was read.
+_EXIT_STDOUT_CLOSED = 128 + signal.SIGPIPE
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the `jigcmd` console script."""
+    try:
+        status = _verb(argv)
+        # Flushed here, not at exit, so that a reader gone is found where it is handled.
+        sys.stdout.flush()
+    except (BrokenPipeError, BaseExceptionGroup) as exc:
+        if not (_broken_pipes(exc) and _stdout_closed()):
+            raise
+        # `jigcmd … | head`: whatever the verb did stands (a lock written, a run answered);
+        # the rest of its output has no reader, so it goes nowhere, and quietly.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        return _EXIT_STDOUT_CLOSED
+    return status
+
+
+def _broken_pipes(exc: BaseException) -> bool:
+    """Whether `exc` is a broken pipe, or a group (from a task group) of nothing else."""
+    if isinstance(exc, BaseExceptionGroup):
+        return exc.split(BrokenPipeError)[1] is None
+    return isinstance(exc, BrokenPipeError)
+
+
+def _stdout_closed() -> bool:
+    """Whether stdout's reader went away (a pipe whose read end closed reports POLLERR);
+    a broken pipe elsewhere (a child's stdin) is a failure to report, not this."""
+    try:
+        fd = sys.stdout.fileno()
+    except (OSError, ValueError):
+        return False
+    poller = select.poll()
+    poller.register(fd, 0)
+    return any(events & (select.POLLERR | select.POLLHUP) for _, events in poller.poll(0))
+
+
+def _verb(argv: list[str] | None) -> int:
+    """Parse the command line and run its verb; the exit status."""
     argv = sys.argv[1:] if argv is None else list(argv)
     # Everything after the first `--` belongs to the candidate, verbatim (argparse would
     # otherwise read options in it).

@@ -45,7 +45,7 @@ class Evidence(msgspec.Struct, frozen=True, forbid_unknown_fields=True, rename="
     exit_code: int | None
     signal: str | None
     stop_reason: StopReason
-    cleanup: Literal["complete"] = "complete"
+    cleanup: Literal["complete"]
 
 
 class ResourceReport(msgspec.Struct, frozen=True, forbid_unknown_fields=True, rename="camel"):

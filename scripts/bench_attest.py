@@ -80,6 +80,7 @@ def _record(plan: RunPlan, stream: str, kind: str) -> RunRecord:
         exit_code=0,
         signal=None,
         stop_reason="exited",
+        cleanup="complete",
     )
     return RunRecord(
         run=RunFacts(run_id="0123456789abcdef", caller_run="bench", operation_id="op"),

@@ -184,6 +184,15 @@ def test_the_readable_summary_names_the_outcome_and_resources(lock: Path, tmp_pa
     assert "resources:" in done.stdout
 
 
+def test_the_readable_summary_quotes_the_arguments_as_a_shell_would(
+    lock: Path, tmp_path: Path
+) -> None:
+    """Arguments with a space or empty are shown quoted, one word each."""
+    done = run(lock, tmp_path, "cli", CANDIDATES / "passing", "--", "a b", "", "plain")
+    assert done.returncode == 0, done.stderr
+    assert "command:    cli (bun src/cli.ts 'a b' '' plain)\n" in done.stdout
+
+
 def test_invalid_input_exits_2_and_nothing_runs(lock: Path, tmp_path: Path) -> None:
     """A candidate breaking rules is refused once, every problem listed, before any envelope."""
     files = tmp_path / "candidate"

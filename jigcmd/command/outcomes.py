@@ -163,4 +163,6 @@ def evidence_of(valid: ValidRequest, outcome: RunOutcome | Ending) -> Evidence:
         exit_code=outcome.exit_code,
         signal=outcome.signal,
         stop_reason=outcome.stop_reason,
+        # The only value: evidence reaches a caller once the cleanup is proved, else a failure.
+        cleanup="complete",
     )

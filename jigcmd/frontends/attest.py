@@ -2,13 +2,15 @@
 
 `attest` prints (or writes) the statement the journal keeps for one operation: 0 written;
 1 that operation has none (unknown, failed, uncertain or still running: the reason on
-stderr); 2 the state directory could not be used. `verify` prints one line per check and
+stderr); 2 the state directory could not be used (a `--state-dir` that does not exist
+included: reading creates nothing). `verify` prints one line per check and
 exits 0 when every check holds, 1 when one fails, 2 when a file cannot be read. `key`
 prints the public half of the key this host signs with (PEM on stdout, its id on stderr).
 """
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -21,10 +23,10 @@ from jigcmd.attest.keys import (
 )
 from jigcmd.attest.verify import JarvisView, decode_evidence, verify_bundle
 from jigcmd.durable.host import state_directory
-from jigcmd.durable.statedir import StateDirError, default_state_dir
+from jigcmd.durable.statedir import StateDirError, default_state_dir, prepare_state_dir
 from jigcmd.evidence import Evidence
 from jigcmd.journal.rows import Row
-from jigcmd.journal.store import Journal, JournalError, JournalUnusable
+from jigcmd.journal.store import DB_NAME, Journal, JournalError, JournalUnusable
 
 __all__ = ["attest", "key", "verify"]
 
@@ -34,9 +36,7 @@ _OK, _NONE, _UNUSABLE = 0, 1, 2
 def attest(state_dir: Path | None, root_run: str, operation_id: str, out: Path | None) -> int:
     """Print or write the statement of `operation_id` in the caller's run `root_run`."""
     try:
-        state = state_directory(state_dir)
-        with Journal.open(state) as journal:
-            row = journal.get(operation_id, root_run=root_run)
+        state, row = _recorded(state_dir, operation_id, root_run)
     except (StateDirError, JournalError, JournalUnusable) as exc:
         sys.stderr.write(f"jigcmd attest: {exc}\n")
         return _UNUSABLE
@@ -57,6 +57,28 @@ def attest(state_dir: Path | None, root_run: str, operation_id: str, out: Path |
         sys.stderr.write(f"jigcmd attest: {out}: cannot be written: {exc.strerror}\n")
         return _UNUSABLE
     return _OK
+
+
+def _recorded(state_dir: Path | None, operation_id: str, root_run: str) -> tuple[Path, Row | None]:
+    """The state directory and the operation's row, if its journal has one; creates nothing.
+
+    Raises `StateDirError` for a `--state-dir` that does not exist (a typo, most likely) or
+    that is not safe to read; a default directory or journal not made yet holds no row.
+    """
+    state = state_dir or default_state_dir()
+    if not os.path.lexists(state):
+        if state_dir is not None:
+            raise StateDirError(
+                f"--state-dir {state_dir}: no such directory, so no statement in it (nothing "
+                "was created); give the state directory `jigcmd serve` used"
+            )
+        return state, None
+    # It exists, so this only checks it is this user's and private.
+    state = prepare_state_dir(state)
+    if not (state / DB_NAME).exists():
+        return state, None
+    with Journal.open(state) as journal:
+        return state, journal.get(operation_id, root_run=root_run)
 
 
 def _no_statement(row: Row) -> str | None:

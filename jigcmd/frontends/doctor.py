@@ -380,8 +380,16 @@ def _render(results: list[Check]) -> str:
             "uncontained)."
         )
     else:
-        lines.append(f"all {len(results)} checks passed: jigcmd can build the envelope here.")
+        lines.append(f"{_passed(results)}: jigcmd can build the envelope here.")
     return "\n".join(lines)
+
+
+def _passed(results: list[Check]) -> str:
+    """The summary of a pass: "all N checks passed", or how many passed with a warning."""
+    warned = sum(result.status == "warn" for result in results)
+    if not warned:
+        return f"all {len(results)} checks passed"
+    return f"{len(results)} checks passed, {warned} with a warning"
 
 
 def doctor(

@@ -51,7 +51,7 @@ def lock(binding_path: Path, lock_path: Path | None, *, check: bool) -> int:
         )
         print("admitted" if admission.admitted else f"not admitted: {admission.reason}")
         return 0 if admission.admitted else 1
-    print(review_text(loaded.binding, runtime, slots=loaded.slots, file=file))
+    review = review_text(loaded.binding, runtime, slots=loaded.slots, file=file)
     data = encode_lock(build_lock(loaded.binding, runtime, file))
     temporary = target.with_name(target.name + ".tmp")
     # Atomic replace: a server reading the lock never sees half of one.
@@ -60,5 +60,7 @@ def lock(binding_path: Path, lock_path: Path | None, *, check: bool) -> int:
         handle.flush()
         os.fsync(handle.fileno())
     os.replace(temporary, target)
+    # Printed once written: whether the review's reader stays (`| head`) decides nothing.
+    print(review)
     print(f"\nadmitted: wrote {os.path.abspath(target)}")
     return 0

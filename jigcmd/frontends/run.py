@@ -4,19 +4,21 @@ The exit status says what happened to the call, never the candidate's own exit c
 in the evidence): 0 the command completed, 2 nothing ran because something given was invalid
 (usage, Binding, files, request), 3 operational failure (unavailable, envelope incomplete,
 uncertain), 4 deadline or cancel. With `--json` stdout carries exactly one JSON object,
-`{"evidence", "report", "attestation"}` or `{"error": {code, message, details?}, "evidence"?,
-"attestation"?}` (a run stopped by its deadline or a cancel ran: it has both);
-the error's words are on stderr too. `attestation` is the run's signed statement: `digest`
-(of the bundle's bytes), `bundle` (those bytes: JSON Lines of DSSE envelopes, what
-`jigcmd verify` reads) and `envelopes` (the same, parsed).
+`{"evidence", "report", "tests"?, "attestation"}` (`tests`, the per-test results, for a test
+command) or `{"error": {code, message, details?}, "evidence"?, "attestation"?}` (a run
+stopped by its deadline or a cancel ran: it has both); the error's words are on stderr too.
+`attestation` is the run's signed statement: `digest` (of the bundle's bytes), `bundle`
+(those bytes: JSON Lines of DSSE envelopes, what `jigcmd verify` reads) and `envelopes` (the
+same, parsed).
 """
 
 from __future__ import annotations
 
+import shlex
 import sys
 import time
 from collections.abc import Sequence
-from functools import partial
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +37,7 @@ from jigcmd.policy.candidate import Problem
 from jigcmd.policy.planner import CEILING_SECONDS
 from jigcmd.protocol.commands import RunResult
 from jigcmd.protocol.mcp_view import TestsView, full_tests
+from jigcmd.server.stopsignals import watch_stop_signals
 
 __all__ = ["CandidateError", "read_candidate", "refusal", "run", "write_failure"]
 
@@ -71,40 +74,57 @@ def run(
             ),
             as_json,
         )
+    call = _Call(command, files_dir, excludes, stdin_file, args, as_json, timeout)
+    return anyio.run(_run, settings, call)
+
+
+@dataclass(frozen=True)
+class _Call:
+    """What the command line asks `run` for."""
+
+    command: str
+    files_dir: Path
+    excludes: Sequence[str]
+    stdin_file: Path | None
+    args: list[str]
+    as_json: bool
+    timeout_s: float | None
+
+
+async def _run(settings: FrontSettings, call: _Call) -> int:
+    """The call from start to answer; a stop signal meanwhile is its cancel."""
+    cancel = CancelSignal()
+    async with anyio.create_task_group() as signals:
+        # SIGINT, SIGTERM and SIGHUP are the caller's cancel until the answer is written: the
+        # run is fenced and answered CANCELLED (status 4) with what it collected, as in `serve`.
+        await signals.start(watch_stop_signals, lambda _: cancel.set())
+        try:
+            status = await _answered(settings, call, cancel)
+        finally:
+            signals.cancel_scope.cancel()
+    return status
+
+
+async def _answered(settings: FrontSettings, call: _Call, cancel: CancelSignal) -> int:
+    """The exit status, the answer written whatever happened."""
     try:
         # Read before the envelopes start; its verdict waits for admission (below).
-        project: ProjectFiles | JigError = _read_files(files_dir, excludes)
-        return anyio.run(
-            partial(
-                _run,
-                settings,
-                command,
-                project=project,
-                stdin_file=stdin_file,
-                args=args,
-                as_json=as_json,
-                timeout_s=timeout,
-            )
-        )
+        project = _read_files(call.files_dir, call.excludes)
+        return await _run_once(settings, call, project, cancel)
     except BindingError as exc:
         details = {"binding": exc.source, "pointer": exc.pointer, "rule": exc.rule}
-        return write_failure(JigError(Code.INVALID_INPUT, str(exc), details), as_json)
+        return write_failure(JigError(Code.INVALID_INPUT, str(exc), details), call.as_json)
     except STARTUP_ERRORS as exc:
         # jigcmd cannot serve here (no Bun, no usable state directory or cgroup subtree).
         # The operator's own command line: the paths it names are the ones they gave.
-        return write_failure(JigError(Code.UNAVAILABLE, str(exc)), as_json)
+        return write_failure(JigError(Code.UNAVAILABLE, str(exc)), call.as_json)
 
 
-async def _run(
-    settings: FrontSettings,
-    command: str,
-    *,
-    project: ProjectFiles | JigError,
-    stdin_file: Path | None,
-    args: list[str],
-    as_json: bool,
-    timeout_s: float | None,
+async def _run_once(
+    settings: FrontSettings, call: _Call, project: ProjectFiles | JigError, cancel: CancelSignal
 ) -> int:
+    """Admission, the candidate, the run, the answer; `cancel` stops the run where it is."""
+    command = call.command
     # The zygote starts (and stages the runtime) before the run's ceiling begins: on a slow
     # (emulated) machine that alone took seconds of a one-shot run's 10.
     async with open_service(settings, start_envelopes=True) as assembly:
@@ -113,8 +133,9 @@ async def _run(
             # Admission first: a drifted or missing lock is what to fix, whatever the files.
             await service.check_admission(command)
             files = _candidate(project, service.command_paths(command), command)
-            request = _request(command, files, stdin_file, args)
+            request = _request(command, files, call.stdin_file, call.args)
             # The timeout starts now, with the envelopes up: setup counts, start-up does not.
+            timeout_s = call.timeout_s
             deadline = (
                 None if timeout_s is None else time.time_ns() // 1_000_000 + int(timeout_s * 1000)
             )
@@ -122,14 +143,14 @@ async def _run(
                 request,
                 operation_id="cli",
                 deadline_unix_ms=deadline,
-                cancel=CancelSignal(),
+                cancel=cancel,
                 # The same per-test results an MCP result has; nothing kept to read back.
                 detailed=True,
                 keep_resources=False,
             )
         except JigError as exc:
-            return write_failure(exc, as_json)
-    _write_result(result, as_json)
+            return write_failure(exc, call.as_json)
+    _write_result(result, call.as_json)
     return _EXIT_EVIDENCE
 
 
@@ -264,7 +285,8 @@ def _write_text(
         else f"signal {evidence.signal}"
     )
     lines = [
-        f"command:    {evidence.command} ({' '.join(evidence.invocation)})",
+        # Quoted as a shell would need it: `'a b'` and `''` are one argument each.
+        f"command:    {evidence.command} ({shlex.join(evidence.invocation)})",
         f"candidate:  {evidence.candidate_digest}",
         f"ended:      {ended} (stop reason: {evidence.stop_reason}, cleanup: {evidence.cleanup})",
     ]

@@ -7,7 +7,7 @@ partial writes.
 Two ways a session ends. End of input means the caller has finished writing: every call
 already read runs to its end (each is bounded by its deadline) and is answered, then the
 server returns. Coordinator loss (the reader of the output went away: EPIPE, or a pipe whose
-read end closed; SIGTERM or SIGINT) fences instead: running calls are asked to stop, get a
+read end closed; SIGTERM, SIGINT or SIGHUP) fences instead: running calls are asked to stop, get a
 short grace period to record and report how they ended, and the server returns well within
 two seconds.
 """
@@ -48,6 +48,7 @@ from jigcmd.protocol.session import (
 from jigcmd.server.backend import CommandBackend, Owned, Progress, ToolInfo
 from jigcmd.server.fds import ProtocolFds, claim_protocol_fds
 from jigcmd.server.hostpaths import HostPaths
+from jigcmd.server.stopsignals import watch_stop_signals
 
 __all__ = ["serve_stdio"]
 
@@ -247,7 +248,7 @@ class _Server:
         async with anyio.create_task_group() as tasks:
             self._tasks = tasks
             tasks.start_soon(self._writer.run)
-            tasks.start_soon(self._watch_signals)
+            await tasks.start(watch_stop_signals, self._signalled)
             tasks.start_soon(self._watch_output)
             tasks.start_soon(self._read_loop)
             tasks.start_soon(self._watch_tools)
@@ -294,11 +295,8 @@ class _Server:
             self._lost.set()
         self._stop.set()
 
-    async def _watch_signals(self) -> None:
-        with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
-            async for signum in signals:
-                self._lose(f"received {signal.Signals(signum).name}")
-                return
+    def _signalled(self, signum: signal.Signals) -> None:
+        self._lose(f"received {signum.name}")
 
     async def _watch_output(self) -> None:
         async with anyio.create_task_group() as watching:

@@ -63,6 +63,7 @@ def _evidence(kind: str = "test", exit_code: int = 1) -> Evidence:
         exit_code=exit_code,
         signal=None,
         stop_reason="exited",
+        cleanup="complete",
     )
 
 

@@ -34,6 +34,7 @@ EVIDENCE = Evidence(
     exit_code=1,
     signal=None,
     stop_reason="exited",
+    cleanup="complete",
 )
 REPORT = ResourceReport(
     wall_ms=12.5,

@@ -236,6 +236,31 @@ def test_doctor_exits_1_and_prints_the_fix_when_a_check_fails(
     assert "1 of 3 checks failed" in out
 
 
+def test_a_pass_with_warnings_counts_them_instead_of_saying_all_passed(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A warning passes (status 0), and the last line says how many passed only with one."""
+    _fake_checks(
+        monkeypatch,
+        Check("a", "ok", "fine"),
+        Check("b", "warn", "odd", "look"),
+        Check("c", "warn", "odder", "look again"),
+    )
+    assert doctor_module.doctor() == 0
+    last = capsys.readouterr().out.splitlines()[-1]
+    assert last == "3 checks passed, 2 with a warning: jigcmd can build the envelope here."
+
+
+def test_only_ok_checks_say_all_passed(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Every check ok: "all N checks passed"."""
+    _fake_checks(monkeypatch, Check("a", "ok", "fine"), Check("b", "ok", "also fine"))
+    assert doctor_module.doctor() == 0
+    last = capsys.readouterr().out.splitlines()[-1]
+    assert last == "all 2 checks passed: jigcmd can build the envelope here."
+
+
 def test_json_output_is_a_list_of_check_objects(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shlex
+import signal
 import subprocess
 import sys
 import uuid
@@ -73,6 +74,15 @@ def test_sigterm_fences_the_run_in_flight_before_the_server_exits(rig: Rig) -> N
     token = f"tok-{uuid.uuid4().hex}"
     server = _in_flight(rig, token)
     assert server.terminate() == 0
+    _assert_fenced_by_exit(rig, server, token)
+
+
+def test_sighup_is_coordinator_loss_like_sigterm(rig: Rig) -> None:
+    """SIGHUP mid-run (the terminal gone): fenced and answered CANCELLED, exit 0, not death."""
+    token = f"tok-{uuid.uuid4().hex}"
+    server = _in_flight(rig, token)
+    server.process.send_signal(signal.SIGHUP)
+    assert server.wait_exit(server.timeout) == 0
     _assert_fenced_by_exit(rig, server, token)
 
 

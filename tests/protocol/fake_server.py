@@ -48,6 +48,7 @@ def canned_evidence(command: str, stop_reason: StopReason = "exited") -> Evidenc
         exit_code=0 if stop_reason == "exited" else None,
         signal=None if stop_reason == "exited" else "SIGKILL",
         stop_reason=stop_reason,
+        cleanup="complete",
     )
 
 

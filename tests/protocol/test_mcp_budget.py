@@ -49,6 +49,7 @@ def evidence(stdout: str, stderr: str = "", args: int = 0) -> Evidence:
         exit_code=1,
         signal=None,
         stop_reason="exited",
+        cleanup="complete",
     )
 
 

@@ -1,0 +1,89 @@
+"""`jigcmd attest` and `verify` as a person types them: nothing created, no partial evidence."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import msgspec
+import pytest
+
+from jigcmd.evidence import Evidence, StreamText
+
+EVIDENCE = Evidence(
+    candidate_digest="sha256:" + "0" * 64,
+    command="tests",
+    invocation=["bun", "test", "test/a.test.ts"],
+    stdin_digest="sha256:" + "1" * 64,
+    stdout=StreamText(text="", truncated=False),
+    stderr=StreamText(text="1 pass\n", truncated=False),
+    exit_code=0,
+    signal=None,
+    stop_reason="exited",
+    cleanup="complete",
+)
+
+
+def jigcmd(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "jigcmd", *args],
+        capture_output=True, text=True, timeout=120, check=False, env=env,
+        stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+
+
+def attest(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return jigcmd("attest", "--run-id", "run-1", "op-1", *args, env=env)
+
+
+def test_a_state_directory_that_does_not_exist_is_status_2_and_not_created(
+    tmp_path: Path,
+) -> None:
+    """A typo is status 2 naming it; before, it was created with a fresh journal."""
+    typo = tmp_path / "stat"
+    done = attest("--state-dir", str(typo))
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.startswith(f"jigcmd attest: --state-dir {typo}: no such directory")
+    assert done.stdout == ""
+    assert not typo.exists()
+
+
+def test_a_default_state_directory_not_made_yet_has_no_such_operation(tmp_path: Path) -> None:
+    """No --state-dir and none made yet: status 1, no such operation, nothing created."""
+    default = tmp_path / "state"
+    done = attest(env={**os.environ, "JIGCMD_STATE_DIR": str(default)})
+    assert done.returncode == 1, done.stderr
+    assert done.stderr == f"jigcmd attest: no operation 'op-1' of run 'run-1' in {default}\n"
+    assert not default.exists()
+
+
+def test_a_state_directory_without_a_journal_gets_none(tmp_path: Path) -> None:
+    """An empty state directory: status 1, no such operation, and still no journal in it."""
+    state = tmp_path / "state"
+    state.mkdir(mode=0o700)
+    done = attest("--state-dir", str(state))
+    assert done.returncode == 1, done.stderr
+    assert "no operation 'op-1' of run 'run-1'" in done.stderr
+    assert list(state.iterdir()) == []
+
+
+@pytest.mark.parametrize("field", sorted(msgspec.to_builtins(EVIDENCE)))
+def test_verify_refuses_evidence_missing_any_of_the_ten_fields(tmp_path: Path, field: str) -> None:
+    """`cleanup` included: status 2, "not jigcmd evidence", the field named; nothing checked."""
+    key = jigcmd("key", "--state-dir", str(tmp_path / "state"))
+    assert key.returncode == 0, key.stderr
+    (tmp_path / "host.pub").write_text(key.stdout)
+    (tmp_path / "bundle.jsonl").write_text("{}\n")
+    partial = dict(msgspec.to_builtins(EVIDENCE))
+    del partial[field]
+    (tmp_path / "evidence.json").write_text(json.dumps(partial))
+    done = jigcmd(
+        "verify", str(tmp_path / "bundle.jsonl"), "--key", str(tmp_path / "host.pub"),
+        "--evidence", str(tmp_path / "evidence.json"),
+    )  # fmt: skip
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert done.stdout == ""
+    assert f"not jigcmd evidence: Object missing required field `{field}`" in done.stderr
