@@ -89,6 +89,9 @@ class JarvisService:
         self._binds = system_binds(policy, host)
         self._early = early_answer_seconds
         self._max_active = max_active_runs
+        # Calls admitted as active runs (`_admit`), from the slot until the run's row is
+        # closed; `_active` holds those already started.
+        self._admitted = 0
         self._active: dict[int, tuple[CancelSignal, anyio.Event]] = {}
         self._tasks: anyio.abc.TaskGroup | None = None
         # One store call at a time, off the event loop (SQLite fsyncs).
@@ -170,11 +173,20 @@ class JarvisService:
                 "status": "denied",
                 "exit_code": None,
             }
-        await self._check_capacity(actor, tool, request, decision)
+        if self._tasks is None:
+            raise ToolError(503, "jarvis is not running")
         slot = await self._slot(actor, tool, request, decision, arrived)
-        plan = self._plan(request, decision, slot)
-        run_id = await self._begin(actor, tool, request, decision, slot)
-        await self._audit(actor, tool, request, decision, f"started run {run_id}")
+        await self._admit(actor, tool, request, decision, slot)
+        try:
+            plan = self._plan(request, decision, slot)
+            run_id = await self._begin(actor, tool, request, decision)
+            await self._audit(actor, tool, request, decision, f"started run {run_id}")
+        except BaseException:
+            # Nothing was started: the count and the slot are given back.
+            self._admitted -= 1
+            if slot is not None:
+                self._release(slot)
+            raise
         done = self._start(
             run_id,
             partial(
@@ -193,19 +205,23 @@ class JarvisService:
             await done.wait()
         return {**decision_fields(decision), **await self._run_fields(run_id)}
 
-    async def _check_capacity(
-        self, actor: str, tool: str, request: Request, decision: Decision
+    async def _admit(
+        self, actor: str, tool: str, request: Request, decision: Decision, slot: Slot | None
     ) -> None:
-        """Refuse (503, 429: audited) unless the server runs and has room for one more run."""
-        if self._tasks is None:
-            raise ToolError(503, "jarvis is not running")
-        if len(self._active) >= self._max_active:
-            await self._audit(actor, tool, request, decision, "refused: too many active runs")
-            raise ToolError(
-                429,
-                f"too many active runs (at most {self._max_active})",
-                headers=_RETRY_AFTER,
-            )
+        """Count the call as an active run, or refuse it (429, audited; its slot let go of).
+
+        Checked and counted with no await between, so that a burst of calls cannot all pass
+        the check before any of them is counted; the count drops when the run's row closes.
+        """
+        if self._admitted < self._max_active:
+            self._admitted += 1
+            return
+        if slot is not None:
+            self._release(slot)
+        await self._audit(actor, tool, request, decision, "refused: too many active runs")
+        raise ToolError(
+            429, f"too many active runs (at most {self._max_active})", headers=_RETRY_AFTER
+        )
 
     def _plan(self, request: Request, decision: Decision, slot: Slot | None) -> RunPlan:
         """The run's plan, made once the slot is held: its own timeout starts only now."""
@@ -220,27 +236,20 @@ class JarvisService:
         # The CPUs its quota pays for, spread by slot like every envelope (`placement`).
         return plan._replace(cpus=pinned_cpus(plan.limits, slot.index if slot else None))
 
-    async def _begin(
-        self, actor: str, tool: str, request: Request, decision: Decision, slot: Slot | None
-    ) -> int:
-        """The run's journal row, begun; the slot is let go of if it cannot be."""
-        try:
-            return await self._db(
-                partial(
-                    self.store.jarvis_begin,
-                    tool=tool,
-                    argv=request.argv,
-                    cwd=decision.cwd or "",
-                    actor=actor,
-                    decision="allow",
-                    matched_rule=decision.matched_rule,
-                    reason=decision.reason,
-                )
+    async def _begin(self, actor: str, tool: str, request: Request, decision: Decision) -> int:
+        """The run's journal row, begun."""
+        return await self._db(
+            partial(
+                self.store.jarvis_begin,
+                tool=tool,
+                argv=request.argv,
+                cwd=decision.cwd or "",
+                actor=actor,
+                decision="allow",
+                matched_rule=decision.matched_rule,
+                reason=decision.reason,
             )
-        except BaseException:
-            if slot is not None:
-                self._release(slot)
-            raise
+        )
 
     def _start(self, run_id: int, run: Callable[[], Coroutine[Any, Any, None]]) -> anyio.Event:
         """Run `run` (`_run`) beside the call; the event is set once the run's row is closed."""
@@ -366,6 +375,7 @@ class JarvisService:
             if slot is not None:
                 self._release(slot)
             del self._active[run_id]
+            self._admitted -= 1
             done.set()
 
     async def _execute(

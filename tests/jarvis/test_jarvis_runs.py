@@ -76,6 +76,29 @@ async def test_too_many_active_runs_is_a_429() -> None:
     ]
 
 
+async def test_a_burst_past_the_active_run_cap_runs_only_the_cap_and_refuses_the_rest() -> None:
+    """Five calls at once with room for two: two run, three are 429 before any run ends."""
+    gate = anyio.Event()
+    spy = SpyExecutor(gate)
+    service = make_service(spy, max_active_runs=2)
+    answers: list[httpx.Response] = []
+    async with harness(service) as h:
+
+        async def call(n: int) -> None:
+            answers.append(await h.invoke("jarvis.run.create", argv=["echo", str(n)]))
+
+        async with anyio.create_task_group() as tg:
+            for n in range(5):
+                tg.start_soon(call, n)
+            await until(lambda: len(answers) == 3 and spy.entered == 2)
+            gate.set()
+    statuses = sorted(response.status_code for response in answers)
+    assert statuses == [200, 200, 429, 429, 429]
+    assert len(spy.plans) == 2
+    refused = [r for r in answers if r.status_code == 429]
+    assert {r.json()["error"] for r in refused} == {"too many active runs (at most 2)"}
+
+
 async def test_every_envelope_slot_in_use_is_a_429_with_retry_after_and_is_audited(
     tmp_path: Path,
 ) -> None:
