@@ -96,8 +96,6 @@ class JarvisService:
         self._tasks: anyio.abc.TaskGroup | None = None
         # One store call at a time, off the event loop (SQLite fsyncs).
         self._db_limiter = anyio.CapacityLimiter(1)
-        # Why a run failed, for `jarvis.run.get`; the journal keeps it in the audit outcome.
-        self._details: dict[int, str] = {}
 
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[JarvisService]:
@@ -136,7 +134,10 @@ class JarvisService:
             owner = ProcessIdentity(pid=run.owner_pid, start=run.owner_start, boot_id=run.boot_id)
             if is_alive(owner):
                 continue
-            await self._db(partial(self.store.jarvis_finish, run.run_id, status="uncertain"))
+            detail = "its jarvis process died while it ran"
+            await self._db(
+                partial(self.store.jarvis_finish, run.run_id, status="uncertain", detail=detail)
+            )
             await self._db(
                 partial(
                     self.store.audit,
@@ -146,7 +147,7 @@ class JarvisService:
                     cwd=run.cwd,
                     decision=run.decision,
                     matched_rule=run.matched_rule,
-                    outcome=f"run {run.run_id}: uncertain (its jarvis process died while it ran)",
+                    outcome=f"run {run.run_id}: uncertain ({detail})",
                 )
             )
 
@@ -321,7 +322,7 @@ class JarvisService:
         if record is None or record.decision != "allow":
             raise ToolError(404, f"no run with run_id {run_id}")
         return {
-            **record_fields(record, self._details.get(record.run_id)),
+            **record_fields(record),
             "argv": list(record.argv),
             "cwd": record.cwd or None,
             "matched_rule": record.matched_rule,
@@ -340,7 +341,7 @@ class JarvisService:
     async def _run_fields(self, run_id: int) -> dict[str, Any]:
         record = await self._db(partial(self.store.jarvis_get, run_id))
         assert record is not None
-        return record_fields(record, self._details.get(record.run_id))
+        return record_fields(record)
 
     async def _run(
         self,
@@ -368,8 +369,8 @@ class JarvisService:
                     outcome += f" (exit {end['exit_code']})"
                 if end.get("signal"):
                     outcome += f" ({end['signal']})"
-                if run_id in self._details:
-                    outcome += f": {self._details[run_id]}"
+                if end.get("detail"):
+                    outcome += f": {end['detail']}"
                 await self._audit(actor, tool, request, decision, f"run {run_id}: {outcome}")
         finally:
             if slot is not None:
@@ -394,14 +395,13 @@ class JarvisService:
             # The caller reads the words the wire would carry; the status is jarvis's own.
             error = envelope_error(failure)
             logger.warning("run %d: %s: %s", run_id, error.code.value, error.message)
-            self._details[run_id] = f"{error.code.value}: {error.message}"
-            return {"status": failure_status(failure)}
+            detail = f"{error.code.value}: {error.message}"
+            return {"status": failure_status(failure), "detail": detail}
         except Exception as exc:
             # Not one of the executor's own failures: whether anything ran is unknown.
             logger.exception("run %d: unexpected executor failure", run_id)
-            self._details[run_id] = f"unexpected: {exc}"
-            return {"status": "uncertain"}
-        end = end_fields(run_id, outcome, self._details)
+            return {"status": "uncertain", "detail": f"unexpected: {exc}"}
+        end = end_fields(outcome)
         if sign is not None and end["status"] in ("exited", "deadline"):
             # Its end and its cleanup are proved: signed now, written with the end.
             end["attestation"] = sign(run_id, ticket.run_id, outcome)

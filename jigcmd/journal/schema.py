@@ -146,7 +146,13 @@ _V4 = """
 ALTER TABLE operations ADD COLUMN trace TEXT;
 """
 
-_STEPS: tuple[str, ...] = (_V1, _V2, _V3, _V4)
+# Version 5: why a jarvis run ended as it did (`cancelled: the server shut down`, the
+# envelope's failure), for `jarvis.run.get` after a restart too; NULL for rows before it.
+_V5 = """
+ALTER TABLE jarvis_runs ADD COLUMN detail TEXT;
+"""
+
+_STEPS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _V5)
 # The run of every operation recorded before operation identity belonged to runs.
 LEGACY_RUN = ""
 SCHEMA_VERSION = len(_STEPS)

@@ -18,6 +18,7 @@ import pytest
 from jigcmd.durable import slotqueue
 from jigcmd.envelope.api import EnvelopeFailure, FailureKind
 from jigcmd.journal.reservations import Reservations
+from jigcmd.journal.store import Journal
 from tests.jarvis.jarvis_harness import (
     ACTOR,
     TOKEN,
@@ -300,6 +301,21 @@ async def test_an_envelope_failure_is_recorded_as_failed_only_when_nothing_ran_o
     assert response.json()["status"] == status
     assert record.json()["status"] == status
     assert record.json()["detail"] == detail
+
+
+async def test_a_runs_detail_is_answered_by_the_next_server_on_the_same_journal(
+    tmp_path: Path,
+) -> None:
+    """Why a run failed is kept with it: `run.get` after a restart still says it."""
+    failure = EnvelopeFailure(FailureKind.SETUP_FAILED, "cpu pin", "Invalid argument")
+    with Journal.open(tmp_path) as store:
+        async with harness(make_service(SpyExecutor(failure=failure), store=store)) as h:
+            created = (await h.invoke("jarvis.run.create", argv=["echo", "x"])).json()
+    with Journal.open(tmp_path) as store:
+        async with harness(make_service(SpyExecutor(), store=store)) as h:
+            fetched = (await h.invoke("jarvis.run.get", run_id=created["run_id"])).json()
+    assert created["detail"].startswith("EXECUTION_FAILED: containment envelope incomplete")
+    assert (fetched["status"], fetched["detail"]) == ("failed", created["detail"])
 
 
 async def test_policy_check_decides_without_running_anything() -> None:

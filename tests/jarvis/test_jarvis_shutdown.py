@@ -74,6 +74,7 @@ async def test_a_stop_signal_mid_run_fences_the_run_records_it_and_exits_0(
             (run,) = [journal.jarvis_get(n) for n in (1,)]
         assert run is not None
         assert run.status == "failed", run
+        assert run.detail == "cancelled: the server shut down"
 
 
 def test_a_state_dir_removed_under_jarvis_ends_in_one_line_and_exit_2(tmp_path: Path) -> None:
