@@ -139,3 +139,4 @@ async def test_a_run_left_running_by_a_dead_server_is_closed_as_uncertain(tmp_pa
     assert stored is not None
     assert stored.status == "uncertain"
     assert "uncertain" in rows[0].outcome
+    assert stored.detail == "its jarvis process died while it ran"
