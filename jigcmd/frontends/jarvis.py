@@ -154,7 +154,10 @@ def _jarvis(
     try:
         service = JarvisService(
             policy=setup.rules,
-            executor=NativeExecutor(cgroup_base=setup.cgroup_base),
+            # The zygote's staging mount point is the state directory's `runtime`, as for
+            # `jigcmd serve`, not a new directory in /tmp: no run can work in a directory
+            # that holds a mount (rootfs.py), and /tmp is a working directory rules allow.
+            executor=NativeExecutor(cgroup_base=setup.cgroup_base, state_dir=str(setup.directory)),
             store=journal,
             reservations=Reservations(
                 setup.directory,
@@ -195,11 +198,29 @@ def _application(setup: _Setup, service: JarvisService, journal: Journal) -> Sta
         base,
         HostPaths.of_host(state_dir=setup.directory),
     )
+    for rule, prefix in _cwds_holding(setup.rules, setup.directory):
+        sys.stderr.write(
+            f"jigcmd jarvis: warning: rule {rule!r} allows cwd {prefix}, which holds the state "
+            f"directory {setup.directory} and the envelope's mount there: a run in {prefix} or "
+            "in a directory between fails (nothing runs); use a state directory outside it\n"
+        )
     sys.stderr.write(
         f"jigcmd jarvis: serving {base}/utcp as {setup.credentials.actor} "
         f"(grants: {', '.join(sorted(setup.credentials.grants))}; journal {journal.path})\n"
     )
     return app
+
+
+def _cwds_holding(rules: Policy, directory: Path) -> list[tuple[str, str]]:
+    """(rule, cwd prefix) of every allow rule whose working directories hold `directory`."""
+    real = os.path.realpath(directory)
+    return [
+        (rule.name, prefix)
+        for rule in rules.rules
+        if rule.decision == "allow"
+        for prefix in rule.cwd or ()
+        if real.startswith(os.path.realpath(prefix).rstrip("/") + "/")
+    ]
 
 
 def _close(journal: Journal) -> bool:

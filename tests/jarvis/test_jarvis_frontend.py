@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from jigcmd.frontends.jarvis import jarvis, jarvis_audit
+from jigcmd.frontends.jarvis import _cwds_holding, jarvis, jarvis_audit
+from jigcmd.jarvis.policy import parse_policy
 from jigcmd.jarvis.server import LoopbackError, bind_loopback
 from jigcmd.journal.store import Journal
 from tests.jarvis.jarvis_harness import ACTOR, TOKEN, SpyExecutor, harness, make_service
@@ -140,3 +141,17 @@ async def test_a_run_left_running_by_a_dead_server_is_closed_as_uncertain(tmp_pa
     assert stored.status == "uncertain"
     assert "uncertain" in rows[0].outcome
     assert stored.detail == "its jarvis process died while it ran"
+
+
+def test_a_rule_whose_working_directories_hold_the_state_directory_is_named(
+    tmp_path: Path,
+) -> None:
+    """The rules that allow a cwd holding the state directory (and its mount) are found."""
+    state = tmp_path / "state"
+    policy = parse_policy(
+        'search_path = ["/usr/bin"]\n'
+        f'[[rule]]\nname = "above"\ndecision = "allow"\nargv0 = ["ls"]\ncwd = ["{tmp_path}"]\n'
+        f'[[rule]]\nname = "below"\ndecision = "allow"\nargv0 = ["ls"]\ncwd = ["{state}"]\n'
+        f'[[rule]]\nname = "deny"\ndecision = "deny"\nargv0 = ["ls"]\ncwd = ["{tmp_path}"]\n'
+    )
+    assert _cwds_holding(policy, state) == [("above", str(tmp_path))]
