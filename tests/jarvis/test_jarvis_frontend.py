@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from jigcmd.cli import main
 from jigcmd.frontends.jarvis import _cwds_holding, jarvis, jarvis_audit
 from jigcmd.jarvis.policy import parse_policy
 from jigcmd.jarvis.server import LoopbackError, bind_loopback
@@ -77,6 +78,24 @@ def test_jarvis_refuses_a_broken_policy_with_a_precise_error(
     assert f"{path}: " in err
     assert message in err
     assert TOKEN not in err
+
+
+@pytest.mark.parametrize(
+    ("option", "message"),
+    [
+        (["--port", "70000"], "argument --port: 70000 is not a port (0 to 65535; 0: any free one)"),
+        (["--port", "-1"], "argument --port: -1 is not a port"),
+        (["--max-envelopes", "0"], "argument --max-envelopes: 0 is not at least 1"),
+    ],
+)
+def test_an_impossible_port_or_slot_count_is_a_usage_error(
+    option: list[str], message: str, policy_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Refused as the command line is read: exit 2 and argparse's words, no traceback."""
+    assert main(["jarvis", "--policy", str(policy_file), *option]) == 2
+    err = capsys.readouterr().err
+    assert f"jigcmd jarvis: error: {message}" in err
+    assert "Traceback" not in err
 
 
 def test_jarvis_refuses_a_non_loopback_host(
