@@ -20,7 +20,7 @@ from typing import Any
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -200,10 +200,20 @@ async def _read_json(request: Request) -> object:
     if declared is not None and (not declared.isdigit() or int(declared) > MAX_BODY_BYTES):
         raise ToolError(413, f"request body larger than {MAX_BODY_BYTES} bytes")
     body = bytearray()
-    async for chunk in request.stream():
-        body += chunk
-        if len(body) > MAX_BODY_BYTES:
-            raise ToolError(413, f"request body larger than {MAX_BODY_BYTES} bytes")
+    try:
+        async for chunk in request.stream():
+            body += chunk
+            if len(body) > MAX_BODY_BYTES:
+                raise ToolError(413, f"request body larger than {MAX_BODY_BYTES} bytes")
+    except ClientDisconnect:
+        # The client went away, or its body deadline closed the connection (the 408 is
+        # written, http11.py): nobody reads an answer, and it is no fault of the server's.
+        logger.info(
+            "%s %s: connection closed before the request body was complete",
+            request.method,
+            request.url.path,
+        )
+        raise ToolError(400, "connection closed before the request body was complete") from None
     try:
         return loads(bytes(body))
     except StrictJSONError as exc:
