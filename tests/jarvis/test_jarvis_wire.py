@@ -75,3 +75,55 @@ async def test_a_body_that_never_completes_is_one_info_line_not_a_traceback(
         "POST /tools/invoke: connection closed before the request body was complete"
     )
     assert [r for r in server_log.records if r.levelno >= logging.ERROR] == []
+
+
+_CHECK = b'{"tool":"jarvis.policy.check","args":{"argv":["echo","x"]}}'
+
+
+def _request(port: int, head_bytes: int, *, close: bool = False) -> bytes:
+    """A whole `policy.check` request whose head is exactly `head_bytes` long."""
+    extra = b"Connection: close\r\n" if close else b""
+    head = _head(port, len(_CHECK)).replace(b"\r\n\r\n", b"\r\n" + extra + b"X-Pad: \r\n\r\n")
+    padded = head.replace(b"X-Pad: ", b"X-Pad: " + b"a" * (head_bytes - len(head)))
+    assert len(padded) == head_bytes
+    return padded + _CHECK
+
+
+async def _answers(port: int, data: bytes) -> bytes:
+    async with await anyio.connect_tcp("127.0.0.1", port) as stream:
+        await stream.send(data)
+        return await _until_closed(stream)
+
+
+@pytest.mark.parametrize("head_bytes", [16 * 1024 + 1, 60_000, 120_000])
+async def test_a_head_past_16_kib_read_whole_is_a_400_json_error_and_closed(
+    head_bytes: int,
+) -> None:
+    """h11 bounds only a head it still waits for; one that arrives whole is bounded too."""
+    spy = SpyExecutor()
+    async with live_server(make_service(spy)) as base:
+        port = _port(base)
+        answer = await _answers(port, _request(port, head_bytes))
+    head, _, body = answer.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 400 "), answer
+    assert b"content-type: application/json" in head
+    assert b"connection: close" in head
+    assert body == b'{"error":"request head larger than 16384 bytes"}'
+
+
+async def test_a_head_of_exactly_16_kib_is_answered() -> None:
+    """The bound itself is allowed."""
+    async with live_server(make_service(SpyExecutor())) as base:
+        port = _port(base)
+        answer = await _answers(port, _request(port, 16 * 1024, close=True))
+    assert answer.startswith(b"HTTP/1.1 200 "), answer
+
+
+async def test_a_pipelined_head_past_the_bound_is_refused_after_the_first_answer() -> None:
+    """Read with the request before it, the second head is measured once its turn comes."""
+    async with live_server(make_service(SpyExecutor())) as base:
+        port = _port(base)
+        answer = await _answers(port, _request(port, 200) + _request(port, 20_000))
+    first, _, second = answer.partition(b"HTTP/1.1 400 ")
+    assert first.startswith(b"HTTP/1.1 200 "), answer
+    assert second.endswith(b'{"error":"request head larger than 16384 bytes"}'), answer
