@@ -240,9 +240,11 @@ class RunCollector:
     def _outcome(self, begin: float) -> RunOutcome:
         end = self.end
         if isinstance(end, Failed):
+            kind = FailureKind.SETUP_FAILED
             if end.step == "deadline":
-                raise EnvelopeFailure(FailureKind.DEADLINE_BEFORE_START, end.step, end.error)
-            kind = FailureKind.INIT_LOST if end.step == INIT_LOST else FailureKind.SETUP_FAILED
+                kind = FailureKind.DEADLINE_BEFORE_START
+            elif end.step == INIT_LOST:
+                kind = FailureKind.INIT_LOST
             raise EnvelopeFailure(
                 kind,
                 end.step,

@@ -39,15 +39,17 @@ def decision_fields(decision: Decision) -> dict[str, Any]:
     }
 
 
-# The envelope failures after which nothing ran and nothing is left: the run `failed`.
-# Every other (a cleanup unproved, pid 1 lost, the reports stopped, a deadline or a cancel
-# that came first) leaves it `uncertain`.
+# The envelope failures after which nothing ran and nothing is left: the run `failed` (a
+# deadline that passed before the program could start among them: its detail says so).
+# Every other (a cleanup unproved, pid 1 lost, the reports stopped, a cancel that came
+# first) leaves it `uncertain`.
 _FAILED = frozenset(
     {
         FailureKind.ZYGOTE_NOT_STARTED,
         FailureKind.ENVELOPE_UNAVAILABLE,
         FailureKind.ZYGOTE_UNREACHABLE,
         FailureKind.SETUP_FAILED,
+        FailureKind.DEADLINE_BEFORE_START,
     }
 )
 

@@ -277,6 +277,12 @@ async def test_an_allowed_run_is_executed_once_recorded_and_audited() -> None:
             id="setup-failed-cleanup-unproved",
         ),
         pytest.param(
+            EnvelopeFailure(FailureKind.DEADLINE_BEFORE_START, "deadline", "too late"),
+            "failed",
+            "DEADLINE_EXCEEDED: the deadline passed before the candidate started; nothing ran",
+            id="deadline-before-start",
+        ),
+        pytest.param(
             EnvelopeFailure(FailureKind.INIT_LOST, "init lost", "pid 1 of the envelope died"),
             "uncertain",
             "UNCERTAIN: pid 1 of the envelope died; the envelope was cleaned up",
