@@ -17,8 +17,8 @@ from starlette.applications import Starlette
 
 from jigcmd.attest.attester import Attester
 from jigcmd.attest.keys import SigningKeyError, open_signing_key
-from jigcmd.durable.host import open_host, state_directory
-from jigcmd.durable.statedir import StateDirError
+from jigcmd.durable.host import open_host
+from jigcmd.durable.statedir import StateDirError, default_state_dir, existing_state_dir
 from jigcmd.envelope.cgroups import CgroupUnavailable
 from jigcmd.envelope.delegation import DelegationError
 from jigcmd.envelope.native import NativeExecutor
@@ -33,7 +33,7 @@ from jigcmd.jarvis.service import DEFAULT_QUEUE_WAIT_S, JarvisService
 from jigcmd.jarvis.statements import RunSigning
 from jigcmd.journal.reservations import Reservations, default_slots
 from jigcmd.journal.schema import SchemaError
-from jigcmd.journal.store import Journal, JournalError, JournalUnusable
+from jigcmd.journal.store import DB_NAME, Journal, JournalError, JournalUnusable
 from jigcmd.jsonio import readable
 from jigcmd.server.hostpaths import HostPaths
 
@@ -236,7 +236,8 @@ def _close(journal: Journal) -> bool:
 def jarvis_audit(state_dir: Path | None, limit: int) -> int:
     """Print the newest `limit` audit rows, oldest first, one JSON object per line."""
     try:
-        directory = state_directory(state_dir)
+        # Read only: a mistyped --state-dir gets no new directory and journal.
+        directory = existing_state_dir(state_dir or default_state_dir(), holding=DB_NAME)
     except StateDirError as exc:
         sys.stderr.write(f"jigcmd jarvis-audit: {exc}\n")
         return EXIT_CONFIG

@@ -135,6 +135,19 @@ async def test_the_journal_serves_as_the_run_store_and_audit_prints_it(
     assert TOKEN not in json.dumps(lines)
 
 
+def test_audit_of_a_mistyped_state_dir_creates_nothing_and_exits_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`jarvis-audit --state-dir /typo/path`: one line naming the path, no directory, no journal."""
+    assert jarvis_audit(tmp_path / "typo" / "path", 10) == 2
+    err = capsys.readouterr().err
+    assert err == (
+        f"jigcmd jarvis-audit: state directory {tmp_path}/typo/path does not exist (nothing was "
+        "created); check --state-dir\n"
+    )
+    assert list(tmp_path.iterdir()) == []
+
+
 async def test_a_run_left_running_by_a_dead_server_is_closed_as_uncertain(tmp_path: Path) -> None:
     """On start, a `running` row whose owner process is gone becomes `uncertain` and is audited."""
     state = tmp_path / "state"
