@@ -235,6 +235,19 @@ def test_a_program_the_envelope_cannot_show_is_denied() -> None:
     assert "outside host_dirs" in decision.reason
 
 
+def test_the_denial_names_the_program_path_the_envelope_cannot_show() -> None:
+    """`/proc/self/root/usr/bin/echo` is the path outside host_dirs, not `/usr/bin/echo`."""
+    host = FakeHost()
+    host.links["/proc/self/root"] = "/"
+    request = Request(argv=("/proc/self/root/usr/bin/echo",))
+    decision = evaluate(parse_policy(BASE + rule("echo")), request, host)
+    assert (decision.decision, decision.matched_rule) == ("deny", "echo")
+    assert decision.reason == (
+        "rule 'echo' matched, but program '/proc/self/root/usr/bin/echo' is outside host_dirs "
+        "and cwd, so the envelope cannot show it"
+    )
+
+
 def test_a_real_symlink_cannot_carry_cwd_out_of_its_prefix(tmp_path: Path) -> None:
     """On the real filesystem a symlink inside an allowed prefix pointing outside is denied."""
     allowed, outside = tmp_path / "allowed", tmp_path / "outside"
