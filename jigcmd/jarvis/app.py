@@ -2,10 +2,13 @@
 
 Order of checks, each ending the request with a JSON `{"error": …}` body:
 
+0. served by `jigcmd jarvis`, the connection itself (`http11.py`) comes first: a head it
+   cannot parse or past 16 KiB (400), then the bearer token as soon as the head is in (403,
+   the connection closed, the body unread), so a wrong token is refused before the `Host`;
 1. `Host` must name the bound loopback address (421), and no browser `Origin` (403) — the
    DNS-rebinding defence runs before routing, so even 404s are not served to a browser;
 2. unknown path 404, wrong method 405;
-3. `Authorization: Bearer <token>` (403), on every route;
+3. `Authorization: Bearer <token>` (403), on every route (again, behind `http11.py`);
 4. `Content-Type: application/json` (415), body at most `MAX_BODY_BYTES` (413), strict JSON (400);
 5. `{tool, args}` shape (400), unknown tool (404), capability (403 `capability denied`),
    arguments (400); then the tool itself (a denial is a result, not an error).

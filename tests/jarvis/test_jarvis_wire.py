@@ -127,3 +127,16 @@ async def test_a_pipelined_head_past_the_bound_is_refused_after_the_first_answer
     first, _, second = answer.partition(b"HTTP/1.1 400 ")
     assert first.startswith(b"HTTP/1.1 200 "), answer
     assert second.endswith(b'{"error":"request head larger than 16384 bytes"}'), answer
+
+
+async def test_the_connection_refuses_a_wrong_token_before_the_app_reads_the_host() -> None:
+    """The order app.py states: a foreign Host with a wrong token is 403, with the right one 421."""
+    async with live_server(make_service(SpyExecutor())) as base:
+        port = _port(base)
+        request = _request(port, 300, close=True).replace(
+            f"Host: 127.0.0.1:{port}".encode(), b"Host: attacker.example"
+        )
+        wrong = await _answers(port, request.replace(TOKEN.encode(), b"jv_wrong-token-0123456789"))
+        right = await _answers(port, request)
+    assert wrong.startswith(b"HTTP/1.1 403 "), wrong
+    assert right.startswith(b"HTTP/1.1 421 "), right
