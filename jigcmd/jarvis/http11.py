@@ -8,7 +8,8 @@ its `limit_concurrency` answers 503 only once a head is complete. Each connectio
   answer (a deadline, not reset by a trickle of bytes): otherwise 408 and closed (an idle
   keep-alive connection is closed without a word, as uvicorn does);
 - may send a head of at most `max_head_bytes`, however it arrives (`headsize.py`; h11 bounds
-  only an incomplete one): otherwise 400 and closed;
+  only an incomplete one): otherwise 400 and closed, like a request h11 cannot parse (both
+  as JSON errors, the one shape jarvis answers in);
 - must then deliver its body within `body_timeout_s`: otherwise 408 (when no answer began)
   and closed;
 - has its bearer token checked as soon as the head is in, before the application sees the
@@ -163,6 +164,12 @@ class BoundedH11Protocol(H11Protocol):
                     f"request body not complete within {self.limits.body_timeout_s:g} s",
                 )
             )
+        self.transport.close()
+
+    def send_400_response(self, msg: str) -> None:
+        """uvicorn's answer to a request h11 cannot parse, in the one JSON error shape."""
+        self._disarm()
+        self.transport.write(raw_error(400, "Bad Request", f"malformed request: {msg}"))
         self.transport.close()
 
     def _head_too_large(self) -> None:

@@ -140,3 +140,20 @@ async def test_the_connection_refuses_a_wrong_token_before_the_app_reads_the_hos
         right = await _answers(port, request)
     assert wrong.startswith(b"HTTP/1.1 403 "), wrong
     assert right.startswith(b"HTTP/1.1 421 "), right
+
+
+@pytest.mark.parametrize(
+    "garbage",
+    [
+        pytest.param(b"NOT HTTP AT ALL\r\n\r\n", id="request-line"),
+        pytest.param(b"POST /tools/invoke HTTP/1.1\r\nHost: x\r\nbad header\r\n\r\n", id="header"),
+    ],
+)
+async def test_a_request_h11_cannot_parse_is_a_400_json_error_and_closed(garbage: bytes) -> None:
+    """h11's own refusals are answered in the one JSON error shape too, never plain text."""
+    async with live_server(make_service(SpyExecutor())) as base:
+        answer = await _answers(_port(base), garbage)
+    head, _, body = answer.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 400 "), answer
+    assert b"content-type: application/json" in head.lower()
+    assert body == b'{"error":"malformed request: Invalid HTTP request received."}'
