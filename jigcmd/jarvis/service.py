@@ -270,13 +270,16 @@ class JarvisService:
     ) -> Slot | None:
         """An envelope slot, waited for in arrival order within the call's bound; else 429.
 
-        The bound is the least of the server's queue wait, the run's own timeout and the
-        early answer (UTCP's HTTP client gives up after 30 s).
+        The bound is the least of the server's queue wait, the call's own `timeout_ms` (as its
+        rule caps it; a call without one is not bound by the policy's ceiling) and the early
+        answer (UTCP's HTTP client gives up after 30 s).
         """
         if self._reservations is None:
             return None
-        assert decision.timeout_ms is not None
-        bound = min(self._queue_wait, decision.timeout_ms / 1000, self._early)
+        bound = min(self._queue_wait, self._early)
+        if request.timeout_ms is not None:
+            assert decision.timeout_ms is not None
+            bound = min(bound, decision.timeout_ms / 1000)
         try:
             return await self._slots.acquire("jarvis", deadline=arrived + bound, cancel=self._stop)
         except JigError as exc:

@@ -21,6 +21,7 @@ from jigcmd.journal.reservations import Reservations
 from jigcmd.journal.store import Journal
 from tests.jarvis.jarvis_harness import (
     ACTOR,
+    POLICY,
     TOKEN,
     SpyExecutor,
     auth,
@@ -159,6 +160,22 @@ async def test_the_wait_for_a_slot_is_bounded_by_the_runs_own_timeout(tmp_path: 
     try:
         async with harness(service) as h:
             refused = await h.invoke("jarvis.run.create", argv=["echo", "x"], timeout_ms=300)
+    finally:
+        held.release()
+    assert refused.status_code == 429
+    assert "for the 0.3 s this call may wait" in refused.json()["error"]
+
+
+async def test_a_call_without_its_own_timeout_waits_the_whole_queue_wait(tmp_path: Path) -> None:
+    """No timeout_ms: the rule's 100 ms cap does not shorten the 0.3 s queue wait."""
+    slots = Reservations(tmp_path, 1)
+    held = slots.acquire("another jigcmd")
+    assert held is not None
+    policy = POLICY + "timeout_ms_max = 100\n"
+    service = make_service(SpyExecutor(), policy=policy, reservations=slots, queue_wait=0.3)
+    try:
+        async with harness(service) as h:
+            refused = await h.invoke("jarvis.run.create", argv=["echo", "x"])
     finally:
         held.release()
     assert refused.status_code == 429
