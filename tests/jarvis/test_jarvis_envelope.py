@@ -30,6 +30,7 @@ from tests.jarvis.jarvis_harness import (
     make_service,
 )
 from tests.jarvis.utcp_setup import body, manual_template, utcp_client
+from tests.optional import require_tools
 from tests.required import usable_cgroups
 
 pytestmark = pytest.mark.envelope
@@ -139,6 +140,25 @@ def test_the_example_policys_echo_in_tmp_runs_in_tmp(workdir: Path) -> None:
     answer = response.json()
     assert answer["matched_rule"] == "echo-in-tmp", answer
     assert (answer["status"], answer["stdout"]["text"]) == ("exited", "in tmp\n"), answer
+
+
+async def test_the_example_git_status_rule_runs_git_status_in_a_repository(
+    executor: NativeExecutor, workdir: Path
+) -> None:
+    """The documented call works as uid 65534: no `dubious ownership` refusal."""
+    require_tools("git", what="the example policy's git-status rule")
+    repo = workdir / "repo"
+    repo.mkdir()
+    await anyio.run_process(["git", "init", "-q", str(repo)])
+    (repo / "new.txt").write_text("x\n")
+    example = Path(__file__).parents[2] / "jigcmd" / "jarvis" / "example-policy.toml"
+    policy = example.read_text().replace('"/srv/projects"', f'"{workdir}"')
+    argv = ["git", "-c", "safe.directory=*", "status", "--short"]
+    async with harness(make_service(executor, policy=policy)) as h:
+        response = await h.invoke("jarvis.run.create", argv=argv, cwd=str(repo))
+    answer = response.json()
+    assert answer["matched_rule"] == "git-status", answer
+    assert (answer["exit_code"], answer["stdout"]["text"]) == (0, "?? new.txt\n"), answer
 
 
 async def test_a_denied_argv_never_starts_a_process(

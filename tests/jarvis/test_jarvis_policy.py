@@ -99,6 +99,17 @@ def test_the_example_policy_parses() -> None:
     assert len(parse_policy(example.read_text()).rules) >= 3
 
 
+@pytest.mark.parametrize(
+    "args",
+    [["-r", "x"], ["-fR", "x"], ["--recursive", "x"], ["--recur", "x"], ["--r", "x"], ["-vrf"]],
+)
+def test_the_example_no_recursive_rm_denies_what_rm_reads_as_recursive(args: list[str]) -> None:
+    """Clusters holding r or R, and every abbreviation of --recursive (GNU getopt_long)."""
+    example = Path(__file__).parents[2] / "jigcmd" / "jarvis" / "example-policy.toml"
+    decision = evaluate(parse_policy(example.read_text()), Request(("rm", *args)), FakeHost())
+    assert (decision.decision, decision.matched_rule) == ("deny", "no-recursive-rm")
+
+
 def test_nothing_matches_by_default() -> None:
     """With no rules every request is denied with no matched rule."""
     decision = decide("", ["echo", "hi"])
