@@ -39,6 +39,17 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _port(text: str) -> int:
+    """`--port`: a TCP port, or 0 for any free one."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"{value} is not a port (0 to 65535; 0: any free one)")
+    return value
+
+
 _STATE_DIR_HELP = (
     "journal and envelope slots (default: $JIGCMD_STATE_DIR, else /var/lib/jigcmd for root, "
     "else $XDG_STATE_HOME/jigcmd or ~/.local/state/jigcmd)"
@@ -62,7 +73,7 @@ def _ownership_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--state-dir", type=Path, help=_STATE_DIR_HELP)
     parser.add_argument(
         "--max-envelopes",
-        type=int,
+        type=_positive_int,
         help="envelope slots shared by every jigcmd using the state directory (default: "
         "min(half the available memory / 256 MiB, 2 x CPUs, 16), at least 1)",
     )
@@ -263,7 +274,9 @@ def _jarvis_options(jarvis: argparse.ArgumentParser) -> None:
     """`jigcmd jarvis`'s options."""
     jarvis.add_argument("--policy", required=True, type=Path, help="the TOML rule file")
     jarvis.add_argument("--host", default="127.0.0.1", help="loopback address (default 127.0.0.1)")
-    jarvis.add_argument("--port", type=int, default=7777, help="port (default 7777)")
+    jarvis.add_argument(
+        "--port", type=_port, default=7777, help="port (default 7777; 0: any free one)"
+    )
     jarvis.add_argument(
         "--max-connections",
         type=_positive_int,

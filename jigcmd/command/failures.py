@@ -53,9 +53,10 @@ def envelope_error(failure: EnvelopeFailure) -> JigError:
                 return JigError(Code.EXECUTION_FAILED, message)
             return JigError(Code.UNCERTAIN, f"{message}; cleanup not confirmed: {problems}")
         case FailureKind.DEADLINE_BEFORE_START:
-            return JigError(
-                Code.DEADLINE_EXCEEDED, "the deadline passed before the candidate started"
-            )
+            message = "the deadline passed before the candidate started; nothing ran"
+            if failure.cleaned_up:
+                return JigError(Code.DEADLINE_EXCEEDED, message)
+            return JigError(Code.UNCERTAIN, f"{message}; cleanup not confirmed: {problems}")
         case FailureKind.CANCELLED_BEFORE_DISPATCH:
             return JigError(Code.CANCELLED, "cancelled before dispatch; nothing ran")
         case FailureKind.INIT_LOST:

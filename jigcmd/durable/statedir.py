@@ -7,7 +7,9 @@ process that uses the same directory shares its operation identities and its env
 
 The directory is created 0700. An existing one is refused when it is not a directory, is
 owned by another user, or is writable by group or others: whoever can write it can forge
-journal rows or hold every slot.
+journal rows or hold every slot. A verb that only reads what was recorded there
+(`existing_state_dir`) creates nothing: a directory that is missing, or holds no journal,
+is refused with its path.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import stat
 from collections.abc import Mapping
 from pathlib import Path
 
-__all__ = ["StateDirError", "default_state_dir", "prepare_state_dir"]
+__all__ = ["StateDirError", "default_state_dir", "existing_state_dir", "prepare_state_dir"]
 
 _ROOT_DEFAULT = Path("/var/lib/jigcmd")
 
@@ -63,6 +65,35 @@ def prepare_state_dir(path: Path) -> Path:
         info = os.stat(path)
     except OSError as exc:
         raise StateDirError(f"state directory {path} cannot be read: {exc.strerror}") from exc
+    return _checked(path, info)
+
+
+def existing_state_dir(path: Path, *, holding: str) -> Path:
+    """`path`, absolute, checked as `prepare_state_dir` checks it; never creates anything.
+
+    For a verb that reads what was recorded there: a missing directory, or one without the
+    file `holding` (the journal), is refused naming the path.
+    """
+    path = Path(os.path.abspath(path))
+    try:
+        info = os.stat(path)
+    except FileNotFoundError:
+        raise StateDirError(
+            f"state directory {path} does not exist (nothing was created); check --state-dir"
+        ) from None
+    except OSError as exc:
+        raise StateDirError(f"state directory {path} cannot be read: {exc.strerror}") from exc
+    _checked(path, info)
+    if not (path / holding).exists():
+        raise StateDirError(
+            f"state directory {path} holds no {holding}: nothing was recorded there "
+            "(nothing was created); check --state-dir"
+        )
+    return path
+
+
+def _checked(path: Path, info: os.stat_result) -> Path:
+    """`path` if it is a directory of ours that no one else may write; else StateDirError."""
     if not stat.S_ISDIR(info.st_mode):
         raise StateDirError(f"state directory {path} is not a directory")
     if info.st_uid != os.geteuid():

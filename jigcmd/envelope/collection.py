@@ -241,10 +241,10 @@ class RunCollector:
     def _outcome(self, begin: float) -> RunOutcome:
         end = self.end
         if isinstance(end, Failed):
-            if end.step == "deadline":
-                raise EnvelopeFailure(FailureKind.DEADLINE_BEFORE_START, end.step, end.error)
             kind = FailureKind.SETUP_FAILED
-            if end.step == INIT_LOST:
+            if end.step == "deadline":
+                kind = FailureKind.DEADLINE_BEFORE_START
+            elif end.step == INIT_LOST:
                 kind = FailureKind.INIT_LOST
             elif end.step in CHANGED_STEPS:
                 kind = FailureKind.PATH_CHANGED

@@ -26,6 +26,7 @@ runs, so its root is built per run.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import posixpath
 import stat
@@ -322,13 +323,45 @@ def _bind(
             os.close(os.open(target, _NEW_FILE, 0o644))
         except OSError as exc:
             raise RootfsError(f"bind {inside}", exc.strerror or "") from exc
-    _step(f"bind {inside}", sc.mount, source, target, None, sc.MS_BIND)
+    try:
+        sc.mount(source, target, None, sc.MS_BIND)
+    except OSError as exc:
+        raise RootfsError(f"bind {inside}", _bind_refused(exc, shown, is_dir)) from exc
     flags = sc.MS_REMOUNT | sc.MS_BIND | sc.MS_NOSUID | _locked_flags(target)
     if not devices:
         flags |= sc.MS_NODEV
     if not writable:
         flags |= sc.MS_RDONLY
     _step(f"remount {inside}", sc.mount, None, target, None, flags)
+
+
+def _bind_refused(exc: OSError, shown: str, is_dir: bool) -> str:
+    """Why the kernel refused to bind `shown`, in words that say what to change.
+
+    A bind is not recursive, and the kernel refuses one (EINVAL) of a directory with a mount
+    inside it that came from a more privileged namespace: what that mount hides would show.
+    """
+    below = _mount_below(shown) if is_dir and exc.errno == errno.EINVAL else None
+    if below is None:
+        return exc.strerror or str(exc)
+    return (
+        f"{shown} holds a mount ({below}), and the kernel binds a directory only with the "
+        "mounts inside it, which the envelope never shows; choose a directory that holds none"
+    )
+
+
+def _mount_below(directory: str) -> str | None:
+    """A mount point strictly below host `directory` (seen below /oldroot), if one is found."""
+    inside = f"{_OLD}{directory.rstrip('/')}/"
+    try:
+        with open(f"{_OLD}/proc/self/mountinfo", encoding="utf-8", errors="replace") as lines:
+            for line in lines:
+                fields = line.split(" ", 5)
+                if len(fields) > 4 and fields[4].startswith(inside):
+                    return fields[4].removeprefix(_OLD)
+    except OSError:
+        return None
+    return None
 
 
 def _candidate_mount(root: str) -> None:

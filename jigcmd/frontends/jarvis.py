@@ -17,8 +17,8 @@ from starlette.applications import Starlette
 
 from jigcmd.attest.attester import Attester
 from jigcmd.attest.keys import SigningKeyError, open_signing_key
-from jigcmd.durable.host import open_host, state_directory
-from jigcmd.durable.statedir import StateDirError
+from jigcmd.durable.host import open_host
+from jigcmd.durable.statedir import StateDirError, default_state_dir, existing_state_dir
 from jigcmd.envelope.cgroups import CgroupUnavailable
 from jigcmd.envelope.delegation import DelegationError
 from jigcmd.envelope.native import NativeExecutor
@@ -33,7 +33,7 @@ from jigcmd.jarvis.service import DEFAULT_QUEUE_WAIT_S, JarvisService
 from jigcmd.jarvis.statements import RunSigning
 from jigcmd.journal.reservations import Reservations, default_slots
 from jigcmd.journal.schema import SchemaError
-from jigcmd.journal.store import Journal, JournalError, JournalUnusable
+from jigcmd.journal.store import DB_NAME, Journal, JournalError, JournalUnusable
 from jigcmd.jsonio import readable
 from jigcmd.server.hostpaths import HostPaths
 
@@ -154,7 +154,10 @@ def _jarvis(
     try:
         service = JarvisService(
             policy=setup.rules,
-            executor=NativeExecutor(cgroup_base=setup.cgroup_base),
+            # The zygote's staging mount point is the state directory's `runtime`, as for
+            # `jigcmd serve`, not a new directory in /tmp: no run can work in a directory
+            # that holds a mount (rootfs.py), and /tmp is a working directory rules allow.
+            executor=NativeExecutor(cgroup_base=setup.cgroup_base, state_dir=str(setup.directory)),
             store=journal,
             reservations=Reservations(
                 setup.directory,
@@ -196,11 +199,29 @@ def _application(setup: _Setup, service: JarvisService, journal: Journal) -> Sta
         base,
         HostPaths.of_host(state_dir=setup.directory),
     )
+    for rule, prefix in _cwds_holding(setup.rules, setup.directory):
+        sys.stderr.write(
+            f"jigcmd jarvis: warning: rule {rule!r} allows cwd {prefix}, which holds the state "
+            f"directory {setup.directory} and the envelope's mount there: a run in {prefix} or "
+            "in a directory between fails (nothing runs); use a state directory outside it\n"
+        )
     sys.stderr.write(
         f"jigcmd jarvis: serving {base}/utcp as {setup.credentials.actor} "
         f"(grants: {', '.join(sorted(setup.credentials.grants))}; journal {journal.path})\n"
     )
     return app
+
+
+def _cwds_holding(rules: Policy, directory: Path) -> list[tuple[str, str]]:
+    """(rule, cwd prefix) of every allow rule whose working directories hold `directory`."""
+    real = os.path.realpath(directory)
+    return [
+        (rule.name, prefix)
+        for rule in rules.rules
+        if rule.decision == "allow"
+        for prefix in rule.cwd or ()
+        if real.startswith(os.path.realpath(prefix).rstrip("/") + "/")
+    ]
 
 
 def _close(journal: Journal) -> bool:
@@ -216,7 +237,8 @@ def _close(journal: Journal) -> bool:
 def jarvis_audit(state_dir: Path | None, limit: int) -> int:
     """Print the newest `limit` audit rows, oldest first, one JSON object per line."""
     try:
-        directory = state_directory(state_dir)
+        # Read only: a mistyped --state-dir gets no new directory and journal.
+        directory = existing_state_dir(state_dir or default_state_dir(), holding=DB_NAME)
     except StateDirError as exc:
         sys.stderr.write(f"jigcmd jarvis-audit: {exc}\n")
         return EXIT_CONFIG

@@ -3,10 +3,13 @@
 Each tool has its own URL (`tools.tool_path`): the URL chooses the tool, never the body.
 Order of checks, each ending the request with a JSON `{"error": …}` body:
 
+0. served by `jigcmd jarvis`, the connection itself (`http11.py`) comes first: a head it
+   cannot parse or past 16 KiB (400), then the bearer token as soon as the head is in (403,
+   the connection closed, the body unread), so a wrong token is refused before the `Host`;
 1. `Host` must name the bound loopback address (421), and no browser `Origin` (403) — the
    DNS-rebinding defence runs before routing, so even 404s are not served to a browser;
 2. unknown path 404, wrong method 405;
-3. `Authorization: Bearer <token>` (403), on every route;
+3. `Authorization: Bearer <token>` (403), on every route (again, behind `http11.py`);
 4. unknown tool (404); the retired `POST /tools/invoke`, whose body chose the tool (410);
 5. `Content-Type: application/json` (415), body at most `MAX_BODY_BYTES` (413), strict JSON (400);
 6. `{tool?, args}` shape, a `tool` other than the URL's (400), capability (403 `capability
@@ -22,7 +25,7 @@ from typing import Any
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -247,10 +250,20 @@ async def _read_json(request: Request) -> object:
     if declared is not None and (not declared.isdigit() or int(declared) > MAX_BODY_BYTES):
         raise ToolError(413, f"request body larger than {MAX_BODY_BYTES} bytes")
     body = bytearray()
-    async for chunk in request.stream():
-        body += chunk
-        if len(body) > MAX_BODY_BYTES:
-            raise ToolError(413, f"request body larger than {MAX_BODY_BYTES} bytes")
+    try:
+        async for chunk in request.stream():
+            body += chunk
+            if len(body) > MAX_BODY_BYTES:
+                raise ToolError(413, f"request body larger than {MAX_BODY_BYTES} bytes")
+    except ClientDisconnect:
+        # The client went away, or its body deadline closed the connection (the 408 is
+        # written, http11.py): nobody reads an answer, and it is no fault of the server's.
+        logger.info(
+            "%s %s: connection closed before the request body was complete",
+            request.method,
+            request.url.path,
+        )
+        raise ToolError(400, "connection closed before the request body was complete") from None
     try:
         return loads(bytes(body))
     except StrictJSONError as exc:

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 
 __all__ = [
     "CAPABILITIES",
+    "MIN_TOKEN_BYTES",
     "AuthError",
     "ConfigError",
     "Credentials",
@@ -22,6 +23,8 @@ __all__ = [
 ]
 
 CAPABILITIES = ("policy:check", "run:create", "run:read")
+# Shorter is guessable; the README's recipe makes 32 (16 random bytes in hex).
+MIN_TOKEN_BYTES = 16
 TOKEN_ENV = "JARVIS_BEARER_TOKEN"  # noqa: S105 - the variable's name, not a secret
 CAPABILITIES_ENV = "JARVIS_UTCP_CAPABILITIES"
 # The fingerprint's fixed tag. Never taken from the token: which of its characters are a
@@ -64,8 +67,7 @@ class Credentials:
     __slots__ = ("_digest", "actor", "grants")
 
     def __init__(self, token: str, grants: frozenset[str]) -> None:
-        if not token or token != token.strip() or any(c.isspace() for c in token):
-            raise ConfigError(f"{TOKEN_ENV} must be a non-empty token without whitespace")
+        _check_token(token)
         self._digest = hashlib.sha256(token.encode("utf-8")).digest()
         self.actor = fingerprint(token)
         self.grants = grants
@@ -90,9 +92,31 @@ class Credentials:
         return self.actor
 
 
+def _check_token(token: str) -> None:
+    """Refuse a token no client could present, or one too short to be a secret.
+
+    The messages never show the token, nor any character of it.
+    """
+    if any(c.isspace() for c in token):
+        raise ConfigError(f"{TOKEN_ENV} must be a token without whitespace")
+    if not (token.isascii() and token.isprintable()):
+        # Headers are read as latin-1 bytes: a UTF-8 token would never compare equal.
+        raise ConfigError(
+            f"{TOKEN_ENV} holds a character that is not printable ASCII, which no client can "
+            "send in an Authorization header; use letters, digits and punctuation"
+        )
+    if len(token) < MIN_TOKEN_BYTES:
+        raise ConfigError(
+            f"{TOKEN_ENV} is too short: jarvis needs a token of at least {MIN_TOKEN_BYTES} "
+            "bytes (head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \\n' makes one of 32)"
+        )
+
+
 def load_credentials(environ: Mapping[str, str]) -> Credentials:
-    """Credentials from the server's environment; refuses to go on without a token."""
+    """Credentials from the server's environment; refuses to go on without a usable token."""
     token = environ.get(TOKEN_ENV)
-    if token is None or not token.strip():
+    if token is None:
         raise ConfigError(f"{TOKEN_ENV} is not set; jarvis refuses to start without a token")
+    if not token.strip():
+        raise ConfigError(f"{TOKEN_ENV} is empty; jarvis refuses to start without a token")
     return Credentials(token, parse_capabilities(environ.get(CAPABILITIES_ENV)))

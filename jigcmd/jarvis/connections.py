@@ -25,6 +25,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Generic, Literal, TypeVar
 
+from jigcmd.jarvis.headsize import MAX_HEAD_BYTES
+
 __all__ = ["DEFAULT_LIMITS", "ConnectionLimits", "Connections", "fd_capacity"]
 
 C = TypeVar("C")
@@ -41,6 +43,8 @@ class ConnectionLimits:
     header_timeout_s: float = 5.0
     # From the complete head until the last byte of the body (at most MAX_BODY_BYTES).
     body_timeout_s: float = 10.0
+    # A request head's size at most, complete or not (h11's own bound on an incomplete one).
+    max_head_bytes: int = MAX_HEAD_BYTES
     # File descriptors kept free for everything else: the journal, envelopes, their runs.
     reserved_fds: int = 64
     # How long a waiting connection is left alone before it may give way to a newcomer.

@@ -13,7 +13,7 @@ from jigcmd.journal.toolruns import JarvisRun
 __all__ = ["decision_fields", "end_fields", "executes", "failure_status", "record_fields"]
 
 
-def record_fields(record: JarvisRun, detail: str | None) -> dict[str, Any]:
+def record_fields(record: JarvisRun) -> dict[str, Any]:
     """A recorded run as `run.create` and `run.read` answer it."""
     return {
         "run_id": record.run_id,
@@ -22,7 +22,7 @@ def record_fields(record: JarvisRun, detail: str | None) -> dict[str, Any]:
         "signal": record.signal,
         "stdout": {"text": record.stdout, "truncated": record.stdout_truncated},
         "stderr": {"text": record.stderr, "truncated": record.stderr_truncated},
-        "detail": detail,
+        "detail": record.detail,
         # The signed statement of a completed run (`jigcmd verify` checks it).
         "attestation": (
             None if record.attestation is None else attestation_fields(record.attestation)
@@ -39,9 +39,10 @@ def decision_fields(decision: Decision) -> dict[str, Any]:
     }
 
 
-# The envelope failures after which nothing ran and nothing is left: the run `failed`.
-# Every other (a cleanup unproved, pid 1 lost, the reports stopped, a deadline or a cancel
-# that came first) leaves it `uncertain`.
+# The envelope failures after which nothing ran and nothing is left: the run `failed` (a
+# deadline that passed before the program could start among them: its detail says so).
+# Every other (a cleanup unproved, pid 1 lost, the reports stopped, a cancel that came
+# first) leaves it `uncertain`.
 _FAILED = frozenset(
     {
         FailureKind.ZYGOTE_NOT_STARTED,
@@ -49,6 +50,7 @@ _FAILED = frozenset(
         FailureKind.ZYGOTE_UNREACHABLE,
         FailureKind.SETUP_FAILED,
         FailureKind.PATH_CHANGED,
+        FailureKind.DEADLINE_BEFORE_START,
     }
 )
 
@@ -58,14 +60,15 @@ def failure_status(failure: EnvelopeFailure) -> str:
     return "failed" if failure.kind in _FAILED and failure.cleaned_up else "uncertain"
 
 
-def end_fields(run_id: int, outcome: RunOutcome, details: dict[int, str]) -> dict[str, Any]:
-    """An ended run's row (its status, exit, output, timings); a cancel's detail in `details`."""
+def end_fields(outcome: RunOutcome) -> dict[str, Any]:
+    """An ended run's row: its status, exit, output, timings, and a cancel's detail."""
     stdout = decode_output(outcome.stdout.data, outcome.stdout.truncated)
     stderr = decode_output(outcome.stderr.data, outcome.stderr.truncated)
     status: str = outcome.stop_reason
+    detail = None
     if status == "cancelled":
         # The journal has no `cancelled` status; only a server shutdown cancels a run.
-        details[run_id] = "cancelled: the server shut down"
+        detail = "cancelled: the server shut down"
         status = "failed"
     return {
         "status": status,
@@ -76,6 +79,7 @@ def end_fields(run_id: int, outcome: RunOutcome, details: dict[int, str]) -> dic
         "stdout_truncated": stdout.truncated,
         "stderr_truncated": stderr.truncated,
         "timings": {"wall_ms": outcome.report.wall_ms, "setup_ms": outcome.report.setup_ms},
+        "detail": detail,
     }
 
 

@@ -7,6 +7,9 @@ its `limit_concurrency` answers 503 only once a head is complete. Each connectio
 - must complete its request head within `header_timeout_s` of its accept or of its previous
   answer (a deadline, not reset by a trickle of bytes): otherwise 408 and closed (an idle
   keep-alive connection is closed without a word, as uvicorn does);
+- may send a head of at most `max_head_bytes`, however it arrives (`headsize.py`; h11 bounds
+  only an incomplete one): otherwise 400 and closed, like a request h11 cannot parse (both
+  as JSON errors, the one shape jarvis answers in);
 - must then deliver its body within `body_timeout_s`: otherwise 408 (when no answer began)
   and closed;
 - has its bearer token checked as soon as the head is in, before the application sees the
@@ -30,6 +33,7 @@ from uvicorn.server import ServerState
 
 from jigcmd.jarvis.auth import AuthError, Credentials
 from jigcmd.jarvis.connections import ConnectionLimits, Connections
+from jigcmd.jarvis.headsize import HeadSize
 
 __all__ = ["BoundedH11Protocol", "bounded_protocol", "raw_error"]
 
@@ -64,6 +68,7 @@ class BoundedH11Protocol(H11Protocol):
     ) -> None:
         super().__init__(config, server_state, app_state, _loop)
         self._deadline: asyncio.TimerHandle | None = None
+        self._head = HeadSize(self.limits.max_head_bytes)
         self._phase: Phase = "request"
         self._authorized = False
         self.app = self._token_checked(self.app)
@@ -81,8 +86,22 @@ class BoundedH11Protocol(H11Protocol):
         self.held.remove(self)
         super().connection_lost(exc)
 
+    def data_received(self, data: bytes) -> None:
+        """The head's bytes are measured before h11 parses them."""
+        if self._phase == "head" and not self._head.feed(data):
+            self._head_too_large()
+            return
+        super().data_received(data)
+
     def handle_events(self) -> None:
-        """uvicorn's parsing, then the phase (head, body, request) the connection is in now."""
+        """uvicorn's parsing, then the phase (head, body, request) the connection is in now.
+
+        Also where a pipelined request's head, read with the previous one, is parsed once
+        that one is answered: the phase is followed first, so that head is measured too.
+        """
+        self._follow()
+        if self.transport.is_closing():
+            return
         super().handle_events()
         self._follow()
 
@@ -111,6 +130,10 @@ class BoundedH11Protocol(H11Protocol):
         if phase == "head":
             self.held.waiting(self, authorized=self._authorized)
             self._arm(self.limits.header_timeout_s)
+            self._head.reset()
+            pending, _ = self.conn.trailing_data
+            if pending and not self._head.feed(pending):
+                self._head_too_large()
         else:
             self.held.busy(self)
             if phase == "body":
@@ -146,6 +169,18 @@ class BoundedH11Protocol(H11Protocol):
                     f"request body not complete within {self.limits.body_timeout_s:g} s",
                 )
             )
+        self.transport.close()
+
+    def send_400_response(self, msg: str) -> None:
+        """uvicorn's answer to a request h11 cannot parse, in the one JSON error shape."""
+        self._disarm()
+        self.transport.write(raw_error(400, "Bad Request", f"malformed request: {msg}"))
+        self.transport.close()
+
+    def _head_too_large(self) -> None:
+        self._disarm()
+        message = f"request head larger than {self.limits.max_head_bytes} bytes"
+        self.transport.write(raw_error(400, "Bad Request", message))
         self.transport.close()
 
     # -- the token, as soon as the head is in ---------------------------------------------

@@ -300,10 +300,12 @@ def evaluate(policy: Policy, request: Request, host: HostView) -> Decision:
         if rule.decision == "deny":
             return Decision("deny", f"denied by rule {rule.name!r}", rule.name)
         visible = (*policy.host_dirs, *((cwd,) if cwd is not None else ()))
-        if not (_under_any(program[0], visible) and _under_any(program[1], visible)):
+        hidden = [path for path in program if not _under_any(path, visible)]
+        if hidden:
+            # The path the run would execute, or else the file it resolves to.
             return Decision(
                 "deny",
-                f"rule {rule.name!r} matched, but program {program[1]!r} is outside host_dirs "
+                f"rule {rule.name!r} matched, but program {hidden[0]!r} is outside host_dirs "
                 "and cwd, so the envelope cannot show it",
                 rule.name,
             )

@@ -179,6 +179,8 @@ async def serve(
         proxy_headers=False,
         lifespan="on",
         timeout_graceful_shutdown=15,
+        # h11's bound on an incomplete head is the bound on every head (http11.py).
+        h11_max_incomplete_event_size=limits.max_head_bytes,
         # Idle after an answer: the same bound as the wait for a first head.
         timeout_keep_alive=max(1, int(limits.header_timeout_s)),
     )

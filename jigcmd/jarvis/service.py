@@ -100,12 +100,13 @@ class JarvisService:
         self._binds = system_binds(policy, host)
         self._early = early_answer_seconds
         self._max_active = max_active_runs
+        # Calls admitted as active runs (`_admit`), from the slot until the run's row is
+        # closed; `_active` holds those already started.
+        self._admitted = 0
         self._active: dict[int, tuple[CancelSignal, anyio.Event]] = {}
         self._tasks: anyio.abc.TaskGroup | None = None
         # One store call at a time, off the event loop (SQLite fsyncs).
         self._db_limiter = anyio.CapacityLimiter(1)
-        # Why a run failed, for `jarvis.run.get`; the journal keeps it in the audit outcome.
-        self._details: dict[int, str] = {}
 
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[JarvisService]:
@@ -145,7 +146,10 @@ class JarvisService:
             owner = ProcessIdentity(pid=run.owner_pid, start=run.owner_start, boot_id=run.boot_id)
             if is_alive(owner):
                 continue
-            await self._db(partial(self.store.jarvis_finish, run.run_id, status="uncertain"))
+            detail = "its jarvis process died while it ran"
+            await self._db(
+                partial(self.store.jarvis_finish, run.run_id, status="uncertain", detail=detail)
+            )
             await self._db(
                 partial(
                     self.store.audit,
@@ -155,7 +159,7 @@ class JarvisService:
                     cwd=run.cwd,
                     decision=run.decision,
                     matched_rule=run.matched_rule,
-                    outcome=f"run {run.run_id}: uncertain (its jarvis process died while it ran)",
+                    outcome=f"run {run.run_id}: uncertain ({detail})",
                 )
             )
 
@@ -184,13 +188,22 @@ class JarvisService:
                 "status": "denied",
                 "exit_code": None,
             }
-        await self._check_capacity(actor, tool, request, decision)
+        if self._tasks is None:
+            raise ToolError(503, "jarvis is not running")
         slot = await self._slot(actor, tool, request, decision, arrived)
-        plan = self._plan(request, decision, slot)
-        run_id = await self._begin(actor, tool, request, decision, slot)
-        await self._audit(
-            actor, tool, request, decision, f"started run {run_id}{executes(decision)}"
-        )
+        await self._admit(actor, tool, request, decision, slot)
+        try:
+            plan = self._plan(request, decision, slot)
+            run_id = await self._begin(actor, tool, request, decision)
+            await self._audit(
+                actor, tool, request, decision, f"started run {run_id}{executes(decision)}"
+            )
+        except BaseException:
+            # Nothing was started: the count and the slot are given back.
+            self._admitted -= 1
+            if slot is not None:
+                self._release(slot)
+            raise
         done = self._start(
             run_id,
             partial(
@@ -209,19 +222,23 @@ class JarvisService:
             await done.wait()
         return {**decision_fields(decision), **await self._run_fields(run_id)}
 
-    async def _check_capacity(
-        self, actor: str, tool: str, request: Request, decision: Decision
+    async def _admit(
+        self, actor: str, tool: str, request: Request, decision: Decision, slot: Slot | None
     ) -> None:
-        """Refuse (503, 429: audited) unless the server runs and has room for one more run."""
-        if self._tasks is None:
-            raise ToolError(503, "jarvis is not running")
-        if len(self._active) >= self._max_active:
-            await self._audit(actor, tool, request, decision, "refused: too many active runs")
-            raise ToolError(
-                429,
-                f"too many active runs (at most {self._max_active})",
-                headers=_RETRY_AFTER,
-            )
+        """Count the call as an active run, or refuse it (429, audited; its slot let go of).
+
+        Checked and counted with no await between, so that a burst of calls cannot all pass
+        the check before any of them is counted; the count drops when the run's row closes.
+        """
+        if self._admitted < self._max_active:
+            self._admitted += 1
+            return
+        if slot is not None:
+            self._release(slot)
+        await self._audit(actor, tool, request, decision, "refused: too many active runs")
+        raise ToolError(
+            429, f"too many active runs (at most {self._max_active})", headers=_RETRY_AFTER
+        )
 
     def _plan(self, request: Request, decision: Decision, slot: Slot | None) -> RunPlan:
         """The run's plan, made once the slot is held: its own timeout starts only now."""
@@ -236,27 +253,20 @@ class JarvisService:
         # The CPUs its quota pays for, spread by slot like every envelope (`placement`).
         return plan._replace(cpus=pinned_cpus(plan.limits, slot.index if slot else None))
 
-    async def _begin(
-        self, actor: str, tool: str, request: Request, decision: Decision, slot: Slot | None
-    ) -> int:
-        """The run's journal row, begun; the slot is let go of if it cannot be."""
-        try:
-            return await self._db(
-                partial(
-                    self.store.jarvis_begin,
-                    tool=tool,
-                    argv=request.argv,
-                    cwd=decision.cwd or "",
-                    actor=actor,
-                    decision="allow",
-                    matched_rule=decision.matched_rule,
-                    reason=decision.reason,
-                )
+    async def _begin(self, actor: str, tool: str, request: Request, decision: Decision) -> int:
+        """The run's journal row, begun."""
+        return await self._db(
+            partial(
+                self.store.jarvis_begin,
+                tool=tool,
+                argv=request.argv,
+                cwd=decision.cwd or "",
+                actor=actor,
+                decision="allow",
+                matched_rule=decision.matched_rule,
+                reason=decision.reason,
             )
-        except BaseException:
-            if slot is not None:
-                self._release(slot)
-            raise
+        )
 
     def _start(self, run_id: int, run: Callable[[], Coroutine[Any, Any, None]]) -> anyio.Event:
         """Run `run` (`_run`) beside the call; the event is set once the run's row is closed."""
@@ -276,13 +286,16 @@ class JarvisService:
     ) -> Slot | None:
         """An envelope slot, waited for in arrival order within the call's bound; else 429.
 
-        The bound is the least of the server's queue wait, the run's own timeout and the
-        early answer (UTCP's HTTP client gives up after 30 s).
+        The bound is the least of the server's queue wait, the call's own `timeout_ms` (as its
+        rule caps it; a call without one is not bound by the policy's ceiling) and the early
+        answer (UTCP's HTTP client gives up after 30 s).
         """
         if self._reservations is None:
             return None
-        assert decision.timeout_ms is not None
-        bound = min(self._queue_wait, decision.timeout_ms / 1000, self._early)
+        bound = min(self._queue_wait, self._early)
+        if request.timeout_ms is not None:
+            assert decision.timeout_ms is not None
+            bound = min(bound, decision.timeout_ms / 1000)
         try:
             return await self._slots.acquire("jarvis", deadline=arrived + bound, cancel=self._stop)
         except JigError as exc:
@@ -332,7 +345,7 @@ class JarvisService:
             await self.audit_refusal(actor, tool, refusal)
             raise refusal
         return {
-            **record_fields(record, self._details.get(record.run_id)),
+            **record_fields(record),
             "argv": list(record.argv),
             "cwd": record.cwd or None,
             "matched_rule": record.matched_rule,
@@ -351,7 +364,7 @@ class JarvisService:
     async def _run_fields(self, run_id: int) -> dict[str, Any]:
         record = await self._db(partial(self.store.jarvis_get, run_id))
         assert record is not None
-        return record_fields(record, self._details.get(record.run_id))
+        return record_fields(record)
 
     async def _run(
         self,
@@ -379,13 +392,14 @@ class JarvisService:
                     outcome += f" (exit {end['exit_code']})"
                 if end.get("signal"):
                     outcome += f" ({end['signal']})"
-                if run_id in self._details:
-                    outcome += f": {self._details[run_id]}"
+                if end.get("detail"):
+                    outcome += f": {end['detail']}"
                 await self._audit(actor, tool, request, decision, f"run {run_id}: {outcome}")
         finally:
             if slot is not None:
                 self._release(slot)
             del self._active[run_id]
+            self._admitted -= 1
             done.set()
 
     async def _execute(
@@ -404,14 +418,13 @@ class JarvisService:
             # The caller reads the words the wire would carry; the status is jarvis's own.
             error = envelope_error(failure)
             logger.warning("run %d: %s: %s", run_id, error.code.value, error.message)
-            self._details[run_id] = f"{error.code.value}: {error.message}"
-            return {"status": failure_status(failure)}
+            detail = f"{error.code.value}: {error.message}"
+            return {"status": failure_status(failure), "detail": detail}
         except Exception as exc:
             # Not one of the executor's own failures: whether anything ran is unknown.
             logger.exception("run %d: unexpected executor failure", run_id)
-            self._details[run_id] = f"unexpected: {exc}"
-            return {"status": "uncertain"}
-        end = end_fields(run_id, outcome, self._details)
+            return {"status": "uncertain", "detail": f"unexpected: {exc}"}
+        end = end_fields(outcome)
         if sign is not None and end["status"] in ("exited", "deadline"):
             # Its end and its cleanup are proved: signed now, written with the end.
             end["attestation"] = sign(run_id, ticket.run_id, outcome)

@@ -152,7 +152,13 @@ _V5 = """
 ALTER TABLE operations ADD COLUMN tests BLOB;
 """
 
-_STEPS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _V5)
+# Version 6: why a jarvis run ended as it did (`cancelled: the server shut down`, the
+# envelope's failure), for `jarvis.run.get` after a restart too; NULL for rows before it.
+_V6 = """
+ALTER TABLE jarvis_runs ADD COLUMN detail TEXT;
+"""
+
+_STEPS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _V5, _V6)
 # The run of every operation recorded before operation identity belonged to runs.
 LEGACY_RUN = ""
 SCHEMA_VERSION = len(_STEPS)

@@ -436,8 +436,9 @@ class Journal:
         stderr_truncated: bool = False,
         timings: Mapping[str, float] | None = None,
         attestation: bytes | None = None,
+        detail: str | None = None,
     ) -> bool:
-        """Close a running jarvis run (with its statement); False when it was not running."""
+        """Close a running jarvis run (statement, detail); False when it was not running."""
         with self._db.write() as conn:
             return toolruns.finish_run(
                 conn,
@@ -452,6 +453,7 @@ class Journal:
                 stderr_truncated=stderr_truncated,
                 timings=timings or {},
                 attestation=attestation,
+                detail=detail,
             )
 
     def jarvis_get(self, run_id: int) -> JarvisRun | None:

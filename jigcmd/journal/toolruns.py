@@ -66,6 +66,9 @@ class JarvisRun(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     # The run's signed statement (an in-toto bundle), written with its end; None for a run
     # that did not complete (failed, uncertain) or was never signed.
     attestation: bytes | None = None
+    # Why it ended so (a failure, a cancel), written with its end; None when nothing needs
+    # saying, and for rows written before the journal kept it (schema version 5).
+    detail: str | None = None
 
 
 class AuditRow(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -135,12 +138,13 @@ def finish_run(
     stderr_truncated: bool,
     timings: Mapping[str, float],
     attestation: bytes | None = None,
+    detail: str | None = None,
 ) -> bool:
-    """Close a running row (with its statement); False (nothing written) when not running."""
+    """Close a running row (with its statement, its detail); False when not running."""
     cursor = conn.execute(
         "UPDATE jarvis_runs SET status = ?, exit_code = ?, signal = ?, stdout = ?, stderr = ?,"
         " stdout_truncated = ?, stderr_truncated = ?, timings = ?, finished_unix_ms = ?,"
-        " attestation = ? WHERE run_id = ? AND status = 'running'",
+        " attestation = ?, detail = ? WHERE run_id = ? AND status = 'running'",
         (
             status,
             exit_code,
@@ -152,6 +156,7 @@ def finish_run(
             _text(dict(timings)),
             now_ms,
             attestation,
+            detail,
             run_id,
         ),
     )
@@ -184,6 +189,7 @@ def run_from(row: sqlite3.Row) -> JarvisRun:
         created_unix_ms=row["created_unix_ms"],
         finished_unix_ms=row["finished_unix_ms"],
         attestation=row["attestation"],
+        detail=row["detail"],
     )
 
 

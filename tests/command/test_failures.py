@@ -64,8 +64,21 @@ UNPROVED = ("cgroup jigcmd-x still populated", "netns jigcmd-x still mounted")
         pytest.param(
             EnvelopeFailure(FailureKind.DEADLINE_BEFORE_START, "deadline", "too late"),
             Code.DEADLINE_EXCEEDED,
-            "the deadline passed before the candidate started",
+            "the deadline passed before the candidate started; nothing ran",
             id="deadline-before-start",
+        ),
+        pytest.param(
+            EnvelopeFailure(
+                FailureKind.DEADLINE_BEFORE_START,
+                "deadline",
+                "too late",
+                cleaned_up=False,
+                cleanup_problems=UNPROVED,
+            ),
+            Code.UNCERTAIN,
+            "the deadline passed before the candidate started; nothing ran; cleanup not "
+            "confirmed: cgroup jigcmd-x still populated; netns jigcmd-x still mounted",
+            id="deadline-before-start-cleanup-unproved",
         ),
         pytest.param(
             EnvelopeFailure(FailureKind.CANCELLED_BEFORE_DISPATCH, "gate"),

@@ -16,7 +16,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 
@@ -49,14 +49,21 @@ def machine_runs_jarvis() -> None:
 class JarvisChild:
     """`python -m jigcmd jarvis --port 0` on its own state directory, until closed."""
 
-    def __init__(self, tmp: Path, args: Sequence[str] = (), *, policy: str = POLICY) -> None:
+    def __init__(
+        self,
+        tmp: Path,
+        args: Sequence[str] = (),
+        *,
+        policy: str = POLICY,
+        env: Mapping[str, str] | None = None,
+    ) -> None:
         policy_file = tmp / "policy.toml"
         policy_file.write_text(policy)
         self.state_dir = tmp / "jarvis-state"
         self.stderr_path = tmp / "jarvis.stderr"
-        # The zygote's staging mount point (an empty directory made in TMPDIR) is removed by
-        # a server that stops; one that a test kills leaves it here, in the test's own tmp.
-        env = {**os.environ, "JARVIS_BEARER_TOKEN": TOKEN, "TMPDIR": str(tmp)}
+        # Whatever the child makes in TMPDIR stays in the test's own tmp; `env` adds to (or
+        # overrides) the environment.
+        env = {**os.environ, "JARVIS_BEARER_TOKEN": TOKEN, "TMPDIR": str(tmp), **(env or {})}
         argv = [
             *(sys.executable, "-m", "jigcmd", "jarvis", "--policy", str(policy_file)),
             *("--port", "0", "--state-dir", str(self.state_dir), *args),

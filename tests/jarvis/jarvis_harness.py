@@ -21,6 +21,7 @@ from jigcmd.envelope.api import CapturedStream, EnvelopeFailure, Executor, RunOu
 from jigcmd.evidence import ResourceReport
 from jigcmd.jarvis.app import allowed_hosts, create_app
 from jigcmd.jarvis.auth import Credentials, fingerprint, parse_capabilities
+from jigcmd.jarvis.connections import DEFAULT_LIMITS, ConnectionLimits
 from jigcmd.jarvis.hostview import OsHostView
 from jigcmd.jarvis.manual import base_url
 from jigcmd.jarvis.policy import HostView, parse_policy
@@ -202,7 +203,10 @@ async def harness(
 
 @contextlib.asynccontextmanager
 async def live_server(
-    service: JarvisService, *, capabilities: str | None = None
+    service: JarvisService,
+    *,
+    capabilities: str | None = None,
+    limits: ConnectionLimits = DEFAULT_LIMITS,
 ) -> AsyncIterator[str]:
     """A real uvicorn server on a free loopback port; yields its base URL."""
     sock: socket.socket = bind_loopback(HOST, 0)
@@ -216,7 +220,13 @@ async def live_server(
             # The socket already listens: clients queue in its backlog until uvicorn accepts.
             tg.start_soon(
                 partial(
-                    serve, app, sock, credentials, stop=stop, refused=service.audit_unauthenticated
+                    serve,
+                    app,
+                    sock,
+                    credentials,
+                    limits=limits,
+                    stop=stop,
+                    refused=service.audit_unauthenticated,
                 )
             )
             try:

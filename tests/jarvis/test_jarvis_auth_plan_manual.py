@@ -58,11 +58,42 @@ def test_an_unknown_capability_refuses_to_start() -> None:
         parse_capabilities("run:delete")
 
 
-@pytest.mark.parametrize("env", [{}, {"JARVIS_BEARER_TOKEN": ""}, {"JARVIS_BEARER_TOKEN": "  "}])
-def test_the_server_refuses_to_start_without_a_token(env: dict[str, str]) -> None:
-    """No token (or a blank one) is a configuration error."""
-    with pytest.raises(ConfigError, match="refuses to start without a token"):
+@pytest.mark.parametrize(
+    ("env", "said"),
+    [
+        ({}, "is not set"),
+        ({"JARVIS_BEARER_TOKEN": ""}, "is empty"),
+        ({"JARVIS_BEARER_TOKEN": "  "}, "is empty"),
+    ],
+)
+def test_the_server_refuses_to_start_without_a_token(env: dict[str, str], said: str) -> None:
+    """No token, or an empty one, is a configuration error that says which."""
+    with pytest.raises(ConfigError, match=f"^JARVIS_BEARER_TOKEN {said}; jarvis refuses to start"):
         load_credentials(env)
+
+
+@pytest.mark.parametrize(
+    ("token", "message"),
+    [
+        pytest.param("Q", "is too short: jarvis needs a token of at least 16 bytes", id="short"),
+        pytest.param("jv_0123456789ab", "is too short", id="fifteen"),
+        pytest.param("jv_0123456789abcdéf", "not printable ASCII", id="non-ascii"),
+        pytest.param("jv_0123456789\x7fabcdef", "not printable ASCII", id="control"),
+        pytest.param("jv_0123 456789abcdef", "without whitespace", id="space"),
+    ],
+)
+def test_a_token_no_client_could_send_or_anyone_could_guess_refuses_to_start(
+    token: str, message: str
+) -> None:
+    """Refused at start, saying why, without showing any of it."""
+    with pytest.raises(ConfigError, match=message) as refused:
+        load_credentials({"JARVIS_BEARER_TOKEN": token})
+    assert token not in str(refused.value)
+
+
+def test_a_token_of_sixteen_printable_ascii_bytes_is_accepted() -> None:
+    """The least length, any printable ASCII."""
+    assert load_credentials({"JARVIS_BEARER_TOKEN": "jv_!#$%&()*+,-./"}).grants
 
 
 def test_credentials_hide_the_token() -> None:

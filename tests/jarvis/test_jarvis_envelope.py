@@ -19,14 +19,18 @@ import httpx
 import pytest
 
 from jigcmd.envelope.native import NativeExecutor
+from tests.jarvis.jarvis_child import JarvisChild, machine_runs_jarvis
 from tests.jarvis.jarvis_harness import (
     ACTOR,
     TOKEN,
+    auth,
     harness,
+    invoke_body,
     live_server,
     make_service,
 )
 from tests.jarvis.utcp_setup import body, manual_template, utcp_client
+from tests.optional import require_tools
 from tests.required import usable_cgroups
 
 pytestmark = pytest.mark.envelope
@@ -94,6 +98,67 @@ def dirs(workdir: Path) -> tuple[Path, Path]:
         path.chmod(0o777)
     (ro / "note.txt").write_text("read me\n")
     return rw, ro
+
+
+async def test_a_working_directory_holding_a_mount_fails_naming_the_mount(
+    executor: NativeExecutor,
+) -> None:
+    """The directory that holds the zygote's staging mount: nothing runs, the detail says why."""
+    assert executor._staging_dir is not None
+    staging = Path(executor._staging_dir)
+    policy = f"""
+search_path = ["/usr/bin", "/bin"]
+
+[[rule]]
+name = "pwd-there"
+decision = "allow"
+argv0 = ["pwd"]
+cwd = ["{staging.parent}"]
+"""
+    async with harness(make_service(executor, policy=policy)) as h:
+        response = await h.invoke("jarvis.run.create", argv=["pwd"], cwd=str(staging.parent))
+    assert response.json()["status"] == "failed", response.text
+    detail = response.json()["detail"]
+    assert detail.startswith("EXECUTION_FAILED: containment envelope incomplete, nothing ran:")
+    assert f"bind {staging.parent}: {staging.parent} holds a mount ({staging})" in detail
+
+
+def test_the_example_policys_echo_in_tmp_runs_in_tmp(workdir: Path) -> None:
+    """`echo` with cwd /tmp runs: jarvis stages its runtime in its state directory, not /tmp."""
+    machine_runs_jarvis()
+    example = Path(__file__).parents[2] / "jigcmd" / "jarvis" / "example-policy.toml"
+    # TMPDIR=/tmp: where the zygote's staging mount point went before, whatever the rig says.
+    with (
+        JarvisChild(workdir, policy=example.read_text(), env={"TMPDIR": "/tmp"}) as jarvis,
+        httpx.Client(base_url=jarvis.base) as client,
+    ):
+        response = client.post(
+            "/tools/jarvis.run.create",
+            json=invoke_body("jarvis.run.create", argv=["echo", "in tmp"], cwd="/tmp"),
+            headers=auth(),
+        )
+    answer = response.json()
+    assert answer["matched_rule"] == "echo-in-tmp", answer
+    assert (answer["status"], answer["stdout"]["text"]) == ("exited", "in tmp\n"), answer
+
+
+async def test_the_example_git_status_rule_runs_git_status_in_a_repository(
+    executor: NativeExecutor, workdir: Path
+) -> None:
+    """The documented call works as uid 65534: no `dubious ownership` refusal."""
+    require_tools("git", what="the example policy's git-status rule")
+    repo = workdir / "repo"
+    repo.mkdir()
+    await anyio.run_process(["git", "init", "-q", str(repo)])
+    (repo / "new.txt").write_text("x\n")
+    example = Path(__file__).parents[2] / "jigcmd" / "jarvis" / "example-policy.toml"
+    policy = example.read_text().replace('"/srv/projects"', f'"{workdir}"')
+    argv = ["git", "-c", "safe.directory=*", "status", "--short"]
+    async with harness(make_service(executor, policy=policy)) as h:
+        response = await h.invoke("jarvis.run.create", argv=argv, cwd=str(repo))
+    answer = response.json()
+    assert answer["matched_rule"] == "git-status", answer
+    assert (answer["exit_code"], answer["stdout"]["text"]) == (0, "?? new.txt\n"), answer
 
 
 async def test_a_denied_argv_never_starts_a_process(

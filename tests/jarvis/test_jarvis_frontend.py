@@ -9,7 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from jigcmd.frontends.jarvis import jarvis, jarvis_audit
+from jigcmd.cli import main
+from jigcmd.frontends.jarvis import _cwds_holding, jarvis, jarvis_audit
+from jigcmd.jarvis.policy import parse_policy
 from jigcmd.jarvis.server import LoopbackError, bind_loopback
 from jigcmd.journal.store import Journal
 from tests.jarvis.jarvis_harness import ACTOR, TOKEN, SpyExecutor, harness, make_service
@@ -78,6 +80,24 @@ def test_jarvis_refuses_a_broken_policy_with_a_precise_error(
     assert TOKEN not in err
 
 
+@pytest.mark.parametrize(
+    ("option", "message"),
+    [
+        (["--port", "70000"], "argument --port: 70000 is not a port (0 to 65535; 0: any free one)"),
+        (["--port", "-1"], "argument --port: -1 is not a port"),
+        (["--max-envelopes", "0"], "argument --max-envelopes: 0 is not at least 1"),
+    ],
+)
+def test_an_impossible_port_or_slot_count_is_a_usage_error(
+    option: list[str], message: str, policy_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Refused as the command line is read: exit 2 and argparse's words, no traceback."""
+    assert main(["jarvis", "--policy", str(policy_file), *option]) == 2
+    err = capsys.readouterr().err
+    assert f"jigcmd jarvis: error: {message}" in err
+    assert "Traceback" not in err
+
+
 def test_jarvis_refuses_a_non_loopback_host(
     policy_file: Path,
     tmp_path: Path,
@@ -115,6 +135,19 @@ async def test_the_journal_serves_as_the_run_store_and_audit_prints_it(
     assert TOKEN not in json.dumps(lines)
 
 
+def test_audit_of_a_mistyped_state_dir_creates_nothing_and_exits_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`jarvis-audit --state-dir /typo/path`: one line naming the path, no directory, no journal."""
+    assert jarvis_audit(tmp_path / "typo" / "path", 10) == 2
+    err = capsys.readouterr().err
+    assert err == (
+        f"jigcmd jarvis-audit: state directory {tmp_path}/typo/path does not exist (nothing was "
+        "created); check --state-dir\n"
+    )
+    assert list(tmp_path.iterdir()) == []
+
+
 async def test_a_run_left_running_by_a_dead_server_is_closed_as_uncertain(tmp_path: Path) -> None:
     """On start, a `running` row whose owner process is gone becomes `uncertain` and is audited."""
     state = tmp_path / "state"
@@ -139,3 +172,18 @@ async def test_a_run_left_running_by_a_dead_server_is_closed_as_uncertain(tmp_pa
     assert stored is not None
     assert stored.status == "uncertain"
     assert "uncertain" in rows[0].outcome
+    assert stored.detail == "its jarvis process died while it ran"
+
+
+def test_a_rule_whose_working_directories_hold_the_state_directory_is_named(
+    tmp_path: Path,
+) -> None:
+    """The rules that allow a cwd holding the state directory (and its mount) are found."""
+    state = tmp_path / "state"
+    policy = parse_policy(
+        'search_path = ["/usr/bin"]\n'
+        f'[[rule]]\nname = "above"\ndecision = "allow"\nargv0 = ["ls"]\ncwd = ["{tmp_path}"]\n'
+        f'[[rule]]\nname = "below"\ndecision = "allow"\nargv0 = ["ls"]\ncwd = ["{state}"]\n'
+        f'[[rule]]\nname = "deny"\ndecision = "deny"\nargv0 = ["ls"]\ncwd = ["{tmp_path}"]\n'
+    )
+    assert _cwds_holding(policy, state) == [("above", str(tmp_path))]

@@ -99,6 +99,17 @@ def test_the_example_policy_parses() -> None:
     assert len(parse_policy(example.read_text()).rules) >= 3
 
 
+@pytest.mark.parametrize(
+    "args",
+    [["-r", "x"], ["-fR", "x"], ["--recursive", "x"], ["--recur", "x"], ["--r", "x"], ["-vrf"]],
+)
+def test_the_example_no_recursive_rm_denies_what_rm_reads_as_recursive(args: list[str]) -> None:
+    """Clusters holding r or R, and every abbreviation of --recursive (GNU getopt_long)."""
+    example = Path(__file__).parents[2] / "jigcmd" / "jarvis" / "example-policy.toml"
+    decision = evaluate(parse_policy(example.read_text()), Request(("rm", *args)), FakeHost())
+    assert (decision.decision, decision.matched_rule) == ("deny", "no-recursive-rm")
+
+
 def test_nothing_matches_by_default() -> None:
     """With no rules every request is denied with no matched rule."""
     decision = decide("", ["echo", "hi"])
@@ -239,6 +250,19 @@ def test_a_program_the_envelope_cannot_show_is_denied() -> None:
     assert decision.decision == "deny"
     assert decision.matched_rule == "echo"
     assert "outside host_dirs" in decision.reason
+
+
+def test_the_denial_names_the_program_path_the_envelope_cannot_show() -> None:
+    """`/proc/self/root/usr/bin/echo` is the path outside host_dirs, not `/usr/bin/echo`."""
+    host = FakeHost()
+    host.links["/proc/self/root"] = "/"
+    request = Request(argv=("/proc/self/root/usr/bin/echo",))
+    decision = evaluate(parse_policy(BASE + rule("echo")), request, host)
+    assert (decision.decision, decision.matched_rule) == ("deny", "echo")
+    assert decision.reason == (
+        "rule 'echo' matched, but program '/proc/self/root/usr/bin/echo' is outside host_dirs "
+        "and cwd, so the envelope cannot show it"
+    )
 
 
 def test_a_real_symlink_cannot_carry_cwd_out_of_its_prefix(tmp_path: Path) -> None:

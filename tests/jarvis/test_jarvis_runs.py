@@ -19,8 +19,10 @@ import pytest
 from jigcmd.durable import slotqueue
 from jigcmd.envelope.api import EnvelopeFailure, FailureKind
 from jigcmd.journal.reservations import Reservations
+from jigcmd.journal.store import Journal
 from tests.jarvis.jarvis_harness import (
     ACTOR,
+    POLICY,
     TOKEN,
     SpyExecutor,
     auth,
@@ -78,6 +80,29 @@ async def test_too_many_active_runs_is_a_429() -> None:
     assert [(r.argv, r.outcome) for r in refusals] == [
         (("echo", "two"), "refused: too many active runs")
     ]
+
+
+async def test_a_burst_past_the_active_run_cap_runs_only_the_cap_and_refuses_the_rest() -> None:
+    """Five calls at once with room for two: two run, three are 429 before any run ends."""
+    gate = anyio.Event()
+    spy = SpyExecutor(gate)
+    service = make_service(spy, max_active_runs=2)
+    answers: list[httpx.Response] = []
+    async with harness(service) as h:
+
+        async def call(n: int) -> None:
+            answers.append(await h.invoke("jarvis.run.create", argv=["echo", str(n)]))
+
+        async with anyio.create_task_group() as tg:
+            for n in range(5):
+                tg.start_soon(call, n)
+            await until(lambda: len(answers) == 3 and spy.entered == 2)
+            gate.set()
+    statuses = sorted(response.status_code for response in answers)
+    assert statuses == [200, 200, 429, 429, 429]
+    assert len(spy.plans) == 2
+    refused = [r for r in answers if r.status_code == 429]
+    assert {r.json()["error"] for r in refused} == {"too many active runs (at most 2)"}
 
 
 async def test_every_envelope_slot_in_use_is_a_429_with_retry_after_and_is_audited(
@@ -139,6 +164,22 @@ async def test_the_wait_for_a_slot_is_bounded_by_the_runs_own_timeout(tmp_path: 
     try:
         async with harness(service) as h:
             refused = await h.invoke("jarvis.run.create", argv=["echo", "x"], timeout_ms=300)
+    finally:
+        held.release()
+    assert refused.status_code == 429
+    assert "for the 0.3 s this call may wait" in refused.json()["error"]
+
+
+async def test_a_call_without_its_own_timeout_waits_the_whole_queue_wait(tmp_path: Path) -> None:
+    """No timeout_ms: the rule's 100 ms cap does not shorten the 0.3 s queue wait."""
+    slots = Reservations(tmp_path, 1)
+    held = slots.acquire("another jigcmd")
+    assert held is not None
+    policy = POLICY + "timeout_ms_max = 100\n"
+    service = make_service(SpyExecutor(), policy=policy, reservations=slots, queue_wait=0.3)
+    try:
+        async with harness(service) as h:
+            refused = await h.invoke("jarvis.run.create", argv=["echo", "x"])
     finally:
         held.release()
     assert refused.status_code == 429
@@ -258,6 +299,12 @@ async def test_an_allowed_run_is_executed_once_recorded_and_audited() -> None:
             id="setup-failed-cleanup-unproved",
         ),
         pytest.param(
+            EnvelopeFailure(FailureKind.DEADLINE_BEFORE_START, "deadline", "too late"),
+            "failed",
+            "DEADLINE_EXCEEDED: the deadline passed before the candidate started; nothing ran",
+            id="deadline-before-start",
+        ),
+        pytest.param(
             EnvelopeFailure(FailureKind.INIT_LOST, "init lost", "pid 1 of the envelope died"),
             "uncertain",
             "UNCERTAIN: pid 1 of the envelope died; the envelope was cleaned up",
@@ -282,6 +329,21 @@ async def test_an_envelope_failure_is_recorded_as_failed_only_when_nothing_ran_o
     assert response.json()["status"] == status
     assert record.json()["status"] == status
     assert record.json()["detail"] == detail
+
+
+async def test_a_runs_detail_is_answered_by_the_next_server_on_the_same_journal(
+    tmp_path: Path,
+) -> None:
+    """Why a run failed is kept with it: `run.get` after a restart still says it."""
+    failure = EnvelopeFailure(FailureKind.SETUP_FAILED, "cpu pin", "Invalid argument")
+    with Journal.open(tmp_path) as store:
+        async with harness(make_service(SpyExecutor(failure=failure), store=store)) as h:
+            created = (await h.invoke("jarvis.run.create", argv=["echo", "x"])).json()
+    with Journal.open(tmp_path) as store:
+        async with harness(make_service(SpyExecutor(), store=store)) as h:
+            fetched = (await h.invoke("jarvis.run.get", run_id=created["run_id"])).json()
+    assert created["detail"].startswith("EXECUTION_FAILED: containment envelope incomplete")
+    assert (fetched["status"], fetched["detail"]) == ("failed", created["detail"])
 
 
 async def test_policy_check_decides_without_running_anything() -> None:

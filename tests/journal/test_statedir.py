@@ -8,7 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from jigcmd.durable.statedir import StateDirError, default_state_dir, prepare_state_dir
+from jigcmd.durable.statedir import (
+    StateDirError,
+    default_state_dir,
+    existing_state_dir,
+    prepare_state_dir,
+)
 
 
 def test_root_defaults_to_var_lib() -> None:
@@ -72,3 +77,31 @@ def test_a_file_in_the_way_is_refused(tmp_path: Path) -> None:
     path.write_text("")
     with pytest.raises(StateDirError, match="not a directory"):
         prepare_state_dir(path)
+
+
+def test_a_missing_directory_to_read_from_is_refused_and_not_created(tmp_path: Path) -> None:
+    """A mistyped path: refused naming it, and neither it nor its parents appear."""
+    path = tmp_path / "typo" / "state"
+    with pytest.raises(StateDirError, match=r"typo/state does not exist \(nothing was created\)"):
+        existing_state_dir(path, holding="journal.sqlite3")
+    assert not (tmp_path / "typo").exists()
+
+
+def test_a_directory_to_read_from_without_its_journal_is_refused(tmp_path: Path) -> None:
+    """An existing directory that never held a journal: refused, and still empty."""
+    path = tmp_path / "state"
+    path.mkdir(mode=0o700)
+    with pytest.raises(StateDirError, match=r"holds no journal\.sqlite3: nothing was recorded"):
+        existing_state_dir(path, holding="journal.sqlite3")
+    assert list(path.iterdir()) == []
+
+
+def test_a_directory_to_read_from_is_checked_like_one_to_write(tmp_path: Path) -> None:
+    """Ours, private, holding its journal: returned absolute; group-writable: refused."""
+    path = tmp_path / "state"
+    path.mkdir(mode=0o700)
+    (path / "journal.sqlite3").touch()
+    assert existing_state_dir(path, holding="journal.sqlite3") == path
+    path.chmod(0o770)
+    with pytest.raises(StateDirError, match="writable by group or others"):
+        existing_state_dir(path, holding="journal.sqlite3")

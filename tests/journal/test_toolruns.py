@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from jigcmd.journal import schema
 from jigcmd.journal.store import Journal
 from jigcmd.journal.toolruns import JARVIS_OUTPUT_CAP_CHARS
 
@@ -102,3 +103,38 @@ def test_audit_rows_come_back_newest_first_and_cannot_be_edited(tmp_path: Path) 
             raw.execute("DELETE FROM audit")
     finally:
         raw.close()
+
+
+def test_a_runs_detail_is_kept_with_its_end(tmp_path: Path) -> None:
+    """The detail written with a run's end comes back after the journal is reopened."""
+    with Journal.open(tmp_path) as journal:
+        run_id = journal.jarvis_begin(
+            tool="t", argv=["x"], cwd="", actor="a", decision="allow", matched_rule="r", reason=""
+        )
+        journal.jarvis_finish(run_id, status="failed", detail="cancelled: the server shut down")
+    with Journal.open(tmp_path) as reopened:
+        run = reopened.jarvis_get(run_id)
+    assert run is not None
+    assert (run.status, run.detail) == ("failed", "cancelled: the server shut down")
+
+
+def test_runs_recorded_before_details_were_kept_read_back_without_one(tmp_path: Path) -> None:
+    """A version 4 journal's jarvis rows are migrated as they were, their detail None."""
+    raw = sqlite3.connect(tmp_path / "journal.sqlite3", isolation_level=None)
+    try:
+        for step in (schema._V1, schema._V2, schema._V3, schema._V4):
+            for statement in schema._statements(step):
+                raw.execute(statement)
+        raw.execute(
+            "INSERT INTO jarvis_runs (tool, argv, cwd, actor, decision, matched_rule, reason,"
+            " status, owner_pid, owner_start, boot_id, created_unix_ms, finished_unix_ms)"
+            " VALUES ('t', '[\"x\"]', '', 'a', 'allow', 'r', '', 'failed', 1, 1, 'b', 1, 2)"
+        )
+        raw.execute("PRAGMA user_version = 4")
+    finally:
+        raw.close()
+    with Journal.open(tmp_path) as journal:
+        assert journal.settings()["user_version"] == schema.SCHEMA_VERSION
+        run = journal.jarvis_get(1)
+    assert run is not None
+    assert (run.status, run.argv, run.detail) == ("failed", ("x",), None)
