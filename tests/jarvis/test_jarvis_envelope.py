@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import shutil
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -31,21 +31,8 @@ from tests.jarvis.jarvis_harness import (
 )
 from tests.jarvis.utcp_setup import body, manual_template, utcp_client
 from tests.optional import require_tools
-from tests.required import usable_cgroups
 
 pytestmark = pytest.mark.envelope
-
-
-@pytest.fixture(scope="module")
-async def executor(anyio_backend: str) -> AsyncIterator[NativeExecutor]:
-    """A started `NativeExecutor`, or skip (fail under CI) when the machine cannot run one."""
-    usable_cgroups()
-    native = NativeExecutor()
-    await native.start()
-    try:
-        yield native
-    finally:
-        await native.aclose()
 
 
 @pytest.fixture

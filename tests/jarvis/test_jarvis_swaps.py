@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import shutil
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -21,24 +21,11 @@ from jigcmd.envelope.api import RunOutcome
 from jigcmd.envelope.native import NativeExecutor
 from jigcmd.plan import RunPlan
 from tests.jarvis.jarvis_harness import harness, make_service
-from tests.required import usable_cgroups
 
 pytestmark = pytest.mark.envelope
 
 # What the policy resolves `cat` to (on merged-/usr hosts /usr/bin/cat itself).
 CAT = os.path.realpath("/usr/bin/cat")
-
-
-@pytest.fixture(scope="module")
-async def executor(anyio_backend: str) -> AsyncIterator[NativeExecutor]:
-    """A started `NativeExecutor`, or skip (fail under CI) when the machine cannot run one."""
-    usable_cgroups()
-    native = NativeExecutor()
-    await native.start()
-    try:
-        yield native
-    finally:
-        await native.aclose()
 
 
 @pytest.fixture
