@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from pathlib import Path
@@ -53,14 +54,30 @@ def lock(binding_path: Path, lock_path: Path | None, *, check: bool) -> int:
         return 0 if admission.admitted else 1
     review = review_text(loaded.binding, runtime, slots=loaded.slots, file=file)
     data = encode_lock(build_lock(loaded.binding, runtime, file))
-    temporary = target.with_name(target.name + ".tmp")
-    # Atomic replace: a server reading the lock never sees half of one.
-    with open(temporary, "wb") as handle:
-        handle.write(data)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(temporary, target)
+    try:
+        _replace(target, data)
+    except OSError as exc:
+        sys.stderr.write(
+            f"jigcmd lock: the lock {os.path.abspath(target)} cannot be written: "
+            f"{exc.strerror}; nothing was admitted\n"
+        )
+        return 2
     # Printed once written: whether the review's reader stays (`| head`) decides nothing.
     print(review)
     print(f"\nadmitted: wrote {os.path.abspath(target)}")
     return 0
+
+
+def _replace(target: Path, data: bytes) -> None:
+    """Write `data` to `target` at once: a server reading the lock never sees half of one."""
+    temporary = target.with_name(target.name + ".tmp")
+    try:
+        with open(temporary, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temporary, target)
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise
