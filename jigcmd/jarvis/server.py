@@ -15,19 +15,22 @@ import logging
 import math
 import signal
 import socket
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from types import FrameType
 from typing import Any
 
 import anyio
 import uvicorn
+import uvicorn.server
 from starlette.types import ASGIApp
 
 from jigcmd.jarvis.auth import Credentials
 from jigcmd.jarvis.connections import DEFAULT_LIMITS, ConnectionLimits, Connections, fd_capacity
 from jigcmd.jarvis.http11 import BoundedH11Protocol, bounded_protocol, raw_error
 from jigcmd.server import residency
+from jigcmd.server.stopsignals import STOP_SIGNALS
 
 __all__ = ["LoopbackError", "StopRequest", "bind_loopback", "serve"]
 
@@ -84,7 +87,7 @@ def bind_loopback(host: str, port: int) -> socket.socket:
 
 
 class StopRequest:
-    """SIGINT/SIGTERM arriving while uvicorn does not listen for them (starting, ending): kept.
+    """A stop signal arriving while uvicorn does not listen for it (starting, ending): kept.
 
     Held (`with`) around the whole front: a signal then never kills the process mid-start,
     the server stops as soon as it has started, and the previous handlers come back after.
@@ -95,7 +98,7 @@ class StopRequest:
         self._previous: dict[int, Any] = {}
 
     def __enter__(self) -> StopRequest:
-        for signum in (signal.SIGINT, signal.SIGTERM):
+        for signum in STOP_SIGNALS:
             self._previous[signum] = signal.signal(signum, self._record)
         return self
 
@@ -132,8 +135,23 @@ class _Server(uvicorn.Server):
         if self.started:
             self.accepting.set()
 
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        """uvicorn's SIGINT and SIGTERM, and the other stop signals (SIGHUP) the same way."""
+        extra = [signum for signum in STOP_SIGNALS if signum not in uvicorn.server.HANDLED_SIGNALS]
+        with super().capture_signals():
+            if threading.current_thread() is not threading.main_thread():
+                yield
+                return
+            previous = {signum: signal.signal(signum, self.handle_exit) for signum in extra}
+            try:
+                yield
+            finally:
+                for signum, handler in previous.items():
+                    signal.signal(signum, handler)
+
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
-        """SIGINT/SIGTERM: uvicorn's graceful stop, ending in exit 0 (it would re-raise it)."""
+        """A stop signal: uvicorn's graceful stop, ending in exit 0 (it would re-raise it)."""
         super().handle_exit(sig, frame)
         # uvicorn raises each captured signal again once it has stopped, so the process
         # died of it (-15); for jarvis a graceful stop is its own clean end.
@@ -159,7 +177,7 @@ async def serve(
     on_stop: Callable[[], None] | None = None,
     refused: Callable[[str], None] = lambda reason: None,
 ) -> None:
-    """Serve until SIGINT/SIGTERM (handled by uvicorn) or until `stop` is set; then drain.
+    """Serve until a stop signal (SIGINT, SIGTERM, SIGHUP) or until `stop` is set; then drain.
 
     On the way out `on_stop` runs first (jarvis fences its runs there, so the calls waiting
     for them are answered at once), then uvicorn drains the answers for up to 15 s; a signal

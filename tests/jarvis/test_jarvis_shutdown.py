@@ -1,4 +1,4 @@
-"""`jigcmd jarvis` stops gracefully on SIGTERM and SIGINT: runs fenced and recorded, exit 0."""
+"""`jigcmd jarvis` stops gracefully on SIGTERM, SIGINT and SIGHUP: runs fenced, recorded, exit 0."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import httpx
 import pytest
 
 from jigcmd.journal.store import Journal
+from jigcmd.server.stopsignals import STOP_SIGNALS
 from tests.jarvis.jarvis_child import JarvisChild, machine_runs_jarvis
 from tests.jarvis.jarvis_harness import auth, invoke_body, until
 
@@ -25,7 +26,7 @@ def _running(state_dir: Path) -> int:
         return len(journal.jarvis_running())
 
 
-@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+@pytest.mark.parametrize("signum", STOP_SIGNALS, ids=lambda signum: signum.name)
 def test_an_idle_jarvis_exits_0_on_a_stop_signal(tmp_path: Path, signum: int) -> None:
     """No traceback, no re-raised signal: status 0."""
     machine_runs_jarvis()
@@ -35,7 +36,7 @@ def test_an_idle_jarvis_exits_0_on_a_stop_signal(tmp_path: Path, signum: int) ->
         assert "Traceback" not in jarvis.stderr()
 
 
-@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+@pytest.mark.parametrize("signum", STOP_SIGNALS, ids=lambda signum: signum.name)
 async def test_a_stop_signal_mid_run_fences_the_run_records_it_and_exits_0(
     tmp_path: Path, signum: int
 ) -> None:
