@@ -17,7 +17,7 @@ from jigcmd import __version__
 from jigcmd.attest import dsse
 from jigcmd.attest.keys import SigningKey
 from jigcmd.attest.statement import (
-    JARVIS_PREDICATE_TYPE,
+    JARVIS_V2_PREDICATE_TYPE,
     RUN_PREDICATE_TYPE,
     STATEMENT_TYPE,
     AdmissionFacts,
@@ -28,10 +28,10 @@ from jigcmd.attest.statement import (
     EnvelopeFacts,
     HostFacts,
     JarvisPolicyFacts,
-    JarvisRequestFacts,
+    JarvisRequestFactsV2,
     JarvisRunFacts,
-    JarvisRunPredicate,
-    JarvisRunStatement,
+    JarvisRunPredicateV2,
+    JarvisRunStatementV2,
     ResourceDescriptor,
     RunFacts,
     RunPredicate,
@@ -103,7 +103,7 @@ class JarvisRecord:
     """One completed jarvis run as the host saw it, everything its statement says."""
 
     run: JarvisRunFacts
-    request: JarvisRequestFacts
+    request: JarvisRequestFactsV2
     policy: JarvisPolicyFacts
     enforced: Enforced
     plan_digest: str
@@ -157,15 +157,15 @@ class Attester:
         return dsse.encode_bundle(envelopes)
 
     def attest_jarvis(self, record: JarvisRecord) -> bytes:
-        """A jarvis run's bundle: its one statement, signed."""
-        statement = JarvisRunStatement(
+        """A jarvis run's bundle: its one statement (jarvis-run/v2), signed."""
+        statement = JarvisRunStatementV2(
             type_=STATEMENT_TYPE,
             subject=[
                 stream_subject("stdout", record.stdout_text.text),
                 stream_subject("stderr", record.stderr_text.text),
             ],
-            predicate_type=JARVIS_PREDICATE_TYPE,
-            predicate=JarvisRunPredicate(
+            predicate_type=JARVIS_V2_PREDICATE_TYPE,
+            predicate=JarvisRunPredicateV2(
                 run=record.run,
                 request=record.request,
                 policy=record.policy,

@@ -6,6 +6,9 @@ ended; its JSON Schema is `schemas/run-predicate.v1.schema.json`, generated from
 A test command's run also gets a `test-result/v0.1` statement, whose test names come from the
 runner's report: the host collected it, the candidate's code produced it, and the statement
 says so (see `TestReport`).
+
+A jarvis run's predicate is `JARVIS_V2_PREDICATE_TYPE`; jigcmd made `JARVIS_PREDICATE_TYPE`
+(v1) before its statements named the executable, and still reads it: journals keep them.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from jigcmd.evidence import ResourceReport, StopReason
 
 __all__ = [
     "JARVIS_PREDICATE_TYPE",
+    "JARVIS_V2_PREDICATE_TYPE",
     "RUN_PREDICATE_TYPE",
     "STATEMENT_TYPE",
     "TEST_RESULT_TYPE",
@@ -32,9 +36,12 @@ __all__ = [
     "HostFacts",
     "JarvisPolicyFacts",
     "JarvisRequestFacts",
+    "JarvisRequestFactsV2",
     "JarvisRunFacts",
     "JarvisRunPredicate",
+    "JarvisRunPredicateV2",
     "JarvisRunStatement",
+    "JarvisRunStatementV2",
     "ResourceDescriptor",
     "RunFacts",
     "RunPredicate",
@@ -52,10 +59,14 @@ __all__ = [
 StatementType = Literal["https://in-toto.io/Statement/v1"]
 RunPredicateType = Literal["https://jigcmd.dev/attestation/run/v1"]
 JarvisPredicateType = Literal["https://jigcmd.dev/attestation/jarvis-run/v1"]
+JarvisV2PredicateType = Literal["https://jigcmd.dev/attestation/jarvis-run/v2"]
 TestResultType = Literal["https://in-toto.io/attestation/test-result/v0.1"]
 STATEMENT_TYPE: Final[StatementType] = "https://in-toto.io/Statement/v1"
 RUN_PREDICATE_TYPE: Final[RunPredicateType] = "https://jigcmd.dev/attestation/run/v1"
 JARVIS_PREDICATE_TYPE: Final[JarvisPredicateType] = "https://jigcmd.dev/attestation/jarvis-run/v1"
+JARVIS_V2_PREDICATE_TYPE: Final[JarvisV2PredicateType] = (
+    "https://jigcmd.dev/attestation/jarvis-run/v2"
+)
 TEST_RESULT_TYPE: Final[TestResultType] = "https://in-toto.io/attestation/test-result/v0.1"
 
 _Hex = Annotated[str, msgspec.Meta(pattern="^[0-9a-f]{64}$")]
@@ -197,11 +208,26 @@ class JarvisRunFacts(msgspec.Struct, frozen=True, forbid_unknown_fields=True, re
     envelope_run_id: str
 
 
+# The jarvis predicate's version 1, no longer made, still read (journals keep its statements):
+# its schema forbids fields it does not list, so naming the executable took a version 2. Its
+# docstrings are its published schema's descriptions: left as they were.
 class JarvisRequestFacts(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """What was asked: the tool, the argv and working directory, and who asked."""
 
     tool: str
     argv: list[str]
+    cwd: str
+    actor: str
+
+
+class JarvisRequestFactsV2(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """What was asked and what ran: the tool, the argv as the caller named it, the executable
+    (the file the run executed: its `argv[0]` resolved, symlinks and all, as the policy
+    matched it), the working directory (resolved; "" when none was asked), and who asked."""
+
+    tool: str
+    argv: list[str]
+    executable: str
     cwd: str
     actor: str
 
@@ -234,6 +260,28 @@ class JarvisRunStatement(msgspec.Struct, frozen=True, forbid_unknown_fields=True
     subject: list[ResourceDescriptor]
     predicate_type: JarvisPredicateType
     predicate: JarvisRunPredicate
+
+
+class JarvisRunPredicateV2(msgspec.Struct, frozen=True, forbid_unknown_fields=True, rename="camel"):
+    """The jigcmd jarvis run predicate, version 2 (`JARVIS_V2_PREDICATE_TYPE`)."""
+
+    run: JarvisRunFacts
+    request: JarvisRequestFactsV2
+    policy: JarvisPolicyFacts
+    envelope: EnvelopeFacts
+    ending: EndingFacts
+    started_on: _Time
+    finished_on: _Time
+    host: HostFacts
+
+
+class JarvisRunStatementV2(msgspec.Struct, frozen=True, forbid_unknown_fields=True, rename="camel"):
+    """An in-toto Statement v1 carrying the jarvis run predicate v2; subjects: both streams."""
+
+    type_: StatementType = msgspec.field(name="_type")
+    subject: list[ResourceDescriptor]
+    predicate_type: JarvisV2PredicateType
+    predicate: JarvisRunPredicateV2
 
 
 class TestReport(msgspec.Struct, frozen=True):

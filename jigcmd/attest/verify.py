@@ -2,9 +2,11 @@
 
 In order: the bundle parses; every envelope's signature verifies over its PAE with the given
 key (the key id is only a hint, never trusted); every payload is a statement of the schema
-its `predicateType` names (strictly: the types `schemas/run-predicate.v1.schema.json` is
-generated from); a test result names the run statement it belongs to; and, given the
-evidence, its candidate digest and streams match the subjects and the rest the predicate.
+its `predicateType` names (strictly: the types `schemas/run-predicate.v1.schema.json` and the
+`jarvis-run-predicate` schemas are generated from; a jarvis statement is v2, or v1 as jigcmd
+made them before they named the executable); a test result names the run statement it
+belongs to; and, given the evidence, its candidate digest and streams match the subjects and
+the rest the predicate.
 """
 
 from __future__ import annotations
@@ -18,9 +20,12 @@ from jigcmd.attest import dsse
 from jigcmd.attest.keys import PublicKey
 from jigcmd.attest.statement import (
     JARVIS_PREDICATE_TYPE,
+    JARVIS_V2_PREDICATE_TYPE,
     RUN_PREDICATE_TYPE,
     TEST_RESULT_TYPE,
+    JarvisRequestFactsV2,
     JarvisRunStatement,
+    JarvisRunStatementV2,
     ResourceDescriptor,
     RunStatement,
     TestResultStatement,
@@ -31,12 +36,20 @@ __all__ = ["Check", "JarvisView", "decode_evidence", "verify_bundle"]
 
 
 class JarvisView(msgspec.Struct, frozen=True):
-    """What `jarvis.run.get` answers of a run, as far as its statement binds it."""
+    """What `jarvis.run.get` answers of a run, as far as its statement binds it.
+
+    `argv`, `cwd` and `executable` are checked when the record has them: `run.create`'s
+    answer has only `executable`, and a run recorded before the journal kept that has null.
+    """
 
     stdout: StreamText
     stderr: StreamText
     exit_code: int | None
     signal: str | None
+    argv: list[str] | msgspec.UnsetType = msgspec.UNSET
+    # `run.get` answers null for a run that named none; the statement has "".
+    cwd: str | msgspec.UnsetType | None = msgspec.UNSET
+    executable: str | msgspec.UnsetType | None = msgspec.UNSET
 
 
 class _Kind(msgspec.Struct):
@@ -45,6 +58,7 @@ class _Kind(msgspec.Struct):
 
 _kind = msgspec.json.Decoder(_Kind)
 _jarvis = msgspec.json.Decoder(JarvisRunStatement)
+_jarvis_v2 = msgspec.json.Decoder(JarvisRunStatementV2)
 _jarvis_view = msgspec.json.Decoder(JarvisView)
 _run = msgspec.json.Decoder(RunStatement)
 _tests = msgspec.json.Decoder(TestResultStatement)
@@ -109,7 +123,7 @@ def verify_bundle(
     if keyid != key.keyid:
         named += f", not the verifying key {key.keyid}"
     checks.append(Check("signer", keyid == key.keyid, named))
-    if isinstance(statement, JarvisRunStatement):
+    if isinstance(statement, JarvisRunStatement | JarvisRunStatementV2):
         if isinstance(evidence, JarvisView):
             checks.extend(_jarvis_checks(statement, evidence))
         elif evidence is not None:
@@ -146,15 +160,25 @@ def _signatures(envelopes: list[dsse.Envelope], key: PublicKey) -> Check:
     return Check("signature", True, f"Ed25519 over DSSE PAE, key {key.keyid}")
 
 
-def _schema(payloads: list[bytes]) -> tuple[Check, RunStatement | JarvisRunStatement | None]:
+_Statement = RunStatement | JarvisRunStatement | JarvisRunStatementV2
+
+
+def _schema(payloads: list[bytes]) -> tuple[Check, _Statement | None]:
+    expected: str = RUN_PREDICATE_TYPE
     try:
         kind = _kind.decode(payloads[0]).predicate_type
+        if kind == JARVIS_V2_PREDICATE_TYPE and len(payloads) == 1:
+            expected = kind
+            current = _jarvis_v2.decode(payloads[0])
+            return Check("schema", True, "in-toto Statement v1: jarvis-run/v2"), current
         if kind == JARVIS_PREDICATE_TYPE and len(payloads) == 1:
-            jarvis = _jarvis.decode(payloads[0])
-            return Check("schema", True, "in-toto Statement v1: jarvis-run/v1"), jarvis
+            # Made before statements named the executable; journals still hold them.
+            expected = kind
+            older = _jarvis.decode(payloads[0])
+            return Check("schema", True, "in-toto Statement v1: jarvis-run/v1"), older
         statement = _run.decode(payloads[0])
     except (msgspec.ValidationError, msgspec.DecodeError) as exc:
-        why = f"statement 1 is not a {RUN_PREDICATE_TYPE} statement: {exc}"
+        why = f"statement 1 is not a {expected} statement: {exc}"
         return Check("schema", False, why), None
     for index, payload in enumerate(payloads[1:], start=2):
         try:
@@ -183,7 +207,7 @@ def _test_result(payloads: list[bytes]) -> Check:
     )
 
 
-def _subject(statement: RunStatement | JarvisRunStatement, name: str) -> ResourceDescriptor | None:
+def _subject(statement: _Statement, name: str) -> ResourceDescriptor | None:
     return next((s for s in statement.subject if s.name == name), None)
 
 
@@ -221,9 +245,7 @@ def _evidence_checks(statement: RunStatement, evidence: Evidence) -> list[Check]
     return checks
 
 
-def _streams(
-    statement: RunStatement | JarvisRunStatement, stdout: StreamText, stderr: StreamText
-) -> list[Check]:
+def _streams(statement: _Statement, stdout: StreamText, stderr: StreamText) -> list[Check]:
     checks = []
     for name, stream in (("stdout", stdout), ("stderr", stderr)):
         subject = _subject(statement, name)
@@ -235,8 +257,13 @@ def _streams(
     return checks
 
 
-def _jarvis_checks(statement: JarvisRunStatement, view: JarvisView) -> list[Check]:
+def _jarvis_checks(
+    statement: JarvisRunStatement | JarvisRunStatementV2, view: JarvisView
+) -> list[Check]:
     checks = _streams(statement, view.stdout, view.stderr)
+    request = _jarvis_request(statement, view)
+    if request is not None:
+        checks.append(request)
     ending = statement.predicate.ending
     same = (
         view.exit_code == ending.exit_code
@@ -250,3 +277,30 @@ def _jarvis_checks(statement: JarvisRunStatement, view: JarvisView) -> list[Chec
         else Check("ending", False, "the record's exit code, signal or truncation differs")
     )
     return checks
+
+
+def _jarvis_request(
+    statement: JarvisRunStatement | JarvisRunStatementV2, view: JarvisView
+) -> Check | None:
+    """The record's argv, cwd and executable against the statement's, those the record has."""
+    request = statement.predicate.request
+    compared: list[tuple[str, bool]] = []
+    if not isinstance(view.argv, msgspec.UnsetType):
+        compared.append(("argv", view.argv == request.argv))
+    if not isinstance(view.cwd, msgspec.UnsetType):
+        compared.append(("cwd", (view.cwd or "") == request.cwd))
+    unnamed = ""
+    if isinstance(view.executable, str):
+        if isinstance(request, JarvisRequestFactsV2):
+            compared.append(("executable", view.executable == request.executable))
+        else:
+            # Signed before statements named it: nothing to hold the record's against.
+            unnamed = " (a jarvis-run/v1 statement names no executable)"
+    if not compared:
+        return None
+    differs = [name for name, same in compared if not same]
+    if differs:
+        return Check(
+            "request", False, "the record differs from the statement in " + ", ".join(differs)
+        )
+    return Check("request", True, ", ".join(name for name, _ in compared) + " match" + unnamed)

@@ -23,6 +23,9 @@ def record_fields(record: JarvisRun) -> dict[str, Any]:
         "stdout": {"text": record.stdout, "truncated": record.stdout_truncated},
         "stderr": {"text": record.stderr, "truncated": record.stderr_truncated},
         "detail": record.detail,
+        # The file the run executes, the program's resolved path (`argv[0]` keeps its name);
+        # None for a run recorded before the journal kept it.
+        "executable": record.executable,
         # The signed statement of a completed run (`jigcmd verify` checks it).
         "attestation": (
             None if record.attestation is None else attestation_fields(record.attestation)

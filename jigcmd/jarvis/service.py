@@ -265,6 +265,7 @@ class JarvisService:
                 decision="allow",
                 matched_rule=decision.matched_rule,
                 reason=decision.reason,
+                executable=decision.executable,
             )
         )
 

@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from jigcmd.attest.attester import Attester, JarvisRecord
-from jigcmd.attest.statement import JarvisPolicyFacts, JarvisRequestFacts, JarvisRunFacts
+from jigcmd.attest.statement import JarvisPolicyFacts, JarvisRequestFactsV2, JarvisRunFacts
 from jigcmd.envelope.api import RunOutcome, enforced
 from jigcmd.evidence import StreamText, decode_output
 from jigcmd.jarvis.policy import Decision
@@ -45,9 +45,18 @@ class RunSigning:
     def signer(
         self, *, actor: str, tool: str, argv: Sequence[str], decision: Decision, plan: RunPlan
     ) -> Sign:
-        """How one allowed request's run is signed once it completed."""
-        request = JarvisRequestFacts(
-            tool=tool, argv=list(argv), cwd=decision.cwd or "", actor=actor
+        """How one allowed request's run is signed once it completed.
+
+        The statement names the file the plan executes (`argv[0]` keeps the caller's name for
+        it) and the cwd as resolved: what ran, not only what was asked.
+        """
+        request = JarvisRequestFactsV2(
+            tool=tool,
+            argv=list(argv),
+            # What the envelope executes (`RunPlan.program`; empty would mean `argv[0]`).
+            executable=plan.program or plan.argv[0],
+            cwd=decision.cwd or "",
+            actor=actor,
         )
         policy = JarvisPolicyFacts(
             policy_digest=self.policy_digest,

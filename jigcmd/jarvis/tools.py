@@ -98,6 +98,8 @@ _RUN_FIELDS: dict[str, Any] = {
     "stdout": _STREAM,
     "stderr": _STREAM,
     "detail": {"type": ["string", "null"]},
+    # The program's resolved path, the file the run executes (argv[0] keeps its name).
+    "executable": {"type": ["string", "null"]},
 }
 
 TOOLS: Mapping[str, ToolSpec] = {

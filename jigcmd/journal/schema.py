@@ -158,7 +158,13 @@ _V6 = """
 ALTER TABLE jarvis_runs ADD COLUMN detail TEXT;
 """
 
-_STEPS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _V5, _V6)
+# Version 7: the file a jarvis run executed, as the policy resolved it (its `argv[0]` keeps
+# the name the caller used), for `jarvis.run.get`; NULL for a denied call and older rows.
+_V7 = """
+ALTER TABLE jarvis_runs ADD COLUMN executable TEXT;
+"""
+
+_STEPS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7)
 # The run of every operation recorded before operation identity belonged to runs.
 LEGACY_RUN = ""
 SCHEMA_VERSION = len(_STEPS)

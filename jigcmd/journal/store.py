@@ -406,8 +406,12 @@ class Journal:
         matched_rule: str | None,
         reason: str,
         envelope_run_id: str | None = None,
+        executable: str | None = None,
     ) -> int:
-        """Record a decided call before anything runs (`running` or `denied`); return its id."""
+        """Record a decided call before anything runs (`running` or `denied`); return its id.
+
+        `executable`: the file an allowed call executes, as the policy resolved it.
+        """
         with self._db.write() as conn:
             return toolruns.insert_run(
                 conn,
@@ -421,6 +425,7 @@ class Journal:
                 matched_rule=matched_rule,
                 reason=reason,
                 envelope_run_id=envelope_run_id,
+                executable=executable,
             )
 
     def jarvis_finish(

@@ -69,6 +69,9 @@ class JarvisRun(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     # Why it ended so (a failure, a cancel), written with its end; None when nothing needs
     # saying, and for rows written before the journal kept it (schema version 5).
     detail: str | None = None
+    # The file the run executed, the program's fully resolved path (its `argv[0]` keeps the
+    # name the caller used); None for a denied call and rows before schema version 7.
+    executable: str | None = None
 
 
 class AuditRow(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -98,13 +101,14 @@ def insert_run(
     matched_rule: str | None,
     reason: str,
     envelope_run_id: str | None,
+    executable: str | None = None,
 ) -> int:
     """Insert a decided call: `running` when allowed, `denied` (and finished) when not."""
     status: JarvisStatus = "running" if decision == "allow" else "denied"
     cursor = conn.execute(
         "INSERT INTO jarvis_runs (tool, argv, cwd, actor, decision, matched_rule, reason,"
         " status, envelope_run_id, owner_pid, owner_start, boot_id, created_unix_ms,"
-        " finished_unix_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        " finished_unix_ms, executable) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (
             tool,
             _text(list(argv)),
@@ -118,6 +122,7 @@ def insert_run(
             *owner,
             now_ms,
             None if status == "running" else now_ms,
+            executable,
         ),
     )
     assert cursor.lastrowid is not None
@@ -190,6 +195,7 @@ def run_from(row: sqlite3.Row) -> JarvisRun:
         finished_unix_ms=row["finished_unix_ms"],
         attestation=row["attestation"],
         detail=row["detail"],
+        executable=row["executable"],
     )
 
 

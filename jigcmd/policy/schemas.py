@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import msgspec
 
-from jigcmd.attest.statement import JarvisRunPredicate, RunPredicate
+from jigcmd.attest.statement import JarvisRunPredicate, JarvisRunPredicateV2, RunPredicate
 from jigcmd.contract import CallParams, RequestInput
 from jigcmd.evidence import Evidence
 from jigcmd.jsonio import readable
@@ -28,8 +28,10 @@ _DOCUMENTS: tuple[tuple[str, type[msgspec.Struct], tuple[type[msgspec.Struct], .
     ("evidence.schema.json", Evidence, ()),
     # The jigcmd run predicate (predicateType https://jigcmd.dev/attestation/run/v1).
     ("run-predicate.v1.schema.json", RunPredicate, ()),
-    # jarvis's (https://jigcmd.dev/attestation/jarvis-run/v1).
+    # jarvis's (https://jigcmd.dev/attestation/jarvis-run/v1), no longer made: kept unchanged
+    # for the statements journals hold; v2 names the executable.
     ("jarvis-run-predicate.v1.schema.json", JarvisRunPredicate, ()),
+    ("jarvis-run-predicate.v2.schema.json", JarvisRunPredicateV2, ()),
 )
 
 

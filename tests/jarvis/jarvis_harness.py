@@ -5,6 +5,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import itertools
+import os
 import shutil
 import socket
 import tempfile
@@ -52,6 +53,27 @@ name = "echo"
 decision = "allow"
 argv0 = ["echo", "true"]
 """
+
+# The file `/usr/bin/true` resolves to (itself on merged-/usr hosts): what a link to it runs.
+TRUE = os.path.realpath("/usr/bin/true")
+
+
+def linked_true(directory: Path) -> tuple[str, str, str]:
+    """A symlink `fine` to /usr/bin/true in `directory/bin`, and a policy that allows calling
+    it by that path in that directory: (the link's path, the directory, the policy). The
+    directory is given resolved, as jarvis records a cwd."""
+    bin_dir = Path(os.path.realpath(directory)) / "bin"
+    bin_dir.mkdir(mode=0o755)
+    link = bin_dir / "fine"
+    link.symlink_to("/usr/bin/true")
+    policy = f"""
+[[rule]]
+name = "fine"
+decision = "allow"
+argv0 = ["{link}"]
+cwd = ["{bin_dir}"]
+"""
+    return str(link), str(bin_dir), policy
 
 
 async def until(condition: Callable[[], bool], within: float = 10.0) -> None:

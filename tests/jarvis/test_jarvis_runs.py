@@ -24,9 +24,11 @@ from tests.jarvis.jarvis_harness import (
     ACTOR,
     POLICY,
     TOKEN,
+    TRUE,
     SpyExecutor,
     auth,
     harness,
+    linked_true,
     make_service,
     until,
 )
@@ -267,6 +269,20 @@ async def test_an_allowed_run_is_executed_once_recorded_and_audited() -> None:
         f"run {body['run_id']}: exited (exit 0)",
     ]
     assert {r.actor for r in rows} == {ACTOR}
+
+
+async def test_run_create_and_run_get_name_the_file_a_symlinked_program_executes(
+    tmp_path: Path,
+) -> None:
+    """Called through a link, the run executes its target; both answers name the target."""
+    link, cwd, policy = linked_true(tmp_path)
+    spy = SpyExecutor()
+    async with harness(make_service(spy, policy=policy)) as h:
+        created = (await h.invoke("jarvis.run.create", argv=[link], cwd=cwd)).json()
+        got = (await h.invoke("jarvis.run.get", run_id=created["run_id"])).json()
+    assert [(p.argv, p.program) for p in spy.plans] == [((link,), TRUE)]
+    assert created["executable"] == got["executable"] == TRUE
+    assert (got["argv"], got["cwd"]) == ([link], cwd)
 
 
 @pytest.mark.parametrize(

@@ -138,3 +138,38 @@ def test_runs_recorded_before_details_were_kept_read_back_without_one(tmp_path: 
         run = journal.jarvis_get(1)
     assert run is not None
     assert (run.status, run.argv, run.detail) == ("failed", ("x",), None)
+
+
+def test_a_runs_executable_is_kept_and_rows_from_before_it_read_back_without_one(
+    tmp_path: Path,
+) -> None:
+    """The file an allowed run executes is kept; a version 6 journal's rows have None."""
+    raw = sqlite3.connect(tmp_path / "journal.sqlite3", isolation_level=None)
+    try:
+        for step in schema._STEPS[:6]:
+            for statement in schema._statements(step):
+                raw.execute(statement)
+        raw.execute(
+            "INSERT INTO jarvis_runs (tool, argv, cwd, actor, decision, matched_rule, reason,"
+            " status, owner_pid, owner_start, boot_id, created_unix_ms, finished_unix_ms)"
+            " VALUES ('t', '[\"x\"]', '', 'a', 'allow', 'r', '', 'exited', 1, 1, 'b', 1, 2)"
+        )
+        raw.execute("PRAGMA user_version = 6")
+    finally:
+        raw.close()
+    with Journal.open(tmp_path) as journal:
+        assert journal.settings()["user_version"] == schema.SCHEMA_VERSION
+        run_id = journal.jarvis_begin(
+            tool="t",
+            argv=["x"],
+            cwd="",
+            actor="a",
+            decision="allow",
+            matched_rule="r",
+            reason="",
+            executable="/usr/bin/x",
+        )
+    with Journal.open(tmp_path) as reopened:
+        older, newer = reopened.jarvis_get(1), reopened.jarvis_get(run_id)
+    assert older is not None and newer is not None
+    assert (older.executable, newer.executable) == (None, "/usr/bin/x")
