@@ -18,6 +18,7 @@ import anyio
 import httpx
 import pytest
 
+from jigcmd.envelope import syscalls as sc
 from jigcmd.envelope.native import NativeExecutor
 from tests.jarvis.jarvis_child import JarvisChild, machine_runs_jarvis
 from tests.jarvis.jarvis_harness import (
@@ -31,6 +32,7 @@ from tests.jarvis.jarvis_harness import (
 )
 from tests.jarvis.utcp_setup import body, manual_template, utcp_client
 from tests.optional import require_tools
+from tests.required import usable_cgroups
 
 pytestmark = pytest.mark.envelope
 
@@ -87,12 +89,11 @@ def dirs(workdir: Path) -> tuple[Path, Path]:
     return rw, ro
 
 
-async def test_a_working_directory_holding_a_mount_fails_naming_the_mount(
-    executor: NativeExecutor,
-) -> None:
-    """The directory that holds the zygote's staging mount: nothing runs, the detail says why."""
-    assert executor._staging_dir is not None
-    staging = Path(executor._staging_dir)
+async def test_a_working_directory_holding_a_mount_fails_naming_the_mount(workdir: Path) -> None:
+    """A cwd holding a host mount (a tmpfs of this test's): nothing runs, the detail says why."""
+    usable_cgroups()
+    held = workdir / "held"
+    held.mkdir()
     policy = f"""
 search_path = ["/usr/bin", "/bin"]
 
@@ -100,19 +101,38 @@ search_path = ["/usr/bin", "/bin"]
 name = "pwd-there"
 decision = "allow"
 argv0 = ["pwd"]
-cwd = ["{staging.parent}"]
+cwd = ["{workdir}"]
 """
-    async with harness(make_service(executor, policy=policy)) as h:
-        response = await h.invoke("jarvis.run.create", argv=["pwd"], cwd=str(staging.parent))
+    # Mounted before the zygote starts: its mount namespace is a copy of the host's then.
+    sc.mount("jigcmd-test", str(held), "tmpfs", 0, "size=64k")
+    native = NativeExecutor()
+    try:
+        await native.start()
+        async with harness(make_service(native, policy=policy)) as h:
+            response = await h.invoke("jarvis.run.create", argv=["pwd"], cwd=str(workdir))
+    finally:
+        await native.aclose()
+        sc.umount2(str(held), sc.MNT_DETACH)
     assert response.json()["status"] == "failed", response.text
     detail = response.json()["detail"]
     assert detail.startswith("EXECUTION_FAILED: containment envelope incomplete, nothing ran:")
-    assert f"bind {staging.parent}: {staging.parent} holds a mount ({staging})" in detail
+    assert f"bind {workdir}: {workdir} holds a mount ({held})" in detail
+
+
+def _mounts_under(directory: str) -> list[str]:
+    """Mount points below `directory` in this process's mount table."""
+    with open("/proc/self/mountinfo", encoding="utf-8") as table:
+        points = [line.split()[4] for line in table]
+    return [point for point in points if point.startswith(directory.rstrip("/") + "/")]
 
 
 def test_the_example_policys_echo_in_tmp_runs_in_tmp(workdir: Path) -> None:
     """`echo` with cwd /tmp runs: jarvis stages its runtime in its state directory, not /tmp."""
     machine_runs_jarvis()
+    if held := _mounts_under("/tmp"):
+        # The host's own mounts: binding /tmp would show what they hide, so the envelope
+        # refuses it by design (the next test); this one needs a /tmp that holds none.
+        pytest.skip(f"/tmp holds mounts on this machine: {', '.join(held)}")
     example = Path(__file__).parents[2] / "jigcmd" / "jarvis" / "example-policy.toml"
     # TMPDIR=/tmp: where the zygote's staging mount point went before, whatever the rig says.
     with (
