@@ -7,13 +7,22 @@ what `--exclude` names (`.gitignore` patterns relative to the directory), binary
 NUL byte, as git decides) and what is not a regular file (symlinks, devices). Everything
 else is the candidate; `ProjectFiles.problems` lists every rule it still breaks, so a person
 gets one refusal with every fix instead of one per run.
+
+The listing and the reads are not one step, and whoever can write the directory can swap an
+entry in between (a file for a symlink to a root-only file, once sent into the candidate in
+half of the runs tried). So nothing is reached by path below the directory named: each
+directory is opened relative to its parent's descriptor with `O_DIRECTORY | O_NOFOLLOW`,
+each file with `O_NOFOLLOW | O_NONBLOCK` and then `fstat`ed (a regular file, its size from
+the descriptor, the read bounded); an entry that became a link or something else fails the
+whole read with "changed while it was read", naming the path.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
@@ -31,6 +40,19 @@ MAX_WALKED = 20_000
 _SNIFF_BYTES = 8000
 # How many names a note gives per reason before "and N more".
 _NAMED = 4
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+# O_NONBLOCK: a FIFO swapped in opens at once (and is refused by `fstat`) instead of waiting.
+_FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
+# The errors of an entry that is no longer what the listing said.
+_CHANGED = (errno.ELOOP, errno.ENOTDIR, errno.ENOENT, errno.EISDIR, errno.ENXIO)
+
+
+def _no_pause(path: PurePosixPath) -> None:
+    """Nothing happens between listing `path` and opening it (but in a test)."""
+
+
+# Called between listing an entry and opening it: a seam where a test swaps the entry.
+_listed: Callable[[PurePosixPath], None] = _no_pause
 
 # Why something was left out, in the order the note says it.
 RESERVED = "never part of a candidate"
@@ -89,19 +111,23 @@ class ProjectFiles:
 def read_project(directory: Path, excludes: Sequence[str] = ()) -> ProjectFiles:
     """Read `directory` as a candidate, leaving out what can never be one (see the module)."""
     try:
-        info = directory.stat()
+        # The directory the person named may itself be a link (theirs to choose); below it
+        # nothing is followed.
+        root_fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     except FileNotFoundError:
         raise CandidateError(f"{directory}: no such directory") from None
+    except NotADirectoryError:
+        raise CandidateError(f"{directory}: not a directory") from None
     except OSError as exc:
         raise CandidateError(f"{directory}: cannot be read: {exc.strerror}") from exc
-    if not stat.S_ISDIR(info.st_mode):
-        raise CandidateError(f"{directory}: not a directory")
     try:
         walker = _Walker(directory, excludes)
-        walker.walk(PurePosixPath("."))
+        walker.walk(PurePosixPath("."), root_fd)
     except OSError as exc:
         where = exc.filename or directory
         raise CandidateError(f"{where}: cannot be read: {exc.strerror}") from exc
+    finally:
+        os.close(root_fd)
     return walker.project
 
 
@@ -116,9 +142,10 @@ class _Walker:
     def _leave_out(self, reason: str, path: str) -> None:
         self.project.left_out.setdefault(reason, []).append(path)
 
-    def walk(self, directory: PurePosixPath) -> None:
+    def walk(self, directory: PurePosixPath, fd: int) -> None:
+        """Walk the directory open as `fd` (not closed here), `directory` in the project."""
         self._ignores.enter(directory)
-        with os.scandir(self._root / directory) as scan:
+        with os.scandir(fd) as scan:
             entries = sorted(scan, key=lambda entry: entry.name)
         for entry in entries:
             self._walked += 1
@@ -131,7 +158,11 @@ class _Walker:
             if entry.is_dir(follow_symlinks=False):
                 reason = self._why_not(path, entry.name, is_dir=True)
                 if reason is None:
-                    self.walk(path)
+                    child = self._open(fd, path, _DIR_FLAGS, "directory")
+                    try:
+                        self.walk(path, child)
+                    finally:
+                        os.close(child)
                 else:
                     self._leave_out(reason, path.as_posix() + "/")
             elif not entry.is_file(follow_symlinks=False):
@@ -139,9 +170,25 @@ class _Walker:
             else:
                 reason = self._why_not(path, entry.name, is_dir=False)
                 if reason is None:
-                    self._read(path, entry.stat(follow_symlinks=False).st_size)
+                    self._read(fd, path)
                 else:
                     self._leave_out(reason, path.as_posix())
+
+    def _open(self, parent: int, path: PurePosixPath, flags: int, kind: str) -> int:
+        """`path`'s entry in the directory open as `parent`, without following a link."""
+        _listed(path)
+        try:
+            return os.open(path.name, flags, dir_fd=parent)
+        except OSError as exc:
+            if exc.errno in _CHANGED:
+                raise self._changed(path, kind) from exc
+            raise OSError(exc.errno, exc.strerror, str(self._root / path)) from exc
+
+    def _changed(self, path: PurePosixPath, kind: str) -> CandidateError:
+        return CandidateError(
+            f"{self._root / path}: changed while it was read (it was listed as a {kind}, and "
+            "is now a symbolic link or something else); nothing was sent"
+        )
 
     def _why_not(self, path: PurePosixPath, name: str, *, is_dir: bool) -> str | None:
         if is_dir and name in RESERVED_COMPONENTS:
@@ -155,18 +202,26 @@ class _Walker:
             return GITIGNORED
         return None
 
-    def _read(self, path: PurePosixPath, size: int) -> None:
+    def _read(self, parent: int, path: PurePosixPath) -> None:
         relative = path.as_posix()
-        with open(self._root / path, "rb") as handle:
+        fd = self._open(parent, path, _FILE_FLAGS, "regular file")
+        with open(fd, "rb", closefd=True) as handle:
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode):
+                raise self._changed(path, "regular file")
             head = handle.read(_SNIFF_BYTES)
             if b"\x00" in head:
                 self._leave_out(BINARY, relative)
                 return
-            if size > MAX_CANDIDATE_BYTES:
+            if info.st_size > MAX_CANDIDATE_BYTES:
                 # Too large to send whatever it holds: its size is the problem, not its text.
-                self.project.oversized[relative] = size
+                self.project.oversized[relative] = info.st_size
                 return
-            data = head + handle.read()
+            # Bounded: the file may grow after the `fstat`.
+            data = head + handle.read(MAX_CANDIDATE_BYTES + 1 - len(head))
+        if len(data) > MAX_CANDIDATE_BYTES:
+            self.project.oversized[relative] = len(data)
+            return
         try:
             self.project.files[relative] = data.decode("utf-8")
         except UnicodeDecodeError:

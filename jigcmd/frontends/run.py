@@ -14,7 +14,6 @@ same, parsed).
 
 from __future__ import annotations
 
-import shlex
 import sys
 import time
 from collections.abc import Sequence
@@ -32,6 +31,7 @@ from jigcmd.command.failures import StoppedRun
 from jigcmd.command.projectdir import CandidateError, ProjectFiles, read_project
 from jigcmd.errors import Code, JigError
 from jigcmd.evidence import Evidence, ResourceReport
+from jigcmd.frontends.runtext import readable, visible
 from jigcmd.policy.binding import BindingError
 from jigcmd.policy.candidate import Problem
 from jigcmd.policy.planner import CEILING_SECONDS
@@ -170,7 +170,7 @@ def _candidate(
         raise project
     note = project.note()
     if note is not None:
-        sys.stderr.write(f"jigcmd run: --files {project.root}: {note}\n")
+        sys.stderr.write(visible(f"jigcmd run: --files {project.root}: {note}") + "\n")
     problems = project.problems(needed, command)
     if problems:
         raise refusal("--files", project.root, problems)
@@ -237,11 +237,14 @@ def write_failure(exc: JigError, as_json: bool) -> int:
     problems = details.get("problems")
     if problems:
         # Every problem on its own line: the message may have been cut.
-        lines = [f"  {msgspec.convert(p, Problem).line()}" for p in problems]
+        lines = [f"  {visible(msgspec.convert(p, Problem).line())}" for p in problems]
         head = f"{details['option']} {details['path']}: {_count(len(problems))}, nothing ran"
-        sys.stderr.write(f"jigcmd run: {exc.code.value}: {head}:\n" + "\n".join(lines) + "\n")
+        sys.stderr.write(
+            f"jigcmd run: {exc.code.value}: {visible(head)}:\n" + "\n".join(lines) + "\n"
+        )
     else:
-        sys.stderr.write(f"jigcmd run: {exc.code.value}: {exc.message}\n")
+        # Inert: a message may name what a directory's writer chose (a file name).
+        sys.stderr.write(f"jigcmd run: {exc.code.value}: {visible(exc.message)}\n")
     # Deadline and cancel carry what was collected: the same evidence a completed run has,
     # and the resources it used, which is when a person wants them most.
     collected = details.pop("command", None)
@@ -279,46 +282,4 @@ def _write_result(result: RunResult, as_json: bool) -> None:
 def _write_text(
     evidence: Evidence, report: ResourceReport | None, tests: TestsView | None = None
 ) -> None:
-    ended = (
-        f"exit code {evidence.exit_code}"
-        if evidence.exit_code is not None
-        else f"signal {evidence.signal}"
-    )
-    lines = [
-        # Quoted as a shell would need it: `'a b'` and `''` are one argument each.
-        f"command:    {evidence.command} ({shlex.join(evidence.invocation)})",
-        f"candidate:  {evidence.candidate_digest}",
-        f"ended:      {ended} (stop reason: {evidence.stop_reason}, cleanup: {evidence.cleanup})",
-    ]
-    if report is not None:
-        memory = (
-            "n/a"
-            if report.peak_memory_bytes is None
-            else f"{report.peak_memory_bytes / 2**20:.1f} MiB"
-        )
-        cpu = "n/a" if report.cpu_ms is None else f"{report.cpu_ms:.1f} ms"
-        lines.append(
-            f"resources:  wall {report.wall_ms:.1f} ms (setup {report.setup_ms:.1f} ms), "
-            f"cpu {cpu}, peak memory {memory}, oom killed {report.oom_killed}, "
-            f"pids limit hit {report.pids_limit_hit}"
-        )
-    if tests is not None:
-        lines.append(f"tests:      {_tests_line(tests)}")
-    for name, stream in (("stdout", evidence.stdout), ("stderr", evidence.stderr)):
-        note = " (truncated)" if stream.truncated else ""
-        lines.append(f"--- {name}{note} ---")
-        lines.append(stream.text.rstrip("\n"))
-    sys.stdout.write("\n".join(lines) + "\n")
-
-
-def _tests_line(tests: TestsView) -> str:
-    """The per-test counts (or why there are none), with the runner's caveat."""
-    if tests.summary is None:
-        return f"no per-test results: the runner's report is {tests.problem}"
-    s = tests.summary
-    failed = [test.name for test in tests.tests if test.status == "failed"]
-    named = f" ({', '.join(failed[:5])}{', …' if len(failed) > 5 else ''})" if failed else ""
-    return (
-        f"{s.tests} run, {s.passed} passed, {s.failed} failed{named}, {s.skipped} skipped, "
-        f"{s.pending} todo (from the runner's report, which candidate code can alter)"
-    )
+    sys.stdout.write(readable(evidence, report, tests))

@@ -7,6 +7,16 @@ document type declaration refused (so no entity can be declared, internal or ext
 nothing is ever fetched), an undeclared entity is a parse error, and the report's size is
 bounded before it gets here (the envelope reads at most `REPORT_MAX_BYTES`).
 
+What the parse builds is bounded by the report's own size, not only the report: a test
+inherits its file and describe path, so one long describe name over thousands of
+`<testcase/>`s would otherwise be copied into each (gigabytes of JSON from a 1 MiB report).
+Each name is cut to `NAME_MAX` characters ("…" marks the cut), a test keeps at most
+`SUITE_DEPTH_MAX` describe levels, and the inherited names of all tests together stay within
+`EXPANSION_FACTOR` times the report's size: past that, a test's file is cut to 16
+characters and its describe path is the one entry `PATH_CUT` ("…"), at most 18 characters
+for a `<testcase/>` of at least 11 bytes, so all of them stay within `EXPANSION_FACTOR + 2`
+times the report's size.
+
 Bun 1.4.2's reporter, checked: nested `describe` blocks are nested `<testsuite>` elements
 that each repeat `file=` (the outermost one per file names the file, the nested ones the
 describe path); `classname` lists the describe path innermost first ("inner > outer"), so
@@ -23,8 +33,12 @@ from xml.parsers import expat
 import msgspec
 
 __all__ = [
+    "EXPANSION_FACTOR",
+    "NAME_MAX",
+    "PATH_CUT",
     "REPORT_MAX_BYTES",
     "REPORT_NAME",
+    "SUITE_DEPTH_MAX",
     "TRACE_FRAMES",
     "CtrfSummary",
     "CtrfTest",
@@ -40,6 +54,17 @@ REPORT_MAX_BYTES: Final = 1 << 20
 TRACE_FRAMES: Final = 5
 # A message or trace longer than this is cut (the whole report stays readable as a resource).
 _TEXT_MAX: Final = 2048
+# A name (a test's, a describe block's, a file's) longer than this is cut.
+NAME_MAX: Final = 512
+# Describe levels a test keeps; deeper ones are one "… N more levels" entry (each test copies
+# its path: a deep nest over many tests would otherwise be depth times tests).
+SUITE_DEPTH_MAX: Final = 16
+# The inherited names (file, describe path) of all tests may total this many characters per
+# byte of the report (and at least `_EXPANSION_FLOOR`); past it they are cut as below.
+EXPANSION_FACTOR: Final = 4
+_EXPANSION_FLOOR: Final = 64 * 1024
+_SPENT_NAME_MAX: Final = 16
+PATH_CUT: Final = "…"
 
 Status = Literal["passed", "failed", "skipped", "pending", "other"]
 
@@ -83,7 +108,7 @@ class TestReport(msgspec.Struct, frozen=True):
 
 def parse_junit(data: bytes) -> TestReport:
     """Read Bun's JUnit XML; raise `UnreadableReport` when it is not one this accepts."""
-    reader = _Reader()
+    reader = _Reader(budget=max(_EXPANSION_FLOOR, EXPANSION_FACTOR * len(data)))
     parser = expat.ParserCreate()
     parser.SetParamEntityParsing(expat.XML_PARAM_ENTITY_PARSING_NEVER)
     parser.StartDoctypeDeclHandler = _refuse_doctype
@@ -116,26 +141,33 @@ def _refuse_external(*_args: object) -> int:
 class _Case:
     def __init__(self, attrs: dict[str, str], file: str | None, suite: list[str]) -> None:
         self.attrs = attrs
-        self.file = attrs.get("file") or file
-        self.suite = list(suite)
+        self.file = file
+        self.suite = suite
         self.status: Status = "passed"
         self.raw = "pass"
         self.message: str | None = None
         self.text: list[str] = []
+        self.text_chars = 0
         self.in_failure = False
 
 
 class _Reader:
     """Collects test cases; the describe path comes from the nesting of `<testsuite>`."""
 
-    def __init__(self) -> None:
+    def __init__(self, budget: int) -> None:
         self.tests: list[CtrfTest] = []
         self.seen_root = False
         self.duration = 0
-        # Per open <testsuite>: (its name, whether it is the outermost one of its file).
-        self.suites: list[tuple[str, bool]] = []
+        # Per open <testsuite>: whether it is the outermost one of its file, and whether its
+        # name is in `path` (it is not when deeper than `SUITE_DEPTH_MAX`).
+        self.suites: list[tuple[bool, bool]] = []
+        # The describe path (each name cut once, here, and shared by the tests under it).
+        self.path: list[str] = []
+        self.deeper = 0
         self.file: str | None = None
         self.case: _Case | None = None
+        # Characters of inherited names the tests may still be given.
+        self.budget = budget
 
     def start(self, name: str, attrs: dict[str, str]) -> None:
         if not self.seen_root:
@@ -146,16 +178,37 @@ class _Reader:
                 self.duration = _ms(attrs.get("time"))
                 return
         if name == "testsuite":
-            # The outermost suite naming a file is the file; nested ones repeat `file=`.
-            outermost = self.file is None
-            if outermost:
-                self.file = attrs.get("file") or attrs.get("name")
-            self.suites.append((attrs.get("name", ""), outermost))
+            self._open_suite(attrs)
         elif name == "testcase":
-            path = [suite for suite, outermost in self.suites if not outermost]
-            self.case = _Case(attrs, self.file, path)
+            self.case = self._case(attrs)
         elif self.case is not None:
             self._outcome(name, attrs)
+
+    def _open_suite(self, attrs: dict[str, str]) -> None:
+        # The outermost suite naming a file is the file; nested ones repeat `file=`.
+        outermost = self.file is None
+        kept = False
+        if outermost:
+            self.file = _cut(attrs.get("file") or attrs.get("name") or "", NAME_MAX) or None
+        elif len(self.path) < SUITE_DEPTH_MAX:
+            self.path.append(_cut(attrs.get("name", ""), NAME_MAX))
+            kept = True
+        else:
+            self.deeper += 1
+        self.suites.append((outermost, kept))
+
+    def _case(self, attrs: dict[str, str]) -> _Case:
+        """A test case with what it inherits, charged to the budget (or cut once it is spent)."""
+        own = attrs.get("file")
+        file = _cut(own, NAME_MAX) if own else self.file
+        path = [*self.path, f"… {self.deeper} more levels"] if self.deeper else list(self.path)
+        inherited = len(file or "") + sum(map(len, path))
+        if inherited <= self.budget:
+            self.budget -= inherited
+        else:
+            file = _cut(file, _SPENT_NAME_MAX) if file else None
+            path = [PATH_CUT] if path else []
+        return _Case(attrs, file, path)
 
     def _outcome(self, name: str, attrs: dict[str, str]) -> None:
         case = self.case
@@ -172,18 +225,21 @@ class _Reader:
             case.raw = "todo" if todo else "skip"
 
     def text(self, data: str) -> None:
-        if (
-            self.case is not None
-            and self.case.in_failure
-            and sum(map(len, self.case.text)) < (_TEXT_MAX * 4)
-        ):
-            self.case.text.append(data)
+        # A running count: expat may call this once per character reference.
+        case = self.case
+        if case is not None and case.in_failure and case.text_chars < _TEXT_MAX * 4:
+            case.text.append(data)
+            case.text_chars += len(data)
 
     def end(self, name: str) -> None:
         if name == "testsuite" and self.suites:
-            _suite, outermost = self.suites.pop()
+            outermost, kept = self.suites.pop()
             if outermost:
                 self.file = None
+            elif kept:
+                self.path.pop()
+            else:
+                self.deeper -= 1
         elif name == "testcase" and self.case is not None:
             self.tests.append(_test(self.case))
             self.case = None
@@ -196,13 +252,13 @@ def _test(case: _Case) -> CtrfTest:
     line = attrs.get("line")
     failed = case.status == "failed"
     return CtrfTest(
-        name=attrs.get("name") or "(unnamed)",
+        name=_cut(attrs.get("name") or "(unnamed)", NAME_MAX),
         status=case.status,
         duration=_ms(attrs.get("time")),
         filePath=case.file,
         suite=case.suite or None,
         line=int(line) if line is not None and line.isdigit() and len(line) < 10 else None,
-        message=_cut(case.message.strip()) if failed and case.message else None,
+        message=_cut(case.message.strip(), _TEXT_MAX) if failed and case.message else None,
         trace=_frames("".join(case.text)) if failed else None,
         rawStatus=case.raw,
     )
@@ -211,11 +267,12 @@ def _test(case: _Case) -> CtrfTest:
 def _frames(text: str) -> str | None:
     """The first `TRACE_FRAMES` "at …" lines of a failure's text."""
     frames = [line.strip() for line in text.splitlines() if line.strip().startswith("at ")]
-    return _cut("\n".join(frames[:TRACE_FRAMES])) or None
+    return _cut("\n".join(frames[:TRACE_FRAMES]), _TEXT_MAX) or None
 
 
-def _cut(text: str) -> str:
-    return text if len(text) <= _TEXT_MAX else text[: _TEXT_MAX - 1] + "…"
+def _cut(text: str, limit: int) -> str:
+    """`text`, or its first `limit - 1` characters and "…" when it is longer."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _ms(seconds: str | None) -> int:

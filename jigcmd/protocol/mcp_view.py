@@ -30,6 +30,7 @@ from jigcmd.protocol.junit import CtrfSummary, CtrfTest
 
 __all__ = [
     "DEFAULT_BUDGET_BYTES",
+    "LISTED_TESTS_MAX",
     "MIN_BUDGET_BYTES",
     "TESTS_NOTE",
     "Content",
@@ -56,6 +57,8 @@ _FRAMES_MAX: Final = 5
 _ARG_CHARS: Final = 160
 _ARGS_SHOWN: Final = 12
 _STEPS: Final = 10
+# The tests `full_tests` lists at most (`jigcmd run --json`); `truncated` counts the rest.
+LISTED_TESTS_MAX: Final = 5000
 # Names the candidate chose (tests, describe blocks, files), as listed.
 _NAME_CHARS: Final = 200
 _SUITE_DEPTH: Final = 8
@@ -245,14 +248,22 @@ def _tests(tests: TestResults, scale: float, uri: str | None) -> TestsView:
 
 
 def full_tests(tests: TestResults) -> TestsView:
-    """Every test, failing first, nothing cut (for `jigcmd run --json`, which has no budget)."""
+    """The tests as the parse has them, failing first, at most `LISTED_TESTS_MAX` of them.
+
+    For `jigcmd run --json`, which has no budget; the parse already bounds each name and
+    their total, and `truncated` counts the tests left out.
+    """
     report = tests.report
     if report is None:
         return TestsView(candidate_influenced=True, note=TESTS_NOTE, problem=tests.problem)
     order = {"failed": 0, "skipped": 1, "pending": 1, "other": 1, "passed": 2}
     ordered = sorted(report.tests, key=lambda test: order[test.status])
     return TestsView(
-        candidate_influenced=True, note=TESTS_NOTE, summary=report.summary, tests=ordered
+        candidate_influenced=True,
+        note=TESTS_NOTE,
+        summary=report.summary,
+        tests=ordered[:LISTED_TESTS_MAX],
+        truncated=max(0, len(ordered) - LISTED_TESTS_MAX),
     )
 
 

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import os
-from pathlib import Path
+from collections.abc import Callable
+from pathlib import Path, PurePosixPath
 
 import pytest
 
+from jigcmd.command import projectdir
 from jigcmd.command.projectdir import (
     BINARY,
     DOT,
@@ -193,3 +195,74 @@ def test_an_unreadable_directory_is_refused_not_skipped(tmp_path: Path) -> None:
             read_project(root)
     finally:
         (root / "locked").chmod(0o755)
+
+
+def swap_at(monkeypatch: pytest.MonkeyPatch, name: str, swap: Callable[[], None]) -> None:
+    """Run `swap` once, when the walk has listed `name` and is about to open it."""
+
+    def listed(path: PurePosixPath) -> None:
+        if path.as_posix() == name:
+            swap()
+
+    monkeypatch.setattr(projectdir, "_listed", listed)
+
+
+def test_a_file_swapped_for_a_symlink_after_the_listing_is_refused_not_followed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    secret = tmp_path / "secret.txt"
+    secret.write_text("root only\n")
+    root = tree(tmp_path / "p", {"index.ts": "x", "src/data.txt": "harmless\n"})
+    data = root / "src/data.txt"
+
+    def swap() -> None:
+        data.unlink()
+        data.symlink_to(secret)
+
+    swap_at(monkeypatch, "src/data.txt", swap)
+    with pytest.raises(CandidateError) as refused:
+        read_project(root)
+    assert str(refused.value).startswith(f"{data}: changed while it was read")
+
+
+def test_a_directory_swapped_for_a_symlink_after_the_listing_is_refused_not_followed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    outside = tree(tmp_path / "outside", {"secret.ts": "root only"})
+    root = tree(tmp_path / "p", {"index.ts": "x", "src/a.ts": "y"})
+
+    def swap() -> None:
+        (root / "src/a.ts").unlink()
+        (root / "src").rmdir()
+        (root / "src").symlink_to(outside)
+
+    swap_at(monkeypatch, "src", swap)
+    with pytest.raises(CandidateError) as refused:
+        read_project(root)
+    assert str(refused.value).startswith(f"{root / 'src'}: changed while it was read")
+
+
+def test_a_file_swapped_for_a_fifo_after_the_listing_is_refused_without_waiting(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = tree(tmp_path, {"index.ts": "x"})
+
+    def swap() -> None:
+        (root / "index.ts").unlink()
+        os.mkfifo(root / "index.ts")
+
+    swap_at(monkeypatch, "index.ts", swap)
+    with pytest.raises(CandidateError, match="changed while it was read"):
+        read_project(root)
+
+
+def test_a_file_that_grows_past_the_bound_after_the_listing_is_oversized(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = tree(tmp_path, {"index.ts": "x", "big.ts": "y"})
+
+    def grow() -> None:
+        (root / "big.ts").write_text("z" * (MAX_CANDIDATE_BYTES + 10))
+
+    swap_at(monkeypatch, "big.ts", grow)
+    assert read_project(root).oversized == {"big.ts": MAX_CANDIDATE_BYTES + 10}

@@ -162,6 +162,39 @@ async def test_past_the_cap_output_is_read_at_once_so_a_chatty_candidate_is_not_
     assert capture.dropped == total - OUTPUT_CAP_BYTES
 
 
+async def test_past_the_cap_output_nobody_keeps_is_drained_in_the_kernel_not_copied(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A flood costs the host a splice per pipeful, not a copy per 64 KiB."""
+    copied = 0
+    real_read = os.read
+
+    def counted_read(fd: int, size: int) -> bytes:
+        nonlocal copied
+        data = real_read(fd, size)
+        copied += len(data)
+        return data
+
+    monkeypatch.setattr(os, "read", counted_read)
+    total = OUTPUT_CAP_BYTES * 16
+    async with _pipe_outputs() as (waker, pipes, capture, writer):
+
+        def write_all() -> None:
+            written = 0
+            while written < total:
+                written += writer.write(b"x" * 65_536)
+
+        pipes.start()
+        with anyio.fail_after(30):
+            await anyio.to_thread.run_sync(write_all)
+        writer.close()
+        assert await waker.until(pipes.done, _FAILSAFE_S)
+    assert capture.dropped == total - OUTPUT_CAP_BYTES
+    assert capture.result().truncated
+    # What was kept, and at most the one read that crossed the cap.
+    assert copied <= OUTPUT_CAP_BYTES + 65_536
+
+
 async def test_what_the_output_callback_raises_is_raised_by_the_waiter() -> None:
     def refuse(name: str, chunk: bytes) -> None:
         raise RuntimeError(f"{name} refused {chunk!r}")

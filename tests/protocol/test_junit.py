@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from jigcmd.protocol.junit import REPORT_MAX_BYTES, UnreadableReport, parse_junit
+from jigcmd.protocol.junit import (
+    EXPANSION_FACTOR,
+    NAME_MAX,
+    PATH_CUT,
+    REPORT_MAX_BYTES,
+    SUITE_DEPTH_MAX,
+    UnreadableReport,
+    parse_junit,
+)
 
 # Written by Bun 1.4.2 for nested describes (note `classname` innermost first and `file=`
 # repeated on every nested suite).
@@ -104,3 +112,61 @@ def test_deep_nesting_within_the_bound_is_read_without_recursion() -> None:
         + b"</testsuites>"
     )
     assert parse_junit(data).tests == []
+
+
+def test_one_long_describe_name_over_many_cases_expands_within_the_reports_bound() -> None:
+    """The forged report: one 100 KiB describe name over 2,000 `<testcase/>`s (~0.2 GB copied)."""
+    big = b"A" * (100 * 1024)
+    data = (
+        b'<testsuites><testsuite name="f" file="f"><testsuite name="'
+        + big
+        + b'">'
+        + b'<testcase name="x"/>' * 2000
+        + b"</testsuite></testsuite></testsuites>"
+    )
+    report = parse_junit(data)
+    assert report.summary.tests == 2000
+    inherited = sum(len(t.filePath or "") + sum(map(len, t.suite or [])) for t in report.tests)
+    assert inherited <= (EXPANSION_FACTOR + 2) * len(data)
+    first, last = report.tests[0], report.tests[-1]
+    assert first.suite == ["A" * (NAME_MAX - 1) + "…"]
+    assert last.suite == [PATH_CUT] and last.filePath == "f"
+
+
+def test_every_name_is_cut_visibly_to_the_name_bound() -> None:
+    long = b"n" * (NAME_MAX * 3)
+    report = parse_junit(
+        b'<testsuites><testsuite name="f" file="'
+        + long
+        + b'"><testcase name="'
+        + long
+        + b'"/></testsuite></testsuites>'
+    )
+    (test,) = report.tests
+    assert test.name.endswith("…") and len(test.name) == NAME_MAX
+    assert test.filePath is not None and len(test.filePath) == NAME_MAX
+
+
+def test_describe_levels_past_the_depth_bound_are_counted_not_copied() -> None:
+    depth = SUITE_DEPTH_MAX + 40
+    data = (
+        b'<testsuites><testsuite name="f" file="f">'
+        + b'<testsuite name="s">' * depth
+        + b'<testcase name="x"/>' * 3
+        + b"</testsuite>" * depth
+        + b'<testcase name="y"/></testsuite></testsuites>'
+    )
+    x, _, _, y = parse_junit(data).tests
+    assert x.suite == ["s"] * SUITE_DEPTH_MAX + ["… 40 more levels"]
+    assert y.suite is None
+
+
+def test_a_failure_text_of_many_character_references_is_read_in_linear_time() -> None:
+    """Expat calls the text handler once per `&#10;`: the kept text is counted as it grows."""
+    refs = b"&#10;" * (REPORT_MAX_BYTES // 8)
+    report = parse_junit(
+        b'<testsuites><testsuite name="f"><testcase name="x"><failure message="m">'
+        + refs
+        + b"</failure></testcase></testsuite></testsuites>"
+    )
+    assert report.tests[0].status == "failed"

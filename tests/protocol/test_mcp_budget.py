@@ -24,7 +24,12 @@ from jigcmd.protocol.junit import CtrfSummary, CtrfTest
 from jigcmd.protocol.junit import TestReport as Report
 from jigcmd.protocol.mcp_results import completed_result, failure_result
 from jigcmd.protocol.mcp_versions import SUPPORTED_VERSIONS
-from jigcmd.protocol.mcp_view import DEFAULT_BUDGET_BYTES, MIN_BUDGET_BYTES
+from jigcmd.protocol.mcp_view import (
+    DEFAULT_BUDGET_BYTES,
+    LISTED_TESTS_MAX,
+    MIN_BUDGET_BYTES,
+    full_tests,
+)
 
 REPORT = ResourceReport(
     wall_ms=1,
@@ -228,3 +233,21 @@ def test_a_list_that_fits_is_failing_then_skipped_and_todo_then_passing() -> Non
     view = wire(completed_result(result))["structuredContent"]
     statuses = [test["status"] for test in view["tests"]["tests"]]
     assert statuses == ["failed"] * 3 + ["pending"] * 5 + ["skipped"] + ["passed"] * 5
+
+
+def test_the_run_json_listing_stops_at_its_cap_and_counts_what_it_left_out() -> None:
+    """`jigcmd run --json` has no budget: the listing has a cap, failing tests first."""
+    passing = [CtrfTest(name=f"p{i}", status="passed", duration=0) for i in range(LISTED_TESTS_MAX)]
+    failing = [CtrfTest(name="f", status="failed", duration=0)] * 3
+    summary = CtrfSummary(
+        tests=len(passing) + 3,
+        passed=len(passing),
+        failed=3,
+        skipped=0,
+        pending=0,
+        other=0,
+        duration=0,
+    )
+    listed = full_tests(Results(report=Report(summary=summary, tests=passing + failing)))
+    assert len(listed.tests) == LISTED_TESTS_MAX and listed.truncated == 3
+    assert [test.status for test in listed.tests[:3]] == ["failed"] * 3

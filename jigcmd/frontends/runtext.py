@@ -1,0 +1,88 @@
+"""`jigcmd run`'s answer for a person: the summary, then the candidate's output, made inert.
+
+The output is the candidate's, and a terminal obeys what it reads: escape sequences moved
+the cursor and rewrote the `ended:` line into a forged "exit code 0", set the clipboard
+(OSC 52) and the window title. So every control character but newline and tab (C0, DEL,
+C1) and the Unicode controls that reorder a line (bidi embeddings, overrides, isolates and
+marks) is shown as its escape, `\\x1b`, `\\x9b`, `\\u202e`, whatever stdout is (a file is read
+on a terminal later). And every line of the output is framed: it starts with `| `, which
+none of jigcmd's own lines do, so a candidate printing "ended: exit code 0" cannot pass for
+the summary. The exact text is in `--json`. Pure: text in, text out.
+"""
+
+from __future__ import annotations
+
+import shlex
+from typing import Final
+
+from jigcmd.evidence import Evidence, ResourceReport
+from jigcmd.protocol.mcp_view import TestsView
+
+__all__ = ["FRAME", "readable", "visible"]
+
+# Starts each line of the candidate's output; none of jigcmd's own lines does.
+FRAME: Final = "| "
+_BIDI: Final = (0x061C, 0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A))
+_CONTROLS: Final = [c for c in (*range(0x20), 0x7F, *range(0x80, 0xA0)) if c not in (0x09, 0x0A)]
+_INERT: Final = {
+    **{c: f"\\x{c:02x}" for c in _CONTROLS},
+    **{c: f"\\u{c:04x}" for c in _BIDI},
+}
+
+
+def visible(text: str) -> str:
+    """`text` with every control character but newline and tab shown as its escape."""
+    return text.translate(_INERT)
+
+
+def readable(
+    evidence: Evidence, report: ResourceReport | None, tests: TestsView | None = None
+) -> str:
+    """The summary lines, then each stream framed line by line (ends with a newline)."""
+    ended = (
+        f"exit code {evidence.exit_code}"
+        if evidence.exit_code is not None
+        else f"signal {evidence.signal}"
+    )
+    lines = [
+        # Quoted as a shell would need it: `'a b'` and `''` are one argument each.
+        f"command:    {evidence.command} ({shlex.join(evidence.invocation)})",
+        f"candidate:  {evidence.candidate_digest}",
+        f"ended:      {ended} (stop reason: {evidence.stop_reason}, cleanup: {evidence.cleanup})",
+    ]
+    if report is not None:
+        memory = (
+            "n/a"
+            if report.peak_memory_bytes is None
+            else f"{report.peak_memory_bytes / 2**20:.1f} MiB"
+        )
+        cpu = "n/a" if report.cpu_ms is None else f"{report.cpu_ms:.1f} ms"
+        lines.append(
+            f"resources:  wall {report.wall_ms:.1f} ms (setup {report.setup_ms:.1f} ms), "
+            f"cpu {cpu}, peak memory {memory}, oom killed {report.oom_killed}, "
+            f"pids limit hit {report.pids_limit_hit}"
+        )
+    if tests is not None:
+        lines.append(f"tests:      {_tests_line(tests)}")
+    # Each line of ours is made inert too: the invocation and test names are not all ours.
+    text = [visible(line).replace("\n", "\\n") for line in lines]
+    for name, stream in (("stdout", evidence.stdout), ("stderr", evidence.stderr)):
+        note = ", truncated" if stream.truncated else ""
+        shown = stream.text.removesuffix("\n")
+        text.append(f"--- {name}{note}: each line after {FRAME!r} ---")
+        text.extend(FRAME + line for line in visible(shown).split("\n") if shown)
+    text.append("--- end of output ---")
+    return "\n".join(text) + "\n"
+
+
+def _tests_line(tests: TestsView) -> str:
+    """The per-test counts (or why there are none), with the runner's caveat."""
+    if tests.summary is None:
+        return f"no per-test results: the runner's report is {tests.problem}"
+    s = tests.summary
+    failed = [test.name for test in tests.tests if test.status == "failed"]
+    named = f" ({', '.join(failed[:5])}{', …' if len(failed) > 5 else ''})" if failed else ""
+    return (
+        f"{s.tests} run, {s.passed} passed, {s.failed} failed{named}, {s.skipped} skipped, "
+        f"{s.pending} todo (from the runner's report, which candidate code can alter)"
+    )
