@@ -11,12 +11,19 @@ machine, not the project. Pattern matching is pathspec's `GitIgnoreSpec` (git's 
 
 from __future__ import annotations
 
+import errno
+import os
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from pathspec import GitIgnoreSpec
 
-__all__ = ["Ignores", "pattern_spec"]
+__all__ = ["MAX_PATTERN_BYTES", "Ignores", "pattern_spec"]
+
+# A pattern file larger than this is refused, not read (git itself reads any size).
+MAX_PATTERN_BYTES = 1 << 20
+_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
 
 
 def pattern_spec(lines: list[str]) -> GitIgnoreSpec:
@@ -74,10 +81,28 @@ def _name(scope: _Scope) -> str:
 
 
 def _read_lines(path: Path) -> list[str]:
+    """A pattern file's lines; none when it is absent or not a regular file.
+
+    Opened without following a symlink and without waiting on a FIFO, as git (2.32 on)
+    does not follow a symlinked `.gitignore` either; a file past `MAX_PATTERN_BYTES` is an
+    error (OSError naming it), never read into memory whole.
+    """
     try:
-        return path.read_text(encoding="utf-8", errors="replace").splitlines()
+        fd = os.open(path, _FLAGS)
     except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
         return []
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return []
+        raise
+    with os.fdopen(fd, "rb") as handle:
+        info = os.fstat(handle.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            return []
+        data = handle.read(MAX_PATTERN_BYTES + 1)
+    if len(data) > MAX_PATTERN_BYTES:
+        raise OSError(errno.EFBIG, f"larger than {MAX_PATTERN_BYTES:,} bytes", str(path))
+    return data.decode("utf-8", errors="replace").splitlines()
 
 
 def _above(root: Path) -> list[_Scope]:

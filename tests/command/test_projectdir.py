@@ -9,6 +9,7 @@ from pathlib import Path, PurePosixPath
 import pytest
 
 from jigcmd.command import projectdir
+from jigcmd.command.gitignore import MAX_PATTERN_BYTES
 from jigcmd.command.projectdir import (
     BINARY,
     DOT,
@@ -266,3 +267,23 @@ def test_a_file_that_grows_past_the_bound_after_the_listing_is_oversized(
 
     swap_at(monkeypatch, "big.ts", grow)
     assert read_project(root).oversized == {"big.ts": MAX_CANDIDATE_BYTES + 10}
+
+
+def test_a_gitignore_that_is_a_fifo_or_a_symlink_is_not_read(tmp_path: Path) -> None:
+    """As git (2.32 on): neither is followed or waited on; the project reads as if it had none."""
+    root = tree(
+        tmp_path / "project", {"a.ts": "1", "debug.log": "x", "src/b.ts": "2", "src/c.log": "y"}
+    )
+    os.mkfifo(root / ".gitignore")
+    outside = tmp_path / "patterns"
+    outside.write_text("*.log\n")
+    (root / "src" / ".gitignore").symlink_to(outside)
+    project = read_project(root)
+    assert set(project.files) == {"a.ts", "debug.log", "src/b.ts", "src/c.log"}
+
+
+def test_a_gitignore_past_its_size_bound_is_refused_naming_it(tmp_path: Path) -> None:
+    """Never read into memory whole: the project is refused, the file named."""
+    root = tree(tmp_path, {"a.ts": "1", ".gitignore": "#" * (MAX_PATTERN_BYTES + 1)})
+    with pytest.raises(CandidateError, match=r"\.gitignore: cannot be read: larger than"):
+        read_project(root)
