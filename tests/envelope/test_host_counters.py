@@ -9,7 +9,9 @@ past the bound the envelope sets and checks the candidate is stopped (or charged
 
 from __future__ import annotations
 
+import ctypes
 import json
+import os
 
 import pytest
 
@@ -19,6 +21,8 @@ from tests.envelope.hostile_harness import TracedExecutor, probe_plan
 pytestmark = pytest.mark.envelope
 
 MIB = 2**20
+IN_CLOEXEC = 0o2000000
+_LIBC = ctypes.CDLL(None, use_errno=True)
 
 # Connect to a listener that never accepts, fill the send buffer without blocking, close: the
 # orphaned socket keeps its queued data and holds no descriptor. Stops at argv[2] MiB, or when
@@ -67,3 +71,69 @@ async def test_orphaned_loopback_sockets_are_charged_to_the_job(envelope: Traced
     # charges to nobody until the accept (measured: about a third): at least half is charged.
     assert outcome.report.peak_memory_bytes is not None
     assert outcome.report.peak_memory_bytes >= queued // 2
+
+
+# Makes inotify instances until refused (or argv[2] of them), says how many, then holds them
+# for argv[3] ms; with "watches", also adds watches on files of the scratch until refused.
+INOTIFY = r"""
+import { dlopen, FFIType, read } from "bun:ffi";
+import { writeFileSync } from "node:fs";
+const L = dlopen("libc.so.6", {
+  inotify_init1: { args: [FFIType.i32], returns: FFIType.i32 },
+  inotify_add_watch: { args: [FFIType.i32, FFIType.cstring, FFIType.u32], returns: FFIType.i32 },
+  __errno_location: { args: [], returns: FFIType.ptr },
+});
+const errno = () => read.i32(L.symbols.__errno_location()!, 0);
+const fds: number[] = [];
+let refused = 0;
+while (fds.length < Number(process.argv[2])) {
+  const fd = L.symbols.inotify_init1(0);
+  if (fd < 0) { refused = errno(); break; }
+  fds.push(fd);
+}
+let watches = 0, watchRefused = 0;
+if (process.argv[4] === "watches") {
+  for (let i = 0; i < 1500; i++) {
+    writeFileSync(`/tmp/f${i}`, "");
+    if (L.symbols.inotify_add_watch(fds[0], Buffer.from(`/tmp/f${i}\0`), 0x100) < 0) {
+      watchRefused = errno(); break;
+    }
+    watches++;
+  }
+}
+console.log(JSON.stringify({ instances: fds.length, refused, watches, watchRefused }));
+await Bun.sleep(Number(process.argv[3]));
+"""
+
+
+async def test_a_candidate_holds_at_most_8_inotify_instances_and_host_root_still_gets_one(
+    envelope: TracedExecutor,
+) -> None:
+    """Asking for 200 inotify instances gets 8 (EMFILE after), and host root makes one meanwhile."""
+    host_tries: list[int] = []
+
+    def host_root_tries(stream: str, chunk: bytes) -> None:
+        # The candidate has said how many it holds and holds them for 1.5 s more.
+        if stream == "stdout" and b"instances" in chunk and not host_tries:
+            fd = _LIBC.inotify_init1(IN_CLOEXEC)
+            host_tries.append(fd if fd < 0 else 0)
+            if fd >= 0:
+                os.close(fd)
+            else:
+                host_tries.append(ctypes.get_errno())
+
+    plan = probe_plan(INOTIFY, args=["200", "1500"], seconds=10)
+    outcome = await envelope.run(plan, None, None, on_output=host_root_tries)
+    assert outcome.stop_reason == "exited", outcome
+    held = json.loads(outcome.stdout.data)
+    assert (held["instances"], held["refused"]) == (8, 24)  # EMFILE
+    assert host_tries == [0]
+
+
+async def test_a_candidate_holds_at_most_1024_inotify_watches(envelope: TracedExecutor) -> None:
+    """Watching 1500 files gets 1024 watches, then ENOSPC."""
+    plan = probe_plan(INOTIFY, args=["1", "0", "watches"], seconds=10)
+    outcome = await envelope.run(plan, None, None)
+    assert outcome.stop_reason == "exited", outcome
+    held = json.loads(outcome.stdout.data)
+    assert (held["watches"], held["watchRefused"]) == (1024, 28)  # ENOSPC
