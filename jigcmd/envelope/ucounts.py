@@ -23,8 +23,9 @@ hard alike.
 from __future__ import annotations
 
 import os
+import resource
 
-__all__ = ["NAMESPACE_LIMITS", "bound_namespace"]
+__all__ = ["NAMESPACE_LIMITS", "RLIMITS", "bound_namespace"]
 
 # Bun's own use, measured with strace (Bun 1.4.2): `bun test` and `bun run` make no inotify
 # instance; `fs.watch` makes one per process, shared by every watcher of that process, and a
@@ -51,6 +52,16 @@ NAMESPACE_LIMITS: tuple[tuple[str, int], ...] = (
     ("max_time_namespaces", 0),
     ("max_user_namespaces", 0),
     ("max_uts_namespaces", 0),
+)
+
+# Checked against the caller's count in its own namespace (all of the envelope is uid 0
+# there: one count per envelope). Bun makes no message queue and queues no real-time
+# signal (strace: no mq_open, rt_sigqueueinfo; its thread suspension sends SIGPWR, a standard
+# signal, which the kernel delivers even over the limit, without its siginfo).
+RLIMITS: tuple[tuple[int, int], ...] = (
+    # 0: every mq_open with O_CREAT fails with EMFILE (a queue costs at least its header).
+    (resource.RLIMIT_MSGQUEUE, 0),
+    (resource.RLIMIT_SIGPENDING, 256),
 )
 
 _USER_SYSCTLS = "/proc/sys/user/"

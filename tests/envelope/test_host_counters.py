@@ -137,3 +137,52 @@ async def test_a_candidate_holds_at_most_1024_inotify_watches(envelope: TracedEx
     assert outcome.stop_reason == "exited", outcome
     held = json.loads(outcome.stdout.data)
     assert (held["watches"], held["watchRefused"]) == (1024, 28)  # ENOSPC
+
+
+# POSIX message queues (10 messages of 8 KiB each) made until refused (or 32), then the main
+# thread blocks SIGRTMIN and queues it to itself (rt_tgsigqueueinfo) until refused (or 4096).
+QUEUES_AND_SIGNALS = r"""
+import { sys } from "./probe.ts";
+const attr = new BigInt64Array([0n, 10n, 8192n, 0n, 0n, 0n, 0n, 0n]);
+let queues = 0, queueRefused = null;
+for (; queues < 32; queues++) {
+  const r = sys(240, Buffer.from(`q${queues}\0`), 0o102, 0o600, Buffer.from(attr.buffer));
+  if (r.code !== null) { queueRefused = r.code; break; }
+}
+sys(14, 0, Buffer.from(new BigUint64Array([1n << 33n]).buffer), 0, 8);
+const info = Buffer.alloc(128);
+info.writeInt32LE(34, 0); info.writeInt32LE(-1, 8); info.writeInt32LE(process.pid, 16);
+let signals = 0, signalRefused = null;
+for (; signals < 4096; signals++) {
+  const r = sys(297, process.pid, process.pid, 34, info);
+  if (r.code !== null) { signalRefused = r.code; break; }
+}
+console.log(JSON.stringify({ queues, queueRefused, signals, signalRefused }));
+await Bun.sleep(Number(process.argv[2]));
+"""
+
+
+async def test_a_candidate_makes_no_message_queue_and_queues_at_most_256_signals(
+    envelope: TracedExecutor,
+) -> None:
+    """mq_open is refused at once (EMFILE), a 257th queued signal with EAGAIN; host root's
+    own mq_open works meanwhile."""
+    host_tries: list[int] = []
+    name = b"jigcmd-test-%d" % os.getpid()  # the system call takes no leading slash
+
+    def host_root_tries(stream: str, chunk: bytes) -> None:
+        if stream == "stdout" and b"queues" in chunk and not host_tries:
+            attr = (ctypes.c_long * 8)(0, 10, 8192, 0)
+            fd = _LIBC.syscall(240, name, os.O_CREAT | os.O_RDWR, 0o600, attr)  # mq_open
+            host_tries.append(ctypes.get_errno() if fd < 0 else 0)
+            if fd >= 0:
+                os.close(fd)
+                _LIBC.syscall(241, name)  # mq_unlink
+
+    plan = probe_plan(QUEUES_AND_SIGNALS, args=["1500"], seconds=10)
+    outcome = await envelope.run(plan, None, None, on_output=host_root_tries)
+    assert outcome.stop_reason == "exited", outcome
+    held = json.loads(outcome.stdout.data)
+    assert (held["queues"], held["queueRefused"]) == (0, "EMFILE")
+    assert (held["signals"], held["signalRefused"]) == (256, "EAGAIN")
+    assert host_tries == [0]
