@@ -31,7 +31,17 @@ from collections.abc import Iterator
 from typing import NamedTuple, NoReturn
 
 from jigcmd import trace
-from jigcmd.envelope import cgroups, exact, idmap, netns, oomscore, privileges, rootfs, seccomp
+from jigcmd.envelope import (
+    cgroups,
+    exact,
+    idmap,
+    netns,
+    oomscore,
+    privileges,
+    rootfs,
+    seccomp,
+    ucounts,
+)
 from jigcmd.envelope import syscalls as sc
 from jigcmd.envelope.failure import CWD_CHANGED, HOST_DIR_CHANGED, StepError
 from jigcmd.envelope.marshalcodec import MARSHAL
@@ -174,6 +184,10 @@ class Init:
                 _drop_handlers()
             step = "set hostname"
             socket.sethostname("jigcmd")
+            step = "bound the counts charged to the host"
+            # With CAP_SYS_RESOURCE in this namespace (gone at the drop), through the host's
+            # procfs (the envelope's own has no sys, see ucounts.py).
+            ucounts.bound_namespace()
             step = "prepare privilege drop"
             privileges.prepare()
             seccomp.build_filter()

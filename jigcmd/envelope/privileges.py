@@ -21,7 +21,7 @@ import resource
 from collections.abc import Iterator
 from typing import NamedTuple
 
-from jigcmd.envelope import seccomp
+from jigcmd.envelope import seccomp, ucounts
 from jigcmd.envelope.syscalls import prctl_raw, typed
 
 __all__ = [
@@ -176,6 +176,9 @@ def _set_rlimits(nofile: int, fsize_bytes: int) -> None:
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
     resource.setrlimit(resource.RLIMIT_FSIZE, (fsize_bytes, fsize_bytes))
+    # Message queue bytes and queued signals are charged to host root as well (ucounts.py).
+    for limit, value in ucounts.RLIMITS:
+        resource.setrlimit(limit, (value, value))
 
 
 def _new_session() -> None:

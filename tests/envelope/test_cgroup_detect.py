@@ -66,6 +66,7 @@ def test_a_missing_v1_controller_is_a_problem_with_a_fix(tmp_path: Path) -> None
     root = tmp_path / "cgroup"
     for controller in ("cpu", "cpuacct", "memory"):
         (root / controller).mkdir(parents=True)
+    (root / "memory" / "memory.kmem.tcp.limit_in_bytes").write_text("9223372036854771712\n")
     text = "".join(
         f"3{i} 1 0:3{i} / {root}/{c} rw - cgroup cgroup rw,{c}\n"
         for i, c in enumerate(("cpu", "cpuacct", "memory"))
@@ -77,6 +78,20 @@ def test_a_missing_v1_controller_is_a_problem_with_a_fix(tmp_path: Path) -> None
     assert "'freezer' is not mounted" in problems[1]
     with pytest.raises(OSError, match="not mounted: pids freezer"):
         backend.create("jigcmd-x", Limits())
+
+
+def test_a_v1_memory_controller_without_tcp_accounting_is_a_problem(tmp_path: Path) -> None:
+    """Without memory.kmem.tcp.limit_in_bytes a job's socket buffers would be charged to nobody."""
+    root = tmp_path / "cgroup"
+    controllers = ("cpu", "cpuacct", "memory", "pids", "freezer")
+    for controller in controllers:
+        (root / controller).mkdir(parents=True)
+    text = "".join(
+        f"3{i} 1 0:3{i} / {root}/{c} rw - cgroup cgroup rw,{c}\n" for i, c in enumerate(controllers)
+    )
+    problems = detect(root=str(root), mountinfo=mountinfo(tmp_path, text)).problems()
+    assert len(problems) == 1
+    assert "memory.kmem.tcp.limit_in_bytes" in problems[0]
 
 
 def test_comounted_controllers_share_one_directory(tmp_path: Path) -> None:

@@ -88,7 +88,7 @@ def procs(job: CgroupJob) -> set[int]:
 def test_create_writes_the_limits_the_kernel_then_reports(
     job: CgroupJob, real_cgroups: CgroupBackend
 ) -> None:
-    """256 MiB without swap, 64 tasks, half a CPU, as the kernel reads them back."""
+    """256 MiB without swap (and of TCP buffers on v1), 64 tasks, half a CPU, as read back."""
     if real_cgroups.mode == "v2":
         assert file_of(job, "memory.max") == str(256 * 1024 * 1024)
         assert file_of(job, "memory.swap.max") == "0"
@@ -97,6 +97,9 @@ def test_create_writes_the_limits_the_kernel_then_reports(
         assert file_of(job, "memory.limit_in_bytes") == str(256 * 1024 * 1024)
         if any((Path(p) / "memory.memsw.limit_in_bytes").exists() for p in job.paths):
             assert file_of(job, "memory.memsw.limit_in_bytes") == str(256 * 1024 * 1024)
+        if any((Path(p) / "memory.kmem.tcp.limit_in_bytes").exists() for p in job.paths):
+            # Written, it turns on v1's accounting of the job's socket buffers at all.
+            assert file_of(job, "memory.kmem.tcp.limit_in_bytes") == str(256 * 1024 * 1024)
         assert file_of(job, "cpu.cfs_quota_us") == "50000"
         assert file_of(job, "cpu.cfs_period_us") == "100000"
     assert file_of(job, "pids.max") == "64"

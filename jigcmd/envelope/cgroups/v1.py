@@ -37,6 +37,15 @@ WITHOUT_UNIFIED = ("cpuacct", "freezer")
 CPUSET = "cpuset"
 # Bun finds its heap ceiling here when its own v1 memory cgroup is the namespace root.
 MEMORY_VIEW_PATH = "/sys/fs/cgroup/memory/memory.limit_in_bytes"
+# v1 charges socket buffers to a counter of their own, and only once this file was written:
+# until then a job's TCP memory (queued data of orphaned sockets included, which holds no
+# descriptor) is charged to nobody but the host's global tcp_mem. Written, it both turns the
+# accounting on for sockets made in the job afterwards and caps them: over it the kernel
+# suppresses the allocation (a send waits, loopback segments are dropped and retried). cgroup
+# v2 needs no such step: it charges socket memory to memory.current (memory.stat `sock`)
+# unless booted with cgroup.memory=nosocket.
+TCP_LIMIT = "memory.kmem.tcp.limit_in_bytes"
+TCP_PEAK = "memory.kmem.tcp.max_usage_in_bytes"
 FREEZE_KILL_TIMEOUT_S = 1.0
 _UNIFIED = "unified"
 
@@ -183,9 +192,15 @@ class V1Job:
         # memory.failcnt stays 0 on an OOM kill; memory.oom_control counts the kills.
         oom = cgroupfs.keyed(os.path.join(memory, "memory.oom_control"))
         pids_events = cgroupfs.keyed(os.path.join(self._dirs["pids"], "pids.events"))
+        peak = _int_file(os.path.join(memory, "memory.max_usage_in_bytes"))
+        tcp_peak = os.path.join(memory, TCP_PEAK)
+        if os.path.exists(tcp_peak):
+            # Socket buffers are a counter apart on v1 (see TCP_LIMIT): both peaks added, an
+            # upper bound of the job's peak that never hides what its sockets held.
+            peak += _int_file(tcp_peak)
         return CgroupStats(
             cpu_usage_ns=self.cpu_usage_ns(),
-            peak_memory_bytes=_int_file(os.path.join(memory, "memory.max_usage_in_bytes")),
+            peak_memory_bytes=peak,
             oom_killed=oom.get("oom_kill", 0) > 0,
             pids_limit_hit=pids_events.get("max", 0) > 0,
         )
@@ -347,6 +362,12 @@ class V1Backend:
                 "swap is enabled but cannot be limited; boot with swapaccount=1 or turn swap off",
                 memsw,
             )
+        tcp = memory + "/" + TCP_LIMIT
+        if os.path.exists(tcp):
+            # Before any process joins: only sockets made after this write are charged. The
+            # same ceiling as the job's memory, on a counter apart: on v1 a job holds at most
+            # its limit in memory and as much again in socket buffers.
+            cgroupfs.write(tcp, str(limits.memory_bytes))
         cgroupfs.write(dirs["pids"] + "/pids.max", str(limits.pids_max))
         cgroupfs.write(dirs["cpu"] + "/cpu.cfs_period_us", str(limits.cpu_period_us))
         cgroupfs.write(dirs["cpu"] + "/cpu.cfs_quota_us", str(limits.cpu_quota_us))
@@ -410,6 +431,12 @@ class V1Backend:
             for c in self._controllers()
             if c not in self.hierarchies
         ]
+        memory = self.hierarchies.get("memory")
+        if memory is not None and not os.path.exists(os.path.join(memory, TCP_LIMIT)):
+            found.append(
+                f"the v1 memory controller has no {TCP_LIMIT}: a job's socket buffers would be "
+                "charged to nobody; use cgroup v2 or a kernel with v1 kmem accounting"
+            )
         for controller, base in sorted(self._bases().items()):
             target = base if os.path.isdir(base) else os.path.dirname(base)
             if not os.access(target, os.W_OK):
