@@ -57,7 +57,7 @@ def jarvis(
     queue_wait: float | None = None,
     signing_key: Path | None = None,
 ) -> int:
-    """Serve until SIGINT, SIGTERM or SIGHUP, then 0; 2 (the precise reason on stderr) when it cannot start.
+    """Serve until SIGINT, SIGTERM or SIGHUP, then 0; 2 (the reason on stderr) if it cannot start.
 
     A state directory lost meanwhile is 2 too, with one line saying so.
     """
