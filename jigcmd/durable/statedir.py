@@ -19,7 +19,13 @@ import stat
 from collections.abc import Mapping
 from pathlib import Path
 
-__all__ = ["StateDirError", "default_state_dir", "existing_state_dir", "prepare_state_dir"]
+__all__ = [
+    "StateDirError",
+    "checked_state_dir",
+    "default_state_dir",
+    "existing_state_dir",
+    "prepare_state_dir",
+]
 
 _ROOT_DEFAULT = Path("/var/lib/jigcmd")
 
@@ -68,12 +74,8 @@ def prepare_state_dir(path: Path) -> Path:
     return _checked(path, info)
 
 
-def existing_state_dir(path: Path, *, holding: str) -> Path:
-    """`path`, absolute, checked as `prepare_state_dir` checks it; never creates anything.
-
-    For a verb that reads what was recorded there: a missing directory, or one without the
-    file `holding` (the journal), is refused naming the path.
-    """
+def checked_state_dir(path: Path) -> Path:
+    """`path`, absolute, checked as `prepare_state_dir` checks it; never creates anything."""
     path = Path(os.path.abspath(path))
     try:
         info = os.stat(path)
@@ -83,7 +85,16 @@ def existing_state_dir(path: Path, *, holding: str) -> Path:
         ) from None
     except OSError as exc:
         raise StateDirError(f"state directory {path} cannot be read: {exc.strerror}") from exc
-    _checked(path, info)
+    return _checked(path, info)
+
+
+def existing_state_dir(path: Path, *, holding: str) -> Path:
+    """`checked_state_dir(path)`, also refused when it holds no file `holding` (the journal).
+
+    For a verb that reads what was recorded there: a missing directory, or one without the
+    journal, is refused naming the path.
+    """
+    path = checked_state_dir(path)
     if not (path / holding).exists():
         raise StateDirError(
             f"state directory {path} holds no {holding}: nothing was recorded there "

@@ -18,7 +18,7 @@ import sqlite3
 from enum import Enum, auto
 from pathlib import Path
 
-__all__ = ["JournalLost", "JournalUnusable", "unusable"]
+__all__ = ["JournalLost", "JournalUnusable", "unusable", "wal_unreadable"]
 
 # Below this much free space a failed open or read is taken as the disk being full: SQLite
 # grows its shared-memory index by 32 KiB and the WAL by pages as it opens and migrates.
@@ -72,7 +72,10 @@ def unusable(path: Path, exc: BaseException) -> JournalUnusable:
             )
         case _Kind.READ_ONLY_MOUNT:
             cause = f"the filesystem holding {directory} is mounted read-only"
-            fix = "remount it read-write, or pass another --state-dir"
+            fix = (
+                "remount it read-write, or pass another --state-dir; "
+                "`jigcmd runs` and `jigcmd attest` read it as it is"
+            )
         case _Kind.NOT_WRITABLE:
             fix = f"make {directory} writable by this user, or pass another --state-dir"
         case _Kind.GONE:
@@ -96,6 +99,19 @@ def unusable(path: Path, exc: BaseException) -> JournalUnusable:
         case _Kind.OTHER:
             fix = f"check {directory} (permissions, disk, mounts), or pass another --state-dir"
     return JournalUnusable(path, cause, fix)
+
+
+def wal_unreadable(path: Path) -> JournalUnusable:
+    """The refusal to read a WAL holding commits that a read-only mount keeps from SQLite."""
+    directory = path.parent
+    return JournalUnusable(
+        path,
+        f"its write-ahead log {path.name}-wal holds commits SQLite reads only with "
+        f"{path.name}-shm beside it, which is missing on the read-only filesystem holding "
+        f"{directory}",
+        f"copy {directory} to a writable place (`cp -a`) and read the copy (--state-dir); "
+        "nothing recorded was lost",
+    )
 
 
 def _kind(path: Path, exc: BaseException, cause: str) -> _Kind:
