@@ -71,7 +71,8 @@ def _recorded(state_dir: Path | None, operation_id: str, root_run: str) -> tuple
         if state_dir is not None:
             raise StateDirError(
                 f"--state-dir {state_dir}: no such directory, so no statement in it (nothing "
-                "was created); give the state directory `jigcmd serve` used"
+                "was created)",
+                "give the state directory `jigcmd serve` used",
             )
         return state, None
     state = checked_state_dir(state)
