@@ -377,12 +377,20 @@ def parser() -> argparse.ArgumentParser:
         "inside a native Linux containment envelope.",
     )
     top.add_argument("--version", action="version", version=f"jigcmd {__version__}")
-    top.add_argument("-v", "--verbose", action="store_true", help="debug logs on stderr")
+    _verbose(top, default=False)
     sub = top.add_subparsers(dest="verb", required=True, metavar="COMMAND")
     for verb in _VERBS:
-        verb.options(
-            sub.add_parser(
-                verb.name, help=verb.help, description=verb.description, epilog=verb.epilog
-            )
+        options = sub.add_parser(
+            verb.name, help=verb.help, description=verb.description, epilog=verb.epilog
         )
+        # Absent after the verb, the top level's answer stands (SUPPRESS sets nothing).
+        _verbose(options, default=argparse.SUPPRESS)
+        verb.options(options)
     return top
+
+
+def _verbose(options: argparse.ArgumentParser, *, default: object) -> None:
+    """`-v`/`--verbose`, taken before the verb (`jigcmd -v serve`) or after it."""
+    options.add_argument(
+        "-v", "--verbose", action="store_true", default=default, help="debug logs on stderr"
+    )

@@ -151,13 +151,21 @@ def _signatures(envelopes: list[dsse.Envelope], key: PublicKey) -> Check:
         except dsse.BundleError as exc:
             return Check("signature", False, f"{where}: {exc}")
         if not good:
-            return Check(
-                "signature",
-                False,
-                f"{where}: no signature verifies with key {key.keyid} "
-                "(changed payload or signature, or another key)",
-            )
+            return Check("signature", False, f"{where}: {_unverified(envelope, key)}")
     return Check("signature", True, f"Ed25519 over DSSE PAE, key {key.keyid}")
+
+
+def _unverified(envelope: dsse.Envelope, key: PublicKey) -> str:
+    """Why no signature verified: the key the signature names, when it names another one."""
+    said = f"no signature verifies with key {key.keyid}"
+    named = sorted({s.keyid for s in envelope.signatures if s.keyid and s.keyid != key.keyid})
+    if not named:
+        return f"{said} (changed payload or signature, or another key)"
+    # The keyid only says which public key to try; the signature still decides.
+    return (
+        f"{said}; its signature names key {', '.join(named)}: verify with that key's public "
+        "half, --key FILE (a rotated host key's, kept when it was rotated)"
+    )
 
 
 _Statement = RunStatement | JarvisRunStatement | JarvisRunStatementV2

@@ -19,13 +19,27 @@ import stat
 from collections.abc import Mapping
 from pathlib import Path
 
-__all__ = ["StateDirError", "default_state_dir", "existing_state_dir", "prepare_state_dir"]
+__all__ = [
+    "StateDirError",
+    "checked_state_dir",
+    "default_state_dir",
+    "existing_state_dir",
+    "prepare_state_dir",
+]
 
 _ROOT_DEFAULT = Path("/var/lib/jigcmd")
 
 
 class StateDirError(Exception):
     """Raised when the state directory cannot be created or is not safe to use."""
+
+    def __init__(self, reason: str, fix: str | None = None) -> None:
+        super().__init__(reason if fix is None else f"{reason}; {fix}")
+        self.reason = reason
+        self.fix = fix
+
+    def __reduce__(self) -> tuple[type[StateDirError], tuple[str, str | None]]:
+        return type(self), (self.reason, self.fix)
 
 
 def default_state_dir(*, euid: int | None = None, environ: Mapping[str, str] | None = None) -> Path:
@@ -45,8 +59,8 @@ def default_state_dir(*, euid: int | None = None, environ: Mapping[str, str] | N
     home = environ.get("HOME") or os.path.expanduser("~")
     if not os.path.isabs(home):
         raise StateDirError(
-            "no state directory: HOME is not an absolute path and XDG_STATE_HOME is unset; "
-            "pass --state-dir DIR"
+            "no state directory: HOME is not an absolute path and XDG_STATE_HOME is unset",
+            "pass --state-dir DIR",
         )
     return Path(home) / ".local" / "state" / "jigcmd"
 
@@ -68,26 +82,32 @@ def prepare_state_dir(path: Path) -> Path:
     return _checked(path, info)
 
 
-def existing_state_dir(path: Path, *, holding: str) -> Path:
-    """`path`, absolute, checked as `prepare_state_dir` checks it; never creates anything.
-
-    For a verb that reads what was recorded there: a missing directory, or one without the
-    file `holding` (the journal), is refused naming the path.
-    """
+def checked_state_dir(path: Path) -> Path:
+    """`path`, absolute, checked as `prepare_state_dir` checks it; never creates anything."""
     path = Path(os.path.abspath(path))
     try:
         info = os.stat(path)
     except FileNotFoundError:
         raise StateDirError(
-            f"state directory {path} does not exist (nothing was created); check --state-dir"
+            f"state directory {path} does not exist (nothing was created)", "check --state-dir"
         ) from None
     except OSError as exc:
         raise StateDirError(f"state directory {path} cannot be read: {exc.strerror}") from exc
-    _checked(path, info)
+    return _checked(path, info)
+
+
+def existing_state_dir(path: Path, *, holding: str) -> Path:
+    """`checked_state_dir(path)`, also refused when it holds no file `holding` (the journal).
+
+    For a verb that reads what was recorded there: a missing directory, or one without the
+    journal, is refused naming the path.
+    """
+    path = checked_state_dir(path)
     if not (path / holding).exists():
         raise StateDirError(
             f"state directory {path} holds no {holding}: nothing was recorded there "
-            "(nothing was created); check --state-dir"
+            "(nothing was created)",
+            "check --state-dir",
         )
     return path
 
@@ -99,11 +119,13 @@ def _checked(path: Path, info: os.stat_result) -> Path:
     if info.st_uid != os.geteuid():
         raise StateDirError(
             f"state directory {path} is owned by uid {info.st_uid}, not by this user "
-            f"(uid {os.geteuid()}); use a directory of your own (--state-dir)"
+            f"(uid {os.geteuid()})",
+            "use a directory of your own (--state-dir)",
         )
     if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
         raise StateDirError(
             f"state directory {path} is writable by group or others "
-            f"(mode {stat.S_IMODE(info.st_mode):04o}); run chmod 700 {path}"
+            f"(mode {stat.S_IMODE(info.st_mode):04o})",
+            f"run chmod 700 {path}",
         )
     return path

@@ -70,11 +70,23 @@ def choose_base(
         f"for c in {controllers}; do mkdir -p {root}/$c/{name} && "
         f"chown -R {euid} {root}/$c/{name}; done"
         + (
-            f" — and start jigcmd inside {root}/unified/{name} (echo $$ > "
-            f"{root}/unified/{name}/cgroup.procs, as root) so it may move processes there"
+            f" — and start jigcmd inside {root}/unified/{name} so it may move processes "
+            f"there: {_move_parent(f'{root}/unified/{name}')}"
             if mode == "hybrid"
             else ""
         )
+    )
+
+
+def _move_parent(cgroup: str) -> str:
+    """The root command that moves the process that started jigcmd into `cgroup`, by pid.
+
+    Its pid, not `$$`: typed into a root shell, `$$` would move that shell instead.
+    """
+    parent = os.getppid()
+    return (
+        f"as root, echo {parent} > {cgroup}/cgroup.procs (pid {parent} started this jigcmd: "
+        "your shell; a service's unit must start its process there)"
     )
 
 
@@ -100,9 +112,8 @@ def _require_inside_unified(root: str, name: str) -> None:
         return
     raise DelegationError(
         f"this process's cgroup2 is {here}, outside the delegated {target}, so it could not "
-        f"move a candidate into its job (the kernel needs write access to {ancestor}); as "
-        f"root, move the shell that starts jigcmd there first: echo <its pid> > "
-        f"{target}/cgroup.procs (`jigcmd doctor` prints the exact command)"
+        f"move a candidate into its job (the kernel needs write access to {ancestor}); move "
+        f"the shell that starts jigcmd there first: {_move_parent(target)}"
     )
 
 

@@ -23,9 +23,10 @@ from jigcmd.attest.keys import (
 )
 from jigcmd.attest.verify import JarvisView, decode_evidence, verify_bundle
 from jigcmd.durable.host import state_directory
-from jigcmd.durable.statedir import StateDirError, default_state_dir, prepare_state_dir
+from jigcmd.durable.statedir import StateDirError, checked_state_dir, default_state_dir
 from jigcmd.evidence import Evidence
 from jigcmd.journal.rows import Row
+from jigcmd.journal.schema import SchemaError
 from jigcmd.journal.store import DB_NAME, Journal, JournalError, JournalUnusable
 
 __all__ = ["attest", "key", "verify"]
@@ -37,7 +38,7 @@ def attest(state_dir: Path | None, root_run: str, operation_id: str, out: Path |
     """Print or write the statement of `operation_id` in the caller's run `root_run`."""
     try:
         state, row = _recorded(state_dir, operation_id, root_run)
-    except (StateDirError, JournalError, JournalUnusable) as exc:
+    except (StateDirError, JournalError, JournalUnusable, SchemaError) as exc:
         sys.stderr.write(f"jigcmd attest: {exc}\n")
         return _UNUSABLE
     named = f"operation {operation_id!r} of run {root_run!r}"
@@ -70,14 +71,15 @@ def _recorded(state_dir: Path | None, operation_id: str, root_run: str) -> tuple
         if state_dir is not None:
             raise StateDirError(
                 f"--state-dir {state_dir}: no such directory, so no statement in it (nothing "
-                "was created); give the state directory `jigcmd serve` used"
+                "was created)",
+                "give the state directory `jigcmd serve` used",
             )
         return state, None
-    # It exists, so this only checks it is this user's and private.
-    state = prepare_state_dir(state)
+    state = checked_state_dir(state)
     if not (state / DB_NAME).exists():
         return state, None
-    with Journal.open(state) as journal:
+    # Read only: on a read-only mount too (a node lost, its disk kept), and changing nothing.
+    with Journal.open_read_only(state) as journal:
         return state, journal.get(operation_id, root_run=root_run)
 
 

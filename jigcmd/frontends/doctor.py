@@ -256,13 +256,23 @@ _STATE_DIR: contextvars.ContextVar[Path | None] = contextvars.ContextVar("state_
 def _state() -> Check:
     """The journal: cleanups that could not be confirmed, runs left open, slots in use."""
     from jigcmd.durable.host import state_directory  # noqa: PLC0415 - an import that fails fails this check alone
+    from jigcmd.durable.statedir import StateDirError  # noqa: PLC0415 - an import that fails fails this check alone
     from jigcmd.journal.reservations import Reservations, default_slots  # noqa: PLC0415 - an import that fails fails this check alone
-    from jigcmd.journal.store import Journal  # noqa: PLC0415 - an import that fails fails this check alone
+    from jigcmd.journal.schema import SchemaError  # noqa: PLC0415 - an import that fails fails this check alone
+    from jigcmd.journal.store import Journal, JournalUnusable  # noqa: PLC0415 - an import that fails fails this check alone
 
-    path = state_directory(_STATE_DIR.get())
-    with Journal.open(path) as journal:
-        failures = journal.cleanup_failures()
-        open_rows = journal.open_rows()
+    # What serve and run would refuse with is a failed check in their words, not a crash.
+    try:
+        path = state_directory(_STATE_DIR.get())
+        with Journal.open(path) as journal:
+            failures = journal.cleanup_failures()
+            open_rows = journal.open_rows()
+    except StateDirError as exc:
+        return Check("state", "FAIL", exc.reason, exc.fix)
+    except JournalUnusable as exc:
+        return Check("state", "FAIL", f"journal {exc.path}: {exc.cause}", exc.fix)
+    except SchemaError as exc:
+        return Check("state", "FAIL", str(exc))
     slots = Reservations(path, default_slots())
     detail = (
         f"{path}: {len(open_rows)} run(s) open, {slots.in_use()} of {default_slots()} default "

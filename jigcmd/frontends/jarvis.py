@@ -243,7 +243,7 @@ def jarvis_audit(state_dir: Path | None, limit: int) -> int:
         sys.stderr.write(f"jigcmd jarvis-audit: {exc}\n")
         return EXIT_CONFIG
     try:
-        with Journal.open(directory) as journal:
+        with Journal.open_read_only(directory) as journal:
             rows = journal.audit_rows(max(limit, 0))
     except _JOURNAL_ERRORS as exc:
         sys.stderr.write(f"jigcmd jarvis-audit: {exc}\n")

@@ -30,13 +30,13 @@ _trace = msgspec.json.Decoder(dict[str, str])
 def list_runs(state_dir: Path) -> list[Row]:
     """Every operation of the journal in `state_dir`, by run, oldest first; changes none.
 
-    The journal is opened the way every jigcmd opens it (its marker checked and kept, so a
-    reader never leaves a WAL that looks lost); a directory without one is no runs, and gets
-    none. Raises `JournalUnusable` or `SchemaError` when it cannot be read.
+    The journal is opened read only (its marker checked, nothing written), on a read-only
+    mount too; a directory without one is no runs, and gets none. Raises `JournalUnusable`
+    or `SchemaError` when it cannot be read.
     """
     if not (state_dir / DB_NAME).exists():
         return []
-    with Journal.open(state_dir) as journal:
+    with Journal.open_read_only(state_dir) as journal:
         rows = journal.rows()
     return sorted(rows, key=lambda row: row.root_run)
 

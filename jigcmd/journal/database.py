@@ -31,7 +31,8 @@ from jigcmd.journal import writelock
 from jigcmd.journal.aiosync import AioSync, PendingSync
 from jigcmd.journal.failures import JournalUnusable, unusable
 from jigcmd.journal.marker import Marker
-from jigcmd.journal.schema import migrate
+from jigcmd.journal.readonly import connect_read_only
+from jigcmd.journal.schema import check_readable, migrate
 from jigcmd.journal.writelock import WouldWait
 
 __all__ = ["DB_NAME", "Database", "JournalError"]
@@ -237,6 +238,41 @@ class Database:
         finally:
             os.close(dir_fd)
         return cls(conn, path, marker)
+
+    @classmethod
+    def open_read_only(cls, state_dir: Path) -> Database:
+        """Open the journal in `state_dir` to read it only: nothing migrated, marked or made.
+
+        Checked as `open` checks it (a lost WAL, a missing table), on a read-only mount too
+        (`jigcmd.journal.readonly`). Raises `JournalUnusable` as `open` does, and `SchemaError`
+        for a schema version other than this jigcmd's.
+        """
+        path = state_dir / DB_NAME
+        try:
+            return cls._open_read_only(state_dir, path)
+        except JournalUnusable:
+            raise
+        except (sqlite3.Error, OSError) as exc:
+            raise unusable(path, exc) from exc
+
+    @classmethod
+    def _open_read_only(cls, state_dir: Path, path: Path) -> Database:
+        marker = Marker(state_dir, DB_NAME)
+        with marker.locked():
+            held_one = marker.check_before_open()
+            conn = connect_read_only(path, timeout_s=_BUSY_TIMEOUT_MS / 1000)
+            try:
+                conn.row_factory = sqlite3.Row
+                conn.execute(f"PRAGMA cache_size = -{_CACHE_KIB:d}")
+                (version,) = conn.execute("PRAGMA user_version").fetchone()
+                if held_one:
+                    marker.check_schema(version)
+                check_readable(version)
+                _check_tables(conn)
+            except BaseException:
+                conn.close()
+                raise
+        return cls(conn, path)
 
     def close(self) -> None:
         """Close the connection (idempotent); the last one out marks the journal clean.

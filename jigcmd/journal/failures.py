@@ -3,53 +3,164 @@
 `Journal.open`, `Journal.close` (and recovery's first reads) turn every SQLite or OS failure into a
 `JournalUnusable` whose message is one line an operator can act on; `JournalLost` is the
 case where the journal's history is known to be incomplete (see `jigcmd.journal.marker`).
+
+Only SQLite's own verdict (a corrupt page, not a database, a table missing) calls a journal
+damaged: that fix discards it. A full or read-only filesystem often reaches SQLite as a bare
+"disk I/O error" (a `-shm` file it cannot grow), so every other failure is first checked
+against the filesystem holding the journal, and worded as what it is.
 """
 
 from __future__ import annotations
 
 import errno
+import os
 import sqlite3
+from enum import Enum, auto
 from pathlib import Path
 
-__all__ = ["JournalLost", "JournalUnusable", "unusable"]
+__all__ = ["JournalLost", "JournalUnusable", "unusable", "wal_unreadable"]
+
+# Below this much free space a failed open or read is taken as the disk being full: SQLite
+# grows its shared-memory index by 32 KiB and the WAL by pages as it opens and migrates.
+_NEARLY_FULL_BYTES = 1 << 20
+# SQLite's primary result codes (the low byte of an extended code) that mean the file itself
+# is not a sound database; anything else may be the disk's doing.
+_DAMAGE_CODES = (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB)
+_DENIED_ERRNOS = (errno.EACCES, errno.EPERM)
 
 
 class JournalUnusable(Exception):
     """Raised when the journal cannot be opened or read; the message names file, cause, fix."""
+
+    def __init__(self, path: Path, cause: str, fix: str) -> None:
+        super().__init__(f"journal {path}: {cause}; fix: {fix}")
+        self.path = path
+        self.cause = cause
+        self.fix = fix
+
+    def __reduce__(self) -> tuple[type[JournalUnusable], tuple[Path, str, str]]:
+        return type(self), (self.path, self.cause, self.fix)
 
 
 class JournalLost(JournalUnusable):
     """Raised when a state directory that held a journal no longer has all of it."""
 
 
+class _Kind(Enum):
+    """What kept the journal from being used, as far as the error and the filesystem tell."""
+
+    FULL = auto()
+    READ_ONLY_MOUNT = auto()
+    NOT_WRITABLE = auto()
+    GONE = auto()
+    DIRECTORY = auto()
+    DAMAGED = auto()
+    DISK = auto()
+    OTHER = auto()
+
+
 def unusable(path: Path, exc: BaseException) -> JournalUnusable:
     """The one-line refusal for `exc`, raised while opening or reading the journal `path`."""
     directory = path.parent
     cause = _cause(exc)
+    kind = _kind(path, exc, cause)
+    match kind:
+        case _Kind.FULL:
+            cause = f"the filesystem holding {directory} is full ({cause})"
+            fix = (
+                "free space on it, then start again; nothing recorded was lost, so keep the journal"
+            )
+        case _Kind.READ_ONLY_MOUNT:
+            cause = f"the filesystem holding {directory} is mounted read-only"
+            fix = (
+                "remount it read-write, or pass another --state-dir; "
+                "`jigcmd runs` and `jigcmd attest` read it as it is"
+            )
+        case _Kind.NOT_WRITABLE:
+            fix = f"make {directory} writable by this user, or pass another --state-dir"
+        case _Kind.GONE:
+            fix = (
+                f"leave {directory} in place while jigcmd uses it (what this process recorded "
+                "went with it); the next start makes a new journal there"
+            )
+        case _Kind.DIRECTORY:
+            cause = "a directory is where the journal file should be"
+            fix = f"move {path} out of the way (it is not a jigcmd journal)"
+        case _Kind.DAMAGED:
+            fix = (
+                f"the journal is damaged: move {directory} aside (keep it to inspect or restore "
+                "from a backup) and start with a fresh --state-dir"
+            )
+        case _Kind.DISK:
+            fix = (
+                f"check the disk holding {directory} (the kernel log, `dmesg`, says what failed), "
+                "then start again; this alone does not show the journal damaged, so keep it"
+            )
+        case _Kind.OTHER:
+            fix = f"check {directory} (permissions, disk, mounts), or pass another --state-dir"
+    return JournalUnusable(path, cause, fix)
+
+
+def wal_unreadable(path: Path) -> JournalUnusable:
+    """The refusal to read a WAL holding commits that a read-only mount keeps from SQLite."""
+    directory = path.parent
+    return JournalUnusable(
+        path,
+        f"its write-ahead log {path.name}-wal holds commits SQLite reads only with "
+        f"{path.name}-shm beside it, which is missing on the read-only filesystem holding "
+        f"{directory}",
+        f"copy {directory} to a writable place (`cp -a`) and read the copy (--state-dir); "
+        "nothing recorded was lost",
+    )
+
+
+def _kind(path: Path, exc: BaseException, cause: str) -> _Kind:
     text = cause.lower()
     code = exc.errno if isinstance(exc, OSError) else None
-    if code == errno.ENOSPC or "full" in text:
-        fix = f"free space on the filesystem that holds {directory}, then start again"
-    elif code in (errno.EROFS, errno.EACCES, errno.EPERM) or "readonly" in text.replace(
-        "-", ""
-    ).replace(" ", ""):
-        fix = f"make {directory} writable by this user, or pass another --state-dir"
-    elif code == errno.ENOENT:
-        fix = (
-            f"leave {directory} in place while jigcmd uses it (what this process recorded "
-            "went with it); the next start makes a new journal there"
-        )
-    elif code == errno.EISDIR or (path.is_dir() and "unable to open" in text):
-        cause = "a directory is where the journal file should be"
-        fix = f"move {path} out of the way (it is not a jigcmd journal)"
-    elif isinstance(exc, sqlite3.DatabaseError):
-        fix = (
-            f"the journal is damaged: move {directory} aside (keep it to inspect or restore "
-            "from a backup) and start with a fresh --state-dir"
-        )
-    else:
-        fix = f"check {directory} (permissions, disk, mounts), or pass another --state-dir"
-    return JournalUnusable(f"journal {path}: {cause}; fix: {fix}")
+    primary = _sqlite_code(exc)
+    if code == errno.ENOSPC or primary == sqlite3.SQLITE_FULL or "full" in text:
+        return _Kind.FULL
+    if code == errno.ENOENT:
+        return _Kind.GONE
+    if code == errno.EISDIR or (path.is_dir() and "unable to open" in text):
+        return _Kind.DIRECTORY
+    if primary in _DAMAGE_CODES or (type(exc) is sqlite3.DatabaseError and primary is None):
+        # SQLite's verdict on the file's contents, or one of our own checks of its schema.
+        return _Kind.DAMAGED
+    if code == errno.EROFS:
+        return _Kind.READ_ONLY_MOUNT
+    if code in _DENIED_ERRNOS:
+        return _Kind.NOT_WRITABLE
+    filesystem = _filesystem(path.parent)
+    if filesystem is not None:
+        return filesystem
+    if primary == sqlite3.SQLITE_READONLY:
+        return _Kind.NOT_WRITABLE
+    if code == errno.EIO or primary == sqlite3.SQLITE_IOERR:
+        return _Kind.DISK
+    return _Kind.OTHER
+
+
+def _filesystem(directory: Path) -> _Kind | None:
+    """FULL or READ_ONLY_MOUNT when the filesystem holding `directory` is so; else None."""
+    try:
+        info = os.statvfs(directory)
+    except OSError:
+        return None
+    if info.f_flag & os.ST_RDONLY:
+        return _Kind.READ_ONLY_MOUNT
+    # Root may use the blocks reserved for it; others only what is available to them.
+    blocks = info.f_bfree if os.geteuid() == 0 else info.f_bavail
+    no_inodes = info.f_files > 0 and info.f_favail == 0
+    if blocks * info.f_frsize < _NEARLY_FULL_BYTES or no_inodes:
+        return _Kind.FULL
+    return None
+
+
+def _sqlite_code(exc: BaseException) -> int | None:
+    """SQLite's primary result code for `exc`, or None when SQLite did not raise it."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    return code & 0xFF if isinstance(code, int) else None
 
 
 def _cause(exc: BaseException) -> str:

@@ -109,9 +109,11 @@ class Marker:
     def _lost(self, what: str) -> None:
         directory = self.path.parent
         raise JournalLost(
-            f"journal {self.db}: {what}. jigcmd will not start a new journal over it, since "
-            "completed operations could run again; fix: to start afresh deliberately, move "
-            f"{directory} aside (keep it to inspect what was lost) or delete {self.path}"
+            self.db,
+            f"{what}. jigcmd will not start a new journal over it, since completed operations "
+            "could run again",
+            f"to start afresh deliberately, move {directory} aside (keep it to inspect what "
+            f"was lost) or delete {self.path}",
         )
 
     def _read(self) -> bool | None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import sqlite3
 
-__all__ = ["LEGACY_RUN", "SCHEMA_VERSION", "SchemaError", "migrate"]
+__all__ = ["LEGACY_RUN", "SCHEMA_VERSION", "SchemaError", "check_readable", "migrate"]
 
 # Version 1: ownership rows (Project Command operations), jarvis runs, the audit trail.
 _V1 = """
@@ -171,7 +171,27 @@ SCHEMA_VERSION = len(_STEPS)
 
 
 class SchemaError(Exception):
-    """Raised when a journal database was written by a newer jigcmd than this one."""
+    """Raised when a journal's schema is one this jigcmd cannot use (newer; older, to read)."""
+
+
+def _newer(version: int) -> SchemaError:
+    return SchemaError(
+        f"the journal is at schema version {version}, newer than this jigcmd "
+        f"understands ({SCHEMA_VERSION}); use a newer jigcmd or another --state-dir"
+    )
+
+
+def check_readable(version: int) -> None:
+    """Refuse to read a journal at another version than this jigcmd's: reading never migrates."""
+    if version > SCHEMA_VERSION:
+        raise _newer(version)
+    if version < SCHEMA_VERSION:
+        raise SchemaError(
+            f"the journal is at schema version {version}, older than this jigcmd reads "
+            f"({SCHEMA_VERSION}), and reading it changes nothing; fix: let a verb that writes "
+            "bring it up to date once (`jigcmd recover --state-dir` this directory), then "
+            "read it again"
+        )
 
 
 def migrate(conn: sqlite3.Connection) -> int:
@@ -180,10 +200,7 @@ def migrate(conn: sqlite3.Connection) -> int:
     try:
         (version,) = conn.execute("PRAGMA user_version").fetchone()
         if version > SCHEMA_VERSION:
-            raise SchemaError(
-                f"the journal is at schema version {version}, newer than this jigcmd "
-                f"understands ({SCHEMA_VERSION}); use a newer jigcmd or another --state-dir"
-            )
+            raise _newer(version)
         for step in _STEPS[version:]:
             for statement in _statements(step):
                 conn.execute(statement)

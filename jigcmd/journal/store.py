@@ -60,6 +60,14 @@ class Journal:
         """
         return cls(Database.open(state_dir))
 
+    @classmethod
+    def open_read_only(cls, state_dir: Path) -> Journal:
+        """Open the journal to read it only, on a read-only mount too; it changes nothing.
+
+        Raises `JournalUnusable` as `open` does, and `SchemaError` for another schema version.
+        """
+        return cls(Database.open_read_only(state_dir))
+
     def close(self) -> None:
         """Close the connection (idempotent); the last one out marks the journal clean.
 

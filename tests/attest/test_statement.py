@@ -269,6 +269,17 @@ def test_another_key_fails_the_signature_check(attester: Attester) -> None:
     assert not checks[-1].ok and other.keyid in checks[-1].detail
 
 
+def test_a_statement_of_a_rotated_key_names_the_key_it_was_signed_with(
+    attester: Attester,
+) -> None:
+    """Verified against the host's new key: the failure names the old key id to look up."""
+    new = SigningKey(Ed25519PrivateKey.generate(), "new").public
+    checks = verify_bundle(attester.attest(_record()), new)
+    detail = checks[-1].detail
+    assert f"its signature names key {attester.key.public.keyid}" in detail
+    assert "--key" in detail
+
+
 @pytest.mark.parametrize(
     ("change", "failed"),
     [

@@ -7,22 +7,16 @@ is ever filled. Mounting needs root; without it a test skips locally and fails u
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.faults.disk import SmallDisk, mounted
-from tests.required import unavailable
+from tests.faults.disk import SmallDisk, required_disk
 
 
 @pytest.fixture
 def small_disk(tmp_path: Path) -> Iterator[SmallDisk]:
     """A 4 MiB tmpfs mounted for this test only (root), unmounted after."""
-    if os.geteuid() != 0:
-        unavailable("mounting a tmpfs needs root")
-    with mounted(tmp_path) as disk:
-        if isinstance(disk, str):
-            unavailable(disk)
+    with required_disk(tmp_path) as disk:
         yield disk

@@ -10,7 +10,9 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
-__all__ = ["SmallDisk", "mounted"]
+from tests.required import unavailable
+
+__all__ = ["SmallDisk", "mounted", "required_disk"]
 
 
 class SmallDisk:
@@ -66,3 +68,14 @@ def mounted(parent: Path, size: str = "4m") -> Iterator[SmallDisk | str]:
     finally:
         subprocess.run(["umount", "-l", str(mountpoint)], check=False)
         mountpoint.rmdir()
+
+
+@contextlib.contextmanager
+def required_disk(parent: Path) -> Iterator[SmallDisk]:
+    """A 4 MiB `mounted` tmpfs under `parent`; skipped (failed under CI) without root or mount."""
+    if os.geteuid() != 0:
+        unavailable("mounting a tmpfs needs root")
+    with mounted(parent) as disk:
+        if isinstance(disk, str):
+            unavailable(disk)
+        yield disk

@@ -55,7 +55,7 @@ def _jigcmd(*args: str, stdin: bytes = b"") -> subprocess.CompletedProcess[bytes
     )
 
 
-def _refused(state: Path, verb: str, *words: str) -> None:
+def _refused(state: Path, verb: str, *words: str) -> str:
     """`verb` on `state` exits 2 with one `jigcmd <verb>: journal …; fix: …` line, no traceback."""
     args = ["serve", "--binding", str(_BINDING)] if verb == "serve" else ["recover"]
     frame = (json.dumps(_INITIALIZE) + "\n").encode()
@@ -73,6 +73,7 @@ def _refused(state: Path, verb: str, *words: str) -> None:
         assert answer["id"] == "init-1"
         assert answer["error"]["code"] == -32603
         assert "jigcmd cannot serve: journal" in answer["error"]["message"]
+    return line
 
 
 def _not_a_database(state: Path) -> None:
@@ -135,10 +136,21 @@ def test_a_full_disk_at_start_refuses_in_one_line_naming_the_disk(
 
 
 @pytest.mark.parametrize("verb", ["serve", "recover"])
+def test_a_journal_with_runs_on_a_full_disk_is_named_full_never_damaged(
+    small_disk: SmallDisk, verb: str
+) -> None:
+    """A full disk fails SQLite's open with "disk I/O error": named full, nothing lost, kept."""
+    _journal_with_a_row(small_disk.path)
+    small_disk.fill()
+    line = _refused(small_disk.path, verb, "is full", "free space", "nothing recorded was lost")
+    assert "damaged" not in line and "aside" not in line, line
+
+
+@pytest.mark.parametrize("verb", ["serve", "recover"])
 def test_a_read_only_populated_state_directory_refuses_in_one_line(
     small_disk: SmallDisk, verb: str
 ) -> None:
     """A journal on a read-only mount: 'read-only' named, and how to fix it."""
     _journal_with_a_row(small_disk.path)
     small_disk.read_only()
-    _refused(small_disk.path, verb, "writable")
+    _refused(small_disk.path, verb, "mounted read-only", "remount it read-write")

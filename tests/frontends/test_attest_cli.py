@@ -11,7 +11,11 @@ from pathlib import Path
 import msgspec
 import pytest
 
+from jigcmd.durable.statedir import prepare_state_dir
 from jigcmd.evidence import Evidence, StreamText
+from jigcmd.journal.rows import NewRow
+from jigcmd.journal.store import Journal
+from tests.faults.disk import required_disk
 
 EVIDENCE = Evidence(
     candidate_digest="sha256:" + "0" * 64,
@@ -68,6 +72,37 @@ def test_a_state_directory_without_a_journal_gets_none(tmp_path: Path) -> None:
     assert done.returncode == 1, done.stderr
     assert "no operation 'op-1' of run 'run-1'" in done.stderr
     assert list(state.iterdir()) == []
+
+
+def test_a_statement_is_read_from_a_state_directory_on_a_read_only_mount(
+    tmp_path: Path,
+) -> None:
+    """A surviving state directory mounted read-only: the statement kept, status 0."""
+    statement = b'{"payloadType":"application/vnd.in-toto+json"}'
+    with required_disk(tmp_path) as disk:
+        with Journal.open(prepare_state_dir(disk.path)) as journal:
+            new = NewRow(
+                root_run="run-1",
+                operation_id="op-1",
+                signature="s",
+                context="c",
+                deadline_unix_ms=0,
+                run_id="a" * 16,
+            )
+            journal.begin(new)
+            journal.finish(
+                "op-1",
+                root_run="run-1",
+                outcome="evidence",
+                result=b"{}",
+                report=None,
+                cleanup_complete=True,
+                attestation=statement,
+            )
+        disk.read_only()
+        done = attest("--state-dir", str(disk.path))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.encode() == statement
 
 
 @pytest.mark.parametrize("field", sorted(msgspec.to_builtins(EVIDENCE)))

@@ -38,3 +38,26 @@ def test_every_verb_has_a_summary_in_the_top_level_help() -> None:
         [sys.executable, "-m", "jigcmd", "--help"], capture_output=True, text=True, check=True
     )
     assert all(verb in done.stdout for verb in summaries)
+
+
+@pytest.mark.parametrize("verb", sorted(_verbs()))
+def test_every_verb_takes_verbose_after_its_name_too(verb: str) -> None:
+    """`jigcmd VERB -v` as `jigcmd -v VERB`: both spellings of the debug logs work."""
+    assert "-v" in _verbs()[verb]._option_string_actions
+    assert "--verbose" in _verbs()[verb]._option_string_actions
+
+
+@pytest.mark.parametrize(
+    ("argv", "verbose"),
+    [
+        (["runs"], False),
+        (["-v", "runs"], True),
+        (["runs", "-v"], True),
+        (["runs", "--verbose"], True),
+    ],
+)
+def test_verbose_is_set_before_or_after_the_verb_and_off_without_it(
+    argv: list[str], verbose: bool
+) -> None:
+    """A verb that was not given `-v` keeps the top level's answer."""
+    assert parser().parse_args(argv).verbose is verbose

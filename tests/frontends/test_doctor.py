@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -21,6 +22,8 @@ from jigcmd.frontends.diagnosis.verdicts import (
     seccomp_check,
     userns_check,
 )
+from jigcmd.journal.store import DB_NAME, Journal
+from tests.faults.disk import required_disk
 from tests.required import require_root
 
 _SYS_ADMIN = 1 << 21
@@ -284,3 +287,53 @@ def test_doctor_passes_on_a_machine_that_can_build_the_envelope(
     assert status == 0, out
     assert "ok    end-to-end" in out
     assert "FAIL" not in out
+
+
+def _state_check(state: Path) -> Check:
+    token = doctor_module._STATE_DIR.set(state)
+    try:
+        return doctor_module._state()
+    finally:
+        doctor_module._STATE_DIR.reset(token)
+
+
+def test_a_state_directory_others_may_write_fails_with_the_reason_and_its_fix(
+    tmp_path: Path,
+) -> None:
+    """Mode 1777: the reason and `chmod 700` as the fix, not a Python repr to report."""
+    state = tmp_path / "state"
+    state.mkdir()
+    state.chmod(0o1777)
+    check = _state_check(state)
+    assert (check.status, check.hint) == ("FAIL", f"run chmod 700 {state}")
+    assert check.detail == f"state directory {state} is writable by group or others (mode 1777)"
+
+
+def test_a_state_directory_on_a_read_only_mount_fails_with_remount_as_the_fix(
+    tmp_path: Path,
+) -> None:
+    """Read-only: the journal and why, and remounting as the fix; nothing to report."""
+    with required_disk(tmp_path) as disk:
+        with Journal.open(disk.path):
+            pass
+        disk.read_only()
+        check = _state_check(disk.path)
+    assert check.status == "FAIL"
+    assert check.detail == (
+        f"journal {disk.path / DB_NAME}: the filesystem holding {disk.path} is mounted read-only"
+    )
+    assert check.hint is not None and check.hint.startswith("remount it read-write")
+
+
+def test_a_state_directory_on_a_full_disk_fails_with_free_space_as_the_fix(
+    tmp_path: Path,
+) -> None:
+    """Full: named full, the fix frees space and keeps the journal."""
+    with required_disk(tmp_path) as disk:
+        with Journal.open(disk.path):
+            pass
+        disk.fill()
+        check = _state_check(disk.path)
+    assert check.status == "FAIL"
+    assert f"the filesystem holding {disk.path} is full" in check.detail
+    assert check.hint is not None and check.hint.startswith("free space on it")

@@ -12,6 +12,7 @@ from jigcmd.durable.statedir import prepare_state_dir
 from jigcmd.frontends.runs import list_runs
 from jigcmd.journal.rows import NewRow
 from jigcmd.journal.store import DB_NAME, Journal
+from tests.faults.disk import required_disk
 
 
 def _new(run: str, operation_id: str, envelope: str, trace: str | None = None) -> NewRow:
@@ -29,7 +30,11 @@ def _new(run: str, operation_id: str, envelope: str, trace: str | None = None) -
 @pytest.fixture
 def state(tmp_path: Path) -> Path:
     """A state directory with two runs: a done, a failed and an uncertain operation."""
-    directory = prepare_state_dir(tmp_path / "state")
+    return _recorded(tmp_path / "state")
+
+
+def _recorded(directory: Path) -> Path:
+    directory = prepare_state_dir(directory)
     with Journal.open(directory) as journal:
         trace = '{"traceparent":"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}'
         journal.begin(_new("run-a", "op-1", "a" * 16, trace))
@@ -101,3 +106,15 @@ def test_an_unreadable_journal_is_exit_2_naming_it(
     (broken / DB_NAME).write_bytes(b"not a database, but a file of the journal's name" * 20)
     assert main(["runs", "--state-dir", str(broken)]) == 2
     assert DB_NAME in capsys.readouterr().err
+
+
+def test_runs_reads_a_state_directory_on_a_read_only_mount(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A surviving state directory mounted read-only (its node lost): listed, status 0."""
+    with required_disk(tmp_path) as disk:
+        _recorded(disk.path)
+        disk.read_only()
+        assert main(["runs", "--state-dir", str(disk.path)]) == 0
+    out = capsys.readouterr().out
+    assert "run run-a: 2 operation(s)" in out and "task-1  uncertain" in out

@@ -14,6 +14,7 @@ from jigcmd.frontends.jarvis import _cwds_holding, jarvis, jarvis_audit
 from jigcmd.jarvis.policy import parse_policy
 from jigcmd.jarvis.server import LoopbackError, bind_loopback
 from jigcmd.journal.store import Journal
+from tests.faults.disk import required_disk
 from tests.jarvis.jarvis_harness import ACTOR, TOKEN, SpyExecutor, harness, make_service
 
 POLICY = (
@@ -133,6 +134,27 @@ async def test_the_journal_serves_as_the_run_store_and_audit_prints_it(
     assert lines[1]["outcome"] == f"run {allowed['run_id']}: exited (exit 0)"
     assert {r["actor"] for r in lines} == {ACTOR}
     assert TOKEN not in json.dumps(lines)
+
+
+def test_audit_reads_a_state_directory_on_a_read_only_mount(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A surviving state directory mounted read-only: its audit printed, status 0."""
+    with required_disk(tmp_path) as disk:
+        with Journal.open(disk.path) as journal:
+            journal.audit(
+                actor=ACTOR,
+                tool="jarvis.run.create",
+                argv=["rm", "x"],
+                cwd="",
+                decision="deny",
+                matched_rule=None,
+                outcome="denied",
+            )
+        disk.read_only()
+        assert jarvis_audit(disk.path, 10) == 0
+    (line,) = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert (line["argv"], line["decision"]) == (["rm", "x"], "deny")
 
 
 def test_audit_of_a_mistyped_state_dir_creates_nothing_and_exits_2(
