@@ -399,7 +399,6 @@ class CommandService:
                     Code.RESOURCE_EXHAUSTED,
                     f"no envelope slot came free within the {self._queue_wait:g} s a call may "
                     f"wait (serve --queue-wait; {busy}); nothing ran",
-                    retryable=True,
                 )
             return no_slot
         return None

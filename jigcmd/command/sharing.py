@@ -3,7 +3,7 @@
 Every call of one operation in this process (the same caller's run, the same operation id,
 the same signature) is a waiter on one shared piece of work, whatever front it came by. A
 waiter that is cancelled, or whose own deadline passes first, is answered for itself alone
-(retryable: that answer is not the operation's outcome) while another waiter lives, and the
+(not `recorded`: that answer is not the operation's outcome) while another waiter lives, and the
 work goes on. The work is stopped only when its last live waiter leaves (a cancel, a
 deadline earlier than the work's own, or the waiter's task itself being cancelled: the
 coordinator is lost); that waiter is answered with how the work then ended, which is what
@@ -187,13 +187,11 @@ class _Shared:
                 Code.CANCELLED,
                 f"request cancelled; operation {self.operation_id!r} continues for its "
                 "other callers",
-                retryable=True,
             )
         return JigError(
             Code.DEADLINE_EXCEEDED,
             f"this request's deadline passed; operation {self.operation_id!r} continues for "
             "its other callers (send it again to join it)",
-            retryable=True,
         )
 
     def _result(self) -> RunResult:

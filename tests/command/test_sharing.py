@@ -46,7 +46,13 @@ class FakeWork:
             waiting.start_soon(until, self.finish)
         if stop.is_set() and not self.finish.is_set():
             self.stopped += 1
-            raise JigError(Code.CANCELLED, "the command was cancelled", {"command": "the evidence"})
+            # As the journal records it: the operation's own outcome.
+            raise JigError(
+                Code.CANCELLED,
+                "the command was cancelled",
+                {"command": "the evidence"},
+                recorded=True,
+            )
         return RESULT
 
 
@@ -97,7 +103,7 @@ async def test_cancelling_the_first_waiter_answers_it_alone_and_the_joiner_gets_
         first.set()
         await _settled(outcomes, "first")
         left = outcomes["first"]
-        assert isinstance(left, JigError) and left.code == Code.CANCELLED and left.retryable
+        assert isinstance(left, JigError) and left.code == Code.CANCELLED and not left.recorded
         assert "continues for its other callers" in left.message
         assert shared.running(KEY) and work.stopped == 0
         work.finish.set()
@@ -120,7 +126,7 @@ async def test_cancelling_the_joiner_leaves_the_first_to_complete() -> None:
         await _settled(outcomes, "joiner")
         work.finish.set()
     left = outcomes["joiner"]
-    assert isinstance(left, JigError) and left.code == Code.CANCELLED and left.retryable
+    assert isinstance(left, JigError) and left.code == Code.CANCELLED and not left.recorded
     assert outcomes["first"] == RESULT
     assert work.stopped == 0
 
@@ -140,7 +146,7 @@ async def test_cancelling_every_waiter_stops_the_work_once_and_the_last_gets_its
         joiner.set()
     assert work.stopped == 1
     last = outcomes["joiner"]
-    assert isinstance(last, JigError) and last.code == Code.CANCELLED and not last.retryable
+    assert isinstance(last, JigError) and last.code == Code.CANCELLED and last.recorded
     assert last.details == {"command": "the evidence"}
 
 
@@ -158,7 +164,7 @@ async def test_a_waiter_whose_earlier_deadline_passes_leaves_alone() -> None:
         await _settled(outcomes, "joiner", past=soon)
         work.finish.set()
     left = outcomes["joiner"]
-    assert isinstance(left, JigError) and left.code == Code.DEADLINE_EXCEEDED and left.retryable
+    assert isinstance(left, JigError) and left.code == Code.DEADLINE_EXCEEDED and not left.recorded
     assert outcomes["first"] == RESULT
 
 
@@ -179,7 +185,7 @@ async def test_the_last_waiter_whose_earlier_deadline_passes_stops_the_work() ->
         first.set()
     assert work.stopped == 1
     last = outcomes["joiner"]
-    assert isinstance(last, JigError) and last.code == Code.CANCELLED and not last.retryable
+    assert isinstance(last, JigError) and last.code == Code.CANCELLED and last.recorded
 
 
 async def test_a_waiter_whose_deadline_is_the_works_own_waits_for_the_work() -> None:
@@ -258,4 +264,4 @@ async def test_outside_open_a_call_runs_on_its_own_and_its_cancel_stops_it() -> 
         assert not shared.running(KEY)
         cancel.set()
     only = outcomes["only"]
-    assert isinstance(only, JigError) and only.code == Code.CANCELLED and not only.retryable
+    assert isinstance(only, JigError) and only.code == Code.CANCELLED and only.recorded
