@@ -205,6 +205,68 @@ async def test_a_waiter_whose_deadline_is_the_works_own_waits_for_the_work() -> 
     assert outcomes["first"] == RESULT
 
 
+async def _arrive_then_attend(
+    shared: SharedOperations,
+    work: FakeWork,
+    outcomes: dict[str, RunResult | JigError],
+    checked: anyio.Event,
+    *,
+    attend: bool = True,
+) -> None:
+    """A call that reached the service, whose checks end when `checked` is set."""
+    with shared.arriving(KEY, "sig") as arrival:
+        await checked.wait()
+        if not attend:
+            return  # refused by its checks: it never attends
+        try:
+            outcomes["joiner"] = await arrival.attend(
+                deadline=math.inf, cancel=CancelSignal(), progress=None, work=work
+            )
+        except JigError as error:
+            outcomes["joiner"] = error
+
+
+async def test_a_join_still_being_checked_when_the_first_is_cancelled_gets_the_result() -> None:
+    """The joiner reached the service before the cancel of the first: it is a live waiter
+    already, so the first alone is CANCELLED and the work goes on and completes for it."""
+    shared, work = SharedOperations(), FakeWork()
+    first, checked = CancelSignal(), anyio.Event()
+    outcomes: dict[str, RunResult | JigError] = {}
+    async with shared.open(), anyio.create_task_group() as tasks:
+        tasks.start_soon(_arrive_then_attend, shared, work, outcomes, checked)
+        await anyio.wait_all_tasks_blocked()
+        first.set()
+        tasks.start_soon(_attend, shared, work, first, outcomes, "first")
+        await _settled(outcomes, "first")
+        left = outcomes["first"]
+        assert isinstance(left, JigError) and left.code == Code.CANCELLED and not left.recorded
+        assert "continues for its other callers" in left.message
+        assert shared.running(KEY) and work.stopped == 0
+        checked.set()
+        await anyio.wait_all_tasks_blocked()
+        work.finish.set()
+    assert outcomes["joiner"] == RESULT
+    assert (work.started, work.stopped) == (1, 0)
+
+
+async def test_a_join_refused_by_its_checks_leaves_no_work_behind_for_nobody() -> None:
+    """The first left for a joiner still being checked; the joiner never attends: stopped."""
+    shared, work = SharedOperations(), FakeWork()
+    first, checked = CancelSignal(), anyio.Event()
+    outcomes: dict[str, RunResult | JigError] = {}
+    async with shared.open(), anyio.create_task_group() as tasks:
+        tasks.start_soon(
+            partial(_arrive_then_attend, attend=False), shared, work, outcomes, checked
+        )
+        await anyio.wait_all_tasks_blocked()
+        first.set()
+        tasks.start_soon(_attend, shared, work, first, outcomes, "first")
+        await _settled(outcomes, "first")
+        assert work.stopped == 0
+        checked.set()
+    assert work.stopped == 1 and not shared.running(KEY)
+
+
 async def test_a_waiter_task_cancelled_as_the_last_stops_the_work() -> None:
     """The coordinator gone (the waiter's task itself cancelled): the work is stopped."""
     shared, work = SharedOperations(), FakeWork()
