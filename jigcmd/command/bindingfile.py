@@ -41,7 +41,8 @@ def is_script(path: Path) -> bool:
 
 def project_root(path: Path) -> Path:
     """A script Binding's project root: `jig.ts`'s directory above `bindings/`, else its own."""
-    directory = path.parent
+    # Absolute first: a relative `command.ts` has `.` for its parent, not `bindings`.
+    directory = path.absolute().parent
     for root in (directory.parent, directory) if directory.name == "bindings" else (directory,):
         if any((root / name).is_file() for name in JIG_NAMES):
             return root
