@@ -46,6 +46,18 @@ def test_load_binding_reads_toml_and_resolves_the_package(tmp_path: Path) -> Non
     assert list(loaded.binding.commands) == ["cli", "tests"]
 
 
+def test_a_loaded_binding_names_every_package_file_its_admission_read(tmp_path: Path) -> None:
+    """Each manifest name (one may appear later) and the contract copy: what serving watches."""
+    package = make_package(tmp_path).resolve()
+    path = tmp_path / "binding.toml"
+    path.write_text('package = "pkg"\n[commands.cli]\nrun = "src/cli.ts"\n')
+    assert load_binding(path).package_files == (
+        package / "FLOW.md",
+        package / "flow.meta.json",
+        package / "contracts" / "project-command.json",
+    )
+
+
 def test_a_script_bindings_project_root_is_the_same_named_relative_from_bindings(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
