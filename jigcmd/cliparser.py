@@ -59,9 +59,19 @@ _BINDING_HELP = (
 )
 
 
+def _binding_file(text: str) -> Path:
+    """A `--binding` path, absolute from the start (from the working directory).
+
+    Everything found from the Binding's place (its project root and `jig.ts` above
+    `bindings/`, its package, its lock) then means the same whatever directory it was named
+    from: `command.ts` from inside `bindings/` has `bindings` as its parent's name.
+    """
+    return Path(text).absolute()
+
+
 def _binding_options(parser: argparse.ArgumentParser) -> None:
     """The Binding and its admitted lock, for a verb that runs its commands."""
-    parser.add_argument("--binding", required=True, type=Path, help=_BINDING_HELP)
+    parser.add_argument("--binding", required=True, type=_binding_file, help=_BINDING_HELP)
     parser.add_argument(
         "--lock", type=Path, help="admitted lock (default: jigcmd.lock beside the Binding)"
     )
@@ -178,7 +188,7 @@ def _serve_options(serve: argparse.ArgumentParser) -> None:
 
 def _lock_options(lock: argparse.ArgumentParser) -> None:
     """`jigcmd lock`'s options."""
-    lock.add_argument("--binding", required=True, type=Path, help=_BINDING_HELP)
+    lock.add_argument("--binding", required=True, type=_binding_file, help=_BINDING_HELP)
     lock.add_argument("--lock", type=Path, help="where to write (default: beside the Binding)")
     lock.add_argument(
         "--check", action="store_true", help="only say whether the existing lock admits it"
@@ -307,7 +317,9 @@ def _doctor_options(doctor: argparse.ArgumentParser) -> None:
     doctor.add_argument("--json", action="store_true", help="print the checks as JSON")
     doctor.add_argument("--state-dir", type=Path, help="the state directory to inspect")
     doctor.add_argument(
-        "--binding", type=Path, help="also load this Binding (.toml/.json/.ts/.js) and its lock"
+        "--binding",
+        type=_binding_file,
+        help="also load this Binding (.toml/.json/.ts/.js) and its lock",
     )
 
 

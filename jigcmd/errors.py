@@ -40,13 +40,16 @@ class JigError(Exception):
         message: str,
         details: dict[str, Any] | None = None,
         *,
-        retryable: bool = False,
         cleanup_proved: bool = False,
+        recorded: bool = False,
     ) -> None:
-        """`retryable`: nothing ran and nothing was recorded; the same call may be sent again.
-
-        `cleanup_proved` (an `UNCERTAIN` outcome): the envelope proved that nothing of the
+        """`cleanup_proved` (an `UNCERTAIN` outcome): the envelope proved that nothing of the
         run is left, so only the run's end is unknown, not its leftovers.
+
+        `recorded`: the operation's journal row holds this outcome (or, left open, will be
+        closed with it by recovery), so a replay answers the same. Only such a failure is the
+        operation's own; any other (a refusal before dispatch, one waiter's cancel, a slot or
+        a row that could not be written) leaves the same call free to be sent again.
         """
         # The wire allows 1-1,024 characters; keep the start, which names the rule.
         message = message.strip() or code.value
@@ -56,8 +59,8 @@ class JigError(Exception):
         self.code = code
         self.message = message
         self.details = details
-        self.retryable = retryable
         self.cleanup_proved = cleanup_proved
+        self.recorded = recorded
         # The signed statement of a run that did run and ended so (its deadline, a cancel):
         # kept and delivered beside the error, never in its wire form.
         self.attestation: bytes | None = None

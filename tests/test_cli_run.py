@@ -7,6 +7,7 @@ With `--json` stdout carries exactly one JSON object, whatever happened.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import shutil
@@ -174,6 +175,10 @@ def test_a_cli_command_gets_its_arguments_and_stdin(lock: Path, tmp_path: Path) 
     found = evidence(done)
     assert found.invocation == ["bun", "src/cli.ts", *args]
     assert json.loads(found.stdout.text) == {"args": args, "records": ["first", "second \u00e9"]}
+    # The statement's operation id is no command's name and no caller's operation id.
+    first = answer(done)["attestation"]["envelopes"][0]
+    run_facts = json.loads(base64.b64decode(first["payload"]))["predicate"]["run"]
+    assert (run_facts["operationId"], run_facts["callerRun"]) == ("(jigcmd run)", None)
 
 
 def test_the_readable_summary_names_the_outcome_and_resources(lock: Path, tmp_path: Path) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -76,13 +77,25 @@ def test_the_root_deadline_comes_from_the_flag_else_the_environment() -> None:
     assert resolve_root_deadline(5, environ) == 5
     assert resolve_root_deadline(None, environ) == 1798761600000
     assert resolve_root_deadline(None, {}) is None
-    assert resolve_root_deadline(None, {ROOT_DEADLINE_VARIABLE: ""}) is None
 
 
-@pytest.mark.parametrize("bad", ["soon", "-1", "1.5", "\uff11\uff12"])
+@pytest.mark.parametrize("bad", ["", "soon", "-1", "1.5", "\uff11\uff12"])
 def test_a_root_deadline_that_is_not_unix_milliseconds_is_refused_naming_the_variable(
     bad: str,
 ) -> None:
     """A malformed environment deadline is refused, never read as no deadline."""
     with pytest.raises(RunIdError, match=ROOT_DEADLINE_VARIABLE):
         resolve_root_deadline(None, {ROOT_DEADLINE_VARIABLE: bad})
+
+
+def test_serve_with_an_empty_root_deadline_variable_exits_2_naming_it(tmp_path: Path) -> None:
+    """`JIGCMD_ROOT_DEADLINE_UNIX_MS=` is not Unix milliseconds: refused, not no deadline."""
+    done = subprocess.run(
+        [sys.executable, "-m", "jigcmd", "serve",
+         "--binding", str(tmp_path / "missing.toml"), "--run-id", "run-1"],
+        stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60, check=False,
+        env={**os.environ, ROOT_DEADLINE_VARIABLE: ""},
+    )  # fmt: skip
+    assert done.returncode == 2
+    assert f"{ROOT_DEADLINE_VARIABLE}='' must be Unix milliseconds" in done.stderr
+    assert done.stdout == ""

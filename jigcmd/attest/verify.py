@@ -116,8 +116,10 @@ def verify_bundle(
     checks.append(schema)
     if statement is None:
         return checks
-    if len(payloads) > 1:
-        checks.append(_test_result(payloads))
+    if isinstance(statement, RunStatement):
+        tests = _test_result(statement, payloads)
+        if tests is not None:
+            checks.append(tests)
     keyid = statement.predicate.host.key_id
     named = f"the statement names key {keyid}"
     if keyid != key.keyid:
@@ -199,7 +201,27 @@ def _schema(payloads: list[bytes]) -> tuple[Check, _Statement | None]:
     return Check("schema", True, f"in-toto Statement v1: {kinds}"), statement
 
 
-def _test_result(payloads: list[bytes]) -> Check:
+def _test_result(statement: RunStatement, payloads: list[bytes]) -> Check | None:
+    """A test command's bundle is its run statement and exactly one test result naming it;
+    any other command's is its run statement alone (None: nothing to say)."""
+    count = len(payloads)
+    kind = statement.predicate.command.kind
+    if kind != "test":
+        if count == 1:
+            return None
+        return Check(
+            "test result",
+            False,
+            f"a {kind} command's bundle is its run statement alone, but this one has "
+            f"{count} statements",
+        )
+    if count != 2:
+        return Check(
+            "test result",
+            False,
+            "a test command's bundle is its run statement and exactly one test result, but "
+            f"this one has {count - 1} test result(s)",
+        )
     expected = hashlib.sha256(payloads[0]).hexdigest()
     tests = _tests.decode(payloads[1])
     named = [d for d in tests.predicate.configuration if d.name == "jigcmd run statement"]

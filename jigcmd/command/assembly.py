@@ -15,7 +15,13 @@ import anyio
 
 from jigcmd.attest.attester import Attester, HostIdentity
 from jigcmd.attest.keys import SigningKey, SigningKeyError, open_signing_key
-from jigcmd.command.bindingfile import LoadedBinding, ScriptResult, is_script, load_binding
+from jigcmd.command.bindingfile import (
+    LoadedBinding,
+    ScriptResult,
+    is_script,
+    load_binding,
+    project_root,
+)
 from jigcmd.command.runtime import BunBinary, RuntimeUnavailable, find_runtime
 from jigcmd.command.scriptbinding import evaluate_script
 from jigcmd.command.service import CommandService
@@ -30,6 +36,7 @@ from jigcmd.journal.schema import SchemaError
 from jigcmd.journal.store import JournalError, JournalUnusable
 from jigcmd.plan import Limits
 from jigcmd.policy.binding import BindingError
+from jigcmd.policy.bindingscript import JIG_NAMES
 from jigcmd.policy.lock import (
     Admission,
     Lock,
@@ -177,16 +184,38 @@ def _signature(*paths: Path) -> tuple[tuple[int, int, int] | None, ...]:
     return tuple(found)
 
 
+def _watched(binding_path: Path, lock_path: Path, loaded: LoadedBinding) -> tuple[Path, ...]:
+    """Every file an admission reads: the Binding, its lock, a TypeScript Binding's `jig.ts`,
+    and its package's manifest and the contract copies that names (docs/binding.md)."""
+    project = [project_root(binding_path) / name for name in JIG_NAMES]
+    return (
+        binding_path,
+        lock_path,
+        *(project if is_script(binding_path) else []),
+        *loaded.package_files,
+    )
+
+
+def _said(binding_path: Path, admission: Admission) -> None:
+    """One line for the operator once the catalog changed: available again, or why not."""
+    if admission.admitted:
+        logger.warning("re-admitted %s: its commands are available", binding_path)
+    else:
+        logger.warning(
+            "%s is not admitted: its commands are unavailable: %s", binding_path, admission.reason
+        )
+
+
 async def watch_admission(
     assembly: Assembly, binding_path: Path, interval: float = READMIT_POLL_S
 ) -> None:
-    """While serving, re-admit whenever the Binding or its lock changes on disk.
+    """While serving, re-admit whenever a file the admission read changes on disk (`_watched`).
 
     A new lock (`jigcmd lock` after a review) admits the commands it pins; an edit drifts
     them to unavailable. The service tells the sessions when its catalog changed. Never
     returns; cancel it with the front.
     """
-    files = (binding_path, assembly.lock_path)
+    files = _watched(binding_path, assembly.lock_path, assembly.loaded)
     seen = _signature(*files)
     while True:
         await anyio.sleep(interval)
@@ -209,7 +238,8 @@ async def watch_admission(
             admission = Admission(
                 admitted=False, drift="policy", reason=f"the Binding cannot be read: {exc}"
             )
-            assembly.service.readmit(commands, admission, None)
+            if assembly.service.readmit(commands, admission, None):
+                _said(binding_path, admission)
             continue
         attester = assembly.service.attester
         if attester is not None:
@@ -218,11 +248,11 @@ async def watch_admission(
             identity = None if lock is None else HostIdentity.from_lock(lock, lock_bytes)
             assembly.service.attach_attester(Attester(attester.key, identity))
         if assembly.service.readmit(loaded.binding.commands, admission, check):
-            logger.warning(
-                "re-admitted %s: %s",
-                binding_path,
-                "admitted" if admission.admitted else admission.reason,
-            )
+            _said(binding_path, admission)
+        watched = _watched(binding_path, assembly.lock_path, loaded)
+        if watched != files:
+            # The manifest now names other contract copies: watch those from here.
+            files, seen = watched, await anyio.to_thread.run_sync(_signature, *watched)
 
 
 def _read_lock(path: Path) -> tuple[Lock | None, bytes, str | None]:

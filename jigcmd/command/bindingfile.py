@@ -41,7 +41,8 @@ def is_script(path: Path) -> bool:
 
 def project_root(path: Path) -> Path:
     """A script Binding's project root: `jig.ts`'s directory above `bindings/`, else its own."""
-    directory = path.parent
+    # Absolute first: a relative `command.ts` has `.` for its parent, not `bindings`.
+    directory = path.absolute().parent
     for root in (directory.parent, directory) if directory.name == "bindings" else (directory,):
         if any((root / name).is_file() for name in JIG_NAMES):
             return root
@@ -63,6 +64,8 @@ class DeclaredCapability:
 
     manifest: Path | None
     slots: tuple[str, ...]
+    # The contract files (descriptor copies) the manifest names, as they were read.
+    contracts: tuple[Path, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -78,6 +81,8 @@ class LoadedBinding:
     digest: str = ""
     # Whether it was evaluated (TypeScript or JavaScript): its bytes are then its identity.
     script: bool = False
+    # What it read in its package: each manifest name (one may appear) and the contracts.
+    package_files: tuple[Path, ...] = ()
 
 
 def load_binding(path: Path, script: ScriptResult | None = None) -> LoadedBinding:
@@ -121,6 +126,7 @@ def load_binding(path: Path, script: ScriptResult | None = None) -> LoadedBindin
         slots=declared.slots,
         digest=digest,
         script=script is not None,
+        package_files=(*(package_dir / name for name in MANIFEST_NAMES), *declared.contracts),
     )
 
 
@@ -138,12 +144,14 @@ def read_manifest(package_dir: Path) -> DeclaredCapability:
     except OSError as exc:
         raise ManifestError(f"{source}: cannot be read: {exc.strerror}") from exc
     root = package_dir.resolve()
+    contracts: list[Path] = []
 
     def read_contract(relative: str) -> bytes:
         target = (root / relative).resolve()
         # Resolving follows symlinks, so a link pointing outside the package is caught here.
         if not target.is_relative_to(root):
             raise ManifestError(f"{source}: contract {relative!r} resolves outside {root}")
+        contracts.append(target)
         try:
             return target.read_bytes()
         except OSError as exc:
@@ -151,6 +159,5 @@ def read_manifest(package_dir: Path) -> DeclaredCapability:
                 f"{source}: contract {relative!r} cannot be read: {exc.strerror}"
             ) from exc
 
-    return DeclaredCapability(
-        manifest=path, slots=parse_manifest(name, data, read_contract, source=source)
-    )
+    slots = parse_manifest(name, data, read_contract, source=source)
+    return DeclaredCapability(manifest=path, slots=slots, contracts=tuple(contracts))

@@ -159,9 +159,11 @@ class Durability:
             return self._replayed
         except JigError as error:
             # Only a row this call created is closed with its failure: an operation
-            # id in flight elsewhere is never touched.
+            # id in flight elsewhere is never touched. A failure before the row was begun
+            # (nothing ran) is not recorded, and is not the operation's outcome.
             if self._began and ownership is not None:
                 await ownership.fail(self._operation_id, error, root_run=self._scope)
+                error.recorded = True
             raise
         if self.durable and ownership is not None:
             await ownership.finish(

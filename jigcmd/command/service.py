@@ -268,40 +268,37 @@ class CommandService:
         """
         trace.mark("service: run")
         begun = time.monotonic()
-        await self.check_admission(input.get("command") if isinstance(input, dict) else None)
-        # After admission: its one-off deferred check (hashing the 80 MB Bun binary, seconds
-        # on a slow machine) is the server's warm-up, not this run's; the caller's own
-        # deadlines are absolute times and bound the call all the same.
-        deadline = self._deadline(deadline_unix_ms)
-        valid = self.validate(input)
-        call = _Call(
-            # The statement names the lock that admitted this call, not one read while it
-            # waited for a slot (`readmit` replaces the attester with the new lock's).
-            attester=self._attester,
-            operation_id=operation_id,
-            deadline_unix_ms=deadline_unix_ms,
-            signature=signature,
-            context=context,
-            root_run=root_run,
-            wait_for_slot=wait_for_slot,
-            owned=owned,
-            trace_context=trace_context,
-            detailed=detailed,
-            begun=begun,
-        )
-        work = partial(self._operate, valid, call, deadline)
-        if signature is None:
-            # No operation identity: nobody can join it, so its one caller owns it.
-            result = await work(cancel, progress)
-        else:
-            # An operation belongs to its live waiters (`jigcmd.command.sharing`).
-            result = await self._operations.attend(
-                (root_run or "", operation_id),
-                signature,
+        # An operation belongs to its live waiters (`jigcmd.command.sharing`), and this call
+        # is one from here, before the checks may wait: a cancel of another waiter applied
+        # meanwhile leaves the operation to it.
+        key = (root_run or "", operation_id)
+        with self._operations.arriving(key, signature) as arrival:
+            await self.check_admission(input.get("command") if isinstance(input, dict) else None)
+            # After admission: its one-off deferred check (hashing the 80 MB Bun binary,
+            # seconds on a slow machine) is the server's warm-up, not this run's; the
+            # caller's own deadlines are absolute times and bound the call all the same.
+            deadline = self._deadline(deadline_unix_ms)
+            valid = self.validate(input)
+            call = _Call(
+                # The statement names the lock that admitted this call, not one read while
+                # it waited for a slot (`readmit` replaces the attester with the new lock's).
+                attester=self._attester,
+                operation_id=operation_id,
+                deadline_unix_ms=deadline_unix_ms,
+                signature=signature,
+                context=context,
+                root_run=root_run,
+                wait_for_slot=wait_for_slot,
+                owned=owned,
+                trace_context=trace_context,
+                detailed=detailed,
+                begun=begun,
+            )
+            result = await arrival.attend(
                 deadline=deadline,
                 cancel=cancel,
                 progress=progress,
-                work=work,
+                work=partial(self._operate, valid, call, deadline),
             )
         if detailed:
             # A replay of a row that kept no report says so, as a fresh run's answer would.
@@ -399,7 +396,6 @@ class CommandService:
                     Code.RESOURCE_EXHAUSTED,
                     f"no envelope slot came free within the {self._queue_wait:g} s a call may "
                     f"wait (serve --queue-wait; {busy}); nothing ran",
-                    retryable=True,
                 )
             return no_slot
         return None

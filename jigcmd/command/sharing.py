@@ -3,21 +3,27 @@
 Every call of one operation in this process (the same caller's run, the same operation id,
 the same signature) is a waiter on one shared piece of work, whatever front it came by. A
 waiter that is cancelled, or whose own deadline passes first, is answered for itself alone
-(retryable: that answer is not the operation's outcome) while another waiter lives, and the
+(not `recorded`: that answer is not the operation's outcome) while another waiter lives, and the
 work goes on. The work is stopped only when its last live waiter leaves (a cancel, a
 deadline earlier than the work's own, or the waiter's task itself being cancelled: the
 coordinator is lost); that waiter is answered with how the work then ended, which is what
 the journal records. A waiter whose deadline is not earlier than the work's simply waits:
 the work ends by its own deadline.
+
+A call is a live waiter from the moment it reaches the service (`arriving`), before its
+checks, which may wait (the first call's admission hashes the runtime in a thread): a cancel
+of another waiter applied meanwhile finds it there and leaves the work to it.
 """
 
 from __future__ import annotations
 
+import collections
 import logging
 import math
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from functools import partial
 
 import anyio
 import anyio.abc
@@ -27,7 +33,7 @@ from jigcmd.errors import Code, JigError
 from jigcmd.protocol.commands import RunResult
 from jigcmd.server.backend import Progress
 
-__all__ = ["OperationKey", "SharedOperations", "Work"]
+__all__ = ["Arrival", "OperationKey", "SharedOperations", "Work"]
 
 logger = logging.getLogger(__name__)
 
@@ -46,6 +52,8 @@ class SharedOperations:
 
     def __init__(self) -> None:
         self._live: dict[OperationKey, _Shared] = {}
+        # Calls that reached the service and have not attended yet, by key and signature.
+        self._arriving: collections.Counter[tuple[OperationKey, str]] = collections.Counter()
         self._tasks: anyio.abc.TaskGroup | None = None
 
     @asynccontextmanager
@@ -61,6 +69,36 @@ class SharedOperations:
     def running(self, key: OperationKey) -> bool:
         """Whether the operation is in flight here now."""
         return key in self._live
+
+    @contextmanager
+    def arriving(self, key: OperationKey, signature: str | None) -> Iterator[Arrival]:
+        """A call that reached the service: a live waiter of its operation until the block ends.
+
+        Enter it before the call's first await; attend through the `Arrival`. Leaving the
+        block without attending (the call was refused, or its task cancelled) stops the work
+        if no other waiter is left for it. Without a signature there is nothing to share.
+        """
+        depart = None
+        if signature is not None:
+            self._arriving[(key, signature)] += 1
+            depart = partial(self._departed, key, signature)
+        arrival = Arrival(self, key, signature, depart)
+        try:
+            yield arrival
+        finally:
+            if arrival.withdraw():
+                shared = self._live.get(key)
+                if shared is not None and shared.signature == signature:
+                    shared.stop_if_abandoned()
+
+    def _arrived(self, key: OperationKey, signature: str) -> int:
+        """How many calls of this operation reached the service and have not attended yet."""
+        return self._arriving[(key, signature)]
+
+    def _departed(self, key: OperationKey, signature: str) -> None:
+        self._arriving[(key, signature)] -= 1
+        if not self._arriving[(key, signature)]:
+            del self._arriving[(key, signature)]
 
     async def attend(
         self,
@@ -81,7 +119,7 @@ class SharedOperations:
         if shared is None:
             if self._tasks is None:
                 return await work(cancel, progress)
-            shared = _Shared(key[1], signature, deadline)
+            shared = _Shared(key[1], signature, deadline, partial(self._arrived, key, signature))
             self._live[key] = shared
             self._tasks.start_soon(self._drive, key, shared, work)
         elif shared.signature != signature:
@@ -108,13 +146,65 @@ class SharedOperations:
             shared.finish()
 
 
+class Arrival:
+    """One call of an operation, between reaching the service and attending it."""
+
+    def __init__(
+        self,
+        operations: SharedOperations,
+        key: OperationKey,
+        signature: str | None,
+        depart: Callable[[], None] | None,
+    ) -> None:
+        self._operations = operations
+        self._key = key
+        self._signature = signature
+        # Uncounts it from its operation's arriving calls, while it is counted there.
+        self._depart = depart
+
+    async def attend(
+        self,
+        *,
+        deadline: float,
+        cancel: CancelSignal,
+        progress: Progress | None,
+        work: Work,
+    ) -> RunResult:
+        """Wait for the operation as one of its waiters (`SharedOperations.attend`)."""
+        if self._signature is None:
+            # No operation identity: nobody can join it, so its one caller owns it.
+            return await work(cancel, progress)
+        # From arriving to attending with no await between: it is a waiter all along.
+        self.withdraw()
+        return await self._operations.attend(
+            self._key,
+            self._signature,
+            deadline=deadline,
+            cancel=cancel,
+            progress=progress,
+            work=work,
+        )
+
+    def withdraw(self) -> bool:
+        """No longer count this call as arriving; whether it still was."""
+        depart, self._depart = self._depart, None
+        if depart is None:
+            return False
+        depart()
+        return True
+
+
 class _Shared:
     """One operation's work and its live waiters."""
 
-    def __init__(self, operation_id: str, signature: str, deadline: float) -> None:
+    def __init__(
+        self, operation_id: str, signature: str, deadline: float, arriving: Callable[[], int]
+    ) -> None:
         self.operation_id = operation_id
         self.signature = signature
         self.deadline = deadline
+        # How many calls of it reached the service and will attend: live waiters too.
+        self._arriving = arriving
         # A signal: the run's collector is told of it as it is set, without a task.
         self.stop = CancelSignal()
         # The work's end, a signal too: each waiter's wait watches it (`_until_done`).
@@ -148,17 +238,21 @@ class _Shared:
                 if not cancel.is_set() and deadline >= self.deadline:
                     deadline = math.inf  # the work ends by its own deadline, no later
                     continue
-                if len(self._waiters) > 1:
+                if len(self._waiters) > 1 or self._arriving():
                     raise self._left(cancelled=cancel.is_set())
                 # The last live waiter leaves: the work stops; this waiter gets its outcome.
                 self.stop.set()
                 await self.done.wait()
         finally:
             del self._waiters[token]
-            if not self._waiters and not self.done.is_set():
-                # The last waiter's task itself was cancelled (the coordinator is gone).
-                self.stop.set()
+            # The last waiter's task itself was cancelled (the coordinator is gone).
+            self.stop_if_abandoned()
         return self._result()
+
+    def stop_if_abandoned(self) -> None:
+        """Stop the work when no waiter is left for it, attending or arriving."""
+        if not self._waiters and not self._arriving() and not self.done.is_set():
+            self.stop.set()
 
     async def _until_done(self, cancel: CancelSignal, deadline: float) -> None:
         """Return once the work is done or `cancel` is set, or `deadline` (monotonic) passes.
@@ -187,13 +281,11 @@ class _Shared:
                 Code.CANCELLED,
                 f"request cancelled; operation {self.operation_id!r} continues for its "
                 "other callers",
-                retryable=True,
             )
         return JigError(
             Code.DEADLINE_EXCEEDED,
             f"this request's deadline passed; operation {self.operation_id!r} continues for "
             "its other callers (send it again to join it)",
-            retryable=True,
         )
 
     def _result(self) -> RunResult:

@@ -136,7 +136,6 @@ class Ownership:
                 Code.EXECUTION_FAILED,
                 f"cannot take an envelope slot in {self.reservations.directory}: "
                 f"{exc.strerror or exc}; nothing ran",
-                retryable=True,
             ) from exc
         return slot
 
@@ -230,7 +229,6 @@ class Ownership:
                 Code.EXECUTION_FAILED,
                 f"the journal {self.journal.path} could not record the operation before "
                 f"dispatch: {_cause(exc)}; nothing ran",
-                retryable=True,
             ) from exc
         verdict = begun.verdict(signature)
         if verdict is None:
@@ -252,7 +250,7 @@ class Ownership:
         """Wait for an operation running elsewhere to close, within this caller's deadline.
 
         The joiner's deadline or cancel ends only its waiting (the operation goes on where it
-        runs): that answer is not the operation's outcome, so it is `retryable` (not kept).
+        runs): that answer is not the operation's outcome, and is not `recorded` (not kept).
         """
         while True:
             row = await anyio.to_thread.run_sync(
@@ -267,7 +265,6 @@ class Ownership:
                     Code.CANCELLED,
                     f"cancelled while waiting for operation {operation_id!r}, which is still "
                     "running elsewhere; it goes on there",
-                    retryable=True,
                 )
             remaining = deadline - time.monotonic()
             if remaining <= 0:
@@ -275,7 +272,6 @@ class Ownership:
                     Code.DEADLINE_EXCEEDED,
                     f"the deadline passed while operation {operation_id!r} was still running "
                     "elsewhere; it goes on there (send it again to join it)",
-                    retryable=True,
                 )
             with anyio.move_on_after(min(_JOIN_POLL_S, remaining)):
                 await (anyio.sleep_forever() if cancel is None else cancel.wait())
@@ -478,10 +474,13 @@ class Ownership:
             raise self._unrecorded(f"the operation failed ({error.message}), but", exc) from exc
 
     def _unrecorded(self, what: str, exc: BaseException) -> JigError:
+        # `recorded`: the row stays open, and recovery closes it uncertain, so a replay then
+        # answers UNCERTAIN too; this is the operation's outcome.
         return JigError(
             Code.UNCERTAIN,
             f"{what} the journal {self.journal.path} could not record its outcome: "
             f"{_cause(exc)}; it stays open until recovery closes it as uncertain",
+            recorded=True,
         )
 
 

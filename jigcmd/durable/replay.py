@@ -79,10 +79,10 @@ def replay(row: Row) -> RunResult:
     """The recorded answer of a closed row: its evidence, or its failure raised again."""
     if row.state == "uncertain" or row.result is None:
         reason = row.reason or UNCERTAIN_REASON
-        raise JigError(Code.UNCERTAIN, reason)
+        raise JigError(Code.UNCERTAIN, reason, recorded=True)
     if row.outcome == "failure":
         failure = _failure.decode(row.result)
-        error = JigError(failure.code, failure.message, failure.details)
+        error = JigError(failure.code, failure.message, failure.details, recorded=True)
         # A run stopped by its deadline or a cancel keeps its statement.
         error.attestation = row.attestation
         raise error

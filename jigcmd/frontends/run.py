@@ -39,9 +39,19 @@ from jigcmd.protocol.commands import RunResult
 from jigcmd.protocol.mcp_view import TestsView, full_tests
 from jigcmd.server.stopsignals import watch_stop_signals
 
-__all__ = ["CandidateError", "read_candidate", "refusal", "run", "write_failure"]
+__all__ = [
+    "RUN_OPERATION_ID",
+    "CandidateError",
+    "read_candidate",
+    "refusal",
+    "run",
+    "write_failure",
+]
 
 _EXIT_EVIDENCE, _EXIT_INVALID, _EXIT_FAILED, _EXIT_STOPPED = 0, 2, 3, 4
+# The operation id a `jigcmd run` names in its statement (it keeps no journal row): outside
+# the Run/1 (and MCP key) grammar, so no caller's operation, nor a command name, is ever it.
+RUN_OPERATION_ID = "(jigcmd run)"
 
 
 def read_candidate(directory: Path) -> dict[str, str]:
@@ -141,7 +151,7 @@ async def _run_once(
             )
             result = await service.run(
                 request,
-                operation_id="cli",
+                operation_id=RUN_OPERATION_ID,
                 deadline_unix_ms=deadline,
                 cancel=cancel,
                 # The same per-test results an MCP result has; nothing kept to read back.

@@ -74,12 +74,15 @@ def resolve_root_deadline(given: int | None, environ: Mapping[str, str]) -> int 
         if given < 0:
             raise RunIdError(f"--root-deadline-unix-ms {given} must be a non-negative integer")
         return given
-    named = environ.get(ROOT_DEADLINE_VARIABLE, "")
-    if not named:
+    named = environ.get(ROOT_DEADLINE_VARIABLE)
+    if named is None:
         return None
+    # Set but empty is refused too, as an empty JIGCMD_RUN_ID is: a runtime that meant to
+    # pass a deadline (`…_MS=$DEADLINE`, the variable unset) must not run without one.
     if not named.isascii() or not named.isdigit():
         raise RunIdError(
-            f"{ROOT_DEADLINE_VARIABLE}={named!r} must be Unix milliseconds, a non-negative integer"
+            f"{ROOT_DEADLINE_VARIABLE}={named!r} must be Unix milliseconds, a non-negative "
+            "integer (unset it for no root deadline)"
         )
     return int(named)
 

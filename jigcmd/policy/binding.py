@@ -26,7 +26,7 @@ from jigcmd.policy import planner
 from jigcmd.policy.bindingfields import parse_settings, parse_slots
 from jigcmd.policy.digests import sha256_text
 from jigcmd.policy.manifest import MANIFEST_NAMES
-from jigcmd.policy.paths import is_local_name, path_problem
+from jigcmd.policy.paths import is_local_name, path_problem, reserved_component
 from jigcmd.policy.pointers import escape, kind
 
 __all__ = [
@@ -274,9 +274,20 @@ def _parse_command(
 
 
 def _check_path(path: str, pointer: str, fail: _Fail) -> None:
+    """A command's path obeys the candidate path grammar, reserved directories included."""
     problem = path_problem(path)
     if problem is not None:
         raise fail(pointer, "path-grammar", problem)
+    # Admitted, it could never be called: every request naming it is INVALID_INPUT.
+    reserved = reserved_component(path)
+    if reserved is not None:
+        raise fail(
+            pointer,
+            "reserved-path",
+            f"path {path!r} names the reserved directory {reserved}, which no candidate may "
+            "supply (node_modules, .git and .jig would smuggle dependencies, history or host "
+            "state into it), so no call could run this command",
+        )
 
 
 def capability_error(package: str, *, source: str, detail: str) -> BindingError:

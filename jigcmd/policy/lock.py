@@ -308,7 +308,7 @@ def review_text(
         + (f" (capability slot: {', '.join(slots)})" if slots else ""),
         f"Contract:  {CONTRACT_ID} {CONTRACT_VERSION}",
         f"           {CONTRACT_DIGEST}",
-        f"RuntimeIdentity:   Bun {runtime.bun_version} {runtime.sha256()}",
+        f"Runtime:   Bun {runtime.bun_version} {runtime.sha256()}",
         f"Policy:    {binding.digest()}",
         "",
     ]

@@ -10,10 +10,10 @@ Operation identity is kept here for the session: the same `operationId` with the
 signature replays its recorded outcome, or, while it runs, is dispatched as one more waiter
 on it (each transport request is its own waiter; the backend shares the run among the live
 ones and stops it only when none remains); a different signature is `OPERATION_CONFLICT`,
-before dispatch. Beyond the session (across restarts with
-the same run id) the backend's journal keeps it; a conflict the journal reports is not the
-operation's outcome here, so the request the journal holds is still answered from it. The
-seed's rule that a session runs one operation at a time is the session's guard (`session.py`).
+before dispatch. Beyond the session (across restarts with the same run id) the backend's
+journal keeps it, and the session remembers no more than the journal replays (`finish`):
+otherwise one run would give one operation two answers. The seed's rule that a session runs
+one operation at a time is the session's guard (`session.py`).
 """
 
 from __future__ import annotations
@@ -62,8 +62,6 @@ class RunParamsError(ValueError):
 
 # Params that do not make an operation another one.
 _UNSIGNED = frozenset({"operationId", "deadlineUnixMs"})
-# Outcomes a session does not remember as the operation's own (see `FlowDialect.finish`).
-_NOT_THE_OPERATIONS_OUTCOME: Final = frozenset({Code.RESOURCE_EXHAUSTED, Code.OPERATION_CONFLICT})
 
 
 class FlowCall(msgspec.Struct, frozen=True):
@@ -287,21 +285,24 @@ class FlowDialect:
         return [Cancel(request_id)]
 
     def finish(self, call: Call, outcome: Outcome) -> bytes:
-        """Answer the request, and remember the outcome if it is the operation's own."""
+        """Answer the request, and remember the outcome if it is the operation's own.
+
+        The session remembers exactly what the journal replays: a completed run, or a failure
+        its row recorded (`JigError.recorded`). Anything else is this request's own end and
+        nothing ran for the operation: a refusal before dispatch (its deadline had passed, a
+        cancel, UNAVAILABLE, INVALID_INPUT), one waiter's cancel or deadline while another
+        waits, no slot, a row that could not be written, or OPERATION_CONFLICT from the
+        journal (the request it holds, sent next, must be answered from it). Remembered, such
+        an answer would be replayed here while another server of the same run, or this one
+        restarted, runs the operation: one operationId, two answers.
+        """
         self._pending.pop(call.request_id, None)
         frame = encode_outcome(call.request_id, outcome)
         operation = self._operations.get(call.operation_id)
         if operation is None:
             return frame  # already answered and forgotten (`remember`)
         operation.requests.discard(call.request_id)
-        if isinstance(outcome, JigError) and (
-            outcome.code in _NOT_THE_OPERATIONS_OUTCOME or outcome.retryable
-        ):
-            # Not the operation's outcome: this one request's own end (its cancel, its
-            # deadline while another waits), or nothing ran and nothing was recorded, so the
-            # same operation may be sent again. OPERATION_CONFLICT from the backend: the
-            # journal holds another request under the id; that request, sent next, must be
-            # answered from the journal, not refused here.
+        if isinstance(outcome, JigError) and not outcome.recorded:
             if not operation.requests and operation.outcome is None:
                 del self._operations[call.operation_id]
         elif operation.outcome is None:

@@ -7,6 +7,7 @@ import base64
 import datetime
 import hashlib
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -237,6 +238,44 @@ def test_jigcmds_own_check_passes_a_good_bundle_with_its_evidence(attester: Atte
         ("stderr", True),
         ("ending", True),
     ]
+
+
+def _lines(bundle: bytes) -> list[bytes]:
+    return [line + b"\n" for line in bundle.splitlines()]
+
+
+# (the run's kind, its bundle made from a test command's lines and a run command's, the verdict)
+_MISFITS: list[tuple[str, Callable[[list[bytes], list[bytes]], list[bytes]], str]] = [
+    ("test", lambda test, run: test[:1], "one test result, but this one has 0 test result(s)"),
+    ("test", lambda test, run: [*test, test[1]], "but this one has 2 test result(s)"),
+    ("run", lambda test, run: [run[0], test[1]], "alone, but this one has 2 statements"),
+]
+
+
+@pytest.mark.parametrize(
+    ("kind", "bundle_of", "says"), _MISFITS, ids=["dropped", "duplicated", "padded"]
+)
+def test_a_bundle_without_exactly_the_statements_its_run_implies_is_not_verified(
+    attester: Attester,
+    kind: str,
+    bundle_of: Callable[[list[bytes], list[bytes]], list[bytes]],
+    says: str,
+) -> None:
+    """The run statement says its command's kind: a test command's bundle is it and one test
+    result, another's it alone; one dropped or added is a failed check, evidence or not."""
+    test = _lines(attester.attest(_record("test")))
+    run = _lines(attester.attest(_record("run")))
+    bundle = b"".join(bundle_of(test, run))
+    for evidence in (None, _evidence(kind)):
+        checks = verify_bundle(bundle, attester.key.public, evidence)
+        failed = [c for c in checks if not c.ok]
+        assert [(c.name, c.detail.endswith(says)) for c in failed] == [("test result", True)]
+
+
+def test_a_run_commands_bundle_of_one_statement_still_verifies(attester: Attester) -> None:
+    """A bundle that is legitimately one statement (a run command's) needs no test result."""
+    checks = verify_bundle(attester.attest(_record("run")), attester.key.public, _evidence("run"))
+    assert all(c.ok for c in checks) and "test result" not in [c.name for c in checks]
 
 
 def _flip(text: str, index: int) -> str:

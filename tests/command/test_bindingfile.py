@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from jigcmd.command.bindingfile import load_binding, read_manifest
+from jigcmd.command.bindingfile import load_binding, project_root, read_manifest
 from jigcmd.policy.binding import BindingError
 from jigcmd.policy.manifest import ManifestError
 
@@ -44,6 +44,29 @@ def test_load_binding_reads_toml_and_resolves_the_package(tmp_path: Path) -> Non
     assert loaded.slots == ("project",)
     assert loaded.manifest == package.resolve() / "FLOW.md"
     assert list(loaded.binding.commands) == ["cli", "tests"]
+
+
+def test_a_loaded_binding_names_every_package_file_its_admission_read(tmp_path: Path) -> None:
+    """Each manifest name (one may appear later) and the contract copy: what serving watches."""
+    package = make_package(tmp_path).resolve()
+    path = tmp_path / "binding.toml"
+    path.write_text('package = "pkg"\n[commands.cli]\nrun = "src/cli.ts"\n')
+    assert load_binding(path).package_files == (
+        package / "FLOW.md",
+        package / "flow.meta.json",
+        package / "contracts" / "project-command.json",
+    )
+
+
+def test_a_script_bindings_project_root_is_the_same_named_relative_from_bindings(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`command.ts` from inside `bindings/` finds jig.ts's directory, as its absolute path does."""
+    (tmp_path / "bindings").mkdir()
+    (tmp_path / "jig.ts").write_text("export default {}\n")
+    monkeypatch.chdir(tmp_path / "bindings")
+    assert project_root(Path("command.ts")) == project_root(tmp_path / "bindings/command.ts")
+    assert project_root(Path("command.ts")) == tmp_path
 
 
 def test_load_binding_reads_json(tmp_path: Path) -> None:

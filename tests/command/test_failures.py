@@ -131,7 +131,6 @@ def test_each_envelope_failure_has_one_code_and_the_words_callers_have_always_be
     """Every kind maps to its code; the message names the step or the cleanup left unproved."""
     error = envelope_error(failure)
     assert (error.code, error.message) == (code, message)
-    assert not error.retryable
 
 
 def test_every_failure_kind_is_in_the_table() -> None:

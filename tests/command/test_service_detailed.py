@@ -223,7 +223,7 @@ async def test_a_queued_call_gives_up_at_the_queue_limit_with_a_clear_refusal(
             wait_for_slot=True,
         )
     ownership.release(held)
-    assert refused.value.code == Code.RESOURCE_EXHAUSTED and refused.value.retryable
+    assert refused.value.code == Code.RESOURCE_EXHAUSTED and not refused.value.recorded
     assert refused.value.message.startswith(
         "no envelope slot came free within the 0.3 s a call may wait (serve --queue-wait; all 1 "
     )

@@ -46,7 +46,13 @@ class FakeWork:
             waiting.start_soon(until, self.finish)
         if stop.is_set() and not self.finish.is_set():
             self.stopped += 1
-            raise JigError(Code.CANCELLED, "the command was cancelled", {"command": "the evidence"})
+            # As the journal records it: the operation's own outcome.
+            raise JigError(
+                Code.CANCELLED,
+                "the command was cancelled",
+                {"command": "the evidence"},
+                recorded=True,
+            )
         return RESULT
 
 
@@ -97,7 +103,7 @@ async def test_cancelling_the_first_waiter_answers_it_alone_and_the_joiner_gets_
         first.set()
         await _settled(outcomes, "first")
         left = outcomes["first"]
-        assert isinstance(left, JigError) and left.code == Code.CANCELLED and left.retryable
+        assert isinstance(left, JigError) and left.code == Code.CANCELLED and not left.recorded
         assert "continues for its other callers" in left.message
         assert shared.running(KEY) and work.stopped == 0
         work.finish.set()
@@ -120,7 +126,7 @@ async def test_cancelling_the_joiner_leaves_the_first_to_complete() -> None:
         await _settled(outcomes, "joiner")
         work.finish.set()
     left = outcomes["joiner"]
-    assert isinstance(left, JigError) and left.code == Code.CANCELLED and left.retryable
+    assert isinstance(left, JigError) and left.code == Code.CANCELLED and not left.recorded
     assert outcomes["first"] == RESULT
     assert work.stopped == 0
 
@@ -140,7 +146,7 @@ async def test_cancelling_every_waiter_stops_the_work_once_and_the_last_gets_its
         joiner.set()
     assert work.stopped == 1
     last = outcomes["joiner"]
-    assert isinstance(last, JigError) and last.code == Code.CANCELLED and not last.retryable
+    assert isinstance(last, JigError) and last.code == Code.CANCELLED and last.recorded
     assert last.details == {"command": "the evidence"}
 
 
@@ -158,7 +164,7 @@ async def test_a_waiter_whose_earlier_deadline_passes_leaves_alone() -> None:
         await _settled(outcomes, "joiner", past=soon)
         work.finish.set()
     left = outcomes["joiner"]
-    assert isinstance(left, JigError) and left.code == Code.DEADLINE_EXCEEDED and left.retryable
+    assert isinstance(left, JigError) and left.code == Code.DEADLINE_EXCEEDED and not left.recorded
     assert outcomes["first"] == RESULT
 
 
@@ -179,7 +185,7 @@ async def test_the_last_waiter_whose_earlier_deadline_passes_stops_the_work() ->
         first.set()
     assert work.stopped == 1
     last = outcomes["joiner"]
-    assert isinstance(last, JigError) and last.code == Code.CANCELLED and not last.retryable
+    assert isinstance(last, JigError) and last.code == Code.CANCELLED and last.recorded
 
 
 async def test_a_waiter_whose_deadline_is_the_works_own_waits_for_the_work() -> None:
@@ -197,6 +203,68 @@ async def test_a_waiter_whose_deadline_is_the_works_own_waits_for_the_work() -> 
         assert "first" not in outcomes and work.stopped == 0
         work.finish.set()
     assert outcomes["first"] == RESULT
+
+
+async def _arrive_then_attend(
+    shared: SharedOperations,
+    work: FakeWork,
+    outcomes: dict[str, RunResult | JigError],
+    checked: anyio.Event,
+    *,
+    attend: bool = True,
+) -> None:
+    """A call that reached the service, whose checks end when `checked` is set."""
+    with shared.arriving(KEY, "sig") as arrival:
+        await checked.wait()
+        if not attend:
+            return  # refused by its checks: it never attends
+        try:
+            outcomes["joiner"] = await arrival.attend(
+                deadline=math.inf, cancel=CancelSignal(), progress=None, work=work
+            )
+        except JigError as error:
+            outcomes["joiner"] = error
+
+
+async def test_a_join_still_being_checked_when_the_first_is_cancelled_gets_the_result() -> None:
+    """The joiner reached the service before the cancel of the first: it is a live waiter
+    already, so the first alone is CANCELLED and the work goes on and completes for it."""
+    shared, work = SharedOperations(), FakeWork()
+    first, checked = CancelSignal(), anyio.Event()
+    outcomes: dict[str, RunResult | JigError] = {}
+    async with shared.open(), anyio.create_task_group() as tasks:
+        tasks.start_soon(_arrive_then_attend, shared, work, outcomes, checked)
+        await anyio.wait_all_tasks_blocked()
+        first.set()
+        tasks.start_soon(_attend, shared, work, first, outcomes, "first")
+        await _settled(outcomes, "first")
+        left = outcomes["first"]
+        assert isinstance(left, JigError) and left.code == Code.CANCELLED and not left.recorded
+        assert "continues for its other callers" in left.message
+        assert shared.running(KEY) and work.stopped == 0
+        checked.set()
+        await anyio.wait_all_tasks_blocked()
+        work.finish.set()
+    assert outcomes["joiner"] == RESULT
+    assert (work.started, work.stopped) == (1, 0)
+
+
+async def test_a_join_refused_by_its_checks_leaves_no_work_behind_for_nobody() -> None:
+    """The first left for a joiner still being checked; the joiner never attends: stopped."""
+    shared, work = SharedOperations(), FakeWork()
+    first, checked = CancelSignal(), anyio.Event()
+    outcomes: dict[str, RunResult | JigError] = {}
+    async with shared.open(), anyio.create_task_group() as tasks:
+        tasks.start_soon(
+            partial(_arrive_then_attend, attend=False), shared, work, outcomes, checked
+        )
+        await anyio.wait_all_tasks_blocked()
+        first.set()
+        tasks.start_soon(_attend, shared, work, first, outcomes, "first")
+        await _settled(outcomes, "first")
+        assert work.stopped == 0
+        checked.set()
+    assert work.stopped == 1 and not shared.running(KEY)
 
 
 async def test_a_waiter_task_cancelled_as_the_last_stops_the_work() -> None:
@@ -258,4 +326,4 @@ async def test_outside_open_a_call_runs_on_its_own_and_its_cancel_stops_it() -> 
         assert not shared.running(KEY)
         cancel.set()
     only = outcomes["only"]
-    assert isinstance(only, JigError) and only.code == Code.CANCELLED and not only.retryable
+    assert isinstance(only, JigError) and only.code == Code.CANCELLED and only.recorded

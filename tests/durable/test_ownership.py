@@ -147,7 +147,8 @@ async def test_a_different_request_under_a_known_id_is_a_conflict(ownership: Own
 
 
 async def test_a_recorded_failure_is_raised_again_with_its_details(ownership: Ownership) -> None:
-    """A deadline failure with evidence replays as the same code, message and details."""
+    """A deadline failure with evidence replays as the same code, message and details, and
+    says it is recorded (the operation's own outcome, which a session may keep)."""
     assert await _begin(ownership, "op.3", "sig") is None
     failure = JigError(Code.DEADLINE_EXCEEDED, "deadline", {"command": {"exitCode": None}})
     await ownership.fail("op.3", failure, root_run=RUN)
@@ -158,6 +159,7 @@ async def test_a_recorded_failure_is_raised_again_with_its_details(ownership: Ow
         "deadline",
         {"command": {"exitCode": None}},
     )
+    assert raised.value.recorded
 
 
 async def test_an_uncertain_operation_stays_uncertain(ownership: Ownership) -> None:
@@ -169,7 +171,7 @@ async def test_an_uncertain_operation_stays_uncertain(ownership: Ownership) -> N
     await ownership.finish("op.4", RunResult(evidence=EVIDENCE, report=REPORT), root_run=RUN)
     with pytest.raises(JigError) as raised:
         await ownership.lookup("op.4", "sig", root_run=RUN)
-    assert raised.value.code == Code.UNCERTAIN
+    assert raised.value.code == Code.UNCERTAIN and raised.value.recorded
 
 
 async def test_slots_are_exhausted_at_once_and_come_back(ownership: Ownership) -> None:
@@ -185,7 +187,7 @@ async def test_slots_are_exhausted_at_once_and_come_back(ownership: Ownership) -
 async def test_joining_a_row_that_never_closes_ends_at_the_joiners_deadline(
     ownership: Ownership,
 ) -> None:
-    """A join waits only until the joiner's deadline: DEADLINE_EXCEEDED, retryable, not forever."""
+    """A join waits only until the joiner's deadline: DEADLINE_EXCEEDED, unrecorded, not forever."""
     assert await _begin(ownership, "op.j", "sig") is None
     with anyio.fail_after(30), pytest.raises(JigError) as raised:
         await ownership.begin(
@@ -197,7 +199,7 @@ async def test_joining_a_row_that_never_closes_ends_at_the_joiners_deadline(
             run_id="opjrun2",
         )
     assert raised.value.code == Code.DEADLINE_EXCEEDED
-    assert raised.value.retryable
+    assert not raised.value.recorded
     with anyio.fail_after(30), pytest.raises(JigError) as looked:
         await ownership.lookup("op.j", "sig", root_run=RUN, deadline=anyio.current_time())
     assert looked.value.code == Code.DEADLINE_EXCEEDED

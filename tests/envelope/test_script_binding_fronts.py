@@ -12,7 +12,12 @@ import pytest
 
 from jigcmd.envelope.cgroups import CgroupBackend
 from jigcmd.frontends.servechild import ServeChild
-from tests.envelope.test_script_binding import COMMANDS_TOML, binding_ts, reference_project
+from tests.envelope.test_script_binding import (
+    COMMANDS_TOML,
+    JIG_TS,
+    binding_ts,
+    reference_project,
+)
 from tests.lifetime.watch import wait_for
 
 pytestmark = pytest.mark.envelope
@@ -20,13 +25,14 @@ pytestmark = pytest.mark.envelope
 CLI = 'console.log("ran " + process.argv.slice(2).join(" "))\n'
 
 
-def jigcmd(*args: str) -> subprocess.CompletedProcess[str]:
+def jigcmd(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "jigcmd", *args],
         capture_output=True,
         text=True,
         timeout=120,
         check=False,
+        cwd=cwd,
     )
 
 
@@ -86,6 +92,31 @@ def test_a_reference_project_locks_serves_and_runs_with_no_file_rewritten(
     toml_lock = json.loads((project / "jigcmd.lock").read_bytes())
     assert toml_lock["bindingDigest"] == recorded["bindingDigest"]
     assert toml_lock["policy"] == recorded["policy"]
+
+
+def test_a_ts_binding_named_from_inside_bindings_is_the_one_its_absolute_path_names(
+    real_cgroups: CgroupBackend, tmp_path: Path
+) -> None:
+    """`--binding command.ts` from `bindings/`: its package is found from the project's root
+    (jig.ts), it is admitted and run as by its absolute path, and jig.ts's list still rules."""
+    project = tmp_path / "project"
+    path = reference_project(project, binding_ts())
+    here = path.parent
+    locked = jigcmd("lock", "--binding", "command.ts", cwd=here)
+    assert locked.returncode == 0, locked.stderr
+    assert jigcmd("lock", "--check", "--binding", str(path)).returncode == 0
+    files = tmp_path / "candidate" / "src"
+    files.mkdir(parents=True)
+    (files / "cli.ts").write_text(CLI)
+    state = ["--state-dir", str(tmp_path / "state")]
+    ran = jigcmd(
+        "run", "--binding", "./command.ts", *state, "cli", "--files", str(files.parent), cwd=here
+    )
+    assert ran.returncode == 0, ran.stderr
+    (project / "jig.ts").write_text(JIG_TS.replace("'./bindings'", "'./elsewhere'"))
+    refused = jigcmd("lock", "--binding", "command.ts", cwd=here)
+    assert refused.returncode == 2
+    assert "it is not one of the project's Bindings" in refused.stderr
 
 
 def test_editing_the_ts_binding_is_drift_even_when_its_policy_is_unchanged(

@@ -78,7 +78,7 @@ def test_a_full_journal_at_begin_is_execution_failed_naming_the_journal_and_not_
         assert str(ownership.journal.path) in error.message
         assert "full" in error.message
         assert "nothing ran" in error.message
-        assert error.retryable
+        assert not error.recorded
         small_disk.free()
         assert ownership.journal.get("op-1", root_run=RUN) is None
         assert anyio.run(lambda: ownership.begin(**_new_row("op-1"))) is None  # type: ignore[arg-type]
@@ -109,7 +109,8 @@ def test_evidence_the_full_journal_cannot_keep_is_answered_uncertain_and_the_row
         assert failed.value.code is Code.UNCERTAIN
         assert str(ownership.journal.path) in failed.value.message
         assert "full" in failed.value.message
-        assert not failed.value.retryable
+        # The row stays open and recovery closes it uncertain: the operation's outcome.
+        assert failed.value.recorded
         row = ownership.journal.get("op-1", root_run=RUN)
         assert row is not None and row.is_open
     finally:

@@ -64,6 +64,30 @@ def test_a_recorded_result_is_replayed_byte_for_byte_by_a_restarted_server(rig: 
     assert rig.watch.runs(token) == 1
 
 
+def test_a_call_refused_before_dispatch_is_not_kept_so_sent_again_it_runs_and_replays(
+    rig: Rig,
+) -> None:
+    """Its deadline had passed: nothing ran and nothing was recorded, so the same session, sent
+    it again without a deadline, runs it (not the stale refusal), and a restart replays that."""
+    token, operation_id = f"tok-{uuid.uuid4().hex}", "op-past-deadline"
+    input = cli_input(LINGER, token)
+    first = rig.serve()
+    first.send(flow_call("call-0", operation_id, input, deadlineUnixMs=1))
+    refused = json.loads(first.response("call-0"))["error"]
+    assert refused["data"] == {"code": "DEADLINE_EXCEEDED"}
+    assert "nothing ran" in refused["message"]
+    assert rig.row(operation_id) is None
+    first.send(flow_call("call-1", operation_id, input))
+    rig.signal(rig.candidate(token), signal.SIGTERM)
+    original = first.response("call-1")
+    assert json.loads(original)["result"]["value"]["exitCode"] == 0
+    assert first.close_input() == 0
+
+    _replayed(rig.serve(), operation_id, input, original)
+    rig.assert_nothing_left()
+    assert rig.watch.runs(token) == 1
+
+
 def test_a_reused_operation_id_with_another_input_conflicts_before_and_after_restart(
     rig: Rig,
 ) -> None:

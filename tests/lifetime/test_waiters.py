@@ -92,6 +92,34 @@ def test_cancelling_the_first_request_leaves_the_run_to_its_joiner(rig: Rig) -> 
     assert rig.watch.runs(token) == 1
 
 
+def test_a_join_sent_with_the_cancel_of_the_first_in_one_write_gets_the_evidence(
+    rig: Rig,
+) -> None:
+    """Call, join, cancel of the call, in one write to a server just started (its first
+    admission still waits for the runtime's check): the join was read before the cancel, so
+    it is a live waiter; the first alone is CANCELLED, the run goes on and completes for the
+    join, and the operation replays that (in the session, and after a restart)."""
+    token, operation_id = f"tok-{uuid.uuid4().hex}", "op-cancelled-with-its-join"
+    input = cli_input(LINGER, token)
+    server = rig.serve()
+    server.send(
+        flow_call("call-1", operation_id, input),
+        flow_call("call-2", operation_id, input),
+        _cancel("call-1"),
+    )
+    _left_alone(server.response("call-1"), operation_id)
+    rig.signal(rig.candidate(token), signal.SIGTERM)
+    joined = server.response("call-2")
+    _completed(joined, token)
+    _replays(server, "call-3", input, operation_id, joined)
+    assert server.close_input() == 0
+    again = rig.serve()
+    _replays(again, "call-4", input, operation_id, joined)
+    assert again.close_input() == 0
+    rig.assert_nothing_left()
+    assert rig.watch.runs(token) == 1
+
+
 def test_cancelling_the_joiner_leaves_the_run_to_the_first_request(rig: Rig) -> None:
     """Start, join, cancel the joiner: it alone is CANCELLED; the first completes."""
     token, operation_id = f"tok-{uuid.uuid4().hex}", "op-joiner-leaves"

@@ -133,6 +133,34 @@ def test_a_drift_and_a_new_lock_while_serving_change_the_tools_and_say_so(
         assert _signed_lock_digest(server, ran) == _lock_digest(binding)
 
 
+def test_a_package_edit_while_serving_is_re_read_and_the_log_says_what_happened(
+    tmp_path: Path,
+) -> None:
+    """FLOW.md loses its `uses:` (no Binding or lock edit): the tools become unavailable saying
+    why and the log says so; put back, they are available again and the log says that."""
+    binding = admit_example(tmp_path)
+    manifest = binding.parent / "repair" / "FLOW.md"
+    declared = manifest.read_text()
+    log = tmp_path / "serve.stderr"
+    state = ["--state-dir", str(tmp_path / "state")]
+    with ServeChild(binding, state, timeout=60, stderr_path=log) as server:
+        server.request("initialize", INIT)
+        server.notify("notifications/initialized", None)
+        manifest.write_text("---\nname: flows/repair\n---\n\n# no capability declared\n")
+        _await_notice(server, 1)
+        for tool in _tools(server).values():
+            assert tool["title"].endswith("(unavailable: not admitted)")
+            assert "does not declare the Project Command capability" in tool["description"]
+        manifest.write_text(declared)
+        _await_notice(server, 2)
+        assert all("reviewed" in tool["title"] for tool in _tools(server).values())
+        assert server.close_input() == 0
+    said = [line for line in log.read_text().splitlines() if "jigcmd.command.assembly" in line]
+    assert len(said) == 2, said
+    assert f"{binding} is not admitted: its commands are unavailable: " in said[0]
+    assert said[1].endswith(f"re-admitted {binding}: its commands are available")
+
+
 def test_a_lock_made_while_serving_signs_the_runs_it_admits(tmp_path: Path) -> None:
     binding = admit_example(tmp_path)
     (binding.parent / "jigcmd.lock").unlink()

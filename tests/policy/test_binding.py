@@ -160,6 +160,30 @@ def test_the_spec_bad_examples_are_rejected_with_rule_and_pointer(
             "path-grammar",
             "'..' components",
         ),
+        (
+            {"cli": {"run": "node_modules/x.ts"}},
+            "/commands/cli/run",
+            "reserved-path",
+            "names the reserved directory node_modules",
+        ),
+        (
+            {"t": {"test": ["a.test.ts", "src/.git/b.test.ts"]}},
+            "/commands/t/test/1",
+            "reserved-path",
+            "reserved directory .git, which no candidate may supply",
+        ),
+        (
+            {"t": {"test": [".jig/a.test.ts"]}},
+            "/commands/t/test/0",
+            "path-grammar",
+            "must start with an ASCII letter",
+        ),
+        (
+            {"t": {"test": ["lib/.jig/a.test.ts"]}},
+            "/commands/t/test/0",
+            "reserved-path",
+            "reserved directory .jig",
+        ),
     ],
 )
 def test_each_command_rule_is_enforced(

@@ -10,6 +10,7 @@ import pytest
 from jigcmd.contract import CONTRACT_DIGEST
 from jigcmd.policy.binding import Binding, parse_binding
 from jigcmd.policy.lock import (
+    LockedFile,
     LockError,
     RuntimeIdentity,
     build_lock,
@@ -219,6 +220,16 @@ def test_review_names_the_whole_environment_bun_test_included() -> None:
         "environment only BUN_RUNTIME_TRANSPILER_CACHE_PATH=0 (bun test adds NODE_ENV=test "
         "itself;\n    no PATH, HOME or credentials)"
     ) in text
+
+
+def test_review_labels_its_identities_plainly_in_one_column() -> None:
+    """Binding, Package, Runtime, Policy: plain words, their values in one column."""
+    file = LockedFile(path="binding.toml", sha256=SHA_B)
+    lines = review_text(binding(), RUNTIME, file=file).splitlines()
+    assert f"Binding:   binding.toml {SHA_B}" in lines
+    assert "Package:   pkg" in lines
+    assert f"Runtime:   Bun 1.4.2 {SHA_A}" in lines
+    assert f"Policy:    {binding().digest()}" in lines
 
 
 def test_review_of_an_empty_binding_says_it_grants_nothing() -> None:

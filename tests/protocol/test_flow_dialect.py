@@ -190,7 +190,7 @@ def test_a_join_is_not_refused_as_a_second_operation_but_another_operation_is() 
     session = make_session()
     call = dispatched(session.receive(call_frame()))
     joined = dispatched(session.receive(call_frame(request_id="r2")))
-    session.finish(call, JigError(Code.CANCELLED, "request cancelled", retryable=True))
+    session.finish(call, JigError(Code.CANCELLED, "request cancelled"))
     # The joiner still waits: the operation is still running in this session.
     (busy,) = answers(session.receive(call_frame(request_id="r3", operation_id="op-2")))
     assert busy["error"]["data"] == {"code": "RESOURCE_EXHAUSTED"}
@@ -199,11 +199,11 @@ def test_a_join_is_not_refused_as_a_second_operation_but_another_operation_is() 
 
 
 def test_a_waiters_own_cancelled_answer_is_not_the_operations_outcome() -> None:
-    """A retryable CANCELLED (one waiter left) is not kept; the joiner's result is."""
+    """One waiter's own CANCELLED (another waits) is not recorded, so not kept; the result is."""
     session = make_session()
     call = dispatched(session.receive(call_frame()))
     joined = dispatched(session.receive(call_frame(request_id="r2")))
-    left = JigError(Code.CANCELLED, "request cancelled; op-1 continues", retryable=True)
+    left = JigError(Code.CANCELLED, "request cancelled; op-1 continues")
     (answer,) = decode(session.finish(call, left))
     assert (answer["id"], answer["error"]["data"]["code"]) == ("r1", "CANCELLED")
     session.finish(joined, RunResult(canned_evidence("tests"), REPORT))
@@ -244,9 +244,46 @@ def test_an_uncertain_outcome_is_replayed_and_never_run_again() -> None:
     """A recorded UNCERTAIN stays the operation's answer."""
     session = make_session()
     call = dispatched(session.receive(call_frame()))
-    session.finish(call, JigError(Code.UNCERTAIN, "cleanup could not be confirmed"))
+    uncertain = JigError(Code.UNCERTAIN, "cleanup could not be confirmed", recorded=True)
+    session.finish(call, uncertain)
     (replay,) = answers(session.receive(call_frame(request_id="r2")))
     assert replay["error"]["data"] == {"code": "UNCERTAIN"}
+
+
+def test_a_failure_the_journal_recorded_is_kept_and_replayed_byte_for_byte() -> None:
+    """A run stopped by its deadline, recorded with its evidence, is the operation's answer."""
+    session = make_session()
+    call = dispatched(session.receive(call_frame()))
+    evidence: Evidence = canned_evidence("tests", "deadline")
+    stopped = JigError(
+        Code.DEADLINE_EXCEEDED, "the deadline passed", {"command": evidence}, recorded=True
+    )
+    (answer,) = decode(session.finish(call, stopped))
+    (replay,) = answers(session.receive(call_frame(request_id="r2", deadlineUnixMs=9)))
+    assert replay["error"] == answer["error"]
+
+
+@pytest.mark.parametrize(
+    "refusal",
+    [
+        JigError(Code.DEADLINE_EXCEEDED, "the deadline had passed before dispatch; nothing ran"),
+        JigError(Code.CANCELLED, "cancelled before dispatch; nothing ran"),
+        JigError(Code.UNAVAILABLE, "command 'tests': the Binding changed since it was locked"),
+        JigError(Code.INVALID_INPUT, "/command: unknown command 'tests'"),
+    ],
+    ids=["deadline", "cancel", "unavailable", "invalid"],
+)
+def test_a_refusal_before_dispatch_is_not_kept_so_the_operation_is_asked_again(
+    refusal: JigError,
+) -> None:
+    """Nothing ran and the journal holds nothing: re-sent, even without a deadline, it is
+    dispatched (the journal, not the session, answers it), never the stale refusal."""
+    session = make_session()
+    call = dispatched(session.receive(call_frame(deadlineUnixMs=1)))
+    (answer,) = decode(session.finish(call, refusal))
+    assert answer["error"]["data"]["code"] == refusal.code.value
+    again = dispatched(session.receive(call_frame(request_id="r2")))
+    assert (again.operation_id, again.signature) == (call.operation_id, call.signature)
 
 
 def test_a_resource_exhausted_outcome_is_not_recorded_so_a_retry_runs() -> None:
@@ -276,10 +313,10 @@ def test_every_call_carries_the_run_the_session_belongs_to() -> None:
 
 
 def test_a_failure_that_neither_ran_nor_was_recorded_is_not_kept_so_a_retry_runs() -> None:
-    """A retryable EXECUTION_FAILED (the journal could not record the call) is not cached."""
+    """An EXECUTION_FAILED the journal could not record (nothing ran) is not kept."""
     session = make_session()
     call = dispatched(session.receive(call_frame()))
-    failed = JigError(Code.EXECUTION_FAILED, "journal full; nothing ran", retryable=True)
+    failed = JigError(Code.EXECUTION_FAILED, "journal full; nothing ran")
     (answer,) = decode(session.finish(call, failed))
     assert answer["error"]["data"] == {"code": "EXECUTION_FAILED"}
     assert isinstance(session.receive(call_frame(request_id="r2"))[0], Dispatch)
@@ -313,7 +350,7 @@ def test_cancel_of_unknown_ids_is_a_no_op_and_any_waiter_may_be_cancelled() -> N
     cancel = b'{"jsonrpc":"2.0","method":"request/cancel","params":{"requestId":"%s"}}'
     assert session.receive(cancel % b"r1") == [Cancel("r1")]
     assert session.receive(cancel % b"r2") == [Cancel("r2")]
-    session.finish(call, JigError(Code.CANCELLED, "request cancelled", retryable=True))
+    session.finish(call, JigError(Code.CANCELLED, "request cancelled"))
     assert session.receive(cancel % b"r1") == []
     session.finish(joined, RunResult(canned_evidence("tests"), REPORT))
     assert session.receive(cancel % b"r2") == []

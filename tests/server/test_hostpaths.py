@@ -35,10 +35,10 @@ def test_a_refusal_keeps_its_code_and_collected_evidence(tmp_path: Path) -> None
         Code.RESOURCE_EXHAUSTED,
         f"no slot in {tmp_path}",
         {"path": str(tmp_path), "command": {"stdout": str(tmp_path)}, "n": 3},
-        retryable=True,
+        recorded=True,
     )
     scrubbed = paths.scrub_error(error)
-    assert (scrubbed.code, scrubbed.retryable, scrubbed.message) == (
+    assert (scrubbed.code, scrubbed.recorded, scrubbed.message) == (
         Code.RESOURCE_EXHAUSTED,
         True,
         "no slot in <state dir>",
