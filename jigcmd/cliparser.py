@@ -140,7 +140,7 @@ def _exclude_option(parser: argparse.ArgumentParser) -> None:
         default=[],
         metavar="GLOB",
         help="leave out what this .gitignore pattern matches, relative to the directory "
-        "(repeatable): --exclude 'test/fixtures/' --exclude '*.snap'",
+        "(repeatable): --exclude 'test/fixtures/' --exclude '*.md'",
     )
 
 

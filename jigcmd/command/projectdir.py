@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from jigcmd.command.gitignore import Ignores, pattern_spec
+from jigcmd.command.snapshots import snapshot_note
 from jigcmd.contract import MAX_CANDIDATE_BYTES
 from jigcmd.policy.candidate import Problem, candidate_problems
 from jigcmd.policy.imports import imported_closure
@@ -106,6 +107,11 @@ class ProjectFiles:
         shown = f"{size:,} bytes" if size < 1024 else f"{size / 1024:.1f} KiB"
         sent = f"sending {len(self.files)} files, {shown}"
         return f"left out of the candidate: {'; '.join(groups)}; {sent}"
+
+    def snapshot_note(self) -> str | None:
+        """One line naming the snapshot files and tests, which cannot pass (`snapshots.py`)."""
+        left_out = [path for paths in self.left_out.values() for path in paths]
+        return snapshot_note(self.files, left_out)
 
 
 def read_project(directory: Path, excludes: Sequence[str] = ()) -> ProjectFiles:

@@ -46,6 +46,9 @@ def init(
     note = project.note()
     if note is not None:
         sys.stderr.write(f"jigcmd init: {root}: {note}\n")
+    snapshots = project.snapshot_note()
+    if snapshots is not None:
+        sys.stderr.write(f"jigcmd init: {root}: {snapshots}\n")
     problems = project.problems(scaffold.needed())
     if problems:
         return _refuse(root, problems)

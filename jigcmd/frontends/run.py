@@ -181,6 +181,9 @@ def _candidate(
     note = project.note()
     if note is not None:
         sys.stderr.write(visible(f"jigcmd run: --files {project.root}: {note}") + "\n")
+    snapshots = project.snapshot_note()
+    if snapshots is not None:
+        sys.stderr.write(visible(f"jigcmd run: --files {project.root}: {snapshots}") + "\n")
     problems = project.problems(needed, command)
     if problems:
         raise refusal("--files", project.root, problems)

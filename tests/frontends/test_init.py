@@ -112,3 +112,33 @@ def test_init_format_ts_writes_the_reference_layout_naming_the_same_commands(app
     assert f"and the Flow package {app / '.jig' / 'flows' / 'app'} (" in done.stdout
     again = jigcmd("init", "--format", "ts", str(app))
     assert again.returncode == 2 and "jig.ts" in again.stderr
+
+
+def test_init_names_the_snapshot_files_and_tests_which_cannot_pass(tmp_path: Path) -> None:
+    """Bun's `.snap` files (sent or left out) and `toMatchSnapshot` callers, with the limit."""
+    app = project(
+        tmp_path / "app",
+        {
+            "package.json": '{"name": "app", "module": "main.ts"}',
+            "main.ts": "export const one = 1;",
+            "test/main.test.ts": (
+                'import { expect, test } from "bun:test";\n'
+                'test("s", () => { expect({ a: 1 }).toMatchSnapshot(); });\n'
+            ),
+            "test/__snapshots__/main.test.ts.snap": "exports[`s 1`] = `{ a: 1 }`;\n",
+        },
+    )
+    done = jigcmd("init", str(app), "--exclude", "*.snap")
+    assert done.returncode == 0, done.stderr
+    assert (
+        f"jigcmd init: {app}: snapshot tests cannot pass in the envelope: "
+        "test/__snapshots__/main.test.ts.snap (snapshot files); test/main.test.ts "
+        "(call toMatchSnapshot). The candidate tree is read-only"
+    ) in done.stderr
+
+
+def test_init_says_nothing_of_snapshots_for_a_project_without_any(app: Path) -> None:
+    """No `.snap` file and no matcher: no note."""
+    done = jigcmd("init", str(app))
+    assert done.returncode == 0, done.stderr
+    assert "snapshot" not in done.stderr
