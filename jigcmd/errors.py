@@ -65,5 +65,17 @@ class JigError(Exception):
         # kept and delivered beside the error, never in its wire form.
         self.attestation: bytes | None = None
 
+    def reworded(self, message: str, details: dict[str, Any] | None) -> JigError:
+        """The same failure in other words: its code, cleanup, record and statement kept."""
+        error = JigError(
+            self.code,
+            message,
+            details,
+            cleanup_proved=self.cleanup_proved,
+            recorded=self.recorded,
+        )
+        error.attestation = self.attestation
+        return error
+
     def __repr__(self) -> str:
         return f"JigError({self.code.value}, {self.message!r})"

@@ -82,7 +82,7 @@ class HostPaths:
                 key: value if key == "command" else self._scrub_value(value)
                 for key, value in details.items()
             }
-        return JigError(error.code, self.scrub(error.message), details, recorded=error.recorded)
+        return error.reworded(self.scrub(error.message), details)
 
     def _scrub_value(self, value: object) -> object:
         if isinstance(value, str):

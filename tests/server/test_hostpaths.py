@@ -46,6 +46,20 @@ def test_a_refusal_keeps_its_code_and_collected_evidence(tmp_path: Path) -> None
     assert scrubbed.details == {"path": "<state dir>", "command": {"stdout": str(tmp_path)}, "n": 3}
 
 
+def test_a_stopped_runs_statement_and_proved_cleanup_survive_the_scrub(tmp_path: Path) -> None:
+    """A deadline's or a cancel's answer keeps its signed statement (MCP's `_meta` has it)."""
+    paths = HostPaths({"<state dir>": tmp_path})
+    error = JigError(Code.UNCERTAIN, f"lost in {tmp_path}", cleanup_proved=True, recorded=True)
+    error.attestation = b"bundle"
+    scrubbed = paths.scrub_error(error)
+    assert (scrubbed.attestation, scrubbed.cleanup_proved, scrubbed.recorded) == (
+        b"bundle",
+        True,
+        True,
+    )
+    assert scrubbed.message == "lost in <state dir>"
+
+
 def test_the_usual_host_paths_include_home_and_the_state_dir(tmp_path: Path) -> None:
     paths = HostPaths.of_host(
         state_dir=tmp_path / "s",
