@@ -8,13 +8,14 @@ journal that does not exist yet is "no runs", not a new file.
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from pathlib import Path
 
 import msgspec
 
-from jigcmd.durable.statedir import default_state_dir
+from jigcmd.durable.statedir import StateDirError, checked_state_dir, default_state_dir
 from jigcmd.journal.failures import JournalUnusable
 from jigcmd.journal.rows import Row
 from jigcmd.journal.schema import SchemaError
@@ -39,6 +40,18 @@ def list_runs(state_dir: Path) -> list[Row]:
     with Journal.open_read_only(state_dir) as journal:
         rows = journal.rows()
     return sorted(rows, key=lambda row: row.root_run)
+
+
+def _directory(state_dir: Path | None) -> Path:
+    """The directory to read, checked as every verb checks it; creates nothing.
+
+    A `--state-dir` that does not exist is refused (a typo, most likely), as is one others
+    may write (its journal could be anyone's); the default directory not made yet holds no
+    runs.
+    """
+    if state_dir is None and not os.path.lexists(default_state_dir()):
+        return default_state_dir()
+    return checked_state_dir(state_dir or default_state_dir())
 
 
 def _when(unix_ms: int | None) -> str | None:
@@ -76,11 +89,10 @@ def operation_view(row: Row) -> dict[str, object]:
 
 
 def runs(state_dir: Path | None, *, run_id: str | None = None, as_json: bool = False) -> int:
-    """Print the runs and their operations; 0, or 2 when the journal cannot be read."""
-    directory = state_dir or default_state_dir()
+    """Print the runs and their operations; 0, or 2 when the directory or journal is unusable."""
     try:
-        rows = list_runs(directory)
-    except (JournalUnusable, SchemaError) as exc:
+        rows = list_runs(_directory(state_dir))
+    except (StateDirError, JournalUnusable, SchemaError) as exc:
         sys.stderr.write(f"jigcmd runs: {exc}\n")
         return 2
     grouped: dict[str, list[Row]] = {}

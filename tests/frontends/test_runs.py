@@ -108,6 +108,25 @@ def test_an_unreadable_journal_is_exit_2_naming_it(
     assert DB_NAME in capsys.readouterr().err
 
 
+def test_a_state_dir_that_does_not_exist_is_exit_2_and_none_is_made(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A mistyped `--state-dir` is not "no runs": it is named, and nothing is created."""
+    typo = tmp_path / "stat-dir"
+    assert main(["runs", "--state-dir", str(typo)]) == 2
+    assert f"state directory {typo} does not exist" in capsys.readouterr().err
+    assert not typo.exists()
+
+
+def test_a_state_dir_others_may_write_is_exit_2_naming_the_fix(
+    state: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Its journal could be anyone's: refused as `attest` and `jarvis-audit` refuse it."""
+    state.chmod(0o777)
+    assert main(["runs", "--state-dir", str(state)]) == 2
+    assert f"chmod 700 {state}" in capsys.readouterr().err
+
+
 def test_runs_reads_a_state_directory_on_a_read_only_mount(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
