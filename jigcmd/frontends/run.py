@@ -31,7 +31,7 @@ from jigcmd.command.failures import StoppedRun
 from jigcmd.command.projectdir import CandidateError, ProjectFiles, read_project
 from jigcmd.errors import Code, JigError
 from jigcmd.evidence import Evidence, ResourceReport
-from jigcmd.frontends.runtext import readable, visible
+from jigcmd.frontends.runtext import one_line, readable
 from jigcmd.policy.binding import BindingError
 from jigcmd.policy.candidate import Problem
 from jigcmd.policy.planner import CEILING_SECONDS
@@ -180,10 +180,10 @@ def _candidate(
         raise project
     note = project.note()
     if note is not None:
-        sys.stderr.write(visible(f"jigcmd run: --files {project.root}: {note}") + "\n")
+        sys.stderr.write(one_line(f"jigcmd run: --files {project.root}: {note}") + "\n")
     snapshots = project.snapshot_note()
     if snapshots is not None:
-        sys.stderr.write(visible(f"jigcmd run: --files {project.root}: {snapshots}") + "\n")
+        sys.stderr.write(one_line(f"jigcmd run: --files {project.root}: {snapshots}") + "\n")
     problems = project.problems(needed, command)
     if problems:
         raise refusal("--files", project.root, problems)
@@ -250,14 +250,14 @@ def write_failure(exc: JigError, as_json: bool) -> int:
     problems = details.get("problems")
     if problems:
         # Every problem on its own line: the message may have been cut.
-        lines = [f"  {visible(msgspec.convert(p, Problem).line())}" for p in problems]
+        lines = [f"  {one_line(msgspec.convert(p, Problem).line())}" for p in problems]
         head = f"{details['option']} {details['path']}: {_count(len(problems))}, nothing ran"
         sys.stderr.write(
-            f"jigcmd run: {exc.code.value}: {visible(head)}:\n" + "\n".join(lines) + "\n"
+            f"jigcmd run: {exc.code.value}: {one_line(head)}:\n" + "\n".join(lines) + "\n"
         )
     else:
         # Inert: a message may name what a directory's writer chose (a file name).
-        sys.stderr.write(f"jigcmd run: {exc.code.value}: {visible(exc.message)}\n")
+        sys.stderr.write(f"jigcmd run: {exc.code.value}: {one_line(exc.message)}\n")
     # Deadline and cancel carry what was collected: the same evidence a completed run has,
     # and the resources it used, which is when a person wants them most.
     collected = details.pop("command", None)

@@ -18,7 +18,7 @@ from typing import Final
 from jigcmd.evidence import Evidence, ResourceReport
 from jigcmd.protocol.mcp_view import TestsView
 
-__all__ = ["FRAME", "readable", "visible"]
+__all__ = ["FRAME", "one_line", "readable", "visible"]
 
 # Starts each line of the candidate's output; none of jigcmd's own lines does.
 FRAME: Final = "| "
@@ -33,6 +33,15 @@ _INERT: Final = {
 def visible(text: str) -> str:
     """`text` with every control character but newline and tab shown as its escape."""
     return text.translate(_INERT)
+
+
+def one_line(text: str) -> str:
+    """`visible(text)` with its newlines shown too: one line of jigcmd's, whatever it names.
+
+    For jigcmd's own messages that carry a name someone else chose (a file's, a test's): a
+    newline in it would start a line of the writer's choosing at the margin.
+    """
+    return visible(text).replace("\n", "\\n")
 
 
 def readable(
@@ -65,7 +74,7 @@ def readable(
     if tests is not None:
         lines.append(f"tests:      {_tests_line(tests)}")
     # Each line of ours is made inert too: the invocation and test names are not all ours.
-    text = [visible(line).replace("\n", "\\n") for line in lines]
+    text = [one_line(line) for line in lines]
     for name, stream in (("stdout", evidence.stdout), ("stderr", evidence.stderr)):
         note = ", truncated" if stream.truncated else ""
         shown = stream.text.removesuffix("\n")
