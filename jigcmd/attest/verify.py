@@ -177,11 +177,14 @@ def _schema(payloads: list[bytes]) -> tuple[Check, _Statement | None]:
     expected: str = RUN_PREDICATE_TYPE
     try:
         kind = _kind.decode(payloads[0]).predicate_type
-        if kind == JARVIS_V2_PREDICATE_TYPE and len(payloads) == 1:
+        if kind in (JARVIS_V2_PREDICATE_TYPE, JARVIS_PREDICATE_TYPE) and len(payloads) > 1:
+            why = f"a jarvis run's bundle is its one statement, but this one has {len(payloads)}"
+            return Check("schema", False, why), None
+        if kind == JARVIS_V2_PREDICATE_TYPE:
             expected = kind
             current = _jarvis_v2.decode(payloads[0])
             return Check("schema", True, "in-toto Statement v1: jarvis-run/v2"), current
-        if kind == JARVIS_PREDICATE_TYPE and len(payloads) == 1:
+        if kind == JARVIS_PREDICATE_TYPE:
             # Made before statements named the executable; journals still hold them.
             expected = kind
             older = _jarvis.decode(payloads[0])

@@ -67,7 +67,7 @@ class JarvisRun(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     # that did not complete (failed, uncertain) or was never signed.
     attestation: bytes | None = None
     # Why it ended so (a failure, a cancel), written with its end; None when nothing needs
-    # saying, and for rows written before the journal kept it (schema version 5).
+    # saying, and for rows written before the journal kept it (schema version 6).
     detail: str | None = None
     # The file the run executed, the program's fully resolved path (its `argv[0]` keeps the
     # name the caller used); None for a denied call and rows before schema version 7.

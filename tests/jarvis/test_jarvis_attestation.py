@@ -110,6 +110,19 @@ async def test_a_changed_record_fails_the_check(signing: RunSigning) -> None:
     assert [c.name for c in checks if not c.ok] == ["stdout"]
 
 
+async def test_a_jarvis_bundle_padded_with_a_second_statement_is_refused_saying_so(
+    signing: RunSigning,
+) -> None:
+    """Its one statement twice: the schema check says a jarvis bundle is one statement."""
+    async with harness(make_service(SpyExecutor(), signing=signing)) as h:
+        created = (await h.invoke("jarvis.run.create", argv=["echo", "hi"])).json()
+    (line,) = created["attestation"]["bundle"].splitlines()
+    checks = verify_bundle(f"{line}\n{line}\n".encode(), signing.attester.key.public)
+    schema = next(c for c in checks if c.name == "schema")
+    assert not schema.ok
+    assert schema.detail == "a jarvis run's bundle is its one statement, but this one has 2"
+
+
 async def test_a_run_through_a_symlink_names_the_file_it_executed_and_verifies(
     signing: RunSigning, tmp_path: Path
 ) -> None:
