@@ -78,16 +78,40 @@ def choose_base(
     )
 
 
+# Parents that end with jigcmd (it runs under them until it exits), so that moving them
+# would do nothing; and pid 0 or 1, no parent to move (jigcmd as a container's pid 1).
+_WRAPPERS = frozenset({"sudo", "su", "doas", "runuser", "pkexec"})
+
+
 def _move_parent(cgroup: str) -> str:
     """The root command that moves the process that started jigcmd into `cgroup`, by pid.
 
-    Its pid, not `$$`: typed into a root shell, `$$` would move that shell instead.
+    Its pid, not `$$`: typed into a root shell, `$$` would move that shell instead. When the
+    parent is one that ends with jigcmd, no pid printed here would help: the command says
+    which one to move.
     """
-    parent = os.getppid()
+    parent, name = parent_process()
+    if parent > 1 and name not in _WRAPPERS:
+        return (
+            f"as root, echo {parent} > {cgroup}/cgroup.procs (pid {parent} started this "
+            "jigcmd: your shell, or the program that runs it; a service's unit must start its "
+            "process there)"
+        )
     return (
-        f"as root, echo {parent} > {cgroup}/cgroup.procs (pid {parent} started this jigcmd: "
-        "your shell; a service's unit must start its process there)"
+        f"as root, echo PID > {cgroup}/cgroup.procs, PID being the shell or the service that "
+        f"starts jigcmd (this jigcmd's parent, pid {parent}{f' {name}' if name else ''}, "
+        "ends with it; a container's or a unit's process must start there)"
     )
+
+
+def parent_process() -> tuple[int, str]:
+    """This process's parent: its pid and its command name ("" when it cannot be read)."""
+    parent = os.getppid()
+    try:
+        with open(f"/proc/{parent}/comm", encoding="utf-8", errors="replace") as comm:
+            return parent, comm.read().strip()
+    except OSError:
+        return parent, ""
 
 
 def _require_inside_unified(root: str, name: str) -> None:
