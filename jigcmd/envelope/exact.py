@@ -12,6 +12,14 @@ spawner to pid 1; a resolved path re-opened exactly gives the same guarantee for
 path-based policy (what is bound is what now sits at the checked path, reached through no
 link), with nothing to hand over.
 
+The program is then executed through the very descriptor that was opened (`exec_path`:
+`/proc/self/fd/N`, the kernel's fexecve), so no second lookup of its path can follow a
+symlink swapped in between the open and the exec. A `#!` script is the exception: its
+interpreter reads the script by the path it is given, which would be the descriptor's (gone
+at the exec, being close-on-exec, or else inherited by the candidate, and a script's `$0`
+would name it instead of the script); a script is executed by its checked path, and a
+symlink swapped in on the way between the open and the exec is followed for it.
+
 The failure's step says what changed (`failure.CHANGED_STEPS`), so that the caller is told why
 nothing ran rather than an errno.
 """
@@ -25,7 +33,10 @@ import stat
 from jigcmd.envelope import syscalls as sc
 from jigcmd.envelope.failure import PROGRAM_CHANGED, StepError
 
-__all__ = ["open_exact", "open_exact_program"]
+__all__ = ["exec_path", "open_exact", "open_exact_program"]
+
+# What a `#!` script starts with (binfmt_script).
+_SHEBANG = b"#!"
 
 
 def open_exact(path: str, step: str) -> int:
@@ -59,3 +70,24 @@ def _changed(path: str, number: int | None) -> str:
     if number == errno.ENOTDIR:
         return f"a directory on the way to {path} is no longer one"
     return f"{path}: {os.strerror(number or 0)}"
+
+
+def exec_path(fd: int, path: str) -> str:
+    """The path to execute the program `path`, opened as `fd` by `open_exact_program`.
+
+    `/proc/self/fd/<fd>`: the exec reaches the opened file itself, whatever sits at `path`
+    by then; `fd` must stay open until the exec, and its close-on-exec keeps it from the
+    program. `path` itself for a `#!` script (see the module docstring). A file pid 1 may
+    not read is no script it could run (its interpreter, with pid 1's credentials, could not
+    read it either): it goes through the descriptor.
+    """
+    through = f"/proc/self/fd/{fd}"
+    try:
+        readable = os.open(through, os.O_RDONLY | os.O_NONBLOCK)
+    except PermissionError:
+        return through
+    try:
+        start = os.pread(readable, len(_SHEBANG), 0)
+    finally:
+        os.close(readable)
+    return path if start == _SHEBANG else through

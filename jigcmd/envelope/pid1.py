@@ -265,10 +265,13 @@ class Init:
         trace.mark("init: gate open")
         with _step("working directory"):
             os.chdir(go.cwd)
+        program, executed = -1, ""
         if go.program:
-            # Last before the spawn, from inside the envelope, where the exec resolves it.
+            # Last before the spawn, from inside the envelope; the spawn executes the file
+            # this opened, through its descriptor (a `#!` script by its path: see exact.py).
             try:
-                os.close(exact.open_exact_program(go.program))
+                program = exact.open_exact_program(go.program)
+                executed = exact.exec_path(program, go.program)
             except StepError as exc:
                 raise _Failed(exc.step, exc.error) from exc
         with _step("exec runtime"):
@@ -276,7 +279,7 @@ class Init:
                 oomscore.set_via(self.oom_fd, oomscore.CANDIDATE)
             try:
                 self.candidate = os.posix_spawn(
-                    go.program or go.argv[0],
+                    executed or go.argv[0],
                     list(go.argv),
                     dict(go.env),
                     file_actions=[
@@ -293,6 +296,8 @@ class Init:
                     oomscore.set_via(self.oom_fd, self.oom_own)
                     os.close(self.oom_fd)
                     self.oom_fd = -1
+                if program >= 0:
+                    os.close(program)
                 # The output's EOF must come when the candidate's writers are gone.
                 for fd in stdio:
                     os.close(fd)

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 import pytest
 
-from jigcmd.envelope.exact import open_exact, open_exact_program
+from jigcmd.envelope.exact import exec_path, open_exact, open_exact_program
 from jigcmd.envelope.failure import CWD_CHANGED, PROGRAM_CHANGED, StepError
 
 
@@ -51,3 +52,71 @@ def test_a_program_must_still_be_a_regular_file(tmp_path: Path) -> None:
     with pytest.raises(StepError, match="no longer a regular file") as caught:
         open_exact_program(str(path))
     assert caught.value.step == PROGRAM_CHANGED
+
+
+def _programs(tmp_path: Path) -> tuple[Path, Path]:
+    """`tool` (a copy of true) and `other` (a copy of false), in a resolved directory."""
+    real = Path(os.path.realpath(tmp_path))
+    tool, other = real / "tool", real / "other"
+    shutil.copy2(shutil.which("true") or "/bin/true", tool)
+    shutil.copy2(shutil.which("false") or "/bin/false", other)
+    return tool, other
+
+
+def _run(path: str, argv0: str) -> int:
+    pid = os.posix_spawn(path, [argv0], {})
+    return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+
+
+def test_the_program_runs_through_the_opened_descriptor(tmp_path: Path) -> None:
+    """A program's exec path is its descriptor's, which pid 1 keeps until the spawn."""
+    tool, _ = _programs(tmp_path)
+    fd = open_exact_program(str(tool))
+    try:
+        assert exec_path(fd, str(tool)) == f"/proc/self/fd/{fd}"
+        assert os.get_inheritable(fd) is False
+    finally:
+        os.close(fd)
+
+
+@pytest.mark.parametrize("swap", ["symlink", "rename"])
+def test_a_program_swapped_after_the_open_is_not_what_runs(tmp_path: Path, swap: str) -> None:
+    """A symlink (or another file) put at the path after the exact open: the opened file runs."""
+    tool, other = _programs(tmp_path)
+    fd = open_exact_program(str(tool))
+    try:
+        tool.rename(tool.with_name("tool.aside"))
+        if swap == "symlink":
+            tool.symlink_to(other)
+        else:
+            other.rename(tool)
+        assert _run(str(tool), "tool") == 1  # what the path reaches now
+        assert _run(exec_path(fd, str(tool)), "tool") == 0  # what was opened
+    finally:
+        os.close(fd)
+
+
+def test_a_script_is_executed_by_its_checked_path(tmp_path: Path) -> None:
+    """A `#!` script keeps its path: its interpreter opens the script by the name it is given."""
+    script = Path(os.path.realpath(tmp_path)) / "script"
+    script.write_text("#!/bin/sh\nexit 3\n")
+    script.chmod(0o755)
+    fd = open_exact_program(str(script))
+    try:
+        assert exec_path(fd, str(script)) == str(script)
+        assert _run(exec_path(fd, str(script)), "script") == 3
+    finally:
+        os.close(fd)
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root reads a file whatever its mode")
+def test_a_program_pid_1_cannot_read_runs_through_its_descriptor(tmp_path: Path) -> None:
+    """Execute-only: no script pid 1's credentials could run, so the descriptor is executed."""
+    tool, _ = _programs(tmp_path)
+    tool.chmod(0o711)
+    fd = open_exact_program(str(tool))
+    try:
+        assert exec_path(fd, str(tool)) == f"/proc/self/fd/{fd}"
+        assert _run(exec_path(fd, str(tool)), "tool") == 0
+    finally:
+        os.close(fd)

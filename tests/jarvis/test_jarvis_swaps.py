@@ -26,6 +26,8 @@ pytestmark = pytest.mark.envelope
 
 # What the policy resolves `cat` to (on merged-/usr hosts /usr/bin/cat itself).
 CAT = os.path.realpath("/usr/bin/cat")
+# And `sh` (dash on Debian): named by `argv[0]` as found on the search path, not resolved.
+SH = os.path.realpath("/usr/bin/sh")
 
 
 @pytest.fixture
@@ -52,7 +54,7 @@ search_path = ["/usr/bin", "/bin"]
 [[rule]]
 name = "read-allowed"
 decision = "allow"
-argv0 = ["cat", "{workdir}/allowed/cat", "{workdir}/allowed/tools/tool"]
+argv0 = ["cat", "sh", "{workdir}/allowed/cat", "{workdir}/allowed/tools/tool"]
 cwd = ["{workdir}/allowed"]
 """
 
@@ -144,3 +146,37 @@ async def test_a_program_whose_resolved_path_gains_a_symlink_after_the_check_run
         f"EXECUTION_FAILED: program changed after the policy check: {tools / 'tool'} has a "
         "symlink in it now; nothing ran"
     )
+
+
+async def test_a_program_runs_by_its_descriptor_under_the_name_it_was_called_by(
+    executor: NativeExecutor, workdir: Path
+) -> None:
+    """`sh` (a binary) runs through pid 1's descriptor: `$0` as named, the kernel's name the fd."""
+    cwd = workdir / "allowed"
+    async with harness(make_service(executor, policy=policy_for(workdir))) as h:
+        response = await h.invoke(
+            "jarvis.run.create",
+            argv=["sh", "-c", 'echo "$0"; cat /proc/$$/comm; readlink /proc/$$/exe'],
+            cwd=str(cwd),
+        )
+    body = response.json()
+    assert (body["status"], body["exit_code"]) == ("exited", 0), body
+    name, comm, exe = body["stdout"]["text"].splitlines()
+    assert name == "/usr/bin/sh"
+    assert comm.isdigit()  # the exec named /proc/self/fd/N (see envelope/exact.py)
+    assert exe == SH
+
+
+async def test_a_script_runs_by_its_checked_path(executor: NativeExecutor, workdir: Path) -> None:
+    """A `#!` script is executed by its path: its `$0` names the script, not a descriptor."""
+    tool = workdir / "allowed" / "tools" / "tool"
+    tool.parent.mkdir()
+    tool.write_text('#!/bin/sh\necho "$0"\n')
+    tool.chmod(0o755)
+    async with harness(make_service(executor, policy=policy_for(workdir))) as h:
+        response = await h.invoke(
+            "jarvis.run.create", argv=[str(tool)], cwd=str(workdir / "allowed")
+        )
+    body = response.json()
+    assert (body["status"], body["exit_code"]) == ("exited", 0), body
+    assert body["stdout"]["text"] == f"{tool}\n"
