@@ -7,7 +7,8 @@ Order of checks, each ending the request with a JSON `{"error": …}` body:
    cannot parse or past 16 KiB (400), then the bearer token as soon as the head is in (403,
    the connection closed, the body unread), so a wrong token is refused before the `Host`;
 1. `Host` must name the bound loopback address (421), and no browser `Origin` (403) — the
-   DNS-rebinding defence runs before routing, so even 404s are not served to a browser;
+   DNS-rebinding defence runs before routing, so even 404s are not served to a browser
+   (audited as the actor's when step 0 passed its token, else counted as unauthenticated);
 2. unknown path 404, wrong method 405;
 3. `Authorization: Bearer <token>` (403), on every route (again, behind `http11.py`);
 4. unknown tool (404); the retired `POST /tools/invoke`, whose body chose the tool (410);
@@ -20,7 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
 from starlette.applications import Starlette
@@ -30,7 +31,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from jigcmd.jarvis.auth import AuthError, Credentials
+from jigcmd.jarvis.auth import AUTHORISED_ACTOR, AuthError, Credentials
 from jigcmd.jarvis.service import JarvisService
 from jigcmd.jarvis.tools import ToolError, decode_invoke, tool_named
 from jigcmd.jsonio.strict import StrictJSONError, loads
@@ -74,29 +75,53 @@ def error(
 class HostOriginGuard:
     """Refuses requests whose Host is not ours, and any request a browser page sent.
 
-    Each refusal is counted in the audit (`refused`, with its fixed reason) like any request
-    refused before it authenticated.
+    A request whose token the connection checked already (`http11.py`, under `jigcmd
+    jarvis`: `auth.AUTHORISED_ACTOR` in its scope) is its actor's call: each refusal is one
+    audit row of that actor (`audited`), the tool its URL named. Any other (the application
+    served without that connection) has authenticated nowhere yet: its refusal is counted
+    (`refused`, with its fixed reason) like any request refused before it authenticated.
     """
 
-    def __init__(self, app: ASGIApp, hosts: Iterable[str], refused: Callable[[str], None]) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        hosts: Iterable[str],
+        refused: Callable[[str], None],
+        audited: Callable[[str, str, ToolError], Awaitable[None]],
+    ) -> None:
         self.app = app
         self.hosts = frozenset(hosts)
         self.refused = refused
+        self.audited = audited
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """ASGI entry point."""
         if scope["type"] == "http":
             headers = [(k.lower(), v) for k, v in scope["headers"]]
             host = [v for k, v in headers if k == b"host"]
+            refusal: ToolError | None = None
             if len(host) != 1 or host[0].decode("latin-1").lower() not in self.hosts:
-                self.refused(_FOREIGN_HOST)
-                await error(421, _FOREIGN_HOST)(scope, receive, send)
-                return
-            if any(k == b"origin" for k, _ in headers):
-                self.refused(_BROWSER_ORIGIN)
-                await error(403, _BROWSER_ORIGIN)(scope, receive, send)
+                refusal = ToolError(421, _FOREIGN_HOST)
+            elif any(k == b"origin" for k, _ in headers):
+                refusal = ToolError(403, _BROWSER_ORIGIN)
+            if refusal is not None:
+                actor = scope.get(AUTHORISED_ACTOR)
+                if isinstance(actor, str):
+                    await self.audited(actor, _tool_of(scope["path"]), refusal)
+                else:
+                    self.refused(refusal.message)
+                await error(refusal.status, refusal.message)(scope, receive, send)
                 return
         await self.app(scope, receive, send)
+
+
+def _tool_of(path: str) -> str:
+    """What an audit row names as the tool of a request to `path`: the tool its URL names
+    (`/tools/<name>`; `/tools/invoke` as the retired route's own row does), else the path."""
+    prefix = "/tools/"
+    if path.startswith(prefix) and path != RETIRED_INVOKE_PATH:
+        return path[len(prefix) :]
+    return path
 
 
 def create_app(
@@ -134,7 +159,12 @@ def create_app(
         },
         lifespan=lifespan,
     )
-    app.add_middleware(HostOriginGuard, hosts=hosts, refused=service.audit_unauthenticated)
+    app.add_middleware(
+        HostOriginGuard,
+        hosts=hosts,
+        refused=service.audit_unauthenticated,
+        audited=service.audit_refusal,
+    )
     return app
 
 

@@ -12,6 +12,7 @@ import hmac
 from collections.abc import Mapping
 
 __all__ = [
+    "AUTHORISED_ACTOR",
     "CAPABILITIES",
     "MIN_TOKEN_BYTES",
     "AuthError",
@@ -31,6 +32,10 @@ CAPABILITIES_ENV = "JARVIS_UTCP_CAPABILITIES"
 # public prefix and which are secret cannot be told (a `secrets.token_urlsafe` token starts
 # with a letter-led run before an `_` one time in eleven, all of it secret).
 _TAG = "jarvis"
+# The ASGI scope key under which the connection (`http11.py`), having checked a request's
+# token before the application runs, leaves the actor it names: the application's own
+# refusals before its routes (`app.HostOriginGuard`) are then the actor's, not anonymous.
+AUTHORISED_ACTOR = "jigcmd.jarvis.actor"
 _SCHEME = "bearer"
 
 

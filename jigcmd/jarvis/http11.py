@@ -14,7 +14,9 @@ its `limit_concurrency` answers 503 only once a head is complete. Each connectio
   and closed;
 - has its bearer token checked as soon as the head is in, before the application sees the
   request: a wrong one is a 403 JSON error and the connection is closed, its body unread,
-  and the refusal is counted for the audit (`refused`, see jarvis/refusals.py);
+  and the refusal is counted for the audit (`refused`, see jarvis/refusals.py); a right one
+  leaves its actor in the request's scope (`auth.AUTHORISED_ACTOR`), so that what the
+  application refuses of it is audited as that actor's;
 - is held in `Connections`, which chooses who gives way when the cap is reached.
 """
 
@@ -22,7 +24,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, cast
 
 import h11
 import msgspec
@@ -31,7 +33,7 @@ from uvicorn.config import Config
 from uvicorn.protocols.http.h11_impl import H11Protocol
 from uvicorn.server import ServerState
 
-from jigcmd.jarvis.auth import AuthError, Credentials
+from jigcmd.jarvis.auth import AUTHORISED_ACTOR, AuthError, Credentials
 from jigcmd.jarvis.connections import ConnectionLimits, Connections
 from jigcmd.jarvis.headsize import HeadSize
 
@@ -192,12 +194,14 @@ class BoundedH11Protocol(H11Protocol):
             if scope["type"] == "http":
                 found = [value for name, value in scope["headers"] if name == b"authorization"]
                 try:
-                    self.credentials.check(found[0].decode("latin-1") if found else None)
+                    actor = self.credentials.check(found[0].decode("latin-1") if found else None)
                 except AuthError as exc:
                     self.refused(str(exc))
                     await _forbidden(send, f"forbidden: {exc}")
                     return
                 self._authorized = True
+                # The application audits its own refusals of this request as the actor's.
+                cast("dict[str, Any]", scope)[AUTHORISED_ACTOR] = actor
             await app(scope, receive, send)
 
         return checked

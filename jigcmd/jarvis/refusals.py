@@ -2,9 +2,10 @@
 
 A refused call that carried the server's token gets its own audit row like any decision:
 its actor is known, and it could as well have made calls that are audited one by one. A
-request refused before it authenticated (a wrong or missing token, a foreign `Host`, a
-browser `Origin`) can come from any local process, as fast as it likes: one row each would
-let anyone fill the disk and bury the trail. Those are counted by reason, a closed
+request refused before it authenticated (a wrong or missing token; a foreign `Host` or a
+browser `Origin` where no token was checked first, which `jigcmd jarvis` always does) can
+come from any local process, as fast as it likes: one row each would let anyone fill the
+disk and bury the trail. Those are counted by reason, a closed
 vocabulary, and written as one row per `interval` at most: the first after a quiet spell at
 once, the rest of a burst in the row due when the interval ends, the remainder when the
 server stops.

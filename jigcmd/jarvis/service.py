@@ -58,6 +58,8 @@ _T = TypeVar("_T")
 # A full house (every run or envelope slot busy) is answered 429 with this: runs are short,
 # so a client may try again after a second.
 _RETRY_AFTER = {"Retry-After": "1"}
+# The detail of a run whose row was begun but whose start could not be audited.
+_UNSTARTED = "not started: its start could not be audited; nothing ran"
 
 
 class JarvisService:
@@ -192,6 +194,7 @@ class JarvisService:
             raise ToolError(503, "jarvis is not running")
         slot = await self._slot(actor, tool, request, decision, arrived)
         await self._admit(actor, tool, request, decision, slot)
+        run_id: int | None = None
         try:
             plan = self._plan(request, decision, slot)
             run_id = await self._begin(actor, tool, request, decision)
@@ -199,10 +202,14 @@ class JarvisService:
                 actor, tool, request, decision, f"started run {run_id}{executes(decision)}"
             )
         except BaseException:
-            # Nothing was started: the count and the slot are given back.
+            # Nothing was started: the count and the slot are given back, and a row already
+            # begun is closed `failed` (else it stays `running`, and the next start would
+            # call it `uncertain`, as if it had run when its process died).
             self._admitted -= 1
             if slot is not None:
                 self._release(slot)
+            if run_id is not None:
+                await self._unstarted(run_id)
             raise
         done = self._start(
             run_id,
@@ -268,6 +275,24 @@ class JarvisService:
                 executable=decision.executable,
             )
         )
+
+    async def _unstarted(self, run_id: int) -> None:
+        """Close the row of a run that was never started as `failed`, even while cancelled.
+
+        Best effort: the journal may be what failed; the row is then left for `_recover`.
+        """
+        with anyio.CancelScope(shield=True):
+            try:
+                await self._db(
+                    partial(
+                        self.store.jarvis_finish,
+                        run_id,
+                        status="failed",
+                        detail=_UNSTARTED,
+                    )
+                )
+            except Exception:
+                logger.exception("run %d: cannot record that it never started", run_id)
 
     def _start(self, run_id: int, run: Callable[[], Coroutine[Any, Any, None]]) -> anyio.Event:
         """Run `run` (`_run`) beside the call; the event is set once the run's row is closed."""

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import errno
 import itertools
 import os
 import shutil
 import socket
 import tempfile
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -152,6 +153,38 @@ class SpyExecutor:
         if self.failure is not None:
             raise self.failure
         return outcome(stdout=" ".join(plan.argv[1:]).encode() + b"\n")
+
+
+class AuditFailsOnce(Journal):
+    """A real journal whose first audit row starting with `prefix` fails to be written."""
+
+    prefix = "started run"
+    failed = False
+
+    def audit(
+        self,
+        *,
+        actor: str,
+        tool: str,
+        argv: Sequence[str],
+        cwd: str,
+        decision: str,
+        matched_rule: str | None,
+        outcome: str,
+    ) -> int:
+        """Raise `OSError` (a disk that cannot take the row) the first time, then write."""
+        if outcome.startswith(self.prefix) and not self.failed:
+            self.failed = True
+            raise OSError(errno.EIO, "disk I/O error (AuditFailsOnce)")
+        return super().audit(
+            actor=actor,
+            tool=tool,
+            argv=argv,
+            cwd=cwd,
+            decision=decision,
+            matched_rule=matched_rule,
+            outcome=outcome,
+        )
 
 
 def _throwaway_journal() -> Journal:

@@ -200,3 +200,61 @@ async def test_a_wrong_token_refused_by_the_connection_is_counted_too() -> None:
         UNAUTHENTICATED,
         "refused 1 request before authentication: wrong Bearer token (1)",
     )
+
+
+@pytest.mark.parametrize(
+    ("headers", "status", "decision", "outcome"),
+    [
+        pytest.param(
+            {"Host": "evil.example:7777"},
+            421,
+            "invalid",
+            "refused: Host header does not name this server",
+            id="foreign-host-421",
+        ),
+        pytest.param(
+            {"Origin": "https://evil.example"},
+            403,
+            "forbidden",
+            "refused: browser Origin refused",
+            id="browser-origin-403",
+        ),
+    ],
+)
+async def test_a_host_or_origin_refusal_of_a_call_with_the_token_is_audited_as_its_actors(
+    headers: dict[str, str], status: int, decision: str, outcome: str
+) -> None:
+    """Through the real server the token passed before the guard: one row of the actor, the
+    tool its URL named, and nothing counted as unauthenticated."""
+    service = make_service(SpyExecutor())
+    async with live_server(service) as base, httpx.AsyncClient(base_url=base) as client:
+        refused = await client.post(
+            "/tools/jarvis.run.create",
+            json=invoke_body("jarvis.run.create", argv=["echo"]),
+            headers={**auth(), **headers},
+        )
+    assert refused.status_code == status
+    rows = service.store.audit_rows(10)
+    assert [shape(r) for r in rows] == [(ACTOR, "jarvis.run.create", (), decision, outcome)]
+    assert service.store.jarvis_get(1) is None
+
+
+async def test_a_foreign_host_without_the_token_is_only_counted() -> None:
+    """The application served alone (no connection checked a token): the refusal is anonymous,
+    counted like any request refused before it authenticated."""
+    service = make_service(SpyExecutor())
+    async with harness(service) as h:
+        refused = await h.client.post(
+            "/tools/jarvis.run.create",
+            json=invoke_body("jarvis.run.create", argv=["echo"]),
+            headers={"Host": "evil.example:7777"},
+        )
+    assert refused.status_code == 421
+    (row,) = service.store.audit_rows(10)
+    assert shape(row) == (
+        UNAUTHENTICATED,
+        "",
+        (),
+        "forbidden",
+        "refused 1 request before authentication: Host header does not name this server (1)",
+    )

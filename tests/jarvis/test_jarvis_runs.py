@@ -25,6 +25,7 @@ from tests.jarvis.jarvis_harness import (
     POLICY,
     TOKEN,
     TRUE,
+    AuditFailsOnce,
     SpyExecutor,
     auth,
     harness,
@@ -360,6 +361,32 @@ async def test_a_runs_detail_is_answered_by_the_next_server_on_the_same_journal(
             fetched = (await h.invoke("jarvis.run.get", run_id=created["run_id"])).json()
     assert created["detail"].startswith("EXECUTION_FAILED: containment envelope incomplete")
     assert (fetched["status"], fetched["detail"]) == ("failed", created["detail"])
+
+
+async def test_a_run_whose_start_cannot_be_audited_is_closed_failed_and_not_uncertain_later(
+    tmp_path: Path,
+) -> None:
+    """Its row was begun, its "started run" row failed: closed `failed`, nothing ran; the slot
+    of a cap of one is free again, and the next server on the journal leaves the row be."""
+    executor = SpyExecutor()
+    with AuditFailsOnce.open(tmp_path) as store:
+        service = make_service(executor, store=store, max_active_runs=1)
+        async with service.running():
+            with pytest.raises(OSError, match="AuditFailsOnce"):
+                await service.create(ACTOR, "jarvis.run.create", {"argv": ["echo", "lost"]})
+            unstarted = store.jarvis_get(1)
+            after = await service.create(ACTOR, "jarvis.run.create", {"argv": ["echo", "next"]})
+    with Journal.open(tmp_path) as store:
+        async with harness(make_service(SpyExecutor(), store=store)) as h:
+            fetched = (await h.invoke("jarvis.run.get", run_id=1)).json()
+    assert unstarted is not None
+    assert (unstarted.status, unstarted.detail) == (
+        "failed",
+        "not started: its start could not be audited; nothing ran",
+    )
+    assert (fetched["status"], fetched["detail"]) == (unstarted.status, unstarted.detail)
+    assert (after["run_id"], after["status"]) == (2, "exited")
+    assert [plan.argv[1:] for plan in executor.plans] == [("next",)]
 
 
 async def test_policy_check_decides_without_running_anything() -> None:
