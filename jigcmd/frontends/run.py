@@ -27,6 +27,7 @@ import msgspec
 from jigcmd.attest.dsse import attestation_fields
 from jigcmd.cancel import CancelSignal
 from jigcmd.command.assembly import STARTUP_ERRORS, FrontSettings, open_service
+from jigcmd.command.bunposture import bunfig_note
 from jigcmd.command.failures import StoppedRun
 from jigcmd.command.projectdir import CandidateError, ProjectFiles, read_project
 from jigcmd.errors import Code, JigError
@@ -181,6 +182,9 @@ def _candidate(
     note = project.note()
     if note is not None:
         sys.stderr.write(visible(f"jigcmd run: --files {project.root}: {note}") + "\n")
+    unread = bunfig_note(project.files)
+    if unread is not None:
+        sys.stderr.write(visible(f"jigcmd run: --files {project.root}: {unread}") + "\n")
     problems = project.problems(needed, command)
     if problems:
         raise refusal("--files", project.root, problems)
