@@ -183,17 +183,42 @@ def _spare_directories(count: int, sizes: Mapping[str, int], keep: Collection[st
 
 
 def _spare_children(count: int, sizes: Mapping[str, int], keep: Collection[str]) -> str:
-    """`--exclude 'D/*'` for the directory with the most files nothing imports, with `!` for
-    the few it must keep ("" when that is not enough, or they are not its direct children)."""
-    unreached = Counter(p.split("/")[0] for p in sizes if "/" in p and p not in keep)
-    if not unreached:
+    """`--exclude '/D/*'` for a directory D, at any depth, whose files nothing imports bring
+    `count` within the limit, with `!` for the few it must keep ("" when there is none).
+
+    `/D/*` leaves out D's subdirectories whole, and git cannot re-include a file inside a
+    left-out directory, so D qualifies only when every file it must keep is a direct child;
+    generated code (`src/gen/`) imported from a file beside it is then a deeper D. Of those
+    that qualify, the one needing the fewest `!`, then leaving out the most, is named.
+    """
+    spare: Counter[str] = Counter()
+    kept: dict[str, list[str]] = {}
+    for path in sizes:
+        parts = path.split("/")
+        for depth in range(1, len(parts)):
+            directory = "/".join(parts[:depth])
+            if path in keep:
+                kept.setdefault(directory, []).append(path)
+            else:
+                spare[directory] += 1
+    best: tuple[int, int, str] | None = None
+    for directory, n in spare.items():
+        inside = kept.get(directory, [])
+        if count - n > MAX_FILES or len(inside) > _KEPT:
+            continue
+        if any(p.count("/") != directory.count("/") + 1 for p in inside):
+            continue
+        rank = (len(inside), -n, directory)
+        best = rank if best is None or rank < best else best
+    if best is None:
         return ""
-    directory, n = min(unreached.items(), key=_most)
-    kept = sorted(p for p in keep if p.startswith(directory + "/"))
-    if count - n > MAX_FILES or len(kept) > _KEPT or any(p.count("/") > 1 for p in kept):
-        return ""
-    args = [f"--exclude {exclude_pattern(directory, children=True)}"]
-    args += [f"--exclude {exclude_pattern(p, negate=True)}" for p in kept]
+    directory, n = best[2], -best[1]
+    inside = sorted(kept.get(directory, []))
+    if not inside:
+        args = [f"--exclude {exclude_pattern(directory, directory=True)}"]
+    else:
+        args = [f"--exclude {exclude_pattern(directory, children=True)}"]
+        args += [f"--exclude {exclude_pattern(p, negate=True)}" for p in inside]
     return (
         f"{' '.join(args)} (leaves out the {n} files of {directory}/ the command does not import)"
     )

@@ -93,6 +93,28 @@ def test_when_one_directory_holds_everything_the_fix_keeps_what_is_imported() ->
     assert {p for p in sizes if not spec.match_file(p)} == {"src/used.ts", "a.test.ts"}
 
 
+def test_when_the_spare_files_are_nested_the_fix_names_the_deeper_directory() -> None:
+    """70 generated files in src/gen/, two imported from src/index.ts: `/src/gen/*` less
+    those two, a set of excludes that works (`/src/*` could not re-include src/gen/m1.ts)."""
+    sizes = {f"src/gen/m{i}.ts": 1 for i in range(1, 71)}
+    sizes |= {"src/index.ts": 1, "test/big.test.ts": 1, "package.json": 1}
+    reached = ["src/index.ts", "src/gen/m1.ts", "src/gen/m2.ts"]
+    (problem,) = candidate_problems(sizes, needed=["test/big.test.ts"], reached=reached)
+    globs = ["/src/gen/*", "!/src/gen/m1.ts", "!/src/gen/m2.ts"]
+    assert " ".join(f"--exclude '{g}'" for g in globs) in problem.fix
+    assert "(leaves out the 68 files of src/gen/ the command does not import)" in problem.fix
+    spec = GitIgnoreSpec.from_lines(globs)
+    left = {p for p in sizes if not spec.match_file(p)}
+    assert set(reached) | {"test/big.test.ts"} <= left and len(left) <= MAX_FILES
+
+
+def test_a_nested_directory_nothing_imports_is_left_out_whole() -> None:
+    """No file to keep inside it: `--exclude '/a/b/'`, not `/a/b/*` with nothing kept."""
+    sizes = {f"a/b/f{i}.ts": 1 for i in range(70)} | {"a/x.test.ts": 1}
+    (problem,) = candidate_problems(sizes, needed=["a/x.test.ts"])
+    assert "--exclude '/a/b/' (leaves out the 70 files of a/b/" in problem.fix
+
+
 @pytest.mark.parametrize("path", ["a b.ts", "x*y.ts", "it's.ts", "a[1].ts", "q?.ts", "back\\s"])
 def test_an_exclude_pattern_matches_exactly_its_path(path: str) -> None:
     """Glob characters are escaped; the shell quoting survives a quote in the name."""
