@@ -115,6 +115,27 @@ def test_a_nested_directory_nothing_imports_is_left_out_whole() -> None:
     assert "--exclude '/a/b/' (leaves out the 70 files of a/b/" in problem.fix
 
 
+def test_files_that_are_not_text_count_in_the_fix_as_in_the_total() -> None:
+    """73 text files and one Latin-1 one in test/: 74 files, and test/ holds 74, not 73."""
+    sizes = {f"test/f{i}.txt": 1 for i in range(73)} | {"a.test.ts": 1}
+    problems = candidate_problems(sizes, not_text=["test/l1.txt"], needed=["a.test.ts"])
+    (count,) = [p for p in problems if p.rule == "files"]
+    assert count.message.startswith("75 files, more than the 64")
+    assert "--exclude '/test/' (test/ holds 74 files," in count.fix
+
+
+def test_the_size_fix_names_only_the_files_that_matter_and_plurals_are_right() -> None:
+    """One 300 KiB file is the whole problem: not a 37-byte one beside it; 1 file, not 1 files."""
+    sizes = {"big.csv": 300_000, "package.json": 37, "a.test.ts": 1}
+    (size,) = candidate_problems(sizes, needed=["a.test.ts"])
+    assert size.fix.endswith("the largest alone is enough: big.csv (300,000 bytes)")
+    sizes = {f"g/f{i}.ts": 1 for i in range(64)} | {"one/x.ts": 1, "a.test.ts": 1}
+    (count,) = candidate_problems(
+        sizes, needed=["a.test.ts"], reached=[f"g/f{i}.ts" for i in range(64)]
+    )
+    assert count.fix.endswith("g/ (64 files), one/ (1 file)")
+
+
 @pytest.mark.parametrize("path", ["a b.ts", "x*y.ts", "it's.ts", "a[1].ts", "q?.ts", "back\\s"])
 def test_an_exclude_pattern_matches_exactly_its_path(path: str) -> None:
     """Glob characters are escaped; the shell quoting survives a quote in the name."""
