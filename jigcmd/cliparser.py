@@ -208,7 +208,11 @@ def _run_options(run: argparse.ArgumentParser) -> None:
         "(each left out is named on stderr)",
     )
     _exclude_option(run)
-    run.add_argument("--stdin-file", type=Path, help="UTF-8 text given to the command's stdin")
+    run.add_argument(
+        "--stdin-file",
+        type=Path,
+        help="UTF-8 text given to the command's stdin; '-' is jigcmd's own stdin",
+    )
     run.add_argument(
         "--timeout",
         type=float,

@@ -376,6 +376,53 @@ def test_a_missing_stdin_file_is_named_with_its_path(lock: Path, tmp_path: Path)
     assert error["message"] == f"--stdin-file {missing}: no such file"
 
 
+def piped_run(lock: Path, state: Path, data: str, *extra: str) -> subprocess.CompletedProcess[str]:
+    """`run` of the example's `cli` with `data` piped to jigcmd's own stdin."""
+    argv = ["run", "--binding", str(BINDING), "--lock", str(lock), "--state-dir", str(state)]
+    return subprocess.run(
+        [sys.executable, "-m", "jigcmd", *argv, "cli", "--files", str(CANDIDATES / "passing"),
+         *extra],
+        input=data, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+
+
+def test_stdin_file_dash_gives_the_command_jigcmds_own_stdin(lock: Path, tmp_path: Path) -> None:
+    """`echo … | jigcmd run … --stdin-file -` reaches the script; past the limit it is refused."""
+    done = piped_run(lock, tmp_path / "state", "first\nsecond\n", "--stdin-file", "-", "--json")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(evidence(done).stdout.text)["records"] == ["first", "second"]
+    done = piped_run(lock, tmp_path / "state", "a" * 16_385, "--stdin-file", "-", "--json")
+    assert done.returncode == 2
+    assert refusal(done)["error"]["message"].startswith(
+        "--stdin-file -: jigcmd's stdin holds more than 16,384 bytes"
+    )
+
+
+def test_a_pipe_the_command_does_not_get_is_said_once(lock: Path, tmp_path: Path) -> None:
+    """Piped stdin without `--stdin-file -` is not given to the command, and run says so."""
+    done = piped_run(lock, tmp_path / "state", "dropped\n", "--json")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(evidence(done).stdout.text)["records"] == []
+    assert "stdin is a pipe, and the command's stdin is empty; give it with --stdin-file -" in (
+        done.stderr
+    )
+
+
+def test_a_bunfig_toml_in_the_candidate_is_named_as_not_read(lock: Path, tmp_path: Path) -> None:
+    """Bun runs with --config=/dev/null: a candidate's bunfig.toml preload never runs, and
+    the run says so on stderr, with the fix."""
+    candidate = tmp_path / "candidate"
+    shutil.copytree(CANDIDATES / "passing", candidate)
+    (candidate / "bunfig.toml").write_text('[test]\npreload = ["./setup.ts"]\n')
+    done = run(lock, tmp_path / "state", "cli", candidate)
+    assert done.returncode == 0, done.stderr
+    assert (
+        f"jigcmd run: --files {candidate}: bunfig.toml: Bun runs without it (jigcmd gives Bun "
+        "--config=/dev/null, so no project can change Bun's own options): its [test] preload "
+        "is not loaded"
+    ) in done.stderr
+
+
 def test_a_usage_error_with_json_is_one_json_object_too(tmp_path: Path) -> None:
     """`run --json` without --files: status 2, argparse's words as an INVALID_INPUT object."""
     done = jigcmd_cli("run", "--binding", str(BINDING), "tests", "--json")

@@ -156,7 +156,7 @@ def test_init_lock_run_passes_the_first_time_on_a_bun_project(tmp_path: Path) ->
     assert len(notes) == 2, err
     for part in (".git/", "node_modules/", ".env", ".gitignore", "dist/", "logo.png (binary)"):
         assert part in notes[1], notes[1]
-    assert "sending 60 files" in notes[1]
+    assert "the candidate: 60 files" in notes[1]
 
 
 @pytest.mark.envelope

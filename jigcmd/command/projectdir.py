@@ -104,9 +104,12 @@ class ProjectFiles:
         if not groups:
             return None
         size = sum(self.sizes().values())
-        shown = f"{size:,} bytes" if size < 1024 else f"{size / 1024:.1f} KiB"
-        sent = f"sending {len(self.files)} files, {shown}"
-        return f"left out of the candidate: {'; '.join(groups)}; {sent}"
+        shown = f"{size:,} byte{'s' * (size != 1)}" if size < 1024 else f"{size / 1024:.1f} KiB"
+        # Counted as the refusal counts (text or not), and not "sending": it is said before
+        # the rules are checked, and a refused candidate is never sent.
+        count = len(self.sizes()) + len(self.not_text)
+        held = f"the candidate: {count} file{'s' * (count != 1)}, {shown}"
+        return f"left out of the candidate: {'; '.join(groups)}; {held}"
 
     def snapshot_note(self) -> str | None:
         """One line naming the snapshot files and tests, which cannot pass (`snapshots.py`)."""

@@ -1,11 +1,13 @@
 """`jigcmd init`'s Binding for a person's own project: found in the project, written beside it.
 
 The reviewed commands come from the candidate the directory sends (`projectdir.py`): a
-`tests` command for its `*.test.ts` / `*.spec.ts` files (`tests-2`, … past 16, the Binding's
-limit per command) and a `start` command for the entry point `package.json` names
-(`module`, else `main`). Everything goes to `DIR/.jig/` (reserved, so never part of a
-candidate): the Binding, and the Flow package it names with its manifest and the exact copy
-of the contract's descriptor shipped inside jigcmd, its digest checked before it is copied.
+`tests` command for the files bare `bun test` would run (`tests-2`, … past 16, the Binding's
+limit per command), a `start` command for the entry point `package.json` names (`module`,
+else `main`) and one command per `bin` script. An entry point that cannot be a command is
+named with the reason (`Scaffold.notes`), never dropped without a word. Everything goes
+to `DIR/.jig/` (reserved, so never part of a candidate): the Binding, and the Flow package
+it names with its manifest and the exact copy of the contract's descriptor shipped inside
+jigcmd, its digest checked before it is copied.
 Each Binding format is one small writer (`WRITERS`, with the files it needs beside it in
 `COMPANIONS`): TOML, or TypeScript as the reference lays a project out (`bindings/command.ts`
 with `defineBinding`, and a `jig.ts` discovering `./flows` and `./bindings`). Nothing that
@@ -25,7 +27,13 @@ import msgspec
 from jigcmd.command.projectdir import ProjectFiles
 from jigcmd.contract import CONTRACT_DIGEST, LOCAL_NAME_MAX_CHARS
 from jigcmd.jsonio import strict
-from jigcmd.policy.binding import MAX_COMMANDS, MAX_TEST_PATHS, TEST_PATH_PATTERN
+from jigcmd.policy.binding import (
+    MAX_COMMANDS,
+    MAX_TEST_PATHS,
+    RUN_RULE,
+    is_run_path,
+    is_test_path,
+)
 from jigcmd.policy.digests import descriptor_digest
 from jigcmd.policy.paths import is_local_name, path_problem
 
@@ -45,8 +53,6 @@ __all__ = [
 ]
 
 DESCRIPTOR_NAME = "project-command.capability.json"
-_TEST_PATH = re.compile(TEST_PATH_PATTERN)
-_RUN_PATH = re.compile(r"\.(ts|js)\Z")
 
 
 class ScaffoldError(ValueError):
@@ -59,6 +65,8 @@ class Scaffold:
 
     name: str
     commands: Mapping[str, tuple[str, tuple[str, ...]]]  # name -> ("run" | "test", paths)
+    # What the project names that did not become a command, and why, one sentence each.
+    notes: tuple[str, ...] = ()
 
     def needed(self) -> tuple[str, ...]:
         """Every file the commands name: the candidate must send them."""
@@ -68,31 +76,31 @@ class Scaffold:
 def plan_scaffold(project: ProjectFiles, name: str | None = None) -> Scaffold:
     """The commands found in `project`'s candidate; `ScaffoldError` when there are none."""
     manifest = _package_json(project.files.get("package.json"))
-    tests = sorted(p for p in project.files if _TEST_PATH.search(p) and path_problem(p) is None)
+    tests = sorted(p for p in project.files if is_test_path(p) and path_problem(p) is None)
     commands: dict[str, tuple[str, tuple[str, ...]]] = {}
     for index in range(0, len(tests), MAX_TEST_PATHS):
         key = "tests" if index == 0 else f"tests-{index // MAX_TEST_PATHS + 1}"
         commands[key] = ("test", tuple(tests[index : index + MAX_TEST_PATHS]))
-    entry = _entry_point(manifest, project)
-    if entry is not None:
-        commands["start"] = ("run", (entry,))
-    if not commands:
-        raise ScaffoldError(
-            f"{project.root}: no test files (*.test.ts, *.spec.ts, *.test.js, *.spec.js) and "
-            'no entry point (package.json "module" or "main") among the files it sends; '
-            "nothing to review (write the Binding by hand: docs/binding.md)"
-        )
     if len(commands) > MAX_COMMANDS:
         raise ScaffoldError(
             f"{project.root}: {len(tests)} test files need {len(commands)} commands, more than "
             f"a Binding's {MAX_COMMANDS}; leave some out with --exclude GLOB"
+        )
+    notes = _add_entry_points(commands, manifest, project)
+    if not commands:
+        raise ScaffoldError(
+            f"{project.root}: no test files (names ending in .test, _test, .spec or _spec, "
+            'then .ts, .tsx, .js, …) and no entry point (package.json "module", "main" or '
+            '"bin") among the files it sends; nothing to review'
+            + "".join(f" ({note})" for note in notes)
+            + " (write the Binding by hand: docs/binding.md)"
         )
     chosen = name if name is not None else _local_name(manifest.get("name"), project.root.name)
     if not is_local_name(chosen):
         raise ScaffoldError(
             f"--name {chosen!r}: a package name is lowercase words joined by single hyphens"
         )
-    return Scaffold(chosen, commands)
+    return Scaffold(chosen, commands, tuple(notes))
 
 
 def _package_json(text: str | None) -> dict[str, object]:
@@ -105,14 +113,58 @@ def _package_json(text: str | None) -> dict[str, object]:
     return value if isinstance(value, dict) else {}
 
 
-def _entry_point(manifest: Mapping[str, object], project: ProjectFiles) -> str | None:
+def _entry_points(manifest: Mapping[str, object]) -> list[tuple[str, str, str]]:
+    """(field as a person reads it, command name, path) for each entry point package.json
+    names: `module`, else `main`, as `start`; each `bin` script under its own name."""
+    found: list[tuple[str, str, str]] = []
     for key in ("module", "main"):
         value = manifest.get(key)
         if isinstance(value, str):
-            path = value.removeprefix("./")
-            if path in project.files and _RUN_PATH.search(path) and path_problem(path) is None:
-                return path
-    return None
+            found.append((f'"{key}"', "start", value))
+    bins = manifest.get("bin")
+    if isinstance(bins, str):
+        bins = {str(manifest.get("name", "bin")): bins}
+    if isinstance(bins, dict):
+        for key, value in bins.items():
+            if isinstance(value, str):
+                found.append((f'"bin" {key!r}', _local_name(key, "bin"), value))
+    return found
+
+
+def _add_entry_points(
+    commands: dict[str, tuple[str, tuple[str, ...]]],
+    manifest: Mapping[str, object],
+    project: ProjectFiles,
+) -> list[str]:
+    """Add a `run` command per usable entry point; the sentence for each one not used."""
+    notes: list[str] = []
+    for field_name, command, raw in _entry_points(manifest):
+        path = raw.removeprefix("./")
+        used = {paths[0]: name for name, (kind, paths) in commands.items() if kind == "run"}
+        named = f"package.json {field_name} {raw!r}"
+        if path in used:
+            if command != "start" or used[path] != "start":
+                notes.append(f"{named} is command {used[path]!r} already")
+            continue
+        if command == "start" and "start" in commands:
+            notes.append(f"{named}: not a command, {commands['start'][1][0]!r} is 'start'")
+            continue
+        reason = None
+        if path_problem(path) is not None:
+            reason = f"not a candidate path ({path_problem(path)})"
+        elif path not in project.files:
+            reason = "not among the files it sends (missing, left out or ignored)"
+        elif not is_run_path(path):
+            reason = f"not {RUN_RULE}"
+        elif len(commands) >= MAX_COMMANDS:
+            reason = f"a Binding holds at most {MAX_COMMANDS} commands"
+        elif command in commands:
+            reason = f"a command is named {command!r} already"
+        if reason is not None:
+            notes.append(f"{named} left out: {reason}")
+            continue
+        commands[command] = ("run", (path,))
+    return notes
 
 
 def _local_name(*candidates: object) -> str:

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from jigcmd.command.bindingfile import ScriptResult, is_script, load_binding, project_root
+from jigcmd.command.bunposture import posture_notes
 from jigcmd.command.projectdir import CandidateError, read_project
 from jigcmd.command.scaffold import Scaffold, ScaffoldError, plan_scaffold, write_scaffold
 from jigcmd.policy.binding import BindingError
@@ -44,11 +45,15 @@ def init(
     except (CandidateError, ScaffoldError) as exc:
         return _fail(str(exc))
     note = project.note()
-    if note is not None:
-        sys.stderr.write(f"jigcmd init: {root}: {note}\n")
     snapshots = project.snapshot_note()
-    if snapshots is not None:
-        sys.stderr.write(f"jigcmd init: {root}: {snapshots}\n")
+    notes = [
+        *([note] if note is not None else []),
+        *([snapshots] if snapshots is not None else []),
+        *scaffold.notes,
+        *posture_notes(project.files),
+    ]
+    for line in notes:
+        sys.stderr.write(f"jigcmd init: {root}: {line}\n")
     problems = project.problems(scaffold.needed())
     if problems:
         return _refuse(root, problems)
@@ -79,7 +84,8 @@ def _as_evaluated(binding: Path, scaffold: Scaffold) -> ScriptResult:
 
 
 def _summary(binding: Path, scaffold: Scaffold, root: Path, excludes: Sequence[str]) -> str:
-    lines = [f"jigcmd init: wrote {binding} with {len(scaffold.commands)} reviewed commands:"]
+    count = len(scaffold.commands)
+    lines = [f"jigcmd init: wrote {binding} with {count} reviewed command{'s' * (count != 1)}:"]
     for command, (kind, paths) in scaffold.commands.items():
         shown = f"bun test {' '.join(paths)}" if kind == "test" else f"bun {paths[0]} ARGS…"
         lines.append(f"  {command:<8} {shown}")

@@ -14,6 +14,8 @@ same, parsed).
 
 from __future__ import annotations
 
+import os
+import stat
 import sys
 import time
 from collections.abc import Sequence
@@ -27,8 +29,10 @@ import msgspec
 from jigcmd.attest.dsse import attestation_fields
 from jigcmd.cancel import CancelSignal
 from jigcmd.command.assembly import STARTUP_ERRORS, FrontSettings, open_service
+from jigcmd.command.bunposture import bunfig_note
 from jigcmd.command.failures import StoppedRun
 from jigcmd.command.projectdir import CandidateError, ProjectFiles, read_project
+from jigcmd.contract import MAX_STDIN_BYTES
 from jigcmd.errors import Code, JigError
 from jigcmd.evidence import Evidence, ResourceReport
 from jigcmd.frontends.runtext import one_line, readable
@@ -52,6 +56,8 @@ _EXIT_EVIDENCE, _EXIT_INVALID, _EXIT_FAILED, _EXIT_STOPPED = 0, 2, 3, 4
 # The operation id a `jigcmd run` names in its statement (it keeps no journal row): outside
 # the Run/1 (and MCP key) grammar, so no caller's operation, nor a command name, is ever it.
 RUN_OPERATION_ID = "(jigcmd run)"
+# `--stdin-file -`: jigcmd's own stdin, as `cat -` reads it.
+STDIN_DASH = "-"
 
 
 def read_candidate(directory: Path) -> dict[str, str]:
@@ -184,6 +190,9 @@ def _candidate(
     snapshots = project.snapshot_note()
     if snapshots is not None:
         sys.stderr.write(one_line(f"jigcmd run: --files {project.root}: {snapshots}") + "\n")
+    unread = bunfig_note(project.files)
+    if unread is not None:
+        sys.stderr.write(one_line(f"jigcmd run: --files {project.root}: {unread}") + "\n")
     problems = project.problems(needed, command)
     if problems:
         raise refusal("--files", project.root, problems)
@@ -215,9 +224,11 @@ def _request(
     request: dict[str, object] = {"command": command, "files": files}
     if args:
         request["args"] = args
-    if stdin_file is not None:
+    if stdin_file is None:
+        _note_unused_pipe()
+    else:
         try:
-            request["stdin"] = stdin_file.read_bytes().decode("utf-8")
+            request["stdin"] = _stdin_bytes(stdin_file).decode("utf-8")
         except FileNotFoundError:
             raise _option_error("--stdin-file", stdin_file, "no such file") from None
         except OSError as exc:
@@ -227,6 +238,36 @@ def _request(
             why = f"not UTF-8 text ({exc.reason} at byte {exc.start})"
             raise _option_error("--stdin-file", stdin_file, why) from exc
     return request
+
+
+def _stdin_bytes(stdin_file: Path) -> bytes:
+    """What `--stdin-file` names: a file, or with `-` jigcmd's own stdin."""
+    if str(stdin_file) != STDIN_DASH:
+        return stdin_file.read_bytes()
+    # Read only as far as shows it too long: a pipe may never end.
+    data = sys.stdin.buffer.read(MAX_STDIN_BYTES + 1)
+    if len(data) > MAX_STDIN_BYTES:
+        why = (
+            f"jigcmd's stdin holds more than {MAX_STDIN_BYTES:,} bytes, the most a command's "
+            "stdin may (rule stdin); give the command less"
+        )
+        raise _option_error("--stdin-file", stdin_file, why)
+    return data
+
+
+def _note_unused_pipe() -> None:
+    """One line when jigcmd's stdin is a pipe the command will not see (`echo x | jigcmd
+    run …` gave the command an empty stdin without a word); a terminal or /dev/null is
+    the usual case and says nothing."""
+    try:
+        piped = stat.S_ISFIFO(os.fstat(sys.stdin.fileno()).st_mode)
+    except (OSError, ValueError, AttributeError):
+        return  # no stdin at all: nothing was dropped
+    if piped:
+        sys.stderr.write(
+            "jigcmd run: stdin is a pipe, and the command's stdin is empty; give it with "
+            "--stdin-file -\n"
+        )
 
 
 def _option_error(option: str, path: Path, why: str) -> JigError:

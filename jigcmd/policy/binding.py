@@ -34,13 +34,18 @@ __all__ = [
     "MAX_COMMANDS",
     "MAX_TEST_PATHS",
     "RUN_PATH_PATTERN",
+    "RUN_RULE",
+    "SCRIPT_EXTENSIONS",
     "TEST_PATH_PATTERN",
+    "TEST_RULE",
     "Binding",
     "BindingError",
     "CommandEntry",
     "CommandPolicy",
     "PolicyDocument",
     "capability_error",
+    "is_run_path",
+    "is_test_path",
     "parse_binding",
     "parse_binding_file",
     "require_declared",
@@ -51,10 +56,47 @@ MAX_COMMANDS = 8
 BINDING_FIELDS = ("package", "settings", "slots", "commands")
 MAX_TEST_PATHS = 16
 
-RUN_PATH_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_./-]*\.(ts|js)$"
-TEST_PATH_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_./-]*\.(test|spec)\.(ts|js)$"
-_RUN_SUFFIX = re.compile(r"\.(ts|js)\Z")
-_TEST_SUFFIX = re.compile(r"\.(test|spec)\.(ts|js)\Z")
+# What Bun 1.4 runs, measured with the bundled Bun (and kept in the tests): `bun FILE` runs a
+# script with any of these extensions, and bare `bun test` runs every file whose name ends
+# in `.test`, `_test`, `.spec` or `_spec` and one of them, in any letter case. The spec's
+# rule (spec-notes §3: `.ts`/`.js`, `.(test|spec).(ts|js)`) refused test files Bun runs, and
+# `init` dropped them without a word; the path grammar, not the suffix, is what keeps a
+# path safe, so the suffix follows Bun.
+SCRIPT_EXTENSIONS = ("ts", "tsx", "js", "jsx", "mts", "cts", "mjs", "cjs")
+_EXTENSIONS = "|".join(SCRIPT_EXTENSIONS)
+
+
+def _any_case(word: str) -> str:
+    # A JSON Schema pattern (ECMA-262) has no inline case-insensitive flag.
+    return "".join(f"[{c.lower()}{c.upper()}]" for c in word)
+
+
+RUN_PATH_PATTERN = rf"^[A-Za-z0-9_][A-Za-z0-9_./-]*\.({_EXTENSIONS})$"
+TEST_PATH_PATTERN = (
+    r"^(_|[A-Za-z0-9_][A-Za-z0-9_./-]*[._])"
+    rf"({_any_case('test')}|{_any_case('spec')})\."
+    rf"({'|'.join(_any_case(e) for e in SCRIPT_EXTENSIONS)})$"
+)
+_RUN_SUFFIX = re.compile(rf"\.({_EXTENSIONS})\Z")
+_TEST_SUFFIX = re.compile(rf"[._](test|spec)\.({_EXTENSIONS})\Z", re.IGNORECASE)
+# How the rules are worded in refusals and in `init`'s notes.
+RUN_RULE = "a script Bun runs (." + ", .".join(SCRIPT_EXTENSIONS) + ")"
+TEST_RULE = (
+    "a file bare `bun test` runs (its name ends in .test, _test, .spec or _spec, then ."
+    + ", .".join(SCRIPT_EXTENSIONS)
+    + ")"
+)
+
+
+def is_run_path(path: str) -> bool:
+    """Whether `path`'s extension is one Bun runs as a script (the path grammar aside)."""
+    return _RUN_SUFFIX.search(path) is not None
+
+
+def is_test_path(path: str) -> bool:
+    """Whether bare `bun test` would run `path` by its name (the path grammar aside)."""
+    return _TEST_SUFFIX.search(path) is not None
+
 
 _CommandName = Annotated[
     str, msgspec.Meta(pattern=LOCAL_NAME_PATTERN, max_length=LOCAL_NAME_MAX_CHARS)
@@ -145,13 +187,38 @@ class Binding(msgspec.Struct, frozen=True):
 class BindingError(ValueError):
     """Raised when a Binding breaks a rule; names the rule and the JSON pointer where it broke."""
 
-    def __init__(self, reason: str, *, pointer: str, rule: str, source: str) -> None:
+    def __init__(
+        self,
+        reason: str,
+        *,
+        pointer: str,
+        rule: str,
+        source: str,
+        problems: Sequence[BindingError] = (),
+    ) -> None:
         self.reason = reason
         self.pointer = pointer
         self.rule = rule
         self.source = source
+        # Every broken rule this error stands for (itself, when it is one).
+        self.problems: tuple[BindingError, ...] = tuple(problems) or (self,)
         where = f"{source}: {pointer}" if pointer else source
         super().__init__(f"{where}: {reason}")
+
+    @classmethod
+    def every(cls, problems: Sequence[BindingError], *, source: str) -> BindingError:
+        """One error for all of `problems`: the first's pointer and rule, each one listed."""
+        if len(problems) == 1:
+            return problems[0]
+        first = problems[0]
+        listed = "; ".join(f"{p.pointer}: {p.reason}" for p in problems)
+        return cls(
+            f"{len(problems)} problems: {listed}",
+            pointer="",
+            rule=first.rule,
+            source=source,
+            problems=problems,
+        )
 
 
 _Fail = Callable[[str, str, str], BindingError]
@@ -200,16 +267,27 @@ def parse_binding(
     if raw_commands and not declares_capability:
         raise capability_error(package, source=source, detail="")
     commands: dict[str, CommandPolicy] = {}
+    # A person fixing a Binding wants every broken command at once, not one per attempt.
+    broken: list[BindingError] = []
     for name, entry in raw_commands.items():
         pointer = f"/commands/{escape(str(name))}"
         if not isinstance(name, str) or not is_local_name(name):
-            raise fail(
-                pointer,
-                "command-name",
-                f"command name {name!r} is not a LocalName (lowercase letters and digits, "
-                f"words joined by single hyphens, at most {LOCAL_NAME_MAX_CHARS} characters)",
+            broken.append(
+                fail(
+                    pointer,
+                    "command-name",
+                    f"command name {name!r} is not a LocalName (lowercase letters and digits, "
+                    f"words joined by single hyphens, at most {LOCAL_NAME_MAX_CHARS} "
+                    "characters)",
+                )
             )
-        commands[name] = _parse_command(name, entry, pointer, fail)
+            continue
+        try:
+            commands[name] = _parse_command(name, entry, pointer, fail)
+        except BindingError as exc:
+            broken.extend(exc.problems)
+    if broken:
+        raise BindingError.every(broken, source=source)
     return Binding(package=package, commands=commands, settings=settings, slots=slots)
 
 
@@ -240,8 +318,8 @@ def _parse_command(
         if not isinstance(run, str):
             raise fail(where, "run-path", f"'run' must be one path string, got {kind(run)}")
         _check_path(run, where, fail)
-        if not _RUN_SUFFIX.search(run):
-            raise fail(where, "run-path", f"run path {run!r} must end in .ts or .js")
+        if not is_run_path(run):
+            raise fail(where, "run-path", f"run path {run!r} must be {RUN_RULE}")
         return CommandPolicy(name=name, kind="run", paths=(run,))
     if "test" not in entry:
         raise fail(pointer, "command-entry", "has neither 'run' nor 'test'; it needs exactly one")
@@ -254,23 +332,28 @@ def _parse_command(
             where, "test-paths", f"must list 1-{MAX_TEST_PATHS} test paths, got {len(tests)}"
         )
     seen: dict[str, int] = {}
+    broken: list[BindingError] = []
     for index, path in enumerate(tests):
-        item = f"{where}/{index}"
-        if not isinstance(path, str):
-            raise fail(item, "test-paths", f"test path must be a string, got {kind(path)}")
-        _check_path(path, item, fail)
-        if not _TEST_SUFFIX.search(path):
-            raise fail(
-                item,
-                "test-paths",
-                f"test path {path!r} must end in .test.ts, .test.js, .spec.ts or .spec.js",
-            )
-        if path in seen:
-            raise fail(
-                item, "test-paths", f"duplicate test path {path!r} (also at index {seen[path]})"
-            )
-        seen[path] = index
+        try:
+            _check_test_path(path, index, seen, f"{where}/{index}", fail)
+        except BindingError as exc:
+            broken.append(exc)
+    if broken:
+        raise BindingError.every(broken, source=broken[0].source)
     return CommandPolicy(name=name, kind="test", paths=tuple(tests))
+
+
+def _check_test_path(
+    path: object, index: int, seen: dict[str, int], item: str, fail: _Fail
+) -> None:
+    if not isinstance(path, str):
+        raise fail(item, "test-paths", f"test path must be a string, got {kind(path)}")
+    _check_path(path, item, fail)
+    if not is_test_path(path):
+        raise fail(item, "test-paths", f"test path {path!r} must be {TEST_RULE}")
+    if path in seen:
+        raise fail(item, "test-paths", f"duplicate test path {path!r} (also at index {seen[path]})")
+    seen[path] = index
 
 
 def _check_path(path: str, pointer: str, fail: _Fail) -> None:

@@ -89,9 +89,11 @@ def candidate_problems(
             )
         )
     problems += _collisions(sizes)
-    count = len(sizes) + len(not_text)
+    # Every file counts toward the 64, text or not: so do the fix's directory counts.
+    every = {path: 0 for path in not_text} | dict(sizes)
+    count = len(every)
     if count > MAX_FILES:
-        problems.append(_too_many(count, sizes, {*needed, *reached}, command))
+        problems.append(_too_many(count, every, {*needed, *reached}, command))
     elif count == 0:
         problems.append(
             Problem("", "files", "no files to send", "name the project's directory with --files")
@@ -156,7 +158,7 @@ def _too_many(count: int, sizes: Mapping[str, int], keep: Collection[str], comma
         fix += f", e.g. {example}"
     else:
         fullest = Counter(path.split("/")[0] for path in sizes if "/" in path)
-        shown = ", ".join(f"{d}/ ({n} files)" for d, n in sorted(fullest.items(), key=_most))
+        shown = ", ".join(f"{d}/ ({_files(n)})" for d, n in sorted(fullest.items(), key=_most))
         fix += f"; the fullest directories: {shown}" if shown else ""
     return Problem(
         "", "files", f"{count} files, more than the {MAX_FILES} a candidate may hold", fix
@@ -178,24 +180,50 @@ def _spare_directories(count: int, sizes: Mapping[str, int], keep: Collection[st
     if left > MAX_FILES or not chosen:
         return ""
     args = " ".join(f"--exclude {exclude_pattern(d, directory=True)}" for d, _ in chosen)
-    named = ", ".join(f"{d}/ holds {n}" for d, n in chosen)
+    named = ", ".join(f"{d}/ holds {_files(n)}" for d, n in chosen)
     return f"{args} ({named}, none of them imported by the command's files)"
 
 
 def _spare_children(count: int, sizes: Mapping[str, int], keep: Collection[str]) -> str:
-    """`--exclude 'D/*'` for the directory with the most files nothing imports, with `!` for
-    the few it must keep ("" when that is not enough, or they are not its direct children)."""
-    unreached = Counter(p.split("/")[0] for p in sizes if "/" in p and p not in keep)
-    if not unreached:
+    """`--exclude '/D/*'` for a directory D, at any depth, whose files nothing imports bring
+    `count` within the limit, with `!` for the few it must keep ("" when there is none).
+
+    `/D/*` leaves out D's subdirectories whole, and git cannot re-include a file inside a
+    left-out directory, so D qualifies only when every file it must keep is a direct child;
+    generated code (`src/gen/`) imported from a file beside it is then a deeper D. Of those
+    that qualify, the one needing the fewest `!`, then leaving out the most, is named.
+    """
+    spare: Counter[str] = Counter()
+    kept: dict[str, list[str]] = {}
+    for path in sizes:
+        parts = path.split("/")
+        for depth in range(1, len(parts)):
+            directory = "/".join(parts[:depth])
+            if path in keep:
+                kept.setdefault(directory, []).append(path)
+            else:
+                spare[directory] += 1
+    best: tuple[int, int, str] | None = None
+    for directory, n in spare.items():
+        inside = kept.get(directory, [])
+        if count - n > MAX_FILES or len(inside) > _KEPT:
+            continue
+        if any(p.count("/") != directory.count("/") + 1 for p in inside):
+            continue
+        rank = (len(inside), -n, directory)
+        best = rank if best is None or rank < best else best
+    if best is None:
         return ""
-    directory, n = min(unreached.items(), key=_most)
-    kept = sorted(p for p in keep if p.startswith(directory + "/"))
-    if count - n > MAX_FILES or len(kept) > _KEPT or any(p.count("/") > 1 for p in kept):
-        return ""
-    args = [f"--exclude {exclude_pattern(directory, children=True)}"]
-    args += [f"--exclude {exclude_pattern(p, negate=True)}" for p in kept]
+    directory, n = best[2], -best[1]
+    inside = sorted(kept.get(directory, []))
+    if not inside:
+        args = [f"--exclude {exclude_pattern(directory, directory=True)}"]
+    else:
+        args = [f"--exclude {exclude_pattern(directory, children=True)}"]
+        args += [f"--exclude {exclude_pattern(p, negate=True)}" for p in inside]
     return (
-        f"{' '.join(args)} (leaves out the {n} files of {directory}/ the command does not import)"
+        f"{' '.join(args)} (leaves out {'the ' * (n != 1)}{_files(n)} of {directory}/ the "
+        "command does not import)"
     )
 
 
@@ -203,15 +231,28 @@ def _most(item: tuple[str, int]) -> tuple[int, str]:
     return (-item[1], item[0])
 
 
+def _files(n: int) -> str:
+    return f"{n} file{'s' * (n != 1)}"
+
+
 def _too_large(total: int, sizes: Mapping[str, int], keep: Collection[str]) -> Problem:
     largest = sorted(
         ((size, path) for path, size in sizes.items() if path not in keep),
         key=lambda item: (-item[0], item[1]),
     )
-    examples = ", ".join(f"{path} ({size:,} bytes)" for size, path in largest[:_EXAMPLES])
+    # Only the files that matter: the largest until leaving them out is enough (at most
+    # three), not a 37-byte file beside the one 480 KiB file that is the whole problem.
+    named, left = [], total
+    for size, path in largest[:_EXAMPLES]:
+        if left <= MAX_CANDIDATE_BYTES:
+            break
+        named.append((size, path))
+        left -= size
+    examples = ", ".join(f"{path} ({size:,} bytes)" for size, path in named)
     fix = "leave out large files with --exclude GLOB"
     if largest:
-        fix += f", e.g. --exclude {exclude_pattern(largest[0][1])}; the largest: {examples}"
+        label = "the largest" if len(named) != 1 else "the largest alone is enough"
+        fix += f", e.g. --exclude {exclude_pattern(largest[0][1])}; {label}: {examples}"
     return Problem(
         "",
         "candidate-size",

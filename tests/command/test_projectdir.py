@@ -65,7 +65,7 @@ def test_a_bun_project_sends_its_sources_and_names_what_it_left_out(tmp_path: Pa
     note = project.note()
     assert note is not None and "\n" not in note
     assert note.startswith("left out of the candidate: .git/, node_modules/ (never part of")
-    assert "logo.png (binary)" in note and note.endswith("sending 3 files, 25 bytes")
+    assert "logo.png (binary)" in note and note.endswith("; the candidate: 3 files, 25 bytes")
 
 
 def test_nothing_left_out_means_no_note(tmp_path: Path) -> None:
@@ -287,3 +287,15 @@ def test_a_gitignore_past_its_size_bound_is_refused_naming_it(tmp_path: Path) ->
     root = tree(tmp_path, {"a.ts": "1", ".gitignore": "#" * (MAX_PATTERN_BYTES + 1)})
     with pytest.raises(CandidateError, match=r"\.gitignore: cannot be read: larger than"):
         read_project(root)
+
+
+def test_the_note_counts_the_files_as_the_refusal_does(tmp_path: Path) -> None:
+    """A file that is not text is counted in the note as in `the candidate: N files`, and the
+    note does not say "sending" of a candidate that may yet be refused."""
+    (tmp_path / "a.ts").write_text("x")
+    (tmp_path / "l1.txt").write_bytes(b"caf\xe9\n")
+    (tmp_path / ".env").write_text("K=v")
+    project = read_project(tmp_path)
+    note = project.note()
+    assert note is not None and note.endswith("; the candidate: 2 files, 1 byte")
+    assert "sending" not in note

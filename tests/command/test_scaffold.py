@@ -120,3 +120,58 @@ def test_nothing_is_overwritten_and_nothing_is_written_when_one_file_exists(
         write_scaffold(root / ".jig", scaffold, root)
     assert manifest.read_text() == "mine"
     assert not (root / ".jig" / "binding.toml").exists()
+
+
+def test_every_test_file_bare_bun_test_runs_becomes_a_test(tmp_path: Path) -> None:
+    """.tsx, .mts, .jsx and `_test` files are tests as Bun has them; other names are not."""
+    root = project(
+        tmp_path / "p",
+        {
+            "test/app.test.ts": "",
+            "test/comp.test.tsx": "",
+            "test/m.test.mts": "",
+            "test/j.test.jsx": "",
+            "test/u_test.ts": "",
+            "test/helper-test.ts": "",
+        },
+    )
+    assert plan_scaffold(read_project(root)).commands["tests"] == (
+        "test",
+        (
+            "test/app.test.ts",
+            "test/comp.test.tsx",
+            "test/j.test.jsx",
+            "test/m.test.mts",
+            "test/u_test.ts",
+        ),
+    )
+
+
+def test_entry_points_bun_runs_become_commands_and_the_others_are_named(tmp_path: Path) -> None:
+    """`main` in .mts is `start`, each `bin` script its own command; one missing is a note."""
+    root = project(
+        tmp_path / "p",
+        {
+            "package.json": json.dumps(
+                {
+                    "name": "app",
+                    "main": "./src/main.mts",
+                    "bin": {"app-cli": "src/cli.tsx", "gone": "src/gone.ts", "data": "d.json"},
+                }
+            ),
+            "src/main.mts": "",
+            "src/cli.tsx": "",
+            "d.json": "{}",
+        },
+    )
+    scaffold = plan_scaffold(read_project(root))
+    assert dict(scaffold.commands) == {
+        "start": ("run", ("src/main.mts",)),
+        "app-cli": ("run", ("src/cli.tsx",)),
+    }
+    assert scaffold.notes == (
+        "package.json \"bin\" 'gone' 'src/gone.ts' left out: not among the files it sends "
+        "(missing, left out or ignored)",
+        "package.json \"bin\" 'data' 'd.json' left out: not a script Bun runs "
+        "(.ts, .tsx, .js, .jsx, .mts, .cts, .mjs, .cjs)",
+    )

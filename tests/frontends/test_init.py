@@ -142,3 +142,33 @@ def test_init_says_nothing_of_snapshots_for_a_project_without_any(app: Path) -> 
     done = jigcmd("init", str(app))
     assert done.returncode == 0, done.stderr
     assert "snapshot" not in done.stderr
+
+
+def test_init_says_what_bun_would_have_that_the_envelope_has_not(tmp_path: Path) -> None:
+    """A bunfig.toml Bun will not read, declared dependencies and workspace packages that
+    will not be installed, and an entry point left out: each is one line on stderr."""
+    root = project(
+        tmp_path / "p",
+        {
+            "package.json": '{"name": "p", "main": "src/index.ts", "bin": "src/cli.ts",'
+            ' "dependencies": {"zod": "^3"}, "devDependencies": {"@types/bun": "1"}}',
+            "packages/web/package.json": '{"dependencies": {"@mono/core": "workspace:*"}}',
+            "bunfig.toml": '[test]\npreload = ["./test/setup.ts"]\n',
+            "src/index.ts": "",
+            "test/a.test.ts": "",
+        },
+    )
+    done = jigcmd("init", str(root))
+    assert done.returncode == 0, done.stderr
+    lines = done.stderr.splitlines()
+    assert f"jigcmd init: {root}: bunfig.toml: Bun runs without it" in done.stderr
+    assert "its [test] preload is not loaded" in done.stderr
+    assert (
+        f"jigcmd init: {root}: package.json declares 1 dependency (zod) and 1 workspace "
+        "package (@mono/core): none is installed when a command runs"
+    ) in done.stderr
+    assert "docs/binding.md#dependencies-and-workspaces" in done.stderr
+    assert (
+        f"jigcmd init: {root}: package.json \"bin\" 'p' 'src/cli.ts' left out: not among the "
+        "files it sends (missing, left out or ignored)"
+    ) in lines

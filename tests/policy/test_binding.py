@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import msgspec
 import pytest
@@ -10,6 +11,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from jigcmd.policy.binding import (
+    RUN_PATH_PATTERN,
+    TEST_PATH_PATTERN,
     Binding,
     BindingError,
     CommandPolicy,
@@ -137,7 +140,7 @@ def test_the_spec_bad_examples_are_rejected_with_rule_and_pointer(
         ({"cli": "src/cli.ts"}, "/commands/cli", "command-entry", "got str"),
         ({"cli": {}}, "/commands/cli", "command-entry", "has neither"),
         ({"cli": {"run": ["a.ts"]}}, "/commands/cli/run", "run-path", "one path string"),
-        ({"cli": {"run": "src/cli.mjs"}}, "/commands/cli/run", "run-path", "end in .ts or .js"),
+        ({"cli": {"run": "src/cli.json"}}, "/commands/cli/run", "run-path", "a script Bun runs"),
         ({"cli": {"run": "a b.ts"}}, "/commands/cli/run", "path-grammar", "forbidden character"),
         ({"t": {"test": "a.test.ts"}}, "/commands/t/test", "test-paths", "array of paths"),
         (
@@ -146,7 +149,7 @@ def test_the_spec_bad_examples_are_rejected_with_rule_and_pointer(
             "test-paths",
             "got 17",
         ),
-        ({"t": {"test": ["a.ts"]}}, "/commands/t/test/0", "test-paths", "must end in .test.ts"),
+        ({"t": {"test": ["a.ts"]}}, "/commands/t/test/0", "test-paths", "bare `bun test` runs"),
         ({"t": {"test": [1]}}, "/commands/t/test/0", "test-paths", "must be a string"),
         (
             {"t": {"test": ["a.test.ts", "a.test.ts"]}},
@@ -276,3 +279,64 @@ def test_binding_file_bytes_decode_to_the_same_binding_as_the_document() -> None
     data = b'package = "pkg"\n[commands.cli]\nrun = "src/cli.ts"\n'
     parsed = parse_binding_file(data, suffix=".toml", source="b.toml")
     assert parsed == parse_binding({"package": "pkg", "commands": {"cli": {"run": "src/cli.ts"}}})
+
+
+# Measured with the bundled Bun 1.4: bare `bun test` ran each of these, and `bun FILE` each
+# entry point.
+BUN_RUNS_TESTS = [
+    "test/comp.test.tsx",
+    "test/m.test.mts",
+    "test/j.test.jsx",
+    "test/u_test.ts",
+    "_test.ts",
+    "a.spec.cjs",
+    "b_spec.mjs",
+    "c.test.cts",
+    "d.TEST.ts",
+]
+
+
+@pytest.mark.parametrize("path", BUN_RUNS_TESTS)
+def test_a_test_file_bare_bun_test_runs_is_a_valid_test_path(path: str) -> None:
+    """Every name Bun's own test-file rule takes is admitted, and the schema agrees."""
+    binding = parse_binding({"package": ".", "commands": {"t": {"test": [path]}}})
+    assert binding.commands["t"].paths == (path,)
+    assert re.search(TEST_PATH_PATTERN, path)
+
+
+@pytest.mark.parametrize("path", ["a-test.ts", "a.tests.ts", "a.test.json", "test.ts"])
+def test_a_file_bun_test_would_not_find_is_not_a_test_path(path: str) -> None:
+    """Names bare `bun test` passes over stay refused, the rule worded as Bun's."""
+    error = rejection({"package": ".", "commands": {"t": {"test": [path]}}})
+    assert error.rule == "test-paths"
+    assert "bare `bun test` runs" in error.reason
+    assert not re.search(TEST_PATH_PATTERN, path)
+
+
+@pytest.mark.parametrize("path", ["src/main.mts", "src/app.tsx", "bin/cli.mjs", "x.cjs"])
+def test_an_entry_point_bun_runs_is_a_valid_run_path(path: str) -> None:
+    """`run` takes every script extension Bun runs, not only .ts and .js."""
+    binding = parse_binding({"package": ".", "commands": {"cli": {"run": path}}})
+    assert binding.commands["cli"].paths == (path,)
+    assert re.search(RUN_PATH_PATTERN, path)
+
+
+def test_a_binding_with_several_broken_commands_names_every_one() -> None:
+    """One refusal lists each broken command and test path, not only the first."""
+    error = rejection(
+        {
+            "package": ".",
+            "commands": {
+                "Bad": {"run": "a.ts"},
+                "cli": {"run": "a.json"},
+                "t": {"test": ["a.ts", "b.test.ts", "c.txt"]},
+            },
+        }
+    )
+    assert [(p.pointer, p.rule) for p in error.problems] == [
+        ("/commands/Bad", "command-name"),
+        ("/commands/cli/run", "run-path"),
+        ("/commands/t/test/0", "test-paths"),
+        ("/commands/t/test/2", "test-paths"),
+    ]
+    assert str(error).startswith("b.toml: 4 problems: /commands/Bad: ")

@@ -93,6 +93,49 @@ def test_when_one_directory_holds_everything_the_fix_keeps_what_is_imported() ->
     assert {p for p in sizes if not spec.match_file(p)} == {"src/used.ts", "a.test.ts"}
 
 
+def test_when_the_spare_files_are_nested_the_fix_names_the_deeper_directory() -> None:
+    """70 generated files in src/gen/, two imported from src/index.ts: `/src/gen/*` less
+    those two, a set of excludes that works (`/src/*` could not re-include src/gen/m1.ts)."""
+    sizes = {f"src/gen/m{i}.ts": 1 for i in range(1, 71)}
+    sizes |= {"src/index.ts": 1, "test/big.test.ts": 1, "package.json": 1}
+    reached = ["src/index.ts", "src/gen/m1.ts", "src/gen/m2.ts"]
+    (problem,) = candidate_problems(sizes, needed=["test/big.test.ts"], reached=reached)
+    globs = ["/src/gen/*", "!/src/gen/m1.ts", "!/src/gen/m2.ts"]
+    assert " ".join(f"--exclude '{g}'" for g in globs) in problem.fix
+    assert "(leaves out the 68 files of src/gen/ the command does not import)" in problem.fix
+    spec = GitIgnoreSpec.from_lines(globs)
+    left = {p for p in sizes if not spec.match_file(p)}
+    assert set(reached) | {"test/big.test.ts"} <= left and len(left) <= MAX_FILES
+
+
+def test_a_nested_directory_nothing_imports_is_left_out_whole() -> None:
+    """No file to keep inside it: `--exclude '/a/b/'`, not `/a/b/*` with nothing kept."""
+    sizes = {f"a/b/f{i}.ts": 1 for i in range(70)} | {"a/x.test.ts": 1}
+    (problem,) = candidate_problems(sizes, needed=["a/x.test.ts"])
+    assert "--exclude '/a/b/' (leaves out the 70 files of a/b/" in problem.fix
+
+
+def test_files_that_are_not_text_count_in_the_fix_as_in_the_total() -> None:
+    """73 text files and one Latin-1 one in test/: 74 files, and test/ holds 74, not 73."""
+    sizes = {f"test/f{i}.txt": 1 for i in range(73)} | {"a.test.ts": 1}
+    problems = candidate_problems(sizes, not_text=["test/l1.txt"], needed=["a.test.ts"])
+    (count,) = [p for p in problems if p.rule == "files"]
+    assert count.message.startswith("75 files, more than the 64")
+    assert "--exclude '/test/' (test/ holds 74 files," in count.fix
+
+
+def test_the_size_fix_names_only_the_files_that_matter_and_plurals_are_right() -> None:
+    """One 300 KiB file is the whole problem: not a 37-byte one beside it; 1 file, not 1 files."""
+    sizes = {"big.csv": 300_000, "package.json": 37, "a.test.ts": 1}
+    (size,) = candidate_problems(sizes, needed=["a.test.ts"])
+    assert size.fix.endswith("the largest alone is enough: big.csv (300,000 bytes)")
+    sizes = {f"g/f{i}.ts": 1 for i in range(64)} | {"one/x.ts": 1, "a.test.ts": 1}
+    (count,) = candidate_problems(
+        sizes, needed=["a.test.ts"], reached=[f"g/f{i}.ts" for i in range(64)]
+    )
+    assert count.fix.endswith("g/ (64 files), one/ (1 file)")
+
+
 @pytest.mark.parametrize("path", ["a b.ts", "x*y.ts", "it's.ts", "a[1].ts", "q?.ts", "back\\s"])
 def test_an_exclude_pattern_matches_exactly_its_path(path: str) -> None:
     """Glob characters are escaped; the shell quoting survives a quote in the name."""
