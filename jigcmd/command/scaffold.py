@@ -31,6 +31,8 @@ from jigcmd.policy.binding import (
     MAX_COMMANDS,
     MAX_TEST_PATHS,
     RUN_RULE,
+    TEST_RULE,
+    bun_runs_as_test,
     is_run_path,
     is_test_path,
 )
@@ -77,6 +79,8 @@ def plan_scaffold(project: ProjectFiles, name: str | None = None) -> Scaffold:
     """The commands found in `project`'s candidate; `ScaffoldError` when there are none."""
     manifest = _package_json(project.files.get("package.json"))
     tests = sorted(p for p in project.files if is_test_path(p) and path_problem(p) is None)
+    # Files bare `bun test` runs that a Binding's rule does not take: named, never dropped.
+    unreviewable = sorted(p for p in project.files if bun_runs_as_test(p) and p not in tests)
     commands: dict[str, tuple[str, tuple[str, ...]]] = {}
     for index in range(0, len(tests), MAX_TEST_PATHS):
         key = "tests" if index == 0 else f"tests-{index // MAX_TEST_PATHS + 1}"
@@ -87,11 +91,13 @@ def plan_scaffold(project: ProjectFiles, name: str | None = None) -> Scaffold:
             f"a Binding's {MAX_COMMANDS}; leave some out with --exclude GLOB"
         )
     notes = _add_entry_points(commands, manifest, project)
+    if unreviewable:
+        notes.insert(0, _unreviewable_note(unreviewable))
     if not commands:
         raise ScaffoldError(
-            f"{project.root}: no test files (names ending in .test, _test, .spec or _spec, "
-            'then .ts, .tsx, .js, …) and no entry point (package.json "module", "main" or '
-            '"bin") among the files it sends; nothing to review'
+            f"{project.root}: no test files (names ending in .test.ts, .test.js, .spec.ts or "
+            '.spec.js) and no entry point (package.json "module", "main" or "bin", a .ts or '
+            ".js file) among the files it sends; nothing to review"
             + "".join(f" ({note})" for note in notes)
             + " (write the Binding by hand: docs/binding.md)"
         )
@@ -101,6 +107,16 @@ def plan_scaffold(project: ProjectFiles, name: str | None = None) -> Scaffold:
             f"--name {chosen!r}: a package name is lowercase words joined by single hyphens"
         )
     return Scaffold(chosen, commands, tuple(notes))
+
+
+def _unreviewable_note(paths: list[str]) -> str:
+    """The files bare `bun test` runs that no Binding may name, and what to do about them."""
+    shown = ", ".join(paths[:8]) + (f" and {len(paths) - 8} more" if len(paths) > 8 else "")
+    count = f"{len(paths)} file{'s' if len(paths) != 1 else ''}"
+    return (
+        f"{count} bare `bun test` runs left out of the commands: {shown}: a Binding's test "
+        f"path is {TEST_RULE}; rename them (e.g. x.test.tsx to x.test.ts) to have them reviewed"
+    )
 
 
 def _package_json(text: str | None) -> dict[str, object]:

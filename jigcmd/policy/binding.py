@@ -31,11 +31,11 @@ from jigcmd.policy.pointers import escape, kind
 
 __all__ = [
     "BINDING_FIELDS",
+    "BUN_SCRIPT_EXTENSIONS",
     "MAX_COMMANDS",
     "MAX_TEST_PATHS",
     "RUN_PATH_PATTERN",
     "RUN_RULE",
-    "SCRIPT_EXTENSIONS",
     "TEST_PATH_PATTERN",
     "TEST_RULE",
     "Binding",
@@ -43,6 +43,7 @@ __all__ = [
     "CommandEntry",
     "CommandPolicy",
     "PolicyDocument",
+    "bun_runs_as_test",
     "capability_error",
     "is_run_path",
     "is_test_path",
@@ -56,46 +57,38 @@ MAX_COMMANDS = 8
 BINDING_FIELDS = ("package", "settings", "slots", "commands")
 MAX_TEST_PATHS = 16
 
-# What Bun 1.4 runs, measured with the bundled Bun (and kept in the tests): `bun FILE` runs a
-# script with any of these extensions, and bare `bun test` runs every file whose name ends
-# in `.test`, `_test`, `.spec` or `_spec` and one of them, in any letter case. The spec's
-# rule (spec-notes §3: `.ts`/`.js`, `.(test|spec).(ts|js)`) refused test files Bun runs, and
-# `init` dropped them without a word; the path grammar, not the suffix, is what keeps a
-# path safe, so the suffix follows Bun.
-SCRIPT_EXTENSIONS = ("ts", "tsx", "js", "jsx", "mts", "cts", "mjs", "cjs")
-_EXTENSIONS = "|".join(SCRIPT_EXTENSIONS)
-
-
-def _any_case(word: str) -> str:
-    # A JSON Schema pattern (ECMA-262) has no inline case-insensitive flag.
-    return "".join(f"[{c.lower()}{c.upper()}]" for c in word)
-
-
-RUN_PATH_PATTERN = rf"^[A-Za-z0-9_][A-Za-z0-9_./-]*\.({_EXTENSIONS})$"
-TEST_PATH_PATTERN = (
-    r"^(_|[A-Za-z0-9_][A-Za-z0-9_./-]*[._])"
-    rf"({_any_case('test')}|{_any_case('spec')})\."
-    rf"({'|'.join(_any_case(e) for e in SCRIPT_EXTENSIONS)})$"
+# The reference's rule (spec-notes §3): a run path ends in `.ts` or `.js`, a test path in
+# `.test` or `.spec` and one of those. Bun runs more (`.tsx`, `.mts`, `_test`, ...): a Binding
+# written here must be one the reference's own tools accept, so `init` names the files Bun
+# would run that the rule leaves out (`bun_runs_as_test`), and the Binding keeps the rule.
+RUN_PATH_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_./-]*\.(ts|js)$"
+TEST_PATH_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_./-]*\.(test|spec)\.(ts|js)$"
+_RUN_SUFFIX = re.compile(r"\.(ts|js)\Z")
+_TEST_SUFFIX = re.compile(r"\.(test|spec)\.(ts|js)\Z")
+# What bare `bun test` (Bun 1.4, measured with the bundled Bun) runs by its name: any file
+# ending in `.test`, `_test`, `.spec` or `_spec`, then one of these, in any letter case.
+BUN_SCRIPT_EXTENSIONS = ("ts", "tsx", "js", "jsx", "mts", "cts", "mjs", "cjs")
+_BUN_TEST_NAME = re.compile(
+    rf"[._](test|spec)\.({'|'.join(BUN_SCRIPT_EXTENSIONS)})\Z", re.IGNORECASE
 )
-_RUN_SUFFIX = re.compile(rf"\.({_EXTENSIONS})\Z")
-_TEST_SUFFIX = re.compile(rf"[._](test|spec)\.({_EXTENSIONS})\Z", re.IGNORECASE)
 # How the rules are worded in refusals and in `init`'s notes.
-RUN_RULE = "a script Bun runs (." + ", .".join(SCRIPT_EXTENSIONS) + ")"
-TEST_RULE = (
-    "a file bare `bun test` runs (its name ends in .test, _test, .spec or _spec, then ."
-    + ", .".join(SCRIPT_EXTENSIONS)
-    + ")"
-)
+RUN_RULE = "a .ts or .js file (spec-notes §3)"
+TEST_RULE = "a file whose name ends in .test.ts, .test.js, .spec.ts or .spec.js (spec-notes §3)"
 
 
 def is_run_path(path: str) -> bool:
-    """Whether `path`'s extension is one Bun runs as a script (the path grammar aside)."""
+    """Whether `path`'s extension is a run path's (the path grammar aside)."""
     return _RUN_SUFFIX.search(path) is not None
 
 
 def is_test_path(path: str) -> bool:
-    """Whether bare `bun test` would run `path` by its name (the path grammar aside)."""
+    """Whether `path`'s name is a test path's (the path grammar aside)."""
     return _TEST_SUFFIX.search(path) is not None
+
+
+def bun_runs_as_test(path: str) -> bool:
+    """Whether bare `bun test` would run `path` by its name (a Binding may still refuse it)."""
+    return _BUN_TEST_NAME.search(path) is not None
 
 
 _CommandName = Annotated[

@@ -122,8 +122,10 @@ def test_nothing_is_overwritten_and_nothing_is_written_when_one_file_exists(
     assert not (root / ".jig" / "binding.toml").exists()
 
 
-def test_every_test_file_bare_bun_test_runs_becomes_a_test(tmp_path: Path) -> None:
-    """.tsx, .mts, .jsx and `_test` files are tests as Bun has them; other names are not."""
+def test_test_files_bun_runs_outside_the_binding_rule_are_named_not_dropped(
+    tmp_path: Path,
+) -> None:
+    """.tsx, .mts, .jsx and `_test` files Bun runs: not reviewable, so named with the fix."""
     root = project(
         tmp_path / "p",
         {
@@ -135,43 +137,40 @@ def test_every_test_file_bare_bun_test_runs_becomes_a_test(tmp_path: Path) -> No
             "test/helper-test.ts": "",
         },
     )
-    assert plan_scaffold(read_project(root)).commands["tests"] == (
-        "test",
-        (
-            "test/app.test.ts",
-            "test/comp.test.tsx",
-            "test/j.test.jsx",
-            "test/m.test.mts",
-            "test/u_test.ts",
-        ),
+    scaffold = plan_scaffold(read_project(root))
+    assert scaffold.commands["tests"] == ("test", ("test/app.test.ts",))
+    assert scaffold.notes == (
+        "4 files bare `bun test` runs left out of the commands: test/comp.test.tsx, "
+        "test/j.test.jsx, test/m.test.mts, test/u_test.ts: a Binding's test path is a file "
+        "whose name ends in .test.ts, .test.js, .spec.ts or .spec.js (spec-notes §3); rename "
+        "them (e.g. x.test.tsx to x.test.ts) to have them reviewed",
     )
 
 
-def test_entry_points_bun_runs_become_commands_and_the_others_are_named(tmp_path: Path) -> None:
-    """`main` in .mts is `start`, each `bin` script its own command; one missing is a note."""
+def test_entry_points_become_commands_and_the_others_are_named(tmp_path: Path) -> None:
+    """`main` is `start`, each `bin` script its own command; one missing or not .ts/.js noted."""
     root = project(
         tmp_path / "p",
         {
             "package.json": json.dumps(
                 {
                     "name": "app",
-                    "main": "./src/main.mts",
-                    "bin": {"app-cli": "src/cli.tsx", "gone": "src/gone.ts", "data": "d.json"},
+                    "main": "./src/main.ts",
+                    "bin": {"app-cli": "src/cli.js", "gone": "src/gone.ts", "ui": "src/ui.tsx"},
                 }
             ),
-            "src/main.mts": "",
-            "src/cli.tsx": "",
-            "d.json": "{}",
+            "src/main.ts": "",
+            "src/cli.js": "",
+            "src/ui.tsx": "",
         },
     )
     scaffold = plan_scaffold(read_project(root))
     assert dict(scaffold.commands) == {
-        "start": ("run", ("src/main.mts",)),
-        "app-cli": ("run", ("src/cli.tsx",)),
+        "start": ("run", ("src/main.ts",)),
+        "app-cli": ("run", ("src/cli.js",)),
     }
     assert scaffold.notes == (
         "package.json \"bin\" 'gone' 'src/gone.ts' left out: not among the files it sends "
         "(missing, left out or ignored)",
-        "package.json \"bin\" 'data' 'd.json' left out: not a script Bun runs "
-        "(.ts, .tsx, .js, .jsx, .mts, .cts, .mjs, .cjs)",
+        "package.json \"bin\" 'ui' 'src/ui.tsx' left out: not a .ts or .js file (spec-notes §3)",
     )
