@@ -32,9 +32,14 @@ def connect_read_only(path: Path, *, timeout_s: float) -> sqlite3.Connection:
     try:
         # SQLite opens the WAL and its index at the first read, not at connect.
         conn.execute("PRAGMA user_version").fetchone()
-    except sqlite3.OperationalError as exc:
+    except sqlite3.Error as exc:
+        # Closed whatever the error ("file is not a database" is no OperationalError):
+        # a connection left to the collector holds the file open until it runs.
         conn.close()
-        if _primary(exc) != sqlite3.SQLITE_CANTOPEN or not _read_only_mount(path.parent):
+        cantopen = isinstance(exc, sqlite3.OperationalError) and (
+            _primary(exc) == sqlite3.SQLITE_CANTOPEN
+        )
+        if not cantopen or not _read_only_mount(path.parent):
             raise
         if _size(Path(f"{path}-wal")) > 0:
             raise wal_unreadable(path) from exc
