@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import shutil
+import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -109,14 +111,43 @@ def test_a_script_is_executed_by_its_checked_path(tmp_path: Path) -> None:
         os.close(fd)
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root reads a file whatever its mode")
-def test_a_program_pid_1_cannot_read_runs_through_its_descriptor(tmp_path: Path) -> None:
-    """Execute-only: no script pid 1's credentials could run, so the descriptor is executed."""
-    tool, _ = _programs(tmp_path)
-    tool.chmod(0o711)
-    fd = open_exact_program(str(tool))
+def test_a_program_pid_1_cannot_read_runs_through_its_descriptor() -> None:
+    """Execute-only: no script pid 1's credentials could run, so the descriptor is executed.
+
+    Checked by uid 65534 when the test runs as root (root reads a file whatever its mode),
+    in a directory that user may search.
+    """
+    base = Path("/var/tmp") / f"jigcmd-test-{uuid.uuid4().hex[:12]}"
+    base.mkdir(mode=0o755)
+    base.chmod(0o755)
     try:
-        assert exec_path(fd, str(tool)) == f"/proc/self/fd/{fd}"
-        assert _run(exec_path(fd, str(tool)), "tool") == 0
+        tool, _ = _programs(base)
+        tool.chmod(0o111)
+
+        def check() -> bool:
+            fd = open_exact_program(str(tool))
+            try:
+                through = exec_path(fd, str(tool))
+                return through == f"/proc/self/fd/{fd}" and _run(through, "tool") == 0
+            finally:
+                os.close(fd)
+
+        assert _unprivileged(check)
     finally:
-        os.close(fd)
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def _unprivileged(check: Callable[[], bool]) -> bool:
+    """`check()` in a child process, as uid and gid 65534 when this process is root."""
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child's result is its exit status
+        ok = False
+        try:
+            if os.geteuid() == 0:
+                os.setgroups([])
+                os.setgid(65534)
+                os.setuid(65534)
+            ok = check()
+        finally:
+            os._exit(0 if ok else 1)
+    return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0
