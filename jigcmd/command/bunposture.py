@@ -10,6 +10,7 @@ candidate may not need what is missing). Pure.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 
 from jigcmd.jsonio import strict
@@ -18,6 +19,11 @@ from jigcmd.policy.imports import PackageImports, imported_closure, package_impo
 __all__ = ["BUNFIG", "bundle_command", "posture_notes"]
 
 BUNFIG = "bunfig.toml"
+# tsconfig.json's `"paths": {…}` object (its values are arrays, so it holds no `{`), and
+# each key in it. A regular expression, since tsconfig.json may hold comments and trailing
+# commas that JSON refuses.
+_PATHS = re.compile(r'"paths"\s*:\s*\{([^{}]*)\}')
+_PATHS_KEY = re.compile(r'"([^"\n]+)"\s*:\s*\[')
 # The package.json fields whose packages `bun install` would put in node_modules/.
 _DEPENDENCY_FIELDS = ("dependencies", "devDependencies", "peerDependencies", "optionalDependencies")
 
@@ -38,7 +44,9 @@ def dependencies_note(files: Mapping[str, str], commands: Sequence[str] = ()) ->
     """The sentence for the declared packages some candidate file imports by name, which
     will not be there: each comes from node_modules/, never sent, and nothing installs it.
 
-    A package nothing imports (a linter, `typescript`) is not named: no command loads it.
+    A package nothing imports (a linter, `typescript`) is not named: no command loads it;
+    nor is one the root tsconfig.json maps to a path (`compilerOptions.paths`), which Bun
+    resolves without node_modules/.
     Files that compute what they import are named, since what they load is unknown. The
     bundling example is for the first of the `commands`' files that reaches an import.
     """
@@ -46,8 +54,10 @@ def dependencies_note(files: Mapping[str, str], commands: Sequence[str] = ()) ->
     if not external and not workspace:
         return None
     found = package_imports(files)
-    used = [name for name in external if name in found.importers]
-    local = [name for name in workspace if name in found.importers]
+    mapped = _mapped(files.get("tsconfig.json", ""))
+    wanted = [name for name in found.importers if not any(p.fullmatch(name) for p in mapped)]
+    used = [name for name in external if name in wanted]
+    local = [name for name in workspace if name in wanted]
     computed = _some(list(found.computed))
     compute = "computes what it imports" if len(found.computed) == 1 else "compute what they import"
     if not used and not local:
@@ -148,3 +158,15 @@ def _to_bundle(
         if imported_closure(files, [path]) & importers:
             return path
     return found.importers[names[0]][0]
+
+
+def _mapped(tsconfig: str) -> list[re.Pattern[str]]:
+    """The package names tsconfig.json's `paths` keys map (`@mono/*` maps `@mono/core`)."""
+    block = _PATHS.search(tsconfig)
+    keys = _PATHS_KEY.findall(block.group(1)) if block is not None else []
+    # A key maps the package itself, or its subpaths (`@mono/core/*`): either way, the
+    # person mapped it to the source, and Bun does not look in node_modules/ for it.
+    return [
+        re.compile(".*".join(map(re.escape, key.split("*"))) + "(?:/.*)?")
+        for key in (raw.removesuffix("/*") for raw in keys)
+    ]

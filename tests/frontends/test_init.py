@@ -274,3 +274,24 @@ def test_init_makes_workspace_members_bin_scripts_commands_without_collisions(
     assert "  cli      bun apps/cli/cli.ts ARGS…" in done.stdout.splitlines()
     locked = jigcmd("lock", "--binding", str(binding))
     assert locked.returncode == 0, locked.stderr
+
+
+def test_init_names_no_workspace_package_tsconfig_maps_to_its_source(tmp_path: Path) -> None:
+    """Once tsconfig.json's `paths` maps `@mono/core` (the note's own fix), Bun resolves it
+    without node_modules/, so only the package still missing is named."""
+    root = project(
+        tmp_path / "mono",
+        {
+            "package.json": '{"name": "mono", "dependencies": {"@mono/core": "workspace:*",'
+            ' "@mono/ui": "workspace:*", "zod": "3"}}',
+            "tsconfig.json": '{\n  // Bun reads these\n  "compilerOptions": {"paths": '
+            '{"@mono/core": ["./packages/core/src/index.ts"], "@mono/ui/*": ["./ui/*"],},},\n}',
+            "packages/core/src/index.ts": "export const core = 1;",
+            "test/a.test.ts": 'import { core } from "@mono/core";\nimport "@mono/ui/button";\n'
+            'import { z } from "zod";\n',
+        },
+    )
+    done = jigcmd("init", str(root))
+    assert done.returncode == 0, done.stderr
+    assert "package.json declares 1 dependency (zod: test/a.test.ts) that" in done.stderr
+    assert "@mono/" not in done.stderr
