@@ -118,10 +118,11 @@ def plan_scaffold(project: ProjectFiles, name: str | None = None) -> Scaffold:
 def _unreviewable_note(paths: list[str], files: Mapping[str, str]) -> str:
     """The files bare `bun test` runs that no Binding may name, and what to do about them."""
     count = f"{len(paths)} file{'s' if len(paths) != 1 else ''}"
+    them = "them" if len(paths) != 1 else "it"
     note = (
         f"{count} bare `bun test` runs left out of the commands: {_some(paths, 8)}: a "
-        f"Binding's test path is {TEST_RULE}; rename them (e.g. x.test.tsx to x.test.ts, "
-        "x.test.jsx to x.test.js) to have them reviewed"
+        f"Binding's test path is {TEST_RULE}; rename {them} (e.g. x.test.tsx to x.test.ts, "
+        f"x.test.jsx to x.test.js) to have {them} reviewed"
     )
     # Bun parses a .ts file without JSX: `<b>x</b>` there is a type assertion, then a syntax
     # error. A .js file it still reads as JSX, so only a .tsx test needs more than a rename.
