@@ -10,13 +10,20 @@ candidate may not need what is missing). Pure.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import re
+from collections.abc import Mapping, Sequence
 
 from jigcmd.jsonio import strict
+from jigcmd.policy.imports import PackageImports, imported_closure, package_imports
 
-__all__ = ["BUNFIG", "posture_notes"]
+__all__ = ["BUNFIG", "bundle_command", "posture_notes"]
 
 BUNFIG = "bunfig.toml"
+# tsconfig.json's `"paths": {…}` object (its values are arrays, so it holds no `{`), and
+# each key in it. A regular expression, since tsconfig.json may hold comments and trailing
+# commas that JSON refuses.
+_PATHS = re.compile(r'"paths"\s*:\s*\{([^{}]*)\}')
+_PATHS_KEY = re.compile(r'"([^"\n]+)"\s*:\s*\[')
 # The package.json fields whose packages `bun install` would put in node_modules/.
 _DEPENDENCY_FIELDS = ("dependencies", "devDependencies", "peerDependencies", "optionalDependencies")
 
@@ -33,32 +40,67 @@ def bunfig_note(files: Mapping[str, str]) -> str | None:
     )
 
 
-def dependencies_note(files: Mapping[str, str]) -> str | None:
-    """The sentence for the packages the candidate's package.json files declare, which will
-    not be there: each comes from node_modules/, never sent, and nothing installs it."""
+def dependencies_note(files: Mapping[str, str], commands: Sequence[str] = ()) -> str | None:
+    """The sentence for the declared packages some candidate file imports by name, which
+    will not be there: each comes from node_modules/, never sent, and nothing installs it.
+
+    A package nothing imports (a linter, `typescript`) is not named: no command loads it;
+    nor is one the root tsconfig.json maps to a path (`compilerOptions.paths`), which Bun
+    resolves without node_modules/.
+    Files that compute what they import are named, since what they load is unknown. The
+    bundling example is for the first of the `commands`' files that reaches an import.
+    """
     external, workspace = _declared(files)
     if not external and not workspace:
         return None
-    parts = []
-    if external:
-        parts.append(f"{_count(len(external), 'dependency', 'dependencies')} ({_some(external)})")
-    if workspace:
-        parts.append(
-            f"{_count(len(workspace), 'workspace package', 'workspace packages')} "
-            f"({_some(workspace)})"
+    found = package_imports(files)
+    mapped = _mapped(files.get("tsconfig.json", ""))
+    wanted = [name for name in found.importers if not any(p.fullmatch(name) for p in mapped)]
+    used = [name for name in external if name in wanted]
+    local = [name for name in workspace if name in wanted]
+    computed = _some(list(found.computed))
+    compute = "computes what it imports" if len(found.computed) == 1 else "compute what they import"
+    if not used and not local:
+        if not found.computed:
+            return None
+        return (
+            f"package.json declares {_count(len(external) + len(workspace), 'package', 'packages')}"
+            f" ({_some(external + workspace)}) no file imports by name, but {computed} "
+            f"{compute} (import(…) or require(…) of a value): a package loaded "
+            "that way is not installed when a command runs "
+            "(docs/binding.md#dependencies-and-workspaces)"
         )
+    parts = []
+    if used:
+        parts.append(f"{_count(len(used), 'dependency', 'dependencies')} ({_who(used, found)})")
+    if local:
+        parts.append(
+            f"{_count(len(local), 'workspace package', 'workspace packages')} "
+            f"({_who(local, found)})"
+        )
+    also = f" ({computed} {compute} too)" if found.computed else ""
+    bundled = _to_bundle(files, found, used + local, commands)
     return (
-        f"package.json declares {' and '.join(parts)}: none is installed when a command runs "
-        "(node_modules/ is never sent, nothing is installed, there is no network), so an "
-        "import by package name fails unless the candidate holds the source: vendor it into "
-        "the project, map a workspace package to its source with tsconfig.json "
-        '"compilerOptions.paths", or bundle (docs/binding.md#dependencies-and-workspaces)'
+        f"package.json declares {' and '.join(parts)} that candidate files import{also}: none "
+        "is installed when a command runs (node_modules/ is never sent, nothing is installed, "
+        "there is no network), so those imports fail unless the candidate holds the source: "
+        "vendor it into the project, map a workspace package to its source with "
+        'tsconfig.json "compilerOptions.paths", or bundle on the host, '
+        f"`{bundle_command(bundled)}`, and name the bundle instead "
+        "(docs/binding.md#dependencies-and-workspaces)"
     )
 
 
-def posture_notes(files: Mapping[str, str]) -> list[str]:
-    """Every note that applies to the candidate `files`, in a fixed order."""
-    return [note for note in (bunfig_note(files), dependencies_note(files)) if note is not None]
+def bundle_command(path: str) -> str:
+    """The `bun build` that inlines what `path` imports into `bundled/<its name>.js`."""
+    return f"bun build {path} --outdir bundled --target bun --external bun:test --minify"
+
+
+def posture_notes(files: Mapping[str, str], commands: Sequence[str] = ()) -> list[str]:
+    """Every note that applies to the candidate `files` (`commands`: the files the commands
+    name), in a fixed order."""
+    notes = (bunfig_note(files), dependencies_note(files, commands))
+    return [note for note in notes if note is not None]
 
 
 def _declared(files: Mapping[str, str]) -> tuple[list[str], list[str]]:
@@ -94,3 +136,37 @@ def _count(n: int, one: str, many: str) -> str:
 def _some(names: list[str]) -> str:
     more = f" and {len(names) - 3} more" if len(names) > 3 else ""
     return ", ".join(names[:3]) + more
+
+
+def _who(names: list[str], found: PackageImports) -> str:
+    """`zod: a.ts, b.ts; yargs: cli.ts`, the first three packages and two files of each."""
+    shown = []
+    for name in names[:3]:
+        paths = list(found.importers[name])
+        more = f" and {len(paths) - 2} more" if len(paths) > 2 else ""
+        shown.append(f"{name}: {', '.join(paths[:2])}{more}")
+    more = f"; and {len(names) - 3} more" if len(names) > 3 else ""
+    return "; ".join(shown) + more
+
+
+def _to_bundle(
+    files: Mapping[str, str], found: PackageImports, names: list[str], commands: Sequence[str]
+) -> str:
+    """The first command file that reaches one of `names`' importers, else one importer."""
+    importers = {path for name in names for path in found.importers[name]}
+    for path in commands:
+        if imported_closure(files, [path]) & importers:
+            return path
+    return found.importers[names[0]][0]
+
+
+def _mapped(tsconfig: str) -> list[re.Pattern[str]]:
+    """The package names tsconfig.json's `paths` keys map (`@mono/*` maps `@mono/core`)."""
+    block = _PATHS.search(tsconfig)
+    keys = _PATHS_KEY.findall(block.group(1)) if block is not None else []
+    # A key maps the package itself, or its subpaths (`@mono/core/*`): either way, the
+    # person mapped it to the source, and Bun does not look in node_modules/ for it.
+    return [
+        re.compile(".*".join(map(re.escape, key.split("*"))) + "(?:/.*)?")
+        for key in (raw.removesuffix("/*") for raw in keys)
+    ]

@@ -3,11 +3,13 @@
 The reviewed commands come from the candidate the directory sends (`projectdir.py`): a
 `tests` command for the files bare `bun test` would run (`tests-2`, … past 16, the Binding's
 limit per command), a `start` command for the entry point `package.json` names (`module`,
-else `main`) and one command per `bin` script. An entry point that cannot be a command is
-named with the reason (`Scaffold.notes`), never dropped without a word. Everything goes
-to `DIR/.jig/` (reserved, so never part of a candidate): the Binding, and the Flow package
-it names with its manifest and the exact copy of the contract's descriptor shipped inside
-jigcmd, its digest checked before it is copied.
+else `main`) and one command per `bin` script, the root's and each workspace member's
+(`workspaces.py`; a member's named after the member too when its own name is taken). An
+entry point that cannot be a command is named with the reason (`Scaffold.notes`), never
+dropped without a word; so is a test Bun runs that no Binding may name, with the fix.
+Everything goes to `DIR/.jig/` (reserved, so never part of a candidate): the Binding, and
+the Flow package it names with its manifest and the exact copy of the contract's
+descriptor shipped inside jigcmd, its digest checked before it is copied.
 Each Binding format is one small writer (`WRITERS`, with the files it needs beside it in
 `COMPANIONS`): TOML, or TypeScript as the reference lays a project out (`bindings/command.ts`
 with `defineBinding`, and a `jig.ts` discovering `./flows` and `./bindings`). Nothing that
@@ -16,15 +18,18 @@ exists is overwritten.
 
 from __future__ import annotations
 
+import posixpath
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
+from typing import NamedTuple
 
 import msgspec
 
 from jigcmd.command.projectdir import ProjectFiles
+from jigcmd.command.workspaces import member_manifests, read_manifest
 from jigcmd.contract import CONTRACT_DIGEST, LOCAL_NAME_MAX_CHARS
 from jigcmd.jsonio import strict
 from jigcmd.policy.binding import (
@@ -38,6 +43,7 @@ from jigcmd.policy.binding import (
 )
 from jigcmd.policy.digests import descriptor_digest
 from jigcmd.policy.paths import is_local_name, path_problem
+from jigcmd.policy.sourcetext import has_jsx
 
 __all__ = [
     "COMPANIONS",
@@ -77,7 +83,7 @@ class Scaffold:
 
 def plan_scaffold(project: ProjectFiles, name: str | None = None) -> Scaffold:
     """The commands found in `project`'s candidate; `ScaffoldError` when there are none."""
-    manifest = _package_json(project.files.get("package.json"))
+    manifest = read_manifest(project.files.get("package.json"))
     tests = sorted(p for p in project.files if is_test_path(p) and path_problem(p) is None)
     # Files bare `bun test` runs that a Binding's rule does not take: named, never dropped.
     unreviewable = sorted(p for p in project.files if bun_runs_as_test(p) and p not in tests)
@@ -92,7 +98,7 @@ def plan_scaffold(project: ProjectFiles, name: str | None = None) -> Scaffold:
         )
     notes = _add_entry_points(commands, manifest, project)
     if unreviewable:
-        notes.insert(0, _unreviewable_note(unreviewable))
+        notes.insert(0, _unreviewable_note(unreviewable, project.files))
     if not commands:
         raise ScaffoldError(
             f"{project.root}: no test files (names ending in .test.ts, .test.js, .spec.ts or "
@@ -109,41 +115,68 @@ def plan_scaffold(project: ProjectFiles, name: str | None = None) -> Scaffold:
     return Scaffold(chosen, commands, tuple(notes))
 
 
-def _unreviewable_note(paths: list[str]) -> str:
+def _unreviewable_note(paths: list[str], files: Mapping[str, str]) -> str:
     """The files bare `bun test` runs that no Binding may name, and what to do about them."""
-    shown = ", ".join(paths[:8]) + (f" and {len(paths) - 8} more" if len(paths) > 8 else "")
     count = f"{len(paths)} file{'s' if len(paths) != 1 else ''}"
-    return (
-        f"{count} bare `bun test` runs left out of the commands: {shown}: a Binding's test "
-        f"path is {TEST_RULE}; rename them (e.g. x.test.tsx to x.test.ts) to have them reviewed"
+    them = "them" if len(paths) != 1 else "it"
+    note = (
+        f"{count} bare `bun test` runs left out of the commands: {_some(paths, 8)}: a "
+        f"Binding's test path is {TEST_RULE}; rename {them} (e.g. x.test.tsx to x.test.ts, "
+        f"x.test.jsx to x.test.js) to have {them} reviewed"
+    )
+    # Bun parses a .ts file without JSX: `<b>x</b>` there is a type assertion, then a syntax
+    # error. A .js file it still reads as JSX, so only a .tsx test needs more than a rename.
+    markup = [p for p in paths if p.lower().endswith(".tsx") and has_jsx(files[p])]
+    if markup:
+        holds = "holds" if len(markup) == 1 else "hold"
+        note += (
+            f"; but {_some(markup, 8)} {holds} JSX markup, a syntax error in a .ts file "
+            '(`error: Expected ")"`): move the markup into a .tsx module the test imports '
+            "(a function returning the element), then rename"
+        )
+    return note
+
+
+def _some(paths: list[str], limit: int) -> str:
+    return ", ".join(paths[:limit]) + (
+        f" and {len(paths) - limit} more" if len(paths) > limit else ""
     )
 
 
-def _package_json(text: str | None) -> dict[str, object]:
-    if text is None:
-        return {}
-    try:
-        value = strict.loads(text.encode("utf-8"))
-    except strict.StrictJSONError:
-        return {}  # not ours to judge: Bun reads it, and says so if it must
-    return value if isinstance(value, dict) else {}
+class _Entry(NamedTuple):
+    """An entry point a package.json names, as a person reads it, and the command it makes."""
+
+    named: str  # `apps/cli/package.json "bin" 'cli' './cli.ts'`
+    command: str
+    path: str  # relative to the candidate's root
+    fallback: str | None = None  # the name to take when `command` is taken
 
 
-def _entry_points(manifest: Mapping[str, object]) -> list[tuple[str, str, str]]:
-    """(field as a person reads it, command name, path) for each entry point package.json
-    names: `module`, else `main`, as `start`; each `bin` script under its own name."""
-    found: list[tuple[str, str, str]] = []
-    for key in ("module", "main"):
+def _entry_points(manifest: Mapping[str, object], member: str = "") -> list[_Entry]:
+    """Each entry point of the root's package.json (`module`, else `main`, as `start`; each
+    `bin` script under its own name) or of workspace member `member`'s (its `bin` scripts,
+    named after the member too when their own name is taken)."""
+    where = posixpath.join(member, "package.json")
+    found: list[_Entry] = []
+    for key in () if member else ("module", "main"):
         value = manifest.get(key)
         if isinstance(value, str):
-            found.append((f'"{key}"', "start", value))
+            found.append(_Entry(f'{where} "{key}" {value!r}', "start", value.removeprefix("./")))
     bins = manifest.get("bin")
+    label = _local_name(manifest.get("name"), posixpath.basename(member))
     if isinstance(bins, str):
-        bins = {str(manifest.get("name", "bin")): bins}
-    if isinstance(bins, dict):
-        for key, value in bins.items():
-            if isinstance(value, str):
-                found.append((f'"bin" {key!r}', _local_name(key, "bin"), value))
+        bins = {label if member else str(manifest.get("name", "bin")): bins}
+    if not isinstance(bins, dict):
+        return found
+    for key, value in bins.items():
+        if not isinstance(value, str):
+            continue
+        path = posixpath.normpath(posixpath.join(member, value)) if member else value
+        name = _local_name(key, "bin")
+        fallback = _local_name(f"{label}-{key}") if member else None
+        found.append(
+            _Entry(f'{where} "bin" {key!r} {value!r}', name, path.removeprefix("./"), fallback)
+        )
     return found
 
 
@@ -152,35 +185,48 @@ def _add_entry_points(
     manifest: Mapping[str, object],
     project: ProjectFiles,
 ) -> list[str]:
-    """Add a `run` command per usable entry point; the sentence for each one not used."""
+    """Add a `run` command per usable entry point, the root's then each workspace member's;
+    the sentence for each one not used."""
+    entries = _entry_points(manifest)
+    for member, member_manifest in member_manifests(project.files).items():
+        entries += _entry_points(member_manifest, member)
     notes: list[str] = []
-    for field_name, command, raw in _entry_points(manifest):
-        path = raw.removeprefix("./")
+    for named, wanted, path, fallback in entries:
         used = {paths[0]: name for name, (kind, paths) in commands.items() if kind == "run"}
-        named = f"package.json {field_name} {raw!r}"
         if path in used:
-            if command != "start" or used[path] != "start":
+            if wanted != "start" or used[path] != "start":
                 notes.append(f"{named} is command {used[path]!r} already")
             continue
-        if command == "start" and "start" in commands:
+        if wanted == "start" and "start" in commands:
             notes.append(f"{named}: not a command, {commands['start'][1][0]!r} is 'start'")
             continue
-        reason = None
-        if path_problem(path) is not None:
-            reason = f"not a candidate path ({path_problem(path)})"
-        elif path not in project.files:
-            reason = "not among the files it sends (missing, left out or ignored)"
-        elif not is_run_path(path):
-            reason = f"not {RUN_RULE}"
-        elif len(commands) >= MAX_COMMANDS:
-            reason = f"a Binding holds at most {MAX_COMMANDS} commands"
-        elif command in commands:
-            reason = f"a command is named {command!r} already"
+        command = fallback if wanted in commands and fallback is not None else wanted
+        reason = _entry_problem(command, path, commands, project)
         if reason is not None:
             notes.append(f"{named} left out: {reason}")
             continue
         commands[command] = ("run", (path,))
     return notes
+
+
+def _entry_problem(
+    command: str,
+    path: str,
+    commands: Mapping[str, tuple[str, tuple[str, ...]]],
+    project: ProjectFiles,
+) -> str | None:
+    """Why the entry point at `path` cannot be command `command`, or None."""
+    if path_problem(path) is not None:
+        return f"not a candidate path ({path_problem(path)})"
+    if path not in project.files:
+        return "not among the files it sends (missing, left out or ignored)"
+    if not is_run_path(path):
+        return f"not {RUN_RULE}"
+    if len(commands) >= MAX_COMMANDS:
+        return f"a Binding holds at most {MAX_COMMANDS} commands"
+    if command in commands:
+        return f"a command is named {command!r} already"
+    return None
 
 
 def _local_name(*candidates: object) -> str:

@@ -50,7 +50,7 @@ def init(
         *([note] if note is not None else []),
         *([snapshots] if snapshots is not None else []),
         *scaffold.notes,
-        *posture_notes(project.files),
+        *posture_notes(project.files, scaffold.needed()),
     ]
     for line in notes:
         sys.stderr.write(f"jigcmd init: {root}: {line}\n")

@@ -1,9 +1,12 @@
-"""Which candidate files a command's own files import, by their relative specifiers. Pure.
+"""What candidate files import: each other by relative specifiers, packages by name. Pure.
 
-A hint for people, never a rule: when a directory holds too many files, the fix names what
+Hints for people, never rules. When a directory holds too many files, the fix names what
 the command's tests (or entry point) reach through `import … from "./…"`, `export … from`,
-`import("./…")` and `require("./…")`, so that `--exclude` can keep exactly those. Bare
-specifiers (packages) and anything computed at run time are not followed.
+`import("./…")` and `require("./…")`, so that `--exclude` can keep exactly those. When a
+package.json declares packages (never installed for a command), `init` names those some
+file imports by name (`package_imports`), so that it warns about what will fail and not
+about a linter nothing loads. Anything computed at run time is not followed, but the files
+that compute a specifier are named, since what they load is unknown.
 """
 
 from __future__ import annotations
@@ -11,8 +14,11 @@ from __future__ import annotations
 import posixpath
 import re
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 
-__all__ = ["imported_closure"]
+from jigcmd.policy.sourcetext import SCAN_CHARS, blank, has_jsx, is_source
+
+__all__ = ["PackageImports", "imported_closure", "package_imports"]
 
 _SPECIFIER = re.compile(
     r"""(?:\bfrom\s*|\bimport\s*\(?\s*|\brequire\s*\(\s*)["'](\.{1,2}/[^"'\n]+)["']"""
@@ -49,3 +55,65 @@ def imported_closure(files: Mapping[str, str], roots: Iterable[str]) -> set[str]
                 seen.add(target)
                 pending.append(target)
     return seen
+
+
+# `import … from "x"`, `export … from "x"` and `import "x"`, the clause never crossing a
+# string, a `;` or another statement; `import type`/`export type` are erased before Bun runs.
+_STATEMENT = re.compile(
+    r"""\b(?:import|export)\s+(?P<type>type\s+)?"""
+    r"""(?:(?:(?!\b(?:import|export)\b)[^;"'`]){0,2000}?\bfrom\s*)?["'](?P<spec>[^"'\n]+)["']"""
+)
+_CALL = re.compile(r"""\b(?:import|require)\s*\(\s*["'](?P<spec>[^"'\n]+)["']""")
+# `import(name)`, `` require(`./${x}`) ``: what it loads is decided when it runs.
+_COMPUTED = re.compile(r"""\b(?:import|require)\s*\(\s*(?!["'\s)])""")
+# Where Bun's automatic JSX runtime comes from: a file's pragma, else tsconfig.json's option.
+_PRAGMA = re.compile(r"@jsxImportSource\s+([^\s*]+)")
+_TSCONFIG_SOURCE = re.compile(r'"jsxImportSource"\s*:\s*"([^"]+)"')
+
+
+@dataclass(frozen=True)
+class PackageImports:
+    """Who imports which package by name, and which files compute what they import."""
+
+    importers: Mapping[str, tuple[str, ...]]  # package -> the files importing it, sorted
+    computed: tuple[str, ...] = ()
+
+
+def package_name(specifier: str) -> str | None:
+    """The package a bare specifier names (`pkg/sub` → `pkg`, `@s/pkg/sub` → `@s/pkg`);
+    None for a relative or absolute path, a `#` import or a scheme (`bun:`, `node:`)."""
+    if specifier[:1] in (".", "/", "#") or ":" in specifier:
+        return None
+    parts = specifier.split("/")
+    name = "/".join(parts[:2]) if specifier.startswith("@") else parts[0]
+    return name if name and not name.endswith("/") and name != "@" else None
+
+
+def package_imports(files: Mapping[str, str]) -> PackageImports:
+    """Every package a source file in `files` imports by name (the JSX runtime included)."""
+    tsconfig = _TSCONFIG_SOURCE.search(files.get("tsconfig.json", ""))
+    jsx_source = tsconfig.group(1) if tsconfig is not None else "react"
+    importers: dict[str, set[str]] = {}
+    computed: list[str] = []
+    for path, text in sorted(files.items()):
+        if not is_source(path):
+            continue
+        # Matched where strings are blanked (an import inside a string is none), the
+        # specifier then read from the text at the same offsets.
+        code, original = blank(text), text[:SCAN_CHARS]
+        matches = [m for m in _STATEMENT.finditer(code) if m["type"] is None]
+        matches += _CALL.finditer(code)
+        specifiers = [original[m.start("spec") : m.end("spec")] for m in matches]
+        if has_jsx(text):  # Bun imports `<source>/jsx-dev-runtime` for the markup
+            pragma = _PRAGMA.search(text)
+            specifiers.append(pragma.group(1) if pragma is not None else jsx_source)
+        for specifier in specifiers:
+            name = package_name(specifier)
+            if name is not None:
+                importers.setdefault(name, set()).add(path)
+        if _COMPUTED.search(code):
+            computed.append(path)
+    return PackageImports(
+        {name: tuple(sorted(paths)) for name, paths in sorted(importers.items())},
+        tuple(computed),
+    )

@@ -143,7 +143,7 @@ def test_test_files_bun_runs_outside_the_binding_rule_are_named_not_dropped(
         "4 files bare `bun test` runs left out of the commands: test/comp.test.tsx, "
         "test/j.test.jsx, test/m.test.mts, test/u_test.ts: a Binding's test path is a file "
         "whose name ends in .test.ts, .test.js, .spec.ts or .spec.js (spec-notes §3); rename "
-        "them (e.g. x.test.tsx to x.test.ts) to have them reviewed",
+        "them (e.g. x.test.tsx to x.test.ts, x.test.jsx to x.test.js) to have them reviewed",
     )
 
 

@@ -153,9 +153,10 @@ def test_init_says_what_bun_would_have_that_the_envelope_has_not(tmp_path: Path)
             "package.json": '{"name": "p", "main": "src/index.ts", "bin": "src/cli.ts",'
             ' "dependencies": {"zod": "^3"}, "devDependencies": {"@types/bun": "1"}}',
             "packages/web/package.json": '{"dependencies": {"@mono/core": "workspace:*"}}',
+            "packages/web/index.ts": 'export { core } from "@mono/core/src"',
             "bunfig.toml": '[test]\npreload = ["./test/setup.ts"]\n',
-            "src/index.ts": "",
-            "test/a.test.ts": "",
+            "src/index.ts": "import { z } from 'zod'",
+            "test/a.test.ts": 'import "../src/index.ts"',
         },
     )
     done = jigcmd("init", str(root))
@@ -164,11 +165,133 @@ def test_init_says_what_bun_would_have_that_the_envelope_has_not(tmp_path: Path)
     assert f"jigcmd init: {root}: bunfig.toml: Bun runs without it" in done.stderr
     assert "its [test] preload is not loaded" in done.stderr
     assert (
-        f"jigcmd init: {root}: package.json declares 1 dependency (zod) and 1 workspace "
-        "package (@mono/core): none is installed when a command runs"
+        f"jigcmd init: {root}: package.json declares 1 dependency (zod: src/index.ts) and 1 "
+        "workspace package (@mono/core: packages/web/index.ts) that candidate files import: "
+        "none is installed when a command runs"
+    ) in done.stderr
+    # The bundling example is for the test that reaches the import, ready to paste.
+    assert (
+        "`bun build test/a.test.ts --outdir bundled --target bun --external bun:test --minify`"
     ) in done.stderr
     assert "docs/binding.md#dependencies-and-workspaces" in done.stderr
     assert (
         f"jigcmd init: {root}: package.json \"bin\" 'p' 'src/cli.ts' left out: not among the "
         "files it sends (missing, left out or ignored)"
     ) in lines
+
+
+def test_init_names_no_declared_package_that_no_file_imports(tmp_path: Path) -> None:
+    """A template's devDependencies (bun-types, typescript, eslint) nothing imports: no
+    warning, though a `/// <reference types>` and a commented-out import name them."""
+    root = project(
+        tmp_path / "t",
+        {
+            "package.json": '{"name": "t", "devDependencies": {"bun-types": "1",'
+            ' "typescript": "5", "eslint": "9"}, "peerDependencies": {"tsup": "8"}}',
+            "src/counter.ts": '/// <reference types="bun-types" />\n'
+            '// import ts from "typescript"\nexport const one = 1;\n',
+            "src/counter.test.ts": 'import { one } from "./counter";\nimport "bun:test";\n'
+            'import type { Linter } from "eslint";\n',
+        },
+    )
+    done = jigcmd("init", str(root))
+    assert done.returncode == 0, done.stderr
+    assert "declares" not in done.stderr
+
+
+def test_init_says_a_computed_import_may_load_what_is_not_installed(tmp_path: Path) -> None:
+    """No literal import of a declared package, but an `import(name)`: the file is named,
+    never a false all-clear."""
+    root = project(
+        tmp_path / "t",
+        {
+            "package.json": '{"name": "t", "dependencies": {"left-pad": "1"}}',
+            "src/load.test.ts": "const name = 'left-pad';\nawait import(name);\n",
+        },
+    )
+    done = jigcmd("init", str(root))
+    assert done.returncode == 0, done.stderr
+    assert (
+        f"jigcmd init: {root}: package.json declares 1 package (left-pad) no file imports by "
+        "name, but src/load.test.ts computes what it imports"
+    ) in done.stderr
+
+
+def test_init_says_a_tsx_test_with_markup_needs_it_moved_not_only_renamed(
+    tmp_path: Path,
+) -> None:
+    """`render(<Teaser>…</Teaser>)` is a syntax error once renamed to .test.ts: the note says
+    so for that file, and not for a .tsx test without markup (a generic is no markup)."""
+    root = project(
+        tmp_path / "ui",
+        {
+            "teaser.test.tsx": 'import { Teaser } from "./teaser";\n'
+            'test("t", () => { render(<Teaser>Test Content</Teaser>); render(<Teaser />); });\n',
+            "plain.test.tsx": "const a = new Map<string, number>(); // </b>\n"
+            'const s = "<b>x</b>";\n',
+            "teaser.tsx": "export const Teaser = () => null;\n",
+            "ok.test.ts": "",
+        },
+    )
+    done = jigcmd("init", str(root))
+    assert done.returncode == 0, done.stderr
+    assert (
+        "2 files bare `bun test` runs left out of the commands: plain.test.tsx, teaser.test.tsx: "
+    ) in done.stderr
+    assert (
+        "to have them reviewed; but teaser.test.tsx holds JSX markup, a syntax error in a .ts "
+        'file (`error: Expected ")"`): move the markup into a .tsx module the test imports '
+        "(a function returning the element), then rename\n"
+    ) in done.stderr
+
+
+def test_init_makes_workspace_members_bin_scripts_commands_without_collisions(
+    tmp_path: Path,
+) -> None:
+    """Each member's `bin` runs from its directory's path, under its own name, or under the
+    member's name and its own when that is taken; a nested package.json that is no member
+    (a fixture) gives no command. The Binding written is one `lock` admits."""
+    root = project(
+        tmp_path / "mono",
+        {
+            "package.json": '{"name": "mono", "workspaces": {"packages": ["apps/*"]}}',
+            "apps/cli/package.json": '{"name": "@mono/cli", "bin": {"cli": "./cli.ts"}}',
+            "apps/cli/cli.ts": "console.log(process.argv)",
+            "apps/tool/package.json": '{"name": "@mono/tool", "bin": {"cli": "bin/main.js"}}',
+            "apps/tool/bin/main.js": "",
+            "test/fixtures/pkg/package.json": '{"bin": {"fixture": "./f.ts"}}',
+            "test/fixtures/pkg/f.ts": "",
+            "test/a.test.ts": "",
+        },
+    )
+    done = jigcmd("init", str(root))
+    assert done.returncode == 0, done.stderr
+    binding = root / ".jig" / "binding.toml"
+    text = binding.read_text()
+    assert '[commands.cli]\nrun = "apps/cli/cli.ts"' in text
+    assert '[commands.tool-cli]\nrun = "apps/tool/bin/main.js"' in text
+    assert "fixture" not in text
+    assert "  cli      bun apps/cli/cli.ts ARGS…" in done.stdout.splitlines()
+    locked = jigcmd("lock", "--binding", str(binding))
+    assert locked.returncode == 0, locked.stderr
+
+
+def test_init_names_no_workspace_package_tsconfig_maps_to_its_source(tmp_path: Path) -> None:
+    """Once tsconfig.json's `paths` maps `@mono/core` (the note's own fix), Bun resolves it
+    without node_modules/, so only the package still missing is named."""
+    root = project(
+        tmp_path / "mono",
+        {
+            "package.json": '{"name": "mono", "dependencies": {"@mono/core": "workspace:*",'
+            ' "@mono/ui": "workspace:*", "zod": "3"}}',
+            "tsconfig.json": '{\n  // Bun reads these\n  "compilerOptions": {"paths": '
+            '{"@mono/core": ["./packages/core/src/index.ts"], "@mono/ui/*": ["./ui/*"],},},\n}',
+            "packages/core/src/index.ts": "export const core = 1;",
+            "test/a.test.ts": 'import { core } from "@mono/core";\nimport "@mono/ui/button";\n'
+            'import { z } from "zod";\n',
+        },
+    )
+    done = jigcmd("init", str(root))
+    assert done.returncode == 0, done.stderr
+    assert "package.json declares 1 dependency (zod: test/a.test.ts) that" in done.stderr
+    assert "@mono/" not in done.stderr

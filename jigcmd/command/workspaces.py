@@ -1,0 +1,60 @@
+"""A project's workspace members, found as Bun finds them: the root package.json's globs.
+
+`workspaces` is a list of directory globs, or an object holding one as `packages` (Bun's
+form with catalogs); a glob starting with `!` takes directories out. A member is a
+directory of the candidate with a `package.json` that a glob matches; another nested
+`package.json` (a test fixture, a vendored package) is no member. Pure: the candidate's
+files (path → text) in, the members' manifests out.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from collections.abc import Mapping
+
+from jigcmd.jsonio import strict
+
+__all__ = ["member_manifests", "read_manifest"]
+
+_MANIFEST = "package.json"
+
+
+def read_manifest(text: str | None) -> dict[str, object]:
+    """A package.json's object; empty when absent or not a JSON object."""
+    if text is None:
+        return {}
+    try:
+        value = strict.loads(text.encode("utf-8"))
+    except strict.StrictJSONError:
+        return {}  # not ours to judge: Bun reads it, and says so if it must
+    return value if isinstance(value, dict) else {}
+
+
+def member_manifests(files: Mapping[str, str]) -> dict[str, dict[str, object]]:
+    """Each workspace member's directory → its package.json, in path order."""
+    globs = read_manifest(files.get(_MANIFEST)).get("workspaces")
+    if isinstance(globs, dict):
+        globs = globs.get("packages")
+    if not isinstance(globs, list):
+        return {}
+    taken = [_pattern(g) for g in globs if isinstance(g, str) and not g.startswith("!")]
+    dropped = [_pattern(g[1:]) for g in globs if isinstance(g, str) and g.startswith("!")]
+    members: dict[str, dict[str, object]] = {}
+    for path in sorted(files):
+        directory = posixpath.dirname(path)
+        if posixpath.basename(path) != _MANIFEST or not directory:
+            continue
+        if any(p.fullmatch(directory) for p in taken) and not any(
+            p.fullmatch(directory) for p in dropped
+        ):
+            members[directory] = read_manifest(files[path])
+    return members
+
+
+def _pattern(glob: str) -> re.Pattern[str]:
+    """A directory glob as a regular expression: `*` within one name, `**` across them."""
+    glob = glob.strip().removeprefix("./").rstrip("/")
+    parts = re.split(r"(\*\*/?|\*|\?)", glob)
+    wild = {"**/": "(?:.*/)?", "**": ".*", "*": "[^/]*", "?": "[^/]"}
+    return re.compile("".join(wild.get(part, re.escape(part)) for part in parts))

@@ -1,0 +1,65 @@
+"""Which packages a candidate's sources import by name, and which markup is JSX. Pure."""
+
+from __future__ import annotations
+
+import pytest
+
+from jigcmd.policy.imports import package_imports, package_name
+from jigcmd.policy.sourcetext import has_jsx
+
+
+@pytest.mark.parametrize(
+    ("specifier", "package"),
+    [
+        ("zod", "zod"),
+        ("zod/v4", "zod"),
+        ("@scope/pkg", "@scope/pkg"),
+        ("@scope/pkg/sub/deep", "@scope/pkg"),
+        ("./rel", None),
+        ("../up", None),
+        ("/abs", None),
+        ("#internal", None),
+        ("bun:test", None),
+        ("node:fs", None),
+    ],
+)
+def test_a_bare_specifier_maps_to_its_package(specifier: str, package: str | None) -> None:
+    """`pkg/sub` and `@scope/pkg/sub` are their package; paths and schemes are none."""
+    assert package_name(specifier) == package
+
+
+def test_every_import_form_counts_but_types_and_comments() -> None:
+    """Static, re-export, side-effect, dynamic and require; `import type` and comments not."""
+    source = (
+        'import a, { b } from "one/sub"\nexport * from "@s/two"\nimport "three";\n'
+        "const c = await import('four'); const d = require(\"five\");\n"
+        'import type { T } from "types-only"\n/* import x from "commented" */\n'
+        '// require("also-commented")\nconst s = "import x from \'in-a-string\'";\n'
+    )
+    found = package_imports({"src/a.ts": source, "README.md": 'import x from "not-code"'})
+    assert list(found.importers) == ["@s/two", "five", "four", "one", "three"]
+    assert found.computed == ()
+
+
+def test_markup_imports_the_jsx_runtime_that_tsconfig_names() -> None:
+    """Bun's automatic runtime: `react` unless tsconfig.json or a pragma names another."""
+    files = {"a.tsx": "export const A = () => <b>x</b>;", "tsconfig.json": ""}
+    assert list(package_imports(files).importers) == ["react"]
+    files["tsconfig.json"] = '{"compilerOptions": {"jsxImportSource": "preact"}}'
+    assert list(package_imports(files).importers) == ["preact"]
+
+
+@pytest.mark.parametrize(
+    ("source", "jsx"),
+    [
+        ("render(<Teaser>Test Content</Teaser>)", True),
+        ("render(<Timer initialSeconds={60} />)", True),
+        ("const f = () => <>x</>;", True),
+        ("const m = new Map<string, Array<number>>(); const x = <T>y;", False),
+        ('const html = "<b>x</b>"; // <br/>', False),
+        ("if (a < b && c > d) {}", False),
+    ],
+)
+def test_jsx_is_markup_outside_strings_and_comments(source: str, jsx: bool) -> None:
+    """A closing or self-closing tag; a generic, an assertion or a string is none."""
+    assert has_jsx(source) is jsx
