@@ -86,12 +86,17 @@ def readable(
 
 def _tests_line(tests: TestsView) -> str:
     """The per-test counts (or why there are none), with the runner's caveat."""
+    # First what the report leaves out: the counts after it are then only the report's.
+    incomplete = f"INCOMPLETE: {tests.incomplete}. " if tests.incomplete else ""
     if tests.summary is None:
-        return f"no per-test results: the runner's report is {tests.problem}"
+        also = "And no" if incomplete else "no"
+        return f"{incomplete}{also} per-test results: the runner's report is {tests.problem}"
     s = tests.summary
     failed = [test.name for test in tests.tests if test.status == "failed"]
     named = f" ({', '.join(failed[:5])}{', …' if len(failed) > 5 else ''})" if failed else ""
+    alone = "The report alone: " if incomplete else ""
     return (
-        f"{s.tests} run, {s.passed} passed, {s.failed} failed{named}, {s.skipped} skipped, "
-        f"{s.pending} todo (from the runner's report, which candidate code can alter)"
+        f"{incomplete}{alone}{s.tests} run, {s.passed} passed, {s.failed} failed{named}, "
+        f"{s.skipped} skipped, {s.pending} todo "
+        "(from the runner's report, which candidate code can alter)"
     )
