@@ -16,6 +16,7 @@ import shlex
 from typing import Final
 
 from jigcmd.evidence import Evidence, ResourceReport
+from jigcmd.policy.planner import ran_argv
 from jigcmd.protocol.mcp_view import TestsView
 
 __all__ = ["FRAME", "one_line", "readable", "visible"]
@@ -54,8 +55,11 @@ def readable(
         else f"signal {evidence.signal}"
     )
     lines = [
-        # Quoted as a shell would need it: `'a b'` and `''` are one argument each.
-        f"command:    {evidence.command} ({shlex.join(evidence.invocation)})",
+        # The argv that ran (the evidence's is the logical one, without `./` or Bun's
+        # posture flags: pasted, its test paths were name filters matching no file), quoted
+        # as a shell would need it: `'a b'` and `''` are one argument each. `jigcmd run`
+        # always has Bun write its JUnit report.
+        f"command:    {evidence.command}: {shlex.join(ran_argv(evidence.invocation, junit=True))}",
         f"candidate:  {evidence.candidate_digest}",
         f"ended:      {ended} (stop reason: {evidence.stop_reason}, cleanup: {evidence.cleanup})",
     ]
