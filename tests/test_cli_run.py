@@ -11,6 +11,7 @@ import base64
 import importlib.util
 import json
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -184,11 +185,16 @@ def test_a_cli_command_gets_its_arguments_and_stdin(lock: Path, tmp_path: Path) 
 
 
 def test_the_readable_summary_names_the_outcome_and_resources(lock: Path, tmp_path: Path) -> None:
-    """Without --json the summary says how it ended and what it used."""
+    """Without --json the summary says how it ended and what it used; setup is not in wall."""
     done = run(lock, tmp_path, "tests", CANDIDATES / "failing")
     assert done.returncode == 0, done.stderr
     assert "ended:      exit code 1 (stop reason: exited, cleanup: complete)" in done.stdout
-    assert "resources:" in done.stdout
+    assert re.search(
+        r"^resources:  wall [0-9.]+ ms from the candidate's start to its end "
+        r"\(after [0-9.]+ ms of envelope setup\), cpu ",
+        done.stdout,
+        re.MULTILINE,
+    ), done.stdout
 
 
 def test_the_readable_summary_quotes_the_arguments_as_a_shell_would(

@@ -71,7 +71,9 @@ def readable(
         )
         cpu = "n/a" if report.cpu_ms is None else f"{report.cpu_ms:.1f} ms"
         lines.append(
-            f"resources:  wall {report.wall_ms:.1f} ms (setup {report.setup_ms:.1f} ms), "
+            # Wall time runs from the candidate's start; the setup before it is not in it.
+            f"resources:  wall {report.wall_ms:.1f} ms from the candidate's start to its end "
+            f"(after {report.setup_ms:.1f} ms of envelope setup), "
             f"cpu {cpu}, peak memory {memory}, oom killed {report.oom_killed}, "
             f"pids limit hit {report.pids_limit_hit}"
         )
