@@ -11,6 +11,8 @@ import base64
 import importlib.util
 import json
 import os
+import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -23,7 +25,7 @@ import pytest
 import jigcmd
 from jigcmd.evidence import Evidence, ResourceReport
 from jigcmd.frontends.servechild import ServeChild
-from tests.required import unavailable
+from tests.required import require_runtime, unavailable
 
 pytestmark = pytest.mark.envelope
 
@@ -183,20 +185,60 @@ def test_a_cli_command_gets_its_arguments_and_stdin(lock: Path, tmp_path: Path) 
 
 
 def test_the_readable_summary_names_the_outcome_and_resources(lock: Path, tmp_path: Path) -> None:
-    """Without --json the summary says how it ended and what it used."""
+    """Without --json the summary says how it ended and what it used; setup is not in wall."""
     done = run(lock, tmp_path, "tests", CANDIDATES / "failing")
     assert done.returncode == 0, done.stderr
     assert "ended:      exit code 1 (stop reason: exited, cleanup: complete)" in done.stdout
-    assert "resources:" in done.stdout
+    assert re.search(
+        r"^resources:  wall [0-9.]+ ms from the candidate's start to its end "
+        r"\(after [0-9.]+ ms of envelope setup\), cpu ",
+        done.stdout,
+        re.MULTILINE,
+    ), done.stdout
 
 
 def test_the_readable_summary_quotes_the_arguments_as_a_shell_would(
     lock: Path, tmp_path: Path
 ) -> None:
-    """Arguments with a space or empty are shown quoted, one word each."""
+    """The argv that ran, with arguments with a space or empty shown quoted, one word each."""
     done = run(lock, tmp_path, "cli", CANDIDATES / "passing", "--", "a b", "", "plain")
     assert done.returncode == 0, done.stderr
-    assert "command:    cli (bun src/cli.ts 'a b' '' plain)\n" in done.stdout
+    assert (
+        "command:    cli: bun --no-env-file --no-install --config=/dev/null ./src/cli.ts "
+        "'a b' '' plain\n"
+    ) in done.stdout
+
+
+def test_the_command_line_pasted_into_a_shell_runs_the_same_tests(
+    lock: Path, tmp_path: Path
+) -> None:
+    """The `command:` line is the argv that ran (`./` included): pasted where the candidate
+    is, Bun runs its test file rather than answering that no file matched the filter."""
+    bun = require_runtime().path
+    done = run(lock, tmp_path, "tests", CANDIDATES / "failing")
+    assert done.returncode == 0, done.stderr
+    (line,) = [line for line in done.stdout.splitlines() if line.startswith("command:")]
+    argv = shlex.split(line.removeprefix("command:    tests: "))
+    assert argv[:2] == ["bun", "test"]
+    assert "./test/project.test.ts" in argv
+    # The report Bun wrote in the envelope's scratch goes to this test's directory here.
+    report = tmp_path / "junit.xml"
+    argv = [
+        f"--reporter-outfile={report}" if a.startswith("--reporter-outfile=") else a for a in argv
+    ]
+    candidate = shutil.copytree(CANDIDATES / "failing", tmp_path / "candidate")
+    pasted = subprocess.run(
+        [bun, *argv[1:]],
+        cwd=candidate,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env={"PATH": os.environ.get("PATH", ""), "BUN_RUNTIME_TRANSPILER_CACHE_PATH": "0"},
+    )
+    assert "did not match any test files" not in pasted.stderr
+    assert (pasted.returncode, "1 fail" in pasted.stderr) == (1, True), pasted.stderr
+    assert report.is_file()
 
 
 def test_invalid_input_exits_2_and_nothing_runs(lock: Path, tmp_path: Path) -> None:

@@ -144,7 +144,7 @@ class Attester:
         if record.kind == "test":
             assert self.identity is not None  # run_statement needs it first
             evidence = record.evidence
-            report = record.tests or read_console_report(evidence.stderr.text)
+            report = record.tests or read_console_report(evidence.stderr.text, evidence.exit_code)
             tests = test_result_statement(
                 candidate=statement.subject[0],
                 passed=evidence.stop_reason == "exited" and evidence.exit_code == 0,

@@ -295,6 +295,9 @@ class TestReport(msgspec.Struct, frozen=True):
     # Where the names were read: what the runner printed, or the report file it wrote.
     source: str
     source_sha256: str
+    # Why the runner's report is not the whole result of a failed run ("" when it is): an
+    # unhandled error between tests (named among `failed`), or no failed test at all.
+    incomplete: str = ""
 
 
 class TestResultPredicate(
@@ -356,6 +359,14 @@ def test_result_statement(
     `result` is the host's fact (the runner exited 0, on its own); the test names are the
     runner's, and the configuration entry of its report says the candidate could alter them.
     """
+    notes: dict[str, str | bool] = {
+        "candidateInfluenced": True,
+        "collectedBy": "the jigcmd host",
+        "producedBy": "the test runner, running the candidate's code",
+        "note": "the test names come from here; result is the runner's host-collected exit status",
+    }
+    if report.incomplete:
+        notes["incomplete"] = report.incomplete
     configuration = [
         ResourceDescriptor(
             name="jigcmd run statement",
@@ -368,13 +379,7 @@ def test_result_statement(
         ResourceDescriptor(
             name=f"test runner report ({report.source})",
             digest={"sha256": report.source_sha256},
-            annotations={
-                "candidateInfluenced": True,
-                "collectedBy": "the jigcmd host",
-                "producedBy": "the test runner, running the candidate's code",
-                "note": "the test names come from here; result is the runner's host-collected "
-                "exit status",
-            },
+            annotations=notes,
         ),
     ]
     return TestResultStatement(

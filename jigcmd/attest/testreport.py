@@ -13,6 +13,7 @@ import hashlib
 import re
 
 from jigcmd.attest.statement import TestReport
+from jigcmd.protocol.bunconsole import UNHANDLED_NAME, Unlisted, unlisted
 from jigcmd.protocol.commands import TestResults
 
 __all__ = ["read_console_report", "read_junit_report"]
@@ -24,8 +25,12 @@ _MAX_TESTS = 2000
 _MAX_NAME = 512
 
 
-def read_console_report(stderr: str) -> TestReport:
-    """Passed and failed test names (`file > describe > name`) from bun test's stderr."""
+def read_console_report(stderr: str, exit_code: int | None) -> TestReport:
+    """Passed and failed test names (`file > describe > name`) from bun test's stderr.
+
+    Of a run that exited `exit_code`: a failed one's unhandled errors between tests are
+    named among the failed (`file > (unhandled error between tests)`), as Bun counts them.
+    """
     passed: list[str] = []
     failed: list[str] = []
     file = ""
@@ -39,11 +44,13 @@ def read_console_report(stderr: str) -> TestReport:
             continue
         name = f"{file} > {result.group(2)}" if file else result.group(2)
         (passed if result.group(1) == "pass" else failed).append(name[:_MAX_NAME])
+    missed = unlisted(stderr, exit_code, len(failed))
     return TestReport(
         passed=tuple(passed),
-        failed=tuple(failed),
+        failed=(*failed, *_unhandled(missed, len(passed) + len(failed))),
         source="bun test console output (stderr)",
         source_sha256=hashlib.sha256(stderr.encode("utf-8")).hexdigest(),
+        incomplete=missed.reason,
     )
 
 
@@ -59,9 +66,20 @@ def read_junit_report(results: TestResults) -> TestReport | None:
         path = [test.filePath] if test.filePath else []
         name = " > ".join([*path, *(test.suite or []), test.name])[:_MAX_NAME]
         (passed if test.status == "passed" else failed).append(name)
+    missed = results.unlisted
     return TestReport(
         passed=tuple(passed),
-        failed=tuple(failed),
+        failed=(*failed, *_unhandled(missed, len(passed) + len(failed))),
         source="bun test JUnit report",
         source_sha256=hashlib.sha256(results.raw).hexdigest(),
+        incomplete=missed.reason,
     )
+
+
+def _unhandled(missed: Unlisted, named: int) -> list[str]:
+    """A failed "test" per unhandled error, after its file when the console names one."""
+    room = max(0, _MAX_TESTS - named)
+    return [
+        f"{file} > {UNHANDLED_NAME}"[:_MAX_NAME] if file else UNHANDLED_NAME
+        for file in missed.files[:room]
+    ]

@@ -231,12 +231,18 @@ def _test_result(statement: RunStatement, payloads: list[bytes]) -> Check | None
     if not named or named[0].digest.get("sha256") != expected:
         return Check("test result", False, "the test result does not name this run statement")
     predicate = tests.predicate
+    incomplete = [
+        note
+        for d in predicate.configuration
+        if d.annotations and isinstance(note := d.annotations.get("incomplete"), str)
+    ]
+    caveat = f"; incomplete: {incomplete[0]}" if incomplete else ""
     return Check(
         "test result",
         True,
         f"{predicate.result}: {len(predicate.passed_tests)} passed, "
         f"{len(predicate.failed_tests)} failed (names from the runner's report, "
-        "candidate-influenced)",
+        f"candidate-influenced){caveat}",
     )
 
 

@@ -130,7 +130,7 @@ async def execute(
         raise envelope_error(failure) from failure
     made = evidence(outcome)
     stopped = stopped_error(made, outcome.report)
-    tests = tests_of(plan, outcome)
+    tests = tests_of(plan, outcome, made)
     attestation = None if sign is None else sign(outcome, outcome.report, tests)
     if stopped is not None:
         # It ran, and its end and cleanup are proved: its statement goes with the error.

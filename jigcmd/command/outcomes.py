@@ -114,14 +114,15 @@ class _RunSigner:
         if self._kind != "test":
             return None
         junit = None if tests is None else read_junit_report(tests)
-        return junit or self._console(made.stderr.text)
+        return junit or self._console(made.stderr.text, made.exit_code)
 
 
-def tests_of(plan: RunPlan, outcome: RunOutcome) -> TestResults | None:
+def tests_of(plan: RunPlan, outcome: RunOutcome, made: Evidence) -> TestResults | None:
     """The per-test results of a run whose plan asked for the runner's report."""
     if plan.scratch_file is None or outcome.scratch_file is None:
         return None
-    return TestResults.read(outcome.scratch_file.data, outcome.scratch_file.problem)
+    scratch = outcome.scratch_file
+    return TestResults.read(scratch.data, scratch.problem, evidence=made)
 
 
 class EvidenceOf:

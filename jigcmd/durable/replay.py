@@ -99,12 +99,13 @@ def replay(row: Row) -> RunResult:
             deadline_hit=False,
         )
     )
+    evidence = _evidence.decode(row.result)
     tests = None
     if row.tests is not None:
         kept = _tests.decode(row.tests)
-        tests = TestResults.read(kept.report, kept.problem)
+        tests = TestResults.read(kept.report, kept.problem, evidence=evidence)
     return RunResult(
-        evidence=_evidence.decode(row.result),
+        evidence=evidence,
         report=report,
         tests=tests,
         attestation=row.attestation,

@@ -16,6 +16,7 @@ import shlex
 from typing import Final
 
 from jigcmd.evidence import Evidence, ResourceReport
+from jigcmd.policy.planner import ran_argv
 from jigcmd.protocol.mcp_view import TestsView
 
 __all__ = ["FRAME", "one_line", "readable", "visible"]
@@ -54,8 +55,11 @@ def readable(
         else f"signal {evidence.signal}"
     )
     lines = [
-        # Quoted as a shell would need it: `'a b'` and `''` are one argument each.
-        f"command:    {evidence.command} ({shlex.join(evidence.invocation)})",
+        # The argv that ran (the evidence's is the logical one, without `./` or Bun's
+        # posture flags: pasted, its test paths were name filters matching no file), quoted
+        # as a shell would need it: `'a b'` and `''` are one argument each. `jigcmd run`
+        # always has Bun write its JUnit report.
+        f"command:    {evidence.command}: {shlex.join(ran_argv(evidence.invocation, junit=True))}",
         f"candidate:  {evidence.candidate_digest}",
         f"ended:      {ended} (stop reason: {evidence.stop_reason}, cleanup: {evidence.cleanup})",
     ]
@@ -67,7 +71,9 @@ def readable(
         )
         cpu = "n/a" if report.cpu_ms is None else f"{report.cpu_ms:.1f} ms"
         lines.append(
-            f"resources:  wall {report.wall_ms:.1f} ms (setup {report.setup_ms:.1f} ms), "
+            # Wall time runs from the candidate's start; the setup before it is not in it.
+            f"resources:  wall {report.wall_ms:.1f} ms from the candidate's start to its end "
+            f"(after {report.setup_ms:.1f} ms of envelope setup), "
             f"cpu {cpu}, peak memory {memory}, oom killed {report.oom_killed}, "
             f"pids limit hit {report.pids_limit_hit}"
         )
@@ -86,12 +92,17 @@ def readable(
 
 def _tests_line(tests: TestsView) -> str:
     """The per-test counts (or why there are none), with the runner's caveat."""
+    # First what the report leaves out: the counts after it are then only the report's.
+    incomplete = f"INCOMPLETE: {tests.incomplete}. " if tests.incomplete else ""
     if tests.summary is None:
-        return f"no per-test results: the runner's report is {tests.problem}"
+        also = "And no" if incomplete else "no"
+        return f"{incomplete}{also} per-test results: the runner's report is {tests.problem}"
     s = tests.summary
     failed = [test.name for test in tests.tests if test.status == "failed"]
     named = f" ({', '.join(failed[:5])}{', …' if len(failed) > 5 else ''})" if failed else ""
+    alone = "The report alone: " if incomplete else ""
     return (
-        f"{s.tests} run, {s.passed} passed, {s.failed} failed{named}, {s.skipped} skipped, "
-        f"{s.pending} todo (from the runner's report, which candidate code can alter)"
+        f"{incomplete}{alone}{s.tests} run, {s.passed} passed, {s.failed} failed{named}, "
+        f"{s.skipped} skipped, {s.pending} todo "
+        "(from the runner's report, which candidate code can alter)"
     )

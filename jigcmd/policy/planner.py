@@ -15,6 +15,7 @@ __all__ = [
     "bun_argv",
     "candidate_plan",
     "effective_deadline",
+    "ran_argv",
 ]
 
 # Bun's fixed posture: no .env loading, no auto-install, no bunfig.toml (so no preloads).
@@ -39,6 +40,19 @@ def bun_argv(
         return (bun, *BUN_FLAGS, "./" + paths[0], *args)
     reporter = JUNIT_FLAGS if junit else ()
     return (bun, "test", *BUN_FLAGS, *reporter, *("./" + path for path in paths))
+
+
+def ran_argv(invocation: Sequence[str], *, junit: bool) -> tuple[str, ...]:
+    """The argv that ran for an evidence's logical `invocation` (`bun` names the runtime).
+
+    A test command's invocation is `bun test PATH…`; a run command's entry point ends in
+    `.ts` or `.js`, so it is never `test`.
+    """
+    if len(invocation) < 2:
+        return tuple(invocation)
+    if invocation[1] == "test":
+        return bun_argv("bun", "test", invocation[2:], (), junit=junit)
+    return bun_argv("bun", "run", invocation[1:2], invocation[2:])
 
 
 def effective_deadline(

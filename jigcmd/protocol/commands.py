@@ -8,6 +8,7 @@ import msgspec
 
 from jigcmd.errors import JigError
 from jigcmd.evidence import Evidence, ResourceReport
+from jigcmd.protocol.bunconsole import Unlisted, unlisted
 from jigcmd.protocol.junit import TestReport, UnreadableReport, parse_junit
 
 __all__ = ["CommandKind", "Recorded", "ResourceRef", "RunResult", "TestResults", "ToolInfo"]
@@ -39,22 +40,36 @@ class TestResults(msgspec.Struct, frozen=True):
 
     Candidate-influenced: the runner ran candidate code, which can alter the report. `problem`
     says why `report` is None (missing, too large, unparseable); nothing is ever invented.
+    `unlisted`: the failures of a failed run that the report leaves out (Bun's JUnit report
+    has no file that failed to load), from the runner's console.
     """
 
     report: TestReport | None
     problem: str = ""
     # The report's bytes as read (also when unparseable), for `resources/read`.
     raw: bytes | None = None
+    unlisted: Unlisted = Unlisted()
 
     @classmethod
-    def read(cls, data: bytes | None, problem: str = "") -> TestResults:
-        """The results in a report's bytes (None: there are none, and `problem` says why)."""
+    def read(
+        cls, data: bytes | None, problem: str = "", *, evidence: Evidence | None = None
+    ) -> TestResults:
+        """The results in a report's bytes (None: there are none, and `problem` says why).
+
+        With the run's `evidence`, also what the report leaves out of a failed run.
+        """
         if data is None:
-            return cls(report=None, problem=problem)
-        try:
-            return cls(report=parse_junit(data), raw=data)
-        except UnreadableReport as exc:
-            return cls(report=None, problem=f"unreadable: {exc}", raw=data)
+            results = cls(report=None, problem=problem)
+        else:
+            try:
+                results = cls(report=parse_junit(data), raw=data)
+            except UnreadableReport as exc:
+                results = cls(report=None, problem=f"unreadable: {exc}", raw=data)
+        if evidence is None:
+            return results
+        listed = None if results.report is None else results.report.summary.failed
+        missed = unlisted(evidence.stderr.text, evidence.exit_code, listed)
+        return msgspec.structs.replace(results, unlisted=missed)
 
 
 class ResourceRef(msgspec.Struct, frozen=True):

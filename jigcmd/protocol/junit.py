@@ -22,7 +22,9 @@ that each repeat `file=` (the outermost one per file names the file, the nested 
 describe path); `classname` lists the describe path innermost first ("inner > outer"), so
 the path is taken from the nesting instead; a todo test is `<skipped message="TODO"/>`; a
 timed-out one is `<failure type="TimeoutError">`; `--parallel` may drop `line=` (kept
-absent, never invented); only the last `--reporter` applies, so the plan passes exactly one.
+absent, never invented); only the last `--reporter` applies, so the plan passes exactly one;
+a test file that fails to load is not in the report at all (only its console says so: see
+`jigcmd.protocol.bunconsole`).
 """
 
 from __future__ import annotations

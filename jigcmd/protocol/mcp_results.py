@@ -164,13 +164,19 @@ def _ending(view: View) -> str:
 
 
 def _tests_text(tests: TestsView) -> list[str]:
+    # Said first: the counts below are only the report's, which left these failures out.
+    incomplete = [f"Tests INCOMPLETE: {tests.incomplete}."] if tests.incomplete else []
     if tests.summary is None:
         where = f" (see {tests.uri})" if tests.uri else ""
-        return [f"Tests: no per-test results: the runner's report is {tests.problem}{where}."]
+        return [
+            *incomplete,
+            f"Tests: no per-test results: the runner's report is {tests.problem}{where}.",
+        ]
     s = tests.summary
     lines = [
+        *incomplete,
         f"Tests: {s.tests} run: {s.passed} passed, {s.failed} failed, {s.skipped} skipped, "
-        f"{s.pending} todo, {s.other} other. {tests.note}"
+        f"{s.pending} todo, {s.other} other. {tests.note}",
     ]
     for test in tests.tests:
         where = test.filePath or "?"

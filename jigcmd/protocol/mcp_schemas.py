@@ -172,6 +172,17 @@ _TESTS: Final = {
         "tests": {"type": "array", "items": _CTRF_TEST},
         "truncated": {"type": "integer"},
         "problem": {"type": "string"},
+        "unhandledErrors": {
+            "type": "integer",
+            "description": "Bun's unhandled errors between tests (a test file that failed to "
+            "load is one), which its report does not list; from its console (stderr).",
+        },
+        "incomplete": {
+            "type": "string",
+            "description": "Present when the run failed for more than the report lists (a "
+            "file that failed to load, an error between tests, or a non-zero exit with no "
+            "failed test): why, so `summary` is not the whole result; see stderr.",
+        },
         "uri": {"type": "string", "description": "The whole JUnit report."},
     },
     "required": ["candidateInfluenced", "note"],

@@ -85,6 +85,10 @@ class TestsView(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True)
     tests: list[CtrfTest] = msgspec.field(default_factory=list)
     truncated: int = 0
     problem: str | None = None
+    # Bun's unhandled errors between tests (a test file that failed to load is one), which
+    # its report does not list; and why the report is not the whole result, when it is not.
+    unhandled_errors: int = 0
+    incomplete: str | None = None
     uri: str | None = None
 
 
@@ -228,7 +232,10 @@ def _stream(stream: StreamText, keep: int, uri: str | None) -> StreamView:
 def _tests(tests: TestResults, scale: float, uri: str | None) -> TestsView:
     report = tests.report
     if report is None:
-        return TestsView(candidate_influenced=True, note=TESTS_NOTE, problem=tests.problem, uri=uri)
+        return _unlisted(
+            TestsView(candidate_influenced=True, note=TESTS_NOTE, problem=tests.problem, uri=uri),
+            tests,
+        )
     failing = [test for test in report.tests if test.status == "failed"]
     others = [test for test in report.tests if test.status in ("skipped", "pending", "other")]
     passing = [test for test in report.tests if test.status == "passed"]
@@ -237,7 +244,7 @@ def _tests(tests: TestResults, scale: float, uri: str | None) -> TestsView:
     shown_failing = [_failure(test, scale) for test in failing[: math.ceil(_FAILING_MAX * scale)]]
     room = int(_OTHERS_MAX * scale) if len(shown_failing) == len(failing) else 0
     shown = shown_failing + [_brief(test) for test in [*others, *passing][:room]]
-    return TestsView(
+    view = TestsView(
         candidate_influenced=True,
         note=TESTS_NOTE,
         summary=report.summary,
@@ -245,6 +252,7 @@ def _tests(tests: TestResults, scale: float, uri: str | None) -> TestsView:
         truncated=len(report.tests) - len(shown),
         uri=uri,
     )
+    return _unlisted(view, tests)
 
 
 def full_tests(tests: TestResults) -> TestsView:
@@ -255,15 +263,28 @@ def full_tests(tests: TestResults) -> TestsView:
     """
     report = tests.report
     if report is None:
-        return TestsView(candidate_influenced=True, note=TESTS_NOTE, problem=tests.problem)
+        return _unlisted(
+            TestsView(candidate_influenced=True, note=TESTS_NOTE, problem=tests.problem), tests
+        )
     order = {"failed": 0, "skipped": 1, "pending": 1, "other": 1, "passed": 2}
     ordered = sorted(report.tests, key=lambda test: order[test.status])
-    return TestsView(
+    view = TestsView(
         candidate_influenced=True,
         note=TESTS_NOTE,
         summary=report.summary,
         tests=ordered[:LISTED_TESTS_MAX],
         truncated=max(0, len(ordered) - LISTED_TESTS_MAX),
+    )
+    return _unlisted(view, tests)
+
+
+def _unlisted(view: TestsView, tests: TestResults) -> TestsView:
+    """`view` saying what the report leaves out of a failed run (never cut: it is a count)."""
+    missed = tests.unlisted
+    if not missed.reason:
+        return view
+    return msgspec.structs.replace(
+        view, unhandled_errors=missed.errors, incomplete=_short(missed.reason, 1024)
     )
 
 

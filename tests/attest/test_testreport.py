@@ -46,7 +46,7 @@ def test_console_lines_name_the_file_and_ignore_everything_else() -> None:
         "\ntest/a.test.ts:\n(pass) math > adds [0.02ms]\nerror: boom\n"
         "(fail) math > fails [9.58ms]\n  (pass) indented is not a result\n(skip) later\n"
     )
-    report = read_console_report(stderr)
+    report = read_console_report(stderr, 1)
     assert report.passed == ("test/a.test.ts > math > adds",)
     assert report.failed == ("test/a.test.ts > math > fails",)
     assert report.source_sha256 == hashlib.sha256(stderr.encode()).hexdigest()

@@ -266,6 +266,10 @@ async def test_a_forged_report_is_shown_as_the_runners_with_its_label(
         assert tests["candidateInfluenced"] is True
         assert "exitCode is the fact" in tests["note"]
         assert [test["name"] for test in tests["tests"]] == ["forged pass"]
+        # The host's exit code says the forged "all passed" is not the whole result.
+        assert tests["incomplete"] == (
+            "the runner exited with code 1 but its report lists no failed test; see stderr"
+        )
 
 
 async def test_a_symlinked_report_is_not_followed(binding: Path, tmp_path: Path) -> None:

@@ -1,0 +1,116 @@
+"""What `bun test`'s console counts that its JUnit report leaves out: errors between tests.
+
+Bun 1.4.2, checked: a test file that fails to load (a missing import, a top-level `throw`)
+is no `<testsuite>` in the JUnit report and no `errors=` on its root; when every file fails
+so, Bun writes no report at all. Its stderr alone says so: the file's `path:` line, then
+`# Unhandled error between tests` and the error, and a footer ending the output,
+` 1 pass`, ` 1 fail`, ` 1 error`, `Ran 2 tests across 2 files. [7.00ms]`, where each such
+error also counts as a fail. Without this the summary said "0 failed" for a run Bun failed.
+
+The console is the candidate's output as much as the report is, so this is read only to
+explain a run the host saw fail (a non-zero exit code, the fact): a candidate that prints a
+fake footer can make its failed run look worse, never a passing one look failed, nor a failed
+one look passed. Pure: text in, counts out, bounded by what it keeps.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Final
+
+import msgspec
+
+__all__ = ["UNHANDLED_HEADER", "UNHANDLED_NAME", "Unlisted", "unlisted"]
+
+UNHANDLED_HEADER: Final = "# Unhandled error between tests"
+# How one unhandled error is named among the failed tests (after its file, when known).
+UNHANDLED_NAME: Final = "(unhandled error between tests)"
+# The footer is the end of the output: only this much of stderr's end is searched for it.
+_FOOTER_WINDOW: Final = 4096
+_FOOTER_COUNT = re.compile(r"^ (\d{1,9}) (pass|fail|error)$")
+_FOOTER_RAN = re.compile(r"^Ran \d{1,9} tests? across \d{1,9} files?\.")
+_FILE = re.compile(r"^([^\s()#][^:]*):$")
+# Files named at most (the count is kept whole).
+_FILES_MAX: Final = 100
+_NAME_MAX: Final = 512
+# The reason names this many files, each cut to `_NAMED_MAX` (it goes to a model's budget).
+_NAMED_FILES: Final = 3
+_NAMED_MAX: Final = 80
+
+
+class Unlisted(msgspec.Struct, frozen=True):
+    """The failures Bun counted that its report does not list, and the reason to say so."""
+
+    # Unhandled errors between tests (a test file that failed to load is one).
+    errors: int = 0
+    # The files they came from, as the console names them ("" where it names none).
+    files: tuple[str, ...] = ()
+    # Why the report is not the whole result, for a person or a model; "" when it is.
+    reason: str = ""
+
+
+def unlisted(stderr: str, exit_code: int | None, listed_failures: int | None) -> Unlisted:
+    """What the report misses of a run that exited `exit_code`.
+
+    `listed_failures`: the failed tests the report lists (None: there is no report).
+    """
+    if exit_code is None or exit_code == 0:
+        return Unlisted()
+    files = _unhandled_files(stderr)
+    counted = _footer_errors(stderr)
+    errors = max(counted or 0, len(files))
+    if errors:
+        # A file per error, "" where the console names none (a footer counting more).
+        padded = files[:_FILES_MAX] + ("",) * max(0, min(errors, _FILES_MAX) - len(files))
+        kept = tuple(_short(file, _NAME_MAX) for file in padded)
+        return Unlisted(errors=errors, files=kept, reason=_errors_reason(errors, files))
+    if listed_failures == 0:
+        return Unlisted(
+            reason=f"the runner exited with code {exit_code} but its report lists no failed "
+            "test; see stderr"
+        )
+    return Unlisted()
+
+
+def _errors_reason(errors: int, files: tuple[str, ...]) -> str:
+    """The reason, naming the first files (it goes into a model's budget)."""
+    named = [_short(file, _NAMED_MAX) for file in files if file]
+    more = ", …" if len(named) > _NAMED_FILES else ""
+    where = f" ({', '.join(named[:_NAMED_FILES])}{more})" if named else ""
+    plural = "s" if errors > 1 else ""
+    return (
+        f"Bun counted {errors} unhandled error{plural} between tests{where}, failures that "
+        "are no test's result: a test file that failed to load, or an error outside any "
+        "test; see stderr"
+    )
+
+
+def _unhandled_files(stderr: str) -> tuple[str, ...]:
+    """The file of each `# Unhandled error between tests` header ("" when none precedes it)."""
+    files: list[str] = []
+    file = ""
+    for line in stderr.splitlines():
+        header = _FILE.match(line)
+        if header is not None:
+            file = header.group(1)
+        elif line == UNHANDLED_HEADER:
+            files.append(file)
+    return tuple(files)
+
+
+def _footer_errors(stderr: str) -> int | None:
+    """The ` N error` count of the footer ending the output: 0 without one, None: no footer."""
+    lines = stderr[-_FOOTER_WINDOW:].rstrip("\n").splitlines()
+    if not lines or _FOOTER_RAN.match(lines[-1]) is None:
+        return None
+    for line in reversed(lines[:-1]):
+        count = _FOOTER_COUNT.match(line)
+        if count is not None and count.group(2) == "error":
+            return int(count.group(1))
+        if count is None and not line.startswith(" "):
+            break
+    return 0
+
+
+def _short(name: str, limit: int) -> str:
+    return name if len(name) <= limit else name[: limit - 1] + "…"

@@ -1,0 +1,77 @@
+"""Bun's console, read only to explain a failed run: what its report leaves out, and why."""
+
+from __future__ import annotations
+
+from jigcmd.protocol.bunconsole import Unlisted, unlisted
+
+# What Bun 1.4.2 printed for one file that loads and one that does not (checked by hand).
+MIX = """
+test/bad.test.ts:
+
+# Unhandled error between tests
+-------------------------------
+error: Cannot find package 'nonexistent-pkg' from '/work/test/bad.test.ts'
+-------------------------------
+
+
+test/ok.test.ts:
+(pass) ok [0.04ms]
+
+ 1 pass
+ 1 fail
+ 1 error
+ 1 expect() calls
+Ran 2 tests across 2 files. [7.00ms]
+"""
+
+
+def test_a_file_that_did_not_load_is_counted_and_named() -> None:
+    """One error, its file, and a reason that says what it may be and where to look."""
+    found = unlisted(MIX, 1, 0)
+    assert (found.errors, found.files) == (1, ("test/bad.test.ts",))
+    assert found.reason.startswith(
+        "Bun counted 1 unhandled error between tests (test/bad.test.ts), "
+    )
+    assert "a test file that failed to load" in found.reason
+    assert found.reason.endswith("see stderr")
+
+
+def test_a_passing_run_has_nothing_unlisted_whatever_it_printed() -> None:
+    """Exit 0 is the host's fact: a candidate printing the header cannot make it look failed."""
+    assert unlisted(MIX, 0, 0) == Unlisted()
+    assert unlisted(MIX, None, None) == Unlisted()
+
+
+def test_a_footer_counting_more_errors_than_headers_names_the_rest_with_no_file() -> None:
+    """The count is the larger of the footer's and the headers'; unnamed ones have ""."""
+    found = unlisted(MIX.replace(" 1 error", " 3 error"), 1, 0)
+    assert (found.errors, found.files) == (3, ("test/bad.test.ts", "", ""))
+    assert found.reason.startswith("Bun counted 3 unhandled errors between tests (test/bad")
+
+
+def test_a_failed_run_whose_report_lists_no_failure_says_so() -> None:
+    """A non-zero exit with no failed test listed (a forged report, `process.exit(1)`)."""
+    found = unlisted("(pass) ok\n\n 1 pass\n 0 fail\nRan 1 test across 1 file. [1ms]\n", 1, 0)
+    assert found == Unlisted(
+        reason="the runner exited with code 1 but its report lists no failed test; see stderr"
+    )
+    assert unlisted("", 1, 2) == Unlisted()
+    # No report at all says so itself (`problem`); nothing more to add without an error.
+    assert unlisted("", 1, None) == Unlisted()
+
+
+def test_only_the_footer_ending_the_output_counts() -> None:
+    """A footer-like block the candidate printed earlier, followed by more output, is not it."""
+    fake = " 5 error\nRan 5 tests across 5 files. [1ms]\nmore output\n"
+    assert unlisted(fake, 1, 1) == Unlisted()
+
+
+def test_names_are_bounded_in_the_files_and_in_the_reason() -> None:
+    """A long file name is cut in `files` (512) and more so in the reason (80, three files)."""
+    long = "t/" + "x" * 2000 + ".test.ts"
+    text = "".join(f"\n{long}{i}:\n# Unhandled error between tests\n" for i in range(5))
+    found = unlisted(text, 1, 0)
+    assert found.errors == 5
+    assert all(len(name) == 512 for name in found.files)
+    assert len(found.reason) < 600
+    assert found.reason.count("…") == 4  # three names cut, then ", …" for the other two
