@@ -22,7 +22,14 @@ import struct
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["MAX_INDEX_BYTES", "IndexFormatError", "Repository", "Tracked", "find_repository"]
+__all__ = [
+    "MAX_INDEX_BYTES",
+    "IndexFormatError",
+    "Repository",
+    "Tracked",
+    "find_repository",
+    "parse_index",
+]
 
 # An index larger than this is not read (about 600,000 entries; --files reads 20,000).
 MAX_INDEX_BYTES = 64 << 20
@@ -64,7 +71,7 @@ class Repository:
         """The files its index names; none, with a note, when the index cannot be read."""
         index = self.git_dir / "index"
         try:
-            data = read_bounded(index, MAX_INDEX_BYTES)
+            data = _read_bounded(index, MAX_INDEX_BYTES)
         except OSError as exc:
             return Tracked(note=_unread(index, exc.strerror or str(exc)))
         if data is None:
@@ -77,7 +84,7 @@ class Repository:
     def _hash_bytes(self) -> int:
         """20 for a SHA-1 repository, 32 for one whose config says `objectFormat = sha256`."""
         try:
-            config = read_bounded(self.common_dir / "config", _MAX_SMALL_BYTES) or b""
+            config = _read_bounded(self.common_dir / "config", _MAX_SMALL_BYTES) or b""
         except OSError:
             config = b""
         return 32 if _SHA256.search(config) else 20
@@ -106,7 +113,7 @@ def find_repository(root: Path) -> Repository | None:
 def _repository(top: Path, git_dir: Path) -> Repository:
     """A worktree's git directory names the repository's own in `commondir`."""
     try:
-        common = (read_bounded(git_dir / "commondir", _MAX_SMALL_BYTES) or b"").strip()
+        common = (_read_bounded(git_dir / "commondir", _MAX_SMALL_BYTES) or b"").strip()
     except OSError:
         common = b""
     common_dir = git_dir / os.fsdecode(common) if common else git_dir
@@ -116,7 +123,7 @@ def _repository(top: Path, git_dir: Path) -> Repository:
 def _pointed_to(dot_git: Path) -> Path | None:
     """The directory a `.git` file names (`gitdir: PATH`, relative to the file's own)."""
     try:
-        text = read_bounded(dot_git, _MAX_SMALL_BYTES) or b""
+        text = _read_bounded(dot_git, _MAX_SMALL_BYTES) or b""
     except OSError:
         return None
     first = text.split(b"\n", 1)[0].strip()
@@ -125,7 +132,7 @@ def _pointed_to(dot_git: Path) -> Path | None:
     return dot_git.parent / os.fsdecode(first.removeprefix(b"gitdir:").strip())
 
 
-def read_bounded(path: Path, limit: int) -> bytes | None:
+def _read_bounded(path: Path, limit: int) -> bytes | None:
     """A regular file's bytes; None when absent, a link or not a regular file; `OSError`
     (EFBIG) past `limit`, never read into memory whole."""
     try:
