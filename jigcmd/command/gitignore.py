@@ -56,12 +56,12 @@ class Ignores:
         repository = find_repository(root)
         self._scopes: list[_Scope] = [] if repository is None else _above(root, repository)
         self._loaded: set[PurePosixPath] = set()
-        self._files: frozenset[PurePosixPath] = frozenset()
+        self._repository = repository
+        # Read when first asked: a project nothing of which is ignored never needs it.
+        self._files: frozenset[PurePosixPath] | None = None
         self._dirs: frozenset[PurePosixPath] = frozenset()
         # Why no file counts as tracked although the project is in a work tree (or None).
         self.note: str | None = None
-        if repository is not None:
-            self._track(repository)
 
     def _track(self, repository: Repository) -> None:
         """The files the index names below the project, relative to it, and their parents."""
@@ -76,6 +76,10 @@ class Ignores:
 
     def tracked(self, path: PurePosixPath, *, is_dir: bool) -> bool:
         """Whether git tracks `path` (a directory: a file below it), which it never ignores."""
+        if self._files is None:
+            self._files = frozenset()
+            if self._repository is not None:
+                self._track(self._repository)
         return path in (self._dirs if is_dir else self._files)
 
     def enter(self, directory: PurePosixPath) -> None:

@@ -147,6 +147,7 @@ def read_project(directory: Path, excludes: Sequence[str] = ()) -> ProjectFiles:
     try:
         walker = _Walker(directory, excludes)
         walker.walk(PurePosixPath("."), root_fd, ignored_above=False)
+        walker.project.index_note = walker.ignores.note
     except OSError as exc:
         where = exc.filename or directory
         raise CandidateError(f"{where}: cannot be read: {exc.strerror}") from exc
@@ -159,10 +160,9 @@ class _Walker:
     def __init__(self, root: Path, excludes: Sequence[str]) -> None:
         self.project = ProjectFiles(root)
         self._root = root
-        self._ignores = Ignores(root)
+        self.ignores = Ignores(root)
         self._excludes = pattern_spec(list(excludes))
         self._walked = 0
-        self.project.index_note = self._ignores.note
 
     def _leave_out(self, reason: str, path: str) -> None:
         self.project.left_out.setdefault(reason, []).append(path)
@@ -172,7 +172,7 @@ class _Walker:
         `ignored_above`: git ignores it, and it is entered only for the files git tracks."""
         if not ignored_above:
             # Git reads no `.gitignore` in a directory it ignores.
-            self._ignores.enter(directory)
+            self.ignores.enter(directory)
         with os.scandir(fd) as scan:
             entries = sorted(scan, key=lambda entry: entry.name)
         for entry in entries:
@@ -230,11 +230,11 @@ class _Walker:
         chosen = self._excludes.check_file(text).include
         if chosen:
             return EXCLUDED, False
-        ignored = ignored_above or self._ignores.ignored(path, is_dir=is_dir) is not None
+        ignored = ignored_above or self.ignores.ignored(path, is_dir=is_dir) is not None
         # `chosen is False`: a negated `--exclude '!…'` brings back what .gitignore ignores.
         if not ignored or chosen is False:
             return None, False
-        if self._ignores.tracked(path, is_dir=is_dir):
+        if self.ignores.tracked(path, is_dir=is_dir):
             # Git never ignores a tracked file; below a directory, only the tracked ones.
             return None, True
         return GITIGNORED, False

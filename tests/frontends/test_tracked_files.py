@@ -81,3 +81,40 @@ def test_a_committed_file_gitignore_lists_is_sent_and_the_tests_pass(committed: 
     assert (
         "Expected: 1" in evidence["stderr"]["text"] and "Received: 2" in evidence["stderr"]["text"]
     )
+
+
+def sent(root: Path, *extra: str) -> tuple[set[str], str]:
+    """The files `jigcmd request` puts in the request for `root`, and its stderr."""
+    done = jigcmd("request", "tests", "--files", str(root), *extra)
+    assert done.returncode == 0, done.stderr
+    return set(json.loads(done.stdout)["params"]["input"]["files"]), done.stderr
+
+
+def test_below_an_ignored_directory_only_the_tracked_files_are_sent(committed: Path) -> None:
+    """As git: dist/ is ignored, its committed file is not; its own .gitignore is not read."""
+    dist = committed / "dist"
+    (dist / "sub").mkdir(parents=True)
+    (dist / "kept.js").write_text("1\n")
+    (dist / "built.js").write_text("2\n")
+    (dist / "sub" / "deep.js").write_text("3\n")
+    (dist / ".gitignore").write_text("!*.js\n")
+    (committed / ".gitignore").write_text("x.ts\nnotes.ts\ndist/\n")
+    git(committed, "add", "-f", "dist/kept.js")
+    files, err = sent(committed)
+    assert files == {"x.ts", "test/x.test.ts", "dist/kept.js"}
+    assert "dist/.gitignore, dist/built.js, dist/sub/, notes.ts (.gitignore;" in err
+    # The directory brought back whole, then all of it but one file left out again.
+    files, _ = sent(committed, "--exclude", "!/dist/", "--exclude", "/dist/*")
+    assert files == {"x.ts", "test/x.test.ts"}
+    files, _ = sent(committed, "--exclude", "!/dist/")
+    assert {"dist/kept.js", "dist/built.js", "dist/sub/deep.js"} <= files
+
+
+def test_an_index_that_cannot_be_read_is_said_and_gitignore_applies_to_all(
+    committed: Path,
+) -> None:
+    index = committed / ".git" / "index"
+    index.write_bytes(index.read_bytes()[:-7])
+    files, err = sent(committed)
+    assert files == {"test/x.test.ts"}
+    assert f"git's index {index} was not read (" in err
