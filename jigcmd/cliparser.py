@@ -140,7 +140,8 @@ def _exclude_option(parser: argparse.ArgumentParser) -> None:
         default=[],
         metavar="GLOB",
         help="leave out what this .gitignore pattern matches, relative to the directory "
-        "(repeatable): --exclude 'test/fixtures/' --exclude '*.md'",
+        "(repeatable, the last match wins): --exclude 'test/fixtures/' --exclude '*.md'; "
+        "a negated one brings back what .gitignore left out: --exclude '!/bunfig.toml'",
     )
 
 
