@@ -6,7 +6,8 @@ not asked of the `git` program: a candidate repository's own config can make git
 commands (`core.fsmonitor`, hooks), and reading a directory must run nothing. Versions 2, 3
 and 4 are read (SHA-1 and SHA-256 repositories); `.git` may be a file naming the git
 directory (`gitdir: …`, as worktrees and submodules have). Every open is `O_NOFOLLOW |
-O_NONBLOCK`, checked with `fstat` and bounded. An index that cannot be read (too large,
+O_NONBLOCK`, checked with `fstat` and bounded, and so are the paths an index names (version
+4 builds each from the one before). An index that cannot be read (too large,
 corrupt, an unknown version, a split index) counts as no tracked files, and says why in a
 note; a repository without an index (nothing added yet) tracks nothing, silently.
 """
@@ -33,6 +34,10 @@ __all__ = [
 
 # An index larger than this is not read (about 600,000 entries; --files reads 20,000).
 MAX_INDEX_BYTES = 64 << 20
+# Version 4 compresses each path against the one before, so a small index could name paths
+# of any length: no path is longer than Linux's PATH_MAX, nor all of them together than this.
+_MAX_PATH_BYTES = 4096
+_MAX_PATHS_BYTES = 2 * MAX_INDEX_BYTES
 # `.git` files, `commondir` and `config` are a few lines; more is not a git directory.
 _MAX_SMALL_BYTES = 1 << 20
 _FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
@@ -203,6 +208,7 @@ class _Entries:
         self._data, self._end, self._version, self._hash = data, end, version, hash_bytes
         self.pos = _HEADER.size
         self._previous = b""
+        self._budget = _MAX_PATHS_BYTES
 
     def next(self) -> str | None:
         """The next entry's path, or None when it is not a file (a gitlink, a directory)."""
@@ -222,6 +228,9 @@ class _Entries:
         # The length field holds the path's length, or 0xFFF for any longer.
         if not path or path.startswith(b"/") or not _fits(len(path), length):
             raise IndexFormatError("an entry's path is malformed")
+        self._budget -= len(path)
+        if len(path) > _MAX_PATH_BYTES or self._budget < 0:
+            raise IndexFormatError("its paths are longer than any work tree's")
         self._previous = path
         return os.fsdecode(path) if mode & 0o170000 in _FILE_KINDS else None
 

@@ -118,3 +118,17 @@ def test_an_index_that_is_a_fifo_or_a_symlink_is_not_opened_as_one(tmp_path: Pat
     index.unlink()
     index.symlink_to(tmp_path / "elsewhere")
     assert found.tracked().paths == frozenset()
+
+
+def test_a_version_4_index_whose_paths_grow_without_end_is_refused_early() -> None:
+    """Each entry keeps the whole path before it and adds to it: bounded, not quadratic."""
+    entry = bytearray(40 + 20)
+    entry[24:28] = (0o100644).to_bytes(4, "big")
+    # Flags: the path's length (0xFFF past it); then strip nothing (varint 0), add 100 bytes.
+    body = b"".join(
+        bytes(entry) + min(100 * n, 0x0FFF).to_bytes(2, "big") + b"\0" + b"a" * 100 + b"\0"
+        for n in range(1, 1001)
+    )
+    data = b"DIRC" + (4).to_bytes(4, "big") + (1000).to_bytes(4, "big") + body + bytes(20)
+    with pytest.raises(IndexFormatError, match="longer than any work tree's"):
+        parse_index(data)
