@@ -58,8 +58,9 @@ class Ignores:
         self._loaded: set[PurePosixPath] = set()
         self._repository = repository
         # Read when first asked: a project nothing of which is ignored never needs it.
-        self._files: frozenset[PurePosixPath] | None = None
-        self._dirs: frozenset[PurePosixPath] = frozenset()
+        # As strings: an index may name hundreds of thousands of paths.
+        self._files: frozenset[str] | None = None
+        self._dirs: frozenset[str] = frozenset()
         # Why no file counts as tracked although the project is in a work tree (or None).
         self.note: str | None = None
 
@@ -67,12 +68,20 @@ class Ignores:
         """The files the index names below the project, relative to it, and their parents."""
         tracked = repository.tracked()
         self.note = tracked.note
-        here = PurePosixPath(self._root.resolve().relative_to(repository.top).as_posix())
-        files = {PurePosixPath(path) for path in tracked.paths}
-        if here != PurePosixPath("."):
-            files = {path.relative_to(here) for path in files if here in path.parents}
-        self._files = frozenset(files)
-        self._dirs = frozenset(parent for path in files for parent in path.parents)
+        here = self._root.resolve().relative_to(repository.top).as_posix()
+        files = tracked.paths
+        if here != ".":
+            prefix = here + "/"
+            files = frozenset(p.removeprefix(prefix) for p in files if p.startswith(prefix))
+        self._files = files
+        dirs = set()
+        for path in files:
+            cut = path.rfind("/")
+            # Up the path until a directory already named (its parents are, then, too).
+            while cut > 0 and path[:cut] not in dirs:
+                dirs.add(path[:cut])
+                cut = path.rfind("/", 0, cut)
+        self._dirs = frozenset(dirs)
 
     def tracked(self, path: PurePosixPath, *, is_dir: bool) -> bool:
         """Whether git tracks `path` (a directory: a file below it), which it never ignores."""
@@ -80,7 +89,7 @@ class Ignores:
             self._files = frozenset()
             if self._repository is not None:
                 self._track(self._repository)
-        return path in (self._dirs if is_dir else self._files)
+        return path.as_posix() in (self._dirs if is_dir else self._files)
 
     def enter(self, directory: PurePosixPath) -> None:
         """Read `directory`'s own `.gitignore` (relative to the project), once, before its

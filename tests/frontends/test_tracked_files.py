@@ -118,3 +118,16 @@ def test_an_index_that_cannot_be_read_is_said_and_gitignore_applies_to_all(
     files, err = sent(committed)
     assert files == {"test/x.test.ts"}
     assert f"git's index {index} was not read (" in err
+
+
+def test_a_project_below_the_work_tree_root_keeps_its_tracked_files(committed: Path) -> None:
+    """The index names paths from the work tree's root; DIR's are relative to DIR."""
+    package = committed / "packages" / "app"
+    (package / "lib").mkdir(parents=True)
+    (package / "lib" / "gen.ts").write_text("export const gen = 1\n")
+    (package / "lib" / "other.ts").write_text("export const other = 1\n")
+    (committed / ".gitignore").write_text("gen.ts\nother.ts\n")
+    git(committed, "add", "-f", "packages/app/lib/gen.ts")
+    files, err = sent(package)
+    assert files == {"lib/gen.ts"}
+    assert "lib/other.ts (.gitignore; bring one back with --exclude '!/lib/other.ts')" in err
