@@ -132,3 +132,18 @@ def test_a_version_4_index_whose_paths_grow_without_end_is_refused_early() -> No
     data = b"DIRC" + (4).to_bytes(4, "big") + (1000).to_bytes(4, "big") + body + bytes(20)
     with pytest.raises(IndexFormatError, match="longer than any work tree's"):
         parse_index(data)
+
+
+def test_a_dot_git_file_with_a_relative_path_is_read_from_its_own_directory(
+    tmp_path: Path,
+) -> None:
+    """As a submodule has it: `gitdir: ../.git/modules/sub`, relative to the `.git` file."""
+    root = repository(tmp_path / "sub")
+    (tmp_path / "modules").mkdir()
+    (root / ".git").rename(tmp_path / "modules" / "sub")
+    (root / ".git").write_text("gitdir: ../modules/sub\n")
+    found = find_repository(root / "src" / "deep")
+    assert found is not None and found.top == root.resolve()
+    assert "src/deep/c.ts" in found.tracked().paths
+    (root / ".git").write_text("not a pointer\n")
+    assert find_repository(root) is None
