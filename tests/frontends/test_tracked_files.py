@@ -131,3 +131,15 @@ def test_a_project_below_the_work_tree_root_keeps_its_tracked_files(committed: P
     files, err = sent(package)
     assert files == {"lib/gen.ts"}
     assert "lib/other.ts (.gitignore; bring one back with --exclude '!/lib/other.ts')" in err
+
+
+def test_a_committed_bunfig_toml_gitignore_lists_is_sent_and_its_preload_named(
+    committed: Path,
+) -> None:
+    """As in matrix-analysis: before, it was left out and the preload warning never came."""
+    (committed / "bunfig.toml").write_text('[test]\npreload = ["./setup.ts"]\n')
+    (committed / ".gitignore").write_text("x.ts\nbunfig.toml\n")
+    git(committed, "add", "-f", "bunfig.toml")
+    files, err = sent(committed)
+    assert "bunfig.toml" in files
+    assert "bunfig.toml: Bun runs without it" in err and "[test] preload is not loaded" in err
