@@ -68,8 +68,8 @@ def _verb(argv: list[str] | None) -> int:
         argv, extra = argv[:split], argv[split + 1 :]
     try:
         args = parser().parse_args(argv)
-        if extra and args.verb != "run":
-            parser().error("arguments after `--` are only for `jigcmd run`")
+        if extra and args.verb not in ("run", "request"):
+            parser().error("arguments after `--` are only for `jigcmd run` and `jigcmd request`")
     except UsageError as exc:
         return _usage_failure(exc, argv)
     # Never a blocking write from the event loop: a host may not drain our stderr.
@@ -78,6 +78,18 @@ def _verb(argv: list[str] | None) -> int:
     # within ~150 ms).
     if args.verb in ("serve", "run"):
         return _front(args, extra)
+    if args.verb == "request":
+        from jigcmd.frontends.request import request  # noqa: PLC0415 - imported per verb to keep start-up light
+
+        return request(
+            args.command,
+            files_dir=args.files,
+            stdin_file=args.stdin_file,
+            args=extra,
+            protocol=args.protocol,
+            excludes=args.exclude,
+            operation_id=args.operation_id,
+        )
     return _tool(args)
 
 
@@ -173,7 +185,8 @@ def _usage_failure(exc: UsageError, argv: list[str]) -> int:
     """argparse's words on stderr (and, for `run --json`, as its one JSON object); status 2."""
     exc.parser.print_usage(sys.stderr)
     verb = next((word for word in argv if not word.startswith("-")), None)
-    message = exc.message + (_dashes_hint(exc.message, argv) if verb == "run" else "")
+    hinted = verb in ("run", "request")
+    message = exc.message + (_dashes_hint(exc.message, argv) if hinted else "")
     if verb == "run" and "--json" in argv:
         from jigcmd.errors import Code, JigError  # noqa: PLC0415 - imported per verb to keep start-up light
         from jigcmd.frontends.run import write_failure  # noqa: PLC0415 - imported per verb to keep start-up light

@@ -140,7 +140,8 @@ def _exclude_option(parser: argparse.ArgumentParser) -> None:
         default=[],
         metavar="GLOB",
         help="leave out what this .gitignore pattern matches, relative to the directory "
-        "(repeatable): --exclude 'test/fixtures/' --exclude '*.md'",
+        "(repeatable, the last match wins): --exclude 'test/fixtures/' --exclude '*.md'; "
+        "a negated one brings back what .gitignore left out: --exclude '!/bunfig.toml'",
     )
 
 
@@ -195,24 +196,29 @@ def _lock_options(lock: argparse.ArgumentParser) -> None:
     )
 
 
-def _run_options(run: argparse.ArgumentParser) -> None:
-    """`jigcmd run`'s options."""
-    _binding_options(run)
-    run.add_argument("command", help="the Binding command name")
-    run.add_argument(
+def _candidate_options(verb: argparse.ArgumentParser) -> None:
+    """The command and the directory it gets, as `run` and `request` read them."""
+    verb.add_argument("command", help="the Binding command name")
+    verb.add_argument(
         "--files",
         required=True,
         type=Path,
         help="the project directory sent as the candidate: its text files, less .git, "
-        "node_modules, .jig, top-level dotfiles, what .gitignore ignores and binary files "
-        "(each left out is named on stderr)",
+        "node_modules, .jig, top-level dotfiles, what .gitignore ignores (unless git tracks "
+        "it) and binary files (each left out is named on stderr)",
     )
-    _exclude_option(run)
-    run.add_argument(
+    _exclude_option(verb)
+    verb.add_argument(
         "--stdin-file",
         type=Path,
         help="UTF-8 text given to the command's stdin; '-' is jigcmd's own stdin",
     )
+
+
+def _run_options(run: argparse.ArgumentParser) -> None:
+    """`jigcmd run`'s options."""
+    _binding_options(run)
+    _candidate_options(run)
     run.add_argument(
         "--timeout",
         type=float,
@@ -227,6 +233,24 @@ def _run_options(run: argparse.ArgumentParser) -> None:
         '"evidence"?} on failure',
     )
     _ownership_options(run)
+
+
+def _request_options(request: argparse.ArgumentParser) -> None:
+    """`jigcmd request`'s options."""
+    _candidate_options(request)
+    request.add_argument(
+        "--protocol",
+        choices=("flow", "mcp"),
+        default="flow",
+        help="flow: one FLOW Run/1 capability/call line (default); mcp: initialize, "
+        "notifications/initialized and one tools/call line",
+    )
+    request.add_argument(
+        "--operation-id",
+        metavar="ID",
+        help="the FLOW call's operationId (default: request- and 16 hex digits of the "
+        "request's SHA-256, so the same request is the same operation)",
+    )
 
 
 def _attest_options(attest: argparse.ArgumentParser) -> None:
@@ -354,6 +378,15 @@ _VERBS = (
         "run one command once, through the same path as serve",
         _run_options,
         epilog="Arguments for a run command follow `--`: jigcmd run ... cli --files DIR -- a b",
+    ),
+    _Verb(
+        "request",
+        "print the request lines serve takes for a command and a directory (runs nothing)",
+        _request_options,
+        description="Read DIR as run --files does and print, as JSON Lines, the FLOW Run/1 "
+        "call or the MCP initialize and tools/call that `jigcmd serve` answers: "
+        "jigcmd request tests --files DIR | jigcmd serve --binding B",
+        epilog="Arguments for a run command follow `--`: jigcmd request cli --files DIR -- a b",
     ),
     _Verb("attest", "print the signed statement of one recorded run", _attest_options),
     _Verb("verify", "check a run's signed statement: signature, schema, evidence", _verify_options),

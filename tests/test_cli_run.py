@@ -288,7 +288,7 @@ def test_what_can_never_be_sent_is_left_out_and_named_and_the_run_goes_on(
     assert done.returncode == 0, done.stderr
     (note,) = [line for line in done.stderr.splitlines() if "left out" in line]
     assert note.startswith(f"jigcmd run: --files {files}: left out of the candidate: .git/, ")
-    for part in ("node_modules/ (never", ".gitignore (a candidate", "debug.log (.gitignore)"):
+    for part in ("node_modules/ (never", ".gitignore (a candidate", "debug.log (.gitignore;"):
         assert part in note
     assert "logo.png (binary)" in note
     assert answer(done)["evidence"]["exitCode"] == 0

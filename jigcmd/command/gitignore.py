@@ -7,6 +7,10 @@ ignores is not entered, so nothing under it can be re-included, as in git. When 
 directory lies inside a git work tree, the `.gitignore` files above it, up to the work
 tree's root, apply too. The per-user `core.excludesFile` is not read: it is one person's
 machine, not the project. Pattern matching is pathspec's `GitIgnoreSpec` (git's wildmatch).
+
+Git never ignores a file it tracks: `tracked` says which files the index names
+(`gitindex.py`), and which directories hold one, so that a committed file in an ignored
+directory is still found.
 """
 
 from __future__ import annotations
@@ -18,6 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from pathspec import GitIgnoreSpec
+
+from jigcmd.command.gitindex import Repository, find_repository
 
 __all__ = ["MAX_PATTERN_BYTES", "Ignores", "pattern_spec"]
 
@@ -47,8 +53,43 @@ class Ignores:
 
     def __init__(self, root: Path) -> None:
         self._root = root
-        self._scopes: list[_Scope] = list(_above(root))
+        repository = find_repository(root)
+        self._scopes: list[_Scope] = [] if repository is None else _above(root, repository)
         self._loaded: set[PurePosixPath] = set()
+        self._repository = repository
+        # Read when first asked: a project nothing of which is ignored never needs it.
+        # As strings: an index may name hundreds of thousands of paths.
+        self._files: frozenset[str] | None = None
+        self._dirs: frozenset[str] = frozenset()
+        # Why no file counts as tracked although the project is in a work tree (or None).
+        self.note: str | None = None
+
+    def _track(self, repository: Repository) -> None:
+        """The files the index names below the project, relative to it, and their parents."""
+        tracked = repository.tracked()
+        self.note = tracked.note
+        here = self._root.resolve().relative_to(repository.top).as_posix()
+        files = tracked.paths
+        if here != ".":
+            prefix = here + "/"
+            files = frozenset(p.removeprefix(prefix) for p in files if p.startswith(prefix))
+        self._files = files
+        dirs = set()
+        for path in files:
+            cut = path.rfind("/")
+            # Up the path until a directory already named (its parents are, then, too).
+            while cut > 0 and path[:cut] not in dirs:
+                dirs.add(path[:cut])
+                cut = path.rfind("/", 0, cut)
+        self._dirs = frozenset(dirs)
+
+    def tracked(self, path: PurePosixPath, *, is_dir: bool) -> bool:
+        """Whether git tracks `path` (a directory: a file below it), which it never ignores."""
+        if self._files is None:
+            self._files = frozenset()
+            if self._repository is not None:
+                self._track(self._repository)
+        return path.as_posix() in (self._dirs if is_dir else self._files)
 
     def enter(self, directory: PurePosixPath) -> None:
         """Read `directory`'s own `.gitignore` (relative to the project), once, before its
@@ -105,15 +146,14 @@ def _read_lines(path: Path) -> list[str]:
     return data.decode("utf-8", errors="replace").splitlines()
 
 
-def _above(root: Path) -> list[_Scope]:
+def _above(root: Path, repository: Repository) -> list[_Scope]:
     """`info/exclude` of the enclosing work tree, then every `.gitignore` above `root`."""
     resolved = root.resolve()
     chain = [resolved, *resolved.parents]
-    top = next((d for d in chain if (d / ".git").exists()), None)
-    if top is None:
-        return []
+    top = repository.top
     scopes = []
-    exclude = _read_lines(top / ".git" / "info" / "exclude")
+    # A worktree's `info/exclude` is its repository's (in the common directory).
+    exclude = _read_lines(repository.common_dir / "info" / "exclude")
     here = PurePosixPath(".")
     if exclude:
         offset = PurePosixPath(resolved.relative_to(top).as_posix())

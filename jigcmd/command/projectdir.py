@@ -2,8 +2,9 @@
 
 What can never be a candidate file is left out and said so in one line: the reserved
 directories (`.git`, `node_modules`, `.jig`), paths that start with `.` (the path grammar
-allows no leading dot: `.gitignore`, `.vscode/`), what `.gitignore` ignores (`gitignore.py`),
-what `--exclude` names (`.gitignore` patterns relative to the directory), binary files (a
+allows no leading dot: `.gitignore`, `.vscode/`), what `.gitignore` ignores (`gitignore.py`)
+unless git tracks it or a negated `--exclude '!…'` names it, what `--exclude` names
+(`.gitignore` patterns relative to the directory), binary files (a
 NUL byte, as git decides) and what is not a regular file (symlinks, devices). Everything
 else is the candidate; `ProjectFiles.problems` lists every rule it still breaks, so a person
 gets one refusal with every fix instead of one per run.
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import errno
 import os
+import shlex
 import stat
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -79,6 +81,8 @@ class ProjectFiles:
     not_text: list[str] = field(default_factory=list)
     oversized: dict[str, int] = field(default_factory=dict)
     left_out: dict[str, list[str]] = field(default_factory=dict)
+    # Why no file counted as tracked, though the directory is in a git work tree.
+    index_note: str | None = None
 
     def sizes(self) -> dict[str, int]:
         """Every file that would be sent, by path, with its size in UTF-8 bytes."""
@@ -100,7 +104,7 @@ class ProjectFiles:
             if paths:
                 named = ", ".join(paths[:_NAMED])
                 more = f" and {len(paths) - _NAMED} more" if len(paths) > _NAMED else ""
-                groups.append(f"{named}{more} ({reason})")
+                groups.append(f"{named}{more} ({reason}{_how_back(reason, paths[0])})")
         if not groups:
             return None
         size = sum(self.sizes().values())
@@ -109,12 +113,23 @@ class ProjectFiles:
         # the rules are checked, and a refused candidate is never sent.
         count = len(self.sizes()) + len(self.not_text)
         held = f"the candidate: {count} file{'s' * (count != 1)}, {shown}"
-        return f"left out of the candidate: {'; '.join(groups)}; {held}"
+        untracked = self.index_note if GITIGNORED in self.left_out else None
+        tail = "" if untracked is None else f"; {untracked}"
+        return f"left out of the candidate: {'; '.join(groups)}; {held}{tail}"
 
     def snapshot_note(self) -> str | None:
         """One line naming the snapshot files and tests, which cannot pass (`snapshots.py`)."""
         left_out = [path for paths in self.left_out.values() for path in paths]
         return snapshot_note(self.files, left_out)
+
+
+def _how_back(reason: str, path: str) -> str:
+    """How to send what `.gitignore` left out: a negated `--exclude` naming it."""
+    if reason != GITIGNORED:
+        return ""
+    # Backslashes keep a name's glob characters literal in the pattern.
+    literal = "".join("\\" + c if c in "\\*?[" else c for c in path)
+    return f"; bring one back with --exclude {shlex.quote('!/' + literal)}"
 
 
 def read_project(directory: Path, excludes: Sequence[str] = ()) -> ProjectFiles:
@@ -131,7 +146,8 @@ def read_project(directory: Path, excludes: Sequence[str] = ()) -> ProjectFiles:
         raise CandidateError(f"{directory}: cannot be read: {exc.strerror}") from exc
     try:
         walker = _Walker(directory, excludes)
-        walker.walk(PurePosixPath("."), root_fd)
+        walker.walk(PurePosixPath("."), root_fd, ignored_above=False)
+        walker.project.index_note = walker.ignores.note
     except OSError as exc:
         where = exc.filename or directory
         raise CandidateError(f"{where}: cannot be read: {exc.strerror}") from exc
@@ -144,16 +160,19 @@ class _Walker:
     def __init__(self, root: Path, excludes: Sequence[str]) -> None:
         self.project = ProjectFiles(root)
         self._root = root
-        self._ignores = Ignores(root)
+        self.ignores = Ignores(root)
         self._excludes = pattern_spec(list(excludes))
         self._walked = 0
 
     def _leave_out(self, reason: str, path: str) -> None:
         self.project.left_out.setdefault(reason, []).append(path)
 
-    def walk(self, directory: PurePosixPath, fd: int) -> None:
-        """Walk the directory open as `fd` (not closed here), `directory` in the project."""
-        self._ignores.enter(directory)
+    def walk(self, directory: PurePosixPath, fd: int, *, ignored_above: bool) -> None:
+        """Walk the directory open as `fd` (not closed here), `directory` in the project;
+        `ignored_above`: git ignores it, and it is entered only for the files git tracks."""
+        if not ignored_above:
+            # Git reads no `.gitignore` in a directory it ignores.
+            self.ignores.enter(directory)
         with os.scandir(fd) as scan:
             entries = sorted(scan, key=lambda entry: entry.name)
         for entry in entries:
@@ -165,11 +184,11 @@ class _Walker:
                 )
             path = directory / entry.name
             if entry.is_dir(follow_symlinks=False):
-                reason = self._why_not(path, entry.name, is_dir=True)
+                reason, ignored = self._why_not(path, entry.name, True, ignored_above)
                 if reason is None:
                     child = self._open(fd, path, _DIR_FLAGS, "directory")
                     try:
-                        self.walk(path, child)
+                        self.walk(path, child, ignored_above=ignored)
                     finally:
                         os.close(child)
                 else:
@@ -177,7 +196,7 @@ class _Walker:
             elif not entry.is_file(follow_symlinks=False):
                 self._leave_out(SPECIAL, path.as_posix())
             else:
-                reason = self._why_not(path, entry.name, is_dir=False)
+                reason, _ = self._why_not(path, entry.name, False, ignored_above)
                 if reason is None:
                     self._read(fd, path)
                 else:
@@ -199,17 +218,26 @@ class _Walker:
             "is now a symbolic link or something else); nothing was sent"
         )
 
-    def _why_not(self, path: PurePosixPath, name: str, *, is_dir: bool) -> str | None:
+    def _why_not(
+        self, path: PurePosixPath, name: str, is_dir: bool, ignored_above: bool
+    ) -> tuple[str | None, bool]:
+        """Why `path` is left out (None: it is not), and whether git ignores it even so."""
         if is_dir and name in RESERVED_COMPONENTS:
-            return RESERVED
+            return RESERVED, False
         if path.parent == PurePosixPath(".") and name.startswith("."):
-            return DOT
+            return DOT, False
         text = path.as_posix() + ("/" if is_dir else "")
-        if self._excludes.match_file(text):
-            return EXCLUDED
-        if self._ignores.ignored(path, is_dir=is_dir) is not None:
-            return GITIGNORED
-        return None
+        chosen = self._excludes.check_file(text).include
+        if chosen:
+            return EXCLUDED, False
+        ignored = ignored_above or self.ignores.ignored(path, is_dir=is_dir) is not None
+        # `chosen is False`: a negated `--exclude '!…'` brings back what .gitignore ignores.
+        if not ignored or chosen is False:
+            return None, False
+        if self.ignores.tracked(path, is_dir=is_dir):
+            # Git never ignores a tracked file; below a directory, only the tracked ones.
+            return None, True
+        return GITIGNORED, False
 
     def _read(self, parent: int, path: PurePosixPath) -> None:
         relative = path.as_posix()

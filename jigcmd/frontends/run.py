@@ -46,7 +46,10 @@ from jigcmd.server.stopsignals import watch_stop_signals
 __all__ = [
     "RUN_OPERATION_ID",
     "CandidateError",
+    "build_request",
+    "candidate_files",
     "read_candidate",
+    "read_files",
     "refusal",
     "run",
     "write_failure",
@@ -125,7 +128,7 @@ async def _answered(settings: FrontSettings, call: _Call, cancel: CancelSignal) 
     """The exit status, the answer written whatever happened."""
     try:
         # Read before the envelopes start; its verdict waits for admission (below).
-        project = _read_files(call.files_dir, call.excludes)
+        project = read_files(call.files_dir, call.excludes)
         return await _run_once(settings, call, project, cancel)
     except BindingError as exc:
         details = {"binding": exc.source, "pointer": exc.pointer, "rule": exc.rule}
@@ -148,8 +151,8 @@ async def _run_once(
         try:
             # Admission first: a drifted or missing lock is what to fix, whatever the files.
             await service.check_admission(command)
-            files = _candidate(project, service.command_paths(command), command)
-            request = _request(command, files, call.stdin_file, call.args)
+            files = candidate_files(project, service.command_paths(command), command)
+            request = build_request(command, files, call.stdin_file, call.args)
             # The timeout starts now, with the envelopes up: setup counts, start-up does not.
             timeout_s = call.timeout_s
             deadline = (
@@ -170,7 +173,7 @@ async def _run_once(
     return _EXIT_EVIDENCE
 
 
-def _read_files(directory: Path, excludes: Sequence[str]) -> ProjectFiles | JigError:
+def read_files(directory: Path, excludes: Sequence[str]) -> ProjectFiles | JigError:
     """The project directory as a candidate, or why it cannot be read at all."""
     try:
         return read_project(directory, excludes)
@@ -178,21 +181,15 @@ def _read_files(directory: Path, excludes: Sequence[str]) -> ProjectFiles | JigE
         return _option_error("--files", directory, str(exc).removeprefix(f"{directory}: "))
 
 
-def _candidate(
-    project: ProjectFiles | JigError, needed: Sequence[str], command: str
+def candidate_files(
+    project: ProjectFiles | JigError, needed: Sequence[str], command: str, verb: str = "run"
 ) -> dict[str, str]:
     """The files to send, said what was left out; or one refusal listing every problem."""
     if isinstance(project, JigError):
         raise project
-    note = project.note()
-    if note is not None:
-        sys.stderr.write(one_line(f"jigcmd run: --files {project.root}: {note}") + "\n")
-    snapshots = project.snapshot_note()
-    if snapshots is not None:
-        sys.stderr.write(one_line(f"jigcmd run: --files {project.root}: {snapshots}") + "\n")
-    unread = bunfig_note(project.files)
-    if unread is not None:
-        sys.stderr.write(one_line(f"jigcmd run: --files {project.root}: {unread}") + "\n")
+    for note in (project.note(), project.snapshot_note(), bunfig_note(project.files)):
+        if note is not None:
+            sys.stderr.write(one_line(f"jigcmd {verb}: --files {project.root}: {note}") + "\n")
     problems = project.problems(needed, command)
     if problems:
         raise refusal("--files", project.root, problems)
@@ -217,15 +214,15 @@ def _count(n: int) -> str:
     return f"{n} problem{'s' if n != 1 else ''}"
 
 
-def _request(
-    command: str, files: dict[str, str], stdin_file: Path | None, args: list[str]
+def build_request(
+    command: str, files: dict[str, str], stdin_file: Path | None, args: list[str], verb: str = "run"
 ) -> dict[str, object]:
     """The request `serve` would get, read from the command line's files."""
     request: dict[str, object] = {"command": command, "files": files}
     if args:
         request["args"] = args
     if stdin_file is None:
-        _note_unused_pipe()
+        _note_unused_pipe(verb)
     else:
         try:
             request["stdin"] = _stdin_bytes(stdin_file).decode("utf-8")
@@ -255,7 +252,7 @@ def _stdin_bytes(stdin_file: Path) -> bytes:
     return data
 
 
-def _note_unused_pipe() -> None:
+def _note_unused_pipe(verb: str) -> None:
     """One line when jigcmd's stdin is a pipe the command will not see (`echo x | jigcmd
     run …` gave the command an empty stdin without a word); a terminal or /dev/null is
     the usual case and says nothing."""
@@ -265,7 +262,7 @@ def _note_unused_pipe() -> None:
         return  # no stdin at all: nothing was dropped
     if piped:
         sys.stderr.write(
-            "jigcmd run: stdin is a pipe, and the command's stdin is empty; give it with "
+            f"jigcmd {verb}: stdin is a pipe, and the command's stdin is empty; give it with "
             "--stdin-file -\n"
         )
 
@@ -285,7 +282,7 @@ def _exit_status(code: Code) -> int:
     return _EXIT_FAILED
 
 
-def write_failure(exc: JigError, as_json: bool) -> int:
+def write_failure(exc: JigError, as_json: bool, verb: str = "run") -> int:
     """Say why the call failed (stderr; with `as_json` also the one stdout object)."""
     details = dict(exc.details or {})
     problems = details.get("problems")
@@ -294,11 +291,11 @@ def write_failure(exc: JigError, as_json: bool) -> int:
         lines = [f"  {one_line(msgspec.convert(p, Problem).line())}" for p in problems]
         head = f"{details['option']} {details['path']}: {_count(len(problems))}, nothing ran"
         sys.stderr.write(
-            f"jigcmd run: {exc.code.value}: {one_line(head)}:\n" + "\n".join(lines) + "\n"
+            f"jigcmd {verb}: {exc.code.value}: {one_line(head)}:\n" + "\n".join(lines) + "\n"
         )
     else:
         # Inert: a message may name what a directory's writer chose (a file name).
-        sys.stderr.write(f"jigcmd run: {exc.code.value}: {one_line(exc.message)}\n")
+        sys.stderr.write(f"jigcmd {verb}: {exc.code.value}: {one_line(exc.message)}\n")
     # Deadline and cancel carry what was collected: the same evidence a completed run has,
     # and the resources it used, which is when a person wants them most.
     collected = details.pop("command", None)

@@ -1,0 +1,88 @@
+"""`jigcmd request`: the exact request lines `serve` takes for a command and a directory.
+
+The directory is read as `run --files` reads it (`read_files`, `candidate_files`,
+`build_request`: the same leave-outs, `--exclude`, limits, `--stdin-file` and arguments
+after `--`), and stdout gets JSON Lines to pipe into `jigcmd serve`: with `--protocol flow`
+one FLOW Run/1 `capability/call`; with `mcp` the `initialize` handshake, its
+`notifications/initialized` and one `tools/call`. Nothing runs, and no Binding, lock or
+state directory is read: `serve` checks the command against its own Binding. Exit 0, the
+lines written; 2, nothing written (the directory, the stdin file or the candidate is
+invalid; every problem on stderr, as `run` says them).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import msgspec
+
+from jigcmd import __version__
+from jigcmd.errors import JigError
+from jigcmd.frontends.run import build_request, candidate_files, read_files, write_failure
+
+__all__ = ["MCP_PROTOCOL_VERSION", "request"]
+
+# The MCP version the handshake asks for (the newest `serve` speaks with `initialize`).
+MCP_PROTOCOL_VERSION = "2025-11-25"
+_VERB = "request"
+
+
+def request(
+    command: str,
+    *,
+    files_dir: Path,
+    stdin_file: Path | None,
+    args: list[str],
+    protocol: str,
+    excludes: Sequence[str] = (),
+    operation_id: str | None = None,
+) -> int:
+    """Print the request lines for `command` on `files_dir`; return the exit status."""
+    try:
+        # No Binding here: the files its command names are `serve`'s to check.
+        files = candidate_files(read_files(files_dir, excludes), (), command, _VERB)
+        input = build_request(command, files, stdin_file, args, _VERB)
+    except JigError as exc:
+        return write_failure(exc, as_json=False, verb=_VERB)
+    if protocol == "flow":
+        lines = [_flow_call(input, operation_id or _operation_id(input))]
+    else:
+        lines = _mcp_calls(input)
+    sys.stdout.write("".join(msgspec.json.encode(line).decode() + "\n" for line in lines))
+    return 0
+
+
+def _operation_id(input: dict[str, object]) -> str:
+    """One id per distinct request: the same directory again replays under one run id,
+    a changed one is a new operation, not a conflict."""
+    digest = hashlib.sha256(msgspec.json.encode(input, order="sorted")).hexdigest()
+    return f"request-{digest[:16]}"
+
+
+def _flow_call(input: dict[str, object], operation_id: str) -> dict[str, object]:
+    """One FLOW Run/1 call of the Project Command capability's `run` (Run/1 ids are strings)."""
+    params = {"operationId": operation_id, "slot": "command", "method": "run", "input": input}
+    return {"jsonrpc": "2.0", "id": operation_id, "method": "capability/call", "params": params}
+
+
+def _mcp_calls(input: dict[str, object]) -> list[dict[str, object]]:
+    """The handshake, then the command's tool called with the rest of the request."""
+    arguments = {key: value for key, value in input.items() if key != "command"}
+    initialize = {
+        "protocolVersion": MCP_PROTOCOL_VERSION,
+        "capabilities": {},
+        "clientInfo": {"name": "jigcmd-request", "version": __version__},
+    }
+    return [
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": initialize},
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {
+            "jsonrpc": "2.0",
+            "id": 2,
+            "method": "tools/call",
+            "params": {"name": input["command"], "arguments": arguments},
+        },
+    ]

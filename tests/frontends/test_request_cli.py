@@ -1,0 +1,127 @@
+"""`jigcmd request`: the request lines `serve` takes for a directory, read as `run --files`
+reads it; piped into a real `jigcmd serve`, the same candidate as `run` gets."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import jigcmd
+from tests.required import require_root
+
+EXAMPLE = Path(jigcmd.__file__).parent / "example"
+BINDING = EXAMPLE / "binding.toml"
+
+
+def jigcmd_cli(*argv: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "jigcmd", *argv],
+        capture_output=True, text=True, timeout=120, check=False, input=stdin,
+        stdin=None if stdin is not None else subprocess.DEVNULL,
+    )  # fmt: skip
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    """The passing example with what `--files` leaves out: an ignored log, an excluded file."""
+    root = tmp_path / "project"
+    shutil.copytree(EXAMPLE / "candidates" / "passing", root)
+    (root / ".gitignore").write_text("*.log\n")
+    (root / "debug.log").write_text("x\n")
+    (root / "notes.md").write_text("# notes\n")
+    (root / "stdin.txt").write_text("a\nb\n")
+    return root
+
+
+def request(project: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    argv = ("cli", "--files", str(project), "--exclude", "/notes.md", "--exclude", "/stdin.txt")
+    stdin = ("--stdin-file", str(project / "stdin.txt"))
+    return jigcmd_cli("request", *argv, *stdin, *extra, "--", "--greeting", "hi")
+
+
+def lines(text: str) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in text.splitlines()]
+
+
+def test_flow_is_one_capability_call_of_the_directory_read_as_run_reads_it(
+    project: Path,
+) -> None:
+    """Left out as `run` leaves out (and said on stderr), stdin and arguments in the input."""
+    done = request(project)
+    assert done.returncode == 0, done.stderr
+    (call,) = lines(done.stdout)
+    assert call["method"] == "capability/call"
+    params = call["params"]
+    assert call["id"] == params["operationId"] and params["operationId"].startswith("request-")
+    assert (params["slot"], params["method"]) == ("command", "run")
+    assert params["input"]["command"] == "cli"
+    assert params["input"]["args"] == ["--greeting", "hi"]
+    assert params["input"]["stdin"] == "a\nb\n"
+    assert sorted(params["input"]["files"]) == sorted(
+        p.relative_to(EXAMPLE / "candidates" / "passing").as_posix()
+        for p in (EXAMPLE / "candidates" / "passing").rglob("*")
+        if p.is_file()
+    )
+    assert "jigcmd request: --files" in done.stderr and "debug.log (.gitignore;" in done.stderr
+    # The same request is the same operation; a changed one is another.
+    assert lines(request(project).stdout) == [call]
+    (project / "src" / "value.ts").write_text("export const value = 3\n")
+    assert lines(request(project).stdout)[0]["params"]["operationId"] != params["operationId"]
+
+
+def test_mcp_is_the_handshake_then_one_tools_call(project: Path) -> None:
+    done = request(project, "--protocol", "mcp")
+    assert done.returncode == 0, done.stderr
+    initialize, initialized, call = lines(done.stdout)
+    assert initialize["method"] == "initialize" and "protocolVersion" in initialize["params"]
+    assert initialized == {"jsonrpc": "2.0", "method": "notifications/initialized"}
+    assert call["method"] == "tools/call" and call["params"]["name"] == "cli"
+    assert set(call["params"]["arguments"]) == {"files", "args", "stdin"}
+
+
+def test_a_directory_that_cannot_be_a_candidate_prints_nothing_and_exits_2(
+    tmp_path: Path,
+) -> None:
+    """Every problem on stderr, as `run` says it; nothing on stdout to pipe anywhere."""
+    missing = jigcmd_cli("request", "tests", "--files", str(tmp_path / "none"))
+    assert (missing.returncode, missing.stdout) == (2, "")
+    assert "jigcmd request: INVALID_INPUT: --files" in missing.stderr
+    (tmp_path / "bad name.ts").write_text("1\n")
+    refused = jigcmd_cli("request", "tests", "--files", str(tmp_path))
+    assert (refused.returncode, refused.stdout) == (2, "")
+    assert "1 problem, nothing ran" in refused.stderr and "bad name.ts" in refused.stderr
+
+
+@pytest.mark.envelope
+@pytest.mark.parametrize("protocol", ["flow", "mcp"])
+def test_piped_into_serve_it_is_the_candidate_run_sends(
+    project: Path, tmp_path: Path, protocol: str
+) -> None:
+    """The candidate and stdin digests and the invocation `serve` answers are `run`'s."""
+    require_root()
+    lock = tmp_path / "jigcmd.lock"
+    locked = jigcmd_cli("lock", "--binding", str(BINDING), "--lock", str(lock))
+    assert locked.returncode == 0, locked.stderr
+    state = ("--state-dir", str(tmp_path / "state"))
+    admitted = ("--binding", str(BINDING), "--lock", str(lock), *state)
+    ran = jigcmd_cli(
+        "run", *admitted, "cli", "--files", str(project), "--exclude", "/notes.md",
+        "--exclude", "/stdin.txt", "--stdin-file", str(project / "stdin.txt"), "--json",
+        "--", "--greeting", "hi",
+    )  # fmt: skip
+    assert ran.returncode == 0, ran.stderr
+    evidence = json.loads(ran.stdout)["evidence"]
+    lines_in = request(project, "--protocol", protocol)
+    assert lines_in.returncode == 0, lines_in.stderr
+    served = jigcmd_cli("serve", *admitted, stdin=lines_in.stdout)
+    assert served.returncode == 0, served.stderr
+    answer = lines(served.stdout)[-1]["result"]
+    got = answer["value"] if protocol == "flow" else answer["structuredContent"]
+    for key in ("candidateDigest", "stdinDigest", "invocation", "exitCode"):
+        assert got[key] == evidence[key], key
