@@ -53,10 +53,23 @@ def fingerprint(token: str) -> str:
 
 
 def parse_capabilities(value: str | None) -> frozenset[str]:
-    """A comma list of grants; unset or empty is the full owner grant."""
-    names = [part.strip() for part in (value or "").split(",") if part.strip()]
-    if not names:
+    """A comma list of grants, every entry a known one; only unset is the full owner grant."""
+    if value is None:
         return frozenset(CAPABILITIES)
+    names = [part.strip() for part in value.split(",")]
+    # A set value that names nothing is most likely a template whose variable was empty
+    # (`"${CAPS},"`): read as "no list" it would grant every tool, so it fails the start;
+    # so does an empty entry among names (`"${A},${B}"` with one of the two empty).
+    if not any(names):
+        raise ConfigError(
+            f"{CAPABILITIES_ENV} is set to {value!r}, which names no capability; name the "
+            f"grants ({', '.join(CAPABILITIES)}), or unset it for the full owner grant"
+        )
+    if "" in names:
+        raise ConfigError(
+            f"{CAPABILITIES_ENV} is set to {value!r}, whose entry {names.index('') + 1} is "
+            f"empty; name one capability per entry ({', '.join(CAPABILITIES)})"
+        )
     unknown = sorted(set(names) - set(CAPABILITIES))
     if unknown:
         raise ConfigError(

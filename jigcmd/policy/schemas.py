@@ -1,6 +1,7 @@
 """The JSON Schemas generated from the wire types (contract, evidence, policy, run predicate).
 
-`scripts/gen_schemas.py` writes `generate()` to `schemas/`; a test fails when they differ.
+`scripts/gen_schemas.py` writes `generate()` to `schemas/` and copies that into the package
+(`jigcmd/schemas/`, what an installed jigcmd carries); a test fails when any of them differ.
 """
 
 from __future__ import annotations

@@ -65,4 +65,6 @@ def _refusal(frame: bytes, reason: str) -> bytes:
     text = f"jigcmd cannot serve: {reason}"
     if message.method in flow.CALL_METHODS:
         return flow.encode_failure(message.id, JigError(Code.UNAVAILABLE, text))
+    # JSON-RPC's name for the code leads, as in every -32603 this server sends (and
+    # `Invalid params: …` for -32602); a Run/1 failure carries its kind in data.code instead.
     return jsonrpc.encode_error(message.id, jsonrpc.INTERNAL_ERROR, f"Internal error: {text}")

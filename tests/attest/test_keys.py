@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import os
+import re
+import shutil
 import stat
 import subprocess
 import sys
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 from cryptography.hazmat.primitives import serialization
@@ -23,6 +27,8 @@ from jigcmd.attest.keys import (
     load_public,
     open_signing_key,
 )
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _pem(
@@ -170,6 +176,60 @@ def test_a_key_that_cannot_be_used_is_refused_naming_the_file_and_the_cause(
     with pytest.raises(SigningKeyError, match=words) as raised:
         open_signing_key(tmp_path, path, {})
     assert str(path) in str(raised.value)
+
+
+def _documented_serve_refusals() -> tuple[int, str, int, str]:
+    """What docs/attestation.md says `serve` answers when its key cannot be used.
+
+    The Run/1 error code and `data.code`, the MCP error code and its message up to the `…`.
+    """
+    text = " ".join((REPO / "docs" / "attestation.md").read_text(encoding="utf-8").split())
+    found = re.search(
+        r'a Run/1 call `(-\d+)` with `data\.code` `(\w+)`, an MCP request `(-\d+)` "([^"]*)…"',
+        text,
+    )
+    assert found, "docs/attestation.md no longer says what serve answers"
+    return int(found[1]), found[2], int(found[3]), found[4]
+
+
+def _serve_answers(
+    binding: Path, key: Path, state: Path, requests: list[str]
+) -> list[dict[str, Any]]:
+    """`jigcmd serve` given `requests` on stdin: it exits 2 and answers each it read."""
+    done = subprocess.run(
+        [sys.executable, "-m", "jigcmd", "serve", "--binding", str(binding),
+         "--state-dir", str(state), "--signing-key", str(key)],
+        input="".join(f"{line}\n" for line in requests), capture_output=True, text=True,
+        timeout=60, check=False,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert f"jigcmd serve: signing key {key}: " in done.stderr
+    return [json.loads(line) for line in done.stdout.splitlines()]
+
+
+def test_serve_answers_the_requests_sent_with_a_key_it_cannot_use_as_the_docs_say(
+    tmp_path: Path,
+) -> None:
+    """A 0644 key: each request already sent gets the documented error naming key and cause."""
+    flow_code, flow_kind, mcp_code, mcp_prefix = _documented_serve_refusals()
+    example = tmp_path / "example"
+    shutil.copytree(REPO / "jigcmd" / "example", example)
+    key = _key_file(tmp_path / "my.pem", _pem(Ed25519PrivateKey.generate()), 0o644)
+    # The path itself may be scrubbed on the wire (a host path under HOME or the cwd).
+    cause = "readable or writable by group or others (mode 0644); chmod 600 it"
+    mcp = (example / "requests" / "mcp.jsonl").read_text().splitlines()[:3]
+    answers = _serve_answers(example / "binding.toml", key, tmp_path / "state", mcp)
+    assert [answer["id"] for answer in answers] == [1, 2]
+    for answer in answers:
+        assert answer["error"]["code"] == mcp_code
+        message = answer["error"]["message"]
+        assert message.startswith(f"{mcp_prefix}signing key ") and cause in message, answer
+    flow = (example / "requests" / "flow.jsonl").read_text().splitlines()
+    (answer,) = _serve_answers(example / "binding.toml", key, tmp_path / "state", flow)
+    assert answer["error"]["code"] == flow_code
+    assert answer["error"]["data"]["code"] == flow_kind
+    message = answer["error"]["message"]
+    assert message.startswith("jigcmd cannot serve: signing key ") and cause in message, answer
 
 
 def test_an_unreadable_host_key_fails_rather_than_being_replaced(tmp_path: Path) -> None:

@@ -41,10 +41,23 @@ def test_the_fingerprint_is_four_hex_of_the_sha256_and_nothing_of_the_token(toke
     assert fingerprint(token) == f"tok_jarvis_{digest[:4]}"
 
 
-@pytest.mark.parametrize("value", [None, "", " , "])
-def test_no_capability_list_is_the_full_owner_grant(value: str | None) -> None:
-    """Unset or empty JARVIS_UTCP_CAPABILITIES grants every tool."""
-    assert parse_capabilities(value) == frozenset(CAPABILITIES)
+def test_an_unset_capability_list_is_the_full_owner_grant() -> None:
+    """Unset JARVIS_UTCP_CAPABILITIES, and only unset, grants every tool."""
+    assert parse_capabilities(None) == frozenset(CAPABILITIES)
+
+
+@pytest.mark.parametrize("value", ["", " ", ",", " , ", ",,"])
+def test_a_capability_list_that_names_nothing_refuses_to_start(value: str) -> None:
+    """Set but naming no capability (a template whose variable was empty) grants nothing."""
+    with pytest.raises(ConfigError, match="which names no capability"):
+        parse_capabilities(value)
+
+
+@pytest.mark.parametrize(("value", "entry"), [("run:read,", 2), (",policy:check", 1)])
+def test_an_empty_entry_in_a_capability_list_refuses_to_start(value: str, entry: int) -> None:
+    """An empty entry among names is refused too, naming which one."""
+    with pytest.raises(ConfigError, match=f"whose entry {entry} is empty"):
+        parse_capabilities(value)
 
 
 def test_a_capability_list_grants_exactly_its_entries() -> None:

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -57,6 +60,31 @@ def test_jarvis_refuses_to_start_without_a_token(
     monkeypatch.delenv("JARVIS_BEARER_TOKEN", raising=False)
     assert jarvis(policy_file, "127.0.0.1", 0, tmp_path / "state") == 2
     assert "JARVIS_BEARER_TOKEN is not set" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("value", "said"),
+    [
+        (",", "is set to ',', which names no capability"),
+        (" ", "is set to ' ', which names no capability"),
+        ("", "is set to '', which names no capability"),
+        ("run:read,", "is set to 'run:read,', whose entry 2 is empty"),
+    ],
+)
+def test_jarvis_refuses_to_start_on_a_capability_list_that_names_nothing(
+    value: str, said: str, policy_file: Path, tmp_path: Path
+) -> None:
+    """A set JARVIS_UTCP_CAPABILITIES naming no grant is exit 2, never the full owner grant."""
+    env = {**os.environ, "JARVIS_BEARER_TOKEN": TOKEN, "JARVIS_UTCP_CAPABILITIES": value}
+    command = ["jarvis", "--policy", str(policy_file), "--port", "0"]
+    done = subprocess.run(
+        [sys.executable, "-m", "jigcmd", *command, "--state-dir", str(tmp_path / "state")],
+        env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60,
+        check=False,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    (line,) = done.stderr.splitlines()
+    assert line.startswith(f"jigcmd jarvis: JARVIS_UTCP_CAPABILITIES {said}; "), line
 
 
 @pytest.mark.parametrize(

@@ -61,14 +61,18 @@ def env(tmp_path: Path) -> dict[str, str]:
     }
 
 
-def test_the_curl_recipe_runs_as_written(env: dict[str, str]) -> None:
-    """The manual, an allowed run's output and its stored record, each from one curl."""
+def test_the_curl_recipe_runs_as_written(env: dict[str, str], tmp_path: Path) -> None:
+    """The manual, an allowed run's output and its stored record, each from one curl.
+
+    Run from a directory of the user's, not the checkout: the recipe's paths must hold for
+    an installed jigcmd too.
+    """
     require_tools("curl", what="the README's jarvis recipe")
     port = str(free_port())
     script = "trap 'kill $(jobs -p) 2>/dev/null; wait' EXIT\n" + block("sh").replace("7777", port)
     child = subprocess.Popen(
         ["bash", "-euo", "pipefail", "-c", script],
-        cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         start_new_session=True,
     )  # fmt: skip
     try:

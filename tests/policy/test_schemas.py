@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+from importlib import resources
 from pathlib import Path
 from types import ModuleType
 
@@ -46,6 +47,30 @@ def test_the_check_mode_reports_stale_files(tmp_path: Path) -> None:
     stale = generator.stale_files(tmp_path)
     assert "lock.schema.json" in stale
     assert set(stale) == set(generate())
+
+
+def test_the_package_carries_the_published_schemas_byte_for_byte() -> None:
+    """An installed jigcmd finds schemas/ as it is, in the package's `schemas` directory."""
+    packaged = resources.files("jigcmd") / "schemas"
+    held = {entry.name: entry.read_bytes() for entry in packaged.iterdir()}
+    published = {path.name: path.read_bytes() for path in (ROOT / "schemas").glob("*.json")}
+    assert set(held) == set(published), "run scripts/gen_schemas.py"
+    assert held == published, "run scripts/gen_schemas.py"
+
+
+def test_the_check_mode_reports_a_stale_copy(tmp_path: Path) -> None:
+    """A copy changed, missing or left over from a removed schema is stale."""
+    generator = load_generator()
+    source, copy = tmp_path / "schemas", tmp_path / "copy"
+    source.mkdir()
+    copy.mkdir()
+    for name in ("same.json", "changed.json", "missing.json"):
+        (source / name).write_text(f'"{name}"\n')
+    (copy / "same.json").write_text('"same.json"\n')
+    (copy / "changed.json").write_text('"old"\n')
+    (copy / "removed.json").write_text('"removed.json"\n')
+    stale = generator.stale_copies(source, copy)
+    assert stale == ["changed.json", "missing.json", "removed.json"]
 
 
 def test_schemas_are_sorted_indented_and_end_with_a_newline() -> None:
