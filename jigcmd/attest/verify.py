@@ -6,7 +6,10 @@ its `predicateType` names (strictly: the types `schemas/run-predicate.v1.schema.
 `jarvis-run-predicate` schemas are generated from; a jarvis statement is v2, or v1 as jigcmd
 made them before they named the executable); a test result names the run statement it
 belongs to; and, given the evidence, its candidate digest and streams match the subjects and
-the rest the predicate.
+the rest the predicate. The evidence is any shape `inputs.read_evidence` reads: the ten
+fields, an MCP result's budgeted view (each field it carries, its cut said unchecked), or a
+jarvis record (its run id, request, rule and ending too). A check that cannot be made, every
+evidence check without evidence among them, is a skipped `Check`: said, never a failure.
 """
 
 from __future__ import annotations
