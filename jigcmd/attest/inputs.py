@@ -103,6 +103,12 @@ def _pick(value: object, at: str) -> EvidenceFile:
         return _convert(value, McpView, at, "an MCP structuredContent")
     if "evidence" in value:
         return _convert(value["evidence"], Evidence, f"{at}.evidence", "jigcmd evidence")
+    if isinstance(value.get("error"), dict):
+        code = value["error"].get("code")
+        raise ValueError(
+            f"a `jigcmd run --json` error answer ({code}) with no evidence: only a deadline's "
+            "or a cancel's carries it, at `.evidence`"
+        )
     return _convert(value, Evidence, at, "jigcmd evidence")
 
 

@@ -66,6 +66,11 @@ def _jigcmd(*args: str) -> subprocess.CompletedProcess[str]:
             "and CANCELLED carry it, at `.error.data.details.command`",
         ),
         (
+            {"error": {"code": "INVALID_INPUT", "message": "m"}},
+            "a `jigcmd run --json` error answer (INVALID_INPUT) with no evidence: only a "
+            "deadline's or a cancel's carries it, at `.evidence`",
+        ),
+        (
             {"jsonrpc": "2.0", "id": 3, "result": {"content": [], "isError": False}},
             "a JSON-RPC answer with neither `.result.value` (FLOW Run/1) nor "
             "`.result.structuredContent` (MCP tools/call from 2025-06-18; an older protocol "
