@@ -263,14 +263,29 @@ def _attest_options(attest: argparse.ArgumentParser) -> None:
 
 def _verify_options(verify: argparse.ArgumentParser) -> None:
     """`jigcmd verify`'s options."""
-    verify.add_argument("file", type=Path, help="the statement (from attest, or run --json)")
+    verify.add_argument(
+        "file",
+        type=Path,
+        help="the statement: a bundle (from attest), or an answer carrying one in `attestation` "
+        "(run --json, jarvis run.get); - reads stdin",
+    )
     verify.add_argument(
         "--key", type=Path, help="the signer's public key (default: this host's, `jigcmd key`)"
     )
     verify.add_argument(
-        "--evidence", type=Path, help="evidence JSON whose candidate and streams must match"
+        "--evidence",
+        type=Path,
+        help="what the run answered, to check against the statement: its evidence (a Run/1 "
+        "result or answer line, run --json, an MCP tools/call answer or its structuredContent, a "
+        "jarvis record); - reads stdin; without it the output is not checked",
     )
-    verify.add_argument("--state-dir", type=Path, help=_STATE_DIR_HELP)
+    verify.add_argument(
+        "--state-dir",
+        type=Path,
+        help="where this host's public key is read when --key is not given (default: "
+        "$JIGCMD_STATE_DIR, else /var/lib/jigcmd for root, else $XDG_STATE_HOME/jigcmd or "
+        "~/.local/state/jigcmd)",
+    )
 
 
 def _key_options(key: argparse.ArgumentParser) -> None:

@@ -6,7 +6,10 @@ its `predicateType` names (strictly: the types `schemas/run-predicate.v1.schema.
 `jarvis-run-predicate` schemas are generated from; a jarvis statement is v2, or v1 as jigcmd
 made them before they named the executable); a test result names the run statement it
 belongs to; and, given the evidence, its candidate digest and streams match the subjects and
-the rest the predicate.
+the rest the predicate. The evidence is any shape `inputs.read_evidence` reads: the ten
+fields, an MCP result's budgeted view (each field it carries, its cut said unchecked), or a
+jarvis record (its run id, request, rule and ending too). A check that cannot be made, every
+evidence check without evidence among them, is a skipped `Check`: said, never a failure.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from dataclasses import dataclass
 import msgspec
 
 from jigcmd.attest import dsse
+from jigcmd.attest.inputs import EvidenceFile, JarvisView, McpStream, McpView, read_evidence
 from jigcmd.attest.keys import PublicKey
 from jigcmd.attest.statement import (
     JARVIS_PREDICATE_TYPE,
@@ -28,28 +32,12 @@ from jigcmd.attest.statement import (
     JarvisRunStatementV2,
     ResourceDescriptor,
     RunStatement,
+    StreamFacts,
     TestResultStatement,
 )
-from jigcmd.evidence import Evidence, StreamText
+from jigcmd.evidence import Evidence, ResourceReport, StreamText
 
 __all__ = ["Check", "JarvisView", "decode_evidence", "verify_bundle"]
-
-
-class JarvisView(msgspec.Struct, frozen=True):
-    """What `jarvis.run.get` answers of a run, as far as its statement binds it.
-
-    `argv`, `cwd` and `executable` are checked when the record has them: `run.create`'s
-    answer has only `executable`, and a run recorded before the journal kept that has null.
-    """
-
-    stdout: StreamText
-    stderr: StreamText
-    exit_code: int | None
-    signal: str | None
-    argv: list[str] | msgspec.UnsetType = msgspec.UNSET
-    # `run.get` answers null for a run that named none; the statement has "".
-    cwd: str | msgspec.UnsetType | None = msgspec.UNSET
-    executable: str | msgspec.UnsetType | None = msgspec.UNSET
 
 
 class _Kind(msgspec.Struct):
@@ -59,48 +47,31 @@ class _Kind(msgspec.Struct):
 _kind = msgspec.json.Decoder(_Kind)
 _jarvis = msgspec.json.Decoder(JarvisRunStatement)
 _jarvis_v2 = msgspec.json.Decoder(JarvisRunStatementV2)
-_jarvis_view = msgspec.json.Decoder(JarvisView)
 _run = msgspec.json.Decoder(RunStatement)
 _tests = msgspec.json.Decoder(TestResultStatement)
-_evidence = msgspec.json.Decoder(Evidence)
 
 
 @dataclass(frozen=True)
 class Check:
-    """One verdict: what was checked, whether it held, and why."""
+    """One verdict: what was checked, whether it held, and why; or why it was not checked."""
 
     name: str
     ok: bool
     detail: str
+    # Not checked (nothing to check it against): never a failure, but said.
+    skipped: bool = False
 
 
-class _Wrapped(msgspec.Struct):
-    evidence: Evidence
+def _skip(name: str, why: str) -> Check:
+    return Check(name, True, why, skipped=True)
 
 
-_wrapped = msgspec.json.Decoder(_Wrapped)
+def decode_evidence(data: bytes) -> EvidenceFile:
+    """Evidence from its JSON, in any shape jigcmd answers it in (`inputs.read_evidence`)."""
+    return read_evidence(data)
 
 
-def decode_evidence(data: bytes) -> Evidence | JarvisView:
-    """Evidence from its JSON: the ten fields, an answer with an `evidence` member, or a
-    `jarvis.run.get` answer. Raises `ValueError` naming what is wrong.
-    """
-    try:
-        return _evidence.decode(data)
-    except (msgspec.ValidationError, msgspec.DecodeError) as first:
-        try:
-            return _wrapped.decode(data).evidence
-        except (msgspec.ValidationError, msgspec.DecodeError):
-            pass
-        try:
-            return _jarvis_view.decode(data)
-        except (msgspec.ValidationError, msgspec.DecodeError):
-            raise ValueError(f"not jigcmd evidence: {first}") from first
-
-
-def verify_bundle(
-    data: bytes, key: PublicKey, evidence: Evidence | JarvisView | None = None
-) -> list[Check]:
+def verify_bundle(data: bytes, key: PublicKey, evidence: EvidenceFile | None = None) -> list[Check]:
     """Every check on the bundle `data` against `key` (and `evidence`); stops at a broken one."""
     try:
         envelopes = dsse.decode_bundle(data)
@@ -125,18 +96,28 @@ def verify_bundle(
     if keyid != key.keyid:
         named += f", not the verifying key {key.keyid}"
     checks.append(Check("signer", keyid == key.keyid, named))
-    if isinstance(statement, JarvisRunStatement | JarvisRunStatementV2):
-        if isinstance(evidence, JarvisView):
-            checks.extend(_jarvis_checks(statement, evidence))
-        elif evidence is not None:
-            checks.append(
-                Check("evidence", False, "a jarvis statement, but Project Command evidence")
-            )
-    elif isinstance(evidence, Evidence):
-        checks.extend(_evidence_checks(statement, evidence))
-    elif evidence is not None:
-        checks.append(Check("evidence", False, "a run statement, but a jarvis record"))
+    checks.extend(_evidence(statement, evidence))
     return checks
+
+
+def _evidence(statement: _Statement, evidence: EvidenceFile | None) -> list[Check]:
+    """The checks of the evidence against the statement; without it, what went unchecked."""
+    if isinstance(statement, JarvisRunStatement | JarvisRunStatementV2):
+        if evidence is None:
+            names = ("run", "stdout", "stderr", "request", "policy", "ending")
+            return [_skip(name, "no --evidence") for name in names]
+        if isinstance(evidence, JarvisView):
+            return _jarvis_checks(statement, evidence)
+        return [Check("evidence", False, "a jarvis statement, but Project Command evidence")]
+    if evidence is None:
+        return [
+            _skip(name, "no --evidence") for name in ("candidate", "stdout", "stderr", "ending")
+        ]
+    if isinstance(evidence, JarvisView):
+        return [Check("evidence", False, "a run statement, but a jarvis record")]
+    if isinstance(evidence, McpView):
+        return _view_checks(statement, evidence)
+    return _evidence_checks(statement, evidence)
 
 
 def _signatures(envelopes: list[dsse.Envelope], key: PublicKey) -> Check:
@@ -251,14 +232,7 @@ def _subject(statement: _Statement, name: str) -> ResourceDescriptor | None:
 
 
 def _evidence_checks(statement: RunStatement, evidence: Evidence) -> list[Check]:
-    checks: list[Check] = []
-    candidate = _subject(statement, "candidate")
-    digest = evidence.candidate_digest.removeprefix("sha256:")
-    checks.append(
-        Check("candidate", True, f"candidateDigest sha256:{digest} is the subject")
-        if candidate is not None and candidate.digest.get("sha256") == digest
-        else Check("candidate", False, f"candidateDigest sha256:{digest} is not the subject")
-    )
+    checks = [_candidate(statement, evidence.candidate_digest)]
     checks.extend(_streams(statement, evidence.stdout, evidence.stderr))
     predicate = statement.predicate
     ending = predicate.ending
@@ -299,21 +273,46 @@ def _streams(statement: _Statement, stdout: StreamText, stderr: StreamText) -> l
 def _jarvis_checks(
     statement: JarvisRunStatement | JarvisRunStatementV2, view: JarvisView
 ) -> list[Check]:
-    checks = _streams(statement, view.stdout, view.stderr)
+    predicate = statement.predicate
+    run_id = predicate.run.run_id
+    checks = [
+        Check("run", True, f"run_id {run_id} is the statement's")
+        if view.run_id == run_id
+        else Check(
+            "run", False, f"the record's run_id {view.run_id} is not the statement's {run_id}"
+        )
+    ]
+    checks.extend(_streams(statement, view.stdout, view.stderr))
     request = _jarvis_request(statement, view)
     if request is not None:
         checks.append(request)
-    ending = statement.predicate.ending
-    same = (
-        view.exit_code == ending.exit_code
-        and view.signal == ending.signal
-        and view.stdout.truncated == ending.stdout.truncated
-        and view.stderr.truncated == ending.stderr.truncated
-    )
+    if not isinstance(view.matched_rule, msgspec.UnsetType):
+        rule = predicate.policy.matched_rule
+        checks.append(
+            Check("policy", True, f"matched_rule {rule!r} is the statement's")
+            if view.matched_rule == rule
+            else Check(
+                "policy", False, f"the record's matched_rule {view.matched_rule!r}, not {rule!r}"
+            )
+        )
+    ending = predicate.ending
+    # jarvis reports the stop reason as its status: a run with a statement `exited` or
+    # `deadline` (a cancelled one is `failed`, and has none).
+    differs = [
+        field
+        for field, same in (
+            ("status", view.status == ending.stop_reason),
+            ("exit_code", view.exit_code == ending.exit_code),
+            ("signal", view.signal == ending.signal),
+            ("stdout.truncated", view.stdout.truncated == ending.stdout.truncated),
+            ("stderr.truncated", view.stderr.truncated == ending.stderr.truncated),
+        )
+        if not same
+    ]
     checks.append(
-        Check("ending", True, "exit code, signal and truncation match")
-        if same
-        else Check("ending", False, "the record's exit code, signal or truncation differs")
+        Check("ending", False, "the record differs from the statement in " + ", ".join(differs))
+        if differs
+        else Check("ending", True, "status, exit code, signal and truncation match")
     )
     return checks
 
@@ -343,3 +342,113 @@ def _jarvis_request(
             "request", False, "the record differs from the statement in " + ", ".join(differs)
         )
     return Check("request", True, ", ".join(name for name, _ in compared) + " match" + unnamed)
+
+
+def _view_checks(statement: RunStatement, view: McpView) -> list[Check]:
+    """An MCP result against the statement: each field it carries that the statement binds,
+    and, said as skipped, what its cut leaves out (`tests`, `budgetBytes` are not bound)."""
+    checks = [_candidate(statement, view.candidate_digest)]
+    ending = statement.predicate.ending
+    for name, stream, facts in (
+        ("stdout", view.stdout, ending.stdout),
+        ("stderr", view.stderr, ending.stderr),
+    ):
+        checks.extend(_view_stream(statement, name, stream, facts))
+    checks.append(_view_ending(statement, view))
+    if view.tests is not None:
+        checks.append(
+            _skip(
+                "tests",
+                "the runner's per-test view is candidate-influenced and not signed; the "
+                "test result statement is what binds the tests",
+            )
+        )
+    return checks
+
+
+def _candidate(statement: RunStatement, candidate_digest: str) -> Check:
+    candidate = _subject(statement, "candidate")
+    digest = candidate_digest.removeprefix("sha256:")
+    if candidate is not None and candidate.digest.get("sha256") == digest:
+        return Check("candidate", True, f"candidateDigest sha256:{digest} is the subject")
+    return Check("candidate", False, f"candidateDigest sha256:{digest} is not the subject")
+
+
+def _view_stream(
+    statement: RunStatement, name: str, stream: McpStream, facts: StreamFacts
+) -> list[Check]:
+    subject = _subject(statement, name)
+    digest = stream.sha256.removeprefix("sha256:")
+    differs = [
+        field
+        for field, same in (
+            ("sha256", subject is not None and subject.digest.get("sha256") == digest),
+            ("capturedBytes", stream.captured_bytes == facts.captured_bytes),
+            ("truncated", stream.truncated == facts.truncated),
+        )
+        if not same
+    ]
+    if differs:
+        return [Check(name, False, f"the result's {name} differs in " + ", ".join(differs))]
+    said = f"sha256 (of the text), {stream.captured_bytes} captured bytes and truncation match"
+    if stream.omitted_bytes:
+        why = (
+            f"{stream.omitted_bytes} bytes between head and tail are left out, so only the "
+            "digest binds the text (resources/read of the stream's uri returns all of it)"
+        )
+        return [Check(name, True, said), _skip(f"{name} head/tail", why)]
+    shown = hashlib.sha256((stream.head + stream.tail).encode("utf-8")).hexdigest()
+    if subject is None or subject.digest.get("sha256") != shown:
+        return [Check(name, False, f"the result's {name} head and tail are not the signed text")]
+    return [Check(name, True, said + "; head and tail are the whole text")]
+
+
+def _view_ending(statement: RunStatement, view: McpView) -> Check:
+    predicate = statement.predicate
+    ending = predicate.ending
+    compared = [
+        ("command", view.command == predicate.command.name),
+        ("invocation", _cut_of(view.invocation, predicate.command.invocation)),
+        ("stdinDigest", view.stdin_digest == predicate.stdin_digest),
+        ("exitCode", view.exit_code == ending.exit_code),
+        ("signal", view.signal == ending.signal),
+        ("stopReason", view.stop_reason == ending.stop_reason),
+    ]
+    limits, unchecked = _limits_hit(ending.resources, view)
+    if limits is not None:
+        compared.append(("limitsHit", limits))
+    differs = [field for field, same in compared if not same]
+    if differs:
+        return Check(
+            "ending", False, "the result differs from the statement in " + ", ".join(differs)
+        )
+    return Check("ending", True, ", ".join(field for field, _ in compared) + " match" + unchecked)
+
+
+def _limits_hit(resources: ResourceReport | None, view: McpView) -> tuple[bool | None, str]:
+    """Whether the result's `limitsHit` is the statement's resource report's, if checkable."""
+    if resources is None:
+        return None, "; limitsHit not checked (signed before the resource report)"
+    if view.stop_reason != "exited" and not view.limits_hit:
+        # A deadline's or cancel's result is made from its evidence alone and names none.
+        return None, "; limitsHit not checked (a stopped call's result names none)"
+    hit = [
+        n for n, h in (("memory", resources.oom_killed), ("pids", resources.pids_limit_hit)) if h
+    ]
+    return view.limits_hit == hit, ""
+
+
+def _cut_of(shown: list[str], invocation: list[str]) -> bool:
+    """Whether `shown` is `invocation` as an MCP result cuts it to its budget: arguments cut
+    to a prefix and `…`, the rest counted as `… N more arguments` (`mcp_view.fitted`)."""
+    kept = shown
+    if shown and shown[-1].startswith("… ") and shown[-1].endswith(" more arguments"):
+        kept = shown[:-1]
+        if shown[-1] != f"… {len(invocation) - len(kept)} more arguments":
+            return False
+    elif len(shown) != len(invocation):
+        return False
+    return all(
+        arg == full or (arg.endswith("…") and full.startswith(arg[:-1]) and len(full) >= len(arg))
+        for arg, full in zip(kept, invocation, strict=False)
+    ) and len(kept) <= len(invocation)

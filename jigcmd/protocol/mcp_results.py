@@ -15,6 +15,7 @@ from typing import Any, Final
 
 import msgspec
 
+from jigcmd.attest import dsse
 from jigcmd.errors import JigError
 from jigcmd.evidence import OUTPUT_CAP_BYTES, Evidence, ResourceReport
 from jigcmd.protocol import jsonrpc
@@ -55,6 +56,7 @@ def completed_result(
         version=version,
         budget=budget,
         report=result.report,
+        captured=_captured(result.attestation),
     )
     completed["content"] = content
     if version in STRUCTURED:
@@ -84,7 +86,15 @@ def failure_result(
         if isinstance(evidence, Evidence)
         else _as_evidence.decode(jsonrpc.encode_json(evidence))
     )
-    view, content = _fit(collected, None, (), header, version=version, budget=budget)
+    view, content = _fit(
+        collected,
+        None,
+        (),
+        header,
+        version=version,
+        budget=budget,
+        captured=_captured(error.attestation),
+    )
     result["content"] = content
     if version in STRUCTURED:
         result["structuredContent"] = view
@@ -100,6 +110,7 @@ def _fit(
     version: str,
     budget: int,
     report: ResourceReport | None = None,
+    captured: dict[str, int] | None = None,
 ) -> tuple[View, list[dict[str, Any]]]:
     structured = version in STRUCTURED
     links = [_link(ref) for ref in resources] if structured else []
@@ -119,7 +130,41 @@ def _fit(
         content=content,
         structured=structured,
         report=report,
+        captured=captured,
     )
+
+
+class _Captured(msgspec.Struct):
+    captured_bytes: int = msgspec.field(name="capturedBytes")
+
+
+class _Streams(msgspec.Struct):
+    stdout: _Captured
+    stderr: _Captured
+
+
+class _Ending(msgspec.Struct):
+    ending: _Streams
+
+
+class _Signed(msgspec.Struct):
+    predicate: _Ending
+
+
+_signed: Final = msgspec.json.Decoder(_Signed)
+
+
+def _captured(bundle: bytes | None) -> dict[str, int]:
+    """Each stream's length as captured, read from the run's signed statement (none without)."""
+    # The evidence keeps the decoded text only; the statement counts the bytes as written,
+    # and the result says that count so it can be held against the statement.
+    if bundle is None:
+        return {}
+    try:
+        ending = _signed.decode(dsse.payload_of(dsse.decode_bundle(bundle)[0])).predicate.ending
+    except (dsse.BundleError, msgspec.ValidationError, msgspec.DecodeError):
+        return {}
+    return {"stdout": ending.stdout.captured_bytes, "stderr": ending.stderr.captured_bytes}
 
 
 def _link(ref: ResourceRef) -> dict[str, Any]:

@@ -107,11 +107,15 @@ def _stream_schema(name: str) -> dict[str, Any]:
         "description": f"{name}, cut to the budget: its head and tail, and what identifies all of "
         "what was captured (the first 64 KiB the command wrote).",
         "properties": {
-            "capturedBytes": {"type": "integer", "description": "UTF-8 bytes captured."},
+            "capturedBytes": {
+                "type": "integer",
+                "description": "Bytes captured as the command wrote them (the signed statement's "
+                "ending capturedBytes); the text is their UTF-8 decoding.",
+            },
             "sha256": {
                 "type": "string",
                 "description": "sha256: of the captured text's UTF-8 bytes, which "
-                "resources/read of `uri` returns.",
+                "resources/read of `uri` returns (the signed statement's stream subject).",
             },
             "truncated": {
                 "type": "boolean",
@@ -120,7 +124,8 @@ def _stream_schema(name: str) -> dict[str, Any]:
             "head": {"type": "string"},
             "omittedBytes": {
                 "type": "integer",
-                "description": "Captured bytes between head and tail that this result leaves out.",
+                "description": "Bytes of the text between head and tail that this result leaves "
+                "out.",
             },
             "tail": {"type": "string"},
             "uri": {"type": ["string", "null"], "description": "The whole captured stream."},

@@ -4,8 +4,10 @@ MCP hosts hand the model either `structuredContent` (Claude Code, VS Code) or th
 `content`, and cap tool results at a few thousand tokens. So every tool result is sized
 here: `structuredContent` and `content` together are at most the budget in bytes of JSON
 (`DEFAULT_BUDGET_BYTES`, ~6k tokens), on every protocol version. Within it: how the command
-ended, the head and tail of each stream with the count of bytes left out, each stream's
-captured length and SHA-256 (of the text a `resources/read` of its URI returns), and for a
+ended, the head and tail of each stream with the count of its text's bytes left out, each
+stream's captured length (of the bytes the command wrote, as the run's signed statement
+counts them) and SHA-256 (of the text a `resources/read` of its URI returns, the statement's
+stream subject), and for a
 test command the runner's per-test results under CTRF's names, failing tests first.
 
 The cut is one knob: a scale from 1 (generous heads, tails and test lists) down to 0 (the
@@ -17,7 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, Final, Literal
 
 import msgspec
@@ -129,11 +131,13 @@ def fitted(
     content: Content,
     structured: bool,
     report: ResourceReport | None = None,
+    captured: Mapping[str, int] | None = None,
 ) -> tuple[View, list[dict[str, Any]]]:
     """The largest view (and its content blocks) whose JSON fits `budget` bytes.
 
     `content(view)` makes the content blocks for a view; with `structured` the view itself
     travels as `structuredContent` and counts too. `report`: the limits the run reached.
+    `captured`: each stream's length as captured, by name (else its text's UTF-8 length).
     """
 
     def size(view: View) -> tuple[int, list[dict[str, Any]]]:
@@ -145,10 +149,10 @@ def fitted(
 
     links = {ref.name: ref.uri for ref in resources}
     hit = limits_hit(report)
-    low = _view(evidence, tests, links, hit=hit, budget=budget, scale=0.0)
+    low = _view(evidence, tests, links, hit=hit, captured=captured or {}, budget=budget, scale=0.0)
     low_size, low_blocks = size(low)
     best: tuple[View, list[dict[str, Any]]] = (low, low_blocks)
-    high = _view(evidence, tests, links, hit=hit, budget=budget, scale=1.0)
+    high = _view(evidence, tests, links, hit=hit, captured=captured or {}, budget=budget, scale=1.0)
     high_size, high_blocks = size(high)
     if high_size <= budget:
         return high, high_blocks
@@ -157,7 +161,9 @@ def fitted(
     lo, hi = 0.0, 1.0
     for _ in range(_STEPS):
         mid = (lo + hi) / 2
-        view = _view(evidence, tests, links, hit=hit, budget=budget, scale=mid)
+        view = _view(
+            evidence, tests, links, hit=hit, captured=captured or {}, budget=budget, scale=mid
+        )
         used, blocks = size(view)
         if used <= budget:
             lo, best = mid, (view, blocks)
@@ -184,6 +190,7 @@ def _view(
     links: dict[str, str],
     *,
     hit: list[LimitHit],
+    captured: Mapping[str, int],
     budget: int,
     scale: float,
 ) -> View:
@@ -202,14 +209,18 @@ def _view(
         cleanup=evidence.cleanup,
         candidate_digest=evidence.candidate_digest,
         stdin_digest=evidence.stdin_digest,
-        stdout=_stream(evidence.stdout, int(_STREAM_MAX * scale), links.get("stdout")),
-        stderr=_stream(evidence.stderr, int(_STREAM_MAX * scale), links.get("stderr")),
+        stdout=_stream(
+            evidence.stdout, int(_STREAM_MAX * scale), links.get("stdout"), captured.get("stdout")
+        ),
+        stderr=_stream(
+            evidence.stderr, int(_STREAM_MAX * scale), links.get("stderr"), captured.get("stderr")
+        ),
         tests=None if tests is None else _tests(tests, scale, links.get("junit")),
         budget_bytes=budget,
     )
 
 
-def _stream(stream: StreamText, keep: int, uri: str | None) -> StreamView:
+def _stream(stream: StreamText, keep: int, uri: str | None, captured: int | None) -> StreamView:
     data = stream.text.encode("utf-8")
     digest = "sha256:" + hashlib.sha256(data).hexdigest()
     if len(data) <= 2 * keep:
@@ -219,7 +230,9 @@ def _stream(stream: StreamText, keep: int, uri: str | None) -> StreamView:
         tail = data[len(data) - keep :].decode("utf-8", "ignore") if keep else ""
     omitted = len(data) - len(head.encode("utf-8")) - len(tail.encode("utf-8"))
     return StreamView(
-        captured_bytes=len(data),
+        # The bytes the command wrote, not their decoding (invalid UTF-8 becomes U+FFFD, a BOM
+        # is dropped): the same count as the signed statement's, so a verifier can hold it.
+        captured_bytes=len(data) if captured is None else captured,
         sha256=digest,
         truncated=stream.truncated,
         head=head,

@@ -1,0 +1,178 @@
+"""What `jigcmd verify` reads: a bundle, or an answer carrying one; evidence in every shape
+jigcmd answers it in.
+
+Each shape is picked by the keys only it has, then decoded strictly as that shape, so an
+error names the shape and the path inside the file (`$.evidence.stdout.text`) rather than
+the first of several guesses. The shapes, by their distinguishing key:
+
+- `jsonrpc`: an answer line. FLOW Run/1: `.result.value` (a completed call), or a
+  `DEADLINE_EXCEEDED`/`CANCELLED` error's `.error.data.details.command`. MCP `tools/call`:
+  `.result.structuredContent`.
+- `run_id`: a jarvis `run.get` (or `run.create`) answer.
+- `budgetBytes`: an MCP `structuredContent`, the budgeted view of the evidence.
+- `evidence`: a `jigcmd run --json` answer.
+- anything else: the ten evidence fields themselves.
+"""
+
+from __future__ import annotations
+
+from typing import Any, TypeVar
+
+import msgspec
+
+from jigcmd.evidence import Evidence, StreamText
+
+__all__ = ["EvidenceFile", "JarvisView", "McpStream", "McpView", "bundle_bytes", "read_evidence"]
+
+
+class JarvisView(msgspec.Struct, frozen=True):
+    """What `jarvis.run.get` answers of a run, as far as its statement binds it.
+
+    `argv`, `cwd`, `executable` and `matched_rule` are checked when the record has them:
+    `run.create`'s answer has only `executable` and `matched_rule`, and a run recorded before
+    the journal kept the executable has null.
+    """
+
+    run_id: int
+    status: str
+    stdout: StreamText
+    stderr: StreamText
+    exit_code: int | None
+    signal: str | None
+    argv: list[str] | msgspec.UnsetType = msgspec.UNSET
+    # `run.get` answers null for a run that named none; the statement has "".
+    cwd: str | msgspec.UnsetType | None = msgspec.UNSET
+    executable: str | msgspec.UnsetType | None = msgspec.UNSET
+    matched_rule: str | msgspec.UnsetType | None = msgspec.UNSET
+
+
+class McpStream(msgspec.Struct, frozen=True, rename="camel"):
+    """One stream of an MCP result: its head and tail, and what identifies all of it."""
+
+    captured_bytes: int
+    sha256: str
+    truncated: bool
+    head: str
+    omitted_bytes: int
+    tail: str
+
+
+class McpView(msgspec.Struct, frozen=True, rename="camel"):
+    """An MCP `structuredContent`: the evidence cut to a budget (`jigcmd/protocol/mcp_view.py`).
+
+    Fields this verifier does not bind (`tests`, `budgetBytes`, a stream's `uri`) are
+    accepted and said to be unchecked, not refused.
+    """
+
+    command: str
+    invocation: list[str]
+    exit_code: int | None
+    signal: str | None
+    stop_reason: str
+    limits_hit: list[str]
+    cleanup: str
+    candidate_digest: str
+    stdin_digest: str
+    stdout: McpStream
+    stderr: McpStream
+    budget_bytes: int
+    tests: dict[str, object] | None = None
+
+
+EvidenceFile = Evidence | JarvisView | McpView
+_T = TypeVar("_T")
+
+
+def read_evidence(data: bytes) -> EvidenceFile:
+    """The evidence in `data`, whichever shape carries it; `ValueError` names what is wrong."""
+    try:
+        value = msgspec.json.decode(data)
+    except msgspec.DecodeError as exc:
+        raise ValueError(f"not JSON: {exc}") from exc
+    return _pick(value, "$")
+
+
+def _pick(value: object, at: str) -> EvidenceFile:
+    if not isinstance(value, dict):
+        raise ValueError(f"not jigcmd evidence: `{at}` is not a JSON object")
+    if "jsonrpc" in value:
+        return _answer_line(value, at)
+    if "run_id" in value:
+        return _convert(value, JarvisView, at, "a jarvis run record")
+    if "budgetBytes" in value or "limitsHit" in value:
+        return _convert(value, McpView, at, "an MCP structuredContent")
+    if "evidence" in value:
+        return _convert(value["evidence"], Evidence, f"{at}.evidence", "jigcmd evidence")
+    if isinstance(value.get("error"), dict):
+        code = value["error"].get("code")
+        raise ValueError(
+            f"a `jigcmd run --json` error answer ({code}) with no evidence: only a deadline's "
+            "or a cancel's carries it, at `.evidence`"
+        )
+    return _convert(value, Evidence, at, "jigcmd evidence")
+
+
+def _answer_line(line: dict[str, Any], at: str) -> EvidenceFile:
+    """The evidence a JSON-RPC answer line carries (Run/1 or MCP), or why it carries none."""
+    error = line.get("error")
+    if isinstance(error, dict):
+        data = error.get("data")
+        details = data.get("details") if isinstance(data, dict) else None
+        if isinstance(details, dict) and "command" in details:
+            where = f"{at}.error.data.details.command"
+            return _convert(details["command"], Evidence, where, "jigcmd evidence")
+        code = data.get("code") if isinstance(data, dict) else None
+        raise ValueError(
+            f"a JSON-RPC error answer ({code or error.get('code')}) with no evidence: only "
+            "DEADLINE_EXCEEDED and CANCELLED carry it, at `.error.data.details.command`"
+        )
+    result = line.get("result")
+    if not isinstance(result, dict):
+        raise ValueError(f"a JSON-RPC answer line without a result object at `{at}.result`")
+    if "value" in result:
+        return _convert(result["value"], Evidence, f"{at}.result.value", "jigcmd evidence")
+    if "structuredContent" in result:
+        where = f"{at}.result.structuredContent"
+        return _convert(result["structuredContent"], McpView, where, "an MCP structuredContent")
+    raise ValueError(
+        "a JSON-RPC answer with neither `.result.value` (FLOW Run/1) nor "
+        "`.result.structuredContent` (MCP tools/call from 2025-06-18; an older protocol "
+        "version's result has none to check)"
+    )
+
+
+def _convert(value: object, kind: type[_T], at: str, shape: str) -> _T:
+    try:
+        return msgspec.convert(value, kind)
+    except msgspec.ValidationError as exc:
+        raise ValueError(f"not {shape}: {_placed(str(exc), at)}") from exc
+
+
+def _placed(message: str, at: str) -> str:
+    """msgspec's message with its path (`$…`, relative to the value) made the file's."""
+    if at == "$":
+        return message if " - at `$" in message else f"{message} - at `$`"
+    if " - at `$" in message:
+        return message.replace(" - at `$", f" - at `{at}", 1)
+    return f"{message} - at `{at}`"
+
+
+def bundle_bytes(data: bytes) -> bytes:
+    """The bundle in `data`: the file itself, or an answer's `attestation.bundle`.
+
+    A `jigcmd run --json` answer, a jarvis record or an MCP answer has the key `attestation`,
+    which no DSSE envelope has; `ValueError` when it carries no statement.
+    """
+    try:
+        value = msgspec.json.decode(data)
+    except msgspec.DecodeError:
+        return data  # JSON Lines of several envelopes: the bundle's own parser says what is wrong.
+    if not isinstance(value, dict) or "attestation" not in value:
+        return data
+    attestation = value["attestation"]
+    if attestation is None:
+        raise ValueError("the answer's `attestation` is null: no statement was made for this run")
+    bundle = attestation.get("bundle") if isinstance(attestation, dict) else None
+    if not isinstance(bundle, str):
+        raise ValueError("the answer's `attestation` has no `bundle` string")
+    return bundle.encode("utf-8")

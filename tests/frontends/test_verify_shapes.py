@@ -1,0 +1,96 @@
+"""`jigcmd verify --evidence` picks the file's shape by its keys and names the wrong field.
+
+Each shape a run's evidence is answered in, with one field wrong: the error names that
+shape and the field's path in the file, not the first of several guesses.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pytest
+
+from tests.frontends.test_attest_cli import EVIDENCE
+
+GOOD: dict[str, Any] = msgspec.to_builtins(EVIDENCE)
+BAD_TEXT = {**GOOD, "stdout": {"text": 5, "truncated": False}}
+RECORD = {
+    "run_id": 1, "status": "exited", "exit_code": "0", "signal": None,
+    "stdout": {"text": "", "truncated": False}, "stderr": {"text": "", "truncated": False},
+}  # fmt: skip
+STREAM = {"capturedBytes": 0, "sha256": "sha256:" + "0" * 64, "truncated": False, "head": "",
+          "omittedBytes": 0, "tail": ""}  # fmt: skip
+VIEW = {
+    "command": "tests", "invocation": [], "exitCode": 0, "signal": None, "stopReason": "exited",
+    "limitsHit": [], "cleanup": "complete", "candidateDigest": "sha256:" + "0" * 64,
+    "stdinDigest": "sha256:" + "1" * 64, "stdout": STREAM, "stderr": {**STREAM, "head": 1},
+    "tests": None, "budgetBytes": 24576,
+}  # fmt: skip
+ERROR = {"code": -32000, "message": "m", "data": {"code": "INVALID_INPUT"}}
+
+
+def _jigcmd(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "jigcmd", *args],
+        capture_output=True, text=True, timeout=120, check=False, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("shape", "said"),
+    [
+        (BAD_TEXT, "not jigcmd evidence: Expected `str`, got `int` - at `$.stdout.text`"),
+        (
+            {"evidence": BAD_TEXT, "report": {}},
+            "not jigcmd evidence: Expected `str`, got `int` - at `$.evidence.stdout.text`",
+        ),
+        (RECORD, "not a jarvis run record: Expected `int | null`, got `str` - at `$.exit_code`"),
+        (VIEW, "not an MCP structuredContent: Expected `str`, got `int` - at `$.stderr.head`"),
+        (
+            {"jsonrpc": "2.0", "id": "c1", "result": {"value": BAD_TEXT}},
+            "not jigcmd evidence: Expected `str`, got `int` - at `$.result.value.stdout.text`",
+        ),
+        (
+            {"jsonrpc": "2.0", "id": 3, "result": {"structuredContent": VIEW, "content": []}},
+            "not an MCP structuredContent: Expected `str`, got `int` - at "
+            "`$.result.structuredContent.stderr.head`",
+        ),
+        (
+            {"jsonrpc": "2.0", "id": "c1", "error": ERROR},
+            "a JSON-RPC error answer (INVALID_INPUT) with no evidence: only DEADLINE_EXCEEDED "
+            "and CANCELLED carry it, at `.error.data.details.command`",
+        ),
+        (
+            {"error": {"code": "INVALID_INPUT", "message": "m"}},
+            "a `jigcmd run --json` error answer (INVALID_INPUT) with no evidence: only a "
+            "deadline's or a cancel's carries it, at `.evidence`",
+        ),
+        (
+            {"jsonrpc": "2.0", "id": 3, "result": {"content": [], "isError": False}},
+            "a JSON-RPC answer with neither `.result.value` (FLOW Run/1) nor "
+            "`.result.structuredContent` (MCP tools/call from 2025-06-18; an older protocol "
+            "version's result has none to check)",
+        ),
+    ],
+)
+def test_a_wrong_field_is_named_by_its_shape_and_path(
+    tmp_path: Path, shape: dict[str, Any], said: str
+) -> None:
+    """Status 2 and one line: the file, the shape it has, what is wrong and where."""
+    key = _jigcmd("key", "--state-dir", str(tmp_path / "state"))
+    (tmp_path / "host.pub").write_text(key.stdout)
+    (tmp_path / "bundle.jsonl").write_text("{}\n")
+    evidence = tmp_path / "evidence.json"
+    evidence.write_text(json.dumps(shape))
+    done = _jigcmd(
+        "verify", str(tmp_path / "bundle.jsonl"), "--key", str(tmp_path / "host.pub"),
+        "--evidence", str(evidence),
+    )  # fmt: skip
+    assert done.returncode == 2, done.stdout
+    assert done.stderr == f"jigcmd verify: {evidence}: {said}\n"
+    assert done.stdout == ""

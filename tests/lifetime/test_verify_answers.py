@@ -1,0 +1,125 @@
+"""`jigcmd verify` takes what a caller holds: the answers themselves, as they came.
+
+A Run/1 answer line (a completed call's, and a deadline's carrying its evidence), the
+`jigcmd run --json` answer (as the statement and as the evidence), a bundle piped from
+`jigcmd attest` on stdin; and without `--evidence` it says what it did not check.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+import jigcmd
+from tests.lifetime.candidates import QUICK, SPIN, cli_input
+from tests.lifetime.frames import flow_call
+from tests.lifetime.rig import Rig
+
+pytestmark = pytest.mark.envelope
+
+PASSING = Path(jigcmd.__file__).parent / "example" / "candidates" / "passing"
+
+
+def _jigcmd(*args: str, stdin: bytes = b"") -> subprocess.CompletedProcess[str]:
+    done = subprocess.run(
+        [sys.executable, "-m", "jigcmd", *args],
+        capture_output=True,
+        timeout=120,
+        check=False,
+        input=stdin,
+    )
+    return subprocess.CompletedProcess(
+        done.args, done.returncode, done.stdout.decode(), done.stderr.decode()
+    )
+
+
+def _attest(rig: Rig, operation_id: str) -> bytes:
+    fetched = subprocess.run(
+        [sys.executable, "-m", "jigcmd", "attest", "--run-id", rig.run_id, operation_id,
+         "--state-dir", str(rig.state_dir)],
+        capture_output=True, timeout=120, check=True, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    return fetched.stdout
+
+
+def test_a_run1_answer_line_is_the_evidence_and_a_piped_bundle_verifies(
+    rig: Rig, tmp_path: Path
+) -> None:
+    """The answer line saved as it came: `.result.value` checked; `attest | verify -` reads
+    stdin; without --evidence every output check is a `skip` line, and exit stays 0."""
+    server = rig.serve()
+    server.send(flow_call("c1", "op-line", cli_input(QUICK, f"tok-{uuid.uuid4().hex}")))
+    answer = server.answer("c1")
+    assert server.close_input() == 0
+    (tmp_path / "answer.json").write_text(json.dumps(answer))
+    bundle = _attest(rig, "op-line")
+    state = ("--state-dir", str(rig.state_dir))
+    checked = _jigcmd(
+        "verify", "-", *state, "--evidence", str(tmp_path / "answer.json"), stdin=bundle
+    )
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert [line.split(":")[0] for line in checked.stdout.splitlines()[-5:]] == [
+        "ok   candidate", "ok   stdout", "ok   stderr", "ok   ending", "verified",
+    ]  # fmt: skip
+    bare = _jigcmd("verify", "-", *state, stdin=bundle)
+    assert bare.returncode == 0, bare.stdout + bare.stderr
+    assert bare.stdout.splitlines()[-5:] == [
+        "skip candidate: no --evidence",
+        "skip stdout: no --evidence",
+        "skip stderr: no --evidence",
+        "skip ending: no --evidence",
+        "verified",
+    ]
+    (tmp_path / "b.jsonl").write_bytes(bundle)
+    both = _jigcmd("verify", "-", *state, "--evidence", "-", stdin=bundle)
+    assert both.returncode == 2
+    assert both.stderr == "jigcmd verify: only one of FILE and --evidence can be - (stdin)\n"
+
+
+def test_a_deadline_answer_line_carries_its_evidence_at_details_command(
+    rig: Rig, tmp_path: Path
+) -> None:
+    """DEADLINE_EXCEEDED: `.error.data.details.command` is the evidence its statement binds."""
+    server = rig.serve()
+    deadline = int(time.time() * 1000) + 3000
+    server.send(flow_call("d1", "op-stop", cli_input(SPIN, "tok"), deadlineUnixMs=deadline))
+    answer = server.answer("d1")
+    assert server.close_input() == 0
+    assert answer["error"]["data"]["code"] == "DEADLINE_EXCEEDED"
+    (tmp_path / "answer.json").write_text(json.dumps(answer))
+    (tmp_path / "b.jsonl").write_bytes(_attest(rig, "op-stop"))
+    checked = _jigcmd(
+        "verify", str(tmp_path / "b.jsonl"), "--state-dir", str(rig.state_dir),
+        "--evidence", str(tmp_path / "answer.json"),
+    )  # fmt: skip
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert "ok   ending:" in checked.stdout
+
+
+def test_the_run_json_answer_is_both_the_statement_and_the_evidence(
+    rig: Rig, tmp_path: Path
+) -> None:
+    """`run --json > a.json; verify a.json --evidence a.json`: `.attestation.bundle` and
+    `.evidence`; a null `attestation` is said to carry no statement."""
+    done = _jigcmd(
+        "run", "--binding", str(rig.binding), "--state-dir", str(rig.state_dir), "tests",
+        "--files", str(PASSING), "--json",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    (tmp_path / "a.json").write_text(done.stdout)
+    a = str(tmp_path / "a.json")
+    checked = _jigcmd("verify", a, "--state-dir", str(rig.state_dir), "--evidence", a)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert "ok   test result: PASSED" in checked.stdout
+    assert "ok   ending:" in checked.stdout
+    answer = json.loads(done.stdout)
+    (tmp_path / "none.json").write_text(json.dumps({**answer, "attestation": None}))
+    none = _jigcmd("verify", str(tmp_path / "none.json"), "--state-dir", str(rig.state_dir))
+    assert none.returncode == 2
+    assert "no statement was made for this run" in none.stderr

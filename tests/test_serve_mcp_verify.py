@@ -1,0 +1,109 @@
+"""`jigcmd verify --evidence` takes an MCP result: `structuredContent`, or the whole answer.
+
+Through `jigcmd serve` and the official MCP SDK: each field the result carries is checked
+against the signed statement, and what its budget cut leaves out is said to be unchecked.
+A stream of bytes that are not UTF-8 has `capturedBytes` as written, the statement's count.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp.client.session import ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
+
+from tests.admitted_example import EXAMPLE, admit_example
+
+pytestmark = pytest.mark.envelope
+
+PASSING = EXAMPLE / "candidates" / "passing"
+# Writes ff fe 00 41 e2 82: a BOM-like pair, a NUL, "A", and a cut 3-byte sequence.
+RAW = "process.stdout.write(Buffer.from([0xff, 0xfe, 0x00, 0x41, 0xe2, 0x82]));\n"
+NOISY = 'for (let i = 0; i < 4000; i++) console.log("line " + i);\n'
+
+
+def _jigcmd(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "jigcmd", *args],
+        capture_output=True, text=True, timeout=120, check=False, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+
+
+async def _calls(tmp_path: Path) -> tuple[Path, list[dict[str, Any]]]:
+    """The state directory, and each call's tools/call result as JSON."""
+    binding = admit_example(tmp_path)
+    state = tmp_path / "state"
+    files = {str(p.relative_to(PASSING)): p.read_text() for p in PASSING.rglob("*") if p.is_file()}
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "jigcmd", "serve", "--binding", str(binding), "--state-dir", str(state),
+              "--run-id", "run-mcp-verify"],
+    )  # fmt: skip
+    results = []
+    with tempfile.TemporaryFile(mode="w+") as errlog:
+        async with (
+            stdio_client(params, errlog=errlog) as (read, write),
+            ClientSession(read, write) as client,
+        ):
+            await client.initialize()
+            for name, arguments in (
+                ("tests", {"files": files}),
+                ("cli", {"files": {**files, "src/cli.ts": RAW}}),
+                ("cli", {"files": {**files, "src/cli.ts": NOISY}}),
+            ):
+                ran = await client.call_tool(name, arguments)
+                results.append(ran.model_dump(mode="json", by_alias=True, exclude_none=True))
+    return state, results
+
+
+def _verify(state: Path, tmp: Path, result: dict[str, Any], evidence: object) -> list[str]:
+    """`jigcmd verify` of the result's statement (from `jigcmd attest`) with `evidence`."""
+    named = result["_meta"]["jigcmd/attestation"]
+    fetched = subprocess.run(
+        [sys.executable, "-m", "jigcmd", "attest", "--run-id", named["runId"],
+         named["operationId"], "--state-dir", str(state), "--out", str(tmp / "b.jsonl")],
+        capture_output=True, timeout=120, check=True, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    assert fetched.returncode == 0
+    (tmp / "e.json").write_text(json.dumps(evidence))
+    checked = _jigcmd(
+        "verify", str(tmp / "b.jsonl"), "--state-dir", str(state), "--evidence", str(tmp / "e.json")
+    )
+    assert checked.returncode in (0, 1), checked.stderr
+    return checked.stdout.splitlines()
+
+
+async def test_an_mcp_result_is_checked_against_its_statement(tmp_path: Path) -> None:
+    """structuredContent and the whole answer line verify; the text is bound by its digest,
+    and a tampered exit code or raw byte count fails the check that binds it."""
+    state, (tests, raw, noisy) = await _calls(tmp_path)
+    view = tests["structuredContent"]
+    lines = _verify(state, tmp_path, tests, view)
+    assert lines[-1] == "verified", lines
+    assert {line.split(":")[0] for line in lines} >= {
+        "ok   candidate", "ok   stdout", "ok   stderr", "ok   ending", "skip tests",
+    }  # fmt: skip
+    answer = {"jsonrpc": "2.0", "id": 2, "result": tests}
+    assert _verify(state, tmp_path, tests, answer)[-1] == "verified"
+    tampered = {**view, "exitCode": 1}
+    lines = _verify(state, tmp_path, tests, tampered)
+    assert "FAIL ending: the result differs from the statement in exitCode" in lines
+    assert lines[-1] == "NOT verified"
+    # Bytes that are not UTF-8: the result counts them as written, as the statement does.
+    stdout = raw["structuredContent"]["stdout"]
+    assert stdout["capturedBytes"] == 6, stdout
+    assert stdout["head"] == "\ufffd\ufffd\x00A\ufffd"
+    assert _verify(state, tmp_path, raw, raw["structuredContent"])[-1] == "verified"
+    as_text = {**raw["structuredContent"], "stdout": {**stdout, "capturedBytes": 11}}
+    lines = _verify(state, tmp_path, raw, as_text)
+    assert "FAIL stdout: the result's stdout differs in capturedBytes" in lines
+    # A stream cut to its head and tail: the digest binds it, the cut is said to be unchecked.
+    lines = _verify(state, tmp_path, noisy, noisy["structuredContent"])
+    assert lines[-1] == "verified", lines
+    assert any(line.startswith("skip stdout head/tail: ") for line in lines), lines
