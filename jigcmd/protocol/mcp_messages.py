@@ -27,6 +27,7 @@ __all__ = [
     "REPORT_META",
     "RESOURCE_NOT_FOUND",
     "RUN_ID_META",
+    "RUN_RESOURCE_TEMPLATE",
     "ToolCall",
     "ToolCallParamsError",
     "call_input",
@@ -167,6 +168,16 @@ def progress_notification(
         params["total"] = max(total, progress)
     params["message"] = message
     return jsonrpc.encode_notification("notifications/progress", params)
+
+
+# The shape of every URI a result links (`jigcmd.durable.runresources.resource_uri`).
+RUN_RESOURCE_TEMPLATE: Final = {
+    "uriTemplate": "jigcmd://run/{run}/{operation}/{name}",
+    "name": "run-resource",
+    "title": "A kept resource of one call",
+    "description": "What one tool call kept: {name} is stdout, stderr, junit or attestation. "
+    "Each tool result links its own; only this session's run is served.",
+}
 
 
 def read_result(resource: Resource) -> dict[str, Any]:
