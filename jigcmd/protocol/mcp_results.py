@@ -194,11 +194,15 @@ def _tests_text(tests: TestsView) -> list[str]:
 
 def _stream_text(name: str, stream: StreamView) -> list[str]:
     more = (
-        f"; the command wrote more, {OUTPUT_CAP_BYTES:,} bytes are kept" if stream.truncated else ""
+        f"; the command wrote more, its first {OUTPUT_CAP_BYTES:,} bytes are kept"
+        if stream.truncated
+        else ""
     )
     if not stream.captured_bytes:
         return [f"{name}: empty{more}."]
-    where = f", all of it at {stream.uri}" if stream.uri else ""
+    # Past the cap the URI holds what was kept, not all the command wrote.
+    kept = "the kept bytes" if stream.truncated else "all of it"
+    where = f", {kept} at {stream.uri}" if stream.uri else ""
     title = f"{name} ({stream.captured_bytes:,} bytes, {stream.sha256}{more}{where}):"
     if not stream.omitted_bytes:
         return [title, stream.head + stream.tail]

@@ -112,6 +112,10 @@ async def test_a_chatty_run_fits_the_budget_and_its_stream_reads_back_whole(
         links = [block for block in wire["content"] if block["type"] == "resource_link"]
         assert [link["name"] for link in links] == ["stdout", "stderr", "attestation"]
         assert links[0]["uri"] == stdout["uri"]
+        # The words say the URI holds what was kept, not all the command wrote.
+        words = wire["content"][0]["text"]
+        assert f"its first 65,536 bytes are kept, the kept bytes at {stdout['uri']}):" in words
+        assert "all of it" not in words
 
         read = await session.read_resource(stdout["uri"])
         (contents,) = read.contents
