@@ -3,8 +3,9 @@
 A terminal obeys escape sequences, and a reader (a person, a model) takes a line at the
 margin for the writer's: so every control character but newline and tab (C0, DEL, C1) and
 the Unicode controls that reorder a line (bidi embeddings, overrides, isolates and marks)
-becomes its escape, and `one_line` shows newlines (and U+2028, U+2029) too. Shared by `jigcmd run`'s answer
-(`frontends/runtext.py`) and MCP's result text (`mcp_results.py`). Pure: text in, text out.
+becomes its escape, and `one_line` shows newlines (and U+2028, U+2029) too. Shared by
+`jigcmd run`'s answer (`frontends/runtext.py`) and MCP's result text (`mcp_results.py`).
+Pure: text in, text out.
 """
 
 from __future__ import annotations
