@@ -85,7 +85,7 @@ def failure_result(
         if isinstance(evidence, Evidence)
         else _as_evidence.decode(jsonrpc.encode_json(evidence))
     )
-    view, content = _fit(collected, None, (), header, version=version, budget=budget)
+    view, content = _fit(collected, None, error.resources, header, version=version, budget=budget)
     result["content"] = content
     if version in STRUCTURED:
         result["structuredContent"] = view
