@@ -222,6 +222,27 @@ async def test_a_test_name_cannot_forge_a_line_of_what_the_model_reads(
         assert "FAILED d\\nFAILED nothing > inner (test/a.test.ts" in text
 
 
+async def test_an_exit_0_without_the_runners_report_is_not_presented_as_a_pass(
+    binding: Path, tmp_path: Path
+) -> None:
+    """A test calling `process.exit(0)` after a failing one: Bun exits 0 and writes nothing."""
+    source = (
+        'import { expect, test } from "bun:test";\n'
+        'test("a", () => { expect(1).toBe(2); });\n'
+        'test("b", () => { process.exit(0); });\n'
+    )
+    files = {**SUITE_FILES, "test/a.test.ts": source, "test/b.test.ts": "", "test/c.test.ts": ""}
+    async with client(binding, tmp_path / "state") as session:
+        ran = await session.call_tool("suite", {"files": files})
+        structured = ran.structured_content
+        assert structured is not None
+        assert structured["exitCode"] == 0
+        said = "the runner ended before writing it, so exit code 0 does not mean the tests passed"
+        assert structured["tests"]["problem"] == f"missing: {said}"
+        text = ran.content[0].text  # type: ignore[union-attr]
+        assert f"the runner's report is missing: {said}" in text
+
+
 def _forging(report: str, *, chmod: bool = True) -> dict[str, str]:
     """A suite whose test file writes `report` where Bun's goes and keeps Bun from replacing it."""
     lock = 'chmodSync("/tmp/jigcmd-junit.xml", 0o444);\n' if chmod else ""
