@@ -2,16 +2,19 @@
 
 Frames are split on b"\\n" only; a b"\\r" before it stays part of the frame (JSON treats it as
 whitespace). A frame longer than the limit is not buffered: its bytes are dropped as they arrive
-until the next b"\\n", one `Oversized` event is reported, and framing continues after it.
+until the next b"\\n", one `Oversized` event is reported (with the frame's first 64 KiB, where the
+request's id usually is), and framing continues after it.
 """
 
 from __future__ import annotations
 
 import msgspec
 
-__all__ = ["MAX_FRAME_BYTES", "Frame", "LineFramer", "Oversized"]
+__all__ = ["HEAD_BYTES", "MAX_FRAME_BYTES", "Frame", "LineFramer", "Oversized"]
 
 MAX_FRAME_BYTES = 16 * 1024 * 1024
+# How much of an oversized frame is kept to answer it: what `jsonrpc.leading_id` scans.
+HEAD_BYTES = 64 * 1024
 
 
 class Frame(msgspec.Struct, frozen=True):
@@ -21,9 +24,13 @@ class Frame(msgspec.Struct, frozen=True):
 
 
 class Oversized(msgspec.Struct, frozen=True):
-    """A frame exceeded the limit and was discarded; `size` counts the bytes seen (at least)."""
+    """A frame exceeded the limit and was discarded; `size` counts the bytes seen (at least).
+
+    `head` is its first `HEAD_BYTES` (bounded: the rest is dropped as it arrives).
+    """
 
     size: int
+    head: bytes = b""
 
 
 class LineFramer:
@@ -34,6 +41,8 @@ class LineFramer:
         self._buffer = bytearray()
         # Bytes of the current oversized frame dropped so far; -1 when not discarding.
         self._discarded = -1
+        # The first bytes of the oversized frame being discarded.
+        self._head = b""
 
     @property
     def pending(self) -> int:
@@ -50,8 +59,9 @@ class LineFramer:
             if newline < 0:
                 self._discarded += end
                 return events
-            events.append(Oversized(self._discarded + newline))
+            events.append(Oversized(self._discarded + newline, self._head))
             self._discarded = -1
+            self._head = b""
             start = newline + 1
         while start < end:
             newline = data.find(b"\n", start)
@@ -59,6 +69,7 @@ class LineFramer:
                 self._buffer += data[start:] if start else data
                 if len(self._buffer) > self._max:
                     self._discarded = len(self._buffer)
+                    self._head = bytes(self._buffer[:HEAD_BYTES])
                     self._buffer.clear()
                 return events
             if self._buffer:
@@ -68,7 +79,7 @@ class LineFramer:
             else:
                 frame = data[start:newline]
             if len(frame) > self._max:
-                events.append(Oversized(len(frame)))
+                events.append(Oversized(len(frame), frame[:HEAD_BYTES]))
             else:
                 events.append(Frame(frame))
             start = newline + 1
@@ -79,11 +90,12 @@ class LineFramer:
         # An unterminated trailing frame is still a frame the peer sent; answer it rather than
         # dropping it silently.
         if self._discarded >= 0:
-            events: list[Frame | Oversized] = [Oversized(self._discarded)]
+            events: list[Frame | Oversized] = [Oversized(self._discarded, self._head)]
         elif self._buffer.strip():
             events = [Frame(bytes(self._buffer))]
         else:
             events = []
         self._buffer.clear()
         self._discarded = -1
+        self._head = b""
         return events

@@ -13,7 +13,9 @@ from typing import Any, Final
 import msgspec
 
 from jigcmd.errors import Code, JigError
+from jigcmd.jsonio.strict import first_lone_surrogate
 from jigcmd.policy.pointers import escape
+from jigcmd.policy.request import lone_surrogate
 from jigcmd.protocol import jsonrpc
 from jigcmd.protocol.actions import Action, send_error
 from jigcmd.protocol.commands import ToolInfo
@@ -114,6 +116,11 @@ def call_input(call: ToolCall, tool: ToolInfo) -> dict[str, Any]:
     Only the tool's own arguments are taken, as its inputSchema says
     (`additionalProperties: false`); a refusal names them.
     """
+    # First: the checks below name keys, and a lone surrogate (which the JSON-RPC layer
+    # lets through only here) must never reach an encoder.
+    lone = first_lone_surrogate(call.arguments)
+    if lone is not None:
+        raise lone_surrogate(lone)
     allowed = tool_arguments(tool.kind)
     for key in call.arguments:
         if key not in allowed:
