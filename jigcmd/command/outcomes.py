@@ -128,7 +128,7 @@ def tests_of(plan: RunPlan, outcome: RunOutcome) -> TestResults | None:
     if plan.scratch_file is None or outcome.scratch_file is None:
         return None
     problem = outcome.scratch_file.problem
-    if outcome.scratch_file.data is None and outcome.exit_code == 0:
+    if problem == "missing" and outcome.exit_code == 0:
         # A test calling `process.exit(0)` ends Bun before its reporter writes: the exit
         # code alone then reads as a pass, after a failure as well.
         problem += _ENDED_BEFORE_ITS_REPORT
