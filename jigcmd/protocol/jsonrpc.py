@@ -47,6 +47,7 @@ __all__ = [
     "is_run1_id",
     "leading_id",
     "parse",
+    "trailing_id",
 ]
 
 PARSE_ERROR: Final = -32700
@@ -162,6 +163,29 @@ def leading_id(frame: bytes) -> Id | None:
         # An id beyond ±(2^53-1) is refused as the client sent it: no answer can name it.
         return found if -MAX_SAFE_INTEGER <= found <= MAX_SAFE_INTEGER else None
     return found if type(found) is str else None
+
+
+# The last member of a frame's top-level object, when it is "id": in a valid text the final
+# `}` closes the top-level object, so what sits just before it is a top-level member.
+_TRAILING_ID = re.compile(rb',\s*"id"\s*:\s*(-?[0-9]+|"(?:[^"\\]|\\.)*")\s*}\s*\Z')
+
+
+def trailing_id(tail: bytes) -> Id | None:
+    """The top-level "id" of a frame whose last bytes are `tail`, if it is the last member.
+
+    Where the TypeScript SDK's `JSON.stringify` writes it; one anchored match, bounded by
+    the tail's length.
+    """
+    found = _TRAILING_ID.search(tail)
+    if found is None:
+        return None
+    text = found.group(1)
+    if text[:1] == b'"':
+        with contextlib.suppress(msgspec.DecodeError):
+            return str(msgspec.json.decode(text))
+        return None
+    number = int(text)
+    return number if -MAX_SAFE_INTEGER <= number <= MAX_SAFE_INTEGER else None
 
 
 def _scan_id(frame: bytes) -> object:

@@ -4,7 +4,8 @@ What Node's `JSON.stringify` writes for a string cut inside an emoji is a lone s
 escape, and an SDK waits for its id until its timeout (60 s): so a `tools/call` whose
 arguments hold one is the tool's own `INVALID_INPUT` naming the JSON pointer, a lone
 surrogate elsewhere is -32700 with the id, and a frame over 16 MiB is -32600 with the id
-its first 64 KiB name. Driven in raw frames on the real `jigcmd serve`.
+its first 64 KiB or its last member name (the SDK writes `id` last). Driven in raw frames
+on the real `jigcmd serve`.
 """
 
 from __future__ import annotations
@@ -63,6 +64,14 @@ def test_refused_frames_are_answered_with_their_requests_id(tmp_path: Path) -> N
         server.send_bytes(_call(5, b'{"files":{"src/cli.ts":"' + b"x" * MAX_FRAME_BYTES + b'"}}'))
         too_large = server.answer(5)["error"]
         assert too_large["code"] == -32600 and "exceeds the limit" in too_large["message"]
+        # As the TypeScript SDK writes it (JSON.stringify): the id last, 17 MB after the start.
+        big = b'{"files":{"src/cli.ts":"' + b"x" * MAX_FRAME_BYTES + b'"}}'
+        server.send_bytes(
+            b'{"method":"tools/call","params":{"name":"cli","arguments":'
+            + big
+            + b'},"jsonrpc":"2.0","id":"last"}\n'
+        )
+        assert server.answer("last")["error"]["code"] == -32600
         server.send_bytes(_call(6, b'{"files":{"src/cli.ts":"console.log(6)"}}'))
         assert server.answer(6)["result"]["structuredContent"]["stdout"]["head"] == "6\n"
         assert server.close_input() == 0
