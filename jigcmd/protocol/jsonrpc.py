@@ -126,7 +126,9 @@ def parse(frame: bytes) -> Request | Notification | Response | Rejected:
     except (Malformed, DuplicateKey) as exc:
         return Rejected(PARSE_ERROR, f"Parse error: {exc}")
     except StrictJSONError as exc:
-        return Rejected(PARSE_ERROR, f"Parse error: {exc}", leading_id(frame))
+        found = leading_id(frame)
+        request_id = trailing_id(frame) if found is None else found
+        return Rejected(PARSE_ERROR, f"Parse error: {exc}", request_id)
     return classify(message)
 
 
@@ -167,16 +169,18 @@ def leading_id(frame: bytes) -> Id | None:
 
 # The last member of a frame's top-level object, when it is "id": in a valid text the final
 # `}` closes the top-level object, so what sits just before it is a top-level member.
+# How far from a frame's end its trailing "id" is looked for (an id is short).
+_ID_TAIL_BYTES = 4 * 1024
 _TRAILING_ID = re.compile(rb',\s*"id"\s*:\s*(-?[0-9]+|"(?:[^"\\]|\\.)*")\s*}\s*\Z')
 
 
 def trailing_id(tail: bytes) -> Id | None:
     """The top-level "id" of a frame whose last bytes are `tail`, if it is the last member.
 
-    Where the TypeScript SDK's `JSON.stringify` writes it; one anchored match, bounded by
-    the tail's length.
+    Where the TypeScript SDK's `JSON.stringify` writes it; one anchored match over the last
+    4 KiB at most.
     """
-    found = _TRAILING_ID.search(tail)
+    found = _TRAILING_ID.search(tail[-_ID_TAIL_BYTES:])
     if found is None:
         return None
     text = found.group(1)

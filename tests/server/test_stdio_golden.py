@@ -85,6 +85,14 @@ def flow_call(request_id: str, operation_id: str, stdin: str = "") -> dict[str, 
             None,
         ),
         (b'{"jsonrpc":"2.0","id":"\\udc00","method":"ping"}', "Parse error: lone surrogate", None),
+        # The id last and past the first 64 KiB, as the TypeScript SDK writes a large call.
+        pytest.param(
+            b'{"method":"ping","params":{"pad":"' + b"x" * 70_000 + b'","x":NaN},'
+            b'"jsonrpc":"2.0","id":"sdk"}',
+            "Parse error: NaN and Infinity",
+            "sdk",
+            id="id-last-past-64KiB",
+        ),
         (
             b'{"jsonrpc":"2.0","id":3,"method":"ping","params":{"x":"\\ud83d"}}',
             "Parse error: lone surrogate escape \\ud83d (byte 55) at '/params/x'",
