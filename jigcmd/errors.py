@@ -8,7 +8,10 @@ with `data.code`; MCP: a tool result with `isError: true`).
 from __future__ import annotations
 
 import enum
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from jigcmd.protocol.commands import ResourceRef
 
 __all__ = ["MESSAGE_MAX_CHARS", "Code", "JigError"]
 
@@ -64,6 +67,9 @@ class JigError(Exception):
         # The signed statement of a run that did run and ended so (its deadline, a cancel):
         # kept and delivered beside the error, never in its wire form.
         self.attestation: bytes | None = None
+        # What such a run kept for `resources/read` (its streams, its statement): linked from
+        # an MCP answer, never in the wire form either.
+        self.resources: tuple[ResourceRef, ...] = ()
 
     def reworded(self, message: str, details: dict[str, Any] | None) -> JigError:
         """The same failure in other words: its code, cleanup, record and statement kept."""
@@ -75,6 +81,7 @@ class JigError(Exception):
             recorded=self.recorded,
         )
         error.attestation = self.attestation
+        error.resources = self.resources
         return error
 
     def __repr__(self) -> str:

@@ -233,6 +233,17 @@ def test_the_per_request_era_frame_by_frame(binding: Path, tmp_path: Path) -> No
         other = ran["structuredContent"]["stdout"]["uri"].replace("/run-raw/", "/run-other/")
         missing = server.request("resources/read", {"uri": other, "_meta": meta()})["error"]
         assert missing["code"] == -32602 and "another run" in missing["message"]
+        # Every read and list is a CacheableResult (SEP-2549: `ttlMs`, `cacheScope` required).
+        uri = ran["structuredContent"]["stdout"]["uri"]
+        read = server.request("resources/read", {"uri": uri, "_meta": meta()})["result"]
+        assert read["contents"][0]["uri"] == uri and read["resultType"] == "complete"
+        assert (read["ttlMs"], read["cacheScope"]) == (86_400_000, "private")
+        resources = server.request("resources/list", {"_meta": meta()})["result"]
+        templates = server.request("resources/templates/list", {"_meta": meta()})["result"]
+        for listed in (resources, templates):
+            assert (listed["ttlMs"], listed["cacheScope"]) == (60_000, "private")
+        (template,) = templates["resourceTemplates"]
+        assert template["uriTemplate"] == "jigcmd://run/{run}/{operation}/{name}"
         # Only what the tool's inputSchema allows: `args: []` on a test tool is refused.
         files = {"test/project.test.ts": ""}
         extra = {"name": "tests", "arguments": {"files": files, "args": []}, "_meta": meta()}

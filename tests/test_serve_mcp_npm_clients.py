@@ -106,7 +106,7 @@ def test_inspector_cli_lists_and_calls_in_every_era(
 @pytest.mark.parametrize(
     ("mode", "version"), [("pin", "2026-07-28"), ("auto", "2026-07-28"), ("legacy", "2025-11-25")]
 )
-def test_the_typescript_sdk_v2_client_connects_lists_and_calls_four_in_parallel(
+def test_the_typescript_sdk_v2_client_connects_lists_calls_four_and_reads_links(
     binding: Path, tmp_path: Path, mode: str, version: str
 ) -> None:
     prefix = node_package(TS_CLIENT)
@@ -124,3 +124,9 @@ def test_the_typescript_sdk_v2_client_connects_lists_and_calls_four_in_parallel(
     assert summary["tools"] == ["tests", "cli"]
     assert summary["outputs"] == [f"ts t{n}\n" for n in range(1, 5)]
     assert summary["errors"] == [False] * 4
+    # Every link of a result opens, in each era: a 2026-07-28 read carries `ttlMs` and
+    # `cacheScope`, without which the SDK throws "Invalid result for resources/read".
+    assert [name for name, _ in summary["reads"]] == ["stdout", "stderr", "attestation"]
+    assert summary["reads"][0][1] == len("ts t1\n")
+    assert summary["templates"] == ["jigcmd://run/{run}/{operation}/{name}"]
+    assert summary["listed"] == 0

@@ -19,6 +19,7 @@ from jigcmd.attest.attester import Attester
 from jigcmd.cancel import CancelSignal
 from jigcmd.command.durability import Durability
 from jigcmd.command.execution import execute
+from jigcmd.command.keeping import keep_result, keep_stopped
 from jigcmd.command.outcomes import EvidenceOf, signer
 from jigcmd.command.placement import pinned_cpus
 from jigcmd.command.runtime import BUN_TARGET, BunBinary
@@ -272,67 +273,49 @@ class CommandService:
         # is one from here, before the checks may wait: a cancel of another waiter applied
         # meanwhile leaves the operation to it.
         key = (root_run or "", operation_id)
-        with self._operations.arriving(key, signature) as arrival:
-            await self.check_admission(input.get("command") if isinstance(input, dict) else None)
-            # After admission: its one-off deferred check (hashing the 80 MB Bun binary,
-            # seconds on a slow machine) is the server's warm-up, not this run's; the
-            # caller's own deadlines are absolute times and bound the call all the same.
-            deadline = self._deadline(deadline_unix_ms)
-            valid = self.validate(input)
-            call = _Call(
-                # The statement names the lock that admitted this call, not one read while
-                # it waited for a slot (`readmit` replaces the attester with the new lock's).
-                attester=self._attester,
-                operation_id=operation_id,
-                deadline_unix_ms=deadline_unix_ms,
-                signature=signature,
-                context=context,
-                root_run=root_run,
-                wait_for_slot=wait_for_slot,
-                owned=owned,
-                trace_context=trace_context,
-                detailed=detailed,
-                begun=begun,
-            )
-            result = await arrival.attend(
-                deadline=deadline,
-                cancel=cancel,
-                progress=progress,
-                work=partial(self._operate, valid, call, deadline),
-            )
+        keep = detailed if keep_resources is None else keep_resources
+        try:
+            with self._operations.arriving(key, signature) as arrival:
+                named = input.get("command") if isinstance(input, dict) else None
+                await self.check_admission(named)
+                # After admission: its one-off deferred check (hashing the 80 MB Bun binary,
+                # seconds on a slow machine) is the server's warm-up, not this run's; the
+                # caller's own deadlines are absolute times and bound the call all the same.
+                deadline = self._deadline(deadline_unix_ms)
+                valid = self.validate(input)
+                call = _Call(
+                    # The statement names the lock that admitted this call, not one read while
+                    # it waited for a slot (`readmit` replaces the attester with the new lock's).
+                    attester=self._attester,
+                    operation_id=operation_id,
+                    deadline_unix_ms=deadline_unix_ms,
+                    signature=signature,
+                    context=context,
+                    root_run=root_run,
+                    wait_for_slot=wait_for_slot,
+                    owned=owned,
+                    trace_context=trace_context,
+                    detailed=detailed,
+                    begun=begun,
+                )
+                result = await arrival.attend(
+                    deadline=deadline,
+                    cancel=cancel,
+                    progress=progress,
+                    work=partial(self._operate, valid, call, deadline),
+                )
+        except JigError as error:
+            if keep:
+                # A run stopped by its deadline or a cancel captured output and was
+                # signed all the same: its answer links them as a result's does.
+                await keep_stopped(self.resources, error, root_run or context, operation_id)
+            raise
         if detailed:
             # A replay of a row that kept no report says so, as a fresh run's answer would.
             result = with_tests(result)
-        if detailed if keep_resources is None else keep_resources:
-            result = await self._keep_resources(result, root_run or context, operation_id)
+        if keep:
+            result = await keep_result(self.resources, result, root_run or context, operation_id)
         return result
-
-    async def _keep_resources(self, result: RunResult, scope: str, operation_id: str) -> RunResult:
-        """Keep the streams and the report for `resources/read`; the result links to them."""
-        store = self.resources
-        if store is None:
-            return result
-        junit = result.tests.raw if result.tests is not None else None
-        parts = [
-            ("stdout", result.evidence.stdout.text.encode("utf-8")),
-            ("stderr", result.evidence.stderr.text.encode("utf-8")),
-        ]
-        if junit is not None:
-            parts.append(("junit", junit))
-        if result.attestation is not None:
-            parts.append(("attestation", result.attestation))
-
-        try:
-            # One small file, no fsync: written here, without a thread hop (it cost more
-            # CPU than the write, docs/performance.md); the occasional batch prune reads
-            # every kept operation's age, so it goes to a worker thread.
-            refs = store.keep(scope, operation_id, parts, prune=False)
-            if store.crowded(scope):
-                await anyio.to_thread.run_sync(store.prune, scope)
-        except OSError:
-            # The answer matters more than its links: a result without them is still whole.
-            return result
-        return msgspec.structs.replace(result, resources=refs)
 
     async def _operate(
         self,
@@ -459,11 +442,16 @@ class CommandService:
         if self._ownership is None:
             return None
         found = await self._ownership.recorded(operation_id, root_run=root_run)
+        if found is not None and isinstance(found.outcome, JigError):
+            # A task stopped by its deadline is answered with its links as it first was.
+            await keep_stopped(self.resources, found.outcome, root_run, operation_id)
         if found is None or not isinstance(found.outcome, RunResult):
             return found
         # Only MCP tasks are looked up: detailed calls, answered as their first answer was,
         # their tests and their links included.
-        result = await self._keep_resources(with_tests(found.outcome), root_run, operation_id)
+        result = await keep_result(
+            self.resources, with_tests(found.outcome), root_run, operation_id
+        )
         return msgspec.structs.replace(found, outcome=result)
 
     def _deadline(self, deadline_unix_ms: int | None, ceiling: float | None = None) -> float:

@@ -17,32 +17,13 @@ from typing import Final
 
 from jigcmd.evidence import Evidence, ResourceReport
 from jigcmd.policy.planner import ran_argv
+from jigcmd.protocol.inert import one_line, visible
 from jigcmd.protocol.mcp_view import TestsView
 
 __all__ = ["FRAME", "one_line", "readable", "visible"]
 
 # Starts each line of the candidate's output; none of jigcmd's own lines does.
 FRAME: Final = "| "
-_BIDI: Final = (0x061C, 0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A))
-_CONTROLS: Final = [c for c in (*range(0x20), 0x7F, *range(0x80, 0xA0)) if c not in (0x09, 0x0A)]
-_INERT: Final = {
-    **{c: f"\\x{c:02x}" for c in _CONTROLS},
-    **{c: f"\\u{c:04x}" for c in _BIDI},
-}
-
-
-def visible(text: str) -> str:
-    """`text` with every control character but newline and tab shown as its escape."""
-    return text.translate(_INERT)
-
-
-def one_line(text: str) -> str:
-    """`visible(text)` with its newlines shown too: one line of jigcmd's, whatever it names.
-
-    For jigcmd's own messages that carry a name someone else chose (a file's, a test's): a
-    newline in it would start a line of the writer's choosing at the margin.
-    """
-    return visible(text).replace("\n", "\\n")
 
 
 def readable(

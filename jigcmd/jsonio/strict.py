@@ -1,7 +1,10 @@
 """Strict JSON/1 decoding: one UTF-8 JSON text, no BOM, no duplicate keys, only safe numbers.
 
 msgspec does the decoding and already refuses invalid UTF-8, lone surrogates (raw or escaped),
-NaN/Infinity, non-finite floats, integers too long to decode and trailing garbage. Three rules
+NaN/Infinity, non-finite floats, integers too long to decode and trailing garbage (a text
+that is not JSON's syntax is `Malformed`; one whose only fault is a lone surrogate escape is
+`LoneSurrogate`, decoded once more by the stdlib so the caller can still name the request and
+the pointer). Three rules
 remain for us, checked in a single walk over the decoded containers (cost grows with the
 number of values, not bytes):
 
@@ -29,8 +32,11 @@ __all__ = [
     "MAX_DEPTH",
     "MAX_SAFE_INTEGER",
     "DuplicateKey",
+    "LoneSurrogate",
+    "Malformed",
     "NestingTooDeep",
     "StrictJSONError",
+    "first_lone_surrogate",
     "loads",
 ]
 
@@ -46,6 +52,10 @@ _SURROGATE_ESCAPE = re.compile(
 )
 _NON_FINITE = re.compile(rb"-?(?:NaN|Infinity)")
 _BYTE_POSITION = re.compile(r"\(byte (\d+)\)")
+# In a decoded `str` a valid pair is one character: any surrogate left is a lone one.
+_LONE = re.compile("[\ud800-\udfff]")
+# The rules a text can break while still being JSON's syntax (anything else is `Malformed`).
+_WELL_FORMED = ("invalid UTF-8", "lone surrogate", "NaN and Infinity")
 
 _decode = msgspec.json.Decoder().decode
 
@@ -60,6 +70,23 @@ class NestingTooDeep(StrictJSONError):
     def __init__(self, message: str, value: object = None) -> None:
         super().__init__(message)
         self.value = value
+
+
+class Malformed(StrictJSONError):
+    """Raised when bytes are not JSON's syntax (or are cut short): nothing in them is known."""
+
+
+class LoneSurrogate(StrictJSONError):
+    """Raised for a lone surrogate escape in a text that breaks no other rule.
+
+    `value` is the text decoded with it kept (a `str` no UTF-8 encoder takes: never encode
+    it) and `pointer` where the first one is, so a caller can still name the request.
+    """
+
+    def __init__(self, message: str, value: object, pointer: str) -> None:
+        super().__init__(message)
+        self.value = value
+        self.pointer = pointer
 
 
 class DuplicateKey(StrictJSONError):
@@ -89,7 +116,7 @@ def loads(data: bytes) -> object:
             f"number out of range: non-finite numbers are not allowed ({exc})"
         ) from None
     except msgspec.DecodeError as exc:
-        raise StrictJSONError(_explain(data, str(exc))) from None
+        raise _decode_error(data, str(exc)) from None
     except RecursionError:
         raise _too_deep(" (too deep to decode at all)") from None
     if isinstance(value, dict | list):
@@ -97,6 +124,51 @@ def loads(data: bytes) -> object:
     elif type(value) is int and not -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER:
         raise StrictJSONError(f"integer {value} at '' is beyond ±(2^53-1)")
     return value
+
+
+def first_lone_surrogate(value: object) -> str | None:
+    """The JSON pointer of the first string, key or value, holding a lone surrogate.
+
+    Its own lone surrogates are shown as `\\uXXXX`, so the pointer itself encodes.
+    """
+    stack: list[tuple[str, object]] = [("", value)]
+    while stack:
+        pointer, item = stack.pop()
+        if type(item) is str and _LONE.search(item):
+            return _LONE.sub(lambda lone: f"\\u{ord(lone.group()):04x}", pointer)
+        if type(item) is dict:
+            stack.extend(
+                (f"{pointer}/{_escape(k)}", k if _LONE.search(k) else v)
+                for k, v in reversed(item.items())
+            )
+        elif type(item) is list:
+            stack.extend((f"{pointer}/{i}", v) for i, v in reversed(list(enumerate(item))))
+    return None
+
+
+def _decode_error(data: bytes, reason: str) -> StrictJSONError:
+    """The error for a text msgspec refused: `Malformed` unless only a rule was broken."""
+    message = _explain(data, reason)
+    if not message.startswith(_WELL_FORMED):
+        return Malformed(message)
+    if not message.startswith("lone surrogate"):
+        return StrictJSONError(message)
+    try:
+        # The stdlib keeps a lone surrogate; the text is at most one frame, decoded once more.
+        value = json.loads(data, parse_constant=_no_constant)
+    except (ValueError, RecursionError):
+        return StrictJSONError(message)
+    if isinstance(value, dict | list):
+        # Any other rule the text breaks is said instead.
+        _check_containers(data, value)
+    pointer = first_lone_surrogate(value)
+    if pointer is None:
+        return StrictJSONError(message)
+    return LoneSurrogate(f"{message} at {pointer!r}", value, pointer)
+
+
+def _no_constant(name: str) -> object:
+    raise ValueError(f"{name} is not a JSON number")
 
 
 def _explain(data: bytes, reason: str) -> str:

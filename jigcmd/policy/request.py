@@ -26,7 +26,7 @@ from jigcmd.policy.digests import candidate_digest, stdin_digest
 from jigcmd.policy.paths import path_problem, reserved_component
 from jigcmd.policy.pointers import escape, kind
 
-__all__ = ["ValidRequest", "validate_request"]
+__all__ = ["ValidRequest", "lone_surrogate", "validate_request"]
 
 
 class ValidRequest(msgspec.Struct, frozen=True):
@@ -45,14 +45,17 @@ def _invalid(pointer: str, rule: str, message: str) -> JigError:
     return JigError(Code.INVALID_INPUT, message, {"pointer": pointer, "rule": rule})
 
 
+def lone_surrogate(pointer: str) -> JigError:
+    """The refusal of a lone surrogate at `pointer` of the input (no UTF-8 encodes one)."""
+    return _invalid(pointer, "strict-json", f"{pointer}: lone surrogate; input must be strict JSON")
+
+
 def _utf8_size(text: str, pointer: str) -> int:
     try:
         return len(text.encode("utf-8"))
     except UnicodeEncodeError as exc:
         # Strict JSON decoding rejects lone surrogates; this guards callers that skipped it.
-        raise _invalid(
-            pointer, "strict-json", f"{pointer}: lone surrogate; input must be strict JSON"
-        ) from exc
+        raise lone_surrogate(pointer) from exc
 
 
 def validate_request(input: object, commands: Mapping[str, CommandPolicy]) -> ValidRequest:

@@ -14,7 +14,16 @@ from typing import Any, Final
 import msgspec
 
 from jigcmd.contract import OPERATION_ID_MAX_BYTES, OPERATION_ID_PATTERN
-from jigcmd.jsonio.strict import NestingTooDeep, StrictJSONError, loads
+from jigcmd.jsonio.strict import (
+    MAX_SAFE_INTEGER,
+    DuplicateKey,
+    LoneSurrogate,
+    Malformed,
+    NestingTooDeep,
+    StrictJSONError,
+    first_lone_surrogate,
+    loads,
+)
 
 __all__ = [
     "INTERNAL_ERROR",
@@ -36,7 +45,9 @@ __all__ = [
     "encode_result",
     "is_mcp_id",
     "is_run1_id",
+    "leading_id",
     "parse",
+    "trailing_id",
 ]
 
 PARSE_ERROR: Final = -32700
@@ -98,17 +109,43 @@ def is_mcp_id(value: object) -> bool:
 
 
 def parse(frame: bytes) -> Request | Notification | Response | Rejected:
-    """Decode and classify one frame; strict JSON/1 failures become -32700."""
+    """Decode and classify one frame; strict JSON/1 failures become -32700.
+
+    The request's id is answered whenever the frame is JSON's syntax (a client waits for
+    its id, not for null): only a malformed text or a repeated key leaves it unknown.
+    """
     try:
         message = loads(frame)
     except NestingTooDeep as exc:
         # Well-formed but too deep to take apart safely: still answer the request's id.
-        found = exc.value.get("id") if type(exc.value) is dict else _leading_id(frame)
+        found = exc.value.get("id") if type(exc.value) is dict else leading_id(frame)
         request_id = found if type(found) is str or type(found) is int else None
         return Rejected(INVALID_REQUEST, f"Invalid Request: {exc}", request_id)
-    except StrictJSONError as exc:
+    except LoneSurrogate as exc:
+        return _lone_surrogate(exc)
+    except (Malformed, DuplicateKey) as exc:
         return Rejected(PARSE_ERROR, f"Parse error: {exc}")
+    except StrictJSONError as exc:
+        found = leading_id(frame)
+        request_id = trailing_id(frame) if found is None else found
+        return Rejected(PARSE_ERROR, f"Parse error: {exc}", request_id)
     return classify(message)
+
+
+def _lone_surrogate(exc: LoneSurrogate) -> Request | Notification | Response | Rejected:
+    """A lone surrogate only in a `tools/call`'s arguments: the request, whose tool refuses
+    them naming the pointer; anywhere else -32700 with the request's id."""
+    value = exc.value
+    if type(value) is not dict:
+        return Rejected(PARSE_ERROR, f"Parse error: {exc}")
+    params = value.get("params")
+    if value.get("method") == "tools/call" and type(params) is dict:
+        rest = {**value, "params": {k: v for k, v in params.items() if k != "arguments"}}
+        if first_lone_surrogate(rest) is None:
+            return classify(value)
+    found = value.get("id")
+    request_id = found if is_mcp_id(found) and first_lone_surrogate(found) is None else None
+    return Rejected(PARSE_ERROR, f"Parse error: {exc}", request_id)
 
 
 # Strings, structural characters and numbers: enough to find a top-level "id" member.
@@ -117,8 +154,45 @@ _TOKEN = re.compile(rb'"(?:[^"\\]|\\.)*"|[{}\[\]:]|-?[0-9][0-9.eE+-]*')
 _ID_SCAN_BYTES = 64 * 1024
 
 
-def _leading_id(frame: bytes) -> object:
-    """The top-level "id" of a frame too deep for the decoder, if it is in the first 64 KiB."""
+def leading_id(frame: bytes) -> Id | None:
+    """The top-level "id" of a frame the decoder cannot take, if in its first 64 KiB.
+
+    A scan of tokens (strings, brackets, numbers), bounded by those 64 KiB: for a frame too
+    deep, one breaking a strict rule, or the head of one too large to keep.
+    """
+    found = _scan_id(frame)
+    if type(found) is int:
+        # An id beyond ±(2^53-1) is refused as the client sent it: no answer can name it.
+        return found if -MAX_SAFE_INTEGER <= found <= MAX_SAFE_INTEGER else None
+    return found if type(found) is str else None
+
+
+# The last member of a frame's top-level object, when it is "id": in a valid text the final
+# `}` closes the top-level object, so what sits just before it is a top-level member.
+# How far from a frame's end its trailing "id" is looked for (an id is short).
+_ID_TAIL_BYTES = 4 * 1024
+_TRAILING_ID = re.compile(rb',\s*"id"\s*:\s*(-?[0-9]+|"(?:[^"\\]|\\.)*")\s*}\s*\Z')
+
+
+def trailing_id(tail: bytes) -> Id | None:
+    """The top-level "id" of a frame whose last bytes are `tail`, if it is the last member.
+
+    Where the TypeScript SDK's `JSON.stringify` writes it; one anchored match over the last
+    4 KiB at most.
+    """
+    found = _TRAILING_ID.search(tail[-_ID_TAIL_BYTES:])
+    if found is None:
+        return None
+    text = found.group(1)
+    if text[:1] == b'"':
+        with contextlib.suppress(msgspec.DecodeError):
+            return str(msgspec.json.decode(text))
+        return None
+    number = int(text)
+    return number if -MAX_SAFE_INTEGER <= number <= MAX_SAFE_INTEGER else None
+
+
+def _scan_id(frame: bytes) -> object:
     depth = 0
     key = b""
     value_next = False

@@ -44,6 +44,7 @@ from jigcmd.protocol.mcp_messages import (
     INSTRUCTIONS,
     REPORT_META,
     RESOURCE_NOT_FOUND,
+    RUN_RESOURCE_TEMPLATE,
     ToolCall,
     ToolCallParamsError,
     call_input,
@@ -205,6 +206,8 @@ class McpDialect:
             return jsonrpc.encode_error(request_id, code, f"Resource not found: {found}")
         result = read_result(found)
         if version == MODERN_VERSION:
+            # The bytes of a kept resource never change; they are this caller's run's own.
+            result |= {"ttlMs": mcp_era.RESOURCE_TTL_MS, "cacheScope": "private"}
             result = mcp_era.modern_result(result, self._server_info)
         return jsonrpc.encode_result(request_id, result)
 
@@ -263,15 +266,23 @@ class McpDialect:
         return send_error(request.id, jsonrpc.METHOD_NOT_FOUND, f"Method not found: {method}")
 
     def _resources(self, request: jsonrpc.Request, version: str) -> list[Action]:
-        """`resources/read` of a run's resource (the shell reads it); the lists are empty."""
+        """`resources/read` of a run's resource (the shell reads it), or a list.
+
+        Run resources are linked from each result, not listed: `resources/list` is empty and
+        `resources/templates/list` names the one URI shape they share.
+        """
         if request.method != "resources/read":
-            # Run resources are linked from each result, not listed.
             refused = cursor_refusal(request)
             if refused:
                 return refused
-            key = "resources" if request.method == "resources/list" else "resourceTemplates"
-            listed: dict[str, Any] = {key: []}
+            listed: dict[str, Any] = (
+                {"resources": []}
+                if request.method == "resources/list"
+                else {"resourceTemplates": [RUN_RESOURCE_TEMPLATE]}
+            )
             if version == MODERN_VERSION:
+                # Fixed for the process, like the catalogue (SEP-2549: a cacheable result).
+                listed |= {"ttlMs": mcp_era.RESOURCE_LISTS_TTL_MS, "cacheScope": "private"}
                 listed = mcp_era.modern_result(listed, self._server_info)
             return [Send(jsonrpc.encode_result(request.id, listed))]
         params = request.params

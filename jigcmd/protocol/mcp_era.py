@@ -26,6 +26,8 @@ __all__ = [
     "MISSING_CAPABILITY",
     "OPERATION_ID_META",
     "PROTOCOL_VERSION_META",
+    "RESOURCE_LISTS_TTL_MS",
+    "RESOURCE_TTL_MS",
     "SERVER_INFO_META",
     "SESSION_METHODS",
     "TASKS_EXTENSION",
@@ -67,6 +69,11 @@ LOG_LEVELS: Final = frozenset(
 # The tool catalogue is fixed for the process; a client may keep it this long.
 TOOLS_TTL_MS: Final = 60_000
 DISCOVER_TTL_MS: Final = 60_000
+# A kept resource's bytes never change (its URI names one operation's capture), so a read
+# stays fresh for a day, the TypeScript SDK's ceiling on `ttlMs`; pruning it later only
+# makes it unreadable, never different. The resource lists are fixed like the catalogue.
+RESOURCE_TTL_MS: Final = 86_400_000
+RESOURCE_LISTS_TTL_MS: Final = 60_000
 _CLAIM_KEYS: Final = (PROTOCOL_VERSION_META, CLIENT_CAPABILITIES_META)
 # Methods of the handshake era only: in the per-request era they do not exist.
 HANDSHAKE_ONLY: Final = frozenset({"initialize", "ping", "logging/setLevel"})

@@ -13,7 +13,9 @@ from typing import Any, Final
 import msgspec
 
 from jigcmd.errors import Code, JigError
+from jigcmd.jsonio.strict import first_lone_surrogate
 from jigcmd.policy.pointers import escape
+from jigcmd.policy.request import lone_surrogate
 from jigcmd.protocol import jsonrpc
 from jigcmd.protocol.actions import Action, send_error
 from jigcmd.protocol.commands import ToolInfo
@@ -27,6 +29,7 @@ __all__ = [
     "REPORT_META",
     "RESOURCE_NOT_FOUND",
     "RUN_ID_META",
+    "RUN_RESOURCE_TEMPLATE",
     "ToolCall",
     "ToolCallParamsError",
     "call_input",
@@ -113,6 +116,11 @@ def call_input(call: ToolCall, tool: ToolInfo) -> dict[str, Any]:
     Only the tool's own arguments are taken, as its inputSchema says
     (`additionalProperties: false`); a refusal names them.
     """
+    # First: the checks below name keys, and a lone surrogate (which the JSON-RPC layer
+    # lets through only here) must never reach an encoder.
+    lone = first_lone_surrogate(call.arguments)
+    if lone is not None:
+        raise lone_surrogate(lone)
     allowed = tool_arguments(tool.kind)
     for key in call.arguments:
         if key not in allowed:
@@ -167,6 +175,16 @@ def progress_notification(
         params["total"] = max(total, progress)
     params["message"] = message
     return jsonrpc.encode_notification("notifications/progress", params)
+
+
+# The shape of every URI a result links (`jigcmd.durable.runresources.resource_uri`).
+RUN_RESOURCE_TEMPLATE: Final = {
+    "uriTemplate": "jigcmd://run/{run}/{operation}/{name}",
+    "name": "run-resource",
+    "title": "A kept resource of one call",
+    "description": "What one tool call kept: {name} is stdout, stderr, junit or attestation. "
+    "Each tool result links its own; only this session's run is served.",
+}
 
 
 def read_result(resource: Resource) -> dict[str, Any]:

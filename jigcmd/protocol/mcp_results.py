@@ -20,6 +20,7 @@ from jigcmd.errors import JigError
 from jigcmd.evidence import OUTPUT_CAP_BYTES, Evidence, ResourceReport
 from jigcmd.protocol import jsonrpc
 from jigcmd.protocol.commands import ResourceRef, RunResult, TestResults
+from jigcmd.protocol.inert import one_line
 from jigcmd.protocol.mcp_versions import LATEST_VERSION, STRUCTURED
 from jigcmd.protocol.mcp_view import (
     DEFAULT_BUDGET_BYTES,
@@ -89,7 +90,7 @@ def failure_result(
     view, content = _fit(
         collected,
         None,
-        (),
+        error.resources,
         header,
         version=version,
         budget=budget,
@@ -224,14 +225,16 @@ def _tests_text(tests: TestsView) -> list[str]:
         f"{s.pending} todo, {s.other} other. {tests.note}",
     ]
     for test in tests.tests:
-        where = test.filePath or "?"
+        # Every name, path, message and frame here is the runner's (candidate-influenced):
+        # each stays on its own line, so none can pass for a line of the host's.
+        where = one_line(test.filePath or "?")
         if test.line is not None:
             where += f":{test.line}"
-        name = " > ".join([*(test.suite or []), test.name])
+        name = one_line(" > ".join([*(test.suite or []), test.name]))
         if test.status == "failed":
-            message = (test.message or "").replace("\n", " ").strip()
+            message = one_line((test.message or "").replace("\n", " ").strip())
             lines.append(f"FAILED {name} ({where}, {test.duration} ms): {message}")
-            lines += [f"    {frame}" for frame in (test.trace or "").splitlines()]
+            lines += [f"    {one_line(frame)}" for frame in (test.trace or "").splitlines()]
         else:
             lines.append(f"{_STATUS_WORDS.get(test.status, test.status)}: {name} ({where})")
     if tests.truncated:
@@ -242,11 +245,15 @@ def _tests_text(tests: TestsView) -> list[str]:
 
 def _stream_text(name: str, stream: StreamView) -> list[str]:
     more = (
-        f"; the command wrote more, {OUTPUT_CAP_BYTES:,} bytes are kept" if stream.truncated else ""
+        f"; the command wrote more, its first {OUTPUT_CAP_BYTES:,} bytes are kept"
+        if stream.truncated
+        else ""
     )
     if not stream.captured_bytes:
         return [f"{name}: empty{more}."]
-    where = f", all of it at {stream.uri}" if stream.uri else ""
+    # Past the cap the URI holds what was kept, not all the command wrote.
+    kept = "the kept bytes" if stream.truncated else "all of it"
+    where = f", {kept} at {stream.uri}" if stream.uri else ""
     title = f"{name} ({stream.captured_bytes:,} bytes, {stream.sha256}{more}{where}):"
     if not stream.omitted_bytes:
         return [title, stream.head + stream.tail]

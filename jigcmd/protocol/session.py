@@ -174,10 +174,15 @@ class Session:
         assert type(message) is jsonrpc.Rejected
         return [Send(jsonrpc.encode_error(message.id, message.code, message.message))]
 
-    def oversized(self, size: int) -> bytes:
-        """The answer to a frame that exceeded the limit and was discarded."""
+    def oversized(self, size: int, head: bytes = b"", tail: bytes = b"") -> bytes:
+        """The answer to a frame that exceeded the limit and was discarded.
+
+        Its id, when its first bytes (`head`) or its last (`tail`) name it: the caller stops
+        waiting at once.
+        """
+        found = jsonrpc.leading_id(head)
         return jsonrpc.encode_error(
-            None,
+            jsonrpc.trailing_id(tail) if found is None else found,
             jsonrpc.INVALID_REQUEST,
             f"Invalid Request: frame of at least {size:,} bytes exceeds the limit of "
             f"{MAX_FRAME_BYTES:,} bytes; it was discarded",

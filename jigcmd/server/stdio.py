@@ -343,7 +343,7 @@ class _Server:
                 # The peer is not reading its answers: read nothing more until it does.
                 await writer.wait_for_room()
             if type(event) is Oversized:
-                writer.send(session.oversized(event.size))
+                writer.send(session.oversized(event.size, event.head, event.tail))
                 continue
             assert type(event) is Frame
             try:

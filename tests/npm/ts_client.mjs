@@ -1,5 +1,6 @@
 // Drives `jigcmd serve` with the TypeScript SDK v2 client: connect in the given negotiation
-// mode, list the tools, run four calls in parallel, print one JSON summary line.
+// mode, list the tools, run four calls in parallel, read what the first one links (a
+// 2026-07-28 read is a CacheableResult the SDK checks), print one JSON summary line.
 // Usage: node ts_client.mjs <legacy|auto|pin> <command> [args...]  (NODE_PATH names the SDK)
 import { createRequire } from "node:module";
 import path from "node:path";
@@ -23,8 +24,17 @@ const results = await Promise.all(
     client.callTool({ name: "cli", arguments: { files: { "src/cli.ts": source }, args: [token] } }),
   ),
 );
+const reads = [];
+for (const link of results[0].content.filter((block) => block.type === "resource_link")) {
+  const read = await client.readResource({ uri: link.uri });
+  reads.push([link.name, read.contents[0].text?.length ?? read.contents[0].blob?.length]);
+}
+const templates = (await client.listResourceTemplates()).resourceTemplates;
 console.log(
   JSON.stringify({
+    reads,
+    templates: templates.map((template) => template.uriTemplate),
+    listed: (await client.listResources()).resources.length,
     version: client.getNegotiatedProtocolVersion(),
     tools,
     outputs: results.map((result) => result.structuredContent?.stdout?.head),

@@ -24,19 +24,22 @@ def test_a_frame_split_across_reads_is_reassembled() -> None:
 
 
 def test_an_oversized_frame_is_reported_once_and_framing_continues() -> None:
-    """Bytes beyond the limit are dropped, not buffered, until the next LF."""
+    """Bytes beyond the limit are dropped, not buffered, until the next LF; its ends are kept."""
     framer = LineFramer(max_frame_bytes=8)
     assert framer.feed(b"0123456") == []
     assert framer.feed(b"89abcdef") == []
     assert framer.pending == 0
     assert framer.feed(b"ghij") == []
-    assert framer.feed(b"k\nok\n") == [Oversized(20), Frame(b"ok")]
+    assert framer.feed(b"k\nok\n") == [
+        Oversized(20, b"012345689abcdef", b"012345689abcdefghijk"),
+        Frame(b"ok"),
+    ]
 
 
 def test_an_oversized_frame_inside_one_read_is_reported() -> None:
     """A complete frame over the limit in a single read is an oversize event too."""
     framer = LineFramer(max_frame_bytes=4)
-    assert framer.feed(b"12345\n1234\n") == [Oversized(5), Frame(b"1234")]
+    assert framer.feed(b"12345\n1234\n") == [Oversized(5, b"12345", b"12345"), Frame(b"1234")]
 
 
 def test_an_unterminated_last_frame_is_delivered_at_close() -> None:

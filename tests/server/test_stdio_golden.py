@@ -54,30 +54,60 @@ def flow_call(request_id: str, operation_id: str, stdin: str = "") -> dict[str, 
 
 
 @pytest.mark.parametrize(
-    ("frame", "message"),
+    ("frame", "message", "request_id"),
     [
-        (b"not json", "Parse error: malformed JSON"),
-        (b'\xef\xbb\xbf{"jsonrpc":"2.0","id":1,"method":"ping"}', "Parse error: byte order mark"),
-        (b'{"jsonrpc":"2.0","id":1,"method":"p\xffng"}', "Parse error: invalid UTF-8 at byte 35"),
-        (b'{"jsonrpc":"2.0","id":1,"id":2,"method":"ping"}', 'Parse error: duplicate key "id"'),
+        (b"not json", "Parse error: malformed JSON", None),
+        (b'{"jsonrpc":"2.0","id":7,"method":', "Parse error: malformed JSON", None),
         (
-            b'{"jsonrpc":"2.0","id":1,"method":"ping","params":{"x":NaN}}',
+            b'\xef\xbb\xbf{"jsonrpc":"2.0","id":1,"method":"ping"}',
+            "Parse error: byte order mark",
+            1,
+        ),
+        (
+            b'{"jsonrpc":"2.0","id":1,"method":"p\xffng"}',
+            "Parse error: invalid UTF-8 at byte 35",
+            1,
+        ),
+        # Which "id" is meant is the question: none is named.
+        (
+            b'{"jsonrpc":"2.0","id":1,"id":2,"method":"ping"}',
+            'Parse error: duplicate key "id"',
+            None,
+        ),
+        (
+            b'{"jsonrpc":"2.0","id":"n","method":"ping","params":{"x":NaN}}',
             "Parse error: NaN and Infinity",
+            "n",
         ),
         (
             b'{"jsonrpc":"2.0","id":9007199254740992,"method":"ping"}',
             "Parse error: integer 9007199254740992",
+            None,
         ),
-        (b'{"jsonrpc":"2.0","id":"\\udc00","method":"ping"}', "Parse error: lone surrogate"),
+        (b'{"jsonrpc":"2.0","id":"\\udc00","method":"ping"}', "Parse error: lone surrogate", None),
+        # The id last and past the first 64 KiB, as the TypeScript SDK writes a large call.
+        pytest.param(
+            b'{"method":"ping","params":{"pad":"' + b"x" * 70_000 + b'","x":NaN},'
+            b'"jsonrpc":"2.0","id":"sdk"}',
+            "Parse error: NaN and Infinity",
+            "sdk",
+            id="id-last-past-64KiB",
+        ),
+        (
+            b'{"jsonrpc":"2.0","id":3,"method":"ping","params":{"x":"\\ud83d"}}',
+            "Parse error: lone surrogate escape \\ud83d (byte 55) at '/params/x'",
+            3,
+        ),
     ],
 )
 def test_frames_that_are_not_strict_json_get_a_parse_error_and_the_session_continues(
-    server: ServerProcess, frame: bytes, message: str
+    server: ServerProcess, frame: bytes, message: str, request_id: object
 ) -> None:
-    """-32700 with id null and the rule that failed; the next request is served."""
+    """-32700 with the rule that failed, and the request's id unless the text is not JSON's
+    syntax or repeats a key; the next request is served."""
     server.send(frame + b"\n")
     error = server.read()
-    assert error["id"] is None
+    assert error["id"] == request_id
     assert error["error"]["code"] == -32700
     assert error["error"]["message"].startswith(message)
     assert ping(server)["result"] == {}
@@ -118,14 +148,15 @@ def test_notifications_are_never_answered(server: ServerProcess) -> None:
 
 
 def test_an_oversized_frame_is_refused_and_the_session_continues(server: ServerProcess) -> None:
-    """A frame over 16 MiB gets -32600 with id null; framing resumes after its LF."""
+    """A frame over 16 MiB gets -32600 with its id (in its first 64 KiB); framing resumes
+    after its LF."""
     server.send(
         b'{"jsonrpc":"2.0","id":1,"method":"ping","params":{"pad":"'
         + b"x" * MAX_FRAME_BYTES
         + b'"}}\n'
     )
     error = server.read()
-    assert (error["id"], error["error"]["code"]) == (None, -32600)
+    assert (error["id"], error["error"]["code"]) == (1, -32600)
     assert "exceeds the limit of 16,777,216 bytes" in error["error"]["message"]
     assert ping(server)["id"] == "alive"
 

@@ -1,0 +1,40 @@
+"""Text of someone else's made inert for a reader: control characters shown as escapes.
+
+A terminal obeys escape sequences, and a reader (a person, a model) takes a line at the
+margin for the writer's: so every control character but newline and tab (C0, DEL, C1) and
+the Unicode controls that reorder a line (bidi embeddings, overrides, isolates and marks)
+becomes its escape, and `one_line` shows newlines (and U+2028, U+2029) too. Shared by
+`jigcmd run`'s answer (`frontends/runtext.py`) and MCP's result text (`mcp_results.py`).
+Pure: text in, text out.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+__all__ = ["one_line", "visible"]
+
+_BIDI: Final = (0x061C, 0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A))
+_CONTROLS: Final = [c for c in (*range(0x20), 0x7F, *range(0x80, 0xA0)) if c not in (0x09, 0x0A)]
+_INERT: Final = {
+    **{c: f"\\x{c:02x}" for c in _CONTROLS},
+    **{c: f"\\u{c:04x}" for c in _BIDI},
+}
+
+# What else a reader may break a line at (Python's `splitlines` does): the Unicode line and
+# paragraph separators; every other one is a control character `visible` escapes.
+_LINE_BREAKS: Final = {0x2028: "\\u2028", 0x2029: "\\u2029"}
+
+
+def visible(text: str) -> str:
+    """`text` with every control character but newline and tab shown as its escape."""
+    return text.translate(_INERT)
+
+
+def one_line(text: str) -> str:
+    """`visible(text)` with its newlines shown too: one line of jigcmd's, whatever it names.
+
+    For jigcmd's own messages that carry a name someone else chose (a file's, a test's): a
+    newline in it would start a line of the writer's choosing at the margin.
+    """
+    return visible(text).replace("\n", "\\n").translate(_LINE_BREAKS)
