@@ -4,15 +4,17 @@ A terminal obeys escape sequences, and a reader (a person, a model) takes a line
 margin for the writer's: so every control character but newline and tab (C0, DEL, C1) and
 the Unicode controls that reorder a line (bidi embeddings, overrides, isolates and marks)
 becomes its escape, and `one_line` shows newlines (and U+2028, U+2029) too. Shared by
-`jigcmd run`'s answer (`frontends/runtext.py`) and MCP's result text (`mcp_results.py`).
+`jigcmd run`'s answer (`frontends/runtext.py`) and MCP's result text (`mcp_results.py`),
+where `fenced` quotes a stream as a Markdown code block the stream cannot close.
 Pure: text in, text out.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Final
 
-__all__ = ["one_line", "visible"]
+__all__ = ["fenced", "one_line", "visible"]
 
 _BIDI: Final = (0x061C, 0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A))
 _CONTROLS: Final = [c for c in (*range(0x20), 0x7F, *range(0x80, 0xA0)) if c not in (0x09, 0x0A)]
@@ -24,6 +26,7 @@ _INERT: Final = {
 # What else a reader may break a line at (Python's `splitlines` does): the Unicode line and
 # paragraph separators; every other one is a control character `visible` escapes.
 _LINE_BREAKS: Final = {0x2028: "\\u2028", 0x2029: "\\u2029"}
+_BACKTICKS: Final = re.compile("`+")
 
 
 def visible(text: str) -> str:
@@ -38,3 +41,14 @@ def one_line(text: str) -> str:
     newline in it would start a line of the writer's choosing at the margin.
     """
     return visible(text).replace("\n", "\\n").translate(_LINE_BREAKS)
+
+
+def fenced(text: str) -> str:
+    """`visible(text)` as a Markdown code block that nothing in it can close."""
+    # CommonMark ends a code block at a line of backticks as long as its opening fence. This
+    # fence is longer than every run of backticks in the text, on a line alone or not (a
+    # reader is not always a CommonMark parser), so the writer cannot end the quote.
+    shown = visible(text).removesuffix("\n")
+    longest = max(map(len, _BACKTICKS.findall(shown)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return f"{fence}\n{shown}\n{fence}"

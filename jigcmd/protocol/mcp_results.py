@@ -20,7 +20,7 @@ from jigcmd.errors import JigError
 from jigcmd.evidence import OUTPUT_CAP_BYTES, Evidence, ResourceReport
 from jigcmd.protocol import jsonrpc
 from jigcmd.protocol.commands import ResourceRef, RunResult, TestResults
-from jigcmd.protocol.inert import one_line
+from jigcmd.protocol.inert import fenced, one_line
 from jigcmd.protocol.mcp_versions import LATEST_VERSION, STRUCTURED
 from jigcmd.protocol.mcp_view import (
     DEFAULT_BUDGET_BYTES,
@@ -182,7 +182,7 @@ def _link(ref: ResourceRef) -> dict[str, Any]:
 
 
 def view_text(view: View, header: str = "") -> str:
-    """The view in words: how it ended, the tests, then each stream's head and tail."""
+    """The view in words: how it ended, the tests, then each stream's head and tail, quoted."""
     lines = [header] if header else []
     lines.append(_ending(view))
     if view.tests is not None:
@@ -211,7 +211,8 @@ def _ending(view: View) -> str:
 
 def _tests_text(tests: TestsView) -> list[str]:
     # Said first: the counts below are only the report's, which left these failures out.
-    incomplete = [f"Tests INCOMPLETE: {tests.incomplete}."] if tests.incomplete else []
+    # It names files from the candidate's console: one line, like the names below.
+    incomplete = [f"Tests INCOMPLETE: {one_line(tests.incomplete)}."] if tests.incomplete else []
     if tests.summary is None:
         where = f" (see {tests.uri})" if tests.uri else ""
         return [
@@ -254,12 +255,13 @@ def _stream_text(name: str, stream: StreamView) -> list[str]:
     # Past the cap the URI holds what was kept, not all the command wrote.
     kept = "the kept bytes" if stream.truncated else "all of it"
     where = f", {kept} at {stream.uri}" if stream.uri else ""
-    title = f"{name} ({stream.captured_bytes:,} bytes, {stream.sha256}{more}{where}):"
-    if not stream.omitted_bytes:
-        return [title, stream.head + stream.tail]
-    return [
-        title,
-        stream.head,
-        f"[… {stream.omitted_bytes:,} bytes omitted …]",
-        stream.tail,
-    ]
+    lines = [f"{name} ({stream.captured_bytes:,} bytes, {stream.sha256}{more}{where}):"]
+    # The candidate's text is quoted, so no line of it passes for the host's; the count of
+    # what is left out sits between the quotes, where the candidate cannot write.
+    if stream.head:
+        lines.append(fenced(stream.head))
+    if stream.omitted_bytes:
+        lines.append(f"[… {stream.omitted_bytes:,} bytes omitted …]")
+    if stream.tail:
+        lines.append(fenced(stream.tail))
+    return lines

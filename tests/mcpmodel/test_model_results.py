@@ -213,7 +213,8 @@ async def test_a_test_name_cannot_forge_a_line_of_what_the_model_reads(
     async with client(binding, tmp_path / "state") as session:
         ran = await session.call_tool("suite", {"files": files})
         text = ran.content[0].text  # type: ignore[union-attr]
-        # The streams follow, as the candidate wrote them: the lines before are the host's.
+        # The streams follow, quoted (tests/mcpmodel/test_quoted_streams.py): the lines
+        # before them are the host's.
         lines = text.split("\nstdout")[0].split("\n")
         assert [line for line in lines if line.startswith("Tests:")] == [lines[1]], text
         assert not [line for line in lines if line.startswith(("`bun test`", "FAILED nothing"))]

@@ -1,8 +1,9 @@
 """Every MCP tool result fits its budget, on every version, whatever the run printed or named.
 
 Worst cases the wire allows: both streams at their 64 KiB cap of multi-byte (and JSON-escaped)
-text, the largest invocation, a report of thousands of failing tests with long names, messages
-and traces. The counts, digests and links are never cut; heads, tails and lists are.
+text or of backticks (the text's code fences grow with them), the largest invocation, a
+report of thousands of failing tests with long names, messages and traces. The counts,
+digests and links are never cut; heads, tails and lists are.
 """
 
 from __future__ import annotations
@@ -105,8 +106,8 @@ LINKS = tuple(
 @pytest.mark.parametrize("budget", [MIN_BUDGET_BYTES, 8192, DEFAULT_BUDGET_BYTES])
 @pytest.mark.parametrize(
     "text",
-    ["o", "\u00e9", "\U0001f600", '"', "\\", "\x01", "<"],
-    ids=["ascii", "two-byte", "four-byte", "quote", "backslash", "control", "angle"],
+    ["o", "\u00e9", "\U0001f600", '"', "\\", "\x01", "<", "`"],
+    ids=["ascii", "two-byte", "four-byte", "quote", "backslash", "control", "angle", "backtick"],
 )
 def test_the_worst_case_fits_on_every_version(version: str, budget: int, text: str) -> None:
     stream = (text * CAP)[: CAP // len(text.encode())]
