@@ -61,8 +61,13 @@ def choose_base(
     root: str = "/sys/fs/cgroup",
     euid: int | None = None,
     move_self: bool = True,
+    for_jobs: bool = True,
 ) -> str:
-    """The `base` to give `cgroups.detect` for this process; see the module docstring."""
+    """The `base` to give `cgroups.detect` for this process; see the module docstring.
+
+    Without `for_jobs` (recovery, which only removes jobs), a v2 delegation that could not
+    host a new job (a controller missing, another process inside) is still this user's.
+    """
     explicit = explicit or os.environ.get("JIGCMD_CGROUP_BASE") or None
     if explicit:
         return explicit
@@ -70,7 +75,7 @@ def choose_base(
     if euid == 0:
         return "jigcmd"
     if mode == "v2":
-        return _delegated_v2(root, euid, move_self)
+        return _delegated_v2(root, euid, move_self, for_jobs)
     name = f"jigcmd-u{euid}"
     memory = os.path.join(root, "memory", name)
     if os.path.isdir(memory) and os.stat(memory).st_uid == euid:
@@ -154,7 +159,7 @@ def _require_inside_unified(root: str, name: str) -> None:
     )
 
 
-def _delegated_v2(root: str, euid: int, move_self: bool) -> str:
+def _delegated_v2(root: str, euid: int, move_self: bool, for_jobs: bool) -> str:
     own = own_cgroup_v2()
     hint = (
         "run jigcmd in a delegated cgroup, e.g. `systemd-run --user --scope -p Delegate=yes "
@@ -169,8 +174,9 @@ def _delegated_v2(root: str, euid: int, move_self: bool) -> str:
         here = os.path.dirname(here)
     if not os.access(here, os.W_OK) or os.stat(here).st_uid != euid:
         raise DelegationError(f"your cgroup {here} is not delegated to you; {hint}")
-    _require_controllers(here)
-    _require_alone(here)
+    if for_jobs:
+        _require_controllers(here)
+        _require_alone(here)
     if move_self:
         _move_into_leaf(here)
     return os.path.join(here, "jigcmd")
@@ -276,9 +282,9 @@ def _move_into_leaf(here: str) -> None:
 
 
 def resolve_backend(
-    explicit: str | None = None, *, move_self: bool = True
+    explicit: str | None = None, *, move_self: bool = True, for_jobs: bool = True
 ) -> tuple[CgroupBackend, str]:
     """The cgroup backend this process uses, and the base it chose (to hand to the zygote)."""
     mode = detect().mode
-    base = choose_base(explicit, mode=mode, move_self=move_self)
+    base = choose_base(explicit, mode=mode, move_self=move_self, for_jobs=for_jobs)
     return detect(base=base), base

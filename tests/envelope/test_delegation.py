@@ -138,3 +138,19 @@ def test_a_delegated_cgroup_without_cpu_is_a_delegation_error_naming_it(
     assert f"the delegated cgroup {scope} offers no cpu controller (it has: memory pids)" in said
     assert "Delegate=memory pids cpu" in said
     assert f"echo +cpu > {scope.parent}/cgroup.subtree_control" in said
+
+
+def test_recovery_still_finds_a_delegation_that_could_host_no_new_job(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`jigcmd recover` only removes jobs: a scope its shell shares, or one without cpu, is
+    still the user's delegated cgroup, and nothing is moved or made."""
+    if os.geteuid() != 0:
+        pytest.skip("the fake scope is chowned to another uid")
+    scope = _scope(tmp_path, monkeypatch, [os.getppid(), os.getpid()])
+    (scope / "cgroup.controllers").write_text("memory pids\n", encoding="ascii")
+    base = choose_base(
+        None, mode="v2", root=str(tmp_path), euid=12345, move_self=False, for_jobs=False
+    )
+    assert base == str(scope / "jigcmd")
+    assert [p.name for p in scope.iterdir() if p.is_dir()] == []
