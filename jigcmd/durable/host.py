@@ -36,16 +36,18 @@ def open_host(
     cgroup_base: str | None,
     *,
     move_self: bool = True,
+    for_jobs: bool = True,
     tolerate_no_cgroups: bool = False,
 ) -> Host:
     """Prepare the state directory, then resolve the cgroup backend and its base (blocking).
 
-    Raises `StateDirError`, `DelegationError` (no cgroup subtree this user may use), and,
-    unless `tolerate_no_cgroups`, `CgroupUnavailable` or `ValueError`.
+    Raises `StateDirError`, `DelegationError` (no cgroup subtree this user may use; without
+    `for_jobs`, one that could host no new job still counts), and, unless
+    `tolerate_no_cgroups`, `CgroupUnavailable` or `ValueError`.
     """
     state = state_directory(state_dir)
     try:
-        backend, base = resolve_backend(cgroup_base, move_self=move_self)
+        backend, base = resolve_backend(cgroup_base, move_self=move_self, for_jobs=for_jobs)
     except (CgroupUnavailable, ValueError) as exc:
         if not tolerate_no_cgroups:
             raise

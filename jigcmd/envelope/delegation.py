@@ -6,10 +6,10 @@ to an unlimited or partial envelope. The choice, in order:
 1. `--cgroup-base` / `$JIGCMD_CGROUP_BASE`, as given (v2: an absolute directory inside the
    cgroup2 mount; v1: a directory name present in every controller hierarchy).
 2. root: `jigcmd` in every hierarchy.
-3. v2 without root: the server's own cgroup when the user owns it (what
-   `systemd-run --user -p Delegate=yes` arranges). The server moves itself into a leaf
-   `<own>/jigcmd-server` (a v2 cgroup with children must hold no process) and creates jobs
-   under `<own>/jigcmd`.
+3. v2 without root: the server's own cgroup when the user owns it, offers memory, pids and
+   cpu, and holds no other process (what `systemd-run --user --scope -p Delegate=yes jigcmd`
+   arranges). The server moves itself into a leaf `<own>/jigcmd-server` (a v2 cgroup with
+   children must hold no process) and creates jobs under `<own>/jigcmd`.
 4. v1/hybrid without root: `jigcmd-u<uid>` when the memory hierarchy has it, owned by us
    (an administrator creates and chowns it in every hierarchy; see docs/rootless.md).
 
@@ -18,14 +18,27 @@ Anything else raises `DelegationError` with the exact commands that fix it.
 
 from __future__ import annotations
 
+import contextlib
 import os
 
 from jigcmd.envelope.cgroups import CgroupBackend, delegated_hierarchies, detect
 from jigcmd.envelope.cgroups import files as cgroupfs
 
-__all__ = ["DelegationError", "choose_base", "own_cgroup_v2", "resolve_backend"]
+__all__ = [
+    "SHARING_FIX",
+    "V2_CONTROLLERS",
+    "DelegationError",
+    "choose_base",
+    "missing_controllers_reason",
+    "own_cgroup_v2",
+    "resolve_backend",
+    "sharing_processes",
+    "sharing_reason",
+]
 
 _SERVER_LEAF = "jigcmd-server"
+# What every job limits: the delegated cgroup must offer each (its cgroup.controllers).
+V2_CONTROLLERS = ("memory", "pids", "cpu")
 
 
 class DelegationError(OSError):
@@ -48,8 +61,13 @@ def choose_base(
     root: str = "/sys/fs/cgroup",
     euid: int | None = None,
     move_self: bool = True,
+    for_jobs: bool = True,
 ) -> str:
-    """The `base` to give `cgroups.detect` for this process; see the module docstring."""
+    """The `base` to give `cgroups.detect` for this process; see the module docstring.
+
+    Without `for_jobs` (recovery, which only removes jobs), a v2 delegation that could not
+    host a new job (a controller missing, another process inside) is still this user's.
+    """
     explicit = explicit or os.environ.get("JIGCMD_CGROUP_BASE") or None
     if explicit:
         return explicit
@@ -57,7 +75,7 @@ def choose_base(
     if euid == 0:
         return "jigcmd"
     if mode == "v2":
-        return _delegated_v2(root, euid, move_self)
+        return _delegated_v2(root, euid, move_self, for_jobs)
     name = f"jigcmd-u{euid}"
     memory = os.path.join(root, "memory", name)
     if os.path.isdir(memory) and os.stat(memory).st_uid == euid:
@@ -141,7 +159,7 @@ def _require_inside_unified(root: str, name: str) -> None:
     )
 
 
-def _delegated_v2(root: str, euid: int, move_self: bool) -> str:
+def _delegated_v2(root: str, euid: int, move_self: bool, for_jobs: bool) -> str:
     own = own_cgroup_v2()
     hint = (
         "run jigcmd in a delegated cgroup, e.g. `systemd-run --user --scope -p Delegate=yes "
@@ -156,17 +174,117 @@ def _delegated_v2(root: str, euid: int, move_self: bool) -> str:
         here = os.path.dirname(here)
     if not os.access(here, os.W_OK) or os.stat(here).st_uid != euid:
         raise DelegationError(f"your cgroup {here} is not delegated to you; {hint}")
+    if for_jobs:
+        _require_controllers(here)
+        _require_alone(here)
     if move_self:
-        leaf = os.path.join(here, _SERVER_LEAF)
-        os.makedirs(leaf, exist_ok=True)
-        cgroupfs.write(os.path.join(leaf, "cgroup.procs"), str(os.getpid()))
+        _move_into_leaf(here)
     return os.path.join(here, "jigcmd")
 
 
+def _require_controllers(here: str) -> None:
+    """The delegated cgroup must offer what every job limits; silent when unreadable."""
+    try:
+        offered = cgroupfs.read(os.path.join(here, "cgroup.controllers")).split()
+    except OSError:
+        return
+    missing = [c for c in V2_CONTROLLERS if c not in offered]
+    if missing:
+        raise DelegationError(
+            f"{missing_controllers_reason(here, missing, offered)}; delegate them: "
+            "`Delegate=memory pids cpu` for your user manager (docs/rootless.md), or as root "
+            f"echo {' '.join('+' + c for c in missing)} > "
+            f"{os.path.dirname(here)}/cgroup.subtree_control"
+        )
+
+
+def missing_controllers_reason(here: str, missing: list[str], offered: list[str]) -> str:
+    """Why a delegated cgroup without every controller a job limits is unusable."""
+    return (
+        f"the delegated cgroup {here} offers no {', '.join(missing)} controller "
+        f"(it has: {' '.join(sorted(offered)) or 'none'})"
+    )
+
+
+def _require_alone(here: str) -> None:
+    """No process but this one may sit in the delegated cgroup itself.
+
+    jigcmd moves only itself into its leaf: a cgroup whose children get controllers may hold
+    no process (the no-internal-process rule), and the others (the shell of a scope that did
+    not exec jigcmd, an agent that spawned it) are not jigcmd's to move. Refused at start, with
+    them named, instead of failing every run at enabling the controllers.
+    """
+    others = sharing_processes(here, os.getpid())
+    if not others:
+        return
+    with contextlib.suppress(OSError):
+        # A leaf an earlier attempt left empty; EBUSY when a process is in it, then it stays.
+        os.rmdir(os.path.join(here, _SERVER_LEAF))
+    raise DelegationError(f"{sharing_reason(here, others)}; {SHARING_FIX}")
+
+
+SHARING_FIX = (
+    "start jigcmd as the only process of its delegated cgroup: `systemd-run --user --scope -p "
+    "Delegate=yes jigcmd …`, or `exec jigcmd …` from the shell in it (a shell, `timeout` or "
+    "`sh -c` that stays beside jigcmd holds the cgroup)"
+)
+
+
+def sharing_processes(directory: str, own_pid: int) -> list[tuple[int, str]]:
+    """The processes other than `own_pid` directly in a cgroup: (pid, command name).
+
+    Pid 0 is one outside this pid namespace (the kernel lists it so); [] when unreadable.
+    """
+    try:
+        pids = cgroupfs.pids_in(os.path.join(directory, "cgroup.procs"))
+    except OSError:
+        return []
+    return [(pid, _comm(pid)) for pid in pids if pid != own_pid]
+
+
+def _comm(pid: int) -> str:
+    if pid == 0:
+        return ""
+    try:
+        with open(f"/proc/{pid}/comm", encoding="utf-8", errors="replace") as comm:
+            return comm.read().strip()
+    except OSError:
+        return ""
+
+
+def sharing_reason(here: str, others: list[tuple[int, str]]) -> str:
+    """Why processes beside jigcmd in its delegated cgroup make it unusable, each named."""
+    named = ", ".join(
+        "a process outside this pid namespace"
+        if pid == 0
+        else f"pid {pid}{f' ({comm})' if comm else ''}"
+        for pid, comm in others
+    )
+    verb = "shares" if len(others) == 1 else "share"
+    return (
+        f"{named} {verb} your delegated cgroup {here}: a cgroup whose children get controllers "
+        "may hold no process (no-internal-process rule), so jigcmd could not limit a job there"
+    )
+
+
+def _move_into_leaf(here: str) -> None:
+    """Move this process into `<here>/jigcmd-server`; a leaf made for a failed move goes."""
+    leaf = os.path.join(here, _SERVER_LEAF)
+    made = not os.path.isdir(leaf)
+    os.makedirs(leaf, exist_ok=True)
+    try:
+        cgroupfs.write(os.path.join(leaf, "cgroup.procs"), str(os.getpid()))
+    except OSError:
+        if made:
+            with contextlib.suppress(OSError):
+                os.rmdir(leaf)
+        raise
+
+
 def resolve_backend(
-    explicit: str | None = None, *, move_self: bool = True
+    explicit: str | None = None, *, move_self: bool = True, for_jobs: bool = True
 ) -> tuple[CgroupBackend, str]:
     """The cgroup backend this process uses, and the base it chose (to hand to the zygote)."""
     mode = detect().mode
-    base = choose_base(explicit, mode=mode, move_self=move_self)
+    base = choose_base(explicit, mode=mode, move_self=move_self, for_jobs=for_jobs)
     return detect(base=base), base

@@ -7,6 +7,7 @@ exits 0 only when every step behaved as expected (otherwise it lists what did no
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import subprocess
 import sys
@@ -15,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from jigcmd import __version__
+from jigcmd.envelope.delegation import resolve_backend
 from jigcmd.frontends.run import read_candidate
 from jigcmd.frontends.servechild import ServeChild, WireError
 from jigcmd.jsonio import readable, strict
@@ -260,6 +262,17 @@ def _admit(account: _Account, binding: Path) -> bool:
     return account.expect(done.returncode == 0, f"jigcmd lock exited {done.returncode}")
 
 
+def _step_aside() -> None:
+    """Leave a delegated cgroup for its `jigcmd-server` leaf, as `serve` does (rootless v2).
+
+    Else this process, staying in the scope, would be the other process its `serve` child
+    refuses to share the delegated cgroup with (docs/rootless.md). A delegation that fails
+    here is the child's to report, in its words.
+    """
+    with contextlib.suppress(OSError, ValueError):
+        resolve_backend()
+
+
 def demo(state_dir: Path | None = None) -> int:
     """Run the account; 0 when every step behaved as expected, 1 otherwise.
 
@@ -267,6 +280,7 @@ def demo(state_dir: Path | None = None) -> int:
     demonstration leaves nothing in the machine's state directory.
     """
     account = _Account()
+    _step_aside()
     with tempfile.TemporaryDirectory(prefix="jigcmd-demo-") as scratch:
         root = Path(scratch) / "example"
         shutil.copytree(_EXAMPLE, root, ignore=shutil.ignore_patterns("jigcmd.lock", "__pycache__"))

@@ -208,17 +208,6 @@ async def _run_probe_plan() -> Check:
         binds = find_runtime().binds
     except RuntimeUnavailable as exc:
         return end_to_end_check(None, None, "", f"not attempted: {exc}")
-    plan = candidate_plan(
-        bun=BUN_TARGET,
-        runtime_binds=binds,
-        kind="run",
-        paths=("x.ts",),
-        args=(),
-        files=(("x.ts", 'console.log("ok")'),),
-        stdin="",
-        deadline=time.monotonic() + _E2E_SECONDS,
-        label="doctor",
-    )
     from jigcmd.envelope.delegation import resolve_backend  # noqa: PLC0415 - Linux only
 
     try:
@@ -228,8 +217,22 @@ async def _run_probe_plan() -> Check:
             return Check("end-to-end", "FAIL", f"not attempted: {_SEE_DELEGATION}")
         return end_to_end_check(None, None, "", f"not attempted: {exc}")
     executor = NativeExecutor(cgroup_base=base)
-    executor.stage_at_start(plan.binds)
+    executor.stage_at_start(binds)
     try:
+        # The zygote starts and stages the runtime first (seconds on a slow machine): the
+        # deadline is the probe run's own, and a failed start says why, not that time ran out.
+        await executor.start()
+        plan = candidate_plan(
+            bun=BUN_TARGET,
+            runtime_binds=binds,
+            kind="run",
+            paths=("x.ts",),
+            args=(),
+            files=(("x.ts", 'console.log("ok")'),),
+            stdin="",
+            deadline=time.monotonic() + _E2E_SECONDS,
+            label="doctor",
+        )
         outcome = await executor.execute(plan, CancelSignal())
     except EnvelopeFailure as failure:
         error = envelope_error(failure)

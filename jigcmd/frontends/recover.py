@@ -35,7 +35,8 @@ def recover(state_dir: Path | None, cgroup_base: str | None = None) -> int:
         print(f"nothing to recover: no state directory at {target} yet")
         return 0
     try:
-        host = open_host(state_dir, cgroup_base, move_self=False)
+        # It only removes jobs: a scope it shares with its shell is still the user's.
+        host = open_host(state_dir, cgroup_base, move_self=False, for_jobs=False)
     except (StateDirError, CgroupUnavailable, ValueError, DelegationError) as exc:
         sys.stderr.write(f"jigcmd recover: {exc}\n")
         return 2

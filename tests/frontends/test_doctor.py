@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -287,6 +288,33 @@ def test_doctor_passes_on_a_machine_that_can_build_the_envelope(
     assert status == 0, out
     assert "ok    end-to-end" in out
     assert "FAIL" not in out
+
+
+@pytest.mark.envelope
+def test_the_end_to_end_deadline_starts_once_the_runtime_is_staged(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The probe's plan (and its deadline) is made after the zygote started and staged the
+    runtime: a slow start is not reported as a candidate that missed its deadline."""
+    require_root()
+    from jigcmd.envelope.native import NativeExecutor  # noqa: PLC0415 - Linux only
+    from jigcmd.policy import planner  # noqa: PLC0415 - patched where the doctor imports it
+
+    started: list[bool] = []
+    start, plan = NativeExecutor.start, planner.candidate_plan
+
+    async def recorded_start(self: NativeExecutor) -> None:
+        await start(self)
+        started.append(True)
+
+    def planned(**kwargs: Any) -> Any:
+        assert started, "the probe's deadline was set before the zygote staged the runtime"
+        return plan(**kwargs)
+
+    monkeypatch.setattr(NativeExecutor, "start", recorded_start)
+    monkeypatch.setattr(planner, "candidate_plan", planned)
+    check = doctor_module._end_to_end()
+    assert check.status == "ok", check
 
 
 def _state_check(state: Path) -> Check:

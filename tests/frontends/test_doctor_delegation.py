@@ -160,6 +160,17 @@ def test_a_v2_delegation_without_cpu_names_the_missing_controller() -> None:
     assert check.hint is not None and "Delegate=memory pids cpu" in check.hint
 
 
+def test_a_process_sharing_the_delegated_v2_cgroup_fails_the_line_naming_it() -> None:
+    """The scope's shell stayed beside the doctor: named with its pid, and exec as the fix."""
+    check = delegation_check(v2(sharing=((4242, "bash"),)))
+    assert check.status == "FAIL"
+    assert "pid 4242 (bash) shares your delegated cgroup /sys/fs/cgroup/user.slice" in check.detail
+    assert "no-internal-process" in check.detail
+    assert check.hint is not None
+    assert "systemd-run --user --scope -p Delegate=yes jigcmd" in check.hint
+    assert "exec jigcmd" in check.hint
+
+
 def test_the_own_cgroup2_path_is_the_zero_line() -> None:
     """/proc/self/cgroup on a hybrid host: v1 lines, then `0::` with the cgroup2 path."""
     text = "12:memory:/x\n1:name=systemd:/\n0::/user.slice/a.scope\n"

@@ -59,8 +59,18 @@ class Rootless:
     prelude: str
     cgroup_base: str | None
 
-    def command(self, *args: str, user: str = USER, env: dict[str, str] | None = None) -> list[str]:
-        """A shell command that runs `python -m jigcmd args…` as `user`."""
+    def command(
+        self,
+        *args: str,
+        user: str = USER,
+        env: dict[str, str] | None = None,
+        stays: bool = False,
+    ) -> list[str]:
+        """A shell command that runs `python -m jigcmd args…` as `user`.
+
+        With `stays`, the shell does not exec jigcmd: it stays, jigcmd's parent in the cgroup
+        the prelude put it in (a scope's shell that typed `jigcmd …`, or a wrapper).
+        """
         entry = pwd.getpwnam(user)
         environment = {"HOME": entry.pw_dir, "PYTHONPATH": str(self.kit), "LANG": "C.UTF-8"}
         environment |= env or {}
@@ -69,19 +79,27 @@ class Rootless:
         assignments = " ".join(f"{k}={_quote(v)}" for k, v in environment.items())
         quoted = " ".join(_quote(a) for a in args)
         prelude = self.prelude if user == USER else ""
+        start = "" if stays else "exec "
         return [
             "sh",
             "-c",
-            f"{prelude} exec setpriv --reuid={entry.pw_uid} --regid={entry.pw_gid} "
-            f"--init-groups env -i {assignments} {self.python} -m jigcmd {quoted}",
+            f"{prelude} {start}setpriv --reuid={entry.pw_uid} --regid={entry.pw_gid} "
+            f"--init-groups env -i {assignments} {self.python} -m jigcmd {quoted}"
+            # A command after it: no shell may exec the last command in its stead.
+            + ("; exit $?" if stays else ""),
         ]
 
     def run(
-        self, *args: str, user: str = USER, timeout: float = 60, input: str | None = None
+        self,
+        *args: str,
+        user: str = USER,
+        timeout: float = 60,
+        input: str | None = None,
+        stays: bool = False,
     ) -> subprocess.CompletedProcess[str]:
         """Run `jigcmd args…` as `user` from / (never from a checkout on sys.path)."""
         return subprocess.run(
-            self.command(*args, user=user),
+            self.command(*args, user=user, stays=stays),
             capture_output=True,
             text=True,
             timeout=timeout,

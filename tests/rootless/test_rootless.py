@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from jigcmd.envelope import cgroups
-from tests.rootless.rig import UNDELEGATED_USER, Rootless
+from tests.rootless.rig import UNDELEGATED_USER, Rootless, remove_tree
 
 pytestmark = [pytest.mark.envelope, pytest.mark.slow]
 
@@ -403,3 +403,102 @@ def test_a_half_set_up_hybrid_host_is_refused_at_start_not_at_every_run(
         assert done.returncode in (2, 3), done.stdout + done.stderr
         assert f"outside the delegated {unified}" in done.stderr, done.stderr
         assert "join cgroup" not in done.stdout + done.stderr
+
+
+@pytest.fixture
+def fresh_cgroup(rootless: Rootless) -> Iterator[Path]:
+    """A fresh cgroup2 directory delegated to the test user, as a new scope is (v2 only)."""
+    if cgroups.detect().mode != "v2":
+        pytest.skip("a delegated cgroup of one's own is how pure cgroup v2 hosts delegate")
+    path = Path(f"/sys/fs/cgroup/jigcmd-scope-u{rootless.uid}-{secrets.token_hex(4)}")
+    path.mkdir()
+    try:
+        subprocess.run(["chown", "-R", str(rootless.uid), str(path)], check=True)
+        yield path
+    finally:
+        remove_tree(str(path))
+
+
+def test_a_shell_that_stays_in_the_delegated_cgroup_is_named_before_any_run(
+    rootless: Rootless, example: Path, fresh_cgroup: Path
+) -> None:
+    """jigcmd started by a shell that stays in the delegated scope (no `exec`): the delegation
+    line names that shell and the fix, the others point at it, run and serve refuse at start
+    with the same words, and no `jigcmd-server` is left; exec'd alone, it is delegated."""
+    shared = dataclasses.replace(rootless, prelude=f"echo $$ > {fresh_cgroup}/cgroup.procs &&")
+    binding = str(example / "binding.toml")
+    named = f"(sh) shares your delegated cgroup {fresh_cgroup}"
+    doctor = shared.run("doctor", stays=True)
+    assert doctor.returncode == 1, doctor.stdout
+    lines = doctor.stdout.splitlines()
+    (failed,) = [i for i, line in enumerate(lines) if line.startswith("FAIL  delegation")]
+    assert named in lines[failed], lines[failed]
+    assert "systemd-run --user --scope -p Delegate=yes" in lines[failed + 1]
+    assert "exec jigcmd" in lines[failed + 1]
+    assert "FAIL  cgroups            not checked: no usable delegated" in doctor.stdout
+    assert "FAIL  end-to-end         not attempted: no usable delegated" in doctor.stdout
+    assert doctor.stdout.count("shares your delegated cgroup") == 1, doctor.stdout
+    served = shared.run("serve", "--binding", binding, input="", stays=True)
+    ran = shared.run(
+        "run",
+        "--binding",
+        binding,
+        "tests",
+        "--files",
+        str(example / "candidates" / "passing"),
+        stays=True,
+    )
+    for done in (served, ran):
+        assert done.returncode in (2, 3), done.stdout + done.stderr
+        assert named in done.stderr, done.stderr
+        assert "contains processes" not in done.stdout + done.stderr
+    assert [p.name for p in fresh_cgroup.iterdir() if p.is_dir()] == []
+    alone = shared.run("doctor")
+    assert f"ok    delegation         this process's cgroup {fresh_cgroup} is" in alone.stdout, (
+        alone.stdout
+    )
+    assert "ok    cgroups" in alone.stdout, alone.stdout
+
+
+@pytest.fixture
+def pretend_docker() -> Iterator[None]:
+    """In the v2 VM, a docker container's marker (the VM itself is none); elsewhere as is."""
+    made = os.environ.get("JIGCMD_IN_V2VM") == "1" and not os.path.exists("/.dockerenv")
+    if made:
+        Path("/.dockerenv").touch()
+    try:
+        yield
+    finally:
+        if made:
+            os.unlink("/.dockerenv")
+
+
+def test_a_delegation_without_cpu_is_blamed_on_the_delegation_not_the_container(
+    rootless: Rootless, example: Path, fresh_cgroup: Path, pretend_docker: None
+) -> None:
+    """The user's delegated cgroup offers memory and pids only: the delegation line names cpu
+    and how to delegate it, the cgroups and container lines do not repeat it, and run
+    refuses at start with the same words."""
+    (fresh_cgroup / "cgroup.subtree_control").write_text("+memory +pids", encoding="ascii")
+    scope = fresh_cgroup / "jigcmd-nocpu"
+    scope.mkdir()
+    subprocess.run(["chown", "-R", str(rootless.uid), str(scope)], check=True)
+    nocpu = dataclasses.replace(rootless, prelude=f"echo $$ > {scope}/cgroup.procs &&")
+    doctor = nocpu.run("doctor")
+    assert doctor.returncode == 1, doctor.stdout
+    said = f"the delegated cgroup {scope} offers no cpu controller (it has: memory pids)"
+    assert f"FAIL  delegation         {said}" in doctor.stdout, doctor.stdout
+    assert "FAIL  cgroups            not checked: no usable delegated" in doctor.stdout
+    assert "FAIL  container" not in doctor.stdout
+    assert "not available at" not in doctor.stdout
+    ran = nocpu.run(
+        "run",
+        "--binding",
+        str(example / "binding.toml"),
+        "tests",
+        "--files",
+        str(example / "candidates" / "passing"),
+    )
+    assert ran.returncode in (2, 3), ran.stdout + ran.stderr
+    assert said in ran.stderr and "Delegate=memory pids cpu" in ran.stderr, ran.stderr
+    assert [p.name for p in scope.iterdir() if p.is_dir()] == []

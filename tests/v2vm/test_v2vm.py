@@ -61,13 +61,16 @@ SUBSETS = {
     "test_hostile_limits": ("outlives",),
     # An unprivileged user with a delegated cgroup2 subtree (as systemd's Delegate=yes gives):
     # run and serve with the full envelope, the refusal without delegation, nothing left,
-    # and two sessions sharing one staged runtime.
+    # two sessions sharing one staged runtime, a shell that stays in the scope beside jigcmd,
+    # and a delegation without cpu (in a docker container, pretended).
     "test_rootless": (
         "run_contains",
         "serve_answers",
         "without_delegation",
         "nothing_is_left",
         "share",
+        "stays_in_the_delegated",
+        "without_cpu",
     ),
 }
 KEYWORDS = f"not ({' or '.join(SUBSETS)}) or " + " or ".join(

@@ -6,9 +6,9 @@ easy to miss: the process that starts jigcmd must already sit inside the delegat
 the unified (cgroup2) hierarchy, because the kernel lets a process move another between
 cgroup2 cgroups only when it may write the `cgroup.procs` of their common ancestor (without
 it every run fails at "join cgroup: Permission denied"). On pure v2 it is the process's own
-cgroup, owned by the user, with the memory, pids and cpu controllers available. One message
-per missing step, and a fix worded for the host: hybrid or v2, systemd or not, in a
-container or not.
+cgroup, owned by the user, with the memory, pids and cpu controllers available and no other
+process in it. One message per missing step, and a fix worded for the host: hybrid or v2,
+systemd or not, in a container or not.
 """
 
 from __future__ import annotations
@@ -18,11 +18,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from jigcmd.envelope.cgroups import delegated_hierarchies
+from jigcmd.envelope.delegation import (
+    SHARING_FIX,
+    V2_CONTROLLERS,
+    missing_controllers_reason,
+    sharing_reason,
+)
 from jigcmd.frontends.diagnosis.verdicts import Check
 
-__all__ = ["V2_CONTROLLERS", "DelegationFacts", "delegation_check"]
+__all__ = ["DelegationFacts", "delegation_check"]
 
-V2_CONTROLLERS = ("memory", "pids", "cpu")
 NAME = "delegation"
 
 
@@ -45,6 +50,9 @@ class DelegationFacts:
     # v2: the owner of the own cgroup directory and the controllers it offers.
     own_owner: int | None = None
     own_controllers: frozenset[str] = frozenset()
+    # v2: the other processes directly in the own cgroup (pid, command name); jigcmd moves
+    # only itself into its leaf, so any of them fails every job's controllers.
+    sharing: tuple[tuple[int, str], ...] = ()
     root: str = "/sys/fs/cgroup"
     systemd: bool = False
     container: str | None = None
@@ -145,10 +153,11 @@ def _v2(facts: DelegationFacts) -> Check:
         return Check(
             NAME,
             "FAIL",
-            f"the delegated cgroup {own} offers no {', '.join(missing)} controller "
-            f"(it has: {' '.join(sorted(facts.own_controllers)) or 'none'})",
+            missing_controllers_reason(own, missing, sorted(facts.own_controllers)),
             _v2_controllers_fix(facts, own),
         )
+    if facts.sharing:
+        return Check(NAME, "FAIL", sharing_reason(own, list(facts.sharing)), SHARING_FIX)
     return Check(NAME, "ok", f"this process's cgroup {own} is delegated to uid {facts.uid}")
 
 

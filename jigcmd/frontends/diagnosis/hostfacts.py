@@ -6,6 +6,7 @@ import os
 import posixpath
 
 from jigcmd.envelope.cgroups import delegated_hierarchies
+from jigcmd.envelope.delegation import sharing_processes
 from jigcmd.frontends.diagnosis.delegation import DelegationFacts
 
 __all__ = ["delegation_facts", "own_cgroup2_path"]
@@ -59,6 +60,8 @@ def delegation_facts(
             own_owner=_owner(directory) if directory else None,
             may_move=directory is not None and os.access(directory, os.W_OK),
             own_controllers=frozenset(controllers.split()),
+            # An explicit base is the jobs' parent, not a cgroup jigcmd moves itself out of.
+            sharing=tuple(sharing_processes(own, os.getpid())) if own and not explicit else (),
             root=root,
             systemd=systemd,
             container=container,

@@ -43,12 +43,15 @@ def jigcmd(*args: str) -> subprocess.CompletedProcess[str]:
 # Only the cgroups check is asserted: the probes that start processes under a wall-clock
 # bound (network namespace, end-to-end) can overrun it on an emulated machine.
 def test_doctor_reports_the_v2_backend_with_jobs_under_the_cgroup2_mount(v2: V2Backend) -> None:
-    """The cgroups check of `jigcmd doctor --json` passes and names v2 and the jobs' base."""
+    """The cgroups check of `jigcmd doctor --json` passes and names v2 and the jobs' base; the
+    VM is no container."""
     done = jigcmd("doctor", "--json")
     checks = {check["check"]: check for check in json.loads(done.stdout)}
     assert checks["cgroups"]["ok"], checks["cgroups"]
     assert checks["cgroups"]["detail"] == f"v2, jobs under {v2.base_path}"
     assert checks["kernel"]["ok"], checks["kernel"]
+    # The host's /.dockerenv is hidden from the guest (scripts/v2vm.py): a VM is no container.
+    assert checks["container"]["detail"] == "not in a container", checks["container"]
 
 
 @pytest.fixture
