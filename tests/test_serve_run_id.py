@@ -99,3 +99,26 @@ def test_serve_with_an_empty_root_deadline_variable_exits_2_naming_it(tmp_path: 
     assert done.returncode == 2
     assert f"{ROOT_DEADLINE_VARIABLE}='' must be Unix milliseconds" in done.stderr
     assert done.stdout == ""
+
+
+@pytest.mark.parametrize(
+    ("flag", "variable"),
+    [(["--root-deadline-unix-ms", "99999999999999999999"], None), ([], "9007199254740992")],
+)
+def test_serve_refuses_a_root_deadline_beyond_what_a_call_may_carry(
+    tmp_path: Path, flag: list[str], variable: str | None
+) -> None:
+    """The flag and the variable are bounded as a call's `deadlineUnixMs` is: 2^53-1."""
+    env = dict(os.environ)
+    env.pop(ROOT_DEADLINE_VARIABLE, None)
+    if variable is not None:
+        env[ROOT_DEADLINE_VARIABLE] = variable
+    done = subprocess.run(
+        [sys.executable, "-m", "jigcmd", "serve",
+         "--binding", str(tmp_path / "missing.toml"), "--run-id", "run-1", *flag],
+        stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60, check=False,
+        env=env,
+    )  # fmt: skip
+    assert done.returncode == 2
+    assert "is beyond 2^53-1 (9007199254740991)" in done.stderr
+    assert done.stdout == ""

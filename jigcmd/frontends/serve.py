@@ -29,6 +29,7 @@ from jigcmd.command.assembly import (
 from jigcmd.command.service import CommandService
 from jigcmd.durable.statedir import StateDirError, default_state_dir
 from jigcmd.envelope.native import NativeExecutor
+from jigcmd.jsonio.strict import MAX_SAFE_INTEGER
 from jigcmd.protocol import jsonrpc
 from jigcmd.protocol.dialect import DEFAULT_BUDGET_BYTES
 from jigcmd.protocol.session import ProtocolChoice
@@ -71,9 +72,7 @@ def resolve_run_id(given: str | None, environ: Mapping[str, str]) -> tuple[str, 
 def resolve_root_deadline(given: int | None, environ: Mapping[str, str]) -> int | None:
     """The root deadline (`--root-deadline-unix-ms`, else `JIGCMD_ROOT_DEADLINE_UNIX_MS`)."""
     if given is not None:
-        if given < 0:
-            raise RunIdError(f"--root-deadline-unix-ms {given} must be a non-negative integer")
-        return given
+        return _bounded(given, f"--root-deadline-unix-ms {given}")
     named = environ.get(ROOT_DEADLINE_VARIABLE)
     if named is None:
         return None
@@ -84,7 +83,20 @@ def resolve_root_deadline(given: int | None, environ: Mapping[str, str]) -> int 
             f"{ROOT_DEADLINE_VARIABLE}={named!r} must be Unix milliseconds, a non-negative "
             "integer (unset it for no root deadline)"
         )
-    return int(named)
+    return _bounded(int(named), f"{ROOT_DEADLINE_VARIABLE}={named}")
+
+
+def _bounded(deadline: int, named: str) -> int:
+    """`deadline`, when a Run/1 `deadlineUnixMs` could carry it too (0 to 2^53-1)."""
+    if deadline < 0:
+        raise RunIdError(f"{named} must be a non-negative integer")
+    if deadline > MAX_SAFE_INTEGER:
+        # The same bound as a call's `deadlineUnixMs`: strict JSON refuses anything larger.
+        raise RunIdError(
+            f"{named} is beyond 2^53-1 ({MAX_SAFE_INTEGER}), the largest deadline a call "
+            "may carry; Unix milliseconds are far below it"
+        )
+    return deadline
 
 
 def serve(

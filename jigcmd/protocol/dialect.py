@@ -112,3 +112,6 @@ class DialectEntry(msgspec.Struct, frozen=True):
     # At most one call of this dialect runs at a time in a session; another is refused.
     one_at_a_time: bool
     start: Callable[[Settings], Dialect]
+    # The refusal of a request whose id is neither a string nor an integer, when the
+    # dialect's own id rule is stricter than JSON-RPC's (None: JSON-RPC's wording).
+    id_refused: str | None = None

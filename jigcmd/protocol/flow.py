@@ -35,6 +35,7 @@ from jigcmd.protocol.dialect import Resource, Settings
 __all__ = [
     "CALL_METHODS",
     "CANCEL_METHOD",
+    "ID_REFUSED",
     "FlowCall",
     "FlowDialect",
     "RunParamsError",
@@ -47,6 +48,11 @@ __all__ = [
 
 CALL_METHODS: Final = frozenset({"capability/call", "effect/call"})
 CANCEL_METHOD: Final = "request/cancel"
+# The answer to a request whose id is not a Run/1 id (README, "FLOW Run/1").
+ID_REFUSED: Final = (
+    "Invalid Request: id must be a string matching [A-Za-z0-9][A-Za-z0-9._:/-]* (1-128 bytes)"
+)
+_PING_RESULT: Final = b"{}"
 
 _LOCAL_NAME = re.compile(LOCAL_NAME_PATTERN)
 _REQUIRED = ("operationId", "slot", "method", "input")
@@ -115,7 +121,10 @@ def parse_call(rpc_method: str, params: object) -> FlowCall:
     if deadline is not None and (type(deadline) is not int or deadline < 0):
         raise RunParamsError("Invalid params: /deadlineUnixMs must be a non-negative integer")
     if "deadlineUnixMs" in params and deadline is None:
-        raise RunParamsError("Invalid params: /deadlineUnixMs must be a non-negative integer")
+        raise RunParamsError(
+            "Invalid params: /deadlineUnixMs must be a non-negative integer, not null "
+            "(leave it out for no deadline of the call's own)"
+        )
     channels = params.get("channels", {})
     if type(channels) is not dict:
         raise RunParamsError("Invalid params: /channels must be an object")
@@ -201,23 +210,26 @@ class FlowDialect:
 
     def request(self, request: jsonrpc.Request) -> list[Action] | Call:
         """Answer, join or replay a call, or return the new operation's call to dispatch."""
+        # The id rule comes first, for every method: an id Run/1 refuses is never served.
+        if not jsonrpc.is_run1_id(request.id):
+            return send_error(request.id, jsonrpc.INVALID_REQUEST, ID_REFUSED)
+        if request.method == "ping":
+            return [Send(jsonrpc.encode_raw_result(request.id, _PING_RESULT))]
+        if request.method == CANCEL_METHOD:
+            return send_error(
+                request.id,
+                jsonrpc.INVALID_REQUEST,
+                f"Invalid Request: {CANCEL_METHOD} is a notification: send it without an id "
+                "(nothing was cancelled)",
+            )
         if request.method not in CALL_METHODS:
             return send_error(
                 request.id,
                 jsonrpc.METHOD_NOT_FOUND,
                 f"Method not found: {request.method} (this session speaks FLOW Run/1)",
             )
-        if not jsonrpc.is_run1_id(request.id):
-            return send_error(
-                request.id,
-                jsonrpc.INVALID_REQUEST,
-                "Invalid Request: id must be a string matching [A-Za-z0-9][A-Za-z0-9._:/-]* "
-                "(1-128 bytes)",
-            )
         if request.id in self._pending:
-            return send_error(
-                request.id, jsonrpc.INVALID_REQUEST, "Invalid Request: id is already in flight"
-            )
+            return [Send(jsonrpc.encode_duplicate(request.id))]
         try:
             call = parse_call(request.method, request.params)
         except RunParamsError as exc:

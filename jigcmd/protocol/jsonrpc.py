@@ -38,6 +38,7 @@ __all__ = [
     "Request",
     "Response",
     "classify",
+    "encode_duplicate",
     "encode_error",
     "encode_json",
     "encode_notification",
@@ -91,6 +92,9 @@ class Rejected(msgspec.Struct, frozen=True):
     code: int
     message: str
     id: Id | None = None
+    # The frame is a request whose id is neither a string nor an integer: a dialect with a
+    # stricter id rule words the refusal as its own (`DialectEntry.id_refused`).
+    bad_id: bool = False
 
 
 def is_run1_id(value: object) -> bool:
@@ -251,7 +255,9 @@ def classify(message: object) -> Request | Notification | Response | Rejected:
     if "id" not in message:
         return Notification(method, params)
     if readable_id is None:
-        return Rejected(INVALID_REQUEST, 'Invalid Request: "id" must be a string or an integer')
+        return Rejected(
+            INVALID_REQUEST, 'Invalid Request: "id" must be a string or an integer', bad_id=True
+        )
     return Request(readable_id, method, params)
 
 
@@ -274,6 +280,21 @@ def encode_error(request_id: Id | None, code: int, message: str, data: object = 
     if data is not None:
         error["data"] = data
     return _encode({"jsonrpc": "2.0", "id": request_id, "error": error}) + b"\n"
+
+
+def encode_duplicate(request_id: Id) -> bytes:
+    """The answer to a request reusing the id of one still in flight: `"id": null`.
+
+    Under its own id the refusal would be taken for the original's answer (a client matches
+    answers by id) and the original's real answer dropped; JSON-RPC 2.0 answers a request
+    whose id cannot be told apart with null. The id is named in the message instead.
+    """
+    return encode_error(
+        None,
+        INVALID_REQUEST,
+        f"Invalid Request: id {_encode(request_id).decode()} is already in flight; this "
+        "request was not served, and the request in flight is answered under that id",
+    )
 
 
 def encode_notification(method: str, params: object) -> bytes:

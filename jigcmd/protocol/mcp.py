@@ -435,9 +435,7 @@ class McpDialect:
                 request.id, jsonrpc.INVALID_PARAMS, f"Invalid params: unknown tool {call.name!r}"
             )
         if request.id in self._pending:
-            return send_error(
-                request.id, jsonrpc.INVALID_REQUEST, "Invalid Request: id is already in flight"
-            )
+            return [Send(jsonrpc.encode_duplicate(request.id))]
         version = self._version if envelope is None else envelope.version
         pending = _Pending("", version, keys.trace())
         try:

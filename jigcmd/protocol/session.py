@@ -3,8 +3,9 @@
 The first request decides the dialect unless one is forced, from the table below:
 `initialize`, `server/discover` or any request carrying MCP's per-request `_meta` envelope
 selects MCP (whose two eras `mcp.py` tells apart), `capability/call` / `effect/call` select
-FLOW Run/1. `ping` is answered before a dialect is chosen and by FLOW Run/1; MCP answers it
-itself (its per-request era has no `ping`).
+FLOW Run/1. `ping` is answered here before a dialect is chosen; once one is, the dialect
+answers it under its own rules (Run/1 refuses an id outside its grammar; MCP's per-request
+era has no `ping`).
 
 One session is one context of one caller's run (`root_run`). A dialect whose row says
 `one_at_a_time` (Run/1, the seed's rule) runs at most one operation at a time in the
@@ -95,6 +96,7 @@ _DIALECTS: Final[dict[str, DialectEntry]] = {
         early=frozenset(),
         one_at_a_time=True,
         start=flow.FlowDialect,
+        id_refused=flow.ID_REFUSED,
     ),
 }
 # A deciding method -> the dialect it opens.
@@ -147,6 +149,9 @@ class Session:
         self._active: Call | None = None
         # The requests waiting on the active operation (its first and its joins).
         self._active_requests: set[jsonrpc.Id] = set()
+        # The journal began a row for the active operation: it runs. Until then it is being
+        # answered from the journal (a replay) or has yet to start.
+        self._running = False
         if protocol != "auto":
             self._choose(protocol)
 
@@ -172,7 +177,10 @@ class Session:
         if type(message) is jsonrpc.Response:
             return []
         assert type(message) is jsonrpc.Rejected
-        return [Send(jsonrpc.encode_error(message.id, message.code, message.message))]
+        text = message.message
+        if message.bad_id and self._name is not None:
+            text = _DIALECTS[self._name].id_refused or text
+        return [Send(jsonrpc.encode_error(message.id, message.code, text))]
 
     def oversized(self, size: int, head: bytes = b"", tail: bytes = b"") -> bytes:
         """The answer to a frame that exceeded the limit and was discarded.
@@ -193,6 +201,7 @@ class Session:
         self._active_requests.discard(call.request_id)
         if not self._active_requests:
             self._active = None
+            self._running = False
         assert self._dialect is not None, "a call is only dispatched by a chosen dialect"
         return self._dialect.finish(call, outcome)
 
@@ -214,7 +223,9 @@ class Session:
         return b"" if self._dialect is None else self._dialect.tools_changed(tuple(tools))
 
     def owned(self, call: Call) -> bytes:
-        """The journal holds `call`'s operation: whatever that answers (an MCP task's creation)."""
+        """The journal began `call`'s operation (it runs): what that answers (a task's creation)."""
+        if self._active is not None and self._active.operation_id == call.operation_id:
+            self._running = True
         if call.task_id is None:
             return b""
         return self._mcp().owned(call)
@@ -236,7 +247,8 @@ class Session:
     def _request(self, request: jsonrpc.Request) -> list[Action]:
         method = request.method
         claims = mcp_era.claims_envelope(request.params)
-        if method == "ping" and (self._name == "flow" or (self._name is None and not claims)):
+        if method == "ping" and self._name is None and not claims:
+            # Once a dialect is chosen, its own rules (Run/1's ids) apply to `ping` too.
             return [Send(jsonrpc.encode_raw_result(request.id, _PING_RESULT))]
         if self._dialect is None:
             chosen = _CHOSEN_BY.get(method) or ("mcp" if claims else None)
@@ -251,7 +263,7 @@ class Session:
             # A join of the running operation is one more waiter on it, not a second call.
             active = self._active
             if active is not None and active.operation_id != reply.operation_id:
-                return [Send(self._dialect.refuse(request.id, _busy(active)))]
+                return [Send(self._dialect.refuse(request.id, _busy(active, self._running)))]
             self._active = active or reply
             self._active_requests.add(reply.request_id)
         self._dialect.started(reply)
@@ -272,9 +284,17 @@ def _undecided(request: jsonrpc.Request) -> list[Action]:
     )
 
 
-def _busy(active: Call) -> JigError:
+def _busy(active: Call, running: bool) -> JigError:
+    """The refusal of another operation while `active` is answered, worded as it is."""
+    # Whether the active operation runs is known only once the journal began its row;
+    # before that it may be a replay of a recorded outcome, which runs nothing.
+    doing = (
+        "is still running"
+        if running
+        else "is still being answered (replayed from the journal, or starting)"
+    )
     return JigError(
         Code.RESOURCE_EXHAUSTED,
-        f"operation {active.operation_id!r} is still running in this session; "
-        "a session runs one operation at a time",
+        f"operation {active.operation_id!r} {doing} in this session; "
+        "a session answers one operation at a time",
     )

@@ -45,7 +45,7 @@ from jigcmd.protocol.session import (
     Send,
     Session,
 )
-from jigcmd.server.backend import CommandBackend, Owned, Progress, ToolInfo
+from jigcmd.server.backend import CommandBackend, Progress, ToolInfo
 from jigcmd.server.fds import ProtocolFds, claim_protocol_fds
 from jigcmd.server.hostpaths import HostPaths
 from jigcmd.server.stopsignals import watch_stop_signals
@@ -435,12 +435,13 @@ class _Server:
                 self._writer.flush()
 
             reporter = report
-        owned: Owned | None = None
-        if call.task_id is not None:
 
-            async def owned() -> None:
-                # The journal holds the task: its creation can be answered now.
-                self._writer.send(self._session.owned(call))
+        async def owned() -> None:
+            # The journal began the operation: it runs (the session words its busy refusal
+            # so), and a task's creation can be answered now.
+            frame = self._session.owned(call)
+            if frame:
+                self._writer.send(frame)
                 self._writer.flush()
 
         outcome: RunResult | JigError

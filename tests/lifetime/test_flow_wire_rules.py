@@ -1,0 +1,183 @@
+"""FLOW Run/1 wire rules a runtime relies on, driven through a real `jigcmd serve --protocol flow`.
+
+A client matches answers by id: a refusal must never carry the id of a call still in flight
+(MCP's `tools/call` is held to the same rule, checked here too). A Flow session applies
+Run/1's id rule to every request (`ping` included) and words its refusals by Run/1's rules;
+`request/cancel` is a notification; the busy refusal says whether the other operation runs
+or is being answered from the journal.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import uuid
+from typing import Any
+
+import pytest
+
+from tests.lifetime.candidates import LINGER, QUICK, cli_input
+from tests.lifetime.frames import flow_call
+from tests.lifetime.rig import Rig
+
+pytestmark = pytest.mark.envelope
+
+INIT = {
+    "protocolVersion": "2025-11-25",
+    "capabilities": {},
+    "clientInfo": {"name": "t", "version": "0"},
+}
+RUN1_ID_RULE = "id must be a string matching [A-Za-z0-9][A-Za-z0-9._:/-]* (1-128 bytes)"
+
+
+def _request(request_id: object, method: str, params: object = None) -> dict[str, Any]:
+    message: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": method}
+    if params is not None:
+        message["params"] = params
+    return message
+
+
+def _result(line: bytes) -> dict[str, Any]:
+    value: dict[str, Any] = json.loads(line)["result"]["value"]
+    return value
+
+
+def test_a_duplicate_id_in_flight_is_refused_under_null_and_the_original_keeps_its_answer(
+    rig: Rig,
+) -> None:
+    """The duplicate's refusal is `id: null` naming the id; call-1's one answer is its evidence."""
+    token = f"tok-{uuid.uuid4().hex}"
+    input = cli_input(LINGER, token)
+    server = rig.serve(protocol="flow")
+    server.send(flow_call("call-1", "op-duplicate-id", input))
+    candidate = rig.candidate(token)
+    server.send(flow_call("call-1", "op-duplicate-id", input))
+    refused = server.answer(None)
+    assert refused["error"]["code"] == -32600
+    assert '"call-1" is already in flight' in refused["error"]["message"]
+    assert not server.answered("call-1"), "the duplicate was answered under the original's id"
+    rig.signal(candidate, signal.SIGTERM)
+    value = _result(server.response("call-1"))
+    assert value["stdout"]["text"] == f"started {token}\nended {token}\n"
+    assert server.close_input() == 0
+    rig.assert_nothing_left()
+    assert rig.watch.runs(token) == 1
+
+
+def test_an_mcp_duplicate_id_in_flight_is_refused_under_null_too(rig: Rig) -> None:
+    """The same rule on the MCP front: the duplicate gets `id: null`, call 1 its own result."""
+    token = f"tok-{uuid.uuid4().hex}"
+    call = {"name": "cli", "arguments": {"files": {"src/cli.ts": LINGER}, "args": [token]}}
+    server = rig.serve(protocol="mcp")
+    server.request("initialize", INIT)
+    server.notify("notifications/initialized", {})
+    server.send(_request(1, "tools/call", call))
+    candidate = rig.candidate(token)
+    server.send(_request(1, "tools/call", call))
+    refused = server.answer(None)
+    assert refused["error"]["code"] == -32600
+    assert "id 1 is already in flight" in refused["error"]["message"]
+    rig.signal(candidate, signal.SIGTERM)
+    result = server.answer(1)["result"]
+    assert result["isError"] is False
+    assert result["structuredContent"]["exitCode"] == 0
+    assert server.close_input() == 0
+    rig.assert_nothing_left()
+    assert rig.watch.runs(token) == 1
+
+
+@pytest.mark.parametrize("bad", [7, "", "-x", "a b", "a" * 129])
+def test_a_flow_session_refuses_a_ping_whose_id_run1_refuses(rig: Rig, bad: object) -> None:
+    """`ping` is a request like any other: an id outside Run/1's grammar is -32600."""
+    server = rig.serve(protocol="flow")
+    server.send(_request(bad, "ping"))
+    refused = server.answer(bad)
+    assert refused["error"] == {"code": -32600, "message": f"Invalid Request: {RUN1_ID_RULE}"}
+    server.send(_request("ok-1", "ping"))
+    assert server.answer("ok-1")["result"] == {}
+    assert server.close_input() == 0
+
+
+@pytest.mark.parametrize("bad", [None, True, 1.5])
+def test_a_flow_call_with_an_unreadable_id_is_refused_by_the_run1_rule(
+    rig: Rig, bad: object
+) -> None:
+    """Null, a boolean or a fraction: the refusal states Run/1's rule, not "or an integer"."""
+    server = rig.serve(protocol="flow")
+    server.send(flow_call("x", "op-bad-id", cli_input(QUICK, "t")) | {"id": bad})
+    refused = server.answer(None)
+    assert refused["error"] == {"code": -32600, "message": f"Invalid Request: {RUN1_ID_RULE}"}
+    assert server.close_input() == 0
+
+
+def test_a_null_deadline_is_refused_as_not_a_deadline(rig: Rig) -> None:
+    """`deadlineUnixMs: null` is not "no deadline" (that is leaving it out): -32602."""
+    server = rig.serve(protocol="flow")
+    server.send(flow_call("call-1", "op-null-deadline", cli_input(QUICK, "t"), deadlineUnixMs=None))
+    error = server.answer("call-1")["error"]
+    assert error == {
+        "code": -32602,
+        "message": "Invalid params: /deadlineUnixMs must be a non-negative integer, not null "
+        "(leave it out for no deadline of the call's own)",
+    }
+    assert server.close_input() == 0
+
+
+def test_request_cancel_sent_with_an_id_is_refused_as_a_notification_and_cancels_nothing(
+    rig: Rig,
+) -> None:
+    """It says how to send it; the call it names goes on and completes."""
+    token = f"tok-{uuid.uuid4().hex}"
+    server = rig.serve(protocol="flow")
+    server.send(flow_call("call-1", "op-cancel-with-id", cli_input(LINGER, token)))
+    candidate = rig.candidate(token)
+    server.send(_request("cancel-1", "request/cancel", {"requestId": "call-1"}))
+    refused = server.answer("cancel-1")
+    assert refused["error"]["code"] == -32600
+    assert (
+        "request/cancel is a notification: send it without an id" in (refused["error"]["message"])
+    )
+    rig.signal(candidate, signal.SIGTERM)
+    assert _result(server.response("call-1"))["exitCode"] == 0
+    assert server.close_input() == 0
+    rig.assert_nothing_left()
+
+
+def test_the_busy_refusal_says_running_while_the_other_operation_runs(rig: Rig) -> None:
+    """The journal began the first operation: a call of another one is told it is running."""
+    token = f"tok-{uuid.uuid4().hex}"
+    server = rig.serve(protocol="flow")
+    server.send(flow_call("call-1", "op-running", cli_input(LINGER, token)))
+    candidate = rig.candidate(token)
+    server.send(flow_call("call-2", "op-other", cli_input(QUICK, "t")))
+    error = server.answer("call-2")["error"]
+    assert error["data"] == {"code": "RESOURCE_EXHAUSTED"}
+    assert "operation 'op-running' is still running in this session" in error["message"]
+    rig.signal(candidate, signal.SIGTERM)
+    server.response("call-1")
+    assert server.close_input() == 0
+    rig.assert_nothing_left()
+
+
+def test_the_busy_refusal_does_not_call_a_replay_running(rig: Rig) -> None:
+    """A restarted server answering a recorded operation from the journal runs nothing."""
+    token = f"tok-{uuid.uuid4().hex}"
+    input = cli_input(QUICK, token)
+    first = rig.serve(protocol="flow")
+    first.send(flow_call("call-1", "op-recorded", input))
+    first.response("call-1")
+    assert first.close_input() == 0
+    again = rig.serve(protocol="flow")
+    # One write: the second call is read while the first is being answered from the journal.
+    again.send(
+        flow_call("call-2", "op-recorded", input),
+        flow_call("call-3", "op-other", cli_input(QUICK, "t")),
+    )
+    error = again.answer("call-3")["error"]
+    assert error["data"] == {"code": "RESOURCE_EXHAUSTED"}
+    assert "'op-recorded' is still being answered (replayed from the journal" in error["message"]
+    assert "running" not in error["message"]
+    again.response("call-2")
+    assert again.close_input() == 0
+    rig.assert_nothing_left()
+    assert rig.watch.runs(token) == 1
