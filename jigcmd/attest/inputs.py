@@ -12,6 +12,9 @@ the first of several guesses. The shapes, by their distinguishing key:
 - `budgetBytes`: an MCP `structuredContent`, the budgeted view of the evidence.
 - `evidence`: a `jigcmd run --json` answer.
 - anything else: the ten evidence fields themselves.
+
+Every file is read as strict JSON (`jsonio.strict`): a duplicate key, which one reader takes
+first and another last, or nesting past 64 levels is refused, never decoded one way.
 """
 
 from __future__ import annotations
@@ -20,7 +23,9 @@ from typing import Any, TypeVar
 
 import msgspec
 
+from jigcmd.attest import dsse
 from jigcmd.evidence import Evidence, StreamText
+from jigcmd.jsonio import strict
 
 __all__ = ["EvidenceFile", "JarvisView", "McpStream", "McpView", "bundle_bytes", "read_evidence"]
 
@@ -86,9 +91,9 @@ _T = TypeVar("_T")
 def read_evidence(data: bytes) -> EvidenceFile:
     """The evidence in `data`, whichever shape carries it; `ValueError` names what is wrong."""
     try:
-        value = msgspec.json.decode(data)
-    except msgspec.DecodeError as exc:
-        raise ValueError(f"not JSON: {exc}") from exc
+        value = strict.loads(data)
+    except strict.StrictJSONError as exc:
+        raise ValueError(f"not strict JSON: {exc}") from None
     return _pick(value, "$")
 
 
@@ -161,12 +166,17 @@ def bundle_bytes(data: bytes) -> bytes:
     """The bundle in `data`: the file itself, or an answer's `attestation.bundle`.
 
     A `jigcmd run --json` answer, a jarvis record or an MCP answer has the key `attestation`,
-    which no DSSE envelope has; `ValueError` when it carries no statement.
+    which no DSSE envelope has; `ValueError` when it carries no statement, or when the file or
+    a line of its bundle is JSON that breaks a strict rule.
     """
     try:
-        value = msgspec.json.decode(data)
-    except msgspec.DecodeError:
-        return data  # JSON Lines of several envelopes: the bundle's own parser says what is wrong.
+        value = strict.loads(data)
+    except strict.Malformed:
+        # JSON Lines of several envelopes: each line is held to the strict rules here, the
+        # rest of what is wrong is the bundle check's to say.
+        return _strict_lines(data)
+    except strict.StrictJSONError as exc:
+        raise ValueError(f"not strict JSON: {exc}") from None
     if not isinstance(value, dict) or "attestation" not in value:
         return data
     attestation = value["attestation"]
@@ -175,4 +185,15 @@ def bundle_bytes(data: bytes) -> bytes:
     bundle = attestation.get("bundle") if isinstance(attestation, dict) else None
     if not isinstance(bundle, str):
         raise ValueError("the answer's `attestation` has no `bundle` string")
-    return bundle.encode("utf-8")
+    return _strict_lines(bundle.encode("utf-8"))
+
+
+def _strict_lines(bundle: bytes) -> bytes:
+    """`bundle`, unless a line of it breaks a strict JSON rule (`ValueError` naming the line)."""
+    try:
+        dsse.decode_bundle(bundle)
+    except dsse.NotStrictJSON as exc:
+        raise ValueError(str(exc)) from None
+    except dsse.BundleError:
+        pass  # not a bundle at all: the bundle check says so, as a failed check
+    return bundle
