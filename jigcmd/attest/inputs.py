@@ -60,13 +60,15 @@ class McpStream(msgspec.Struct, frozen=True, rename="camel"):
     head: str
     omitted_bytes: int
     tail: str
+    # Where `resources/read` finds all of the text: the server's link, not signed.
+    uri: str | None = None
 
 
 class McpView(msgspec.Struct, frozen=True, rename="camel"):
     """An MCP `structuredContent`: the evidence cut to a budget (`jigcmd/protocol/mcp_view.py`).
 
-    Fields this verifier does not bind (`tests`, `budgetBytes`, a stream's `uri`) are
-    accepted and said to be unchecked, not refused.
+    Fields the statement does not bind (`tests`, `budgetBytes`, a stream's `uri`, the cut of
+    a stream or the invocation) are accepted and said to be unchecked, not refused.
     """
 
     command: str

@@ -35,7 +35,7 @@ from jigcmd.attest.statement import (
     StreamFacts,
     TestResultStatement,
 )
-from jigcmd.evidence import Evidence, ResourceReport, StreamText
+from jigcmd.evidence import OUTPUT_CAP_BYTES, Evidence, ResourceReport, StreamText
 
 __all__ = ["Check", "JarvisView", "decode_evidence", "verify_bundle"]
 
@@ -49,6 +49,8 @@ _jarvis = msgspec.json.Decoder(JarvisRunStatement)
 _jarvis_v2 = msgspec.json.Decoder(JarvisRunStatementV2)
 _run = msgspec.json.Decoder(RunStatement)
 _tests = msgspec.json.Decoder(TestResultStatement)
+# The UTF-8 byte order mark a stream's text drops when it starts with one.
+_BOM = "\ufeff".encode()
 
 
 @dataclass(frozen=True)
@@ -346,7 +348,7 @@ def _jarvis_request(
 
 def _view_checks(statement: RunStatement, view: McpView) -> list[Check]:
     """An MCP result against the statement: each field it carries that the statement binds,
-    and, said as skipped, what its cut leaves out (`tests`, `budgetBytes` are not bound)."""
+    and, said as skipped, what its cut leaves out and what the statement does not bind."""
     checks = [_candidate(statement, view.candidate_digest)]
     ending = statement.predicate.ending
     for name, stream, facts in (
@@ -355,6 +357,7 @@ def _view_checks(statement: RunStatement, view: McpView) -> list[Check]:
     ):
         checks.extend(_view_stream(statement, name, stream, facts))
     checks.append(_view_ending(statement, view))
+    checks.extend(_view_unbound(statement, view))
     if view.tests is not None:
         checks.append(
             _skip(
@@ -391,16 +394,51 @@ def _view_stream(
     if differs:
         return [Check(name, False, f"the result's {name} differs in " + ", ".join(differs))]
     said = f"sha256 (of the text), {stream.captured_bytes} captured bytes and truncation match"
-    if stream.omitted_bytes:
-        why = (
-            f"{stream.omitted_bytes} bytes between head and tail are left out, so only the "
-            "digest binds the text (resources/read of the stream's uri returns all of it)"
-        )
-        return [Check(name, True, said), _skip(f"{name} head/tail", why)]
-    shown = hashlib.sha256((stream.head + stream.tail).encode("utf-8")).hexdigest()
-    if subject is None or subject.digest.get("sha256") != shown:
-        return [Check(name, False, f"the result's {name} head and tail are not the signed text")]
-    return [Check(name, True, said + "; head and tail are the whole text")]
+    if stream.omitted_bytes == 0:
+        # Head and tail say they are the whole text: the digest holds them to it.
+        shown = hashlib.sha256((stream.head + stream.tail).encode("utf-8")).hexdigest()
+        if digest != shown:
+            why = f"the result's {name} head and tail are not the signed text"
+            return [Check(name, False, why)]
+        return [Check(name, True, said + "; head and tail are the whole text")]
+    impossible = _impossible_cut(stream, facts)
+    if impossible is not None:
+        return [Check(name, False, f"the result's {name} head, tail and omittedBytes {impossible}")]
+    why = (
+        f"{stream.omitted_bytes} bytes between head and tail are left out, so only the digest "
+        "binds the text: head and tail are unchecked beyond fitting the captured length "
+        "(resources/read of the stream's uri returns all of it, to hold to the digest)"
+    )
+    return [Check(name, True, said), _skip(f"{name} head/tail", why)]
+
+
+def _impossible_cut(stream: McpStream, facts: StreamFacts) -> str | None:
+    """Why head, `omittedBytes` and tail cannot be the text of the signed captured bytes.
+
+    The text is the retained bytes (at most `OUTPUT_CAP_BYTES`) decoded with replacement,
+    a leading BOM dropped (`evidence.decode_output`): a character other than U+FFFD is its
+    own UTF-8 bytes, a U+FFFD (3 bytes) stands for 1 to 3 of them, and the BOM's 3 are the
+    only bytes with no text. So the text is at most 3 bytes short of the retained ones, and
+    each part of it needs at least its own bytes less 2 per U+FFFD (a third of the left-out
+    bytes, which may all be U+FFFD).
+    """
+    if stream.omitted_bytes < 0:
+        return f"do not add up: omittedBytes {stream.omitted_bytes} is negative"
+    retained = min(facts.captured_bytes, OUTPUT_CAP_BYTES)
+    head, tail = stream.head.encode("utf-8"), stream.tail.encode("utf-8")
+    text = len(head) + stream.omitted_bytes + len(tail)
+    if text + len(_BOM) < retained:
+        return f"add up to {text} bytes of text, too few for the {retained} captured"
+    fewest = _fewest_bytes(stream.head) + -(-stream.omitted_bytes // 3)
+    fewest += _fewest_bytes(stream.tail)
+    if fewest > retained:
+        return f"need at least {fewest} captured bytes, more than the {retained} captured"
+    return None
+
+
+def _fewest_bytes(text: str) -> int:
+    """The fewest captured bytes `text` decodes from: each U+FFFD may stand for one byte."""
+    return len(text.encode("utf-8")) - 2 * text.count("\ufffd")
 
 
 def _view_ending(statement: RunStatement, view: McpView) -> Check:
@@ -414,7 +452,12 @@ def _view_ending(statement: RunStatement, view: McpView) -> Check:
         ("signal", view.signal == ending.signal),
         ("stopReason", view.stop_reason == ending.stop_reason),
     ]
-    limits, unchecked = _limits_hit(ending.resources, view)
+    unchecked = ""
+    if ending.cleanup == "complete":
+        compared.append(("cleanup", view.cleanup == "complete"))
+    else:
+        unchecked = "; cleanup not checked (signed before the envelope's release was proved)"
+    limits, unlimited = _limits_hit(ending.resources, view)
     if limits is not None:
         compared.append(("limitsHit", limits))
     differs = [field for field, same in compared if not same]
@@ -422,7 +465,29 @@ def _view_ending(statement: RunStatement, view: McpView) -> Check:
         return Check(
             "ending", False, "the result differs from the statement in " + ", ".join(differs)
         )
-    return Check("ending", True, ", ".join(field for field, _ in compared) + " match" + unchecked)
+    said = ", ".join(field for field, _ in compared) + " match"
+    return Check("ending", True, said + unchecked + unlimited)
+
+
+def _view_unbound(statement: RunStatement, view: McpView) -> list[Check]:
+    """What the result carries that no signature binds: its cut, its budget, its links."""
+    invocation = statement.predicate.command.invocation
+    checks = []
+    if view.invocation != invocation:
+        checks.append(
+            _skip(
+                "invocation cut",
+                f"cut to the budget: {len(invocation)} arguments signed, "
+                f"{len(view.invocation)} shown, only the kept prefixes are checked",
+            )
+        )
+    for name, stream in (("stdout", view.stdout), ("stderr", view.stderr)):
+        if stream.uri is not None:
+            why = f"{stream.uri}: the server's link, not signed; hold what it returns to the digest"
+            checks.append(_skip(f"{name} uri", why))
+    why = f"{view.budget_bytes}: the size the server cut this result to, not signed"
+    checks.append(_skip("budgetBytes", why))
+    return checks
 
 
 def _limits_hit(resources: ResourceReport | None, view: McpView) -> tuple[bool | None, str]:
