@@ -140,8 +140,17 @@ async def test_a_head_and_tail_that_cannot_be_the_signed_stream_fail(tmp_path: P
     ):
         lines = _verify(state, tmp_path, tests, {**view, "stdout": {**stdout, **short}})
         assert f"FAIL stdout: the result's stdout head, tail and omittedBytes {said}" in lines
+    lines = _verify(state, tmp_path, tests, {**view, "cleanup": "unconfirmed"})
+    assert "FAIL ending: the result differs from the statement in cleanup" in lines
+    # An invocation cut to the budget holds by its kept prefixes, and says the rest is unseen.
+    invocation = view["invocation"]
+    cut = {**view, "invocation": [*invocation[:-1], invocation[-1][:2] + "…"]}
+    lines = _verify(state, tmp_path, tests, cut)
+    assert lines[-1] == "verified", lines
+    assert any(line.startswith("skip invocation cut: cut to the budget: ") for line in lines)
     lines = _verify(state, tmp_path, tests, view)
     assert lines[-1] == "verified", lines
+    assert not any(line.startswith("skip invocation cut") for line in lines), lines
     budget = view["budgetBytes"]
     said = f"skip budgetBytes: {budget}: the size the server cut this result to, not signed"
     assert said in lines
