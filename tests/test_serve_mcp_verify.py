@@ -151,6 +151,16 @@ async def test_a_head_and_tail_that_cannot_be_the_signed_stream_fail(tmp_path: P
     lines = _verify(state, tmp_path, tests, view)
     assert lines[-1] == "verified", lines
     assert not any(line.startswith("skip invocation cut") for line in lines), lines
+    assert not any(line.startswith("skip unknown fields") for line in lines), lines
+    # A field jigcmd does not write is said, whatever it claims: no fact of the run.
+    claims = {**view, "passed": True, "stdout": {**view["stdout"], "clean": True}}
+    answer = {"jsonrpc": "2.0", "id": 1, "result": {"structuredContent": claims}}
+    lines = _verify(state, tmp_path, tests, answer)
+    assert lines[-1] == "verified", lines
+    assert (
+        "skip unknown fields: not fields of jigcmd's result, so no fact of the run: "
+        "$.result.structuredContent.passed, $.result.structuredContent.stdout.clean"
+    ) in lines
     budget = view["budgetBytes"]
     said = f"skip budgetBytes: {budget}: the size the server cut this result to, not signed"
     assert said in lines

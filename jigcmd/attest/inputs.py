@@ -19,6 +19,7 @@ first and another last, or nesting past 64 levels is refused, never decoded one 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import msgspec
@@ -27,7 +28,15 @@ from jigcmd.attest import dsse
 from jigcmd.evidence import Evidence, StreamText
 from jigcmd.jsonio import strict
 
-__all__ = ["EvidenceFile", "JarvisView", "McpStream", "McpView", "bundle_bytes", "read_evidence"]
+__all__ = [
+    "EvidenceFile",
+    "JarvisView",
+    "McpResult",
+    "McpStream",
+    "McpView",
+    "bundle_bytes",
+    "read_evidence",
+]
 
 
 class JarvisView(msgspec.Struct, frozen=True):
@@ -86,7 +95,19 @@ class McpView(msgspec.Struct, frozen=True, rename="camel"):
     tests: dict[str, object] | None = None
 
 
-EvidenceFile = Evidence | JarvisView | McpView
+@dataclass(frozen=True)
+class McpResult:
+    """An MCP `structuredContent` as read, and the paths of the fields jigcmd's has not.
+
+    A field jigcmd does not write is no fact of the run, whatever it says (`"passed": true`):
+    the verifier names it as unchecked rather than passing over it in silence.
+    """
+
+    view: McpView
+    unknown: tuple[str, ...]
+
+
+EvidenceFile = Evidence | JarvisView | McpResult
 _T = TypeVar("_T")
 
 
@@ -107,7 +128,7 @@ def _pick(value: object, at: str) -> EvidenceFile:
     if "run_id" in value:
         return _convert(value, JarvisView, at, "a jarvis run record")
     if "budgetBytes" in value or "limitsHit" in value:
-        return _convert(value, McpView, at, "an MCP structuredContent")
+        return _mcp(value, at)
     if "evidence" in value:
         return _convert(value["evidence"], Evidence, f"{at}.evidence", "jigcmd evidence")
     if isinstance(value.get("error"), dict):
@@ -140,12 +161,31 @@ def _answer_line(line: dict[str, Any], at: str) -> EvidenceFile:
         return _convert(result["value"], Evidence, f"{at}.result.value", "jigcmd evidence")
     if "structuredContent" in result:
         where = f"{at}.result.structuredContent"
-        return _convert(result["structuredContent"], McpView, where, "an MCP structuredContent")
+        return _mcp(result["structuredContent"], where)
     raise ValueError(
         "a JSON-RPC answer with neither `.result.value` (FLOW Run/1) nor "
         "`.result.structuredContent` (MCP tools/call from 2025-06-18; an older protocol "
         "version's result has none to check)"
     )
+
+
+def _mcp(value: object, at: str) -> McpResult:
+    view = _convert(value, McpView, at, "an MCP structuredContent")
+    # Converted, so an object whose streams are objects.
+    fields: dict[str, Any] = value if isinstance(value, dict) else {}
+    unknown = [f"{at}.{key}" for key in fields if key not in _VIEW_FIELDS]
+    for name in ("stdout", "stderr"):
+        stream = fields.get(name, {})
+        unknown += [f"{at}.{name}.{key}" for key in stream if key not in _STREAM_FIELDS]
+    return McpResult(view, tuple(unknown))
+
+
+def _wire_names(kind: type[msgspec.Struct]) -> frozenset[str]:
+    return frozenset(field.encode_name for field in msgspec.structs.fields(kind))
+
+
+_VIEW_FIELDS = _wire_names(McpView)
+_STREAM_FIELDS = _wire_names(McpStream)
 
 
 def _convert(value: object, kind: type[_T], at: str, shape: str) -> _T:

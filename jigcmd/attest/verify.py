@@ -20,7 +20,7 @@ import msgspec
 
 from jigcmd.attest import dsse
 from jigcmd.attest.checks import Check, Statement, candidate, skip, subject
-from jigcmd.attest.inputs import EvidenceFile, JarvisView, McpView, read_evidence
+from jigcmd.attest.inputs import EvidenceFile, JarvisView, McpResult, read_evidence
 from jigcmd.attest.keys import PublicKey
 from jigcmd.attest.statement import (
     JARVIS_PREDICATE_TYPE,
@@ -97,7 +97,7 @@ def _evidence(statement: Statement, evidence: EvidenceFile | None) -> list[Check
         return [skip(name, "no --evidence") for name in ("candidate", "stdout", "stderr", "ending")]
     if isinstance(evidence, JarvisView):
         return [Check("evidence", False, "a run statement, but a jarvis record")]
-    if isinstance(evidence, McpView):
+    if isinstance(evidence, McpResult):
         return view_checks(statement, evidence)
     return _evidence_checks(statement, evidence)
 

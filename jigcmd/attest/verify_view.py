@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 
 from jigcmd.attest.checks import Check, candidate, skip, subject
-from jigcmd.attest.inputs import McpStream, McpView
+from jigcmd.attest.inputs import McpResult, McpStream, McpView
 from jigcmd.attest.statement import RunStatement, StreamFacts
 from jigcmd.evidence import OUTPUT_CAP_BYTES, ResourceReport
 
@@ -21,9 +21,10 @@ __all__ = ["view_checks"]
 _BOM = "\ufeff".encode()
 
 
-def view_checks(statement: RunStatement, view: McpView) -> list[Check]:
+def view_checks(statement: RunStatement, result: McpResult) -> list[Check]:
     """An MCP result against the statement: each field it carries that the statement binds,
     and, said as skipped, what its cut leaves out and what the statement does not bind."""
+    view = result.view
     checks = [candidate(statement, view.candidate_digest)]
     ending = statement.predicate.ending
     for name, stream, facts in (
@@ -41,6 +42,9 @@ def view_checks(statement: RunStatement, view: McpView) -> list[Check]:
                 "test result statement is what binds the tests",
             )
         )
+    if result.unknown:
+        why = "not fields of jigcmd's result, so no fact of the run: " + ", ".join(result.unknown)
+        checks.append(skip("unknown fields", why))
     return checks
 
 
