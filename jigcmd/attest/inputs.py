@@ -115,6 +115,8 @@ def read_evidence(data: bytes) -> EvidenceFile:
     """The evidence in `data`, whichever shape carries it; `ValueError` names what is wrong."""
     try:
         value = strict.loads(data)
+    except strict.Malformed as exc:
+        raise ValueError(f"not JSON: {exc}") from None
     except strict.StrictJSONError as exc:
         raise ValueError(f"not strict JSON: {exc}") from None
     return _pick(value, "$")
