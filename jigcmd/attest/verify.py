@@ -35,6 +35,7 @@ from jigcmd.attest.statement import (
 )
 from jigcmd.attest.verify_view import view_checks
 from jigcmd.evidence import Evidence, StreamText
+from jigcmd.jsonio import strict
 
 __all__ = ["Check", "JarvisView", "decode_evidence", "verify_bundle"]
 
@@ -135,6 +136,12 @@ def _unverified(envelope: dsse.Envelope, key: PublicKey) -> str:
 
 def _schema(payloads: list[bytes]) -> tuple[Check, Statement | None]:
     expected: str = RUN_PREDICATE_TYPE
+    for index, payload in enumerate(payloads, start=1):
+        try:
+            # A duplicate key is read last-wins here, first-wins by another verifier.
+            strict.loads(payload)
+        except strict.StrictJSONError as exc:
+            return Check("schema", False, f"statement {index} is not strict JSON: {exc}"), None
     try:
         kind = _kind.decode(payloads[0]).predicate_type
         if kind in (JARVIS_V2_PREDICATE_TYPE, JARVIS_PREDICATE_TYPE) and len(payloads) > 1:
