@@ -107,3 +107,65 @@ async def test_an_mcp_result_is_checked_against_its_statement(tmp_path: Path) ->
     lines = _verify(state, tmp_path, noisy, noisy["structuredContent"])
     assert lines[-1] == "verified", lines
     assert any(line.startswith("skip stdout head/tail: ") for line in lines), lines
+
+
+async def test_a_head_and_tail_that_cannot_be_the_signed_stream_fail(tmp_path: Path) -> None:
+    """Digest, captured bytes and truncation right, but a head rewritten: with no bytes said
+    left out the digest refuses it; with some, a head longer than the stream the statement
+    counts fails, and what no signature binds (budget, links, a cut) is a skip line."""
+    state, (tests, _raw, noisy) = await _calls(tmp_path)
+    view = tests["structuredContent"]
+    stdout, stderr = view["stdout"], view["stderr"]
+    forged_head = "I am forged: everything is on fire\n"
+    assert len(forged_head) > stdout["capturedBytes"], stdout
+    forged = {
+        **view,
+        "stdout": {**stdout, "head": forged_head, "omittedBytes": 1, "tail": ""},
+        "stderr": {**stderr, "head": stderr["head"][:10], "omittedBytes": 0},
+    }
+    lines = _verify(state, tmp_path, tests, forged)
+    assert lines[-1] == "NOT verified", lines
+    assert (
+        "FAIL stdout: the result's stdout head, tail and omittedBytes need at least "
+        f"{len(forged_head) + 1} captured bytes, more than the {stdout['capturedBytes']} captured"
+    ) in lines
+    assert "FAIL stderr: the result's stderr head and tail are not the signed text" in lines
+    # Too few bytes said, or fewer than none, cannot be the stream either.
+    for said, short in (
+        ("do not add up: omittedBytes -1 is negative", {"omittedBytes": -1}),
+        (
+            f"add up to 15 bytes of text, too few for the {stdout['capturedBytes']} captured",
+            {"head": stdout["head"][:10], "omittedBytes": 5},
+        ),
+    ):
+        lines = _verify(state, tmp_path, tests, {**view, "stdout": {**stdout, **short}})
+        assert f"FAIL stdout: the result's stdout head, tail and omittedBytes {said}" in lines
+    lines = _verify(state, tmp_path, tests, {**view, "cleanup": "unconfirmed"})
+    assert "FAIL ending: the result differs from the statement in cleanup" in lines
+    # An invocation cut to the budget holds by its kept prefixes, and says the rest is unseen.
+    invocation = view["invocation"]
+    cut = {**view, "invocation": [*invocation[:-1], invocation[-1][:2] + "…"]}
+    lines = _verify(state, tmp_path, tests, cut)
+    assert lines[-1] == "verified", lines
+    assert any(line.startswith("skip invocation cut: cut to the budget: ") for line in lines)
+    lines = _verify(state, tmp_path, tests, view)
+    assert lines[-1] == "verified", lines
+    assert not any(line.startswith("skip invocation cut") for line in lines), lines
+    assert not any(line.startswith("skip unknown fields") for line in lines), lines
+    # A field jigcmd does not write is said, whatever it claims: no fact of the run.
+    claims = {**view, "passed": True, "stdout": {**view["stdout"], "clean": True}}
+    answer = {"jsonrpc": "2.0", "id": 1, "result": {"structuredContent": claims}}
+    lines = _verify(state, tmp_path, tests, answer)
+    assert lines[-1] == "verified", lines
+    assert (
+        "skip unknown fields: not fields of jigcmd's result, so no fact of the run: "
+        "$.result.structuredContent.passed, $.result.structuredContent.stdout.clean"
+    ) in lines
+    budget = view["budgetBytes"]
+    said = f"skip budgetBytes: {budget}: the size the server cut this result to, not signed"
+    assert said in lines
+    assert any(line.startswith("skip stdout uri: jigcmd://run/") for line in lines), lines
+    # A real cut holds, and says its head and tail are checked only for fitting.
+    lines = _verify(state, tmp_path, noisy, noisy["structuredContent"])
+    assert lines[-1] == "verified", lines
+    assert any(line.startswith("skip stdout head/tail: ") for line in lines), lines

@@ -15,10 +15,13 @@ from collections.abc import Callable
 
 import msgspec
 
+from jigcmd.jsonio import strict
+
 __all__ = [
     "PAYLOAD_TYPE",
     "BundleError",
     "Envelope",
+    "NotStrictJSON",
     "Signature",
     "attestation_fields",
     "bundle_digest",
@@ -36,6 +39,11 @@ PAYLOAD_TYPE = "application/vnd.in-toto+json"
 
 class BundleError(ValueError):
     """Raised when bytes are not a bundle of DSSE envelopes; the message says where and why."""
+
+
+class NotStrictJSON(BundleError):
+    """Raised when a line is JSON that breaks a strict rule (`jsonio.strict`): a duplicate
+    key, which readers resolve differently, or nesting past 64 levels."""
 
 
 class Signature(msgspec.Struct, frozen=True):
@@ -89,7 +97,6 @@ def signature_bytes(signature: Signature) -> bytes:
 
 
 _encoder = msgspec.json.Encoder()
-_decoder = msgspec.json.Decoder(Envelope)
 
 
 def encode_bundle(envelopes: list[Envelope]) -> bytes:
@@ -98,22 +105,36 @@ def encode_bundle(envelopes: list[Envelope]) -> bytes:
 
 
 def decode_bundle(data: bytes) -> list[Envelope]:
-    """The envelopes of a bundle (JSON Lines), or of one JSON envelope; `BundleError` if not."""
+    """The envelopes of a bundle (JSON Lines), or of one JSON envelope; `BundleError` if not.
+
+    Each envelope is read as strict JSON, so every reader of the bundle sees the same one.
+    """
     text = data.strip()
     if not text:
         raise BundleError("the file is empty")
-    lines = [line for line in text.split(b"\n") if line.strip()]
+    # (line number, line): blank lines and CRLF endings are allowed between envelopes.
+    lines = [(n, line) for n, line in enumerate(data.split(b"\n"), 1) if line.strip()]
     try:
-        if len(lines) > 1 and all(line.lstrip().startswith(b"{") for line in lines):
+        if len(lines) > 1 and all(line.lstrip().startswith(b"{") for _, line in lines):
             try:
-                return [_decoder.decode(line) for line in lines]
-            except msgspec.DecodeError:
+                return [_envelope(line, f"line {n}: ") for n, line in lines]
+            except strict.Malformed:
                 pass  # perhaps one pretty-printed envelope: tried whole below
-        return [_decoder.decode(text)]
+        return [_envelope(text, "")]
     except msgspec.ValidationError as exc:
         raise BundleError(f"not a DSSE envelope: {exc}") from exc
-    except msgspec.DecodeError as exc:
-        raise BundleError(f"not JSON Lines of DSSE envelopes: {exc}") from exc
+    except strict.Malformed as exc:
+        raise BundleError(f"not JSON Lines of DSSE envelopes: {exc}") from None
+
+
+def _envelope(text: bytes, where: str) -> Envelope:
+    try:
+        value = strict.loads(text)
+    except strict.Malformed:
+        raise
+    except strict.StrictJSONError as exc:
+        raise NotStrictJSON(f"{where}not strict JSON: {exc}") from None
+    return msgspec.convert(value, Envelope)
 
 
 def bundle_digest(data: bytes) -> str:

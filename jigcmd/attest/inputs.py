@@ -12,17 +12,31 @@ the first of several guesses. The shapes, by their distinguishing key:
 - `budgetBytes`: an MCP `structuredContent`, the budgeted view of the evidence.
 - `evidence`: a `jigcmd run --json` answer.
 - anything else: the ten evidence fields themselves.
+
+Every file is read as strict JSON (`jsonio.strict`): a duplicate key, which one reader takes
+first and another last, or nesting past 64 levels is refused, never decoded one way.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import msgspec
 
+from jigcmd.attest import dsse
 from jigcmd.evidence import Evidence, StreamText
+from jigcmd.jsonio import strict
 
-__all__ = ["EvidenceFile", "JarvisView", "McpStream", "McpView", "bundle_bytes", "read_evidence"]
+__all__ = [
+    "EvidenceFile",
+    "JarvisView",
+    "McpResult",
+    "McpStream",
+    "McpView",
+    "bundle_bytes",
+    "read_evidence",
+]
 
 
 class JarvisView(msgspec.Struct, frozen=True):
@@ -55,13 +69,15 @@ class McpStream(msgspec.Struct, frozen=True, rename="camel"):
     head: str
     omitted_bytes: int
     tail: str
+    # Where `resources/read` finds all of the text: the server's link, not signed.
+    uri: str | None = None
 
 
 class McpView(msgspec.Struct, frozen=True, rename="camel"):
     """An MCP `structuredContent`: the evidence cut to a budget (`jigcmd/protocol/mcp_view.py`).
 
-    Fields this verifier does not bind (`tests`, `budgetBytes`, a stream's `uri`) are
-    accepted and said to be unchecked, not refused.
+    Fields the statement does not bind (`tests`, `budgetBytes`, a stream's `uri`, the cut of
+    a stream or the invocation) are accepted and said to be unchecked, not refused.
     """
 
     command: str
@@ -79,16 +95,30 @@ class McpView(msgspec.Struct, frozen=True, rename="camel"):
     tests: dict[str, object] | None = None
 
 
-EvidenceFile = Evidence | JarvisView | McpView
+@dataclass(frozen=True)
+class McpResult:
+    """An MCP `structuredContent` as read, and the paths of the fields jigcmd's has not.
+
+    A field jigcmd does not write is no fact of the run, whatever it says (`"passed": true`):
+    the verifier names it as unchecked rather than passing over it in silence.
+    """
+
+    view: McpView
+    unknown: tuple[str, ...]
+
+
+EvidenceFile = Evidence | JarvisView | McpResult
 _T = TypeVar("_T")
 
 
 def read_evidence(data: bytes) -> EvidenceFile:
     """The evidence in `data`, whichever shape carries it; `ValueError` names what is wrong."""
     try:
-        value = msgspec.json.decode(data)
-    except msgspec.DecodeError as exc:
-        raise ValueError(f"not JSON: {exc}") from exc
+        value = strict.loads(data)
+    except strict.Malformed as exc:
+        raise ValueError(f"not JSON: {exc}") from None
+    except strict.StrictJSONError as exc:
+        raise ValueError(f"not strict JSON: {exc}") from None
     return _pick(value, "$")
 
 
@@ -100,7 +130,7 @@ def _pick(value: object, at: str) -> EvidenceFile:
     if "run_id" in value:
         return _convert(value, JarvisView, at, "a jarvis run record")
     if "budgetBytes" in value or "limitsHit" in value:
-        return _convert(value, McpView, at, "an MCP structuredContent")
+        return _mcp(value, at)
     if "evidence" in value:
         return _convert(value["evidence"], Evidence, f"{at}.evidence", "jigcmd evidence")
     if isinstance(value.get("error"), dict):
@@ -133,12 +163,31 @@ def _answer_line(line: dict[str, Any], at: str) -> EvidenceFile:
         return _convert(result["value"], Evidence, f"{at}.result.value", "jigcmd evidence")
     if "structuredContent" in result:
         where = f"{at}.result.structuredContent"
-        return _convert(result["structuredContent"], McpView, where, "an MCP structuredContent")
+        return _mcp(result["structuredContent"], where)
     raise ValueError(
         "a JSON-RPC answer with neither `.result.value` (FLOW Run/1) nor "
         "`.result.structuredContent` (MCP tools/call from 2025-06-18; an older protocol "
         "version's result has none to check)"
     )
+
+
+def _mcp(value: object, at: str) -> McpResult:
+    view = _convert(value, McpView, at, "an MCP structuredContent")
+    # Converted, so an object whose streams are objects.
+    fields: dict[str, Any] = value if isinstance(value, dict) else {}
+    unknown = [f"{at}.{key}" for key in fields if key not in _VIEW_FIELDS]
+    for name in ("stdout", "stderr"):
+        stream = fields.get(name, {})
+        unknown += [f"{at}.{name}.{key}" for key in stream if key not in _STREAM_FIELDS]
+    return McpResult(view, tuple(unknown))
+
+
+def _wire_names(kind: type[msgspec.Struct]) -> frozenset[str]:
+    return frozenset(field.encode_name for field in msgspec.structs.fields(kind))
+
+
+_VIEW_FIELDS = _wire_names(McpView)
+_STREAM_FIELDS = _wire_names(McpStream)
 
 
 def _convert(value: object, kind: type[_T], at: str, shape: str) -> _T:
@@ -161,12 +210,17 @@ def bundle_bytes(data: bytes) -> bytes:
     """The bundle in `data`: the file itself, or an answer's `attestation.bundle`.
 
     A `jigcmd run --json` answer, a jarvis record or an MCP answer has the key `attestation`,
-    which no DSSE envelope has; `ValueError` when it carries no statement.
+    which no DSSE envelope has; `ValueError` when it carries no statement, or when the file or
+    a line of its bundle is JSON that breaks a strict rule.
     """
     try:
-        value = msgspec.json.decode(data)
-    except msgspec.DecodeError:
-        return data  # JSON Lines of several envelopes: the bundle's own parser says what is wrong.
+        value = strict.loads(data)
+    except strict.Malformed:
+        # JSON Lines of several envelopes: each line is held to the strict rules here, the
+        # rest of what is wrong is the bundle check's to say.
+        return _strict_lines(data)
+    except strict.StrictJSONError as exc:
+        raise ValueError(f"not strict JSON: {exc}") from None
     if not isinstance(value, dict) or "attestation" not in value:
         return data
     attestation = value["attestation"]
@@ -175,4 +229,15 @@ def bundle_bytes(data: bytes) -> bytes:
     bundle = attestation.get("bundle") if isinstance(attestation, dict) else None
     if not isinstance(bundle, str):
         raise ValueError("the answer's `attestation` has no `bundle` string")
-    return bundle.encode("utf-8")
+    return _strict_lines(bundle.encode("utf-8"))
+
+
+def _strict_lines(bundle: bytes) -> bytes:
+    """`bundle`, unless a line of it breaks a strict JSON rule (`ValueError` naming the line)."""
+    try:
+        dsse.decode_bundle(bundle)
+    except dsse.NotStrictJSON as exc:
+        raise ValueError(str(exc)) from None
+    except dsse.BundleError:
+        pass  # not a bundle at all: the bundle check says so, as a failed check
+    return bundle

@@ -15,12 +15,12 @@ evidence check without evidence among them, is a skipped `Check`: said, never a 
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
 
 import msgspec
 
 from jigcmd.attest import dsse
-from jigcmd.attest.inputs import EvidenceFile, JarvisView, McpStream, McpView, read_evidence
+from jigcmd.attest.checks import Check, Statement, candidate, skip, subject
+from jigcmd.attest.inputs import EvidenceFile, JarvisView, McpResult, read_evidence
 from jigcmd.attest.keys import PublicKey
 from jigcmd.attest.statement import (
     JARVIS_PREDICATE_TYPE,
@@ -30,12 +30,12 @@ from jigcmd.attest.statement import (
     JarvisRequestFactsV2,
     JarvisRunStatement,
     JarvisRunStatementV2,
-    ResourceDescriptor,
     RunStatement,
-    StreamFacts,
     TestResultStatement,
 )
-from jigcmd.evidence import Evidence, ResourceReport, StreamText
+from jigcmd.attest.verify_view import view_checks
+from jigcmd.evidence import Evidence, StreamText
+from jigcmd.jsonio import strict
 
 __all__ = ["Check", "JarvisView", "decode_evidence", "verify_bundle"]
 
@@ -49,21 +49,6 @@ _jarvis = msgspec.json.Decoder(JarvisRunStatement)
 _jarvis_v2 = msgspec.json.Decoder(JarvisRunStatementV2)
 _run = msgspec.json.Decoder(RunStatement)
 _tests = msgspec.json.Decoder(TestResultStatement)
-
-
-@dataclass(frozen=True)
-class Check:
-    """One verdict: what was checked, whether it held, and why; or why it was not checked."""
-
-    name: str
-    ok: bool
-    detail: str
-    # Not checked (nothing to check it against): never a failure, but said.
-    skipped: bool = False
-
-
-def _skip(name: str, why: str) -> Check:
-    return Check(name, True, why, skipped=True)
 
 
 def decode_evidence(data: bytes) -> EvidenceFile:
@@ -100,23 +85,21 @@ def verify_bundle(data: bytes, key: PublicKey, evidence: EvidenceFile | None = N
     return checks
 
 
-def _evidence(statement: _Statement, evidence: EvidenceFile | None) -> list[Check]:
+def _evidence(statement: Statement, evidence: EvidenceFile | None) -> list[Check]:
     """The checks of the evidence against the statement; without it, what went unchecked."""
     if isinstance(statement, JarvisRunStatement | JarvisRunStatementV2):
         if evidence is None:
             names = ("run", "stdout", "stderr", "request", "policy", "ending")
-            return [_skip(name, "no --evidence") for name in names]
+            return [skip(name, "no --evidence") for name in names]
         if isinstance(evidence, JarvisView):
             return _jarvis_checks(statement, evidence)
         return [Check("evidence", False, "a jarvis statement, but Project Command evidence")]
     if evidence is None:
-        return [
-            _skip(name, "no --evidence") for name in ("candidate", "stdout", "stderr", "ending")
-        ]
+        return [skip(name, "no --evidence") for name in ("candidate", "stdout", "stderr", "ending")]
     if isinstance(evidence, JarvisView):
         return [Check("evidence", False, "a run statement, but a jarvis record")]
-    if isinstance(evidence, McpView):
-        return _view_checks(statement, evidence)
+    if isinstance(evidence, McpResult):
+        return view_checks(statement, evidence)
     return _evidence_checks(statement, evidence)
 
 
@@ -151,11 +134,14 @@ def _unverified(envelope: dsse.Envelope, key: PublicKey) -> str:
     )
 
 
-_Statement = RunStatement | JarvisRunStatement | JarvisRunStatementV2
-
-
-def _schema(payloads: list[bytes]) -> tuple[Check, _Statement | None]:
+def _schema(payloads: list[bytes]) -> tuple[Check, Statement | None]:
     expected: str = RUN_PREDICATE_TYPE
+    for index, payload in enumerate(payloads, start=1):
+        try:
+            # A duplicate key is read last-wins here, first-wins by another verifier.
+            strict.loads(payload)
+        except strict.StrictJSONError as exc:
+            return Check("schema", False, f"statement {index} is not strict JSON: {exc}"), None
     try:
         kind = _kind.decode(payloads[0]).predicate_type
         if kind in (JARVIS_V2_PREDICATE_TYPE, JARVIS_PREDICATE_TYPE) and len(payloads) > 1:
@@ -227,12 +213,8 @@ def _test_result(statement: RunStatement, payloads: list[bytes]) -> Check | None
     )
 
 
-def _subject(statement: _Statement, name: str) -> ResourceDescriptor | None:
-    return next((s for s in statement.subject if s.name == name), None)
-
-
 def _evidence_checks(statement: RunStatement, evidence: Evidence) -> list[Check]:
-    checks = [_candidate(statement, evidence.candidate_digest)]
+    checks = [candidate(statement, evidence.candidate_digest)]
     checks.extend(_streams(statement, evidence.stdout, evidence.stderr))
     predicate = statement.predicate
     ending = predicate.ending
@@ -258,12 +240,12 @@ def _evidence_checks(statement: RunStatement, evidence: Evidence) -> list[Check]
     return checks
 
 
-def _streams(statement: _Statement, stdout: StreamText, stderr: StreamText) -> list[Check]:
+def _streams(statement: Statement, stdout: StreamText, stderr: StreamText) -> list[Check]:
     checks = []
     for name, stream in (("stdout", stdout), ("stderr", stderr)):
-        subject = _subject(statement, name)
+        signed = subject(statement, name)
         actual = hashlib.sha256(stream.text.encode("utf-8")).hexdigest()
-        if subject is not None and subject.digest.get("sha256") == actual:
+        if signed is not None and signed.digest.get("sha256") == actual:
             checks.append(Check(name, True, f"{len(stream.text)} characters match the subject"))
         else:
             checks.append(Check(name, False, f"the evidence's {name} (sha256 {actual}) differs"))
@@ -342,113 +324,3 @@ def _jarvis_request(
             "request", False, "the record differs from the statement in " + ", ".join(differs)
         )
     return Check("request", True, ", ".join(name for name, _ in compared) + " match" + unnamed)
-
-
-def _view_checks(statement: RunStatement, view: McpView) -> list[Check]:
-    """An MCP result against the statement: each field it carries that the statement binds,
-    and, said as skipped, what its cut leaves out (`tests`, `budgetBytes` are not bound)."""
-    checks = [_candidate(statement, view.candidate_digest)]
-    ending = statement.predicate.ending
-    for name, stream, facts in (
-        ("stdout", view.stdout, ending.stdout),
-        ("stderr", view.stderr, ending.stderr),
-    ):
-        checks.extend(_view_stream(statement, name, stream, facts))
-    checks.append(_view_ending(statement, view))
-    if view.tests is not None:
-        checks.append(
-            _skip(
-                "tests",
-                "the runner's per-test view is candidate-influenced and not signed; the "
-                "test result statement is what binds the tests",
-            )
-        )
-    return checks
-
-
-def _candidate(statement: RunStatement, candidate_digest: str) -> Check:
-    candidate = _subject(statement, "candidate")
-    digest = candidate_digest.removeprefix("sha256:")
-    if candidate is not None and candidate.digest.get("sha256") == digest:
-        return Check("candidate", True, f"candidateDigest sha256:{digest} is the subject")
-    return Check("candidate", False, f"candidateDigest sha256:{digest} is not the subject")
-
-
-def _view_stream(
-    statement: RunStatement, name: str, stream: McpStream, facts: StreamFacts
-) -> list[Check]:
-    subject = _subject(statement, name)
-    digest = stream.sha256.removeprefix("sha256:")
-    differs = [
-        field
-        for field, same in (
-            ("sha256", subject is not None and subject.digest.get("sha256") == digest),
-            ("capturedBytes", stream.captured_bytes == facts.captured_bytes),
-            ("truncated", stream.truncated == facts.truncated),
-        )
-        if not same
-    ]
-    if differs:
-        return [Check(name, False, f"the result's {name} differs in " + ", ".join(differs))]
-    said = f"sha256 (of the text), {stream.captured_bytes} captured bytes and truncation match"
-    if stream.omitted_bytes:
-        why = (
-            f"{stream.omitted_bytes} bytes between head and tail are left out, so only the "
-            "digest binds the text (resources/read of the stream's uri returns all of it)"
-        )
-        return [Check(name, True, said), _skip(f"{name} head/tail", why)]
-    shown = hashlib.sha256((stream.head + stream.tail).encode("utf-8")).hexdigest()
-    if subject is None or subject.digest.get("sha256") != shown:
-        return [Check(name, False, f"the result's {name} head and tail are not the signed text")]
-    return [Check(name, True, said + "; head and tail are the whole text")]
-
-
-def _view_ending(statement: RunStatement, view: McpView) -> Check:
-    predicate = statement.predicate
-    ending = predicate.ending
-    compared = [
-        ("command", view.command == predicate.command.name),
-        ("invocation", _cut_of(view.invocation, predicate.command.invocation)),
-        ("stdinDigest", view.stdin_digest == predicate.stdin_digest),
-        ("exitCode", view.exit_code == ending.exit_code),
-        ("signal", view.signal == ending.signal),
-        ("stopReason", view.stop_reason == ending.stop_reason),
-    ]
-    limits, unchecked = _limits_hit(ending.resources, view)
-    if limits is not None:
-        compared.append(("limitsHit", limits))
-    differs = [field for field, same in compared if not same]
-    if differs:
-        return Check(
-            "ending", False, "the result differs from the statement in " + ", ".join(differs)
-        )
-    return Check("ending", True, ", ".join(field for field, _ in compared) + " match" + unchecked)
-
-
-def _limits_hit(resources: ResourceReport | None, view: McpView) -> tuple[bool | None, str]:
-    """Whether the result's `limitsHit` is the statement's resource report's, if checkable."""
-    if resources is None:
-        return None, "; limitsHit not checked (signed before the resource report)"
-    if view.stop_reason != "exited" and not view.limits_hit:
-        # A deadline's or cancel's result is made from its evidence alone and names none.
-        return None, "; limitsHit not checked (a stopped call's result names none)"
-    hit = [
-        n for n, h in (("memory", resources.oom_killed), ("pids", resources.pids_limit_hit)) if h
-    ]
-    return view.limits_hit == hit, ""
-
-
-def _cut_of(shown: list[str], invocation: list[str]) -> bool:
-    """Whether `shown` is `invocation` as an MCP result cuts it to its budget: arguments cut
-    to a prefix and `…`, the rest counted as `… N more arguments` (`mcp_view.fitted`)."""
-    kept = shown
-    if shown and shown[-1].startswith("… ") and shown[-1].endswith(" more arguments"):
-        kept = shown[:-1]
-        if shown[-1] != f"… {len(invocation) - len(kept)} more arguments":
-            return False
-    elif len(shown) != len(invocation):
-        return False
-    return all(
-        arg == full or (arg.endswith("…") and full.startswith(arg[:-1]) and len(full) >= len(arg))
-        for arg, full in zip(kept, invocation, strict=False)
-    ) and len(kept) <= len(invocation)

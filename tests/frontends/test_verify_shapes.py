@@ -15,6 +15,8 @@ from typing import Any
 import msgspec
 import pytest
 
+from jigcmd.attest import dsse
+from jigcmd.attest.keys import open_signing_key
 from tests.frontends.test_attest_cli import EVIDENCE
 
 GOOD: dict[str, Any] = msgspec.to_builtins(EVIDENCE)
@@ -94,3 +96,21 @@ def test_a_wrong_field_is_named_by_its_shape_and_path(
     assert done.returncode == 2, done.stdout
     assert done.stderr == f"jigcmd verify: {evidence}: {said}\n"
     assert done.stdout == ""
+
+
+def test_a_signed_statement_with_a_duplicate_key_is_not_verified(tmp_path: Path) -> None:
+    """Signed by the host key, but read one way here and another by a first-wins verifier:
+    the schema check fails, naming the key, before any field of it is trusted."""
+    state = tmp_path / "state"
+    key = _jigcmd("key", "--state-dir", str(state))
+    (tmp_path / "host.pub").write_text(key.stdout)
+    body = b'{"predicateType": "https://example.com/other", "predicateType": "run/v1"}'
+    signer = open_signing_key(state)
+    envelope = dsse.sign(body, signer.sign, signer.public.keyid)
+    (tmp_path / "bundle.jsonl").write_bytes(dsse.encode_bundle([envelope]))
+    done = _jigcmd("verify", str(tmp_path / "bundle.jsonl"), "--key", str(tmp_path / "host.pub"))
+    assert done.returncode == 1, done.stderr
+    assert done.stdout.splitlines()[-2:] == [
+        'FAIL schema: statement 1 is not strict JSON: duplicate key "predicateType"',
+        "NOT verified",
+    ]

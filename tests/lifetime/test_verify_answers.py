@@ -123,3 +123,47 @@ def test_the_run_json_answer_is_both_the_statement_and_the_evidence(
     none = _jigcmd("verify", str(tmp_path / "none.json"), "--state-dir", str(rig.state_dir))
     assert none.returncode == 2
     assert "no statement was made for this run" in none.stderr
+
+
+def test_verify_reads_every_json_strictly_and_keeps_the_bundle_forms(
+    rig: Rig, tmp_path: Path
+) -> None:
+    """A duplicate key (a first-wins reader sees a failed run) or nesting past 64 levels, in
+    the evidence, the file or a bundle line, is one line naming the file; CRLF, blank lines
+    and a pretty-printed envelope still verify."""
+    done = _jigcmd(
+        "run", "--binding", str(rig.binding), "--state-dir", str(rig.state_dir), "tests",
+        "--files", str(PASSING), "--json",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    answer = json.loads(done.stdout)
+    state = ("--state-dir", str(rig.state_dir))
+    (tmp_path / "a.json").write_text(done.stdout)
+    a = str(tmp_path / "a.json")
+    failed = '{"exitCode": 1, "stderr": {"text": "(fail) a\\n", "truncated": false}, '
+    (tmp_path / "dup.json").write_text(failed + json.dumps(answer["evidence"])[1:])
+    (tmp_path / "deep.json").write_text("[" * 100_000 + "]" * 100_000)
+    first, second = answer["attestation"]["bundle"].splitlines()
+    (tmp_path / "line.jsonl").write_text(f'{first}\n{{"payload": "e30=", {second[1:]}\n')
+    deep = "not strict JSON: nesting deeper than 64 levels (too deep to decode at all)"
+    for args, path, said in (
+        (("--evidence", "dup.json"), "dup.json", 'not strict JSON: duplicate key "stderr"'),
+        (("--evidence", "deep.json"), "deep.json", deep),
+        ((), "deep.json", deep),
+        ((), "line.jsonl", 'line 2: not strict JSON: duplicate key "payload"'),
+    ):
+        file = str(tmp_path / path) if not args else a
+        extra = (args[0], str(tmp_path / args[1])) if args else ()
+        refused = _jigcmd("verify", file, *state, *extra)
+        assert refused.returncode == 2, (path, refused.stdout, refused.stderr)
+        assert refused.stderr == f"jigcmd verify: {tmp_path / path}: {said}\n"
+        assert refused.stdout == ""
+    bundle = "\r\n" + answer["attestation"]["bundle"].replace("\n", "\r\n\r\n")
+    (tmp_path / "crlf.jsonl").write_text(bundle, newline="")
+    crlf = _jigcmd("verify", str(tmp_path / "crlf.jsonl"), *state, "--evidence", a)
+    assert crlf.returncode == 0, crlf.stdout + crlf.stderr
+    (tmp_path / "pretty.json").write_text(json.dumps(json.loads(first), indent=2))
+    pretty = _jigcmd("verify", str(tmp_path / "pretty.json"), *state)
+    lines = pretty.stdout.splitlines()
+    assert lines[0] == "ok   bundle: 1 DSSE envelope(s)", lines
+    assert lines[1].startswith("ok   signature: "), lines

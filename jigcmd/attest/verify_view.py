@@ -1,0 +1,190 @@
+"""What `jigcmd verify` checks of an MCP result's `structuredContent` against a run statement.
+
+The result is the evidence cut to a budget (`jigcmd/protocol/mcp_view.py`): each field it
+carries that the statement binds is checked, a stream's head and tail against its digest or,
+when bytes are left out between them, against the signed byte count; what no signature binds
+(the cut, the budget, the server's links, the runner's test view) is a skipped check.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+from jigcmd.attest.checks import Check, candidate, skip, subject
+from jigcmd.attest.inputs import McpResult, McpStream, McpView
+from jigcmd.attest.statement import RunStatement, StreamFacts
+from jigcmd.evidence import OUTPUT_CAP_BYTES, ResourceReport
+
+__all__ = ["view_checks"]
+
+# The UTF-8 byte order mark a stream's text drops when it starts with one.
+_BOM = "\ufeff".encode()
+
+
+def view_checks(statement: RunStatement, result: McpResult) -> list[Check]:
+    """An MCP result against the statement: each field it carries that the statement binds,
+    and, said as skipped, what its cut leaves out and what the statement does not bind."""
+    view = result.view
+    checks = [candidate(statement, view.candidate_digest)]
+    ending = statement.predicate.ending
+    for name, stream, facts in (
+        ("stdout", view.stdout, ending.stdout),
+        ("stderr", view.stderr, ending.stderr),
+    ):
+        checks.extend(_view_stream(statement, name, stream, facts))
+    checks.append(_view_ending(statement, view))
+    checks.extend(_view_unbound(statement, view))
+    if view.tests is not None:
+        checks.append(
+            skip(
+                "tests",
+                "the runner's per-test view is candidate-influenced and not signed; the "
+                "test result statement is what binds the tests",
+            )
+        )
+    if result.unknown:
+        why = "not fields of jigcmd's result, so no fact of the run: " + ", ".join(result.unknown)
+        checks.append(skip("unknown fields", why))
+    return checks
+
+
+def _view_stream(
+    statement: RunStatement, name: str, stream: McpStream, facts: StreamFacts
+) -> list[Check]:
+    signed = subject(statement, name)
+    digest = stream.sha256.removeprefix("sha256:")
+    differs = [
+        field
+        for field, same in (
+            ("sha256", signed is not None and signed.digest.get("sha256") == digest),
+            ("capturedBytes", stream.captured_bytes == facts.captured_bytes),
+            ("truncated", stream.truncated == facts.truncated),
+        )
+        if not same
+    ]
+    if differs:
+        return [Check(name, False, f"the result's {name} differs in " + ", ".join(differs))]
+    said = f"sha256 (of the text), {stream.captured_bytes} captured bytes and truncation match"
+    if stream.omitted_bytes == 0:
+        # Head and tail say they are the whole text: the digest holds them to it.
+        shown = hashlib.sha256((stream.head + stream.tail).encode("utf-8")).hexdigest()
+        if digest != shown:
+            why = f"the result's {name} head and tail are not the signed text"
+            return [Check(name, False, why)]
+        return [Check(name, True, said + "; head and tail are the whole text")]
+    impossible = _impossible_cut(stream, facts)
+    if impossible is not None:
+        return [Check(name, False, f"the result's {name} head, tail and omittedBytes {impossible}")]
+    why = (
+        f"{stream.omitted_bytes} bytes between head and tail are left out, so only the digest "
+        "binds the text: head and tail are unchecked beyond fitting the captured length "
+        "(resources/read of the stream's uri returns all of it, to hold to the digest)"
+    )
+    return [Check(name, True, said), skip(f"{name} head/tail", why)]
+
+
+def _impossible_cut(stream: McpStream, facts: StreamFacts) -> str | None:
+    """Why head, `omittedBytes` and tail cannot be the text of the signed captured bytes.
+
+    The text is the retained bytes (at most `OUTPUT_CAP_BYTES`) decoded with replacement,
+    a leading BOM dropped (`evidence.decode_output`): a character other than U+FFFD is its
+    own UTF-8 bytes, a U+FFFD (3 bytes) stands for 1 to 3 of them, and the BOM's 3 are the
+    only bytes with no text. So the text is at most 3 bytes short of the retained ones, and
+    each part of it needs at least its own bytes less 2 per U+FFFD (a third of the left-out
+    bytes, which may all be U+FFFD).
+    """
+    if stream.omitted_bytes < 0:
+        return f"do not add up: omittedBytes {stream.omitted_bytes} is negative"
+    retained = min(facts.captured_bytes, OUTPUT_CAP_BYTES)
+    head, tail = stream.head.encode("utf-8"), stream.tail.encode("utf-8")
+    text = len(head) + stream.omitted_bytes + len(tail)
+    if text + len(_BOM) < retained:
+        return f"add up to {text} bytes of text, too few for the {retained} captured"
+    fewest = _fewest_bytes(stream.head) + -(-stream.omitted_bytes // 3)
+    fewest += _fewest_bytes(stream.tail)
+    if fewest > retained:
+        return f"need at least {fewest} captured bytes, more than the {retained} captured"
+    return None
+
+
+def _fewest_bytes(text: str) -> int:
+    """The fewest captured bytes `text` decodes from: each U+FFFD may stand for one byte."""
+    return len(text.encode("utf-8")) - 2 * text.count("\ufffd")
+
+
+def _view_ending(statement: RunStatement, view: McpView) -> Check:
+    predicate = statement.predicate
+    ending = predicate.ending
+    compared = [
+        ("command", view.command == predicate.command.name),
+        ("invocation", _cut_of(view.invocation, predicate.command.invocation)),
+        ("stdinDigest", view.stdin_digest == predicate.stdin_digest),
+        ("exitCode", view.exit_code == ending.exit_code),
+        ("signal", view.signal == ending.signal),
+        ("stopReason", view.stop_reason == ending.stop_reason),
+    ]
+    unchecked = ""
+    if ending.cleanup == "complete":
+        compared.append(("cleanup", view.cleanup == "complete"))
+    else:
+        unchecked = "; cleanup not checked (signed before the envelope's release was proved)"
+    limits, unlimited = _limits_hit(ending.resources, view)
+    if limits is not None:
+        compared.append(("limitsHit", limits))
+    differs = [field for field, same in compared if not same]
+    if differs:
+        return Check(
+            "ending", False, "the result differs from the statement in " + ", ".join(differs)
+        )
+    said = ", ".join(field for field, _ in compared) + " match"
+    return Check("ending", True, said + unchecked + unlimited)
+
+
+def _view_unbound(statement: RunStatement, view: McpView) -> list[Check]:
+    """What the result carries that no signature binds: its cut, its budget, its links."""
+    invocation = statement.predicate.command.invocation
+    checks = []
+    if view.invocation != invocation:
+        checks.append(
+            skip(
+                "invocation cut",
+                f"cut to the budget: {len(invocation)} arguments signed, "
+                f"{len(view.invocation)} shown, only the kept prefixes are checked",
+            )
+        )
+    for name, stream in (("stdout", view.stdout), ("stderr", view.stderr)):
+        if stream.uri is not None:
+            why = f"{stream.uri}: the server's link, not signed; hold what it returns to the digest"
+            checks.append(skip(f"{name} uri", why))
+    why = f"{view.budget_bytes}: the size the server cut this result to, not signed"
+    checks.append(skip("budgetBytes", why))
+    return checks
+
+
+def _limits_hit(resources: ResourceReport | None, view: McpView) -> tuple[bool | None, str]:
+    """Whether the result's `limitsHit` is the statement's resource report's, if checkable."""
+    if resources is None:
+        return None, "; limitsHit not checked (signed before the resource report)"
+    if view.stop_reason != "exited" and not view.limits_hit:
+        # A deadline's or cancel's result is made from its evidence alone and names none.
+        return None, "; limitsHit not checked (a stopped call's result names none)"
+    hit = [
+        n for n, h in (("memory", resources.oom_killed), ("pids", resources.pids_limit_hit)) if h
+    ]
+    return view.limits_hit == hit, ""
+
+
+def _cut_of(shown: list[str], invocation: list[str]) -> bool:
+    """Whether `shown` is `invocation` as an MCP result cuts it to its budget: arguments cut
+    to a prefix and `…`, the rest counted as `… N more arguments` (`mcp_view.fitted`)."""
+    kept = shown
+    if shown and shown[-1].startswith("… ") and shown[-1].endswith(" more arguments"):
+        kept = shown[:-1]
+        if shown[-1] != f"… {len(invocation) - len(kept)} more arguments":
+            return False
+    elif len(shown) != len(invocation):
+        return False
+    return all(
+        arg == full or (arg.endswith("…") and full.startswith(arg[:-1]) and len(full) >= len(arg))
+        for arg, full in zip(kept, invocation, strict=False)
+    ) and len(kept) <= len(invocation)
