@@ -62,3 +62,65 @@ def test_a_tsconfig_paths_key_that_cannot_match_maps_nothing(tmp_path: Path) -> 
     done = jigcmd("init", str(root))
     assert done.returncode == 0, done.stderr
     assert f"package.json declares 1 dependency ({_NAME}: a.test.ts) that" in done.stderr
+
+
+def test_an_unclosed_tag_of_a_whole_candidate_is_no_markup(tmp_path: Path) -> None:
+    """`<a-a-a…` never closes: only the test with real markup is named as holding some."""
+    root = project(
+        tmp_path / "p",
+        {
+            "tag.test.tsx": "<a" + "-a" * (_WHOLE // 2),
+            "ui.test.tsx": "render(<b/>);\n",
+            "ok.test.ts": "",
+        },
+    )
+    done = jigcmd("init", str(root))
+    assert done.returncode == 0, done.stderr
+    assert "but ui.test.tsx holds JSX markup" in done.stderr
+    assert "tag.test.tsx holds" not in done.stderr
+
+
+def test_an_unclosed_string_of_escaped_quotes_hides_no_import(tmp_path: Path) -> None:
+    """`"\\"\\"…` to the end of a file: the file next to it still imports `zod`."""
+    root = project(
+        tmp_path / "p",
+        {
+            "package.json": '{"name": "p", "dependencies": {"zod": "3"}}',
+            "src/quotes.ts": '"' + '\\"' * (_WHOLE // 2),
+            "a.test.ts": 'import { z } from "zod";\n',
+        },
+    )
+    done = jigcmd("init", str(root))
+    assert done.returncode == 0, done.stderr
+    assert "package.json declares 1 dependency (zod: a.test.ts) that" in done.stderr
+
+
+def test_an_import_keyword_before_a_whole_candidate_of_spaces_reaches_nothing(
+    tmp_path: Path,
+) -> None:
+    """`import` then spaces in a test, whose relative imports `init` follows: the test is
+    the command's, and the candidate is sent as it is."""
+    root = project(tmp_path / "p", {"a.test.ts": "import" + " " * _WHOLE})
+    done = jigcmd("init", str(root))
+    assert done.returncode == 0, done.stderr
+    assert 'test = [\n    "a.test.ts",\n]' in (root / ".jig" / "binding.toml").read_text()
+
+
+def test_import_keywords_before_whole_candidates_of_spaces_import_no_package(
+    tmp_path: Path,
+) -> None:
+    """`import`, `import type` and `export` then spaces, three files each as large as a
+    candidate (so it is refused): the one package imported is still named, and no other."""
+    root = project(
+        tmp_path / "p",
+        {
+            "package.json": '{"name": "p", "dependencies": {"zod": "3"}}',
+            "src/one.ts": "import" + " " * _WHOLE,
+            "src/two.ts": "import type" + " " * _WHOLE,
+            "src/three.ts": "export" + " " * _WHOLE,
+            "a.test.ts": 'import "zod";\n',
+        },
+    )
+    done = jigcmd("init", str(root))
+    assert done.returncode == 2, done.stderr
+    assert "package.json declares 1 dependency (zod: a.test.ts) that" in done.stderr
