@@ -13,7 +13,7 @@ import posixpath
 from collections.abc import Mapping
 
 from jigcmd.jsonio import strict
-from jigcmd.policy.wildcards import glob_matches
+from jigcmd.policy.wildcards import Glob
 
 __all__ = ["member_manifests", "read_manifest"]
 
@@ -46,14 +46,12 @@ def member_manifests(files: Mapping[str, str]) -> dict[str, dict[str, object]]:
         if posixpath.basename(path) != _MANIFEST or not directory:
             continue
         names = directory.split("/")
-        if any(glob_matches(g, names) for g in taken) and not any(
-            glob_matches(g, names) for g in dropped
-        ):
+        if any(g.matches(names) for g in taken) and not any(g.matches(names) for g in dropped):
             members[directory] = read_manifest(files[path])
     return members
 
 
-def _segments(glob: str) -> list[str]:
-    """A directory glob's segments: `*` and `?` within one name, a `**` segment any run of
-    names (matched by `wildcards`, since a regular expression backtracks exponentially)."""
-    return glob.strip().removeprefix("./").rstrip("/").split("/")
+def _segments(glob: str) -> Glob:
+    """A directory glob: `*` and `?` within one name, a `**` segment any run of names
+    (matched by `wildcards`, since a regular expression backtracks exponentially)."""
+    return Glob.of(glob.strip().removeprefix("./").rstrip("/").split("/"))

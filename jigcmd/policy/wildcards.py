@@ -13,9 +13,10 @@ never by the ways to place the pieces.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence, Sized
+from dataclasses import dataclass
 from typing import TypeVar
 
-__all__ = ["glob_matches", "wildcard_matches"]
+__all__ = ["Glob", "wildcard_matches"]
 
 _Piece = TypeVar("_Piece", bound=Sized)
 
@@ -32,30 +33,51 @@ def wildcard_matches(pattern: str, text: str, *, any_one: bool = False) -> bool:
     return _placed(pattern.split("*"), len(text), fits, _finder(text, any_one))
 
 
-def glob_matches(glob: Sequence[str], path: Sequence[str]) -> bool:
-    """Whether the `path` segments match the `glob` segments: `**` any run of segments (at
-    least one when it ends the glob, as in Bun), any other a segment's pattern (`*` and `?`
-    within one name)."""
-    if glob[-1:] == ["**"]:
-        glob = [*glob[:-1], "*", "**"]
-    pieces: list[list[str]] = [[]]
-    for segment in glob:
-        if segment == "**":
-            pieces.append([])
-        else:
-            pieces[-1].append(segment)
+@dataclass(frozen=True)
+class Glob:
+    """A directory glob, split once: its runs of name patterns between `**` segments."""
 
-    def fits(piece: list[str], at: int) -> bool:
-        names = path[at : at + len(piece)]
-        return len(names) == len(piece) and all(
-            wildcard_matches(p, name, any_one=True) for p, name in zip(piece, names, strict=True)
-        )
+    pieces: tuple[tuple[str, ...], ...]
 
-    def find(piece: list[str], start: int, end: int) -> int:
-        # At most one try per segment of `path`: its depth bounds the cost, not the glob.
-        return next((at for at in range(start, end - len(piece) + 1) if fits(piece, at)), -1)
+    @classmethod
+    def of(cls, segments: Sequence[str]) -> Glob:
+        """The glob of `segments`: `**` any run of them (at least one when it ends the glob,
+        as in Bun), any other one name's pattern (`*` and `?` within that name)."""
+        if segments[-1:] == ["**"]:
+            segments = [*segments[:-1], "*", "**"]
+        pieces: list[tuple[str, ...]] = [()]
+        for segment in segments:
+            if segment == "**":
+                pieces.append(())
+            else:
+                pieces[-1] += (segment,)
+        return cls(tuple(pieces))
 
-    return _placed(pieces, len(path), fits, find)
+    def matches(self, path: Sequence[str]) -> bool:
+        """Whether the `path` segments match (a glob is matched against many: no `**`, and
+        it costs a comparison per name)."""
+        if len(self.pieces) == 1:
+            return len(self.pieces[0]) == len(path) and all(
+                map(_name_matches, self.pieces[0], path)
+            )
+
+        def fits(piece: tuple[str, ...], at: int) -> bool:
+            names = path[at : at + len(piece)]
+            return len(names) == len(piece) and all(map(_name_matches, piece, names))
+
+        def find(piece: tuple[str, ...], start: int, end: int) -> int:
+            # At most one try per segment of `path`: its depth bounds the cost, not the glob.
+            return next((at for at in range(start, end - len(piece) + 1) if fits(piece, at)), -1)
+
+        return _placed(list(self.pieces), len(path), fits, find)
+
+
+def _name_matches(pattern: str, name: str) -> bool:
+    """Whether one name matches one segment's pattern; a literal one or a lone `*` (most of
+    them) without matching."""
+    if pattern in (name, "*"):
+        return True
+    return ("*" in pattern or "?" in pattern) and wildcard_matches(pattern, name, any_one=True)
 
 
 def _placed(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from jigcmd.policy.wildcards import glob_matches, wildcard_matches
+from jigcmd.policy.wildcards import Glob, wildcard_matches
 
 
 @pytest.mark.parametrize(
@@ -34,7 +34,7 @@ def test_a_glob_is_matched_segment_by_segment_as_bun_does(
     glob: str, directory: str, matches: bool
 ) -> None:
     """`*` and `?` within one name, a `**` segment any run of names (one at least, last)."""
-    assert glob_matches(glob.split("/"), directory.split("/")) is matches
+    assert Glob.of(glob.split("/")).matches(directory.split("/")) is matches
 
 
 @pytest.mark.parametrize(
@@ -61,6 +61,6 @@ def test_a_glob_whose_pieces_cannot_all_fit_is_refused_before_any_is_placed() ->
     """`*a` fourteen times then `b` against forty `a`s (exponential for a regular expression):
     refused by the last piece, as a glob twice as long as the name is by its length."""
     assert not wildcard_matches("*a" * 14 + "b", "a" * 40, any_one=True)
-    assert not glob_matches(["*a" * 14 + "b"], ["a" * 40])
-    assert not glob_matches(["*a?" * 30], ["a" * 40])
+    assert not Glob.of(["*a" * 14 + "b"]).matches(["a" * 40])
+    assert not Glob.of(["*a?" * 30]).matches(["a" * 40])
     assert wildcard_matches("*a?" * 13, "a" * 40, any_one=True)
