@@ -6,7 +6,7 @@ chooses both. Here a pattern is its pieces between the stars, and each piece is 
 its leftmost fit after the one before it (placing it any later never helps): one
 `str.find` for a literal piece, and a piece holding `?` is tried only where its longest
 literal run is found. Globs are matched segment by segment the same way, `**` being the
-star of segments, so their cost is bounded by a path's depth times its names' lengths,
+star of segments, so their cost is bounded by a path's depth and its names' lengths,
 never by the ways to place the pieces.
 """
 
