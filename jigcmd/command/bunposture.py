@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 
 from jigcmd.jsonio import strict
 from jigcmd.policy.imports import PackageImports, imported_closure, package_imports
+from jigcmd.policy.wildcards import wildcard_matches
 
 __all__ = ["BUNFIG", "bundle_command", "posture_notes"]
 
@@ -55,7 +56,7 @@ def dependencies_note(files: Mapping[str, str], commands: Sequence[str] = ()) ->
         return None
     found = package_imports(files)
     mapped = _mapped(files.get("tsconfig.json", ""))
-    wanted = [name for name in found.importers if not any(p.fullmatch(name) for p in mapped)]
+    wanted = [name for name in found.importers if not _is_mapped(name, mapped)]
     used = [name for name in external if name in wanted]
     local = [name for name in workspace if name in wanted]
     computed = _some(list(found.computed))
@@ -160,13 +161,16 @@ def _to_bundle(
     return found.importers[names[0]][0]
 
 
-def _mapped(tsconfig: str) -> list[re.Pattern[str]]:
-    """The package names tsconfig.json's `paths` keys map (`@mono/*` maps `@mono/core`)."""
+def _mapped(tsconfig: str) -> list[str]:
+    """The keys of tsconfig.json's `paths`, each a pattern whose `*` is any run of characters
+    (`@mono/*` maps `@mono/core`)."""
     block = _PATHS.search(tsconfig)
     keys = _PATHS_KEY.findall(block.group(1)) if block is not None else []
-    # A key maps the package itself, or its subpaths (`@mono/core/*`): either way, the
-    # person mapped it to the source, and Bun does not look in node_modules/ for it.
-    return [
-        re.compile(".*".join(map(re.escape, key.split("*"))) + "(?:/.*)?")
-        for key in (raw.removesuffix("/*") for raw in keys)
-    ]
+    return [raw.removesuffix("/*") for raw in keys]
+
+
+def _is_mapped(name: str, keys: list[str]) -> bool:
+    """Whether a key maps the package `name` itself, or its subpaths (`@mono/core/*`): either
+    way, the person mapped it to the source, and Bun does not look in node_modules/ for it.
+    Matched without a regular expression: `*a*a*…b` would backtrack exponentially."""
+    return any(wildcard_matches(key, name) or wildcard_matches(key + "/*", name) for key in keys)

@@ -10,10 +10,10 @@ files (path → text) in, the members' manifests out.
 from __future__ import annotations
 
 import posixpath
-import re
 from collections.abc import Mapping
 
 from jigcmd.jsonio import strict
+from jigcmd.policy.wildcards import Glob
 
 __all__ = ["member_manifests", "read_manifest"]
 
@@ -38,23 +38,20 @@ def member_manifests(files: Mapping[str, str]) -> dict[str, dict[str, object]]:
         globs = globs.get("packages")
     if not isinstance(globs, list):
         return {}
-    taken = [_pattern(g) for g in globs if isinstance(g, str) and not g.startswith("!")]
-    dropped = [_pattern(g[1:]) for g in globs if isinstance(g, str) and g.startswith("!")]
+    taken = [_segments(g) for g in globs if isinstance(g, str) and not g.startswith("!")]
+    dropped = [_segments(g[1:]) for g in globs if isinstance(g, str) and g.startswith("!")]
     members: dict[str, dict[str, object]] = {}
     for path in sorted(files):
         directory = posixpath.dirname(path)
         if posixpath.basename(path) != _MANIFEST or not directory:
             continue
-        if any(p.fullmatch(directory) for p in taken) and not any(
-            p.fullmatch(directory) for p in dropped
-        ):
+        names = directory.split("/")
+        if any(g.matches(names) for g in taken) and not any(g.matches(names) for g in dropped):
             members[directory] = read_manifest(files[path])
     return members
 
 
-def _pattern(glob: str) -> re.Pattern[str]:
-    """A directory glob as a regular expression: `*` within one name, `**` across them."""
-    glob = glob.strip().removeprefix("./").rstrip("/")
-    parts = re.split(r"(\*\*/?|\*|\?)", glob)
-    wild = {"**/": "(?:.*/)?", "**": ".*", "*": "[^/]*", "?": "[^/]"}
-    return re.compile("".join(wild.get(part, re.escape(part)) for part in parts))
+def _segments(glob: str) -> Glob:
+    """A directory glob: `*` and `?` within one name, a `**` segment any run of names
+    (matched by `wildcards`, since a regular expression backtracks exponentially)."""
+    return Glob.of(glob.strip().removeprefix("./").rstrip("/").split("/"))

@@ -20,8 +20,10 @@ from jigcmd.policy.sourcetext import SCAN_CHARS, blank, has_jsx, is_source
 
 __all__ = ["PackageImports", "imported_closure", "package_imports"]
 
+# Every repetition is possessive and its alternatives never overlap, so no part is tried
+# twice from one start: a scan is linear in the text whatever a file holds.
 _SPECIFIER = re.compile(
-    r"""(?:\bfrom\s*|\bimport\s*\(?\s*|\brequire\s*\(\s*)["'](\.{1,2}/[^"'\n]+)["']"""
+    r"""(?:\bfrom\s*+|\bimport\s*+(?:\(\s*+)?|\brequire\s*+\(\s*+)["'](\.{1,2}/[^"'\n]++)["']"""
 )
 _SUFFIXES = ("", ".ts", ".tsx", ".js", ".jsx", ".mts", ".mjs", ".cts", ".cjs", ".json")
 _INDEX = ("/index.ts", "/index.tsx", "/index.js", "/index.jsx")
@@ -60,12 +62,12 @@ def imported_closure(files: Mapping[str, str], roots: Iterable[str]) -> set[str]
 # `import … from "x"`, `export … from "x"` and `import "x"`, the clause never crossing a
 # string, a `;` or another statement; `import type`/`export type` are erased before Bun runs.
 _STATEMENT = re.compile(
-    r"""\b(?:import|export)\s+(?P<type>type\s+)?"""
-    r"""(?:(?:(?!\b(?:import|export)\b)[^;"'`]){0,2000}?\bfrom\s*)?["'](?P<spec>[^"'\n]+)["']"""
+    r"""\b(?:import|export)\s++(?P<type>type\s++)?"""
+    r"""(?:(?:(?!\b(?:import|export)\b)[^;"'`]){0,2000}?\bfrom\s*+)?["'](?P<spec>[^"'\n]++)["']"""
 )
-_CALL = re.compile(r"""\b(?:import|require)\s*\(\s*["'](?P<spec>[^"'\n]+)["']""")
+_CALL = re.compile(r"""\b(?:import|require)\s*+\(\s*+["'](?P<spec>[^"'\n]++)["']""")
 # `import(name)`, `` require(`./${x}`) ``: what it loads is decided when it runs.
-_COMPUTED = re.compile(r"""\b(?:import|require)\s*\(\s*(?!["'\s)])""")
+_COMPUTED = re.compile(r"""\b(?:import|require)\s*+\(\s*+(?!["')])""")
 # Where Bun's automatic JSX runtime comes from: a file's pragma, else tsconfig.json's option.
 _PRAGMA = re.compile(r"@jsxImportSource\s+([^\s*]+)")
 _TSCONFIG_SOURCE = re.compile(r'"jsxImportSource"\s*:\s*"([^"]+)"')

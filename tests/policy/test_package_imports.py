@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from jigcmd.policy.imports import package_imports, package_name
-from jigcmd.policy.sourcetext import has_jsx
+from jigcmd.policy.sourcetext import blank, has_jsx
 
 
 @pytest.mark.parametrize(
@@ -63,3 +63,18 @@ def test_markup_imports_the_jsx_runtime_that_tsconfig_names() -> None:
 def test_jsx_is_markup_outside_strings_and_comments(source: str, jsx: bool) -> None:
     """A closing or self-closing tag; a generic, an assertion or a string is none."""
     assert has_jsx(source) is jsx
+
+
+@pytest.mark.parametrize(
+    ("source", "blanked"),
+    [
+        ('/* a "b" */ "c" // \'d\'', '            "_"       '),
+        ('x = "a \\" // b\ny = "c"', 'x = "a \\"     \ny = "_"'),
+        ("`a\\`b", "`a\\`b"),
+        ("`a\nb`", "`_\n_`"),
+    ],
+)
+def test_a_literal_left_open_is_code_after_its_quote(source: str, blanked: str) -> None:
+    """A string ends on its line, a template literal may not; one left open blanks nothing,
+    its escaped quotes open nothing, and a comment after it is still one."""
+    assert blank(source) == blanked
