@@ -9,12 +9,13 @@ tree's root, apply too. The per-user `core.excludesFile` is not read: it is one 
 machine, not the project. Pattern matching is pathspec's `GitIgnoreSpec` (git's wildmatch).
 
 Git never ignores a file it tracks: `tracked` says which files the index names
-(`gitindex.py`), and which directories hold one, so that a committed file in an ignored
-directory is still found.
+(`gitindex.py`), and which directories hold one (a search in the sorted paths), so that a
+committed file in an ignored directory is still found.
 """
 
 from __future__ import annotations
 
+import bisect
 import errno
 import os
 import stat
@@ -58,38 +59,34 @@ class Ignores:
         self._loaded: set[PurePosixPath] = set()
         self._repository = repository
         # Read when first asked: a project nothing of which is ignored never needs it.
-        # As strings: an index may name hundreds of thousands of paths.
-        self._files: frozenset[str] | None = None
-        self._dirs: frozenset[str] = frozenset()
+        # As sorted strings: an index may name hundreds of thousands of paths.
+        self._files: list[str] | None = None
         # Why no file counts as tracked although the project is in a work tree (or None).
         self.note: str | None = None
 
-    def _track(self, repository: Repository) -> None:
-        """The files the index names below the project, relative to it, and their parents."""
+    def _track(self, repository: Repository) -> list[str]:
+        """The files the index names below the project, relative to it, sorted."""
         tracked = repository.tracked()
         self.note = tracked.note
         here = self._root.resolve().relative_to(repository.top).as_posix()
-        files = tracked.paths
-        if here != ".":
-            prefix = here + "/"
-            files = frozenset(p.removeprefix(prefix) for p in files if p.startswith(prefix))
-        self._files = files
-        dirs = set()
-        for path in files:
-            cut = path.rfind("/")
-            # Up the path until a directory already named (its parents are, then, too).
-            while cut > 0 and path[:cut] not in dirs:
-                dirs.add(path[:cut])
-                cut = path.rfind("/", 0, cut)
-        self._dirs = frozenset(dirs)
+        if here == ".":
+            return sorted(tracked.paths)
+        prefix = here + "/"
+        return sorted(p.removeprefix(prefix) for p in tracked.paths if p.startswith(prefix))
 
     def tracked(self, path: PurePosixPath, *, is_dir: bool) -> bool:
         """Whether git tracks `path` (a directory: a file below it), which it never ignores."""
         if self._files is None:
-            self._files = frozenset()
-            if self._repository is not None:
-                self._track(self._repository)
-        return path.as_posix() in (self._dirs if is_dir else self._files)
+            self._files = [] if self._repository is None else self._track(self._repository)
+        # A directory holds a tracked file when the first path at or after "dir/" starts
+        # with it: a search in the sorted paths, never a set of every path's parents (an
+        # index of deep paths would make that quadratic in their depth).
+        key = path.as_posix() + ("/" if is_dir else "")
+        at = bisect.bisect_left(self._files, key)
+        if at == len(self._files):
+            return False
+        found = self._files[at]
+        return found.startswith(key) if is_dir else found == key
 
     def enter(self, directory: PurePosixPath) -> None:
         """Read `directory`'s own `.gitignore` (relative to the project), once, before its
@@ -153,7 +150,8 @@ def _above(root: Path, repository: Repository) -> list[_Scope]:
     top = repository.top
     scopes = []
     # A worktree's `info/exclude` is its repository's (in the common directory).
-    exclude = _read_lines(repository.common_dir / "info" / "exclude")
+    common_dir = repository.common_dir
+    exclude = [] if common_dir is None else _read_lines(common_dir / "info" / "exclude")
     here = PurePosixPath(".")
     if exclude:
         offset = PurePosixPath(resolved.relative_to(top).as_posix())

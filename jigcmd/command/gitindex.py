@@ -5,7 +5,9 @@ Git never ignores a file it tracks, whatever `.gitignore` says, so a project's c
 not asked of the `git` program: a candidate repository's own config can make git run
 commands (`core.fsmonitor`, hooks), and reading a directory must run nothing. Versions 2, 3
 and 4 are read (SHA-1 and SHA-256 repositories); `.git` may be a file naming the git
-directory (`gitdir: …`, as worktrees and submodules have). Every open is `O_NOFOLLOW |
+directory (`gitdir: …`, as worktrees and submodules have); a `.git` that names no usable
+git directory (no `gitdir:` line, a NUL byte, a symlink) still marks the work tree's root,
+as it does for git, with no tracked files and a note. Every open is `O_NOFOLLOW |
 O_NONBLOCK`, checked with `fstat` and bounded, and so are the paths an index names (version
 4 builds each from the one before). An index that cannot be read (too large,
 corrupt, an unknown version, a split index) counts as no tracked files, and says why in a
@@ -49,6 +51,7 @@ _NAME_MASK = 0x0FFF
 # The kinds of entry that are files in the work tree: a regular file or a symlink (not a
 # submodule's gitlink, nor a sparse index's directory).
 _FILE_KINDS = (0o100000, 0o120000)
+_SPLIT = "it is a split index, core.splitIndex"
 _SHA256 = re.compile(rb"^\s*objectformat\s*=\s*sha256\s*$", re.IGNORECASE | re.MULTILINE)
 
 
@@ -66,14 +69,18 @@ class Tracked:
 
 @dataclass(frozen=True)
 class Repository:
-    """A git work tree: its root, its git directory and the directory they share."""
+    """A git work tree: its root, its git directory and the directory they share (None,
+    with why in `problem`, when its `.git` names no usable git directory)."""
 
     top: Path
-    git_dir: Path
-    common_dir: Path
+    git_dir: Path | None
+    common_dir: Path | None
+    problem: str = ""
 
     def tracked(self) -> Tracked:
         """The files its index names; none, with a note, when the index cannot be read."""
+        if self.git_dir is None or self.common_dir is None:
+            return Tracked(note=_unusable(self.top / ".git", self.problem))
         index = self.git_dir / "index"
         try:
             data = _read_bounded(index, MAX_INDEX_BYTES)
@@ -82,14 +89,15 @@ class Repository:
         if data is None:
             return Tracked()
         try:
-            return Tracked(frozenset(parse_index(data, self._hash_bytes())))
+            return Tracked(frozenset(parse_index(data, self._hash_bytes(self.common_dir))))
         except IndexFormatError as exc:
             return Tracked(note=_unread(index, str(exc)))
 
-    def _hash_bytes(self) -> int:
+    @staticmethod
+    def _hash_bytes(common_dir: Path) -> int:
         """20 for a SHA-1 repository, 32 for one whose config says `objectFormat = sha256`."""
         try:
-            config = _read_bounded(self.common_dir / "config", _MAX_SMALL_BYTES) or b""
+            config = _read_bounded(common_dir / "config", _MAX_SMALL_BYTES) or b""
         except OSError:
             config = b""
         return 32 if _SHA256.search(config) else 20
@@ -102,17 +110,33 @@ def _unread(index: Path, why: str) -> str:
     )
 
 
+def _unusable(dot_git: Path, why: str) -> str:
+    return (
+        f"{dot_git} names no usable git directory ({why}), so no file counts as tracked: "
+        ".gitignore applies to every file"
+    )
+
+
 def find_repository(root: Path) -> Repository | None:
     """The git work tree `root` lies in (its own, or one above), or None."""
     resolved = root.resolve()
     for directory in (resolved, *resolved.parents):
         dot_git = directory / ".git"
+        # Whatever `.git` is marks the root, as for git: the `.gitignore` files up to it
+        # apply even when it names no git directory this parser can read.
+        if not dot_git.exists():
+            continue
         if dot_git.is_dir():
             return _repository(directory, dot_git)
-        if dot_git.is_file():
-            git_dir = _pointed_to(dot_git)
-            return None if git_dir is None else _repository(directory, git_dir)
+        try:
+            return _repository(directory, _pointed_to(dot_git))
+        except _Unusable as exc:
+            return Repository(directory, None, None, str(exc))
     return None
+
+
+class _Unusable(Exception):
+    """Raised when a `.git` file or a `commondir` names no git directory; says why."""
 
 
 def _repository(top: Path, git_dir: Path) -> Repository:
@@ -121,25 +145,34 @@ def _repository(top: Path, git_dir: Path) -> Repository:
         common = (_read_bounded(git_dir / "commondir", _MAX_SMALL_BYTES) or b"").strip()
     except OSError:
         common = b""
+    if b"\0" in common:
+        raise _Unusable(f"{git_dir / 'commondir'} holds a NUL byte")
     common_dir = git_dir / os.fsdecode(common) if common else git_dir
     return Repository(top, git_dir, common_dir)
 
 
-def _pointed_to(dot_git: Path) -> Path | None:
+def _pointed_to(dot_git: Path) -> Path:
     """The directory a `.git` file names (`gitdir: PATH`, relative to the file's own)."""
     try:
-        text = _read_bounded(dot_git, _MAX_SMALL_BYTES) or b""
-    except OSError:
-        return None
+        text = _read_bounded(dot_git, _MAX_SMALL_BYTES)
+    except OSError as exc:
+        raise _Unusable(exc.strerror or str(exc)) from exc
+    if text is None:
+        raise _Unusable("it is a symlink or not a regular file")
     first = text.split(b"\n", 1)[0].strip()
     if not first.startswith(b"gitdir:"):
-        return None
+        raise _Unusable("no gitdir: line")
+    if b"\0" in first:
+        raise _Unusable("its gitdir: line holds a NUL byte")
     return dot_git.parent / os.fsdecode(first.removeprefix(b"gitdir:").strip())
 
 
 def _read_bounded(path: Path, limit: int) -> bytes | None:
     """A regular file's bytes; None when absent, a link or not a regular file; `OSError`
     (EFBIG) past `limit`, never read into memory whole."""
+    if "\0" in str(path):
+        # `os.open` raises ValueError for it; no file has such a name.
+        raise OSError(errno.EINVAL, "a path with a NUL byte", str(path))
     try:
         fd = os.open(path, _FLAGS)
     except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
@@ -191,7 +224,7 @@ def _check_extensions(data: bytes, pos: int, end: int) -> None:
             raise IndexFormatError("an extension runs past the end")
         signature, size = struct.unpack_from(">4sI", data, pos)
         if signature == b"link":
-            raise IndexFormatError("it is a split index, core.splitIndex")
+            raise IndexFormatError(_SPLIT)
         pos += 8 + size
     if pos != end:
         raise IndexFormatError("an extension runs past the end")
@@ -218,6 +251,10 @@ class _Entries:
             raise IndexFormatError("an entry runs past the end")
         mode = struct.unpack_from(">I", data, start + 24)[0]
         flags = struct.unpack_from(">H", data, flags_at)[0]
+        if not flags & _NAME_MASK:
+            # Only a split index writes an entry without its name (git's CE_STRIP_NAME):
+            # the shared index holds it. Said before the name, which is then no path at all.
+            raise IndexFormatError(_SPLIT)
         name_at = flags_at + 2
         if flags & _EXTENDED:
             if self._version < 3:

@@ -14,6 +14,7 @@ same, parsed).
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 import sys
@@ -239,17 +240,31 @@ def build_request(
 
 def _stdin_bytes(stdin_file: Path) -> bytes:
     """What `--stdin-file` names: a file, or with `-` jigcmd's own stdin."""
-    if str(stdin_file) != STDIN_DASH:
-        return stdin_file.read_bytes()
-    # Read only as far as shows it too long: a pipe may never end.
-    data = sys.stdin.buffer.read(MAX_STDIN_BYTES + 1)
+    if str(stdin_file) == STDIN_DASH:
+        # Read only as far as shows it too long: a pipe may never end.
+        data, whose = sys.stdin.buffer.read(MAX_STDIN_BYTES + 1), "jigcmd's stdin"
+    else:
+        data, whose = _read_stdin_file(stdin_file), "it"
     if len(data) > MAX_STDIN_BYTES:
         why = (
-            f"jigcmd's stdin holds more than {MAX_STDIN_BYTES:,} bytes, the most a command's "
+            f"{whose} holds more than {MAX_STDIN_BYTES:,} bytes, the most a command's "
             "stdin may (rule stdin); give the command less"
         )
         raise _option_error("--stdin-file", stdin_file, why)
     return data
+
+
+def _read_stdin_file(path: Path) -> bytes:
+    """A file's bytes, no more of them than shows it too long: the path may name a device
+    that never ends (/dev/zero) or a pipe (`<(cmd)`). O_NONBLOCK: opening a FIFO no process
+    writes to returns at once (and reads as empty) instead of waiting for a writer."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    with os.fdopen(fd, "rb") as handle:
+        if stat.S_ISDIR(os.fstat(fd).st_mode):
+            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
+        # A pipe with a writer is then waited on, as `--stdin-file -` waits on jigcmd's own.
+        os.set_blocking(fd, True)
+        return handle.read(MAX_STDIN_BYTES + 1)
 
 
 def _note_unused_pipe(verb: str) -> None:

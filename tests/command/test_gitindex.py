@@ -69,6 +69,7 @@ def test_a_worktree_reads_its_own_index_through_its_dot_git_file(tmp_path: Path)
     git(tmp_path / "wt", "add", "new.ts")
     found = find_repository(tmp_path / "wt")
     assert found is not None and (tmp_path / "wt" / ".git").is_file()
+    assert found.common_dir is not None
     assert found.common_dir.resolve() == (main / ".git").resolve()
     assert "new.ts" in found.tracked().paths
 
@@ -145,5 +146,9 @@ def test_a_dot_git_file_with_a_relative_path_is_read_from_its_own_directory(
     found = find_repository(root / "src" / "deep")
     assert found is not None and found.top == root.resolve()
     assert "src/deep/c.ts" in found.tracked().paths
+    # Still the work tree's root (its .gitignore files apply), with none tracked, said.
     (root / ".git").write_text("not a pointer\n")
-    assert find_repository(root) is None
+    found = find_repository(root / "src")
+    assert found is not None and found.top == root.resolve()
+    tracked = found.tracked()
+    assert tracked.paths == frozenset() and "(no gitdir: line)" in (tracked.note or "")
