@@ -409,7 +409,10 @@ def test_a_half_set_up_hybrid_host_is_refused_at_start_not_at_every_run(
 def fresh_cgroup(rootless: Rootless) -> Iterator[Path]:
     """A fresh cgroup2 directory delegated to the test user, as a new scope is (v2 only)."""
     if cgroups.detect().mode != "v2":
-        pytest.skip("a delegated cgroup of one's own is how pure cgroup v2 hosts delegate")
+        pytest.skip(
+            "a delegated cgroup of one's own is how pure cgroup v2 hosts delegate"
+            " (run in the cgroup v2 VM: tests/v2vm/test_v2vm.py)"
+        )
     path = Path(f"/sys/fs/cgroup/jigcmd-scope-u{rootless.uid}-{secrets.token_hex(4)}")
     path.mkdir()
     try:
