@@ -27,12 +27,12 @@ import msgspec
 from jigcmd.attest import dsse
 from jigcmd.evidence import Evidence, StreamText
 from jigcmd.jsonio import strict
+from jigcmd.protocol.mcp_view import StreamView
 
 __all__ = [
     "EvidenceFile",
     "JarvisView",
     "McpResult",
-    "McpStream",
     "McpView",
     "bundle_bytes",
     "read_evidence",
@@ -60,19 +60,6 @@ class JarvisView(msgspec.Struct, frozen=True):
     matched_rule: str | msgspec.UnsetType | None = msgspec.UNSET
 
 
-class McpStream(msgspec.Struct, frozen=True, rename="camel"):
-    """One stream of an MCP result: its head and tail, and what identifies all of it."""
-
-    captured_bytes: int
-    sha256: str
-    truncated: bool
-    head: str
-    omitted_bytes: int
-    tail: str
-    # Where `resources/read` finds all of the text: the server's link, not signed.
-    uri: str | None = None
-
-
 class McpView(msgspec.Struct, frozen=True, rename="camel"):
     """An MCP `structuredContent`: the evidence cut to a budget (`jigcmd/protocol/mcp_view.py`).
 
@@ -89,8 +76,9 @@ class McpView(msgspec.Struct, frozen=True, rename="camel"):
     cleanup: str
     candidate_digest: str
     stdin_digest: str
-    stdout: McpStream
-    stderr: McpStream
+    # Each stream read as the server wrote it; its `uri` is the server's link, not signed.
+    stdout: StreamView
+    stderr: StreamView
     budget_bytes: int
     tests: dict[str, object] | None = None
 
@@ -187,7 +175,7 @@ def _wire_names(kind: type[msgspec.Struct]) -> frozenset[str]:
 
 
 _VIEW_FIELDS = _wire_names(McpView)
-_STREAM_FIELDS = _wire_names(McpStream)
+_STREAM_FIELDS = _wire_names(StreamView)
 
 
 def _convert(value: object, kind: type[_T], at: str, shape: str) -> _T:

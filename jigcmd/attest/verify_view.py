@@ -11,9 +11,10 @@ from __future__ import annotations
 import hashlib
 
 from jigcmd.attest.checks import Check, candidate, skip, subject
-from jigcmd.attest.inputs import McpResult, McpStream, McpView
+from jigcmd.attest.inputs import McpResult, McpView
 from jigcmd.attest.statement import RunStatement, StreamFacts
 from jigcmd.evidence import OUTPUT_CAP_BYTES, ResourceReport
+from jigcmd.protocol.mcp_view import StreamView
 
 __all__ = ["view_checks"]
 
@@ -49,7 +50,7 @@ def view_checks(statement: RunStatement, result: McpResult) -> list[Check]:
 
 
 def _view_stream(
-    statement: RunStatement, name: str, stream: McpStream, facts: StreamFacts
+    statement: RunStatement, name: str, stream: StreamView, facts: StreamFacts
 ) -> list[Check]:
     signed = subject(statement, name)
     digest = stream.sha256.removeprefix("sha256:")
@@ -83,7 +84,7 @@ def _view_stream(
     return [Check(name, True, said), skip(f"{name} head/tail", why)]
 
 
-def _impossible_cut(stream: McpStream, facts: StreamFacts) -> str | None:
+def _impossible_cut(stream: StreamView, facts: StreamFacts) -> str | None:
     """Why head, `omittedBytes` and tail cannot be the text of the signed captured bytes.
 
     The text is the retained bytes (at most `OUTPUT_CAP_BYTES`) decoded with replacement,
