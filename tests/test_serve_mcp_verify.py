@@ -10,15 +10,13 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import pytest
-from mcp.client.session import ClientSession
-from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from tests.admitted_example import EXAMPLE, admit_example
+from tests.mcpsession import mcp_session
 
 pytestmark = pytest.mark.envelope
 
@@ -40,25 +38,15 @@ async def _calls(tmp_path: Path) -> tuple[Path, list[dict[str, Any]]]:
     binding = admit_example(tmp_path)
     state = tmp_path / "state"
     files = {str(p.relative_to(PASSING)): p.read_text() for p in PASSING.rglob("*") if p.is_file()}
-    params = StdioServerParameters(
-        command=sys.executable,
-        args=["-m", "jigcmd", "serve", "--binding", str(binding), "--state-dir", str(state),
-              "--run-id", "run-mcp-verify"],
-    )  # fmt: skip
     results = []
-    with tempfile.TemporaryFile(mode="w+") as errlog:
-        async with (
-            stdio_client(params, errlog=errlog) as (read, write),
-            ClientSession(read, write) as client,
+    async with mcp_session(binding, state, "--run-id", "run-mcp-verify") as client:
+        for name, arguments in (
+            ("tests", {"files": files}),
+            ("cli", {"files": {**files, "src/cli.ts": RAW}}),
+            ("cli", {"files": {**files, "src/cli.ts": NOISY}}),
         ):
-            await client.initialize()
-            for name, arguments in (
-                ("tests", {"files": files}),
-                ("cli", {"files": {**files, "src/cli.ts": RAW}}),
-                ("cli", {"files": {**files, "src/cli.ts": NOISY}}),
-            ):
-                ran = await client.call_tool(name, arguments)
-                results.append(ran.model_dump(mode="json", by_alias=True, exclude_none=True))
+            ran = await client.call_tool(name, arguments)
+            results.append(ran.model_dump(mode="json", by_alias=True, exclude_none=True))
     return state, results
 
 

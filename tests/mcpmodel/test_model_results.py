@@ -11,16 +11,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-import sys
-import tempfile
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
-from mcp.client.session import ClientSession
-from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.shared.exceptions import MCPError
 
 from jigcmd.frontends.servechild import ServeChild
@@ -32,6 +26,7 @@ from tests.mcpmodel.fixtures import (
     SUITE_FILES,
     admit,
 )
+from tests.mcpsession import mcp_session as client
 
 pytestmark = pytest.mark.envelope
 
@@ -57,35 +52,6 @@ def result_bytes(result: dict[str, Any]) -> int:
 @pytest.fixture
 def binding(tmp_path: Path) -> Path:
     return admit(tmp_path)
-
-
-@asynccontextmanager
-async def client(
-    binding: Path, state: Path, *extra: str, errlog: Any = None
-) -> AsyncIterator[ClientSession]:
-    params = StdioServerParameters(
-        command=sys.executable,
-        args=[
-            "-m",
-            "jigcmd",
-            "serve",
-            "--binding",
-            str(binding),
-            "--state-dir",
-            str(state),
-            *extra,
-        ],
-    )
-    with tempfile.TemporaryFile(mode="w+") as own:
-        log = errlog or own
-        async with (
-            stdio_client(params, errlog=log) as (read, write),
-            ClientSession(read, write) as session,
-        ):
-            await session.initialize()
-            yield session
-        log.seek(0)
-        assert "Traceback" not in log.read()
 
 
 def dumped(result: Any) -> dict[str, Any]:

@@ -13,20 +13,15 @@ import html
 import json
 import re
 import subprocess
-import sys
-import tempfile
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
-from mcp.client.session import ClientSession
-from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp_types import TextContent
 
 from jigcmd.protocol.mcp_view import DEFAULT_BUDGET_BYTES, MIN_BUDGET_BYTES
 from tests.admitted_example import admit_example
+from tests.mcpsession import mcp_session as client
 from tests.quoted import parts, split
 from tests.required import require_runtime
 
@@ -62,30 +57,6 @@ BACKTICKS = {
 @pytest.fixture
 def binding(tmp_path: Path) -> Path:
     return admit_example(tmp_path)
-
-
-@asynccontextmanager
-async def client(binding: Path, state: Path, *extra: str) -> AsyncIterator[ClientSession]:
-    params = StdioServerParameters(
-        command=sys.executable,
-        args=[
-            "-m",
-            "jigcmd",
-            "serve",
-            "--binding",
-            str(binding),
-            "--state-dir",
-            str(state),
-            *extra,
-        ],
-    )
-    with tempfile.TemporaryFile(mode="w+") as errlog:
-        async with (
-            stdio_client(params, errlog=errlog) as (read, write),
-            ClientSession(read, write) as session,
-        ):
-            await session.initialize()
-            yield session
 
 
 def words(result: Any) -> str:

@@ -14,16 +14,14 @@ import json
 import shutil
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import pytest
-from mcp.client.session import ClientSession
-from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp_types import TextContent
 
 from tests.admitted_example import EXAMPLE
+from tests.mcpsession import mcp_session
 from tests.required import require_root
 
 pytestmark = pytest.mark.envelope
@@ -133,21 +131,9 @@ async def test_the_mcp_result_says_it_in_structured_content_and_text(
     binding: Path, tmp_path: Path
 ) -> None:
     """structuredContent (checked by the SDK against outputSchema) and the text both say it."""
-    params = StdioServerParameters(
-        command=sys.executable,
-        args=[
-            *("-m", "jigcmd", "serve", "--binding", str(binding)),
-            *("--state-dir", str(tmp_path / "state")),
-        ],
-    )
-    with tempfile.TemporaryFile(mode="w+") as errlog:
-        async with (
-            stdio_client(params, errlog=errlog) as (read, write),
-            ClientSession(read, write) as session,
-        ):
-            await session.initialize()
-            ran = await session.call_tool("mix", {"files": MIX})
-            missing = await session.call_tool("broken", {"files": {"test/bad.test.ts": BAD}})
+    async with mcp_session(binding, tmp_path / "state") as session:
+        ran = await session.call_tool("mix", {"files": MIX})
+        missing = await session.call_tool("broken", {"files": {"test/bad.test.ts": BAD}})
     for result in (ran, missing):
         assert result.is_error is False
         structured = result.structured_content
