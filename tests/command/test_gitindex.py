@@ -3,24 +3,13 @@
 from __future__ import annotations
 
 import os
-import shutil
-import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from jigcmd.command.gitindex import IndexFormatError, find_repository, parse_index
-from tests.required import unavailable
-
-
-def git(cwd: Path, *argv: str) -> None:
-    if shutil.which("git") is None:
-        unavailable("needs git (Debian package git) to write real indexes")
-    subprocess.run(
-        ["git", "-c", "user.name=t", "-c", "user.email=t@t", *argv],
-        cwd=cwd, check=True, capture_output=True, timeout=60,
-    )  # fmt: skip
+from tests.gitrepo import git
 
 
 def repository(root: Path, *config: str, init: tuple[str, ...] = ()) -> Path:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import shutil
 import struct
 import subprocess
 import sys
@@ -14,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.required import unavailable
+from tests.gitrepo import git
 
 
 def request(root: Path) -> tuple[set[str], str]:
@@ -126,15 +125,6 @@ def test_a_nul_byte_in_commondir_is_a_note_not_a_traceback(tmp_path: Path) -> No
     files, err = request(root)
     assert "ignored.txt" not in files
     assert "commondir holds a NUL byte" in err, err
-
-
-def git(cwd: Path, *argv: str) -> None:
-    if shutil.which("git") is None:
-        unavailable("needs git (Debian package git) to write a split index")
-    subprocess.run(
-        ["git", "-c", "user.name=t", "-c", "user.email=t@t", *argv],
-        cwd=cwd, check=True, capture_output=True, timeout=60,
-    )  # fmt: skip
 
 
 @pytest.mark.parametrize("init", [(), ("--object-format=sha256",)], ids=["v2-sha1", "v4-sha256"])

@@ -4,29 +4,20 @@
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from tests.required import require_root, unavailable
+from tests.gitrepo import git
+from tests.required import require_root
 
 
 def jigcmd(*argv: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "jigcmd", *argv],
         capture_output=True, text=True, timeout=120, check=False, stdin=subprocess.DEVNULL,
-    )  # fmt: skip
-
-
-def git(cwd: Path, *argv: str) -> None:
-    if shutil.which("git") is None:
-        unavailable("needs git (Debian package git)")
-    subprocess.run(
-        ["git", "-c", "user.name=t", "-c", "user.email=t@t", *argv],
-        cwd=cwd, check=True, capture_output=True, timeout=60,
     )  # fmt: skip
 
 

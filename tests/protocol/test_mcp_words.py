@@ -22,6 +22,7 @@ from jigcmd.protocol.inert import fenced
 from jigcmd.protocol.mcp_results import completed_result, view_text
 from jigcmd.protocol.mcp_versions import SUPPORTED_VERSIONS
 from jigcmd.protocol.mcp_view import DEFAULT_BUDGET_BYTES, MIN_BUDGET_BYTES, View
+from tests.protocol.test_mcp_budget import size
 from tests.quoted import parts, split
 
 REPORT = ResourceReport(
@@ -64,17 +65,6 @@ def built(stdout: str, stderr: str = "", *, version: str = "2025-06-18", budget:
     wire = json.loads(jsonrpc.encode_json(result))
     view = wire.get("structuredContent") or json.loads(wire["content"][1]["text"])
     return wire, view
-
-
-def size(wire: dict[str, Any]) -> int:
-    total = len(json.dumps(wire["content"], separators=(",", ":"), ensure_ascii=False).encode())
-    if "structuredContent" in wire:
-        total += len(
-            json.dumps(
-                wire["structuredContent"], separators=(",", ":"), ensure_ascii=False
-            ).encode()
-        )
-    return total
 
 
 def test_a_fence_is_longer_than_every_run_of_backticks_it_quotes() -> None:
