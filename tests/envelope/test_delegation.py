@@ -9,6 +9,7 @@ import pytest
 
 from jigcmd.envelope import delegation
 from jigcmd.envelope.delegation import DelegationError, choose_base
+from tests.required import require_root
 
 
 def test_a_hybrid_host_without_delegation_names_the_pid_to_move_not_dollar_dollar(
@@ -79,8 +80,7 @@ def test_a_process_sharing_the_delegated_cgroup_is_named_and_nothing_is_made(
 ) -> None:
     """The scope's shell stayed beside jigcmd: refused with its pid and name, the fix says to
     exec jigcmd, and no `jigcmd-server` leaf is made (an empty one left before goes)."""
-    if os.geteuid() != 0:
-        pytest.skip("the fake scope is chowned to another uid")
+    require_root("the fake scope is chowned to another uid")
     scope = _scope(tmp_path, monkeypatch, [os.getppid(), os.getpid()])
     (scope / "jigcmd-server").mkdir()
     with pytest.raises(DelegationError) as refused:
@@ -97,8 +97,7 @@ def test_a_process_outside_the_pid_namespace_is_named_as_such(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The kernel lists a process this pid namespace cannot see as pid 0."""
-    if os.geteuid() != 0:
-        pytest.skip("the fake scope is chowned to another uid")
+    require_root("the fake scope is chowned to another uid")
     _scope(tmp_path, monkeypatch, [0, os.getpid()])
     with pytest.raises(DelegationError, match="a process outside this pid namespace shares"):
         choose_base(None, mode="v2", root=str(tmp_path), euid=12345, move_self=False)
@@ -109,8 +108,7 @@ def test_jigcmd_alone_in_its_delegated_cgroup_moves_into_its_leaf(
 ) -> None:
     """Alone there, jigcmd writes its own pid into `<scope>/jigcmd-server` and uses `jigcmd`;
     a leaf made for a move that failed is removed."""
-    if os.geteuid() != 0:
-        pytest.skip("the fake scope is chowned to another uid")
+    require_root("the fake scope is chowned to another uid")
     scope = _scope(tmp_path, monkeypatch, [os.getpid()])
     # A plain directory has no cgroup.procs: the move fails, and the leaf made for it goes.
     with pytest.raises(OSError, match="cannot open for writing"):
@@ -128,8 +126,7 @@ def test_a_delegated_cgroup_without_cpu_is_a_delegation_error_naming_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """memory and pids delegated, cpu not: refused at start, as the delegation's fault."""
-    if os.geteuid() != 0:
-        pytest.skip("the fake scope is chowned to another uid")
+    require_root("the fake scope is chowned to another uid")
     scope = _scope(tmp_path, monkeypatch, [os.getpid()])
     (scope / "cgroup.controllers").write_text("memory pids\n", encoding="ascii")
     with pytest.raises(DelegationError) as refused:
@@ -145,8 +142,7 @@ def test_recovery_still_finds_a_delegation_that_could_host_no_new_job(
 ) -> None:
     """`jigcmd recover` only removes jobs: a scope its shell shares, or one without cpu, is
     still the user's delegated cgroup, and nothing is moved or made."""
-    if os.geteuid() != 0:
-        pytest.skip("the fake scope is chowned to another uid")
+    require_root("the fake scope is chowned to another uid")
     scope = _scope(tmp_path, monkeypatch, [os.getppid(), os.getpid()])
     (scope / "cgroup.controllers").write_text("memory pids\n", encoding="ascii")
     base = choose_base(
