@@ -58,6 +58,17 @@ def test_the_wheel_carries_the_schemas_the_example_and_every_package_file(
         assert f"jigcmd/{name}" in names, name
 
 
+@pytest.mark.slow
+def test_the_wheel_carries_the_license_it_declares(tmp_path: Path) -> None:
+    """The MIT text itself travels with the wheel, and its metadata names the same licence."""
+    with _wheel(tmp_path) as wheel:
+        (metadata,) = [n for n in wheel.namelist() if n.endswith(".dist-info/METADATA")]
+        assert "License-Expression: MIT" in wheel.read(metadata).decode().splitlines()
+        licence = metadata.replace("METADATA", "licenses/LICENSE")
+        assert wheel.read(licence) == (REPO / "LICENSE").read_bytes()
+    assert (REPO / "LICENSE").read_text(encoding="utf-8").startswith("MIT License\n")
+
+
 def test_every_path_the_sdist_includes_exists() -> None:
     """The sdist's `include` list names files and directories of the checkout, no others."""
     config = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
