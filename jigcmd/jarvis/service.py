@@ -13,7 +13,7 @@ import contextlib
 import logging
 import os
 import time
-from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping
 from functools import partial
 from typing import Any, TypeVar
 
@@ -26,6 +26,7 @@ from jigcmd.command.placement import pinned_cpus
 from jigcmd.durable.slotqueue import SlotQueue
 from jigcmd.envelope.api import EnvelopeFailure, Executor, Ticket
 from jigcmd.errors import Code, JigError
+from jigcmd.jarvis.auditing import AuditTrail
 from jigcmd.jarvis.fields import (
     decision_fields,
     end_fields,
@@ -35,7 +36,7 @@ from jigcmd.jarvis.fields import (
 )
 from jigcmd.jarvis.planner import host_plan, system_binds
 from jigcmd.jarvis.policy import Decision, HostView, Policy, Request, evaluate
-from jigcmd.jarvis.refusals import UNAUTHENTICATED, UNAUTHENTICATED_ROW_S, Unauthenticated, sent
+from jigcmd.jarvis.refusals import UNAUTHENTICATED_ROW_S, Unauthenticated
 from jigcmd.jarvis.statements import RunSigning, Sign
 from jigcmd.jarvis.tools import ToolError, decode_run_id, decode_run_request
 from jigcmd.journal.identity import ProcessIdentity, is_alive
@@ -81,7 +82,6 @@ class JarvisService:
         unauthenticated_row_s: float = UNAUTHENTICATED_ROW_S,
     ) -> None:
         self.policy = policy
-        self._unauthenticated = Unauthenticated(unauthenticated_row_s)
         # Signs each completed run's statement (`jigcmd.jarvis.statements`).
         self._signing = signing
         # The envelope slots shared with every jigcmd using the same state directory, and
@@ -109,6 +109,7 @@ class JarvisService:
         self._tasks: anyio.abc.TaskGroup | None = None
         # One store call at a time, off the event loop (SQLite fsyncs).
         self._db_limiter = anyio.CapacityLimiter(1)
+        self._trail = AuditTrail(store, self._db, Unauthenticated(unauthenticated_row_s))
 
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[JarvisService]:
@@ -120,7 +121,9 @@ class JarvisService:
         try:
             async with anyio.create_task_group() as tasks:
                 self._tasks = tasks
-                tasks.start_soon(self._unauthenticated.run, self._stop, self._unauthenticated_row)
+                tasks.start_soon(
+                    self._trail.unauthenticated.run, self._stop, self._trail.unauthenticated_row
+                )
                 try:
                     yield self
                 finally:
@@ -152,17 +155,14 @@ class JarvisService:
             await self._db(
                 partial(self.store.jarvis_finish, run.run_id, status="uncertain", detail=detail)
             )
-            await self._db(
-                partial(
-                    self.store.audit,
-                    actor=run.actor,
-                    tool=run.tool,
-                    argv=run.argv,
-                    cwd=run.cwd,
-                    decision=run.decision,
-                    matched_rule=run.matched_rule,
-                    outcome=f"run {run.run_id}: uncertain ({detail})",
-                )
+            await self._trail.row(
+                actor=run.actor,
+                tool=run.tool,
+                argv=run.argv,
+                cwd=run.cwd,
+                decision=run.decision,
+                matched_rule=run.matched_rule,
+                outcome=f"run {run.run_id}: uncertain ({detail})",
             )
 
     async def _db(self, call: Callable[[], _T]) -> _T:
@@ -170,9 +170,9 @@ class JarvisService:
 
     async def check(self, actor: str, tool: str, args: Mapping[str, Any]) -> dict[str, Any]:
         """`jarvis.policy.check`: the decision alone."""
-        request = await self._decoded(decode_run_request, actor, tool, args)
+        request = await self._trail.decoded(decode_run_request, actor, tool, args)
         decision = evaluate(self.policy, request, self._host)
-        await self._audit(
+        await self._trail.decision(
             actor, tool, request, decision, f"checked: {decision.decision}{executes(decision)}"
         )
         return decision_fields(decision)
@@ -180,10 +180,10 @@ class JarvisService:
     async def create(self, actor: str, tool: str, args: Mapping[str, Any]) -> dict[str, Any]:
         """`jarvis.run.create`: decide; if allowed, run and answer (early when it is long)."""
         arrived = time.monotonic()
-        request = await self._decoded(decode_run_request, actor, tool, args)
+        request = await self._trail.decoded(decode_run_request, actor, tool, args)
         decision = evaluate(self.policy, request, self._host)
         if decision.decision == "deny":
-            await self._audit(actor, tool, request, decision, "denied: no process started")
+            await self._trail.decision(actor, tool, request, decision, "denied: no process started")
             return {
                 **decision_fields(decision),
                 "run_id": None,
@@ -198,7 +198,7 @@ class JarvisService:
         try:
             plan = self._plan(request, decision, slot)
             run_id = await self._begin(actor, tool, request, decision)
-            await self._audit(
+            await self._trail.decision(
                 actor, tool, request, decision, f"started run {run_id}{executes(decision)}"
             )
         except BaseException:
@@ -242,7 +242,7 @@ class JarvisService:
             return
         if slot is not None:
             self._release(slot)
-        await self._audit(actor, tool, request, decision, "refused: too many active runs")
+        await self._trail.decision(actor, tool, request, decision, "refused: too many active runs")
         raise ToolError(
             429, f"too many active runs (at most {self._max_active})", headers=_RETRY_AFTER
         )
@@ -327,10 +327,12 @@ class JarvisService:
         except JigError as exc:
             if exc.code is Code.CANCELLED:
                 refusal = "jarvis is shutting down; nothing ran"
-                await self._audit(actor, tool, request, decision, f"refused: {refusal}")
+                await self._trail.decision(actor, tool, request, decision, f"refused: {refusal}")
                 raise ToolError(503, refusal) from None
             if exc.code is Code.EXECUTION_FAILED:
-                await self._audit(actor, tool, request, decision, f"refused: {exc.message}")
+                await self._trail.decision(
+                    actor, tool, request, decision, f"refused: {exc.message}"
+                )
                 raise ToolError(503, exc.message) from None
             full = (
                 f"every envelope slot stayed in use for the {bound:g} s this call may wait "
@@ -338,7 +340,7 @@ class JarvisService:
                 if exc.code is Code.DEADLINE_EXCEEDED
                 else exc.message
             )
-            await self._audit(actor, tool, request, decision, f"refused: {full}")
+            await self._trail.decision(actor, tool, request, decision, f"refused: {full}")
             raise ToolError(429, full, headers=_RETRY_AFTER) from None
 
     def _take_slot(self, tag: str) -> Slot | None:
@@ -364,7 +366,7 @@ class JarvisService:
 
     async def get(self, actor: str, tool: str, args: Mapping[str, Any]) -> dict[str, Any]:
         """`jarvis.run.get`: the stored record of one run."""
-        run_id = await self._decoded(decode_run_id, actor, tool, args)
+        run_id = await self._trail.decoded(decode_run_id, actor, tool, args)
         record = await self._db(partial(self.store.jarvis_get, run_id))
         if record is None or record.decision != "allow":
             refusal = ToolError(404, f"no run with run_id {run_id}")
@@ -420,7 +422,9 @@ class JarvisService:
                     outcome += f" ({end['signal']})"
                 if end.get("detail"):
                     outcome += f": {end['detail']}"
-                await self._audit(actor, tool, request, decision, f"run {run_id}: {outcome}")
+                await self._trail.decision(
+                    actor, tool, request, decision, f"run {run_id}: {outcome}"
+                )
         finally:
             if slot is not None:
                 self._release(slot)
@@ -456,79 +460,12 @@ class JarvisService:
             end["attestation"] = sign(run_id, ticket.run_id, outcome)
         return end
 
-    async def _audit(
-        self, actor: str, tool: str, request: Request, decision: Decision, outcome: str
-    ) -> None:
-        await self._audit_row(
-            actor=actor,
-            tool=tool,
-            argv=request.argv,
-            cwd=request.cwd or "",
-            decision=decision.decision,
-            matched_rule=decision.matched_rule,
-            outcome=outcome,
-        )
-
-    async def _decoded(
-        self,
-        decode: Callable[[Mapping[str, Any]], _T],
-        actor: str,
-        tool: str,
-        args: Mapping[str, Any],
-    ) -> _T:
-        """`decode(args)`; a refusal of the arguments is audited with what they were."""
-        try:
-            return decode(args)
-        except ToolError as exc:
-            await self.audit_refusal(actor, tool, exc, args)
-            raise
-
-    async def audit_refusal(
+    def audit_refusal(
         self, actor: str, tool: str, refusal: ToolError, args: object = None
-    ) -> None:
-        """Audit a call refused before policy evaluation, with the argv and cwd it sent.
-
-        `forbidden` for a 403 (a missing capability), `invalid` for any other status.
-        """
-        argv, cwd = sent(args)
-        await self._audit_row(
-            actor=actor,
-            tool=tool[:128],
-            argv=argv,
-            cwd=cwd,
-            decision="forbidden" if refusal.status == 403 else "invalid",
-            outcome=f"refused: {refusal.message}",
-        )
+    ) -> Awaitable[None]:
+        """Audit a call refused before policy evaluation (`AuditTrail.refusal`)."""
+        return self._trail.refusal(actor, tool, refusal, args)
 
     def audit_unauthenticated(self, reason: str) -> None:
         """Count a request refused before it authenticated (`refusals.Unauthenticated`)."""
-        self._unauthenticated.note(reason)
-
-    async def _unauthenticated_row(self, outcome: str) -> None:
-        await self._audit_row(actor=UNAUTHENTICATED, tool="", decision="forbidden", outcome=outcome)
-
-    async def _audit_row(
-        self,
-        *,
-        actor: str,
-        tool: str,
-        argv: tuple[str, ...] = (),
-        cwd: str = "",
-        decision: str,
-        matched_rule: str | None = None,
-        outcome: str,
-    ) -> None:
-        """One durable audit row, written even while the call is being cancelled."""
-        with anyio.CancelScope(shield=True):
-            await self._db(
-                partial(
-                    self.store.audit,
-                    actor=actor,
-                    tool=tool,
-                    argv=argv,
-                    cwd=cwd,
-                    decision=decision,
-                    matched_rule=matched_rule,
-                    outcome=outcome,
-                )
-            )
+        self._trail.unauthenticated.note(reason)
