@@ -7,9 +7,6 @@ A stream of bytes that are not UTF-8 has `capturedBytes` as written, the stateme
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +14,7 @@ import pytest
 
 from tests.admitted_example import EXAMPLE, admit_example
 from tests.mcpsession import mcp_session
+from tests.mcpverify import verify_result
 
 pytestmark = pytest.mark.envelope
 
@@ -24,13 +22,6 @@ PASSING = EXAMPLE / "candidates" / "passing"
 # Writes ff fe 00 41 e2 82: a BOM-like pair, a NUL, "A", and a cut 3-byte sequence.
 RAW = "process.stdout.write(Buffer.from([0xff, 0xfe, 0x00, 0x41, 0xe2, 0x82]));\n"
 NOISY = 'for (let i = 0; i < 4000; i++) console.log("line " + i);\n'
-
-
-def _jigcmd(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "jigcmd", *args],
-        capture_output=True, text=True, timeout=120, check=False, stdin=subprocess.DEVNULL,
-    )  # fmt: skip
 
 
 async def _calls(tmp_path: Path) -> tuple[Path, list[dict[str, Any]]]:
@@ -50,49 +41,32 @@ async def _calls(tmp_path: Path) -> tuple[Path, list[dict[str, Any]]]:
     return state, results
 
 
-def _verify(state: Path, tmp: Path, result: dict[str, Any], evidence: object) -> list[str]:
-    """`jigcmd verify` of the result's statement (from `jigcmd attest`) with `evidence`."""
-    named = result["_meta"]["jigcmd/attestation"]
-    fetched = subprocess.run(
-        [sys.executable, "-m", "jigcmd", "attest", "--run-id", named["runId"],
-         named["operationId"], "--state-dir", str(state), "--out", str(tmp / "b.jsonl")],
-        capture_output=True, timeout=120, check=True, stdin=subprocess.DEVNULL,
-    )  # fmt: skip
-    assert fetched.returncode == 0
-    (tmp / "e.json").write_text(json.dumps(evidence))
-    checked = _jigcmd(
-        "verify", str(tmp / "b.jsonl"), "--state-dir", str(state), "--evidence", str(tmp / "e.json")
-    )
-    assert checked.returncode in (0, 1), checked.stderr
-    return checked.stdout.splitlines()
-
-
 async def test_an_mcp_result_is_checked_against_its_statement(tmp_path: Path) -> None:
     """structuredContent and the whole answer line verify; the text is bound by its digest,
     and a tampered exit code or raw byte count fails the check that binds it."""
     state, (tests, raw, noisy) = await _calls(tmp_path)
     view = tests["structuredContent"]
-    lines = _verify(state, tmp_path, tests, view)
+    lines = verify_result(state, tmp_path, tests, view)
     assert lines[-1] == "verified", lines
     assert {line.split(":")[0] for line in lines} >= {
         "ok   candidate", "ok   stdout", "ok   stderr", "ok   ending", "skip tests",
     }  # fmt: skip
     answer = {"jsonrpc": "2.0", "id": 2, "result": tests}
-    assert _verify(state, tmp_path, tests, answer)[-1] == "verified"
+    assert verify_result(state, tmp_path, tests, answer)[-1] == "verified"
     tampered = {**view, "exitCode": 1}
-    lines = _verify(state, tmp_path, tests, tampered)
+    lines = verify_result(state, tmp_path, tests, tampered)
     assert "FAIL ending: the result differs from the statement in exitCode" in lines
     assert lines[-1] == "NOT verified"
     # Bytes that are not UTF-8: the result counts them as written, as the statement does.
     stdout = raw["structuredContent"]["stdout"]
     assert stdout["capturedBytes"] == 6, stdout
     assert stdout["head"] == "\ufffd\ufffd\x00A\ufffd"
-    assert _verify(state, tmp_path, raw, raw["structuredContent"])[-1] == "verified"
+    assert verify_result(state, tmp_path, raw, raw["structuredContent"])[-1] == "verified"
     as_text = {**raw["structuredContent"], "stdout": {**stdout, "capturedBytes": 11}}
-    lines = _verify(state, tmp_path, raw, as_text)
+    lines = verify_result(state, tmp_path, raw, as_text)
     assert "FAIL stdout: the result's stdout differs in capturedBytes" in lines
     # A stream cut to its head and tail: the digest binds it, the cut is said to be unchecked.
-    lines = _verify(state, tmp_path, noisy, noisy["structuredContent"])
+    lines = verify_result(state, tmp_path, noisy, noisy["structuredContent"])
     assert lines[-1] == "verified", lines
     assert any(line.startswith("skip stdout head/tail: ") for line in lines), lines
 
@@ -111,7 +85,7 @@ async def test_a_head_and_tail_that_cannot_be_the_signed_stream_fail(tmp_path: P
         "stdout": {**stdout, "head": forged_head, "omittedBytes": 1, "tail": ""},
         "stderr": {**stderr, "head": stderr["head"][:10], "omittedBytes": 0},
     }
-    lines = _verify(state, tmp_path, tests, forged)
+    lines = verify_result(state, tmp_path, tests, forged)
     assert lines[-1] == "NOT verified", lines
     assert (
         "FAIL stdout: the result's stdout head, tail and omittedBytes need at least "
@@ -126,24 +100,24 @@ async def test_a_head_and_tail_that_cannot_be_the_signed_stream_fail(tmp_path: P
             {"head": stdout["head"][:10], "omittedBytes": 5},
         ),
     ):
-        lines = _verify(state, tmp_path, tests, {**view, "stdout": {**stdout, **short}})
+        lines = verify_result(state, tmp_path, tests, {**view, "stdout": {**stdout, **short}})
         assert f"FAIL stdout: the result's stdout head, tail and omittedBytes {said}" in lines
-    lines = _verify(state, tmp_path, tests, {**view, "cleanup": "unconfirmed"})
+    lines = verify_result(state, tmp_path, tests, {**view, "cleanup": "unconfirmed"})
     assert "FAIL ending: the result differs from the statement in cleanup" in lines
     # An invocation cut to the budget holds by its kept prefixes, and says the rest is unseen.
     invocation = view["invocation"]
     cut = {**view, "invocation": [*invocation[:-1], invocation[-1][:2] + "…"]}
-    lines = _verify(state, tmp_path, tests, cut)
+    lines = verify_result(state, tmp_path, tests, cut)
     assert lines[-1] == "verified", lines
     assert any(line.startswith("skip invocation cut: cut to the budget: ") for line in lines)
-    lines = _verify(state, tmp_path, tests, view)
+    lines = verify_result(state, tmp_path, tests, view)
     assert lines[-1] == "verified", lines
     assert not any(line.startswith("skip invocation cut") for line in lines), lines
     assert not any(line.startswith("skip unknown fields") for line in lines), lines
     # A field jigcmd does not write is said, whatever it claims: no fact of the run.
     claims = {**view, "passed": True, "stdout": {**view["stdout"], "clean": True}}
     answer = {"jsonrpc": "2.0", "id": 1, "result": {"structuredContent": claims}}
-    lines = _verify(state, tmp_path, tests, answer)
+    lines = verify_result(state, tmp_path, tests, answer)
     assert lines[-1] == "verified", lines
     assert (
         "skip unknown fields: not fields of jigcmd's result, so no fact of the run: "
@@ -154,6 +128,6 @@ async def test_a_head_and_tail_that_cannot_be_the_signed_stream_fail(tmp_path: P
     assert said in lines
     assert any(line.startswith("skip stdout uri: jigcmd://run/") for line in lines), lines
     # A real cut holds, and says its head and tail are checked only for fitting.
-    lines = _verify(state, tmp_path, noisy, noisy["structuredContent"])
+    lines = verify_result(state, tmp_path, noisy, noisy["structuredContent"])
     assert lines[-1] == "verified", lines
     assert any(line.startswith("skip stdout head/tail: ") for line in lines), lines

@@ -166,9 +166,6 @@ def _limits_hit(resources: ResourceReport | None, view: McpView) -> tuple[bool |
     """Whether the result's `limitsHit` is the statement's resource report's, if checkable."""
     if resources is None:
         return None, "; limitsHit not checked (signed before the resource report)"
-    if view.stop_reason != "exited" and not view.limits_hit:
-        # A deadline's or cancel's result is made from its evidence alone and names none.
-        return None, "; limitsHit not checked (a stopped call's result names none)"
     hit = [
         n for n, h in (("memory", resources.oom_killed), ("pids", resources.pids_limit_hit)) if h
     ]

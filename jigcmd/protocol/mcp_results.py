@@ -57,7 +57,7 @@ def completed_result(
         version=version,
         budget=budget,
         report=result.report,
-        captured=_captured(result.attestation),
+        captured=_signed_facts(result.attestation)[0],
     )
     completed["content"] = content
     if version in STRUCTURED:
@@ -87,6 +87,7 @@ def failure_result(
         if isinstance(evidence, Evidence)
         else _as_evidence.decode(jsonrpc.encode_json(evidence))
     )
+    captured, report = _signed_facts(error.attestation)
     view, content = _fit(
         collected,
         None,
@@ -94,7 +95,8 @@ def failure_result(
         header,
         version=version,
         budget=budget,
-        captured=_captured(error.attestation),
+        report=report,
+        captured=captured,
     )
     result["content"] = content
     if version in STRUCTURED:
@@ -144,28 +146,36 @@ class _Streams(msgspec.Struct):
     stderr: _Captured
 
 
-class _Ending(msgspec.Struct):
-    ending: _Streams
+class _Ending(_Streams):
+    resources: ResourceReport | None = None
+
+
+class _Predicate(msgspec.Struct):
+    ending: _Ending
 
 
 class _Signed(msgspec.Struct):
-    predicate: _Ending
+    predicate: _Predicate
 
 
 _signed: Final = msgspec.json.Decoder(_Signed)
 
 
-def _captured(bundle: bytes | None) -> dict[str, int]:
-    """Each stream's length as captured, read from the run's signed statement (none without)."""
+def _signed_facts(bundle: bytes | None) -> tuple[dict[str, int], ResourceReport | None]:
+    """Each stream's length as captured, and the resources the envelope measured, as the run's
+    signed statement says them (nothing without one)."""
     # The evidence keeps the decoded text only; the statement counts the bytes as written,
-    # and the result says that count so it can be held against the statement.
+    # and the result says that count so it can be held against the statement. A stopped run's
+    # error carries no report of its own on a replay: the statement is where both answers
+    # read the limits it reached.
     if bundle is None:
-        return {}
+        return {}, None
     try:
         ending = _signed.decode(dsse.payload_of(dsse.decode_bundle(bundle)[0])).predicate.ending
     except (dsse.BundleError, msgspec.ValidationError, msgspec.DecodeError):
-        return {}
-    return {"stdout": ending.stdout.captured_bytes, "stderr": ending.stderr.captured_bytes}
+        return {}, None
+    captured = {"stdout": ending.stdout.captured_bytes, "stderr": ending.stderr.captured_bytes}
+    return captured, ending.resources
 
 
 def _link(ref: ResourceRef) -> dict[str, Any]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,7 @@ from tests.mcpmodel.fixtures import (
     admit,
 )
 from tests.mcpsession import mcp_session as client
+from tests.mcpverify import verify_result
 
 pytestmark = pytest.mark.envelope
 
@@ -392,6 +394,42 @@ async def test_a_limit_the_run_reached_is_in_what_the_model_reads(
     assert said in ran.content[0].text  # type: ignore[union-attr]
     if limit == "memory":
         assert (structured["signal"], structured["stopReason"]) == ("SIGKILL", "exited")
+
+
+async def test_a_run_stopped_at_its_deadline_still_names_the_limit_it_reached(
+    binding: Path, tmp_path: Path
+) -> None:
+    """A process bomb that then idles until the deadline: the error result says `pids` too.
+
+    Read from the run's signed statement, which a replay of the same call answers from, and
+    `jigcmd verify` holds the result's `limitsHit` against it.
+    """
+    idles = (
+        "const children = [];\n"
+        "try {\n"
+        "  for (let i = 0; i < 200; i++) children.push(Bun.spawn("
+        '[process.execPath, "-e", "setInterval(() => {}, 1000)"]));\n'
+        '} catch (error) { console.log("refused after", children.length); }\n'
+        "setInterval(() => {}, 1000);\n"
+    )
+    deadline = str(int((time.time() + 10) * 1000))
+    state = tmp_path / "state"
+    async with client(binding, state, "--root-deadline-unix-ms", deadline) as session:
+        ran = await session.call_tool("cli", {"files": {"src/cli.ts": idles}})
+    structured = ran.structured_content
+    assert ran.is_error, structured
+    assert structured is not None
+    assert (structured["stopReason"], structured["limitsHit"]) == ("deadline", ["pids"])
+    text = ran.content[0].text  # type: ignore[union-attr]
+    assert text.startswith("DEADLINE_EXCEEDED")
+    assert "It reached the envelope's process limit" in text
+    # `jigcmd verify` holds the stopped call's limitsHit against the statement, as any other.
+    whole = dumped(ran)
+    lines = verify_result(state, tmp_path, whole, structured)
+    assert lines[-1] == "verified", lines
+    assert any(line.startswith("ok   ending") and "limitsHit" in line for line in lines), lines
+    lines = verify_result(state, tmp_path, whole, {**structured, "limitsHit": []})
+    assert "the result differs from the statement in limitsHit" in "\n".join(lines), lines
 
 
 async def test_a_run_within_its_limits_has_none_hit(binding: Path, tmp_path: Path) -> None:
