@@ -42,6 +42,7 @@ __all__ = [
     "ROOT_DEADLINE_VARIABLE",
     "RUN_ID_VARIABLE",
     "RunIdError",
+    "checked_run_id",
     "resolve_root_deadline",
     "resolve_run_id",
     "serve",
@@ -61,12 +62,24 @@ class RunIdError(ValueError):
 
 def resolve_run_id(given: str | None, environ: Mapping[str, str]) -> tuple[str, bool]:
     """The session's run id (`--run-id`, else `JIGCMD_RUN_ID`, else a new one); and if generated."""
-    chosen = given if given is not None else environ.get(RUN_ID_VARIABLE)
-    if chosen is None:
+    if given is not None:
+        return checked_run_id(given, "--run-id"), False
+    named = environ.get(RUN_ID_VARIABLE)
+    if named is None:
         return f"run-{uuid.uuid4().hex[:20]}", True
-    if not jsonrpc.is_run1_id(chosen):
-        raise RunIdError(f"run id {chosen!r} must match [A-Za-z0-9][A-Za-z0-9._:/-]* (1-128 bytes)")
-    return chosen, False
+    # Set but empty is refused, not taken as unset: a runtime that meant to pass its run
+    # (`JIGCMD_RUN_ID=$RUN`, the variable unset) must not get a run of its own.
+    return checked_run_id(named, f"{RUN_ID_VARIABLE}=", "(unset it for a generated run id)"), False
+
+
+def checked_run_id(run_id: str, named: str, fix: str = "") -> str:
+    """`run_id` when it is a Run/1 id; else RunIdError naming where it came from (`named`)."""
+    if not jsonrpc.is_run1_id(run_id):
+        space = "" if named.endswith("=") else " "
+        raise RunIdError(
+            f"{named}{space}{run_id!r} must match {jsonrpc.RUN1_ID_RULE} {fix}".rstrip()
+        )
+    return run_id
 
 
 def resolve_root_deadline(given: int | None, environ: Mapping[str, str]) -> int | None:
