@@ -82,3 +82,10 @@ def test_the_slug_is_githubs() -> None:
     assert slug("A directory as the candidate: `--files DIR`") == (
         "a-directory-as-the-candidate---files-dir"
     )
+
+
+def test_no_page_installs_jigcmd_from_pypi_where_it_is_not() -> None:
+    """jigcmd is not published: the pages install a checkout or the wheel built from it."""
+    for page in [README, *PAGES]:
+        assert re.search(r"pip install jigcmd\b", page.read_text(encoding="utf-8")) is None, page
+    assert "`pip wheel --no-deps .`" in README.read_text(encoding="utf-8")
