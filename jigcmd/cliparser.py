@@ -248,8 +248,9 @@ def _request_options(request: argparse.ArgumentParser) -> None:
     request.add_argument(
         "--operation-id",
         metavar="ID",
-        help="the FLOW call's operationId (default: request- and 16 hex digits of the "
-        "request's SHA-256, so the same request is the same operation)",
+        help="the call's operation id, a Run/1 id: FLOW's operationId (default: request- and "
+        "16 hex digits of the request's SHA-256, so the same request is the same operation); "
+        'MCP\'s _meta["dev.jigcmd/operationId"] (default: none, so a retry is a new call)',
     )
 
 
