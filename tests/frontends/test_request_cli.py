@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 import jigcmd
+from tests.gitrepo import git
 from tests.required import require_root
 
 EXAMPLE = Path(jigcmd.__file__).parent / "example"
@@ -170,3 +171,19 @@ def test_serve_journals_the_mcp_call_under_the_operation_id_given(
     listed = jigcmd_cli("runs", *state, "--run-id", "run-9", "--json")
     (run,) = lines(listed.stdout)
     assert [operation["operationId"] for operation in run["operations"]] == ["op-9"]
+
+
+def test_what_git_info_exclude_leaves_out_is_named_by_that_file(project: Path) -> None:
+    """`.git/info/exclude` is named as the reason, not `.gitignore`; each comes back the
+    same way, with a negated --exclude."""
+    git(project, "init", "-q")
+    (project / ".git" / "info" / "exclude").write_text("secret.txt\n")
+    (project / "secret.txt").write_text("s\n")
+    done = jigcmd_cli("request", "cli", "--files", str(project))
+    assert done.returncode == 0, done.stderr
+    assert "debug.log (.gitignore; bring one back with --exclude '!/debug.log')" in done.stderr
+    assert (
+        "secret.txt (.git/info/exclude; bring one back with --exclude '!/secret.txt')"
+    ) in done.stderr
+    brought = jigcmd_cli("request", "cli", "--files", str(project), "--exclude", "!/secret.txt")
+    assert "secret.txt" in lines(brought.stdout)[0]["params"]["input"]["files"]
