@@ -42,7 +42,6 @@ __all__ = [
     "ROOT_DEADLINE_VARIABLE",
     "RUN_ID_VARIABLE",
     "RunIdError",
-    "checked_run_id",
     "resolve_root_deadline",
     "resolve_run_id",
     "serve",
@@ -63,22 +62,20 @@ class RunIdError(ValueError):
 def resolve_run_id(given: str | None, environ: Mapping[str, str]) -> tuple[str, bool]:
     """The session's run id (`--run-id`, else `JIGCMD_RUN_ID`, else a new one); and if generated."""
     if given is not None:
-        return checked_run_id(given, "--run-id"), False
+        return _checked_run_id(given, f"--run-id {given!r}"), False
     named = environ.get(RUN_ID_VARIABLE)
     if named is None:
         return f"run-{uuid.uuid4().hex[:20]}", True
     # Set but empty is refused, not taken as unset: a runtime that meant to pass its run
     # (`JIGCMD_RUN_ID=$RUN`, the variable unset) must not get a run of its own.
-    return checked_run_id(named, f"{RUN_ID_VARIABLE}=", "(unset it for a generated run id)"), False
+    shown = f"{RUN_ID_VARIABLE}={named!r}"
+    return _checked_run_id(named, shown, " (unset it for a generated run id)"), False
 
 
-def checked_run_id(run_id: str, named: str, fix: str = "") -> str:
-    """`run_id` when it is a Run/1 id; else RunIdError naming where it came from (`named`)."""
+def _checked_run_id(run_id: str, shown: str, fix: str = "") -> str:
+    """`run_id` when it is a Run/1 id; else RunIdError naming it as it was given (`shown`)."""
     if not jsonrpc.is_run1_id(run_id):
-        space = "" if named.endswith("=") else " "
-        raise RunIdError(
-            f"{named}{space}{run_id!r} must match {jsonrpc.RUN1_ID_RULE} {fix}".rstrip()
-        )
+        raise RunIdError(f"{shown} must match {jsonrpc.RUN1_ID_RULE}{fix}")
     return run_id
 
 
