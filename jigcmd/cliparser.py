@@ -54,6 +54,10 @@ _STATE_DIR_HELP = (
     "journal and envelope slots (default: $JIGCMD_STATE_DIR, else /var/lib/jigcmd for root, "
     "else $XDG_STATE_HOME/jigcmd or ~/.local/state/jigcmd)"
 )
+# Where a Binding's lock is unless --lock says (`assembly.default_lock_path`).
+_LOCK_DEFAULT = (
+    "jigcmd.lock beside the Binding; NAME.jigcmd.lock beside a TypeScript Binding NAME.ts"
+)
 _BINDING_HELP = (
     "the Binding file (.toml or .json, or .ts/.js as Jig writes it) naming the reviewed commands"
 )
@@ -72,9 +76,7 @@ def _binding_file(text: str) -> Path:
 def _binding_options(parser: argparse.ArgumentParser) -> None:
     """The Binding and its admitted lock, for a verb that runs its commands."""
     parser.add_argument("--binding", required=True, type=_binding_file, help=_BINDING_HELP)
-    parser.add_argument(
-        "--lock", type=Path, help="admitted lock (default: jigcmd.lock beside the Binding)"
-    )
+    parser.add_argument("--lock", type=Path, help=f"admitted lock (default: {_LOCK_DEFAULT})")
 
 
 def _ownership_options(parser: argparse.ArgumentParser) -> None:
@@ -190,7 +192,7 @@ def _serve_options(serve: argparse.ArgumentParser) -> None:
 def _lock_options(lock: argparse.ArgumentParser) -> None:
     """`jigcmd lock`'s options."""
     lock.add_argument("--binding", required=True, type=_binding_file, help=_BINDING_HELP)
-    lock.add_argument("--lock", type=Path, help="where to write (default: beside the Binding)")
+    lock.add_argument("--lock", type=Path, help=f"where to write (default: {_LOCK_DEFAULT})")
     lock.add_argument(
         "--check", action="store_true", help="only say whether the existing lock admits it"
     )
@@ -248,8 +250,9 @@ def _request_options(request: argparse.ArgumentParser) -> None:
     request.add_argument(
         "--operation-id",
         metavar="ID",
-        help="the FLOW call's operationId (default: request- and 16 hex digits of the "
-        "request's SHA-256, so the same request is the same operation)",
+        help="the call's operation id, a Run/1 id: FLOW's operationId (default: request- and "
+        "16 hex digits of the request's SHA-256, so the same request is the same operation); "
+        'MCP\'s _meta["dev.jigcmd/operationId"] (default: none, so a retry is a new call)',
     )
 
 

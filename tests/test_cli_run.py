@@ -209,6 +209,27 @@ def test_the_readable_summary_quotes_the_arguments_as_a_shell_would(
     ) in done.stdout
 
 
+def test_arguments_with_control_characters_paste_back_through_a_shell_as_they_ran(
+    lock: Path, tmp_path: Path
+) -> None:
+    """An ESC, a newline, a C1 or bidi control, a quote: the `command:` line holds none raw
+    (`$'…'`), and bash reads it back to the very argv the candidate printed."""
+    args = ["arg\x1bZ", "new\nline", "\x9b", "\u202eR", "it's", "back\\slash", "a b"]
+    done = run(lock, tmp_path, "cli", CANDIDATES / "passing", "--json", "--", *args)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["evidence"]["invocation"][2:] == args
+    text = run(lock, tmp_path, "cli", CANDIDATES / "passing", "--", *args)
+    (line,) = [line for line in text.stdout.splitlines() if line.startswith("command:")]
+    assert "$'arg\\x1bZ'" in line and "\x1b" not in line
+    words = subprocess.run(
+        ["bash", "-c", "printf '%s\\0' " + line.removeprefix("command:    cli: ")],
+        capture_output=True, check=True, timeout=60,
+    ).stdout  # fmt: skip
+    pasted = [word.decode("utf-8") for word in words.split(b"\0")[:-1]]
+    assert pasted[-len(args) :] == args
+    assert pasted[0] == "bun"
+
+
 def test_the_command_line_pasted_into_a_shell_runs_the_same_tests(
     lock: Path, tmp_path: Path
 ) -> None:

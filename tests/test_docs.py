@@ -82,3 +82,28 @@ def test_the_slug_is_githubs() -> None:
     assert slug("A directory as the candidate: `--files DIR`") == (
         "a-directory-as-the-candidate---files-dir"
     )
+
+
+def test_no_page_installs_jigcmd_from_pypi_where_it_is_not() -> None:
+    """jigcmd is not published: the pages install a checkout or the wheel built from it."""
+    for page in [README, *PAGES]:
+        assert re.search(r"pip install jigcmd\b", page.read_text(encoding="utf-8")) is None, page
+    assert "`pip wheel --no-deps .`" in README.read_text(encoding="utf-8")
+
+
+def test_every_shell_script_a_page_names_is_in_the_repository() -> None:
+    """A `name.sh` in backticks (a repro, a script to run) is a file of the checkout."""
+    shipped = {path.name for path in REPO.rglob("*.sh") if ".venv" not in path.parts}
+    for page in [README, *PAGES]:
+        for named in re.findall(r"`(?:[\w./-]*/)?([\w.-]+\.sh)`", page.read_text(encoding="utf-8")):
+            assert named in shipped, f"{page.name} names {named}, which is not in the checkout"
+
+
+def test_development_md_says_what_quick_selects_as_the_script_does() -> None:
+    """The marker expression `--quick` passes, as scripts/test.sh has it; no test count to
+    drift (the suite grows)."""
+    script = (REPO / "scripts" / "test.sh").read_text(encoding="utf-8")
+    (selected,) = re.findall(r'quick=\(-m "([^"]+)"\)', script)
+    page = (REPO / "docs" / "development.md").read_text(encoding="utf-8")
+    assert f'`--quick` is `-m "{selected}"`' in page
+    assert re.search(r"\(\d[\d,]* tests\)", page) is None

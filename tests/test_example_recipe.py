@@ -50,6 +50,12 @@ def recipe() -> str:
     return block
 
 
+def attestation() -> str:
+    """The reviewer's shell block ("Evidence a reviewer can check"), as written."""
+    (block,) = section_blocks("## Evidence a reviewer can check")
+    return block
+
+
 def test_the_request_files_carry_the_example_candidates_as_they_are() -> None:
     """jigcmd/example/requests/ is what scripts/gen_example_requests.py makes of the candidates."""
     assert _generator().stale_files() == [], "run scripts/gen_example_requests.py"
@@ -77,7 +83,8 @@ def _answers(output: str) -> list[dict[str, Any]]:
 def test_the_readme_recipe_runs_as_written_and_every_request_is_answered(
     tmp_path: Path,
 ) -> None:
-    """Lock, four runs and two piped sessions, in a fresh HOME."""
+    """Lock, four runs and two piped sessions, in a fresh HOME; then the reviewer's block
+    after them, in the same shell: its statement verified against the answer it kept."""
     require_root()
     bindir = Path(sys.executable).parent
     assert (bindir / "jigcmd").exists(), f"no jigcmd beside {sys.executable}"
@@ -90,7 +97,7 @@ def test_the_readme_recipe_runs_as_written_and_every_request_is_answered(
         "PATH": f"{bindir}{os.pathsep}{os.environ.get('PATH', '')}",
     }
     done = subprocess.run(
-        ["bash", "-euo", "pipefail", "-c", recipe()],
+        ["bash", "-euo", "pipefail", "-c", recipe() + attestation()],
         cwd=REPO,
         env=env,
         capture_output=True,
@@ -103,6 +110,10 @@ def test_the_readme_recipe_runs_as_written_and_every_request_is_answered(
     copy = tmp_path / "jigcmd-example"
     assert f"admitted: wrote {copy / 'jigcmd.lock'}" in out
     assert (copy / "jigcmd.lock").is_file()
+    assert (copy / "passing.intoto.jsonl").is_file()
+    assert out.endswith(
+        "ok   ending: command, invocation, stdin and how it ended match\nverified\n"
+    )
     assert not (REPO / "jigcmd" / "example" / "jigcmd.lock").exists()
     assert _untracked() == before
     # The summaries: passing, failing, the cli with its arguments and stdin.

@@ -67,8 +67,22 @@ def test_serve_with_a_bad_run_id_exits_2_naming_the_rule(tmp_path: Path) -> None
         check=False,
     )
     assert done.returncode == 2
-    assert "run id 'has space' must match" in done.stderr
+    assert "--run-id 'has space' must match" in done.stderr
     assert done.stdout == ""
+
+
+def test_serve_with_an_empty_run_id_variable_exits_2_naming_it(tmp_path: Path) -> None:
+    """`JIGCMD_RUN_ID=` is not a run id: refused naming the variable, not a generated run."""
+    done = subprocess.run(
+        [sys.executable, "-m", "jigcmd", "serve", "--binding", str(tmp_path / "missing.toml")],
+        stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60, check=False,
+        env={**os.environ, RUN_ID_VARIABLE: ""},
+    )  # fmt: skip
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr == (
+        f"jigcmd serve: {RUN_ID_VARIABLE}='' must match [A-Za-z0-9][A-Za-z0-9._:/-]* "
+        "(1-128 bytes) (unset it for a generated run id)\n"
+    )
 
 
 def test_the_root_deadline_comes_from_the_flag_else_the_environment() -> None:

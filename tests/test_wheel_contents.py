@@ -1,6 +1,6 @@
 """What an installed jigcmd carries: the wheel holds the package's data files and the schemas.
 
-A user who runs `pip install jigcmd` has the wheel and nothing of the checkout: the example,
+A user who installs the wheel built from a checkout has nothing else of it: the example,
 the jarvis example policy and the published schemas must be inside it.
 """
 

@@ -26,7 +26,10 @@ from pathspec import GitIgnoreSpec
 
 from jigcmd.command.gitindex import Repository, find_repository
 
-__all__ = ["MAX_PATTERN_BYTES", "Ignores", "pattern_spec"]
+__all__ = ["INFO_EXCLUDE", "MAX_PATTERN_BYTES", "Ignores", "pattern_spec"]
+
+# How the repository's own exclude file is named where a path is said to be left out by it.
+INFO_EXCLUDE = ".git/info/exclude"
 
 # A pattern file larger than this is refused, not read (git itself reads any size).
 MAX_PATTERN_BYTES = 1 << 20
@@ -47,6 +50,8 @@ class _Scope:
     spec: GitIgnoreSpec
     # For a file above the project: the project's path relative to that file's directory.
     offset: PurePosixPath = field(default_factory=lambda: PurePosixPath("."))
+    # The pattern file's name when it is not a `.gitignore` (`.git/info/exclude`).
+    label: str | None = None
 
 
 class Ignores:
@@ -113,6 +118,8 @@ class Ignores:
 
 
 def _name(scope: _Scope) -> str:
+    if scope.label is not None:
+        return scope.label
     if scope.offset != PurePosixPath("."):
         return "a .gitignore above the project"
     return (scope.base / ".gitignore").as_posix()
@@ -155,7 +162,7 @@ def _above(root: Path, repository: Repository) -> list[_Scope]:
     here = PurePosixPath(".")
     if exclude:
         offset = PurePosixPath(resolved.relative_to(top).as_posix())
-        scopes.append(_Scope(here, pattern_spec(exclude), offset))
+        scopes.append(_Scope(here, pattern_spec(exclude), offset, INFO_EXCLUDE))
     for directory in reversed(chain[1 : chain.index(top) + 1]):
         lines = _read_lines(directory / ".gitignore")
         if lines:

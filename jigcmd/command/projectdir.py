@@ -28,7 +28,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
-from jigcmd.command.gitignore import Ignores, pattern_spec
+from jigcmd.command.gitignore import INFO_EXCLUDE, Ignores, pattern_spec
 from jigcmd.command.snapshots import snapshot_note
 from jigcmd.contract import MAX_CANDIDATE_BYTES
 from jigcmd.policy.candidate import Problem, candidate_problems
@@ -62,9 +62,12 @@ RESERVED = "never part of a candidate"
 DOT = "a candidate path may not start with '.'"
 EXCLUDED = "--exclude"
 GITIGNORED = ".gitignore"
+INFO_EXCLUDED = INFO_EXCLUDE
 BINARY = "binary"
 SPECIAL = "not a regular file"
-_REASONS = (RESERVED, DOT, EXCLUDED, GITIGNORED, BINARY, SPECIAL)
+_REASONS = (RESERVED, DOT, EXCLUDED, GITIGNORED, INFO_EXCLUDED, BINARY, SPECIAL)
+# What git ignores, whichever pattern file says so: a negated --exclude brings it back.
+_GIT_IGNORED = (GITIGNORED, INFO_EXCLUDED)
 
 
 class CandidateError(ValueError):
@@ -113,7 +116,8 @@ class ProjectFiles:
         # the rules are checked, and a refused candidate is never sent.
         count = len(self.sizes()) + len(self.not_text)
         held = f"the candidate: {count} file{'s' * (count != 1)}, {shown}"
-        untracked = self.index_note if GITIGNORED in self.left_out else None
+        ignored = any(reason in self.left_out for reason in _GIT_IGNORED)
+        untracked = self.index_note if ignored else None
         tail = "" if untracked is None else f"; {untracked}"
         return f"left out of the candidate: {'; '.join(groups)}; {held}{tail}"
 
@@ -123,9 +127,16 @@ class ProjectFiles:
         return snapshot_note(self.files, left_out)
 
 
+def _reason(pattern_file: str | None) -> str | None:
+    """The left-out reason for what the pattern file `Ignores.ignored` named ignores."""
+    if pattern_file is None:
+        return None
+    return INFO_EXCLUDED if pattern_file == INFO_EXCLUDE else GITIGNORED
+
+
 def _how_back(reason: str, path: str) -> str:
-    """How to send what `.gitignore` left out: a negated `--exclude` naming it."""
-    if reason != GITIGNORED:
+    """How to send what git's ignore rules left out: a negated `--exclude` naming it."""
+    if reason not in _GIT_IGNORED:
         return ""
     # Backslashes keep a name's glob characters literal in the pattern.
     literal = "".join("\\" + c if c in "\\*?[" else c for c in path)
@@ -146,7 +157,7 @@ def read_project(directory: Path, excludes: Sequence[str] = ()) -> ProjectFiles:
         raise CandidateError(f"{directory}: cannot be read: {exc.strerror}") from exc
     try:
         walker = _Walker(directory, excludes)
-        walker.walk(PurePosixPath("."), root_fd, ignored_above=False)
+        walker.walk(PurePosixPath("."), root_fd, ignored_above=None)
         walker.project.index_note = walker.ignores.note
     except OSError as exc:
         where = exc.filename or directory
@@ -167,9 +178,10 @@ class _Walker:
     def _leave_out(self, reason: str, path: str) -> None:
         self.project.left_out.setdefault(reason, []).append(path)
 
-    def walk(self, directory: PurePosixPath, fd: int, *, ignored_above: bool) -> None:
+    def walk(self, directory: PurePosixPath, fd: int, *, ignored_above: str | None) -> None:
         """Walk the directory open as `fd` (not closed here), `directory` in the project;
-        `ignored_above`: git ignores it, and it is entered only for the files git tracks."""
+        `ignored_above`: why git ignores it (the reason, by pattern file), and it is entered
+        only for the files git tracks."""
         if not ignored_above:
             # Git reads no `.gitignore` in a directory it ignores.
             self.ignores.enter(directory)
@@ -219,25 +231,26 @@ class _Walker:
         )
 
     def _why_not(
-        self, path: PurePosixPath, name: str, is_dir: bool, ignored_above: bool
-    ) -> tuple[str | None, bool]:
-        """Why `path` is left out (None: it is not), and whether git ignores it even so."""
+        self, path: PurePosixPath, name: str, is_dir: bool, ignored_above: str | None
+    ) -> tuple[str | None, str | None]:
+        """Why `path` is left out (None: it is not), and why git ignores it even so (None:
+        it does not)."""
         if is_dir and name in RESERVED_COMPONENTS:
-            return RESERVED, False
+            return RESERVED, None
         if path.parent == PurePosixPath(".") and name.startswith("."):
-            return DOT, False
+            return DOT, None
         text = path.as_posix() + ("/" if is_dir else "")
         chosen = self._excludes.check_file(text).include
         if chosen:
-            return EXCLUDED, False
-        ignored = ignored_above or self.ignores.ignored(path, is_dir=is_dir) is not None
-        # `chosen is False`: a negated `--exclude '!…'` brings back what .gitignore ignores.
-        if not ignored or chosen is False:
-            return None, False
+            return EXCLUDED, None
+        ignored = ignored_above or _reason(self.ignores.ignored(path, is_dir=is_dir))
+        # `chosen is False`: a negated `--exclude '!…'` brings back what git ignores.
+        if ignored is None or chosen is False:
+            return None, None
         if self.ignores.tracked(path, is_dir=is_dir):
             # Git never ignores a tracked file; below a directory, only the tracked ones.
-            return None, True
-        return GITIGNORED, False
+            return None, ignored
+        return ignored, None
 
     def _read(self, parent: int, path: PurePosixPath) -> None:
         relative = path.as_posix()

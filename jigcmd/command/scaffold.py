@@ -99,6 +99,9 @@ def plan_scaffold(project: ProjectFiles, name: str | None = None) -> Scaffold:
     notes = _add_entry_points(commands, manifest, project)
     if unreviewable:
         notes.insert(0, _unreviewable_note(unreviewable, project.files))
+    elif not tests and commands:
+        # A fresh `bun init` has an entry point and no test: say why `tests` is missing.
+        notes.insert(0, f"no `tests` command: {_NO_TESTS}")
     if not commands:
         raise ScaffoldError(
             f"{project.root}: no test files (names ending in .test.ts, .test.js, .spec.ts or "
@@ -113,6 +116,13 @@ def plan_scaffold(project: ProjectFiles, name: str | None = None) -> Scaffold:
             f"--name {chosen!r}: a package name is lowercase words joined by single hyphens"
         )
     return Scaffold(chosen, commands, tuple(notes))
+
+
+_NO_TESTS = (
+    "no test file (a name ending in .test.ts, .test.js, .spec.ts or .spec.js) among the "
+    "files it sends; add one, then add the command to the Binding (docs/binding.md) or move "
+    ".jig aside and run jigcmd init again"
+)
 
 
 def _unreviewable_note(paths: list[str], files: Mapping[str, str]) -> str:

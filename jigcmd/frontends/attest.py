@@ -3,9 +3,10 @@
 `attest` prints (or writes) the statement the journal keeps for one operation: 0 written;
 1 that operation has none (unknown, failed, uncertain or still running: the reason on
 stderr); 2 the state directory could not be used (a `--state-dir` that does not exist
-included: reading creates nothing). `verify` prints one line per check and
-exits 0 when every check holds, 1 when one fails, 2 when a file cannot be read. `key`
-prints the public half of the key this host signs with (PEM on stdout, its id on stderr).
+included: reading creates nothing) or `--run-id` is not a run id. `verify` prints one line
+per check and exits 0 when every check holds, 1 when one fails, 2 when a file cannot be
+read. `key` prints the public half of the key this host signs with (PEM on stdout, its id on
+stderr).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from jigcmd.durable.statedir import StateDirError, checked_state_dir, default_st
 from jigcmd.journal.rows import Row
 from jigcmd.journal.schema import SchemaError
 from jigcmd.journal.store import DB_NAME, Journal, JournalError, JournalUnusable
+from jigcmd.protocol import jsonrpc
 
 __all__ = ["attest", "key", "verify"]
 
@@ -36,6 +38,13 @@ _OK, _NONE, _UNUSABLE = 0, 1, 2
 
 def attest(state_dir: Path | None, root_run: str, operation_id: str, out: Path | None) -> int:
     """Print or write the statement of `operation_id` in the caller's run `root_run`."""
+    if not jsonrpc.is_run1_id(root_run):
+        # `--run-id "$RUN"` with RUN unset: a usage error, not a run without the operation.
+        sys.stderr.write(
+            f"jigcmd attest: --run-id {root_run!r} must match {jsonrpc.RUN1_ID_RULE}: the run "
+            "id `serve` was given or printed\n"
+        )
+        return _UNUSABLE
     try:
         state, row = _recorded(state_dir, operation_id, root_run)
     except (StateDirError, JournalError, JournalUnusable, SchemaError) as exc:

@@ -257,29 +257,58 @@ _STATE_DIR: contextvars.ContextVar[Path | None] = contextvars.ContextVar("state_
 
 
 def _state() -> Check:
-    """The journal: cleanups that could not be confirmed, runs left open, slots in use."""
-    from jigcmd.durable.host import state_directory  # noqa: PLC0415 - an import that fails fails this check alone
-    from jigcmd.durable.statedir import StateDirError  # noqa: PLC0415 - an import that fails fails this check alone
-    from jigcmd.journal.reservations import Reservations, default_slots  # noqa: PLC0415 - an import that fails fails this check alone
-    from jigcmd.journal.schema import SchemaError  # noqa: PLC0415 - an import that fails fails this check alone
-    from jigcmd.journal.store import Journal, JournalUnusable  # noqa: PLC0415 - an import that fails fails this check alone
+    """The journal: cleanups that could not be confirmed, runs left open, slots in use.
 
-    # What serve and run would refuse with is a failed check in their words, not a crash.
+    It creates nothing: the directory and journal are read as they are (`jigcmd runs` reads
+    them so too), and what serve and run would meet writing them is judged, not tried.
+    """
+    from jigcmd.durable.statedir import (  # noqa: PLC0415 - an import that fails fails this check alone
+        StateDirError,
+        checked_state_dir,
+        default_state_dir,
+    )
+
+    explicit = _STATE_DIR.get()
     try:
-        path = state_directory(_STATE_DIR.get())
-        with Journal.open(path) as journal:
-            failures = journal.cleanup_failures()
-            open_rows = journal.open_rows()
+        path = explicit or default_state_dir()
+        if explicit is None and not os.path.lexists(path):
+            return Check(
+                "state",
+                "warn",
+                f"{path} does not exist yet (nothing was created); serve and run create it "
+                "0700 on first use",
+            )
+        return _journal_check(checked_state_dir(path))
     except StateDirError as exc:
         return Check("state", "FAIL", exc.reason, exc.fix)
+
+
+def _journal_check(path: Path) -> Check:
+    """The state check of an existing, safe state directory, opening its journal read only."""
+    from jigcmd.journal.failures import JournalUnusable, unwritable  # noqa: PLC0415 - an import that fails fails this check alone
+    from jigcmd.journal.reservations import default_slots, slots_held  # noqa: PLC0415 - an import that fails fails this check alone
+    from jigcmd.journal.schema import SchemaError  # noqa: PLC0415 - an import that fails fails this check alone
+    from jigcmd.journal.store import DB_NAME, Journal  # noqa: PLC0415 - an import that fails fails this check alone
+
+    # What serve and run would refuse with is a failed check in their words, not a crash.
+    refusal = unwritable(path / DB_NAME)
+    if refusal is not None:
+        return Check("state", "FAIL", f"journal {refusal.path}: {refusal.cause}", refusal.fix)
+    if not (path / DB_NAME).exists():
+        return Check(
+            "state", "ok", f"{path}: no journal yet (nothing was created); serve and run make one"
+        )
+    try:
+        with Journal.open_read_only(path) as journal:
+            failures = journal.cleanup_failures()
+            open_rows = journal.open_rows()
     except JournalUnusable as exc:
         return Check("state", "FAIL", f"journal {exc.path}: {exc.cause}", exc.fix)
     except SchemaError as exc:
         return Check("state", "FAIL", str(exc))
-    slots = Reservations(path, default_slots())
     detail = (
-        f"{path}: {len(open_rows)} run(s) open, {slots.in_use()} of {default_slots()} default "
-        "envelope slot(s) in use"
+        f"{path}: {len(open_rows)} run(s) open, {slots_held(path, default_slots())} of "
+        f"{default_slots()} default envelope slot(s) in use"
     )
     if failures:
         listed = "; ".join(f"{row.operation_id}: {row.problems or row.reason}" for row in failures)
@@ -387,14 +416,29 @@ def _render(results: list[Check]) -> str:
     failed = [result for result in results if not result.ok]
     lines.append("")
     if failed:
-        lines.append(
-            f"{len(failed)} of {len(results)} checks failed: the envelope cannot be "
-            "built here, so jigcmd would refuse every command (it never runs one "
-            "uncontained)."
-        )
+        lines.append(_failed(failed, len(results)))
     else:
         lines.append(f"{_passed(results)}: jigcmd can build the envelope here.")
     return "\n".join(lines)
+
+
+# What a failed check of each kind means; every check but these two is the envelope's.
+_CONSEQUENCES = {
+    "envelope": "the envelope cannot be built here, so jigcmd would refuse every command "
+    "(it never runs one uncontained)",
+    "state": "the state directory cannot be used as it is, so serve and run would not start",
+    "binding": "the Binding cannot be loaded, so serve and run would refuse it",
+}
+
+
+def _failed(failed: list[Check], total: int) -> str:
+    """The summary of a failure, naming which kinds of check failed and what each means."""
+    kinds = dict.fromkeys(
+        result.check if result.check in ("state", "binding") else "envelope" for result in failed
+    )
+    named = ", ".join("state directory" if kind == "state" else kind for kind in kinds)
+    said = "; ".join(_CONSEQUENCES[kind] for kind in kinds)
+    return f"{len(failed)} of {total} checks failed ({named}): {said}."
 
 
 def _passed(results: list[Check]) -> str:

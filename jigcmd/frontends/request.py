@@ -7,7 +7,7 @@ one FLOW Run/1 `capability/call`; with `mcp` the `initialize` handshake, its
 `notifications/initialized` and one `tools/call`. Nothing runs, and no Binding, lock or
 state directory is read: `serve` checks the command against its own Binding. Exit 0, the
 lines written; 2, nothing written (the directory, the stdin file or the candidate is
-invalid; every problem on stderr, as `run` says them).
+invalid, or `--operation-id` is not a Run/1 id; every problem on stderr, as `run` says them).
 """
 
 from __future__ import annotations
@@ -22,6 +22,8 @@ import msgspec
 from jigcmd import __version__
 from jigcmd.errors import JigError
 from jigcmd.frontends.run import build_request, candidate_files, read_files, write_failure
+from jigcmd.protocol import jsonrpc
+from jigcmd.protocol.mcp_era import OPERATION_ID_META
 
 __all__ = ["MCP_PROTOCOL_VERSION", "request"]
 
@@ -41,6 +43,13 @@ def request(
     operation_id: str | None = None,
 ) -> int:
     """Print the request lines for `command` on `files_dir`; return the exit status."""
+    if operation_id is not None and not jsonrpc.is_run1_id(operation_id):
+        # `serve` would refuse the line; a usage error here writes none to pipe to it.
+        sys.stderr.write(
+            f"jigcmd {_VERB}: --operation-id {operation_id!r} must match "
+            f"{jsonrpc.RUN1_ID_RULE}, as serve requires of an operation id; nothing written\n"
+        )
+        return 2
     try:
         # No Binding here: the files its command names are `serve`'s to check.
         files = candidate_files(read_files(files_dir, excludes), (), command, _VERB)
@@ -50,7 +59,7 @@ def request(
     if protocol == "flow":
         lines = [_flow_call(input, operation_id or _operation_id(input))]
     else:
-        lines = _mcp_calls(input)
+        lines = _mcp_calls(input, operation_id)
     sys.stdout.write("".join(msgspec.json.encode(line).decode() + "\n" for line in lines))
     return 0
 
@@ -68,9 +77,13 @@ def _flow_call(input: dict[str, object], operation_id: str) -> dict[str, object]
     return {"jsonrpc": "2.0", "id": operation_id, "method": "capability/call", "params": params}
 
 
-def _mcp_calls(input: dict[str, object]) -> list[dict[str, object]]:
-    """The handshake, then the command's tool called with the rest of the request."""
+def _mcp_calls(input: dict[str, object], operation_id: str | None) -> list[dict[str, object]]:
+    """The handshake, then the command's tool called with the rest of the request; under
+    the caller's operation key when there is one (its retry replays, docs/mcp.md)."""
     arguments = {key: value for key, value in input.items() if key != "command"}
+    call: dict[str, object] = {"name": input["command"], "arguments": arguments}
+    if operation_id is not None:
+        call["_meta"] = {OPERATION_ID_META: operation_id}
     initialize = {
         "protocolVersion": MCP_PROTOCOL_VERSION,
         "capabilities": {},
@@ -83,6 +96,6 @@ def _mcp_calls(input: dict[str, object]) -> list[dict[str, object]]:
             "jsonrpc": "2.0",
             "id": 2,
             "method": "tools/call",
-            "params": {"name": input["command"], "arguments": arguments},
+            "params": call,
         },
     ]

@@ -61,12 +61,22 @@ class RunIdError(ValueError):
 
 def resolve_run_id(given: str | None, environ: Mapping[str, str]) -> tuple[str, bool]:
     """The session's run id (`--run-id`, else `JIGCMD_RUN_ID`, else a new one); and if generated."""
-    chosen = given if given is not None else environ.get(RUN_ID_VARIABLE)
-    if chosen is None:
+    if given is not None:
+        return _checked_run_id(given, f"--run-id {given!r}"), False
+    named = environ.get(RUN_ID_VARIABLE)
+    if named is None:
         return f"run-{uuid.uuid4().hex[:20]}", True
-    if not jsonrpc.is_run1_id(chosen):
-        raise RunIdError(f"run id {chosen!r} must match [A-Za-z0-9][A-Za-z0-9._:/-]* (1-128 bytes)")
-    return chosen, False
+    # Set but empty is refused, not taken as unset: a runtime that meant to pass its run
+    # (`JIGCMD_RUN_ID=$RUN`, the variable unset) must not get a run of its own.
+    shown = f"{RUN_ID_VARIABLE}={named!r}"
+    return _checked_run_id(named, shown, " (unset it for a generated run id)"), False
+
+
+def _checked_run_id(run_id: str, shown: str, fix: str = "") -> str:
+    """`run_id` when it is a Run/1 id; else RunIdError naming it as it was given (`shown`)."""
+    if not jsonrpc.is_run1_id(run_id):
+        raise RunIdError(f"{shown} must match {jsonrpc.RUN1_ID_RULE}{fix}")
+    return run_id
 
 
 def resolve_root_deadline(given: int | None, environ: Mapping[str, str]) -> int | None:

@@ -18,7 +18,7 @@ import sqlite3
 from enum import Enum, auto
 from pathlib import Path
 
-__all__ = ["JournalLost", "JournalUnusable", "unusable", "wal_unreadable"]
+__all__ = ["JournalLost", "JournalUnusable", "unusable", "unwritable", "wal_unreadable"]
 
 # Below this much free space a failed open or read is taken as the disk being full: SQLite
 # grows its shared-memory index by 32 KiB and the WAL by pages as it opens and migrates.
@@ -61,9 +61,27 @@ class _Kind(Enum):
 
 def unusable(path: Path, exc: BaseException) -> JournalUnusable:
     """The one-line refusal for `exc`, raised while opening or reading the journal `path`."""
-    directory = path.parent
     cause = _cause(exc)
-    kind = _kind(path, exc, cause)
+    return _refusal(path, _kind(path, exc, cause), cause)
+
+
+def unwritable(path: Path) -> JournalUnusable | None:
+    """Why the journal `path` could not be written, judged without writing; None if it could.
+
+    For a reader that must change nothing (`jigcmd doctor`) yet say what `open` would meet:
+    a full or read-only filesystem, or a directory this user may not write.
+    """
+    kind = _filesystem(path.parent)
+    if kind is not None:
+        return _refusal(path, kind, "less than 1 MiB or no inodes free")
+    if not os.access(path.parent, os.W_OK):
+        return _refusal(path, _Kind.NOT_WRITABLE, f"{path.parent} is not writable by this user")
+    return None
+
+
+def _refusal(path: Path, kind: _Kind, cause: str) -> JournalUnusable:
+    """The refusal for a journal kept from use by `kind`; `cause` is what was observed."""
+    directory = path.parent
     match kind:
         case _Kind.FULL:
             cause = f"the filesystem holding {directory} is full ({cause})"

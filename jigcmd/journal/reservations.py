@@ -26,7 +26,7 @@ import fcntl
 import os
 from pathlib import Path
 
-__all__ = ["MAX_DEFAULT_SLOTS", "Reservations", "Slot", "default_slots"]
+__all__ = ["MAX_DEFAULT_SLOTS", "Reservations", "Slot", "default_slots", "slots_held"]
 
 MAX_DEFAULT_SLOTS = 16
 _PER_ENVELOPE_BYTES = 256 * 1024 * 1024
@@ -101,19 +101,38 @@ class Reservations:
 
     def holder(self, index: int) -> str | None:
         """The tag of slot `index`'s holder, or None when the slot is free."""
-        fd = self._open(index)
-        try:
-            if _try_lock(fd):
-                # Closing drops the probe's lock; no LOCK_UN needed.
-                return None
-            return os.pread(fd, _MAX_TAG_BYTES, 0).rstrip(b"\0").decode("utf-8", "replace")
-        finally:
-            os.close(fd)
+        return _holder(self._open(index))
 
     def _open(self, index: int) -> int:
         return os.open(
             self.directory / f"slot-{index}", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600
         )
+
+
+def slots_held(state_dir: Path, slots: int) -> int:
+    """How many of the first `slots` slots of `state_dir` are held now; creates nothing.
+
+    For a reader (`jigcmd doctor`): a slot file that does not exist yet is a free slot.
+    """
+    held = 0
+    for index in range(slots):
+        try:
+            fd = os.open(state_dir / "slots" / f"slot-{index}", os.O_RDONLY | os.O_CLOEXEC)
+        except FileNotFoundError:
+            continue
+        held += _holder(fd) is not None
+    return held
+
+
+def _holder(fd: int) -> str | None:
+    """The tag held in slot file `fd` (closed here), or None when no one holds its lock."""
+    try:
+        if _try_lock(fd):
+            # Closing drops the probe's lock; no LOCK_UN needed.
+            return None
+        return os.pread(fd, _MAX_TAG_BYTES, 0).rstrip(b"\0").decode("utf-8", "replace")
+    finally:
+        os.close(fd)
 
 
 def _try_lock(fd: int) -> bool:

@@ -15,8 +15,14 @@ import msgspec
 from jigcmd.contract import CONTRACT_DIGEST, CONTRACT_ID, CONTRACT_VERSION
 from jigcmd.jsonio import strict
 from jigcmd.plan import Limits
-from jigcmd.policy.binding import Binding, BindingError, PolicyDocument, parse_binding
-from jigcmd.policy.planner import BUN_ENV, BUN_FLAGS, CEILING_SECONDS
+from jigcmd.policy.binding import (
+    Binding,
+    BindingError,
+    CommandPolicy,
+    PolicyDocument,
+    parse_binding,
+)
+from jigcmd.policy.planner import BUN_ENV, BUN_FLAGS, CEILING_SECONDS, JUNIT_FLAGS, bun_argv
 
 __all__ = [
     "LOCK_VERSION",
@@ -322,12 +328,15 @@ def review_text(
     if not binding.commands:
         lines.append("Commands:  none (this Binding grants nothing)")
     else:
-        lines.append(f"Commands ({len(binding.commands)}), each run exactly as:")
+        tests = any(command.kind == "test" for command in binding.commands.values())
+        lines.append(
+            f"Commands ({len(binding.commands)}), each run exactly as"
+            + (" (the [reporter] only for MCP calls and `jigcmd run`):" if tests else ":")
+        )
         width = max(len(name) for name in binding.commands)
         for name, command in binding.commands.items():
-            argv = " ".join(command.bun_argv("bun", ["<args…>"] if command.accepts_args else []))
             note = "" if command.accepts_args else "   (no arguments accepted)"
-            lines.append(f"  {name:<{width}}  {command.kind:<4}  {argv}{note}")
+            lines.append(f"  {name:<{width}}  {command.kind:<4}  {_shown_argv(command)}{note}")
     lines += [
         "",
         "Every command runs in a fresh envelope:",
@@ -343,6 +352,16 @@ def review_text(
         "  - stopped with SIGKILL to the whole process tree at the deadline",
     ]
     return "\n".join(lines) + "\n"
+
+
+def _shown_argv(command: CommandPolicy) -> str:
+    """The argv `command` runs with; a test command's JUnit reporter in brackets, since a
+    FLOW call runs without it and an MCP call or `jigcmd run` with it (per-test results)."""
+    if command.kind != "test":
+        return " ".join(command.bun_argv("bun", ["<args…>"] if command.accepts_args else []))
+    reporter = " ".join(JUNIT_FLAGS)
+    argv = " ".join(bun_argv("bun", command.kind, command.paths, (), junit=True))
+    return argv.replace(reporter, f"[{reporter}]", 1)
 
 
 def _cpu_words(fraction: float) -> str:

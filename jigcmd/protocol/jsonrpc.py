@@ -97,6 +97,10 @@ class Rejected(msgspec.Struct, frozen=True):
     bad_id: bool = False
 
 
+# The Run/1 id grammar as every refusal of an id (a request's, a run's, an operation's) words it.
+RUN1_ID_RULE: Final = "[A-Za-z0-9][A-Za-z0-9._:/-]* (1-128 bytes)"
+
+
 def is_run1_id(value: object) -> bool:
     """True for a FLOW Run/1 request id: the request-id grammar, 1-128 bytes."""
     # The grammar is ASCII, so characters and bytes coincide once it matches.

@@ -15,6 +15,7 @@ from jigcmd.command.projectdir import (
     DOT,
     EXCLUDED,
     GITIGNORED,
+    INFO_EXCLUDED,
     RESERVED,
     SPECIAL,
     CandidateError,
@@ -132,7 +133,8 @@ def test_a_project_inside_a_work_tree_obeys_the_gitignores_above_it(tmp_path: Pa
     )
     project = read_project(repo / "packages" / "app")
     assert set(project.files) == {"index.ts"}
-    assert sorted(project.left_out[GITIGNORED]) == ["build/", "key.secret", "scratch.tmp"]
+    assert sorted(project.left_out[GITIGNORED]) == ["build/", "key.secret"]
+    assert project.left_out[INFO_EXCLUDED] == ["scratch.tmp"]
 
 
 def test_exclude_takes_gitignore_patterns_negation_included(tmp_path: Path) -> None:

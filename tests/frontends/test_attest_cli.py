@@ -55,6 +55,21 @@ def test_a_state_directory_that_does_not_exist_is_status_2_and_not_created(
     assert not typo.exists()
 
 
+@pytest.mark.parametrize("run_id", ["", "has space"])
+def test_a_run_id_outside_the_grammar_is_a_usage_error_naming_the_rule(
+    tmp_path: Path, run_id: str
+) -> None:
+    """`--run-id "$RUN"` with RUN unset: status 2 and the grammar, not "no operation of run ''"."""
+    state = prepare_state_dir(tmp_path / "state")
+    done = jigcmd("attest", "--run-id", run_id, "op-1", "--state-dir", str(state))
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr == (
+        f"jigcmd attest: --run-id {run_id!r} must match [A-Za-z0-9][A-Za-z0-9._:/-]* "
+        "(1-128 bytes): the run id `serve` was given or printed\n"
+    )
+    assert os.listdir(state) == []
+
+
 def test_a_default_state_directory_not_made_yet_has_no_such_operation(tmp_path: Path) -> None:
     """No --state-dir and none made yet: status 1, no such operation, nothing created."""
     default = tmp_path / "state"

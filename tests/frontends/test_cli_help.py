@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -61,3 +63,23 @@ def test_verbose_is_set_before_or_after_the_verb_and_off_without_it(
 ) -> None:
     """A verb that was not given `-v` keeps the top level's answer."""
     assert parser().parse_args(argv).verbose is verbose
+
+
+@pytest.mark.parametrize("verb", ["serve", "run", "lock"])
+def test_the_lock_default_in_help_is_where_a_typescript_bindings_lock_is(verb: str) -> None:
+    """`bindings/command.ts` is admitted by `bindings/command.jigcmd.lock`, not `jigcmd.lock`."""
+    from jigcmd.command.assembly import default_lock_path  # noqa: PLC0415 - the rule the help words
+
+    done = subprocess.run(
+        [sys.executable, "-m", "jigcmd", verb, "--help"],
+        capture_output=True, text=True, check=True, env={**os.environ, "COLUMNS": "400"},
+    )  # fmt: skip
+    (line,) = [line for line in done.stdout.splitlines() if line.lstrip().startswith("--lock")]
+    assert line.endswith(
+        "(default: jigcmd.lock beside the Binding; NAME.jigcmd.lock beside a TypeScript "
+        "Binding NAME.ts)"
+    ), line
+    assert default_lock_path(Path("/p/bindings/command.ts")) == Path(
+        "/p/bindings/command.jigcmd.lock"
+    )
+    assert default_lock_path(Path("/p/.jig/binding.toml")) == Path("/p/.jig/jigcmd.lock")

@@ -295,3 +295,23 @@ def test_init_names_no_workspace_package_tsconfig_maps_to_its_source(tmp_path: P
     assert done.returncode == 0, done.stderr
     assert "package.json declares 1 dependency (zod: test/a.test.ts) that" in done.stderr
     assert "@mono/" not in done.stderr
+
+
+def test_a_project_without_a_test_file_is_told_why_it_has_no_tests_command(
+    tmp_path: Path,
+) -> None:
+    """A fresh `bun init` (an entry point, no test): `start` alone, and stderr says why no
+    `tests`; the printed `run` line names the command that exists."""
+    app = project(
+        tmp_path / "app",
+        {"package.json": '{"name": "app", "module": "index.ts"}', "index.ts": "console.log(1)"},
+    )
+    done = jigcmd("init", str(app))
+    assert done.returncode == 0, done.stderr
+    binding = app / ".jig" / "binding.toml"
+    assert done.stdout.splitlines()[0] == f"jigcmd init: wrote {binding} with 1 reviewed command:"
+    assert (
+        f"jigcmd init: {app}: no `tests` command: no test file (a name ending in .test.ts, "
+        ".test.js, .spec.ts or .spec.js) among the files it sends; add one"
+    ) in done.stderr
+    assert done.stdout.splitlines()[-1] == f"  jigcmd run --binding {binding} start --files {app}"

@@ -1,4 +1,5 @@
-"""`jigcmd lock` as a person runs it: the lock's own write failing."""
+"""`jigcmd lock` as a person runs it: the lock's own write failing, and a review whose
+command lines are the ones that run."""
 
 from __future__ import annotations
 
@@ -7,7 +8,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 import jigcmd
+from tests.required import require_root
 
 EXAMPLE = Path(jigcmd.__file__).parent / "example"
 
@@ -31,3 +35,29 @@ def test_a_lock_that_cannot_be_written_is_status_2_naming_it_and_nothing_is_left
     )
     assert done.stdout == ""
     assert not (tmp_path / "missing").exists()
+
+
+@pytest.mark.envelope
+def test_the_reviewed_test_command_is_what_run_runs_its_reporter_marked(tmp_path: Path) -> None:
+    """The review brackets the JUnit reporter (MCP and `run` only); unbracketed, its line is
+    the argv `jigcmd run` says it ran."""
+    require_root()
+    shutil.copytree(EXAMPLE, tmp_path / "example", ignore=shutil.ignore_patterns("jigcmd.lock"))
+    binding = str(tmp_path / "example" / "binding.toml")
+    locked = subprocess.run(
+        [sys.executable, "-m", "jigcmd", "lock", "--binding", binding],
+        capture_output=True, text=True, timeout=120, check=True,
+    )  # fmt: skip
+    (reviewed,) = [line for line in locked.stdout.splitlines() if line.startswith("  tests ")]
+    reporter = "--reporter=junit --reporter-outfile=/tmp/jigcmd-junit.xml"
+    assert f"[{reporter}]" in reviewed
+    argv = reviewed.split("  test  ", 1)[1].removesuffix("   (no arguments accepted)")
+    ran = subprocess.run(
+        [sys.executable, "-m", "jigcmd", "run", "--binding", binding,
+         "--state-dir", str(tmp_path / "state"), "tests",
+         "--files", str(tmp_path / "example" / "candidates" / "passing")],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert ran.returncode == 0, ran.stderr
+    command = next(line for line in ran.stdout.splitlines() if line.startswith("command:"))
+    assert command == "command:    tests: " + argv.replace("[", "").replace("]", "")

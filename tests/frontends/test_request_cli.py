@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 import jigcmd
+from tests.gitrepo import git
 from tests.required import require_root
 
 EXAMPLE = Path(jigcmd.__file__).parent / "example"
@@ -125,3 +126,64 @@ def test_piped_into_serve_it_is_the_candidate_run_sends(
     got = answer["value"] if protocol == "flow" else answer["structuredContent"]
     for key in ("candidateDigest", "stdinDigest", "invocation", "exitCode"):
         assert got[key] == evidence[key], key
+
+
+@pytest.mark.parametrize("bad", ["bad id", "x" * 200, "", "_under", "ümlaut"])
+def test_an_operation_id_serve_would_refuse_is_status_2_with_nothing_written(
+    project: Path, bad: str
+) -> None:
+    """The Run/1 id grammar, as `serve` words it; nothing on stdout to pipe anywhere."""
+    for protocol in ("flow", "mcp"):
+        done = request(project, "--protocol", protocol, "--operation-id", bad)
+        assert (done.returncode, done.stdout) == (2, ""), protocol
+        assert done.stderr == (
+            f"jigcmd request: --operation-id {bad!r} must match [A-Za-z0-9][A-Za-z0-9._:/-]* "
+            "(1-128 bytes), as serve requires of an operation id; nothing written\n"
+        )
+
+
+def test_mcp_carries_the_operation_id_as_the_calls_key(project: Path) -> None:
+    """`_meta["dev.jigcmd/operationId"]`, the key serve replays a retry under; none without."""
+    keyed = request(project, "--protocol", "mcp", "--operation-id", "op-9")
+    assert keyed.returncode == 0, keyed.stderr
+    call = lines(keyed.stdout)[-1]["params"]
+    assert call["_meta"] == {"dev.jigcmd/operationId": "op-9"}
+    assert "_meta" not in lines(request(project, "--protocol", "mcp").stdout)[-1]["params"]
+
+
+@pytest.mark.envelope
+def test_serve_journals_the_mcp_call_under_the_operation_id_given(
+    project: Path, tmp_path: Path
+) -> None:
+    """Piped into a real `serve`: `jigcmd runs` lists the call under op-9 in the run given."""
+    require_root()
+    lock = tmp_path / "jigcmd.lock"
+    locked = jigcmd_cli("lock", "--binding", str(BINDING), "--lock", str(lock))
+    assert locked.returncode == 0, locked.stderr
+    state = ("--state-dir", str(tmp_path / "state"))
+    sent = request(project, "--protocol", "mcp", "--operation-id", "op-9")
+    served = jigcmd_cli(
+        "serve", "--binding", str(BINDING), "--lock", str(lock), *state, "--run-id", "run-9",
+        stdin=sent.stdout,
+    )  # fmt: skip
+    assert served.returncode == 0, served.stderr
+    assert lines(served.stdout)[-1]["result"]["isError"] is False
+    listed = jigcmd_cli("runs", *state, "--run-id", "run-9", "--json")
+    (run,) = lines(listed.stdout)
+    assert [operation["operationId"] for operation in run["operations"]] == ["op-9"]
+
+
+def test_what_git_info_exclude_leaves_out_is_named_by_that_file(project: Path) -> None:
+    """`.git/info/exclude` is named as the reason, not `.gitignore`; each comes back the
+    same way, with a negated --exclude."""
+    git(project, "init", "-q")
+    (project / ".git" / "info" / "exclude").write_text("secret.txt\n")
+    (project / "secret.txt").write_text("s\n")
+    done = jigcmd_cli("request", "cli", "--files", str(project))
+    assert done.returncode == 0, done.stderr
+    assert "debug.log (.gitignore; bring one back with --exclude '!/debug.log')" in done.stderr
+    assert (
+        "secret.txt (.git/info/exclude; bring one back with --exclude '!/secret.txt')"
+    ) in done.stderr
+    brought = jigcmd_cli("request", "cli", "--files", str(project), "--exclude", "!/secret.txt")
+    assert "secret.txt" in lines(brought.stdout)[0]["params"]["input"]["files"]

@@ -157,6 +157,10 @@ async def test_the_fixture_suite_gives_exactly_the_expected_per_test_results(
         text = ran.content[0].text  # type: ignore[union-attr]
         assert "Tests: 9 run: 4 passed, 3 failed, 1 skipped, 1 todo" in text
         assert "FAILED math > adding > is wrong here (test/a.test.ts:8" in text
+        # A message reads as one line of prose: its newlines are spaces in the words (as
+        # docs/mcp.md says), and exact in `structuredContent`.
+        assert "expect(received).toBe(expected)  Expected: 3 Received: 2\n" in text
+        assert "Expected: 3\\nReceived: 2" not in text
         assert "can alter this report" in text
 
         report = await session.read_resource(tests["uri"])

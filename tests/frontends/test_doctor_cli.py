@@ -1,0 +1,133 @@
+"""`jigcmd doctor` run as a user runs it: its summary names what failed, and it creates
+nothing in the state directory it inspects."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from jigcmd.durable.statedir import prepare_state_dir
+from jigcmd.journal.store import DB_NAME, Journal
+
+# Every doctor run ends with its end-to-end check, which builds a real envelope (where it
+# can: the assertions hold on a machine that cannot, too).
+pytestmark = pytest.mark.envelope
+
+_ENVELOPE_SENTENCE = "the envelope cannot be built here"
+
+
+def doctor(
+    *argv: str, home: Path, state_env: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    # HOME and XDG_STATE_HOME point into the test's directory: a default state directory
+    # that doctor created would show up there.
+    env = {**os.environ, "HOME": str(home), "XDG_STATE_HOME": str(home / "xdg")}
+    env.pop("JIGCMD_STATE_DIR", None)
+    if state_env is not None:
+        env["JIGCMD_STATE_DIR"] = str(state_env)
+    return subprocess.run(
+        [sys.executable, "-m", "jigcmd", "doctor", *argv],
+        capture_output=True, text=True, timeout=300, check=False, env=env,
+        stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+
+
+def checks(done: subprocess.CompletedProcess[str]) -> dict[str, dict[str, Any]]:
+    return {check["check"]: check for check in json.loads(done.stdout)}
+
+
+def test_a_missing_state_dir_fails_the_state_check_and_nothing_is_created(
+    tmp_path: Path,
+) -> None:
+    """A typo'd --state-dir is refused as every other verb refuses it; no part of it made."""
+    missing = tmp_path / "typo" / "deeper" / "state"
+    done = doctor("--json", "--state-dir", str(missing), home=tmp_path)
+    state = checks(done)["state"]
+    assert (done.returncode, state["status"]) == (1, "FAIL"), done.stdout
+    assert state["detail"] == f"state directory {missing} does not exist (nothing was created)"
+    assert not (tmp_path / "typo").exists()
+    assert sorted(os.listdir(tmp_path)) == []
+
+
+def test_the_default_state_dir_not_made_yet_is_a_warning_and_stays_unmade(
+    tmp_path: Path,
+) -> None:
+    """Without --state-dir: said to be made on first use, and not made by doctor.
+
+    The default is named by JIGCMD_STATE_DIR, as an MCP host's `env` entry names it (the
+    XDG one is root's /var/lib/jigcmd when the tests run as root).
+    """
+    default = tmp_path / "default" / "jigcmd"
+    done = doctor("--json", home=tmp_path, state_env=default)
+    state = checks(done)["state"]
+    assert state["status"] == "warn", state
+    assert state["detail"].startswith(f"{default} does not exist yet (nothing was created)")
+    assert os.listdir(tmp_path) == []
+
+
+def test_a_state_dir_without_a_journal_is_said_so_and_none_is_made(tmp_path: Path) -> None:
+    """No journal, marker or slots appear; the line says there is no journal yet."""
+    state_dir = prepare_state_dir(tmp_path / "state")
+    done = doctor("--json", "--state-dir", str(state_dir), home=tmp_path)
+    state = checks(done)["state"]
+    assert (state["status"], state["detail"]) == (
+        "ok",
+        f"{state_dir}: no journal yet (nothing was created); serve and run make one",
+    )
+    assert os.listdir(state_dir) == []
+
+
+def test_an_existing_journal_is_read_and_no_slot_file_is_made(tmp_path: Path) -> None:
+    """The journal is read, not written: the directory holds what it held before, but for
+    the index and log SQLite keeps beside a journal it reads (as `jigcmd runs` reads it)."""
+    state_dir = prepare_state_dir(tmp_path / "state")
+    with Journal.open(state_dir):
+        pass
+    before = sorted(os.listdir(state_dir))
+    done = doctor("--json", "--state-dir", str(state_dir), home=tmp_path)
+    state = checks(done)["state"]
+    assert state["status"] == "ok", state
+    assert state["detail"].startswith(f"{state_dir}: 0 run(s) open, 0 of ")
+    assert DB_NAME in before and "slots" not in before
+    after = [name for name in os.listdir(state_dir) if not name.endswith(("-shm", "-wal"))]
+    assert sorted(after) == before
+
+
+def test_the_summary_names_the_failed_kind_and_not_the_envelope_for_a_binding(
+    tmp_path: Path,
+) -> None:
+    """A Binding that cannot be read: the summary names the Binding; the envelope sentence
+    appears only when an envelope check failed."""
+    state_dir = prepare_state_dir(tmp_path / "state")
+    missing = tmp_path / "nonexist.toml"
+    argv = ("--state-dir", str(state_dir), "--binding", str(missing))
+    done = doctor(*argv, home=tmp_path)
+    assert done.returncode == 1
+    summary = done.stdout.splitlines()[-1]
+    envelope_failed = any(
+        status == "FAIL" and name not in ("binding", "state")
+        for name, status in (
+            (check["check"], check["status"])
+            for check in checks(doctor("--json", *argv, home=tmp_path)).values()
+        )
+    )
+    assert "checks failed (" in summary and "binding" in summary.split(":")[0], summary
+    assert "the Binding cannot be loaded" in summary
+    assert (_ENVELOPE_SENTENCE in summary) == envelope_failed, summary
+
+
+def test_a_state_dir_that_is_a_file_is_named_in_the_summary(tmp_path: Path) -> None:
+    """A regular file as --state-dir: "state directory" failed, in the summary's words."""
+    afile = tmp_path / "afile"
+    afile.write_text("")
+    done = doctor("--state-dir", str(afile), home=tmp_path)
+    summary = done.stdout.splitlines()[-1]
+    assert done.returncode == 1
+    assert "state directory" in summary.split(":")[0], summary
+    assert "the state directory cannot be used as it is" in summary
