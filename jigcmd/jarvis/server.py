@@ -191,6 +191,9 @@ async def serve(
         app,
         http=bounded_protocol(limits, held, credentials, refused),
         log_level=log_level,
+        # jigcmd's own stderr handler (`server/stderrlog.py`) stays the only one: uvicorn's
+        # default dictConfig would close it, silencing every later jarvis log line.
+        log_config=None,
         # The access log carries paths and statuses only; still off unless asked for.
         access_log=log_level in ("debug", "info"),
         server_header=False,
