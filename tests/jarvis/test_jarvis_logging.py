@@ -1,4 +1,4 @@
-"""`jigcmd -v jarvis` keeps its own log lines once uvicorn serves (uvicorn's logging setup is off)."""
+"""`jigcmd -v jarvis` keeps its own log lines once uvicorn serves (uvicorn leaves logging alone)."""
 
 from __future__ import annotations
 
