@@ -29,11 +29,12 @@ from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from jigcmd.jarvis.auth import AUTHORISED_ACTOR, AuthError, Credentials
 from jigcmd.jarvis.service import JarvisService
 from jigcmd.jarvis.tools import ToolError, decode_invoke, tool_named
+from jigcmd.journal.store import JournalUnusable
 from jigcmd.jsonio.strict import StrictJSONError, loads
 from jigcmd.server.hostpaths import HostPaths
 
@@ -115,6 +116,35 @@ class HostOriginGuard:
         await self.app(scope, receive, send)
 
 
+class JournalLostGuard:
+    """A call that found the journal lost (`journalcalls.py`) is answered 503, naming it.
+
+    Nothing is served from or recorded in a journal that is gone; the server is stopping
+    already (the service set `must_stop`), and its front says why in one line as it exits.
+    """
+
+    def __init__(self, app: ASGIApp, scrub: Callable[[str], str]) -> None:
+        self.app = app
+        self.scrub = scrub
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """ASGI entry point."""
+        started = False
+
+        async def tracked(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, receive, tracked)
+        except JournalUnusable as exc:
+            if scope["type"] != "http" or started:
+                raise
+            message = self.scrub(f"journal {exc.path}: {exc.cause}; jarvis stops")
+            await error(503, message)(scope, receive, send)
+
+
 def _tool_of(path: str) -> str:
     """What an audit row names as the tool of a request to `path`: the tool its URL names
     (`/tools/<name>`; `/tools/invoke` as the retired route's own row does), else the path."""
@@ -165,6 +195,8 @@ def create_app(
         refused=service.audit_unauthenticated,
         audited=service.audit_refusal,
     )
+    # Outermost: a journal lost under any step (the guard's own audit rows included).
+    app.add_middleware(JournalLostGuard, scrub=endpoints.scrub)
     return app
 
 

@@ -26,6 +26,7 @@ import uvicorn
 import uvicorn.server
 from starlette.types import ASGIApp
 
+from jigcmd.cancel import CancelSignal
 from jigcmd.jarvis.auth import Credentials
 from jigcmd.jarvis.connections import DEFAULT_LIMITS, ConnectionLimits, Connections, fd_capacity
 from jigcmd.jarvis.http11 import BoundedH11Protocol, bounded_protocol, raw_error
@@ -172,12 +173,13 @@ async def serve(
     *,
     limits: ConnectionLimits = DEFAULT_LIMITS,
     log_level: str = "warning",
-    stop: anyio.Event | None = None,
+    stop: anyio.Event | CancelSignal | None = None,
     early: StopRequest | None = None,
     on_stop: Callable[[], None] | None = None,
     refused: Callable[[str], None] = lambda reason: None,
 ) -> None:
-    """Serve until a stop signal (SIGINT, SIGTERM, SIGHUP) or until `stop` is set; then drain.
+    """Serve until a stop signal (SIGINT, SIGTERM, SIGHUP) or until `stop` is set (jarvis sets
+    it when its journal is lost); then drain.
 
     On the way out `on_stop` runs first (jarvis fences its runs there, so the calls waiting
     for them are answered at once), then uvicorn drains the answers for up to 15 s; a signal
