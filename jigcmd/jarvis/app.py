@@ -101,7 +101,12 @@ class HostOriginGuard:
             headers = [(k.lower(), v) for k, v in scope["headers"]]
             host = [v for k, v in headers if k == b"host"]
             refusal: ToolError | None = None
-            if len(host) != 1 or host[0].decode("latin-1").lower() not in self.hosts:
+            # HTTP/1.0 has no Host header (it came with 1.1, which requires it); a 1.0
+            # request without one names no other server, and DNS rebinding needs one.
+            hostless = not host and scope.get("http_version") == "1.0"
+            if not hostless and (
+                len(host) != 1 or host[0].decode("latin-1").lower() not in self.hosts
+            ):
                 refusal = ToolError(421, _FOREIGN_HOST)
             elif any(k == b"origin" for k, _ in headers):
                 refusal = ToolError(403, _BROWSER_ORIGIN)
@@ -223,11 +228,11 @@ class _Endpoints:
     def authorise(self, request: Request) -> str:
         """The actor a request's bearer token names; a 403 `ToolError` (counted) if none."""
         try:
-            return self.credentials.check(request.headers.get("authorization"))
+            return self.credentials.check_all(request.headers.getlist("authorization"))
         except AuthError as exc:
             logger.info("refused %s %s: %s", request.method, request.url.path, exc)
             self.service.audit_unauthenticated(str(exc))
-            raise ToolError(403, f"forbidden: {exc}") from None
+            raise ToolError(exc.status, exc.message) from None
 
     async def get_manual(self, request: Request) -> Response:
         """`GET /utcp`: the UTCP manual of the tools this token may see."""

@@ -17,8 +17,9 @@ its `limit_concurrency` answers 503 only once a head is complete. Each connectio
   then), or the connection is dropped (reset); while so stalled it may give way to a
   newcomer, whatever its request's state;
 - has its bearer token checked as soon as the head is in, before the application sees the
-  request: a wrong one is a 403 JSON error and the connection is closed, its body unread,
-  and the refusal is counted for the audit (`refused`, see jarvis/refusals.py); a right one
+  request: a wrong one is a 403 JSON error (two `Authorization` headers a 400) and the
+  connection is closed, its body unread, and the refusal is counted for the audit
+  (`refused`, see jarvis/refusals.py); a right one
   leaves its actor in the request's scope (`auth.AUTHORISED_ACTOR`), so that what the
   application refuses of it is audited as that actor's;
 - is held in `Connections`, which chooses who gives way when the cap is reached.
@@ -268,12 +269,16 @@ class BoundedH11Protocol(H11Protocol):
             scope: Scope, receive: ASGIReceiveCallable, send: ASGISendCallable
         ) -> None:
             if scope["type"] == "http":
-                found = [value for name, value in scope["headers"] if name == b"authorization"]
+                found = [
+                    value.decode("latin-1")
+                    for name, value in scope["headers"]
+                    if name == b"authorization"
+                ]
                 try:
-                    actor = self.credentials.check(found[0].decode("latin-1") if found else None)
+                    actor = self.credentials.check_all(found)
                 except AuthError as exc:
                     self.refused(str(exc))
-                    await _forbidden(send, f"forbidden: {exc}")
+                    await _refused(send, exc.status, exc.message)
                     return
                 self._authorized = True
                 # The application audits its own refusals of this request as the actor's.
@@ -283,12 +288,12 @@ class BoundedH11Protocol(H11Protocol):
         return checked
 
 
-async def _forbidden(send: ASGISendCallable, message: str) -> None:
+async def _refused(send: ASGISendCallable, status: int, message: str) -> None:
     body = msgspec.json.encode({"error": message})
     await send(
         {
             "type": "http.response.start",
-            "status": 403,
+            "status": status,
             "headers": [
                 (b"content-type", b"application/json"),
                 (b"content-length", str(len(body)).encode()),
