@@ -15,7 +15,8 @@ its `limit_concurrency` answers 503 only once a head is complete. Each connectio
 - must take each answer: once what jarvis writes no longer fits in the socket, the client
   has `write_timeout_s` to take all of it (a deadline, not reset by reading a byte now and
   then), or the connection is dropped (reset); while so stalled it may give way to a
-  newcomer, whatever its request's state;
+  newcomer, whatever its request's state; an idle connection closed with its last answer
+  still unacknowledged in the kernel is reset too;
 - has its bearer token checked as soon as the head is in, before the application sees the
   request: a wrong one is a 403 JSON error (two `Authorization` headers a 400) and the
   connection is closed, its body unread, and the refusal is counted for the audit
@@ -29,9 +30,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
 import logging
 import socket
 import struct
+import termios
 from collections.abc import Callable
 from typing import Any, ClassVar, Literal, cast
 
@@ -232,14 +235,16 @@ class BoundedH11Protocol(H11Protocol):
             return
         if self._phase == "head":
             pending, _ = self.conn.trailing_data
-            if pending:
-                self.transport.write(
-                    raw_error(
-                        408,
-                        "Request Timeout",
-                        f"request head not complete within {self.limits.header_timeout_s:g} s",
-                    )
+            if not pending:
+                self._close_idle()
+                return
+            self.transport.write(
+                raw_error(
+                    408,
+                    "Request Timeout",
+                    f"request head not complete within {self.limits.header_timeout_s:g} s",
                 )
+            )
         elif self.cycle is not None and not self.cycle.response_started:
             self.transport.write(
                 raw_error(
@@ -249,6 +254,21 @@ class BoundedH11Protocol(H11Protocol):
                 )
             )
         self.transport.close()
+
+    def timeout_keep_alive_handler(self) -> None:
+        """uvicorn's idle timer: the idle close of the header deadline (`_close_idle`)."""
+        if not self.transport.is_closing():
+            self._close_idle()
+
+    def _close_idle(self) -> None:
+        """Close an idle connection, without a word; reset it if its client did not take its
+        last answer (bytes the kernel holds unacknowledged): a plain close would leave the
+        kernel sending them, to a client that does not read, for minutes."""
+        if self.transport.get_write_buffer_size() or _unacknowledged(self.transport):
+            logger.info("dropped an idle connection whose client did not take its last answer")
+            self._drop()
+        else:
+            self.transport.close()
 
     def send_400_response(self, msg: str) -> None:
         """uvicorn's answer to a request h11 cannot parse, in the one JSON error shape."""
@@ -286,6 +306,19 @@ class BoundedH11Protocol(H11Protocol):
             await app(scope, receive, send)
 
         return checked
+
+
+def _unacknowledged(transport: asyncio.Transport) -> int:
+    """The bytes the kernel holds for the socket that its peer has not acknowledged."""
+    sock = transport.get_extra_info("socket")
+    if sock is None:
+        return 0
+    try:
+        held = fcntl.ioctl(sock.fileno(), termios.TIOCOUTQ, bytes(4))
+    except OSError:
+        return 0
+    count: int = struct.unpack("i", held)[0]
+    return count
 
 
 async def _refused(send: ASGISendCallable, status: int, message: str) -> None:

@@ -56,7 +56,9 @@ def _large_run(jarvis: JarvisChild) -> int:
 
 
 @contextlib.contextmanager
-def _no_readers(port: int, run_id: int, count: int) -> Iterator[list[socket.socket]]:
+def _no_readers(
+    port: int, run_id: int, count: int, pipelined: int = 50
+) -> Iterator[list[socket.socket]]:
     """`count` connections, each pipelining `run.get` of `run_id` and never reading."""
     body = json.dumps(invoke_body("jarvis.run.get", run_id=run_id)).encode()
     request = (
@@ -72,7 +74,7 @@ def _no_readers(port: int, run_id: int, count: int) -> Iterator[list[socket.sock
             sock.connect(("127.0.0.1", port))
             sock.setblocking(False)
             with contextlib.suppress(BlockingIOError):
-                for _ in range(50):
+                for _ in range(pipelined):
                     sock.send(request)
             sockets.append(sock)
         yield sockets
@@ -120,3 +122,26 @@ def test_a_client_that_never_reads_is_dropped_and_a_stop_waits_for_none(tmp_path
     assert "Traceback" not in stderr, stderr
     assert "Exception in ASGI application" not in stderr, stderr
     assert "graceful shutdown exceeded" not in stderr, stderr
+
+
+@pytest.mark.slow  # waits out the header deadline
+def test_an_idle_connection_whose_last_answer_is_unread_is_reset(tmp_path: Path) -> None:
+    """One small answer the kernel holds unread: at the idle close the connection is reset,
+    not left to the kernel to send to a client that does not read."""
+    machine_runs_jarvis()
+    with JarvisChild(tmp_path, policy=POLICY) as jarvis:
+        with httpx.Client(timeout=ANSWER_S) as client:
+            created = client.post(
+                f"{jarvis.base}/tools/jarvis.run.create",
+                json=invoke_body("jarvis.run.create", argv=["echo", "hi"]),
+                headers=auth(),
+            )
+        assert created.status_code == 200, created.text
+        # Its record (with its signed statement) is larger than the client's window.
+        assert len(created.content) > 2048
+        with _no_readers(jarvis.port, created.json()["run_id"], 1, pipelined=1) as (sock,):
+            deadline = time.monotonic() + CLOSE_S
+            while not _dropped(sock):
+                assert time.monotonic() < deadline, "the idle connection was never reset"
+                time.sleep(0.1)
+    assert "Traceback" not in jarvis.stderr(), jarvis.stderr()
