@@ -114,7 +114,9 @@ class JarvisService:
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[JarvisService]:
         """Own the runs' task group; on exit every still-running run is cancelled and recorded."""
-        await self._recover()
+        with contextlib.suppress(JournalUnusable):
+            # Lost already (`must_stop` is set): the server stops as soon as it started.
+            await self._recover()
         start = getattr(self._executor, "start", None)
         if start is not None:
             await start()
