@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 
 from jigcmd.attest.statement import (
@@ -10,8 +11,9 @@ from jigcmd.attest.statement import (
     ResourceDescriptor,
     RunStatement,
 )
+from jigcmd.evidence import StreamText
 
-__all__ = ["Check", "Statement", "candidate", "skip", "subject"]
+__all__ = ["Check", "Statement", "candidate", "skip", "streams", "subject"]
 
 Statement = RunStatement | JarvisRunStatement | JarvisRunStatementV2
 
@@ -44,3 +46,16 @@ def candidate(statement: RunStatement, candidate_digest: str) -> Check:
     if named is not None and named.digest.get("sha256") == digest:
         return Check("candidate", True, f"candidateDigest sha256:{digest} is the subject")
     return Check("candidate", False, f"candidateDigest sha256:{digest} is not the subject")
+
+
+def streams(statement: Statement, stdout: StreamText, stderr: StreamText) -> list[Check]:
+    """Whether each stream's text is the statement's subject of that name (its SHA-256)."""
+    checks = []
+    for name, stream in (("stdout", stdout), ("stderr", stderr)):
+        signed = subject(statement, name)
+        actual = hashlib.sha256(stream.text.encode("utf-8")).hexdigest()
+        if signed is not None and signed.digest.get("sha256") == actual:
+            checks.append(Check(name, True, f"{len(stream.text)} characters match the subject"))
+        else:
+            checks.append(Check(name, False, f"the evidence's {name} (sha256 {actual}) differs"))
+    return checks

@@ -31,6 +31,7 @@ from jigcmd.protocol.mcp_view import StreamView
 
 __all__ = [
     "EvidenceFile",
+    "JarvisResult",
     "JarvisView",
     "McpResult",
     "McpView",
@@ -40,11 +41,12 @@ __all__ = [
 
 
 class JarvisView(msgspec.Struct, frozen=True):
-    """What `jarvis.run.get` answers of a run, as far as its statement binds it.
+    """What `jarvis.run.get` (or `run.create`) answers of a run.
 
-    `argv`, `cwd`, `executable` and `matched_rule` are checked when the record has them:
-    `run.create`'s answer has only `executable` and `matched_rule`, and a run recorded before
-    the journal kept the executable has null.
+    `argv`, `cwd`, `executable`, `matched_rule`, `reason`, `decision` and the timings are
+    checked when the record has them: `run.create`'s answer has no argv, cwd or timings, and a
+    run recorded before the journal kept the executable has null. `detail` is read only to
+    be said unchecked (no signature binds it).
     """
 
     run_id: int
@@ -58,6 +60,27 @@ class JarvisView(msgspec.Struct, frozen=True):
     cwd: str | msgspec.UnsetType | None = msgspec.UNSET
     executable: str | msgspec.UnsetType | None = msgspec.UNSET
     matched_rule: str | msgspec.UnsetType | None = msgspec.UNSET
+    decision: str | msgspec.UnsetType = msgspec.UNSET
+    reason: str | msgspec.UnsetType = msgspec.UNSET
+    detail: str | msgspec.UnsetType | None = msgspec.UNSET
+    created_unix_ms: int | msgspec.UnsetType = msgspec.UNSET
+    finished_unix_ms: int | msgspec.UnsetType | None = msgspec.UNSET
+    wall_ms: float | msgspec.UnsetType | None = msgspec.UNSET
+    setup_ms: float | msgspec.UnsetType | None = msgspec.UNSET
+    # The record's own copy of its statement (`bundle`, and its `digest` and `envelopes`).
+    attestation: dict[str, object] | msgspec.UnsetType | None = msgspec.UNSET
+
+
+@dataclass(frozen=True)
+class JarvisResult:
+    """A jarvis record as read, and the paths of the fields a jarvis record has not.
+
+    Like an MCP result's (`McpResult`): a field jarvis does not write is no fact of the run,
+    whatever it says (`"note": "reviewed and approved"`), and is named as unchecked.
+    """
+
+    view: JarvisView
+    unknown: tuple[str, ...]
 
 
 class McpView(msgspec.Struct, frozen=True, rename="camel"):
@@ -95,7 +118,7 @@ class McpResult:
     unknown: tuple[str, ...]
 
 
-EvidenceFile = Evidence | JarvisView | McpResult
+EvidenceFile = Evidence | JarvisResult | McpResult
 _T = TypeVar("_T")
 
 
@@ -116,7 +139,9 @@ def _pick(value: object, at: str) -> EvidenceFile:
     if "jsonrpc" in value:
         return _answer_line(value, at)
     if "run_id" in value:
-        return _convert(value, JarvisView, at, "a jarvis run record")
+        view = _convert(value, JarvisView, at, "a jarvis run record")
+        unknown = tuple(f"{at}.{key}" for key in value if key not in _RECORD_FIELDS)
+        return JarvisResult(view, unknown)
     if "budgetBytes" in value or "limitsHit" in value:
         return _mcp(value, at)
     if "evidence" in value:
@@ -175,6 +200,7 @@ def _wire_names(kind: type[msgspec.Struct]) -> frozenset[str]:
 
 
 _VIEW_FIELDS = _wire_names(McpView)
+_RECORD_FIELDS = _wire_names(JarvisView)
 _STREAM_FIELDS = _wire_names(StreamView)
 
 

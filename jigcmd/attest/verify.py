@@ -19,22 +19,22 @@ import hashlib
 import msgspec
 
 from jigcmd.attest import dsse
-from jigcmd.attest.checks import Check, Statement, candidate, skip, subject
-from jigcmd.attest.inputs import EvidenceFile, JarvisView, McpResult, read_evidence
+from jigcmd.attest.checks import Check, Statement, candidate, skip, streams
+from jigcmd.attest.inputs import EvidenceFile, JarvisResult, JarvisView, McpResult, read_evidence
 from jigcmd.attest.keys import PublicKey
 from jigcmd.attest.statement import (
     JARVIS_PREDICATE_TYPE,
     JARVIS_V2_PREDICATE_TYPE,
     RUN_PREDICATE_TYPE,
     TEST_RESULT_TYPE,
-    JarvisRequestFactsV2,
     JarvisRunStatement,
     JarvisRunStatementV2,
     RunStatement,
     TestResultStatement,
 )
+from jigcmd.attest.verify_record import record_checks
 from jigcmd.attest.verify_view import view_checks
-from jigcmd.evidence import Evidence, StreamText
+from jigcmd.evidence import Evidence
 from jigcmd.jsonio import strict
 
 __all__ = ["Check", "JarvisView", "decode_evidence", "verify_bundle"]
@@ -81,22 +81,22 @@ def verify_bundle(data: bytes, key: PublicKey, evidence: EvidenceFile | None = N
     if keyid != key.keyid:
         named += f", not the verifying key {key.keyid}"
     checks.append(Check("signer", keyid == key.keyid, named))
-    checks.extend(_evidence(statement, evidence))
+    checks.extend(_evidence(statement, evidence, data))
     return checks
 
 
-def _evidence(statement: Statement, evidence: EvidenceFile | None) -> list[Check]:
+def _evidence(statement: Statement, evidence: EvidenceFile | None, bundle: bytes) -> list[Check]:
     """The checks of the evidence against the statement; without it, what went unchecked."""
     if isinstance(statement, JarvisRunStatement | JarvisRunStatementV2):
         if evidence is None:
             names = ("run", "stdout", "stderr", "request", "policy", "ending")
             return [skip(name, "no --evidence") for name in names]
-        if isinstance(evidence, JarvisView):
-            return _jarvis_checks(statement, evidence)
+        if isinstance(evidence, JarvisResult):
+            return record_checks(statement, evidence, bundle)
         return [Check("evidence", False, "a jarvis statement, but Project Command evidence")]
     if evidence is None:
         return [skip(name, "no --evidence") for name in ("candidate", "stdout", "stderr", "ending")]
-    if isinstance(evidence, JarvisView):
+    if isinstance(evidence, JarvisResult):
         return [Check("evidence", False, "a run statement, but a jarvis record")]
     if isinstance(evidence, McpResult):
         return view_checks(statement, evidence)
@@ -215,7 +215,7 @@ def _test_result(statement: RunStatement, payloads: list[bytes]) -> Check | None
 
 def _evidence_checks(statement: RunStatement, evidence: Evidence) -> list[Check]:
     checks = [candidate(statement, evidence.candidate_digest)]
-    checks.extend(_streams(statement, evidence.stdout, evidence.stderr))
+    checks.extend(streams(statement, evidence.stdout, evidence.stderr))
     predicate = statement.predicate
     ending = predicate.ending
     differs = [
@@ -238,89 +238,3 @@ def _evidence_checks(statement: RunStatement, evidence: Evidence) -> list[Check]
         else Check("ending", True, "command, invocation, stdin and how it ended match")
     )
     return checks
-
-
-def _streams(statement: Statement, stdout: StreamText, stderr: StreamText) -> list[Check]:
-    checks = []
-    for name, stream in (("stdout", stdout), ("stderr", stderr)):
-        signed = subject(statement, name)
-        actual = hashlib.sha256(stream.text.encode("utf-8")).hexdigest()
-        if signed is not None and signed.digest.get("sha256") == actual:
-            checks.append(Check(name, True, f"{len(stream.text)} characters match the subject"))
-        else:
-            checks.append(Check(name, False, f"the evidence's {name} (sha256 {actual}) differs"))
-    return checks
-
-
-def _jarvis_checks(
-    statement: JarvisRunStatement | JarvisRunStatementV2, view: JarvisView
-) -> list[Check]:
-    predicate = statement.predicate
-    run_id = predicate.run.run_id
-    checks = [
-        Check("run", True, f"run_id {run_id} is the statement's")
-        if view.run_id == run_id
-        else Check(
-            "run", False, f"the record's run_id {view.run_id} is not the statement's {run_id}"
-        )
-    ]
-    checks.extend(_streams(statement, view.stdout, view.stderr))
-    request = _jarvis_request(statement, view)
-    if request is not None:
-        checks.append(request)
-    if not isinstance(view.matched_rule, msgspec.UnsetType):
-        rule = predicate.policy.matched_rule
-        checks.append(
-            Check("policy", True, f"matched_rule {rule!r} is the statement's")
-            if view.matched_rule == rule
-            else Check(
-                "policy", False, f"the record's matched_rule {view.matched_rule!r}, not {rule!r}"
-            )
-        )
-    ending = predicate.ending
-    # jarvis reports the stop reason as its status: a run with a statement `exited` or
-    # `deadline` (a cancelled one is `failed`, and has none).
-    differs = [
-        field
-        for field, same in (
-            ("status", view.status == ending.stop_reason),
-            ("exit_code", view.exit_code == ending.exit_code),
-            ("signal", view.signal == ending.signal),
-            ("stdout.truncated", view.stdout.truncated == ending.stdout.truncated),
-            ("stderr.truncated", view.stderr.truncated == ending.stderr.truncated),
-        )
-        if not same
-    ]
-    checks.append(
-        Check("ending", False, "the record differs from the statement in " + ", ".join(differs))
-        if differs
-        else Check("ending", True, "status, exit code, signal and truncation match")
-    )
-    return checks
-
-
-def _jarvis_request(
-    statement: JarvisRunStatement | JarvisRunStatementV2, view: JarvisView
-) -> Check | None:
-    """The record's argv, cwd and executable against the statement's, those the record has."""
-    request = statement.predicate.request
-    compared: list[tuple[str, bool]] = []
-    if not isinstance(view.argv, msgspec.UnsetType):
-        compared.append(("argv", view.argv == request.argv))
-    if not isinstance(view.cwd, msgspec.UnsetType):
-        compared.append(("cwd", (view.cwd or "") == request.cwd))
-    unnamed = ""
-    if isinstance(view.executable, str):
-        if isinstance(request, JarvisRequestFactsV2):
-            compared.append(("executable", view.executable == request.executable))
-        else:
-            # Signed before statements named it: nothing to hold the record's against.
-            unnamed = " (a jarvis-run/v1 statement names no executable)"
-    if not compared:
-        return None
-    differs = [name for name, same in compared if not same]
-    if differs:
-        return Check(
-            "request", False, "the record differs from the statement in " + ", ".join(differs)
-        )
-    return Check("request", True, ", ".join(name for name, _ in compared) + " match" + unnamed)

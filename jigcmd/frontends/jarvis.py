@@ -179,6 +179,8 @@ def _jarvis(
                 limits=limits,
                 early=early,
                 on_stop=service.stop,
+                # A journal lost while serving: stop at once (fail closed), exit 2 below.
+                stop=service.must_stop,
                 refused=service.audit_unauthenticated,
             )
         )

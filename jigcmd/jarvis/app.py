@@ -29,11 +29,12 @@ from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from jigcmd.jarvis.auth import AUTHORISED_ACTOR, AuthError, Credentials
 from jigcmd.jarvis.service import JarvisService
 from jigcmd.jarvis.tools import ToolError, decode_invoke, tool_named
+from jigcmd.journal.store import JournalUnusable
 from jigcmd.jsonio.strict import StrictJSONError, loads
 from jigcmd.server.hostpaths import HostPaths
 
@@ -100,7 +101,12 @@ class HostOriginGuard:
             headers = [(k.lower(), v) for k, v in scope["headers"]]
             host = [v for k, v in headers if k == b"host"]
             refusal: ToolError | None = None
-            if len(host) != 1 or host[0].decode("latin-1").lower() not in self.hosts:
+            # HTTP/1.0 has no Host header (it came with 1.1, which requires it); a 1.0
+            # request without one names no other server, and DNS rebinding needs one.
+            hostless = not host and scope.get("http_version") == "1.0"
+            if not hostless and (
+                len(host) != 1 or host[0].decode("latin-1").lower() not in self.hosts
+            ):
                 refusal = ToolError(421, _FOREIGN_HOST)
             elif any(k == b"origin" for k, _ in headers):
                 refusal = ToolError(403, _BROWSER_ORIGIN)
@@ -113,6 +119,35 @@ class HostOriginGuard:
                 await error(refusal.status, refusal.message)(scope, receive, send)
                 return
         await self.app(scope, receive, send)
+
+
+class JournalLostGuard:
+    """A call that found the journal lost (`journalcalls.py`) is answered 503, naming it.
+
+    Nothing is served from or recorded in a journal that is gone; the server is stopping
+    already (the service set `must_stop`), and its front says why in one line as it exits.
+    """
+
+    def __init__(self, app: ASGIApp, scrub: Callable[[str], str]) -> None:
+        self.app = app
+        self.scrub = scrub
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """ASGI entry point."""
+        started = False
+
+        async def tracked(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, receive, tracked)
+        except JournalUnusable as exc:
+            if scope["type"] != "http" or started:
+                raise
+            message = self.scrub(f"journal {exc.path}: {exc.cause}; jarvis stops")
+            await error(503, message)(scope, receive, send)
 
 
 def _tool_of(path: str) -> str:
@@ -165,6 +200,8 @@ def create_app(
         refused=service.audit_unauthenticated,
         audited=service.audit_refusal,
     )
+    # Outermost: a journal lost under any step (the guard's own audit rows included).
+    app.add_middleware(JournalLostGuard, scrub=endpoints.scrub)
     return app
 
 
@@ -191,11 +228,11 @@ class _Endpoints:
     def authorise(self, request: Request) -> str:
         """The actor a request's bearer token names; a 403 `ToolError` (counted) if none."""
         try:
-            return self.credentials.check(request.headers.get("authorization"))
+            return self.credentials.check_all(request.headers.getlist("authorization"))
         except AuthError as exc:
             logger.info("refused %s %s: %s", request.method, request.url.path, exc)
             self.service.audit_unauthenticated(str(exc))
-            raise ToolError(403, f"forbidden: {exc}") from None
+            raise ToolError(exc.status, exc.message) from None
 
     async def get_manual(self, request: Request) -> Response:
         """`GET /utcp`: the UTCP manual of the tools this token may see."""

@@ -6,6 +6,7 @@ run's end must never go unrecorded because its caller left), one store call at a
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Awaitable, Callable, Mapping
 from functools import partial
 from typing import Any, TypeVar
@@ -15,7 +16,7 @@ import anyio
 from jigcmd.jarvis.policy import Decision, Request
 from jigcmd.jarvis.refusals import UNAUTHENTICATED, Unauthenticated, sent
 from jigcmd.jarvis.tools import ToolError
-from jigcmd.journal.store import Journal
+from jigcmd.journal.store import Journal, JournalUnusable
 
 __all__ = ["AuditTrail"]
 
@@ -79,8 +80,13 @@ class AuditTrail:
         )
 
     async def unauthenticated_row(self, outcome: str) -> None:
-        """The periodic row counting requests refused before they authenticated."""
-        await self.row(actor=UNAUTHENTICATED, tool="", decision="forbidden", outcome=outcome)
+        """The periodic row counting requests refused before they authenticated.
+
+        Written by the service's own task, no call waiting for it: a journal lost meanwhile
+        is left for the server to report as it stops (`journalcalls.py`), not raised here.
+        """
+        with contextlib.suppress(JournalUnusable):
+            await self.row(actor=UNAUTHENTICATED, tool="", decision="forbidden", outcome=outcome)
 
     async def row(
         self,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 __all__ = [
     "AUTHORISED_ACTOR",
@@ -45,6 +45,17 @@ class ConfigError(ValueError):
 
 class AuthError(Exception):
     """Raised when a request's Authorization header does not carry the server's token."""
+
+    def __init__(self, reason: str, status: int = 403) -> None:
+        """`reason` is one of a fixed set of words (the audit counts by it); `status` the
+        HTTP status the refusal is answered with."""
+        super().__init__(reason)
+        self.status = status
+
+    @property
+    def message(self) -> str:
+        """The words of its error body: `forbidden: <reason>` for a 403, else the reason."""
+        return f"forbidden: {self}" if self.status == 403 else str(self)
 
 
 def fingerprint(token: str) -> str:
@@ -92,6 +103,16 @@ class Credentials:
 
     def __repr__(self) -> str:
         return f"Credentials(actor={self.actor!r}, grants={sorted(self.grants)!r})"
+
+    def check_all(self, authorization: Sequence[str]) -> str:
+        """The actor for a request's `Authorization` header values: exactly one, and valid.
+
+        Two are refused (400) rather than one of them taken: which one a proxy, a client
+        library or another server would read first is anybody's guess.
+        """
+        if len(authorization) > 1:
+            raise AuthError("more than one Authorization header", status=400)
+        return self.check(authorization[0] if authorization else None)
 
     def check(self, authorization: str | None) -> str:
         """The actor for a valid `Authorization` header; raises `AuthError` otherwise."""

@@ -10,11 +10,15 @@ Any local process can connect to jarvis, so every connection it holds is bounded
   (those that never presented the token before those that did), once it has waited at
   least `min_wait_s` (a fair chance to send its head: in a burst of callers the head of a
   just-accepted one may simply not have been read yet);
+- a connection whose client does not take its answer (stalled writing: what it was sent
+  fills the socket and more waits in jarvis) gives way too, after the unauthenticated
+  waiting ones and before the authorized idle ones, once it has been stalled `min_wait_s`;
 - while no connection may give way the newcomers wait in the listen backlog, and only when
   that lasts (every held connection busy with a request) is one refused with 503.
 
-So connections that never finish their headers cannot keep an authorized caller out: each
-new connection pushes the oldest of them out, and the header timeout ends the rest.
+So connections that never finish their headers, or never read their answers, cannot keep an
+authorized caller out: each new connection pushes the oldest of them out, and the header and
+write deadlines end the rest.
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ from jigcmd.jarvis.headsize import MAX_HEAD_BYTES
 __all__ = ["DEFAULT_LIMITS", "ConnectionLimits", "Connections", "fd_capacity"]
 
 C = TypeVar("C")
-State = Literal["waiting", "authorized-waiting", "busy"]
+State = Literal["waiting", "stalled", "authorized-waiting", "busy"]
 
 
 @dataclass(frozen=True)
@@ -43,6 +47,9 @@ class ConnectionLimits:
     header_timeout_s: float = 5.0
     # From the complete head until the last byte of the body (at most MAX_BODY_BYTES).
     body_timeout_s: float = 10.0
+    # From the moment an answer no longer fits in the socket until the client took all of it
+    # (a deadline: reading a byte now and then does not extend it).
+    write_timeout_s: float = 10.0
     # A request head's size at most, complete or not (h11's own bound on an incomplete one).
     max_head_bytes: int = MAX_HEAD_BYTES
     # File descriptors kept free for everything else: the journal, envelopes, their runs.
@@ -79,10 +86,11 @@ class Connections(Generic[C]):
         # Since when each connection waits; dicts keep insertion order (the first waited longest).
         self._waiting: dict[C, float] = {}
         self._authorized: dict[C, float] = {}
+        self._stalled: dict[C, float] = {}
         self._busy: dict[C, None] = {}
 
     def __len__(self) -> int:
-        return len(self._waiting) + len(self._authorized) + len(self._busy)
+        return len(self._waiting) + len(self._stalled) + len(self._authorized) + len(self._busy)
 
     def capacity(self) -> int:
         """The cap now."""
@@ -107,9 +115,14 @@ class Connections(Generic[C]):
         return True, oldest
 
     def _giving_way(self, *, ignore_min_wait: bool = False) -> C | None:
-        """The waiting connection that gives way to a newcomer, if one may."""
+        """The connection that gives way to a newcomer, if one may.
+
+        Unauthenticated ones first, then those that do not take their answers (their clients
+        lose what they did not read), then idle authorized ones (theirs lose nothing, but
+        they are the well-behaved callers' connections).
+        """
         now = self._clock()
-        for queue in (self._waiting, self._authorized):
+        for queue in (self._waiting, self._stalled, self._authorized):
             if queue:
                 oldest, since = next(iter(queue.items()))
                 if ignore_min_wait or now - since >= self._min_wait:
@@ -121,6 +134,12 @@ class Connections(Generic[C]):
         self.remove(connection)
         (self._authorized if authorized else self._waiting)[connection] = self._clock()
 
+    def stalled(self, connection: C) -> None:
+        """`connection`'s answer waits for its client to read: it may give way, whatever its
+        request's state (it joins the end of its queue)."""
+        self.remove(connection)
+        self._stalled[connection] = self._clock()
+
     def busy(self, connection: C) -> None:
         """`connection` has a request in progress: it never gives way to a newcomer."""
         self.remove(connection)
@@ -130,12 +149,14 @@ class Connections(Generic[C]):
         """Forget `connection` (closed or given way); a no-op for one not held."""
         self._waiting.pop(connection, None)
         self._authorized.pop(connection, None)
+        self._stalled.pop(connection, None)
         self._busy.pop(connection, None)
 
     def counts(self) -> dict[State, int]:
         """How many connections are in each state."""
         return {
             "waiting": len(self._waiting),
+            "stalled": len(self._stalled),
             "authorized-waiting": len(self._authorized),
             "busy": len(self._busy),
         }

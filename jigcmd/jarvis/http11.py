@@ -12,9 +12,15 @@ its `limit_concurrency` answers 503 only once a head is complete. Each connectio
   as JSON errors, the one shape jarvis answers in);
 - must then deliver its body within `body_timeout_s`: otherwise 408 (when no answer began)
   and closed;
+- must take each answer: once what jarvis writes no longer fits in the socket, the client
+  has `write_timeout_s` to take all of it (a deadline, not reset by reading a byte now and
+  then), or the connection is dropped (reset); while so stalled it may give way to a
+  newcomer, whatever its request's state; an idle connection closed with its last answer
+  still unacknowledged in the kernel is reset too;
 - has its bearer token checked as soon as the head is in, before the application sees the
-  request: a wrong one is a 403 JSON error and the connection is closed, its body unread,
-  and the refusal is counted for the audit (`refused`, see jarvis/refusals.py); a right one
+  request: a wrong one is a 403 JSON error (two `Authorization` headers a 400) and the
+  connection is closed, its body unread, and the refusal is counted for the audit
+  (`refused`, see jarvis/refusals.py); a right one
   leaves its actor in the request's scope (`auth.AUTHORISED_ACTOR`), so that what the
   application refuses of it is audited as that actor's;
 - is held in `Connections`, which chooses who gives way when the cap is reached.
@@ -23,6 +29,12 @@ its `limit_concurrency` answers 503 only once a head is complete. Each connectio
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import fcntl
+import logging
+import socket
+import struct
+import termios
 from collections.abc import Callable
 from typing import Any, ClassVar, Literal, cast
 
@@ -40,6 +52,10 @@ from jigcmd.jarvis.headsize import HeadSize
 __all__ = ["BoundedH11Protocol", "bounded_protocol", "raw_error"]
 
 Phase = Literal["head", "body", "request"]
+
+logger = logging.getLogger("jigcmd.jarvis")
+# SO_LINGER on, 0 s: close() resets the connection and discards what it had yet to send.
+_RESET = struct.pack("ii", 1, 0)
 
 
 def raw_error(status: int, reason: str, message: str, extra: str = "") -> bytes:
@@ -70,6 +86,9 @@ class BoundedH11Protocol(H11Protocol):
     ) -> None:
         super().__init__(config, server_state, app_state, _loop)
         self._deadline: asyncio.TimerHandle | None = None
+        # Armed while an answer waits in the transport for the client to read (`pause_writing`).
+        self._write_deadline: asyncio.TimerHandle | None = None
+        self._stalled = False
         self._head = HeadSize(self.limits.max_head_bytes)
         self._phase: Phase = "request"
         self._authorized = False
@@ -80,11 +99,16 @@ class BoundedH11Protocol(H11Protocol):
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         """A new connection waits for its first head, under the header deadline."""
         super().connection_made(transport)
+        # Told (`pause_writing`) as soon as a byte waits in the transport, not after 64 KiB
+        # more than the socket holds: a client that does not read is seen at once, its
+        # write deadline starts, and each answer waits in jarvis until the last one left.
+        transport.set_write_buffer_limits(high=0)
         self._follow()
 
     def connection_lost(self, exc: Exception | None) -> None:
         """Closed: no deadline, no longer held."""
         self._disarm()
+        self._disarm_write()
         self.held.remove(self)
         super().connection_lost(exc)
 
@@ -108,10 +132,60 @@ class BoundedH11Protocol(H11Protocol):
         self._follow()
 
     def give_way(self) -> None:
-        """Close this waiting connection to make room for a new one."""
+        """Close this waiting (or stalled) connection to make room for a new one.
+
+        An answer its client has not taken is dropped with it (a plain close would keep the
+        socket until the client reads it).
+        """
         self._disarm()
-        if not self.transport.is_closing():
+        if self.transport.get_write_buffer_size():
+            self._drop()
+        elif not self.transport.is_closing():
             self.transport.close()
+
+    def pause_writing(self) -> None:
+        """An answer waits for the client to read: its write deadline runs, it may give way."""
+        super().pause_writing()
+        self._stalled = True
+        if self._write_deadline is None:
+            self._write_deadline = self.loop.call_later(
+                self.limits.write_timeout_s, self._write_expired
+            )
+        if not self.transport.is_closing():
+            self.held.stalled(self)
+
+    def resume_writing(self) -> None:
+        """The client took everything written: held as its request's phase says again."""
+        super().resume_writing()
+        self._stalled = False
+        self._disarm_write()
+        if not self.transport.is_closing():
+            self._hold()
+
+    def _write_expired(self) -> None:
+        self._write_deadline = None
+        logger.info(
+            "dropped a connection whose client did not take its answer within %g s",
+            self.limits.write_timeout_s,
+        )
+        self._drop()
+
+    def _drop(self) -> None:
+        """Reset the connection: what waits for the client, in jarvis and in the kernel, goes.
+
+        A plain close would leave the kernel sending the socket's full buffer (megabytes) to
+        a client that does not read, the socket orphaned but alive, for minutes.
+        """
+        sock = self.transport.get_extra_info("socket")
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _RESET)
+        self.transport.abort()
+
+    def _disarm_write(self) -> None:
+        if self._write_deadline is not None:
+            self._write_deadline.cancel()
+            self._write_deadline = None
 
     # -- phases and deadlines -------------------------------------------------------------
 
@@ -129,17 +203,23 @@ class BoundedH11Protocol(H11Protocol):
             return
         self._phase = phase
         self._disarm()
+        if not self._stalled:
+            self._hold()
         if phase == "head":
-            self.held.waiting(self, authorized=self._authorized)
             self._arm(self.limits.header_timeout_s)
             self._head.reset()
             pending, _ = self.conn.trailing_data
             if pending and not self._head.feed(pending):
                 self._head_too_large()
+        elif phase == "body":
+            self._arm(self.limits.body_timeout_s)
+
+    def _hold(self) -> None:
+        """Held as the phase says: waiting for a head (may give way), else busy."""
+        if self._phase == "head":
+            self.held.waiting(self, authorized=self._authorized)
         else:
             self.held.busy(self)
-            if phase == "body":
-                self._arm(self.limits.body_timeout_s)
 
     def _arm(self, seconds: float) -> None:
         self._deadline = self.loop.call_later(seconds, self._expired)
@@ -155,14 +235,16 @@ class BoundedH11Protocol(H11Protocol):
             return
         if self._phase == "head":
             pending, _ = self.conn.trailing_data
-            if pending:
-                self.transport.write(
-                    raw_error(
-                        408,
-                        "Request Timeout",
-                        f"request head not complete within {self.limits.header_timeout_s:g} s",
-                    )
+            if not pending:
+                self._close_idle()
+                return
+            self.transport.write(
+                raw_error(
+                    408,
+                    "Request Timeout",
+                    f"request head not complete within {self.limits.header_timeout_s:g} s",
                 )
+            )
         elif self.cycle is not None and not self.cycle.response_started:
             self.transport.write(
                 raw_error(
@@ -172,6 +254,21 @@ class BoundedH11Protocol(H11Protocol):
                 )
             )
         self.transport.close()
+
+    def timeout_keep_alive_handler(self) -> None:
+        """uvicorn's idle timer: the idle close of the header deadline (`_close_idle`)."""
+        if not self.transport.is_closing():
+            self._close_idle()
+
+    def _close_idle(self) -> None:
+        """Close an idle connection, without a word; reset it if its client did not take its
+        last answer (bytes the kernel holds unacknowledged): a plain close would leave the
+        kernel sending them, to a client that does not read, for minutes."""
+        if self.transport.get_write_buffer_size() or _unacknowledged(self.transport):
+            logger.info("dropped an idle connection whose client did not take its last answer")
+            self._drop()
+        else:
+            self.transport.close()
 
     def send_400_response(self, msg: str) -> None:
         """uvicorn's answer to a request h11 cannot parse, in the one JSON error shape."""
@@ -192,12 +289,16 @@ class BoundedH11Protocol(H11Protocol):
             scope: Scope, receive: ASGIReceiveCallable, send: ASGISendCallable
         ) -> None:
             if scope["type"] == "http":
-                found = [value for name, value in scope["headers"] if name == b"authorization"]
+                found = [
+                    value.decode("latin-1")
+                    for name, value in scope["headers"]
+                    if name == b"authorization"
+                ]
                 try:
-                    actor = self.credentials.check(found[0].decode("latin-1") if found else None)
+                    actor = self.credentials.check_all(found)
                 except AuthError as exc:
                     self.refused(str(exc))
-                    await _forbidden(send, f"forbidden: {exc}")
+                    await _refused(send, exc.status, exc.message)
                     return
                 self._authorized = True
                 # The application audits its own refusals of this request as the actor's.
@@ -207,12 +308,25 @@ class BoundedH11Protocol(H11Protocol):
         return checked
 
 
-async def _forbidden(send: ASGISendCallable, message: str) -> None:
+def _unacknowledged(transport: asyncio.Transport) -> int:
+    """The bytes the kernel holds for the socket that its peer has not acknowledged."""
+    sock = transport.get_extra_info("socket")
+    if sock is None:
+        return 0
+    try:
+        held = fcntl.ioctl(sock.fileno(), termios.TIOCOUTQ, bytes(4))
+    except OSError:
+        return 0
+    count: int = struct.unpack("i", held)[0]
+    return count
+
+
+async def _refused(send: ASGISendCallable, status: int, message: str) -> None:
     body = msgspec.json.encode({"error": message})
     await send(
         {
             "type": "http.response.start",
-            "status": 403,
+            "status": status,
             "headers": [
                 (b"content-type", b"application/json"),
                 (b"content-length", str(len(body)).encode()),

@@ -277,8 +277,8 @@ def evaluate(policy: Policy, request: Request, host: HostView) -> Decision:
     name = request.argv[0]
     program = _resolve_program(name, policy.search_path, host)
     if program is None:
-        where = "absolute" if name.startswith("/") else "in the policy's search_path"
-        return _deny(f"program {name!r} is not an executable file {where}")
+        where = "" if name.startswith("/") else " in the policy's search_path"
+        return _deny(f"program {name!r} is not an executable file{where}")
     cwd: str | None = None
     if request.cwd is not None:
         cwd = host.realpath(request.cwd)
@@ -299,16 +299,9 @@ def evaluate(policy: Policy, request: Request, host: HostView) -> Decision:
             continue
         if rule.decision == "deny":
             return Decision("deny", f"denied by rule {rule.name!r}", rule.name)
-        visible = (*policy.host_dirs, *((cwd,) if cwd is not None else ()))
-        hidden = [path for path in program if not _under_any(path, visible)]
-        if hidden:
-            # The path the run would execute, or else the file it resolves to.
-            return Decision(
-                "deny",
-                f"rule {rule.name!r} matched, but program {hidden[0]!r} is outside host_dirs "
-                "and cwd, so the envelope cannot show it",
-                rule.name,
-            )
+        hidden = _hidden(program, (*policy.host_dirs, *((cwd,) if cwd is not None else ())))
+        if hidden is not None:
+            return Decision("deny", f"rule {rule.name!r} matched, but {hidden}", rule.name)
         cap = min(rule.timeout_ms_max or policy.timeout_ms_ceiling, policy.timeout_ms_ceiling)
         timeout = min(request.timeout_ms or cap, cap)
         return Decision(
@@ -323,6 +316,25 @@ def evaluate(policy: Policy, request: Request, host: HostView) -> Decision:
             env=rule.env,
         )
     return _deny("no rule matched (default deny)")
+
+
+def _hidden(program: tuple[str, str], visible: Sequence[str]) -> str | None:
+    """Why the envelope cannot show the program (as named, resolved), or None when it can.
+
+    Both paths must lie in what the envelope shows (deny by default): the file it executes,
+    and the path the caller named it by, which the run keeps as `argv[0]`. The reason says
+    which one is outside, naming what the program resolves to.
+    """
+    named, real = program
+    if not _under_any(real, visible):
+        what = f"program {named!r}" + (f" resolves to {real!r}, which" if real != named else "")
+        return f"{what} is outside host_dirs and cwd, so the envelope cannot show it"
+    if not _under_any(named, visible):
+        return (
+            f"program {named!r} is named by a path outside host_dirs and cwd (it resolves to "
+            f"{real!r}, which the envelope shows): call it by that path"
+        )
+    return None
 
 
 def _deny(reason: str) -> Decision:

@@ -26,6 +26,7 @@ import uvicorn
 import uvicorn.server
 from starlette.types import ASGIApp
 
+from jigcmd.cancel import CancelSignal
 from jigcmd.jarvis.auth import Credentials
 from jigcmd.jarvis.connections import DEFAULT_LIMITS, ConnectionLimits, Connections, fd_capacity
 from jigcmd.jarvis.http11 import BoundedH11Protocol, bounded_protocol, raw_error
@@ -172,12 +173,13 @@ async def serve(
     *,
     limits: ConnectionLimits = DEFAULT_LIMITS,
     log_level: str = "warning",
-    stop: anyio.Event | None = None,
+    stop: anyio.Event | CancelSignal | None = None,
     early: StopRequest | None = None,
     on_stop: Callable[[], None] | None = None,
     refused: Callable[[str], None] = lambda reason: None,
 ) -> None:
-    """Serve until a stop signal (SIGINT, SIGTERM, SIGHUP) or until `stop` is set; then drain.
+    """Serve until a stop signal (SIGINT, SIGTERM, SIGHUP) or until `stop` is set (jarvis sets
+    it when its journal is lost); then drain.
 
     On the way out `on_stop` runs first (jarvis fences its runs there, so the calls waiting
     for them are answered at once), then uvicorn drains the answers for up to 15 s; a signal
@@ -191,6 +193,9 @@ async def serve(
         app,
         http=bounded_protocol(limits, held, credentials, refused),
         log_level=log_level,
+        # jigcmd's own stderr handler (`server/stderrlog.py`) stays the only one: uvicorn's
+        # default dictConfig would close it, silencing every later jarvis log line.
+        log_config=None,
         # The access log carries paths and statuses only; still off unless asked for.
         access_log=log_level in ("debug", "info"),
         server_header=False,

@@ -15,7 +15,7 @@ import os
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping
 from functools import partial
-from typing import Any, TypeVar
+from typing import Any
 
 import anyio
 import anyio.abc
@@ -34,6 +34,7 @@ from jigcmd.jarvis.fields import (
     failure_status,
     record_fields,
 )
+from jigcmd.jarvis.journalcalls import JournalCalls
 from jigcmd.jarvis.planner import host_plan, system_binds
 from jigcmd.jarvis.policy import Decision, HostView, Policy, Request, evaluate
 from jigcmd.jarvis.refusals import UNAUTHENTICATED_ROW_S, Unauthenticated
@@ -41,7 +42,7 @@ from jigcmd.jarvis.statements import RunSigning, Sign
 from jigcmd.jarvis.tools import ToolError, decode_run_id, decode_run_request
 from jigcmd.journal.identity import ProcessIdentity, is_alive
 from jigcmd.journal.reservations import Reservations, Slot
-from jigcmd.journal.store import Journal
+from jigcmd.journal.store import Journal, JournalUnusable
 from jigcmd.plan import RunPlan
 
 __all__ = ["DEFAULT_QUEUE_WAIT_S", "EARLY_ANSWER_SECONDS", "MAX_ACTIVE_RUNS", "JarvisService"]
@@ -55,7 +56,6 @@ MAX_ACTIVE_RUNS = 32
 # answer either, so that the caller hears back before its client gives up.
 DEFAULT_QUEUE_WAIT_S = 20.0
 
-_T = TypeVar("_T")
 # A full house (every run or envelope slot busy) is answered 429 with this: runs are short,
 # so a client may try again after a second.
 _RETRY_AFTER = {"Retry-After": "1"}
@@ -107,14 +107,16 @@ class JarvisService:
         self._admitted = 0
         self._active: dict[int, tuple[CancelSignal, anyio.Event]] = {}
         self._tasks: anyio.abc.TaskGroup | None = None
-        # One store call at a time, off the event loop (SQLite fsyncs).
-        self._db_limiter = anyio.CapacityLimiter(1)
+        # Every store call: one at a time, off the event loop, refused once the journal is lost.
+        self._db = JournalCalls(store)
         self._trail = AuditTrail(store, self._db, Unauthenticated(unauthenticated_row_s))
 
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[JarvisService]:
         """Own the runs' task group; on exit every still-running run is cancelled and recorded."""
-        await self._recover()
+        with contextlib.suppress(JournalUnusable):
+            # Lost already (`must_stop` is set): the server stops as soon as it started.
+            await self._recover()
         start = getattr(self._executor, "start", None)
         if start is not None:
             await start()
@@ -165,8 +167,10 @@ class JarvisService:
                 outcome=f"run {run.run_id}: uncertain ({detail})",
             )
 
-    async def _db(self, call: Callable[[], _T]) -> _T:
-        return await anyio.to_thread.run_sync(call, limiter=self._db_limiter)
+    @property
+    def must_stop(self) -> CancelSignal:
+        """Set when the service cannot go on (its journal lost): the server must stop."""
+        return self._db.lost
 
     async def check(self, actor: str, tool: str, args: Mapping[str, Any]) -> dict[str, Any]:
         """`jarvis.policy.check`: the decision alone."""
@@ -291,6 +295,8 @@ class JarvisService:
                         detail=_UNSTARTED,
                     )
                 )
+            except JournalUnusable:
+                pass  # lost: jarvis stops, and says so once as it exits
             except Exception:
                 logger.exception("run %d: cannot record that it never started", run_id)
 
@@ -414,23 +420,43 @@ class JarvisService:
         try:
             end = await self._execute(run_id, plan, cancel, slot, sign)
             with anyio.CancelScope(shield=True):
-                await self._db(partial(self.store.jarvis_finish, run_id, **end))
-                outcome = str(end["status"])
-                if end.get("exit_code") is not None:
-                    outcome += f" (exit {end['exit_code']})"
-                if end.get("signal"):
-                    outcome += f" ({end['signal']})"
-                if end.get("detail"):
-                    outcome += f": {end['detail']}"
-                await self._trail.decision(
-                    actor, tool, request, decision, f"run {run_id}: {outcome}"
+                await self._finish(
+                    actor=actor,
+                    tool=tool,
+                    request=request,
+                    decision=decision,
+                    run_id=run_id,
+                    end=end,
                 )
+        except JournalUnusable:
+            pass  # its end cannot be recorded: jarvis stops, and says so once as it exits
         finally:
             if slot is not None:
                 self._release(slot)
             del self._active[run_id]
             self._admitted -= 1
             done.set()
+
+    async def _finish(
+        self,
+        *,
+        actor: str,
+        tool: str,
+        request: Request,
+        decision: Decision,
+        run_id: int,
+        end: dict[str, Any],
+    ) -> None:
+        """The run's row closed with its end, and its end audited."""
+        await self._db(partial(self.store.jarvis_finish, run_id, **end))
+        outcome = str(end["status"])
+        if end.get("exit_code") is not None:
+            outcome += f" (exit {end['exit_code']})"
+        if end.get("signal"):
+            outcome += f" ({end['signal']})"
+        if end.get("detail"):
+            outcome += f": {end['detail']}"
+        await self._trail.decision(actor, tool, request, decision, f"run {run_id}: {outcome}")
 
     async def _execute(
         self,

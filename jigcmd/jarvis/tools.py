@@ -84,7 +84,41 @@ _DECISION: dict[str, Any] = {
 }
 _STREAM: dict[str, Any] = {
     "type": "object",
+    "required": ["text", "truncated"],
+    "additionalProperties": False,
     "properties": {"text": {"type": "string"}, "truncated": {"type": "boolean"}},
+}
+# One DSSE envelope of the bundle, parsed (`jigcmd.attest.dsse.Envelope`).
+_ENVELOPE: dict[str, Any] = {
+    "type": "object",
+    "required": ["payload", "payloadType", "signatures"],
+    "additionalProperties": False,
+    "properties": {
+        "payload": {"type": "string"},
+        "payloadType": {"type": "string"},
+        "signatures": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": ["sig", "keyid"],
+                "additionalProperties": False,
+                "properties": {"sig": {"type": "string"}, "keyid": {"type": "string"}},
+            },
+        },
+    },
+}
+# A completed run's signed statement (`jigcmd.attest.dsse.attestation_fields`), else null.
+_ATTESTATION: dict[str, Any] = {
+    "type": ["object", "null"],
+    "description": "the run's signed statement (docs/attestation.md), null for a run that "
+    "failed, is uncertain or still running; `jigcmd verify` checks it",
+    "required": ["digest", "bundle", "envelopes"],
+    "additionalProperties": False,
+    "properties": {
+        "digest": {"type": "string", "pattern": "^sha256:[0-9a-f]{64}$"},
+        "bundle": {"type": "string", "description": "JSON Lines of DSSE envelopes"},
+        "envelopes": {"type": "array", "items": _ENVELOPE},
+    },
 }
 _STATUS: dict[str, Any] = {
     "type": ["string", "null"],
@@ -100,6 +134,7 @@ _RUN_FIELDS: dict[str, Any] = {
     "detail": {"type": ["string", "null"]},
     # The program's resolved path, the file the run executes (argv[0] keeps its name).
     "executable": {"type": ["string", "null"]},
+    "attestation": _ATTESTATION,
 }
 
 TOOLS: Mapping[str, ToolSpec] = {
@@ -111,7 +146,12 @@ TOOLS: Mapping[str, ToolSpec] = {
             description="Evaluate an argv (and cwd) against the jarvis policy without running "
             "anything. Requires capability policy:check.",
             inputs=_RUN_INPUTS,
-            outputs={"type": "object", "required": ["decision"], "properties": _DECISION},
+            outputs={
+                "type": "object",
+                "required": list(_DECISION),
+                "additionalProperties": False,
+                "properties": _DECISION,
+            },
         ),
         ToolSpec(
             name="jarvis.run.create",
@@ -122,9 +162,12 @@ TOOLS: Mapping[str, ToolSpec] = {
             'early with status "running"; poll it with jarvis.run.get. '
             "Requires capability run:create.",
             inputs=_RUN_INPUTS,
+            # A denial has the decision, `run_id` null, `status` "denied" and `exit_code`
+            # null; an allowed call has every field of the run as recorded.
             outputs={
                 "type": "object",
-                "required": ["decision"],
+                "required": [*_DECISION, "run_id", "status", "exit_code"],
+                "additionalProperties": False,
                 "properties": {**_DECISION, **_RUN_FIELDS},
             },
         ),
@@ -142,6 +185,7 @@ TOOLS: Mapping[str, ToolSpec] = {
             outputs={
                 "type": "object",
                 "required": ["run_id", "status"],
+                "additionalProperties": False,
                 "properties": {
                     **_RUN_FIELDS,
                     "argv": {"type": "array", "items": {"type": "string"}},

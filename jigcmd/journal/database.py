@@ -289,6 +289,12 @@ class Database:
         if failure is not None:
             raise unusable(self.path, failure) from failure
 
+    def lost(self) -> JournalUnusable | None:
+        """Why the journal file is no longer the one opened (its state directory removed or
+        replaced), worded as `close` would say it; None while it is still in place."""
+        gone = _gone(self.path, self._file)
+        return None if gone is None else unusable(self.path, gone)
+
     def settings(self) -> dict[str, int | str]:
         """The durability settings in force (for tests and `jigcmd doctor`)."""
         with self.read() as conn:

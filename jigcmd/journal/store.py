@@ -76,6 +76,12 @@ class Journal:
         """
         self._db.close()
 
+    def lost(self) -> JournalUnusable | None:
+        """Why the journal file is gone (its state directory removed or replaced), as `close`
+        would raise it; None while it is in place. SQLite itself would go on reading and
+        writing the unlinked file without a word."""
+        return self._db.lost()
+
     def settings(self) -> dict[str, int | str]:
         """The durability settings in force (for tests and `jigcmd doctor`)."""
         return self._db.settings()

@@ -41,7 +41,22 @@ def test_busy_connections_never_give_way_so_the_newcomer_is_refused() -> None:
     held.busy("a")
     held.busy("b")
     assert held.admit() == (False, None)
-    assert held.counts() == {"waiting": 0, "authorized-waiting": 0, "busy": 2}
+    assert held.counts() == {"waiting": 0, "stalled": 0, "authorized-waiting": 0, "busy": 2}
+
+
+def test_a_stalled_connection_gives_way_after_the_unauthenticated_before_idle_ones() -> None:
+    """Busy with a request but not reading its answer: it may give way, once it stalled a while."""
+    now = [100.0]
+    held: Connections[str] = Connections(lambda: 3, min_wait_s=0.5, clock=lambda: now[0])
+    held.waiting("idle-authorized", authorized=True)
+    held.busy("no-reader")
+    held.stalled("no-reader")
+    held.waiting("half-open", authorized=False)
+    now[0] += 0.5
+    assert held.admit() == (True, "half-open")
+    held.busy("caller")
+    assert held.admit() == (True, "no-reader")
+    assert held.counts() == {"waiting": 0, "stalled": 0, "authorized-waiting": 1, "busy": 1}
 
 
 def test_a_connection_back_to_waiting_joins_the_end_of_the_queue() -> None:

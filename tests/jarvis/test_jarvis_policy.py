@@ -253,15 +253,16 @@ def test_a_program_the_envelope_cannot_show_is_denied() -> None:
 
 
 def test_the_denial_names_the_program_path_the_envelope_cannot_show() -> None:
-    """`/proc/self/root/usr/bin/echo` is the path outside host_dirs, not `/usr/bin/echo`."""
+    """`/proc/self/root/usr/bin/echo` is named outside host_dirs; it resolves to one inside."""
     host = FakeHost()
     host.links["/proc/self/root"] = "/"
     request = Request(argv=("/proc/self/root/usr/bin/echo",))
     decision = evaluate(parse_policy(BASE + rule("echo")), request, host)
     assert (decision.decision, decision.matched_rule) == ("deny", "echo")
     assert decision.reason == (
-        "rule 'echo' matched, but program '/proc/self/root/usr/bin/echo' is outside host_dirs "
-        "and cwd, so the envelope cannot show it"
+        "rule 'echo' matched, but program '/proc/self/root/usr/bin/echo' is named by a path "
+        "outside host_dirs and cwd (it resolves to '/usr/bin/echo', which the envelope shows): "
+        "call it by that path"
     )
 
 

@@ -99,3 +99,36 @@ def test_a_state_dir_removed_under_jarvis_ends_in_one_line_and_exit_2(tmp_path: 
     (line,) = [line for line in stderr.splitlines() if line.startswith("jigcmd jarvis: journal ")]
     assert "the journal file was removed while in use" in line, line
     assert "; fix: leave " in line, line
+
+
+def test_a_call_after_the_state_dir_was_removed_is_a_503_and_jarvis_stops_with_exit_2(
+    tmp_path: Path,
+) -> None:
+    """Fail closed: no answer from the deleted journal; the call is told why, jarvis stops."""
+    machine_runs_jarvis()
+    with JarvisChild(tmp_path) as jarvis, httpx.Client(timeout=ANSWER_S) as client:
+        created = client.post(
+            f"{jarvis.base}/tools/jarvis.run.create",
+            json=invoke_body("jarvis.run.create", argv=["true"]),
+            headers=auth(),
+        )
+        assert created.status_code == 200, created.text
+        _remove_while_written(jarvis.state_dir)
+        answer = client.post(
+            f"{jarvis.base}/tools/jarvis.run.get",
+            json=invoke_body("jarvis.run.get", run_id=created.json()["run_id"]),
+            headers=auth(),
+        )
+        assert answer.status_code == 503, answer.text
+        error = answer.json()["error"]
+        assert error.startswith("journal <state dir>/journal.sqlite3: "), error
+        assert "the journal file was removed while in use" in error, error
+        assert error.endswith("; jarvis stops"), error
+        assert str(jarvis.state_dir) not in error
+        # It stops on its own, no signal sent.
+        assert jarvis.wait(ANSWER_S) == 2, jarvis.stderr()
+        stderr = jarvis.stderr()
+    assert "Traceback" not in stderr, stderr
+    (line,) = [line for line in stderr.splitlines() if line.startswith("jigcmd jarvis: journal ")]
+    assert "the journal file was removed while in use" in line, line
+    assert "; fix: leave " in line, line

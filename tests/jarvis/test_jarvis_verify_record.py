@@ -1,7 +1,8 @@
-"""`jigcmd verify` binds every field of a jarvis record its statement carries.
+"""`jigcmd verify` binds every field of a jarvis record its statement carries, and says the rest.
 
-A `jarvis.run.get` answer edited to another run id, status or matched rule fails the check
-that binds it, and the record as jarvis answered it verifies.
+A `jarvis.run.get` answer edited to another run id, status, matched rule, timing or digest
+fails the check that binds it; what no signature binds (`detail`, the row's own times, a
+field jarvis never writes) is a `skip` line; the record as jarvis answered it verifies.
 """
 
 from __future__ import annotations
@@ -61,3 +62,60 @@ async def test_an_edited_run_get_record_fails_the_check_binding_it(
     else:
         assert failed in lines, lines
         assert lines[-1] == "NOT verified"
+
+
+def _tampered_digest(record: dict[str, Any]) -> dict[str, Any]:
+    return {**record, "attestation": {**record["attestation"], "digest": "sha256:" + "0" * 64}}
+
+
+@pytest.mark.parametrize(
+    ("edit", "failed"),
+    [
+        ({"wall_ms": 2.5}, "FAIL timings: the record differs from the statement in wall_ms"),
+        ({"setup_ms": 2.5}, "FAIL timings: the record differs from the statement in setup_ms"),
+        ({"finished_unix_ms": 1}, "FAIL timings: the record differs from the statement in "),
+        ({"reason": "approved"}, "FAIL policy: the record differs from the statement in reason"),
+        (_tampered_digest, "FAIL attestation: the record's attestation is not the verified "),
+    ],
+    ids=["wall_ms", "setup_ms", "finished_unix_ms", "reason", "attestation.digest"],
+)
+async def test_a_record_edited_in_a_signed_timing_reason_or_digest_fails(
+    tmp_path: Path, edit: Any, failed: str
+) -> None:
+    """wall and setup time are the signed resource report's, the reason the policy's, and
+    the record's own attestation is the bundle verified."""
+    signing = RunSigning(Attester(SigningKey(Ed25519PrivateKey.generate(), "test")), POLICY_DIGEST)
+    async with harness(make_service(SpyExecutor(), signing=signing)) as h:
+        created = (await h.invoke("jarvis.run.create", argv=["echo", "hi"])).json()
+        got = (await h.invoke("jarvis.run.get", run_id=created["run_id"])).json()
+    edited = edit(got) if callable(edit) else {**got, **edit}
+    lines = _verify(tmp_path, signing, edited)
+    assert any(line.startswith(failed) for line in lines), lines
+    assert lines[-1] == "NOT verified"
+
+
+@pytest.mark.parametrize(
+    ("edit", "skipped"),
+    [
+        ({}, "skip detail: jarvis's own words on how the run ended, not signed"),
+        ({"detail": "ok"}, "skip detail: jarvis's own words on how the run ended, not signed"),
+        ({"created_unix_ms": 1}, "skip created_unix_ms, finished_unix_ms: the journal row's own"),
+        ({"note": "reviewed and approved"}, "skip unknown fields: not fields of a jarvis record"),
+    ],
+    ids=["as-answered", "detail", "created_unix_ms", "unknown-field"],
+)
+async def test_what_no_signature_binds_is_said_skipped(
+    tmp_path: Path, edit: dict[str, Any], skipped: str
+) -> None:
+    """detail, the row's own times and fields jarvis never writes: a skip line each, and the
+    signed ones (timings, policy, attestation) checked."""
+    signing = RunSigning(Attester(SigningKey(Ed25519PrivateKey.generate(), "test")), POLICY_DIGEST)
+    async with harness(make_service(SpyExecutor(), signing=signing)) as h:
+        created = (await h.invoke("jarvis.run.create", argv=["echo", "hi"])).json()
+        got = (await h.invoke("jarvis.run.get", run_id=created["run_id"])).json()
+    lines = _verify(tmp_path, signing, {**got, **edit})
+    assert any(line.startswith(skipped) for line in lines), lines
+    assert {line.split(":")[0] for line in lines} >= {"ok   timings", "ok   attestation"}
+    if "note" in edit:
+        assert any(line.endswith("$.note") for line in lines), lines
+    assert lines[-1] == "verified", lines
