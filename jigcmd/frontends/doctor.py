@@ -20,7 +20,7 @@ import anyio
 from jigcmd.cancel import CancelSignal
 from jigcmd.command.failures import envelope_error
 from jigcmd.envelope.api import EnvelopeFailure
-from jigcmd.frontends.diagnosis import container, hostfacts, probes
+from jigcmd.frontends.diagnosis import container, containerfacts, hostfacts, probes
 from jigcmd.frontends.diagnosis.delegation import delegation_check
 from jigcmd.frontends.diagnosis.verdicts import (
     USERNS_SYSCTLS,
@@ -67,14 +67,6 @@ def _privileges() -> Check:
     return privilege_check(os.geteuid(), int(cap_eff, 16))
 
 
-def _engine() -> container.Engine | None:
-    return container.detect_engine(
-        containerenv=probes.read_text("/run/.containerenv"),
-        dockerenv=os.path.exists("/.dockerenv"),
-        init_environ=_read_bytes("/proc/1/environ"),
-    )
-
-
 def _delegation() -> Check:
     """Rootless only: every step of the delegated cgroup subtree (see diagnosis/delegation)."""
     if os.geteuid() == 0:
@@ -85,7 +77,7 @@ def _delegation() -> Check:
         mode = cgroups.detect().mode
     except (OSError, ValueError) as exc:
         return Check("delegation", "FAIL", f"no cgroup hierarchy to delegate: {exc}")
-    return delegation_check(hostfacts.delegation_facts(mode, _engine()))
+    return delegation_check(hostfacts.delegation_facts(mode, containerfacts.engine()))
 
 
 def _rootless_without_delegation(exc: Exception) -> bool:
@@ -99,45 +91,26 @@ _SEE_DELEGATION = "no usable delegated cgroup subtree (the delegation check name
 
 
 def _oom_score() -> Check:
-    cap_eff = _status_field(probes.read_text("/proc/self/status"), "CapEff") or "0"
-    return oom_score_check(os.geteuid(), int(cap_eff, 16))
+    status = probes.read_text("/proc/self/status")
+    cap_eff = _status_field(status, "CapEff") or "0"
+    cap_bnd = _status_field(status, "CapBnd")
+    return oom_score_check(
+        os.geteuid(), int(cap_eff, 16), None if cap_bnd is None else int(cap_bnd, 16)
+    )
+
+
+def _network() -> Check:
+    cap_eff = _status_field(probes.read_text("/proc/self/status"), "CapEff")
+    error = probes.probe_network()
+    return network_check(error, os.geteuid(), -1 if cap_eff is None else int(cap_eff, 16))
 
 
 def _container() -> Check:
-    engine = _engine()
+    engine = containerfacts.engine()
     if engine is None:
         return container.container_check(None, ())
-    from jigcmd.envelope.cgroups import read_mounts  # noqa: PLC0415 - Linux only
-    from jigcmd.envelope.delegation import resolve_backend  # noqa: PLC0415 - Linux only
-
-    mode: str | None = None
-    try:
-        backend, _ = resolve_backend(move_self=False)
-        mode, problems = backend.mode, backend.problems()
-    except (OSError, ValueError) as exc:
-        # Without root, cgroups it may not write are the delegation's business, not the
-        # container's: the container may well give root every piece.
-        problems = [] if _rootless_without_delegation(exc) else [str(exc)]
-    cap_eff = _status_field(probes.read_text("/proc/self/status"), "CapEff") or "0"
-    pieces = container.missing_pieces(
-        engine,
-        cap_eff=int(cap_eff, 16),
-        overmounts=container.proc_overmounts([m.point for m in read_mounts()]),
-        cgroup_mode=mode,
-        cgroup_problems=problems,
-        userns_ok=probes.probe_userns() is None,
-        root=os.geteuid() == 0,
-        host_uid=container.host_uid(probes.read_text("/proc/self/uid_map")),
-    )
+    pieces = containerfacts.withheld(engine, userns_ok=probes.probe_userns() is None)
     return container.container_check(engine, pieces)
-
-
-def _read_bytes(path: str) -> bytes | None:
-    try:
-        with open(path, "rb") as handle:
-            return handle.read()
-    except OSError:
-        return None
 
 
 def _userns() -> Check:
@@ -349,7 +322,7 @@ _CHECKS: tuple[tuple[str, Callable[[], Check]], ...] = (
     ("namespaces", lambda: namespaces_check(probes.probe_namespaces())),
     ("cgroups", _cgroups),
     ("seccomp", _seccomp),
-    ("network namespace", lambda: network_check(probes.probe_network())),
+    ("network namespace", _network),
     ("bun runtime", _runtime),
     ("end-to-end", _end_to_end),
     ("state", _state),

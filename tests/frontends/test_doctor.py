@@ -48,6 +48,16 @@ def test_without_cap_sys_resource_the_oom_score_is_a_warning_naming_the_capabili
     assert "rootless" in rootless.detail
 
 
+def test_cap_sys_resource_outside_the_bounding_set_is_not_offered_as_a_plain_cap_add() -> None:
+    """A bounding set without it: --cap-add may be dropped silently, and the hint says so."""
+    bounded = oom_score_check(0, _SYS_ADMIN, _SYS_ADMIN)
+    assert bounded.status == "warn"
+    assert "bounding set" in bounded.detail
+    assert bounded.hint is not None and "host's own bounding set lacks it" in bounded.hint
+    offered = oom_score_check(0, _SYS_ADMIN, _SYS_ADMIN | _SYS_RESOURCE)
+    assert offered.hint == "grant CAP_SYS_RESOURCE (in a container: --cap-add SYS_RESOURCE)"
+
+
 def test_a_kernel_older_than_5_11_fails_naming_what_was_found_and_why() -> None:
     """The detail quotes the release and the close_range requirement."""
     check = kernel_check("5.10.0-28-amd64")
@@ -182,6 +192,19 @@ def test_seccomp_fails_without_the_status_field_and_notes_a_stacked_filter() -> 
     stacked = seccomp_check("2", None, None)
     assert stacked.ok
     assert "stacked" in stacked.detail
+
+
+def test_a_failed_network_namespace_blames_the_capability_root_lacks() -> None:
+    """Without CAP_SYS_ADMIN the unshare fails: the hint names it, not CAP_NET_ADMIN."""
+    net_admin = 1 << 12
+    no_sys_admin = network_check("network namespace: EPERM", 0, net_admin).hint
+    assert no_sys_admin is not None and "--cap-add SYS_ADMIN" in no_sys_admin
+    assert "NET_ADMIN" not in no_sys_admin
+    no_net_admin = network_check("network namespace: EPERM", 0, _SYS_ADMIN).hint
+    assert no_net_admin is not None and "--cap-add NET_ADMIN" in no_net_admin
+    assert "SYS_ADMIN" not in no_net_admin
+    both = network_check("network namespace: EPERM", 0, _SYS_ADMIN | net_admin).hint
+    assert both is not None and "run jigcmd as root" not in both
 
 
 def test_network_runtime_and_end_to_end_failures_carry_hints() -> None:

@@ -14,6 +14,7 @@ so that each diagnosis can be tested without the failing container.
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -52,10 +53,11 @@ _OPTIONS: dict[str, dict[Engine, str]] = {
         "container": "--cap-add NET_ADMIN (Kubernetes: securityContext.capabilities.add NET_ADMIN)",
     },
     "unmasked /proc": {
-        "podman": "--security-opt unmask=/proc/*",
+        # Quoted: an unquoted /proc/* is a glob that zsh refuses to leave unmatched.
+        "podman": "--security-opt 'unmask=/proc/*'",
         "docker": "--security-opt systempaths=unconfined",
         "container": (
-            "--security-opt unmask=/proc/* (Kubernetes: securityContext.procMount Unmasked)"
+            "--security-opt 'unmask=/proc/*' (Kubernetes: securityContext.procMount Unmasked)"
         ),
     },
     "writable cgroups v1": {
@@ -90,7 +92,7 @@ def recipe(engine: Literal["podman", "docker"], cgroup_mode: str) -> dict[str, l
     the smallest set that gives the complete envelope (what docs/deployment.md lists)."""
     cgroups = "writable cgroups v2" if cgroup_mode == "v2" else "writable cgroups v1"
     pieces = ("CAP_SYS_ADMIN", "CAP_NET_ADMIN", "unmasked /proc", cgroups)
-    return {piece: _OPTIONS[piece][engine].split() for piece in pieces}
+    return {piece: shlex.split(_OPTIONS[piece][engine]) for piece in pieces}
 
 
 def detect_engine(
