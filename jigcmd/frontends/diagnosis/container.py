@@ -6,7 +6,7 @@ A container engine's defaults withhold exactly what the envelope is built from: 
 `/proc` (masked paths make a fresh procfs mount fail with EPERM), a writable cgroup
 hierarchy, and a seccomp profile that allows namespace creation. Measured with podman 4.3
 (runc) on a hybrid-cgroup host: with `--cap-add SYS_ADMIN --cap-add NET_ADMIN
---security-opt unmask=/proc/* -v /sys/fs/cgroup:/sys/fs/cgroup:rw` the complete envelope
+--security-opt 'unmask=/proc/*' -v /sys/fs/cgroup:/sys/fs/cgroup:rw` the complete envelope
 works under the engine's default seccomp profile (which allows namespace creation once
 `CAP_SYS_ADMIN` is held), so no profile of our own is needed. The functions take plain facts
 so that each diagnosis can be tested without the failing container.
