@@ -310,6 +310,36 @@ def _binding() -> Check:
     return Check("binding", "ok", f"{detail}; admitted by {lock_path}")
 
 
+# The jarvis policy `doctor --jarvis-policy` checks, if one was given.
+_JARVIS_POLICY: contextvars.ContextVar[Path | None] = contextvars.ContextVar(
+    "jarvis_policy", default=None
+)
+
+
+def _jarvis_policy() -> Check:
+    """The jarvis policy parses, and none of its host directories holds a mount."""
+    from jigcmd.envelope.cgroups import read_mounts  # noqa: PLC0415 - Linux only
+    from jigcmd.jarvis.hostmounts import held_mounts, held_mounts_message  # noqa: PLC0415 - an import that fails fails this check alone
+    from jigcmd.jarvis.policy import PolicyError, parse_policy  # noqa: PLC0415 - an import that fails fails this check alone
+
+    path = _JARVIS_POLICY.get()
+    assert path is not None
+    try:
+        policy = parse_policy(path.read_text(encoding="utf-8"), str(path))
+    except (OSError, UnicodeDecodeError, PolicyError) as exc:
+        return Check("jarvis policy", "FAIL", str(exc), "fix the policy; jarvis refuses it")
+    held = held_mounts(policy.host_dirs, [m.point for m in read_mounts()], os.path.realpath)
+    if held:
+        return Check(
+            "jarvis policy",
+            "FAIL",
+            held_mounts_message(str(path), held),
+            "narrow host_dirs; jarvis refuses to start with this policy",
+        )
+    detail = f"{path}: {len(policy.rules)} rule(s); host_dirs {' '.join(policy.host_dirs)}"
+    return Check("jarvis policy", "ok", detail + " hold no mount")
+
+
 # In order; the end-to-end run starts threads, so it comes after every forked probe.
 _CHECKS: tuple[tuple[str, Callable[[], Check]], ...] = (
     ("platform", _platform),
@@ -329,12 +359,19 @@ _CHECKS: tuple[tuple[str, Callable[[], Check]], ...] = (
 )
 
 
-def run_checks(state_dir: Path | None = None, binding: Path | None = None) -> list[Check]:
+def run_checks(
+    state_dir: Path | None = None,
+    binding: Path | None = None,
+    jarvis_policy: Path | None = None,
+) -> list[Check]:
     """Every check, each isolated: one that crashes becomes a FAIL line, the rest still run."""
     _STATE_DIR.set(state_dir)
     _BINDING.set(binding)
+    _JARVIS_POLICY.set(jarvis_policy)
     results = []
     checks = _CHECKS if binding is None else (*_CHECKS, ("binding", _binding))
+    if jarvis_policy is not None:
+        checks = (*checks, ("jarvis policy", _jarvis_policy))
     for name, check in checks:
         try:
             results.append(check())
@@ -379,13 +416,18 @@ def _passed(results: list[Check]) -> str:
 
 
 def doctor(
-    *, as_json: bool = False, state_dir: Path | None = None, binding: Path | None = None
+    *,
+    as_json: bool = False,
+    state_dir: Path | None = None,
+    binding: Path | None = None,
+    jarvis_policy: Path | None = None,
 ) -> int:
     """Print the checks (a JSON list with `as_json`); 0 when the envelope can be built, else 1.
 
-    With `binding`, the last check loads that Binding and says whether its lock admits it.
+    With `binding`, a check loads that Binding and says whether its lock admits it; with
+    `jarvis_policy`, the last check says whether jarvis would start with that policy here.
     """
-    results = run_checks(state_dir, binding)
+    results = run_checks(state_dir, binding, jarvis_policy)
     if as_json:
         print(readable.dumps([result.as_json() for result in results], indent=2))
     else:

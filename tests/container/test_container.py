@@ -135,6 +135,24 @@ def test_with_the_documented_options_every_check_and_every_front_passes(
     assert found["ran"]
 
 
+def test_jarvis_runs_an_allowed_command_and_refuses_host_dirs_holding_the_containers_mounts(
+    container: str, options: dict[str, list[str]]
+) -> None:
+    """The example policy's `echo hello` exits 0; the default host_dirs (with the container's
+    /etc, which holds /etc/hostname) make jarvis refuse to start, naming the mount and fix."""
+    every = [arg for piece in options.values() for arg in piece]
+    found = inside(container, every)["jarvis"]
+    example = found["example"].get("answer")
+    assert example is not None, found["example"]
+    assert (example["status"], example["exit_code"]) == ("exited", 0), example
+    assert example["stdout"]["text"] == "hello\n", example
+    default = found["default"]
+    assert (default["served"], default["status"]) == (False, 2), default
+    (line,) = default["stderr"].splitlines()
+    assert "/etc holds a mount (/etc/h" in line, line
+    assert 'host_dirs = ["/usr", "/bin", "/sbin", "/lib", "/lib64"]' in line, line
+
+
 @pytest.mark.parametrize(
     "withheld", ["CAP_SYS_ADMIN", "CAP_NET_ADMIN", "unmasked /proc", "writable cgroups"]
 )
