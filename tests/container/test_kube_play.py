@@ -102,7 +102,8 @@ def pod(tmp_path: Path) -> Iterator[tuple[list[str], str, str]]:
     spec_file = tmp_path / "pod.yaml"
     spec_file.write_text(spec)
     configmap = tmp_path / "configmap.yaml"
-    configmap.write_text(policy_configmap(_field(spec, r"configMap: \{name: ([\w-]+)\}")))
+    configmap_name = _field(spec, r"configMap: \{name: ([\w-]+)\}")
+    configmap.write_text(policy_configmap(configmap_name))
     token = f"jv_kube-{secrets.token_hex(12)}"
     try:
         build_image(["podman"], image)
@@ -129,6 +130,8 @@ def pod(tmp_path: Path) -> Iterator[tuple[list[str], str, str]]:
             check=False,
         )
         _podman(["podman"], "secret", "rm", secret, check=False)
+        # `kube play` keeps a ConfigMap's volume after `--down`.
+        _podman(["podman"], "volume", "rm", "-f", configmap_name, check=False)
         _podman(["podman"], "rmi", "-f", image, check=False)
 
 
