@@ -105,6 +105,12 @@ def _network() -> Check:
     return network_check(error, os.geteuid(), -1 if cap_eff is None else int(cap_eff, 16))
 
 
+def _namespaces() -> Check:
+    cap_eff = _status_field(probes.read_text("/proc/self/status"), "CapEff")
+    error = probes.probe_namespaces()
+    return namespaces_check(error, os.geteuid(), -1 if cap_eff is None else int(cap_eff, 16))
+
+
 def _container() -> Check:
     engine = containerfacts.engine()
     if engine is None:
@@ -349,7 +355,7 @@ _CHECKS: tuple[tuple[str, Callable[[], Check]], ...] = (
     ("oom score", _oom_score),
     ("container", _container),
     ("user namespaces", _userns),
-    ("namespaces", lambda: namespaces_check(probes.probe_namespaces())),
+    ("namespaces", _namespaces),
     ("cgroups", _cgroups),
     ("seccomp", _seccomp),
     ("network namespace", _network),

@@ -106,7 +106,10 @@ def jarvis(state: str, work: Path) -> dict[str, Any]:
         try:
             results[name] = {"served": base is not None}
             if base is not None and name == "example":
-                results[name]["answer"] = _run_create(base, ["echo", "hello"])
+                try:
+                    results[name]["answer"] = _run_create(base, ["echo", "hello"])
+                except OSError as exc:  # a container without a piece: recorded, not raised
+                    results[name]["error"] = str(exc)
         finally:
             results[name]["status"] = _stop(server)
             results[name]["stderr"] = stderr_path.read_text("utf-8", "replace")

@@ -189,6 +189,8 @@ def test_a_container_without_one_piece_is_diagnosed_and_every_front_fails_closed
         assert "run as root" not in said, (front, said)  # the container's root is root
     assert "EXECUTION_FAILED" in refusals["run"]
     assert found["serve"]["error"]["data"]["code"] == "EXECUTION_FAILED", found["serve"]
+    for name, line in checks.items():
+        assert "run jigcmd as root" not in (line["hint"] or ""), (name, line)
     if withheld == "CAP_SYS_ADMIN":
         # unshare is what fails there: the network line must not blame NET_ADMIN, given.
         network = checks["network namespace"]["hint"]

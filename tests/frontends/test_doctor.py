@@ -160,6 +160,17 @@ def test_namespace_failures_get_the_hint_of_their_step() -> None:
     assert "CONFIG_*_NS" in unshare.hint
 
 
+def test_root_is_never_told_to_run_as_root_and_without_cap_sys_admin_is_told_to_get_it() -> None:
+    """A container's root lacking CAP_SYS_ADMIN: the hint names it; with it, no sudo advice."""
+    error = "uts namespace (sethostname): EPERM (Operation not permitted)"
+    lacking = namespaces_check(error, 0, 0).hint
+    assert lacking == "grant CAP_SYS_ADMIN (in a container: --cap-add SYS_ADMIN)"
+    for step in (error, "user namespace id maps: EPERM", "mount namespace (x): EPERM"):
+        hint = namespaces_check(step, 0, _SYS_ADMIN).hint
+        assert hint is not None and "run jigcmd as root" not in hint, hint
+    assert "run jigcmd as root" in (namespaces_check(error, 1000, 0).hint or "")
+
+
 def test_cgroup_problems_fail_with_the_first_problem_and_a_count() -> None:
     """The line stays readable; the hint carries every problem."""
     problems = ["cannot create cgroups in /a (memory)", "cannot create cgroups in /b (pids)"]

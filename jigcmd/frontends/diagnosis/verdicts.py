@@ -228,14 +228,19 @@ _NAMESPACE_HINTS = (
     (
         "mount a fresh /proc",
         "a fresh /proc is refused when the host's /proc is partly hidden "
-        "(a container's masked paths); run the container with --privileged or an unmasked /proc",
+        "(a container's masked paths); start the container with --security-opt "
+        "'unmask=/proc/*' (docker: systempaths=unconfined) or --privileged",
     ),
     ("mount namespace", "mounts inside the new mount namespace were refused: " + _ROOT_HINT),
 )
 
 
-def namespaces_check(probe_error: str | None) -> Check:
-    """user+mount+pid+ipc+uts+cgroup unshared at once, id maps, pid 1, a tmpfs and a /proc."""
+def namespaces_check(probe_error: str | None, euid: int | None = None, cap_eff: int = -1) -> Check:
+    """user+mount+pid+ipc+uts+cgroup unshared at once, id maps, pid 1, a tmpfs and a /proc.
+
+    `euid` and `cap_eff` (-1: unknown) word the hint: root is never told to run as root,
+    and root without CAP_SYS_ADMIN is told to get it.
+    """
     name = "namespaces"
     if probe_error is None:
         return Check(
@@ -244,16 +249,21 @@ def namespaces_check(probe_error: str | None) -> Check:
             "user, mount, pid, ipc, uts and cgroup namespaces with id maps, "
             "pid 1, tmpfs and a fresh /proc",
         )
+    if euid == 0 and cap_eff != -1 and not cap_eff >> _CAP_SYS_ADMIN & 1:
+        return Check(
+            name, "FAIL", probe_error, "grant CAP_SYS_ADMIN (in a container: --cap-add SYS_ADMIN)"
+        )
+    # Root already is root: what withholds the step is a container's, named on its line.
+    tail = "the `container` line names what a container withholds" if euid == 0 else _ROOT_HINT
     step = probe_error.partition(": ")[0]
     for prefix, hint in _NAMESPACE_HINTS:
         if step.startswith(prefix):
-            return Check(name, "FAIL", probe_error, hint)
+            return Check(name, "FAIL", probe_error, hint.replace(_ROOT_HINT, tail))
     return Check(
         name,
         "FAIL",
         probe_error,
-        "enable namespaces in the kernel (CONFIG_*_NS) and "
-        "allow unshare for this process; " + _ROOT_HINT,
+        "enable namespaces in the kernel (CONFIG_*_NS) and allow unshare for this process; " + tail,
     )
 
 
