@@ -187,6 +187,12 @@ def test_a_container_without_one_piece_is_diagnosed_and_every_front_fails_closed
         assert f"withholds {withheld}" in said, (front, said)
         assert option in said, (front, said)
         assert "run as root" not in said, (front, said)  # the container's root is root
+    jarvis_run = found["jarvis"]["example"].get("answer")
+    if jarvis_run is not None:
+        # A jarvis whose zygote started: the run fails closed with the same words.
+        assert jarvis_run["status"] == "failed", jarvis_run
+        assert f"withholds {withheld}" in jarvis_run["detail"], jarvis_run
+        assert option in jarvis_run["detail"], jarvis_run
     assert "EXECUTION_FAILED" in refusals["run"]
     assert found["serve"]["error"]["data"]["code"] == "EXECUTION_FAILED", found["serve"]
     for name, line in checks.items():
