@@ -95,7 +95,10 @@ def _oom_score() -> Check:
     cap_eff = _status_field(status, "CapEff") or "0"
     cap_bnd = _status_field(status, "CapBnd")
     return oom_score_check(
-        os.geteuid(), int(cap_eff, 16), None if cap_bnd is None else int(cap_bnd, 16)
+        os.geteuid(),
+        int(cap_eff, 16),
+        None if cap_bnd is None else int(cap_bnd, 16),
+        in_container=containerfacts.engine() is not None,
     )
 
 

@@ -56,6 +56,8 @@ def test_cap_sys_resource_outside_the_bounding_set_is_not_offered_as_a_plain_cap
     assert bounded.hint is not None and "host's own bounding set lacks it" in bounded.hint
     offered = oom_score_check(0, _SYS_ADMIN, _SYS_ADMIN | _SYS_RESOURCE)
     assert offered.hint == "grant CAP_SYS_RESOURCE (in a container: --cap-add SYS_RESOURCE)"
+    host = oom_score_check(0, _SYS_ADMIN, _SYS_ADMIN, in_container=False)
+    assert host.hint is not None and "--cap-add" not in host.hint
 
 
 def test_a_kernel_older_than_5_11_fails_naming_what_was_found_and_why() -> None:

@@ -135,7 +135,9 @@ def privilege_check(euid: int, cap_eff: int) -> Check:
     return Check("privileges", "ok", "root with CAP_SYS_ADMIN")
 
 
-def oom_score_check(euid: int, cap_eff: int, cap_bnd: int | None = None) -> Check:
+def oom_score_check(
+    euid: int, cap_eff: int, cap_bnd: int | None = None, *, in_container: bool = True
+) -> Check:
     """Whether the candidate's OOM score (1000) can be pinned: it needs CAP_SYS_RESOURCE.
 
     A warning, not a failure: without the pin every candidate still starts at 1000 and stays
@@ -154,14 +156,16 @@ def oom_score_check(euid: int, cap_eff: int, cap_bnd: int | None = None) -> Chec
         return Check("oom score", "warn", detail, hint)
     # An engine gives a container only capabilities its own bounding set holds, and the
     # runtime drops a requested one it lacks without a word: --cap-add alone may not help.
+    detail += "; CAP_SYS_RESOURCE is outside this process's bounding set (CapBnd)"
+    if not in_container:
+        return Check("oom score", "warn", detail, "none here: nothing started here can have it")
     return Check(
         "oom score",
         "warn",
-        f"{detail}; CAP_SYS_RESOURCE is outside this process's bounding set (CapBnd)",
-        "in a container, --cap-add SYS_RESOURCE gives it only where the engine's host holds "
-        "it: if this warning stays with that option, the host's own bounding set lacks it "
-        "(grep CapBnd /proc/self/status on the host: bit 24) and no container there can have "
-        "it; outside a container nothing started here can have it",
+        detail,
+        "--cap-add SYS_RESOURCE gives it only where the engine's host holds it: if this "
+        "warning stays with that option, the host's own bounding set lacks it (CapBnd in the "
+        "host's /proc/self/status, bit 24) and no container there can have it",
     )
 
 
