@@ -90,7 +90,8 @@ async def serve_stdio(
     `remember` bounds the finished operations the session keeps for replay (see `Session`);
     `root_run` is the caller's run the session belongs to (the scope of operation identity);
     `result_budget` the bytes of JSON each MCP tool result fits in; `host_paths` are taken
-    out of every refusal and tool description the peer reads.
+    out of every refusal and tool description the peer reads. Returns how the session ended,
+    for the front to say so (an input that ended before any request).
     """
     if fds is None:
         fds = claim_protocol_fds()
