@@ -175,7 +175,12 @@ def _tool(args: argparse.Namespace) -> int:
     if verb == "doctor":
         from jigcmd.frontends.doctor import doctor  # noqa: PLC0415 - imported per verb to keep start-up light
 
-        return doctor(as_json=args.json, state_dir=args.state_dir, binding=args.binding)
+        return doctor(
+            as_json=args.json,
+            state_dir=args.state_dir,
+            binding=args.binding,
+            jarvis_policy=args.jarvis_policy,
+        )
     from jigcmd.frontends.demo import demo  # noqa: PLC0415 - imported per verb to keep start-up light
 
     return demo(args.state_dir)

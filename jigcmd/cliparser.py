@@ -367,6 +367,11 @@ def _doctor_options(doctor: argparse.ArgumentParser) -> None:
         type=_binding_file,
         help="also load this Binding (.toml/.json/.ts/.js) and its lock",
     )
+    doctor.add_argument(
+        "--jarvis-policy",
+        type=Path,
+        help="also check this jarvis policy (its host_dirs against this machine's mounts)",
+    )
 
 
 def _demo_options(demo: argparse.ArgumentParser) -> None:

@@ -33,15 +33,20 @@ def envelope_error(failure: EnvelopeFailure) -> JigError:
     detail, problems = failure.detail, "; ".join(failure.cleanup_problems)
     match failure.kind:
         case FailureKind.ZYGOTE_NOT_STARTED:
-            return JigError(Code.EXECUTION_FAILED, f"envelope zygote could not start: {detail}")
+            return JigError(
+                Code.EXECUTION_FAILED, _advised(f"envelope zygote could not start: {detail}")
+            )
         case FailureKind.ENVELOPE_UNAVAILABLE:
             return JigError(
-                Code.EXECUTION_FAILED, f"containment envelope unavailable, nothing ran: {detail}"
+                Code.EXECUTION_FAILED,
+                _advised(f"containment envelope unavailable, nothing ran: {detail}"),
             )
         case FailureKind.ZYGOTE_UNREACHABLE:
             return JigError(Code.EXECUTION_FAILED, f"envelope zygote unreachable: {detail}")
         case FailureKind.SETUP_FAILED:
-            message = f"containment envelope incomplete, nothing ran: {failure.step}: {detail}"
+            message = _advised(
+                f"containment envelope incomplete, nothing ran: {failure.step}: {detail}"
+            )
             if failure.cleaned_up:
                 return JigError(Code.EXECUTION_FAILED, message)
             # Nothing ran, but what was built may still hold resources: not a clean failure.
@@ -77,6 +82,15 @@ def envelope_error(failure: EnvelopeFailure) -> JigError:
             return JigError(Code.UNCERTAIN, f"cleanup could not be confirmed: {problems}")
         case _:
             assert_never(failure.kind)
+
+
+def _advised(message: str) -> str:
+    """`message`, and in a container that withholds a piece of the envelope, which piece and
+    the option that gives it: the kernel's refusal alone (EPERM, EROFS) does not say."""
+    from jigcmd.frontends.diagnosis.containerfacts import container_advice  # noqa: PLC0415 - read only when an envelope could not be built
+
+    advice = container_advice()
+    return message if advice is None else f"{message}; {advice}"
 
 
 def stopped_error(evidence: Evidence, report: ResourceReport | None = None) -> StoppedRun | None:

@@ -20,7 +20,7 @@ import anyio
 from jigcmd.cancel import CancelSignal
 from jigcmd.command.failures import envelope_error
 from jigcmd.envelope.api import EnvelopeFailure
-from jigcmd.frontends.diagnosis import container, hostfacts, probes
+from jigcmd.frontends.diagnosis import container, containerfacts, hostfacts, probes
 from jigcmd.frontends.diagnosis.delegation import delegation_check
 from jigcmd.frontends.diagnosis.verdicts import (
     USERNS_SYSCTLS,
@@ -67,14 +67,6 @@ def _privileges() -> Check:
     return privilege_check(os.geteuid(), int(cap_eff, 16))
 
 
-def _engine() -> container.Engine | None:
-    return container.detect_engine(
-        containerenv=probes.read_text("/run/.containerenv"),
-        dockerenv=os.path.exists("/.dockerenv"),
-        init_environ=_read_bytes("/proc/1/environ"),
-    )
-
-
 def _delegation() -> Check:
     """Rootless only: every step of the delegated cgroup subtree (see diagnosis/delegation)."""
     if os.geteuid() == 0:
@@ -85,7 +77,7 @@ def _delegation() -> Check:
         mode = cgroups.detect().mode
     except (OSError, ValueError) as exc:
         return Check("delegation", "FAIL", f"no cgroup hierarchy to delegate: {exc}")
-    return delegation_check(hostfacts.delegation_facts(mode, _engine()))
+    return delegation_check(hostfacts.delegation_facts(mode, containerfacts.engine()))
 
 
 def _rootless_without_delegation(exc: Exception) -> bool:
@@ -99,45 +91,35 @@ _SEE_DELEGATION = "no usable delegated cgroup subtree (the delegation check name
 
 
 def _oom_score() -> Check:
-    cap_eff = _status_field(probes.read_text("/proc/self/status"), "CapEff") or "0"
-    return oom_score_check(os.geteuid(), int(cap_eff, 16))
+    status = probes.read_text("/proc/self/status")
+    cap_eff = _status_field(status, "CapEff") or "0"
+    cap_bnd = _status_field(status, "CapBnd")
+    return oom_score_check(
+        os.geteuid(),
+        int(cap_eff, 16),
+        None if cap_bnd is None else int(cap_bnd, 16),
+        in_container=containerfacts.engine() is not None,
+    )
+
+
+def _network() -> Check:
+    cap_eff = _status_field(probes.read_text("/proc/self/status"), "CapEff")
+    error = probes.probe_network()
+    return network_check(error, os.geteuid(), -1 if cap_eff is None else int(cap_eff, 16))
+
+
+def _namespaces() -> Check:
+    cap_eff = _status_field(probes.read_text("/proc/self/status"), "CapEff")
+    error = probes.probe_namespaces()
+    return namespaces_check(error, os.geteuid(), -1 if cap_eff is None else int(cap_eff, 16))
 
 
 def _container() -> Check:
-    engine = _engine()
+    engine = containerfacts.engine()
     if engine is None:
         return container.container_check(None, ())
-    from jigcmd.envelope.cgroups import read_mounts  # noqa: PLC0415 - Linux only
-    from jigcmd.envelope.delegation import resolve_backend  # noqa: PLC0415 - Linux only
-
-    mode: str | None = None
-    try:
-        backend, _ = resolve_backend(move_self=False)
-        mode, problems = backend.mode, backend.problems()
-    except (OSError, ValueError) as exc:
-        # Without root, cgroups it may not write are the delegation's business, not the
-        # container's: the container may well give root every piece.
-        problems = [] if _rootless_without_delegation(exc) else [str(exc)]
-    cap_eff = _status_field(probes.read_text("/proc/self/status"), "CapEff") or "0"
-    pieces = container.missing_pieces(
-        engine,
-        cap_eff=int(cap_eff, 16),
-        overmounts=container.proc_overmounts([m.point for m in read_mounts()]),
-        cgroup_mode=mode,
-        cgroup_problems=problems,
-        userns_ok=probes.probe_userns() is None,
-        root=os.geteuid() == 0,
-        host_uid=container.host_uid(probes.read_text("/proc/self/uid_map")),
-    )
+    pieces = containerfacts.withheld(engine, userns_ok=probes.probe_userns() is None)
     return container.container_check(engine, pieces)
-
-
-def _read_bytes(path: str) -> bytes | None:
-    try:
-        with open(path, "rb") as handle:
-            return handle.read()
-    except OSError:
-        return None
 
 
 def _userns() -> Check:
@@ -366,6 +348,36 @@ def _binding() -> Check:
     return Check("binding", "ok", f"{detail}; admitted by {lock_path}")
 
 
+# The jarvis policy `doctor --jarvis-policy` checks, if one was given.
+_JARVIS_POLICY: contextvars.ContextVar[Path | None] = contextvars.ContextVar(
+    "jarvis_policy", default=None
+)
+
+
+def _jarvis_policy() -> Check:
+    """The jarvis policy parses, and none of its host directories holds a mount."""
+    from jigcmd.envelope.cgroups import read_mounts  # noqa: PLC0415 - Linux only
+    from jigcmd.jarvis.hostmounts import held_mounts, held_mounts_message  # noqa: PLC0415 - an import that fails fails this check alone
+    from jigcmd.jarvis.policy import PolicyError, parse_policy  # noqa: PLC0415 - an import that fails fails this check alone
+
+    path = _JARVIS_POLICY.get()
+    assert path is not None
+    try:
+        policy = parse_policy(path.read_text(encoding="utf-8"), str(path))
+    except (OSError, UnicodeDecodeError, PolicyError) as exc:
+        return Check("jarvis policy", "FAIL", str(exc), "fix the policy; jarvis refuses it")
+    held = held_mounts(policy.host_dirs, [m.point for m in read_mounts()], os.path.realpath)
+    if held:
+        return Check(
+            "jarvis policy",
+            "FAIL",
+            held_mounts_message(str(path), held),
+            "narrow host_dirs; jarvis refuses to start with this policy",
+        )
+    detail = f"{path}: {len(policy.rules)} rule(s); host_dirs {' '.join(policy.host_dirs)}"
+    return Check("jarvis policy", "ok", detail + " hold no mount")
+
+
 # In order; the end-to-end run starts threads, so it comes after every forked probe.
 _CHECKS: tuple[tuple[str, Callable[[], Check]], ...] = (
     ("platform", _platform),
@@ -375,22 +387,29 @@ _CHECKS: tuple[tuple[str, Callable[[], Check]], ...] = (
     ("oom score", _oom_score),
     ("container", _container),
     ("user namespaces", _userns),
-    ("namespaces", lambda: namespaces_check(probes.probe_namespaces())),
+    ("namespaces", _namespaces),
     ("cgroups", _cgroups),
     ("seccomp", _seccomp),
-    ("network namespace", lambda: network_check(probes.probe_network())),
+    ("network namespace", _network),
     ("bun runtime", _runtime),
     ("end-to-end", _end_to_end),
     ("state", _state),
 )
 
 
-def run_checks(state_dir: Path | None = None, binding: Path | None = None) -> list[Check]:
+def run_checks(
+    state_dir: Path | None = None,
+    binding: Path | None = None,
+    jarvis_policy: Path | None = None,
+) -> list[Check]:
     """Every check, each isolated: one that crashes becomes a FAIL line, the rest still run."""
     _STATE_DIR.set(state_dir)
     _BINDING.set(binding)
+    _JARVIS_POLICY.set(jarvis_policy)
     results = []
     checks = _CHECKS if binding is None else (*_CHECKS, ("binding", _binding))
+    if jarvis_policy is not None:
+        checks = (*checks, ("jarvis policy", _jarvis_policy))
     for name, check in checks:
         try:
             results.append(check())
@@ -450,13 +469,18 @@ def _passed(results: list[Check]) -> str:
 
 
 def doctor(
-    *, as_json: bool = False, state_dir: Path | None = None, binding: Path | None = None
+    *,
+    as_json: bool = False,
+    state_dir: Path | None = None,
+    binding: Path | None = None,
+    jarvis_policy: Path | None = None,
 ) -> int:
     """Print the checks (a JSON list with `as_json`); 0 when the envelope can be built, else 1.
 
-    With `binding`, the last check loads that Binding and says whether its lock admits it.
+    With `binding`, a check loads that Binding and says whether its lock admits it; with
+    `jarvis_policy`, the last check says whether jarvis would start with that policy here.
     """
-    results = run_checks(state_dir, binding)
+    results = run_checks(state_dir, binding, jarvis_policy)
     if as_json:
         print(readable.dumps([result.as_json() for result in results], indent=2))
     else:

@@ -19,12 +19,13 @@ from jigcmd.attest.attester import Attester
 from jigcmd.attest.keys import SigningKeyError, open_signing_key
 from jigcmd.durable.host import open_host
 from jigcmd.durable.statedir import StateDirError, default_state_dir, existing_state_dir
-from jigcmd.envelope.cgroups import CgroupUnavailable
+from jigcmd.envelope.cgroups import CgroupUnavailable, read_mounts
 from jigcmd.envelope.delegation import DelegationError
 from jigcmd.envelope.native import NativeExecutor
 from jigcmd.jarvis.app import allowed_hosts, create_app
 from jigcmd.jarvis.auth import ConfigError, Credentials, load_credentials
 from jigcmd.jarvis.connections import DEFAULT_LIMITS
+from jigcmd.jarvis.hostmounts import held_mounts, held_mounts_message
 from jigcmd.jarvis.hostview import OsHostView
 from jigcmd.jarvis.manual import base_url
 from jigcmd.jarvis.policy import Policy, PolicyError, parse_policy
@@ -112,6 +113,7 @@ def _set_up(
     credentials = load_credentials(os.environ)
     text = _read(policy)
     rules = parse_policy(text, str(policy))
+    _refuse_held_mounts(rules, str(policy))
     opened = open_host(state_dir, cgroup_base)
     # Each completed run's statement names the policy file by the digest of its bytes.
     signing = RunSigning(
@@ -120,6 +122,13 @@ def _set_up(
     )
     sock = bind_loopback(host, port)
     return _Setup(credentials, rules, opened.state_dir, opened.cgroup_base, signing, sock)
+
+
+def _refuse_held_mounts(rules: Policy, source: str) -> None:
+    """Refuse a policy whose host directories hold mounts: no run it allows could start."""
+    held = held_mounts(rules.host_dirs, [m.point for m in read_mounts()], os.path.realpath)
+    if held:
+        raise PolicyError(held_mounts_message(source, held))
 
 
 def _jarvis(

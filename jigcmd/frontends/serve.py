@@ -155,7 +155,7 @@ async def _serve(
                     tg.start_soon(_warm_up, executor, service)
                 # A lock written while serving (a review) re-admits; tools/list_changed follows.
                 tg.start_soon(watch_admission, assembly, settings.binding)
-                await serve_stdio(
+                ended = await serve_stdio(
                     service,
                     protocol=protocol,
                     server_name="jigcmd",
@@ -170,6 +170,13 @@ async def _serve(
                     ),
                 )
                 tg.cancel_scope.cancel()
+            if ended.eof and not ended.frames:
+                # An engine's `run` without -i (or a host that spawned us with /dev/null)
+                # closes stdin at once: without this line nothing says why nothing happened.
+                sys.stderr.write(
+                    "jigcmd serve: stdin closed before any request: nothing to answer "
+                    "(a container engine passes stdin only with -i)\n"
+                )
     except STARTUP_ERRORS as exc:
         sys.stderr.write(f"jigcmd serve: {exc}\n")
         # A peer that already sent its first requests gets an answer, not a bare EOF; the

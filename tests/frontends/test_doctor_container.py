@@ -70,7 +70,7 @@ def test_a_complete_container_withholds_nothing() -> None:
     [
         ({"cap_eff": EVERY_CAP & ~(1 << CAP_SYS_ADMIN)}, "CAP_SYS_ADMIN", "--cap-add SYS_ADMIN"),
         ({"cap_eff": EVERY_CAP & ~(1 << CAP_NET_ADMIN)}, "CAP_NET_ADMIN", "--cap-add NET_ADMIN"),
-        ({"overmounts": ["/proc/kcore"]}, "unmasked /proc", "--security-opt unmask=/proc/*"),
+        ({"overmounts": ["/proc/kcore"]}, "unmasked /proc", "--security-opt 'unmask=/proc/*'"),
         (
             {"cgroup_problems": ["cannot create cgroups in /sys/fs/cgroup/cpu"]},
             "writable cgroups v1",
@@ -118,7 +118,7 @@ def test_the_failed_line_lists_every_piece_and_one_command_line_of_options() -> 
     assert check.detail.startswith("podman container withholds: CAP_SYS_ADMIN (")
     assert check.hint == (
         "start the container with --cap-add SYS_ADMIN --cap-add NET_ADMIN "
-        "--security-opt unmask=/proc/* -v /sys/fs/cgroup:/sys/fs/cgroup:rw "
+        "--security-opt 'unmask=/proc/*' -v /sys/fs/cgroup:/sys/fs/cgroup:rw "
         "(see docs/deployment.md)"
     )
 

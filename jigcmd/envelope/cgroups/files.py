@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from jigcmd.envelope.cgroups.model import Membership
 
 __all__ = [
+    "cannot_create",
     "cpu_list",
     "freeze_and_kill",
     "join",
@@ -49,6 +50,17 @@ def write(path: str, value: str) -> None:
         raise OSError(e.errno, f"cannot write {value!r}: {e.strerror}", path) from None
     finally:
         os.close(fd)
+
+
+def cannot_create(where: str, fix: str) -> str:
+    """Why no job's cgroup can be made in `where` (a directory not writable to this process):
+    for root, a read-only mount, which root cannot fix by being root; otherwise `fix`."""
+    if os.geteuid() == 0:
+        return (
+            f"cannot create cgroups in {where}: read-only even for root (a read-only mount, "
+            "as a container's /sys/fs/cgroup is unless bound writable)"
+        )
+    return f"cannot create cgroups in {where}; {fix}"
 
 
 def join(membership: Membership, born_in: str | None) -> None:

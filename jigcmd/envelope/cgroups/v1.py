@@ -437,11 +437,17 @@ class V1Backend:
                 f"the v1 memory controller has no {TCP_LIMIT}: a job's socket buffers would be "
                 "charged to nobody; use cgroup v2 or a kernel with v1 kmem accounting"
             )
+        # One sentence for every hierarchy: they are unwritable for one reason.
+        unwritable = []
         for controller, base in sorted(self._bases().items()):
             target = base if os.path.isdir(base) else os.path.dirname(base)
             if not os.access(target, os.W_OK):
-                found.append(
-                    f"cannot create cgroups in {target} ({controller}); run as root or delegate "
-                    "a directory of each hierarchy to this user"
+                unwritable.append(f"{target} ({controller})")
+        if unwritable:
+            found.append(
+                cgroupfs.cannot_create(
+                    ", ".join(unwritable),
+                    "run as root or delegate a directory of each hierarchy to this user",
                 )
+            )
         return found

@@ -311,8 +311,10 @@ class V2Backend:
                 )
         if not os.access(deepest, os.W_OK):
             found.append(
-                f"cannot create cgroups in {deepest}; run as root or use a delegated subtree "
-                "(systemd-run --user -p Delegate=yes)"
+                cgroupfs.cannot_create(
+                    deepest,
+                    "run as root or use a delegated subtree (systemd-run --user -p Delegate=yes)",
+                )
             )
         if deepest == self.base_path and cgroupfs.pids_in(os.path.join(deepest, "cgroup.procs")):
             found.append(

@@ -6,7 +6,7 @@ A container engine's defaults withhold exactly what the envelope is built from: 
 `/proc` (masked paths make a fresh procfs mount fail with EPERM), a writable cgroup
 hierarchy, and a seccomp profile that allows namespace creation. Measured with podman 4.3
 (runc) on a hybrid-cgroup host: with `--cap-add SYS_ADMIN --cap-add NET_ADMIN
---security-opt unmask=/proc/* -v /sys/fs/cgroup:/sys/fs/cgroup:rw` the complete envelope
+--security-opt 'unmask=/proc/*' -v /sys/fs/cgroup:/sys/fs/cgroup:rw` the complete envelope
 works under the engine's default seccomp profile (which allows namespace creation once
 `CAP_SYS_ADMIN` is held), so no profile of our own is needed. The functions take plain facts
 so that each diagnosis can be tested without the failing container.
@@ -14,6 +14,7 @@ so that each diagnosis can be tested without the failing container.
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -52,10 +53,11 @@ _OPTIONS: dict[str, dict[Engine, str]] = {
         "container": "--cap-add NET_ADMIN (Kubernetes: securityContext.capabilities.add NET_ADMIN)",
     },
     "unmasked /proc": {
-        "podman": "--security-opt unmask=/proc/*",
+        # Quoted: an unquoted /proc/* is a glob that zsh refuses to leave unmatched.
+        "podman": "--security-opt 'unmask=/proc/*'",
         "docker": "--security-opt systempaths=unconfined",
         "container": (
-            "--security-opt unmask=/proc/* (Kubernetes: securityContext.procMount Unmasked)"
+            "--security-opt 'unmask=/proc/*' (Kubernetes: securityContext.procMount Unmasked)"
         ),
     },
     "writable cgroups v1": {
@@ -90,7 +92,7 @@ def recipe(engine: Literal["podman", "docker"], cgroup_mode: str) -> dict[str, l
     the smallest set that gives the complete envelope (what docs/deployment.md lists)."""
     cgroups = "writable cgroups v2" if cgroup_mode == "v2" else "writable cgroups v1"
     pieces = ("CAP_SYS_ADMIN", "CAP_NET_ADMIN", "unmasked /proc", cgroups)
-    return {piece: _OPTIONS[piece][engine].split() for piece in pieces}
+    return {piece: shlex.split(_OPTIONS[piece][engine]) for piece in pieces}
 
 
 def detect_engine(

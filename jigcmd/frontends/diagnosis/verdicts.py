@@ -45,6 +45,7 @@ USERNS_SYSCTLS = {
 }
 _CAP_SYS_ADMIN = 21
 _CAP_SYS_RESOURCE = 24
+_CAP_NET_ADMIN = 12
 _ROOT_HINT = "run jigcmd as root (sudo jigcmd …), or in a container started with --privileged"
 
 
@@ -129,28 +130,42 @@ def privilege_check(euid: int, cap_eff: int) -> Check:
             "privileges",
             "FAIL",
             "root, but without CAP_SYS_ADMIN (a container with dropped capabilities?)",
-            _ROOT_HINT + " or --cap-add SYS_ADMIN",
+            "grant CAP_SYS_ADMIN (in a container: --cap-add SYS_ADMIN, or --privileged)",
         )
     return Check("privileges", "ok", "root with CAP_SYS_ADMIN")
 
 
-def oom_score_check(euid: int, cap_eff: int) -> Check:
+def oom_score_check(
+    euid: int, cap_eff: int, cap_bnd: int | None = None, *, in_container: bool = True
+) -> Check:
     """Whether the candidate's OOM score (1000) can be pinned: it needs CAP_SYS_RESOURCE.
 
     A warning, not a failure: without the pin every candidate still starts at 1000 and stays
     inside its memory limit, but could lower its score to 0 and so compete on equal terms with
-    the host's processes when the whole host runs out of memory.
+    the host's processes when the whole host runs out of memory. `cap_bnd` is this process's
+    bounding set (None: unknown): a capability outside it can be granted to nothing it starts.
     """
     if euid == 0 and cap_eff >> _CAP_SYS_RESOURCE & 1:
         return Check("oom score", "ok", "candidates are pinned at oom_score_adj 1000")
     who = "root without CAP_SYS_RESOURCE" if euid == 0 else f"uid {euid} (rootless)"
+    detail = f"{who}: candidates start at oom_score_adj 1000 but could lower it to 0"
+    if euid != 0:
+        return Check("oom score", "warn", detail, "run as root with CAP_SYS_RESOURCE to pin it")
+    if cap_bnd is None or cap_bnd >> _CAP_SYS_RESOURCE & 1:
+        hint = "grant CAP_SYS_RESOURCE (in a container: --cap-add SYS_RESOURCE)"
+        return Check("oom score", "warn", detail, hint)
+    # An engine gives a container only capabilities its own bounding set holds, and the
+    # runtime drops a requested one it lacks without a word: --cap-add alone may not help.
+    detail += "; CAP_SYS_RESOURCE is outside this process's bounding set (CapBnd)"
+    if not in_container:
+        return Check("oom score", "warn", detail, "none here: nothing started here can have it")
     return Check(
         "oom score",
         "warn",
-        f"{who}: candidates start at oom_score_adj 1000 but could lower it to 0",
-        "grant CAP_SYS_RESOURCE (in a container: --cap-add SYS_RESOURCE)"
-        if euid == 0
-        else "run as root with CAP_SYS_RESOURCE to pin it",
+        detail,
+        "--cap-add SYS_RESOURCE gives it only where the engine's host holds it: if this "
+        "warning stays with that option, the host's own bounding set lacks it (CapBnd in the "
+        "host's /proc/self/status, bit 24) and no container there can have it",
     )
 
 
@@ -217,14 +232,19 @@ _NAMESPACE_HINTS = (
     (
         "mount a fresh /proc",
         "a fresh /proc is refused when the host's /proc is partly hidden "
-        "(a container's masked paths); run the container with --privileged or an unmasked /proc",
+        "(a container's masked paths); start the container with --security-opt "
+        "'unmask=/proc/*' (docker: systempaths=unconfined) or --privileged",
     ),
     ("mount namespace", "mounts inside the new mount namespace were refused: " + _ROOT_HINT),
 )
 
 
-def namespaces_check(probe_error: str | None) -> Check:
-    """user+mount+pid+ipc+uts+cgroup unshared at once, id maps, pid 1, a tmpfs and a /proc."""
+def namespaces_check(probe_error: str | None, euid: int | None = None, cap_eff: int = -1) -> Check:
+    """user+mount+pid+ipc+uts+cgroup unshared at once, id maps, pid 1, a tmpfs and a /proc.
+
+    `euid` and `cap_eff` (-1: unknown) word the hint: root is never told to run as root,
+    and root without CAP_SYS_ADMIN is told to get it.
+    """
     name = "namespaces"
     if probe_error is None:
         return Check(
@@ -233,16 +253,21 @@ def namespaces_check(probe_error: str | None) -> Check:
             "user, mount, pid, ipc, uts and cgroup namespaces with id maps, "
             "pid 1, tmpfs and a fresh /proc",
         )
+    if euid == 0 and cap_eff != -1 and not cap_eff >> _CAP_SYS_ADMIN & 1:
+        return Check(
+            name, "FAIL", probe_error, "grant CAP_SYS_ADMIN (in a container: --cap-add SYS_ADMIN)"
+        )
+    # Root already is root: what withholds the step is a container's, named on its line.
+    tail = "the `container` line names what a container withholds" if euid == 0 else _ROOT_HINT
     step = probe_error.partition(": ")[0]
     for prefix, hint in _NAMESPACE_HINTS:
         if step.startswith(prefix):
-            return Check(name, "FAIL", probe_error, hint)
+            return Check(name, "FAIL", probe_error, hint.replace(_ROOT_HINT, tail))
     return Check(
         name,
         "FAIL",
         probe_error,
-        "enable namespaces in the kernel (CONFIG_*_NS) and "
-        "allow unshare for this process; " + _ROOT_HINT,
+        "enable namespaces in the kernel (CONFIG_*_NS) and allow unshare for this process; " + tail,
     )
 
 
@@ -296,15 +321,33 @@ def seccomp_check(
     return Check("seccomp", "ok", f"filter installed in a child and denied unshare{stacked}")
 
 
-def network_check(probe_error: str | None) -> Check:
-    """A fresh network namespace with only `lo` up, as every run gets."""
+def network_check(probe_error: str | None, euid: int = 0, cap_eff: int = -1) -> Check:
+    """A fresh network namespace with only `lo` up, as every run gets.
+
+    For root, the hint names the capabilities it lacks of the two the step needs: unshare
+    (CAP_SYS_ADMIN) and bringing `lo` up (CAP_NET_ADMIN); `cap_eff` -1 means unknown.
+    """
     if probe_error is None:
         return Check("network namespace", "ok", "fresh namespace with lo up")
+    if euid != 0:
+        hint = "a network namespace needs unprivileged user namespaces and CONFIG_NET_NS"
+        return Check("network namespace", "FAIL", probe_error, hint)
+    lacking = [
+        f"{name} ({why}; in a container: --cap-add {name.removeprefix('CAP_')})"
+        for name, bit, why in (
+            ("CAP_SYS_ADMIN", _CAP_SYS_ADMIN, "to unshare the namespace"),
+            ("CAP_NET_ADMIN", _CAP_NET_ADMIN, "to bring lo up"),
+        )
+        if cap_eff != -1 and not cap_eff >> bit & 1
+    ]
+    if lacking:
+        return Check("network namespace", "FAIL", probe_error, "grant " + " and ".join(lacking))
     return Check(
         "network namespace",
         "FAIL",
         probe_error,
-        "network namespaces need root with CAP_NET_ADMIN and CONFIG_NET_NS; " + _ROOT_HINT,
+        "network namespaces need a kernel with CONFIG_NET_NS and a seccomp profile that "
+        "allows unshare(CLONE_NEWNET)",
     )
 
 
