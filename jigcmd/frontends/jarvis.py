@@ -9,6 +9,7 @@ import os
 import socket
 import sys
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import NamedTuple
 
@@ -17,8 +18,10 @@ from starlette.applications import Starlette
 
 from jigcmd.attest.attester import Attester
 from jigcmd.attest.keys import SigningKeyError, open_signing_key
+from jigcmd.command.failures import envelope_error
 from jigcmd.durable.host import open_host
 from jigcmd.durable.statedir import StateDirError, default_state_dir, existing_state_dir
+from jigcmd.envelope.api import EnvelopeFailure
 from jigcmd.envelope.cgroups import CgroupUnavailable, read_mounts
 from jigcmd.envelope.delegation import DelegationError
 from jigcmd.envelope.native import NativeExecutor
@@ -177,38 +180,53 @@ def _jarvis(
             queue_wait=DEFAULT_QUEUE_WAIT_S if queue_wait is None else queue_wait,
             signing=setup.signing,
         )
-        app = _application(setup, service, journal)
+        app = _application(setup, service)
         limits = dataclasses.replace(DEFAULT_LIMITS, max_connections=max_connections)
-        anyio.run(
-            functools.partial(
-                serve,
-                app,
-                setup.sock,
-                setup.credentials,
-                limits=limits,
-                early=early,
-                on_stop=service.stop,
-                # A journal lost while serving: stop at once (fail closed), exit 2 below.
-                stop=service.must_stop,
-                refused=service.audit_unauthenticated,
-            )
+        serving = functools.partial(
+            serve,
+            app,
+            setup.sock,
+            setup.credentials,
+            limits=limits,
+            early=early,
+            on_stop=service.stop,
+            # A journal lost while serving: stop at once (fail closed), exit 2 below.
+            stop=service.must_stop,
+            refused=service.audit_unauthenticated,
         )
+        started = anyio.run(_serve_started, service, serving, _announce(setup, journal))
     finally:
         setup.sock.close()
         closed = _close(journal)
-    return EXIT_OK if closed else EXIT_CONFIG
+    return EXIT_OK if closed and started else EXIT_CONFIG
 
 
-def _application(setup: _Setup, service: JarvisService, journal: Journal) -> Starlette:
-    """The HTTP application on the bound address, announced on stderr."""
+async def _serve_started(
+    service: JarvisService, serving: Callable[[], Awaitable[None]], announce: str
+) -> bool:
+    """Start the service (its envelope's zygote first), announce it, then serve; False when
+    the envelope cannot start, said in one line: nothing was served, nothing ran."""
+    try:
+        async with service.running():
+            sys.stderr.write(announce)
+            await serving()
+    except EnvelopeFailure as failure:
+        error = envelope_error(failure)
+        sys.stderr.write(f"jigcmd jarvis: {error.code.value}: {error.message}\n")
+        return False
+    return True
+
+
+def _application(setup: _Setup, service: JarvisService) -> Starlette:
+    """The HTTP application on the bound address; the caller owns the service's start."""
     bound_host, bound_port = setup.sock.getsockname()[:2]
-    base = base_url(bound_host, bound_port)
     app = create_app(
         service,
         setup.credentials,
         allowed_hosts(bound_host, bound_port),
-        base,
+        base_url(bound_host, bound_port),
         HostPaths.of_host(state_dir=setup.directory),
+        owns_service=False,
     )
     for rule, prefix in _cwds_holding(setup.rules, setup.directory):
         sys.stderr.write(
@@ -216,11 +234,16 @@ def _application(setup: _Setup, service: JarvisService, journal: Journal) -> Sta
             f"directory {setup.directory} and the envelope's mount there: a run in {prefix} or "
             "in a directory between fails (nothing runs); use a state directory outside it\n"
         )
-    sys.stderr.write(
+    return app
+
+
+def _announce(setup: _Setup, journal: Journal) -> str:
+    """The line saying jarvis serves, written once its envelope has started."""
+    base = base_url(*setup.sock.getsockname()[:2])
+    return (
         f"jigcmd jarvis: serving {base}/utcp as {setup.credentials.actor} "
         f"(grants: {', '.join(sorted(setup.credentials.grants))}; journal {journal.path})\n"
     )
-    return app
 
 
 def _cwds_holding(rules: Policy, directory: Path) -> list[tuple[str, str]]:

@@ -165,11 +165,15 @@ def create_app(
     hosts: Iterable[str],
     base_url: str,
     paths: HostPaths | None = None,
+    *,
+    owns_service: bool = True,
 ) -> Starlette:
     """The ASGI application; its lifespan owns the service's runs and executor.
 
     `paths` (the state directory, home, …) are kept out of every error body: the operator's
-    stderr may name them, an HTTP client never reads them.
+    stderr may name them, an HTTP client never reads them. Without `owns_service` the caller
+    runs the service around the server (`jigcmd jarvis` does: an envelope that cannot start
+    is then one line before anything is served, not a failed ASGI lifespan).
     """
     from jigcmd.jarvis.manual import build_manual  # noqa: PLC0415 - keeps app importable alone
 
@@ -178,6 +182,9 @@ def create_app(
 
     @contextlib.asynccontextmanager
     async def lifespan(_: Starlette) -> AsyncIterator[None]:
+        if not owns_service:
+            yield
+            return
         async with service.running():
             yield
 

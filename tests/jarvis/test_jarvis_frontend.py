@@ -237,3 +237,26 @@ def test_a_rule_whose_working_directories_hold_the_state_directory_is_named(
         f'[[rule]]\nname = "deny"\ndecision = "deny"\nargv0 = ["ls"]\ncwd = ["{tmp_path}"]\n'
     )
     assert _cwds_holding(policy, state) == [("above", str(tmp_path))]
+
+
+@pytest.mark.envelope
+def test_an_envelope_that_cannot_start_is_one_line_before_anything_is_served(
+    policy_file: Path, tmp_path: Path
+) -> None:
+    """The zygote's start fails (its staging point is a file): exit 2, one line, no traceback,
+    and no "serving" line announcing an address that never served."""
+    state = tmp_path / "state"
+    state.mkdir(mode=0o700)
+    (state / "runtime").write_text("not a directory\n")
+    env = {**os.environ, "JARVIS_BEARER_TOKEN": TOKEN}
+    done = subprocess.run(
+        [sys.executable, "-m", "jigcmd", "jarvis", "--policy", str(policy_file), "--port", "0",
+         "--state-dir", str(state)],
+        env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60,
+        check=False,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    (line,) = done.stderr.splitlines()
+    said = "jigcmd jarvis: EXECUTION_FAILED: containment envelope unavailable"
+    assert line.startswith(said), line
+    assert "staging at" in line
