@@ -93,8 +93,10 @@ class Rejected(msgspec.Struct, frozen=True):
     message: str
     id: Id | None = None
     # The frame is a request whose id is neither a string nor an integer: a dialect with a
-    # stricter id rule words the refusal as its own (`DialectEntry.id_refused`).
+    # stricter id rule words the refusal as its own (`DialectEntry.id_refused`); `method`
+    # lets an undecided session word it as the dialect that method would open.
     bad_id: bool = False
+    method: str | None = None
 
 
 # The Run/1 id grammar as every refusal of an id (a request's, a run's, an operation's) words it.
@@ -260,7 +262,10 @@ def classify(message: object) -> Request | Notification | Response | Rejected:
         return Notification(method, params)
     if readable_id is None:
         return Rejected(
-            INVALID_REQUEST, 'Invalid Request: "id" must be a string or an integer', bad_id=True
+            INVALID_REQUEST,
+            'Invalid Request: "id" must be a string or an integer',
+            bad_id=True,
+            method=method,
         )
     return Request(readable_id, method, params)
 

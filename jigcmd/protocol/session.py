@@ -178,8 +178,10 @@ class Session:
             return []
         assert type(message) is jsonrpc.Rejected
         text = message.message
-        if message.bad_id and self._name is not None:
-            text = _DIALECTS[self._name].id_refused or text
+        # Before any dialect is chosen, the method says which one the request was meant for.
+        name = self._name or _CHOSEN_BY.get(message.method or "")
+        if message.bad_id and name is not None:
+            text = _DIALECTS[name].id_refused or text
         return [Send(jsonrpc.encode_error(message.id, message.code, text))]
 
     def oversized(self, size: int, head: bytes = b"", tail: bytes = b"") -> bytes:

@@ -98,15 +98,27 @@ def test_a_flow_session_refuses_a_ping_whose_id_run1_refuses(rig: Rig, bad: obje
     assert server.close_input() == 0
 
 
+@pytest.mark.parametrize("protocol", ["flow", "auto"])
 @pytest.mark.parametrize("bad", [None, True, 1.5])
 def test_a_flow_call_with_an_unreadable_id_is_refused_by_the_run1_rule(
-    rig: Rig, bad: object
+    rig: Rig, bad: object, protocol: str
 ) -> None:
-    """Null, a boolean or a fraction: the refusal states Run/1's rule, not "or an integer"."""
-    server = rig.serve(protocol="flow")
+    """Null, a boolean or a fraction: the refusal states Run/1's rule, not "or an integer";
+    so does an `auto` session before any call chose its dialect: the method says which."""
+    server = rig.serve(protocol=protocol)
     server.send(flow_call("x", "op-bad-id", cli_input(QUICK, "t")) | {"id": bad})
     refused = server.answer(None)
     assert refused["error"] == {"code": -32600, "message": f"Invalid Request: {RUN1_ID_RULE}"}
+    assert server.close_input() == 0
+
+
+def test_an_undecided_session_words_an_mcp_requests_unreadable_id_by_json_rpc(rig: Rig) -> None:
+    """`initialize` with an object id, before any dialect: JSON-RPC's own id rule, MCP's."""
+    server = rig.serve(protocol="auto")
+    server.send(_request({"a": 1}, "initialize", INIT))
+    refused = server.answer(None)
+    expected = 'Invalid Request: "id" must be a string or an integer'
+    assert refused["error"] == {"code": -32600, "message": expected}
     assert server.close_input() == 0
 
 

@@ -51,15 +51,30 @@ def test_a_request_and_a_notification_are_told_apart_by_the_id_member() -> None:
         ),
         (
             b'{"jsonrpc":"2.0","id":null,"method":"m"}',
-            Rejected(-32600, 'Invalid Request: "id" must be a string or an integer', bad_id=True),
+            Rejected(
+                -32600,
+                'Invalid Request: "id" must be a string or an integer',
+                bad_id=True,
+                method="m",
+            ),
         ),
         (
             b'{"jsonrpc":"2.0","id":1.5,"method":"m"}',
-            Rejected(-32600, 'Invalid Request: "id" must be a string or an integer', bad_id=True),
+            Rejected(
+                -32600,
+                'Invalid Request: "id" must be a string or an integer',
+                bad_id=True,
+                method="m",
+            ),
         ),
         (
             b'{"jsonrpc":"2.0","id":true,"method":"m"}',
-            Rejected(-32600, 'Invalid Request: "id" must be a string or an integer', bad_id=True),
+            Rejected(
+                -32600,
+                'Invalid Request: "id" must be a string or an integer',
+                bad_id=True,
+                method="m",
+            ),
         ),
     ],
 )
