@@ -3,8 +3,10 @@
 jigcmd processes sharing a state directory may live in different PID namespaces (containers,
 or a host process and a container) on one kernel; a pid read in one names nothing, or an
 unrelated process, in another. So every process whose identity the state directory records
-as an owner or a supervisor (a server, `jigcmd run`, jarvis, a zygote) holds, from before it
-records it until it dies, an exclusive `flock` on `<state dir>/live/<identity>`. The kernel
+as an owner or a supervisor holds an exclusive `flock` on `<state dir>/live/<identity>`
+from before it records it until nothing of it runs: a server, `jigcmd run` or jarvis while
+its journal is open (`Journal.open` takes it; the fronts close the journal last), a zygote
+for its life (`ledger.Registry.hold_liveness`). The kernel
 drops a flock when the last descriptor of its open file goes, at any death, SIGKILL
 included, and flocks are shared by every mount of one filesystem (bind mounts too), so:
 the file's lock is held → that process is alive; it is free, or there is no file → it is
@@ -15,7 +17,9 @@ The descriptor is close-on-exec and taken after the process's start-time forks (
 takes it after forking its spawner, which closes every descriptor but its socket, as each
 pid 1 does), so no child that could outlive the owner shares it. Whoever finds the lock
 free removes the file while holding it (never a successor's: one name is one identity).
-NFS is out of scope: its locks are not the local kernel's.
+The directory is 0700 and each file 0600: only the state directory's user (and root) can
+hold or probe a lock, so no one else can make a dead owner look alive. NFS is out of scope:
+its locks are not the local kernel's.
 """
 
 from __future__ import annotations
@@ -163,11 +167,11 @@ def _locked(path: str) -> bool:
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return True
         except OSError:
-            return True
-        # Ours: its owner is dead, and no process ever takes a dead identity's name again.
+            return True  # held (EWOULDBLOCK), or no lock to be had here: never a guess of death
+        # Ours: its owner is dead (a process records its identity only once it holds this
+        # lock, and no process ever takes a dead identity's name again). An owner still
+        # between making its file and locking it finds the file gone and makes it again.
         if _still_named(fd, path):
             with contextlib.suppress(OSError):
                 os.unlink(path)
