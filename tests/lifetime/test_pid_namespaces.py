@@ -140,8 +140,15 @@ def test_an_owner_killed_in_another_pid_namespace_is_fenced_from_this_one(rig: R
     final = rig.row(operation_id)
     assert final is not None and final.state == "uncertain", final
     assert final.reason == UNCERTAIN_REASON and final.cleanup == "complete", final
-    # Whoever found it dead removed its liveness file; nothing ran twice.
+    # Whoever found it dead removed its liveness file.
     assert not lock.exists()
+    # Asked again (here, in the same caller's run): UNCERTAIN for good, nothing ran twice.
+    again = rig.serve()
+    ask = rig.next_id("again")
+    again.send(flow_call(ask, operation_id, cli_input(LINGER, token)))
+    error = again.answer(ask)["error"]
+    assert (error["data"]["code"], error["message"]) == ("UNCERTAIN", UNCERTAIN_REASON), error
+    assert again.close_input() == 0
     assert rig.watch.runs(token) == 1
     rig.assert_nothing_left()
 
