@@ -26,7 +26,7 @@ import msgspec
 from jigcmd.journal import identity, liveness, toolruns
 from jigcmd.journal.aiosync import PendingSync
 from jigcmd.journal.database import DB_NAME, Database, JournalError
-from jigcmd.journal.failures import JournalLost, JournalUnusable, unusable
+from jigcmd.journal.failures import JournalLost, JournalUnusable
 from jigcmd.journal.identity import ProcessIdentity
 from jigcmd.journal.rows import OPEN_STATES, Begin, NewRow, Outcome, Row, State, row_from
 from jigcmd.journal.toolruns import AuditRow, JarvisDecision, JarvisEnd, JarvisRun
@@ -67,7 +67,12 @@ class Journal:
             held = liveness.hold(state_dir)
         except OSError as exc:
             db.close()
-            raise unusable(db.path, exc) from exc
+            where = exc.filename or state_dir / liveness.DIRECTORY
+            raise JournalUnusable(
+                db.path,
+                f"cannot hold this process's liveness lock in {where}: {exc.strerror or exc}",
+                f"check {state_dir} (permissions, disk, mounts), or pass another --state-dir",
+            ) from exc
         journal = cls(db)
         journal._liveness = held
         return journal

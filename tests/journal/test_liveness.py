@@ -8,8 +8,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from jigcmd.journal import identity, liveness
+from jigcmd.journal.failures import JournalUnusable
 from jigcmd.journal.identity import ProcessIdentity
+from jigcmd.journal.store import Journal
 
 # Holds the lock of a made-up identity of another PID namespace, says so, then waits.
 _HOLDER = """
@@ -106,3 +110,10 @@ def test_prune_removes_the_files_of_the_dead_only(tmp_path: Path) -> None:
         ]
     finally:
         liveness.release(held)
+
+
+def test_a_journal_whose_lock_cannot_be_held_is_refused_naming_it(tmp_path: Path) -> None:
+    """Nothing recorded under an identity no other namespace could see alive."""
+    (tmp_path / liveness.DIRECTORY).touch()  # a file where the directory belongs
+    with pytest.raises(JournalUnusable, match="cannot hold this process's liveness lock in"):
+        Journal.open(tmp_path)
