@@ -24,6 +24,7 @@ its locks are not the local kernel's.
 
 from __future__ import annotations
 
+import _thread
 import atexit
 import contextlib
 import fcntl
@@ -57,6 +58,9 @@ class _Lock:
 
 
 _held: dict[Key, _Lock] = {}
+# Journals are opened in worker threads: two first holds at once would take two locks on
+# one file, and the second would wait for the first for ever.
+_guard = _thread.allocate_lock()
 
 
 def _name(who: ProcessIdentity) -> str:
@@ -74,6 +78,11 @@ def hold(state_dir: str | os.PathLike[str]) -> Key:
     Counted: one lock per process and state directory, however many hold it; a process that
     records its identity holds it from before the first record until nothing of it runs.
     """
+    with _guard:
+        return _hold(state_dir)
+
+
+def _hold(state_dir: str | os.PathLike[str]) -> Key:
     info = os.stat(state_dir)
     key = (info.st_dev, info.st_ino)
     entry = _held.get(key)
@@ -105,6 +114,11 @@ def hold(state_dir: str | os.PathLike[str]) -> Key:
 
 def release(key: Key) -> None:
     """One holder of this process's lock is done; the last one removes the file and unlocks."""
+    with _guard:
+        _release(key)
+
+
+def _release(key: Key) -> None:
     entry = _held.get(key)
     if entry is None or entry.pid != os.getpid():
         return

@@ -6,6 +6,8 @@ import os
 import signal
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -117,3 +119,26 @@ def test_a_journal_whose_lock_cannot_be_held_is_refused_naming_it(tmp_path: Path
     (tmp_path / liveness.DIRECTORY).touch()  # a file where the directory belongs
     with pytest.raises(JournalUnusable, match="cannot hold this process's liveness lock in"):
         Journal.open(tmp_path)
+
+
+def test_first_holds_from_several_threads_at_once_share_one_lock(tmp_path: Path) -> None:
+    """Journals open in worker threads: one lock, not a second one waiting on the first."""
+    barrier = threading.Barrier(8)
+    keys: list[liveness.Key] = []
+
+    def opener() -> None:
+        barrier.wait()
+        keys.append(liveness.hold(tmp_path))
+
+    threads = [threading.Thread(target=opener, daemon=True) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    # A failsafe, never a timing claim: a second lock on the file would wait for ever.
+    deadline = time.monotonic() + 60
+    for thread in threads:
+        thread.join(max(0.0, deadline - time.monotonic()))
+    assert len(keys) == 8 and len(set(keys)) == 1
+    assert len(os.listdir(tmp_path / liveness.DIRECTORY)) == 1
+    for key in keys:
+        liveness.release(key)
+    assert os.listdir(tmp_path / liveness.DIRECTORY) == []
