@@ -2,9 +2,11 @@
 
 Run at server start-up and by `jigcmd recover --state-dir DIR`. For each open ownership row:
 
-1. Whose row is it? A row written by a server that is still alive (same pid, start time
-   and boot; or this very process) is left alone: several jigcmd servers may share one
-   state directory. Only rows whose owner is dead are recovered.
+1. Whose row is it? A row written by a server that is still alive (this very process; one
+   of its PID namespace with the same pid, start time and boot; one of another namespace
+   still holding its liveness lock, `jigcmd.journal.liveness`) is left alone: several
+   jigcmd servers may share one state directory, in containers too. Only rows whose owner
+   is dead are recovered.
 2. Close it first: the row becomes `uncertain` ("a prior command dispatch was fenced
    without a proved result") with cleanup `failed` until proved otherwise. Closing before
    touching anything means the row can no longer be moved to running (a late
@@ -12,7 +14,9 @@ Run at server start-up and by `jigcmd recover --state-dir DIR`. For each open ow
    cleanup recorded as failed, never as complete.
 3. The supervisor: it fences its own run when its run socket closes (the server is gone),
    so recovery waits for it (at most `supervisor_grace` seconds, shared by all rows), then
-   SIGKILLs it through a pidfd (a recycled pid is never signalled).
+   SIGKILLs it through a pidfd (a recycled pid is never signalled). One of another PID
+   namespace cannot be signalled from here: past the grace it is a problem recorded (the
+   cleanup is not proved), and the run is fenced through its cgroup all the same.
 4. The cgroup job `jigcmd-<run_id>`: kill every task, wait until it is empty, remove it,
    then verify that no directory of it (nor any recorded cgroup path) remains and that no
    process still sits in the run's network namespace. The namespace, the mount namespace
@@ -40,11 +44,12 @@ import contextlib
 import os
 import re
 import time
+from pathlib import Path
 
 import msgspec
 
 from jigcmd.envelope.cgroups import CgroupBackend
-from jigcmd.journal import identity
+from jigcmd.journal import identity, liveness
 from jigcmd.journal.envelopes import EnvelopeRegistry
 from jigcmd.journal.identity import ProcessIdentity
 from jigcmd.journal.rows import Row
@@ -106,9 +111,9 @@ class RecoveryReport(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
         )
 
 
-def owner_alive(owner: ProcessIdentity) -> bool:
+def owner_alive(state_dir: Path, owner: ProcessIdentity) -> bool:
     """Whether the server that wrote a row is still running (this process counts as alive)."""
-    return owner == identity.current() or identity.is_alive(owner)
+    return owner == identity.current() or liveness.alive(state_dir, owner)
 
 
 def recover(
@@ -123,11 +128,12 @@ def recover(
     closed_ids = {r.run_id for r in orphans}
     retry = [r for r in journal.cleanup_failures() if r.run_id not in closed_ids]
 
-    fence = _Fence(backend, empty_wait)
+    state_dir = journal.path.parent
+    fence = _Fence(backend, empty_wait, state_dir)
     deadline = time.monotonic() + supervisor_grace
     # Envelopes registered by a dead server's supervisors, claimed by a run or still idle.
-    registry = EnvelopeRegistry(journal.path.parent)
-    orphaned = [e for e in registry.entries() if not owner_alive(e.owner)]
+    registry = EnvelopeRegistry(state_dir)
+    orphaned = [e for e in registry.entries() if not owner_alive(state_dir, e.owner)]
     stopped_envelopes = {e.name: fence.stop_supervisor(e.supervisor, deadline) for e in orphaned}
     killed = {
         r.run_id: fence.stop_supervisor(r.supervisor, deadline)
@@ -159,6 +165,7 @@ def recover(
         reports.append(_record_cleanup(journal, row, problems, supervisor_killed=stopped))
 
     jarvis_closed, jarvis_problems = _recover_jarvis(journal, fence)
+    liveness.prune(state_dir)
     unowned = _unowned_jobs(journal, backend)
     stale = [name for name in unowned if _remove_if_stale(backend, name)]
     return RecoveryReport(
@@ -187,7 +194,7 @@ def _orphaned_rows(journal: Journal) -> tuple[list[str], list[Row], set[str]]:
     orphans: list[Row] = []
     ended: set[str] = set()
     for row in journal.open_rows():
-        if owner_alive(row.owner):
+        if owner_alive(journal.path.parent, row.owner):
             live.append(row.operation_id)
             continue
         if row.outcome == "evidence":
@@ -213,8 +220,7 @@ def _recover_jarvis(journal: Journal, fence: _Fence) -> tuple[list[int], list[st
     closed: list[int] = []
     problems: list[str] = []
     for run in journal.jarvis_running():
-        owner = ProcessIdentity(pid=run.owner_pid, start=run.owner_start, boot_id=run.boot_id)
-        if owner_alive(owner):
+        if owner_alive(journal.path.parent, run.owner):
             continue
         if run.envelope_run_id is not None:
             problems += [
@@ -240,12 +246,12 @@ def sweep_own(
     are other processes' entries and rows.
     """
     me = identity.current()
-    fence = _Fence(backend, empty_wait)
+    fence = _Fence(backend, empty_wait, journal.path.parent)
     registry = EnvelopeRegistry(journal.path.parent)
     released: list[str] = []
     envelope_problems: list[str] = []
     for entry in registry.entries():
-        if entry.owner != me or identity.is_alive(entry.supervisor):
+        if entry.owner != me or liveness.alive(fence.state_dir, entry.supervisor):
             continue
         problems = fence.release(entry.name, (), None)
         if problems:
@@ -255,7 +261,9 @@ def sweep_own(
             released.append(entry.name)
     rechecked: list[RecoveredRun] = []
     for row in journal.cleanup_failures():
-        if row.owner != me or (row.supervisor is not None and identity.is_alive(row.supervisor)):
+        if row.owner != me or (
+            row.supervisor is not None and liveness.alive(fence.state_dir, row.supervisor)
+        ):
             continue
         problems = fence.release(_job_of(row), row.cgroup_paths, row.netns)
         rechecked.append(_record_cleanup(journal, row, problems, supervisor_killed=False))
@@ -314,9 +322,10 @@ def _remove_if_stale(backend: CgroupBackend, name: str) -> bool:
 
 
 class _Fence:
-    def __init__(self, backend: CgroupBackend, empty_wait: float) -> None:
+    def __init__(self, backend: CgroupBackend, empty_wait: float, state_dir: Path) -> None:
         self.backend = backend
         self.empty_wait = empty_wait
+        self.state_dir = state_dir
 
     def stop_supervisor(
         self, supervisor: ProcessIdentity | None, deadline: float
@@ -324,8 +333,15 @@ class _Fence:
         """Let the supervisor fence its own run until `deadline`, then SIGKILL it."""
         if supervisor is None:
             return False, []
-        if identity.wait_exit(supervisor, max(0.0, deadline - time.monotonic())):
+        grace = max(0.0, deadline - time.monotonic())
+        if liveness.wait_exit(self.state_dir, supervisor, grace):
             return False, []
+        if not identity.local(supervisor):
+            # No pid of ours names it; its envelopes are fenced through their cgroups.
+            return False, [
+                f"supervisor pid {supervisor.pid} of another PID namespace "
+                f"(pid:[{supervisor.pidns}]) still runs; it cannot be signalled from here"
+            ]
         if identity.kill_and_wait(supervisor, self.empty_wait):
             return True, []
         return True, [f"supervisor pid {supervisor.pid} did not exit after SIGKILL"]

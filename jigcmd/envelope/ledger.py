@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 from typing import TYPE_CHECKING
 
-from jigcmd.journal import identity
+from jigcmd.journal import identity, liveness
 from jigcmd.journal.envelopes import EnvelopeEntry, EnvelopeRegistry
 
 if TYPE_CHECKING:
@@ -37,6 +37,17 @@ class Registry:
         # Once, as the zygote starts; if it cannot be made, every registration fails closed.
         with contextlib.suppress(OSError):
             self.files.create()
+
+    def hold_liveness(self) -> None:
+        """Hold the supervisor's liveness lock for its life (`jigcmd.journal.liveness`).
+
+        Called after the zygote's last start-time fork (its spawner's), so that no process
+        forked from it shares the lock: every pid 1 is the spawner's or closes what it got.
+        Without it (a failure, told nowhere else) another PID namespace's recovery does not
+        wait for this supervisor to fence its runs, and fences them through their cgroups.
+        """
+        with contextlib.suppress(OSError):
+            liveness.hold(self.state_dir)
 
 
 class Registration:

@@ -347,6 +347,8 @@ def main(argv: list[str]) -> int:
     # Forked now, with the image complete: every pid 1 is a clone of the spawner's image
     # from here on, and the zygote's pages are shared with the spawner alone (spawner.py).
     spawner = Spawner.start()
+    if registry is not None:
+        registry.hold_liveness()
     control.sendall(b"R")
     zygote = _Zygote(control, backend, registry, spawner)
     try:

@@ -57,9 +57,14 @@ class ServeChild:
         *,
         timeout: float = ANSWER_SECONDS,
         stderr_path: Path | None = None,
+        launcher: Sequence[str] = (),
     ) -> None:
-        """Start the server; `args` are further `serve` options (`--state-dir …`)."""
-        argv = [sys.executable, "-m", "jigcmd", "serve", "--binding", str(binding), *args]
+        """Start the server; `args` are further `serve` options (`--state-dir …`).
+
+        `launcher` is a command the server runs under (`unshare --pid --fork …`, say).
+        """
+        serve = [sys.executable, "-m", "jigcmd", "serve", "--binding", str(binding), *args]
+        argv = [*launcher, *serve]
         self.timeout = timeout
         self._stderr_path = stderr_path
         if stderr_path is None:
@@ -88,7 +93,7 @@ class ServeChild:
 
     @property
     def pid(self) -> int:
-        """The server's pid."""
+        """The server's pid (its launcher's, when it has one)."""
         return self.process.pid
 
     def __enter__(self) -> ServeChild:

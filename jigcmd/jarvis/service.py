@@ -40,7 +40,7 @@ from jigcmd.jarvis.policy import Decision, HostView, Policy, Request, evaluate
 from jigcmd.jarvis.refusals import UNAUTHENTICATED_ROW_S, Unauthenticated
 from jigcmd.jarvis.statements import RunSigning, Sign
 from jigcmd.jarvis.tools import ToolError, decode_run_id, decode_run_request
-from jigcmd.journal.identity import ProcessIdentity, is_alive
+from jigcmd.journal import liveness
 from jigcmd.journal.reservations import Reservations, Slot
 from jigcmd.journal.store import Journal, JournalUnusable
 from jigcmd.plan import RunPlan
@@ -150,8 +150,8 @@ class JarvisService:
     async def _recover(self) -> None:
         """Close runs a dead jarvis process left `running`: their outcome is unknown."""
         for run in await self._db(self.store.jarvis_running):
-            owner = ProcessIdentity(pid=run.owner_pid, start=run.owner_start, boot_id=run.boot_id)
-            if is_alive(owner):
+            # From any PID namespace sharing the state directory (`jigcmd.journal.liveness`).
+            if liveness.alive(self.store.path.parent, run.owner):
                 continue
             detail = "its jarvis process died while it ran"
             await self._db(

@@ -1,8 +1,13 @@
-"""Who a process is, in a way that survives pid reuse: pid + kernel start time + boot id.
+"""Who a process is across pid reuse: pid, kernel start time, boot id and PID namespace.
 
 A pid alone names a different process after it is recycled; the start time (field 22 of
 `/proc/<pid>/stat`, clock ticks since boot) tells the two apart within one boot, and the boot
 id tells boots apart (after a reboot every recorded process is gone, whatever its pid).
+A pid and a start time mean something only in the PID namespace they were read in (two
+containers each have a pid 1, started at nearly the same tick), so the identity names that
+namespace too (the inode of `/proc/self/ns/pid`). The checks here (`is_alive`, `wait_exit`,
+`kill_and_wait`) read and signal through this process's own /proc: they hold for identities
+of its own namespace only (`local`); `jigcmd.journal.liveness` answers for any identity.
 """
 
 from __future__ import annotations
@@ -21,6 +26,8 @@ __all__ = [
     "identify",
     "is_alive",
     "kill_and_wait",
+    "local",
+    "pid_namespace",
     "process_start",
     "wait_exit",
 ]
@@ -31,7 +38,7 @@ _STARTTIME_AFTER_COMM = 22 - 3
 
 
 class ProcessIdentity(NamedTuple):
-    """One process across its whole life: pid, start time in clock ticks, and the boot it ran in.
+    """One process across its whole life: pid, start time in clock ticks, boot, PID namespace.
 
     A NamedTuple, so that the zygote carries it without msgspec (`jigcmd.envelope.stdjson`).
     """
@@ -39,6 +46,9 @@ class ProcessIdentity(NamedTuple):
     pid: int
     start: int
     boot_id: str
+    # The inode of the PID namespace `pid` and `start` were read in; 0 for identities
+    # recorded before jigcmd kept it (read as this process's own namespace, as they were).
+    pidns: int = 0
 
 
 @functools.cache
@@ -46,6 +56,17 @@ def boot_id() -> str:
     """This boot's id (constant until the machine restarts)."""
     with open(_BOOT_ID, encoding="ascii") as handle:
         return handle.read().strip()
+
+
+@functools.cache
+def pid_namespace() -> int:
+    """The inode of this process's PID namespace (constant for its life)."""
+    return os.stat("/proc/self/ns/pid").st_ino
+
+
+def local(who: ProcessIdentity) -> bool:
+    """Whether `who` was identified in this process's PID namespace (or before they were kept)."""
+    return who.pidns in (0, pid_namespace())
 
 
 def process_start(pid: int) -> int | None:
@@ -63,7 +84,10 @@ def process_start(pid: int) -> int | None:
 def identify(pid: int) -> ProcessIdentity | None:
     """The identity of the live process `pid`, or None if there is none."""
     start = process_start(pid)
-    return None if start is None else ProcessIdentity(pid=pid, start=start, boot_id=boot_id())
+    if start is None:
+        return None
+    # /proc lists this namespace's processes (a container mounts its own), so `pid` is one.
+    return ProcessIdentity(pid=pid, start=start, boot_id=boot_id(), pidns=pid_namespace())
 
 
 def current() -> ProcessIdentity:
@@ -74,7 +98,11 @@ def current() -> ProcessIdentity:
 
 
 def is_alive(who: ProcessIdentity) -> bool:
-    """Whether that very process still exists (a zombie counts as gone: it runs nothing)."""
+    """Whether that very process of this PID namespace still exists (a zombie counts as gone).
+
+    Only for a `local` identity: another namespace's pid names nothing here.
+    """
+    _require_local(who)
     if who.boot_id != boot_id():
         return False
     if process_start(who.pid) != who.start:
@@ -87,8 +115,15 @@ def is_alive(who: ProcessIdentity) -> bool:
     return stat[stat.rindex(b")") + 2 :][:1] not in (b"Z", b"X")
 
 
+def _require_local(who: ProcessIdentity) -> None:
+    if not local(who):
+        # A pid of another namespace would name (and signal) an unrelated process here.
+        raise ValueError(f"pid {who.pid} is of another PID namespace (pid:[{who.pidns}])")
+
+
 def _pidfd(who: ProcessIdentity) -> int | None:
     """A pidfd for that very process, or None when it is gone or its pid was reused."""
+    _require_local(who)
     if who.boot_id != boot_id():
         return None
     try:

@@ -129,7 +129,10 @@ def row_from(found: sqlite3.Row) -> Row:
     supervisor = None
     if found["supervisor_pid"] is not None:
         supervisor = ProcessIdentity(
-            pid=found["supervisor_pid"], start=found["supervisor_start"], boot_id=found["boot_id"]
+            pid=found["supervisor_pid"],
+            start=found["supervisor_start"],
+            boot_id=found["boot_id"],
+            pidns=found["supervisor_pidns"],
         )
     return Row(
         root_run=found["root_run"],
@@ -142,7 +145,10 @@ def row_from(found: sqlite3.Row) -> Row:
         deadline_unix_ms=found["deadline_unix_ms"],
         run_id=found["run_id"],
         owner=ProcessIdentity(
-            pid=found["owner_pid"], start=found["owner_start"], boot_id=found["boot_id"]
+            pid=found["owner_pid"],
+            start=found["owner_start"],
+            boot_id=found["boot_id"],
+            pidns=found["owner_pidns"],
         ),
         state=found["state"],
         plan_digest=found["plan_digest"],

@@ -164,7 +164,17 @@ _V7 = """
 ALTER TABLE jarvis_runs ADD COLUMN executable TEXT;
 """
 
-_STEPS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7)
+# Version 8: the PID namespace (the inode of its `/proc/self/ns/pid`) of each recorded owner
+# and supervisor, so that jigcmd processes of several namespaces sharing the state directory
+# do not take each other's pids for their own (`jigcmd.journal.liveness`); 0 on older rows,
+# read as the reader's own namespace, as they always were.
+_V8 = """
+ALTER TABLE operations ADD COLUMN owner_pidns INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE operations ADD COLUMN supervisor_pidns INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE jarvis_runs ADD COLUMN owner_pidns INTEGER NOT NULL DEFAULT 0;
+"""
+
+_STEPS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8)
 # The run of every operation recorded before operation identity belonged to runs.
 LEGACY_RUN = ""
 SCHEMA_VERSION = len(_STEPS)

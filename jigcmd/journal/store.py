@@ -23,7 +23,7 @@ from pathlib import Path
 
 import msgspec
 
-from jigcmd.journal import identity, toolruns
+from jigcmd.journal import identity, liveness, toolruns
 from jigcmd.journal.aiosync import PendingSync
 from jigcmd.journal.database import DB_NAME, Database, JournalError
 from jigcmd.journal.failures import JournalLost, JournalUnusable
@@ -50,6 +50,8 @@ class Journal:
         self._db = db
         self._me = identity.current()
         self.path = db.path
+        # This process's liveness lock, held while the journal is open for writing.
+        self._liveness: liveness.Key | None = None
 
     @classmethod
     def open(cls, state_dir: Path) -> Journal:
@@ -58,7 +60,22 @@ class Journal:
         Raises `JournalUnusable` (`JournalLost` among them) naming the file, the cause and
         the fix when it cannot: a full disk, a read-only directory, a damaged database.
         """
-        return cls(Database.open(state_dir))
+        db = Database.open(state_dir)
+        try:
+            # Before any row can name this process as its owner, until the journal is closed
+            # (`jigcmd.journal.liveness`): a front closes it once nothing of it runs.
+            held = liveness.hold(state_dir)
+        except OSError as exc:
+            db.close()
+            where = exc.filename or state_dir / liveness.DIRECTORY
+            raise JournalUnusable(
+                db.path,
+                f"cannot hold this process's liveness lock in {where}: {exc.strerror or exc}",
+                f"check {state_dir} (permissions, disk, mounts), or pass another --state-dir",
+            ) from exc
+        journal = cls(db)
+        journal._liveness = held
+        return journal
 
     @classmethod
     def open_read_only(cls, state_dir: Path) -> Journal:
@@ -74,7 +91,12 @@ class Journal:
         Raises `JournalUnusable` (after closing) when the journal could not be closed as it
         was opened: its state directory was removed, replaced or became unreadable.
         """
-        self._db.close()
+        held, self._liveness = self._liveness, None
+        try:
+            self._db.close()
+        finally:
+            if held is not None:
+                liveness.release(held)
 
     def lost(self) -> JournalUnusable | None:
         """Why the journal file is gone (its state directory removed or replaced), as `close`
@@ -131,8 +153,9 @@ class Journal:
         inserted = conn.execute(
             "INSERT INTO operations (root_run, operation_id, signature, context,"
             " created_unix_ms, updated_unix_ms, deadline_unix_ms, run_id, owner_pid,"
-            " owner_start, boot_id, state, supervisor_pid, supervisor_start, cgroup_paths,"
-            " plan_digest, trace) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+            " owner_start, boot_id, owner_pidns, state, supervisor_pid, supervisor_start,"
+            " supervisor_pidns, cgroup_paths, plan_digest, trace)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
             " ON CONFLICT (root_run, operation_id) DO NOTHING RETURNING *",
             (
                 new.root_run,
@@ -146,9 +169,11 @@ class Journal:
                 self._me.pid,
                 self._me.start,
                 self._me.boot_id,
+                self._me.pidns,
                 "dispatching" if supervisor is None else "running",
                 None if supervisor is None else supervisor.pid,
                 None if supervisor is None else supervisor.start,
+                0 if supervisor is None else supervisor.pidns,
                 msgspec.json.encode(list(new.cgroup_paths)).decode("utf-8"),
                 new.plan_digest,
                 new.trace,
@@ -176,12 +201,13 @@ class Journal:
         with self._db.write() as conn:
             cursor = conn.execute(
                 "UPDATE operations SET state = 'running', supervisor_pid = ?,"
-                " supervisor_start = ?, cgroup_paths = ?, netns = ?,"
+                " supervisor_start = ?, supervisor_pidns = ?, cgroup_paths = ?, netns = ?,"
                 " plan_digest = COALESCE(?, plan_digest),"
                 " updated_unix_ms = ? WHERE root_run = ? AND operation_id = ? AND state IN (?, ?)",
                 (
                     supervisor.pid,
                     supervisor.start,
+                    supervisor.pidns,
                     msgspec.json.encode(list(cgroup_paths)).decode("utf-8"),
                     netns,
                     plan_digest,
@@ -430,7 +456,7 @@ class Journal:
             return toolruns.insert_run(
                 conn,
                 now_ms=_now_ms(),
-                owner=(self._me.pid, self._me.start, self._me.boot_id),
+                owner=self._me,
                 tool=tool,
                 argv=argv,
                 cwd=cwd,

@@ -12,6 +12,8 @@ from typing import Literal
 
 import msgspec
 
+from jigcmd.journal.identity import ProcessIdentity
+
 __all__ = [
     "JARVIS_OUTPUT_CAP_CHARS",
     "AuditRow",
@@ -72,6 +74,15 @@ class JarvisRun(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     # The file the run executed, the program's fully resolved path (its `argv[0]` keeps the
     # name the caller used); None for a denied call and rows before schema version 7.
     executable: str | None = None
+    # The owner's PID namespace (`ProcessIdentity.pidns`); 0 on rows before schema version 8.
+    owner_pidns: int = 0
+
+    @property
+    def owner(self) -> ProcessIdentity:
+        """The jarvis process that ran it, as recovery asks whether it is alive."""
+        return ProcessIdentity(
+            pid=self.owner_pid, start=self.owner_start, boot_id=self.boot_id, pidns=self.owner_pidns
+        )
 
 
 class AuditRow(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -92,7 +103,7 @@ def insert_run(
     conn: sqlite3.Connection,
     *,
     now_ms: int,
-    owner: tuple[int, int, str],
+    owner: ProcessIdentity,
     tool: str,
     argv: Sequence[str],
     cwd: str,
@@ -107,8 +118,9 @@ def insert_run(
     status: JarvisStatus = "running" if decision == "allow" else "denied"
     cursor = conn.execute(
         "INSERT INTO jarvis_runs (tool, argv, cwd, actor, decision, matched_rule, reason,"
-        " status, envelope_run_id, owner_pid, owner_start, boot_id, created_unix_ms,"
-        " finished_unix_ms, executable) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        " status, envelope_run_id, owner_pid, owner_start, boot_id, owner_pidns,"
+        " created_unix_ms, finished_unix_ms, executable)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (
             tool,
             _text(list(argv)),
@@ -119,7 +131,10 @@ def insert_run(
             reason,
             status,
             envelope_run_id,
-            *owner,
+            owner.pid,
+            owner.start,
+            owner.boot_id,
+            owner.pidns,
             now_ms,
             None if status == "running" else now_ms,
             executable,
@@ -196,6 +211,7 @@ def run_from(row: sqlite3.Row) -> JarvisRun:
         attestation=row["attestation"],
         detail=row["detail"],
         executable=row["executable"],
+        owner_pidns=row["owner_pidns"],
     )
 
 

@@ -94,3 +94,16 @@ def test_the_start_time_is_read_past_a_command_name_with_parentheses(tmp_path: P
         proc.stdin.close()
         proc.wait()
     assert process_start(proc.pid) is None
+
+
+def test_an_identity_of_another_pid_namespace_is_never_read_nor_signalled_here(
+    child: subprocess.Popen[bytes],
+) -> None:
+    """Its pid names another process here (this child, say): refused, not signalled."""
+    real = identify(child.pid)
+    assert real is not None and real.pidns == os.stat("/proc/self/ns/pid").st_ino
+    elsewhere = real._replace(pidns=real.pidns + 1)
+    for check in (is_alive, lambda who: kill_and_wait(who, 0), lambda who: wait_exit(who, 0)):
+        with pytest.raises(ValueError, match="another PID namespace"):
+            check(elsewhere)
+    assert child.poll() is None

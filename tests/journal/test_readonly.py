@@ -61,7 +61,11 @@ def _killed_writer(state: Path) -> None:
 
 
 def _files(state: Path) -> dict[str, bytes]:
-    return {path.name: path.read_bytes() for path in sorted(state.iterdir())}
+    """Each file's bytes, and each directory's names (`live`, the liveness locks)."""
+    return {
+        path.name: path.read_bytes() if path.is_file() else repr(sorted(path.iterdir())).encode()
+        for path in sorted(state.iterdir())
+    }
 
 
 @pytest.fixture

@@ -8,8 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from jigcmd.journal import schema
-from jigcmd.journal.identity import current, identify
+from jigcmd.journal import identity, schema
+from jigcmd.journal.identity import ProcessIdentity, current, identify
 from jigcmd.journal.rows import NewRow
 from jigcmd.journal.schema import LEGACY_RUN, SCHEMA_VERSION
 from jigcmd.journal.store import Journal
@@ -415,6 +415,41 @@ def test_a_journal_of_the_first_schema_is_migrated_and_its_rows_kept_outside_eve
         )
         assert journal.get("candidate-tests", root_run=RUN) is None
         assert journal.begin(new_row("candidate-tests", signature="sig-b", run_id="r-new")).created
+
+
+def test_identities_recorded_before_pid_namespaces_read_back_as_the_readers_own(
+    tmp_path: Path,
+) -> None:
+    """A version 7 journal: its owners and supervisors migrate with pidns 0; new ones have it."""
+    raw = sqlite3.connect(tmp_path / "journal.sqlite3", isolation_level=None)
+    try:
+        for step in schema._STEPS[:7]:
+            for statement in schema._statements(step):
+                raw.execute(statement)
+        raw.execute(
+            "INSERT INTO operations (root_run, operation_id, signature, context,"
+            " created_unix_ms, updated_unix_ms, deadline_unix_ms, run_id, owner_pid,"
+            " owner_start, boot_id, state, supervisor_pid, supervisor_start)"
+            " VALUES ('run-a', 'op-old', 's', 'c', 1, 1, 0, 'r-old', 7, 8, 'b', 'running', 9, 10)"
+        )
+        raw.execute(
+            "INSERT INTO jarvis_runs (tool, argv, cwd, actor, decision, matched_rule, reason,"
+            " status, owner_pid, owner_start, boot_id, created_unix_ms, finished_unix_ms)"
+            " VALUES ('t', '[\"x\"]', '', 'a', 'allow', 'r', '', 'running', 7, 8, 'b', 1, NULL)"
+        )
+        raw.execute("PRAGMA user_version = 7")
+    finally:
+        raw.close()
+    with Journal.open(tmp_path) as journal:
+        assert journal.settings()["user_version"] == SCHEMA_VERSION
+        old = journal.get("op-old", root_run="run-a")
+        assert old is not None and old.supervisor is not None
+        assert old.owner == ProcessIdentity(pid=7, start=8, boot_id="b", pidns=0)
+        assert old.supervisor == ProcessIdentity(pid=9, start=10, boot_id="b", pidns=0)
+        (run,) = journal.jarvis_running()
+        assert run.owner == ProcessIdentity(pid=7, start=8, boot_id="b", pidns=0)
+        new = journal.begin(new_row("op-new", run_id="r-new")).row
+        assert new.owner == identity.current() and new.owner.pidns == identity.pid_namespace()
 
 
 def test_a_close_without_waiting_yields_to_another_writer_and_writes_nothing(

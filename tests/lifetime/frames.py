@@ -22,14 +22,17 @@ def serve_child(
     max_envelopes: int | None = None,
     protocol: str = "auto",
     run_id: str | None = None,
+    launcher: tuple[str, ...] = (),
 ) -> ServeChild:
-    """`jigcmd serve` on a state directory, its stderr in `stderr_path`."""
+    """`jigcmd serve` on a state directory, its stderr in `stderr_path` (under `launcher`)."""
     args = ["--state-dir", str(state_dir), "--protocol", protocol]
     if max_envelopes is not None:
         args += ["--max-envelopes", str(max_envelopes)]
     if run_id is not None:
         args += ["--run-id", run_id]
-    return ServeChild(binding, args, timeout=ANSWER_SECONDS, stderr_path=stderr_path)
+    return ServeChild(
+        binding, args, timeout=ANSWER_SECONDS, stderr_path=stderr_path, launcher=launcher
+    )
 
 
 def flow_call(request_id: str, operation_id: str, input: object, **extra: object) -> dict[str, Any]:

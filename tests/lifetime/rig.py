@@ -51,11 +51,17 @@ class Rig:
     # -- servers ------------------------------------------------------------------------
 
     def serve(
-        self, *, max_envelopes: int = _SLOTS, protocol: str = "auto", run_id: str | None = None
+        self,
+        *,
+        max_envelopes: int = _SLOTS,
+        protocol: str = "auto",
+        run_id: str | None = None,
+        launcher: tuple[str, ...] = (),
     ) -> ServeChild:
         """A new traced `jigcmd serve` on the rig's state directory, answering pings.
 
-        It belongs to the rig's run unless `run_id` names another.
+        It belongs to the rig's run unless `run_id` names another; it runs under `launcher`
+        (traced from the launcher down) when one is given.
         """
         server = serve_child(
             self.binding,
@@ -64,6 +70,7 @@ class Rig:
             max_envelopes=max_envelopes,
             protocol=protocol,
             run_id=self.run_id if run_id is None else run_id,
+            launcher=launcher,
         )
         self.servers.append(server)
         self.watch.add_root(server.pid)
@@ -191,6 +198,8 @@ class Rig:
             "runtime",
             # The zygotes holding the shared staged runtime (`jigcmd.envelope.runtimeshare`).
             "runtime.holders",
+            # Each live owner's and supervisor's liveness lock (`jigcmd.journal.liveness`).
+            "live",
             # The host's signing key, made on the first run (`jigcmd.attest.keys`).
             "signing-key.pem",
             "signing-key.pub.pem",
