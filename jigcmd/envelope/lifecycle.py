@@ -86,7 +86,7 @@ class State(enum.Enum):
     STAGED = "staged"  # go sent; waiting for "ready" (after the server's gate)
     RUNNING = "running"  # waiting for the candidate's end, a cancel or the deadline
     SETTLING = "settling"  # the candidate ended; waiting for pid 1's own exit
-    FENCING = "fencing"  # killed; waiting for pid 1 to be gone
+    FENCING = "fencing"  # killed; waiting for pid 1 to be gone (its report of the end counts)
     DONE = "done"
 
 
