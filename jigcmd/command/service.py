@@ -36,7 +36,7 @@ from jigcmd.journal.reservations import Slot
 from jigcmd.plan import Limits, RunPlan, plan_digest
 from jigcmd.policy.binding import CommandPolicy
 from jigcmd.policy.lock import Admission
-from jigcmd.policy.planner import candidate_plan, effective_deadline
+from jigcmd.policy.planner import candidate_plan, effective_deadline, unix_deadline_ms
 from jigcmd.policy.request import ValidRequest, validate_request
 from jigcmd.protocol.commands import Recorded, RunResult, ToolInfo
 from jigcmd.server.backend import Owned, Progress
@@ -282,6 +282,10 @@ class CommandService:
                 # seconds on a slow machine) is the server's warm-up, not this run's; the
                 # caller's own deadlines are absolute times and bound the call all the same.
                 deadline = self._deadline(deadline_unix_ms)
+                # The same deadline in the callers' own clock: what waiters compare.
+                when = unix_deadline_ms(
+                    time.time_ns() // 1_000_000, deadline_unix_ms, self._root_deadline
+                )
                 valid = self.validate(input)
                 call = _Call(
                     # The statement names the lock that admitted this call, not one read while
@@ -300,6 +304,7 @@ class CommandService:
                 )
                 result = await arrival.attend(
                     deadline=deadline,
+                    deadline_unix_ms=when,
                     cancel=cancel,
                     progress=progress,
                     work=partial(self._operate, valid, call, deadline),

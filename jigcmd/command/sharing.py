@@ -106,20 +106,24 @@ class SharedOperations:
         signature: str,
         *,
         deadline: float,
+        deadline_unix_ms: float,
         cancel: CancelSignal,
         progress: Progress | None,
         work: Work,
     ) -> RunResult:
         """Wait for the operation as one of its waiters, starting its work if none runs.
 
-        `deadline` (monotonic) and `cancel` are this waiter's; the first waiter's deadline
-        is the work's own. A different request under the key is `OPERATION_CONFLICT`.
+        `deadline` (monotonic, to wait until) and `cancel` are this waiter's; the first
+        waiter's deadline is the work's own. Waiters' deadlines are compared as
+        `deadline_unix_ms`, in the callers' clock: the same deadline is the same there. A
+        different request under the key is `OPERATION_CONFLICT`.
         """
         shared = self._live.get(key)
         if shared is None:
             if self._tasks is None:
                 return await work(cancel, progress)
-            shared = _Shared(key[1], signature, deadline, partial(self._arrived, key, signature))
+            arrived = partial(self._arrived, key, signature)
+            shared = _Shared(key[1], signature, deadline_unix_ms, arrived)
             self._live[key] = shared
             self._tasks.start_soon(self._drive, key, shared, work)
         elif shared.signature != signature:
@@ -128,7 +132,7 @@ class SharedOperations:
                 f"operationId {key[1]!r} was reused differently (a different request is "
                 "running under it)",
             )
-        return await shared.attend(deadline, cancel, progress)
+        return await shared.attend(deadline, deadline_unix_ms, cancel, progress)
 
     async def _drive(self, key: OperationKey, shared: _Shared, work: Work) -> None:
         try:
@@ -166,6 +170,7 @@ class Arrival:
         self,
         *,
         deadline: float,
+        deadline_unix_ms: float,
         cancel: CancelSignal,
         progress: Progress | None,
         work: Work,
@@ -180,6 +185,7 @@ class Arrival:
             self._key,
             self._signature,
             deadline=deadline,
+            deadline_unix_ms=deadline_unix_ms,
             cancel=cancel,
             progress=progress,
             work=work,
@@ -198,11 +204,16 @@ class _Shared:
     """One operation's work and its live waiters."""
 
     def __init__(
-        self, operation_id: str, signature: str, deadline: float, arriving: Callable[[], int]
+        self,
+        operation_id: str,
+        signature: str,
+        deadline_unix_ms: float,
+        arriving: Callable[[], int],
     ) -> None:
         self.operation_id = operation_id
         self.signature = signature
-        self.deadline = deadline
+        # The work's deadline in the callers' clock (Unix ms), where waiters' are compared.
+        self.deadline_unix_ms = deadline_unix_ms
         # How many calls of it reached the service and will attend: live waiters too.
         self._arriving = arriving
         # A signal: the run's collector is told of it as it is set, without a task.
@@ -226,7 +237,11 @@ class _Shared:
                 await forward(message, elapsed_ms, total_ms)
 
     async def attend(
-        self, deadline: float, cancel: CancelSignal, progress: Progress | None
+        self,
+        deadline: float,
+        deadline_unix_ms: float,
+        cancel: CancelSignal,
+        progress: Progress | None,
     ) -> RunResult:
         token = object()
         self._waiters[token] = progress
@@ -235,7 +250,7 @@ class _Shared:
                 await self._until_done(cancel, deadline)
                 if self.done.is_set():
                     break
-                if not cancel.is_set() and deadline >= self.deadline:
+                if not cancel.is_set() and deadline_unix_ms >= self.deadline_unix_ms:
                     deadline = math.inf  # the work ends by its own deadline, no later
                     continue
                 if len(self._waiters) > 1 or self._arriving():

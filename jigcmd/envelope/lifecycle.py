@@ -86,7 +86,7 @@ class State(enum.Enum):
     STAGED = "staged"  # go sent; waiting for "ready" (after the server's gate)
     RUNNING = "running"  # waiting for the candidate's end, a cancel or the deadline
     SETTLING = "settling"  # the candidate ended; waiting for pid 1's own exit
-    FENCING = "fencing"  # killed; waiting for pid 1 to be gone
+    FENCING = "fencing"  # killed; waiting for pid 1 to be gone (its report of the end counts)
     DONE = "done"
 
 
@@ -340,14 +340,16 @@ class Envelope:
         if expected is not None and line.startswith(expected[0]):
             expected[1]()
             return
-        if self.state is State.RUNNING:
-            kind, _, value = line.partition(" ")
-            if kind == "exit":
-                self._ended((int(value), None, "exited"))
-                return
+        kind, _, value = line.partition(" ")
+        if kind in ("exit", "signal") and self.state in (State.RUNNING, State.FENCING):
+            ending: Ending = (int(value), None, "exited")
             if kind == "signal":
-                self._ended((None, signal.Signals(int(value)).name, "exited"))
-                return
+                ending = (None, signal.Signals(int(value)).name, "exited")
+            if self.state is State.RUNNING:
+                self._ended(ending)
+            else:
+                self._ended_while_stopping(ending)
+            return
         raise StepError("envelope", f"unexpected status {line!r} while {self.state.value}")
 
     @_guarded
@@ -413,6 +415,20 @@ class Envelope:
         # while the namespace is dying was measured at ~12 ms here).
         self.state = State.SETTLING
         self.timer = time.monotonic() + _SETTLE_S
+
+    def _ended_while_stopping(self, ending: Ending) -> None:
+        """Pid 1 reported the candidate's end after a stop (cancel, deadline, lost server) began.
+
+        The candidate may have ended on its own just before the stop was acted on (its end
+        and the stop were ready in one turn of the loop, or it ended while the kill was on its
+        way). An exit, or a signal the stop never sends, is that own end: it is the run's
+        evidence (`exited`). A SIGKILL is the stop's (or indistinguishable from it): the
+        stop's ending stands. Either way the fence and the release go on as they are.
+        """
+        assert self.ending is not None
+        if self.ending[2] != "exited" and ending[1] != "SIGKILL":
+            trace.mark("supervisor: candidate ended before the stop")
+            self.ending = ending
 
     def _stop(self, reason: StopReason) -> None:
         self.ending = ending = (None, "SIGKILL", reason)

@@ -16,6 +16,7 @@ __all__ = [
     "candidate_plan",
     "effective_deadline",
     "ran_argv",
+    "unix_deadline_ms",
 ]
 
 # Bun's fixed posture: no .env loading, no auto-install, no bunfig.toml (so no preloads).
@@ -65,10 +66,23 @@ def effective_deadline(
 
     Computed before setup, so setup time counts against it.
     """
-    deadline = now_monotonic + ceiling
+    unix_ms = unix_deadline_ms(now_unix_ms, *deadlines_unix_ms, ceiling=ceiling)
+    return now_monotonic + (unix_ms - now_unix_ms) / 1000
+
+
+def unix_deadline_ms(
+    now_unix_ms: int, *deadlines_unix_ms: int | None, ceiling: float = CEILING_SECONDS
+) -> float:
+    """min(every given Unix-ms deadline, now + ceiling), in Unix ms.
+
+    The clock the callers' deadlines are given in: two deadlines are compared here, never
+    as monotonic times converted at different moments (each conversion reads two clocks,
+    and the same deadline comes out a fraction of a millisecond apart).
+    """
+    deadline = now_unix_ms + ceiling * 1000
     for unix_ms in deadlines_unix_ms:
         if unix_ms is not None:
-            deadline = min(deadline, now_monotonic + (unix_ms - now_unix_ms) / 1000)
+            deadline = min(deadline, unix_ms)
     return deadline
 
 

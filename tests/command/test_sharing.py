@@ -64,12 +64,21 @@ async def _attend(
     name: str,
     *,
     deadline: float = math.inf,
+    deadline_unix_ms: float | None = None,
     signature: str = "sig",
     progress: Progress | None = None,
 ) -> None:
+    """Attend as `name`; the deadlines are compared as `deadline_unix_ms`, else as `deadline`."""
+    compared = deadline if deadline_unix_ms is None else deadline_unix_ms
     try:
         outcomes[name] = await shared.attend(
-            KEY, signature, deadline=deadline, cancel=cancel, progress=progress, work=work
+            KEY,
+            signature,
+            deadline=deadline,
+            deadline_unix_ms=compared,
+            cancel=cancel,
+            progress=progress,
+            work=work,
         )
     except JigError as error:
         outcomes[name] = error
@@ -205,6 +214,26 @@ async def test_a_waiter_whose_deadline_is_the_works_own_waits_for_the_work() -> 
     assert outcomes["first"] == RESULT
 
 
+async def test_a_joiner_with_the_works_deadline_waits_whatever_its_monotonic_time() -> None:
+    """The same deadline in the callers' clock is the work's, though converted to monotonic
+    time a moment later it came out earlier: the joiner waits for the work's outcome."""
+    shared, work = SharedOperations(), FakeWork()
+    outcomes: dict[str, RunResult | JigError] = {}
+    same = time.time_ns() // 1_000_000 + 60_000
+    first = partial(_attend, deadline=time.monotonic() + 60, deadline_unix_ms=same)
+    soon = time.monotonic() + 0.02
+    joiner = partial(_attend, deadline=soon, deadline_unix_ms=same)
+    async with shared.open(), anyio.create_task_group() as tasks:
+        tasks.start_soon(first, shared, work, CancelSignal(), outcomes, "first")
+        await work.running.wait()
+        tasks.start_soon(joiner, shared, work, CancelSignal(), outcomes, "joiner")
+        while time.monotonic() < soon + 0.03:
+            await anyio.wait_all_tasks_blocked()
+        assert "joiner" not in outcomes and work.stopped == 0
+        work.finish.set()
+    assert outcomes == {"first": RESULT, "joiner": RESULT}
+
+
 async def _arrive_then_attend(
     shared: SharedOperations,
     work: FakeWork,
@@ -220,7 +249,11 @@ async def _arrive_then_attend(
             return  # refused by its checks: it never attends
         try:
             outcomes["joiner"] = await arrival.attend(
-                deadline=math.inf, cancel=CancelSignal(), progress=None, work=work
+                deadline=math.inf,
+                deadline_unix_ms=math.inf,
+                cancel=CancelSignal(),
+                progress=None,
+                work=work,
             )
         except JigError as error:
             outcomes["joiner"] = error
@@ -310,7 +343,13 @@ async def test_progress_reaches_every_live_waiter_that_asked_for_it() -> None:
 
     async with shared.open():
         result = await shared.attend(
-            KEY, "sig", deadline=math.inf, cancel=CancelSignal(), progress=record, work=work
+            KEY,
+            "sig",
+            deadline=math.inf,
+            deadline_unix_ms=math.inf,
+            cancel=CancelSignal(),
+            progress=record,
+            work=work,
         )
     assert result == RESULT and seen == ["one"]
 

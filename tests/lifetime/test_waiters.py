@@ -177,6 +177,34 @@ def test_a_joiner_whose_own_deadline_passes_leaves_and_the_first_completes(rig: 
     assert rig.watch.runs(token) == 1
 
 
+def test_joiners_with_the_works_own_deadline_wait_and_get_its_outcome(rig: Rig) -> None:
+    """Joiners sending the very deadlineUnixMs of the first call are not earlier than the
+    work: each waits, and the work's end at that deadline answers all of them alike
+    (DEADLINE_EXCEEDED with the evidence), never "continues for its other callers". Eight
+    joiners: converted to monotonic time one by one, about half came out a fraction of a
+    millisecond earlier than the work's."""
+    token, operation_id = f"tok-{uuid.uuid4().hex}", "op-joiners-same-deadline"
+    deadline = time.time_ns() // 1_000_000 + 3000
+    input = cli_input(LINGER, token)
+    server = rig.serve()
+    server.send(flow_call("call-0", operation_id, input, deadlineUnixMs=deadline))
+    candidate = rig.candidate(token)
+    joiners = [f"call-{n}" for n in range(1, 9)]
+    server.send(*(flow_call(j, operation_id, input, deadlineUnixMs=deadline) for j in joiners))
+    first = server.response("call-0")
+    error = _error(first)
+    assert error["data"]["code"] == "DEADLINE_EXCEEDED"
+    assert error["data"]["details"]["command"]["stopReason"] == "deadline"
+    assert not alive(candidate)
+    for joiner in joiners:
+        assert json.loads(server.response(joiner))["error"] == error, joiner
+    assert server.close_input() == 0
+    row = rig.row(operation_id)
+    assert row is not None and (row.state, row.outcome) == ("done", "failure")
+    rig.assert_nothing_left()
+    assert rig.watch.runs(token) == 1
+
+
 def _mcp(rig: Rig) -> ServeChild:
     server = rig.serve(protocol="mcp")
     server.send(
