@@ -154,6 +154,10 @@ def _tool(args: argparse.Namespace) -> int:
         from jigcmd.frontends.runs import runs  # noqa: PLC0415 - imported per verb to keep start-up light
 
         return runs(args.state_dir, run_id=args.run_id, as_json=args.json)
+    if verb == "prune":
+        from jigcmd.frontends.prune import prune  # noqa: PLC0415 - imported per verb to keep start-up light
+
+        return prune(args.state_dir, args.older_than, dry_run=args.dry_run, as_json=args.json)
     if verb == "jarvis":
         from jigcmd.frontends.jarvis import jarvis  # noqa: PLC0415 - imported per verb to keep start-up light
 

@@ -326,6 +326,32 @@ def _runs_options(runs: argparse.ArgumentParser) -> None:
     runs.add_argument("--json", action="store_true", help="one JSON object per run")
 
 
+def _older_than(text: str) -> int:
+    """`prune --older-than`: a duration such as 7d or 12h, in seconds."""
+    from jigcmd.durable.retention import parse_duration  # noqa: PLC0415 - imported per verb to keep start-up light
+
+    try:
+        return parse_duration(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _prune_options(prune: argparse.ArgumentParser) -> None:
+    """`jigcmd prune`'s options."""
+    prune.add_argument("--state-dir", type=Path, help=_STATE_DIR_HELP)
+    prune.add_argument(
+        "--older-than",
+        type=_older_than,
+        required=True,
+        metavar="DURATION",
+        help="prune what closed longer ago than this: a whole number and s, m, h, d or w (7d)",
+    )
+    prune.add_argument(
+        "--dry-run", action="store_true", help="say what it would remove; remove nothing"
+    )
+    prune.add_argument("--json", action="store_true", help="one JSON object")
+
+
 def _jarvis_options(jarvis: argparse.ArgumentParser) -> None:
     """`jigcmd jarvis`'s options."""
     jarvis.add_argument("--policy", required=True, type=Path, help="the TOML rule file")
@@ -429,6 +455,11 @@ _VERBS = (
     ),
     _Verb(
         "runs", "list the state directory's runs and their operations (read only)", _runs_options
+    ),
+    _Verb(
+        "prune",
+        "remove closed operations' evidence and resources past an age (tombstones kept)",
+        _prune_options,
     ),
     _Verb(
         "jarvis",
