@@ -110,7 +110,13 @@ def _front(args: argparse.Namespace, extra: list[str]) -> int:
     if args.verb == "serve":
         from jigcmd.frontends.serve import serve  # noqa: PLC0415 - imported per verb to keep start-up light
 
-        return serve(settings, args.protocol, args.run_id, result_budget=args.result_budget)
+        return serve(
+            settings,
+            args.protocol,
+            args.run_id,
+            result_budget=args.result_budget,
+            retain_s=args.retain,
+        )
     from jigcmd.frontends.run import run  # noqa: PLC0415 - imported per verb to keep start-up light
 
     return run(

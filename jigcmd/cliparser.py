@@ -186,6 +186,7 @@ def _serve_options(serve: argparse.ArgumentParser) -> None:
         help="how long an MCP call waits for a free envelope slot, unless the session's root "
         "deadline comes first; the command then gets its whole ceiling (default 60)",
     )
+    _retain_option(serve)
     _ownership_options(serve)
 
 
@@ -334,6 +335,30 @@ def _older_than(text: str) -> int:
         return parse_duration(text)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _retain(text: str) -> int:
+    """`--retain`: a duration of at least an hour, in seconds."""
+    from jigcmd.durable.retention import MIN_RETAIN_S  # noqa: PLC0415 - imported per verb to keep start-up light
+
+    seconds = _older_than(text)
+    if seconds < MIN_RETAIN_S:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is shorter than an hour: a retention that short would prune answers a "
+            "retrying caller may still ask for"
+        )
+    return seconds
+
+
+def _retain_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--retain",
+        type=_retain,
+        default=None,
+        metavar="DURATION",
+        help="prune what closed longer ago than this (7d; at least 1h) at start and hourly, as "
+        "`jigcmd prune --older-than` does (default: keep everything)",
+    )
 
 
 def _prune_options(prune: argparse.ArgumentParser) -> None:

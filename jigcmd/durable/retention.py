@@ -24,19 +24,24 @@ import re
 import sqlite3
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 import msgspec
 
+from jigcmd.durable.runresources import ResourcesPruned, RunResources
 from jigcmd.errors import Code
-from jigcmd.journal.database import Database
+from jigcmd.journal.database import DB_NAME, Database
+from jigcmd.journal.failures import unusable
 from jigcmd.journal.rows import PRUNED_REASON
 
 __all__ = [
+    "MIN_RETAIN_S",
     "JournalPruned",
     "free_bytes",
     "open_keys",
     "parse_duration",
     "prune_journal",
+    "prune_state_dir",
     "pruned_message",
     "when",
     "would_prune",
@@ -44,6 +49,8 @@ __all__ = [
 
 # Rows rewritten per write transaction: short enough that a server's write waits a moment.
 _BATCH = 100
+# `--retain`'s least: a shorter one would prune answers a retrying caller still asks for.
+MIN_RETAIN_S = 3600
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86_400, "w": 7 * 86_400}
 _DURATION = re.compile(r"([0-9]{1,9})([smhdw])")
 _CLOSED = "state IN ('done', 'uncertain')"
@@ -232,3 +239,30 @@ def open_keys(db: Database) -> list[tuple[str, str]]:
             " WHERE state IN ('dispatching', 'running')"
         ).fetchall()
     return [(scope, row["operation_id"]) for row in found for scope in (row[0], row[1])]
+
+
+def prune_state_dir(
+    directory: Path, cutoff_ms: int, *, dry_run: bool
+) -> tuple[JournalPruned, int, int, ResourcesPruned]:
+    """Prune (or, dry, count) a state directory's journal and kept resources before
+    `cutoff_ms`; also the journal file's size and free bytes after.
+
+    Raises `JournalUnusable` when the journal cannot be opened or written.
+    """
+    if not (directory / DB_NAME).exists():
+        journal, size, free, keys = JournalPruned((), 0, 0), 0, 0, []
+    else:
+        db = Database.open_read_only(directory) if dry_run else Database.open(directory)
+        try:
+            journal = would_prune(db, cutoff_ms) if dry_run else prune_journal(db, cutoff_ms)
+            size, free = free_bytes(db)
+            # Read after the prune: an operation begun since keeps its resources from now on.
+            keys = open_keys(db)
+        except (sqlite3.Error, OSError) as exc:
+            raise unusable(db.path, exc) from exc
+        finally:
+            db.close()
+    resources = RunResources(directory).prune_before(
+        cutoff_ms / 1000, pruned=journal.operations, open_keys=keys, dry_run=dry_run
+    )
+    return journal, size, free, resources

@@ -9,17 +9,15 @@ transactions); running it again removes nothing more.
 
 from __future__ import annotations
 
-import sqlite3
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from jigcmd.durable import retention
-from jigcmd.durable.runresources import ResourcesPruned, RunResources
+from jigcmd.durable.runresources import ResourcesPruned
 from jigcmd.durable.statedir import StateDirError, checked_state_dir, default_state_dir
-from jigcmd.journal.database import DB_NAME, Database
-from jigcmd.journal.failures import JournalUnusable, unusable
+from jigcmd.journal.failures import JournalUnusable
 from jigcmd.journal.schema import SchemaError
 from jigcmd.jsonio import readable
 
@@ -38,9 +36,8 @@ def prune(state_dir: Path | None, older_than_s: int, *, dry_run: bool, as_json: 
             resources = ResourcesPruned(0, 0, 0)
             size = free = 0
         else:
-            journal, size, free, open_keys = _journal(directory, cutoff_ms, dry_run=dry_run)
-            resources = RunResources(directory).prune_before(
-                cutoff_ms / 1000, pruned=journal.operations, open_keys=open_keys, dry_run=dry_run
+            journal, size, free, resources = retention.prune_state_dir(
+                directory, cutoff_ms, dry_run=dry_run
             )
     except (StateDirError, JournalUnusable, SchemaError) as exc:
         sys.stderr.write(f"jigcmd prune: {exc}\n")
@@ -62,27 +59,6 @@ def _directory(state_dir: Path | None) -> Path | None:
             "give the state directory serve and run use",
         )
     return checked_state_dir(target)
-
-
-def _journal(
-    directory: Path, cutoff_ms: int, *, dry_run: bool
-) -> tuple[retention.JournalPruned, int, int, list[tuple[str, str]]]:
-    """Prune (or count) the journal; its size and free bytes after; the open rows' keys."""
-    if not (directory / DB_NAME).exists():
-        return retention.JournalPruned((), 0, 0), 0, 0, []
-    db = Database.open_read_only(directory) if dry_run else Database.open(directory)
-    try:
-        if dry_run:
-            found = retention.would_prune(db, cutoff_ms)
-        else:
-            found = retention.prune_journal(db, cutoff_ms)
-        size, free = retention.free_bytes(db)
-        open_keys = retention.open_keys(db)
-    except (sqlite3.Error, OSError) as exc:
-        raise unusable(db.path, exc) from exc
-    finally:
-        db.close()
-    return found, size, free, open_keys
 
 
 def _kib(count: int) -> str:

@@ -19,9 +19,11 @@ from typing import Any
 import pytest
 
 from jigcmd.frontends.servechild import ServeChild
+from jigcmd.journal.store import Journal
 from tests.lifetime.candidates import LINGER, QUICK, cli_input
 from tests.lifetime.frames import flow_call
 from tests.lifetime.rig import Rig
+from tests.lifetime.watch import wait_for
 
 pytestmark = pytest.mark.envelope
 
@@ -141,3 +143,57 @@ def test_a_pruned_mcp_operation_is_refused_and_its_resources_are_gone(rig: Rig) 
     assert again.close_input() == 0
     rig.assert_nothing_left()
     assert rig.watch.runs(token) == 1
+
+
+def _backdate(rig: Rig, operation_id: str, days: int) -> None:
+    """Make the operation look closed `days` ago, as if the test had waited."""
+    # The test backdates what only time would change.
+    with Journal.open(rig.state_dir) as journal, journal._db.write() as conn:
+        conn.execute(
+            "UPDATE operations SET finished_unix_ms = finished_unix_ms - ? WHERE operation_id = ?",
+            (days * 86_400_000, operation_id),
+        )
+
+
+def test_serve_with_retain_prunes_at_start_off_the_call_path(rig: Rig) -> None:
+    """`serve --retain 1d`: an operation closed two days ago is pruned by the new server, which
+    answers its replay with the refusal; one closed just now is kept and replayed."""
+    old_token, new_token = f"tok-{uuid.uuid4().hex}", f"tok-{uuid.uuid4().hex}"
+    first = rig.serve()
+    first.send(flow_call("call-old", "op-old", cli_input(QUICK, old_token)))
+    assert "result" in json.loads(first.response("call-old"))
+    first.send(flow_call("call-new", "op-new", cli_input(QUICK, new_token)))
+    kept = first.response("call-new")
+    assert first.close_input() == 0
+    _backdate(rig, "op-old", 2)
+
+    stderr = rig.tmp / "retaining.stderr"
+    args = ["--state-dir", str(rig.state_dir), "--run-id", rig.run_id, "--retain", "1d"]
+    server = ServeChild(rig.binding, args, stderr_path=stderr)
+    rig.servers.append(server)
+    rig.watch.add_root(server.pid)
+    server.ping("ready")
+
+    def pruned() -> bool:
+        row = rig.row("op-old")
+        return row is not None and row.pruned
+
+    wait_for(pruned, 30, "the retaining server's first prune")
+    server.send(flow_call("again-old", "op-old", cli_input(QUICK, old_token)))
+    error = json.loads(server.response("again-old"))["error"]
+    _refused(rig, error["message"], "op-old")
+    server.send(flow_call("again-new", "op-new", cli_input(QUICK, new_token)))
+    assert server.response("again-new") == kept.replace(b'"call-new"', b'"again-new"')
+    assert server.close_input() == 0
+    assert "retention: pruned 1 operation(s) and 0 jarvis run(s) closed before" in (
+        stderr.read_text()
+    )
+    rig.assert_nothing_left()
+    assert rig.watch.runs(old_token) == 1 and rig.watch.runs(new_token) == 1
+
+
+def test_a_retention_shorter_than_an_hour_is_refused_before_serving(rig: Rig) -> None:
+    args = ["--state-dir", str(rig.state_dir), "--retain", "30m"]
+    with ServeChild(rig.binding, args) as server:
+        assert server.wait_exit(30) == 2
+        assert "'30m' is shorter than an hour" in server.stderr()
