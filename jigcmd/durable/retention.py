@@ -14,7 +14,7 @@ journal go on writing between them. SQLite keeps the freed pages in the file for
 that follow rather than shrinking it: a VACUUM would hold the write lock for as long as it
 copies the whole journal (every server's next `begin` waiting behind it) and needs its size
 again in free space, and `auto_vacuum` cannot be turned on for an existing journal without
-one. So a journal pruned regularly stops growing at about what the retention keeps.
+one. So a journal pruned regularly grows by its tombstones only (docs/deployment.md).
 """
 
 from __future__ import annotations
@@ -109,24 +109,34 @@ class JournalPruned:
     removed_bytes: int
 
 
-def _ending(found: sqlite3.Row) -> str:
-    """What a closed row ended with, as `jigcmd runs` says it."""
+def _recorded(found: sqlite3.Row) -> dict[str, object]:
+    """The row's recorded answer as JSON (evidence or failure); empty when there is none."""
+    if found["result"] is None:
+        return {}
+    try:
+        return _decode_result(found["result"])
+    except msgspec.DecodeError:
+        return {}
+
+
+def _ending(found: sqlite3.Row) -> tuple[str, object]:
+    """What a closed row ended with, as `jigcmd runs` says it, and the candidate's exit code."""
     if found["state"] == "uncertain":
-        return "UNCERTAIN"
-    if found["outcome"] == "failure" and found["result"] is not None:
-        try:
-            return str(_decode_result(found["result"]).get("code"))
-        except msgspec.DecodeError:
-            return "failure"
-    return "evidence"
+        return "UNCERTAIN", None
+    recorded = _recorded(found)
+    if found["outcome"] == "failure":
+        return str(recorded.get("code", "failure")), None
+    return "evidence", recorded.get("exitCode")
 
 
 def _tombstone(found: sqlite3.Row, now_ms: int) -> bytes:
     """The refusal a pruned row answers with from now on (a recorded failure)."""
     statement = found["attestation"]
+    ending, exit_code = _ending(found)
     details = {
         "pruned": {
-            "ending": _ending(found),
+            "ending": ending,
+            "exitCode": exit_code,
             "closed": when(found["finished_unix_ms"] or found["updated_unix_ms"]),
             "prunedAt": when(now_ms),
             "statementSha256": None if statement is None else hashlib.sha256(statement).hexdigest(),

@@ -6,6 +6,7 @@ pruned operation by real servers is in tests/lifetime/test_prune_replay.py.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from pathlib import Path
@@ -22,6 +23,7 @@ from jigcmd.journal.rows import NewRow
 from jigcmd.journal.store import Journal
 
 RUN = "run-a"
+STATEMENT = b"statement" * 100
 # Every operation of these tests closed (or was kept) before this many seconds ago.
 AGE_S = 3 * 86_400
 
@@ -50,7 +52,7 @@ def state(tmp_path: Path) -> Path:
             result=b'{"exitCode": 0}',
             report=None,
             cleanup_complete=True,
-            attestation=b"statement" * 100,
+            attestation=STATEMENT,
         )
         journal.begin(_new("op-uncertain", "b" * 16))
         journal.mark_uncertain("op-uncertain", root_run=RUN, reason="fenced", cleanup_complete=True)
@@ -126,9 +128,10 @@ def test_prune_tombstones_closed_operations_and_leaves_open_ones(
         assert error.recorded and error.details is not None
         pruned = error.details["pruned"]
         assert pruned["ending"] == ending
-    statement = _row_answer(state, "op-done")
-    assert isinstance(statement, JigError) and statement.details is not None
-    assert statement.details["pruned"]["statementSha256"] is not None
+    done = _row_answer(state, "op-done")
+    assert isinstance(done, JigError) and done.details is not None
+    assert done.details["pruned"]["exitCode"] == 0
+    assert done.details["pruned"]["statementSha256"] == hashlib.sha256(STATEMENT).hexdigest()
     with Journal.open_read_only(state) as journal:
         assert journal.get("op-open", root_run=RUN) == open_before
         assert journal.jarvis_get(1) is None
