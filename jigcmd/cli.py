@@ -177,6 +177,7 @@ def _tool(args: argparse.Namespace) -> int:
             max_connections=args.max_connections,
             queue_wait=args.queue_wait,
             signing_key=args.signing_key,
+            retain_s=args.retain,
         )
     if verb == "jarvis-audit":
         from jigcmd.frontends.jarvis import jarvis_audit  # noqa: PLC0415 - imported per verb to keep start-up light

@@ -400,6 +400,7 @@ def _jarvis_options(jarvis: argparse.ArgumentParser) -> None:
         help="how long a run.create waits for a free envelope slot before a 429, unless its "
         "own timeout_ms is shorter; never past the early answer at 25 s (default 20)",
     )
+    _retain_option(jarvis)
     _ownership_options(jarvis)
 
 
