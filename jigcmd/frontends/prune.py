@@ -17,6 +17,7 @@ from pathlib import Path
 from jigcmd.durable import retention
 from jigcmd.durable.runresources import ResourcesPruned
 from jigcmd.durable.statedir import StateDirError, checked_state_dir, default_state_dir
+from jigcmd.journal.database import JournalError
 from jigcmd.journal.failures import JournalUnusable
 from jigcmd.journal.schema import SchemaError
 from jigcmd.jsonio import readable
@@ -39,7 +40,7 @@ def prune(state_dir: Path | None, older_than_s: int, *, dry_run: bool, as_json: 
             journal, size, free, resources = retention.prune_state_dir(
                 directory, cutoff_ms, dry_run=dry_run
             )
-    except (StateDirError, JournalUnusable, SchemaError) as exc:
+    except (StateDirError, JournalError, JournalUnusable, SchemaError) as exc:
         sys.stderr.write(f"jigcmd prune: {exc}\n")
         return _UNUSABLE
     summary = _Summary(dry_run, cutoff_ms, journal, size, free, resources)
