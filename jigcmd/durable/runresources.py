@@ -348,7 +348,7 @@ def _entries(directory: Path) -> list[Path]:
 def _size(entry: Path) -> int:
     """An operation's bytes: its file, or the files of one kept as a directory."""
     try:
-        if entry.is_dir():
+        if entry.is_dir() and not entry.is_symlink():
             return sum(_size(part) for part in _entries(entry))
         return entry.lstat().st_size
     except OSError:
