@@ -8,6 +8,7 @@ the same process would drop the server connection's when it closes the file.
 
 from __future__ import annotations
 
+import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -30,7 +31,8 @@ async def keep_pruning(directory: Path, retain_s: int, say: Callable[[str], None
     argv = [sys.executable, "-m", "jigcmd", "prune", "--state-dir", str(directory)]
     argv += ["--older-than", f"{retain_s}s", "--json"]
     while True:
-        done = await anyio.run_process(argv, check=False)
+        # Its stdin is not the protocol's: a serve session's frames are its peer's alone.
+        done = await anyio.run_process(argv, stdin=subprocess.DEVNULL, check=False)
         if done.returncode != 0:
             why = done.stderr.decode("utf-8", "replace").strip().splitlines()
             say(f"retention: {why[-1] if why else f'prune exited {done.returncode}'}; "
