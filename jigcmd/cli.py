@@ -110,7 +110,13 @@ def _front(args: argparse.Namespace, extra: list[str]) -> int:
     if args.verb == "serve":
         from jigcmd.frontends.serve import serve  # noqa: PLC0415 - imported per verb to keep start-up light
 
-        return serve(settings, args.protocol, args.run_id, result_budget=args.result_budget)
+        return serve(
+            settings,
+            args.protocol,
+            args.run_id,
+            result_budget=args.result_budget,
+            retain_s=args.retain,
+        )
     from jigcmd.frontends.run import run  # noqa: PLC0415 - imported per verb to keep start-up light
 
     return run(
@@ -154,6 +160,10 @@ def _tool(args: argparse.Namespace) -> int:
         from jigcmd.frontends.runs import runs  # noqa: PLC0415 - imported per verb to keep start-up light
 
         return runs(args.state_dir, run_id=args.run_id, as_json=args.json)
+    if verb == "prune":
+        from jigcmd.frontends.prune import prune  # noqa: PLC0415 - imported per verb to keep start-up light
+
+        return prune(args.state_dir, args.older_than, dry_run=args.dry_run, as_json=args.json)
     if verb == "jarvis":
         from jigcmd.frontends.jarvis import jarvis  # noqa: PLC0415 - imported per verb to keep start-up light
 
@@ -167,6 +177,7 @@ def _tool(args: argparse.Namespace) -> int:
             max_connections=args.max_connections,
             queue_wait=args.queue_wait,
             signing_key=args.signing_key,
+            retain_s=args.retain,
         )
     if verb == "jarvis-audit":
         from jigcmd.frontends.jarvis import jarvis_audit  # noqa: PLC0415 - imported per verb to keep start-up light

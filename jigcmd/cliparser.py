@@ -186,6 +186,7 @@ def _serve_options(serve: argparse.ArgumentParser) -> None:
         help="how long an MCP call waits for a free envelope slot, unless the session's root "
         "deadline comes first; the command then gets its whole ceiling (default 60)",
     )
+    _retain_option(serve)
     _ownership_options(serve)
 
 
@@ -326,6 +327,56 @@ def _runs_options(runs: argparse.ArgumentParser) -> None:
     runs.add_argument("--json", action="store_true", help="one JSON object per run")
 
 
+def _older_than(text: str) -> int:
+    """`prune --older-than`: a duration such as 7d or 12h, in seconds."""
+    from jigcmd.durable.retention import parse_duration  # noqa: PLC0415 - imported per verb to keep start-up light
+
+    try:
+        return parse_duration(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _retain(text: str) -> int:
+    """`--retain`: a duration of at least an hour, in seconds."""
+    from jigcmd.durable.retention import MIN_RETAIN_S  # noqa: PLC0415 - imported per verb to keep start-up light
+
+    seconds = _older_than(text)
+    if seconds < MIN_RETAIN_S:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is shorter than an hour: a retention that short would prune answers a "
+            "retrying caller may still ask for"
+        )
+    return seconds
+
+
+def _retain_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--retain",
+        type=_retain,
+        default=None,
+        metavar="DURATION",
+        help="prune what closed longer ago than this (7d; at least 1h) at start and hourly, as "
+        "`jigcmd prune --older-than` does (default: keep everything)",
+    )
+
+
+def _prune_options(prune: argparse.ArgumentParser) -> None:
+    """`jigcmd prune`'s options."""
+    prune.add_argument("--state-dir", type=Path, help=_STATE_DIR_HELP)
+    prune.add_argument(
+        "--older-than",
+        type=_older_than,
+        required=True,
+        metavar="DURATION",
+        help="prune what closed longer ago than this: a whole number and s, m, h, d or w (7d)",
+    )
+    prune.add_argument(
+        "--dry-run", action="store_true", help="say what it would remove; remove nothing"
+    )
+    prune.add_argument("--json", action="store_true", help="one JSON object")
+
+
 def _jarvis_options(jarvis: argparse.ArgumentParser) -> None:
     """`jigcmd jarvis`'s options."""
     jarvis.add_argument("--policy", required=True, type=Path, help="the TOML rule file")
@@ -349,6 +400,7 @@ def _jarvis_options(jarvis: argparse.ArgumentParser) -> None:
         help="how long a run.create waits for a free envelope slot before a 429, unless its "
         "own timeout_ms is shorter; never past the early answer at 25 s (default 20)",
     )
+    _retain_option(jarvis)
     _ownership_options(jarvis)
 
 
@@ -429,6 +481,11 @@ _VERBS = (
     ),
     _Verb(
         "runs", "list the state directory's runs and their operations (read only)", _runs_options
+    ),
+    _Verb(
+        "prune",
+        "remove closed operations' evidence and resources past an age (tombstones kept)",
+        _prune_options,
     ),
     _Verb(
         "jarvis",

@@ -76,7 +76,13 @@ def with_tests(result: RunResult) -> RunResult:
 
 
 def replay(row: Row) -> RunResult:
-    """The recorded answer of a closed row: its evidence, or its failure raised again."""
+    """The recorded answer of a closed row: its evidence, or its failure raised again.
+
+    A pruned row (`jigcmd prune`) answers its tombstone's refusal, whatever it ended with.
+    """
+    if row.pruned and row.result is not None:
+        pruned = _failure.decode(row.result)
+        raise JigError(pruned.code, pruned.message, pruned.details, recorded=True)
     if row.state == "uncertain" or row.result is None:
         reason = row.reason or UNCERTAIN_REASON
         raise JigError(Code.UNCERTAIN, reason, recorded=True)

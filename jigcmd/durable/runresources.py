@@ -23,7 +23,7 @@ import os
 import shutil
 import struct
 import urllib.parse
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
@@ -36,6 +36,7 @@ __all__ = [
     "URI_PREFIX",
     "ResourceKind",
     "ResourceNotFound",
+    "ResourcesPruned",
     "RunResources",
     "register_kind",
     "resource_uri",
@@ -137,6 +138,15 @@ def _unpacked(blob: bytes) -> dict[str, bytes]:
     return parts
 
 
+@dataclass(frozen=True, slots=True)
+class ResourcesPruned:
+    """What `RunResources.prune_before` removed (or, dry, would remove)."""
+
+    operations: int
+    scopes: int
+    removed_bytes: int
+
+
 class RunResources:
     """The per-run resources of one state directory."""
 
@@ -208,6 +218,48 @@ class RunResources:
     def prune(self, scope: str) -> None:
         """Keep the newest operations of `scope` (blocking: many reads and removals)."""
         self._prune(self._root / _hashed(scope))
+
+    def size(self) -> int:
+        """The bytes every scope's kept operations hold (0 when none was kept)."""
+        return sum(_size(scope_dir) for scope_dir in _entries(self._root))
+
+    def prune_before(
+        self,
+        cutoff_s: float,
+        *,
+        pruned: Collection[tuple[str, str]],
+        open_keys: Collection[tuple[str, str]],
+        dry_run: bool = False,
+    ) -> ResourcesPruned:
+        """Remove the operations of `pruned` (scope, operation id) and every other one kept
+        before `cutoff_s` (Unix seconds) but those of `open_keys`; then each scope left empty
+        that nothing was kept in since `cutoff_s`. `dry_run`: count only."""
+        doomed = {tuple(map(_hashed, key)) for key in pruned}
+        spared = {tuple(map(_hashed, key)) for key in open_keys}
+        operations = scopes = removed = 0
+        for scope_dir in _entries(self._root):
+            try:
+                # Read before anything in it is removed (which makes it new).
+                idle = scope_dir.lstat().st_mtime < cutoff_s
+            except OSError:
+                continue
+            left = 0
+            for entry in _entries(scope_dir):
+                key = (scope_dir.name, entry.name)
+                if key in spared or (key not in doomed and not _older(entry, cutoff_s)):
+                    left += 1
+                    continue
+                size = _size(entry)
+                if dry_run or _remove(entry):
+                    operations += 1
+                    removed += size
+                else:
+                    left += 1
+            # A server keeping its scope's first operation makes the directory anew, and a
+            # temporary file in it keeps rmdir from removing one being written to.
+            if idle and not left and (dry_run or _rmdir(scope_dir)):
+                scopes += 1
+        return ResourcesPruned(operations, scopes, removed)
 
     def _write(self, path: Path, blob: bytes) -> None:
         # Its own name per process: two servers may keep one operation for one scope at once.
@@ -284,6 +336,49 @@ def _reference(scope: str, operation_id: str, kind: ResourceKind, data: bytes) -
         sha256="sha256:" + hashlib.sha256(data).hexdigest(),
         description=kind.description,
     )
+
+
+def _entries(directory: Path) -> list[Path]:
+    try:
+        return [directory / name for name in os.listdir(directory)]
+    except OSError:
+        return []
+
+
+def _size(entry: Path) -> int:
+    """An operation's bytes: its file, or the files of one kept as a directory."""
+    try:
+        if entry.is_dir() and not entry.is_symlink():
+            return sum(_size(part) for part in _entries(entry))
+        return entry.lstat().st_size
+    except OSError:
+        return 0
+
+
+def _older(entry: Path, cutoff_s: float) -> bool:
+    try:
+        return entry.lstat().st_mtime < cutoff_s
+    except OSError:
+        return False
+
+
+def _remove(entry: Path) -> bool:
+    try:
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry)
+        else:
+            entry.unlink()
+    except OSError:
+        return False  # gone already, or not ours to remove: counted as left
+    return True
+
+
+def _rmdir(directory: Path) -> bool:
+    try:
+        directory.rmdir()
+    except OSError:
+        return False
+    return True
 
 
 def _old_parts(directory: Path) -> dict[str, bytes]:

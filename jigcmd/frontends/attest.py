@@ -93,7 +93,9 @@ def _recorded(state_dir: Path | None, operation_id: str, root_run: str) -> tuple
 
 
 def _no_statement(row: Row) -> str | None:
-    """Why a row has no statement (nothing ran to its proved end), if so."""
+    """Why a row has no statement (nothing ran to its proved end, or it was pruned), if so."""
+    if row.pruned:
+        return f"it was {row.reason} (`jigcmd prune`)"
     if row.state == "uncertain":
         return f"its end is uncertain ({row.reason or 'nobody saw it'}); nothing is invented"
     if row.outcome == "failure" and row.attestation is None:

@@ -7,6 +7,7 @@ exit status is 1 when any check fails: then no command could run (jigcmd fails c
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import os
 import platform
@@ -288,9 +289,11 @@ def _journal_check(path: Path) -> Check:
         return Check("state", "FAIL", f"journal {exc.path}: {exc.cause}", exc.fix)
     except SchemaError as exc:
         return Check("state", "FAIL", str(exc))
+    journal_bytes, resources = _kept_bytes(path)
     detail = (
         f"{path}: {len(open_rows)} run(s) open, {slots_held(path, default_slots())} of "
-        f"{default_slots()} default envelope slot(s) in use"
+        f"{default_slots()} default envelope slot(s) in use; journal {_mib(journal_bytes)}, kept "
+        f"resources {_mib(resources)}"
     )
     if failures:
         listed = "; ".join(f"{row.operation_id}: {row.problems or row.reason}" for row in failures)
@@ -300,7 +303,36 @@ def _journal_check(path: Path) -> Check:
             f"{detail}; {len(failures)} cleanup(s) NOT confirmed: {listed}",
             f"inspect and run `jigcmd recover --state-dir {path}`; it re-checks them",
         )
+    if journal_bytes + resources >= LARGE_STATE_BYTES:
+        return Check(
+            "state",
+            "warn",
+            f"{detail}; every recorded cleanup confirmed; it grows with every call",
+            f"bound it: `jigcmd prune --state-dir {path} --older-than 30d` (or the age your "
+            'evidence must be kept for; docs/deployment.md, "Bounding the state directory")',
+        )
     return Check("state", "ok", detail + "; every recorded cleanup confirmed")
+
+
+# Past this, journal and kept resources together, the state check points at `jigcmd prune`:
+# about 25,000 calls at the 10-17 KB a call measured (docs/deployment.md).
+LARGE_STATE_BYTES = 256 * 1024 * 1024
+
+
+def _kept_bytes(path: Path) -> tuple[int, int]:
+    """The bytes the journal (its WAL too) and the kept resources take."""
+    from jigcmd.durable.runresources import RunResources  # noqa: PLC0415 - an import that fails fails this check alone
+    from jigcmd.journal.store import DB_NAME  # noqa: PLC0415 - an import that fails fails this check alone
+
+    journal = 0
+    for name in (DB_NAME, f"{DB_NAME}-wal"):
+        with contextlib.suppress(OSError):
+            journal += (path / name).stat().st_size
+    return journal, RunResources(path).size()
+
+
+def _mib(count: int) -> str:
+    return f"{count / (1024 * 1024):,.1f} MiB"
 
 
 # The Binding `doctor --binding` checks, if one was given.

@@ -25,6 +25,7 @@ from jigcmd.envelope.api import EnvelopeFailure
 from jigcmd.envelope.cgroups import CgroupUnavailable, read_mounts
 from jigcmd.envelope.delegation import DelegationError
 from jigcmd.envelope.native import NativeExecutor
+from jigcmd.frontends.retaining import keep_pruning
 from jigcmd.jarvis.app import allowed_hosts, create_app
 from jigcmd.jarvis.auth import ConfigError, Credentials, load_credentials
 from jigcmd.jarvis.connections import DEFAULT_LIMITS
@@ -60,10 +61,12 @@ def jarvis(
     max_connections: int = DEFAULT_LIMITS.max_connections,
     queue_wait: float | None = None,
     signing_key: Path | None = None,
+    retain_s: int | None = None,
 ) -> int:
     """Serve until a stop signal, then 0; 2 (the precise reason on stderr) when it cannot start.
 
-    A state directory lost meanwhile is 2 too, with one line saying so.
+    A state directory lost meanwhile is 2 too, with one line saying so. `retain_s`: prune
+    what closed longer ago, at start and hourly (`jigcmd prune`); None keeps everything.
     """
     with StopRequest() as early:
         return _jarvis(
@@ -76,6 +79,7 @@ def jarvis(
             max_connections=max_connections,
             queue_wait=queue_wait,
             signing_key=signing_key,
+            retain_s=retain_s,
             early=early,
         )
 
@@ -145,6 +149,7 @@ def _jarvis(
     max_connections: int,
     queue_wait: float | None,
     signing_key: Path | None,
+    retain_s: int | None,
     early: StopRequest,
 ) -> int:
     try:
@@ -194,6 +199,8 @@ def _jarvis(
             stop=service.must_stop,
             refused=service.audit_unauthenticated,
         )
+        if retain_s is not None:
+            serving = functools.partial(_retaining, serving, setup.directory, retain_s)
         started = anyio.run(_serve_started, service, serving, _announce(setup, journal))
     finally:
         setup.sock.close()
@@ -215,6 +222,21 @@ async def _serve_started(
         sys.stderr.write(f"jigcmd jarvis: {error.code.value}: {error.message}\n")
         return False
     return True
+
+
+async def _retaining(
+    serving: Callable[[], Awaitable[None]], directory: Path, retain_s: int
+) -> None:
+    """Serve, pruning the state directory at start and hourly beside it (`--retain`)."""
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(keep_pruning, directory, retain_s, _say)
+        await serving()
+        tg.cancel_scope.cancel()
+
+
+def _say(line: str) -> None:
+    sys.stderr.write(f"jigcmd jarvis: {line}\n")
+    sys.stderr.flush()
 
 
 def _application(setup: _Setup, service: JarvisService) -> Starlette:

@@ -61,7 +61,12 @@ def _when(unix_ms: int | None) -> str | None:
 
 
 def _ending(row: Row) -> str | None:
-    """What the operation ended with: `exited`, a failure code, or `uncertain`."""
+    """What the operation ended with: `evidence`, a failure code, or `UNCERTAIN`."""
+    if row.pruned and row.result is not None:
+        # Its tombstone keeps what it ended with (`jigcmd.durable.retention`).
+        pruned = _failure.decode(row.result).get("details")
+        if isinstance(pruned, dict) and isinstance(pruned.get("pruned"), dict):
+            return f"{pruned['pruned'].get('ending')} (pruned)"
     if row.state == "uncertain":
         return "UNCERTAIN"
     if row.is_open or row.result is None:

@@ -16,6 +16,7 @@ import os
 import sys
 import uuid
 from collections.abc import Mapping
+from functools import partial
 
 import anyio
 
@@ -29,6 +30,7 @@ from jigcmd.command.assembly import (
 from jigcmd.command.service import CommandService
 from jigcmd.durable.statedir import StateDirError, default_state_dir
 from jigcmd.envelope.native import NativeExecutor
+from jigcmd.frontends.retaining import keep_pruning
 from jigcmd.jsonio.strict import MAX_SAFE_INTEGER
 from jigcmd.protocol import jsonrpc
 from jigcmd.protocol.dialect import DEFAULT_BUDGET_BYTES
@@ -115,8 +117,13 @@ def serve(
     run_id: str | None = None,
     *,
     result_budget: int | None = None,
+    retain_s: int | None = None,
 ) -> int:
-    """Serve until EOF or SIGTERM; 0 on a clean end, 2 when it cannot start."""
+    """Serve until EOF or SIGTERM; 0 on a clean end, 2 when it cannot start.
+
+    `retain_s`: prune what closed longer ago, at start and hourly (`jigcmd prune`); None
+    keeps everything.
+    """
     try:
         root_run, generated = resolve_run_id(run_id, os.environ)
         deadline = resolve_root_deadline(settings.root_deadline_unix_ms, os.environ)
@@ -125,7 +132,9 @@ def serve(
         return 2
     settings = dataclasses.replace(settings, root_deadline_unix_ms=deadline)
     budget = result_budget if result_budget is not None else DEFAULT_BUDGET_BYTES
-    return anyio.run(_serve, settings, protocol, root_run, generated, budget)
+    return anyio.run(
+        partial(_serve, settings, protocol, root_run, generated, budget=budget, retain_s=retain_s)
+    )
 
 
 def _say_run_id(root_run: str, generated: bool) -> None:
@@ -141,7 +150,13 @@ def _say_run_id(root_run: str, generated: bool) -> None:
 
 
 async def _serve(
-    settings: FrontSettings, protocol: ProtocolChoice, root_run: str, generated: bool, budget: int
+    settings: FrontSettings,
+    protocol: ProtocolChoice,
+    root_run: str,
+    generated: bool,
+    *,
+    budget: int,
+    retain_s: int | None,
 ) -> int:
     try:
         async with open_service(settings) as assembly:
@@ -155,6 +170,8 @@ async def _serve(
                     tg.start_soon(_warm_up, executor, service)
                 # A lock written while serving (a review) re-admits; tools/list_changed follows.
                 tg.start_soon(watch_admission, assembly, settings.binding)
+                if retain_s is not None and service.state_dir is not None:
+                    tg.start_soon(keep_pruning, service.state_dir, retain_s, _say)
                 ended = await serve_stdio(
                     service,
                     protocol=protocol,
@@ -184,6 +201,11 @@ async def _serve(
         answer_pending(_startup_paths(settings).scrub(str(exc)))
         return 2
     return 0
+
+
+def _say(line: str) -> None:
+    sys.stderr.write(f"jigcmd serve: {line}\n")
+    sys.stderr.flush()
 
 
 def _startup_paths(settings: FrontSettings) -> HostPaths:

@@ -11,6 +11,7 @@ from jigcmd.journal.identity import ProcessIdentity
 
 __all__ = [
     "OPEN_STATES",
+    "PRUNED_REASON",
     "Begin",
     "Cleanup",
     "NewRow",
@@ -31,6 +32,10 @@ Cleanup = Literal["complete", "failed"]
 Verdict = Literal["conflict", "uncertain", "replay", "join"]
 
 OPEN_STATES = ("dispatching", "running")
+# How the reason of a closed row whose evidence `jigcmd prune` removed begins: the row stays,
+# as the tombstone that keeps its operation id from ever running again
+# (`jigcmd.durable.retention`).
+PRUNED_REASON = "pruned on "
 
 
 class Row(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -72,6 +77,13 @@ class Row(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     def is_open(self) -> bool:
         """Whether the operation is still dispatching or running."""
         return self.state in OPEN_STATES
+
+    @property
+    def pruned(self) -> bool:
+        """Whether `jigcmd prune` removed this closed operation's evidence (a tombstone)."""
+        return (
+            not self.is_open and self.outcome == "failure" and self.reason.startswith(PRUNED_REASON)
+        )
 
     @property
     def cgroup_job(self) -> str:
