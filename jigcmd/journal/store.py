@@ -3,7 +3,7 @@
 An operation is keyed by its caller's run and its operation id: identity holds within one
 run (across servers and restarts given the same run id), never across runs. Every write is
 its own durable transaction (`jigcmd.journal.database`); the jarvis provider's runs and its
-audit trail live beside the operations (`jigcmd.journal.toolruns`).
+audit trail live beside the operations (`jigcmd.journal.jarvisrecords`).
 
 Ownership row life: `dispatching` (written before dispatch) → `running` (the envelope
 serving it is recorded: supervisor, cgroups, netns; a prepared envelope, known before the
@@ -18,18 +18,18 @@ from __future__ import annotations
 
 import sqlite3
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 import msgspec
 
-from jigcmd.journal import identity, liveness, toolruns
+from jigcmd.journal import identity, liveness
 from jigcmd.journal.aiosync import PendingSync
 from jigcmd.journal.database import DB_NAME, Database, JournalError
 from jigcmd.journal.failures import JournalLost, JournalUnusable
 from jigcmd.journal.identity import ProcessIdentity
+from jigcmd.journal.jarvisrecords import JarvisRecords
 from jigcmd.journal.rows import OPEN_STATES, Begin, NewRow, Outcome, Row, State, row_from
-from jigcmd.journal.toolruns import AuditRow, JarvisDecision, JarvisEnd, JarvisRun
 from jigcmd.journal.writelock import WouldWait
 
 __all__ = ["DB_NAME", "Journal", "JournalError", "JournalLost", "JournalUnusable"]
@@ -42,7 +42,7 @@ def _now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-class Journal:
+class Journal(JarvisRecords):
     """The ownership journal and the jarvis records of one state directory."""
 
     def __init__(self, db: Database) -> None:
@@ -432,118 +432,3 @@ class Journal:
                 f"SELECT * FROM operations WHERE {where} ORDER BY created_unix_ms, operation_id"  # noqa: S608 - our own constant clauses
             ).fetchall()
         return [row_from(r) for r in found]
-
-    # -- jarvis runs and the audit trail ------------------------------------------------
-
-    def jarvis_begin(
-        self,
-        *,
-        tool: str,
-        argv: Sequence[str],
-        cwd: str,
-        actor: str,
-        decision: JarvisDecision,
-        matched_rule: str | None,
-        reason: str,
-        envelope_run_id: str | None = None,
-        executable: str | None = None,
-    ) -> int:
-        """Record a decided call before anything runs (`running` or `denied`); return its id.
-
-        `executable`: the file an allowed call executes, as the policy resolved it.
-        """
-        with self._db.write() as conn:
-            return toolruns.insert_run(
-                conn,
-                now_ms=_now_ms(),
-                owner=self._me,
-                tool=tool,
-                argv=argv,
-                cwd=cwd,
-                actor=actor,
-                decision=decision,
-                matched_rule=matched_rule,
-                reason=reason,
-                envelope_run_id=envelope_run_id,
-                executable=executable,
-            )
-
-    def jarvis_finish(
-        self,
-        run_id: int,
-        *,
-        status: JarvisEnd,
-        exit_code: int | None = None,
-        signal: str | None = None,
-        stdout: str = "",
-        stderr: str = "",
-        stdout_truncated: bool = False,
-        stderr_truncated: bool = False,
-        timings: Mapping[str, float] | None = None,
-        attestation: bytes | None = None,
-        detail: str | None = None,
-    ) -> bool:
-        """Close a running jarvis run (statement, detail); False when it was not running."""
-        with self._db.write() as conn:
-            return toolruns.finish_run(
-                conn,
-                run_id,
-                now_ms=_now_ms(),
-                status=status,
-                exit_code=exit_code,
-                signal=signal,
-                stdout=stdout,
-                stderr=stderr,
-                stdout_truncated=stdout_truncated,
-                stderr_truncated=stderr_truncated,
-                timings=timings or {},
-                attestation=attestation,
-                detail=detail,
-            )
-
-    def jarvis_get(self, run_id: int) -> JarvisRun | None:
-        """One jarvis run by id, or None."""
-        with self._db.read() as conn:
-            found = conn.execute("SELECT * FROM jarvis_runs WHERE run_id = ?", (run_id,)).fetchone()
-        return None if found is None else toolruns.run_from(found)
-
-    def jarvis_running(self) -> list[JarvisRun]:
-        """Every jarvis run still `running`, oldest first."""
-        with self._db.read() as conn:
-            found = conn.execute(
-                "SELECT * FROM jarvis_runs WHERE status = 'running' ORDER BY run_id"
-            ).fetchall()
-        return [toolruns.run_from(r) for r in found]
-
-    def audit(
-        self,
-        *,
-        actor: str,
-        tool: str,
-        argv: Sequence[str],
-        cwd: str,
-        decision: str,
-        matched_rule: str | None,
-        outcome: str,
-    ) -> int:
-        """Append one decision to the audit trail, durably; its sequence number."""
-        with self._db.write() as conn:
-            return toolruns.insert_audit(
-                conn,
-                now_ms=_now_ms(),
-                actor=actor,
-                tool=tool,
-                argv=argv,
-                cwd=cwd,
-                decision=decision,
-                matched_rule=matched_rule,
-                outcome=outcome,
-            )
-
-    def audit_rows(self, limit: int = 100) -> list[AuditRow]:
-        """The newest `limit` audit rows, newest first."""
-        with self._db.read() as conn:
-            found = conn.execute(
-                "SELECT * FROM audit ORDER BY seq DESC LIMIT ?", (limit,)
-            ).fetchall()
-        return [toolruns.audit_from(r) for r in found]
