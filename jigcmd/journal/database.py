@@ -206,8 +206,7 @@ class Database:
         with marker.locked():
             # Before SQLite looks: a lost or corrupt WAL must be refused, not silently dropped.
             held_one = marker.check_before_open()
-            # Created 0600 by us, never by sqlite under some umask.
-            os.close(os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600))
+            _create_private(path)
             conn = sqlite3.connect(
                 path,
                 isolation_level=None,
@@ -433,3 +432,14 @@ class Database:
         if self._conn is None:
             raise JournalError("the journal is closed")
         return self._conn
+
+
+def _create_private(path: Path) -> None:
+    """Create the database file 0600 (never by SQLite under some umask) if it is missing.
+
+    Only a file made here is opened and closed: POSIX record locks belong to a process and a
+    file, so closing any descriptor of a database this process has open elsewhere would drop
+    that connection's SQLite locks (and let another process's close delete the WAL under it).
+    """
+    with contextlib.suppress(FileExistsError):
+        os.close(os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600))

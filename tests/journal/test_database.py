@@ -213,3 +213,34 @@ def test_begin_now_waits_for_its_own_writer_only_a_moment(tmp_path: Path) -> Non
             writer.join()
         assert journal.get("op-2", root_run=RUN) is None
         assert journal.get("op-1", root_run=RUN) is not None
+
+
+def test_a_second_open_in_the_same_process_keeps_the_first_connections_locks(
+    tmp_path: Path,
+) -> None:
+    """Opening the journal again in this process must not drop the first connection's locks.
+
+    POSIX record locks belong to the process and a file: closing any descriptor of the
+    database file drops every lock the process holds on it, SQLite's included. Without its
+    shared lock, another process's clean close took the journal for the last one, checkpointed
+    and deleted the write-ahead log under the first connection, whose next write then failed.
+    """
+    first = Journal.open(tmp_path)
+    try:
+        first.audit(actor="a", tool="t", argv=(), cwd="", decision="allow", matched_rule=None,
+                    outcome="before")  # fmt: skip
+        Journal.open(tmp_path).close()
+        other = (
+            "import sys\nfrom pathlib import Path\nfrom jigcmd.journal.store import Journal\n"
+            "Journal.open(Path(sys.argv[1])).close()\n"
+        )
+        subprocess.run(
+            [sys.executable, "-c", other, str(tmp_path)], check=True, timeout=60,
+            env={"PYTHONPATH": str(Path(__file__).resolve().parents[2])},
+        )  # fmt: skip
+        assert (tmp_path / "journal.sqlite3-wal").exists(), "the WAL went while still in use"
+        first.audit(actor="a", tool="t", argv=(), cwd="", decision="allow", matched_rule=None,
+                    outcome="after")  # fmt: skip
+        assert [row.outcome for row in first.audit_rows()] == ["after", "before"]
+    finally:
+        first.close()
