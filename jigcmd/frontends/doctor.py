@@ -479,13 +479,16 @@ _CONSEQUENCES = {
     "(it never runs one uncontained)",
     "state": "the state directory cannot be used as it is, so serve and run would not start",
     "binding": "the Binding cannot be loaded, so serve and run would refuse it",
+    "jarvis policy": "jarvis would refuse to start with this policy",
 }
+# The checks that are not the envelope's, each its own kind in the summary.
+_OWN_KINDS = ("state", "binding", "jarvis policy")
 
 
 def _failed(failed: list[Check], total: int) -> str:
     """The summary of a failure, naming which kinds of check failed and what each means."""
     kinds = dict.fromkeys(
-        result.check if result.check in ("state", "binding") else "envelope" for result in failed
+        result.check if result.check in _OWN_KINDS else "envelope" for result in failed
     )
     named = ", ".join("state directory" if kind == "state" else kind for kind in kinds)
     said = "; ".join(_CONSEQUENCES[kind] for kind in kinds)

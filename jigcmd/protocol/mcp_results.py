@@ -204,7 +204,11 @@ def view_text(view: View, header: str = "") -> str:
 
 def _ending(view: View) -> str:
     """How the command ended, and the envelope limits it reached."""
-    memory_kill = "memory" in view.limits_hit and view.signal == "SIGKILL"
+    # Only a command that ended by itself was killed by the OOM killer: a deadline's or a
+    # cancel's SIGKILL is the stop's, whatever a child of it met at the memory limit before.
+    memory_kill = (
+        "memory" in view.limits_hit and view.signal == "SIGKILL" and view.stop_reason == "exited"
+    )
     if memory_kill:
         how = "was killed at the envelope's memory limit (the kernel's OOM killer sent SIGKILL; "
     elif view.signal is not None:

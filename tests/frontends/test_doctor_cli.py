@@ -131,3 +131,21 @@ def test_a_state_dir_that_is_a_file_is_named_in_the_summary(tmp_path: Path) -> N
     assert done.returncode == 1
     assert "state directory" in summary.split(":")[0], summary
     assert "the state directory cannot be used as it is" in summary
+
+
+def test_a_jarvis_policy_that_cannot_be_read_is_named_in_the_summary(tmp_path: Path) -> None:
+    """`--jarvis-policy` naming no file: the summary says jarvis would refuse it; the envelope
+    sentence only if an envelope check failed too."""
+    state_dir = prepare_state_dir(tmp_path / "state")
+    argv = ("--state-dir", str(state_dir), "--jarvis-policy", str(tmp_path / "none.toml"))
+    done = doctor(*argv, home=tmp_path)
+    assert done.returncode == 1
+    summary = done.stdout.splitlines()[-1]
+    assert "jarvis policy" in summary.split(":")[0], summary
+    assert "jarvis would refuse to start with this policy" in summary
+    failed = {
+        name
+        for name, check in checks(doctor("--json", *argv, home=tmp_path)).items()
+        if check["status"] == "FAIL"
+    }
+    assert (_ENVELOPE_SENTENCE in summary) == bool(failed - {"jarvis policy", "state"}), summary

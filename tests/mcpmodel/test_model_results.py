@@ -436,6 +436,30 @@ async def test_a_run_stopped_at_its_deadline_still_names_the_limit_it_reached(
     assert "the result differs from the statement in limitsHit" in "\n".join(lines), lines
 
 
+async def test_a_deadline_after_a_child_met_the_memory_limit_is_the_deadlines_kill(
+    binding: Path, tmp_path: Path
+) -> None:
+    """A child killed by the OOM killer, then the command idles to its deadline: the words say
+    the deadline killed the command (its SIGKILL is the stop's), and that the memory limit was
+    reached, not that the command was killed at it."""
+    source = (
+        "const hog = Bun.spawnSync([process.execPath, '-e', "
+        "'const k = []; for (;;) k.push(Buffer.alloc(1 << 24, 1));']);\n"
+        'console.log("child", hog.signalCode);\n'
+        "setInterval(() => {}, 1000);\n"
+    )
+    deadline = str(int((time.time() + 10) * 1000))
+    async with client(binding, tmp_path / "state", "--root-deadline-unix-ms", deadline) as session:
+        ran = await session.call_tool("cli", {"files": {"src/cli.ts": source}})
+    structured = ran.structured_content
+    assert structured is not None
+    assert (structured["stopReason"], structured["limitsHit"]) == ("deadline", ["memory"])
+    text = ran.content[0].text  # type: ignore[union-attr]
+    assert "was killed by SIGKILL (stop reason: deadline" in text, text
+    assert "was killed at the envelope's memory limit" not in text, text
+    assert "It reached the envelope's memory limit" in text, text
+
+
 async def test_a_run_within_its_limits_has_none_hit(binding: Path, tmp_path: Path) -> None:
     async with client(binding, tmp_path / "state") as session:
         ran = await session.call_tool("cli", {"files": {"src/cli.ts": 'console.log("ok");\n'}})
