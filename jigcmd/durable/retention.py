@@ -35,6 +35,7 @@ from jigcmd.journal.failures import unusable
 from jigcmd.journal.rows import PRUNED_REASON
 
 __all__ = [
+    "MAX_DURATION_S",
     "MIN_RETAIN_S",
     "JournalPruned",
     "free_bytes",
@@ -52,7 +53,11 @@ _BATCH = 100
 # `--retain`'s least: a shorter one would prune answers a retrying caller still asks for.
 MIN_RETAIN_S = 3600
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86_400, "w": 7 * 86_400}
-_DURATION = re.compile(r"([0-9]{1,9})([smhdw])")
+# Digits enough for any unit's longest duration, few enough to refuse a number as text fast.
+_DURATION = re.compile(r"([0-9]{1,18})([smhdw])")
+# The longest duration (about 31 years): every bound stays after 1970, and a `--retain`
+# passes its child prune the same bound in seconds.
+MAX_DURATION_S = 999_999_999
 _CLOSED = "state IN ('done', 'uncertain')"
 # `substr`, not LIKE: LIKE folds case.
 _NOT_PRUNED = (
@@ -82,7 +87,12 @@ def parse_duration(text: str) -> int:
             f"{text!r} is not a duration: a whole number and one unit, s, m, h, d or w "
             "(7d, 12h, 30m)"
         )
-    return int(found.group(1)) * _UNITS[found.group(2)]
+    seconds = int(found.group(1)) * _UNITS[found.group(2)]
+    if seconds > MAX_DURATION_S:
+        raise ValueError(
+            f"{text!r} is longer than the longest duration, {MAX_DURATION_S:,} s (about 31 years)"
+        )
+    return seconds
 
 
 def when(unix_ms: int) -> str:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import re
 import shutil
 import struct
 import urllib.parse
@@ -45,6 +46,8 @@ __all__ = [
 URI_PREFIX: Final = "jigcmd://run/"
 KEEP_OPERATIONS: Final = 256
 _DIR: Final = "resources"
+# A scope's or an operation's name in it: the first 32 hex digits of its SHA-256 (`_hashed`).
+_OWN_NAME: Final = re.compile(r"[0-9a-f]{32}")
 # An operation's file: this line, then each resource as its name's and its data's lengths,
 # its name (UTF-8) and its data.
 _MAGIC: Final = b"jigcmd-resources/1\n"
@@ -313,18 +316,11 @@ class RunResources:
             names = os.listdir(scope_dir)
             if not self._over(len(names)):
                 return
-            entries = sorted(
-                (scope_dir / name for name in names),
-                key=lambda entry: entry.lstat().st_mtime_ns,
-            )
+            entries = sorted(_entries(scope_dir), key=lambda entry: entry.lstat().st_mtime_ns)
         except OSError:
             return
         for stale in entries[: max(0, len(entries) - self._keep)]:
-            with contextlib.suppress(OSError):
-                if stale.is_dir():
-                    shutil.rmtree(stale)
-                else:
-                    stale.unlink()
+            _remove(stale)
 
 
 def _reference(scope: str, operation_id: str, kind: ResourceKind, data: bytes) -> ResourceRef:
@@ -339,10 +335,18 @@ def _reference(scope: str, operation_id: str, kind: ResourceKind, data: bytes) -
 
 
 def _entries(directory: Path) -> list[Path]:
+    """The entries jigcmd named in `directory` (32 hex digits, `_hashed`), none through a link.
+
+    What is removed is only ever what jigcmd wrote: a scope that is a symbolic link (to a
+    directory anywhere) is not entered, and a name of another shape is not jigcmd's.
+    """
     try:
-        return [directory / name for name in os.listdir(directory)]
+        if directory.is_symlink():
+            return []
+        names = os.listdir(directory)
     except OSError:
         return []
+    return [directory / name for name in names if _OWN_NAME.fullmatch(name)]
 
 
 def _size(entry: Path) -> int:

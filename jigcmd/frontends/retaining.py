@@ -28,7 +28,13 @@ async def keep_pruning(directory: Path, retain_s: int, say: Callable[[str], None
     `say` gets one line for each prune that removed something, or that failed (serving goes
     on, and the next prune tries again).
     """
-    argv = [sys.executable, "-m", "jigcmd", "prune", "--state-dir", str(directory)]
+    # Exactly the server's import path, as for the zygote: `python -m jigcmd` would put the
+    # working directory first, and a `jigcmd/` there would run in the server's name.
+    bootstrap = (
+        f"import sys; sys.path[:] = {sys.path!r}; "
+        "from jigcmd.cli import main; sys.exit(main(sys.argv[1:]))"
+    )
+    argv = [sys.executable, "-I", "-S", "-c", bootstrap, "prune", "--state-dir", str(directory)]
     argv += ["--older-than", f"{retain_s}s", "--json"]
     while True:
         # Its stdin is not the protocol's: a serve session's frames are its peer's alone.
@@ -61,7 +67,10 @@ _decode = msgspec.json.Decoder(_Pruned).decode
 
 def _summary(stdout: bytes) -> str:
     """One line of what a prune removed; empty when it removed nothing."""
-    pruned = _decode(stdout)
+    try:
+        pruned = _decode(stdout)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return "retention: the prune's answer could not be read; serving goes on"
     if not (pruned.operations or pruned.jarvis_runs or pruned.resource_operations):
         return ""
     removed = pruned.journal_bytes_removed + pruned.resource_bytes_removed

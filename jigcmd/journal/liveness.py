@@ -29,6 +29,7 @@ import atexit
 import contextlib
 import fcntl
 import os
+import stat
 import time
 
 from jigcmd.journal import identity
@@ -173,12 +174,15 @@ def alive(state_dir: str | os.PathLike[str], who: ProcessIdentity) -> bool:
 def _locked(path: str) -> bool:
     """Whether some process holds the lock of `path`; a free one's file is removed."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        # Non-blocking: a FIFO planted under that name would block a plain open for ever.
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except FileNotFoundError:
         return False
     except OSError:
         return True
     try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return True  # not a lock file jigcmd made: never read as a death, never removed
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:

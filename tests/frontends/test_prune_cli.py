@@ -254,3 +254,40 @@ def test_doctor_points_at_prune_past_its_threshold(
     check = doctor._journal_check(state)
     assert check.status == "warn" and "grows with every call" in check.detail
     assert check.hint is not None and f"jigcmd prune --state-dir {state}" in check.hint
+
+
+def test_prune_removes_only_what_jigcmd_named_and_never_through_a_link(
+    state: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A scope that is a link to a directory elsewhere is not entered, and an old file of
+    another name beside jigcmd's is not jigcmd's: both stay, however old."""
+    outside = tmp_path / "outside"
+    (outside / "victim").mkdir(parents=True)
+    precious = outside / "victim" / ("f" * 32)
+    precious.write_text("precious\n")
+    foreign = state / "resources" / "notes.txt"
+    foreign.write_text("an operator's\n")
+    (state / "resources" / ("a" * 32)).symlink_to(outside / "victim")
+    for path in (precious, foreign):
+        os.utime(path, (0, 0))
+    answer = _prune(state, capsys)
+    assert answer["resourceOperations"] == 1
+    assert precious.read_text() == "precious\n"
+    assert foreign.read_text() == "an operator's\n"
+    assert (state / "resources" / ("a" * 32)).is_symlink()
+
+
+@pytest.mark.parametrize("verb", ["prune", "serve"])
+def test_a_duration_past_the_longest_is_refused_naming_the_limit(
+    verb: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """2000 weeks: refused where it is given (`--older-than`, `--retain`), never passed on to
+    an hourly prune that would refuse it each time."""
+    state = prepare_state_dir(tmp_path / "state")
+    option = "--older-than" if verb == "prune" else "--retain"
+    argv = [verb, "--state-dir", str(state), f"{option}=2000w"]
+    if verb == "serve":
+        argv += ["--binding", str(tmp_path / "binding.toml")]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert f"argument {option}: '2000w' is longer than the longest duration, 999,999,999 s" in err

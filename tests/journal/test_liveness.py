@@ -142,3 +142,20 @@ def test_first_holds_from_several_threads_at_once_share_one_lock(tmp_path: Path)
     for key in keys:
         liveness.release(key)
     assert os.listdir(tmp_path / liveness.DIRECTORY) == []
+
+
+def test_a_fifo_under_a_lock_name_blocks_nothing_and_is_counted_alive(tmp_path: Path) -> None:
+    """A FIFO planted in the live directory: `jigcmd recover` (which sweeps it) finishes at
+    once, and the name it took is read as alive (never a guessed death), not removed."""
+    state = tmp_path / "state"
+    state.mkdir(mode=0o700)
+    planted = liveness.lock_path(state, _elsewhere())
+    os.makedirs(os.path.dirname(planted), mode=0o700, exist_ok=True)
+    os.mkfifo(planted, 0o600)
+    done = subprocess.run(
+        [sys.executable, "-m", "jigcmd", "recover", "--state-dir", str(state)],
+        capture_output=True, text=True, timeout=60, check=False, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert liveness.alive(state, _elsewhere())
+    assert os.path.exists(planted)
