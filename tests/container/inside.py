@@ -119,6 +119,9 @@ def jarvis(state: str, work: Path) -> dict[str, Any]:
 def main(state: str) -> dict[str, Any]:
     """Every front, as described in the module docstring."""
     results: dict[str, Any] = {}
+    # Made as an operator makes it (a volume's mount point): doctor inspects a state
+    # directory, it never creates one, and fails one that does not exist.
+    os.makedirs(state, mode=0o700, exist_ok=True)
     done = jigcmd("doctor", "--json", "--state-dir", state)
     results["doctor"] = {
         "status": done.returncode,
