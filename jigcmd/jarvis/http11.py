@@ -91,6 +91,9 @@ class BoundedH11Protocol(H11Protocol):
         _loop: asyncio.AbstractEventLoop | None = None,
     ) -> None:
         super().__init__(config, server_state, app_state, _loop)
+        # uvicorn's parser, with uvicorn's bound, but keeping why it refused a request.
+        limit = config.h11_max_incomplete_event_size
+        self.conn = _Parser(h11.SERVER, limit) if limit is not None else _Parser(h11.SERVER)
         self._deadline: asyncio.TimerHandle | None = None
         # Armed while an answer waits in the transport for the client to read (`pause_writing`).
         self._write_deadline: asyncio.TimerHandle | None = None
@@ -302,8 +305,11 @@ class BoundedH11Protocol(H11Protocol):
         self._deadline = self.loop.call_later(_UNACKNOWLEDGED_POLL_S, self._close_idle)
 
     def send_400_response(self, msg: str) -> None:
-        """uvicorn's answer to a request h11 cannot parse, in the one JSON error shape."""
+        """uvicorn's answer to a request h11 cannot parse, in the one JSON error shape (and,
+        for a missing Host, saying so: uvicorn's words name no cause)."""
         self._disarm()
+        if isinstance(self.conn, _Parser):
+            msg = _HOST_REFUSALS.get(self.conn.refusal, msg)
         self.transport.write(raw_error(400, "Bad Request", f"malformed request: {msg}"))
         self.transport.close()
 
@@ -337,6 +343,27 @@ class BoundedH11Protocol(H11Protocol):
             await app(scope, receive, send)
 
         return checked
+
+
+# h11's words for a request's Host headers (h11/_events.py), and jarvis's 400 for each.
+_HOST_REFUSALS = {
+    "Missing mandatory Host: header": "the Host header is required (HTTP/1.1)",
+    "Found multiple Host: headers": "more than one Host header",
+}
+
+
+class _Parser(h11.Connection):
+    """h11's server side, remembering why it refused a request (uvicorn's 400 names none)."""
+
+    refusal = ""
+
+    def next_event(self) -> h11.Event | type[h11.NEED_DATA] | type[h11.PAUSED]:
+        """h11's next event; a refusal's words are kept, then it is raised."""
+        try:
+            return super().next_event()
+        except h11.RemoteProtocolError as exc:
+            self.refusal = str(exc)
+            raise
 
 
 def _unacknowledged(transport: asyncio.Transport) -> int:
