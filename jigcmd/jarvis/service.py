@@ -34,7 +34,7 @@ from jigcmd.jarvis.fields import (
     failure_status,
     record_fields,
 )
-from jigcmd.jarvis.journalcalls import JournalCalls
+from jigcmd.jarvis.journalcalls import JournalCalls, RunUnrecorded
 from jigcmd.jarvis.planner import host_plan, system_binds
 from jigcmd.jarvis.policy import Decision, HostView, Policy, Request, evaluate
 from jigcmd.jarvis.refusals import UNAUTHENTICATED_ROW_S, Unauthenticated
@@ -231,7 +231,12 @@ class JarvisService:
         # Counted from the call's arrival: a wait for a slot does not delay the early answer.
         with anyio.move_on_after(arrived + self._early - time.monotonic()):
             await done.wait()
-        return {**decision_fields(decision), **await self._run_fields(run_id)}
+        try:
+            fields = await self._run_fields(run_id)
+        except JournalUnusable as exc:
+            # Its start was recorded: the caller learns which run it cannot read now.
+            raise RunUnrecorded(exc, run_id) from exc
+        return {**decision_fields(decision), **fields}
 
     async def _admit(
         self, actor: str, tool: str, request: Request, decision: Decision, slot: Slot | None

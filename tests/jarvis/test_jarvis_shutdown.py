@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import shutil
 import signal
+import threading
+import time
 from pathlib import Path
 
 import anyio
@@ -162,3 +164,36 @@ def test_a_state_dir_moved_under_jarvis_is_said_moved_not_deleted(tmp_path: Path
     assert "removed" not in line and "deleted" not in line, line
     assert f"; fix: move {moved} back to {jarvis.state_dir} and start again" in line, line
     assert (moved / "journal.sqlite3").is_file()
+
+
+def test_a_run_whose_journal_is_lost_meanwhile_names_its_run_id_in_the_503(
+    tmp_path: Path,
+) -> None:
+    """The run's start was recorded, then the state directory moved: the caller of
+    run.create is told which run it cannot read."""
+    machine_runs_jarvis()
+    with JarvisChild(tmp_path) as jarvis, httpx.Client(timeout=ANSWER_S) as client:
+        answers: list[httpx.Response] = []
+        caller = threading.Thread(
+            target=lambda: answers.append(
+                client.post(
+                    f"{jarvis.base}/tools/jarvis.run.create",
+                    json=invoke_body("jarvis.run.create", argv=["sleep", "2"]),
+                    headers=auth(),
+                )
+            )
+        )
+        caller.start()
+        deadline = time.monotonic() + ANSWER_S
+        while not _running(jarvis.state_dir):
+            assert time.monotonic() < deadline, "the run never started"
+            time.sleep(0.05)
+        jarvis.state_dir.rename(tmp_path / "moved-state")
+        caller.join(ANSWER_S)
+        (answer,) = answers
+        assert answer.status_code == 503, answer.text
+        assert answer.json()["run_id"] == 1, answer.text
+        error = answer.json()["error"]
+        assert error.endswith("; run 1 had started, its end is not recorded; jarvis stops"), error
+        assert jarvis.wait(ANSWER_S) == 2, jarvis.stderr()
+    assert "Traceback" not in jarvis.stderr(), jarvis.stderr()
