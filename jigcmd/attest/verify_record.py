@@ -5,8 +5,9 @@ executable), the policy (decision, matched rule, reason), the ending (status, ex
 truncation), the timings (wall and setup time exactly; the row's own created and finished
 times only as bracketing the signed start and finish, which they are not) and the record's
 own copy of the statement (the bundle verified, its digest and envelopes). What no
-signature binds (`detail`, the row's times, a field jarvis does not write) is a skipped
-check, said: never passed over in silence.
+signature binds (`detail`, the row's times, a field jarvis does not write), and each signed
+fact the record lacks the field for (a `run.create` answer has no argv, cwd or timings; a
+record may have been stripped), is a skipped check, said: never passed over in silence.
 """
 
 from __future__ import annotations
@@ -35,15 +36,13 @@ def record_checks(statement: JarvisStatement, result: JarvisResult, bundle: byte
     and, said as skipped, those it does not bind."""
     view = result.view
     checks = [_run(statement, view), *streams(statement, view.stdout, view.stderr)]
-    for check in (
-        _request(statement, view),
-        _policy(statement, view),
-        _ending(statement, view),
-        _timings(statement, view),
-        _attestation(view, bundle),
-    ):
-        if check is not None:
-            checks.append(check)
+    checks += _request(statement, view)
+    checks += _policy(statement, view)
+    checks.append(_ending(statement, view))
+    checks += _timings(statement, view)
+    attestation = _attestation(view, bundle)
+    if attestation is not None:
+        checks.append(attestation)
     if not isinstance(view.created_unix_ms, msgspec.UnsetType) or not isinstance(
         view.finished_unix_ms, msgspec.UnsetType
     ):
@@ -67,14 +66,19 @@ def _run(statement: JarvisStatement, view: JarvisView) -> Check:
     return Check("run", False, f"the record's run_id {view.run_id} is not the statement's {run_id}")
 
 
-def _request(statement: JarvisStatement, view: JarvisView) -> Check | None:
-    """The record's argv, cwd and executable against the statement's, those the record has."""
+def _request(statement: JarvisStatement, view: JarvisView) -> list[Check]:
+    """The record's argv, cwd and executable against the statement's, and those it lacks."""
     request = statement.predicate.request
     compared: list[tuple[str, bool]] = []
+    lacks: list[str] = []
     if not isinstance(view.argv, msgspec.UnsetType):
         compared.append(("argv", view.argv == request.argv))
+    else:
+        lacks.append("argv")
     if not isinstance(view.cwd, msgspec.UnsetType):
         compared.append(("cwd", (view.cwd or "") == request.cwd))
+    else:
+        lacks.append("cwd")
     unnamed = ""
     if isinstance(view.executable, str):
         if isinstance(request, JarvisRequestFactsV2):
@@ -82,25 +86,31 @@ def _request(statement: JarvisStatement, view: JarvisView) -> Check | None:
         else:
             # Signed before statements named it: nothing to hold the record's against.
             unnamed = " (a jarvis-run/v1 statement names no executable)"
-    return _compared("request", compared, unnamed)
+    elif isinstance(request, JarvisRequestFactsV2):
+        # Unset, or null: a run recorded before the journal kept it.
+        lacks.append("executable")
+    return _compared("request", compared, unnamed) + _lacking("request", lacks)
 
 
-def _policy(statement: JarvisStatement, view: JarvisView) -> Check | None:
+def _policy(statement: JarvisStatement, view: JarvisView) -> list[Check]:
     """The record's decision (only an allowed run is signed), matched rule and reason."""
     policy = statement.predicate.policy
     rule = policy.matched_rule
     if not isinstance(view.matched_rule, msgspec.UnsetType) and view.matched_rule != rule:
-        return Check(
-            "policy", False, f"the record's matched_rule {view.matched_rule!r}, not {rule!r}"
-        )
+        return [
+            Check("policy", False, f"the record's matched_rule {view.matched_rule!r}, not {rule!r}")
+        ]
     compared: list[tuple[str, bool]] = []
+    lacks: list[str] = []
     if not isinstance(view.matched_rule, msgspec.UnsetType):
         compared.append((f"matched_rule {rule!r}", True))
+    else:
+        lacks.append("matched_rule")
     if not isinstance(view.decision, msgspec.UnsetType):
         compared.append(("decision allow", view.decision == "allow"))
     if not isinstance(view.reason, msgspec.UnsetType):
         compared.append(("reason", view.reason == policy.reason))
-    return _compared("policy", compared, "")
+    return _compared("policy", compared, "") + _lacking("policy", lacks)
 
 
 def _ending(statement: JarvisStatement, view: JarvisView) -> Check:
@@ -122,18 +132,21 @@ def _ending(statement: JarvisStatement, view: JarvisView) -> Check:
     return Check("ending", True, "status, exit code, signal and truncation match")
 
 
-def _timings(statement: JarvisStatement, view: JarvisView) -> Check | None:
+def _timings(statement: JarvisStatement, view: JarvisView) -> list[Check]:
     """wall_ms and setup_ms are the signed resource report's; the row's created and finished
     times come before the signed start and after the signed finish."""
     predicate = statement.predicate
     resources = predicate.ending.resources
     compared: list[tuple[str, bool]] = []
+    lacks: list[str] = []
     for name, shown, signed in (
         ("wall_ms", view.wall_ms, None if resources is None else resources.wall_ms),
         ("setup_ms", view.setup_ms, None if resources is None else resources.setup_ms),
     ):
         if not isinstance(shown, msgspec.UnsetType):
             compared.append((name, shown == signed))
+        else:
+            lacks.append(name)
     started, finished = _unix_ms(predicate.started_on), _unix_ms(predicate.finished_on)
     bracket: list[tuple[str, bool]] = []
     if not isinstance(view.created_unix_ms, msgspec.UnsetType):
@@ -145,10 +158,11 @@ def _timings(statement: JarvisStatement, view: JarvisView) -> Check | None:
     differs = [field for field, same in compared + bracket if not same]
     if differs:
         why = "the record differs from the statement in " + ", ".join(differs)
-        return Check("timings", False, why)
+        return [Check("timings", False, why)]
     said = [", ".join(field for field, _ in compared) + " match"] if compared else []
     said += [" and ".join(field for field, _ in bracket) + " hold"] if bracket else []
-    return Check("timings", True, "; ".join(said)) if said else None
+    checked = [Check("timings", True, "; ".join(said))] if said else []
+    return checked + _lacking("timings", lacks)
 
 
 def _attestation(view: JarvisView, bundle: bytes) -> Check | None:
@@ -176,14 +190,23 @@ def _attestation(view: JarvisView, bundle: bytes) -> Check | None:
     return Check("attestation", True, "bundle, digest and envelopes are the verified bundle's")
 
 
-def _compared(name: str, compared: list[tuple[str, bool]], note: str) -> Check | None:
-    """One check of the record's fields `compared` (field, same?); None when it has none."""
+def _compared(name: str, compared: list[tuple[str, bool]], note: str) -> list[Check]:
+    """One check of the record's fields `compared` (field, same?); none when it has none."""
     if not compared:
-        return None
+        return []
     differs = [field for field, same in compared if not same]
     if differs:
-        return Check(name, False, "the record differs from the statement in " + ", ".join(differs))
-    return Check(name, True, ", ".join(field for field, _ in compared) + " match" + note)
+        why = "the record differs from the statement in " + ", ".join(differs)
+        return [Check(name, False, why)]
+    return [Check(name, True, ", ".join(field for field, _ in compared) + " match" + note)]
+
+
+def _lacking(name: str, lacks: list[str]) -> list[Check]:
+    """A skip naming the signed facts the record has no field for (none when it lacks none)."""
+    if not lacks:
+        return []
+    fields = ", ".join(lacks)
+    return [skip(name, f"the record has no {fields}: signed, but not checked against it")]
 
 
 def _unix_ms(stamp: str) -> int:

@@ -20,9 +20,10 @@ from jigcmd.attest.attester import Attester
 from jigcmd.attest.keys import SigningKeyError, open_signing_key
 from jigcmd.command.failures import envelope_error
 from jigcmd.durable.host import open_host
+from jigcmd.durable.recovery import recover
 from jigcmd.durable.statedir import StateDirError, default_state_dir, existing_state_dir
 from jigcmd.envelope.api import EnvelopeFailure
-from jigcmd.envelope.cgroups import CgroupUnavailable, read_mounts
+from jigcmd.envelope.cgroups import CgroupBackend, CgroupUnavailable, read_mounts
 from jigcmd.envelope.delegation import DelegationError
 from jigcmd.envelope.native import NativeExecutor
 from jigcmd.frontends.retaining import keep_pruning
@@ -91,6 +92,8 @@ class _Setup(NamedTuple):
     rules: Policy
     directory: Path
     cgroup_base: str
+    # None without usable cgroups: `NativeExecutor` then says why as it starts.
+    backend: CgroupBackend | None
     signing: RunSigning
     sock: socket.socket
 
@@ -128,7 +131,9 @@ def _set_up(
         "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest(),
     )
     sock = bind_loopback(host, port)
-    return _Setup(credentials, rules, opened.state_dir, opened.cgroup_base, signing, sock)
+    return _Setup(
+        credentials, rules, opened.state_dir, opened.cgroup_base, opened.backend, signing, sock
+    )
 
 
 def _refuse_held_mounts(rules: Policy, source: str) -> None:
@@ -184,6 +189,11 @@ def _jarvis(
             host_env=dict(os.environ),
             queue_wait=DEFAULT_QUEUE_WAIT_S if queue_wait is None else queue_wait,
             signing=setup.signing,
+            # serve's start-up recovery, for what else a dead jigcmd left in the state
+            # directory: its envelopes' registry entries above all (`durable/recovery.py`).
+            recovery=None
+            if setup.backend is None
+            else functools.partial(recover, journal, setup.backend),
         )
         app = _application(setup, service)
         limits = dataclasses.replace(DEFAULT_LIMITS, max_connections=max_connections)

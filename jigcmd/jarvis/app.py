@@ -32,6 +32,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from jigcmd.jarvis.auth import AUTHORISED_ACTOR, AuthError, Credentials
+from jigcmd.jarvis.journalcalls import RunUnrecorded
 from jigcmd.jarvis.service import JarvisService
 from jigcmd.jarvis.tools import ToolError, decode_invoke, tool_named
 from jigcmd.journal.store import JournalUnusable
@@ -67,7 +68,7 @@ def error(
     message: str,
     *,
     headers: Mapping[str, str] | None = None,
-    extra: Mapping[str, str] | None = None,
+    extra: Mapping[str, object] | None = None,
 ) -> Response:
     """The one shape of every error body."""
     return JSONResponse({"error": message, **(extra or {})}, status_code=status, headers=headers)
@@ -146,8 +147,13 @@ class JournalLostGuard:
         except JournalUnusable as exc:
             if scope["type"] != "http" or started:
                 raise
-            message = self.scrub(f"journal {exc.path}: {exc.cause}; jarvis stops")
-            await error(503, message)(scope, receive, send)
+            unrecorded = ""
+            extra: dict[str, object] = {}
+            if isinstance(exc, RunUnrecorded):
+                unrecorded = f"; run {exc.run_id} had started, its end is not recorded"
+                extra = {"run_id": exc.run_id}
+            message = self.scrub(f"journal {exc.path}: {exc.cause}{unrecorded}; jarvis stops")
+            await error(503, message, extra=extra)(scope, receive, send)
 
 
 def _tool_of(path: str) -> str:

@@ -11,8 +11,11 @@ Any local process can connect to jarvis, so every connection it holds is bounded
   least `min_wait_s` (a fair chance to send its head: in a burst of callers the head of a
   just-accepted one may simply not have been read yet);
 - a connection whose client does not take its answer (stalled writing: what it was sent
-  fills the socket and more waits in jarvis) gives way too, after the unauthenticated
-  waiting ones and before the authorized idle ones, once it has been stalled `min_wait_s`;
+  fills the socket and more waits in jarvis, or an idle one whose last answer the kernel
+  still holds unacknowledged) gives way too, after the unauthenticated waiting ones and
+  before the authorized idle ones, once it has been stalled `min_wait_s`; while any
+  unauthenticated connection waits, none of these gives way (one too young to go makes the
+  newcomer wait instead);
 - while no connection may give way the newcomers wait in the listen backlog, and only when
   that lasts (every held connection busy with a request) is one refused with 503.
 
@@ -127,6 +130,10 @@ class Connections(Generic[C]):
                 oldest, since = next(iter(queue.items()))
                 if ignore_min_wait or now - since >= self._min_wait:
                     return oldest
+                if queue is self._waiting:
+                    # Its turn comes first: an unauthenticated waiter too young to go makes
+                    # the newcomer wait, never pushes out an authorized caller's connection.
+                    return None
         return None
 
     def waiting(self, connection: C, *, authorized: bool) -> None:

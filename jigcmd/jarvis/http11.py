@@ -15,8 +15,12 @@ its `limit_concurrency` answers 503 only once a head is complete. Each connectio
 - must take each answer: once what jarvis writes no longer fits in the socket, the client
   has `write_timeout_s` to take all of it (a deadline, not reset by reading a byte now and
   then), or the connection is dropped (reset); while so stalled it may give way to a
-  newcomer, whatever its request's state; an idle connection closed with its last answer
-  still unacknowledged in the kernel is reset too;
+  newcomer, whatever its request's state. An answer handed to the kernel whole is not
+  destroyed while the client is within that bound: an idle connection whose last answer the
+  kernel still holds unacknowledged at its header deadline is kept (stalled, reading no
+  more requests) until its client took it, then closed, and reset only once
+  `write_timeout_s` have passed since that answer was handed over (a client that never
+  reads must not pin kernel memory);
 - has its bearer token checked as soon as the head is in, before the application sees the
   request: a wrong one is a 403 JSON error (two `Authorization` headers a 400) and the
   connection is closed, its body unread, and the refusal is counted for the audit
@@ -56,6 +60,8 @@ Phase = Literal["head", "body", "request"]
 logger = logging.getLogger("jigcmd.jarvis")
 # SO_LINGER on, 0 s: close() resets the connection and discards what it had yet to send.
 _RESET = struct.pack("ii", 1, 0)
+# How often an idle connection closing with its last answer unread asks the kernel again.
+_UNACKNOWLEDGED_POLL_S = 0.1
 
 
 def raw_error(status: int, reason: str, message: str, extra: str = "") -> bytes:
@@ -85,10 +91,15 @@ class BoundedH11Protocol(H11Protocol):
         _loop: asyncio.AbstractEventLoop | None = None,
     ) -> None:
         super().__init__(config, server_state, app_state, _loop)
+        # uvicorn's parser, with uvicorn's bound, but keeping why it refused a request.
+        limit = config.h11_max_incomplete_event_size
+        self.conn = _Parser(h11.SERVER, limit) if limit is not None else _Parser(h11.SERVER)
         self._deadline: asyncio.TimerHandle | None = None
         # Armed while an answer waits in the transport for the client to read (`pause_writing`).
         self._write_deadline: asyncio.TimerHandle | None = None
         self._stalled = False
+        # When the last answer was handed whole to the kernel (the idle close's write deadline).
+        self._handed_at = self.loop.time()
         self._head = HeadSize(self.limits.max_head_bytes)
         self._phase: Phase = "request"
         self._authorized = False
@@ -138,7 +149,7 @@ class BoundedH11Protocol(H11Protocol):
         socket until the client reads it).
         """
         self._disarm()
-        if self.transport.get_write_buffer_size():
+        if self.transport.get_write_buffer_size() or _unacknowledged(self.transport):
             self._drop()
         elif not self.transport.is_closing():
             self.transport.close()
@@ -157,6 +168,7 @@ class BoundedH11Protocol(H11Protocol):
     def resume_writing(self) -> None:
         """The client took everything written: held as its request's phase says again."""
         super().resume_writing()
+        self._handed_at = self.loop.time()
         self._stalled = False
         self._disarm_write()
         if not self.transport.is_closing():
@@ -206,6 +218,7 @@ class BoundedH11Protocol(H11Protocol):
         if not self._stalled:
             self._hold()
         if phase == "head":
+            self._handed_at = self.loop.time()
             self._arm(self.limits.header_timeout_s)
             self._head.reset()
             pending, _ = self.conn.trailing_data
@@ -261,18 +274,42 @@ class BoundedH11Protocol(H11Protocol):
             self._close_idle()
 
     def _close_idle(self) -> None:
-        """Close an idle connection, without a word; reset it if its client did not take its
-        last answer (bytes the kernel holds unacknowledged): a plain close would leave the
-        kernel sending them, to a client that does not read, for minutes."""
-        if self.transport.get_write_buffer_size() or _unacknowledged(self.transport):
-            logger.info("dropped an idle connection whose client did not take its last answer")
+        """Close an idle connection, without a word, once its client took its last answer.
+
+        While the kernel holds some of that answer unacknowledged the client is still within
+        its write deadline (`write_timeout_s` from the hand-over): the connection waits,
+        stalled (it may give way) and reading nothing, and is reset only past that deadline,
+        since a plain close would leave the kernel sending to a client that does not read.
+        """
+        self._disarm()
+        if self.transport.is_closing():
+            return
+        if self.transport.get_write_buffer_size():
             self._drop()
-        else:
+            return
+        if not _unacknowledged(self.transport):
             self.transport.close()
+            return
+        if self.loop.time() - self._handed_at >= self.limits.write_timeout_s:
+            logger.info(
+                "dropped an idle connection whose client did not take its last answer within %g s",
+                self.limits.write_timeout_s,
+            )
+            self._drop()
+            return
+        if not self._stalled:
+            self._stalled = True
+            self.transport.pause_reading()
+            self.held.stalled(self)
+        # The kernel does not tell when its peer acknowledged the last byte: it is asked.
+        self._deadline = self.loop.call_later(_UNACKNOWLEDGED_POLL_S, self._close_idle)
 
     def send_400_response(self, msg: str) -> None:
-        """uvicorn's answer to a request h11 cannot parse, in the one JSON error shape."""
+        """uvicorn's answer to a request h11 cannot parse, in the one JSON error shape (and,
+        for a missing Host, saying so: uvicorn's words name no cause)."""
         self._disarm()
+        if isinstance(self.conn, _Parser):
+            msg = _HOST_REFUSALS.get(self.conn.refusal, msg)
         self.transport.write(raw_error(400, "Bad Request", f"malformed request: {msg}"))
         self.transport.close()
 
@@ -306,6 +343,27 @@ class BoundedH11Protocol(H11Protocol):
             await app(scope, receive, send)
 
         return checked
+
+
+# h11's words for a request's Host headers (h11/_events.py), and jarvis's 400 for each.
+_HOST_REFUSALS = {
+    "Missing mandatory Host: header": "the Host header is required (HTTP/1.1)",
+    "Found multiple Host: headers": "more than one Host header",
+}
+
+
+class _Parser(h11.Connection):
+    """h11's server side, remembering why it refused a request (uvicorn's 400 names none)."""
+
+    refusal = ""
+
+    def next_event(self) -> h11.Event | type[h11.NEED_DATA] | type[h11.PAUSED]:
+        """h11's next event; a refusal's words are kept, then it is raised."""
+        try:
+            return super().next_event()
+        except h11.RemoteProtocolError as exc:
+            self.refusal = str(exc)
+            raise
 
 
 def _unacknowledged(transport: asyncio.Transport) -> int:

@@ -20,9 +20,18 @@ import anyio
 from jigcmd.cancel import CancelSignal
 from jigcmd.journal.store import Journal, JournalUnusable
 
-__all__ = ["JournalCalls"]
+__all__ = ["JournalCalls", "RunUnrecorded"]
 
 _T = TypeVar("_T")
+
+
+class RunUnrecorded(JournalUnusable):
+    """The journal was lost after run `run_id`'s start was recorded: its caller is told the
+    run's id, which it cannot read now (the next start marks the run uncertain)."""
+
+    def __init__(self, lost: JournalUnusable, run_id: int) -> None:
+        super().__init__(lost.path, lost.cause, lost.fix)
+        self.run_id = run_id
 
 
 class JournalCalls:

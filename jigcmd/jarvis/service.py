@@ -23,6 +23,7 @@ import anyio.abc
 from jigcmd.cancel import CancelSignal
 from jigcmd.command.failures import envelope_error
 from jigcmd.command.placement import pinned_cpus
+from jigcmd.durable.recovery import RecoveryReport
 from jigcmd.durable.slotqueue import SlotQueue
 from jigcmd.envelope.api import EnvelopeFailure, Executor, Ticket
 from jigcmd.errors import Code, JigError
@@ -34,13 +35,13 @@ from jigcmd.jarvis.fields import (
     failure_status,
     record_fields,
 )
-from jigcmd.jarvis.journalcalls import JournalCalls
+from jigcmd.jarvis.journalcalls import JournalCalls, RunUnrecorded
 from jigcmd.jarvis.planner import host_plan, system_binds
 from jigcmd.jarvis.policy import Decision, HostView, Policy, Request, evaluate
 from jigcmd.jarvis.refusals import UNAUTHENTICATED_ROW_S, Unauthenticated
+from jigcmd.jarvis.startup import recover_at_start
 from jigcmd.jarvis.statements import RunSigning, Sign
 from jigcmd.jarvis.tools import ToolError, decode_run_id, decode_run_request
-from jigcmd.journal import liveness
 from jigcmd.journal.reservations import Reservations, Slot
 from jigcmd.journal.store import Journal, JournalUnusable
 from jigcmd.plan import RunPlan
@@ -80,8 +81,12 @@ class JarvisService:
         queue_wait: float = DEFAULT_QUEUE_WAIT_S,
         signing: RunSigning | None = None,
         unauthenticated_row_s: float = UNAUTHENTICATED_ROW_S,
+        recovery: Callable[[], RecoveryReport] | None = None,
     ) -> None:
         self.policy = policy
+        # What a dead jigcmd left in the shared state directory besides jarvis's own rows
+        # (its envelopes' registry entries, their cgroup jobs, serve's rows): `durable.recovery`.
+        self._recovery = recovery
         # Signs each completed run's statement (`jigcmd.jarvis.statements`).
         self._signing = signing
         # The envelope slots shared with every jigcmd using the same state directory, and
@@ -116,7 +121,7 @@ class JarvisService:
         """Own the runs' task group; on exit every still-running run is cancelled and recorded."""
         with contextlib.suppress(JournalUnusable):
             # Lost already (`must_stop` is set): the server stops as soon as it started.
-            await self._recover()
+            await recover_at_start(self.store, self._db, self._trail, self._recovery)
         start = getattr(self._executor, "start", None)
         if start is not None:
             await start()
@@ -146,26 +151,6 @@ class JarvisService:
         self._stop.set()
         for cancel, _ in self._active.values():
             cancel.set()
-
-    async def _recover(self) -> None:
-        """Close runs a dead jarvis process left `running`: their outcome is unknown."""
-        for run in await self._db(self.store.jarvis_running):
-            # From any PID namespace sharing the state directory (`jigcmd.journal.liveness`).
-            if liveness.alive(self.store.path.parent, run.owner):
-                continue
-            detail = "its jarvis process died while it ran"
-            await self._db(
-                partial(self.store.jarvis_finish, run.run_id, status="uncertain", detail=detail)
-            )
-            await self._trail.row(
-                actor=run.actor,
-                tool=run.tool,
-                argv=run.argv,
-                cwd=run.cwd,
-                decision=run.decision,
-                matched_rule=run.matched_rule,
-                outcome=f"run {run.run_id}: uncertain ({detail})",
-            )
 
     @property
     def must_stop(self) -> CancelSignal:
@@ -231,7 +216,12 @@ class JarvisService:
         # Counted from the call's arrival: a wait for a slot does not delay the early answer.
         with anyio.move_on_after(arrived + self._early - time.monotonic()):
             await done.wait()
-        return {**decision_fields(decision), **await self._run_fields(run_id)}
+        try:
+            fields = await self._run_fields(run_id)
+        except JournalUnusable as exc:
+            # Its start was recorded: the caller learns which run it cannot read now.
+            raise RunUnrecorded(exc, run_id) from exc
+        return {**decision_fields(decision), **fields}
 
     async def _admit(
         self, actor: str, tool: str, request: Request, decision: Decision, slot: Slot | None
@@ -283,7 +273,7 @@ class JarvisService:
     async def _unstarted(self, run_id: int) -> None:
         """Close the row of a run that was never started as `failed`, even while cancelled.
 
-        Best effort: the journal may be what failed; the row is then left for `_recover`.
+        Best effort: the journal may be what failed; the row is then left for the start-up recovery.
         """
         with anyio.CancelScope(shield=True):
             try:

@@ -29,7 +29,7 @@ from pathlib import Path
 
 from jigcmd.journal import writelock
 from jigcmd.journal.aiosync import AioSync, PendingSync
-from jigcmd.journal.failures import JournalUnusable, unusable
+from jigcmd.journal.failures import JournalMoved, JournalUnusable, unusable
 from jigcmd.journal.marker import Marker
 from jigcmd.journal.readonly import connect_read_only
 from jigcmd.journal.schema import check_readable, migrate
@@ -103,9 +103,11 @@ def _close(
                 marker.closed()
             return gone
     except (OSError, sqlite3.Error) as exc:
+        # Before the close: a journal moved away is found by the descriptor SQLite holds.
+        gone = _gone(path, file_id)
         with contextlib.suppress(sqlite3.Error):
             conn.close()
-        return _gone(path, file_id) or exc
+        return gone or exc
 
 
 def _file_id(path: Path) -> tuple[int, int]:
@@ -124,11 +126,28 @@ def _gone(path: Path, file_id: tuple[int, int]) -> OSError | None:
             return None
     except FileNotFoundError:
         pass
+    moved_to = _now_at(file_id)
+    if moved_to is not None:
+        return JournalMoved(moved_to)
     return FileNotFoundError(
         errno.ENOENT,
         f"the journal file was removed while in use (its state directory {path.parent} "
         "was deleted or replaced)",
     )
+
+
+def _now_at(file_id: tuple[int, int]) -> Path | None:
+    """Where the journal file opened as `file_id` is now, if it still has a name (moved, not
+    deleted): found through this process's own descriptors, none of them opened or closed
+    (closing one would drop SQLite's locks)."""
+    descriptors = Path("/proc/self/fd")
+    with contextlib.suppress(OSError):
+        for fd in descriptors.iterdir():
+            with contextlib.suppress(OSError):
+                info = os.stat(fd)
+                if (info.st_dev, info.st_ino) == file_id and info.st_nlink > 0:
+                    return Path(os.readlink(fd))
+    return None
 
 
 def _sync_error(error: int) -> OSError:

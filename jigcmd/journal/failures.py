@@ -18,7 +18,14 @@ import sqlite3
 from enum import Enum, auto
 from pathlib import Path
 
-__all__ = ["JournalLost", "JournalUnusable", "unusable", "unwritable", "wal_unreadable"]
+__all__ = [
+    "JournalLost",
+    "JournalMoved",
+    "JournalUnusable",
+    "unusable",
+    "unwritable",
+    "wal_unreadable",
+]
 
 # Below this much free space a failed open or read is taken as the disk being full: SQLite
 # grows its shared-memory index by 32 KiB and the WAL by pages as it opens and migrates.
@@ -46,6 +53,18 @@ class JournalLost(JournalUnusable):
     """Raised when a state directory that held a journal no longer has all of it."""
 
 
+class JournalMoved(FileNotFoundError):
+    """The journal file in use is no longer at its path, but still whole at `now_at`."""
+
+    def __init__(self, now_at: Path) -> None:
+        super().__init__(
+            errno.ENOENT,
+            "the journal file was moved while in use: it is no longer at the path this "
+            "process opened (nothing recorded was lost)",
+        )
+        self.now_at = now_at
+
+
 class _Kind(Enum):
     """What kept the journal from being used, as far as the error and the filesystem tell."""
 
@@ -62,6 +81,8 @@ class _Kind(Enum):
 def unusable(path: Path, exc: BaseException) -> JournalUnusable:
     """The one-line refusal for `exc`, raised while opening or reading the journal `path`."""
     cause = _cause(exc)
+    if isinstance(exc, JournalMoved):
+        return _moved(path, exc.now_at, cause)
     return _refusal(path, _kind(path, exc, cause), cause)
 
 
@@ -116,6 +137,15 @@ def _refusal(path: Path, kind: _Kind, cause: str) -> JournalUnusable:
             )
         case _Kind.OTHER:
             fix = f"check {directory} (permissions, disk, mounts), or pass another --state-dir"
+    return JournalUnusable(path, cause, fix)
+
+
+def _moved(path: Path, now_at: Path, cause: str) -> JournalUnusable:
+    """The refusal for a journal moved while in use: whole at `now_at`, lost to this process."""
+    fix = (
+        f"move {now_at.parent} back to {path.parent} and start again, or start with "
+        f"--state-dir {now_at.parent}; leave a state directory in place while jigcmd uses it"
+    )
     return JournalUnusable(path, cause, fix)
 
 

@@ -104,3 +104,21 @@ def test_short_of_descriptors_even_a_new_connection_gives_way() -> None:
     held: Connections[str] = Connections(lambda: 1, min_wait_s=60, clock=lambda: 0.0)
     held.waiting("new", authorized=False)
     assert held.admit(force=True) == (True, "new")
+
+
+def test_a_young_unauthenticated_waiter_makes_the_newcomer_wait_not_a_caller_give_way() -> None:
+    """The order holds: while one unauthenticated connection waits, no stalled or authorized
+    one gives way; one too young to go means the newcomer waits (then 503), no one goes."""
+    now = [0.0]
+    held: Connections[str] = Connections(lambda: 3, min_wait_s=0.5, clock=lambda: now[0])
+    held.stalled("authorized-reading-its-answer")
+    held.waiting("idle-authorized", authorized=True)
+    now[0] = 1.0
+    held.waiting("unauthenticated-newcomer", authorized=False)
+    now[0] = 1.1
+    assert not held.has_room()
+    assert held.admit() == (False, None)
+    now[0] = 1.5
+    assert held.admit() == (True, "unauthenticated-newcomer")
+    held.busy("caller")
+    assert held.admit() == (True, "authorized-reading-its-answer")

@@ -1,7 +1,7 @@
 """Two `jigcmd jarvis` of different PID namespaces on one state directory (containers).
 
 The second starts in a PID namespace of its own (`unshare --pid --fork --mount-proc`) while
-the first runs a command: its start-up recovery (`JarvisService._recover`, and the
+the first runs a command: its start-up recovery (`jarvis.startup.recover_at_start`, and the
 envelopes' `recover`) must leave the live first one's run alone, which then ends as its own.
 """
 

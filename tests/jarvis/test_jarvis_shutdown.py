@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import shutil
 import signal
+import threading
+import time
 from pathlib import Path
 
 import anyio
@@ -132,3 +134,66 @@ def test_a_call_after_the_state_dir_was_removed_is_a_503_and_jarvis_stops_with_e
     (line,) = [line for line in stderr.splitlines() if line.startswith("jigcmd jarvis: journal ")]
     assert "the journal file was removed while in use" in line, line
     assert "; fix: leave " in line, line
+
+
+def test_a_state_dir_moved_under_jarvis_is_said_moved_not_deleted(tmp_path: Path) -> None:
+    """The journal moved whole: the 503 and the exit line say so, and how to get it back."""
+    machine_runs_jarvis()
+    with JarvisChild(tmp_path) as jarvis, httpx.Client(timeout=ANSWER_S) as client:
+        created = client.post(
+            f"{jarvis.base}/tools/jarvis.run.create",
+            json=invoke_body("jarvis.run.create", argv=["true"]),
+            headers=auth(),
+        )
+        assert created.status_code == 200, created.text
+        moved = tmp_path / "moved-state"
+        jarvis.state_dir.rename(moved)
+        answer = client.post(
+            f"{jarvis.base}/tools/jarvis.run.get",
+            json=invoke_body("jarvis.run.get", run_id=created.json()["run_id"]),
+            headers=auth(),
+        )
+        assert answer.status_code == 503, answer.text
+        error = answer.json()["error"]
+        assert "the journal file was moved while in use" in error, error
+        assert "nothing recorded was lost" in error, error
+        assert jarvis.wait(ANSWER_S) == 2, jarvis.stderr()
+        stderr = jarvis.stderr()
+    assert "Traceback" not in stderr, stderr
+    (line,) = [line for line in stderr.splitlines() if line.startswith("jigcmd jarvis: journal ")]
+    assert "removed" not in line and "deleted" not in line, line
+    assert f"; fix: move {moved} back to {jarvis.state_dir} and start again" in line, line
+    assert (moved / "journal.sqlite3").is_file()
+
+
+def test_a_run_whose_journal_is_lost_meanwhile_names_its_run_id_in_the_503(
+    tmp_path: Path,
+) -> None:
+    """The run's start was recorded, then the state directory moved: the caller of
+    run.create is told which run it cannot read."""
+    machine_runs_jarvis()
+    with JarvisChild(tmp_path) as jarvis, httpx.Client(timeout=ANSWER_S) as client:
+        answers: list[httpx.Response] = []
+        caller = threading.Thread(
+            target=lambda: answers.append(
+                client.post(
+                    f"{jarvis.base}/tools/jarvis.run.create",
+                    json=invoke_body("jarvis.run.create", argv=["sleep", "2"]),
+                    headers=auth(),
+                )
+            )
+        )
+        caller.start()
+        deadline = time.monotonic() + ANSWER_S
+        while not _running(jarvis.state_dir):
+            assert time.monotonic() < deadline, "the run never started"
+            time.sleep(0.05)
+        jarvis.state_dir.rename(tmp_path / "moved-state")
+        caller.join(ANSWER_S)
+        (answer,) = answers
+        assert answer.status_code == 503, answer.text
+        assert answer.json()["run_id"] == 1, answer.text
+        error = answer.json()["error"]
+        assert error.endswith("; run 1 had started, its end is not recorded; jarvis stops"), error
+        assert jarvis.wait(ANSWER_S) == 2, jarvis.stderr()
+    assert "Traceback" not in jarvis.stderr(), jarvis.stderr()

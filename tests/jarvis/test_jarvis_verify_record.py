@@ -24,9 +24,11 @@ from tests.jarvis.jarvis_harness import SpyExecutor, harness, make_service
 POLICY_DIGEST = "sha256:" + "9" * 64
 
 
-def _verify(tmp_path: Path, signing: RunSigning, record: dict[str, Any]) -> list[str]:
+def _verify(
+    tmp_path: Path, signing: RunSigning, record: dict[str, Any], bundle: str | None = None
+) -> list[str]:
     (tmp_path / "host.pub").write_bytes(signing.attester.key.public.pem)
-    (tmp_path / "b.jsonl").write_text(record["attestation"]["bundle"])
+    (tmp_path / "b.jsonl").write_text(bundle or record["attestation"]["bundle"])
     (tmp_path / "record.json").write_text(json.dumps(record))
     done = subprocess.run(
         [sys.executable, "-m", "jigcmd", "verify", str(tmp_path / "b.jsonl"),
@@ -118,4 +120,27 @@ async def test_what_no_signature_binds_is_said_skipped(
     assert {line.split(":")[0] for line in lines} >= {"ok   timings", "ok   attestation"}
     if "note" in edit:
         assert any(line.endswith("$.note") for line in lines), lines
+    assert lines[-1] == "verified", lines
+
+
+_STRIPPED = (
+    "argv", "cwd", "executable", "matched_rule", "wall_ms", "setup_ms",
+    "created_unix_ms", "finished_unix_ms", "detail", "attestation",
+)  # fmt: skip
+
+
+async def test_a_record_stripped_of_signed_facts_says_each_one_it_could_not_check(
+    tmp_path: Path,
+) -> None:
+    """Request, policy and timing fields removed: a skip line names each, never only ok lines."""
+    signing = RunSigning(Attester(SigningKey(Ed25519PrivateKey.generate(), "test")), POLICY_DIGEST)
+    async with harness(make_service(SpyExecutor(), signing=signing)) as h:
+        created = (await h.invoke("jarvis.run.create", argv=["echo", "hi"])).json()
+        got = (await h.invoke("jarvis.run.get", run_id=created["run_id"])).json()
+    stripped = {key: value for key, value in got.items() if key not in _STRIPPED}
+    lines = _verify(tmp_path, signing, stripped, got["attestation"]["bundle"])
+    said = "signed, but not checked against it"
+    assert f"skip request: the record has no argv, cwd, executable: {said}" in lines, lines
+    assert f"skip policy: the record has no matched_rule: {said}" in lines, lines
+    assert f"skip timings: the record has no wall_ms, setup_ms: {said}" in lines, lines
     assert lines[-1] == "verified", lines

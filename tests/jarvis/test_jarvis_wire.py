@@ -6,6 +6,7 @@ Bounds named in the tests are failsafes, never timing claims.
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Iterator
 
@@ -157,3 +158,22 @@ async def test_a_request_h11_cannot_parse_is_a_400_json_error_and_closed(garbage
     assert head.startswith(b"HTTP/1.1 400 "), answer
     assert b"content-type: application/json" in head.lower()
     assert body == b'{"error":"malformed request: Invalid HTTP request received."}'
+
+
+@pytest.mark.parametrize(
+    ("head", "said"),
+    [
+        pytest.param(b"GET /utcp HTTP/1.1\r\n\r\n", "the Host header is required (HTTP/1.1)"),
+        pytest.param(
+            b"GET /utcp HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n", "more than one Host header"
+        ),
+    ],
+    ids=["missing", "twice"],
+)
+async def test_an_http11_request_without_one_host_is_told_so(head: bytes, said: str) -> None:
+    """HTTP/1.1 requires exactly one Host header: the 400 says which way it is missing."""
+    async with live_server(make_service(SpyExecutor())) as base:
+        answer = await _answers(_port(base), head)
+    head_, _, body = answer.partition(b"\r\n\r\n")
+    assert head_.startswith(b"HTTP/1.1 400 "), answer
+    assert json.loads(body) == {"error": f"malformed request: {said}"}
