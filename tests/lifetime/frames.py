@@ -8,7 +8,14 @@ from typing import Any
 
 from jigcmd.frontends.servechild import ServeChild
 
-__all__ = ["ANSWER_SECONDS", "flow_call", "serve_child", "without_id"]
+__all__ = [
+    "ANSWER_SECONDS",
+    "flow_call",
+    "mcp_initialized",
+    "serve_child",
+    "tool_call",
+    "without_id",
+]
 
 # How long a lifetime test waits for any one answer (a failsafe, never a timing claim).
 ANSWER_SECONDS = 60.0
@@ -45,6 +52,26 @@ def flow_call(request_id: str, operation_id: str, input: object, **extra: object
         **extra,
     }
     return {"jsonrpc": "2.0", "id": request_id, "method": "capability/call", "params": params}
+
+
+def mcp_initialized(server: ServeChild) -> ServeChild:
+    """`server` after MCP's handshake (`initialize` as request 1, then `initialized`)."""
+    initialize = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {}}
+    server.send({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": initialize})
+    server.response(1)
+    server.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+    return server
+
+
+def tool_call(request_id: int, source: str, token: str, key: str | None = None) -> dict[str, Any]:
+    """An MCP `tools/call` of the `cli` command running `source` with `token` (keyed by `key`)."""
+    params: dict[str, Any] = {
+        "name": "cli",
+        "arguments": {"files": {"src/cli.ts": source}, "args": [token]},
+    }
+    if key is not None:
+        params["_meta"] = {"dev.jigcmd/operationId": key}
+    return {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params}
 
 
 def without_id(line: bytes) -> dict[str, Any]:

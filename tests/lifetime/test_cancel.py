@@ -10,9 +10,8 @@ from typing import Any
 
 import pytest
 
-from jigcmd.frontends.servechild import ServeChild
 from tests.lifetime.candidates import LINGER, QUICK, SPIN, cli_input
-from tests.lifetime.frames import flow_call
+from tests.lifetime.frames import flow_call, mcp_initialized, tool_call
 from tests.lifetime.rig import Rig
 from tests.lifetime.watch import alive, wait_for
 
@@ -151,39 +150,15 @@ def test_a_candidate_ending_by_itself_after_a_cancel_was_refused_is_recorded(rig
     rig.assert_nothing_left()
 
 
-def _mcp_session(rig: Rig, *, max_envelopes: int) -> ServeChild:
-    server = rig.serve(max_envelopes=max_envelopes)
-    server.send(
-        {
-            "jsonrpc": "2.0",
-            "id": 1,
-            "method": "initialize",
-            "params": {"protocolVersion": "2025-11-25", "capabilities": {}},
-        }
-    )
-    server.response(1)
-    server.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
-    return server
-
-
-def _tool_call(request_id: int, source: str, token: str) -> dict[str, Any]:
-    return {
-        "jsonrpc": "2.0",
-        "id": request_id,
-        "method": "tools/call",
-        "params": {"name": "cli", "arguments": {"files": {"src/cli.ts": source}, "args": [token]}},
-    }
-
-
 def test_an_mcp_call_right_after_a_cancel_is_accepted_and_runs(rig: Rig) -> None:
     """One slot: cancel a running call and send the next at once; it waits, then completes."""
     token, other = f"tok-{uuid.uuid4().hex}", f"tok-{uuid.uuid4().hex}"
-    server = _mcp_session(rig, max_envelopes=1)
-    server.send(_tool_call(2, LINGER, token))
+    server = mcp_initialized(rig.serve(max_envelopes=1))
+    server.send(tool_call(2, LINGER, token))
     rig.candidate(token)
     server.send(
         {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 2}},
-        _tool_call(3, QUICK, other),
+        tool_call(3, QUICK, other),
     )
     result = json.loads(server.response(3))["result"]
     assert result["isError"] is False, result
@@ -196,10 +171,10 @@ def test_an_mcp_call_right_after_a_cancel_is_accepted_and_runs(rig: Rig) -> None
 def test_an_mcp_call_sent_without_cancelling_the_previous_one_runs_beside_it(rig: Rig) -> None:
     """No cancel sent: the new call runs in a free slot while the old one still runs."""
     token, other = f"tok-{uuid.uuid4().hex}", f"tok-{uuid.uuid4().hex}"
-    server = _mcp_session(rig, max_envelopes=2)
-    server.send(_tool_call(2, LINGER, token))
+    server = mcp_initialized(rig.serve(max_envelopes=2))
+    server.send(tool_call(2, LINGER, token))
     candidate = rig.candidate(token)
-    server.send(_tool_call(3, QUICK, other))
+    server.send(tool_call(3, QUICK, other))
     result = json.loads(server.response(3))["result"]
     assert result["isError"] is False, result
     assert alive(candidate)

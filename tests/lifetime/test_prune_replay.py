@@ -21,7 +21,7 @@ import pytest
 from jigcmd.frontends.servechild import ServeChild
 from jigcmd.journal.store import Journal
 from tests.lifetime.candidates import LINGER, QUICK, cli_input
-from tests.lifetime.frames import flow_call
+from tests.lifetime.frames import flow_call, mcp_initialized, tool_call
 from tests.lifetime.rig import Rig
 from tests.lifetime.watch import wait_for
 
@@ -90,39 +90,11 @@ def test_a_pruned_run1_operation_is_refused_and_a_live_server_keeps_working(rig:
     assert rig.watch.runs(token_a) == 1
 
 
-def _mcp(rig: Rig) -> ServeChild:
-    server = rig.serve(protocol="mcp")
-    server.send(
-        {
-            "jsonrpc": "2.0",
-            "id": 1,
-            "method": "initialize",
-            "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {}},
-        }
-    )
-    server.response(1)
-    server.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
-    return server
-
-
-def _tool_call(request_id: int, key: str, token: str) -> dict[str, Any]:
-    return {
-        "jsonrpc": "2.0",
-        "id": request_id,
-        "method": "tools/call",
-        "params": {
-            "name": "cli",
-            "arguments": {"files": {"src/cli.ts": QUICK}, "args": [token]},
-            "_meta": {"dev.jigcmd/operationId": key},
-        },
-    }
-
-
 def test_a_pruned_mcp_operation_is_refused_and_its_resources_are_gone(rig: Rig) -> None:
     """The keyed retry of a pruned MCP call is the refusal; its kept streams went with it."""
     token, key = f"tok-{uuid.uuid4().hex}", "op-mcp-pruned"
-    first = _mcp(rig)
-    first.send(_tool_call(2, key, token))
+    first = mcp_initialized(rig.serve(protocol="mcp"))
+    first.send(tool_call(2, QUICK, token, key))
     result = json.loads(first.response(2))["result"]
     assert result["isError"] is False
     assert first.close_input() == 0
@@ -134,8 +106,8 @@ def test_a_pruned_mcp_operation_is_refused_and_its_resources_are_gone(rig: Rig) 
     assert answer["resourceOperations"] == len(kept) and answer["resourceScopes"] == 1
     assert not [path for path in (rig.state_dir / "resources").rglob("*")]
 
-    again = _mcp(rig)
-    again.send(_tool_call(2, key, token))
+    again = mcp_initialized(rig.serve(protocol="mcp"))
+    again.send(tool_call(2, QUICK, token, key))
     retried = json.loads(again.response(2))
     assert retried["result"]["isError"] is True, retried
     text = retried["result"]["content"][0]["text"]

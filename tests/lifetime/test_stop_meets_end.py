@@ -21,7 +21,7 @@ import pytest
 
 from jigcmd.frontends.servechild import ServeChild
 from tests.lifetime.candidates import LINGER, cli_input
-from tests.lifetime.frames import flow_call
+from tests.lifetime.frames import flow_call, mcp_initialized, tool_call
 from tests.lifetime.rig import Rig
 from tests.lifetime.watch import alive, parent, wait_for
 
@@ -86,25 +86,15 @@ def test_a_run1_cancel_that_meets_the_candidates_own_exit_answers_its_evidence(r
     _ran_once_and_left_nothing(rig, operation_id, token)
 
 
-def _tool_call(request_id: int, key: str, token: str) -> dict[str, Any]:
-    arguments = {"files": {"src/cli.ts": LINGER}, "args": [token]}
-    params = {"name": "cli", "arguments": arguments, "_meta": {"dev.jigcmd/operationId": key}}
-    return {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params}
-
-
 def test_an_mcp_cancel_that_meets_the_candidates_own_exit_keeps_its_evidence(rig: Rig) -> None:
     """notifications/cancelled, then the candidate's own exit 0: the cancelled request is not
     answered, and the keyed retry gets the run's evidence, as the journal records it."""
     token, key = f"tok-{uuid.uuid4().hex}", "op-mcp-cancel-meets-exit"
-    server = rig.serve(protocol="mcp")
-    initialize = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {}}
-    server.send({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": initialize})
-    server.response(1)
-    server.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
-    server.send(_tool_call(2, key, token))
+    server = mcp_initialized(rig.serve(protocol="mcp"))
+    server.send(tool_call(2, LINGER, token, key))
     cancel = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 2}}
     _end_behind_a_cancel(rig, server, token, cancel)
-    server.send(_tool_call(3, key, token))
+    server.send(tool_call(3, LINGER, token, key))
     result = json.loads(server.response(3))["result"]
     assert result["isError"] is False, result
     content = result["structuredContent"]

@@ -18,7 +18,7 @@ import pytest
 
 from jigcmd.frontends.servechild import ServeChild
 from tests.lifetime.candidates import LINGER, cli_input
-from tests.lifetime.frames import flow_call
+from tests.lifetime.frames import flow_call, mcp_initialized, tool_call
 from tests.lifetime.rig import Rig
 from tests.lifetime.watch import Proc, alive
 
@@ -205,44 +205,16 @@ def test_joiners_with_the_works_own_deadline_wait_and_get_its_outcome(rig: Rig) 
     assert rig.watch.runs(token) == 1
 
 
-def _mcp(rig: Rig) -> ServeChild:
-    server = rig.serve(protocol="mcp")
-    server.send(
-        {
-            "jsonrpc": "2.0",
-            "id": 1,
-            "method": "initialize",
-            "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {}},
-        }
-    )
-    server.response(1)
-    server.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
-    return server
-
-
-def _tool_call(request_id: int, key: str, token: str) -> dict[str, Any]:
-    return {
-        "jsonrpc": "2.0",
-        "id": request_id,
-        "method": "tools/call",
-        "params": {
-            "name": "cli",
-            "arguments": {"files": {"src/cli.ts": LINGER}, "args": [token]},
-            "_meta": {"dev.jigcmd/operationId": key},
-        },
-    }
-
-
 def test_an_mcp_call_joined_by_key_outlives_the_cancel_of_the_call_that_started_it(
     rig: Rig,
 ) -> None:
     """MCP, the same rule: two calls with one operation key; cancelling the first leaves the
     run to the second, which gets the completed evidence; nothing runs twice."""
     token, key = f"tok-{uuid.uuid4().hex}", "op-mcp-first-leaves"
-    server = _mcp(rig)
-    server.send(_tool_call(2, key, token))
+    server = mcp_initialized(rig.serve(protocol="mcp"))
+    server.send(tool_call(2, LINGER, token, key))
     candidate = rig.candidate(token)
-    server.send(_tool_call(3, key, token))
+    server.send(tool_call(3, LINGER, token, key))
     server.send({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 2}})
     # Two round trips: the cancel was read, and the loop has applied it since.
     server.ping("after-cancel")
