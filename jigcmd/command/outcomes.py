@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from functools import cache, lru_cache, partial
 from typing import Final
@@ -10,6 +9,7 @@ from typing import Final
 from jigcmd.attest.attester import Attester, RunRecord
 from jigcmd.attest.statement import RunFacts, TestReport
 from jigcmd.attest.testreport import read_console_report, read_junit_report
+from jigcmd.clock import unix_ms
 from jigcmd.command.durability import Durability
 from jigcmd.envelope.api import Ending, RunOutcome, enforced
 from jigcmd.evidence import Evidence, ResourceReport, decode_output
@@ -81,7 +81,7 @@ class _RunSigner:
         self._attester = attester
         self._digest = digest
         self._evidence = evidence
-        self._started = time.time_ns() // 1_000_000
+        self._started = unix_ms()
         # The enforcement facts only go into the statement: made at the first signing, not
         # on the path to the launch.
         self._enforcement = cache(partial(enforced, plan))
@@ -111,7 +111,7 @@ class _RunSigner:
             stderr=ended.stderr.data,
             resources=resources,
             started_unix_ms=self._started,
-            finished_unix_ms=time.time_ns() // 1_000_000,
+            finished_unix_ms=unix_ms(),
             tests=self._tests(made, tests),
         )
         return self._attester.attest(record)

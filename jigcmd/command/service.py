@@ -17,6 +17,7 @@ import msgspec
 from jigcmd import trace
 from jigcmd.attest.attester import Attester
 from jigcmd.cancel import CancelSignal
+from jigcmd.clock import unix_ms
 from jigcmd.command.durability import Durability
 from jigcmd.command.execution import execute
 from jigcmd.command.keeping import keep_result, keep_stopped
@@ -283,9 +284,7 @@ class CommandService:
                 # caller's own deadlines are absolute times and bound the call all the same.
                 deadline = self._deadline(deadline_unix_ms)
                 # The same deadline in the callers' own clock: what waiters compare.
-                when = unix_deadline_ms(
-                    time.time_ns() // 1_000_000, deadline_unix_ms, self._root_deadline
-                )
+                when = unix_deadline_ms(unix_ms(), deadline_unix_ms, self._root_deadline)
                 valid = self.validate(input)
                 call = _Call(
                     # The statement names the lock that admitted this call, not one read while
@@ -463,7 +462,7 @@ class CommandService:
         """A monotonic deadline from now: the caller's, the root's, or the ceiling."""
         return effective_deadline(
             time.monotonic(),
-            time.time_ns() // 1_000_000,
+            unix_ms(),
             deadline_unix_ms,
             self._root_deadline,
             **({"ceiling": ceiling} if ceiling is not None else {}),

@@ -24,6 +24,7 @@ import anyio
 import msgspec
 
 from jigcmd.cancel import CancelSignal
+from jigcmd.clock import unix_ms
 from jigcmd.durable.pathwrite import write_soon
 from jigcmd.durable.recovery import RecoveryReport, recover, sweep_own
 from jigcmd.durable.replay import RecordedFailure, recorded_tests, replay
@@ -203,9 +204,7 @@ class Ownership:
         known: its recorded result is replayed (or raised), an in-flight one is joined, an
         uncertain one is `UNCERTAIN`, a different request is `OPERATION_CONFLICT`.
         """
-        deadline_unix_ms = time.time_ns() // 1_000_000 + int(
-            max(0.0, deadline - time.monotonic()) * 1000
-        )
+        deadline_unix_ms = unix_ms() + int(max(0.0, deadline - time.monotonic()) * 1000)
         new = NewRow(
             root_run=root_run,
             operation_id=operation_id,

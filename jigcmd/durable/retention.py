@@ -28,6 +28,7 @@ from pathlib import Path
 
 import msgspec
 
+from jigcmd.clock import unix_ms
 from jigcmd.durable.runresources import ResourcesPruned, RunResources
 from jigcmd.errors import Code
 from jigcmd.journal.database import DB_NAME, Database
@@ -205,7 +206,7 @@ def prune_journal(db: Database, cutoff_ms: int) -> JournalPruned:
 
     Batch by batch, each its own durable write; idempotent (a tombstone is not pruned again).
     """
-    now_ms = time.time_ns() // 1_000_000
+    now_ms = unix_ms()
     operations: list[tuple[str, str]] = []
     removed = 0
     while True:

@@ -10,10 +10,10 @@ transactions); running it again removes nothing more.
 from __future__ import annotations
 
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from jigcmd.clock import unix_ms
 from jigcmd.durable import retention
 from jigcmd.durable.runresources import ResourcesPruned
 from jigcmd.durable.statedir import StateDirError, checked_state_dir, default_state_dir
@@ -29,7 +29,7 @@ _OK, _UNUSABLE = 0, 2
 
 def prune(state_dir: Path | None, older_than_s: int, *, dry_run: bool, as_json: bool) -> int:
     """Prune what closed before now minus `older_than_s`; 0, or 2 when it cannot."""
-    cutoff_ms = time.time_ns() // 1_000_000 - older_than_s * 1000
+    cutoff_ms = unix_ms() - older_than_s * 1000
     try:
         directory = _directory(state_dir)
         if directory is None:

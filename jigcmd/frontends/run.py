@@ -18,7 +18,6 @@ import errno
 import os
 import stat
 import sys
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +28,7 @@ import msgspec
 
 from jigcmd.attest.dsse import attestation_fields
 from jigcmd.cancel import CancelSignal
+from jigcmd.clock import unix_ms
 from jigcmd.command.assembly import STARTUP_ERRORS, FrontSettings, open_service
 from jigcmd.command.bunposture import bunfig_note
 from jigcmd.command.failures import StoppedRun
@@ -156,9 +156,7 @@ async def _run_once(
             request = build_request(command, files, call.stdin_file, call.args)
             # The timeout starts now, with the envelopes up: setup counts, start-up does not.
             timeout_s = call.timeout_s
-            deadline = (
-                None if timeout_s is None else time.time_ns() // 1_000_000 + int(timeout_s * 1000)
-            )
+            deadline = None if timeout_s is None else unix_ms() + int(timeout_s * 1000)
             result = await service.run(
                 request,
                 operation_id=RUN_OPERATION_ID,

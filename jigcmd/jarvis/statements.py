@@ -7,12 +7,12 @@ streams are hashed exactly as the journal keeps them and `jarvis.run.get` return
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from jigcmd.attest.attester import Attester, JarvisRecord
 from jigcmd.attest.statement import JarvisPolicyFacts, JarvisRequestFactsV2, JarvisRunFacts
+from jigcmd.clock import unix_ms
 from jigcmd.envelope.api import RunOutcome, enforced
 from jigcmd.evidence import StreamText, decode_output
 from jigcmd.jarvis.policy import Decision
@@ -64,7 +64,7 @@ class RunSigning:
             reason=decision.reason,
         )
         enforcement, digest = enforced(plan), plan_digest(plan)
-        started = time.time_ns() // 1_000_000
+        started = unix_ms()
 
         def sign(run_id: int, envelope_run_id: str, outcome: RunOutcome) -> bytes:
             return self.attester.attest_jarvis(
@@ -83,7 +83,7 @@ class RunSigning:
                     stderr=outcome.stderr.data,
                     resources=outcome.report,
                     started_unix_ms=started,
-                    finished_unix_ms=time.time_ns() // 1_000_000,
+                    finished_unix_ms=unix_ms(),
                 )
             )
 

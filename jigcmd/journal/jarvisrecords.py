@@ -6,19 +6,15 @@ tables (`toolruns.py` has the SQL).
 
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping, Sequence
 
+from jigcmd.clock import unix_ms
 from jigcmd.journal import toolruns
 from jigcmd.journal.database import Database
 from jigcmd.journal.identity import ProcessIdentity
 from jigcmd.journal.toolruns import AuditRow, JarvisDecision, JarvisEnd, JarvisRun
 
 __all__ = ["JarvisRecords"]
-
-
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 class JarvisRecords:
@@ -47,7 +43,7 @@ class JarvisRecords:
         with self._db.write() as conn:
             return toolruns.insert_run(
                 conn,
-                now_ms=_now_ms(),
+                now_ms=unix_ms(),
                 owner=self._me,
                 tool=tool,
                 argv=argv,
@@ -80,7 +76,7 @@ class JarvisRecords:
             return toolruns.finish_run(
                 conn,
                 run_id,
-                now_ms=_now_ms(),
+                now_ms=unix_ms(),
                 status=status,
                 exit_code=exit_code,
                 signal=signal,
@@ -122,7 +118,7 @@ class JarvisRecords:
         with self._db.write() as conn:
             return toolruns.insert_audit(
                 conn,
-                now_ms=_now_ms(),
+                now_ms=unix_ms(),
                 actor=actor,
                 tool=tool,
                 argv=argv,

@@ -17,12 +17,12 @@ their own registry (`jigcmd.journal.envelopes`).
 from __future__ import annotations
 
 import sqlite3
-import time
 from collections.abc import Sequence
 from pathlib import Path
 
 import msgspec
 
+from jigcmd.clock import unix_ms
 from jigcmd.journal import identity, liveness
 from jigcmd.journal.aiosync import PendingSync
 from jigcmd.journal.database import DB_NAME, Database, JournalError
@@ -36,10 +36,6 @@ __all__ = ["DB_NAME", "Journal", "JournalError", "JournalLost", "JournalUnusable
 
 # One operation row by its key: its caller's run and its operation id.
 _SELECT_ROW = "SELECT * FROM operations WHERE root_run = ? AND operation_id = ?"
-
-
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 class Journal(JarvisRecords):
@@ -148,7 +144,7 @@ class Journal(JarvisRecords):
         # One statement in the usual case (a new operation id): the insert returns the row
         # it wrote; only a key already taken is read back (`_SELECT_ROW`). A reused run id
         # is still refused (only the key's conflict is taken as "known").
-        now = _now_ms()
+        now = unix_ms()
         supervisor = new.supervisor
         inserted = conn.execute(
             "INSERT INTO operations (root_run, operation_id, signature, context,"
@@ -211,7 +207,7 @@ class Journal(JarvisRecords):
                     msgspec.json.encode(list(cgroup_paths)).decode("utf-8"),
                     netns,
                     plan_digest,
-                    _now_ms(),
+                    unix_ms(),
                     root_run,
                     operation_id,
                     *OPEN_STATES,
@@ -242,7 +238,7 @@ class Journal(JarvisRecords):
                     "UPDATE operations SET outcome = ?, result = ?, attestation = ?,"
                     " updated_unix_ms = ?"
                     " WHERE root_run = ? AND operation_id = ? AND state IN (?, ?)",
-                    (outcome, result, attestation, _now_ms(), root_run, operation_id, *OPEN_STATES),
+                    (outcome, result, attestation, unix_ms(), root_run, operation_id, *OPEN_STATES),
                 )
                 return cursor.rowcount == 1
         except WouldWait:
@@ -276,7 +272,7 @@ class Journal(JarvisRecords):
         state: State = "done" if cleanup_complete else "uncertain"
         try:
             with self._db.write(durable=durable, wait=wait) as conn:
-                now = _now_ms()
+                now = unix_ms()
                 cursor = conn.execute(
                     "UPDATE operations SET state = ?, outcome = ?, result = ?, report = ?,"
                     " attestation = CASE WHEN ? = 'done' THEN COALESCE(?, attestation) END,"
@@ -359,7 +355,7 @@ class Journal(JarvisRecords):
         done_with_evidence: bool,
     ) -> bool:
         with self._db.write() as conn:
-            now = _now_ms()
+            now = unix_ms()
             cursor = conn.execute(
                 "UPDATE operations SET"
                 " state = CASE WHEN ? AND outcome = 'evidence' THEN 'done' ELSE 'uncertain' END,"
@@ -395,7 +391,7 @@ class Journal(JarvisRecords):
                 (
                     "complete" if complete else "failed",
                     problems,
-                    _now_ms(),
+                    unix_ms(),
                     root_run,
                     operation_id,
                 ),

@@ -18,12 +18,12 @@ response, as the specification asks; `tasks/cancel` stops a task (`mcp_tasks.py`
 
 from __future__ import annotations
 
-import time
 from typing import Any, Final, Literal
 
 import msgspec
 
 from jigcmd.attest.dsse import bundle_digest
+from jigcmd.clock import unix_ms
 from jigcmd.errors import Code, JigError
 from jigcmd.protocol import jsonrpc, mcp_era
 from jigcmd.protocol.actions import (
@@ -84,10 +84,6 @@ class _Pending(msgspec.Struct):
     version: str
     trace: dict[str, str]
     task_id: str | None = None
-
-
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 class McpDialect:
@@ -162,7 +158,7 @@ class McpDialect:
         if call.task_id is not None and not self._tasks.awaits_announcement(call.task_id):
             pending = self._task_calls.pop(call.task_id)
             task = self._tasks.finish(call.task_id)
-            ended(task, outcome, self._result(pending, outcome), _now_ms())
+            ended(task, outcome, self._result(pending, outcome), unix_ms())
             return b""
         if call.task_id is not None:
             # Refused before the journal held it: answered directly, no task was created.
@@ -462,7 +458,7 @@ class McpDialect:
         task_id = None
         if envelope is not None and envelope.tasks and durable and keys.operation_id is None:
             task_id = new_task_id()
-            self._tasks.create(task_id, request_id, _now_ms())
+            self._tasks.create(task_id, request_id, unix_ms())
         self._calls += 1
         operation_id = keys.operation_id or task_id or f"mcp.{self._tag}.{self._calls}"
         pending.operation_id = operation_id

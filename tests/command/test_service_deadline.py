@@ -62,6 +62,7 @@ async def test_a_slow_first_admission_check_does_not_eat_the_runs_ceiling(
         "time",
         types.SimpleNamespace(monotonic=clock.monotonic, time_ns=clock.time_ns),
     )
+    monkeypatch.setattr(service_module, "unix_ms", lambda: clock.time_ns() // 1_000_000)
 
     def slow_check() -> Admission:
         clock.now += CHECK_S
