@@ -32,7 +32,7 @@ from jigcmd.command.gitignore import INFO_EXCLUDE, Ignores, pattern_spec
 from jigcmd.command.snapshots import snapshot_note
 from jigcmd.contract import MAX_CANDIDATE_BYTES
 from jigcmd.policy.candidate import Problem, candidate_problems
-from jigcmd.policy.imports import imported_closure
+from jigcmd.policy.imports import importers
 from jigcmd.policy.paths import RESERVED_COMPONENTS
 
 __all__ = ["MAX_WALKED", "CandidateError", "ProjectFiles", "read_project"]
@@ -94,7 +94,9 @@ class ProjectFiles:
 
     def problems(self, needed: Sequence[str] = (), command: str = "") -> list[Problem]:
         """Every rule the candidate breaks (empty: the request rules accept it)."""
-        reached = imported_closure(self.files, needed)
+        # A file too large or not text is still reached (its imports unknown): never excluded.
+        unread = dict.fromkeys([*self.not_text, *self.oversized], "")
+        reached = importers(unread | self.files, needed)
         return candidate_problems(
             self.sizes(), not_text=self.not_text, needed=needed, reached=reached, command=command
         )
