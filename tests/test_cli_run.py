@@ -293,6 +293,25 @@ def test_invalid_input_exits_2_and_nothing_runs(lock: Path, tmp_path: Path) -> N
     assert list((state / "slots").glob("*")) == []
 
 
+def test_files_naming_a_directory_below_the_project_says_to_name_the_root(
+    lock: Path, tmp_path: Path
+) -> None:
+    """`--files app/test`: the Binding's `test/project.test.ts` is in `app`, not in it; the
+    fix says `--files` names the root, not "do not leave it out", and nothing runs."""
+    root = tmp_path / "app"
+    shutil.copytree(CANDIDATES / "passing", root)
+    state = tmp_path / "state"
+    done = run(lock, state, "tests", root / "test")
+    assert done.returncode == 2
+    assert done.stderr.splitlines()[-1] == (
+        "  test/project.test.ts: command 'tests' needs this file, which is not among those "
+        f"sent (rule command-files); fix: --files {root}/test is below the project's root: "
+        "--files names the project's root, the directory the Binding's paths are relative "
+        f"to ({root} holds this file)"
+    )
+    assert list((state / "slots").glob("*")) == []
+
+
 def test_what_can_never_be_sent_is_left_out_and_named_and_the_run_goes_on(
     lock: Path, tmp_path: Path
 ) -> None:

@@ -100,13 +100,19 @@ def load_binding(path: Path, script: ScriptResult | None = None) -> LoadedBindin
     else:
         try:
             data = path.read_bytes()
+        except IsADirectoryError:
+            raise fail("binding-file", _a_directory(path)) from None
         except OSError as exc:
             raise fail("binding-file", f"cannot be read: {exc.strerror}") from exc
         binding = parse_binding_file(data, suffix=path.suffix, source=source)
         base, digest = path.parent, sha256_text(data)
     package_dir = (base / binding.package).resolve()
     if not package_dir.is_dir():
-        raise fail("package", f"package directory {str(package_dir)!r} does not exist", "/package")
+        raise fail(
+            "package",
+            f"package directory {str(package_dir)!r} does not exist ({_PACKAGE_HELP})",
+            "/package",
+        )
     try:
         declared = read_manifest(package_dir)
     except ManifestError as exc:
@@ -128,6 +134,22 @@ def load_binding(path: Path, script: ScriptResult | None = None) -> LoadedBindin
         script=script is not None,
         package_files=(*(package_dir / name for name in MANIFEST_NAMES), *declared.contracts),
     )
+
+
+# What `package` names, and where writing one is told.
+_PACKAGE_HELP = (
+    "`package` is the Flow package's directory, relative to the Binding, holding FLOW.md and "
+    "the contract's descriptor copy: docs/binding.md#writing-one-by-hand"
+)
+# Where `init` puts a Binding inside a project, in either format.
+_INSIDE = (".jig/binding.toml", ".jig/bindings/command.ts", "binding.toml")
+
+
+def _a_directory(path: Path) -> str:
+    """What `--binding DIR` means to say: the Binding's file, the one inside DIR if any."""
+    found = next((path / name for name in _INSIDE if (path / name).is_file()), None)
+    example = f", e.g. {found}" if found is not None else ""
+    return f"a directory: --binding names the Binding's file{example}"
 
 
 def read_manifest(package_dir: Path) -> DeclaredCapability:

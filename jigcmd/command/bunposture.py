@@ -11,7 +11,7 @@ candidate may not need what is missing). Pure.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from jigcmd.jsonio import strict
 from jigcmd.policy.imports import PackageImports, imported_closure, package_imports
@@ -41,7 +41,18 @@ def bunfig_note(files: Mapping[str, str]) -> str | None:
     )
 
 
-def dependencies_note(files: Mapping[str, str], commands: Sequence[str] = ()) -> str | None:
+# Whether a package is in the host's node_modules/, where `bun build` would find it.
+Installed = Callable[[str], bool]
+
+
+def _anywhere(name: str) -> bool:
+    """Every package counts as installed on the host when the caller cannot tell."""
+    return True
+
+
+def dependencies_note(
+    files: Mapping[str, str], commands: Sequence[str] = (), installed: Installed = _anywhere
+) -> str | None:
     """The sentence for the declared packages some candidate file imports by name, which
     will not be there: each comes from node_modules/, never sent, and nothing installs it.
 
@@ -49,7 +60,8 @@ def dependencies_note(files: Mapping[str, str], commands: Sequence[str] = ()) ->
     nor is one the root tsconfig.json maps to a path (`compilerOptions.paths`), which Bun
     resolves without node_modules/.
     Files that compute what they import are named, since what they load is unknown. The
-    bundling example is for the first of the `commands`' files that reaches an import.
+    bundling example is for the first of the `commands`' files that reaches an import of
+    packages all `installed` on the host (`bun build` there fails on one that is not).
     """
     external, workspace = _declared(files)
     if not external and not workspace:
@@ -80,14 +92,13 @@ def dependencies_note(files: Mapping[str, str], commands: Sequence[str] = ()) ->
             f"({_who(local, found)})"
         )
     also = f" ({computed} {compute} too)" if found.computed else ""
-    bundled = _to_bundle(files, found, used + local, commands)
     return (
         f"package.json declares {' and '.join(parts)} that candidate files import{also}: none "
         "is installed when a command runs (node_modules/ is never sent, nothing is installed, "
         "there is no network), so those imports fail unless the candidate holds the source: "
         "vendor it into the project, map a workspace package to its source with "
-        'tsconfig.json "compilerOptions.paths", or bundle on the host, '
-        f"`{bundle_command(bundled)}`, and name the bundle instead "
+        'tsconfig.json "compilerOptions.paths", or '
+        f"{_bundling(files, found, used + local, commands, installed)} "
         "(docs/binding.md#dependencies-and-workspaces)"
     )
 
@@ -97,10 +108,13 @@ def bundle_command(path: str) -> str:
     return f"bun build {path} --outdir bundled --target bun --external bun:test --minify"
 
 
-def posture_notes(files: Mapping[str, str], commands: Sequence[str] = ()) -> list[str]:
+def posture_notes(
+    files: Mapping[str, str], commands: Sequence[str] = (), installed: Installed = _anywhere
+) -> list[str]:
     """Every note that applies to the candidate `files` (`commands`: the files the commands
-    name), in a fixed order."""
-    notes = (bunfig_note(files), dependencies_note(files, commands))
+    name; `installed`: whether the host has a package, for the bundling example), in a fixed
+    order."""
+    notes = (bunfig_note(files), dependencies_note(files, commands, installed))
     return [note for note in notes if note is not None]
 
 
@@ -150,15 +164,56 @@ def _who(names: list[str], found: PackageImports) -> str:
     return "; ".join(shown) + more
 
 
-def _to_bundle(
-    files: Mapping[str, str], found: PackageImports, names: list[str], commands: Sequence[str]
+def _bundling(
+    files: Mapping[str, str],
+    found: PackageImports,
+    names: list[str],
+    commands: Sequence[str],
+    installed: Installed,
 ) -> str:
-    """The first command file that reaches one of `names`' importers, else one importer."""
+    """`bundle on the host, `bun build …`, and name the bundle instead`, for a file whose
+    packages the host has; else said to need `bun install` first."""
+    path, lacking = _to_bundle(files, found, names, commands, installed)
+    build = f"`{bundle_command(path)}`"
+    if lacking:
+        return (
+            f"bundle on the host once `bun install` has put {_some(lacking)} in its "
+            f"node_modules/ (not there now, so {build} cannot resolve "
+            f"{'it' if len(lacking) == 1 else 'them'}), and name the bundle instead"
+        )
+    absent = [name for name in names if not installed(name)]
+    unbundled = (
+        f"; {_some(absent)} {'is' if len(absent) == 1 else 'are'} not in the host's "
+        "node_modules/ either: `bun install` first to bundle a file importing "
+        f"{'it' if len(absent) == 1 else 'them'}"
+        if absent
+        else ""
+    )
+    return f"bundle on the host, {build}, and name the bundle instead{unbundled}"
+
+
+def _to_bundle(
+    files: Mapping[str, str],
+    found: PackageImports,
+    names: list[str],
+    commands: Sequence[str],
+    installed: Installed,
+) -> tuple[str, list[str]]:
+    """The first command file (else importer) reaching `names` whose packages are all
+    installed, with none lacking; else the first reaching any, with the ones it lacks."""
     importers = {path for name in names for path in found.importers[name]}
-    for path in commands:
-        if imported_closure(files, [path]) & importers:
-            return path
-    return found.importers[names[0]][0]
+    first: tuple[str, list[str]] | None = None
+    for path in (*commands, *sorted(importers)):
+        reached = imported_closure(files, [path])
+        wanted = [name for name in names if reached & set(found.importers[name])]
+        if not wanted:
+            continue
+        lacking = [name for name in wanted if not installed(name)]
+        if not lacking:
+            return path, []
+        first = first or (path, lacking)
+    assert first is not None  # every importer reaches its own import
+    return first
 
 
 def _mapped(tsconfig: str) -> list[str]:

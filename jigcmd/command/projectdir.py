@@ -28,11 +28,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
+import msgspec
+
 from jigcmd.command.gitignore import INFO_EXCLUDE, Ignores, pattern_spec
 from jigcmd.command.snapshots import snapshot_note
 from jigcmd.contract import MAX_CANDIDATE_BYTES
 from jigcmd.policy.candidate import Problem, candidate_problems
-from jigcmd.policy.imports import imported_closure
+from jigcmd.policy.imports import importers
 from jigcmd.policy.paths import RESERVED_COMPONENTS
 
 __all__ = ["MAX_WALKED", "CandidateError", "ProjectFiles", "read_project"]
@@ -94,10 +96,33 @@ class ProjectFiles:
 
     def problems(self, needed: Sequence[str] = (), command: str = "") -> list[Problem]:
         """Every rule the candidate breaks (empty: the request rules accept it)."""
-        reached = imported_closure(self.files, needed)
-        return candidate_problems(
+        # A file too large or not text is still reached (its imports unknown): never excluded.
+        unread = dict.fromkeys([*self.not_text, *self.oversized], "")
+        reached = importers(unread | self.files, needed)
+        problems = candidate_problems(
             self.sizes(), not_text=self.not_text, needed=needed, reached=reached, command=command
         )
+        return self._below_the_root(problems)
+
+    def _below_the_root(self, problems: list[Problem]) -> list[Problem]:
+        """The command's missing files, when none is in the directory but all are in one
+        above it at the same paths: `--files` named a directory below the project's root."""
+        here = Path(os.path.abspath(self.root))
+        missing = [p.path for p in problems if p.rule == "command-files"]
+        if not missing or any(os.path.lexists(here / path) for path in missing):
+            return problems
+        above = next((d for d in here.parents if all((d / p).is_file() for p in missing)), None)
+        if above is None:
+            return problems
+        fix = (
+            f"--files {self.root} is below the project's root: --files names the project's "
+            f"root, the directory the Binding's paths are relative to ({above} holds "
+            f"{'this file' if len(missing) == 1 else 'these files'})"
+        )
+        return [
+            msgspec.structs.replace(p, fix=fix) if p.rule == "command-files" else p
+            for p in problems
+        ]
 
     def note(self) -> str | None:
         """One line: what was left out and why, and what is sent; None when nothing was."""

@@ -96,7 +96,10 @@ def plan_scaffold(project: ProjectFiles, name: str | None = None) -> Scaffold:
             f"{project.root}: {len(tests)} test files need {len(commands)} commands, more than "
             f"a Binding's {MAX_COMMANDS}; leave some out with --exclude GLOB"
         )
+    split = list(commands)
     notes = _add_entry_points(commands, manifest, project)
+    if len(split) > 1:
+        notes.insert(0, _split_note(len(tests), split))
     if unreviewable:
         notes.insert(0, _unreviewable_note(unreviewable, project.files))
     elif not tests and commands:
@@ -116,6 +119,15 @@ def plan_scaffold(project: ProjectFiles, name: str | None = None) -> Scaffold:
             f"--name {chosen!r}: a package name is lowercase words joined by single hyphens"
         )
     return Scaffold(chosen, commands, tuple(notes))
+
+
+def _split_note(count: int, names: list[str]) -> str:
+    """Why the tests are more than one command, and that each must run for the whole suite."""
+    return (
+        f"{count} test files split into {len(names)} commands ({', '.join(names)}): a command "
+        f"names at most {MAX_TEST_PATHS} test files (the Binding's limit); run each of them "
+        "to run the whole suite"
+    )
 
 
 _NO_TESTS = (

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import shlex
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from jigcmd.command.bindingfile import ScriptResult, is_script, load_binding, project_root
@@ -50,7 +50,7 @@ def init(
         *([note] if note is not None else []),
         *([snapshots] if snapshots is not None else []),
         *scaffold.notes,
-        *posture_notes(project.files, scaffold.needed()),
+        *posture_notes(project.files, scaffold.needed(), _on_host(root)),
     ]
     for line in notes:
         sys.stderr.write(f"jigcmd init: {root}: {line}\n")
@@ -67,6 +67,15 @@ def init(
         return _fail(f"the Binding written to {binding} does not load: {exc}")
     print(_summary(binding, scaffold, root, excludes))
     return 0
+
+
+def _on_host(root: Path) -> Callable[[str], bool]:
+    """Whether a package is in `node_modules/` at `root` or above, as Bun resolves it there."""
+
+    def installed(name: str) -> bool:
+        return any((where / "node_modules" / name).is_dir() for where in (root, *root.parents))
+
+    return installed
 
 
 def _as_evaluated(binding: Path, scaffold: Scaffold) -> ScriptResult:
@@ -93,15 +102,31 @@ def _summary(binding: Path, scaffold: Scaffold, root: Path, excludes: Sequence[s
     lines.append(
         f"and the Flow package {package} (FLOW.md and the contract's exact descriptor copy)."
     )
-    first = next(iter(scaffold.commands))
+    return "\n".join(lines + _next_steps(binding, scaffold, root, excludes))
+
+
+def _next_steps(
+    binding: Path, scaffold: Scaffold, root: Path, excludes: Sequence[str]
+) -> list[str]:
+    """`lock`, then `run` for one command; for every part of a split suite, which `tests`
+    alone would run only a part of."""
+    tests = [command for command, (kind, _) in scaffold.commands.items() if kind == "test"]
+    runs = tests if len(tests) > 1 else [next(iter(scaffold.commands))]
     exclude = "".join(f" --exclude {shlex.quote(glob)}" for glob in excludes)
-    lines += [
-        "next: review the commands and admit them, then run one against the project:",
+    then = (
+        f"run each against the project (the tests are split across {len(runs)} commands)"
+        if len(runs) > 1
+        else "run one against the project"
+    )
+    lines = [
+        f"next: review the commands and admit them, then {then}:",
         f"  jigcmd lock --binding {shlex.quote(str(binding))}",
-        f"  jigcmd run --binding {shlex.quote(str(binding))} {first} "
-        f"--files {shlex.quote(str(root))}{exclude}",
     ]
-    return "\n".join(lines)
+    return lines + [
+        f"  jigcmd run --binding {shlex.quote(str(binding))} {command} "
+        f"--files {shlex.quote(str(root))}{exclude}"
+        for command in runs
+    ]
 
 
 def _fail(message: str) -> int:

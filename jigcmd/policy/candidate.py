@@ -65,18 +65,21 @@ def candidate_problems(
     *,
     not_text: Sequence[str] = (),
     needed: Sequence[str] = (),
-    reached: Collection[str] = (),
+    reached: Collection[str] | Mapping[str, str] = (),
     command: str = "",
 ) -> list[Problem]:
     """Every rule broken by a candidate of `sizes` (path → UTF-8 bytes).
 
     `not_text` are files that would be sent but are not UTF-8 text; `needed` the paths the
     command names (its tests or its entry point), which must be among the files; `reached`
-    what those import (`imports.imported_closure`), which a fix never suggests leaving out.
+    what those import (`imports.imported_closure`), which a fix never suggests leaving out;
+    as a mapping (`imports.importers`) it also says who imports each, for the words of a
+    fix when no exclusion can help.
     """
+    why = _Needs(needed, reached, command)
     problems: list[Problem] = []
     for path in sorted({*sizes, *not_text}):
-        problem = _path_problem(path)
+        problem = _path_problem(path, why)
         if problem is not None:
             problems.append(problem)
     for path in sorted(not_text):
@@ -85,7 +88,7 @@ def candidate_problems(
                 path,
                 "file-text",
                 "not UTF-8 text (a candidate carries text only)",
-                f"convert it to UTF-8, or leave it out with --exclude {exclude_pattern(path)}",
+                f"convert it to UTF-8{why.or_leave_out(path)}",
             )
         )
     problems += _collisions(sizes)
@@ -93,14 +96,14 @@ def candidate_problems(
     every = {path: 0 for path in not_text} | dict(sizes)
     count = len(every)
     if count > MAX_FILES:
-        problems.append(_too_many(count, every, {*needed, *reached}, command))
+        problems.append(_too_many(count, every, why.keep, command))
     elif count == 0:
         problems.append(
             Problem("", "files", "no files to send", "name the project's directory with --files")
         )
     total = sum(sizes.values())
     if total > MAX_CANDIDATE_BYTES:
-        problems.append(_too_large(total, sizes, {*needed, *reached}))
+        problems.append(_too_large(total, sizes, why))
     for path in needed:
         if path not in sizes:
             problems.append(
@@ -115,10 +118,39 @@ def candidate_problems(
     return problems
 
 
-def _path_problem(path: str) -> Problem | None:
+class _Needs:
+    """What the command needs (`needed` and what they import) and why, said in a fix."""
+
+    def __init__(
+        self, needed: Sequence[str], reached: Collection[str] | Mapping[str, str], command: str
+    ) -> None:
+        self._needed = set(needed)
+        self._importers = dict(reached) if isinstance(reached, Mapping) else {}
+        self.keep = {*needed, *reached}
+        self.whose = f"{command!r}" if command else "the commands"
+        self.does, self.needs = ("does", "needs") if command else ("do", "need")
+
+    def why(self, path: str) -> str:
+        """`the command names it` or `test/a.test.ts imports it` ("" when it is not needed)."""
+        if path in self._needed:
+            return f"{self.whose} names it"
+        if path not in self.keep:
+            return ""
+        importer = self._importers.get(path)
+        return f"{importer} imports it" if importer else f"{self.whose} imports it"
+
+    def or_leave_out(self, path: str) -> str:
+        """`, or leave it out with --exclude …`; or why that is no fix, when it is needed."""
+        reason = self.why(path)
+        if reason:
+            return f" (leaving it out is no fix: {reason})"
+        return f", or leave it out with --exclude {exclude_pattern(path)}"
+
+
+def _path_problem(path: str, why: _Needs) -> Problem | None:
     problem = path_problem(path)
     if problem is not None:
-        fix = f"rename it, or leave it out with --exclude {exclude_pattern(path)}"
+        fix = f"rename it{why.or_leave_out(path)}"
         return Problem(path, "path-grammar", problem, fix)
     reserved = reserved_component(path)
     if reserved is not None:
@@ -235,9 +267,15 @@ def _files(n: int) -> str:
     return f"{n} file{'s' * (n != 1)}"
 
 
-def _too_large(total: int, sizes: Mapping[str, int], keep: Collection[str]) -> Problem:
+def _too_large(total: int, sizes: Mapping[str, int], why: _Needs) -> Problem:
+    message = (
+        f"{total:,} bytes, more than the {MAX_CANDIDATE_BYTES:,} (256 KiB) a candidate may hold"
+    )
+    kept = sum(size for path, size in sizes.items() if path in why.keep)
+    if kept > MAX_CANDIDATE_BYTES:
+        return Problem("", "candidate-size", message, _needed_too_large(kept, sizes, why))
     largest = sorted(
-        ((size, path) for path, size in sizes.items() if path not in keep),
+        ((size, path) for path, size in sizes.items() if path not in why.keep),
         key=lambda item: (-item[0], item[1]),
     )
     # Only the files that matter: the largest until leaving them out is enough (at most
@@ -251,11 +289,30 @@ def _too_large(total: int, sizes: Mapping[str, int], keep: Collection[str]) -> P
     examples = ", ".join(f"{path} ({size:,} bytes)" for size, path in named)
     fix = "leave out large files with --exclude GLOB"
     if largest:
-        label = "the largest" if len(named) != 1 else "the largest alone is enough"
+        # "The largest" is of the files a fix may leave out, and says so when some are kept.
+        which = f" {why.whose} {why.does} not need" if why.keep else ""
+        label = (
+            f"the largest files{which}"
+            if len(named) != 1
+            else f"the largest file{which}, enough by itself"
+        )
         fix += f", e.g. --exclude {exclude_pattern(largest[0][1])}; {label}: {examples}"
-    return Problem(
-        "",
-        "candidate-size",
-        f"{total:,} bytes, more than the {MAX_CANDIDATE_BYTES:,} (256 KiB) a candidate may hold",
-        fix,
+    return Problem("", "candidate-size", message, fix)
+
+
+def _needed_too_large(kept: int, sizes: Mapping[str, int], why: _Needs) -> str:
+    """The fix when what the command needs is too large by itself: no exclusion helps."""
+    needed = sorted(
+        ((size, path) for path, size in sizes.items() if path in why.keep),
+        key=lambda item: (-item[0], item[1]),
+    )
+    size, path = needed[0]
+    if size > MAX_CANDIDATE_BYTES:
+        what = f"{path} ({size:,} bytes) alone is more than that, and {why.why(path)}"
+    else:
+        shown = "; ".join(f"{p} ({n:,} bytes): {why.why(p)}" for n, p in needed[:_EXAMPLES])
+        what = f"the files {why.whose} {why.needs} come to {kept:,} bytes by themselves ({shown})"
+    return (
+        f"none by --exclude: {what}; make it smaller (or have the command make it when it "
+        "runs), or lock a Binding whose commands do not need it"
     )

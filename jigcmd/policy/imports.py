@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from jigcmd.policy.sourcetext import SCAN_CHARS, blank, has_jsx, is_source
 
-__all__ = ["PackageImports", "imported_closure", "package_imports"]
+__all__ = ["PackageImports", "imported_closure", "importers", "package_imports"]
 
 # Every repetition is possessive and its alternatives never overlap, so no part is tried
 # twice from one start: a scan is linear in the text whatever a file holds.
@@ -47,14 +47,21 @@ def _resolve(importer: str, specifier: str, files: Mapping[str, str]) -> str | N
 
 def imported_closure(files: Mapping[str, str], roots: Iterable[str]) -> set[str]:
     """`roots` and every file of `files` (path → text) they import, transitively."""
-    seen = {root for root in roots if root in files}
+    return set(importers(files, roots))
+
+
+def importers(files: Mapping[str, str], roots: Iterable[str]) -> dict[str, str]:
+    """`imported_closure` with who imports each file: reached path → one file importing it
+    ("" for a root). A file given as "" (one too large or not text to read) is reached, and
+    its own imports are not known."""
+    seen = {root: "" for root in roots if root in files}
     pending = list(seen)
     while pending:
         importer = pending.pop()
         for specifier in _SPECIFIER.findall(files[importer]):
             target = _resolve(importer, specifier, files)
             if target is not None and target not in seen:
-                seen.add(target)
+                seen[target] = importer
                 pending.append(target)
     return seen
 

@@ -1,0 +1,132 @@
+"""`jigcmd init`'s hints on a person's own project: fixes that keep what the tests import,
+a bundling example that can run on the host, and every part of a split suite named."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.command.test_scaffold import project
+from tests.frontends.test_init import jigcmd
+
+_TEST = (
+    'import { test, expect } from "bun:test";\n'
+    'import { big } from "../src/big";\n'
+    'import { s } from "../src/latin1";\n'
+    'import { v1 } from "../src/m1";\n'
+    'test("big", () => expect(big.length > 0).toBe(true));\n'
+)
+
+
+def _heavy(root: Path, big: int, unused: int = 0) -> Path:
+    """A test importing a `big`-character file and a Latin-1 one, beside 70 files it never
+    imports (and an `unused` file of that many bytes): the tester's p3b and p3c."""
+    files = {"package.json": '{"name": "heavy"}', "test/a.test.ts": _TEST}
+    files |= {f"src/m{i}.ts": f"export const v{i} = {i};\n" for i in range(1, 71)}
+    files["src/big.ts"] = f'export const big = "{"a" * big}";\n'
+    if unused:
+        files["src/unused.txt"] = "u" * unused
+    project(root, files)
+    (root / "src" / "latin1.ts").write_bytes(b'export const s = "caf\xe9";\n')
+    return root
+
+
+def test_no_fix_leaves_out_what_the_test_imports_and_an_imported_big_file_is_said_plainly(
+    tmp_path: Path,
+) -> None:
+    """The imported file too large to send and the imported Latin-1 one are kept by the
+    count fix, never named as an --exclude, and the size fix says no --exclude can help."""
+    root = _heavy(tmp_path / "p3b", big=300_000)
+    done = jigcmd("init", str(root))
+    assert done.returncode == 2
+    lines = done.stderr.splitlines()
+    assert "--exclude '/src/big.ts'" not in done.stderr
+    assert "--exclude '/src/latin1.ts'" not in done.stderr
+    assert (
+        "  src/latin1.ts: not UTF-8 text (a candidate carries text only) (rule file-text); fix: "
+        "convert it to UTF-8 (leaving it out is no fix: test/a.test.ts imports it)"
+    ) in lines
+    (count,) = [line for line in lines if "(rule files)" in line]
+    assert "--exclude '!/src/big.ts'" in count and "--exclude '!/src/latin1.ts'" in count
+    (size,) = [line for line in lines if "(rule candidate-size)" in line]
+    assert size.endswith(
+        "fix: none by --exclude: src/big.ts (300,023 bytes) alone is more than that, and "
+        "test/a.test.ts imports it; make it smaller (or have the command make it when it "
+        "runs), or lock a Binding whose commands do not need it"
+    )
+
+
+def test_the_largest_file_named_by_the_size_fix_is_the_largest_the_command_does_not_need(
+    tmp_path: Path,
+) -> None:
+    """The imported 200 KB file is larger, but the fix may only leave out the unused one."""
+    root = _heavy(tmp_path / "p3c", big=200_000, unused=100_011)
+    done = jigcmd("init", str(root))
+    assert done.returncode == 2
+    (size,) = [line for line in done.stderr.splitlines() if "(rule candidate-size)" in line]
+    assert size.endswith(
+        "fix: leave out large files with --exclude GLOB, e.g. --exclude '/src/unused.txt'; "
+        "the largest file the commands do not need, enough by itself: src/unused.txt "
+        "(100,011 bytes)"
+    )
+
+
+def _deps(root: Path, installed: list[str]) -> Path:
+    """The tester's p2: one test imports a package the host has, another one it has not."""
+    files = {
+        "package.json": '{"name": "deps", "dependencies": {"tiny-pad": "1", "absent-pkg": "3"}}',
+        "test/missing.test.ts": 'import "bun:test";\nimport thing from "absent-pkg";\n',
+        "test/pad.test.ts": 'import "bun:test";\nimport pad from "tiny-pad";\n',
+    }
+    for name in installed:
+        files[f"node_modules/{name}/index.js"] = "module.exports = 1;\n"
+    return project(root, files)
+
+
+def test_the_bundling_example_names_a_file_whose_packages_the_host_has(tmp_path: Path) -> None:
+    """Not the first test, whose package no node_modules/ holds (`bun build` fails on it)."""
+    root = _deps(tmp_path / "p2", ["tiny-pad"])
+    done = jigcmd("init", str(root))
+    assert done.returncode == 0, done.stderr
+    assert "bun build test/missing.test.ts" not in done.stderr
+    assert (
+        "or bundle on the host, `bun build test/pad.test.ts --outdir bundled --target bun "
+        "--external bun:test --minify`, and name the bundle instead; absent-pkg is not in the "
+        "host's node_modules/ either: `bun install` first to bundle a file importing it "
+        "(docs/binding.md#dependencies-and-workspaces)"
+    ) in done.stderr
+
+
+def test_with_no_package_on_the_host_the_bundling_example_says_to_install_first(
+    tmp_path: Path,
+) -> None:
+    root = _deps(tmp_path / "p2", [])
+    done = jigcmd("init", str(root))
+    assert done.returncode == 0, done.stderr
+    assert (
+        "or bundle on the host once `bun install` has put absent-pkg in its node_modules/ "
+        "(not there now, so `bun build test/missing.test.ts --outdir bundled --target bun "
+        "--external bun:test --minify` cannot resolve it), and name the bundle instead"
+    ) in done.stderr
+
+
+def test_a_split_suite_is_said_on_stderr_and_every_part_gets_its_run_line(
+    tmp_path: Path,
+) -> None:
+    """20 test files are `tests` and `tests-2`: `next:` names both, not `tests` alone."""
+    files = {f"test/t{i:02}.test.ts": 'import "bun:test";\n' for i in range(1, 21)}
+    root = project(tmp_path / "p19", {"package.json": '{"name": "p19"}', **files})
+    done = jigcmd("init", str(root))
+    assert done.returncode == 0, done.stderr
+    binding = root / ".jig" / "binding.toml"
+    assert done.stdout.splitlines()[-4:] == [
+        "next: review the commands and admit them, then run each against the project (the "
+        "tests are split across 2 commands):",
+        f"  jigcmd lock --binding {binding}",
+        f"  jigcmd run --binding {binding} tests --files {root}",
+        f"  jigcmd run --binding {binding} tests-2 --files {root}",
+    ]
+    assert (
+        f"jigcmd init: {root}: 20 test files split into 2 commands (tests, tests-2): a command "
+        "names at most 16 test files (the Binding's limit); run each of them to run the whole "
+        "suite"
+    ) in done.stderr.splitlines()
