@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import posixpath
 import re
+import unicodedata
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from importlib import resources
@@ -255,7 +256,9 @@ def _local_name(*candidates: object) -> str:
     """The first of `candidates` made a LocalName (`@scope/My_App` → `my-app`)."""
     for raw in candidates:
         if isinstance(raw, str):
-            base = raw.rsplit("/", 1)[-1].lower()
+            # Accents decomposed and dropped, so `Ünï` is `uni`, not `n`.
+            decomposed = unicodedata.normalize("NFKD", raw.rsplit("/", 1)[-1])
+            base = decomposed.encode("ascii", "ignore").decode("ascii").lower()
             words = re.findall(r"[a-z0-9]+", base)
             name = "-".join(words)[:LOCAL_NAME_MAX_CHARS].strip("-")
             if is_local_name(name):

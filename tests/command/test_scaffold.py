@@ -175,3 +175,9 @@ def test_entry_points_become_commands_and_the_others_are_named(tmp_path: Path) -
         "(missing, left out or ignored)",
         "package.json \"bin\" 'ui' 'src/ui.tsx' left out: not a .ts or .js file (spec-notes §3)",
     )
+
+
+def test_an_accented_directory_name_keeps_its_letters(tmp_path: Path) -> None:
+    """`Ünï Café` names the package `uni-cafe`: accents dropped, not whole letters."""
+    root = project(tmp_path / "Ünï Café", {"test/a.test.ts": ""})
+    assert plan_scaffold(read_project(root)).name == "uni-cafe"
