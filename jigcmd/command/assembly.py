@@ -171,16 +171,19 @@ def admit(
     return loaded, lock, lock_bytes, admission, runtime_check
 
 
-def _signature(*paths: Path) -> tuple[tuple[int, int, int] | None, ...]:
-    """What changes when a file is edited, replaced or removed (inode, size, mtime)."""
-    found: list[tuple[int, int, int] | None] = []
+def _signature(*paths: Path) -> tuple[tuple[int, int, int, int] | None, ...]:
+    """What changes when a file is edited, replaced or removed (inode, size, mtime, ctime).
+
+    The change time too: an edit that keeps the size can put the modification time back
+    (`touch -d`, `utime`), and nothing but the kernel sets the change time."""
+    found: list[tuple[int, int, int, int] | None] = []
     for path in paths:
         try:
             info = path.stat()
         except OSError:
             found.append(None)
         else:
-            found.append((info.st_ino, info.st_size, info.st_mtime_ns))
+            found.append((info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns))
     return tuple(found)
 
 

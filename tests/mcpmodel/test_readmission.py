@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import os
 import subprocess
 import sys
 import time
@@ -131,6 +132,26 @@ def test_a_drift_and_a_new_lock_while_serving_change_the_tools_and_say_so(
         assert ran["structuredContent"]["tests"]["summary"]["passed"] == 1
         # The statement names the lock that admitted the run: the new one, not the startup's.
         assert _signed_lock_digest(server, ran) == _lock_digest(binding)
+
+
+def test_an_edit_that_keeps_the_size_and_puts_the_mtime_back_is_still_seen(
+    tmp_path: Path,
+) -> None:
+    """Same size, modification time reset with `utime`: the change time still moves."""
+    binding = admit_example(tmp_path)
+    with ServeChild(binding, ["--state-dir", str(tmp_path / "state")], timeout=60) as server:
+        server.request("initialize", INIT)
+        server.notify("notifications/initialized", None)
+        before = binding.stat()
+        text = binding.read_text().replace("test/project.test.ts", "test/projecx.test.ts")
+        binding.write_text(text)
+        os.utime(binding, ns=(before.st_atime_ns, before.st_mtime_ns))
+        after = binding.stat()
+        assert (after.st_size, after.st_mtime_ns) == (before.st_size, before.st_mtime_ns)
+        _await_notice(server, 1)
+        assert all(
+            t["title"].endswith("(unavailable: not admitted)") for t in _tools(server).values()
+        )
 
 
 def test_a_package_edit_while_serving_is_re_read_and_the_log_says_what_happened(
