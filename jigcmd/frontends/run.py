@@ -169,7 +169,7 @@ async def _run_once(
                 keep_resources=False,
             )
         except JigError as exc:
-            return write_failure(exc, call.as_json)
+            return write_failure(exc, call.as_json, timeout_s=call.timeout_s)
     _write_result(result, call.as_json)
     return _EXIT_EVIDENCE
 
@@ -317,8 +317,11 @@ def _exit_status(code: Code) -> int:
     return _EXIT_FAILED
 
 
-def write_failure(exc: JigError, as_json: bool, verb: str = "run") -> int:
-    """Say why the call failed (stderr; with `as_json` also the one stdout object)."""
+def write_failure(
+    exc: JigError, as_json: bool, verb: str = "run", timeout_s: float | None = None
+) -> int:
+    """Say why the call failed (stderr; with `as_json` also the one stdout object);
+    `timeout_s`: the `--timeout` a run stopped at its deadline had."""
     details = dict(exc.details or {})
     problems = details.get("problems")
     if problems:
@@ -348,7 +351,7 @@ def write_failure(exc: JigError, as_json: bool, verb: str = "run") -> int:
             answer["attestation"] = attestation_fields(exc.attestation)
         sys.stdout.write(msgspec.json.encode(answer).decode() + "\n")
     elif collected is not None:
-        _write_text(msgspec.convert(collected, Evidence), report)
+        _write_text(msgspec.convert(collected, Evidence), report, timeout_s=timeout_s)
     return _exit_status(exc.code)
 
 
@@ -366,6 +369,9 @@ def _write_result(result: RunResult, as_json: bool) -> None:
 
 
 def _write_text(
-    evidence: Evidence, report: ResourceReport | None, tests: TestsView | None = None
+    evidence: Evidence,
+    report: ResourceReport | None,
+    tests: TestsView | None = None,
+    timeout_s: float | None = None,
 ) -> None:
-    sys.stdout.write(readable(evidence, report, tests))
+    sys.stdout.write(readable(evidence, report, tests, timeout_s))
