@@ -494,11 +494,11 @@ def test_a_pipe_the_command_does_not_get_is_said_once(lock: Path, tmp_path: Path
 
 def test_a_bunfig_toml_in_the_candidate_is_named_as_not_read(lock: Path, tmp_path: Path) -> None:
     """Bun runs with --config=/dev/null: a candidate's bunfig.toml preload never runs, and
-    the run says so on stderr, with the fix."""
+    the test run says so on stderr, with the fix."""
     candidate = tmp_path / "candidate"
     shutil.copytree(CANDIDATES / "passing", candidate)
     (candidate / "bunfig.toml").write_text('[test]\npreload = ["./setup.ts"]\n')
-    done = run(lock, tmp_path / "state", "cli", candidate)
+    done = run(lock, tmp_path / "state", "tests", candidate)
     assert done.returncode == 0, done.stderr
     assert (
         f"jigcmd run: --files {candidate}: bunfig.toml: Bun runs without it (jigcmd gives Bun "

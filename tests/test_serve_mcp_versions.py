@@ -21,6 +21,7 @@ from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp_types import CallToolResult, TextContent
 
+from jigcmd.frontends.servechild import ServeChild
 from jigcmd.protocol.mcp_view import DEFAULT_BUDGET_BYTES
 from tests.admitted_example import admit_example
 
@@ -106,3 +107,21 @@ def test_blank_lines_stray_responses_and_early_unknown_methods_match_the_sdk_ser
     assert answers[0]["error"]["code"] == -32601
     assert answers[1]["result"]["protocolVersion"] == "2025-03-26"
     assert answers[2]["result"] == {}
+
+
+@pytest.mark.parametrize("version", ["2024-11-05", "2025-11-25"])
+def test_each_tool_says_its_streams_uri_returns_what_was_kept_not_all_output(
+    binding: Path, tmp_path: Path, version: str
+) -> None:
+    """Past the 64 KiB kept the output is cut: a stream's uri returns all that was kept."""
+    handshake = {"protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "raw"}}
+    with ServeChild(binding, ["--state-dir", str(tmp_path / "s")]) as server:
+        server.request("initialize", handshake)
+        server.notify("notifications/initialized", None)
+        tools = server.request("tools/list", {})["result"]["tools"]
+    assert [tool["name"] for tool in tools] == ["tests", "cli"]
+    for tool in tools:
+        assert (
+            "(the first 64 KiB of each are kept; resources/read of the stream's uri returns all "
+            "that was kept)"
+        ) in tool["description"]

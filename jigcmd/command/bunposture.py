@@ -11,13 +11,14 @@ candidate may not need what is missing). Pure.
 from __future__ import annotations
 
 import re
+import tomllib
 from collections.abc import Callable, Mapping, Sequence
 
 from jigcmd.jsonio import strict
 from jigcmd.policy.imports import PackageImports, imported_closure, package_imports
 from jigcmd.policy.wildcards import wildcard_matches
 
-__all__ = ["BUNFIG", "bundle_command", "posture_notes"]
+__all__ = ["BUNFIG", "bundle_command", "bunfig_note", "dependencies_note", "posture_notes"]
 
 BUNFIG = "bunfig.toml"
 # tsconfig.json's `"paths": {…}` object (its values are arrays, so it holds no `{`), and
@@ -29,16 +30,39 @@ _PATHS_KEY = re.compile(r'"([^"\n]+)"\s*:\s*\[')
 _DEPENDENCY_FIELDS = ("dependencies", "devDependencies", "peerDependencies", "optionalDependencies")
 
 
-def bunfig_note(files: Mapping[str, str]) -> str | None:
-    """The sentence for a `bunfig.toml` at the candidate's root, which Bun will not read."""
+def bunfig_note(files: Mapping[str, str], *, tests: bool = True) -> str | None:
+    """The sentence for a `bunfig.toml` at the candidate's root, which Bun will not read:
+    for a test command (`tests`), or for an entry point, which only its settings outside
+    `[test]` concern (a project's usual `[test] preload` is none of its business)."""
     if BUNFIG not in files:
         return None
-    preload = "its [test] preload is not loaded, " if "preload" in files[BUNFIG] else ""
-    return (
+    said = (
         f"{BUNFIG}: Bun runs without it (jigcmd gives Bun --config=/dev/null, so no project "
-        f"can change Bun's own options): {preload}and its other settings do not apply; import "
-        "the setup from the test files that need it (docs/binding.md#what-bun-runs-with)"
+        "can change Bun's own options): "
     )
+    where = " (docs/binding.md#what-bun-runs-with)"
+    if tests:
+        preload = "its [test] preload is not loaded, " if "preload" in files[BUNFIG] else ""
+        fix = "import the setup from the test files that need it"
+        return f"{said}{preload}and its other settings do not apply; {fix}{where}"
+    settings = _run_settings(files[BUNFIG])
+    if not settings:
+        return None
+    named = ", ".join(settings[:4]) + (
+        f" and {len(settings) - 4} more" if len(settings) > 4 else ""
+    )
+    fix = "; import the setup it preloads from the entry point" if "preload" in settings else ""
+    return f"{said}its settings for running a file ({named}) do not apply{fix}{where}"
+
+
+def _run_settings(text: str) -> list[str]:
+    """The top-level keys of a `bunfig.toml` that running an entry point would read: all
+    but `[test]` and `[install]` (nothing is installed); none when it is not TOML at all."""
+    try:
+        document = tomllib.loads(text)
+    except tomllib.TOMLDecodeError:
+        return []
+    return [key for key in document if key not in ("test", "install")]
 
 
 # Whether a package is in the host's node_modules/, where `bun build` would find it.

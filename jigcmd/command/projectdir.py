@@ -89,6 +89,12 @@ class ProjectFiles:
     # Why no file counted as tracked, though the directory is in a git work tree.
     index_note: str | None = None
 
+    def has_package(self, name: str) -> bool:
+        """Whether `node_modules/<name>` is at the root or above, where Bun resolves it."""
+        return any(
+            (where / "node_modules" / name).is_dir() for where in (self.root, *self.root.parents)
+        )
+
     def sizes(self) -> dict[str, int]:
         """Every file that would be sent, by path, with its size in UTF-8 bytes."""
         sizes = {path: len(text.encode("utf-8")) for path, text in self.files.items()}

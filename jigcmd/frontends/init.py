@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import shlex
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 from jigcmd.command.bindingfile import ScriptResult, is_script, load_binding, project_root
@@ -50,7 +50,7 @@ def init(
         *([note] if note is not None else []),
         *([snapshots] if snapshots is not None else []),
         *scaffold.notes,
-        *posture_notes(project.files, scaffold.needed(), _on_host(root)),
+        *posture_notes(project.files, scaffold.needed(), project.has_package),
     ]
     for line in notes:
         sys.stderr.write(f"jigcmd init: {root}: {line}\n")
@@ -67,15 +67,6 @@ def init(
         return _fail(f"the Binding written to {binding} does not load: {exc}")
     print(_summary(binding, scaffold, root, excludes))
     return 0
-
-
-def _on_host(root: Path) -> Callable[[str], bool]:
-    """Whether a package is in `node_modules/` at `root` or above, as Bun resolves it there."""
-
-    def installed(name: str) -> bool:
-        return any((where / "node_modules" / name).is_dir() for where in (root, *root.parents))
-
-    return installed
 
 
 def _as_evaluated(binding: Path, scaffold: Scaffold) -> ScriptResult:

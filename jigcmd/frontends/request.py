@@ -20,8 +20,16 @@ from pathlib import Path
 import msgspec
 
 from jigcmd import __version__
+from jigcmd.command.bunposture import bunfig_note
 from jigcmd.errors import JigError
-from jigcmd.frontends.run import build_request, candidate_files, read_files, write_failure
+from jigcmd.frontends.run import (
+    build_request,
+    candidate_files,
+    note_unused_pipe,
+    read_files,
+    write_failure,
+    write_notes,
+)
 from jigcmd.protocol import jsonrpc
 from jigcmd.protocol.mcp_era import OPERATION_ID_META
 
@@ -51,11 +59,18 @@ def request(
         )
         return 2
     try:
+        project = read_files(files_dir, excludes)
+        if isinstance(project, JigError):
+            raise project
         # No Binding here: the files its command names are `serve`'s to check.
-        files = candidate_files(read_files(files_dir, excludes), (), command, _VERB)
-        input = build_request(command, files, stdin_file, args, _VERB)
+        files = candidate_files(project, (), command, _VERB)
+        input = build_request(command, files, stdin_file, args)
     except JigError as exc:
         return write_failure(exc, as_json=False, verb=_VERB)
+    # Not knowing the command's kind, every note that may concern it.
+    notes = (project.note(), project.snapshot_note(), bunfig_note(project.files))
+    write_notes(project, [note for note in notes if note is not None], _VERB)
+    note_unused_pipe(stdin_file, _VERB)
     if protocol == "flow":
         lines = [_flow_call(input, operation_id or _operation_id(input))]
     else:

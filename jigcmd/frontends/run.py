@@ -30,12 +30,13 @@ from jigcmd.attest.dsse import attestation_fields
 from jigcmd.cancel import CancelSignal
 from jigcmd.clock import unix_ms
 from jigcmd.command.assembly import STARTUP_ERRORS, FrontSettings, open_service
-from jigcmd.command.bunposture import bunfig_note
 from jigcmd.command.failures import StoppedRun
 from jigcmd.command.projectdir import CandidateError, ProjectFiles, read_project
+from jigcmd.command.service import CommandService
 from jigcmd.contract import MAX_STDIN_BYTES
 from jigcmd.errors import Code, JigError
 from jigcmd.evidence import Evidence, ResourceReport
+from jigcmd.frontends.runnotes import run_notes
 from jigcmd.frontends.runtext import one_line, readable
 from jigcmd.policy.binding import BindingError
 from jigcmd.policy.candidate import Problem
@@ -49,11 +50,13 @@ __all__ = [
     "CandidateError",
     "build_request",
     "candidate_files",
+    "note_unused_pipe",
     "read_candidate",
     "read_files",
     "refusal",
     "run",
     "write_failure",
+    "write_notes",
 ]
 
 _EXIT_EVIDENCE, _EXIT_INVALID, _EXIT_FAILED, _EXIT_STOPPED = 0, 2, 3, 4
@@ -152,8 +155,7 @@ async def _run_once(
         try:
             # Admission first: a drifted or missing lock is what to fix, whatever the files.
             await service.check_admission(command)
-            files = candidate_files(project, service.command_paths(command), command)
-            request = build_request(command, files, call.stdin_file, call.args)
+            request = _accepted(service, settings, call, project)
             # The timeout starts now, with the envelopes up: setup counts, start-up does not.
             timeout_s = call.timeout_s
             deadline = None if timeout_s is None else unix_ms() + int(timeout_s * 1000)
@@ -167,9 +169,26 @@ async def _run_once(
                 keep_resources=False,
             )
         except JigError as exc:
-            return write_failure(exc, call.as_json)
+            return write_failure(exc, call.as_json, timeout_s=call.timeout_s)
     _write_result(result, call.as_json)
     return _EXIT_EVIDENCE
+
+
+def _accepted(
+    service: CommandService, settings: FrontSettings, call: _Call, project: ProjectFiles | JigError
+) -> dict[str, object]:
+    """The request, checked as the run will check it, then the notes on it: none is said
+    before a refusal, which is then the one thing to read."""
+    if isinstance(project, JigError):
+        raise project
+    files = candidate_files(project, service.command_paths(call.command), call.command)
+    request = build_request(call.command, files, call.stdin_file, call.args)
+    service.validate(request)  # again in `service.run`: cheap beside the run
+    commands = service.commands
+    policy = commands[call.command]
+    write_notes(project, run_notes(project, policy, commands, settings.binding, settings.lock))
+    note_unused_pipe(call.stdin_file)
+    return request
 
 
 def read_files(directory: Path, excludes: Sequence[str]) -> ProjectFiles | JigError:
@@ -181,18 +200,21 @@ def read_files(directory: Path, excludes: Sequence[str]) -> ProjectFiles | JigEr
 
 
 def candidate_files(
-    project: ProjectFiles | JigError, needed: Sequence[str], command: str, verb: str = "run"
+    project: ProjectFiles, needed: Sequence[str], command: str, verb: str = "run"
 ) -> dict[str, str]:
-    """The files to send, said what was left out; or one refusal listing every problem."""
-    if isinstance(project, JigError):
-        raise project
-    for note in (project.note(), project.snapshot_note(), bunfig_note(project.files)):
-        if note is not None:
-            sys.stderr.write(one_line(f"jigcmd {verb}: --files {project.root}: {note}") + "\n")
+    """The files to send; or one refusal listing every problem, after the one note that
+    may explain it, what was left out (a needed file `.gitignore` ignores)."""
     problems = project.problems(needed, command)
     if problems:
+        write_notes(project, [note] if (note := project.note()) is not None else [], verb)
         raise refusal("--files", project.root, problems)
     return project.files
+
+
+def write_notes(project: ProjectFiles, notes: Sequence[str], verb: str = "run") -> None:
+    """Each note on its own stderr line, made inert (it names the candidate's files)."""
+    for note in notes:
+        sys.stderr.write(one_line(f"jigcmd {verb}: --files {project.root}: {note}") + "\n")
 
 
 def refusal(option: str, directory: Path, problems: Sequence[Problem]) -> JigError:
@@ -214,15 +236,13 @@ def _count(n: int) -> str:
 
 
 def build_request(
-    command: str, files: dict[str, str], stdin_file: Path | None, args: list[str], verb: str = "run"
+    command: str, files: dict[str, str], stdin_file: Path | None, args: list[str]
 ) -> dict[str, object]:
     """The request `serve` would get, read from the command line's files."""
     request: dict[str, object] = {"command": command, "files": files}
     if args:
         request["args"] = args
-    if stdin_file is None:
-        _note_unused_pipe(verb)
-    else:
+    if stdin_file is not None:
         try:
             request["stdin"] = _stdin_bytes(stdin_file).decode("utf-8")
         except FileNotFoundError:
@@ -265,10 +285,12 @@ def _read_stdin_file(path: Path) -> bytes:
         return handle.read(MAX_STDIN_BYTES + 1)
 
 
-def _note_unused_pipe(verb: str) -> None:
+def note_unused_pipe(stdin_file: Path | None, verb: str = "run") -> None:
     """One line when jigcmd's stdin is a pipe the command will not see (`echo x | jigcmd
     run …` gave the command an empty stdin without a word); a terminal or /dev/null is
     the usual case and says nothing."""
+    if stdin_file is not None:
+        return
     try:
         piped = stat.S_ISFIFO(os.fstat(sys.stdin.fileno()).st_mode)
     except (OSError, ValueError, AttributeError):
@@ -295,8 +317,11 @@ def _exit_status(code: Code) -> int:
     return _EXIT_FAILED
 
 
-def write_failure(exc: JigError, as_json: bool, verb: str = "run") -> int:
-    """Say why the call failed (stderr; with `as_json` also the one stdout object)."""
+def write_failure(
+    exc: JigError, as_json: bool, verb: str = "run", timeout_s: float | None = None
+) -> int:
+    """Say why the call failed (stderr; with `as_json` also the one stdout object);
+    `timeout_s`: the `--timeout` a run stopped at its deadline had."""
     details = dict(exc.details or {})
     problems = details.get("problems")
     if problems:
@@ -326,7 +351,7 @@ def write_failure(exc: JigError, as_json: bool, verb: str = "run") -> int:
             answer["attestation"] = attestation_fields(exc.attestation)
         sys.stdout.write(msgspec.json.encode(answer).decode() + "\n")
     elif collected is not None:
-        _write_text(msgspec.convert(collected, Evidence), report)
+        _write_text(msgspec.convert(collected, Evidence), report, timeout_s=timeout_s)
     return _exit_status(exc.code)
 
 
@@ -344,6 +369,9 @@ def _write_result(result: RunResult, as_json: bool) -> None:
 
 
 def _write_text(
-    evidence: Evidence, report: ResourceReport | None, tests: TestsView | None = None
+    evidence: Evidence,
+    report: ResourceReport | None,
+    tests: TestsView | None = None,
+    timeout_s: float | None = None,
 ) -> None:
-    sys.stdout.write(readable(evidence, report, tests))
+    sys.stdout.write(readable(evidence, report, tests, timeout_s))

@@ -17,8 +17,9 @@ from collections.abc import Sequence
 from typing import Final
 
 from jigcmd.evidence import Evidence, ResourceReport
-from jigcmd.policy.planner import ran_argv
+from jigcmd.policy.planner import CEILING_SECONDS, ran_argv
 from jigcmd.protocol.inert import one_line, visible
+from jigcmd.protocol.junit import NAME_MAX, CtrfTest
 from jigcmd.protocol.mcp_view import TestsView
 
 __all__ = ["FRAME", "one_line", "pasteable", "readable", "visible"]
@@ -28,9 +29,13 @@ FRAME: Final = "| "
 
 
 def readable(
-    evidence: Evidence, report: ResourceReport | None, tests: TestsView | None = None
+    evidence: Evidence,
+    report: ResourceReport | None,
+    tests: TestsView | None = None,
+    timeout_s: float | None = None,
 ) -> str:
-    """The summary lines, then each stream framed line by line (ends with a newline)."""
+    """The summary lines, then each stream framed line by line (ends with a newline);
+    `timeout_s`: the `--timeout` that set the run's deadline, if one did."""
     ended = (
         f"exit code {evidence.exit_code}"
         if evidence.exit_code is not None
@@ -61,6 +66,10 @@ def readable(
         )
     if tests is not None:
         lines.append(f"tests:      {_tests_line(tests)}")
+    elif evidence.stop_reason != "exited" and evidence.invocation[1:2] == ["test"]:
+        # A test command (its invocation is `bun test PATH…`, `ran_argv`) killed before it
+        # ended has no report to read: said, so no line is not read as no failure.
+        lines.append(f"tests:      {_stopped_line(evidence.stop_reason, timeout_s)}")
     # Each line of ours is made inert too: the invocation and test names are not all ours.
     text = [one_line(line) for line in lines]
     for name, stream in (("stdout", evidence.stdout), ("stderr", evidence.stderr)):
@@ -100,11 +109,35 @@ def _tests_line(tests: TestsView) -> str:
         also = "And no" if incomplete else "no"
         return f"{incomplete}{also} per-test results: the runner's report is {tests.problem}"
     s = tests.summary
-    failed = [test.name for test in tests.tests if test.status == "failed"]
+    # The describe path too, as MCP's words give it: `describe.each` repeats a test's name.
+    failed = [_path(test) for test in tests.tests if test.status == "failed"]
     named = f" ({', '.join(failed[:5])}{', …' if len(failed) > 5 else ''})" if failed else ""
     alone = "The report alone: " if incomplete else ""
     return (
         f"{incomplete}{alone}{s.tests} run, {s.passed} passed, {s.failed} failed{named}, "
         f"{s.skipped} skipped, {s.pending} todo "
         "(from the runner's report, which candidate code can alter)"
+    )
+
+
+def _path(test: CtrfTest) -> str:
+    """`outer > inner > name`, cut to one name's bound (`junit.NAME_MAX`) as the name alone was."""
+    path = " > ".join([*(test.suite or []), test.name])
+    return path if len(path) <= NAME_MAX else path[:NAME_MAX] + "…"
+
+
+def _stopped_line(stop_reason: str, timeout_s: float | None) -> str:
+    """Why a test command stopped by its deadline or a cancel has no per-test results."""
+    if stop_reason == "deadline":
+        limit = (
+            f"the {CEILING_SECONDS:g} s ceiling"
+            if timeout_s is None
+            else f"--timeout {timeout_s:g}"
+        )
+        by = f"at its deadline ({limit})"
+    else:
+        by = "by a cancel (SIGINT, SIGTERM or SIGHUP)"
+    return (
+        f"no per-test results: the runner was stopped {by} before it ended; "
+        "what it printed until then is below"
     )

@@ -103,8 +103,8 @@ def _description(tool: ToolInfo, budget: int = DEFAULT_BUDGET_BYTES) -> str:
         f"{budget:,} bytes: exitCode or signal, stopReason (exited, deadline, cancelled), and "
         "the head and tail of stdout and stderr with each one's captured length and SHA-256 "
         f"(the first {OUTPUT_CAP_BYTES // 1024} KiB of each are kept; resources/read of the "
-        f"stream's uri returns all of it).{tests} A non-zero exit, such as failing tests, is "
-        "evidence (isError false), not a tool error; isError true means nothing ran to "
+        f"stream's uri returns all that was kept).{tests} A non-zero exit, such as failing "
+        "tests, is evidence (isError false), not a tool error; isError true means nothing ran to "
         "completion (refused input, unavailable, deadline, cancelled).",
     ]
     return " ".join(parts)
