@@ -92,8 +92,9 @@ def _description(tool: ToolInfo, budget: int = DEFAULT_BUDGET_BYTES) -> str:
         tests = ""
     parts = [
         f"{runs} against the project files you send, in a fresh sandbox: no network, no "
-        "package install (no node_modules; Bun's built-ins only), a read-only copy of your "
-        "files, at most 10 s, 256 MiB and 64 processes.",
+        "package install (no node_modules; Bun's built-ins only), no bunfig.toml and no .env "
+        "(a [test] preload is not loaded: import setup from the files that need it), a "
+        "read-only copy of your files, at most 10 s, 256 MiB and 64 processes.",
         f"`files` must include {needed} and every file it imports: 1-{MAX_FILES} relative paths "
         f"mapped to UTF-8 text, at most {MAX_CANDIDATE_BYTES // 1024} KiB of UTF-8 in total; "
         "node_modules, .git and .jig are reserved.",
