@@ -70,7 +70,8 @@ def failure_result(
 ) -> dict[str, Any]:
     """A refusal or operational failure as a tool error with a readable reason.
 
-    Evidence collected before a deadline or cancel rides as the budgeted view.
+    Evidence collected before a deadline or cancel rides as the budgeted view, the resources
+    its statement says the run used in `_meta["jigcmd/report"]`.
     """
     details = dict(error.details) if error.details else {}
     evidence = details.pop("command", None)
@@ -88,6 +89,10 @@ def failure_result(
         else _as_evidence.decode(jsonrpc.encode_json(evidence))
     )
     captured, report = _signed_facts(error.attestation)
+    if report is not None:
+        # What the envelope measured of a run it stopped, beside the error as a completed
+        # run's beside its result (from its statement: a replay answers the same).
+        result["_meta"]["jigcmd/report"] = report
     view, content = _fit(
         collected,
         None,
