@@ -20,7 +20,7 @@ from jigcmd.errors import JigError
 from jigcmd.evidence import OUTPUT_CAP_BYTES, Evidence, ResourceReport
 from jigcmd.protocol import jsonrpc
 from jigcmd.protocol.commands import ResourceRef, RunResult, TestResults
-from jigcmd.protocol.inert import fenced, one_line
+from jigcmd.protocol.inert import fenced, one_line, prose_line
 from jigcmd.protocol.mcp_versions import LATEST_VERSION, STRUCTURED
 from jigcmd.protocol.mcp_view import (
     DEFAULT_BUDGET_BYTES,
@@ -252,7 +252,7 @@ def _tests_text(tests: TestsView) -> list[str]:
             where += f":{test.line}"
         name = one_line(" > ".join([*(test.suite or []), test.name]))
         if test.status == "failed":
-            message = one_line((test.message or "").replace("\n", " ").strip())
+            message = prose_line(test.message or "")
             lines.append(f"FAILED {name} ({where}, {test.duration} ms): {message}")
             lines += [f"    {one_line(frame)}" for frame in (test.trace or "").splitlines()]
         else:
