@@ -4,7 +4,8 @@ Driven in raw frames on the real `jigcmd serve`: a `cli` candidate that prints 3
 and then loops and a `tests` candidate whose test never ends, in the handshake era, and the
 same loop as a 2026-07-28 task, all three side by side. Each answer is `DEADLINE_EXCEEDED`
 with a `resource_link` to its stdout, stderr and statement, and `resources/read` returns
-them: the statement's bytes are the digest `_meta` gives.
+them: the statement's bytes are the digest `_meta` gives. Each carries the run's resource
+report in `_meta`, as a completed run's answer does (`dev.jigcmd/report` in 2026-07-28).
 """
 
 from __future__ import annotations
@@ -34,6 +35,18 @@ _HANGS = (
 )
 
 
+# A completed run's `_meta["jigcmd/report"]`: a stopped one's has the same.
+REPORT_KEYS = {
+    "wallMs",
+    "setupMs",
+    "cpuMs",
+    "peakMemoryBytes",
+    "oomKilled",
+    "pidsLimitHit",
+    "deadlineHit",
+}
+
+
 def _meta() -> dict[str, Any]:
     return {
         "io.modelcontextprotocol/protocolVersion": MODERN,
@@ -53,6 +66,9 @@ def _linked(
     """Each `resource_link` of `result`, read back: its name -> its text."""
     assert result["isError"] is True
     assert result["_meta"][f"{prefix}jigcmd/error"]["code"] == "DEADLINE_EXCEEDED"
+    # What the envelope measured, as a completed run's answer carries it.
+    report = result["_meta"][f"{prefix}jigcmd/report"]
+    assert set(report) == REPORT_KEYS and report["deadlineHit"] is True
     links = [block for block in result["content"] if block["type"] == "resource_link"]
     assert [link["name"] for link in links] == ["stdout", "stderr", "attestation"]
     assert result["structuredContent"]["stdout"]["uri"] == links[0]["uri"]
@@ -75,6 +91,10 @@ def test_calls_stopped_by_their_deadline_keep_their_streams_and_statement(
     with ServeChild(binding, args, timeout=90) as server:
         hello = {"protocolVersion": "2025-11-25", "capabilities": {}}
         assert "result" in server.request("initialize", hello)
+        completed = server.request(
+            "tools/call", {"name": "cli", "arguments": {"files": {"src/cli.ts": "1;\n"}}}
+        )
+        assert set(completed["result"]["_meta"]["jigcmd/report"]) == REPORT_KEYS
         server.send(
             _call(101, "cli", {"src/cli.ts": _LOOPS}),
             _call(102, "tests", {"test/project.test.ts": _HANGS}),

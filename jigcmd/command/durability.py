@@ -8,6 +8,7 @@ without an operation signature keeps no row; one without a state directory keeps
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Awaitable, Callable, Coroutine
 from functools import partial
@@ -22,7 +23,7 @@ from jigcmd.evidence import Evidence
 from jigcmd.journal.reservations import Slot
 from jigcmd.plan import RunPlan, plan_digest
 from jigcmd.protocol.commands import RunResult
-from jigcmd.server.backend import Owned, Progress
+from jigcmd.server.backend import PROGRESS_EVERY_S, Owned, Progress
 
 __all__ = ["Durability", "Execute", "SignEnding"]
 
@@ -92,11 +93,20 @@ class Durability:
         return known
 
     async def reserve(
-        self, deadline: float, cancel: CancelSignal, progress: Progress | None, *, wait: bool
+        self,
+        deadline: float,
+        cancel: CancelSignal,
+        progress: Progress | None,
+        *,
+        wait: bool,
+        begun: float,
     ) -> None:
         """Take an envelope slot, with `wait` behind earlier callers until the deadline.
 
-        Raises `JigError` when there is none; a call without a state directory takes none.
+        A waiting caller with `progress` hears it at the running call's cadence, its
+        `progress` the milliseconds since the call `begun` (a `time.monotonic()` time), the
+        scale the run's own progress goes on in. Raises `JigError` when there is none; a call
+        without a state directory takes none.
         """
         ownership = self._ownership
         if ownership is None:
@@ -109,12 +119,18 @@ class Durability:
 
             async def queued(ahead: int) -> None:
                 assert progress is not None
+                # No total: the run's ceiling starts only once it has a slot.
                 await progress(
-                    f"queued: every envelope slot is in use; waiting for one ({ahead} ahead)"
+                    f"queued: every envelope slot is in use; waiting for one ({ahead} ahead)",
+                    max(0, round((time.monotonic() - begun) * 1000)),
                 )
 
         self.slot = await ownership.slots.acquire(
-            self._operation_id, deadline=deadline, cancel=cancel, queued=queued
+            self._operation_id,
+            deadline=deadline,
+            cancel=cancel,
+            queued=queued,
+            every=PROGRESS_EVERY_S,
         )
 
     def release(self) -> None:

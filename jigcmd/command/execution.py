@@ -7,7 +7,6 @@ import dataclasses
 import time
 from collections.abc import Awaitable, Callable
 from functools import partial
-from typing import Final
 
 import anyio
 
@@ -20,12 +19,9 @@ from jigcmd.plan import RunPlan
 from jigcmd.policy.request import ValidRequest
 from jigcmd.protocol.commands import RunResult
 from jigcmd.protocol.liveoutput import LiveOutput
-from jigcmd.server.backend import Progress
+from jigcmd.server.backend import PROGRESS_EVERY_S, Progress
 
-__all__ = ["PROGRESS_EVERY_S", "execute"]
-
-# A running call with a progress token hears of its output this often (at most 4 a second).
-PROGRESS_EVERY_S: Final = 0.5
+__all__ = ["execute"]
 
 
 def _ms(seconds: float) -> int:

@@ -375,7 +375,7 @@ class CommandService:
         queued = call.wait_for_slot
         wait_until = min(callers, time.monotonic() + self._queue_wait) if queued else deadline
         try:
-            await durability.reserve(wait_until, cancel, progress, wait=queued)
+            await durability.reserve(wait_until, cancel, progress, wait=queued, begun=call.begun)
         except JigError as no_slot:
             if queued and no_slot.code == Code.DEADLINE_EXCEEDED and wait_until < callers:
                 busy = self._ownership.reservations.exhausted_message() if self._ownership else ""

@@ -11,6 +11,7 @@ callers wait, and one more is refused at once.
 from __future__ import annotations
 
 import collections
+import math
 import time
 from collections.abc import Awaitable, Callable
 from typing import Final
@@ -28,7 +29,8 @@ POLL_S: Final = 0.05
 # Callers that may wait at once in one process; beyond it a call is refused, not queued.
 MAX_WAITING: Final = 256
 
-# Told once when a caller has to wait, with how many callers are ahead of it.
+# Told when a caller has to wait, with how many callers are ahead of it, and again while it
+# waits (`SlotQueue.acquire`'s `every`).
 Queued = Callable[[int], Awaitable[None]]
 
 
@@ -47,12 +49,20 @@ class SlotQueue:
         return len(self._waiting)
 
     async def acquire(
-        self, tag: str, *, deadline: float, cancel: CancelSignal, queued: Queued | None = None
+        self,
+        tag: str,
+        *,
+        deadline: float,
+        cancel: CancelSignal,
+        queued: Queued | None = None,
+        every: float = math.inf,
     ) -> Slot:
         """A slot, at once or after the callers ahead; `deadline` is a `time.monotonic()` time.
 
-        Raises `DEADLINE_EXCEEDED` or `CANCELLED` (nothing ran) when the wait ends without a
-        slot, and `RESOURCE_EXHAUSTED` when too many callers wait already.
+        A caller that waits is told through `queued`, then again every `every` seconds: a
+        caller whose own timeout restarts on each word hears one while it waits. Raises
+        `DEADLINE_EXCEEDED` or `CANCELLED` (nothing ran) when the wait ends without a slot,
+        and `RESOURCE_EXHAUSTED` when too many callers wait already.
         """
         if not self._waiting:
             slot = self._take(tag)
@@ -68,11 +78,15 @@ class SlotQueue:
         try:
             if queued is not None:
                 await queued(len(self._waiting) - 1)
+            told = time.monotonic()
             while True:
                 if self._waiting[0] is waiter:
                     slot = self._take(tag)
                     if slot is not None:
                         return slot
+                if queued is not None and time.monotonic() - told >= every:
+                    told = time.monotonic()
+                    await queued(self._waiting.index(waiter))
                 if cancel.is_set():
                     raise JigError(
                         Code.CANCELLED, "cancelled while waiting for an envelope slot; nothing ran"

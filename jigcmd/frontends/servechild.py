@@ -9,9 +9,11 @@ protocol, dies or stays silent is reported with what it wrote on stderr.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import selectors
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -47,7 +49,9 @@ class WireError(Exception):
 class ServeChild:
     """`python -m jigcmd serve --binding BINDING [ARGS]` with pipes on stdin and stdout.
 
-    stderr is a pipe read alongside stdout, or, with `stderr_path`, that file.
+    stderr is a pipe read alongside stdout, or, with `stderr_path`, that file. With
+    `socket_stdout`, stdout is one end of a socketpair instead, as Node's `child_process`
+    (every Node-based MCP host) gives it.
     """
 
     def __init__(
@@ -58,6 +62,7 @@ class ServeChild:
         timeout: float = ANSWER_SECONDS,
         stderr_path: Path | None = None,
         launcher: Sequence[str] = (),
+        socket_stdout: bool = False,
     ) -> None:
         """Start the server; `args` are further `serve` options (`--state-dir …`).
 
@@ -67,24 +72,37 @@ class ServeChild:
         argv = [*launcher, *serve]
         self.timeout = timeout
         self._stderr_path = stderr_path
-        if stderr_path is None:
-            self.process = subprocess.Popen(
-                argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
-            )
-        else:
-            with stderr_path.open("wb") as stderr:
-                self.process = subprocess.Popen(
-                    argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr
+        # Our end of a socketpair stdout, when the server's stdout is the other end.
+        self._socket: socket.socket | None = None
+        theirs: socket.socket | None = None
+        if socket_stdout:
+            self._socket, theirs = socket.socketpair()
+        stdout = subprocess.PIPE if theirs is None else theirs.fileno()
+        try:
+            with contextlib.ExitStack() as stack:
+                stderr = (
+                    subprocess.PIPE
+                    if stderr_path is None
+                    else stack.enter_context(stderr_path.open("wb"))
                 )
-        assert self.process.stdout is not None
-        self._out = self.process.stdout.fileno()
+                self.process = subprocess.Popen(
+                    argv, stdin=subprocess.PIPE, stdout=stdout, stderr=stderr
+                )
+        finally:
+            if theirs is not None:
+                theirs.close()
+        out = self.process.stdout if self._socket is None else self._socket
+        assert out is not None
+        self._out = out.fileno()
         self._selector = selectors.DefaultSelector()
         self._stdout = bytearray()
         self._stderr = bytearray()
-        for stream in (self.process.stdout, self.process.stderr):
-            if stream is not None:
-                os.set_blocking(stream.fileno(), False)
-                self._selector.register(stream.fileno(), selectors.EVENT_READ)
+        read = [self._out]
+        if self.process.stderr is not None:
+            read.append(self.process.stderr.fileno())
+        for fd in read:
+            os.set_blocking(fd, False)
+            self._selector.register(fd, selectors.EVENT_READ)
         self._eof = False
         # Every complete line the server wrote, in order, and those not yet claimed by id.
         self.lines: list[bytes] = []
@@ -95,6 +113,11 @@ class ServeChild:
     def pid(self) -> int:
         """The server's pid (its launcher's, when it has one)."""
         return self.process.pid
+
+    @property
+    def output_socket(self) -> socket.socket | None:
+        """Our end of the server's stdout when it is a socketpair (`socket_stdout`)."""
+        return self._socket
 
     def __enter__(self) -> ServeChild:
         return self
@@ -110,6 +133,8 @@ class ServeChild:
         for stream in (self.process.stdin, self.process.stdout, self.process.stderr):
             if stream is not None:
                 stream.close()
+        if self._socket is not None:
+            self._socket.close()
 
     def stderr(self) -> str:
         """What the server wrote on stderr so far."""
@@ -221,6 +246,9 @@ class ServeChild:
                 chunk = os.read(fd, _READ_BYTES)
             except BlockingIOError:
                 continue
+            except ConnectionResetError:
+                # A socket stdout the server closed with bytes we wrote into it unread.
+                chunk = b""
             if not chunk:
                 self._selector.unregister(fd)
                 self._eof = self._eof or fd == self._out
@@ -269,11 +297,12 @@ class ServeChild:
 
     def close_output(self, timeout: float | None = None) -> int:
         """Stop reading: close our end of the server's stdout; the server's exit status."""
-        assert self.process.stdout is not None
         if not self._eof:
             self._eof = True
             self._selector.unregister(self._out)
-        self.process.stdout.close()
+        out = self.process.stdout if self._socket is None else self._socket
+        assert out is not None
+        out.close()
         timeout = self.timeout if timeout is None else timeout
         try:
             return self.process.wait(timeout)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from typing import Final
 
-__all__ = ["fenced", "one_line", "visible"]
+__all__ = ["fenced", "one_line", "prose_line", "visible"]
 
 _BIDI: Final = (0x061C, 0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A))
 _CONTROLS: Final = [c for c in (*range(0x20), 0x7F, *range(0x80, 0xA0)) if c not in (0x09, 0x0A)]
@@ -27,6 +27,8 @@ _INERT: Final = {
 # paragraph separators; every other one is a control character `visible` escapes.
 _LINE_BREAKS: Final = {0x2028: "\\u2028", 0x2029: "\\u2029"}
 _BACKTICKS: Final = re.compile("`+")
+# A run of line breaks (CR, LF, CRLF), with the spaces and tabs around and between them.
+_BREAK_RUN: Final = re.compile(r"(?:[ \t]*[\r\n])+[ \t]*")
 
 
 def visible(text: str) -> str:
@@ -41,6 +43,15 @@ def one_line(text: str) -> str:
     newline in it would start a line of the writer's choosing at the margin.
     """
     return visible(text).replace("\n", "\\n").translate(_LINE_BREAKS)
+
+
+def prose_line(text: str) -> str:
+    """`one_line(text)` with each run of line breaks, and the spaces around it, one space.
+
+    For a message the runner broke into lines (`Expected: 2\n\nReceived: 3`): it reads as
+    one sentence, `Expected: 2 Received: 3`, never with a gap where the lines were.
+    """
+    return one_line(_BREAK_RUN.sub(" ", text).strip())
 
 
 def fenced(text: str) -> str:

@@ -20,7 +20,7 @@ from jigcmd.errors import JigError
 from jigcmd.evidence import OUTPUT_CAP_BYTES, Evidence, ResourceReport
 from jigcmd.protocol import jsonrpc
 from jigcmd.protocol.commands import ResourceRef, RunResult, TestResults
-from jigcmd.protocol.inert import fenced, one_line
+from jigcmd.protocol.inert import fenced, one_line, prose_line
 from jigcmd.protocol.mcp_versions import LATEST_VERSION, STRUCTURED
 from jigcmd.protocol.mcp_view import (
     DEFAULT_BUDGET_BYTES,
@@ -70,7 +70,8 @@ def failure_result(
 ) -> dict[str, Any]:
     """A refusal or operational failure as a tool error with a readable reason.
 
-    Evidence collected before a deadline or cancel rides as the budgeted view.
+    Evidence collected before a deadline or cancel rides as the budgeted view, the resources
+    its statement says the run used in `_meta["jigcmd/report"]`.
     """
     details = dict(error.details) if error.details else {}
     evidence = details.pop("command", None)
@@ -88,6 +89,10 @@ def failure_result(
         else _as_evidence.decode(jsonrpc.encode_json(evidence))
     )
     captured, report = _signed_facts(error.attestation)
+    if report is not None:
+        # What the envelope measured of a run it stopped, beside the error as a completed
+        # run's beside its result (from its statement: a replay answers the same).
+        result["_meta"]["jigcmd/report"] = report
     view, content = _fit(
         collected,
         None,
@@ -247,7 +252,7 @@ def _tests_text(tests: TestsView) -> list[str]:
             where += f":{test.line}"
         name = one_line(" > ".join([*(test.suite or []), test.name]))
         if test.status == "failed":
-            message = one_line((test.message or "").replace("\n", " ").strip())
+            message = prose_line(test.message or "")
             lines.append(f"FAILED {name} ({where}, {test.duration} ms): {message}")
             lines += [f"    {one_line(frame)}" for frame in (test.trace or "").splitlines()]
         else:

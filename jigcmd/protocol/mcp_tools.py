@@ -136,6 +136,9 @@ def _tool_definition(
             "openWorldHint": False,
             "idempotentHint": True,
         }
+        if version not in STRUCTURED:
+            # 2025-03-26 has no tool `title`, but its `ToolAnnotations` has one.
+            definition["annotations"]["title"] = _title(tool)
     return definition
 
 

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Protocol
+from typing import Final, Protocol
 
 from jigcmd.cancel import CancelSignal
 from jigcmd.protocol.commands import CommandKind, Recorded, RunResult, ToolInfo
 
 __all__ = [
+    "PROGRESS_EVERY_S",
     "CommandBackend",
     "CommandKind",
     "Owned",
@@ -17,6 +18,10 @@ __all__ = [
     "RunResult",
     "ToolInfo",
 ]
+
+
+# A call with a progress token hears how it goes this often, running or waiting for a slot.
+PROGRESS_EVERY_S: Final = 0.5
 
 
 class Progress(Protocol):

@@ -6,10 +6,10 @@ partial writes.
 
 Two ways a session ends. End of input means the caller has finished writing: every call
 already read runs to its end (each is bounded by its deadline) and is answered, then the
-server returns. Coordinator loss (the reader of the output went away: EPIPE, or a pipe whose
-read end closed; SIGTERM, SIGINT or SIGHUP) fences instead: running calls are asked to stop, get a
-short grace period to record and report how they ended, and the server returns well within
-two seconds.
+server returns. Coordinator loss (the reader of the output went away: EPIPE, or a pipe or
+socket whose reader closed; SIGTERM, SIGINT or SIGHUP) fences instead: running calls are asked
+to stop, get a short grace period to record and report how they ended, and the server returns
+well within two seconds.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 import mmap
 import os
+import select
 import signal
 import stat
 from typing import Final, NamedTuple
@@ -130,8 +131,9 @@ def _scrubbed(tools: list[ToolInfo], paths: HostPaths) -> list[ToolInfo]:
 class _Writer:
     """Buffers outgoing frames and writes them to the protocol fd, handling partial writes."""
 
-    def __init__(self, fd: int, *, pollable: bool) -> None:
+    def __init__(self, fd: int, *, pollable: bool, input_fd: int) -> None:
         self._fd = fd
+        self._input_fd = input_fd
         self._pollable = pollable
         self._buffer = bytearray()
         self._wake = anyio.Event()
@@ -215,21 +217,55 @@ class _Writer:
             await self._emptied.wait()
 
     async def watch_reader(self) -> None:
-        """Report the loss of a pipe's reader even while nothing is being written.
+        """Report the loss of stdout's reader even while nothing is being written.
 
         The write end of a pipe never becomes readable; epoll reports it "readable" (with
-        EPOLLERR) exactly when the read end has closed. Other outputs (files, terminals,
-        sockets that may carry the input too) are only found lost by a failed write.
+        EPOLLERR) exactly when the read end has closed. A socket of its own (Node's
+        `child_process` gives each stdio one end of a socketpair) becomes readable when the
+        peer closes or shuts it, or writes to it: only a hangup is the reader's loss (see
+        `_hung_up`). Other outputs (files, terminals, one socket carrying the input too) are
+        only found lost by a failed write.
         """
-        if not self._pollable or not stat.S_ISFIFO(os.fstat(self._fd).st_mode):
+        if not self._pollable:
             return
-        await anyio.wait_readable(self._fd)
-        logger.debug("protocol output closed: the pipe's reader went away")
+        mode = os.fstat(self._fd).st_mode
+        if stat.S_ISSOCK(mode) and not _same_file(self._fd, self._input_fd):
+            await anyio.wait_readable(self._fd)
+            if not _hung_up(self._fd):
+                # The peer shut only its writing side, or wrote to our output: it may still
+                # read. Watching on would wake the loop at once, forever; a write finds out.
+                logger.debug("protocol output readable without a hangup; no longer watched")
+                return
+        elif stat.S_ISFIFO(mode):
+            await anyio.wait_readable(self._fd)
+        else:
+            return
+        logger.debug("protocol output closed: its reader went away")
         self.closed = True
         self._buffer.clear()
         self.lost.set()
         if self._roomy is not None:
             self._roomy.set()
+
+
+def _same_file(one: int, other: int) -> bool:
+    """Whether two descriptors are the same open object (one socket carrying both ways)."""
+    a, b = os.fstat(one), os.fstat(other)
+    return (a.st_ino, a.st_dev) == (b.st_ino, b.st_dev)
+
+
+def _hung_up(fd: int) -> bool:
+    """Whether the peer of socket `fd` has closed it: POLLHUP (or POLLERR) right now.
+
+    Measured on Linux 6.18 for a Unix stream socketpair, at our end: the peer's close (or
+    shutdown of both ways) gives POLLIN|POLLHUP|POLLRDHUP; its shutdown(SHUT_WR) only
+    POLLIN|POLLRDHUP (it cannot write, it may still read); its shutdown(SHUT_RD) no event at
+    all (only a write sees EPIPE); bytes it wrote only POLLIN. The kernel sets POLLHUP once
+    both directions are shut, so it alone says the reader is gone.
+    """
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
+    return any(events & (select.POLLHUP | select.POLLERR) for _, events in poller.poll(0))
 
 
 class _Server:
@@ -243,7 +279,7 @@ class _Server:
         self._session = session
         self._fds = fds
         self._framer = LineFramer()
-        self._writer = _Writer(fds.write_fd, pollable=fds.output_pollable())
+        self._writer = _Writer(fds.write_fd, pollable=fds.output_pollable(), input_fd=fds.read_fd)
         # Set at end of input (finish what was read) or when the coordinator is lost.
         self._stop = anyio.Event()
         # Set with `_lost_reason` when the coordinator is lost: fence what is running.

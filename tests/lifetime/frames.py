@@ -30,15 +30,24 @@ def serve_child(
     protocol: str = "auto",
     run_id: str | None = None,
     launcher: tuple[str, ...] = (),
+    socket_stdout: bool = False,
 ) -> ServeChild:
-    """`jigcmd serve` on a state directory, its stderr in `stderr_path` (under `launcher`)."""
+    """`jigcmd serve` on a state directory, its stderr in `stderr_path` (under `launcher`).
+
+    With `socket_stdout` its stdout is a socketpair, as a Node host's `child_process` gives it.
+    """
     args = ["--state-dir", str(state_dir), "--protocol", protocol]
     if max_envelopes is not None:
         args += ["--max-envelopes", str(max_envelopes)]
     if run_id is not None:
         args += ["--run-id", run_id]
     return ServeChild(
-        binding, args, timeout=ANSWER_SECONDS, stderr_path=stderr_path, launcher=launcher
+        binding,
+        args,
+        timeout=ANSWER_SECONDS,
+        stderr_path=stderr_path,
+        launcher=launcher,
+        socket_stdout=socket_stdout,
     )
 
 

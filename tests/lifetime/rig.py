@@ -57,11 +57,13 @@ class Rig:
         protocol: str = "auto",
         run_id: str | None = None,
         launcher: tuple[str, ...] = (),
+        socket_stdout: bool = False,
     ) -> ServeChild:
         """A new traced `jigcmd serve` on the rig's state directory, answering pings.
 
         It belongs to the rig's run unless `run_id` names another; it runs under `launcher`
-        (traced from the launcher down) when one is given.
+        (traced from the launcher down) when one is given; its stdout is a socketpair with
+        `socket_stdout` (a Node host's).
         """
         server = serve_child(
             self.binding,
@@ -71,6 +73,7 @@ class Rig:
             protocol=protocol,
             run_id=self.run_id if run_id is None else run_id,
             launcher=launcher,
+            socket_stdout=socket_stdout,
         )
         self.servers.append(server)
         self.watch.add_root(server.pid)

@@ -159,7 +159,7 @@ async def test_the_fixture_suite_gives_exactly_the_expected_per_test_results(
         assert "FAILED math > adding > is wrong here (test/a.test.ts:8" in text
         # A message reads as one line of prose: its newlines are spaces in the words (as
         # docs/mcp.md says), and exact in `structuredContent`.
-        assert "expect(received).toBe(expected)  Expected: 3 Received: 2\n" in text
+        assert "expect(received).toBe(expected) Expected: 3 Received: 2\n" in text
         assert "Expected: 3\\nReceived: 2" not in text
         assert "can alter this report" in text
 

@@ -215,6 +215,11 @@ def test_each_tool_names_its_command_files_bounds_and_evidence_for_a_first_try()
     assert "needs `a.ts`" in cli["inputSchema"]["properties"]["files"]["description"]
     old = answer(initialized("2025-03-26").receive(request(2, "tools/list")))["result"]["tools"]
     assert all("title" not in tool for tool in old)
+    # That revision's `ToolAnnotations` has a `title`: the same words go there.
+    titles = {tool["name"]: tool["annotations"]["title"] for tool in old}
+    assert titles == {tool["name"]: tool["title"] for tool in tools}
+    oldest = answer(initialized("2024-11-05").receive(request(2, "tools/list")))["result"]
+    assert all("title" not in tool and "annotations" not in tool for tool in oldest["tools"])
 
 
 def test_an_unknown_tool_is_invalid_params() -> None:

@@ -19,6 +19,7 @@ from jigcmd.evidence import Evidence, ResourceReport, StreamText
 from jigcmd.protocol import jsonrpc, mcp_view
 from jigcmd.protocol.commands import RunResult
 from jigcmd.protocol.inert import fenced
+from jigcmd.protocol.junit import CtrfSummary, CtrfTest
 from jigcmd.protocol.mcp_results import completed_result, view_text
 from jigcmd.protocol.mcp_versions import SUPPORTED_VERSIONS
 from jigcmd.protocol.mcp_view import DEFAULT_BUDGET_BYTES, MIN_BUDGET_BYTES, View
@@ -143,3 +144,28 @@ def test_the_incomplete_reason_names_console_files_on_one_inert_line() -> None:
     )
     lines = view_text(msgspec.structs.replace(view, tests=tests)).split("\n")
     assert lines[1] == "Tests INCOMPLETE: x (a\\x1b[2J\\u202e.ts)."
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        "expect(received).toBe(expected)\n\nExpected: 3\nReceived: 2",
+        "expect(received).toBe(expected) \r\n \r\nExpected: 3\n\tReceived: 2\n",
+    ],
+)
+def test_a_failure_message_s_line_breaks_read_as_one_space_each_run(message: str) -> None:
+    """Bun's `…toBe(expected)\\n\\nExpected: 3`: one space where the lines were, never two."""
+    _wire, shown = built("")
+    view = msgspec.json.decode(json.dumps(shown), type=View)
+    failed = CtrfTest(name="adds", status="failed", duration=1, filePath="a.test.ts", line=4)
+    tests = mcp_view.TestsView(
+        candidate_influenced=True,
+        note="n",
+        summary=CtrfSummary(tests=1, passed=0, failed=1, skipped=0, pending=0, other=0, duration=1),
+        tests=[msgspec.structs.replace(failed, message=message)],
+    )
+    text = view_text(msgspec.structs.replace(view, tests=tests))
+    line = (
+        "FAILED adds (a.test.ts:4, 1 ms): expect(received).toBe(expected) Expected: 3 Received: 2"
+    )
+    assert f"\n{line}\n" in text
