@@ -25,11 +25,12 @@ _MAX_TESTS = 2000
 _MAX_NAME = 512
 
 
-def read_console_report(stderr: str, exit_code: int | None) -> TestReport:
+def read_console_report(stderr: str, exit_code: int | None, tail: str = "") -> TestReport:
     """Passed and failed test names (`file > describe > name`) from bun test's stderr.
 
     Of a run that exited `exit_code`: a failed one's unhandled errors between tests are
-    named among the failed (`file > (unhandled error between tests)`), as Bun counts them.
+    named among the failed (`file > (unhandled error between tests)`), as Bun counts them
+    (its footer read from `tail`, the end of stderr, when stderr passed its cap).
     """
     passed: list[str] = []
     failed: list[str] = []
@@ -44,7 +45,7 @@ def read_console_report(stderr: str, exit_code: int | None) -> TestReport:
             continue
         name = f"{file} > {result.group(2)}" if file else result.group(2)
         (passed if result.group(1) == "pass" else failed).append(name[:_MAX_NAME])
-    missed = unlisted(stderr, exit_code, len(failed))
+    missed = unlisted(stderr, exit_code, len(failed), tail)
     return TestReport(
         passed=tuple(passed),
         failed=(*failed, *_unhandled(missed, len(passed) + len(failed))),

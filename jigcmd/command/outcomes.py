@@ -11,10 +11,11 @@ from jigcmd.attest.statement import RunFacts, TestReport
 from jigcmd.attest.testreport import read_console_report, read_junit_report
 from jigcmd.clock import unix_ms
 from jigcmd.command.durability import Durability
-from jigcmd.envelope.api import Ending, RunOutcome, enforced
+from jigcmd.envelope.api import CapturedStream, Ending, RunOutcome, enforced
 from jigcmd.evidence import Evidence, ResourceReport, decode_output
 from jigcmd.plan import RunPlan
 from jigcmd.policy.request import ValidRequest
+from jigcmd.protocol.bunconsole import no_test_ran
 from jigcmd.protocol.commands import TestResults
 
 __all__ = ["EvidenceOf", "Sign", "evidence_of", "signer", "tests_of"]
@@ -22,6 +23,12 @@ __all__ = ["EvidenceOf", "Sign", "evidence_of", "signer", "tests_of"]
 # Said of a report that is not there after an exit 0 (`tests_of`).
 _ENDED_BEFORE_ITS_REPORT: Final = (
     ": the runner ended before writing it, so exit code 0 does not mean the tests passed"
+)
+# Said instead when Bun's console says no test ran: it writes no report then. The console is
+# the candidate's to write (a fake footer, then `process.exit(0)`), so the warning stays.
+_NO_TEST_RAN: Final = (
+    ": its console says no test ran ({ran}), and Bun writes no report then; exit code 0 does "
+    "not mean the tests passed"
 )
 
 # Signs one run's statement from how it ended and, once the cleanup is proved, its report.
@@ -112,15 +119,17 @@ class _RunSigner:
             resources=resources,
             started_unix_ms=self._started,
             finished_unix_ms=unix_ms(),
-            tests=self._tests(made, tests),
+            tests=self._tests(made, tests, ended.stderr),
         )
         return self._attester.attest(record)
 
-    def _tests(self, made: Evidence, tests: TestResults | None) -> TestReport | None:
+    def _tests(
+        self, made: Evidence, tests: TestResults | None, stderr: CapturedStream
+    ) -> TestReport | None:
         if self._kind != "test":
             return None
         junit = None if tests is None else read_junit_report(tests)
-        return junit or self._console(made.stderr.text, made.exit_code)
+        return junit or self._console(made.stderr.text, made.exit_code, _tail(stderr))
 
 
 def tests_of(plan: RunPlan, outcome: RunOutcome, made: Evidence) -> TestResults | None:
@@ -129,11 +138,18 @@ def tests_of(plan: RunPlan, outcome: RunOutcome, made: Evidence) -> TestResults 
         return None
     scratch = outcome.scratch_file
     problem = scratch.problem
+    tail = _tail(outcome.stderr)
     if problem == "missing" and outcome.exit_code == 0:
+        ran = no_test_ran(made.stderr.text, tail)
         # A test calling `process.exit(0)` ends Bun before its reporter writes: the exit
         # code alone then reads as a pass, after a failure as well.
-        problem += _ENDED_BEFORE_ITS_REPORT
-    return TestResults.read(scratch.data, problem, evidence=made)
+        problem += _NO_TEST_RAN.format(ran=ran) if ran else _ENDED_BEFORE_ITS_REPORT
+    return TestResults.read(scratch.data, problem, evidence=made, stderr_tail=tail)
+
+
+def _tail(stderr: CapturedStream) -> str:
+    """The end of stderr past its cap, as text ("" when the retained text is all of it)."""
+    return stderr.tail.decode("utf-8", errors="replace")
 
 
 class EvidenceOf:

@@ -47,6 +47,8 @@ class RecordedTests(msgspec.Struct, frozen=True):
 
     report: bytes | None = None
     problem: str = ""
+    # The end of stderr past its cap, where the runner's footer is (`TestResults`).
+    stderr_tail: str = ""
 
 
 _tests = msgspec.json.Decoder(RecordedTests)
@@ -59,7 +61,9 @@ def recorded_tests(tests: TestResults | None) -> bytes | None:
     """The journal's record of a run's test report (`Journal.finish(tests=…)`); None if none."""
     if tests is None:
         return None
-    return _encoder.encode(RecordedTests(report=tests.raw, problem=tests.problem))
+    return _encoder.encode(
+        RecordedTests(report=tests.raw, problem=tests.problem, stderr_tail=tests.stderr_tail)
+    )
 
 
 def with_tests(result: RunResult) -> RunResult:
@@ -109,7 +113,9 @@ def replay(row: Row) -> RunResult:
     tests = None
     if row.tests is not None:
         kept = _tests.decode(row.tests)
-        tests = TestResults.read(kept.report, kept.problem, evidence=evidence)
+        tests = TestResults.read(
+            kept.report, kept.problem, evidence=evidence, stderr_tail=kept.stderr_tail
+        )
     return RunResult(
         evidence=evidence,
         report=report,

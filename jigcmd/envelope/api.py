@@ -43,6 +43,9 @@ class CapturedStream(msgspec.Struct, frozen=True):
 
     data: bytes
     truncated: bool
+    # When bytes were dropped: the stream's last ones (at most 4 KiB, some perhaps also in
+    # `data`), where a runner's summary is; b"" otherwise. Never in the contract's evidence.
+    tail: bytes = b""
 
 
 class RunOutcome(msgspec.Struct, frozen=True):

@@ -12,19 +12,24 @@ Past the cap the output is drained, not read: nothing keeps it (unless an `on_ou
 callback wants it), so each wake-up moves all a pipe holds to `/dev/null` with `splice`,
 in the kernel, instead of copying it here 64 KiB a wake-up (a candidate writing 1 MiB chunks
 to both streams cost the host 1.7 times its own CPU). Stopping the reads instead would
-block a chatty candidate until its deadline, changing how it ends.
+block a chatty candidate until its deadline, changing how it ends. Only the last 4 KiB a
+wake-up finds are read, into a ring: the stream's end, where a runner prints its summary
+(Bun's footer counts the test files that failed to load, `jigcmd.protocol.bunconsole`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import os
+import sys
+import termios
 
 from jigcmd.envelope.api import CapturedStream, OnOutput
 from jigcmd.envelope.waker import Waker
 from jigcmd.evidence import OUTPUT_CAP_BYTES
 
-__all__ = ["OUTPUT_PIPE_BYTES", "Capture", "Outputs", "next_batch"]
+__all__ = ["OUTPUT_PIPE_BYTES", "OUTPUT_TAIL_BYTES", "Capture", "Outputs", "next_batch"]
 
 OUTPUT_BATCH_S = 0.05
 OUTPUT_BATCH_MAX_S = 0.2
@@ -32,6 +37,8 @@ OUTPUT_PIPE_BYTES = 1024 * 1024
 _READ_CHUNK = 65_536
 # One batch reads at most what an enlarged pipe holds, then lets the loop run.
 _BATCH_READS = OUTPUT_PIPE_BYTES // _READ_CHUNK
+# Past the cap, the stream's end is kept this long (`CapturedStream.tail`).
+OUTPUT_TAIL_BYTES = 4096
 
 
 def next_batch(batch: float, *, got_output: bool) -> float:
@@ -40,7 +47,10 @@ def next_batch(batch: float, *, got_output: bool) -> float:
 
 
 class Capture:
-    """One output pipe: what was kept (up to the cap), how much was dropped, whether EOF came."""
+    """One output pipe: what was kept (up to the cap), how much was dropped, whether EOF came.
+
+    Past the cap, the last `OUTPUT_TAIL_BYTES` dropped are kept too: the stream's end.
+    """
 
     def __init__(self, fd: int, on_output: OnOutput | None = None, name: str = "") -> None:
         self.fd = fd
@@ -52,6 +62,10 @@ class Capture:
         self.eof = False
         # `/dev/null`, opened when the cap is first reached; -1 when splice is refused here.
         self._null: int | None = None
+        # The last bytes read past the cap, and whether they follow `data` with none left out
+        # between (until a splice drops some unread).
+        self._tail = bytearray()
+        self._joined = True
 
     @property
     def full(self) -> bool:
@@ -66,12 +80,13 @@ class Capture:
                 break
             if self.full and self.on_output is None and self._null != -1:
                 moved = self._discard()
-                if moved is None:
-                    break
-                got = True
-                self.dropped += moved
-                self.eof = moved == 0
-                continue
+                if moved is not None:
+                    got = True
+                    self.dropped += moved
+                    self.eof = moved == 0
+                # One drain a wake-up: past the cap a reader follows the pipe
+                # (`Outputs._follow`) and wakes again as soon as more is written.
+                break
             try:
                 chunk = os.read(self.fd, _READ_CHUNK)
             except BlockingIOError:
@@ -84,24 +99,43 @@ class Capture:
         return got
 
     def _discard(self) -> int | None:
-        """Move what the pipe holds to `/dev/null`: how much (0 at EOF), None when empty now."""
+        """Drain the pipe to `/dev/null` but for its last bytes, read into the tail.
+
+        How much was taken (0 at EOF); None when the pipe is empty now.
+        """
         if self._null is None:
             self._null = os.open(os.devnull, os.O_WRONLY | os.O_CLOEXEC)
+        moved = 0
+        held = _held(self.fd)
+        if held > OUTPUT_TAIL_BYTES:
+            try:
+                moved = os.splice(
+                    self.fd, self._null, held - OUTPUT_TAIL_BYTES, flags=os.SPLICE_F_NONBLOCK
+                )
+            except BlockingIOError:
+                moved = 0
+            except OSError:
+                # Splice refused (a sandbox's kernel): read and drop, as below the cap.
+                os.close(self._null)
+                self._null = -1
+                return self._discard_read()
+            if moved:
+                self._tail.clear()
+                self._joined = False
         try:
-            return os.splice(self.fd, self._null, OUTPUT_PIPE_BYTES, flags=os.SPLICE_F_NONBLOCK)
+            chunk = os.read(self.fd, OUTPUT_TAIL_BYTES)
         except BlockingIOError:
-            return None
-        except OSError:
-            # Splice refused (a sandbox's kernel): read and drop, as below the cap.
-            os.close(self._null)
-            self._null = -1
-            return self._discard_read()
+            return moved or None
+        self._keep_tail(chunk)
+        return moved + len(chunk)
 
     def _discard_read(self) -> int | None:
         try:
-            return len(os.read(self.fd, _READ_CHUNK))
+            chunk = os.read(self.fd, _READ_CHUNK)
         except BlockingIOError:
             return None
+        self._keep_tail(chunk[-OUTPUT_TAIL_BYTES:])
+        return len(chunk)
 
     def close(self) -> None:
         """Close the pipe (and `/dev/null` when it was opened)."""
@@ -116,11 +150,29 @@ class Capture:
         room = OUTPUT_CAP_BYTES - len(self.data)
         if room > 0:
             self.data += chunk[:room]
+        if len(chunk) > room:
+            self._keep_tail(chunk[max(room, len(chunk) - OUTPUT_TAIL_BYTES, 0) :])
         self.dropped += max(0, len(chunk) - max(room, 0))
+
+    def _keep_tail(self, dropped: bytes) -> None:
+        self._tail += dropped
+        if len(self._tail) > OUTPUT_TAIL_BYTES:
+            del self._tail[:-OUTPUT_TAIL_BYTES]
 
     def result(self) -> CapturedStream:
         """What was kept; truncated when something was dropped or EOF never came."""
-        return CapturedStream(data=bytes(self.data), truncated=self.dropped > 0 or not self.eof)
+        tail = b""
+        if self.dropped:
+            end = self.data[-OUTPUT_TAIL_BYTES:] + self._tail if self._joined else self._tail
+            tail = bytes(end[-OUTPUT_TAIL_BYTES:])
+        return CapturedStream(
+            data=bytes(self.data), truncated=self.dropped > 0 or not self.eof, tail=tail
+        )
+
+
+def _held(fd: int) -> int:
+    """How many bytes a pipe holds now."""
+    return int.from_bytes(fcntl.ioctl(fd, termios.FIONREAD, bytes(4)), sys.byteorder)
 
 
 class Outputs:

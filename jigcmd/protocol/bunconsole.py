@@ -10,7 +10,12 @@ error also counts as a fail. Without this the summary said "0 failed" for a run 
 The console is the candidate's output as much as the report is, so this is read only to
 explain a run the host saw fail (a non-zero exit code, the fact): a candidate that prints a
 fake footer can make its failed run look worse, never a passing one look failed, nor a failed
-one look passed. Pure: text in, counts out, bounded by what it keeps.
+one look passed. After an exit 0 it only says why a report is missing (`no_test_ran`), as
+the console's word. Pure: text in, counts out, bounded by what it keeps.
+
+Past its 64 KiB cap stderr's retained text is its beginning, not its end: the footer is then
+read from the stream's last 4 KiB (`tail`, kept by the host beside the retained text), the
+files' headers from the retained text as before.
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ from typing import Final
 
 import msgspec
 
-__all__ = ["UNHANDLED_HEADER", "UNHANDLED_NAME", "Unlisted", "unlisted"]
+__all__ = ["UNHANDLED_HEADER", "UNHANDLED_NAME", "Unlisted", "no_test_ran", "unlisted"]
 
 UNHANDLED_HEADER: Final = "# Unhandled error between tests"
 # How one unhandled error is named among the failed tests (after its file, when known).
@@ -28,7 +33,7 @@ UNHANDLED_NAME: Final = "(unhandled error between tests)"
 # The footer is the end of the output: only this much of stderr's end is searched for it.
 _FOOTER_WINDOW: Final = 4096
 _FOOTER_COUNT = re.compile(r"^ (\d{1,9}) (pass|fail|error)$")
-_FOOTER_RAN = re.compile(r"^Ran \d{1,9} tests? across \d{1,9} files?\.")
+_FOOTER_RAN = re.compile(r"^(Ran (\d{1,9}) tests? across \d{1,9} files?)\.")
 _FILE = re.compile(r"^([^\s()#][^:]*):$")
 # Files named at most (the count is kept whole).
 _FILES_MAX: Final = 100
@@ -49,15 +54,18 @@ class Unlisted(msgspec.Struct, frozen=True):
     reason: str = ""
 
 
-def unlisted(stderr: str, exit_code: int | None, listed_failures: int | None) -> Unlisted:
+def unlisted(
+    stderr: str, exit_code: int | None, listed_failures: int | None, tail: str = ""
+) -> Unlisted:
     """What the report misses of a run that exited `exit_code`.
 
     `listed_failures`: the failed tests the report lists (None: there is no report).
+    `tail`: the end of stderr when it passed its cap ("" when `stderr` is all of it).
     """
     if exit_code is None or exit_code == 0:
         return Unlisted()
     files = _unhandled_files(stderr)
-    counted = _footer_errors(stderr)
+    counted = _footer_errors(tail or stderr)
     errors = max(counted or 0, len(files))
     if errors:
         # A file per error, "" where the console names none (a footer counting more).
@@ -98,10 +106,29 @@ def _unhandled_files(stderr: str) -> tuple[str, ...]:
     return tuple(files)
 
 
-def _footer_errors(stderr: str) -> int | None:
-    """The ` N error` count of the footer ending the output: 0 without one, None: no footer."""
+def no_test_ran(stderr: str, tail: str = "") -> str:
+    """The footer's `Ran 0 tests across N files` when it says no test ran; "" otherwise.
+
+    Bun 1.4.2 writes no JUnit report when no test ran (an empty test file): this says why
+    a report is missing after an exit 0, in the console's words (the candidate's output).
+    """
+    lines = _footer(tail or stderr)
+    ran = _FOOTER_RAN.match(lines[-1]) if lines else None
+    return ran.group(1) if ran is not None and int(ran.group(2)) == 0 else ""
+
+
+def _footer(stderr: str) -> list[str]:
+    """The last lines of the output, ending with Bun's `Ran …` line; [] when it does not."""
     lines = stderr[-_FOOTER_WINDOW:].rstrip("\n").splitlines()
     if not lines or _FOOTER_RAN.match(lines[-1]) is None:
+        return []
+    return lines
+
+
+def _footer_errors(stderr: str) -> int | None:
+    """The ` N error` count of the footer ending the output: 0 without one, None: no footer."""
+    lines = _footer(stderr)
+    if not lines:
         return None
     for line in reversed(lines[:-1]):
         count = _FOOTER_COUNT.match(line)

@@ -49,14 +49,23 @@ class TestResults(msgspec.Struct, frozen=True):
     # The report's bytes as read (also when unparseable), for `resources/read`.
     raw: bytes | None = None
     unlisted: Unlisted = Unlisted()
+    # The end of stderr when it passed its cap, where Bun's footer is ("" when it did not):
+    # kept so that the journal's record reads the same (`jigcmd.durable.replay`).
+    stderr_tail: str = ""
 
     @classmethod
     def read(
-        cls, data: bytes | None, problem: str = "", *, evidence: Evidence | None = None
+        cls,
+        data: bytes | None,
+        problem: str = "",
+        *,
+        evidence: Evidence | None = None,
+        stderr_tail: str = "",
     ) -> TestResults:
         """The results in a report's bytes (None: there are none, and `problem` says why).
 
-        With the run's `evidence`, also what the report leaves out of a failed run.
+        With the run's `evidence` (and `stderr_tail`, the end of its stderr past the cap),
+        also what the report leaves out of a failed run.
         """
         if data is None:
             results = cls(report=None, problem=problem)
@@ -68,8 +77,8 @@ class TestResults(msgspec.Struct, frozen=True):
         if evidence is None:
             return results
         listed = None if results.report is None else results.report.summary.failed
-        missed = unlisted(evidence.stderr.text, evidence.exit_code, listed)
-        return msgspec.structs.replace(results, unlisted=missed)
+        missed = unlisted(evidence.stderr.text, evidence.exit_code, listed, stderr_tail)
+        return msgspec.structs.replace(results, unlisted=missed, stderr_tail=stderr_tail)
 
 
 class ResourceRef(msgspec.Struct, frozen=True):

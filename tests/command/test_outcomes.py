@@ -12,6 +12,7 @@ import json
 import time
 from typing import Any
 
+import msgspec
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
@@ -156,9 +157,9 @@ def test_both_signings_name_the_console_tests_read_once(monkeypatch: pytest.Monk
     """Without a JUnit report, both statements name the console's tests, read one time."""
     reads: list[str] = []
 
-    def counted(stderr: str, exit_code: int | None) -> Report:
+    def counted(stderr: str, exit_code: int | None, tail: str = "") -> Report:
         reads.append(stderr)
-        return testreport.read_console_report(stderr, exit_code)
+        return testreport.read_console_report(stderr, exit_code, tail)
 
     monkeypatch.setattr(outcomes, "read_console_report", counted)
     sign = _signer()
@@ -172,6 +173,18 @@ def test_both_signings_name_the_console_tests_read_once(monkeypatch: pytest.Monk
         assert tests["failedTests"] == ["test/a.test.ts > math > fails"]
     assert at_end[0]["predicate"]["ending"]["cleanup"] == "unconfirmed"
     assert at_close[0]["predicate"]["ending"]["cleanup"] == "complete"
+
+
+def test_past_the_stderr_cap_the_signed_console_report_reads_the_footer_in_the_tail() -> None:
+    """No report, stderr cut at its cap: the footer past it counts a file that did not load."""
+    footer = b"\n 1 pass\n 2 fail\n 1 error\nRan 3 tests across 2 files. [9.00ms]\n"
+    cut = CapturedStream(data=STDERR, truncated=True, tail=footer)
+    outcome = msgspec.structs.replace(_outcome(_ending()), stderr=cut)
+    tests = _statements(_signer()(outcome, REPORT, None))[1]["predicate"]
+    assert tests["failedTests"] == [
+        "test/a.test.ts > math > fails",
+        "(unhandled error between tests)",
+    ]
 
 
 def test_the_junit_report_names_the_tests_when_bun_wrote_one() -> None:

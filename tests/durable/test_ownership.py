@@ -87,13 +87,21 @@ JUNIT = (
         Results.read(JUNIT),
         Results.read(None, "missing"),
         Results.read(b"not xml"),
+        # Bun's footer read from stderr's end past its cap: a file that failed to load.
+        Results.read(
+            JUNIT, evidence=EVIDENCE, stderr_tail=" 2 fail\n 1 error\nRan 1 test across 2 files.\n"
+        ),
     ],
-    ids=["report", "missing", "unreadable"],
+    ids=["report", "missing", "unreadable", "footer-past-the-cap"],
 )
 async def test_a_test_commands_report_is_replayed_as_its_answer_carried_it(
     ownership: Ownership, tests: Results
 ) -> None:
-    """The per-test results, the report's bytes, or why there are none: all replayed."""
+    """The per-test results, the report's bytes, or why there are none: all replayed.
+
+    With the end of stderr past its cap, which alone counts a file that failed to load.
+    """
+    assert tests.unlisted.errors == (1 if tests.stderr_tail else 0)
     assert await _begin(ownership, "op.t", "sig") is None
     answered = RunResult(evidence=EVIDENCE, report=REPORT, tests=tests)
     await ownership.finish("op.t", answered, root_run=RUN)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import os
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
@@ -165,17 +166,34 @@ async def test_past_the_cap_output_is_read_at_once_so_a_chatty_candidate_is_not_
 async def test_past_the_cap_output_nobody_keeps_is_drained_in_the_kernel_not_copied(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """A flood costs the host a splice per pipeful, not a copy per 64 KiB."""
+    """A flood costs the host a splice per pipeful, not a copy per 64 KiB.
+
+    Besides what is kept, only the stream's end is read: at most 4 KiB a drain, what the
+    drain leaves in the pipe (`CapturedStream.tail`).
+    """
     copied = 0
+    tail_reads: list[int] = []
     real_read = os.read
 
     def counted_read(fd: int, size: int) -> bytes:
         nonlocal copied
         data = real_read(fd, size)
-        copied += len(data)
+        if size <= outputs.OUTPUT_TAIL_BYTES:
+            tail_reads.append(len(data))
+        else:
+            copied += len(data)
         return data
 
     monkeypatch.setattr(os, "read", counted_read)
+    drains = 0
+    real_splice = os.splice
+
+    def counted_splice(src: int, dst: int, count: int, *, flags: int = 0) -> int:
+        nonlocal drains
+        drains += 1
+        return real_splice(src, dst, count, flags=flags)
+
+    monkeypatch.setattr(os, "splice", counted_splice)
     total = OUTPUT_CAP_BYTES * 16
     async with _pipe_outputs() as (waker, pipes, capture, writer):
 
@@ -191,8 +209,50 @@ async def test_past_the_cap_output_nobody_keeps_is_drained_in_the_kernel_not_cop
         assert await waker.until(pipes.done, _FAILSAFE_S)
     assert capture.dropped == total - OUTPUT_CAP_BYTES
     assert capture.result().truncated
-    # What was kept, and at most the one read that crossed the cap.
+    # What was kept, and at most the one read that crossed the cap; then a tail per drain.
     assert copied <= OUTPUT_CAP_BYTES + 65_536
+    assert drains and max(tail_reads) <= outputs.OUTPUT_TAIL_BYTES
+    assert sum(tail_reads) < total // 4
+
+
+_END = b"\n 1 pass\n 1 fail\n 1 error\nRan 2 tests across 2 files. [9.00ms]\n"
+
+
+@pytest.mark.parametrize("kept", [False, True], ids=["drained", "read-for-progress"])
+async def test_past_the_cap_the_streams_last_bytes_are_kept_beside_its_beginning(
+    kept: bool,
+) -> None:
+    """Where a runner's footer is: the last 4 KiB written, however much was drained."""
+    seen = _Seen() if kept else None
+    stream = bytes(range(256)) * (OUTPUT_CAP_BYTES // 16) + _END
+    async with _pipe_outputs(on_output=seen) as (waker, pipes, capture, writer):
+
+        def write_all() -> None:
+            written = 0
+            while written < len(stream):
+                written += writer.write(stream[written : written + 3000])
+
+        pipes.start()
+        with anyio.fail_after(30):
+            await anyio.to_thread.run_sync(write_all)
+        writer.close()
+        assert await waker.until(pipes.done, _FAILSAFE_S)
+    result = capture.result()
+    assert result.data == stream[:OUTPUT_CAP_BYTES]
+    assert result.tail == stream[-outputs.OUTPUT_TAIL_BYTES :]
+
+
+async def test_a_tail_is_kept_only_when_bytes_were_dropped_and_it_is_the_streams_end() -> None:
+    """Nothing dropped: no tail (the retained text is the end). A few dropped: the last 4 KiB."""
+    stream = b"x" * (OUTPUT_CAP_BYTES - 10) + _END
+    for total, tail in ((OUTPUT_CAP_BYTES, b""), (len(stream), stream[-4096:])):
+        async with _pipe_outputs() as (waker, pipes, capture, writer):
+            fcntl.fcntl(writer.fd, fcntl.F_SETPIPE_SZ, 2 * OUTPUT_CAP_BYTES)
+            writer.write(stream[:total])
+            writer.close()
+            pipes.end()
+            assert await waker.until(pipes.done, _FAILSAFE_S)
+        assert capture.result().tail == tail
 
 
 async def test_what_the_output_callback_raises_is_raised_by_the_waiter() -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from jigcmd.protocol.bunconsole import Unlisted, unlisted
+from jigcmd.protocol.bunconsole import Unlisted, no_test_ran, unlisted
 
 # What Bun 1.4.2 printed for one file that loads and one that does not (checked by hand).
 MIX = """
@@ -75,3 +75,42 @@ def test_names_are_bounded_in_the_files_and_in_the_reason() -> None:
     assert all(len(name) == 512 for name in found.files)
     assert len(found.reason) < 600
     assert found.reason.count("…") == 4  # three names cut, then ", …" for the other two
+
+
+# A run whose stderr passed its 64 KiB cap (checked by hand with Bun 1.4.2): the retained text
+# is the noisy file's beginning; the footer, and the file that failed to load, are past it.
+HEAD = "\ntest/b.test.ts:\n" + "".join(f"noise line {i} {'z' * 60}\n" for i in range(800))
+TAIL = (
+    "noise line 1999 " + "z" * 60 + "\n(fail) noisy fail [3.00ms]\n(pass) pass\n\n"
+    "test/z.test.ts:\n\n# Unhandled error between tests\n-------------------------------\n"
+    "error: Cannot find package 'missing-pkg' from '/work/test/z.test.ts'\n"
+    "-------------------------------\n\n\n 1 pass\n 2 fail\n 1 error\n 2 expect() calls\n"
+    "Ran 3 tests across 2 files. [40.00ms]\n"
+)
+
+
+def test_past_the_cap_the_footer_is_read_from_the_streams_tail() -> None:
+    """The retained text has no footer: the tail's counts the error, no header names its file."""
+    assert unlisted(HEAD, 1, 1) == Unlisted()
+    found = unlisted(HEAD, 1, 1, TAIL)
+    assert (found.errors, found.files) == (1, ("",))
+    assert found.reason.startswith("Bun counted 1 unhandled error between tests, failures ")
+
+
+def test_past_the_cap_a_footer_ending_the_retained_text_is_not_the_end() -> None:
+    """Only the tail is the stream's end: a footer the cap happened to end on is not read."""
+    fake = HEAD + " 4 error\nRan 4 tests across 4 files. [1ms]\n"
+    assert unlisted(fake, 1, 1).errors == 4  # no tail: the retained text is the end
+    ends = "(fail) x\n\n 0 pass\n 1 fail\nRan 1 test across 1 file.\n"
+    assert unlisted(fake, 1, 1, ends) == Unlisted()
+
+
+def test_no_test_ran_is_read_from_the_footer_ending_the_output() -> None:
+    """Bun's console for an empty test file (and no report): its words, without the time."""
+    empty = "test/empty.test.ts:\n\n 0 pass\n 0 fail\nRan 0 tests across 1 file. [2.00ms]\n"
+    assert no_test_ran(empty) == "Ran 0 tests across 1 file"
+    assert no_test_ran(HEAD, empty) == "Ran 0 tests across 1 file"
+    assert no_test_ran(HEAD, TAIL) == ""
+    assert no_test_ran(MIX) == ""
+    # A footer followed by more output is not the end.
+    assert no_test_ran(empty + "later\n") == ""
