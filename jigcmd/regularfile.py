@@ -28,10 +28,11 @@ _KINDS = (
 class NotRegular(Exception):
     """Raised when a path names something other than a regular file; `what` says what."""
 
-    def __init__(self, path: Path, what: str) -> None:
+    def __init__(self, path: Path, what: str, mode: int = stat.S_IFLNK) -> None:
         super().__init__(f"{path} is {what}, not a regular file")
         self.path = path
         self.what = what
+        self.mode = mode
 
 
 def _kind(mode: int) -> str:
@@ -48,7 +49,7 @@ def check_regular(path: Path) -> None:
     except FileNotFoundError:
         return
     if not stat.S_ISREG(info.st_mode):
-        raise NotRegular(path, _kind(info.st_mode))
+        raise NotRegular(path, _kind(info.st_mode), info.st_mode)
 
 
 def read_regular(path: Path, limit: int, *, follow: bool = False) -> tuple[bytes, os.stat_result]:
@@ -68,7 +69,7 @@ def read_regular(path: Path, limit: int, *, follow: bool = False) -> tuple[bytes
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
-            raise NotRegular(path, _kind(info.st_mode))
+            raise NotRegular(path, _kind(info.st_mode), info.st_mode)
         chunks = []
         left = limit + 1
         while left > 0:

@@ -26,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import stat
 import struct
 from collections.abc import Iterator
 from pathlib import Path
@@ -97,6 +98,8 @@ class Marker:
             try:
                 check_regular(path)
             except NotRegular as exc:
+                if stat.S_ISDIR(exc.mode):
+                    continue  # SQLite's open fails at once, worded in `journal.failures`
                 fix = (
                     f"put the journal back at {path}, or move {path.parent} aside to start afresh"
                     if path == self.db
