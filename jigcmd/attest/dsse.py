@@ -31,6 +31,7 @@ __all__ = [
     "payload_of",
     "sign",
     "signature_bytes",
+    "unknown_fields",
 ]
 
 # in-toto's payload type: the payload is a JSON Statement.
@@ -109,6 +110,36 @@ def decode_bundle(data: bytes) -> list[Envelope]:
 
     Each envelope is read as strict JSON, so every reader of the bundle sees the same one.
     """
+    try:
+        return [msgspec.convert(value, Envelope) for _, value in _values(data)]
+    except msgspec.ValidationError as exc:
+        raise BundleError(f"not a DSSE envelope: {exc}") from exc
+
+
+def unknown_fields(data: bytes) -> list[str]:
+    """The fields of a bundle's envelopes that DSSE does not define (ignored, so unsigned).
+
+    Each as `line N $.name` (or `$.name` for one envelope), a signature's as
+    `$.signatures[i].name`. Raises `BundleError` as `decode_bundle` does.
+    """
+    found = []
+    for where, value in _values(data):
+        if not isinstance(value, dict):
+            continue
+        found += [f"{where}$.{key}" for key in value if key not in _ENVELOPE_FIELDS]
+        signatures = value.get("signatures")
+        for index, signature in enumerate(signatures if isinstance(signatures, list) else []):
+            if isinstance(signature, dict):
+                at = f"{where}$.signatures[{index}]"
+                found += [f"{at}.{key}" for key in signature if key not in ("sig", "keyid")]
+    return found
+
+
+_ENVELOPE_FIELDS = ("payload", "payloadType", "signatures")
+
+
+def _values(data: bytes) -> list[tuple[str, object]]:
+    """Each envelope's JSON value, and where it is (`line N ` in JSON Lines, else empty)."""
     text = data.strip()
     if not text:
         raise BundleError("the file is empty")
@@ -117,24 +148,21 @@ def decode_bundle(data: bytes) -> list[Envelope]:
     try:
         if len(lines) > 1 and all(line.lstrip().startswith(b"{") for _, line in lines):
             try:
-                return [_envelope(line, f"line {n}: ") for n, line in lines]
+                return [(f"line {n} ", _value(line, f"line {n}: ")) for n, line in lines]
             except strict.Malformed:
                 pass  # perhaps one pretty-printed envelope: tried whole below
-        return [_envelope(text, "")]
-    except msgspec.ValidationError as exc:
-        raise BundleError(f"not a DSSE envelope: {exc}") from exc
+        return [("", _value(text, ""))]
     except strict.Malformed as exc:
         raise BundleError(f"not JSON Lines of DSSE envelopes: {exc}") from None
 
 
-def _envelope(text: bytes, where: str) -> Envelope:
+def _value(text: bytes, where: str) -> object:
     try:
-        value = strict.loads(text)
+        return strict.loads(text)
     except strict.Malformed:
         raise
     except strict.StrictJSONError as exc:
         raise NotStrictJSON(f"{where}not strict JSON: {exc}") from None
-    return msgspec.convert(value, Envelope)
 
 
 def bundle_digest(data: bytes) -> str:

@@ -19,6 +19,7 @@ first and another last, or nesting past 64 levels is refused, never decoded one 
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -30,11 +31,13 @@ from jigcmd.jsonio import strict
 from jigcmd.protocol.mcp_view import StreamView
 
 __all__ = [
+    "INPUT_MAX_BYTES",
     "EvidenceFile",
     "JarvisResult",
     "JarvisView",
     "McpResult",
     "McpView",
+    "RunAnswer",
     "bundle_bytes",
     "read_evidence",
 ]
@@ -118,7 +121,26 @@ class McpResult:
     unknown: tuple[str, ...]
 
 
-EvidenceFile = Evidence | JarvisResult | McpResult
+@dataclass(frozen=True)
+class RunAnswer:
+    """The evidence a Run/1 answer line carries, and what of the line jigcmd does not write.
+
+    `unusual` names each: a field no Run/1 answer has (`$.note`), a `jsonrpc` other than
+    "2.0". Neither is a fact of the run; the verifier says so rather than passing over it.
+    """
+
+    evidence: Evidence
+    unusual: tuple[str, ...]
+
+
+EvidenceFile = Evidence | JarvisResult | McpResult | RunAnswer
+# The most `jigcmd verify` reads of one file: well above the largest answer jigcmd writes. A
+# test result names at most 2,000 tests of at most 512 characters, each at most 6 bytes of
+# JSON (a control character escaped): 6.2 MB, 8.2 MB base64'd into its envelope; the run
+# statement under 0.3 MB (32 arguments of 1 KiB, escaped, base64'd); an answer carries the
+# bundle twice (`bundle`, `envelopes`) and two streams of at most 64 KiB (0.8 MB escaped):
+# under 19 MB in all.
+INPUT_MAX_BYTES = 64 * 1024 * 1024
 _T = TypeVar("_T")
 
 
@@ -163,7 +185,8 @@ def _answer_line(line: dict[str, Any], at: str) -> EvidenceFile:
         details = data.get("details") if isinstance(data, dict) else None
         if isinstance(details, dict) and "command" in details:
             where = f"{at}.error.data.details.command"
-            return _convert(details["command"], Evidence, where, "jigcmd evidence")
+            evidence = _convert(details["command"], Evidence, where, "jigcmd evidence")
+            return RunAnswer(evidence, _unusual(line, at, "error", ()))
         code = data.get("code") if isinstance(data, dict) else None
         raise ValueError(
             f"a JSON-RPC error answer ({code or error.get('code')}) with no evidence: only "
@@ -173,15 +196,28 @@ def _answer_line(line: dict[str, Any], at: str) -> EvidenceFile:
     if not isinstance(result, dict):
         raise ValueError(f"a JSON-RPC answer line without a result object at `{at}.result`")
     if "value" in result:
-        return _convert(result["value"], Evidence, f"{at}.result.value", "jigcmd evidence")
+        evidence = _convert(result["value"], Evidence, f"{at}.result.value", "jigcmd evidence")
+        return RunAnswer(evidence, _unusual(line, at, "result", result.keys() - {"value"}))
     if "structuredContent" in result:
         where = f"{at}.result.structuredContent"
-        return _mcp(result["structuredContent"], where)
+        mcp = _mcp(result["structuredContent"], where)
+        return McpResult(mcp.view, (*_unusual(line, at, "result", ()), *mcp.unknown))
     raise ValueError(
         "a JSON-RPC answer with neither `.result.value` (FLOW Run/1) nor "
         "`.result.structuredContent` (MCP tools/call from 2025-06-18; an older protocol "
         "version's result has none to check)"
     )
+
+
+def _unusual(line: dict[str, Any], at: str, outcome: str, extra: Iterable[str]) -> tuple[str, ...]:
+    """What of an answer line jigcmd never writes: its fields beyond these, another version."""
+    said = [f"{at}.{key}" for key in line if key not in ("jsonrpc", "id", outcome)]
+    said += [f"{at}.{outcome}.{key}" for key in sorted(extra)]
+    if line.get("jsonrpc") != "2.0":
+        said.insert(
+            0, f'{at}.jsonrpc {msgspec.json.encode(line.get("jsonrpc")).decode()}, not "2.0"'
+        )
+    return tuple(said)
 
 
 def _mcp(value: object, at: str) -> McpResult:
@@ -235,7 +271,12 @@ def bundle_bytes(data: bytes) -> bytes:
         return _strict_lines(data)
     except strict.StrictJSONError as exc:
         raise ValueError(f"not strict JSON: {exc}") from None
-    if not isinstance(value, dict) or "attestation" not in value:
+    if not isinstance(value, dict):
+        raise ValueError(
+            f"not a bundle: the file is a JSON {_json_kind(value)}, not a DSSE envelope (an "
+            "object) or JSON Lines of them"
+        )
+    if "attestation" not in value:
         return data
     attestation = value["attestation"]
     if attestation is None:
@@ -244,6 +285,14 @@ def bundle_bytes(data: bytes) -> bytes:
     if not isinstance(bundle, str):
         raise ValueError("the answer's `attestation` has no `bundle` string")
     return _strict_lines(bundle.encode("utf-8"))
+
+
+def _json_kind(value: object) -> str:
+    if isinstance(value, list):
+        return "array"
+    if isinstance(value, str):
+        return "string"
+    return "null" if value is None else "boolean" if isinstance(value, bool) else "number"
 
 
 def _strict_lines(bundle: bytes) -> bytes:

@@ -6,7 +6,9 @@ descriptor, which is read once at start); else the host key `signing-key.pem` in
 directory, made on first use (0600, written whole and linked in, so two servers starting
 together end with the same key) with its public half `signing-key.pub.pem` beside it.
 A key is PKCS#8 PEM, unencrypted. A key that cannot be read or is not Ed25519 raises
-`SigningKeyError` naming the file and the cause: the front does not start.
+`SigningKeyError` naming the file and the cause: the front does not start. The host key and
+its public half are the state directory's files: read as regular files only
+(`jigcmd.regularfile`), so a FIFO there is refused, not waited on for ever.
 
 The one form this module writes (RFC 8410's DER on one PEM line, as `cryptography` and
 `openssl genpkey` write it) is encoded and decoded here around the library's raw Ed25519
@@ -31,6 +33,8 @@ from pathlib import Path
 from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
+from jigcmd.regularfile import NotRegular, read_regular
+
 __all__ = [
     "HOST_KEY_NAME",
     "HOST_PUBLIC_NAME",
@@ -38,7 +42,9 @@ __all__ = [
     "PublicKey",
     "SigningKey",
     "SigningKeyError",
+    "inspect_signing_key",
     "key_id",
+    "load_host_public",
     "load_public",
     "open_signing_key",
 ]
@@ -143,15 +149,28 @@ def open_signing_key(
     return _host_key(state_dir)
 
 
-def _read_bytes(path: Path) -> bytes:
+def _read_bytes(path: Path, *, host: bool = False) -> bytes:
+    """The key file's bytes, checked; `host`: the state directory's, a regular file only.
+
+    A key the operator names may be a pipe (`/dev/fd/N`), read as it comes; the host key
+    is opened without waiting on a FIFO or following a link (`jigcmd.regularfile`).
+    """
     try:
-        with open(path, "rb") as file:
-            info = os.fstat(file.fileno())
-            if stat.S_ISDIR(info.st_mode):
-                raise SigningKeyError(f"signing key {path}: is a directory")
-            data = file.read(_MAX_KEY_BYTES + 1)
+        if host:
+            data, info = read_regular(path, _MAX_KEY_BYTES)
+        else:
+            with open(path, "rb") as file:
+                info = os.fstat(file.fileno())
+                if stat.S_ISDIR(info.st_mode):
+                    raise SigningKeyError(f"signing key {path}: is a directory")
+                data = file.read(_MAX_KEY_BYTES + 1)
     except FileNotFoundError:
         raise SigningKeyError(f"signing key {path}: no such file") from None
+    except NotRegular as exc:
+        raise SigningKeyError(
+            f"signing key {path}: is {exc.what}, not a regular file; fix: put the host's key "
+            f"file back there (PEM, 0600), or pass --signing-key FILE"
+        ) from None
     except OSError as exc:
         raise SigningKeyError(f"signing key {path}: cannot be read: {exc.strerror}") from exc
     if len(data) > _MAX_KEY_BYTES:
@@ -164,8 +183,8 @@ def _read_bytes(path: Path) -> bytes:
     return data
 
 
-def _read_private(path: Path) -> Ed25519PrivateKey:
-    data = _read_bytes(path)
+def _read_private(path: Path, *, host: bool = False) -> Ed25519PrivateKey:
+    data = _read_bytes(path, host=host)
     seed = _ed25519_seed(data)
     if seed is not None:
         return Ed25519PrivateKey.from_private_bytes(seed)
@@ -188,10 +207,42 @@ def _read_private(path: Path) -> Ed25519PrivateKey:
 def load_public(path: Path) -> PublicKey:
     """A public key from a PEM file (SubjectPublicKeyInfo, or a private key's public half)."""
     try:
-        data = path.read_bytes()
+        with open(path, "rb") as file:
+            data = file.read(_MAX_KEY_BYTES + 1)
     except OSError as exc:
         raise SigningKeyError(f"public key {path}: cannot be read: {exc.strerror}") from exc
-    # Only `jigcmd attest` reads a public key: the library's parser, imported for it.
+    return _parse_public(data, path)
+
+
+def load_host_public(state_dir: Path) -> PublicKey:
+    """The host key's public half, `signing-key.pub.pem` in a state directory already checked.
+
+    Trusted only as far as the directory is: a file that is no regular file, or that group
+    or others may write (so could swap for their own key), is refused.
+    """
+    path = state_dir / HOST_PUBLIC_NAME
+    try:
+        data, info = read_regular(path, _MAX_KEY_BYTES)
+    except FileNotFoundError:
+        raise SigningKeyError(
+            f"no host key at {path}; pass --key PUB (`jigcmd key` prints it)"
+        ) from None
+    except NotRegular as exc:
+        raise SigningKeyError(f"public key {path}: is {exc.what}, not a regular file") from None
+    except OSError as exc:
+        raise SigningKeyError(f"public key {path}: cannot be read: {exc.strerror}") from exc
+    if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        raise SigningKeyError(
+            f"public key {path}: writable by group or others "
+            f"(mode {stat.S_IMODE(info.st_mode):04o}), so not trusted; chmod 644 it"
+        )
+    return _parse_public(data, path)
+
+
+def _parse_public(data: bytes, path: Path) -> PublicKey:
+    if len(data) > _MAX_KEY_BYTES:
+        raise SigningKeyError(f"public key {path}: larger than {_MAX_KEY_BYTES} bytes")
+    # Only `jigcmd verify` reads a public key: the library's parser, imported for it.
     from cryptography.hazmat.primitives import serialization  # noqa: PLC0415 - see the module
 
     try:
@@ -209,19 +260,55 @@ def load_public(path: Path) -> PublicKey:
 
 def _host_key(state_dir: Path) -> SigningKey:
     path = state_dir / HOST_KEY_NAME
-    if not path.exists():
+    if not os.path.lexists(path):
         _make_host_key(state_dir, path)
-    key = SigningKey(_read_private(path), str(path))
+    key = SigningKey(_read_private(path, host=True), str(path))
     public = state_dir / HOST_PUBLIC_NAME
     pem = key.public.pem
-    with contextlib.suppress(OSError):
-        if public.read_bytes() == pem:
+    try:
+        if read_regular(public, _MAX_KEY_BYTES)[0] == pem:
             return key
+    except NotRegular as exc:
+        raise _not_a_public_file(exc) from None
+    except OSError:
+        pass
     # Missing or not this key's: the public half is derived, so it is written again.
     try:
         _write_whole(public, pem, 0o644)
     except OSError as exc:
         raise SigningKeyError(f"public key {public}: cannot be written: {exc.strerror}") from exc
+    return key
+
+
+def _not_a_public_file(exc: NotRegular) -> SigningKeyError:
+    # Never replaced: something put it there, and the operator decides what it was.
+    return SigningKeyError(
+        f"public key {exc.path}: is {exc.what}, not a regular file; fix: remove it (it is "
+        f"derived from {HOST_KEY_NAME} and written again)"
+    )
+
+
+def inspect_signing_key(
+    state_dir: Path, environ: Mapping[str, str] | None = None
+) -> SigningKey | None:
+    """The key `open_signing_key` would give, read as it reads it but nothing made or written.
+
+    None when the host key is not made yet. Raises `SigningKeyError` where a start would.
+    """
+    environ = os.environ if environ is None else environ
+    if environ.get(KEY_ENV):
+        named = Path(environ[KEY_ENV])
+        return SigningKey(_read_private(named), str(named))
+    path = state_dir / HOST_KEY_NAME
+    if not os.path.lexists(path):
+        return None
+    key = SigningKey(_read_private(path, host=True), str(path))
+    try:
+        read_regular(state_dir / HOST_PUBLIC_NAME, _MAX_KEY_BYTES)
+    except NotRegular as exc:
+        raise _not_a_public_file(exc) from None
+    except OSError:
+        pass  # missing or unreadable: a start writes it again
     return key
 
 

@@ -20,7 +20,14 @@ import msgspec
 
 from jigcmd.attest import dsse
 from jigcmd.attest.checks import Check, Statement, candidate, skip, streams
-from jigcmd.attest.inputs import EvidenceFile, JarvisResult, JarvisView, McpResult, read_evidence
+from jigcmd.attest.inputs import (
+    EvidenceFile,
+    JarvisResult,
+    JarvisView,
+    McpResult,
+    RunAnswer,
+    read_evidence,
+)
 from jigcmd.attest.keys import PublicKey
 from jigcmd.attest.statement import (
     JARVIS_PREDICATE_TYPE,
@@ -63,6 +70,10 @@ def verify_bundle(data: bytes, key: PublicKey, evidence: EvidenceFile | None = N
     except dsse.BundleError as exc:
         return [Check("bundle", False, str(exc))]
     checks = [Check("bundle", True, f"{len(envelopes)} DSSE envelope(s)")]
+    unknown = dsse.unknown_fields(data)
+    if unknown:
+        why = "not DSSE envelope fields, so unsigned and no fact of the run: "
+        checks.append(skip("envelope fields", why + ", ".join(unknown)))
     signature = _signatures(envelopes, key)
     checks.append(signature)
     if not signature.ok:
@@ -100,6 +111,12 @@ def _evidence(statement: Statement, evidence: EvidenceFile | None, bundle: bytes
         return [Check("evidence", False, "a run statement, but a jarvis record")]
     if isinstance(evidence, McpResult):
         return view_checks(statement, evidence)
+    if isinstance(evidence, RunAnswer):
+        checks = _evidence_checks(statement, evidence.evidence)
+        if evidence.unusual:
+            why = "jigcmd writes no Run/1 answer with these, so they are no fact of the run: "
+            checks.append(skip("answer line", why + "; ".join(evidence.unusual)))
+        return checks
     return _evidence_checks(statement, evidence)
 
 

@@ -15,11 +15,12 @@ import os
 import sys
 from pathlib import Path
 
-from jigcmd.attest.inputs import EvidenceFile, bundle_bytes, read_evidence
+from jigcmd.attest.inputs import INPUT_MAX_BYTES, EvidenceFile, bundle_bytes, read_evidence
 from jigcmd.attest.keys import (
     HOST_PUBLIC_NAME,
     PublicKey,
     SigningKeyError,
+    load_host_public,
     load_public,
     open_signing_key,
 )
@@ -141,21 +142,44 @@ def verify(
 
 
 def _read(path: Path) -> bytes:
-    """A file's bytes; `-` is stdin, as for `jigcmd run --stdin-file -`."""
+    """A file's bytes, at most `INPUT_MAX_BYTES`; `-` is stdin, as for `run --stdin-file -`.
+
+    Read to that bound and no further: `/dev/zero`, or a file far larger than anything jigcmd
+    writes, is refused (`ValueError`), never read until memory runs out.
+    """
     if str(path) == "-":
-        return sys.stdin.buffer.read()
-    return path.read_bytes()
+        data = sys.stdin.buffer.read(INPUT_MAX_BYTES + 1)
+    else:
+        with open(path, "rb") as file:
+            data = file.read(INPUT_MAX_BYTES + 1)
+    if len(data) > INPUT_MAX_BYTES:
+        raise ValueError(
+            f"more than {INPUT_MAX_BYTES >> 20} MiB (or endless): larger than any bundle or "
+            "answer jigcmd writes, so not one; give the bundle (`jigcmd attest`) or the answer "
+            "as it came"
+        )
+    return data
 
 
 def _verifying_key(key_path: Path | None, state_dir: Path | None) -> PublicKey:
     if key_path is not None:
         return load_public(key_path)
     # The host's own public half: a reviewer on this host needs no key file of their own.
-    # Read where it is, never made: verifying creates nothing.
-    public = (state_dir or default_state_dir()) / HOST_PUBLIC_NAME
-    if not public.exists():
+    # Read where it is, never made: verifying creates nothing. Trusted only from a state
+    # directory every other verb would use: one that another user owns or may write could
+    # hold their key, and a bundle they signed would verify.
+    state = state_dir or default_state_dir()
+    if not os.path.lexists(state):
+        public = state / HOST_PUBLIC_NAME
         raise SigningKeyError(f"no host key at {public}; pass --key PUB (`jigcmd key` prints it)")
-    return load_public(public)
+    try:
+        trusted = checked_state_dir(state)
+    except StateDirError as exc:
+        raise SigningKeyError(
+            f"the host key in {state} is not trusted: {exc.reason}; pass --key PUB (the "
+            "signer's public key, which `jigcmd key` prints on its host)"
+        ) from None
+    return load_host_public(trusted)
 
 
 def key(state_dir: Path | None, signing_key: Path | None) -> int:

@@ -335,6 +335,13 @@ def _mib(count: int) -> str:
     return f"{count / (1024 * 1024):,.1f} MiB"
 
 
+def _signing_key() -> Check:
+    """The key serve and run would sign with, read as they read it; nothing made."""
+    from jigcmd.frontends.diagnosis.keycheck import signing_key_check  # noqa: PLC0415 - an import that fails fails this check alone
+
+    return signing_key_check(_STATE_DIR.get())
+
+
 # The Binding `doctor --binding` checks, if one was given.
 _BINDING: contextvars.ContextVar[Path | None] = contextvars.ContextVar("binding", default=None)
 
@@ -426,6 +433,7 @@ _CHECKS: tuple[tuple[str, Callable[[], Check]], ...] = (
     ("bun runtime", _runtime),
     ("end-to-end", _end_to_end),
     ("state", _state),
+    ("signing key", _signing_key),
 )
 
 
@@ -473,16 +481,17 @@ def _render(results: list[Check]) -> str:
     return "\n".join(lines)
 
 
-# What a failed check of each kind means; every check but these two is the envelope's.
+# What a failed check of each kind means; every check but these is the envelope's.
 _CONSEQUENCES = {
     "envelope": "the envelope cannot be built here, so jigcmd would refuse every command "
     "(it never runs one uncontained)",
     "state": "the state directory cannot be used as it is, so serve and run would not start",
+    "signing key": "serve and run would not start: they sign every run with that key",
     "binding": "the Binding cannot be loaded, so serve and run would refuse it",
     "jarvis policy": "jarvis would refuse to start with this policy",
 }
 # The checks that are not the envelope's, each its own kind in the summary.
-_OWN_KINDS = ("state", "binding", "jarvis policy")
+_OWN_KINDS = ("state", "signing key", "binding", "jarvis policy")
 
 
 def _failed(failed: list[Check], total: int) -> str:

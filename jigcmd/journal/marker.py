@@ -26,17 +26,21 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import stat
 import struct
 from collections.abc import Iterator
 from pathlib import Path
 
 import msgspec
 
-from jigcmd.journal.failures import JournalLost
+from jigcmd.journal.failures import JournalLost, JournalUnusable
+from jigcmd.regularfile import NotRegular, check_regular, read_regular
 
 __all__ = ["MARKER_NAME", "Marker"]
 
 MARKER_NAME = "journal.mark"
+# A marker is one short JSON line; more is no marker jigcmd wrote (read as unreadable).
+_MARKER_MAX_BYTES = 4096
 _WAL_HEADER = struct.Struct(">8I")
 _WAL_MAGICS = (0x377F0682, 0x377F0683)
 
@@ -68,6 +72,7 @@ class Marker:
 
     def check_before_open(self) -> bool:
         """Refuse a lost or corrupt WAL; True when the marker exists (a journal was here)."""
+        self._check_files()
         recorded = self._read()
         if recorded is None:
             return False
@@ -85,6 +90,25 @@ class Marker:
                 "drop every operation it holds"
             )
         return True
+
+    def _check_files(self) -> None:
+        """Refuse a journal file that is no regular file: SQLite would block on a FIFO."""
+        shm = self.db.with_name(f"{self.db.name}-shm")
+        for path in (self.db, self.wal, shm):
+            try:
+                check_regular(path)
+            except NotRegular as exc:
+                if stat.S_ISDIR(exc.mode):
+                    continue  # SQLite's open fails at once, worded in `journal.failures`
+                fix = (
+                    f"put the journal back at {path}, or move {path.parent} aside to start afresh"
+                    if path == self.db
+                    else f"remove {path} (it holds none of the journal), after checking what "
+                    "put it there"
+                )
+                named = "" if path == self.db else f"{path.name} "
+                cause = f"{named}is {exc.what}, not a regular file"
+                raise JournalUnusable(self.db, cause, fix) from None
 
     def check_schema(self, version: int) -> None:
         """Refuse a database without a journal (`user_version` 0) where a marker says one was."""
@@ -118,9 +142,17 @@ class Marker:
 
     def _read(self) -> bool | None:
         try:
-            data = self.path.read_bytes()
+            data, _ = read_regular(self.path, _MARKER_MAX_BYTES)
         except FileNotFoundError:
             return None
+        except NotRegular as exc:
+            # A FIFO would block every open of the journal: refused as what it is.
+            raise JournalUnusable(
+                self.db,
+                f"its marker {self.path.name} is {exc.what}, not a regular file",
+                f"remove {self.path} (the journal's next writer writes it again), after "
+                "checking what put it there",
+            ) from None
         try:
             return msgspec.json.decode(data, type=_Written).clean
         except msgspec.DecodeError:
@@ -128,7 +160,9 @@ class Marker:
 
     def _write(self, *, clean: bool) -> None:
         temporary = self.path.with_name(f".{MARKER_NAME}.tmp")
-        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+        # Never blocks on, or writes through, something planted at the temporary name.
+        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK
+        fd = os.open(temporary, flags, 0o600)
         try:
             os.write(fd, msgspec.json.encode({"journal": self.db.name, "clean": clean}) + b"\n")
             os.fsync(fd)

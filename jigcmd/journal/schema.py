@@ -198,9 +198,10 @@ def check_readable(version: int) -> None:
     if version < SCHEMA_VERSION:
         raise SchemaError(
             f"the journal is at schema version {version}, older than this jigcmd reads "
-            f"({SCHEMA_VERSION}), and reading it changes nothing; fix: let a verb that writes "
-            "bring it up to date once (`jigcmd recover --state-dir` this directory), then "
-            "read it again"
+            f"({SCHEMA_VERSION}), and a verb that only reads it (runs, attest, doctor, "
+            "jarvis-audit, prune --dry-run) changes nothing; fix: bring it up to date once with "
+            "`jigcmd recover --state-dir` this directory (which prunes nothing; `jigcmd prune` "
+            "without --dry-run also does, as it prunes), then read it again"
         )
 
 

@@ -291,3 +291,18 @@ def test_a_duration_past_the_longest_is_refused_naming_the_limit(
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert f"argument {option}: '2000w' is longer than the longest duration, 999,999,999 s" in err
+
+
+def test_a_dry_run_on_an_older_journal_names_the_verbs_that_bring_it_up_to_date(
+    state: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Status 2, and no "let a verb that writes": prune writes, without --dry-run."""
+    with Journal.open(state) as journal, journal._db.write() as conn:
+        conn.execute("PRAGMA user_version = 5")  # as an older jigcmd left it
+    argv = ["prune", "--state-dir", str(state), "--older-than", "2d", "--dry-run"]
+    assert main(argv) == 2
+    said = capsys.readouterr().err
+    assert said.startswith("jigcmd prune: the journal is at schema version 5, older than")
+    assert "a verb that only reads it (runs, attest, doctor, jarvis-audit, prune --dry-run)" in said
+    assert "fix: bring it up to date once with `jigcmd recover --state-dir` this directory" in said
+    assert "`jigcmd prune` without --dry-run also does" in said
