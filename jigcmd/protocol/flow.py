@@ -228,8 +228,6 @@ class FlowDialect:
                 jsonrpc.METHOD_NOT_FOUND,
                 f"Method not found: {request.method} (this session speaks FLOW Run/1)",
             )
-        if request.id in self._pending:
-            return [Send(jsonrpc.encode_duplicate(request.id))]
         try:
             call = parse_call(request.method, request.params)
         except RunParamsError as exc:
@@ -273,7 +271,7 @@ class FlowDialect:
         )
 
     def started(self, call: Call) -> None:
-        """The request is waiting on its operation: later requests with its id join it."""
+        """The request is waiting on its operation: later calls of the operation join it."""
         assert call.signature is not None
         operation = self._operations.get(call.operation_id)
         if operation is None:

@@ -428,13 +428,7 @@ class _Server:
             found = await self._backend.recorded(lookup.operation_id, root_run=lookup.root_run)
         except Exception:
             logger.exception("reading the record of %s failed", lookup.operation_id)
-            self._writer.send(
-                jsonrpc.encode_error(
-                    lookup.request_id,
-                    jsonrpc.INTERNAL_ERROR,
-                    "Internal error: the journal could not be read",
-                )
-            )
+            self._writer.send(self._session.lookup_failed(lookup))
         else:
             self._writer.send(self._session.recorded(lookup, found))
         self._writer.flush()
