@@ -226,3 +226,29 @@ def test_the_busy_refusal_does_not_call_a_replay_running(rig: Rig) -> None:
     assert again.close_input() == 0
     rig.assert_nothing_left()
     assert rig.watch.runs(token) == 1
+
+
+def test_an_unconfigured_command_is_unavailable_and_the_configured_ones_keep_working(
+    rig: Rig,
+) -> None:
+    """The seed: a valid name the Binding does not configure is unavailable; a malformed
+    name is a bad request; `cli` still runs."""
+    token = f"tok-{uuid.uuid4().hex}"
+    server = rig.serve(protocol="flow")
+    lint = cli_input(QUICK, token) | {"command": "lint"}
+    server.send(flow_call("call-1", "op-unconfigured", lint))
+    error = server.answer("call-1")["error"]
+    assert error["data"] == {"code": "UNAVAILABLE"}
+    assert error["message"] == (
+        "command 'lint' is not configured by the admitted Binding (admitted: cli, tests)"
+    )
+    malformed = cli_input(QUICK, token) | {"command": "Not A Name"}
+    server.send(flow_call("call-2", "op-malformed-name", malformed))
+    error = server.answer("call-2")["error"]
+    assert error["data"]["code"] == "INVALID_INPUT"
+    assert error["data"]["details"] == {"pointer": "/command", "rule": "command"}
+    server.send(flow_call("call-3", "op-configured", cli_input(QUICK, token)))
+    assert _result(server.response("call-3"))["exitCode"] == 0
+    assert server.close_input() == 0
+    rig.assert_nothing_left()
+    assert rig.watch.runs(token) == 1
