@@ -34,6 +34,7 @@ from jigcmd.protocol.actions import (
     Lookup,
     Outcome,
     Send,
+    Warn,
     send_error,
 )
 from jigcmd.protocol.commands import Recorded, ToolInfo
@@ -63,6 +64,7 @@ __all__ = [
     "Send",
     "Session",
     "Signature",
+    "Warn",
 ]
 
 ProtocolChoice = Literal["auto", "mcp", "flow"]
@@ -182,7 +184,11 @@ class Session:
         if type(message) is jsonrpc.Request:
             return self._awaiting(self._request(message))
         if type(message) is jsonrpc.Notification:
-            return [] if self._dialect is None else self._dialect.notification(message)
+            if self._dialect is not None:
+                return self._dialect.notification(message)
+            # Not a dialect's first request (it expects no answer), but a call is not lost
+            # without a word.
+            return flow.call_without_id(message) if message.method in flow.CALL_METHODS else []
         if type(message) is jsonrpc.Response:
             return []
         assert type(message) is jsonrpc.Rejected

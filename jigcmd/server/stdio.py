@@ -44,6 +44,7 @@ from jigcmd.protocol.session import (
     Resource,
     Send,
     Session,
+    Warn,
 )
 from jigcmd.server.backend import CommandBackend, Progress, ToolInfo
 from jigcmd.server.fds import ProtocolFds, claim_protocol_fds
@@ -385,6 +386,8 @@ class _Server:
                     self._tasks_group().start_soon(self._look_up, action)
                 elif type(action) is Fetch:
                     self._tasks_group().start_soon(self._fetch, action)
+                elif type(action) is Warn:
+                    logger.warning("%s", action.message)
 
     async def _fetch(self, fetch: Fetch) -> None:
         """Read one per-run resource off the loop and answer with it (or why not)."""

@@ -252,3 +252,23 @@ def test_an_unconfigured_command_is_unavailable_and_the_configured_ones_keep_wor
     assert server.close_input() == 0
     rig.assert_nothing_left()
     assert rig.watch.runs(token) == 1
+
+
+@pytest.mark.parametrize("protocol", ["auto", "flow"])
+def test_a_call_sent_without_an_id_runs_nothing_and_says_so_on_stderr(
+    rig: Rig, protocol: str
+) -> None:
+    """A notification is never answered, so the call is not run; one warning line says why."""
+    token = f"tok-{uuid.uuid4().hex}"
+    server = rig.serve(protocol=protocol)
+    call = flow_call("x", "op-no-id", cli_input(QUICK, token))
+    del call["id"]
+    server.send(call)
+    server.ping("after")
+    assert server.close_input() == 0
+    said = [line for line in server.stderr().splitlines() if "op-no-id" in line]
+    assert said == [
+        "jigcmd: WARNING jigcmd.server: capability/call (operationId 'op-no-id') was not run: "
+        "it has no id, so it is a notification and could not be answered; send it with an id"
+    ]
+    assert rig.watch.runs(token) == 0
