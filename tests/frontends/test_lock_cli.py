@@ -37,6 +37,32 @@ def test_a_lock_that_cannot_be_written_is_status_2_naming_it_and_nothing_is_left
     assert not (tmp_path / "missing").exists()
 
 
+@pytest.mark.parametrize(
+    ("entry", "rule"),
+    [
+        ('cli = { run = "src/cli.json" }', "must be a .ts or .js file (docs/binding.md)"),
+        (
+            't = { test = ["a.test.tsx"] }',
+            ".test.ts, .test.js, .spec.ts or .spec.js (docs/binding.md)",
+        ),
+    ],
+)
+def test_a_refused_path_cites_the_document_users_have(
+    tmp_path: Path, entry: str, rule: str
+) -> None:
+    """The rule is cited from docs/binding.md, never from the design notes users lack."""
+    shutil.copytree(EXAMPLE, tmp_path / "example", ignore=shutil.ignore_patterns("jigcmd.lock"))
+    binding = tmp_path / "example" / "binding.toml"
+    binding.write_text(binding.read_text().split("[commands]")[0] + f"[commands]\n{entry}\n")
+    done = subprocess.run(
+        [sys.executable, "-m", "jigcmd", "lock", "--binding", str(binding)],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 2, done
+    assert rule in done.stderr
+    assert "spec-notes" not in done.stderr + done.stdout
+
+
 @pytest.mark.envelope
 def test_the_reviewed_test_command_is_what_run_runs_its_reporter_marked(tmp_path: Path) -> None:
     """The review brackets the JUnit reporter (MCP and `run` only); unbracketed, its line is
