@@ -3,6 +3,7 @@ command lines are the ones that run."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import sys
@@ -87,3 +88,45 @@ def test_the_reviewed_test_command_is_what_run_runs_its_reporter_marked(tmp_path
     assert ran.returncode == 0, ran.stderr
     command = next(line for line in ran.stdout.splitlines() if line.startswith("command:"))
     assert command == "command:    tests: " + argv.replace("[", "").replace("]", "")
+
+
+@pytest.mark.envelope
+def test_an_altered_lock_is_named_once_with_one_way_to_re_admit(tmp_path: Path) -> None:
+    """A lock edited by hand: the serve answer and `lock --check` say so once, advise once."""
+    require_root()
+    shutil.copytree(EXAMPLE, tmp_path / "example", ignore=shutil.ignore_patterns("jigcmd.lock"))
+    binding = tmp_path / "example" / "binding.toml"
+    lock = tmp_path / "example" / "jigcmd.lock"
+    subprocess.run(
+        [sys.executable, "-m", "jigcmd", "lock", "--binding", str(binding)],
+        capture_output=True, text=True, timeout=120, check=True,
+    )  # fmt: skip
+    data = json.loads(lock.read_text())
+    data["policy"]["commands"]["tests"]["test"] = ["test/other.test.ts"]
+    lock.write_text(json.dumps(data))
+    call = {"jsonrpc": "2.0", "id": "c1", "method": "capability/call", "params": {
+        "operationId": "op-1", "slot": "command", "method": "run",
+        "input": {"command": "tests", "files": {"test/project.test.ts": "x"}}}}  # fmt: skip
+    served = subprocess.run(
+        [sys.executable, "-m", "jigcmd", "serve", "--binding", str(binding),
+         "--state-dir", str(tmp_path / "state")],
+        input=json.dumps(call) + "\n", capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    message = json.loads(served.stdout)["error"]["message"]
+    assert message.startswith(
+        "command 'tests': lock <binding dir>/jigcmd.lock is unusable: bindingDigest sha256:"
+    )
+    assert message.endswith(
+        ": the lock was altered; run `jigcmd lock --binding <binding dir>/binding.toml` to re-admit"
+    )
+    assert message.count("re-admit") == 1 and message.count("jigcmd.lock") == 1
+    checked = subprocess.run(
+        [sys.executable, "-m", "jigcmd", "lock", "--check", "--binding", str(binding)],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert checked.returncode == 1
+    assert checked.stderr.startswith(f"jigcmd lock: {lock}: bindingDigest sha256:")
+    assert checked.stderr.endswith(
+        f": the lock was altered; run `jigcmd lock --binding {binding}` to re-admit\n"
+    )
+    assert checked.stderr.count("re-admit") == 1
