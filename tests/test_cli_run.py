@@ -381,6 +381,19 @@ def test_arguments_for_a_test_command_exit_2(lock: Path, tmp_path: Path) -> None
     assert refusal(done)["error"]["code"] == "INVALID_INPUT"
 
 
+def test_a_command_the_binding_does_not_configure_exits_3_as_unavailable(
+    lock: Path, tmp_path: Path
+) -> None:
+    """The seed: an otherwise valid unconfigured command is unavailable, not a bad request."""
+    done = run(lock, tmp_path, "lint", CANDIDATES / "passing", "--json")
+    assert done.returncode == 3, done.stderr
+    error = refusal(done)["error"]
+    assert error["code"] == "UNAVAILABLE"
+    assert (
+        "command 'lint' is not configured by the admitted Binding (admitted: " in (error["message"])
+    )
+
+
 def test_an_unadmitted_binding_exits_3(lock: Path, tmp_path: Path) -> None:
     """Without a lock the command is unavailable: status 3, the reason and how to admit."""
     done = run(tmp_path / "missing.lock", tmp_path, "tests", CANDIDATES / "passing", "--json")

@@ -269,7 +269,8 @@ def _read_lock(path: Path) -> tuple[Lock | None, bytes, str | None]:
     try:
         return decode_lock(data, source=str(path)), data, None
     except LockError as exc:
-        return None, b"", f"lock {path} is unusable: {exc}"
+        # Its message begins with the path already.
+        return None, b"", f"lock {path} is unusable: {str(exc).removeprefix(f'{path}: ')}"
 
 
 # Why a front (serve, run) cannot start: each names the file, setting or piece to fix.

@@ -4,6 +4,7 @@ The service asks it, in order: is the operation known (`known_or`), take a slot 
 run under the row (`run`: the row is written at admission, the envelope and the evidence
 recorded along the way, the row closed with the result or the failure), `release`. A call
 without an operation signature keeps no row; one without a state directory keeps nothing.
+A call admission or validation refuses is still answered from a closed row (`recorded_or`).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from jigcmd.plan import RunPlan, plan_digest
 from jigcmd.protocol.commands import RunResult
 from jigcmd.server.backend import PROGRESS_EVERY_S, Owned, Progress
 
-__all__ = ["Durability", "Execute", "SignEnding"]
+__all__ = ["Durability", "Execute", "SignEnding", "recorded_or"]
 
 # Runs the plan with this call's ticket and hooks (the service's own execute).
 Execute = Callable[[Ticket, Hooks | None], Awaitable[RunResult]]
@@ -244,3 +245,21 @@ class Durability:
                 trace.mark("service: evidence recorded")
 
         return Hooks(admit=admit, on_started=on_started, on_ended=on_ended)
+
+
+async def recorded_or(
+    ownership: Ownership | None, refusal: JigError, key: tuple[str, str], signature: str | None
+) -> RunResult:
+    """A closed operation's recorded answer; else raise `refusal` (nothing ran).
+
+    Asked when admission or validation refuses a call: a recorded operation runs nothing, so
+    neither a drifted Binding nor one no longer naming its command keeps it from its answer
+    (within a session it is replayed from memory all the same). `key`: (root run, op id).
+    """
+    root_run, operation_id = key
+    if ownership is None or signature is None or not root_run:
+        raise refusal
+    found = await ownership.lookup(operation_id, signature, root_run=root_run, closed_only=True)
+    if found is None:
+        raise refusal
+    return found

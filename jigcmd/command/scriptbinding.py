@@ -149,7 +149,11 @@ async def evaluate_script(
         stop_reason=outcome.stop_reason,
     )
     evaluated = read_evaluation(
-        run, source=source, host_root=str(script.root), limit_s=CEILING_SECONDS
+        run,
+        source=source,
+        host_root=str(script.root),
+        limit_s=CEILING_SECONDS,
+        relative=script.relative,
     )
     if evaluated.jig is not None and script.jig_path is not None:
         check_listed(evaluated.jig, script.relative, source=source, jig_source=str(script.jig_path))

@@ -18,7 +18,7 @@ from jigcmd import trace
 from jigcmd.attest.attester import Attester
 from jigcmd.cancel import CancelSignal
 from jigcmd.clock import unix_ms
-from jigcmd.command.durability import Durability
+from jigcmd.command.durability import Durability, recorded_or
 from jigcmd.command.execution import execute
 from jigcmd.command.keeping import keep_result, keep_stopped
 from jigcmd.command.outcomes import EvidenceOf, signer
@@ -275,17 +275,22 @@ class CommandService:
         # meanwhile leaves the operation to it.
         key = (root_run or "", operation_id)
         keep = detailed if keep_resources is None else keep_resources
+        scope = root_run or context
         try:
             with self._operations.arriving(key, signature) as arrival:
                 named = input.get("command") if isinstance(input, dict) else None
-                await self.check_admission(named)
-                # After admission: its one-off deferred check (hashing the 80 MB Bun binary,
-                # seconds on a slow machine) is the server's warm-up, not this run's; the
-                # caller's own deadlines are absolute times and bound the call all the same.
-                deadline = self._deadline(deadline_unix_ms)
-                # The same deadline in the callers' own clock: what waiters compare.
-                when = unix_deadline_ms(unix_ms(), deadline_unix_ms, self._root_deadline)
-                valid = self.validate(input)
+                try:
+                    await self.check_admission(named)
+                    # After admission: its one-off deferred check (hashing the 80 MB Bun
+                    # binary) is the server's warm-up, not this run's; the caller's own
+                    # deadlines are absolute times and bound the call all the same.
+                    deadline = self._deadline(deadline_unix_ms)
+                    # The same deadline in the callers' own clock: what waiters compare.
+                    when = unix_deadline_ms(unix_ms(), deadline_unix_ms, self._root_deadline)
+                    valid = self.validate(input)
+                except JigError as refusal:
+                    result = await recorded_or(self._ownership, refusal, key, signature)
+                    return await self._answer(result, detailed, keep, scope, operation_id)
                 call = _Call(
                     # The statement names the lock that admitted this call, not one read while
                     # it waited for a slot (`readmit` replaces the attester with the new lock's).
@@ -312,13 +317,19 @@ class CommandService:
             if keep:
                 # A run stopped by its deadline or a cancel captured output and was
                 # signed all the same: its answer links them as a result's does.
-                await keep_stopped(self.resources, error, root_run or context, operation_id)
+                await keep_stopped(self.resources, error, scope, operation_id)
             raise
+        return await self._answer(result, detailed, keep, scope, operation_id)
+
+    async def _answer(
+        self, result: RunResult, detailed: bool, keep: bool, scope: str, operation_id: str
+    ) -> RunResult:
+        """A run's or a replay's answer: its tests when `detailed`, its resources when `keep`."""
         if detailed:
             # A replay of a row that kept no report says so, as a fresh run's answer would.
             result = with_tests(result)
         if keep:
-            result = await keep_result(self.resources, result, root_run or context, operation_id)
+            result = await keep_result(self.resources, result, scope, operation_id)
         return result
 
     async def _operate(

@@ -148,16 +148,20 @@ class Ownership:
         root_run: str,
         deadline: float = math.inf,
         cancel: CancelSignal | None = None,
+        closed_only: bool = False,
     ) -> RunResult | None:
         """Answer a known operation from the journal without taking a slot; None if unknown.
 
         An operation still running elsewhere is joined until this caller's `deadline`
-        (monotonic) or `cancel`; see `_join`.
+        (monotonic) or `cancel`; see `_join`. With `closed_only` only a closed row of the
+        same signature answers: anything else is None.
         """
         row = await anyio.to_thread.run_sync(
             lambda: self.journal.get(operation_id, root_run=root_run)
         )
         if row is None:
+            return None
+        if closed_only and (row.is_open or row.signature != signature):
             return None
         if row.signature != signature:
             raise _conflict(operation_id)

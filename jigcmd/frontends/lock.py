@@ -39,7 +39,9 @@ def lock(binding_path: Path, lock_path: Path | None, *, check: bool) -> int:
         except FileNotFoundError:
             existing = None
         except (OSError, LockError) as exc:
-            sys.stderr.write(f"jigcmd lock: {exc}\n")
+            sys.stderr.write(
+                f"jigcmd lock: {exc}; run `jigcmd lock --binding {binding_path}` to re-admit\n"
+            )
             return 1
         admission = check_admission(
             loaded.binding,

@@ -17,6 +17,7 @@ import sys
 import uuid
 from collections.abc import Mapping
 from functools import partial
+from pathlib import Path
 
 import anyio
 
@@ -27,6 +28,7 @@ from jigcmd.command.assembly import (
     open_service,
     watch_admission,
 )
+from jigcmd.command.bindingfile import project_root
 from jigcmd.command.service import CommandService
 from jigcmd.durable.statedir import StateDirError, default_state_dir
 from jigcmd.envelope.native import NativeExecutor
@@ -182,9 +184,7 @@ async def _serve(
                     remember=_SESSION_REMEMBERS,
                     root_run=root_run,
                     result_budget=budget,
-                    host_paths=HostPaths.of_host(
-                        state_dir=service.state_dir, binding=settings.binding
-                    ),
+                    host_paths=_host_paths(service.state_dir, settings.binding),
                 )
                 tg.cancel_scope.cancel()
             if ended.eof and not ended.frames:
@@ -214,7 +214,16 @@ def _startup_paths(settings: FrontSettings) -> HostPaths:
         state_dir = settings.state_dir or default_state_dir()
     except StateDirError:
         state_dir = None
-    return HostPaths.of_host(state_dir=state_dir, binding=settings.binding)
+    return _host_paths(state_dir, settings.binding)
+
+
+def _host_paths(state_dir: str | os.PathLike[str] | None, binding: Path) -> HostPaths:
+    """What a refusal on the wire must not name: the state and Binding directories, the
+    project root of a TypeScript Binding (its `jig.ts`), cwd, home, Python."""
+    root = project_root(binding)
+    # A TOML or JSON Binding's (or one beside its jig.ts) is its own directory: <binding dir>.
+    project = None if root == binding.absolute().parent else root
+    return HostPaths.of_host(state_dir=state_dir, binding=binding, project=project)
 
 
 async def _warm_up(executor: NativeExecutor, service: CommandService) -> None:

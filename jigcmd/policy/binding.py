@@ -72,8 +72,8 @@ _BUN_TEST_NAME = re.compile(
     rf"[._](test|spec)\.({'|'.join(BUN_SCRIPT_EXTENSIONS)})\Z", re.IGNORECASE
 )
 # How the rules are worded in refusals and in `init`'s notes.
-RUN_RULE = "a .ts or .js file (spec-notes §3)"
-TEST_RULE = "a file whose name ends in .test.ts, .test.js, .spec.ts or .spec.js (spec-notes §3)"
+RUN_RULE = "a .ts or .js file (docs/binding.md)"
+TEST_RULE = "a file whose name ends in .test.ts, .test.js, .spec.ts or .spec.js (docs/binding.md)"
 
 
 def is_run_path(path: str) -> bool:

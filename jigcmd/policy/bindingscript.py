@@ -94,8 +94,13 @@ def evaluation_files(
     return (*project, *((f"{SHIM_DIR}/{name}", text) for name, text in sorted(shim.items())))
 
 
-def read_evaluation(run: Evaluation, *, source: str, host_root: str, limit_s: float) -> Evaluated:
-    """The definers' JSON from the evaluator's one line, or the refusal saying why not."""
+def read_evaluation(
+    run: Evaluation, *, source: str, host_root: str, limit_s: float, relative: str = ""
+) -> Evaluated:
+    """The definers' JSON from the evaluator's one line, or the refusal saying why not.
+
+    `relative`: the Binding's path under `host_root` (`source` already names that file).
+    """
     if run.stop_reason == "deadline":
         raise _refusal(
             source,
@@ -127,19 +132,20 @@ def read_evaluation(run: Evaluation, *, source: str, host_root: str, limit_s: fl
     if not isinstance(message, dict):
         raise _refusal(source, f"its evaluation answered {kind(message)}, not a definition")
     if "error" in message:
-        raise _refusal(source, _failure(message["error"], host_root))
+        raise _refusal(source, _failure(message["error"], host_root, relative))
     if set(message) != {"binding", "jig"}:
         raise _refusal(source, "its evaluation answered something other than a definition")
     return Evaluated(binding=message["binding"], jig=message["jig"])
 
 
-def _failure(error: object, host_root: str) -> str:
+def _failure(error: object, host_root: str, relative: str) -> str:
     if not isinstance(error, dict):
         return "its evaluation failed"
     path = str(error.get("path", ""))
     message = str(error.get("message", ""))[: _QUOTE_CHARS * 2]
     if error.get("kind") == "export":
-        return f"{_host(host_root, path)} {message}"
+        # The refusal is prefixed with the Binding's own path: name only another file (jig.ts).
+        return message if path == relative else f"{_host(host_root, path)}: {message}"
     where = _where(error, host_root) or _host(host_root, path)
     name = str(error.get("name", "Error"))
     return f"evaluating it threw {name} at {where}: {message}"

@@ -50,7 +50,10 @@ Drift = Literal["no-lock", "lock", "policy", "contract", "runtime"]
 
 
 class LockError(ValueError):
-    """Raised when a lock file cannot be decoded or contradicts itself."""
+    """Raised when a lock file cannot be decoded or contradicts itself.
+
+    The message names the file and the problem; how to re-admit is each front's to say.
+    """
 
 
 class LockContract(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -149,8 +152,7 @@ def decode_lock(data: bytes, *, source: str = "lock") -> Lock:
     version = raw.get("lockVersion")
     if version != LOCK_VERSION:
         raise LockError(
-            f"{source}: unsupported lockVersion {version!r} (this jigcmd reads {LOCK_VERSION}); "
-            "re-admit with `jigcmd lock`"
+            f"{source}: unsupported lockVersion {version!r} (this jigcmd reads {LOCK_VERSION})"
         )
     try:
         lock = msgspec.convert(raw, type=Lock)
@@ -165,7 +167,7 @@ def decode_lock(data: bytes, *, source: str = "lock") -> Lock:
     if pinned.digest() != lock.binding_digest:
         raise LockError(
             f"{source}: bindingDigest {lock.binding_digest} does not match the pinned policy "
-            f"({pinned.digest()}); the lock was altered, re-admit with `jigcmd lock`"
+            f"({pinned.digest()}): the lock was altered"
         )
     return lock
 

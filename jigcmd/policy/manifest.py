@@ -53,7 +53,25 @@ def parse_front_matter(text: str, *, source: str) -> object:
     try:
         return yaml.safe_load(block)
     except yaml.YAMLError as exc:
-        raise ManifestError(f"{source}: front matter is not valid YAML: {exc}") from exc
+        raise ManifestError(
+            f"{source}: front matter is not valid YAML: {_yaml_problem(exc)}"
+        ) from exc
+
+
+def _yaml_problem(error: yaml.YAMLError) -> str:
+    """PyYAML's finding on one line: what, and where in the file (not its caret drawing)."""
+    if not isinstance(error, yaml.MarkedYAMLError) or error.problem is None:
+        found = str(error)
+    else:
+        found = f"{error.problem}{_at(error.problem_mark)}"
+        if error.context is not None:
+            found = f"{error.context}{_at(error.context_mark)}: {found}"
+    return " ".join(found.split())
+
+
+def _at(mark: yaml.Mark | None) -> str:
+    # A mark counts from 0 in the front matter, which starts on the file's second line.
+    return "" if mark is None else f" (line {mark.line + 2}, column {mark.column + 1})"
 
 
 def parse_json_object(data: bytes, *, source: str) -> object:

@@ -1,8 +1,9 @@
 """Request validation: the `run` input checked against the admitted commands (spec-notes §4).
 
 The rules run in the documented order and the first failure ends the call with
-`INVALID_INPUT`, naming the rule and the JSON pointer where it failed. Sizes are counted in
-UTF-8 bytes, not code points.
+`INVALID_INPUT`, naming the rule and the JSON pointer where it failed, but for a well-formed
+command name the Binding does not configure: that call is `UNAVAILABLE` (the seed). Sizes
+are counted in UTF-8 bytes, not code points.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import msgspec
 
 from jigcmd.contract import (
     INPUT_KEYS,
+    LOCAL_NAME_MAX_CHARS,
     MAX_ARG_BYTES,
     MAX_ARGS,
     MAX_CANDIDATE_BYTES,
@@ -23,7 +25,7 @@ from jigcmd.errors import Code, JigError
 from jigcmd.jsonio.canonical import CanonicalError
 from jigcmd.policy.binding import CommandPolicy
 from jigcmd.policy.digests import candidate_digest, stdin_digest
-from jigcmd.policy.paths import path_problem, reserved_component
+from jigcmd.policy.paths import is_local_name, path_problem, reserved_component
 from jigcmd.policy.pointers import escape, kind
 
 __all__ = ["ValidRequest", "lone_surrogate", "validate_request"]
@@ -99,12 +101,22 @@ def _rule1_command(data: object, commands: Mapping[str, CommandPolicy]) -> Comma
     name = data["command"]
     if not isinstance(name, str):
         raise _invalid("/command", "command", f"/command: must be a string, got {kind(name)}")
-    if name not in commands:
-        admitted = ", ".join(sorted(commands)) or "none"
+    if name in commands:
+        return commands[name]
+    admitted = ", ".join(sorted(commands)) or "none"
+    if not is_local_name(name):
         raise _invalid(
-            "/command", "command", f"/command: unknown command {name!r} (admitted: {admitted})"
+            "/command",
+            "command",
+            f"/command: {name!r} is not a command name (a LocalName, ^[a-z0-9]+(?:-[a-z0-9]+)*$, "
+            f"at most {LOCAL_NAME_MAX_CHARS} characters; admitted: {admitted})",
         )
-    return commands[name]
+    # The seed: "an otherwise valid unconfigured command target is unavailable" (the call
+    # fails; the others keep working), not a bad request.
+    raise JigError(
+        Code.UNAVAILABLE,
+        f"command {name!r} is not configured by the admitted Binding (admitted: {admitted})",
+    )
 
 
 def _rule2_files(data: dict[str, object]) -> dict[str, object]:

@@ -1,4 +1,5 @@
-"""What a session asks its shell to do: send frames, start a call, cancel one, read a record."""
+"""What a session asks its shell to do: send frames, start a call, cancel one, read a record,
+warn the operator."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ __all__ = [
     "Lookup",
     "Outcome",
     "Send",
+    "Warn",
     "send_error",
 ]
 
@@ -83,7 +85,13 @@ class Lookup(msgspec.Struct, frozen=True):
     root_run: str
 
 
-Action = Send | Dispatch | Cancel | Fetch | Lookup
+class Warn(msgspec.Struct, frozen=True):
+    """Log one warning line on the operator's stderr; the peer is told nothing."""
+
+    message: str
+
+
+Action = Send | Dispatch | Cancel | Fetch | Lookup | Warn
 
 
 def send_error(request_id: jsonrpc.Id | None, code: int, message: str) -> list[Action]:

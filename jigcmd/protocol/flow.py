@@ -28,7 +28,7 @@ from jigcmd.contract import LOCAL_NAME_MAX_CHARS, LOCAL_NAME_PATTERN, RUN_METHOD
 from jigcmd.errors import Code, JigError
 from jigcmd.evidence import Evidence
 from jigcmd.protocol import jsonrpc
-from jigcmd.protocol.actions import Action, Call, Cancel, Outcome, Send, send_error
+from jigcmd.protocol.actions import Action, Call, Cancel, Outcome, Send, Warn, send_error
 from jigcmd.protocol.commands import ToolInfo
 from jigcmd.protocol.dialect import Resource, Settings
 
@@ -39,6 +39,7 @@ __all__ = [
     "FlowCall",
     "FlowDialect",
     "RunParamsError",
+    "call_without_id",
     "encode_failure",
     "encode_outcome",
     "encode_success",
@@ -149,6 +150,19 @@ def parse_call(rpc_method: str, params: object) -> FlowCall:
     )
 
 
+def call_without_id(notification: jsonrpc.Notification) -> list[Action]:
+    """A `capability/call` sent as a notification: never answered, so never run; say so."""
+    params = notification.params
+    found = params.get("operationId") if type(params) is dict else None
+    named = f" (operationId {found!r})" if jsonrpc.is_run1_id(found) else ""
+    return [
+        Warn(
+            f"{notification.method}{named} was not run: it has no id, so it is a "
+            "notification and could not be answered; send it with an id"
+        )
+    ]
+
+
 def parse_cancel(params: object) -> str | None:
     """The request id a `request/cancel` names, or None when the notification is malformed."""
     if type(params) is dict:
@@ -228,8 +242,6 @@ class FlowDialect:
                 jsonrpc.METHOD_NOT_FOUND,
                 f"Method not found: {request.method} (this session speaks FLOW Run/1)",
             )
-        if request.id in self._pending:
-            return [Send(jsonrpc.encode_duplicate(request.id))]
         try:
             call = parse_call(request.method, request.params)
         except RunParamsError as exc:
@@ -273,7 +285,7 @@ class FlowDialect:
         )
 
     def started(self, call: Call) -> None:
-        """The request is waiting on its operation: later requests with its id join it."""
+        """The request is waiting on its operation: later calls of the operation join it."""
         assert call.signature is not None
         operation = self._operations.get(call.operation_id)
         if operation is None:
@@ -287,6 +299,8 @@ class FlowDialect:
 
     def notification(self, notification: jsonrpc.Notification) -> list[Action]:
         """`request/cancel` ends that request's wait; the backend decides what it stops."""
+        if notification.method in CALL_METHODS:
+            return call_without_id(notification)
         if notification.method != CANCEL_METHOD:
             return []
         request_id = parse_cancel(notification.params)

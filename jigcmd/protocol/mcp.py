@@ -430,8 +430,6 @@ class McpDialect:
             return send_error(
                 request.id, jsonrpc.INVALID_PARAMS, f"Invalid params: unknown tool {call.name!r}"
             )
-        if request.id in self._pending:
-            return [Send(jsonrpc.encode_duplicate(request.id))]
         version = self._version if envelope is None else envelope.version
         pending = _Pending("", version, keys.trace())
         try:

@@ -10,8 +10,10 @@ era has no `ping`).
 One session is one context of one caller's run (`root_run`). A dialect whose row says
 `one_at_a_time` (Run/1, the seed's rule) runs at most one operation at a time in the
 session: a call of another one meanwhile is `RESOURCE_EXHAUSTED`; a call joining the
-running one is dispatched as one more waiter on it (the backend shares the work). Everything
-else about a message is its dialect's (`flow.py`, `mcp.py`), behind `dialect.Dialect`.
+running one is dispatched as one more waiter on it (the backend shares the work). A frame
+carrying the id of a request still awaiting its answer, whatever its method or shape, is
+refused here under `"id": null`, before any dialect sees it. Everything else about a
+message is its dialect's (`flow.py`, `mcp.py`), behind `dialect.Dialect`.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from jigcmd.protocol.actions import (
     Lookup,
     Outcome,
     Send,
+    Warn,
     send_error,
 )
 from jigcmd.protocol.commands import Recorded, ToolInfo
@@ -61,6 +64,7 @@ __all__ = [
     "Send",
     "Session",
     "Signature",
+    "Warn",
 ]
 
 ProtocolChoice = Literal["auto", "mcp", "flow"]
@@ -152,6 +156,8 @@ class Session:
         # The journal began a row for the active operation: it runs. Until then it is being
         # answered from the journal (a replay) or has yet to start.
         self._running = False
+        # Every request id awaiting its answer (either dialect) -> the action it waits on.
+        self._in_flight: dict[jsonrpc.Id, Dispatch | Fetch | Lookup] = {}
         if protocol != "auto":
             self._choose(protocol)
 
@@ -170,10 +176,19 @@ class Session:
         if not frame.strip(_BLANK):
             return []
         message = jsonrpc.parse(frame)
+        reused = _frame_id(message)
+        if reused is not None and reused in self._in_flight:
+            # Before anything else looks at the frame (its method, its shape): any answer
+            # under that id would be taken for the one in flight (docs/protocols.md).
+            return [Send(jsonrpc.encode_duplicate(reused))]
         if type(message) is jsonrpc.Request:
-            return self._request(message)
+            return self._awaiting(self._request(message))
         if type(message) is jsonrpc.Notification:
-            return [] if self._dialect is None else self._dialect.notification(message)
+            if self._dialect is not None:
+                return self._dialect.notification(message)
+            # Not a dialect's first request (it expects no answer), but a call is not lost
+            # without a word.
+            return flow.call_without_id(message) if message.method in flow.CALL_METHODS else []
         if type(message) is jsonrpc.Response:
             return []
         assert type(message) is jsonrpc.Rejected
@@ -191,8 +206,12 @@ class Session:
         waiting at once.
         """
         found = jsonrpc.leading_id(head)
+        if found is None:
+            found = jsonrpc.trailing_id(tail)
+        if found is not None and found in self._in_flight:
+            return jsonrpc.encode_duplicate(found)
         return jsonrpc.encode_error(
-            jsonrpc.trailing_id(tail) if found is None else found,
+            found,
             jsonrpc.INVALID_REQUEST,
             f"Invalid Request: frame of at least {size:,} bytes exceeds the limit of "
             f"{MAX_FRAME_BYTES:,} bytes; it was discarded",
@@ -200,6 +219,7 @@ class Session:
 
     def finish(self, call: Call, outcome: Outcome) -> bytes:
         """Record how `call` ended and return every answer it completes."""
+        self._answered(call.request_id, call)
         self._active_requests.discard(call.request_id)
         if not self._active_requests:
             self._active = None
@@ -217,6 +237,7 @@ class Session:
     def fetched(self, request_id: jsonrpc.Id, found: Resource | str) -> bytes:
         """The answer to a `Fetch`: the resource read, or why there is none."""
         assert self._dialect is not None, "a fetch is only asked for by a chosen dialect"
+        self._in_flight.pop(request_id, None)
         return self._dialect.fetched(request_id, found)
 
     def tools_changed(self, tools: Sequence[ToolInfo]) -> bytes:
@@ -230,15 +251,44 @@ class Session:
             self._running = True
         if call.task_id is None:
             return b""
-        return self._mcp().owned(call)
+        created = self._mcp().owned(call)
+        if created:
+            # The task's creation answers the request: its id is free again.
+            self._answered(call.request_id, call)
+        return created
 
     def recorded(self, lookup: Lookup, found: Recorded | None) -> bytes:
         """The answer to a `Lookup` from what the journal holds (None: nothing)."""
+        self._in_flight.pop(lookup.request_id, None)
         return self._mcp().recorded(lookup, found)
+
+    def lookup_failed(self, lookup: Lookup) -> bytes:
+        """The answer to a `Lookup` whose journal could not be read."""
+        self._in_flight.pop(lookup.request_id, None)
+        return jsonrpc.encode_error(
+            lookup.request_id,
+            jsonrpc.INTERNAL_ERROR,
+            "Internal error: the journal could not be read",
+        )
 
     def _mcp(self) -> McpDialect:
         assert isinstance(self._dialect, _mcp_dialect()), "only MCP reads records or owns tasks"
         return self._dialect
+
+    def _awaiting(self, actions: list[Action]) -> list[Action]:
+        """Note the requests these actions leave waiting for an answer; return the actions."""
+        for action in actions:
+            if type(action) is Dispatch:
+                self._in_flight[action.call.request_id] = action
+            elif type(action) is Fetch or type(action) is Lookup:
+                self._in_flight[action.request_id] = action
+        return actions
+
+    def _answered(self, request_id: jsonrpc.Id, call: Call) -> None:
+        """`call`'s request is answered; its id may already be another request's (a task's)."""
+        waiting = self._in_flight.get(request_id)
+        if type(waiting) is Dispatch and waiting.call == call:
+            del self._in_flight[request_id]
 
     def _choose(self, name: str) -> None:
         entry = _DIALECTS[name]
@@ -270,6 +320,15 @@ class Session:
             self._active_requests.add(reply.request_id)
         self._dialect.started(reply)
         return [Dispatch(reply)]
+
+
+def _frame_id(
+    message: jsonrpc.Request | jsonrpc.Notification | jsonrpc.Response | jsonrpc.Rejected,
+) -> jsonrpc.Id | None:
+    """The id a request, or a frame refused as one, would be answered under (None: none)."""
+    if type(message) is jsonrpc.Request or type(message) is jsonrpc.Rejected:
+        return message.id
+    return None
 
 
 def _undecided(request: jsonrpc.Request) -> list[Action]:

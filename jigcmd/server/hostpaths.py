@@ -53,14 +53,19 @@ class HostPaths:
         *,
         state_dir: str | os.PathLike[str] | None = None,
         binding: str | os.PathLike[str] | None = None,
+        project: str | os.PathLike[str] | None = None,
         environ: Mapping[str, str] | None = None,
     ) -> HostPaths:
-        """The usual ones: the state directory, the Binding's directory, cwd, home, Python."""
+        """The usual ones: the state directory, the Binding's directory, cwd, home, Python.
+
+        `project`: a TypeScript Binding's project root (its `jig.ts`), above its directory.
+        """
         environ = os.environ if environ is None else environ
         return cls(
             {
                 "<state dir>": state_dir,
                 "<binding dir>": Path(binding).parent if binding is not None else None,
+                "<project>": project,
                 "<python env>": sys.prefix,
                 "<cwd>": os.getcwd(),
                 "~": environ.get("HOME") or None,

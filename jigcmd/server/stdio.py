@@ -45,6 +45,7 @@ from jigcmd.protocol.session import (
     Resource,
     Send,
     Session,
+    Warn,
 )
 from jigcmd.server.backend import CommandBackend, Progress, ToolInfo
 from jigcmd.server.fds import ProtocolFds, claim_protocol_fds
@@ -421,6 +422,8 @@ class _Server:
                     self._tasks_group().start_soon(self._look_up, action)
                 elif type(action) is Fetch:
                     self._tasks_group().start_soon(self._fetch, action)
+                elif type(action) is Warn:
+                    logger.warning("%s", action.message)
 
     async def _fetch(self, fetch: Fetch) -> None:
         """Read one per-run resource off the loop and answer with it (or why not)."""
@@ -464,13 +467,7 @@ class _Server:
             found = await self._backend.recorded(lookup.operation_id, root_run=lookup.root_run)
         except Exception:
             logger.exception("reading the record of %s failed", lookup.operation_id)
-            self._writer.send(
-                jsonrpc.encode_error(
-                    lookup.request_id,
-                    jsonrpc.INTERNAL_ERROR,
-                    "Internal error: the journal could not be read",
-                )
-            )
+            self._writer.send(self._session.lookup_failed(lookup))
         else:
             self._writer.send(self._session.recorded(lookup, found))
         self._writer.flush()

@@ -249,3 +249,48 @@ def test_a_served_ts_binding_edited_then_locked_again_is_re_evaluated_and_re_adm
         again = _until(server, "again", admitted=True)
         assert again["result"]["value"]["exitCode"] == 0  # type: ignore[index]
         assert server.close_input() == 0
+
+
+@pytest.mark.parametrize(
+    ("binding", "jig", "said"),
+    [
+        (
+            "export default { package: 'flows/command' }\n",
+            JIG_TS,
+            "<binding dir>/command.ts: its default export is object, not a defineBinding(...) "
+            "result; nothing was admitted",
+        ),
+        (
+            binding_ts(),
+            "export default 5\n",
+            "<binding dir>/command.ts: <project>/jig.ts: its default export is number, not a "
+            "defineJig(...) result; nothing was admitted",
+        ),
+        (
+            binding_ts(),
+            JIG_TS.replace("discover('./bindings')", "[]"),
+            "<binding dir>/command.ts: it is not one of the project's Bindings: <project>/jig.ts "
+            "lists its bindings as [], which does not include 'bindings/command.ts'; nothing "
+            "was admitted",
+        ),
+    ],
+)
+def test_a_refused_ts_binding_is_named_once_and_no_host_path_reaches_the_wire(
+    real_cgroups: CgroupBackend, tmp_path: Path, binding: str, jig: str, said: str
+) -> None:
+    """The Binding's path once, then why; `jig.ts` above `bindings/` is `<project>/jig.ts`."""
+    project = tmp_path / "project"
+    path = reference_project(project, binding)
+    (project / "jig.ts").write_text(jig)
+    request = {"jsonrpc": "2.0", "id": "c1", "method": "capability/call", "params": {}}
+    served = subprocess.run(
+        [sys.executable, "-m", "jigcmd", "serve", "--binding", str(path),
+         "--state-dir", str(tmp_path / "state")],
+        input=json.dumps(request) + "\n", capture_output=True, text=True, timeout=120,
+        check=False, cwd="/",
+    )  # fmt: skip
+    assert served.returncode == 2
+    (answer,) = [json.loads(line) for line in served.stdout.splitlines()]
+    assert answer["error"]["message"] == f"jigcmd cannot serve: {said}"
+    host = said.replace("<binding dir>", str(path.parent)).replace("<project>", str(project))
+    assert f"jigcmd serve: {host}\n" in served.stderr

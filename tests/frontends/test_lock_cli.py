@@ -3,6 +3,7 @@ command lines are the ones that run."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import sys
@@ -35,6 +36,32 @@ def test_a_lock_that_cannot_be_written_is_status_2_naming_it_and_nothing_is_left
     )
     assert done.stdout == ""
     assert not (tmp_path / "missing").exists()
+
+
+@pytest.mark.parametrize(
+    ("entry", "rule"),
+    [
+        ('cli = { run = "src/cli.json" }', "must be a .ts or .js file (docs/binding.md)"),
+        (
+            't = { test = ["a.test.tsx"] }',
+            ".test.ts, .test.js, .spec.ts or .spec.js (docs/binding.md)",
+        ),
+    ],
+)
+def test_a_refused_path_cites_the_document_users_have(
+    tmp_path: Path, entry: str, rule: str
+) -> None:
+    """The rule is cited from docs/binding.md, never from the design notes users lack."""
+    shutil.copytree(EXAMPLE, tmp_path / "example", ignore=shutil.ignore_patterns("jigcmd.lock"))
+    binding = tmp_path / "example" / "binding.toml"
+    binding.write_text(binding.read_text().split("[commands]")[0] + f"[commands]\n{entry}\n")
+    done = subprocess.run(
+        [sys.executable, "-m", "jigcmd", "lock", "--binding", str(binding)],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 2, done
+    assert rule in done.stderr
+    assert "spec-notes" not in done.stderr + done.stdout
 
 
 @pytest.mark.envelope
@@ -103,3 +130,45 @@ def test_a_hand_written_binding_whose_package_is_missing_points_at_writing_one(
         "exist (`package` is the Flow package's directory, relative to the Binding, holding "
         "FLOW.md and the contract's descriptor copy: docs/binding.md#writing-one-by-hand)"
     )
+
+
+@pytest.mark.envelope
+def test_an_altered_lock_is_named_once_with_one_way_to_re_admit(tmp_path: Path) -> None:
+    """A lock edited by hand: the serve answer and `lock --check` say so once, advise once."""
+    require_root()
+    shutil.copytree(EXAMPLE, tmp_path / "example", ignore=shutil.ignore_patterns("jigcmd.lock"))
+    binding = tmp_path / "example" / "binding.toml"
+    lock = tmp_path / "example" / "jigcmd.lock"
+    subprocess.run(
+        [sys.executable, "-m", "jigcmd", "lock", "--binding", str(binding)],
+        capture_output=True, text=True, timeout=120, check=True,
+    )  # fmt: skip
+    data = json.loads(lock.read_text())
+    data["policy"]["commands"]["tests"]["test"] = ["test/other.test.ts"]
+    lock.write_text(json.dumps(data))
+    call = {"jsonrpc": "2.0", "id": "c1", "method": "capability/call", "params": {
+        "operationId": "op-1", "slot": "command", "method": "run",
+        "input": {"command": "tests", "files": {"test/project.test.ts": "x"}}}}  # fmt: skip
+    served = subprocess.run(
+        [sys.executable, "-m", "jigcmd", "serve", "--binding", str(binding),
+         "--state-dir", str(tmp_path / "state")],
+        input=json.dumps(call) + "\n", capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    message = json.loads(served.stdout)["error"]["message"]
+    assert message.startswith(
+        "command 'tests': lock <binding dir>/jigcmd.lock is unusable: bindingDigest sha256:"
+    )
+    assert message.endswith(
+        ": the lock was altered; run `jigcmd lock --binding <binding dir>/binding.toml` to re-admit"
+    )
+    assert message.count("re-admit") == 1 and message.count("jigcmd.lock") == 1
+    checked = subprocess.run(
+        [sys.executable, "-m", "jigcmd", "lock", "--check", "--binding", str(binding)],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert checked.returncode == 1
+    assert checked.stderr.startswith(f"jigcmd lock: {lock}: bindingDigest sha256:")
+    assert checked.stderr.endswith(
+        f": the lock was altered; run `jigcmd lock --binding {binding}` to re-admit\n"
+    )
+    assert checked.stderr.count("re-admit") == 1

@@ -14,8 +14,10 @@ import signal
 import uuid
 from typing import Any
 
+import msgspec
 import pytest
 
+from jigcmd.frontends.servechild import ServeChild
 from tests.lifetime.candidates import LINGER, QUICK, cli_input
 from tests.lifetime.frames import flow_call
 from tests.lifetime.rig import Rig
@@ -42,41 +44,72 @@ def _result(line: bytes) -> dict[str, Any]:
     return value
 
 
-def test_a_duplicate_id_in_flight_is_refused_under_null_and_the_original_keeps_its_answer(
+def _reusing(request_id: object, call: dict[str, Any]) -> dict[str, bytes]:
+    """Frames of every kind carrying `request_id`, the id of `call`, which is in flight."""
+    return {
+        "the same call": msgspec.json.encode(call),
+        "ping": msgspec.json.encode(_request(request_id, "ping")),
+        "an unknown method": msgspec.json.encode(_request(request_id, "no/such-method")),
+        "no method": msgspec.json.encode({"jsonrpc": "2.0", "id": request_id}),
+        "an extra top-level member": msgspec.json.encode(call | {"extra": 1}),
+        "not JSON-RPC 2.0": msgspec.json.encode(call | {"jsonrpc": "1.0"}),
+        "a NaN in its params": msgspec.json.encode(_request(request_id, "ping"))[:-1]
+        + b', "params": {"x": NaN}}',
+    }
+
+
+def _refuse_every_reuse(server: ServeChild, request_id: object, frames: dict[str, bytes]) -> None:
+    """Each frame is refused `-32600` under `id: null` naming the id, nothing under the id."""
+    named = msgspec.json.encode(request_id).decode()
+    for kind, frame in frames.items():
+        server.send_bytes(frame + b"\n")
+        refused = server.answer(None)
+        assert refused["error"]["code"] == -32600, kind
+        assert f"id {named} is already in flight" in refused["error"]["message"], kind
+        assert not server.answered(request_id), f"{kind} was answered under the original's id"
+
+
+def test_every_flow_frame_reusing_an_id_in_flight_is_refused_under_null(
     rig: Rig,
 ) -> None:
-    """The duplicate's refusal is `id: null` naming the id; call-1's one answer is its evidence."""
+    """Whatever its method or shape: the refusal is `id: null`; call-1's one answer is its own."""
     token = f"tok-{uuid.uuid4().hex}"
-    input = cli_input(LINGER, token)
+    call = flow_call("call-1", "op-duplicate-id", cli_input(LINGER, token))
     server = rig.serve(protocol="flow")
-    server.send(flow_call("call-1", "op-duplicate-id", input))
+    server.send(call)
     candidate = rig.candidate(token)
-    server.send(flow_call("call-1", "op-duplicate-id", input))
-    refused = server.answer(None)
-    assert refused["error"]["code"] == -32600
-    assert '"call-1" is already in flight' in refused["error"]["message"]
-    assert not server.answered("call-1"), "the duplicate was answered under the original's id"
+    frames = _reusing("call-1", call) | {
+        "request/cancel with an id": msgspec.json.encode(
+            _request("call-1", "request/cancel", {"requestId": "call-1"})
+        ),
+    }
+    _refuse_every_reuse(server, "call-1", frames)
     rig.signal(candidate, signal.SIGTERM)
     value = _result(server.response("call-1"))
     assert value["stdout"]["text"] == f"started {token}\nended {token}\n"
+    # Answered, the id is free again.
+    server.ping("call-1")
     assert server.close_input() == 0
     rig.assert_nothing_left()
     assert rig.watch.runs(token) == 1
 
 
-def test_an_mcp_duplicate_id_in_flight_is_refused_under_null_too(rig: Rig) -> None:
-    """The same rule on the MCP front: the duplicate gets `id: null`, call 1 its own result."""
+def test_every_mcp_frame_reusing_an_id_in_flight_is_refused_under_null_too(rig: Rig) -> None:
+    """The same rule on the MCP front, an unknown tool's call included: call 1 gets its result."""
     token = f"tok-{uuid.uuid4().hex}"
-    call = {"name": "cli", "arguments": {"files": {"src/cli.ts": LINGER}, "args": [token]}}
+    arguments = {"files": {"src/cli.ts": LINGER}, "args": [token]}
+    call = _request(1, "tools/call", {"name": "cli", "arguments": arguments})
     server = rig.serve(protocol="mcp")
     server.request("initialize", INIT)
     server.notify("notifications/initialized", {})
-    server.send(_request(1, "tools/call", call))
+    server.send(call)
     candidate = rig.candidate(token)
-    server.send(_request(1, "tools/call", call))
-    refused = server.answer(None)
-    assert refused["error"]["code"] == -32600
-    assert "id 1 is already in flight" in refused["error"]["message"]
+    frames = _reusing(1, call) | {
+        "an unknown tool": msgspec.json.encode(
+            _request(1, "tools/call", {"name": "nosuch", "arguments": {}})
+        ),
+    }
+    _refuse_every_reuse(server, 1, frames)
     rig.signal(candidate, signal.SIGTERM)
     result = server.answer(1)["result"]
     assert result["isError"] is False
@@ -193,3 +226,49 @@ def test_the_busy_refusal_does_not_call_a_replay_running(rig: Rig) -> None:
     assert again.close_input() == 0
     rig.assert_nothing_left()
     assert rig.watch.runs(token) == 1
+
+
+def test_an_unconfigured_command_is_unavailable_and_the_configured_ones_keep_working(
+    rig: Rig,
+) -> None:
+    """The seed: a valid name the Binding does not configure is unavailable; a malformed
+    name is a bad request; `cli` still runs."""
+    token = f"tok-{uuid.uuid4().hex}"
+    server = rig.serve(protocol="flow")
+    lint = cli_input(QUICK, token) | {"command": "lint"}
+    server.send(flow_call("call-1", "op-unconfigured", lint))
+    error = server.answer("call-1")["error"]
+    assert error["data"] == {"code": "UNAVAILABLE"}
+    assert error["message"] == (
+        "command 'lint' is not configured by the admitted Binding (admitted: cli, tests)"
+    )
+    malformed = cli_input(QUICK, token) | {"command": "Not A Name"}
+    server.send(flow_call("call-2", "op-malformed-name", malformed))
+    error = server.answer("call-2")["error"]
+    assert error["data"]["code"] == "INVALID_INPUT"
+    assert error["data"]["details"] == {"pointer": "/command", "rule": "command"}
+    server.send(flow_call("call-3", "op-configured", cli_input(QUICK, token)))
+    assert _result(server.response("call-3"))["exitCode"] == 0
+    assert server.close_input() == 0
+    rig.assert_nothing_left()
+    assert rig.watch.runs(token) == 1
+
+
+@pytest.mark.parametrize("protocol", ["auto", "flow"])
+def test_a_call_sent_without_an_id_runs_nothing_and_says_so_on_stderr(
+    rig: Rig, protocol: str
+) -> None:
+    """A notification is never answered, so the call is not run; one warning line says why."""
+    token = f"tok-{uuid.uuid4().hex}"
+    server = rig.serve(protocol=protocol)
+    call = flow_call("x", "op-no-id", cli_input(QUICK, token))
+    del call["id"]
+    server.send(call)
+    server.ping("after")
+    assert server.close_input() == 0
+    said = [line for line in server.stderr().splitlines() if "op-no-id" in line]
+    assert said == [
+        "jigcmd: WARNING jigcmd.server: capability/call (operationId 'op-no-id') was not run: "
+        "it has no id, so it is a notification and could not be answered; send it with an id"
+    ]
+    assert rig.watch.runs(token) == 0

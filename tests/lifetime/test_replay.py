@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import signal
 import uuid
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,6 +23,7 @@ from jigcmd.frontends.servechild import ServeChild
 from tests.lifetime.candidates import LINGER, QUICK, cli_input
 from tests.lifetime.frames import flow_call, serve_child, without_id
 from tests.lifetime.rig import Rig
+from tests.lifetime.watch import alive, wait_for
 
 pytestmark = pytest.mark.envelope
 
@@ -28,6 +31,11 @@ pytestmark = pytest.mark.envelope
 def _code(line: bytes) -> str:
     code: str = json.loads(line)["error"]["data"]["code"]
     return code
+
+
+def _state(rig: Rig, operation_id: str) -> str | None:
+    row = rig.row(operation_id)
+    return None if row is None else row.state
 
 
 def _answered(
@@ -215,3 +223,39 @@ def test_a_session_without_a_run_id_is_a_fresh_run_named_on_stderr_and_in_the_jo
     row = rig.row("candidate-tests", found.group(1))
     assert row is not None and row.root_run == found.group(1) and row.state == "done"
     rig.assert_nothing_left()
+
+
+@pytest.mark.parametrize("stop", ["kill", "close"])
+def test_a_restarted_server_replays_recorded_operations_while_the_binding_has_drifted(
+    rig: Rig, tmp_path: Path, stop: str
+) -> None:
+    """Recorded answers (a result; after kill -9 an UNCERTAIN) replay under drift, running
+    nothing; a new operation is refused `UNAVAILABLE`."""
+    own = tmp_path / "drifting"
+    shutil.copytree(rig.binding.parent, own)
+    rig.binding = own / rig.binding.name
+    token = f"tok-{uuid.uuid4().hex}"
+    recorded, uncertain = cli_input(LINGER, token), cli_input(LINGER, token, "again")
+    first, original = _answered(rig, "op-recorded", recorded, token)
+    if stop == "kill":
+        first.send(flow_call("call-2", "op-uncertain", uncertain))
+        candidate = rig.candidate(token)
+        wait_for(lambda: _state(rig, "op-uncertain") == "running", 30, "running")
+        first.kill()
+        wait_for(lambda: not alive(candidate), 30, "the candidate to be fenced")
+    else:
+        assert first.close_input() == 0
+    text = rig.binding.read_text()
+    rig.binding.write_text(text.replace('run = "src/cli.ts"', 'run = "src/other.ts"'))
+
+    again = rig.serve()
+    again.send(flow_call("call-3", "op-recorded", recorded))
+    assert again.response("call-3") == original.replace(b'"id":"call-1"', b'"id":"call-3"')
+    if stop == "kill":
+        again.send(flow_call("call-4", "op-uncertain", uncertain))
+        assert _code(again.response("call-4")) == "UNCERTAIN"
+    again.send(flow_call("call-5", "op-new", cli_input(QUICK, token)))
+    assert _code(again.response("call-5")) == "UNAVAILABLE"
+    assert again.close_input() == 0
+    rig.assert_nothing_left()
+    assert rig.watch.runs(token) == (2 if stop == "kill" else 1)

@@ -38,7 +38,13 @@ def line(message: object) -> bytes:
 
 def refusal(evaluation: Evaluation) -> str:
     with pytest.raises(BindingError) as caught:
-        read_evaluation(evaluation, source=SOURCE, host_root="/p", limit_s=10.0)
+        read_evaluation(
+            evaluation,
+            source=SOURCE,
+            host_root="/p",
+            limit_s=10.0,
+            relative="bindings/command.ts",
+        )
     assert caught.value.rule == "binding-script"
     assert str(caught.value).startswith(f"{SOURCE}: ")
     assert str(caught.value).endswith("; nothing was admitted")
@@ -131,15 +137,19 @@ def test_an_error_without_a_place_names_the_file() -> None:
     assert reason.startswith("evaluating it threw ResolveMessage at /p/bindings/command.ts: Cannot")
 
 
-def test_a_wrong_export_is_refused_naming_the_file() -> None:
-    """The evaluator's export findings are the refusal, with the file's host path."""
+def test_a_wrong_export_is_refused_naming_the_file_once() -> None:
+    """The Binding's own export: the refusal already names it; jig.ts's: named, a colon after."""
     error = {
         "kind": "export",
         "path": "bindings/command.ts",
         "message": "its default export is object, not a defineBinding(...) result",
     }
+    assert refusal(run(line({"error": error}))) == (
+        "its default export is object, not a defineBinding(...) result; nothing was admitted"
+    )
+    error = error | {"path": "jig.ts", "message": "its default export is number, not a …"}
     assert refusal(run(line({"error": error}))).startswith(
-        "/p/bindings/command.ts its default export is object"
+        "/p/jig.ts: its default export is number"
     )
 
 

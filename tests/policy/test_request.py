@@ -95,7 +95,7 @@ def _as_test_with_args(r: dict[str, Any]) -> None:
 
 MUTATIONS: list[tuple[str, Callable[[dict[str, Any]], None]]] = [
     ("input-keys", _set("env", {})),
-    ("command", _set("command", "deploy")),
+    ("command", _set("command", "Deploy")),
     ("command", _set("command", 7)),
     ("files", _set("files", {})),
     ("files", _set("files", [])),
@@ -139,15 +139,27 @@ def test_a_non_object_input_is_rejected() -> None:
     assert error.details == {"pointer": "", "rule": "input-object"}
 
 
-def test_unknown_commands_list_the_admitted_ones() -> None:
-    """Rule 1: an unknown command names the admitted commands."""
-    error = rejection(base(command="cli") | {"command": "x"})
-    assert error.message == "/command: unknown command 'x' (admitted: cli, tests)"
+def test_an_unconfigured_command_name_is_unavailable_naming_the_admitted_ones() -> None:
+    """Rule 1: a well-formed name the Binding does not configure is unavailable (the seed)."""
+    with pytest.raises(JigError) as caught:
+        validate_request(base(command="cli") | {"command": "x"}, COMMANDS)
+    assert caught.value.code is Code.UNAVAILABLE
+    assert caught.value.message == (
+        "command 'x' is not configured by the admitted Binding (admitted: cli, tests)"
+    )
+
+
+@pytest.mark.parametrize("name", ["Not A Name", "-x", "a--b", "a" * 65, ""])
+def test_a_malformed_command_name_is_invalid_input(name: str) -> None:
+    """Rule 1: a name outside the LocalName grammar is a bad request, naming the grammar."""
+    error = rejection(base(command="cli") | {"command": name})
+    assert error.message.startswith(f"/command: {name!r} is not a command name (a LocalName")
+    assert error.message.endswith("admitted: cli, tests)")
     assert error.details == {"pointer": "/command", "rule": "command"}
 
 
 def test_nothing_is_admitted_when_the_binding_grants_nothing() -> None:
-    """Rule 1: with no admitted commands, every command is unknown."""
+    """Rule 1: with no admitted commands, every command is unavailable."""
     with pytest.raises(JigError, match=r"admitted: none"):
         validate_request(base(), {})
 

@@ -425,3 +425,18 @@ def test_a_refused_call_is_not_remembered_so_its_id_is_free_for_a_servable_call(
         (refused,) = answers(session.receive(call_frame(operation_id=f"op-{index}", slot="x")))
         assert refused["error"]["data"] == {"code": "UNAVAILABLE"}
     assert isinstance(session.receive(call_frame(operation_id="op-0"))[0], Dispatch)
+
+
+def test_an_oversized_frame_naming_an_id_in_flight_is_refused_under_null() -> None:
+    """The oversize refusal, too, is never sent under the id of a call still in flight."""
+    session = make_session("flow")
+    (dispatch,) = session.receive(call_frame("r1", "op-1"))
+    assert isinstance(dispatch, Dispatch)
+    (refused,) = [json.loads(session.oversized(1 << 25, b'{"id":"r1","method":"ping"'))]
+    assert refused["id"] is None
+    assert 'id "r1" is already in flight' in refused["error"]["message"]
+    session.finish(dispatch.call, RunResult(evidence=canned_evidence("tests"), report=REPORT))
+    # Answered, the id is free again: the same frame's refusal names it.
+    assert json.loads(session.oversized(1 << 25, b'{"id":"r1","method":"ping"'))["id"] == "r1"
+    (pong,) = answers(session.receive(b'{"jsonrpc":"2.0","id":"r1","method":"ping"}'))
+    assert pong == {"jsonrpc": "2.0", "id": "r1", "result": {}}
