@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
+from jigcmd.journal.statefiles import subdirectory
 from jigcmd.protocol.commands import ResourceRef
 
 __all__ = [
@@ -265,26 +266,45 @@ class RunResources:
         return ResourcesPruned(operations, scopes, removed)
 
     def _write(self, path: Path, blob: bytes) -> None:
-        # Its own name per process: two servers may keep one operation for one scope at once.
-        temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC
+        """Write `blob` as `path` (`<resources>/<scope>/<operation>`) through held descriptors.
+
+        `resources/` is the state directory's checked sub-directory and the scope's directory
+        is opened in it with no link followed (`jigcmd.journal.statefiles`): a path re-pointed
+        after the state directory was checked cannot send the write elsewhere.
+        """
+        scope = self._scope_fd(path.parent.name)
         try:
-            fd = os.open(temporary, flags, 0o600)
+            # Its own name per process: two servers may keep one operation for one scope at once.
+            temporary = f".{path.name}.{os.getpid()}.tmp"
+            flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC
+            fd = os.open(temporary, flags, 0o600, dir_fd=scope)
+            try:
+                view = memoryview(blob)
+                while view:
+                    view = view[os.write(fd, view) :]
+            finally:
+                os.close(fd)
+            try:
+                os.replace(temporary, path.name, src_dir_fd=scope, dst_dir_fd=scope)
+            except IsADirectoryError:
+                # The same operation kept before 2026-12-05, as a directory.
+                shutil.rmtree(path.name, dir_fd=scope)
+                os.replace(temporary, path.name, src_dir_fd=scope, dst_dir_fd=scope)
+        finally:
+            os.close(scope)
+
+    def _scope_fd(self, name: str) -> int:
+        """A descriptor of the scope directory `name` in `resources/`, made 0700 if missing."""
+        root = subdirectory(self._root.parent, _DIR, create=True)
+        assert root is not None  # made when missing
+        flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+        try:
+            return os.open(name, flags, dir_fd=root)
         except FileNotFoundError:
             # The scope's first operation: its directory is made once, not looked for each time.
-            path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-            fd = os.open(temporary, flags, 0o600)
-        try:
-            view = memoryview(blob)
-            while view:
-                view = view[os.write(fd, view) :]
-        finally:
-            os.close(fd)
-        try:
-            os.replace(temporary, path)
-        except IsADirectoryError:
-            shutil.rmtree(path)  # the same operation kept before 2026-12-05, as a directory
-            os.replace(temporary, path)
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(name, 0o700, dir_fd=root)
+            return os.open(name, flags, dir_fd=root)
 
     def _parts(self, scope: str, operation_id: str) -> dict[str, bytes] | None:
         """What the operation kept (None: nothing)."""
