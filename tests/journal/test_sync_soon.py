@@ -224,7 +224,5 @@ def test_closing_the_journal_waits_for_its_syncs_in_flight(aio: AioSync, tmp_pat
     # The state directory and its sub-directories stay held for the process's life
     # (`jigcmd.journal.statefiles`); no file in them does.
     assert not [
-        name
-        for name in _open_files()
-        if name.startswith(str(tmp_path)) and not os.path.isdir(name)
+        name for name in _open_files() if name.startswith(str(tmp_path)) and not os.path.isdir(name)
     ]
