@@ -156,7 +156,8 @@ def check_contents(fd: int, path: Path) -> None:
                 "beside the link's target, where jigcmd does not look",
                 "move the whole state directory instead and pass --state-dir with its new path",
             )
-        if not stat.S_ISREG(info.st_mode):
+        # A directory in its place is the journal's to word (`jigcmd.journal.failures`).
+        if not stat.S_ISREG(info.st_mode) and not stat.S_ISDIR(info.st_mode):
             raise StateDirError(
                 f"journal file {path / name} is not a regular file", "remove it or restore it"
             )
