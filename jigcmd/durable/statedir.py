@@ -151,9 +151,10 @@ def check_contents(fd: int, path: Path) -> None:
             continue
         if stat.S_ISLNK(info.st_mode):
             raise StateDirError(
-                f"journal file {path / name} is a symbolic link (to "
-                f"{os.readlink(name, dir_fd=fd)}): SQLite keeps the journal's -wal and -shm "
-                "beside the link's target, where jigcmd does not look",
+                # The link's target is not named: the refusal reaches a caller too, and
+                # only the state directory's own path is masked there.
+                f"journal file {path / name} is a symbolic link: SQLite keeps the journal's "
+                "-wal and -shm beside the link's target, where jigcmd does not look",
                 "move the whole state directory instead and pass --state-dir with its new path",
             )
         # A directory in its place is the journal's to word (`jigcmd.journal.failures`).

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from jigcmd.durable.statedir import StateDirError, prepare_state_dir
+from jigcmd.durable.statedir import StateDirError, checked_state_dir, prepare_state_dir
 from jigcmd.durable.statepath import trusted_path
 from tests.required import require_root
 
@@ -100,3 +100,13 @@ def test_a_live_dir_others_may_write_is_refused_at_start(tmp_path: Path) -> None
         prepare_state_dir(state)
     assert caught.value.reason == f"{state}/live is writable by group or others (mode 0777)"
     assert caught.value.fix is not None and f"remove {state}/live" in caught.value.fix
+
+
+def test_a_fifo_where_the_journal_belongs_is_refused_instead_of_waited_on(tmp_path: Path) -> None:
+    """Every verb that opens the journal would block on it for ever."""
+    state = tmp_path / "state"
+    state.mkdir(mode=0o700)
+    os.mkfifo(state / "journal.sqlite3", 0o600)
+    with pytest.raises(StateDirError) as caught:
+        checked_state_dir(state)
+    assert caught.value.reason == f"journal file {state}/journal.sqlite3 is not a regular file"
