@@ -18,10 +18,12 @@ is a directory with a file per resource: still read, and pruned alike.
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import os
 import re
 import shutil
+import stat
 import struct
 import urllib.parse
 from collections.abc import Collection, Sequence
@@ -310,7 +312,7 @@ class RunResources:
         """What the operation kept (None: nothing)."""
         path = self._operation_path(scope, operation_id)
         try:
-            blob = path.read_bytes()
+            blob = self._read(path)
         except FileNotFoundError:
             return None
         except IsADirectoryError:
@@ -321,6 +323,31 @@ class RunResources:
             raise ResourceNotFound(
                 f"operation {operation_id!r}'s kept resources are unreadable: {exc}"
             ) from None
+
+    def _read(self, path: Path) -> bytes:
+        """The bytes of `path` (`<resources>/<scope>/<operation>`), no link followed.
+
+        Through the state directory's held descriptor (`jigcmd.journal.statefiles`): what is
+        served back to a caller is only ever a file jigcmd kept, never what a link names.
+        """
+        root = subdirectory(self._root.parent, _DIR, create=False)
+        if root is None:
+            raise FileNotFoundError(path)
+        flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+        scope = os.open(path.parent.name, flags, dir_fd=root)
+        try:
+            # Not waiting on a FIFO left there: only a regular file (or an old directory) is read.
+            flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+            fd = os.open(path.name, flags, dir_fd=scope)
+        finally:
+            os.close(scope)
+        with open(fd, "rb") as handle:
+            mode = os.fstat(fd).st_mode
+            if stat.S_ISDIR(mode):
+                raise IsADirectoryError(path)
+            if not stat.S_ISREG(mode):
+                raise OSError(errno.EINVAL, f"{path} is not a regular file")
+            return handle.read()
 
     def _over(self, count: int) -> bool:
         return count > self._keep + max(1, self._keep // 8)
