@@ -5,7 +5,8 @@ its path may point the path somewhere else after the check (`state -> /etc`), an
 would write its journal, slots and resources there. So, as OpenSSH's StrictModes does,
 each component must be owned by root or by the effective user, and must not be writable by
 group or others, unless it is a sticky directory (like `/tmp`) and the next component is
-the effective user's own (the sticky bit keeps others from renaming or removing it).
+the effective user's own or root's (the sticky bit keeps others from renaming or removing
+it).
 
 A symbolic link on the path is followed, not refused: `/var/lib/jigcmd -> /srv/jigcmd` is a
 common layout, and the link is as safe as the directory holding it (checked before it).
@@ -81,13 +82,19 @@ def _check(
     """
     euid = os.geteuid()
     owner = info.st_uid
+    # In a sticky directory only an entry's owner (and root) may rename or remove it, so
+    # an entry of ours or root's is as safe there as anywhere.
     if parent_info.st_mode & (stat.S_IWGRP | stat.S_IWOTH) and not (
-        _sticky(parent_info) and owner == euid
+        _sticky(parent_info) and owner in (0, euid)
     ):
         raise StateDirError(
             f"{parent}, on the state directory's path, is writable by group or others "
             f"(owner uid {parent_info.st_uid}, mode {stat.S_IMODE(parent_info.st_mode):04o})"
-            + (f" and {name} in it is not this user's (uid {euid})" if _sticky(parent_info) else "")
+            + (
+                f" and {name} in it is neither root's nor this user's (uid {euid})"
+                if _sticky(parent_info)
+                else ""
+            )
             + ": another user could replace what follows it",
             "use a state directory whose every parent only root or you may write "
             f"(e.g. /var/lib/jigcmd for root), or run chmod go-w {parent}",

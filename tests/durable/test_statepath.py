@@ -58,7 +58,9 @@ def test_a_sticky_world_writable_parent_is_accepted_only_for_a_component_of_ours
     theirs = sticky / "theirs"
     theirs.mkdir(mode=0o700)
     os.chown(theirs, _OTHER, _OTHER)
-    with pytest.raises(StateDirError, match=r"mode 1777\) and .*theirs in it is not this user"):
+    with pytest.raises(
+        StateDirError, match=r"mode 1777\) and .*theirs in it is neither root.s nor this user.s"
+    ):
         trusted_path(theirs / "state", create=True)
 
 
