@@ -18,10 +18,12 @@ is a directory with a file per resource: still read, and pruned alike.
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import os
 import re
 import shutil
+import stat
 import struct
 import urllib.parse
 from collections.abc import Collection, Sequence
@@ -29,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
+from jigcmd.journal.statefiles import subdirectory
 from jigcmd.protocol.commands import ResourceRef
 
 __all__ = [
@@ -265,32 +268,51 @@ class RunResources:
         return ResourcesPruned(operations, scopes, removed)
 
     def _write(self, path: Path, blob: bytes) -> None:
-        # Its own name per process: two servers may keep one operation for one scope at once.
-        temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC
+        """Write `blob` as `path` (`<resources>/<scope>/<operation>`) through held descriptors.
+
+        `resources/` is the state directory's checked sub-directory and the scope's directory
+        is opened in it with no link followed (`jigcmd.journal.statefiles`): a path re-pointed
+        after the state directory was checked cannot send the write elsewhere.
+        """
+        scope = self._scope_fd(path.parent.name)
         try:
-            fd = os.open(temporary, flags, 0o600)
+            # Its own name per process: two servers may keep one operation for one scope at once.
+            temporary = f".{path.name}.{os.getpid()}.tmp"
+            flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC
+            fd = os.open(temporary, flags, 0o600, dir_fd=scope)
+            try:
+                view = memoryview(blob)
+                while view:
+                    view = view[os.write(fd, view) :]
+            finally:
+                os.close(fd)
+            try:
+                os.replace(temporary, path.name, src_dir_fd=scope, dst_dir_fd=scope)
+            except IsADirectoryError:
+                # The same operation kept before 2026-12-05, as a directory.
+                shutil.rmtree(path.name, dir_fd=scope)
+                os.replace(temporary, path.name, src_dir_fd=scope, dst_dir_fd=scope)
+        finally:
+            os.close(scope)
+
+    def _scope_fd(self, name: str) -> int:
+        """A descriptor of the scope directory `name` in `resources/`, made 0700 if missing."""
+        root = subdirectory(self._root.parent, _DIR, create=True)
+        assert root is not None  # made when missing
+        flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+        try:
+            return os.open(name, flags, dir_fd=root)
         except FileNotFoundError:
             # The scope's first operation: its directory is made once, not looked for each time.
-            path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-            fd = os.open(temporary, flags, 0o600)
-        try:
-            view = memoryview(blob)
-            while view:
-                view = view[os.write(fd, view) :]
-        finally:
-            os.close(fd)
-        try:
-            os.replace(temporary, path)
-        except IsADirectoryError:
-            shutil.rmtree(path)  # the same operation kept before 2026-12-05, as a directory
-            os.replace(temporary, path)
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(name, 0o700, dir_fd=root)
+            return os.open(name, flags, dir_fd=root)
 
     def _parts(self, scope: str, operation_id: str) -> dict[str, bytes] | None:
         """What the operation kept (None: nothing)."""
         path = self._operation_path(scope, operation_id)
         try:
-            blob = path.read_bytes()
+            blob = self._read(path)
         except FileNotFoundError:
             return None
         except IsADirectoryError:
@@ -301,6 +323,31 @@ class RunResources:
             raise ResourceNotFound(
                 f"operation {operation_id!r}'s kept resources are unreadable: {exc}"
             ) from None
+
+    def _read(self, path: Path) -> bytes:
+        """The bytes of `path` (`<resources>/<scope>/<operation>`), no link followed.
+
+        Through the state directory's held descriptor (`jigcmd.journal.statefiles`): what is
+        served back to a caller is only ever a file jigcmd kept, never what a link names.
+        """
+        root = subdirectory(self._root.parent, _DIR, create=False)
+        if root is None:
+            raise FileNotFoundError(path)
+        flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+        scope = os.open(path.parent.name, flags, dir_fd=root)
+        try:
+            # Not waiting on a FIFO left there: only a regular file (or an old directory) is read.
+            flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+            fd = os.open(path.name, flags, dir_fd=scope)
+        finally:
+            os.close(scope)
+        with open(fd, "rb") as handle:
+            mode = os.fstat(fd).st_mode
+            if stat.S_ISDIR(mode):
+                raise IsADirectoryError(path)
+            if not stat.S_ISREG(mode):
+                raise OSError(errno.EINVAL, f"{path} is not a regular file")
+            return handle.read()
 
     def _over(self, count: int) -> bool:
         return count > self._keep + max(1, self._keep // 8)

@@ -7,7 +7,11 @@ process that uses the same directory shares its operation identities and its env
 
 The directory is created 0700. An existing one is refused when it is not a directory, is
 owned by another user, or is writable by group or others: whoever can write it can forge
-journal rows or hold every slot. A verb that only reads what was recorded there
+journal rows or hold every slot. Every component of its path is checked too, from `/` down
+(`statepath.py`), and so are its sub-directories (ours, written by no one else) and journal
+files (plain files, no link); the directory is then opened once and everything in it is
+reached through that descriptor (`jigcmd.journal.statefiles`). The path returned is the
+resolved one. A verb that only reads what was recorded there
 (`existing_state_dir`) creates nothing: a directory that is missing, or holds no journal,
 is refused with its path.
 """
@@ -18,6 +22,10 @@ import os
 import stat
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Final
+
+from jigcmd.durable.statepath import trusted_path
+from jigcmd.journal.statefiles import SUBDIRECTORIES, StateDirError, anchor, checked
 
 __all__ = [
     "StateDirError",
@@ -28,18 +36,14 @@ __all__ = [
 ]
 
 _ROOT_DEFAULT = Path("/var/lib/jigcmd")
-
-
-class StateDirError(Exception):
-    """Raised when the state directory cannot be created or is not safe to use."""
-
-    def __init__(self, reason: str, fix: str | None = None) -> None:
-        super().__init__(reason if fix is None else f"{reason}; {fix}")
-        self.reason = reason
-        self.fix = fix
-
-    def __reduce__(self) -> tuple[type[StateDirError], tuple[str, str | None]]:
-        return type(self), (self.reason, self.fix)
+# The journal's files (`jigcmd.journal.store.DB_NAME` and SQLite's, the marker), which must
+# be plain files in the state directory itself.
+_JOURNAL_FILES: Final = (
+    "journal.sqlite3",
+    "journal.sqlite3-wal",
+    "journal.sqlite3-shm",
+    "journal.mark",
+)
 
 
 def default_state_dir(*, euid: int | None = None, environ: Mapping[str, str] | None = None) -> Path:
@@ -66,34 +70,25 @@ def default_state_dir(*, euid: int | None = None, environ: Mapping[str, str] | N
 
 
 def prepare_state_dir(path: Path) -> Path:
-    """Create `path` (0700, parents as needed) or check an existing one; return it absolute."""
-    path = Path(os.path.abspath(path))
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        os.mkdir(path, 0o700)
-    except FileExistsError:
-        pass
-    except OSError as exc:
-        raise StateDirError(f"state directory {path} cannot be created: {exc.strerror}") from exc
-    try:
-        info = os.stat(path)
-    except OSError as exc:
-        raise StateDirError(f"state directory {path} cannot be read: {exc.strerror}") from exc
-    return _checked(path, info)
+    """Create `path` (0700, parents as needed) or check an existing one; return it resolved.
+
+    Its path is checked from `/` down first (`jigcmd.durable.statepath`), and what is
+    created is created only below components that passed.
+    """
+    resolved = trusted_path(Path(os.path.abspath(path)), create=True)
+    return _anchored(resolved)
 
 
 def checked_state_dir(path: Path) -> Path:
-    """`path`, absolute, checked as `prepare_state_dir` checks it; never creates anything."""
+    """`path`, resolved, checked as `prepare_state_dir` checks it; never creates anything."""
     path = Path(os.path.abspath(path))
     try:
-        info = os.stat(path)
+        resolved = trusted_path(path, create=False)
     except FileNotFoundError:
         raise StateDirError(
             f"state directory {path} does not exist (nothing was created)", "check --state-dir"
         ) from None
-    except OSError as exc:
-        raise StateDirError(f"state directory {path} cannot be read: {exc.strerror}") from exc
-    return _checked(path, info)
+    return _anchored(resolved)
 
 
 def existing_state_dir(path: Path, *, holding: str) -> Path:
@@ -112,20 +107,55 @@ def existing_state_dir(path: Path, *, holding: str) -> Path:
     return path
 
 
-def _checked(path: Path, info: os.stat_result) -> Path:
-    """`path` if it is a directory of ours that no one else may write; else StateDirError."""
-    if not stat.S_ISDIR(info.st_mode):
-        raise StateDirError(f"state directory {path} is not a directory")
-    if info.st_uid != os.geteuid():
-        raise StateDirError(
-            f"state directory {path} is owned by uid {info.st_uid}, not by this user "
-            f"(uid {os.geteuid()})",
-            "use a directory of your own (--state-dir)",
-        )
-    if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
-        raise StateDirError(
-            f"state directory {path} is writable by group or others "
-            f"(mode {stat.S_IMODE(info.st_mode):04o})",
-            f"run chmod 700 {path}",
-        )
+def _anchored(path: Path) -> Path:
+    """`path` (resolved, every component checked), its descriptor held and its contents checked."""
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+    try:
+        fd = os.open(path, flags)
+    except NotADirectoryError:
+        raise StateDirError(f"state directory {path} is not a directory") from None
+    except OSError as exc:
+        raise StateDirError(f"state directory {path} cannot be read: {exc.strerror}") from exc
+    try:
+        checked(f"{path}", os.fstat(fd), kind="state directory")
+        check_contents(fd, path)
+    except BaseException:
+        os.close(fd)
+        raise
+    anchor(path, fd)
     return path
+
+
+def check_contents(fd: int, path: Path) -> None:
+    """Refuse sub-directories others could write and journal files that are not plain files.
+
+    A sub-directory another user may write lets that user plant `slots/slot-0 -> /etc/shadow`;
+    a journal file that is a symbolic link (a journal moved to another disk) makes SQLite
+    keep its WAL beside the link's target, where jigcmd does not look, so every call fails.
+    """
+    for name in SUBDIRECTORIES:
+        try:
+            info = os.stat(name, dir_fd=fd, follow_symlinks=False)
+        except FileNotFoundError:
+            continue
+        where = f"{path / name}"
+        if stat.S_ISLNK(info.st_mode):
+            raise StateDirError(
+                f"{where} is a symbolic link", f"remove it (jigcmd makes {name} 0700 itself)"
+            )
+        checked(where, info)
+    for name in _JOURNAL_FILES:
+        try:
+            info = os.stat(name, dir_fd=fd, follow_symlinks=False)
+        except FileNotFoundError:
+            continue
+        if stat.S_ISLNK(info.st_mode):
+            raise StateDirError(
+                # The link's target is not named: the refusal reaches a caller too, and
+                # only the state directory's own path is masked there.
+                f"journal file {path / name} is a symbolic link: SQLite keeps the journal's "
+                "-wal and -shm beside the link's target, where jigcmd does not look",
+                "move the whole state directory instead and pass --state-dir with its new path",
+            )
+        # Any other kind of file (a FIFO, a directory) is the journal's to word, where it is
+        # opened: `Marker.check_before_open`, `jigcmd.journal.failures`.

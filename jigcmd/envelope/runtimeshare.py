@@ -29,8 +29,10 @@ and makes its mount namespace in that user namespace instead of one of its own.
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
+import stat
 import struct
 from collections.abc import Callable
 from typing import NamedTuple
@@ -66,8 +68,12 @@ class Borrowed(NamedTuple):
 
 def lock(path: str) -> int:
     """The holders file at `path`, open and exclusively locked: close the fd to unlock."""
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+    # Not waiting on a FIFO left in its place: only a regular file is locked.
+    flags = os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK
+    fd = os.open(path, flags, 0o600)
     try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, f"{path} is not a regular file; remove it")
         fcntl.flock(fd, fcntl.LOCK_EX)
     except OSError:
         os.close(fd)

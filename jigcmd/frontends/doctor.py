@@ -290,8 +290,13 @@ def _journal_check(path: Path) -> Check:
     except SchemaError as exc:
         return Check("state", "FAIL", str(exc))
     journal_bytes, resources = _kept_bytes(path)
+    try:
+        held = slots_held(path, default_slots())
+    except OSError as exc:
+        # A slot file that is a link or a FIFO (never waited on): serve would fail on it too.
+        return Check("state", "FAIL", f"envelope slot {exc.strerror or exc}")
     detail = (
-        f"{path}: {len(open_rows)} run(s) open, {slots_held(path, default_slots())} of "
+        f"{path}: {len(open_rows)} run(s) open, {held} of "
         f"{default_slots()} default envelope slot(s) in use; journal {_mib(journal_bytes)}, kept "
         f"resources {_mib(resources)}"
     )

@@ -33,6 +33,7 @@ from jigcmd.journal.failures import JournalMoved, JournalUnusable, unusable
 from jigcmd.journal.marker import Marker
 from jigcmd.journal.readonly import connect_read_only
 from jigcmd.journal.schema import check_readable, migrate
+from jigcmd.journal.statefiles import directory_fd
 from jigcmd.journal.writelock import WouldWait
 
 __all__ = ["DB_NAME", "Database", "JournalError"]
@@ -225,7 +226,7 @@ class Database:
         with marker.locked():
             # Before SQLite looks: a lost or corrupt WAL must be refused, not silently dropped.
             held_one = marker.check_before_open()
-            _create_private(path)
+            _create_private(state_dir)
             conn = sqlite3.connect(
                 path,
                 isolation_level=None,
@@ -233,6 +234,7 @@ class Database:
                 timeout=_BUSY_TIMEOUT_MS / 1000,
             )
             try:
+                _check_anchored(state_dir, path)
                 conn.row_factory = sqlite3.Row
                 conn.execute(f"PRAGMA busy_timeout = {_BUSY_TIMEOUT_MS:d}")
                 _wal(conn, path)
@@ -250,11 +252,7 @@ class Database:
                 conn.close()
                 raise
         # The new database and WAL file names must survive a power cut too.
-        dir_fd = os.open(state_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
+        os.fsync(directory_fd(state_dir))
         return cls(conn, path, marker)
 
     @classmethod
@@ -280,6 +278,7 @@ class Database:
             held_one = marker.check_before_open()
             conn = connect_read_only(path, timeout_s=_BUSY_TIMEOUT_MS / 1000)
             try:
+                _check_anchored(state_dir, path)
                 conn.row_factory = sqlite3.Row
                 conn.execute(f"PRAGMA cache_size = -{_CACHE_KIB:d}")
                 (version,) = conn.execute("PRAGMA user_version").fetchone()
@@ -453,12 +452,35 @@ class Database:
         return self._conn
 
 
-def _create_private(path: Path) -> None:
+def _check_anchored(state_dir: Path, path: Path) -> None:
+    """Refuse a journal `path` that is not the plain file `DB_NAME` of the held state directory.
+
+    SQLite opens a database by path only; it cannot be given a directory descriptor. Nor
+    would `/proc/self/fd/<dir fd>/journal.sqlite3` help: SQLite resolves a database path's
+    links itself (to keep its -wal and -shm beside the real file), so it would open the same
+    file by its real path. So the path is kept and checked once opened: the file found by
+    it must be the one found through the state directory's held descriptor with no link
+    followed (`jigcmd.journal.statefiles`). Every component of the path was checked at start
+    (only root or this user can change it), so this is a second fence, not the first.
+    """
+    through = os.stat(DB_NAME, dir_fd=directory_fd(state_dir), follow_symlinks=False)
+    named = os.stat(path)
+    if (through.st_dev, through.st_ino) != (named.st_dev, named.st_ino):
+        raise OSError(
+            errno.ELOOP,
+            f"{path} is not the journal file of the state directory checked at start (a "
+            "symbolic link, or the directory replaced since); move the whole state "
+            "directory instead and pass --state-dir with its new path",
+        )
+
+
+def _create_private(state_dir: Path) -> None:
     """Create the database file 0600 (never by SQLite under some umask) if it is missing.
 
     Only a file made here is opened and closed: POSIX record locks belong to a process and a
     file, so closing any descriptor of a database this process has open elsewhere would drop
     that connection's SQLite locks (and let another process's close delete the WAL under it).
     """
+    flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
     with contextlib.suppress(FileExistsError):
-        os.close(os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600))
+        os.close(os.open(DB_NAME, flags, 0o600, dir_fd=directory_fd(state_dir)))

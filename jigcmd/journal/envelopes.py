@@ -27,10 +27,12 @@ from json.encoder import encode_basestring  # noqa: TID251 - likewise
 from typing import NamedTuple
 
 from jigcmd.journal.identity import ProcessIdentity
+from jigcmd.journal.statefiles import open_regular, subdirectory
 
 __all__ = ["EnvelopeEntry", "EnvelopeRegistry"]
 
 _SUFFIX = ".envelope"
+_DIRECTORY = "envelopes"
 
 
 class EnvelopeEntry(NamedTuple):
@@ -45,7 +47,8 @@ class EnvelopeRegistry:
     """`<state>/envelopes/<name>.envelope`, one JSON entry per envelope."""
 
     def __init__(self, state_dir: str | os.PathLike[str]) -> None:
-        self.directory = os.path.join(os.fspath(state_dir), "envelopes")
+        self._state_dir = state_dir
+        self.directory = os.path.join(os.fspath(state_dir), _DIRECTORY)
         self._prefix = f"{self.directory}/"
         # The entry's supervisor and owner, encoded once: they are the zygote's own and its
         # server's for all its life, and `json.dumps` per entry wrote ~40 more pages after a
@@ -54,8 +57,14 @@ class EnvelopeRegistry:
 
     def create(self) -> None:
         """Make the directory if need be (the zygote, as it starts); `register` never does."""
-        with contextlib.suppress(FileExistsError):
-            os.mkdir(self.directory, 0o700)
+        subdirectory(self._state_dir, _DIRECTORY, create=True)
+
+    def _fd(self) -> int:
+        """The held, checked descriptor of the directory (FileNotFoundError: none)."""
+        fd = subdirectory(self._state_dir, _DIRECTORY, create=False)
+        if fd is None:
+            raise FileNotFoundError(errno.ENOENT, "no envelope registry", self.directory)
+        return fd
 
     def register(self, entry: EnvelopeEntry) -> None:
         """Record `entry` (raises OSError; FileExistsError if an entry of that name exists).
@@ -65,16 +74,17 @@ class EnvelopeRegistry:
         that its recovery could not find.
         """
         data = self._encoded(entry)
-        path = self._prefix + entry.name + _SUFFIX
+        name = entry.name + _SUFFIX
+        directory = self._fd()
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-        fd = os.open(path, flags, 0o600)
+        fd = os.open(name, flags, 0o600, dir_fd=directory)
         try:
             if os.write(fd, data) != len(data):
-                raise OSError(errno.EIO, "short write of an envelope entry", path)
+                raise OSError(errno.EIO, "short write of an envelope entry", self._prefix + name)
         except OSError:
             os.close(fd)
             with contextlib.suppress(OSError):
-                os.unlink(path)
+                os.unlink(name, dir_fd=directory)
             raise
         os.close(fd)
 
@@ -89,7 +99,7 @@ class EnvelopeRegistry:
     def drop(self, name: str) -> None:
         """Forget an envelope whose release was confirmed."""
         with contextlib.suppress(FileNotFoundError):
-            os.unlink(self._prefix + name + _SUFFIX)
+            os.unlink(name + _SUFFIX, dir_fd=self._fd())
 
     def entries(self) -> list[EnvelopeEntry]:
         """Every registered envelope; unreadable entries are skipped (they are half-written)."""
@@ -97,17 +107,18 @@ class EnvelopeRegistry:
         import msgspec  # noqa: PLC0415 - see the comment above
 
         try:
-            names = sorted(os.listdir(self.directory))
+            directory = self._fd()
         except FileNotFoundError:
             return []
+        names = sorted(os.listdir(directory))
         decoder = msgspec.json.Decoder(EnvelopeEntry)
         found: list[EnvelopeEntry] = []
         for name in names:
             if not name.endswith(_SUFFIX):
                 continue
-            with (
-                contextlib.suppress(OSError, msgspec.DecodeError),
-                open(self._prefix + name, "rb") as handle,
-            ):
-                found.append(decoder.decode(handle.read()))
+            with contextlib.suppress(OSError, msgspec.DecodeError):
+                # No link followed, no FIFO waited on: an entry is a file the zygote wrote.
+                fd = open_regular(directory, name, os.O_RDONLY, self._prefix + name)
+                with open(fd, "rb") as handle:
+                    found.append(decoder.decode(handle.read()))
         return found

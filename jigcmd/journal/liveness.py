@@ -34,6 +34,7 @@ import time
 
 from jigcmd.journal import identity
 from jigcmd.journal.identity import ProcessIdentity
+from jigcmd.journal.statefiles import directory_fd, subdirectory
 
 __all__ = ["DIRECTORY", "Key", "alive", "hold", "lock_path", "prune", "release", "wait_exit"]
 
@@ -47,13 +48,15 @@ Key = tuple[int, int]
 class _Lock:
     """One held lock (a plain class: the zygote imports this, and no `dataclasses`)."""
 
-    __slots__ = ("fd", "holders", "path", "pid")
+    __slots__ = ("directory", "fd", "holders", "name", "pid")
 
-    def __init__(self, fd: int, path: str) -> None:
+    def __init__(self, fd: int, directory: int, name: str) -> None:
         # The process that took it: a forked child inherits the entry, not the lock.
         self.pid = os.getpid()
         self.fd = fd
-        self.path = path
+        # The held `live` directory's descriptor and the file's name in it.
+        self.directory = directory
+        self.name = name
         # How many of this process's users still need it.
         self.holders = 1
 
@@ -84,7 +87,7 @@ def hold(state_dir: str | os.PathLike[str]) -> Key:
 
 
 def _hold(state_dir: str | os.PathLike[str]) -> Key:
-    info = os.stat(state_dir)
+    info = os.fstat(directory_fd(state_dir))
     key = (info.st_dev, info.st_ino)
     entry = _held.get(key)
     if entry is not None and entry.pid == os.getpid():
@@ -94,22 +97,22 @@ def _hold(state_dir: str | os.PathLike[str]) -> Key:
         # A forked child's copy of its parent's descriptor: the lock is the parent's.
         del _held[key]
         os.close(entry.fd)
-    directory = os.path.join(os.fspath(state_dir), DIRECTORY)
-    with contextlib.suppress(FileExistsError):
-        os.mkdir(directory, 0o700)
-    path = lock_path(state_dir, identity.current())
+    directory = _directory(state_dir, create=True)
+    assert directory is not None  # made when missing
+    name = _name(identity.current())
+    flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
     while True:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        fd = os.open(name, flags, 0o600, dir_fd=directory)
         # Blocking: only a prober holds it, for a moment.
         fcntl.flock(fd, fcntl.LOCK_EX)
-        if _still_named(fd, path):
+        if _still_named(fd, directory, name):
             break
         # A prune removed the file between our open and our lock: make it again.
         os.close(fd)
     if not _held:
         atexit.unregister(_release_all)  # registered once, however often entries come and go
         atexit.register(_release_all)
-    _held[key] = _Lock(fd, path)
+    _held[key] = _Lock(fd, directory, name)
     return key
 
 
@@ -126,29 +129,34 @@ def _release(key: Key) -> None:
     entry.holders -= 1
     if entry.holders == 0:
         del _held[key]
-        _let_go(entry.fd, entry.path)
+        _let_go(entry)
 
 
 def _release_all() -> None:
     """At a clean exit: remove this process's files (a fork's exit leaves its parent's alone)."""
     for entry in _held.values():
         if entry.pid == os.getpid():
-            _let_go(entry.fd, entry.path)
+            _let_go(entry)
     _held.clear()
 
 
-def _let_go(fd: int, path: str) -> None:
+def _let_go(entry: _Lock) -> None:
     # Removed while still locked: a prober that opened it meanwhile finds it free once we
     # close, and its own removal then finds nothing to remove.
     with contextlib.suppress(OSError):
-        os.unlink(path)
-    os.close(fd)
+        os.unlink(entry.name, dir_fd=entry.directory)
+    os.close(entry.fd)
 
 
-def _still_named(fd: int, path: str) -> bool:
-    """Whether `path` is still the file open at `fd`."""
+def _directory(state_dir: str | os.PathLike[str], *, create: bool) -> int | None:
+    """The held descriptor of `<state_dir>/live`, checked (`jigcmd.journal.statefiles`)."""
+    return subdirectory(state_dir, DIRECTORY, create=create)
+
+
+def _still_named(fd: int, directory: int, name: str) -> bool:
+    """Whether `name` in `directory` is still the file open at `fd`."""
     try:
-        named = os.stat(path, follow_symlinks=False)
+        named = os.stat(name, dir_fd=directory, follow_symlinks=False)
     except FileNotFoundError:
         return False
     opened = os.fstat(fd)
@@ -166,16 +174,18 @@ def alive(state_dir: str | os.PathLike[str], who: ProcessIdentity) -> bool:
     if identity.local(who):
         if identity.is_alive(who):
             return True
-        _remove_if_free(lock_path(state_dir, who))
+        _remove_if_free(state_dir, _name(who))
         return False
-    return _locked(lock_path(state_dir, who))
+    directory = _directory(state_dir, create=False)
+    return directory is not None and _locked(directory, _name(who))
 
 
-def _locked(path: str) -> bool:
-    """Whether some process holds the lock of `path`; a free one's file is removed."""
+def _locked(directory: int, name: str) -> bool:
+    """Whether some process holds the lock of `name` in `directory`; a free one's is removed."""
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
     try:
         # Non-blocking: a FIFO planted under that name would block a plain open for ever.
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        fd = os.open(name, flags, dir_fd=directory)
     except FileNotFoundError:
         return False
     except OSError:
@@ -190,17 +200,19 @@ def _locked(path: str) -> bool:
         # Ours: its owner is dead (a process records its identity only once it holds this
         # lock, and no process ever takes a dead identity's name again). An owner still
         # between making its file and locking it finds the file gone and makes it again.
-        if _still_named(fd, path):
+        if _still_named(fd, directory, name):
             with contextlib.suppress(OSError):
-                os.unlink(path)
+                os.unlink(name, dir_fd=directory)
         return False
     finally:
         os.close(fd)
 
 
-def _remove_if_free(path: str) -> None:
+def _remove_if_free(state_dir: str | os.PathLike[str], name: str) -> None:
     """Remove a dead process's file, if it left one (its lock is then free)."""
-    _locked(path)
+    directory = _directory(state_dir, create=False)
+    if directory is not None:
+        _locked(directory, name)
 
 
 def wait_exit(state_dir: str | os.PathLike[str], who: ProcessIdentity, timeout: float) -> bool:
@@ -217,10 +229,9 @@ def wait_exit(state_dir: str | os.PathLike[str], who: ProcessIdentity, timeout: 
 
 def prune(state_dir: str | os.PathLike[str]) -> list[str]:
     """Remove the files of every dead process (`recover`); the names removed."""
-    directory = os.path.join(os.fspath(state_dir), DIRECTORY)
-    try:
-        names = sorted(os.listdir(directory))
-    except FileNotFoundError:
+    directory = _directory(state_dir, create=False)
+    if directory is None:
         return []
+    names = sorted(os.listdir(directory))
     mine = _name(identity.current())
-    return [n for n in names if n != mine and not _locked(os.path.join(directory, n))]
+    return [n for n in names if n != mine and not _locked(directory, n)]

@@ -1,6 +1,8 @@
 """Root envelope reservations: a fixed number of slots shared through one state directory.
 
-Each slot is a lock file `<state>/slots/slot-<i>` held with `flock(LOCK_EX | LOCK_NB)`.
+Each slot is a lock file `<state>/slots/slot-<i>` held with `flock(LOCK_EX | LOCK_NB)`,
+opened through the state directory's held descriptor, never through a link
+(`jigcmd.journal.statefiles`).
 The lock belongs to the open file description, not to a process: the server acquires a
 slot, hands the descriptor to the run's supervisor (inherited across fork or sent with
 SCM_RIGHTS) and closes its own copy; the lock stays held as long as any process of the
@@ -20,11 +22,12 @@ at most two envelopes per CPU (runs are mostly CPU-bound test suites) and never 
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import fcntl
 import os
 from pathlib import Path
+
+from jigcmd.journal.statefiles import open_regular, subdirectory
 
 __all__ = ["MAX_DEFAULT_SLOTS", "Reservations", "Slot", "default_slots", "slots_held"]
 
@@ -63,8 +66,10 @@ class Reservations:
             raise ValueError(f"the number of envelope slots must be at least 1, not {slots}")
         self.slots = slots
         self.directory = state_dir / "slots"
-        with contextlib.suppress(FileExistsError):
-            os.mkdir(self.directory, 0o700)
+        # Checked (ours, written by no one else) and held: a slot file is opened in it only.
+        fd = subdirectory(state_dir, "slots", create=True)
+        assert fd is not None  # made when missing
+        self._fd = fd
 
     def exhausted_message(self) -> str:
         """The refusal text for a caller that found no slot free (it names no host path)."""
@@ -104,9 +109,8 @@ class Reservations:
         return _holder(self._open(index))
 
     def _open(self, index: int) -> int:
-        return os.open(
-            self.directory / f"slot-{index}", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600
-        )
+        name = f"slot-{index}"
+        return open_regular(self._fd, name, os.O_RDWR | os.O_CREAT, f"{self.directory / name}")
 
 
 def slots_held(state_dir: Path, slots: int) -> int:
@@ -115,9 +119,14 @@ def slots_held(state_dir: Path, slots: int) -> int:
     For a reader (`jigcmd doctor`): a slot file that does not exist yet is a free slot.
     """
     held = 0
+    directory = subdirectory(state_dir, "slots", create=False)
+    if directory is None:
+        return 0
     for index in range(slots):
+        name = f"slot-{index}"
         try:
-            fd = os.open(state_dir / "slots" / f"slot-{index}", os.O_RDONLY | os.O_CLOEXEC)
+            # Not blocking on a FIFO planted there: OSError naming it instead.
+            fd = open_regular(directory, name, os.O_RDONLY, f"{state_dir / 'slots' / name}")
         except FileNotFoundError:
             continue
         held += _holder(fd) is not None

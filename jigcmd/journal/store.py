@@ -30,6 +30,7 @@ from jigcmd.journal.failures import JournalLost, JournalUnusable
 from jigcmd.journal.identity import ProcessIdentity
 from jigcmd.journal.jarvisrecords import JarvisRecords
 from jigcmd.journal.rows import OPEN_STATES, Begin, NewRow, Outcome, Row, State, row_from
+from jigcmd.journal.statefiles import StateDirError
 from jigcmd.journal.writelock import WouldWait
 
 __all__ = ["DB_NAME", "Journal", "JournalError", "JournalLost", "JournalUnusable"]
@@ -68,6 +69,15 @@ class Journal(JarvisRecords):
                 db.path,
                 f"cannot hold this process's liveness lock in {where}: {exc.strerror or exc}",
                 f"check {state_dir} (permissions, disk, mounts), or pass another --state-dir",
+            ) from exc
+        except StateDirError as exc:
+            # `live` is not a directory of ours that no one else writes.
+            db.close()
+            raise JournalUnusable(
+                db.path,
+                f"cannot hold this process's liveness lock in "
+                f"{state_dir / liveness.DIRECTORY}: {exc.reason}",
+                exc.fix or f"check {state_dir}, or pass another --state-dir",
             ) from exc
         journal = cls(db)
         journal._liveness = held

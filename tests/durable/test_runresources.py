@@ -187,3 +187,29 @@ def test_a_damaged_file_is_not_found_with_the_reason(tmp_path: Path) -> None:
     path.write_bytes(b"not ours")
     with pytest.raises(ResourceNotFound, match="unreadable: it does not start as"):
         store.read("run-1", ref.uri)
+
+
+def test_a_link_planted_as_a_kept_operation_is_not_read_through(tmp_path: Path) -> None:
+    """What is served back is only a file jigcmd kept, never the file a link names."""
+    store = RunResources(tmp_path)
+    ref = store.put("run-1", "op-1", "stdout", b"kept")
+    (kept,) = [p for p in (tmp_path / "resources").rglob("*") if p.is_file()]
+    secret = tmp_path / "secret"
+    secret.write_bytes(b"jigcmd-resources/1\n")  # a blob's magic: read as an empty one
+    kept.unlink()
+    kept.symlink_to(secret)
+    with pytest.raises(OSError, match="symbolic links"):
+        store.read("run-1", ref.uri)
+
+
+def test_a_resource_kept_anew_is_written_through_the_held_directory(tmp_path: Path) -> None:
+    """`resources/` swapped for a link after it was first used: the write stays in the
+    directory checked then, and nothing lands where the link points."""
+    store = RunResources(tmp_path)
+    store.put("run-1", "op-1", "stdout", b"first")
+    elsewhere = tmp_path.parent / f"{tmp_path.name}-elsewhere"
+    elsewhere.mkdir(mode=0o700)
+    (tmp_path / "resources").rename(tmp_path / "resources.old")
+    (tmp_path / "resources").symlink_to(elsewhere)
+    store.put("run-1", "op-2", "stdout", b"second")
+    assert list(elsewhere.iterdir()) == []

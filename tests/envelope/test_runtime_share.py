@@ -249,3 +249,20 @@ async def test_concurrent_starts_make_one_copy(
     copies = {(_staged_bun(e).st_dev, _staged_bun(e).st_ino) for e in executors}
     assert len(copies) == 1
     assert sorted(_holders(state_dir)) == sorted(_zygote_pid(e) for e in executors)
+
+
+def test_a_fifo_where_the_holders_file_belongs_is_refused_not_waited_on(tmp_path: Path) -> None:
+    """OSError naming the file and the fix, at the open (a child, its timeout a failsafe)."""
+    fifo = tmp_path / runtimeshare.HOLDERS
+    os.mkfifo(fifo, 0o600)
+    probe = (
+        "from jigcmd.envelope import runtimeshare\n"
+        "try:\n"
+        f"    runtimeshare.lock({str(fifo)!r})\n"
+        "except OSError as exc:\n"
+        "    print(exc)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert f"{fifo} is not a regular file; remove it" in done.stdout

@@ -135,6 +135,10 @@ def test_the_example_policys_echo_in_tmp_runs_in_tmp(workdir: Path) -> None:
         # which a CI machine has: there it fails rather than skip.
         unavailable(f"/tmp holds mounts on this machine: {', '.join(held)}")
     example = Path(__file__).parents[2] / "jigcmd" / "jarvis" / "example-policy.toml"
+    # The state directory goes in it, outside /tmp (whose bind would show its runtime
+    # mount): 0700, since a state directory in a world-writable one is refused
+    # (docs/deployment.md, who may write the state directory's path).
+    workdir.chmod(0o700)
     # TMPDIR=/tmp: where the zygote's staging mount point went before, whatever the rig says.
     with (
         JarvisChild(workdir, policy=example.read_text(), env={"TMPDIR": "/tmp"}) as jarvis,

@@ -221,4 +221,8 @@ def test_closing_the_journal_waits_for_its_syncs_in_flight(aio: AioSync, tmp_pat
     journal.close()
     assert pending.result == 0
     pending.close()
-    assert not [name for name in _open_files() if name.startswith(str(tmp_path))]
+    # The state directory and its sub-directories stay held for the process's life
+    # (`jigcmd.journal.statefiles`); no file in them does.
+    assert not [
+        name for name in _open_files() if name.startswith(str(tmp_path)) and not os.path.isdir(name)
+    ]

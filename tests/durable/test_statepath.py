@@ -1,0 +1,118 @@
+"""The state directory's path, component by component (`jigcmd.durable.statepath`)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from jigcmd.durable.statedir import StateDirError, checked_state_dir, prepare_state_dir
+from jigcmd.durable.statepath import trusted_path
+from jigcmd.journal.failures import JournalUnusable
+from jigcmd.journal.store import Journal
+from tests.required import require_root
+
+# A uid no test process runs as (the files are only chowned to it, nothing runs as it).
+_OTHER = 61_999
+
+
+@pytest.fixture(autouse=True)
+def _root() -> None:
+    require_root("needs root: files are chowned to another uid")
+
+
+def test_a_parent_another_user_owns_is_refused_naming_it_its_owner_and_mode(
+    tmp_path: Path,
+) -> None:
+    """Its owner could rename `state` and put a link in its place."""
+    parent = tmp_path / "theirs"
+    parent.mkdir(mode=0o755)
+    os.chown(parent, _OTHER, _OTHER)
+    with pytest.raises(StateDirError) as caught:
+        trusted_path(parent / "state", create=True)
+    assert f"{parent}, on the state directory's path, is owned by uid {_OTHER} (mode 0755)" in (
+        caught.value.reason
+    )
+    assert not (parent / "state").exists()  # nothing made below it
+
+
+def test_a_group_writable_parent_is_refused_with_the_chmod_that_fixes_it(tmp_path: Path) -> None:
+    """Not sticky: anyone in the group may replace what is in it."""
+    parent = tmp_path / "shared"
+    parent.mkdir()
+    parent.chmod(0o775)
+    (parent / "state").mkdir(mode=0o700)
+    with pytest.raises(StateDirError) as caught:
+        trusted_path(parent / "state", create=False)
+    assert "is writable by group or others (owner uid 0, mode 0775)" in caught.value.reason
+    assert caught.value.fix is not None and f"chmod go-w {parent}" in caught.value.fix
+
+
+def test_a_sticky_world_writable_parent_is_accepted_only_for_a_component_of_ours(
+    tmp_path: Path,
+) -> None:
+    """Like /tmp: ours in it is safe (no one else may rename it); another user's is not."""
+    sticky = tmp_path / "tmp"
+    sticky.mkdir()
+    sticky.chmod(0o1777)
+    assert trusted_path(sticky / "mine", create=True) == sticky / "mine"
+    theirs = sticky / "theirs"
+    theirs.mkdir(mode=0o700)
+    os.chown(theirs, _OTHER, _OTHER)
+    with pytest.raises(
+        StateDirError, match=r"mode 1777\) and .*theirs in it is neither root.s nor this user.s"
+    ):
+        trusted_path(theirs / "state", create=True)
+
+
+def test_a_link_in_a_trusted_directory_is_followed_and_its_target_checked(
+    tmp_path: Path,
+) -> None:
+    """`/var/lib/jigcmd -> /srv/jigcmd` works (the resolved path is used); a target under
+    another user's directory does not."""
+    real = tmp_path / "srv" / "jigcmd"
+    real.mkdir(parents=True, mode=0o700)
+    (tmp_path / "link").symlink_to(real)
+    assert prepare_state_dir(tmp_path / "link") == real
+    theirs = tmp_path / "theirs"
+    (theirs / "jigcmd").mkdir(parents=True, mode=0o700)
+    os.chown(theirs, _OTHER, _OTHER)
+    (tmp_path / "bad").symlink_to(theirs / "jigcmd")
+    with pytest.raises(StateDirError, match=f"{theirs}, on the state directory's path, is owned"):
+        prepare_state_dir(tmp_path / "bad")
+
+
+def test_missing_parents_are_made_0755_and_the_state_dir_0700(tmp_path: Path) -> None:
+    """Made only below components that passed, whatever the umask lets through."""
+    old = os.umask(0o002)
+    try:
+        made = prepare_state_dir(tmp_path / "a" / "b" / "state")
+    finally:
+        os.umask(old)
+    assert (tmp_path / "a").stat().st_mode & 0o777 == 0o755
+    assert made.stat().st_mode & 0o777 == 0o700
+
+
+def test_a_live_dir_others_may_write_is_refused_at_start(tmp_path: Path) -> None:
+    """Sub-directories are checked as the state directory is, naming what to do."""
+    state = tmp_path / "state"
+    (state / "live").mkdir(parents=True)
+    state.chmod(0o700)
+    (state / "live").chmod(0o777)
+    with pytest.raises(StateDirError) as caught:
+        prepare_state_dir(state)
+    assert caught.value.reason == f"{state}/live is writable by group or others (mode 0777)"
+    assert caught.value.fix is not None and f"remove {state}/live" in caught.value.fix
+
+
+def test_a_fifo_where_the_journal_belongs_is_refused_instead_of_waited_on(tmp_path: Path) -> None:
+    """Every verb that opens the journal would block on it for ever."""
+    state = tmp_path / "state"
+    state.mkdir(mode=0o700)
+    os.mkfifo(state / "journal.sqlite3", 0o600)
+    # The directory is sound; the journal's own open words what is wrong with its file.
+    checked_state_dir(state)
+    with pytest.raises(JournalUnusable) as caught:
+        Journal.open(state)
+    assert "journal.sqlite3: is a FIFO (named pipe), not a regular file" in str(caught.value)
