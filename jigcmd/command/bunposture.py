@@ -11,6 +11,7 @@ candidate may not need what is missing). Pure.
 from __future__ import annotations
 
 import re
+import shlex
 import tomllib
 from collections.abc import Callable, Mapping, Sequence
 
@@ -129,7 +130,9 @@ def dependencies_note(
 
 def bundle_command(path: str) -> str:
     """The `bun build` that inlines what `path` imports into `bundled/<its name>.js`."""
-    return f"bun build {path} --outdir bundled --target bun --external bun:test --minify"
+    return (
+        f"bun build {shlex.quote(path)} --outdir bundled --target bun --external bun:test --minify"
+    )
 
 
 def posture_notes(

@@ -168,3 +168,28 @@ def test_init_resolves_each_import_of_a_barrel_layout_a_bounded_number_of_times(
     assert "(rule files)" in stderr
     # Once for the bundling example, once for the refusal's fix.
     assert calls <= 2 * specifiers
+
+
+def test_init_says_odd_file_names_inertly_and_quotes_them_in_the_commands_it_suggests(
+    tmp_path: Path,
+) -> None:
+    """A name with an escape or a newline cannot colour the terminal or forge a line of
+    stderr, in a note or in a refusal's fix; a bundling example is pasted as one path."""
+    root = project(
+        tmp_path / "odd",
+        {
+            "package.json": '{"name": "odd", "dependencies": {"zod": "1"}}',
+            "a.test.ts": 'import { test } from "bun:test";\ntest("t", () => {});\n',
+            "a;touch PWNED;.ts": 'import "zod";\n',
+            "z\x1b[2Kq.ts": 'import "zod";\n',
+        },
+    )
+    (root / "evil\x1b[31mRED\nINJECTED line.bin").write_bytes(b"\x00\x01")
+    done = jigcmd("init", str(root))
+    assert done.returncode == 2
+    assert "\x1b" not in done.stderr
+    assert all(line.startswith(("jigcmd init: ", "  ")) for line in done.stderr.splitlines())
+    assert "left out of the candidate: evil\\x1b[31mRED\\nINJECTED line.bin (binary)" in done.stderr
+    assert "`bun build 'a;touch PWNED;.ts' --outdir bundled" in done.stderr
+    assert "leave it out with --exclude '/z\\x1b\\[2Kq.ts'" in done.stderr
+    assert not (root / "PWNED").exists()
