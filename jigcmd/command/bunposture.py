@@ -11,11 +11,12 @@ candidate may not need what is missing). Pure.
 from __future__ import annotations
 
 import re
+import shlex
 import tomllib
 from collections.abc import Callable, Mapping, Sequence
 
 from jigcmd.jsonio import strict
-from jigcmd.policy.imports import PackageImports, imported_closure, package_imports
+from jigcmd.policy.imports import PackageImports, package_imports, reached_marks
 from jigcmd.policy.wildcards import wildcard_matches
 
 __all__ = ["BUNFIG", "bundle_command", "bunfig_note", "dependencies_note", "posture_notes"]
@@ -129,7 +130,9 @@ def dependencies_note(
 
 def bundle_command(path: str) -> str:
     """The `bun build` that inlines what `path` imports into `bundled/<its name>.js`."""
-    return f"bun build {path} --outdir bundled --target bun --external bun:test --minify"
+    return (
+        f"bun build {shlex.quote(path)} --outdir bundled --target bun --external bun:test --minify"
+    )
 
 
 def posture_notes(
@@ -225,19 +228,23 @@ def _to_bundle(
 ) -> tuple[str, list[str]]:
     """The first command file (else importer) reaching `names` whose packages are all
     installed, with none lacking; else the first reaching any, with the ones it lacks."""
-    importers = {path for name in names for path in found.importers[name]}
-    first: tuple[str, list[str]] | None = None
-    for path in (*commands, *sorted(importers)):
-        reached = imported_closure(files, [path])
-        wanted = [name for name in names if reached & set(found.importers[name])]
-        if not wanted:
-            continue
-        lacking = [name for name in wanted if not installed(name)]
-        if not lacking:
+    # Bit i of a file's mark: it imports names[i]; what each candidate reaches, in one walk.
+    marks: dict[str, int] = {}
+    for bit, name in enumerate(names):
+        for path in found.importers[name]:
+            marks[path] = marks.get(path, 0) | 1 << bit
+    candidates = (*commands, *sorted(marks))
+    reached = reached_marks(files, candidates, marks)
+    lacks = sum(1 << bit for bit, name in enumerate(names) if not installed(name))
+    first = ""
+    for path in candidates:
+        mark = reached.get(path, 0)
+        if mark and not mark & lacks:
             return path, []
-        first = first or (path, lacking)
-    assert first is not None  # every importer reaches its own import
-    return first
+        first = first or (path if mark else "")
+    assert first  # every importer reaches its own import
+    mark = reached[first]
+    return first, [name for bit, name in enumerate(names) if mark & lacks & 1 << bit]
 
 
 def _mapped(tsconfig: str) -> list[str]:

@@ -39,6 +39,10 @@ _READ_CHUNK = 65_536
 _BATCH_READS = OUTPUT_PIPE_BYTES // _READ_CHUNK
 # Past the cap, the stream's end is kept this long (`CapturedStream.tail`).
 OUTPUT_TAIL_BYTES = 4096
+# Past the cap, one wake-up drops at most this much, in at most this many reads, so that
+# one stream cannot keep the loop from the other and from the run's end.
+_DRAIN_BYTES = OUTPUT_PIPE_BYTES
+_DRAIN_READS = 4096
 
 
 def next_batch(batch: float, *, got_output: bool) -> float:
@@ -78,15 +82,10 @@ class Capture:
         for _ in range(reads):
             if self.eof:
                 break
-            if self.full and self.on_output is None and self._null != -1:
-                moved = self._discard()
-                if moved is not None:
-                    got = True
-                    self.dropped += moved
-                    self.eof = moved == 0
+            if self.full and self.on_output is None:
                 # One drain a wake-up: past the cap a reader follows the pipe
                 # (`Outputs._follow`) and wakes again as soon as more is written.
-                break
+                return self._drain() or got
             try:
                 chunk = os.read(self.fd, _READ_CHUNK)
             except BlockingIOError:
@@ -98,44 +97,64 @@ class Capture:
             self._keep(chunk)
         return got
 
-    def _discard(self) -> int | None:
-        """Drain the pipe to `/dev/null` but for its last bytes, read into the tail.
+    def _drain(self) -> bool:
+        """Drop what the pipe holds until it is empty or at EOF, but read its last bytes into
+        the tail; at most `_DRAIN_READS` reads and `_DRAIN_BYTES` a wake-up, then the loop
+        runs (and the reader wakes again). Whether anything (or EOF) came.
 
-        How much was taken (0 at EOF); None when the pipe is empty now.
+        A pipe in packet mode (`O_DIRECT` on the writer's end, which the candidate may set)
+        gives a read one packet, which may be one byte written, and holds one packet a slot,
+        often less than the tail, so nothing is spliced: read a packet a wake-up, such a
+        stream cost the host 14 times the CPU per byte. So the reads go on while the pipe
+        held something at the last look (`FIONREAD`), looked at again once that much is taken.
         """
         if self._null is None:
             self._null = os.open(os.devnull, os.O_WRONLY | os.O_CLOEXEC)
-        moved = 0
-        held = _held(self.fd)
-        if held > OUTPUT_TAIL_BYTES:
+        start = self.dropped
+        known = 0  # what the pipe held at the last look and is not taken yet
+        tail = self._tail
+        for _ in range(_DRAIN_READS):
+            if self.dropped - start >= _DRAIN_BYTES:
+                break
+            if known <= 0 and self._null != -1:
+                known = _held(self.fd)
+                known -= self._splice(self._null, known - OUTPUT_TAIL_BYTES)
+            # 4 KiB at most, where splice works: what comes on top is dropped unread.
+            size = OUTPUT_TAIL_BYTES if self._null != -1 else _READ_CHUNK
             try:
-                moved = os.splice(
-                    self.fd, self._null, held - OUTPUT_TAIL_BYTES, flags=os.SPLICE_F_NONBLOCK
-                )
+                chunk = os.read(self.fd, size)
             except BlockingIOError:
-                moved = 0
-            except OSError:
-                # Splice refused (a sandbox's kernel): read and drop, as below the cap.
-                os.close(self._null)
-                self._null = -1
-                return self._discard_read()
-            if moved:
-                self._tail.clear()
-                self._joined = False
-        try:
-            chunk = os.read(self.fd, OUTPUT_TAIL_BYTES)
-        except BlockingIOError:
-            return moved or None
-        self._keep_tail(chunk)
-        return moved + len(chunk)
+                break
+            if not chunk:
+                self.eof = True
+                break
+            known -= len(chunk)
+            self.dropped += len(chunk)
+            tail += chunk  # cut to its last bytes below, not at each of many small reads
+            if len(tail) > _READ_CHUNK:
+                del tail[:-OUTPUT_TAIL_BYTES]
+        self._keep_tail(b"")
+        return self.eof or self.dropped > start
 
-    def _discard_read(self) -> int | None:
+    def _splice(self, null: int, count: int) -> int:
+        """Drop `count` bytes of the pipe (none when not positive) to `null` in the kernel;
+        how many went. Leaves what follows them to be read into the tail."""
+        if count <= 0:
+            return 0
         try:
-            chunk = os.read(self.fd, _READ_CHUNK)
+            moved = os.splice(self.fd, null, count, flags=os.SPLICE_F_NONBLOCK)
         except BlockingIOError:
-            return None
-        self._keep_tail(chunk[-OUTPUT_TAIL_BYTES:])
-        return len(chunk)
+            return 0
+        except OSError:
+            # Splice refused (a sandbox's kernel): read and drop, as below the cap.
+            os.close(null)
+            self._null = -1
+            return 0
+        if moved:
+            self._tail.clear()
+            self._joined = False
+            self.dropped += moved
+        return moved
 
     def close(self) -> None:
         """Close the pipe (and `/dev/null` when it was opened)."""

@@ -23,6 +23,7 @@ from jigcmd.policy.binding import BindingError
 from jigcmd.policy.bindingscript import Evaluated
 from jigcmd.policy.candidate import Problem
 from jigcmd.policy.digests import sha256_text
+from jigcmd.protocol.inert import one_line
 
 __all__ = ["BINDING_DIR", "init"]
 
@@ -52,8 +53,8 @@ def init(
         *scaffold.notes,
         *posture_notes(project.files, scaffold.needed(), project.has_package),
     ]
-    for line in notes:
-        sys.stderr.write(f"jigcmd init: {root}: {line}\n")
+    for line in notes:  # made inert: each names the candidate's files
+        sys.stderr.write(one_line(f"jigcmd init: {root}: {line}") + "\n")
     problems = project.problems(scaffold.needed())
     if problems:
         return _refuse(root, problems)
@@ -93,7 +94,8 @@ def _summary(binding: Path, scaffold: Scaffold, root: Path, excludes: Sequence[s
     lines.append(
         f"and the Flow package {package} (FLOW.md and the contract's exact descriptor copy)."
     )
-    return "\n".join(lines + _next_steps(binding, scaffold, root, excludes))
+    # Inert: the paths are checked already, but the directory's name is anyone's.
+    return "\n".join(map(one_line, lines + _next_steps(binding, scaffold, root, excludes)))
 
 
 def _next_steps(
@@ -121,15 +123,13 @@ def _next_steps(
 
 
 def _fail(message: str) -> int:
-    sys.stderr.write(f"jigcmd init: {message}; nothing written\n")
+    sys.stderr.write(one_line(f"jigcmd init: {message}; nothing written") + "\n")
     return 2
 
 
 def _refuse(root: Path, problems: Sequence[Problem]) -> int:
     plural = "s" if len(problems) != 1 else ""
-    lines = [f"  {problem.line()}" for problem in problems]
-    sys.stderr.write(
-        f"jigcmd init: {root}: {len(problems)} problem{plural} with the candidate it sends; "
-        "nothing written:\n" + "\n".join(lines) + "\n"
-    )
+    lines = [f"  {one_line(problem.line())}" for problem in problems]
+    head = f"jigcmd init: {root}: {len(problems)} problem{plural} with the candidate it sends"
+    sys.stderr.write(f"{one_line(head)}; nothing written:\n" + "\n".join(lines) + "\n")
     return 2

@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import posixpath
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
 from jigcmd.policy.sourcetext import SCAN_CHARS, blank, has_jsx, is_source
 
-__all__ = ["PackageImports", "imported_closure", "importers", "package_imports"]
+__all__ = ["PackageImports", "imported_closure", "importers", "package_imports", "reached_marks"]
 
 # Every repetition is possessive and its alternatives never overlap, so no part is tried
 # twice from one start: a scan is linear in the text whatever a file holds.
@@ -64,6 +64,70 @@ def importers(files: Mapping[str, str], roots: Iterable[str]) -> dict[str, str]:
                 seen[target] = importer
                 pending.append(target)
     return seen
+
+
+def _imports(importer: str, files: Mapping[str, str]) -> list[str]:
+    """The files of `files` that `importer` imports by a relative specifier."""
+    targets = (_resolve(importer, spec, files) for spec in _SPECIFIER.findall(files[importer]))
+    return [target for target in targets if target is not None]
+
+
+def reached_marks(
+    files: Mapping[str, str], roots: Iterable[str], marks: Mapping[str, int]
+) -> dict[str, int]:
+    """For each of `roots` and every file they import, transitively: the union (bitwise or)
+    of the `marks` of the files it reaches, itself included.
+
+    One walk for all the roots (Tarjan's strongly connected components, without recursion:
+    files that import each other reach the same files), so each file is read and each of its
+    specifiers resolved once, where a closure per root would be quadratic in a barrel layout.
+    """
+    order: dict[str, int] = {}  # file -> when the walk came to it
+    low: dict[str, int] = {}  # the earliest file on `stack` it is known to reach
+    partial: dict[str, int] = {}  # marks gathered so far, for a file whose component is open
+    reach: dict[str, int] = {}  # the answer, for a file whose component is closed
+    stack: list[str] = []
+
+    def enter(path: str) -> tuple[str, Iterator[str]]:
+        order[path] = low[path] = len(order)
+        partial[path] = marks.get(path, 0)
+        stack.append(path)
+        return path, iter(_imports(path, files))
+
+    for root in roots:
+        if root not in files or root in order:
+            continue
+        walk = [enter(root)]
+        while walk:
+            path, targets = walk[-1]
+            for target in targets:
+                if target not in order:
+                    walk.append(enter(target))
+                    break
+                if target in reach:
+                    partial[path] |= reach[target]
+                else:  # still on the stack: the same component as `path`
+                    low[path] = min(low[path], order[target])
+            else:
+                walk.pop()
+                if low[path] == order[path]:
+                    _close(path, stack, partial, reach)
+                if walk:
+                    above = walk[-1][0]
+                    low[above] = min(low[above], low[path])
+                    partial[above] |= reach.get(path, 0)
+    return reach
+
+
+def _close(head: str, stack: list[str], partial: dict[str, int], reach: dict[str, int]) -> None:
+    """Pop the component `head` begins off `stack`: each member reaches what all of them do."""
+    members: list[str] = []
+    union = 0
+    while not members or members[-1] != head:
+        members.append(stack.pop())
+        union |= partial.pop(members[-1])
+    for member in members:
+        reach[member] = union
 
 
 # `import … from "x"`, `export … from "x"` and `import "x"`, the clause never crossing a

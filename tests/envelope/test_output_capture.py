@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import errno
 import fcntl
 import os
 from collections.abc import AsyncIterator, Iterator
@@ -215,14 +216,70 @@ async def test_past_the_cap_output_nobody_keeps_is_drained_in_the_kernel_not_cop
     assert sum(tail_reads) < total // 4
 
 
+async def test_past_the_cap_a_pipe_in_packet_mode_is_drained_a_pipeful_a_wake_up(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A candidate's `O_DIRECT` on its end makes each 1-byte write a packet and each read one
+    packet: a wake-up still drains all the pipe holds, each byte counted, the tail exact."""
+    rounds, packets = 25, 200  # a round: what the pipe holds (its 1 MiB has 256 slots)
+    wakeups = 0
+    async with _pipe_outputs() as (waker, pipes, capture, writer):
+        fcntl.fcntl(writer.fd, fcntl.F_SETPIPE_SZ, outputs.OUTPUT_PIPE_BYTES)
+        read = capture.read
+
+        def counted(reads: int) -> bool:
+            nonlocal wakeups
+            wakeups += capture.full
+            got = read(reads)
+            waker.wake()
+            return got
+
+        monkeypatch.setattr(capture, "read", counted)
+        stream = bytes(range(256)) * (OUTPUT_CAP_BYTES // 256)
+        writer.write(stream)
+        fcntl.fcntl(writer.fd, fcntl.F_SETFL, fcntl.fcntl(writer.fd, fcntl.F_GETFL) | os.O_DIRECT)
+        pipes.start()
+        assert await waker.until(lambda: capture.full, _FAILSAFE_S)
+        wakeups = 0
+        for n in range(rounds):
+            # Written whole before the loop runs again: what one wake-up finds.
+            for i in range(packets):
+                stream += bytes([(n + i) % 251])
+                assert writer.write(stream[-1:]) == 1
+
+            def drained(want: int = (n + 1) * packets) -> bool:
+                return capture.dropped == want
+
+            assert await waker.until(drained, _FAILSAFE_S)
+        assert wakeups == rounds  # one packet a wake-up: rounds * packets
+        writer.close()
+        pipes.end()
+        assert await waker.until(pipes.done, _FAILSAFE_S)
+    result = capture.result()
+    assert capture.dropped == rounds * packets
+    assert result.data == stream[:OUTPUT_CAP_BYTES]
+    assert result.tail == stream[-outputs.OUTPUT_TAIL_BYTES :]
+
+
 _END = b"\n 1 pass\n 1 fail\n 1 error\nRan 2 tests across 2 files. [9.00ms]\n"
 
 
-@pytest.mark.parametrize("kept", [False, True], ids=["drained", "read-for-progress"])
+@pytest.mark.parametrize(
+    ("kept", "splices"),
+    [(False, True), (True, True), (False, False)],
+    ids=["drained", "read-for-progress", "splice-refused"],
+)
 async def test_past_the_cap_the_streams_last_bytes_are_kept_beside_its_beginning(
-    kept: bool,
+    kept: bool, splices: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Where a runner's footer is: the last 4 KiB written, however much was drained."""
+    """Where a runner's footer is: the last 4 KiB written, however much was drained (and
+    read, where the kernel refuses splice)."""
+    if not splices:
+
+        def refused(src: int, dst: int, count: int, *, flags: int = 0) -> int:
+            raise OSError(errno.EINVAL, "splice refused")
+
+        monkeypatch.setattr(os, "splice", refused)
     seen = _Seen() if kept else None
     stream = bytes(range(256)) * (OUTPUT_CAP_BYTES // 16) + _END
     async with _pipe_outputs(on_output=seen) as (waker, pipes, capture, writer):

@@ -3,8 +3,13 @@ a bundling example that can run on the host, and every part of a split suite nam
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
+import pytest
+
+from jigcmd import cli
+from jigcmd.policy import imports
 from tests.command.test_scaffold import project
 from tests.frontends.test_init import jigcmd
 
@@ -130,3 +135,61 @@ def test_a_split_suite_is_said_on_stderr_and_every_part_gets_its_run_line(
         "names at most 16 test files (the Binding's limit); run each of them to run the whole "
         "suite"
     ) in done.stderr.splitlines()
+
+
+def test_init_resolves_each_import_of_a_barrel_layout_a_bounded_number_of_times(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """2,000 modules import a declared package and the index re-exporting them all (the
+    host has no node_modules/): the bundling example walks the imports once, not once per
+    importer (quadratic: 16 s for 1,500 files), though `init` then refuses the count."""
+    n = 2000
+    files = {
+        "package.json": '{"name": "barrel", "dependencies": {"zod": "3"}}',
+        "src/index.ts": "".join(f'export * from "./m{i}";\n' for i in range(n)),
+        "src/a.test.ts": 'import "./index";\nimport { test } from "bun:test";\n',
+    }
+    for i in range(n):
+        files[f"src/m{i}.ts"] = 'import { z } from "zod";\nimport * as all from "./index";\n'
+    project(tmp_path / "barrel", files)
+    specifiers = 2 * n + 1
+    calls = 0
+    resolve = imports._resolve
+
+    def counted(importer: str, specifier: str, within: Mapping[str, str]) -> str | None:
+        nonlocal calls
+        calls += 1
+        return resolve(importer, specifier, within)
+
+    monkeypatch.setattr(imports, "_resolve", counted)
+    assert cli.main(["init", str(tmp_path / "barrel")]) == 2
+    stderr = capsys.readouterr().err
+    assert "(not there now, so `bun build src/a.test.ts --outdir bundled" in stderr
+    assert "(rule files)" in stderr
+    # Once for the bundling example, once for the refusal's fix.
+    assert calls <= 2 * specifiers
+
+
+def test_init_says_odd_file_names_inertly_and_quotes_them_in_the_commands_it_suggests(
+    tmp_path: Path,
+) -> None:
+    """A name with an escape or a newline cannot colour the terminal or forge a line of
+    stderr, in a note or in a refusal's fix; a bundling example is pasted as one path."""
+    root = project(
+        tmp_path / "odd",
+        {
+            "package.json": '{"name": "odd", "dependencies": {"zod": "1"}}',
+            "a.test.ts": 'import { test } from "bun:test";\ntest("t", () => {});\n',
+            "a;touch PWNED;.ts": 'import "zod";\n',
+            "z\x1b[2Kq.ts": 'import "zod";\n',
+        },
+    )
+    (root / "evil\x1b[31mRED\nINJECTED line.bin").write_bytes(b"\x00\x01")
+    done = jigcmd("init", str(root))
+    assert done.returncode == 2
+    assert "\x1b" not in done.stderr
+    assert all(line.startswith(("jigcmd init: ", "  ")) for line in done.stderr.splitlines())
+    assert "left out of the candidate: evil\\x1b[31mRED\\nINJECTED line.bin (binary)" in done.stderr
+    assert "`bun build 'a;touch PWNED;.ts' --outdir bundled" in done.stderr
+    assert "leave it out with --exclude '/z\\x1b\\[2Kq.ts'" in done.stderr
+    assert not (root / "PWNED").exists()

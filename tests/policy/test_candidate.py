@@ -11,7 +11,7 @@ from jigcmd.contract import MAX_CANDIDATE_BYTES, MAX_FILES
 from jigcmd.errors import JigError
 from jigcmd.policy.binding import CommandPolicy
 from jigcmd.policy.candidate import candidate_problems, exclude_pattern
-from jigcmd.policy.imports import imported_closure
+from jigcmd.policy.imports import imported_closure, reached_marks
 from jigcmd.policy.request import validate_request
 
 TESTS = CommandPolicy(name="tests", kind="test", paths=("test/a.test.ts",))
@@ -166,3 +166,25 @@ def test_imports_are_followed_through_relative_specifiers_only() -> None:
         "src/c.tsx",
         "src/d/index.ts",
     }
+
+
+@given(
+    st.lists(st.sets(st.integers(0, 6)), min_size=7, max_size=7),
+    st.lists(st.integers(0, 7), min_size=7, max_size=7),
+    st.lists(st.integers(0, 7), max_size=7),
+)
+def test_one_walk_marks_each_root_with_what_its_own_closure_holds(
+    edges: list[set[int]], bits: list[int], roots: list[int]
+) -> None:
+    """Cycles, shared imports, roots reached from earlier roots: the same as a closure each."""
+    files = {f"f{i}.ts": "".join(f'import "./f{j}";\n' for j in sorted(edges[i])) for i in range(7)}
+    marks = {f"f{i}.ts": bits[i] for i in range(7)}
+    named = [f"f{i}.ts" for i in roots]  # f7.ts is not among the files
+    reached = reached_marks(files, named, marks)
+    closures = {root: imported_closure(files, [root]) for root in named}
+    assert set(reached) == set().union(*closures.values())
+    for root, closure in closures.items():
+        union = 0
+        for path in closure:
+            union |= marks[path]
+        assert reached.get(root, 0) == union
