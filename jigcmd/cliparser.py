@@ -29,6 +29,20 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(self, message)
 
 
+def _path(text: str) -> Path:
+    """A path option's value, never empty: `Path("")` is `.`, the working directory.
+
+    An empty value is most often an unset shell variable (`--state-dir "$STATE"`), and the
+    working directory made the state directory, or written to, is never what was meant.
+    """
+    if not text:
+        raise argparse.ArgumentTypeError(
+            "an empty path (an unset shell variable?) would mean the current directory; "
+            "give the path, or . for the current directory"
+        )
+    return Path(text)
+
+
 def _positive_int(text: str) -> int:
     try:
         value = int(text)
@@ -70,19 +84,19 @@ def _binding_file(text: str) -> Path:
     `bindings/`, its package, its lock) then means the same whatever directory it was named
     from: `command.ts` from inside `bindings/` has `bindings` as its parent's name.
     """
-    return Path(text).absolute()
+    return _path(text).absolute()
 
 
 def _binding_options(parser: argparse.ArgumentParser) -> None:
     """The Binding and its admitted lock, for a verb that runs its commands."""
     parser.add_argument("--binding", required=True, type=_binding_file, help=_BINDING_HELP)
-    parser.add_argument("--lock", type=Path, help=f"admitted lock (default: {_LOCK_DEFAULT})")
+    parser.add_argument("--lock", type=_path, help=f"admitted lock (default: {_LOCK_DEFAULT})")
 
 
 def _ownership_options(parser: argparse.ArgumentParser) -> None:
     """What a verb that runs envelopes owns them through: the state directory, its slots,
     the cgroups and the key its statements are signed with."""
-    parser.add_argument("--state-dir", type=Path, help=_STATE_DIR_HELP)
+    parser.add_argument("--state-dir", type=_path, help=_STATE_DIR_HELP)
     parser.add_argument(
         "--max-envelopes",
         type=_positive_int,
@@ -120,7 +134,7 @@ def _seconds(text: str) -> float:
 def _signing_key_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--signing-key",
-        type=Path,
+        type=_path,
         help="Ed25519 PKCS#8 PEM key that signs each run's statement (default: "
         "$JIGCMD_SIGNING_KEY, a path such as /dev/fd/3, else the host key signing-key.pem in "
         "the state directory, made on first use)",
@@ -193,7 +207,7 @@ def _serve_options(serve: argparse.ArgumentParser) -> None:
 def _lock_options(lock: argparse.ArgumentParser) -> None:
     """`jigcmd lock`'s options."""
     lock.add_argument("--binding", required=True, type=_binding_file, help=_BINDING_HELP)
-    lock.add_argument("--lock", type=Path, help=f"where to write (default: {_LOCK_DEFAULT})")
+    lock.add_argument("--lock", type=_path, help=f"where to write (default: {_LOCK_DEFAULT})")
     lock.add_argument(
         "--check", action="store_true", help="only say whether the existing lock admits it"
     )
@@ -205,7 +219,7 @@ def _candidate_options(verb: argparse.ArgumentParser) -> None:
     verb.add_argument(
         "--files",
         required=True,
-        type=Path,
+        type=_path,
         help="the project directory sent as the candidate: its text files, less .git, "
         "node_modules, .jig, top-level dotfiles, what .gitignore ignores (unless git tracks "
         "it) and binary files (each left out is named on stderr)",
@@ -213,7 +227,7 @@ def _candidate_options(verb: argparse.ArgumentParser) -> None:
     _exclude_option(verb)
     verb.add_argument(
         "--stdin-file",
-        type=Path,
+        type=_path,
         help="UTF-8 text given to the command's stdin; '-' is jigcmd's own stdin",
     )
 
@@ -261,31 +275,31 @@ def _attest_options(attest: argparse.ArgumentParser) -> None:
     """`jigcmd attest`'s options."""
     attest.add_argument("--run-id", required=True, help="the caller's run the operation is in")
     attest.add_argument("operation_id", metavar="OP", help="the operation id")
-    attest.add_argument("--out", type=Path, help="write it to FILE instead of stdout")
-    attest.add_argument("--state-dir", type=Path, help=_STATE_DIR_HELP)
+    attest.add_argument("--out", type=_path, help="write it to FILE instead of stdout")
+    attest.add_argument("--state-dir", type=_path, help=_STATE_DIR_HELP)
 
 
 def _verify_options(verify: argparse.ArgumentParser) -> None:
     """`jigcmd verify`'s options."""
     verify.add_argument(
         "file",
-        type=Path,
+        type=_path,
         help="the statement: a bundle (from attest), or an answer carrying one in `attestation` "
         "(run --json, jarvis run.get); - reads stdin",
     )
     verify.add_argument(
-        "--key", type=Path, help="the signer's public key (default: this host's, `jigcmd key`)"
+        "--key", type=_path, help="the signer's public key (default: this host's, `jigcmd key`)"
     )
     verify.add_argument(
         "--evidence",
-        type=Path,
+        type=_path,
         help="what the run answered, to check against the statement: its evidence (a Run/1 "
         "result or answer line, run --json, an MCP tools/call answer or its structuredContent, a "
         "jarvis record); - reads stdin; without it the output is not checked",
     )
     verify.add_argument(
         "--state-dir",
-        type=Path,
+        type=_path,
         help="where this host's public key is read when --key is not given (default: "
         "$JIGCMD_STATE_DIR, else /var/lib/jigcmd for root, else $XDG_STATE_HOME/jigcmd or "
         "~/.local/state/jigcmd)",
@@ -294,13 +308,13 @@ def _verify_options(verify: argparse.ArgumentParser) -> None:
 
 def _key_options(key: argparse.ArgumentParser) -> None:
     """`jigcmd key`'s options."""
-    key.add_argument("--state-dir", type=Path, help=_STATE_DIR_HELP)
+    key.add_argument("--state-dir", type=_path, help=_STATE_DIR_HELP)
     _signing_key_option(key)
 
 
 def _init_options(init: argparse.ArgumentParser) -> None:
     """`jigcmd init`'s options."""
-    init.add_argument("directory", type=Path, metavar="DIR", help="the project's directory")
+    init.add_argument("directory", type=_path, metavar="DIR", help="the project's directory")
     init.add_argument(
         "--name", help="the Flow package's name (default: package.json's name, else DIR's)"
     )
@@ -316,13 +330,13 @@ def _init_options(init: argparse.ArgumentParser) -> None:
 
 def _recover_options(recover: argparse.ArgumentParser) -> None:
     """`jigcmd recover`'s options."""
-    recover.add_argument("--state-dir", type=Path, help=_STATE_DIR_HELP)
+    recover.add_argument("--state-dir", type=_path, help=_STATE_DIR_HELP)
     _cgroup_option(recover)
 
 
 def _runs_options(runs: argparse.ArgumentParser) -> None:
     """`jigcmd runs`'s options."""
-    runs.add_argument("--state-dir", type=Path, help=_STATE_DIR_HELP)
+    runs.add_argument("--state-dir", type=_path, help=_STATE_DIR_HELP)
     runs.add_argument("--run-id", help="only this run")
     runs.add_argument("--json", action="store_true", help="one JSON object per run")
 
@@ -363,7 +377,7 @@ def _retain_option(parser: argparse.ArgumentParser) -> None:
 
 def _prune_options(prune: argparse.ArgumentParser) -> None:
     """`jigcmd prune`'s options."""
-    prune.add_argument("--state-dir", type=Path, help=_STATE_DIR_HELP)
+    prune.add_argument("--state-dir", type=_path, help=_STATE_DIR_HELP)
     prune.add_argument(
         "--older-than",
         type=_older_than,
@@ -379,7 +393,7 @@ def _prune_options(prune: argparse.ArgumentParser) -> None:
 
 def _jarvis_options(jarvis: argparse.ArgumentParser) -> None:
     """`jigcmd jarvis`'s options."""
-    jarvis.add_argument("--policy", required=True, type=Path, help="the TOML rule file")
+    jarvis.add_argument("--policy", required=True, type=_path, help="the TOML rule file")
     jarvis.add_argument("--host", default="127.0.0.1", help="loopback address (default 127.0.0.1)")
     jarvis.add_argument(
         "--port", type=_port, default=7777, help="port (default 7777; 0: any free one)"
@@ -406,14 +420,14 @@ def _jarvis_options(jarvis: argparse.ArgumentParser) -> None:
 
 def _audit_options(audit: argparse.ArgumentParser) -> None:
     """`jigcmd jarvis-audit`'s options."""
-    audit.add_argument("--state-dir", type=Path, help=_STATE_DIR_HELP)
+    audit.add_argument("--state-dir", type=_path, help=_STATE_DIR_HELP)
     audit.add_argument("--limit", type=int, default=100, help="newest rows to print (default 100)")
 
 
 def _doctor_options(doctor: argparse.ArgumentParser) -> None:
     """`jigcmd doctor`'s options."""
     doctor.add_argument("--json", action="store_true", help="print the checks as JSON")
-    doctor.add_argument("--state-dir", type=Path, help="the state directory to inspect")
+    doctor.add_argument("--state-dir", type=_path, help="the state directory to inspect")
     doctor.add_argument(
         "--binding",
         type=_binding_file,
@@ -421,7 +435,7 @@ def _doctor_options(doctor: argparse.ArgumentParser) -> None:
     )
     doctor.add_argument(
         "--jarvis-policy",
-        type=Path,
+        type=_path,
         help="also check this jarvis policy (its host_dirs against this machine's mounts)",
     )
 
@@ -430,7 +444,7 @@ def _demo_options(demo: argparse.ArgumentParser) -> None:
     """`jigcmd demo`'s options."""
     demo.add_argument(
         "--state-dir",
-        type=Path,
+        type=_path,
         help="keep the demo's journal there (default: a temporary directory, removed after)",
     )
 

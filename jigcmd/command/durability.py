@@ -252,6 +252,8 @@ async def recorded_or(
 ) -> RunResult:
     """A closed operation's recorded answer; else raise `refusal` (nothing ran).
 
+    A recorded row of another request is `OPERATION_CONFLICT`, as it is without the refusal.
+
     Asked when admission or validation refuses a call: a recorded operation runs nothing, so
     neither a drifted Binding nor one no longer naming its command keeps it from its answer
     (within a session it is replayed from memory all the same). `key`: (root run, op id).

@@ -153,18 +153,19 @@ class Ownership:
         """Answer a known operation from the journal without taking a slot; None if unknown.
 
         An operation still running elsewhere is joined until this caller's `deadline`
-        (monotonic) or `cancel`; see `_join`. With `closed_only` only a closed row of the
-        same signature answers: anything else is None.
+        (monotonic) or `cancel`; see `_join`. With `closed_only` (the call was refused, so
+        nothing may run or be joined) an open row is None; a row of another signature is
+        `OPERATION_CONFLICT` either way, as the id is taken by a different request.
         """
         row = await anyio.to_thread.run_sync(
             lambda: self.journal.get(operation_id, root_run=root_run)
         )
         if row is None:
             return None
-        if closed_only and (row.is_open or row.signature != signature):
-            return None
         if row.signature != signature:
             raise _conflict(operation_id)
+        if row.is_open and closed_only:
+            return None
         if row.is_open:
             row = await self._join(operation_id, root_run, deadline, cancel)
         return replay(row)

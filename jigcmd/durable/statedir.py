@@ -75,13 +75,13 @@ def prepare_state_dir(path: Path) -> Path:
     Its path is checked from `/` down first (`jigcmd.durable.statepath`), and what is
     created is created only below components that passed.
     """
-    resolved = trusted_path(Path(os.path.abspath(path)), create=True)
+    resolved = trusted_path(_absolute(path), create=True)
     return _anchored(resolved)
 
 
 def checked_state_dir(path: Path) -> Path:
     """`path`, resolved, checked as `prepare_state_dir` checks it; never creates anything."""
-    path = Path(os.path.abspath(path))
+    path = _absolute(path)
     try:
         resolved = trusted_path(path, create=False)
     except FileNotFoundError:
@@ -105,6 +105,15 @@ def existing_state_dir(path: Path, *, holding: str) -> Path:
             "check --state-dir",
         )
     return path
+
+
+def _absolute(path: Path) -> Path:
+    """`path` made absolute against the working directory, its `..` left as written.
+
+    `..` is resolved by `trusted_path` after the links before it, as the kernel does:
+    `/a/ln/../s` with `ln -> /deep/a` is `/deep/s`, not `/a/s` (`os.path.abspath`'s answer).
+    """
+    return path if path.is_absolute() else Path.cwd() / path
 
 
 def _anchored(path: Path) -> Path:

@@ -87,18 +87,7 @@ def _check(
     if parent_info.st_mode & (stat.S_IWGRP | stat.S_IWOTH) and not (
         _sticky(parent_info) and owner in (0, euid)
     ):
-        raise StateDirError(
-            f"{parent}, on the state directory's path, is writable by group or others "
-            f"(owner uid {parent_info.st_uid}, mode {stat.S_IMODE(parent_info.st_mode):04o})"
-            + (
-                f" and {name} in it is neither root's nor this user's (uid {euid})"
-                if _sticky(parent_info)
-                else ""
-            )
-            + ": another user could replace what follows it",
-            "use a state directory whose every parent only root or you may write "
-            f"(e.g. /var/lib/jigcmd for root), or run chmod go-w {parent}",
-        )
+        _refuse_writable_parent(parent, parent_info, name, euid)
     if not last and owner not in (0, euid):
         raise StateDirError(
             f"{name}, on the state directory's path, is owned by uid {owner} "
@@ -107,6 +96,29 @@ def _check(
             "use a state directory whose every component is root's or yours "
             "(e.g. /var/lib/jigcmd for root)",
         )
+
+
+def _refuse_writable_parent(
+    parent: Path, parent_info: os.stat_result, name: Path, euid: int
+) -> None:
+    """Refuse `parent`, which others may write, holding `name` (not ours when it is sticky)."""
+    where = (
+        f"{parent}, on the state directory's path, is writable by group or others "
+        f"(owner uid {parent_info.st_uid}, mode {stat.S_IMODE(parent_info.st_mode):04o})"
+    )
+    if _sticky(parent_info):
+        # A sticky directory (like /tmp) is meant to be shared: the fault is the entry in
+        # it, never the directory's mode, which no one should take from everyone else.
+        raise StateDirError(
+            f"{where} and {name} in it is neither root's nor this user's (uid {euid}): "
+            "its owner could replace what follows it",
+            f"remove or chown {name}, or use another directory (e.g. /var/lib/jigcmd for root)",
+        )
+    raise StateDirError(
+        f"{where}: another user could replace what follows it",
+        "use a state directory whose every parent only root or you may write "
+        f"(e.g. /var/lib/jigcmd for root), or run chmod go-w {parent}",
+    )
 
 
 def _sticky(info: os.stat_result) -> bool:

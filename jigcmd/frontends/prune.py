@@ -9,6 +9,7 @@ transactions); running it again removes nothing more.
 
 from __future__ import annotations
 
+import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -53,13 +54,27 @@ def _directory(state_dir: Path | None) -> Path | None:
     target = state_dir or default_state_dir()
     if state_dir is None and not target.exists() and not target.is_symlink():
         return None
-    if state_dir is not None and not target.exists():
+    if state_dir is not None and _missing(target):
         raise StateDirError(
             f"--state-dir {state_dir}: no such directory, so nothing in it to prune "
             "(nothing was created)",
             "give the state directory serve and run use",
         )
     return checked_state_dir(target)
+
+
+def _missing(path: Path) -> bool:
+    """Whether `path` names nothing; a link loop, a denied search, is `checked_state_dir`'s to word.
+
+    `Path.exists()` answers False for those too, and a loop would read as a missing directory.
+    """
+    try:
+        os.stat(path)
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+    return False
 
 
 def _kib(count: int) -> str:

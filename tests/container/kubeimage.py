@@ -26,7 +26,19 @@ __all__ = ["build_image"]
 ROOT = Path(__file__).resolve().parents[2]
 # Left out of Python's standard library: tests and GUI pieces jigcmd never imports.
 _STDLIB_SKIP = {"site-packages", "test", "idlelib", "tkinter", "turtledemo", "ensurepip"}
-_BUSYBOX_TOOLS = ("sh", "echo", "true", "false", "sleep", "cat", "ls", "env", "mkdir", "rm")
+_BUSYBOX_TOOLS = (
+    "sh",
+    "echo",
+    "true",
+    "false",
+    "sleep",
+    "cat",
+    "ls",
+    "env",
+    "mkdir",
+    "rm",
+    "chmod",
+)
 _LDD_PATH = re.compile(r"(/\S+)")
 _ETC = {
     "etc/passwd": "root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/:/bin/false\n",

@@ -62,8 +62,13 @@ def test_a_sticky_world_writable_parent_is_accepted_only_for_a_component_of_ours
     os.chown(theirs, _OTHER, _OTHER)
     with pytest.raises(
         StateDirError, match=r"mode 1777\) and .*theirs in it is neither root.s nor this user.s"
-    ):
+    ) as caught:
         trusted_path(theirs / "state", create=True)
+    # The entry is at fault, never the shared directory's mode: chmod go-w /tmp would take
+    # /tmp from every other user.
+    assert caught.value.fix is not None
+    assert caught.value.fix.startswith(f"remove or chown {theirs}, or use another directory")
+    assert "chmod" not in caught.value.fix
 
 
 def test_a_link_in_a_trusted_directory_is_followed_and_its_target_checked(
@@ -81,6 +86,20 @@ def test_a_link_in_a_trusted_directory_is_followed_and_its_target_checked(
     (tmp_path / "bad").symlink_to(theirs / "jigcmd")
     with pytest.raises(StateDirError, match=f"{theirs}, on the state directory's path, is owned"):
         prepare_state_dir(tmp_path / "bad")
+
+
+def test_dot_dot_after_a_link_is_taken_from_the_links_target_as_the_kernel_does(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`ok/ln/../s` with `ok/ln -> deep/a` is `deep/s` for the shell and the kernel; collapsing
+    `..` as text first would use `ok/s`, another directory than the one the operator means."""
+    (tmp_path / "deep" / "a").mkdir(parents=True)
+    (tmp_path / "ok").mkdir()
+    (tmp_path / "ok" / "ln").symlink_to(tmp_path / "deep" / "a")
+    assert prepare_state_dir(tmp_path / "ok" / "ln" / ".." / "s") == tmp_path / "deep" / "s"
+    assert not (tmp_path / "ok" / "s").exists()
+    monkeypatch.chdir(tmp_path / "ok")
+    assert checked_state_dir(Path("ln/../s")) == tmp_path / "deep" / "s"
 
 
 def test_missing_parents_are_made_0755_and_the_state_dir_0700(tmp_path: Path) -> None:

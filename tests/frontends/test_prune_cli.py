@@ -231,6 +231,18 @@ def test_a_state_dir_that_does_not_exist_is_exit_2_and_none_is_made(
     assert not typo.exists()
 
 
+def test_a_state_dir_link_loop_is_worded_as_doctor_and_serve_word_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Not as a missing directory: the fix for a loop is not a typo in the path."""
+    loop = tmp_path / "state"
+    loop.symlink_to(loop)
+    assert main(["prune", "--state-dir", str(loop), "--older-than", "7d"]) == 2
+    err = capsys.readouterr().err
+    assert "too many symbolic links on its path" in err
+    assert "no such directory" not in err
+
+
 def test_runs_and_attest_say_an_operation_was_pruned(
     state: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -230,7 +230,8 @@ def test_a_restarted_server_replays_recorded_operations_while_the_binding_has_dr
     rig: Rig, tmp_path: Path, stop: str
 ) -> None:
     """Recorded answers (a result; after kill -9 an UNCERTAIN) replay under drift, running
-    nothing; a new operation is refused `UNAVAILABLE`."""
+    nothing; a new operation is refused `UNAVAILABLE`; a recorded id with another request is
+    `OPERATION_CONFLICT`, as without drift (not the drift's `UNAVAILABLE`)."""
     own = tmp_path / "drifting"
     shutil.copytree(rig.binding.parent, own)
     rig.binding = own / rig.binding.name
@@ -249,6 +250,9 @@ def test_a_restarted_server_replays_recorded_operations_while_the_binding_has_dr
     rig.binding.write_text(text.replace('run = "src/cli.ts"', 'run = "src/other.ts"'))
 
     again = rig.serve()
+    # First in this session: answered from the journal, not from the session's memory.
+    again.send(flow_call("call-6", "op-recorded", cli_input(QUICK, token, "different")))
+    assert _code(again.response("call-6")) == "OPERATION_CONFLICT"
     again.send(flow_call("call-3", "op-recorded", recorded))
     assert again.response("call-3") == original.replace(b'"id":"call-1"', b'"id":"call-3"')
     if stop == "kill":
