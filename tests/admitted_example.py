@@ -14,10 +14,15 @@ __all__ = ["EXAMPLE", "admit_example"]
 EXAMPLE = Path(__file__).resolve().parents[1] / "jigcmd" / "example"
 
 
-def admit_example(tmp_path: Path) -> Path:
-    """A copy of the example under `tmp_path`, locked; its Binding's path (needs root)."""
+def admit_example(tmp_path: Path, commands: str = "") -> Path:
+    """A copy of the example under `tmp_path`, locked; its Binding's path (needs root).
+
+    `commands`: TOML lines added to the Binding's `[commands]` before it is locked."""
     require_root()
     copy = Path(shutil.copytree(EXAMPLE, tmp_path / "example"))
+    if commands:
+        binding = copy / "binding.toml"
+        binding.write_text(binding.read_text() + commands)
     subprocess.run(
         [sys.executable, "-m", "jigcmd", "lock", "--binding", str(copy / "binding.toml")],
         check=True,

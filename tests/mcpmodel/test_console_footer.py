@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import base64
 import json
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -19,9 +18,8 @@ from typing import Any
 
 import pytest
 
-from tests.admitted_example import EXAMPLE
+from tests.admitted_example import admit_example
 from tests.mcpsession import mcp_session
-from tests.required import require_root
 
 pytestmark = pytest.mark.envelope
 
@@ -43,16 +41,11 @@ UNHANDLED = "Bun counted 1 unhandled error between tests, failures that are no t
 @pytest.fixture(scope="module")
 def binding(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The example with `flood` (p17's shape) and `empty` (a test file with no test)."""
-    require_root()
-    copy = Path(shutil.copytree(EXAMPLE, tmp_path_factory.mktemp("footer") / "example"))
-    path = copy / "binding.toml"
-    path.write_text(
-        path.read_text()
-        + 'flood = { test = ["test/b.test.ts", "test/z.test.ts"] }\n'
-        + 'empty = { test = ["test/empty.test.ts"] }\n'
+    return admit_example(
+        tmp_path_factory.mktemp("footer"),
+        'flood = { test = ["test/b.test.ts", "test/z.test.ts"] }\n'
+        'empty = { test = ["test/empty.test.ts"] }\n',
     )
-    _jigcmd("lock", "--binding", str(path), check=True)
-    return path
 
 
 def _jigcmd(*args: str, check: bool = False) -> subprocess.CompletedProcess[str]:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import base64
 import json
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -20,9 +19,8 @@ from typing import Any
 import pytest
 from mcp_types import TextContent
 
-from tests.admitted_example import EXAMPLE
+from tests.admitted_example import admit_example
 from tests.mcpsession import mcp_session
-from tests.required import require_root
 
 pytestmark = pytest.mark.envelope
 
@@ -38,16 +36,11 @@ UNHANDLED = "Bun counted 1 unhandled error between tests (test/bad.test.ts)"
 @pytest.fixture(scope="module")
 def binding(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The example with `mix` (one file loads, one does not) and `broken` (none loads)."""
-    require_root()
-    copy = Path(shutil.copytree(EXAMPLE, tmp_path_factory.mktemp("unloaded") / "example"))
-    path = copy / "binding.toml"
-    path.write_text(
-        path.read_text()
-        + 'mix = { test = ["test/bad.test.ts", "test/ok.test.ts"] }\n'
-        + 'broken = { test = ["test/bad.test.ts"] }\n'
+    return admit_example(
+        tmp_path_factory.mktemp("unloaded"),
+        'mix = { test = ["test/bad.test.ts", "test/ok.test.ts"] }\n'
+        'broken = { test = ["test/bad.test.ts"] }\n',
     )
-    _jigcmd("lock", "--binding", str(path), check=True)
-    return path
 
 
 def _jigcmd(*args: str, check: bool = False) -> subprocess.CompletedProcess[str]:
