@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from jigcmd.server.stdio import MAX_BACKLOG_BYTES
+from jigcmd.server.output import MAX_BACKLOG_BYTES
 from tests.server.wire_process import FAKE_SERVER, server_env
 
 pytestmark = pytest.mark.slow
