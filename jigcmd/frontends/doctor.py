@@ -7,7 +7,6 @@ exit status is 1 when any check fails: then no command could run (jigcmd fails c
 
 from __future__ import annotations
 
-import contextlib
 import contextvars
 import os
 import platform
@@ -250,6 +249,7 @@ def _state() -> Check:
         checked_state_dir,
         default_state_dir,
     )
+    from jigcmd.frontends.diagnosis.statecheck import journal_check  # noqa: PLC0415 - an import that fails fails this check alone
 
     explicit = _STATE_DIR.get()
     try:
@@ -261,83 +261,9 @@ def _state() -> Check:
                 f"{path} does not exist yet (nothing was created); serve and run create it "
                 "0700 on first use",
             )
-        return _journal_check(checked_state_dir(path))
+        return journal_check(checked_state_dir(path))
     except StateDirError as exc:
         return Check("state", "FAIL", exc.reason, exc.fix)
-
-
-def _journal_check(path: Path) -> Check:
-    """The state check of an existing, safe state directory, opening its journal read only."""
-    from jigcmd.journal.failures import JournalUnusable, unwritable  # noqa: PLC0415 - an import that fails fails this check alone
-    from jigcmd.journal.reservations import default_slots, slots_held  # noqa: PLC0415 - an import that fails fails this check alone
-    from jigcmd.journal.schema import SchemaError  # noqa: PLC0415 - an import that fails fails this check alone
-    from jigcmd.journal.store import DB_NAME, Journal  # noqa: PLC0415 - an import that fails fails this check alone
-
-    # What serve and run would refuse with is a failed check in their words, not a crash.
-    refusal = unwritable(path / DB_NAME)
-    if refusal is not None:
-        return Check("state", "FAIL", f"journal {refusal.path}: {refusal.cause}", refusal.fix)
-    if not (path / DB_NAME).exists():
-        return Check(
-            "state", "ok", f"{path}: no journal yet (nothing was created); serve and run make one"
-        )
-    try:
-        with Journal.open_read_only(path) as journal:
-            failures = journal.cleanup_failures()
-            open_rows = journal.open_rows()
-    except JournalUnusable as exc:
-        return Check("state", "FAIL", f"journal {exc.path}: {exc.cause}", exc.fix)
-    except SchemaError as exc:
-        return Check("state", "FAIL", str(exc))
-    journal_bytes, resources = _kept_bytes(path)
-    try:
-        held = slots_held(path, default_slots())
-    except OSError as exc:
-        # A slot file that is a link or a FIFO (never waited on): serve would fail on it too.
-        return Check("state", "FAIL", f"envelope slot {exc.strerror or exc}")
-    detail = (
-        f"{path}: {len(open_rows)} run(s) open, {held} of "
-        f"{default_slots()} default envelope slot(s) in use; journal {_mib(journal_bytes)}, kept "
-        f"resources {_mib(resources)}"
-    )
-    if failures:
-        listed = "; ".join(f"{row.operation_id}: {row.problems or row.reason}" for row in failures)
-        return Check(
-            "state",
-            "warn",
-            f"{detail}; {len(failures)} cleanup(s) NOT confirmed: {listed}",
-            f"inspect and run `jigcmd recover --state-dir {path}`; it re-checks them",
-        )
-    if journal_bytes + resources >= LARGE_STATE_BYTES:
-        return Check(
-            "state",
-            "warn",
-            f"{detail}; every recorded cleanup confirmed; it grows with every call",
-            f"bound it: `jigcmd prune --state-dir {path} --older-than 30d` (or the age your "
-            'evidence must be kept for; docs/deployment.md, "Bounding the state directory")',
-        )
-    return Check("state", "ok", detail + "; every recorded cleanup confirmed")
-
-
-# Past this, journal and kept resources together, the state check points at `jigcmd prune`:
-# about 25,000 calls at the 10-17 KB a call measured (docs/deployment.md).
-LARGE_STATE_BYTES = 256 * 1024 * 1024
-
-
-def _kept_bytes(path: Path) -> tuple[int, int]:
-    """The bytes the journal (its WAL too) and the kept resources take."""
-    from jigcmd.durable.runresources import RunResources  # noqa: PLC0415 - an import that fails fails this check alone
-    from jigcmd.journal.store import DB_NAME  # noqa: PLC0415 - an import that fails fails this check alone
-
-    journal = 0
-    for name in (DB_NAME, f"{DB_NAME}-wal"):
-        with contextlib.suppress(OSError):
-            journal += (path / name).stat().st_size
-    return journal, RunResources(path).size()
-
-
-def _mib(count: int) -> str:
-    return f"{count / (1024 * 1024):,.1f} MiB"
 
 
 def _signing_key() -> Check:

@@ -18,7 +18,7 @@ from jigcmd.durable.replay import replay
 from jigcmd.durable.runresources import KINDS, RunResources
 from jigcmd.durable.statedir import prepare_state_dir
 from jigcmd.errors import Code, JigError
-from jigcmd.frontends import doctor
+from jigcmd.frontends.diagnosis import statecheck
 from jigcmd.journal.rows import NewRow
 from jigcmd.journal.store import Journal
 
@@ -258,12 +258,12 @@ def test_doctor_points_at_prune_past_its_threshold(
     state: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The state line always says the sizes; past the threshold it warns and names the fix."""
-    check = doctor._journal_check(state)  # one check, not the whole host
+    check = statecheck.journal_check(state)  # one check, not the whole host
     assert (
         check.status == "ok" and "journal 0." in check.detail and "kept resources" in check.detail
     )
-    monkeypatch.setattr(doctor, "LARGE_STATE_BYTES", 1)
-    check = doctor._journal_check(state)
+    monkeypatch.setattr(statecheck, "LARGE_STATE_BYTES", 1)
+    check = statecheck.journal_check(state)
     assert check.status == "warn" and "grows with every call" in check.detail
     assert check.hint is not None and f"jigcmd prune --state-dir {state}" in check.hint
 

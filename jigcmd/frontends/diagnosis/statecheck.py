@@ -1,0 +1,88 @@
+"""`jigcmd doctor`'s state line: an existing, safe state directory's journal, read as it is.
+
+What serve and run would refuse with is a failed check in their words; nothing is created
+(`Journal.open_read_only`, as `jigcmd runs` reads it); the sizes kept are said, and past a
+threshold the fix, `jigcmd prune`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+
+from jigcmd.durable.runresources import RunResources
+from jigcmd.frontends.diagnosis.verdicts import Check
+from jigcmd.journal.failures import JournalUnusable, unwritable
+from jigcmd.journal.reservations import default_slots, slots_held
+from jigcmd.journal.schema import SchemaError
+from jigcmd.journal.store import DB_NAME, Journal
+
+__all__ = ["LARGE_STATE_BYTES", "journal_check"]
+
+
+def journal_check(path: Path) -> Check:
+    """The state check of an existing, safe state directory, opening its journal read only."""
+
+    # What serve and run would refuse with is a failed check in their words, not a crash.
+    refusal = unwritable(path / DB_NAME)
+    if refusal is not None:
+        return Check("state", "FAIL", f"journal {refusal.path}: {refusal.cause}", refusal.fix)
+    if not (path / DB_NAME).exists():
+        return Check(
+            "state", "ok", f"{path}: no journal yet (nothing was created); serve and run make one"
+        )
+    try:
+        with Journal.open_read_only(path) as journal:
+            failures = journal.cleanup_failures()
+            open_rows = journal.open_rows()
+    except JournalUnusable as exc:
+        return Check("state", "FAIL", f"journal {exc.path}: {exc.cause}", exc.fix)
+    except SchemaError as exc:
+        return Check("state", "FAIL", str(exc))
+    journal_bytes, resources = _kept_bytes(path)
+    try:
+        held = slots_held(path, default_slots())
+    except OSError as exc:
+        # A slot file that is a link or a FIFO (never waited on): serve would fail on it too.
+        return Check("state", "FAIL", f"envelope slot {exc.strerror or exc}")
+    detail = (
+        f"{path}: {len(open_rows)} run(s) open, {held} of "
+        f"{default_slots()} default envelope slot(s) in use; journal {_mib(journal_bytes)}, kept "
+        f"resources {_mib(resources)}"
+    )
+    if failures:
+        listed = "; ".join(f"{row.operation_id}: {row.problems or row.reason}" for row in failures)
+        return Check(
+            "state",
+            "warn",
+            f"{detail}; {len(failures)} cleanup(s) NOT confirmed: {listed}",
+            f"inspect and run `jigcmd recover --state-dir {path}`; it re-checks them",
+        )
+    if journal_bytes + resources >= LARGE_STATE_BYTES:
+        return Check(
+            "state",
+            "warn",
+            f"{detail}; every recorded cleanup confirmed; it grows with every call",
+            f"bound it: `jigcmd prune --state-dir {path} --older-than 30d` (or the age your "
+            'evidence must be kept for; docs/deployment.md, "Bounding the state directory")',
+        )
+    return Check("state", "ok", detail + "; every recorded cleanup confirmed")
+
+
+# Past this, journal and kept resources together, the state check points at `jigcmd prune`:
+# about 25,000 calls at the 10-17 KB a call measured (docs/deployment.md).
+LARGE_STATE_BYTES = 256 * 1024 * 1024
+
+
+def _kept_bytes(path: Path) -> tuple[int, int]:
+    """The bytes the journal (its WAL too) and the kept resources take."""
+
+    journal = 0
+    for name in (DB_NAME, f"{DB_NAME}-wal"):
+        with contextlib.suppress(OSError):
+            journal += (path / name).stat().st_size
+    return journal, RunResources(path).size()
+
+
+def _mib(count: int) -> str:
+    return f"{count / (1024 * 1024):,.1f} MiB"
