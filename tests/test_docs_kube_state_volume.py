@@ -3,7 +3,8 @@
 podman's `kube play` makes it 0755, so `test_kube_play.py` cannot see this: the docs' pod
 would be refused on real Kubernetes (a state directory others may write) unless its command
 makes the volume's root 0700 before jigcmd starts. Its own shell prefix is run here against
-a 0777 directory standing for the volume, without podman.
+a 0777 directory standing for the volume, without podman (so it lives outside
+`tests/container/`, whose tests need podman and run with only the tools they name).
 """
 
 from __future__ import annotations
