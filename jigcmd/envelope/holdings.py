@@ -14,7 +14,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-import select
 import signal
 import socket
 from collections.abc import Callable
@@ -36,6 +35,7 @@ from jigcmd.envelope.ledger import Registration
 from jigcmd.envelope.pid1 import Blueprint, Handed
 from jigcmd.envelope.scratchfile import ScratchRead
 from jigcmd.envelope.spawner import Spawner
+from jigcmd.fdwait import readable
 from jigcmd.plan import RunPlan, ScratchFile
 
 __all__ = ["EMPTY_WAIT", "Holdings", "Watcher"]
@@ -184,7 +184,7 @@ class Holdings:
         self.close_stdio()
         self.signal_tree()
         if self.init_pid is not None and self.pidfd >= 0:
-            select.select([self.pidfd], [], [], EMPTY_WAIT)
+            readable(self.pidfd, EMPTY_WAIT)
             self.reap()
 
     def signal_tree(self) -> None:

@@ -11,7 +11,6 @@ import collections
 import contextlib
 import fcntl
 import os
-import select
 import socket
 import subprocess
 import sys
@@ -45,6 +44,7 @@ from jigcmd.envelope.messages import (
 )
 from jigcmd.envelope.outputs import OUTPUT_PIPE_BYTES
 from jigcmd.envelope.wire import MSGSPEC
+from jigcmd.fdwait import readable
 from jigcmd.plan import Bind, RunPlan
 
 __all__ = ["PREPARED_POOL", "ZYGOTE_FLAGS", "NativeExecutor"]
@@ -206,7 +206,7 @@ class NativeExecutor:
 
     def _collect_ready(self, control: socket.socket) -> None:
         """Take every `Ready` the zygote has sent so far (never waits for one)."""
-        while select.select([control], [], [], 0)[0]:
+        while readable(control.fileno(), 0):
             try:
                 received = recv_message(control, codec=MSGSPEC)
             except (OSError, EOFError, ValueError):

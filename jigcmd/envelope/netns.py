@@ -25,13 +25,13 @@ import contextlib
 import errno
 import functools
 import os
-import select
 import signal
 import socket
 import struct
 import time
 
 from jigcmd.envelope import syscalls as sc
+from jigcmd.fdwait import readable
 
 __all__ = [
     "LoopbackEncoding",
@@ -109,7 +109,7 @@ class LoopbackEncoding:
             deadline = time.monotonic() + timeout
             while True:
                 wait = max(0.0, deadline - time.monotonic())
-                ready, _, _ = select.select([self._read_end], [], [], wait)
+                ready = readable(self._read_end, wait)
                 chunk = os.read(self._read_end, 4096) if ready else b""
                 if not chunk:
                     break

@@ -31,7 +31,6 @@ import array
 import contextlib
 import errno
 import os
-import select
 import signal
 import socket
 from collections.abc import Container
@@ -42,6 +41,7 @@ from jigcmd.envelope import pid1, records, spawning
 from jigcmd.envelope import syscalls as sc
 from jigcmd.envelope.failure import StepError
 from jigcmd.envelope.pid1 import Blueprint
+from jigcmd.fdwait import readable
 
 __all__ = ["Cloned", "Spawner", "sweep"]
 
@@ -127,7 +127,7 @@ class Spawner:
         except OSError as exc:
             self.let_go(f"request not sent: {exc}")
             return None
-        ready, _, _ = select.select([sock], [], [], _REPLY_S)
+        ready = readable(sock.fileno(), _REPLY_S)
         data = b""
         with contextlib.suppress(OSError):
             data = sock.recv(4096) if ready else b""

@@ -18,10 +18,11 @@ import ctypes
 import errno
 import itertools
 import os
-import select
 import threading
 import weakref
 from collections.abc import Callable
+
+from jigcmd.fdwait import readable
 
 __all__ = ["AioSync", "PendingSync"]
 
@@ -114,7 +115,7 @@ class PendingSync:
     def wait(self) -> None:
         """Block until the sync completed."""
         while not self.done():
-            select.select([self._eventfd], [], [])
+            readable(self._eventfd, None)
 
     def close(self) -> None:
         """Let the eventfd go (idempotent); the sync itself goes on if still in flight."""

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import contextlib
 import os
-import select
 import time
 from typing import Final
 
 from jigcmd.errors import Code, JigError
+from jigcmd.fdwait import readable
 from jigcmd.protocol import flow, jsonrpc
 from jigcmd.protocol.framing import Frame, LineFramer
 
@@ -36,7 +36,7 @@ def answer_pending(reason: str, *, read_fd: int = 0, write_fd: int = 1) -> int:
     while seen < _MAX_INPUT:
         timeout = max(0.0, deadline - time.monotonic())
         try:
-            ready, _, _ = select.select([read_fd], [], [], timeout)
+            ready = readable(read_fd, timeout)
         except (OSError, ValueError):
             break
         if not ready:

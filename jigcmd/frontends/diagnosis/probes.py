@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-import select
 import signal
 import socket
 import time
@@ -19,6 +18,7 @@ from collections.abc import Callable
 
 from jigcmd.envelope import idmap, netns, seccomp
 from jigcmd.envelope import syscalls as sc
+from jigcmd.fdwait import readable
 
 __all__ = ["probe_namespaces", "probe_network", "probe_seccomp", "probe_userns", "read_text"]
 
@@ -75,7 +75,7 @@ class _Child:
         """The child's next status line, or None at EOF or timeout."""
         while b"\n" not in self.buffer:
             left = self.deadline - time.monotonic()
-            if left <= 0 or not select.select([self.status_r], [], [], left)[0]:
+            if left <= 0 or not readable(self.status_r, left):
                 return None
             chunk = os.read(self.status_r, 4096)
             if not chunk:
