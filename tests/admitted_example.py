@@ -9,7 +9,7 @@ from pathlib import Path
 
 from tests.required import require_root
 
-__all__ = ["EXAMPLE", "admit_example"]
+__all__ = ["EXAMPLE", "admit_example", "jigcmd_cli"]
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "jigcmd" / "example"
 
@@ -29,3 +29,15 @@ def admit_example(tmp_path: Path, commands: str = "") -> Path:
         capture_output=True,
     )
     return copy / "binding.toml"
+
+
+def jigcmd_cli(*args: str, check: bool = False) -> subprocess.CompletedProcess[str]:
+    """The jigcmd command line run to its end (text, stdin closed, two minutes at most)."""
+    return subprocess.run(
+        [sys.executable, "-m", "jigcmd", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=check,
+        stdin=subprocess.DEVNULL,
+    )

@@ -11,14 +11,12 @@ from __future__ import annotations
 
 import base64
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.admitted_example import admit_example
+from tests.admitted_example import admit_example, jigcmd_cli
 from tests.mcpsession import mcp_session
 
 pytestmark = pytest.mark.envelope
@@ -48,17 +46,6 @@ def binding(tmp_path_factory: pytest.TempPathFactory) -> Path:
     )
 
 
-def _jigcmd(*args: str, check: bool = False) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "jigcmd", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=check,
-        stdin=subprocess.DEVNULL,
-    )
-
-
 def _run(binding: Path, tmp_path: Path, command: str, files: dict[str, str], *extra: str) -> str:
     """`jigcmd run COMMAND --files` on `files`; its stdout."""
     candidate = tmp_path / "candidate"
@@ -67,7 +54,7 @@ def _run(binding: Path, tmp_path: Path, command: str, files: dict[str, str], *ex
         (candidate / name).write_text(text)
     state = str(tmp_path / "state")
     args = ("--binding", str(binding), "--state-dir", state, command, "--files", str(candidate))
-    done = _jigcmd("run", *args, *extra)
+    done = jigcmd_cli("run", *args, *extra)
     assert done.returncode == 0, done.stderr
     return done.stdout
 

@@ -11,15 +11,13 @@ from __future__ import annotations
 
 import base64
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 from mcp_types import TextContent
 
-from tests.admitted_example import admit_example
+from tests.admitted_example import admit_example, jigcmd_cli
 from tests.mcpsession import mcp_session
 
 pytestmark = pytest.mark.envelope
@@ -43,17 +41,6 @@ def binding(tmp_path_factory: pytest.TempPathFactory) -> Path:
     )
 
 
-def _jigcmd(*args: str, check: bool = False) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "jigcmd", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=check,
-        stdin=subprocess.DEVNULL,
-    )
-
-
 def _run(binding: Path, tmp_path: Path, command: str, *extra: str) -> str:
     """`jigcmd run COMMAND --files` on the files of `MIX` it names; its stdout."""
     files = tmp_path / "candidate"
@@ -63,7 +50,7 @@ def _run(binding: Path, tmp_path: Path, command: str, *extra: str) -> str:
             (files / name).write_text(text)
     state = str(tmp_path / "state")
     args = ("--binding", str(binding), "--state-dir", state, command, "--files", str(files))
-    done = _jigcmd("run", *args, *extra)
+    done = jigcmd_cli("run", *args, *extra)
     assert done.returncode == 0, done.stderr
     return done.stdout
 
@@ -100,7 +87,7 @@ def test_json_and_the_signed_test_result_count_the_file_as_failed(
     assert tests["incomplete"].startswith(UNHANDLED)
     bundle = tmp_path / "bundle.intoto.jsonl"
     bundle.write_text(answer["attestation"]["bundle"])
-    verified = _jigcmd("verify", str(bundle), "--state-dir", str(tmp_path / "state"))
+    verified = jigcmd_cli("verify", str(bundle), "--state-dir", str(tmp_path / "state"))
     assert verified.returncode == 0, verified.stdout + verified.stderr
     assert (
         "ok   test result: FAILED: 1 passed, 1 failed (names from the runner's report, "
