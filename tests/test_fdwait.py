@@ -11,6 +11,7 @@ from collections.abc import Iterator
 import pytest
 
 from jigcmd.fdwait import readable
+from tests.required import unavailable
 
 HIGH = 1500
 
@@ -20,7 +21,7 @@ def high_pipe() -> Iterator[tuple[int, int]]:
     """A pipe whose read end is descriptor `HIGH` (the soft limit raised for it if need be)."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if hard != resource.RLIM_INFINITY and hard <= HIGH:
-        pytest.skip(f"the descriptor limit ({hard}) is below {HIGH + 1}")
+        unavailable(f"the descriptor limit ({hard}) is below {HIGH + 1}")
     if soft != resource.RLIM_INFINITY and soft <= HIGH:
         resource.setrlimit(resource.RLIMIT_NOFILE, (HIGH + 1, hard))
     read_end, write_end = os.pipe()
