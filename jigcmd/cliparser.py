@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
-from pathlib import Path
 from typing import NamedTuple, NoReturn
 
 from jigcmd import __version__
+from jigcmd import optionvalues as values
 from jigcmd.jarvis.connections import DEFAULT_LIMITS
 
 __all__ = ["UsageError", "parser"]
@@ -29,41 +29,6 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(self, message)
 
 
-def _path(text: str) -> Path:
-    """A path option's value, never empty: `Path("")` is `.`, the working directory.
-
-    An empty value is most often an unset shell variable (`--state-dir "$STATE"`), and the
-    working directory made the state directory, or written to, is never what was meant.
-    """
-    if not text:
-        raise argparse.ArgumentTypeError(
-            "an empty path (an unset shell variable?) would mean the current directory; "
-            "give the path, or . for the current directory"
-        )
-    return Path(text)
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{value} is not at least 1")
-    return value
-
-
-def _port(text: str) -> int:
-    """`--port`: a TCP port, or 0 for any free one."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if not 0 <= value <= 65535:
-        raise argparse.ArgumentTypeError(f"{value} is not a port (0 to 65535; 0: any free one)")
-    return value
-
-
 _STATE_DIR_HELP = (
     "journal and envelope slots (default: $JIGCMD_STATE_DIR, else /var/lib/jigcmd for root, "
     "else $XDG_STATE_HOME/jigcmd or ~/.local/state/jigcmd)"
@@ -77,29 +42,21 @@ _BINDING_HELP = (
 )
 
 
-def _binding_file(text: str) -> Path:
-    """A `--binding` path, absolute from the start (from the working directory).
-
-    Everything found from the Binding's place (its project root and `jig.ts` above
-    `bindings/`, its package, its lock) then means the same whatever directory it was named
-    from: `command.ts` from inside `bindings/` has `bindings` as its parent's name.
-    """
-    return _path(text).absolute()
-
-
 def _binding_options(parser: argparse.ArgumentParser) -> None:
     """The Binding and its admitted lock, for a verb that runs its commands."""
-    parser.add_argument("--binding", required=True, type=_binding_file, help=_BINDING_HELP)
-    parser.add_argument("--lock", type=_path, help=f"admitted lock (default: {_LOCK_DEFAULT})")
+    parser.add_argument("--binding", required=True, type=values.binding_file, help=_BINDING_HELP)
+    parser.add_argument(
+        "--lock", type=values.path, help=f"admitted lock (default: {_LOCK_DEFAULT})"
+    )
 
 
 def _ownership_options(parser: argparse.ArgumentParser) -> None:
     """What a verb that runs envelopes owns them through: the state directory, its slots,
     the cgroups and the key its statements are signed with."""
-    parser.add_argument("--state-dir", type=_path, help=_STATE_DIR_HELP)
+    parser.add_argument("--state-dir", type=values.path, help=_STATE_DIR_HELP)
     parser.add_argument(
         "--max-envelopes",
-        type=_positive_int,
+        type=values.positive_int,
         help="envelope slots shared by every jigcmd using the state directory (default: "
         "min(half the available memory / 256 MiB, 2 x CPUs, 16), at least 1)",
     )
@@ -107,34 +64,10 @@ def _ownership_options(parser: argparse.ArgumentParser) -> None:
     _signing_key_option(parser)
 
 
-def _budget(text: str) -> int:
-    """`--result-budget`: whole bytes, at least what the counts and digests need."""
-    from jigcmd.protocol.dialect import MIN_BUDGET_BYTES  # noqa: PLC0415 - imported per verb to keep start-up light
-
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of bytes") from None
-    if value < MIN_BUDGET_BYTES:
-        raise argparse.ArgumentTypeError(f"at least {MIN_BUDGET_BYTES} bytes, not {value}")
-    return value
-
-
-def _seconds(text: str) -> float:
-    """`--queue-wait`: seconds, more than 0 and at most a day."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
-    if not 0 < value <= 86_400:
-        raise argparse.ArgumentTypeError(f"more than 0 and at most 86400 seconds, not {text}")
-    return value
-
-
 def _signing_key_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--signing-key",
-        type=_path,
+        type=values.path,
         help="Ed25519 PKCS#8 PEM key that signs each run's statement (default: "
         "$JIGCMD_SIGNING_KEY, a path such as /dev/fd/3, else the host key signing-key.pem in "
         "the state directory, made on first use)",
@@ -186,7 +119,7 @@ def _serve_options(serve: argparse.ArgumentParser) -> None:
     )
     serve.add_argument(
         "--result-budget",
-        type=_budget,
+        type=values.budget,
         default=None,
         metavar="BYTES",
         help="each MCP tool result (structuredContent and content together) fits in this many "
@@ -194,7 +127,7 @@ def _serve_options(serve: argparse.ArgumentParser) -> None:
     )
     serve.add_argument(
         "--queue-wait",
-        type=_seconds,
+        type=values.seconds,
         default=None,
         metavar="SECONDS",
         help="how long an MCP call waits for a free envelope slot, unless the session's root "
@@ -206,8 +139,8 @@ def _serve_options(serve: argparse.ArgumentParser) -> None:
 
 def _lock_options(lock: argparse.ArgumentParser) -> None:
     """`jigcmd lock`'s options."""
-    lock.add_argument("--binding", required=True, type=_binding_file, help=_BINDING_HELP)
-    lock.add_argument("--lock", type=_path, help=f"where to write (default: {_LOCK_DEFAULT})")
+    lock.add_argument("--binding", required=True, type=values.binding_file, help=_BINDING_HELP)
+    lock.add_argument("--lock", type=values.path, help=f"where to write (default: {_LOCK_DEFAULT})")
     lock.add_argument(
         "--check", action="store_true", help="only say whether the existing lock admits it"
     )
@@ -219,7 +152,7 @@ def _candidate_options(verb: argparse.ArgumentParser) -> None:
     verb.add_argument(
         "--files",
         required=True,
-        type=_path,
+        type=values.path,
         help="the project directory sent as the candidate: its text files, less .git, "
         "node_modules, .jig, top-level dotfiles, what .gitignore ignores (unless git tracks "
         "it) and binary files (each left out is named on stderr)",
@@ -227,7 +160,7 @@ def _candidate_options(verb: argparse.ArgumentParser) -> None:
     _exclude_option(verb)
     verb.add_argument(
         "--stdin-file",
-        type=_path,
+        type=values.path,
         help="UTF-8 text given to the command's stdin; '-' is jigcmd's own stdin",
     )
 
@@ -275,31 +208,33 @@ def _attest_options(attest: argparse.ArgumentParser) -> None:
     """`jigcmd attest`'s options."""
     attest.add_argument("--run-id", required=True, help="the caller's run the operation is in")
     attest.add_argument("operation_id", metavar="OP", help="the operation id")
-    attest.add_argument("--out", type=_path, help="write it to FILE instead of stdout")
-    attest.add_argument("--state-dir", type=_path, help=_STATE_DIR_HELP)
+    attest.add_argument("--out", type=values.path, help="write it to FILE instead of stdout")
+    attest.add_argument("--state-dir", type=values.path, help=_STATE_DIR_HELP)
 
 
 def _verify_options(verify: argparse.ArgumentParser) -> None:
     """`jigcmd verify`'s options."""
     verify.add_argument(
         "file",
-        type=_path,
+        type=values.path,
         help="the statement: a bundle (from attest), or an answer carrying one in `attestation` "
         "(run --json, jarvis run.get); - reads stdin",
     )
     verify.add_argument(
-        "--key", type=_path, help="the signer's public key (default: this host's, `jigcmd key`)"
+        "--key",
+        type=values.path,
+        help="the signer's public key (default: this host's, `jigcmd key`)",
     )
     verify.add_argument(
         "--evidence",
-        type=_path,
+        type=values.path,
         help="what the run answered, to check against the statement: its evidence (a Run/1 "
         "result or answer line, run --json, an MCP tools/call answer or its structuredContent, a "
         "jarvis record); - reads stdin; without it the output is not checked",
     )
     verify.add_argument(
         "--state-dir",
-        type=_path,
+        type=values.path,
         help="where this host's public key is read when --key is not given (default: "
         "$JIGCMD_STATE_DIR, else /var/lib/jigcmd for root, else $XDG_STATE_HOME/jigcmd or "
         "~/.local/state/jigcmd)",
@@ -308,13 +243,13 @@ def _verify_options(verify: argparse.ArgumentParser) -> None:
 
 def _key_options(key: argparse.ArgumentParser) -> None:
     """`jigcmd key`'s options."""
-    key.add_argument("--state-dir", type=_path, help=_STATE_DIR_HELP)
+    key.add_argument("--state-dir", type=values.path, help=_STATE_DIR_HELP)
     _signing_key_option(key)
 
 
 def _init_options(init: argparse.ArgumentParser) -> None:
     """`jigcmd init`'s options."""
-    init.add_argument("directory", type=_path, metavar="DIR", help="the project's directory")
+    init.add_argument("directory", type=values.path, metavar="DIR", help="the project's directory")
     init.add_argument(
         "--name", help="the Flow package's name (default: package.json's name, else DIR's)"
     )
@@ -330,44 +265,21 @@ def _init_options(init: argparse.ArgumentParser) -> None:
 
 def _recover_options(recover: argparse.ArgumentParser) -> None:
     """`jigcmd recover`'s options."""
-    recover.add_argument("--state-dir", type=_path, help=_STATE_DIR_HELP)
+    recover.add_argument("--state-dir", type=values.path, help=_STATE_DIR_HELP)
     _cgroup_option(recover)
 
 
 def _runs_options(runs: argparse.ArgumentParser) -> None:
     """`jigcmd runs`'s options."""
-    runs.add_argument("--state-dir", type=_path, help=_STATE_DIR_HELP)
+    runs.add_argument("--state-dir", type=values.path, help=_STATE_DIR_HELP)
     runs.add_argument("--run-id", help="only this run")
     runs.add_argument("--json", action="store_true", help="one JSON object per run")
-
-
-def _older_than(text: str) -> int:
-    """`prune --older-than`: a duration such as 7d or 12h, in seconds."""
-    from jigcmd.durable.retention import parse_duration  # noqa: PLC0415 - imported per verb to keep start-up light
-
-    try:
-        return parse_duration(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-
-
-def _retain(text: str) -> int:
-    """`--retain`: a duration of at least an hour, in seconds."""
-    from jigcmd.durable.retention import MIN_RETAIN_S  # noqa: PLC0415 - imported per verb to keep start-up light
-
-    seconds = _older_than(text)
-    if seconds < MIN_RETAIN_S:
-        raise argparse.ArgumentTypeError(
-            f"{text!r} is shorter than an hour: a retention that short would prune answers a "
-            "retrying caller may still ask for"
-        )
-    return seconds
 
 
 def _retain_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--retain",
-        type=_retain,
+        type=values.retain,
         default=None,
         metavar="DURATION",
         help="prune what closed longer ago than this (7d; at least 1h) at start and hourly, as "
@@ -377,10 +289,10 @@ def _retain_option(parser: argparse.ArgumentParser) -> None:
 
 def _prune_options(prune: argparse.ArgumentParser) -> None:
     """`jigcmd prune`'s options."""
-    prune.add_argument("--state-dir", type=_path, help=_STATE_DIR_HELP)
+    prune.add_argument("--state-dir", type=values.path, help=_STATE_DIR_HELP)
     prune.add_argument(
         "--older-than",
-        type=_older_than,
+        type=values.older_than,
         required=True,
         metavar="DURATION",
         help="prune what closed longer ago than this: a whole number and s, m, h, d or w (7d)",
@@ -393,14 +305,14 @@ def _prune_options(prune: argparse.ArgumentParser) -> None:
 
 def _jarvis_options(jarvis: argparse.ArgumentParser) -> None:
     """`jigcmd jarvis`'s options."""
-    jarvis.add_argument("--policy", required=True, type=_path, help="the TOML rule file")
+    jarvis.add_argument("--policy", required=True, type=values.path, help="the TOML rule file")
     jarvis.add_argument("--host", default="127.0.0.1", help="loopback address (default 127.0.0.1)")
     jarvis.add_argument(
-        "--port", type=_port, default=7777, help="port (default 7777; 0: any free one)"
+        "--port", type=values.port, default=7777, help="port (default 7777; 0: any free one)"
     )
     jarvis.add_argument(
         "--max-connections",
-        type=_positive_int,
+        type=values.positive_int,
         default=DEFAULT_LIMITS.max_connections,
         help="open connections at most, within the descriptor limit less 64 (default "
         f"{DEFAULT_LIMITS.max_connections}); past it the longest waiting connection gives way, "
@@ -408,7 +320,7 @@ def _jarvis_options(jarvis: argparse.ArgumentParser) -> None:
     )
     jarvis.add_argument(
         "--queue-wait",
-        type=_seconds,
+        type=values.seconds,
         default=None,
         metavar="SECONDS",
         help="how long a run.create waits for a free envelope slot before a 429, unless its "
@@ -420,22 +332,22 @@ def _jarvis_options(jarvis: argparse.ArgumentParser) -> None:
 
 def _audit_options(audit: argparse.ArgumentParser) -> None:
     """`jigcmd jarvis-audit`'s options."""
-    audit.add_argument("--state-dir", type=_path, help=_STATE_DIR_HELP)
+    audit.add_argument("--state-dir", type=values.path, help=_STATE_DIR_HELP)
     audit.add_argument("--limit", type=int, default=100, help="newest rows to print (default 100)")
 
 
 def _doctor_options(doctor: argparse.ArgumentParser) -> None:
     """`jigcmd doctor`'s options."""
     doctor.add_argument("--json", action="store_true", help="print the checks as JSON")
-    doctor.add_argument("--state-dir", type=_path, help="the state directory to inspect")
+    doctor.add_argument("--state-dir", type=values.path, help="the state directory to inspect")
     doctor.add_argument(
         "--binding",
-        type=_binding_file,
+        type=values.binding_file,
         help="also load this Binding (.toml/.json/.ts/.js) and its lock",
     )
     doctor.add_argument(
         "--jarvis-policy",
-        type=_path,
+        type=values.path,
         help="also check this jarvis policy (its host_dirs against this machine's mounts)",
     )
 
@@ -444,7 +356,7 @@ def _demo_options(demo: argparse.ArgumentParser) -> None:
     """`jigcmd demo`'s options."""
     demo.add_argument(
         "--state-dir",
-        type=_path,
+        type=values.path,
         help="keep the demo's journal there (default: a temporary directory, removed after)",
     )
 
