@@ -7,7 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from jigcmd.durable.statedir import StateDirError, checked_state_dir, prepare_state_dir
+from jigcmd.durable.statedir import (
+    StateDirError,
+    checked_state_dir,
+    prepare_state_dir,
+    unmade_state_dir,
+)
 from jigcmd.durable.statepath import trusted_path
 from jigcmd.journal.failures import JournalUnusable
 from jigcmd.journal.store import Journal
@@ -100,6 +105,42 @@ def test_dot_dot_after_a_link_is_taken_from_the_links_target_as_the_kernel_does(
     assert not (tmp_path / "ok" / "s").exists()
     monkeypatch.chdir(tmp_path / "ok")
     assert checked_state_dir(Path("ln/../s")) == tmp_path / "deep" / "s"
+
+
+def test_a_path_refused_below_a_group_writable_directory_makes_nothing_in_it(
+    tmp_path: Path,
+) -> None:
+    """The whole path is judged first: no `state` is left in the untrusted directory."""
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    for _ in range(2):
+        with pytest.raises(StateDirError, match="shared, on the state directory's path, is wr"):
+            prepare_state_dir(shared / "state" / "jigcmd")
+    assert os.listdir(shared) == []
+
+
+def test_a_missing_directory_left_again_with_dot_dot_is_never_made(tmp_path: Path) -> None:
+    """`nonex/../s` is `s`: nothing below `nonex` could be a link, so `..` is read as written."""
+    assert prepare_state_dir(tmp_path / "nonex" / ".." / "s") == tmp_path / "s"
+    assert sorted(os.listdir(tmp_path)) == ["s"]
+
+
+def test_whether_a_missing_state_dir_could_be_made_is_judged_without_making_it(
+    tmp_path: Path,
+) -> None:
+    """What doctor asks: the first directory serve would make, or serve's refusal."""
+    assert unmade_state_dir(tmp_path / "a" / "b") == tmp_path / "a"
+    assert unmade_state_dir(tmp_path) is None
+    (tmp_path / "shared").mkdir()
+    (tmp_path / "shared").chmod(0o777)
+    with pytest.raises(StateDirError, match="is writable by group or others"):
+        unmade_state_dir(tmp_path / "shared" / "state")
+    (tmp_path / "sticky").mkdir()
+    (tmp_path / "sticky").chmod(0o1777)
+    assert unmade_state_dir(tmp_path / "sticky" / "state") == tmp_path / "sticky" / "state"
+    assert sorted(os.listdir(tmp_path)) == ["shared", "sticky"]
+    assert os.listdir(tmp_path / "shared") == os.listdir(tmp_path / "sticky") == []
 
 
 def test_missing_parents_are_made_0755_and_the_state_dir_0700(tmp_path: Path) -> None:
