@@ -95,8 +95,6 @@ def walk(path: Path, *, to_make: bool) -> Walked:
         try:
             found = _lstat(candidate)
         except FileNotFoundError:
-            if to_make:
-                _fit_to_hold(current, info, candidate)
             missing.append(name)
             continue
         # The state directory itself is checked as one (`statedir.py`), in its own words.
@@ -114,6 +112,9 @@ def walk(path: Path, *, to_make: bool) -> Walked:
         if pending and not stat.S_ISDIR(found.st_mode):
             raise StateDirError(f"{candidate}, on the state directory's path, is not a directory")
         current, info = candidate, found
+    # Judged once what is to be made is known: `nonex/..` alone makes nothing.
+    if missing and to_make:
+        _fit_to_hold(current, info, current / missing[0])
     return Walked(current, tuple(missing))
 
 

@@ -16,6 +16,7 @@ from jigcmd.durable.statedir import (
 from jigcmd.durable.statepath import trusted_path
 from jigcmd.journal.failures import JournalUnusable
 from jigcmd.journal.store import Journal
+from tests.faults.disk import required_disk
 from tests.required import require_root
 
 # A uid no test process runs as (the files are only chowned to it, nothing runs as it).
@@ -176,3 +177,17 @@ def test_a_fifo_where_the_journal_belongs_is_refused_instead_of_waited_on(tmp_pa
     with pytest.raises(JournalUnusable) as caught:
         Journal.open(state)
     assert "journal.sqlite3: is a FIFO (named pipe), not a regular file" in str(caught.value)
+
+
+def test_a_missing_directory_left_with_dot_dot_needs_no_right_to_make_it(tmp_path: Path) -> None:
+    """`ro/nonex/../s` with `s` there makes nothing, so `ro` may be read-only; `ro/new` may not."""
+    with required_disk(tmp_path) as disk:
+        (disk.path / "s").mkdir(mode=0o700)
+        disk.read_only()
+        assert unmade_state_dir(disk.path / "nonex" / ".." / "s") is None
+        assert prepare_state_dir(disk.path / "nonex" / ".." / "s") == disk.path / "s"
+        with pytest.raises(StateDirError) as caught:
+            unmade_state_dir(disk.path / "new")
+        assert caught.value.reason == (
+            f"state directory {disk.path / 'new'} cannot be created: Read-only file system"
+        )
