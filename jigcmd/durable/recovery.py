@@ -61,6 +61,7 @@ __all__ = [
     "RecoveredRun",
     "RecoveryReport",
     "owner_alive",
+    "owner_gone",
     "recover",
     "sweep_own",
 ]
@@ -114,6 +115,16 @@ class RecoveryReport(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 def owner_alive(state_dir: Path, owner: ProcessIdentity) -> bool:
     """Whether the server that wrote a row is still running (this process counts as alive)."""
     return owner == identity.current() or liveness.alive(state_dir, owner)
+
+
+def owner_gone(state_dir: Path, row: Row) -> bool:
+    """Whether `row` is open and its owner provably dead: the row recovery fences and closes.
+
+    Changes nothing (a dead owner's liveness file is left): for `runs` and `doctor`.
+    """
+    if not row.is_open or row.owner == identity.current():
+        return False
+    return not liveness.alive(state_dir, row.owner, tidy=False)
 
 
 def recover(

@@ -13,7 +13,8 @@ files (plain files, no link); the directory is then opened once and everything i
 reached through that descriptor (`jigcmd.journal.statefiles`). The path returned is the
 resolved one. A verb that only reads what was recorded there
 (`existing_state_dir`) creates nothing: a directory that is missing, or holds no journal,
-is refused with its path.
+is refused with its path; `jigcmd doctor` asks whether a missing one could be made and
+trusted (`unmade_state_dir`), making nothing.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Final
 
-from jigcmd.durable.statepath import trusted_path
+from jigcmd.durable.statepath import trusted_path, walk
 from jigcmd.journal.statefiles import SUBDIRECTORIES, StateDirError, anchor, checked
 
 __all__ = [
@@ -33,6 +34,7 @@ __all__ = [
     "default_state_dir",
     "existing_state_dir",
     "prepare_state_dir",
+    "unmade_state_dir",
 ]
 
 _ROOT_DEFAULT = Path("/var/lib/jigcmd")
@@ -60,11 +62,15 @@ def default_state_dir(*, euid: int | None = None, environ: Mapping[str, str] | N
     xdg = environ.get("XDG_STATE_HOME", "")
     if os.path.isabs(xdg):
         return Path(xdg) / "jigcmd"
-    home = environ.get("HOME") or os.path.expanduser("~")
+    # HOME set but empty is not unset: expanduser would make it `/`, a state directory of
+    # /.local that no user may create. Only an unset HOME is looked up (its passwd entry).
+    home = environ["HOME"] if "HOME" in environ else os.path.expanduser("~")
     if not os.path.isabs(home):
+        said = "empty" if not home else f"{home!r}, not an absolute path"
         raise StateDirError(
-            "no state directory: HOME is not an absolute path and XDG_STATE_HOME is unset",
-            "pass --state-dir DIR",
+            f"no state directory: HOME is {said}, and XDG_STATE_HOME is not set to an "
+            "absolute path",
+            "set HOME to your home directory, or pass --state-dir DIR",
         )
     return Path(home) / ".local" / "state" / "jigcmd"
 
@@ -89,6 +95,16 @@ def checked_state_dir(path: Path) -> Path:
             f"state directory {path} does not exist (nothing was created)", "check --state-dir"
         ) from None
     return _anchored(resolved)
+
+
+def unmade_state_dir(path: Path) -> Path | None:
+    """The first directory `prepare_state_dir(path)` would make, None when `path` exists.
+
+    Judged as it judges, making nothing: raises `StateDirError` with its reason when what
+    exists of the path is not trusted, or its deepest directory may not hold new ones.
+    """
+    walked = walk(_absolute(path), to_make=True)
+    return walked.existing / walked.missing[0] if walked.missing else None
 
 
 def existing_state_dir(path: Path, *, holding: str) -> Path:

@@ -12,37 +12,80 @@ A symbolic link on the path is followed, not refused: `/var/lib/jigcmd -> /srv/j
 common layout, and the link is as safe as the directory holding it (checked before it).
 Its target is then checked component by component in the same way, and the path returned
 is the resolved one, which every later open uses.
+
+The whole path is judged before anything is made (`walk`): the components that exist are
+checked, and the deepest of them must be fit to hold what is made in it (no one else may
+write it, this user may). So a refused path creates nothing, and `jigcmd doctor` asks the
+same question without making anything. Below a directory not made yet there is no link to
+follow, so the rest of the path is read as written: `nonex/../x` is `x`, `nonex` never made.
 """
 
 from __future__ import annotations
 
+import errno
 import os
+import pwd
 import stat
 from pathlib import Path
-from typing import Final
+from typing import Final, NamedTuple
 
 from jigcmd.journal.statefiles import StateDirError
 
-__all__ = ["trusted_path"]
+__all__ = ["Walked", "trusted_path", "walk"]
 
 # As the kernel's own bound on the links one lookup follows.
 _MAX_LINKS: Final = 40
 
 
+class Walked(NamedTuple):
+    """A path judged: its deepest existing directory (resolved) and the names to make below it."""
+
+    existing: Path
+    missing: tuple[str, ...]
+
+
 def trusted_path(path: Path, *, create: bool) -> Path:
     """`path` (absolute) resolved, each component checked; missing ones made when `create`.
 
-    Parents are made 0755 and the last component 0700, each only below components that
-    passed. Raises `StateDirError` naming the first component that fails, its owner and
-    mode; `FileNotFoundError` for a missing component when not `create`.
+    Parents are made 0755 and the last component 0700, only once the whole path passed.
+    Raises `StateDirError` naming the first component that fails, its owner and mode;
+    `FileNotFoundError` for a missing component when not `create`.
     """
+    walked = walk(path, to_make=create)
+    if not walked.missing:
+        return walked.existing
+    if not create:
+        first = walked.existing / walked.missing[0]
+        raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), str(first))
+    made = walked.existing
+    for index, name in enumerate(walked.missing, start=1):
+        made = made / name
+        _make(made, 0o700 if index == len(walked.missing) else 0o755)
+    try:
+        # Checked again as made: another maker may have been first (as this user or root).
+        return trusted_path(made, create=False)
+    except FileNotFoundError:
+        raise StateDirError(f"state directory {made} was removed as it was made") from None
+
+
+def walk(path: Path, *, to_make: bool) -> Walked:
+    """`path` (absolute) judged, nothing made: what exists checked, and, when `to_make`, that
+    its deepest directory may hold new ones. Raises `StateDirError` as `trusted_path` does."""
     pending = list(reversed(path.parts[1:]))
     current = Path("/")
     info = _lstat(current)
+    missing: list[str] = []
     links = 0
     while pending:
         name = pending.pop()
         if name in ("", "."):
+            continue
+        if missing:
+            # Below a directory not made yet, nothing exists: no link, so `..` is textual.
+            if name == "..":
+                missing.pop()
+            else:
+                missing.append(name)
             continue
         if name == "..":
             current = current.parent
@@ -52,9 +95,8 @@ def trusted_path(path: Path, *, create: bool) -> Path:
         try:
             found = _lstat(candidate)
         except FileNotFoundError:
-            if not create:
-                raise
-            found = _make(candidate, 0o755 if pending else 0o700)
+            missing.append(name)
+            continue
         # The state directory itself is checked as one (`statedir.py`), in its own words.
         last = not pending and not stat.S_ISLNK(found.st_mode)
         _check(current, info, candidate, found, last=last)
@@ -70,7 +112,21 @@ def trusted_path(path: Path, *, create: bool) -> Path:
         if pending and not stat.S_ISDIR(found.st_mode):
             raise StateDirError(f"{candidate}, on the state directory's path, is not a directory")
         current, info = candidate, found
-    return current
+    # Judged once what is to be made is known: `nonex/..` alone makes nothing.
+    if missing and to_make:
+        _fit_to_hold(current, info, current / missing[0])
+    return Walked(current, tuple(missing))
+
+
+def _fit_to_hold(parent: Path, parent_info: os.stat_result, name: Path) -> None:
+    """Refuse to make `name` in `parent` when others may write it or this user may not."""
+    # What is made is this user's: in a sticky directory that is safe (see `_check`).
+    if parent_info.st_mode & (stat.S_IWGRP | stat.S_IWOTH) and not _sticky(parent_info):
+        _refuse_writable_parent(parent, parent_info, name, os.geteuid())
+    if not os.access(parent, os.W_OK | os.X_OK, effective_ids=True):
+        # mkdir(2)'s own answer, without making anything: a read-only mount, or no write.
+        read_only = os.statvfs(parent).f_flag & os.ST_RDONLY
+        _cannot_create(name, errno.EROFS if read_only else errno.EACCES)
 
 
 def _check(
@@ -93,8 +149,7 @@ def _check(
             f"{name}, on the state directory's path, is owned by uid {owner} "
             f"(mode {stat.S_IMODE(info.st_mode):04o}), neither root nor this user (uid {euid}): "
             "its owner could replace what follows it",
-            "use a state directory whose every component is root's or yours "
-            "(e.g. /var/lib/jigcmd for root)",
+            _elsewhere(name, "whose every component is root's or yours"),
         )
 
 
@@ -109,16 +164,49 @@ def _refuse_writable_parent(
     if _sticky(parent_info):
         # A sticky directory (like /tmp) is meant to be shared: the fault is the entry in
         # it, never the directory's mode, which no one should take from everyone else.
+        # Only root, or the entry's owner (never this user here), may move the entry.
         raise StateDirError(
             f"{where} and {name} in it is neither root's nor this user's (uid {euid}): "
             "its owner could replace what follows it",
-            f"remove or chown {name}, or use another directory (e.g. /var/lib/jigcmd for root)",
+            f"remove or chown {name}, or use another directory (e.g. /var/lib/jigcmd)"
+            if euid == 0
+            else _elsewhere(name, "you own"),
         )
+    own = _elsewhere(parent, "whose every parent only root or you may write")
+    # chmod is offered only to whoever may run it: the directory's owner, or root.
+    chmod = f"run chmod go-w {parent}"
+    if euid not in (0, parent_info.st_uid):
+        chmod = f"ask its owner (uid {parent_info.st_uid}) to {chmod}"
     raise StateDirError(
-        f"{where}: another user could replace what follows it",
-        "use a state directory whose every parent only root or you may write "
-        f"(e.g. /var/lib/jigcmd for root), or run chmod go-w {parent}",
+        f"{where}: another user could replace what follows it", f"{own}, or {chmod}"
     )
+
+
+def _cannot_create(path: Path, code: int) -> None:
+    """Refuse the state directory: `path`, on its way, cannot be made (mkdir's `code`)."""
+    raise StateDirError(
+        f"state directory {path} cannot be created: {os.strerror(code)}",
+        _elsewhere(path, "you may create"),
+    )
+
+
+def _elsewhere(refused: Path, which: str) -> str:
+    """The fix that names another state directory, `which` ("you own"), with one for example.
+
+    Root's example is /var/lib/jigcmd; a user's is the default under their home as the
+    password database has it, unless that too lies under the `refused` directory.
+    """
+    euid = os.geteuid()
+    example: Path | None = Path("/var/lib/jigcmd")
+    if euid != 0:
+        try:
+            home = Path(pwd.getpwuid(euid).pw_dir)
+        except KeyError:  # a uid no account has (a container's), so no home to name
+            home = Path()
+        example = home / ".local" / "state" / "jigcmd" if home.is_absolute() else None
+    if example is None or example == refused or refused in example.parents:
+        return f"use a state directory {which}: --state-dir DIR (or $JIGCMD_STATE_DIR)"
+    return f"use a state directory {which}, e.g. --state-dir {example}"
 
 
 def _sticky(info: os.stat_result) -> bool:
@@ -134,12 +222,11 @@ def _lstat(path: Path) -> os.stat_result:
         raise StateDirError(f"state directory path {path} cannot be read: {exc.strerror}") from exc
 
 
-def _make(path: Path, mode: int) -> os.stat_result:
+def _make(path: Path, mode: int) -> None:
     """Make the directory `path` (`mode`, under the umask); another maker first is fine."""
     try:
         os.mkdir(path, mode)
     except FileExistsError:
         pass
     except OSError as exc:
-        raise StateDirError(f"state directory {path} cannot be created: {exc.strerror}") from exc
-    return _lstat(path)
+        _cannot_create(path, exc.errno or errno.EIO)

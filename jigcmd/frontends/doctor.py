@@ -248,13 +248,15 @@ def _state() -> Check:
         StateDirError,
         checked_state_dir,
         default_state_dir,
+        unmade_state_dir,
     )
     from jigcmd.frontends.diagnosis.statecheck import journal_check  # noqa: PLC0415 - an import that fails fails this check alone
 
     explicit = _STATE_DIR.get()
     try:
         path = explicit or default_state_dir()
-        if explicit is None and not os.path.lexists(path):
+        # The default not made yet: judged as serve and run would make it, with their reason.
+        if explicit is None and unmade_state_dir(path) is not None:
             return Check(
                 "state",
                 "warn",

@@ -1,7 +1,8 @@
 """`jigcmd runs`: the state directory's runs and their operations, changing none of them.
 
 One line per operation, grouped by the caller's run (`--run-id` of `serve`): its id, state,
-outcome, cleanup, envelope and when it was created and finished. `--json` prints one JSON
+outcome, cleanup, envelope and when it was created and finished; an open one whose server
+is provably dead (killed) says so, and that `jigcmd recover` fences it. `--json` prints one JSON
 object per run with its operations, for a coordinator's scripts. No record is changed: a
 journal that does not exist yet is "no runs", not a new file.
 """
@@ -15,6 +16,7 @@ from pathlib import Path
 
 import msgspec
 
+from jigcmd.durable.recovery import owner_gone
 from jigcmd.durable.statedir import StateDirError, checked_state_dir, default_state_dir
 from jigcmd.journal.failures import JournalUnusable
 from jigcmd.journal.rows import Row
@@ -25,6 +27,8 @@ from jigcmd.jsonio import readable
 __all__ = ["list_runs", "operation_view", "runs"]
 
 _failure = msgspec.json.Decoder(dict[str, object])
+# What an open operation whose server is gone waits for (`runs` fences nothing itself).
+_GONE = "owner gone; `jigcmd recover` fences it"
 _trace = msgspec.json.Decoder(dict[str, str])
 
 
@@ -77,11 +81,12 @@ def _ending(row: Row) -> str | None:
     return "evidence"
 
 
-def operation_view(row: Row) -> dict[str, object]:
-    """One operation as `runs --json` prints it."""
+def operation_view(row: Row, *, gone: bool = False) -> dict[str, object]:
+    """One operation as `runs --json` prints it; `gone`: open, and its owner provably dead."""
     return {
         "operationId": row.operation_id,
         "state": row.state,
+        "ownerGone": gone,
         "ending": _ending(row),
         "cleanup": row.cleanup,
         "envelope": row.run_id,
@@ -96,28 +101,31 @@ def operation_view(row: Row) -> dict[str, object]:
 def runs(state_dir: Path | None, *, run_id: str | None = None, as_json: bool = False) -> int:
     """Print the runs and their operations; 0, or 2 when the directory or journal is unusable."""
     try:
-        rows = list_runs(_directory(state_dir))
+        directory = _directory(state_dir)
+        # Each with whether it is open and its server dead (killed): recovery's to close.
+        rows = [(row, owner_gone(directory, row)) for row in list_runs(directory)]
     except (StateDirError, JournalUnusable, SchemaError) as exc:
         sys.stderr.write(f"jigcmd runs: {exc}\n")
         return 2
-    grouped: dict[str, list[Row]] = {}
-    for row in rows:
+    grouped: dict[str, list[tuple[Row, bool]]] = {}
+    for row, gone in rows:
         if run_id is None or row.root_run == run_id:
-            grouped.setdefault(row.root_run, []).append(row)
+            grouped.setdefault(row.root_run, []).append((row, gone))
     if as_json:
         for name, operations in grouped.items():
-            view = {"runId": name, "operations": [operation_view(row) for row in operations]}
-            print(readable.dumps(view))
+            views = [operation_view(row, gone=gone) for row, gone in operations]
+            print(readable.dumps({"runId": name, "operations": views}))
         return 0
     if not grouped:
         print("no runs" if run_id is None else f"no run {run_id}")
     for name, operations in grouped.items():
         print(f"run {name or '(recorded before run ids)'}: {len(operations)} operation(s)")
-        for row in operations:
+        for row, gone in operations:
             ending = _ending(row) or "-"
             cleanup = row.cleanup or "-"
+            state = f"{row.state} ({_GONE})" if gone else row.state
             print(
-                f"  {row.operation_id}  {row.state}  ending {ending}  cleanup {cleanup}  "
+                f"  {row.operation_id}  {state}  ending {ending}  cleanup {cleanup}  "
                 f"envelope {row.run_id}  created {_when(row.created_unix_ms)}"
             )
     return 0

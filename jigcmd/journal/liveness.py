@@ -163,25 +163,28 @@ def _still_named(fd: int, directory: int, name: str) -> bool:
     return (named.st_dev, named.st_ino) == (opened.st_dev, opened.st_ino)
 
 
-def alive(state_dir: str | os.PathLike[str], who: ProcessIdentity) -> bool:
+def alive(state_dir: str | os.PathLike[str], who: ProcessIdentity, *, tidy: bool = True) -> bool:
     """Whether the process `who`, recorded in `state_dir`, is still alive, whatever its namespace.
 
     Errs towards alive when it cannot tell (a file it may not open): a live owner's run is
-    never fenced on a guess; a dead one's is, by whoever can take its lock.
+    never fenced on a guess; a dead one's is, by whoever can take its lock. With `tidy`
+    false (a verb that changes nothing: `runs`, `doctor`) a dead one's file is left.
     """
     if who.boot_id != identity.boot_id():
         return False
     if identity.local(who):
         if identity.is_alive(who):
             return True
-        _remove_if_free(state_dir, _name(who))
+        if tidy:
+            _remove_if_free(state_dir, _name(who))
         return False
     directory = _directory(state_dir, create=False)
-    return directory is not None and _locked(directory, _name(who))
+    return directory is not None and _locked(directory, _name(who), tidy=tidy)
 
 
-def _locked(directory: int, name: str) -> bool:
-    """Whether some process holds the lock of `name` in `directory`; a free one's is removed."""
+def _locked(directory: int, name: str, *, tidy: bool = True) -> bool:
+    """Whether some process holds the lock of `name` in `directory`; a free one's is removed
+    when `tidy`."""
     flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
     try:
         # Non-blocking: a FIFO planted under that name would block a plain open for ever.
@@ -200,7 +203,7 @@ def _locked(directory: int, name: str) -> bool:
         # Ours: its owner is dead (a process records its identity only once it holds this
         # lock, and no process ever takes a dead identity's name again). An owner still
         # between making its file and locking it finds the file gone and makes it again.
-        if _still_named(fd, directory, name):
+        if tidy and _still_named(fd, directory, name):
             with contextlib.suppress(OSError):
                 os.unlink(name, dir_fd=directory)
         return False

@@ -7,10 +7,16 @@ from pathlib import Path
 
 import pytest
 
-from jigcmd.durable.statedir import StateDirError, checked_state_dir, prepare_state_dir
+from jigcmd.durable.statedir import (
+    StateDirError,
+    checked_state_dir,
+    prepare_state_dir,
+    unmade_state_dir,
+)
 from jigcmd.durable.statepath import trusted_path
 from jigcmd.journal.failures import JournalUnusable
 from jigcmd.journal.store import Journal
+from tests.faults.disk import required_disk
 from tests.required import require_root
 
 # A uid no test process runs as (the files are only chowned to it, nothing runs as it).
@@ -102,6 +108,42 @@ def test_dot_dot_after_a_link_is_taken_from_the_links_target_as_the_kernel_does(
     assert checked_state_dir(Path("ln/../s")) == tmp_path / "deep" / "s"
 
 
+def test_a_path_refused_below_a_group_writable_directory_makes_nothing_in_it(
+    tmp_path: Path,
+) -> None:
+    """The whole path is judged first: no `state` is left in the untrusted directory."""
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    for _ in range(2):
+        with pytest.raises(StateDirError, match="shared, on the state directory's path, is wr"):
+            prepare_state_dir(shared / "state" / "jigcmd")
+    assert os.listdir(shared) == []
+
+
+def test_a_missing_directory_left_again_with_dot_dot_is_never_made(tmp_path: Path) -> None:
+    """`nonex/../s` is `s`: nothing below `nonex` could be a link, so `..` is read as written."""
+    assert prepare_state_dir(tmp_path / "nonex" / ".." / "s") == tmp_path / "s"
+    assert sorted(os.listdir(tmp_path)) == ["s"]
+
+
+def test_whether_a_missing_state_dir_could_be_made_is_judged_without_making_it(
+    tmp_path: Path,
+) -> None:
+    """What doctor asks: the first directory serve would make, or serve's refusal."""
+    assert unmade_state_dir(tmp_path / "a" / "b") == tmp_path / "a"
+    assert unmade_state_dir(tmp_path) is None
+    (tmp_path / "shared").mkdir()
+    (tmp_path / "shared").chmod(0o777)
+    with pytest.raises(StateDirError, match="is writable by group or others"):
+        unmade_state_dir(tmp_path / "shared" / "state")
+    (tmp_path / "sticky").mkdir()
+    (tmp_path / "sticky").chmod(0o1777)
+    assert unmade_state_dir(tmp_path / "sticky" / "state") == tmp_path / "sticky" / "state"
+    assert sorted(os.listdir(tmp_path)) == ["shared", "sticky"]
+    assert os.listdir(tmp_path / "shared") == os.listdir(tmp_path / "sticky") == []
+
+
 def test_missing_parents_are_made_0755_and_the_state_dir_0700(tmp_path: Path) -> None:
     """Made only below components that passed, whatever the umask lets through."""
     old = os.umask(0o002)
@@ -135,3 +177,17 @@ def test_a_fifo_where_the_journal_belongs_is_refused_instead_of_waited_on(tmp_pa
     with pytest.raises(JournalUnusable) as caught:
         Journal.open(state)
     assert "journal.sqlite3: is a FIFO (named pipe), not a regular file" in str(caught.value)
+
+
+def test_a_missing_directory_left_with_dot_dot_needs_no_right_to_make_it(tmp_path: Path) -> None:
+    """`ro/nonex/../s` with `s` there makes nothing, so `ro` may be read-only; `ro/new` may not."""
+    with required_disk(tmp_path) as disk:
+        (disk.path / "s").mkdir(mode=0o700)
+        disk.read_only()
+        assert unmade_state_dir(disk.path / "nonex" / ".." / "s") is None
+        assert prepare_state_dir(disk.path / "nonex" / ".." / "s") == disk.path / "s"
+        with pytest.raises(StateDirError) as caught:
+            unmade_state_dir(disk.path / "new")
+        assert caught.value.reason == (
+            f"state directory {disk.path / 'new'} cannot be created: Read-only file system"
+        )

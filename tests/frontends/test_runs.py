@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from jigcmd.cli import main
 from jigcmd.durable.statedir import prepare_state_dir
+from jigcmd.frontends.diagnosis.statecheck import journal_check
 from jigcmd.frontends.runs import list_runs
 from jigcmd.journal.rows import NewRow
 from jigcmd.journal.store import DB_NAME, Journal
@@ -137,3 +142,54 @@ def test_runs_reads_a_state_directory_on_a_read_only_mount(
         assert main(["runs", "--state-dir", str(disk.path)]) == 0
     out = capsys.readouterr().out
     assert "run run-a: 2 operation(s)" in out and "task-1  uncertain" in out
+
+
+# A server killed (SIGKILL) with its operation running: its row stays open, its liveness
+# file stays behind with its lock free.
+_KILLED_SERVER = """
+import os, signal, sys
+from pathlib import Path
+from jigcmd.durable.statedir import prepare_state_dir
+from jigcmd.journal.identity import current
+from jigcmd.journal.rows import NewRow
+from jigcmd.journal.store import Journal
+journal = Journal.open(prepare_state_dir(Path(sys.argv[1])))
+journal.begin(NewRow(root_run="run-k", operation_id="op-killed", signature="sig",
+                     context="session", deadline_unix_ms=1_900_000_000_000, run_id="d" * 16))
+journal.record_envelope("op-killed", root_run="run-k", supervisor=current(), cgroup_paths=(),
+                        netns="none")
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def test_an_operation_whose_server_was_killed_says_recover_fences_it_and_nothing_changes(
+    state: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Not plain `running`: its owner is provably dead. A live owner's open row is plain."""
+    done = subprocess.run(
+        [sys.executable, "-c", _KILLED_SERVER, str(state)], capture_output=True, check=False
+    )
+    assert done.returncode == -signal.SIGKILL, done.stderr
+    with Journal.open(state) as journal:  # this process: alive
+        journal.begin(_new("run-k", "op-live", "e" * 16))
+    live_files = sorted(os.listdir(state / "live"))
+    assert main(["runs", "--state-dir", str(state), "--run-id", "run-k"]) == 0
+    out = capsys.readouterr().out
+    assert "op-killed  running (owner gone; `jigcmd recover` fences it)  ending -" in out
+    assert "op-live  dispatching  ending -" in out
+    assert main(["runs", "--state-dir", str(state), "--run-id", "run-k", "--json"]) == 0
+    views = json.loads(capsys.readouterr().out)["operations"]
+    assert [(v["operationId"], v["state"], v["ownerGone"]) for v in views] == [
+        ("op-killed", "running", True),
+        ("op-live", "dispatching", False),
+    ]
+    check = journal_check(state)
+    assert check.status == "warn", check
+    assert "1 of them left open by a server that is gone: op-killed" in check.detail
+    assert check.hint == (
+        f"run `jigcmd recover --state-dir {state}`: it fences their runs and closes them"
+    )
+    # Read only: the dead server's liveness file is left for recovery, the row still open.
+    assert sorted(os.listdir(state / "live")) == live_files
+    row = next(row for row in list_runs(state) if row.operation_id == "op-killed")
+    assert row.state == "running"

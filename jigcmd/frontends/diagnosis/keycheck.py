@@ -12,7 +12,12 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from jigcmd.attest.keys import HOST_KEY_NAME, KEY_ENV, SigningKeyError, inspect_signing_key
-from jigcmd.durable.statedir import StateDirError, checked_state_dir, default_state_dir
+from jigcmd.durable.statedir import (
+    StateDirError,
+    checked_state_dir,
+    default_state_dir,
+    unmade_state_dir,
+)
 from jigcmd.frontends.diagnosis.verdicts import Check
 
 __all__ = ["NAME", "signing_key_check"]
@@ -38,7 +43,7 @@ def signing_key_check(state_dir: Path | None, environ: Mapping[str, str] | None 
     if not named:
         try:
             state = state_dir or default_state_dir()
-            if not os.path.lexists(state):
+            if unmade_state_dir(state) is not None:
                 return Check(NAME, "ok", f"no host key yet: serve and run make one in {state}")
             state = checked_state_dir(state)
         except StateDirError:

@@ -2,7 +2,8 @@
 
 What serve and run would refuse with is a failed check in their words; nothing is created
 (`Journal.open_read_only`, as `jigcmd runs` reads it); the sizes kept are said, and past a
-threshold the fix, `jigcmd prune`.
+threshold the fix, `jigcmd prune`; runs left open by a server that is gone, with the fix
+`jigcmd recover` (nothing is fenced here).
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import contextlib
 from pathlib import Path
 
+from jigcmd.durable.recovery import owner_gone
 from jigcmd.durable.runresources import RunResources
 from jigcmd.frontends.diagnosis.verdicts import Check
 from jigcmd.journal.failures import JournalUnusable, unwritable
@@ -35,6 +37,8 @@ def journal_check(path: Path) -> Check:
         with Journal.open_read_only(path) as journal:
             failures = journal.cleanup_failures()
             open_rows = journal.open_rows()
+        # Left open by a server that is dead (killed): no one closes them but recovery.
+        gone = [row.operation_id for row in open_rows if owner_gone(path, row)]
     except JournalUnusable as exc:
         return Check("state", "FAIL", f"journal {exc.path}: {exc.cause}", exc.fix)
     except SchemaError as exc:
@@ -57,6 +61,13 @@ def journal_check(path: Path) -> Check:
             "warn",
             f"{detail}; {len(failures)} cleanup(s) NOT confirmed: {listed}",
             f"inspect and run `jigcmd recover --state-dir {path}`; it re-checks them",
+        )
+    if gone:
+        return Check(
+            "state",
+            "warn",
+            f"{detail}; {len(gone)} of them left open by a server that is gone: {', '.join(gone)}",
+            f"run `jigcmd recover --state-dir {path}`: it fences their runs and closes them",
         )
     if journal_bytes + resources >= LARGE_STATE_BYTES:
         return Check(
