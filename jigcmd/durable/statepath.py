@@ -87,7 +87,7 @@ def _check(
     if parent_info.st_mode & (stat.S_IWGRP | stat.S_IWOTH) and not (
         _sticky(parent_info) and owner in (0, euid)
     ):
-        _refuse_writable_parent(parent, parent_info, name, euid)
+        _refuse_writable_parent(parent, parent_info, name, euid, owner)
     if not last and owner not in (0, euid):
         raise StateDirError(
             f"{name}, on the state directory's path, is owned by uid {owner} "
@@ -99,7 +99,7 @@ def _check(
 
 
 def _refuse_writable_parent(
-    parent: Path, parent_info: os.stat_result, name: Path, euid: int
+    parent: Path, parent_info: os.stat_result, name: Path, euid: int, owner: int
 ) -> None:
     """Refuse `parent`, which others may write, holding `name` (not ours when it is sticky)."""
     where = (
@@ -109,10 +109,13 @@ def _refuse_writable_parent(
     if _sticky(parent_info):
         # A sticky directory (like /tmp) is meant to be shared: the fault is the entry in
         # it, never the directory's mode, which no one should take from everyone else.
+        # Another user's: neither removing nor chowning it is this user's (nor root's) call.
         raise StateDirError(
             f"{where} and {name} in it is neither root's nor this user's (uid {euid}): "
             "its owner could replace what follows it",
-            f"remove or chown {name}, or use another directory (e.g. /var/lib/jigcmd for root)",
+            f"{name} is another user's (uid {owner}): leave it to them and use a directory of "
+            "your own (--state-dir; the default is ~/.local/state/jigcmd, /var/lib/jigcmd for "
+            "root)",
         )
     raise StateDirError(
         f"{where}: another user could replace what follows it",
