@@ -103,6 +103,8 @@ class DelegatedStep:
 
     why: str
     command: str
+    # The base the command makes (the configured one, or the user's own in its stead).
+    base: str
     # Said before the command: why it makes another directory than the one configured.
     before: str = ""
 
@@ -158,10 +160,11 @@ def delegated_step(
         return DelegatedStep(
             why,
             _loop(needed, own, uid, root),
+            own,
             f"{base} is {theirs}'s, not yours: use your own {own} (unset ${ENV}, or set it "
             f"or --cgroup-base to {own}), made so: ",
         )
-    return DelegatedStep(why, _loop(wrong, base, uid, root))
+    return DelegatedStep(why, _loop(wrong, base, uid, root), base)
 
 
 def _loop(controllers: tuple[str, ...] | list[str], base: str, uid: int, root: str) -> str:

@@ -94,8 +94,8 @@ def choose_base(
         f"running without root needs a cgroup subtree you own: {step.why}; "
         f"{step.before}as root: {step.command}"
         + (
-            f" — and start jigcmd inside {root}/unified/{name} so it may move processes "
-            f"there: {_move_parent(f'{root}/unified/{name}')}"
+            f" — and start jigcmd inside {root}/unified/{step.base} so it may move processes "
+            f"there: {_move_parent(f'{root}/unified/{step.base}')}"
             if mode == "hybrid"
             else ""
         )

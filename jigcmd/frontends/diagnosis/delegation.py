@@ -93,9 +93,12 @@ def delegation_check(facts: DelegationFacts) -> Check:
     step = delegated_step(facts.uid, facts.base, facts.root, facts.mode, owners)
     if step is not None:
         steps.append((step.why, step.before + _as_root(facts, step.command)))
-    unified = posixpath.join(facts.root, "unified", facts.base)
-    inside = _inside(facts.own_cgroup, unified)
-    if facts.mode == "hybrid" and not inside and not facts.may_move:
+    # Another user's base is replaced by this user's own in the fix: the move goes there
+    # (`may_move` was read against the configured one).
+    base = facts.base if step is None else step.base
+    unified = posixpath.join(facts.root, "unified", base)
+    may_move = facts.may_move and base == facts.base
+    if facts.mode == "hybrid" and not _inside(facts.own_cgroup, unified) and not may_move:
         steps.append(_unified_step(facts, unified))
     if not steps:
         where = (
