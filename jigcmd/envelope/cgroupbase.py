@@ -54,8 +54,8 @@ def meaning(mode: str, root: str) -> str:
     kind = "hybrid" if mode == "hybrid" else "cgroup v1"
     return (
         f"on this {kind} host a cgroup base is a directory name relative to each hierarchy, "
-        f"the same in every one of {root}/{{{','.join(delegated_hierarchies(mode))}}} "
-        f"(jigcmd-u1001 means {root}/memory/jigcmd-u1001 and so on)"
+        f"the same in every one (jigcmd-u1001 means {root}/memory/jigcmd-u1001, "
+        f"{root}/pids/jigcmd-u1001 and so on)"
     )
 
 
