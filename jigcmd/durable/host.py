@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from jigcmd.durable.statedir import default_state_dir, prepare_state_dir
+from jigcmd.envelope.cgroupbase import configured_base
 from jigcmd.envelope.cgroups import CgroupBackend, CgroupUnavailable
 from jigcmd.envelope.delegation import resolve_backend
 
@@ -51,5 +52,8 @@ def open_host(
     except (CgroupUnavailable, ValueError) as exc:
         if not tolerate_no_cgroups:
             raise
-        return Host(state, None, cgroup_base or "jigcmd", str(exc))
+        # The operator's base (the option's or the variable's) is carried, never the default
+        # in its stead: every command then fails naming it.
+        configured = configured_base(cgroup_base)
+        return Host(state, None, configured[0] if configured else "jigcmd", str(exc))
     return Host(state, backend, base)

@@ -122,7 +122,8 @@ def _fit_to_hold(parent: Path, parent_info: os.stat_result, name: Path) -> None:
     """Refuse to make `name` in `parent` when others may write it or this user may not."""
     # What is made is this user's: in a sticky directory that is safe (see `_check`).
     if parent_info.st_mode & (stat.S_IWGRP | stat.S_IWOTH) and not _sticky(parent_info):
-        _refuse_writable_parent(parent, parent_info, name, os.geteuid())
+        euid = os.geteuid()
+        _refuse_writable_parent(parent, parent_info, name, euid, owner=euid)
     if not os.access(parent, os.W_OK | os.X_OK, effective_ids=True):
         # mkdir(2)'s own answer, without making anything: a read-only mount, or no write.
         read_only = os.statvfs(parent).f_flag & os.ST_RDONLY
@@ -143,7 +144,7 @@ def _check(
     if parent_info.st_mode & (stat.S_IWGRP | stat.S_IWOTH) and not (
         _sticky(parent_info) and owner in (0, euid)
     ):
-        _refuse_writable_parent(parent, parent_info, name, euid)
+        _refuse_writable_parent(parent, parent_info, name, euid, owner)
     if not last and owner not in (0, euid):
         raise StateDirError(
             f"{name}, on the state directory's path, is owned by uid {owner} "
@@ -154,7 +155,7 @@ def _check(
 
 
 def _refuse_writable_parent(
-    parent: Path, parent_info: os.stat_result, name: Path, euid: int
+    parent: Path, parent_info: os.stat_result, name: Path, euid: int, owner: int
 ) -> None:
     """Refuse `parent`, which others may write, holding `name` (not ours when it is sticky)."""
     where = (
@@ -164,13 +165,11 @@ def _refuse_writable_parent(
     if _sticky(parent_info):
         # A sticky directory (like /tmp) is meant to be shared: the fault is the entry in
         # it, never the directory's mode, which no one should take from everyone else.
-        # Only root, or the entry's owner (never this user here), may move the entry.
+        # Another user's: neither removing nor chowning it is this user's (nor root's) call.
         raise StateDirError(
-            f"{where} and {name} in it is neither root's nor this user's (uid {euid}): "
-            "its owner could replace what follows it",
-            f"remove or chown {name}, or use another directory (e.g. /var/lib/jigcmd)"
-            if euid == 0
-            else _elsewhere(name, "you own"),
+            f"{where} and {name} in it is uid {owner}'s, neither root's nor this user's "
+            f"(uid {euid}): its owner could replace what follows it",
+            f"{name} is another user's: leave it to them and " + _elsewhere(name, "of your own"),
         )
     own = _elsewhere(parent, "whose every parent only root or you may write")
     # chmod is offered only to whoever may run it: the directory's owner, or root.

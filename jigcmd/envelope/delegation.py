@@ -3,15 +3,17 @@
 Without root, jigcmd needs a cgroup subtree the user owns (delegation) — it never falls back
 to an unlimited or partial envelope. The choice, in order:
 
-1. `--cgroup-base` / `$JIGCMD_CGROUP_BASE`, as given (v2: an absolute directory inside the
-   cgroup2 mount; v1: a directory name present in every controller hierarchy).
+1. `--cgroup-base`, else `$JIGCMD_CGROUP_BASE`, refused when it cannot be a base on this
+   host (`cgroupbase`: v2, a directory inside the cgroup2 mount; v1 and hybrid, a name
+   relative to every hierarchy); as root it is used as given, and so on v2 without root.
 2. root: `jigcmd` in every hierarchy.
 3. v2 without root: the server's own cgroup when the user owns it, offers memory, pids and
    cpu, and holds no other process (what `systemd-run --user --scope -p Delegate=yes jigcmd`
    arranges). The server moves itself into a leaf `<own>/jigcmd-server` (a v2 cgroup with
    children must hold no process) and creates jobs under `<own>/jigcmd`.
-4. v1/hybrid without root: `jigcmd-u<uid>` when the memory hierarchy has it, owned by us
-   (an administrator creates and chowns it in every hierarchy; see docs/rootless.md).
+4. v1/hybrid without root: the configured base, else `jigcmd-u<uid>`, when every hierarchy a
+   job uses has it, owned by us with its cgroup.procs (an administrator creates it and
+   chowns it with -R; see docs/rootless.md), never created here.
 
 Anything else raises `DelegationError` with the exact commands that fix it.
 """
@@ -20,8 +22,10 @@ from __future__ import annotations
 
 import contextlib
 import os
+from collections.abc import Callable
 
-from jigcmd.envelope.cgroups import CgroupBackend, delegated_hierarchies, detect
+from jigcmd.envelope.cgroupbase import base_problem, configured_base, delegated_step, owners_of
+from jigcmd.envelope.cgroups import CgroupBackend, detect
 from jigcmd.envelope.cgroups import files as cgroupfs
 
 __all__ = [
@@ -30,6 +34,8 @@ __all__ = [
     "DelegationError",
     "choose_base",
     "missing_controllers_reason",
+    "movable_parent",
+    "move_parent",
     "own_cgroup_v2",
     "resolve_backend",
     "sharing_processes",
@@ -68,28 +74,28 @@ def choose_base(
     Without `for_jobs` (recovery, which only removes jobs), a v2 delegation that could not
     host a new job (a controller missing, another process inside) is still this user's.
     """
-    explicit = explicit or os.environ.get("JIGCMD_CGROUP_BASE") or None
-    if explicit:
-        return explicit
+    configured = configured_base(explicit)
+    if configured is not None:
+        problem = base_problem(*configured, mode, root)
+        if problem is not None:
+            raise DelegationError(": ".join(problem))
     euid = os.geteuid() if euid is None else euid
     if euid == 0:
-        return "jigcmd"
+        return configured[0] if configured else "jigcmd"
     if mode == "v2":
-        return _delegated_v2(root, euid, move_self, for_jobs)
-    name = f"jigcmd-u{euid}"
-    memory = os.path.join(root, "memory", name)
-    if os.path.isdir(memory) and os.stat(memory).st_uid == euid:
+        return configured[0] if configured else _delegated_v2(root, euid, move_self, for_jobs)
+    name = configured[0] if configured else f"jigcmd-u{euid}"
+    step = delegated_step(euid, name, root, mode, owners_of(root, name, mode))
+    if step is None:
         if mode == "hybrid":
             _require_inside_unified(root, name)
         return name
-    controllers = " ".join(delegated_hierarchies(mode))
     raise DelegationError(
-        f"running without root needs a cgroup subtree you own; none at {memory}. As root: "
-        f"for c in {controllers}; do mkdir -p {root}/$c/{name} && "
-        f"chown -R {euid} {root}/$c/{name}; done"
+        f"running without root needs a cgroup subtree you own: {step.why}; "
+        f"{step.before}as root: {step.command}"
         + (
-            f" — and start jigcmd inside {root}/unified/{name} so it may move processes "
-            f"there: {_move_parent(f'{root}/unified/{name}')}"
+            f" — and start jigcmd inside {root}/unified/{step.base} so it may move processes "
+            f"there: {_move_parent(f'{root}/unified/{step.base}')}"
             if mode == "hybrid"
             else ""
         )
@@ -102,22 +108,38 @@ _WRAPPERS = frozenset({"sudo", "su", "doas", "runuser", "pkexec"})
 
 
 def _move_parent(cgroup: str) -> str:
-    """The root command that moves the process that started jigcmd into `cgroup`, by pid.
+    """The root command that moves the process that started jigcmd into `cgroup`, by pid."""
+    return move_parent(cgroup, *parent_process())
+
+
+def movable_parent(parent: int, name: str) -> bool:
+    """Whether moving this parent (pid, command name) moves the shell that starts jigcmd."""
+    return parent > 1 and name not in _WRAPPERS
+
+
+def move_parent(
+    cgroup: str,
+    parent: int,
+    name: str,
+    *,
+    started: str = "this jigcmd",
+    as_root: Callable[[str], str] = "as root, {}".format,
+) -> str:
+    """The root command that moves `parent` (pid, command name) into `cgroup`, in words.
 
     Its pid, not `$$`: typed into a root shell, `$$` would move that shell instead. When the
-    parent is one that ends with jigcmd, no pid printed here would help: the command says
-    which one to move.
+    parent is one that ends with what it started (`started`), no pid printed here would
+    help: the command says which one to move.
     """
-    parent, name = parent_process()
-    if parent > 1 and name not in _WRAPPERS:
+    if movable_parent(parent, name):
         return (
-            f"as root, echo {parent} > {cgroup}/cgroup.procs (pid {parent} started this "
-            "jigcmd: your shell, or the program that runs it; a service's unit must start its "
-            "process there)"
+            f"{as_root(f'echo {parent} > {cgroup}/cgroup.procs')} (pid {parent} started "
+            f"{started}: your shell, or the program that runs it; a service's unit must start "
+            "its process there)"
         )
     return (
-        f"as root, echo PID > {cgroup}/cgroup.procs, PID being the shell or the service that "
-        f"starts jigcmd (this jigcmd's parent, pid {parent}{f' {name}' if name else ''}, "
+        f"{as_root(f'echo PID > {cgroup}/cgroup.procs')}, PID being the shell or the service "
+        f"that starts jigcmd ({started}'s parent, pid {parent}{f' {name}' if name else ''}, "
         "ends with it; a container's or a unit's process must start there)"
     )
 
@@ -152,6 +174,12 @@ def _require_inside_unified(root: str, name: str) -> None:
     ancestor = os.path.commonpath([here, target])
     if os.access(os.path.join(ancestor, "cgroup.procs"), os.W_OK):
         return
+    if ancestor == target:
+        # Inside, yet not allowed to move processes within: the files are not this user's.
+        raise DelegationError(
+            f"this process may not write {target}/cgroup.procs, so it could not move a "
+            f"candidate into its job; as root: chown -R {os.geteuid()} {target}"
+        )
     raise DelegationError(
         f"this process's cgroup2 is {here}, outside the delegated {target}, so it could not "
         f"move a candidate into its job (the kernel needs write access to {ancestor}); move "

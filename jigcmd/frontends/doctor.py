@@ -130,13 +130,16 @@ def _userns() -> Check:
 def _cgroups() -> Check:
     from jigcmd.envelope.cgroups.v1 import V1Backend  # noqa: PLC0415 - Linux only
     from jigcmd.envelope.cgroups.v2 import V2Backend  # noqa: PLC0415 - Linux only
-    from jigcmd.envelope.delegation import resolve_backend  # noqa: PLC0415 - Linux only
+    from jigcmd.envelope.delegation import DelegationError, resolve_backend  # noqa: PLC0415 - Linux only
 
     try:
         backend, _ = resolve_backend(move_self=False)
     except (OSError, ValueError) as exc:
         if _rootless_without_delegation(exc):
             return Check("cgroups", "FAIL", f"not checked: {_SEE_DELEGATION}")
+        if isinstance(exc, DelegationError):
+            # Root's configured base that cannot be one: its words say what a base is here.
+            return Check("cgroups", "FAIL", str(exc))
         return cgroup_check(None, (), [str(exc)])
     bases: list[str] = []
     if isinstance(backend, V2Backend):

@@ -67,14 +67,18 @@ def test_a_sticky_world_writable_parent_is_accepted_only_for_a_component_of_ours
     theirs.mkdir(mode=0o700)
     os.chown(theirs, _OTHER, _OTHER)
     with pytest.raises(
-        StateDirError, match=r"mode 1777\) and .*theirs in it is neither root.s nor this user.s"
+        StateDirError,
+        match=rf"mode 1777\) and .*theirs in it is uid {_OTHER}.s, neither root.s nor this user.s",
     ) as caught:
         trusted_path(theirs / "state", create=True)
     # The entry is at fault, never the shared directory's mode: chmod go-w /tmp would take
     # /tmp from every other user.
     assert caught.value.fix is not None
-    assert caught.value.fix.startswith(f"remove or chown {theirs}, or use another directory")
+    # Nor is it this user's to take over: it names whose it is and asks for one of their own.
+    assert caught.value.fix.startswith(f"{theirs} is another user's: leave it")
+    assert "use a state directory of your own" in caught.value.fix
     assert "chmod" not in caught.value.fix
+    assert "chown" not in caught.value.fix
 
 
 def test_a_link_in_a_trusted_directory_is_followed_and_its_target_checked(

@@ -56,7 +56,9 @@ def test_nothing_delegated_is_one_line_with_both_steps_in_order() -> None:
         hybrid(owners=owners, own_cgroup="/sys/fs/cgroup/unified", may_move=False)
     )
     assert check.status == "FAIL"
-    assert check.detail.startswith("2 steps are missing: (1) uid 1001 owns no delegated")
+    assert check.detail.startswith(
+        "2 steps are missing: (1) uid 1001's delegated cgroup subtree jigcmd-u1001 is incomplete"
+    )
     assert check.detail.count("/sys/fs/cgroup/memory/jigcmd-u1001 is missing") == 1
     assert check.hint is not None
     first, second = check.hint.split("; then ")
@@ -176,3 +178,44 @@ def test_the_own_cgroup2_path_is_the_zero_line() -> None:
     text = "12:memory:/x\n1:name=systemd:/\n0::/user.slice/a.scope\n"
     assert own_cgroup2_path(text) == "/user.slice/a.scope"
     assert own_cgroup2_path("12:memory:/x\n") is None
+
+
+def test_an_absolute_base_on_a_hybrid_host_fails_saying_what_a_base_is() -> None:
+    """Not "ok in every hierarchy" from one directory read four times, nor a cgroup2 mount."""
+    check = delegation_check(
+        hybrid(base=UNIFIED, source="$JIGCMD_CGROUP_BASE", owners={c: UID for c in ALL})
+    )
+    assert check.status == "FAIL"
+    assert "is an absolute path" in check.detail
+    assert "a directory name relative to each hierarchy" in check.detail
+    assert check.hint == f"set $JIGCMD_CGROUP_BASE to {BASE}"
+
+
+def test_directories_chowned_without_r_fail_naming_cgroup_procs() -> None:
+    """The process is inside, the directories are the user's, cgroup.procs root's: not ok."""
+    check = delegation_check(hybrid(procs_owners={"unified": 0}, may_move=False))
+    assert check.status == "FAIL"
+    assert f"{UNIFIED}/cgroup.procs (and the files beside it) belong to uid 0" in check.detail
+    assert "outside" not in check.detail
+    assert check.hint is not None
+    assert f"chown -R {UID} /sys/fs/cgroup/$c/{BASE}" in check.hint
+
+
+def test_another_users_subtree_is_theirs_not_chowned_to_this_user() -> None:
+    """uid 1003 pointed at jigcmd-u1001: use your own jigcmd-u1003."""
+    check = delegation_check(hybrid(uid=1003, source="$JIGCMD_CGROUP_BASE"))
+    assert check.status == "FAIL"
+    assert check.hint is not None
+    assert "is uid 1001's, not yours: use your own jigcmd-u1003" in check.hint
+    assert f"chown -R 1003 /sys/fs/cgroup/$c/{BASE}" not in check.hint
+
+
+def test_a_doctor_under_su_is_not_told_to_move_su() -> None:
+    """su ends with the doctor: moving it helps nothing, so the command says which to move."""
+    check = delegation_check(
+        hybrid(own_cgroup="/sys/fs/cgroup/unified", may_move=False, parent_name="su")
+    )
+    assert check.hint is not None
+    assert "echo 4242 >" not in check.hint
+    assert f"echo PID > {UNIFIED}/cgroup.procs'" in check.hint
+    assert "pid 4242 su, ends with it" in check.hint

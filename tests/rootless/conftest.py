@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import secrets
 import shutil
 import subprocess
 import tempfile
@@ -60,3 +61,18 @@ def rootless() -> Iterator[Rootless]:
             shutil.rmtree(kit, ignore_errors=True)
             for name in created:
                 subprocess.run(["userdel", "-r", name], check=False, capture_output=True)
+
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "jigcmd" / "example"
+
+
+@pytest.fixture
+def example(rootless: Rootless) -> Iterator[Path]:
+    """The bundled example, admitted, in a directory the test user can read."""
+    where = Path(shutil.copytree(EXAMPLE, Path("/tmp") / f"jigcmd-rootless-{secrets.token_hex(4)}"))
+    subprocess.run(["chmod", "-R", "a+rX", str(where)], check=True)
+    locked = rootless.run("lock", "--binding", str(where / "binding.toml"), user="root")
+    assert locked.returncode == 0, locked.stderr
+    subprocess.run(["chmod", "a+r", str(where / "jigcmd.lock")], check=True)
+    yield where
+    shutil.rmtree(where, ignore_errors=True)

@@ -96,10 +96,11 @@ class Rootless:
         timeout: float = 60,
         input: str | None = None,
         stays: bool = False,
+        env: dict[str, str] | None = None,
     ) -> subprocess.CompletedProcess[str]:
         """Run `jigcmd args…` as `user` from / (never from a checkout on sys.path)."""
         return subprocess.run(
-            self.command(*args, user=user, stays=stays),
+            self.command(*args, user=user, env=env, stays=stays),
             capture_output=True,
             text=True,
             timeout=timeout,

@@ -6,7 +6,6 @@ import dataclasses
 import json
 import os
 import secrets
-import shutil
 import socket
 import subprocess
 import time
@@ -22,20 +21,6 @@ from jigcmd.envelope import cgroups
 from tests.rootless.rig import UNDELEGATED_USER, Rootless, remove_tree
 
 pytestmark = [pytest.mark.envelope, pytest.mark.slow]
-
-EXAMPLE = Path(__file__).resolve().parents[2] / "jigcmd" / "example"
-
-
-@pytest.fixture
-def example(rootless: Rootless) -> Iterator[Path]:
-    """The bundled example, admitted, in a directory the test user can read."""
-    where = Path(shutil.copytree(EXAMPLE, Path("/tmp") / f"jigcmd-rootless-{secrets.token_hex(4)}"))
-    subprocess.run(["chmod", "-R", "a+rX", str(where)], check=True)
-    locked = rootless.run("lock", "--binding", str(where / "binding.toml"), user="root")
-    assert locked.returncode == 0, locked.stderr
-    subprocess.run(["chmod", "a+r", str(where / "jigcmd.lock")], check=True)
-    yield where
-    shutil.rmtree(where, ignore_errors=True)
 
 
 def _converse(

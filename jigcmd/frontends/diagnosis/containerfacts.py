@@ -62,9 +62,9 @@ def _cgroup_facts() -> tuple[str | None, list[str]]:
         backend, _ = resolve_backend(move_self=False)
     except (OSError, ValueError) as exc:
         # Without root, cgroups it may not write are the delegation's business, not the
-        # container's: the container may well give root every piece.
-        rootless = os.geteuid() != 0 and isinstance(exc, DelegationError)
-        return None, [] if rootless else [str(exc)]
+        # container's (the container may well give root every piece); nor is a configured
+        # base that cannot be one, root's or not.
+        return None, [] if isinstance(exc, DelegationError) else [str(exc)]
     return backend.mode, backend.problems()
 
 

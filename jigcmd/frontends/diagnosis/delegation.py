@@ -17,11 +17,14 @@ import posixpath
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from jigcmd.envelope.cgroupbase import base_problem, delegated_step
 from jigcmd.envelope.cgroups import delegated_hierarchies
 from jigcmd.envelope.delegation import (
     SHARING_FIX,
     V2_CONTROLLERS,
     missing_controllers_reason,
+    movable_parent,
+    move_parent,
     sharing_reason,
 )
 from jigcmd.frontends.diagnosis.verdicts import Check
@@ -40,8 +43,12 @@ class DelegationFacts:
     # The base jigcmd would use: $JIGCMD_CGROUP_BASE, else jigcmd-u<uid> (v1/hybrid) or the
     # process's own cgroup (v2).
     base: str
+    # Where an operator's base came from ("$JIGCMD_CGROUP_BASE"), None for the default.
+    source: str | None = None
     # v1/hybrid: controller -> owner uid of <root>/<controller>/<base>, None when missing.
     owners: Mapping[str, int | None] = field(default_factory=dict)
+    # v1/hybrid: controller -> owner uid of its cgroup.procs (absent: taken as the directory's).
+    procs_owners: Mapping[str, int | None] = field(default_factory=dict)
     # The cgroup2 directory this process is in (hybrid: under <root>/unified), None unknown.
     own_cgroup: str | None = None
     # Whether this uid may write `cgroup.procs` of that directory's and the delegated one's
@@ -56,8 +63,10 @@ class DelegationFacts:
     root: str = "/sys/fs/cgroup"
     systemd: bool = False
     container: str | None = None
-    # The process that started the doctor (a shell, usually): where the move must happen.
+    # The process that started the doctor (a shell, usually): where the move must happen,
+    # unless it is a wrapper that ends with the doctor (its command name says).
     parent_pid: int = 0
+    parent_name: str = ""
 
 
 def _as_root(facts: DelegationFacts, command: str) -> str:
@@ -70,19 +79,32 @@ def _as_root(facts: DelegationFacts, command: str) -> str:
 
 def delegation_check(facts: DelegationFacts) -> Check:
     """One line: ok, or every missing step (each once) with the command that makes it."""
+    if facts.source is not None:
+        problem = base_problem(facts.base, facts.source, facts.mode, facts.root)
+        if problem is not None:
+            return Check(NAME, "FAIL", *problem)
     if facts.mode == "v2":
         return _v2(facts)
     steps: list[tuple[str, str]] = []
     needed = delegated_hierarchies(facts.mode)
-    wrong = [c for c in needed if facts.owners.get(c) != facts.uid]
-    if wrong:
-        steps.append(_hierarchies(facts, wrong))
-    unified = posixpath.join(facts.root, "unified", facts.base)
-    inside = _inside(facts.own_cgroup, unified)
-    if facts.mode == "hybrid" and not inside and not facts.may_move:
+    owners = {
+        c: (facts.owners.get(c), facts.procs_owners.get(c, facts.owners.get(c))) for c in needed
+    }
+    step = delegated_step(facts.uid, facts.base, facts.root, facts.mode, owners)
+    if step is not None:
+        steps.append((step.why, step.before + _as_root(facts, step.command)))
+    # Another user's base is replaced by this user's own in the fix: the move goes there
+    # (`may_move` was read against the configured one).
+    base = facts.base if step is None else step.base
+    unified = posixpath.join(facts.root, "unified", base)
+    may_move = facts.may_move and base == facts.base
+    if facts.mode == "hybrid" and not _inside(facts.own_cgroup, unified) and not may_move:
         steps.append(_unified_step(facts, unified))
     if not steps:
-        where = f"{facts.base} in every hierarchy, owned by uid {facts.uid}"
+        where = (
+            f"{facts.base} in every hierarchy a job uses ({' '.join(needed)}), owned by uid "
+            f"{facts.uid} with its files"
+        )
         if facts.mode == "hybrid":
             where += f"; this process's cgroup2 is inside {unified}"
         return Check(NAME, "ok", where)
@@ -97,24 +119,6 @@ def _inside(path: str | None, directory: str) -> bool:
     return path is not None and (path == directory or path.startswith(directory + "/"))
 
 
-def _hierarchies(facts: DelegationFacts, wrong: list[str]) -> tuple[str, str]:
-    described = []
-    for controller in wrong:
-        owner = facts.owners.get(controller)
-        path = posixpath.join(facts.root, controller, facts.base)
-        described.append(
-            f"{path} is missing" if owner is None else f"{path} belongs to uid {owner}"
-        )
-    why = f"uid {facts.uid} owns no delegated cgroup subtree in every hierarchy: " + "; ".join(
-        described
-    )
-    loop = (
-        f"for c in {' '.join(wrong)}; do mkdir -p {facts.root}/$c/{facts.base} && "
-        f"chown -R {facts.uid} {facts.root}/$c/{facts.base}; done"
-    )
-    return why, _as_root(facts, loop)
-
-
 def _unified_step(facts: DelegationFacts, unified: str) -> tuple[str, str]:
     own = facts.own_cgroup or "unknown"
     why = (
@@ -122,13 +126,14 @@ def _unified_step(facts: DelegationFacts, unified: str) -> tuple[str, str]:
         "process move another between cgroup2 cgroups only when it may write their common "
         "ancestor, so every run would fail at 'join cgroup: Permission denied'"
     )
-    move = f"echo {facts.parent_pid} > {unified}/cgroup.procs"
-    how = (
-        f"move the shell that starts jigcmd into it before starting jigcmd: "
-        f"{_as_root(facts, move)} (pid {facts.parent_pid} is the process that ran this doctor; "
-        "a service's unit must start its process there)"
+    move = move_parent(
+        unified,
+        facts.parent_pid,
+        facts.parent_name,
+        started="this doctor",
+        as_root=lambda command: _as_root(facts, command),
     )
-    return why, how
+    return why, f"move the shell that starts jigcmd into it before starting jigcmd: {move}"
 
 
 def _v2(facts: DelegationFacts) -> Check:
@@ -168,13 +173,18 @@ def _v2_fix(facts: DelegationFacts) -> str:
             "jigcmd … (docs/rootless.md)"
         )
     leaf = posixpath.join(facts.root, f"jigcmd-u{facts.uid}")
+    movable = movable_parent(facts.parent_pid, facts.parent_name)
+    pid = str(facts.parent_pid) if movable else "PID"
     steps = (
         f"echo +memory +pids +cpu > {facts.root}/cgroup.subtree_control; mkdir -p {leaf} && "
-        f"chown -R {facts.uid} {leaf} && echo {facts.parent_pid} > {leaf}/cgroup.procs"
+        f"chown -R {facts.uid} {leaf} && echo {pid} > {leaf}/cgroup.procs"
     )
-    return (
-        f"delegate a cgroup and start jigcmd inside it: {_as_root(facts, steps)} "
+    named = f"pid {facts.parent_pid}{f' ({facts.parent_name})' if facts.parent_name else ''}"
+    return f"delegate a cgroup and start jigcmd inside it: {_as_root(facts, steps)} " + (
         f"(pid {facts.parent_pid} is the process that ran this doctor)"
+        if movable
+        else f"(PID being the shell that starts jigcmd: this doctor's parent, {named}, ends "
+        "with it)"
     )
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import os
 import posixpath
 
-from jigcmd.envelope.cgroups import delegated_hierarchies
-from jigcmd.envelope.delegation import sharing_processes
+from jigcmd.envelope.cgroupbase import configured_base, owners_of
+from jigcmd.envelope.delegation import parent_process, sharing_processes
 from jigcmd.frontends.diagnosis.delegation import DelegationFacts
 
 __all__ = ["delegation_facts", "own_cgroup2_path"]
@@ -42,20 +42,23 @@ def delegation_facts(
 ) -> DelegationFacts:
     """What a rootless jigcmd's delegation looks like on this host, for this process."""
     uid = os.geteuid()
-    explicit = os.environ.get("JIGCMD_CGROUP_BASE") or None
+    configured = configured_base(None)
+    explicit, source = configured if configured else (None, None)
     relative = own_cgroup2_path(_read("/proc/self/cgroup"))
     systemd = os.path.isdir("/run/systemd/system")
-    parent = os.getppid()
+    parent, parent_name = parent_process()
     if mode == "v2":
         own = None if relative is None else posixpath.normpath(root + relative)
         if own is not None and posixpath.basename(own) == _SERVER_LEAF:
             own = posixpath.dirname(own)  # a server's leaf: the delegated cgroup is above
-        directory = explicit or own
+        # A relative base is relative to the cgroup2 mount, as the backend reads it.
+        directory = posixpath.join(root, explicit) if explicit else own
         controllers = _read(posixpath.join(directory, "cgroup.controllers")) if directory else ""
         return DelegationFacts(
             uid=uid,
             mode=mode,
-            base=directory or "",
+            base=explicit or directory or "",
+            source=source,
             own_cgroup=directory,
             own_owner=_owner(directory) if directory else None,
             may_move=directory is not None and os.access(directory, os.W_OK),
@@ -66,9 +69,10 @@ def delegation_facts(
             systemd=systemd,
             container=container,
             parent_pid=parent,
+            parent_name=parent_name,
         )
     base = explicit or f"jigcmd-u{uid}"
-    hierarchies = delegated_hierarchies(mode)
+    owners = owners_of(root, base, mode)
     unified = posixpath.join(root, "unified")
     own = None if relative is None else posixpath.normpath(unified + relative)
     may_move = False
@@ -79,11 +83,14 @@ def delegation_facts(
         uid=uid,
         mode=mode,
         base=base,
-        owners={c: _owner(posixpath.join(root, c, base)) for c in hierarchies},
+        source=source,
+        owners={c: directory for c, (directory, _) in owners.items()},
+        procs_owners={c: procs for c, (_, procs) in owners.items()},
         own_cgroup=own,
         may_move=may_move,
         root=root,
         systemd=systemd,
         container=container,
         parent_pid=parent,
+        parent_name=parent_name,
     )
