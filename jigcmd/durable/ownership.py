@@ -34,11 +34,11 @@ from jigcmd.envelope.cgroups import CgroupBackend
 from jigcmd.errors import Code, JigError
 from jigcmd.evidence import Evidence
 from jigcmd.journal.aiosync import PendingSync
-from jigcmd.journal.failures import unusable
+from jigcmd.journal.failures import unusable, unwritable
 from jigcmd.journal.identity import identify
 from jigcmd.journal.reservations import Reservations, Slot, default_slots
 from jigcmd.journal.rows import NewRow, Row
-from jigcmd.journal.store import Journal
+from jigcmd.journal.store import DB_NAME, Journal
 from jigcmd.protocol.commands import Recorded, RunResult
 
 __all__ = ["Ownership", "RecordedEvidence"]
@@ -74,8 +74,18 @@ class Ownership:
 
     @classmethod
     def open(cls, state_dir: Path, max_envelopes: int | None, memory_bytes: int) -> Ownership:
-        """Prepare the state directory (0700, ours) and open its journal and slots."""
+        """Prepare the state directory (0700, ours) and open its journal and slots.
+
+        Raises `JournalUnusable` when the journal cannot be used: on a filesystem with less
+        than `LEAST_FREE_BYTES` free (`unwritable`, what `jigcmd doctor` judges), or as
+        `Journal.open` finds it.
+        """
         state = prepare_state_dir(state_dir)
+        # The judgement `jigcmd doctor` passes on this directory: a start it says would fail
+        # fails here, in its words, not at some call's first journal write.
+        refusal = unwritable(state / DB_NAME)
+        if refusal is not None:
+            raise refusal
         slots = max_envelopes if max_envelopes is not None else default_slots(memory_bytes)
         return cls(state, Journal.open(state), Reservations(state, slots))
 
