@@ -23,6 +23,7 @@ __all__ = [
     "JournalLost",
     "JournalMoved",
     "JournalUnusable",
+    "filesystem_full",
     "unusable",
     "unwritable",
     "wal_unreadable",
@@ -103,6 +104,12 @@ def unwritable(path: Path) -> JournalUnusable | None:
     if not os.access(path.parent, os.W_OK):
         return _refusal(path, _Kind.NOT_WRITABLE, f"{path.parent} is not writable by this user")
     return None
+
+
+def filesystem_full(directory: Path) -> bool:
+    """Whether the filesystem holding `directory` has less than `LEAST_FREE_BYTES` (or no
+    inode) free, as `unwritable` judges it; False when it cannot be looked at."""
+    return _filesystem(directory) is _Kind.FULL
 
 
 def _refusal(path: Path, kind: _Kind, cause: str) -> JournalUnusable:
