@@ -13,9 +13,7 @@ from __future__ import annotations
 
 import logging
 import math
-import sqlite3
 import time
-from concurrent.futures import Future, ThreadPoolExecutor
 from functools import partial
 from pathlib import Path
 from typing import NamedTuple
@@ -28,6 +26,7 @@ from jigcmd.clock import unix_ms
 from jigcmd.durable.pathwrite import write_soon
 from jigcmd.durable.recovery import RecoveryReport, recover, sweep_own
 from jigcmd.durable.replay import RecordedFailure, recorded_tests, replay
+from jigcmd.durable.rowclosing import JOURNAL_FAILURES, RowCloser
 from jigcmd.durable.slotqueue import SlotQueue
 from jigcmd.durable.statedir import prepare_state_dir
 from jigcmd.envelope.api import Assigned, EnvelopeIdentity
@@ -35,11 +34,11 @@ from jigcmd.envelope.cgroups import CgroupBackend
 from jigcmd.errors import Code, JigError
 from jigcmd.evidence import Evidence
 from jigcmd.journal.aiosync import PendingSync
-from jigcmd.journal.failures import unusable
+from jigcmd.journal.failures import unusable, unwritable
 from jigcmd.journal.identity import identify
 from jigcmd.journal.reservations import Reservations, Slot, default_slots
 from jigcmd.journal.rows import NewRow, Row
-from jigcmd.journal.store import Journal
+from jigcmd.journal.store import DB_NAME, Journal
 from jigcmd.protocol.commands import Recorded, RunResult
 
 __all__ = ["Ownership", "RecordedEvidence"]
@@ -58,15 +57,6 @@ class RecordedEvidence(NamedTuple):
     pending: PendingSync | None
 
 
-# What a journal write raises when the disk or the database fails it (full, read-only, I/O).
-_JOURNAL_FAILURES = (sqlite3.Error, OSError)
-# Pauses before the retries of a failed row close (a full disk may clear): 1.5 s in all,
-# short enough for a server that exits meanwhile to stay within its two seconds.
-_CLOSE_RETRY_S = (0.05, 0.2, 0.5, 0.75)
-# A row's close with its evidence, report and statement bound: `Journal.finish`, to call.
-_Close = partial[bool | None]
-
-
 class Ownership:
     """The journal and the envelope slots of one state directory."""
 
@@ -76,19 +66,32 @@ class Ownership:
         self.reservations = reservations
         # Callers of this process waiting for a slot, first come, first served.
         self.slots = SlotQueue(self._take_slot, reservations.exhausted_message)
-        # Closes rows whose evidence is already durable, after their answer went out.
-        self._closer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="jigcmd-closer")
+        # Closes rows whose evidence is already durable, as their answer goes out.
+        self._closer = RowCloser()
+        # The UNCERTAIN answered for each row of ours whose outcome the journal could not
+        # write, by (run, operation id): open, yet run nowhere, so it is answered, not joined.
+        self._left_open: dict[tuple[str, str], str] = {}
 
     @classmethod
     def open(cls, state_dir: Path, max_envelopes: int | None, memory_bytes: int) -> Ownership:
-        """Prepare the state directory (0700, ours) and open its journal and slots."""
+        """Prepare the state directory (0700, ours) and open its journal and slots.
+
+        Raises `JournalUnusable` when the journal cannot be used: on a filesystem with less
+        than `LEAST_FREE_BYTES` free (`unwritable`, what `jigcmd doctor` judges), or as
+        `Journal.open` finds it.
+        """
         state = prepare_state_dir(state_dir)
+        # The judgement `jigcmd doctor` passes on this directory: a start it says would fail
+        # fails here, in its words, not at some call's first journal write.
+        refusal = unwritable(state / DB_NAME)
+        if refusal is not None:
+            raise refusal
         slots = max_envelopes if max_envelopes is not None else default_slots(memory_bytes)
         return cls(state, Journal.open(state), Reservations(state, slots))
 
     def close(self) -> None:
         """Finish the pending row closes, then close the journal connection."""
-        self._closer.shutdown(wait=True)
+        self._closer.shutdown()
         self.journal.close()
 
     def recover(self, backend: CgroupBackend) -> RecoveryReport:
@@ -98,7 +101,7 @@ class Ownership:
         """
         try:
             return recover(self.journal, backend)
-        except _JOURNAL_FAILURES as exc:
+        except JOURNAL_FAILURES as exc:
             raise unusable(self.journal.path, exc) from exc
 
     def sweep(self, backend: CgroupBackend) -> None:
@@ -108,7 +111,7 @@ class Ownership:
         """
         try:
             report = sweep_own(self.journal, backend)
-        except _JOURNAL_FAILURES as exc:
+        except JOURNAL_FAILURES as exc:
             logger.warning("the sweep at exit could not read or write the journal: %s", exc)
             return
         if not report.clean:
@@ -177,6 +180,10 @@ class Ownership:
         )
         if row is None:
             return None
+        left = self._left_open.get((root_run, operation_id)) if row.is_open else None
+        if left is not None:
+            uncertain = JigError(Code.UNCERTAIN, left, recorded=True)
+            return Recorded(False, row.created_unix_ms, row.updated_unix_ms, uncertain)
         if row.is_open:
             return Recorded(True, row.created_unix_ms, row.updated_unix_ms)
         outcome: RunResult | JigError
@@ -227,7 +234,7 @@ class Ownership:
             begun = await write_soon(
                 partial(self.journal.begin_now, new), partial(self.journal.begin, new)
             )
-        except _JOURNAL_FAILURES as exc:
+        except JOURNAL_FAILURES as exc:
             # No row was written, so nothing may run; and nothing is known to be kept.
             raise JigError(
                 Code.EXECUTION_FAILED,
@@ -255,6 +262,7 @@ class Ownership:
 
         The joiner's deadline or cancel ends only its waiting (the operation goes on where it
         runs): that answer is not the operation's outcome, and is not `recorded` (not kept).
+        A row this process left open, its outcome unwritten, runs nowhere: its UNCERTAIN again.
         """
         while True:
             row = await anyio.to_thread.run_sync(
@@ -264,6 +272,9 @@ class Ownership:
                 raise JigError(Code.UNCERTAIN, f"operation {operation_id!r} vanished")
             if not row.is_open:
                 return row
+            left = self._left_open.get((root_run, operation_id))
+            if left is not None:
+                raise JigError(Code.UNCERTAIN, left, recorded=True)
             if cancel is not None and cancel.is_set():
                 raise JigError(
                     Code.CANCELLED,
@@ -297,7 +308,7 @@ class Ownership:
                     netns=envelope.netns,
                 )
             )
-        except _JOURNAL_FAILURES as exc:
+        except JOURNAL_FAILURES as exc:
             # The run goes on: the envelope's own registry entry names it for recovery.
             logger.warning("the journal could not record the envelope of %s: %s", operation_id, exc)
 
@@ -338,7 +349,7 @@ class Ownership:
         try:
             # The answer waits for this commit (see `pathwrite`) and its sync (`finish`).
             written, pending = await write_soon(at_once, lambda: (record(), None))
-        except _JOURNAL_FAILURES as exc:
+        except JOURNAL_FAILURES as exc:
             # Not durable yet: `finish` tries again and says UNCERTAIN if it cannot either.
             logger.warning("the journal could not record the evidence of %s: %s", operation_id, exc)
             return None
@@ -356,7 +367,7 @@ class Ownership:
 
         When `recorded` (from `record_evidence`) holds these very bytes, the evidence is
         durable once its sync lands, and only the close is left (cleanup proved, the report):
-        it is made at once, before the answer, without an fsync (`_close_at_once`). A close
+        it is made at once, before the answer, without an fsync (`RowCloser.close`). A close
         lost to a crash or a power cut is re-derived: the row is open with its evidence, and
         recovery closes it `done` once it proves the cleanup (`Journal.close_lost`). A replay
         meanwhile joins until it closes.
@@ -374,12 +385,12 @@ class Ownership:
             tests=recorded_tests(result.tests),
         )
         if recorded is not None and recorded.data == data and await self._synced(recorded):
-            self._close_at_once(operation_id, close)
+            self._closer.close(operation_id, close)
             return
         try:
             await anyio.to_thread.run_sync(close)
-        except _JOURNAL_FAILURES as exc:
-            raise self._unrecorded("the command ran, but", exc) from exc
+        except JOURNAL_FAILURES as exc:
+            raise self._unrecorded((root_run, operation_id), "the command ran, but", exc) from exc
 
     async def _synced(self, recorded: RecordedEvidence) -> bool:
         """Wait for the evidence's sync; False when it failed (the journal then refuses writes)."""
@@ -397,49 +408,6 @@ class Ownership:
         finally:
             pending.close()
         return True
-
-    def _close_at_once(self, operation_id: str, close: _Close) -> None:
-        """Close a row whose evidence is durable, here and without waiting; else in a thread.
-
-        Unsynced and uncontended this is one quick local commit, cheaper than the hop to
-        the closer thread and its wake-ups (docs/performance.md); a close that would wait
-        for another writer, or fails, goes to the closer thread, which retries it.
-        """
-        try:
-            # No fsync: the evidence is durable already, with a statement signed before the
-            # cleanup was proved; this one replaces it.
-            closed = close(durable=False, wait=False)
-        except _JOURNAL_FAILURES as exc:
-            logger.info("closing the journal row of %s at once failed: %s", operation_id, exc)
-            closed = None
-        if closed is None:
-            closing = self._closer.submit(self._close_row, operation_id, close)
-            closing.add_done_callback(_report_close_failure)
-
-    def _close_row(self, operation_id: str, close: _Close) -> bool:
-        """Close a row whose evidence is durable (in the closer thread), retrying failures.
-
-        Reached when the close at once would have waited or failed: each try here waits for
-        the writer. A close that keeps failing leaves the row open with its evidence:
-        joiners wait only until their own deadline, and recovery closes it `done` once this
-        server is gone.
-        """
-        for attempt, pause in enumerate((0.0, *_CLOSE_RETRY_S), start=1):
-            time.sleep(pause)
-            try:
-                # The first try still skips the fsync, as the close at once did.
-                closed = close(durable=attempt > 1)
-                assert closed is not None  # a waiting write always writes or raises
-                return closed
-            except _JOURNAL_FAILURES as exc:
-                logger.warning(
-                    "closing the journal row of %s failed (attempt %d): %s",
-                    operation_id,
-                    attempt,
-                    exc,
-                )
-                last = exc
-        raise last
 
     async def fail(self, operation_id: str, error: JigError, *, root_run: str) -> None:
         """Record a failure; `UNCERTAIN` closes the row as uncertain for good.
@@ -474,25 +442,20 @@ class Ownership:
                     attestation=error.attestation,
                 )
             )
-        except _JOURNAL_FAILURES as exc:
-            raise self._unrecorded(f"the operation failed ({error.message}), but", exc) from exc
+        except JOURNAL_FAILURES as exc:
+            what = f"the operation failed ({error.message}), but"
+            raise self._unrecorded((root_run, operation_id), what, exc) from exc
 
-    def _unrecorded(self, what: str, exc: BaseException) -> JigError:
+    def _unrecorded(self, key: tuple[str, str], what: str, exc: BaseException) -> JigError:
         # `recorded`: the row stays open, and recovery closes it uncertain, so a replay then
-        # answers UNCERTAIN too; this is the operation's outcome.
-        return JigError(
-            Code.UNCERTAIN,
+        # answers UNCERTAIN too; this is the operation's outcome, and a retry here meanwhile
+        # gets it again (`_join`).
+        message = (
             f"{what} the journal {self.journal.path} could not record its outcome: "
-            f"{_cause(exc)}; it stays open until recovery closes it as uncertain",
-            recorded=True,
+            f"{_cause(exc)}; it stays open until recovery closes it as uncertain"
         )
-
-
-def _report_close_failure(closing: Future[bool]) -> None:
-    error = closing.exception()
-    if error is not None:
-        # The row stays open with its durable evidence; recovery closes it (done) later.
-        logger.warning("closing a journal row after its answer failed: %s", error)
+        self._left_open[key] = message
+        return JigError(Code.UNCERTAIN, message, recorded=True)
 
 
 def _cause(exc: BaseException) -> str:

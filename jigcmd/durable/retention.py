@@ -32,7 +32,12 @@ from jigcmd.clock import unix_ms
 from jigcmd.durable.runresources import ResourcesPruned, RunResources
 from jigcmd.errors import Code
 from jigcmd.journal.database import DB_NAME, Database
-from jigcmd.journal.failures import unusable
+from jigcmd.journal.failures import (
+    LEAST_FREE_BYTES,
+    JournalUnusable,
+    filesystem_full,
+    unusable,
+)
 from jigcmd.journal.rows import PRUNED_REASON
 
 __all__ = [
@@ -268,22 +273,78 @@ def prune_state_dir(
     """Prune (or, dry, count) a state directory's journal and kept resources before
     `cutoff_ms`; also the journal file's size and free bytes after.
 
-    Raises `JournalUnusable` when the journal cannot be opened or written.
+    A dry run only reads, on a full disk too. A prune on a full filesystem
+    (`filesystem_full`) first removes the kept resources of what it may prune, found by
+    reading the journal: that frees space without writing it, and the journal's rewrite,
+    which needs room to grow its WAL, follows. Raises `JournalUnusable` when the journal
+    cannot be opened or written (on a full disk, saying what was freed and what to do).
     """
+    freed = None
+    if not dry_run and filesystem_full(directory):
+        freed = _resources_first(directory, cutoff_ms)
+    keys: list[tuple[str, str]]
     if not (directory / DB_NAME).exists():
         journal, size, free, keys = JournalPruned((), 0, 0), 0, 0, []
     else:
-        db = Database.open_read_only(directory) if dry_run else Database.open(directory)
         try:
-            journal = would_prune(db, cutoff_ms) if dry_run else prune_journal(db, cutoff_ms)
-            size, free = free_bytes(db)
-            # Read after the prune: an operation begun since keeps its resources from now on.
-            keys = open_keys(db)
-        except (sqlite3.Error, OSError) as exc:
-            raise unusable(db.path, exc) from exc
-        finally:
-            db.close()
+            journal, size, free, keys = _journal(directory, cutoff_ms, dry_run=dry_run)
+        except JournalUnusable as exc:
+            if freed is None or not filesystem_full(directory):
+                raise
+            raise _still_full(exc, freed) from exc
     resources = RunResources(directory).prune_before(
         cutoff_ms / 1000, pruned=journal.operations, open_keys=keys, dry_run=dry_run
     )
-    return journal, size, free, resources
+    return journal, size, free, resources if freed is None else _both(freed, resources)
+
+
+def _journal(
+    directory: Path, cutoff_ms: int, *, dry_run: bool
+) -> tuple[JournalPruned, int, int, list[tuple[str, str]]]:
+    """The journal's prune (or, dry, its count), its size and free bytes, the open keys."""
+    db = Database.open_read_only(directory) if dry_run else Database.open(directory)
+    try:
+        journal = would_prune(db, cutoff_ms) if dry_run else prune_journal(db, cutoff_ms)
+        size, free = free_bytes(db)
+        # Read after the prune: an operation begun since keeps its resources from now on.
+        return journal, size, free, open_keys(db)
+    except (sqlite3.Error, OSError) as exc:
+        raise unusable(db.path, exc) from exc
+    finally:
+        db.close()
+
+
+def _resources_first(directory: Path, cutoff_ms: int) -> ResourcesPruned:
+    """Remove the kept resources a prune would, the journal only read (it cannot grow now)."""
+    doomed, keys = JournalPruned((), 0, 0), list[tuple[str, str]]()
+    if (directory / DB_NAME).exists():
+        doomed, _, _, keys = _journal(directory, cutoff_ms, dry_run=True)
+    return RunResources(directory).prune_before(
+        cutoff_ms / 1000, pruned=doomed.operations, open_keys=keys
+    )
+
+
+def _still_full(exc: JournalUnusable, freed: ResourcesPruned) -> JournalUnusable:
+    """The refusal of a journal still too full to rewrite once the resources went first."""
+    kib = (freed.removed_bytes + 1023) // 1024
+    first = (
+        f"the kept resources of {freed.operations} operation(s) past the bound ({kib:,} KiB) "
+        "were removed first, which left too little room to rewrite the journal"
+        if freed.operations
+        else "no kept resources past the bound were there to remove first and make room"
+    )
+    fix = (
+        f"free at least {LEAST_FREE_BYTES // 1024} KiB on it (other files there, or a bigger "
+        "filesystem), then run this prune again; nothing recorded was lost, so keep the "
+        "journal (`--dry-run` reads it meanwhile)"
+    )
+    cause = f"{exc.cause}; {first}"
+    return JournalUnusable(exc.path, cause, fix)
+
+
+def _both(first: ResourcesPruned, then: ResourcesPruned) -> ResourcesPruned:
+    return ResourcesPruned(
+        first.operations + then.operations,
+        first.scopes + then.scopes,
+        first.removed_bytes + then.removed_bytes,
+    )

@@ -19,17 +19,21 @@ from enum import Enum, auto
 from pathlib import Path
 
 __all__ = [
+    "LEAST_FREE_BYTES",
     "JournalLost",
     "JournalMoved",
     "JournalUnusable",
+    "filesystem_full",
     "unusable",
     "unwritable",
     "wal_unreadable",
 ]
 
-# Below this much free space a failed open or read is taken as the disk being full: SQLite
-# grows its shared-memory index by 32 KiB and the WAL by pages as it opens and migrates.
-_NEARLY_FULL_BYTES = 1 << 20
+# The least free space serve and run start with (`unwritable`: their start and `jigcmd doctor`
+# ask it alike), and below which a failed open or read is taken as the disk being full. A new
+# journal takes about 100 KiB as it opens (its pages, the WAL, SQLite's 32 KiB shared-memory
+# index); each call then a few pages of WAL, and its kept streams.
+LEAST_FREE_BYTES = 256 * 1024
 # SQLite's primary result codes (the low byte of an extended code) that mean the file itself
 # is not a sound database; anything else may be the disk's doing.
 _DAMAGE_CODES = (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB)
@@ -89,15 +93,23 @@ def unusable(path: Path, exc: BaseException) -> JournalUnusable:
 def unwritable(path: Path) -> JournalUnusable | None:
     """Why the journal `path` could not be written, judged without writing; None if it could.
 
-    For a reader that must change nothing (`jigcmd doctor`) yet say what `open` would meet:
-    a full or read-only filesystem, or a directory this user may not write.
+    Serve and run refuse to start on it (`Ownership.open`), and `jigcmd doctor`, which must
+    change nothing, says so in the same words: a full or read-only filesystem (less than
+    `LEAST_FREE_BYTES` free), or a directory this user may not write.
     """
     kind = _filesystem(path.parent)
     if kind is not None:
-        return _refusal(path, kind, "less than 1 MiB or no inodes free")
+        least = f"less than {LEAST_FREE_BYTES // 1024} KiB or no inodes free"
+        return _refusal(path, kind, least)
     if not os.access(path.parent, os.W_OK):
         return _refusal(path, _Kind.NOT_WRITABLE, f"{path.parent} is not writable by this user")
     return None
+
+
+def filesystem_full(directory: Path) -> bool:
+    """Whether the filesystem holding `directory` has less than `LEAST_FREE_BYTES` (or no
+    inode) free, as `unwritable` judges it; False when it cannot be looked at."""
+    return _filesystem(directory) is _Kind.FULL
 
 
 def _refusal(path: Path, kind: _Kind, cause: str) -> JournalUnusable:
@@ -200,7 +212,7 @@ def _filesystem(directory: Path) -> _Kind | None:
     # Root may use the blocks reserved for it; others only what is available to them.
     blocks = info.f_bfree if os.geteuid() == 0 else info.f_bavail
     no_inodes = info.f_files > 0 and info.f_favail == 0
-    if blocks * info.f_frsize < _NEARLY_FULL_BYTES or no_inodes:
+    if blocks * info.f_frsize < LEAST_FREE_BYTES or no_inodes:
         return _Kind.FULL
     return None
 

@@ -5,10 +5,12 @@ The verbs that only read (`runs`, `attest`, `jarvis-audit`) open the journal wit
 or when they can be made beside it (then the reader leaves them there, empty, for the next
 writer's close to remove) (sqlite.org/wal.html, "Read-Only Databases"). On a read-only
 mount after a writer's clean close neither exists nor can be made, and SQLite refuses
-(`SQLITE_CANTOPEN`). Then the database is opened `immutable=1`, which is exact there and
-only there: with no WAL every commit is in the database file, and the mount keeps anyone
-from changing it. `immutable` ignores a WAL, so a WAL holding commits (a writer killed)
-without its `-shm` is refused, never read short.
+(`SQLITE_CANTOPEN`). Then the database is opened `immutable=1`, which is exact there: with
+no WAL every commit is in the database file, and the mount keeps anyone from changing it.
+`immutable` ignores a WAL, so a WAL holding commits (a writer killed) without its `-shm` is
+refused, never read short. A full filesystem is read so too (`jigcmd prune --dry-run` on a
+full disk): SQLite cannot size a `-shm` there, and with an empty WAL every commit is in the
+database file, which no writer changes while it cannot grow its WAL.
 """
 
 from __future__ import annotations
@@ -18,9 +20,12 @@ import sqlite3
 import urllib.parse
 from pathlib import Path
 
-from jigcmd.journal.failures import wal_unreadable
+from jigcmd.journal.failures import filesystem_full, wal_unreadable
 
 __all__ = ["connect_read_only"]
+
+# What SQLite raises when it cannot make or size the `-shm` on a full filesystem.
+_UNSIZED = (sqlite3.SQLITE_IOERR, sqlite3.SQLITE_FULL, sqlite3.SQLITE_CANTOPEN)
 
 
 def connect_read_only(path: Path, *, timeout_s: float) -> sqlite3.Connection:
@@ -36,13 +41,14 @@ def connect_read_only(path: Path, *, timeout_s: float) -> sqlite3.Connection:
         # Closed whatever the error ("file is not a database" is no OperationalError):
         # a connection left to the collector holds the file open until it runs.
         conn.close()
-        cantopen = isinstance(exc, sqlite3.OperationalError) and (
-            _primary(exc) == sqlite3.SQLITE_CANTOPEN
-        )
-        if not cantopen or not _read_only_mount(path.parent):
+        primary = _primary(exc) if isinstance(exc, sqlite3.OperationalError) else None
+        if primary == sqlite3.SQLITE_CANTOPEN and _read_only_mount(path.parent):
+            if _size(Path(f"{path}-wal")) > 0:
+                raise wal_unreadable(path) from exc
+        elif primary not in _UNSIZED or not filesystem_full(path.parent):
             raise
-        if _size(Path(f"{path}-wal")) > 0:
-            raise wal_unreadable(path) from exc
+        elif _size(Path(f"{path}-wal")) > 0:
+            raise  # commits only the WAL holds: a full disk, worded so (`unusable`)
         return _connect(path, "immutable=1", timeout_s)
     return conn
 

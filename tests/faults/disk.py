@@ -16,7 +16,7 @@ __all__ = ["SmallDisk", "mounted", "required_disk"]
 
 
 class SmallDisk:
-    """A mounted tmpfs that `fill` makes full and `free` empties again."""
+    """A mounted tmpfs that `fill` makes full (`leave`: all but some) and `free` empties."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -37,6 +37,12 @@ class SmallDisk:
                         break
         finally:
             os.close(fd)
+
+    def leave(self, free_bytes: int) -> None:
+        """Fill the filesystem, then give back `free_bytes` (rounded to its pages) of it."""
+        self.fill()
+        size = self._filler.stat().st_size
+        os.truncate(self._filler, max(0, size - free_bytes))
 
     def read_only(self) -> None:
         """Remount the filesystem read-only (root ignores file modes; a mount does not)."""

@@ -117,6 +117,32 @@ def test_evidence_the_full_journal_cannot_keep_is_answered_uncertain_and_the_row
         ownership.close()
 
 
+def test_a_retry_of_an_operation_whose_outcome_went_unrecorded_is_that_uncertain_again(
+    small_disk: SmallDisk,
+) -> None:
+    """The row stays open, but this process runs it nowhere: a retry (space back) is answered
+    the same UNCERTAIN at once, not joined until its deadline; a lookup says it ended so."""
+    ownership = _begun(small_disk, "op-1")
+    try:
+        small_disk.fill()
+        with pytest.raises(JigError) as failed:
+            anyio.run(
+                lambda: ownership.finish(
+                    "op-1", RunResult(evidence=EVIDENCE, report=REPORT), root_run=RUN
+                )
+            )
+        small_disk.free()
+        with pytest.raises(JigError) as retried:
+            anyio.run(lambda: ownership.begin(**_new_row("op-1")))  # type: ignore[arg-type]
+        assert (retried.value.code, retried.value.message) == (Code.UNCERTAIN, failed.value.message)
+        assert retried.value.recorded
+        found = anyio.run(lambda: ownership.recorded("op-1", root_run=RUN))
+        assert found is not None and not found.open
+        assert isinstance(found.outcome, JigError) and found.outcome.code is Code.UNCERTAIN
+    finally:
+        ownership.close()
+
+
 def test_a_failure_the_full_journal_cannot_keep_is_answered_uncertain(
     small_disk: SmallDisk,
 ) -> None:
@@ -161,7 +187,7 @@ def test_a_row_close_that_fails_on_a_full_disk_is_retried_once_space_returns(
         recorded = anyio.run(lambda: ownership.record_evidence("op-1", EVIDENCE, root_run=RUN))
         assert recorded is not None
         small_disk.fill()
-        with caplog.at_level(logging.WARNING, logger="jigcmd.durable.ownership"):
+        with caplog.at_level(logging.WARNING, logger="jigcmd.durable.rowclosing"):
             anyio.run(
                 lambda: ownership.finish(
                     "op-1",

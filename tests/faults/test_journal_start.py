@@ -18,6 +18,8 @@ import pytest
 
 import jigcmd
 from jigcmd.durable.statedir import prepare_state_dir
+from jigcmd.frontends.diagnosis.statecheck import journal_check
+from jigcmd.journal.failures import LEAST_FREE_BYTES
 from jigcmd.journal.rows import NewRow
 from jigcmd.journal.store import Journal
 from tests.faults.disk import SmallDisk
@@ -154,3 +156,27 @@ def test_a_read_only_populated_state_directory_refuses_in_one_line(
     _journal_with_a_row(small_disk.path)
     small_disk.read_only()
     _refused(small_disk.path, verb, "mounted read-only", "remount it read-write")
+
+
+def test_doctor_and_serve_agree_on_how_little_free_space_is_too_little(
+    small_disk: SmallDisk,
+) -> None:
+    """812 KiB free: doctor's state line is ok and serve starts (it did, while doctor said
+    full); below `LEAST_FREE_BYTES`: doctor fails the line, and serve refuses in its words."""
+    _journal_with_a_row(small_disk.path)
+    small_disk.leave(812 * 1024)
+    assert journal_check(small_disk.path).status == "ok"
+    frame = (json.dumps(_INITIALIZE) + "\n").encode()
+    served = _jigcmd(
+        "serve", "--binding", str(_BINDING), "--state-dir", str(small_disk.path), stdin=frame
+    )
+    assert served.returncode == 0, served.stderr.decode()
+    (answer,) = [json.loads(out) for out in served.stdout.splitlines()]
+    assert "result" in answer, answer
+
+    small_disk.leave(LEAST_FREE_BYTES // 2)
+    check = journal_check(small_disk.path)
+    assert check.status == "FAIL" and check.hint is not None
+    assert f"the filesystem holding {small_disk.path} is full" in check.detail
+    line = _refused(small_disk.path, "serve", check.detail, check.hint)
+    assert "jigcmd serve: " + check.detail in line

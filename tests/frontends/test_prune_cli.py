@@ -42,7 +42,12 @@ def _new(operation_id: str, envelope: str) -> NewRow:
 @pytest.fixture
 def state(tmp_path: Path) -> Path:
     """A done operation with a statement, an uncertain one, an open one; a jarvis run."""
-    directory = prepare_state_dir(tmp_path / "state")
+    return populated(tmp_path / "state")
+
+
+def populated(path: Path, stdout: bytes = b"stdout bytes") -> Path:
+    """`state` at `path`: what each closed and the open operation keeps, `stdout` as its stream."""
+    directory = prepare_state_dir(path)
     with Journal.open(directory) as journal:
         journal.begin(_new("op-done", "a" * 16))
         journal.finish(
@@ -69,7 +74,7 @@ def state(tmp_path: Path) -> Path:
     resources = RunResources(directory)
     name = next(iter(KINDS))
     for operation_id in ("op-done", "op-open"):
-        resources.keep(RUN, operation_id, [(name, b"stdout bytes")])
+        resources.keep(RUN, operation_id, [(name, stdout)])
     _age(directory)
     return directory
 

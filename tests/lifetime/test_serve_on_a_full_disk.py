@@ -8,14 +8,15 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import uuid
 from collections.abc import Iterator
 
 import pytest
 
 from tests.faults.disk import SmallDisk, mounted
-from tests.lifetime.candidates import QUICK, cli_input
-from tests.lifetime.frames import flow_call
+from tests.lifetime.candidates import LINGER, QUICK, cli_input
+from tests.lifetime.frames import flow_call, mcp_initialized, tool_call
 from tests.lifetime.rig import Rig
 from tests.required import unavailable
 
@@ -65,3 +66,31 @@ def test_a_call_on_a_full_disk_fails_nothing_ran_and_the_same_operation_runs_onc
     assert rig.watch.runs(token) == 1
     assert server.close_input() == 0
     rig.assert_nothing_left()
+
+
+def test_an_mcp_retry_of_a_call_whose_outcome_was_not_recorded_is_uncertain_again_at_once(
+    rig: Rig, disk: SmallDisk
+) -> None:
+    """The disk fills while the candidate runs: UNCERTAIN, the row left open. The same call
+    again, space back, in the same session: the same UNCERTAIN, not a join of a run that this
+    server knows is running nowhere (it waited out the call's deadline)."""
+    token, key = f"tok-{uuid.uuid4().hex}", "op-unrecorded"
+    server = mcp_initialized(rig.serve(protocol="mcp"))
+    server.send(tool_call(2, LINGER, token, key))
+    candidate = rig.candidate(token)
+    disk.fill()
+    rig.signal(candidate, signal.SIGTERM)
+    first = json.loads(server.response(2))["result"]
+    assert first["isError"] is True, first
+    text = first["content"][0]["text"]
+    assert "UNCERTAIN" in text and "could not record its outcome" in text, text
+    row = rig.row(key)
+    assert row is not None and row.is_open
+
+    disk.free()
+    server.send(tool_call(3, LINGER, token, key))
+    again = json.loads(server.response(3))["result"]
+    assert again["isError"] is True, again
+    assert again["content"][0]["text"] == text
+    assert rig.watch.runs(token) == 1
+    assert server.close_input() == 0

@@ -1,0 +1,87 @@
+"""Closing a row whose evidence is durable: at once when uncontended, else in one closer thread.
+
+The close (cleanup proved, the resource report) is the last write of a completed run, made as
+its answer goes out. It never decides what the caller hears: the evidence was durable first,
+so a close lost to a full disk or a crash is re-derived by recovery (`Journal.close_lost`).
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from functools import partial
+
+__all__ = ["JOURNAL_FAILURES", "Close", "RowCloser"]
+
+logger = logging.getLogger(__name__)
+
+# What a journal write raises when the disk or the database fails it (full, read-only, I/O).
+JOURNAL_FAILURES = (sqlite3.Error, OSError)
+# Pauses before the retries of a failed row close (a full disk may clear): 1.5 s in all,
+# short enough for a server that exits meanwhile to stay within its two seconds.
+_CLOSE_RETRY_S = (0.05, 0.2, 0.5, 0.75)
+# A row's close with its evidence, report and statement bound: `Journal.finish`, to call.
+Close = partial[bool | None]
+
+
+class RowCloser:
+    """Closes rows whose evidence is durable: here when it can, else in its one thread."""
+
+    def __init__(self) -> None:
+        self._closer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="jigcmd-closer")
+
+    def shutdown(self) -> None:
+        """Finish the closes still pending (each retried as `_close_row` says)."""
+        self._closer.shutdown(wait=True)
+
+    def close(self, operation_id: str, close: Close) -> None:
+        """Close a row whose evidence is durable, here and without waiting; else in a thread.
+
+        Unsynced and uncontended this is one quick local commit, cheaper than the hop to
+        the closer thread and its wake-ups (docs/performance.md); a close that would wait
+        for another writer, or fails, goes to the closer thread, which retries it.
+        """
+        try:
+            # No fsync: the evidence is durable already, with a statement signed before the
+            # cleanup was proved; this one replaces it.
+            closed = close(durable=False, wait=False)
+        except JOURNAL_FAILURES as exc:
+            logger.info("closing the journal row of %s at once failed: %s", operation_id, exc)
+            closed = None
+        if closed is None:
+            closing = self._closer.submit(self._close_row, operation_id, close)
+            closing.add_done_callback(_report_close_failure)
+
+    def _close_row(self, operation_id: str, close: Close) -> bool:
+        """Close a row whose evidence is durable (in the closer thread), retrying failures.
+
+        Reached when the close at once would have waited or failed: each try here waits for
+        the writer. A close that keeps failing leaves the row open with its evidence:
+        joiners wait only until their own deadline, and recovery closes it `done` once this
+        server is gone.
+        """
+        for attempt, pause in enumerate((0.0, *_CLOSE_RETRY_S), start=1):
+            time.sleep(pause)
+            try:
+                # The first try still skips the fsync, as the close at once did.
+                closed = close(durable=attempt > 1)
+                assert closed is not None  # a waiting write always writes or raises
+                return closed
+            except JOURNAL_FAILURES as exc:
+                logger.warning(
+                    "closing the journal row of %s failed (attempt %d): %s",
+                    operation_id,
+                    attempt,
+                    exc,
+                )
+                last = exc
+        raise last
+
+
+def _report_close_failure(closing: Future[bool]) -> None:
+    error = closing.exception()
+    if error is not None:
+        # The row stays open with its durable evidence; recovery closes it (done) later.
+        logger.warning("closing a journal row after its answer failed: %s", error)
