@@ -10,6 +10,7 @@ import pytest
 
 from jigcmd.durable.host import open_host, state_directory
 from jigcmd.envelope.cgroups import detect
+from jigcmd.envelope.delegation import DelegationError
 
 pytestmark = pytest.mark.envelope
 
@@ -29,14 +30,14 @@ def test_the_state_directory_is_prepared_private(tmp_path: Path) -> None:
 
 
 @pytest.mark.skipif(not _hybrid_or_v1(), reason="an absolute base is refused only on v1")
-def test_a_front_that_tolerates_no_cgroups_gets_the_reason_and_no_backend(tmp_path: Path) -> None:
-    """serve and run go on without cgroups (every command then fails closed); others raise."""
-    host = open_host(tmp_path / "state", "/jigcmd-absolute", tolerate_no_cgroups=True)
-    assert host.backend is None
-    assert host.cgroup_base == "/jigcmd-absolute"
-    assert host.cgroup_problem is not None and "relative" in host.cgroup_problem
-    with pytest.raises(ValueError, match="relative"):
-        open_host(tmp_path / "state", "/jigcmd-absolute")
+@pytest.mark.parametrize("tolerant", [True, False])
+def test_a_base_that_cannot_be_one_here_is_refused_by_every_front(
+    tmp_path: Path, tolerant: bool
+) -> None:
+    """An operator's impossible base is a configuration error: no front starts without cgroups
+    on it (serve and run, which go on when the host has no cgroups, included)."""
+    with pytest.raises(DelegationError, match="relative to each hierarchy"):
+        open_host(tmp_path / "state", "/jigcmd-absolute", tolerate_no_cgroups=tolerant)
 
 
 def test_a_front_gets_the_backend_and_the_base_it_resolved(tmp_path: Path) -> None:
