@@ -191,6 +191,7 @@ def _tool(args: argparse.Namespace) -> int:
             state_dir=args.state_dir,
             binding=args.binding,
             jarvis_policy=args.jarvis_policy,
+            cgroup_base=args.cgroup_base,
         )
     from jigcmd.frontends.demo import demo  # noqa: PLC0415 - imported per verb to keep start-up light
 

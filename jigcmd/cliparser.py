@@ -350,6 +350,7 @@ def _doctor_options(doctor: argparse.ArgumentParser) -> None:
         type=values.path,
         help="also check this jarvis policy (its host_dirs against this machine's mounts)",
     )
+    _cgroup_option(doctor)
 
 
 def _demo_options(demo: argparse.ArgumentParser) -> None:

@@ -22,6 +22,7 @@ from jigcmd.command.bindingfile import (
     load_binding,
     project_root,
 )
+from jigcmd.command.placement import Placement
 from jigcmd.command.runtime import BunBinary, RuntimeUnavailable, find_runtime
 from jigcmd.command.scriptbinding import evaluate_script
 from jigcmd.command.service import CommandService
@@ -400,4 +401,4 @@ def _attach(
     # Attached even without a lock: a lock made while serving gives it its identity.
     service.attach_attester(Attester(key, assembly.identity))
     if backend is not None:
-        service.attach_pins(backend.pins)
+        service.attach_placement(Placement(backend.pins, backend.cpuset_bound))

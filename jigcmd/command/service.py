@@ -22,7 +22,7 @@ from jigcmd.command.durability import Durability, recorded_or
 from jigcmd.command.execution import execute
 from jigcmd.command.keeping import keep_result, keep_stopped
 from jigcmd.command.outcomes import EvidenceOf, signer
-from jigcmd.command.placement import pinned_cpus
+from jigcmd.command.placement import Placement
 from jigcmd.command.runtime import BUN_TARGET, BunBinary
 from jigcmd.command.sharing import SharedOperations
 from jigcmd.durable.ownership import Ownership
@@ -97,8 +97,9 @@ class CommandService:
         self._runtime_check = runtime_check
         # The journal and envelope slots; None only for tools that hold no state directory.
         self._ownership = ownership
-        # The CPU pins of the envelopes alive on this host now (`jigcmd.command.placement`).
-        self._pins: Callable[[], list[tuple[int, ...]]] = list
+        # The CPU pins of the envelopes alive on this host now, and the CPUs the cgroup
+        # base's cpuset allows (`jigcmd.command.placement`).
+        self._placement = Placement()
         # Signs each completed run's statement; None only for tools that hold no key.
         self._attester: Attester | None = None
         # The operations in flight here and their live waiters (shared once `sharing()`).
@@ -189,18 +190,13 @@ class CommandService:
         """Sign every completed run's statement with `attester` from now on (None: stop)."""
         self._attester = attester
 
-    def attach_pins(self, pins: Callable[[], list[tuple[int, ...]]]) -> None:
-        """Read the live envelopes' CPU pins from `pins` (the cgroup backend's) when placing."""
-        self._pins = pins
+    def attach_placement(self, placement: Placement) -> None:
+        """Place runs with what `placement` reads (the cgroup backend's pins and cpuset)."""
+        self._placement = placement
 
     def _place(self, slot: Slot | None) -> tuple[int, ...]:
-        """The CPUs for this run: its quota's worth, the least used by live envelopes."""
-        try:
-            busy = self._pins()
-        except OSError:
-            # No record to read is no reason to refuse: the slot still spreads the runs.
-            busy = []
-        return pinned_cpus(self._limits, slot.index if slot is not None else None, busy=busy)
+        """The CPUs for this run (`jigcmd.command.placement`)."""
+        return self._placement.place(self._limits, slot.index if slot is not None else None)
 
     def template_plan(self) -> RunPlan:
         """A plan shaped like every plan this service makes, for preparing envelopes early."""

@@ -454,12 +454,18 @@ def doctor(
     state_dir: Path | None = None,
     binding: Path | None = None,
     jarvis_policy: Path | None = None,
+    cgroup_base: str | None = None,
 ) -> int:
     """Print the checks (a JSON list with `as_json`); 0 when the envelope can be built, else 1.
 
     With `binding`, a check loads that Binding and says whether its lock admits it; with
-    `jarvis_policy`, the last check says whether jarvis would start with that policy here.
+    `jarvis_policy`, the last check says whether jarvis would start with that policy here;
+    `cgroup_base` is the base the checks judge, as `--cgroup-base` is serve's.
     """
+    if cgroup_base is not None:
+        # Each check reads the base where serve reads it when no option is given, and the
+        # end-to-end run's zygote inherits it: the option is the variable for this process.
+        os.environ["JIGCMD_CGROUP_BASE"] = cgroup_base
     results = run_checks(state_dir, binding, jarvis_policy)
     if as_json:
         print(readable.dumps([result.as_json() for result in results], indent=2))

@@ -19,6 +19,7 @@ from starlette.applications import Starlette
 from jigcmd.attest.attester import Attester
 from jigcmd.attest.keys import SigningKeyError, open_signing_key
 from jigcmd.command.failures import envelope_error
+from jigcmd.command.placement import Placement
 from jigcmd.durable.host import open_host
 from jigcmd.durable.recovery import recover
 from jigcmd.durable.statedir import StateDirError, default_state_dir, existing_state_dir
@@ -194,6 +195,9 @@ def _jarvis(
             recovery=None
             if setup.backend is None
             else functools.partial(recover, journal, setup.backend),
+            placement=None
+            if setup.backend is None
+            else Placement(setup.backend.pins, setup.backend.cpuset_bound),
         )
         app = _application(setup, service)
         limits = dataclasses.replace(DEFAULT_LIMITS, max_connections=max_connections)

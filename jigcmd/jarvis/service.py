@@ -22,7 +22,7 @@ import anyio.abc
 
 from jigcmd.cancel import CancelSignal
 from jigcmd.command.failures import envelope_error
-from jigcmd.command.placement import pinned_cpus
+from jigcmd.command.placement import Placement
 from jigcmd.durable.recovery import RecoveryReport
 from jigcmd.durable.slotqueue import SlotQueue
 from jigcmd.envelope.api import EnvelopeFailure, Executor, Ticket
@@ -82,8 +82,11 @@ class JarvisService:
         signing: RunSigning | None = None,
         unauthenticated_row_s: float = UNAUTHENTICATED_ROW_S,
         recovery: Callable[[], RecoveryReport] | None = None,
+        placement: Placement | None = None,
     ) -> None:
         self.policy = policy
+        # Where runs go: the live pins and the cgroup base's cpuset (`command.placement`).
+        self._placement = placement or Placement()
         # What a dead jigcmd left in the shared state directory besides jarvis's own rows
         # (its envelopes' registry entries, their cgroup jobs, serve's rows): `durable.recovery`.
         self._recovery = recovery
@@ -252,7 +255,11 @@ class JarvisService:
             now_monotonic=time.monotonic(),
         )
         # The CPUs its quota pays for, spread by slot like every envelope (`placement`).
-        return plan._replace(cpus=pinned_cpus(plan.limits, slot.index if slot else None))
+        try:
+            cpus = self._placement.place(plan.limits, slot.index if slot else None)
+        except JigError as exc:
+            raise ToolError(503, exc.message) from None
+        return plan._replace(cpus=cpus)
 
     async def _begin(self, actor: str, tool: str, request: Request, decision: Decision) -> int:
         """The run's journal row, begun."""

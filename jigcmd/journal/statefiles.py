@@ -163,6 +163,19 @@ def _open_checked(name: str, parent: int | None, where: str) -> int:
     return fd
 
 
+def _not_ours_fix(where: str, kind: str) -> str:
+    """What to do about `where`, another user's: root may take it over, anyone else not."""
+    if not kind:
+        return f"remove it, or run chown {os.geteuid()} {where} if it is yours"
+    if os.geteuid() == 0:
+        # Most often a volume or bind mount that keeps its owner from the host or image.
+        return (
+            f"run chown -R 0 {where} if it is yours (a bind mount or volume keeps its "
+            "owner from the host), or use a directory of your own (--state-dir)"
+        )
+    return "use a directory of your own (--state-dir)"
+
+
 def checked(where: str, info: os.stat_result, *, kind: str = "") -> None:
     """Refuse a directory `where` (`kind`, e.g. "state directory", prefixes its name) that is
     not this user's or that others may write."""
@@ -172,9 +185,7 @@ def checked(where: str, info: os.stat_result, *, kind: str = "") -> None:
     if info.st_uid != os.geteuid():
         raise StateDirError(
             f"{named} is owned by uid {info.st_uid}, not by this user (uid {os.geteuid()})",
-            "use a directory of your own (--state-dir)"
-            if kind
-            else f"remove it, or run chown {os.geteuid()} {where} if it is yours",
+            _not_ours_fix(where, kind),
         )
     if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
         raise StateDirError(

@@ -6,8 +6,9 @@ import os
 
 import pytest
 
-from jigcmd.command.placement import pinned_cpus, quota_width
+from jigcmd.command.placement import Placement, pinned_cpus, placeable_cpus, quota_width
 from jigcmd.envelope.cgroups.files import cpu_list
+from jigcmd.errors import Code, JigError
 from jigcmd.plan import Limits
 
 HALF = Limits()  # 50 ms per 100 ms: half a core
@@ -95,3 +96,24 @@ def test_a_wide_envelope_takes_the_least_used_run_of_cpus() -> None:
     """Two CPUs per envelope with {0,1} held: the next takes {2,3}."""
     wide = Limits(cpu_quota_us=200_000)
     assert pinned_cpus(wide, 0, range(8), busy=[(0, 1)]) == (2, 3)
+
+
+def test_only_cpus_the_cgroup_bases_cpuset_also_allows_are_placeable() -> None:
+    """A base narrowed to CPU 1 under affinity 0-1: CPU 1 only (a job's cpuset cannot name a
+    CPU its parent lacks); no cpuset: the affinity as it is."""
+    where = "/sys/fs/cgroup/cpuset/jigcmd-x/cpuset.effective_cpus"
+    assert placeable_cpus((where, (1, 5)), own={0, 1}) == (1,)
+    assert placeable_cpus(None, own={0, 1}) == (0, 1)
+    last = max(os.sched_getaffinity(0))
+    assert Placement(bound=lambda: (where, (last, 4096))).place(HALF, 0) == (last,)
+
+
+def test_a_base_sharing_no_cpu_with_this_process_is_refused_naming_both_and_the_fix() -> None:
+    """EXECUTION_FAILED, nothing ran: the base's file and CPUs, ours, and taskset."""
+    where = "/sys/fs/cgroup/cpuset/jigcmd-x/cpuset.effective_cpus"
+    with pytest.raises(JigError) as refused:
+        placeable_cpus((where, (1,)), own={0})
+    assert refused.value.code is Code.EXECUTION_FAILED
+    message = refused.value.message
+    assert f"cpuset ({where}) gives its jobs CPUs 1, and this process may run on CPUs 0" in message
+    assert "nothing ran" in message and "taskset -c 1 jigcmd" in message

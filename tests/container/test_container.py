@@ -121,11 +121,21 @@ def test_the_demo_passes_inside_a_container_with_the_documented_options(
     assert "demo: every step behaved as expected." in stdout, stdout[-3000:]
 
 
+def dropped_all() -> dict[str, list[str]]:
+    """After `--cap-drop ALL` (Kubernetes `drop: [ALL]`), every capability the envelope uses
+    is added back, the engine's default CAP_SETUID and CAP_SETGID with the rest."""
+    return {"no default capabilities": ["--cap-drop", "ALL"]} | recipe(
+        "podman", detect().mode, dropped_all=True
+    )
+
+
+@pytest.mark.parametrize("capabilities", ["the engine's default", "--cap-drop ALL"])
 def test_with_the_documented_options_every_check_and_every_front_passes(
-    container: str, options: dict[str, list[str]]
+    container: str, options: dict[str, list[str]], capabilities: str
 ) -> None:
     """doctor passes and names the container complete; run and serve run the candidate."""
-    every = [arg for piece in options.values() for arg in piece]
+    given = options if capabilities == "the engine's default" else dropped_all()
+    every = [arg for piece in given.values() for arg in piece]
     found = inside(container, every)
     checks = found["doctor"]["checks"]
     assert found["doctor"]["status"] == 0, [c for c in checks.values() if not c["ok"]]
@@ -154,13 +164,24 @@ def test_jarvis_runs_an_allowed_command_and_refuses_host_dirs_holding_the_contai
 
 
 @pytest.mark.parametrize(
-    "withheld", ["CAP_SYS_ADMIN", "CAP_NET_ADMIN", "unmasked /proc", "writable cgroups"]
+    "withheld",
+    [
+        "CAP_SYS_ADMIN",
+        "CAP_NET_ADMIN",
+        "unmasked /proc",
+        "writable cgroups",
+        # In the engine's default set: withheld by `--cap-drop ALL` without adding them back.
+        "CAP_SETUID",
+        "CAP_SETGID",
+    ],
 )
 def test_a_container_without_one_piece_is_diagnosed_and_every_front_fails_closed(
     container: str, options: dict[str, list[str]], withheld: str
 ) -> None:
     """doctor names the piece and its exact option, and so do run's and serve's refusals;
     nothing ran."""
+    if withheld in ("CAP_SETUID", "CAP_SETGID"):
+        options = dropped_all()
     kept = {piece: args for piece, args in options.items() if not piece.startswith(withheld)}
     given = [arg for args in kept.values() for arg in args]
     (missing,) = [args for piece, args in options.items() if piece not in kept]

@@ -129,6 +129,9 @@ class FakeBackend:
     def pins(self) -> list[tuple[int, ...]]:
         return []
 
+    def cpuset_bound(self) -> tuple[str, tuple[int, ...]] | None:
+        return None
+
 
 def in_dead_server(state: Path, action: Callable[[Journal], object]) -> None:
     """Run `action` on the journal in a forked "server" process that then exits (so is dead)."""

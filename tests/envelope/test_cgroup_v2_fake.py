@@ -342,3 +342,17 @@ def test_the_live_pins_are_the_jobs_written_cpusets_and_prepared_jobs_have_none(
     (job_dir(fake) / "cpuset.cpus.effective").write_text("7\n")
     pinned.pin((7,))
     assert backend.pins() == [(7,)]
+
+
+def test_the_cpus_a_base_gives_its_jobs_are_its_effective_cpuset_or_its_nearest_ancestors(
+    fake: FakeCgroupFs,
+) -> None:
+    """Placing reads the base's cpuset.cpus.effective (a narrower base's CPUs, not the
+    host's); before the base exists, the nearest ancestor's; with none anywhere, None."""
+    backend = fake.backend()
+    assert backend.cpuset_bound() is None  # the fake's root has no cpuset file
+    (fake.root / "cpuset.cpus.effective").write_text("0-3\n")
+    assert backend.cpuset_bound() == (str(fake.root / "cpuset.cpus.effective"), (0, 1, 2, 3))
+    backend.create("jigcmd-1", Limits())
+    (fake.root / "jigcmd" / "cpuset.cpus.effective").write_text("1,3\n")
+    assert backend.cpuset_bound() == (str(fake.root / "jigcmd" / "cpuset.cpus.effective"), (1, 3))

@@ -29,6 +29,9 @@ from tests.required import require_root
 
 _SYS_ADMIN = 1 << 21
 _SYS_RESOURCE = 1 << 24
+_NET_ADMIN = 1 << 12
+_SETUID = 1 << 7
+_SETGID = 1 << 6
 _NO_SYSCTLS: dict[str, str | None] = {}
 
 
@@ -165,12 +168,25 @@ def test_namespace_failures_get_the_hint_of_their_step() -> None:
 def test_root_is_never_told_to_run_as_root_and_without_cap_sys_admin_is_told_to_get_it() -> None:
     """A container's root lacking CAP_SYS_ADMIN: the hint names it; with it, no sudo advice."""
     error = "uts namespace (sethostname): EPERM (Operation not permitted)"
-    lacking = namespaces_check(error, 0, 0).hint
+    lacking = namespaces_check(error, 0, _SETUID | _SETGID).hint
     assert lacking == "grant CAP_SYS_ADMIN (in a container: --cap-add SYS_ADMIN)"
     for step in (error, "user namespace id maps: EPERM", "mount namespace (x): EPERM"):
-        hint = namespaces_check(step, 0, _SYS_ADMIN).hint
+        hint = namespaces_check(step, 0, _SYS_ADMIN | _SETUID | _SETGID).hint
         assert hint is not None and "run jigcmd as root" not in hint, hint
     assert "run jigcmd as root" in (namespaces_check(error, 1000, 0).hint or "")
+
+
+def test_root_without_cap_setgid_or_setuid_is_told_to_get_them() -> None:
+    """`--cap-drop ALL` takes the engine's default CAP_SETUID and CAP_SETGID: the groups'
+    drop and the id maps are refused, and the hint names both, not a container line."""
+    error = "drop supplementary groups: EPERM (Operation not permitted)"
+    hint = namespaces_check(error, 0, _SYS_ADMIN | _NET_ADMIN).hint
+    assert hint == (
+        "grant CAP_SETUID and CAP_SETGID (in a container: --cap-add SETUID --cap-add SETGID)"
+    )
+    everything = namespaces_check(error, 0, 0).hint
+    assert everything is not None
+    assert everything.startswith("grant CAP_SYS_ADMIN, CAP_SETUID and CAP_SETGID ")
 
 
 def test_cgroup_problems_fail_with_the_first_problem_and_a_count() -> None:

@@ -70,6 +70,9 @@ def test_a_complete_container_withholds_nothing() -> None:
     [
         ({"cap_eff": EVERY_CAP & ~(1 << CAP_SYS_ADMIN)}, "CAP_SYS_ADMIN", "--cap-add SYS_ADMIN"),
         ({"cap_eff": EVERY_CAP & ~(1 << CAP_NET_ADMIN)}, "CAP_NET_ADMIN", "--cap-add NET_ADMIN"),
+        # In the engines' default set, so withheld only by --cap-drop ALL (drop: [ALL]).
+        ({"cap_eff": EVERY_CAP & ~(1 << 7)}, "CAP_SETUID", "--cap-add SETUID"),
+        ({"cap_eff": EVERY_CAP & ~(1 << 6)}, "CAP_SETGID", "--cap-add SETGID"),
         ({"overmounts": ["/proc/kcore"]}, "unmasked /proc", "--security-opt 'unmask=/proc/*'"),
         (
             {"cgroup_problems": ["cannot create cgroups in /sys/fs/cgroup/cpu"]},
@@ -117,9 +120,28 @@ def test_the_failed_line_lists_every_piece_and_one_command_line_of_options() -> 
     assert check.status == "FAIL"
     assert check.detail.startswith("podman container withholds: CAP_SYS_ADMIN (")
     assert check.hint == (
-        "start the container with --cap-add SYS_ADMIN --cap-add NET_ADMIN "
-        "--security-opt 'unmask=/proc/*' -v /sys/fs/cgroup:/sys/fs/cgroup:rw "
+        "start the container with --cap-add SYS_ADMIN --cap-add NET_ADMIN --cap-add SETUID "
+        "--cap-add SETGID --security-opt 'unmask=/proc/*' -v /sys/fs/cgroup:/sys/fs/cgroup:rw "
         "(see docs/deployment.md)"
+    )
+
+
+def test_after_cap_drop_all_the_four_capabilities_the_envelope_uses_are_each_asked_for() -> None:
+    """`--cap-drop ALL --cap-add SYS_ADMIN --cap-add NET_ADMIN` (CapEff bits 21 and 12 only)
+    fails the line naming CAP_SETUID and CAP_SETGID, not "every piece the envelope needs"."""
+    found = missing_pieces(
+        "podman",
+        cap_eff=1 << CAP_SYS_ADMIN | 1 << CAP_NET_ADMIN,
+        overmounts=[],
+        cgroup_mode="hybrid",
+        cgroup_problems=[],
+        userns_ok=True,
+    )
+    check = container_check("podman", found)
+    assert check.status == "FAIL"
+    assert [p.piece for p in found] == ["CAP_SETUID", "CAP_SETGID"]
+    assert check.hint == (
+        "start the container with --cap-add SETUID --cap-add SETGID (see docs/deployment.md)"
     )
 
 
@@ -131,6 +153,15 @@ def test_the_recipe_is_exactly_the_options_the_diagnosis_names() -> None:
         "unmasked /proc": ["--security-opt", "unmask=/proc/*"],
         "writable cgroups v1": ["-v", "/sys/fs/cgroup:/sys/fs/cgroup:rw"],
     }
+    # After --cap-drop ALL the engine's default capabilities the envelope uses come back too.
+    assert list(recipe("podman", "hybrid", dropped_all=True)) == [
+        "CAP_SYS_ADMIN",
+        "CAP_NET_ADMIN",
+        "CAP_SETUID",
+        "CAP_SETGID",
+        "unmasked /proc",
+        "writable cgroups v1",
+    ]
 
 
 def test_outside_a_container_the_line_says_so() -> None:

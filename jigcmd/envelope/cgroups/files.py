@@ -24,6 +24,7 @@ __all__ = [
     "freeze_and_kill",
     "join",
     "keyed",
+    "nearest_cpus",
     "pids_in",
     "pin_cpus",
     "poll_until",
@@ -113,6 +114,21 @@ def cpu_list(text: str) -> tuple[int, ...]:
         first, _, last = part.partition("-")
         cpus.update(range(int(first), int(last or first) + 1))
     return tuple(sorted(cpus))
+
+
+def nearest_cpus(root: str, base: str, name: str) -> tuple[str, tuple[int, ...]] | None:
+    """The CPU list file `name` of `root`/`base`, else of its nearest ancestor up to `root`,
+    that exists and lists CPUs, with them; None when none does."""
+    path = os.path.normpath(os.path.join(root, base))
+    while True:
+        found = os.path.join(path, name)
+        with contextlib.suppress(OSError):
+            cpus = cpu_list(read(found))
+            if cpus:
+                return found, cpus
+        if path == root or not path.startswith(root + os.sep):
+            return None
+        path = os.path.dirname(path)
 
 
 def pin_cpus(cpus_file: str, effective_file: str, cpus: Sequence[int]) -> None:

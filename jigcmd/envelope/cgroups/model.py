@@ -169,6 +169,11 @@ class CgroupBackend(Protocol):
         by a cpuset of their own, and every job where the host offers no cpuset: none)."""
         ...
 
+    def cpuset_bound(self) -> tuple[str, tuple[int, ...]] | None:
+        """The CPUs the base's cpuset lets its jobs use and the file that says so (the base's
+        effective set, its nearest ancestor's before the base is made); None: no cpuset."""
+        ...
+
 
 def check_job_name(name: str) -> None:
     """Refuse a job name that is not one `jigcmd…` path component."""

@@ -423,6 +423,13 @@ class V1Backend:
                         found.append(cpus)
         return found
 
+    def cpuset_bound(self) -> tuple[str, tuple[int, ...]] | None:
+        """The base's effective cpuset, or its nearest ancestor's that has CPUs (a base not
+        made yet, or made empty, gets its parent's: `_inherit_cpuset`); None: no cpuset."""
+        if not self._cpuset:
+            return None
+        return cgroupfs.nearest_cpus(self.hierarchies[CPUSET], self.base, "cpuset.effective_cpus")
+
     def problems(self) -> list[str]:
         """Unmounted controllers and unwritable hierarchies."""
         found = [

@@ -291,6 +291,13 @@ class V2Backend:
                     found.append(cpus)
         return found
 
+    def cpuset_bound(self) -> tuple[str, tuple[int, ...]] | None:
+        """The base's effective cpuset, or its nearest ancestor's (where the base offers no
+        cpuset, its jobs still run within that); None where the host has no cpuset at all."""
+        return cgroupfs.nearest_cpus(
+            self.mount, os.path.relpath(self.base_path, self.mount), "cpuset.cpus.effective"
+        )
+
     def problems(self) -> list[str]:
         """Missing controllers, unwritable directories, processes in the base."""
         found: list[str] = []

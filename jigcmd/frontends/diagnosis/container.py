@@ -2,7 +2,9 @@
 
 A container engine's defaults withhold exactly what the envelope is built from: capabilities
 (`CAP_SYS_ADMIN` for mount, pid and uts namespaces and the pivot into the new root,
-`CAP_NET_ADMIN` to bring up `lo` in the envelope's network namespace), a fully visible
+`CAP_NET_ADMIN` to bring up `lo` in the envelope's network namespace; `CAP_SETUID` and
+`CAP_SETGID`, in the engines' default set, only after `--cap-drop ALL`: see
+`capabilities.py`), a fully visible
 `/proc` (masked paths make a fresh procfs mount fail with EPERM), a writable cgroup
 hierarchy, and a seccomp profile that allows namespace creation. Measured with podman 4.3
 (runc) on a hybrid-cgroup host: with `--cap-add SYS_ADMIN --cap-add NET_ADMIN
@@ -20,6 +22,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from jigcmd.envelope.cgroups import delegated_hierarchies
+from jigcmd.frontends.diagnosis.capabilities import ENVELOPE_CAPABILITIES, lacking
 from jigcmd.frontends.diagnosis.verdicts import Check
 
 __all__ = [
@@ -42,15 +45,15 @@ CAP_NET_ADMIN = 12
 # The option that gives each piece, per engine ("container": an engine we cannot name, which
 # gets the podman/docker spelling and the capability by name for a pod spec).
 _OPTIONS: dict[str, dict[Engine, str]] = {
-    "CAP_SYS_ADMIN": {
-        "podman": "--cap-add SYS_ADMIN",
-        "docker": "--cap-add SYS_ADMIN",
-        "container": "--cap-add SYS_ADMIN (Kubernetes: securityContext.capabilities.add SYS_ADMIN)",
-    },
-    "CAP_NET_ADMIN": {
-        "podman": "--cap-add NET_ADMIN",
-        "docker": "--cap-add NET_ADMIN",
-        "container": "--cap-add NET_ADMIN (Kubernetes: securityContext.capabilities.add NET_ADMIN)",
+    **{
+        cap.name: {
+            "podman": f"--cap-add {cap.short}",
+            "docker": f"--cap-add {cap.short}",
+            "container": (
+                f"--cap-add {cap.short} (Kubernetes: securityContext.capabilities.add {cap.short})"
+            ),
+        }
+        for cap in ENVELOPE_CAPABILITIES
     },
     "unmasked /proc": {
         # Quoted: an unquoted /proc/* is a glob that zsh refuses to leave unmatched.
@@ -87,11 +90,15 @@ class Piece:
     option: str
 
 
-def recipe(engine: Literal["podman", "docker"], cgroup_mode: str) -> dict[str, list[str]]:
+def recipe(
+    engine: Literal["podman", "docker"], cgroup_mode: str, *, dropped_all: bool = False
+) -> dict[str, list[str]]:
     """Each piece's `run` arguments for `engine` on a host of `cgroup_mode`, in order: together
-    the smallest set that gives the complete envelope (what docs/deployment.md lists)."""
+    the smallest set that gives the complete envelope (what docs/deployment.md lists), given
+    the engine's default capabilities (after `--cap-drop ALL`, `dropped_all` adds the rest)."""
     cgroups = "writable cgroups v2" if cgroup_mode == "v2" else "writable cgroups v1"
-    pieces = ("CAP_SYS_ADMIN", "CAP_NET_ADMIN", "unmasked /proc", cgroups)
+    caps = [cap.name for cap in ENVELOPE_CAPABILITIES if dropped_all or not cap.engine_default]
+    pieces = (*caps, "unmasked /proc", cgroups)
     return {piece: shlex.split(_OPTIONS[piece][engine]) for piece in pieces}
 
 
@@ -141,11 +148,9 @@ def missing_pieces(
     def piece(name: str, why: str) -> Piece:
         return Piece(name, why, _OPTIONS[name][engine])
 
-    found: list[Piece] = []
-    if root and not cap_eff & (1 << CAP_SYS_ADMIN):
-        found.append(piece("CAP_SYS_ADMIN", "mount, pid and uts namespaces, the new root"))
-    if root and not cap_eff & (1 << CAP_NET_ADMIN):
-        found.append(piece("CAP_NET_ADMIN", "lo in the envelope's network namespace"))
+    # Every capability the envelope uses as root, not only those the engines withhold by
+    # default: `--cap-drop ALL` (Kubernetes `drop: [ALL]`) takes CAP_SETUID and CAP_SETGID too.
+    found = [piece(cap.name, cap.why) for cap in lacking(cap_eff)] if root else []
     if overmounts:
         shown = ", ".join(overmounts[:3]) + (" …" if len(overmounts) > 3 else "")
         found.append(piece("unmasked /proc", f"a fresh /proc is refused over {shown}"))

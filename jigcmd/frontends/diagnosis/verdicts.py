@@ -11,6 +11,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from jigcmd.frontends.diagnosis.capabilities import grant, lacking
+
 __all__ = [
     "MIN_KERNEL",
     "SUPPORTED_MACHINES",
@@ -243,7 +245,7 @@ def namespaces_check(probe_error: str | None, euid: int | None = None, cap_eff: 
     """user+mount+pid+ipc+uts+cgroup unshared at once, id maps, pid 1, a tmpfs and a /proc.
 
     `euid` and `cap_eff` (-1: unknown) word the hint: root is never told to run as root,
-    and root without CAP_SYS_ADMIN is told to get it.
+    and root without CAP_SYS_ADMIN, CAP_SETUID or CAP_SETGID is told to get it.
     """
     name = "namespaces"
     if probe_error is None:
@@ -253,10 +255,10 @@ def namespaces_check(probe_error: str | None, euid: int | None = None, cap_eff: 
             "user, mount, pid, ipc, uts and cgroup namespaces with id maps, "
             "pid 1, tmpfs and a fresh /proc",
         )
-    if euid == 0 and cap_eff != -1 and not cap_eff >> _CAP_SYS_ADMIN & 1:
-        return Check(
-            name, "FAIL", probe_error, "grant CAP_SYS_ADMIN (in a container: --cap-add SYS_ADMIN)"
-        )
+    # The probe needs every capability of the envelope's but CAP_NET_ADMIN (its own line's).
+    missing = [c for c in lacking(cap_eff) if c.name != "CAP_NET_ADMIN"] if euid == 0 else []
+    if cap_eff != -1 and missing:
+        return Check(name, "FAIL", probe_error, grant(missing))
     # Root already is root: what withholds the step is a container's, named on its line.
     tail = "the `container` line names what a container withholds" if euid == 0 else _ROOT_HINT
     step = probe_error.partition(": ")[0]
