@@ -13,7 +13,6 @@ import dataclasses
 import gc
 import logging
 import os
-import sys
 import uuid
 from collections.abc import Mapping
 from functools import partial
@@ -40,6 +39,7 @@ from jigcmd.protocol.session import ProtocolChoice
 from jigcmd.server import residency
 from jigcmd.server.hostpaths import HostPaths
 from jigcmd.server.refusal import answer_pending
+from jigcmd.server.stderrlog import say
 from jigcmd.server.stdio import serve_stdio
 
 __all__ = [
@@ -130,7 +130,7 @@ def serve(
         root_run, generated = resolve_run_id(run_id, os.environ)
         deadline = resolve_root_deadline(settings.root_deadline_unix_ms, os.environ)
     except RunIdError as exc:
-        sys.stderr.write(f"jigcmd serve: {exc}\n")
+        _say(str(exc))
         return 2
     settings = dataclasses.replace(settings, root_deadline_unix_ms=deadline)
     budget = result_budget if result_budget is not None else DEFAULT_BUDGET_BYTES
@@ -142,13 +142,12 @@ def serve(
 def _say_run_id(root_run: str, generated: bool) -> None:
     """One stderr line naming the session's run, once it serves (a failed start has none)."""
     if generated:
-        sys.stderr.write(
-            f"jigcmd serve: run id {root_run} (generated; start again with --run-id "
-            f"{root_run} to resume this run's operations)\n"
+        _say(
+            f"run id {root_run} (generated; start again with --run-id {root_run} to resume "
+            "this run's operations)"
         )
     else:
-        sys.stderr.write(f"jigcmd serve: run id {root_run}\n")
-    sys.stderr.flush()
+        _say(f"run id {root_run}")
 
 
 async def _serve(
@@ -190,12 +189,12 @@ async def _serve(
             if ended.eof and not ended.frames:
                 # An engine's `run` without -i (or a host that spawned us with /dev/null)
                 # closes stdin at once: without this line nothing says why nothing happened.
-                sys.stderr.write(
-                    "jigcmd serve: stdin closed before any request: nothing to answer "
-                    "(a container engine passes stdin only with -i)\n"
+                _say(
+                    "stdin closed before any request: nothing to answer "
+                    "(a container engine passes stdin only with -i)"
                 )
     except STARTUP_ERRORS as exc:
-        sys.stderr.write(f"jigcmd serve: {exc}\n")
+        _say(str(exc))
         # A peer that already sent its first requests gets an answer, not a bare EOF; the
         # host's paths stay on the operator's stderr.
         answer_pending(_startup_paths(settings).scrub(str(exc)))
@@ -204,8 +203,9 @@ async def _serve(
 
 
 def _say(line: str) -> None:
-    sys.stderr.write(f"jigcmd serve: {line}\n")
-    sys.stderr.flush()
+    """One `jigcmd serve:` line on stderr, queued: a host that does not drain our stderr (or
+    closed it, or made it /dev/full) must still get its answers (docs/protocols.md)."""
+    say(f"jigcmd serve: {line}")
 
 
 def _startup_paths(settings: FrontSettings) -> HostPaths:
