@@ -9,6 +9,7 @@ per-call `deadlineUnixMs`, so without it a command is bounded only by the 10 s c
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import gc
 import logging
@@ -32,7 +33,7 @@ from jigcmd.command.service import CommandService
 from jigcmd.durable.statedir import StateDirError, default_state_dir
 from jigcmd.envelope.native import NativeExecutor
 from jigcmd.frontends.retaining import keep_pruning
-from jigcmd.jsonio.strict import MAX_SAFE_INTEGER
+from jigcmd.optionvalues import unix_ms
 from jigcmd.protocol import jsonrpc
 from jigcmd.protocol.dialect import DEFAULT_BUDGET_BYTES
 from jigcmd.protocol.session import ProtocolChoice
@@ -86,31 +87,21 @@ def _checked_run_id(run_id: str, shown: str, fix: str = "") -> str:
 def resolve_root_deadline(given: int | None, environ: Mapping[str, str]) -> int | None:
     """The root deadline (`--root-deadline-unix-ms`, else `JIGCMD_ROOT_DEADLINE_UNIX_MS`)."""
     if given is not None:
-        return _bounded(given, f"--root-deadline-unix-ms {given}")
+        return _deadline(str(given), "--root-deadline-unix-ms")
     named = environ.get(ROOT_DEADLINE_VARIABLE)
     if named is None:
         return None
     # Set but empty is refused too, as an empty JIGCMD_RUN_ID is: a runtime that meant to
     # pass a deadline (`…_MS=$DEADLINE`, the variable unset) must not run without one.
-    if not named.isascii() or not named.isdigit():
-        raise RunIdError(
-            f"{ROOT_DEADLINE_VARIABLE}={named!r} must be Unix milliseconds, a non-negative "
-            "integer (unset it for no root deadline)"
-        )
-    return _bounded(int(named), f"{ROOT_DEADLINE_VARIABLE}={named}")
+    return _deadline(named, ROOT_DEADLINE_VARIABLE, "; unset it for no root deadline")
 
 
-def _bounded(deadline: int, named: str) -> int:
-    """`deadline`, when a Run/1 `deadlineUnixMs` could carry it too (0 to 2^53-1)."""
-    if deadline < 0:
-        raise RunIdError(f"{named} must be a non-negative integer")
-    if deadline > MAX_SAFE_INTEGER:
-        # The same bound as a call's `deadlineUnixMs`: strict JSON refuses anything larger.
-        raise RunIdError(
-            f"{named} is beyond 2^53-1 ({MAX_SAFE_INTEGER}), the largest deadline a call "
-            "may carry; Unix milliseconds are far below it"
-        )
-    return deadline
+def _deadline(text: str, source: str, fix: str = "") -> int:
+    """`text` read by the flag's own parser, so the flag and the variable take the same texts."""
+    try:
+        return unix_ms(text)
+    except argparse.ArgumentTypeError as exc:
+        raise RunIdError(f"{source}: {exc}{fix}") from None
 
 
 def serve(
