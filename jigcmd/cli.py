@@ -12,6 +12,7 @@ import sys
 
 from jigcmd.cliparser import UsageError, parser
 from jigcmd.server import stderrlog
+from jigcmd.server.fds import fill_standard_fds
 
 __all__ = ["main"]
 
@@ -22,6 +23,7 @@ _EXIT_STDOUT_CLOSED = 128 + signal.SIGPIPE
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the `jigcmd` console script."""
+    fill_standard_fds()
     try:
         status = _verb(argv)
         # Flushed here, not at exit, so that a reader gone is found where it is handled.

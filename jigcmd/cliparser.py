@@ -105,7 +105,7 @@ def _serve_options(serve: argparse.ArgumentParser) -> None:
     )
     serve.add_argument(
         "--root-deadline-unix-ms",
-        type=int,
+        type=values.unix_ms,
         default=None,
         help="the caller's run's deadline (Unix ms); every command ends by then (default: "
         "$JIGCMD_ROOT_DEADLINE_UNIX_MS; a Flow runtime must pass one, its SDK sends no "
@@ -171,7 +171,7 @@ def _run_options(run: argparse.ArgumentParser) -> None:
     _candidate_options(run)
     run.add_argument(
         "--timeout",
-        type=float,
+        type=values.decimal,
         metavar="SECONDS",
         help="stop the command (its whole process tree) after SECONDS, setup included; at "
         "most 10, the envelope's ceiling (default 10)",
@@ -333,7 +333,9 @@ def _jarvis_options(jarvis: argparse.ArgumentParser) -> None:
 def _audit_options(audit: argparse.ArgumentParser) -> None:
     """`jigcmd jarvis-audit`'s options."""
     audit.add_argument("--state-dir", type=values.path, help=_STATE_DIR_HELP)
-    audit.add_argument("--limit", type=int, default=100, help="newest rows to print (default 100)")
+    audit.add_argument(
+        "--limit", type=values.whole_number, default=100, help="newest rows to print (default 100)"
+    )
 
 
 def _doctor_options(doctor: argparse.ArgumentParser) -> None:

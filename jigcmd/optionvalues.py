@@ -1,24 +1,34 @@
 """What each command-line option's text means: the value types the parser's options use.
 
 Each raises `argparse.ArgumentTypeError` with the reason, so argparse's usage error names the
-option and the value.
+option and the value. Numbers are ASCII digits (and, for seconds, a decimal point) and
+nothing else: `int()` and `float()` would also take " 3", "+3", "-0", "1_000", a full-width
+"3" (other scripts' digits), "1e3" or "nan", none of which means a count, a port or a deadline.
 """
 
 from __future__ import annotations
 
 import argparse
+import re
 from pathlib import Path
 
 __all__ = [
     "binding_file",
     "budget",
+    "decimal",
     "older_than",
     "path",
     "port",
     "positive_int",
     "retain",
     "seconds",
+    "unix_ms",
+    "whole_number",
 ]
+
+# Whole numbers longer than this are refused as such (int() itself stops at 4300 digits).
+_MAX_DIGITS = 30
+_DECIMAL = re.compile(r"[0-9]+(?:\.[0-9]*)?|\.[0-9]+")
 
 
 def path(text: str) -> Path:
@@ -35,12 +45,44 @@ def path(text: str) -> Path:
     return Path(text)
 
 
+def whole_number(text: str, what: str = "a whole number") -> int:
+    """A whole number written in the digits 0-9 and nothing else (no sign, space or `_`)."""
+    if not (text.isascii() and text.isdigit()):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not {what}: write it in the digits 0-9 alone (no sign, space or _)"
+        )
+    if len(text) > _MAX_DIGITS:
+        raise argparse.ArgumentTypeError(f"{text[:_MAX_DIGITS]}… is not {what}: far too large")
+    return int(text)
+
+
+def decimal(text: str) -> float:
+    """`run --timeout`: a number of seconds in the digits 0-9, with a decimal point or not."""
+    if _DECIMAL.fullmatch(text) is None:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a number of seconds: digits 0-9 and a decimal point only "
+            "(no sign, space, _ or exponent)"
+        )
+    return float(text)
+
+
+def unix_ms(text: str) -> int:
+    """`--root-deadline-unix-ms`, and `JIGCMD_ROOT_DEADLINE_UNIX_MS` alike: 0 to 2^53-1."""
+    from jigcmd.jsonio.strict import MAX_SAFE_INTEGER  # noqa: PLC0415 - imported per verb to keep start-up light
+
+    value = whole_number(text, "Unix milliseconds, a non-negative integer")
+    if value > MAX_SAFE_INTEGER:
+        # The same bound as a call's `deadlineUnixMs`: strict JSON refuses anything larger.
+        raise argparse.ArgumentTypeError(
+            f"{text} is beyond 2^53-1 ({MAX_SAFE_INTEGER}), the largest deadline a call may "
+            "carry; Unix milliseconds are far below it"
+        )
+    return value
+
+
 def positive_int(text: str) -> int:
     """A count such as `--max-envelopes`: a whole number, at least 1."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    value = whole_number(text)
     if value < 1:
         raise argparse.ArgumentTypeError(f"{value} is not at least 1")
     return value
@@ -48,10 +90,7 @@ def positive_int(text: str) -> int:
 
 def port(text: str) -> int:
     """`--port`: a TCP port, or 0 for any free one."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    value = whole_number(text)
     if not 0 <= value <= 65535:
         raise argparse.ArgumentTypeError(f"{value} is not a port (0 to 65535; 0: any free one)")
     return value
@@ -71,10 +110,7 @@ def budget(text: str) -> int:
     """`--result-budget`: whole bytes, at least what the counts and digests need."""
     from jigcmd.protocol.dialect import MIN_BUDGET_BYTES  # noqa: PLC0415 - imported per verb to keep start-up light
 
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of bytes") from None
+    value = whole_number(text, "a whole number of bytes")
     if value < MIN_BUDGET_BYTES:
         raise argparse.ArgumentTypeError(f"at least {MIN_BUDGET_BYTES} bytes, not {value}")
     return value
@@ -82,10 +118,7 @@ def budget(text: str) -> int:
 
 def seconds(text: str) -> float:
     """`--queue-wait`: seconds, more than 0 and at most a day."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    value = decimal(text)
     if not 0 < value <= 86_400:
         raise argparse.ArgumentTypeError(f"more than 0 and at most 86400 seconds, not {text}")
     return value

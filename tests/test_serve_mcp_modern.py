@@ -488,7 +488,8 @@ def test_an_mcp_call_with_a_key_belongs_to_its_live_waiters(binding: Path, tmp_p
 
 
 def test_a_task_is_bound_to_the_run_that_created_it(binding: Path, tmp_path: Path) -> None:
-    """Another run on the same state directory cannot read it: not found, nothing leaks."""
+    """Another run on the same state directory cannot read it: not found, nothing leaks; its
+    own run reads it back after a restart, created at the same instant."""
     state = tmp_path / "state"
     with ServeChild(binding, ["--state-dir", str(state), "--run-id", "run-a"]) as server:
         created = server.request("tools/call", cli_call("mine", **meta(TASKS)))["result"]
@@ -502,6 +503,8 @@ def test_a_task_is_bound_to_the_run_that_created_it(binding: Path, tmp_path: Pat
     with ServeChild(binding, ["--state-dir", str(state), "--run-id", "run-a"]) as again:
         got = again.request("tasks/get", task)["result"]
         assert got["status"] == "completed"
+        # The instant the journal held it, live and read back from its row alike.
+        assert got["createdAt"] == created["createdAt"]
         assert got["result"]["structuredContent"]["stdout"]["head"] == "ran mine\n"
         assert again.close_input() == 0
 

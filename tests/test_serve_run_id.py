@@ -111,7 +111,7 @@ def test_serve_with_an_empty_root_deadline_variable_exits_2_naming_it(tmp_path: 
         env={**os.environ, ROOT_DEADLINE_VARIABLE: ""},
     )  # fmt: skip
     assert done.returncode == 2
-    assert f"{ROOT_DEADLINE_VARIABLE}='' must be Unix milliseconds" in done.stderr
+    assert f"{ROOT_DEADLINE_VARIABLE}: '' is not Unix milliseconds" in done.stderr
     assert done.stdout == ""
 
 

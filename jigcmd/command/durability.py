@@ -17,7 +17,7 @@ from typing import Any
 
 from jigcmd import trace
 from jigcmd.cancel import CancelSignal
-from jigcmd.durable.ownership import Ownership, RecordedEvidence
+from jigcmd.durable.ownership import Began, Ownership, RecordedEvidence
 from jigcmd.envelope.api import Assigned, Ending, EnvelopeIdentity, Hooks, Ticket, Withdrawn
 from jigcmd.errors import JigError
 from jigcmd.evidence import Evidence
@@ -205,7 +205,7 @@ class Durability:
             # One journal transaction before dispatch: a new row, or the known answer.
             # The envelope stages the candidate while this commits. A prepared envelope
             # is known already: the row names it from the start.
-            self._replayed = await ownership.begin(
+            known = await ownership.begin(
                 root_run=scope,
                 operation_id=operation_id,
                 signature=signature,
@@ -217,11 +217,12 @@ class Durability:
                 cancel=cancel,
                 trace_context=self._trace,
             )
-            self._began = self._replayed is None
+            self._began = isinstance(known, Began)
+            self._replayed = None if isinstance(known, Began) else known
             self._recorded_envelope = assigned
             trace.mark("service: begun")
-            if self._began and self._owned is not None:
-                await self._owned()
+            if isinstance(known, Began) and self._owned is not None:
+                await self._owned(known.created_unix_ms)
             return self._began
 
         def on_started(envelope: EnvelopeIdentity) -> Coroutine[Any, Any, None] | None:

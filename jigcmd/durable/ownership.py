@@ -41,13 +41,19 @@ from jigcmd.journal.rows import NewRow, Row
 from jigcmd.journal.store import DB_NAME, Journal
 from jigcmd.protocol.commands import Recorded, RunResult
 
-__all__ = ["Ownership", "RecordedEvidence"]
+__all__ = ["Began", "Ownership", "RecordedEvidence"]
 
 logger = logging.getLogger(__name__)
 
 # How often a caller joining an operation run by another process looks at the journal.
 _JOIN_POLL_S = 0.05
 _encoder = msgspec.json.Encoder()
+
+
+class Began(NamedTuple):
+    """A new row was written: the caller dispatches. When, as the row says (`created_unix_ms`)."""
+
+    created_unix_ms: int
 
 
 class RecordedEvidence(NamedTuple):
@@ -207,12 +213,12 @@ class Ownership:
         plan_digest: str | None = None,
         cancel: CancelSignal | None = None,
         trace_context: dict[str, str] | None = None,
-    ) -> RunResult | None:
+    ) -> RunResult | Began:
         """Record the operation before dispatch; or answer it from the journal.
 
         With `envelope` (the prepared envelope the launch went to) the new row names it
         already (`running`); a new row keeps `plan_digest`, the identity of its plan.
-        None: a new row was written and the caller dispatches. Otherwise the operation is
+        `Began`: a new row was written and the caller dispatches. Otherwise the operation is
         known: its recorded result is replayed (or raised), an in-flight one is joined, an
         uncertain one is `UNCERTAIN`, a different request is `OPERATION_CONFLICT`.
         """
@@ -243,7 +249,7 @@ class Ownership:
             ) from exc
         verdict = begun.verdict(signature)
         if verdict is None:
-            return None
+            return Began(begun.row.created_unix_ms)
         if verdict == "conflict":
             raise _conflict(operation_id)
         row = begun.row

@@ -87,7 +87,7 @@ _encode = msgspec.json.Encoder().encode
 
 def parse_duration(text: str) -> int:
     """Seconds of a duration such as `7d`, `12h`, `90m`; ValueError naming the form."""
-    found = _DURATION.fullmatch(text.strip())
+    found = _DURATION.fullmatch(text)
     if found is None:
         raise ValueError(
             f"{text!r} is not a duration: a whole number and one unit, s, m, h, d or w "

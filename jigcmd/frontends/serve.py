@@ -9,11 +9,11 @@ per-call `deadlineUnixMs`, so without it a command is bounded only by the 10 s c
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import gc
 import logging
 import os
-import sys
 import uuid
 from collections.abc import Mapping
 from functools import partial
@@ -33,13 +33,14 @@ from jigcmd.command.service import CommandService
 from jigcmd.durable.statedir import StateDirError, default_state_dir
 from jigcmd.envelope.native import NativeExecutor
 from jigcmd.frontends.retaining import keep_pruning
-from jigcmd.jsonio.strict import MAX_SAFE_INTEGER
+from jigcmd.optionvalues import unix_ms
 from jigcmd.protocol import jsonrpc
 from jigcmd.protocol.dialect import DEFAULT_BUDGET_BYTES
 from jigcmd.protocol.session import ProtocolChoice
 from jigcmd.server import residency
 from jigcmd.server.hostpaths import HostPaths
 from jigcmd.server.refusal import answer_pending
+from jigcmd.server.stderrlog import say
 from jigcmd.server.stdio import serve_stdio
 
 __all__ = [
@@ -86,31 +87,21 @@ def _checked_run_id(run_id: str, shown: str, fix: str = "") -> str:
 def resolve_root_deadline(given: int | None, environ: Mapping[str, str]) -> int | None:
     """The root deadline (`--root-deadline-unix-ms`, else `JIGCMD_ROOT_DEADLINE_UNIX_MS`)."""
     if given is not None:
-        return _bounded(given, f"--root-deadline-unix-ms {given}")
+        return _deadline(str(given), "--root-deadline-unix-ms")
     named = environ.get(ROOT_DEADLINE_VARIABLE)
     if named is None:
         return None
     # Set but empty is refused too, as an empty JIGCMD_RUN_ID is: a runtime that meant to
     # pass a deadline (`…_MS=$DEADLINE`, the variable unset) must not run without one.
-    if not named.isascii() or not named.isdigit():
-        raise RunIdError(
-            f"{ROOT_DEADLINE_VARIABLE}={named!r} must be Unix milliseconds, a non-negative "
-            "integer (unset it for no root deadline)"
-        )
-    return _bounded(int(named), f"{ROOT_DEADLINE_VARIABLE}={named}")
+    return _deadline(named, ROOT_DEADLINE_VARIABLE, "; unset it for no root deadline")
 
 
-def _bounded(deadline: int, named: str) -> int:
-    """`deadline`, when a Run/1 `deadlineUnixMs` could carry it too (0 to 2^53-1)."""
-    if deadline < 0:
-        raise RunIdError(f"{named} must be a non-negative integer")
-    if deadline > MAX_SAFE_INTEGER:
-        # The same bound as a call's `deadlineUnixMs`: strict JSON refuses anything larger.
-        raise RunIdError(
-            f"{named} is beyond 2^53-1 ({MAX_SAFE_INTEGER}), the largest deadline a call "
-            "may carry; Unix milliseconds are far below it"
-        )
-    return deadline
+def _deadline(text: str, source: str, fix: str = "") -> int:
+    """`text` read by the flag's own parser, so the flag and the variable take the same texts."""
+    try:
+        return unix_ms(text)
+    except argparse.ArgumentTypeError as exc:
+        raise RunIdError(f"{source}: {exc}{fix}") from None
 
 
 def serve(
@@ -130,7 +121,7 @@ def serve(
         root_run, generated = resolve_run_id(run_id, os.environ)
         deadline = resolve_root_deadline(settings.root_deadline_unix_ms, os.environ)
     except RunIdError as exc:
-        sys.stderr.write(f"jigcmd serve: {exc}\n")
+        _say(str(exc))
         return 2
     settings = dataclasses.replace(settings, root_deadline_unix_ms=deadline)
     budget = result_budget if result_budget is not None else DEFAULT_BUDGET_BYTES
@@ -142,13 +133,12 @@ def serve(
 def _say_run_id(root_run: str, generated: bool) -> None:
     """One stderr line naming the session's run, once it serves (a failed start has none)."""
     if generated:
-        sys.stderr.write(
-            f"jigcmd serve: run id {root_run} (generated; start again with --run-id "
-            f"{root_run} to resume this run's operations)\n"
+        _say(
+            f"run id {root_run} (generated; start again with --run-id {root_run} to resume "
+            "this run's operations)"
         )
     else:
-        sys.stderr.write(f"jigcmd serve: run id {root_run}\n")
-    sys.stderr.flush()
+        _say(f"run id {root_run}")
 
 
 async def _serve(
@@ -190,12 +180,12 @@ async def _serve(
             if ended.eof and not ended.frames:
                 # An engine's `run` without -i (or a host that spawned us with /dev/null)
                 # closes stdin at once: without this line nothing says why nothing happened.
-                sys.stderr.write(
-                    "jigcmd serve: stdin closed before any request: nothing to answer "
-                    "(a container engine passes stdin only with -i)\n"
+                _say(
+                    "stdin closed before any request: nothing to answer "
+                    "(a container engine passes stdin only with -i)"
                 )
     except STARTUP_ERRORS as exc:
-        sys.stderr.write(f"jigcmd serve: {exc}\n")
+        _say(str(exc))
         # A peer that already sent its first requests gets an answer, not a bare EOF; the
         # host's paths stay on the operator's stderr.
         answer_pending(_startup_paths(settings).scrub(str(exc)))
@@ -204,8 +194,9 @@ async def _serve(
 
 
 def _say(line: str) -> None:
-    sys.stderr.write(f"jigcmd serve: {line}\n")
-    sys.stderr.flush()
+    """One `jigcmd serve:` line on stderr, queued: a host that does not drain our stderr (or
+    closed it, or made it /dev/full) must still get its answers (docs/protocols.md)."""
+    say(f"jigcmd serve: {line}")
 
 
 def _startup_paths(settings: FrontSettings) -> HostPaths:

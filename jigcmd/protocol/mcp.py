@@ -140,12 +140,12 @@ class McpDialect:
         # notifications/initialized and anything unknown: nothing to do, never answered.
         return []
 
-    def owned(self, call: Call) -> bytes:
+    def owned(self, call: Call, created_unix_ms: int) -> bytes:
         """The journal holds the call's operation: a task's `CreateTaskResult` goes out now."""
         if call.task_id is None or call.request_id in self._silenced:
             # A request the peer cancelled gets no answer, a task's creation included.
             return b""
-        task = self._tasks.announce(call.task_id)
+        task = self._tasks.announce(call.task_id, created_unix_ms)
         if task is None:
             return b""
         del self._pending[call.request_id]
@@ -456,7 +456,7 @@ class McpDialect:
         task_id = None
         if envelope is not None and envelope.tasks and durable and keys.operation_id is None:
             task_id = new_task_id()
-            self._tasks.create(task_id, request_id, unix_ms())
+            self._tasks.create(task_id, request_id)
         self._calls += 1
         operation_id = keys.operation_id or task_id or f"mcp.{self._tag}.{self._calls}"
         pending.operation_id = operation_id

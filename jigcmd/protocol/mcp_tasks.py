@@ -122,16 +122,21 @@ class TaskBook:
         self._unannounced: dict[str, object] = {}
         self._finished: OrderedDict[str, TaskState] = OrderedDict()
 
-    def create(self, task_id: str, request_id: object, now_ms: int) -> None:
-        """A call became a task; it is announced once the journal holds it."""
-        self._running[task_id] = TaskState(task_id, now_ms, now_ms)
+    def create(self, task_id: str, request_id: object) -> None:
+        """A call became a task; it exists (and is announced) once the journal holds it."""
         self._unannounced[task_id] = request_id
 
-    def announce(self, task_id: str) -> TaskState | None:
-        """The task's seed state, the first time its row is known durable; else None."""
+    def announce(self, task_id: str, created_unix_ms: int) -> TaskState | None:
+        """The task's seed state, the first time its row is known durable; else None.
+
+        `created_unix_ms` is the row's: the task is created when the journal holds it (its
+        `CreateTaskResult` goes out then), and a restarted server reads the same instant
+        back from the row, so `createdAt` never moves.
+        """
         if self._unannounced.pop(task_id, None) is None:
             return None
-        return self._running.get(task_id)
+        task = self._running[task_id] = TaskState(task_id, created_unix_ms, created_unix_ms)
+        return task
 
     def awaits_announcement(self, task_id: str) -> bool:
         """Whether the call's request is still unanswered (nothing durable yet)."""

@@ -245,13 +245,14 @@ class Session:
         self._settings = msgspec.structs.replace(self._settings, tools=tuple(tools))
         return b"" if self._dialect is None else self._dialect.tools_changed(tuple(tools))
 
-    def owned(self, call: Call) -> bytes:
-        """The journal began `call`'s operation (it runs): what that answers (a task's creation)."""
+    def owned(self, call: Call, created_unix_ms: int) -> bytes:
+        """The journal began `call`'s operation (it runs), its row created at `created_unix_ms`:
+        what that answers (a task's creation)."""
         if self._active is not None and self._active.operation_id == call.operation_id:
             self._running = True
         if call.task_id is None:
             return b""
-        created = self._mcp().owned(call)
+        created = self._mcp().owned(call, created_unix_ms)
         if created:
             # The task's creation answers the request: its id is free again.
             self._answered(call.request_id, call)

@@ -38,7 +38,8 @@ class Progress(Protocol):
         ...
 
 
-Owned = Callable[[], Awaitable[None]]
+# Told that the journal holds the call's operation, and when its row says it was created.
+Owned = Callable[[int], Awaitable[None]]
 
 
 class CommandBackend(Protocol):

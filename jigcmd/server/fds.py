@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import select
 import sys
 from typing import NamedTuple
 
-__all__ = ["ProtocolFds", "claim_protocol_fds"]
+__all__ = ["ProtocolFds", "claim_protocol_fds", "fill_standard_fds"]
 
 
 class ProtocolFds(NamedTuple):
@@ -65,3 +66,25 @@ def claim_protocol_fds() -> ProtocolFds:
     os.set_blocking(read_fd, False)
     os.set_blocking(write_fd, False)
     return ProtocolFds(read_fd, write_fd)
+
+
+def fill_standard_fds() -> None:
+    """Put /dev/null on whichever of fds 0-2 the caller closed (`2>&-`), before anything opens.
+
+    Otherwise the next file opened (the journal, a key) would take the number, and whatever
+    writes "to stderr" would write into it; and Python's `sys.stderr` would be None.
+    """
+    for fd in (0, 1, 2):
+        try:
+            os.fstat(fd)
+            continue
+        except OSError as exc:
+            if exc.errno != errno.EBADF:
+                raise
+        # The lowest free number: `fd` itself, as the lower ones are open by now.
+        opened = os.open(os.devnull, os.O_RDWR)
+        if opened != fd:
+            os.dup2(opened, fd)
+            os.close(opened)
+        stream = open(fd, "w" if fd else "r", errors="backslashreplace", closefd=False)  # noqa: SIM115 - lives as long as the process, as Python's own
+        setattr(sys, ("stdin", "stdout", "stderr")[fd], stream)

@@ -5,6 +5,7 @@ answers then). So a log call only formats the record, cuts it to `MAX_RECORD_CHA
 token from a bucket (`BURST` records at once, `PER_SECOND` sustained) and queues it, at most
 `MAX_QUEUED_BYTES` in all; a daemon thread does the blocking writes. Whatever does not fit
 is dropped and counted, and the count is written before the next record that gets through.
+`say` puts a front's own lines (`jigcmd serve: run id …`) on the same queue, as they are.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ __all__ = [
     "PER_SECOND",
     "StderrHandler",
     "install",
+    "say",
 ]
 
 MAX_RECORD_CHARS: Final = 8 * 1024
@@ -57,13 +59,22 @@ class StderrHandler(logging.Handler):
             text = self.format(record)
         except Exception:  # noqa: BLE001 - a broken record must not reach stderr through handleError
             text = f"jigcmd: unformattable log record from {record.name}"
+        self._enqueue(text, limited=True)
+
+    def say(self, line: str) -> None:
+        """Queue `line` as it is (no level, no logger name), past the rate limit; never wait."""
+        self._enqueue(line, limited=False)
+
+    def _enqueue(self, text: str, *, limited: bool) -> None:
+        """Queue `text`, cut to size, if the queue (and if `limited` the rate) allow; else count."""
         if len(text) > MAX_RECORD_CHARS:
             text = f"{text[:MAX_RECORD_CHARS]}… ({len(text) - MAX_RECORD_CHARS:,} more characters)"
         data = (text + "\n").encode("utf-8", "replace")
         with self._ready:
             if self._closing:
                 return
-            if not self._take_token() or self._queued + len(data) > MAX_QUEUED_BYTES:
+            # A front's own lines are few (one at start, one an hour): only the bound holds them.
+            if (limited and not self._take_token()) or self._queued + len(data) > MAX_QUEUED_BYTES:
                 self._dropped += 1
                 return
             if self._dropped:
@@ -156,9 +167,13 @@ class StderrHandler(logging.Handler):
         self._writer = None
 
 
+_installed: StderrHandler | None = None
+
+
 def install(level: int) -> StderrHandler:
     """Make a `StderrHandler` the root logger's only handler, at `level`."""
-    handler = StderrHandler()
+    global _installed  # noqa: PLW0603 - the one handler per process that `say` shares
+    handler = _installed = StderrHandler()
     handler.setFormatter(logging.Formatter(_FORMAT))
     root = logging.getLogger()
     for old in list(root.handlers):
@@ -166,3 +181,12 @@ def install(level: int) -> StderrHandler:
     root.addHandler(handler)
     root.setLevel(level)
     return handler
+
+
+def say(line: str) -> None:
+    """Put one line on stderr without ever waiting for it: through the installed handler's
+    queue (a host that does not drain our stderr, or closed it, must not stall a session)."""
+    global _installed  # noqa: PLW0603 - made here when no verb installed one (a library caller)
+    if _installed is None:
+        _installed = StderrHandler()
+    _installed.say(line)

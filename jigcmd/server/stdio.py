@@ -340,10 +340,10 @@ class _Server:
 
             reporter = report
 
-        async def owned() -> None:
+        async def owned(created_unix_ms: int) -> None:
             # The journal began the operation: it runs (the session words its busy refusal
             # so), and a task's creation can be answered now.
-            frame = self._session.owned(call)
+            frame = self._session.owned(call, created_unix_ms)
             if frame:
                 self._writer.send(frame)
                 self._writer.flush()

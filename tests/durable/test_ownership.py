@@ -11,7 +11,7 @@ import msgspec
 import pytest
 
 from jigcmd.cancel import CancelSignal
-from jigcmd.durable.ownership import Ownership
+from jigcmd.durable.ownership import Began, Ownership
 from jigcmd.durable.replay import UNRECORDED_REPORT, with_tests
 from jigcmd.errors import Code, JigError
 from jigcmd.evidence import Evidence, ResourceReport, StreamText
@@ -52,7 +52,7 @@ def ownership(tmp_path: Path) -> Ownership:
     return Ownership.open(tmp_path / "state", max_envelopes=1, memory_bytes=256 << 20)
 
 
-async def _begin(ownership: Ownership, operation_id: str, signature: str) -> RunResult | None:
+async def _begin(ownership: Ownership, operation_id: str, signature: str) -> RunResult | Began:
     return await ownership.begin(
         root_run=RUN,
         operation_id=operation_id,
@@ -68,7 +68,7 @@ async def test_a_new_operation_is_recorded_and_its_evidence_replayed_exactly(
 ) -> None:
     """After finish, a lookup with the same signature returns the same evidence and report."""
     assert await ownership.lookup("op.1", "sig", root_run=RUN) is None
-    assert await _begin(ownership, "op.1", "sig") is None
+    assert isinstance(await _begin(ownership, "op.1", "sig"), Began)
     await ownership.finish("op.1", RunResult(evidence=EVIDENCE, report=REPORT), root_run=RUN)
     replayed = await ownership.lookup("op.1", "sig", root_run=RUN)
     assert replayed == RunResult(evidence=EVIDENCE, report=REPORT)
@@ -102,7 +102,7 @@ async def test_a_test_commands_report_is_replayed_as_its_answer_carried_it(
     With the end of stderr past its cap, which alone counts a file that failed to load.
     """
     assert tests.unlisted.errors == (1 if tests.stderr_tail else 0)
-    assert await _begin(ownership, "op.t", "sig") is None
+    assert isinstance(await _begin(ownership, "op.t", "sig"), Began)
     answered = RunResult(evidence=EVIDENCE, report=REPORT, tests=tests)
     await ownership.finish("op.t", answered, root_run=RUN)
     assert await ownership.lookup("op.t", "sig", root_run=RUN) == answered
@@ -144,7 +144,7 @@ async def test_a_row_from_before_reports_were_kept_says_its_report_is_not_in_the
 
 async def test_a_different_request_under_a_known_id_is_a_conflict(ownership: Ownership) -> None:
     """Same operation id, different signature: OPERATION_CONFLICT, before and after it ends."""
-    assert await _begin(ownership, "op.2", "sig-a") is None
+    assert isinstance(await _begin(ownership, "op.2", "sig-a"), Began)
     with pytest.raises(JigError) as raised:
         await _begin(ownership, "op.2", "sig-b")
     assert raised.value.code == Code.OPERATION_CONFLICT
@@ -157,7 +157,7 @@ async def test_a_different_request_under_a_known_id_is_a_conflict(ownership: Own
 async def test_a_recorded_failure_is_raised_again_with_its_details(ownership: Ownership) -> None:
     """A deadline failure with evidence replays as the same code, message and details, and
     says it is recorded (the operation's own outcome, which a session may keep)."""
-    assert await _begin(ownership, "op.3", "sig") is None
+    assert isinstance(await _begin(ownership, "op.3", "sig"), Began)
     failure = JigError(Code.DEADLINE_EXCEEDED, "deadline", {"command": {"exitCode": None}})
     await ownership.fail("op.3", failure, root_run=RUN)
     with pytest.raises(JigError) as raised:
@@ -172,7 +172,7 @@ async def test_a_recorded_failure_is_raised_again_with_its_details(ownership: Ow
 
 async def test_an_uncertain_operation_stays_uncertain(ownership: Ownership) -> None:
     """UNCERTAIN is recorded for good: later finishes write nothing, lookups stay UNCERTAIN."""
-    assert await _begin(ownership, "op.4", "sig") is None
+    assert isinstance(await _begin(ownership, "op.4", "sig"), Began)
     await ownership.fail(
         "op.4", JigError(Code.UNCERTAIN, "cleanup could not be confirmed"), root_run=RUN
     )
@@ -196,7 +196,7 @@ async def test_joining_a_row_that_never_closes_ends_at_the_joiners_deadline(
     ownership: Ownership,
 ) -> None:
     """A join waits only until the joiner's deadline: DEADLINE_EXCEEDED, unrecorded, not forever."""
-    assert await _begin(ownership, "op.j", "sig") is None
+    assert isinstance(await _begin(ownership, "op.j", "sig"), Began)
     with anyio.fail_after(30), pytest.raises(JigError) as raised:
         await ownership.begin(
             root_run=RUN,
@@ -215,7 +215,7 @@ async def test_joining_a_row_that_never_closes_ends_at_the_joiners_deadline(
 
 async def test_joining_a_row_that_never_closes_is_cancellable(ownership: Ownership) -> None:
     """A cancel of the joining call ends its wait with CANCELLED; the operation is untouched."""
-    assert await _begin(ownership, "op.k", "sig") is None
+    assert isinstance(await _begin(ownership, "op.k", "sig"), Began)
     cancel = CancelSignal()
     cancel.set()
     with anyio.fail_after(30), pytest.raises(JigError) as raised:
@@ -239,7 +239,7 @@ async def test_the_evidence_is_synced_beside_the_run_and_awaited_by_the_close(
     """The evidence's commit leaves its sync in flight (no fdatasync in this process); the
     close waits for it, then closes the row `done`."""
     require_aio()
-    assert await _begin(ownership, "op.s", "sig") is None
+    assert isinstance(await _begin(ownership, "op.s", "sig"), Began)
     in_place: list[int] = []
     monkeypatch.setattr(os, "fdatasync", in_place.append)
     recorded = await ownership.record_evidence("op.s", EVIDENCE, root_run=RUN)
@@ -259,7 +259,7 @@ async def test_evidence_whose_sync_fails_is_answered_uncertain_and_its_row_stays
     """The commit landed but the disk failed its sync: nothing says the run's evidence is
     kept, so the answer is UNCERTAIN naming the journal, and the row is not closed."""
     require_aio()
-    assert await _begin(ownership, "op.f", "sig") is None
+    assert isinstance(await _begin(ownership, "op.f", "sig"), Began)
     failing_syncs(monkeypatch)
     recorded = await ownership.record_evidence("op.f", EVIDENCE, root_run=RUN)
     assert recorded is not None

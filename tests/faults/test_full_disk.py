@@ -10,7 +10,7 @@ import time
 import anyio
 import pytest
 
-from jigcmd.durable.ownership import Ownership
+from jigcmd.durable.ownership import Began, Ownership
 from jigcmd.envelope.api import EnvelopeIdentity
 from jigcmd.errors import Code, JigError
 from jigcmd.journal.reservations import Reservations
@@ -81,14 +81,14 @@ def test_a_full_journal_at_begin_is_execution_failed_naming_the_journal_and_not_
         assert not error.recorded
         small_disk.free()
         assert ownership.journal.get("op-1", root_run=RUN) is None
-        assert anyio.run(lambda: ownership.begin(**_new_row("op-1"))) is None  # type: ignore[arg-type]
+        assert isinstance(anyio.run(lambda: ownership.begin(**_new_row("op-1"))), Began)  # type: ignore[arg-type]
     finally:
         ownership.close()
 
 
 def _begun(disk: SmallDisk, operation_id: str) -> Ownership:
     ownership = Ownership.open(disk.path, 2, 256 * 1024 * 1024)
-    assert anyio.run(lambda: ownership.begin(**_new_row(operation_id))) is None  # type: ignore[arg-type]
+    assert isinstance(anyio.run(lambda: ownership.begin(**_new_row(operation_id))), Began)  # type: ignore[arg-type]
     return ownership
 
 

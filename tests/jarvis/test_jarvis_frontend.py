@@ -113,7 +113,7 @@ def test_jarvis_refuses_a_broken_policy_with_a_precise_error(
     ("option", "message"),
     [
         (["--port", "70000"], "argument --port: 70000 is not a port (0 to 65535; 0: any free one)"),
-        (["--port", "-1"], "argument --port: -1 is not a port"),
+        (["--port", "-1"], "argument --port: '-1' is not a whole number"),
         (["--max-envelopes", "0"], "argument --max-envelopes: 0 is not at least 1"),
     ],
 )

@@ -17,6 +17,7 @@ from collections.abc import AsyncIterator
 import anyio
 
 from jigcmd.cancel import CancelSignal
+from jigcmd.clock import unix_ms
 from jigcmd.errors import Code, JigError
 from jigcmd.evidence import Evidence, ResourceReport, StopReason, StreamText
 from jigcmd.protocol.commands import Recorded, RunResult, ToolInfo
@@ -113,7 +114,7 @@ class FakeBackend:
             )
         if owned is not None:
             # As if a journal row had been written before dispatch.
-            await owned()
+            await owned(unix_ms())
         if stdin == "wait":
             if progress is not None:
                 await progress("envelope ready")

@@ -25,6 +25,8 @@ from tests.protocol.fake_server import REPORT, TOOLS, canned_evidence
 
 MODERN = "2026-07-28"
 SERVER_INFO = {"name": "jig", "version": "9"}
+# When the journal's row of a task's operation says it was created (2026-12-07 05:11:14.715Z).
+CREATED_MS = 1_796_620_274_715
 TASKS: dict[str, Any] = {"extensions": {"io.modelcontextprotocol/tasks": {}}}
 
 
@@ -234,12 +236,14 @@ def test_tasks_are_created_only_once_the_journal_holds_them() -> None:
     assert call.task_id is not None and call.operation_id == call.task_id
     assert len(call.task_id) == len("task-") + 32
     # Nothing is answered until the row is written.
-    created = answer([Send(session.owned(call))])
+    created = answer([Send(session.owned(call, CREATED_MS))])
     assert created["id"] == 1
     task = created["result"]
     assert (task["resultType"], task["status"], task["taskId"]) == ("task", "working", call.task_id)
     assert task["ttlMs"] is None and task["pollIntervalMs"] > 0
-    assert session.owned(call) == b""
+    # The row's instant, which a restarted server reads back: createdAt never moves.
+    assert task["createdAt"] == task["lastUpdatedAt"] == "2026-12-07T05:11:14.715Z"
+    assert session.owned(call, CREATED_MS) == b""
     get = modern(2, "tasks/get", {"taskId": call.task_id}, capabilities=TASKS)
     working = answer(session.receive(get))["result"]
     assert (working["resultType"], working["status"]) == ("complete", "working")
@@ -265,7 +269,7 @@ def test_a_task_call_refused_before_the_journal_is_answered_directly() -> None:
 def test_task_methods_need_the_extension_in_that_very_request() -> None:
     session = make_session()
     call = dispatched(session.receive(modern(1, "tools/call", call_args(), capabilities=TASKS)))
-    session.owned(call)
+    session.owned(call, CREATED_MS)
     error = answer(session.receive(modern(2, "tasks/get", {"taskId": call.task_id})))["error"]
     assert error["code"] == -32021
     assert error["data"] == {"requiredCapabilities": TASKS}
@@ -277,7 +281,7 @@ def test_task_methods_need_the_extension_in_that_very_request() -> None:
 def test_tasks_cancel_stops_the_task_and_acknowledges() -> None:
     session = make_session()
     call = dispatched(session.receive(modern(1, "tools/call", call_args(), capabilities=TASKS)))
-    session.owned(call)
+    session.owned(call, CREATED_MS)
     actions = session.receive(
         modern(2, "tasks/cancel", {"taskId": call.task_id}, capabilities=TASKS)
     )
@@ -362,7 +366,7 @@ def test_a_task_call_cancelled_before_its_creation_is_never_answered() -> None:
     call = dispatched(session.receive(modern(1, "tools/call", call_args(), capabilities=TASKS)))
     cancelled = b'{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1}}'
     assert session.receive(cancelled) == [Cancel(1, call.task_id)]
-    assert session.owned(call) == b""
+    assert session.owned(call, CREATED_MS) == b""
     assert session.finish(call, JigError(Code.CANCELLED, "cancelled")) == b""
 
 

@@ -79,7 +79,7 @@ def test_any_frame_sequence_yields_only_json_rpc_frames(
                 assert_frames(session.recorded(action, found))
             elif isinstance(action, Dispatch):
                 if data.draw(st.booleans()):
-                    assert_frames(session.owned(action.call))
+                    assert_frames(session.owned(action.call, 1))
                 assert_frames(session.progress(action.call, "working"))
                 outcome = (
                     RunResult(canned_evidence("cli"), REPORT)

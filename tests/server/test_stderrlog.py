@@ -99,3 +99,19 @@ def test_records_beyond_the_burst_are_dropped_and_the_drop_is_reported(
     lines = _drain(read_fd).decode().splitlines()
     assert lines[:BURST] == [f"burst {i}" for i in range(BURST)]
     assert lines[BURST:] == ["jigcmd: WARNING 25 log records dropped (stderr slow)", "after"]
+
+
+def test_a_said_line_is_written_as_it_is_even_past_the_rate_limit(
+    undrained: tuple[int, int], handlers: list[StderrHandler]
+) -> None:
+    """`say` (a front's own line: the run id) is not a log record: no prefix, no token taken."""
+    read_fd, write_fd = undrained
+    handler = StderrHandler(write_fd, clock=lambda: 0.0)
+    handlers.append(handler)
+    logger = _logger(handler)
+    for index in range(BURST):
+        logger.warning("burst %d", index)
+    handler.say("jigcmd serve: run id run-7")
+    handler.flush(5.0)
+    lines = _drain(read_fd).decode().splitlines()
+    assert lines[BURST:] == ["jigcmd serve: run id run-7"]
