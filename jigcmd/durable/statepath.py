@@ -87,7 +87,7 @@ def _check(
     if parent_info.st_mode & (stat.S_IWGRP | stat.S_IWOTH) and not (
         _sticky(parent_info) and owner in (0, euid)
     ):
-        _refuse_writable_parent(parent, parent_info, name, euid)
+        _refuse_writable_parent(parent, parent_info, name, owner, euid)
     if not last and owner not in (0, euid):
         raise StateDirError(
             f"{name}, on the state directory's path, is owned by uid {owner} "
@@ -99,7 +99,7 @@ def _check(
 
 
 def _refuse_writable_parent(
-    parent: Path, parent_info: os.stat_result, name: Path, euid: int
+    parent: Path, parent_info: os.stat_result, name: Path, owner: int, euid: int
 ) -> None:
     """Refuse `parent`, which others may write, holding `name` (not ours when it is sticky)."""
     where = (
@@ -110,7 +110,8 @@ def _refuse_writable_parent(
         # A sticky directory (like /tmp) is meant to be shared: the fault is the entry in
         # it, never the directory's mode, which no one should take from everyone else.
         raise StateDirError(
-            f"{where} and {name} in it is neither root's nor this user's (uid {euid}): "
+            f"{where} and {name} in it is owned by uid {owner}, neither root nor this user "
+            f"(uid {euid}): "
             "its owner could replace what follows it",
             f"remove or chown {name}, or use another directory (e.g. /var/lib/jigcmd for root)",
         )

@@ -60,9 +60,8 @@ def test_a_sticky_world_writable_parent_is_accepted_only_for_a_component_of_ours
     theirs = sticky / "theirs"
     theirs.mkdir(mode=0o700)
     os.chown(theirs, _OTHER, _OTHER)
-    with pytest.raises(
-        StateDirError, match=r"mode 1777\) and .*theirs in it is neither root.s nor this user.s"
-    ) as caught:
+    named = rf"mode 1777\) and .*theirs in it is owned by uid {_OTHER}, neither root nor this user"
+    with pytest.raises(StateDirError, match=named) as caught:
         trusted_path(theirs / "state", create=True)
     # The entry is at fault, never the shared directory's mode: chmod go-w /tmp would take
     # /tmp from every other user.
