@@ -180,6 +180,13 @@ def _read_bytes(path: Path, *, host: bool = False) -> bytes:
             f"signing key {path}: readable or writable by group or others "
             f"(mode {stat.S_IMODE(info.st_mode):04o}); chmod 600 it"
         )
+    if stat.S_ISREG(info.st_mode) and info.st_uid != os.geteuid():
+        # Its owner may read it (or chmod it to), and sign statements as this host.
+        raise SigningKeyError(
+            f"signing key {path}: owned by uid {info.st_uid}, not by this user "
+            f"(uid {os.geteuid()}), who could sign as this host; chown {os.geteuid()} it "
+            "if it is yours, else make a new key"
+        )
     return data
 
 
@@ -236,6 +243,11 @@ def load_host_public(state_dir: Path) -> PublicKey:
             f"public key {path}: writable by group or others "
             f"(mode {stat.S_IMODE(info.st_mode):04o}), so not trusted; chmod 644 it"
         )
+    if info.st_uid != os.geteuid():
+        raise SigningKeyError(
+            f"public key {path}: owned by uid {info.st_uid}, not by this user "
+            f"(uid {os.geteuid()}), so not trusted; remove it (a start writes it again)"
+        )
     return _parse_public(data, path)
 
 
@@ -266,7 +278,10 @@ def _host_key(state_dir: Path) -> SigningKey:
     public = state_dir / HOST_PUBLIC_NAME
     pem = key.public.pem
     try:
-        if read_regular(public, _MAX_KEY_BYTES)[0] == pem:
+        data, info = read_regular(public, _MAX_KEY_BYTES)
+        # One another user owns or may write (so change) is written again, as ours.
+        trusted = info.st_uid == os.geteuid() and not info.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+        if data == pem and trusted:
             return key
     except NotRegular as exc:
         raise _not_a_public_file(exc) from None

@@ -8,8 +8,9 @@ process that uses the same directory shares its operation identities and its env
 The directory is created 0700. An existing one is refused when it is not a directory, is
 owned by another user, or is writable by group or others: whoever can write it can forge
 journal rows or hold every slot. Every component of its path is checked too, from `/` down
-(`statepath.py`), and so are its sub-directories (ours, written by no one else) and journal
-files (plain files, no link); the directory is then opened once and everything in it is
+(`statepath.py`), and so are its sub-directories (ours, written by no one else), the slot
+files in `slots` (regular files) and its journal files (ours, written by no one else, no
+link); the directory is then opened once and everything in it is
 reached through that descriptor (`jigcmd.journal.statefiles`). The path returned is the
 resolved one. A verb that only reads what was recorded there
 (`existing_state_dir`) creates nothing: a directory that is missing, or holds no journal,
@@ -19,6 +20,7 @@ trusted (`unmade_state_dir`), making nothing.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
 from collections.abc import Mapping
@@ -152,11 +154,16 @@ def _anchored(path: Path) -> Path:
 
 
 def check_contents(fd: int, path: Path) -> None:
-    """Refuse sub-directories others could write and journal files that are not plain files.
+    """Refuse sub-directories, slot files and journal files others could write or redirect."""
+    _check_subdirectories(fd, path)
+    _check_journal_files(fd, path)
+
+
+def _check_subdirectories(fd: int, path: Path) -> None:
+    """Refuse a sub-directory that is not ours, others may write, or is no directory.
 
     A sub-directory another user may write lets that user plant `slots/slot-0 -> /etc/shadow`;
-    a journal file that is a symbolic link (a journal moved to another disk) makes SQLite
-    keep its WAL beside the link's target, where jigcmd does not look, so every call fails.
+    `runtime` a link would have the zygote mount its tmpfs over the link's target.
     """
     for name in SUBDIRECTORIES:
         try:
@@ -164,23 +171,68 @@ def check_contents(fd: int, path: Path) -> None:
         except FileNotFoundError:
             continue
         where = f"{path / name}"
-        if stat.S_ISLNK(info.st_mode):
+        if not stat.S_ISDIR(info.st_mode):
+            what = "a symbolic link" if stat.S_ISLNK(info.st_mode) else "not a directory"
             raise StateDirError(
-                f"{where} is a symbolic link", f"remove it (jigcmd makes {name} 0700 itself)"
+                f"{where} is {what}", f"remove it (jigcmd makes {name} 0700 itself)"
             )
         checked(where, info)
+        if name == "slots":
+            _check_slot_files(fd, path / name)
+
+
+def _check_slot_files(fd: int, slots: Path) -> None:
+    """Refuse a slot file that is not a regular file (a FIFO, a link) at start, not at a call."""
+    directory = os.open("slots", os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
+    try:
+        names = sorted(name for name in os.listdir(directory) if name.startswith("slot-"))
+        for name in names:
+            with contextlib.suppress(FileNotFoundError):
+                info = os.stat(name, dir_fd=directory, follow_symlinks=False)
+                if not stat.S_ISREG(info.st_mode):
+                    raise StateDirError(
+                        f"{slots / name} is not a regular file",
+                        "remove it (jigcmd makes slot files itself)",
+                    )
+    finally:
+        os.close(directory)
+
+
+def _check_journal_files(fd: int, path: Path) -> None:
+    """Refuse a journal file that is a link, not ours, or writable by others.
+
+    A link (a journal moved to another disk) makes SQLite keep its WAL beside the link's
+    target, where jigcmd does not look, so every call fails; a file another user may write
+    (or owns, so may chmod) lets that user rewrite the rows `runs` and `run.get` answer with.
+    """
+    euid = os.geteuid()
     for name in _JOURNAL_FILES:
         try:
             info = os.stat(name, dir_fd=fd, follow_symlinks=False)
         except FileNotFoundError:
             continue
+        where = path / name
         if stat.S_ISLNK(info.st_mode):
             raise StateDirError(
                 # The link's target is not named: the refusal reaches a caller too, and
                 # only the state directory's own path is masked there.
-                f"journal file {path / name} is a symbolic link: SQLite keeps the journal's "
+                f"journal file {where} is a symbolic link: SQLite keeps the journal's "
                 "-wal and -shm beside the link's target, where jigcmd does not look",
                 "move the whole state directory instead and pass --state-dir with its new path",
             )
         # Any other kind of file (a FIFO, a directory) is the journal's to word, where it is
         # opened: `Marker.check_before_open`, `jigcmd.journal.failures`.
+        if not stat.S_ISREG(info.st_mode):
+            continue
+        if info.st_uid != euid:
+            raise StateDirError(
+                f"journal file {where} is owned by uid {info.st_uid}, not by this user "
+                f"(uid {euid}): its owner could rewrite the journal",
+                f"run chown {euid} {where} if it is yours, after checking what changed it",
+            )
+        if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+            raise StateDirError(
+                f"journal file {where} is writable by group or others "
+                f"(mode {stat.S_IMODE(info.st_mode):04o}): they could rewrite the journal",
+                f"run chmod go-w {where}, after checking what changed it",
+            )

@@ -25,6 +25,7 @@ themselves, so that it may mount; envelopes then nest their user namespaces in i
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import posixpath
 from collections.abc import Iterator
@@ -65,7 +66,9 @@ def enter(mount_point: str, binds: tuple[Bind, ...] = (), holders: str | None = 
     """
     global _holders, _lock  # noqa: PLW0603 - one staging area per zygote, inherited by forks
     try:
-        os.makedirs(mount_point, mode=0o700, exist_ok=True)
+        os.mkdir(mount_point, mode=0o700)
+    except FileExistsError:
+        pass  # what it is, is checked where it is mounted on (`_mount_point_fd`)
     except OSError as exc:
         raise StagingError(exc.errno, f"staging at {mount_point}: {exc.strerror}") from exc
     lock = None
@@ -116,17 +119,25 @@ def _mount(mount_point: str, borrowed: runtimeshare.Borrowed) -> None:
         if borrowed.joined:
             # This namespace is a copy of the holder's: its staging mount, with the template
             # roots on it, came along. Ours replaces it.
-            sc.umount2(mount_point, sc.MNT_DETACH)
-        if borrowed.tree is not None:
-            sc.move_mount(borrowed.tree, mount_point)
-        else:
-            sc.mount(
-                runtimeshare.SOURCE_NAME,
-                mount_point,
-                "tmpfs",
-                sc.MS_NOSUID | sc.MS_NODEV | sc.MS_RDONLY,
-                "mode=0755,nr_inodes=256",
-            )
+            sc.umount2(mount_point, sc.MNT_DETACH | sc.UMOUNT_NOFOLLOW)
+        # Opened only now: a descriptor opened before `unshare` names the host's mount, onto
+        # which this namespace cannot mount.
+        point = _mount_point_fd(mount_point)
+        try:
+            if borrowed.tree is not None:
+                sc.move_mount(borrowed.tree, point, mount_point)
+            else:
+                sc.mount(
+                    runtimeshare.SOURCE_NAME,
+                    f"/proc/self/fd/{point}",
+                    "tmpfs",
+                    sc.MS_NOSUID | sc.MS_NODEV | sc.MS_RDONLY,
+                    "mode=0755,nr_inodes=256",
+                )
+        finally:
+            os.close(point)
+    except StagingError:
+        raise
     except OSError as exc:
         raise StagingError(exc.errno, f"staging tmpfs at {mount_point}: {exc.strerror}") from exc
     finally:
@@ -136,6 +147,25 @@ def _mount(mount_point: str, borrowed: runtimeshare.Borrowed) -> None:
     _manifest.clear()
     if borrowed.tree is not None:
         _manifest.update(_read_manifest(_root))
+
+
+def _mount_point_fd(mount_point: str) -> int:
+    """The directory `mount_point`, opened with no link followed: what the tmpfs goes onto.
+
+    A link there (`<state dir>/runtime -> /usr/bin`) would have the tmpfs cover its target in
+    this namespace, and every envelope made from it fail or see the copy there.
+    """
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+    try:
+        return os.open(mount_point, flags)
+    except OSError as exc:
+        if exc.errno not in (errno.ELOOP, errno.ENOTDIR):
+            raise
+        what = "a symbolic link" if os.path.islink(mount_point) else "not a directory"
+        raise StagingError(
+            exc.errno,
+            f"staging at {mount_point}: it is {what}; remove it (jigcmd makes it 0700 itself)",
+        ) from None
 
 
 def identity(source: str) -> str:

@@ -34,6 +34,7 @@ __all__ = [
     "MS_SLAVE",
     "OPEN_TREE_CLONE",
     "RESOLVE_EXACT",
+    "UMOUNT_NOFOLLOW",
     "clone",
     "close_range",
     "default_signal",
@@ -75,6 +76,7 @@ MS_PRIVATE = 0x40000
 MS_SLAVE = 0x80000
 
 MNT_DETACH = 0x2
+UMOUNT_NOFOLLOW = 0x8
 CLOSE_RANGE_CLOEXEC = 1 << 2
 OPEN_TREE_CLONE = 1
 AT_FDCWD = -100
@@ -108,6 +110,7 @@ _SYSCALLS: dict[str, dict[str, int]] = {
 
 CLONE_INTO_CGROUP = 0x200000000
 _MOVE_MOUNT_F_EMPTY_PATH = 0x4
+_MOVE_MOUNT_T_EMPTY_PATH = 0x40
 _PR_SET_NAME = 15
 
 
@@ -324,18 +327,19 @@ def openat2(path: str, flags: int, resolve: int) -> int:
     )
 
 
-def move_mount(tree: int, target: str) -> None:
-    """move_mount(2) (Linux 5.2): attach the detached mount `tree` (an open_tree fd) at `target`."""
+def move_mount(tree: int, target: int, where: str) -> None:
+    """move_mount(2) (Linux 5.2): attach the detached mount `tree` (an open_tree fd) onto the
+    directory open at fd `target` (`where`, for the error), no path looked up again."""
     _check(
         _syscall_move(
             syscall_number("move_mount"),
             tree,
             b"",
-            AT_FDCWD,
-            target.encode(),
-            _MOVE_MOUNT_F_EMPTY_PATH,
+            target,
+            b"",
+            _MOVE_MOUNT_F_EMPTY_PATH | _MOVE_MOUNT_T_EMPTY_PATH,
         ),
-        f"move_mount onto {target}",
+        f"move_mount onto {where}",
     )
 
 

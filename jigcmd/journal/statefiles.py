@@ -7,7 +7,9 @@ to that descriptor (`dir_fd=`, `O_NOFOLLOW`, `O_CLOEXEC`): a path renamed or re-
 the check cannot redirect a write, and a symbolic link inside is never followed. A
 sub-directory is accepted only as a real directory of this user that no one else may write
 (`subdirectory`); a file that may be a FIFO or a device is opened `O_NONBLOCK` and refused
-unless it is a regular file (`open_regular`), so no verb hangs on it.
+unless it is a regular file (`open_regular`), so no verb hangs on it. `runtime`, the staging
+tmpfs's mount point, is checked at start as they are, and opened with no link followed
+where the zygote mounts on it (`jigcmd.envelope.staging`).
 
 A process that did not check the directory itself (a supervisor or zygote, given its path
 by the server that did) anchors it on first use; its parent checked every component.
@@ -28,8 +30,9 @@ __all__ = [
     "subdirectory",
 ]
 
-# The sub-directories jigcmd makes in a state directory.
-SUBDIRECTORIES = ("slots", "live", "envelopes", "resources")
+# The sub-directories jigcmd makes in a state directory (`runtime`: the staging tmpfs's
+# mount point, staging.py, which mounts on it in the zygote's namespace only).
+SUBDIRECTORIES = ("slots", "live", "envelopes", "resources", "runtime")
 
 
 class StateDirError(Exception):

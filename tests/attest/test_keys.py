@@ -24,9 +24,11 @@ from jigcmd.attest.keys import (
     HOST_PUBLIC_NAME,
     KEY_ENV,
     SigningKeyError,
+    load_host_public,
     load_public,
     open_signing_key,
 )
+from tests.required import require_root
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -95,6 +97,19 @@ def test_a_lost_public_half_is_written_again(tmp_path: Path) -> None:
     (tmp_path / HOST_PUBLIC_NAME).write_bytes(b"junk")
     open_signing_key(tmp_path, environ={})
     assert (tmp_path / HOST_PUBLIC_NAME).read_bytes() == key.public.pem
+
+
+def test_a_public_half_another_user_owns_is_not_trusted_and_written_again(tmp_path: Path) -> None:
+    """Its owner could swap in a key of their own for `verify`: refused, and a start replaces it."""
+    require_root("needs root: the public half is chowned to another uid")
+    key = open_signing_key(tmp_path, environ={})
+    public = tmp_path / HOST_PUBLIC_NAME
+    os.chown(public, 61_999, 61_999)
+    with pytest.raises(SigningKeyError, match="owned by uid 61999, not by this user"):
+        load_host_public(tmp_path)
+    open_signing_key(tmp_path, environ={})
+    assert public.stat().st_uid == os.geteuid()
+    assert load_host_public(tmp_path).keyid == key.public.keyid
 
 
 def test_the_operators_key_file_wins_over_the_environment_and_the_host_key(tmp_path: Path) -> None:

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import anyio
 import pytest
 
 from jigcmd.command.runtime import BUN_TARGET, find_runtime
+from jigcmd.envelope.api import EnvelopeFailure
 from jigcmd.envelope.native import NativeExecutor
 from tests.required import require_root
 
@@ -44,3 +46,29 @@ async def test_the_runtime_is_staged_before_the_first_plan_and_never_on_the_host
     finally:
         await executor.aclose()
     assert not await anyio.Path(staging_dir).exists()
+
+
+@pytest.mark.parametrize("kind", ["link", "fifo"])
+async def test_a_mount_point_that_is_no_directory_is_refused_not_mounted_through(
+    tmp_path: Path, kind: str
+) -> None:
+    """`<state>/runtime -> elsewhere` (made after the start's checks): the zygote refuses it
+    by name instead of mounting its tmpfs over the link's target."""
+    require_root()
+    state = tmp_path / "state"
+    state.mkdir(mode=0o700)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    if kind == "link":
+        (state / "runtime").symlink_to(elsewhere)
+    else:
+        os.mkfifo(state / "runtime", 0o600)
+    executor = NativeExecutor(state_dir=str(state))
+    executor.stage_at_start(find_runtime().binds)
+    what = "a symbolic link" if kind == "link" else "not a directory"
+    try:
+        with pytest.raises(EnvelopeFailure) as caught:
+            await executor.start()
+    finally:
+        await executor.aclose()
+    assert f"staging at {state}/runtime: it is {what}; remove it" in str(caught.value)

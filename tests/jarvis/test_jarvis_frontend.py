@@ -243,12 +243,19 @@ def test_a_rule_whose_working_directories_hold_the_state_directory_is_named(
 def test_an_envelope_that_cannot_start_is_one_line_before_anything_is_served(
     policy_file: Path, tmp_path: Path
 ) -> None:
-    """The zygote's start fails (its staging point is a file): exit 2, one line, no traceback,
-    and no "serving" line announcing an address that never served."""
+    """The zygote's start fails: exit 2, one line, no traceback, and no "serving" line
+    announcing an address that never served.
+
+    What fails is the zygote's own import of pyroute2 (only the zygote imports it; a
+    package of that name earlier on the path refuses to load): a state directory the zygote
+    could not stage in is refused before (`test_jarvis_state_files.py`)."""
     state = tmp_path / "state"
     state.mkdir(mode=0o700)
-    (state / "runtime").write_text("not a directory\n")
-    env = {**os.environ, "JARVIS_BEARER_TOKEN": TOKEN}
+    shadow = tmp_path / "shadow" / "pyroute2"
+    shadow.mkdir(parents=True)
+    (shadow / "__init__.py").write_text('raise ImportError("withheld by the test")\n')
+    path = os.pathsep.join([str(shadow.parent), *filter(None, [os.environ.get("PYTHONPATH")])])
+    env = {**os.environ, "JARVIS_BEARER_TOKEN": TOKEN, "PYTHONPATH": path}
     done = subprocess.run(
         [sys.executable, "-m", "jigcmd", "jarvis", "--policy", str(policy_file), "--port", "0",
          "--state-dir", str(state)],
@@ -259,4 +266,4 @@ def test_an_envelope_that_cannot_start_is_one_line_before_anything_is_served(
     (line,) = done.stderr.splitlines()
     said = "jigcmd jarvis: EXECUTION_FAILED: containment envelope unavailable"
     assert line.startswith(said), line
-    assert "staging at" in line
+    assert "NetnsError" in line
