@@ -14,7 +14,6 @@ from pathlib import Path
 import pytest
 
 from jigcmd.cli import main
-from jigcmd.optionvalues import retain
 from jigcmd.durable.replay import replay
 from jigcmd.durable.runresources import KINDS, RunResources
 from jigcmd.durable.statedir import prepare_state_dir
@@ -22,6 +21,7 @@ from jigcmd.errors import Code, JigError
 from jigcmd.frontends.diagnosis import statecheck
 from jigcmd.journal.rows import NewRow
 from jigcmd.journal.store import Journal
+from jigcmd.optionvalues import retain
 
 RUN = "run-a"
 STATEMENT = b"statement" * 100

@@ -295,8 +295,8 @@ async def test_malformed_calls_are_a_400_naming_the_field(body: object) -> None:
 @pytest.mark.parametrize(
     ("body", "said"),
     [
-        ({}, "the body has no `args`: jarvis.run.create takes {\"args\": {argv, cwd?, "),
-        ({"args": None}, "`args` must be a JSON object: jarvis.run.create takes {\"args\""),
+        ({}, 'the body has no `args`: jarvis.run.create takes {"args": {argv, cwd?, '),
+        ({"args": None}, '`args` must be a JSON object: jarvis.run.create takes {"args"'),
     ],
 )
 async def test_a_body_without_args_says_args_is_missing_not_argv(body: object, said: str) -> None:
