@@ -409,7 +409,10 @@ _VERBS = (
         _recover_options,
     ),
     _Verb(
-        "runs", "list the state directory's runs and their operations (read only)", _runs_options
+        "runs",
+        "list the state directory's serve runs (Run/1, MCP) and their operations (read only; "
+        "jarvis's runs: jarvis-audit)",
+        _runs_options,
     ),
     _Verb(
         "prune",

@@ -91,7 +91,8 @@ def parse_duration(text: str) -> int:
     if found is None:
         raise ValueError(
             f"{text!r} is not a duration: a whole number and one unit, s, m, h, d or w "
-            "(7d, 12h, 30m)"
+            # Examples `--retain` takes too (at least an hour), as well as `--older-than`.
+            "(7d, 12h, 90m)"
         )
     seconds = int(found.group(1)) * _UNITS[found.group(2)]
     if seconds > MAX_DURATION_S:

@@ -330,9 +330,10 @@ _JARVIS_POLICY: contextvars.ContextVar[Path | None] = contextvars.ContextVar(
 
 
 def _jarvis_policy() -> Check:
-    """The jarvis policy parses, and none of its host directories holds a mount."""
+    """The jarvis policy parses, others may write none of its directories, none holds a mount."""
     from jigcmd.envelope.cgroups import read_mounts  # noqa: PLC0415 - Linux only
     from jigcmd.jarvis.hostmounts import held_mounts, held_mounts_message  # noqa: PLC0415 - an import that fails fails this check alone
+    from jigcmd.jarvis.hosttrust import untrusted_dirs_message  # noqa: PLC0415 - an import that fails fails this check alone
     from jigcmd.jarvis.policy import PolicyError, parse_policy  # noqa: PLC0415 - an import that fails fails this check alone
 
     path = _JARVIS_POLICY.get()
@@ -341,6 +342,15 @@ def _jarvis_policy() -> Check:
         policy = parse_policy(path.read_text(encoding="utf-8"), str(path))
     except (OSError, UnicodeDecodeError, PolicyError) as exc:
         return Check("jarvis policy", "FAIL", str(exc), "fix the policy; jarvis refuses it")
+    untrusted = untrusted_dirs_message(policy, str(path))
+    if untrusted is not None:
+        return Check(
+            "jarvis policy",
+            "FAIL",
+            untrusted,
+            "list only directories no one but root and jarvis's user may write; "
+            "jarvis refuses to start with this policy",
+        )
     held = held_mounts(policy.host_dirs, [m.point for m in read_mounts()], os.path.realpath)
     if held:
         return Check(
@@ -350,7 +360,11 @@ def _jarvis_policy() -> Check:
             "narrow host_dirs; jarvis refuses to start with this policy",
         )
     detail = f"{path}: {len(policy.rules)} rule(s); host_dirs {' '.join(policy.host_dirs)}"
-    return Check("jarvis policy", "ok", detail + " hold no mount")
+    return Check(
+        "jarvis policy",
+        "ok",
+        f"{detail} hold no mount; only root and jarvis's user may write them and search_path",
+    )
 
 
 # In order; the end-to-end run starts threads, so it comes after every forked probe.

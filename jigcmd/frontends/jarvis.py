@@ -32,6 +32,7 @@ from jigcmd.jarvis.app import allowed_hosts, create_app
 from jigcmd.jarvis.auth import ConfigError, Credentials, load_credentials
 from jigcmd.jarvis.connections import DEFAULT_LIMITS
 from jigcmd.jarvis.hostmounts import held_mounts, held_mounts_message
+from jigcmd.jarvis.hosttrust import untrusted_dirs_message
 from jigcmd.jarvis.hostview import OsHostView
 from jigcmd.jarvis.manual import base_url
 from jigcmd.jarvis.policy import Policy, PolicyError, parse_policy
@@ -124,7 +125,7 @@ def _set_up(
     credentials = load_credentials(os.environ)
     text = _read(policy)
     rules = parse_policy(text, str(policy))
-    _refuse_held_mounts(rules, str(policy))
+    _refuse_unusable_dirs(rules, str(policy))
     opened = open_host(state_dir, cgroup_base)
     # Each completed run's statement names the policy file by the digest of its bytes.
     signing = RunSigning(
@@ -137,8 +138,12 @@ def _set_up(
     )
 
 
-def _refuse_held_mounts(rules: Policy, source: str) -> None:
-    """Refuse a policy whose host directories hold mounts: no run it allows could start."""
+def _refuse_unusable_dirs(rules: Policy, source: str) -> None:
+    """Refuse a policy whose program or host directories others may write (`hosttrust`), or
+    whose host directories hold mounts (no run it allows could start)."""
+    untrusted = untrusted_dirs_message(rules, source)
+    if untrusted is not None:
+        raise PolicyError(untrusted)
     held = held_mounts(rules.host_dirs, [m.point for m in read_mounts()], os.path.realpath)
     if held:
         raise PolicyError(held_mounts_message(source, held))

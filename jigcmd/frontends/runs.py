@@ -46,6 +46,18 @@ def list_runs(state_dir: Path) -> list[Row]:
     return sorted(rows, key=lambda row: row.root_run)
 
 
+_NONE_BUT_JARVIS = "no Project Command runs; jarvis runs: jigcmd jarvis-audit"
+
+
+def _has_jarvis_rows(state_dir: Path | None) -> bool:
+    """Whether the journal holds jarvis's audit rows (its runs, which `runs` does not list)."""
+    directory = _directory(state_dir)
+    if not (directory / DB_NAME).exists():
+        return False
+    with Journal.open_read_only(directory) as journal:
+        return bool(journal.audit_rows(1))
+
+
 def _directory(state_dir: Path | None) -> Path:
     """The directory to read, checked as every verb checks it; creates nothing.
 
@@ -116,8 +128,11 @@ def runs(state_dir: Path | None, *, run_id: str | None = None, as_json: bool = F
             views = [operation_view(row, gone=gone) for row, gone in operations]
             print(readable.dumps({"runId": name, "operations": views}))
         return 0
-    if not grouped:
-        print("no runs" if run_id is None else f"no run {run_id}")
+    if run_id is not None and not grouped:
+        print(f"no run {run_id}")
+    elif not grouped:
+        # jarvis's runs are kept apart (`jigcmd jarvis-audit`): "no runs" would deny them.
+        print(_NONE_BUT_JARVIS if _has_jarvis_rows(state_dir) else "no runs")
     for name, operations in grouped.items():
         print(f"run {name or '(recorded before run ids)'}: {len(operations)} operation(s)")
         for row, gone in operations:

@@ -22,8 +22,10 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
+from functools import partial
 from typing import Any
 
+import anyio
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect, Request
@@ -31,6 +33,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from jigcmd.cancel import CancelSignal
 from jigcmd.jarvis.auth import AUTHORISED_ACTOR, AuthError, Credentials
 from jigcmd.jarvis.journalcalls import RunUnrecorded
 from jigcmd.jarvis.service import JarvisService
@@ -300,11 +303,13 @@ class _Endpoints:
             sent = body.get("args") if isinstance(body, dict) else None
             await self.service.audit_refusal(actor, name, exc, sent)
             return self.refuse(exc)
-        handler = {
+        handlers: dict[str, Callable[[str, str, Mapping[str, Any]], Awaitable[dict[str, Any]]]]
+        handlers = {
             "policy:check": self.service.check,
-            "run:create": self.service.create,
+            "run:create": partial(_while_connected, request.receive, self.service.create),
             "run:read": self.service.get,
-        }[spec.capability]
+        }
+        handler = handlers[spec.capability]
         try:
             result: dict[str, Any] = await handler(actor, spec.name, args)
         except ToolError as exc:
@@ -320,6 +325,39 @@ class _Endpoints:
         """Anything unexpected: logged for the operator, a bare 500 for the client."""
         logger.error("internal error on %s: %r", request.url.path, exc)
         return error(500, "internal error")
+
+
+async def _while_connected(
+    receive: Receive,
+    create: Callable[..., Awaitable[dict[str, Any]]],
+    actor: str,
+    tool: str,
+    args: Mapping[str, Any],
+) -> dict[str, Any]:
+    """`run.create`, told (`gone`) when its caller disconnects, its body read already.
+
+    A caller gone while its call waits for a slot gets no run (`slotwait.py`); one that
+    leaves once the run started leaves it to run to its end, recorded like any other.
+    """
+    gone = CancelSignal()
+
+    async def watch() -> None:
+        # With the body read, the next message is the disconnect, whenever it comes.
+        while (await receive())["type"] != "http.disconnect":
+            pass
+        gone.set()
+
+    failure: Exception | None = None
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(watch)
+        try:
+            result = await create(actor, tool, args, gone)
+        except Exception as exc:  # noqa: BLE001 - raised as itself below, not in a task group's ExceptionGroup
+            failure = exc
+        tasks.cancel_scope.cancel()
+    if failure is not None:
+        raise failure
+    return result
 
 
 async def _read_json(request: Request) -> object:

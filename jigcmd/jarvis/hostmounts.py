@@ -2,9 +2,10 @@
 
 A run sees each host directory through a bind made inside the envelope's user namespace,
 and the kernel refuses to bind a directory holding a mount that came from a more privileged
-namespace (what the mount hides would show). Every container's `/etc` holds such mounts
-(`/etc/hostname`, usually `/etc/hosts` and `/etc/resolv.conf`), so with `/etc` in
-`host_dirs` every allowed run would fail: jarvis refuses to start instead, saying which.
+namespace (what the mount hides would show). A container's `/etc` usually holds such
+mounts (podman and docker mount `/etc/hostname`, `/etc/hosts` and `/etc/resolv.conf`
+there), and with such a directory in `host_dirs` every allowed run would fail: jarvis
+refuses to start instead, saying which.
 """
 
 from __future__ import annotations
@@ -38,6 +39,6 @@ def held_mounts_message(source: str, held: Sequence[tuple[str, str]]) -> str:
     return (
         f"{source}: host_dirs: {named}, and the kernel binds a directory only with the mounts "
         "inside it, which a run is never shown: every run would fail. Narrow host_dirs to "
-        f"directories that hold no mount, e.g. host_dirs = [{safe}] (a container's /etc "
-        "holds its hostname, hosts and resolv.conf)"
+        f"directories that hold no mount, e.g. host_dirs = [{safe}] (container engines "
+        "mount the hostname, hosts and resolv.conf in /etc)"
     )

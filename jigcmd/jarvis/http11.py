@@ -44,7 +44,13 @@ from typing import Any, ClassVar, Literal, cast
 
 import h11
 import msgspec
-from uvicorn._types import ASGI3Application, ASGIReceiveCallable, ASGISendCallable, Scope
+from uvicorn._types import (
+    ASGI3Application,
+    ASGIReceiveCallable,
+    ASGISendCallable,
+    ASGISendEvent,
+    Scope,
+)
 from uvicorn.config import Config
 from uvicorn.protocols.http.h11_impl import H11Protocol
 from uvicorn.server import ServerState
@@ -62,6 +68,7 @@ logger = logging.getLogger("jigcmd.jarvis")
 _RESET = struct.pack("ii", 1, 0)
 # How often an idle connection closing with its last answer unread asks the kernel again.
 _UNACKNOWLEDGED_POLL_S = 0.1
+_CLOSE = (b"connection", b"close")
 
 
 def raw_error(status: int, reason: str, message: str, extra: str = "") -> bytes:
@@ -340,9 +347,28 @@ class BoundedH11Protocol(H11Protocol):
                 self._authorized = True
                 # The application audits its own refusals of this request as the actor's.
                 cast("dict[str, Any]", scope)[AUTHORISED_ACTOR] = actor
-            await app(scope, receive, send)
+            await app(scope, receive, self._closing_unread(send))
 
         return checked
+
+    def _closing_unread(self, send: ASGISendCallable) -> ASGISendCallable:
+        """`send`, saying `Connection: close` on an answer begun before the request body was in.
+
+        An answer that needs no body (413 by its declared length, 415, 404) leaves the rest
+        of it on the wire, where uvicorn would wait for it until the body deadline and no
+        next request could be read: the connection is closed with the answer instead, as
+        the token's refusal is, and says so.
+        """
+
+        async def sending(message: ASGISendEvent) -> None:
+            if message["type"] == "http.response.start" and self.conn.their_state is h11.SEND_BODY:
+                start = cast("dict[str, Any]", message)
+                headers = list(start.get("headers", ()))
+                if not any(name.lower() == b"connection" for name, _ in headers):
+                    message = cast("ASGISendEvent", {**start, "headers": [*headers, _CLOSE]})
+            await send(message)
+
+        return sending
 
 
 # h11's words for a request's Host headers (h11/_events.py), and jarvis's 400 for each.

@@ -161,9 +161,7 @@ def parse_policy(text: str, source: str = "<policy>") -> Policy:
     search_path = _abs_list(raw.get("search_path", []), f"{source}: search_path")
     host_dirs = _abs_list(raw.get("host_dirs", list(DEFAULT_HOST_DIRS)), f"{source}: host_dirs")
     for path in host_dirs:
-        # The envelope mounts its own scratch at /tmp; a host dir there would be hidden.
-        if path == "/" or _under_any(path, (*_RESERVED, "/tmp")):  # noqa: S108 - a path compared, no file made there
-            raise PolicyError(f"{source}: host_dirs: {path!r} is built by the envelope itself")
+        _host_dir(path, source)
     ceiling = raw.get("timeout_ms_ceiling", CEILING_MS)
     if not _positive_int(ceiling):
         raise PolicyError(f"{source}: timeout_ms_ceiling must be a positive integer")
@@ -184,6 +182,23 @@ def parse_policy(text: str, source: str = "<policy>") -> Policy:
         host_dirs=host_dirs,
         timeout_ms_ceiling=ceiling,
     )
+
+
+def _host_dir(path: str, source: str) -> None:
+    """Refuse a host dir the envelope cannot show: one in a tree it makes itself.
+
+    (`/` never gets here: `_abs_list` refuses it.)
+    """
+    # The envelope mounts its own /proc, /dev, /sys and an empty scratch /tmp over these.
+    own = [root for root in (*_RESERVED, "/tmp") if _under_any(path, (root,))]  # noqa: S108 - a path compared, no file made there
+    if own:
+        raise PolicyError(
+            f"{source}: host_dirs: {path!r} lies in {own[0]}, which the envelope makes anew "
+            "for every run (its own /proc, /dev and /sys, and an empty scratch /tmp), so no "
+            "host directory there can be shown to a run. Move what runs need to a directory "
+            "outside /proc, /dev, /sys and /tmp (e.g. under /opt or /srv) and list that; a "
+            "directory a run works in is a rule's cwd, not a host dir"
+        )
 
 
 def _rule(table: Mapping[str, Any], where: str, search_path: Sequence[str]) -> Rule:

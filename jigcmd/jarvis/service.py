@@ -24,9 +24,8 @@ from jigcmd.cancel import CancelSignal
 from jigcmd.command.failures import envelope_error
 from jigcmd.command.placement import Placement
 from jigcmd.durable.recovery import RecoveryReport
-from jigcmd.durable.slotqueue import SlotQueue
 from jigcmd.envelope.api import EnvelopeFailure, Executor, Ticket
-from jigcmd.errors import Code, JigError
+from jigcmd.errors import JigError
 from jigcmd.jarvis.auditing import AuditTrail
 from jigcmd.jarvis.fields import (
     decision_fields,
@@ -39,6 +38,7 @@ from jigcmd.jarvis.journalcalls import JournalCalls, RunUnrecorded
 from jigcmd.jarvis.planner import host_plan, system_binds
 from jigcmd.jarvis.policy import Decision, HostView, Policy, Request, evaluate
 from jigcmd.jarvis.refusals import UNAUTHENTICATED_ROW_S, Unauthenticated
+from jigcmd.jarvis.slotwait import RETRY_AFTER, SlotWaits
 from jigcmd.jarvis.startup import recover_at_start
 from jigcmd.jarvis.statements import RunSigning, Sign
 from jigcmd.jarvis.tools import ToolError, decode_run_id, decode_run_request
@@ -57,9 +57,6 @@ MAX_ACTIVE_RUNS = 32
 # answer either, so that the caller hears back before its client gives up.
 DEFAULT_QUEUE_WAIT_S = 20.0
 
-# A full house (every run or envelope slot busy) is answered 429 with this: runs are short,
-# so a client may try again after a second.
-_RETRY_AFTER = {"Retry-After": "1"}
 # The detail of a run whose row was begun but whose start could not be audited.
 _UNSTARTED = "not started: its start could not be audited; nothing ran"
 
@@ -92,14 +89,6 @@ class JarvisService:
         self._recovery = recovery
         # Signs each completed run's statement (`jigcmd.jarvis.statements`).
         self._signing = signing
-        # The envelope slots shared with every jigcmd using the same state directory, and
-        # the calls of this process waiting for one (first come, first served).
-        self._reservations = reservations
-        self._slots = SlotQueue(
-            self._take_slot,
-            reservations.exhausted_message if reservations is not None else str,
-        )
-        self._queue_wait = queue_wait
         self._stop = CancelSignal()
         self._executor = executor
         self.store = store
@@ -118,6 +107,10 @@ class JarvisService:
         # Every store call: one at a time, off the event loop, refused once the journal is lost.
         self._db = JournalCalls(store)
         self._trail = AuditTrail(store, self._db, Unauthenticated(unauthenticated_row_s))
+        # The calls of this process waiting for an envelope slot (first come, first served).
+        self._slots = SlotWaits(
+            reservations, self._trail, self._stop, queue_wait, early_answer_seconds
+        )
 
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[JarvisService]:
@@ -169,8 +162,14 @@ class JarvisService:
         )
         return decision_fields(decision)
 
-    async def create(self, actor: str, tool: str, args: Mapping[str, Any]) -> dict[str, Any]:
-        """`jarvis.run.create`: decide; if allowed, run and answer (early when it is long)."""
+    async def create(
+        self, actor: str, tool: str, args: Mapping[str, Any], gone: CancelSignal | None = None
+    ) -> dict[str, Any]:
+        """`jarvis.run.create`: decide; if allowed, run and answer (early when it is long).
+
+        `gone` is set when the caller goes away: while it waits for a slot, it then gets no
+        run (audited `cancelled: …`); once its run started, the run goes on to its end.
+        """
         arrived = time.monotonic()
         request = await self._trail.decoded(decode_run_request, actor, tool, args)
         decision = evaluate(self.policy, request, self._host)
@@ -184,7 +183,7 @@ class JarvisService:
             }
         if self._tasks is None:
             raise ToolError(503, "jarvis is not running")
-        slot = await self._slot(actor, tool, request, decision, arrived)
+        slot = await self._slots.take(actor, tool, request, decision, arrived=arrived, gone=gone)
         await self._admit(actor, tool, request, decision, slot)
         run_id: int | None = None
         try:
@@ -241,7 +240,7 @@ class JarvisService:
             self._release(slot)
         await self._trail.decision(actor, tool, request, decision, "refused: too many active runs")
         raise ToolError(
-            429, f"too many active runs (at most {self._max_active})", headers=_RETRY_AFTER
+            429, f"too many active runs (at most {self._max_active})", headers=RETRY_AFTER
         )
 
     def _plan(self, request: Request, decision: Decision, slot: Slot | None) -> RunPlan:
@@ -310,53 +309,6 @@ class JarvisService:
         self._tasks.start_soon(run)
         return done
 
-    async def _slot(
-        self, actor: str, tool: str, request: Request, decision: Decision, arrived: float
-    ) -> Slot | None:
-        """An envelope slot, waited for in arrival order within the call's bound; else 429.
-
-        The bound is the least of the server's queue wait, the call's own `timeout_ms` (as its
-        rule caps it; a call without one is not bound by the policy's ceiling) and the early
-        answer (UTCP's HTTP client gives up after 30 s).
-        """
-        if self._reservations is None:
-            return None
-        bound = min(self._queue_wait, self._early)
-        if request.timeout_ms is not None:
-            assert decision.timeout_ms is not None
-            bound = min(bound, decision.timeout_ms / 1000)
-        try:
-            return await self._slots.acquire("jarvis", deadline=arrived + bound, cancel=self._stop)
-        except JigError as exc:
-            if exc.code is Code.CANCELLED:
-                refusal = "jarvis is shutting down; nothing ran"
-                await self._trail.decision(actor, tool, request, decision, f"refused: {refusal}")
-                raise ToolError(503, refusal) from None
-            if exc.code is Code.EXECUTION_FAILED:
-                await self._trail.decision(
-                    actor, tool, request, decision, f"refused: {exc.message}"
-                )
-                raise ToolError(503, exc.message) from None
-            full = (
-                f"every envelope slot stayed in use for the {bound:g} s this call may wait "
-                f"({self._reservations.exhausted_message()}); nothing ran"
-                if exc.code is Code.DEADLINE_EXCEEDED
-                else exc.message
-            )
-            await self._trail.decision(actor, tool, request, decision, f"refused: {full}")
-            raise ToolError(429, full, headers=_RETRY_AFTER) from None
-
-    def _take_slot(self, tag: str) -> Slot | None:
-        assert self._reservations is not None
-        try:
-            return self._reservations.acquire(tag)
-        except OSError as exc:
-            raise JigError(
-                Code.EXECUTION_FAILED,
-                f"cannot take an envelope slot in {self._reservations.directory}: "
-                f"{exc.strerror or exc}; nothing ran",
-            ) from exc
-
     @property
     def waiting_for_slots(self) -> int:
         """How many `run.create` calls wait for an envelope slot now."""
@@ -364,8 +316,7 @@ class JarvisService:
 
     def _release(self, slot: Slot) -> None:
         """Give a slot back; the first call waiting for one looks at once."""
-        slot.release()
-        self._slots.released()
+        self._slots.release(slot)
 
     async def get(self, actor: str, tool: str, args: Mapping[str, Any]) -> dict[str, Any]:
         """`jarvis.run.get`: the stored record of one run."""

@@ -235,10 +235,19 @@ def decode_invoke(body: object, spec: ToolSpec) -> Mapping[str, Any]:
             f"the body names tool {name[:128]!r} but was posted to {tool_path(spec.name)}; "
             "a call runs only the tool its URL names",
         )
-    args = body.get("args", {})
+    if "args" not in body:
+        raise ToolError(400, f"the body has no `args`: {spec.name} takes {_takes(spec)}")
+    args = body["args"]
     if not isinstance(args, dict):
-        raise ToolError(400, "`args` must be a JSON object")
+        raise ToolError(400, f"`args` must be a JSON object: {spec.name} takes {_takes(spec)}")
     return args
+
+
+def _takes(spec: ToolSpec) -> str:
+    """`{"args": {argv, cwd?, timeout_ms?}}`: the body a tool takes, its optional fields marked."""
+    required = spec.inputs.get("required", [])
+    fields = [name + ("" if name in required else "?") for name in spec.inputs["properties"]]
+    return '{"args": {' + ", ".join(fields) + "}}"
 
 
 def decode_run_request(args: Mapping[str, Any]) -> Request:

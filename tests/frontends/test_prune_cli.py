@@ -21,6 +21,7 @@ from jigcmd.errors import Code, JigError
 from jigcmd.frontends.diagnosis import statecheck
 from jigcmd.journal.rows import NewRow
 from jigcmd.journal.store import Journal
+from jigcmd.optionvalues import retain
 
 RUN = "run-a"
 STATEMENT = b"statement" * 100
@@ -224,7 +225,22 @@ def test_a_duration_not_in_the_form_is_refused_naming_it(
     assert main(["prune", "--state-dir", str(state), f"--older-than={duration}"]) == 2
     err = capsys.readouterr().err
     assert f"argument --older-than: {duration!r} is not a duration" in err
-    assert "s, m, h, d or w (7d, 12h, 30m)" in err
+    assert "s, m, h, d or w (7d, 12h, 90m)" in err
+
+
+def test_every_example_the_retain_refusal_names_is_a_retention_it_takes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--retain` is at least an hour: the form's examples it names must each pass it."""
+    state = prepare_state_dir(tmp_path / "state")
+    binding = ["--binding", str(tmp_path / "binding.toml")]
+    assert main(["serve", "--state-dir", str(state), "--retain=7", *binding]) == 2
+    err = capsys.readouterr().err
+    assert "argument --retain: '7' is not a duration" in err
+    examples = err.split("s, m, h, d or w (", 1)[1].split(")", 1)[0].split(", ")
+    assert examples
+    for example in examples:
+        assert retain(example) >= 3600, example
 
 
 def test_a_state_dir_that_does_not_exist_is_exit_2_and_none_is_made(

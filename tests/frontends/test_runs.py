@@ -193,3 +193,26 @@ def test_an_operation_whose_server_was_killed_says_recover_fences_it_and_nothing
     assert sorted(os.listdir(state / "live")) == live_files
     row = next(row for row in list_runs(state) if row.operation_id == "op-killed")
     assert row.state == "running"
+
+
+def test_a_journal_of_jarvis_runs_alone_points_to_jarvis_audit(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """jarvis's runs are not `runs`' to list: it says where they are instead of "no runs"."""
+    directory = prepare_state_dir(tmp_path / "state")
+    with Journal.open(directory) as journal:
+        run_id = journal.jarvis_begin(
+            tool="jarvis.run.create", argv=["echo", "x"], cwd="", actor="tok_jarvis_abcd",
+            decision="allow", matched_rule="echo", reason="allowed by rule 'echo'",
+            executable="/usr/bin/echo",
+        )  # fmt: skip
+        journal.audit(
+            actor="tok_jarvis_abcd", tool="jarvis.run.create", argv=["echo", "x"], cwd="",
+            decision="allow", matched_rule="echo", outcome=f"started run {run_id}",
+        )  # fmt: skip
+    assert main(["runs", "--state-dir", str(directory)]) == 0
+    assert capsys.readouterr().out == (
+        "no Project Command runs; jarvis runs: jigcmd jarvis-audit\n"
+    )
+    assert main(["runs", "--state-dir", str(directory), "--run-id", "r9"]) == 0
+    assert capsys.readouterr().out == "no run r9\n"

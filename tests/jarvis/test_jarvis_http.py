@@ -292,6 +292,21 @@ async def test_malformed_calls_are_a_400_naming_the_field(body: object) -> None:
     assert spy.plans == []
 
 
+@pytest.mark.parametrize(
+    ("body", "said"),
+    [
+        ({}, 'the body has no `args`: jarvis.run.create takes {"args": {argv, cwd?, '),
+        ({"args": None}, '`args` must be a JSON object: jarvis.run.create takes {"args"'),
+    ],
+)
+async def test_a_body_without_args_says_args_is_missing_not_argv(body: object, said: str) -> None:
+    """No `args` is named as missing, with what the tool takes; `null` is said the same way."""
+    async with harness(make_service(SpyExecutor())) as h:
+        response = await h.client.post("/tools/jarvis.run.create", json=body, headers=auth())
+    assert response.status_code == 400, response.text
+    assert response.json()["error"].startswith(said), response.text
+
+
 def tool_in(body: object) -> str:
     """The tool a test body names, to post it to that tool's URL (run.create if none)."""
     tool = body.get("tool") if isinstance(body, dict) else None

@@ -86,6 +86,13 @@ def test_the_curl_recipe_runs_as_written(env: dict[str, str], tmp_path: Path) ->
     assert '"status":"exited","exit_code":0' in out
     assert '"stdout":{"text":"hello\\n"' in out
     assert '"argv":["echo","hello"]' in out  # the stored record from jarvis.run.get
+    # The answer the README shows: each part between its `…` is in the real one, in order.
+    shown = block("sh").split('echo "$run"   # ', 1)[1].split("\n", 1)[0]
+    place = 0
+    for part in filter(None, shown.split("…")):
+        found = out.find(part, place)
+        assert found >= 0, f"the README shows {part!r}, not in {out[place : place + 300]!r}"
+        place = found + len(part)
 
 
 @pytest.fixture

@@ -177,3 +177,27 @@ async def test_an_http11_request_without_one_host_is_told_so(head: bytes, said: 
     head_, _, body = answer.partition(b"\r\n\r\n")
     assert head_.startswith(b"HTTP/1.1 400 "), answer
     assert json.loads(body) == {"error": f"malformed request: {said}"}
+
+
+@pytest.mark.parametrize(
+    ("status", "change"),
+    [
+        pytest.param(413, (b"Content-Length: 10", b"Content-Length: 70000"), id="413-declared"),
+        pytest.param(415, (b"application/json", b"text/plain"), id="415"),
+        pytest.param(404, (b"jarvis.policy.check", b"jarvis.no.such"), id="404-tool"),
+    ],
+)
+async def test_an_answer_before_the_body_is_read_says_connection_close_and_closes(
+    status: int, change: tuple[bytes, bytes]
+) -> None:
+    """The body never read would be taken as the next request: closed at once, and said so."""
+    # Past the failsafe: without the close, the connection would wait for the body.
+    limits = ConnectionLimits(body_timeout_s=4 * FAILSAFE_S)
+    async with live_server(make_service(SpyExecutor()), limits=limits) as base:
+        port = _port(base)
+        async with await anyio.connect_tcp("127.0.0.1", port) as stream:
+            await stream.send(_head(port, 10).replace(*change))
+            answer = await _until_closed(stream)
+    head, _, _ = answer.partition(b"\r\n\r\n")
+    assert head.startswith(f"HTTP/1.1 {status} ".encode()), answer
+    assert b"connection: close" in head.lower(), answer
