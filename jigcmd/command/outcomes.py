@@ -129,7 +129,10 @@ class _RunSigner:
         if self._kind != "test":
             return None
         junit = None if tests is None else read_junit_report(tests)
-        return junit or self._console(made.stderr.text, made.exit_code, _tail(stderr))
+        # Why the report the plan asked for is not there: the statement says it as the
+        # unsigned `tests.problem` does.
+        missing = "" if tests is None else tests.problem
+        return junit or self._console(made.stderr.text, made.exit_code, _tail(stderr), missing)
 
 
 def tests_of(plan: RunPlan, outcome: RunOutcome, made: Evidence) -> TestResults | None:

@@ -157,9 +157,9 @@ def test_both_signings_name_the_console_tests_read_once(monkeypatch: pytest.Monk
     """Without a JUnit report, both statements name the console's tests, read one time."""
     reads: list[str] = []
 
-    def counted(stderr: str, exit_code: int | None, tail: str = "") -> Report:
+    def counted(stderr: str, exit_code: int | None, tail: str = "", missing: str = "") -> Report:
         reads.append(stderr)
-        return testreport.read_console_report(stderr, exit_code, tail)
+        return testreport.read_console_report(stderr, exit_code, tail, missing)
 
     monkeypatch.setattr(outcomes, "read_console_report", counted)
     sign = _signer()
