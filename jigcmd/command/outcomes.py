@@ -46,10 +46,12 @@ def signer(
     attester: Attester | None,
     digest: Callable[[], str],
     evidence: Callable[[Ending | RunOutcome], Evidence],
+    started_unix_ms: int,
 ) -> Sign | None:
     """How this run's statement is signed, or None when no key is held.
 
-    `evidence` makes the run's evidence (`EvidenceOf`, shared with the rest of the call).
+    `evidence` makes the run's evidence (`EvidenceOf`, shared with the rest of the call);
+    `started_unix_ms` is when its deadline started, its `startedOn` (docs/attestation.md).
     """
     if attester is None or attester.identity is None:
         # Without a lock nothing is admitted, so no run reaches here unsigned by mistake.
@@ -63,6 +65,7 @@ def signer(
         attester=attester,
         digest=digest,
         evidence=evidence,
+        started_unix_ms=started_unix_ms,
     )
 
 
@@ -80,6 +83,7 @@ class _RunSigner:
         attester: Attester,
         digest: Callable[[], str],
         evidence: Callable[[Ending | RunOutcome], Evidence],
+        started_unix_ms: int,
     ) -> None:
         self._kind = valid.command.kind
         self._durability = durability
@@ -88,7 +92,9 @@ class _RunSigner:
         self._attester = attester
         self._digest = digest
         self._evidence = evidence
-        self._started = unix_ms()
+        # The instant the run's deadline runs from, before its row is begun: a deadline
+        # run's `finishedOn - startedOn` is then its deadline (and the stop), not less.
+        self._started = started_unix_ms
         # The enforcement facts only go into the statement: made at the first signing, not
         # on the path to the launch.
         self._enforcement = cache(partial(enforced, plan))
