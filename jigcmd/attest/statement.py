@@ -295,8 +295,9 @@ class TestReport(msgspec.Struct, frozen=True):
     # Where the names were read: what the runner printed, or the report file it wrote.
     source: str
     source_sha256: str
-    # Why the runner's report is not the whole result of a failed run ("" when it is): an
-    # unhandled error between tests (named among `failed`), or no failed test at all.
+    # Why the runner's report is not the whole result ("" when it is): of a failed run, an
+    # unhandled error between tests (named among `failed`) or no failed test at all; of an
+    # exit 0, failed tests all the same, or the report (or Bun's footer) missing.
     incomplete: str = ""
 
 
@@ -356,14 +357,16 @@ def test_result_statement(
 ) -> TestResultStatement:
     """The test-result/v0.1 statement of a test command's run.
 
-    `result` is the host's fact (the runner exited 0, on its own); the test names are the
+    `passed` is the host's fact (the runner exited 0, on its own); the test names are the
     runner's, and the configuration entry of its report says the candidate could alter them.
+    `result` is PASSED only when both agree and the report is whole (`_result`).
     """
     notes: dict[str, str | bool] = {
         "candidateInfluenced": True,
         "collectedBy": "the jigcmd host",
         "producedBy": "the test runner, running the candidate's code",
-        "note": "the test names come from here; result is the runner's host-collected exit status",
+        "note": "the test names come from here; result is PASSED only on the runner's "
+        "host-collected exit 0 with no failed test and nothing incomplete",
     }
     if report.incomplete:
         notes["incomplete"] = report.incomplete
@@ -387,9 +390,20 @@ def test_result_statement(
         subject=[candidate],
         predicate_type=TEST_RESULT_TYPE,
         predicate=TestResultPredicate(
-            result="PASSED" if passed else "FAILED",
+            result=_result(passed, report),
             configuration=configuration,
             passed_tests=list(report.passed),
             failed_tests=list(report.failed),
         ),
     )
+
+
+def _result(passed: bool, report: TestReport) -> Literal["PASSED", "WARNED", "FAILED"]:
+    """FAILED on a failing exit or a failed test; WARNED when the report is not whole.
+
+    The names are the candidate's word: one can make its run look worse, never better than
+    the exit status, so a failed test it names fails the result even after an exit 0.
+    """
+    if not passed or report.failed:
+        return "FAILED"
+    return "WARNED" if report.incomplete else "PASSED"

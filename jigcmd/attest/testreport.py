@@ -13,7 +13,7 @@ import hashlib
 import re
 
 from jigcmd.attest.statement import TestReport
-from jigcmd.protocol.bunconsole import UNHANDLED_NAME, Unlisted, unlisted
+from jigcmd.protocol.bunconsole import UNHANDLED_NAME, Unlisted, has_footer, unlisted
 from jigcmd.protocol.commands import TestResults
 
 __all__ = ["read_console_report", "read_junit_report"]
@@ -23,14 +23,19 @@ _FILE = re.compile(r"^([^\s()][^:]*):$")
 # Bounds on what is kept from output the candidate controls.
 _MAX_TESTS = 2000
 _MAX_NAME = 512
+_FOOTER_WORDS = "`Ran N tests across M files.`"
 
 
-def read_console_report(stderr: str, exit_code: int | None, tail: str = "") -> TestReport:
+def read_console_report(
+    stderr: str, exit_code: int | None, tail: str = "", missing: str = ""
+) -> TestReport:
     """Passed and failed test names (`file > describe > name`) from bun test's stderr.
 
     Of a run that exited `exit_code`: a failed one's unhandled errors between tests are
     named among the failed (`file > (unhandled error between tests)`), as Bun counts them
-    (its footer read from `tail`, the end of stderr, when stderr passed its cap).
+    (its footer read from `tail`, the end of stderr, when stderr passed its cap). After an
+    exit 0 the report is incomplete when the JUnit report the plan asked for is not there
+    (`missing`: why, as `TestResults.problem` says it) or the console has no footer.
     """
     passed: list[str] = []
     failed: list[str] = []
@@ -46,12 +51,27 @@ def read_console_report(stderr: str, exit_code: int | None, tail: str = "") -> T
         name = f"{file} > {result.group(2)}" if file else result.group(2)
         (passed if result.group(1) == "pass" else failed).append(name[:_MAX_NAME])
     missed = unlisted(stderr, exit_code, len(failed), tail)
+    ended = _ended_early(stderr, exit_code, tail, missing)
     return TestReport(
         passed=tuple(passed),
         failed=(*failed, *_unhandled(missed, len(passed) + len(failed))),
         source="bun test console output (stderr)",
         source_sha256=hashlib.sha256(stderr.encode("utf-8")).hexdigest(),
-        incomplete=missed.reason,
+        incomplete="; ".join(reason for reason in (ended, missed.reason) if reason),
+    )
+
+
+def _ended_early(stderr: str, exit_code: int | None, tail: str, missing: str) -> str:
+    """Why an exit 0 says nothing of the tests (a report or the footer missing); "" if not."""
+    if exit_code != 0:
+        return ""
+    if missing:
+        return f"the runner's JUnit report is {missing}"
+    if has_footer(stderr, tail):
+        return ""
+    return (
+        f"the runner's console does not end with its {_FOOTER_WORDS} line: it ended before "
+        "its summary, so exit code 0 does not mean the tests passed"
     )
 
 

@@ -46,10 +46,12 @@ def signer(
     attester: Attester | None,
     digest: Callable[[], str],
     evidence: Callable[[Ending | RunOutcome], Evidence],
+    started_unix_ms: int,
 ) -> Sign | None:
     """How this run's statement is signed, or None when no key is held.
 
-    `evidence` makes the run's evidence (`EvidenceOf`, shared with the rest of the call).
+    `evidence` makes the run's evidence (`EvidenceOf`, shared with the rest of the call);
+    `started_unix_ms` is when its deadline started, its `startedOn` (docs/attestation.md).
     """
     if attester is None or attester.identity is None:
         # Without a lock nothing is admitted, so no run reaches here unsigned by mistake.
@@ -63,6 +65,7 @@ def signer(
         attester=attester,
         digest=digest,
         evidence=evidence,
+        started_unix_ms=started_unix_ms,
     )
 
 
@@ -80,6 +83,7 @@ class _RunSigner:
         attester: Attester,
         digest: Callable[[], str],
         evidence: Callable[[Ending | RunOutcome], Evidence],
+        started_unix_ms: int,
     ) -> None:
         self._kind = valid.command.kind
         self._durability = durability
@@ -88,7 +92,9 @@ class _RunSigner:
         self._attester = attester
         self._digest = digest
         self._evidence = evidence
-        self._started = unix_ms()
+        # The instant the run's deadline runs from, before its row is begun: a deadline
+        # run's `finishedOn - startedOn` is then its deadline (and the stop), not less.
+        self._started = started_unix_ms
         # The enforcement facts only go into the statement: made at the first signing, not
         # on the path to the launch.
         self._enforcement = cache(partial(enforced, plan))
@@ -129,7 +135,10 @@ class _RunSigner:
         if self._kind != "test":
             return None
         junit = None if tests is None else read_junit_report(tests)
-        return junit or self._console(made.stderr.text, made.exit_code, _tail(stderr))
+        # Why the report the plan asked for is not there: the statement says it as the
+        # unsigned `tests.problem` does.
+        missing = "" if tests is None else tests.problem
+        return junit or self._console(made.stderr.text, made.exit_code, _tail(stderr), missing)
 
 
 def tests_of(plan: RunPlan, outcome: RunOutcome, made: Evidence) -> TestResults | None:

@@ -66,6 +66,8 @@ class _Call:
     trace_context: dict[str, str] | None
     detailed: bool
     begun: float
+    # When the run's deadline started (Unix ms): its statement's `startedOn`.
+    started_unix_ms: int
 
 
 class CommandService:
@@ -280,9 +282,9 @@ class CommandService:
                     # After admission: its one-off deferred check (hashing the 80 MB Bun
                     # binary) is the server's warm-up, not this run's; the caller's own
                     # deadlines are absolute times and bound the call all the same.
-                    deadline = self._deadline(deadline_unix_ms)
+                    deadline, started = self._deadline(deadline_unix_ms)
                     # The same deadline in the callers' own clock: what waiters compare.
-                    when = unix_deadline_ms(unix_ms(), deadline_unix_ms, self._root_deadline)
+                    when = unix_deadline_ms(started, deadline_unix_ms, self._root_deadline)
                     valid = self.validate(input)
                 except JigError as refusal:
                     result = await recorded_or(self._ownership, refusal, key, signature)
@@ -301,6 +303,7 @@ class CommandService:
                     trace_context=trace_context,
                     detailed=detailed,
                     begun=begun,
+                    started_unix_ms=started,
                 )
                 result = await arrival.attend(
                     deadline=deadline,
@@ -359,7 +362,8 @@ class CommandService:
             if durability.slot is not None and call.wait_for_slot:
                 # The run's own ceiling starts once it has a slot, still bounded by the
                 # caller's deadlines.
-                deadline = self._deadline(call.deadline_unix_ms)
+                deadline, started = self._deadline(call.deadline_unix_ms)
+                call = dataclasses.replace(call, started_unix_ms=started)
             return await self._dispatch(
                 valid, call, durability, deadline, cancel=cancel, progress=progress
             )
@@ -378,7 +382,7 @@ class CommandService:
         """Take an envelope slot for the call; why not, if none came (`serve --queue-wait`)."""
         # A queued call waits until its caller's deadline or the server's queue limit, not
         # the command's ceiling: the run gets its whole ceiling once it has a slot.
-        callers = self._deadline(call.deadline_unix_ms, math.inf)
+        callers, _ = self._deadline(call.deadline_unix_ms, math.inf)
         queued = call.wait_for_slot
         wait_until = min(callers, time.monotonic() + self._queue_wait) if queued else deadline
         try:
@@ -422,6 +426,7 @@ class CommandService:
             attester=call.attester,
             digest=digest,
             evidence=evidence,
+            started_unix_ms=call.started_unix_ms,
         )
         run = partial(
             execute,
@@ -465,15 +470,20 @@ class CommandService:
         )
         return msgspec.structs.replace(found, outcome=result)
 
-    def _deadline(self, deadline_unix_ms: int | None, ceiling: float | None = None) -> float:
-        """A monotonic deadline from now: the caller's, the root's, or the ceiling."""
-        return effective_deadline(
+    def _deadline(
+        self, deadline_unix_ms: int | None, ceiling: float | None = None
+    ) -> tuple[float, int]:
+        """A monotonic deadline from now (the caller's, the root's, or the ceiling), and now
+        in Unix ms: the instant it runs from, a statement's `startedOn`."""
+        now = unix_ms()
+        deadline = effective_deadline(
             time.monotonic(),
-            unix_ms(),
+            now,
             deadline_unix_ms,
             self._root_deadline,
             **({"ceiling": ceiling} if ceiling is not None else {}),
         )
+        return deadline, now
 
     def _plan(
         self,

@@ -6,12 +6,14 @@ stderr); 2 the state directory could not be used (a `--state-dir` that does not 
 included: reading creates nothing) or `--run-id` is not a run id. `verify` prints one line
 per check and exits 0 when every check holds, 1 when one fails, 2 when a file cannot be
 read. `key` prints the public half of the key this host signs with (PEM on stdout, its id on
-stderr).
+stderr), making it on first use; a `--state-dir` that does not exist is refused (2), only
+the default directory is made.
 """
 
 from __future__ import annotations
 
 import os
+import shlex
 import sys
 from pathlib import Path
 
@@ -184,6 +186,15 @@ def _verifying_key(key_path: Path | None, state_dir: Path | None) -> PublicKey:
 
 def key(state_dir: Path | None, signing_key: Path | None) -> int:
     """Print the public half of the signing key (made on first use when it is the host's)."""
+    if state_dir is not None and not os.path.lexists(state_dir):
+        # A mistyped `--state-dir` would get a brand-new key, printed as the host's (and in
+        # a rotation, archived as the retired one): refused, as attest and runs refuse it.
+        sys.stderr.write(
+            f"jigcmd key: --state-dir {state_dir}: it does not exist (nothing was created, no "
+            "key made); give the state directory `jigcmd serve` uses, or create it first "
+            f"(mkdir -m 700 {shlex.quote(str(state_dir))}) to make a new host key there\n"
+        )
+        return _UNUSABLE
     try:
         signing = open_signing_key(state_directory(state_dir), signing_key)
     except (SigningKeyError, StateDirError) as exc:

@@ -10,8 +10,9 @@ error also counts as a fail. Without this the summary said "0 failed" for a run 
 The console is the candidate's output as much as the report is, so this is read only to
 explain a run the host saw fail (a non-zero exit code, the fact): a candidate that prints a
 fake footer can make its failed run look worse, never a passing one look failed, nor a failed
-one look passed. After an exit 0 it only says why a report is missing (`no_test_ran`), as
-the console's word. Pure: text in, counts out, bounded by what it keeps.
+one look passed. After an exit 0 it only says why a report is missing (`no_test_ran`,
+`has_footer`), as the console's word, or that the report lists failures all the same.
+Pure: text in, counts out, bounded by what it keeps.
 
 Past its 64 KiB cap stderr's retained text is its beginning, not its end: the footer is then
 read from the stream's last 4 KiB (`tail`, kept by the host beside the retained text), the
@@ -25,7 +26,14 @@ from typing import Final
 
 import msgspec
 
-__all__ = ["UNHANDLED_HEADER", "UNHANDLED_NAME", "Unlisted", "no_test_ran", "unlisted"]
+__all__ = [
+    "UNHANDLED_HEADER",
+    "UNHANDLED_NAME",
+    "Unlisted",
+    "has_footer",
+    "no_test_ran",
+    "unlisted",
+]
 
 UNHANDLED_HEADER: Final = "# Unhandled error between tests"
 # How one unhandled error is named among the failed tests (after its file, when known).
@@ -62,8 +70,18 @@ def unlisted(
     `listed_failures`: the failed tests the report lists (None: there is no report).
     `tail`: the end of stderr when it passed its cap ("" when `stderr` is all of it).
     """
-    if exit_code is None or exit_code == 0:
+    if exit_code is None:
         return Unlisted()
+    if exit_code == 0:
+        # A report listing failures after an exit 0 (a test's `process.exit(0)` after them):
+        # the candidate's word can only make its run look worse, so it is said, never dropped.
+        if not listed_failures:
+            return Unlisted()
+        plural = "s" if listed_failures > 1 else ""
+        return Unlisted(
+            reason=f"the runner exited with code 0, yet its report lists {listed_failures} "
+            f"failed test{plural}; see stderr"
+        )
     files = _unhandled_files(stderr)
     counted = _footer_errors(tail or stderr)
     errors = max(counted or 0, len(files))
@@ -115,6 +133,15 @@ def no_test_ran(stderr: str, tail: str = "") -> str:
     lines = _footer(tail or stderr)
     ran = _FOOTER_RAN.match(lines[-1]) if lines else None
     return ran.group(1) if ran is not None and int(ran.group(2)) == 0 else ""
+
+
+def has_footer(stderr: str, tail: str = "") -> bool:
+    """Whether the output ends with Bun's `Ran N tests across M files.` line.
+
+    Bun prints it last: without it the runner ended before its summary (a test's
+    `process.exit(0)`), and an exit 0 then says nothing of the tests after that point.
+    """
+    return bool(_footer(tail or stderr))
 
 
 def _footer(stderr: str) -> list[str]:

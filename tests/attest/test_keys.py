@@ -129,6 +129,7 @@ def test_the_operators_key_file_wins_over_the_environment_and_the_host_key(tmp_p
 def test_a_key_handed_over_on_a_descriptor_is_read_through_dev_fd(tmp_path: Path) -> None:
     """A key held elsewhere arrives on a pipe: `jigcmd key --signing-key /dev/fd/N` reads it."""
     given = Ed25519PrivateKey.generate()
+    (tmp_path / "state").mkdir()
     read, write = os.pipe()
     os.write(write, _pem(given))
     os.close(write)

@@ -4,6 +4,7 @@ that it matches its published JSON Schema, and that one changed byte fails the c
 from __future__ import annotations
 
 import base64
+import dataclasses
 import datetime
 import hashlib
 import json
@@ -28,6 +29,7 @@ from jigcmd.attest.statement import (
     Descriptor,
     RunFacts,
     RuntimeFacts,
+    TestReport,
     rfc3339,
 )
 from jigcmd.attest.verify import verify_bundle
@@ -206,6 +208,31 @@ def test_a_test_command_gets_test_result_v0_1_with_the_report_marked_candidate_i
     (report,) = [c for c in predicate["configuration"] if "annotations" in c]
     assert report["annotations"]["candidateInfluenced"] is True
     assert [s["name"] for s in tests["subject"]] == ["candidate"]
+
+
+@pytest.mark.parametrize(
+    ("exit_code", "report", "result"),
+    [
+        (0, TestReport(passed=("a",), failed=(), source="s", source_sha256="0" * 64), "PASSED"),
+        (1, TestReport(passed=("a",), failed=(), source="s", source_sha256="0" * 64), "FAILED"),
+        (0, TestReport(passed=(), failed=("b",), source="s", source_sha256="0" * 64), "FAILED"),
+        (
+            0,
+            TestReport(
+                passed=("a",), failed=(), source="s", source_sha256="0" * 64, incomplete="x"
+            ),
+            "WARNED",
+        ),
+    ],
+)
+def test_the_result_passes_only_an_exit_0_with_no_failed_test_and_a_whole_report(
+    attester: Attester, exit_code: int, report: TestReport, result: str
+) -> None:
+    """A failed test named after an exit 0 fails it; a report not whole only warns."""
+    evidence = _evidence(exit_code=exit_code)
+    record = dataclasses.replace(_record(), evidence=evidence, tests=report)
+    _, tests = _statements(attester.attest(record))
+    assert tests["predicate"]["result"] == result
 
 
 def test_a_run_command_gets_only_the_run_statement(attester: Attester) -> None:

@@ -50,3 +50,25 @@ def test_console_lines_name_the_file_and_ignore_everything_else() -> None:
     assert report.passed == ("test/a.test.ts > math > adds",)
     assert report.failed == ("test/a.test.ts > math > fails",)
     assert report.source_sha256 == hashlib.sha256(stderr.encode()).hexdigest()
+
+
+FOOTER = "\n 1 pass\n 0 fail\nRan 1 test across 1 file. [9.00ms]\n"
+
+
+def test_an_exit_0_whose_console_ends_with_bun_s_footer_is_whole() -> None:
+    """A passing run's console, footer last: nothing incomplete, so the result can pass."""
+    report = read_console_report("\ntest/a.test.ts:\n(pass) adds [0.02ms]\n" + FOOTER, 0)
+    assert (report.passed, report.failed, report.incomplete) == (("test/a.test.ts > adds",), (), "")
+
+
+def test_an_exit_0_without_the_footer_or_with_a_failure_is_incomplete() -> None:
+    """Bun ended before its summary, or a failed test listed after an exit 0: both are said."""
+    stderr = "\ntest/a.test.ts:\n(fail) really fails [1.00ms]\n(pass) approved [0.01ms]\n"
+    report = read_console_report(stderr, 0)
+    assert report.failed == ("test/a.test.ts > really fails",)
+    assert report.incomplete.startswith("the runner's console does not end with its `Ran N")
+    assert report.incomplete.endswith(
+        "; the runner exited with code 0, yet its report lists 1 failed test; see stderr"
+    )
+    missing = read_console_report(stderr, 0, missing="missing: why")
+    assert missing.incomplete.startswith("the runner's JUnit report is missing: why; ")

@@ -35,6 +35,8 @@ from jigcmd.protocol.commands import TestResults as Results
 from jigcmd.protocol.junit import parse_junit
 
 SHA = "sha256:" + "ab" * 32
+# When the call's deadline started (Unix ms): what the signer is told.
+STARTED = 1_780_000_000_123
 STDERR = b"\ntest/a.test.ts:\n(pass) math > adds [0.02ms]\n(fail) math > fails [9.58ms]\n"
 JUNIT = b"""<?xml version="1.0" encoding="UTF-8"?>
 <testsuites name="bun test" tests="1" failures="0">
@@ -134,6 +136,7 @@ def _signer() -> Sign:
         attester=_attester(),
         digest=lambda: SHA,
         evidence=EvidenceOf(valid),
+        started_unix_ms=STARTED,
     )
     assert sign is not None
     return sign
@@ -157,9 +160,9 @@ def test_both_signings_name_the_console_tests_read_once(monkeypatch: pytest.Monk
     """Without a JUnit report, both statements name the console's tests, read one time."""
     reads: list[str] = []
 
-    def counted(stderr: str, exit_code: int | None, tail: str = "") -> Report:
+    def counted(stderr: str, exit_code: int | None, tail: str = "", missing: str = "") -> Report:
         reads.append(stderr)
-        return testreport.read_console_report(stderr, exit_code, tail)
+        return testreport.read_console_report(stderr, exit_code, tail, missing)
 
     monkeypatch.setattr(outcomes, "read_console_report", counted)
     sign = _signer()
@@ -173,6 +176,9 @@ def test_both_signings_name_the_console_tests_read_once(monkeypatch: pytest.Monk
         assert tests["failedTests"] == ["test/a.test.ts > math > fails"]
     assert at_end[0]["predicate"]["ending"]["cleanup"] == "unconfirmed"
     assert at_close[0]["predicate"]["ending"]["cleanup"] == "complete"
+    # Both say the instant the call's deadline started, whenever they are signed.
+    for statements in (at_end, at_close):
+        assert statements[0]["predicate"]["startedOn"] == "2026-05-28T20:26:40.123Z"
 
 
 def test_past_the_stderr_cap_the_signed_console_report_reads_the_footer_in_the_tail() -> None:

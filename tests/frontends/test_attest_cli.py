@@ -123,6 +123,7 @@ def test_a_statement_is_read_from_a_state_directory_on_a_read_only_mount(
 @pytest.mark.parametrize("field", sorted(msgspec.to_builtins(EVIDENCE)))
 def test_verify_refuses_evidence_missing_any_of_the_ten_fields(tmp_path: Path, field: str) -> None:
     """`cleanup` included: status 2, "not jigcmd evidence", the field named; nothing checked."""
+    (tmp_path / "state").mkdir()
     key = jigcmd("key", "--state-dir", str(tmp_path / "state"))
     assert key.returncode == 0, key.stderr
     (tmp_path / "host.pub").write_text(key.stdout)

@@ -84,6 +84,7 @@ def test_a_wrong_field_is_named_by_its_shape_and_path(
     tmp_path: Path, shape: dict[str, Any], said: str
 ) -> None:
     """Status 2 and one line: the file, the shape it has, what is wrong and where."""
+    (tmp_path / "state").mkdir()
     key = _jigcmd("key", "--state-dir", str(tmp_path / "state"))
     (tmp_path / "host.pub").write_text(key.stdout)
     (tmp_path / "bundle.jsonl").write_text("{}\n")
@@ -102,6 +103,7 @@ def test_a_signed_statement_with_a_duplicate_key_is_not_verified(tmp_path: Path)
     """Signed by the host key, but read one way here and another by a first-wins verifier:
     the schema check fails, naming the key, before any field of it is trusted."""
     state = tmp_path / "state"
+    state.mkdir()
     key = _jigcmd("key", "--state-dir", str(state))
     (tmp_path / "host.pub").write_text(key.stdout)
     body = b'{"predicateType": "https://example.com/other", "predicateType": "run/v1"}'
