@@ -1,9 +1,10 @@
 """What `jigcmd verify` checks in a run's attestation, each check a verdict with its reason.
 
 In order: the bundle parses; every envelope's signature verifies over its PAE with the given
-key (the key id is only a hint, never trusted); every payload is a statement of the schema
-its `predicateType` names (strictly: the types `schemas/run-predicate.v1.schema.json` and the
-`jarvis-run-predicate` schemas are generated from; a jarvis statement is v2, or v1 as jigcmd
+key and names that key's id (`keyid` selects the key, as securesystemslib's does, and never
+makes one trusted); every payload is a statement of the schema its `predicateType` names
+(strictly: the types `schemas/run-predicate.v1.schema.json` and the `jarvis-run-predicate`
+schemas are generated from; a jarvis statement is v2, or v1 as jigcmd
 made them before they named the executable); a test result names the run statement it
 belongs to; and, given the evidence, its candidate digest and streams match the subjects and
 the rest the predicate. The evidence is any shape `inputs.read_evidence` reads: the ten
@@ -127,14 +128,27 @@ def _signatures(envelopes: list[dsse.Envelope], key: PublicKey) -> Check:
             return Check("signature", False, f"{where}: payloadType {envelope.payload_type!r}")
         try:
             message = dsse.pae(envelope.payload_type, dsse.payload_of(envelope))
-            good = any(
-                key.verify(dsse.signature_bytes(signature), message)
+            verifying = [
+                signature
                 for signature in envelope.signatures
-            )
+                if key.verify(dsse.signature_bytes(signature), message)
+            ]
         except dsse.BundleError as exc:
             return Check("signature", False, f"{where}: {exc}")
-        if not good:
+        if not verifying:
             return Check("signature", False, f"{where}: {_unverified(envelope, key)}")
+        # A verifier that selects the key by `keyid` (securesystemslib) never tries this key
+        # on a signature naming another, or none: held to the same, so both say the same.
+        if not any(signature.keyid == key.keyid for signature in verifying):
+            named = verifying[0].keyid
+            said = f"names key {named}" if named else "names no key (no keyid)"
+            return Check(
+                "signature",
+                False,
+                f"{where}: its signature verifies with key {key.keyid} but {said}: jigcmd "
+                "writes the signing key's id, and a verifier that selects the key by keyid "
+                "refuses it",
+            )
     return Check("signature", True, f"Ed25519 over DSSE PAE, key {key.keyid}")
 
 
@@ -147,7 +161,7 @@ def _unverified(envelope: dsse.Envelope, key: PublicKey) -> str:
     # The keyid only says which public key to try; the signature still decides.
     return (
         f"{said}; its signature names key {', '.join(named)}: verify with that key's public "
-        "half, --key FILE (a rotated host key's, kept when it was rotated)"
+        "half, --key FILE (the signer's: another host's, or this host's before a rotation)"
     )
 
 
