@@ -79,17 +79,21 @@ def _request(statement: JarvisStatement, view: JarvisView) -> list[Check]:
         compared.append(("cwd", (view.cwd or "") == request.cwd))
     else:
         lacks.append("cwd")
-    unnamed = ""
+    unnamed: list[Check] = []
     if isinstance(view.executable, str):
         if isinstance(request, JarvisRequestFactsV2):
             compared.append(("executable", view.executable == request.executable))
         else:
             # Signed before statements named it: nothing to hold the record's against.
-            unnamed = " (a jarvis-run/v1 statement names no executable)"
+            why = (
+                f"the record's {view.executable!r}: a jarvis-run/v1 statement names no "
+                "executable, so it is not signed"
+            )
+            unnamed.append(skip("executable", why))
     elif isinstance(request, JarvisRequestFactsV2):
         # Unset, or null: a run recorded before the journal kept it.
         lacks.append("executable")
-    return _compared("request", compared, unnamed) + _lacking("request", lacks)
+    return _compared("request", compared, "") + _lacking("request", lacks) + unnamed
 
 
 def _policy(statement: JarvisStatement, view: JarvisView) -> list[Check]:

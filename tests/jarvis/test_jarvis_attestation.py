@@ -27,7 +27,7 @@ from jigcmd.attest.statement import (
     JARVIS_V2_PREDICATE_TYPE,
     JarvisRunStatement,
 )
-from jigcmd.attest.verify import decode_evidence, verify_bundle
+from jigcmd.attest.verify import Check, decode_evidence, verify_bundle
 from jigcmd.envelope.api import EnvelopeFailure, FailureKind
 from jigcmd.frontends.jarvis import jarvis
 from jigcmd.jarvis.statements import RunSigning
@@ -210,7 +210,18 @@ async def test_a_v1_statement_signed_before_the_executable_was_named_still_verif
     assert [c.name for c in checks if not c.ok] == [], checks
     by_name = {c.name: c.detail for c in checks}
     assert by_name["schema"] == "in-toto Statement v1: jarvis-run/v1"
-    assert by_name["request"] == "argv, cwd match (a jarvis-run/v1 statement names no executable)"
+    assert by_name["request"] == "argv, cwd match"
+    # The record's executable is no fact of a v1 statement: its own skip line, not a note.
+    unsigned = [c for c in checks if c.name == "executable"]
+    assert unsigned == [
+        Check(
+            "executable",
+            True,
+            f"the record's {got['executable']!r}: a jarvis-run/v1 statement names no "
+            "executable, so it is not signed",
+            skipped=True,
+        )
+    ], checks
     tampered = json.dumps({**got, "argv": ["echo", "HI"]}).encode()
     checks = verify_bundle(older, signing.attester.key.public, decode_evidence(tampered))
     assert [c.name for c in checks if not c.ok] == ["request"]

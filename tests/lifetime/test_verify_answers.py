@@ -8,6 +8,7 @@ A Run/1 answer line (a completed call's, and a deadline's carrying its evidence)
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import time
@@ -167,3 +168,29 @@ def test_verify_reads_every_json_strictly_and_keeps_the_bundle_forms(
     lines = pretty.stdout.splitlines()
     assert lines[0] == "ok   bundle: 1 DSSE envelope(s)", lines
     assert lines[1].startswith("ok   signature: "), lines
+
+
+def test_the_reviewers_sample_in_the_docs_is_what_verify_prints(rig: Rig, tmp_path: Path) -> None:
+    """docs/attestation.md's sample output, line for line: digests whole, as printed; only
+    the host's key id and the streams' lengths (the runner prints its timings) differ."""
+    done = _jigcmd(
+        "run", "--binding", str(rig.binding), "--state-dir", str(rig.state_dir), "tests",
+        "--files", str(PASSING), "--json",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    answer = json.loads(done.stdout)
+    (tmp_path / "b.jsonl").write_text(answer["attestation"]["bundle"])
+    (tmp_path / "e.json").write_text(json.dumps(answer["evidence"]))
+    checked = _jigcmd(
+        "verify", str(tmp_path / "b.jsonl"), "--state-dir", str(rig.state_dir),
+        "--evidence", str(tmp_path / "e.json"),
+    )  # fmt: skip
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    doc = (Path(__file__).parents[2] / "docs" / "attestation.md").read_text()
+    sample = doc.split("--evidence answer.json   # the call's answer")[1].split("```\n")[2]
+
+    def same(text: str) -> list[str]:
+        text = re.sub(r"key [0-9a-f]{64}", "key KEY", text)
+        return re.sub(r"\d+ characters", "N characters", text).splitlines()
+
+    assert same(checked.stdout) == same(sample)
