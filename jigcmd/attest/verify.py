@@ -16,6 +16,7 @@ evidence check without evidence among them, is a skipped `Check`: said, never a 
 from __future__ import annotations
 
 import hashlib
+from dataclasses import replace
 
 import msgspec
 
@@ -26,7 +27,6 @@ from jigcmd.attest.inputs import (
     JarvisResult,
     JarvisView,
     McpResult,
-    RunAnswer,
     read_evidence,
 )
 from jigcmd.attest.keys import PublicKey
@@ -40,6 +40,7 @@ from jigcmd.attest.statement import (
     RunStatement,
     TestResultStatement,
 )
+from jigcmd.attest.verify_answer import around_checks
 from jigcmd.attest.verify_record import record_checks
 from jigcmd.attest.verify_view import view_checks
 from jigcmd.evidence import Evidence
@@ -110,15 +111,25 @@ def _evidence(statement: Statement, evidence: EvidenceFile | None, bundle: bytes
         return [skip(name, "no --evidence") for name in ("candidate", "stdout", "stderr", "ending")]
     if isinstance(evidence, JarvisResult):
         return [Check("evidence", False, "a run statement, but a jarvis record")]
+    if isinstance(evidence, Evidence):
+        return _evidence_checks(statement, evidence)
+    around: list[Check] = []
+    unknown: list[str] = []
+    if evidence.around is not None:
+        around, unknown = around_checks(statement, evidence.around, bundle)
     if isinstance(evidence, McpResult):
-        return view_checks(statement, evidence)
-    if isinstance(evidence, RunAnswer):
-        checks = _evidence_checks(statement, evidence.evidence)
-        if evidence.unusual:
-            why = "jigcmd writes no Run/1 answer with these, so they are no fact of the run: "
-            checks.append(skip("answer line", why + "; ".join(evidence.unusual)))
+        merged = replace(evidence, unknown=(*evidence.unknown, *unknown))
+        return [*view_checks(statement, merged), *around]
+    checks = [*_evidence_checks(statement, evidence.evidence), *around]
+    if evidence.around is not None and evidence.around.shape == "run --json":
+        why = "not fields of a `jigcmd run --json` answer, so no fact of the run: "
+        checks += [skip("unknown fields", why + ", ".join(unknown))] if unknown else []
         return checks
-    return _evidence_checks(statement, evidence)
+    unusual = (*evidence.unusual, *unknown)
+    if unusual:
+        why = "jigcmd writes no Run/1 answer with these, so they are no fact of the run: "
+        checks.append(skip("answer line", why + "; ".join(unusual)))
+    return checks
 
 
 def _signatures(envelopes: list[dsse.Envelope], key: PublicKey) -> Check:

@@ -279,6 +279,23 @@ def test_the_real_jarvis_signs_with_its_host_key_and_jigcmd_verify_accepts(tmp_p
         str(tmp_path / "record.json"),
     )
     assert checked.returncode == 0, checked.stdout
+    # The record alone is its own evidence: its copy of the statement checked too.
+    alone = _jigcmd("verify", str(tmp_path / "record.json"), "--key", str(tmp_path / "host.pub"))
+    assert alone.returncode == 0, alone.stdout
+    assert b"no --evidence" not in alone.stdout
+    attestation = created["attestation"]
+    forged = {
+        **attestation,
+        "digest": "sha256:" + "0" * 64,
+        "envelopes": [{**attestation["envelopes"][0], "payload": "AAAA"}],
+    }
+    (tmp_path / "forged.json").write_text(json.dumps({**created, "attestation": forged}))
+    alone = _jigcmd("verify", str(tmp_path / "forged.json"), "--key", str(tmp_path / "host.pub"))
+    assert alone.returncode == 1, alone.stdout
+    assert (
+        b"FAIL attestation: the record's attestation is not the verified bundle's in digest, "
+        b"envelopes\n"
+    ) in alone.stdout
     statement = _statement(created["attestation"])
     assert statement["predicate"]["envelope"]["profile"] == "host"
     policy = (tmp_path / "policy.toml").read_bytes()
