@@ -5,9 +5,9 @@
 stderr); 2 the state directory could not be used (a `--state-dir` that does not exist
 included: reading creates nothing) or `--run-id` is not a run id. `verify` prints one line
 per check and exits 0 when every check holds, 1 when one fails, 2 when a file cannot be
-read or is not what it takes. An answer carrying its statement and its evidence, given as
-FILE alone, is its own evidence. `key` prints the public half of the key this host signs with (PEM on stdout, its id on
-stderr).
+read or is not what it takes; an answer carrying its statement and its evidence, given as
+FILE alone, is its own evidence. `key` prints the public half of the key this host signs
+with (PEM on stdout, its id on stderr).
 """
 
 from __future__ import annotations
