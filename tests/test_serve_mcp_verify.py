@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from jigcmd.frontends.servechild import ServeChild
 from tests.admitted_example import EXAMPLE, admit_example
 from tests.mcpsession import mcp_session
 from tests.mcpverify import verify_result
@@ -131,3 +132,70 @@ async def test_a_head_and_tail_that_cannot_be_the_signed_stream_fail(tmp_path: P
     lines = verify_result(state, tmp_path, noisy, noisy["structuredContent"])
     assert lines[-1] == "verified", lines
     assert any(line.startswith("skip stdout head/tail: ") for line in lines), lines
+
+
+_LOOPS = 'console.log("before the hang");\nwhile (true) {}\n'
+
+
+def _answers(tmp_path: Path, binding: Path, run_id: str, *sources: str) -> list[dict[str, Any]]:
+    """Each `cli` call's whole answer line, in a raw-framed session of `jigcmd serve`."""
+    args = ["--state-dir", str(tmp_path / "state"), "--run-id", run_id]
+    with ServeChild(binding, args, timeout=90) as server:
+        hello = {"protocolVersion": "2025-11-25", "capabilities": {}}
+        assert "result" in server.request("initialize", hello)
+        answers = [
+            server.request("tools/call", {"name": "cli", "arguments": {"files": {"src/cli.ts": s}}})
+            for s in sources
+        ]
+        assert server.close_input() == 0
+    return answers
+
+
+@pytest.mark.slow
+def test_the_whole_mcp_answer_is_checked_not_only_its_structured_content(tmp_path: Path) -> None:
+    """A stopped call's answer rewritten to read as a clean exit (isError, error code, text,
+    report) fails each part the statement signs; a field jigcmd never writes is named; and
+    another session's answer to the same call names another statement and fails."""
+    binding = admit_example(tmp_path)
+    ended, stopped = _answers(tmp_path, binding, "run-a", "1;\n", _LOOPS)
+    (other,) = _answers(tmp_path, binding, "run-b", "1;\n")
+    state = tmp_path / "state"
+    lines = verify_result(state, tmp_path, stopped["result"], stopped)
+    assert lines[-1] == "verified", lines
+    for said in (
+        "ok   isError: true, as a call that ended 'deadline' is",
+        "ok   error: DEADLINE_EXCEEDED, as the statement's stop reason says",
+        "ok   content: its text is the words of the checked structuredContent",
+    ):
+        assert said in lines, lines
+    result = stopped["result"]
+    meta = {k: v for k, v in result["_meta"].items() if k != "jigcmd/error"}
+    meta["jigcmd/report"] = {**meta["jigcmd/report"], "wallMs": 1}
+    text = "`bun src/cli.ts` exited with code 0 (stop reason: exited; cleanup complete)."
+    forged = {
+        **stopped,
+        "result": {
+            **result, "isError": False, "_meta": meta, "extra": 1,
+            "content": [{"type": "text", "text": text}, *result["content"][1:]],
+        },
+    }  # fmt: skip
+    lines = verify_result(state, tmp_path, result, forged)
+    assert [line for line in lines if line.startswith(("FAIL", "NOT"))] == [
+        "FAIL isError: the result says isError false, but the call was stopped ('deadline'), "
+        "an error",
+        "FAIL report: the result's _meta report differs from the signed resource report in wallMs",
+        "FAIL content: the text the model reads is not the words of the checked structuredContent",
+        "NOT verified",
+    ]
+    assert (
+        "skip unknown fields: not fields of jigcmd's result, so no fact of the run: $.result.extra"
+    ) in lines
+    said = "skip error: the result names no error code: the signed stop (DEADLINE_EXCEEDED) is "
+    assert said + "unchecked" in lines
+    # Session A's statement, session B's answer to the same call: another statement named.
+    lines = verify_result(state, tmp_path, ended["result"], other)
+    assert lines[-1] == "NOT verified", lines
+    assert (
+        "FAIL attestation: the result's _meta attestation names another statement than this "
+        "one: it differs in runId, operationId, digest"
+    ) in lines

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 
+from jigcmd.attest.dsse import BundleError, attestation_fields
 from jigcmd.attest.statement import (
     JarvisRunStatement,
     JarvisRunStatementV2,
@@ -13,7 +14,7 @@ from jigcmd.attest.statement import (
 )
 from jigcmd.evidence import StreamText
 
-__all__ = ["Check", "Statement", "candidate", "skip", "streams", "subject"]
+__all__ = ["Check", "Statement", "candidate", "carried_bundle", "skip", "streams", "subject"]
 
 Statement = RunStatement | JarvisRunStatement | JarvisRunStatementV2
 
@@ -59,3 +60,27 @@ def streams(statement: Statement, stdout: StreamText, stderr: StreamText) -> lis
         else:
             checks.append(Check(name, False, f"the evidence's {name} (sha256 {actual}) differs"))
     return checks
+
+
+def carried_bundle(attestation: object, bundle: bytes, whose: str) -> Check:
+    """Whether an answer's own `attestation` (`whose`: "record", "answer") is the bundle
+    verified, its digest and envelopes that bundle's; another bundle is said unchecked."""
+    if attestation is None:
+        return Check("attestation", False, f"the {whose}'s attestation is null: it says unsigned")
+    carried = attestation if isinstance(attestation, dict) else {}
+    if carried.get("bundle") != bundle.decode("utf-8", "replace"):
+        why = (
+            f"the {whose} carries another bundle than the one verified here: its statement was "
+            f"not checked (verify the {whose} itself as FILE)"
+        )
+        return skip("attestation", why)
+    try:
+        expected = attestation_fields(bundle)
+    except BundleError:
+        return Check("attestation", False, f"the verified bundle is not one a {whose} carries")
+    keys = sorted(set(expected) | set(carried))
+    differs = [key for key in keys if carried.get(key) != expected.get(key)]
+    if differs:
+        why = f"the {whose}'s attestation is not the verified bundle's in " + ", ".join(differs)
+        return Check("attestation", False, why)
+    return Check("attestation", True, "bundle, digest and envelopes are the verified bundle's")

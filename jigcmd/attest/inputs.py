@@ -1,5 +1,4 @@
-"""What `jigcmd verify` reads: a bundle, or an answer carrying one; evidence in every shape
-jigcmd answers it in.
+"""What `jigcmd verify --evidence` reads: the evidence in every shape jigcmd answers it in.
 
 Each shape is picked by the keys only it has, then decoded strictly as that shape, so an
 error names the shape and the path inside the file (`$.evidence.stdout.text`) rather than
@@ -13,6 +12,10 @@ the first of several guesses. The shapes, by their distinguishing key:
 - `evidence`: a `jigcmd run --json` answer.
 - anything else: the ten evidence fields themselves.
 
+What an answer carries around its evidence (an MCP result's `isError`, `_meta` and `content`,
+a `run --json` answer's report and copy of the statement, a Run/1 error's codes) is kept as
+read (`Around`), for `verify_answer` to hold against the statement.
+
 Every file is read as strict JSON (`jsonio.strict`): a duplicate key, which one reader takes
 first and another last, or nesting past 64 levels is refused, never decoded one way.
 """
@@ -21,24 +24,23 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 import msgspec
 
-from jigcmd.attest import dsse
 from jigcmd.evidence import Evidence, StreamText
 from jigcmd.jsonio import strict
 from jigcmd.protocol.mcp_view import StreamView
 
 __all__ = [
     "INPUT_MAX_BYTES",
+    "Around",
     "EvidenceFile",
     "JarvisResult",
     "JarvisView",
     "McpResult",
     "McpView",
     "RunAnswer",
-    "bundle_bytes",
     "read_evidence",
 ]
 
@@ -86,6 +88,20 @@ class JarvisResult:
     unknown: tuple[str, ...]
 
 
+@dataclass(frozen=True)
+class Around:
+    """What an answer carries around its evidence, and its path in the file (`$.result`).
+
+    An MCP result's `isError`, `_meta` and `content`; a `run --json` answer's `report`,
+    `tests`, `attestation` and `error`; a Run/1 error's code and words. Held against the
+    statement by `verify_answer`: what it signs compared, the rest named as unchecked.
+    """
+
+    shape: Literal["mcp", "run --json", "Run/1 error"]
+    value: dict[str, Any]
+    at: str
+
+
 class McpView(msgspec.Struct, frozen=True, rename="camel"):
     """An MCP `structuredContent`: the evidence cut to a budget (`jigcmd/protocol/mcp_view.py`).
 
@@ -119,11 +135,14 @@ class McpResult:
 
     view: McpView
     unknown: tuple[str, ...]
+    # The answer's `result` around `structuredContent`, when the file is the whole answer.
+    around: Around | None = None
 
 
 @dataclass(frozen=True)
 class RunAnswer:
-    """The evidence a Run/1 answer line carries, and what of the line jigcmd does not write.
+    """The evidence a Run/1 answer line or a `run --json` answer carries, and what of the line
+    jigcmd does not write.
 
     `unusual` names each: a field no Run/1 answer has (`$.note`), a `jsonrpc` other than
     "2.0". Neither is a fact of the run; the verifier says so rather than passing over it.
@@ -131,6 +150,8 @@ class RunAnswer:
 
     evidence: Evidence
     unusual: tuple[str, ...]
+    # A Run/1 error's `error`, or a `run --json` answer's fields beside `evidence`.
+    around: Around | None = None
 
 
 EvidenceFile = Evidence | JarvisResult | McpResult | RunAnswer
@@ -167,7 +188,8 @@ def _pick(value: object, at: str) -> EvidenceFile:
     if "budgetBytes" in value or "limitsHit" in value:
         return _mcp(value, at)
     if "evidence" in value:
-        return _convert(value["evidence"], Evidence, f"{at}.evidence", "jigcmd evidence")
+        evidence = _convert(value["evidence"], Evidence, f"{at}.evidence", "jigcmd evidence")
+        return RunAnswer(evidence, (), Around("run --json", value, at))
     if isinstance(value.get("error"), dict):
         code = value["error"].get("code")
         raise ValueError(
@@ -186,7 +208,8 @@ def _answer_line(line: dict[str, Any], at: str) -> EvidenceFile:
         if isinstance(details, dict) and "command" in details:
             where = f"{at}.error.data.details.command"
             evidence = _convert(details["command"], Evidence, where, "jigcmd evidence")
-            return RunAnswer(evidence, _unusual(line, at, "error", ()))
+            around = Around("Run/1 error", error, f"{at}.error")
+            return RunAnswer(evidence, _unusual(line, at, "error", ()), around)
         code = data.get("code") if isinstance(data, dict) else None
         raise ValueError(
             f"a JSON-RPC error answer ({code or error.get('code')}) with no evidence: only "
@@ -201,7 +224,8 @@ def _answer_line(line: dict[str, Any], at: str) -> EvidenceFile:
     if "structuredContent" in result:
         where = f"{at}.result.structuredContent"
         mcp = _mcp(result["structuredContent"], where)
-        return McpResult(mcp.view, (*_unusual(line, at, "result", ()), *mcp.unknown))
+        unknown = (*_unusual(line, at, "result", ()), *mcp.unknown)
+        return McpResult(mcp.view, unknown, Around("mcp", result, f"{at}.result"))
     raise ValueError(
         "a JSON-RPC answer with neither `.result.value` (FLOW Run/1) nor "
         "`.result.structuredContent` (MCP tools/call from 2025-06-18; an older protocol "
@@ -254,53 +278,3 @@ def _placed(message: str, at: str) -> str:
     if " - at `$" in message:
         return message.replace(" - at `$", f" - at `{at}", 1)
     return f"{message} - at `{at}`"
-
-
-def bundle_bytes(data: bytes) -> bytes:
-    """The bundle in `data`: the file itself, or an answer's `attestation.bundle`.
-
-    A `jigcmd run --json` answer, a jarvis record or an MCP answer has the key `attestation`,
-    which no DSSE envelope has; `ValueError` when it carries no statement, or when the file or
-    a line of its bundle is JSON that breaks a strict rule.
-    """
-    try:
-        value = strict.loads(data)
-    except strict.Malformed:
-        # JSON Lines of several envelopes: each line is held to the strict rules here, the
-        # rest of what is wrong is the bundle check's to say.
-        return _strict_lines(data)
-    except strict.StrictJSONError as exc:
-        raise ValueError(f"not strict JSON: {exc}") from None
-    if not isinstance(value, dict):
-        raise ValueError(
-            f"not a bundle: the file is a JSON {_json_kind(value)}, not a DSSE envelope (an "
-            "object) or JSON Lines of them"
-        )
-    if "attestation" not in value:
-        return data
-    attestation = value["attestation"]
-    if attestation is None:
-        raise ValueError("the answer's `attestation` is null: no statement was made for this run")
-    bundle = attestation.get("bundle") if isinstance(attestation, dict) else None
-    if not isinstance(bundle, str):
-        raise ValueError("the answer's `attestation` has no `bundle` string")
-    return _strict_lines(bundle.encode("utf-8"))
-
-
-def _json_kind(value: object) -> str:
-    if isinstance(value, list):
-        return "array"
-    if isinstance(value, str):
-        return "string"
-    return "null" if value is None else "boolean" if isinstance(value, bool) else "number"
-
-
-def _strict_lines(bundle: bytes) -> bytes:
-    """`bundle`, unless a line of it breaks a strict JSON rule (`ValueError` naming the line)."""
-    try:
-        dsse.decode_bundle(bundle)
-    except dsse.NotStrictJSON as exc:
-        raise ValueError(str(exc)) from None
-    except dsse.BundleError:
-        pass  # not a bundle at all: the bundle check says so, as a failed check
-    return bundle

@@ -212,7 +212,7 @@ def _read_private(path: Path, *, host: bool = False) -> Ed25519PrivateKey:
 
 
 def load_public(path: Path) -> PublicKey:
-    """A public key from a PEM file (SubjectPublicKeyInfo, or a private key's public half)."""
+    """A public key from a PEM file: one SubjectPublicKeyInfo block, as `jigcmd key` prints."""
     try:
         with open(path, "rb") as file:
             data = file.read(_MAX_KEY_BYTES + 1)
@@ -254,20 +254,46 @@ def load_host_public(state_dir: Path) -> PublicKey:
 def _parse_public(data: bytes, path: Path) -> PublicKey:
     if len(data) > _MAX_KEY_BYTES:
         raise SigningKeyError(f"public key {path}: larger than {_MAX_KEY_BYTES} bytes")
+    _one_public_pem(data, path)
     # Only `jigcmd verify` reads a public key: the library's parser, imported for it.
     from cryptography.hazmat.primitives import serialization  # noqa: PLC0415 - see the module
 
     try:
         loaded = serialization.load_pem_public_key(data)
-    except (ValueError, UnsupportedAlgorithm):
-        try:
-            private = serialization.load_pem_private_key(data, password=None)
-        except (TypeError, ValueError, UnsupportedAlgorithm) as exc:
-            raise SigningKeyError(f"public key {path}: not a PEM key ({exc})") from exc
-        loaded = private.public_key()
+    except (ValueError, UnsupportedAlgorithm) as exc:
+        raise SigningKeyError(
+            f"public key {path}: not a PEM public key ({exc}); {_PUBLIC_FORM}"
+        ) from exc
     if not isinstance(loaded, Ed25519PublicKey):
-        raise SigningKeyError(f"public key {path}: not an Ed25519 key")
+        raise SigningKeyError(f"public key {path}: not an Ed25519 key; {_PUBLIC_FORM}")
     return PublicKey(loaded, key_id(loaded))
+
+
+_PUBLIC_FORM = (
+    "give an Ed25519 public key in PEM (SubjectPublicKeyInfo, `-----BEGIN PUBLIC KEY-----`), "
+    "as `jigcmd key` prints it"
+)
+
+
+def _one_public_pem(data: bytes, path: Path) -> None:
+    """Refuse what is not exactly one public key's PEM block, saying what it is instead.
+
+    A private key's public half would do, but a private key should not travel to verifiers;
+    of several keys the library reads the first alone, so the rest would be ignored unsaid.
+    """
+    labels = [line.strip() for line in data.splitlines() if line.startswith(b"-----BEGIN ")]
+    if any(b"PRIVATE KEY" in label for label in labels):
+        raise SigningKeyError(
+            f"public key {path}: this is a private key; give its public half (`jigcmd key` "
+            "prints it), and keep the private key on the signing host"
+        )
+    if not labels:
+        raise SigningKeyError(f"public key {path}: not PEM (no -----BEGIN line); {_PUBLIC_FORM}")
+    if len(labels) > 1:
+        raise SigningKeyError(
+            f"public key {path}: holds {len(labels)} PEM blocks, and one key verifies: give "
+            "the one key that signed (its id is each signature's keyid)"
+        )
 
 
 def _host_key(state_dir: Path) -> SigningKey:

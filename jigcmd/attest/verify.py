@@ -1,9 +1,10 @@
 """What `jigcmd verify` checks in a run's attestation, each check a verdict with its reason.
 
 In order: the bundle parses; every envelope's signature verifies over its PAE with the given
-key (the key id is only a hint, never trusted); every payload is a statement of the schema
-its `predicateType` names (strictly: the types `schemas/run-predicate.v1.schema.json` and the
-`jarvis-run-predicate` schemas are generated from; a jarvis statement is v2, or v1 as jigcmd
+key and names that key's id (`keyid` selects the key, as securesystemslib's does, and never
+makes one trusted); every payload is a statement of the schema its `predicateType` names
+(strictly: the types `schemas/run-predicate.v1.schema.json` and the `jarvis-run-predicate`
+schemas are generated from; a jarvis statement is v2, or v1 as jigcmd
 made them before they named the executable); a test result names the run statement it
 belongs to; and, given the evidence, its candidate digest and streams match the subjects and
 the rest the predicate. The evidence is any shape `inputs.read_evidence` reads: the ten
@@ -15,6 +16,7 @@ evidence check without evidence among them, is a skipped `Check`: said, never a 
 from __future__ import annotations
 
 import hashlib
+from dataclasses import replace
 
 import msgspec
 
@@ -25,7 +27,6 @@ from jigcmd.attest.inputs import (
     JarvisResult,
     JarvisView,
     McpResult,
-    RunAnswer,
     read_evidence,
 )
 from jigcmd.attest.keys import PublicKey
@@ -39,6 +40,7 @@ from jigcmd.attest.statement import (
     RunStatement,
     TestResultStatement,
 )
+from jigcmd.attest.verify_answer import around_checks
 from jigcmd.attest.verify_record import record_checks
 from jigcmd.attest.verify_view import view_checks
 from jigcmd.evidence import Evidence
@@ -109,15 +111,25 @@ def _evidence(statement: Statement, evidence: EvidenceFile | None, bundle: bytes
         return [skip(name, "no --evidence") for name in ("candidate", "stdout", "stderr", "ending")]
     if isinstance(evidence, JarvisResult):
         return [Check("evidence", False, "a run statement, but a jarvis record")]
+    if isinstance(evidence, Evidence):
+        return _evidence_checks(statement, evidence)
+    around: list[Check] = []
+    unknown: list[str] = []
+    if evidence.around is not None:
+        around, unknown = around_checks(statement, evidence.around, bundle)
     if isinstance(evidence, McpResult):
-        return view_checks(statement, evidence)
-    if isinstance(evidence, RunAnswer):
-        checks = _evidence_checks(statement, evidence.evidence)
-        if evidence.unusual:
-            why = "jigcmd writes no Run/1 answer with these, so they are no fact of the run: "
-            checks.append(skip("answer line", why + "; ".join(evidence.unusual)))
+        merged = replace(evidence, unknown=(*evidence.unknown, *unknown))
+        return [*view_checks(statement, merged), *around]
+    checks = [*_evidence_checks(statement, evidence.evidence), *around]
+    if evidence.around is not None and evidence.around.shape == "run --json":
+        why = "not fields of a `jigcmd run --json` answer, so no fact of the run: "
+        checks += [skip("unknown fields", why + ", ".join(unknown))] if unknown else []
         return checks
-    return _evidence_checks(statement, evidence)
+    unusual = (*evidence.unusual, *unknown)
+    if unusual:
+        why = "jigcmd writes no Run/1 answer with these, so they are no fact of the run: "
+        checks.append(skip("answer line", why + "; ".join(unusual)))
+    return checks
 
 
 def _signatures(envelopes: list[dsse.Envelope], key: PublicKey) -> Check:
@@ -127,14 +139,27 @@ def _signatures(envelopes: list[dsse.Envelope], key: PublicKey) -> Check:
             return Check("signature", False, f"{where}: payloadType {envelope.payload_type!r}")
         try:
             message = dsse.pae(envelope.payload_type, dsse.payload_of(envelope))
-            good = any(
-                key.verify(dsse.signature_bytes(signature), message)
+            verifying = [
+                signature
                 for signature in envelope.signatures
-            )
+                if key.verify(dsse.signature_bytes(signature), message)
+            ]
         except dsse.BundleError as exc:
             return Check("signature", False, f"{where}: {exc}")
-        if not good:
+        if not verifying:
             return Check("signature", False, f"{where}: {_unverified(envelope, key)}")
+        # A verifier that selects the key by `keyid` (securesystemslib) never tries this key
+        # on a signature naming another, or none: held to the same, so both say the same.
+        if not any(signature.keyid == key.keyid for signature in verifying):
+            named = verifying[0].keyid
+            said = f"names key {named}" if named else "names no key (no keyid)"
+            return Check(
+                "signature",
+                False,
+                f"{where}: its signature verifies with key {key.keyid} but {said}: jigcmd "
+                "writes the signing key's id, and a verifier that selects the key by keyid "
+                "refuses it",
+            )
     return Check("signature", True, f"Ed25519 over DSSE PAE, key {key.keyid}")
 
 
@@ -147,7 +172,7 @@ def _unverified(envelope: dsse.Envelope, key: PublicKey) -> str:
     # The keyid only says which public key to try; the signature still decides.
     return (
         f"{said}; its signature names key {', '.join(named)}: verify with that key's public "
-        "half, --key FILE (a rotated host key's, kept when it was rotated)"
+        "half, --key FILE (the signer's: another host's, or this host's before a rotation)"
     )
 
 

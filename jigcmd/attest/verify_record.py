@@ -17,8 +17,7 @@ import datetime
 
 import msgspec
 
-from jigcmd.attest.checks import Check, skip, streams
-from jigcmd.attest.dsse import BundleError, attestation_fields
+from jigcmd.attest.checks import Check, carried_bundle, skip, streams
 from jigcmd.attest.inputs import JarvisResult, JarvisView
 from jigcmd.attest.statement import (
     JarvisRequestFactsV2,
@@ -79,17 +78,21 @@ def _request(statement: JarvisStatement, view: JarvisView) -> list[Check]:
         compared.append(("cwd", (view.cwd or "") == request.cwd))
     else:
         lacks.append("cwd")
-    unnamed = ""
+    unnamed: list[Check] = []
     if isinstance(view.executable, str):
         if isinstance(request, JarvisRequestFactsV2):
             compared.append(("executable", view.executable == request.executable))
         else:
             # Signed before statements named it: nothing to hold the record's against.
-            unnamed = " (a jarvis-run/v1 statement names no executable)"
+            why = (
+                f"the record's {view.executable!r}: a jarvis-run/v1 statement names no "
+                "executable, so it is not signed"
+            )
+            unnamed.append(skip("executable", why))
     elif isinstance(request, JarvisRequestFactsV2):
         # Unset, or null: a run recorded before the journal kept it.
         lacks.append("executable")
-    return _compared("request", compared, unnamed) + _lacking("request", lacks)
+    return _compared("request", compared, "") + _lacking("request", lacks) + unnamed
 
 
 def _policy(statement: JarvisStatement, view: JarvisView) -> list[Check]:
@@ -170,24 +173,7 @@ def _attestation(view: JarvisView, bundle: bytes) -> Check | None:
     (another bundle is said unchecked: this verify proves nothing of it)."""
     if isinstance(view.attestation, msgspec.UnsetType):
         return None
-    if view.attestation is None:
-        return Check("attestation", False, "the record's attestation is null: it says unsigned")
-    if view.attestation.get("bundle") != bundle.decode("utf-8", "replace"):
-        why = (
-            "the record carries another bundle than the one verified here: its statement was "
-            "not checked (verify the record itself as FILE)"
-        )
-        return skip("attestation", why)
-    try:
-        expected = attestation_fields(bundle)
-    except BundleError:
-        return Check("attestation", False, "the verified bundle is not one a record carries")
-    keys = sorted(set(expected) | set(view.attestation))
-    differs = [key for key in keys if view.attestation.get(key) != expected.get(key)]
-    if differs:
-        why = "the record's attestation is not the verified bundle's in " + ", ".join(differs)
-        return Check("attestation", False, why)
-    return Check("attestation", True, "bundle, digest and envelopes are the verified bundle's")
+    return carried_bundle(view.attestation, bundle, "record")
 
 
 def _compared(name: str, compared: list[tuple[str, bool]], note: str) -> list[Check]:

@@ -5,9 +5,10 @@
 stderr); 2 the state directory could not be used (a `--state-dir` that does not exist
 included: reading creates nothing) or `--run-id` is not a run id. `verify` prints one line
 per check and exits 0 when every check holds, 1 when one fails, 2 when a file cannot be
-read. `key` prints the public half of the key this host signs with (PEM on stdout, its id on
-stderr), making it on first use; a `--state-dir` that does not exist is refused (2), only
-the default directory is made.
+read or is not what it takes; an answer carrying its statement and its evidence, given as
+FILE alone, is its own evidence. `key` prints the public half of the key this host signs
+with (PEM on stdout, its id on stderr), making it on first use; a `--state-dir` that does not
+exist is refused (2), only the default directory is made.
 """
 
 from __future__ import annotations
@@ -17,7 +18,9 @@ import shlex
 import sys
 from pathlib import Path
 
-from jigcmd.attest.inputs import INPUT_MAX_BYTES, EvidenceFile, bundle_bytes, read_evidence
+from jigcmd.attest.bundlefile import bundle_bytes, carries_evidence
+from jigcmd.attest.checks import Check, skip
+from jigcmd.attest.inputs import INPUT_MAX_BYTES, EvidenceFile, read_evidence
 from jigcmd.attest.keys import (
     HOST_PUBLIC_NAME,
     PublicKey,
@@ -117,12 +120,20 @@ def verify(
         return _UNUSABLE
     reading = bundle
     try:
-        data = bundle_bytes(_read(bundle))
+        given = _read(bundle)
+        data = bundle_bytes(given)
         key = _verifying_key(key_path, state_dir)
         evidence: EvidenceFile | None = None
+        beside: list[Check] = []
         if evidence_path is not None:
             reading = evidence_path
-            evidence = read_evidence(_read(evidence_path))
+            answer = _read(evidence_path)
+            evidence = read_evidence(answer)
+            beside = _answer_beside(given, answer)
+        elif carries_evidence(given):
+            # An answer carrying its statement is its own evidence: checked whole, its copy
+            # of the statement and its report too, not only the bundle inside it.
+            evidence = read_evidence(given)
     except OSError as exc:
         sys.stderr.write(f"jigcmd verify: {exc.filename}: cannot be read: {exc.strerror}\n")
         return _UNUSABLE
@@ -132,7 +143,7 @@ def verify(
     except ValueError as exc:
         sys.stderr.write(f"jigcmd verify: {reading}: {exc}\n")
         return _UNUSABLE
-    checks = verify_bundle(data, key, evidence)
+    checks = verify_bundle(data, key, evidence) + beside
     for check in checks:
         verdict = "skip" if check.skipped else "ok  " if check.ok else "FAIL"
         sys.stdout.write(f"{verdict} {check.name}: {check.detail}\n")
@@ -141,6 +152,18 @@ def verify(
     good = all(check.ok for check in checks)
     sys.stdout.write("verified\n" if good else "NOT verified\n")
     return _OK if good else _NONE
+
+
+def _answer_beside(given: bytes, evidence: bytes | None) -> list[Check]:
+    """A skip naming FILE's answer around its bundle when another file is the evidence."""
+    if evidence is None or evidence == given or not carries_evidence(given):
+        return []
+    why = (
+        "FILE is an answer, but --evidence is another file: only FILE's attestation.bundle was "
+        "read, its evidence, report and copy of the statement unchecked (verify FILE alone to "
+        "check it whole)"
+    )
+    return [skip("FILE's answer", why)]
 
 
 def _read(path: Path) -> bytes:

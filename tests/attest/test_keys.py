@@ -24,6 +24,7 @@ from jigcmd.attest.keys import (
     HOST_PUBLIC_NAME,
     KEY_ENV,
     SigningKeyError,
+    key_id,
     load_host_public,
     load_public,
     open_signing_key,
@@ -121,8 +122,8 @@ def test_the_operators_key_file_wins_over_the_environment_and_the_host_key(tmp_p
     state = tmp_path / "state"
     state.mkdir()
     environ = {KEY_ENV: str(named)}
-    assert open_signing_key(state, explicit, environ).public.pem == load_public(explicit).pem
-    assert open_signing_key(state, None, environ).public.pem == load_public(named).pem
+    assert open_signing_key(state, explicit, environ).public.keyid == key_id(given.public_key())
+    assert open_signing_key(state, None, environ).public.keyid == key_id(other.public_key())
     assert not (state / HOST_KEY_NAME).exists()
 
 
@@ -299,7 +300,7 @@ def test_a_key_in_any_pem_form_the_library_reads_gives_the_same_key(
     assert isinstance(loaded, Ed25519PrivateKey)
     key = open_signing_key(tmp_path, path, {})
     assert key.sign(b"statement") == loaded.sign(b"statement")
-    assert key.public.pem == load_public(path).pem
+    assert key.public.keyid == key_id(loaded.public_key())
 
 
 def test_opening_the_key_imports_none_of_the_librarys_serializers(tmp_path: Path) -> None:

@@ -32,7 +32,7 @@ from jigcmd.attest.statement import (
     TestReport,
     rfc3339,
 )
-from jigcmd.attest.verify import verify_bundle
+from jigcmd.attest.verify import Check, verify_bundle
 from jigcmd.envelope.api import Enforced
 from jigcmd.evidence import Evidence, ResourceReport, StreamText
 from jigcmd.plan import Limits
@@ -393,3 +393,31 @@ def test_times_are_rfc3339_utc_with_milliseconds(unix_ms: int) -> None:
     assert round(moment.timestamp() * 1000) == unix_ms
     assert len(text) == len("2026-12-01T19:53:05.123Z")
     assert text.endswith("Z")
+
+
+@pytest.mark.parametrize("keyid", ["0" * 64, "", None])
+def test_a_signature_naming_another_key_or_none_fails_as_securesystemslib_refuses_it(
+    attester: Attester, keyid: str | None
+) -> None:
+    """The signature verifies, but its keyid is altered or removed: securesystemslib selects
+    the key by keyid and refuses the envelope, and so does jigcmd, naming both ids."""
+    line = json.loads(attester.attest(_record("run")).decode().splitlines()[0])
+    if keyid is None:
+        del line["signatures"][0]["keyid"]
+    else:
+        line["signatures"][0]["keyid"] = keyid
+    public = attester.key.public
+    bundle = (json.dumps(line) + "\n").encode()
+    with pytest.raises(Exception):  # noqa: B017, PT011 - a missing keyid is a KeyError there
+        # from_dict takes the fields out of the dict it is given: a copy.
+        SslibEnvelope.from_dict(json.loads(bundle)).verify(
+            [SSlibKey.from_crypto(public.key, public.keyid)], 1
+        )
+    checks = verify_bundle(bundle, public)
+    named = f"names key {keyid}" if keyid else "names no key (no keyid)"
+    assert checks[-1] == Check(
+        "signature",
+        False,
+        f"envelope 1: its signature verifies with key {public.keyid} but {named}: jigcmd writes "
+        "the signing key's id, and a verifier that selects the key by keyid refuses it",
+    )

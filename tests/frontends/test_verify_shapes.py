@@ -116,3 +116,49 @@ def test_a_signed_statement_with_a_duplicate_key_is_not_verified(tmp_path: Path)
         'FAIL schema: statement 1 is not strict JSON: duplicate key "predicateType"',
         "NOT verified",
     ]
+
+
+_ATTEST = "`jigcmd attest --run-id RUN OPERATION`"
+
+
+@pytest.mark.parametrize(
+    ("shape", "said"),
+    [
+        (
+            {"jsonrpc": "2.0", "id": "c1", "result": {"value": GOOD}},
+            "a FLOW Run/1 answer line, which carries no statement: fetch it with "
+            f"{_ATTEST} (the run id `serve` was given, the call's operationId) and give this "
+            "answer as --evidence",
+        ),
+        (
+            {"jsonrpc": "2.0", "id": 3, "result": {"structuredContent": VIEW, "content": []}},
+            "an MCP tools/call answer, which carries no statement: fetch it with "
+            f'{_ATTEST} (the ids its `_meta["jigcmd/attestation"]` names) or resources/read '
+            "of its `attestation` link, and give this answer as --evidence",
+        ),
+        (
+            {"error": {"code": "UNAVAILABLE", "message": "m"}},
+            "a `jigcmd run --json` answer with no `attestation` (UNAVAILABLE: nothing ran to a "
+            "signed end): it carries no statement",
+        ),
+        (
+            GOOD,
+            "jigcmd evidence, which carries no statement: give it as --evidence, and as FILE "
+            f"the bundle ({_ATTEST})",
+        ),
+        (RECORD, "a jarvis run record with no `attestation`: jarvis signed nothing for this run"),
+    ],
+    ids=["run1", "mcp", "run json unavailable", "evidence", "jarvis"],
+)
+def test_an_answer_carrying_no_statement_as_file_is_status_2_saying_what_it_is(
+    tmp_path: Path, shape: dict[str, Any], said: str
+) -> None:
+    """Not a failed bundle check ("not a DSSE envelope"): the wrong kind of file, named, and
+    where its statement is."""
+    key = _jigcmd("key", "--state-dir", str(tmp_path / "state"))
+    (tmp_path / "host.pub").write_text(key.stdout)
+    answer = tmp_path / "answer.json"
+    answer.write_text(json.dumps(shape))
+    done = _jigcmd("verify", str(answer), "--key", str(tmp_path / "host.pub"))
+    assert (done.returncode, done.stdout) == (2, ""), done.stdout
+    assert done.stderr == f"jigcmd verify: {answer}: not a bundle: {said}\n"

@@ -27,7 +27,7 @@ from jigcmd.attest.statement import (
     JARVIS_V2_PREDICATE_TYPE,
     JarvisRunStatement,
 )
-from jigcmd.attest.verify import decode_evidence, verify_bundle
+from jigcmd.attest.verify import Check, decode_evidence, verify_bundle
 from jigcmd.envelope.api import EnvelopeFailure, FailureKind
 from jigcmd.frontends.jarvis import jarvis
 from jigcmd.jarvis.statements import RunSigning
@@ -210,7 +210,18 @@ async def test_a_v1_statement_signed_before_the_executable_was_named_still_verif
     assert [c.name for c in checks if not c.ok] == [], checks
     by_name = {c.name: c.detail for c in checks}
     assert by_name["schema"] == "in-toto Statement v1: jarvis-run/v1"
-    assert by_name["request"] == "argv, cwd match (a jarvis-run/v1 statement names no executable)"
+    assert by_name["request"] == "argv, cwd match"
+    # The record's executable is no fact of a v1 statement: its own skip line, not a note.
+    unsigned = [c for c in checks if c.name == "executable"]
+    assert unsigned == [
+        Check(
+            "executable",
+            True,
+            f"the record's {got['executable']!r}: a jarvis-run/v1 statement names no "
+            "executable, so it is not signed",
+            skipped=True,
+        )
+    ], checks
     tampered = json.dumps({**got, "argv": ["echo", "HI"]}).encode()
     checks = verify_bundle(older, signing.attester.key.public, decode_evidence(tampered))
     assert [c.name for c in checks if not c.ok] == ["request"]
@@ -268,6 +279,23 @@ def test_the_real_jarvis_signs_with_its_host_key_and_jigcmd_verify_accepts(tmp_p
         str(tmp_path / "record.json"),
     )
     assert checked.returncode == 0, checked.stdout
+    # The record alone is its own evidence: its copy of the statement checked too.
+    alone = _jigcmd("verify", str(tmp_path / "record.json"), "--key", str(tmp_path / "host.pub"))
+    assert alone.returncode == 0, alone.stdout
+    assert b"no --evidence" not in alone.stdout
+    attestation = created["attestation"]
+    forged = {
+        **attestation,
+        "digest": "sha256:" + "0" * 64,
+        "envelopes": [{**attestation["envelopes"][0], "payload": "AAAA"}],
+    }
+    (tmp_path / "forged.json").write_text(json.dumps({**created, "attestation": forged}))
+    alone = _jigcmd("verify", str(tmp_path / "forged.json"), "--key", str(tmp_path / "host.pub"))
+    assert alone.returncode == 1, alone.stdout
+    assert (
+        b"FAIL attestation: the record's attestation is not the verified bundle's in digest, "
+        b"envelopes\n"
+    ) in alone.stdout
     statement = _statement(created["attestation"])
     assert statement["predicate"]["envelope"]["profile"] == "host"
     policy = (tmp_path / "policy.toml").read_bytes()

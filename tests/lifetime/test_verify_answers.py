@@ -8,6 +8,7 @@ A Run/1 answer line (a completed call's, and a deadline's carrying its evidence)
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import time
@@ -100,6 +101,33 @@ def test_a_deadline_answer_line_carries_its_evidence_at_details_command(
     )  # fmt: skip
     assert checked.returncode == 0, checked.stdout + checked.stderr
     assert "ok   ending:" in checked.stdout
+    assert "ok   error: DEADLINE_EXCEEDED, as the statement's stop reason says" in checked.stdout
+    # Its code is signed (the stop reason), its words are not: each said, none passed over.
+    data = answer["error"]["data"]
+    forged = {
+        **answer,
+        "error": {
+            **answer["error"],
+            "message": "cancelled by the operator",
+            "data": {**data, "code": "CANCELLED", "note": "approved"},
+        },
+    }
+    (tmp_path / "forged.json").write_text(json.dumps(forged))
+    checked = _jigcmd(
+        "verify", str(tmp_path / "b.jsonl"), "--state-dir", str(rig.state_dir),
+        "--evidence", str(tmp_path / "forged.json"),
+    )  # fmt: skip
+    assert checked.returncode == 1, checked.stdout + checked.stderr
+    lines = checked.stdout.splitlines()
+    assert (
+        "FAIL error: the answer's error is -32000 'CANCELLED', but the statement's is "
+        "DEADLINE_EXCEEDED (-32000)"
+    ) in lines
+    assert "skip error words: $.error.message: the words, not signed" in lines
+    assert (
+        "skip answer line: jigcmd writes no Run/1 answer with these, so they are no fact of the "
+        "run: $.error.data.note"
+    ) in lines
 
 
 def test_the_run_json_answer_is_both_the_statement_and_the_evidence(
@@ -119,6 +147,47 @@ def test_the_run_json_answer_is_both_the_statement_and_the_evidence(
     assert "ok   test result: PASSED" in checked.stdout
     assert "ok   ending:" in checked.stdout
     answer = json.loads(done.stdout)
+    # Alone, the answer is its own evidence, checked whole: its copy of the statement and its
+    # report against the bundle it carries; the runner's test view and a field jigcmd never
+    # writes are said to be unchecked.
+    alone = _jigcmd("verify", a, "--state-dir", str(rig.state_dir))
+    assert alone.returncode == 0, alone.stdout + alone.stderr
+    assert "no --evidence" not in alone.stdout
+    assert (
+        "ok   attestation: bundle, digest and envelopes are the verified bundle's" in alone.stdout
+    )
+    attestation = answer["attestation"]
+    forged = {
+        **answer,
+        "attestation": {
+            **attestation,
+            "digest": "sha256:" + "0" * 64,
+            "envelopes": [{**attestation["envelopes"][0], "payload": "AAAA"}],
+        },
+        "report": {**answer["report"], "oomKilled": True, "wallMs": 1},
+        "tests": {**answer["tests"], "summary": {**answer["tests"]["summary"], "failed": 5}},
+        "note": "reviewed",
+    }
+    (tmp_path / "forged.json").write_text(json.dumps(forged))
+    f = str(tmp_path / "forged.json")
+    for args in ((), ("--evidence", f)):
+        lines = _jigcmd("verify", f, "--state-dir", str(rig.state_dir), *args).stdout.splitlines()
+        assert lines[-1] == "NOT verified", lines
+        assert [line for line in lines if not line.startswith("ok   ")] == [
+            "FAIL report: the answer's report differs from the signed resource report in "
+            "wallMs, oomKilled",
+            "skip tests: the runner's per-test view, its summary too, is candidate-influenced "
+            "and not signed; the test result statement is what binds the tests",
+            "FAIL attestation: the answer's attestation is not the verified bundle's in digest, "
+            "envelopes",
+            "skip unknown fields: not fields of a `jigcmd run --json` answer, so no fact of the "
+            "run: $.note",
+            "NOT verified",
+        ]
+    # Another file as the evidence: FILE's own fields beside its bundle are said unchecked.
+    beside = _jigcmd("verify", f, "--state-dir", str(rig.state_dir), "--evidence", a)
+    assert beside.returncode == 0, beside.stdout + beside.stderr
+    assert "skip FILE's answer: FILE is an answer, but --evidence is another file" in beside.stdout
     (tmp_path / "none.json").write_text(json.dumps({**answer, "attestation": None}))
     none = _jigcmd("verify", str(tmp_path / "none.json"), "--state-dir", str(rig.state_dir))
     assert none.returncode == 2
@@ -167,3 +236,29 @@ def test_verify_reads_every_json_strictly_and_keeps_the_bundle_forms(
     lines = pretty.stdout.splitlines()
     assert lines[0] == "ok   bundle: 1 DSSE envelope(s)", lines
     assert lines[1].startswith("ok   signature: "), lines
+
+
+def test_the_reviewers_sample_in_the_docs_is_what_verify_prints(rig: Rig, tmp_path: Path) -> None:
+    """docs/attestation.md's sample output, line for line: digests whole, as printed; only
+    the host's key id and the streams' lengths (the runner prints its timings) differ."""
+    done = _jigcmd(
+        "run", "--binding", str(rig.binding), "--state-dir", str(rig.state_dir), "tests",
+        "--files", str(PASSING), "--json",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    answer = json.loads(done.stdout)
+    (tmp_path / "b.jsonl").write_text(answer["attestation"]["bundle"])
+    (tmp_path / "e.json").write_text(json.dumps(answer["evidence"]))
+    checked = _jigcmd(
+        "verify", str(tmp_path / "b.jsonl"), "--state-dir", str(rig.state_dir),
+        "--evidence", str(tmp_path / "e.json"),
+    )  # fmt: skip
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    doc = (Path(__file__).parents[2] / "docs" / "attestation.md").read_text()
+    sample = doc.split("--evidence answer.json   # the call's answer")[1].split("```\n")[2]
+
+    def same(text: str) -> list[str]:
+        text = re.sub(r"key [0-9a-f]{64}", "key KEY", text)
+        return re.sub(r"\d+ characters", "N characters", text).splitlines()
+
+    assert same(checked.stdout) == same(sample)

@@ -1,0 +1,80 @@
+"""`jigcmd verify --key` takes one Ed25519 public key in PEM, as `jigcmd key` prints it.
+
+Anything else is status 2 saying what the file is and what to give instead: a private key
+(it should not travel to verifiers), several keys (the library would read the first alone),
+or a key in another encoding (raw, hex, DER, OpenSSH).
+"""
+
+from __future__ import annotations
+
+import base64
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+PUBLIC_FORM = (
+    "give an Ed25519 public key in PEM (SubjectPublicKeyInfo, `-----BEGIN PUBLIC KEY-----`), "
+    "as `jigcmd key` prints it"
+)
+_KEY = Ed25519PrivateKey.generate()
+_PUBLIC = _KEY.public_key()
+_PEM = _PUBLIC.public_bytes(
+    serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+)
+_RAW = _PUBLIC.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+_PRIVATE = _KEY.private_bytes(
+    serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+)
+_OTHER = Ed25519PrivateKey.generate().public_key()
+
+
+def _pem(public: object) -> bytes:
+    assert hasattr(public, "public_bytes")
+    encoded: bytes = public.public_bytes(
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+    )
+    return encoded
+
+
+@pytest.mark.parametrize(
+    ("data", "said"),
+    [
+        (
+            _PRIVATE,
+            "this is a private key; give its public half (`jigcmd key` prints it), and keep the "
+            "private key on the signing host",
+        ),
+        (
+            _PEM + _pem(_OTHER),
+            "holds 2 PEM blocks, and one key verifies: give the one key that signed (its id is "
+            "each signature's keyid)",
+        ),
+        (_RAW, f"not PEM (no -----BEGIN line); {PUBLIC_FORM}"),
+        (_RAW.hex().encode(), f"not PEM (no -----BEGIN line); {PUBLIC_FORM}"),
+        (base64.b64encode(_RAW), f"not PEM (no -----BEGIN line); {PUBLIC_FORM}"),
+        (
+            _PUBLIC.public_bytes(
+                serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH
+            ),
+            f"not PEM (no -----BEGIN line); {PUBLIC_FORM}",
+        ),
+    ],
+    ids=["private", "two keys", "raw", "hex", "base64", "openssh"],
+)
+def test_verify_refuses_a_key_file_that_is_not_one_public_pem(
+    tmp_path: Path, data: bytes, said: str
+) -> None:
+    """Status 2, nothing checked, and the line says what the file is and what to give."""
+    (tmp_path / "key").write_bytes(data)
+    (tmp_path / "bundle.jsonl").write_text("{}\n")
+    done = subprocess.run(
+        [sys.executable, "-m", "jigcmd", "verify", str(tmp_path / "bundle.jsonl"),
+         "--key", str(tmp_path / "key")],
+        capture_output=True, text=True, timeout=120, check=False, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    assert (done.returncode, done.stdout) == (2, ""), done.stdout + done.stderr
+    assert done.stderr == f"jigcmd verify: public key {tmp_path / 'key'}: {said}\n"
