@@ -29,6 +29,7 @@ import errno
 import os
 import pwd
 import stat
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Final, NamedTuple
 
@@ -38,6 +39,8 @@ __all__ = ["Walked", "trusted_path", "walk"]
 
 # As the kernel's own bound on the links one lookup follows.
 _MAX_LINKS: Final = 40
+# Set while `_elsewhere`'s example is judged: a refusal of it names no example in turn.
+_judging_example: ContextVar[bool] = ContextVar("judging_example", default=False)
 
 
 class Walked(NamedTuple):
@@ -195,7 +198,8 @@ def _elsewhere(refused: Path, which: str) -> str:
     """The fix that names another state directory, `which` ("you own"), with one for example.
 
     Root's example is /var/lib/jigcmd; a user's is the default under their home as the
-    password database has it, unless that too lies under the `refused` directory.
+    password database has it, unless that too lies under the `refused` directory or could
+    not be made and trusted (then none is named).
     """
     euid = os.geteuid()
     example: Path | None = Path("/var/lib/jigcmd")
@@ -207,7 +211,22 @@ def _elsewhere(refused: Path, which: str) -> str:
         example = home / ".local" / "state" / "jigcmd" if home.is_absolute() else None
     if example is None or example == refused or refused in example.parents:
         return f"use a state directory {which}: --state-dir DIR (or $JIGCMD_STATE_DIR)"
+    # Named only if serve could make it and trust it: a home `useradd -M` never made is not.
+    if _judging_example.get() or not _usable(example):
+        return f"use a state directory {which}: --state-dir DIR (or $JIGCMD_STATE_DIR)"
     return f"use a state directory {which}, e.g. --state-dir {example}"
+
+
+def _usable(example: Path) -> bool:
+    """Whether `example` exists and passes the walk, or the walk says it could be made."""
+    token = _judging_example.set(True)
+    try:
+        walk(example, to_make=True)
+    except (StateDirError, OSError):
+        return False
+    finally:
+        _judging_example.reset(token)
+    return True
 
 
 def _sticky(info: os.stat_result) -> bool:
