@@ -36,6 +36,7 @@ __all__ = [
     "default_state_dir",
     "existing_state_dir",
     "prepare_state_dir",
+    "slot_file_refusal",
     "unmade_state_dir",
 ]
 
@@ -87,8 +88,12 @@ def prepare_state_dir(path: Path) -> Path:
     return _anchored(resolved)
 
 
-def checked_state_dir(path: Path) -> Path:
-    """`path`, resolved, checked as `prepare_state_dir` checks it; never creates anything."""
+def checked_state_dir(path: Path, *, slot_files: bool = True) -> Path:
+    """`path`, resolved, checked as `prepare_state_dir` checks it; never creates anything.
+
+    `slot_files` False: for a verb that only reads the journal and never opens a slot file,
+    which may then list runs beside one serve refuses (`slot_file_refusal` says why).
+    """
     path = _absolute(path)
     try:
         resolved = trusted_path(path, create=False)
@@ -96,7 +101,24 @@ def checked_state_dir(path: Path) -> Path:
         raise StateDirError(
             f"state directory {path} does not exist (nothing was created)", "check --state-dir"
         ) from None
-    return _anchored(resolved)
+    return _anchored(resolved, slot_files=slot_files)
+
+
+def slot_file_refusal(path: Path) -> StateDirError | None:
+    """Why serve and run would refuse the slot files of `path` (checked, resolved), or None."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except FileNotFoundError:  # the default not made yet: no slot file to refuse
+        return None
+    try:
+        _check_slot_files(fd, path / "slots")
+    except FileNotFoundError:  # no slots/ yet
+        return None
+    except StateDirError as exc:
+        return exc
+    finally:
+        os.close(fd)
+    return None
 
 
 def unmade_state_dir(path: Path) -> Path | None:
@@ -134,7 +156,7 @@ def _absolute(path: Path) -> Path:
     return path if path.is_absolute() else Path.cwd() / path
 
 
-def _anchored(path: Path) -> Path:
+def _anchored(path: Path, *, slot_files: bool = True) -> Path:
     """`path` (resolved, every component checked), its descriptor held and its contents checked."""
     flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
     try:
@@ -145,7 +167,7 @@ def _anchored(path: Path) -> Path:
         raise StateDirError(f"state directory {path} cannot be read: {exc.strerror}") from exc
     try:
         checked(f"{path}", os.fstat(fd), kind="state directory")
-        check_contents(fd, path)
+        check_contents(fd, path, slot_files=slot_files)
     except BaseException:
         os.close(fd)
         raise
@@ -153,13 +175,13 @@ def _anchored(path: Path) -> Path:
     return path
 
 
-def check_contents(fd: int, path: Path) -> None:
+def check_contents(fd: int, path: Path, *, slot_files: bool = True) -> None:
     """Refuse sub-directories, slot files and journal files others could write or redirect."""
-    _check_subdirectories(fd, path)
+    _check_subdirectories(fd, path, slot_files=slot_files)
     _check_journal_files(fd, path)
 
 
-def _check_subdirectories(fd: int, path: Path) -> None:
+def _check_subdirectories(fd: int, path: Path, *, slot_files: bool) -> None:
     """Refuse a sub-directory that is not ours, others may write, or is no directory.
 
     A sub-directory another user may write lets that user plant `slots/slot-0 -> /etc/shadow`;
@@ -177,7 +199,7 @@ def _check_subdirectories(fd: int, path: Path) -> None:
                 f"{where} is {what}", f"remove it (jigcmd makes {name} 0700 itself)"
             )
         checked(where, info)
-        if name == "slots":
+        if name == "slots" and slot_files:
             _check_slot_files(fd, path / name)
 
 

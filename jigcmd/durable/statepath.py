@@ -18,6 +18,9 @@ checked, and the deepest of them must be fit to hold what is made in it (no one 
 write it, this user may). So a refused path creates nothing, and `jigcmd doctor` asks the
 same question without making anything. Below a directory not made yet there is no link to
 follow, so the rest of the path is read as written: `nonex/../x` is `x`, `nonex` never made.
+What is missing is then made one directory at a time inside the one judged last, held open
+(mkdirat, never by path name), and judged itself before anything is made below it: a link
+another user plants in /tmp after the walk is refused, never followed.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ import errno
 import os
 import pwd
 import stat
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Final, NamedTuple
 
@@ -35,6 +39,8 @@ __all__ = ["Walked", "trusted_path", "walk"]
 
 # As the kernel's own bound on the links one lookup follows.
 _MAX_LINKS: Final = 40
+# Set while `_elsewhere`'s example is judged: a refusal of it names no example in turn.
+_judging_example: ContextVar[bool] = ContextVar("judging_example", default=False)
 
 
 class Walked(NamedTuple):
@@ -42,6 +48,8 @@ class Walked(NamedTuple):
 
     existing: Path
     missing: tuple[str, ...]
+    # `existing`'s (st_dev, st_ino) as judged: what is made is made in that directory only.
+    identity: tuple[int, int]
 
 
 def trusted_path(path: Path, *, create: bool) -> Path:
@@ -57,10 +65,7 @@ def trusted_path(path: Path, *, create: bool) -> Path:
     if not create:
         first = walked.existing / walked.missing[0]
         raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), str(first))
-    made = walked.existing
-    for index, name in enumerate(walked.missing, start=1):
-        made = made / name
-        _make(made, 0o700 if index == len(walked.missing) else 0o755)
+    made = _make_below(walked)
     try:
         # Checked again as made: another maker may have been first (as this user or root).
         return trusted_path(made, create=False)
@@ -115,7 +120,7 @@ def walk(path: Path, *, to_make: bool) -> Walked:
     # Judged once what is to be made is known: `nonex/..` alone makes nothing.
     if missing and to_make:
         _fit_to_hold(current, info, current / missing[0])
-    return Walked(current, tuple(missing))
+    return Walked(current, tuple(missing), (info.st_dev, info.st_ino))
 
 
 def _fit_to_hold(parent: Path, parent_info: os.stat_result, name: Path) -> None:
@@ -193,7 +198,8 @@ def _elsewhere(refused: Path, which: str) -> str:
     """The fix that names another state directory, `which` ("you own"), with one for example.
 
     Root's example is /var/lib/jigcmd; a user's is the default under their home as the
-    password database has it, unless that too lies under the `refused` directory.
+    password database has it, unless that too lies under the `refused` directory or could
+    not be made and trusted (then none is named).
     """
     euid = os.geteuid()
     example: Path | None = Path("/var/lib/jigcmd")
@@ -205,7 +211,22 @@ def _elsewhere(refused: Path, which: str) -> str:
         example = home / ".local" / "state" / "jigcmd" if home.is_absolute() else None
     if example is None or example == refused or refused in example.parents:
         return f"use a state directory {which}: --state-dir DIR (or $JIGCMD_STATE_DIR)"
+    # Named only if serve could make it and trust it: a home `useradd -M` never made is not.
+    if _judging_example.get() or not _usable(example):
+        return f"use a state directory {which}: --state-dir DIR (or $JIGCMD_STATE_DIR)"
     return f"use a state directory {which}, e.g. --state-dir {example}"
+
+
+def _usable(example: Path) -> bool:
+    """Whether `example` exists and passes the walk, or the walk says it could be made."""
+    token = _judging_example.set(True)
+    try:
+        walk(example, to_make=True)
+    except (StateDirError, OSError):
+        return False
+    finally:
+        _judging_example.reset(token)
+    return True
 
 
 def _sticky(info: os.stat_result) -> bool:
@@ -221,10 +242,61 @@ def _lstat(path: Path) -> os.stat_result:
         raise StateDirError(f"state directory path {path} cannot be read: {exc.strerror}") from exc
 
 
-def _make(path: Path, mode: int) -> None:
-    """Make the directory `path` (`mode`, under the umask); another maker first is fine."""
+def _make_below(walked: Walked) -> Path:
+    """Make `walked.missing` one by one, each in its parent held open and judged by descriptor.
+
+    Made by name from `/` down, a link another user plants (in /tmp) after the walk would
+    be followed: so each is made with mkdirat in the directory already judged, opened
+    without following a link, and checked before anything is made below it.
+    """
+    parent = walked.existing
+    fd = _open_dir(parent, parent)
     try:
-        os.mkdir(path, mode)
+        info = os.fstat(fd)
+        if (info.st_dev, info.st_ino) != walked.identity:
+            raise StateDirError(
+                f"{parent}, on the state directory's path, was replaced while it was checked"
+            )
+        for index, name in enumerate(walked.missing, start=1):
+            last = index == len(walked.missing)
+            child = parent / name
+            _make(child, 0o700 if last else 0o755, fd)
+            child_fd = _open_dir(child, name, fd)
+            os.close(fd)
+            fd = child_fd
+            child_info = os.fstat(fd)
+            # As the walk would judge it, had it been there: another maker may have been first.
+            _check(parent, info, child, child_info, last=last)
+            if not last:
+                _fit_to_hold(child, child_info, child / walked.missing[index])
+            parent, info = child, child_info
+    finally:
+        os.close(fd)
+    return parent
+
+
+def _open_dir(path: Path, name: Path | str, dir_fd: int | None = None) -> int:
+    """The directory `path` (`name` in `dir_fd`) opened, refused if it is a link or no directory."""
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+    try:
+        return os.open(name, flags, dir_fd=dir_fd)
+    except FileNotFoundError:
+        raise StateDirError(f"state directory path {path} was removed as it was made") from None
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+            # Only a link or a file put there since the walk: never followed, never made through.
+            raise StateDirError(
+                f"{path}, on the state directory's path, became a symbolic link or a "
+                "non-directory as it was made (nothing was made through it)",
+                f"remove {path} if it is not yours; " + _elsewhere(path, "of your own"),
+            ) from None
+        raise StateDirError(f"state directory path {path} cannot be read: {exc.strerror}") from exc
+
+
+def _make(path: Path, mode: int, dir_fd: int) -> None:
+    """Make `path`, named in `dir_fd` (`mode`, under the umask); another maker first is fine."""
+    try:
+        os.mkdir(path.name, mode, dir_fd=dir_fd)
     except FileExistsError:
         pass
     except OSError as exc:

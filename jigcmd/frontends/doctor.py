@@ -258,8 +258,9 @@ def _state() -> Check:
     explicit = _STATE_DIR.get()
     try:
         path = explicit or default_state_dir()
-        # The default not made yet: judged as serve and run would make it, with their reason.
-        if explicit is None and unmade_state_dir(path) is not None:
+        # Not made yet (the default or --state-dir, which serve and run make alike): judged
+        # as they would make it, failing with their reason.
+        if unmade_state_dir(path) is not None:
             return Check(
                 "state",
                 "warn",

@@ -17,7 +17,12 @@ from pathlib import Path
 import msgspec
 
 from jigcmd.durable.recovery import owner_gone
-from jigcmd.durable.statedir import StateDirError, checked_state_dir, default_state_dir
+from jigcmd.durable.statedir import (
+    StateDirError,
+    checked_state_dir,
+    default_state_dir,
+    slot_file_refusal,
+)
 from jigcmd.journal.failures import JournalUnusable
 from jigcmd.journal.rows import Row
 from jigcmd.journal.schema import SchemaError
@@ -67,7 +72,8 @@ def _directory(state_dir: Path | None) -> Path:
     """
     if state_dir is None and not os.path.lexists(default_state_dir()):
         return default_state_dir()
-    return checked_state_dir(state_dir or default_state_dir())
+    # Slot files are never opened here: one serve refuses (a FIFO) hides no run.
+    return checked_state_dir(state_dir or default_state_dir(), slot_files=False)
 
 
 def _when(unix_ms: int | None) -> str | None:
@@ -114,6 +120,8 @@ def runs(state_dir: Path | None, *, run_id: str | None = None, as_json: bool = F
     """Print the runs and their operations; 0, or 2 when the directory or journal is unusable."""
     try:
         directory = _directory(state_dir)
+        if (refused := slot_file_refusal(directory)) is not None:
+            sys.stderr.write(f"jigcmd runs: warning: {refused}; serve and run refuse to start\n")
         # Each with whether it is open and its server dead (killed): recovery's to close.
         rows = [(row, owner_gone(directory, row)) for row in list_runs(directory)]
     except (StateDirError, JournalUnusable, SchemaError) as exc:

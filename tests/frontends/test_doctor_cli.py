@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from jigcmd.durable.statedir import prepare_state_dir
+from jigcmd.durable.statedir import StateDirError, prepare_state_dir
 from jigcmd.journal.store import DB_NAME, Journal
 
 # Every doctor run ends with its end-to-end check, which builds a real envelope (where it
@@ -42,17 +42,42 @@ def checks(done: subprocess.CompletedProcess[str]) -> dict[str, dict[str, Any]]:
     return {check["check"]: check for check in json.loads(done.stdout)}
 
 
-def test_a_missing_state_dir_fails_the_state_check_and_nothing_is_created(
+def test_a_missing_state_dir_serve_would_make_is_a_warning_and_nothing_is_created(
     tmp_path: Path,
 ) -> None:
-    """A typo'd --state-dir is refused as every other verb refuses it; no part of it made."""
-    missing = tmp_path / "typo" / "deeper" / "state"
+    """`serve --state-dir` makes it 0700 and starts: the doctor says so, and makes none of it."""
+    missing = tmp_path / "new" / "deeper" / "state"
     done = doctor("--json", "--state-dir", str(missing), home=tmp_path)
-    state = checks(done)["state"]
-    assert (done.returncode, state["status"]) == (1, "FAIL"), done.stdout
-    assert state["detail"] == f"state directory {missing} does not exist (nothing was created)"
-    assert not (tmp_path / "typo").exists()
+    found = checks(done)
+    assert found["state"]["status"] == "warn", found["state"]
+    assert found["state"]["detail"] == (
+        f"{missing} does not exist yet (nothing was created); serve and run create it 0700 "
+        "on first use"
+    )
+    assert (found["signing key"]["status"], found["signing key"]["detail"]) == (
+        "ok",
+        f"no host key yet: serve and run make one in {missing}",
+    )
+    assert "serve and run would not start" not in done.stdout
     assert sorted(os.listdir(tmp_path)) == []
+
+
+def test_a_missing_state_dir_serve_would_refuse_fails_with_serves_reason(
+    tmp_path: Path,
+) -> None:
+    """Under a directory others may write: serve refuses it, and the doctor in its words."""
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    missing = shared / "state"
+    done = doctor("--json", "--state-dir", str(missing), home=tmp_path)
+    found = checks(done)
+    assert (done.returncode, found["state"]["status"]) == (1, "FAIL"), done.stdout
+    with pytest.raises(StateDirError) as refused:
+        prepare_state_dir(missing)
+    assert found["state"]["detail"] == refused.value.reason
+    assert found["signing key"]["status"] == "warn", found["signing key"]
+    assert os.listdir(shared) == []
 
 
 def test_the_default_state_dir_not_made_yet_is_a_warning_and_stays_unmade(

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from jigcmd.cli import main
-from jigcmd.durable.statedir import prepare_state_dir
+from jigcmd.durable.statedir import StateDirError, prepare_state_dir
 from jigcmd.frontends.diagnosis.statecheck import journal_check
 from jigcmd.frontends.runs import list_runs
 from jigcmd.journal.rows import NewRow
@@ -149,7 +149,7 @@ def test_runs_reads_a_state_directory_on_a_read_only_mount(
 _KILLED_SERVER = """
 import os, signal, sys
 from pathlib import Path
-from jigcmd.durable.statedir import prepare_state_dir
+from jigcmd.durable.statedir import StateDirError, prepare_state_dir
 from jigcmd.journal.identity import current
 from jigcmd.journal.rows import NewRow
 from jigcmd.journal.store import Journal
@@ -216,3 +216,19 @@ def test_a_journal_of_jarvis_runs_alone_points_to_jarvis_audit(
     )
     assert main(["runs", "--state-dir", str(directory), "--run-id", "r9"]) == 0
     assert capsys.readouterr().out == "no run r9\n"
+
+
+def test_a_fifo_among_the_slot_files_warns_and_the_runs_are_still_listed(state: Path) -> None:
+    """`runs` never opens a slot file: it lists, and says on stderr what serve refuses."""
+    (state / "slots").mkdir(mode=0o700)
+    os.mkfifo(state / "slots" / "slot-0", 0o600)
+    done = subprocess.run(
+        [sys.executable, "-m", "jigcmd", "runs", "--state-dir", str(state)],
+        capture_output=True, text=True, timeout=60, check=False, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "run run-a: " in done.stdout
+    with pytest.raises(StateDirError) as refused:
+        prepare_state_dir(state)
+    assert done.stderr == f"jigcmd runs: warning: {refused.value}; serve and run refuse to start\n"
+    assert (state / "slots" / "slot-0").is_fifo()
