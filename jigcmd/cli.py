@@ -13,6 +13,7 @@ import sys
 from jigcmd.cliparser import UsageError, parser
 from jigcmd.server import stderrlog
 from jigcmd.server.fds import fill_standard_fds
+from jigcmd.workdir import settle_working_directory
 
 __all__ = ["main"]
 
@@ -79,6 +80,9 @@ def _verb(argv: list[str] | None, *, stdout_closed: bool = False) -> int:
     if stdout_closed and _writes_stdout(args):
         what = "its answers" if args.verb == "serve" else "its result"
         return _refuse_closed_stdout(f"jigcmd {args.verb}", what)
+    lost = settle_working_directory(args)
+    if lost is not None:
+        return _refuse(args, f"{lost}; nothing ran")
     # Never a blocking write from the event loop: a host may not drain our stderr.
     stderrlog.install(logging.DEBUG if args.verbose else logging.WARNING)
     # Each verb imports what it needs, so each command's start-up stays light (serve answers
@@ -98,6 +102,17 @@ def _verb(argv: list[str] | None, *, stdout_closed: bool = False) -> int:
             operation_id=args.operation_id,
         )
     return _tool(args)
+
+
+def _refuse(args: argparse.Namespace, message: str) -> int:
+    """Status 2 before the verb ran: one stderr line (`run --json`: its one JSON object)."""
+    if args.verb == "run" and args.json:
+        from jigcmd.errors import Code, JigError  # noqa: PLC0415 - imported per verb to keep start-up light
+        from jigcmd.frontends.run import write_failure  # noqa: PLC0415 - imported per verb to keep start-up light
+
+        return write_failure(JigError(Code.INVALID_INPUT, message), as_json=True)
+    sys.stderr.write(f"jigcmd {args.verb}: {message}\n")
+    return 2
 
 
 def _help_asked(argv: list[str]) -> bool:

@@ -67,7 +67,7 @@ class HostPaths:
                 "<binding dir>": Path(binding).parent if binding is not None else None,
                 "<project>": project,
                 "<python env>": sys.prefix,
-                "<cwd>": os.getcwd(),
+                "<cwd>": _working_directory(),
                 "~": environ.get("HOME") or None,
             }
         )
@@ -97,3 +97,11 @@ class HostPaths:
         if isinstance(value, dict):
             return {key: self._scrub_value(item) for key, item in value.items()}
         return value
+
+
+def _working_directory() -> str | None:
+    """The working directory, or None once it was removed (it names nothing left to hide)."""
+    try:
+        return os.getcwd()
+    except FileNotFoundError:
+        return None
