@@ -33,7 +33,11 @@ class HostPaths:
         for placeholder, path in named.items():
             if path is None:
                 continue
-            text = os.path.abspath(os.fspath(path)).rstrip("/")
+            try:
+                text = os.path.abspath(os.fspath(path)).rstrip("/")
+            except FileNotFoundError:
+                # Relative, and the working directory was removed since: it names nothing.
+                continue
             if len(text) >= _SHORTEST and (text, placeholder) not in pairs:
                 pairs.append((text, placeholder))
                 real = os.path.realpath(text)

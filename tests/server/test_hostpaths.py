@@ -82,3 +82,6 @@ def test_a_working_directory_removed_under_us_is_left_out(
     gone.rmdir()
     paths = HostPaths.of_host(state_dir=tmp_path / "s", environ={"HOME": "/home/zed"})
     assert paths.scrub(f"/home/zed/x {tmp_path}/s/slots") == "~/x <state dir>/slots"
+    # A relative path given before the removal can no longer be made absolute: left out.
+    relative = HostPaths.of_host(state_dir="state", environ={"HOME": "/home/zed"})
+    assert relative.scrub("/home/zed/state") == "~/state"
