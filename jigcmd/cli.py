@@ -13,6 +13,7 @@ import sys
 from jigcmd.cliparser import UsageError, parser
 from jigcmd.server import stderrlog
 from jigcmd.server.fds import fill_standard_fds
+from jigcmd.workdir import settle_working_directory
 
 __all__ = ["main"]
 
@@ -23,9 +24,9 @@ _EXIT_STDOUT_CLOSED = 128 + signal.SIGPIPE
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the `jigcmd` console script."""
-    fill_standard_fds()
+    closed = fill_standard_fds()
     try:
-        status = _verb(argv)
+        status = _verb(argv, stdout_closed=1 in closed)
         # Flushed here, not at exit, so that a reader gone is found where it is handled.
         sys.stdout.flush()
     except (BrokenPipeError, BaseExceptionGroup) as exc:
@@ -59,9 +60,11 @@ def _stdout_closed() -> bool:
     return any(events & (select.POLLERR | select.POLLHUP) for _, events in poller.poll(0))
 
 
-def _verb(argv: list[str] | None) -> int:
+def _verb(argv: list[str] | None, *, stdout_closed: bool = False) -> int:
     """Parse the command line and run its verb; the exit status."""
     argv = sys.argv[1:] if argv is None else list(argv)
+    if stdout_closed and _help_asked(argv):
+        return _refuse_closed_stdout("jigcmd", "its help or version")
     # Everything after the first `--` belongs to the candidate, verbatim (argparse would
     # otherwise read options in it).
     extra: list[str] = []
@@ -74,6 +77,12 @@ def _verb(argv: list[str] | None) -> int:
             parser().error("arguments after `--` are only for `jigcmd run` and `jigcmd request`")
     except UsageError as exc:
         return _usage_failure(exc, argv)
+    if stdout_closed and _writes_stdout(args):
+        what = "its answers" if args.verb == "serve" else "its result"
+        return _refuse_closed_stdout(f"jigcmd {args.verb}", what)
+    lost = settle_working_directory(args)
+    if lost is not None:
+        return _refuse(args, f"{lost}; nothing ran")
     # Never a blocking write from the event loop: a host may not drain our stderr.
     stderrlog.install(logging.DEBUG if args.verbose else logging.WARNING)
     # Each verb imports what it needs, so each command's start-up stays light (serve answers
@@ -93,6 +102,39 @@ def _verb(argv: list[str] | None) -> int:
             operation_id=args.operation_id,
         )
     return _tool(args)
+
+
+def _refuse(args: argparse.Namespace, message: str) -> int:
+    """Status 2 before the verb ran: one stderr line (`run --json`: its one JSON object)."""
+    if args.verb == "run" and args.json:
+        from jigcmd.errors import Code, JigError  # noqa: PLC0415 - imported per verb to keep start-up light
+        from jigcmd.frontends.run import write_failure  # noqa: PLC0415 - imported per verb to keep start-up light
+
+        return write_failure(JigError(Code.INVALID_INPUT, message), as_json=True)
+    sys.stderr.write(f"jigcmd {args.verb}: {message}\n")
+    return 2
+
+
+def _help_asked(argv: list[str]) -> bool:
+    """Whether argparse would print help or the version (to stdout) and exit; what follows
+    `--` is the candidate's."""
+    ours = argv[: argv.index("--")] if "--" in argv else argv
+    return any(word in ("-h", "--help", "--version") for word in ours)
+
+
+def _writes_stdout(args: argparse.Namespace) -> bool:
+    """Whether the verb's result goes to stdout: all but jarvis (HTTP) and `attest --out`."""
+    return args.verb != "jarvis" and not (args.verb == "attest" and args.out is not None)
+
+
+def _refuse_closed_stdout(who: str, what: str) -> int:
+    """Status 2 before anything ran: with fd 1 closed (`>&-`) the result would reach nobody
+    (it is /dev/null now, so that no file opened later takes fd 1), yet a run would stand."""
+    sys.stderr.write(
+        f"{who}: standard output is closed: {what} would go there and reach nobody; "
+        "give it a pipe or a file (>/dev/null to discard it), not `>&-`; nothing ran\n"
+    )
+    return 2
 
 
 def _front(args: argparse.Namespace, extra: list[str]) -> int:

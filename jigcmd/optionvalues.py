@@ -12,6 +12,8 @@ import argparse
 import re
 from pathlib import Path
 
+from jigcmd.workdir import FIX, GONE
+
 __all__ = [
     "binding_file",
     "budget",
@@ -103,7 +105,12 @@ def binding_file(text: str) -> Path:
     `bindings/`, its package, its lock) then means the same whatever directory it was named
     from: `command.ts` from inside `bindings/` has `bindings` as its parent's name.
     """
-    return path(text).absolute()
+    given = path(text)
+    try:
+        return given.absolute()
+    except FileNotFoundError:
+        # Removed under us; a traceback from the parser would name no option.
+        raise argparse.ArgumentTypeError(f"{text}: {GONE}: {FIX}") from None
 
 
 def budget(text: str) -> int:

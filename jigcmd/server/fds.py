@@ -68,12 +68,14 @@ def claim_protocol_fds() -> ProtocolFds:
     return ProtocolFds(read_fd, write_fd)
 
 
-def fill_standard_fds() -> None:
-    """Put /dev/null on whichever of fds 0-2 the caller closed (`2>&-`), before anything opens.
+def fill_standard_fds() -> frozenset[int]:
+    """Put /dev/null on whichever of fds 0-2 the caller closed (`2>&-`), before anything opens;
+    the ones that were closed.
 
     Otherwise the next file opened (the journal, a key) would take the number, and whatever
     writes "to stderr" would write into it; and Python's `sys.stderr` would be None.
     """
+    closed: set[int] = set()
     for fd in (0, 1, 2):
         try:
             os.fstat(fd)
@@ -81,6 +83,7 @@ def fill_standard_fds() -> None:
         except OSError as exc:
             if exc.errno != errno.EBADF:
                 raise
+        closed.add(fd)
         # The lowest free number: `fd` itself, as the lower ones are open by now.
         opened = os.open(os.devnull, os.O_RDWR)
         if opened != fd:
@@ -88,3 +91,4 @@ def fill_standard_fds() -> None:
             os.close(opened)
         stream = open(fd, "w" if fd else "r", errors="backslashreplace", closefd=False)  # noqa: SIM115 - lives as long as the process, as Python's own
         setattr(sys, ("stdin", "stdout", "stderr")[fd], stream)
+    return frozenset(closed)

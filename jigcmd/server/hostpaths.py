@@ -33,7 +33,11 @@ class HostPaths:
         for placeholder, path in named.items():
             if path is None:
                 continue
-            text = os.path.abspath(os.fspath(path)).rstrip("/")
+            try:
+                text = os.path.abspath(os.fspath(path)).rstrip("/")
+            except FileNotFoundError:
+                # Relative, and the working directory was removed since: it names nothing.
+                continue
             if len(text) >= _SHORTEST and (text, placeholder) not in pairs:
                 pairs.append((text, placeholder))
                 real = os.path.realpath(text)
@@ -67,7 +71,7 @@ class HostPaths:
                 "<binding dir>": Path(binding).parent if binding is not None else None,
                 "<project>": project,
                 "<python env>": sys.prefix,
-                "<cwd>": os.getcwd(),
+                "<cwd>": _working_directory(),
                 "~": environ.get("HOME") or None,
             }
         )
@@ -97,3 +101,11 @@ class HostPaths:
         if isinstance(value, dict):
             return {key: self._scrub_value(item) for key, item in value.items()}
         return value
+
+
+def _working_directory() -> str | None:
+    """The working directory, or None once it was removed (it names nothing left to hide)."""
+    try:
+        return os.getcwd()
+    except FileNotFoundError:
+        return None

@@ -77,7 +77,7 @@ def test_a_broken_pipe_that_is_not_stdout_is_still_an_error(
     """Stdout still read: a broken pipe elsewhere (a child's stdin) is not hidden."""
     read, write = os.pipe()
 
-    def broken(argv: list[str] | None) -> int:
+    def broken(argv: list[str] | None, *, stdout_closed: bool = False) -> int:
         raise BrokenPipeError(32, "Broken pipe")
 
     with os.fdopen(read, "rb"), os.fdopen(write, "w") as healthy:

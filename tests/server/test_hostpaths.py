@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from jigcmd.errors import Code, JigError
 from jigcmd.server.hostpaths import HostPaths
 
@@ -68,3 +70,18 @@ def test_the_usual_host_paths_include_home_and_the_state_dir(tmp_path: Path) -> 
     )
     text = paths.scrub(f"/home/zed/x {tmp_path}/s/slots {tmp_path}/b/binding.toml")
     assert text == "~/x <state dir>/slots <binding dir>/binding.toml"
+
+
+def test_a_working_directory_removed_under_us_is_left_out(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A session whose directory was `rmdir`ed still scrubs (os.getcwd() raised before)."""
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    monkeypatch.chdir(gone)
+    gone.rmdir()
+    paths = HostPaths.of_host(state_dir=tmp_path / "s", environ={"HOME": "/home/zed"})
+    assert paths.scrub(f"/home/zed/x {tmp_path}/s/slots") == "~/x <state dir>/slots"
+    # A relative path given before the removal can no longer be made absolute: left out.
+    relative = HostPaths.of_host(state_dir="state", environ={"HOME": "/home/zed"})
+    assert relative.scrub("/home/zed/state") == "~/state"
