@@ -77,6 +77,7 @@ def _signing_key_option(parser: argparse.ArgumentParser) -> None:
 def _cgroup_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--cgroup-base",
+        type=values.cgroup_base,
         help="where envelope cgroups go (default: jigcmd as root; without root a delegated "
         "subtree, see docs/rootless.md); also $JIGCMD_CGROUP_BASE",
     )

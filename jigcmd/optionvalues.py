@@ -47,6 +47,16 @@ def path(text: str) -> Path:
     return Path(text)
 
 
+def cgroup_base(text: str) -> str:
+    """A `--cgroup-base` value, never empty: an empty one is not the default base."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError(
+            f"an empty cgroup base {text!r} (an unset shell variable?) names no cgroup; give "
+            "the base, or leave --cgroup-base out for the default"
+        )
+    return text
+
+
 def whole_number(text: str, what: str = "a whole number") -> int:
     """A whole number written in the digits 0-9 and nothing else (no sign, space or `_`)."""
     if not (text.isascii() and text.isdigit()):

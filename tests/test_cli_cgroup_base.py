@@ -1,19 +1,24 @@
 """An operator's cgroup base through the real command line: `$JIGCMD_CGROUP_BASE` is
 `--cgroup-base`, and a base that cannot be one on this host is refused at start, naming
-where it came from, never replaced by the default."""
+where it came from, never replaced by the default; the doctor leaves no cgroup behind."""
 
 from __future__ import annotations
 
 import os
+import secrets
 import subprocess
 import sys
 from pathlib import Path
+from subprocess import CompletedProcess
 
 import pytest
 
 from jigcmd.envelope import cgroups
+from jigcmd.envelope.cgroups.v1 import V1Backend
+from jigcmd.envelope.cgroups.v2 import V2Backend
 from tests.admitted_example import admit_example
-from tests.required import unavailable
+from tests.required import require_root, require_runtime, unavailable, usable_cgroups
+from tests.rootless.rig import remove_tree
 
 
 def _not_a_base() -> str:
@@ -52,3 +57,77 @@ def test_a_base_that_cannot_be_one_is_refused_by_run_and_serve_at_start(
         assert done.returncode in (2, 3), done.stdout + done.stderr
         assert f": the cgroup base {bad!r} ({given}) is " in done.stderr, done.stderr
         assert "ended:" not in done.stdout
+
+
+def _jigcmd(*argv: str, base: str | None = None, cwd: Path | None = None) -> CompletedProcess[str]:
+    """`python -m jigcmd argv…` with `$JIGCMD_CGROUP_BASE` set to `base` (unset for None)."""
+    environ = {k: v for k, v in os.environ.items() if k != "JIGCMD_CGROUP_BASE"}
+    if base is not None:
+        environ["JIGCMD_CGROUP_BASE"] = base
+    return subprocess.run(
+        [sys.executable, "-m", "jigcmd", *argv],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=environ,
+        cwd=cwd,
+        stdin=subprocess.DEVNULL,
+        check=False,
+    )
+
+
+def test_an_empty_cgroup_base_option_is_refused_not_read_as_the_default(tmp_path: Path) -> None:
+    """`--cgroup-base "$UNSET"`: status 2 saying so, as every empty path option is."""
+    binding = admit_example(tmp_path)
+    candidate = binding.parent / "candidates" / "passing"
+    done = _jigcmd(
+        "run", "--binding", str(binding), "--cgroup-base", "", "tests", "--files", str(candidate)
+    )
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "argument --cgroup-base: an empty cgroup base" in done.stderr, done.stderr
+
+
+@pytest.mark.parametrize("base", [" ", ".", "/", "a/../b", "jigcmdx$(id>pwned)'"])
+def test_the_doctor_refuses_an_odd_base_and_makes_nothing_for_it(tmp_path: Path, base: str) -> None:
+    """Root's doctor: FAIL, the base in no command text, no cgroup made for it."""
+    require_root("root's doctor judges (and would make) the base")
+    backend = usable_cgroups()
+    before = _top_level_cgroups(backend)
+    done = _jigcmd("doctor", base=base, cwd=tmp_path)
+    assert done.returncode == 1, done.stdout
+    assert "FAIL  cgroups            the cgroup base" in done.stdout, done.stdout
+    # The base shows only as the refusal's quoted value: no command text carries it.
+    assert "id>pwned" not in done.stdout.replace(repr(base), ""), done.stdout
+    assert not (tmp_path / "pwned").exists()
+    assert _top_level_cgroups(backend) == before
+
+
+def test_the_doctors_probe_run_leaves_no_base_it_made(tmp_path: Path) -> None:
+    """A base that did not exist: the end-to-end line makes it for its run, then removes it."""
+    require_root("root's doctor makes its base")
+    backend = usable_cgroups()
+    require_runtime()
+    base = f"jigcmd-doctor-{secrets.token_hex(4)}"
+    try:
+        done = _jigcmd("doctor", "--cgroup-base", base, cwd=tmp_path)
+        assert "ok    end-to-end" in done.stdout, done.stdout
+        assert [d for d in _top_level_cgroups(backend) if base in d] == []
+    finally:
+        for directory in _top_level_cgroups(backend):
+            if base in directory:
+                remove_tree(directory)
+
+
+def _top_level_cgroups(backend: cgroups.CgroupBackend) -> set[str]:
+    """The directories directly in each hierarchy's root."""
+    if isinstance(backend, V2Backend):
+        roots = [backend.mount]
+    else:
+        assert isinstance(backend, V1Backend)
+        roots = [*backend.hierarchies.values(), *([backend.unified] if backend.unified else [])]
+    return {
+        os.path.join(root, entry.name)
+        for root in roots
+        for entry in os.scandir(root)
+        if entry.is_dir()
+    }

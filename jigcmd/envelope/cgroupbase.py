@@ -5,7 +5,9 @@ each hierarchy's root (`jigcmd-u1001` is `/sys/fs/cgroup/memory/jigcmd-u1001`, `
 and so on): one absolute path could name one hierarchy only. On pure v2 it is a directory
 inside the cgroup2 mount, absolute or relative to it. The operator's base (`--cgroup-base`,
 else `$JIGCMD_CGROUP_BASE`) is checked before any backend is built, in the same words for
-both, and a base that cannot be one is refused: never replaced by the default.
+both, and a base that cannot be one is refused: never replaced by the default. Refused too: a
+name with characters cgroups do not have in practice (it goes into root commands printed
+for pasting), a `.`/`..` component, a hierarchy's root, or, without root, root's `jigcmd`.
 
 Without root on a v1 or hybrid host, the base must be the user's in every hierarchy a job
 uses, its `cgroup.procs` included (`chown -R`): `delegated_step` says which are not, and
@@ -14,34 +16,55 @@ the one command that makes them, for the server's refusal and the doctor's line 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import posixpath
+import re
+import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from jigcmd.envelope.cgroups import delegated_hierarchies
+from jigcmd.envelope.cgroups import CgroupBackend, delegated_hierarchies
+from jigcmd.envelope.cgroups.v1 import V1Backend
+from jigcmd.envelope.cgroups.v2 import V2Backend
 
 __all__ = [
     "ENV",
     "DelegatedStep",
+    "absent_base_directories",
     "base_problem",
     "configured_base",
     "delegated_step",
     "meaning",
+    "own_base",
     "owners_of",
+    "remove_empty",
 ]
 
 ENV = "JIGCMD_CGROUP_BASE"
+# The characters cgroup names have in practice (systemd's units and slices included); the
+# base reaches root commands printed for pasting into a shell, so nothing else is taken.
+_NAME_CHARS = re.compile(r"[A-Za-z0-9_.@:+/-]*")
+_ALLOWED = "letters, digits and _ . @ : + - (with / between directories)"
+# Root's default base: its servers' jobs live there, never another user's to take.
+_ROOT_BASE = "jigcmd"
 
 
 def configured_base(
     explicit: str | None, environ: Mapping[str, str] | None = None
 ) -> tuple[str, str] | None:
     """The operator's base and where it came from (the option, else the variable), or None."""
-    if explicit:
+    if explicit is not None:
+        # An empty option is refused (base_problem), never read as "use the default".
         return explicit, "--cgroup-base"
+    # An empty variable is an unset one (`JIGCMD_CGROUP_BASE= jigcmd …` unsets it).
     named = (os.environ if environ is None else environ).get(ENV, "")
     return (named, f"${ENV}") if named else None
+
+
+def own_base(uid: int) -> str:
+    """The base a user gets by default on a v1 or hybrid host: `jigcmd` for root."""
+    return _ROOT_BASE if uid == 0 else f"jigcmd-u{uid}"
 
 
 def meaning(mode: str, root: str) -> str:
@@ -59,27 +82,77 @@ def meaning(mode: str, root: str) -> str:
     )
 
 
-def base_problem(base: str, source: str, mode: str, root: str) -> tuple[str, str] | None:
+def base_problem(
+    base: str, source: str, mode: str, root: str, uid: int | None = None
+) -> tuple[str, str] | None:
     """Why `base` (from `source`) cannot be a cgroup base on this host, and the fix; or None."""
+    uid = os.geteuid() if uid is None else uid
     said = f"the cgroup base {base!r} ({source})"
-    if ".." in base.split("/"):
-        return (
-            f"{said} climbs out of its hierarchy with '..'; {meaning(mode, root)}",
-            f"set {source} to a base without '..'",
-        )
+    shape = _shape_problem(base, said, mode, root)
+    if shape is not None:
+        return shape[0], shape[1].format(source=source, own=own_base(uid))
     if mode == "v2":
         if os.path.isabs(base) and not _under(base, root):
             return (
                 f"{said} is outside the cgroup2 mount {root}; {meaning(mode, root)}",
                 f"set {source} to a directory under {root}",
             )
-        return None
-    if not os.path.isabs(base):
-        return None
-    return (
-        f"{said} is an absolute path, which would name one hierarchy only; {meaning(mode, root)}",
-        f"set {source} to {_relative_name(base, root)}",
-    )
+    elif os.path.isabs(base):
+        return (
+            f"{said} is an absolute path, which would name one hierarchy only; "
+            f"{meaning(mode, root)}",
+            f"set {source} to {_relative_name(base, root)}",
+        )
+    if uid != 0 and _is_roots(base, mode, root):
+        return (
+            f"{said}: that is root's base (root's servers run their jobs in it), never another "
+            "user's to take",
+            f"use your own {own_base(uid)}: unset ${ENV}, or set {source} to {own_base(uid)}"
+            if mode != "v2"
+            else f"unset ${ENV} and --cgroup-base: without root jigcmd uses your own "
+            "delegated cgroup (docs/rootless.md)",
+        )
+    return None
+
+
+def _shape_problem(base: str, said: str, mode: str, root: str) -> tuple[str, str] | None:
+    """A base no host takes (empty, odd characters, `.`/`..`, a hierarchy's root): why, fix."""
+    fix = "set {source} to a directory name such as {own}"
+    if not base.strip():
+        return f"{said} is empty or blank, which names no cgroup", fix
+    if not _NAME_CHARS.fullmatch(base):
+        odd = "".join(sorted({c for c in base if not _NAME_CHARS.fullmatch(c)}))
+        return (
+            f"{said} contains {odd!r}; a cgroup base is made of {_ALLOWED}, the characters "
+            "cgroup names have in practice (it also goes into the root commands printed here)",
+            fix,
+        )
+    parts = base.split("/")
+    if {".", ".."} & set(parts):
+        return (
+            f"{said} has a '.' or '..' component, which points elsewhere than the name says; "
+            f"{meaning(mode, root)}",
+            "set {source} to a base without '.' or '..' components",
+        )
+    named = [p for p in parts if p]
+    inside = posixpath.relpath(posixpath.normpath(base), root) if os.path.isabs(base) else base
+    # v2: the mount itself; v1/hybrid: `/`, the mount or one hierarchy (`<root>/memory`).
+    if not named or (
+        os.path.isabs(base) and (inside == "." or (mode != "v2" and "/" not in inside))
+    ):
+        return (
+            f"{said} is a cgroup hierarchy's root, where every process of the host is; "
+            f"{meaning(mode, root)}",
+            fix,
+        )
+    return None
+
+
+def _is_roots(base: str, mode: str, root: str) -> bool:
+    """Whether `base` is root's default base or lies under it."""
+    if mode == "v2" and os.path.isabs(base):
+        base = posixpath.relpath(posixpath.normpath(base), root)
+    return base.strip("/").split("/")[0] == _ROOT_BASE
 
 
 def _under(path: str, root: str) -> bool:
@@ -90,11 +163,8 @@ def _relative_name(base: str, root: str) -> str:
     """The name `base` most likely meant: below `<root>/<hierarchy>/`, else without its `/`."""
     path = posixpath.normpath(base)
     if _under(path, root):
-        parts = posixpath.relpath(path, root).split("/")[1:]
-        if parts:
-            return "/".join(parts)
-        return f"jigcmd-u{os.geteuid()}"
-    return path.lstrip("/") or f"jigcmd-u{os.geteuid()}"
+        return "/".join(posixpath.relpath(path, root).split("/")[1:])
+    return path.lstrip("/")
 
 
 @dataclass(frozen=True)
@@ -146,16 +216,18 @@ def delegated_step(
             described.append(f"{path} is missing")
         elif directory != uid:
             described.append(f"{path} belongs to uid {directory}")
-            others |= {directory} - {0}
+            others.add(directory)
         else:
             described.append(
                 f"{path}/cgroup.procs (and the files beside it) belong to uid {procs}: "
                 "the directory was chowned without -R"
             )
     why = f"uid {uid}'s delegated cgroup subtree {base} is incomplete: " + "; ".join(described)
-    own = f"jigcmd-u{uid}"
-    if others and base != own:
-        # Another user's subtree: root must not hand it over; this user gets one of its own.
+    own = own_base(uid)
+    # `jigcmd-u<uid>` is this user's by its name (root made it, chown forgotten); any other
+    # base someone else owns, root included, is theirs: root must not hand it over.
+    mine = base == own or base.startswith(own + "/")
+    if others and not mine:
         theirs = ", ".join(f"uid {o}" for o in sorted(others))
         return DelegatedStep(
             why,
@@ -168,7 +240,32 @@ def delegated_step(
 
 
 def _loop(controllers: tuple[str, ...] | list[str], base: str, uid: int, root: str) -> str:
-    return (
-        f"for c in {' '.join(controllers)}; do mkdir -p {root}/$c/{base} && "
-        f"chown -R {uid} {root}/$c/{base}; done"
-    )
+    # Quoted although base_problem took only plain names: this text is pasted by root.
+    path = f"{shlex.quote(root)}/$c/{shlex.quote(base)}"
+    names = " ".join(shlex.quote(c) for c in controllers)
+    return f"for c in {names}; do mkdir -p {path} && chown -R {uid} {path}; done"
+
+
+def absent_base_directories(backend: CgroupBackend) -> list[str]:
+    """The directories from each hierarchy's root down to the jobs' base not there yet."""
+    if isinstance(backend, V2Backend):
+        tops = [(backend.mount, posixpath.relpath(backend.base_path, backend.mount))]
+    elif isinstance(backend, V1Backend):
+        roots = [*backend.hierarchies.values(), *([backend.unified] if backend.unified else [])]
+        tops = [(top, backend.base) for top in dict.fromkeys(roots)]
+    else:
+        return []
+    found: list[str] = []
+    for top, base in tops:
+        directory = top
+        for part in (p for p in base.split("/") if p):
+            directory = posixpath.join(directory, part)
+            found.append(directory)
+    return [d for d in found if not os.path.isdir(d)]
+
+
+def remove_empty(directories: list[str]) -> None:
+    """rmdir each of `directories` (made in that order) that is empty, deepest first."""
+    for directory in reversed(directories):
+        with contextlib.suppress(OSError):
+            os.rmdir(directory)

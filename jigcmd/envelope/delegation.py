@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shlex
 from collections.abc import Callable
 
 from jigcmd.envelope.cgroupbase import base_problem, configured_base, delegated_step, owners_of
@@ -75,11 +76,11 @@ def choose_base(
     host a new job (a controller missing, another process inside) is still this user's.
     """
     configured = configured_base(explicit)
+    euid = os.geteuid() if euid is None else euid
     if configured is not None:
-        problem = base_problem(*configured, mode, root)
+        problem = base_problem(*configured, mode, root, euid)
         if problem is not None:
             raise DelegationError(": ".join(problem))
-    euid = os.geteuid() if euid is None else euid
     if euid == 0:
         return configured[0] if configured else "jigcmd"
     if mode == "v2":
@@ -94,7 +95,8 @@ def choose_base(
         f"running without root needs a cgroup subtree you own: {step.why}; "
         f"{step.before}as root: {step.command}"
         + (
-            f" — and start jigcmd inside {root}/unified/{step.base} so it may move processes "
+            f" — and start jigcmd inside {shlex.quote(f'{root}/unified/{step.base}')} so it may "
+            "move processes "
             f"there: {_move_parent(f'{root}/unified/{step.base}')}"
             if mode == "hybrid"
             else ""
@@ -131,14 +133,15 @@ def move_parent(
     parent is one that ends with what it started (`started`), no pid printed here would
     help: the command says which one to move.
     """
+    procs = shlex.quote(f"{cgroup}/cgroup.procs")
     if movable_parent(parent, name):
         return (
-            f"{as_root(f'echo {parent} > {cgroup}/cgroup.procs')} (pid {parent} started "
+            f"{as_root(f'echo {parent} > {procs}')} (pid {parent} started "
             f"{started}: your shell, or the program that runs it; a service's unit must start "
             "its process there)"
         )
     return (
-        f"{as_root(f'echo PID > {cgroup}/cgroup.procs')}, PID being the shell or the service "
+        f"{as_root(f'echo PID > {procs}')}, PID being the shell or the service "
         f"that starts jigcmd ({started}'s parent, pid {parent}{f' {name}' if name else ''}, "
         "ends with it; a container's or a unit's process must start there)"
     )
@@ -178,7 +181,7 @@ def _require_inside_unified(root: str, name: str) -> None:
         # Inside, yet not allowed to move processes within: the files are not this user's.
         raise DelegationError(
             f"this process may not write {target}/cgroup.procs, so it could not move a "
-            f"candidate into its job; as root: chown -R {os.geteuid()} {target}"
+            f"candidate into its job; as root: chown -R {os.geteuid()} {shlex.quote(target)}"
         )
     raise DelegationError(
         f"this process's cgroup2 is {here}, outside the delegated {target}, so it could not "
@@ -222,7 +225,7 @@ def _require_controllers(here: str) -> None:
             f"{missing_controllers_reason(here, missing, offered)}; delegate them: "
             "`Delegate=memory pids cpu` for your user manager (docs/rootless.md), or as root "
             f"echo {' '.join('+' + c for c in missing)} > "
-            f"{os.path.dirname(here)}/cgroup.subtree_control"
+            f"{shlex.quote(os.path.dirname(here) + '/cgroup.subtree_control')}"
         )
 
 

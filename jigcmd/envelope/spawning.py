@@ -84,9 +84,13 @@ def _enter_fresh_network() -> tuple[int, int]:
     """
     if _ROOTLESS:
         return _NAMESPACES | sc.CLONE_NEWNET, -1
-    host_net = -1
     try:
         _drop_groups()
+    except OSError as exc:
+        # Its own step: without CAP_SETGID this fails, and the netns step was blamed for it.
+        raise StepError("drop supplementary groups", exc) from exc
+    host_net = -1
+    try:
         host_net = netns.host_namespace()
         netns.enter_fresh()
     except OSError as exc:

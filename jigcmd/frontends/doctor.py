@@ -38,6 +38,7 @@ from jigcmd.frontends.diagnosis.verdicts import (
     userns_check,
 )
 from jigcmd.jsonio import readable
+from jigcmd.plan import Bind
 
 __all__ = ["doctor", "run_checks"]
 
@@ -185,22 +186,35 @@ def _runtime() -> Check:
 
 
 async def _run_probe_plan() -> Check:
-    from jigcmd.command.runtime import BUN_TARGET, RuntimeUnavailable, find_runtime  # noqa: PLC0415 - an import that fails fails this check alone
-    from jigcmd.envelope.native import NativeExecutor  # noqa: PLC0415 - heavy; last check
-    from jigcmd.policy.planner import candidate_plan  # noqa: PLC0415 - an import that fails fails this check alone
+    from jigcmd.command.runtime import RuntimeUnavailable, find_runtime  # noqa: PLC0415 - an import that fails fails this check alone
 
     try:
         binds = find_runtime().binds
     except RuntimeUnavailable as exc:
         return end_to_end_check(None, None, "", f"not attempted: {exc}")
+    from jigcmd.envelope.cgroupbase import absent_base_directories, remove_empty  # noqa: PLC0415 - Linux only
     from jigcmd.envelope.delegation import resolve_backend  # noqa: PLC0415 - Linux only
 
     try:
-        _, base = resolve_backend()
+        backend, base = resolve_backend()
     except (OSError, ValueError) as exc:
         if _rootless_without_delegation(exc):
             return Check("end-to-end", "FAIL", f"not attempted: {_SEE_DELEGATION}")
         return end_to_end_check(None, None, "", f"not attempted: {exc}")
+    # The doctor only looks: a base the probe run makes goes with it (serve makes its own).
+    made = absent_base_directories(backend)
+    try:
+        return await _probe_under(base, binds)
+    finally:
+        remove_empty(made)
+
+
+async def _probe_under(base: str, binds: tuple[Bind, ...]) -> Check:
+    """One probe run in an envelope whose jobs go under `base`."""
+    from jigcmd.command.runtime import BUN_TARGET  # noqa: PLC0415 - an import that fails fails this check alone
+    from jigcmd.envelope.native import NativeExecutor  # noqa: PLC0415 - heavy; last check
+    from jigcmd.policy.planner import candidate_plan  # noqa: PLC0415 - an import that fails fails this check alone
+
     executor = NativeExecutor(cgroup_base=base)
     executor.stage_at_start(binds)
     try:

@@ -3,13 +3,21 @@
 from __future__ import annotations
 
 import os
+import shlex
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from jigcmd.envelope import cgroupbase
-from jigcmd.envelope.cgroupbase import base_problem, configured_base, delegated_step
+from jigcmd.envelope.cgroupbase import (
+    absent_base_directories,
+    base_problem,
+    configured_base,
+    delegated_step,
+    remove_empty,
+)
+from jigcmd.envelope.cgroups.v1 import V1Backend
 from jigcmd.envelope.delegation import DelegationError, choose_base
 
 ROOT = "/sys/fs/cgroup"
@@ -109,3 +117,101 @@ def test_a_missing_nested_base_is_refused_with_its_mkdir_not_made(
 def _owned_by(uid: int) -> Callable[[str], int | None]:
     """The owner of what exists, as if it were all `uid`'s (a temp dir stands for cgroupfs)."""
     return lambda path: uid if os.path.exists(path) else None
+
+
+NO_BASE = ["", " ", "\t", ".", "/", "//", "a/./b", "a/..", "./a", ROOT, f"{ROOT}/"]
+SHELL = ["x y", "a'b", "jigcmdx$(id>/tmp/pwned)", "a;b", "a\nb", "a`b`", "a*", "a\\b"]
+
+
+@pytest.mark.parametrize("base", [*NO_BASE, *SHELL])
+def test_a_base_no_host_takes_is_refused_as_root_too(base: str) -> None:
+    """Blank, shell metacharacters, `.`/`..` components, a hierarchy's root: refused."""
+    for mode in ("hybrid", "v1", "v2"):
+        problem = base_problem(base, "--cgroup-base", mode, ROOT, 0)
+        assert problem is not None, (base, mode)
+        assert problem[1].startswith("set --cgroup-base to "), problem
+    # One v1 hierarchy's root; on v2 a directory like any other.
+    assert base_problem(f"{ROOT}/memory/", "--cgroup-base", "hybrid", ROOT, 0) is not None
+
+
+def test_an_odd_character_is_named_with_the_ones_allowed() -> None:
+    """The refusal says which characters are wrong, which are allowed and why."""
+    problem = base_problem("jigcmdx$(id>/tmp/pwned)", "$JIGCMD_CGROUP_BASE", "hybrid", ROOT, 0)
+    assert problem is not None
+    assert "contains '$()>'" in problem[0]
+    assert "letters, digits and _ . @ : + -" in problem[0]
+    assert problem[1] == "set $JIGCMD_CGROUP_BASE to a directory name such as jigcmd"
+
+
+@pytest.mark.parametrize("base", ["/", f"{ROOT}/memory", ROOT])
+def test_roots_refusal_of_a_hierarchys_root_names_roots_base(base: str) -> None:
+    """Root's base is `jigcmd`: that is the name suggested to root, not jigcmd-u0."""
+    problem = base_problem(base, "--cgroup-base", "hybrid", ROOT, 0)
+    assert problem is not None and "a cgroup hierarchy's root" in problem[0]
+    assert problem[1] == "set --cgroup-base to a directory name such as jigcmd"
+
+
+@pytest.mark.parametrize("base", ["jigcmd-u1001", "system.slice/jigcmd@x:1.service", "a+b/c-d_e"])
+def test_ordinary_names_are_bases(base: str) -> None:
+    """What cgroup names look like in practice is taken."""
+    assert base_problem(base, "--cgroup-base", "hybrid", ROOT, 1001) is None
+
+
+@pytest.mark.parametrize(
+    ("mode", "base"),
+    [(m, b) for m in ("hybrid", "v1", "v2") for b in ("jigcmd", "jigcmd/sub")]
+    + [("v2", f"{ROOT}/jigcmd/")],
+)
+def test_roots_base_is_refused_to_another_user(mode: str, base: str) -> None:
+    """`jigcmd` holds root's servers' jobs: never offered, nor chowned, to uid 1001."""
+    problem = base_problem(base, "--cgroup-base", mode, ROOT, 1001)
+    assert problem is not None and "that is root's base" in problem[0], (mode, base)
+    assert "chown" not in problem[1]
+    if mode != "v2":
+        assert problem[1].startswith("use your own jigcmd-u1001")
+    assert base_problem(base, "--cgroup-base", mode, ROOT, 0) is None
+
+
+def test_a_root_owned_base_is_not_handed_to_a_user() -> None:
+    """A base root owns (not the user's own name) stays root's: the fix makes jigcmd-u1001."""
+    owners = {c: (0, 0) for c in HYBRID}
+    step = delegated_step(1001, "shared", ROOT, "hybrid", owners)
+    assert step is not None
+    assert step.before.startswith("shared is uid 0's, not yours: use your own jigcmd-u1001")
+    assert "shared" not in step.command
+    # The user's own name, made by root and not chowned yet, is theirs to receive.
+    own = delegated_step(1001, "jigcmd-u1001", ROOT, "hybrid", owners)
+    assert own is not None and own.before == ""
+    assert f"chown -R 1001 {ROOT}/$c/jigcmd-u1001" in own.command
+
+
+def test_the_root_command_quotes_the_base() -> None:
+    """Belt and braces: even a base base_problem would refuse stays one word in the loop."""
+    base = "a b'$(id>/tmp/pwned)"
+    step = delegated_step(1001, base, ROOT, "hybrid", {})
+    assert step is not None
+    words = shlex.split(step.command)
+    # mkdir's word, and chown's before `; done`.
+    assert f"{ROOT}/$c/{base}" in words and f"{ROOT}/$c/{base};" in words, words
+    assert "$(id" not in step.command.replace(shlex.quote(base), "")
+
+
+def test_an_empty_option_is_a_base_an_empty_variable_is_none() -> None:
+    """`--cgroup-base ''` is refused (never the default); an empty variable is unset."""
+    assert configured_base("", {}) == ("", "--cgroup-base")
+    assert configured_base(None, {"JIGCMD_CGROUP_BASE": ""}) is None
+
+
+def test_the_base_directories_made_are_the_ones_removed(tmp_path: Path) -> None:
+    """What was absent before is listed shallowest first and removed deepest first."""
+    (tmp_path / "memory" / "a").mkdir(parents=True)
+    (tmp_path / "pids").mkdir()
+    backend = V1Backend(
+        {"memory": str(tmp_path / "memory"), "pids": str(tmp_path / "pids")}, "a/b", None
+    )
+    absent = absent_base_directories(backend)
+    assert absent == [f"{tmp_path}/memory/a/b", f"{tmp_path}/pids/a", f"{tmp_path}/pids/a/b"]
+    for directory in absent:
+        os.mkdir(directory)
+    remove_empty(absent)
+    assert sorted(p.name for p in tmp_path.rglob("*")) == ["a", "memory", "pids"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import pwd
+import secrets
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -119,6 +120,58 @@ def test_a_missing_nested_base_is_refused_by_both_and_made_by_neither(
     assert line.startswith("FAIL") and mkdir in fix, doctor.stdout
     assert ran.returncode in (2, 3) and mkdir in ran.stderr, ran.stdout + ran.stderr
     assert [c for c in hierarchies if os.path.exists(f"{ROOT}/{c}/{nested}")] == []
+
+
+def test_roots_base_is_never_offered_to_a_user(
+    rootless: Rootless, example: Path, hierarchies: tuple[str, ...]
+) -> None:
+    """`jigcmd` holds root's servers' jobs: the user is told to use its own, no chown of it."""
+    other = pwd.getpwnam(UNDELEGATED_USER).pw_uid
+    roots = {"JIGCMD_CGROUP_BASE": "jigcmd"}
+    doctor = rootless.run("doctor", user=UNDELEGATED_USER, env=roots)
+    ran = _run(rootless, example, user=UNDELEGATED_USER, env=roots)
+    line, fix = _line(doctor.stdout, "delegation")
+    assert line.startswith("FAIL") and "that is root's base" in line, doctor.stdout
+    assert f"use your own jigcmd-u{other}" in fix and "chown" not in fix, fix
+    assert ran.returncode in (2, 3), ran.stdout + ran.stderr
+    assert "that is root's base" in ran.stderr and "chown" not in ran.stderr, ran.stderr
+
+
+def test_a_base_root_owns_is_not_handed_to_a_user(
+    rootless: Rootless, hierarchies: tuple[str, ...]
+) -> None:
+    """An existing base of root's (not the user's own name): use your own, never chown it."""
+    other = pwd.getpwnam(UNDELEGATED_USER).pw_uid
+    shared = f"jigcmdtest-shared-{secrets.token_hex(3)}"
+    made = [f"{ROOT}/{c}/{shared}" for c in hierarchies]
+    try:
+        for directory in made:
+            os.mkdir(directory)
+        env = {"JIGCMD_CGROUP_BASE": shared}
+        doctor = rootless.run("doctor", user=UNDELEGATED_USER, env=env)
+    finally:
+        for directory in made:
+            remove_tree(directory)
+    line, fix = _line(doctor.stdout, "delegation")
+    assert line.startswith("FAIL") and f"{ROOT}/memory/{shared} belongs to uid 0" in line
+    assert f"{shared} is uid 0's, not yours: use your own jigcmd-u{other}" in fix, fix
+    assert f"/{shared}" not in fix.split("not yours", 1)[1], fix
+
+
+def test_a_base_with_shell_characters_reaches_no_root_command(
+    rootless: Rootless, example: Path
+) -> None:
+    """`$(…)` and `'` in the base: refused by the doctor and run, in no command printed."""
+    base = "jigcmdx$(id>/tmp/jigcmd-pwned)'"
+    env = {"JIGCMD_CGROUP_BASE": base}
+    doctor = rootless.run("doctor", user=UNDELEGATED_USER, env=env)
+    ran = _run(rootless, example, user=UNDELEGATED_USER, env=env)
+    assert ran.returncode in (2, 3), ran.stdout + ran.stderr
+    for said in (doctor.stdout, ran.stderr):
+        assert 'contains "$\'()>"' in said, said
+        # The base shows only as the refusal's quoted value, never in a command's text.
+        assert "id>" not in said.replace(repr(base), ""), said
+        assert "for c in" not in said, said
 
 
 @pytest.fixture(autouse=True)

@@ -14,6 +14,7 @@ systemd or not, in a container or not.
 from __future__ import annotations
 
 import posixpath
+import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -80,7 +81,7 @@ def _as_root(facts: DelegationFacts, command: str) -> str:
 def delegation_check(facts: DelegationFacts) -> Check:
     """One line: ok, or every missing step (each once) with the command that makes it."""
     if facts.source is not None:
-        problem = base_problem(facts.base, facts.source, facts.mode, facts.root)
+        problem = base_problem(facts.base, facts.source, facts.mode, facts.root, facts.uid)
         if problem is not None:
             return Check(NAME, "FAIL", *problem)
     if facts.mode == "v2":
@@ -172,12 +173,12 @@ def _v2_fix(facts: DelegationFacts) -> str:
             "run jigcmd in a delegated scope: systemd-run --user --scope -p Delegate=yes "
             "jigcmd … (docs/rootless.md)"
         )
-    leaf = posixpath.join(facts.root, f"jigcmd-u{facts.uid}")
+    leaf = shlex.quote(posixpath.join(facts.root, f"jigcmd-u{facts.uid}"))
     movable = movable_parent(facts.parent_pid, facts.parent_name)
     pid = str(facts.parent_pid) if movable else "PID"
     steps = (
-        f"echo +memory +pids +cpu > {facts.root}/cgroup.subtree_control; mkdir -p {leaf} && "
-        f"chown -R {facts.uid} {leaf} && echo {pid} > {leaf}/cgroup.procs"
+        f"echo +memory +pids +cpu > {shlex.quote(facts.root)}/cgroup.subtree_control; "
+        f"mkdir -p {leaf} && chown -R {facts.uid} {leaf} && echo {pid} > {leaf}/cgroup.procs"
     )
     named = f"pid {facts.parent_pid}{f' ({facts.parent_name})' if facts.parent_name else ''}"
     return f"delegate a cgroup and start jigcmd inside it: {_as_root(facts, steps)} " + (
@@ -197,4 +198,6 @@ def _v2_controllers_fix(facts: DelegationFacts, own: str) -> str:
             "systemctl daemon-reload, then log in again"
         )
     parent = posixpath.dirname(own)
-    return _as_root(facts, f"echo +memory +pids +cpu > {parent}/cgroup.subtree_control")
+    return _as_root(
+        facts, f"echo +memory +pids +cpu > {shlex.quote(parent + '/cgroup.subtree_control')}"
+    )
