@@ -34,11 +34,11 @@ from jigcmd.envelope.cgroups import CgroupBackend
 from jigcmd.errors import Code, JigError
 from jigcmd.evidence import Evidence
 from jigcmd.journal.aiosync import PendingSync
-from jigcmd.journal.failures import unusable, unwritable
+from jigcmd.journal.failures import call_refused, unusable, unwritable
 from jigcmd.journal.identity import identify
 from jigcmd.journal.reservations import Reservations, Slot, default_slots
 from jigcmd.journal.rows import NewRow, Row
-from jigcmd.journal.store import DB_NAME, Journal
+from jigcmd.journal.store import Journal
 from jigcmd.protocol.commands import Recorded, RunResult
 
 __all__ = ["Began", "Ownership", "RecordedEvidence"]
@@ -82,16 +82,10 @@ class Ownership:
     def open(cls, state_dir: Path, max_envelopes: int | None, memory_bytes: int) -> Ownership:
         """Prepare the state directory (0700, ours) and open its journal and slots.
 
-        Raises `JournalUnusable` when the journal cannot be used: on a filesystem with less
-        than `LEAST_FREE_BYTES` free (`unwritable`, what `jigcmd doctor` judges), or as
-        `Journal.open` finds it.
+        Raises `JournalUnusable` when `Journal.open` cannot use the journal. Little free
+        space is no refusal here: replays write nothing, and `begin` refuses each new call.
         """
         state = prepare_state_dir(state_dir)
-        # The judgement `jigcmd doctor` passes on this directory: a start it says would fail
-        # fails here, in its words, not at some call's first journal write.
-        refusal = unwritable(state / DB_NAME)
-        if refusal is not None:
-            raise refusal
         slots = max_envelopes if max_envelopes is not None else default_slots(memory_bytes)
         return cls(state, Journal.open(state), Reservations(state, slots))
 
@@ -222,6 +216,16 @@ class Ownership:
         known: its recorded result is replayed (or raised), an in-flight one is joined, an
         uncertain one is `UNCERTAIN`, a different request is `OPERATION_CONFLICT`.
         """
+        refusal = unwritable(self.journal.path)
+        if refusal is not None:
+            # Below `LEAST_FREE_BYTES` (what `jigcmd doctor` warns of): a known operation is
+            # still answered, as it needs no write; a new one is refused before any write.
+            known = await self.lookup(
+                operation_id, signature, root_run=root_run, deadline=deadline, cancel=cancel
+            )
+            if known is None:
+                raise JigError(Code.EXECUTION_FAILED, call_refused(refusal))
+            return known
         deadline_unix_ms = unix_ms() + int(max(0.0, deadline - time.monotonic()) * 1000)
         new = NewRow(
             root_run=root_run,
