@@ -26,7 +26,7 @@ from jigcmd.clock import unix_ms
 from jigcmd.durable.pathwrite import write_soon
 from jigcmd.durable.recovery import RecoveryReport, recover, sweep_own
 from jigcmd.durable.replay import RecordedFailure, recorded_tests, replay
-from jigcmd.durable.rowclosing import JOURNAL_FAILURES, RowCloser
+from jigcmd.durable.rowclosing import JOURNAL_FAILURES, LeftOpen, RowCloser
 from jigcmd.durable.slotqueue import SlotQueue
 from jigcmd.durable.statedir import prepare_state_dir
 from jigcmd.envelope.api import Assigned, EnvelopeIdentity
@@ -74,9 +74,9 @@ class Ownership:
         self.slots = SlotQueue(self._take_slot, reservations.exhausted_message)
         # Closes rows whose evidence is already durable, as their answer goes out.
         self._closer = RowCloser()
-        # The UNCERTAIN answered for each row of ours whose outcome the journal could not
-        # write, by (run, operation id): open, yet run nowhere, so it is answered, not joined.
-        self._left_open: dict[tuple[str, str], str] = {}
+        # Rows of ours whose outcome the journal could not write: answered, not joined, and
+        # closed uncertain at the next write that succeeds.
+        self._left_open = LeftOpen()
 
     @classmethod
     def open(cls, state_dir: Path, max_envelopes: int | None, memory_bytes: int) -> Ownership:
@@ -90,8 +90,9 @@ class Ownership:
         return cls(state, Journal.open(state), Reservations(state, slots))
 
     def close(self) -> None:
-        """Finish the pending row closes, then close the journal connection."""
+        """Finish the pending row closes (left-open ones too), then close the journal."""
         self._closer.shutdown()
+        self._left_open.close_all(self.journal)
         self.journal.close()
 
     def recover(self, backend: CgroupBackend) -> RecoveryReport:
@@ -180,7 +181,7 @@ class Ownership:
         )
         if row is None:
             return None
-        left = self._left_open.get((root_run, operation_id)) if row.is_open else None
+        left = self._left_open.answered((root_run, operation_id)) if row.is_open else None
         if left is not None:
             uncertain = JigError(Code.UNCERTAIN, left, recorded=True)
             return Recorded(False, row.created_unix_ms, row.updated_unix_ms, uncertain)
@@ -253,6 +254,7 @@ class Ownership:
             ) from exc
         verdict = begun.verdict(signature)
         if verdict is None:
+            await self._close_left_open()
             return Began(begun.row.created_unix_ms)
         if verdict == "conflict":
             raise _conflict(operation_id)
@@ -282,8 +284,9 @@ class Ownership:
                 raise JigError(Code.UNCERTAIN, f"operation {operation_id!r} vanished")
             if not row.is_open:
                 return row
-            left = self._left_open.get((root_run, operation_id))
+            left = self._left_open.answered((root_run, operation_id))
             if left is not None:
+                await self._close_left_open()
                 raise JigError(Code.UNCERTAIN, left, recorded=True)
             if cancel is not None and cancel.is_set():
                 raise JigError(
@@ -400,7 +403,8 @@ class Ownership:
         try:
             await anyio.to_thread.run_sync(close)
         except JOURNAL_FAILURES as exc:
-            raise self._unrecorded((root_run, operation_id), "the command ran, but", exc) from exc
+            what = "the command ran, but"
+            raise self._unrecorded((root_run, operation_id), what, exc, True) from exc
 
     async def _synced(self, recorded: RecordedEvidence) -> bool:
         """Wait for the evidence's sync; False when it failed (the journal then refuses writes)."""
@@ -454,17 +458,25 @@ class Ownership:
             )
         except JOURNAL_FAILURES as exc:
             what = f"the operation failed ({error.message}), but"
-            raise self._unrecorded((root_run, operation_id), what, exc) from exc
+            proved = error.cleanup_proved if error.code == Code.UNCERTAIN else True
+            raise self._unrecorded((root_run, operation_id), what, exc, proved) from exc
 
-    def _unrecorded(self, key: tuple[str, str], what: str, exc: BaseException) -> JigError:
-        # `recorded`: the row stays open, and recovery closes it uncertain, so a replay then
-        # answers UNCERTAIN too; this is the operation's outcome, and a retry here meanwhile
-        # gets it again (`_join`).
+    async def _close_left_open(self) -> None:
+        """Close the rows left open uncertain, now that the journal may take writes again."""
+        if self._left_open:
+            await anyio.to_thread.run_sync(self._left_open.close_all, self.journal)
+
+    def _unrecorded(
+        self, key: tuple[str, str], what: str, exc: BaseException, cleanup_proved: bool
+    ) -> JigError:
+        # `recorded`: the row is closed uncertain in these words at this server's next write
+        # that succeeds or its exit (else by recovery), so a replay answers the same; this
+        # is the operation's outcome, and a retry here meanwhile gets it again (`_join`).
         message = (
             f"{what} the journal {self.journal.path} could not record its outcome: "
-            f"{_cause(exc)}; it stays open until recovery closes it as uncertain"
+            f"{_cause(exc)}; it is closed as uncertain once the journal can be written again"
         )
-        self._left_open[key] = message
+        self._left_open.add(key, message, cleanup_proved=cleanup_proved)
         return JigError(Code.UNCERTAIN, message, recorded=True)
 
 
