@@ -375,8 +375,10 @@ class Ownership:
         *,
         root_run: str,
         recorded: RecordedEvidence | None = None,
-    ) -> None:
+    ) -> int:
         """Record a completed command's evidence; the cleanup was confirmed by the envelope.
+
+        Returns when the row says it ended (the same however late its close is written).
 
         When `recorded` (from `record_evidence`) holds these very bytes, the evidence is
         durable once its sync lands, and only the close is left (cleanup proved, the report):
@@ -386,6 +388,7 @@ class Ownership:
         meanwhile joins until it closes.
         """
         data = _encoder.encode(result.evidence)
+        ended = unix_ms()
         close = partial(
             self.journal.finish,
             operation_id,
@@ -396,15 +399,17 @@ class Ownership:
             cleanup_complete=True,
             attestation=result.attestation,
             tests=recorded_tests(result.tests),
+            ended_unix_ms=ended,
         )
         if recorded is not None and recorded.data == data and await self._synced(recorded):
             self._closer.close(operation_id, close)
-            return
+            return ended
         try:
             await anyio.to_thread.run_sync(close)
         except JOURNAL_FAILURES as exc:
             what = "the command ran, but"
             raise self._unrecorded((root_run, operation_id), what, exc, True) from exc
+        return ended
 
     async def _synced(self, recorded: RecordedEvidence) -> bool:
         """Wait for the evidence's sync; False when it failed (the journal then refuses writes)."""
@@ -423,12 +428,14 @@ class Ownership:
             pending.close()
         return True
 
-    async def fail(self, operation_id: str, error: JigError, *, root_run: str) -> None:
-        """Record a failure; `UNCERTAIN` closes the row as uncertain for good.
+    async def fail(self, operation_id: str, error: JigError, *, root_run: str) -> int:
+        """Record a failure; `UNCERTAIN` closes the row as uncertain for good. Returns when
+        the row says it ended.
 
         A failure the journal cannot record is `UNCERTAIN`: the row stays open, and recovery
         closes it uncertain, so the answer now and a replay later agree.
         """
+        ended = unix_ms()
         try:
             if error.code == Code.UNCERTAIN:
                 # The run's end is unknown; its cleanup may still have been proved.
@@ -439,9 +446,10 @@ class Ownership:
                         reason=error.message,
                         cleanup_complete=error.cleanup_proved,
                         problems="" if error.cleanup_proved else error.message,
+                        ended_unix_ms=ended,
                     )
                 )
-                return
+                return ended
             recorded = RecordedFailure(
                 code=error.code, message=error.message, details=error.details
             )
@@ -454,12 +462,14 @@ class Ownership:
                     report=None,
                     cleanup_complete=True,
                     attestation=error.attestation,
+                    ended_unix_ms=ended,
                 )
             )
         except JOURNAL_FAILURES as exc:
             what = f"the operation failed ({error.message}), but"
             proved = error.cleanup_proved if error.code == Code.UNCERTAIN else True
             raise self._unrecorded((root_run, operation_id), what, exc, proved) from exc
+        return ended
 
     async def _close_left_open(self) -> None:
         """Close the rows left open uncertain, now that the journal may take writes again."""
@@ -476,8 +486,10 @@ class Ownership:
             f"{what} the journal {self.journal.path} could not record its outcome: "
             f"{_cause(exc)}; it is closed as uncertain once the journal can be written again"
         )
-        self._left_open.add(key, message, cleanup_proved=cleanup_proved)
-        return JigError(Code.UNCERTAIN, message, recorded=True)
+        error = JigError(Code.UNCERTAIN, message, recorded=True)
+        error.ended_unix_ms = unix_ms()
+        self._left_open.add(key, error, cleanup_proved=cleanup_proved)
+        return error
 
 
 def _cause(exc: BaseException) -> str:

@@ -16,6 +16,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from functools import partial
 from typing import NamedTuple
 
+from jigcmd.errors import JigError
 from jigcmd.journal.store import Journal
 
 __all__ = ["JOURNAL_FAILURES", "Close", "LeftOpen", "RowCloser"]
@@ -93,10 +94,12 @@ def _report_close_failure(closing: Future[bool]) -> None:
 
 
 class _Answered(NamedTuple):
-    """The UNCERTAIN a left-open row was answered with, and whether its cleanup was proved."""
+    """The UNCERTAIN a left-open row was answered with (when), and whether its cleanup was
+    proved."""
 
     message: str
     cleanup_proved: bool
+    ended_unix_ms: int
 
 
 class LeftOpen:
@@ -113,9 +116,10 @@ class LeftOpen:
     def __bool__(self) -> bool:
         return bool(self._rows)
 
-    def add(self, key: tuple[str, str], message: str, *, cleanup_proved: bool) -> None:
-        """Remember the row of (run, operation id) `key`, answered UNCERTAIN `message`."""
-        self._rows[key] = _Answered(message, cleanup_proved)
+    def add(self, key: tuple[str, str], error: JigError, *, cleanup_proved: bool) -> None:
+        """Remember the row of (run, operation id) `key`, answered `error` (UNCERTAIN)."""
+        assert error.ended_unix_ms is not None
+        self._rows[key] = _Answered(error.message, cleanup_proved, error.ended_unix_ms)
 
     def answered(self, key: tuple[str, str]) -> str | None:
         """The UNCERTAIN the row of `key` was answered with, while it is left open; else None."""
@@ -132,6 +136,7 @@ class LeftOpen:
                     reason=answered.message,
                     cleanup_complete=answered.cleanup_proved,
                     problems="" if answered.cleanup_proved else answered.message,
+                    ended_unix_ms=answered.ended_unix_ms,
                 )
             except JOURNAL_FAILURES as exc:
                 # Still no room: tried again at the next write, at exit, else by recovery.
