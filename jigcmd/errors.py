@@ -70,6 +70,8 @@ class JigError(Exception):
         # What such a run kept for `resources/read` (its streams, its statement): linked from
         # an MCP answer, never in the wire form either.
         self.resources: tuple[ResourceRef, ...] = ()
+        # When the journal row that holds it says the operation ended (`RunResult`'s too).
+        self.ended_unix_ms: int | None = None
 
     def reworded(self, message: str, details: dict[str, Any] | None) -> JigError:
         """The same failure in other words: its code, cleanup, record and statement kept."""
@@ -82,6 +84,7 @@ class JigError(Exception):
         )
         error.attestation = self.attestation
         error.resources = self.resources
+        error.ended_unix_ms = self.ended_unix_ms
         return error
 
     def __repr__(self) -> str:

@@ -489,12 +489,17 @@ def test_an_mcp_call_with_a_key_belongs_to_its_live_waiters(binding: Path, tmp_p
 
 def test_a_task_is_bound_to_the_run_that_created_it(binding: Path, tmp_path: Path) -> None:
     """Another run on the same state directory cannot read it: not found, nothing leaks; its
-    own run reads it back after a restart, created at the same instant."""
+    own run reads it back after a restart, created and last updated at the same instants."""
     state = tmp_path / "state"
+    task: dict[str, object] = {}
     with ServeChild(binding, ["--state-dir", str(state), "--run-id", "run-a"]) as server:
         created = server.request("tools/call", cli_call("mine", **meta(TASKS)))["result"]
+        task = {"taskId": created["taskId"], "_meta": meta(TASKS)}
+        deadline = time.monotonic() + 30
+        while (live := server.request("tasks/get", task)["result"])["status"] == "working":
+            assert time.monotonic() < deadline
+            time.sleep(live["pollIntervalMs"] / 1000)
         assert server.close_input() == 0
-    task = {"taskId": created["taskId"], "_meta": meta(TASKS)}
     with ServeChild(binding, ["--state-dir", str(state), "--run-id", "run-b"]) as other:
         refused = other.request("tasks/get", task)["error"]
         assert refused["code"] == -32602 and "no such task in this run" in refused["message"]
@@ -503,8 +508,9 @@ def test_a_task_is_bound_to_the_run_that_created_it(binding: Path, tmp_path: Pat
     with ServeChild(binding, ["--state-dir", str(state), "--run-id", "run-a"]) as again:
         got = again.request("tasks/get", task)["result"]
         assert got["status"] == "completed"
-        # The instant the journal held it, live and read back from its row alike.
+        # The instants the journal holds, live and read back from its row alike.
         assert got["createdAt"] == created["createdAt"]
+        assert got["lastUpdatedAt"] == live["lastUpdatedAt"], (got, live)
         assert got["result"]["structuredContent"]["stdout"]["head"] == "ran mine\n"
         assert again.close_input() == 0
 

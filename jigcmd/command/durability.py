@@ -15,6 +15,8 @@ from collections.abc import Awaitable, Callable, Coroutine
 from functools import partial
 from typing import Any
 
+import msgspec
+
 from jigcmd import trace
 from jigcmd.cancel import CancelSignal
 from jigcmd.durable.ownership import Began, Ownership, RecordedEvidence
@@ -179,13 +181,15 @@ class Durability:
             # id in flight elsewhere is never touched. A failure before the row was begun
             # (nothing ran) is not recorded, and is not the operation's outcome.
             if self._began and ownership is not None:
-                await ownership.fail(self._operation_id, error, root_run=self._scope)
-                error.recorded = True
+                ended = await ownership.fail(self._operation_id, error, root_run=self._scope)
+                error.recorded, error.ended_unix_ms = True, ended
             raise
         if self.durable and ownership is not None:
-            await ownership.finish(
+            ended = await ownership.finish(
                 self._operation_id, result, root_run=self._scope, recorded=self._recorded
             )
+            # The row's end, not the answer's: a task's `lastUpdatedAt` the same after a restart.
+            result = msgspec.structs.replace(result, ended_unix_ms=ended)
         trace.mark("service: recorded")
         return result
 

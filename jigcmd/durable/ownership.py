@@ -26,7 +26,7 @@ from jigcmd.clock import unix_ms
 from jigcmd.durable.pathwrite import write_soon
 from jigcmd.durable.recovery import RecoveryReport, recover, sweep_own
 from jigcmd.durable.replay import RecordedFailure, recorded_tests, replay
-from jigcmd.durable.rowclosing import JOURNAL_FAILURES, RowCloser
+from jigcmd.durable.rowclosing import JOURNAL_FAILURES, LeftOpen, RowCloser
 from jigcmd.durable.slotqueue import SlotQueue
 from jigcmd.durable.statedir import prepare_state_dir
 from jigcmd.envelope.api import Assigned, EnvelopeIdentity
@@ -34,11 +34,11 @@ from jigcmd.envelope.cgroups import CgroupBackend
 from jigcmd.errors import Code, JigError
 from jigcmd.evidence import Evidence
 from jigcmd.journal.aiosync import PendingSync
-from jigcmd.journal.failures import unusable, unwritable
+from jigcmd.journal.failures import call_refused, unusable, unwritable
 from jigcmd.journal.identity import identify
 from jigcmd.journal.reservations import Reservations, Slot, default_slots
 from jigcmd.journal.rows import NewRow, Row
-from jigcmd.journal.store import DB_NAME, Journal
+from jigcmd.journal.store import Journal
 from jigcmd.protocol.commands import Recorded, RunResult
 
 __all__ = ["Began", "Ownership", "RecordedEvidence"]
@@ -74,30 +74,25 @@ class Ownership:
         self.slots = SlotQueue(self._take_slot, reservations.exhausted_message)
         # Closes rows whose evidence is already durable, as their answer goes out.
         self._closer = RowCloser()
-        # The UNCERTAIN answered for each row of ours whose outcome the journal could not
-        # write, by (run, operation id): open, yet run nowhere, so it is answered, not joined.
-        self._left_open: dict[tuple[str, str], str] = {}
+        # Rows of ours whose outcome the journal could not write: answered, not joined, and
+        # closed uncertain at the next write that succeeds.
+        self._left_open = LeftOpen()
 
     @classmethod
     def open(cls, state_dir: Path, max_envelopes: int | None, memory_bytes: int) -> Ownership:
         """Prepare the state directory (0700, ours) and open its journal and slots.
 
-        Raises `JournalUnusable` when the journal cannot be used: on a filesystem with less
-        than `LEAST_FREE_BYTES` free (`unwritable`, what `jigcmd doctor` judges), or as
-        `Journal.open` finds it.
+        Raises `JournalUnusable` when `Journal.open` cannot use the journal. Little free
+        space is no refusal here: replays write nothing, and `begin` refuses each new call.
         """
         state = prepare_state_dir(state_dir)
-        # The judgement `jigcmd doctor` passes on this directory: a start it says would fail
-        # fails here, in its words, not at some call's first journal write.
-        refusal = unwritable(state / DB_NAME)
-        if refusal is not None:
-            raise refusal
         slots = max_envelopes if max_envelopes is not None else default_slots(memory_bytes)
         return cls(state, Journal.open(state), Reservations(state, slots))
 
     def close(self) -> None:
-        """Finish the pending row closes, then close the journal connection."""
+        """Finish the pending row closes (left-open ones too), then close the journal."""
         self._closer.shutdown()
+        self._left_open.close_all(self.journal)
         self.journal.close()
 
     def recover(self, backend: CgroupBackend) -> RecoveryReport:
@@ -186,7 +181,7 @@ class Ownership:
         )
         if row is None:
             return None
-        left = self._left_open.get((root_run, operation_id)) if row.is_open else None
+        left = self._left_open.answered((root_run, operation_id)) if row.is_open else None
         if left is not None:
             uncertain = JigError(Code.UNCERTAIN, left, recorded=True)
             return Recorded(False, row.created_unix_ms, row.updated_unix_ms, uncertain)
@@ -222,6 +217,16 @@ class Ownership:
         known: its recorded result is replayed (or raised), an in-flight one is joined, an
         uncertain one is `UNCERTAIN`, a different request is `OPERATION_CONFLICT`.
         """
+        refusal = unwritable(self.journal.path)
+        if refusal is not None:
+            # Below `LEAST_FREE_BYTES` (what `jigcmd doctor` warns of): a known operation is
+            # still answered, as it needs no write; a new one is refused before any write.
+            known = await self.lookup(
+                operation_id, signature, root_run=root_run, deadline=deadline, cancel=cancel
+            )
+            if known is None:
+                raise JigError(Code.EXECUTION_FAILED, call_refused(refusal))
+            return known
         deadline_unix_ms = unix_ms() + int(max(0.0, deadline - time.monotonic()) * 1000)
         new = NewRow(
             root_run=root_run,
@@ -249,6 +254,7 @@ class Ownership:
             ) from exc
         verdict = begun.verdict(signature)
         if verdict is None:
+            await self._close_left_open()
             return Began(begun.row.created_unix_ms)
         if verdict == "conflict":
             raise _conflict(operation_id)
@@ -278,8 +284,9 @@ class Ownership:
                 raise JigError(Code.UNCERTAIN, f"operation {operation_id!r} vanished")
             if not row.is_open:
                 return row
-            left = self._left_open.get((root_run, operation_id))
+            left = self._left_open.answered((root_run, operation_id))
             if left is not None:
+                await self._close_left_open()
                 raise JigError(Code.UNCERTAIN, left, recorded=True)
             if cancel is not None and cancel.is_set():
                 raise JigError(
@@ -368,8 +375,10 @@ class Ownership:
         *,
         root_run: str,
         recorded: RecordedEvidence | None = None,
-    ) -> None:
+    ) -> int:
         """Record a completed command's evidence; the cleanup was confirmed by the envelope.
+
+        Returns when the row says it ended (the same however late its close is written).
 
         When `recorded` (from `record_evidence`) holds these very bytes, the evidence is
         durable once its sync lands, and only the close is left (cleanup proved, the report):
@@ -379,6 +388,7 @@ class Ownership:
         meanwhile joins until it closes.
         """
         data = _encoder.encode(result.evidence)
+        ended = unix_ms()
         close = partial(
             self.journal.finish,
             operation_id,
@@ -389,14 +399,17 @@ class Ownership:
             cleanup_complete=True,
             attestation=result.attestation,
             tests=recorded_tests(result.tests),
+            ended_unix_ms=ended,
         )
         if recorded is not None and recorded.data == data and await self._synced(recorded):
             self._closer.close(operation_id, close)
-            return
+            return ended
         try:
             await anyio.to_thread.run_sync(close)
         except JOURNAL_FAILURES as exc:
-            raise self._unrecorded((root_run, operation_id), "the command ran, but", exc) from exc
+            what = "the command ran, but"
+            raise self._unrecorded((root_run, operation_id), what, exc, True) from exc
+        return ended
 
     async def _synced(self, recorded: RecordedEvidence) -> bool:
         """Wait for the evidence's sync; False when it failed (the journal then refuses writes)."""
@@ -415,12 +428,14 @@ class Ownership:
             pending.close()
         return True
 
-    async def fail(self, operation_id: str, error: JigError, *, root_run: str) -> None:
-        """Record a failure; `UNCERTAIN` closes the row as uncertain for good.
+    async def fail(self, operation_id: str, error: JigError, *, root_run: str) -> int:
+        """Record a failure; `UNCERTAIN` closes the row as uncertain for good. Returns when
+        the row says it ended.
 
         A failure the journal cannot record is `UNCERTAIN`: the row stays open, and recovery
         closes it uncertain, so the answer now and a replay later agree.
         """
+        ended = unix_ms()
         try:
             if error.code == Code.UNCERTAIN:
                 # The run's end is unknown; its cleanup may still have been proved.
@@ -431,9 +446,10 @@ class Ownership:
                         reason=error.message,
                         cleanup_complete=error.cleanup_proved,
                         problems="" if error.cleanup_proved else error.message,
+                        ended_unix_ms=ended,
                     )
                 )
-                return
+                return ended
             recorded = RecordedFailure(
                 code=error.code, message=error.message, details=error.details
             )
@@ -446,22 +462,34 @@ class Ownership:
                     report=None,
                     cleanup_complete=True,
                     attestation=error.attestation,
+                    ended_unix_ms=ended,
                 )
             )
         except JOURNAL_FAILURES as exc:
             what = f"the operation failed ({error.message}), but"
-            raise self._unrecorded((root_run, operation_id), what, exc) from exc
+            proved = error.cleanup_proved if error.code == Code.UNCERTAIN else True
+            raise self._unrecorded((root_run, operation_id), what, exc, proved) from exc
+        return ended
 
-    def _unrecorded(self, key: tuple[str, str], what: str, exc: BaseException) -> JigError:
-        # `recorded`: the row stays open, and recovery closes it uncertain, so a replay then
-        # answers UNCERTAIN too; this is the operation's outcome, and a retry here meanwhile
-        # gets it again (`_join`).
+    async def _close_left_open(self) -> None:
+        """Close the rows left open uncertain, now that the journal may take writes again."""
+        if self._left_open:
+            await anyio.to_thread.run_sync(self._left_open.close_all, self.journal)
+
+    def _unrecorded(
+        self, key: tuple[str, str], what: str, exc: BaseException, cleanup_proved: bool
+    ) -> JigError:
+        # `recorded`: the row is closed uncertain in these words at this server's next write
+        # that succeeds or its exit (else by recovery), so a replay answers the same; this
+        # is the operation's outcome, and a retry here meanwhile gets it again (`_join`).
         message = (
             f"{what} the journal {self.journal.path} could not record its outcome: "
-            f"{_cause(exc)}; it stays open until recovery closes it as uncertain"
+            f"{_cause(exc)}; it is closed as uncertain once the journal can be written again"
         )
-        self._left_open[key] = message
-        return JigError(Code.UNCERTAIN, message, recorded=True)
+        error = JigError(Code.UNCERTAIN, message, recorded=True)
+        error.ended_unix_ms = unix_ms()
+        self._left_open.add(key, error, cleanup_proved=cleanup_proved)
+        return error
 
 
 def _cause(exc: BaseException) -> str:

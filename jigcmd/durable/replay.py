@@ -89,12 +89,15 @@ def replay(row: Row) -> RunResult:
         raise JigError(pruned.code, pruned.message, pruned.details, recorded=True)
     if row.state == "uncertain" or row.result is None:
         reason = row.reason or UNCERTAIN_REASON
-        raise JigError(Code.UNCERTAIN, reason, recorded=True)
+        uncertain = JigError(Code.UNCERTAIN, reason, recorded=True)
+        uncertain.ended_unix_ms = row.finished_unix_ms
+        raise uncertain
     if row.outcome == "failure":
         failure = _failure.decode(row.result)
         error = JigError(failure.code, failure.message, failure.details, recorded=True)
         # A run stopped by its deadline or a cancel keeps its statement.
         error.attestation = row.attestation
+        error.ended_unix_ms = row.finished_unix_ms
         raise error
     report = (
         _report.decode(row.report)
@@ -121,4 +124,5 @@ def replay(row: Row) -> RunResult:
         report=report,
         tests=tests,
         attestation=row.attestation,
+        ended_unix_ms=row.finished_unix_ms,
     )

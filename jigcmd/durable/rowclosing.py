@@ -1,8 +1,10 @@
-"""Closing a row whose evidence is durable: at once when uncontended, else in one closer thread.
+"""Closing rows after their answer: a row whose evidence is durable, and one left uncertain.
 
 The close (cleanup proved, the resource report) is the last write of a completed run, made as
 its answer goes out. It never decides what the caller hears: the evidence was durable first,
 so a close lost to a full disk or a crash is re-derived by recovery (`Journal.close_lost`).
+A row whose outcome could not be written at all was answered UNCERTAIN: `LeftOpen` closes it
+so, in the words answered, as soon as the journal takes a write again.
 """
 
 from __future__ import annotations
@@ -12,8 +14,12 @@ import sqlite3
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from functools import partial
+from typing import NamedTuple
 
-__all__ = ["JOURNAL_FAILURES", "Close", "RowCloser"]
+from jigcmd.errors import JigError
+from jigcmd.journal.store import Journal
+
+__all__ = ["JOURNAL_FAILURES", "Close", "LeftOpen", "RowCloser"]
 
 logger = logging.getLogger(__name__)
 
@@ -85,3 +91,55 @@ def _report_close_failure(closing: Future[bool]) -> None:
     if error is not None:
         # The row stays open with its durable evidence; recovery closes it (done) later.
         logger.warning("closing a journal row after its answer failed: %s", error)
+
+
+class _Answered(NamedTuple):
+    """The UNCERTAIN a left-open row was answered with (when), and whether its cleanup was
+    proved."""
+
+    message: str
+    cleanup_proved: bool
+    ended_unix_ms: int
+
+
+class LeftOpen:
+    """This server's rows whose outcome the journal could not write, answered UNCERTAIN.
+
+    Open, yet run nowhere: until closed, this server answers a retry its UNCERTAIN (not a
+    join), and `close_all` closes them uncertain in those words, so that every other process
+    (`jigcmd runs`, doctor, another serve) sees them ended, and a replay says the same.
+    """
+
+    def __init__(self) -> None:
+        self._rows: dict[tuple[str, str], _Answered] = {}
+
+    def __bool__(self) -> bool:
+        return bool(self._rows)
+
+    def add(self, key: tuple[str, str], error: JigError, *, cleanup_proved: bool) -> None:
+        """Remember the row of (run, operation id) `key`, answered `error` (UNCERTAIN)."""
+        assert error.ended_unix_ms is not None
+        self._rows[key] = _Answered(error.message, cleanup_proved, error.ended_unix_ms)
+
+    def answered(self, key: tuple[str, str]) -> str | None:
+        """The UNCERTAIN the row of `key` was answered with, while it is left open; else None."""
+        found = self._rows.get(key)
+        return None if found is None else found.message
+
+    def close_all(self, journal: Journal) -> None:
+        """Close each left-open row uncertain (blocking); stop at the first write that fails."""
+        for (root_run, operation_id), answered in list(self._rows.items()):
+            try:
+                journal.mark_uncertain(
+                    operation_id,
+                    root_run=root_run,
+                    reason=answered.message,
+                    cleanup_complete=answered.cleanup_proved,
+                    problems="" if answered.cleanup_proved else answered.message,
+                    ended_unix_ms=answered.ended_unix_ms,
+                )
+            except JOURNAL_FAILURES as exc:
+                # Still no room: tried again at the next write, at exit, else by recovery.
+                logger.info("the journal row of %s stays open: %s", operation_id, exc)
+                return
+            self._rows.pop((root_run, operation_id), None)

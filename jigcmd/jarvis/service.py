@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import sqlite3
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping
 from functools import partial
@@ -42,6 +43,7 @@ from jigcmd.jarvis.slotwait import RETRY_AFTER, SlotWaits
 from jigcmd.jarvis.startup import recover_at_start
 from jigcmd.jarvis.statements import RunSigning, Sign
 from jigcmd.jarvis.tools import ToolError, decode_run_id, decode_run_request
+from jigcmd.journal.failures import call_refused, unwritable
 from jigcmd.journal.reservations import Reservations, Slot
 from jigcmd.journal.store import Journal, JournalUnusable
 from jigcmd.plan import RunPlan
@@ -188,6 +190,7 @@ class JarvisService:
         run_id: int | None = None
         try:
             plan = self._plan(request, decision, slot)
+            await self._recordable(actor, tool, request, decision)
             run_id = await self._begin(actor, tool, request, decision)
             await self._trail.decision(
                 actor, tool, request, decision, f"started run {run_id}{executes(decision)}"
@@ -259,6 +262,19 @@ class JarvisService:
         except JigError as exc:
             raise ToolError(503, exc.message) from None
         return plan._replace(cpus=cpus)
+
+    async def _recordable(
+        self, actor: str, tool: str, request: Request, decision: Decision
+    ) -> None:
+        """Refuse (503) a run its journal has too little room to record, as serve does."""
+        refusal = unwritable(self.store.path)
+        if refusal is None:
+            return
+        message = call_refused(refusal)
+        # Best effort: on a full disk the audit row may not fit either.
+        with contextlib.suppress(sqlite3.Error, OSError):
+            await self._trail.decision(actor, tool, request, decision, f"refused: {message}")
+        raise ToolError(503, message)
 
     async def _begin(self, actor: str, tool: str, request: Request, decision: Decision) -> int:
         """The run's journal row, begun."""

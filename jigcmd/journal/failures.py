@@ -19,21 +19,27 @@ from enum import Enum, auto
 from pathlib import Path
 
 __all__ = [
+    "CALLS_REFUSED",
     "LEAST_FREE_BYTES",
     "JournalLost",
     "JournalMoved",
     "JournalUnusable",
+    "call_refused",
     "filesystem_full",
+    "no_room_to_open",
     "unusable",
     "unwritable",
     "wal_unreadable",
 ]
 
-# The least free space serve and run start with (`unwritable`: their start and `jigcmd doctor`
-# ask it alike), and below which a failed open or read is taken as the disk being full. A new
-# journal takes about 100 KiB as it opens (its pages, the WAL, SQLite's 32 KiB shared-memory
-# index); each call then a few pages of WAL, and its kept streams.
+# The least free space a call that must be recorded is dispatched with (`unwritable`: serve,
+# run, jarvis and `jigcmd doctor` ask it alike), and below which a failed open or read is
+# taken as the disk being full. A new journal takes about 100 KiB as it opens (its pages, the
+# WAL, SQLite's 32 KiB shared-memory index); each call then a few pages of WAL, and its kept
+# streams. Below it a server still starts and answers replays: they write nothing.
 LEAST_FREE_BYTES = 256 * 1024
+# What SQLite sizes as it opens a journal in WAL mode: its shared-memory index (`-shm`).
+_SHM_BYTES = 32 * 1024
 # SQLite's primary result codes (the low byte of an extended code) that mean the file itself
 # is not a sound database; anything else may be the disk's doing.
 _DAMAGE_CODES = (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB)
@@ -93,9 +99,10 @@ def unusable(path: Path, exc: BaseException) -> JournalUnusable:
 def unwritable(path: Path) -> JournalUnusable | None:
     """Why the journal `path` could not be written, judged without writing; None if it could.
 
-    Serve and run refuse to start on it (`Ownership.open`), and `jigcmd doctor`, which must
-    change nothing, says so in the same words: a full or read-only filesystem (less than
-    `LEAST_FREE_BYTES` free), or a directory this user may not write.
+    Serve, run and jarvis refuse each call that must be recorded on it (`call_refused`),
+    and `jigcmd doctor`, which must change nothing, says so in the same words: a full or
+    read-only filesystem (less than `LEAST_FREE_BYTES` free), or a directory this user may
+    not write.
     """
     kind = _filesystem(path.parent)
     if kind is not None:
@@ -106,10 +113,29 @@ def unwritable(path: Path) -> JournalUnusable | None:
     return None
 
 
+# What a state directory below `LEAST_FREE_BYTES` means for its callers (doctor, serve, jarvis).
+CALLS_REFUSED = "calls that must be recorded are refused until space is freed; replays are answered"
+
+
+def call_refused(refusal: JournalUnusable) -> str:
+    """The per-call refusal of a call that must be recorded on a journal `unwritable` judged."""
+    return (
+        f"the journal {refusal.path} could not record the operation before dispatch: "
+        f"{refusal.cause}; nothing ran; fix: {refusal.fix}"
+    )
+
+
 def filesystem_full(directory: Path) -> bool:
     """Whether the filesystem holding `directory` has less than `LEAST_FREE_BYTES` (or no
     inode) free, as `unwritable` judges it; False when it cannot be looked at."""
     return _filesystem(directory) is _Kind.FULL
+
+
+def no_room_to_open(directory: Path) -> bool:
+    """Whether the filesystem holding `directory` lacks room for the `-shm` index SQLite
+    sizes as it opens a journal, or an inode: serve and run then cannot start there."""
+    free = _free(directory)
+    return free is not None and (free[0] < _SHM_BYTES or free[1])
 
 
 def _refusal(path: Path, kind: _Kind, cause: str) -> JournalUnusable:
@@ -118,9 +144,7 @@ def _refusal(path: Path, kind: _Kind, cause: str) -> JournalUnusable:
     match kind:
         case _Kind.FULL:
             cause = f"the filesystem holding {directory} is full ({cause})"
-            fix = (
-                "free space on it, then start again; nothing recorded was lost, so keep the journal"
-            )
+            fix = "free space on it, then try again; nothing recorded was lost, so keep the journal"
         case _Kind.READ_ONLY_MOUNT:
             cause = f"the filesystem holding {directory} is mounted read-only"
             fix = (
@@ -209,12 +233,25 @@ def _filesystem(directory: Path) -> _Kind | None:
         return None
     if info.f_flag & os.ST_RDONLY:
         return _Kind.READ_ONLY_MOUNT
-    # Root may use the blocks reserved for it; others only what is available to them.
-    blocks = info.f_bfree if os.geteuid() == 0 else info.f_bavail
-    no_inodes = info.f_files > 0 and info.f_favail == 0
-    if blocks * info.f_frsize < LEAST_FREE_BYTES or no_inodes:
+    free, no_inodes = _room(info)
+    if free < LEAST_FREE_BYTES or no_inodes:
         return _Kind.FULL
     return None
+
+
+def _free(directory: Path) -> tuple[int, bool] | None:
+    """The bytes free to this user on the filesystem holding `directory`, and whether no
+    inode is; None when it cannot be looked at."""
+    try:
+        return _room(os.statvfs(directory))
+    except OSError:
+        return None
+
+
+def _room(info: os.statvfs_result) -> tuple[int, bool]:
+    # Root may use the blocks reserved for it; others only what is available to them.
+    blocks = info.f_bfree if os.geteuid() == 0 else info.f_bavail
+    return blocks * info.f_frsize, info.f_files > 0 and info.f_favail == 0
 
 
 def _sqlite_code(exc: BaseException) -> int | None:

@@ -268,6 +268,7 @@ class Journal(JarvisRecords):
         attestation: bytes | None = None,
         tests: bytes | None = None,
         wait: bool = True,
+        ended_unix_ms: int | None = None,
     ) -> bool | None:
         """Close an open row with its result: `done`, or `uncertain` when cleanup is unconfirmed.
 
@@ -278,11 +279,12 @@ class Journal(JarvisRecords):
         `durable=False` skips the fsync; only for a row whose result `record_result` already
         made durable (a lost close is re-derived by `close_lost`). `wait=False`: None (nothing
         written) when it would have to wait for another writer, as `begin_now`.
+        `ended_unix_ms`: when it ended, as its answer says (else now).
         """
         state: State = "done" if cleanup_complete else "uncertain"
         try:
             with self._db.write(durable=durable, wait=wait) as conn:
-                now = unix_ms()
+                now = ended_unix_ms or unix_ms()
                 cursor = conn.execute(
                     "UPDATE operations SET state = ?, outcome = ?, result = ?, report = ?,"
                     " attestation = CASE WHEN ? = 'done' THEN COALESCE(?, attestation) END,"
@@ -319,8 +321,10 @@ class Journal(JarvisRecords):
         reason: str,
         cleanup_complete: bool,
         problems: str = "",
+        ended_unix_ms: int | None = None,
     ) -> bool:
-        """Close an open row as `uncertain`; False (nothing written) when it was already closed."""
+        """Close an open row as `uncertain` (ended at `ended_unix_ms`, else now); False (nothing
+        written) when it was already closed."""
         return self._close_open(
             operation_id,
             root_run=root_run,
@@ -328,6 +332,7 @@ class Journal(JarvisRecords):
             cleanup_complete=cleanup_complete,
             problems=problems,
             done_with_evidence=False,
+            ended_unix_ms=ended_unix_ms,
         )
 
     def close_lost(
@@ -363,9 +368,10 @@ class Journal(JarvisRecords):
         cleanup_complete: bool,
         problems: str,
         done_with_evidence: bool,
+        ended_unix_ms: int | None = None,
     ) -> bool:
         with self._db.write() as conn:
-            now = unix_ms()
+            now = ended_unix_ms or unix_ms()
             cursor = conn.execute(
                 "UPDATE operations SET"
                 " state = CASE WHEN ? AND outcome = 'evidence' THEN 'done' ELSE 'uncertain' END,"

@@ -98,7 +98,8 @@ class RunResult(msgspec.Struct, frozen=True):
     `tests` and `resources` are for the fronts that asked for them (MCP, `jigcmd run --json`);
     Run/1 answers with the evidence alone. `attestation`: the run's signed statement (an
     in-toto bundle of DSSE envelopes, JSON Lines), when the host signs; delivered beside the
-    evidence by the fronts that carry it.
+    evidence by the fronts that carry it. `ended_unix_ms`: when its journal row says it
+    ended (None without one), what an MCP task's `lastUpdatedAt` says live and replayed.
     """
 
     evidence: Evidence
@@ -106,6 +107,7 @@ class RunResult(msgspec.Struct, frozen=True):
     tests: TestResults | None = None
     resources: tuple[ResourceRef, ...] = ()
     attestation: bytes | None = None
+    ended_unix_ms: int | None = None
 
 
 class Recorded(msgspec.Struct, frozen=True):

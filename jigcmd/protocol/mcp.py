@@ -158,7 +158,8 @@ class McpDialect:
         if call.task_id is not None and not self._tasks.awaits_announcement(call.task_id):
             pending = self._task_calls.pop(call.task_id)
             task = self._tasks.finish(call.task_id)
-            ended(task, outcome, self._result(pending, outcome), unix_ms())
+            # When the journal row says it ended, as `tasks/get` after a restart says.
+            ended(task, outcome, self._result(pending, outcome), outcome.ended_unix_ms or unix_ms())
             return b""
         if call.task_id is not None:
             # Refused before the journal held it: answered directly, no task was created.

@@ -69,9 +69,12 @@ async def test_a_new_operation_is_recorded_and_its_evidence_replayed_exactly(
     """After finish, a lookup with the same signature returns the same evidence and report."""
     assert await ownership.lookup("op.1", "sig", root_run=RUN) is None
     assert isinstance(await _begin(ownership, "op.1", "sig"), Began)
-    await ownership.finish("op.1", RunResult(evidence=EVIDENCE, report=REPORT), root_run=RUN)
+    ended = await ownership.finish(
+        "op.1", RunResult(evidence=EVIDENCE, report=REPORT), root_run=RUN
+    )
     replayed = await ownership.lookup("op.1", "sig", root_run=RUN)
-    assert replayed == RunResult(evidence=EVIDENCE, report=REPORT)
+    # And when it ended, as the live answer was told (an MCP task's `lastUpdatedAt`).
+    assert replayed == RunResult(evidence=EVIDENCE, report=REPORT, ended_unix_ms=ended)
 
 
 JUNIT = (
@@ -104,7 +107,8 @@ async def test_a_test_commands_report_is_replayed_as_its_answer_carried_it(
     assert tests.unlisted.errors == (1 if tests.stderr_tail else 0)
     assert isinstance(await _begin(ownership, "op.t", "sig"), Began)
     answered = RunResult(evidence=EVIDENCE, report=REPORT, tests=tests)
-    await ownership.finish("op.t", answered, root_run=RUN)
+    ended = await ownership.finish("op.t", answered, root_run=RUN)
+    answered = msgspec.structs.replace(answered, ended_unix_ms=ended)
     assert await ownership.lookup("op.t", "sig", root_run=RUN) == answered
     recorded = await ownership.recorded("op.t", root_run=RUN)
     assert recorded is not None and recorded.outcome == answered

@@ -209,3 +209,26 @@ def test_a_row_close_that_fails_on_a_full_disk_is_retried_once_space_returns(
     finally:
         if not closed:
             ownership.close()
+
+
+def test_a_row_left_uncertain_is_closed_so_at_the_next_call_that_writes(
+    small_disk: SmallDisk,
+) -> None:
+    """Its outcome unwritten, the row stayed open ("running" to every other process); the
+    next call's row written, space back, it is closed uncertain in the words answered."""
+    ownership = _begun(small_disk, "op-1")
+    try:
+        small_disk.fill()
+        with pytest.raises(JigError) as failed:
+            anyio.run(
+                lambda: ownership.finish(
+                    "op-1", RunResult(evidence=EVIDENCE, report=REPORT), root_run=RUN
+                )
+            )
+        small_disk.free()
+        assert isinstance(anyio.run(lambda: ownership.begin(**_new_row("op-2"))), Began)  # type: ignore[arg-type]
+        row = ownership.journal.get("op-1", root_run=RUN)
+        assert row is not None and row.state == "uncertain" and row.cleanup == "complete", row
+        assert row.reason == failed.value.message
+    finally:
+        ownership.close()

@@ -19,7 +19,7 @@ import pytest
 import jigcmd
 from jigcmd.durable.statedir import prepare_state_dir
 from jigcmd.frontends.diagnosis.statecheck import journal_check
-from jigcmd.journal.failures import LEAST_FREE_BYTES
+from jigcmd.journal.failures import CALLS_REFUSED, LEAST_FREE_BYTES
 from jigcmd.journal.rows import NewRow
 from jigcmd.journal.store import Journal
 from tests.faults.disk import SmallDisk
@@ -162,21 +162,22 @@ def test_doctor_and_serve_agree_on_how_little_free_space_is_too_little(
     small_disk: SmallDisk,
 ) -> None:
     """812 KiB free: doctor's state line is ok and serve starts (it did, while doctor said
-    full); below `LEAST_FREE_BYTES`: doctor fails the line, and serve refuses in its words."""
+    full). Below `LEAST_FREE_BYTES` serve still starts (replays need no write; it refused,
+    and a lost child re-spawned could not be answered): doctor warns, in the words each new
+    call is refused with (tests/lifetime/test_serve_on_a_full_disk.py), and does not fail."""
     _journal_with_a_row(small_disk.path)
-    small_disk.leave(812 * 1024)
-    assert journal_check(small_disk.path).status == "ok"
     frame = (json.dumps(_INITIALIZE) + "\n").encode()
-    served = _jigcmd(
-        "serve", "--binding", str(_BINDING), "--state-dir", str(small_disk.path), stdin=frame
-    )
-    assert served.returncode == 0, served.stderr.decode()
-    (answer,) = [json.loads(out) for out in served.stdout.splitlines()]
-    assert "result" in answer, answer
-
-    small_disk.leave(LEAST_FREE_BYTES // 2)
+    for free in (812 * 1024, LEAST_FREE_BYTES // 2):
+        small_disk.leave(free)
+        if free > LEAST_FREE_BYTES:
+            assert journal_check(small_disk.path).status == "ok"
+        served = _jigcmd(
+            "serve", "--binding", str(_BINDING), "--state-dir", str(small_disk.path), stdin=frame
+        )
+        assert served.returncode == 0, served.stderr.decode()
+        (answer,) = [json.loads(out) for out in served.stdout.splitlines()]
+        assert "result" in answer, answer
     check = journal_check(small_disk.path)
-    assert check.status == "FAIL" and check.hint is not None
+    assert check.status == "warn" and check.hint is not None, check
     assert f"the filesystem holding {small_disk.path} is full" in check.detail
-    line = _refused(small_disk.path, "serve", check.detail, check.hint)
-    assert "jigcmd serve: " + check.detail in line
+    assert CALLS_REFUSED in check.detail and "free space on it" in check.hint

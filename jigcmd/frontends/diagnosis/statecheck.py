@@ -1,6 +1,7 @@
 """`jigcmd doctor`'s state line: an existing, safe state directory's journal, read as it is.
 
-What serve and run would refuse with is a failed check in their words; nothing is created
+What serve and run would refuse with is a failed check in their words (too little free space,
+a warning: they start, and refuse each call that must be recorded); nothing is created
 (`Journal.open_read_only`, as `jigcmd runs` reads it); the sizes kept are said, and past a
 threshold the fix, `jigcmd prune`; runs left open by a server that is gone, with the fix
 `jigcmd recover` (nothing is fenced here).
@@ -14,7 +15,13 @@ from pathlib import Path
 from jigcmd.durable.recovery import owner_gone
 from jigcmd.durable.runresources import RunResources
 from jigcmd.frontends.diagnosis.verdicts import Check
-from jigcmd.journal.failures import JournalUnusable, unwritable
+from jigcmd.journal.failures import (
+    CALLS_REFUSED,
+    JournalUnusable,
+    filesystem_full,
+    no_room_to_open,
+    unwritable,
+)
 from jigcmd.journal.reservations import default_slots, slots_held
 from jigcmd.journal.schema import SchemaError
 from jigcmd.journal.store import DB_NAME, Journal
@@ -27,6 +34,15 @@ def journal_check(path: Path) -> Check:
 
     # What serve and run would refuse with is a failed check in their words, not a crash.
     refusal = unwritable(path / DB_NAME)
+    if (
+        refusal is not None
+        and filesystem_full(path)
+        and (path / DB_NAME).exists()
+        and not no_room_to_open(path)
+    ):
+        # serve and run start on it and answer replays; each new call is refused in these words.
+        detail = f"journal {refusal.path}: {refusal.cause}; {CALLS_REFUSED}"
+        return Check("state", "warn", detail, refusal.fix)
     if refusal is not None:
         return Check("state", "FAIL", f"journal {refusal.path}: {refusal.cause}", refusal.fix)
     if not (path / DB_NAME).exists():
