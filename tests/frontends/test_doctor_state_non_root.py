@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import pwd
 import shutil
 import subprocess
 import tempfile
@@ -22,7 +21,7 @@ from typing import Any
 import pytest
 
 from tests.required import require_root, unavailable
-from tests.rootless.rig import build_kit, system_python
+from tests.rootless.rig import build_kit, system_python, unused_uid
 
 # Every doctor run forks its namespace probes (the end-to-end run is not attempted: this
 # user has no delegated cgroup subtree).
@@ -75,15 +74,6 @@ class User:
         return done.stdout.strip()
 
 
-def _unused_uid() -> int:
-    for uid in range(61_000, 62_000):
-        try:
-            pwd.getpwuid(uid)
-        except KeyError:
-            return uid
-    raise AssertionError("no unused uid in 61000-61999")
-
-
 @pytest.fixture(scope="module")
 def user() -> Iterator[User]:
     """The uid, its home and the kit, in a `jigcmd-` scratch directory removed after."""
@@ -94,7 +84,7 @@ def user() -> Iterator[User]:
     base = Path(tempfile.mkdtemp(prefix="jigcmd-nonroot-", dir="/tmp"))
     try:
         base.chmod(0o755)
-        uid = _unused_uid()
+        uid = unused_uid()
         home = base / "home"
         home.mkdir(mode=0o700)
         os.chown(home, uid, uid)

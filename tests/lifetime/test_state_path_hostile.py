@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import pwd
 import shutil
 import subprocess
 import sys
@@ -25,6 +24,7 @@ from tests.lifetime.candidates import QUICK, cli_input
 from tests.lifetime.frames import flow_call
 from tests.lifetime.rig import Rig
 from tests.required import require_root
+from tests.rootless.rig import unused_uid
 
 # serve starts envelopes (cgroups, Bun) on the state directories that pass.
 pytestmark = pytest.mark.envelope
@@ -63,15 +63,6 @@ class Hostile:
         return path
 
 
-def _unused_uid() -> int:
-    for uid in range(61_000, 62_000):
-        try:
-            pwd.getpwuid(uid)
-        except KeyError:
-            return uid
-    raise AssertionError("no unused uid in 61000-61999")
-
-
 @pytest.fixture
 def hostile() -> Iterator[Hostile]:
     """The scratch directory (`jigcmd-` named, removed after) and the other user's home in it."""
@@ -79,7 +70,7 @@ def hostile() -> Iterator[Hostile]:
     base = Path(tempfile.mkdtemp(prefix="jigcmd-statepath-", dir="/tmp"))
     try:
         base.chmod(0o755)
-        uid = _unused_uid()
+        uid = unused_uid()
         home = base / "home"
         home.mkdir(mode=0o755)
         os.chown(home, uid, uid)

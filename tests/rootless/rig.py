@@ -33,6 +33,7 @@ __all__ = [
     "ensure_user",
     "remove_tree",
     "system_python",
+    "unused_uid",
 ]
 
 USER = "jigcmdtest"
@@ -217,3 +218,13 @@ def remove_tree(path: str, *, within_s: float = 10.0) -> None:
         with contextlib.suppress(OSError, TypeError):  # TypeError: no path named
             left = Path(exc.filename, "cgroup.procs").read_text(encoding="ascii").split()
         raise AssertionError(f"{exc}; processes left: {left}") from None
+
+
+def unused_uid() -> int:
+    """A uid no account has (61000-61999), for a throw-away process that owns nothing."""
+    for uid in range(61_000, 62_000):
+        try:
+            pwd.getpwuid(uid)
+        except KeyError:
+            return uid
+    raise AssertionError("no unused uid in 61000-61999")
