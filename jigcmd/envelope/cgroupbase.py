@@ -42,10 +42,15 @@ __all__ = [
 ]
 
 ENV = "JIGCMD_CGROUP_BASE"
-# The characters cgroup names have in practice (systemd's units and slices included); the
-# base reaches root commands printed for pasting into a shell, so nothing else is taken.
+# The characters cgroup names have in practice; the base reaches root commands printed for
+# pasting into a shell (quoted too), so nothing else is taken.
 _NAME_CHARS = re.compile(r"[A-Za-z0-9_.@:+/-]*")
-_ALLOWED = "letters, digits and _ . @ : + - (with / between directories)"
+# systemd escapes every other byte of a unit's name as \xNN in its cgroup's name
+# (`system-jigcmd\x2djarvis.slice`), and a unit's ControlGroup is a documented base.
+_SYSTEMD_ESCAPE = re.compile(r"\\x[0-9a-fA-F]{2}")
+_ALLOWED = (
+    "letters, digits and _ . @ : + - (with / between directories, and systemd's \\xNN escapes)"
+)
 # Root's default base: its servers' jobs live there, never another user's to take.
 _ROOT_BASE = "jigcmd"
 
@@ -120,8 +125,9 @@ def _shape_problem(base: str, said: str, mode: str, root: str) -> tuple[str, str
     fix = "set {source} to a directory name such as {own}"
     if not base.strip():
         return f"{said} is empty or blank, which names no cgroup", fix
-    if not _NAME_CHARS.fullmatch(base):
-        odd = "".join(sorted({c for c in base if not _NAME_CHARS.fullmatch(c)}))
+    plain = _SYSTEMD_ESCAPE.sub("_", base)
+    if not _NAME_CHARS.fullmatch(plain):
+        odd = "".join(sorted({c for c in plain if not _NAME_CHARS.fullmatch(c)}))
         return (
             f"{said} contains {odd!r}; a cgroup base is made of {_ALLOWED}, the characters "
             "cgroup names have in practice (it also goes into the root commands printed here)",

@@ -120,7 +120,7 @@ def _owned_by(uid: int) -> Callable[[str], int | None]:
 
 
 NO_BASE = ["", " ", "\t", ".", "/", "//", "a/./b", "a/..", "./a", ROOT, f"{ROOT}/"]
-SHELL = ["x y", "a'b", "jigcmdx$(id>/tmp/pwned)", "a;b", "a\nb", "a`b`", "a*", "a\\b"]
+SHELL = ["x y", "a'b", "jigcmdx$(id>/tmp/pwned)", "a;b", "a\nb", "a`b`", "a*", "a\\b", "a\\x2"]
 
 
 @pytest.mark.parametrize("base", [*NO_BASE, *SHELL])
@@ -151,7 +151,16 @@ def test_roots_refusal_of_a_hierarchys_root_names_roots_base(base: str) -> None:
     assert problem[1] == "set --cgroup-base to a directory name such as jigcmd"
 
 
-@pytest.mark.parametrize("base", ["jigcmd-u1001", "system.slice/jigcmd@x:1.service", "a+b/c-d_e"])
+@pytest.mark.parametrize(
+    "base",
+    [
+        "jigcmd-u1001",
+        "system.slice/jigcmd@x:1.service",
+        "a+b/c-d_e",
+        # A templated unit's ControlGroup: systemd writes its name's dash as \x2d.
+        "system.slice/system-jigcmd\\x2djarvis.slice/jigcmd-jarvis@alice.service",
+    ],
+)
 def test_ordinary_names_are_bases(base: str) -> None:
     """What cgroup names look like in practice is taken."""
     assert base_problem(base, "--cgroup-base", "hybrid", ROOT, 1001) is None
