@@ -18,7 +18,9 @@ __all__ = ["FIX", "GONE", "settle_working_directory"]
 GONE = "the working directory no longer exists"
 FIX = "give absolute paths or cd elsewhere"
 # Paths jigcmd takes from its environment: relative, `/` would quietly become their base.
-_PATH_VARIABLES = ("JIGCMD_STATE_DIR", "JIGCMD_BUN")
+_PATH_VARIABLES = ("JIGCMD_STATE_DIR", "JIGCMD_BUN", "JIGCMD_SIGNING_KEY")
+# Standard input (`verify -`, `--stdin-file -`): no path, so nothing to find.
+_STDIN = Path("-")
 
 
 def settle_working_directory(
@@ -35,7 +37,7 @@ def settle_working_directory(
     relative = [
         repr(str(value))
         for value in vars(args).values()
-        if isinstance(value, Path) and not value.is_absolute()
+        if isinstance(value, Path) and not value.is_absolute() and value != _STDIN
     ]
     relative += [
         f"${name}={environ[name]!r}"

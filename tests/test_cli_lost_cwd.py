@@ -98,3 +98,19 @@ def test_run_json_answers_the_refusal_as_its_one_object(tmp_path: Path) -> None:
     assert done.returncode == 2, done.stderr
     assert '"code":"INVALID_INPUT"' in done.stdout
     assert f"{_GONE}, so the relative path '.' cannot be found" in done.stdout
+
+
+def test_a_dash_is_standard_input_not_a_relative_path(tmp_path: Path) -> None:
+    """`verify -` reads the bundle from stdin: it gets as far as reading it (was refused)."""
+    done = _from_removed_directory(tmp_path, "verify", "-", stdin=b"not a bundle\n")
+    assert _GONE not in done.stderr, done.stderr
+    assert done.returncode == 1, done.stderr
+    assert "FAIL bundle: not JSON Lines of DSSE envelopes" in done.stdout
+
+
+def test_a_relative_signing_key_variable_is_refused_by_name(tmp_path: Path) -> None:
+    """$JIGCMD_SIGNING_KEY=k.pem would quietly have become /k.pem."""
+    env = {"PATH": "/usr/bin:/bin", "JIGCMD_SIGNING_KEY": "k.pem"}
+    done = _from_removed_directory(tmp_path, "key", env=env)
+    assert done.returncode == 2, done.stderr
+    assert "$JIGCMD_SIGNING_KEY='k.pem'" in done.stderr and _GONE in done.stderr
