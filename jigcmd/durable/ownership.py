@@ -484,7 +484,8 @@ class Ownership:
         # is the operation's outcome, and a retry here meanwhile gets it again (`_join`).
         message = (
             f"{what} the journal {self.journal.path} could not record its outcome: "
-            f"{_cause(exc)}; it is closed as uncertain once the journal can be written again"
+            # Words that stay true once the row is closed in them (replays answer the same).
+            f"{_cause(exc)}, so its outcome is uncertain: no result of it is kept"
         )
         error = JigError(Code.UNCERTAIN, message, recorded=True)
         error.ended_unix_ms = unix_ms()
