@@ -106,7 +106,7 @@ def base_problem(
         return (
             f"{said} is an absolute path, which would name one hierarchy only; "
             f"{meaning(mode, root)}",
-            f"set {source} to {_relative_name(base, root)}",
+            f"set {source} to {_relative_name(base, root, uid)}",
         )
     if uid != 0 and _is_roots(base, mode, root):
         return (
@@ -165,12 +165,17 @@ def _under(path: str, root: str) -> bool:
     return posixpath.normpath(path).startswith(posixpath.normpath(root) + "/")
 
 
-def _relative_name(base: str, root: str) -> str:
-    """The name `base` most likely meant: below `<root>/<hierarchy>/`, else without its `/`."""
+def _relative_name(base: str, root: str, uid: int) -> str:
+    """The name `base` most likely meant: below `<root>/<hierarchy>/`, else without its `/`.
+
+    Never root's `jigcmd` for another user: that fix would only be refused next.
+    """
     path = posixpath.normpath(base)
     if _under(path, root):
-        return "/".join(posixpath.relpath(path, root).split("/")[1:])
-    return path.lstrip("/")
+        name = "/".join(posixpath.relpath(path, root).split("/")[1:])
+    else:
+        name = path.lstrip("/")
+    return own_base(uid) if uid != 0 and _is_roots(name, "v1", root) else name
 
 
 @dataclass(frozen=True)

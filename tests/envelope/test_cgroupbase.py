@@ -48,6 +48,19 @@ def test_an_absolute_base_on_a_v1_or_hybrid_host_is_refused_with_the_name_it_mea
     assert base_problem("jigcmd-u1001", "--cgroup-base", mode, ROOT) is None
 
 
+@pytest.mark.parametrize("base", [f"{ROOT}/unified/jigcmd", "/jigcmd", f"{ROOT}/pids/jigcmd/x"])
+def test_an_absolute_form_of_roots_base_is_fixed_with_the_users_own(base: str) -> None:
+    """Without root the fix names jigcmd-u<uid>, not root's `jigcmd` (refused next)."""
+    for mode in ("hybrid", "v1"):
+        problem = base_problem(base, "--cgroup-base", mode, ROOT, 1003)
+        assert problem is not None and "is an absolute path" in problem[0]
+        assert problem[1] == "set --cgroup-base to jigcmd-u1003", (mode, problem)
+        followed = problem[1].removeprefix("set --cgroup-base to ")
+        assert base_problem(followed, "--cgroup-base", mode, ROOT, 1003) is None
+        roots = base_problem(base, "--cgroup-base", mode, ROOT, 0)
+        assert roots is not None and roots[1].startswith("set --cgroup-base to jigcmd"), roots
+
+
 def test_a_v2_base_must_be_inside_the_cgroup2_mount() -> None:
     """Absolute inside the mount, or relative to it; elsewhere, or climbing out, is refused."""
     assert base_problem(f"{ROOT}/user.slice/x.scope", "--cgroup-base", "v2", ROOT) is None
