@@ -87,7 +87,9 @@ def test_an_empty_cgroup_base_option_is_refused_not_read_as_the_default(tmp_path
     assert "argument --cgroup-base: an empty cgroup base" in done.stderr, done.stderr
 
 
-@pytest.mark.parametrize("base", [" ", ".", "/", "a/../b", "jigcmdx$(id>pwned)'"])
+@pytest.mark.parametrize(
+    "base", [" ", ".", "/", "a/../b", "jigcmdx$(id>pwned)'", "cgroup.procs", "jigcmdx/tasks"]
+)
 def test_the_doctor_refuses_an_odd_base_and_makes_nothing_for_it(tmp_path: Path, base: str) -> None:
     """Root's doctor: FAIL, the base in no command text, no cgroup made for it."""
     require_root("root's doctor judges (and would make) the base")

@@ -147,6 +147,28 @@ def test_a_base_no_host_takes_is_refused_as_root_too(base: str) -> None:
     assert base_problem(f"{ROOT}/memory/", "--cgroup-base", "hybrid", ROOT, 0) is not None
 
 
+@pytest.mark.parametrize("base", ["cgroup.procs", "jigcmd-u1001/memory.max", "a/tasks", "io.max"])
+def test_a_control_files_name_is_refused(base: str) -> None:
+    """A directory cannot be made where a control file is (or will be, once its parent is)."""
+    for mode in ("hybrid", "v1", "v2"):
+        problem = base_problem(base, "$JIGCMD_CGROUP_BASE", mode, ROOT, 0)
+        assert problem is not None and "the name of a cgroup's control file" in problem[0]
+        assert problem[1] == "set $JIGCMD_CGROUP_BASE to a directory name such as jigcmd"
+
+
+def test_a_file_in_a_hierarchy_is_refused_whatever_its_name(tmp_path: Path) -> None:
+    """`irq.pressure` (v2) or any file not named like a controller's: refused as a file."""
+    (tmp_path / "irq.pressure").write_text("")
+    (tmp_path / "memory").mkdir()
+    (tmp_path / "memory" / "odd").write_text("")
+    root = str(tmp_path)
+    v2 = base_problem("irq.pressure/x", "--cgroup-base", "v2", root, 0)
+    assert v2 is not None and f"names {root}/irq.pressure, a file" in v2[0], v2
+    v1 = base_problem("odd", "--cgroup-base", "hybrid", root, 0)
+    assert v1 is not None and f"names {root}/memory/odd, a file" in v1[0], v1
+    assert base_problem("memory", "--cgroup-base", "hybrid", root, 0) is None
+
+
 def test_an_odd_character_is_named_with_the_ones_allowed() -> None:
     """The refusal says which characters are wrong, which are allowed and why."""
     problem = base_problem("jigcmdx$(id>/tmp/pwned)", "$JIGCMD_CGROUP_BASE", "hybrid", ROOT, 0)
