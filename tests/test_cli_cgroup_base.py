@@ -57,6 +57,8 @@ def test_a_base_that_cannot_be_one_is_refused_by_run_and_serve_at_start(
         assert done.returncode in (2, 3), done.stdout + done.stderr
         assert f": the cgroup base {bad!r} ({given}) is " in done.stderr, done.stderr
         assert "ended:" not in done.stdout
+        # Judged before the state directory is made: a refused start leaves nothing behind.
+        assert not (tmp_path / "state").exists()
 
 
 def _jigcmd(*argv: str, base: str | None = None, cwd: Path | None = None) -> CompletedProcess[str]:
