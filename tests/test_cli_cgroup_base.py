@@ -57,6 +57,8 @@ def test_a_base_that_cannot_be_one_is_refused_by_run_and_serve_at_start(
         assert done.returncode in (2, 3), done.stdout + done.stderr
         assert f": the cgroup base {bad!r} ({given}) is " in done.stderr, done.stderr
         assert "ended:" not in done.stdout
+        # Judged before the state directory is made: a refused start leaves nothing behind.
+        assert not (tmp_path / "state").exists()
 
 
 def _jigcmd(*argv: str, base: str | None = None, cwd: Path | None = None) -> CompletedProcess[str]:
@@ -87,7 +89,9 @@ def test_an_empty_cgroup_base_option_is_refused_not_read_as_the_default(tmp_path
     assert "argument --cgroup-base: an empty cgroup base" in done.stderr, done.stderr
 
 
-@pytest.mark.parametrize("base", [" ", ".", "/", "a/../b", "jigcmdx$(id>pwned)'"])
+@pytest.mark.parametrize(
+    "base", [" ", ".", "/", "a/../b", "jigcmdx$(id>pwned)'", "cgroup.procs", "jigcmdx/tasks"]
+)
 def test_the_doctor_refuses_an_odd_base_and_makes_nothing_for_it(tmp_path: Path, base: str) -> None:
     """Root's doctor: FAIL, the base in no command text, no cgroup made for it."""
     require_root("root's doctor judges (and would make) the base")
@@ -102,20 +106,46 @@ def test_the_doctor_refuses_an_odd_base_and_makes_nothing_for_it(tmp_path: Path,
     assert _top_level_cgroups(backend) == before
 
 
-def test_the_doctors_probe_run_leaves_no_base_it_made(tmp_path: Path) -> None:
-    """A base that did not exist: the end-to-end line makes it for its run, then removes it."""
+@pytest.mark.parametrize("below", ["", "/a/b"])
+def test_the_doctors_probe_run_leaves_no_base_it_made(tmp_path: Path, below: str) -> None:
+    """A base that did not exist (nested too, judged writable at the hierarchy it is made in):
+    the end-to-end line makes it for its run, then removes it."""
     require_root("root's doctor makes its base")
     backend = usable_cgroups()
     require_runtime()
-    base = f"jigcmd-doctor-{secrets.token_hex(4)}"
+    top = f"jigcmd-doctor-{secrets.token_hex(4)}"
     try:
-        done = _jigcmd("doctor", "--cgroup-base", base, cwd=tmp_path)
+        done = _jigcmd("doctor", "--cgroup-base", top + below, cwd=tmp_path)
         assert "ok    end-to-end" in done.stdout, done.stdout
-        assert [d for d in _top_level_cgroups(backend) if base in d] == []
+        assert "FAIL" not in done.stdout, done.stdout
+        assert [d for d in _top_level_cgroups(backend) if top in d] == []
     finally:
-        for directory in _top_level_cgroups(backend):
-            if base in directory:
-                remove_tree(directory)
+        _remove_top(backend, top)
+
+
+def test_roots_run_makes_a_missing_nested_base(tmp_path: Path) -> None:
+    """Root makes its base however deep: a run in `jigcmd-…/a/b`, none of it there, passes."""
+    require_root("root makes its base")
+    backend = usable_cgroups()
+    require_runtime()
+    binding = admit_example(tmp_path)
+    candidate = binding.parent / "candidates" / "passing"
+    top = f"jigcmd-nested-{secrets.token_hex(4)}"
+    state = ["--state-dir", str(tmp_path / "state")]
+    try:
+        done = _jigcmd(
+            "run", "--binding", str(binding), *state, "tests", "--files", str(candidate),
+            base=f"{top}/a/b",
+        )  # fmt: skip
+        assert done.returncode == 0, done.stdout + done.stderr
+    finally:
+        _remove_top(backend, top)
+
+
+def _remove_top(backend: cgroups.CgroupBackend, top: str) -> None:
+    for directory in _top_level_cgroups(backend):
+        if directory.endswith("/" + top):
+            remove_tree(directory)
 
 
 def _top_level_cgroups(backend: cgroups.CgroupBackend) -> set[str]:

@@ -8,7 +8,7 @@ from pathlib import Path
 from jigcmd.durable.statedir import default_state_dir, prepare_state_dir
 from jigcmd.envelope.cgroupbase import configured_base
 from jigcmd.envelope.cgroups import CgroupBackend, CgroupUnavailable
-from jigcmd.envelope.delegation import resolve_backend
+from jigcmd.envelope.delegation import refuse_bad_base, resolve_backend
 
 __all__ = ["Host", "open_host", "state_directory"]
 
@@ -40,12 +40,14 @@ def open_host(
     for_jobs: bool = True,
     tolerate_no_cgroups: bool = False,
 ) -> Host:
-    """Prepare the state directory, then resolve the cgroup backend and its base (blocking).
+    """Judge the operator's base, prepare the state directory, then resolve the backend.
 
     Raises `StateDirError`, `DelegationError` (no cgroup subtree this user may use; without
     `for_jobs`, one that could host no new job still counts), and, unless
     `tolerate_no_cgroups`, `CgroupUnavailable` or `ValueError`.
     """
+    # A base that cannot be one is refused before a state directory is made for nothing.
+    refuse_bad_base(cgroup_base)
     state = state_directory(state_dir)
     try:
         backend, base = resolve_backend(cgroup_base, move_self=move_self, for_jobs=for_jobs)

@@ -7,7 +7,8 @@ inside the cgroup2 mount, absolute or relative to it. The operator's base (`--cg
 else `$JIGCMD_CGROUP_BASE`) is checked before any backend is built, in the same words for
 both, and a base that cannot be one is refused: never replaced by the default. Refused too: a
 name with characters cgroups do not have in practice (it goes into root commands printed
-for pasting), a `.`/`..` component, a hierarchy's root, or, without root, root's `jigcmd`.
+for pasting), a `.`/`..` component, a hierarchy's root, a control file's name or place
+(no directory can be made there), or, without root, root's `jigcmd`.
 
 Without root on a v1 or hybrid host, the base must be the user's in every hierarchy a job
 uses, its `cgroup.procs` included (`chown -R`): `delegated_step` says which are not, and
@@ -24,7 +25,7 @@ import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from jigcmd.envelope.cgroups import CgroupBackend, delegated_hierarchies
+from jigcmd.envelope.cgroups import V1_CONTROLLERS, CgroupBackend, delegated_hierarchies
 from jigcmd.envelope.cgroups.v1 import V1Backend
 from jigcmd.envelope.cgroups.v2 import V2Backend
 
@@ -51,6 +52,9 @@ _SYSTEMD_ESCAPE = re.compile(r"\\x[0-9a-fA-F]{2}")
 _ALLOWED = (
     "letters, digits and _ . @ : + - (with / between directories, and systemd's \\xNN escapes)"
 )
+# A component named so is a control file: `cgroup.procs`, `memory.max`, v1's `tasks`….
+_CONTROL_NAME = re.compile("(" + "|".join(sorted({"cgroup", "io", *V1_CONTROLLERS})) + r")\..*")
+_V1_ROOT_FILES = frozenset({"tasks", "notify_on_release", "release_agent"})
 # Root's default base: its servers' jobs live there, never another user's to take.
 _ROOT_BASE = "jigcmd"
 
@@ -106,8 +110,11 @@ def base_problem(
         return (
             f"{said} is an absolute path, which would name one hierarchy only; "
             f"{meaning(mode, root)}",
-            f"set {source} to {_relative_name(base, root)}",
+            f"set {source} to {_relative_name(base, root, uid)}",
         )
+    control = _control_file_problem(base, said, mode, root)
+    if control is not None:
+        return control, f"set {source} to a directory name such as {own_base(uid)}"
     if uid != 0 and _is_roots(base, mode, root):
         return (
             f"{said}: that is root's base (root's servers run their jobs in it), never another "
@@ -154,6 +161,39 @@ def _shape_problem(base: str, said: str, mode: str, root: str) -> tuple[str, str
     return None
 
 
+def _control_file_problem(base: str, said: str, mode: str, root: str) -> str | None:
+    """Why `base` would be a control file (`cgroup.procs`, `memory.max`…): by name, or a
+    file already there in a hierarchy; a directory can never be made in its place."""
+    relative = posixpath.relpath(posixpath.normpath(base), root) if os.path.isabs(base) else base
+    parts = [p for p in relative.split("/") if p]
+    named = [p for p in parts if p in _V1_ROOT_FILES or _CONTROL_NAME.fullmatch(p)]
+    if named:
+        return (
+            f"{said} has the component {named[0]!r}, the name of a cgroup's control file, "
+            f"where a directory cannot be made; {meaning(mode, root)}"
+        )
+    for hierarchy in _hierarchies(mode, root):
+        path = hierarchy
+        for part in parts:
+            path = posixpath.join(path, part)
+            if os.path.lexists(path) and not os.path.isdir(path):
+                return (
+                    f"{said} names {path}, a file (a cgroup's control file), not a directory; "
+                    f"{meaning(mode, root)}"
+                )
+    return None
+
+
+def _hierarchies(mode: str, root: str) -> list[str]:
+    """The hierarchies' roots a base is made in: the cgroup2 mount, or each under `root`."""
+    if mode == "v2":
+        return [root]
+    try:
+        return sorted(e.path for e in os.scandir(root) if e.is_dir(follow_symlinks=False))
+    except OSError:
+        return []
+
+
 def _is_roots(base: str, mode: str, root: str) -> bool:
     """Whether `base` is root's default base or lies under it."""
     if mode == "v2" and os.path.isabs(base):
@@ -165,12 +205,17 @@ def _under(path: str, root: str) -> bool:
     return posixpath.normpath(path).startswith(posixpath.normpath(root) + "/")
 
 
-def _relative_name(base: str, root: str) -> str:
-    """The name `base` most likely meant: below `<root>/<hierarchy>/`, else without its `/`."""
+def _relative_name(base: str, root: str, uid: int) -> str:
+    """The name `base` most likely meant: below `<root>/<hierarchy>/`, else without its `/`.
+
+    Never root's `jigcmd` for another user: that fix would only be refused next.
+    """
     path = posixpath.normpath(base)
     if _under(path, root):
-        return "/".join(posixpath.relpath(path, root).split("/")[1:])
-    return path.lstrip("/")
+        name = "/".join(posixpath.relpath(path, root).split("/")[1:])
+    else:
+        name = path.lstrip("/")
+    return own_base(uid) if uid != 0 and _is_roots(name, "v1", root) else name
 
 
 @dataclass(frozen=True)

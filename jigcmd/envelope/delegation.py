@@ -26,7 +26,7 @@ import shlex
 from collections.abc import Callable
 
 from jigcmd.envelope.cgroupbase import base_problem, configured_base, delegated_step, owners_of
-from jigcmd.envelope.cgroups import CgroupBackend, detect
+from jigcmd.envelope.cgroups import CgroupBackend, CgroupUnavailable, detect
 from jigcmd.envelope.cgroups import files as cgroupfs
 
 __all__ = [
@@ -38,6 +38,7 @@ __all__ = [
     "movable_parent",
     "move_parent",
     "own_cgroup_v2",
+    "refuse_bad_base",
     "resolve_backend",
     "sharing_processes",
     "sharing_reason",
@@ -77,10 +78,7 @@ def choose_base(
     """
     configured = configured_base(explicit)
     euid = os.geteuid() if euid is None else euid
-    if configured is not None:
-        problem = base_problem(*configured, mode, root, euid)
-        if problem is not None:
-            raise DelegationError(": ".join(problem))
+    _refuse_bad_base(configured, mode, root, euid)
     if euid == 0:
         return configured[0] if configured else "jigcmd"
     if mode == "v2":
@@ -310,6 +308,22 @@ def _move_into_leaf(here: str) -> None:
             with contextlib.suppress(OSError):
                 os.rmdir(leaf)
         raise
+
+
+def _refuse_bad_base(configured: tuple[str, str] | None, mode: str, root: str, euid: int) -> None:
+    if configured is not None:
+        problem = base_problem(*configured, mode, root, euid)
+        if problem is not None:
+            raise DelegationError(": ".join(problem))
+
+
+def refuse_bad_base(explicit: str | None) -> None:
+    """Raise DelegationError for an operator's base that cannot be one here; changes nothing."""
+    try:
+        mode = detect().mode
+    except (CgroupUnavailable, ValueError):
+        return  # resolve_backend names that, as the front tolerates it or not
+    _refuse_bad_base(configured_base(explicit), mode, "/sys/fs/cgroup", os.geteuid())
 
 
 def resolve_backend(

@@ -48,6 +48,19 @@ def test_an_absolute_base_on_a_v1_or_hybrid_host_is_refused_with_the_name_it_mea
     assert base_problem("jigcmd-u1001", "--cgroup-base", mode, ROOT) is None
 
 
+@pytest.mark.parametrize("base", [f"{ROOT}/unified/jigcmd", "/jigcmd", f"{ROOT}/pids/jigcmd/x"])
+def test_an_absolute_form_of_roots_base_is_fixed_with_the_users_own(base: str) -> None:
+    """Without root the fix names jigcmd-u<uid>, not root's `jigcmd` (refused next)."""
+    for mode in ("hybrid", "v1"):
+        problem = base_problem(base, "--cgroup-base", mode, ROOT, 1003)
+        assert problem is not None and "is an absolute path" in problem[0]
+        assert problem[1] == "set --cgroup-base to jigcmd-u1003", (mode, problem)
+        followed = problem[1].removeprefix("set --cgroup-base to ")
+        assert base_problem(followed, "--cgroup-base", mode, ROOT, 1003) is None
+        roots = base_problem(base, "--cgroup-base", mode, ROOT, 0)
+        assert roots is not None and roots[1].startswith("set --cgroup-base to jigcmd"), roots
+
+
 def test_a_v2_base_must_be_inside_the_cgroup2_mount() -> None:
     """Absolute inside the mount, or relative to it; elsewhere, or climbing out, is refused."""
     assert base_problem(f"{ROOT}/user.slice/x.scope", "--cgroup-base", "v2", ROOT) is None
@@ -132,6 +145,28 @@ def test_a_base_no_host_takes_is_refused_as_root_too(base: str) -> None:
         assert problem[1].startswith("set --cgroup-base to "), problem
     # One v1 hierarchy's root; on v2 a directory like any other.
     assert base_problem(f"{ROOT}/memory/", "--cgroup-base", "hybrid", ROOT, 0) is not None
+
+
+@pytest.mark.parametrize("base", ["cgroup.procs", "jigcmd-u1001/memory.max", "a/tasks", "io.max"])
+def test_a_control_files_name_is_refused(base: str) -> None:
+    """A directory cannot be made where a control file is (or will be, once its parent is)."""
+    for mode in ("hybrid", "v1", "v2"):
+        problem = base_problem(base, "$JIGCMD_CGROUP_BASE", mode, ROOT, 0)
+        assert problem is not None and "the name of a cgroup's control file" in problem[0]
+        assert problem[1] == "set $JIGCMD_CGROUP_BASE to a directory name such as jigcmd"
+
+
+def test_a_file_in_a_hierarchy_is_refused_whatever_its_name(tmp_path: Path) -> None:
+    """`irq.pressure` (v2) or any file not named like a controller's: refused as a file."""
+    (tmp_path / "irq.pressure").write_text("")
+    (tmp_path / "memory").mkdir()
+    (tmp_path / "memory" / "odd").write_text("")
+    root = str(tmp_path)
+    v2 = base_problem("irq.pressure/x", "--cgroup-base", "v2", root, 0)
+    assert v2 is not None and f"names {root}/irq.pressure, a file" in v2[0], v2
+    v1 = base_problem("odd", "--cgroup-base", "hybrid", root, 0)
+    assert v1 is not None and f"names {root}/memory/odd, a file" in v1[0], v1
+    assert base_problem("memory", "--cgroup-base", "hybrid", root, 0) is None
 
 
 def test_an_odd_character_is_named_with_the_ones_allowed() -> None:

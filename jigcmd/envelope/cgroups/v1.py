@@ -223,12 +223,17 @@ def _int_file(path: str) -> int:
         raise OSError(errno.EINVAL, f"unexpected value {text!r}", path) from None
 
 
-def _writable(hierarchy: str, base: str) -> bool:
-    """Whether jobs can be made under `base` in `hierarchy` (the base, or where it would go)."""
+def _nearest_dir(hierarchy: str, base: str) -> str:
+    """`base` in `hierarchy`, or its nearest existing ancestor (where it would be made)."""
     path = os.path.join(hierarchy, base)
     while not os.path.isdir(path) and path != hierarchy:
         path = os.path.dirname(path)
-    return os.access(path, os.W_OK)
+    return path
+
+
+def _writable(hierarchy: str, base: str) -> bool:
+    """Whether jobs can be made under `base` in `hierarchy` (the base, or where it would go)."""
+    return os.access(_nearest_dir(hierarchy, base), os.W_OK)
 
 
 def _inherit_cpuset(directory: str) -> None:
@@ -282,17 +287,17 @@ class V1Backend:
         """The required controllers, and the cpuset where this user may make jobs in it."""
         return (*self._controllers(), CPUSET) if self._cpuset else self._controllers()
 
-    def _bases(self) -> dict[str, str]:
-        """The jobs' parent directory per controller (and for the unified hierarchy)."""
-        bases = {
-            c: os.path.join(self.hierarchies[c], self.base)
-            for c in self._job_controllers()
-            if c in self.hierarchies
-        }
+    def _roots(self) -> dict[str, str]:
+        """The hierarchy's root per job controller (and the unified hierarchy's)."""
+        roots = {c: self.hierarchies[c] for c in self._job_controllers() if c in self.hierarchies}
         if self.unified is not None:
             # First: pid 1 is born in it (clone3), so cgroup.kill reaches it before anything else.
-            bases = {_UNIFIED: os.path.join(self.unified, self.base), **bases}
-        return bases
+            roots = {_UNIFIED: self.unified, **roots}
+        return roots
+
+    def _bases(self) -> dict[str, str]:
+        """The jobs' parent directory per controller (and for the unified hierarchy)."""
+        return {c: os.path.join(root, self.base) for c, root in self._roots().items()}
 
     def _dirs(self, name: str) -> dict[str, str]:
         return {c: b + "/" + name for c, b in self._job_bases.items()}
@@ -446,8 +451,9 @@ class V1Backend:
             )
         # One sentence for every hierarchy: they are unwritable for one reason.
         unwritable = []
-        for controller, base in sorted(self._bases().items()):
-            target = base if os.path.isdir(base) else os.path.dirname(base)
+        for controller, root in sorted(self._roots().items()):
+            # A nested base (`a/b`) is made from its nearest existing ancestor, however deep.
+            target = _nearest_dir(root, self.base)
             if not os.access(target, os.W_OK):
                 unwritable.append(f"{target} ({controller})")
         if unwritable:
