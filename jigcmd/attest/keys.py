@@ -25,6 +25,7 @@ import contextlib
 import hashlib
 import os
 import secrets
+import shlex
 import stat
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -178,14 +179,14 @@ def _read_bytes(path: Path, *, host: bool = False) -> bytes:
     if stat.S_ISREG(info.st_mode) and info.st_mode & 0o077:
         raise SigningKeyError(
             f"signing key {path}: readable or writable by group or others "
-            f"(mode {stat.S_IMODE(info.st_mode):04o}); chmod 600 it"
+            f"(mode {stat.S_IMODE(info.st_mode):04o}); run chmod 600 {shlex.quote(str(path))}"
         )
     if stat.S_ISREG(info.st_mode) and info.st_uid != os.geteuid():
         # Its owner may read it (or chmod it to), and sign statements as this host.
         raise SigningKeyError(
             f"signing key {path}: owned by uid {info.st_uid}, not by this user "
-            f"(uid {os.geteuid()}), who could sign as this host; chown {os.geteuid()} it "
-            "if it is yours, else make a new key"
+            f"(uid {os.geteuid()}), who could sign as this host; run chown {os.geteuid()} "
+            f"{shlex.quote(str(path))} if it is yours, else make a new key"
         )
     return data
 
@@ -241,7 +242,8 @@ def load_host_public(state_dir: Path) -> PublicKey:
     if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
         raise SigningKeyError(
             f"public key {path}: writable by group or others "
-            f"(mode {stat.S_IMODE(info.st_mode):04o}), so not trusted; chmod 644 it"
+            f"(mode {stat.S_IMODE(info.st_mode):04o}), so not trusted; run chmod 644 "
+            f"{shlex.quote(str(path))}"
         )
     if info.st_uid != os.geteuid():
         raise SigningKeyError(

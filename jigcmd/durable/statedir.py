@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shlex
 import stat
 from collections.abc import Mapping
 from pathlib import Path
@@ -250,11 +251,12 @@ def _check_journal_files(fd: int, path: Path) -> None:
             raise StateDirError(
                 f"journal file {where} is owned by uid {info.st_uid}, not by this user "
                 f"(uid {euid}): its owner could rewrite the journal",
-                f"run chown {euid} {where} if it is yours, after checking what changed it",
+                f"run chown {euid} {shlex.quote(str(where))} if it is yours, after checking "
+                "what changed it",
             )
         if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
             raise StateDirError(
                 f"journal file {where} is writable by group or others "
                 f"(mode {stat.S_IMODE(info.st_mode):04o}): they could rewrite the journal",
-                f"run chmod go-w {where}, after checking what changed it",
+                f"run chmod go-w {shlex.quote(str(where))}, after checking what changed it",
             )

@@ -28,6 +28,7 @@ from __future__ import annotations
 import errno
 import os
 import pwd
+import shlex
 import stat
 from contextvars import ContextVar
 from pathlib import Path
@@ -178,7 +179,7 @@ def _refuse_writable_parent(
         )
     own = _elsewhere(parent, "whose every parent only root or you may write")
     # chmod is offered only to whoever may run it: the directory's owner, or root.
-    chmod = f"run chmod go-w {parent}"
+    chmod = f"run chmod go-w {shlex.quote(str(parent))}"
     if euid not in (0, parent_info.st_uid):
         chmod = f"ask its owner (uid {parent_info.st_uid}) to {chmod}"
     raise StateDirError(
@@ -214,7 +215,7 @@ def _elsewhere(refused: Path, which: str) -> str:
     # Named only if serve could make it and trust it: a home `useradd -M` never made is not.
     if _judging_example.get() or not _usable(example):
         return f"use a state directory {which}: --state-dir DIR (or $JIGCMD_STATE_DIR)"
-    return f"use a state directory {which}, e.g. --state-dir {example}"
+    return f"use a state directory {which}, e.g. --state-dir {shlex.quote(str(example))}"
 
 
 def _usable(example: Path) -> bool:
@@ -288,7 +289,8 @@ def _open_dir(path: Path, name: Path | str, dir_fd: int | None = None) -> int:
             raise StateDirError(
                 f"{path}, on the state directory's path, became a symbolic link or a "
                 "non-directory as it was made (nothing was made through it)",
-                f"remove {path} if it is not yours; " + _elsewhere(path, "of your own"),
+                f"remove {shlex.quote(str(path))} if it is not yours; "
+                + _elsewhere(path, "of your own"),
             ) from None
         raise StateDirError(f"state directory path {path} cannot be read: {exc.strerror}") from exc
 

@@ -31,7 +31,12 @@ from jigcmd.attest.keys import (
 )
 from jigcmd.attest.verify import verify_bundle
 from jigcmd.durable.host import state_directory
-from jigcmd.durable.statedir import StateDirError, checked_state_dir, default_state_dir
+from jigcmd.durable.statedir import (
+    StateDirError,
+    checked_state_dir,
+    default_state_dir,
+    unmade_state_dir,
+)
 from jigcmd.journal.rows import Row
 from jigcmd.journal.schema import SchemaError
 from jigcmd.journal.store import DB_NAME, Journal, JournalError, JournalUnusable
@@ -212,11 +217,7 @@ def key(state_dir: Path | None, signing_key: Path | None) -> int:
     if state_dir is not None and not os.path.lexists(state_dir):
         # A mistyped `--state-dir` would get a brand-new key, printed as the host's (and in
         # a rotation, archived as the retired one): refused, as attest and runs refuse it.
-        sys.stderr.write(
-            f"jigcmd key: --state-dir {state_dir}: it does not exist (nothing was created, no "
-            "key made); give the state directory `jigcmd serve` uses, or create it first "
-            f"(mkdir -m 700 {shlex.quote(str(state_dir))}) to make a new host key there\n"
-        )
+        sys.stderr.write(_not_there(state_dir))
         return _UNUSABLE
     try:
         signing = open_signing_key(state_directory(state_dir), signing_key)
@@ -227,3 +228,21 @@ def key(state_dir: Path | None, signing_key: Path | None) -> int:
     sys.stdout.buffer.write(public.pem)
     sys.stderr.write(f"key id: {public.keyid} ({signing.source})\n")
     return _OK
+
+
+def _not_there(state_dir: Path) -> str:
+    """Key's refusal of a missing `--state-dir`, its fix judged as serve would make the path."""
+    said = (
+        f"jigcmd key: --state-dir {state_dir}: it does not exist (nothing was created, no key made)"
+    )
+    try:
+        unmade_state_dir(state_dir)
+    except StateDirError as exc:
+        # A mkdir here would only meet serve's refusal (a parent others may write, a file on
+        # the way): serve's reason and fix instead, as the doctor gives them.
+        return f"{said}, and serve would refuse to make it: {exc}\n"
+    return (
+        f"{said}; give the state directory `jigcmd serve` uses, or create it first "
+        f"(mkdir -p -m 700 {shlex.quote(str(state_dir))}, or start `jigcmd serve` with it "
+        "once) to make a new host key there\n"
+    )

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import errno
 import os
+import shlex
 import sqlite3
 from enum import Enum, auto
 from pathlib import Path
@@ -180,7 +181,8 @@ def _moved(path: Path, now_at: Path, cause: str) -> JournalUnusable:
     """The refusal for a journal moved while in use: whole at `now_at`, lost to this process."""
     fix = (
         f"move {now_at.parent} back to {path.parent} and start again, or start with "
-        f"--state-dir {now_at.parent}; leave a state directory in place while jigcmd uses it"
+        f"--state-dir {shlex.quote(str(now_at.parent))}; leave a state directory in place "
+        "while jigcmd uses it"
     )
     return JournalUnusable(path, cause, fix)
 

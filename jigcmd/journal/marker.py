@@ -26,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import shlex
 import stat
 import struct
 from collections.abc import Iterator
@@ -103,8 +104,8 @@ class Marker:
                 fix = (
                     f"put the journal back at {path}, or move {path.parent} aside to start afresh"
                     if path == self.db
-                    else f"remove {path} (it holds none of the journal), after checking what "
-                    "put it there"
+                    else f"remove {shlex.quote(str(path))} (it holds none of the journal), after "
+                    "checking what put it there"
                 )
                 named = "" if path == self.db else f"{path.name} "
                 cause = f"{named}is {exc.what}, not a regular file"
@@ -150,8 +151,8 @@ class Marker:
             raise JournalUnusable(
                 self.db,
                 f"its marker {self.path.name} is {exc.what}, not a regular file",
-                f"remove {self.path} (the journal's next writer writes it again), after "
-                "checking what put it there",
+                f"remove {shlex.quote(str(self.path))} (the journal's next writer writes it "
+                "again), after checking what put it there",
             ) from None
         try:
             return msgspec.json.decode(data, type=_Written).clean

@@ -20,6 +20,7 @@ from __future__ import annotations
 import _thread
 import errno
 import os
+import shlex
 import stat
 
 __all__ = [
@@ -169,11 +170,11 @@ def _open_checked(name: str, parent: int | None, where: str) -> int:
 def _not_ours_fix(where: str, kind: str) -> str:
     """What to do about `where`, another user's: root may take it over, anyone else not."""
     if not kind:
-        return f"remove it, or run chown {os.geteuid()} {where} if it is yours"
+        return f"remove it, or run chown {os.geteuid()} {shlex.quote(where)} if it is yours"
     if os.geteuid() == 0:
         # Most often a volume or bind mount that keeps its owner from the host or image.
         return (
-            f"run chown -R 0 {where} if it is yours (a bind mount or volume keeps its "
+            f"run chown -R 0 {shlex.quote(where)} if it is yours (a bind mount or volume keeps its "
             "owner from the host), or use a directory of your own (--state-dir)"
         )
     return "use a directory of your own (--state-dir)"
@@ -193,8 +194,8 @@ def checked(where: str, info: os.stat_result, *, kind: str = "") -> None:
     if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
         raise StateDirError(
             f"{named} is writable by group or others (mode {stat.S_IMODE(info.st_mode):04o})",
-            f"run chmod 700 {where}"
+            f"run chmod 700 {shlex.quote(where)}"
             if kind
-            else f"remove {where} (jigcmd makes it again, 0700): another user may have left "
-            "files in it",
+            else f"remove {shlex.quote(where)} (jigcmd makes it again, 0700): another user "
+            "may have left files in it",
         )

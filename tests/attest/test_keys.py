@@ -233,7 +233,7 @@ def test_serve_answers_the_requests_sent_with_a_key_it_cannot_use_as_the_docs_sa
     shutil.copytree(REPO / "jigcmd" / "example", example)
     key = _key_file(tmp_path / "my.pem", _pem(Ed25519PrivateKey.generate()), 0o644)
     # The path itself may be scrubbed on the wire (a host path under HOME or the cwd).
-    cause = "readable or writable by group or others (mode 0644); chmod 600 it"
+    cause = "readable or writable by group or others (mode 0644); run chmod 600 "
     mcp = (example / "requests" / "mcp.jsonl").read_text().splitlines()[:3]
     answers = _serve_answers(example / "binding.toml", key, tmp_path / "state", mcp)
     assert [answer["id"] for answer in answers] == [1, 2]

@@ -30,7 +30,7 @@ def test_a_state_dir_that_does_not_exist_is_status_2_and_nothing_is_made(
     done = _key("--state-dir", str(typo))
     assert (done.returncode, done.stdout) == (2, "")
     assert done.stderr.startswith(f"jigcmd key: --state-dir {typo}: it does not exist")
-    assert f"mkdir -m 700 {typo}" in done.stderr
+    assert f"mkdir -p -m 700 {typo}" in done.stderr
     assert not typo.exists()
 
 

@@ -116,7 +116,7 @@ def test_a_host_key_another_user_owns_is_refused_at_start(tmp_path: Path) -> Non
     assert f"signing key {state / HOST_KEY_NAME}: owned by uid {_OTHER}, not by this user" in (
         stderr
     )
-    assert "chown 0 it if it is yours" in stderr
+    assert f"run chown 0 {state / HOST_KEY_NAME} if it is yours" in stderr
 
 
 def test_a_fifo_where_a_slot_file_belongs_is_refused_at_start(tmp_path: Path) -> None:

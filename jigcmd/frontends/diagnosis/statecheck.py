@@ -10,6 +10,7 @@ threshold the fix, `jigcmd prune`; runs left open by a server that is gone, with
 from __future__ import annotations
 
 import contextlib
+import shlex
 from pathlib import Path
 
 from jigcmd.durable.recovery import owner_gone
@@ -70,27 +71,28 @@ def journal_check(path: Path) -> Check:
         f"{default_slots()} default envelope slot(s) in use; journal {_mib(journal_bytes)}, kept "
         f"resources {_mib(resources)}"
     )
+    quoted = shlex.quote(str(path))  # the commands below are pasted into a shell
     if failures:
         listed = "; ".join(f"{row.operation_id}: {row.problems or row.reason}" for row in failures)
         return Check(
             "state",
             "warn",
             f"{detail}; {len(failures)} cleanup(s) NOT confirmed: {listed}",
-            f"inspect and run `jigcmd recover --state-dir {path}`; it re-checks them",
+            f"inspect and run `jigcmd recover --state-dir {quoted}`; it re-checks them",
         )
     if gone:
         return Check(
             "state",
             "warn",
             f"{detail}; {len(gone)} of them left open by a server that is gone: {', '.join(gone)}",
-            f"run `jigcmd recover --state-dir {path}`: it fences their runs and closes them",
+            f"run `jigcmd recover --state-dir {quoted}`: it fences their runs and closes them",
         )
     if journal_bytes + resources >= LARGE_STATE_BYTES:
         return Check(
             "state",
             "warn",
             f"{detail}; every recorded cleanup confirmed; it grows with every call",
-            f"bound it: `jigcmd prune --state-dir {path} --older-than 30d` (or the age your "
+            f"bound it: `jigcmd prune --state-dir {quoted} --older-than 30d` (or the age your "
             'evidence must be kept for; docs/deployment.md, "Bounding the state directory")',
         )
     return Check("state", "ok", detail + "; every recorded cleanup confirmed")
