@@ -1,11 +1,15 @@
-"""`jigcmd verify` of an MCP tool result with forged `_meta`.
+"""`jigcmd verify` of an MCP tool result as a host holds it, and of one with forged `_meta`.
 
-Through `jigcmd serve` and the official MCP SDK: a jigcmd `_meta` key in both eras'
-spellings fails, whichever of the two is genuine.
+Through `jigcmd serve` and the official MCP SDK: `call_tool`'s result, dumped as a host
+stores it, is evidence as the `result` of a whole answer is, and as FILE is refused by name;
+a jigcmd `_meta` key in both eras' spellings fails, whichever of the two is genuine.
 """
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +32,34 @@ async def _tests_result(tmp_path: Path) -> tuple[Path, dict[str, Any]]:
     async with mcp_session(binding, state, "--run-id", "run-mcp-answer") as client:
         ran = await client.call_tool("tests", {"files": files})
     return state, ran.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+def _verify_as_file(path: Path, state: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "jigcmd", "verify", str(path), "--state-dir", str(state)],
+        capture_output=True, text=True, timeout=120, check=False, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+
+
+async def test_a_bare_tool_result_is_evidence_and_not_a_bundle(tmp_path: Path) -> None:
+    """The SDK's result with no JSON-RPC line around it: checked whole as --evidence; as
+    FILE, status 2 saying what it is and where its statement is."""
+    state, result = await _tests_result(tmp_path)
+    lines = verify_result(state, tmp_path, result, result)
+    assert lines[-1] == "verified", lines
+    for said in (
+        "ok   isError: false, as a call that ended 'exited' is",
+        "ok   content: its text is the words of the checked structuredContent",
+    ):
+        assert said in lines, lines
+    assert any(line.startswith("ok   attestation: names this statement") for line in lines)
+    (tmp_path / "result.json").write_text(json.dumps(result))
+    as_file = _verify_as_file(tmp_path / "result.json", state)
+    assert as_file.returncode == 2, as_file.stdout + as_file.stderr
+    assert "not a bundle: an MCP tool result, which carries no statement: fetch it with " in (
+        as_file.stderr
+    )
+    assert "give this result as --evidence" in as_file.stderr
 
 
 async def test_a_meta_key_in_both_spellings_fails(tmp_path: Path) -> None:
