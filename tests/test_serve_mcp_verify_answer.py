@@ -34,9 +34,9 @@ async def _tests_result(tmp_path: Path) -> tuple[Path, dict[str, Any]]:
     return state, ran.model_dump(mode="json", by_alias=True, exclude_none=True)
 
 
-def _verify_as_file(path: Path, state: Path) -> subprocess.CompletedProcess[str]:
+def _verify(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "jigcmd", "verify", str(path), "--state-dir", str(state)],
+        [sys.executable, "-m", "jigcmd", "verify", *args],
         capture_output=True, text=True, timeout=120, check=False, stdin=subprocess.DEVNULL,
     )  # fmt: skip
 
@@ -54,12 +54,19 @@ async def test_a_bare_tool_result_is_evidence_and_not_a_bundle(tmp_path: Path) -
         assert said in lines, lines
     assert any(line.startswith("ok   attestation: names this statement") for line in lines)
     (tmp_path / "result.json").write_text(json.dumps(result))
-    as_file = _verify_as_file(tmp_path / "result.json", state)
+    as_file = _verify(str(tmp_path / "result.json"), "--state-dir", str(state))
     assert as_file.returncode == 2, as_file.stdout + as_file.stderr
     assert "not a bundle: an MCP tool result, which carries no statement: fetch it with " in (
         as_file.stderr
     )
     assert "give this result as --evidence" in as_file.stderr
+    # Text alone, as before 2025-06-18: nothing to check, said as such.
+    old = {key: value for key, value in result.items() if key != "structuredContent"}
+    (tmp_path / "old.json").write_text(json.dumps(old))
+    bundle, evidence = str(tmp_path / "b.jsonl"), str(tmp_path / "old.json")
+    refused = _verify(bundle, "--state-dir", str(state), "--evidence", evidence)
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    assert "an MCP tool result without `structuredContent`" in refused.stderr
 
 
 async def test_a_meta_key_in_both_spellings_fails(tmp_path: Path) -> None:
