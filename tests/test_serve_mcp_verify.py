@@ -10,9 +10,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 
 from jigcmd.frontends.servechild import ServeChild
+from jigcmd.protocol.mcp_results import view_text
+from jigcmd.protocol.mcp_view import View
 from tests.admitted_example import EXAMPLE, admit_example
 from tests.mcpsession import mcp_session
 from tests.mcpverify import verify_result
@@ -153,9 +156,10 @@ def _answers(tmp_path: Path, binding: Path, run_id: str, *sources: str) -> list[
 
 @pytest.mark.slow
 def test_the_whole_mcp_answer_is_checked_not_only_its_structured_content(tmp_path: Path) -> None:
-    """A stopped call's answer rewritten to read as a clean exit (isError, error code, text,
-    report) fails each part the statement signs; a field jigcmd never writes is named; and
-    another session's answer to the same call names another statement and fails."""
+    """A stopped call's answer rewritten to read as a clean exit (isError false or absent,
+    error code, text, report) fails each part the statement signs; a field jigcmd never
+    writes is named; and another session's answer to the same call names another statement
+    and fails."""
     binding = admit_example(tmp_path)
     ended, stopped = _answers(tmp_path, binding, "run-a", "1;\n", _LOOPS)
     (other,) = _answers(tmp_path, binding, "run-b", "1;\n")
@@ -192,6 +196,17 @@ def test_the_whole_mcp_answer_is_checked_not_only_its_structured_content(tmp_pat
     ) in lines
     said = "skip error: the result names no error code: the signed stop (DEADLINE_EXCEEDED) is "
     assert said + "unchecked" in lines
+    # isError left out, which MCP reads as false, and the text made a clean exit's again.
+    bare = {key: value for key, value in forged["result"].items() if key != "isError"}
+    view = msgspec.convert(result["structuredContent"], View)
+    bare["content"] = [{"type": "text", "text": view_text(view, "")}, *result["content"][1:]]
+    bare["_meta"] = {k: v for k, v in result["_meta"].items() if k != "jigcmd/error"}
+    lines = verify_result(state, tmp_path, result, {**stopped, "result": bare})
+    assert [line for line in lines if line.startswith(("FAIL", "NOT"))] == [
+        "FAIL isError: absent, which MCP reads as false, but the call was stopped ('deadline'), "
+        "an error",
+        "NOT verified",
+    ]
     # Session A's statement, session B's answer to the same call: another statement named.
     lines = verify_result(state, tmp_path, ended["result"], other)
     assert lines[-1] == "NOT verified", lines

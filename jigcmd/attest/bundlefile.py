@@ -2,10 +2,10 @@
 
 A bundle is JSON Lines of DSSE envelopes (or one envelope); a `jigcmd run --json` answer or a
 jarvis record carries it in `attestation.bundle`, a key no envelope has. An answer that
-carries no statement (a Run/1 or MCP answer, evidence alone, a `run --json` answer of a run
-that never ran to a signed end) is not what FILE takes: `ValueError` says what it is and
-where its statement is, rather than a failed bundle check of the wrong file. Read strictly
-(`jsonio.strict`), every line of the bundle too.
+carries no statement (a Run/1 or MCP answer, an MCP tool result alone, evidence alone, a
+`run --json` answer of a run that never ran to a signed end) is not what FILE takes:
+`ValueError` says what it is and where its statement is, rather than a failed bundle check
+of the wrong file. Read strictly (`jsonio.strict`), every line of the bundle too.
 """
 
 from __future__ import annotations
@@ -79,6 +79,12 @@ def _carries_no_statement(value: dict[str, Any]) -> str | None:
             "an MCP tools/call answer, which carries no statement: fetch it with "
             f'{_ATTEST} (the ids its `_meta["jigcmd/attestation"]` names) or resources/read '
             "of its `attestation` link, and give this answer as --evidence"
+        )
+    if "jsonrpc" not in value and ("structuredContent" in value or "content" in value):
+        return (
+            "an MCP tool result, which carries no statement: fetch it with "
+            f'{_ATTEST} (the ids its `_meta["jigcmd/attestation"]` names) and give this '
+            "result as --evidence"
         )
     if "jsonrpc" in value:
         return (

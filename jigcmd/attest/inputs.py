@@ -9,6 +9,8 @@ the first of several guesses. The shapes, by their distinguishing key:
   `.result.structuredContent`.
 - `run_id`: a jarvis `run.get` (or `run.create`) answer.
 - `budgetBytes`: an MCP `structuredContent`, the budgeted view of the evidence.
+- `structuredContent`: an MCP tool result with no JSON-RPC line around it (what an SDK's
+  `call_tool` returns), read as a `tools/call` answer's `result`.
 - `evidence`: a `jigcmd run --json` answer.
 - anything else: the ten evidence fields themselves.
 
@@ -187,6 +189,16 @@ def _pick(value: object, at: str) -> EvidenceFile:
         return JarvisResult(view, unknown)
     if "budgetBytes" in value or "limitsHit" in value:
         return _mcp(value, at)
+    if "structuredContent" in value:
+        # A bare MCP tool result (what an SDK's call_tool returns and a host stores): checked
+        # as the `result` of a whole answer is.
+        mcp = _mcp(value["structuredContent"], f"{at}.structuredContent")
+        return McpResult(mcp.view, mcp.unknown, Around("mcp", value, at))
+    if "content" in value:
+        raise ValueError(
+            "an MCP tool result without `structuredContent` (an older protocol version's, "
+            "before 2025-06-18): it carries no evidence to check"
+        )
     if "evidence" in value:
         evidence = _convert(value["evidence"], Evidence, f"{at}.evidence", "jigcmd evidence")
         return RunAnswer(evidence, (), Around("run --json", value, at))

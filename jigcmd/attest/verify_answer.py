@@ -57,7 +57,8 @@ def _mcp(statement: RunStatement, around: Around, bundle: bytes) -> tuple[list[C
     checks = [_is_error(result.get("isError"), expected, statement)]
     meta = result.get("_meta")
     meta = meta if isinstance(meta, dict) else {}
-    own = {key.split("/", 1)[1]: (key, value) for key, value in meta.items() if _own(key)}
+    own, twice = _own_keys(meta)
+    checks += twice
     code_check, said_code = _mcp_error(own.get("error"), expected, at)
     checks += code_check
     report = own.get("report")
@@ -81,11 +82,36 @@ def _own(key: str) -> bool:
     return key.startswith(_OWN_META)
 
 
+def _own_keys(meta: Mapping[str, object]) -> tuple[dict[str, tuple[str, object]], list[Check]]:
+    """jigcmd's `_meta` keys by name (`report`), and a failed check of each name spelt twice.
+
+    jigcmd writes one era's prefix: a second spelling is a copy no reader can tell from the
+    first (one reads `jigcmd/`, another `dev.jigcmd/`), so it fails rather than one of the
+    two being checked and the other passed over.
+    """
+    own: dict[str, tuple[str, object]] = {}
+    twice: list[Check] = []
+    for key, value in meta.items():
+        if not _own(key):
+            continue
+        name = key.split("/", 1)[1]
+        if name in own:
+            why = f"both {own[name][0]} and {key}: jigcmd writes one era's prefix, never both"
+            twice.append(Check("_meta", False, why))
+            continue
+        own[name] = (key, value)
+    return own, twice
+
+
 def _is_error(said: object, expected: str | None, statement: RunStatement) -> Check:
     """`isError` as the statement says the call ended: an error only when it was stopped."""
     stop = statement.predicate.ending.stop_reason
     if said is None:
-        return skip("isError", f"absent: the result says nothing of it (the call ended {stop!r})")
+        # MCP reads an absent `isError` as false: the result says the call was no error.
+        if expected is None:
+            return Check("isError", True, f"absent (false), as a call that ended {stop!r} is")
+        why = f"absent, which MCP reads as false, but the call was stopped ({stop!r}), an error"
+        return Check("isError", False, why)
     if said is (expected is not None):
         return Check("isError", True, f"{str(said).lower()}, as a call that ended {stop!r} is")
     ended = (
@@ -199,7 +225,8 @@ def _content(content: object, structured: object, code: str | None) -> list[Chec
         checks.append(skip("content words", f"{header!r}: the error's words, not signed"))
     if links:
         uris = ", ".join(str(link.get("uri")) for link in links)
-        checks.append(skip("content links", f"{uris}: the server's links, not signed"))
+        why = f"{uris}: the server's links, their words (name, title, description) too, not signed"
+        checks.append(skip("content links", why))
     return checks
 
 
