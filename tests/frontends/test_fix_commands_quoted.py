@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import shlex
-import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -19,6 +18,7 @@ import pytest
 from jigcmd.durable.statedir import prepare_state_dir
 from jigcmd.journal.marker import MARKER_NAME
 from jigcmd.journal.store import DB_NAME, Journal
+from tests.killedserver import kill_a_server_mid_run
 from tests.required import require_root
 
 # Space, `;`, a redirection, a quote and a `$`: each would split or run something unquoted.
@@ -115,32 +115,12 @@ def test_runs_prints_the_marker_to_remove_as_one_word(tmp_path: Path) -> None:
     assert _pasted(done.stderr, "remove") == str(state / MARKER_NAME)
 
 
-# A server killed (SIGKILL) with its operation open: the doctor says to run `jigcmd recover`.
-_KILLED_SERVER = """
-import os, signal, sys
-from pathlib import Path
-from jigcmd.durable.statedir import prepare_state_dir
-from jigcmd.journal.identity import current
-from jigcmd.journal.rows import NewRow
-from jigcmd.journal.store import Journal
-journal = Journal.open(prepare_state_dir(Path(sys.argv[1])))
-journal.begin(NewRow(root_run="run-k", operation_id="op-killed", signature="sig",
-                     context="session", deadline_unix_ms=1_900_000_000_000, run_id="d" * 16))
-journal.record_envelope("op-killed", root_run="run-k", supervisor=current(), cgroup_paths=(),
-                        netns="none")
-os.kill(os.getpid(), signal.SIGKILL)
-"""
-
-
 def test_doctor_prints_the_recover_command_with_the_state_dir_as_one_word(
     tmp_path: Path,
 ) -> None:
     """statecheck: `jigcmd recover --state-dir` for a run whose server is gone."""
     state = tmp_path / _HOSTILE
-    killed = subprocess.run(
-        [sys.executable, "-c", _KILLED_SERVER, str(state)], capture_output=True, check=False
-    )
-    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    kill_a_server_mid_run(state)
     hint = _state_hint(state, "warn")
     assert _pasted(hint, "jigcmd recover --state-dir") == str(state)
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -18,6 +17,7 @@ from jigcmd.frontends.runs import list_runs
 from jigcmd.journal.rows import NewRow
 from jigcmd.journal.store import DB_NAME, Journal
 from tests.faults.disk import required_disk
+from tests.killedserver import kill_a_server_mid_run
 
 
 def _new(run: str, operation_id: str, envelope: str, trace: str | None = None) -> NewRow:
@@ -144,32 +144,11 @@ def test_runs_reads_a_state_directory_on_a_read_only_mount(
     assert "run run-a: 2 operation(s)" in out and "task-1  uncertain" in out
 
 
-# A server killed (SIGKILL) with its operation running: its row stays open, its liveness
-# file stays behind with its lock free.
-_KILLED_SERVER = """
-import os, signal, sys
-from pathlib import Path
-from jigcmd.durable.statedir import StateDirError, prepare_state_dir
-from jigcmd.journal.identity import current
-from jigcmd.journal.rows import NewRow
-from jigcmd.journal.store import Journal
-journal = Journal.open(prepare_state_dir(Path(sys.argv[1])))
-journal.begin(NewRow(root_run="run-k", operation_id="op-killed", signature="sig",
-                     context="session", deadline_unix_ms=1_900_000_000_000, run_id="d" * 16))
-journal.record_envelope("op-killed", root_run="run-k", supervisor=current(), cgroup_paths=(),
-                        netns="none")
-os.kill(os.getpid(), signal.SIGKILL)
-"""
-
-
 def test_an_operation_whose_server_was_killed_says_recover_fences_it_and_nothing_changes(
     state: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Not plain `running`: its owner is provably dead. A live owner's open row is plain."""
-    done = subprocess.run(
-        [sys.executable, "-c", _KILLED_SERVER, str(state)], capture_output=True, check=False
-    )
-    assert done.returncode == -signal.SIGKILL, done.stderr
+    kill_a_server_mid_run(state)
     with Journal.open(state) as journal:  # this process: alive
         journal.begin(_new("run-k", "op-live", "e" * 16))
     live_files = sorted(os.listdir(state / "live"))
