@@ -92,6 +92,17 @@ def _begun(disk: SmallDisk, operation_id: str) -> Ownership:
     return ownership
 
 
+def _finish_unrecorded(ownership: Ownership) -> JigError:
+    """Finish op-1 on the filled disk: the error saying its outcome could not be written."""
+    with pytest.raises(JigError) as failed:
+        anyio.run(
+            lambda: ownership.finish(
+                "op-1", RunResult(evidence=EVIDENCE, report=REPORT), root_run=RUN
+            )
+        )
+    return failed.value
+
+
 def test_evidence_the_full_journal_cannot_keep_is_answered_uncertain_and_the_row_stays_open(
     small_disk: SmallDisk,
 ) -> None:
@@ -100,17 +111,12 @@ def test_evidence_the_full_journal_cannot_keep_is_answered_uncertain_and_the_row
     try:
         small_disk.fill()
         assert anyio.run(lambda: ownership.record_evidence("op-1", EVIDENCE, root_run=RUN)) is None
-        with pytest.raises(JigError) as failed:
-            anyio.run(
-                lambda: ownership.finish(
-                    "op-1", RunResult(evidence=EVIDENCE, report=REPORT), root_run=RUN
-                )
-            )
-        assert failed.value.code is Code.UNCERTAIN
-        assert str(ownership.journal.path) in failed.value.message
-        assert "full" in failed.value.message
+        failed = _finish_unrecorded(ownership)
+        assert failed.code is Code.UNCERTAIN
+        assert str(ownership.journal.path) in failed.message
+        assert "full" in failed.message
         # The row stays open and recovery closes it uncertain: the operation's outcome.
-        assert failed.value.recorded
+        assert failed.recorded
         row = ownership.journal.get("op-1", root_run=RUN)
         assert row is not None and row.is_open
     finally:
@@ -125,16 +131,11 @@ def test_a_retry_of_an_operation_whose_outcome_went_unrecorded_is_that_uncertain
     ownership = _begun(small_disk, "op-1")
     try:
         small_disk.fill()
-        with pytest.raises(JigError) as failed:
-            anyio.run(
-                lambda: ownership.finish(
-                    "op-1", RunResult(evidence=EVIDENCE, report=REPORT), root_run=RUN
-                )
-            )
+        failed = _finish_unrecorded(ownership)
         small_disk.free()
         with pytest.raises(JigError) as retried:
             anyio.run(lambda: ownership.begin(**_new_row("op-1")))  # type: ignore[arg-type]
-        assert (retried.value.code, retried.value.message) == (Code.UNCERTAIN, failed.value.message)
+        assert (retried.value.code, retried.value.message) == (Code.UNCERTAIN, failed.message)
         assert retried.value.recorded
         found = anyio.run(lambda: ownership.recorded("op-1", root_run=RUN))
         assert found is not None and not found.open
@@ -219,16 +220,11 @@ def test_a_row_left_uncertain_is_closed_so_at_the_next_call_that_writes(
     ownership = _begun(small_disk, "op-1")
     try:
         small_disk.fill()
-        with pytest.raises(JigError) as failed:
-            anyio.run(
-                lambda: ownership.finish(
-                    "op-1", RunResult(evidence=EVIDENCE, report=REPORT), root_run=RUN
-                )
-            )
+        failed = _finish_unrecorded(ownership)
         small_disk.free()
         assert isinstance(anyio.run(lambda: ownership.begin(**_new_row("op-2"))), Began)  # type: ignore[arg-type]
         row = ownership.journal.get("op-1", root_run=RUN)
         assert row is not None and row.state == "uncertain" and row.cleanup == "complete", row
-        assert row.reason == failed.value.message
+        assert row.reason == failed.message
     finally:
         ownership.close()
