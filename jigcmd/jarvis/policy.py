@@ -187,7 +187,7 @@ def parse_policy(text: str, source: str = "<policy>") -> Policy:
 def _host_dir(path: str, source: str) -> None:
     """Refuse a host dir the envelope cannot show: one in a tree it makes itself.
 
-    (`/` never gets here: `_abs_list` refuses it.)
+    (`/` never gets here: `_abs_list` refuses it by name.)
     """
     # The envelope mounts its own /proc, /dev, /sys and an empty scratch /tmp over these.
     own = [root for root in (*_RESERVED, "/tmp") if _under_any(path, (root,))]  # noqa: S108 - a path compared, no file made there
@@ -433,10 +433,15 @@ def _str_list(value: object, where: str) -> tuple[str, ...]:
 def _abs_list(value: object, where: str) -> tuple[str, ...]:
     paths = _str_list(value, where)
     for path in paths:
+        if path == "/":
+            raise PolicyError(
+                f"{where}: '/' is the whole host, which jarvis never shows or searches: name "
+                "the directories themselves (e.g. '/usr/bin', '/opt/tools')"
+            )
         if (
             not path.startswith("/")
             or posixpath.normpath(path) != path.rstrip("/")
-            or (path != "/" and path.endswith("/"))
+            or path.endswith("/")
         ):
             raise PolicyError(f"{where}: {path!r} must be an absolute, normalised path")
     return paths
