@@ -143,11 +143,17 @@ def open_signing_key(
     state_dir: Path, explicit: Path | None = None, environ: Mapping[str, str] | None = None
 ) -> SigningKey:
     """The key this host signs with (see the module); raises `SigningKeyError`."""
+    named = named_signing_key(explicit, environ)
+    return named if named is not None else _host_key(state_dir)
+
+
+def named_signing_key(
+    explicit: Path | None = None, environ: Mapping[str, str] | None = None
+) -> SigningKey | None:
+    """The key `--signing-key` or `$JIGCMD_SIGNING_KEY` names, or None when neither does."""
     environ = os.environ if environ is None else environ
     named = explicit or (Path(environ[KEY_ENV]) if environ.get(KEY_ENV) else None)
-    if named is not None:
-        return SigningKey(_read_private(named), str(named))
-    return _host_key(state_dir)
+    return None if named is None else SigningKey(_read_private(named), str(named))
 
 
 def _read_bytes(path: Path, *, host: bool = False) -> bytes:

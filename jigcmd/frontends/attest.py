@@ -27,6 +27,7 @@ from jigcmd.attest.keys import (
     SigningKeyError,
     load_host_public,
     load_public,
+    named_signing_key,
     open_signing_key,
 )
 from jigcmd.attest.verify import verify_bundle
@@ -214,13 +215,16 @@ def _verifying_key(key_path: Path | None, state_dir: Path | None) -> PublicKey:
 
 def key(state_dir: Path | None, signing_key: Path | None) -> int:
     """Print the public half of the signing key (made on first use when it is the host's)."""
-    if state_dir is not None and not os.path.lexists(state_dir):
-        # A mistyped `--state-dir` would get a brand-new key, printed as the host's (and in
-        # a rotation, archived as the retired one): refused, as attest and runs refuse it.
-        sys.stderr.write(_not_there(state_dir))
-        return _UNUSABLE
     try:
-        signing = open_signing_key(state_directory(state_dir), signing_key)
+        # A named key is the one serve signs with: no state directory is read or made for it.
+        signing = named_signing_key(signing_key)
+        if signing is None:
+            if state_dir is not None and not os.path.lexists(state_dir):
+                # A mistyped `--state-dir` would get a brand-new key, printed as the host's
+                # (in a rotation, archived as the retired one): refused, as attest and runs do.
+                sys.stderr.write(_not_there(state_dir))
+                return _UNUSABLE
+            signing = open_signing_key(state_directory(state_dir))
     except (SigningKeyError, StateDirError) as exc:
         sys.stderr.write(f"jigcmd key: {exc}\n")
         return _UNUSABLE
