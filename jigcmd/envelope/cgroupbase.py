@@ -23,6 +23,7 @@ import posixpath
 import re
 import shlex
 from collections.abc import Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass
 
 from jigcmd.envelope.cgroups import V1_CONTROLLERS, CgroupBackend, delegated_hierarchies
@@ -43,6 +44,9 @@ __all__ = [
 ]
 
 ENV = "JIGCMD_CGROUP_BASE"
+# The doctor's `--cgroup-base`, for the checks that read the base where serve reads it when
+# no option is given: so a refusal names the option the person typed, not the variable.
+OPTION: ContextVar[str | None] = ContextVar("cgroup_base_option", default=None)
 # The characters cgroup names have in practice; the base reaches root commands printed for
 # pasting into a shell (quoted too), so nothing else is taken.
 _NAME_CHARS = re.compile(r"[A-Za-z0-9_.@:+/-]*")
@@ -63,6 +67,7 @@ def configured_base(
     explicit: str | None, environ: Mapping[str, str] | None = None
 ) -> tuple[str, str] | None:
     """The operator's base and where it came from (the option, else the variable), or None."""
+    explicit = explicit if explicit is not None else OPTION.get()
     if explicit is not None:
         # An empty option is refused (base_problem), never read as "use the default".
         return explicit, "--cgroup-base"
@@ -119,12 +124,18 @@ def base_problem(
         return (
             f"{said}: that is root's base (root's servers run their jobs in it), never another "
             "user's to take",
-            f"use your own {own_base(uid)}: unset ${ENV}, or set {source} to {own_base(uid)}"
+            _use_own(source, own_base(uid))
             if mode != "v2"
             else f"unset ${ENV} and --cgroup-base: without root jigcmd uses your own "
             "delegated cgroup (docs/rootless.md)",
         )
     return None
+
+
+def _use_own(source: str, own: str) -> str:
+    if source == "--cgroup-base":
+        return f"use your own {own}: --cgroup-base {own}"
+    return f"use your own {own}: unset ${ENV}, or set it to {own}"
 
 
 def _shape_problem(base: str, said: str, mode: str, root: str) -> tuple[str, str] | None:

@@ -19,6 +19,7 @@ import anyio
 
 from jigcmd.cancel import CancelSignal
 from jigcmd.command.failures import envelope_error
+from jigcmd.envelope import cgroupbase
 from jigcmd.envelope.api import EnvelopeFailure
 from jigcmd.frontends.diagnosis import container, containerfacts, hostfacts, probes
 from jigcmd.frontends.diagnosis.delegation import delegation_check
@@ -447,8 +448,10 @@ def doctor(
     """
     if cgroup_base is not None:
         # Each check reads the base where serve reads it when no option is given, and the
-        # end-to-end run's zygote inherits it: the option is the variable for this process.
-        os.environ["JIGCMD_CGROUP_BASE"] = cgroup_base
+        # end-to-end run's zygote inherits it: the option is the variable for this process,
+        # and refusals name the option.
+        os.environ[cgroupbase.ENV] = cgroup_base
+        cgroupbase.OPTION.set(cgroup_base)
     results = run_checks(state_dir, binding, jarvis_policy)
     if as_json:
         print(readable.dumps([result.as_json() for result in results], indent=2))

@@ -212,7 +212,12 @@ def test_roots_base_is_refused_to_another_user(mode: str, base: str) -> None:
     assert problem is not None and "that is root's base" in problem[0], (mode, base)
     assert "chown" not in problem[1]
     if mode != "v2":
-        assert problem[1].startswith("use your own jigcmd-u1001")
+        assert problem[1] == "use your own jigcmd-u1001: --cgroup-base jigcmd-u1001"
+        by_variable = base_problem(base, "$JIGCMD_CGROUP_BASE", mode, ROOT, 1001)
+        assert by_variable is not None
+        assert by_variable[1] == (
+            "use your own jigcmd-u1001: unset $JIGCMD_CGROUP_BASE, or set it to jigcmd-u1001"
+        )
     assert base_problem(base, "--cgroup-base", mode, ROOT, 0) is None
 
 

@@ -46,3 +46,15 @@ def test_the_cgroups_line_and_the_end_to_end_run_use_the_base_given(
     checks = {check["check"]: check for check in json.loads(done.stdout)}
     assert f"/{base}" in checks["cgroups"]["detail"], checks["cgroups"]
     assert checks["end-to-end"]["ok"], checks["end-to-end"]
+
+
+def test_a_refused_base_names_the_option_typed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A base `--cgroup-base` gives that serve would refuse is named as the option, and the
+    fix sets the option: the variable the doctor passes it on in is no one's to unset."""
+    monkeypatch.delenv("JIGCMD_CGROUP_BASE", raising=False)
+    done = jigcmd_cli("doctor", "--json", "--cgroup-base", "jigcmd;x")
+    assert done.returncode == 1, done.stderr
+    checks = {check["check"]: check for check in json.loads(done.stdout)}
+    said = checks["cgroups"]["detail"] + " " + (checks["cgroups"].get("fix") or "")
+    assert "'jigcmd;x' (--cgroup-base) contains ';'" in said, checks["cgroups"]
+    assert "JIGCMD_CGROUP_BASE" not in said, checks["cgroups"]
