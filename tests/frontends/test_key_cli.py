@@ -52,23 +52,12 @@ def test_the_default_state_dir_is_still_made_on_first_use(tmp_path: Path) -> Non
     assert (default / HOST_KEY_NAME).is_file()
 
 
-def _private_pem(path: Path) -> Path:
-    from cryptography.hazmat.primitives import serialization
-    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-
-    pem = Ed25519PrivateKey.generate().private_bytes(
-        serialization.Encoding.PEM,
-        serialization.PrivateFormat.PKCS8,
-        serialization.NoEncryption(),
-    )
-    path.write_bytes(pem)
-    path.chmod(0o600)
-    return path
-
-
 def test_a_named_key_is_printed_and_no_state_dir_is_read_or_made(tmp_path: Path) -> None:
     """`--signing-key F` (or `$JIGCMD_SIGNING_KEY`) is what serve signs with: no state dir."""
-    named = _private_pem(tmp_path / "site.pem")
+    made = tmp_path / "made"
+    made.mkdir()
+    assert _key("--state-dir", str(made)).returncode == 0
+    named = made / HOST_KEY_NAME
     typo, default = tmp_path / "stat", tmp_path / "default"
     by_option = _key("--signing-key", str(named), "--state-dir", str(typo))
     by_env = _key(
