@@ -189,7 +189,7 @@ class JarvisService:
         await self._admit(actor, tool, request, decision, slot)
         run_id: int | None = None
         try:
-            plan = self._plan(request, decision, slot)
+            plan = await self._plan(actor, tool, request, decision, slot)
             await self._recordable(actor, tool, request, decision)
             run_id = await self._begin(actor, tool, request, decision)
             await self._trail.decision(
@@ -246,7 +246,9 @@ class JarvisService:
             429, f"too many active runs (at most {self._max_active})", headers=RETRY_AFTER
         )
 
-    def _plan(self, request: Request, decision: Decision, slot: Slot | None) -> RunPlan:
+    async def _plan(
+        self, actor: str, tool: str, request: Request, decision: Decision, slot: Slot | None
+    ) -> RunPlan:
         """The run's plan, made once the slot is held: its own timeout starts only now."""
         plan = host_plan(
             decision,
@@ -260,6 +262,8 @@ class JarvisService:
         try:
             cpus = self._placement.place(plan.limits, slot.index if slot else None)
         except JigError as exc:
+            # No CPU to place it on: refused like any run that never started, and audited.
+            await self._trail.decision(actor, tool, request, decision, f"refused: {exc.message}")
             raise ToolError(503, exc.message) from None
         return plan._replace(cpus=cpus)
 

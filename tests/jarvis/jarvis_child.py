@@ -56,6 +56,7 @@ class JarvisChild:
         *,
         policy: str = POLICY,
         env: Mapping[str, str] | None = None,
+        cpus: set[int] | None = None,
     ) -> None:
         policy_file = tmp / "policy.toml"
         policy_file.write_text(policy)
@@ -70,7 +71,14 @@ class JarvisChild:
         ]
         with self.stderr_path.open("wb") as stderr:
             self.process = subprocess.Popen(
-                argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=stderr, env=env
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=stderr,
+                env=env,
+                # `cpus`: the server's affinity, as `taskset -c` would start it (one system
+                # call after fork, no lock taken: safe with threads).
+                preexec_fn=None if cpus is None else lambda: os.sched_setaffinity(0, cpus),  # noqa: PLW1509
             )
         self.base, self.port = self._wait_serving()
 
