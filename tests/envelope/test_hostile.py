@@ -288,6 +288,11 @@ DENIED_SYSCALLS = [
     pytest.param(["425", "8", "b:120"], ("EPERM",), id="io_uring_setup"),
     pytest.param(["426", "0", "1", "0", "0", "0", "0"], ("EPERM",), id="io_uring_enter"),
     pytest.param(["427", "0", "0", "0", "0"], ("EPERM",), id="io_uring_register"),
+    # Native AIO: a context's events count against the host-wide fs.aio-max-nr.
+    pytest.param(["206", "1", "b:8"], ("EPERM",), id="io_setup"),
+    pytest.param(["206", "65536", "b:8"], ("EPERM",), id="io_setup-all-of-aio-max-nr"),
+    pytest.param(["209", "0", "1", "b:8"], ("EPERM",), id="io_submit"),
+    pytest.param(["333", "0", "1", "1", "b:32", "0", "0"], ("EPERM",), id="io_pgetevents"),
     pytest.param(["321", "0", "b:128", "128"], ("EPERM",), id="bpf"),
     pytest.param(["298", "b:128", "0", "-1", "-1", "0"], ("EPERM",), id="perf_event_open"),
     pytest.param(["323", "0"], ("EPERM",), id="userfaultfd"),
