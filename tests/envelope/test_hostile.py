@@ -203,6 +203,29 @@ async def test_host_devices_are_absent(hostile: Hostile) -> None:
 
 
 @x86_64_only
+async def test_a_watch_on_dev_null_sees_no_host_process_write_it(hostile: Hostile) -> None:
+    """/dev/null, /dev/zero and /dev/urandom are nodes of the envelope's own, not the host's
+    inodes: a candidate's inotify watch sees its own writes of /dev/null, none of the host's."""
+    host = {name: os.stat(f"/dev/{name}") for name in ("null", "zero", "urandom")}
+    # Writes /dev/null all through the run, in a process of its own (no GIL shared).
+    writer = await anyio.open_process(
+        ["/bin/sh", "-c", "while :; do echo x > /dev/null; done"],
+        stdin=None,
+        stdout=None,
+        stderr=None,
+    )
+    try:
+        case = await hostile.run(cand.DEVICE_WATCH, args=["200"])
+        assert writer.returncode is None, "the host's writer stopped before the run ended"
+    finally:
+        writer.kill()
+        await writer.wait()
+    for name, found in host.items():
+        assert case.attempts["identity " + name].detail != f"{found.st_dev}:{found.st_ino}"
+    assert case.attempts["writes seen"].detail == "200"
+
+
+@x86_64_only
 async def test_a_candidate_cannot_create_a_device_node(hostile: Hostile) -> None:
     """mknod of the host's first disk fails, in scratch too."""
     case = await hostile.run(cand.SYSCALL, args=["133", "s:/tmp/sda", str(0o60600), str(0x800)])
