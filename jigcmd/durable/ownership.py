@@ -87,7 +87,12 @@ class Ownership:
         """
         state = prepare_state_dir(state_dir)
         slots = max_envelopes if max_envelopes is not None else default_slots(memory_bytes)
-        return cls(state, Journal.open(state), Reservations(state, slots))
+        journal = Journal.open(state)
+        # The evidence's AIO context now: fs.aio-max-nr is host-wide, and a context made at
+        # the start is not lost to a host process that fills it later (the zygote is exec'd,
+        # so it maps none of it). Without one, syncs are made in place as before.
+        journal.prepare_syncs()
+        return cls(state, journal, Reservations(state, slots))
 
     def close(self) -> None:
         """Finish the pending row closes (left-open ones too), then close the journal."""

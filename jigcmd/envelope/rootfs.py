@@ -438,7 +438,8 @@ def _scratch(root: str, size: int) -> None:
 
 
 def _dev(tree: _Tree, host: str) -> None:
-    """A /dev of three device binds (from the host's /dev, below `host`) and four links."""
+    """A /dev of three devices (nodes of its own, else binds of the host's /dev below
+    `host`) and four links."""
     dev = tree.root + "/dev"
     tree.makedirs(dev)
     _step(
@@ -451,7 +452,9 @@ def _dev(tree: _Tree, host: str) -> None:
         "mode=0755,size=16k,nr_inodes=64",
     )
     for name in _DEVICES:
-        _bind(tree, f"{host}/dev/{name}", f"/dev/{name}", True, devices=True, shown=f"/dev/{name}")
+        source, inside = f"{host}/dev/{name}", f"/dev/{name}"
+        if not _own_device(source, tree.root + inside, inside):
+            _bind(tree, source, inside, True, devices=True, shown=inside)
     for name, target in (
         ("fd", "/proc/self/fd"),
         ("stdin", "/proc/self/fd/0"),
@@ -467,6 +470,34 @@ def _dev(tree: _Tree, host: str) -> None:
         None,
         sc.MS_REMOUNT | sc.MS_RDONLY | sc.MS_NOSUID | sc.MS_NOEXEC,
     )
+
+
+def _own_device(source: str, target: str, inside: str) -> bool:
+    """Make `target` a node of the device `source` is, on this tmpfs; False where it cannot.
+
+    A bind shares the host's inode: an inotify watch on it sees every host open and write of
+    /dev/null. A node of its own is seen only by the envelopes sharing the template. Only
+    host root (the zygote) makes one: in a user namespace `mknod` fails (CAP_MKNOD counts in
+    the initial one only), and pid 1 binds.
+    """
+    try:
+        found = os.stat(source)
+    except OSError:
+        return False  # the bind names what is wrong with the source
+    try:
+        os.mknod(target, stat.S_IFCHR | 0o666, found.st_rdev)
+    except PermissionError:
+        return False
+    except OSError as exc:
+        raise RootfsError(f"make {inside}", exc.strerror or str(exc)) from exc
+    try:
+        os.chmod(target, 0o666)  # noqa: S103 - everyone's, as the host's is (past the umask)
+        # Opened once: a node that a device cgroup refuses is bound instead (and refused so).
+        os.close(os.open(target, os.O_RDWR | os.O_CLOEXEC))
+    except OSError:
+        os.unlink(target)
+        return False
+    return True
 
 
 def _memory_view(tree: _Tree, limit: str) -> None:

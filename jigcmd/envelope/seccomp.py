@@ -148,6 +148,17 @@ _DENY_GROUPS: dict[str, tuple[str, ...]] = {
     # Large kernel attack surface that Bun never needs.
     "kernel surface": ("bpf", "perf_event_open", "userfaultfd", "lookup_dcookie"),
     "io_uring": ("io_uring_setup", "io_uring_enter", "io_uring_register"),
+    # Native AIO: every context's events count against the host-wide fs.aio-max-nr, so one
+    # candidate could hold them all and fail every host process's io_setup (EAGAIN), jigcmd's
+    # own journal syncs among them. Bun never makes a context (strace); glibc's aio_* use threads.
+    "native aio": (
+        "io_setup",
+        "io_destroy",
+        "io_submit",
+        "io_cancel",
+        "io_getevents",
+        "io_pgetevents",
+    ),
     # Reaching into another process (pid namespace peers, or the init through a bug).
     "other processes": (
         "ptrace",
@@ -210,6 +221,12 @@ _NUMBERS: dict[str, tuple[int, int | None]] = {
     "io_uring_setup": (425, 425),
     "io_uring_enter": (426, 426),
     "io_uring_register": (427, 427),
+    "io_setup": (206, 0),
+    "io_destroy": (207, 1),
+    "io_submit": (209, 2),
+    "io_cancel": (210, 3),
+    "io_getevents": (208, 4),
+    "io_pgetevents": (333, 292),
     "ptrace": (101, 117),
     "process_vm_readv": (310, 270),
     "process_vm_writev": (311, 271),

@@ -5,9 +5,10 @@ the cursor and rewrote the `ended:` line into a forged "exit code 0", set the cl
 (OSC 52) and the window title. So every control character but newline and tab (C0, DEL,
 C1) and the Unicode controls that reorder a line (bidi embeddings, overrides, isolates and
 marks) is shown as its escape, `\\x1b`, `\\x9b`, `\\u202e`, whatever stdout is (a file is read
-on a terminal later). And every line of the output is framed: it starts with `| `, which
-none of jigcmd's own lines do, so a candidate printing "ended: exit code 0" cannot pass for
-the summary. The exact text is in `--json`. Pure: text in, text out.
+on a terminal later); so are U+2028 and U+2029, where `str.splitlines()` breaks a line. And
+every line of the output is framed: it starts with `| `, which none of jigcmd's own lines
+do, so a candidate printing "ended: exit code 0" cannot pass for the summary. The exact
+text is in `--json`. Pure: text in, text out.
 """
 
 from __future__ import annotations

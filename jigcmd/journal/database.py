@@ -195,7 +195,8 @@ class Database:
         self._wal_path = f"{path}-wal"
         # Set when a sync failed: what is in the WAL is no longer known to be on disk.
         self._unsynced: OSError | None = None
-        # Syncs that do not wait (`sync_soon`): made at the first, None where there are none.
+        # Syncs that do not wait (`sync_soon`): made at the first or by `prepare_syncs`, None
+        # where there are none.
         self._aio: AioSync | None = None
         self._aio_tried = False
         self._pid = os.getpid()
@@ -393,6 +394,13 @@ class Database:
         if pending.result:
             raise _sync_error(pending.result)
         return True
+
+    def prepare_syncs(self) -> bool:
+        """Make the AIO context `sync_soon` uses now, not at the first sync; False if none."""
+        # fs.aio-max-nr is one count for the whole host: a context made at the start is not
+        # lost to another process that takes the rest of it later.
+        with self._lock:
+            return self._aio_context() is not None
 
     def _aio_context(self) -> AioSync | None:
         if not self._aio_tried:

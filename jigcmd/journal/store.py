@@ -114,6 +114,10 @@ class Journal(JarvisRecords):
         """The durability settings in force (for tests and `jigcmd doctor`)."""
         return self._db.settings()
 
+    def prepare_syncs(self) -> bool:
+        """Make the context of `sync_soon`'s syncs now; False where there is none (`Database`)."""
+        return self._db.prepare_syncs()
+
     def sync_soon(self) -> PendingSync | None:
         """Start syncing every commit so far without waiting for the disk (`Database`)."""
         return self._db.sync_soon()

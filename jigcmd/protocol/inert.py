@@ -3,7 +3,9 @@
 A terminal obeys escape sequences, and a reader (a person, a model) takes a line at the
 margin for the writer's: so every control character but newline and tab (C0, DEL, C1) and
 the Unicode controls that reorder a line (bidi embeddings, overrides, isolates and marks)
-becomes its escape, and `one_line` shows newlines (and U+2028, U+2029) too. Shared by
+becomes its escape, and so do the Unicode line and paragraph separators (U+2028, U+2029):
+newline is then the only line break left, where a caller frames each line, and `one_line`
+shows it too. Shared by
 `jigcmd run`'s answer (`frontends/runtext.py`) and MCP's result text (`mcp_results.py`),
 where `fenced` quotes a stream as a Markdown code block the stream cannot close.
 Pure: text in, text out.
@@ -18,21 +20,21 @@ __all__ = ["fenced", "one_line", "prose_line", "visible"]
 
 _BIDI: Final = (0x061C, 0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A))
 _CONTROLS: Final = [c for c in (*range(0x20), 0x7F, *range(0x80, 0xA0)) if c not in (0x09, 0x0A)]
+# What else a reader may break a line at (Python's `splitlines`, JavaScript): the Unicode line
+# and paragraph separators; every other one (VT, FF, FS, GS, RS, NEL) is a control character.
+_LINE_BREAKS: Final = (0x2028, 0x2029)
 _INERT: Final = {
     **{c: f"\\x{c:02x}" for c in _CONTROLS},
-    **{c: f"\\u{c:04x}" for c in _BIDI},
+    **{c: f"\\u{c:04x}" for c in (*_BIDI, *_LINE_BREAKS)},
 }
-
-# What else a reader may break a line at (Python's `splitlines` does): the Unicode line and
-# paragraph separators; every other one is a control character `visible` escapes.
-_LINE_BREAKS: Final = {0x2028: "\\u2028", 0x2029: "\\u2029"}
 _BACKTICKS: Final = re.compile("`+")
 # A run of line breaks (CR, LF, CRLF), with the spaces and tabs around and between them.
 _BREAK_RUN: Final = re.compile(r"(?:[ \t]*[\r\n])+[ \t]*")
 
 
 def visible(text: str) -> str:
-    """`text` with every control character but newline and tab shown as its escape."""
+    """`text` with every control character but newline and tab, and every line break but
+    newline (U+2028, U+2029), shown as its escape."""
     return text.translate(_INERT)
 
 
@@ -42,7 +44,7 @@ def one_line(text: str) -> str:
     For jigcmd's own messages that carry a name someone else chose (a file's, a test's): a
     newline in it would start a line of the writer's choosing at the margin.
     """
-    return visible(text).replace("\n", "\\n").translate(_LINE_BREAKS)
+    return visible(text).replace("\n", "\\n")
 
 
 def prose_line(text: str) -> str:

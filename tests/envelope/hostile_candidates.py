@@ -12,6 +12,7 @@ __all__ = [
     "BUSY_ORPHAN_TS",
     "DAEMON",
     "DAEMON_TS",
+    "DEVICE_WATCH",
     "DOUBLE_FORK",
     "FORK_BOMB",
     "HOST_LOOPBACK",
@@ -172,6 +173,38 @@ for (const who of ["self", "thread-self", "1"]) {
   });
 }
 attempt("exe", () => readlinkSync("/proc/self/exe"));
+"""
+
+# args: how many times to write /dev/null itself. Reports each device's identity, then watches
+# /dev/null (inotify through bun:ffi) while it writes it that many times, and reports how many
+# writes the watch saw: its own, and any other process's that shares the node.
+DEVICE_WATCH = """
+import { emit, sys, cstr } from "./probe.ts";
+import { closeSync, openSync, statSync, writeSync } from "node:fs";
+for (const name of ["null", "zero", "urandom"]) {
+  const found = statSync("/dev/" + name);
+  emit("identity " + name, true, `${found.dev}:${found.ino}`);
+}
+const own = Number(process.argv[2]);
+const watch = sys(294, 0o4000).ret;  // inotify_init1(IN_NONBLOCK)
+// IN_OPEN | IN_MODIFY | IN_CLOSE_WRITE: alternating events, so none is coalesced.
+sys(254, watch, cstr("/dev/null"), 0x20 | 0x2 | 0x8);
+for (let i = 0; i < own; i++) {
+  const fd = openSync("/dev/null", "w");
+  writeSync(fd, "x");
+  closeSync(fd);
+  await Bun.sleep(1);
+}
+const events = Buffer.alloc(1 << 16);
+let writes = 0;
+for (;;) {
+  const got = sys(0, watch, events, events.length).ret;
+  if (got <= 0) break;
+  for (let at = 0; at < got; at += 16 + events.readUInt32LE(at + 12)) {
+    if (events.readUInt32LE(at + 4) & 0x2) writes++;
+  }
+}
+emit("writes seen", true, String(writes));
 """
 
 # A self-replicating spawner: every copy starts two more, forever.

@@ -203,6 +203,29 @@ async def test_host_devices_are_absent(hostile: Hostile) -> None:
 
 
 @x86_64_only
+async def test_a_watch_on_dev_null_sees_no_host_process_write_it(hostile: Hostile) -> None:
+    """/dev/null, /dev/zero and /dev/urandom are nodes of the envelope's own, not the host's
+    inodes: a candidate's inotify watch sees its own writes of /dev/null, none of the host's."""
+    host = {name: os.stat(f"/dev/{name}") for name in ("null", "zero", "urandom")}
+    # Writes /dev/null all through the run, in a process of its own (no GIL shared).
+    writer = await anyio.open_process(
+        ["/bin/sh", "-c", "while :; do echo x > /dev/null; done"],
+        stdin=None,
+        stdout=None,
+        stderr=None,
+    )
+    try:
+        case = await hostile.run(cand.DEVICE_WATCH, args=["200"])
+        assert writer.returncode is None, "the host's writer stopped before the run ended"
+    finally:
+        writer.kill()
+        await writer.wait()
+    for name, found in host.items():
+        assert case.attempts["identity " + name].detail != f"{found.st_dev}:{found.st_ino}"
+    assert case.attempts["writes seen"].detail == "200"
+
+
+@x86_64_only
 async def test_a_candidate_cannot_create_a_device_node(hostile: Hostile) -> None:
     """mknod of the host's first disk fails, in scratch too."""
     case = await hostile.run(cand.SYSCALL, args=["133", "s:/tmp/sda", str(0o60600), str(0x800)])
@@ -288,6 +311,11 @@ DENIED_SYSCALLS = [
     pytest.param(["425", "8", "b:120"], ("EPERM",), id="io_uring_setup"),
     pytest.param(["426", "0", "1", "0", "0", "0", "0"], ("EPERM",), id="io_uring_enter"),
     pytest.param(["427", "0", "0", "0", "0"], ("EPERM",), id="io_uring_register"),
+    # Native AIO: a context's events count against the host-wide fs.aio-max-nr.
+    pytest.param(["206", "1", "b:8"], ("EPERM",), id="io_setup"),
+    pytest.param(["206", "65536", "b:8"], ("EPERM",), id="io_setup-all-of-aio-max-nr"),
+    pytest.param(["209", "0", "1", "b:8"], ("EPERM",), id="io_submit"),
+    pytest.param(["333", "0", "1", "1", "b:32", "0", "0"], ("EPERM",), id="io_pgetevents"),
     pytest.param(["321", "0", "b:128", "128"], ("EPERM",), id="bpf"),
     pytest.param(["298", "b:128", "0", "-1", "-1", "0"], ("EPERM",), id="perf_event_open"),
     pytest.param(["323", "0"], ("EPERM",), id="userfaultfd"),
