@@ -14,6 +14,7 @@ from typing import Any, Final
 import msgspec
 
 from jigcmd.contract import OPERATION_ID_MAX_BYTES, OPERATION_ID_PATTERN
+from jigcmd.errors import bounded
 from jigcmd.jsonio import faults
 from jigcmd.jsonio.faults import Fault
 from jigcmd.jsonio.strict import (
@@ -308,8 +309,12 @@ def encode_raw_result(request_id: Id, result_json: bytes) -> bytes:
 
 
 def encode_error(request_id: Id | None, code: int, message: str, data: object = None) -> bytes:
-    """One error response frame; `data` is omitted when None."""
-    error: dict[str, object] = {"code": code, "message": message}
+    """One error response frame; `data` is omitted when None.
+
+    Every error answer is encoded here, so here its message is bounded (`errors.bounded`):
+    one that quotes the peer's text (a method, a member name) is never longer than 1,024.
+    """
+    error: dict[str, object] = {"code": code, "message": bounded(message)}
     if data is not None:
         error["data"] = data
     return _encode({"jsonrpc": "2.0", "id": request_id, "error": error}) + b"\n"
