@@ -192,7 +192,7 @@ def _tool(args: argparse.Namespace) -> int:
     if verb == "lock":
         from jigcmd.frontends.lock import lock  # noqa: PLC0415 - imported per verb to keep start-up light
 
-        return lock(args.binding, args.lock, check=args.check)
+        return lock(args.binding, args.lock, check=args.check, cgroup_base=args.cgroup_base)
     if verb == "init":
         from jigcmd.frontends.init import init  # noqa: PLC0415 - imported per verb to keep start-up light
 
