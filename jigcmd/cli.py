@@ -112,7 +112,18 @@ def _refuse(args: argparse.Namespace, message: str) -> int:
 
         return write_failure(JigError(Code.INVALID_INPUT, message), as_json=True)
     sys.stderr.write(f"jigcmd {args.verb}: {message}\n")
+    if args.verb == "serve":
+        _serve_cannot_start(message)
     return 2
+
+
+def _serve_cannot_start(reason: str) -> None:
+    """`serve` refused at start: what its peer already sent is answered naming the reason, as
+    every other start-up failure of serve is (`server.refusal`), not met with a bare EOF."""
+    from jigcmd.server.hostpaths import HostPaths  # noqa: PLC0415 - imported per verb to keep start-up light
+    from jigcmd.server.refusal import answer_pending  # noqa: PLC0415 - imported per verb to keep start-up light
+
+    answer_pending(HostPaths.of_host().scrub(reason))
 
 
 def _help_asked(argv: list[str]) -> bool:
@@ -181,7 +192,7 @@ def _tool(args: argparse.Namespace) -> int:
     if verb == "lock":
         from jigcmd.frontends.lock import lock  # noqa: PLC0415 - imported per verb to keep start-up light
 
-        return lock(args.binding, args.lock, check=args.check)
+        return lock(args.binding, args.lock, check=args.check, cgroup_base=args.cgroup_base)
     if verb == "init":
         from jigcmd.frontends.init import init  # noqa: PLC0415 - imported per verb to keep start-up light
 
@@ -254,6 +265,8 @@ def _usage_failure(exc: UsageError, argv: list[str]) -> int:
 
         return write_failure(JigError(Code.INVALID_INPUT, message), as_json=True)
     sys.stderr.write(f"{exc.parser.prog}: error: {message}\n")
+    if verb == "serve":
+        _serve_cannot_start(message)
     return 2
 
 

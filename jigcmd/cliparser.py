@@ -145,6 +145,8 @@ def _lock_options(lock: argparse.ArgumentParser) -> None:
     lock.add_argument(
         "--check", action="store_true", help="only say whether the existing lock admits it"
     )
+    # A TypeScript Binding is evaluated in an envelope: its cgroup goes where serve's would.
+    _cgroup_option(lock)
 
 
 def _candidate_options(verb: argparse.ArgumentParser) -> None:

@@ -13,9 +13,20 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from jigcmd.protocol.commands import ResourceRef
 
-__all__ = ["MESSAGE_MAX_CHARS", "Code", "JigError"]
+__all__ = ["MESSAGE_MAX_CHARS", "Code", "JigError", "bounded"]
 
 MESSAGE_MAX_CHARS = 1024
+
+
+def bounded(text: str) -> str:
+    """`text` cut to `MESSAGE_MAX_CHARS`, keeping its start (which names the rule).
+
+    Every error message on the wire passes through here: many quote the peer's own text (a
+    method name, a member, an id), which may be megabytes long.
+    """
+    if len(text) > MESSAGE_MAX_CHARS:
+        return text[: MESSAGE_MAX_CHARS - 1] + "…"
+    return text
 
 
 class Code(enum.StrEnum):
@@ -55,9 +66,7 @@ class JigError(Exception):
         a row that could not be written) leaves the same call free to be sent again.
         """
         # The wire allows 1-1,024 characters; keep the start, which names the rule.
-        message = message.strip() or code.value
-        if len(message) > MESSAGE_MAX_CHARS:
-            message = message[: MESSAGE_MAX_CHARS - 1] + "…"
+        message = bounded(message.strip() or code.value)
         super().__init__(message)
         self.code = code
         self.message = message

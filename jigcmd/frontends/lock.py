@@ -23,10 +23,20 @@ from jigcmd.policy.lock import (
 __all__ = ["lock"]
 
 
-def lock(binding_path: Path, lock_path: Path | None, *, check: bool) -> int:
-    """Review and admit (or, with `check`, only verify); 0 admitted, 1 not admitted, 2 invalid."""
+def lock(
+    binding_path: Path, lock_path: Path | None, *, check: bool, cgroup_base: str | None = None
+) -> int:
+    """Review and admit (or, with `check`, only verify); 0 admitted, 1 not admitted, 2 invalid.
+
+    `cgroup_base`: where the envelope that evaluates a TypeScript Binding goes, as serve's
+    `--cgroup-base` (None: `$JIGCMD_CGROUP_BASE`, else the default).
+    """
+    refused = _base_refused(cgroup_base)
+    if refused is not None:
+        sys.stderr.write(f"jigcmd lock: {refused}; nothing was admitted\n")
+        return 2
     try:
-        loaded = load_any_binding(binding_path)
+        loaded = load_any_binding(binding_path, cgroup_base)
         runtime = lock_runtime(find_runtime())
     except (BindingError, RuntimeUnavailable) as exc:
         sys.stderr.write(f"jigcmd lock: {exc}\n")
@@ -68,6 +78,21 @@ def lock(binding_path: Path, lock_path: Path | None, *, check: bool) -> int:
     print(review)
     print(f"\nadmitted: wrote {os.path.abspath(target)}")
     return 0
+
+
+def _base_refused(cgroup_base: str | None) -> str | None:
+    """Why serve would refuse this base, or None: refused here too, whatever the Binding's
+    form, so the option is never taken and then ignored."""
+    if cgroup_base is None:
+        return None
+    # Imported here: only a base given needs the envelope's rules (Linux only).
+    from jigcmd.envelope.delegation import DelegationError, refuse_bad_base  # noqa: PLC0415 - see above
+
+    try:
+        refuse_bad_base(cgroup_base)
+    except DelegationError as exc:
+        return str(exc)
+    return None
 
 
 def _replace(target: Path, data: bytes) -> None:

@@ -122,6 +122,7 @@ def serve(
         deadline = resolve_root_deadline(settings.root_deadline_unix_ms, os.environ)
     except RunIdError as exc:
         _say(str(exc))
+        answer_pending(_startup_paths(settings).scrub(str(exc)))
         return 2
     settings = dataclasses.replace(settings, root_deadline_unix_ms=deadline)
     budget = result_budget if result_budget is not None else DEFAULT_BUDGET_BYTES

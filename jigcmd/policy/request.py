@@ -28,7 +28,7 @@ from jigcmd.policy.digests import candidate_digest, stdin_digest
 from jigcmd.policy.paths import is_local_name, path_problem, reserved_component
 from jigcmd.policy.pointers import escape, kind
 
-__all__ = ["ValidRequest", "lone_surrogate", "validate_request"]
+__all__ = ["ValidRequest", "lone_surrogate", "not_strict", "validate_request"]
 
 
 class ValidRequest(msgspec.Struct, frozen=True):
@@ -49,7 +49,13 @@ def _invalid(pointer: str, rule: str, message: str) -> JigError:
 
 def lone_surrogate(pointer: str) -> JigError:
     """The refusal of a lone surrogate at `pointer` of the input (no UTF-8 encodes one)."""
-    return _invalid(pointer, "strict-json", f"{pointer}: lone surrogate; input must be strict JSON")
+    return not_strict(pointer, "lone surrogate")
+
+
+def not_strict(pointer: str, problem: str) -> JigError:
+    """The refusal of input that breaks a strict JSON/1 rule at `pointer` (spec-notes §4)."""
+    where = pointer or "input"
+    return _invalid(pointer, "strict-json", f"{where}: {problem}; input must be strict JSON")
 
 
 def _utf8_size(text: str, pointer: str) -> int:

@@ -27,6 +27,7 @@ import msgspec
 from jigcmd.contract import LOCAL_NAME_MAX_CHARS, LOCAL_NAME_PATTERN, RUN_METHOD
 from jigcmd.errors import Code, JigError
 from jigcmd.evidence import Evidence
+from jigcmd.policy.request import not_strict
 from jigcmd.protocol import jsonrpc
 from jigcmd.protocol.actions import Action, Call, Cancel, Outcome, Send, Warn, send_error
 from jigcmd.protocol.commands import ToolInfo
@@ -246,6 +247,11 @@ class FlowDialect:
             call = parse_call(request.method, request.params)
         except RunParamsError as exc:
             return send_error(request.id, jsonrpc.INVALID_PARAMS, str(exc))
+        if request.fault is not None:
+            # Before the signature: input that is not strict JSON has no one meaning to sign
+            # (a repeated key), or cannot be encoded at all (a lone surrogate). Not remembered.
+            fault = not_strict(request.fault.pointer, request.fault.problem)
+            return [Send(encode_failure(request.id, fault))]
         signature = self._signature(call.signed_method, call.signed_params)
         operation = self._operations.get(call.operation_id)
         if operation is not None:

@@ -14,14 +14,14 @@ from typing import Any, Final
 import msgspec
 
 from jigcmd.contract import OPERATION_ID_MAX_BYTES, OPERATION_ID_PATTERN
+from jigcmd.errors import bounded
+from jigcmd.jsonio import faults
+from jigcmd.jsonio.faults import Fault
 from jigcmd.jsonio.strict import (
     MAX_SAFE_INTEGER,
-    DuplicateKey,
-    LoneSurrogate,
     Malformed,
     NestingTooDeep,
     StrictJSONError,
-    first_lone_surrogate,
     loads,
 )
 
@@ -32,6 +32,7 @@ __all__ = [
     "METHOD_NOT_FOUND",
     "OPERATION_FAILED",
     "PARSE_ERROR",
+    "Fault",
     "Id",
     "Notification",
     "Rejected",
@@ -71,6 +72,9 @@ class Request(msgspec.Struct, frozen=True):
     method: str
     # None when absent; otherwise an object or an array, as JSON-RPC allows.
     params: dict[str, Any] | list[Any] | None
+    # Where the call's input (`INPUT_MEMBERS`) breaks a strict JSON/1 rule, all else in the
+    # frame being strict: the dialect refuses the call naming it, and never runs its input.
+    fault: Fault | None = None
 
 
 class Notification(msgspec.Struct, frozen=True):
@@ -118,11 +122,21 @@ def is_mcp_id(value: object) -> bool:
     return type(value) is str or type(value) is int
 
 
+# The params member that is a call's input, by method: a strict JSON/1 fault only there is
+# the call's own refusal (`INVALID_INPUT` naming its pointer), as any other invalid input is.
+INPUT_MEMBERS: Final = {
+    "capability/call": "input",
+    "effect/call": "input",
+    "tools/call": "arguments",
+}
+
+
 def parse(frame: bytes) -> Request | Notification | Response | Rejected:
     """Decode and classify one frame; strict JSON/1 failures become -32700.
 
     The request's id is answered whenever the frame is JSON's syntax (a client waits for
-    its id, not for null): only a malformed text or a repeated key leaves it unknown.
+    its id, not for null): only a malformed text or a fault in the id itself (a repeated
+    "id", an unsafe integer, a lone surrogate) leaves it unknown.
     """
     try:
         message = loads(frame)
@@ -131,31 +145,42 @@ def parse(frame: bytes) -> Request | Notification | Response | Rejected:
         found = exc.value.get("id") if type(exc.value) is dict else leading_id(frame)
         request_id = found if type(found) is str or type(found) is int else None
         return Rejected(INVALID_REQUEST, f"Invalid Request: {exc}", request_id)
-    except LoneSurrogate as exc:
-        return _lone_surrogate(exc)
-    except (Malformed, DuplicateKey) as exc:
+    except Malformed as exc:
         return Rejected(PARSE_ERROR, f"Parse error: {exc}")
     except StrictJSONError as exc:
-        found = leading_id(frame)
-        request_id = trailing_id(frame) if found is None else found
-        return Rejected(PARSE_ERROR, f"Parse error: {exc}", request_id)
+        return _broken_rule(frame, exc)
     return classify(message)
 
 
-def _lone_surrogate(exc: LoneSurrogate) -> Request | Notification | Response | Rejected:
-    """A lone surrogate only in a `tools/call`'s arguments: the request, whose tool refuses
-    them naming the pointer; anywhere else -32700 with the request's id."""
-    value = exc.value
-    if type(value) is not dict:
-        return Rejected(PARSE_ERROR, f"Parse error: {exc}")
+def _broken_rule(
+    frame: bytes, exc: StrictJSONError
+) -> Request | Notification | Response | Rejected:
+    """JSON's syntax with a strict rule broken: the call, carrying its fault, when only its
+    input breaks one; otherwise -32700 naming the first fault, with the id if it is sound."""
+    value = faults.decode(frame)
+    if not isinstance(value, dict):
+        found = leading_id(frame)
+        request_id = trailing_id(frame) if found is None else found
+        return Rejected(PARSE_ERROR, f"Parse error: {exc}", request_id)
+    method = value.get("method")
+    member = INPUT_MEMBERS.get(method) if type(method) is str else None
     params = value.get("params")
-    if value.get("method") == "tools/call" and type(params) is dict:
-        rest = {**value, "params": {k: v for k, v in params.items() if k != "arguments"}}
-        if first_lone_surrogate(rest) is None:
-            return classify(value)
+    skip = f"/params/{member}" if isinstance(params, dict) and member in params else None
+    outside = faults.first_fault(value, skip)
+    if outside is None and skip is not None:
+        assert isinstance(params, dict) and member is not None
+        inside = faults.first_fault(params[member])
+        message = classify(faults.plain(value))
+        # No fault found at all (a byte order mark): the text's own refusal below.
+        if inside is not None and type(message) is Request:
+            return Request(message.id, message.method, message.params, inside)
+        if inside is not None:
+            return message
     found = value.get("id")
-    request_id = found if is_mcp_id(found) and first_lone_surrogate(found) is None else None
-    return Rejected(PARSE_ERROR, f"Parse error: {exc}", request_id)
+    sound = is_mcp_id(found) and faults.first_fault(found) is None
+    request_id = found if sound and not faults.repeats(value, "id") else None
+    text = f"{outside.problem} at '{outside.pointer}'" if outside is not None else str(exc)
+    return Rejected(PARSE_ERROR, f"Parse error: {text}", request_id)
 
 
 # Strings, structural characters and numbers: enough to find a top-level "id" member.
@@ -284,8 +309,12 @@ def encode_raw_result(request_id: Id, result_json: bytes) -> bytes:
 
 
 def encode_error(request_id: Id | None, code: int, message: str, data: object = None) -> bytes:
-    """One error response frame; `data` is omitted when None."""
-    error: dict[str, object] = {"code": code, "message": message}
+    """One error response frame; `data` is omitted when None.
+
+    Every error answer is encoded here, so here its message is bounded (`errors.bounded`):
+    one that quotes the peer's text (a method, a member name) is never longer than 1,024.
+    """
+    error: dict[str, object] = {"code": code, "message": bounded(message)}
     if data is not None:
         error["data"] = data
     return _encode({"jsonrpc": "2.0", "id": request_id, "error": error}) + b"\n"

@@ -436,7 +436,7 @@ class McpDialect:
         try:
             if tool.unavailable is not None:
                 raise JigError(Code.UNAVAILABLE, f"command {tool.name!r}: {tool.unavailable}")
-            arguments = call_input(call, tool)
+            arguments = call_input(call, tool, request.fault)
         except JigError as refusal:
             return [Send(jsonrpc.encode_result(request.id, self._result(pending, refusal)))]
         return self._dispatch(request.id, call, arguments, pending, keys=keys, envelope=envelope)

@@ -16,6 +16,7 @@ from typing import Any, Final
 
 import msgspec
 
+from jigcmd.errors import bounded
 from jigcmd.protocol import jsonrpc
 from jigcmd.protocol.mcp_versions import MODERN_VERSIONS
 
@@ -141,7 +142,8 @@ def unsupported_version(requested: str, *, message: str = "") -> EnvelopeError:
         message
         or f"Unsupported protocol version {requested!r}; this server serves "
         + ", ".join(supported),
-        {"supported": supported, "requested": requested},
+        # The peer's own text, echoed: bounded as the message is.
+        {"supported": supported, "requested": bounded(requested)},
     )
 
 

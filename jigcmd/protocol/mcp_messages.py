@@ -13,9 +13,8 @@ from typing import Any, Final
 import msgspec
 
 from jigcmd.errors import Code, JigError
-from jigcmd.jsonio.strict import first_lone_surrogate
 from jigcmd.policy.pointers import escape
-from jigcmd.policy.request import lone_surrogate
+from jigcmd.policy.request import not_strict
 from jigcmd.protocol import jsonrpc
 from jigcmd.protocol.actions import Action, send_error
 from jigcmd.protocol.commands import ToolInfo
@@ -110,17 +109,17 @@ def parse_tool_call(params: object) -> ToolCall:
     return ToolCall(name, arguments, token)
 
 
-def call_input(call: ToolCall, tool: ToolInfo) -> dict[str, Any]:
+def call_input(call: ToolCall, tool: ToolInfo, fault: jsonrpc.Fault | None) -> dict[str, Any]:
     """The capability `run` input for a tool call: the tool name selects the command.
 
     Only the tool's own arguments are taken, as its inputSchema says
-    (`additionalProperties: false`); a refusal names them.
+    (`additionalProperties: false`); a refusal names them. `fault`: where the arguments
+    break a strict JSON/1 rule (`jsonrpc.Request.fault`), refused before anything else.
     """
     # First: the checks below name keys, and a lone surrogate (which the JSON-RPC layer
     # lets through only here) must never reach an encoder.
-    lone = first_lone_surrogate(call.arguments)
-    if lone is not None:
-        raise lone_surrogate(lone)
+    if fault is not None:
+        raise not_strict(fault.pointer, fault.problem)
     allowed = tool_arguments(tool.kind)
     for key in call.arguments:
         if key not in allowed:

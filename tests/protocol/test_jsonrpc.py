@@ -85,6 +85,34 @@ def test_frames_that_are_not_requests_are_rejected_with_the_right_code(
     assert jsonrpc.parse(frame) == expected
 
 
+def test_a_fault_only_in_a_calls_input_is_the_request_carrying_its_pointer() -> None:
+    """The rest of the frame read as written; the input's first fault named, never run."""
+    frame = (
+        b'{"jsonrpc":"2.0","id":"d1","method":"capability/call","params":{"operationId":"o",'
+        b'"slot":"command","method":"run","input":{"files":{"a":"1","a":"2"},"x":NaN}}}'
+    )
+    parsed = jsonrpc.parse(frame)
+    assert type(parsed) is Request and parsed.id == "d1"
+    assert parsed.fault == jsonrpc.Fault("/files/a", 'duplicate key "a"')
+    assert type(parsed.params) is dict and type(parsed.params["input"]) is dict
+
+
+@pytest.mark.parametrize(
+    "frame",
+    [
+        # A byte order mark breaks no rule inside the input: the text is refused as a whole.
+        b'\xef\xbb\xbf{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"arguments":{}}}',
+        # A fault outside the input too: the frame is no request.
+        b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a","name":"b",'
+        b'"arguments":{"x":NaN}}}',
+    ],
+)
+def test_a_frame_broken_outside_a_calls_input_stays_a_parse_error(frame: bytes) -> None:
+    """-32700 with the id: nothing but a fault inside the input becomes a call."""
+    parsed = jsonrpc.parse(frame)
+    assert type(parsed) is Rejected and (parsed.code, parsed.id) == (-32700, 1)
+
+
 @pytest.mark.parametrize(
     ("value", "valid"),
     [

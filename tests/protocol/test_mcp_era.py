@@ -8,8 +8,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from jigcmd.errors import Code, JigError
+from jigcmd.errors import MESSAGE_MAX_CHARS, Code, JigError
 from jigcmd.policy.digests import operation_signature
+from jigcmd.protocol import mcp_era
 from jigcmd.protocol.commands import Recorded, RunResult
 from jigcmd.protocol.session import (
     Action,
@@ -384,3 +385,11 @@ def test_a_list_request_with_a_cursor_is_32602_as_no_list_is_ever_paginated() ->
             assert answer(handshake_session.receive(plain))["error"]["code"] == -32602
         assert "result" in answer(modern_session.receive(modern(3, method, {"cursor": None})))
         assert "result" in answer(handshake_session.receive(frame(4, method)))
+
+
+def test_an_unsupported_version_of_megabytes_is_echoed_bounded() -> None:
+    """-32022 names the version requested, cut as every error message is."""
+    refusal = mcp_era.unsupported_version("v" * (1 << 20))
+    error = json.loads(refusal.frame(1))["error"]
+    assert len(error["data"]["requested"]) == MESSAGE_MAX_CHARS
+    assert len(error["message"]) == MESSAGE_MAX_CHARS

@@ -43,7 +43,10 @@ def test_refused_frames_are_answered_with_their_requests_id(tmp_path: Path) -> N
         server.send_bytes(_call(1, b'{"files":{"src/cli.ts":"console.log(\'cut \\ud83d\')"}}'))
         server.send_bytes(_call(2, b'{"files":{"src/cli.ts":"1"},"args":["\\udc00"]}'))
         server.send_bytes(_call(3, b'{"files":{"src/\\ud83d.ts":"1"}}'))
-        for request_id, pointer in ((1, "/files/src~1cli.ts"), (2, "/args/0")):
+        for request_id, pointer, escape in (
+            (1, "/files/src~1cli.ts", "\\ud83d"),
+            (2, "/args/0", "\\udc00"),
+        ):
             result = server.answer(request_id)["result"]
             assert result["isError"] is True
             assert result["_meta"]["jigcmd/error"] == {
@@ -51,7 +54,10 @@ def test_refused_frames_are_answered_with_their_requests_id(tmp_path: Path) -> N
                 "details": {"pointer": pointer, "rule": "strict-json"},
             }
             text = result["content"][0]["text"]
-            assert text == f"INVALID_INPUT: {pointer}: lone surrogate; input must be strict JSON"
+            assert text == (
+                f"INVALID_INPUT: {pointer}: lone surrogate escape {escape}; "
+                "input must be strict JSON"
+            )
         # A key is named with its lone surrogate escaped, so the answer encodes.
         named = server.answer(3)["result"]["_meta"]["jigcmd/error"]["details"]["pointer"]
         assert named == "/files/src~1\\ud83d.ts"

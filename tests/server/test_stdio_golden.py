@@ -95,8 +95,19 @@ def flow_call(request_id: str, operation_id: str, stdin: str = "") -> dict[str, 
         ),
         (
             b'{"jsonrpc":"2.0","id":3,"method":"ping","params":{"x":"\\ud83d"}}',
-            "Parse error: lone surrogate escape \\ud83d (byte 55) at '/params/x'",
+            "Parse error: lone surrogate escape \\ud83d at '/params/x'",
             3,
+        ),
+        # A repeated key anywhere but "id" leaves the id known: the client's call settles.
+        (
+            b'{"jsonrpc":"2.0","id":"k","method":"ping","params":{"x":1,"x":2}}',
+            "Parse error: duplicate key \"x\" at '/params/x'",
+            "k",
+        ),
+        (
+            b'{"jsonrpc":"2.0","id":5,"method":"ping","method":"ping"}',
+            "Parse error: duplicate key \"method\" at '/method'",
+            5,
         ),
     ],
 )
@@ -104,7 +115,7 @@ def test_frames_that_are_not_strict_json_get_a_parse_error_and_the_session_conti
     server: ServerProcess, frame: bytes, message: str, request_id: object
 ) -> None:
     """-32700 with the rule that failed, and the request's id unless the text is not JSON's
-    syntax or repeats a key; the next request is served."""
+    syntax or the id itself breaks a rule; the next request is served."""
     server.send(frame + b"\n")
     error = server.read()
     assert error["id"] == request_id

@@ -1,0 +1,51 @@
+"""Where a text that is JSON's syntax breaks a strict JSON/1 rule: the first fault's pointer."""
+
+from __future__ import annotations
+
+import pytest
+
+from jigcmd.jsonio import faults
+from jigcmd.jsonio.faults import Fault
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (b'{"a":{"b/c":1,"b/c":2}}', Fault("/a/b~1c", 'duplicate key "b/c"')),
+        (b'{"a":[1,"\\ud83d"]}', Fault("/a/1", "lone surrogate escape \\ud83d")),
+        (b'{"\\udc00":1}', Fault("/\\udc00", "lone surrogate escape \\udc00")),
+        (b'{"a":-Infinity}', Fault("/a", "NaN and Infinity are not JSON numbers")),
+        (b'{"a":1e400}', Fault("/a", "number out of range: non-finite numbers are not allowed")),
+        (b"[9007199254740992]", Fault("/0", "integer 9007199254740992 is beyond ±(2^53-1)")),
+        (b'{"a":1,"b":NaN,"a":2}', Fault("/a", 'duplicate key "a"')),
+        (b'{"a":[1]}', None),
+    ],
+)
+def test_the_first_fault_is_named_with_its_json_pointer(text: bytes, expected: Fault) -> None:
+    """A repeated key is its object's fault, found before what the object holds."""
+    assert faults.first_fault(faults.decode(text)) == expected
+
+
+def test_skip_leaves_a_member_out_but_not_its_own_repetition() -> None:
+    """What `skip` holds is not looked at; the same member written twice is still found."""
+    value = faults.decode(b'{"p":{"in":{"x":NaN},"ok":1}}')
+    assert faults.first_fault(value, "/p/in") is None
+    twice = faults.decode(b'{"p":{"in":{},"in":{}}}')
+    assert faults.first_fault(twice, "/p/in") == Fault("/p/in", 'duplicate key "in"')
+
+
+def test_nesting_deeper_than_the_limit_is_a_fault() -> None:
+    """As `strict.loads` refuses it: 64 levels at most."""
+    deep = b"[" * 65 + b"]" * 65
+    assert faults.first_fault(faults.decode(deep)) == Fault(
+        "/0" * 64, "nesting deeper than 64 levels"
+    )
+    assert faults.first_fault(faults.decode(b"[" * 64 + b"]" * 64)) is None
+
+
+def test_plain_gives_plain_dicts_and_none_for_nan() -> None:
+    """For reading the rest of the frame: no marked objects, no NaN stand-ins."""
+    value = faults.plain(faults.decode(b'{"a":{"b":[NaN,{"c":1,"c":2}]}}'))
+    assert value == {"a": {"b": [None, {"c": 2}]}}
+    assert type(value) is dict and type(value["a"]["b"][1]) is dict
+    assert faults.decode(b"{") is None
