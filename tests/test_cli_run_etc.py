@@ -25,6 +25,7 @@ _ETC = {
     "hosts": "127.0.0.1 localhost\n::1 localhost\n",
     "nsswitch.conf": "passwd: files\ngroup: files\nhosts: files\n",
     "passwd": "root:x:0:0:root:/tmp:/nonexistent\n",
+    "resolv.conf": "nameserver 192.0.2.1\n",
 }
 
 # The outside tester's three cases, as a project's own test file would have them.
@@ -47,7 +48,7 @@ test("dns lookup localhost", async () => {
 
 # Prints what the candidate finds: /etc, its home and user, and how other names fail.
 _PROBE = """
-import { lookup } from "node:dns/promises";
+import { lookup, resolve4 } from "node:dns/promises";
 import { homedir, userInfo } from "node:os";
 import { lstatSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 const failure = async (f: () => Promise<unknown>) => {
@@ -66,6 +67,7 @@ console.log(JSON.stringify({
   lookup: await failure(() => lookup("example.com")),
   fetch: await failure(() => fetch("http://example.com/")),
   bunLookup: await failure(() => Bun.dns.lookup("example.com", { backend: "libc" })),
+  resolve: await failure(() => resolve4("example.com")),
 }));
 """
 
@@ -103,7 +105,7 @@ def test_localhost_resolves_and_binds_in_a_projects_own_tests(tmp_path: Path) ->
 
 
 def test_etc_holds_four_fixed_files_a_home_and_no_dns(tmp_path: Path) -> None:
-    """/etc is exactly jigcmd's four read-only files; home is /tmp; other names: ENOTFOUND."""
+    """/etc is exactly jigcmd's five read-only files; home is /tmp; other names: ENOTFOUND."""
     usable_cgroups()
     require_runtime()
     binding = admit_example(tmp_path)
@@ -119,4 +121,6 @@ def test_etc_holds_four_fixed_files_a_home_and_no_dns(tmp_path: Path) -> None:
         "lookup": "ENOTFOUND",
         "fetch": "ENOTFOUND",
         "bunLookup": "DNS_ENOTFOUND",
+        # A DNS query has no route to its server (it spun until the deadline before).
+        "resolve": "ECONNREFUSED",
     }
