@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
@@ -11,7 +12,7 @@ from pathlib import Path
 
 from jigcmd.command.runtime import find_runtime
 from jigcmd.frontends.doctor import _runtime
-from jigcmd.policy.planner import BUN_FLAGS
+from jigcmd.policy.planner import BUN_ENV, BUN_FLAGS
 
 CLI = Path(__file__).resolve().parents[1] / "docs" / "cli.md"
 HEADING = "## Comparing with bare `bun test`"
@@ -36,8 +37,43 @@ def test_the_printed_path_is_the_bun_jigcmd_runs_and_doctor_names() -> None:
     assert f"at {find_runtime().path}," in _runtime().detail
 
 
-def test_the_comparison_gives_bun_the_flags_every_command_gets() -> None:
-    (test_line,) = re.findall(r'`"\$BUN" test ([^`]+)`', section().replace("\n", " "))
-    assert tuple(test_line.split()[: len(BUN_FLAGS)]) == BUN_FLAGS
-    (run_line,) = re.findall(r'`"\$BUN" (--[^`]+)`', section().replace("\n", " "))
-    assert tuple(run_line.split()[: len(BUN_FLAGS)]) == BUN_FLAGS
+def recipe() -> list[list[str]]:
+    """The comparison's commands (its `sh` block, lines joined, comments dropped), as argv."""
+    (block,) = re.findall(r"```sh\n(.*?)```", section(), re.DOTALL)
+    joined = block.replace("\\\n", " ")
+    return [shlex.split(line) for line in joined.splitlines() if not line.startswith("#")]
+
+
+def _environment() -> list[str]:
+    """`env -i` and what the envelope sets (policy.planner.BUN_ENV), then TZ=UTC for its UTC."""
+    return ["env", "-i", *(f"{name}={value}" for name, value in BUN_ENV), "TZ=UTC", "$BUN"]
+
+
+def test_the_comparison_gives_bun_the_flags_and_environment_every_command_gets() -> None:
+    """A test command and a run command: `env -i`, the envelope's variables, Bun's flags."""
+    test_argv, run_argv = recipe()
+    start = _environment()
+    assert test_argv[: len(start)] == start and run_argv[: len(start)] == start
+    assert tuple(test_argv[len(start) :][: len(BUN_FLAGS) + 1]) == ("test", *BUN_FLAGS)
+    assert tuple(run_argv[len(start) :][: len(BUN_FLAGS)]) == BUN_FLAGS
+
+
+def test_the_comparisons_test_sees_the_envelopes_environment_and_utc(tmp_path: Path) -> None:
+    """Run as written, from a caller with its own TZ and HOME: only BUN_ENV, NODE_ENV and TZ."""
+    (tmp_path / "test").mkdir()
+    (tmp_path / "test" / "a.test.ts").write_text(
+        'import { test } from "bun:test";\n'
+        "test('env', () => console.log(JSON.stringify({ env: process.env,\n"
+        "  zone: Intl.DateTimeFormat().resolvedOptions().timeZone })));\n"
+    )
+    test_argv = recipe()[0]
+    argv = [find_runtime().path if arg == "$BUN" else arg for arg in test_argv]
+    caller = {**os.environ, "TZ": "America/New_York", "HOME": str(tmp_path)}
+    done = subprocess.run(
+        argv, cwd=tmp_path, env=caller, capture_output=True, text=True, timeout=60, check=True
+    )
+    (printed,) = [line for line in done.stdout.splitlines() if line.startswith("{")]
+    assert json.loads(printed) == {
+        "env": {**dict(BUN_ENV), "NODE_ENV": "test", "TZ": "UTC"},
+        "zone": "UTC",
+    }

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import os
 
-__all__ = ["HOST_ID", "host_ids", "map_ids", "rootless", "write_id_maps"]
+__all__ = ["HOST_ID", "INSIDE_ID", "host_ids", "map_ids", "rootless", "write_id_maps"]
 
 # Inside the user namespace, uid/gid 0 is host 65534: unprivileged on the host.
 HOST_ID = 65534
+# The uid and gid pid 1 and the candidate have inside it (the envelope's /etc names them).
+INSIDE_ID = 0
 
 
 def rootless() -> bool:
@@ -24,7 +26,7 @@ def host_ids() -> tuple[int, int]:
 
 def write_id_maps(pid: int) -> None:
     """Write the single-id uid and gid maps of the user namespace of `pid` (raises OSError)."""
-    map_ids(str(pid), inside=(0, 0), outside=host_ids())
+    map_ids(str(pid), inside=(INSIDE_ID, INSIDE_ID), outside=host_ids())
 
 
 def map_ids(process: str, *, inside: tuple[int, int], outside: tuple[int, int]) -> None:

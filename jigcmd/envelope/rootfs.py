@@ -8,14 +8,15 @@ result of measurement; each step says why it sits where it does.
    on every host path is reachable as `/oldroot/<path>`, even one that our own mounts would
    shadow (a venv under `/tmp`, say). This is bubblewrap's double-pivot, re-derived.
 3. Build `/newroot` on its own tmpfs: read-only binds, the candidate tree, scratch, `/dev`,
-   a truthful read-only memory-limit view for Bun.
+   a truthful read-only memory-limit view for Bun and, for a candidate, jigcmd's own `/etc`
+   (etcfiles.py).
 4. Mount `/proc` *before* the old root is detached: the kernel refuses a fresh procfs in a
    user namespace unless a fully visible procfs exists in the mount namespace ("mount too
    revealing", EPERM).
 5. Remount `/newroot` read-only, pivot into it and detach the old root lazily.
 
 For the candidate profile the part of the root that is the same for every envelope of a
-shape (the staged runtime's binds, `/dev`, the memory view, the empty mount points) is a
+shape (the staged runtime's binds, `/dev`, the memory view, `/etc`, the empty mount points) is a
 *template*, built once by the zygote in its own mount namespace (`template`) and read-only
 from then on; pid 1 binds a copy of it and mounts only its own scratch, candidate tree and
 `/proc` on top (`enter_template`): 11 mount operations instead of ~30, and no directory
@@ -34,6 +35,7 @@ from collections.abc import Mapping
 
 from jigcmd.envelope import staging
 from jigcmd.envelope import syscalls as sc
+from jigcmd.envelope.etcfiles import ETC_FILES
 from jigcmd.envelope.failure import StepError
 from jigcmd.plan import CANDIDATE_ROOT, RunPlan
 
@@ -61,7 +63,7 @@ _LOCKED_FLAGS = (
 )
 
 _DEVICES = ("null", "zero", "urandom")
-# A file made on the root tmpfs (a bind's target, a memory view); never through a link.
+# A file made on the root tmpfs (a bind's target, a memory view, /etc); never through a link.
 _NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
 _MEMORY_VIEWS = ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes")
 _CANDIDATE_TREE_BYTES = 4 * 1024 * 1024
@@ -117,6 +119,8 @@ def build_root(plan: RunPlan, sources: Mapping[str, int], memory_limit: str) -> 
     if plan.profile == "candidate":
         tree.makedirs(_NEW + CANDIDATE_ROOT)
         _candidate_mount(_NEW)
+        # A host plan's /etc is the host's, bound by its policy (jarvis's host_dirs) or absent.
+        _fixed_files(tree, ETC_FILES, "/etc/")
     _dev(tree, _OLD)
     _memory_view(tree, memory_limit)
     tree.makedirs(_NEW + "/proc")
@@ -195,6 +199,7 @@ def _build_template(root: str, plan: RunPlan, memory_limit: str) -> None:
     for bind in plan.binds:
         _bind(tree, staging.source_of(bind), bind.target, bind.writable, shown=bind.source)
     tree.makedirs(root + CANDIDATE_ROOT)
+    _fixed_files(tree, ETC_FILES, "/etc/")
     _dev(tree, "")
     _memory_view(tree, memory_limit)
     tree.makedirs(root + "/proc")
@@ -504,16 +509,23 @@ def _memory_view(tree: _Tree, limit: str) -> None:
     """Show Bun its real memory limit where it looks for one, under either cgroup version."""
     # Bun reads /proc/self/cgroup, then the v2 or v1 limit file below the cgroup mount; in
     # our cgroup namespace its cgroup is "/", so these two files are the ones it finds.
-    # They live on the root tmpfs, which is read-only before the candidate starts.
     data = limit.encode("ascii")
-    for view in _MEMORY_VIEWS:
-        path = tree.root + view
+    _fixed_files(tree, tuple((view, data) for view in _MEMORY_VIEWS), "")
+
+
+def _fixed_files(tree: _Tree, files: tuple[tuple[str, bytes], ...], under: str) -> None:
+    """Write each (path, content) of `files`, `under` prefixed, as a new file on the root tmpfs."""
+    # The tmpfs was mounted empty just now, so a file already there (O_EXCL) or a link
+    # (O_NOFOLLOW) is refused; the tmpfs is read-only before the candidate starts.
+    for name, data in files:
+        inside = under + name
+        path = tree.root + inside
         tree.makedirs(posixpath.dirname(path))
         try:
-            fd = os.open(path, _NEW_FILE | os.O_TRUNC, 0o644)
+            fd = os.open(path, _NEW_FILE | os.O_EXCL, 0o644)
             try:
                 os.write(fd, data)
             finally:
                 os.close(fd)
         except OSError as exc:
-            raise RootfsError(f"write {view}", exc.strerror or "") from exc
+            raise RootfsError(f"write {inside}", exc.strerror or "") from exc

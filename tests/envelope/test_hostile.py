@@ -81,7 +81,7 @@ async def test_a_candidate_cannot_reach_an_external_address(hostile: Hostile) ->
 
 
 async def test_a_candidate_cannot_resolve_names(hostile: Hostile) -> None:
-    """DNS lookups fail (no resolver, no route); a timeout counts as a failure too."""
+    """DNS lookups fail (/etc names localhost only, no route to a server); a timeout counts too."""
     source = (
         'import { attemptAsync } from "./probe.ts";\n'
         'import dns from "node:dns";\n'

@@ -42,6 +42,7 @@ def _template_facts(root: str) -> dict[str, object]:
         "null_is_a_device": stat.S_ISCHR(os.stat(root + "/dev/null").st_mode),
         "limit": limit,
         "mount_points": [os.path.isdir(root + name) for name in ("/tmp", "/work", "/proc")],
+        "etc": sorted(os.listdir(root + "/etc")),
     }
 
 
@@ -82,6 +83,8 @@ def test_a_shape_gets_one_read_only_template_and_the_host_profile_none(tmp_path:
         "null_is_a_device": True,
         "limit": _LIMIT,
         "mount_points": [True, True, True],
+        # jigcmd's own files (etcfiles.py; their content: tests/test_cli_run_etc.py).
+        "etc": ["group", "hosts", "nsswitch.conf", "passwd", "resolv.conf"],
     }
     # The stand-in's own mount namespace holds it; the test's (the host's) never did.
     assert report["mounted_here"] is True

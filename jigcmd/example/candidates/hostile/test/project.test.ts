@@ -18,7 +18,12 @@ function refuse(message: string): never {
 
 test("hostile", async () => {
   console.error(`visible root: ${readdirSync("/").sort().join(" ")}`);
-  attempt("read host /etc/passwd", () => (existsSync("/etc/passwd") ? "it exists" : refuse("no /etc in the envelope")));
+  attempt("read the host's /etc/passwd", () => {
+    // The envelope's /etc is jigcmd's own: one user, the candidate's uid 0, at home in /tmp.
+    if (!existsSync("/etc/passwd")) refuse("no /etc/passwd");
+    const users = readFileSync("/etc/passwd", "utf8");
+    return users === "root:x:0:0:root:/tmp:/nonexistent\n" ? refuse("/etc/passwd is jigcmd's: one user") : users;
+  });
   attempt("modify the candidate", () => { writeFileSync("src/value.ts", "export const value = 1"); return "written"; });
   attempt("read credentials from the environment", () => {
     // bun test sets NODE_ENV itself; jigcmd sets only BUN_RUNTIME_TRANSPILER_CACHE_PATH.
