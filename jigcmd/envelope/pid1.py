@@ -10,7 +10,7 @@ blocks in `waitid` for the kernel's word on its children. It watches its supervi
 is its parent also when the spawner cloned it (`CLONE_PARENT`, see spawner.py).
 
 Before it says it is prepared it seals the empty candidate tree (read-only, keeping one
-writable copy of its mount, rootfs.open_candidate_tree) and drops its own privileges exactly
+writable copy of its mount, candidatetree.open_candidate_tree) and drops its own privileges exactly
 as far as the candidate's (the same uid, no capabilities, securebits, no_new_privs, the
 seccomp filter). At the go it writes the candidate files through that copy and lets it go,
 waits for the gate and starts Bun with `posix_spawn` (vfork: no copy of this image, no
@@ -32,6 +32,7 @@ from typing import NamedTuple, NoReturn
 
 from jigcmd import trace
 from jigcmd.envelope import (
+    candidatetree,
     cgroups,
     exact,
     idmap,
@@ -103,7 +104,7 @@ class Init:
         self.blueprint = blueprint
         self.sources: dict[str, int] = {}
         self.template_fd = -1
-        # The writable copy of the candidate tree (rootfs.open_candidate_tree), until the go.
+        # The writable copy of the candidate tree (candidatetree.open_candidate_tree), until the go.
         self.tree_fd = -1
         self.control = control
         self.status_w = status_w
@@ -199,7 +200,7 @@ class Init:
             for fd in self.sources.values():
                 os.close(fd)
             if self.plan.profile == "candidate":
-                self.tree_fd = rootfs.open_candidate_tree()
+                self.tree_fd = candidatetree.open_candidate_tree()
             step = "hand over the scratch"
             _hand_over_scratch(self.control)
             step = "drop privileges"
@@ -253,7 +254,7 @@ class Init:
         with _step("candidate files"):
             if self.plan.profile == "candidate":
                 tree, self.tree_fd = self.tree_fd, -1
-                rootfs.seal_candidate(go.files, tree)
+                candidatetree.seal_candidate(go.files, tree)
         with _step("drop privileges"):
             # Every descriptor of pid 1 above 2 stays out of the candidate, whatever it is.
             sc.close_range(3, 0xFFFFFFFF, sc.CLOSE_RANGE_CLOEXEC)

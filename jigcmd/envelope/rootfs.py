@@ -35,18 +35,13 @@ from collections.abc import Mapping
 
 from jigcmd.envelope import staging
 from jigcmd.envelope import syscalls as sc
+from jigcmd.envelope.candidatetree import mount_candidate_tree
 from jigcmd.envelope.etcfiles import ETC_FILES
 from jigcmd.envelope.failure import StepError
+from jigcmd.envelope.roottree import NEW_FILE, RootfsError, Tree, step, write_new_files
 from jigcmd.plan import CANDIDATE_ROOT, RunPlan
 
-__all__ = [
-    "RootfsError",
-    "build_root",
-    "enter_template",
-    "open_candidate_tree",
-    "seal_candidate",
-    "template",
-]
+__all__ = ["RootfsError", "build_root", "enter_template", "template"]
 
 _BASE = "/tmp"
 _OLD = "/oldroot"
@@ -63,31 +58,13 @@ _LOCKED_FLAGS = (
 )
 
 _DEVICES = ("null", "zero", "urandom")
-# A file made on the root tmpfs (a bind's target, a memory view, /etc); never through a link.
-_NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
 _MEMORY_VIEWS = ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes")
-_CANDIDATE_TREE_BYTES = 4 * 1024 * 1024
-_CANDIDATE_TREE_INODES = 2048
 _ROOT_TMPFS = "mode=0755,size=256k,nr_inodes=1024"
 _ROOT_FLAGS = sc.MS_NOSUID | sc.MS_NODEV
-# A candidate file, made once on the empty tree; never through a link. Its mode lets its
-# owner (the candidate's uid) write, so that a write fails on the read-only mount with EROFS
-# like every other change, not on the mode with EACCES: the mount is what holds it.
-_CANDIDATE_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-# A remount of one mount's own flags, not of its filesystem's.
-_REMOUNT = sc.MS_REMOUNT | sc.MS_BIND
 # Templates kept mounted in the zygote, by (binds, memory limit); a shape change makes one.
 _MAX_TEMPLATES = 4
 _templates: dict[tuple[object, ...], str] = {}
 _template_slot = 0
-
-
-class RootfsError(Exception):
-    """Raised when a step of building the root fails; `step` names it for the caller."""
-
-    def __init__(self, step: str, error: BaseException | str) -> None:
-        super().__init__(f"{step}: {error}")
-        self.step = step
 
 
 def build_root(plan: RunPlan, sources: Mapping[str, int], memory_limit: str) -> None:
@@ -98,9 +75,9 @@ def build_root(plan: RunPlan, sources: Mapping[str, int], memory_limit: str) -> 
     source (a venv under a 0700 home), but binding from the descriptor needs none.
     `memory_limit` is the limit as the kernel reported it when the cgroup was made.
     """
-    tree = _Tree(_NEW)
+    tree = Tree(_NEW)
     _base()
-    _step(
+    step(
         "mount root tmpfs",
         sc.mount,
         "jigcmd-root",
@@ -118,14 +95,14 @@ def build_root(plan: RunPlan, sources: Mapping[str, int], memory_limit: str) -> 
         _bind(tree, source, bind.target, bind.writable, shown=bind.source)
     if plan.profile == "candidate":
         tree.makedirs(_NEW + CANDIDATE_ROOT)
-        _candidate_mount(_NEW)
+        mount_candidate_tree(_NEW)
         # A host plan's /etc is the host's, bound by its policy (jarvis's host_dirs) or absent.
-        _fixed_files(tree, ETC_FILES, "/etc/")
+        write_new_files(tree, ETC_FILES, "/etc/")
     _dev(tree, _OLD)
     _memory_view(tree, memory_limit)
     tree.makedirs(_NEW + "/proc")
     _proc(_NEW)
-    _step(
+    step(
         "remount root read-only",
         sc.mount,
         None,
@@ -138,8 +115,8 @@ def build_root(plan: RunPlan, sources: Mapping[str, int], memory_limit: str) -> 
 
 def _base() -> None:
     """Steps 1 and 2 of the module docstring: the host's tree at /oldroot, /newroot empty."""
-    _step("make mounts private", sc.mount, None, "/", None, sc.MS_REC | sc.MS_PRIVATE)
-    _step(
+    step("make mounts private", sc.mount, None, "/", None, sc.MS_REC | sc.MS_PRIVATE)
+    step(
         "mount base tmpfs",
         sc.mount,
         "jigcmd",
@@ -148,10 +125,10 @@ def _base() -> None:
         sc.MS_NOSUID | sc.MS_NODEV,
         "mode=0700,size=64k",
     )
-    _step("create old-root directory", os.mkdir, _BASE + _OLD, 0o700)
-    _step("create new-root directory", os.mkdir, _BASE + _NEW, 0o755)
-    _step("pivot into base tmpfs", sc.pivot_root, _BASE, _BASE + _OLD)
-    _step("chdir to base", os.chdir, "/")
+    step("create old-root directory", os.mkdir, _BASE + _OLD, 0o700)
+    step("create new-root directory", os.mkdir, _BASE + _NEW, 0o755)
+    step("pivot into base tmpfs", sc.pivot_root, _BASE, _BASE + _OLD)
+    step("chdir to base", os.chdir, "/")
 
 
 def template(plan: RunPlan, memory_limit: str) -> str | None:
@@ -193,19 +170,19 @@ def template(plan: RunPlan, memory_limit: str) -> str | None:
 
 
 def _build_template(root: str, plan: RunPlan, memory_limit: str) -> None:
-    tree = _Tree(root)
-    _step("mount root tmpfs", sc.mount, "jigcmd-root", root, "tmpfs", _ROOT_FLAGS, _ROOT_TMPFS)
+    tree = Tree(root)
+    step("mount root tmpfs", sc.mount, "jigcmd-root", root, "tmpfs", _ROOT_FLAGS, _ROOT_TMPFS)
     tree.makedirs(root + "/tmp")
     for bind in plan.binds:
         _bind(tree, staging.source_of(bind), bind.target, bind.writable, shown=bind.source)
     tree.makedirs(root + CANDIDATE_ROOT)
-    _fixed_files(tree, ETC_FILES, "/etc/")
+    write_new_files(tree, ETC_FILES, "/etc/")
     _dev(tree, "")
     _memory_view(tree, memory_limit)
     tree.makedirs(root + "/proc")
     # Read-only for good, the superblock too: every envelope of the shape shares this
     # tmpfs, and its owner (the zygote's user namespace) is not the envelopes'.
-    _step(
+    step(
         "remount root read-only",
         sc.mount,
         None,
@@ -232,16 +209,16 @@ def enter_template(template_fd: int, plan: RunPlan) -> None:
     """
     _base()
     source = f"{_OLD}/proc/self/fd/{template_fd}"
-    _step("bind root template", sc.mount, source, _NEW, None, sc.MS_BIND | sc.MS_REC)
+    step("bind root template", sc.mount, source, _NEW, None, sc.MS_BIND | sc.MS_REC)
     _scratch(_NEW, plan.limits.scratch_bytes)
-    _candidate_mount(_NEW)
+    mount_candidate_tree(_NEW)
     _proc(_NEW)
     _pivot(_NEW)
 
 
 def _proc(root: str) -> None:
     # Before the old root goes: see the module docstring, step 4.
-    _step(
+    step(
         "mount /proc",
         sc.mount,
         "proc",
@@ -253,49 +230,12 @@ def _proc(root: str) -> None:
 
 
 def _pivot(root: str) -> None:
-    _step("chdir to new root", os.chdir, root)
+    step("chdir to new root", os.chdir, root)
     # pivot_root(".", ".") stacks the old root on top of the new one; detaching "." then
     # drops the old root (host tree and base tmpfs) without needing a directory for it.
-    _step("pivot into new root", sc.pivot_root, ".", ".")
-    _step("detach old root", sc.umount2, ".", sc.MNT_DETACH)
-    _step("chdir to new root", os.chdir, "/")
-
-
-def _step(name: str, func: object, *args: object) -> None:
-    try:
-        func(*args)  # type: ignore[operator]
-    except OSError as exc:
-        raise RootfsError(name, exc.strerror or str(exc)) from exc
-
-
-class _Tree:
-    """A root being built below `root`, and the directories made in it so far.
-
-    The root tmpfs starts empty, so a directory is made once and never looked up again.
-    With `dir_fd` the root is "." of that directory descriptor (the candidate tree's copy).
-    """
-
-    def __init__(self, root: str, dir_fd: int | None = None) -> None:
-        self.root = root
-        self.dir_fd = dir_fd
-        self.made: set[str] = set()
-
-    def inside(self, path: str) -> str:
-        """`path` as the envelope will see it."""
-        return path.removeprefix(self.root) or "/"
-
-    def makedirs(self, path: str) -> None:
-        """`os.makedirs(path, exist_ok=True)` below the root."""
-        if path in self.made or not path.startswith(self.root + "/"):
-            return
-        self.makedirs(posixpath.dirname(path))
-        try:
-            os.mkdir(path, 0o755, dir_fd=self.dir_fd)
-        except FileExistsError:
-            pass  # a directory of a bind below the root, or one made by an earlier build
-        except OSError as exc:
-            raise RootfsError(f"create {self.inside(path)}", exc.strerror or "") from exc
-        self.made.add(path)
+    step("pivot into new root", sc.pivot_root, ".", ".")
+    step("detach old root", sc.umount2, ".", sc.MNT_DETACH)
+    step("chdir to new root", os.chdir, "/")
 
 
 def _locked_flags(path: str) -> int:
@@ -304,7 +244,7 @@ def _locked_flags(path: str) -> int:
 
 
 def _bind(
-    tree: _Tree,
+    tree: Tree,
     source: str,
     inside: str,
     writable: bool,
@@ -325,7 +265,7 @@ def _bind(
     else:
         tree.makedirs(posixpath.dirname(target))
         try:
-            os.close(os.open(target, _NEW_FILE, 0o644))
+            os.close(os.open(target, NEW_FILE, 0o644))
         except OSError as exc:
             raise RootfsError(f"bind {inside}", exc.strerror or "") from exc
     try:
@@ -337,7 +277,7 @@ def _bind(
         flags |= sc.MS_NODEV
     if not writable:
         flags |= sc.MS_RDONLY
-    _step(f"remount {inside}", sc.mount, None, target, None, flags)
+    step(f"remount {inside}", sc.mount, None, target, None, flags)
 
 
 def _bind_refused(exc: OSError, shown: str, is_dir: bool) -> str:
@@ -369,69 +309,8 @@ def _mount_below(directory: str) -> str | None:
     return None
 
 
-def _candidate_mount(root: str) -> None:
-    # Empty and writable until `open_candidate_tree` seals it, after the pivot.
-    _step(
-        "mount candidate tree",
-        sc.mount,
-        "jigcmd-candidate",
-        root + CANDIDATE_ROOT,
-        "tmpfs",
-        sc.MS_NOSUID | sc.MS_NODEV,
-        f"mode=0755,size={_CANDIDATE_TREE_BYTES},nr_inodes={_CANDIDATE_TREE_INODES}",
-    )
-
-
-def open_candidate_tree() -> int:
-    """A writable copy of the empty candidate tree's mount; the tree itself read-only for good.
-
-    Called by pid 1 after the pivot, while it prepares and may still mount. The copy is a
-    detached mount of the same tmpfs (`open_tree` with `OPEN_TREE_CLONE`: no path leads to
-    it) and keeps the flags it was made with, so the remount below does not reach it. From
-    then on it is the one way into the tmpfs: `seal_candidate` writes the request's files
-    through it at the go, where pid 1 already runs under the seccomp filter that denies
-    every mount call, and closes it before the candidate starts. The remount is the mount's
-    own (`MS_BIND`): the candidate, without capabilities and with mount denied, cannot
-    undo it, and can neither change, add nor remove a file in the tree.
-    """
-    try:
-        tree = sc.open_tree(CANDIDATE_ROOT, sc.OPEN_TREE_CLONE)
-    except OSError as exc:
-        raise RootfsError("copy candidate tree", exc.strerror or str(exc)) from exc
-    try:
-        flags = sc.MS_RDONLY | sc.MS_NOSUID | sc.MS_NODEV | sc.MS_NOEXEC
-        _step("seal candidate tree", sc.mount, None, CANDIDATE_ROOT, None, _REMOUNT | flags)
-    except BaseException:
-        os.close(tree)
-        raise
-    return tree
-
-
-def seal_candidate(files: tuple[tuple[str, str], ...], tree: int) -> None:
-    """Write the candidate files through `tree` (`open_candidate_tree`), then close it."""
-    # On the request's path: each directory is made once, by this loop, on the empty tree.
-    made = _Tree(".", dir_fd=tree)
-    try:
-        for rel, text in files:
-            path = posixpath.join(".", rel)
-            try:
-                made.makedirs(posixpath.dirname(path))
-                fd = os.open(path, _CANDIDATE_FILE, 0o644, dir_fd=tree)
-                try:
-                    os.write(fd, text.encode("utf-8"))
-                finally:
-                    os.close(fd)
-            except OSError as exc:
-                raise RootfsError(f"write candidate file {rel}", exc.strerror or "") from exc
-            except RootfsError as exc:
-                detail = str(exc).partition(": ")[2]
-                raise RootfsError(f"write candidate file {rel}", detail) from exc
-    finally:
-        os.close(tree)
-
-
 def _scratch(root: str, size: int) -> None:
-    _step(
+    step(
         "mount scratch /tmp",
         sc.mount,
         "jigcmd-scratch",
@@ -442,12 +321,12 @@ def _scratch(root: str, size: int) -> None:
     )
 
 
-def _dev(tree: _Tree, host: str) -> None:
+def _dev(tree: Tree, host: str) -> None:
     """A /dev of three devices (nodes of its own, else binds of the host's /dev below
     `host`) and four links."""
     dev = tree.root + "/dev"
     tree.makedirs(dev)
-    _step(
+    step(
         "mount /dev",
         sc.mount,
         "jigcmd-dev",
@@ -466,8 +345,8 @@ def _dev(tree: _Tree, host: str) -> None:
         ("stdout", "/proc/self/fd/1"),
         ("stderr", "/proc/self/fd/2"),
     ):
-        _step(f"link /dev/{name}", os.symlink, target, f"{dev}/{name}")
-    _step(
+        step(f"link /dev/{name}", os.symlink, target, f"{dev}/{name}")
+    step(
         "seal /dev",
         sc.mount,
         None,
@@ -505,27 +384,9 @@ def _own_device(source: str, target: str, inside: str) -> bool:
     return True
 
 
-def _memory_view(tree: _Tree, limit: str) -> None:
+def _memory_view(tree: Tree, limit: str) -> None:
     """Show Bun its real memory limit where it looks for one, under either cgroup version."""
     # Bun reads /proc/self/cgroup, then the v2 or v1 limit file below the cgroup mount; in
     # our cgroup namespace its cgroup is "/", so these two files are the ones it finds.
     data = limit.encode("ascii")
-    _fixed_files(tree, tuple((view, data) for view in _MEMORY_VIEWS), "")
-
-
-def _fixed_files(tree: _Tree, files: tuple[tuple[str, bytes], ...], under: str) -> None:
-    """Write each (path, content) of `files`, `under` prefixed, as a new file on the root tmpfs."""
-    # The tmpfs was mounted empty just now, so a file already there (O_EXCL) or a link
-    # (O_NOFOLLOW) is refused; the tmpfs is read-only before the candidate starts.
-    for name, data in files:
-        inside = under + name
-        path = tree.root + inside
-        tree.makedirs(posixpath.dirname(path))
-        try:
-            fd = os.open(path, _NEW_FILE | os.O_EXCL, 0o644)
-            try:
-                os.write(fd, data)
-            finally:
-                os.close(fd)
-        except OSError as exc:
-            raise RootfsError(f"write {inside}", exc.strerror or "") from exc
+    write_new_files(tree, tuple((view, data) for view in _MEMORY_VIEWS), "")

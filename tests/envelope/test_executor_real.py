@@ -416,7 +416,7 @@ async def test_while_the_candidate_runs_pid_1_holds_no_privilege_and_catches_no_
         with open(f"/proc/{started.init_pid}/task/{started.init_pid}/children") as handle:
             children = handle.read().split()
         seen["children"] = str(len(children))
-        # The candidate tree's writable copy (rootfs.open_candidate_tree) is let go at the go.
+        # The candidate tree's writable copy (candidatetree.open_candidate_tree) goes at the go.
         seen["directories held"] = str(_directories_held(started.init_pid))
         # The candidate inherited 1000 at its spawn; pid 1 is back at its own score.
         with open(f"/proc/{started.init_pid}/oom_score_adj", encoding="ascii") as handle:
