@@ -15,7 +15,7 @@ import shlex
 import tomllib
 from collections.abc import Callable, Mapping, Sequence
 
-from jigcmd.jsonio import strict
+from jigcmd.command.packagejson import read_manifest
 from jigcmd.policy.imports import PackageImports, package_imports, reached_marks
 from jigcmd.policy.wildcards import wildcard_matches
 
@@ -153,12 +153,7 @@ def _declared(files: Mapping[str, str]) -> tuple[list[str], list[str]]:
     for path, text in files.items():
         if path != "package.json" and not path.endswith("/package.json"):
             continue
-        try:
-            manifest = strict.loads(text.encode("utf-8"))
-        except strict.StrictJSONError:
-            continue  # Bun reads it, and says what is wrong if it must
-        if not isinstance(manifest, dict):
-            continue
+        manifest = read_manifest(text)  # one not read is said by `manifest_notes`
         for field in _DEPENDENCY_FIELDS:
             value = manifest.get(field)
             if not isinstance(value, dict):

@@ -29,8 +29,9 @@ from typing import NamedTuple
 
 import msgspec
 
+from jigcmd.command.packagejson import read_manifest
 from jigcmd.command.projectdir import ProjectFiles
-from jigcmd.command.workspaces import member_manifests, read_manifest
+from jigcmd.command.workspaces import manifest_notes, member_manifests
 from jigcmd.contract import CONTRACT_DIGEST, LOCAL_NAME_MAX_CHARS
 from jigcmd.jsonio import strict
 from jigcmd.policy.binding import (
@@ -98,7 +99,7 @@ def plan_scaffold(project: ProjectFiles, name: str | None = None) -> Scaffold:
             f"a Binding's {MAX_COMMANDS}; leave some out with --exclude GLOB"
         )
     split = list(commands)
-    notes = _add_entry_points(commands, manifest, project)
+    notes = [*manifest_notes(project.files), *_add_entry_points(commands, manifest, project)]
     if len(split) > 1:
         notes.insert(0, _split_note(len(tests), split))
     if unreviewable:
