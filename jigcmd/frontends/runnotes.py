@@ -46,7 +46,7 @@ def run_notes(
         unnamed_tests_note(files, commands, binding, lock) if tests else None,
         project.snapshot_note() if tests else None,
         bunfig_note(files, tests=tests),
-        dependencies_note(files, command.paths, project.has_package),
+        dependencies_note(files, command.paths, project.has_package, command.name),
     ]
     return [note for note in notes if note is not None]
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import posixpath
 import re
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Set
 from dataclasses import dataclass
 
 from jigcmd.policy.sourcetext import SCAN_CHARS, blank, has_jsx, is_source
@@ -150,6 +150,15 @@ class PackageImports:
 
     importers: Mapping[str, tuple[str, ...]]  # package -> the files importing it, sorted
     computed: tuple[str, ...] = ()
+
+    def within(self, paths: Set[str]) -> PackageImports:
+        """The same, for the files among `paths` only (what some commands run or import)."""
+        importers = {
+            name: kept
+            for name, files in self.importers.items()
+            if (kept := tuple(path for path in files if path in paths))
+        }
+        return PackageImports(importers, tuple(path for path in self.computed if path in paths))
 
 
 def package_name(specifier: str) -> str | None:
