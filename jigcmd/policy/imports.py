@@ -80,14 +80,16 @@ def left_out_imports(
     imports by a relative specifier: (the first file importing it, the path it imports)."""
     entries = set(left_out)
     found: dict[str, tuple[str, str]] = {}
+    if not entries:
+        return found
     for importer in sorted(path for path in files if is_source(path)):
         for specifier in _SPECIFIER.findall(files[importer]):
-            if _resolve(importer, specifier, files) is not None:
-                continue
             base = posixpath.normpath(posixpath.join(posixpath.dirname(importer), specifier))
             entry = _left_out_entry(base, entries)
-            if entry is not None and entry not in found:
-                found[entry] = (importer, base)
+            # Resolved only then: a file the candidate holds is what Bun imports first.
+            if entry is None or entry in found or _resolve(importer, specifier, files):
+                continue
+            found[entry] = (importer, base)
     return found
 
 
