@@ -52,20 +52,26 @@ def test_test_files_no_command_names_are_said_sent_and_not_run(lock: Path, tmp_p
 
 
 def test_run_says_the_dependency_note_init_says(lock: Path, tmp_path: Path) -> None:
-    """A declared package a file imports is never installed: `run` says what `init` says, not
-    only Bun's `Cannot find package`."""
+    """A declared package the command's file imports is never installed: `run` says what
+    `init` says (of the commands' files, where `run` says the command's), not only Bun's
+    `Cannot find package`."""
     files = _copy(tmp_path)
-    (files / "package.json").write_text('{"name": "pad", "dependencies": {"tiny-pad": "^1"}}\n')
+    (files / "package.json").write_text(
+        '{"name": "pad", "module": "src/cli.ts", "dependencies": {"tiny-pad": "^1"}}\n'
+    )
     (files / "src" / "pad.ts").write_text('import pad from "tiny-pad";\nexport default pad;\n')
+    cli = files / "src" / "cli.ts"
+    cli.write_text('import "./pad.ts";\n' + cli.read_text())
     done = run(lock, tmp_path / "state", "cli", files)
     assert done.returncode == 0, done.stderr
     said = [line for line in _notes(done.stderr) if "package.json declares" in line]
-    assert said and "1 dependency (tiny-pad: src/pad.ts) that candidate" in said[0]
+    assert said and "1 dependency (tiny-pad: src/pad.ts) that the files of `cli` import" in said[0]
     init = jigcmd_cli("init", str(files))
     assert init.returncode == 0, init.stderr
     prefix = f"jigcmd init: {files}: "
     (from_init,) = [line for line in init.stderr.splitlines() if "package.json declares" in line]
-    assert said == [f"jigcmd run: --files {files}: " + from_init.removeprefix(prefix)]
+    from_run = said[0].replace("the files of `cli`", "the commands' files")
+    assert from_run == f"jigcmd run: --files {files}: " + from_init.removeprefix(prefix)
 
 
 def test_an_entry_point_gets_no_note_that_only_bun_test_needs(lock: Path, tmp_path: Path) -> None:

@@ -14,9 +14,14 @@ import re
 import shlex
 import tomllib
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 
-from jigcmd.jsonio import strict
-from jigcmd.policy.imports import PackageImports, package_imports, reached_marks
+from jigcmd.command.packagejson import read_manifest
+from jigcmd.policy.imports import (
+    PackageImports,
+    package_imports,
+    reached_marks,
+)
 from jigcmd.policy.wildcards import wildcard_matches
 
 __all__ = ["BUNFIG", "bundle_command", "bunfig_note", "dependencies_note", "posture_notes"]
@@ -28,6 +33,8 @@ BUNFIG = "bunfig.toml"
 _PATHS = re.compile(r'"paths"\s*:\s*\{([^{}]*)\}')
 _PATHS_KEY = re.compile(r'"([^"\n]+)"\s*:\s*\[')
 # The package.json fields whose packages `bun install` would put in node_modules/.
+# Where `bundle_command` writes its bundles.
+_BUNDLES = "bundled/"
 _DEPENDENCY_FIELDS = ("dependencies", "devDependencies", "peerDependencies", "optionalDependencies")
 
 
@@ -76,7 +83,10 @@ def _anywhere(name: str) -> bool:
 
 
 def dependencies_note(
-    files: Mapping[str, str], commands: Sequence[str] = (), installed: Installed = _anywhere
+    files: Mapping[str, str],
+    commands: Sequence[str] = (),
+    installed: Installed = _anywhere,
+    runner: str | None = None,
 ) -> str | None:
     """The sentence for the declared packages some candidate file imports by name, which
     will not be there: each comes from node_modules/, never sent, and nothing installs it.
@@ -84,9 +94,13 @@ def dependencies_note(
     A package nothing imports (a linter, `typescript`) is not named: no command loads it;
     nor is one the root tsconfig.json maps to a path (`compilerOptions.paths`), which Bun
     resolves without node_modules/.
-    Files that compute what they import are named, since what they load is unknown. The
-    bundling example is for the first of the `commands`' files that reaches an import of
-    packages all `installed` on the host (`bun build` there fails on one that is not).
+    Files that compute what they import are named, since what they load is unknown. Given
+    the files the commands name (`commands`; `runner`, the one command's name, when they
+    are one command's), the files named are those the commands run or import, and when
+    those import none of the packages (a Binding that runs bundles), the note says so
+    instead of that the imports fail. The bundling example is for the first of the
+    `commands`' files that reaches an import of packages all `installed` on the host
+    (`bun build` there fails on one that is not).
     """
     external, workspace = _declared(files)
     if not external and not workspace:
@@ -96,18 +110,66 @@ def dependencies_note(
     wanted = [name for name in found.importers if not _is_mapped(name, mapped)]
     used = [name for name in external if name in wanted]
     local = [name for name in workspace if name in wanted]
-    computed = _some(list(found.computed))
-    compute = "computes what it imports" if len(found.computed) == 1 else "compute what they import"
     if not used and not local:
-        if not found.computed:
-            return None
-        return (
-            f"package.json declares {_count(len(external) + len(workspace), 'package', 'packages')}"
-            f" ({_some(external + workspace)}) no file imports by name, but {computed} "
-            f"{compute} (import(…) or require(…) of a value): a package loaded "
-            "that way is not installed when a command runs "
-            "(docs/binding.md#dependencies-and-workspaces)"
-        )
+        return _computed_note(external + workspace, found)
+    names = used + local
+    # Bit i of a file's mark: it imports names[i]; what each file reaches, in one walk from
+    # the commands' files (whose keys are then every file they run or import).
+    marks: dict[str, int] = {}
+    for bit, name in enumerate(names):
+        for path in found.importers[name]:
+            marks[path] = marks.get(path, 0) | 1 << bit
+    reached = reached_marks(files, tuple(commands) or sorted(marks), marks)
+    ran = found.within(reached.keys()) if commands else found
+    run = [name for name in names if ran.importers.get(name)]
+    if not run and not ran.computed:
+        return _not_run_note(found, used, local, commands, runner)
+    if not run:  # only a file computing what it imports is run: what it loads is unknown
+        ran, run = found, names
+    candidates = (*commands, *sorted(path for path in marks if path in reached))
+    bundle = _Bundle(reached, names, candidates, installed)
+    return _missing_note(
+        ran,
+        [name for name in used if name in run],
+        [name for name in local if name in run],
+        who="candidate files" if not commands else _loaders(runner),
+        fix=_bundling(bundle, ran, run, commands) + _unrun(names, run, found, runner),
+    )
+
+
+def _unrun(names: list[str], run: list[str], found: PackageImports, runner: str | None) -> str:
+    """The clause for the packages of `names` only files no command runs import."""
+    skipped = [name for name in names if name not in run]
+    if not skipped:
+        return ""
+    runs = "no command runs" if runner is None else f"`{runner}` does not run"
+    return (
+        f"; {_some(skipped)} {'is' if len(skipped) == 1 else 'are'} imported only by files "
+        f"{runs} ({_who(skipped, found)})"
+    )
+
+
+def _computed_note(names: list[str], found: PackageImports) -> str | None:
+    """The sentence for declared packages no file imports by name, when some file computes
+    what it imports."""
+    if not found.computed:
+        return None
+    return (
+        f"package.json declares {_count(len(names), 'package', 'packages')} ({_some(names)}) "
+        f"no file imports by name, but {_computes(found)} (import(…) or require(…) of a "
+        "value): a package loaded that way is not installed when a command runs "
+        "(docs/binding.md#dependencies-and-workspaces)"
+    )
+
+
+def _computes(found: PackageImports) -> str:
+    """`a.ts computes what it imports`, `a.ts, b.ts compute what they import`."""
+    verb = "computes what it imports" if len(found.computed) == 1 else "compute what they import"
+    return f"{_some(list(found.computed))} {verb}"
+
+
+def _parts(used: list[str], local: list[str], found: PackageImports) -> str:
+    """`1 dependency (zod: a.ts) and 1 workspace package (@mono/core: b.ts)`."""
     parts = []
     if used:
         parts.append(f"{_count(len(used), 'dependency', 'dependencies')} ({_who(used, found)})")
@@ -116,14 +178,50 @@ def dependencies_note(
             f"{_count(len(local), 'workspace package', 'workspace packages')} "
             f"({_who(local, found)})"
         )
-    also = f" ({computed} {compute} too)" if found.computed else ""
+    return " and ".join(parts)
+
+
+def _missing_note(
+    found: PackageImports, used: list[str], local: list[str], *, who: str, fix: str
+) -> str:
+    """The sentence for packages that files which run import: those imports fail."""
+    also = f" ({_computes(found)} too)" if found.computed else ""
     return (
-        f"package.json declares {' and '.join(parts)} that candidate files import{also}: none "
+        f"package.json declares {_parts(used, local, found)} that {who} import{also}: none "
         "is installed when a command runs (node_modules/ is never sent, nothing is installed, "
         "there is no network), so those imports fail unless the candidate holds the source: "
         "vendor it into the project, map a workspace package to its source with "
-        'tsconfig.json "compilerOptions.paths", or '
-        f"{_bundling(files, found, used + local, commands, installed)} "
+        f'tsconfig.json "compilerOptions.paths", or {fix} '
+        "(docs/binding.md#dependencies-and-workspaces)"
+    )
+
+
+def _loaders(runner: str | None) -> str:
+    """Whose files import the packages named: every command's (the files each runs, and
+    what those import), or the one named `runner`'s."""
+    return "the commands' files" if runner is None else f"the files of `{runner}`"
+
+
+def _not_run_note(
+    found: PackageImports,
+    used: list[str],
+    local: list[str],
+    commands: Sequence[str],
+    runner: str | None,
+) -> str:
+    """The sentence for packages only files no command runs import (the commands run
+    bundles, say): nothing fails for want of them."""
+    named = sorted(set(commands))
+    if runner is None:
+        runs = f"the commands run none of those files: they run {_some(named)}"
+        them = "them"
+    else:
+        runs = f"`{runner}` runs none of those files: it runs {_some(named)}"
+        them = "it"
+    reach = "reaches" if len(named) == 1 else "reach"
+    return (
+        f"package.json declares {_parts(used, local, found)} that candidate files import, "
+        f"but {runs}, which {reach} none of those imports, so none is missing for {them} "
         "(docs/binding.md#dependencies-and-workspaces)"
     )
 
@@ -131,7 +229,8 @@ def dependencies_note(
 def bundle_command(path: str) -> str:
     """The `bun build` that inlines what `path` imports into `bundled/<its name>.js`."""
     return (
-        f"bun build {shlex.quote(path)} --outdir bundled --target bun --external bun:test --minify"
+        f"bun build {shlex.quote(path)} --outdir {_BUNDLES.rstrip('/')} --target bun "
+        "--external bun:test --minify"
     )
 
 
@@ -153,12 +252,7 @@ def _declared(files: Mapping[str, str]) -> tuple[list[str], list[str]]:
     for path, text in files.items():
         if path != "package.json" and not path.endswith("/package.json"):
             continue
-        try:
-            manifest = strict.loads(text.encode("utf-8"))
-        except strict.StrictJSONError:
-            continue  # Bun reads it, and says what is wrong if it must
-        if not isinstance(manifest, dict):
-            continue
+        manifest = read_manifest(text)  # one not read is said by `manifest_notes`
         for field in _DEPENDENCY_FIELDS:
             value = manifest.get(field)
             if not isinstance(value, dict):
@@ -191,16 +285,30 @@ def _who(names: list[str], found: PackageImports) -> str:
     return "; ".join(shown) + more
 
 
+@dataclass(frozen=True)
+class _Bundle:
+    """What the bundling example is chosen from: what each file reaches (bit i: `names[i]`),
+    the files to bundle in order of preference, and whether the host has a package."""
+
+    reached: Mapping[str, int]
+    names: list[str]
+    candidates: tuple[str, ...]
+    installed: Installed
+
+
 def _bundling(
-    files: Mapping[str, str],
-    found: PackageImports,
-    names: list[str],
-    commands: Sequence[str],
-    installed: Installed,
+    bundle: _Bundle, found: PackageImports, names: list[str], commands: Sequence[str]
 ) -> str:
     """`bundle on the host, `bun build …`, and name the bundle instead`, for a file whose
-    packages the host has; else said to need `bun install` first."""
-    path, lacking = _to_bundle(files, found, names, commands, installed)
+    packages the host has; else said to need `bun install` first. Never the `bun build`
+    of a bundle a command already runs: building it the same way again changes nothing."""
+    path, lacking = _to_bundle(bundle)
+    if path in commands and path.startswith(_BUNDLES):
+        imported = [name for name in names if path in found.importers.get(name, ())]
+        return (
+            f"build {path}, a bundle the Binding runs, again without `--external` for "
+            f"{_some(imported or names)}, which it still imports by name"
+        )
     build = f"`{bundle_command(path)}`"
     if lacking:
         return (
@@ -208,7 +316,7 @@ def _bundling(
             f"node_modules/ (not there now, so {build} cannot resolve "
             f"{'it' if len(lacking) == 1 else 'them'}), and name the bundle instead"
         )
-    absent = [name for name in names if not installed(name)]
+    absent = [name for name in names if not bundle.installed(name)]
     unbundled = (
         f"; {_some(absent)} {'is' if len(absent) == 1 else 'are'} not in the host's "
         "node_modules/ either: `bun install` first to bundle a file importing "
@@ -219,25 +327,13 @@ def _bundling(
     return f"bundle on the host, {build}, and name the bundle instead{unbundled}"
 
 
-def _to_bundle(
-    files: Mapping[str, str],
-    found: PackageImports,
-    names: list[str],
-    commands: Sequence[str],
-    installed: Installed,
-) -> tuple[str, list[str]]:
-    """The first command file (else importer) reaching `names` whose packages are all
-    installed, with none lacking; else the first reaching any, with the ones it lacks."""
-    # Bit i of a file's mark: it imports names[i]; what each candidate reaches, in one walk.
-    marks: dict[str, int] = {}
-    for bit, name in enumerate(names):
-        for path in found.importers[name]:
-            marks[path] = marks.get(path, 0) | 1 << bit
-    candidates = (*commands, *sorted(marks))
-    reached = reached_marks(files, candidates, marks)
-    lacks = sum(1 << bit for bit, name in enumerate(names) if not installed(name))
+def _to_bundle(bundle: _Bundle) -> tuple[str, list[str]]:
+    """The first candidate reaching a package whose packages are all installed, with none
+    lacking; else the first reaching any, with the ones it lacks."""
+    names, reached = bundle.names, bundle.reached
+    lacks = sum(1 << bit for bit, name in enumerate(names) if not bundle.installed(name))
     first = ""
-    for path in candidates:
+    for path in bundle.candidates:
         mark = reached.get(path, 0)
         if mark and not mark & lacks:
             return path, []

@@ -12,7 +12,7 @@ import anyio
 
 from jigcmd.cancel import CancelSignal
 from jigcmd.command.failures import envelope_error, stopped_error
-from jigcmd.command.outcomes import Sign, tests_of
+from jigcmd.command.outcomes import Sign, output_ends, tests_of
 from jigcmd.envelope.api import EnvelopeFailure, Executor, Hooks, RunOutcome, Ticket
 from jigcmd.evidence import Evidence
 from jigcmd.plan import RunPlan
@@ -128,8 +128,12 @@ async def execute(
     stopped = stopped_error(made, outcome.report)
     tests = tests_of(plan, outcome, made)
     attestation = None if sign is None else sign(outcome, outcome.report, tests)
+    ends = output_ends(outcome)
     if stopped is not None:
         # It ran, and its end and cleanup are proved: its statement goes with the error.
         stopped.attestation = attestation
+        stopped.ends = ends
         raise stopped
-    return RunResult(evidence=made, report=outcome.report, tests=tests, attestation=attestation)
+    return RunResult(
+        evidence=made, report=outcome.report, tests=tests, attestation=attestation, ends=ends
+    )

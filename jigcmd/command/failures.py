@@ -13,6 +13,7 @@ import msgspec
 from jigcmd.envelope.api import EnvelopeFailure, FailureKind
 from jigcmd.errors import Code, JigError
 from jigcmd.evidence import Evidence, ResourceReport
+from jigcmd.protocol.commands import OutputEnds
 
 __all__ = ["StoppedRun", "envelope_error", "stopped_error"]
 
@@ -26,6 +27,8 @@ class StoppedRun(JigError):
     ) -> None:
         super().__init__(code, message, details)
         self.report = report
+        # Each stream past the cap (`jigcmd run` shows it), once the run's end is read.
+        self.ends: OutputEnds | None = None
 
 
 def envelope_error(failure: EnvelopeFailure) -> JigError:

@@ -16,9 +16,9 @@ from jigcmd.evidence import Evidence, ResourceReport, decode_output
 from jigcmd.plan import RunPlan
 from jigcmd.policy.request import ValidRequest
 from jigcmd.protocol.bunconsole import no_test_ran
-from jigcmd.protocol.commands import TestResults
+from jigcmd.protocol.commands import OutputEnds, StreamEnd, TestResults
 
-__all__ = ["EvidenceOf", "Sign", "evidence_of", "signer", "tests_of"]
+__all__ = ["EvidenceOf", "Sign", "evidence_of", "output_ends", "signer", "tests_of"]
 
 # Said of a report that is not there after an exit 0 (`tests_of`).
 _ENDED_BEFORE_ITS_REPORT: Final = (
@@ -154,6 +154,18 @@ def tests_of(plan: RunPlan, outcome: RunOutcome, made: Evidence) -> TestResults 
         # code alone then reads as a pass, after a failure as well.
         problem += _NO_TEST_RAN.format(ran=ran) if ran else _ENDED_BEFORE_ITS_REPORT
     return TestResults.read(scratch.data, problem, evidence=made, stderr_tail=tail)
+
+
+def output_ends(outcome: RunOutcome) -> OutputEnds:
+    """Each stream's end past the cap, as the envelope kept it: how much was not kept, and
+    the last bytes (those after the kept text only, when the tail reaches back into it)."""
+    return OutputEnds(stdout=_end(outcome.stdout), stderr=_end(outcome.stderr))
+
+
+def _end(stream: CapturedStream) -> StreamEnd:
+    tail = stream.tail[-stream.dropped :] if stream.dropped else b""
+    text = tail.decode("utf-8", errors="replace")
+    return StreamEnd(dropped_bytes=stream.dropped, tail=text, tail_bytes=len(tail))
 
 
 def _tail(stderr: CapturedStream) -> str:

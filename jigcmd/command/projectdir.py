@@ -24,7 +24,7 @@ import errno
 import os
 import shlex
 import stat
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
@@ -34,7 +34,7 @@ from jigcmd.command.gitignore import INFO_EXCLUDE, Ignores, pattern_spec
 from jigcmd.command.snapshots import snapshot_note
 from jigcmd.contract import MAX_CANDIDATE_BYTES
 from jigcmd.policy.candidate import Problem, candidate_problems
-from jigcmd.policy.imports import importers
+from jigcmd.policy.imports import importers, left_out_imports
 from jigcmd.policy.paths import RESERVED_COMPONENTS
 
 __all__ = ["MAX_WALKED", "CandidateError", "ProjectFiles", "read_project"]
@@ -132,13 +132,16 @@ class ProjectFiles:
 
     def note(self) -> str | None:
         """One line: what was left out and why, and what is sent; None when nothing was."""
+        gitignored = [path for reason in _GIT_IGNORED for path in self.left_out.get(reason, [])]
+        imported = left_out_imports(self.files, gitignored)
         groups = []
         for reason in _REASONS:
             paths = self.left_out.get(reason, [])
             if paths:
                 named = ", ".join(paths[:_NAMED])
                 more = f" and {len(paths) - _NAMED} more" if len(paths) > _NAMED else ""
-                groups.append(f"{named}{more} ({reason}{_how_back(reason, paths[0])})")
+                back = _how_back(reason, paths, imported)
+                groups.append(f"{named}{more} ({reason}{back})")
         if not groups:
             return None
         size = sum(self.sizes().values())
@@ -165,13 +168,28 @@ def _reason(pattern_file: str | None) -> str | None:
     return INFO_EXCLUDED if pattern_file == INFO_EXCLUDE else GITIGNORED
 
 
-def _how_back(reason: str, path: str) -> str:
-    """How to send what git's ignore rules left out: a negated `--exclude` naming it."""
+def _how_back(reason: str, paths: list[str], imported: Mapping[str, tuple[str, str]]) -> str:
+    """How to send what git's ignore rules left out: a negated `--exclude` naming it, for
+    the first of `paths` a candidate file imports (`imported`: entry → importer, path),
+    else for the first of them."""
     if reason not in _GIT_IGNORED:
         return ""
+    needed = [path for path in paths if path in imported]
+    if not needed:
+        return f"; bring one back with --exclude {_negated(paths[0])}"
+    importer, target = imported[needed[0]]
+    others = f"; candidate files import {', '.join(needed[1:3])} too" if needed[1:] else ""
+    return (
+        f"; {importer} imports {target}, left out: bring it back with "
+        f"--exclude {_negated(needed[0])}{others}"
+    )
+
+
+def _negated(path: str) -> str:
+    """The `--exclude` pattern that brings `path` (`dir/` for a directory) back."""
     # Backslashes keep a name's glob characters literal in the pattern.
     literal = "".join("\\" + c if c in "\\*?[" else c for c in path)
-    return f"; bring one back with --exclude {shlex.quote('!/' + literal)}"
+    return shlex.quote("!/" + literal)
 
 
 def read_project(directory: Path, excludes: Sequence[str] = ()) -> ProjectFiles:

@@ -29,11 +29,13 @@ from typing import NamedTuple
 
 import msgspec
 
+from jigcmd.command.packagejson import read_manifest
 from jigcmd.command.projectdir import ProjectFiles
-from jigcmd.command.workspaces import member_manifests, read_manifest
+from jigcmd.command.workspaces import manifest_notes, member_manifests
 from jigcmd.contract import CONTRACT_DIGEST, LOCAL_NAME_MAX_CHARS
 from jigcmd.jsonio import strict
 from jigcmd.policy.binding import (
+    BUN_SCRIPT_EXTENSIONS,
     MAX_COMMANDS,
     MAX_TEST_PATHS,
     RUN_RULE,
@@ -41,6 +43,7 @@ from jigcmd.policy.binding import (
     bun_runs_as_test,
     is_run_path,
     is_test_path,
+    test_name_for,
 )
 from jigcmd.policy.digests import descriptor_digest
 from jigcmd.policy.paths import is_local_name, path_problem
@@ -98,7 +101,8 @@ def plan_scaffold(project: ProjectFiles, name: str | None = None) -> Scaffold:
             f"a Binding's {MAX_COMMANDS}; leave some out with --exclude GLOB"
         )
     split = list(commands)
-    notes = _add_entry_points(commands, manifest, project)
+    entry_notes, unusable = _add_entry_points(commands, manifest, project)
+    notes = [*manifest_notes(project.files), *entry_notes]
     if len(split) > 1:
         notes.insert(0, _split_note(len(tests), split))
     if unreviewable:
@@ -107,19 +111,34 @@ def plan_scaffold(project: ProjectFiles, name: str | None = None) -> Scaffold:
         # A fresh `bun init` has an entry point and no test: say why `tests` is missing.
         notes.insert(0, f"no `tests` command: {_NO_TESTS}")
     if not commands:
-        raise ScaffoldError(
-            f"{project.root}: no test files (names ending in .test.ts, .test.js, .spec.ts or "
-            '.spec.js) and no entry point (package.json "module", "main" or "bin", a .ts or '
-            ".js file) among the files it sends; nothing to review"
-            + "".join(f" ({note})" for note in notes)
-            + " (write the Binding by hand: docs/binding.md)"
-        )
+        raise ScaffoldError(_nothing_to_review(project, notes, unusable))
     chosen = name if name is not None else _local_name(manifest.get("name"), project.root.name)
     if not is_local_name(chosen):
         raise ScaffoldError(
             f"--name {chosen!r}: a package name is lowercase words joined by single hyphens"
         )
     return Scaffold(chosen, commands, tuple(notes))
+
+
+def _nothing_to_review(project: ProjectFiles, notes: list[str], unusable: list[str]) -> str:
+    """The refusal of a project with no command: each entry point it names that cannot be
+    one, with why, in the sentence itself; the other notes after it."""
+    no_tests = "no test files (names ending in .test.ts, .test.js, .spec.ts or .spec.js)"
+    if unusable:
+        said = (
+            f"{no_tests} among the files it sends, and no entry point it can run: "
+            f"{'; '.join(unusable)}"
+        )
+    else:
+        said = (
+            f'{no_tests} and no entry point (package.json "module", "main" or "bin", a .ts '
+            "or .js file) among the files it sends"
+        )
+    others = "".join(f" ({note})" for note in notes if note not in unusable)
+    return (
+        f"{project.root}: {said}; nothing to review{others} (write the Binding by hand: "
+        "docs/binding.md)"
+    )
 
 
 def _split_note(count: int, names: list[str]) -> str:
@@ -144,8 +163,8 @@ def _unreviewable_note(paths: list[str], files: Mapping[str, str]) -> str:
     them = "them" if len(paths) != 1 else "it"
     note = (
         f"{count} bare `bun test` runs left out of the commands: {_some(paths, 8)}: a "
-        f"Binding's test path is {TEST_RULE}; rename {them} (e.g. x.test.tsx to x.test.ts, "
-        f"x.test.jsx to x.test.js) to have {them} reviewed"
+        f"Binding's test path is {TEST_RULE}; rename {them}{_renames(paths)} to have {them} "
+        "reviewed"
     )
     # Bun parses a .ts file without JSX: `<b>x</b>` there is a type assertion, then a syntax
     # error. A .js file it still reads as JSX, so only a .tsx test needs more than a rename.
@@ -158,6 +177,20 @@ def _unreviewable_note(paths: list[str], files: Mapping[str, str]) -> str:
             "(a function returning the element), then rename"
         )
     return note
+
+
+def _renames(paths: list[str]) -> str:
+    """` (Foo.Test.ts to Foo.test.ts, bar_spec.js to bar.spec.js)`: the names the first
+    three of `paths` would have, each in its own directory."""
+    shown = [
+        f"{posixpath.basename(path)} to {posixpath.basename(renamed)}"
+        for path in paths
+        if (renamed := test_name_for(path)) is not None
+    ]
+    if not shown:
+        return ""
+    more = ", …" if len(shown) > 3 else ""
+    return f" ({', '.join(shown[:3])}{more})"
 
 
 def _some(paths: list[str], limit: int) -> str:
@@ -207,13 +240,14 @@ def _add_entry_points(
     commands: dict[str, tuple[str, tuple[str, ...]]],
     manifest: Mapping[str, object],
     project: ProjectFiles,
-) -> list[str]:
+) -> tuple[list[str], list[str]]:
     """Add a `run` command per usable entry point, the root's then each workspace member's;
-    the sentence for each one not used."""
+    the sentence for each one not used, and those of the ones that cannot be a command."""
     entries = _entry_points(manifest)
     for member, member_manifest in member_manifests(project.files).items():
         entries += _entry_points(member_manifest, member)
     notes: list[str] = []
+    unusable: list[str] = []
     for named, wanted, path, fallback in entries:
         used = {paths[0]: name for name, (kind, paths) in commands.items() if kind == "run"}
         if path in used:
@@ -227,9 +261,10 @@ def _add_entry_points(
         reason = _entry_problem(command, path, commands, project)
         if reason is not None:
             notes.append(f"{named} left out: {reason}")
+            unusable.append(notes[-1])
             continue
         commands[command] = ("run", (path,))
-    return notes
+    return notes, unusable
 
 
 def _entry_problem(
@@ -244,12 +279,26 @@ def _entry_problem(
     if path not in project.files:
         return "not among the files it sends (missing, left out or ignored)"
     if not is_run_path(path):
-        return f"not {RUN_RULE}"
+        return f"not {RUN_RULE}{_run_name_for(path, project.files)}"
     if len(commands) >= MAX_COMMANDS:
         return f"a Binding holds at most {MAX_COMMANDS} commands"
     if command in commands:
         return f"a command is named {command!r} already"
     return None
+
+
+def _run_name_for(path: str, files: Mapping[str, str]) -> str:
+    """`: src/main.ts is one, name it instead` (or `: rename it to …`) for a module Bun runs
+    whose extension a run path may not have (`.mts`, `.tsx`); "" for another file."""
+    stem, dot, extension = path.rpartition(".")
+    if not dot or extension.lower() not in BUN_SCRIPT_EXTENSIONS:
+        return ""
+    renamed = f"{stem}.{'ts' if 't' in extension.lower() else 'js'}"
+    if not is_run_path(renamed):
+        return ""
+    if renamed in files:
+        return f": {renamed} is one, name it instead"
+    return f": rename it to {renamed}"
 
 
 def _local_name(*candidates: object) -> str:

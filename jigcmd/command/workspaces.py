@@ -12,28 +12,15 @@ from __future__ import annotations
 import posixpath
 from collections.abc import Mapping
 
-from jigcmd.jsonio import strict
+from jigcmd.command.packagejson import MANIFEST, manifest_problem, read_manifest
 from jigcmd.policy.wildcards import Glob
 
-__all__ = ["member_manifests", "read_manifest"]
-
-_MANIFEST = "package.json"
-
-
-def read_manifest(text: str | None) -> dict[str, object]:
-    """A package.json's object; empty when absent or not a JSON object."""
-    if text is None:
-        return {}
-    try:
-        value = strict.loads(text.encode("utf-8"))
-    except strict.StrictJSONError:
-        return {}  # not ours to judge: Bun reads it, and says so if it must
-    return value if isinstance(value, dict) else {}
+__all__ = ["manifest_notes", "member_manifests"]
 
 
 def member_manifests(files: Mapping[str, str]) -> dict[str, dict[str, object]]:
     """Each workspace member's directory → its package.json, in path order."""
-    globs = read_manifest(files.get(_MANIFEST)).get("workspaces")
+    globs = read_manifest(files.get(MANIFEST)).get("workspaces")
     if isinstance(globs, dict):
         globs = globs.get("packages")
     if not isinstance(globs, list):
@@ -43,12 +30,20 @@ def member_manifests(files: Mapping[str, str]) -> dict[str, dict[str, object]]:
     members: dict[str, dict[str, object]] = {}
     for path in sorted(files):
         directory = posixpath.dirname(path)
-        if posixpath.basename(path) != _MANIFEST or not directory:
+        if posixpath.basename(path) != MANIFEST or not directory:
             continue
         names = directory.split("/")
         if any(g.matches(names) for g in taken) and not any(g.matches(names) for g in dropped):
             members[directory] = read_manifest(files[path])
     return members
+
+
+def manifest_notes(files: Mapping[str, str]) -> list[str]:
+    """The sentence for each package.json Bun reads (the root's, each member's) that jigcmd
+    cannot read, so that none is taken for `{}` without a word."""
+    members = [posixpath.join(member, MANIFEST) for member in member_manifests(files)]
+    problems = (manifest_problem(path, files) for path in (MANIFEST, *members))
+    return [problem for problem in problems if problem is not None]
 
 
 def _segments(glob: str) -> Glob:

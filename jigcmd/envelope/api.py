@@ -46,6 +46,8 @@ class CapturedStream(msgspec.Struct, frozen=True):
     # When bytes were dropped: the stream's last ones (at most 4 KiB, some perhaps also in
     # `data`), where a runner's summary is; b"" otherwise. Never in the contract's evidence.
     tail: bytes = b""
+    # How many bytes the stream carried past `data` (read and dropped, or spliced away).
+    dropped: int = 0
 
 
 class RunOutcome(msgspec.Struct, frozen=True):

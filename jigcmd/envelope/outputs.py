@@ -185,7 +185,10 @@ class Capture:
             end = self.data[-OUTPUT_TAIL_BYTES:] + self._tail if self._joined else self._tail
             tail = bytes(end[-OUTPUT_TAIL_BYTES:])
         return CapturedStream(
-            data=bytes(self.data), truncated=self.dropped > 0 or not self.eof, tail=tail
+            data=bytes(self.data),
+            truncated=self.dropped > 0 or not self.eof,
+            tail=tail,
+            dropped=self.dropped,
         )
 
 

@@ -41,7 +41,7 @@ from jigcmd.frontends.runtext import one_line, readable
 from jigcmd.policy.binding import BindingError
 from jigcmd.policy.candidate import Problem
 from jigcmd.policy.planner import CEILING_SECONDS
-from jigcmd.protocol.commands import RunResult
+from jigcmd.protocol.commands import OutputEnds, RunResult
 from jigcmd.protocol.mcp_view import TestsView, full_tests
 from jigcmd.server.stopsignals import watch_stop_signals
 
@@ -338,6 +338,7 @@ def write_failure(
     # and the resources it used, which is when a person wants them most.
     collected = details.pop("command", None)
     report = exc.report if isinstance(exc, StoppedRun) else None
+    ends = exc.ends if isinstance(exc, StoppedRun) else None
     if as_json:
         error: dict[str, Any] = {"code": exc.code.value, "message": exc.message}
         if details:
@@ -349,9 +350,12 @@ def write_failure(
             answer["report"] = report
         if exc.attestation is not None:
             answer["attestation"] = attestation_fields(exc.attestation)
+        if _cut(ends):
+            answer["output"] = ends
         sys.stdout.write(msgspec.json.encode(answer).decode() + "\n")
     elif collected is not None:
-        _write_text(msgspec.convert(collected, Evidence), report, timeout_s=timeout_s)
+        evidence = msgspec.convert(collected, Evidence)
+        _write_text(evidence, report, timeout_s=timeout_s, ends=ends)
     return _exit_status(exc.code)
 
 
@@ -363,9 +367,16 @@ def _write_result(result: RunResult, as_json: bool) -> None:
             answer["tests"] = tests
         if result.attestation is not None:
             answer["attestation"] = attestation_fields(result.attestation)
+        if _cut(result.ends):
+            answer["output"] = result.ends
         sys.stdout.write(msgspec.json.encode(answer).decode() + "\n")
     else:
-        _write_text(result.evidence, result.report, tests)
+        _write_text(result.evidence, result.report, tests, ends=result.ends)
+
+
+def _cut(ends: OutputEnds | None) -> bool:
+    """Whether a stream went past the cap: `output` is then in the `--json` answer."""
+    return ends is not None and bool(ends.stdout.dropped_bytes or ends.stderr.dropped_bytes)
 
 
 def _write_text(
@@ -373,5 +384,6 @@ def _write_text(
     report: ResourceReport | None,
     tests: TestsView | None = None,
     timeout_s: float | None = None,
+    ends: OutputEnds | None = None,
 ) -> None:
-    sys.stdout.write(readable(evidence, report, tests, timeout_s))
+    sys.stdout.write(readable(evidence, report, tests, timeout_s, ends))

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from jigcmd.command.bunposture import bunfig_note, dependencies_note
 from jigcmd.command.projectdir import ProjectFiles
+from jigcmd.command.workspaces import manifest_notes
 from jigcmd.policy.binding import (
     MAX_TEST_PATHS,
     CommandPolicy,
@@ -41,10 +42,11 @@ def run_notes(
     tests = command.kind == "test"
     notes = [
         project.note(),
+        *manifest_notes(files),
         unnamed_tests_note(files, commands, binding, lock) if tests else None,
         project.snapshot_note() if tests else None,
         bunfig_note(files, tests=tests),
-        dependencies_note(files, command.paths, project.has_package),
+        dependencies_note(files, command.paths, project.has_package, command.name),
     ]
     return [note for note in notes if note is not None]
 

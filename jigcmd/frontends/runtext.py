@@ -17,8 +17,9 @@ import shlex
 from collections.abc import Sequence
 from typing import Final
 
-from jigcmd.evidence import Evidence, ResourceReport
+from jigcmd.evidence import OUTPUT_CAP_BYTES, Evidence, ResourceReport
 from jigcmd.policy.planner import CEILING_SECONDS, ran_argv
+from jigcmd.protocol.commands import OutputEnds, StreamEnd
 from jigcmd.protocol.inert import one_line, visible
 from jigcmd.protocol.junit import NAME_MAX, CtrfTest
 from jigcmd.protocol.mcp_view import TestsView
@@ -34,9 +35,11 @@ def readable(
     report: ResourceReport | None,
     tests: TestsView | None = None,
     timeout_s: float | None = None,
+    ends: OutputEnds | None = None,
 ) -> str:
     """The summary lines, then each stream framed line by line (ends with a newline);
-    `timeout_s`: the `--timeout` that set the run's deadline, if one did."""
+    `timeout_s`: the `--timeout` that set the run's deadline, if one did; `ends`: each
+    stream past the cap, said after what the evidence kept of it."""
     ended = (
         f"exit code {evidence.exit_code}"
         if evidence.exit_code is not None
@@ -74,12 +77,33 @@ def readable(
     # Each line of ours is made inert too: the invocation and test names are not all ours.
     text = [one_line(line) for line in lines]
     for name, stream in (("stdout", evidence.stdout), ("stderr", evidence.stderr)):
-        note = ", truncated" if stream.truncated else ""
-        shown = stream.text.removesuffix("\n")
+        end = None if ends is None else getattr(ends, name)
+        if end is not None and end.dropped_bytes:
+            note = f", truncated, its first {OUTPUT_CAP_BYTES:,} bytes"
+        else:
+            note = ", truncated" if stream.truncated else ""
         text.append(f"--- {name}{note}: each line after {FRAME!r} ---")
-        text.extend(FRAME + line for line in visible(shown).split("\n") if shown)
+        text.extend(_framed(stream.text))
+        if end is not None and end.dropped_bytes:
+            text.append(f"--- {name}, {_after(end)}: each line after {FRAME!r} ---")
+            text.extend(_framed(end.tail))
     text.append("--- end of output ---")
     return "\n".join(text) + "\n"
+
+
+def _framed(shown: str) -> list[str]:
+    """Each line of a stream's `shown` text, made inert, after the frame."""
+    shown = shown.removesuffix("\n")
+    return [FRAME + line for line in visible(shown).split("\n")] if shown else []
+
+
+def _after(end: StreamEnd) -> str:
+    """What follows the kept text: all the bytes dropped, or how many are not shown and
+    the last ones."""
+    if end.tail_bytes >= end.dropped_bytes:
+        return f"the {end.dropped_bytes:,} bytes after them"
+    unseen = end.dropped_bytes - end.tail_bytes
+    return f"{unseen:,} bytes after them not kept, then its last {end.tail_bytes:,} bytes"
 
 
 def pasteable(argv: Sequence[str]) -> str:

@@ -50,6 +50,7 @@ __all__ = [
     "parse_binding",
     "parse_binding_file",
     "require_declared",
+    "test_name_for",
 ]
 
 MAX_COMMANDS = 8
@@ -89,6 +90,19 @@ def is_test_path(path: str) -> bool:
 def bun_runs_as_test(path: str) -> bool:
     """Whether bare `bun test` would run `path` by its name (a Binding may still refuse it)."""
     return _BUN_TEST_NAME.search(path) is not None
+
+
+def test_name_for(path: str) -> str | None:
+    """The test path a Binding may name for a file bare `bun test` runs (`Foo.Test.tsx` →
+    `Foo.test.ts`, `bar_spec.mjs` → `bar.spec.js`): its kind in lowercase after a dot, and
+    .ts for a TypeScript extension, else .js. None for a name that already is one or that
+    no rename of its ending makes one."""
+    found = _BUN_TEST_NAME.search(path)
+    if found is None or is_test_path(path):
+        return None
+    extension = "ts" if "t" in found.group(2).lower() else "js"
+    renamed = f"{path[: found.start()]}.{found.group(1).lower()}.{extension}"
+    return renamed if is_test_path(renamed) else None
 
 
 _CommandName = Annotated[

@@ -13,12 +13,19 @@ from __future__ import annotations
 
 import posixpath
 import re
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Set
 from dataclasses import dataclass
 
 from jigcmd.policy.sourcetext import SCAN_CHARS, blank, has_jsx, is_source
 
-__all__ = ["PackageImports", "imported_closure", "importers", "package_imports", "reached_marks"]
+__all__ = [
+    "PackageImports",
+    "imported_closure",
+    "importers",
+    "left_out_imports",
+    "package_imports",
+    "reached_marks",
+]
 
 # Every repetition is possessive and its alternatives never overlap, so no part is tried
 # twice from one start: a scan is linear in the text whatever a file holds.
@@ -64,6 +71,39 @@ def importers(files: Mapping[str, str], roots: Iterable[str]) -> dict[str, str]:
                 seen[target] = importer
                 pending.append(target)
     return seen
+
+
+def left_out_imports(
+    files: Mapping[str, str], left_out: Iterable[str]
+) -> dict[str, tuple[str, str]]:
+    """For each of `left_out` (a file, or a directory as `dir/`) that a file of `files`
+    imports by a relative specifier: (the first file importing it, the path it imports)."""
+    entries = set(left_out)
+    found: dict[str, tuple[str, str]] = {}
+    if not entries:
+        return found
+    for importer in sorted(path for path in files if is_source(path)):
+        for specifier in _SPECIFIER.findall(files[importer]):
+            base = posixpath.normpath(posixpath.join(posixpath.dirname(importer), specifier))
+            entry = _left_out_entry(base, entries)
+            # Resolved only then: a file the candidate holds is what Bun imports first.
+            if entry is None or entry in found or _resolve(importer, specifier, files):
+                continue
+            found[entry] = (importer, base)
+    return found
+
+
+def _left_out_entry(base: str, entries: Set[str]) -> str | None:
+    """The one of `entries` that holds what `base` (a specifier made a path) names."""
+    for suffix in (*_SUFFIXES, *_INDEX):
+        if base + suffix in entries:
+            return base + suffix
+    parts = base.split("/")
+    for depth in range(1, len(parts)):
+        directory = "/".join(parts[:depth]) + "/"
+        if directory in entries:
+            return directory
+    return base + "/" if base + "/" in entries else None
 
 
 def _imports(importer: str, files: Mapping[str, str]) -> list[str]:
@@ -150,6 +190,15 @@ class PackageImports:
 
     importers: Mapping[str, tuple[str, ...]]  # package -> the files importing it, sorted
     computed: tuple[str, ...] = ()
+
+    def within(self, paths: Set[str]) -> PackageImports:
+        """The same, for the files among `paths` only (what some commands run or import)."""
+        importers = {
+            name: kept
+            for name, files in self.importers.items()
+            if (kept := tuple(path for path in files if path in paths))
+        }
+        return PackageImports(importers, tuple(path for path in self.computed if path in paths))
 
 
 def package_name(specifier: str) -> str | None:

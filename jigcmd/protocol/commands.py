@@ -11,7 +11,16 @@ from jigcmd.evidence import Evidence, ResourceReport
 from jigcmd.protocol.bunconsole import Unlisted, unlisted
 from jigcmd.protocol.junit import TestReport, UnreadableReport, parse_junit
 
-__all__ = ["CommandKind", "Recorded", "ResourceRef", "RunResult", "TestResults", "ToolInfo"]
+__all__ = [
+    "CommandKind",
+    "OutputEnds",
+    "Recorded",
+    "ResourceRef",
+    "RunResult",
+    "StreamEnd",
+    "TestResults",
+    "ToolInfo",
+]
 
 CommandKind = Literal["run", "test"]
 
@@ -92,6 +101,24 @@ class ResourceRef(msgspec.Struct, frozen=True):
     description: str = ""
 
 
+class StreamEnd(msgspec.Struct, frozen=True, rename="camel"):
+    """What one stream carried past the evidence's cap, which the evidence never holds: how
+    many bytes, and the last of them (at most 4 KiB, where a runner's footer is)."""
+
+    dropped_bytes: int = 0
+    # The stream's end after the kept text: all of what was dropped when that is at most
+    # `tail_bytes`, else its last `tail_bytes` (UTF-8 with replacement, cut where it starts).
+    tail: str = ""
+    tail_bytes: int = 0
+
+
+class OutputEnds(msgspec.Struct, frozen=True):
+    """Each stream's end past the cap, beside the evidence (`jigcmd run`, live runs only)."""
+
+    stdout: StreamEnd = msgspec.field(default_factory=StreamEnd)
+    stderr: StreamEnd = msgspec.field(default_factory=StreamEnd)
+
+
 class RunResult(msgspec.Struct, frozen=True):
     """A completed run: the contract's evidence, and what lives beside it, never in it.
 
@@ -108,6 +135,8 @@ class RunResult(msgspec.Struct, frozen=True):
     resources: tuple[ResourceRef, ...] = ()
     attestation: bytes | None = None
     ended_unix_ms: int | None = None
+    # Each stream past the cap, for a run answered live (a replay has none: not journaled).
+    ends: OutputEnds | None = None
 
 
 class Recorded(msgspec.Struct, frozen=True):

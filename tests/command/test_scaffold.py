@@ -143,7 +143,8 @@ def test_test_files_bun_runs_outside_the_binding_rule_are_named_not_dropped(
         "4 files bare `bun test` runs left out of the commands: test/comp.test.tsx, "
         "test/j.test.jsx, test/m.test.mts, test/u_test.ts: a Binding's test path is a file "
         "whose name ends in .test.ts, .test.js, .spec.ts or .spec.js (docs/binding.md); rename "
-        "them (e.g. x.test.tsx to x.test.ts, x.test.jsx to x.test.js) to have them reviewed",
+        "them (comp.test.tsx to comp.test.ts, j.test.jsx to j.test.js, m.test.mts to "
+        "m.test.ts, …) to have them reviewed",
     )
 
 
@@ -173,7 +174,8 @@ def test_entry_points_become_commands_and_the_others_are_named(tmp_path: Path) -
     assert scaffold.notes[1:] == (
         "package.json \"bin\" 'gone' 'src/gone.ts' left out: not among the files it sends "
         "(missing, left out or ignored)",
-        "package.json \"bin\" 'ui' 'src/ui.tsx' left out: not a .ts or .js file (docs/binding.md)",
+        "package.json \"bin\" 'ui' 'src/ui.tsx' left out: not a .ts or .js file (docs/binding.md)"
+        ": rename it to src/ui.ts",
     )
 
 

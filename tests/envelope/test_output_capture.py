@@ -273,7 +273,7 @@ async def test_past_the_cap_the_streams_last_bytes_are_kept_beside_its_beginning
     kept: bool, splices: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Where a runner's footer is: the last 4 KiB written, however much was drained (and
-    read, where the kernel refuses splice)."""
+    read, where the kernel refuses splice), and how much was."""
     if not splices:
 
         def refused(src: int, dst: int, count: int, *, flags: int = 0) -> int:
@@ -297,6 +297,7 @@ async def test_past_the_cap_the_streams_last_bytes_are_kept_beside_its_beginning
     result = capture.result()
     assert result.data == stream[:OUTPUT_CAP_BYTES]
     assert result.tail == stream[-outputs.OUTPUT_TAIL_BYTES :]
+    assert result.dropped == len(stream) - OUTPUT_CAP_BYTES  # what `jigcmd run` counts
 
 
 async def test_a_tail_is_kept_only_when_bytes_were_dropped_and_it_is_the_streams_end() -> None:

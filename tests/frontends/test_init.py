@@ -156,7 +156,7 @@ def test_init_says_what_bun_would_have_that_the_envelope_has_not(tmp_path: Path)
             "packages/web/index.ts": 'export { core } from "@mono/core/src"',
             "bunfig.toml": '[test]\npreload = ["./test/setup.ts"]\n',
             "src/index.ts": "import { z } from 'zod'",
-            "test/a.test.ts": 'import "../src/index.ts"',
+            "test/a.test.ts": 'import "../src/index.ts";\nimport "../packages/web/index.ts";\n',
         },
     )
     done = jigcmd("init", str(root))
@@ -166,8 +166,8 @@ def test_init_says_what_bun_would_have_that_the_envelope_has_not(tmp_path: Path)
     assert "its [test] preload is not loaded" in done.stderr
     assert (
         f"jigcmd init: {root}: package.json declares 1 dependency (zod: src/index.ts) and 1 "
-        "workspace package (@mono/core: packages/web/index.ts) that candidate files import: "
-        "none is installed when a command runs"
+        "workspace package (@mono/core: packages/web/index.ts) that the commands' files "
+        "import: none is installed when a command runs"
     ) in done.stderr
     # The bundling example is for the test that reaches the import, ready to paste.
     assert (

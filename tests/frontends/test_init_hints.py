@@ -174,12 +174,13 @@ def test_init_says_odd_file_names_inertly_and_quotes_them_in_the_commands_it_sug
     tmp_path: Path,
 ) -> None:
     """A name with an escape or a newline cannot colour the terminal or forge a line of
-    stderr, in a note or in a refusal's fix; a bundling example is pasted as one path."""
+    stderr, in a note or in a refusal's fix; the bundling example is for the test that runs
+    the odd file, whose own name no command may hold."""
     root = project(
         tmp_path / "odd",
         {
             "package.json": '{"name": "odd", "dependencies": {"zod": "1"}}',
-            "a.test.ts": 'import { test } from "bun:test";\ntest("t", () => {});\n',
+            "a.test.ts": 'import "./a;touch PWNED;.ts";\nimport { test } from "bun:test";\n',
             "a;touch PWNED;.ts": 'import "zod";\n',
             "z\x1b[2Kq.ts": 'import "zod";\n',
         },
@@ -190,6 +191,7 @@ def test_init_says_odd_file_names_inertly_and_quotes_them_in_the_commands_it_sug
     assert "\x1b" not in done.stderr
     assert all(line.startswith(("jigcmd init: ", "  ")) for line in done.stderr.splitlines())
     assert "left out of the candidate: evil\\x1b[31mRED\\nINJECTED line.bin (binary)" in done.stderr
-    assert "`bun build 'a;touch PWNED;.ts' --outdir bundled" in done.stderr
+    assert "(zod: a;touch PWNED;.ts) that the commands' files import" in done.stderr
+    assert "`bun build a.test.ts --outdir bundled" in done.stderr
     assert "leave it out with --exclude '/z\\x1b\\[2Kq.ts'" in done.stderr
     assert not (root / "PWNED").exists()

@@ -1,0 +1,56 @@
+"""`jigcmd init` reads package.json as Bun does: comments and trailing commas are no reason to
+take it for `{}`, and one it cannot read is named on stderr with why."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.command.test_scaffold import project
+from tests.frontends.test_init import jigcmd
+
+_JSONC = """{
+  // the CLI entry
+  "name": "jsonc-demo", /* as published */
+  "module": "src/main.ts",
+  "dependencies": { "ms": "^2.1.3", },
+}
+"""
+
+
+def test_a_package_json_with_comments_and_trailing_commas_is_read(tmp_path: Path) -> None:
+    """Bun reads it: `start` is its module, the Flow package its name, and the dependency
+    note names the package; nothing says the file was not read."""
+    root = project(
+        tmp_path / "dir-name",
+        {
+            "package.json": _JSONC,
+            "src/main.ts": 'import ms from "ms";\nconsole.log(ms(1000));\n',
+            "test/ms.test.ts": 'import { test } from "bun:test";\ntest("t", () => {});\n',
+        },
+    )
+    done = jigcmd("init", str(root))
+    assert done.returncode == 0, done.stderr
+    assert "  start    bun src/main.ts ARGS…" in done.stdout
+    assert f"{root}/.jig/flows/jsonc-demo " in done.stdout
+    assert "package.json declares 1 dependency (ms: src/main.ts)" in done.stderr
+    assert "not read" not in done.stderr
+
+
+def test_a_package_json_that_is_not_json_even_so_is_named_with_why(tmp_path: Path) -> None:
+    """One stderr line names the file and the reason; the tests are still a command."""
+    root = project(
+        tmp_path / "app",
+        {
+            "package.json": '{\n  "name": "app",\n  "module": "main.ts" "bin": "x"\n}\n',
+            "main.ts": "console.log(1)\n",
+            "test/a.test.ts": "",
+        },
+    )
+    done = jigcmd("init", str(root))
+    assert done.returncode == 0, done.stderr
+    said = [line for line in done.stderr.splitlines() if "package.json is not read" in line]
+    assert said == [
+        f"jigcmd init: {root}: package.json is not read: not JSON, even allowing the comments "
+        "and trailing commas Bun allows (malformed JSON: expected ',' or '}' (byte 41)); no "
+        "entry point, workspace or dependency is taken from it"
+    ]
