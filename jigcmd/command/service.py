@@ -20,6 +20,7 @@ from jigcmd.cancel import CancelSignal
 from jigcmd.clock import unix_ms
 from jigcmd.command.durability import Durability, recorded_or
 from jigcmd.command.execution import execute
+from jigcmd.command.failures import before_dispatch
 from jigcmd.command.keeping import keep_result, keep_stopped
 from jigcmd.command.outcomes import EvidenceOf, signer
 from jigcmd.command.placement import Placement
@@ -517,5 +518,5 @@ def _refused_before_dispatch(deadline: float, cancel: CancelSignal) -> JigError 
             Code.DEADLINE_EXCEEDED, "the deadline had passed before dispatch; nothing ran"
         )
     if cancel.is_set():
-        return JigError(Code.CANCELLED, "cancelled before dispatch; nothing ran")
+        return before_dispatch(deadline=cancel.deadline_passed())
     return None

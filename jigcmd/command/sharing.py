@@ -7,8 +7,9 @@ waiter that is cancelled, or whose own deadline passes first, is answered for it
 work goes on. The work is stopped only when its last live waiter leaves (a cancel, a
 deadline earlier than the work's own, or the waiter's task itself being cancelled: the
 coordinator is lost); that waiter is answered with how the work then ended, which is what
-the journal records. A waiter whose deadline is not earlier than the work's simply waits:
-the work ends by its own deadline.
+the journal records: a cancel's stop is `CANCELLED`, a deadline's `DEADLINE_EXCEEDED`
+(the work stopped as at its own deadline, `CancelSignal.cause`). A waiter whose deadline is
+not earlier than the work's simply waits: the work ends by its own deadline.
 
 A call is a live waiter from the moment it reaches the service (`arriving`), before its
 checks, which may wait (the first call's admission hashes the runtime in a thread): a cancel
@@ -256,7 +257,9 @@ class _Shared:
                 if len(self._waiters) > 1 or self._arriving():
                     raise self._left(cancelled=cancel.is_set())
                 # The last live waiter leaves: the work stops; this waiter gets its outcome.
-                self.stop.set()
+                # By its deadline, the work is stopped as at a deadline (DEADLINE_EXCEEDED,
+                # `stopReason` `deadline`): nobody cancelled it.
+                self.stop.set("cancelled" if cancel.is_set() else "deadline")
                 await self.done.wait()
         finally:
             del self._waiters[token]

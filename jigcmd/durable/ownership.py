@@ -288,14 +288,15 @@ class Ownership:
             if left is not None:
                 await self._close_left_open()
                 raise JigError(Code.UNCERTAIN, left, recorded=True)
-            if cancel is not None and cancel.is_set():
+            if cancel is not None and cancel.is_set() and not cancel.deadline_passed():
                 raise JigError(
                     Code.CANCELLED,
                     f"cancelled while waiting for operation {operation_id!r}, which is still "
                     "running elsewhere; it goes on there",
                 )
             remaining = deadline - time.monotonic()
-            if remaining <= 0:
+            # A stop for the last waiting caller's deadline ends the wait as its own would.
+            if remaining <= 0 or (cancel is not None and cancel.deadline_passed()):
                 raise JigError(
                     Code.DEADLINE_EXCEEDED,
                     f"the deadline passed while operation {operation_id!r} was still running "
