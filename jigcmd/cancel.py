@@ -6,15 +6,23 @@ of a shared operation) is called back instead of keeping a task waiting for it, 
 run's end need not cancel that task (docs/envelope.md, "The twentieth round"). A shared
 operation's end is signalled the same way, for its waiters to watch beside their own cancel
 (`jigcmd.command.sharing`).
+
+A stop has a cause: a caller's cancel, or, for a shared operation, the deadline of the last
+caller waiting for it passing before the work's own (`jigcmd.command.sharing`); whoever
+answers for the stop says which (`cause`), and the envelope stops the run as such.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Literal
 
 import anyio
 
-__all__ = ["CancelSignal"]
+__all__ = ["CancelSignal", "StopCause"]
+
+# Why a stop was asked: a cancel, or the deadline of the last caller waiting for the work.
+StopCause = Literal["cancelled", "deadline"]
 
 
 class CancelSignal:
@@ -23,11 +31,14 @@ class CancelSignal:
     def __init__(self) -> None:
         self._event = anyio.Event()
         self._watchers: list[Callable[[], None]] = []
+        self._cause: StopCause = "cancelled"
 
-    def set(self) -> None:
-        """Set it; each watcher is called (at once, in the setter's turn), then forgotten."""
+    def set(self, cause: StopCause = "cancelled") -> None:
+        """Set it for `cause`; each watcher is called (at once, in the setter's turn), then
+        forgotten. A second set changes nothing: the first cause stands."""
         if self._event.is_set():
             return
+        self._cause = cause
         self._event.set()
         watchers, self._watchers = self._watchers, []
         for watcher in watchers:
@@ -36,6 +47,15 @@ class CancelSignal:
     def is_set(self) -> bool:
         """Whether it was set."""
         return self._event.is_set()
+
+    @property
+    def cause(self) -> StopCause:
+        """Why it was set (`cancelled` until it is)."""
+        return self._cause
+
+    def deadline_passed(self) -> bool:
+        """Whether it was set because the deadline of the last caller waiting passed."""
+        return self._event.is_set() and self._cause == "deadline"
 
     async def wait(self) -> None:
         """Until it is set."""

@@ -57,3 +57,17 @@ async def test_it_is_waited_for_like_an_event() -> None:
     assert woken == [True]
     with anyio.fail_after(1):
         await signal.wait()  # set: returns at once
+
+
+def test_its_cause_is_the_first_sets() -> None:
+    """A cancel until set otherwise; a stop for the last waiter's deadline says so, and a
+    later set changes nothing."""
+    signal = CancelSignal()
+    unset = (signal.cause, signal.deadline_passed())
+    signal.set("deadline")
+    signal.set("cancelled")
+    assert unset == ("cancelled", False)
+    assert (signal.cause, signal.deadline_passed()) == ("deadline", True)
+    plain = CancelSignal()
+    plain.set()
+    assert (plain.cause, plain.deadline_passed()) == ("cancelled", False)

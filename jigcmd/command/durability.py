@@ -136,6 +136,13 @@ class Durability:
             every=PROGRESS_EVERY_S,
         )
 
+    async def others_waiting(self) -> bool:
+        """Whether a live waiter in another process waits for this operation; never before
+        this call began its row (another process joins a row), so no journal read until then."""
+        if not self._began or self._ownership is None:
+            return False
+        return await self._ownership.others_waiting(self._operation_id, root_run=self._scope)
+
     def release(self) -> None:
         """Give the envelope slot back (the supervisor holds its own lock to the end)."""
         if self.slot is not None and self._ownership is not None:

@@ -123,9 +123,9 @@ async def execute(
             run = partial(executor.execute, plan, cancel, ticket)
             outcome = await _execute_live(run, plan, hooks, progress=progress, begun=begun)
     except EnvelopeFailure as failure:
-        raise envelope_error(failure) from failure
+        raise envelope_error(failure, deadline_stop=cancel.deadline_passed()) from failure
     made = evidence(outcome)
-    stopped = stopped_error(made, outcome.report)
+    stopped = stopped_error(made, outcome.report, waiters_deadline=cancel.deadline_passed())
     tests = tests_of(plan, outcome, made)
     attestation = None if sign is None else sign(outcome, outcome.report, tests)
     ends = output_ends(outcome)

@@ -15,7 +15,7 @@ from jigcmd.errors import Code, JigError
 from jigcmd.evidence import Evidence, ResourceReport
 from jigcmd.protocol.commands import OutputEnds
 
-__all__ = ["StoppedRun", "envelope_error", "stopped_error"]
+__all__ = ["StoppedRun", "before_dispatch", "envelope_error", "stopped_error"]
 
 
 class StoppedRun(JigError):
@@ -31,8 +31,20 @@ class StoppedRun(JigError):
         self.ends: OutputEnds | None = None
 
 
-def envelope_error(failure: EnvelopeFailure) -> JigError:
-    """The code and message a caller is told for `failure`."""
+def before_dispatch(*, deadline: bool) -> JigError:
+    """A stop asked before the candidate was let start: a cancel, or with `deadline` the
+    deadline of the last caller waiting for it (`CancelSignal.deadline_passed`)."""
+    if deadline:
+        return JigError(
+            Code.DEADLINE_EXCEEDED,
+            "the deadline of the last caller waiting for it passed before dispatch; nothing ran",
+        )
+    return JigError(Code.CANCELLED, "cancelled before dispatch; nothing ran")
+
+
+def envelope_error(failure: EnvelopeFailure, *, deadline_stop: bool = False) -> JigError:
+    """The code and message a caller is told for `failure`; `deadline_stop`: the stop asked
+    was for the deadline of the last caller waiting, not a cancel."""
     detail, problems = failure.detail, "; ".join(failure.cleanup_problems)
     match failure.kind:
         case FailureKind.ZYGOTE_NOT_STARTED:
@@ -66,7 +78,7 @@ def envelope_error(failure: EnvelopeFailure) -> JigError:
                 return JigError(Code.DEADLINE_EXCEEDED, message)
             return JigError(Code.UNCERTAIN, f"{message}; cleanup not confirmed: {problems}")
         case FailureKind.CANCELLED_BEFORE_DISPATCH:
-            return JigError(Code.CANCELLED, "cancelled before dispatch; nothing ran")
+            return before_dispatch(deadline=deadline_stop)
         case FailureKind.INIT_LOST:
             cleanup = (
                 "the envelope was cleaned up"
@@ -96,17 +108,29 @@ def _advised(message: str) -> str:
     return message if advice is None else f"{message}; {advice}"
 
 
-def stopped_error(evidence: Evidence, report: ResourceReport | None = None) -> StoppedRun | None:
+def stopped_error(
+    evidence: Evidence, report: ResourceReport | None = None, *, waiters_deadline: bool = False
+) -> StoppedRun | None:
     """The failure a run stopped by its deadline or a cancel answers with (with its evidence,
-    and the resources it used for a front that shows them); None for a run that exited."""
+    and the resources it used for a front that shows them); None for a run that exited.
+
+    `waiters_deadline`: the stop was asked at the deadline of the last caller waiting for the
+    run, earlier than the run's own (`jigcmd.command.sharing`), and the message says so.
+    """
     stop_reason = evidence.stop_reason
     if stop_reason == "exited":
         return None
     details = {"command": msgspec.to_builtins(evidence)}
     if stop_reason == "deadline":
+        reached = (
+            "the command was stopped at the deadline of the last caller waiting for it "
+            "(earlier than its own)"
+            if waiters_deadline
+            else "the command reached its deadline"
+        )
         return StoppedRun(
             Code.DEADLINE_EXCEEDED,
-            "the command reached its deadline and its whole process tree was killed",
+            f"{reached} and its whole process tree was killed",
             details,
             report,
         )

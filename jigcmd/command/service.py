@@ -20,6 +20,7 @@ from jigcmd.cancel import CancelSignal
 from jigcmd.clock import unix_ms
 from jigcmd.command.durability import Durability, recorded_or
 from jigcmd.command.execution import execute
+from jigcmd.command.failures import before_dispatch
 from jigcmd.command.keeping import keep_result, keep_stopped
 from jigcmd.command.outcomes import EvidenceOf, signer
 from jigcmd.command.placement import Placement
@@ -305,12 +306,17 @@ class CommandService:
                     begun=begun,
                     started_unix_ms=started,
                 )
+                durability = self._durability(call)
                 result = await arrival.attend(
                     deadline=deadline,
                     deadline_unix_ms=when,
                     cancel=cancel,
                     progress=progress,
-                    work=partial(self._operate, valid, call, deadline),
+                    work=partial(
+                        self._operate, valid, call, durability=durability, deadline=deadline
+                    ),
+                    # Asked only once its row is begun here: nobody can have joined it before.
+                    others=durability.others_waiting if durability.durable else None,
                 )
         except JigError as error:
             if keep:
@@ -319,6 +325,11 @@ class CommandService:
                 await keep_stopped(self.resources, error, scope, operation_id)
             raise
         return await self._answer(result, detailed, keep, scope, operation_id)
+
+    def fence(self) -> None:
+        """The front's coordinator is lost: stop the work kept only for other processes'
+        waiters, and keep none for them from now on (`SharedOperations.fence`)."""
+        self._operations.fence()
 
     async def _answer(
         self, result: RunResult, detailed: bool, keep: bool, scope: str, operation_id: str
@@ -331,16 +342,9 @@ class CommandService:
             result = await keep_result(self.resources, result, scope, operation_id)
         return result
 
-    async def _operate(
-        self,
-        valid: ValidRequest,
-        call: _Call,
-        deadline: float,
-        cancel: CancelSignal,
-        progress: Progress | None,
-    ) -> RunResult:
-        """The operation's work, stopped by `cancel`: known? → slot → plan → execute → close."""
-        durability = Durability(
+    def _durability(self, call: _Call) -> Durability:
+        """What the call keeps outside this process (its slot and row), if it runs the work."""
+        return Durability(
             self._ownership,
             operation_id=call.operation_id,
             signature=call.signature,
@@ -349,6 +353,18 @@ class CommandService:
             owned=call.owned,
             trace_context=call.trace_context,
         )
+
+    async def _operate(
+        self,
+        valid: ValidRequest,
+        call: _Call,
+        cancel: CancelSignal,
+        progress: Progress | None,
+        *,
+        durability: Durability,
+        deadline: float,
+    ) -> RunResult:
+        """The operation's work, stopped by `cancel`: known? → slot → plan → execute → close."""
         refusal = _refused_before_dispatch(deadline, cancel)
         if refusal is not None:
             # Nothing is dispatched and no row is written; a known operation still replays.
@@ -517,5 +533,5 @@ def _refused_before_dispatch(deadline: float, cancel: CancelSignal) -> JigError 
             Code.DEADLINE_EXCEEDED, "the deadline had passed before dispatch; nothing ran"
         )
     if cancel.is_set():
-        return JigError(Code.CANCELLED, "cancelled before dispatch; nothing ran")
+        return before_dispatch(deadline=cancel.deadline_passed())
     return None

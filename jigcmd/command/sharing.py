@@ -7,12 +7,20 @@ waiter that is cancelled, or whose own deadline passes first, is answered for it
 work goes on. The work is stopped only when its last live waiter leaves (a cancel, a
 deadline earlier than the work's own, or the waiter's task itself being cancelled: the
 coordinator is lost); that waiter is answered with how the work then ended, which is what
-the journal records. A waiter whose deadline is not earlier than the work's simply waits:
-the work ends by its own deadline.
+the journal records: a cancel's stop is `CANCELLED`, a deadline's `DEADLINE_EXCEEDED`
+(the work stopped as at its own deadline, `CancelSignal.cause`). A waiter whose deadline is
+not earlier than the work's simply waits: the work ends by its own deadline.
 
 A call is a live waiter from the moment it reaches the service (`arriving`), before its
 checks, which may wait (the first call's admission hashes the runtime in a thread): a cancel
 of another waiter applied meanwhile finds it there and leaves the work to it.
+
+Waiters in other processes count too (another `serve` on the same state directory and run
+id, joining through the journal: `OthersWaiting`). They are asked for only when this
+process's last waiter leaves, never on a call's own path: while one lives, that waiter is
+answered for itself alone and the work goes on, watched every `OTHERS_POLL_S` until none
+does (one left, or its process died), and then stopped as cancelled. A process whose
+coordinator is lost stops such work at once (`fence`): it cannot outlive its process.
 """
 
 from __future__ import annotations
@@ -21,9 +29,10 @@ import collections
 import logging
 import math
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from functools import partial
+from typing import Any
 
 import anyio
 import anyio.abc
@@ -33,7 +42,7 @@ from jigcmd.errors import Code, JigError
 from jigcmd.protocol.commands import RunResult
 from jigcmd.server.backend import Progress
 
-__all__ = ["Arrival", "OperationKey", "SharedOperations", "Work"]
+__all__ = ["OTHERS_POLL_S", "Arrival", "OperationKey", "OthersWaiting", "SharedOperations", "Work"]
 
 logger = logging.getLogger(__name__)
 
@@ -41,6 +50,12 @@ logger = logging.getLogger(__name__)
 OperationKey = tuple[str, str]
 # The shared work, given the event that stops it and the progress of its live waiters.
 Work = Callable[[CancelSignal, Progress | None], Awaitable[RunResult]]
+# Whether a live waiter in another process still waits for the operation (the journal's).
+OthersWaiting = Callable[[], Awaitable[bool]]
+# Starts a task beside the work (a watch of other processes' waiters).
+Spawn = Callable[[Callable[[], Coroutine[Any, Any, None]]], None]
+# How often work kept for other processes' waiters alone looks whether one still waits.
+OTHERS_POLL_S = 0.25
 
 
 class SharedOperations:
@@ -55,6 +70,8 @@ class SharedOperations:
         # Calls that reached the service and have not attended yet, by key and signature.
         self._arriving: collections.Counter[tuple[OperationKey, str]] = collections.Counter()
         self._tasks: anyio.abc.TaskGroup | None = None
+        # Set once this process's coordinator is lost: no work is kept for other processes.
+        self._fenced = False
 
     @asynccontextmanager
     async def open(self) -> AsyncIterator[None]:
@@ -69,6 +86,13 @@ class SharedOperations:
     def running(self, key: OperationKey) -> bool:
         """Whether the operation is in flight here now."""
         return key in self._live
+
+    def fence(self) -> None:
+        """This process's coordinator is lost: from now on the work in flight is kept for
+        nobody in other processes, and work kept only for them stops now."""
+        self._fenced = True
+        for shared in self._live.values():
+            shared.fence()
 
     @contextmanager
     def arriving(self, key: OperationKey, signature: str | None) -> Iterator[Arrival]:
@@ -91,6 +115,11 @@ class SharedOperations:
                 if shared is not None and shared.signature == signature:
                     shared.stop_if_abandoned()
 
+    def _spawn(self, watch: Callable[[], Coroutine[Any, Any, None]]) -> None:
+        """Run `watch` beside the work (not once sharing has ended: nothing is watched then)."""
+        if self._tasks is not None:
+            self._tasks.start_soon(watch)
+
     def _arrived(self, key: OperationKey, signature: str) -> int:
         """How many calls of this operation reached the service and have not attended yet."""
         return self._arriving[(key, signature)]
@@ -110,13 +139,15 @@ class SharedOperations:
         cancel: CancelSignal,
         progress: Progress | None,
         work: Work,
+        others: OthersWaiting | None = None,
     ) -> RunResult:
         """Wait for the operation as one of its waiters, starting its work if none runs.
 
         `deadline` (monotonic, to wait until) and `cancel` are this waiter's; the first
         waiter's deadline is the work's own. Waiters' deadlines are compared as
         `deadline_unix_ms`, in the callers' clock: the same deadline is the same there. A
-        different request under the key is `OPERATION_CONFLICT`.
+        different request under the key is `OPERATION_CONFLICT`. `others`: who else waits
+        for it in other processes (the first waiter's is the work's).
         """
         shared = self._live.get(key)
         if shared is None:
@@ -124,6 +155,8 @@ class SharedOperations:
                 return await work(cancel, progress)
             arrived = partial(self._arrived, key, signature)
             shared = _Shared(key[1], signature, deadline_unix_ms, arrived)
+            if others is not None and not self._fenced:
+                shared.count_others(others, self._spawn)
             self._live[key] = shared
             self._tasks.start_soon(self._drive, key, shared, work)
         elif shared.signature != signature:
@@ -174,6 +207,7 @@ class Arrival:
         cancel: CancelSignal,
         progress: Progress | None,
         work: Work,
+        others: OthersWaiting | None = None,
     ) -> RunResult:
         """Wait for the operation as one of its waiters (`SharedOperations.attend`)."""
         if self._signature is None:
@@ -189,6 +223,7 @@ class Arrival:
             cancel=cancel,
             progress=progress,
             work=work,
+            others=others,
         )
 
     def withdraw(self) -> bool:
@@ -223,6 +258,20 @@ class _Shared:
         self.outcome: RunResult | JigError | None = None
         # The live waiters, each with its progress callback (None: it asked for none).
         self._waiters: dict[object, Progress | None] = {}
+        # Who waits for it in other processes, and how to start watching them (`count_others`).
+        self._others: OthersWaiting | None = None
+        self._spawn: Spawn | None = None
+        # Whether a watch of other processes' waiters is on (`_watch_others`).
+        self._watching = False
+
+    def count_others(self, others: OthersWaiting, spawn: Spawn) -> None:
+        """Count the waiters of other processes too, watched in tasks `spawn` starts."""
+        self._others, self._spawn = others, spawn
+
+    def fence(self) -> None:
+        """Count no other process's waiter from now on; stop the work if no waiter is here."""
+        self._others = None
+        self.stop_if_abandoned()
 
     def finish(self) -> None:
         """The work has ended (its outcome is set): wake every waiter."""
@@ -253,10 +302,18 @@ class _Shared:
                 if not cancel.is_set() and deadline_unix_ms >= self.deadline_unix_ms:
                     deadline = math.inf  # the work ends by its own deadline, no later
                     continue
-                if len(self._waiters) > 1 or self._arriving():
+                if self._others_here():
+                    raise self._left(cancelled=cancel.is_set())
+                # The last waiter here: the work goes on while one waits in another process.
+                kept = await self._kept_for_others()
+                if self.done.is_set():
+                    break
+                if kept or self._others_here():
                     raise self._left(cancelled=cancel.is_set())
                 # The last live waiter leaves: the work stops; this waiter gets its outcome.
-                self.stop.set()
+                # By its deadline, the work is stopped as at a deadline (DEADLINE_EXCEEDED,
+                # `stopReason` `deadline`): nobody cancelled it.
+                self.stop.set("cancelled" if cancel.is_set() else "deadline")
                 await self.done.wait()
         finally:
             del self._waiters[token]
@@ -265,9 +322,44 @@ class _Shared:
         return self._result()
 
     def stop_if_abandoned(self) -> None:
-        """Stop the work when no waiter is left for it, attending or arriving."""
+        """Stop the work when no waiter is left for it, attending or arriving; one in another
+        process is left to the watch of them (`_watch_others`)."""
+        if self._watching and self._others is not None:
+            return
         if not self._waiters and not self._arriving() and not self.done.is_set():
             self.stop.set()
+
+    def _others_here(self) -> bool:
+        """Whether a waiter of this process besides the one leaving lives (or arrives)."""
+        return len(self._waiters) > 1 or bool(self._arriving())
+
+    async def _kept_for_others(self) -> bool:
+        """Whether a live waiter in another process waits for it; then watch them (once)."""
+        others = self._others
+        if others is None or not await others():
+            return False
+        if not self._watching and self._spawn is not None:
+            self._watching = True
+            self._spawn(self._watch_others)
+        return True
+
+    async def _watch_others(self) -> None:
+        """While no waiter is here, look every `OTHERS_POLL_S` whether one still waits in
+        another process; once none does (or this process is fenced), stop the work."""
+        try:
+            while not self.done.is_set():
+                with anyio.move_on_after(OTHERS_POLL_S):
+                    await self.done.wait()
+                if self.done.is_set() or self._waiters or self._arriving():
+                    continue  # the waiters here decide as they leave
+                others = self._others
+                if others is not None and await others():
+                    continue
+                self._watching = False
+                self.stop_if_abandoned()
+                return
+        finally:
+            self._watching = False
 
     async def _until_done(self, cancel: CancelSignal, deadline: float) -> None:
         """Return once the work is done or `cancel` is set, or `deadline` (monotonic) passes.

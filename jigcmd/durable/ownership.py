@@ -23,6 +23,7 @@ import msgspec
 
 from jigcmd.cancel import CancelSignal
 from jigcmd.clock import unix_ms
+from jigcmd.durable.joining import others_waiting, waiting_for
 from jigcmd.durable.pathwrite import write_soon
 from jigcmd.durable.recovery import RecoveryReport, recover, sweep_own
 from jigcmd.durable.replay import RecordedFailure, recorded_tests, replay
@@ -268,6 +269,10 @@ class Ownership:
             row = await self._join(operation_id, root_run, deadline, cancel)
         return replay(row)
 
+    async def others_waiting(self, operation_id: str, *, root_run: str) -> bool:
+        """Whether a live process other than this one waits for the operation (`_join`)."""
+        return await others_waiting(self.journal, operation_id, root_run=root_run)
+
     async def _join(
         self,
         operation_id: str,
@@ -280,7 +285,20 @@ class Ownership:
         The joiner's deadline or cancel ends only its waiting (the operation goes on where it
         runs): that answer is not the operation's outcome, and is not `recorded` (not kept).
         A row this process left open, its outcome unwritten, runs nowhere: its UNCERTAIN again.
+        While it waits the journal names this process as a waiter of the operation, for the
+        process running it to count (`jigcmd.durable.joining`).
         """
+        async with waiting_for(self.journal, operation_id, root_run=root_run):
+            return await self._wait_closed(operation_id, root_run, deadline, cancel)
+
+    async def _wait_closed(
+        self,
+        operation_id: str,
+        root_run: str,
+        deadline: float,
+        cancel: CancelSignal | None,
+    ) -> Row:
+        """`_join`'s wait: the closed row, or the joiner's own end (see there)."""
         while True:
             row = await anyio.to_thread.run_sync(
                 lambda: self.journal.get(operation_id, root_run=root_run)
@@ -293,14 +311,15 @@ class Ownership:
             if left is not None:
                 await self._close_left_open()
                 raise JigError(Code.UNCERTAIN, left, recorded=True)
-            if cancel is not None and cancel.is_set():
+            if cancel is not None and cancel.is_set() and not cancel.deadline_passed():
                 raise JigError(
                     Code.CANCELLED,
                     f"cancelled while waiting for operation {operation_id!r}, which is still "
                     "running elsewhere; it goes on there",
                 )
             remaining = deadline - time.monotonic()
-            if remaining <= 0:
+            # A stop for the last waiting caller's deadline ends the wait as its own would.
+            if remaining <= 0 or (cancel is not None and cancel.deadline_passed()):
                 raise JigError(
                     Code.DEADLINE_EXCEEDED,
                     f"the deadline passed while operation {operation_id!r} was still running "

@@ -176,6 +176,8 @@ def recover(
         reports.append(_record_cleanup(journal, row, problems, supervisor_killed=stopped))
 
     jarvis_closed, jarvis_problems = _recover_jarvis(journal, fence)
+    # Joins of processes that died waiting (a live one removes its own).
+    journal.forget_dead_waiters()
     liveness.prune(state_dir)
     unowned = _unowned_jobs(journal, backend)
     stale = [name for name in unowned if _remove_if_stale(backend, name)]

@@ -87,12 +87,13 @@ class SlotQueue:
                 if queued is not None and time.monotonic() - told >= every:
                     told = time.monotonic()
                     await queued(self._waiting.index(waiter))
-                if cancel.is_set():
+                if cancel.is_set() and not cancel.deadline_passed():
                     raise JigError(
                         Code.CANCELLED, "cancelled while waiting for an envelope slot; nothing ran"
                     )
                 remaining = deadline - time.monotonic()
-                if remaining <= 0:
+                # A stop for the last waiting caller's deadline ends the wait as its own would.
+                if remaining <= 0 or cancel.deadline_passed():
                     raise JigError(
                         Code.DEADLINE_EXCEEDED,
                         f"the deadline passed while waiting for an envelope slot "

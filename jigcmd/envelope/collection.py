@@ -158,7 +158,7 @@ class RunCollector:
     def _forward_cancel(self) -> None:
         """Tell the supervisor to stop the run (a supervisor already gone needs no telling)."""
         with contextlib.suppress(OSError):
-            send_message(self.sock, Cancel(), codec=MSGSPEC)
+            send_message(self.sock, Cancel(self.cancel.cause), codec=MSGSPEC)
 
     async def abandon(self) -> None:
         """Wait (bounded) for the end report of a withdrawn launch; drop output and errors."""

@@ -382,9 +382,10 @@ class Envelope:
     def _on_run_socket(self) -> None:
         """The server wrote (a cancel) or went away while the candidate runs."""
         assert self.run is not None
-        if self.run.stop_wanted():
+        reason = self.run.stop_wanted()
+        if reason is not None:
             # A cancel, or the server is gone: fence now, never leave it running.
-            self._stop("cancelled")
+            self._stop(reason)
 
     # -- the end -----------------------------------------------------------------------
 

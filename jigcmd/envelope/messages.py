@@ -118,7 +118,13 @@ class Go(NamedTuple):
 
 
 class Cancel(NamedTuple):
-    """Server → supervisor: stop the whole tree now."""
+    """Server → supervisor: stop the whole tree now, for `reason` (the run's `stop_reason`).
+
+    `deadline`: the last caller waiting for a shared operation saw its own deadline pass
+    before the run's (`jigcmd.command.sharing`); the run is stopped as at its deadline.
+    """
+
+    reason: Literal["cancelled", "deadline"] = "cancelled"
 
 
 class Started(NamedTuple):

@@ -65,14 +65,17 @@ class RunChannel:
                     return True
         return False
 
-    def stop_wanted(self) -> bool:
-        """The socket turned readable: whether that was a cancel or the server going away."""
+    def stop_wanted(self) -> StopReason | None:
+        """The socket turned readable: the stop that asks for (a cancel and its reason, or
+        the server going away: `cancelled`), or None."""
         try:
             message = recv_message(self.sock, codec=MARSHAL)
         except (OSError, EOFError, ValueError):
             message = None
         self.server_lost = message is None
-        return message is None or isinstance(message[0], Cancel)
+        if message is None:
+            return "cancelled"
+        return message[0].reason if isinstance(message[0], Cancel) else None
 
     def send(self, message: Started | Ended | Finished | Failed) -> bool:
         """Report to the server; False when it is gone."""

@@ -176,6 +176,8 @@ async def _serve(
                     root_run=root_run,
                     result_budget=budget,
                     host_paths=_host_paths(service.state_dir, settings.binding),
+                    # Work kept for another process's waiter cannot outlive this one.
+                    on_lost=service.fence,
                 )
                 tg.cancel_scope.cancel()
             if ended.eof and not ended.frames:

@@ -40,7 +40,7 @@ __all__ = ["DB_NAME", "Database", "JournalError"]
 
 DB_NAME = "journal.sqlite3"
 # Every table a journal must have (a database without one is damaged, not new).
-_TABLES = ("operations", "jarvis_runs", "audit")
+_TABLES = ("operations", "jarvis_runs", "audit", "waiters")
 # How long a writer waits for another process's write transaction before failing.
 _BUSY_TIMEOUT_MS = 10_000
 # How long a non-waiting write waits for this process's own lock. Its holder is one of this

@@ -174,7 +174,26 @@ ALTER TABLE operations ADD COLUMN supervisor_pidns INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE jarvis_runs ADD COLUMN owner_pidns INTEGER NOT NULL DEFAULT 0;
 """
 
-_STEPS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8)
+# Version 9: the waiters other processes have on an operation running elsewhere (a `serve`
+# joining it on the same state directory, with the same run id): one row per join, named by
+# the joining process's identity (its liveness is judged as an owner's is,
+# `jigcmd.journal.liveness`), so that the process running it stops it only once no live
+# waiter remains anywhere (`jigcmd.journal.waiters`).
+_V9 = """
+CREATE TABLE waiters (
+    root_run          TEXT NOT NULL,
+    operation_id      TEXT NOT NULL,
+    join_id           TEXT NOT NULL,
+    pid               INTEGER NOT NULL,
+    start             INTEGER NOT NULL,
+    boot_id           TEXT NOT NULL,
+    pidns             INTEGER NOT NULL,
+    created_unix_ms   INTEGER NOT NULL,
+    PRIMARY KEY (root_run, operation_id, join_id)
+) STRICT;
+"""
+
+_STEPS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8, _V9)
 # The run of every operation recorded before operation identity belonged to runs.
 LEGACY_RUN = ""
 SCHEMA_VERSION = len(_STEPS)

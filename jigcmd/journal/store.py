@@ -3,7 +3,9 @@
 An operation is keyed by its caller's run and its operation id: identity holds within one
 run (across servers and restarts given the same run id), never across runs. Every write is
 its own durable transaction (`jigcmd.journal.database`); the jarvis provider's runs and its
-audit trail live beside the operations (`jigcmd.journal.jarvisrecords`).
+audit trail live beside the operations (`jigcmd.journal.jarvisrecords`), and so do the joins
+of operations that other processes wait for (`jigcmd.journal.waiters`, unsynced: they name
+live processes only).
 
 Ownership row life: `dispatching` (written before dispatch) → `running` (the envelope
 serving it is recorded: supervisor, cgroups, netns; a prepared envelope, known before the
@@ -31,6 +33,7 @@ from jigcmd.journal.identity import ProcessIdentity
 from jigcmd.journal.jarvisrecords import JarvisRecords
 from jigcmd.journal.rows import OPEN_STATES, Begin, NewRow, Outcome, Row, State, row_from
 from jigcmd.journal.statefiles import StateDirError
+from jigcmd.journal.waiters import Waiters
 from jigcmd.journal.writelock import WouldWait
 
 __all__ = ["DB_NAME", "Journal", "JournalError", "JournalLost", "JournalUnusable"]
@@ -39,8 +42,9 @@ __all__ = ["DB_NAME", "Journal", "JournalError", "JournalLost", "JournalUnusable
 _SELECT_ROW = "SELECT * FROM operations WHERE root_run = ? AND operation_id = ?"
 
 
-class Journal(JarvisRecords):
-    """The ownership journal and the jarvis records of one state directory."""
+class Journal(JarvisRecords, Waiters):
+    """The ownership journal, its other processes' waiters and the jarvis records of one
+    state directory."""
 
     def __init__(self, db: Database) -> None:
         """Rows over an open, migrated database (use `Journal.open`)."""

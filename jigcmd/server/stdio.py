@@ -18,6 +18,7 @@ import logging
 import mmap
 import os
 import signal
+from collections.abc import Callable
 from typing import Final, NamedTuple
 
 import anyio
@@ -82,14 +83,16 @@ async def serve_stdio(
     root_run: str = "",
     result_budget: int = DEFAULT_BUDGET_BYTES,
     host_paths: HostPaths | None = None,
+    on_lost: Callable[[], None] | None = None,
 ) -> SessionEnd:
     """Serve one stdio session until EOF or SIGTERM; claims fds 0 and 1 unless `fds` is given.
 
     `remember` bounds the finished operations the session keeps for replay (see `Session`);
     `root_run` is the caller's run the session belongs to (the scope of operation identity);
     `result_budget` the bytes of JSON each MCP tool result fits in; `host_paths` are taken
-    out of every refusal and tool description the peer reads. Returns how the session ended,
-    for the front to say so (an input that ended before any request).
+    out of every refusal and tool description the peer reads; `on_lost` is called when the
+    coordinator is lost, before the calls in flight are cancelled. Returns how the session
+    ended, for the front to say so (an input that ended before any request).
     """
     if fds is None:
         fds = claim_protocol_fds()
@@ -107,7 +110,7 @@ async def serve_stdio(
         result_budget=result_budget,
     )
     logger.debug("serving stdio (protocol=%s)", protocol)
-    server = _Server(backend, session, fds, paths)
+    server = _Server(backend, session, fds, paths, on_lost)
     try:
         await server.serve()
     finally:
@@ -129,9 +132,15 @@ class _Server:
     """One session's IO: the read loop, call tasks and shutdown."""
 
     def __init__(
-        self, backend: CommandBackend, session: Session, fds: ProtocolFds, paths: HostPaths
+        self,
+        backend: CommandBackend,
+        session: Session,
+        fds: ProtocolFds,
+        paths: HostPaths,
+        on_lost: Callable[[], None] | None = None,
     ) -> None:
         self._backend = backend
+        self._on_lost = on_lost
         self._paths = paths
         self._session = session
         self._fds = fds
@@ -190,6 +199,9 @@ class _Server:
             )
         else:
             logger.info("coordinator lost (%s); stopping", self._lost_reason)
+        if self._on_lost is not None:
+            # First: the last cancel here then stops its work, kept for nobody elsewhere.
+            self._on_lost()
         for cancel in self._cancels.values():
             cancel.set()
         with anyio.move_on_after(STOP_GRACE_S):

@@ -156,3 +156,21 @@ def test_a_run_stopped_by_its_deadline_or_a_cancel_is_a_failure_carrying_its_evi
     assert cancelled.details["command"]["stopReason"] == "cancelled"
     assert cancelled.details["command"]["stdout"] == {"text": "1 pass\n", "truncated": False}
     assert stopped_error(canned_evidence("tests")) is None
+
+
+def test_a_stop_for_the_last_waiting_callers_deadline_is_a_deadline_and_says_whose() -> None:
+    """Stopped for the deadline of the last caller waiting (not its own): DEADLINE_EXCEEDED
+    naming that deadline, with the evidence; before dispatch, DEADLINE_EXCEEDED, nothing ran."""
+    stopped = stopped_error(canned_evidence("tests", "deadline"), waiters_deadline=True)
+    assert stopped is not None and stopped.code == Code.DEADLINE_EXCEEDED
+    assert stopped.message == (
+        "the command was stopped at the deadline of the last caller waiting for it (earlier "
+        "than its own) and its whole process tree was killed"
+    )
+    assert stopped.details is not None
+    assert stopped.details["command"]["stopReason"] == "deadline"
+    kind = FailureKind.CANCELLED_BEFORE_DISPATCH
+    early = envelope_error(EnvelopeFailure(kind, "gate", ""), deadline_stop=True)
+    assert early.code == Code.DEADLINE_EXCEEDED
+    assert early.message.endswith("passed before dispatch; nothing ran")
+    assert envelope_error(EnvelopeFailure(kind, "gate", "")).code == Code.CANCELLED

@@ -10,7 +10,7 @@ import anyio
 import pytest
 
 from jigcmd.cancel import CancelSignal
-from jigcmd.command.sharing import SharedOperations
+from jigcmd.command.sharing import OthersWaiting, SharedOperations
 from jigcmd.errors import Code, JigError
 from jigcmd.protocol.commands import RunResult
 from jigcmd.server.backend import Progress
@@ -30,6 +30,9 @@ class FakeWork:
         self.stopped = 0
         self.running = anyio.Event()
         self.finish = anyio.Event()
+        # Why it was stopped (`CancelSignal.cause`), once it was.
+        self.cause: str | None = None
+        self.stopping = anyio.Event()
 
     async def __call__(self, stop: CancelSignal, progress: Progress | None) -> RunResult:
         self.started += 1
@@ -46,6 +49,8 @@ class FakeWork:
             waiting.start_soon(until, self.finish)
         if stop.is_set() and not self.finish.is_set():
             self.stopped += 1
+            self.cause = stop.cause
+            self.stopping.set()
             # As the journal records it: the operation's own outcome.
             raise JigError(
                 Code.CANCELLED,
@@ -67,6 +72,7 @@ async def _attend(
     deadline_unix_ms: float | None = None,
     signature: str = "sig",
     progress: Progress | None = None,
+    others: OthersWaiting | None = None,
 ) -> None:
     """Attend as `name`; the deadlines are compared as `deadline_unix_ms`, else as `deadline`."""
     compared = deadline if deadline_unix_ms is None else deadline_unix_ms
@@ -79,6 +85,7 @@ async def _attend(
             cancel=cancel,
             progress=progress,
             work=work,
+            others=others,
         )
     except JigError as error:
         outcomes[name] = error
@@ -192,7 +199,8 @@ async def test_the_last_waiter_whose_earlier_deadline_passes_stops_the_work() ->
         )
         await anyio.wait_all_tasks_blocked()
         first.set()
-    assert work.stopped == 1
+    # Stopped as at a deadline: nobody cancelled it (the run's end then says `deadline`).
+    assert (work.stopped, work.cause) == (1, "deadline")
     last = outcomes["joiner"]
     assert isinstance(last, JigError) and last.code == Code.CANCELLED and last.recorded
 
@@ -366,3 +374,82 @@ async def test_outside_open_a_call_runs_on_its_own_and_its_cancel_stops_it() -> 
         cancel.set()
     only = outcomes["only"]
     assert isinstance(only, JigError) and only.code == Code.CANCELLED and only.recorded
+
+
+class Elsewhere:
+    """The journal's answer to "does a live waiter in another process wait?", as told."""
+
+    def __init__(self, waiting: bool) -> None:
+        self.waiting = waiting
+        self.asked = 0
+
+    async def __call__(self) -> bool:
+        self.asked += 1
+        return self.waiting
+
+
+async def _until_stopped(work: FakeWork) -> None:
+    with anyio.fail_after(10):
+        await work.stopping.wait()
+
+
+async def test_a_waiter_elsewhere_keeps_the_work_past_the_last_cancel_here_until_it_goes() -> None:
+    """The last waiter here leaves alone while one waits elsewhere; once none does (looked
+    at every `OTHERS_POLL_S`), the work stops, as cancelled."""
+    shared, work, elsewhere = SharedOperations(), FakeWork(), Elsewhere(True)
+    first = CancelSignal()
+    outcomes: dict[str, RunResult | JigError] = {}
+    async with shared.open(), anyio.create_task_group() as tasks:
+        tasks.start_soon(partial(_attend, others=elsewhere), shared, work, first, outcomes, "a")
+        await work.running.wait()
+        first.set()
+        await _settled(outcomes, "a")
+        left = outcomes["a"]
+        assert isinstance(left, JigError) and left.code == Code.CANCELLED and not left.recorded
+        assert "continues for its other callers" in left.message
+        assert shared.running(KEY) and work.stopped == 0
+        elsewhere.waiting = False
+        await _until_stopped(work)
+    assert (work.stopped, work.cause) == (1, "cancelled")
+
+
+async def test_with_nobody_waiting_elsewhere_the_last_cancel_stops_it_and_gets_its_outcome() -> (
+    None
+):
+    """Asked once, as the last waiter here leaves; never on a waiter's way in."""
+    shared, work, elsewhere = SharedOperations(), FakeWork(), Elsewhere(False)
+    first = CancelSignal()
+    outcomes: dict[str, RunResult | JigError] = {}
+    async with shared.open(), anyio.create_task_group() as tasks:
+        tasks.start_soon(partial(_attend, others=elsewhere), shared, work, first, outcomes, "a")
+        await work.running.wait()
+        await anyio.wait_all_tasks_blocked()
+        assert elsewhere.asked == 0
+        first.set()
+    last = outcomes["a"]
+    assert isinstance(last, JigError) and last.code == Code.CANCELLED and last.recorded
+    assert (work.stopped, elsewhere.asked) == (1, 1)
+
+
+async def test_a_fence_stops_work_kept_for_waiters_elsewhere_and_counts_them_no_more() -> None:
+    """The coordinator lost: work kept only for another process stops at once; and a last
+    cancel here after the fence stops its work and gets its outcome, whoever waits elsewhere."""
+    shared, work, elsewhere = SharedOperations(), FakeWork(), Elsewhere(True)
+    first = CancelSignal()
+    outcomes: dict[str, RunResult | JigError] = {}
+    async with shared.open(), anyio.create_task_group() as tasks:
+        tasks.start_soon(partial(_attend, others=elsewhere), shared, work, first, outcomes, "a")
+        await work.running.wait()
+        first.set()
+        await _settled(outcomes, "a")
+        assert shared.running(KEY)
+        shared.fence()
+        await _until_stopped(work)
+    assert work.stopped == 1
+    again, second = FakeWork(), CancelSignal()
+    async with shared.open(), anyio.create_task_group() as tasks:
+        tasks.start_soon(partial(_attend, others=elsewhere), shared, again, second, outcomes, "b")
+        await again.running.wait()
+        second.set()
+    last = outcomes["b"]
+    assert isinstance(last, JigError) and last.recorded and again.stopped == 1

@@ -68,6 +68,7 @@ EVERY_MESSAGE: tuple[Message, ...] = (
     GO,
     GO._replace(files=(), cpus=()),
     Cancel(),
+    Cancel("deadline"),
     Started(supervisor_pid=3, init_pid=-4, cgroup_paths=("/x", "/y"), netns="n", setup_ms=1.5),
     Ended(exit_code=None, signal="SIGKILL", stop_reason="deadline"),
     Finished(

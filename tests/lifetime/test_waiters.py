@@ -2,8 +2,9 @@
 
 Each transport request is its own waiter: cancelling one answers that one CANCELLED and the
 run goes on while another lives; the run is stopped, and CANCELLED recorded, only when the
-last live waiter cancels. The candidate lingers until the test sends it SIGTERM, so it ends
-exactly when the test says and a second dispatch would be seen from the host.
+last live waiter cancels (DEADLINE_EXCEEDED when its own deadline passes instead). The
+candidate lingers until the test sends it SIGTERM, so it ends exactly when the test says and
+a second dispatch would be seen from the host.
 """
 
 from __future__ import annotations
@@ -173,6 +174,39 @@ def test_a_joiner_whose_own_deadline_passes_leaves_and_the_first_completes(rig: 
     rig.signal(candidate, signal.SIGTERM)
     _completed(server.response("call-1"), token)
     assert server.close_input() == 0
+    rig.assert_nothing_left()
+    assert rig.watch.runs(token) == 1
+
+
+def test_the_last_waiters_own_deadline_stops_the_run_as_a_deadline_not_a_cancel(
+    rig: Rig,
+) -> None:
+    """Start, join with an earlier deadlineUnixMs, cancel the first: the joiner is the last
+    live waiter, and its deadline passing stops the run as at a deadline. It never cancelled:
+    it is answered DEADLINE_EXCEEDED with the evidence (`stopReason` `deadline`), that is
+    recorded, and the operation replays it (until 2026-12-07 it was CANCELLED, `cancelled`)."""
+    token, operation_id = f"tok-{uuid.uuid4().hex}", "op-last-waiters-deadline"
+    # Time enough for the cancel of the first to be applied before it passes.
+    soon = time.time_ns() // 1_000_000 + 3000
+    server, input, candidate = _started_and_joined(rig, operation_id, token, deadlineUnixMs=soon)
+    server.send(_cancel("call-1"))
+    _left_alone(server.response("call-1"), operation_id)
+    last = server.response("call-2")
+    error = _error(last)
+    assert not alive(candidate)
+    assert error["data"]["code"] == "DEADLINE_EXCEEDED"
+    assert "deadline of the last caller waiting for it" in error["message"]
+    evidence = error["data"]["details"]["command"]
+    assert (evidence["stopReason"], evidence["signal"]) == ("deadline", "SIGKILL")
+    assert evidence["cleanup"] == "complete"
+    _replays(server, "call-3", input, operation_id, last)
+    assert server.close_input() == 0
+    row = rig.row(operation_id)
+    assert row is not None and (row.state, row.outcome) == ("done", "failure")
+    assert row.result is not None and json.loads(row.result)["code"] == "DEADLINE_EXCEEDED"
+    again = rig.serve()
+    _replays(again, "call-4", input, operation_id, last)
+    assert again.close_input() == 0
     rig.assert_nothing_left()
     assert rig.watch.runs(token) == 1
 

@@ -1,0 +1,163 @@
+"""Run/1 waiters in two `serve` processes on one state directory, with one run id.
+
+Server A runs the operation; server B's request joins it through the journal. B's waiter
+counts as A's own do: the last cancel in A leaves the run going while B's waiter lives, and
+stops it once none does (B's cancel, or B's process killed: a dead waiter keeps nothing).
+The candidate lingers until the test sends it SIGTERM, so it ends when the test says.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import uuid
+from typing import Any
+
+import pytest
+
+from jigcmd.frontends.servechild import ServeChild
+from jigcmd.journal.store import Journal
+from tests.lifetime.candidates import LINGER, cli_input
+from tests.lifetime.frames import flow_call
+from tests.lifetime.rig import Rig
+from tests.lifetime.watch import Proc, alive, wait_for
+
+pytestmark = pytest.mark.envelope
+
+
+def _cancel(request_id: str) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "method": "request/cancel", "params": {"requestId": request_id}}
+
+
+def _joins(rig: Rig, operation_id: str) -> int:
+    """How many joins of the operation the journal names now."""
+    with Journal.open(rig.state_dir) as journal:
+        return len(journal.waiting(operation_id, root_run=rig.run_id))
+
+
+def _run_here_joined_there(
+    rig: Rig, operation_id: str, token: str
+) -> tuple[ServeChild, ServeChild, dict[str, Any], Proc]:
+    """Server A running `operation_id` for a-1, and server B's b-1 waiting for it there."""
+    input = cli_input(LINGER, token)
+    here, there = rig.serve(), rig.serve()
+    here.send(flow_call("a-1", operation_id, input))
+    candidate = rig.candidate(token)
+    there.send(flow_call("b-1", operation_id, input))
+    wait_for(lambda: _joins(rig, operation_id) == 1, 30, "B's join in the journal")
+    return here, there, input, candidate
+
+
+def _error(line: bytes) -> dict[str, Any]:
+    error: dict[str, Any] = json.loads(line)["error"]
+    assert error["code"] == -32000
+    return error
+
+
+def _left_alone(line: bytes, operation_id: str) -> None:
+    error = _error(line)
+    assert error["data"] == {"code": "CANCELLED"}
+    assert f"operation {operation_id!r} continues for its other callers" in error["message"]
+
+
+def _stopped_cancelled(line: bytes) -> None:
+    """The run's own end by a stop: CANCELLED with its evidence."""
+    error = _error(line)
+    assert error["data"]["code"] == "CANCELLED"
+    evidence = error["data"]["details"]["command"]
+    assert (evidence["stopReason"], evidence["cleanup"]) == ("cancelled", "complete")
+
+
+def _replayed(server: ServeChild, request_id: str, input: object, op: str, line: bytes) -> None:
+    """`server` answers the operation again with the very same bytes (its id aside)."""
+    server.send(flow_call(request_id, op, input))
+    original = json.loads(line)["id"].encode()
+    expected = line.replace(b'"id":"' + original + b'"', b'"id":"' + request_id.encode() + b'"')
+    assert server.response(request_id) == expected
+
+
+def test_a_waiter_in_another_serve_keeps_the_run_past_the_last_cancel_here(rig: Rig) -> None:
+    """B joined, A's only waiter cancels: A's is CANCELLED alone, the run completes, B gets
+    its evidence, and the operation replays that in both servers and after a restart (until
+    2026-12-07 A stopped it, and B's waiter and every replay were CANCELLED)."""
+    token, operation_id = f"tok-{uuid.uuid4().hex}", "op-joined-elsewhere"
+    here, there, input, candidate = _run_here_joined_there(rig, operation_id, token)
+    here.send(_cancel("a-1"))
+    _left_alone(here.response("a-1"), operation_id)
+    assert alive(candidate), "the last cancel in A killed the run B's waiter waits for"
+    rig.signal(candidate, signal.SIGTERM)
+    joined = there.response("b-1")
+    value = json.loads(joined)["result"]["value"]
+    assert (value["stopReason"], value["exitCode"]) == ("exited", 0)
+    assert value["stdout"]["text"] == f"started {token}\nended {token}\n"
+    _replayed(here, "a-2", input, operation_id, joined)
+    _replayed(there, "b-2", input, operation_id, joined)
+    assert _joins(rig, operation_id) == 0
+    assert here.close_input() == 0 and there.close_input() == 0
+    again = rig.serve()
+    _replayed(again, "c-1", input, operation_id, joined)
+    assert again.close_input() == 0
+    rig.assert_nothing_left()
+    assert rig.watch.runs(token) == 1
+
+
+def test_a_killed_waiters_process_keeps_nothing_alive(rig: Rig) -> None:
+    """B joined, then B's process is SIGKILLed (its join stays in the journal), then A's only
+    waiter cancels: no live waiter is left, so the run stops and CANCELLED is recorded."""
+    token, operation_id = f"tok-{uuid.uuid4().hex}", "op-joiner-killed"
+    here, there, input, candidate = _run_here_joined_there(rig, operation_id, token)
+    there.kill()
+    assert _joins(rig, operation_id) == 1
+    here.send(_cancel("a-1"))
+    last = here.response("a-1")
+    _stopped_cancelled(last)
+    assert not alive(candidate)
+    assert _joins(rig, operation_id) == 0, "the dead process's join was not removed"
+    _replayed(here, "a-2", input, operation_id, last)
+    assert here.close_input() == 0
+    row = rig.row(operation_id)
+    assert row is not None and (row.state, row.outcome) == ("done", "failure")
+    rig.assert_nothing_left()
+    assert rig.watch.runs(token) == 1
+
+
+def test_the_waiter_elsewhere_cancelled_first_leaves_the_last_cancel_here_to_stop_it(
+    rig: Rig,
+) -> None:
+    """B joined and cancelled (alone: the run goes on in A), then A's only waiter cancels:
+    that is the last live waiter, so the run stops and A's waiter gets its CANCELLED."""
+    token, operation_id = f"tok-{uuid.uuid4().hex}", "op-both-leave"
+    here, there, input, candidate = _run_here_joined_there(rig, operation_id, token)
+    there.send(_cancel("b-1"))
+    error = _error(there.response("b-1"))
+    assert error["data"] == {"code": "CANCELLED"} and "goes on there" in error["message"]
+    assert _joins(rig, operation_id) == 0
+    assert alive(candidate)
+    here.send(_cancel("a-1"))
+    last = here.response("a-1")
+    _stopped_cancelled(last)
+    assert not alive(candidate)
+    _replayed(there, "b-2", input, operation_id, last)
+    assert here.close_input() == 0 and there.close_input() == 0
+    rig.assert_nothing_left()
+    assert rig.watch.runs(token) == 1
+
+
+def test_sigterm_of_the_server_running_it_fences_the_run_whoever_waits_elsewhere(
+    rig: Rig,
+) -> None:
+    """B joined, then A gets SIGTERM (its coordinator is lost): the run cannot outlive A, so
+    A fences it as ever, though B's waiter lives; A's waiter and B's get the CANCELLED it
+    recorded."""
+    token, operation_id = f"tok-{uuid.uuid4().hex}", "op-fenced-joined-elsewhere"
+    here, there, input, candidate = _run_here_joined_there(rig, operation_id, token)
+    assert here.terminate() == 0
+    assert not alive(candidate), "the candidate outlived the server running it"
+    (answered,) = [line for line in here.lines if json.loads(line).get("id") == "a-1"]
+    _stopped_cancelled(answered)
+    joined = there.response("b-1")
+    assert joined == answered.replace(b'"id":"a-1"', b'"id":"b-1"')
+    _replayed(there, "b-2", input, operation_id, joined)
+    assert there.close_input() == 0
+    rig.assert_nothing_left()
+    assert rig.watch.runs(token) == 1
