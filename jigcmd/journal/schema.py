@@ -10,7 +10,14 @@ from __future__ import annotations
 import contextlib
 import sqlite3
 
-__all__ = ["LEGACY_RUN", "SCHEMA_VERSION", "SchemaError", "check_readable", "migrate"]
+__all__ = [
+    "LEGACY_RUN",
+    "SCHEMA_VERSION",
+    "OlderSchema",
+    "SchemaError",
+    "check_readable",
+    "migrate",
+]
 
 # Version 1: ownership rows (Project Command operations), jarvis runs, the audit trail.
 _V1 = """
@@ -203,6 +210,20 @@ class SchemaError(Exception):
     """Raised when a journal's schema is one this jigcmd cannot use (newer; older, to read)."""
 
 
+class OlderSchema(SchemaError):
+    """Raised when a verb that only reads meets a journal a writer would migrate first."""
+
+    def __init__(self, version: int) -> None:
+        super().__init__(
+            f"the journal is at schema version {version}, older than this jigcmd reads "
+            f"({SCHEMA_VERSION}), and a verb that only reads it (runs, attest, doctor, "
+            "jarvis-audit, prune --dry-run) changes nothing; fix: bring it up to date once with "
+            "`jigcmd recover --state-dir` this directory (which prunes nothing; `jigcmd prune` "
+            "without --dry-run also does, as it prunes), then read it again"
+        )
+        self.version = version
+
+
 def _newer(version: int) -> SchemaError:
     return SchemaError(
         f"the journal is at schema version {version}, newer than this jigcmd "
@@ -215,13 +236,7 @@ def check_readable(version: int) -> None:
     if version > SCHEMA_VERSION:
         raise _newer(version)
     if version < SCHEMA_VERSION:
-        raise SchemaError(
-            f"the journal is at schema version {version}, older than this jigcmd reads "
-            f"({SCHEMA_VERSION}), and a verb that only reads it (runs, attest, doctor, "
-            "jarvis-audit, prune --dry-run) changes nothing; fix: bring it up to date once with "
-            "`jigcmd recover --state-dir` this directory (which prunes nothing; `jigcmd prune` "
-            "without --dry-run also does, as it prunes), then read it again"
-        )
+        raise OlderSchema(version)
 
 
 def migrate(conn: sqlite3.Connection) -> int:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -13,6 +14,8 @@ from typing import Any
 import pytest
 
 from jigcmd.durable.statedir import StateDirError, prepare_state_dir
+from jigcmd.journal import schema
+from jigcmd.journal.schema import SCHEMA_VERSION
 from jigcmd.journal.store import DB_NAME, Journal
 
 # Every doctor run ends with its end-to-end check, which builds a real envelope (where it
@@ -122,6 +125,33 @@ def test_an_existing_journal_is_read_and_no_slot_file_is_made(tmp_path: Path) ->
     assert DB_NAME in before and "slots" not in before
     after = [name for name in os.listdir(state_dir) if not name.endswith(("-shm", "-wal"))]
     assert sorted(after) == before
+
+
+def test_a_journal_of_the_previous_schema_is_a_warning_until_a_writer_migrates_it(
+    tmp_path: Path,
+) -> None:
+    """After an upgrade the doctor warns (serve and run migrate it as they open it); it said
+    FAIL "serve and run would not start". `jigcmd recover` brings it up; then it is ok."""
+    state_dir = prepare_state_dir(tmp_path / "state")
+    raw = sqlite3.connect(state_dir / DB_NAME, isolation_level=None)
+    try:
+        for step in schema._STEPS[: SCHEMA_VERSION - 1]:
+            for statement in schema._statements(step):
+                raw.execute(statement)
+        raw.execute(f"PRAGMA user_version = {SCHEMA_VERSION - 1}")
+    finally:
+        raw.close()
+    state = checks(doctor("--json", "--state-dir", str(state_dir), home=tmp_path))["state"]
+    assert state["status"] == "warn", state
+    assert f"schema version {SCHEMA_VERSION - 1}, older than this jigcmd's" in state["detail"]
+    assert "serve, run and `jigcmd recover` bring it up to date" in state["detail"]
+    recovered = subprocess.run(
+        [sys.executable, "-m", "jigcmd", "recover", "--state-dir", str(state_dir)],
+        capture_output=True, text=True, timeout=120, check=False, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    assert recovered.returncode == 0, recovered.stderr
+    state = checks(doctor("--json", "--state-dir", str(state_dir), home=tmp_path))["state"]
+    assert state["status"] == "ok", state
 
 
 def test_the_summary_names_the_failed_kind_and_not_the_envelope_for_a_binding(

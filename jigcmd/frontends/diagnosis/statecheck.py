@@ -24,7 +24,7 @@ from jigcmd.journal.failures import (
     unwritable,
 )
 from jigcmd.journal.reservations import default_slots, slots_held
-from jigcmd.journal.schema import SchemaError
+from jigcmd.journal.schema import SCHEMA_VERSION, OlderSchema, SchemaError
 from jigcmd.journal.store import DB_NAME, Journal
 
 __all__ = ["LARGE_STATE_BYTES", "journal_check"]
@@ -58,6 +58,16 @@ def journal_check(path: Path) -> Check:
         gone = [row.operation_id for row in open_rows if owner_gone(path, row)]
     except JournalUnusable as exc:
         return Check("state", "FAIL", f"journal {exc.path}: {exc.cause}", exc.fix)
+    except OlderSchema as exc:
+        # serve and run migrate it as they open it: an upgrade is no failure of the machine.
+        return Check(
+            "state",
+            "warn",
+            f"the journal is at schema version {exc.version}, older than this jigcmd's "
+            f"({SCHEMA_VERSION}): serve, run and `jigcmd recover` bring it up to date as they "
+            "open it; until then the verbs that only read it (runs, attest, jarvis-audit, "
+            "prune --dry-run, this check) read nothing in it",
+        )
     except SchemaError as exc:
         return Check("state", "FAIL", str(exc))
     journal_bytes, resources = _kept_bytes(path)
