@@ -12,13 +12,12 @@ the summary. The exact text is in `--json`. Pure: text in, text out.
 
 from __future__ import annotations
 
-import shlex
-from collections.abc import Sequence
 from typing import Final
 
 from jigcmd.evidence import Evidence, ResourceReport
 from jigcmd.policy.planner import CEILING_SECONDS, ran_argv
 from jigcmd.protocol.inert import one_line, visible
+from jigcmd.protocol.invocation import pasteable
 from jigcmd.protocol.junit import NAME_MAX, CtrfTest
 from jigcmd.protocol.mcp_view import TestsView
 
@@ -79,26 +78,6 @@ def readable(
         text.extend(FRAME + line for line in visible(shown).split("\n") if shown)
     text.append("--- end of output ---")
     return "\n".join(text) + "\n"
-
-
-def pasteable(argv: Sequence[str]) -> str:
-    """`argv` as a shell command line that a shell reads back to the same words, and that
-    holds no control character: `shlex.quote`, or `$'…'` for an argument with one."""
-    return " ".join(shlex.quote(arg) if one_line(arg) == arg else _ansi_c(arg) for arg in argv)
-
-
-def _ansi_c(arg: str) -> str:
-    """`arg` in ANSI-C quotes (bash, ksh, zsh, POSIX.1-2024 sh): what a reader must see
-    escaped (and `\\`, `'`) as the bytes of its UTF-8, so no locale changes it."""
-    shown = []
-    for char in arg:
-        if char in "\\'":
-            shown.append("\\" + char)
-        elif one_line(char) != char:
-            shown.extend(f"\\x{byte:02x}" for byte in char.encode("utf-8"))
-        else:
-            shown.append(char)
-    return "$'" + "".join(shown) + "'"
 
 
 def _tests_line(tests: TestsView) -> str:
