@@ -41,7 +41,7 @@ _STATUS_WORDS: Final = {"skipped": "skipped", "pending": "todo", "other": "other
 _LIMIT_WORDS: Final[dict[LimitHit, str]] = {
     "memory": "It reached the envelope's memory limit: the kernel's OOM killer killed a "
     "process of it.",
-    "pids": "It reached the envelope's process limit: a new process or thread was refused.",
+    "pids": "It reached the envelope's task limit: a new process or thread was refused.",
 }
 
 
