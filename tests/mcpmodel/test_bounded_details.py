@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -31,7 +32,7 @@ async def test_a_pointer_to_a_huge_name_is_cut_and_says_its_length(
     binding: Path, tmp_path: Path
 ) -> None:
     """A 1 MB argument name and a 1 MB path: each pointer 1,024 characters, marked as cut."""
-    calls = {
+    calls: dict[str, dict[str, Any]] = {
         "/" + "k" * HUGE: {"files": FILES, "k" * HUGE: 1},
         "/files/" + "p" * HUGE: {"files": {**FILES, "p" * HUGE: "1"}},
     }
