@@ -70,7 +70,7 @@ class JigError(Exception):
         super().__init__(message)
         self.code = code
         self.message = message
-        self.details = details
+        self.details = _bounded(details)
         self.cleanup_proved = cleanup_proved
         self.recorded = recorded
         # The signed statement of a run that did run and ended so (its deadline, a cancel):
@@ -98,3 +98,18 @@ class JigError(Exception):
 
     def __repr__(self) -> str:
         return f"JigError({self.code.value}, {self.message!r})"
+
+
+def _bounded(details: dict[str, Any] | None) -> dict[str, Any] | None:
+    """`details` with each text longer than a message cut as a message is, its length said."""
+    # A detail may quote the caller (a JSON pointer to a 1 MB key): bounded like the message
+    # that quotes it too. `<key>Chars`, present only when cut, tells the cut from a key of
+    # the caller's that ends in "…".
+    if not details:
+        return details
+    bounded = dict(details)
+    for key, value in details.items():
+        if isinstance(value, str) and len(value) > MESSAGE_MAX_CHARS:
+            bounded[key] = value[: MESSAGE_MAX_CHARS - 1] + "…"
+            bounded[f"{key}Chars"] = len(value)
+    return bounded

@@ -20,6 +20,8 @@ from jigcmd.envelope.delegation import resolve_backend
 from jigcmd.frontends.run import read_candidate
 from jigcmd.frontends.servechild import ServeChild, WireError
 from jigcmd.jsonio import readable, strict
+from jigcmd.protocol.inert import code_span
+from jigcmd.protocol.invocation import invocation_line
 
 __all__ = ["demo"]
 
@@ -90,7 +92,7 @@ def _evidence(account: _Account, result: dict[str, Any], what: str) -> dict[str,
         else f"signal {evidence.get('signal')}"
     )
     account.say(
-        f"<- `{' '.join(evidence.get('invocation', []))}`: {ended}, stop reason "
+        f"<- {code_span(invocation_line(evidence.get('invocation', [])))}: {ended}, stop reason "
         f"{evidence.get('stopReason')}, cleanup {evidence.get('cleanup')}"
     )
     account.expect(evidence.get("cleanup") == "complete", f"{what}: cleanup not complete")

@@ -13,14 +13,13 @@ text is in `--json`. Pure: text in, text out.
 
 from __future__ import annotations
 
-import shlex
-from collections.abc import Sequence
 from typing import Final
 
 from jigcmd.evidence import OUTPUT_CAP_BYTES, Evidence, ResourceReport
 from jigcmd.policy.planner import CEILING_SECONDS, ran_argv
 from jigcmd.protocol.commands import OutputEnds, StreamEnd
 from jigcmd.protocol.inert import one_line, visible
+from jigcmd.protocol.invocation import pasteable
 from jigcmd.protocol.junit import NAME_MAX, CtrfTest
 from jigcmd.protocol.mcp_view import TestsView
 
@@ -104,26 +103,6 @@ def _after(end: StreamEnd) -> str:
         return f"the {end.dropped_bytes:,} bytes after them"
     unseen = end.dropped_bytes - end.tail_bytes
     return f"{unseen:,} bytes after them not kept, then its last {end.tail_bytes:,} bytes"
-
-
-def pasteable(argv: Sequence[str]) -> str:
-    """`argv` as a shell command line that a shell reads back to the same words, and that
-    holds no control character: `shlex.quote`, or `$'…'` for an argument with one."""
-    return " ".join(shlex.quote(arg) if one_line(arg) == arg else _ansi_c(arg) for arg in argv)
-
-
-def _ansi_c(arg: str) -> str:
-    """`arg` in ANSI-C quotes (bash, ksh, zsh, POSIX.1-2024 sh): what a reader must see
-    escaped (and `\\`, `'`) as the bytes of its UTF-8, so no locale changes it."""
-    shown = []
-    for char in arg:
-        if char in "\\'":
-            shown.append("\\" + char)
-        elif one_line(char) != char:
-            shown.extend(f"\\x{byte:02x}" for byte in char.encode("utf-8"))
-        else:
-            shown.append(char)
-    return "$'" + "".join(shown) + "'"
 
 
 def _tests_line(tests: TestsView) -> str:

@@ -7,7 +7,8 @@ becomes its escape, and so do the Unicode line and paragraph separators (U+2028,
 newline is then the only line break left, where a caller frames each line, and `one_line`
 shows it too. Shared by
 `jigcmd run`'s answer (`frontends/runtext.py`) and MCP's result text (`mcp_results.py`),
-where `fenced` quotes a stream as a Markdown code block the stream cannot close.
+where `fenced` quotes a stream as a Markdown code block the stream cannot close and
+`code_span` a phrase of someone else's (a command line) in a line of jigcmd's.
 Pure: text in, text out.
 """
 
@@ -16,7 +17,7 @@ from __future__ import annotations
 import re
 from typing import Final
 
-__all__ = ["fenced", "one_line", "prose_line", "visible"]
+__all__ = ["code_span", "fenced", "one_line", "prose_line", "visible"]
 
 _BIDI: Final = (0x061C, 0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A))
 _CONTROLS: Final = [c for c in (*range(0x20), 0x7F, *range(0x80, 0xA0)) if c not in (0x09, 0x0A)]
@@ -65,3 +66,14 @@ def fenced(text: str) -> str:
     longest = max(map(len, _BACKTICKS.findall(shown)), default=0)
     fence = "`" * max(3, longest + 1)
     return f"{fence}\n{shown}\n{fence}"
+
+
+def code_span(text: str) -> str:
+    """`one_line(text)` as a Markdown code span that nothing in it can close."""
+    # As in `fenced`: the fence is longer than every run of backticks inside; the spaces keep
+    # a backtick at either end from joining the fence (CommonMark strips one each side).
+    shown = one_line(text)
+    longest = max(map(len, _BACKTICKS.findall(shown)), default=0)
+    fence = "`" * (longest + 1)
+    pad = " " if shown.startswith("`") or shown.endswith("`") else ""
+    return f"{fence}{pad}{shown}{pad}{fence}"

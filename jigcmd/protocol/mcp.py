@@ -50,6 +50,7 @@ from jigcmd.protocol.mcp_messages import (
     call_input,
     cursor_refusal,
     initialize_result,
+    malformed_meta,
     parse_cancelled,
     parse_tool_call,
     progress_notification,
@@ -74,6 +75,8 @@ _TASK_METHODS: Final = frozenset({"tasks/get", "tasks/cancel", "tasks/update"})
 _RESOURCE_METHODS: Final = frozenset(
     {"resources/read", "resources/list", "resources/templates/list"}
 )
+# Every method jigcmd serves in some era: each takes MCP's `_meta` (`malformed_meta`).
+_METHODS: Final = SESSION_METHODS | _TASK_METHODS | {"initialize", "ping", "server/discover"}
 Era = Literal["undecided", "handshake", "per-request"]
 
 
@@ -115,6 +118,9 @@ class McpDialect:
 
     def request(self, request: jsonrpc.Request) -> list[Action] | Call:
         """Serve a request of either era; an unknown method is -32601."""
+        if request.method in _METHODS and (problem := malformed_meta(request.params)):
+            # Before the era is read: a `_meta` that is no object holds no envelope either.
+            return send_error(request.id, jsonrpc.INVALID_PARAMS, problem)
         if mcp_era.claims_envelope(request.params):
             envelope = mcp_era.read_envelope(request.params)
             if isinstance(envelope, EnvelopeError):

@@ -34,6 +34,7 @@ __all__ = [
     "call_input",
     "cursor_refusal",
     "initialize_result",
+    "malformed_meta",
     "parse_cancelled",
     "parse_tool_call",
     "progress_notification",
@@ -90,6 +91,21 @@ def initialize_result(
     if root_run:
         result["_meta"] = {RUN_ID_META: root_run}
     return result
+
+
+def malformed_meta(params: object) -> str | None:
+    """Why a request's `_meta` is not what MCP defines, or None: an object, whose
+    `progressToken` is a string or an integer."""
+    # Refused, not ignored: a token jigcmd cannot echo would leave the caller waiting for
+    # progress that never comes, and a `_meta` that is not an object carries no key at all.
+    if type(params) is not dict or "_meta" not in params:
+        return None
+    meta = params["_meta"]
+    if type(meta) is not dict:
+        return "Invalid params: /_meta must be an object"
+    if "progressToken" in meta and not jsonrpc.is_mcp_id(meta["progressToken"]):
+        return "Invalid params: /_meta/progressToken must be a string or an integer"
+    return None
 
 
 def parse_tool_call(params: object) -> ToolCall:

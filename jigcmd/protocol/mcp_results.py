@@ -20,7 +20,8 @@ from jigcmd.errors import JigError
 from jigcmd.evidence import OUTPUT_CAP_BYTES, Evidence, ResourceReport
 from jigcmd.protocol import jsonrpc
 from jigcmd.protocol.commands import ResourceRef, RunResult, TestResults
-from jigcmd.protocol.inert import fenced, one_line, prose_line
+from jigcmd.protocol.inert import code_span, fenced, one_line, prose_line
+from jigcmd.protocol.invocation import invocation_line
 from jigcmd.protocol.mcp_versions import LATEST_VERSION, STRUCTURED
 from jigcmd.protocol.mcp_view import (
     DEFAULT_BUDGET_BYTES,
@@ -40,7 +41,7 @@ _STATUS_WORDS: Final = {"skipped": "skipped", "pending": "todo", "other": "other
 _LIMIT_WORDS: Final[dict[LimitHit, str]] = {
     "memory": "It reached the envelope's memory limit: the kernel's OOM killer killed a "
     "process of it.",
-    "pids": "It reached the envelope's process limit: a new process or thread was refused.",
+    "pids": "It reached the envelope's task limit: a new process or thread was refused.",
 }
 
 
@@ -221,7 +222,9 @@ def _ending(view: View) -> str:
     else:
         how = f"exited with code {view.exit_code} ("
     ended = (
-        f"`{' '.join(view.invocation)}` {how}stop reason: {view.stop_reason}; "
+        # The arguments are the caller's: quoted as `jigcmd run` quotes them, one line the
+        # span cannot be closed in, so none of them can end this line and start another.
+        f"{code_span(invocation_line(view.invocation))} {how}stop reason: {view.stop_reason}; "
         f"cleanup {view.cleanup})."
     )
     limits = [_LIMIT_WORDS[hit] for hit in view.limits_hit if not (memory_kill and hit == "memory")]

@@ -13,6 +13,8 @@ from jigcmd.contract import (
     MAX_STDIN_BYTES,
     OUTPUT_CAP_BYTES,
 )
+from jigcmd.plan import Limits
+from jigcmd.policy.planner import CEILING_SECONDS
 from jigcmd.protocol import jsonrpc
 from jigcmd.protocol.commands import ToolInfo
 from jigcmd.protocol.mcp_schemas import ARGUMENTS_SCHEMA, RESULT_SCHEMA
@@ -24,6 +26,9 @@ __all__ = ["input_schema", "tool_arguments", "tools_list_json"]
 # Sizes are counted in UTF-8 bytes; a schema's `maxLength` counts characters, so it holds
 # the same number only for ASCII: the words say bytes, not to promise what is refused.
 _BYTES: Final = "sizes are UTF-8 bytes, not characters: a character outside ASCII takes 2-4"
+# The envelope's limits, as the planner sets them: a process limit would be untrue (a
+# thread counts against it too).
+_LIMITS: Final = Limits()
 # What each tool argument is, in the words a model reads; the bounds come from the schema.
 _ARGUMENT_WORDS: Final = {
     "files": f"The candidate project: 1-{MAX_FILES} relative paths mapped to their UTF-8 text "
@@ -94,7 +99,8 @@ def _description(tool: ToolInfo, budget: int = DEFAULT_BUDGET_BYTES) -> str:
         f"{runs} against the project files you send, in a fresh sandbox: no network, no "
         "package install (no node_modules; Bun's built-ins only), no bunfig.toml and no .env "
         "(a [test] preload is not loaded: import setup from the files that need it), a "
-        "read-only copy of your files, at most 10 s, 256 MiB and 64 processes.",
+        f"read-only copy of your files, at most {CEILING_SECONDS:g} s, "
+        f"{_LIMITS.memory_bytes // 2**20} MiB and {_LIMITS.pids_max} tasks (threads count).",
         f"`files` must include {needed} and every file it imports: 1-{MAX_FILES} relative paths "
         f"mapped to UTF-8 text, at most {MAX_CANDIDATE_BYTES // 1024} KiB of UTF-8 in total; "
         "node_modules, .git and .jig are reserved.",

@@ -28,6 +28,7 @@ from jigcmd.evidence import Evidence, ResourceReport, StreamText
 from jigcmd.protocol import jsonrpc
 from jigcmd.protocol.commands import ResourceRef, TestResults
 from jigcmd.protocol.dialect import DEFAULT_BUDGET_BYTES, MIN_BUDGET_BYTES
+from jigcmd.protocol.invocation import cut_invocation
 from jigcmd.protocol.junit import CtrfSummary, CtrfTest
 
 __all__ = [
@@ -55,9 +56,6 @@ _FAILING_MAX: Final = 50
 _OTHERS_MAX: Final = 200
 _MESSAGE_MAX: Final = 1024
 _FRAMES_MAX: Final = 5
-# At scale 1 the invocation is cut like this (32 arguments of 1 KiB would fill a budget).
-_ARG_CHARS: Final = 160
-_ARGS_SHOWN: Final = 12
 _STEPS: Final = 10
 # The tests `full_tests` lists at most (`jigcmd run --json`); `truncated` counts the rest.
 LISTED_TESTS_MAX: Final = 5000
@@ -194,14 +192,9 @@ def _view(
     budget: int,
     scale: float,
 ) -> View:
-    shown = 4 + int((_ARGS_SHOWN - 4) * scale)
-    chars = 24 + int((_ARG_CHARS - 24) * scale)
-    invocation = [_short(arg, chars) for arg in evidence.invocation[:shown]]
-    if len(evidence.invocation) > shown:
-        invocation.append(f"… {len(evidence.invocation) - shown} more arguments")
     return View(
         command=evidence.command,
-        invocation=invocation,
+        invocation=cut_invocation(evidence.invocation, scale),
         exit_code=evidence.exit_code,
         signal=evidence.signal,
         stop_reason=evidence.stop_reason,

@@ -382,7 +382,7 @@ FORK_BOMB = (
     ("source", "limit", "said"),
     [
         (MEMORY_HOG, "memory", "was killed at the envelope's memory limit (the kernel's OOM"),
-        (FORK_BOMB, "pids", "It reached the envelope's process limit"),
+        (FORK_BOMB, "pids", "It reached the envelope's task limit"),
     ],
     ids=["memory", "pids"],
 )
@@ -426,7 +426,7 @@ async def test_a_run_stopped_at_its_deadline_still_names_the_limit_it_reached(
     assert (structured["stopReason"], structured["limitsHit"]) == ("deadline", ["pids"])
     text = ran.content[0].text  # type: ignore[union-attr]
     assert text.startswith("DEADLINE_EXCEEDED")
-    assert "It reached the envelope's process limit" in text
+    assert "It reached the envelope's task limit" in text
     # `jigcmd verify` holds the stopped call's limitsHit against the statement, as any other.
     whole = dumped(ran)
     lines = verify_result(state, tmp_path, whole, structured)
