@@ -1,7 +1,7 @@
 """An operation run by another process, as its waiters here and there see it in the journal.
 
 A process joining an operation that another process runs (another `serve` on this state
-directory, with the same run id) waits on its journal row (`Ownership._join`), and for as
+directory, with the same run id) waits on its journal row (`join_running`), and for as
 long as it waits the journal names it as a waiter (`waiting_for`); the process running the
 work asks, when its own last waiter leaves, whether such a waiter is still alive
 (`others_waiting`, `jigcmd.command.sharing`). Neither is on a plain call's path.
@@ -10,18 +10,89 @@ work asks, when its own last waiter leaves, whether such a waiter is still alive
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from functools import partial
+from typing import NamedTuple
 
 import anyio
 
-from jigcmd.durable.rowclosing import JOURNAL_FAILURES
+from jigcmd.cancel import CancelSignal
+from jigcmd.durable.rowclosing import JOURNAL_FAILURES, LeftOpen
+from jigcmd.errors import Code, JigError
+from jigcmd.journal.rows import Row
 from jigcmd.journal.store import Journal
 
-__all__ = ["others_waiting", "waiting_for"]
+__all__ = ["Joiner", "join_running", "others_waiting", "waiting_for"]
 
 logger = logging.getLogger(__name__)
+
+# How often a caller joining an operation run by another process looks at the journal.
+_JOIN_POLL_S = 0.05
+
+
+class Joiner(NamedTuple):
+    """A caller joining an operation that runs elsewhere: what it waits for, and how long."""
+
+    operation_id: str
+    root_run: str
+    deadline: float
+    cancel: CancelSignal | None
+
+
+async def join_running(
+    journal: Journal,
+    joiner: Joiner,
+    left_open: LeftOpen,
+    close_left_open: Callable[[], Awaitable[None]],
+) -> Row:
+    """Wait for an operation running elsewhere to close, within this caller's deadline.
+
+    The joiner's deadline or cancel ends only its waiting (the operation goes on where it
+    runs): that answer is not the operation's outcome, and is not `recorded` (not kept).
+    A row this process left open (`left_open`), its outcome unwritten, runs nowhere: its
+    UNCERTAIN again. While it waits the journal names this process as a waiter of the
+    operation, for the process running it to count.
+    """
+    async with waiting_for(journal, joiner.operation_id, root_run=joiner.root_run):
+        return await _wait_closed(journal, joiner, left_open, close_left_open)
+
+
+async def _wait_closed(
+    journal: Journal,
+    joiner: Joiner,
+    left_open: LeftOpen,
+    close_left_open: Callable[[], Awaitable[None]],
+) -> Row:
+    """`join_running`'s wait: the closed row, or the joiner's own end (see there)."""
+    operation_id, root_run, deadline, cancel = joiner
+    while True:
+        row = await anyio.to_thread.run_sync(partial(journal.get, operation_id, root_run=root_run))
+        if row is None:
+            raise JigError(Code.UNCERTAIN, f"operation {operation_id!r} vanished")
+        if not row.is_open:
+            return row
+        left = left_open.answered((root_run, operation_id))
+        if left is not None:
+            await close_left_open()
+            raise JigError(Code.UNCERTAIN, left, recorded=True)
+        if cancel is not None and cancel.is_set() and not cancel.deadline_passed():
+            raise JigError(
+                Code.CANCELLED,
+                f"cancelled while waiting for operation {operation_id!r}, which is still "
+                "running elsewhere; it goes on there",
+            )
+        remaining = deadline - time.monotonic()
+        # A stop for the last waiting caller's deadline ends the wait as its own would.
+        if remaining <= 0 or (cancel is not None and cancel.deadline_passed()):
+            raise JigError(
+                Code.DEADLINE_EXCEEDED,
+                f"the deadline passed while operation {operation_id!r} was still running "
+                "elsewhere; it goes on there (send it again to join it)",
+            )
+        with anyio.move_on_after(min(_JOIN_POLL_S, remaining)):
+            await (anyio.sleep_forever() if cancel is None else cancel.wait())
 
 
 @asynccontextmanager

@@ -23,7 +23,7 @@ import msgspec
 
 from jigcmd.cancel import CancelSignal
 from jigcmd.clock import unix_ms
-from jigcmd.durable.joining import others_waiting, waiting_for
+from jigcmd.durable.joining import Joiner, join_running, others_waiting
 from jigcmd.durable.pathwrite import write_soon
 from jigcmd.durable.recovery import RecoveryReport, recover, sweep_own
 from jigcmd.durable.replay import RecordedFailure, recorded_tests, replay
@@ -46,8 +46,6 @@ __all__ = ["Began", "Ownership", "RecordedEvidence"]
 
 logger = logging.getLogger(__name__)
 
-# How often a caller joining an operation run by another process looks at the journal.
-_JOIN_POLL_S = 0.05
 _encoder = msgspec.json.Encoder()
 
 
@@ -274,59 +272,11 @@ class Ownership:
         return await others_waiting(self.journal, operation_id, root_run=root_run)
 
     async def _join(
-        self,
-        operation_id: str,
-        root_run: str,
-        deadline: float,
-        cancel: CancelSignal | None = None,
+        self, operation_id: str, root_run: str, deadline: float, cancel: CancelSignal | None
     ) -> Row:
-        """Wait for an operation running elsewhere to close, within this caller's deadline.
-
-        The joiner's deadline or cancel ends only its waiting (the operation goes on where it
-        runs): that answer is not the operation's outcome, and is not `recorded` (not kept).
-        A row this process left open, its outcome unwritten, runs nowhere: its UNCERTAIN again.
-        While it waits the journal names this process as a waiter of the operation, for the
-        process running it to count (`jigcmd.durable.joining`).
-        """
-        async with waiting_for(self.journal, operation_id, root_run=root_run):
-            return await self._wait_closed(operation_id, root_run, deadline, cancel)
-
-    async def _wait_closed(
-        self,
-        operation_id: str,
-        root_run: str,
-        deadline: float,
-        cancel: CancelSignal | None,
-    ) -> Row:
-        """`_join`'s wait: the closed row, or the joiner's own end (see there)."""
-        while True:
-            row = await anyio.to_thread.run_sync(
-                lambda: self.journal.get(operation_id, root_run=root_run)
-            )
-            if row is None:
-                raise JigError(Code.UNCERTAIN, f"operation {operation_id!r} vanished")
-            if not row.is_open:
-                return row
-            left = self._left_open.answered((root_run, operation_id))
-            if left is not None:
-                await self._close_left_open()
-                raise JigError(Code.UNCERTAIN, left, recorded=True)
-            if cancel is not None and cancel.is_set() and not cancel.deadline_passed():
-                raise JigError(
-                    Code.CANCELLED,
-                    f"cancelled while waiting for operation {operation_id!r}, which is still "
-                    "running elsewhere; it goes on there",
-                )
-            remaining = deadline - time.monotonic()
-            # A stop for the last waiting caller's deadline ends the wait as its own would.
-            if remaining <= 0 or (cancel is not None and cancel.deadline_passed()):
-                raise JigError(
-                    Code.DEADLINE_EXCEEDED,
-                    f"the deadline passed while operation {operation_id!r} was still running "
-                    "elsewhere; it goes on there (send it again to join it)",
-                )
-            with anyio.move_on_after(min(_JOIN_POLL_S, remaining)):
-                await (anyio.sleep_forever() if cancel is None else cancel.wait())
+        """Wait for the operation running elsewhere to close (`joining.join_running`)."""
+        joiner = Joiner(operation_id, root_run, deadline, cancel)
+        return await join_running(self.journal, joiner, self._left_open, self._close_left_open)
 
     async def record_envelope(
         self, operation_id: str, envelope: EnvelopeIdentity, *, root_run: str
