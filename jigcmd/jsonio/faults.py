@@ -28,8 +28,8 @@ __all__ = ["MAX_VALUES", "Decoded", "Fault", "decode", "first_fault", "plain", "
 
 # In a decoded `str` a valid pair is one character: any surrogate left is a lone one.
 _LONE = re.compile("[\ud800-\udfff]")
-# A string (kept as group 1) or -NaN (its NaN as group 2): `\1\2` drops only the minus.
-_MINUS_NAN = re.compile(r'("(?:[^"\\]|\\.)*")|-(NaN)')
+# How many -NaN a text may hold and still be taken apart: each costs one more parse.
+_MINUS_NANS = 4
 # Integer literals this long are beyond ±(2^53-1) whatever their digits.
 _LONG_INTEGER = 20
 # Values a refused frame may hold and still be taken apart to find its fault (and id).
@@ -107,16 +107,21 @@ def decode(data: bytes) -> Decoded | None:
     if text.startswith("\ufeff"):
         bytes_fault = "byte order mark is not allowed (byte 0)"
         text = text[1:]
-    if "-NaN" in text:
-        # The stdlib takes -Infinity but not -NaN; every string is put back as it was.
-        text = _MINUS_NAN.sub(r"\1\2", text)
-    try:
-        value: object = json.loads(
-            text, object_pairs_hook=_pairs, parse_constant=_not_a_number, parse_int=_integer
-        )
-    except (ValueError, RecursionError):
-        return None
-    return Decoded(value, bytes_fault)
+    for _ in range(_MINUS_NANS + 1):
+        try:
+            value: object = json.loads(
+                text, object_pairs_hook=_pairs, parse_constant=_not_a_number, parse_int=_integer
+            )
+        except json.JSONDecodeError as exc:
+            if not text.startswith("-NaN", exc.pos):
+                return None
+            # The stdlib takes -Infinity but not -NaN: read it as NaN, the same fault.
+            text = f"{text[: exc.pos]} {text[exc.pos + 1 :]}"
+            continue
+        except (ValueError, RecursionError):
+            return None
+        return Decoded(value, bytes_fault)
+    return None
 
 
 def first_fault(value: object, skip: Path | None = None) -> Fault | None:

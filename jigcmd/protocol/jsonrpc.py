@@ -210,7 +210,9 @@ def _scanned_id(frame: bytes) -> Id | None:
 
 
 # Strings, structural characters and numbers: enough to find a top-level "id" member.
-_TOKEN = re.compile(rb'"(?:[^"\\]|\\.)*"|[{}\[\]:]|-?[0-9][0-9.eE+-]*')
+# A string left open runs to the end (one token): were it no token, the scan would try again
+# at each quote inside it, each time to the end (15 s for 64 KiB of `\\"`).
+_TOKEN = re.compile(rb'"(?:[^"\\]|\\.)*"?|[{}\[\]:]|-?[0-9][0-9.eE+-]*')
 # How far into a frame too deep to decode the top-level "id" is looked for.
 _ID_SCAN_BYTES = 64 * 1024
 

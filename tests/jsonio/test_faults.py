@@ -91,3 +91,15 @@ def test_a_fault_of_the_bytes_is_told_apart_from_the_values(
     """No JSON pointer shows a BOM or a byte that is not UTF-8: the frame's own fault."""
     decoded = faults.decode(text)
     assert decoded is not None and decoded.bytes_fault == bytes_fault
+
+
+def test_minus_nan_is_read_as_nan_a_few_times_then_not_at_all() -> None:
+    """The stdlib refuses -NaN; each one costs a parse more, so past four the text is left."""
+    decoded = faults.decode(b'{"id":"-NaN","a":[1,-NaN]}')
+    assert decoded is not None
+    assert faults.first_fault(decoded.value) == Fault(
+        "/a/1", "NaN and Infinity are not JSON numbers"
+    )
+    assert faults.plain(decoded.value) == {"id": "-NaN", "a": [1, None]}
+    assert faults.decode(b"[" + b"-NaN," * 4 + b"0]") is not None
+    assert faults.decode(b"[" + b"-NaN," * 5 + b"0]") is None

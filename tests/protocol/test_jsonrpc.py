@@ -262,3 +262,9 @@ def test_encoded_frames_are_one_line_of_json_ending_in_lf() -> None:
         },
         {"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progress": 1}},
     ]
+
+
+def test_a_head_ending_inside_a_string_still_names_the_id() -> None:
+    """A string left open is one token to the end, read once (not again at each quote)."""
+    assert jsonrpc.leading_id(b'{"id":"h1","x":"' + b'\\"' * 1000) == "h1"
+    assert jsonrpc.leading_id(b'{"x":"a","id":"h') is None
