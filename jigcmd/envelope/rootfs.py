@@ -338,7 +338,9 @@ def _dev(tree: Tree, host: str) -> None:
     for name in _DEVICES:
         source, inside = f"{host}/dev/{name}", f"/dev/{name}"
         if not _own_device(source, tree.root + inside, inside):
-            _bind(tree, source, inside, True, devices=True, shown=inside)
+            # Read-only: the device still reads and writes, but its inode is the host's, and
+            # a writable bind let a candidate set the host's /dev/null times (utimensat).
+            _bind(tree, source, inside, False, devices=True, shown=inside)
     for name, target in (
         ("fd", "/proc/self/fd"),
         ("stdin", "/proc/self/fd/0"),

@@ -28,6 +28,8 @@ from typing import Any
 
 import msgspec
 
+from jigcmd.jsonio.pointer import pointer, shown, walk
+
 __all__ = [
     "MAX_DEPTH",
     "MAX_SAFE_INTEGER",
@@ -36,6 +38,7 @@ __all__ = [
     "Malformed",
     "NestingTooDeep",
     "StrictJSONError",
+    "duplicate_key",
     "first_lone_surrogate",
     "loads",
 ]
@@ -93,8 +96,13 @@ class DuplicateKey(StrictJSONError):
     """Raised when an object repeats a key; `key` is the first key seen twice."""
 
     def __init__(self, key: str) -> None:
-        super().__init__(f"duplicate key {json.dumps(key, ensure_ascii=False)}")
+        super().__init__(duplicate_key(key))
         self.key = key
+
+
+def duplicate_key(key: str) -> str:
+    """The words for a repeated `key`, its lone surrogates shown as `\\uXXXX` (so they encode)."""
+    return f"duplicate key {shown(json.dumps(key, ensure_ascii=False))}"
 
 
 def _too_deep(where: str, value: object = None) -> NestingTooDeep:
@@ -131,18 +139,11 @@ def first_lone_surrogate(value: object) -> str | None:
 
     Its own lone surrogates are shown as `\\uXXXX`, so the pointer itself encodes.
     """
-    stack: list[tuple[str, object]] = [("", value)]
-    while stack:
-        pointer, item = stack.pop()
-        if type(item) is str and _LONE.search(item):
-            return _LONE.sub(lambda lone: f"\\u{ord(lone.group()):04x}", pointer)
-        if type(item) is dict:
-            stack.extend(
-                (f"{pointer}/{_escape(k)}", k if _LONE.search(k) else v)
-                for k, v in reversed(item.items())
-            )
-        elif type(item) is list:
-            stack.extend((f"{pointer}/{i}", v) for i, v in reversed(list(enumerate(item))))
+    for path, item in walk(value):
+        # A member is met at its key: a key is a string too (an index is an int).
+        key = path[-1] if path else 0
+        if (type(key) is str and _LONE.search(key)) or (type(item) is str and _LONE.search(item)):
+            return pointer(path)
     return None
 
 
@@ -243,41 +244,17 @@ def _check_containers(data: bytes, root: dict[str, Any] | list[Any]) -> None:
 
 def _deep_pointer(root: object) -> str:
     """The JSON pointer of the first container nested deeper than `MAX_DEPTH`."""
-    stack: list[tuple[str, object, int]] = [("", root, 1)]
-    while stack:
-        pointer, value, depth = stack.pop()
-        if depth > MAX_DEPTH:
-            return pointer
-        if isinstance(value, dict):
-            stack.extend(
-                (f"{pointer}/{_escape(k)}", v, depth + 1)
-                for k, v in reversed(value.items())
-                if isinstance(v, dict | list)
-            )
-        elif isinstance(value, list):
-            stack.extend(
-                (f"{pointer}/{i}", v, depth + 1)
-                for i, v in reversed(list(enumerate(value)))
-                if isinstance(v, dict | list)
-            )
+    for path, value in walk(root):
+        if len(path) >= MAX_DEPTH and isinstance(value, dict | list):
+            return pointer(path)
     return ""
 
 
 def _unsafe_integer(root: object) -> None:
     """Raise for the first integer beyond the safe range, naming its JSON pointer."""
-    stack: list[tuple[str, object]] = [("", root)]
-    while stack:
-        pointer, value = stack.pop()
-        if isinstance(value, dict):
-            stack.extend((f"{pointer}/{_escape(k)}", v) for k, v in reversed(value.items()))
-        elif isinstance(value, list):
-            stack.extend((f"{pointer}/{i}", v) for i, v in reversed(list(enumerate(value))))
-        elif type(value) is int and not -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER:
-            raise StrictJSONError(f"integer {value} at '{pointer}' is beyond ±(2^53-1)")
-
-
-def _escape(key: str) -> str:
-    return key.replace("~", "~0").replace("/", "~1")
+    for path, value in walk(root):
+        if type(value) is int and not -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER:
+            raise StrictJSONError(f"integer {value} at '{pointer(path)}' is beyond ±(2^53-1)")
 
 
 class _Duplicate(Exception):

@@ -49,6 +49,7 @@ __all__ = [
     "is_run1_id",
     "leading_id",
     "parse",
+    "scanned_id",
     "trailing_id",
 ]
 
@@ -142,9 +143,7 @@ def parse(frame: bytes) -> Request | Notification | Response | Rejected:
         message = loads(frame)
     except NestingTooDeep as exc:
         # Well-formed but too deep to take apart safely: still answer the request's id.
-        found = exc.value.get("id") if type(exc.value) is dict else leading_id(frame)
-        request_id = found if type(found) is str or type(found) is int else None
-        return Rejected(INVALID_REQUEST, f"Invalid Request: {exc}", request_id)
+        return Rejected(INVALID_REQUEST, f"Invalid Request: {exc}", _sound_id(frame))
     except Malformed as exc:
         return Rejected(PARSE_ERROR, f"Parse error: {exc}")
     except StrictJSONError as exc:
@@ -157,34 +156,63 @@ def _broken_rule(
 ) -> Request | Notification | Response | Rejected:
     """JSON's syntax with a strict rule broken: the call, carrying its fault, when only its
     input breaks one; otherwise -32700 naming the first fault, with the id if it is sound."""
-    value = faults.decode(frame)
-    if not isinstance(value, dict):
-        found = leading_id(frame)
-        request_id = trailing_id(frame) if found is None else found
-        return Rejected(PARSE_ERROR, f"Parse error: {exc}", request_id)
-    method = value.get("method")
-    member = INPUT_MEMBERS.get(method) if type(method) is str else None
-    params = value.get("params")
-    skip = f"/params/{member}" if isinstance(params, dict) and member in params else None
+    decoded = faults.decode(frame)
+    if decoded is None:
+        # Too large to take apart (or not the stdlib's syntax): the rule, with a scanned id.
+        return Rejected(PARSE_ERROR, f"Parse error: {exc}", _scanned_id(frame))
+    value = decoded.value
+    request_id = _decoded_id(value)
+    if decoded.bytes_fault is not None:
+        # A fault of the frame's bytes comes before any of its values (and its input's).
+        return Rejected(PARSE_ERROR, f"Parse error: {decoded.bytes_fault}", request_id)
+    skip = _input_path(value)
     outside = faults.first_fault(value, skip)
     if outside is None and skip is not None:
-        assert isinstance(params, dict) and member is not None
-        inside = faults.first_fault(params[member])
+        assert isinstance(value, dict)
+        inside = faults.first_fault(value["params"][skip[1]])
         message = classify(faults.plain(value))
-        # No fault found at all (a byte order mark): the text's own refusal below.
         if inside is not None and type(message) is Request:
             return Request(message.id, message.method, message.params, inside)
         if inside is not None:
             return message
-    found = value.get("id")
-    sound = is_mcp_id(found) and faults.first_fault(found) is None
-    request_id = found if sound and not faults.repeats(value, "id") else None
     text = f"{outside.problem} at '{outside.pointer}'" if outside is not None else str(exc)
     return Rejected(PARSE_ERROR, f"Parse error: {text}", request_id)
 
 
+def _input_path(value: object) -> list[str | int] | None:
+    """The path of the call's input member (`INPUT_MEMBERS`), when the frame has one."""
+    if not isinstance(value, dict):
+        return None
+    method = value.get("method")
+    member = INPUT_MEMBERS.get(method) if type(method) is str else None
+    params = value.get("params")
+    if member is None or not isinstance(params, dict) or member not in params:
+        return None
+    return ["params", member]
+
+
+def _sound_id(frame: bytes) -> Id | None:
+    """The top-level id of a frame refused whole, when sound: decoded, else scanned."""
+    decoded = faults.decode(frame)
+    return _scanned_id(frame) if decoded is None else _decoded_id(decoded.value)
+
+
+def _decoded_id(value: object) -> Id | None:
+    """The top-level id of a `faults.decode`d frame, unless it is at fault or repeated."""
+    found = value.get("id") if isinstance(value, dict) else None
+    sound = is_mcp_id(found) and faults.first_fault(found) is None
+    return found if sound and not faults.repeats(value, "id") else None
+
+
+def _scanned_id(frame: bytes) -> Id | None:
+    """The top-level id of a frame no decoder takes: `scanned_id` of its two ends."""
+    return scanned_id(frame, frame[_ID_SCAN_BYTES:][-_ID_TAIL_BYTES:])
+
+
 # Strings, structural characters and numbers: enough to find a top-level "id" member.
-_TOKEN = re.compile(rb'"(?:[^"\\]|\\.)*"|[{}\[\]:]|-?[0-9][0-9.eE+-]*')
+# A string left open runs to the end (one token): were it no token, the scan would try again
+# at each quote inside it, each time to the end (15 s for 64 KiB of `\\"`).
+_TOKEN = re.compile(rb'"(?:[^"\\]|\\.)*"?|[{}\[\]:]|-?[0-9][0-9.eE+-]*')
 # How far into a frame too deep to decode the top-level "id" is looked for.
 _ID_SCAN_BYTES = 64 * 1024
 
@@ -193,9 +221,25 @@ def leading_id(frame: bytes) -> Id | None:
     """The top-level "id" of a frame the decoder cannot take, if in its first 64 KiB.
 
     A scan of tokens (strings, brackets, numbers), bounded by those 64 KiB: for a frame too
-    deep, one breaking a strict rule, or the head of one too large to keep.
+    deep, one breaking a strict rule, or the head of one too large to keep. None when the
+    id is written twice there.
     """
-    found = _scan_id(frame)
+    return _safe_id(_scan_id(frame))
+
+
+def scanned_id(head: bytes, tail: bytes) -> Id | None:
+    """The top-level "id" of a frame known by its `head` and a `tail` past the head's first
+    64 KiB: `leading_id`, else `trailing_id`; None when the two ends name an id each.
+    """
+    found = _scan_id(head)
+    last = trailing_id(tail)
+    if found is _ABSENT:
+        return last
+    # Two "id" members (one in each end, or two in the head): the frame's id is unknown.
+    return None if last is not None else _safe_id(found)
+
+
+def _safe_id(found: object) -> Id | None:
     if type(found) is int:
         # An id beyond ±(2^53-1) is refused as the client sent it: no answer can name it.
         return found if -MAX_SAFE_INTEGER <= found <= MAX_SAFE_INTEGER else None
@@ -227,22 +271,28 @@ def trailing_id(tail: bytes) -> Id | None:
     return number if -MAX_SAFE_INTEGER <= number <= MAX_SAFE_INTEGER else None
 
 
+# What `_scan_id` says of an "id" it did not see, or saw twice.
+_ABSENT = object()
+_REPEATED = object()
+_ID_KEY = b'"id"'
+
+
 def _scan_id(frame: bytes) -> object:
+    """The value of the top-level "id" in the first 64 KiB (None when it is not a string or
+    a number), `_ABSENT`, or `_REPEATED` when a second top-level "id" follows there."""
     depth = 0
     key = b""
     value_next = False
+    found: object = _ABSENT
     for token in _TOKEN.finditer(frame, 0, min(len(frame), _ID_SCAN_BYTES)):
         text = token.group()
         first = text[:1]
         if depth == 1 and value_next:
             value_next = False
-            if key == b'"id"':
-                if first == b'"':
-                    with contextlib.suppress(msgspec.DecodeError):
-                        return msgspec.json.decode(text)
-                elif text.lstrip(b"-").isdigit():
-                    return int(text)
-                return None
+            if _is_id_key(key):
+                if found is not _ABSENT:
+                    return _REPEATED
+                found = _scalar(text)
         if first in (b"{", b"["):
             depth += 1
         elif first in (b"}", b"]"):
@@ -250,8 +300,29 @@ def _scan_id(frame: bytes) -> object:
         elif depth == 1 and first == b":":
             value_next = True
         elif depth == 1 and first == b'"':
-            # A member's key (a string value is consumed above, then replaced by the next key).
+            # A member's key (a string value lands here too, then the next key replaces it).
             key = text
+    return found
+
+
+def _is_id_key(key: bytes) -> bool:
+    """True for the key "id", however escaped (`"\\u0069d"` is "id" too)."""
+    if key == _ID_KEY:
+        return True
+    if b"\\" not in key:
+        return False
+    with contextlib.suppress(msgspec.DecodeError):
+        return bool(msgspec.json.decode(key) == "id")
+    return False
+
+
+def _scalar(text: bytes) -> object:
+    """A string or integer token as its value; None for anything else."""
+    if text[:1] == b'"':
+        with contextlib.suppress(msgspec.DecodeError):
+            return msgspec.json.decode(text)
+    elif text.lstrip(b"-").isdigit():
+        return int(text)
     return None
 
 

@@ -205,9 +205,7 @@ class Session:
         Its id, when its first bytes (`head`) or its last (`tail`) name it: the caller stops
         waiting at once.
         """
-        found = jsonrpc.leading_id(head)
-        if found is None:
-            found = jsonrpc.trailing_id(tail)
+        found = jsonrpc.scanned_id(head, tail)
         if found is not None and found in self._in_flight:
             return jsonrpc.encode_duplicate(found)
         return jsonrpc.encode_error(

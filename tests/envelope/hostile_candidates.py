@@ -12,6 +12,7 @@ __all__ = [
     "BUSY_ORPHAN_TS",
     "DAEMON",
     "DAEMON_TS",
+    "DEVICE_TIMES",
     "DEVICE_WATCH",
     "DOUBLE_FORK",
     "FORK_BOMB",
@@ -205,6 +206,31 @@ for (;;) {
   }
 }
 emit("writes seen", true, String(writes));
+"""
+
+# No args. Reports /dev/null's identity, tries to set its times and mode (the host's inode,
+# where /dev is a bind of the host's), then uses the three devices as a program does.
+DEVICE_TIMES = """
+import { attempt, attemptSys, cstr, emit } from "./probe.ts";
+import { closeSync, openSync, readSync, statSync, writeSync } from "node:fs";
+const found = statSync("/dev/null");
+emit("identity null", true, `${found.dev}:${found.ino}`);
+attemptSys("utimensat /dev/null", 280, -100, cstr("/dev/null"), 0, 0);
+attemptSys("chmod /dev/null", 90, cstr("/dev/null"), 0o600);
+attempt("write /dev/null", () => {
+  const fd = openSync("/dev/null", "w");
+  writeSync(fd, "x");
+  closeSync(fd);
+  return "written";
+});
+for (const name of ["zero", "urandom"]) {
+  attempt("read /dev/" + name, () => {
+    const fd = openSync("/dev/" + name, "r");
+    const got = readSync(fd, Buffer.alloc(16));
+    closeSync(fd);
+    return String(got);
+  });
+}
 """
 
 # A self-replicating spawner: every copy starts two more, forever.

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import tracemalloc
 from typing import Any
 
 import pytest
@@ -215,3 +216,25 @@ def test_a_5000_digit_integer_is_refused_as_an_integer_out_of_range() -> None:
         loads(b"[" + b"9" * 5000 + b"]")
     assert "integer out of range" in str(refused.value)
     assert "non-finite" not in str(refused.value)
+
+
+@pytest.mark.parametrize(
+    ("tail", "words"),
+    [
+        (b'"b":9007199254740993', "integer 9007199254740993 at '/b'"),
+        (b'"b":' + b"[" * 70 + b"]" * 70, "nesting deeper than 64 levels (at '/b/0"),
+        (b'"b":"\\ud800"', "at '/b'"),
+    ],
+)
+def test_naming_a_late_fault_builds_no_pointer_per_value(tail: bytes, words: str) -> None:
+    """A 1 MiB key over 200 values: the path is walked, not 200 copies of the key made."""
+    text = b'{"' + b"k" * (1 << 20) + b'":[' + b"[]," * 199 + b"[]]," + tail + b"}"
+    tracemalloc.start()
+    try:
+        with pytest.raises(StrictJSONError) as refused:
+            loads(text)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert words in str(refused.value)
+    assert peak < 32 * (1 << 20)

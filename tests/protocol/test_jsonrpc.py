@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from jigcmd.jsonio import faults
 from jigcmd.protocol import jsonrpc
 from jigcmd.protocol.jsonrpc import Notification, Rejected, Request, Response
 
@@ -113,6 +114,101 @@ def test_a_frame_broken_outside_a_calls_input_stays_a_parse_error(frame: bytes) 
     assert type(parsed) is Rejected and (parsed.code, parsed.id) == (-32700, 1)
 
 
+def test_a_byte_order_mark_is_named_before_a_fault_inside_the_input() -> None:
+    """The BOM is the frame's fault, not the input's: -32700 naming it, under the id."""
+    frame = (
+        b'\xef\xbb\xbf{"jsonrpc":"2.0","id":"b1","method":"capability/call","params":'
+        b'{"input":{"command":"main","command":"main"}}}'
+    )
+    assert jsonrpc.parse(frame) == Rejected(
+        -32700, "Parse error: byte order mark is not allowed (byte 0)", "b1"
+    )
+
+
+@pytest.mark.parametrize(
+    "rest",
+    [
+        b'"x":"\xff"',
+        b'"x":' + b"9" * 5000,
+        b'"x":-NaN',
+        b'"x":"\\ud800","y":"\xff"',
+    ],
+)
+@pytest.mark.parametrize("second", [b'"id":"B"', b'"\\u0069d":"B"'])
+def test_a_repeated_id_is_answered_with_null_whatever_else_is_wrong(
+    rest: bytes, second: bytes
+) -> None:
+    """Invalid UTF-8, an integer too long to decode, -NaN: the id is still known repeated."""
+    frame = b'{"jsonrpc":"2.0","id":"A",' + second + b',"method":"ping",' + rest + b"}"
+    parsed = jsonrpc.parse(frame)
+    assert type(parsed) is Rejected and (parsed.code, parsed.id) == (-32700, None)
+
+
+@pytest.mark.parametrize(
+    ("rest", "problem"),
+    [
+        (b'"x":"\xff"', "invalid UTF-8 at byte 47"),
+        (b'"x":' + b"9" * 5000, "integer 9999"),
+        (b'"x":-NaN', "NaN and Infinity are not JSON numbers at '/x'"),
+    ],
+)
+def test_a_sound_id_is_answered_whatever_else_is_wrong(rest: bytes, problem: str) -> None:
+    """The same frames with one id: -32700 naming the rule, under that id."""
+    parsed = jsonrpc.parse(b'{"jsonrpc":"2.0","id":"A","method":"ping",' + rest + b"}")
+    assert type(parsed) is Rejected and (parsed.code, parsed.id) == (-32700, "A")
+    assert parsed.message.startswith(f"Parse error: {problem}")
+
+
+def test_an_id_with_invalid_utf8_is_not_answered() -> None:
+    """Bytes that are not UTF-8 in the id: no answer can carry the id the client sent."""
+    parsed = jsonrpc.parse(b'{"jsonrpc":"2.0","id":"a\xff","method":"ping"}')
+    assert type(parsed) is Rejected and (parsed.code, parsed.id) == (-32700, None)
+
+
+@pytest.mark.parametrize(
+    "frame",
+    [
+        b'[{"\\ud800":1,"\\ud800":2}]',
+        b'{"jsonrpc":"2.0","id":1,"method":"ping","params":[{"\\ud800":1,"\\ud800":2}]}',
+        b'{"\\ud800":1,"\\ud800":2}',
+    ],
+)
+def test_a_repeated_lone_surrogate_key_is_answered_in_words_that_encode(frame: bytes) -> None:
+    """A top-level array too: the key shown as `\\ud800`, never the raw surrogate."""
+    parsed = jsonrpc.parse(frame)
+    assert type(parsed) is Rejected and parsed.code == -32700
+    answer = jsonrpc.encode_error(parsed.id, parsed.code, parsed.message)
+    assert "\\ud800" in json.loads(answer)["error"]["message"]
+
+
+def test_a_frame_too_deep_with_a_repeated_id_is_answered_with_null() -> None:
+    """Past the decoder's own depth the ids are found by a scan of the first 64 KiB."""
+    deep = b"[" * 2000 + b"]" * 2000
+    for ids, expected in ((b'"id":1', 1), (b'"id":1,"id":2', None)):
+        parsed = jsonrpc.parse(b'{"jsonrpc":"2.0",' + ids + b',"method":"m","x":' + deep + b"}")
+        assert type(parsed) is Rejected and (parsed.code, parsed.id) == (-32600, expected)
+
+
+def test_a_frame_over_the_value_budget_is_a_parse_error_under_its_id() -> None:
+    """Its fault is not looked for (the rule is named, not its pointer); the id is scanned."""
+    zeros = b"0," * faults.MAX_VALUES + b"0"
+    frame = b'{"jsonrpc":"2.0","id":"v1","method":"ping","params":[' + zeros + b",NaN]}"
+    parsed = jsonrpc.parse(frame)
+    assert type(parsed) is Rejected and (parsed.code, parsed.id) == (-32700, "v1")
+    assert parsed.message.startswith("Parse error: NaN and Infinity are not JSON numbers")
+    twice = jsonrpc.parse(frame.replace(b'"id":"v1",', b'"id":"v1","id":"v2",'))
+    assert type(twice) is Rejected and (twice.code, twice.id) == (-32700, None)
+
+
+def test_scanned_id_is_null_when_the_two_ends_name_an_id_each() -> None:
+    """The head and the tail of an oversized frame: two "id" members leave it unknown."""
+    head = b'{"jsonrpc":"2.0","id":"h","params":[1,'
+    assert jsonrpc.scanned_id(head, b'2],"id":"t"}') is None
+    assert jsonrpc.scanned_id(head, b"2]}") == "h"
+    assert jsonrpc.scanned_id(b'{"params":[1,', b'2],"id":"t"}') == "t"
+    assert jsonrpc.scanned_id(b'{"id":"h","id":"g","params":[1,', b"2]}") is None
+
+
 @pytest.mark.parametrize(
     ("value", "valid"),
     [
@@ -166,3 +262,9 @@ def test_encoded_frames_are_one_line_of_json_ending_in_lf() -> None:
         },
         {"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progress": 1}},
     ]
+
+
+def test_a_head_ending_inside_a_string_still_names_the_id() -> None:
+    """A string left open is one token to the end, read once (not again at each quote)."""
+    assert jsonrpc.leading_id(b'{"id":"h1","x":"' + b'\\"' * 1000) == "h1"
+    assert jsonrpc.leading_id(b'{"x":"a","id":"h') is None

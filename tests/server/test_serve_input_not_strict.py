@@ -109,3 +109,29 @@ def test_a_repeated_key_in_tools_call_arguments_is_the_tools_invalid_input(
             "input must be strict JSON"
         )
         assert server.close_input() == 0
+
+
+def test_frames_broken_in_their_bytes_or_ids_are_answered_as_the_docs_say(tmp_path: Path) -> None:
+    """A repeated id is null whatever else is wrong; a BOM is the frame's fault, under the id;
+    a repeated lone-surrogate key in a top-level array is answered in words that encode."""
+    binding = admit_example(tmp_path)
+    args = ["--state-dir", str(tmp_path / "state"), "--protocol", "flow"]
+    with ServeChild(binding, args) as server:
+        server.send_bytes(b'{"jsonrpc":"2.0","id":"A","id":"B","method":"ping","x":"\xff"}\n')
+        assert server.answer(None)["error"] == {
+            "code": -32700,
+            "message": "Parse error: invalid UTF-8 at byte 56",
+        }
+        server.send_bytes(b"\xef\xbb\xbf" + _flow(b"b1", b'"command":"cli","command":"cli"'))
+        assert server.answer("b1")["error"] == {
+            "code": -32700,
+            "message": "Parse error: byte order mark is not allowed (byte 0)",
+        }
+        server.send_bytes(b'[{"\\ud800":1,"\\ud800":2}]\n')
+        assert server.answer(None)["error"] == {
+            "code": -32700,
+            "message": "Parse error: lone surrogate escape \\ud800 at '/0/\\ud800'",
+        }
+        server.ping("p1")
+        assert server.close_input() == 0
+        assert "protocol core failed" not in server.stderr()
