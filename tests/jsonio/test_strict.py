@@ -17,6 +17,7 @@ from jigcmd.jsonio.strict import (
     NestingTooDeep,
     StrictJSONError,
     loads,
+    loads_keeping_first,
 )
 
 SAFE_INTS = st.integers(-MAX_SAFE_INTEGER, MAX_SAFE_INTEGER)
@@ -215,3 +216,11 @@ def test_a_5000_digit_integer_is_refused_as_an_integer_out_of_range() -> None:
         loads(b"[" + b"9" * 5000 + b"]")
     assert "integer out of range" in str(refused.value)
     assert "non-finite" not in str(refused.value)
+
+
+def test_loads_keeping_first_reads_a_repeated_key_as_its_first_value() -> None:
+    """At any depth, and only that: every other rule still refuses."""
+    text = b'{"main":"a.ts","x":[{"k":1,"k":2}],"main":"evil.ts"}'
+    assert loads_keeping_first(text) == {"main": "a.ts", "x": [{"k": 1}]}
+    with pytest.raises(StrictJSONError, match="integer"):
+        loads_keeping_first(b'{"a":1,"a":2,"b":12345678901234567890}')
