@@ -1,10 +1,12 @@
 """A project's package.json, read as Bun reads it: JSON that may hold comments and trailing commas.
 
-Bun's own reader takes `//` and `/* */` comments and a comma before `}` or `]`, so a
-package.json with them runs under bare Bun; jigcmd reads the same file the same way rather
-than take it for `{}`. The comments and strings are found by `sourcetext.blank` (the scan
-that reads a project's sources), so there is one scanner of JavaScript-like text, not a
-second one here. A file that is still not JSON is said, never taken silently for `{}`. Pure.
+Bun's own reader takes `//` and `/* */` comments, a comma after a value before `}` or `]`,
+JavaScript's white space and line terminators between tokens, and a repeated key (the first
+one counts; it warns); so a package.json with them runs under bare Bun, and jigcmd reads the
+same file the same way rather than take it for `{}` or read another entry point. The comments
+and strings are found by `sourcetext.blank` (the scan that reads a project's sources), so
+there is one scanner of JavaScript-like text, not a second one here. A file that is still
+not JSON is said, never taken silently for `{}`. Pure.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
+from jigcmd.errors import bounded
 from jigcmd.jsonio import strict
 from jigcmd.policy.pointers import kind
 from jigcmd.policy.sourcetext import blank
@@ -19,28 +22,36 @@ from jigcmd.policy.sourcetext import blank
 __all__ = ["MANIFEST", "manifest_problem", "read_manifest", "relaxed_json"]
 
 MANIFEST = "package.json"
-# A comma whose next code is a closing bracket, in text whose comments are blanked.
-_TRAILING_COMMA = re.compile(r",(?=\s*+[}\]])")
+# ECMAScript's white space and line terminators that JSON's are not: Bun's reader takes each
+# between tokens (a byte order mark anywhere too), so they read as a space.
+_JS_SPACE = str.maketrans(
+    dict.fromkeys("\v\f\u00a0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007", " ")
+    | dict.fromkeys("\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000\ufeff", " ")
+)
+# A comma after a value (never after `[`, `{` or another comma: Bun refuses `[,]` and
+# `{"a": 1,,}`) whose next code is a closing bracket, in text whose comments and strings
+# are blanked. Possessive, so no run of spaces is read twice.
+_TRAILING_COMMA = re.compile(r"[^ \t\n\r,\[{][ \t\n\r]*+(,)(?=[ \t\n\r]*+[}\]])")
 
 
 def relaxed_json(text: str) -> str:
-    """`text` with its comments blanked and each trailing comma a space: what JSON reads.
-    A leading byte order mark is dropped, as Bun drops it."""
-    text = text.removeprefix("\ufeff")
+    """`text` with its comments, trailing commas and JavaScript-only white space blanked:
+    what JSON reads."""
     blanked = blank(text)
     if len(blanked) != len(text):
         return text  # beyond what a candidate holds: left for JSON to refuse
-    # A comment's characters are spaces in `blanked`, and not in `text`; a string's contents
-    # are underscores there, so no comma inside one is taken for a trailing one.
-    kept = [" " if b == " " and not t.isspace() else t for b, t in zip(blanked, text, strict=True)]
-    for comma in _TRAILING_COMMA.finditer(blanked):
-        kept[comma.start()] = " "
+    # A comment's characters are spaces in `blanked`; a string's contents are underscores
+    # there, so they are kept from `text`, and no comma inside one is taken for a trailing one.
+    code = blanked.translate(_JS_SPACE)
+    kept = [t if b == "_" else c for b, c, t in zip(blanked, code, text, strict=True)]
+    for comma in _TRAILING_COMMA.finditer(code):
+        kept[comma.start(1)] = " "
     return "".join(kept)
 
 
 def _load(text: str) -> object:
     """The value `text` holds, read as Bun reads a package.json; `StrictJSONError` if none."""
-    return strict.loads(relaxed_json(text).encode("utf-8"))
+    return strict.loads_keeping_first(relaxed_json(text).encode("utf-8"))
 
 
 def read_manifest(text: str | None) -> dict[str, object]:
@@ -64,7 +75,9 @@ def manifest_problem(path: str, files: Mapping[str, str]) -> str | None:
     try:
         value = _load(text)
     except strict.StrictJSONError as exc:
-        why = f"not JSON, even allowing the comments and trailing commas Bun allows ({exc})"
+        # The reason may quote the file (a key, a number), as long as the file is.
+        reason = bounded(str(exc))
+        why = f"not JSON, even allowing the comments and trailing commas Bun allows ({reason})"
     else:
         if isinstance(value, dict):
             return None

@@ -33,6 +33,7 @@ import msgspec
 from jigcmd.command.gitignore import INFO_EXCLUDE, Ignores, pattern_spec
 from jigcmd.command.snapshots import snapshot_note
 from jigcmd.contract import MAX_CANDIDATE_BYTES
+from jigcmd.errors import bounded
 from jigcmd.policy.candidate import Problem, candidate_problems
 from jigcmd.policy.imports import importers, left_out_imports
 from jigcmd.policy.paths import RESERVED_COMPONENTS
@@ -133,7 +134,7 @@ class ProjectFiles:
     def note(self) -> str | None:
         """One line: what was left out and why, and what is sent; None when nothing was."""
         gitignored = [path for reason in _GIT_IGNORED for path in self.left_out.get(reason, [])]
-        imported = left_out_imports(self.files, gitignored)
+        imported = left_out_imports(self.files, frozenset(gitignored))
         groups = []
         for reason in _REASONS:
             paths = self.left_out.get(reason, [])
@@ -179,8 +180,9 @@ def _how_back(reason: str, paths: list[str], imported: Mapping[str, tuple[str, s
         return f"; bring one back with --exclude {_negated(paths[0])}"
     importer, target = imported[needed[0]]
     others = f"; candidate files import {', '.join(needed[1:3])} too" if needed[1:] else ""
+    # The path is a specifier's, as long as a file can hold: cut like any quoted text.
     return (
-        f"; {importer} imports {target}, left out: bring it back with "
+        f"; {importer} imports {bounded(target)}, left out: bring it back with "
         f"--exclude {_negated(needed[0])}{others}"
     )
 

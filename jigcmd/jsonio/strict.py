@@ -41,6 +41,7 @@ __all__ = [
     "duplicate_key",
     "first_lone_surrogate",
     "loads",
+    "loads_keeping_first",
 ]
 
 MAX_SAFE_INTEGER = 2**53 - 1
@@ -132,6 +133,24 @@ def loads(data: bytes) -> object:
     elif type(value) is int and not -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER:
         raise StrictJSONError(f"integer {value} at '' is beyond ±(2^53-1)")
     return value
+
+
+def loads_keeping_first(data: bytes) -> object:
+    """`loads`, except that a repeated key is no error: its first value is the one kept, as
+    Bun's package.json reader keeps it (`jigcmd.command.packagejson`)."""
+    try:
+        return loads(data)
+    except DuplicateKey:
+        # Every other rule held (duplicates are looked for last) and the text parses; only
+        # which value counts is left, and msgspec keeps the last.
+        return json.loads(data, object_pairs_hook=_keep_first)
+
+
+def _keep_first(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    result: dict[str, Any] = {}
+    for key, value in pairs:
+        result.setdefault(key, value)
+    return result
 
 
 def first_lone_surrogate(value: object) -> str | None:

@@ -73,19 +73,17 @@ def importers(files: Mapping[str, str], roots: Iterable[str]) -> dict[str, str]:
     return seen
 
 
-def left_out_imports(
-    files: Mapping[str, str], left_out: Iterable[str]
-) -> dict[str, tuple[str, str]]:
+def left_out_imports(files: Mapping[str, str], left_out: Set[str]) -> dict[str, tuple[str, str]]:
     """For each of `left_out` (a file, or a directory as `dir/`) that a file of `files`
     imports by a relative specifier: (the first file importing it, the path it imports)."""
-    entries = set(left_out)
     found: dict[str, tuple[str, str]] = {}
-    if not entries:
+    if not left_out:
         return found
+    directories = _tree(entry for entry in left_out if entry.endswith("/"))
     for importer in sorted(path for path in files if is_source(path)):
         for specifier in _SPECIFIER.findall(files[importer]):
             base = posixpath.normpath(posixpath.join(posixpath.dirname(importer), specifier))
-            entry = _left_out_entry(base, entries)
+            entry = _left_out_entry(base, left_out, directories)
             # Resolved only then: a file the candidate holds is what Bun imports first.
             if entry is None or entry in found or _resolve(importer, specifier, files):
                 continue
@@ -93,17 +91,41 @@ def left_out_imports(
     return found
 
 
-def _left_out_entry(base: str, entries: Set[str]) -> str | None:
-    """The one of `entries` that holds what `base` (a specifier made a path) names."""
+# A directory's path parts, each a key of its parent's node; `_END` marks an entry's last.
+# A part is never "", so `_END` is never a directory's name.
+_Tree = dict[str, "_Tree"]
+_END = ""
+
+
+def _tree(directories: Iterable[str]) -> _Tree:
+    """The directories (each `dir/`) as a tree of their path parts."""
+    root: _Tree = {}
+    for directory in directories:
+        node = root
+        for part in directory[:-1].split("/"):
+            node = node.setdefault(part, {})
+        node[_END] = {}
+    return root
+
+
+def _left_out_entry(base: str, entries: Set[str], directories: _Tree) -> str | None:
+    """The one of `entries` that holds what `base` (a specifier made a path) names: the file
+    itself, else the shortest of `directories` (`_tree` of the directory entries) above it.
+
+    The directories are found in one walk down `base`'s parts, where looking each of its
+    prefixes up would build and hash a string per part: quadratic in a long specifier."""
     for suffix in (*_SUFFIXES, *_INDEX):
         if base + suffix in entries:
             return base + suffix
     parts = base.split("/")
-    for depth in range(1, len(parts)):
-        directory = "/".join(parts[:depth]) + "/"
-        if directory in entries:
-            return directory
-    return base + "/" if base + "/" in entries else None
+    node = directories
+    for depth, part in enumerate(parts, start=1):
+        if part not in node:
+            return None
+        node = node[part]
+        if _END in node:
+            return "/".join(parts[:depth]) + "/"
+    return None
 
 
 def _imports(importer: str, files: Mapping[str, str]) -> list[str]:

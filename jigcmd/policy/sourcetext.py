@@ -23,6 +23,9 @@ SOURCE_SUFFIXES = (".ts", ".tsx", ".js", ".jsx", ".mts", ".cts", ".mjs", ".cjs")
 # Where a comment or a literal may start; each is then read to its end at once. A string
 # ends on its line, a template literal may not; one left open is code after its quote.
 _OPENER = re.compile(r"""//|/\*|["'`]""")
+# ECMAScript's line terminators, each of which ends a `//` comment (for Bun too): a file
+# whose lines end in CR alone has code after its comments, not one long comment.
+_LINE_END = re.compile("[\n\r\u2028\u2029]")
 # A literal's body up to where it ends: possessive, alternatives that never overlap.
 _BODY = {
     '"': re.compile(r"""(?:[^"\\\n]|\\.)*+""", re.S),
@@ -58,7 +61,8 @@ def blank(text: str) -> str:
     while found is not None:
         start, opener = found.start(), found.group()
         if opener == "//":
-            end = _end_of(text, "\n", start, 0)
+            line_end = _LINE_END.search(text, start)
+            end = len(text) if line_end is None else line_end.start()
         elif opener == "/*":
             end = _end_of(text, "*/", start + 2, 2)
         else:

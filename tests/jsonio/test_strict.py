@@ -18,6 +18,7 @@ from jigcmd.jsonio.strict import (
     NestingTooDeep,
     StrictJSONError,
     loads,
+    loads_keeping_first,
 )
 
 SAFE_INTS = st.integers(-MAX_SAFE_INTEGER, MAX_SAFE_INTEGER)
@@ -238,3 +239,11 @@ def test_naming_a_late_fault_builds_no_pointer_per_value(tail: bytes, words: str
         tracemalloc.stop()
     assert words in str(refused.value)
     assert peak < 32 * (1 << 20)
+
+
+def test_loads_keeping_first_reads_a_repeated_key_as_its_first_value() -> None:
+    """At any depth, and only that: every other rule still refuses."""
+    text = b'{"main":"a.ts","x":[{"k":1,"k":2}],"main":"evil.ts"}'
+    assert loads_keeping_first(text) == {"main": "a.ts", "x": [{"k": 1}]}
+    with pytest.raises(StrictJSONError, match="integer"):
+        loads_keeping_first(b'{"a":1,"a":2,"b":12345678901234567890}')

@@ -78,3 +78,12 @@ def test_a_literal_left_open_is_code_after_its_quote(source: str, blanked: str) 
     """A string ends on its line, a template literal may not; one left open blanks nothing,
     its escaped quotes open nothing, and a comment after it is still one."""
     assert blank(source) == blanked
+
+
+@pytest.mark.parametrize("end", ["\n", "\r", "\u2028", "\u2029"])
+def test_a_line_comment_ends_at_each_of_javascripts_line_terminators(end: str) -> None:
+    """CR, U+2028 and U+2029 end `//` as LF does (ECMAScript, Bun): the import after it is one."""
+    source = f'// c{end}import pad from "tiny-pad";\n'
+    assert blank(source) == f'    {end}import pad from "________";\n'
+    assert package_imports({"a.ts": source}).importers == {"tiny-pad": ("a.ts",)}
+    assert package_imports({"a.ts": '// c\u0085import "tiny-pad";'}).importers == {}
