@@ -16,7 +16,7 @@ from typing import Any, Final
 import msgspec
 
 from jigcmd.attest import dsse
-from jigcmd.errors import JigError
+from jigcmd.errors import JigError, bounded_details
 from jigcmd.evidence import OUTPUT_CAP_BYTES, Evidence, ResourceReport
 from jigcmd.protocol import jsonrpc
 from jigcmd.protocol.commands import ResourceRef, RunResult, TestResults
@@ -74,7 +74,7 @@ def failure_result(
     Evidence collected before a deadline or cancel rides as the budgeted view, the resources
     its statement says the run used in `_meta["jigcmd/report"]`.
     """
-    details = dict(error.details) if error.details else {}
+    details = bounded_details(error.details) or {}
     evidence = details.pop("command", None)
     meta: dict[str, Any] = {"code": error.code.value}
     if details:
