@@ -21,7 +21,7 @@ from jigcmd.errors import JigError, bounded_details
 from jigcmd.evidence import OUTPUT_CAP_BYTES, Evidence, ResourceReport
 from jigcmd.protocol import jsonrpc
 from jigcmd.protocol.commands import ResourceRef, RunResult, TestResults
-from jigcmd.protocol.inert import code_span, fenced, one_line, prose_line
+from jigcmd.protocol.inert import code_span, fenced, json_text, one_line, prose_line
 from jigcmd.protocol.invocation import cut_count, invocation_line
 from jigcmd.protocol.mcp_versions import LATEST_VERSION, STRUCTURED
 from jigcmd.protocol.mcp_view import (
@@ -130,7 +130,9 @@ def _fit(
         blocks: list[dict[str, Any]] = [{"type": "text", "text": words}]
         if not structured:
             # No structuredContent before 2025-06-18: the same budgeted view, as JSON text.
-            blocks.append({"type": "text", "text": jsonrpc.encode_json(view).decode()})
+            # Escaped as the words are (bidi, line separators): a reader splitting its lines
+            # at U+2028 sees no line of the caller's; a JSON parser reads the same view.
+            blocks.append({"type": "text", "text": json_text(jsonrpc.encode_json(view).decode())})
         return blocks + links
 
     return fitted(
