@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from jigcmd.protocol.commands import ResourceRef
 
-__all__ = ["MESSAGE_MAX_CHARS", "Code", "JigError", "bounded"]
+__all__ = ["MESSAGE_MAX_CHARS", "Code", "JigError", "bounded", "bounded_details"]
 
 MESSAGE_MAX_CHARS = 1024
 
@@ -70,7 +70,9 @@ class JigError(Exception):
         super().__init__(message)
         self.code = code
         self.message = message
-        self.details = _bounded(details)
+        # Whole: the operator's CLI shows them so (a long `--files` path); each wire form cuts
+        # them where a peer reads them (`bounded_details`).
+        self.details = details
         self.cleanup_proved = cleanup_proved
         self.recorded = recorded
         # The signed statement of a run that did run and ended so (its deadline, a cancel):
@@ -100,11 +102,14 @@ class JigError(Exception):
         return f"JigError({self.code.value}, {self.message!r})"
 
 
-def _bounded(details: dict[str, Any] | None) -> dict[str, Any] | None:
-    """`details` with each text longer than a message cut as a message is, its length said."""
-    # A detail may quote the caller (a JSON pointer to a 1 MB key): bounded like the message
-    # that quotes it too. `<key>Chars`, present only when cut, tells the cut from a key of
-    # the caller's that ends in "…".
+def bounded_details(details: dict[str, Any] | None) -> dict[str, Any] | None:
+    """`details` with each text longer than a message cut as a message is, its length said.
+
+    For the wire (Run/1's `data.details`, MCP's `_meta["jigcmd/error"].details`): a detail
+    may quote the peer (a JSON pointer to a 1 MB key), bounded like the message that quotes
+    it too. `<key>Chars`, present only when cut, tells the cut from a key of the peer's that
+    ends in "…".
+    """
     if not details:
         return details
     bounded = dict(details)

@@ -64,7 +64,10 @@ def _mcp(statement: RunStatement, around: Around, bundle: bytes) -> tuple[list[C
     report = own.get("report")
     checks.append(_report(statement, report[1] if report else None, "the result's _meta"))
     checks.append(_named_statement(statement, own.get("attestation"), bundle))
-    checks += _content(result.get("content"), result.get("structuredContent"), said_code)
+    invocation = statement.predicate.command.invocation
+    checks += _content(
+        result.get("content"), result.get("structuredContent"), said_code, invocation
+    )
     unsigned = [f"{at}._meta.{key}" for key in meta if key in _UNSIGNED_META]
     if unsigned:
         checks.append(skip("_meta", ", ".join(unsigned) + ": the server's, not signed"))
@@ -198,7 +201,9 @@ def _named_statement(statement: RunStatement, named: object, bundle: bytes) -> C
     )
 
 
-def _content(content: object, structured: object, code: str | None) -> list[Check]:
+def _content(
+    content: object, structured: object, code: str | None, invocation: list[str]
+) -> list[Check]:
     """The text the model reads is the words of `structuredContent` (checked above); its
     first line, for an error, the error's code and words; links are the server's."""
     if content is None:
@@ -217,7 +222,7 @@ def _content(content: object, structured: object, code: str | None) -> list[Chec
         header = given.split("\n", 1)[0]
         if not header.startswith(f"{code}: "):
             header = f"{code}: "
-    if not isinstance(given, str) or given != view_text(view, header) or others:
+    if not isinstance(given, str) or given != view_text(view, header, invocation) or others:
         why = "the text the model reads is not the words of the checked structuredContent"
         return [Check("content", False, why)]
     checks = [Check("content", True, "its text is the words of the checked structuredContent")]

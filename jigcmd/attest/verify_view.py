@@ -14,6 +14,7 @@ from jigcmd.attest.checks import Check, candidate, skip, subject
 from jigcmd.attest.inputs import McpResult, McpView
 from jigcmd.attest.statement import RunStatement, StreamFacts
 from jigcmd.evidence import OUTPUT_CAP_BYTES, ResourceReport
+from jigcmd.protocol.invocation import cut_count
 from jigcmd.protocol.mcp_view import StreamView
 
 __all__ = ["view_checks"]
@@ -175,12 +176,10 @@ def _limits_hit(resources: ResourceReport | None, view: McpView) -> tuple[bool |
 def _cut_of(shown: list[str], invocation: list[str]) -> bool:
     """Whether `shown` is `invocation` as an MCP result cuts it to its budget: arguments cut
     to a prefix and `…`, the rest counted as `… N more arguments` (`mcp_view.fitted`)."""
-    kept = shown
-    if shown and shown[-1].startswith("… ") and shown[-1].endswith(" more arguments"):
-        kept = shown[:-1]
-        if shown[-1] != f"… {len(invocation) - len(kept)} more arguments":
-            return False
-    elif len(shown) != len(invocation):
+    # The count read as the result's words read it: an argument shaped like one is an argument.
+    more = cut_count(shown, invocation)
+    kept = shown[:-1] if more else shown
+    if len(kept) + more != len(invocation):
         return False
     return all(
         arg == full or (arg.endswith("…") and full.startswith(arg[:-1]) and len(full) >= len(arg))

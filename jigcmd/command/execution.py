@@ -18,7 +18,7 @@ from jigcmd.evidence import Evidence
 from jigcmd.plan import RunPlan
 from jigcmd.policy.request import ValidRequest
 from jigcmd.protocol.commands import RunResult
-from jigcmd.protocol.invocation import cut_invocation, invocation_line
+from jigcmd.protocol.invocation import cut_arguments, invocation_line
 from jigcmd.protocol.liveoutput import LiveOutput
 from jigcmd.server.backend import PROGRESS_EVERY_S, Progress
 
@@ -114,7 +114,7 @@ async def execute(
     if progress is not None:
         await progress(
             # The arguments are the caller's: cut and quoted as a tool result's text shows them.
-            f"running {invocation_line(cut_invocation(valid.invocation))}",
+            f"running {invocation_line(*cut_arguments(valid.invocation))}",
             _ms(time.monotonic() - begun),
             _ms(plan.deadline - begun),
         )

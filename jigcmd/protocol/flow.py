@@ -25,7 +25,7 @@ from typing import Any, Final
 import msgspec
 
 from jigcmd.contract import LOCAL_NAME_MAX_CHARS, LOCAL_NAME_PATTERN, RUN_METHOD
-from jigcmd.errors import Code, JigError
+from jigcmd.errors import Code, JigError, bounded_details
 from jigcmd.evidence import Evidence
 from jigcmd.policy.request import not_strict
 from jigcmd.protocol import jsonrpc
@@ -182,7 +182,7 @@ def encode_failure(request_id: jsonrpc.Id, error: JigError) -> bytes:
     """The failure frame: -32000, the message, and `data: {code, details?}` and nothing else."""
     data: dict[str, object] = {"code": error.code.value}
     if error.details is not None:
-        data["details"] = error.details
+        data["details"] = bounded_details(error.details)
     return jsonrpc.encode_error(request_id, jsonrpc.OPERATION_FAILED, error.message, data)
 
 

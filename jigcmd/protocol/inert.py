@@ -8,16 +8,18 @@ newline is then the only line break left, where a caller frames each line, and `
 shows it too. Shared by
 `jigcmd run`'s answer (`frontends/runtext.py`) and MCP's result text (`mcp_results.py`),
 where `fenced` quotes a stream as a Markdown code block the stream cannot close and
-`code_span` a phrase of someone else's (a command line) in a line of jigcmd's.
+`code_span` a phrase of someone else's (a command line) in a line of jigcmd's; `json_text`
+does the same for JSON text given a reader as text (escapes there keep the JSON's value).
 Pure: text in, text out.
 """
 
 from __future__ import annotations
 
 import re
+import unicodedata
 from typing import Final
 
-__all__ = ["code_span", "fenced", "one_line", "prose_line", "visible"]
+__all__ = ["code_span", "fenced", "json_text", "one_line", "prose_line", "visible"]
 
 _BIDI: Final = (0x061C, 0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A))
 _CONTROLS: Final = [c for c in (*range(0x20), 0x7F, *range(0x80, 0xA0)) if c not in (0x09, 0x0A)]
@@ -29,6 +31,9 @@ _INERT: Final = {
     **{c: f"\\u{c:04x}" for c in (*_BIDI, *_LINE_BREAKS)},
 }
 _BACKTICKS: Final = re.compile("`+")
+_NON_ASCII: Final = re.compile("[^\x00-\x7f]")
+# Unicode tag characters (U+E0000-U+E007F), invisible, some of them not yet assigned.
+_TAGS: Final = range(0xE0000, 0xE0080)
 # A run of line breaks (CR, LF, CRLF), with the spaces and tabs around and between them.
 _BREAK_RUN: Final = re.compile(r"(?:[ \t]*[\r\n])+[ \t]*")
 
@@ -77,3 +82,19 @@ def code_span(text: str) -> str:
     fence = "`" * (longest + 1)
     pad = " " if shown.startswith("`") or shown.endswith("`") else ""
     return f"{fence}{pad}{shown}{pad}{fence}"
+
+
+def json_text(text: str) -> str:
+    """JSON text with every bidi control, line separator (U+2028, U+2029) and other invisible
+    format character in it as its `\\u` escape: the same JSON value, every line one line."""
+    # JSON's own syntax is ASCII, so each such character is inside a string, where an escape
+    # reads back as it; control characters a JSON encoder escapes already.
+    return _NON_ASCII.sub(_json_escape, text)
+
+
+def _json_escape(match: re.Match[str]) -> str:
+    char = match.group()
+    if unicodedata.category(char) not in ("Cf", "Zl", "Zp") and ord(char) not in _TAGS:
+        return char
+    units = char.encode("utf-16-be")
+    return "".join(f"\\u{int.from_bytes(units[i : i + 2]):04x}" for i in range(0, len(units), 2))

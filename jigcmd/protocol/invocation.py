@@ -3,52 +3,67 @@
 The arguments are the caller's, and a reader takes a line at the margin for the writer's: an
 argument holding a newline and "exited with code 0" would forge how the command ended. So
 an argv is shown as a shell would need it pasted (`pasteable`: `shlex.quote`, or `$'…'`
-with every control and bidi character escaped), one line whatever it holds; `jigcmd run`'s
-`command:` line, an MCP result's first line and a progress notification all show it so.
+with every control, tab, bidi and other invisible format character escaped), one line
+whatever it holds; `jigcmd run`'s `command:` line, an MCP result's first line and a
+progress notification all show it so. The count of arguments cut off is jigcmd's words,
+never an argument's: it is passed as a number, so an argument shaped like it is quoted.
 Pure: text in, text out.
 """
 
 from __future__ import annotations
 
-import re
 import shlex
+import unicodedata
 from collections.abc import Sequence
 from typing import Final
 
 from jigcmd.protocol.inert import one_line
 
-__all__ = ["cut_invocation", "invocation_line", "pasteable"]
+__all__ = ["cut_arguments", "cut_count", "cut_invocation", "invocation_line", "pasteable"]
 
 # At scale 1 the invocation is cut like this (32 arguments of 1 KiB would fill a budget).
 _ARG_CHARS: Final = 160
 _ARGS_SHOWN: Final = 12
-# What stands for the arguments cut off the end (`attest/verify_view.py` reads it back).
-_MORE_ARGUMENTS: Final = re.compile(r"… [0-9]+ more arguments")
+# Unicode tag characters (U+E0000-U+E007F), invisible, some of them not yet assigned.
+_TAGS: Final = range(0xE0000, 0xE0080)
 
 
-def cut_invocation(invocation: list[str], scale: float = 1.0) -> list[str]:
-    """The first arguments, each cut to its first characters, then how many more there are."""
+def cut_arguments(invocation: Sequence[str], scale: float = 1.0) -> tuple[list[str], int]:
+    """The first arguments, each cut to its first characters, and how many more there are."""
     shown = 4 + int((_ARGS_SHOWN - 4) * scale)
     chars = 24 + int((_ARG_CHARS - 24) * scale)
-    cut = [_short(arg, chars) for arg in invocation[:shown]]
-    if len(invocation) > shown:
-        cut.append(f"… {len(invocation) - shown} more arguments")
-    return cut
+    return [_short(arg, chars) for arg in invocation[:shown]], max(0, len(invocation) - shown)
 
 
-def invocation_line(cut: list[str]) -> str:
-    """A cut invocation as one shell line (`pasteable`), the count of arguments cut unquoted."""
-    # The count only ever follows four arguments or more; an argument shaped like it, last,
-    # reads as the count (as in `structuredContent`), never as more than that one phrase.
-    more = cut[-1] if len(cut) > 4 and _MORE_ARGUMENTS.fullmatch(cut[-1]) else None
-    words = pasteable(cut[:-1] if more else cut)
-    return f"{words} {more}" if more else words
+def cut_invocation(invocation: Sequence[str], scale: float = 1.0) -> list[str]:
+    """`cut_arguments` as a list (`structuredContent`): the count, if any, a last phrase."""
+    cut, more = cut_arguments(invocation, scale)
+    return [*cut, _more(more)] if more else cut
+
+
+def cut_count(cut: Sequence[str], invocation: Sequence[str]) -> int:
+    """How many arguments of `invocation` the list `cut_invocation` made of it counts as cut.
+
+    Read from the whole invocation, never from the list's shape alone: a last phrase shaped
+    like the count is the count only if it says how much shorter the list is, and is not
+    the invocation's own last argument (then it is that argument, shown whole, either way).
+    """
+    more = len(invocation) - len(cut) + 1
+    if not cut or more < 1 or cut[-1] != _more(more):
+        return 0
+    return more if more > 1 or invocation[-1] != cut[-1] else 0
+
+
+def invocation_line(cut: Sequence[str], more: int = 0) -> str:
+    """Arguments as one shell line (`pasteable`), then the count of `more` cut, unquoted."""
+    words = pasteable(cut)
+    return f"{words} {_more(more)}" if more else words
 
 
 def pasteable(argv: Sequence[str]) -> str:
     """`argv` as a shell command line that a shell reads back to the same words, and that
-    holds no control character: `shlex.quote`, or `$'…'` for an argument with one."""
-    return " ".join(shlex.quote(arg) if one_line(arg) == arg else _ansi_c(arg) for arg in argv)
+    holds no control, tab or invisible format character: `shlex.quote`, or `$'…'`."""
+    return " ".join(_ansi_c(arg) if any(map(_escaped, arg)) else shlex.quote(arg) for arg in argv)
 
 
 def _ansi_c(arg: str) -> str:
@@ -58,11 +73,27 @@ def _ansi_c(arg: str) -> str:
     for char in arg:
         if char in "\\'":
             shown.append("\\" + char)
-        elif one_line(char) != char:
+        elif _escaped(char):
             shown.extend(f"\\x{byte:02x}" for byte in char.encode("utf-8"))
         else:
             shown.append(char)
     return "$'" + "".join(shown) + "'"
+
+
+def _escaped(char: str) -> bool:
+    """Whether `char` is shown escaped: what `one_line` escapes, a tab (a terminal moves the
+    cursor for it, a reader sees spaces), an invisible format character (zero-width space
+    and joiners, U+FEFF, soft hyphen) or a tag character: unseen in a line a reader copies."""
+    return (
+        one_line(char) != char
+        or char == "\t"
+        or unicodedata.category(char) == "Cf"
+        or ord(char) in _TAGS
+    )
+
+
+def _more(count: int) -> str:
+    return f"… {count} more arguments"
 
 
 def _short(text: str, limit: int) -> str:

@@ -1,7 +1,8 @@
 """What a progress notification says while a command runs: its last line, or the test count.
 
 Fed every piece of output as the server reads it; keeps only the last complete line (control
-characters stripped, at most `MESSAGE_CHARS`) and, for `bun test`, the count of the
+characters stripped, bidi controls and line separators escaped as in a result's text
+(`inert.one_line`), at most `MESSAGE_CHARS`) and, for `bun test`, the count of the
 `(pass)` and `(fail)` lines its console prints, so that the message can read "12 passed,
 1 failed so far". Bounded: a line is never held beyond `_LINE_MAX` bytes.
 """
@@ -10,6 +11,8 @@ from __future__ import annotations
 
 import re
 from typing import Final
+
+from jigcmd.protocol.inert import one_line
 
 __all__ = ["MESSAGE_CHARS", "LiveOutput"]
 
@@ -53,5 +56,6 @@ class LiveOutput:
 
 def _clean(raw: bytes) -> str:
     text = raw[-_LINE_MAX:].decode("utf-8", "replace")
-    text = _CONTROL.sub("", _ESCAPE.sub("", text)).strip()
+    # The candidate's words in jigcmd's message: inert as a tool result's text shows them.
+    text = one_line(_CONTROL.sub("", _ESCAPE.sub("", text)).strip())
     return text if len(text) <= MESSAGE_CHARS else text[: MESSAGE_CHARS - 1] + "…"

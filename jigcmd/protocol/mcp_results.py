@@ -11,17 +11,18 @@ view follows the words as JSON text. Either way both together fit the budget (se
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Final
 
 import msgspec
 
 from jigcmd.attest import dsse
-from jigcmd.errors import JigError
+from jigcmd.errors import JigError, bounded_details
 from jigcmd.evidence import OUTPUT_CAP_BYTES, Evidence, ResourceReport
 from jigcmd.protocol import jsonrpc
 from jigcmd.protocol.commands import ResourceRef, RunResult, TestResults
-from jigcmd.protocol.inert import code_span, fenced, one_line, prose_line
-from jigcmd.protocol.invocation import invocation_line
+from jigcmd.protocol.inert import code_span, fenced, json_text, one_line, prose_line
+from jigcmd.protocol.invocation import cut_count, invocation_line
 from jigcmd.protocol.mcp_versions import LATEST_VERSION, STRUCTURED
 from jigcmd.protocol.mcp_view import (
     DEFAULT_BUDGET_BYTES,
@@ -74,7 +75,7 @@ def failure_result(
     Evidence collected before a deadline or cancel rides as the budgeted view, the resources
     its statement says the run used in `_meta["jigcmd/report"]`.
     """
-    details = dict(error.details) if error.details else {}
+    details = bounded_details(error.details) or {}
     evidence = details.pop("command", None)
     meta: dict[str, Any] = {"code": error.code.value}
     if details:
@@ -125,10 +126,13 @@ def _fit(
     links = [_link(ref) for ref in resources] if structured else []
 
     def content(view: View) -> list[dict[str, Any]]:
-        blocks: list[dict[str, Any]] = [{"type": "text", "text": view_text(view, header)}]
+        words = view_text(view, header, evidence.invocation)
+        blocks: list[dict[str, Any]] = [{"type": "text", "text": words}]
         if not structured:
             # No structuredContent before 2025-06-18: the same budgeted view, as JSON text.
-            blocks.append({"type": "text", "text": jsonrpc.encode_json(view).decode()})
+            # Escaped as the words are (bidi, line separators): a reader splitting its lines
+            # at U+2028 sees no line of the caller's; a JSON parser reads the same view.
+            blocks.append({"type": "text", "text": json_text(jsonrpc.encode_json(view).decode())})
         return blocks + links
 
     return fitted(
@@ -197,10 +201,15 @@ def _link(ref: ResourceRef) -> dict[str, Any]:
     return link
 
 
-def view_text(view: View, header: str = "") -> str:
-    """The view in words: how it ended, the tests, then each stream's head and tail, quoted."""
+def view_text(view: View, header: str = "", invocation: Sequence[str] | None = None) -> str:
+    """The view in words: how it ended, the tests, then each stream's head and tail, quoted.
+
+    `invocation`: the whole one the view's is cut from, which says how many arguments were
+    cut (none without it).
+    """
     lines = [header] if header else []
-    lines.append(_ending(view))
+    more = 0 if invocation is None else cut_count(view.invocation, invocation)
+    lines.append(_ending(view, more))
     if view.tests is not None:
         lines += _tests_text(view.tests)
     lines += _stream_text("stdout", view.stdout)
@@ -208,7 +217,7 @@ def view_text(view: View, header: str = "") -> str:
     return "\n".join(lines)
 
 
-def _ending(view: View) -> str:
+def _ending(view: View, more: int) -> str:
     """How the command ended, and the envelope limits it reached."""
     # Only a command that ended by itself was killed by the OOM killer: a deadline's or a
     # cancel's SIGKILL is the stop's, whatever a child of it met at the memory limit before.
@@ -224,11 +233,16 @@ def _ending(view: View) -> str:
     ended = (
         # The arguments are the caller's: quoted as `jigcmd run` quotes them, one line the
         # span cannot be closed in, so none of them can end this line and start another.
-        f"{code_span(invocation_line(view.invocation))} {how}stop reason: {view.stop_reason}; "
+        f"{code_span(_command_line(view.invocation, more))} {how}stop reason: {view.stop_reason}; "
         f"cleanup {view.cleanup})."
     )
     limits = [_LIMIT_WORDS[hit] for hit in view.limits_hit if not (memory_kill and hit == "memory")]
     return " ".join([ended, *limits])
+
+
+def _command_line(cut: list[str], more: int) -> str:
+    """The view's arguments as one shell line, the last phrase the count when `more`."""
+    return invocation_line(cut[:-1], more) if more else invocation_line(cut)
 
 
 def _tests_text(tests: TestsView) -> list[str]:

@@ -3,7 +3,9 @@
 Through `jigcmd serve` and the MCP Python SDK, arguments holding a newline, backticks and
 U+202E (a tester's forgery of "exited with code 0" and an empty output) are shown on the
 result's first line and in the progress message as `jigcmd run` shows them: `$'…'` with
-each escaped, in a code span they cannot close, read back by bash as the same words.
+each escaped, in a code span they cannot close, read back by bash as the same words. So are
+a tab and the invisible format characters (zero-width space, U+FEFF, tag characters); an
+argument shaped like the count of arguments cut is quoted as any other.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from mcp_types import TextContent
 
 from tests.admitted_example import admit_example
 from tests.mcpsession import mcp_session as client
+from tests.mcpverify import verify_result
 
 pytestmark = pytest.mark.envelope
 
@@ -81,12 +84,71 @@ async def test_arguments_forging_host_lines_are_quoted_on_one_line(
 async def test_the_count_of_arguments_cut_follows_the_quoted_ones(
     binding: Path, tmp_path: Path
 ) -> None:
-    """Past twelve words the rest is counted, unquoted, after the ones shown."""
+    """Past twelve words the rest is counted, unquoted, after the ones shown; `jigcmd verify`
+    reads the count in the words from the statement's whole invocation, as the server did."""
     args = [f"a {n}" for n in range(14)]
-    async with client(binding, tmp_path / "state") as session:
+    state = tmp_path / "state"
+    async with client(binding, state) as session:
         ran = await session.call_tool("cli", {"files": EXIT_1, "args": args})
     first = words(ran).split("\n")[0]
     shown = " ".join(f"'a {n}'" for n in range(10))
     assert first == f"`bun src/cli.ts {shown} … 4 more arguments` exited with code 1 " + (
         "(stop reason: exited; cleanup complete)."
     )
+    whole = ran.model_dump(mode="json", by_alias=True, exclude_none=True)
+    # The whole answer: its words are checked against the statement's invocation too.
+    answer = {"jsonrpc": "2.0", "id": 2, "result": whole}
+    assert verify_result(state, tmp_path, whole, answer)[-1] == "verified"
+
+
+INVISIBLE = ["a\tb", "x\u200by", "\ufeffz", "t\U000e0041"]
+INVISIBLE_QUOTED = (
+    "bun src/cli.ts $'a\\x09b' $'x\\xe2\\x80\\x8by' $'\\xef\\xbb\\xbfz' $'t\\xf3\\xa0\\x81\\x81'"
+)
+
+
+async def test_tabs_and_invisible_characters_are_shown_escaped(
+    binding: Path, tmp_path: Path
+) -> None:
+    """A tab, a zero-width space, a BOM and a tag character: escaped in `$'…'`, never raw."""
+    heard: list[str] = []
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        heard.append(message or "")
+
+    async with client(binding, tmp_path / "state") as session:
+        ran = await session.call_tool(
+            "cli", {"files": EXIT_1, "args": INVISIBLE}, progress_callback=on_progress
+        )
+    first = words(ran).split("\n")[0]
+    assert first == f"`{INVISIBLE_QUOTED}` exited with code 1 " + (
+        "(stop reason: exited; cleanup complete)."
+    )
+    assert bash_words(INVISIBLE_QUOTED) == ["bun", "src/cli.ts", *INVISIBLE]
+    assert f"running {INVISIBLE_QUOTED}" in heard, heard
+
+
+async def test_an_argument_shaped_like_the_count_is_quoted_as_an_argument(
+    binding: Path, tmp_path: Path
+) -> None:
+    """`… 3 more arguments`, an argument of three: quoted, so no model reads of 3 more; and
+    `jigcmd verify` holds the result's invocation to the statement's as it is."""
+    heard: list[str] = []
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        heard.append(message or "")
+
+    args = ["x", "y", "… 3 more arguments"]
+    state = tmp_path / "state"
+    async with client(binding, state) as session:
+        ran = await session.call_tool(
+            "cli", {"files": EXIT_1, "args": args}, progress_callback=on_progress
+        )
+    line = "bun src/cli.ts x y '… 3 more arguments'"
+    assert words(ran).split("\n")[0] == f"`{line}` exited with code 1 " + (
+        "(stop reason: exited; cleanup complete)."
+    )
+    assert f"running {line}" in heard, heard
+    whole = ran.model_dump(mode="json", by_alias=True, exclude_none=True)
+    lines = verify_result(state, tmp_path, whole, {"jsonrpc": "2.0", "id": 2, "result": whole})
+    assert lines[-1] == "verified", lines
