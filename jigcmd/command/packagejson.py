@@ -77,7 +77,12 @@ def manifest_problem(path: str, files: Mapping[str, str]) -> str | None:
     except strict.StrictJSONError as exc:
         # The reason may quote the file (a key, a number), as long as the file is.
         reason = bounded(str(exc))
-        why = f"not JSON, even allowing the comments and trailing commas Bun allows ({reason})"
+        # Bun's reader takes more than this (single quotes, `0x10`, text after the object):
+        # say what jigcmd reads, not that Bun cannot.
+        why = (
+            "not in the JSON jigcmd reads (JSON with the comments, trailing commas and white "
+            f"space Bun allows), though Bun may read it: {reason}"
+        )
     else:
         if isinstance(value, dict):
             return None
