@@ -75,9 +75,13 @@ def manifest_problem(path: str, files: Mapping[str, str]) -> str | None:
     try:
         value = _load(text)
     except strict.StrictJSONError as exc:
-        # The reason may quote the file (a key, a number), as long as the file is.
-        reason = bounded(str(exc))
-        why = f"not JSON, even allowing the comments and trailing commas Bun allows ({reason})"
+        # Bun's reader takes more than this (single quotes, `0x10`, text after the object):
+        # say what jigcmd reads, not that Bun cannot. The reason may quote the file (a key,
+        # a number), as long as the file is: the whole clause is cut.
+        why = bounded(
+            "not the JSON jigcmd reads (JSON with the comments, trailing commas and white space "
+            f"Bun allows; Bun may read more): {exc}"
+        )
     else:
         if isinstance(value, dict):
             return None

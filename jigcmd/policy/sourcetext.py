@@ -26,11 +26,13 @@ _OPENER = re.compile(r"""//|/\*|["'`]""")
 # ECMAScript's line terminators, each of which ends a `//` comment (for Bun too): a file
 # whose lines end in CR alone has code after its comments, not one long comment.
 _LINE_END = re.compile("[\n\r\u2028\u2029]")
-# A literal's body up to where it ends: possessive, alternatives that never overlap.
+# A literal's body up to where it ends: possessive, alternatives that never overlap. A
+# backslash escapes one character, or CR LF whole: a line continuation (`\` then CR LF, LF,
+# CR, U+2028 or U+2029) is one line terminator, so no LF after it ends the string.
 _BODY = {
-    '"': re.compile(r"""(?:[^"\\\n]|\\.)*+""", re.S),
-    "'": re.compile(r"""(?:[^'\\\n]|\\.)*+""", re.S),
-    "`": re.compile(r"""(?:[^`\\]|\\.)*+""", re.S),
+    '"': re.compile(r"""(?:[^"\\\n]|\\(?:\r\n|.))*+""", re.S),
+    "'": re.compile(r"""(?:[^'\\\n]|\\(?:\r\n|.))*+""", re.S),
+    "`": re.compile(r"""(?:[^`\\]|\\(?:\r\n|.))*+""", re.S),
 }
 # Markup outside strings and comments: a closing tag (`</b>`, `</>`) or a self-closing one
 # (`<Timer />`, `<X a={1} />`). TypeScript's own `<` (generics, assertions) never closes

@@ -209,10 +209,12 @@ def _scanned_id(frame: bytes) -> Id | None:
     return scanned_id(frame, frame[_ID_SCAN_BYTES:][-_ID_TAIL_BYTES:])
 
 
-# Strings, structural characters and numbers: enough to find a top-level "id" member.
+# Strings, structural characters, and any other run of bytes up to one of those or JSON
+# white space (a number, `null`, `true`, `NaN`, `-Infinity`, stray text): every value is
+# one token, so the token after `"id":` is the id's whole value.
 # A string left open runs to the end (one token): were it no token, the scan would try again
 # at each quote inside it, each time to the end (15 s for 64 KiB of `\\"`).
-_TOKEN = re.compile(rb'"(?:[^"\\]|\\.)*"?|[{}\[\]:]|-?[0-9][0-9.eE+-]*')
+_TOKEN = re.compile(rb'"(?:[^"\\]|\\.)*"?|[{}\[\]:,]|[^"{}\[\]:, \t\n\r]+')
 # How far into a frame too deep to decode the top-level "id" is looked for.
 _ID_SCAN_BYTES = 64 * 1024
 
@@ -220,7 +222,7 @@ _ID_SCAN_BYTES = 64 * 1024
 def leading_id(frame: bytes) -> Id | None:
     """The top-level "id" of a frame the decoder cannot take, if in its first 64 KiB.
 
-    A scan of tokens (strings, brackets, numbers), bounded by those 64 KiB: for a frame too
+    A scan of tokens (strings, brackets, other values), bounded by those 64 KiB: for a frame too
     deep, one breaking a strict rule, or the head of one too large to keep. None when the
     id is written twice there.
     """
@@ -235,7 +237,8 @@ def scanned_id(head: bytes, tail: bytes) -> Id | None:
     last = trailing_id(tail)
     if found is _ABSENT:
         return last
-    # Two "id" members (one in each end, or two in the head): the frame's id is unknown.
+    # Two "id" members (one in each end, or two in the head), or one the head cut off: the
+    # frame's id is unknown.
     return None if last is not None else _safe_id(found)
 
 
@@ -271,38 +274,53 @@ def trailing_id(tail: bytes) -> Id | None:
     return number if -MAX_SAFE_INTEGER <= number <= MAX_SAFE_INTEGER else None
 
 
-# What `_scan_id` says of an "id" it did not see, or saw twice.
+# What `_scan_id` says of an "id" it did not see; and of one it saw twice, or whose key or
+# value the 64 KiB cut off (the frame's id is then unknown).
 _ABSENT = object()
-_REPEATED = object()
+_UNKNOWN = object()
 _ID_KEY = b'"id"'
+# Where the scan of the top-level object stands: before a key, before `:`, before a value.
+_KEY, _COLON, _VALUE, _AFTER = range(4)
 
 
 def _scan_id(frame: bytes) -> object:
     """The value of the top-level "id" in the first 64 KiB (None when it is not a string or
-    a number), `_ABSENT`, or `_REPEATED` when a second top-level "id" follows there."""
-    depth = 0
-    key = b""
-    value_next = False
-    found: object = _ABSENT
-    for token in _TOKEN.finditer(frame, 0, min(len(frame), _ID_SCAN_BYTES)):
+    an integer), `_ABSENT`, or `_UNKNOWN`: written twice there, or cut off by the 64 KiB."""
+    end = min(len(frame), _ID_SCAN_BYTES)
+    cut = len(frame) >= _ID_SCAN_BYTES  # the frame may go on past the bytes scanned
+    depth, state, id_member, found = 0, _AFTER, False, _ABSENT
+    for token in _TOKEN.finditer(frame, 0, end):
         text = token.group()
         first = text[:1]
-        if depth == 1 and value_next:
-            value_next = False
-            if _is_id_key(key):
-                if found is not _ABSENT:
-                    return _REPEATED
-                found = _scalar(text)
+        unfinished = cut and token.end() == end
+        if depth == 1 and state == _VALUE:
+            state = _AFTER
+            if id_member and found is not _ABSENT:
+                return _UNKNOWN
+            if id_member:
+                found = _UNKNOWN if unfinished else _scalar(text)
         if first in (b"{", b"["):
             depth += 1
+            state = _KEY if depth == 1 and first == b"{" else state
         elif first in (b"}", b"]"):
             depth -= 1
         elif depth == 1 and first == b":":
-            value_next = True
-        elif depth == 1 and first == b'"':
-            # A member's key (a string value lands here too, then the next key replaces it).
-            key = text
+            state = _VALUE
+        elif depth == 1 and first == b"," and state == _AFTER:
+            state = _KEY
+        elif depth == 1 and first == b'"' and state == _KEY:
+            # An "id" key the cut may have shortened (`"i`) could be the id's.
+            id_member = _is_id_key(text) or (unfinished and _may_be_id_key(text))
+            state = _COLON
+    if cut and depth == 1 and id_member and state in (_COLON, _VALUE):
+        # The window ends between the "id" key and its value: the frame's id is unknown.
+        return _UNKNOWN
     return found
+
+
+def _may_be_id_key(key: bytes) -> bool:
+    """True for the start of an "id" key (or of an escaped key, which might spell it)."""
+    return _ID_KEY.startswith(key) or b"\\" in key
 
 
 def _is_id_key(key: bytes) -> bool:
@@ -321,9 +339,13 @@ def _scalar(text: bytes) -> object:
     if text[:1] == b'"':
         with contextlib.suppress(msgspec.DecodeError):
             return msgspec.json.decode(text)
-    elif text.lstrip(b"-").isdigit():
+    elif _INTEGER.fullmatch(text):
         return int(text)
     return None
+
+
+# A JSON integer: a fraction, an exponent, a leading zero or a lone `-` is no integer id.
+_INTEGER = re.compile(rb"-?(?:0|[1-9][0-9]*)")
 
 
 def classify(message: object) -> Request | Notification | Response | Rejected:

@@ -50,7 +50,27 @@ def test_a_package_json_that_is_not_json_even_so_is_named_with_why(tmp_path: Pat
     assert done.returncode == 0, done.stderr
     said = [line for line in done.stderr.splitlines() if "package.json is not read" in line]
     assert said == [
-        f"jigcmd init: {root}: package.json is not read: not JSON, even allowing the comments "
-        "and trailing commas Bun allows (malformed JSON: expected ',' or '}' (byte 41)); no "
-        "entry point, workspace or dependency is taken from it"
+        f"jigcmd init: {root}: package.json is not read: not the JSON jigcmd reads (JSON "
+        "with the comments, trailing commas and white space Bun allows; Bun may read more): "
+        "malformed JSON: expected ',' or '}' (byte 41); no entry point, workspace or "
+        "dependency is taken from it"
+    ]
+
+
+def test_a_package_json_bun_reads_but_jigcmd_does_not_is_not_called_unreadable(
+    tmp_path: Path,
+) -> None:
+    """Single quotes: Bun reads them, so the line says what jigcmd reads, not that Bun cannot."""
+    root = project(
+        tmp_path / "app",
+        {"package.json": "{'name': 'app'}\n", "main.ts": "console.log(1)\n", "test/a.test.ts": ""},
+    )
+    done = jigcmd("init", str(root))
+    assert done.returncode == 0, done.stderr
+    said = [line for line in done.stderr.splitlines() if "package.json is not read" in line]
+    assert said == [
+        f"jigcmd init: {root}: package.json is not read: not the JSON jigcmd reads (JSON "
+        "with the comments, trailing commas and white space Bun allows; Bun may read more): "
+        "malformed JSON: object keys must be strings (byte 1); no entry point, workspace or "
+        "dependency is taken from it"
     ]

@@ -106,7 +106,7 @@ def test_a_note_on_a_package_json_not_read_is_cut_whatever_it_quotes(tmp_path: P
     assert done.returncode == 0, done.stderr
     said = [line for line in done.stderr.splitlines() if _NOT_READ in line]
     assert len(said) == 1 and "integer 123456789012345678901234567890 at '/kkk" in said[0]
-    assert said[0].endswith("…); no entry point, workspace or dependency is taken from it")
+    assert said[0].endswith("…; no entry point, workspace or dependency is taken from it")
     assert len(said[0]) < 1_300
     (root / "package.json").write_text(f'{{"name": "app", "{key}": 1, "{key}": 2}}')
     (root / ".jig").rename(tmp_path / "first-binding")

@@ -87,3 +87,10 @@ def test_a_line_comment_ends_at_each_of_javascripts_line_terminators(end: str) -
     assert blank(source) == f'    {end}import pad from "________";\n'
     assert package_imports({"a.ts": source}).importers == {"tiny-pad": ("a.ts",)}
     assert package_imports({"a.ts": '// c\u0085import "tiny-pad";'}).importers == {}
+
+
+@pytest.mark.parametrize("end", ["\r\n", "\n", "\r", "\u2028", "\u2029"])
+def test_a_line_continuation_in_a_string_is_one_line_terminator(end: str) -> None:
+    """`\\` then CRLF continues the string as one terminator (Bun runs both imports after it)."""
+    source = f'const s = "a\\{end}"; import "./dep.js"; import "hiddenpkg";\r\nconsole.log(s);\r\n'
+    assert package_imports({"main.js": source}).importers == {"hiddenpkg": ("main.js",)}

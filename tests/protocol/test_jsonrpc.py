@@ -268,3 +268,77 @@ def test_a_head_ending_inside_a_string_still_names_the_id() -> None:
     """A string left open is one token to the end, read once (not again at each quote)."""
     assert jsonrpc.leading_id(b'{"id":"h1","x":"' + b'\\"' * 1000) == "h1"
     assert jsonrpc.leading_id(b'{"x":"a","id":"h') is None
+
+
+@pytest.mark.parametrize(
+    ("written", "expected"),
+    [
+        (b"null", None),
+        (b"true", None),
+        (b"false", None),
+        (b"NaN", None),
+        (b"Infinity", None),
+        (b"-Infinity", None),
+        (b"1.5", None),
+        (b"-2e3", None),
+        (b"1E+2", None),
+        (b"007", None),
+        (b"-", None),
+        (b"{}", None),
+        (b'["a"]', None),
+        (b"-12", -12),
+        (b"0", 0),
+        (b' "s" ', "s"),
+    ],
+)
+def test_a_scanned_id_is_exactly_the_value_after_its_key(written: bytes, expected: object) -> None:
+    """Literals, fractions and containers are whole values, never the next key taken for it."""
+    frame = b'{"jsonrpc":"2.0","id":' + written + b',"method":"ping","params":{"x":[1]}}'
+    assert jsonrpc.leading_id(frame) == expected
+    assert jsonrpc.scanned_id(frame, b"") == expected
+
+
+def test_a_frame_over_the_value_budget_with_a_null_id_is_answered_with_null() -> None:
+    """The tester's frame: `"id":null` and 1,000,001 values, then NaN."""
+    zeros = b"0," * faults.MAX_VALUES + b"0"
+    frame = b'{"jsonrpc":"2.0","id":null,"method":"ping","params":{"p":[' + zeros + b'],"x":NaN}}'
+    parsed = jsonrpc.parse(frame)
+    assert type(parsed) is Rejected and (parsed.code, parsed.id) == (-32700, None)
+
+
+def test_a_frame_too_deep_with_a_null_id_is_answered_with_null() -> None:
+    """A small frame nested 3,000 deep: its `"id":null` is the id, not `"method"`."""
+    deep = b"[" * 3000 + b"]" * 3000
+    parsed = jsonrpc.parse(b'{"jsonrpc":"2.0","id":null,"method":"ping","params":' + deep + b"}")
+    assert type(parsed) is Rejected and (parsed.code, parsed.id) == (-32600, None)
+
+
+def _cut_at_64_kib(before_cut: bytes, after_cut: bytes) -> bytes:
+    """A frame whose first 64 KiB end with `before_cut` (padding fills a string before it)."""
+    start = b'{"jsonrpc":"2.0","method":"ping","pad":"'
+    pad = b"x" * (64 * 1024 - len(start) - len(before_cut))
+    return start + pad + before_cut + after_cut
+
+
+@pytest.mark.parametrize(
+    ("before_cut", "after_cut"),
+    [
+        (b'","id":', b'"A","id":"B"}'),
+        (b'","id"', b':"A","id":"B"}'),
+        (b'","i', b'd":"A","id":"B"}'),
+        (b'","id":12', b'34,"id":"B"}'),
+        (b'","id":12', b"34}"),
+    ],
+)
+def test_an_id_the_64_kib_cut_off_leaves_the_frame_id_unknown(
+    before_cut: bytes, after_cut: bytes
+) -> None:
+    """A key or value straddling the scanned head: not the tail's id, nor a shortened one."""
+    frame = _cut_at_64_kib(before_cut, after_cut)
+    assert jsonrpc.scanned_id(frame[: 64 * 1024], frame[64 * 1024 :]) is None
+
+
+def test_an_id_wholly_in_the_head_is_still_named_next_to_the_cut() -> None:
+    """The cut ends after the id's value (or inside another key): the id is known."""
+    frame = _cut_at_64_kib(b'","id":"A","z', b'":1}')
+    assert jsonrpc.scanned_id(frame[: 64 * 1024], frame[64 * 1024 :]) == "A"
