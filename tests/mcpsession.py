@@ -15,8 +15,9 @@ from typing import Any
 
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp_types import CallToolResult
 
-__all__ = ["mcp_session"]
+__all__ = ["call_heard", "mcp_session"]
 
 
 @asynccontextmanager
@@ -51,3 +52,16 @@ async def mcp_session(
             yield session
         log.seek(0)
         assert "Traceback" not in log.read()
+
+
+async def call_heard(
+    session: ClientSession, tool: str, arguments: dict[str, Any]
+) -> tuple[CallToolResult, list[str]]:
+    """`tools/call` of `tool`, and the message of each progress notification heard meanwhile."""
+    heard: list[str] = []
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        heard.append(message or "")
+
+    result = await session.call_tool(tool, arguments, progress_callback=on_progress)
+    return result, heard

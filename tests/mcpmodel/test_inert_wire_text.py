@@ -14,6 +14,7 @@ import pytest
 
 from jigcmd.frontends.servechild import ServeChild
 from tests.admitted_example import admit_example
+from tests.mcpsession import call_heard
 from tests.mcpsession import mcp_session as client
 
 pytestmark = pytest.mark.envelope
@@ -36,15 +37,8 @@ async def test_a_candidates_printed_bidi_and_separators_are_escaped_in_progress(
     binding: Path, tmp_path: Path
 ) -> None:
     """Each line the candidate prints is heard with its bidi controls and separators escaped."""
-    heard: list[str] = []
-
-    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
-        heard.append(message or "")
-
     async with client(binding, tmp_path / "state") as session:
-        ran = await session.call_tool(
-            "cli", {"files": {"src/cli.ts": PRINTS}}, progress_callback=on_progress
-        )
+        ran, heard = await call_heard(session, "cli", {"files": {"src/cli.ts": PRINTS}})
     assert ran.is_error is False
     shown = "\\u202eevil\\u2028forged\\u2029line\\u2066 "
     assert any(message.startswith(shown) for message in heard), heard

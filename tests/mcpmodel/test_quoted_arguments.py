@@ -18,6 +18,7 @@ import pytest
 from mcp_types import TextContent
 
 from tests.admitted_example import admit_example
+from tests.mcpsession import call_heard
 from tests.mcpsession import mcp_session as client
 from tests.mcpverify import verify_result
 
@@ -60,15 +61,8 @@ async def test_arguments_forging_host_lines_are_quoted_on_one_line(
     binding: Path, tmp_path: Path
 ) -> None:
     """The first line holds every argument escaped; the lines after it are the host's alone."""
-    heard: list[str] = []
-
-    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
-        heard.append(message or "")
-
     async with client(binding, tmp_path / "state") as session:
-        ran = await session.call_tool(
-            "cli", {"files": EXIT_1, "args": ARGS}, progress_callback=on_progress
-        )
+        ran, heard = await call_heard(session, "cli", {"files": EXIT_1, "args": ARGS})
     assert ran.is_error is False
     view = ran.structured_content
     assert view is not None and view["invocation"] == ["bun", "src/cli.ts", *ARGS]
@@ -111,15 +105,8 @@ async def test_tabs_and_invisible_characters_are_shown_escaped(
     binding: Path, tmp_path: Path
 ) -> None:
     """A tab, a zero-width space, a BOM and a tag character: escaped in `$'…'`, never raw."""
-    heard: list[str] = []
-
-    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
-        heard.append(message or "")
-
     async with client(binding, tmp_path / "state") as session:
-        ran = await session.call_tool(
-            "cli", {"files": EXIT_1, "args": INVISIBLE}, progress_callback=on_progress
-        )
+        ran, heard = await call_heard(session, "cli", {"files": EXIT_1, "args": INVISIBLE})
     first = words(ran).split("\n")[0]
     assert first == f"`{INVISIBLE_QUOTED}` exited with code 1 " + (
         "(stop reason: exited; cleanup complete)."
@@ -133,17 +120,10 @@ async def test_an_argument_shaped_like_the_count_is_quoted_as_an_argument(
 ) -> None:
     """`… 3 more arguments`, an argument of three: quoted, so no model reads of 3 more; and
     `jigcmd verify` holds the result's invocation to the statement's as it is."""
-    heard: list[str] = []
-
-    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
-        heard.append(message or "")
-
     args = ["x", "y", "… 3 more arguments"]
     state = tmp_path / "state"
     async with client(binding, state) as session:
-        ran = await session.call_tool(
-            "cli", {"files": EXIT_1, "args": args}, progress_callback=on_progress
-        )
+        ran, heard = await call_heard(session, "cli", {"files": EXIT_1, "args": args})
     line = "bun src/cli.ts x y '… 3 more arguments'"
     assert words(ran).split("\n")[0] == f"`{line}` exited with code 1 " + (
         "(stop reason: exited; cleanup complete)."
