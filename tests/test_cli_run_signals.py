@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -49,11 +50,29 @@ def _spinning_run(
     )
     watch.add_root(child.pid)
 
-    def started() -> bool:
-        return bool(_candidates(watch, child, token)) or child.poll() is not None
+    def spinning() -> bool:
+        # Its line is printed before the loop: CPU time no start-up reaches means it printed
+        # (a process merely seen running may not have yet, under load).
+        running = _candidates(watch, child, token)
+        return any(_cpu_seconds(proc) >= _SPUN_S for proc in running) or child.poll() is not None
 
-    wait_for(started, 60, "the candidate")
+    wait_for(spinning, 60, "the candidate spinning")
     return child
+
+
+# Bun's start-up and the line cost well under this much CPU; the loop after it, soon more.
+_SPUN_S = 0.3
+
+
+def _cpu_seconds(proc: Proc) -> float:
+    """User and system CPU time of `proc` so far (0 once it is gone)."""
+    try:
+        with open(f"/proc/{proc.pid}/stat", encoding="ascii") as stat:
+            fields = stat.read().rpartition(")")[2].split()
+    except OSError:
+        return 0.0
+    # After the command: state is field 3, utime 14 and stime 15 (proc(5)).
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _candidates(watch: Watch, child: subprocess.Popen[str], token: str) -> list[Proc]:
