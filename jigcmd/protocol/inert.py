@@ -19,7 +19,7 @@ import re
 import unicodedata
 from typing import Final
 
-__all__ = ["code_span", "fenced", "json_text", "one_line", "prose_line", "visible"]
+__all__ = ["code_span", "fenced", "invisible", "json_text", "one_line", "prose_line", "visible"]
 
 _BIDI: Final = (0x061C, 0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A))
 _CONTROLS: Final = [c for c in (*range(0x20), 0x7F, *range(0x80, 0xA0)) if c not in (0x09, 0x0A)]
@@ -92,9 +92,16 @@ def json_text(text: str) -> str:
     return _NON_ASCII.sub(_json_escape, text)
 
 
+def invisible(char: str) -> bool:
+    """Whether `char` shows nothing yet a reader may act on: a format character (bidi
+    controls, zero-width space and joiners, U+FEFF, soft hyphen), a line or paragraph
+    separator, or a tag character."""
+    return unicodedata.category(char) in ("Cf", "Zl", "Zp") or ord(char) in _TAGS
+
+
 def _json_escape(match: re.Match[str]) -> str:
     char = match.group()
-    if unicodedata.category(char) not in ("Cf", "Zl", "Zp") and ord(char) not in _TAGS:
+    if not invisible(char):
         return char
     units = char.encode("utf-16-be")
     return "".join(f"\\u{int.from_bytes(units[i : i + 2]):04x}" for i in range(0, len(units), 2))

@@ -13,19 +13,16 @@ Pure: text in, text out.
 from __future__ import annotations
 
 import shlex
-import unicodedata
 from collections.abc import Sequence
 from typing import Final
 
-from jigcmd.protocol.inert import one_line
+from jigcmd.protocol.inert import invisible, one_line
 
 __all__ = ["cut_arguments", "cut_count", "cut_invocation", "invocation_line", "pasteable"]
 
 # At scale 1 the invocation is cut like this (32 arguments of 1 KiB would fill a budget).
 _ARG_CHARS: Final = 160
 _ARGS_SHOWN: Final = 12
-# Unicode tag characters (U+E0000-U+E007F), invisible, some of them not yet assigned.
-_TAGS: Final = range(0xE0000, 0xE0080)
 
 
 def cut_arguments(invocation: Sequence[str], scale: float = 1.0) -> tuple[list[str], int]:
@@ -84,12 +81,7 @@ def _escaped(char: str) -> bool:
     """Whether `char` is shown escaped: what `one_line` escapes, a tab (a terminal moves the
     cursor for it, a reader sees spaces), an invisible format character (zero-width space
     and joiners, U+FEFF, soft hyphen) or a tag character: unseen in a line a reader copies."""
-    return (
-        one_line(char) != char
-        or char == "\t"
-        or unicodedata.category(char) == "Cf"
-        or ord(char) in _TAGS
-    )
+    return one_line(char) != char or char == "\t" or invisible(char)
 
 
 def _more(count: int) -> str:
