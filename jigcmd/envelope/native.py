@@ -50,6 +50,9 @@ from jigcmd.plan import Bind, RunPlan
 __all__ = ["PREPARED_POOL", "ZYGOTE_FLAGS", "NativeExecutor"]
 
 _ZYGOTE_START_S = 30.0
+# A killed zygote is gone within milliseconds; the bound only keeps a wedged kernel from
+# holding a failing start forever.
+_ZYGOTE_REAP_S = 5.0
 # Isolated mode (no PYTHONPATH, no user site) and no `site` at all: the zygote is given the
 # server's import path whole, so site's work (its module, the venv's `.pth` files and what
 # they import, such as setuptools' `_distutils_hack`) would only add to the image every pid
@@ -347,16 +350,25 @@ async def _handshake(control: socket.socket, zygote: anyio.abc.Process) -> None:
     except BaseException:
         # Cancelled mid-handshake (the session ended during warm-up): the zygote must
         # see its control socket close and exit, not wait on a socket nobody holds.
-        control.close()
-        with contextlib.suppress(ProcessLookupError):
-            zygote.kill()
+        await _discard_zygote(control, zygote)
         raise
     if ready != b"R":
-        control.close()
-        with contextlib.suppress(ProcessLookupError):
-            zygote.kill()
+        await _discard_zygote(control, zygote)
         detail = ready[1:].decode("utf-8", "replace") or "no answer"
         raise EnvelopeFailure(FailureKind.ENVELOPE_UNAVAILABLE, "zygote", detail)
+
+
+async def _discard_zygote(control: socket.socket, zygote: anyio.abc.Process) -> None:
+    """Close the control socket, kill the zygote and reap it (bounded, even when cancelled).
+
+    Unreaped, its pid outlives the event loop: asyncio's child watcher then warns on
+    stderr at exit, a second line after the one-line refusal.
+    """
+    control.close()
+    with contextlib.suppress(ProcessLookupError):
+        zygote.kill()
+    with anyio.CancelScope(shield=True), anyio.move_on_after(_ZYGOTE_REAP_S):
+        await zygote.wait()
 
 
 async def _open_gate(
