@@ -118,7 +118,8 @@ class LoopbackEncoding:
             os.close(self._read_end)
             with contextlib.suppress(ProcessLookupError):
                 os.kill(self._child, signal.SIGKILL)
-            # The zygote ignores SIGCHLD: the kernel has reaped the child already.
+            # SIGCHLD keeps its default in the zygote, so the child stays ours to reap: its
+            # pid cannot be reused before this wait, and the kill above cannot hit a stranger.
             with contextlib.suppress(ChildProcessError):
                 os.waitpid(self._child, 0)
         if not request:
