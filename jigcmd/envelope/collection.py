@@ -142,7 +142,6 @@ class RunCollector:
         self.end: Finished | Failed | None = None
 
     async def collect(self) -> RunOutcome:
-        begin = time.monotonic()
         # The cancel calls back as it is set: no task waits for it.
         unwatch = self.cancel.watch(self._forward_cancel)
         try:
@@ -153,7 +152,7 @@ class RunCollector:
             unwatch()
             self._close()
         trace.mark("executor: output drained")
-        return self._outcome(begin)
+        return self._outcome()
 
     def _forward_cancel(self) -> None:
         """Tell the supervisor to stop the run (a supervisor already gone needs no telling)."""
@@ -238,7 +237,7 @@ class RunCollector:
             )
         )
 
-    def _outcome(self, begin: float) -> RunOutcome:
+    def _outcome(self) -> RunOutcome:
         end = self.end
         if isinstance(end, Failed):
             kind = FailureKind.SETUP_FAILED
@@ -266,7 +265,9 @@ class RunCollector:
             )
         started = self.started
         report = ResourceReport(
-            wall_ms=(time.monotonic() - begin) * 1000,
+            # Both the supervisor's, on one clock: setup up to the candidate's start as pid 1
+            # took it, wall from there to its end (this collection's own span holds both).
+            wall_ms=end.wall_ms,
             setup_ms=started.setup_ms if started is not None else 0.0,
             cpu_ms=end.cpu_ms,
             peak_memory_bytes=end.peak_memory_bytes,

@@ -90,6 +90,14 @@ class State(enum.Enum):
     DONE = "done"
 
 
+def _moment(line: str) -> float:
+    """The moment (monotonic seconds) pid 1 took for a `ready`/`exit`/`signal` line's event.
+
+    Not the line's handling: a quick candidate's "ready" is often read after its end.
+    """
+    return int(line.rpartition(" ")[2]) / 1e9
+
+
 def _guarded(handler: Callable[[Envelope], None]) -> Callable[[Envelope], None]:
     """An event handler whose unexpected failure fails its envelope, never the zygote."""
 
@@ -130,6 +138,8 @@ class Envelope:
         # The run: its launch, socket, owner and how it ended.
         self.launch: Launch | None = None
         self.run: RunChannel | None = None
+        # The run's moments (monotonic seconds, one clock): the launch taken here, and the
+        # candidate's start as pid 1 took it (see `_moment`). Setup is the first to the second.
         self.launched = 0.0
         self.started = 0.0
         self.wall_ms = 0.0
@@ -265,7 +275,6 @@ class Envelope:
             with contextlib.suppress(OSError):
                 oomscore.write(init, self.init_oom)
             self.init_oom = None
-        self.started = time.monotonic()
         self.run.send(
             Started(
                 supervisor_pid=os.getpid(),
@@ -338,15 +347,18 @@ class Envelope:
             State.STAGED: ("ready", self._ready),
         }.get(self.state)
         if expected is not None and line.startswith(expected[0]):
+            if self.state is State.STAGED:
+                self.started = _moment(line)
             expected[1]()
             return
         kind, _, value = line.partition(" ")
         if kind in ("exit", "signal") and self.state in (State.RUNNING, State.FENCING):
+            value = value.partition(" ")[0]
             ending: Ending = (int(value), None, "exited")
             if kind == "signal":
                 ending = (None, signal.Signals(int(value)).name, "exited")
             if self.state is State.RUNNING:
-                self._ended(ending)
+                self._ended(ending, _moment(line))
             else:
                 self._ended_while_stopping(ending)
             return
@@ -389,12 +401,13 @@ class Envelope:
 
     # -- the end -----------------------------------------------------------------------
 
-    def _ended(self, ending: Ending) -> None:
-        """Pid 1 reported the candidate's end, after it SIGKILLed the rest of its namespace."""
+    def _ended(self, ending: Ending, at: float) -> None:
+        """Pid 1 reported the candidate's end (at `at`), after it SIGKILLed the rest of its
+        namespace."""
         job = self.held.job
         assert job is not None and self.run is not None
         self.ending = ending
-        self.wall_ms = (time.monotonic() - self.started) * 1000
+        self.wall_ms = (at - self.started) * 1000
         trace.mark("supervisor: candidate ended")
         self._unwatch_sock()
         # Pid 1's last words: nothing follows them but its exit, which the pidfd reports.

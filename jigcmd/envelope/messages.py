@@ -134,6 +134,7 @@ class Started(NamedTuple):
     init_pid: int
     cgroup_paths: tuple[str, ...]
     netns: str
+    # From the launch taken to the candidate's start as pid 1 took it (docs/evidence.md).
     setup_ms: float
 
 
@@ -151,6 +152,7 @@ class Finished(NamedTuple):
     exit_code: int | None
     signal: str | None
     stop_reason: Literal["exited", "deadline", "cancelled"]
+    # From the candidate's start to its end as pid 1 saw it, or to the stop's kill.
     wall_ms: float
     cpu_ms: float | None
     peak_memory_bytes: int | None

@@ -27,6 +27,7 @@ import os
 import select
 import signal
 import socket
+import time
 from collections.abc import Iterator
 from typing import NamedTuple, NoReturn
 
@@ -278,6 +279,11 @@ class Init:
         with _step("exec runtime"):
             if self.oom_fd >= 0:
                 oomscore.set_via(self.oom_fd, oomscore.CANDIDATE)
+            # The candidate's start (where setupMs ends and wallMs begins): taken before the
+            # spawn, the last moment known to precede its exec, so that nothing the candidate
+            # does can fall outside its wall time, however late pid 1 runs after the exec
+            # (the vfork's child and Bun may hold the CPU pid 1 shares with them).
+            began = time.monotonic_ns()
             try:
                 self.candidate = os.posix_spawn(
                     executed or go.argv[0],
@@ -302,11 +308,11 @@ class Init:
                 # The output's EOF must come when the candidate's writers are gone.
                 for fd in stdio:
                     os.close(fd)
-        report(self.status_w, f"ready {self.candidate}")
+        report(self.status_w, f"ready {self.candidate} {began}")
 
     def _reap(self) -> NoReturn:
         self.control.close()
-        status = None
+        status, ended = None, 0
         while status is None:
             # Peek before reaping: while the candidate is a zombie it still "exists"
             # (kill(pid, 0) succeeds), so an orphan polling for its end cannot see it
@@ -319,6 +325,9 @@ class Init:
             if waitable is None:
                 continue
             if waitable.si_pid == self.candidate:
+                # The end the envelope saw, at or after the candidate's exit: pid 1 is the
+                # first to see it (its report may be handled much later).
+                ended = time.monotonic_ns()
                 # As pid 1, kill(-1) reaches every other process of this namespace.
                 with contextlib.suppress(OSError):  # nothing else was left
                     os.kill(-1, signal.SIGKILL)
@@ -326,9 +335,9 @@ class Init:
             else:
                 os.waitpid(waitable.si_pid, 0)
         if os.WIFSIGNALED(status):
-            report(self.status_w, f"signal {os.WTERMSIG(status)}")
+            report(self.status_w, f"signal {os.WTERMSIG(status)} {ended}")
         else:
-            report(self.status_w, f"exit {os.WEXITSTATUS(status)}")
+            report(self.status_w, f"exit {os.WEXITSTATUS(status)} {ended}")
         trace.mark("init: exit")
         # Exiting pid 1 makes the kernel SIGKILL everything left in the namespace: a daemon
         # or a double-forked grandchild does not outlive the candidate's main process.
@@ -420,7 +429,12 @@ def _pin_affinity(cpus: tuple[int, ...]) -> None:
 
 
 def report(fd: int, text: str) -> None:
-    """Write one status line to the supervisor (lost if it is gone)."""
+    """Write one status line to the supervisor (lost if it is gone).
+
+    `ready PID T` and `exit N T` / `signal N T` carry the candidate's start and end as pid 1
+    took them, T in `CLOCK_MONOTONIC` nanoseconds: the supervisor's clock too (pid 1 is in
+    no time namespace), on which it times the envelope's setup and the run.
+    """
     with contextlib.suppress(OSError):
         os.write(fd, text.encode("utf-8", "replace") + b"\n")
 
