@@ -271,7 +271,10 @@ class Envelope:
         if self.init_oom is not None:
             # The candidate inherited the pinned score at its spawn; pid 1 goes back to its
             # own. Not fatal: the candidate runs, and a pid 1 left at 1000 only risks being
-            # the one an OOM kills (an uncertain outcome, never a false one).
+            # the one the job's OOM killer kills, an UNCERTAIN run that names the memory limit
+            # (`reporting.init_lost`), never a false outcome. Unpinned, the candidate can bring
+            # that about itself: it lowers its score to pid 1's and holds the job's memory in
+            # no process's RSS (memfds), and pid 1 is then the largest process in the job.
             with contextlib.suppress(OSError):
                 oomscore.write(init, self.init_oom)
             self.init_oom = None
@@ -463,15 +466,14 @@ class Envelope:
 
     def _init_lost(self, started: str) -> None:
         # Nobody cancelled and nothing proves how the candidate ended: no evidence, no
-        # signal is invented. Fenced and released; the server records it uncertain.
+        # signal is invented. Fenced and released; the server records it uncertain, in
+        # words that name the job's own OOM kill when there was one (`reporting.init_lost`).
         self._unwatch_sock()
-        self._fail(
-            StepError(
-                INIT_LOST,
-                "pid 1 of the envelope died without reporting how the candidate ended "
-                f"(killed from outside); {started}, its outcome is unknown",
-            )
-        )
+        job, oom_limit = self.held.job, None
+        with contextlib.suppress(OSError):
+            if job is not None and self.launch is not None and job.stats().oom_killed:
+                oom_limit = self.launch.plan.limits.memory_bytes
+        self._fail(StepError(INIT_LOST, reporting.init_lost(started, oom_limit)))
 
     def _finish(self) -> None:
         job = self.held.job

@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     # How the candidate ended: exit code, signal name, why it stopped.
     Ending = tuple[int | None, str | None, StopReason]
 
-__all__ = ["RunChannel", "finished"]
+__all__ = ["RunChannel", "finished", "init_lost"]
 
 
 class RunChannel:
@@ -140,4 +140,24 @@ def finished(
         cleanup_complete=cleanup[0],
         cleanup_problems=cleanup[1],
         scratch_file=scratch,
+    )
+
+
+def init_lost(started: str, oom_limit: int | None) -> str:
+    """Why pid 1 died without reporting the candidate's end: `oom_limit`, the job's memory
+    limit when the job's own OOM killer killed in it, else None (killed from outside).
+
+    The job's OOM kill is named, not turned into the memory-limit outcome (evidence with
+    `oomKilled`): that evidence says how the candidate ended as pid 1 saw it, and nobody saw
+    it. A SIGKILL would be invented (the candidate may have ended on its own just before), and
+    a run that "exited" with neither code nor signal would be evidence of nothing. Where the
+    candidate's OOM score is not pinned, the candidate can bring this about (docs/security.md).
+    """
+    lost = "pid 1 of the envelope died without reporting how the candidate ended"
+    if oom_limit is None:
+        return f"{lost} (killed from outside); {started}, its outcome is unknown"
+    limit = f"{oom_limit >> 20} MiB" if oom_limit % (1 << 20) == 0 else f"{oom_limit} bytes"
+    return (
+        f"{lost}: the job reached its memory limit ({limit}) and the kernel's OOM killer "
+        f"killed pid 1; {started}, its own exit status is unknown"
     )

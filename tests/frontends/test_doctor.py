@@ -45,6 +45,8 @@ def test_without_cap_sys_resource_the_oom_score_is_a_warning_naming_the_capabili
     root = oom_score_check(0, _SYS_ADMIN)
     assert (root.status, root.ok) == ("warn", True)
     assert "could lower it to 0" in root.detail
+    assert "get the envelope's pid 1 OOM-killed in their place" in root.detail
+    assert "UNCERTAIN" in root.detail
     assert root.hint is not None and "--cap-add SYS_RESOURCE" in root.hint
     rootless = oom_score_check(1000, 0)
     assert rootless.status == "warn"

@@ -59,6 +59,8 @@ def test_a_killed_pid_1_whose_cleanup_was_proved_is_recorded_as_proved(rig: Rig)
     """The supervisor proved the envelope empty: the row says cleanup complete, not failed."""
     _, answer = _killed_mid_run(rig, "pid1")
     assert "the envelope was cleaned up" in answer["error"]["message"]
+    # No OOM kill in the job: the kill came from outside (not the memory limit).
+    assert "ended (killed from outside); the candidate ran," in answer["error"]["message"]
     row = rig.row("op-killed")
     assert row is not None and row.state == "uncertain"
     assert (row.cleanup, row.problems) == ("complete", "")

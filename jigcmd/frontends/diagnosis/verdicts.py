@@ -144,13 +144,19 @@ def oom_score_check(
 
     A warning, not a failure: without the pin every candidate still starts at 1000 and stays
     inside its memory limit, but could lower its score to 0 and so compete on equal terms with
-    the host's processes when the whole host runs out of memory. `cap_bnd` is this process's
+    the host's processes when the whole host runs out of memory, and with the envelope's pid 1
+    when its job does: a candidate that holds the job's memory outside its processes' RSS
+    (memfds) gets pid 1 OOM-killed, and its run is UNCERTAIN. `cap_bnd` is this process's
     bounding set (None: unknown): a capability outside it can be granted to nothing it starts.
     """
     if euid == 0 and cap_eff >> _CAP_SYS_RESOURCE & 1:
         return Check("oom score", "ok", "candidates are pinned at oom_score_adj 1000")
     who = "root without CAP_SYS_RESOURCE" if euid == 0 else f"uid {euid} (rootless)"
-    detail = f"{who}: candidates start at oom_score_adj 1000 but could lower it to 0"
+    detail = (
+        f"{who}: candidates start at oom_score_adj 1000 but could lower it to 0, and then, "
+        "filling their memory limit, get the envelope's pid 1 OOM-killed in their place: "
+        "such a run is UNCERTAIN, how the candidate ended unknown"
+    )
     if euid != 0:
         return Check("oom score", "warn", detail, "run as root with CAP_SYS_RESOURCE to pin it")
     if cap_bnd is None or cap_bnd >> _CAP_SYS_RESOURCE & 1:
