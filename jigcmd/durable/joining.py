@@ -24,12 +24,15 @@ from jigcmd.errors import Code, JigError
 from jigcmd.journal.rows import Row
 from jigcmd.journal.store import Journal
 
-__all__ = ["Joiner", "join_running", "others_waiting", "waiting_for"]
+__all__ = ["Joined", "Joiner", "join_running", "others_waiting", "waiting_for"]
 
 logger = logging.getLogger(__name__)
 
 # How often a caller joining an operation run by another process looks at the journal.
 _JOIN_POLL_S = 0.05
+
+# Told that a caller joined an operation whose row was created then: `server.backend.Owned`.
+Joined = Callable[[int], Awaitable[None]]
 
 
 class Joiner(NamedTuple):
@@ -39,6 +42,8 @@ class Joiner(NamedTuple):
     root_run: str
     deadline: float
     cancel: CancelSignal | None
+    # Told once it joins the row: the operation runs (elsewhere).
+    joined: Joined | None = None
 
 
 async def join_running(
@@ -55,6 +60,12 @@ async def join_running(
     UNCERTAIN again. While it waits the journal names this process as a waiter of the
     operation, for the process running it to count.
     """
+    row = await _read(journal, joiner)
+    if not row.is_open:
+        return row
+    if joiner.joined is not None:
+        # Before the journal names this waiter: whoever sees that sees this told too.
+        await joiner.joined(row.created_unix_ms)
     async with waiting_for(journal, joiner.operation_id, root_run=joiner.root_run):
         return await _wait_closed(journal, joiner, left_open, close_left_open)
 
@@ -66,7 +77,7 @@ async def _wait_closed(
     close_left_open: Callable[[], Awaitable[None]],
 ) -> Row:
     """`join_running`'s wait: the closed row, or the joiner's own end (see there)."""
-    operation_id, root_run, deadline, cancel = joiner
+    operation_id, root_run, deadline, cancel = joiner[:4]
     while True:
         row = await anyio.to_thread.run_sync(partial(journal.get, operation_id, root_run=root_run))
         if row is None:
@@ -93,6 +104,14 @@ async def _wait_closed(
             )
         with anyio.move_on_after(min(_JOIN_POLL_S, remaining)):
             await (anyio.sleep_forever() if cancel is None else cancel.wait())
+
+
+async def _read(journal: Journal, joiner: Joiner) -> Row:
+    get = partial(journal.get, joiner.operation_id, root_run=joiner.root_run)
+    row = await anyio.to_thread.run_sync(get)
+    if row is None:
+        raise JigError(Code.UNCERTAIN, f"operation {joiner.operation_id!r} vanished")
+    return row
 
 
 @asynccontextmanager

@@ -4,6 +4,7 @@ Server A runs the operation; server B's request joins it through the journal. B'
 counts as A's own do: the last cancel in A leaves the run going while B's waiter lives, and
 stops it once none does (B's cancel, or B's process killed: a dead waiter keeps nothing).
 The candidate lingers until the test sends it SIGTERM, so it ends when the test says.
+B's session is busy with a running operation while it waits.
 """
 
 from __future__ import annotations
@@ -161,3 +162,23 @@ def test_sigterm_of_the_server_running_it_fences_the_run_whoever_waits_elsewhere
     assert there.close_input() == 0
     rig.assert_nothing_left()
     assert rig.watch.runs(token) == 1
+
+
+def test_a_session_joined_to_an_operation_elsewhere_is_busy_with_a_running_one(rig: Rig) -> None:
+    """Another operation sent to B while B waits for A's run: RESOURCE_EXHAUSTED saying the
+    joined one "is still running" (until 2026-12-07: "is still being answered (replayed from
+    the journal, or starting)")."""
+    token, operation_id = f"tok-{uuid.uuid4().hex}", "op-busy-joined"
+    here, there, _, candidate = _run_here_joined_there(rig, operation_id, token)
+    there.send(flow_call("b-other", "op-other", cli_input(LINGER, f"{token}-other")))
+    error = _error(there.response("b-other"))
+    assert error["data"] == {"code": "RESOURCE_EXHAUSTED"}
+    assert error["message"].startswith(
+        f"operation {operation_id!r} is still running in this session; "
+    ), error["message"]
+    rig.signal(candidate, signal.SIGTERM)
+    joined = there.response("b-1")
+    assert joined == here.response("a-1").replace(b'"id":"a-1"', b'"id":"b-1"')
+    assert here.close_input() == 0 and there.close_input() == 0
+    rig.assert_nothing_left()
+    assert rig.watch.runs(f"{token}-other") == 0
