@@ -55,10 +55,10 @@ async def join_running(
     """Wait for an operation running elsewhere to close, within this caller's deadline.
 
     The joiner's deadline or cancel ends only its waiting (the operation goes on where it
-    runs): that answer is not the operation's outcome, and is not `recorded` (not kept).
-    A row this process left open (`left_open`), its outcome unwritten, runs nowhere: its
-    UNCERTAIN again. While it waits the journal names this process as a waiter of the
-    operation, for the process running it to count.
+    runs while a caller waits for it there): that answer is not the operation's outcome,
+    and is not `recorded` (not kept). A row this process left open (`left_open`), its
+    outcome unwritten, runs nowhere: its UNCERTAIN again. While it waits the journal names
+    this process as a waiter of the operation, for the process running it to count.
     """
     row = await _read(journal, joiner)
     if not row.is_open:
@@ -89,19 +89,11 @@ async def _wait_closed(
             await close_left_open()
             raise JigError(Code.UNCERTAIN, left, recorded=True)
         if cancel is not None and cancel.is_set() and not cancel.deadline_passed():
-            raise JigError(
-                Code.CANCELLED,
-                f"cancelled while waiting for operation {operation_id!r}, which is still "
-                "running elsewhere; it goes on there",
-            )
+            raise await _left(journal, joiner, cancelled=True)
         remaining = deadline - time.monotonic()
         # A stop for the last waiting caller's deadline ends the wait as its own would.
         if remaining <= 0 or (cancel is not None and cancel.deadline_passed()):
-            raise JigError(
-                Code.DEADLINE_EXCEEDED,
-                f"the deadline passed while operation {operation_id!r} was still running "
-                "elsewhere; it goes on there (send it again to join it)",
-            )
+            raise await _left(journal, joiner, cancelled=False)
         with anyio.move_on_after(min(_JOIN_POLL_S, remaining)):
             await (anyio.sleep_forever() if cancel is None else cancel.wait())
 
@@ -112,6 +104,28 @@ async def _read(journal: Journal, joiner: Joiner) -> Row:
     if row is None:
         raise JigError(Code.UNCERTAIN, f"operation {joiner.operation_id!r} vanished")
     return row
+
+
+async def _left(journal: Journal, joiner: Joiner, *, cancelled: bool) -> JigError:
+    """This joiner's own end (not the operation's), in words true of what happens there."""
+    op = joiner.operation_id
+    ended = (
+        f"cancelled while waiting for operation {op!r}, which is still running elsewhere"
+        if cancelled
+        else f"the deadline passed while operation {op!r} was still running elsewhere"
+    )
+    if await others_waiting(journal, op, root_run=joiner.root_run):
+        code = Code.CANCELLED if cancelled else Code.DEADLINE_EXCEEDED
+        return JigError(
+            code, f"{ended}; it goes on there for its other callers (send it again to join it)"
+        )
+    # No other process waits: the process running it keeps it only for a caller of its own,
+    # which this one cannot see; without one it stops the work, CANCELLED recorded.
+    return JigError(
+        Code.CANCELLED if cancelled else Code.DEADLINE_EXCEEDED,
+        f"{ended}; no caller waits for it in another process, so it is being stopped "
+        "(CANCELLED recorded) unless a caller in the process running it still waits for it",
+    )
 
 
 @asynccontextmanager

@@ -4,7 +4,8 @@ Server A runs the operation; server B's request joins it through the journal. B'
 counts as A's own do: the last cancel in A leaves the run going while B's waiter lives, and
 stops it once none does (B's cancel, or B's process killed: a dead waiter keeps nothing).
 The candidate lingers until the test sends it SIGTERM, so it ends when the test says.
-B's session is busy with a running operation while it waits.
+B's own end is worded as what happens where the work runs, and B's session is busy with a
+running operation while it waits.
 """
 
 from __future__ import annotations
@@ -47,6 +48,13 @@ def _run_here_joined_there(
     there.send(flow_call("b-1", operation_id, input))
     wait_for(lambda: _joins(rig, operation_id) == 1, 30, "B's join in the journal")
     return here, there, input, candidate
+
+
+# B's own end when no other process waits: whether A keeps the work is A's to say.
+_STOPPED_UNLESS = (
+    "no caller waits for it in another process, so it is being stopped (CANCELLED recorded) "
+    "unless a caller in the process running it still waits for it"
+)
 
 
 def _error(line: bytes) -> dict[str, Any]:
@@ -131,7 +139,8 @@ def test_the_waiter_elsewhere_cancelled_first_leaves_the_last_cancel_here_to_sto
     here, there, input, candidate = _run_here_joined_there(rig, operation_id, token)
     there.send(_cancel("b-1"))
     error = _error(there.response("b-1"))
-    assert error["data"] == {"code": "CANCELLED"} and "goes on there" in error["message"]
+    assert error["data"] == {"code": "CANCELLED"}
+    assert error["message"].endswith(_STOPPED_UNLESS), error["message"]
     assert _joins(rig, operation_id) == 0
     assert alive(candidate)
     here.send(_cancel("a-1"))
@@ -160,6 +169,27 @@ def test_sigterm_of_the_server_running_it_fences_the_run_whoever_waits_elsewhere
     assert joined == answered.replace(b'"id":"a-1"', b'"id":"b-1"')
     _replayed(there, "b-2", input, operation_id, joined)
     assert there.close_input() == 0
+    rig.assert_nothing_left()
+    assert rig.watch.runs(token) == 1
+
+
+def test_the_last_waiter_elsewhere_is_told_the_work_is_being_stopped(rig: Rig) -> None:
+    """A's only waiter cancels (B keeps the run), then B's: B is told the work is being
+    stopped, CANCELLED recorded, which a re-send gets (until 2026-12-07 B was told "it goes
+    on there (send it again to join it)")."""
+    token, operation_id = f"tok-{uuid.uuid4().hex}", "op-last-elsewhere"
+    here, there, input, candidate = _run_here_joined_there(rig, operation_id, token)
+    here.send(_cancel("a-1"))
+    _left_alone(here.response("a-1"), operation_id)
+    there.send(_cancel("b-1"))
+    error = _error(there.response("b-1"))
+    assert error["data"] == {"code": "CANCELLED"}
+    assert "goes on there" not in error["message"]
+    assert error["message"].endswith(_STOPPED_UNLESS), error["message"]
+    wait_for(lambda: not alive(candidate), 30, "the run stopped")
+    there.send(flow_call("b-2", operation_id, input))
+    _stopped_cancelled(there.response("b-2"))
+    assert here.close_input() == 0 and there.close_input() == 0
     rig.assert_nothing_left()
     assert rig.watch.runs(token) == 1
 
