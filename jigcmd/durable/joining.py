@@ -30,6 +30,13 @@ logger = logging.getLogger(__name__)
 
 # How often a caller joining an operation run by another process looks at the journal.
 _JOIN_POLL_S = 0.05
+# Two conversions of one caller deadline (Unix ms to monotonic and back, in two processes)
+# differ by a millisecond or so: within this they are the same deadline.
+_SAME_DEADLINE_MS = 5
+# How long a joiner whose deadline is the work's own waits past it for the recorded outcome:
+# the work is killed at that deadline, and its row closes once the cleanup is proved.
+_STOPPING_S = 10.0
+
 
 # Told that a caller joined an operation whose row was created then: `server.backend.Owned`.
 Joined = Callable[[int], Awaitable[None]]
@@ -42,6 +49,8 @@ class Joiner(NamedTuple):
     root_run: str
     deadline: float
     cancel: CancelSignal | None
+    # The same deadline in Unix ms, as the row keeps the work's (None: no deadline).
+    deadline_unix_ms: int | None = None
     # Told once it joins the row: the operation runs (elsewhere).
     joined: Joined | None = None
 
@@ -56,9 +65,11 @@ async def join_running(
 
     The joiner's deadline or cancel ends only its waiting (the operation goes on where it
     runs while a caller waits for it there): that answer is not the operation's outcome,
-    and is not `recorded` (not kept). A row this process left open (`left_open`), its
-    outcome unwritten, runs nowhere: its UNCERTAIN again. While it waits the journal names
-    this process as a waiter of the operation, for the process running it to count.
+    and is not `recorded` (not kept). A joiner whose deadline is not earlier than the
+    work's waits for its outcome (for `_STOPPING_S` more at most). A row this process left
+    open (`left_open`), its outcome unwritten, runs nowhere: its UNCERTAIN again. While it
+    waits the journal names this process as a waiter of the operation, for the process
+    running it to count.
     """
     row = await _read(journal, joiner)
     if not row.is_open:
@@ -77,14 +88,10 @@ async def _wait_closed(
     close_left_open: Callable[[], Awaitable[None]],
 ) -> Row:
     """`join_running`'s wait: the closed row, or the joiner's own end (see there)."""
-    operation_id, root_run, deadline, cancel = joiner[:4]
-    while True:
-        row = await anyio.to_thread.run_sync(partial(journal.get, operation_id, root_run=root_run))
-        if row is None:
-            raise JigError(Code.UNCERTAIN, f"operation {operation_id!r} vanished")
-        if not row.is_open:
-            return row
-        left = left_open.answered((root_run, operation_id))
+    row = await _read(journal, joiner)
+    cancel, deadline, stopping = joiner.cancel, joiner.deadline, False
+    while row.is_open:
+        left = left_open.answered((joiner.root_run, joiner.operation_id))
         if left is not None:
             await close_left_open()
             raise JigError(Code.UNCERTAIN, left, recorded=True)
@@ -93,9 +100,15 @@ async def _wait_closed(
         remaining = deadline - time.monotonic()
         # A stop for the last waiting caller's deadline ends the wait as its own would.
         if remaining <= 0 or (cancel is not None and cancel.deadline_passed()):
-            raise await _left(journal, joiner, cancelled=False)
+            if remaining <= 0 and not stopping and _not_earlier(joiner, row):
+                # The work is stopped at this very deadline: its outcome is this one's too.
+                deadline, stopping = time.monotonic() + _STOPPING_S, True
+                continue
+            raise await _left(journal, joiner, cancelled=False, stopping=stopping)
         with anyio.move_on_after(min(_JOIN_POLL_S, remaining)):
             await (anyio.sleep_forever() if cancel is None else cancel.wait())
+        row = await _read(journal, joiner)
+    return row
 
 
 async def _read(journal: Journal, joiner: Joiner) -> Row:
@@ -106,9 +119,23 @@ async def _read(journal: Journal, joiner: Joiner) -> Row:
     return row
 
 
-async def _left(journal: Journal, joiner: Joiner, *, cancelled: bool) -> JigError:
+def _not_earlier(joiner: Joiner, row: Row) -> bool:
+    """Whether the joiner's deadline is not earlier than the work's (the row's)."""
+    mine = joiner.deadline_unix_ms
+    return mine is not None and mine + _SAME_DEADLINE_MS >= row.deadline_unix_ms
+
+
+async def _left(
+    journal: Journal, joiner: Joiner, *, cancelled: bool, stopping: bool = False
+) -> JigError:
     """This joiner's own end (not the operation's), in words true of what happens there."""
     op = joiner.operation_id
+    if stopping:
+        return JigError(
+            Code.DEADLINE_EXCEEDED,
+            f"the deadline passed, and operation {op!r}, stopped elsewhere at that deadline, "
+            f"was not closed {_STOPPING_S:g} s later; send it again for its recorded outcome",
+        )
     ended = (
         f"cancelled while waiting for operation {op!r}, which is still running elsewhere"
         if cancelled

@@ -288,7 +288,11 @@ class Ownership:
         joined: Joined | None,
     ) -> Row:
         """Wait for the operation running elsewhere to close (`joining.join_running`)."""
-        joiner = Joiner(operation_id, root_run, deadline, cancel, joined)
+        # In Unix ms as `begin` keeps the work's, where the two are compared.
+        when = None
+        if math.isfinite(deadline):
+            when = unix_ms() + int(max(0.0, deadline - time.monotonic()) * 1000)
+        joiner = Joiner(operation_id, root_run, deadline, cancel, when, joined)
         return await join_running(self.journal, joiner, self._left_open, self._close_left_open)
 
     async def record_envelope(

@@ -5,13 +5,14 @@ counts as A's own do: the last cancel in A leaves the run going while B's waiter
 stops it once none does (B's cancel, or B's process killed: a dead waiter keeps nothing).
 The candidate lingers until the test sends it SIGTERM, so it ends when the test says.
 B's own end is worded as what happens where the work runs, and B's session is busy with a
-running operation while it waits.
+running operation while it waits; B with A's very deadline gets the work's outcome.
 """
 
 from __future__ import annotations
 
 import json
 import signal
+import time
 import uuid
 from typing import Any
 
@@ -38,14 +39,15 @@ def _joins(rig: Rig, operation_id: str) -> int:
 
 
 def _run_here_joined_there(
-    rig: Rig, operation_id: str, token: str
+    rig: Rig, operation_id: str, token: str, **extra: object
 ) -> tuple[ServeChild, ServeChild, dict[str, Any], Proc]:
-    """Server A running `operation_id` for a-1, and server B's b-1 waiting for it there."""
+    """Server A running `operation_id` for a-1, and server B's b-1 waiting for it there
+    (`extra`: both requests' further params, a deadline)."""
     input = cli_input(LINGER, token)
     here, there = rig.serve(), rig.serve()
-    here.send(flow_call("a-1", operation_id, input))
+    here.send(flow_call("a-1", operation_id, input, **extra))
     candidate = rig.candidate(token)
-    there.send(flow_call("b-1", operation_id, input))
+    there.send(flow_call("b-1", operation_id, input, **extra))
     wait_for(lambda: _joins(rig, operation_id) == 1, 30, "B's join in the journal")
     return here, there, input, candidate
 
@@ -212,3 +214,23 @@ def test_a_session_joined_to_an_operation_elsewhere_is_busy_with_a_running_one(r
     assert here.close_input() == 0 and there.close_input() == 0
     rig.assert_nothing_left()
     assert rig.watch.runs(f"{token}-other") == 0
+
+
+def test_a_waiter_elsewhere_with_the_works_deadline_gets_its_outcome(rig: Rig) -> None:
+    """A and B send one deadlineUnixMs: at it the run is killed, and B gets A's very answer,
+    DEADLINE_EXCEEDED with the evidence (until 2026-12-07 B got a waiter-only DEADLINE_EXCEEDED
+    saying the operation "goes on there", without evidence)."""
+    token, operation_id = f"tok-{uuid.uuid4().hex}", "op-same-deadline-elsewhere"
+    deadline = time.time_ns() // 1_000_000 + 6000
+    here, there, _, candidate = _run_here_joined_there(
+        rig, operation_id, token, deadlineUnixMs=deadline
+    )
+    answered = here.response("a-1")
+    error = _error(answered)
+    assert error["data"]["code"] == "DEADLINE_EXCEEDED"
+    assert error["data"]["details"]["command"]["stopReason"] == "deadline"
+    assert there.response("b-1") == answered.replace(b'"id":"a-1"', b'"id":"b-1"')
+    assert not alive(candidate)
+    assert here.close_input() == 0 and there.close_input() == 0
+    rig.assert_nothing_left()
+    assert rig.watch.runs(token) == 1
