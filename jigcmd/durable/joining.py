@@ -5,6 +5,11 @@ directory, with the same run id) waits on its journal row (`join_running`), and 
 long as it waits the journal names it as a waiter (`waiting_for`); the process running the
 work asks, when its own last waiter leaves, whether such a waiter is still alive
 (`others_waiting`, `jigcmd.command.sharing`). Neither is on a plain call's path.
+
+A joiner watches the row's owner as `jigcmd runs` does: once that process is provably gone,
+nothing runs the operation, so the joiner fences and closes the row as recovery does (its very
+code, `recovery.recover`) and answers what that records (UNCERTAIN, unless the evidence was
+recorded and its cleanup is proved now).
 """
 
 from __future__ import annotations
@@ -19,8 +24,11 @@ from typing import NamedTuple
 import anyio
 
 from jigcmd.cancel import CancelSignal
+from jigcmd.durable.recovery import owner_gone, recover
 from jigcmd.durable.rowclosing import JOURNAL_FAILURES, LeftOpen
+from jigcmd.envelope.cgroups import CgroupBackend
 from jigcmd.errors import Code, JigError
+from jigcmd.journal import liveness
 from jigcmd.journal.rows import Row
 from jigcmd.journal.store import Journal
 
@@ -36,6 +44,9 @@ _SAME_DEADLINE_MS = 5
 # How long a joiner whose deadline is the work's own waits past it for the recorded outcome:
 # the work is killed at that deadline, and its row closes once the cleanup is proved.
 _STOPPING_S = 10.0
+# How long an envelope supervisor still alive is left to close the row of its dead server
+# itself ("the server went away during the run"), before recovery fences it (and kills it).
+_SUPERVISOR_FIRST_S = 1.0
 
 
 # Told that a caller joined an operation whose row was created then: `server.backend.Owned`.
@@ -53,6 +64,8 @@ class Joiner(NamedTuple):
     deadline_unix_ms: int | None = None
     # Told once it joins the row: the operation runs (elsewhere).
     joined: Joined | None = None
+    # What fences a dead owner's run (None: no cgroups here, so it cannot be fenced).
+    backend: CgroupBackend | None = None
 
 
 async def join_running(
@@ -67,9 +80,9 @@ async def join_running(
     runs while a caller waits for it there): that answer is not the operation's outcome,
     and is not `recorded` (not kept). A joiner whose deadline is not earlier than the
     work's waits for its outcome (for `_STOPPING_S` more at most). A row this process left
-    open (`left_open`), its outcome unwritten, runs nowhere: its UNCERTAIN again. While it
-    waits the journal names this process as a waiter of the operation, for the process
-    running it to count.
+    open (`left_open`), its outcome unwritten, runs nowhere: its UNCERTAIN again; so does
+    a row whose owner is gone, once fenced (see the module doc). While it waits the journal
+    names this process as a waiter of the operation, for the process running it to count.
     """
     row = await _read(journal, joiner)
     if not row.is_open:
@@ -90,11 +103,14 @@ async def _wait_closed(
     """`join_running`'s wait: the closed row, or the joiner's own end (see there)."""
     row = await _read(journal, joiner)
     cancel, deadline, stopping = joiner.cancel, joiner.deadline, False
+    owner = _OwnerWatch(journal, joiner)
     while row.is_open:
         left = left_open.answered((joiner.root_run, joiner.operation_id))
         if left is not None:
             await close_left_open()
             raise JigError(Code.UNCERTAIN, left, recorded=True)
+        if await owner.fenced(row):
+            return await _fenced(journal, joiner)
         if cancel is not None and cancel.is_set() and not cancel.deadline_passed():
             raise await _left(journal, joiner, cancelled=True)
         remaining = deadline - time.monotonic()
@@ -116,6 +132,18 @@ async def _read(journal: Journal, joiner: Joiner) -> Row:
     row = await anyio.to_thread.run_sync(get)
     if row is None:
         raise JigError(Code.UNCERTAIN, f"operation {joiner.operation_id!r} vanished")
+    return row
+
+
+async def _fenced(journal: Journal, joiner: Joiner) -> Row:
+    """The row recovery closed; one it could not close is UNCERTAIN all the same."""
+    row = await _read(journal, joiner)
+    if row.is_open:
+        raise JigError(
+            Code.UNCERTAIN,
+            f"the server running operation {joiner.operation_id!r} is gone, and recovery "
+            "could not close its row; `jigcmd recover` closes it",
+        )
     return row
 
 
@@ -194,3 +222,49 @@ async def others_waiting(journal: Journal, operation_id: str, *, root_run: str) 
         # Unknown: the work stops as if none did (the rule before other processes counted).
         logger.warning("the journal could not say who waits for %s: %s", operation_id, exc)
         return False
+
+
+class _OwnerWatch:
+    """The joined row's owner, watched as `jigcmd runs` does: once gone, its run is fenced."""
+
+    def __init__(self, journal: Journal, joiner: Joiner) -> None:
+        self._journal = journal
+        self._joiner = joiner
+        self._state_dir = journal.path.parent
+        # When the owner was first seen gone (monotonic).
+        self._gone_since: float | None = None
+
+    async def fenced(self, row: Row) -> bool:
+        """Whether the owner of the open `row` is gone and recovery has closed the row now.
+
+        Raises UNCERTAIN when the run cannot be fenced here (no cgroups, the journal failed).
+        """
+        if not owner_gone(self._state_dir, row):
+            return False
+        now = time.monotonic()
+        self._gone_since = self._gone_since or now
+        supervisor = row.supervisor
+        if (
+            supervisor is not None
+            and now - self._gone_since < _SUPERVISOR_FIRST_S
+            and liveness.alive(self._state_dir, supervisor, tidy=False)
+        ):
+            return False  # it fences its run and closes the row itself, in its own words
+        op = self._joiner.operation_id
+        gone = f"the server running operation {op!r} is gone, its outcome unproved"
+        backend = self._joiner.backend
+        if backend is None:
+            raise JigError(
+                Code.UNCERTAIN,
+                f"{gone}; without cgroups this server cannot fence its run: "
+                "`jigcmd recover` closes it UNCERTAIN",
+            )
+        try:
+            report = await anyio.to_thread.run_sync(recover, self._journal, backend)
+        except JOURNAL_FAILURES as exc:
+            raise JigError(
+                Code.UNCERTAIN, f"{gone}; the journal could not record its fence: {exc}"
+            ) from exc
+        if not report.clean:
+            logger.warning("recovery could not confirm every cleanup: %s", report)
+        return True

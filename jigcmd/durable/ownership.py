@@ -76,6 +76,8 @@ class Ownership:
         # Rows of ours whose outcome the journal could not write: answered, not joined, and
         # closed uncertain at the next write that succeeds.
         self._left_open = LeftOpen()
+        # What fences the run of a dead server a caller here joined (None: no cgroups).
+        self.backend: CgroupBackend | None = None
 
     @classmethod
     def open(cls, state_dir: Path, max_envelopes: int | None, memory_bytes: int) -> Ownership:
@@ -292,7 +294,7 @@ class Ownership:
         when = None
         if math.isfinite(deadline):
             when = unix_ms() + int(max(0.0, deadline - time.monotonic()) * 1000)
-        joiner = Joiner(operation_id, root_run, deadline, cancel, when, joined)
+        joiner = Joiner(operation_id, root_run, deadline, cancel, when, joined, self.backend)
         return await join_running(self.journal, joiner, self._left_open, self._close_left_open)
 
     async def record_envelope(

@@ -5,7 +5,8 @@ counts as A's own do: the last cancel in A leaves the run going while B's waiter
 stops it once none does (B's cancel, or B's process killed: a dead waiter keeps nothing).
 The candidate lingers until the test sends it SIGTERM, so it ends when the test says.
 B's own end is worded as what happens where the work runs, and B's session is busy with a
-running operation while it waits; B with A's very deadline gets the work's outcome.
+running operation; B with A's very deadline gets the work's outcome, and B whose A is killed
+where nothing closes the row (its supervisor stopped) fences it and gets its UNCERTAIN.
 """
 
 from __future__ import annotations
@@ -232,5 +233,30 @@ def test_a_waiter_elsewhere_with_the_works_deadline_gets_its_outcome(rig: Rig) -
     assert there.response("b-1") == answered.replace(b'"id":"a-1"', b'"id":"b-1"')
     assert not alive(candidate)
     assert here.close_input() == 0 and there.close_input() == 0
+    rig.assert_nothing_left()
+    assert rig.watch.runs(token) == 1
+
+
+def test_a_waiter_elsewhere_fences_the_run_of_a_killed_server_nothing_closes(rig: Rig) -> None:
+    """A is SIGKILLed with its supervisor stopped (so nothing closes the row, as when A dies
+    just as its candidate ends): B sees A gone, fences the run as recovery does and gets the
+    UNCERTAIN it records, as does a re-send; nothing is left (until 2026-12-07 B waited its
+    whole deadline, its ceiling here, and was told the operation "goes on there")."""
+    token, operation_id = f"tok-{uuid.uuid4().hex}", "op-owner-killed"
+    here, there, input, candidate = _run_here_joined_there(rig, operation_id, token)
+    supervisor = rig.supervisor(operation_id)
+    rig.stop(supervisor)
+    here.kill()
+    answered = there.response("b-1")
+    error = _error(answered)
+    assert error["data"]["code"] == "UNCERTAIN", error
+    assert error["message"] == "a prior command dispatch was fenced without a proved result"
+    assert not alive(candidate) and not alive(supervisor)
+    rig.resume(supervisor)
+    there.send(flow_call("b-2", operation_id, input))
+    assert there.response("b-2") == answered.replace(b'"id":"b-1"', b'"id":"b-2"')
+    assert there.close_input() == 0
+    row = rig.row(operation_id)
+    assert row is not None and (row.state, row.cleanup) == ("uncertain", "complete")
     rig.assert_nothing_left()
     assert rig.watch.runs(token) == 1
