@@ -324,6 +324,8 @@ async def open_service(
             report = await anyio.to_thread.run_sync(ownership.recover, backend)
             if not report.clean:
                 logger.warning("recovery could not confirm every cleanup: %s", report)
+            # A caller joining a dead server's run fences it as this did (`durable.joining`).
+            ownership.backend = backend
         _attach(assembly, settings, ownership, key, backend)
         if start_envelopes:
             with contextlib.suppress(EnvelopeFailure):

@@ -90,6 +90,7 @@ class Durability:
                 root_run=self._scope,
                 deadline=deadline,
                 cancel=cancel,
+                joined=self._owned,
             )
         if known is None:
             raise refusal
@@ -227,6 +228,9 @@ class Durability:
                 plan_digest=digest(),
                 cancel=cancel,
                 trace_context=self._trace,
+                # A join of a row begun elsewhere: the operation runs there (a busy session
+                # says "is still running").
+                joined=self._owned,
             )
             self._began = isinstance(known, Began)
             self._replayed = None if isinstance(known, Began) else known

@@ -5,6 +5,11 @@ directory, with the same run id) waits on its journal row (`join_running`), and 
 long as it waits the journal names it as a waiter (`waiting_for`); the process running the
 work asks, when its own last waiter leaves, whether such a waiter is still alive
 (`others_waiting`, `jigcmd.command.sharing`). Neither is on a plain call's path.
+
+A joiner watches the row's owner as `jigcmd runs` does: once that process is provably gone,
+nothing runs the operation, so the joiner fences and closes the row as recovery does (its very
+code, `recovery.recover`) and answers what that records (UNCERTAIN, unless the evidence was
+recorded and its cleanup is proved now).
 """
 
 from __future__ import annotations
@@ -19,17 +24,33 @@ from typing import NamedTuple
 import anyio
 
 from jigcmd.cancel import CancelSignal
+from jigcmd.durable.recovery import owner_gone, recover
 from jigcmd.durable.rowclosing import JOURNAL_FAILURES, LeftOpen
+from jigcmd.envelope.cgroups import CgroupBackend
 from jigcmd.errors import Code, JigError
+from jigcmd.journal import liveness
 from jigcmd.journal.rows import Row
 from jigcmd.journal.store import Journal
 
-__all__ = ["Joiner", "join_running", "others_waiting", "waiting_for"]
+__all__ = ["Joined", "Joiner", "join_running", "others_waiting", "waiting_for"]
 
 logger = logging.getLogger(__name__)
 
 # How often a caller joining an operation run by another process looks at the journal.
 _JOIN_POLL_S = 0.05
+# Two conversions of one caller deadline (Unix ms to monotonic and back, in two processes)
+# differ by a millisecond or so: within this they are the same deadline.
+_SAME_DEADLINE_MS = 5
+# How long a joiner whose deadline is the work's own waits past it for the recorded outcome:
+# the work is killed at that deadline, and its row closes once the cleanup is proved.
+_STOPPING_S = 10.0
+# How long an envelope supervisor still alive is left to close the row of its dead server
+# itself ("the server went away during the run"), before recovery fences it (and kills it).
+_SUPERVISOR_FIRST_S = 1.0
+
+
+# Told that a caller joined an operation whose row was created then: `server.backend.Owned`.
+Joined = Callable[[int], Awaitable[None]]
 
 
 class Joiner(NamedTuple):
@@ -39,6 +60,12 @@ class Joiner(NamedTuple):
     root_run: str
     deadline: float
     cancel: CancelSignal | None
+    # The same deadline in Unix ms, as the row keeps the work's (None: no deadline).
+    deadline_unix_ms: int | None = None
+    # Told once it joins the row: the operation runs (elsewhere).
+    joined: Joined | None = None
+    # What fences a dead owner's run (None: no cgroups here, so it cannot be fenced).
+    backend: CgroupBackend | None = None
 
 
 async def join_running(
@@ -50,11 +77,19 @@ async def join_running(
     """Wait for an operation running elsewhere to close, within this caller's deadline.
 
     The joiner's deadline or cancel ends only its waiting (the operation goes on where it
-    runs): that answer is not the operation's outcome, and is not `recorded` (not kept).
-    A row this process left open (`left_open`), its outcome unwritten, runs nowhere: its
-    UNCERTAIN again. While it waits the journal names this process as a waiter of the
-    operation, for the process running it to count.
+    runs while a caller waits for it there): that answer is not the operation's outcome,
+    and is not `recorded` (not kept). A joiner whose deadline is not earlier than the
+    work's waits for its outcome (for `_STOPPING_S` more at most). A row this process left
+    open (`left_open`), its outcome unwritten, runs nowhere: its UNCERTAIN again; so does
+    a row whose owner is gone, once fenced (see the module doc). While it waits the journal
+    names this process as a waiter of the operation, for the process running it to count.
     """
+    row = await _read(journal, joiner)
+    if not row.is_open:
+        return row
+    if joiner.joined is not None:
+        # Before the journal names this waiter: whoever sees that sees this told too.
+        await joiner.joined(row.created_unix_ms)
     async with waiting_for(journal, joiner.operation_id, root_run=joiner.root_run):
         return await _wait_closed(journal, joiner, left_open, close_left_open)
 
@@ -66,33 +101,86 @@ async def _wait_closed(
     close_left_open: Callable[[], Awaitable[None]],
 ) -> Row:
     """`join_running`'s wait: the closed row, or the joiner's own end (see there)."""
-    operation_id, root_run, deadline, cancel = joiner
-    while True:
-        row = await anyio.to_thread.run_sync(partial(journal.get, operation_id, root_run=root_run))
-        if row is None:
-            raise JigError(Code.UNCERTAIN, f"operation {operation_id!r} vanished")
-        if not row.is_open:
-            return row
-        left = left_open.answered((root_run, operation_id))
+    row = await _read(journal, joiner)
+    cancel, deadline, stopping = joiner.cancel, joiner.deadline, False
+    owner = _OwnerWatch(journal, joiner)
+    while row.is_open:
+        left = left_open.answered((joiner.root_run, joiner.operation_id))
         if left is not None:
             await close_left_open()
             raise JigError(Code.UNCERTAIN, left, recorded=True)
+        if await owner.fenced(row):
+            return await _fenced(journal, joiner)
         if cancel is not None and cancel.is_set() and not cancel.deadline_passed():
-            raise JigError(
-                Code.CANCELLED,
-                f"cancelled while waiting for operation {operation_id!r}, which is still "
-                "running elsewhere; it goes on there",
-            )
+            raise await _left(journal, joiner, cancelled=True)
         remaining = deadline - time.monotonic()
         # A stop for the last waiting caller's deadline ends the wait as its own would.
         if remaining <= 0 or (cancel is not None and cancel.deadline_passed()):
-            raise JigError(
-                Code.DEADLINE_EXCEEDED,
-                f"the deadline passed while operation {operation_id!r} was still running "
-                "elsewhere; it goes on there (send it again to join it)",
-            )
+            if remaining <= 0 and not stopping and _not_earlier(joiner, row):
+                # The work is stopped at this very deadline: its outcome is this one's too.
+                deadline, stopping = time.monotonic() + _STOPPING_S, True
+                continue
+            raise await _left(journal, joiner, cancelled=False, stopping=stopping)
         with anyio.move_on_after(min(_JOIN_POLL_S, remaining)):
             await (anyio.sleep_forever() if cancel is None else cancel.wait())
+        row = await _read(journal, joiner)
+    return row
+
+
+async def _read(journal: Journal, joiner: Joiner) -> Row:
+    get = partial(journal.get, joiner.operation_id, root_run=joiner.root_run)
+    row = await anyio.to_thread.run_sync(get)
+    if row is None:
+        raise JigError(Code.UNCERTAIN, f"operation {joiner.operation_id!r} vanished")
+    return row
+
+
+async def _fenced(journal: Journal, joiner: Joiner) -> Row:
+    """The row recovery closed; one it could not close is UNCERTAIN all the same."""
+    row = await _read(journal, joiner)
+    if row.is_open:
+        raise JigError(
+            Code.UNCERTAIN,
+            f"the server running operation {joiner.operation_id!r} is gone, and recovery "
+            "could not close its row; `jigcmd recover` closes it",
+        )
+    return row
+
+
+def _not_earlier(joiner: Joiner, row: Row) -> bool:
+    """Whether the joiner's deadline is not earlier than the work's (the row's)."""
+    mine = joiner.deadline_unix_ms
+    return mine is not None and mine + _SAME_DEADLINE_MS >= row.deadline_unix_ms
+
+
+async def _left(
+    journal: Journal, joiner: Joiner, *, cancelled: bool, stopping: bool = False
+) -> JigError:
+    """This joiner's own end (not the operation's), in words true of what happens there."""
+    op = joiner.operation_id
+    if stopping:
+        return JigError(
+            Code.DEADLINE_EXCEEDED,
+            f"the deadline passed, and operation {op!r}, stopped elsewhere at that deadline, "
+            f"was not closed {_STOPPING_S:g} s later; send it again for its recorded outcome",
+        )
+    ended = (
+        f"cancelled while waiting for operation {op!r}, which is still running elsewhere"
+        if cancelled
+        else f"the deadline passed while operation {op!r} was still running elsewhere"
+    )
+    if await others_waiting(journal, op, root_run=joiner.root_run):
+        code = Code.CANCELLED if cancelled else Code.DEADLINE_EXCEEDED
+        return JigError(
+            code, f"{ended}; it goes on there for its other callers (send it again to join it)"
+        )
+    # No other process waits: the process running it keeps it only for a caller of its own,
+    # which this one cannot see; without one it stops the work, CANCELLED recorded.
+    return JigError(
+        Code.CANCELLED if cancelled else Code.DEADLINE_EXCEEDED,
+        f"{ended}; no caller waits for it in another process, so it is being stopped "
+        "(CANCELLED recorded) unless a caller in the process running it still waits for it",
+    )
 
 
 @asynccontextmanager
@@ -134,3 +222,49 @@ async def others_waiting(journal: Journal, operation_id: str, *, root_run: str) 
         # Unknown: the work stops as if none did (the rule before other processes counted).
         logger.warning("the journal could not say who waits for %s: %s", operation_id, exc)
         return False
+
+
+class _OwnerWatch:
+    """The joined row's owner, watched as `jigcmd runs` does: once gone, its run is fenced."""
+
+    def __init__(self, journal: Journal, joiner: Joiner) -> None:
+        self._journal = journal
+        self._joiner = joiner
+        self._state_dir = journal.path.parent
+        # When the owner was first seen gone (monotonic).
+        self._gone_since: float | None = None
+
+    async def fenced(self, row: Row) -> bool:
+        """Whether the owner of the open `row` is gone and recovery has closed the row now.
+
+        Raises UNCERTAIN when the run cannot be fenced here (no cgroups, the journal failed).
+        """
+        if not owner_gone(self._state_dir, row):
+            return False
+        now = time.monotonic()
+        self._gone_since = self._gone_since or now
+        supervisor = row.supervisor
+        if (
+            supervisor is not None
+            and now - self._gone_since < _SUPERVISOR_FIRST_S
+            and liveness.alive(self._state_dir, supervisor, tidy=False)
+        ):
+            return False  # it fences its run and closes the row itself, in its own words
+        op = self._joiner.operation_id
+        gone = f"the server running operation {op!r} is gone, its outcome unproved"
+        backend = self._joiner.backend
+        if backend is None:
+            raise JigError(
+                Code.UNCERTAIN,
+                f"{gone}; without cgroups this server cannot fence its run: "
+                "`jigcmd recover` closes it UNCERTAIN",
+            )
+        try:
+            report = await anyio.to_thread.run_sync(recover, self._journal, backend)
+        except JOURNAL_FAILURES as exc:
+            raise JigError(
+                Code.UNCERTAIN, f"{gone}; the journal could not record its fence: {exc}"
+            ) from exc
+        if not report.clean:
+            logger.warning("recovery could not confirm every cleanup: %s", report)
+        return True

@@ -23,7 +23,7 @@ import msgspec
 
 from jigcmd.cancel import CancelSignal
 from jigcmd.clock import unix_ms
-from jigcmd.durable.joining import Joiner, join_running, others_waiting
+from jigcmd.durable.joining import Joined, Joiner, join_running, others_waiting
 from jigcmd.durable.pathwrite import write_soon
 from jigcmd.durable.recovery import RecoveryReport, recover, sweep_own
 from jigcmd.durable.replay import RecordedFailure, recorded_tests, replay
@@ -76,6 +76,8 @@ class Ownership:
         # Rows of ours whose outcome the journal could not write: answered, not joined, and
         # closed uncertain at the next write that succeeds.
         self._left_open = LeftOpen()
+        # What fences the run of a dead server a caller here joined (None: no cgroups).
+        self.backend: CgroupBackend | None = None
 
     @classmethod
     def open(cls, state_dir: Path, max_envelopes: int | None, memory_bytes: int) -> Ownership:
@@ -157,13 +159,15 @@ class Ownership:
         deadline: float = math.inf,
         cancel: CancelSignal | None = None,
         closed_only: bool = False,
+        joined: Joined | None = None,
     ) -> RunResult | None:
         """Answer a known operation from the journal without taking a slot; None if unknown.
 
         An operation still running elsewhere is joined until this caller's `deadline`
-        (monotonic) or `cancel`; see `_join`. With `closed_only` (the call was refused, so
-        nothing may run or be joined) an open row is None; a row of another signature is
-        `OPERATION_CONFLICT` either way, as the id is taken by a different request.
+        (monotonic) or `cancel` (`joined` is told as it joins); see `_join`. With
+        `closed_only` (the call was refused, so nothing may run or be joined) an open row is
+        None; a row of another signature is `OPERATION_CONFLICT` either way, as the id is
+        taken by a different request.
         """
         row = await anyio.to_thread.run_sync(
             lambda: self.journal.get(operation_id, root_run=root_run)
@@ -175,7 +179,7 @@ class Ownership:
         if row.is_open and closed_only:
             return None
         if row.is_open:
-            row = await self._join(operation_id, root_run, deadline, cancel)
+            row = await self._join(operation_id, root_run, deadline, cancel, joined)
         return replay(row)
 
     async def recorded(self, operation_id: str, *, root_run: str) -> Recorded | None:
@@ -212,6 +216,7 @@ class Ownership:
         plan_digest: str | None = None,
         cancel: CancelSignal | None = None,
         trace_context: dict[str, str] | None = None,
+        joined: Joined | None = None,
     ) -> RunResult | Began:
         """Record the operation before dispatch; or answer it from the journal.
 
@@ -226,7 +231,12 @@ class Ownership:
             # Below `LEAST_FREE_BYTES` (what `jigcmd doctor` warns of): a known operation is
             # still answered, as it needs no write; a new one is refused before any write.
             known = await self.lookup(
-                operation_id, signature, root_run=root_run, deadline=deadline, cancel=cancel
+                operation_id,
+                signature,
+                root_run=root_run,
+                deadline=deadline,
+                cancel=cancel,
+                joined=joined,
             )
             if known is None:
                 raise JigError(Code.EXECUTION_FAILED, call_refused(refusal))
@@ -264,7 +274,7 @@ class Ownership:
             raise _conflict(operation_id)
         row = begun.row
         if verdict == "join":
-            row = await self._join(operation_id, root_run, deadline, cancel)
+            row = await self._join(operation_id, root_run, deadline, cancel, joined)
         return replay(row)
 
     async def others_waiting(self, operation_id: str, *, root_run: str) -> bool:
@@ -272,10 +282,19 @@ class Ownership:
         return await others_waiting(self.journal, operation_id, root_run=root_run)
 
     async def _join(
-        self, operation_id: str, root_run: str, deadline: float, cancel: CancelSignal | None
+        self,
+        operation_id: str,
+        root_run: str,
+        deadline: float,
+        cancel: CancelSignal | None,
+        joined: Joined | None,
     ) -> Row:
         """Wait for the operation running elsewhere to close (`joining.join_running`)."""
-        joiner = Joiner(operation_id, root_run, deadline, cancel)
+        # In Unix ms as `begin` keeps the work's, where the two are compared.
+        when = None
+        if math.isfinite(deadline):
+            when = unix_ms() + int(max(0.0, deadline - time.monotonic()) * 1000)
+        joiner = Joiner(operation_id, root_run, deadline, cancel, when, joined, self.backend)
         return await join_running(self.journal, joiner, self._left_open, self._close_left_open)
 
     async def record_envelope(
