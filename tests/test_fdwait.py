@@ -1,7 +1,8 @@
-"""`fdwait.readable` waits on descriptors past 1023, where `select.select` raises."""
+"""`fdwait` waits on descriptors past 1023, where `select.select` raises."""
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import resource
@@ -10,7 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from jigcmd.fdwait import readable
+from jigcmd.fdwait import readable, writable
 from tests.required import unavailable
 
 HIGH = 1500
@@ -53,3 +54,20 @@ def test_end_of_file_is_readable_and_a_closed_descriptor_raises() -> None:
     with pytest.raises(OSError, match="is not open") as caught:
         readable(read_end, 0)
     assert caught.value.errno == errno.EBADF
+
+
+def test_a_full_pipe_is_not_writable_until_read() -> None:
+    """What a refusing `serve` relies on to stop writing to a peer that never reads."""
+    read_end, write_end = os.pipe()
+    try:
+        assert writable(write_end, 0)
+        os.set_blocking(write_end, False)
+        with contextlib.suppress(BlockingIOError):
+            while True:
+                os.write(write_end, b"x" * 4096)
+        assert not writable(write_end, 0.01)
+        os.read(read_end, 1 << 16)
+        assert writable(write_end, None)
+    finally:
+        os.close(read_end)
+        os.close(write_end)

@@ -264,6 +264,35 @@ def test_the_per_request_era_frame_by_frame(binding: Path, tmp_path: Path) -> No
     assert ran["_meta"]["dev.jigcmd/report"]["trace"] == listed_op["trace"]
 
 
+def test_params_that_are_not_an_object_are_named_so_in_either_era(
+    binding: Path, tmp_path: Path
+) -> None:
+    """An array holds no `_meta`: the per-request era names its shape, as the handshake era."""
+    with ServeChild(binding, ["--state-dir", str(tmp_path / "handshake")]) as server:
+        hello = {"protocolVersion": "2025-11-25", "capabilities": {}}
+        assert "result" in server.request("initialize", hello)
+        refused = server.request("tools/call", [1])["error"]
+        assert refused == {
+            "code": -32602,
+            "message": "Invalid params: tools/call params must be an object",
+        }
+        assert server.close_input() == 0
+    with ServeChild(binding, ["--state-dir", str(tmp_path / "per-request")]) as server:
+        assert "result" in server.request("tools/list", {"_meta": meta()})
+        for method in ("tools/call", "tools/list", "resources/read", "server/discover"):
+            refused = server.request(method, [1])["error"]
+            assert refused == {
+                "code": -32602,
+                "message": f"Invalid params: {method} params must be an object",
+            }
+        # An object without the envelope is still told what it misses; ping does not exist.
+        missing = server.request("tools/call", cli_call("x"))["error"]
+        assert missing["code"] == -32602
+        assert "are required on every request of MCP 2026-07-28" in missing["message"]
+        assert server.request("ping", [1])["error"]["code"] == -32601
+        assert server.close_input() == 0
+
+
 def test_a_task_is_created_once_recorded_and_answered_by_tasks_get(
     binding: Path, tmp_path: Path
 ) -> None:

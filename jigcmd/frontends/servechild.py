@@ -131,8 +131,10 @@ class ServeChild:
         self.kill()
         self._selector.close()
         for stream in (self.process.stdin, self.process.stdout, self.process.stderr):
+            # A write the server's end refused is still buffered: closing flushes it again.
             if stream is not None:
-                stream.close()
+                with contextlib.suppress(BrokenPipeError):
+                    stream.close()
         if self._socket is not None:
             self._socket.close()
 

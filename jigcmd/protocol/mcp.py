@@ -250,12 +250,10 @@ class McpDialect:
         method = request.method
         if method == "initialize":
             return self._initialize(request)
-        if self._era == "per-request":
-            return [Send(mcp_era.without_envelope(request.method).frame(request.id))]
+        if self._era == "per-request" or method == "server/discover":
+            return [Send(mcp_era.without_envelope(method, request.params).frame(request.id))]
         if method == "ping":
             return [Send(jsonrpc.encode_raw_result(request.id, b"{}"))]
-        if method == "server/discover":
-            return [Send(mcp_era.without_envelope(request.method).frame(request.id))]
         if self._era != "handshake":
             return _before_initialize(request)
         if method == "tools/list":

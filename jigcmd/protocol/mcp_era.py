@@ -157,7 +157,7 @@ def missing_tasks_capability(method: str) -> EnvelopeError:
     )
 
 
-def without_envelope(method: str) -> EnvelopeError:
+def without_envelope(method: str, params: object) -> EnvelopeError:
     """A request without the envelope in a per-request process (-32601 for `ping` and kin)."""
     if method in HANDSHAKE_ONLY:
         return EnvelopeError(
@@ -165,6 +165,9 @@ def without_envelope(method: str) -> EnvelopeError:
             f"Method not found: {method} (this process serves MCP {MODERN_VERSIONS[0]} per "
             "request since its first such call)",
         )
+    if params is not None and type(params) is not dict:
+        # An array has no `_meta` to miss: what is wrong is its shape, as the handshake era says.
+        return _invalid(f"{method} params must be an object")
     return _invalid(
         f"_meta[{PROTOCOL_VERSION_META!r}] and _meta[{CLIENT_CAPABILITIES_META!r}] are "
         f"required on every request of MCP {MODERN_VERSIONS[0]}"

@@ -15,16 +15,21 @@ from tests.required import require_root
 def test_a_server_that_cannot_start_answers_with_the_reason_and_then_is_reported_gone(
     tmp_path: Path,
 ) -> None:
-    """A refused start answers the request it read; the demo's client then reports it gone."""
+    """A refused start answers each request it reads; once nothing more is asked it ends, and
+    the demo's client then reports it gone."""
     missing = tmp_path / "absent.toml"
     with ServeChild(missing, ["--state-dir", str(tmp_path / "state")], timeout=60) as server:
         refused = server.request("initialize", {})
+        # Asked again on reading that answer (an SDK's `initialize` after `server/discover`).
+        again = server.request("tools/list", {})
+        assert server.wait_exit(60) == 2
         with pytest.raises(WireError) as caught:
             server.request("tools/list", {})
     # The peer reads the reason without the host's paths; the operator's stderr has them.
     assert "<binding dir>/absent.toml: cannot be read" in refused["error"]["message"]
     assert str(tmp_path) not in refused["error"]["message"]
-    # Gone before the second request was written, or while it waited for the answer.
+    assert again["error"] == refused["error"]
+    # Gone before the third request was written, or while it waited for the answer.
     gone = str(caught.value)
     assert "cannot write to the server's stdin" in gone or "before answering tools/list" in gone
 
