@@ -154,6 +154,7 @@ def _ended(
         # It ran, and its end and cleanup are proved: its statement goes with the error.
         stopped.attestation = attestation
         stopped.ends = ends
+        stopped.tests = tests
         return stopped
     return RunResult(
         evidence=made, report=outcome.report, tests=tests, attestation=attestation, ends=ends
