@@ -24,6 +24,7 @@ from mcp_types import RequestParamsMeta
 from tests.admitted_example import admit_example, jigcmd_cli
 from tests.lifetime.watch import Watch, wait_for
 from tests.mcpsession import mcp_session
+from tests.mcpverify import verify_result
 
 pytestmark = pytest.mark.envelope
 
@@ -72,6 +73,10 @@ async def test_mcp_result_of_a_test_command_at_its_deadline_has_tests_saying_why
     tests, text = _stopped(first)
     assert (tests["candidateInfluenced"], tests["problem"]) == (True, AT_DEADLINE)
     assert f"Tests: no per-test results: the runner's report is {AT_DEADLINE}" in text
+    # `jigcmd verify` still reads the words as those of structuredContent.
+    whole = first.model_dump(mode="json", by_alias=True, exclude_none=True)
+    lines = verify_result(state, tmp_path, whole, whole)
+    assert lines[-1] == "verified", lines
     async with mcp_session(binding, state, *args) as session:
         replayed = await session.call_tool("slow", {"files": files}, meta=KEY)
     assert _stopped(replayed) == (tests, text)
