@@ -11,7 +11,7 @@ import enum
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from jigcmd.protocol.commands import ResourceRef
+    from jigcmd.protocol.commands import ResourceRef, TestResults
 
 __all__ = ["MESSAGE_MAX_CHARS", "Code", "JigError", "bounded", "bounded_details"]
 
@@ -81,6 +81,9 @@ class JigError(Exception):
         # What such a run kept for `resources/read` (its streams, its statement): linked from
         # an MCP answer, never in the wire form either.
         self.resources: tuple[ResourceRef, ...] = ()
+        # A test command's results from such a run's report, or why there are none (never
+        # in the wire form either: the fronts that show a completed run's show these).
+        self.tests: TestResults | None = None
         # When the journal row that holds it says the operation ended (`RunResult`'s too).
         self.ended_unix_ms: int | None = None
 
@@ -95,6 +98,7 @@ class JigError(Exception):
         )
         error.attestation = self.attestation
         error.resources = self.resources
+        error.tests = self.tests
         error.ended_unix_ms = self.ended_unix_ms
         return error
 

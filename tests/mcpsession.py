@@ -22,18 +22,18 @@ __all__ = ["call_heard", "mcp_session"]
 
 @asynccontextmanager
 async def mcp_session(
-    binding: Path, state: Path, *extra: str, errlog: Any = None
+    binding: Path, state: Path, *extra: str, errlog: Any = None, python: tuple[str, ...] = ()
 ) -> AsyncIterator[ClientSession]:
     """An initialized session with `jigcmd serve --binding B --state-dir S EXTRA…`.
 
     The server's stderr goes to `errlog` (a temporary file when None) and must hold no
-    traceback when the session ends.
+    traceback when the session ends. `python`: how Python runs jigcmd, when not `-m jigcmd`
+    (`-c SOURCE`, to inject a fault first).
     """
     params = StdioServerParameters(
         command=sys.executable,
         args=[
-            "-m",
-            "jigcmd",
+            *(python or ("-m", "jigcmd")),
             "serve",
             "--binding",
             str(binding),

@@ -19,6 +19,7 @@ import msgspec
 
 from jigcmd import trace
 from jigcmd.cancel import CancelSignal
+from jigcmd.command.failures import internal_error
 from jigcmd.durable.ownership import Began, Ownership, RecordedEvidence
 from jigcmd.envelope.api import Assigned, Ending, EnvelopeIdentity, Hooks, Ticket, Withdrawn
 from jigcmd.errors import JigError
@@ -185,13 +186,14 @@ class Durability:
             assert self._replayed is not None
             return self._replayed
         except JigError as error:
-            # Only a row this call created is closed with its failure: an operation
-            # id in flight elsewhere is never touched. A failure before the row was begun
-            # (nothing ran) is not recorded, and is not the operation's outcome.
-            if self._began and ownership is not None:
-                ended = await ownership.fail(self._operation_id, error, root_run=self._scope)
-                error.recorded, error.ended_unix_ms = True, ended
+            await self._failed(error)
             raise
+        except Exception as exc:
+            # Open, its row would name a live server as gone: a retry here would wait for
+            # it to its deadline, and recovery would later answer otherwise.
+            uncertain = internal_error(exc)
+            await self._failed(uncertain)
+            raise uncertain from exc
         if self.durable and ownership is not None:
             ended = await ownership.finish(
                 self._operation_id, result, root_run=self._scope, recorded=self._recorded
@@ -200,6 +202,16 @@ class Durability:
             result = msgspec.structs.replace(result, ended_unix_ms=ended)
         trace.mark("service: recorded")
         return result
+
+    async def _failed(self, error: JigError) -> None:
+        """Close this call's row with `error`, which is then its operation's outcome."""
+        # Only a row this call created is closed with its failure: an operation id in
+        # flight elsewhere is never touched. A failure before the row was begun (nothing
+        # ran) is not recorded, and is not the operation's outcome.
+        if self._began and self._ownership is not None:
+            ownership = self._ownership
+            ended = await ownership.fail(self._operation_id, error, root_run=self._scope)
+            error.recorded, error.ended_unix_ms = True, ended
 
     def _hooks(
         self,

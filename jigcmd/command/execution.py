@@ -11,7 +11,7 @@ from functools import partial
 import anyio
 
 from jigcmd.cancel import CancelSignal
-from jigcmd.command.failures import envelope_error, stopped_error
+from jigcmd.command.failures import StoppedRun, envelope_error, stopped_error, unread_end
 from jigcmd.command.outcomes import Sign, output_ends, tests_of
 from jigcmd.envelope.api import EnvelopeFailure, Executor, Hooks, RunOutcome, Ticket
 from jigcmd.evidence import Evidence
@@ -126,8 +126,27 @@ async def execute(
             outcome = await _execute_live(run, plan, hooks, progress=progress, begun=begun)
     except EnvelopeFailure as failure:
         raise envelope_error(failure, deadline_stop=cancel.deadline_passed()) from failure
+    try:
+        ended = _ended(plan, outcome, evidence, sign, waiters_deadline=cancel.deadline_passed())
+    except Exception as exc:
+        # A bug here must still close the operation, with the cleanup it proved.
+        raise unread_end(exc) from exc
+    if isinstance(ended, StoppedRun):
+        raise ended
+    return ended
+
+
+def _ended(
+    plan: RunPlan,
+    outcome: RunOutcome,
+    evidence: Callable[[RunOutcome], Evidence],
+    sign: Sign | None,
+    *,
+    waiters_deadline: bool,
+) -> RunResult | StoppedRun:
+    """The result of a run that ended with its cleanup proved, or the error it stopped with."""
     made = evidence(outcome)
-    stopped = stopped_error(made, outcome.report, waiters_deadline=cancel.deadline_passed())
+    stopped = stopped_error(made, outcome.report, waiters_deadline=waiters_deadline)
     tests = tests_of(plan, outcome, made)
     attestation = None if sign is None else sign(outcome, outcome.report, tests)
     ends = output_ends(outcome)
@@ -135,7 +154,8 @@ async def execute(
         # It ran, and its end and cleanup are proved: its statement goes with the error.
         stopped.attestation = attestation
         stopped.ends = ends
-        raise stopped
+        stopped.tests = tests
+        return stopped
     return RunResult(
         evidence=made, report=outcome.report, tests=tests, attestation=attestation, ends=ends
     )

@@ -6,7 +6,8 @@ that answer callers turn it into a `JigError` here, and nowhere else.
 
 from __future__ import annotations
 
-from typing import Any, assert_never
+import logging
+from typing import Any, Final, assert_never
 
 import msgspec
 
@@ -15,7 +16,20 @@ from jigcmd.errors import Code, JigError
 from jigcmd.evidence import Evidence, ResourceReport
 from jigcmd.protocol.commands import OutputEnds
 
-__all__ = ["StoppedRun", "before_dispatch", "envelope_error", "stopped_error"]
+__all__ = [
+    "INTERNAL_ERROR",
+    "StoppedRun",
+    "before_dispatch",
+    "envelope_error",
+    "internal_error",
+    "stopped_error",
+    "unread_end",
+]
+
+logger = logging.getLogger(__name__)
+
+# What a caller is told of a bug in the command service: it never names the bug.
+INTERNAL_ERROR: Final = "internal error in the command service; the outcome is unknown"
 
 
 class StoppedRun(JigError):
@@ -142,3 +156,30 @@ def stopped_error(
             report,
         )
     assert_never(stop_reason)
+
+
+def unread_end(exc: Exception) -> JigError:
+    """A run whose end and cleanup were proved, but whose result the service failed to make.
+
+    `UNCERTAIN` with the cleanup proved: the run's row is closed with it (its evidence, once
+    recorded, is not the answer), so a retry or a replay later answers the same.
+    """
+    _logged(exc)
+    return JigError(
+        Code.UNCERTAIN,
+        "internal error in the command service while reading how the run ended; its "
+        "envelope was cleaned up, but its outcome is unknown",
+        cleanup_proved=True,
+    )
+
+
+def internal_error(exc: Exception) -> JigError:
+    """An unexpected exception during a call: `UNCERTAIN`, nothing of the run proved."""
+    _logged(exc)
+    return JigError(Code.UNCERTAIN, INTERNAL_ERROR)
+
+
+def _logged(exc: Exception) -> None:
+    # One line for the operator (`jigcmd run` prints no traceback); the whole with --verbose.
+    logger.error("internal error in the command service: %s: %s", type(exc).__name__, exc)
+    logger.debug("the internal error's traceback", exc_info=exc)

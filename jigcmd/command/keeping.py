@@ -42,7 +42,10 @@ async def keep_stopped(
         if collected is None or isinstance(collected, Evidence)
         else msgspec.convert(collected, Evidence)
     )
-    refs = await _keep(store, scope, operation_id, evidence, attestation=error.attestation)
+    junit = error.tests.raw if error.tests is not None else None
+    refs = await _keep(
+        store, scope, operation_id, evidence, junit=junit, attestation=error.attestation
+    )
     if refs is not None:
         error.resources = refs
 

@@ -31,6 +31,12 @@ _NO_TEST_RAN: Final = (
     "not mean the tests passed"
 )
 
+# Said of a report that is not there after a stop (`tests_of`): Bun writes it at its end.
+_STOPPED_BEFORE_ITS_REPORT: Final = {
+    "deadline": ": the run was stopped at its deadline before the runner wrote it",
+    "cancelled": ": the run was cancelled before the runner wrote it",
+}
+
 # Signs one run's statement from how it ended and, once the cleanup is proved, its report.
 # With the runner's JUnit report when the plan had Bun write one.
 Sign = Callable[[Ending | RunOutcome, ResourceReport | None, TestResults | None], bytes]
@@ -148,7 +154,9 @@ def tests_of(plan: RunPlan, outcome: RunOutcome, made: Evidence) -> TestResults 
     scratch = outcome.scratch_file
     problem = scratch.problem
     tail = _tail(outcome.stderr)
-    if problem == "missing" and outcome.exit_code == 0:
+    if problem == "missing" and outcome.stop_reason != "exited":
+        problem += _STOPPED_BEFORE_ITS_REPORT[outcome.stop_reason]
+    elif problem == "missing" and outcome.exit_code == 0:
         ran = no_test_ran(made.stderr.text, tail)
         # A test calling `process.exit(0)` ends Bun before its reporter writes: the exit
         # code alone then reads as a pass, after a failure as well.

@@ -455,6 +455,8 @@ class Ownership:
                     report=None,
                     cleanup_complete=True,
                     attestation=error.attestation,
+                    # A test command stopped by its deadline or a cancel: why it has no report.
+                    tests=recorded_tests(error.tests),
                     ended_unix_ms=ended,
                 )
             )

@@ -95,9 +95,10 @@ def replay(row: Row) -> RunResult:
     if row.outcome == "failure":
         failure = _failure.decode(row.result)
         error = JigError(failure.code, failure.message, failure.details, recorded=True)
-        # A run stopped by its deadline or a cancel keeps its statement.
+        # A run stopped by its deadline or a cancel keeps its statement and its tests.
         error.attestation = row.attestation
         error.ended_unix_ms = row.finished_unix_ms
+        error.tests = _stopped_tests(row.tests, failure.details)
         raise error
     report = (
         _report.decode(row.report)
@@ -113,16 +114,38 @@ def replay(row: Row) -> RunResult:
         )
     )
     evidence = _evidence.decode(row.result)
-    tests = None
-    if row.tests is not None:
-        kept = _tests.decode(row.tests)
-        tests = TestResults.read(
-            kept.report, kept.problem, evidence=evidence, stderr_tail=kept.stderr_tail
-        )
     return RunResult(
         evidence=evidence,
         report=report,
-        tests=tests,
+        tests=_tests_of(row.tests, evidence),
         attestation=row.attestation,
         ended_unix_ms=row.finished_unix_ms,
     )
+
+
+def _tests_of(recorded: bytes | None, evidence: Evidence) -> TestResults | None:
+    """The test results the journal kept of a run with this evidence; None if none."""
+    if recorded is None:
+        return None
+    kept = _tests.decode(recorded)
+    return TestResults.read(
+        kept.report, kept.problem, evidence=evidence, stderr_tail=kept.stderr_tail
+    )
+
+
+def _stopped_tests(recorded: bytes | None, details: dict[str, object] | None) -> TestResults | None:
+    """A stopped test command's results, read as its first answer read them; None if none.
+
+    A test command's stop recorded before the journal kept them says so (`with_tests`).
+    """
+    collected = (details or {}).get("command")
+    try:
+        # A stop's details hold its collected evidence; any other failure has none.
+        evidence = msgspec.convert(collected, Evidence)
+    except msgspec.ValidationError:
+        return None
+    if recorded is None:
+        if evidence.invocation[1:2] != ["test"]:
+            return None
+        return TestResults(report=None, problem=UNRECORDED_REPORT)
+    return _tests_of(recorded, evidence)

@@ -339,6 +339,9 @@ def write_failure(
     collected = details.pop("command", None)
     report = exc.report if isinstance(exc, StoppedRun) else None
     ends = exc.ends if isinstance(exc, StoppedRun) else None
+    # A test command's results: what its report says, or why there is none (a stop before
+    # Bun wrote it), as a completed run's.
+    tests = full_tests(exc.tests) if exc.tests is not None else None
     if as_json:
         error: dict[str, Any] = {"code": exc.code.value, "message": exc.message}
         if details:
@@ -348,6 +351,8 @@ def write_failure(
             answer["evidence"] = collected
         if report is not None:
             answer["report"] = report
+        if tests is not None:
+            answer["tests"] = tests
         if exc.attestation is not None:
             answer["attestation"] = attestation_fields(exc.attestation)
         if _cut(ends):
@@ -355,7 +360,7 @@ def write_failure(
         sys.stdout.write(msgspec.json.encode(answer).decode() + "\n")
     elif collected is not None:
         evidence = msgspec.convert(collected, Evidence)
-        _write_text(evidence, report, timeout_s=timeout_s, ends=ends)
+        _write_text(evidence, report, tests, timeout_s=timeout_s, ends=ends)
     return _exit_status(exc.code)
 
 

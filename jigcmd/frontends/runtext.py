@@ -67,12 +67,13 @@ def readable(
             f"cpu {cpu}, peak memory {memory}, oom killed {report.oom_killed}, "
             f"pids limit hit {report.pids_limit_hit}"
         )
-    if tests is not None:
-        lines.append(f"tests:      {_tests_line(tests)}")
-    elif evidence.stop_reason != "exited" and evidence.invocation[1:2] == ["test"]:
+    stopped = evidence.stop_reason != "exited" and evidence.invocation[1:2] == ["test"]
+    if stopped and (tests is None or tests.summary is None):
         # A test command (its invocation is `bun test PATH…`, `ran_argv`) killed before it
-        # ended has no report to read: said, so no line is not read as no failure.
+        # ended has no report to read: said, with the limit it reached.
         lines.append(f"tests:      {_stopped_line(evidence.stop_reason, timeout_s)}")
+    elif tests is not None:
+        lines.append(f"tests:      {_tests_line(tests)}")
     # Each line of ours is made inert too: the invocation and test names are not all ours.
     text = [one_line(line) for line in lines]
     for name, stream in (("stdout", evidence.stdout), ("stderr", evidence.stderr)):

@@ -123,6 +123,13 @@ def parse_junit(data: bytes) -> TestReport:
         parser.Parse(data, True)
     except expat.ExpatError as exc:
         raise UnreadableReport(f"not well-formed XML ({expat.ErrorString(exc.code)})") from exc
+    except UnreadableReport:
+        raise
+    except (LookupError, ValueError) as exc:
+        # The candidate chose these bytes: an encoding Python does not know (`encoding=` in
+        # the declaration), bytes that do not decode in it, a value that does not convert.
+        # Each is a fact about the report, never a failure of the run's answer.
+        raise UnreadableReport(f"not readable XML ({type(exc).__name__}: {exc})") from exc
     if not reader.seen_root:
         raise UnreadableReport("no <testsuites> or <testsuite> root element")
     return TestReport(summary=_summary(reader.tests, reader.duration), tests=reader.tests)
@@ -251,7 +258,6 @@ class _Reader:
 
 def _test(case: _Case) -> CtrfTest:
     attrs = case.attrs
-    line = attrs.get("line")
     failed = case.status == "failed"
     return CtrfTest(
         name=_cut(attrs.get("name") or "(unnamed)", NAME_MAX),
@@ -259,11 +265,21 @@ def _test(case: _Case) -> CtrfTest:
         duration=_ms(attrs.get("time")),
         filePath=case.file,
         suite=case.suite or None,
-        line=int(line) if line is not None and line.isdigit() and len(line) < 10 else None,
+        line=_line(attrs.get("line")),
         message=_cut(case.message.strip(), _TEXT_MAX) if failed and case.message else None,
         trace=_frames("".join(case.text)) if failed else None,
         rawStatus=case.raw,
     )
+
+
+def _line(text: str | None) -> int | None:
+    """A `line=` of ASCII digits as a number; absent when it is not one (never invented).
+
+    ASCII only: `str.isdigit` is also true of "²" and "①", which `int` refuses.
+    """
+    if text is None or not (text.isascii() and text.isdigit()) or len(text) >= 10:
+        return None
+    return int(text)
 
 
 def _frames(text: str) -> str | None:

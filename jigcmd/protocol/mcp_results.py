@@ -97,7 +97,7 @@ def failure_result(
         result["_meta"]["jigcmd/report"] = report
     view, content = _fit(
         collected,
-        None,
+        error.tests,
         error.resources,
         header,
         version=version,

@@ -161,7 +161,9 @@ _TESTS: Final = {
     "tests first, then skipped and todo, then passing, cut to the budget from the end, so "
     "failing tests are the last to go (`truncated` counts those left out). The "
     "runner ran candidate code, which can alter its report: the host-collected exitCode is the "
-    "fact. A report that is missing, too large or unparseable is `problem`, never invented.",
+    "fact. A report that is missing (a run stopped by its deadline or a cancel before the "
+    "runner wrote it, too), too large or unparseable is `problem`, never invented. Null for "
+    "a command that is not a test command.",
     "properties": {
         "candidateInfluenced": {"type": "boolean", "const": True},
         "note": {"type": "string"},

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
+import encodings.aliases
+
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from jigcmd.protocol.junit import (
     EXPANSION_FACTOR,
@@ -170,3 +175,69 @@ def test_a_failure_text_of_many_character_references_is_read_in_linear_time() ->
         + b"</failure></testcase></testsuite></testsuites>"
     )
     assert report.tests[0].status == "failed"
+
+
+@pytest.mark.parametrize("line", ["\u00b2", "\u2460", "\u0663", "1\u00b2", "\uff11"])
+def test_a_line_of_digits_that_are_not_ascii_is_left_absent(line: str) -> None:
+    """`str.isdigit` is true of "²", "①" and other scripts' digits, which `int` refuses."""
+    data = f'<testsuites><testsuite name="f"><testcase name="a" line="{line}"/></testsuite>'
+    (test,) = parse_junit((data + "</testsuites>").encode()).tests
+    assert (test.name, test.line) == ("a", None)
+
+
+@pytest.mark.parametrize(
+    ("encoding", "words"),
+    [
+        ("x-nope", "LookupError: unknown encoding: x-nope"),
+        ("rot13", "LookupError: 'rot13' is not a text encoding"),
+        ("utf-7", "ValueError: multi-byte encodings are not supported"),
+        ("idna", "UnicodeError: decoding with 'idna' codec failed"),
+    ],
+)
+def test_an_encoding_python_cannot_read_xml_in_is_an_unreadable_report(
+    encoding: str, words: str
+) -> None:
+    """The declaration is the candidate's to write: expat asks Python for the codec."""
+    data = f'<?xml version="1.0" encoding="{encoding}"?><testsuites/>'.encode()
+    with pytest.raises(UnreadableReport, match=f"^not readable XML \\({words}"):
+        parse_junit(data)
+
+
+_ENCODINGS = sorted({*encodings.aliases.aliases, *encodings.aliases.aliases.values(), "x-nope"})
+_VALUES = st.text(max_size=12) | st.sampled_from(["1", "\u00b2", "1e308", "nan", "-1", "TODO"])
+_ATTRIBUTES = st.lists(
+    st.tuples(st.sampled_from(["name", "file", "line", "time", "type", "message"]), _VALUES),
+    max_size=4,
+)
+_ELEMENTS = st.sampled_from(
+    ["testsuites", "testsuite", "testcase", "failure", "error", "skipped", "x"]
+)
+
+
+@st.composite
+def _xmlish(draw: st.DrawFn) -> bytes:
+    """XML-like text: a declaration perhaps naming any codec, elements, attributes, text."""
+    parts: list[str] = []
+    if draw(st.booleans()):
+        parts.append(f'<?xml version="1.0" encoding="{draw(st.sampled_from(_ENCODINGS))}"?>')
+    for _ in range(draw(st.integers(0, 8))):
+        element = draw(_ELEMENTS)
+        attrs = "".join(
+            f' {key}="{value.replace("&", "&amp;").replace(chr(34), "&quot;")}"'
+            for key, value in draw(_ATTRIBUTES)
+        )
+        close = draw(st.sampled_from(["/>", ">", f"></{element}>"]))
+        parts.append(f"<{element}{attrs}{close}{draw(st.text(max_size=6))}")
+    parts.extend(draw(st.lists(st.sampled_from(["</testcase>", "</testsuite>", "&#10;"]))))
+    data = "".join(parts).encode("utf-8", errors="surrogatepass")
+    return data + draw(st.binary(max_size=4))
+
+
+@settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.binary(max_size=300) | _xmlish())
+def test_any_bytes_are_a_report_or_an_unreadable_one_never_another_exception(
+    data: bytes,
+) -> None:
+    """The candidate writes the report: whatever it holds, reading it raises nothing else."""
+    with contextlib.suppress(UnreadableReport):
+        parse_junit(data)
