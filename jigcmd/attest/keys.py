@@ -202,6 +202,13 @@ def _read_private(path: Path, *, host: bool = False) -> Ed25519PrivateKey:
     seed = _ed25519_seed(data)
     if seed is not None:
         return Ed25519PrivateKey.from_private_bytes(seed)
+    blocks = sum(1 for line in data.splitlines() if line.startswith(b"-----BEGIN "))
+    if blocks > 1:
+        # The library reads the first block alone: the key that signs would be a guess.
+        raise SigningKeyError(
+            f"signing key {path}: holds {blocks} PEM blocks, and one key signs: give a file "
+            "with that one key alone"
+        )
     # Any other text: the library parses it and says what it is.
     from cryptography.hazmat.primitives import serialization  # noqa: PLC0415 - see the module
 
