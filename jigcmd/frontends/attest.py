@@ -5,9 +5,10 @@
 stderr); 2 the state directory could not be used (a `--state-dir` that does not exist
 included: reading creates nothing) or `--run-id` is not a run id. `verify` prints one line
 per check and exits 0 when every check holds, 1 when one fails, 2 when a file cannot be
-read or is not what it takes; an answer carrying its statement and its evidence, given as
-FILE alone, is its own evidence; `--run-id`, `--operation-id` and `--lock` are the caller's
-own, which the statement must name. `key` prints the public half of the key this host signs
+read or is not what it takes (a FILE holding no bundle too: nothing is checked); an answer
+carrying its statement and its evidence, given as FILE alone, is its own evidence;
+`--run-id`, `--operation-id` and `--lock` are the caller's own, which the statement must
+name. `key` prints the public half of the key this host signs
 with (PEM on stdout, its id on stderr), making it on first use; a `--state-dir` that does not
 exist is refused (2), only the default directory is made.
 """

@@ -95,7 +95,10 @@ def test_verify_refuses_a_key_file_that_is_not_one_public_pem(
 ) -> None:
     """Status 2, nothing checked, and the line says what the file is and what to give."""
     (tmp_path / "key").write_bytes(data)
-    (tmp_path / "bundle.jsonl").write_text("{}\n")
+    # An envelope in shape, its signature never checked: what is refused is the other file.
+    (tmp_path / "bundle.jsonl").write_text(
+        '{"payload": "e30=", "payloadType": "application/vnd.in-toto+json", "signatures": []}\n'
+    )
     done = subprocess.run(
         [sys.executable, "-m", "jigcmd", "verify", str(tmp_path / "bundle.jsonl"),
          "--key", str(tmp_path / "key")],
