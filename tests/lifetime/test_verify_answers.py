@@ -267,7 +267,7 @@ def test_the_reviewers_sample_in_the_docs_is_what_verify_prints(rig: Rig, tmp_pa
     )  # fmt: skip
     assert checked.returncode == 0, checked.stdout + checked.stderr
     doc = (Path(__file__).parents[2] / "docs" / "attestation.md").read_text()
-    sample = doc.split("# the call's answer, as it came")[1].split("```\n")[2]
+    sample = doc.split("# the call's answer as it came")[1].split("```\n")[2]
 
     def same(text: str) -> list[str]:
         text = re.sub(r"key [0-9a-f]{64}", "key KEY", text)
