@@ -205,7 +205,8 @@ def _tool(args: argparse.Namespace) -> int:
         if verb == "attest":
             return attest.attest(args.state_dir, args.run_id, args.operation_id, args.out)
         if verb == "verify":
-            return attest.verify(args.file, args.key, args.evidence, args.state_dir)
+            expected = attest.Expecting(args.run_id, args.operation_id, args.lock)
+            return attest.verify(args.file, args.key, args.evidence, args.state_dir, expected)
         return attest.key(args.state_dir, args.signing_key)
     if verb == "recover":
         from jigcmd.frontends.recover import recover  # noqa: PLC0415 - imported per verb to keep start-up light

@@ -236,6 +236,24 @@ def _verify_options(verify: argparse.ArgumentParser) -> None:
         "jarvis record); - reads stdin; without it the output is not checked",
     )
     verify.add_argument(
+        "--run-id",
+        metavar="RUN",
+        help="the caller's run the statement must be of (serve --run-id): a Run/1 answer names "
+        "none, so without it the statement's run is a skip line",
+    )
+    verify.add_argument(
+        "--operation-id",
+        metavar="OP",
+        help="the operation id the statement must be of (the call's operationId)",
+    )
+    verify.add_argument(
+        "--lock",
+        type=values.path,
+        metavar="LOCK",
+        help="the lock the caller's serve admitted: the statement's lockDigest, Binding, "
+        "contract and Bun must be its",
+    )
+    verify.add_argument(
         "--state-dir",
         type=values.path,
         help="where this host's public key is read when --key is not given (default: "

@@ -104,8 +104,8 @@ def test_a_dash_is_standard_input_not_a_relative_path(tmp_path: Path) -> None:
     """`verify -` reads the bundle from stdin: it gets as far as reading it (was refused)."""
     done = _from_removed_directory(tmp_path, "verify", "-", stdin=b"not a bundle\n")
     assert _GONE not in done.stderr, done.stderr
-    assert done.returncode == 1, done.stderr
-    assert "FAIL bundle: not JSON Lines of DSSE envelopes" in done.stdout
+    assert done.returncode == 2, done.stderr
+    assert "jigcmd verify: -: not a bundle: not JSON Lines of DSSE envelopes" in done.stderr
 
 
 def test_a_relative_signing_key_variable_is_refused_by_name(tmp_path: Path) -> None:

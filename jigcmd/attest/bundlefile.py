@@ -5,7 +5,8 @@ jarvis record carries it in `attestation.bundle`, a key no envelope has. An answ
 carries no statement (a Run/1 or MCP answer, an MCP tool result alone, evidence alone, a
 `run --json` answer of a run that never ran to a signed end) is not what FILE takes:
 `ValueError` says what it is and where its statement is, rather than a failed bundle check
-of the wrong file. Read strictly (`jsonio.strict`), every line of the bundle too.
+of the wrong file; and so is a file that is no bundle at all. Read strictly
+(`jsonio.strict`), every line of the bundle too.
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ def bundle_bytes(data: bytes) -> bytes:
         unsigned = _carries_no_statement(value)
         if unsigned is not None:
             raise ValueError(f"not a bundle: {unsigned}")
-        return data
+        return _strict_lines(data)
     attestation = value["attestation"]
     if attestation is None:
         raise ValueError("the answer's `attestation` is null: no statement was made for this run")
@@ -121,11 +122,17 @@ def _json_kind(value: object) -> str:
 
 
 def _strict_lines(bundle: bytes) -> bytes:
-    """`bundle`, unless a line of it breaks a strict JSON rule (`ValueError` naming the line)."""
+    """`bundle`, if it is one: else `ValueError` naming what it is (a line that breaks a strict
+    JSON rule, text, an empty or cut-short file, an object that is no DSSE envelope).
+
+    Status 2, as for any input verify cannot use, rather than a failed `bundle` check: a
+    failed check (status 1) is a statement read and found not to hold, never a file that
+    holds none.
+    """
     try:
         dsse.decode_bundle(bundle)
     except dsse.NotStrictJSON as exc:
         raise ValueError(str(exc)) from None
-    except dsse.BundleError:
-        pass  # not a bundle at all: the bundle check says so, as a failed check
+    except dsse.BundleError as exc:
+        raise ValueError(f"not a bundle: {exc}") from None
     return bundle

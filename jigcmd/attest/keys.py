@@ -202,6 +202,13 @@ def _read_private(path: Path, *, host: bool = False) -> Ed25519PrivateKey:
     seed = _ed25519_seed(data)
     if seed is not None:
         return Ed25519PrivateKey.from_private_bytes(seed)
+    blocks = sum(1 for line in data.splitlines() if line.startswith(b"-----BEGIN "))
+    if blocks > 1:
+        # The library reads the first block alone: the key that signs would be a guess.
+        raise SigningKeyError(
+            f"signing key {path}: holds {blocks} PEM blocks, and one key signs: give a file "
+            "with that one key alone"
+        )
     # Any other text: the library parses it and says what it is.
     from cryptography.hazmat.primitives import serialization  # noqa: PLC0415 - see the module
 
@@ -296,12 +303,46 @@ def _one_public_pem(data: bytes, path: Path) -> None:
             "prints it), and keep the private key on the signing host"
         )
     if not labels:
-        raise SigningKeyError(f"public key {path}: not PEM (no -----BEGIN line); {_PUBLIC_FORM}")
+        raise SigningKeyError(f"public key {path}: not PEM: {_unarmoured(data)}; {_PUBLIC_FORM}")
     if len(labels) > 1:
         raise SigningKeyError(
             f"public key {path}: holds {len(labels)} PEM blocks, and one key verifies: give "
             "the one key that signed (its id is each signature's keyid)"
         )
+
+
+def _unarmoured(data: bytes) -> str:
+    """What a key file without a PEM block looks like, so the error names the form it is."""
+    text = data.strip()
+    if not text:
+        return "the file is empty"
+    if text.startswith((b"ssh-ed25519 ", b"ssh-rsa ", b"ecdsa-sha2-", b"ssh-")):
+        kind = text.split(b" ", 1)[0].decode("ascii", "replace")
+        return f"an OpenSSH public key ({kind} …), no -----BEGIN line"
+    if all(c in b"0123456789abcdefABCDEF" for c in b"".join(text.split())):
+        digits = len(b"".join(text.split()))
+        raw = " (an Ed25519 key's 32 raw bytes, in hex)" if digits == 64 else ""
+        return f"{digits} hex digits{raw}, no -----BEGIN line"
+    body = _base64(b"".join(text.split()))
+    if body is not None and len(body) == 32:
+        return "base64 of 32 bytes (an Ed25519 key's raw bytes), no -----BEGIN line"
+    if body is not None and body[:1] == b"\x30":
+        return "base64 of DER: a PEM block's body without its -----BEGIN and -----END lines"
+    if len(data) == 32:
+        return "32 bytes of binary (an Ed25519 key's raw bytes), no -----BEGIN line"
+    if data[:1] == b"\x30":
+        return (
+            "binary DER (a SEQUENCE), no -----BEGIN line: `openssl pkey -pubin -inform DER "
+            "-in FILE` prints it as PEM"
+        )
+    return f"{len(data)} bytes with no -----BEGIN line"
+
+
+def _base64(text: bytes) -> bytes | None:
+    try:
+        return base64.b64decode(text, validate=True)
+    except ValueError:
+        return None
 
 
 def _host_key(state_dir: Path) -> SigningKey:

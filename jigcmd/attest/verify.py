@@ -6,7 +6,9 @@ makes one trusted); every payload is a statement of the schema its `predicateTyp
 (strictly: the types `schemas/run-predicate.v1.schema.json` and the `jarvis-run-predicate`
 schemas are generated from; a jarvis statement is v2, or v1 as jigcmd
 made them before they named the executable); a test result names the run statement it
-belongs to; and, given the evidence, its candidate digest and streams match the subjects and
+belongs to; the statement is of the caller's run, operation and lock when it gives them,
+and said unchecked when the evidence names none (a Run/1 answer: `verify_run`); and, given
+the evidence, its candidate digest and streams match the subjects and
 the rest the predicate. The evidence is any shape `inputs.read_evidence` reads: the ten
 fields, an MCP result's budgeted view (each field it carries, its cut said unchecked), or a
 jarvis record (its run id, request, rule and ending too). A check that cannot be made, every
@@ -27,6 +29,7 @@ from jigcmd.attest.inputs import (
     JarvisResult,
     JarvisView,
     McpResult,
+    RunAnswer,
     read_evidence,
 )
 from jigcmd.attest.keys import PublicKey
@@ -42,11 +45,12 @@ from jigcmd.attest.statement import (
 )
 from jigcmd.attest.verify_answer import around_checks
 from jigcmd.attest.verify_record import record_checks
+from jigcmd.attest.verify_run import Expected, run_checks
 from jigcmd.attest.verify_view import view_checks
 from jigcmd.evidence import Evidence
 from jigcmd.jsonio import strict
 
-__all__ = ["Check", "JarvisView", "decode_evidence", "verify_bundle"]
+__all__ = ["Check", "Expected", "JarvisView", "decode_evidence", "verify_bundle"]
 
 
 class _Kind(msgspec.Struct):
@@ -65,8 +69,14 @@ def decode_evidence(data: bytes) -> EvidenceFile:
     return read_evidence(data)
 
 
-def verify_bundle(data: bytes, key: PublicKey, evidence: EvidenceFile | None = None) -> list[Check]:
-    """Every check on the bundle `data` against `key` (and `evidence`); stops at a broken one."""
+def verify_bundle(
+    data: bytes,
+    key: PublicKey,
+    evidence: EvidenceFile | None = None,
+    expected: Expected | None = None,
+) -> list[Check]:
+    """Every check on the bundle `data` against `key` (and `evidence`, and what the caller
+    `expected` of its run); stops at a broken one."""
     try:
         envelopes = dsse.decode_bundle(data)
     except dsse.BundleError as exc:
@@ -94,8 +104,31 @@ def verify_bundle(data: bytes, key: PublicKey, evidence: EvidenceFile | None = N
     if keyid != key.keyid:
         named += f", not the verifying key {key.keyid}"
     checks.append(Check("signer", keyid == key.keyid, named))
+    checks.extend(_which_run(statement, payloads, evidence, expected or Expected()))
     checks.extend(_evidence(statement, evidence, data))
     return checks
+
+
+def _which_run(
+    statement: Statement, payloads: list[bytes], evidence: EvidenceFile | None, expected: Expected
+) -> list[Check]:
+    """Whether the statement is of the caller's run: the evidence named no run, or it asked."""
+    if not isinstance(statement, RunStatement):
+        if not expected.given():
+            return []
+        why = "--run-id, --operation-id and --lock name a Project Command run, not a jarvis run"
+        return [Check("run", False, f"a jarvis statement: {why}")]
+    # An answer that names no run, operation or lock: the same call's statement under any
+    # other run would match its evidence, so what it leaves unchecked is said.
+    if isinstance(evidence, Evidence):
+        return run_checks(statement, payloads, expected, "the evidence alone")
+    if isinstance(evidence, RunAnswer) and (
+        evidence.around is None or evidence.around.shape == "Run/1 error"
+    ):
+        return run_checks(statement, payloads, expected, "a Run/1 answer", run1=True)
+    if isinstance(evidence, McpResult) and evidence.around is None:
+        return run_checks(statement, payloads, expected, "an MCP structuredContent alone")
+    return run_checks(statement, payloads, expected, None)
 
 
 def _evidence(statement: Statement, evidence: EvidenceFile | None, bundle: bytes) -> list[Check]:

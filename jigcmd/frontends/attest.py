@@ -5,8 +5,10 @@
 stderr); 2 the state directory could not be used (a `--state-dir` that does not exist
 included: reading creates nothing) or `--run-id` is not a run id. `verify` prints one line
 per check and exits 0 when every check holds, 1 when one fails, 2 when a file cannot be
-read or is not what it takes; an answer carrying its statement and its evidence, given as
-FILE alone, is its own evidence. `key` prints the public half of the key this host signs
+read or is not what it takes (a FILE holding no bundle too: nothing is checked); an answer
+carrying its statement and its evidence, given as FILE alone, is its own evidence;
+`--run-id`, `--operation-id` and `--lock` are the caller's own, which the statement must
+name. `key` prints the public half of the key this host signs
 with (PEM on stdout, its id on stderr), making it on first use; a `--state-dir` that does not
 exist is refused (2), only the default directory is made.
 """
@@ -16,6 +18,7 @@ from __future__ import annotations
 import os
 import shlex
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 from jigcmd.attest.bundlefile import bundle_bytes, carries_evidence
@@ -30,7 +33,7 @@ from jigcmd.attest.keys import (
     named_signing_key,
     open_signing_key,
 )
-from jigcmd.attest.verify import verify_bundle
+from jigcmd.attest.verify import Expected, verify_bundle
 from jigcmd.durable.host import state_directory
 from jigcmd.durable.statedir import (
     StateDirError,
@@ -41,9 +44,10 @@ from jigcmd.durable.statedir import (
 from jigcmd.journal.rows import Row
 from jigcmd.journal.schema import SchemaError
 from jigcmd.journal.store import DB_NAME, Journal, JournalError, JournalUnusable
+from jigcmd.policy.lock import LockError, decode_lock
 from jigcmd.protocol import jsonrpc
 
-__all__ = ["attest", "key", "verify"]
+__all__ = ["Expecting", "attest", "key", "verify"]
 
 _OK, _NONE, _UNUSABLE = 0, 1, 2
 
@@ -117,15 +121,39 @@ def _no_statement(row: Row) -> str | None:
     return None
 
 
+@dataclass(frozen=True)
+class Expecting:
+    """`verify`'s --run-id, --operation-id and --lock, as given: what the caller knows."""
+
+    run_id: str | None = None
+    operation_id: str | None = None
+    lock: Path | None = None
+
+
 def verify(
-    bundle: Path, key_path: Path | None, evidence_path: Path | None, state_dir: Path | None
+    bundle: Path,
+    key_path: Path | None,
+    evidence_path: Path | None,
+    state_dir: Path | None,
+    expecting: Expecting | None = None,
 ) -> int:
-    """Check `bundle` against the key (and the evidence); one line per check."""
+    """Check `bundle` against the key (and the evidence, and the caller's run); one line per
+    check."""
     if str(bundle) == "-" and str(evidence_path) == "-":
         sys.stderr.write("jigcmd verify: only one of FILE and --evidence can be - (stdin)\n")
         return _UNUSABLE
-    reading = bundle
+    for option, value in _ids(expecting or Expecting()):
+        if not jsonrpc.is_run1_id(value):
+            # `--run-id "$RUN"` with RUN unset would check nothing: a usage error, as attest's.
+            sys.stderr.write(
+                f"jigcmd verify: {option} {value!r} must match {jsonrpc.RUN1_ID_RULE}: the "
+                "caller's own id, as it gave it\n"
+            )
+            return _UNUSABLE
+    reading = (expecting or Expecting()).lock or bundle
     try:
+        expected = _expected(expecting or Expecting())
+        reading = bundle
         given = _read(bundle)
         data = bundle_bytes(given)
         key = _verifying_key(key_path, state_dir)
@@ -143,13 +171,13 @@ def verify(
     except OSError as exc:
         sys.stderr.write(f"jigcmd verify: {exc.filename}: cannot be read: {exc.strerror}\n")
         return _UNUSABLE
-    except (SigningKeyError, StateDirError) as exc:
+    except (SigningKeyError, StateDirError, LockError) as exc:
         sys.stderr.write(f"jigcmd verify: {exc}\n")
         return _UNUSABLE
     except ValueError as exc:
         sys.stderr.write(f"jigcmd verify: {reading}: {exc}\n")
         return _UNUSABLE
-    checks = verify_bundle(data, key, evidence) + beside
+    checks = verify_bundle(data, key, evidence, expected) + beside
     for check in checks:
         verdict = "skip" if check.skipped else "ok  " if check.ok else "FAIL"
         sys.stdout.write(f"{verdict} {check.name}: {check.detail}\n")
@@ -158,6 +186,20 @@ def verify(
     good = all(check.ok for check in checks)
     sys.stdout.write("verified\n" if good else "NOT verified\n")
     return _OK if good else _NONE
+
+
+def _ids(expecting: Expecting) -> list[tuple[str, str]]:
+    named = (("--run-id", expecting.run_id), ("--operation-id", expecting.operation_id))
+    return [(option, value) for option, value in named if value is not None]
+
+
+def _expected(expecting: Expecting) -> Expected:
+    """What the caller gave of its run, its lock read (`LockError` naming the file if no lock)."""
+    lock = None
+    if expecting.lock is not None:
+        data = _read(expecting.lock)
+        lock = (data, decode_lock(data, source=f"--lock {expecting.lock}"), str(expecting.lock))
+    return Expected(expecting.run_id, expecting.operation_id, lock)
 
 
 def _answer_beside(given: bytes, evidence: bytes | None) -> list[Check]:

@@ -318,3 +318,49 @@ def test_opening_the_key_imports_none_of_the_librarys_serializers(tmp_path: Path
         stdin=subprocess.DEVNULL,
     )
     assert done.stdout == b"[]\n"
+
+
+@pytest.mark.parametrize("second", ["private", "public"])
+def test_a_signing_key_file_holding_several_pem_blocks_is_refused_at_start(
+    tmp_path: Path, second: str
+) -> None:
+    """Two keys (or a key and a public half) in one file: the library would sign with the
+    first alone, so `jigcmd key`, `jigcmd run` and the host key refuse it, naming the file."""
+    first = Ed25519PrivateKey.generate()
+    other = Ed25519PrivateKey.generate()
+    extra = (
+        _pem(other)
+        if second == "private"
+        else other.public_key().public_bytes(
+            serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+        )
+    )
+    two = _key_file(tmp_path / "two.pem", _pem(first) + extra)
+    said = (
+        f"signing key {two}: holds 2 PEM blocks, and one key signs: give a file with that one "
+        "key alone\n"
+    )
+
+    def jigcmd(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "jigcmd", *args],
+            capture_output=True, text=True, timeout=60, check=False, stdin=subprocess.DEVNULL,
+        )  # fmt: skip
+
+    printed = jigcmd("key", "--signing-key", str(two))
+    assert (printed.returncode, printed.stdout) == (2, ""), printed.stderr
+    assert printed.stderr == f"jigcmd key: {said}"
+    example = tmp_path / "example"
+    shutil.copytree(REPO / "jigcmd" / "example", example, ignore=shutil.ignore_patterns("*.lock"))
+    ran = jigcmd(
+        "run", "--binding", str(example / "binding.toml"), "--state-dir", str(tmp_path / "s"),
+        "--signing-key", str(two), "cli", "--files", str(example / "candidates" / "passing"),
+    )  # fmt: skip
+    assert ran.returncode == 3, ran.stdout + ran.stderr
+    assert said.rstrip("\n") in ran.stderr
+    state = tmp_path / "state"
+    state.mkdir(mode=0o700)
+    _key_file(state / HOST_KEY_NAME, _pem(first) + extra)
+    host = jigcmd("key", "--state-dir", str(state))
+    assert host.returncode == 2, host.stderr
+    assert f"signing key {state / HOST_KEY_NAME}: holds 2 PEM blocks" in host.stderr

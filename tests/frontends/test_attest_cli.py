@@ -127,7 +127,10 @@ def test_verify_refuses_evidence_missing_any_of_the_ten_fields(tmp_path: Path, f
     key = jigcmd("key", "--state-dir", str(tmp_path / "state"))
     assert key.returncode == 0, key.stderr
     (tmp_path / "host.pub").write_text(key.stdout)
-    (tmp_path / "bundle.jsonl").write_text("{}\n")
+    # An envelope in shape, its signature never checked: what is refused is the other file.
+    (tmp_path / "bundle.jsonl").write_text(
+        '{"payload": "e30=", "payloadType": "application/vnd.in-toto+json", "signatures": []}\n'
+    )
     partial = dict(msgspec.to_builtins(EVIDENCE))
     del partial[field]
     (tmp_path / "evidence.json").write_text(json.dumps(partial))

@@ -80,7 +80,10 @@ def test_key_refuses_a_fifo_at_the_host_key_and_replaces_nothing(state: Path, na
 
 
 def test_verify_refuses_a_fifo_at_the_host_public_key(state: Path, tmp_path: Path) -> None:
-    (tmp_path / "b.jsonl").write_text("{}\n")
+    # An envelope in shape, never checked: the key is refused first.
+    (tmp_path / "b.jsonl").write_text(
+        '{"payload": "e30=", "payloadType": "application/vnd.in-toto+json", "signatures": []}\n'
+    )
     _fifo(state / HOST_PUBLIC_NAME)
     done = _jigcmd("verify", str(tmp_path / "b.jsonl"), "--state-dir", str(state))
     assert (done.returncode, done.stdout) == (2, ""), done.stderr

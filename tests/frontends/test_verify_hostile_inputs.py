@@ -3,6 +3,7 @@ never end, bundles and answers that are not what jigcmd writes."""
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import resource
@@ -168,6 +169,52 @@ def test_a_bundle_written_as_a_json_array_is_status_2_as_other_malformed_files(
         f"jigcmd verify: {array}: not a bundle: the file is a JSON array, not a DSSE envelope "
         "(an object) or JSON Lines of them\n"
     )
+
+
+@pytest.mark.parametrize(
+    ("kind", "said"),
+    [
+        ("text", "not a bundle: not JSON Lines of DSSE envelopes: malformed JSON: "),
+        ("empty", "not a bundle: the file is empty"),
+        ("cut short", "not a bundle: not JSON Lines of DSSE envelopes: malformed JSON: "),
+        ("an object", "not a bundle: not a DSSE envelope: Object missing required field"),
+        ("an array", "not a bundle: the file is a JSON array, not a DSSE envelope"),
+        ("a duplicate key", 'not strict JSON: duplicate key "payload"'),
+        ("missing", "cannot be read: No such file or directory"),
+    ],
+)
+def test_a_file_that_is_no_bundle_is_status_2_whatever_it_holds(
+    tmp_path: Path, kind: str, said: str
+) -> None:
+    """Status 2 means nothing was checked, stdout empty: for every FILE that holds no bundle,
+    as for evidence that is none. Status 1 is a bundle read whose check failed."""
+    bundle, _, key = _signed(tmp_path)
+    pub = tmp_path / "host.pub"
+    pub.write_bytes(key.public.pem)
+    text = bundle.read_bytes()
+    first = text.splitlines()[0]
+    content = {
+        "text": b"a statement, honest\n",
+        "empty": b"",
+        "cut short": text[: len(text) // 2],
+        "an object": b'{"a": 1}\n',
+        "an array": b"[" + first + b"]\n",
+        "a duplicate key": first[:-1] + b', "payload": "e30="}\n',
+    }
+    given = tmp_path / "given.jsonl"
+    if kind in content:
+        given.write_bytes(content[kind])
+    done = _verify(str(given), "--key", str(pub))
+    assert (done.returncode, done.stdout) == (2, ""), done.stdout + done.stderr
+    assert done.stderr.startswith(f"jigcmd verify: {given}: {said}"), done.stderr
+    envelope = json.loads(first)
+    sig = bytearray(base64.b64decode(envelope["signatures"][0]["sig"]))
+    sig[0] ^= 0x01
+    envelope["signatures"][0]["sig"] = base64.b64encode(bytes(sig)).decode()
+    given.write_bytes(json.dumps(envelope).encode() + b"\n" + b"\n".join(text.splitlines()[1:]))
+    failed = _verify(str(given), "--key", str(pub))
+    assert failed.returncode == 1, failed.stdout + failed.stderr
+    assert "FAIL signature: envelope 1: no signature verifies" in failed.stdout
 
 
 def test_unknown_envelope_fields_are_said_to_be_unsigned(tmp_path: Path) -> None:

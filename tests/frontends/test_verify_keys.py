@@ -53,24 +53,52 @@ def _pem(public: object) -> bytes:
             "holds 2 PEM blocks, and one key verifies: give the one key that signed (its id is "
             "each signature's keyid)",
         ),
-        (_RAW, f"not PEM (no -----BEGIN line); {PUBLIC_FORM}"),
-        (_RAW.hex().encode(), f"not PEM (no -----BEGIN line); {PUBLIC_FORM}"),
-        (base64.b64encode(_RAW), f"not PEM (no -----BEGIN line); {PUBLIC_FORM}"),
+        (
+            _RAW,
+            "not PEM: 32 bytes of binary (an Ed25519 key's raw bytes), no -----BEGIN line; "
+            + PUBLIC_FORM,
+        ),
+        (
+            _RAW.hex().encode() + b"\n",
+            "not PEM: 64 hex digits (an Ed25519 key's 32 raw bytes, in hex), no -----BEGIN "
+            f"line; {PUBLIC_FORM}",
+        ),
+        (
+            base64.b64encode(_RAW),
+            "not PEM: base64 of 32 bytes (an Ed25519 key's raw bytes), no -----BEGIN line; "
+            + PUBLIC_FORM,
+        ),
         (
             _PUBLIC.public_bytes(
                 serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH
             ),
-            f"not PEM (no -----BEGIN line); {PUBLIC_FORM}",
+            f"not PEM: an OpenSSH public key (ssh-ed25519 …), no -----BEGIN line; {PUBLIC_FORM}",
         ),
+        (
+            _PUBLIC.public_bytes(
+                serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
+            ),
+            "not PEM: binary DER (a SEQUENCE), no -----BEGIN line: `openssl pkey -pubin "
+            f"-inform DER -in FILE` prints it as PEM; {PUBLIC_FORM}",
+        ),
+        (
+            b"".join(_PEM.splitlines()[1:-1]),
+            "not PEM: base64 of DER: a PEM block's body without its -----BEGIN and -----END "
+            f"lines; {PUBLIC_FORM}",
+        ),
+        (b"\n", f"not PEM: the file is empty; {PUBLIC_FORM}"),
     ],
-    ids=["private", "two keys", "raw", "hex", "base64", "openssh"],
+    ids=["private", "two keys", "raw", "hex", "base64", "openssh", "der", "pem body", "empty"],
 )
 def test_verify_refuses_a_key_file_that_is_not_one_public_pem(
     tmp_path: Path, data: bytes, said: str
 ) -> None:
     """Status 2, nothing checked, and the line says what the file is and what to give."""
     (tmp_path / "key").write_bytes(data)
-    (tmp_path / "bundle.jsonl").write_text("{}\n")
+    # An envelope in shape, its signature never checked: what is refused is the other file.
+    (tmp_path / "bundle.jsonl").write_text(
+        '{"payload": "e30=", "payloadType": "application/vnd.in-toto+json", "signatures": []}\n'
+    )
     done = subprocess.run(
         [sys.executable, "-m", "jigcmd", "verify", str(tmp_path / "bundle.jsonl"),
          "--key", str(tmp_path / "key")],

@@ -87,7 +87,10 @@ def test_a_wrong_field_is_named_by_its_shape_and_path(
     (tmp_path / "state").mkdir()
     key = _jigcmd("key", "--state-dir", str(tmp_path / "state"))
     (tmp_path / "host.pub").write_text(key.stdout)
-    (tmp_path / "bundle.jsonl").write_text("{}\n")
+    # An envelope in shape, its signature never checked: what is refused is the other file.
+    (tmp_path / "bundle.jsonl").write_text(
+        '{"payload": "e30=", "payloadType": "application/vnd.in-toto+json", "signatures": []}\n'
+    )
     evidence = tmp_path / "evidence.json"
     evidence.write_text(json.dumps(shape))
     done = _jigcmd(

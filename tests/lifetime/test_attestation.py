@@ -303,7 +303,10 @@ def test_verify_without_a_key_on_a_host_without_one_says_so_and_makes_nothing(
     tmp_path: Path,
 ) -> None:
     """No --key and no host key: exit 2 naming where it looked; no state directory appears."""
-    (tmp_path / "b.jsonl").write_text("{}\n")
+    # An envelope in shape, never checked: the missing key is said first.
+    (tmp_path / "b.jsonl").write_text(
+        '{"payload": "e30=", "payloadType": "application/vnd.in-toto+json", "signatures": []}\n'
+    )
     state = tmp_path / "nowhere"
     checked = _jigcmd("verify", str(tmp_path / "b.jsonl"), "--state-dir", str(state))
     assert checked.returncode == 2

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -240,25 +241,38 @@ def test_verify_reads_every_json_strictly_and_keeps_the_bundle_forms(
 
 def test_the_reviewers_sample_in_the_docs_is_what_verify_prints(rig: Rig, tmp_path: Path) -> None:
     """docs/attestation.md's sample output, line for line: digests whole, as printed; only
-    the host's key id and the streams' lengths (the runner prints its timings) differ."""
-    done = _jigcmd(
-        "run", "--binding", str(rig.binding), "--state-dir", str(rig.state_dir), "tests",
-        "--files", str(PASSING), "--json",
+    the host's key id, the envelope's run id, the lock's digest and the streams' lengths (the
+    runner prints its timings) differ. As the reviewer does it: the Flow call under run
+    `first-calls`, its answer checked with its run, its operation and its lock."""
+    files = {
+        str(path.relative_to(PASSING)): path.read_text()
+        for path in sorted(PASSING.rglob("*"))
+        if path.is_file()
+    }
+    server = rig.serve(run_id="first-calls")
+    server.send(flow_call("c1", "example-passing-tests", {"command": "tests", "files": files}))
+    (tmp_path / "answer.json").write_text(json.dumps(server.answer("c1")))
+    assert server.close_input() == 0
+    fetched = _jigcmd(
+        "attest", "--run-id", "first-calls", "example-passing-tests",
+        "--state-dir", str(rig.state_dir), "--out", str(tmp_path / "passing.intoto.jsonl"),
     )  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    answer = json.loads(done.stdout)
-    (tmp_path / "b.jsonl").write_text(answer["attestation"]["bundle"])
-    (tmp_path / "e.json").write_text(json.dumps(answer["evidence"]))
-    checked = _jigcmd(
-        "verify", str(tmp_path / "b.jsonl"), "--state-dir", str(rig.state_dir),
-        "--evidence", str(tmp_path / "e.json"),
+    assert fetched.returncode == 0, fetched.stderr
+    shutil.copy(rig.binding.parent / "jigcmd.lock", tmp_path / "jigcmd.lock")
+    checked = subprocess.run(
+        [sys.executable, "-m", "jigcmd", "verify", "passing.intoto.jsonl", "--state-dir",
+         str(rig.state_dir), "--evidence", "answer.json", "--run-id", "first-calls",
+         "--operation-id", "example-passing-tests", "--lock", "jigcmd.lock"],
+        capture_output=True, text=True, timeout=120, check=False, cwd=tmp_path,
     )  # fmt: skip
     assert checked.returncode == 0, checked.stdout + checked.stderr
     doc = (Path(__file__).parents[2] / "docs" / "attestation.md").read_text()
-    sample = doc.split("--evidence answer.json   # the call's answer")[1].split("```\n")[2]
+    sample = doc.split("# the call's answer as it came")[1].split("```\n")[2]
 
     def same(text: str) -> list[str]:
         text = re.sub(r"key [0-9a-f]{64}", "key KEY", text)
+        text = re.sub(r"runId [0-9a-f]+,", "runId RUN,", text)
+        text = re.sub(r"lockDigest sha256:[0-9a-f]{64}", "lockDigest LOCK", text)
         return re.sub(r"\d+ characters", "N characters", text).splitlines()
 
     assert same(checked.stdout) == same(sample)
