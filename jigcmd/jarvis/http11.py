@@ -60,7 +60,7 @@ from uvicorn.config import Config
 from uvicorn.protocols.http.h11_impl import H11Protocol
 from uvicorn.server import ServerState
 
-from jigcmd.jarvis.auth import AUTHORISED_ACTOR, AuthError, Credentials
+from jigcmd.jarvis.auth import AUTHORISED_ACTOR, CONNECTION_ANSWER, AuthError, Credentials
 from jigcmd.jarvis.connections import ConnectionLimits, Connections
 from jigcmd.jarvis.headsize import HeadSize
 
@@ -325,13 +325,10 @@ class BoundedH11Protocol(H11Protocol):
                 )
             )
         elif self.cycle is not None and not self.cycle.response_started:
-            self.transport.write(
-                raw_error(
-                    408,
-                    "Request Timeout",
-                    f"request body not complete within {self.limits.body_timeout_s:g} s",
-                )
-            )
+            message = f"request body not complete within {self.limits.body_timeout_s:g} s"
+            # The application, told of the disconnect, audits the call with this answer.
+            cast("dict[str, Any]", self.cycle.scope)[CONNECTION_ANSWER] = message
+            self.transport.write(raw_error(408, "Request Timeout", message))
         self.transport.close()
 
     def timeout_keep_alive_handler(self) -> None:
