@@ -34,7 +34,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from jigcmd.cancel import CancelSignal
-from jigcmd.jarvis.auth import AUTHORISED_ACTOR, AuthError, Credentials
+from jigcmd.jarvis.auth import AUTHORISED_ACTOR, CONNECTION_ANSWER, AuthError, Credentials
 from jigcmd.jarvis.journalcalls import RunUnrecorded
 from jigcmd.jarvis.service import JarvisService
 from jigcmd.jarvis.tools import ToolError, decode_invoke, tool_named
@@ -374,14 +374,12 @@ async def _read_json(request: Request) -> object:
             if len(body) > MAX_BODY_BYTES:
                 raise ToolError(413, f"request body larger than {MAX_BODY_BYTES} bytes")
     except ClientDisconnect:
-        # The client went away, or its body deadline closed the connection (the 408 is
-        # written, http11.py): nobody reads an answer, and it is no fault of the server's.
-        logger.info(
-            "%s %s: connection closed before the request body was complete",
-            request.method,
-            request.url.path,
-        )
-        raise ToolError(400, "connection closed before the request body was complete") from None
+        # The client went away, or its body deadline closed the connection, the 408 written
+        # (http11.py): the audit row says what was answered, or that nobody was left to.
+        answered = request.scope.get(CONNECTION_ANSWER)
+        message = answered or "connection closed before the request body was complete"
+        logger.info("%s %s: %s", request.method, request.url.path, message)
+        raise ToolError(408 if answered else 400, message) from None
     try:
         return loads(bytes(body))
     except StrictJSONError as exc:

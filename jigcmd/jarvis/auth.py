@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 __all__ = [
     "AUTHORISED_ACTOR",
     "CAPABILITIES",
+    "CONNECTION_ANSWER",
     "MIN_TOKEN_BYTES",
     "AuthError",
     "ConfigError",
@@ -36,6 +37,9 @@ _TAG = "jarvis"
 # token before the application runs, leaves the actor it names: the application's own
 # refusals before its routes (`app.HostOriginGuard`) are then the actor's, not anonymous.
 AUTHORISED_ACTOR = "jigcmd.jarvis.actor"
+# The ASGI scope key under which the connection leaves the error it answered a request with
+# itself (the body deadline's 408): the application's audit row then says what was answered.
+CONNECTION_ANSWER = "jigcmd.jarvis.connection_answer"
 _SCHEME = "bearer"
 
 

@@ -55,12 +55,20 @@ class ConnectionLimits:
     write_timeout_s: float = 10.0
     # A request head's size at most, complete or not (h11's own bound on an incomplete one).
     max_head_bytes: int = MAX_HEAD_BYTES
-    # File descriptors kept free for everything else: the journal, envelopes, their runs.
+    # File descriptors kept free for everything else: the journal, envelopes, their runs, and
+    # the connections that gave way while their 503 waits to be read (`max_leaving`).
     reserved_fds: int = 64
     # How long a waiting connection is left alone before it may give way to a newcomer.
     min_wait_s: float = 0.5
     # How long newcomers wait in the backlog for room before one is refused with 503.
     refuse_after_s: float = 1.0
+    # A connection that gave way keeps its socket open this long at most, its 503 written and
+    # no FIN yet, so that a client still about to send its request sends it and reads the 503
+    # (a client that sees the end of stream first fails to write, not knowing why) ...
+    leaving_linger_s: float = 1.0
+    # ... and at most this many do so at once (the oldest is closed first): they live off the
+    # descriptor reserve, not off the cap.
+    max_leaving: int = 16
 
 
 DEFAULT_LIMITS = ConnectionLimits()

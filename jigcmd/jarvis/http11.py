@@ -27,7 +27,12 @@ its `limit_concurrency` answers 503 only once a head is complete. Each connectio
   (`refused`, see jarvis/refusals.py); a right one
   leaves its actor in the request's scope (`auth.AUTHORISED_ACTOR`), so that what the
   application refuses of it is audited as that actor's;
-- is held in `Connections`, which chooses who gives way when the cap is reached.
+- is held in `Connections`, which chooses who gives way when the cap is reached; one that
+  gives way while it waits for a request is answered 503 (`GAVE_WAY`, `Retry-After: 1`),
+  never closed without a word: its client may have sent its request, or be about to send
+  it, and must learn that nothing ran. Its end of stream follows the client's request, or
+  `leaving_linger_s`, whichever comes first (a client that saw the end of stream before it
+  wrote would fail to write, not knowing why), and at most `max_leaving` linger at once.
 """
 
 from __future__ import annotations
@@ -55,11 +60,11 @@ from uvicorn.config import Config
 from uvicorn.protocols.http.h11_impl import H11Protocol
 from uvicorn.server import ServerState
 
-from jigcmd.jarvis.auth import AUTHORISED_ACTOR, AuthError, Credentials
+from jigcmd.jarvis.auth import AUTHORISED_ACTOR, CONNECTION_ANSWER, AuthError, Credentials
 from jigcmd.jarvis.connections import ConnectionLimits, Connections
 from jigcmd.jarvis.headsize import HeadSize
 
-__all__ = ["BoundedH11Protocol", "bounded_protocol", "raw_error"]
+__all__ = ["GAVE_WAY", "BoundedH11Protocol", "bounded_protocol", "raw_error"]
 
 Phase = Literal["head", "body", "request"]
 
@@ -69,6 +74,11 @@ _RESET = struct.pack("ii", 1, 0)
 # How often an idle connection closing with its last answer unread asks the kernel again.
 _UNACKNOWLEDGED_POLL_S = 0.1
 _CLOSE = (b"connection", b"close")
+# The 503 of a connection that gave way before a request on it was read.
+GAVE_WAY = (
+    "jarvis needed this connection for a newer one before it read a request on it "
+    "(at most --max-connections are held); nothing ran; retry"
+)
 
 
 def raw_error(status: int, reason: str, message: str, extra: str = "") -> bytes:
@@ -89,6 +99,8 @@ class BoundedH11Protocol(H11Protocol):
     # Told each refusal of a request without the token (its fixed reason), for the audit.
     # A staticmethod: a plain function set on the class would be bound to each instance.
     refused: ClassVar[staticmethod[[str], None]]
+    # The connections that gave way and linger with their 503 (oldest first).
+    leaving: ClassVar[dict[BoundedH11Protocol, None]]
 
     def __init__(
         self,
@@ -110,6 +122,10 @@ class BoundedH11Protocol(H11Protocol):
         self._head = HeadSize(self.limits.max_head_bytes)
         self._phase: Phase = "request"
         self._authorized = False
+        # Gave way: answered 503, reading only to discard, until the end of stream.
+        self._leaving = False
+        # How many times it waited for a request head (more than once: it answered one).
+        self._heads = 0
         self.app = self._token_checked(self.app)
 
     # -- the connection's life ------------------------------------------------------------
@@ -128,10 +144,17 @@ class BoundedH11Protocol(H11Protocol):
         self._disarm()
         self._disarm_write()
         self.held.remove(self)
+        self.leaving.pop(self, None)
         super().connection_lost(exc)
 
     def data_received(self, data: bytes) -> None:
         """The head's bytes are measured before h11 parses them."""
+        if self._leaving:
+            # The request that arrives after the 503 is not read: its client has the answer,
+            # and now the end of stream after it.
+            if not self.transport.is_closing() and self.transport.can_write_eof():
+                self.transport.write_eof()
+            return
         if self._phase == "head" and not self._head.feed(data):
             self._head_too_large()
             return
@@ -149,17 +172,50 @@ class BoundedH11Protocol(H11Protocol):
         super().handle_events()
         self._follow()
 
-    def give_way(self) -> None:
-        """Close this waiting (or stalled) connection to make room for a new one.
+    def give_way(self, *, at_once: bool = False) -> None:
+        """Make room for a new connection: a waiting one is answered 503, a stalled one dropped.
 
         An answer its client has not taken is dropped with it (a plain close would keep the
-        socket until the client reads it).
+        socket until the client reads it). `at_once` (no descriptor left): the 503 is followed
+        by the end of stream at once, the socket not left to linger.
         """
         self._disarm()
+        if self.transport.is_closing():
+            return
         if self.transport.get_write_buffer_size() or _unacknowledged(self.transport):
+            logger.info(
+                "gave way to a new connection: dropped one whose client had not taken its answer"
+            )
             self._drop()
-        elif not self.transport.is_closing():
+        elif self._stalled:
+            logger.info(
+                "gave way to a new connection: closed one whose client took its answer late"
+            )
             self.transport.close()
+        else:
+            logger.info(
+                "gave way to a new connection: answered 503 to one %s",
+                "idle after its answer"
+                if self._heads > 1
+                else "that sent no complete request head",
+            )
+            self._leave(at_once=at_once)
+
+    def _leave(self, *, at_once: bool) -> None:
+        """Answer 503 and linger, the end of stream after the client's request (or the linger)."""
+        self._leaving = True
+        self.transport.write(
+            raw_error(503, "Service Unavailable", GAVE_WAY, extra="retry-after: 1\r\n")
+        )
+        if at_once:
+            self.transport.close()
+            return
+        self._deadline = self.loop.call_later(self.limits.leaving_linger_s, self.transport.close)
+        self.leaving[self] = None
+        while len(self.leaving) > self.limits.max_leaving:
+            oldest = next(iter(self.leaving))
+            self.leaving.pop(oldest)
+            oldest.transport.close()
 
     def pause_writing(self) -> None:
         """An answer waits for the client to read: its write deadline runs, it may give way."""
@@ -169,7 +225,7 @@ class BoundedH11Protocol(H11Protocol):
             self._write_deadline = self.loop.call_later(
                 self.limits.write_timeout_s, self._write_expired
             )
-        if not self.transport.is_closing():
+        if not self.transport.is_closing() and not self._leaving:
             self.held.stalled(self)
 
     def resume_writing(self) -> None:
@@ -225,6 +281,7 @@ class BoundedH11Protocol(H11Protocol):
         if not self._stalled:
             self._hold()
         if phase == "head":
+            self._heads += 1
             self._handed_at = self.loop.time()
             self._arm(self.limits.header_timeout_s)
             self._head.reset()
@@ -236,6 +293,8 @@ class BoundedH11Protocol(H11Protocol):
 
     def _hold(self) -> None:
         """Held as the phase says: waiting for a head (may give way), else busy."""
+        if self._leaving:
+            return
         if self._phase == "head":
             self.held.waiting(self, authorized=self._authorized)
         else:
@@ -266,18 +325,15 @@ class BoundedH11Protocol(H11Protocol):
                 )
             )
         elif self.cycle is not None and not self.cycle.response_started:
-            self.transport.write(
-                raw_error(
-                    408,
-                    "Request Timeout",
-                    f"request body not complete within {self.limits.body_timeout_s:g} s",
-                )
-            )
+            message = f"request body not complete within {self.limits.body_timeout_s:g} s"
+            # The application, told of the disconnect, audits the call with this answer.
+            cast("dict[str, Any]", self.cycle.scope)[CONNECTION_ANSWER] = message
+            self.transport.write(raw_error(408, "Request Timeout", message))
         self.transport.close()
 
     def timeout_keep_alive_handler(self) -> None:
         """uvicorn's idle timer: the idle close of the header deadline (`_close_idle`)."""
-        if not self.transport.is_closing():
+        if not self.transport.is_closing() and not self._leaving:
             self._close_idle()
 
     def _close_idle(self) -> None:
@@ -437,4 +493,5 @@ def bounded_protocol(
     Bounded.held = held
     Bounded.credentials = credentials
     Bounded.refused = staticmethod(refused)
+    Bounded.leaving = {}
     return Bounded

@@ -306,7 +306,7 @@ async def _short_of_descriptors(held: Connections[BoundedH11Protocol]) -> None:
     """No descriptor for a new connection: one that waits gives way, then try again."""
     _, making_room = held.admit(force=True)
     if making_room is not None:
-        making_room.give_way()
+        making_room.give_way(at_once=True)
     # The closed descriptor is freed on the loop's next turn.
     await anyio.sleep(_RETRY_S if making_room is not None else _IDLE_RETRY_S)
 

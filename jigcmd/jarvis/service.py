@@ -241,10 +241,9 @@ class JarvisService:
             return
         if slot is not None:
             self._release(slot)
-        await self._trail.decision(actor, tool, request, decision, "refused: too many active runs")
-        raise ToolError(
-            429, f"too many active runs (at most {self._max_active})", headers=RETRY_AFTER
-        )
+        message = f"too many active runs (at most {self._max_active})"
+        await self._trail.decision(actor, tool, request, decision, f"refused: {message}")
+        raise ToolError(429, message, headers=RETRY_AFTER)
 
     async def _plan(
         self, actor: str, tool: str, request: Request, decision: Decision, slot: Slot | None

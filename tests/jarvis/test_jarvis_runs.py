@@ -81,7 +81,7 @@ async def test_too_many_active_runs_is_a_429() -> None:
     assert len(spy.plans) == 1
     refusals = [r for r in service.store.audit_rows(10) if r.outcome.startswith("refused")]
     assert [(r.argv, r.outcome) for r in refusals] == [
-        (("echo", "two"), "refused: too many active runs")
+        (("echo", "two"), "refused: too many active runs (at most 1)")
     ]
 
 

@@ -54,28 +54,42 @@ def _port(base: str) -> int:
     return int(base.rsplit(":", 1)[1])
 
 
-@pytest.mark.parametrize("ending", ["client-closes", "body-deadline"])
-async def test_a_body_that_never_completes_is_one_info_line_not_a_traceback(
-    ending: str, server_log: pytest.LogCaptureFixture
+@pytest.mark.parametrize(
+    ("ending", "said"),
+    [
+        ("client-closes", "connection closed before the request body was complete"),
+        ("body-deadline", "request body not complete within 0.2 s"),
+    ],
+)
+async def test_a_body_that_never_completes_is_one_info_line_and_one_row_saying_its_answer(
+    ending: str, said: str, server_log: pytest.LogCaptureFixture
 ) -> None:
-    """Cut short by the client, or ended by the body deadline (408): one line, no ERROR."""
+    """Cut short by the client, or ended by the body deadline (408): one line, no ERROR, and
+    one audit row, each saying what was answered (the 408's own words) or that nobody was."""
     limits = DEFAULT_LIMITS
     if ending == "body-deadline":
         limits = ConnectionLimits(body_timeout_s=0.2)
-    async with live_server(make_service(SpyExecutor()), limits=limits) as base:
+    service = make_service(SpyExecutor())
+    async with live_server(service, limits=limits) as base:
         port = _port(base)
         async with await anyio.connect_tcp("127.0.0.1", port) as stream:
             await stream.send(_head(port, 100) + b'{"tool":')
             if ending == "body-deadline":
                 answer = await _until_closed(stream)
                 assert answer.startswith(b"HTTP/1.1 408 "), answer
-        await until(lambda: "before the request body was complete" in server_log.text)
+                assert json.loads(answer.split(b"\r\n\r\n", 1)[1]) == {"error": said}
+        await until(lambda: said in server_log.text)
+        await until(lambda: len(service.store.audit_rows(10)) == 1)
     (line,) = [r for r in server_log.records if "request body" in r.getMessage()]
     assert line.levelno == logging.INFO
-    assert line.getMessage() == (
-        "POST /tools/jarvis.policy.check: connection closed before the request body was complete"
-    )
+    assert line.getMessage() == f"POST /tools/jarvis.policy.check: {said}"
     assert [r for r in server_log.records if r.levelno >= logging.ERROR] == []
+    (row,) = service.store.audit_rows(10)
+    assert (row.tool, row.decision, row.outcome) == (
+        "jarvis.policy.check",
+        "invalid",
+        f"refused: {said}",
+    )
 
 
 _CHECK = b'{"tool":"jarvis.policy.check","args":{"argv":["echo","x"]}}'
