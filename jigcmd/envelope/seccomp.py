@@ -16,7 +16,9 @@ them host-global) with `EPROTONOSUPPORT`: the errors the kernel gives for a fami
 protocol it was built without, which runtimes already handle.
 
 `prlimit64` may change only the caller's own limits (pid 0): pid 1 runs with the candidate's
-uid (see pid1.py), and same-uid processes may otherwise set each other's limits.
+uid (see pid1.py), and same-uid processes may otherwise set each other's limits. Likewise the
+scheduling and I/O-priority calls may name neither pid 1 nor a process group or a uid (pid 1
+leads its own group; its uid is the candidate's): demoted, pid 1 would see the end late.
 
 The program is a flat list of `struct sock_filter` (`u16 code, u8 jt, u8 jf, u32 k`) built by a
 tiny assembler with labels, so each deny group jumps to one shared return.
@@ -123,6 +125,13 @@ _AUDIT_ARCH_X86_64 = 0xC000003E
 _AUDIT_ARCH_AARCH64 = 0xC00000B7
 # x32 system calls are x86_64 calls with this bit set; the arch field cannot tell them apart.
 _X32_SYSCALL_BIT = 0x40000000
+
+# Pid 1, and the `which` of setpriority (linux/resource.h) and ioprio_set (linux/ioprio.h):
+# one process, a process group, a uid. The sched_set* calls take the pid first (0: the caller).
+_INIT = 1
+_PRIO_PROCESS, _PRIO_PGRP, _PRIO_USER = 0, 1, 2
+_IOPRIO_WHO_PROCESS, _IOPRIO_WHO_PGRP, _IOPRIO_WHO_USER = 1, 2, 3
+_SCHED_BY_PID = ("sched_setscheduler", "sched_setparam", "sched_setattr", "sched_setaffinity")
 
 # Denied with EPERM, by group; each group says why.
 _DENY_GROUPS: dict[str, tuple[str, ...]] = {
@@ -261,6 +270,12 @@ _NUMBERS: dict[str, tuple[int, int | None]] = {
     "socket": (41, 198),
     "socketpair": (53, 199),
     "prlimit64": (302, 261),
+    "setpriority": (141, 140),
+    "ioprio_set": (251, 30),
+    "sched_setscheduler": (144, 119),
+    "sched_setparam": (142, 118),
+    "sched_setattr": (314, 274),
+    "sched_setaffinity": (203, 122),
 }
 
 
@@ -389,7 +404,29 @@ def build_filter(*, machine: str | None = None, deny_errno: int = errno.EPERM) -
         _jeq(nr["socket"], jt="socket"),
         _jeq(nr["socketpair"], jt="socket"),
         _jeq(nr["prlimit64"], jt="prlimit"),
+        _jeq(nr["setpriority"], jt="setpriority"),
+        _jeq(nr["ioprio_set"], jt="ioprio"),
+        *(_jeq(nr[name], jt="sched") for name in _SCHED_BY_PID),
         _stmt(_RET_K, _RET_ALLOW),
+        # Pid 1's priority, policy, CPUs and I/O class: see the module docstring. The kernel
+        # reads `which`, `who` and `pid` as ints, so their low 32 bits decide; a `which` it
+        # does not know passes, for its own EINVAL.
+        "setpriority",
+        _stmt(_LD_W_ABS, _arg_low(0)),
+        _jeq(_PRIO_PROCESS, jt="who"),
+        _jeq(_PRIO_PGRP, jt="deny"),
+        _jeq(_PRIO_USER, jt="deny", jf="allow"),
+        "ioprio",
+        _stmt(_LD_W_ABS, _arg_low(0)),
+        _jeq(_IOPRIO_WHO_PROCESS, jt="who"),
+        _jeq(_IOPRIO_WHO_PGRP, jt="deny"),
+        _jeq(_IOPRIO_WHO_USER, jt="deny", jf="allow"),
+        "who",
+        _stmt(_LD_W_ABS, _arg_low(1)),
+        _jeq(_INIT, jt="deny", jf="allow"),
+        "sched",
+        _stmt(_LD_W_ABS, _arg_low(0)),
+        _jeq(_INIT, jt="deny", jf="allow"),
         # Another process's limits only: pid 1 runs as the candidate's uid, and lowering its
         # RLIMIT_CPU would have the kernel kill the collector of the candidate's evidence.
         "prlimit",

@@ -199,6 +199,29 @@ def test_prlimit_reaches_only_the_callers_own_limits(machine: str) -> None:
         assert verdict(machine, "prlimit64", pid, 0, 0, 0) == RET_EPERM, pid
 
 
+@pytest.mark.parametrize("machine", MACHINES)
+def test_scheduling_calls_cannot_name_pid_1_its_group_or_its_uid(machine: str) -> None:
+    """Pid 1 (also with junk in the upper half), any group or uid is denied; other pids pass."""
+    for pid in (1, 1 | (1 << 32), 1 | (0xFFFFFFFF << 32)):
+        assert verdict(machine, "setpriority", 0, pid, 19) == RET_EPERM, pid
+        assert verdict(machine, "ioprio_set", 1, pid, 3 << 13) == RET_EPERM, pid
+        for name in ("sched_setscheduler", "sched_setparam", "sched_setattr", "sched_setaffinity"):
+            assert verdict(machine, name, pid, 5, 0) == RET_EPERM, (name, pid)
+    for who in (0, 1, 2, 4242):
+        assert verdict(machine, "setpriority", 1, who, 19) == RET_EPERM  # PRIO_PGRP
+        assert verdict(machine, "setpriority", 2 | (1 << 32), who, 19) == RET_EPERM  # PRIO_USER
+        assert verdict(machine, "ioprio_set", 2, who, 0) == RET_EPERM  # IOPRIO_WHO_PGRP
+        assert verdict(machine, "ioprio_set", 3, who, 0) == RET_EPERM  # IOPRIO_WHO_USER
+    for pid in (0, 2, 4242, 1 << 32, 0xFFFFFFFF):
+        assert verdict(machine, "setpriority", 0 | (1 << 32), pid, 10) == RET_ALLOW, pid
+        assert verdict(machine, "ioprio_set", 1, pid, 0) == RET_ALLOW, pid
+        for name in ("sched_setscheduler", "sched_setparam", "sched_setattr", "sched_setaffinity"):
+            assert verdict(machine, name, pid, 0, 0) == RET_ALLOW, (name, pid)
+    # A `which` the kernel does not know reaches it, for its own EINVAL.
+    assert verdict(machine, "setpriority", 3, 1, 0) == RET_ALLOW
+    assert verdict(machine, "ioprio_set", 0, 1, 0) == RET_ALLOW
+
+
 def test_port_io_is_denied_only_where_it_exists() -> None:
     """iopl and ioperm are on the x86_64 list and absent from aarch64's."""
     assert {"iopl", "ioperm"} <= seccomp.denied_syscalls("x86_64").keys()
