@@ -264,8 +264,8 @@ class Envelope:
         if self.init_oom is not None:
             # The candidate inherited the pinned score at its spawn; pid 1 goes back to its
             # own. Not fatal: the candidate runs, and a pid 1 left at 1000 only risks being
-            # the one the job's OOM killer kills, an UNCERTAIN run that names the memory limit
-            # (`reporting.init_lost`), never a false outcome. Unpinned, the candidate can bring
+            # the one the job's OOM killer kills, an UNCERTAIN run that names the job's OOM
+            # kill (`reporting.init_lost`), never a false outcome. Unpinned, the candidate can bring
             # that about itself: it lowers its score to pid 1's and holds the job's memory in
             # no process's RSS (memfds), and pid 1 is then the largest process in the job.
             with contextlib.suppress(OSError):
@@ -462,13 +462,16 @@ class Envelope:
     def _init_lost(self, started: str) -> None:
         # Nobody cancelled and nothing proves how the candidate ended: no evidence, no
         # signal is invented. Fenced and released; the server records it uncertain, in
-        # words that name the job's own OOM kill when there was one (`reporting.init_lost`).
+        # words that name an OOM kill in the job when its count says there was one
+        # (`reporting.init_lost`).
         self._unwatch_sock()
-        job, oom_limit = self.held.job, None
-        with contextlib.suppress(OSError):
-            if job is not None and self.launch is not None and job.stats().oom_killed:
-                oom_limit = self.launch.plan.limits.memory_bytes
-        self._fail(StepError(INIT_LOST, reporting.init_lost(started, oom_limit)))
+        job, oom_killed = self.held.job, None
+        try:
+            oom_killed = job.stats().oom_killed if job is not None else None
+        except Exception as exc:  # noqa: BLE001 - unread, the cause is unknown; still UNCERTAIN
+            trace.mark(f"supervisor: OOM count unread: {exc!r}")
+        limit = self.launch.plan.limits.memory_bytes if self.launch is not None else 0
+        self._fail(StepError(INIT_LOST, reporting.init_lost(started, oom_killed, limit)))
 
     def _finish(self) -> None:
         job = self.held.job
