@@ -28,19 +28,19 @@ import contextlib
 import enum
 import functools
 import os
-import signal
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
 from jigcmd import trace
-from jigcmd.envelope import cgroups, ledger, oomscore, reporting
+from jigcmd.envelope import cgroups, ledger, oomscore, reporting, statusline
 from jigcmd.envelope.failure import StepError
 from jigcmd.envelope.holdings import EMPTY_WAIT, Holdings, Watcher
 from jigcmd.envelope.ledger import Owner, Registry
 from jigcmd.envelope.marshalcodec import MARSHAL
 from jigcmd.envelope.messages import INIT_LOST, Go, Launch, Started, send_message
 from jigcmd.envelope.reporting import RunChannel
+from jigcmd.signames import signal_name
 
 if TYPE_CHECKING:
     # For the types alone: evidence's msgspec stays out of the zygote's image.
@@ -90,14 +90,6 @@ class State(enum.Enum):
     DONE = "done"
 
 
-def _moment(line: str) -> float:
-    """The moment (monotonic seconds) pid 1 took for a `ready`/`exit`/`signal` line's event.
-
-    Not the line's handling: a quick candidate's "ready" is often read after its end.
-    """
-    return int(line.rpartition(" ")[2]) / 1e9
-
-
 def _guarded(handler: Callable[[Envelope], None]) -> Callable[[Envelope], None]:
     """An event handler whose unexpected failure fails its envelope, never the zygote."""
 
@@ -139,7 +131,8 @@ class Envelope:
         self.launch: Launch | None = None
         self.run: RunChannel | None = None
         # The run's moments (monotonic seconds, one clock): the launch taken here, and the
-        # candidate's start as pid 1 took it (see `_moment`). Setup is the first to the second.
+        # candidate's start as pid 1 took it (`statusline.Status`). Setup is the first to the
+        # second.
         self.launched = 0.0
         self.started = 0.0
         self.wall_ms = 0.0
@@ -271,8 +264,8 @@ class Envelope:
         if self.init_oom is not None:
             # The candidate inherited the pinned score at its spawn; pid 1 goes back to its
             # own. Not fatal: the candidate runs, and a pid 1 left at 1000 only risks being
-            # the one the job's OOM killer kills, an UNCERTAIN run that names the memory limit
-            # (`reporting.init_lost`), never a false outcome. Unpinned, the candidate can bring
+            # the one the job's OOM killer kills, an UNCERTAIN run that names the job's OOM
+            # kill (`reporting.init_lost`), never a false outcome. Unpinned, the candidate can bring
             # that about itself: it lowers its score to pid 1's and holds the job's memory in
             # no process's RSS (memfds), and pid 1 is then the largest process in the job.
             with contextlib.suppress(OSError):
@@ -344,24 +337,26 @@ class Envelope:
         if line.startswith("fail "):
             step, _, error = line[5:].partition("\t")
             raise StepError(step, error)
+        try:
+            status = statusline.parse(line)
+        except ValueError as exc:
+            raise StepError("envelope", f"{exc} while {self.state.value}") from exc
         expected = {
             State.UNSHARING: ("unshared", self._unshared),
             State.BUILDING: ("prepared", self._prepared),
             State.STAGED: ("ready", self._ready),
         }.get(self.state)
-        if expected is not None and line.startswith(expected[0]):
-            if self.state is State.STAGED:
-                self.started = _moment(line)
+        if expected is not None and status.kind == expected[0]:
+            if status.kind == "ready":
+                self.started = status.moment
             expected[1]()
             return
-        kind, _, value = line.partition(" ")
-        if kind in ("exit", "signal") and self.state in (State.RUNNING, State.FENCING):
-            value = value.partition(" ")[0]
-            ending: Ending = (int(value), None, "exited")
-            if kind == "signal":
-                ending = (None, signal.Signals(int(value)).name, "exited")
+        if status.kind in ("exit", "signal") and self.state in (State.RUNNING, State.FENCING):
+            ending: Ending = (status.number, None, "exited")
+            if status.kind == "signal":
+                ending = (None, signal_name(status.number), "exited")
             if self.state is State.RUNNING:
-                self._ended(ending, _moment(line))
+                self._ended(ending, status.moment)
             else:
                 self._ended_while_stopping(ending)
             return
@@ -467,13 +462,16 @@ class Envelope:
     def _init_lost(self, started: str) -> None:
         # Nobody cancelled and nothing proves how the candidate ended: no evidence, no
         # signal is invented. Fenced and released; the server records it uncertain, in
-        # words that name the job's own OOM kill when there was one (`reporting.init_lost`).
+        # words that name an OOM kill in the job when its count says there was one
+        # (`reporting.init_lost`).
         self._unwatch_sock()
-        job, oom_limit = self.held.job, None
-        with contextlib.suppress(OSError):
-            if job is not None and self.launch is not None and job.stats().oom_killed:
-                oom_limit = self.launch.plan.limits.memory_bytes
-        self._fail(StepError(INIT_LOST, reporting.init_lost(started, oom_limit)))
+        job, oom_killed = self.held.job, None
+        try:
+            oom_killed = job.stats().oom_killed if job is not None else None
+        except Exception as exc:  # noqa: BLE001 - unread, the cause is unknown; still UNCERTAIN
+            trace.mark(f"supervisor: OOM count unread: {exc!r}")
+        limit = self.launch.plan.limits.memory_bytes if self.launch is not None else 0
+        self._fail(StepError(INIT_LOST, reporting.init_lost(started, oom_killed, limit)))
 
     def _finish(self) -> None:
         job = self.held.job

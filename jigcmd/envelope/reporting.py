@@ -143,21 +143,31 @@ def finished(
     )
 
 
-def init_lost(started: str, oom_limit: int | None) -> str:
-    """Why pid 1 died without reporting the candidate's end: `oom_limit`, the job's memory
-    limit when the job's own OOM killer killed in it, else None (killed from outside).
+def init_lost(started: str, oom_killed: bool | None, memory_limit: int) -> str:
+    """Why pid 1 died without reporting the candidate's end, as far as the job's OOM kill
+    count tells: `oom_killed` True (some process of the job was OOM-killed), False (none
+    was: killed from outside), None (the count could not be read: the cause is unknown).
 
-    The job's OOM kill is named, not turned into the memory-limit outcome (evidence with
+    The count says an OOM killer killed in the job at some time, not whom: a child the
+    candidate let be OOM-killed earlier counts the same, so pid 1 is named only as maybe
+    killed. The OOM kill is not turned into the memory-limit outcome (evidence with
     `oomKilled`): that evidence says how the candidate ended as pid 1 saw it, and nobody saw
     it. A SIGKILL would be invented (the candidate may have ended on its own just before), and
     a run that "exited" with neither code nor signal would be evidence of nothing. Where the
     candidate's OOM score is not pinned, the candidate can bring this about (docs/security.md).
     """
     lost = "pid 1 of the envelope died without reporting how the candidate ended"
-    if oom_limit is None:
+    if oom_killed is None:
+        return (
+            f"{lost} (cause unknown: the job's OOM kill count could not be read); {started}, "
+            "its outcome is unknown"
+        )
+    if not oom_killed:
         return f"{lost} (killed from outside); {started}, its outcome is unknown"
-    limit = f"{oom_limit >> 20} MiB" if oom_limit % (1 << 20) == 0 else f"{oom_limit} bytes"
+    limit = (
+        f"{memory_limit >> 20} MiB" if memory_limit % (1 << 20) == 0 else f"{memory_limit} bytes"
+    )
     return (
-        f"{lost}: the job reached its memory limit ({limit}) and the kernel's OOM killer "
-        f"killed pid 1; {started}, its own exit status is unknown"
+        f"{lost}: the kernel's OOM killer killed at least one process of the job (memory "
+        f"limit {limit}) and may have killed pid 1; {started}, its own exit status is unknown"
     )

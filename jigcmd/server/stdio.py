@@ -51,6 +51,7 @@ from jigcmd.server.fds import ProtocolFds, claim_protocol_fds
 from jigcmd.server.hostpaths import HostPaths
 from jigcmd.server.output import MAX_BACKLOG_BYTES, Writer
 from jigcmd.server.stopsignals import watch_stop_signals
+from jigcmd.signames import signal_name
 
 __all__ = ["SessionEnd", "serve_stdio"]
 
@@ -214,7 +215,7 @@ class _Server:
         self._stop.set()
 
     def _signalled(self, signum: signal.Signals) -> None:
-        self._lose(f"received {signum.name}")
+        self._lose(f"received {signal_name(signum)}")
 
     async def _watch_output(self) -> None:
         async with anyio.create_task_group() as watching:

@@ -247,6 +247,22 @@ async def test_a_run_past_its_timeout_ends_at_the_deadline(
     assert response.json()["signal"] == "SIGKILL"
 
 
+async def test_a_host_program_killed_by_a_real_time_signal_exited_naming_it(
+    executor: NativeExecutor, workdir: Path
+) -> None:
+    """Perl killing itself with signal 40: exited, `SIGRTMIN+6`, its output kept."""
+    program = '$| = 1; print "bye\\n"; kill 40, $$; sleep 5; print "still here\\n"'
+    async with harness(make_service(executor, policy=policy_for(workdir))) as h:
+        response = await h.invoke("jarvis.run.create", argv=["perl", "-e", program])
+    answer = response.json()
+    assert (answer["status"], answer["signal"], answer["exit_code"]) == (
+        "exited",
+        "SIGRTMIN+6",
+        None,
+    ), answer
+    assert answer["stdout"]["text"] == "bye\n", answer
+
+
 async def test_twenty_concurrent_allowed_runs_all_complete_and_are_recorded(
     executor: NativeExecutor, workdir: Path
 ) -> None:

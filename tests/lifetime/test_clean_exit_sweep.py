@@ -23,13 +23,26 @@ from tests.lifetime.watch import Proc, parent
 pytestmark = pytest.mark.envelope
 
 
-def _killed_mid_run(rig: Rig, which: str) -> tuple[str, dict[str, Any]]:
+# Lets a child of its own be OOM-killed by the job (it fills memory), then lingers as LINGER
+# does: its SIGTERM handler, which `Rig.candidate` waits for, comes after the child's end.
+_LINGER_AFTER_AN_OOM_KILL = """
+import { writeFileSync } from "fs";
+const fill = "for (const a = []; ; ) a.push(Buffer.alloc(16 << 20, 1));";
+writeFileSync("/tmp/hog.js", fill);
+const hog = Bun.spawnSync([process.execPath, "/tmp/hog.js"]);
+console.log("hog " + hog.signalCode);
+process.on("SIGTERM", () => process.exit(0));
+setInterval(() => {}, 1000);
+"""
+
+
+def _killed_mid_run(rig: Rig, which: str, source: str = LINGER) -> tuple[str, dict[str, Any]]:
     """A lingering run whose supervisor (or pid 1) is SIGKILLed; the server's answer."""
     token = f"tok-{uuid.uuid4().hex}"
     server = rig.serve()
     rig.prepared(server)
     request_id = rig.next_id("call")
-    server.send(flow_call(request_id, "op-killed", cli_input(LINGER, token)))
+    server.send(flow_call(request_id, "op-killed", cli_input(source, token)))
     candidate = rig.candidate(token)
     victim: Proc | None = (
         rig.supervisor("op-killed") if which == "supervisor" else parent(candidate)
@@ -64,4 +77,20 @@ def test_a_killed_pid_1_whose_cleanup_was_proved_is_recorded_as_proved(rig: Rig)
     row = rig.row("op-killed")
     assert row is not None and row.state == "uncertain"
     assert (row.cleanup, row.problems) == ("complete", "")
+    rig.assert_nothing_left()
+
+
+def test_a_killed_pid_1_after_an_oom_kill_in_its_job_is_not_blamed_on_the_oom_killer(
+    rig: Rig,
+) -> None:
+    """A child OOM-killed earlier, then pid 1 SIGKILLed from outside: the job's OOM count says
+    only that some process of it was OOM-killed, so the answer says pid 1 may have been one."""
+    _, answer = _killed_mid_run(rig, "pid1", _LINGER_AFTER_AN_OOM_KILL)
+    assert answer["error"]["message"].startswith(
+        "pid 1 of the envelope died without reporting how the candidate ended: the kernel's "
+        "OOM killer killed at least one process of the job (memory limit 256 MiB) and may have "
+        "killed pid 1; the candidate ran, its own exit status is unknown"
+    ), answer
+    row = rig.row("op-killed")
+    assert row is not None and row.state == "uncertain"
     rig.assert_nothing_left()
