@@ -24,6 +24,7 @@ PACKAGES = {
     "qemu-system-x86_64": "qemu-system-x86",
     "busybox": "busybox-static",
     "busybox (static)": "busybox-static",
+    "prlimit": "util-linux",
     "setpriv": "util-linux",
     "su": "util-linux",
     "apt-get": "apt",

@@ -176,6 +176,11 @@ def _set_rlimits(nofile: int, fsize_bytes: int) -> None:
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
     resource.setrlimit(resource.RLIMIT_FSIZE, (fsize_bytes, fsize_bytes))
+    # No nice below the server's and no real-time policy, whatever the host grants the server
+    # (a container's `--ulimit rtprio`, systemd's LimitRTPRIO=): pid 1 shares the candidate's
+    # CPU, and a SCHED_FIFO or nice -20 candidate could starve it of its collection.
+    resource.setrlimit(resource.RLIMIT_NICE, (0, 0))
+    resource.setrlimit(resource.RLIMIT_RTPRIO, (0, 0))
     # Message queue bytes and queued signals are charged to host root as well (ucounts.py).
     for limit, value in ucounts.RLIMITS:
         resource.setrlimit(limit, (value, value))
