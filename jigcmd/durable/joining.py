@@ -8,13 +8,15 @@ work asks, when its own last waiter leaves, whether such a waiter is still alive
 
 A joiner watches the row's owner as `jigcmd runs` does: once that process is provably gone,
 nothing runs the operation, so the joiner fences and closes the row as recovery does (its very
-code, `recovery.recover`) and answers what that records (UNCERTAIN, unless the evidence was
-recorded and its cleanup is proved now).
+code, `recovery.recover_unless_running`) and answers what that records (UNCERTAIN, unless the
+evidence was recorded and its cleanup is proved now). A row a pass closed but has not fenced
+yet (`recovery.pending`) is waited on as an open one: its run may still live.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -24,7 +26,8 @@ from typing import NamedTuple
 import anyio
 
 from jigcmd.cancel import CancelSignal
-from jigcmd.durable.recovery import owner_gone, recover
+from jigcmd.durable import recoverylock
+from jigcmd.durable.recovery import RecoveryReport, owner_gone, pending, recover_unless_running
 from jigcmd.durable.rowclosing import JOURNAL_FAILURES, LeftOpen
 from jigcmd.envelope.cgroups import CgroupBackend
 from jigcmd.errors import Code, JigError
@@ -32,7 +35,14 @@ from jigcmd.journal import liveness
 from jigcmd.journal.rows import Row
 from jigcmd.journal.store import Journal
 
-__all__ = ["Joined", "Joiner", "join_running", "others_waiting", "waiting_for"]
+__all__ = [
+    "Joined",
+    "Joiner",
+    "finish_passes",
+    "join_running",
+    "others_waiting",
+    "waiting_for",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -85,7 +95,7 @@ async def join_running(
     names this process as a waiter of the operation, for the process running it to count.
     """
     row = await _read(journal, joiner)
-    if not row.is_open:
+    if not row.is_open and not pending(row):
         return row
     if joiner.joined is not None:
         # Before the journal names this waiter: whoever sees that sees this told too.
@@ -104,15 +114,17 @@ async def _wait_closed(
     row = await _read(journal, joiner)
     cancel, deadline, stopping = joiner.cancel, joiner.deadline, False
     owner = _OwnerWatch(journal, joiner)
-    while row.is_open:
+    # A row recovery closed but has not fenced yet is not final: its run may still be alive.
+    while row.is_open or pending(row):
         left = left_open.answered((joiner.root_run, joiner.operation_id))
-        if left is not None:
+        if left is not None and row.is_open:
             await close_left_open()
             raise JigError(Code.UNCERTAIN, left, recorded=True)
         if await owner.fenced(row):
             return await _fenced(journal, joiner)
+        fencing = pending(row) or owner.fencing
         if cancel is not None and cancel.is_set() and not cancel.deadline_passed():
-            raise await _left(journal, joiner, cancelled=True)
+            raise await _left(journal, joiner, cancelled=True, fencing=fencing)
         remaining = deadline - time.monotonic()
         # A stop for the last waiting caller's deadline ends the wait as its own would.
         if remaining <= 0 or (cancel is not None and cancel.deadline_passed()):
@@ -120,7 +132,7 @@ async def _wait_closed(
                 # The work is stopped at this very deadline: its outcome is this one's too.
                 deadline, stopping = time.monotonic() + _STOPPING_S, True
                 continue
-            raise await _left(journal, joiner, cancelled=False, stopping=stopping)
+            raise await _left(journal, joiner, cancelled=False, stopping=stopping, fencing=fencing)
         with anyio.move_on_after(min(_JOIN_POLL_S, remaining)):
             await (anyio.sleep_forever() if cancel is None else cancel.wait())
         row = await _read(journal, joiner)
@@ -138,7 +150,7 @@ async def _read(journal: Journal, joiner: Joiner) -> Row:
 async def _fenced(journal: Journal, joiner: Joiner) -> Row:
     """The row recovery closed; one it could not close is UNCERTAIN all the same."""
     row = await _read(journal, joiner)
-    if row.is_open:
+    if row.is_open or pending(row):
         raise JigError(
             Code.UNCERTAIN,
             f"the server running operation {joiner.operation_id!r} is gone, and recovery "
@@ -154,10 +166,23 @@ def _not_earlier(joiner: Joiner, row: Row) -> bool:
 
 
 async def _left(
-    journal: Journal, joiner: Joiner, *, cancelled: bool, stopping: bool = False
+    journal: Journal,
+    joiner: Joiner,
+    *,
+    cancelled: bool,
+    stopping: bool = False,
+    fencing: bool = False,
 ) -> JigError:
     """This joiner's own end (not the operation's), in words true of what happens there."""
     op = joiner.operation_id
+    if fencing:
+        # Its server is gone and a recovery pass is fencing its run (it goes on regardless).
+        ended = "cancelled" if cancelled else "the deadline passed"
+        return JigError(
+            Code.CANCELLED if cancelled else Code.DEADLINE_EXCEEDED,
+            f"{ended} while the run of operation {op!r}, whose server is gone, was being "
+            "fenced by recovery; send it again for its recorded outcome",
+        )
     if stopping:
         return JigError(
             Code.DEADLINE_EXCEEDED,
@@ -225,7 +250,13 @@ async def others_waiting(journal: Journal, operation_id: str, *, root_run: str) 
 
 
 class _OwnerWatch:
-    """The joined row's owner, watched as `jigcmd runs` does: once gone, its run is fenced."""
+    """The joined row's owner, watched as `jigcmd runs` does: once gone, its run is fenced.
+
+    The fence is a recovery pass in a thread of its own, which this joiner does not wait
+    for: its deadline or cancel still ends its wait at once (the pass goes on). No pass is
+    started while another live one runs (`recoverylock`); a row a pass closed is watched
+    until that pass has fenced its run, and fenced again here if that pass died.
+    """
 
     def __init__(self, journal: Journal, joiner: Joiner) -> None:
         self._journal = journal
@@ -233,38 +264,107 @@ class _OwnerWatch:
         self._state_dir = journal.path.parent
         # When the owner was first seen gone (monotonic).
         self._gone_since: float | None = None
+        self._pass: _Pass | None = None
+
+    @property
+    def fencing(self) -> bool:
+        """Whether this joiner's own recovery pass is running."""
+        return self._pass is not None and self._pass.is_alive()
 
     async def fenced(self, row: Row) -> bool:
-        """Whether the owner of the open `row` is gone and recovery has closed the row now.
+        """Whether this joiner's own recovery pass has ended, recovery's word on `row` final.
 
         Raises UNCERTAIN when the run cannot be fenced here (no cgroups, the journal failed).
         """
+        if self._pass is not None:
+            if self._pass.is_alive():
+                return False
+            done, self._pass = self._pass, None
+            if done.report is not None or done.error is not None:
+                return self._ended(done)
+            # Another pass had the lock: it fences this run; watch it as any other.
+        if not self._needs_pass(row):
+            return False
+        op = self._joiner.operation_id
+        backend = self._joiner.backend
+        if backend is None:
+            raise JigError(
+                Code.UNCERTAIN,
+                f"the server running operation {op!r} is gone, its outcome unproved; without "
+                "cgroups this server cannot fence its run: `jigcmd recover` closes it UNCERTAIN",
+            )
+        if await anyio.to_thread.run_sync(recoverylock.running, self._state_dir):
+            return False  # a live pass is at it: its row is final once that pass ends
+        self._pass = _Pass(self._journal, backend)
+        self._pass.start()
+        return False
+
+    def _needs_pass(self, row: Row) -> bool:
+        """Whether `row` needs a pass: its owner gone (its supervisor given a moment), or
+        closed by a pass not yet done (it may have died)."""
+        if pending(row):
+            return True
         if not owner_gone(self._state_dir, row):
             return False
         now = time.monotonic()
         self._gone_since = self._gone_since or now
         supervisor = row.supervisor
-        if (
-            supervisor is not None
-            and now - self._gone_since < _SUPERVISOR_FIRST_S
-            and liveness.alive(self._state_dir, supervisor, tidy=False)
-        ):
-            return False  # it fences its run and closes the row itself, in its own words
-        op = self._joiner.operation_id
-        gone = f"the server running operation {op!r} is gone, its outcome unproved"
-        backend = self._joiner.backend
-        if backend is None:
+        # Within that moment it fences its run and closes the row itself, in its own words.
+        return (
+            supervisor is None
+            or now - self._gone_since >= _SUPERVISOR_FIRST_S
+            or not liveness.alive(self._state_dir, supervisor, tidy=False)
+        )
+
+    def _ended(self, done: _Pass) -> bool:
+        if done.error is not None:
+            gone = f"the server running operation {self._joiner.operation_id!r} is gone"
             raise JigError(
                 Code.UNCERTAIN,
-                f"{gone}; without cgroups this server cannot fence its run: "
-                "`jigcmd recover` closes it UNCERTAIN",
+                f"{gone}, its outcome unproved; the journal could not record its fence: "
+                f"{done.error}",
             )
-        try:
-            report = await anyio.to_thread.run_sync(recover, self._journal, backend)
-        except JOURNAL_FAILURES as exc:
-            raise JigError(
-                Code.UNCERTAIN, f"{gone}; the journal could not record its fence: {exc}"
-            ) from exc
-        if not report.clean:
-            logger.warning("recovery could not confirm every cleanup: %s", report)
         return True
+
+
+class _Pass(threading.Thread):
+    """One recovery pass for a joiner, unless another is running (then `report` stays None)."""
+
+    def __init__(self, journal: Journal, backend: CgroupBackend) -> None:
+        # Not a daemon: an exiting server lets a started pass finish (`finish_passes`).
+        super().__init__(name="jigcmd recovery for a joiner")
+        self._journal = journal
+        self._backend = backend
+        self.report: RecoveryReport | None = None
+        self.error: Exception | None = None
+
+    def start(self) -> None:
+        with _passes_guard:
+            _passes.add(self)
+        super().start()
+
+    def run(self) -> None:
+        try:
+            self.report = recover_unless_running(self._journal, self._backend)
+        except JOURNAL_FAILURES as exc:
+            self.error = exc
+        except Exception as exc:
+            logger.exception("a joiner's recovery pass failed")
+            self.error = exc
+        finally:
+            with _passes_guard:
+                _passes.discard(self)
+        if self.report is not None and not self.report.clean:
+            logger.warning("recovery could not confirm every cleanup: %s", self.report)
+
+
+_passes: set[_Pass] = set()
+_passes_guard = threading.Lock()
+
+
+def finish_passes() -> None:
+    """Wait for the joiners' recovery passes still running (before the journal closes)."""
+    with _passes_guard:
+        running = list(_passes)
+    for each in running:
+        each.join()

@@ -23,9 +23,15 @@ import msgspec
 
 from jigcmd.cancel import CancelSignal
 from jigcmd.clock import unix_ms
-from jigcmd.durable.joining import Joined, Joiner, join_running, others_waiting
+from jigcmd.durable.joining import (
+    Joined,
+    Joiner,
+    finish_passes,
+    join_running,
+    others_waiting,
+)
 from jigcmd.durable.pathwrite import write_soon
-from jigcmd.durable.recovery import RecoveryReport, recover, sweep_own
+from jigcmd.durable.recovery import RecoveryReport, pending, recover, sweep_own
 from jigcmd.durable.replay import RecordedFailure, recorded_tests, replay
 from jigcmd.durable.rowclosing import JOURNAL_FAILURES, LeftOpen, RowCloser
 from jigcmd.durable.slotqueue import SlotQueue
@@ -98,6 +104,7 @@ class Ownership:
     def close(self) -> None:
         """Finish the pending row closes (left-open ones too), then close the journal."""
         self._closer.shutdown()
+        finish_passes()  # a joiner's recovery pass still writing to the journal
         self._left_open.close_all(self.journal)
         self.journal.close()
 
@@ -178,7 +185,8 @@ class Ownership:
             raise _conflict(operation_id)
         if row.is_open and closed_only:
             return None
-        if row.is_open:
+        # A row recovery closed but has not fenced yet is joined too: its run may still live.
+        if row.is_open or pending(row):
             row = await self._join(operation_id, root_run, deadline, cancel, joined)
         return replay(row)
 

@@ -27,6 +27,10 @@ Run at server start-up and by `jigcmd recover --state-dir DIR`. For each open ow
 `sweep_own` is the same proof at a server's clean exit, for what its own killed envelopes
 left (so that a clean exit leaves nothing for the next start).
 
+One pass runs at a time per state directory (`jigcmd.durable.recoverylock`); a row closed
+in step 2 is `pending` until its pass records step 5, and a pass that died in between
+leaves it to the next pass, which re-checks it as below.
+
 Nothing is ever re-dispatched. Closed rows whose cleanup failed are re-checked the same
 way (their run is over, so fencing their leftovers is safe), and become `complete` only
 once confirmed. Jarvis runs left `running` by a dead server are fenced and closed as
@@ -48,6 +52,7 @@ from pathlib import Path
 
 import msgspec
 
+from jigcmd.durable import recoverylock
 from jigcmd.envelope.cgroups import CgroupBackend
 from jigcmd.journal import identity, liveness
 from jigcmd.journal.envelopes import EnvelopeRegistry
@@ -62,7 +67,9 @@ __all__ = [
     "RecoveryReport",
     "owner_alive",
     "owner_gone",
+    "pending",
     "recover",
+    "recover_unless_running",
     "sweep_own",
 ]
 
@@ -127,6 +134,11 @@ def owner_gone(state_dir: Path, row: Row) -> bool:
     return not liveness.alive(state_dir, row.owner, tidy=False)
 
 
+def pending(row: Row) -> bool:
+    """Whether `row` is one a recovery pass closed but has not yet fenced (not final yet)."""
+    return not row.is_open and row.cleanup == "failed" and row.problems == _IN_PROGRESS
+
+
 def recover(
     journal: Journal,
     backend: CgroupBackend,
@@ -134,7 +146,26 @@ def recover(
     supervisor_grace: float = 3.0,
     empty_wait: float = 2.0,
 ) -> RecoveryReport:
-    """Close every open row of a dead server as uncertain, fencing and verifying its run."""
+    """Close every open row of a dead server as uncertain, fencing and verifying its run.
+
+    Waits for a pass another thread or process is running to end first (`recoverylock`):
+    server start-up and `jigcmd recover` promise a whole pass, and one pass is bounded (the
+    supervisor grace, then `empty_wait` per job).
+    """
+    with recoverylock.held(journal.path.parent, wait=True):
+        return _pass(journal, backend, supervisor_grace, empty_wait)
+
+
+def recover_unless_running(journal: Journal, backend: CgroupBackend) -> RecoveryReport | None:
+    """`recover`, or None at once when another pass is running (it fences what this would)."""
+    with recoverylock.held(journal.path.parent, wait=False) as mine:
+        return _pass(journal, backend, 3.0, 2.0) if mine else None
+
+
+def _pass(
+    journal: Journal, backend: CgroupBackend, supervisor_grace: float, empty_wait: float
+) -> RecoveryReport:
+    """One recovery pass, the pass lock held (see `recover`)."""
     live, orphans, ended = _orphaned_rows(journal)
     closed_ids = {r.run_id for r in orphans}
     retry = [r for r in journal.cleanup_failures() if r.run_id not in closed_ids]

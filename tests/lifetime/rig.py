@@ -203,6 +203,8 @@ class Rig:
             "runtime.holders",
             # Each live owner's and supervisor's liveness lock (`jigcmd.journal.liveness`).
             "live",
+            # One recovery pass at a time (`jigcmd.durable.recoverylock`).
+            "recovery.lock",
             # The host's signing key, made on the first run (`jigcmd.attest.keys`).
             "signing-key.pem",
             "signing-key.pub.pem",
