@@ -1,11 +1,13 @@
 """Every front refuses at start, naming the cause and its fix, what would fail every call.
 
-No user namespaces for the user: serve, run and jarvis stop before anything starts (never
-serving calls that each fail), with the doctor's words.
+No user namespaces for the user, a cgroup base the process could not move a candidate into:
+serve, run and jarvis stop before anything starts (never serving calls that each fail), and
+the doctor's lines say the same.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import secrets
 import socket
 import subprocess
@@ -14,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.rootless.rig import USER, Rootless
+from jigcmd.envelope import cgroups
+from tests.rootless.rig import UNDELEGATED_USER, USER, Rootless, remove_tree
 
 pytestmark = [pytest.mark.envelope, pytest.mark.slow]
 
@@ -105,3 +108,71 @@ def test_without_user_namespaces_every_front_refuses_at_start_with_the_doctors_w
         assert "EXECUTION_FAILED" not in said, (verb, said)
     doctor = rootless.run("doctor")
     assert "FAIL  user namespaces" in doctor.stdout and why in doctor.stdout, doctor.stdout
+
+
+@pytest.fixture
+def owned_base(rootless: Rootless) -> Iterator[Path]:
+    """A fresh cgroup2 directory the test user owns, memory, pids and cpu offered (v2)."""
+    if cgroups.detect().mode != "v2":
+        pytest.skip("an explicit cgroup2 base directory is pure v2's (the cgroup v2 VM)")
+    path = Path(f"/sys/fs/cgroup/jigcmd-base-u{rootless.uid}-{secrets.token_hex(4)}")
+    path.mkdir()
+    try:
+        subprocess.run(["chown", "-R", str(rootless.uid), str(path)], check=True)
+        yield path
+    finally:
+        remove_tree(str(path))
+
+
+def test_a_base_outside_this_processs_delegated_subtree_is_refused_at_start(
+    rootless: Rootless, example: Path, policy: Path, owned_base: Path
+) -> None:
+    """The user's own base, jigcmd started in a root-owned cgroup: the doctor's delegation
+    line and every front name the real cgroup, the base and the fix, never "join cgroup"."""
+    outside = dataclasses.replace(rootless, prelude="", cgroup_base=str(owned_base))
+    here = (
+        "/sys/fs/cgroup"
+        + Path("/proc/self/cgroup").read_text(encoding="ascii").split("0::", 1)[1].strip()
+    ).rstrip("/")
+    reason = f"this process's cgroup {here} is outside the cgroup base {owned_base}"
+    doctor = outside.run("doctor")
+    lines = doctor.stdout.splitlines()
+    (line,) = [i for i, text in enumerate(lines) if text[6:].startswith("delegation ")]
+    assert lines[line].startswith("FAIL  delegation"), doctor.stdout
+    assert reason in lines[line] and "$JIGCMD_CGROUP_BASE" in lines[line], lines[line]
+    assert "systemd-run --user --scope -p Delegate=yes" in lines[line + 1], doctor.stdout
+    for verb, done in _fronts(outside, example, policy).items():
+        said = done.stdout + done.stderr
+        assert done.returncode in (2, 3), (verb, said)
+        assert "EXECUTION_FAILED" not in said, (verb, said)
+        assert reason in said, (verb, said)
+        assert f"Delegate=yes jigcmd {verb} …" in said, (verb, said)
+        assert "cannot write '0'" not in said, (verb, said)
+
+
+def test_a_root_owned_base_is_named_with_the_option_that_chose_it(
+    rootless: Rootless, owned_base: Path
+) -> None:
+    """`--cgroup-base` naming a directory root owns: the delegation line blames that base and
+    the option, not "this process's cgroup" (the process's own may be delegated)."""
+    subprocess.run(["chown", "-R", "0", str(owned_base)], check=True)
+    done = rootless.run("doctor", "--cgroup-base", str(owned_base))
+    (line,) = [text for text in done.stdout.splitlines() if text[6:].startswith("delegation ")]
+    assert line.startswith("FAIL  delegation"), done.stdout
+    assert f"the cgroup base {owned_base} (--cgroup-base; owned by uid 0)" in line, line
+    assert "this process's cgroup" not in line, line
+
+
+def test_an_undelegated_users_refusal_names_the_verb_that_ran(
+    rootless: Rootless, example: Path, policy: Path
+) -> None:
+    """run and jarvis, refused for want of a delegated cgroup, say to start themselves in
+    one (`systemd-run … jigcmd run …`), not `jigcmd serve`."""
+    if cgroups.detect().mode != "v2":
+        pytest.skip("a delegated cgroup of one's own is how pure cgroup v2 hosts delegate")
+    for verb, done in _fronts(rootless, example, policy, user=UNDELEGATED_USER).items():
+        said = done.stdout + done.stderr
+        assert done.returncode in (2, 3), (verb, said)
+        assert "EXECUTION_FAILED" not in said, (verb, said)
+        assert "is not delegated to you" in said, (verb, said)
+        assert f"-p Delegate=yes jigcmd {verb} …`" in said, (verb, said)
