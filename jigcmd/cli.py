@@ -151,7 +151,9 @@ def _refuse_closed_stdout(who: str, what: str) -> int:
 def _front(args: argparse.Namespace, extra: list[str]) -> int:
     """`jigcmd serve` and `jigcmd run`: the command path, over stdio or once."""
     from jigcmd.command.assembly import FrontSettings  # noqa: PLC0415 - imported per verb to keep start-up light
+    from jigcmd.envelope.delegation import VERB  # noqa: PLC0415 - imported per verb to keep start-up light
 
+    VERB.set(args.verb)  # so that a delegation fix restarts the verb that ran
     settings = FrontSettings(
         binding=args.binding,
         lock=args.lock,
@@ -221,8 +223,10 @@ def _tool(args: argparse.Namespace) -> int:
 
         return prune(args.state_dir, args.older_than, dry_run=args.dry_run, as_json=args.json)
     if verb == "jarvis":
+        from jigcmd.envelope.delegation import VERB  # noqa: PLC0415 - imported per verb to keep start-up light
         from jigcmd.frontends.jarvis import jarvis  # noqa: PLC0415 - imported per verb to keep start-up light
 
+        VERB.set(verb)
         return jarvis(
             args.policy,
             args.host,

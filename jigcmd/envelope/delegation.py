@@ -24,6 +24,7 @@ import contextlib
 import os
 import shlex
 from collections.abc import Callable
+from contextvars import ContextVar
 
 from jigcmd.envelope.cgroupbase import base_problem, configured_base, delegated_step, owners_of
 from jigcmd.envelope.cgroups import CgroupBackend, CgroupUnavailable, detect
@@ -32,16 +33,20 @@ from jigcmd.envelope.cgroups import files as cgroupfs
 __all__ = [
     "SHARING_FIX",
     "V2_CONTROLLERS",
+    "VERB",
     "DelegationError",
     "choose_base",
     "missing_controllers_reason",
     "movable_parent",
     "move_parent",
+    "outside_base_fix",
+    "outside_base_reason",
     "own_cgroup_v2",
     "refuse_bad_base",
     "resolve_backend",
     "sharing_processes",
     "sharing_reason",
+    "this_command",
 ]
 
 _SERVER_LEAF = "jigcmd-server"
@@ -82,7 +87,11 @@ def choose_base(
     if euid == 0:
         return configured[0] if configured else "jigcmd"
     if mode == "v2":
-        return configured[0] if configured else _delegated_v2(root, euid, move_self, for_jobs)
+        if configured is None:
+            return _delegated_v2(root, euid, move_self, for_jobs)
+        if for_jobs:
+            _require_movable_v2(root, *configured)
+        return configured[0]
     name = configured[0] if configured else f"jigcmd-u{euid}"
     step = delegated_step(euid, name, root, mode, owners_of(root, name, mode))
     if step is None:
@@ -188,11 +197,65 @@ def _require_inside_unified(root: str, name: str) -> None:
     )
 
 
+def _require_movable_v2(root: str, base: str, source: str) -> None:
+    """On pure v2, an operator's base must be one this process can move a candidate into.
+
+    The kernel's rule (as on hybrid, `_require_inside_unified`): write access to the common
+    ancestor's `cgroup.procs`. Started outside the delegated subtree holding the base (from a
+    login's root-owned scope, say), every run would fail at "join cgroup"; refused here.
+    Silent when it cannot tell (no cgroup2 membership, a path that does not resolve).
+    """
+    try:
+        own = own_cgroup_v2()
+    except OSError:
+        return
+    target = os.path.normpath(os.path.join(root, base))
+    here = os.path.normpath(root + (own or ""))
+    if own is None or not os.path.isdir(here) or not os.path.isdir(target):
+        return
+    ancestor = os.path.commonpath([here, target])
+    if os.access(os.path.join(ancestor, "cgroup.procs"), os.W_OK):
+        return
+    raise DelegationError(
+        f"{outside_base_reason(here, target, source, ancestor)}; {outside_base_fix()}"
+    )
+
+
+def outside_base_reason(here: str, base: str, source: str, ancestor: str) -> str:
+    """Why a process outside the subtree that holds its cgroup base could run no job."""
+    return (
+        f"this process's cgroup {here} is outside the cgroup base {base} ({source}), and "
+        f"{ancestor}/cgroup.procs, their common ancestor's, is not yours: the kernel lets a "
+        "process move another between cgroup2 cgroups only when it may write that file, so "
+        "every run would fail at 'join cgroup: Permission denied'"
+    )
+
+
+def outside_base_fix() -> str:
+    """How to start jigcmd where it may move candidates into an operator's base."""
+    return (
+        "start jigcmd inside the delegated subtree that holds the base, e.g. "
+        f"`systemd-run --user --scope -p Delegate=yes {this_command()}` (or unset the base: "
+        "a delegated scope's own cgroup is used)"
+    )
+
+
+# The verb this process runs (`run`, `serve`, `jarvis`), set by the command line, so that a
+# fix that restarts jigcmd names it; None: any.
+VERB: ContextVar[str | None] = ContextVar("jigcmd_verb", default=None)
+
+
+def this_command() -> str:
+    """`jigcmd <verb> …` for the verb this process runs, `jigcmd …` when not known."""
+    verb = VERB.get()
+    return f"jigcmd {verb} …" if verb else "jigcmd …"
+
+
 def _delegated_v2(root: str, euid: int, move_self: bool, for_jobs: bool) -> str:
     own = own_cgroup_v2()
     hint = (
         "run jigcmd in a delegated cgroup, e.g. `systemd-run --user --scope -p Delegate=yes "
-        "jigcmd serve …` (or set --cgroup-base to a cgroup2 directory you own with memory, "
+        f"{this_command()}` (or set --cgroup-base to a cgroup2 directory you own with memory, "
         "pids and cpu available)"
     )
     if own is None:

@@ -24,8 +24,8 @@ from jigcmd.envelope.api import EnvelopeFailure
 from jigcmd.frontends.diagnosis import container, containerfacts, hostfacts, probes
 from jigcmd.frontends.diagnosis.delegation import delegation_check
 from jigcmd.frontends.diagnosis.report import render
+from jigcmd.frontends.diagnosis.usernsgate import userns_verdict
 from jigcmd.frontends.diagnosis.verdicts import (
-    USERNS_SYSCTLS,
     Check,
     cgroup_check,
     end_to_end_check,
@@ -37,7 +37,6 @@ from jigcmd.frontends.diagnosis.verdicts import (
     privilege_check,
     runtime_check,
     seccomp_check,
-    userns_check,
 )
 from jigcmd.jsonio import readable
 from jigcmd.plan import Bind
@@ -123,11 +122,6 @@ def _container() -> Check:
         return container.container_check(None, ())
     pieces = containerfacts.withheld(engine, userns_ok=probes.probe_userns() is None)
     return container.container_check(engine, pieces)
-
-
-def _userns() -> Check:
-    sysctls = {name: probes.read_text(path) for name, path in USERNS_SYSCTLS.items()}
-    return userns_check(probes.probe_userns(), sysctls, root=os.geteuid() == 0)
 
 
 def _cgroups() -> Check:
@@ -392,7 +386,7 @@ _CHECKS: tuple[tuple[str, Callable[[], Check]], ...] = (
     ("delegation", _delegation),
     ("oom score", _oom_score),
     ("container", _container),
-    ("user namespaces", _userns),
+    ("user namespaces", userns_verdict),
     ("namespaces", _namespaces),
     ("cgroups", _cgroups),
     ("seccomp", _seccomp),

@@ -219,3 +219,50 @@ def test_a_doctor_under_su_is_not_told_to_move_su() -> None:
     assert "echo 4242 >" not in check.hint
     assert f"echo PID > {UNIFIED}/cgroup.procs'" in check.hint
     assert "pid 4242 su, ends with it" in check.hint
+
+
+_JOBS = "/sys/fs/cgroup/user.slice/user-1001.slice/user@1001.service/app.slice/jobs.slice"
+_SESSION = "/sys/fs/cgroup/user.slice/user-1001.slice/session-1.scope"
+
+
+def test_an_owned_v2_base_the_process_cannot_reach_fails_naming_both_cgroups() -> None:
+    """A base the user owns, the doctor in a login's root-owned scope: the real cgroup, the
+    base and its variable, the ancestor the kernel asks for, and a scope as the fix."""
+    check = delegation_check(
+        v2(
+            base=_JOBS,
+            source="$JIGCMD_CGROUP_BASE",
+            own_cgroup=_SESSION,
+            base_cgroup=_JOBS,
+            may_move=False,
+        )
+    )
+    assert check.status == "FAIL"
+    assert (
+        f"this process's cgroup {_SESSION} is outside the cgroup base {_JOBS} "
+        "($JIGCMD_CGROUP_BASE)" in check.detail
+    )
+    assert "/sys/fs/cgroup/user.slice/user-1001.slice/cgroup.procs" in check.detail
+    assert check.hint is not None and "systemd-run --user --scope -p Delegate=yes" in check.hint
+
+
+def test_a_reachable_owned_v2_base_is_ok_and_named_as_the_base() -> None:
+    """Inside the delegated subtree: ok, the line naming the base, not "this process's"."""
+    own = "/sys/fs/cgroup/user.slice/user-1001.slice/user@1001.service/app.slice/x.scope"
+    facts = v2(base=_JOBS, source="--cgroup-base", own_cgroup=own, base_cgroup=_JOBS)
+    check = delegation_check(facts)
+    assert check.status == "ok"
+    assert check.detail.startswith(f"the cgroup base {_JOBS} (--cgroup-base) is delegated")
+
+
+def test_a_root_owned_v2_base_is_blamed_with_its_option() -> None:
+    """`--cgroup-base` naming root's directory: that base and the option, never the process's
+    own cgroup, which may well be delegated."""
+    base = "/sys/fs/cgroup/user.slice"
+    check = delegation_check(
+        v2(base=base, source="--cgroup-base", base_cgroup=base, own_owner=0, may_move=False)
+    )
+    assert check.status == "FAIL"
+    assert f"the cgroup base {base} (--cgroup-base; owned by uid 0)" in check.detail
+    assert "this process's cgroup" not in check.detail
+    assert check.hint is not None and check.hint.startswith("set --cgroup-base to")

@@ -26,6 +26,8 @@ from jigcmd.envelope.delegation import (
     missing_controllers_reason,
     movable_parent,
     move_parent,
+    outside_base_fix,
+    outside_base_reason,
     sharing_reason,
 )
 from jigcmd.frontends.diagnosis.verdicts import Check
@@ -52,10 +54,13 @@ class DelegationFacts:
     procs_owners: Mapping[str, int | None] = field(default_factory=dict)
     # The cgroup2 directory this process is in (hybrid: under <root>/unified), None unknown.
     own_cgroup: str | None = None
+    # v2: the directory jobs go under: the own cgroup, else the operator's base.
+    base_cgroup: str | None = None
     # Whether this uid may write `cgroup.procs` of that directory's and the delegated one's
-    # common ancestor (hybrid), or of its own directory (v2).
+    # common ancestor (hybrid; v2 with an operator's base, and the base itself), or of its
+    # own directory (v2).
     may_move: bool = False
-    # v2: the owner of the own cgroup directory and the controllers it offers.
+    # v2: the owner of the jobs' directory (`base_cgroup`) and the controllers it offers.
     own_owner: int | None = None
     own_controllers: frozenset[str] = frozenset()
     # v2: the other processes directly in the own cgroup (pid, command name); jigcmd moves
@@ -138,6 +143,8 @@ def _unified_step(facts: DelegationFacts, unified: str) -> tuple[str, str]:
 
 
 def _v2(facts: DelegationFacts) -> Check:
+    if facts.source is not None and facts.base_cgroup is not None:
+        return _v2_base(facts, facts.base_cgroup, facts.source)
     own = facts.own_cgroup
     if own is None:
         return Check(
@@ -165,6 +172,39 @@ def _v2(facts: DelegationFacts) -> Check:
     if facts.sharing:
         return Check(NAME, "FAIL", sharing_reason(own, list(facts.sharing)), SHARING_FIX)
     return Check(NAME, "ok", f"this process's cgroup {own} is delegated to uid {facts.uid}")
+
+
+def _v2_base(facts: DelegationFacts, base: str, source: str) -> Check:
+    """An operator's base: the user's, with the controllers, and reachable from here."""
+    if facts.own_owner != facts.uid:
+        owner = "missing" if facts.own_owner is None else f"owned by uid {facts.own_owner}"
+        return Check(
+            NAME,
+            "FAIL",
+            f"the cgroup base {base} ({source}; {owner}) is not delegated to uid {facts.uid}",
+            f"set {source} to a cgroup2 directory you own with memory, pids and cpu "
+            f"available, or unset it and {_v2_fix(facts)}",
+        )
+    missing = [c for c in V2_CONTROLLERS if c not in facts.own_controllers]
+    if missing:
+        return Check(
+            NAME,
+            "FAIL",
+            missing_controllers_reason(base, missing, sorted(facts.own_controllers)),
+            _v2_controllers_fix(facts, base),
+        )
+    own = facts.own_cgroup
+    if own is not None and not facts.may_move:
+        ancestor = posixpath.commonpath([own, base])
+        return Check(
+            NAME, "FAIL", outside_base_reason(own, base, source, ancestor), outside_base_fix()
+        )
+    return Check(
+        NAME,
+        "ok",
+        f"the cgroup base {base} ({source}) is delegated to uid {facts.uid}"
+        + (f", and this process's cgroup {own} may move candidates into it" if own else ""),
+    )
 
 
 def _v2_fix(facts: DelegationFacts) -> str:

@@ -52,16 +52,23 @@ def delegation_facts(
         if own is not None and posixpath.basename(own) == _SERVER_LEAF:
             own = posixpath.dirname(own)  # a server's leaf: the delegated cgroup is above
         # A relative base is relative to the cgroup2 mount, as the backend reads it.
-        directory = posixpath.join(root, explicit) if explicit else own
+        directory = posixpath.normpath(posixpath.join(root, explicit)) if explicit else own
         controllers = _read(posixpath.join(directory, "cgroup.controllers")) if directory else ""
+        may_move = directory is not None and os.access(directory, os.W_OK)
+        if explicit and own is not None and directory is not None:
+            # A candidate moves from this process's cgroup into the base: the kernel asks
+            # for their common ancestor's cgroup.procs.
+            ancestor = posixpath.commonpath([own, directory])
+            may_move = may_move and os.access(posixpath.join(ancestor, "cgroup.procs"), os.W_OK)
         return DelegationFacts(
             uid=uid,
             mode=mode,
             base=explicit or directory or "",
             source=source,
-            own_cgroup=directory,
+            own_cgroup=own,
+            base_cgroup=directory,
             own_owner=_owner(directory) if directory else None,
-            may_move=directory is not None and os.access(directory, os.W_OK),
+            may_move=may_move,
             own_controllers=frozenset(controllers.split()),
             # An explicit base is the jobs' parent, not a cgroup jigcmd moves itself out of.
             sharing=tuple(sharing_processes(own, os.getpid())) if own and not explicit else (),
