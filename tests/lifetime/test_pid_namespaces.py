@@ -174,12 +174,20 @@ def test_a_supervisor_outliving_its_owner_elsewhere_is_waited_for(rig: Rig) -> N
     assert "problem" not in output, output
     wait_for(lambda: not alive(candidate), 30, "the candidate to be fenced")
     server.process.wait(timeout=60)
+    # The candidate's death comes before the end is recorded: its supervisor writes the row
+    # after proving the cleanup, or recovery did (when the dead server's lock was already gone).
+    wait_for(lambda: _closed(rig, operation_id), 30, "the run's end to be recorded")
     final = rig.row(operation_id)
     assert final is not None and final.state == "uncertain", final
     assert final.reason in (UNCERTAIN_REASON, SERVER_WENT_AWAY), final
     assert final.cleanup == "complete", final
     assert rig.watch.runs(token) == 1
     rig.assert_nothing_left()
+
+
+def _closed(rig: Rig, operation_id: str) -> bool:
+    row = rig.row(operation_id)
+    return row is not None and not row.is_open
 
 
 def test_proc_of_another_namespace_is_not_read_as_ours(rig: Rig) -> None:
