@@ -18,6 +18,7 @@ threads of one process exclude each other as two processes do, and a process's d
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import os
 import time
@@ -25,8 +26,18 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from jigcmd.journal import statefiles
+from jigcmd.journal.failures import JournalUnusable
 
-__all__ = ["LOCK_NAME", "WAIT_LIMIT", "held", "held_within", "holder", "holder_pid", "running"]
+__all__ = [
+    "LOCK_NAME",
+    "WAIT_LIMIT",
+    "LockUnusable",
+    "held",
+    "held_within",
+    "holder",
+    "holder_pid",
+    "running",
+]
 
 LOCK_NAME = "recovery.lock"
 
@@ -36,6 +47,18 @@ LOCK_NAME = "recovery.lock"
 # existed: two passes at once only risk a spurious "could not confirm" for a job the other
 # released.
 WAIT_LIMIT = 5.0
+
+
+class LockUnusable(JournalUnusable):
+    """The pass lock file cannot be opened: the message names it, why and the fix (never
+    the journal's: it is whole, and moving it away would lose every record)."""
+
+    def __init__(self, path: Path, cause: str, fix: str) -> None:
+        super().__init__(path, cause, fix)
+        self.args = (f"recovery pass lock {path}: {cause}; fix: {fix}",)
+
+    def __str__(self) -> str:
+        return str(self.args[0])
 
 
 @contextlib.contextmanager
@@ -117,4 +140,20 @@ def running(state_dir: Path) -> bool:
 def _open(state_dir: Path) -> int:
     where = os.path.join(state_dir, LOCK_NAME)
     flags = os.O_RDWR | os.O_CREAT
-    return statefiles.open_regular(statefiles.directory_fd(state_dir), LOCK_NAME, flags, where)
+    dir_fd = statefiles.directory_fd(state_dir)  # its faults are the state directory's
+    try:
+        return statefiles.open_regular(dir_fd, LOCK_NAME, flags, where)
+    except OSError as exc:
+        raise _unusable(Path(where), exc) from exc
+
+
+def _unusable(where: Path, exc: OSError) -> LockUnusable:
+    # Something other than the regular file jigcmd makes: it holds nothing, so removing it
+    # loses nothing (a symbolic link is never followed, a FIFO never waited on).
+    if exc.errno == errno.ELOOP:
+        return LockUnusable(where, "it is a symbolic link (never followed)", f"remove {where}")
+    if exc.errno in (errno.EISDIR, errno.EINVAL, errno.ENXIO):
+        cause = "it is not a regular file (a directory, FIFO or device)"
+        return LockUnusable(where, cause, f"remove {where}; jigcmd makes it anew, empty")
+    cause = exc.strerror or str(exc)
+    return LockUnusable(where, cause, f"check {where.parent} (permissions, disk, mounts)")

@@ -250,3 +250,24 @@ def test_the_call_sent_again_runs_the_pass_its_killed_holder_left(rig: Rig) -> N
     rig.resume(supervisor)
     assert d.close_input() == 0
     rig.assert_nothing_left()
+
+
+def test_a_joiner_names_a_lock_file_it_cannot_use(rig: Rig) -> None:
+    """A symbolic link at the pass lock: B answers `UNCERTAIN` naming it and the fix (until
+    2026-12-07 "internal error in the command service", the reason only in its stderr)."""
+    op = "op-lock-symlink"
+    a, b, candidate, supervisor = _one_joiner(rig, op)
+    lock = rig.state_dir / "recovery.lock"
+    lock.unlink()
+    lock.symlink_to(rig.tmp / "jigcmd-elsewhere")
+    a.kill()
+    error = _error(b.response("b-1"))
+    assert error["data"]["code"] == "UNCERTAIN", error
+    assert "cannot fence its run: recovery pass lock " in error["message"], error
+    assert "is a symbolic link" in error["message"] and "fix: remove " in error["message"]
+    lock.unlink()
+    rig.resume(supervisor)
+    assert rig.recover()  # the run fenced as an operator would
+    wait_for(lambda: not alive(candidate), 30, "the run fenced")
+    assert b.close_input() == 0
+    rig.assert_nothing_left()

@@ -7,6 +7,7 @@ without a word for as long as the holder lived.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -92,3 +93,42 @@ def test_serve_starts_past_a_held_lock_and_says_whose(
     text = stderr.read_text()
     assert f"waiting for the recovery pass of pid {holder.pid}" in text, text
     assert server.close_input(30) == 0
+
+
+@pytest.mark.parametrize("planted", ["directory", "symlink", "fifo"])
+def test_a_lock_that_is_no_regular_file_is_named_with_its_own_fix(rig: Rig, planted: str) -> None:
+    """`jigcmd recover` and a starting `serve` name the lock file and say to remove it
+    (until 2026-12-07 a directory there was "the journal file", with the fix of moving the
+    whole journal away)."""
+    rig.serve().close_input(30)
+    lock = rig.state_dir / LOCK_NAME
+    lock.unlink()
+    if planted == "directory":
+        lock.mkdir()
+    elif planted == "symlink":
+        lock.symlink_to(rig.tmp / "jigcmd-elsewhere")
+    else:
+        os.mkfifo(lock)
+    done = subprocess.run(
+        [sys.executable, "-m", "jigcmd", "recover", "--state-dir", str(rig.state_dir)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert done.stderr.startswith(f"jigcmd recover: recovery pass lock {lock}: "), done.stderr
+    assert f"fix: remove {lock}" in done.stderr
+    assert "journal.sqlite3" not in done.stderr
+    server = serve_child(rig.binding, rig.state_dir, rig.tmp / "planted.stderr")
+    rig.servers.append(server)
+    server.send({"jsonrpc": "2.0", "id": "p", "method": "ping"})
+    answer = server.response("p", timeout=60).decode()
+    # The wire names the state directory `<state dir>` (its path is the host's).
+    named = f"<state dir>/{LOCK_NAME}"
+    assert f"recovery pass lock {named}: " in answer and f"fix: remove {named}" in answer, answer
+    assert not (rig.tmp / "jigcmd-elsewhere").exists()  # a link is never followed
+    if planted == "directory":
+        lock.rmdir()
+    else:
+        lock.unlink()
