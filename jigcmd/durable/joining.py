@@ -293,7 +293,15 @@ class _OwnerWatch:
                 f"the server running operation {op!r} is gone, its outcome unproved; without "
                 "cgroups this server cannot fence its run: `jigcmd recover` closes it UNCERTAIN",
             )
-        if await anyio.to_thread.run_sync(recoverylock.running, self._state_dir):
+        try:
+            elsewhere = await anyio.to_thread.run_sync(recoverylock.running, self._state_dir)
+        except recoverylock.LockUnusable as exc:
+            raise JigError(
+                Code.UNCERTAIN,
+                f"the server running operation {op!r} is gone, its outcome unproved; this "
+                f"server cannot fence its run: {exc}",
+            ) from exc
+        if elsewhere:
             return False  # a live pass is at it: its row is final once that pass ends
         self._pass = _Pass(self._journal, backend)
         self._pass.start()

@@ -172,9 +172,9 @@ class Ownership:
 
         An operation still running elsewhere is joined until this caller's `deadline`
         (monotonic) or `cancel` (`joined` is told as it joins); see `_join`. With
-        `closed_only` (the call was refused, so nothing may run or be joined) an open row is
-        None; a row of another signature is `OPERATION_CONFLICT` either way, as the id is
-        taken by a different request.
+        `closed_only` (the call was refused, so nothing may run or be joined) an open row, or
+        one a recovery pass has not finished (`recovery.pending`), is None; a row of another
+        signature is `OPERATION_CONFLICT` either way, as the id is taken by a different request.
         """
         row = await anyio.to_thread.run_sync(
             lambda: self.journal.get(operation_id, root_run=root_run)
@@ -183,8 +183,8 @@ class Ownership:
             return None
         if row.signature != signature:
             raise _conflict(operation_id)
-        if row.is_open and closed_only:
-            return None
+        if closed_only and (row.is_open or pending(row)):
+            return None  # not final yet, and a refused call is never joined (nor waits)
         # A row recovery closed but has not fenced yet is joined too: its run may still live.
         if row.is_open or pending(row):
             row = await self._join(operation_id, root_run, deadline, cancel, joined)
@@ -281,7 +281,8 @@ class Ownership:
         if verdict == "conflict":
             raise _conflict(operation_id)
         row = begun.row
-        if verdict == "join":
+        # A row recovery closed but has not fenced yet is not final (as in `lookup`).
+        if verdict == "join" or pending(row):
             row = await self._join(operation_id, root_run, deadline, cancel, joined)
         return replay(row)
 

@@ -45,9 +45,12 @@ is removed (the kernel refuses to remove a populated one).
 from __future__ import annotations
 
 import contextlib
+import errno
+import logging
 import os
 import re
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import msgspec
@@ -59,6 +62,8 @@ from jigcmd.journal.envelopes import EnvelopeRegistry
 from jigcmd.journal.identity import ProcessIdentity
 from jigcmd.journal.rows import Row
 from jigcmd.journal.store import Journal
+
+logger = logging.getLogger(__name__)
 
 __all__ = [
     "STALE_AFTER_S",
@@ -145,15 +150,28 @@ def recover(
     *,
     supervisor_grace: float = 3.0,
     empty_wait: float = 2.0,
+    waiting: Callable[[str], None] | None = None,
 ) -> RecoveryReport:
     """Close every open row of a dead server as uncertain, fencing and verifying its run.
 
-    Waits for a pass another thread or process is running to end first (`recoverylock`):
-    server start-up and `jigcmd recover` promise a whole pass, and one pass is bounded (the
-    supervisor grace, then `empty_wait` per job).
+    Waits for a pass another thread or process is running to end first (`recoverylock`), at
+    most `recoverylock.WAIT_LIMIT` (its holder may be stopped), telling `waiting` the holder;
+    then runs anyway. Server start-up and `jigcmd recover` promise a whole pass.
     """
-    with recoverylock.held(journal.path.parent, wait=True):
+    state_dir = journal.path.parent
+    tell = waiting or _log_waiting
+    with recoverylock.held_within(state_dir, recoverylock.WAIT_LIMIT, tell) as mine:
+        if not mine:
+            logger.warning(
+                "the recovery pass of %s did not end within %.0f s; running this one anyway",
+                recoverylock.holder(state_dir),
+                recoverylock.WAIT_LIMIT,
+            )
         return _pass(journal, backend, supervisor_grace, empty_wait)
+
+
+def _log_waiting(holder: str) -> None:
+    logger.warning("waiting for the recovery pass of %s to end", holder)
 
 
 def recover_unless_running(journal: Journal, backend: CgroupBackend) -> RecoveryReport | None:
@@ -404,7 +422,9 @@ class _Fence:
             if self.backend.open(name) is not None and not problems:
                 problems.append(f"cgroup job {name} still exists after removal")
         except OSError as exc:
-            problems.append(f"cgroup job {name}: {exc}")
+            # Released under it by another pass (one ran on past a stopped holder's lock).
+            if exc.errno not in (errno.ENOENT, errno.ENODEV) or self._exists(name):
+                problems.append(f"cgroup job {name}: {exc}")
         problems += [f"cgroup directory {p} still exists" for p in paths if os.path.exists(p)]
         if netns is not None:
             holders = netns_holders(netns, name)
@@ -412,6 +432,12 @@ class _Fence:
                 pids = ", ".join(map(str, holders))
                 problems.append(f"network namespace {netns} still held by pid {pids}")
         return problems
+
+    def _exists(self, name: str) -> bool:
+        try:
+            return self.backend.open(name) is not None
+        except OSError:
+            return True  # unreadable: not proved gone
 
 
 def netns_holders(netns: str, job: str) -> list[int]:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from jigcmd.durable.host import open_host
 from jigcmd.durable.recovery import recover as recover_runs
+from jigcmd.durable.recoverylock import WAIT_LIMIT
 from jigcmd.durable.statedir import StateDirError, default_state_dir
 from jigcmd.envelope.cgroups import CgroupUnavailable
 from jigcmd.envelope.delegation import DelegationError
@@ -16,6 +17,14 @@ from jigcmd.journal.schema import SchemaError
 from jigcmd.journal.store import Journal
 
 __all__ = ["recover"]
+
+
+def _say_waiting(holder: str) -> None:
+    sys.stderr.write(
+        f"jigcmd recover: waiting for the recovery pass held by {holder} to end (at most "
+        f"{WAIT_LIMIT:.0f} s, then recovering anyway)\n"
+    )
+    sys.stderr.flush()
 
 
 def recover(state_dir: Path | None, cgroup_base: str | None = None) -> int:
@@ -44,7 +53,7 @@ def recover(state_dir: Path | None, cgroup_base: str | None = None) -> int:
         journal = Journal.open(host.state_dir)
         try:
             assert host.backend is not None  # cgroups are not tolerated missing here
-            report = recover_runs(journal, host.backend)
+            report = recover_runs(journal, host.backend, waiting=_say_waiting)
         except (sqlite3.Error, OSError) as exc:
             raise unusable(journal.path, exc) from exc
         finally:

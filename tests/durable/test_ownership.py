@@ -11,7 +11,9 @@ import msgspec
 import pytest
 
 from jigcmd.cancel import CancelSignal
+from jigcmd.durable import recoverylock
 from jigcmd.durable.ownership import Began, Ownership
+from jigcmd.durable.recovery import UNCERTAIN_REASON
 from jigcmd.durable.replay import UNRECORDED_REPORT, with_tests
 from jigcmd.errors import Code, JigError
 from jigcmd.evidence import Evidence, ResourceReport, StreamText
@@ -20,6 +22,8 @@ from jigcmd.protocol.commands import RunResult
 from jigcmd.protocol.commands import TestResults as Results
 from tests.syncfaults import failing_syncs, require_aio
 
+# What a recovery pass records in a row it closed and has not fenced yet (`recovery.pending`).
+_PENDING = "recovery started; cleanup not yet confirmed"
 # The caller's run every operation of these tests belongs to.
 RUN = "run-test"
 
@@ -275,3 +279,20 @@ async def test_evidence_whose_sync_fails_is_answered_uncertain_and_its_row_stays
     assert str(ownership.journal.path) in failed.value.message
     row = ownership.journal.get("op.f", root_run=RUN)
     assert row is not None and row.is_open
+
+
+async def test_a_refused_calls_lookup_answers_a_half_recovered_row_at_once(
+    ownership: Ownership,
+) -> None:
+    """A refused call is never joined: a row a live pass closed but has not fenced is not
+    final, so its lookup is None (the refusal is answered), at once (until 2026-12-07 it
+    waited for the pass without deadline or cancel)."""
+    assert isinstance(await _begin(ownership, "op.p", "sig"), Began)
+    ownership.journal.mark_uncertain(
+        "op.p", root_run=RUN, reason=UNCERTAIN_REASON, cleanup_complete=False, problems=_PENDING
+    )
+    with recoverylock.held(ownership.journal.path.parent, wait=False) as mine:
+        assert mine  # a live pass, as far as the lookup can tell
+        with anyio.fail_after(5):
+            found = await ownership.lookup("op.p", "sig", root_run=RUN, closed_only=True)
+    assert found is None

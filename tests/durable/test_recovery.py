@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import signal
 import subprocess
@@ -366,3 +367,25 @@ def test_recover_removes_a_dead_trees_empty_job_that_no_journal_names(
                 job.kill()
                 job.wait_empty(5.0)
                 job.remove()
+
+
+def test_a_job_another_pass_released_under_this_one_is_a_confirmed_cleanup(
+    tmp_path: Path,
+) -> None:
+    """Two passes at once (one ran on past a stopped holder's lock): a job gone mid-kill
+    (ENOENT, ENODEV) was released, not a cleanup left unconfirmed."""
+    backend = FakeBackend()
+    job = backend.add("jigcmd-r1")
+
+    def released_elsewhere() -> None:
+        del backend.jobs[job.name]
+        raise OSError(errno.ENODEV, os.strerror(errno.ENODEV))
+
+    job.kill = released_elsewhere  # type: ignore[method-assign]
+    in_dead_server(tmp_path, lambda j: begin_row(j, "op-1", "r1"))
+    with Journal.open(tmp_path) as journal:
+        report = recover(journal, backend, supervisor_grace=0)
+        row = journal.get("op-1", root_run=RUN)
+    assert report.clean, report
+    assert row is not None
+    assert (row.state, row.cleanup) == ("uncertain", "complete")

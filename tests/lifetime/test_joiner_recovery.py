@@ -123,9 +123,12 @@ def test_a_joiner_fences_the_run_when_the_joiner_running_the_pass_is_killed(rig:
     rig.assert_nothing_left()
 
 
-def _one_joiner(rig: Rig, op: str, **extra: object) -> tuple[ServeChild, ServeChild, Proc, Proc]:
-    """A runs `op`, B joins it (`extra`: B's further params), A's supervisor stopped."""
-    token = f"tok-{uuid.uuid4().hex}"
+def _one_joiner(
+    rig: Rig, op: str, token: str | None = None, **extra: object
+) -> tuple[ServeChild, ServeChild, Proc, Proc]:
+    """A runs `op` (its candidate marked `token`), B joins it (`extra`: B's further params),
+    A's supervisor stopped."""
+    token = token or f"tok-{uuid.uuid4().hex}"
     input = cli_input(LINGER, token)
     a, b = rig.serve(), rig.serve()
     a.send(flow_call("a-1", op, input))
@@ -205,4 +208,66 @@ def test_jigcmd_recover_waits_for_a_pass_running_elsewhere(rig: Rig) -> None:
         os.close(fd)
     assert recover.returncode == 0, out
     assert "nothing to recover" in out
+    rig.assert_nothing_left()
+
+
+def _closed_unfenced(rig: Rig, op: str) -> bool:
+    row = rig.row(op)
+    return row is not None and not row.is_open and row.problems == _IN_PROGRESS
+
+
+def test_the_call_sent_again_elsewhere_waits_for_the_pass_running(rig: Rig) -> None:
+    """The same call sent to a third server D while B's pass holds the row closed but not
+    fenced: D answers only once the run is fenced (until 2026-12-07 it answered "fenced" at
+    once, the candidate still running)."""
+    op, token = "op-resent-mid-pass", f"tok-{uuid.uuid4().hex}"
+    d = rig.serve()
+    a, b, candidate, supervisor = _one_joiner(rig, op, token)
+    a.kill()
+    wait_for(lambda: _closed_unfenced(rig, op), 30, "B's pass to close the row")
+    d.send(flow_call("d-1", op, cli_input(LINGER, token)))
+    line = d.response("d-1")
+    _fenced_complete(rig, op, line, candidate, supervisor)
+    assert b.response("b-1") == line.replace(b"d-1", b"b-1")
+    rig.resume(supervisor)
+    assert b.close_input() == 0 and d.close_input() == 0
+    rig.assert_nothing_left()
+
+
+def test_the_call_sent_again_runs_the_pass_its_killed_holder_left(rig: Rig) -> None:
+    """B, running the pass, is SIGKILLed midway; the same call sent to D runs the pass
+    itself and answers once the run is fenced (until 2026-12-07 D answered "fenced" at once
+    and no pass ran: the candidate lived on)."""
+    op, token = "op-resent-holder-killed", f"tok-{uuid.uuid4().hex}"
+    d = rig.serve()
+    a, b, candidate, supervisor = _one_joiner(rig, op, token)
+    a.kill()
+    wait_for(lambda: _closed_unfenced(rig, op), 30, "B's pass to close the row")
+    assert _pass_holder(rig) == b.pid
+    b.kill()
+    d.send(flow_call("d-1", op, cli_input(LINGER, token)))
+    _fenced_complete(rig, op, d.response("d-1"), candidate, supervisor)
+    rig.resume(supervisor)
+    assert d.close_input() == 0
+    rig.assert_nothing_left()
+
+
+def test_a_joiner_names_a_lock_file_it_cannot_use(rig: Rig) -> None:
+    """A symbolic link at the pass lock: B answers `UNCERTAIN` naming it and the fix (until
+    2026-12-07 "internal error in the command service", the reason only in its stderr)."""
+    op = "op-lock-symlink"
+    a, b, candidate, supervisor = _one_joiner(rig, op)
+    lock = rig.state_dir / "recovery.lock"
+    lock.unlink()
+    lock.symlink_to(rig.tmp / "jigcmd-elsewhere")
+    a.kill()
+    error = _error(b.response("b-1"))
+    assert error["data"]["code"] == "UNCERTAIN", error
+    assert "cannot fence its run: recovery pass lock " in error["message"], error
+    assert "is a symbolic link" in error["message"] and "fix: remove " in error["message"]
+    lock.unlink()
+    rig.resume(supervisor)
+    assert rig.recover()  # the run fenced as an operator would
+    wait_for(lambda: not alive(candidate), 30, "the run fenced")
+    assert b.close_input() == 0
     rig.assert_nothing_left()

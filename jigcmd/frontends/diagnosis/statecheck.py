@@ -4,7 +4,7 @@ What serve and run would refuse with is a failed check in their words (too littl
 a warning: they start, and refuse each call that must be recorded); nothing is created
 (`Journal.open_read_only`, as `jigcmd runs` reads it); the sizes kept are said, and past a
 threshold the fix, `jigcmd prune`; runs left open by a server that is gone, with the fix
-`jigcmd recover` (nothing is fenced here).
+`jigcmd recover` (nothing is fenced here); a recovery pass lock held, and by whom.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import shlex
 from pathlib import Path
 
 from jigcmd.durable.recovery import owner_gone
+from jigcmd.durable.recoverylock import LOCK_NAME, WAIT_LIMIT, holder_pid
 from jigcmd.durable.runresources import RunResources
 from jigcmd.frontends.diagnosis.verdicts import Check
 from jigcmd.journal.failures import (
@@ -96,6 +97,18 @@ def journal_check(path: Path) -> Check:
             "warn",
             f"{detail}; {len(gone)} of them left open by a server that is gone: {', '.join(gone)}",
             f"run `jigcmd recover --state-dir {quoted}`: it fences their runs and closes them",
+        )
+    holder = holder_pid(path)
+    if holder is not None:
+        # Start-up and `jigcmd recover` wait for it (a while), then recover past it.
+        return Check(
+            "state",
+            "warn",
+            f"{detail}; {path / LOCK_NAME} is held by pid {holder}: a recovery pass is "
+            "running, or its process is stopped (start-up waits "
+            f"{WAIT_LIMIT:.0f} s for it, then recovers anyway)",
+            f"if it stays held, see whether pid {holder} is stopped (`ps -o stat= -p {holder}`: "
+            "T) and resume or end it",
         )
     if journal_bytes + resources >= LARGE_STATE_BYTES:
         return Check(
