@@ -172,18 +172,12 @@ def _require_inside_unified(root: str, name: str) -> None:
     "join cgroup". Raised here, at start, with the step; silent when it cannot tell (no
     cgroup2 membership, or a view of the hierarchy where the path does not resolve).
     """
-    try:
-        own = own_cgroup_v2()
-    except OSError:
-        return
     unified = os.path.join(root, "unified")
     target = os.path.join(unified, name)
-    here = os.path.normpath(unified + (own or ""))
-    if own is None or not os.path.isdir(here) or not os.path.isdir(target):
+    blocked = _unmovable(unified, target)
+    if blocked is None:
         return
-    ancestor = os.path.commonpath([here, target])
-    if os.access(os.path.join(ancestor, "cgroup.procs"), os.W_OK):
-        return
+    here, ancestor = blocked
     if ancestor == target:
         # Inside, yet not allowed to move processes within: the files are not this user's.
         raise DelegationError(
@@ -205,20 +199,30 @@ def _require_movable_v2(root: str, base: str, source: str) -> None:
     login's root-owned scope, say), every run would fail at "join cgroup"; refused here.
     Silent when it cannot tell (no cgroup2 membership, a path that does not resolve).
     """
-    try:
-        own = own_cgroup_v2()
-    except OSError:
-        return
     target = os.path.normpath(os.path.join(root, base))
-    here = os.path.normpath(root + (own or ""))
-    if own is None or not os.path.isdir(here) or not os.path.isdir(target):
+    blocked = _unmovable(root, target)
+    if blocked is None:
         return
-    ancestor = os.path.commonpath([here, target])
-    if os.access(os.path.join(ancestor, "cgroup.procs"), os.W_OK):
-        return
+    here, ancestor = blocked
     raise DelegationError(
         f"{outside_base_reason(here, target, source, ancestor)}; {outside_base_fix()}"
     )
+
+
+def _unmovable(mount: str, target: str) -> tuple[str, str] | None:
+    """(this process's cgroup2, the common ancestor) when it may not move a process into
+    `target` under the cgroup2 `mount`; None when it may, or when it cannot tell."""
+    try:
+        own = own_cgroup_v2()
+    except OSError:
+        return None
+    here = os.path.normpath(mount + (own or ""))
+    if own is None or not os.path.isdir(here) or not os.path.isdir(target):
+        return None
+    ancestor = os.path.commonpath([here, target])
+    if os.access(os.path.join(ancestor, "cgroup.procs"), os.W_OK):
+        return None
+    return here, ancestor
 
 
 def outside_base_reason(here: str, base: str, source: str, ancestor: str) -> str:
