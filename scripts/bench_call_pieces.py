@@ -147,7 +147,7 @@ async def start_as_serve_does(service: CommandService) -> None:
     assert isinstance(executor, NativeExecutor)
     await executor.start()
     await executor.prepare(service.template_plan())
-    service.warm_up()
+    service.catalog.warm_up()
     gc.collect()
     gc.freeze()
 

@@ -239,11 +239,11 @@ async def watch_admission(
                 admit, binding_path, assembly.lock_path, assembly.runtime, script
             )
         except BindingError as exc:
-            commands = assembly.service.commands
+            commands = assembly.service.catalog.commands
             admission = Admission(
                 admitted=False, drift="policy", reason=f"the Binding cannot be read: {exc}"
             )
-            if assembly.service.readmit(commands, admission, None):
+            if assembly.service.catalog.readmit(commands, admission, None):
                 _said(binding_path, admission)
             continue
         attester = assembly.service.attester
@@ -252,7 +252,7 @@ async def watch_admission(
             # admitted keep the attester they captured.
             identity = None if lock is None else HostIdentity.from_lock(lock, lock_bytes)
             assembly.service.attach_attester(Attester(attester.key, identity))
-        if assembly.service.readmit(loaded.binding.commands, admission, check):
+        if assembly.service.catalog.readmit(loaded.binding.commands, admission, check):
             _said(binding_path, admission)
         watched = _watched(binding_path, assembly.lock_path, loaded)
         if watched != files:

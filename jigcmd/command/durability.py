@@ -20,7 +20,8 @@ import msgspec
 from jigcmd import trace
 from jigcmd.cancel import CancelSignal
 from jigcmd.command.failures import internal_error
-from jigcmd.durable.ownership import Began, Ownership, RecordedEvidence
+from jigcmd.durable.evidencesync import RecordedEvidence
+from jigcmd.durable.ownership import Began, Ownership
 from jigcmd.envelope.api import Assigned, Ending, EnvelopeIdentity, Hooks, Ticket, Withdrawn
 from jigcmd.errors import JigError
 from jigcmd.evidence import Evidence

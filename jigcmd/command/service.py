@@ -5,19 +5,19 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Mapping
 from contextlib import AbstractAsyncContextManager
 from functools import cache, partial
 from pathlib import Path
 from typing import Final
 
-import anyio
 import msgspec
 
 from jigcmd import trace
 from jigcmd.attest.attester import Attester
 from jigcmd.cancel import CancelSignal
 from jigcmd.clock import unix_ms
+from jigcmd.command.catalog import AdmissionCheck, Catalog
 from jigcmd.command.durability import Durability, recorded_or
 from jigcmd.command.execution import execute
 from jigcmd.command.failures import before_dispatch
@@ -39,7 +39,7 @@ from jigcmd.plan import Limits, RunPlan, plan_digest
 from jigcmd.policy.binding import CommandPolicy
 from jigcmd.policy.lock import Admission
 from jigcmd.policy.planner import candidate_plan, effective_deadline, unix_deadline_ms
-from jigcmd.policy.request import ValidRequest, validate_request
+from jigcmd.policy.request import ValidRequest
 from jigcmd.protocol.commands import Recorded, RunResult, ToolInfo
 from jigcmd.server.backend import Owned, Progress
 
@@ -48,8 +48,6 @@ __all__ = ["DEFAULT_QUEUE_WAIT_S", "CommandService"]
 # How long a call that finds every envelope slot in use may wait for one (`--queue-wait`),
 # unless the caller's own deadline comes first; the run's ceiling starts after the wait.
 DEFAULT_QUEUE_WAIT_S: Final = 60.0
-
-AdmissionCheck = Callable[[], Admission]
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -87,17 +85,13 @@ class CommandService:
         ownership: Ownership | None = None,
         queue_wait: float = DEFAULT_QUEUE_WAIT_S,
     ) -> None:
-        self._commands = dict(commands)
-        self._admission = admission
+        self.catalog = Catalog(commands, admission, runtime_check)
         self._runtime = runtime
         self._executor = executor
         # Told when a call's answer is out, when it keeps envelopes prepared.
         self._refills = executor if isinstance(executor, Refills) else None
         self._root_deadline = root_deadline_unix_ms
         self._limits = limits or Limits()
-        # Hashing the Bun binary is deferred to the first call (or a warm-up), off the
-        # server's path to its first answer.
-        self._runtime_check = runtime_check
         # The journal and envelope slots; None only for tools that hold no state directory.
         self._ownership = ownership
         # The CPU pins of the envelopes alive on this host now, and the CPUs the cgroup
@@ -110,36 +104,10 @@ class CommandService:
         self._queue_wait = queue_wait
         # Where detailed calls keep their per-run resources (streams, JUnit report).
         self.resources: RunResources | None = None
-        # Set (and replaced) when `readmit` changes the catalog.
-        self._changed: anyio.Event | None = None
 
-    async def tool_changes(self) -> AsyncIterator[list[ToolInfo]]:
-        """The catalog each time `readmit` changes it."""
-        while True:
-            if self._changed is None:
-                self._changed = anyio.Event()
-            await self._changed.wait()
-            yield self.tools()
-
-    def readmit(
-        self,
-        commands: Mapping[str, CommandPolicy],
-        admission: Admission,
-        runtime_check: AdmissionCheck | None,
-    ) -> bool:
-        """Serve these commands under this admission from now on; whether the catalog changed.
-
-        Calls already running keep the plan they were admitted with.
-        """
-        before = self.tools()
-        self._commands = dict(commands)
-        self._admission = admission
-        self._runtime_check = runtime_check
-        changed = self.tools() != before
-        if changed and self._changed is not None:
-            self._changed.set()
-            self._changed = None
-        return changed
+    def tool_changes(self) -> AsyncIterator[list[ToolInfo]]:
+        """The catalog each time it changes (`Catalog.readmit`)."""
+        return self.catalog.changes()
 
     def read_resource(self, scope: str, uri: str) -> tuple[bytes, str]:
         """A per-run resource kept in the state directory, for a caller of `scope`."""
@@ -149,22 +117,13 @@ class CommandService:
         return data, kind.mime_type
 
     @property
-    def commands(self) -> Mapping[str, CommandPolicy]:
-        """The commands served now."""
-        return self._commands
-
-    @property
     def state_dir(self) -> Path | None:
         """The state directory of the journal and slots, once attached."""
         return self._ownership.state_dir if self._ownership is not None else None
 
     def tools(self) -> list[ToolInfo]:
         """Every configured command, with the reason it is unavailable when not admitted."""
-        reason = None if self._admission.admitted else self._admission.reason
-        return [
-            ToolInfo(name=name, kind=policy.kind, unavailable=reason, paths=policy.paths)
-            for name, policy in self._commands.items()
-        ]
+        return self.catalog.tools()
 
     @property
     def executor(self) -> Executor:
@@ -216,34 +175,6 @@ class CommandService:
             label="template",
         )
 
-    def warm_up(self) -> None:
-        """Run the deferred runtime admission check now (from a worker thread)."""
-        self._check_runtime()
-
-    def _check_runtime(self) -> None:
-        if self._runtime_check is not None and self._admission.admitted:
-            self._admission = self._runtime_check()
-            self._runtime_check = None
-
-    async def check_admission(self, command: object) -> None:
-        """Raise `UNAVAILABLE` unless the Binding is admitted (a lock, no drift), whatever input."""
-        if self._runtime_check is not None:
-            await anyio.to_thread.run_sync(self._check_runtime)
-        if not self._admission.admitted:
-            # Drift is what the caller must fix first: input checked against a Binding
-            # nobody admitted would only send them after the wrong problem.
-            named = f"command {command!r}: " if isinstance(command, str) else ""
-            raise JigError(Code.UNAVAILABLE, named + self._admission.reason)
-
-    def command_paths(self, command: str) -> tuple[str, ...]:
-        """The files an admitted command names (its tests or its entry point); () if none."""
-        policy = self._commands.get(command)
-        return () if policy is None else policy.paths
-
-    def validate(self, input: object) -> ValidRequest:
-        """Apply every request rule; raises `INVALID_INPUT` naming the rule that failed."""
-        return validate_request(input, self._commands)
-
     async def run(
         self,
         input: object,
@@ -279,14 +210,14 @@ class CommandService:
             with self._operations.arriving(key, signature) as arrival:
                 named = input.get("command") if isinstance(input, dict) else None
                 try:
-                    await self.check_admission(named)
+                    await self.catalog.check_admission(named)
                     # After admission: its one-off deferred check (hashing the 80 MB Bun
                     # binary) is the server's warm-up, not this run's; the caller's own
                     # deadlines are absolute times and bound the call all the same.
                     deadline, started = self._deadline(deadline_unix_ms)
                     # The same deadline in the callers' own clock: what waiters compare.
                     when = unix_deadline_ms(started, deadline_unix_ms, self._root_deadline)
-                    valid = self.validate(input)
+                    valid = self.catalog.validate(input)
                 except JigError as refusal:
                     result = await recorded_or(self._ownership, refusal, key, signature)
                     return await self._answer(result, detailed, keep, scope, operation_id)

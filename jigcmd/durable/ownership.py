@@ -23,6 +23,7 @@ import msgspec
 
 from jigcmd.cancel import CancelSignal
 from jigcmd.clock import unix_ms
+from jigcmd.durable.evidencesync import RecordedEvidence, commit_evidence, synced
 from jigcmd.durable.joining import (
     Joined,
     Joiner,
@@ -40,7 +41,6 @@ from jigcmd.envelope.api import Assigned, EnvelopeIdentity
 from jigcmd.envelope.cgroups import CgroupBackend
 from jigcmd.errors import Code, JigError
 from jigcmd.evidence import Evidence
-from jigcmd.journal.aiosync import PendingSync
 from jigcmd.journal.failures import call_refused, unusable, unwritable
 from jigcmd.journal.identity import identify
 from jigcmd.journal.reservations import Reservations, Slot, default_slots
@@ -48,7 +48,7 @@ from jigcmd.journal.rows import NewRow, Row
 from jigcmd.journal.store import Journal
 from jigcmd.protocol.commands import Recorded, RunResult
 
-__all__ = ["Began", "Ownership", "RecordedEvidence"]
+__all__ = ["Began", "Ownership"]
 
 logger = logging.getLogger(__name__)
 
@@ -59,13 +59,6 @@ class Began(NamedTuple):
     """A new row was written: the caller dispatches. When, as the row says (`created_unix_ms`)."""
 
     created_unix_ms: int
-
-
-class RecordedEvidence(NamedTuple):
-    """A run's evidence as `record_evidence` committed it, and its sync if still in flight."""
-
-    data: bytes
-    pending: PendingSync | None
 
 
 class Ownership:
@@ -345,30 +338,13 @@ class Ownership:
         Committed on the loop when it can be, its sync then left in flight (`sync_soon`):
         the run's end goes on meanwhile, and `finish` waits for the sync before the answer.
         """
-        data = _encoder.encode(evidence)
-        record = partial(
-            self.journal.record_result,
+        return await commit_evidence(
+            self.journal,
             operation_id,
+            _encoder.encode(evidence),
             root_run=root_run,
-            outcome="evidence",
-            result=data,
             attestation=attestation,
         )
-
-        def at_once() -> tuple[bool, PendingSync | None] | None:
-            written = record(wait=False, durable=False)
-            if written is None:
-                return None
-            return written, self.journal.sync_soon() if written else None
-
-        try:
-            # The answer waits for this commit (see `pathwrite`) and its sync (`finish`).
-            written, pending = await write_soon(at_once, lambda: (record(), None))
-        except JOURNAL_FAILURES as exc:
-            # Not durable yet: `finish` tries again and says UNCERTAIN if it cannot either.
-            logger.warning("the journal could not record the evidence of %s: %s", operation_id, exc)
-            return None
-        return RecordedEvidence(data, pending) if written else None
 
     async def finish(
         self,
@@ -403,7 +379,7 @@ class Ownership:
             tests=recorded_tests(result.tests),
             ended_unix_ms=ended,
         )
-        if recorded is not None and recorded.data == data and await self._synced(recorded):
+        if recorded is not None and recorded.data == data and await synced(self.journal, recorded):
             self._closer.close(operation_id, close)
             return ended
         try:
@@ -412,23 +388,6 @@ class Ownership:
             what = "the command ran, but"
             raise self._unrecorded((root_run, operation_id), what, exc, True) from exc
         return ended
-
-    async def _synced(self, recorded: RecordedEvidence) -> bool:
-        """Wait for the evidence's sync; False when it failed (the journal then refuses writes)."""
-        pending = recorded.pending
-        if pending is None:
-            return True
-        try:
-            # Not cancelled, as a write is not: the answer says whether the evidence is durable.
-            with anyio.CancelScope(shield=True):
-                while not self.journal.synced(pending):
-                    await anyio.wait_readable(pending)
-        except OSError as exc:
-            logger.warning("the journal could not sync the evidence: %s", exc)
-            return False
-        finally:
-            pending.close()
-        return True
 
     async def fail(self, operation_id: str, error: JigError, *, root_run: str) -> int:
         """Record a failure; `UNCERTAIN` closes the row as uncertain for good. Returns when

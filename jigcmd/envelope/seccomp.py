@@ -20,8 +20,8 @@ uid (see pid1.py), and same-uid processes may otherwise set each other's limits.
 scheduling and I/O-priority calls may name neither pid 1 nor a process group or a uid (pid 1
 leads its own group; its uid is the candidate's): demoted, pid 1 would see the end late.
 
-The program is a flat list of `struct sock_filter` (`u16 code, u8 jt, u8 jf, u32 k`) built by a
-tiny assembler with labels, so each deny group jumps to one shared return.
+The program is a flat list of `struct sock_filter` built by a tiny assembler with labels
+(bpf.py), so each deny group jumps to one shared return.
 """
 
 from __future__ import annotations
@@ -30,9 +30,9 @@ import ctypes
 import errno
 import functools
 import os
-import struct
 from typing import NamedTuple
 
+from jigcmd.envelope.bpf import LD_W_ABS, RET_K, AssemblyError, Insn, assemble, jeq, jset, stmt
 from jigcmd.envelope.syscalls import (
     CLONE_NEWCGROUP,
     CLONE_NEWIPC,
@@ -57,13 +57,6 @@ __all__ = [
     "syscall_numbers",
 ]
 
-# Classic BPF opcodes (linux/filter.h, linux/bpf_common.h).
-_LD_W_ABS = 0x20  # BPF_LD | BPF_W | BPF_ABS
-_JEQ_K = 0x15  # BPF_JMP | BPF_JEQ | BPF_K
-_JSET_K = 0x45  # BPF_JMP | BPF_JSET | BPF_K
-_RET_K = 0x06  # BPF_RET | BPF_K
-_BPF_MAXINSNS = 4096
-
 # struct seccomp_data: int nr; u32 arch; u64 instruction_pointer; u64 args[6].
 # Both supported architectures are little-endian, so an argument's low 32 bits sit at its offset.
 _OFF_NR = 0
@@ -75,7 +68,7 @@ def _arg_low(index: int) -> int:
 
 
 # Return actions (linux/seccomp.h).
-_RET_KILL_PROCESS = 0x80000000
+RET_KILL_PROCESS = 0x80000000
 _RET_ERRNO = 0x00050000
 _RET_ALLOW = 0x7FFF0000
 _MAX_ERRNO = 4095
@@ -297,64 +290,6 @@ class SeccompError(OSError):
     """Raised when the seccomp filter cannot be built for this machine or cannot be installed."""
 
 
-class _Jump(NamedTuple):
-    """A conditional jump whose targets are labels, resolved when the program is assembled."""
-
-    code: int
-    k: int
-    jt: str | None
-    jf: str | None
-
-
-_Insn = tuple[int, int] | _Jump | str  # (code, k) statement, jump, or a label
-
-
-def _stmt(code: int, k: int) -> tuple[int, int]:
-    return (code, k)
-
-
-def _jeq(k: int, jt: str | None = None, jf: str | None = None) -> _Jump:
-    return _Jump(_JEQ_K, k, jt, jf)
-
-
-def _jset(k: int, jt: str | None = None, jf: str | None = None) -> _Jump:
-    return _Jump(_JSET_K, k, jt, jf)
-
-
-def _assemble(program: list[_Insn]) -> bytes:
-    labels: dict[str, int] = {}
-    index = 0
-    for insn in program:
-        if isinstance(insn, str):
-            labels[insn] = index
-        else:
-            index += 1
-
-    def offset(here: int, label: str | None) -> int:
-        if label is None:
-            return 0
-        distance = labels[label] - here - 1
-        if not 0 <= distance <= 255:
-            raise SeccompError(f"seccomp jump to {label!r} out of range ({distance})")
-        return distance
-
-    out = bytearray()
-    here = 0
-    for insn in program:
-        if isinstance(insn, str):
-            continue
-        if isinstance(insn, _Jump):
-            out += struct.pack(
-                "=HBBI", insn.code, offset(here, insn.jt), offset(here, insn.jf), insn.k
-            )
-        else:
-            out += struct.pack("=HBBI", insn[0], 0, 0, insn[1])
-        here += 1
-    if here > _BPF_MAXINSNS:
-        raise SeccompError(f"seccomp program too long ({here} instructions)")
-    return bytes(out)
-
-
 def _machine(machine: str | None = None) -> str:
     machine = machine or os.uname().machine
     if machine not in _SYSCALLS:
@@ -388,83 +323,86 @@ def build_filter(*, machine: str | None = None, deny_errno: int = errno.EPERM) -
     if not 0 < deny_errno <= _MAX_ERRNO:
         raise SeccompError(f"deny errno {deny_errno} outside 1..{_MAX_ERRNO}")
     nr = _SYSCALLS[machine]
-    program: list[_Insn] = [
-        _stmt(_LD_W_ABS, _OFF_ARCH),
-        _jeq(_AUDIT_ARCH[machine], jf="kill"),
-        _stmt(_LD_W_ABS, _OFF_NR),
+    program: list[Insn] = [
+        stmt(LD_W_ABS, _OFF_ARCH),
+        jeq(_AUDIT_ARCH[machine], jf="kill"),
+        stmt(LD_W_ABS, _OFF_NR),
     ]
     if machine == "x86_64":
-        program.append(_jset(_X32_SYSCALL_BIT, jt="kill"))
-    program += [_jeq(number, jt="deny") for number in denied_syscalls(machine).values()]
+        program.append(jset(_X32_SYSCALL_BIT, jt="kill"))
+    program += [jeq(number, jt="deny") for number in denied_syscalls(machine).values()]
     program += [
-        _jeq(nr["clone3"], jt="enosys"),
-        _jeq(nr["clone"], jt="clone"),
-        _jeq(nr["personality"], jt="personality"),
-        _jeq(nr["ioctl"], jt="ioctl"),
-        _jeq(nr["socket"], jt="socket"),
-        _jeq(nr["socketpair"], jt="socket"),
-        _jeq(nr["prlimit64"], jt="prlimit"),
-        _jeq(nr["setpriority"], jt="setpriority"),
-        _jeq(nr["ioprio_set"], jt="ioprio"),
-        *(_jeq(nr[name], jt="sched") for name in _SCHED_BY_PID),
-        _stmt(_RET_K, _RET_ALLOW),
+        jeq(nr["clone3"], jt="enosys"),
+        jeq(nr["clone"], jt="clone"),
+        jeq(nr["personality"], jt="personality"),
+        jeq(nr["ioctl"], jt="ioctl"),
+        jeq(nr["socket"], jt="socket"),
+        jeq(nr["socketpair"], jt="socket"),
+        jeq(nr["prlimit64"], jt="prlimit"),
+        jeq(nr["setpriority"], jt="setpriority"),
+        jeq(nr["ioprio_set"], jt="ioprio"),
+        *(jeq(nr[name], jt="sched") for name in _SCHED_BY_PID),
+        stmt(RET_K, _RET_ALLOW),
         # Pid 1's priority, policy, CPUs and I/O class: see the module docstring. The kernel
         # reads `which`, `who` and `pid` as ints, so their low 32 bits decide; a `which` it
         # does not know passes, for its own EINVAL.
         "setpriority",
-        _stmt(_LD_W_ABS, _arg_low(0)),
-        _jeq(_PRIO_PROCESS, jt="who"),
-        _jeq(_PRIO_PGRP, jt="deny"),
-        _jeq(_PRIO_USER, jt="deny", jf="allow"),
+        stmt(LD_W_ABS, _arg_low(0)),
+        jeq(_PRIO_PROCESS, jt="who"),
+        jeq(_PRIO_PGRP, jt="deny"),
+        jeq(_PRIO_USER, jt="deny", jf="allow"),
         "ioprio",
-        _stmt(_LD_W_ABS, _arg_low(0)),
-        _jeq(_IOPRIO_WHO_PROCESS, jt="who"),
-        _jeq(_IOPRIO_WHO_PGRP, jt="deny"),
-        _jeq(_IOPRIO_WHO_USER, jt="deny", jf="allow"),
+        stmt(LD_W_ABS, _arg_low(0)),
+        jeq(_IOPRIO_WHO_PROCESS, jt="who"),
+        jeq(_IOPRIO_WHO_PGRP, jt="deny"),
+        jeq(_IOPRIO_WHO_USER, jt="deny", jf="allow"),
         "who",
-        _stmt(_LD_W_ABS, _arg_low(1)),
-        _jeq(_INIT, jt="deny", jf="allow"),
+        stmt(LD_W_ABS, _arg_low(1)),
+        jeq(_INIT, jt="deny", jf="allow"),
         "sched",
-        _stmt(_LD_W_ABS, _arg_low(0)),
-        _jeq(_INIT, jt="deny", jf="allow"),
+        stmt(LD_W_ABS, _arg_low(0)),
+        jeq(_INIT, jt="deny", jf="allow"),
         # Another process's limits only: pid 1 runs as the candidate's uid, and lowering its
         # RLIMIT_CPU would have the kernel kill the collector of the candidate's evidence.
         "prlimit",
-        _stmt(_LD_W_ABS, _arg_low(0)),
-        _jeq(0, jt="allow"),
-        _stmt(_RET_K, _RET_ERRNO | deny_errno),
+        stmt(LD_W_ABS, _arg_low(0)),
+        jeq(0, jt="allow"),
+        stmt(RET_K, _RET_ERRNO | deny_errno),
         # The kernel reads the family and the protocol as ints: their low 32 bits decide.
         "socket",
-        _stmt(_LD_W_ABS, _arg_low(0)),
-        _jeq(_AF_NETLINK, jt="netlink"),
-        *(_jeq(family, jt="allow") for family in SOCKET_FAMILIES_ALLOWED),
-        _stmt(_RET_K, _RET_ERRNO | errno.EAFNOSUPPORT),
+        stmt(LD_W_ABS, _arg_low(0)),
+        jeq(_AF_NETLINK, jt="netlink"),
+        *(jeq(family, jt="allow") for family in SOCKET_FAMILIES_ALLOWED),
+        stmt(RET_K, _RET_ERRNO | errno.EAFNOSUPPORT),
         "netlink",
-        _stmt(_LD_W_ABS, _arg_low(2)),
-        *(_jeq(protocol, jt="allow") for protocol in NETLINK_PROTOCOLS_ALLOWED),
-        _stmt(_RET_K, _RET_ERRNO | errno.EPROTONOSUPPORT),
+        stmt(LD_W_ABS, _arg_low(2)),
+        *(jeq(protocol, jt="allow") for protocol in NETLINK_PROTOCOLS_ALLOWED),
+        stmt(RET_K, _RET_ERRNO | errno.EPROTONOSUPPORT),
         "clone",
-        _stmt(_LD_W_ABS, _arg_low(0)),
-        _jset(CLONE_NAMESPACE_FLAGS, jt="deny"),
-        _stmt(_RET_K, _RET_ALLOW),
+        stmt(LD_W_ABS, _arg_low(0)),
+        jset(CLONE_NAMESPACE_FLAGS, jt="deny"),
+        stmt(RET_K, _RET_ALLOW),
         "personality",
-        _stmt(_LD_W_ABS, _arg_low(0)),
-        *(_jeq(value, jt="allow") for value in PERSONALITY_ALLOWED),
-        _stmt(_RET_K, _RET_ERRNO | deny_errno),
+        stmt(LD_W_ABS, _arg_low(0)),
+        *(jeq(value, jt="allow") for value in PERSONALITY_ALLOWED),
+        stmt(RET_K, _RET_ERRNO | deny_errno),
         "ioctl",
-        _stmt(_LD_W_ABS, _arg_low(1)),
-        _jeq(_TIOCSTI, jt="deny"),
-        _jeq(_TIOCLINUX, jt="deny"),
+        stmt(LD_W_ABS, _arg_low(1)),
+        jeq(_TIOCSTI, jt="deny"),
+        jeq(_TIOCLINUX, jt="deny"),
         "allow",
-        _stmt(_RET_K, _RET_ALLOW),
+        stmt(RET_K, _RET_ALLOW),
         "deny",
-        _stmt(_RET_K, _RET_ERRNO | deny_errno),
+        stmt(RET_K, _RET_ERRNO | deny_errno),
         "enosys",
-        _stmt(_RET_K, _RET_ERRNO | errno.ENOSYS),
+        stmt(RET_K, _RET_ERRNO | errno.ENOSYS),
         "kill",
-        _stmt(_RET_K, _RET_KILL_PROCESS),
+        stmt(RET_K, RET_KILL_PROCESS),
     ]
-    return _assemble(program)
+    try:
+        return assemble(program)
+    except AssemblyError as exc:
+        raise SeccompError(str(exc)) from exc
 
 
 class _SockFprog(ctypes.Structure):

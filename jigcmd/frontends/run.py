@@ -154,7 +154,7 @@ async def _run_once(
         service = assembly.service
         try:
             # Admission first: a drifted or missing lock is what to fix, whatever the files.
-            await service.check_admission(command)
+            await service.catalog.check_admission(command)
             request = _accepted(service, settings, call, project)
             # The timeout starts now, with the envelopes up: setup counts, start-up does not.
             timeout_s = call.timeout_s
@@ -181,10 +181,10 @@ def _accepted(
     before a refusal, which is then the one thing to read."""
     if isinstance(project, JigError):
         raise project
-    files = candidate_files(project, service.command_paths(call.command), call.command)
+    files = candidate_files(project, service.catalog.command_paths(call.command), call.command)
     request = build_request(call.command, files, call.stdin_file, call.args)
-    service.validate(request)  # again in `service.run`: cheap beside the run
-    commands = service.commands
+    service.catalog.validate(request)  # again in `service.run`: cheap beside the run
+    commands = service.catalog.commands
     policy = commands[call.command]
     write_notes(project, run_notes(project, policy, commands, settings.binding, settings.lock))
     note_unused_pipe(call.stdin_file)

@@ -227,7 +227,7 @@ async def _warm_up(executor: NativeExecutor, service: CommandService) -> None:
         # 80 MB Bun binary (the server exits within 2 s of EOF).
         template = await anyio.to_thread.run_sync(service.template_plan, abandon_on_cancel=True)
         await executor.prepare(template)
-        await anyio.to_thread.run_sync(service.warm_up, abandon_on_cancel=True)
+        await anyio.to_thread.run_sync(service.catalog.warm_up, abandon_on_cancel=True)
     except Exception as exc:  # noqa: BLE001 - best effort: serve goes on cold, each call meets it
         logger.warning("warm-up failed: %s", exc)
     # What the server built to start lives as long as it does: frozen, the collector's

@@ -43,8 +43,6 @@ from jigcmd.protocol.mcp_messages import (
     ATTESTATION_META,
     INSTRUCTIONS,
     REPORT_META,
-    RESOURCE_NOT_FOUND,
-    RUN_RESOURCE_TEMPLATE,
     ToolCall,
     ToolCallParamsError,
     call_input,
@@ -54,8 +52,8 @@ from jigcmd.protocol.mcp_messages import (
     parse_cancelled,
     parse_tool_call,
     progress_notification,
-    read_result,
 )
+from jigcmd.protocol.mcp_resources import RESOURCE_METHODS, listed, read_answer, requested_uri
 from jigcmd.protocol.mcp_results import completed_result, failure_result
 from jigcmd.protocol.mcp_tasks import (
     TaskBook,
@@ -72,9 +70,6 @@ from jigcmd.protocol.mcp_versions import LATEST_VERSION, MODERN_VERSION, negotia
 __all__ = ["SESSION_METHODS", "McpDialect"]
 
 _TASK_METHODS: Final = frozenset({"tasks/get", "tasks/cancel", "tasks/update"})
-_RESOURCE_METHODS: Final = frozenset(
-    {"resources/read", "resources/list", "resources/templates/list"}
-)
 # Every method jigcmd serves in some era: each takes MCP's `_meta` (`malformed_meta`).
 _METHODS: Final = SESSION_METHODS | _TASK_METHODS | {"initialize", "ping", "server/discover"}
 Era = Literal["undecided", "handshake", "per-request"]
@@ -199,20 +194,9 @@ class McpDialect:
         return progress_notification(call.progress_token, value, message, total_ms)
 
     def fetched(self, request_id: jsonrpc.Id, found: Resource | str) -> bytes:
-        """The `resources/read` answer: its contents, or not found with the reason.
-
-        Not found is -32002 in the handshake era; 2026-07-28 has no such code (SEP-2164): -32602.
-        """
+        """The `resources/read` answer, in the era the read came in (`mcp_resources`)."""
         version = self._fetch_versions.pop(request_id, self._version)
-        if isinstance(found, str):
-            code = jsonrpc.INVALID_PARAMS if version == MODERN_VERSION else RESOURCE_NOT_FOUND
-            return jsonrpc.encode_error(request_id, code, f"Resource not found: {found}")
-        result = read_result(found)
-        if version == MODERN_VERSION:
-            # The bytes of a kept resource never change; they are this caller's run's own.
-            result |= {"ttlMs": mcp_era.RESOURCE_TTL_MS, "cacheScope": "private"}
-            result = mcp_era.modern_result(result, self._server_info)
-        return jsonrpc.encode_result(request_id, result)
+        return read_answer(request_id, found, version, self._server_info)
 
     def tools_changed(self, tools: tuple[ToolInfo, ...]) -> bytes:
         """Re-admission changed the catalog: `notifications/tools/list_changed` when initialized.
@@ -262,36 +246,17 @@ class McpDialect:
             ]
         if method == "tools/call":
             return self._tool_call(request, None)
-        if method in _RESOURCE_METHODS:
+        if method in RESOURCE_METHODS:
             return self._resources(request, self._version)
         return send_error(request.id, jsonrpc.METHOD_NOT_FOUND, f"Method not found: {method}")
 
     def _resources(self, request: jsonrpc.Request, version: str) -> list[Action]:
-        """`resources/read` of a run's resource (the shell reads it), or a list.
-
-        Run resources are linked from each result, not listed: `resources/list` is empty and
-        `resources/templates/list` names the one URI shape they share.
-        """
+        """`resources/read` of a run's resource (the shell reads it), or a list."""
         if request.method != "resources/read":
-            refused = cursor_refusal(request)
-            if refused:
-                return refused
-            listed: dict[str, Any] = (
-                {"resources": []}
-                if request.method == "resources/list"
-                else {"resourceTemplates": [RUN_RESOURCE_TEMPLATE]}
-            )
-            if version == MODERN_VERSION:
-                # Fixed for the process, like the catalogue (SEP-2549: a cacheable result).
-                listed |= {"ttlMs": mcp_era.RESOURCE_LISTS_TTL_MS, "cacheScope": "private"}
-                listed = mcp_era.modern_result(listed, self._server_info)
-            return [Send(jsonrpc.encode_result(request.id, listed))]
-        params = request.params
-        uri = params.get("uri") if type(params) is dict else None
-        if type(uri) is not str:
-            return send_error(
-                request.id, jsonrpc.INVALID_PARAMS, "Invalid params: /uri must be a string"
-            )
+            return listed(request, version, self._server_info)
+        uri = requested_uri(request)
+        if not isinstance(uri, str):
+            return uri
         self._fetch_versions[request.id] = version
         return [Fetch(request.id, uri, self._root_run or self._tag)]
 
@@ -350,7 +315,7 @@ class McpDialect:
             ]
         if method == "tools/call":
             return self._tool_call(request, envelope)
-        if method in _RESOURCE_METHODS:
+        if method in RESOURCE_METHODS:
             return self._resources(request, envelope.version)
         if not envelope.tasks:
             return [Send(mcp_era.missing_tasks_capability(method).frame(request.id))]

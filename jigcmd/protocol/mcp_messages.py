@@ -1,13 +1,12 @@
 """MCP's messages as jigcmd shapes them: the `initialize` result, a tool call's params,
-progress, cancellation and a resource read; pure functions of their inputs.
+progress and cancellation; pure functions of their inputs.
 
 The dialect (`mcp.py`) decides when each is sent; the tool results themselves are
-`mcp_results.py`'s, the tool list `mcp_tools.py`'s.
+`mcp_results.py`'s, the tool list `mcp_tools.py`'s, a resource read `mcp_resources.py`'s.
 """
 
 from __future__ import annotations
 
-import base64
 from typing import Any, Final
 
 import msgspec
@@ -18,7 +17,6 @@ from jigcmd.policy.request import not_strict
 from jigcmd.protocol import jsonrpc
 from jigcmd.protocol.actions import Action, send_error
 from jigcmd.protocol.commands import ToolInfo
-from jigcmd.protocol.dialect import Resource
 from jigcmd.protocol.mcp_tools import tool_arguments
 
 __all__ = [
@@ -26,9 +24,7 @@ __all__ = [
     "CAPABILITIES",
     "INSTRUCTIONS",
     "REPORT_META",
-    "RESOURCE_NOT_FOUND",
     "RUN_ID_META",
-    "RUN_RESOURCE_TEMPLATE",
     "ToolCall",
     "ToolCallParamsError",
     "call_input",
@@ -38,11 +34,8 @@ __all__ = [
     "parse_cancelled",
     "parse_tool_call",
     "progress_notification",
-    "read_result",
 ]
 
-# MCP's "resource not found" error code.
-RESOURCE_NOT_FOUND: Final = -32002
 # The `initialize` result's `_meta` key naming the caller's run of the session.
 RUN_ID_META: Final = "jigcmd/runId"
 # Where a tool result carries its run's measurements (`mcp_results.py`).
@@ -190,23 +183,3 @@ def progress_notification(
         params["total"] = max(total, progress)
     params["message"] = message
     return jsonrpc.encode_notification("notifications/progress", params)
-
-
-# The shape of every URI a result links (`jigcmd.durable.runresources.resource_uri`).
-RUN_RESOURCE_TEMPLATE: Final = {
-    "uriTemplate": "jigcmd://run/{run}/{operation}/{name}",
-    "name": "run-resource",
-    "title": "A kept resource of one call",
-    "description": "What one tool call kept: {name} is stdout, stderr, junit or attestation. "
-    "Each tool result links its own; only this session's run is served.",
-}
-
-
-def read_result(resource: Resource) -> dict[str, Any]:
-    """A `resources/read` result: text when the bytes are UTF-8, else a base64 blob."""
-    content: dict[str, Any] = {"uri": resource.uri, "mimeType": resource.mime_type}
-    try:
-        content["text"] = resource.data.decode("utf-8")
-    except UnicodeDecodeError:
-        content["blob"] = base64.b64encode(resource.data).decode("ascii")
-    return {"contents": [content]}

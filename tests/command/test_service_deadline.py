@@ -130,13 +130,13 @@ async def test_the_statements_started_on_is_when_the_runs_deadline_started(
         runtime=RuntimeFacts(bun_version="1.4.2", bun_sha256=sha),
     )
     service.attach_attester(Attester(SigningKey(Ed25519PrivateKey.generate(), "t"), identity))
-    validate = service.validate
+    validate = service.catalog.validate
 
     def slow_validate(input: object) -> ValidRequest:
         clock.now += 0.2
         return validate(input)
 
-    monkeypatch.setattr(service, "validate", slow_validate)
+    monkeypatch.setattr(service.catalog, "validate", slow_validate)
     accepted, start = now(), clock.now
     result = await service.run(
         {"command": "main", "files": {"main.ts": "1"}},
