@@ -150,11 +150,15 @@ class Ownership:
         try:
             slot = self.reservations.acquire(tag)
         except OSError as exc:
-            raise JigError(
-                Code.EXECUTION_FAILED,
-                f"cannot take an envelope slot in {self.reservations.directory}: "
-                f"{exc.strerror or exc}; nothing ran",
-            ) from exc
+            # The slots went with a removed state directory: say that, as `begin` would.
+            lost = self.journal.lost()
+            if lost is not None:
+                why = f"the journal {self.journal.path} could not record the operation before "
+                why += f"dispatch: {lost.cause}"
+            else:
+                why = f"cannot take an envelope slot in {self.reservations.directory}: "
+                why += exc.strerror or str(exc)
+            raise JigError(Code.EXECUTION_FAILED, f"{why}; nothing ran") from exc
         return slot
 
     async def lookup(
