@@ -186,8 +186,9 @@ async def _left(
     if stopping:
         return JigError(
             Code.DEADLINE_EXCEEDED,
-            f"the deadline passed, and operation {op!r}, stopped elsewhere at that deadline, "
-            f"was not closed {_STOPPING_S:g} s later; send it again for its recorded outcome",
+            f"the deadline passed, and operation {op!r}, run elsewhere to that same deadline, "
+            f"was not closed {_STOPPING_S:g} s later (its server may not have recorded its "
+            "outcome yet); send it again for its recorded outcome",
         )
     ended = (
         f"cancelled while waiting for operation {op!r}, which is still running elsewhere"

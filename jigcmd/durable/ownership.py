@@ -73,8 +73,8 @@ class Ownership:
         # Closes rows whose evidence is already durable, as their answer goes out.
         self._closer = RowCloser()
         # Rows of ours whose outcome the journal could not write: answered, not joined, and
-        # closed uncertain at the next write that succeeds.
-        self._left_open = LeftOpen()
+        # closed uncertain as soon as the journal takes a write again (`LeftOpen`).
+        self._left_open = LeftOpen(journal)
         # What fences the run of a dead server a caller here joined (None: no cgroups).
         self.backend: CgroupBackend | None = None
 
@@ -98,7 +98,7 @@ class Ownership:
         """Finish the pending row closes (left-open ones too), then close the journal."""
         self._closer.shutdown()
         finish_passes()  # a joiner's recovery pass still writing to the journal
-        self._left_open.close_all(self.journal)
+        self._left_open.shutdown()
         self.journal.close()
 
     def recover(self, backend: CgroupBackend) -> RecoveryReport:
@@ -143,11 +143,15 @@ class Ownership:
         try:
             slot = self.reservations.acquire(tag)
         except OSError as exc:
-            raise JigError(
-                Code.EXECUTION_FAILED,
-                f"cannot take an envelope slot in {self.reservations.directory}: "
-                f"{exc.strerror or exc}; nothing ran",
-            ) from exc
+            # The slots went with a removed state directory: say that, as `begin` would.
+            lost = self.journal.lost()
+            if lost is not None:
+                why = f"the journal {self.journal.path} could not record the operation before "
+                why += f"dispatch: {lost.cause}"
+            else:
+                why = f"cannot take an envelope slot in {self.reservations.directory}: "
+                why += exc.strerror or str(exc)
+            raise JigError(Code.EXECUTION_FAILED, f"{why}; nothing ran") from exc
         return slot
 
     async def lookup(
@@ -437,7 +441,7 @@ class Ownership:
     async def _close_left_open(self) -> None:
         """Close the rows left open uncertain, now that the journal may take writes again."""
         if self._left_open:
-            await anyio.to_thread.run_sync(self._left_open.close_all, self.journal)
+            await anyio.to_thread.run_sync(self._left_open.close_all)
 
     def _unrecorded(
         self, key: tuple[str, str], what: str, exc: BaseException, cleanup_proved: bool

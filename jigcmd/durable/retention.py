@@ -31,13 +31,14 @@ import msgspec
 from jigcmd.clock import unix_ms
 from jigcmd.durable.runresources import ResourcesPruned, RunResources
 from jigcmd.errors import Code
-from jigcmd.journal.database import DB_NAME, Database
+from jigcmd.journal.database import Database
 from jigcmd.journal.failures import (
     LEAST_FREE_BYTES,
     JournalUnusable,
     filesystem_full,
     unusable,
 )
+from jigcmd.journal.presence import holds_journal
 from jigcmd.journal.rows import PRUNED_REASON
 
 __all__ = [
@@ -284,7 +285,7 @@ def prune_state_dir(
     if not dry_run and filesystem_full(directory):
         freed = _resources_first(directory, cutoff_ms)
     keys: list[tuple[str, str]]
-    if not (directory / DB_NAME).exists():
+    if not holds_journal(directory):
         journal, size, free, keys = JournalPruned((), 0, 0), 0, 0, []
     else:
         try:
@@ -318,7 +319,7 @@ def _journal(
 def _resources_first(directory: Path, cutoff_ms: int) -> ResourcesPruned:
     """Remove the kept resources a prune would, the journal only read (it cannot grow now)."""
     doomed, keys = JournalPruned((), 0, 0), list[tuple[str, str]]()
-    if (directory / DB_NAME).exists():
+    if holds_journal(directory):
         doomed, _, _, keys = _journal(directory, cutoff_ms, dry_run=True)
     return RunResources(directory).prune_before(
         cutoff_ms / 1000, pruned=doomed.operations, open_keys=keys

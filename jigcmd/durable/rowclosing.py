@@ -4,13 +4,16 @@ The close (cleanup proved, the resource report) is the last write of a completed
 its answer goes out. It never decides what the caller hears: the evidence was durable first,
 so a close lost to a full disk or a crash is re-derived by recovery (`Journal.close_lost`).
 A row whose outcome could not be written at all was answered UNCERTAIN: `LeftOpen` closes it
-so, in the words answered, as soon as the journal takes a write again.
+so, in the words answered, as soon as the journal takes a write again: at this server's next
+write, or by its own retries while the server lives idle, or at its exit.
 """
 
 from __future__ import annotations
 
+import itertools
 import logging
 import sqlite3
+import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from functools import partial
@@ -30,6 +33,9 @@ JOURNAL_FAILURES = (sqlite3.Error, OSError)
 _CLOSE_RETRY_S = (0.05, 0.2, 0.5, 0.75)
 # A row's close with its evidence, report and statement bound: `Journal.finish`, to call.
 Close = partial[bool | None]
+# Pauses between the retries of closing the rows left open while this server lives (a full
+# disk clears at the operator's pace): the last one repeats until they are closed.
+_LEFT_OPEN_RETRY_S = (0.25, 0.5, 1.0, 2.0, 4.0)
 
 
 class RowCloser:
@@ -107,11 +113,20 @@ class LeftOpen:
 
     Open, yet run nowhere: until closed, this server answers a retry its UNCERTAIN (not a
     join), and `close_all` closes them uncertain in those words, so that every other process
-    (`jigcmd runs`, doctor, another serve) sees them ended, and a replay says the same.
+    (`jigcmd runs`, doctor, another serve) sees them ended, and a replay says the same. A
+    thread of its own retries that close while any is left, so an idle server's rows end as
+    soon as space returns, not at its next call or exit (`shutdown` stops it).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, journal: Journal) -> None:
+        self._journal = journal
         self._rows: dict[tuple[str, str], _Answered] = {}
+        # Guards `_rows` and `_retrier`, held briefly (an event loop takes it in `add`).
+        self._guard = threading.Lock()
+        # One close at a time: the retry thread's, a call's and the exit's.
+        self._closing = threading.Lock()
+        self._stopped = threading.Event()
+        self._retrier: threading.Thread | None = None
 
     def __bool__(self) -> bool:
         return bool(self._rows)
@@ -119,27 +134,63 @@ class LeftOpen:
     def add(self, key: tuple[str, str], error: JigError, *, cleanup_proved: bool) -> None:
         """Remember the row of (run, operation id) `key`, answered `error` (UNCERTAIN)."""
         assert error.ended_unix_ms is not None
-        self._rows[key] = _Answered(error.message, cleanup_proved, error.ended_unix_ms)
+        with self._guard:
+            self._rows[key] = _Answered(error.message, cleanup_proved, error.ended_unix_ms)
+            if self._stopped.is_set() or self._retrier is not None:
+                return
+            self._retrier = threading.Thread(
+                target=self._retry, name="jigcmd-left-open", daemon=True
+            )
+            self._retrier.start()
 
     def answered(self, key: tuple[str, str]) -> str | None:
         """The UNCERTAIN the row of `key` was answered with, while it is left open; else None."""
-        found = self._rows.get(key)
+        with self._guard:
+            found = self._rows.get(key)
         return None if found is None else found.message
 
-    def close_all(self, journal: Journal) -> None:
-        """Close each left-open row uncertain (blocking); stop at the first write that fails."""
-        for (root_run, operation_id), answered in list(self._rows.items()):
-            try:
-                journal.mark_uncertain(
-                    operation_id,
-                    root_run=root_run,
-                    reason=answered.message,
-                    cleanup_complete=answered.cleanup_proved,
-                    problems="" if answered.cleanup_proved else answered.message,
-                    ended_unix_ms=answered.ended_unix_ms,
-                )
-            except JOURNAL_FAILURES as exc:
-                # Still no room: tried again at the next write, at exit, else by recovery.
-                logger.info("the journal row of %s stays open: %s", operation_id, exc)
+    def shutdown(self) -> None:
+        """Stop the retries, then close the rows still left open (blocking; before the
+        journal closes)."""
+        self._stopped.set()
+        with self._guard:
+            retrier = self._retrier
+        if retrier is not None:
+            retrier.join()
+        self.close_all()
+
+    def _retry(self) -> None:
+        """Close the left-open rows, retrying with growing pauses until none is left."""
+        for attempt in itertools.count():
+            pause = _LEFT_OPEN_RETRY_S[min(attempt, len(_LEFT_OPEN_RETRY_S) - 1)]
+            if self._stopped.wait(pause):
                 return
-            self._rows.pop((root_run, operation_id), None)
+            self.close_all()
+            with self._guard:
+                if not self._rows:
+                    # Under the guard: an `add` after this starts a thread of its own.
+                    self._retrier = None
+                    return
+
+    def close_all(self) -> None:
+        """Close each left-open row uncertain (blocking); stop at the first write that fails."""
+        with self._closing:
+            with self._guard:
+                rows = list(self._rows.items())
+            for (root_run, operation_id), answered in rows:
+                try:
+                    self._journal.mark_uncertain(
+                        operation_id,
+                        root_run=root_run,
+                        reason=answered.message,
+                        cleanup_complete=answered.cleanup_proved,
+                        problems="" if answered.cleanup_proved else answered.message,
+                        ended_unix_ms=answered.ended_unix_ms,
+                    )
+                except JOURNAL_FAILURES as exc:
+                    # Still no room: tried again by the retries, at the next write, at exit,
+                    # else by recovery.
+                    logger.info("the journal row of %s stays open: %s", operation_id, exc)
+                    return
+                with self._guard:
+                    self._rows.pop((root_run, operation_id), None)

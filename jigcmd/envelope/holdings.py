@@ -92,7 +92,8 @@ class Holdings:
         try:
             self.registration.register(name)
         except OSError as exc:
-            raise StepError("envelope registry", exc) from exc
+            entry = f" entry {exc.filename}" if exc.filename else ""
+            raise StepError(f"envelope registry{entry}", exc) from exc
         try:
             self.job = job = backend.create(name, plan.limits)
         except (OSError, ValueError) as exc:

@@ -41,9 +41,10 @@ from jigcmd.durable.statedir import (
     default_state_dir,
     unmade_state_dir,
 )
+from jigcmd.journal.presence import holds_journal
 from jigcmd.journal.rows import Row
 from jigcmd.journal.schema import SchemaError
-from jigcmd.journal.store import DB_NAME, Journal, JournalError, JournalUnusable
+from jigcmd.journal.store import Journal, JournalError, JournalUnusable
 from jigcmd.policy.lock import LockError, decode_lock
 from jigcmd.protocol import jsonrpc
 
@@ -101,7 +102,7 @@ def _recorded(state_dir: Path | None, operation_id: str, root_run: str) -> tuple
             )
         return state, None
     state = checked_state_dir(state)
-    if not (state / DB_NAME).exists():
+    if not holds_journal(state):
         return state, None
     # Read only: on a read-only mount too (a node lost, its disk kept), and changing nothing.
     with Journal.open_read_only(state) as journal:

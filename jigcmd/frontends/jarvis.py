@@ -40,6 +40,7 @@ from jigcmd.jarvis.policy import Policy, PolicyError, parse_policy
 from jigcmd.jarvis.server import LoopbackError, StopRequest, bind_loopback, serve
 from jigcmd.jarvis.service import DEFAULT_QUEUE_WAIT_S, JarvisService
 from jigcmd.jarvis.statements import RunSigning
+from jigcmd.journal.presence import holds_journal
 from jigcmd.journal.reservations import Reservations, default_slots
 from jigcmd.journal.schema import SchemaError
 from jigcmd.journal.store import DB_NAME, Journal, JournalError, JournalUnusable
@@ -319,6 +320,8 @@ def jarvis_audit(state_dir: Path | None, limit: int) -> int:
     except StateDirError as exc:
         sys.stderr.write(f"jigcmd jarvis-audit: {exc}\n")
         return EXIT_CONFIG
+    if not holds_journal(directory):
+        return EXIT_OK  # only the empty file a failed first start left: no rows
     try:
         with Journal.open_read_only(directory) as journal:
             rows = journal.audit_rows(max(limit, 0))

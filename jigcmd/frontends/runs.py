@@ -24,9 +24,10 @@ from jigcmd.durable.statedir import (
     slot_file_refusal,
 )
 from jigcmd.journal.failures import JournalUnusable
+from jigcmd.journal.presence import holds_journal
 from jigcmd.journal.rows import Row
 from jigcmd.journal.schema import SchemaError
-from jigcmd.journal.store import DB_NAME, Journal
+from jigcmd.journal.store import Journal
 from jigcmd.jsonio import readable
 
 __all__ = ["list_runs", "operation_view", "runs"]
@@ -44,7 +45,7 @@ def list_runs(state_dir: Path) -> list[Row]:
     mount too; a directory without one is no runs, and gets none. Raises `JournalUnusable`
     or `SchemaError` when it cannot be read.
     """
-    if not (state_dir / DB_NAME).exists():
+    if not holds_journal(state_dir):
         return []
     with Journal.open_read_only(state_dir) as journal:
         rows = journal.rows()
@@ -57,7 +58,7 @@ _NONE_BUT_JARVIS = "no Project Command runs; jarvis runs: jigcmd jarvis-audit"
 def _has_jarvis_rows(state_dir: Path | None) -> bool:
     """Whether the journal holds jarvis's audit rows (its runs, which `runs` does not list)."""
     directory = _directory(state_dir)
-    if not (directory / DB_NAME).exists():
+    if not holds_journal(directory):
         return False
     with Journal.open_read_only(directory) as journal:
         return bool(journal.audit_rows(1))

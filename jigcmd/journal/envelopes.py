@@ -77,7 +77,11 @@ class EnvelopeRegistry:
         name = entry.name + _SUFFIX
         directory = self._fd()
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-        fd = os.open(name, flags, 0o600, dir_fd=directory)
+        try:
+            fd = os.open(name, flags, 0o600, dir_fd=directory)
+        except OSError as exc:
+            # Opened beside its directory's descriptor: the error would name no path.
+            raise OSError(exc.errno, exc.strerror, self._prefix + name) from exc
         try:
             if os.write(fd, data) != len(data):
                 raise OSError(errno.EIO, "short write of an envelope entry", self._prefix + name)

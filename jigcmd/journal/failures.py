@@ -16,6 +16,7 @@ import errno
 import os
 import shlex
 import sqlite3
+import stat
 from enum import Enum, auto
 from pathlib import Path
 
@@ -94,6 +95,11 @@ def unusable(path: Path, exc: BaseException) -> JournalUnusable:
     cause = _cause(exc)
     if isinstance(exc, JournalMoved):
         return _moved(path, exc.now_at, cause)
+    # SQLite words a directory in place of any of its files as something else (a disk I/O
+    # error, a read-only database), or blames the journal for its WAL's: each is named.
+    directory = _directory_in_place(path)
+    if directory is not None:
+        return _directory_refusal(path, directory)
     return _refusal(path, _kind(path, exc, cause), cause)
 
 
@@ -103,8 +109,11 @@ def unwritable(path: Path) -> JournalUnusable | None:
     Serve, run and jarvis refuse each call that must be recorded on it (`call_refused`),
     and `jigcmd doctor`, which must change nothing, says so in the same words: a full or
     read-only filesystem (less than `LEAST_FREE_BYTES` free), or a directory this user may
-    not write.
+    not write, or a directory in place of the journal or a file of SQLite's beside it.
     """
+    directory = _directory_in_place(path)
+    if directory is not None:
+        return _directory_refusal(path, directory)
     kind = _filesystem(path.parent)
     if kind is not None:
         least = f"less than {LEAST_FREE_BYTES // 1024} KiB or no inodes free"
@@ -160,8 +169,7 @@ def _refusal(path: Path, kind: _Kind, cause: str) -> JournalUnusable:
                 "went with it); the next start makes a new journal there"
             )
         case _Kind.DIRECTORY:
-            cause = "a directory is where the journal file should be"
-            fix = f"move {path} out of the way (it is not a jigcmd journal)"
+            return _directory_refusal(path, path)
         case _Kind.DAMAGED:
             fix = (
                 f"the journal is damaged: move {directory} aside (keep it to inspect or restore "
@@ -175,6 +183,39 @@ def _refusal(path: Path, kind: _Kind, cause: str) -> JournalUnusable:
         case _Kind.OTHER:
             fix = f"check {directory} (permissions, disk, mounts), or pass another --state-dir"
     return JournalUnusable(path, cause, fix)
+
+
+# What each of SQLite's files beside the journal is, by its suffix.
+_COMPANIONS = {"-wal": "write-ahead log", "-shm": "shared-memory index"}
+
+
+def _directory_in_place(path: Path) -> Path | None:
+    """The first of the journal `path`, its WAL and its `-shm` that is a directory; else None."""
+    for each in (path, *(path.with_name(path.name + suffix) for suffix in _COMPANIONS)):
+        try:
+            if stat.S_ISDIR(os.lstat(each).st_mode):
+                return each
+        except OSError:
+            continue
+    return None
+
+
+def _directory_refusal(path: Path, directory: Path) -> JournalUnusable:
+    """The refusal for a directory at `directory`: the journal `path` itself, or a file of
+    SQLite's beside it (then the journal is kept)."""
+    if directory == path:
+        return JournalUnusable(
+            path,
+            "a directory is where the journal file should be",
+            f"move {path} out of the way (it is not a jigcmd journal)",
+        )
+    what = _COMPANIONS[directory.name.removeprefix(path.name)]
+    return JournalUnusable(
+        path,
+        f"a directory is where its {what} {directory.name} should be",
+        f"move {shlex.quote(str(directory))} out of the way, after checking what put it "
+        f"there (it is not SQLite's); keep {path}, the journal itself",
+    )
 
 
 def _moved(path: Path, now_at: Path, cause: str) -> JournalUnusable:

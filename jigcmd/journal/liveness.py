@@ -102,7 +102,12 @@ def _hold(state_dir: str | os.PathLike[str]) -> Key:
     name = _name(identity.current())
     flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
     while True:
-        fd = os.open(name, flags, 0o600, dir_fd=directory)
+        try:
+            fd = os.open(name, flags, 0o600, dir_fd=directory)
+        except OSError as exc:
+            # Opened beside its directory's descriptor: the error would name the file alone.
+            path = os.path.join(os.fspath(state_dir), DIRECTORY, name)
+            raise OSError(exc.errno, exc.strerror, path) from exc
         # Blocking: only a prober holds it, for a moment.
         fcntl.flock(fd, fcntl.LOCK_EX)
         if _still_named(fd, directory, name):

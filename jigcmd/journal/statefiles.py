@@ -113,7 +113,10 @@ def subdirectory(state: str | os.PathLike[str], name: str, *, create: bool) -> i
             except FileExistsError:
                 pass
             except OSError as exc:
-                raise StateDirError(f"{where} cannot be created: {exc.strerror}") from exc
+                fix = None
+                if exc.errno == errno.ENOSPC:
+                    fix = "free space or inodes (`df -i`) on the filesystem holding it"
+                raise StateDirError(f"{where} cannot be created: {exc.strerror}", fix) from exc
         try:
             fd = _open_checked(name, parent, where)
         except FileNotFoundError:

@@ -18,6 +18,7 @@ their own registry (`jigcmd.journal.envelopes`).
 
 from __future__ import annotations
 
+import errno
 import sqlite3
 from collections.abc import Sequence
 from pathlib import Path
@@ -69,10 +70,16 @@ class Journal(JarvisRecords, Waiters):
         except OSError as exc:
             db.close()
             where = exc.filename or state_dir / liveness.DIRECTORY
+            fix = f"check {state_dir} (permissions, disk, mounts), or pass another --state-dir"
+            if exc.errno == errno.ENOSPC:
+                fix = (
+                    f"free space or inodes (`df -i {state_dir}`) on the filesystem holding it, "
+                    "then try again; nothing recorded was lost, so keep the journal"
+                )
             raise JournalUnusable(
                 db.path,
-                f"cannot hold this process's liveness lock in {where}: {exc.strerror or exc}",
-                f"check {state_dir} (permissions, disk, mounts), or pass another --state-dir",
+                f"cannot hold this process's liveness lock {where}: {exc.strerror or exc}",
+                fix,
             ) from exc
         except StateDirError as exc:
             # `live` is not a directory of ours that no one else writes.

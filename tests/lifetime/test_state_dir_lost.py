@@ -44,8 +44,10 @@ def test_a_call_after_the_state_dir_was_removed_runs_nothing_and_says_why(rig: R
     error = server.answer("call-1")["error"]
     assert error["data"]["code"] == "EXECUTION_FAILED", error
     assert "nothing ran" in error["message"], error
-    # The peer is told which piece is gone, never the host's path (the stderr line names it).
-    assert "<state dir>/slots" in error["message"], error
+    # In the words docs/protocols.md gives (not the slots' ENOENT that follows from it),
+    # never with the host's path (the stderr line names it).
+    assert "the journal file was removed while in use" in error["message"], error
+    assert "slot" not in error["message"], error
     assert str(rig.state_dir) not in str(error), error
     assert rig.watch.runs(token) == 0
     assert server.close_input() == 2

@@ -24,6 +24,7 @@ from jigcmd.journal.failures import (
     no_room_to_open,
     unwritable,
 )
+from jigcmd.journal.presence import holds_journal
 from jigcmd.journal.reservations import default_slots, slots_held
 from jigcmd.journal.schema import SCHEMA_VERSION, OlderSchema, SchemaError
 from jigcmd.journal.store import DB_NAME, Journal
@@ -39,7 +40,7 @@ def journal_check(path: Path) -> Check:
     if (
         refusal is not None
         and filesystem_full(path)
-        and (path / DB_NAME).exists()
+        and holds_journal(path)
         and not no_room_to_open(path)
     ):
         # serve and run start on it and answer replays; each new call is refused in these words.
@@ -47,10 +48,13 @@ def journal_check(path: Path) -> Check:
         return Check("state", "warn", detail, refusal.fix)
     if refusal is not None:
         return Check("state", "FAIL", f"journal {refusal.path}: {refusal.cause}", refusal.fix)
-    if not (path / DB_NAME).exists():
-        return Check(
-            "state", "ok", f"{path}: no journal yet (nothing was created); serve and run make one"
+    if not holds_journal(path):
+        made = (
+            f"only the empty {DB_NAME} a start that failed left"
+            if (path / DB_NAME).exists()
+            else "nothing was created"
         )
+        return Check("state", "ok", f"{path}: no journal yet ({made}); serve and run make one")
     try:
         with Journal.open_read_only(path) as journal:
             failures = journal.cleanup_failures()
