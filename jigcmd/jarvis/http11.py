@@ -147,6 +147,12 @@ class BoundedH11Protocol(H11Protocol):
         self.leaving.pop(self, None)
         super().connection_lost(exc)
 
+    def _should_upgrade(self) -> bool:
+        """Never hand the connection to a WebSocket protocol (`ws="none"` in server.py, and
+        here too): it would skip the token, the deadlines and the count of held connections.
+        An Upgrade request is a request like any other (app.py refuses a WebSocket one)."""
+        return False
+
     def data_received(self, data: bytes) -> None:
         """The head's bytes are measured before h11 parses them."""
         if self._leaving:

@@ -201,6 +201,10 @@ async def serve(
         server_header=False,
         proxy_headers=False,
         lifespan="on",
+        # No WebSocket protocol, whatever is installed ("auto" takes `websockets` or
+        # `wsproto` if importable): an upgraded connection would leave the token check, the
+        # deadlines and the held count behind (http11.py refuses to hand one over too).
+        ws="none",
         timeout_graceful_shutdown=15,
         # h11's bound on an incomplete head is the bound on every head (http11.py).
         h11_max_incomplete_event_size=limits.max_head_bytes,

@@ -1,0 +1,72 @@
+"""The real `jigcmd jarvis` and what is not plain HTTP/1.1: WebSocket upgrades.
+
+`websockets` is in the test extras, importable by the child as it may be in an operator's
+environment: uvicorn would take it up on its own and hand an upgrade over to it, past the
+token check, the audit and the count of held connections (which then never let go of it).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from collections.abc import Iterator
+
+import httpx
+import pytest
+
+from tests.jarvis.edge_wire import ANSWER_S, Answer, exchange, request, until_audited
+from tests.jarvis.jarvis_child import JarvisChild, machine_runs_jarvis
+
+# The connection cap of the child: the upgrades below are more than it.
+MAX_CONNECTIONS = 4
+_UPGRADE = (
+    "Upgrade: websocket",
+    "Connection: Upgrade",
+    "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==",
+    "Sec-WebSocket-Version: 13",
+)
+_WEBSOCKET = "WebSocket is not served: jarvis answers HTTP/1.1 requests only"
+
+
+@pytest.fixture(scope="module")
+def jarvis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JarvisChild]:
+    """One real jarvis child, few connections, `websockets` importable by it."""
+    machine_runs_jarvis()
+    assert importlib.util.find_spec("websockets") is not None, "the test extras hold websockets"
+    args = ("--max-connections", str(MAX_CONNECTIONS))
+    with JarvisChild(tmp_path_factory.mktemp("jarvis"), args) as child:
+        yield child
+
+
+def test_websocket_upgrades_without_a_token_are_refused_counted_and_never_held(
+    jarvis: JarvisChild,
+) -> None:
+    """More upgrades than the cap, each a 403 JSON error and counted; then a call is served."""
+    upgrade = request(jarvis.port, "/utcp", method="GET", token=False, headers=_UPGRADE)
+    for _ in range(2 * MAX_CONNECTIONS):
+        answer = Answer(exchange(jarvis.port, upgrade))
+        assert (answer.status, answer.body) == (
+            403,
+            {"error": "forbidden: missing Authorization header"},
+        ), answer.raw
+    with httpx.Client(timeout=ANSWER_S) as client:
+        assert jarvis.check(client).status_code == 200
+    until_audited(jarvis, "missing Authorization header")
+
+
+def test_a_websocket_upgrade_with_the_token_is_refused_and_audited(jarvis: JarvisChild) -> None:
+    """400 with words that say why, one audit row of the actor; the connection is not held."""
+    headers = (*_UPGRADE[:1], "Connection: close, Upgrade", *_UPGRADE[2:])
+    upgrade = request(jarvis.port, "/utcp", method="GET", headers=headers)
+    for _ in range(2 * MAX_CONNECTIONS):
+        answer = Answer(exchange(jarvis.port, upgrade))
+        assert (answer.status, answer.body) == (400, {"error": _WEBSOCKET}), answer.raw
+    with httpx.Client(timeout=ANSWER_S) as client:
+        assert jarvis.check(client).status_code == 200
+    until_audited(jarvis, f"refused: {_WEBSOCKET}")
+
+
+def test_the_module_leaves_the_child_serving(jarvis: JarvisChild) -> None:
+    """No request above took the server down or left a traceback."""
+    with httpx.Client(timeout=ANSWER_S) as client:
+        assert jarvis.check(client).status_code == 200
+    assert "Traceback" not in jarvis.stderr(), jarvis.stderr()
