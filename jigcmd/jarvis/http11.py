@@ -60,9 +60,11 @@ from uvicorn.config import Config
 from uvicorn.protocols.http.h11_impl import H11Protocol
 from uvicorn.server import ServerState
 
+from jigcmd.jarvis.app import MAX_BODY_BYTES
 from jigcmd.jarvis.auth import AUTHORISED_ACTOR, CONNECTION_ANSWER, AuthError, Credentials
 from jigcmd.jarvis.connections import ConnectionLimits, Connections
-from jigcmd.jarvis.headsize import HeadSize
+from jigcmd.jarvis.h11parser import Parser
+from jigcmd.jarvis.headsize import MAX_HEAD_BYTES, HeadSize
 
 __all__ = ["GAVE_WAY", "BoundedH11Protocol", "bounded_protocol", "raw_error"]
 
@@ -74,6 +76,7 @@ _RESET = struct.pack("ii", 1, 0)
 # How often an idle connection closing with its last answer unread asks the kernel again.
 _UNACKNOWLEDGED_POLL_S = 0.1
 _CLOSE = (b"connection", b"close")
+_REASONS = {400: "Bad Request", 413: "Content Too Large", 501: "Not Implemented"}
 # The 503 of a connection that gave way before a request on it was read.
 GAVE_WAY = (
     "jarvis needed this connection for a newer one before it read a request on it "
@@ -112,7 +115,7 @@ class BoundedH11Protocol(H11Protocol):
         super().__init__(config, server_state, app_state, _loop)
         # uvicorn's parser, with uvicorn's bound, but keeping why it refused a request.
         limit = config.h11_max_incomplete_event_size
-        self.conn = _Parser(h11.SERVER, limit) if limit is not None else _Parser(h11.SERVER)
+        self.conn = Parser(h11.SERVER, limit if limit is not None else MAX_HEAD_BYTES)
         self._deadline: asyncio.TimerHandle | None = None
         # Armed while an answer waits in the transport for the client to read (`pause_writing`).
         self._write_deadline: asyncio.TimerHandle | None = None
@@ -374,12 +377,19 @@ class BoundedH11Protocol(H11Protocol):
         self._deadline = self.loop.call_later(_UNACKNOWLEDGED_POLL_S, self._close_idle)
 
     def send_400_response(self, msg: str) -> None:
-        """uvicorn's answer to a request h11 cannot parse, in the one JSON error shape (and,
-        for a missing Host, saying so: uvicorn's words name no cause)."""
+        """uvicorn's answer to a request h11 cannot parse, in the one JSON error shape, with
+        h11's reason (`h11parser.py`); a call whose body it was is audited with that answer."""
         self._disarm()
-        if isinstance(self.conn, _Parser):
-            msg = _HOST_REFUSALS.get(self.conn.refusal, msg)
-        self.transport.write(raw_error(400, "Bad Request", f"malformed request: {msg}"))
+        status, message = 400, f"malformed request: {msg}"
+        refusal = self.conn.refusal if isinstance(self.conn, Parser) else None
+        if refusal is not None and refusal.status == 413:
+            status, message = 413, f"request body larger than {MAX_BODY_BYTES} bytes"
+        elif refusal is not None:
+            status, message = refusal.status, refusal.message
+        if self.cycle is not None and not self.cycle.response_started:
+            # The application, told of the disconnect, audits the call with this answer.
+            cast("dict[str, Any]", self.cycle.scope)[CONNECTION_ANSWER] = message
+        self.transport.write(raw_error(status, _REASONS.get(status, "Bad Request"), message))
         self.transport.close()
 
     def _head_too_large(self) -> None:
@@ -431,27 +441,6 @@ class BoundedH11Protocol(H11Protocol):
             await send(message)
 
         return sending
-
-
-# h11's words for a request's Host headers (h11/_events.py), and jarvis's 400 for each.
-_HOST_REFUSALS = {
-    "Missing mandatory Host: header": "the Host header is required (HTTP/1.1)",
-    "Found multiple Host: headers": "more than one Host header",
-}
-
-
-class _Parser(h11.Connection):
-    """h11's server side, remembering why it refused a request (uvicorn's 400 names none)."""
-
-    refusal = ""
-
-    def next_event(self) -> h11.Event | type[h11.NEED_DATA] | type[h11.PAUSED]:
-        """h11's next event; a refusal's words are kept, then it is raised."""
-        try:
-            return super().next_event()
-        except h11.RemoteProtocolError as exc:
-            self.refusal = str(exc)
-            raise
 
 
 def _unacknowledged(transport: asyncio.Transport) -> int:
