@@ -65,6 +65,7 @@ from jigcmd.jarvis.auth import AUTHORISED_ACTOR, CONNECTION_ANSWER, AuthError, C
 from jigcmd.jarvis.connections import ConnectionLimits, Connections
 from jigcmd.jarvis.h11parser import Parser
 from jigcmd.jarvis.headsize import MAX_HEAD_BYTES, HeadSize
+from jigcmd.jarvis.requestline import framing_refusal, origin_form
 
 __all__ = ["GAVE_WAY", "BoundedH11Protocol", "bounded_protocol", "raw_error"]
 
@@ -405,6 +406,13 @@ class BoundedH11Protocol(H11Protocol):
             scope: Scope, receive: ASGIReceiveCallable, send: ASGISendCallable
         ) -> None:
             if scope["type"] == "http":
+                framing = framing_refusal(cast("dict[str, Any]", scope))
+                if framing is not None:
+                    status, reason, message = framing
+                    self.refused(reason)
+                    await _refused(send, status, message)
+                    return
+                origin_form(cast("dict[str, Any]", scope))
                 found = [
                     value.decode("latin-1")
                     for name, value in scope["headers"]

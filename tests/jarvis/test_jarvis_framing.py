@@ -1,5 +1,5 @@
 """The real `jigcmd jarvis` and request framing over raw sockets: what h11 refuses and why,
-and a chunked body refused midway."""
+a chunked body refused midway, Content-Length with Transfer-Encoding."""
 
 from __future__ import annotations
 
@@ -101,6 +101,20 @@ def test_a_bad_content_length_is_told_apart_from_a_huge_one(
     )
     answer = Answer(exchange(jarvis.port, data))
     assert (answer.status, answer.body) == (status, {"error": said}), answer.raw
+
+
+def test_content_length_with_transfer_encoding_is_refused_and_closed(
+    jarvis: JarvisChild,
+) -> None:
+    """RFC 9112 §6.3: ambiguous framing is refused; the request pipelined after it is not read."""
+    smuggled = request(jarvis.port, body=b"", headers=("Content-Length: 1", _CHUNKED))
+    data = smuggled + _chunked(_CALL) + request(jarvis.port)
+    raw = exchange(jarvis.port, data)
+    answer = Answer(raw)
+    said = "malformed request: both Content-Length and Transfer-Encoding"
+    assert (answer.status, answer.body) == (400, {"error": said}), raw
+    assert answer.headers["connection"] == "close"
+    assert raw.count(b"HTTP/1.1 ") == 1, raw
 
 
 def test_the_module_leaves_the_child_serving(jarvis: JarvisChild) -> None:

@@ -1,4 +1,5 @@
-"""The real `jigcmd jarvis` and what is not plain HTTP/1.1: WebSocket upgrades.
+"""The real `jigcmd jarvis` and what is not plain HTTP/1.1: WebSocket upgrades, other versions,
+absolute-form targets.
 
 `websockets` is in the test extras, importable by the child as it may be in an operator's
 environment: uvicorn would take it up on its own and hand an upgrade over to it, past the
@@ -63,6 +64,45 @@ def test_a_websocket_upgrade_with_the_token_is_refused_and_audited(jarvis: Jarvi
     with httpx.Client(timeout=ANSWER_S) as client:
         assert jarvis.check(client).status_code == 200
     until_audited(jarvis, f"refused: {_WEBSOCKET}")
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        pytest.param(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", id="h2-preface"),
+        pytest.param(b"GET /utcp HTTP/2.0\r\n\r\n", id="2.0"),
+        pytest.param(b"GET /utcp HTTP/3.0\r\nHost: 127.0.0.1\r\n\r\n", id="3.0"),
+    ],
+)
+def test_a_request_of_another_major_version_is_a_505(jarvis: JarvisChild, data: bytes) -> None:
+    """Not a 403 for a missing token: the version is what jarvis does not speak."""
+    answer = Answer(exchange(jarvis.port, data))
+    version = data.split(b"\r\n")[0].rsplit(b" ", 1)[1].decode()
+    expected = f"{version} is not supported: jarvis speaks HTTP/1.1 (and 1.0)"
+    assert (answer.status, answer.body) == (505, {"error": expected}), answer.raw
+    assert answer.headers["connection"] == "close"
+
+
+def test_a_higher_minor_version_is_served_as_http_1_1(jarvis: JarvisChild) -> None:
+    """RFC 9112 §2.3: HTTP/1.2 is processed as the highest 1.x the server implements."""
+    answer = Answer(exchange(jarvis.port, request(jarvis.port, version="HTTP/1.2",
+                                                  headers=("Connection: close",))))  # fmt: skip
+    assert answer.status == 200, answer.raw
+
+
+@pytest.mark.parametrize(
+    ("authority", "status"),
+    [pytest.param("{port}", 200, id="ours"), pytest.param("evil.example", 421, id="foreign")],
+)
+def test_an_absolute_form_target_is_served_by_its_authority(
+    jarvis: JarvisChild, authority: str, status: int
+) -> None:
+    """RFC 9112 §3.2.2: accepted; its authority, not the Host header, is the checked host."""
+    authority = authority.format(port=f"127.0.0.1:{jarvis.port}")
+    target = f"http://{authority}/tools/jarvis.policy.check"
+    answer = Answer(exchange(jarvis.port, request(jarvis.port, target,
+                                                  headers=("Connection: close",))))  # fmt: skip
+    assert answer.status == status, answer.raw
 
 
 def test_the_module_leaves_the_child_serving(jarvis: JarvisChild) -> None:
