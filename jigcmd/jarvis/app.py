@@ -219,6 +219,8 @@ def create_app(
         },
         lifespan=lifespan,
     )
+    # A path with a trailing slash is a 404 like any path not served, never a 307 to another.
+    app.router.redirect_slashes = False
     app.add_middleware(
         HostOriginGuard,
         hosts=hosts,
@@ -326,8 +328,13 @@ class _Endpoints:
         return JSONResponse(result)
 
     async def http_error(self, request: Request, exc: Exception) -> Response:
-        """Starlette's own 404s and 405s, in the one error shape."""
+        """Starlette's own 404s and 405s, in the one error shape; audited as the actor's call
+        when the connection checked its token (`http11.py`)."""
         assert isinstance(exc, HTTPException)
+        actor = request.scope.get(AUTHORISED_ACTOR)
+        if isinstance(actor, str):
+            refusal = ToolError(exc.status_code, exc.detail)
+            await self.service.audit_refusal(actor, _tool_of(request.url.path), refusal)
         return error(exc.status_code, self.scrub(exc.detail), headers=dict(exc.headers or {}))
 
     async def internal_error(self, request: Request, exc: Exception) -> Response:

@@ -1,5 +1,5 @@
 """The real `jigcmd jarvis` and what is not plain HTTP/1.1: WebSocket upgrades, other versions,
-absolute-form targets.
+absolute-form targets, a trailing slash.
 
 `websockets` is in the test extras, importable by the child as it may be in an operator's
 environment: uvicorn would take it up on its own and hand an upgrade over to it, past the
@@ -16,6 +16,7 @@ import pytest
 
 from tests.jarvis.edge_wire import ANSWER_S, Answer, exchange, request, until_audited
 from tests.jarvis.jarvis_child import JarvisChild, machine_runs_jarvis
+from tests.jarvis.jarvis_harness import auth
 
 # The connection cap of the child: the upgrades below are more than it.
 MAX_CONNECTIONS = 4
@@ -103,6 +104,21 @@ def test_an_absolute_form_target_is_served_by_its_authority(
     answer = Answer(exchange(jarvis.port, request(jarvis.port, target,
                                                   headers=("Connection: close",))))  # fmt: skip
     assert answer.status == status, answer.raw
+
+
+@pytest.mark.parametrize("path", ["/tools/jarvis.policy.check/", "/utcp/"])
+def test_a_trailing_slash_is_a_json_404_and_audited(jarvis: JarvisChild, path: str) -> None:
+    """Never a redirect to another URL: a 404 in the one error shape, its row the actor's."""
+    with httpx.Client(timeout=ANSWER_S) as client:
+        answer = client.request(
+            "POST" if path.startswith("/tools") else "GET",
+            f"{jarvis.base}{path}",
+            json={"tool": "jarvis.policy.check", "args": {"argv": ["echo", "hi"]}},
+            headers=auth(),
+        )
+    assert (answer.status_code, answer.json()) == (404, {"error": "Not Found"}), answer.text
+    shown = until_audited(jarvis, path.removeprefix("/tools/"))
+    assert "refused: Not Found" in shown, shown
 
 
 def test_the_module_leaves_the_child_serving(jarvis: JarvisChild) -> None:
