@@ -74,7 +74,8 @@ Phase = Literal["head", "body", "request"]
 logger = logging.getLogger("jigcmd.jarvis")
 # SO_LINGER on, 0 s: close() resets the connection and discards what it had yet to send.
 _RESET = struct.pack("ii", 1, 0)
-# How often an idle connection closing with its last answer unread asks the kernel again.
+# How often an idle connection closing with its last answer unread, or a half-closed one
+# whose answer has not begun, asks the kernel again.
 _UNACKNOWLEDGED_POLL_S = 0.1
 _CLOSE = (b"connection", b"close")
 _REASONS = {400: "Bad Request", 413: "Content Too Large", 501: "Not Implemented"}
@@ -130,6 +131,8 @@ class BoundedH11Protocol(H11Protocol):
         self._leaving = False
         # How many times it waited for a request head (more than once: it answered one).
         self._heads = 0
+        # The client ended its stream (`eof_received`).
+        self._eof = False
         self.app = self._token_checked(self.app)
 
     # -- the connection's life ------------------------------------------------------------
@@ -150,6 +153,64 @@ class BoundedH11Protocol(H11Protocol):
         self.held.remove(self)
         self.leaving.pop(self, None)
         super().connection_lost(exc)
+
+    def eof_received(self) -> bool:  # type: ignore[override]
+        """The client's end of stream: a request it completed is still answered, then closed.
+
+        A half-close (`shutdown(SHUT_WR)`, as `nc -N` does) ends what the client sends, not
+        what it reads: a client told nothing would retry a call that ran. A request not
+        complete (head or body) never will be: closed at once.
+        """
+        self._eof = True
+        if self._phase != "request" or self._leaving:
+            return False
+        self._probe()
+        # True: asyncio keeps the transport open for the answer (uvicorn's returns None).
+        return True
+
+    def _probe(self) -> None:
+        """Tell a closed client from a half-closed one: both end their stream alike.
+
+        An interim `100 Continue` (every HTTP/1.1 client must parse a 1xx, RFC 9110 §15.2)
+        is read by a half-closed client and ignored; a closed one's kernel answers it with
+        a reset (`_after_probe`), a disconnect for the application (a `run.create` waiting
+        for a slot then gets no run). An HTTP/1.0 client may be sent no 1xx: it is taken as
+        listening.
+        """
+        cycle = self.cycle
+        if cycle is None or cycle.response_started or self.conn.our_state is not h11.SEND_RESPONSE:
+            return
+        if cycle.scope["http_version"] != "1.1":
+            return
+        self.transport.write(
+            self.conn.send(
+                h11.InformationalResponse(status_code=100, headers=[], reason=b"Continue")
+            )
+        )
+        self._after_probe()
+
+    def _after_probe(self) -> None:
+        """Until the answer starts: a reset (the socket's pending error) is a disconnect.
+
+        asyncio reads no more after an end of stream, so it would learn of the reset only
+        when the answer is written: the kernel is asked.
+        """
+        cycle = self.cycle
+        if self.transport.is_closing() or cycle is None or cycle.response_started:
+            return
+        sock = self.transport.get_extra_info("socket")
+        if sock is not None and sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR):
+            logger.info("the client closed its connection before its answer was written")
+            self.transport.abort()
+            return
+        self.loop.call_later(_UNACKNOWLEDGED_POLL_S, self._after_probe)
+
+    def on_response_complete(self) -> None:
+        """uvicorn's (the next pipelined request is read); after an end of stream, the close
+        once nothing read is left to answer."""
+        super().on_response_complete()
+        if self._eof and self._phase != "request" and not self.transport.is_closing():
+            self.transport.close()
 
     def _should_upgrade(self) -> bool:
         """Never hand the connection to a WebSocket protocol (`ws="none"` in server.py, and

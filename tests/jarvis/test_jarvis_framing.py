@@ -1,5 +1,5 @@
 """The real `jigcmd jarvis` and request framing over raw sockets: what h11 refuses and why,
-a chunked body refused midway, Content-Length with Transfer-Encoding."""
+a chunked body refused midway, Content-Length with Transfer-Encoding, and a half-close."""
 
 from __future__ import annotations
 
@@ -115,6 +115,40 @@ def test_content_length_with_transfer_encoding_is_refused_and_closed(
     assert (answer.status, answer.body) == (400, {"error": said}), raw
     assert answer.headers["connection"] == "close"
     assert raw.count(b"HTTP/1.1 ") == 1, raw
+
+
+@pytest.mark.parametrize("version", ["HTTP/1.1", "HTTP/1.0"])
+def test_a_half_closed_client_gets_its_answer(jarvis: JarvisChild, version: str) -> None:
+    """The client ended its sending, not its reading: the answer is written, then the close."""
+    answer = Answer(exchange(jarvis.port, request(jarvis.port, version=version), half_close=True))
+    assert answer.status == 200, answer.raw
+    assert isinstance(answer.body, dict)
+    assert answer.body["decision"] == "allow", answer.raw
+
+
+def test_a_half_closed_run_create_gets_its_run_and_answer(jarvis: JarvisChild) -> None:
+    """The call that ran is answered (a client told nothing would run it again)."""
+    call = b'{"tool":"jarvis.run.create","args":{"argv":["echo","half-closed"]}}'
+    data = request(jarvis.port, "/tools/jarvis.run.create", body=call)
+    answer = Answer(exchange(jarvis.port, data, half_close=True))
+    assert answer.status == 200, answer.raw
+    assert isinstance(answer.body, dict)
+    assert (answer.body["status"], answer.body["stdout"]["text"]) == ("exited", "half-closed\n")
+
+
+def test_pipelined_requests_then_a_half_close_are_all_answered(jarvis: JarvisChild) -> None:
+    """Each request read before the end of stream is answered, in order."""
+    raw = exchange(jarvis.port, request(jarvis.port) * 3, half_close=True)
+    assert raw.count(b"HTTP/1.1 200 ") == 3, raw
+
+
+def test_a_half_close_before_the_body_is_complete_closes_without_an_answer(
+    jarvis: JarvisChild,
+) -> None:
+    """A request that never completes is not answered as if it had: closed (nothing ran)."""
+    data = request(jarvis.port)[:-10]
+    assert exchange(jarvis.port, data, half_close=True) == b""
+    until_audited(jarvis, "refused: connection closed before the request body was complete")
 
 
 def test_the_module_leaves_the_child_serving(jarvis: JarvisChild) -> None:
