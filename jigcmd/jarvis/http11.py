@@ -32,7 +32,11 @@ its `limit_concurrency` answers 503 only once a head is complete. Each connectio
   never closed without a word: its client may have sent its request, or be about to send
   it, and must learn that nothing ran. Its end of stream follows the client's request, or
   `leaving_linger_s`, whichever comes first (a client that saw the end of stream before it
-  wrote would fail to write, not knowing why), and at most `max_leaving` linger at once.
+  wrote would fail to write, not knowing why), and at most `max_leaving` linger at once;
+- has a request h11 refuses answered with h11's reason (`h11parser.py`), and its version
+  and framing checked before the token (`requestline.py`);
+- is never handed to a WebSocket protocol, and has a request it half-closed after answered
+  (`halfclose.py`).
 """
 
 from __future__ import annotations
@@ -48,7 +52,6 @@ from collections.abc import Callable
 from typing import Any, ClassVar, Literal, cast
 
 import h11
-import msgspec
 from uvicorn._types import (
     ASGI3Application,
     ASGIReceiveCallable,
@@ -57,28 +60,27 @@ from uvicorn._types import (
     Scope,
 )
 from uvicorn.config import Config
-from uvicorn.protocols.http.h11_impl import H11Protocol
 from uvicorn.server import ServerState
 
 from jigcmd.jarvis.app import MAX_BODY_BYTES
 from jigcmd.jarvis.auth import AUTHORISED_ACTOR, CONNECTION_ANSWER, AuthError, Credentials
 from jigcmd.jarvis.connections import ConnectionLimits, Connections
 from jigcmd.jarvis.h11parser import Parser
+from jigcmd.jarvis.halfclose import HalfClose
 from jigcmd.jarvis.headsize import MAX_HEAD_BYTES, HeadSize
+from jigcmd.jarvis.rawanswers import raw_error, reason_phrase, refused_answer
 from jigcmd.jarvis.requestline import framing_refusal, origin_form
 
-__all__ = ["GAVE_WAY", "BoundedH11Protocol", "bounded_protocol", "raw_error"]
+__all__ = ["GAVE_WAY", "BoundedH11Protocol", "bounded_protocol"]
 
 Phase = Literal["head", "body", "request"]
 
 logger = logging.getLogger("jigcmd.jarvis")
 # SO_LINGER on, 0 s: close() resets the connection and discards what it had yet to send.
 _RESET = struct.pack("ii", 1, 0)
-# How often an idle connection closing with its last answer unread, or a half-closed one
-# whose answer has not begun, asks the kernel again.
+# How often an idle connection closing with its last answer unread asks the kernel again.
 _UNACKNOWLEDGED_POLL_S = 0.1
 _CLOSE = (b"connection", b"close")
-_REASONS = {400: "Bad Request", 413: "Content Too Large", 501: "Not Implemented"}
 # The 503 of a connection that gave way before a request on it was read.
 GAVE_WAY = (
     "jarvis needed this connection for a newer one before it read a request on it "
@@ -86,16 +88,7 @@ GAVE_WAY = (
 )
 
 
-def raw_error(status: int, reason: str, message: str, extra: str = "") -> bytes:
-    """A complete `Connection: close` JSON error response, for a connection without a request."""
-    body = msgspec.json.encode({"error": message})
-    return (
-        f"HTTP/1.1 {status} {reason}\r\ncontent-type: application/json\r\n"
-        f"content-length: {len(body)}\r\nconnection: close\r\n{extra}\r\n"
-    ).encode() + body
-
-
-class BoundedH11Protocol(H11Protocol):
+class BoundedH11Protocol(HalfClose):
     """One connection: its deadlines, its token check and its place among the held ones."""
 
     limits: ClassVar[ConnectionLimits]
@@ -131,8 +124,6 @@ class BoundedH11Protocol(H11Protocol):
         self._leaving = False
         # How many times it waited for a request head (more than once: it answered one).
         self._heads = 0
-        # The client ended its stream (`eof_received`).
-        self._eof = False
         self.app = self._token_checked(self.app)
 
     # -- the connection's life ------------------------------------------------------------
@@ -154,63 +145,9 @@ class BoundedH11Protocol(H11Protocol):
         self.leaving.pop(self, None)
         super().connection_lost(exc)
 
-    def eof_received(self) -> bool:  # type: ignore[override]
-        """The client's end of stream: a request it completed is still answered, then closed.
-
-        A half-close (`shutdown(SHUT_WR)`, as `nc -N` does) ends what the client sends, not
-        what it reads: a client told nothing would retry a call that ran. A request not
-        complete (head or body) never will be: closed at once.
-        """
-        self._eof = True
-        if self._phase != "request" or self._leaving:
-            return False
-        self._probe()
-        # True: asyncio keeps the transport open for the answer (uvicorn's returns None).
-        return True
-
-    def _probe(self) -> None:
-        """Tell a closed client from a half-closed one: both end their stream alike.
-
-        An interim `100 Continue` (every HTTP/1.1 client must parse a 1xx, RFC 9110 §15.2)
-        is read by a half-closed client and ignored; a closed one's kernel answers it with
-        a reset (`_after_probe`), a disconnect for the application (a `run.create` waiting
-        for a slot then gets no run). An HTTP/1.0 client may be sent no 1xx: it is taken as
-        listening.
-        """
-        cycle = self.cycle
-        if cycle is None or cycle.response_started or self.conn.our_state is not h11.SEND_RESPONSE:
-            return
-        if cycle.scope["http_version"] != "1.1":
-            return
-        self.transport.write(
-            self.conn.send(
-                h11.InformationalResponse(status_code=100, headers=[], reason=b"Continue")
-            )
-        )
-        self._after_probe()
-
-    def _after_probe(self) -> None:
-        """Until the answer starts: a reset (the socket's pending error) is a disconnect.
-
-        asyncio reads no more after an end of stream, so it would learn of the reset only
-        when the answer is written: the kernel is asked.
-        """
-        cycle = self.cycle
-        if self.transport.is_closing() or cycle is None or cycle.response_started:
-            return
-        sock = self.transport.get_extra_info("socket")
-        if sock is not None and sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR):
-            logger.info("the client closed its connection before its answer was written")
-            self.transport.abort()
-            return
-        self.loop.call_later(_UNACKNOWLEDGED_POLL_S, self._after_probe)
-
-    def on_response_complete(self) -> None:
-        """uvicorn's (the next pipelined request is read); after an end of stream, the close
-        once nothing read is left to answer."""
-        super().on_response_complete()
-        if self._eof and self._phase != "request" and not self.transport.is_closing():
-            self.transport.close()
+    def _request_in_progress(self) -> bool:
+        """A request is read whole and not yet answered (`HalfClose`)."""
+        return self._phase == "request" and not self._leaving
 
     def _should_upgrade(self) -> bool:
         """Never hand the connection to a WebSocket protocol (`ws="none"` in server.py, and
@@ -451,7 +388,7 @@ class BoundedH11Protocol(H11Protocol):
         if self.cycle is not None and not self.cycle.response_started:
             # The application, told of the disconnect, audits the call with this answer.
             cast("dict[str, Any]", self.cycle.scope)[CONNECTION_ANSWER] = message
-        self.transport.write(raw_error(status, _REASONS.get(status, "Bad Request"), message))
+        self.transport.write(raw_error(status, reason_phrase(status), message))
         self.transport.close()
 
     def _head_too_large(self) -> None:
@@ -471,7 +408,7 @@ class BoundedH11Protocol(H11Protocol):
                 if framing is not None:
                     status, reason, message = framing
                     self.refused(reason)
-                    await _refused(send, status, message)
+                    await refused_answer(send, status, message)
                     return
                 origin_form(cast("dict[str, Any]", scope))
                 found = [
@@ -483,7 +420,7 @@ class BoundedH11Protocol(H11Protocol):
                     actor = self.credentials.check_all(found)
                 except AuthError as exc:
                     self.refused(str(exc))
-                    await _refused(send, exc.status, exc.message)
+                    await refused_answer(send, exc.status, exc.message)
                     return
                 self._authorized = True
                 # The application audits its own refusals of this request as the actor's.
@@ -523,22 +460,6 @@ def _unacknowledged(transport: asyncio.Transport) -> int:
         return 0
     count: int = struct.unpack("i", held)[0]
     return count
-
-
-async def _refused(send: ASGISendCallable, status: int, message: str) -> None:
-    body = msgspec.json.encode({"error": message})
-    await send(
-        {
-            "type": "http.response.start",
-            "status": status,
-            "headers": [
-                (b"content-type", b"application/json"),
-                (b"content-length", str(len(body)).encode()),
-                (b"connection", b"close"),
-            ],
-        }
-    )
-    await send({"type": "http.response.body", "body": body, "more_body": False})
 
 
 def bounded_protocol(

@@ -29,7 +29,8 @@ from starlette.types import ASGIApp
 from jigcmd.cancel import CancelSignal
 from jigcmd.jarvis.auth import Credentials
 from jigcmd.jarvis.connections import DEFAULT_LIMITS, ConnectionLimits, Connections, fd_capacity
-from jigcmd.jarvis.http11 import BoundedH11Protocol, bounded_protocol, raw_error
+from jigcmd.jarvis.http11 import BoundedH11Protocol, bounded_protocol
+from jigcmd.jarvis.rawanswers import raw_error
 from jigcmd.server import residency
 from jigcmd.server.stopsignals import STOP_SIGNALS
 
