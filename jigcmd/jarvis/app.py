@@ -52,6 +52,7 @@ RETIRED_INVOKE_PATH = "/tools/invoke"
 _LOOPBACK_NAMES = {"127.0.0.1": ("localhost",), "::1": ("localhost",)}
 _FOREIGN_HOST = "Host header does not name this server"
 _BROWSER_ORIGIN = "browser Origin refused"
+_WEBSOCKET = "WebSocket is not served: jarvis answers HTTP/1.1 requests only"
 
 
 def allowed_hosts(host: str, port: int) -> frozenset[str]:
@@ -102,18 +103,7 @@ class HostOriginGuard:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """ASGI entry point."""
         if scope["type"] == "http":
-            headers = [(k.lower(), v) for k, v in scope["headers"]]
-            host = [v for k, v in headers if k == b"host"]
-            refusal: ToolError | None = None
-            # HTTP/1.0 has no Host header (it came with 1.1, which requires it); a 1.0
-            # request without one names no other server, and DNS rebinding needs one.
-            hostless = not host and scope.get("http_version") == "1.0"
-            if not hostless and (
-                len(host) != 1 or host[0].decode("latin-1").lower() not in self.hosts
-            ):
-                refusal = ToolError(421, _FOREIGN_HOST)
-            elif any(k == b"origin" for k, _ in headers):
-                refusal = ToolError(403, _BROWSER_ORIGIN)
+            refusal = self._refusal(scope)
             if refusal is not None:
                 actor = scope.get(AUTHORISED_ACTOR)
                 if isinstance(actor, str):
@@ -123,6 +113,25 @@ class HostOriginGuard:
                 await error(refusal.status, refusal.message)(scope, receive, send)
                 return
         await self.app(scope, receive, send)
+
+    def _refusal(self, scope: Scope) -> ToolError | None:
+        """421 for a Host not ours, 403 for a browser's Origin, 400 for a WebSocket upgrade."""
+        headers = [(k.lower(), v) for k, v in scope["headers"]]
+        host = [v for k, v in headers if k == b"host"]
+        # HTTP/1.0 has no Host header (it came with 1.1, which requires it); a 1.0
+        # request without one names no other server, and DNS rebinding needs one.
+        hostless = not host and scope.get("http_version") == "1.0"
+        if not hostless and (len(host) != 1 or host[0].decode("latin-1").lower() not in self.hosts):
+            return ToolError(421, _FOREIGN_HOST)
+        if any(k == b"origin" for k, _ in headers):
+            return ToolError(403, _BROWSER_ORIGIN)
+        upgrades = [
+            word.strip().lower() for k, v in headers if k == b"upgrade" for word in v.split(b",")
+        ]
+        if b"websocket" in upgrades:
+            # Served as plain HTTP, the client would wait for frames; refused, it learns.
+            return ToolError(400, _WEBSOCKET)
+        return None
 
 
 class JournalLostGuard:
@@ -210,6 +219,8 @@ def create_app(
         },
         lifespan=lifespan,
     )
+    # A path with a trailing slash is a 404 like any path not served, never a 307 to another.
+    app.router.redirect_slashes = False
     app.add_middleware(
         HostOriginGuard,
         hosts=hosts,
@@ -317,8 +328,13 @@ class _Endpoints:
         return JSONResponse(result)
 
     async def http_error(self, request: Request, exc: Exception) -> Response:
-        """Starlette's own 404s and 405s, in the one error shape."""
+        """Starlette's own 404s and 405s, in the one error shape; audited as the actor's call
+        when the connection checked its token (`http11.py`)."""
         assert isinstance(exc, HTTPException)
+        actor = request.scope.get(AUTHORISED_ACTOR)
+        if isinstance(actor, str):
+            refusal = ToolError(exc.status_code, exc.detail)
+            await self.service.audit_refusal(actor, _tool_of(request.url.path), refusal)
         return error(exc.status_code, self.scrub(exc.detail), headers=dict(exc.headers or {}))
 
     async def internal_error(self, request: Request, exc: Exception) -> Response:

@@ -32,7 +32,11 @@ its `limit_concurrency` answers 503 only once a head is complete. Each connectio
   never closed without a word: its client may have sent its request, or be about to send
   it, and must learn that nothing ran. Its end of stream follows the client's request, or
   `leaving_linger_s`, whichever comes first (a client that saw the end of stream before it
-  wrote would fail to write, not knowing why), and at most `max_leaving` linger at once.
+  wrote would fail to write, not knowing why), and at most `max_leaving` linger at once;
+- has a request h11 refuses answered with h11's reason (`h11parser.py`), and its version
+  and framing checked before the token (`requestline.py`);
+- is never handed to a WebSocket protocol, and has a request it half-closed after answered
+  (`halfclose.py`).
 """
 
 from __future__ import annotations
@@ -48,7 +52,6 @@ from collections.abc import Callable
 from typing import Any, ClassVar, Literal, cast
 
 import h11
-import msgspec
 from uvicorn._types import (
     ASGI3Application,
     ASGIReceiveCallable,
@@ -57,14 +60,18 @@ from uvicorn._types import (
     Scope,
 )
 from uvicorn.config import Config
-from uvicorn.protocols.http.h11_impl import H11Protocol
 from uvicorn.server import ServerState
 
+from jigcmd.jarvis.app import MAX_BODY_BYTES
 from jigcmd.jarvis.auth import AUTHORISED_ACTOR, CONNECTION_ANSWER, AuthError, Credentials
 from jigcmd.jarvis.connections import ConnectionLimits, Connections
-from jigcmd.jarvis.headsize import HeadSize
+from jigcmd.jarvis.h11parser import Parser
+from jigcmd.jarvis.halfclose import HalfClose
+from jigcmd.jarvis.headsize import MAX_HEAD_BYTES, HeadSize
+from jigcmd.jarvis.rawanswers import raw_error, reason_phrase, refused_answer
+from jigcmd.jarvis.requestline import framing_refusal, origin_form
 
-__all__ = ["GAVE_WAY", "BoundedH11Protocol", "bounded_protocol", "raw_error"]
+__all__ = ["GAVE_WAY", "BoundedH11Protocol", "bounded_protocol"]
 
 Phase = Literal["head", "body", "request"]
 
@@ -81,16 +88,7 @@ GAVE_WAY = (
 )
 
 
-def raw_error(status: int, reason: str, message: str, extra: str = "") -> bytes:
-    """A complete `Connection: close` JSON error response, for a connection without a request."""
-    body = msgspec.json.encode({"error": message})
-    return (
-        f"HTTP/1.1 {status} {reason}\r\ncontent-type: application/json\r\n"
-        f"content-length: {len(body)}\r\nconnection: close\r\n{extra}\r\n"
-    ).encode() + body
-
-
-class BoundedH11Protocol(H11Protocol):
+class BoundedH11Protocol(HalfClose):
     """One connection: its deadlines, its token check and its place among the held ones."""
 
     limits: ClassVar[ConnectionLimits]
@@ -112,7 +110,7 @@ class BoundedH11Protocol(H11Protocol):
         super().__init__(config, server_state, app_state, _loop)
         # uvicorn's parser, with uvicorn's bound, but keeping why it refused a request.
         limit = config.h11_max_incomplete_event_size
-        self.conn = _Parser(h11.SERVER, limit) if limit is not None else _Parser(h11.SERVER)
+        self.conn = Parser(h11.SERVER, limit if limit is not None else MAX_HEAD_BYTES)
         self._deadline: asyncio.TimerHandle | None = None
         # Armed while an answer waits in the transport for the client to read (`pause_writing`).
         self._write_deadline: asyncio.TimerHandle | None = None
@@ -146,6 +144,16 @@ class BoundedH11Protocol(H11Protocol):
         self.held.remove(self)
         self.leaving.pop(self, None)
         super().connection_lost(exc)
+
+    def _request_in_progress(self) -> bool:
+        """A request is read whole and not yet answered (`HalfClose`)."""
+        return self._phase == "request" and not self._leaving
+
+    def _should_upgrade(self) -> bool:
+        """Never hand the connection to a WebSocket protocol (`ws="none"` in server.py, and
+        here too): it would skip the token, the deadlines and the count of held connections.
+        An Upgrade request is a request like any other (app.py refuses a WebSocket one)."""
+        return False
 
     def data_received(self, data: bytes) -> None:
         """The head's bytes are measured before h11 parses them."""
@@ -368,12 +376,19 @@ class BoundedH11Protocol(H11Protocol):
         self._deadline = self.loop.call_later(_UNACKNOWLEDGED_POLL_S, self._close_idle)
 
     def send_400_response(self, msg: str) -> None:
-        """uvicorn's answer to a request h11 cannot parse, in the one JSON error shape (and,
-        for a missing Host, saying so: uvicorn's words name no cause)."""
+        """uvicorn's answer to a request h11 cannot parse, in the one JSON error shape, with
+        h11's reason (`h11parser.py`); a call whose body it was is audited with that answer."""
         self._disarm()
-        if isinstance(self.conn, _Parser):
-            msg = _HOST_REFUSALS.get(self.conn.refusal, msg)
-        self.transport.write(raw_error(400, "Bad Request", f"malformed request: {msg}"))
+        status, message = 400, f"malformed request: {msg}"
+        refusal = self.conn.refusal if isinstance(self.conn, Parser) else None
+        if refusal is not None and refusal.status == 413:
+            status, message = 413, f"request body larger than {MAX_BODY_BYTES} bytes"
+        elif refusal is not None:
+            status, message = refusal.status, refusal.message
+        if self.cycle is not None and not self.cycle.response_started:
+            # The application, told of the disconnect, audits the call with this answer.
+            cast("dict[str, Any]", self.cycle.scope)[CONNECTION_ANSWER] = message
+        self.transport.write(raw_error(status, reason_phrase(status), message))
         self.transport.close()
 
     def _head_too_large(self) -> None:
@@ -389,6 +404,13 @@ class BoundedH11Protocol(H11Protocol):
             scope: Scope, receive: ASGIReceiveCallable, send: ASGISendCallable
         ) -> None:
             if scope["type"] == "http":
+                framing = framing_refusal(cast("dict[str, Any]", scope))
+                if framing is not None:
+                    status, reason, message = framing
+                    self.refused(reason)
+                    await refused_answer(send, status, message)
+                    return
+                origin_form(cast("dict[str, Any]", scope))
                 found = [
                     value.decode("latin-1")
                     for name, value in scope["headers"]
@@ -398,7 +420,7 @@ class BoundedH11Protocol(H11Protocol):
                     actor = self.credentials.check_all(found)
                 except AuthError as exc:
                     self.refused(str(exc))
-                    await _refused(send, exc.status, exc.message)
+                    await refused_answer(send, exc.status, exc.message)
                     return
                 self._authorized = True
                 # The application audits its own refusals of this request as the actor's.
@@ -427,27 +449,6 @@ class BoundedH11Protocol(H11Protocol):
         return sending
 
 
-# h11's words for a request's Host headers (h11/_events.py), and jarvis's 400 for each.
-_HOST_REFUSALS = {
-    "Missing mandatory Host: header": "the Host header is required (HTTP/1.1)",
-    "Found multiple Host: headers": "more than one Host header",
-}
-
-
-class _Parser(h11.Connection):
-    """h11's server side, remembering why it refused a request (uvicorn's 400 names none)."""
-
-    refusal = ""
-
-    def next_event(self) -> h11.Event | type[h11.NEED_DATA] | type[h11.PAUSED]:
-        """h11's next event; a refusal's words are kept, then it is raised."""
-        try:
-            return super().next_event()
-        except h11.RemoteProtocolError as exc:
-            self.refusal = str(exc)
-            raise
-
-
 def _unacknowledged(transport: asyncio.Transport) -> int:
     """The bytes the kernel holds for the socket that its peer has not acknowledged."""
     sock = transport.get_extra_info("socket")
@@ -459,22 +460,6 @@ def _unacknowledged(transport: asyncio.Transport) -> int:
         return 0
     count: int = struct.unpack("i", held)[0]
     return count
-
-
-async def _refused(send: ASGISendCallable, status: int, message: str) -> None:
-    body = msgspec.json.encode({"error": message})
-    await send(
-        {
-            "type": "http.response.start",
-            "status": status,
-            "headers": [
-                (b"content-type", b"application/json"),
-                (b"content-length", str(len(body)).encode()),
-                (b"connection", b"close"),
-            ],
-        }
-    )
-    await send({"type": "http.response.body", "body": body, "more_body": False})
 
 
 def bounded_protocol(

@@ -29,7 +29,8 @@ from starlette.types import ASGIApp
 from jigcmd.cancel import CancelSignal
 from jigcmd.jarvis.auth import Credentials
 from jigcmd.jarvis.connections import DEFAULT_LIMITS, ConnectionLimits, Connections, fd_capacity
-from jigcmd.jarvis.http11 import BoundedH11Protocol, bounded_protocol, raw_error
+from jigcmd.jarvis.http11 import BoundedH11Protocol, bounded_protocol
+from jigcmd.jarvis.rawanswers import raw_error
 from jigcmd.server import residency
 from jigcmd.server.stopsignals import STOP_SIGNALS
 
@@ -201,6 +202,10 @@ async def serve(
         server_header=False,
         proxy_headers=False,
         lifespan="on",
+        # No WebSocket protocol, whatever is installed ("auto" takes `websockets` or
+        # `wsproto` if importable): an upgraded connection would leave the token check, the
+        # deadlines and the held count behind (http11.py refuses to hand one over too).
+        ws="none",
         timeout_graceful_shutdown=15,
         # h11's bound on an incomplete head is the bound on every head (http11.py).
         h11_max_incomplete_event_size=limits.max_head_bytes,

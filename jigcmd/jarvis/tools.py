@@ -56,6 +56,15 @@ class ToolSpec(msgspec.Struct, frozen=True):
     outputs: dict[str, Any]
 
 
+# No NUL (a C string ends there); `pattern` is ECMA-262 and Python `re` alike.
+_NO_NUL = "^[^\\x00]*$"
+# `maxLength` counts characters, jarvis's bound is UTF-8 bytes: the same for ASCII; an item
+# of non-ASCII characters may pass the one and not the other.
+_ARGV_ITEM: dict[str, Any] = {
+    "type": "string",
+    "maxLength": ARGV_ITEM_MAX_BYTES,
+    "pattern": _NO_NUL,
+}
 _RUN_INPUTS: dict[str, Any] = {
     "type": "object",
     "required": ["argv"],
@@ -63,16 +72,26 @@ _RUN_INPUTS: dict[str, Any] = {
     "properties": {
         "argv": {
             "type": "array",
-            "items": {"type": "string"},
+            "items": _ARGV_ITEM,
+            # The program's name is not empty (draft 2020-12; `items` covers the rest).
+            "prefixItems": [{**_ARGV_ITEM, "minLength": 1}],
             "minItems": 1,
             "maxItems": ARGV_MAX_ITEMS,
             "description": "program (bare name from the policy's search_path, or absolute "
-            "path) and its arguments; no shell",
+            f"path) and its arguments; no shell; each at most {ARGV_ITEM_MAX_BYTES} UTF-8 "
+            "bytes, no NUL",
         },
-        "cwd": {"type": "string", "description": "absolute working directory on the host"},
+        "cwd": {
+            "type": "string",
+            "pattern": "^/" + _NO_NUL[1:],
+            "maxLength": PATH_MAX_BYTES,
+            "description": f"absolute working directory on the host; at most {PATH_MAX_BYTES} "
+            "UTF-8 bytes, no NUL",
+        },
         "timeout_ms": {
             "type": "integer",
             "minimum": 1,
+            "maximum": TIMEOUT_MS_MAX,
             "description": "capped by the matched rule and the policy's ceiling (10 s default)",
         },
     },

@@ -158,20 +158,27 @@ async def test_the_connection_refuses_a_wrong_token_before_the_app_reads_the_hos
 
 
 @pytest.mark.parametrize(
-    "garbage",
+    ("garbage", "said"),
     [
-        pytest.param(b"NOT HTTP AT ALL\r\n\r\n", id="request-line"),
-        pytest.param(b"POST /tools/invoke HTTP/1.1\r\nHost: x\r\nbad header\r\n\r\n", id="header"),
+        pytest.param(b"NOT HTTP AT ALL\r\n\r\n", "illegal request line", id="request-line"),
+        pytest.param(
+            b"POST /tools/invoke HTTP/1.1\r\nHost: x\r\nbad header\r\n\r\n",
+            "illegal header line",
+            id="header",
+        ),
     ],
 )
-async def test_a_request_h11_cannot_parse_is_a_400_json_error_and_closed(garbage: bytes) -> None:
-    """h11's own refusals are answered in the one JSON error shape too, never plain text."""
+async def test_a_request_h11_cannot_parse_is_a_400_json_error_and_closed(
+    garbage: bytes, said: str
+) -> None:
+    """h11's own refusals are answered in the one JSON error shape too, never plain text, with
+    h11's reason (not the client's bytes it quotes)."""
     async with live_server(make_service(SpyExecutor())) as base:
         answer = await _answers(_port(base), garbage)
     head, _, body = answer.partition(b"\r\n\r\n")
     assert head.startswith(b"HTTP/1.1 400 "), answer
     assert b"content-type: application/json" in head.lower()
-    assert body == b'{"error":"malformed request: Invalid HTTP request received."}'
+    assert json.loads(body) == {"error": f"malformed request: {said}"}
 
 
 @pytest.mark.parametrize(

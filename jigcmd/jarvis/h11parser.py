@@ -1,0 +1,84 @@
+"""h11's server side, keeping why it refused a request, and the answer jarvis gives for it.
+
+uvicorn answers every request h11 cannot parse with the same "Invalid HTTP request received."
+The client is told h11's own reason instead, without the bytes it quotes (a client's bytes
+are never echoed): `illegal header line`, `illegal chunk header`, `conflicting Content-Length
+headers`, `Only Transfer-Encoding: chunked is supported` (501, as RFC 9112 §6.1 asks of a
+transfer coding the server does not implement). A Content-Length that is a number too long
+for h11 (more than 20 digits) is a body too large: 413, like any declared length past the
+bound.
+"""
+
+from __future__ import annotations
+
+import re
+
+import h11
+
+__all__ = ["Parser", "Refusal"]
+
+# h11's words for a request's Host headers (h11/_events.py), and jarvis's for each.
+_HOST_REFUSALS = {
+    "Missing mandatory Host: header": "the Host header is required (HTTP/1.1)",
+    "Found multiple Host: headers": "more than one Host header",
+}
+# Where h11 starts quoting the client's bytes (`"illegal header line: {!r}"`).
+_QUOTED = re.compile(r": (?:bytearray\()?b['\"]")
+_CONTENT_LENGTH = re.compile(rb"^content-length[ \t]*:[ \t]*([^\r\n]*)", re.IGNORECASE | re.M)
+
+
+class Refusal:
+    """The status and words of jarvis's answer to a request h11 refused."""
+
+    def __init__(self, status: int, reason: str, message: str) -> None:
+        self.status = status
+        self.reason = reason
+        self.message = message
+
+
+class Parser(h11.Connection):
+    """h11's server side, remembering why it refused a request (uvicorn's 400 names none).
+
+    The bytes of the head being read are kept (at most `limit`), so that a Content-Length
+    h11 calls bad can be told apart: a number too long is a body too large (413).
+    """
+
+    def __init__(self, our_role: type[h11.SERVER], limit: int) -> None:
+        super().__init__(our_role, limit)
+        self._limit = limit
+        self._head = bytearray()
+        self.refusal: Refusal | None = None
+
+    def receive_data(self, data: bytes) -> None:
+        """h11's; while a head is awaited its bytes are kept too (up to the head bound)."""
+        if self.their_state is h11.IDLE and len(self._head) <= self._limit:
+            self._head += data[: self._limit + 1 - len(self._head)]
+        super().receive_data(data)
+
+    def start_next_cycle(self) -> None:
+        """h11's; the next head starts with what was read after the previous request."""
+        super().start_next_cycle()
+        self._head = bytearray(self.trailing_data[0][: self._limit + 1])
+
+    def next_event(self) -> h11.Event | type[h11.NEED_DATA] | type[h11.PAUSED]:
+        """h11's next event; a refusal's answer is kept, then the error raised."""
+        try:
+            event = super().next_event()
+        except h11.RemoteProtocolError as exc:
+            self.refusal = self._answer(str(exc), exc.error_status_hint)
+            raise
+        if isinstance(event, h11.Request):
+            self._head.clear()
+        return event
+
+    def _answer(self, reason: str, hint: int) -> Refusal:
+        if reason == "bad Content-Length" and self._too_long_a_length():
+            return Refusal(413, reason, "")
+        words = _HOST_REFUSALS.get(reason) or _QUOTED.split(reason, maxsplit=1)[0]
+        return Refusal(501 if hint == 501 else 400, reason, f"malformed request: {words}")
+
+    def _too_long_a_length(self) -> bool:
+        """Whether a Content-Length of the head read is a plain number (h11 takes 20 digits)."""
+        values = _CONTENT_LENGTH.findall(bytes(self._head))
+        lengths = [item.strip() for value in values for item in value.split(b",")]
+        return any(length.isdigit() and len(length) > 20 for length in lengths)
