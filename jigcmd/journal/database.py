@@ -226,7 +226,8 @@ class Database:
         marker = Marker(state_dir, DB_NAME)
         with marker.locked():
             # Before SQLite looks: a lost or corrupt WAL must be refused, not silently dropped.
-            held_one = marker.check_before_open()
+            if marker.check_before_open():
+                marker.probe(timeout_s=_BUSY_TIMEOUT_MS / 1000)
             _create_private(state_dir)
             conn = sqlite3.connect(
                 path,
@@ -243,9 +244,6 @@ class Database:
                 conn.execute("PRAGMA synchronous = NORMAL")
                 conn.execute("PRAGMA foreign_keys = ON")
                 conn.execute(f"PRAGMA cache_size = -{_CACHE_KIB:d}")
-                if held_one:
-                    (version,) = conn.execute("PRAGMA user_version").fetchone()
-                    marker.check_schema(version)
                 migrate(conn)
                 _check_tables(conn)
                 marker.opened()
@@ -284,7 +282,7 @@ class Database:
                 conn.execute(f"PRAGMA cache_size = -{_CACHE_KIB:d}")
                 (version,) = conn.execute("PRAGMA user_version").fetchone()
                 if held_one:
-                    marker.check_schema(version)
+                    marker.check_opened(version)
                 check_readable(version)
                 _check_tables(conn)
             except BaseException:
