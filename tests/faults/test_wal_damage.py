@@ -177,3 +177,29 @@ def test_a_journal_refused_for_its_corrupt_wal_keeps_the_wal_byte_for_byte(
     again = _jigcmd("recover", "--state-dir", str(killed))
     assert "holds no journal" in again.stderr, again.stderr
     assert wal.read_bytes() == before
+
+
+def test_a_wal_removed_under_an_idle_server_keeps_no_call_it_said_did_not_run(
+    lock: Path, tmp_path: Path
+) -> None:
+    """The answer said nothing ran: the operation is not in the journal and runs when sent again."""
+    state = tmp_path / "state"
+    state.mkdir(mode=0o700)
+    server = _Server(lock, state)
+    assert "result" in server.answer(_call("op1"))
+    for name in ("journal.sqlite3-wal", "journal.sqlite3-shm"):
+        (state / name).unlink()
+    refused = server.answer(_call("op2"))["error"]["message"]
+    assert "nothing ran" in refused, refused
+    assert "nothing ran" in server.answer(_call("op2"))["error"]["message"]
+    server.finish()
+    runs = _jigcmd("runs", "--state-dir", str(state))
+    assert "op2" not in runs.stdout, runs.stdout
+    assert "op1" in runs.stdout, runs.stdout
+    again = _Server(lock, state)
+    try:
+        assert "result" in again.answer(_call("op2"))
+        assert "result" in again.answer(_call("op1"))
+    finally:
+        again.finish()
+    assert "write-ahead log journal.sqlite3-wal was removed" in refused, refused
