@@ -298,7 +298,7 @@ class Database:
                 conn.execute(f"PRAGMA cache_size = -{_CACHE_KIB:d}")
                 (version,) = conn.execute("PRAGMA user_version").fetchone()
                 if held_one:
-                    marker.check_opened(version)
+                    marker.check_schema(version)
                 check_readable(version)
                 _check_tables(conn)
             except BaseException:

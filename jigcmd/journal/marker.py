@@ -11,9 +11,9 @@ every later open checks, before SQLite touches anything:
   set only by a close that saw SQLite remove the WAL, i.e. after its final checkpoint): lost;
 - the WAL is shorter than its 32-byte header, or the header's magic or checksum is wrong:
   corrupt (SQLite would discard all of it);
-- once a connection has read it, the WAL holds fewer committed frames than the WAL index
-  (`-shm`) said before SQLite opened it: cut or corrupted below what was committed, every
-  commit after the damage dropped (`jigcmd.journal.walindex`; `check_opened`).
+- the WAL's frames, checked as SQLite would, end before the last commit the WAL index
+  (`-shm`) names: cut or corrupted below what was committed, every commit after the damage
+  dropped (`jigcmd.journal.walindex`).
 
 The checks and the open, and a close with its marking, hold an exclusive `flock` on the state
 directory itself, so that a last writer closing cleanly and another process opening never
@@ -67,8 +67,6 @@ class Marker:
         self.wal = state_dir / f"{db_name}-wal"
         self.shm = state_dir / f"{db_name}-shm"
         self._clean: bool | None = None
-        # The WAL index as found before SQLite opened the journal (`check_opened`).
-        self._index: walindex.Committed | None = None
 
     @contextlib.contextmanager
     def locked(self) -> Iterator[None]:
@@ -89,12 +87,7 @@ class Marker:
         self._clean = recorded
         if _size(self.db) is None:
             self.check_schema(0)
-        self._index = walindex.committed(self.shm)
         wal_size = _size(self.wal)
-        if wal_size == 0:
-            lost = walindex.lost_in_empty(self.wal.name, self._index)
-            if lost is not None:
-                self._lost(lost)
         if wal_size is None:
             if not recorded:
                 self._lost(
@@ -106,6 +99,10 @@ class Marker:
                 f"its write-ahead log {self.wal.name} is corrupt (bad header): SQLite would "
                 "drop every operation it holds"
             )
+        if wal_size is not None:
+            lost = walindex.lost_commits(self.shm, self.wal)
+            if lost is not None:
+                self._lost(lost)
         return True
 
     def _check_files(self) -> None:
@@ -136,7 +133,7 @@ class Marker:
         conn = connect_read_only(self.db, timeout_s=timeout_s)
         try:
             (version,) = conn.execute("PRAGMA user_version").fetchone()
-            self.check_opened(version)
+            self.check_schema(version)
             if version > SCHEMA_VERSION:
                 check_readable(version)  # newer than this jigcmd: refused as `migrate` would
         finally:
@@ -148,13 +145,6 @@ class Marker:
             self._lost(
                 f"the database {self.db.name} holds no journal (missing, emptied or truncated)"
             )
-
-    def check_opened(self, version: int) -> None:
-        """Once a connection has read the journal: refuse no schema, or a WAL that lost commits."""
-        self.check_schema(version)
-        lost = walindex.lost_commits(self.wal.name, self._index, walindex.read_held(self.shm))
-        if lost is not None:
-            self._lost(lost)
 
     def opened(self) -> None:
         """Record that a writer has the journal open (history may sit in the WAL from now on)."""

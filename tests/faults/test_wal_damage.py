@@ -8,6 +8,7 @@ left idle, the WAL is cut, corrupted or removed, and the same operation is sent 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from collections.abc import Callable
@@ -140,6 +141,8 @@ def _corrupt(wal: Path, frame: int) -> None:
 
 
 _DAMAGE: dict[str, Callable[[Path], None]] = {
+    "emptied": lambda wal: os.truncate(wal, 0),
+    "cut to its header": lambda wal: _cut(wal, 0),
     "cut at frame 15": lambda wal: _cut(wal, 15),
     "cut at frame 20": lambda wal: _cut(wal, 20),
     "frame 15 corrupt": lambda wal: _corrupt(wal, 15),
@@ -161,22 +164,34 @@ def test_a_wal_that_lost_commits_is_refused_and_the_operation_never_runs_again(
     assert "journal.sqlite3-wal" in err and "committed" in err, err
     assert status == 2
     assert wal.read_bytes() == before
+    # The refusal changed nothing: the next start, and a verb that only reads, refuse too.
+    for verb in ("recover", "runs"):
+        again = _jigcmd(verb, "--state-dir", str(killed))
+        assert "committed to it" in again.stderr, again.stderr
+    assert wal.read_bytes() == before
 
 
+@pytest.mark.parametrize("shm", ["kept", "lost"])
 def test_a_journal_refused_for_its_corrupt_wal_keeps_the_wal_byte_for_byte(
-    lock: Path, killed: Path
+    lock: Path, killed: Path, shm: str
 ) -> None:
-    """The refusal says to keep the directory to inspect it: the WAL is still there, unchanged."""
+    """The refusal says to keep the directory to inspect it: the WAL is still there, unchanged.
+
+    Without its -shm the WAL's last commit is unknown; the database then holds no journal.
+    """
     wal = killed / "journal.sqlite3-wal"
     _corrupt(wal, 0)
+    if shm == "lost":
+        (killed / "journal.sqlite3-shm").unlink()
+    said = "ends at frame 0, though" if shm == "kept" else "holds no journal"
     before = wal.read_bytes()
     answer, err, status = _serve_once(lock, killed, _call("op1"))
-    assert "holds no journal" in answer["error"]["message"], answer
-    assert "move" in err and status == 2
+    assert "jigcmd cannot serve" in answer["error"]["message"], answer
+    assert f"move {killed} aside" in err and status == 2
     assert wal.read_bytes() == before
     again = _jigcmd("recover", "--state-dir", str(killed))
-    assert "holds no journal" in again.stderr, again.stderr
     assert wal.read_bytes() == before
+    assert said in err and said in again.stderr, again.stderr
 
 
 def test_a_wal_removed_under_an_idle_server_keeps_no_call_it_said_did_not_run(
