@@ -34,6 +34,7 @@ from jigcmd.journal.marker import Marker
 from jigcmd.journal.readonly import connect_read_only
 from jigcmd.journal.schema import check_readable, migrate
 from jigcmd.journal.statefiles import directory_fd
+from jigcmd.journal.walfile import WalFile, abandon
 from jigcmd.journal.writelock import WouldWait
 
 __all__ = ["DB_NAME", "Database", "JournalError"]
@@ -81,17 +82,22 @@ def _check_tables(conn: sqlite3.Connection) -> None:
 def _close(
     conn: sqlite3.Connection,
     marker: Marker | None,
+    *,
     owner_pid: int,
     path: Path,
     file_id: tuple[int, int],
+    wal: WalFile | None,
 ) -> Exception | None:
     """Close `conn` in the process that opened it; mark the journal clean if it was the last.
 
     Never raises (it also runs at interpreter exit): what kept the close from completing (the
-    state directory gone or unreadable) is returned, for `Database.close` to report.
+    state directory gone or unreadable, the WAL disowned) is returned, for `Database.close`.
     """
     if os.getpid() != owner_pid:
         return None  # a forked child never closes (or checkpoints) its parent's connection
+    if wal is not None and wal.disowned:
+        abandon(conn)
+        return wal.removed()
     try:
         if marker is None:
             conn.close()
@@ -201,9 +207,19 @@ class Database:
         self._aio_tried = False
         self._pid = os.getpid()
         self._file = _file_id(path)
+        self._wal = None if marker is None else WalFile(Path(self._wal_path))
         # Also at interpreter exit: SQLite's last close removes the WAL, and only a close
         # that marks the journal clean keeps that from looking like a lost WAL next time.
-        self._closer = weakref.finalize(self, _close, conn, marker, self._pid, path, self._file)
+        self._closer = weakref.finalize(
+            self,
+            _close,
+            conn,
+            marker,
+            owner_pid=self._pid,
+            path=path,
+            file_id=self._file,
+            wal=self._wal,
+        )
         self.path = path
 
     @classmethod
@@ -226,7 +242,8 @@ class Database:
         marker = Marker(state_dir, DB_NAME)
         with marker.locked():
             # Before SQLite looks: a lost or corrupt WAL must be refused, not silently dropped.
-            held_one = marker.check_before_open()
+            if marker.check_before_open():
+                marker.probe(timeout_s=_BUSY_TIMEOUT_MS / 1000)
             _create_private(state_dir)
             conn = sqlite3.connect(
                 path,
@@ -243,9 +260,6 @@ class Database:
                 conn.execute("PRAGMA synchronous = NORMAL")
                 conn.execute("PRAGMA foreign_keys = ON")
                 conn.execute(f"PRAGMA cache_size = -{_CACHE_KIB:d}")
-                if held_one:
-                    (version,) = conn.execute("PRAGMA user_version").fetchone()
-                    marker.check_schema(version)
                 migrate(conn)
                 _check_tables(conn)
                 marker.opened()
@@ -443,10 +457,14 @@ class Database:
             writelock.begin_immediate(conn, timeout_s=_BUSY_TIMEOUT_MS / 1000 if wait else None)
             try:
                 yield conn
+                if self._wal is not None:
+                    self._wal.check_uncommitted()
                 conn.execute("COMMIT")
             except BaseException:
                 _rollback(conn)
                 raise
+            if self._wal is not None:
+                self._wal.check_committed()
             if durable:
                 self._sync_wal()
         finally:

@@ -10,7 +10,10 @@ every later open checks, before SQLite touches anything:
 - the WAL is missing while the marker says a writer may have left history in it (`clean` is
   set only by a close that saw SQLite remove the WAL, i.e. after its final checkpoint): lost;
 - the WAL is shorter than its 32-byte header, or the header's magic or checksum is wrong:
-  corrupt (SQLite would discard all of it).
+  corrupt (SQLite would discard all of it);
+- the WAL's frames, checked as SQLite would, end before the last commit the WAL index
+  (`-shm`) names: cut or corrupted below what was committed, every commit after the damage
+  dropped (`jigcmd.journal.walindex`).
 
 The checks and the open, and a close with its marking, hold an exclusive `flock` on the state
 directory itself, so that a last writer closing cleanly and another process opening never
@@ -18,7 +21,7 @@ interleave (that would look like a lost WAL).
 
 Any of these refuses to open with `JournalLost`, which says what was lost and how to start a
 new journal deliberately. A torn tail of the WAL (a commit that never completed) is normal
-after a crash and is not refused: its header is intact.
+after a crash and is not refused: its header is intact, and the WAL index never counted it.
 """
 
 from __future__ import annotations
@@ -34,7 +37,10 @@ from pathlib import Path
 
 import msgspec
 
+from jigcmd.journal import walindex
 from jigcmd.journal.failures import JournalLost, JournalUnusable
+from jigcmd.journal.readonly import connect_read_only
+from jigcmd.journal.schema import SCHEMA_VERSION, check_readable
 from jigcmd.regularfile import NotRegular, check_regular, read_regular
 
 __all__ = ["MARKER_NAME", "Marker"]
@@ -59,6 +65,7 @@ class Marker:
         self.path = state_dir / MARKER_NAME
         self.db = state_dir / db_name
         self.wal = state_dir / f"{db_name}-wal"
+        self.shm = state_dir / f"{db_name}-shm"
         self._clean: bool | None = None
 
     @contextlib.contextmanager
@@ -78,6 +85,8 @@ class Marker:
         if recorded is None:
             return False
         self._clean = recorded
+        if _size(self.db) is None:
+            self.check_schema(0)
         wal_size = _size(self.wal)
         if wal_size is None:
             if not recorded:
@@ -90,12 +99,15 @@ class Marker:
                 f"its write-ahead log {self.wal.name} is corrupt (bad header): SQLite would "
                 "drop every operation it holds"
             )
+        if wal_size is not None:
+            lost = walindex.lost_commits(self.shm, self.wal)
+            if lost is not None:
+                self._lost(lost)
         return True
 
     def _check_files(self) -> None:
         """Refuse a journal file that is no regular file: SQLite would block on a FIFO."""
-        shm = self.db.with_name(f"{self.db.name}-shm")
-        for path in (self.db, self.wal, shm):
+        for path in (self.db, self.wal, self.shm):
             try:
                 check_regular(path)
             except NotRegular as exc:
@@ -110,6 +122,22 @@ class Marker:
                 named = "" if path == self.db else f"{path.name} "
                 cause = f"{named}is {exc.what}, not a regular file"
                 raise JournalUnusable(self.db, cause, fix) from None
+
+    def probe(self, *, timeout_s: float) -> None:
+        """Make the checks that need SQLite through a read-only connection, before any writer.
+
+        A refusal must change nothing on disk: the last read-write connection's close copies
+        the WAL into the database and removes it, the very history the refusal says to keep;
+        a read-only connection's close never does.
+        """
+        conn = connect_read_only(self.db, timeout_s=timeout_s)
+        try:
+            (version,) = conn.execute("PRAGMA user_version").fetchone()
+            self.check_schema(version)
+            if version > SCHEMA_VERSION:
+                check_readable(version)  # newer than this jigcmd: refused as `migrate` would
+        finally:
+            conn.close()
 
     def check_schema(self, version: int) -> None:
         """Refuse a database without a journal (`user_version` 0) where a marker says one was."""
