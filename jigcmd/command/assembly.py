@@ -166,9 +166,12 @@ def admit(
         admitted_lock = lock
 
         def runtime_check() -> Admission:
-            return check_runtime(
-                admitted_lock, lock_runtime(runtime), binding_path=str(binding_path)
-            )
+            try:
+                identity = lock_runtime(runtime)
+            except RuntimeUnavailable as exc:
+                # Nothing ran, and nothing will until the runtime is fixed: each call is refused.
+                return Admission(admitted=False, drift="runtime", reason=str(exc))
+            return check_runtime(admitted_lock, identity, binding_path=str(binding_path))
 
     return loaded, lock, lock_bytes, admission, runtime_check
 

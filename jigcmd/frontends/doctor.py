@@ -185,7 +185,10 @@ async def _run_probe_plan() -> Check:
     from jigcmd.command.runtime import RuntimeUnavailable, find_runtime  # noqa: PLC0415 - an import that fails fails this check alone
 
     try:
-        binds = find_runtime().binds
+        runtime = find_runtime()
+        # A program that is not Bun would "run" the probe and fail it for no named reason.
+        runtime.version  # noqa: B018 - the check, cached
+        binds = runtime.binds
     except RuntimeUnavailable as exc:
         return end_to_end_check(None, None, "", f"not attempted: {exc}")
     from jigcmd.envelope.cgroupbase import absent_base_directories, remove_empty  # noqa: PLC0415 - Linux only
