@@ -33,6 +33,7 @@ from jigcmd.envelope.api import EnvelopeFailure, Executor
 from jigcmd.envelope.cgroups import CgroupBackend
 from jigcmd.envelope.delegation import DelegationError
 from jigcmd.envelope.native import NativeExecutor
+from jigcmd.frontends.diagnosis.procgate import ProcUnavailable
 from jigcmd.frontends.diagnosis.usernsgate import UserNamespaceUnavailable
 from jigcmd.journal.schema import SchemaError
 from jigcmd.journal.store import JournalError, JournalUnusable
@@ -285,6 +286,7 @@ STARTUP_ERRORS: tuple[type[Exception], ...] = (
     StateDirError,
     DelegationError,
     UserNamespaceUnavailable,
+    ProcUnavailable,
     JournalError,
     JournalUnusable,
     SchemaError,
