@@ -33,6 +33,7 @@ from jigcmd.envelope.api import EnvelopeFailure, Executor
 from jigcmd.envelope.cgroups import CgroupBackend
 from jigcmd.envelope.delegation import DelegationError
 from jigcmd.envelope.native import NativeExecutor
+from jigcmd.frontends.diagnosis.procgate import ProcUnavailable
 from jigcmd.frontends.diagnosis.usernsgate import UserNamespaceUnavailable
 from jigcmd.journal.schema import SchemaError
 from jigcmd.journal.store import JournalError, JournalUnusable
@@ -166,9 +167,12 @@ def admit(
         admitted_lock = lock
 
         def runtime_check() -> Admission:
-            return check_runtime(
-                admitted_lock, lock_runtime(runtime), binding_path=str(binding_path)
-            )
+            try:
+                identity = lock_runtime(runtime)
+            except RuntimeUnavailable as exc:
+                # Nothing ran, and nothing will until the runtime is fixed: each call is refused.
+                return Admission(admitted=False, drift="runtime", reason=str(exc))
+            return check_runtime(admitted_lock, identity, binding_path=str(binding_path))
 
     return loaded, lock, lock_bytes, admission, runtime_check
 
@@ -282,6 +286,7 @@ STARTUP_ERRORS: tuple[type[Exception], ...] = (
     StateDirError,
     DelegationError,
     UserNamespaceUnavailable,
+    ProcUnavailable,
     JournalError,
     JournalUnusable,
     SchemaError,

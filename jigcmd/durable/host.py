@@ -9,6 +9,7 @@ from jigcmd.durable.statedir import default_state_dir, prepare_state_dir
 from jigcmd.envelope.cgroupbase import configured_base
 from jigcmd.envelope.cgroups import CgroupBackend, CgroupUnavailable
 from jigcmd.envelope.delegation import refuse_bad_base, resolve_backend
+from jigcmd.frontends.diagnosis.procgate import refuse_partial_proc
 from jigcmd.frontends.diagnosis.usernsgate import refuse_without_userns
 
 __all__ = ["Host", "open_host", "state_directory"]
@@ -43,11 +44,14 @@ def open_host(
 ) -> Host:
     """Judge the operator's base, prepare the state directory, then resolve the backend.
 
-    Raises `StateDirError`, `UserNamespaceUnavailable` (with `for_jobs`, no root and no user
-    namespace), `DelegationError` (no cgroup subtree this user may use; without
-    `for_jobs`, one that could host no new job still counts), and, unless
-    `tolerate_no_cgroups`, `CgroupUnavailable` or `ValueError`.
+    Raises `ProcUnavailable` (/proc is not a full procfs), `StateDirError`,
+    `UserNamespaceUnavailable` (with `for_jobs`, no root and no user namespace),
+    `DelegationError` (no cgroup subtree this user may use; without `for_jobs`, one that
+    could host no new job still counts), and, unless `tolerate_no_cgroups`,
+    `CgroupUnavailable` or `ValueError`.
     """
+    # First: the journal, the slots and the envelope all read /proc beyond processes.
+    refuse_partial_proc()
     # A base that cannot be one is refused before a state directory is made for nothing.
     refuse_bad_base(cgroup_base)
     if for_jobs:

@@ -308,6 +308,10 @@ def main(argv: list[str]) -> int:
     """Serve launches on the socket whose fd is `argv[0]` until EOF."""
     control = socket.socket(fileno=int(argv[0]))
     control.set_inheritable(False)
+    # Every mode the envelope sets (its root's 0755 directories, the staged runtime's) is
+    # meant as written, whatever umask the server got (systemd's UMask=0077 hid the runtime
+    # from the candidate's uid); pid 1 and the candidate inherit it too.
+    os.umask(0o022)
     sc.set_name("jigcmd-zygote")
     # Every pid 1 is reaped by the loop (`wait4`), so SIGCHLD keeps its default; pid 1 made
     # without clone3 is reparented here when its middle process exits.

@@ -23,6 +23,7 @@ from jigcmd.envelope import cgroupbase
 from jigcmd.envelope.api import EnvelopeFailure
 from jigcmd.frontends.diagnosis import container, containerfacts, hostfacts, probes
 from jigcmd.frontends.diagnosis.delegation import delegation_check
+from jigcmd.frontends.diagnosis.procgate import proc_verdict
 from jigcmd.frontends.diagnosis.report import render
 from jigcmd.frontends.diagnosis.usernsgate import userns_verdict
 from jigcmd.frontends.diagnosis.verdicts import (
@@ -90,6 +91,7 @@ def _rootless_without_delegation(exc: Exception) -> bool:
 
 
 _SEE_DELEGATION = "no usable delegated cgroup subtree (the delegation check names the missing step)"
+_SEE_PROCFS = "/proc is not a full procfs (the procfs check names the fix)"
 
 
 def _oom_score() -> Check:
@@ -185,7 +187,10 @@ async def _run_probe_plan() -> Check:
     from jigcmd.command.runtime import RuntimeUnavailable, find_runtime  # noqa: PLC0415 - an import that fails fails this check alone
 
     try:
-        binds = find_runtime().binds
+        runtime = find_runtime()
+        # A program that is not Bun would "run" the probe and fail it for no named reason.
+        runtime.version  # noqa: B018 - the check, cached
+        binds = runtime.binds
     except RuntimeUnavailable as exc:
         return end_to_end_check(None, None, "", f"not attempted: {exc}")
     from jigcmd.envelope.cgroupbase import absent_base_directories, remove_empty  # noqa: PLC0415 - Linux only
@@ -244,6 +249,9 @@ async def _probe_under(base: str, binds: tuple[Bind, ...]) -> Check:
 
 
 def _end_to_end() -> Check:
+    if not proc_verdict().ok:
+        # Its steps would each fail on a bare ENOENT under /proc/sys.
+        return Check("end-to-end", "FAIL", f"not attempted: {_SEE_PROCFS}")
     return anyio.run(_run_probe_plan)
 
 
@@ -265,6 +273,9 @@ def _state() -> Check:
     )
     from jigcmd.frontends.diagnosis.statecheck import journal_check  # noqa: PLC0415 - an import that fails fails this check alone
 
+    if not proc_verdict().ok:
+        # The journal names processes by the boot id /proc/sys holds: it cannot be read.
+        return Check("state", "warn", f"not checked: {_SEE_PROCFS}")
     explicit = _STATE_DIR.get()
     try:
         path = explicit or default_state_dir()
@@ -382,6 +393,7 @@ def _jarvis_policy() -> Check:
 _CHECKS: tuple[tuple[str, Callable[[], Check]], ...] = (
     ("platform", _platform),
     ("kernel", lambda: kernel_check(platform.release())),
+    ("procfs", proc_verdict),
     ("privileges", _privileges),
     ("delegation", _delegation),
     ("oom score", _oom_score),

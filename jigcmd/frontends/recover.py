@@ -12,6 +12,7 @@ from jigcmd.durable.recoverylock import WAIT_LIMIT
 from jigcmd.durable.statedir import StateDirError, default_state_dir
 from jigcmd.envelope.cgroups import CgroupUnavailable
 from jigcmd.envelope.delegation import DelegationError
+from jigcmd.frontends.diagnosis.procgate import ProcUnavailable
 from jigcmd.journal.failures import JournalUnusable, unusable
 from jigcmd.journal.schema import SchemaError
 from jigcmd.journal.store import Journal
@@ -46,7 +47,7 @@ def recover(state_dir: Path | None, cgroup_base: str | None = None) -> int:
     try:
         # It only removes jobs: a scope it shares with its shell is still the user's.
         host = open_host(state_dir, cgroup_base, move_self=False, for_jobs=False)
-    except (StateDirError, CgroupUnavailable, ValueError, DelegationError) as exc:
+    except (StateDirError, CgroupUnavailable, ValueError, DelegationError, ProcUnavailable) as exc:
         sys.stderr.write(f"jigcmd recover: {exc}\n")
         return 2
     try:
