@@ -78,7 +78,7 @@ class _Seen:
         self.data = b""
         self._more = anyio.Event()
 
-    def __call__(self, _name: str, chunk: bytes) -> None:
+    def __call__(self, _name: str, chunk: bytes, _whole: bool) -> None:
         self.data += chunk
         self._more.set()
 
@@ -314,7 +314,7 @@ async def test_a_tail_is_kept_only_when_bytes_were_dropped_and_it_is_the_streams
 
 
 async def test_what_the_output_callback_raises_is_raised_by_the_waiter() -> None:
-    def refuse(name: str, chunk: bytes) -> None:
+    def refuse(name: str, chunk: bytes, _whole: bool) -> None:
         raise RuntimeError(f"{name} refused {chunk!r}")
 
     async with _pipe_outputs(on_output=refuse) as (waker, pipes, _capture, writer):
