@@ -10,6 +10,8 @@ from __future__ import annotations
 import enum
 from typing import TYPE_CHECKING, Any
 
+from jigcmd.protocol.inert import one_line
+
 if TYPE_CHECKING:
     from jigcmd.protocol.commands import ResourceRef, TestResults
 
@@ -65,8 +67,10 @@ class JigError(Exception):
         operation's own; any other (a refusal before dispatch, one waiter's cancel, a slot or
         a row that could not be written) leaves the same call free to be sent again.
         """
-        # The wire allows 1-1,024 characters; keep the start, which names the rule.
-        message = bounded(message.strip() or code.value)
+        # The wire allows 1-1,024 characters; keep the start, which names the rule. One line
+        # of jigcmd's on every front, as `jigcmd run` shows it: a name it quotes is the
+        # caller's (a file's), and its newline or bidi control must not start a line there.
+        message = bounded(one_line(message.strip()) or code.value)
         super().__init__(message)
         self.code = code
         self.message = message

@@ -120,10 +120,12 @@ class Assigned(msgspec.Struct, frozen=True):
 # there is none: a coroutine function qualifies, and a plain function spawns no task.
 OnStarted = Callable[[EnvelopeIdentity], Coroutine[Any, Any, None] | None]
 OnEnded = Callable[[Ending], Coroutine[Any, Any, None]]
-# Told each piece of output as the server reads it while the command runs ("stdout" or
-# "stderr", the bytes, past the capture's cap too); called from the reading task, so it
-# must be quick and must not block.
-OnOutput = Callable[[str, bytes], None]
+# Told each piece of output as the server reads it while the command runs: "stdout" or
+# "stderr", the bytes, and whether they follow the last piece told with nothing between.
+# Past the capture's cap most is dropped unread and only each drain's last bytes are told
+# (after a gap). Called from the reading task: it must be quick, bulk work on the bytes
+# (never a Python step per line), and must not block.
+OnOutput = Callable[[str, bytes, bool], None]
 # Decides, once the launch is staged, whether the candidate may start (see `Hooks`); told
 # which prepared envelope took the launch (None: one made for it, identified at start).
 Admit = Callable[[Assigned | None], Coroutine[Any, Any, bool]]

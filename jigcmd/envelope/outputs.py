@@ -8,13 +8,15 @@ chatty candidate is held back at most a batch or two. Through silence the wait d
 to 200 ms, so that a long quiet run costs the server next to nothing. After the end, every
 writer is dead or dying: each pipe is followed to its EOF.
 
-Past the cap the output is drained, not read: nothing keeps it (unless an `on_output`
-callback wants it), so each wake-up moves all a pipe holds to `/dev/null` with `splice`,
-in the kernel, instead of copying it here 64 KiB a wake-up (a candidate writing 1 MiB chunks
-to both streams cost the host 1.7 times its own CPU). Stopping the reads instead would
-block a chatty candidate until its deadline, changing how it ends. Only the last 4 KiB a
-wake-up finds are read, into a ring: the stream's end, where a runner prints its summary
-(Bun's footer counts the test files that failed to load, `jigcmd.protocol.bunconsole`).
+Past the cap the output is drained, not read: nothing keeps it, so each wake-up moves all
+a pipe holds to `/dev/null` with `splice`, in the kernel, instead of copying it here 64 KiB
+a wake-up (a candidate writing 1 MiB chunks to both streams cost the host 1.7 times its own
+CPU). Stopping the reads instead would block a chatty candidate until its deadline,
+changing how it ends. Only the last 4 KiB a wake-up finds are read, into a ring: the
+stream's end, where a runner prints its summary (Bun's footer counts the test files that
+failed to load, `jigcmd.protocol.bunconsole`). An `on_output` callback changes none of
+this: it is told what is read (the kept output, then those tails, each marked as following
+a gap), so a caller asking for progress costs the host what one asking none does.
 """
 
 from __future__ import annotations
@@ -82,7 +84,7 @@ class Capture:
         for _ in range(reads):
             if self.eof:
                 break
-            if self.full and self.on_output is None:
+            if self.full:
                 # One drain a wake-up: past the cap a reader follows the pipe
                 # (`Outputs._follow`) and wakes again as soon as more is written.
                 return self._drain() or got
@@ -113,12 +115,16 @@ class Capture:
         start = self.dropped
         known = 0  # what the pipe held at the last look and is not taken yet
         tail = self._tail
+        told = _Told(self.name, self.on_output)
         for _ in range(_DRAIN_READS):
             if self.dropped - start >= _DRAIN_BYTES:
                 break
             if known <= 0 and self._null != -1:
                 known = _held(self.fd)
-                known -= self._splice(self._null, known - OUTPUT_TAIL_BYTES)
+                spliced = self._splice(self._null, known - OUTPUT_TAIL_BYTES)
+                known -= spliced
+                if spliced:
+                    told.gap()
             # 4 KiB at most, where splice works: what comes on top is dropped unread.
             size = OUTPUT_TAIL_BYTES if self._null != -1 else _READ_CHUNK
             try:
@@ -133,6 +139,8 @@ class Capture:
             tail += chunk  # cut to its last bytes below, not at each of many small reads
             if len(tail) > _READ_CHUNK:
                 del tail[:-OUTPUT_TAIL_BYTES]
+            told.add(chunk)
+        told.flush()
         self._keep_tail(b"")
         return self.eof or self.dropped > start
 
@@ -165,7 +173,7 @@ class Capture:
 
     def _keep(self, chunk: bytes) -> None:
         if self.on_output is not None:
-            self.on_output(self.name, chunk)
+            self.on_output(self.name, chunk, True)
         room = OUTPUT_CAP_BYTES - len(self.data)
         if room > 0:
             self.data += chunk[:room]
@@ -190,6 +198,37 @@ class Capture:
             tail=tail,
             dropped=self.dropped,
         )
+
+
+class _Told:
+    """What one drain read, told to `on_output` a pipeful at a time, not a read at a time
+    (a pipe in packet mode gives a read one packet), with the gaps splices left in it."""
+
+    def __init__(self, name: str, on_output: OnOutput | None) -> None:
+        self._name = name
+        self._on_output = on_output
+        self._read = bytearray()
+        # Whether bytes were dropped unread since the last piece told.
+        self._gap = False
+
+    def gap(self) -> None:
+        """Bytes were dropped unread: what was read before them is no longer the stream's end."""
+        self._read.clear()
+        self._gap = True
+
+    def add(self, chunk: bytes) -> None:
+        """`chunk` was read (told once a read pipeful is held, or at the drain's end)."""
+        if self._on_output is not None:
+            self._read += chunk
+            if len(self._read) >= _READ_CHUNK:
+                self.flush()
+
+    def flush(self) -> None:
+        """Tell what was read and not told yet (or the gap alone)."""
+        if self._on_output is not None and (self._read or self._gap):
+            self._on_output(self._name, bytes(self._read), not self._gap)
+            self._read.clear()
+            self._gap = False
 
 
 def _held(fd: int) -> int:

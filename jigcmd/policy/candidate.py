@@ -18,6 +18,7 @@ import msgspec
 
 from jigcmd.contract import MAX_CANDIDATE_BYTES, MAX_FILES
 from jigcmd.policy.paths import path_problem, reserved_component
+from jigcmd.protocol.invocation import pasteable
 
 __all__ = ["Problem", "candidate_problems", "exclude_pattern"]
 
@@ -51,13 +52,16 @@ def exclude_pattern(
     negate: bool = False,
 ) -> str:
     """The `--exclude` argument for exactly `path` (a directory's, every child's, or `!` to
-    keep it), quoted for a POSIX shell."""
+    keep it), quoted for a POSIX shell so that it works pasted as a reader is shown it."""
     escaped = _GLOB_SPECIAL.sub(r"\\\1", path)
     if escaped.endswith(" "):
         escaped = escaped[:-1] + "\\ "
     tail = "/*" if children else "/" if directory else ""
     pattern = ("!" if negate else "") + ("/" if anchored else "") + escaped + tail
-    return "'" + pattern.replace("'", "'\\''") + "'"
+    shown = pasteable([pattern])
+    # A reader is shown a newline or U+202E escaped (`inert`): only ANSI-C quotes, `$'…'`,
+    # read that escape back to the character; any other name goes in single quotes.
+    return shown if shown.startswith("$'") else "'" + pattern.replace("'", "'\\''") + "'"
 
 
 def candidate_problems(

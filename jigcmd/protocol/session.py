@@ -347,11 +347,13 @@ def _undecided(request: jsonrpc.Request) -> list[Action]:
 def _busy(active: Call, running: bool) -> JigError:
     """The refusal of another operation while `active` is answered, worded as it is."""
     # Whether the active operation runs is known only once the journal began its row;
-    # before that it may be a replay of a recorded outcome, which runs nothing.
+    # before that its request is checked (and admitted), or it is a replay of a recorded
+    # outcome, which runs nothing: the session cannot tell which, so it says both.
     doing = (
         "is still running"
         if running
-        else "is still being answered (replayed from the journal, or starting)"
+        else "is still being answered (not running: its request is being checked before it "
+        "can begin, or its recorded outcome replayed from the journal)"
     )
     return JigError(
         Code.RESOURCE_EXHAUSTED,

@@ -112,7 +112,7 @@ async def test_a_candidate_holds_at_most_8_inotify_instances_and_host_root_still
     """Asking for 200 inotify instances gets 8 (EMFILE after), and host root makes one meanwhile."""
     host_tries: list[int] = []
 
-    def host_root_tries(stream: str, chunk: bytes) -> None:
+    def host_root_tries(stream: str, chunk: bytes, _whole: bool) -> None:
         # The candidate has said how many it holds and holds them for 1.5 s more.
         if stream == "stdout" and b"instances" in chunk and not host_tries:
             fd = _LIBC.inotify_init1(IN_CLOEXEC)
@@ -170,7 +170,7 @@ async def test_a_candidate_makes_no_message_queue_and_queues_at_most_256_signals
     host_tries: list[int] = []
     name = b"jigcmd-test-%d" % os.getpid()  # the system call takes no leading slash
 
-    def host_root_tries(stream: str, chunk: bytes) -> None:
+    def host_root_tries(stream: str, chunk: bytes, _whole: bool) -> None:
         if stream == "stdout" and b"queues" in chunk and not host_tries:
             attr = (ctypes.c_long * 8)(0, 10, 8192, 0)
             fd = _LIBC.syscall(240, name, os.O_CREAT | os.O_RDWR, 0o600, attr)  # mq_open

@@ -163,7 +163,7 @@ async def test_output_is_forwarded_while_the_candidate_runs(envelope: TracedExec
     cancel = CancelSignal()
     seen: list[tuple[str, bytes]] = []
 
-    def on_output(name: str, chunk: bytes) -> None:
+    def on_output(name: str, chunk: bytes, _whole: bool) -> None:
         seen.append((name, chunk))
         if b"first line" in b"".join(c for n, c in seen if n == "stderr"):
             cancel.set()

@@ -193,5 +193,6 @@ def test_init_says_odd_file_names_inertly_and_quotes_them_in_the_commands_it_sug
     assert "left out of the candidate: evil\\x1b[31mRED\\nINJECTED line.bin (binary)" in done.stderr
     assert "(zod: a;touch PWNED;.ts) that the commands' files import" in done.stderr
     assert "`bun build a.test.ts --outdir bundled" in done.stderr
-    assert "leave it out with --exclude '/z\\x1b\\[2Kq.ts'" in done.stderr
+    # In ANSI-C quotes: pasted, the shell reads the ESC back (`test_cli_run_exclude_pasted`).
+    assert "leave it out with --exclude $'/z\\x1b\\\\[2Kq.ts'" in done.stderr
     assert not (root / "PWNED").exists()

@@ -204,6 +204,30 @@ def test_the_busy_refusal_says_running_while_the_other_operation_runs(rig: Rig) 
     rig.assert_nothing_left()
 
 
+def test_the_busy_refusal_behind_a_call_being_checked_does_not_call_it_a_replay(
+    rig: Rig,
+) -> None:
+    """A new operation not yet begun is being checked: the refusal says so (until 2026-12-07
+    it read "replayed from the journal, or starting", as if it were a replay)."""
+    token = f"tok-{uuid.uuid4().hex}"
+    server = rig.serve(protocol="flow")
+    # One write: the second call is read while the first is being checked.
+    server.send(
+        flow_call("call-1", "op-new", cli_input(QUICK, token)),
+        flow_call("call-2", "op-other", cli_input(QUICK, "t")),
+    )
+    error = server.answer("call-2")["error"]
+    assert error["data"] == {"code": "RESOURCE_EXHAUSTED"}
+    assert error["message"].startswith(
+        "operation 'op-new' is still being answered (not running: its request is being "
+        "checked before it can begin, or "
+    )
+    server.response("call-1")
+    assert server.close_input() == 0
+    rig.assert_nothing_left()
+    assert rig.watch.runs(token) == 1
+
+
 def test_the_busy_refusal_does_not_call_a_replay_running(rig: Rig) -> None:
     """A restarted server answering a recorded operation from the journal runs nothing."""
     token = f"tok-{uuid.uuid4().hex}"
@@ -220,8 +244,9 @@ def test_the_busy_refusal_does_not_call_a_replay_running(rig: Rig) -> None:
     )
     error = again.answer("call-3")["error"]
     assert error["data"] == {"code": "RESOURCE_EXHAUSTED"}
-    assert "'op-recorded' is still being answered (replayed from the journal" in error["message"]
-    assert "running" not in error["message"]
+    assert "'op-recorded' is still being answered (not running: " in error["message"]
+    assert "or its recorded outcome replayed from the journal)" in error["message"]
+    assert "is still running" not in error["message"]
     again.response("call-2")
     assert again.close_input() == 0
     rig.assert_nothing_left()

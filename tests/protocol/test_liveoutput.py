@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import pytest
+
+from jigcmd.protocol import liveoutput
 from jigcmd.protocol.liveoutput import MESSAGE_CHARS, LiveOutput
 
 
@@ -32,9 +35,53 @@ def test_a_partial_line_is_bounded() -> None:
     assert live.message().startswith("yyy")
 
 
-def test_bun_tests_are_counted_as_the_console_shows_them() -> None:
+def _counted(passed: int, failed: int, when: str = "so far") -> str:
+    return (
+        f"its console printed {passed} '(pass)' and {failed} '(fail)' lines {when} "
+        "(not a verified count)"
+    )
+
+
+def test_bun_tests_are_counted_as_the_console_shows_them_and_said_to_be_unverified() -> None:
     live = LiveOutput(tests=True)
-    live.feed("stderr", b"(pass) a > b [0.1ms]\n(fail) c\n(pass) d\n(skip) e\n(pass) ")
-    assert live.message() == "2 passed, 1 failed so far"
-    live.feed("stderr", b"f\n")
-    assert live.message() == "3 passed, 1 failed so far"
+    live.feed("stderr", b"(pass) a > b [0.1ms]\n(fail) c\n(pass) d\n(skip) e\n(pa")
+    assert live.message() == _counted(2, 1)
+    live.feed("stderr", b"ss) f\n")
+    assert live.message() == _counted(3, 1)
+    live.feed("stdout", b"x (pass) not at a line's start\n")
+    assert live.message() == _counted(3, 1)
+
+
+def test_past_a_gap_the_count_stops_and_a_cut_line_is_not_shown() -> None:
+    """Output dropped unread past the cap: counting it on would be a guess; so would a line
+    whose start was dropped."""
+    live = LiveOutput(tests=True)
+    live.feed("stderr", b"(pass) a\nhead of a line")
+    live.feed("stderr", b"ss) b\n(pass) c\nlast whole line\n", False)
+    assert live.message() == _counted(1, 0, "before its output was cut")
+    plain = LiveOutput(tests=False)
+    plain.feed("stdout", b"kept\nhead of a line")
+    plain.feed("stdout", b"end of another\n", False)
+    assert plain.message() == "kept"
+    plain.feed("stdout", b"b\nnext\n\n", False)
+    assert plain.message() == "next"
+
+
+def test_a_flood_of_short_lines_costs_a_few_bulk_operations_a_piece(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """No Python step per line: a line is cleaned only when a message is made."""
+    cleaned: list[bytes] = []
+    clean = liveoutput._clean
+
+    def counted(raw: bytes) -> str:
+        cleaned.append(raw)
+        return clean(raw)
+
+    monkeypatch.setattr(liveoutput, "_clean", counted)
+    live = LiveOutput(tests=True)
+    for _ in range(16):
+        live.feed("stdout", b"x\n" * 32768)
+    assert cleaned == []
+    assert live.message() == "x"
+    assert cleaned == [b"x"]
