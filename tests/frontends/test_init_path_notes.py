@@ -54,3 +54,29 @@ def test_paths_with_non_ascii_or_spaced_directories_get_ascii_names(tmp_path: Pa
     assert "test/Foo.Test.ts: a Binding's test path is a file whose name ends in .test.ts" in (
         suffix
     )
+
+
+def test_an_import_from_a_left_out_node_modules_directory_is_named_with_the_move(
+    tmp_path: Path,
+) -> None:
+    """The tester's vend: test/v.test.ts imports `../lib/node_modules/strpad/index.ts`,
+    never sent: the left-out note names the test, the path and where to move it."""
+    root = project(
+        tmp_path / "vend",
+        {
+            "package.json": '{"name":"vend"}',
+            "lib/node_modules/strpad/index.ts": "export const strpad = (s: string) => s;\n",
+            "node_modules/leftpad/index.js": "module.exports = (s) => s;\n",
+            "test/v.test.ts": (
+                'import { strpad } from "../lib/node_modules/strpad/index.ts";\n'
+                'import leftpad from "leftpad";\n'
+            ),
+        },
+    )
+    (note,) = [line for line in init_notes(root) if line.startswith("left out of the candidate")]
+    assert note.startswith(
+        "left out of the candidate: lib/node_modules/, node_modules/ (never part of a "
+        "candidate; test/v.test.ts imports lib/node_modules/strpad/index.ts, left out: move "
+        "lib/node_modules/strpad/ out of node_modules/ (to lib/vendor/strpad/, say) and import "
+        "it from there)"
+    )
