@@ -17,10 +17,13 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from jigcmd.command.packagejson import read_manifest
+from jigcmd.errors import bounded
 from jigcmd.policy.imports import (
     PackageImports,
+    Unfollowed,
     package_imports,
     reached_marks,
+    unfollowed,
 )
 from jigcmd.policy.wildcards import wildcard_matches
 
@@ -123,7 +126,8 @@ def dependencies_note(
     ran = found.within(reached.keys()) if commands else found
     run = [name for name in names if ran.importers.get(name)]
     if not run and not ran.computed:
-        return _not_run_note(found, used, local, commands, runner)
+        blind = unfollowed(files, reached.keys())
+        return _not_run_note(found, _parts(used, local, found), commands, runner, blind)
     if not run:  # only a file computing what it imports is run: what it loads is unknown
         ran, run = found, names
     candidates = (*commands, *sorted(path for path in marks if path in reached))
@@ -204,13 +208,14 @@ def _loaders(runner: str | None) -> str:
 
 def _not_run_note(
     found: PackageImports,
-    used: list[str],
-    local: list[str],
+    parts: str,
     commands: Sequence[str],
     runner: str | None,
+    blind: list[Unfollowed],
 ) -> str:
     """The sentence for packages only files no command runs import (the commands run
-    bundles, say): nothing fails for want of them."""
+    bundles, say): nothing fails for want of them, unless an import jigcmd does not
+    follow (`blind`) leads there, which is said instead."""
     named = sorted(set(commands))
     if runner is None:
         runs = f"the commands run none of those files: they run {_some(named)}"
@@ -219,11 +224,21 @@ def _not_run_note(
         runs = f"`{runner}` runs none of those files: it runs {_some(named)}"
         them = "it"
     reach = "reaches" if len(named) == 1 else "reach"
-    return (
-        f"package.json declares {_parts(used, local, found)} that candidate files import, "
-        f"but {runs}, which {reach} none of those imports, so none is missing for {them} "
-        "(docs/binding.md#dependencies-and-workspaces)"
-    )
+    declared = f"package.json declares {parts} that candidate files import, but "
+    where = "(docs/binding.md#dependencies-and-workspaces)"
+    if blind:
+        shown = "; ".join(
+            f"`{bounded(item.specifier)}` in {item.importer} ({item.why})" for item in blind[:3]
+        )
+        more = f"; and {len(blind) - 3} more" if len(blind) > 3 else ""
+        return (
+            f"{declared}{runs}, which {reach} none of those imports by the specifiers jigcmd "
+            f"follows; it does not follow {shown}{more}: if one leads to those files, their "
+            "imports fail, for none of those packages is installed when a command runs "
+            f"{where}"
+        )
+    missing = f"none of those imports, so none is missing for {them}"
+    return f"{declared}{runs}, which {reach} {missing} {where}"
 
 
 def bundle_command(path: str) -> str:

@@ -133,8 +133,11 @@ class ProjectFiles:
 
     def note(self) -> str | None:
         """One line: what was left out and why, and what is sent; None when nothing was."""
-        gitignored = [path for reason in _GIT_IGNORED for path in self.left_out.get(reason, [])]
-        imported = left_out_imports(self.files, frozenset(gitignored))
+        # What a candidate file imports from: what git ignores (sent again by a negated
+        # --exclude) or a reserved directory (never sent: what it holds must move).
+        leading = (*_GIT_IGNORED, RESERVED)
+        left_out = [path for reason in leading for path in self.left_out.get(reason, [])]
+        imported = left_out_imports(self.files, frozenset(left_out))
         groups = []
         for reason in _REASONS:
             paths = self.left_out.get(reason, [])
@@ -173,6 +176,8 @@ def _how_back(reason: str, paths: list[str], imported: Mapping[str, tuple[str, s
     """How to send what git's ignore rules left out: a negated `--exclude` naming it, for
     the first of `paths` a candidate file imports (`imported`: entry → importer, path),
     else for the first of them."""
+    if reason == RESERVED:
+        return _how_out(paths, imported)
     if reason not in _GIT_IGNORED:
         return ""
     needed = [path for path in paths if path in imported]
@@ -184,6 +189,28 @@ def _how_back(reason: str, paths: list[str], imported: Mapping[str, tuple[str, s
     return (
         f"; {importer} imports {bounded(target)}, left out: bring it back with "
         f"--exclude {_negated(needed[0])}{others}"
+    )
+
+
+def _how_out(paths: list[str], imported: Mapping[str, tuple[str, str]]) -> str:
+    """Where to move what a candidate file imports from one of `paths`, reserved
+    directories never sent (`lib/node_modules/pad/` to `lib/vendor/pad/`); "" for none."""
+    needed = [path for path in paths if path in imported]
+    if not needed:
+        return ""
+    importer, target = imported[needed[0]]
+    directory = needed[0]  # `lib/node_modules/`
+    inside = target[len(directory) :].split("/")
+    # The package's own directory: `pad/`, `@scope/pad/`; the directory itself when the
+    # import names it (or a file right in it).
+    package = inside[: 2 if inside[0].startswith("@") else 1] if len(inside) > 1 else []
+    moved = "".join(f"{part}/" for part in package)
+    parent, _, reserved = directory.rstrip("/").rpartition("/")
+    vendor = f"{parent}/vendor/" if parent else "vendor/"
+    others = f"; candidate files import {', '.join(needed[1:3])} too" if needed[1:] else ""
+    return (
+        f"; {importer} imports {bounded(target)}, left out: move {directory}{moved} out of "
+        f"{reserved}/ (to {vendor}{moved}, say) and import it from there{others}"
     )
 
 

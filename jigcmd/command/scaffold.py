@@ -46,7 +46,12 @@ from jigcmd.policy.binding import (
     test_name_for,
 )
 from jigcmd.policy.digests import descriptor_digest
-from jigcmd.policy.paths import is_local_name, path_problem
+from jigcmd.policy.paths import (
+    PATH_CHARACTERS,
+    PATH_CHARACTERS_SAID,
+    is_local_name,
+    path_problem,
+)
 from jigcmd.policy.sourcetext import has_jsx
 
 __all__ = [
@@ -106,7 +111,7 @@ def plan_scaffold(project: ProjectFiles, name: str | None = None) -> Scaffold:
     if len(split) > 1:
         notes.insert(0, _split_note(len(tests), split))
     if unreviewable:
-        notes.insert(0, _unreviewable_note(unreviewable, project.files))
+        notes[0:0] = _unreviewable_notes(unreviewable, project.files)
     elif not tests and commands:
         # A fresh `bun init` has an entry point and no test: say why `tests` is missing.
         notes.insert(0, f"no `tests` command: {_NO_TESTS}")
@@ -157,14 +162,74 @@ _NO_TESTS = (
 )
 
 
-def _unreviewable_note(paths: list[str], files: Mapping[str, str]) -> str:
-    """The files bare `bun test` runs that no Binding may name, and what to do about them."""
+def _unreviewable_notes(paths: list[str], files: Mapping[str, str]) -> list[str]:
+    """The files bare `bun test` runs that no Binding may name, and what to do about them:
+    one sentence for those outside the path grammar, one for those with another suffix."""
+    outside = [path for path in paths if path_problem(path) is not None]
+    misnamed = [path for path in paths if path not in outside]
+    notes = [_grammar_note(outside)] if outside else []
+    return notes + ([_unreviewable_note(misnamed, files)] if misnamed else [])
+
+
+def _left_out(paths: list[str]) -> tuple[str, str]:
+    """`N file(s) bare `bun test` runs left out of the commands`, and `it` or `them`."""
     count = f"{len(paths)} file{'s' if len(paths) != 1 else ''}"
     them = "them" if len(paths) != 1 else "it"
+    return f"{count} bare `bun test` runs left out of the commands", them
+
+
+def _grammar_note(paths: list[str]) -> str:
+    """The test files whose path a Binding may not hold, each with the character (or the
+    rule) it breaks, and the names they could have."""
+    said, them = _left_out(paths)
+    reasons = [(path, _grammar_reason(path)) for path in paths]
+    named = [f"{path} ({why})" for path, why in reasons]
+    chars = all(why.startswith("'") or why.startswith('"') for _, why in reasons)
+    rule = f"holds only {PATH_CHARACTERS_SAID}" if chars else "obeys the path grammar"
+    renames = [
+        f"{path} to {renamed}" for path in paths if (renamed := _grammar_name(path)) is not None
+    ]
+    shown = f" ({', '.join(renames[:3])}{', …' if len(renames) > 3 else ''})" if renames else ""
+    return (
+        f"{said}: {_some(named, 8)}: a Binding's path {rule} (docs/binding.md); rename "
+        f"{them}{shown} to have {them} reviewed"
+    )
+
+
+def _grammar_reason(path: str) -> str:
+    """`' ', U+0020` for the first character a path may not hold, else the rule it breaks."""
+    char = next((c for c in path if c not in PATH_CHARACTERS), None)
+    if char is not None:
+        return f"{char!r}, U+{ord(char):04X}"
+    return path_problem(path) or ""
+
+
+# A run of hyphens, and a hyphen beside a dot: what a rename leaves of a space or an emoji.
+_HYPHENS = re.compile("-{2,}")
+_HYPHENS_BY_DOT = re.compile(r"-(?=\.)|(?<=\.)-")
+
+
+def _grammar_name(path: str) -> str | None:
+    """The test path nearest `path` that a Binding may name (`a b.test.ts` → `a-b.test.ts`,
+    `émoji-🚀.test.ts` → `emoji.test.ts`): accents dropped, every other character a path
+    may not hold a hyphen, none doubled or beside a dot; None when that is no test path."""
+    parts = []
+    for part in (test_name_for(path) or path).split("/"):
+        decomposed = unicodedata.normalize("NFKD", part)
+        kept = "".join(
+            c if c in PATH_CHARACTERS else "-" for c in decomposed if not unicodedata.combining(c)
+        )
+        parts.append(_HYPHENS_BY_DOT.sub("", _HYPHENS.sub("-", kept)).strip("-"))
+    renamed = "/".join(parts)
+    return renamed if path_problem(renamed) is None and is_test_path(renamed) else None
+
+
+def _unreviewable_note(paths: list[str], files: Mapping[str, str]) -> str:
+    """The files bare `bun test` runs by a suffix a Binding's test path does not take."""
+    said, them = _left_out(paths)
     note = (
-        f"{count} bare `bun test` runs left out of the commands: {_some(paths, 8)}: a "
-        f"Binding's test path is {TEST_RULE}; rename {them}{_renames(paths)} to have {them} "
-        "reviewed"
+        f"{said}: {_some(paths, 8)}: a Binding's test path is {TEST_RULE}; rename "
+        f"{them}{_renames(paths)} to have {them} reviewed"
     )
     # Bun parses a .ts file without JSX: `<b>x</b>` there is a type assertion, then a syntax
     # error. A .js file it still reads as JSX, so only a .tsx test needs more than a rename.

@@ -2,11 +2,13 @@
 
 Hints for people, never rules. When a directory holds too many files, the fix names what
 the command's tests (or entry point) reach through `import … from "./…"`, `export … from`,
-`import("./…")` and `require("./…")`, so that `--exclude` can keep exactly those. When a
+`import("./…")` and `require("./…")`, and through a bare specifier a tsconfig.json maps to
+a candidate file (`tsconfigpaths.py`), so that `--exclude` can keep exactly those. When a
 package.json declares packages (never installed for a command), `init` names those some
 file imports by name (`package_imports`), so that it warns about what will fail and not
 about a linter nothing loads. Anything computed at run time is not followed, but the files
-that compute a specifier are named, since what they load is unknown.
+that compute a specifier are named, since what they load is unknown; so are the specifiers
+jigcmd cannot follow (`unfollowed`).
 """
 
 from __future__ import annotations
@@ -17,29 +19,39 @@ from collections.abc import Iterable, Iterator, Mapping, Set
 from dataclasses import dataclass
 
 from jigcmd.policy.sourcetext import SCAN_CHARS, blank, has_jsx, is_source
+from jigcmd.policy.tsconfigpaths import Aliases, Unknown
 
 __all__ = [
     "PackageImports",
+    "Unfollowed",
     "imported_closure",
     "importers",
     "left_out_imports",
     "package_imports",
     "reached_marks",
+    "unfollowed",
 ]
 
 # Every repetition is possessive and its alternatives never overlap, so no part is tried
 # twice from one start: a scan is linear in the text whatever a file holds.
 _SPECIFIER = re.compile(
-    r"""(?:\bfrom\s*+|\bimport\s*+(?:\(\s*+)?|\brequire\s*+\(\s*+)["'](\.{1,2}/[^"'\n]++)["']"""
+    r"""(?:\bfrom\s*+|\bimport\s*+(?:\(\s*+)?|\brequire\s*+\(\s*+)["']([^"'\n]++)["']"""
 )
+_RELATIVE = ("./", "../")
 _SUFFIXES = ("", ".ts", ".tsx", ".js", ".jsx", ".mts", ".mjs", ".cts", ".cjs", ".json")
 _INDEX = ("/index.ts", "/index.tsx", "/index.js", "/index.jsx")
 
 
 def _resolve(importer: str, specifier: str, files: Mapping[str, str]) -> str | None:
+    """The file of `files` a relative `specifier` in `importer` names."""
     base = posixpath.normpath(posixpath.join(posixpath.dirname(importer), specifier))
     if base.startswith("../") or base == "..":
         return None
+    return _file_at(base, files)
+
+
+def _file_at(base: str, files: Mapping[str, str]) -> str | None:
+    """The file of `files` Bun loads for `base`, a path as a specifier names it."""
     for suffix in (*_SUFFIXES, *_INDEX):
         if base + suffix in files:
             return base + suffix
@@ -61,13 +73,13 @@ def importers(files: Mapping[str, str], roots: Iterable[str]) -> dict[str, str]:
     """`imported_closure` with who imports each file: reached path → one file importing it
     ("" for a root). A file given as "" (one too large or not text to read) is reached, and
     its own imports are not known."""
+    follow = _Follow(files)
     seen = {root: "" for root in roots if root in files}
     pending = list(seen)
     while pending:
         importer = pending.pop()
-        for specifier in _SPECIFIER.findall(files[importer]):
-            target = _resolve(importer, specifier, files)
-            if target is not None and target not in seen:
+        for target in follow.imports(importer):
+            if target not in seen:
                 seen[target] = importer
                 pending.append(target)
     return seen
@@ -82,6 +94,8 @@ def left_out_imports(files: Mapping[str, str], left_out: Set[str]) -> dict[str, 
     directories = _tree(entry for entry in left_out if entry.endswith("/"))
     for importer in sorted(path for path in files if is_source(path)):
         for specifier in _SPECIFIER.findall(files[importer]):
+            if not specifier.startswith(_RELATIVE):
+                continue
             base = posixpath.normpath(posixpath.join(posixpath.dirname(importer), specifier))
             entry = _left_out_entry(base, left_out, directories)
             # Resolved only then: a file the candidate holds is what Bun imports first.
@@ -128,10 +142,111 @@ def _left_out_entry(base: str, entries: Set[str], directories: _Tree) -> str | N
     return None
 
 
-def _imports(importer: str, files: Mapping[str, str]) -> list[str]:
-    """The files of `files` that `importer` imports by a relative specifier."""
-    targets = (_resolve(importer, spec, files) for spec in _SPECIFIER.findall(files[importer]))
-    return [target for target in targets if target is not None]
+class _Follow:
+    """Where candidate files' specifiers lead: relative ones, and bare ones a config maps."""
+
+    def __init__(self, files: Mapping[str, str]) -> None:
+        self.files = files
+        self.aliases = Aliases(files)
+
+    def imports(self, importer: str) -> list[str]:
+        """The files of `files` that `importer` imports by a specifier jigcmd follows."""
+        targets = (self.target(importer, spec) for spec in _SPECIFIER.findall(self.files[importer]))
+        return [target for target in targets if target is not None]
+
+    def target(self, importer: str, specifier: str) -> str | None:
+        """The file `specifier` in `importer` names; None for none (a package, say)."""
+        if specifier.startswith(_RELATIVE):
+            return _resolve(importer, specifier, self.files)
+        if package_name(specifier) is None:
+            return None  # absolute, a `#` import or a scheme
+        bases = self.aliases.targets(importer, specifier)
+        if isinstance(bases, Unknown):
+            return None
+        found = (_file_at(base, self.files) for base in bases)
+        return next((path for path in found if path is not None), None)
+
+
+@dataclass(frozen=True)
+class Unfollowed:
+    """A specifier whose file jigcmd cannot tell, where it is, and why, in words."""
+
+    importer: str
+    specifier: str
+    why: str
+
+
+# What Bun itself provides by a bare name (its `node:` modules and `bun`): no file.
+_BUILTINS = frozenset(
+    [
+        "assert",
+        "async_hooks",
+        "buffer",
+        "bun",
+        "child_process",
+        "cluster",
+        "console",
+        "constants",
+        "crypto",
+        "dgram",
+        "diagnostics_channel",
+        "dns",
+        "domain",
+        "events",
+        "fs",
+        "http",
+        "http2",
+        "https",
+        "inspector",
+        "module",
+        "net",
+        "os",
+        "path",
+        "perf_hooks",
+        "process",
+        "punycode",
+        "querystring",
+        "readline",
+        "repl",
+        "stream",
+        "string_decoder",
+        "sys",
+        "timers",
+        "tls",
+        "trace_events",
+        "tty",
+        "undici",
+        "url",
+        "util",
+        "v8",
+        "vm",
+        "wasi",
+        "worker_threads",
+        "ws",
+        "zlib",
+    ]
+)
+
+
+def unfollowed(files: Mapping[str, str], paths: Iterable[str]) -> list[Unfollowed]:
+    """The specifiers in `paths` (files of `files`) that may name a candidate file jigcmd
+    cannot tell: a `#` import (package.json `imports`), and a bare one under a config
+    `tsconfigpaths` cannot read (a Node built-in aside)."""
+    follow = _Follow(files)
+    found: list[Unfollowed] = []
+    for importer in sorted(path for path in paths if path in files and is_source(path)):
+        for specifier in dict.fromkeys(_SPECIFIER.findall(files[importer])):
+            if specifier.startswith("#"):
+                why = 'a package.json "imports" specifier'
+                found.append(Unfollowed(importer, specifier, why))
+                continue
+            name = package_name(specifier)
+            if name is None or name in _BUILTINS or specifier.startswith(_RELATIVE):
+                continue
+            bases = follow.aliases.targets(importer, specifier)
+            if isinstance(bases, Unknown):
+                found.append(Unfollowed(importer, specifier, bases.why))
+    return found
 
 
 def reached_marks(
@@ -144,6 +259,7 @@ def reached_marks(
     files that import each other reach the same files), so each file is read and each of its
     specifiers resolved once, where a closure per root would be quadratic in a barrel layout.
     """
+    follow = _Follow(files)
     order: dict[str, int] = {}  # file -> when the walk came to it
     low: dict[str, int] = {}  # the earliest file on `stack` it is known to reach
     partial: dict[str, int] = {}  # marks gathered so far, for a file whose component is open
@@ -154,7 +270,7 @@ def reached_marks(
         order[path] = low[path] = len(order)
         partial[path] = marks.get(path, 0)
         stack.append(path)
-        return path, iter(_imports(path, files))
+        return path, iter(follow.imports(path))
 
     for root in roots:
         if root not in files or root in order:

@@ -11,6 +11,8 @@ import re
 from jigcmd.contract import LOCAL_NAME_MAX_CHARS, LOCAL_NAME_PATTERN, PATH_MAX_BYTES
 
 __all__ = [
+    "PATH_CHARACTERS",
+    "PATH_CHARACTERS_SAID",
     "PATH_MAX_COMPONENTS",
     "RESERVED_COMPONENTS",
     "is_local_name",
@@ -24,6 +26,9 @@ PATH_MAX_COMPONENTS = 16
 RESERVED_COMPONENTS = frozenset({"node_modules", ".git", ".jig"})
 
 _ALLOWED = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_./-")
+# The characters a path may hold, as a set and in words.
+PATH_CHARACTERS = _ALLOWED
+PATH_CHARACTERS_SAID = "ASCII letters, digits, '_', '.', '/' and '-'"
 _FIRST = _ALLOWED - frozenset("./-")
 _LOCAL_NAME = re.compile(LOCAL_NAME_PATTERN)
 
@@ -40,7 +45,7 @@ def path_problem(path: str) -> str | None:
         if char not in _ALLOWED:
             return (
                 f"path contains forbidden character {char!r} (U+{ord(char):04X}) at index {index}; "
-                "allowed are ASCII letters, digits, '_', '.', '/' and '-'"
+                f"allowed are {PATH_CHARACTERS_SAID}"
             )
     if len(path) > PATH_MAX_BYTES:  # ASCII only by now, so characters are bytes
         return f"path is {len(path)} bytes, more than {PATH_MAX_BYTES}"
