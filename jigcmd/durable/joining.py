@@ -16,6 +16,7 @@ yet (`recovery.pending`) is waited on as an open one: its run may still live.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -124,7 +125,7 @@ async def _wait_closed(
             return await _fenced(journal, joiner)
         fencing = pending(row) or owner.fencing
         if cancel is not None and cancel.is_set() and not cancel.deadline_passed():
-            raise await _left(journal, joiner, cancelled=True, fencing=fencing)
+            raise await _left(journal, joiner, row, cancelled=True, fencing=fencing)
         remaining = deadline - time.monotonic()
         # A stop for the last waiting caller's deadline ends the wait as its own would.
         if remaining <= 0 or (cancel is not None and cancel.deadline_passed()):
@@ -132,7 +133,9 @@ async def _wait_closed(
                 # The work is stopped at this very deadline: its outcome is this one's too.
                 deadline, stopping = time.monotonic() + _STOPPING_S, True
                 continue
-            raise await _left(journal, joiner, cancelled=False, stopping=stopping, fencing=fencing)
+            raise await _left(
+                journal, joiner, row, cancelled=False, stopping=stopping, fencing=fencing
+            )
         with anyio.move_on_after(min(_JOIN_POLL_S, remaining)):
             await (anyio.sleep_forever() if cancel is None else cancel.wait())
         row = await _read(journal, joiner)
@@ -168,45 +171,89 @@ def _not_earlier(joiner: Joiner, row: Row) -> bool:
 async def _left(
     journal: Journal,
     joiner: Joiner,
+    row: Row,
     *,
     cancelled: bool,
     stopping: bool = False,
     fencing: bool = False,
 ) -> JigError:
-    """This joiner's own end (not the operation's), in words true of what happens there."""
+    """This joiner's own end (not the operation's), in words true of what it knows happens
+    there (the open `row` as it last read it)."""
     op = joiner.operation_id
+    code = Code.CANCELLED if cancelled else Code.DEADLINE_EXCEEDED
     if fencing:
         # Its server is gone and a recovery pass is fencing its run (it goes on regardless).
         ended = "cancelled" if cancelled else "the deadline passed"
         return JigError(
-            Code.CANCELLED if cancelled else Code.DEADLINE_EXCEEDED,
+            code,
             f"{ended} while the run of operation {op!r}, whose server is gone, was being "
             "fenced by recovery; send it again for its recorded outcome",
         )
+    over = _run_over(row)
+    if over is not None:
+        ended = "cancelled while waiting" if cancelled else "the deadline passed"
+        return JigError(code, f"{ended}; {over}; send it again for its recorded outcome")
     if stopping:
         return JigError(
-            Code.DEADLINE_EXCEEDED,
+            code,
             f"the deadline passed, and operation {op!r}, run elsewhere to that same deadline, "
             f"was not closed {_STOPPING_S:g} s later (its server may not have recorded its "
             "outcome yet); send it again for its recorded outcome",
         )
+    if not row.cgroup_paths:
+        return await _left_unseen(journal, joiner, cancelled=cancelled)
     ended = (
         f"cancelled while waiting for operation {op!r}, which is still running elsewhere"
         if cancelled
         else f"the deadline passed while operation {op!r} was still running elsewhere"
     )
     if await others_waiting(journal, op, root_run=joiner.root_run):
-        code = Code.CANCELLED if cancelled else Code.DEADLINE_EXCEEDED
         return JigError(
             code, f"{ended}; it goes on there for its other callers (send it again to join it)"
         )
     # No other process waits: the process running it keeps it only for a caller of its own,
     # which this one cannot see; without one it stops the work, CANCELLED recorded.
     return JigError(
-        Code.CANCELLED if cancelled else Code.DEADLINE_EXCEEDED,
+        code,
         f"{ended}; no caller waits for it in another process, so it is being stopped "
         "(CANCELLED recorded) unless a caller in the process running it still waits for it",
     )
+
+
+def _run_over(row: Row) -> str | None:
+    """What the open `row` proves of a run that is over (its server yet to close the row);
+    None when its run may still be running (its envelope there, or none recorded)."""
+    op = row.operation_id
+    if row.result is not None:
+        # Written only once the command ended; its close waits on the cleanup or the disk.
+        return (
+            f"operation {op!r} ended elsewhere and its evidence is recorded, but its server "
+            "has not closed its row yet"
+        )
+    # Its envelope's cgroup, made before the run and removed once its tree is gone (the
+    # supervisor, the server's zygote, outlives it): nothing of the run is left without it.
+    if not row.cgroup_paths or any(os.path.exists(path) for path in row.cgroup_paths):
+        return None
+    return (
+        f"operation {op!r} ran elsewhere and its envelope is gone, but its server has not "
+        "recorded its outcome yet"
+    )
+
+
+async def _left_unseen(journal: Journal, joiner: Joiner, *, cancelled: bool) -> JigError:
+    """`_left` for a row naming no envelope: whether it runs, or ran, is not known here."""
+    op = joiner.operation_id
+    ended = "cancelled while waiting" if cancelled else "the deadline passed"
+    ended += f" for operation {op!r}, open elsewhere with no envelope recorded for it"
+    if await others_waiting(journal, op, root_run=joiner.root_run):
+        then = "whatever runs of it goes on there for its other callers (send it again to join it)"
+    else:
+        then = (
+            "no caller waits for it in another process, so whatever runs of it is stopped "
+            "unless a caller in that process still waits for it"
+        )
+    code = Code.CANCELLED if cancelled else Code.DEADLINE_EXCEEDED
+    return JigError(code, f"{ended}; {then}")
 
 
 @asynccontextmanager

@@ -70,11 +70,11 @@ class Ownership:
         self.reservations = reservations
         # Callers of this process waiting for a slot, first come, first served.
         self.slots = SlotQueue(self._take_slot, reservations.exhausted_message)
-        # Closes rows whose evidence is already durable, as their answer goes out.
-        self._closer = RowCloser()
-        # Rows of ours whose outcome the journal could not write: answered, not joined, and
-        # closed uncertain as soon as the journal takes a write again (`LeftOpen`).
+        # Rows of ours answered but not closed (their outcome unwritten, or only their close
+        # refused): closed as answered as soon as the journal takes a write again.
         self._left_open = LeftOpen(journal)
+        # Closes rows whose evidence is already durable, as their answer goes out.
+        self._closer = RowCloser(self._left_open)
         # What fences the run of a dead server a caller here joined (None: no cgroups).
         self.backend: CgroupBackend | None = None
 
@@ -365,9 +365,10 @@ class Ownership:
         When `recorded` (from `record_evidence`) holds these very bytes, the evidence is
         durable once its sync lands, and only the close is left (cleanup proved, the report):
         it is made at once, before the answer, without an fsync (`RowCloser.close`). A close
-        lost to a crash or a power cut is re-derived: the row is open with its evidence, and
-        recovery closes it `done` once it proves the cleanup (`Journal.close_lost`). A replay
-        meanwhile joins until it closes.
+        a full disk refuses is retried while this server lives and at its exit (`LeftOpen`);
+        one lost to a crash or a power cut is re-derived: the row is open with its evidence,
+        and recovery closes it `done` once it proves the cleanup (`Journal.close_lost`). A
+        replay meanwhile joins until it closes.
         """
         data = _encoder.encode(result.evidence)
         ended = unix_ms()
@@ -384,7 +385,7 @@ class Ownership:
             ended_unix_ms=ended,
         )
         if recorded is not None and recorded.data == data and await synced(self.journal, recorded):
-            self._closer.close(operation_id, close)
+            self._closer.close((root_run, operation_id), close)
             return ended
         try:
             await anyio.to_thread.run_sync(close)

@@ -2,10 +2,12 @@
 
 The close (cleanup proved, the resource report) is the last write of a completed run, made as
 its answer goes out. It never decides what the caller hears: the evidence was durable first,
-so a close lost to a full disk or a crash is re-derived by recovery (`Journal.close_lost`).
-A row whose outcome could not be written at all was answered UNCERTAIN: `LeftOpen` closes it
-so, in the words answered, as soon as the journal takes a write again: at this server's next
-write, or by its own retries while the server lives idle, or at its exit.
+so a close lost to a crash is re-derived by recovery (`Journal.close_lost`); one the disk keeps
+refusing past the closer's quick tries is handed to `LeftOpen`. A row whose outcome could not
+be written at all was answered UNCERTAIN. `LeftOpen` closes both as they were answered (`done`
+with the evidence, or uncertain in the words answered) as soon as the journal takes a write
+again: at this server's next write, or by its own retries while the server lives idle, or at
+its exit.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import logging
 import sqlite3
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from functools import partial
 from typing import NamedTuple
@@ -41,20 +44,25 @@ _LEFT_OPEN_RETRY_S = (0.25, 0.5, 1.0, 2.0, 4.0)
 class RowCloser:
     """Closes rows whose evidence is durable: here when it can, else in its one thread."""
 
-    def __init__(self) -> None:
+    def __init__(self, left_open: LeftOpen) -> None:
         self._closer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="jigcmd-closer")
+        # Where a close the disk keeps refusing goes on being retried (and at exit).
+        self._left_open = left_open
 
     def shutdown(self) -> None:
-        """Finish the closes still pending (each retried as `_close_row` says)."""
+        """Finish the closes still pending (each retried as `_close_row` says; before
+        `LeftOpen.shutdown`, which retries those given up once more)."""
         self._closer.shutdown(wait=True)
 
-    def close(self, operation_id: str, close: Close) -> None:
+    def close(self, key: tuple[str, str], close: Close) -> None:
         """Close a row whose evidence is durable, here and without waiting; else in a thread.
 
-        Unsynced and uncontended this is one quick local commit, cheaper than the hop to
-        the closer thread and its wake-ups (docs/performance.md); a close that would wait
-        for another writer, or fails, goes to the closer thread, which retries it.
+        `key` is the row's (run, operation id). Unsynced and uncontended this is one quick
+        local commit, cheaper than the hop to the closer thread and its wake-ups
+        (docs/performance.md); a close that would wait for another writer, or fails, goes
+        to the closer thread, which retries it.
         """
+        operation_id = key[1]
         try:
             # No fsync: the evidence is durable already, with a statement signed before the
             # cleanup was proved; this one replaces it.
@@ -63,24 +71,25 @@ class RowCloser:
             logger.info("closing the journal row of %s at once failed: %s", operation_id, exc)
             closed = None
         if closed is None:
-            closing = self._closer.submit(self._close_row, operation_id, close)
+            closing = self._closer.submit(self._close_row, key, close)
             closing.add_done_callback(_report_close_failure)
 
-    def _close_row(self, operation_id: str, close: Close) -> bool:
+    def _close_row(self, key: tuple[str, str], close: Close) -> None:
         """Close a row whose evidence is durable (in the closer thread), retrying failures.
 
         Reached when the close at once would have waited or failed: each try here waits for
-        the writer. A close that keeps failing leaves the row open with its evidence:
-        joiners wait only until their own deadline, and recovery closes it `done` once this
-        server is gone.
+        the writer. A close that keeps failing (a disk full for longer) goes to `LeftOpen`,
+        retried while this server lives and at its exit; the row stays open with its
+        evidence meanwhile, and recovery closes it `done` if this server dies first.
         """
+        operation_id = key[1]
         for attempt, pause in enumerate((0.0, *_CLOSE_RETRY_S), start=1):
             time.sleep(pause)
             try:
                 # The first try still skips the fsync, as the close at once did.
                 closed = close(durable=attempt > 1)
                 assert closed is not None  # a waiting write always writes or raises
-                return closed
+                return
             except JOURNAL_FAILURES as exc:
                 logger.warning(
                     "closing the journal row of %s failed (attempt %d): %s",
@@ -88,39 +97,39 @@ class RowCloser:
                     attempt,
                     exc,
                 )
-                last = exc
-        raise last
+        logger.warning("the journal row of %s is closed once the journal takes it", operation_id)
+        self._left_open.add_close(key, close)
 
 
-def _report_close_failure(closing: Future[bool]) -> None:
+def _report_close_failure(closing: Future[None]) -> None:
     error = closing.exception()
     if error is not None:
-        # The row stays open with its durable evidence; recovery closes it (done) later.
+        # Not a journal failure (those go to `LeftOpen`): the row stays open with its durable
+        # evidence, and recovery closes it (done) once this server is gone.
         logger.warning("closing a journal row after its answer failed: %s", error)
 
 
-class _Answered(NamedTuple):
-    """The UNCERTAIN a left-open row was answered with (when), and whether its cleanup was
-    proved."""
+class _Left(NamedTuple):
+    """A left-open row: the UNCERTAIN it was answered (None: its evidence), and its close."""
 
-    message: str
-    cleanup_proved: bool
-    ended_unix_ms: int
+    uncertain: str | None
+    close: Callable[[], object]
 
 
 class LeftOpen:
-    """This server's rows whose outcome the journal could not write, answered UNCERTAIN.
+    """This server's answered rows the journal would not close: their outcome unwritten
+    (answered UNCERTAIN), or their evidence durable and only the close refused (`add_close`).
 
-    Open, yet run nowhere: until closed, this server answers a retry its UNCERTAIN (not a
-    join), and `close_all` closes them uncertain in those words, so that every other process
-    (`jigcmd runs`, doctor, another serve) sees them ended, and a replay says the same. A
-    thread of its own retries that close while any is left, so an idle server's rows end as
-    soon as space returns, not at its next call or exit (`shutdown` stops it).
+    Open, yet run nowhere: until closed, this server answers a retry of an UNCERTAIN one its
+    UNCERTAIN (not a join), and `close_all` closes each as it was answered, so that every
+    other process (`jigcmd runs`, doctor, another serve) sees them ended, and a replay says
+    the same. A thread of its own retries that close while any is left, so an idle server's
+    rows end as soon as space returns, not at its next call or exit (`shutdown` stops it).
     """
 
     def __init__(self, journal: Journal) -> None:
         self._journal = journal
-        self._rows: dict[tuple[str, str], _Answered] = {}
+        self._rows: dict[tuple[str, str], _Left] = {}
         # Guards `_rows` and `_retrier`, held briefly (an event loop takes it in `add`).
         self._guard = threading.Lock()
         # One close at a time: the retry thread's, a call's and the exit's.
@@ -134,8 +143,25 @@ class LeftOpen:
     def add(self, key: tuple[str, str], error: JigError, *, cleanup_proved: bool) -> None:
         """Remember the row of (run, operation id) `key`, answered `error` (UNCERTAIN)."""
         assert error.ended_unix_ms is not None
+        close = partial(
+            self._journal.mark_uncertain,
+            key[1],
+            root_run=key[0],
+            reason=error.message,
+            cleanup_complete=cleanup_proved,
+            problems="" if cleanup_proved else error.message,
+            ended_unix_ms=error.ended_unix_ms,
+        )
+        self._keep(key, _Left(error.message, close))
+
+    def add_close(self, key: tuple[str, str], close: Close) -> None:
+        """Remember the row of `key`, answered its durable evidence, and its refused `close`."""
+        # With the fsync now: the statement it replaces was synced with the evidence.
+        self._keep(key, _Left(None, partial(close, durable=True)))
+
+    def _keep(self, key: tuple[str, str], left: _Left) -> None:
         with self._guard:
-            self._rows[key] = _Answered(error.message, cleanup_proved, error.ended_unix_ms)
+            self._rows[key] = left
             if self._stopped.is_set() or self._retrier is not None:
                 return
             self._retrier = threading.Thread(
@@ -144,10 +170,11 @@ class LeftOpen:
             self._retrier.start()
 
     def answered(self, key: tuple[str, str]) -> str | None:
-        """The UNCERTAIN the row of `key` was answered with, while it is left open; else None."""
+        """The UNCERTAIN the row of `key` was answered with, while it is left open; else None
+        (a row left open with its evidence is joined: it closes `done`)."""
         with self._guard:
             found = self._rows.get(key)
-        return None if found is None else found.message
+        return None if found is None else found.uncertain
 
     def shutdown(self) -> None:
         """Stop the retries, then close the rows still left open (blocking; before the
@@ -173,20 +200,14 @@ class LeftOpen:
                     return
 
     def close_all(self) -> None:
-        """Close each left-open row uncertain (blocking); stop at the first write that fails."""
+        """Close each left-open row as answered (blocking); stop at the first write that fails."""
         with self._closing:
             with self._guard:
                 rows = list(self._rows.items())
-            for (root_run, operation_id), answered in rows:
+            for (root_run, operation_id), left in rows:
                 try:
-                    self._journal.mark_uncertain(
-                        operation_id,
-                        root_run=root_run,
-                        reason=answered.message,
-                        cleanup_complete=answered.cleanup_proved,
-                        problems="" if answered.cleanup_proved else answered.message,
-                        ended_unix_ms=answered.ended_unix_ms,
-                    )
+                    # Written only while the row is open: a close recovery made stays.
+                    left.close()
                 except JOURNAL_FAILURES as exc:
                     # Still no room: tried again by the retries, at the next write, at exit,
                     # else by recovery.

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from jigcmd.clock import unix_ms
 from tests.faults.disk import SmallDisk, mounted
 from tests.lifetime.candidates import cli_input
 from tests.lifetime.frames import flow_call
@@ -73,3 +74,28 @@ def test_an_unrecorded_outcome_ends_for_a_joiner_in_another_server(
     second = rig.serve()
     second.send({**call, "id": "call-2"})
     assert second.answer("call-2")["error"] == error
+
+
+def test_a_joiner_elsewhere_is_not_told_an_ended_run_still_runs(
+    state_disk: SmallDisk, rig: Rig
+) -> None:
+    """While the disk stays full, a joiner whose deadline is earlier than the run's hears that
+    the run ended unrecorded, never that it runs and is being stopped (CANCELLED recorded)."""
+    # Both before the disk fills: on a full one a journal may not open (its `-shm` index).
+    first, second = rig.serve(), rig.serve()
+    token = f"tok-{uuid.uuid4().hex}"
+    call = flow_call("call-1", "op-1", cli_input(_LATE_AND_LOUD, token))
+    first.send(call)
+    failsafe = time.monotonic() + _FAILSAFE_S
+    while "op-1  running" not in _runs(rig.state_dir) and time.monotonic() < failsafe:
+        time.sleep(0.05)
+    state_disk.fill()
+    assert first.answer("call-1")["error"]["data"]["code"] == "UNCERTAIN"
+    params = {**call["params"], "deadlineUnixMs": unix_ms() + 2000}
+    second.send({**call, "id": "call-2", "params": params})
+    error = second.answer("call-2")["error"]
+    assert error["data"]["code"] == "DEADLINE_EXCEEDED", error
+    assert "has not recorded its outcome" in error["message"], error
+    assert "still running" not in error["message"], error
+    assert "CANCELLED" not in error["message"], error
+    state_disk.free()
