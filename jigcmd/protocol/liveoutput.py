@@ -3,12 +3,13 @@
 Fed every piece of output the server reads (past the cap, only the ends it reads between
 what it drops, each marked as following a gap); keeps only the last complete non-blank line
 (at most `_LINE_MAX` bytes) and, for `bun test`, how many lines began `(pass) ` or
-`(fail) `. The candidate prints those lines, so the message says they are its console's,
-not a verified count. Each piece costs a few bulk operations on its bytes, never a step
-per line: a candidate printing short lines must not make the host work per line (it once
-cost the server 500 times the candidate's CPU). The line is decoded and cleaned (control
-characters stripped, bidi controls and line separators escaped as in a result's text,
-`inert.one_line`, at most `MESSAGE_CHARS`) only when a message is made, every 0.5 s.
+`(fail) ` on each stream until that stream was cut. The candidate prints those lines, so
+the message says they are its console's, not a verified count. Each piece costs a few bulk
+operations on its bytes, never a step per line: a candidate printing short lines must not
+make the host work per line (it once cost the server 500 times the candidate's CPU). The
+line is decoded and cleaned (control characters stripped, bidi controls and line
+separators escaped as in a result's text, `inert.one_line`, at most `MESSAGE_CHARS`) only
+when a message is made, every 0.5 s.
 """
 
 from __future__ import annotations
@@ -43,8 +44,8 @@ class LiveOutput:
         self._shown = ""
         self.passed = 0
         self.failed = 0
-        # Whether output went uncounted (dropped unread past the cap).
-        self.cut = False
+        # The streams whose output went uncounted (dropped unread past the cap).
+        self._cut: set[str] = set()
 
     def feed(self, stream: str, chunk: bytes, whole: bool = True) -> None:
         """One piece of output of `stream` ("stdout" or "stderr"); `whole`: nothing was
@@ -52,8 +53,8 @@ class LiveOutput:
         if not whole:
             self._partial[stream] = None
             self._carry[stream] = b""
-            self.cut = True
-        if self._tests and not self.cut:
+            self._cut.add(stream)
+        if self._tests and stream not in self._cut:
             probe = self._carry.get(stream, b"\n") + chunk
             self.passed += probe.count(_PASS)
             self.failed += probe.count(_FAIL)
@@ -77,7 +78,7 @@ class LiveOutput:
     def message(self) -> str:
         """What the next progress notification says."""
         if self._tests and (self.passed or self.failed):
-            when = "before its output was cut" if self.cut else "so far"
+            when = _count_ends(self._cut)
             return (
                 f"its console printed {self.passed} '(pass)' and {self.failed} '(fail)' lines "
                 f"{when} (not a verified count)"
@@ -86,6 +87,15 @@ class LiveOutput:
         if shown:
             self._shown = shown
         return self._shown or "running"
+
+
+def _count_ends(cut: set[str]) -> str:
+    """Where the count stands: each stream's count stops where that stream was cut."""
+    if not cut:
+        return "so far"
+    if len(cut) == 1:
+        return f"so far, not counting {next(iter(cut))} past where it was cut"
+    return "before its output was cut"
 
 
 def _clean(raw: bytes) -> str:

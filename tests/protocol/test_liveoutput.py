@@ -58,7 +58,7 @@ def test_past_a_gap_the_count_stops_and_a_cut_line_is_not_shown() -> None:
     live = LiveOutput(tests=True)
     live.feed("stderr", b"(pass) a\nhead of a line")
     live.feed("stderr", b"ss) b\n(pass) c\nlast whole line\n", False)
-    assert live.message() == _counted(1, 0, "before its output was cut")
+    assert live.message() == _counted(1, 0, "so far, not counting stderr past where it was cut")
     plain = LiveOutput(tests=False)
     plain.feed("stdout", b"kept\nhead of a line")
     plain.feed("stdout", b"end of another\n", False)
@@ -85,3 +85,23 @@ def test_a_flood_of_short_lines_costs_a_few_bulk_operations_a_piece(
     assert cleaned == []
     assert live.message() == "x"
     assert cleaned == [b"x"]
+
+
+def test_a_cut_on_one_stream_leaves_the_other_counted_and_names_the_cut_one() -> None:
+    """Bun prints `(pass)` on stderr: console noise dropped past stdout's cap stops nothing."""
+    live = LiveOutput(tests=True)
+    live.feed("stderr", b"(pass) a\n")
+    live.feed("stdout", b"debug noise\n", False)
+    live.feed("stdout", b"(pass) dropped from view on stdout\n", False)
+    live.feed("stderr", b"(pass) b\n(fail) c\n")
+    assert live.message() == _counted(2, 1, "so far, not counting stdout past where it was cut")
+    live.feed("stderr", b"(pass) d\n", False)
+    assert live.message() == _counted(2, 1, "before its output was cut")
+
+
+def test_a_count_begun_after_the_other_stream_was_cut_is_still_made() -> None:
+    """Noise first: stdout is cut before stderr prints its first `(pass)`."""
+    live = LiveOutput(tests=True)
+    live.feed("stdout", b"noise\n", False)
+    live.feed("stderr", b"(pass) a\n(pass) b\n")
+    assert live.message() == _counted(2, 0, "so far, not counting stdout past where it was cut")
