@@ -81,3 +81,10 @@ def test_noise_past_stdout_s_cap_leaves_the_stderr_count_going(tmp_path: Path) -
         if "cut" in when
     ), told
     assert all(failed == 0 for _p, failed in cut), told
+
+
+def test_a_line_that_cleans_to_nothing_leaves_the_line_before_it_told(tmp_path: Path) -> None:
+    binding = admit_example(tmp_path)
+    told = _told(binding, tmp_path / "state", "cli", {"src/cli.ts": STALE})
+    assert "compiling step 7 of 9" in told, told
+    assert "running" not in told, told

@@ -105,3 +105,54 @@ def test_a_count_begun_after_the_other_stream_was_cut_is_still_made() -> None:
     live.feed("stdout", b"noise\n", False)
     live.feed("stderr", b"(pass) a\n(pass) b\n")
     assert live.message() == _counted(2, 0, "so far, not counting stdout past where it was cut")
+
+
+def test_a_line_that_cleans_to_nothing_leaves_the_last_line_that_says_something() -> None:
+    """A colour reset on its own line after the real one, in the same read or the next."""
+    live = LiveOutput(tests=False)
+    live.feed("stdout", b"compiling step 7 of 9\n\x1b[0m\n")
+    assert live.message() == "compiling step 7 of 9"
+    live.feed("stdout", b"linking\n")
+    live.feed("stderr", b"\x07\n")
+    live.feed("stdout", b"\x1b[2K\x1b[1G\n")
+    assert live.message() == "linking"
+    live.feed("stdout", b"\x1b[0m\n")
+    assert live.message() == "linking"
+
+
+def test_a_line_ending_a_stream_s_unterminated_one_is_found_behind_empty_ones() -> None:
+    live = LiveOutput(tests=False)
+    live.feed("stdout", b"hal")
+    live.feed("stdout", b"f a line\n\x1b[0m\n\x1b[0m\n")
+    assert live.message() == "half a line"
+
+
+def test_blank_lines_after_the_last_line_hide_nothing() -> None:
+    live = LiveOutput(tests=False)
+    live.feed("stdout", b"done\n" + b" \r\n" * 100)
+    assert live.message() == "done"
+
+
+def test_a_flood_of_lines_that_clean_to_nothing_is_cleaned_a_bounded_number_of_times(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Walking back to a line worth showing stops after a few lines, never per line."""
+    cleaned: list[bytes] = []
+    clean = liveoutput._clean
+
+    def counted(raw: bytes) -> str:
+        cleaned.append(raw)
+        return clean(raw)
+
+    monkeypatch.setattr(liveoutput, "_clean", counted)
+    live = LiveOutput(tests=False)
+    live.feed("stdout", b"before the flood\n")
+    assert live.message() == "before the flood"
+    for _ in range(16):
+        live.feed("stdout", b"\x1b[0m\n" * 16384)
+    cleaned.clear()
+    assert live.message() == "before the flood"
+    assert 0 < len(cleaned) <= 16
+    cleaned.clear()
+    assert live.message() == "before the flood"
+    assert cleaned == []
