@@ -33,7 +33,7 @@ from jigcmd.envelope.api import EnvelopeFailure, Executor
 from jigcmd.envelope.cgroups import CgroupBackend
 from jigcmd.envelope.delegation import DelegationError
 from jigcmd.envelope.native import NativeExecutor
-from jigcmd.frontends.diagnosis.usernsgate import UserNamespaceUnavailable
+from jigcmd.frontends.diagnosis.usernsgate import EnvelopeUnavailable, UserNamespaceUnavailable
 from jigcmd.journal.schema import SchemaError
 from jigcmd.journal.store import JournalError, JournalUnusable
 from jigcmd.plan import Limits
@@ -282,6 +282,7 @@ STARTUP_ERRORS: tuple[type[Exception], ...] = (
     StateDirError,
     DelegationError,
     UserNamespaceUnavailable,
+    EnvelopeUnavailable,
     JournalError,
     JournalUnusable,
     SchemaError,

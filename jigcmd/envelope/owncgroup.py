@@ -13,11 +13,16 @@ import posixpath
 import shlex
 from collections.abc import Callable
 
+from jigcmd.envelope.cgroups import CgroupBackend
+from jigcmd.envelope.cgroups.v1 import V1Backend
+from jigcmd.envelope.cgroups.v2 import V2Backend
+
 __all__ = [
     "cgroupfs_fix",
     "chowned_without_r",
     "read_only",
     "read_only_fix",
+    "read_only_mount",
     "read_only_reason",
     "unwritable_files",
 ]
@@ -40,6 +45,17 @@ def read_only(directory: str) -> bool:
         return bool(os.statvfs(directory).f_flag & os.ST_RDONLY)
     except OSError:
         return False
+
+
+def read_only_mount(backend: CgroupBackend) -> str | None:
+    """The first of the backend's cgroup mounts that is read-only (None: all writable)."""
+    if isinstance(backend, V2Backend):
+        mounts = [backend.mount]
+    elif isinstance(backend, V1Backend):
+        mounts = [*backend.hierarchies.values(), *([backend.unified] if backend.unified else [])]
+    else:
+        return None
+    return next((mount for mount in mounts if read_only(mount)), None)
 
 
 def read_only_reason(directory: str) -> str:

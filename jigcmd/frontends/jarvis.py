@@ -27,7 +27,7 @@ from jigcmd.envelope.api import EnvelopeFailure
 from jigcmd.envelope.cgroups import CgroupBackend, CgroupUnavailable, read_mounts
 from jigcmd.envelope.delegation import DelegationError
 from jigcmd.envelope.native import NativeExecutor
-from jigcmd.frontends.diagnosis.usernsgate import UserNamespaceUnavailable
+from jigcmd.frontends.diagnosis.usernsgate import EnvelopeUnavailable, UserNamespaceUnavailable
 from jigcmd.frontends.retaining import keep_pruning
 from jigcmd.jarvis.app import allowed_hosts, create_app
 from jigcmd.jarvis.auth import ConfigError, Credentials, load_credentials
@@ -110,6 +110,7 @@ _SETUP_ERRORS = (
     LoopbackError,
     DelegationError,
     UserNamespaceUnavailable,
+    EnvelopeUnavailable,
     CgroupUnavailable,
 )
 
