@@ -128,3 +128,15 @@ def test_a_read_only_cgroup2_mount_is_refused_at_start_with_its_fix(tmp_path: Pa
     (at,) = [i for i, text in enumerate(lines) if text[6:].startswith("cgroups ")]
     assert lines[at].startswith("FAIL  cgroups") and reason in lines[at], lines
     assert "mount -o remount,rw /sys/fs/cgroup" in lines[at + 1], lines
+
+
+def test_a_zygote_that_cannot_start_says_the_step_not_a_python_class(tmp_path: Path) -> None:
+    """Root without CAP_SYS_ADMIN (not a container): run fails closed naming the staging
+    step and the kernel's words, never "StagingError: [Errno 1]" or "OSError: cgroups:"."""
+    without = ("setpriv", "--bounding-set", "-sys_admin", "--inh-caps", "-sys_admin")
+    done = _fronts(tmp_path, without, ("run",))["run"]
+    said = done.stdout + done.stderr
+    assert done.returncode == 3, said
+    assert "Operation not permitted" in said, said
+    for leak in ("StagingError", "PrivilegeError", "OSError", "[Errno"):
+        assert leak not in said, (leak, said)
