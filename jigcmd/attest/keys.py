@@ -22,6 +22,7 @@ from __future__ import annotations
 import base64
 import binascii
 import contextlib
+import errno
 import hashlib
 import os
 import secrets
@@ -407,6 +408,12 @@ def _make_host_key(state_dir: Path, path: Path) -> None:
     try:
         _write_whole(path, pem, 0o600, replace=False)
     except OSError as exc:
+        if exc.errno == errno.EROFS:
+            # The mount is the cause, in the words run and serve use for their journal.
+            raise SigningKeyError(
+                f"signing key {path}: cannot be made: the filesystem holding {state_dir} is "
+                "mounted read-only; fix: remount it read-write, or pass another --state-dir"
+            ) from exc
         raise SigningKeyError(
             f"signing key {path}: cannot be made in {state_dir}: {exc.strerror}"
         ) from exc

@@ -34,7 +34,7 @@ from jigcmd.envelope.cgroups import CgroupBackend
 from jigcmd.envelope.delegation import DelegationError
 from jigcmd.envelope.native import NativeExecutor
 from jigcmd.frontends.diagnosis.procgate import ProcUnavailable
-from jigcmd.frontends.diagnosis.usernsgate import UserNamespaceUnavailable
+from jigcmd.frontends.diagnosis.usernsgate import EnvelopeUnavailable, UserNamespaceUnavailable
 from jigcmd.journal.schema import SchemaError
 from jigcmd.journal.store import JournalError, JournalUnusable
 from jigcmd.plan import Limits
@@ -287,6 +287,7 @@ STARTUP_ERRORS: tuple[type[Exception], ...] = (
     DelegationError,
     UserNamespaceUnavailable,
     ProcUnavailable,
+    EnvelopeUnavailable,
     JournalError,
     JournalUnusable,
     SchemaError,

@@ -26,6 +26,7 @@ import shlex
 from collections.abc import Callable
 from contextvars import ContextVar
 
+from jigcmd.envelope import owncgroup
 from jigcmd.envelope.cgroupbase import base_problem, configured_base, delegated_step, owners_of
 from jigcmd.envelope.cgroups import CgroupBackend, CgroupUnavailable, detect
 from jigcmd.envelope.cgroups import files as cgroupfs
@@ -258,9 +259,8 @@ def this_command() -> str:
 def _delegated_v2(root: str, euid: int, move_self: bool, for_jobs: bool) -> str:
     own = own_cgroup_v2()
     hint = (
-        "run jigcmd in a delegated cgroup, e.g. `systemd-run --user --scope -p Delegate=yes "
-        f"{this_command()}` (or set --cgroup-base to a cgroup2 directory you own with memory, "
-        "pids and cpu available)"
+        f"{_delegate_hint(root, euid)} (or set --cgroup-base to a cgroup2 directory you own "
+        "with memory, pids and cpu available)"
     )
     if own is None:
         raise DelegationError(f"this process is in no cgroup2 hierarchy; {hint}")
@@ -268,14 +268,40 @@ def _delegated_v2(root: str, euid: int, move_self: bool, for_jobs: bool) -> str:
     if os.path.basename(here) == _SERVER_LEAF:
         # Already moved (a child of a server that did it, or a restart in the same scope).
         here = os.path.dirname(here)
+    if owncgroup.read_only(here):
+        # os.access says EROFS: "not delegated to you" would send the user to chown.
+        reason, fix = owncgroup.read_only_reason(here), owncgroup.read_only_fix(root)
+        raise DelegationError(f"{reason}; {fix}")
     if not os.access(here, os.W_OK) or os.stat(here).st_uid != euid:
         raise DelegationError(f"your cgroup {here} is not delegated to you; {hint}")
+    unwritable = owncgroup.unwritable_files(here)
+    if unwritable:
+        raise DelegationError("; ".join(owncgroup.chowned_without_r(here, unwritable, euid)))
     if for_jobs:
         _require_controllers(here)
         _require_alone(here)
     if move_self:
         _move_into_leaf(here)
     return os.path.join(here, "jigcmd")
+
+
+def _delegate_hint(root: str, euid: int) -> str:
+    """How to get a delegated cgroup: systemd's scope where systemd runs, else cgroupfs steps."""
+    if os.path.isdir("/run/systemd/system"):
+        return (
+            "run jigcmd in a delegated cgroup, e.g. `systemd-run --user --scope -p Delegate=yes "
+            f"{this_command()}`"
+        )
+    parent = parent_process()
+    return owncgroup.cgroupfs_fix(
+        root,
+        euid,
+        parent,
+        movable_parent(*parent),
+        as_root=lambda steps: f"as root, sh -c {shlex.quote(steps)}",
+        started="this jigcmd",
+        command=this_command(),
+    )
 
 
 def _require_controllers(here: str) -> None:

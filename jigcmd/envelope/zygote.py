@@ -304,6 +304,16 @@ def return_free_heap(libc: object) -> None:
         trim(0)
 
 
+def _reason(exc: Exception) -> str:
+    """What a failed start says to the user: the step and the kernel's words, as OSError
+    carries them (no "[Errno 28]", no class name); another exception's class names the bug."""
+    if isinstance(exc, OSError):
+        if exc.strerror is None:
+            return str(exc)
+        return exc.strerror + (f": {exc.filename}" if exc.filename else "")
+    return f"{type(exc).__name__}: {exc}"
+
+
 def main(argv: list[str]) -> int:
     """Serve launches on the socket whose fd is `argv[0]` until EOF."""
     control = socket.socket(fileno=int(argv[0]))
@@ -335,7 +345,7 @@ def main(argv: list[str]) -> int:
         privileges.prepare()
         netns.use_request(encoding.result())
     except Exception as exc:  # reported to the server, which fails every launch with it
-        control.sendall(b"F" + f"{type(exc).__name__}: {exc}".encode("utf-8", "replace"))
+        control.sendall(b"F" + _reason(exc).encode("utf-8", "replace"))
         return 1
     registry = None
     server = identify(os.getppid())

@@ -21,7 +21,7 @@ from jigcmd.cancel import CancelSignal
 from jigcmd.command.failures import envelope_error
 from jigcmd.envelope import cgroupbase
 from jigcmd.envelope.api import EnvelopeFailure
-from jigcmd.frontends.diagnosis import container, containerfacts, hostfacts, probes
+from jigcmd.frontends.diagnosis import container, containerfacts, hostfacts, probes, usernsgate
 from jigcmd.frontends.diagnosis.delegation import delegation_check
 from jigcmd.frontends.diagnosis.procgate import proc_verdict
 from jigcmd.frontends.diagnosis.report import render
@@ -31,7 +31,6 @@ from jigcmd.frontends.diagnosis.verdicts import (
     cgroup_check,
     end_to_end_check,
     kernel_check,
-    namespaces_check,
     network_check,
     oom_score_check,
     platform_check,
@@ -107,15 +106,14 @@ def _oom_score() -> Check:
 
 
 def _network() -> Check:
-    cap_eff = _status_field(probes.read_text("/proc/self/status"), "CapEff")
     error = probes.probe_network()
-    return network_check(error, os.geteuid(), -1 if cap_eff is None else int(cap_eff, 16))
+    return network_check(
+        error, os.geteuid(), usernsgate.effective_capabilities(), usernsgate.namespace_limits()
+    )
 
 
 def _namespaces() -> Check:
-    cap_eff = _status_field(probes.read_text("/proc/self/status"), "CapEff")
-    error = probes.probe_namespaces()
-    return namespaces_check(error, os.geteuid(), -1 if cap_eff is None else int(cap_eff, 16))
+    return usernsgate.namespaces_verdict()
 
 
 def _container() -> Check:
@@ -127,8 +125,9 @@ def _container() -> Check:
 
 
 def _cgroups() -> Check:
+    from jigcmd.envelope import owncgroup  # noqa: PLC0415 - Linux only
     from jigcmd.envelope.cgroups.v1 import V1Backend  # noqa: PLC0415 - Linux only
-    from jigcmd.envelope.cgroups.v2 import V2Backend  # noqa: PLC0415 - Linux only
+    from jigcmd.envelope.cgroups.v2 import V2Backend, enabling  # noqa: PLC0415 - Linux only
     from jigcmd.envelope.delegation import DelegationError, resolve_backend  # noqa: PLC0415 - Linux only
 
     try:
@@ -154,7 +153,16 @@ def _cgroups() -> Check:
         )
         if backend.unified is not None:
             bases.append(os.path.join(backend.unified, backend.base))
-    return cgroup_check(backend.mode, bases, backend.problems())
+    read_only = owncgroup.read_only_mount(backend)
+    if read_only is not None:
+        # Named with its fix, not the problem's words twice.
+        where = f"{backend.mode}, jobs under {', '.join(bases)}"
+        reason = owncgroup.read_only_reason(read_only)
+        return Check("cgroups", "FAIL", f"{where}: {reason}", owncgroup.read_only_fix(read_only))
+    changes = backend.host_changes() if isinstance(backend, V2Backend) else []
+    return cgroup_check(
+        backend.mode, bases, backend.problems(), enabling(changes) if changes else None
+    )
 
 
 def _seccomp() -> Check:
@@ -194,6 +202,7 @@ async def _run_probe_plan() -> Check:
     except RuntimeUnavailable as exc:
         return end_to_end_check(None, None, "", f"not attempted: {exc}")
     from jigcmd.envelope.cgroupbase import absent_base_directories, remove_empty  # noqa: PLC0415 - Linux only
+    from jigcmd.envelope.cgroups.v2 import V2Backend  # noqa: PLC0415 - Linux only
     from jigcmd.envelope.delegation import resolve_backend  # noqa: PLC0415 - Linux only
 
     try:
@@ -202,6 +211,16 @@ async def _run_probe_plan() -> Check:
         if _rootless_without_delegation(exc):
             return Check("end-to-end", "FAIL", f"not attempted: {_SEE_DELEGATION}")
         return end_to_end_check(None, None, "", f"not attempted: {exc}")
+    if isinstance(backend, V2Backend) and backend.host_changes():
+        # The probe would turn on what the operator turned off: the doctor only looks.
+        return Check(
+            "end-to-end",
+            "warn",
+            "not attempted: the probe run would enable controllers the host has off (the "
+            "cgroups check names them), and the doctor changes nothing",
+            "enable them as the cgroups check says (run, serve and jarvis do, saying so), "
+            "then run the doctor again",
+        )
     # The doctor only looks: a base the probe run makes goes with it (serve makes its own).
     made = absent_base_directories(backend)
     try:

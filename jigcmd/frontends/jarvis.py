@@ -28,7 +28,7 @@ from jigcmd.envelope.cgroups import CgroupBackend, CgroupUnavailable, read_mount
 from jigcmd.envelope.delegation import DelegationError
 from jigcmd.envelope.native import NativeExecutor
 from jigcmd.frontends.diagnosis.procgate import ProcUnavailable
-from jigcmd.frontends.diagnosis.usernsgate import UserNamespaceUnavailable
+from jigcmd.frontends.diagnosis.usernsgate import EnvelopeUnavailable, UserNamespaceUnavailable
 from jigcmd.frontends.retaining import keep_pruning
 from jigcmd.jarvis.app import allowed_hosts, create_app
 from jigcmd.jarvis.auth import ConfigError, Credentials, load_credentials
@@ -113,6 +113,7 @@ _SETUP_ERRORS = (
     DelegationError,
     UserNamespaceUnavailable,
     ProcUnavailable,
+    EnvelopeUnavailable,
     CgroupUnavailable,
 )
 

@@ -154,6 +154,35 @@ def test_an_undelegated_v2_cgroup_gets_the_fix_this_host_can_use(
     assert check.hint is not None and says in check.hint
 
 
+def test_the_cgroupfs_fix_ends_by_exec_ing_jigcmd_in_the_moved_shell() -> None:
+    """Followed literally, the steps leave jigcmd alone in the cgroup: `exec jigcmd …` from
+    the moved shell, never a jigcmd typed beside it (refused for sharing the cgroup)."""
+    check = delegation_check(v2(own_owner=0, may_move=False, systemd=False))
+    assert check.hint is not None
+    assert "echo 7 > /sys/fs/cgroup/jigcmd-u1001/cgroup.procs" in check.hint
+    assert "then, from that shell, `exec jigcmd …`" in check.hint
+
+
+def test_a_v2_cgroup_chowned_without_r_fails_naming_cgroup_procs() -> None:
+    """The directory is the user's, cgroup.procs root's: jigcmd cannot move itself into its
+    leaf, so the line fails (it said ok, then every front crashed) with `chown -R`."""
+    check = delegation_check(v2(unwritable=("cgroup.procs", "cgroup.subtree_control")))
+    assert check.status == "FAIL"
+    assert "cgroup.procs and cgroup.subtree_control are not" in check.detail
+    assert "chowned without -R" in check.detail
+    assert check.hint is not None and check.hint.startswith("as root: chown -R 1001 /sys/")
+
+
+def test_a_read_only_cgroup2_mount_is_named_not_an_owner() -> None:
+    """EROFS is not "owned by uid 1001 is not delegated to uid 1001": the mount is named."""
+    own = v2().own_cgroup
+    check = delegation_check(v2(may_move=False, read_only=True, base_cgroup=own))
+    assert check.status == "FAIL"
+    assert f"the cgroup mount holding {own} is read-only" in check.detail
+    assert "not delegated" not in check.detail
+    assert check.hint is not None and "mount -o remount,rw /sys/fs/cgroup" in check.hint
+
+
 def test_a_v2_delegation_without_cpu_names_the_missing_controller() -> None:
     """A user manager that delegates memory and pids only: the delegate.conf step."""
     check = delegation_check(v2(own_controllers=frozenset({"memory", "pids"})))

@@ -171,12 +171,81 @@ def test_an_undelegated_users_refusal_names_the_verb_that_ran(
     rootless: Rootless, example: Path, policy: Path
 ) -> None:
     """run and jarvis, refused for want of a delegated cgroup, say to start themselves in
-    one (`systemd-run … jigcmd run …`), not `jigcmd serve`."""
+    one (`systemd-run … jigcmd run …`), not `jigcmd serve`; without systemd (the VM), the
+    cgroupfs steps ending in `exec jigcmd run …`, never a systemd-run that is not there."""
     if cgroups.detect().mode != "v2":
         pytest.skip("a delegated cgroup of one's own is how pure cgroup v2 hosts delegate")
+    systemd = os.path.isdir("/run/systemd/system")
     for verb, done in _fronts(rootless, example, policy, user=UNDELEGATED_USER).items():
         said = done.stdout + done.stderr
         assert done.returncode in (2, 3), (verb, said)
         assert "EXECUTION_FAILED" not in said, (verb, said)
         assert "is not delegated to you" in said, (verb, said)
-        assert f"-p Delegate=yes jigcmd {verb} …`" in said, (verb, said)
+        if systemd:
+            assert f"-p Delegate=yes jigcmd {verb} …`" in said, (verb, said)
+        else:
+            assert "systemd-run" not in said, (verb, said)
+            assert "echo +memory +pids +cpu > /sys/fs/cgroup/cgroup.subtree_control" in said
+            assert f"from that shell, `exec jigcmd {verb} …`" in said, (verb, said)
+
+
+@pytest.fixture
+def own_cgroup(rootless: Rootless) -> Iterator[Path]:
+    """A fresh cgroup2 directory for the test user's own cgroup, root's until a test chowns it."""
+    if cgroups.detect().mode != "v2":
+        pytest.skip("a delegated cgroup of one's own is how pure cgroup v2 hosts delegate")
+    path = Path(f"/sys/fs/cgroup/jigcmd-own-u{rootless.uid}-{secrets.token_hex(4)}")
+    path.mkdir()
+    try:
+        yield path
+    finally:
+        remove_tree(str(path))
+
+
+def _refused_everywhere(
+    started: Rootless, example: Path, policy: Path, *words: str
+) -> subprocess.CompletedProcess[str]:
+    """serve, run and jarvis each refuse at start with `words`, no traceback; the doctor's
+    run is returned."""
+    for verb, done in _fronts(started, example, policy).items():
+        said = done.stdout + done.stderr
+        assert done.returncode in (2, 3), (verb, said)
+        assert "Traceback" not in said and "EXECUTION_FAILED" not in said, (verb, said)
+        for word in words:
+            assert word in said, (verb, word, said)
+    return started.run("doctor")
+
+
+def test_an_own_cgroup_chowned_without_r_is_refused_at_start_naming_cgroup_procs(
+    rootless: Rootless, example: Path, policy: Path, own_cgroup: Path
+) -> None:
+    """The directory chowned, its cgroup.procs left root's: the doctor's delegation line fails
+    (it said ok) and every front refuses with `chown -R` (they printed a PermissionError)."""
+    subprocess.run(["chown", str(rootless.uid), str(own_cgroup)], check=True)
+    started = dataclasses.replace(rootless, prelude=f"echo $$ > {own_cgroup}/cgroup.procs &&")
+    fix = f"chown -R {rootless.uid} {own_cgroup}"
+    doctor = _refused_everywhere(started, example, policy, "chowned without -R", fix)
+    lines = doctor.stdout.splitlines()
+    (at,) = [i for i, text in enumerate(lines) if text[6:].startswith("delegation ")]
+    assert lines[at].startswith("FAIL  delegation"), doctor.stdout
+    assert "cgroup.procs" in lines[at] and fix in lines[at + 1], doctor.stdout
+
+
+def test_an_own_cgroup_on_a_read_only_cgroup2_mount_is_named_read_only(
+    rootless: Rootless, example: Path, policy: Path, own_cgroup: Path
+) -> None:
+    """Delegated (chown -R), then the cgroup2 mount bound read-only: every front and the
+    doctor name the read-only mount, never "(owned by uid N) is not delegated to uid N"."""
+    subprocess.run(["chown", "-R", str(rootless.uid), str(own_cgroup)], check=True)
+    # jigcmd started by the same process, in a mount namespace where cgroup2 is read-only.
+    remount = 'mount -o remount,bind,ro /sys/fs/cgroup && "$@"'
+    started = dataclasses.replace(
+        rootless,
+        prelude=f"echo $$ > {own_cgroup}/cgroup.procs && exec unshare -m --propagation private "
+        f"sh -c '{remount}' sh",
+    )
+    reason = f"the cgroup mount holding {own_cgroup} is read-only"
+    doctor = _refused_everywhere(started, example, policy, reason, "remount,rw")
+    (line,) = [text for text in doctor.stdout.splitlines() if text[6:].startswith("delegation ")]
+    assert line.startswith("FAIL  delegation") and reason in line, doctor.stdout
+    assert "is not delegated" not in doctor.stdout, doctor.stdout

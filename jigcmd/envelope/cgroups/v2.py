@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import shlex
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Literal
 
@@ -20,7 +21,15 @@ from jigcmd.envelope.cgroups.model import CgroupStats, Membership, check_job_nam
 if TYPE_CHECKING:
     from jigcmd.plan import Limits
 
-__all__ = ["CONTROLLERS", "KILL_TIMEOUT_S", "V2Backend", "V2Job", "kill_tree", "populated"]
+__all__ = [
+    "CONTROLLERS",
+    "KILL_TIMEOUT_S",
+    "V2Backend",
+    "V2Job",
+    "enabling",
+    "kill_tree",
+    "populated",
+]
 
 CONTROLLERS = ("memory", "pids", "cpu")
 # Enabled where the parent offers it, so that a job's CPU pin is the kernel's (`V2Job.pin`);
@@ -45,6 +54,15 @@ def kill_tree(path: str) -> None:
         list_pids=lambda: cgroupfs.pids_in(os.path.join(path, "cgroup.procs")),
         timeout=KILL_TIMEOUT_S,
     )
+
+
+def enabling(changes: list[tuple[str, tuple[str, ...]]]) -> tuple[str, str]:
+    """(what, the commands) for `V2Backend.host_changes`: "+pids in <file>", "echo +pids > …"."""
+    what = "; ".join(f"{' '.join('+' + c for c in cs)} in {path}" for path, cs in changes)
+    commands = " && ".join(
+        f"echo {' '.join('+' + c for c in cs)} > {shlex.quote(path)}" for path, cs in changes
+    )
+    return what, commands
 
 
 def populated(path: str) -> bool:
@@ -209,6 +227,33 @@ class V2Backend:
                     subtree_file,
                 ) from None
             raise
+
+    def host_changes(self) -> list[tuple[str, tuple[str, ...]]]:
+        """The controllers a job's creation would enable in the host's directories down to
+        the base: (cgroup.subtree_control path, controllers), for each that would change.
+
+        As `_enable_controllers` does: the required ones missing, with cpuset where offered
+        (a controller enabled above is offered below, so the chain is read top down). The
+        host's are root's files that exist now: a directory jigcmd makes, or a user's own
+        delegated cgroup, is jigcmd's to set up.
+        """
+        changes: list[tuple[str, tuple[str, ...]]] = []
+        enabled_above: list[str] = []
+        for directory in self._chain():
+            subtree_file = os.path.join(directory, "cgroup.subtree_control")
+            try:
+                enabled = cgroupfs.read(subtree_file).split()
+                offered = cgroupfs.read(os.path.join(directory, "cgroup.controllers")).split()
+                owner = os.stat(subtree_file).st_uid
+            except OSError:
+                break  # not there yet: jigcmd makes it
+            missing = [c for c in CONTROLLERS if c not in enabled]
+            if missing and CPUSET not in enabled and CPUSET in (*offered, *enabled_above):
+                missing.append(CPUSET)
+            if missing and owner == 0:
+                changes.append((subtree_file, tuple(missing)))
+            enabled_above = missing
+        return changes
 
     def _ensure_base(self) -> None:
         for directory in self._chain():

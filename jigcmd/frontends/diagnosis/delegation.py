@@ -18,6 +18,7 @@ import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from jigcmd.envelope import owncgroup
 from jigcmd.envelope.cgroupbase import base_problem, delegated_step
 from jigcmd.envelope.cgroups import delegated_hierarchies
 from jigcmd.envelope.delegation import (
@@ -66,6 +67,10 @@ class DelegationFacts:
     # v2: the other processes directly in the own cgroup (pid, command name); jigcmd moves
     # only itself into its leaf, so any of them fails every job's controllers.
     sharing: tuple[tuple[int, str], ...] = ()
+    # v2: whether the cgroup2 mount holding the jobs' directory is read-only, and which of the
+    # files jigcmd writes in the own cgroup (cgroup.procs, cgroup.subtree_control) it may not.
+    read_only: bool = False
+    unwritable: tuple[str, ...] = ()
     root: str = "/sys/fs/cgroup"
     systemd: bool = False
     container: str | None = None
@@ -143,6 +148,9 @@ def _unified_step(facts: DelegationFacts, unified: str) -> tuple[str, str]:
 
 
 def _v2(facts: DelegationFacts) -> Check:
+    if facts.read_only and facts.base_cgroup is not None:
+        reason = owncgroup.read_only_reason(facts.base_cgroup)
+        return Check(NAME, "FAIL", reason, owncgroup.read_only_fix(facts.root))
     if facts.source is not None and facts.base_cgroup is not None:
         return _v2_base(facts, facts.base_cgroup, facts.source)
     own = facts.own_cgroup
@@ -160,6 +168,10 @@ def _v2(facts: DelegationFacts) -> Check:
             "FAIL",
             f"this process's cgroup {own} ({owner}) is not delegated to uid {facts.uid}",
             _v2_fix(facts),
+        )
+    if facts.unwritable:
+        return Check(
+            NAME, "FAIL", *owncgroup.chowned_without_r(own, list(facts.unwritable), facts.uid)
         )
     missing = [c for c in V2_CONTROLLERS if c not in facts.own_controllers]
     if missing:
@@ -213,19 +225,14 @@ def _v2_fix(facts: DelegationFacts) -> str:
             "run jigcmd in a delegated scope: systemd-run --user --scope -p Delegate=yes "
             "jigcmd … (docs/rootless.md)"
         )
-    leaf = shlex.quote(posixpath.join(facts.root, f"jigcmd-u{facts.uid}"))
-    movable = movable_parent(facts.parent_pid, facts.parent_name)
-    pid = str(facts.parent_pid) if movable else "PID"
-    steps = (
-        f"echo +memory +pids +cpu > {shlex.quote(facts.root)}/cgroup.subtree_control; "
-        f"mkdir -p {leaf} && chown -R {facts.uid} {leaf} && echo {pid} > {leaf}/cgroup.procs"
-    )
-    named = f"pid {facts.parent_pid}{f' ({facts.parent_name})' if facts.parent_name else ''}"
-    return f"delegate a cgroup and start jigcmd inside it: {_as_root(facts, steps)} " + (
-        f"(pid {facts.parent_pid} is the process that ran this doctor)"
-        if movable
-        else f"(PID being the shell that starts jigcmd: this doctor's parent, {named}, ends "
-        "with it)"
+    return owncgroup.cgroupfs_fix(
+        facts.root,
+        facts.uid,
+        (facts.parent_pid, facts.parent_name),
+        movable_parent(facts.parent_pid, facts.parent_name),
+        as_root=lambda steps: _as_root(facts, steps),
+        started="this doctor",
+        command="jigcmd …",
     )
 
 

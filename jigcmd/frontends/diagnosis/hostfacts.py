@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import posixpath
 
+from jigcmd.envelope import owncgroup
 from jigcmd.envelope.cgroupbase import configured_base, owners_of
 from jigcmd.envelope.delegation import parent_process, sharing_processes
 from jigcmd.frontends.diagnosis.delegation import DelegationFacts
@@ -60,6 +61,7 @@ def delegation_facts(
             # for their common ancestor's cgroup.procs.
             ancestor = posixpath.commonpath([own, directory])
             may_move = may_move and os.access(posixpath.join(ancestor, "cgroup.procs"), os.W_OK)
+        owner = _owner(directory) if directory else None
         return DelegationFacts(
             uid=uid,
             mode=mode,
@@ -67,8 +69,13 @@ def delegation_facts(
             source=source,
             own_cgroup=own,
             base_cgroup=directory,
-            own_owner=_owner(directory) if directory else None,
+            own_owner=owner,
             may_move=may_move,
+            read_only=directory is not None and owncgroup.read_only(directory),
+            # Only the own cgroup is one jigcmd moves itself in and enables controllers of.
+            unwritable=tuple(owncgroup.unwritable_files(directory))
+            if directory and not explicit and owner == uid
+            else (),
             own_controllers=frozenset(controllers.split()),
             # An explicit base is the jobs' parent, not a cgroup jigcmd moves itself out of.
             sharing=tuple(sharing_processes(own, os.getpid())) if own and not explicit else (),

@@ -15,6 +15,7 @@ from jigcmd.frontends.diagnosis.capabilities import grant, lacking
 
 __all__ = [
     "MIN_KERNEL",
+    "NAMESPACE_LIMITS",
     "SUPPORTED_MACHINES",
     "USERNS_SYSCTLS",
     "Check",
@@ -30,6 +31,7 @@ __all__ = [
     "runtime_check",
     "seccomp_check",
     "userns_check",
+    "zero_limits",
 ]
 
 Status = Literal["ok", "warn", "FAIL"]
@@ -45,6 +47,13 @@ USERNS_SYSCTLS = {
         "/proc/sys/kernel/apparmor_restrict_unprivileged_userns"
     ),
 }
+# Each kind's limit on namespaces per user namespace: 0 makes every unshare of that kind
+# fail with ENOSPC, root's too ("clone3: No space left on device"), whatever the kernel has.
+NAMESPACE_LIMITS = {
+    kind: f"/proc/sys/user/max_{kind}_namespaces"
+    for kind in ("user", "mnt", "pid", "ipc", "uts", "cgroup", "net")
+}
+_ENVELOPE_KINDS = ("user", "mnt", "pid", "ipc", "uts", "cgroup")
 _CAP_SYS_ADMIN = 21
 _CAP_SYS_RESOURCE = 24
 _CAP_NET_ADMIN = 12
@@ -247,11 +256,30 @@ _NAMESPACE_HINTS = (
 )
 
 
-def namespaces_check(probe_error: str | None, euid: int | None = None, cap_eff: int = -1) -> Check:
+def zero_limits(limits: Mapping[str, str | None], kinds: Sequence[str]) -> tuple[str, str] | None:
+    """(why, fix) when a `user.max_<kind>_namespaces` of `kinds` is 0 (`NAMESPACE_LIMITS`)."""
+    zero = [kind for kind in kinds if (limits.get(kind) or "").strip() == "0"]
+    if not zero:
+        return None
+    names = [f"user.max_{kind}_namespaces" for kind in zero]
+    return (
+        f"{', '.join(f'{n} = 0' for n in names)} allows no {' or '.join(zero)} namespace, "
+        "for root either",
+        " && ".join(f"sysctl -w {n}=15000" for n in names) + " (persist it in /etc/sysctl.d/)",
+    )
+
+
+def namespaces_check(
+    probe_error: str | None,
+    euid: int | None = None,
+    cap_eff: int = -1,
+    limits: Mapping[str, str | None] | None = None,
+) -> Check:
     """user+mount+pid+ipc+uts+cgroup unshared at once, id maps, pid 1, a tmpfs and a /proc.
 
     `euid` and `cap_eff` (-1: unknown) word the hint: root is never told to run as root,
-    and root without CAP_SYS_ADMIN, CAP_SETUID or CAP_SETGID is told to get it.
+    and root without CAP_SYS_ADMIN, CAP_SETUID or CAP_SETGID is told to get it. `limits`
+    (kind -> `NAMESPACE_LIMITS` value) names a sysctl of 0 as the cause.
     """
     name = "namespaces"
     if probe_error is None:
@@ -261,6 +289,9 @@ def namespaces_check(probe_error: str | None, euid: int | None = None, cap_eff: 
             "user, mount, pid, ipc, uts and cgroup namespaces with id maps, "
             "pid 1, tmpfs and a fresh /proc",
         )
+    zero = zero_limits(limits or {}, _ENVELOPE_KINDS)
+    if zero is not None:
+        return Check(name, "FAIL", f"{probe_error} ({zero[0]})", zero[1])
     # The probe needs every capability of the envelope's but CAP_NET_ADMIN (its own line's).
     missing = [c for c in lacking(cap_eff) if c.name != "CAP_NET_ADMIN"] if euid == 0 else []
     if cap_eff != -1 and missing:
@@ -279,8 +310,17 @@ def namespaces_check(probe_error: str | None, euid: int | None = None, cap_eff: 
     )
 
 
-def cgroup_check(mode: str | None, bases: Sequence[str], problems: Sequence[str]) -> Check:
-    """The detected layout, where jobs go, and anything that stops creating them."""
+def cgroup_check(
+    mode: str | None,
+    bases: Sequence[str],
+    problems: Sequence[str],
+    enables: tuple[str, str] | None = None,
+) -> Check:
+    """The detected layout, where jobs go, and anything that stops creating them.
+
+    `enables`: (what, the commands) of controllers the host has off that a run would turn
+    on (`V2Backend.host_changes`); the doctor names them, it never writes them.
+    """
     if mode is None:
         return Check(
             "cgroups",
@@ -296,6 +336,14 @@ def cgroup_check(mode: str | None, bases: Sequence[str], problems: Sequence[str]
             f"{where}: {problems[0]}"
             + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""),
             "; ".join(problems),
+        )
+    if enables is not None:
+        return Check(
+            "cgroups",
+            "warn",
+            f"{where}; a run turns on {enables[0]} (off now; the doctor changed nothing)",
+            f"run, serve and jarvis enable them (and say so) as they make their first job; to "
+            f"do it yourself, as root: {enables[1]}",
         )
     return Check("cgroups", "ok", where)
 
@@ -329,14 +377,23 @@ def seccomp_check(
     return Check("seccomp", "ok", f"filter installed in a child and denied unshare{stacked}")
 
 
-def network_check(probe_error: str | None, euid: int = 0, cap_eff: int = -1) -> Check:
+def network_check(
+    probe_error: str | None,
+    euid: int = 0,
+    cap_eff: int = -1,
+    limits: Mapping[str, str | None] | None = None,
+) -> Check:
     """A fresh network namespace with only `lo` up, as every run gets.
 
     For root, the hint names the capabilities it lacks of the two the step needs: unshare
     (CAP_SYS_ADMIN) and bringing `lo` up (CAP_NET_ADMIN); `cap_eff` -1 means unknown.
+    `limits` as for `namespaces_check`.
     """
     if probe_error is None:
         return Check("network namespace", "ok", "fresh namespace with lo up")
+    zero = zero_limits(limits or {}, ("net",) if euid == 0 else ("user", "net"))
+    if zero is not None:
+        return Check("network namespace", "FAIL", f"{probe_error} ({zero[0]})", zero[1])
     if euid != 0:
         hint = "a network namespace needs unprivileged user namespaces and CONFIG_NET_NS"
         return Check("network namespace", "FAIL", probe_error, hint)
