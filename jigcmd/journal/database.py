@@ -200,10 +200,11 @@ class Database:
     @classmethod
     def _open(cls, state_dir: Path, path: Path) -> Database:
         marker = Marker(state_dir, DB_NAME)
-        with marker.locked():
-            # Before SQLite looks: a lost or corrupt WAL must be refused, not silently dropped.
+        with marker.locked(), contextlib.ExitStack() as probing:
+            # Before SQLite looks: a lost or corrupt WAL must be refused, not silently dropped;
+            # held until the writer is checked too, so that its refusal changes no file.
             if marker.check_before_open():
-                marker.probe(timeout_s=_BUSY_TIMEOUT_MS / 1000)
+                probing.enter_context(marker.probed(timeout_s=_BUSY_TIMEOUT_MS / 1000))
             _create_private(state_dir)
             conn = sqlite3.connect(
                 path,

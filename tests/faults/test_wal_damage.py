@@ -218,3 +218,33 @@ def test_a_wal_removed_under_an_idle_server_keeps_no_call_it_said_did_not_run(
     finally:
         again.finish()
     assert "write-ahead log journal.sqlite3-wal was removed" in refused, refused
+
+
+def _drop_table(state: Path, table: str) -> None:
+    """Drop `table` in a commit left in the WAL (no checkpoint, no close), as a crash leaves it."""
+    script = (
+        "import os, sqlite3, sys\n"
+        "c = sqlite3.connect(sys.argv[1], isolation_level=None)\n"
+        "c.execute('PRAGMA wal_autocheckpoint = 0')\n"
+        f"c.execute('DROP TABLE {table}')\n"
+        "os._exit(0)\n"
+    )
+    subprocess.run([sys.executable, "-c", script, str(state / "journal.sqlite3")], check=True)
+
+
+def test_a_start_refused_for_a_missing_table_changes_no_file(lock: Path, killed: Path) -> None:
+    """The refusal's close must not fold the WAL into the database and remove it: the next
+    verb would then say the newest operations are gone, which they are not."""
+    _drop_table(killed, "waiters")
+    # The -shm is SQLite's index, rebuilt by whoever opens first after a crash: not compared.
+    names = ("journal.sqlite3", "journal.sqlite3-wal")
+    before = {name: (killed / name).read_bytes() for name in names}
+    answer, err, status = _serve_once(lock, killed, _call("op1"))
+    assert "jigcmd cannot serve" in answer["error"]["message"], answer
+    assert "table 'waiters' is missing" in err and status == 2, err
+    assert {name: (killed / name).read_bytes() for name in names} == before
+    for verb in ("recover", "runs"):
+        again = _jigcmd(verb, "--state-dir", str(killed))
+        assert "table 'waiters' is missing" in again.stderr, again.stderr
+    assert {name: (killed / name).read_bytes() for name in names} == before
+    assert (killed / "journal.sqlite3-shm").is_file()
