@@ -83,13 +83,10 @@ def test_a_wal_removed_mid_run_is_a_503_naming_the_run_not_a_crash(tmp_path: Pat
         (jarvis.state_dir / "journal.sqlite3-wal").unlink()
         caller.join(ANSWER_S)
         (answer,) = answers
-        if answer.status_code == 503:
-            assert answer.json()["run_id"] == 1, answer.text
-            error = answer.json()["error"]
-            assert error.endswith("; run 1 had started, its end is not recorded; jarvis stops")
-            assert _REMOVED in error, error
-        else:
-            # Answered early (`running`): the end comes after the removal, and is not recorded.
-            assert answer.status_code == 200 and answer.json()["run_id"] == 1, answer.text
+        assert answer.status_code == 503, answer.text
+        assert answer.json()["run_id"] == 1, answer.text
+        error = answer.json()["error"]
+        assert error.endswith("; run 1 had started, its end is not recorded; jarvis stops")
+        assert _REMOVED in error, error
         line = _stop_line(jarvis)
     assert _REMOVED in line, line
