@@ -306,11 +306,16 @@ def _cwds_holding(rules: Policy, directory: Path) -> list[tuple[str, str]]:
 
 
 def _close(journal: Journal) -> bool:
-    """Close the journal; a state directory lost meanwhile is one line on stderr (False)."""
+    """Close the journal; a state directory or WAL lost meanwhile is one line on stderr (False)."""
+    # A WAL removed under this process: its close still keeps every earlier commit, so only
+    # asked before it, it says why jarvis stopped.
+    lost = journal.lost()
     try:
         journal.close()
     except JournalUnusable as exc:
-        sys.stderr.write(f"jigcmd jarvis: {exc}\n")
+        lost = exc
+    if lost is not None:
+        sys.stderr.write(f"jigcmd jarvis: {lost}\n")
         return False
     return True
 

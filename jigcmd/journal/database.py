@@ -27,9 +27,9 @@ import weakref
 from collections.abc import Iterator
 from pathlib import Path
 
-from jigcmd.journal import writelock
+from jigcmd.journal import inplace, writelock
 from jigcmd.journal.aiosync import AioSync, PendingSync
-from jigcmd.journal.failures import JournalMoved, JournalUnusable, unusable
+from jigcmd.journal.failures import JournalUnusable, unusable
 from jigcmd.journal.marker import Marker
 from jigcmd.journal.readonly import connect_read_only
 from jigcmd.journal.schema import check_readable, migrate
@@ -104,57 +104,17 @@ def _close(
             return None
         with marker.locked():
             # Checked under the lock, before SQLite's last close may remove the WAL.
-            gone = _gone(path, file_id)
+            gone = inplace.gone(path, file_id)
             conn.close()
             if gone is None:
                 marker.closed()
             return gone
     except (OSError, sqlite3.Error) as exc:
         # Before the close: a journal moved away is found by the descriptor SQLite holds.
-        gone = _gone(path, file_id)
+        gone = inplace.gone(path, file_id)
         with contextlib.suppress(sqlite3.Error):
             conn.close()
         return gone or exc
-
-
-def _file_id(path: Path) -> tuple[int, int]:
-    info = os.stat(path)
-    return info.st_dev, info.st_ino
-
-
-def _gone(path: Path, file_id: tuple[int, int]) -> OSError | None:
-    """Why `path` is no longer the journal file opened as `file_id`, or None while it is.
-
-    SQLite goes on writing to an unlinked file without a word: a journal whose state
-    directory was removed (or replaced) would record operations nobody can ever read.
-    """
-    try:
-        if _file_id(path) == file_id:
-            return None
-    except FileNotFoundError:
-        pass
-    moved_to = _now_at(file_id)
-    if moved_to is not None:
-        return JournalMoved(moved_to)
-    return FileNotFoundError(
-        errno.ENOENT,
-        f"the journal file was removed while in use (its state directory {path.parent} "
-        "was deleted or replaced)",
-    )
-
-
-def _now_at(file_id: tuple[int, int]) -> Path | None:
-    """Where the journal file opened as `file_id` is now, if it still has a name (moved, not
-    deleted): found through this process's own descriptors, none of them opened or closed
-    (closing one would drop SQLite's locks)."""
-    descriptors = Path("/proc/self/fd")
-    with contextlib.suppress(OSError):
-        for fd in descriptors.iterdir():
-            with contextlib.suppress(OSError):
-                info = os.stat(fd)
-                if (info.st_dev, info.st_ino) == file_id and info.st_nlink > 0:
-                    return Path(os.readlink(fd))
-    return None
 
 
 def _sync_error(error: int) -> OSError:
@@ -206,7 +166,7 @@ class Database:
         self._aio: AioSync | None = None
         self._aio_tried = False
         self._pid = os.getpid()
-        self._file = _file_id(path)
+        self._file = inplace.file_id(path)
         self._wal = None if marker is None else WalFile(Path(self._wal_path))
         # Also at interpreter exit: SQLite's last close removes the WAL, and only a close
         # that marks the journal clean keeps that from looking like a lost WAL next time.
@@ -240,10 +200,11 @@ class Database:
     @classmethod
     def _open(cls, state_dir: Path, path: Path) -> Database:
         marker = Marker(state_dir, DB_NAME)
-        with marker.locked():
-            # Before SQLite looks: a lost or corrupt WAL must be refused, not silently dropped.
+        with marker.locked(), contextlib.ExitStack() as probing:
+            # Before SQLite looks: a lost or corrupt WAL must be refused, not silently dropped;
+            # held until the writer is checked too, so that its refusal changes no file.
             if marker.check_before_open():
-                marker.probe(timeout_s=_BUSY_TIMEOUT_MS / 1000)
+                probing.enter_context(marker.probed(timeout_s=_BUSY_TIMEOUT_MS / 1000))
             _create_private(state_dir)
             conn = sqlite3.connect(
                 path,
@@ -322,9 +283,11 @@ class Database:
             raise unusable(self.path, failure) from failure
 
     def lost(self) -> JournalUnusable | None:
-        """Why the journal file is no longer the one opened (its state directory removed or
-        replaced), worded as `close` would say it; None while it is still in place."""
-        gone = _gone(self.path, self._file)
+        """Why the journal file, or the WAL this writer commits to, is no longer the one opened
+        (its state directory removed or replaced, the WAL removed); None while both are."""
+        gone = inplace.gone(self.path, self._file)
+        if gone is None and self._wal is not None:
+            gone = self._wal.removed()
         return None if gone is None else unusable(self.path, gone)
 
     def settings(self) -> dict[str, int | str]:
@@ -450,7 +413,7 @@ class Database:
             if self._aio is not None and self._aio.in_flight():
                 self._aio.collect()  # a failed one, nobody waiting for it, refuses this write
             self._refuse_unsynced()
-            gone = _gone(self.path, self._file)
+            gone = inplace.gone(self.path, self._file)
             if gone is not None:
                 raise gone
             self._busy(conn, 0)

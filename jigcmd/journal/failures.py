@@ -77,6 +77,17 @@ class JournalMoved(FileNotFoundError):
         self.now_at = now_at
 
 
+class WalRemoved(FileNotFoundError):
+    """The write-ahead log a writer commits to was removed or replaced under it."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(
+            errno.ENOENT,
+            f"the journal's write-ahead log {name} was removed or replaced while in use (this "
+            "process takes no more writes to the journal)",
+        )
+
+
 class _Kind(Enum):
     """What kept the journal from being used, as far as the error and the filesystem tell."""
 
@@ -95,6 +106,8 @@ def unusable(path: Path, exc: BaseException) -> JournalUnusable:
     cause = _cause(exc)
     if isinstance(exc, JournalMoved):
         return _moved(path, exc.now_at, cause)
+    if isinstance(exc, WalRemoved):
+        return _wal_removed(path, cause)
     # SQLite words a directory in place of any of its files as something else (a disk I/O
     # error, a read-only database), or blames the journal for its WAL's: each is named.
     directory = _directory_in_place(path)
@@ -224,6 +237,16 @@ def _moved(path: Path, now_at: Path, cause: str) -> JournalUnusable:
         f"move {now_at.parent} back to {path.parent} and start again, or start with "
         f"--state-dir {shlex.quote(str(now_at.parent))}; leave a state directory in place "
         "while jigcmd uses it"
+    )
+    return JournalUnusable(path, cause, fix)
+
+
+def _wal_removed(path: Path, cause: str) -> JournalUnusable:
+    """The refusal for a WAL removed under this process (`journal.walfile`)."""
+    fix = (
+        f"leave the files of {path.parent} in place while jigcmd uses them, then start again: "
+        "this process's close keeps every commit made before the removal (a commit the log "
+        "vanished under is never kept, and the next start then refuses the journal, saying so)"
     )
     return JournalUnusable(path, cause, fix)
 

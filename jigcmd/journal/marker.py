@@ -123,12 +123,15 @@ class Marker:
                 cause = f"{named}is {exc.what}, not a regular file"
                 raise JournalUnusable(self.db, cause, fix) from None
 
-    def probe(self, *, timeout_s: float) -> None:
-        """Make the checks that need SQLite through a read-only connection, before any writer.
+    @contextlib.contextmanager
+    def probed(self, *, timeout_s: float) -> Iterator[None]:
+        """Make the checks that need SQLite through a read-only connection, before any writer,
+        and hold it open while the writer's own checks run.
 
         A refusal must change nothing on disk: the last read-write connection's close copies
-        the WAL into the database and removes it, the very history the refusal says to keep;
-        a read-only connection's close never does.
+        the WAL into the database and removes it, the very history the refusal says to keep.
+        A read-only connection's close never does, and while this one is open (it has read,
+        so it holds its shared lock on the database) a refused writer's close is not the last.
         """
         conn = connect_read_only(self.db, timeout_s=timeout_s)
         try:
@@ -136,6 +139,7 @@ class Marker:
             self.check_schema(version)
             if version > SCHEMA_VERSION:
                 check_readable(version)  # newer than this jigcmd: refused as `migrate` would
+            yield
         finally:
             conn.close()
 

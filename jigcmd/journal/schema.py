@@ -249,8 +249,10 @@ def migrate(conn: sqlite3.Connection) -> int:
         for step in _STEPS[version:]:
             for statement in _statements(step):
                 conn.execute(statement)
-        # PRAGMA takes no parameters; the value is our own integer constant.
-        conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION:d}")
+        if version != SCHEMA_VERSION:
+            # PRAGMA takes no parameters; the value is our own integer constant.
+            conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION:d}")
+        # Nothing written at the current version: a start refused later changes no file.
         conn.execute("COMMIT")
     except BaseException:
         # SQLite may have rolled back already (a full disk): keep the real cause.

@@ -13,10 +13,11 @@ nothing (the journal is then refused as one whose WAL was lost, never re-run).
 from __future__ import annotations
 
 import ctypes
-import errno
 import os
 import sqlite3
 from pathlib import Path
+
+from jigcmd.journal.failures import WalRemoved
 
 __all__ = ["WalFile", "abandon"]
 
@@ -38,11 +39,7 @@ class WalFile:
             return None
         if now == self._id:
             return None
-        return OSError(
-            errno.ENOENT,
-            f"the journal's write-ahead log {self.path.name} was removed or replaced while in "
-            "use (this process takes no more writes to the journal)",
-        )
+        return WalRemoved(self.path.name)
 
     def check_uncommitted(self) -> None:
         """Before a COMMIT: raise if the WAL is gone (the transaction is then rolled back)."""

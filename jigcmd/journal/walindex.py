@@ -13,7 +13,8 @@ lock): a live writer's index is its own, and SQLite would not rebuild it. So it 
 after a process died leaving commits in the WAL, and then costs 0.1 to 0.3 ms per frame
 (docs/performance.md). The -shm outlives any death of a process, since it is a file, but it
 is never synced: after a power cut or a reboot it may be stale or gone, and then nothing is
-compared (docs/protocols.md, "Faults"). Nothing here writes, and no descriptor SQLite holds
+compared (docs/protocols.md, "Faults"); a header with no readable copy is compared with
+nothing too, but said on stderr. Nothing here writes, and no descriptor SQLite holds
 is closed (closing any descriptor of the -shm would drop the POSIX locks of this process's
 connections on it).
 """
@@ -22,12 +23,15 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import logging
 import os
 import struct
 from pathlib import Path
 from typing import BinaryIO, NamedTuple
 
 __all__ = ["lost_commits"]
+
+logger = logging.getLogger(__name__)
 
 # One copy of the header (`WalIndexHdr`), in the host's byte order; two copies lead the file,
 # then the checkpoint information, whose first word is `nBackfill`.
@@ -65,7 +69,10 @@ def lost_commits(shm: Path, wal: Path) -> str | None:
         if _locked_elsewhere(fd):
             return None
         before = _read(fd)
-        if before is None or before.backfilled >= before.frames:
+        if before is None:
+            _not_checked(shm, wal)
+            return None
+        if before.backfilled >= before.frames:
             return None
         valid = _valid_frames(wal, before)
     finally:
@@ -77,6 +84,24 @@ def lost_commits(shm: Path, wal: Path) -> str | None:
         f"its write-ahead log {wal.name} ends at frame {valid}, though {before.frames} frames "
         "were committed to it: SQLite would drop every operation committed after the cut or "
         "the corrupt frame"
+    )
+
+
+def _not_checked(shm: Path, wal: Path) -> None:
+    """Say that a WAL holding frames was not checked: its index has no readable header.
+
+    Not refused: SQLite's own start leaves a -shm so while it rebuilds the index, and a start
+    killed then leaves it for the next (docs/performance.md, "A -shm without a header").
+    """
+    with contextlib.suppress(OSError):
+        if os.stat(wal).st_size <= _WAL_HEADER.size:
+            return  # no frame: nothing to lose
+    logger.warning(
+        "the journal's WAL index %s has no readable header (a start killed while SQLite "
+        "rebuilt it, a power cut, or damage): whether %s lost commits was not checked; "
+        "SQLite rebuilds the index from the WAL as it stands",
+        shm.name,
+        wal.name,
     )
 
 
@@ -108,15 +133,19 @@ def _open_here(path: Path) -> bool:
 
 
 def _read(fd: int) -> _Committed | None:
+    """The last commit the index header names; None when neither copy of it is readable."""
     data = os.pread(fd, _READ, 0)
-    if len(data) < _READ or data[:_COPY] != data[_COPY : 2 * _COPY]:
-        return None  # no header, or one being written
-    words = _HEADER.unpack(data[:_COPY])
-    version, _, _, is_init, _, _, frames, _, _, _, _, _, sum1, sum2 = words
-    if version != _VERSION or not is_init or _checksum("=", data[: _COPY - 8]) != (sum1, sum2):
-        return None
+    if len(data) < _READ:
+        return None  # SQLite truncates the -shm as it starts to rebuild it
     (backfilled,) = _BACKFILL.unpack_from(data, 2 * _COPY)
-    return _Committed(frames, backfilled, data[_SALTS : _SALTS + 8])
+    # SQLite writes the second copy, then the first: after a death between the two the
+    # second is the newer, and one damaged copy leaves the other to compare with.
+    for copy in (data[_COPY : 2 * _COPY], data[:_COPY]):
+        words = _HEADER.unpack(copy)
+        version, _, _, is_init, _, _, frames, _, _, _, _, _, sum1, sum2 = words
+        if version == _VERSION and is_init and _checksum("=", copy[: _COPY - 8]) == (sum1, sum2):
+            return _Committed(frames, backfilled, copy[_SALTS : _SALTS + 8])
+    return None
 
 
 def _valid_frames(wal: Path, index: _Committed) -> int | None:
