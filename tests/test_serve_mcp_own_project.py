@@ -1,0 +1,63 @@
+"""What the model reads over MCP for a person's own project: the real `jigcmd serve` child,
+driven by the official MCP Python SDK, each result's structuredContent checked against its
+tool's outputSchema (the part Claude Code hands the model)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.admitted_example import EXAMPLE, admit_example
+from tests.mcpsession import mcp_session
+
+pytestmark = pytest.mark.envelope
+jsonschema = pytest.importorskip("jsonschema")
+
+PASSING = EXAMPLE / "candidates" / "passing"
+_HEAD = 'import { test, expect } from "bun:test";\n'
+
+
+@pytest.fixture
+def binding(tmp_path: Path) -> Path:
+    """The example, admitted in a temporary copy."""
+    return admit_example(tmp_path)
+
+
+def _files(changed: dict[str, str]) -> dict[str, str]:
+    """The example's passing candidate, with the files of `changed` added or replaced."""
+    files = {str(p.relative_to(PASSING)): p.read_text() for p in PASSING.rglob("*") if p.is_file()}
+    return files | changed
+
+
+async def _call(binding: Path, state: Path, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    """The structuredContent of one call, after checking it against the tool's outputSchema."""
+    async with mcp_session(binding, state) as session:
+        listed = await session.list_tools()
+        (schema,) = [t.output_schema for t in listed.tools if t.name == tool]
+        result = await session.call_tool(tool, arguments)
+    view: dict[str, Any] | None = result.structured_content
+    assert view is not None, result.content
+    jsonschema.Draft202012Validator(schema).validate(view)
+    return view
+
+
+async def test_an_unwritten_inline_snapshot_is_a_failure_not_a_pass(
+    binding: Path, tmp_path: Path
+) -> None:
+    """An empty `toMatchInlineSnapshot()` compares nothing, and Bun cannot write its value
+    into the read-only tree: `bun test` runs in CI mode, so it fails saying so, beside an
+    unrelated failure that would otherwise hide it."""
+    test = (
+        _HEAD
+        + 'test("not yet written", () => { expect({ y: 2 }).toMatchInlineSnapshot(); });\n'
+        + 'test("unrelated failure", () => { expect(1).toBe(2); });\n'
+    )
+    view = await _call(
+        binding, tmp_path / "state", "tests", {"files": _files({"test/project.test.ts": test})}
+    )
+    found = {entry["name"]: entry for entry in view["tests"]["tests"]}
+    assert found["not yet written"]["status"] == "failed", found
+    assert "Inline snapshot creation is disabled" in found["not yet written"]["message"]
+    assert view["tests"]["summary"]["failed"] == 2
