@@ -86,6 +86,8 @@ class JigError(Exception):
         self.tests: TestResults | None = None
         # When the journal row that holds it says the operation ended (`RunResult`'s too).
         self.ended_unix_ms: int | None = None
+        # The call's notes (`RunResult`'s), for such a run's MCP answer.
+        self.notes: tuple[str, ...] = ()
 
     def reworded(self, message: str, details: dict[str, Any] | None) -> JigError:
         """The same failure in other words: its code, cleanup, record and statement kept."""

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from mcp_types import TextContent
 
 from tests.admitted_example import EXAMPLE, admit_example
 from tests.mcpsession import mcp_session
@@ -32,7 +33,8 @@ def _files(changed: dict[str, str]) -> dict[str, str]:
 
 
 async def _call(binding: Path, state: Path, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
-    """The structuredContent of one call, after checking it against the tool's outputSchema."""
+    """The structuredContent of one call, after checking it against the tool's outputSchema
+    (its text, the same in words, under the key `text`)."""
     async with mcp_session(binding, state) as session:
         listed = await session.list_tools()
         (schema,) = [t.output_schema for t in listed.tools if t.name == tool]
@@ -40,7 +42,8 @@ async def _call(binding: Path, state: Path, tool: str, arguments: dict[str, Any]
     view: dict[str, Any] | None = result.structured_content
     assert view is not None, result.content
     jsonschema.Draft202012Validator(schema).validate(view)
-    return view
+    assert isinstance(result.content[0], TextContent)
+    return view | {"text": result.content[0].text}
 
 
 async def test_an_unwritten_inline_snapshot_is_a_failure_not_a_pass(
@@ -61,3 +64,28 @@ async def test_an_unwritten_inline_snapshot_is_a_failure_not_a_pass(
     assert found["not yet written"]["status"] == "failed", found
     assert "Inline snapshot creation is disabled" in found["not yet written"]["message"]
     assert view["tests"]["summary"]["failed"] == 2
+
+
+async def test_the_notes_run_prints_reach_the_model_for_the_command_they_concern(
+    binding: Path, tmp_path: Path
+) -> None:
+    """A snapshot test and a bunfig.toml preload: `tests` carries both notes in its
+    structuredContent (and its words); `cli`, which runs neither, only what concerns it."""
+    sent = _files(
+        {
+            "test/project.test.ts": _HEAD
+            + 'test("v", () => expect({ v: 1 }).toMatchSnapshot());\n',
+            "bunfig.toml": '[test]\npreload = ["./test/setup.ts"]\n',
+            "test/setup.ts": "globalThis.ready = true;\n",
+        }
+    )
+    view = await _call(binding, tmp_path / "state", "tests", {"files": sent})
+    snapshot, bunfig = view["notes"]
+    assert snapshot.startswith(
+        "snapshot tests cannot pass in the envelope: test/project.test.ts (call toMatchSnapshot)."
+    )
+    assert bunfig.startswith("bunfig.toml: Bun runs without it")
+    assert "its [test] preload is not loaded" in bunfig
+    assert f"\nNote: {snapshot}\nNote: {bunfig}\n" in view["text"]
+    cli = await _call(binding, tmp_path / "state", "cli", {"files": sent})
+    assert cli["notes"] == []

@@ -137,6 +137,9 @@ class RunResult(msgspec.Struct, frozen=True):
     ended_unix_ms: int | None = None
     # Each stream past the cap, for a run answered live (a replay has none: not journaled).
     ends: OutputEnds | None = None
+    # What Bun under jigcmd will not do with the files sent, for this command
+    # (`jigcmd.command.callnotes`): for the fronts a model reads (MCP).
+    notes: tuple[str, ...] = ()
 
 
 class Recorded(msgspec.Struct, frozen=True):

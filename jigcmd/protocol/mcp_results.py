@@ -60,6 +60,7 @@ def completed_result(
         budget=budget,
         report=result.report,
         captured=_signed_facts(result.attestation)[0],
+        notes=result.notes,
     )
     completed["content"] = content
     if version in STRUCTURED:
@@ -104,6 +105,7 @@ def failure_result(
         budget=budget,
         report=report,
         captured=captured,
+        notes=error.notes,
     )
     result["content"] = content
     if version in STRUCTURED:
@@ -121,6 +123,7 @@ def _fit(
     budget: int,
     report: ResourceReport | None = None,
     captured: dict[str, int] | None = None,
+    notes: Sequence[str] = (),
 ) -> tuple[View, list[dict[str, Any]]]:
     structured = version in STRUCTURED
     links = [_link(ref) for ref in resources] if structured else []
@@ -144,6 +147,7 @@ def _fit(
         structured=structured,
         report=report,
         captured=captured,
+        notes=notes,
     )
 
 
@@ -202,7 +206,8 @@ def _link(ref: ResourceRef) -> dict[str, Any]:
 
 
 def view_text(view: View, header: str = "", invocation: Sequence[str] | None = None) -> str:
-    """The view in words: how it ended, the tests, then each stream's head and tail, quoted.
+    """The view in words: how it ended, the tests, the notes, then each stream's head and
+    tail, quoted.
 
     `invocation`: the whole one the view's is cut from, which says how many arguments were
     cut (none without it).
@@ -212,6 +217,8 @@ def view_text(view: View, header: str = "", invocation: Sequence[str] | None = N
     lines.append(_ending(view, more))
     if view.tests is not None:
         lines += _tests_text(view.tests)
+    # jigcmd's words on the files sent; the paths in them are the caller's, one line each.
+    lines += [f"Note: {one_line(note)}" for note in view.notes]
     lines += _stream_text("stdout", view.stdout)
     lines += _stream_text("stderr", view.stderr)
     return "\n".join(lines)

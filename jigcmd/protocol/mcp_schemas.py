@@ -205,6 +205,16 @@ _LIMITS_HIT: Final = {
 }
 
 
+_NOTES: Final = {
+    "type": "array",
+    "description": "What Bun under jigcmd does not do with the files sent, for this command, "
+    "each one sentence (cut to the budget): a snapshot test that cannot pass in the read-only "
+    "tree, a bunfig.toml Bun is not given, a declared package nothing installs, a package.json "
+    "jigcmd cannot read. Empty when none applies.",
+    "items": {"type": "string"},
+}
+
+
 def _after(properties: dict[str, Any], key: str, name: str, schema: object) -> dict[str, Any]:
     """`properties` with `name` inserted right after `key` (the view's field order)."""
     items = list(properties.items())
@@ -235,6 +245,7 @@ def _result_schema() -> dict[str, Any]:
         "description": "structuredContent and content together are at most this many bytes "
         "of JSON; heads, tails and test lists are cut to fit, counts and digests never.",
     }
+    properties["notes"] = _NOTES
     return {
         "type": "object",
         "description": "The run's evidence, budgeted: how it ended, each stream's head, tail, "

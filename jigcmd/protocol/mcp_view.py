@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final, Literal
 
 import msgspec
@@ -57,6 +57,10 @@ _OTHERS_MAX: Final = 200
 _MESSAGE_MAX: Final = 1024
 _FRAMES_MAX: Final = 5
 _STEPS: Final = 10
+# Each note's characters at scale 0 (the rest scale up to all of it), and at most how many.
+_NOTE_MIN: Final = 160
+_NOTE_MAX: Final = 2048
+_NOTES_MAX: Final = 8
 # The tests `full_tests` lists at most (`jigcmd run --json`); `truncated` counts the rest.
 LISTED_TESTS_MAX: Final = 5000
 # Names the candidate chose (tests, describe blocks, files), as listed.
@@ -115,6 +119,10 @@ class View(msgspec.Struct, frozen=True, rename="camel"):
     stderr: StreamView
     tests: TestsView | None
     budget_bytes: int
+    # What Bun under jigcmd will not do with the files sent, for this command (a snapshot
+    # test, an ignored bunfig.toml, a package nothing installs): `jigcmd run` prints them for
+    # the operator, and a model reads only this. Absent from a result jigcmd made before.
+    notes: list[str] = msgspec.field(default_factory=list)
 
 
 Content = Callable[[View], list[dict[str, Any]]]
@@ -130,12 +138,14 @@ def fitted(
     structured: bool,
     report: ResourceReport | None = None,
     captured: Mapping[str, int] | None = None,
+    notes: Sequence[str] = (),
 ) -> tuple[View, list[dict[str, Any]]]:
     """The largest view (and its content blocks) whose JSON fits `budget` bytes.
 
     `content(view)` makes the content blocks for a view; with `structured` the view itself
     travels as `structuredContent` and counts too. `report`: the limits the run reached.
     `captured`: each stream's length as captured, by name (else its text's UTF-8 length).
+    `notes`: the call's notes (`RunResult.notes`).
     """
 
     def size(view: View) -> tuple[int, list[dict[str, Any]]]:
@@ -146,11 +156,17 @@ def fitted(
         return total, blocks
 
     links = {ref.name: ref.uri for ref in resources}
-    hit = limits_hit(report)
-    low = _view(evidence, tests, links, hit=hit, captured=captured or {}, budget=budget, scale=0.0)
+    hit, seen = limits_hit(report), captured or {}
+
+    def make(scale: float) -> View:
+        return _view(
+            evidence, tests, links, hit=hit, captured=seen, budget=budget, scale=scale, notes=notes
+        )
+
+    low = make(0.0)
     low_size, low_blocks = size(low)
     best: tuple[View, list[dict[str, Any]]] = (low, low_blocks)
-    high = _view(evidence, tests, links, hit=hit, captured=captured or {}, budget=budget, scale=1.0)
+    high = make(1.0)
     high_size, high_blocks = size(high)
     if high_size <= budget:
         return high, high_blocks
@@ -159,9 +175,7 @@ def fitted(
     lo, hi = 0.0, 1.0
     for _ in range(_STEPS):
         mid = (lo + hi) / 2
-        view = _view(
-            evidence, tests, links, hit=hit, captured=captured or {}, budget=budget, scale=mid
-        )
+        view = make(mid)
         used, blocks = size(view)
         if used <= budget:
             lo, best = mid, (view, blocks)
@@ -191,6 +205,7 @@ def _view(
     captured: Mapping[str, int],
     budget: int,
     scale: float,
+    notes: Sequence[str] = (),
 ) -> View:
     return View(
         command=evidence.command,
@@ -210,6 +225,10 @@ def _view(
         ),
         tests=None if tests is None else _tests(tests, scale, links.get("junit")),
         budget_bytes=budget,
+        notes=[
+            _short(note, _NOTE_MIN + int((_NOTE_MAX - _NOTE_MIN) * scale))
+            for note in notes[:_NOTES_MAX]
+        ],
     )
 
 
