@@ -11,7 +11,7 @@ import enum
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from jigcmd.protocol.commands import ResourceRef, TestResults
+    from jigcmd.protocol.commands import OutputEnds, ResourceRef, TestResults
 
 __all__ = ["MESSAGE_MAX_CHARS", "Code", "JigError", "bounded", "bounded_details"]
 
@@ -88,6 +88,8 @@ class JigError(Exception):
         self.ended_unix_ms: int | None = None
         # The call's notes (`RunResult`'s), for such a run's MCP answer.
         self.notes: tuple[str, ...] = ()
+        # Each stream past the cap, for such a run answered live (`RunResult`'s too).
+        self.ends: OutputEnds | None = None
 
     def reworded(self, message: str, details: dict[str, Any] | None) -> JigError:
         """The same failure in other words: its code, cleanup, record and statement kept."""

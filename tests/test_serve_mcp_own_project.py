@@ -89,3 +89,34 @@ async def test_the_notes_run_prints_reach_the_model_for_the_command_they_concern
     assert f"\nNote: {snapshot}\nNote: {bunfig}\n" in view["text"]
     cli = await _call(binding, tmp_path / "state", "cli", {"files": sent})
     assert cli["notes"] == []
+
+
+_FLOOD = (
+    "const lines: string[] = [];\n"
+    "for (let n = 0; n < 20000; n++) lines.push(`log line ${n}: processing record ok`);\n"
+    'process.stdout.write(lines.join("\\n") + "\\n");\n'
+    "process.stdout.write(\"FATAL: config key 'db.url' missing\\n\");\n"
+    "process.exitCode = 1;\n"
+)
+
+
+async def test_a_truncated_stream_shows_its_real_end_and_how_much_was_written(
+    binding: Path, tmp_path: Path
+) -> None:
+    """Past the 64 KiB kept, the model reads the stream's last bytes (the reason for exit 1)
+    and the total the command wrote, the bytes neither kept nor shown counted between."""
+    view = await _call(
+        binding, tmp_path / "state", "cli", {"files": _files({"src/cli.ts": _FLOOD})}
+    )
+    stdout = view["stdout"]
+    written = sum(len(f"log line {n}: processing record ok\n") for n in range(20000))
+    written += len("FATAL: config key 'db.url' missing\n")
+    assert (view["exitCode"], stdout["truncated"], stdout["capturedBytes"]) == (1, True, 65536)
+    assert stdout["writtenBytes"] == written
+    assert stdout["end"].endswith(
+        "log line 19999: processing record ok\nFATAL: config key 'db.url' missing\n"
+    )
+    assert stdout["tail"].endswith("processing record ok\nlog line 1")  # the kept text's end
+    unseen = written - 65536 - len(stdout["end"].encode())
+    assert f"[… {unseen:,} bytes written past the kept 65,536 are not shown …]" in view["text"]
+    assert "FATAL: config key 'db.url' missing" in view["text"]

@@ -104,8 +104,9 @@ ARGUMENTS_SCHEMA: Final = _arguments_schema()
 def _stream_schema(name: str) -> dict[str, Any]:
     return {
         "type": "object",
-        "description": f"{name}, cut to the budget: its head and tail, and what identifies all of "
-        "what was captured (the first 64 KiB the command wrote).",
+        "description": f"{name}, cut to the budget: the head and tail of what was captured (the "
+        "first 64 KiB the command wrote) and what identifies all of it; past those 64 KiB, "
+        "how much the command wrote and the stream's own end.",
         "properties": {
             "capturedBytes": {
                 "type": "integer",
@@ -119,7 +120,8 @@ def _stream_schema(name: str) -> dict[str, Any]:
             },
             "truncated": {
                 "type": "boolean",
-                "description": "The command wrote more than the 64 KiB kept.",
+                "description": "The command wrote more than the 64 KiB kept: `tail` is then the "
+                "end of the kept bytes, not of the output; `end` is the output's end.",
             },
             "head": {"type": "string"},
             "omittedBytes": {
@@ -127,10 +129,37 @@ def _stream_schema(name: str) -> dict[str, Any]:
                 "description": "Bytes of the text between head and tail that this result leaves "
                 "out.",
             },
-            "tail": {"type": "string"},
+            "tail": {"type": "string", "description": "The end of the captured text."},
             "uri": {"type": ["string", "null"], "description": "The whole captured stream."},
+            "writtenBytes": {
+                "type": ["integer", "null"],
+                "description": "Bytes the command wrote to the stream in all, kept or not; "
+                "null when not known (a result rebuilt from the journal).",
+            },
+            "end": {
+                "type": "string",
+                "description": "When `truncated`: the last bytes the command wrote (at most "
+                '4 KiB, cut to the budget), after the kept ones; "" otherwise or when not '
+                "known.",
+            },
+            "endOmittedBytes": {
+                "type": "integer",
+                "description": "Bytes written between the kept text and `end`, neither kept "
+                "nor shown.",
+            },
         },
-        "required": ["capturedBytes", "sha256", "truncated", "head", "omittedBytes", "tail", "uri"],
+        "required": [
+            "capturedBytes",
+            "sha256",
+            "truncated",
+            "head",
+            "omittedBytes",
+            "tail",
+            "uri",
+            "writtenBytes",
+            "end",
+            "endOmittedBytes",
+        ],
     }
 
 
