@@ -120,3 +120,29 @@ async def test_a_truncated_stream_shows_its_real_end_and_how_much_was_written(
     unseen = written - 65536 - len(stdout["end"].encode())
     assert f"[… {unseen:,} bytes written past the kept 65,536 are not shown …]" in view["text"]
     assert "FATAL: config key 'db.url' missing" in view["text"]
+
+
+_EXIT_2 = _HEAD + 'test("fails", () => expect(1).toBe(2));\ntest("exits", () => process.exit(2));\n'
+_OOM = (
+    _HEAD + 'test("eats memory", () => {\n  const keep: Uint8Array[] = [];\n'
+    "  for (let i = 0; i < 4000; i++) keep.push(new Uint8Array(1 << 20).fill(1));\n"
+    "  expect(keep.length).toBe(4000);\n});\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("test", "why"),
+    [
+        (_EXIT_2, "missing: the runner exited with code 2 without writing it"),
+        (_OOM, "missing: the runner was killed at the envelope's memory limit before writing it"),
+    ],
+    ids=["exit-2", "memory"],
+)
+async def test_a_missing_report_says_how_the_runner_ended_without_it(
+    binding: Path, tmp_path: Path, test: str, why: str
+) -> None:
+    """A runner that exits 2 or is killed at the memory limit writes no report: `problem`
+    says so, as it says a deadline or an exit 0."""
+    sent = _files({"test/project.test.ts": test})
+    view = await _call(binding, tmp_path / "state", "tests", {"files": sent})
+    assert view["tests"]["problem"] == why
