@@ -146,3 +146,20 @@ async def test_a_missing_report_says_how_the_runner_ended_without_it(
     sent = _files({"test/project.test.ts": test})
     view = await _call(binding, tmp_path / "state", "tests", {"files": sent})
     assert view["tests"]["problem"] == why
+
+
+async def test_each_tool_says_its_working_directory_is_the_root_of_files(
+    binding: Path, tmp_path: Path
+) -> None:
+    """A package's test reading `test/fixtures/…` as under `cd packages/core && bun test`
+    fails ENOENT here: the description says where relative paths start."""
+    async with mcp_session(binding, tmp_path / "state") as session:
+        listed = await session.list_tools()
+    for tool in listed.tools:
+        assert "a read-only copy of your files as the working directory (the root of `files`: " in (
+            tool.description or ""
+        )
+    (tests,) = [tool for tool in listed.tools if tool.name == "tests"]
+    assert "Bun runs in CI mode: test.only, and a snapshot it would have to write, fail." in (
+        tests.description or ""
+    )
