@@ -163,3 +163,22 @@ async def test_each_tool_says_its_working_directory_is_the_root_of_files(
     assert "Bun runs in CI mode: test.only, and a snapshot it would have to write, fail." in (
         tests.description or ""
     )
+
+
+async def test_a_thrown_errors_class_is_in_its_message(binding: Path, tmp_path: Path) -> None:
+    """`RangeError: division by zero`, as Bun's console says it; a plain Error, a thrown
+    string and an assertion keep their message alone, as there."""
+    test = (
+        _HEAD
+        + 'test("range", () => { throw new RangeError("division by zero"); });\n'
+        + 'test("plain", () => { throw new Error("plain"); });\n'
+        + 'test("string", () => { throw "str"; });\n'
+        + 'test("assert", () => expect(1).toBe(2));\n'
+    )
+    view = await _call(
+        binding, tmp_path / "state", "tests", {"files": _files({"test/project.test.ts": test})}
+    )
+    found = {entry["name"]: entry["message"] for entry in view["tests"]["tests"]}
+    assert found["range"] == "RangeError: division by zero"
+    assert (found["plain"], found["string"]) == ("plain", "str")
+    assert found["assert"].startswith("expect(received).toBe(expected)")
