@@ -182,3 +182,22 @@ async def test_a_thrown_errors_class_is_in_its_message(binding: Path, tmp_path: 
     assert found["range"] == "RangeError: division by zero"
     assert (found["plain"], found["string"]) == ("plain", "str")
     assert found["assert"].startswith("expect(received).toBe(expected)")
+
+
+async def test_the_dependency_note_names_what_the_called_command_loads(
+    binding: Path, tmp_path: Path
+) -> None:
+    """A declared package the entry point reaches is named; one only a file it never loads
+    imports is not (its note is the command's, not the project's)."""
+    sent = _files(
+        {
+            "package.json": '{"name": "pad", "dependencies": {"tiny-pad": "^1", "big-pad": "^1"}}',
+            "src/pad.ts": 'import pad from "tiny-pad";\nexport default pad;\n',
+            "src/unused.ts": 'import big from "big-pad";\nexport default big;\n',
+            "src/cli.ts": 'import "./pad.ts";\n' + (PASSING / "src" / "cli.ts").read_text(),
+        }
+    )
+    view = await _call(binding, tmp_path / "state", "cli", {"files": sent})
+    (note,) = view["notes"]
+    assert "1 dependency (tiny-pad: src/pad.ts) that the files of `cli` import" in note, note
+    assert "big-pad" not in note
