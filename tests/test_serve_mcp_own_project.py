@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from mcp_types import TextContent
 
+from jigcmd.frontends.servechild import ServeChild
 from tests.admitted_example import EXAMPLE, admit_example
 from tests.mcpsession import mcp_session
 
@@ -201,3 +202,26 @@ async def test_the_dependency_note_names_what_the_called_command_loads(
     (note,) = view["notes"]
     assert "1 dependency (tiny-pad: src/pad.ts) that the files of `cli` import" in note, note
     assert "big-pad" not in note
+
+
+def test_a_keyed_retry_replays_the_streams_end_from_the_journal(
+    binding: Path, tmp_path: Path
+) -> None:
+    """The end and the bytes written are not in the evidence: the journal keeps them beside
+    it, so a retry answered by another server reads the same structuredContent."""
+    args = ["--state-dir", str(tmp_path / "state"), "--run-id", "wf-flood"]
+    call = {
+        "name": "cli",
+        "arguments": {"files": _files({"src/cli.ts": _FLOOD})},
+        "_meta": {"dev.jigcmd/operationId": "act-1"},
+    }
+    answers = []
+    for _ in range(2):
+        with ServeChild(binding, args) as server:
+            server.request("initialize", {"protocolVersion": "2025-11-25", "capabilities": {}})
+            answers.append(server.request("tools/call", call)["result"])
+            assert server.close_input() == 0
+    ran, replayed = answers
+    assert ran["structuredContent"]["stdout"]["end"].endswith("'db.url' missing\n")
+    assert replayed["structuredContent"] == ran["structuredContent"]
+    assert replayed["content"][0] == ran["content"][0]

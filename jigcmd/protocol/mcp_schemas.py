@@ -134,7 +134,7 @@ def _stream_schema(name: str) -> dict[str, Any]:
             "writtenBytes": {
                 "type": ["integer", "null"],
                 "description": "Bytes the command wrote to the stream in all, kept or not; "
-                "null when not known (a result rebuilt from the journal).",
+                "null when not known (a replay of a run an older jigcmd recorded).",
             },
             "end": {
                 "type": "string",

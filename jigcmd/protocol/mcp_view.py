@@ -83,8 +83,7 @@ class StreamView(msgspec.Struct, frozen=True, rename="camel"):
     uri: str | None = None
     # Past the cap (`truncated`), what the host keeps beside the evidence, never in it: all
     # the command wrote to the stream, the last bytes of it, and the bytes between the kept
-    # text and them. None and "" when not known (a result made before them, or rebuilt from
-    # the journal, which keeps neither).
+    # text and them. None and "" when not known (a run an older jigcmd recorded).
     written_bytes: int | None = None
     end: str = ""
     end_omitted_bytes: int = 0
@@ -264,23 +263,26 @@ def _stream(stream: StreamText, keep: int, uri: str | None, captured: int | None
         head = data[:keep].decode("utf-8", "ignore")
         tail = data[len(data) - keep :].decode("utf-8", "ignore") if keep else ""
     omitted = len(data) - len(head.encode("utf-8")) - len(tail.encode("utf-8"))
+    # The bytes the command wrote, not their decoding (invalid UTF-8 becomes U+FFFD, a BOM is
+    # dropped): the same count as the signed statement's, so a verifier can hold it.
+    captured_bytes = len(data) if captured is None else captured
     return StreamView(
-        # The bytes the command wrote, not their decoding (invalid UTF-8 becomes U+FFFD, a BOM
-        # is dropped): the same count as the signed statement's, so a verifier can hold it.
-        captured_bytes=len(data) if captured is None else captured,
+        captured_bytes=captured_bytes,
         sha256=digest,
         truncated=stream.truncated,
         head=head,
         omitted_bytes=omitted,
         tail=tail,
         uri=uri,
+        # All of it was kept: what was written, known without the host's copy of its end.
+        written_bytes=None if stream.truncated else captured_bytes,
     )
 
 
 def _ended(view: StreamView, end: StreamEnd | None, keep: int) -> StreamView:
     """`view` with what the command wrote past the cap: the total, the last `keep` bytes of
     the end the host kept, and the count of those between the kept text and them."""
-    if end is None:
+    if end is None or not end.dropped_bytes:
         return view
     data = end.tail.encode("utf-8")
     shown = data[len(data) - min(keep, len(data)) :].decode("utf-8", "ignore")
