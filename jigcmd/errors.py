@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from jigcmd.protocol.inert import one_line
 
 if TYPE_CHECKING:
-    from jigcmd.protocol.commands import ResourceRef, TestResults
+    from jigcmd.protocol.commands import OutputEnds, ResourceRef, TestResults
 
 __all__ = ["MESSAGE_MAX_CHARS", "Code", "JigError", "bounded", "bounded_details"]
 
@@ -90,6 +90,10 @@ class JigError(Exception):
         self.tests: TestResults | None = None
         # When the journal row that holds it says the operation ended (`RunResult`'s too).
         self.ended_unix_ms: int | None = None
+        # The call's notes (`RunResult`'s), for such a run's MCP answer.
+        self.notes: tuple[str, ...] = ()
+        # Each stream past the cap, for such a run answered live (`RunResult`'s too).
+        self.ends: OutputEnds | None = None
 
     def reworded(self, message: str, details: dict[str, Any] | None) -> JigError:
         """The same failure in other words: its code, cleanup, record and statement kept."""

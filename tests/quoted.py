@@ -33,6 +33,11 @@ def split(text: str) -> tuple[list[str], list[str]]:
 
 
 def parts(view: dict[str, Any]) -> list[str]:
-    """Each stream's head and tail that the text quotes (the view's), as it quotes them."""
-    quoted = [view[name][end] for name in ("stdout", "stderr") for end in ("head", "tail")]
+    """Each stream's head and tail that the text quotes (the view's), and past the cap its
+    end, as it quotes them."""
+    quoted = [
+        view[name].get(part, "")
+        for name in ("stdout", "stderr")
+        for part in ("head", "tail", "end")
+    ]
     return [visible(part).removesuffix("\n") for part in quoted if part]

@@ -656,7 +656,7 @@ export function seen(): string {
 
 
 def test_the_candidate_sees_what_the_readme_says(lock: Path, tmp_path: Path) -> None:
-    """Its environment (plus NODE_ENV under bun test), /sys (two memory-limit files), /dev."""
+    """Its environment (plus CI and NODE_ENV under bun test), /sys (memory-limit files), /dev."""
     files = tmp_path / "candidate"
     (files / "src").mkdir(parents=True)
     (files / "test").mkdir()
@@ -684,5 +684,6 @@ def test_the_candidate_sees_what_the_readme_says(lock: Path, tmp_path: Path) -> 
     printed = next(line for line in tested.stdout.text.splitlines() if line.startswith("{"))
     assert json.loads(printed)["env"] == {
         "BUN_RUNTIME_TRANSPILER_CACHE_PATH": "0",
+        "CI": "true",
         "NODE_ENV": "test",
     }

@@ -121,3 +121,16 @@ def test_a_refused_call_says_only_why(lock: Path, tmp_path: Path) -> None:
     assert done.stderr.splitlines() == [
         "jigcmd run: INVALID_INPUT: /args: test command 'tests' accepts no arguments (got 1)"
     ]
+
+
+def test_a_test_command_running_no_snapshot_test_gets_no_snapshot_note(
+    lock: Path, tmp_path: Path
+) -> None:
+    """The project's snapshot test is another file, which `tests` does not run: its note is
+    for the command that runs it, not said for every test command of the project."""
+    files = _copy(tmp_path)
+    (files / "test" / "snap.test.ts").write_text(_SNAPSHOT_TEST)
+    done = run(lock, tmp_path / "state", "tests", files)
+    assert done.returncode == 0, done.stderr
+    assert any("named by no command" in line for line in _notes(done.stderr))
+    assert not [line for line in _notes(done.stderr) if "snapshot" in line]

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from jigcmd.command.runtime import find_runtime
 from jigcmd.frontends.doctor import _runtime
-from jigcmd.policy.planner import BUN_ENV, BUN_FLAGS
+from jigcmd.policy.planner import BUN_ENV, BUN_FLAGS, BUN_TEST_ENV
 
 CLI = Path(__file__).resolve().parents[1] / "docs" / "cli.md"
 HEADING = "## Comparing with bare `bun test`"
@@ -44,22 +44,26 @@ def recipe() -> list[list[str]]:
     return [shlex.split(line) for line in joined.splitlines() if not line.startswith("#")]
 
 
-def _environment() -> list[str]:
-    """`env -i` and what the envelope sets (policy.planner.BUN_ENV), then TZ=UTC for its UTC."""
-    return ["env", "-i", *(f"{name}={value}" for name, value in BUN_ENV), "TZ=UTC", "$BUN"]
+def _environment(*, test: bool) -> list[str]:
+    """`env -i` and what the envelope sets for a test or a run command (policy.planner's
+    BUN_ENV, and BUN_TEST_ENV for a test), then TZ=UTC for its UTC."""
+    sets = BUN_ENV + BUN_TEST_ENV if test else BUN_ENV
+    return ["env", "-i", *(f"{name}={value}" for name, value in sets), "TZ=UTC", "$BUN"]
 
 
 def test_the_comparison_gives_bun_the_flags_and_environment_every_command_gets() -> None:
     """A test command and a run command: `env -i`, the envelope's variables, Bun's flags."""
     test_argv, run_argv = recipe()
-    start = _environment()
-    assert test_argv[: len(start)] == start and run_argv[: len(start)] == start
-    assert tuple(test_argv[len(start) :][: len(BUN_FLAGS) + 1]) == ("test", *BUN_FLAGS)
-    assert tuple(run_argv[len(start) :][: len(BUN_FLAGS)]) == BUN_FLAGS
+    test_start, run_start = _environment(test=True), _environment(test=False)
+    assert test_argv[: len(test_start)] == test_start
+    assert run_argv[: len(run_start)] == run_start
+    assert tuple(test_argv[len(test_start) :][: len(BUN_FLAGS) + 1]) == ("test", *BUN_FLAGS)
+    assert tuple(run_argv[len(run_start) :][: len(BUN_FLAGS)]) == BUN_FLAGS
 
 
 def test_the_comparisons_test_sees_the_envelopes_environment_and_utc(tmp_path: Path) -> None:
-    """Run as written, from a caller with its own TZ and HOME: only BUN_ENV, NODE_ENV and TZ."""
+    """Run as written, from a caller with its own TZ and HOME: only BUN_ENV, BUN_TEST_ENV,
+    NODE_ENV and TZ."""
     (tmp_path / "test").mkdir()
     (tmp_path / "test" / "a.test.ts").write_text(
         'import { test } from "bun:test";\n'
@@ -74,6 +78,6 @@ def test_the_comparisons_test_sees_the_envelopes_environment_and_utc(tmp_path: P
     )
     (printed,) = [line for line in done.stdout.splitlines() if line.startswith("{")]
     assert json.loads(printed) == {
-        "env": {**dict(BUN_ENV), "NODE_ENV": "test", "TZ": "UTC"},
+        "env": {**dict(BUN_ENV + BUN_TEST_ENV), "NODE_ENV": "test", "TZ": "UTC"},
         "zone": "UTC",
     }

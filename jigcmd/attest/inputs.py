@@ -107,8 +107,8 @@ class Around:
 class McpView(msgspec.Struct, frozen=True, rename="camel"):
     """An MCP `structuredContent`: the evidence cut to a budget (`jigcmd/protocol/mcp_view.py`).
 
-    Fields the statement does not bind (`tests`, `budgetBytes`, a stream's `uri`, the cut of
-    a stream or the invocation) are accepted and said to be unchecked, not refused.
+    Fields the statement does not bind (`tests`, `budgetBytes`, `notes`, a stream's `uri`, the
+    cut of a stream or the invocation) are accepted and said to be unchecked, not refused.
     """
 
     command: str
@@ -125,6 +125,7 @@ class McpView(msgspec.Struct, frozen=True, rename="camel"):
     stderr: StreamView
     budget_bytes: int
     tests: dict[str, object] | None = None
+    notes: list[str] | None = None
 
 
 @dataclass(frozen=True)

@@ -160,6 +160,9 @@ def _view_unbound(statement: RunStatement, view: McpView) -> list[Check]:
             checks.append(skip(f"{name} uri", why))
     why = f"{view.budget_bytes}: the size the server cut this result to, not signed"
     checks.append(skip("budgetBytes", why))
+    if view.notes:
+        why = f"{len(view.notes)}: the server's words on the files sent, not signed"
+        checks.append(skip("notes", why))
     return checks
 
 

@@ -161,7 +161,19 @@ def tests_of(plan: RunPlan, outcome: RunOutcome, made: Evidence) -> TestResults 
         # A test calling `process.exit(0)` ends Bun before its reporter writes: the exit
         # code alone then reads as a pass, after a failure as well.
         problem += _NO_TEST_RAN.format(ran=ran) if ran else _ENDED_BEFORE_ITS_REPORT
+    elif problem == "missing":
+        problem += _ended_without_it(outcome)
     return TestResults.read(scratch.data, problem, evidence=made, stderr_tail=tail)
+
+
+def _ended_without_it(outcome: RunOutcome) -> str:
+    """How a runner that ended by itself, not with exit 0, ended before writing its report:
+    a test calling `process.exit(2)`, a file that failed to load, a kill."""
+    if outcome.signal is None:
+        return f": the runner exited with code {outcome.exit_code} without writing it"
+    if outcome.report.oom_killed and outcome.signal == "SIGKILL":
+        return ": the runner was killed at the envelope's memory limit before writing it"
+    return f": the runner was killed by {outcome.signal} before writing it"
 
 
 def output_ends(outcome: RunOutcome) -> OutputEnds:

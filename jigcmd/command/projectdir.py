@@ -159,10 +159,11 @@ class ProjectFiles:
         tail = "" if untracked is None else f"; {untracked}"
         return f"left out of the candidate: {'; '.join(groups)}; {held}{tail}"
 
-    def snapshot_note(self) -> str | None:
-        """One line naming the snapshot files and tests, which cannot pass (`snapshots.py`)."""
+    def snapshot_note(self, tests: Sequence[str] | None = None) -> str | None:
+        """One line naming the snapshot files and tests, which cannot pass (`snapshots.py`):
+        of one command's `tests`, or of the whole project."""
         left_out = [path for paths in self.left_out.values() for path in paths]
-        return snapshot_note(self.files, left_out)
+        return snapshot_note(self.files, left_out, tests)
 
 
 def _reason(pattern_file: str | None) -> str | None:

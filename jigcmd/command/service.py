@@ -17,6 +17,7 @@ from jigcmd import trace
 from jigcmd.attest.attester import Attester
 from jigcmd.cancel import CancelSignal
 from jigcmd.clock import unix_ms
+from jigcmd.command.callnotes import call_notes
 from jigcmd.command.catalog import AdmissionCheck, Catalog
 from jigcmd.command.durability import Durability, recorded_or
 from jigcmd.command.execution import execute
@@ -206,6 +207,7 @@ class CommandService:
         key = (root_run or "", operation_id)
         keep = detailed if keep_resources is None else keep_resources
         scope = root_run or context
+        notes: tuple[str, ...] = ()
         try:
             with self._operations.arriving(key, signature) as arrival:
                 named = input.get("command") if isinstance(input, dict) else None
@@ -218,6 +220,7 @@ class CommandService:
                     # The same deadline in the callers' own clock: what waiters compare.
                     when = unix_deadline_ms(started, deadline_unix_ms, self._root_deadline)
                     valid = self.catalog.validate(input)
+                    notes = call_notes(valid) if detailed else ()
                 except JigError as refusal:
                     result = await recorded_or(self._ownership, refusal, key, signature)
                     return await self._answer(result, detailed, keep, scope, operation_id)
@@ -250,11 +253,13 @@ class CommandService:
                     others=durability.others_waiting if durability.durable else None,
                 )
         except JigError as error:
+            error.notes = notes
             if keep:
                 # A run stopped by its deadline or a cancel captured output and was
                 # signed all the same: its answer links them as a result's does.
                 await keep_stopped(self.resources, error, scope, operation_id)
             raise
+        result = msgspec.structs.replace(result, notes=notes)
         return await self._answer(result, detailed, keep, scope, operation_id)
 
     def fence(self) -> None:

@@ -13,7 +13,7 @@ from jigcmd.durable.recovery import UNCERTAIN_REASON
 from jigcmd.errors import Code, JigError
 from jigcmd.evidence import Evidence, ResourceReport
 from jigcmd.journal.rows import Row
-from jigcmd.protocol.commands import RunResult, TestResults
+from jigcmd.protocol.commands import OutputEnds, RunResult, TestResults
 
 __all__ = [
     "UNRECORDED_REPORT",
@@ -43,12 +43,17 @@ class RecordedTests(msgspec.Struct, frozen=True):
     """A test report as the journal keeps it: the runner's bytes as read, or why there are none.
 
     The bytes, not their parse: the same parse of the same bytes gives the same results.
+    Also, for any command, each stream's end past its cap, which an MCP answer shows.
     """
 
     report: bytes | None = None
     problem: str = ""
     # The end of stderr past its cap, where the runner's footer is (`TestResults`).
     stderr_tail: str = ""
+    # False: a record of the ends alone (no report was asked for).
+    tested: bool = True
+    # Each stream past its cap (`RunResult.ends`), when one was: a replay shows the same.
+    ends: OutputEnds | None = None
 
 
 _tests = msgspec.json.Decoder(RecordedTests)
@@ -57,13 +62,26 @@ _encoder = msgspec.json.Encoder()
 UNRECORDED_REPORT = "not in the journal (an older jigcmd recorded the run, or recovery closed it)"
 
 
-def recorded_tests(tests: TestResults | None) -> bytes | None:
-    """The journal's record of a run's test report (`Journal.finish(tests=…)`); None if none."""
-    if tests is None:
-        return None
-    return _encoder.encode(
-        RecordedTests(report=tests.raw, problem=tests.problem, stderr_tail=tests.stderr_tail)
+def recorded_tests(tests: TestResults | None, ends: OutputEnds | None = None) -> bytes | None:
+    """The journal's record of a run's test report (`Journal.finish(tests=…)`) and of its
+    streams past their cap; None if neither."""
+    cut = (
+        ends
+        if ends is not None and (ends.stdout.dropped_bytes or ends.stderr.dropped_bytes)
+        else None
     )
+    if tests is None:
+        return None if cut is None else _encoder.encode(RecordedTests(tested=False, ends=cut))
+    return _encoder.encode(
+        RecordedTests(
+            report=tests.raw, problem=tests.problem, stderr_tail=tests.stderr_tail, ends=cut
+        )
+    )
+
+
+def recorded_ends(recorded: bytes | None) -> OutputEnds | None:
+    """Each stream past its cap as the journal kept it; None if not kept (or none was)."""
+    return None if recorded is None else _tests.decode(recorded).ends
 
 
 def with_tests(result: RunResult) -> RunResult:
@@ -99,6 +117,7 @@ def replay(row: Row) -> RunResult:
         error.attestation = row.attestation
         error.ended_unix_ms = row.finished_unix_ms
         error.tests = _stopped_tests(row.tests, failure.details)
+        error.ends = recorded_ends(row.tests)
         raise error
     report = (
         _report.decode(row.report)
@@ -120,6 +139,7 @@ def replay(row: Row) -> RunResult:
         tests=_tests_of(row.tests, evidence),
         attestation=row.attestation,
         ended_unix_ms=row.finished_unix_ms,
+        ends=recorded_ends(row.tests),
     )
 
 
@@ -128,6 +148,8 @@ def _tests_of(recorded: bytes | None, evidence: Evidence) -> TestResults | None:
     if recorded is None:
         return None
     kept = _tests.decode(recorded)
+    if not kept.tested:
+        return None
     return TestResults.read(
         kept.report, kept.problem, evidence=evidence, stderr_tail=kept.stderr_tail
     )
@@ -144,7 +166,7 @@ def _stopped_tests(recorded: bytes | None, details: dict[str, object] | None) ->
         evidence = msgspec.convert(collected, Evidence)
     except msgspec.ValidationError:
         return None
-    if recorded is None:
+    if recorded is None or not _tests.decode(recorded).tested:
         if evidence.invocation[1:2] != ["test"]:
             return None
         return TestResults(report=None, problem=UNRECORDED_REPORT)

@@ -44,7 +44,7 @@ def run_notes(
         project.note(),
         *manifest_notes(files),
         unnamed_tests_note(files, commands, binding, lock) if tests else None,
-        project.snapshot_note() if tests else None,
+        project.snapshot_note(command.paths) if tests else None,
         bunfig_note(files, tests=tests),
         dependencies_note(files, command.paths, project.has_package, command.name),
     ]

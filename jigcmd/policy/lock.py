@@ -22,7 +22,14 @@ from jigcmd.policy.binding import (
     PolicyDocument,
     parse_binding,
 )
-from jigcmd.policy.planner import BUN_ENV, BUN_FLAGS, CEILING_SECONDS, JUNIT_FLAGS, bun_argv
+from jigcmd.policy.planner import (
+    BUN_ENV,
+    BUN_FLAGS,
+    BUN_TEST_ENV,
+    CEILING_SECONDS,
+    JUNIT_FLAGS,
+    bun_argv,
+)
 
 __all__ = [
     "LOCK_VERSION",
@@ -347,7 +354,9 @@ def review_text(
         "  - the candidate's files only, read-only, as the working directory; no network;",
         "    environment only "
         + " ".join(f"{k}={v}" for k, v in BUN_ENV)
-        + " (bun test adds NODE_ENV=test itself;",
+        + " (bun test also "
+        + " ".join(f"{k}={v}" for k, v in BUN_TEST_ENV)
+        + ", and Bun adds NODE_ENV=test;",
         "    no PATH, HOME or credentials)",
         f"  - limits: {limits.memory_bytes // (1024 * 1024)} MiB memory (no swap), "
         f"{limits.pids_max} tasks, {_cpu_words(cpu)} CPU, {CEILING_SECONDS:g} s",

@@ -10,6 +10,7 @@ from jigcmd.protocol.junit import REPORT_MAX_BYTES, REPORT_NAME
 __all__ = [
     "BUN_ENV",
     "BUN_FLAGS",
+    "BUN_TEST_ENV",
     "CEILING_SECONDS",
     "JUNIT_FLAGS",
     "bun_argv",
@@ -24,6 +25,10 @@ BUN_FLAGS = ("--no-env-file", "--no-install", "--config=/dev/null")
 # Nothing but what the runtime needs: no PATH, no HOME, no credentials. The transpiler cache
 # would otherwise be written for large sources.
 BUN_ENV = (("BUN_RUNTIME_TRANSPILER_CACHE_PATH", "0"),)
+# `bun test` in CI mode: a snapshot it would have to write (a new `.snap`, an empty
+# `toMatchInlineSnapshot()`) fails the test instead of passing unwritten, and `test.only`
+# fails instead of silently skipping the rest (docs/envelope.md, "CI mode").
+BUN_TEST_ENV = (("CI", "true"),)
 CEILING_SECONDS = 10.0
 
 
@@ -110,7 +115,7 @@ def candidate_plan(
     return RunPlan(
         profile="candidate",
         argv=bun_argv(bun, kind, paths, args, junit=junit),
-        env=BUN_ENV,
+        env=BUN_ENV + BUN_TEST_ENV if kind == "test" else BUN_ENV,
         cwd=CANDIDATE_ROOT,
         binds=runtime_binds,
         files=files,

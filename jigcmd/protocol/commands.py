@@ -113,7 +113,7 @@ class StreamEnd(msgspec.Struct, frozen=True, rename="camel"):
 
 
 class OutputEnds(msgspec.Struct, frozen=True):
-    """Each stream's end past the cap, beside the evidence (`jigcmd run`, live runs only)."""
+    """Each stream's end past the cap, beside the evidence (`jigcmd run`, MCP; journaled)."""
 
     stdout: StreamEnd = msgspec.field(default_factory=StreamEnd)
     stderr: StreamEnd = msgspec.field(default_factory=StreamEnd)
@@ -135,8 +135,12 @@ class RunResult(msgspec.Struct, frozen=True):
     resources: tuple[ResourceRef, ...] = ()
     attestation: bytes | None = None
     ended_unix_ms: int | None = None
-    # Each stream past the cap, for a run answered live (a replay has none: not journaled).
+    # Each stream past the cap: the journal keeps it beside the evidence (`durable.replay`),
+    # so a replay has it too, unless an older jigcmd recorded the run.
     ends: OutputEnds | None = None
+    # What Bun under jigcmd will not do with the files sent, for this command
+    # (`jigcmd.command.callnotes`): for the fronts a model reads (MCP).
+    notes: tuple[str, ...] = ()
 
 
 class Recorded(msgspec.Struct, frozen=True):

@@ -21,10 +21,11 @@ Bun 1.4.2's reporter, checked: nested `describe` blocks are nested `<testsuite>`
 that each repeat `file=` (the outermost one per file names the file, the nested ones the
 describe path); `classname` lists the describe path innermost first ("inner > outer"), so
 the path is taken from the nesting instead; a todo test is `<skipped message="TODO"/>`; a
-timed-out one is `<failure type="TimeoutError">`; `--parallel` may drop `line=` (kept
-absent, never invented); only the last `--reporter` applies, so the plan passes exactly one;
-a test file that fails to load is not in the report at all (only its console says so: see
-`jigcmd.protocol.bunconsole`).
+timed-out one is `<failure type="TimeoutError">`, a thrown class other than `Error` (a
+`RangeError`) is its `type`, which then leads the message as on the console; `--parallel`
+may drop `line=` (kept absent, never invented); only the last `--reporter` applies, so the
+plan passes exactly one; a test file that fails to load is not in the report at all (only
+its console says so: see `jigcmd.protocol.bunconsole`).
 """
 
 from __future__ import annotations
@@ -226,7 +227,7 @@ class _Reader:
             kind = attrs.get("type", "")
             case.status = "failed"
             case.raw = "timeout" if kind == "TimeoutError" else "fail"
-            case.message = attrs.get("message") or kind or None
+            case.message = _classed(attrs.get("message") or "", kind) or None
             case.in_failure = True
         elif name == "skipped":
             todo = attrs.get("message") == "TODO"
@@ -254,6 +255,18 @@ class _Reader:
             self.case = None
         elif name in ("failure", "error") and self.case is not None:
             self.case.in_failure = False
+
+
+# The failure types Bun gives whatever was thrown (a string too is an `Error`), and those a
+# test's status already says: the rest name the thrown class, as Bun's console does.
+_UNNAMED_TYPES = frozenset({"", "Error", "AssertionError", "TimeoutError"})
+
+
+def _classed(message: str, kind: str) -> str:
+    """`message` led by the thrown class (`RangeError: division by zero`) when it names one."""
+    if kind in _UNNAMED_TYPES or message.startswith(f"{kind}:"):
+        return message or kind
+    return f"{kind}: {message}" if message else kind
 
 
 def _test(case: _Case) -> CtrfTest:

@@ -20,7 +20,7 @@ from jigcmd.attest import dsse
 from jigcmd.errors import JigError, bounded_details
 from jigcmd.evidence import OUTPUT_CAP_BYTES, Evidence, ResourceReport
 from jigcmd.protocol import jsonrpc
-from jigcmd.protocol.commands import ResourceRef, RunResult, TestResults
+from jigcmd.protocol.commands import OutputEnds, ResourceRef, RunResult, TestResults
 from jigcmd.protocol.inert import code_span, fenced, json_text, one_line, prose_line
 from jigcmd.protocol.invocation import cut_count, invocation_line
 from jigcmd.protocol.mcp_versions import LATEST_VERSION, STRUCTURED
@@ -60,6 +60,8 @@ def completed_result(
         budget=budget,
         report=result.report,
         captured=_signed_facts(result.attestation)[0],
+        notes=result.notes,
+        ends=result.ends,
     )
     completed["content"] = content
     if version in STRUCTURED:
@@ -104,6 +106,8 @@ def failure_result(
         budget=budget,
         report=report,
         captured=captured,
+        notes=error.notes,
+        ends=error.ends,
     )
     result["content"] = content
     if version in STRUCTURED:
@@ -121,6 +125,8 @@ def _fit(
     budget: int,
     report: ResourceReport | None = None,
     captured: dict[str, int] | None = None,
+    notes: Sequence[str] = (),
+    ends: OutputEnds | None = None,
 ) -> tuple[View, list[dict[str, Any]]]:
     structured = version in STRUCTURED
     links = [_link(ref) for ref in resources] if structured else []
@@ -144,6 +150,8 @@ def _fit(
         structured=structured,
         report=report,
         captured=captured,
+        notes=notes,
+        ends=ends,
     )
 
 
@@ -202,7 +210,8 @@ def _link(ref: ResourceRef) -> dict[str, Any]:
 
 
 def view_text(view: View, header: str = "", invocation: Sequence[str] | None = None) -> str:
-    """The view in words: how it ended, the tests, then each stream's head and tail, quoted.
+    """The view in words: how it ended, the tests, the notes, then each stream's head and
+    tail, quoted.
 
     `invocation`: the whole one the view's is cut from, which says how many arguments were
     cut (none without it).
@@ -212,6 +221,8 @@ def view_text(view: View, header: str = "", invocation: Sequence[str] | None = N
     lines.append(_ending(view, more))
     if view.tests is not None:
         lines += _tests_text(view.tests)
+    # jigcmd's words on the files sent; the paths in them are the caller's, one line each.
+    lines += [f"Note: {one_line(note)}" for note in view.notes]
     lines += _stream_text("stdout", view.stdout)
     lines += _stream_text("stderr", view.stderr)
     return "\n".join(lines)
@@ -281,11 +292,15 @@ def _tests_text(tests: TestsView) -> list[str]:
 
 
 def _stream_text(name: str, stream: StreamView) -> list[str]:
-    more = (
-        f"; the command wrote more, its first {OUTPUT_CAP_BYTES:,} bytes are kept"
-        if stream.truncated
-        else ""
-    )
+    if not stream.truncated:
+        more = ""
+    elif stream.written_bytes is None:
+        more = f"; the command wrote more, its first {OUTPUT_CAP_BYTES:,} bytes are kept"
+    else:
+        more = (
+            f"; the command wrote {stream.written_bytes:,} bytes, its first "
+            f"{OUTPUT_CAP_BYTES:,} bytes are kept"
+        )
     if not stream.captured_bytes:
         return [f"{name}: empty{more}."]
     # Past the cap the URI holds what was kept, not all the command wrote.
@@ -300,4 +315,15 @@ def _stream_text(name: str, stream: StreamView) -> list[str]:
         lines.append(f"[… {stream.omitted_bytes:,} bytes omitted …]")
     if stream.tail:
         lines.append(fenced(stream.tail))
-    return lines
+    return lines + _end_text(stream)
+
+
+def _end_text(stream: StreamView) -> list[str]:
+    """The stream's end past the kept bytes, after a count of those it does not show."""
+    if not stream.end and not stream.end_omitted_bytes:
+        return []
+    past = f"written past the kept {stream.captured_bytes:,}"
+    if not stream.end_omitted_bytes:
+        return [f"[… then the bytes {past}: …]", fenced(stream.end)]
+    lines = [f"[… {stream.end_omitted_bytes:,} bytes {past} are not shown …]"]
+    return lines + ([fenced(stream.end)] if stream.end else [])

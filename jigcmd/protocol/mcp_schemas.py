@@ -104,8 +104,9 @@ ARGUMENTS_SCHEMA: Final = _arguments_schema()
 def _stream_schema(name: str) -> dict[str, Any]:
     return {
         "type": "object",
-        "description": f"{name}, cut to the budget: its head and tail, and what identifies all of "
-        "what was captured (the first 64 KiB the command wrote).",
+        "description": f"{name}, cut to the budget: the head and tail of what was captured (the "
+        "first 64 KiB the command wrote) and what identifies all of it; past those 64 KiB, "
+        "how much the command wrote and the stream's own end.",
         "properties": {
             "capturedBytes": {
                 "type": "integer",
@@ -119,7 +120,8 @@ def _stream_schema(name: str) -> dict[str, Any]:
             },
             "truncated": {
                 "type": "boolean",
-                "description": "The command wrote more than the 64 KiB kept.",
+                "description": "The command wrote more than the 64 KiB kept: `tail` is then the "
+                "end of the kept bytes, not of the output; `end` is the output's end.",
             },
             "head": {"type": "string"},
             "omittedBytes": {
@@ -127,10 +129,37 @@ def _stream_schema(name: str) -> dict[str, Any]:
                 "description": "Bytes of the text between head and tail that this result leaves "
                 "out.",
             },
-            "tail": {"type": "string"},
+            "tail": {"type": "string", "description": "The end of the captured text."},
             "uri": {"type": ["string", "null"], "description": "The whole captured stream."},
+            "writtenBytes": {
+                "type": ["integer", "null"],
+                "description": "Bytes the command wrote to the stream in all, kept or not; "
+                "null when not known (a replay of a run an older jigcmd recorded).",
+            },
+            "end": {
+                "type": "string",
+                "description": "When `truncated`: the last bytes the command wrote (at most "
+                '4 KiB, cut to the budget), after the kept ones; "" otherwise or when not '
+                "known.",
+            },
+            "endOmittedBytes": {
+                "type": "integer",
+                "description": "Bytes written between the kept text and `end`, neither kept "
+                "nor shown.",
+            },
         },
-        "required": ["capturedBytes", "sha256", "truncated", "head", "omittedBytes", "tail", "uri"],
+        "required": [
+            "capturedBytes",
+            "sha256",
+            "truncated",
+            "head",
+            "omittedBytes",
+            "tail",
+            "uri",
+            "writtenBytes",
+            "end",
+            "endOmittedBytes",
+        ],
     }
 
 
@@ -205,6 +234,16 @@ _LIMITS_HIT: Final = {
 }
 
 
+_NOTES: Final = {
+    "type": "array",
+    "description": "What Bun under jigcmd does not do with the files sent, for this command, "
+    "each one sentence (cut to the budget): a snapshot test that cannot pass in the read-only "
+    "tree, a bunfig.toml Bun is not given, a declared package nothing installs, a package.json "
+    "jigcmd cannot read. Empty when none applies.",
+    "items": {"type": "string"},
+}
+
+
 def _after(properties: dict[str, Any], key: str, name: str, schema: object) -> dict[str, Any]:
     """`properties` with `name` inserted right after `key` (the view's field order)."""
     items = list(properties.items())
@@ -235,6 +274,7 @@ def _result_schema() -> dict[str, Any]:
         "description": "structuredContent and content together are at most this many bytes "
         "of JSON; heads, tails and test lists are cut to fit, counts and digests never.",
     }
+    properties["notes"] = _NOTES
     return {
         "type": "object",
         "description": "The run's evidence, budgeted: how it ended, each stream's head, tail, "

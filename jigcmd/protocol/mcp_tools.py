@@ -86,7 +86,8 @@ def _description(tool: ToolInfo, budget: int = DEFAULT_BUDGET_BYTES) -> str:
         tests = (
             " For this test command the result also has `tests`: counts and each failing test "
             "(file, describe path, name, line, message, first stack frames) from the runner's "
-            "JUnit report, which candidate code can alter (the exit code is the fact)."
+            "JUnit report, which candidate code can alter (the exit code is the fact). Bun runs "
+            "in CI mode: test.only, and a snapshot it would have to write, fail."
         )
     else:
         runs = f"Runs `{tool.command_line}` (the reviewed entry point with your arguments)"
@@ -99,7 +100,9 @@ def _description(tool: ToolInfo, budget: int = DEFAULT_BUDGET_BYTES) -> str:
         f"{runs} against the project files you send, in a fresh sandbox: no network, no "
         "package install (no node_modules; Bun's built-ins only), no bunfig.toml and no .env "
         "(a [test] preload is not loaded: import setup from the files that need it), a "
-        f"read-only copy of your files, at most {CEILING_SECONDS:g} s, "
+        "read-only copy of your files as the working directory (the root of `files`: a path "
+        "the code reads, such as test/fixtures/a.json, is relative to it, never to a "
+        f"package's own directory), at most {CEILING_SECONDS:g} s, "
         f"{_LIMITS.memory_bytes // 2**20} MiB and {_LIMITS.pids_max} tasks (threads count).",
         f"`files` must include {needed} and every file it imports: 1-{MAX_FILES} relative paths "
         f"mapped to UTF-8 text, at most {MAX_CANDIDATE_BYTES // 1024} KiB of UTF-8 in total; "
@@ -110,7 +113,9 @@ def _description(tool: ToolInfo, budget: int = DEFAULT_BUDGET_BYTES) -> str:
         f"{budget:,} bytes: exitCode or signal, stopReason (exited, deadline, cancelled), and "
         "the head and tail of stdout and stderr with each one's captured length and SHA-256 "
         f"(the first {OUTPUT_CAP_BYTES // 1024} KiB of each are kept; resources/read of the "
-        f"stream's uri returns all that was kept).{tests} A non-zero exit, such as failing "
+        "stream's uri returns all that was kept; past them, the bytes written in all and the "
+        f"stream's end), and `notes` on what the sandbox does not do with your files.{tests} "
+        "A non-zero exit, such as failing "
         "tests, is evidence (isError false), not a tool error; isError true means nothing ran to "
         "completion (refused input, unavailable, deadline, cancelled).",
     ]

@@ -19,14 +19,14 @@ from __future__ import annotations
 
 import hashlib
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final, Literal
 
 import msgspec
 
 from jigcmd.evidence import Evidence, ResourceReport, StreamText
 from jigcmd.protocol import jsonrpc
-from jigcmd.protocol.commands import ResourceRef, TestResults
+from jigcmd.protocol.commands import OutputEnds, ResourceRef, StreamEnd, TestResults
 from jigcmd.protocol.dialect import DEFAULT_BUDGET_BYTES, MIN_BUDGET_BYTES
 from jigcmd.protocol.invocation import cut_invocation
 from jigcmd.protocol.junit import CtrfSummary, CtrfTest
@@ -57,6 +57,12 @@ _OTHERS_MAX: Final = 200
 _MESSAGE_MAX: Final = 1024
 _FRAMES_MAX: Final = 5
 _STEPS: Final = 10
+# A stream's end past the cap, at most what the host keeps of it (`envelope.outputs`): all
+# of it from scale 1/2, as it says why a flooding command ended.
+_END_MAX: Final = 4 * 1024
+# Each note's characters at scale 1 (cut as a failure's message is), and at most how many.
+_NOTE_MAX: Final = 2048
+_NOTES_MAX: Final = 8
 # The tests `full_tests` lists at most (`jigcmd run --json`); `truncated` counts the rest.
 LISTED_TESTS_MAX: Final = 5000
 # Names the candidate chose (tests, describe blocks, files), as listed.
@@ -65,7 +71,8 @@ _SUITE_DEPTH: Final = 8
 
 
 class StreamView(msgspec.Struct, frozen=True, rename="camel"):
-    """One stream as the model reads it: its head and tail and what identifies all of it."""
+    """One stream as the model reads it: the head and tail of what was kept, what identifies
+    all of it, and past the cap the stream's own end and how much was written."""
 
     captured_bytes: int
     sha256: str
@@ -74,6 +81,12 @@ class StreamView(msgspec.Struct, frozen=True, rename="camel"):
     omitted_bytes: int
     tail: str
     uri: str | None = None
+    # Past the cap (`truncated`), what the host keeps beside the evidence, never in it: all
+    # the command wrote to the stream, the last bytes of it, and the bytes between the kept
+    # text and them. None and "" when not known (a run an older jigcmd recorded).
+    written_bytes: int | None = None
+    end: str = ""
+    end_omitted_bytes: int = 0
 
 
 class TestsView(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True):
@@ -115,6 +128,10 @@ class View(msgspec.Struct, frozen=True, rename="camel"):
     stderr: StreamView
     tests: TestsView | None
     budget_bytes: int
+    # What Bun under jigcmd will not do with the files sent, for this command (a snapshot
+    # test, an ignored bunfig.toml, a package nothing installs): `jigcmd run` prints them for
+    # the operator, and a model reads only this. Absent from a result jigcmd made before.
+    notes: list[str] = msgspec.field(default_factory=list)
 
 
 Content = Callable[[View], list[dict[str, Any]]]
@@ -130,12 +147,16 @@ def fitted(
     structured: bool,
     report: ResourceReport | None = None,
     captured: Mapping[str, int] | None = None,
+    notes: Sequence[str] = (),
+    ends: OutputEnds | None = None,
 ) -> tuple[View, list[dict[str, Any]]]:
     """The largest view (and its content blocks) whose JSON fits `budget` bytes.
 
     `content(view)` makes the content blocks for a view; with `structured` the view itself
     travels as `structuredContent` and counts too. `report`: the limits the run reached.
     `captured`: each stream's length as captured, by name (else its text's UTF-8 length).
+    `notes`: the call's notes (`RunResult.notes`); `ends`: each stream past the cap, when
+    the run was answered live.
     """
 
     def size(view: View) -> tuple[int, list[dict[str, Any]]]:
@@ -146,11 +167,25 @@ def fitted(
         return total, blocks
 
     links = {ref.name: ref.uri for ref in resources}
-    hit = limits_hit(report)
-    low = _view(evidence, tests, links, hit=hit, captured=captured or {}, budget=budget, scale=0.0)
+    hit, seen = limits_hit(report), captured or {}
+
+    def make(scale: float) -> View:
+        return _view(
+            evidence,
+            tests,
+            links,
+            hit=hit,
+            captured=seen,
+            budget=budget,
+            scale=scale,
+            notes=notes,
+            ends=ends,
+        )
+
+    low = make(0.0)
     low_size, low_blocks = size(low)
     best: tuple[View, list[dict[str, Any]]] = (low, low_blocks)
-    high = _view(evidence, tests, links, hit=hit, captured=captured or {}, budget=budget, scale=1.0)
+    high = make(1.0)
     high_size, high_blocks = size(high)
     if high_size <= budget:
         return high, high_blocks
@@ -159,9 +194,7 @@ def fitted(
     lo, hi = 0.0, 1.0
     for _ in range(_STEPS):
         mid = (lo + hi) / 2
-        view = _view(
-            evidence, tests, links, hit=hit, captured=captured or {}, budget=budget, scale=mid
-        )
+        view = make(mid)
         used, blocks = size(view)
         if used <= budget:
             lo, best = mid, (view, blocks)
@@ -191,7 +224,10 @@ def _view(
     captured: Mapping[str, int],
     budget: int,
     scale: float,
+    notes: Sequence[str] = (),
+    ends: OutputEnds | None = None,
 ) -> View:
+    keep, end_keep = int(_STREAM_MAX * scale), min(_END_MAX, int(2 * _END_MAX * scale))
     return View(
         command=evidence.command,
         invocation=cut_invocation(evidence.invocation, scale),
@@ -202,14 +238,19 @@ def _view(
         cleanup=evidence.cleanup,
         candidate_digest=evidence.candidate_digest,
         stdin_digest=evidence.stdin_digest,
-        stdout=_stream(
-            evidence.stdout, int(_STREAM_MAX * scale), links.get("stdout"), captured.get("stdout")
+        stdout=_ended(
+            _stream(evidence.stdout, keep, links.get("stdout"), captured.get("stdout")),
+            None if ends is None else ends.stdout,
+            end_keep,
         ),
-        stderr=_stream(
-            evidence.stderr, int(_STREAM_MAX * scale), links.get("stderr"), captured.get("stderr")
+        stderr=_ended(
+            _stream(evidence.stderr, keep, links.get("stderr"), captured.get("stderr")),
+            None if ends is None else ends.stderr,
+            end_keep,
         ),
         tests=None if tests is None else _tests(tests, scale, links.get("junit")),
         budget_bytes=budget,
+        notes=[_short(note, int(_NOTE_MAX * scale)) for note in notes[:_NOTES_MAX]],
     )
 
 
@@ -222,16 +263,36 @@ def _stream(stream: StreamText, keep: int, uri: str | None, captured: int | None
         head = data[:keep].decode("utf-8", "ignore")
         tail = data[len(data) - keep :].decode("utf-8", "ignore") if keep else ""
     omitted = len(data) - len(head.encode("utf-8")) - len(tail.encode("utf-8"))
+    # The bytes the command wrote, not their decoding (invalid UTF-8 becomes U+FFFD, a BOM is
+    # dropped): the same count as the signed statement's, so a verifier can hold it.
+    captured_bytes = len(data) if captured is None else captured
     return StreamView(
-        # The bytes the command wrote, not their decoding (invalid UTF-8 becomes U+FFFD, a BOM
-        # is dropped): the same count as the signed statement's, so a verifier can hold it.
-        captured_bytes=len(data) if captured is None else captured,
+        captured_bytes=captured_bytes,
         sha256=digest,
         truncated=stream.truncated,
         head=head,
         omitted_bytes=omitted,
         tail=tail,
         uri=uri,
+        # All of it was kept: what was written, known without the host's copy of its end.
+        written_bytes=None if stream.truncated else captured_bytes,
+    )
+
+
+def _ended(view: StreamView, end: StreamEnd | None, keep: int) -> StreamView:
+    """`view` with what the command wrote past the cap: the total, the last `keep` bytes of
+    the end the host kept, and the count of those between the kept text and them."""
+    if end is None or not end.dropped_bytes:
+        return view
+    data = end.tail.encode("utf-8")
+    shown = data[len(data) - min(keep, len(data)) :].decode("utf-8", "ignore")
+    # The bytes as written, where the end's text is their decoding: exact for UTF-8.
+    omitted = end.dropped_bytes - end.tail_bytes + len(data) - len(shown.encode("utf-8"))
+    return msgspec.structs.replace(
+        view,
+        written_bytes=view.captured_bytes + end.dropped_bytes,
+        end=shown,
+        end_omitted_bytes=max(0, omitted),
     )
 
 

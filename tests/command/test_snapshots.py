@@ -48,3 +48,38 @@ def test_many_are_counted_past_four() -> None:
     note = snapshot_note(files)
     assert note is not None
     assert "t/__snapshots__/d.snap and 2 more (snapshot files)" in note
+
+
+def test_an_inline_snapshot_without_its_value_is_named_since_ci_mode_fails_it() -> None:
+    """`bun test` runs in CI mode: an empty inline matcher fails instead of writing."""
+    empty = 'test("i", () => { expect(1).toMatchInlineSnapshot(); });'
+    thrown = "expect(() => f()).toThrowErrorMatchingInlineSnapshot();"
+    note = snapshot_note({"a.test.ts": empty, "b.test.ts": thrown})
+    assert note is not None
+    assert note.startswith(
+        "snapshot tests cannot pass in the envelope: a.test.ts, b.test.ts (call "
+        "toMatchInlineSnapshot() without its value). "
+    )
+    assert "CI mode" in note
+
+
+def test_one_commands_tests_name_only_their_own_snapshots_and_what_they_import() -> None:
+    """A command's note names its tests' `.snap` files and matchers (a helper they import
+    included), never another command's; a command running none of them gets no note."""
+    files = {
+        "test/a.test.ts": 'import { check } from "./helper.ts";\ntest("a", check);',
+        "test/helper.ts": "export const check = () => expect(1).toMatchSnapshot();",
+        "test/__snapshots__/a.test.ts.snap": "",
+        "test/b.test.ts": _TEST,
+        "test/__snapshots__/b.test.ts.snap": "",
+        "test/c.test.ts": 'test("c", () => expect(1).toBe(1));',
+    }
+    note = snapshot_note(files, ["other/__snapshots__/"], tests=["test/a.test.ts"])
+    assert note is not None
+    assert note.startswith(
+        "snapshot tests cannot pass in the envelope: test/__snapshots__/a.test.ts.snap "
+        "(snapshot files); test/helper.ts (call toMatchSnapshot). "
+    )
+    assert snapshot_note(files, tests=["test/c.test.ts"]) is None
+    left_out = snapshot_note({"test/c.test.ts": ""}, ["test/__snapshots__/"], ["test/c.test.ts"])
+    assert left_out is not None and ": test/__snapshots__/ (snapshot files). " in left_out

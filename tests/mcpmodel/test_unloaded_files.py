@@ -73,7 +73,10 @@ def test_when_no_file_loads_the_text_says_so_not_only_that_the_report_is_missing
     out = _run(binding, tmp_path, "broken")
     (line,) = [line for line in out.splitlines() if line.startswith("tests:")]
     assert line.startswith(f"tests:      INCOMPLETE: {UNHANDLED}"), line
-    assert line.endswith("And no per-test results: the runner's report is missing"), line
+    assert line.endswith(
+        "And no per-test results: the runner's report is missing: the runner exited with "
+        "code 1 without writing it"
+    ), line
 
 
 def test_json_and_the_signed_test_result_count_the_file_as_failed(
@@ -125,4 +128,6 @@ async def test_the_mcp_result_says_it_in_structured_content_and_text(
         assert f"Tests INCOMPLETE: {UNHANDLED}" in text
     assert ran.structured_content is not None and missing.structured_content is not None
     assert ran.structured_content["tests"]["summary"]["failed"] == 0
-    assert missing.structured_content["tests"]["problem"] == "missing"
+    assert missing.structured_content["tests"]["problem"] == (
+        "missing: the runner exited with code 1 without writing it"
+    )

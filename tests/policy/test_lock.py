@@ -215,11 +215,11 @@ def test_review_shows_the_exact_argv_posture_and_limits() -> None:
 
 
 def test_review_names_the_whole_environment_bun_test_included() -> None:
-    """The environment line names jigcmd's one variable and the NODE_ENV that bun test adds."""
+    """The environment line names jigcmd's variables and the NODE_ENV that bun test adds."""
     text = review_text(binding(), RUNTIME, slots=("project",))
     assert (
-        "environment only BUN_RUNTIME_TRANSPILER_CACHE_PATH=0 (bun test adds NODE_ENV=test "
-        "itself;\n    no PATH, HOME or credentials)"
+        "environment only BUN_RUNTIME_TRANSPILER_CACHE_PATH=0 (bun test also CI=true, and Bun "
+        "adds NODE_ENV=test;\n    no PATH, HOME or credentials)"
     ) in text
 
 

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from jigcmd.errors import Code, JigError
 from jigcmd.evidence import Evidence, ResourceReport, StreamText
 from jigcmd.protocol import jsonrpc
-from jigcmd.protocol.commands import ResourceRef, RunResult
+from jigcmd.protocol.commands import OutputEnds, ResourceRef, RunResult, StreamEnd
 from jigcmd.protocol.commands import TestResults as Results
 from jigcmd.protocol.junit import CtrfSummary, CtrfTest
 from jigcmd.protocol.junit import TestReport as Report
@@ -111,8 +111,16 @@ LINKS = tuple(
 )
 def test_the_worst_case_fits_on_every_version(version: str, budget: int, text: str) -> None:
     stream = (text * CAP)[: CAP // len(text.encode())]
+    # Each stream's end past the cap (4 KiB kept) and the most notes, each long, count too.
+    end = StreamEnd(dropped_bytes=5_000_000, tail=stream[: 4096 // len(text.encode())],
+                    tail_bytes=4096)  # fmt: skip
     result = RunResult(
-        evidence(stream, stream, args=32), REPORT, failing_report(3000, text * 40), LINKS
+        evidence(stream, stream, args=32),
+        REPORT,
+        failing_report(3000, text * 40),
+        LINKS,
+        ends=OutputEnds(end, end),
+        notes=(text * 3000,) * 10,
     )
     built = wire(completed_result(result, version, budget))
     assert size(built) <= budget

@@ -26,8 +26,10 @@ test("hostile", async () => {
   });
   attempt("modify the candidate", () => { writeFileSync("src/value.ts", "export const value = 1"); return "written"; });
   attempt("read credentials from the environment", () => {
-    // bun test sets NODE_ENV itself; jigcmd sets only BUN_RUNTIME_TRANSPILER_CACHE_PATH.
-    const keys = Object.keys(process.env).filter((key) => key !== "NODE_ENV" && key !== "BUN_RUNTIME_TRANSPILER_CACHE_PATH");
+    // bun test sets NODE_ENV itself; jigcmd sets only BUN_RUNTIME_TRANSPILER_CACHE_PATH, and CI
+    // for bun test (Bun's CI mode).
+    const own = ["NODE_ENV", "BUN_RUNTIME_TRANSPILER_CACHE_PATH", "CI"];
+    const keys = Object.keys(process.env).filter((key) => !own.includes(key));
     return keys.length > 0 ? keys.join(",") : refuse(`environment holds only ${Object.keys(process.env).join(",")}`);
   });
   attempt("find a host path in the mount table", () => {
