@@ -42,7 +42,7 @@ from jigcmd.journal.store import JournalUnusable
 from jigcmd.jsonio.strict import StrictJSONError, loads
 from jigcmd.server.hostpaths import HostPaths
 
-__all__ = ["MAX_BODY_BYTES", "allowed_hosts", "create_app"]
+__all__ = ["MAX_BODY_BYTES", "allowed_hosts", "create_app", "tool_of"]
 
 logger = logging.getLogger("jigcmd.jarvis")
 
@@ -107,7 +107,7 @@ class HostOriginGuard:
             if refusal is not None:
                 actor = scope.get(AUTHORISED_ACTOR)
                 if isinstance(actor, str):
-                    await self.audited(actor, _tool_of(scope["path"]), refusal)
+                    await self.audited(actor, tool_of(scope["path"]), refusal)
                 else:
                     self.refused(refusal.message)
                 await error(refusal.status, refusal.message)(scope, receive, send)
@@ -168,7 +168,7 @@ class JournalLostGuard:
             await error(503, message, extra=extra)(scope, receive, send)
 
 
-def _tool_of(path: str) -> str:
+def tool_of(path: str) -> str:
     """What an audit row names as the tool of a request to `path`: the tool its URL names
     (`/tools/<name>`; `/tools/invoke` as the retired route's own row does), else the path."""
     prefix = "/tools/"
@@ -334,7 +334,7 @@ class _Endpoints:
         actor = request.scope.get(AUTHORISED_ACTOR)
         if isinstance(actor, str):
             refusal = ToolError(exc.status_code, exc.detail)
-            await self.service.audit_refusal(actor, _tool_of(request.url.path), refusal)
+            await self.service.audit_refusal(actor, tool_of(request.url.path), refusal)
         return error(exc.status_code, self.scrub(exc.detail), headers=dict(exc.headers or {}))
 
     async def internal_error(self, request: Request, exc: Exception) -> Response:
