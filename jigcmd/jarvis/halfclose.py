@@ -15,9 +15,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
+from typing import Any, cast
 
 import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
+
+from jigcmd.jarvis.auth import CALLER_CHECK
 
 __all__ = ["HalfClose"]
 
@@ -57,7 +60,7 @@ class HalfClose(H11Protocol):
 
         An interim `100 Continue` (every HTTP/1.x client, x ≥ 1, must parse a 1xx, RFC 9110
         §15.2) is read by a half-closed client and ignored; a closed one's kernel answers it
-        with a reset (`_poll`), a disconnect for the application (a `run.create` waiting for
+        with a reset (`_still_there`), a disconnect for the application (a `run.create` waiting for
         a slot then gets no run). An HTTP/1.0 client may be sent no 1xx: it cannot be told.
         """
         cycle = self.cycle
@@ -67,21 +70,32 @@ class HalfClose(H11Protocol):
         if not _takes_interim(cycle.scope["http_version"]):
             logger.info("an HTTP/1.0 client ended its stream before its answer: taken as gone")
             return False
+        cast("dict[str, Any]", cycle.scope)[CALLER_CHECK] = self._still_there
         self._poll()
         return True
 
     def _poll(self) -> None:
-        """Until the answer starts, an interim answer again, then the kernel asked for a reset.
-
-        asyncio reads no more after an end of stream, so it would learn of the reset only
-        when the answer is written: the kernel is asked. Each poll writes another interim:
-        a client that read the first one and closed after it sends nothing more, and only
-        data it is sent draws its kernel's reset (RFC 9110 §15.2 allows many 1xx).
-        """
+        """Until the answer starts, ask whether the client is there (`_still_there`) again."""
         self._next_poll = None
         cycle = self.cycle
-        if self.transport.is_closing() or cycle is None or cycle.response_started:
+        if cycle is None or cycle.response_started or not self._still_there():
             return
+        self._next_poll = self.loop.call_later(_RESET_POLL_S, self._poll)
+
+    def _still_there(self) -> bool:
+        """Another interim answer, then the kernel asked for a reset; False once gone.
+
+        asyncio reads no more after an end of stream, so it would learn of the reset only
+        when the answer is written: the kernel is asked. Each time another interim is sent:
+        a client that read the first one and closed after it sends nothing more, and only
+        data it is sent draws its kernel's reset (RFC 9110 §15.2 allows many 1xx). On
+        loopback the reset is there as the write returns: a call asks as its slot comes.
+        """
+        cycle = self.cycle
+        if self.transport.is_closing():
+            return False
+        if cycle is None or cycle.response_started:
+            return True
         self.transport.write(self.conn.send(_CONTINUE))
         sock = self.transport.get_extra_info("socket")
         try:
@@ -92,8 +106,7 @@ class HalfClose(H11Protocol):
             # No socket to ask (or no answer) cannot be told from a reset: taken as gone.
             logger.info("the client closed its connection before its answer was written")
             self.transport.abort()
-            return
-        self._next_poll = self.loop.call_later(_RESET_POLL_S, self._poll)
+        return not reset
 
     def on_response_complete(self) -> None:
         """uvicorn's (the next pipelined request is read); after an end of stream, the close

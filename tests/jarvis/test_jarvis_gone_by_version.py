@@ -128,3 +128,20 @@ def test_a_half_closed_caller_that_stays_gets_its_run_after_interims(
     assert head.startswith(b"HTTP/1.1 200 "), received
     assert json.loads(body)["stdout"]["text"] == f"{word}\n"
     assert _outcomes(jarvis, word)[0].startswith("started run "), audit(jarvis)
+
+
+def test_a_caller_that_closed_as_its_slot_came_gets_no_run(jarvis: JarvisChild) -> None:
+    """Closed between two polls, just before the slot is freed: asked again as the slot
+    comes, so no run (several times over: a poll may come first, either way none runs)."""
+    for attempt in range(5):
+        held = Reservations(jarvis.state_dir, 1).acquire("jigcmd test")
+        assert held is not None
+        word = f"closed-as-the-slot-came-{attempt}"
+        try:
+            with socket.create_connection(("127.0.0.1", jarvis.port), timeout=ANSWER_S) as sock:
+                sock.sendall(_create(jarvis, word, "HTTP/1.1"))
+                sock.shutdown(socket.SHUT_WR)
+                assert sock.recv(len(_CONTINUE), socket.MSG_WAITALL) == _CONTINUE
+        finally:
+            held.release()
+        _cancelled(jarvis, word)
