@@ -223,6 +223,7 @@ def _jarvis(
             # A journal lost while serving: stop at once (fail closed), exit 2 below.
             stop=service.must_stop,
             refused=service.audit_unauthenticated,
+            audited=service.audit_refusal,
         )
         if retain_s is not None:
             serving = functools.partial(_retaining, serving, setup.directory, retain_s)

@@ -34,7 +34,13 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from jigcmd.cancel import CancelSignal
-from jigcmd.jarvis.auth import AUTHORISED_ACTOR, CONNECTION_ANSWER, AuthError, Credentials
+from jigcmd.jarvis.auth import (
+    AUTHORISED_ACTOR,
+    CALLER_CHECK,
+    CONNECTION_ANSWER,
+    AuthError,
+    Credentials,
+)
 from jigcmd.jarvis.journalcalls import RunUnrecorded
 from jigcmd.jarvis.service import JarvisService
 from jigcmd.jarvis.tools import ToolError, decode_invoke, tool_named
@@ -42,7 +48,7 @@ from jigcmd.journal.store import JournalUnusable
 from jigcmd.jsonio.strict import StrictJSONError, loads
 from jigcmd.server.hostpaths import HostPaths
 
-__all__ = ["MAX_BODY_BYTES", "allowed_hosts", "create_app"]
+__all__ = ["MAX_BODY_BYTES", "allowed_hosts", "create_app", "tool_of"]
 
 logger = logging.getLogger("jigcmd.jarvis")
 
@@ -107,7 +113,7 @@ class HostOriginGuard:
             if refusal is not None:
                 actor = scope.get(AUTHORISED_ACTOR)
                 if isinstance(actor, str):
-                    await self.audited(actor, _tool_of(scope["path"]), refusal)
+                    await self.audited(actor, tool_of(scope["path"]), refusal)
                 else:
                     self.refused(refusal.message)
                 await error(refusal.status, refusal.message)(scope, receive, send)
@@ -168,7 +174,7 @@ class JournalLostGuard:
             await error(503, message, extra=extra)(scope, receive, send)
 
 
-def _tool_of(path: str) -> str:
+def tool_of(path: str) -> str:
     """What an audit row names as the tool of a request to `path`: the tool its URL names
     (`/tools/<name>`; `/tools/invoke` as the retired route's own row does), else the path."""
     prefix = "/tools/"
@@ -317,7 +323,7 @@ class _Endpoints:
         handlers: dict[str, Callable[[str, str, Mapping[str, Any]], Awaitable[dict[str, Any]]]]
         handlers = {
             "policy:check": self.service.check,
-            "run:create": partial(_while_connected, request.receive, self.service.create),
+            "run:create": partial(_while_connected, request, self.service.create),
             "run:read": self.service.get,
         }
         handler = handlers[spec.capability]
@@ -334,7 +340,7 @@ class _Endpoints:
         actor = request.scope.get(AUTHORISED_ACTOR)
         if isinstance(actor, str):
             refusal = ToolError(exc.status_code, exc.detail)
-            await self.service.audit_refusal(actor, _tool_of(request.url.path), refusal)
+            await self.service.audit_refusal(actor, tool_of(request.url.path), refusal)
         return error(exc.status_code, self.scrub(exc.detail), headers=dict(exc.headers or {}))
 
     async def internal_error(self, request: Request, exc: Exception) -> Response:
@@ -343,8 +349,24 @@ class _Endpoints:
         return error(500, "internal error")
 
 
+class _CallerGone(CancelSignal):
+    """Set when a call's caller disconnected; asked, it asks a half-closed connection now."""
+
+    def __init__(self, scope: Scope) -> None:
+        super().__init__()
+        self._scope = scope
+
+    def is_set(self) -> bool:
+        """Whether the caller left, a half-closed one's connection asked at this moment
+        (`auth.CALLER_CHECK`): between two of its polls the slot may come."""
+        check = self._scope.get(CALLER_CHECK)
+        if not super().is_set() and check is not None and not check():
+            self.set()
+        return super().is_set()
+
+
 async def _while_connected(
-    receive: Receive,
+    request: Request,
     create: Callable[..., Awaitable[dict[str, Any]]],
     actor: str,
     tool: str,
@@ -355,7 +377,8 @@ async def _while_connected(
     A caller gone while its call waits for a slot gets no run (`slotwait.py`); one that
     leaves once the run started leaves it to run to its end, recorded like any other.
     """
-    gone = CancelSignal()
+    gone = _CallerGone(request.scope)
+    receive = request.receive
 
     async def watch() -> None:
         # With the body read, the next message is the disconnect, whenever it comes.

@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 
 __all__ = [
     "AUTHORISED_ACTOR",
+    "CALLER_CHECK",
     "CAPABILITIES",
     "CONNECTION_ANSWER",
     "MIN_TOKEN_BYTES",
@@ -40,6 +41,9 @@ AUTHORISED_ACTOR = "jigcmd.jarvis.actor"
 # The ASGI scope key under which the connection leaves the error it answered a request with
 # itself (the body deadline's 408): the application's audit row then says what was answered.
 CONNECTION_ANSWER = "jigcmd.jarvis.connection_answer"
+# The ASGI scope key of a half-closed connection's check, asked now, that its client is still
+# there (`halfclose.py`): a call asks it as its slot comes, not only at the poll.
+CALLER_CHECK = "jigcmd.jarvis.caller_check"
 _SCHEME = "bearer"
 
 

@@ -48,6 +48,8 @@ class Parser(h11.Connection):
         self._limit = limit
         self._head = bytearray()
         self.refusal: Refusal | None = None
+        # The head h11 refused (its bytes, up to the bound), when the refusal was of a head.
+        self.refused_head: bytes | None = None
 
     def receive_data(self, data: bytes) -> None:
         """h11's; while a head is awaited its bytes are kept too (up to the head bound)."""
@@ -62,10 +64,12 @@ class Parser(h11.Connection):
 
     def next_event(self) -> h11.Event | type[h11.NEED_DATA] | type[h11.PAUSED]:
         """h11's next event; a refusal's answer is kept, then the error raised."""
+        reading_head = self.their_state is h11.IDLE
         try:
             event = super().next_event()
         except h11.RemoteProtocolError as exc:
             self.refusal = self._answer(str(exc), exc.error_status_hint)
+            self.refused_head = bytes(self._head) if reading_head else None
             raise
         if isinstance(event, h11.Request):
             self._head.clear()

@@ -5,22 +5,29 @@ client ends its stream: a client that only half-closed (`shutdown(SHUT_WR)` afte
 request, legal HTTP/1.1) read no answer though its call ran, and would run it again. Here a
 request read whole is still answered, then the connection closed; one not complete never
 will be, and is closed at once. A client that closed its socket ends its stream the same
-way, and is told apart by the reset its kernel answers an interim `100 Continue` with.
+way, and is told apart by the reset its kernel answers an interim `100 Continue` with, sent
+again at each poll until the answer starts; an HTTP/1.0 client, which may be sent no 1xx,
+cannot be told apart, and is taken as gone (a call not yet started then runs not).
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import socket
+from typing import Any, cast
 
 import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
+
+from jigcmd.jarvis.auth import CALLER_CHECK
 
 __all__ = ["HalfClose"]
 
 logger = logging.getLogger("jigcmd.jarvis")
 # How often a half-closed connection whose answer has not begun asks the kernel for a reset.
 _RESET_POLL_S = 0.1
+_CONTINUE = h11.InformationalResponse(status_code=100, headers=[], reason=b"Continue")
 
 
 class HalfClose(H11Protocol):
@@ -28,6 +35,8 @@ class HalfClose(H11Protocol):
 
     # The client ended its stream.
     _eof = False
+    # The next `_poll` of a half-closed connection whose answer has not begun.
+    _next_poll: asyncio.TimerHandle | None = None
 
     def _request_in_progress(self) -> bool:
         """A request is read whole and not yet answered (the subclass knows its phases)."""
@@ -38,55 +47,82 @@ class HalfClose(H11Protocol):
 
         A half-close (`shutdown(SHUT_WR)`, as `nc -N` does) ends what the client sends, not
         what it reads: a client told nothing would retry a call that ran. A request not
-        complete (head or body) never will be: closed at once.
+        complete (head or body) never will be: closed at once. So is one whose client cannot
+        be told apart from one that left (`_probe`): a call that has not started runs not.
         """
         self._eof = True
-        if not self._request_in_progress():
-            return False
-        self._probe()
         # True: asyncio keeps the transport open for the answer (uvicorn's returns None).
-        return True
+        return self._request_in_progress() and self._probe()
 
-    def _probe(self) -> None:
-        """Tell a closed client from a half-closed one: both end their stream alike.
+    def _probe(self) -> bool:
+        """Tell a closed client from a half-closed one (both end their stream alike); False
+        when it cannot be told, the client then taken as gone.
 
-        An interim `100 Continue` (every HTTP/1.1 client must parse a 1xx, RFC 9110 §15.2)
-        is read by a half-closed client and ignored; a closed one's kernel answers it with
-        a reset (`_after_probe`), a disconnect for the application (a `run.create` waiting
-        for a slot then gets no run). An HTTP/1.0 client may be sent no 1xx: it is taken as
-        listening.
+        An interim `100 Continue` (every HTTP/1.x client, x ≥ 1, must parse a 1xx, RFC 9110
+        §15.2) is read by a half-closed client and ignored; a closed one's kernel answers it
+        with a reset (`_still_there`), a disconnect for the application (a `run.create` waiting for
+        a slot then gets no run). An HTTP/1.0 client may be sent no 1xx: it cannot be told.
         """
         cycle = self.cycle
         if cycle is None or cycle.response_started or self.conn.our_state is not h11.SEND_RESPONSE:
-            return
-        if cycle.scope["http_version"] != "1.1":
-            return
-        self.transport.write(
-            self.conn.send(
-                h11.InformationalResponse(status_code=100, headers=[], reason=b"Continue")
-            )
-        )
-        self._after_probe()
+            # Its answer is being written (or it has none to get): nothing left to decide.
+            return True
+        if not _takes_interim(cycle.scope["http_version"]):
+            logger.info("an HTTP/1.0 client ended its stream before its answer: taken as gone")
+            return False
+        cast("dict[str, Any]", cycle.scope)[CALLER_CHECK] = self._still_there
+        self._poll()
+        return True
 
-    def _after_probe(self) -> None:
-        """Until the answer starts: a reset (the socket's pending error) is a disconnect.
+    def _poll(self) -> None:
+        """Until the answer starts, ask whether the client is there (`_still_there`) again."""
+        self._next_poll = None
+        cycle = self.cycle
+        if cycle is None or cycle.response_started or not self._still_there():
+            return
+        self._next_poll = self.loop.call_later(_RESET_POLL_S, self._poll)
+
+    def _still_there(self) -> bool:
+        """Another interim answer, then the kernel asked for a reset; False once gone.
 
         asyncio reads no more after an end of stream, so it would learn of the reset only
-        when the answer is written: the kernel is asked.
+        when the answer is written: the kernel is asked. Each time another interim is sent:
+        a client that read the first one and closed after it sends nothing more, and only
+        data it is sent draws its kernel's reset (RFC 9110 §15.2 allows many 1xx). On
+        loopback the reset is there as the write returns: a call asks as its slot comes.
         """
         cycle = self.cycle
-        if self.transport.is_closing() or cycle is None or cycle.response_started:
-            return
+        if self.transport.is_closing():
+            return False
+        if cycle is None or cycle.response_started:
+            return True
+        self.transport.write(self.conn.send(_CONTINUE))
         sock = self.transport.get_extra_info("socket")
-        if sock is not None and sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR):
+        try:
+            reset = sock is None or sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR) != 0
+        except OSError:
+            reset = True
+        if reset:
+            # No socket to ask (or no answer) cannot be told from a reset: taken as gone.
             logger.info("the client closed its connection before its answer was written")
             self.transport.abort()
-            return
-        self.loop.call_later(_RESET_POLL_S, self._after_probe)
+        return not reset
 
     def on_response_complete(self) -> None:
         """uvicorn's (the next pipelined request is read); after an end of stream, the close
         once nothing read is left to answer."""
         super().on_response_complete()
-        if self._eof and not self._request_in_progress() and not self.transport.is_closing():
+        if not self._eof or self.transport.is_closing():
+            return
+        if self._next_poll is not None:
+            self._next_poll.cancel()
+            self._next_poll = None
+        # A request pipelined before the end of stream is probed in its turn.
+        if not self._request_in_progress() or not self._probe():
             self.transport.close()
+
+
+def _takes_interim(version: str) -> bool:
+    """Whether a client of this HTTP version must parse a 1xx (1.1 and any later 1.x)."""
+    major, _, minor = version.partition(".")
+    return major == "1" and minor.isdigit() and int(minor) >= 1

@@ -34,7 +34,8 @@ its `limit_concurrency` answers 503 only once a head is complete. Each connectio
   `leaving_linger_s`, whichever comes first (a client that saw the end of stream before it
   wrote would fail to write, not knowing why), and at most `max_leaving` linger at once;
 - has a request h11 refuses answered with h11's reason (`h11parser.py`), and its version
-  and framing checked before the token (`requestline.py`);
+  and framing checked before the token (`requestline.py`), each audited as its actor's when
+  the token is valid (`attribution.py`);
 - is never handed to a WebSocket protocol, and has a request it half-closed after answered
   (`halfclose.py`).
 """
@@ -48,7 +49,7 @@ import logging
 import socket
 import struct
 import termios
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any, ClassVar, Literal, cast
 
 import h11
@@ -62,7 +63,8 @@ from uvicorn._types import (
 from uvicorn.config import Config
 from uvicorn.server import ServerState
 
-from jigcmd.jarvis.app import MAX_BODY_BYTES
+from jigcmd.jarvis.app import MAX_BODY_BYTES, tool_of
+from jigcmd.jarvis.attribution import actor_of, audit_later, head_attribution, unaudited
 from jigcmd.jarvis.auth import AUTHORISED_ACTOR, CONNECTION_ANSWER, AuthError, Credentials
 from jigcmd.jarvis.connections import ConnectionLimits, Connections
 from jigcmd.jarvis.h11parser import Parser
@@ -70,6 +72,7 @@ from jigcmd.jarvis.halfclose import HalfClose
 from jigcmd.jarvis.headsize import MAX_HEAD_BYTES, HeadSize
 from jigcmd.jarvis.rawanswers import raw_error, reason_phrase, refused_answer
 from jigcmd.jarvis.requestline import framing_refusal, origin_form
+from jigcmd.jarvis.tools import ToolError
 
 __all__ = ["GAVE_WAY", "BoundedH11Protocol", "bounded_protocol"]
 
@@ -97,6 +100,9 @@ class BoundedH11Protocol(HalfClose):
     # Told each refusal of a request without the token (its fixed reason), for the audit.
     # A staticmethod: a plain function set on the class would be bound to each instance.
     refused: ClassVar[staticmethod[[str], None]]
+    # Told each refusal, before the application, of a request whose token is valid: its
+    # actor, the tool its target named, the refusal (`attribution.py`).
+    audited: ClassVar[staticmethod[[str, str, ToolError], Awaitable[None]]]
     # The connections that gave way and linger with their 503 (oldest first).
     leaving: ClassVar[dict[BoundedH11Protocol, None]]
 
@@ -388,6 +394,10 @@ class BoundedH11Protocol(HalfClose):
         if self.cycle is not None and not self.cycle.response_started:
             # The application, told of the disconnect, audits the call with this answer.
             cast("dict[str, Any]", self.cycle.scope)[CONNECTION_ANSWER] = message
+        head = self.conn.refused_head if isinstance(self.conn, Parser) else None
+        found = head_attribution(self.credentials, head) if head is not None else None
+        if found is not None:
+            audit_later(self.loop, self.audited(*found, ToolError(status, message)))
         self.transport.write(raw_error(status, reason_phrase(status), message))
         self.transport.close()
 
@@ -404,18 +414,23 @@ class BoundedH11Protocol(HalfClose):
             scope: Scope, receive: ASGIReceiveCallable, send: ASGISendCallable
         ) -> None:
             if scope["type"] == "http":
-                framing = framing_refusal(cast("dict[str, Any]", scope))
-                if framing is not None:
-                    status, reason, message = framing
-                    self.refused(reason)
-                    await refused_answer(send, status, message)
-                    return
-                origin_form(cast("dict[str, Any]", scope))
                 found = [
                     value.decode("latin-1")
                     for name, value in scope["headers"]
                     if name == b"authorization"
                 ]
+                framing = framing_refusal(cast("dict[str, Any]", scope))
+                if framing is not None:
+                    status, reason, message = framing
+                    actor = actor_of(self.credentials, found)
+                    if actor is None:
+                        self.refused(reason)
+                    else:
+                        refusal = ToolError(status, message)
+                        await self.audited(actor, tool_of(scope["path"]), refusal)
+                    await refused_answer(send, status, message)
+                    return
+                origin_form(cast("dict[str, Any]", scope))
                 try:
                     actor = self.credentials.check_all(found)
                 except AuthError as exc:
@@ -467,9 +482,11 @@ def bounded_protocol(
     held: Connections[BoundedH11Protocol],
     credentials: Credentials,
     refused: Callable[[str], None] = lambda reason: None,
+    audited: Callable[[str, str, ToolError], Awaitable[None]] | None = None,
 ) -> type[BoundedH11Protocol]:
     """The protocol class of one server: its limits, its held connections, its token, and
-    whom it tells of each request refused for the token (`refused`)."""
+    whom it tells of each request refused for the token (`refused`) or, its token valid,
+    before the application (`audited`)."""
 
     class Bounded(BoundedH11Protocol):
         pass
@@ -478,5 +495,6 @@ def bounded_protocol(
     Bounded.held = held
     Bounded.credentials = credentials
     Bounded.refused = staticmethod(refused)
+    Bounded.audited = staticmethod(audited or unaudited)
     Bounded.leaving = {}
     return Bounded

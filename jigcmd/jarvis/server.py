@@ -17,7 +17,7 @@ import signal
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from types import FrameType
 from typing import Any
 
@@ -31,6 +31,7 @@ from jigcmd.jarvis.auth import Credentials
 from jigcmd.jarvis.connections import DEFAULT_LIMITS, ConnectionLimits, Connections, fd_capacity
 from jigcmd.jarvis.http11 import BoundedH11Protocol, bounded_protocol
 from jigcmd.jarvis.rawanswers import raw_error
+from jigcmd.jarvis.tools import ToolError
 from jigcmd.server import residency
 from jigcmd.server.stopsignals import STOP_SIGNALS
 
@@ -178,6 +179,7 @@ async def serve(
     early: StopRequest | None = None,
     on_stop: Callable[[], None] | None = None,
     refused: Callable[[str], None] = lambda reason: None,
+    audited: Callable[[str, str, ToolError], Awaitable[None]] | None = None,
 ) -> None:
     """Serve until a stop signal (SIGINT, SIGTERM, SIGHUP) or until `stop` is set (jarvis sets
     it when its journal is lost); then drain.
@@ -185,14 +187,15 @@ async def serve(
     On the way out `on_stop` runs first (jarvis fences its runs there, so the calls waiting
     for them are answered at once), then uvicorn drains the answers for up to 15 s; a signal
     is not raised again after it. `refused` is told of every request refused for its token
-    (`JarvisService.audit_unauthenticated`).
+    (`JarvisService.audit_unauthenticated`), `audited` of every one refused, its token
+    valid, before the application (`JarvisService.audit_refusal`).
     """
     held: Connections[BoundedH11Protocol] = Connections(
         lambda: fd_capacity(limits), limits.min_wait_s
     )
     config = uvicorn.Config(
         app,
-        http=bounded_protocol(limits, held, credentials, refused),
+        http=bounded_protocol(limits, held, credentials, refused, audited),
         log_level=log_level,
         # jigcmd's own stderr handler (`server/stderrlog.py`) stays the only one: uvicorn's
         # default dictConfig would close it, silencing every later jarvis log line.

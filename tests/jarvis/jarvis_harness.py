@@ -282,6 +282,7 @@ async def live_server(
                     limits=limits,
                     stop=stop,
                     refused=service.audit_unauthenticated,
+                    audited=service.audit_refusal,
                 )
             )
             try:
