@@ -96,7 +96,7 @@ class JigError(Exception):
         self.ends: OutputEnds | None = None
 
     def reworded(self, message: str, details: dict[str, Any] | None) -> JigError:
-        """The same failure in other words: its code, cleanup, record and statement kept."""
+        """The same failure in other words: its code, cleanup, record, statement and view kept."""
         error = JigError(
             self.code,
             message,
@@ -108,6 +108,8 @@ class JigError(Exception):
         error.resources = self.resources
         error.tests = self.tests
         error.ended_unix_ms = self.ended_unix_ms
+        error.notes = self.notes
+        error.ends = self.ends
         return error
 
     def __repr__(self) -> str:

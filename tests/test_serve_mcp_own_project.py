@@ -123,6 +123,27 @@ async def test_a_truncated_stream_shows_its_real_end_and_how_much_was_written(
     assert "FATAL: config key 'db.url' missing" in view["text"]
 
 
+_INVALID_END = (
+    'process.stdout.write("A".repeat(65536));\nprocess.stdout.write(Buffer.alloc(4096, 0xff));\n'
+)
+
+
+async def test_an_end_that_is_not_utf8_is_shown_and_counted_in_the_bytes_written(
+    binding: Path, tmp_path: Path
+) -> None:
+    """4,096 invalid bytes past the cap: the end shows the last of them as written, one
+    U+FFFD each (3 bytes in UTF-8), and counts the rest as not shown, never more."""
+    view = await _call(
+        binding, tmp_path / "state", "cli", {"files": _files({"src/cli.ts": _INVALID_END})}
+    )
+    stdout = view["stdout"]
+    assert (stdout["capturedBytes"], stdout["writtenBytes"]) == (65536, 65536 + 4096)
+    shown, unseen = len(stdout["end"]), stdout["endOmittedBytes"]
+    assert stdout["end"] == "\ufffd" * shown and shown + unseen == 4096
+    assert shown > 4096 // 3  # as many bytes as the view gives the end, not a third of them
+    assert f"[… {unseen:,} bytes written past the kept 65,536 are not shown …]" in view["text"]
+
+
 _EXIT_2 = _HEAD + 'test("fails", () => expect(1).toBe(2));\ntest("exits", () => process.exit(2));\n'
 _OOM = (
     _HEAD + 'test("eats memory", () => {\n  const keep: Uint8Array[] = [];\n'

@@ -66,6 +66,9 @@ def _view_stream(
     ]
     if differs:
         return [Check(name, False, f"the result's {name} differs in " + ", ".join(differs))]
+    beyond = _impossible_end(stream)
+    if beyond is not None:
+        return [Check(name, False, f"the result's {name} {beyond}")]
     said = f"sha256 (of the text), {stream.captured_bytes} captured bytes and truncation match"
     if stream.omitted_bytes == 0:
         # Head and tail say they are the whole text: the digest holds them to it.
@@ -109,6 +112,35 @@ def _impossible_cut(stream: StreamView, facts: StreamFacts) -> str | None:
     return None
 
 
+def _impossible_end(stream: StreamView) -> str | None:
+    """Why the stream's end past the cap cannot be what the signed count and truncation say.
+
+    Not truncated, the command wrote what was captured and nothing past it. Truncated, it
+    wrote at least that, and the end shown and the bytes left out before it are among the
+    bytes past the cap (a U+FFFD of the end stands for one of them, `outcomes._end`). The
+    end's text and the written count are otherwise unsigned (`_view_unbound`).
+    """
+    written, captured = stream.written_bytes, stream.captured_bytes
+    if not stream.truncated:
+        if written not in (None, captured) or stream.end or stream.end_omitted_bytes:
+            return f"says it wrote past the cap, yet all {captured} bytes were kept"
+        return None
+    if written is None:
+        # A run an older jigcmd recorded: no end known, none shown.
+        if stream.end or stream.end_omitted_bytes:
+            return "shows an end past the cap without the count written"
+        return None
+    past = written - captured
+    shown = _fewest_bytes(stream.end) + stream.end_omitted_bytes
+    if past < 0 or stream.end_omitted_bytes < 0 or shown > past:
+        return (
+            f"end does not fit what it says was written: writtenBytes {written}, "
+            f"{captured} kept, {stream.end_omitted_bytes} left out before an end of at "
+            f"least {_fewest_bytes(stream.end)} bytes"
+        )
+    return None
+
+
 def _fewest_bytes(text: str) -> int:
     """The fewest captured bytes `text` decodes from: each U+FFFD may stand for one byte."""
     return len(text.encode("utf-8")) - 2 * text.count("\ufffd")
@@ -143,7 +175,8 @@ def _view_ending(statement: RunStatement, view: McpView) -> Check:
 
 
 def _view_unbound(statement: RunStatement, view: McpView) -> list[Check]:
-    """What the result carries that no signature binds: its cut, its budget, its links."""
+    """What the result carries that no signature binds: its cut, its budget, its links, its
+    streams' ends past the cap."""
     invocation = statement.predicate.command.invocation
     checks = []
     if view.invocation != invocation:
@@ -158,6 +191,13 @@ def _view_unbound(statement: RunStatement, view: McpView) -> list[Check]:
         if stream.uri is not None:
             why = f"{stream.uri}: the server's link, not signed; hold what it returns to the digest"
             checks.append(skip(f"{name} uri", why))
+        if stream.written_bytes is not None and stream.truncated:
+            why = (
+                f"{stream.written_bytes} written, an end of {len(stream.end)} characters, "
+                f"{stream.end_omitted_bytes} bytes before it: what the host kept past the "
+                "cap, not signed; only checked to fit the signed captured bytes"
+            )
+            checks.append(skip(f"{name} end/writtenBytes/endOmittedBytes", why))
     why = f"{view.budget_bytes}: the size the server cut this result to, not signed"
     checks.append(skip("budgetBytes", why))
     if view.notes:

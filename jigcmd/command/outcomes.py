@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from functools import cache, lru_cache, partial
 from typing import Final
@@ -21,6 +22,8 @@ from jigcmd.protocol.commands import OutputEnds, StreamEnd, TestResults
 __all__ = ["EvidenceOf", "Sign", "evidence_of", "output_ends", "signer", "tests_of"]
 
 # Said of a report that is not there after an exit 0 (`tests_of`).
+# An undecodable byte, as "surrogateescape" decodes it.
+_INVALID_BYTE: Final = re.compile("[\udc80-\udcff]")
 _ENDED_BEFORE_ITS_REPORT: Final = (
     ": the runner ended before writing it, so exit code 0 does not mean the tests passed"
 )
@@ -184,7 +187,9 @@ def output_ends(outcome: RunOutcome) -> OutputEnds:
 
 def _end(stream: CapturedStream) -> StreamEnd:
     tail = stream.tail[-stream.dropped :] if stream.dropped else b""
-    text = tail.decode("utf-8", errors="replace")
+    # One U+FFFD per invalid byte (not one per invalid sequence, as "replace" gives): the
+    # view counts the bytes a cut end shows from its text (`mcp_view._ended`).
+    text = _INVALID_BYTE.sub("\ufffd", tail.decode("utf-8", errors="surrogateescape"))
     return StreamEnd(dropped_bytes=stream.dropped, tail=text, tail_bytes=len(tail))
 
 

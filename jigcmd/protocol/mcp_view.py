@@ -284,16 +284,37 @@ def _ended(view: StreamView, end: StreamEnd | None, keep: int) -> StreamView:
     the end the host kept, and the count of those between the kept text and them."""
     if end is None or not end.dropped_bytes:
         return view
-    data = end.tail.encode("utf-8")
-    shown = data[len(data) - min(keep, len(data)) :].decode("utf-8", "ignore")
-    # The bytes as written, where the end's text is their decoding: exact for UTF-8.
-    omitted = end.dropped_bytes - end.tail_bytes + len(data) - len(shown.encode("utf-8"))
+    shown, shown_bytes = _last_bytes(end, keep)
     return msgspec.structs.replace(
         view,
         written_bytes=view.captured_bytes + end.dropped_bytes,
         end=shown,
-        end_omitted_bytes=max(0, omitted),
+        end_omitted_bytes=end.dropped_bytes - shown_bytes,
     )
+
+
+def _last_bytes(end: StreamEnd, keep: int) -> tuple[str, int]:
+    """The end's text for its last `keep` bytes as written, and how many bytes that is.
+
+    Counted on the bytes, not the text: each U+FFFD there stands for one invalid byte
+    (`outcomes._end`), 3 bytes once encoded. Where that count disagrees with `tail_bytes` (a
+    U+FFFD the command wrote, an end an older jigcmd journaled), each U+FFFD is counted as 3
+    bytes (at most what it stood for): the text shown is then no more than `keep` bytes, and
+    the count it is said to show no more than it does.
+    """
+    if keep >= end.tail_bytes:
+        return end.tail, end.tail_bytes
+    sizes = [1 if char == "\ufffd" else len(char.encode("utf-8")) for char in end.tail]
+    exact = sum(sizes) == end.tail_bytes
+    if not exact:
+        sizes = [len(char.encode("utf-8")) for char in end.tail]
+    count, start = 0, len(sizes)
+    while start and count + sizes[start - 1] <= keep:
+        start -= 1
+        count += sizes[start]
+    if not exact:
+        count = max(0, end.tail_bytes - sum(sizes[:start]))
+    return end.tail[start:], count
 
 
 def _tests(tests: TestResults, scale: float, uri: str | None) -> TestsView:
