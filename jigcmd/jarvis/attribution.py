@@ -22,6 +22,9 @@ __all__ = ["actor_of", "head_attribution", "unaudited"]
 
 _AUTHORIZATION = re.compile(rb"^authorization[ \t]*:[ \t]*([^\r\n]*?)[ \t]*\r?$", re.I | re.M)
 _ABSOLUTE = re.compile(rb"^https?://[^/]*", re.I)
+# The head's end, its first blank line: what follows (a body, the next pipelined request) was
+# read with it but is not its.
+_HEAD_END = re.compile(rb"\n\r?\n")
 
 
 def actor_of(credentials: Credentials, authorization: Sequence[str]) -> str | None:
@@ -34,6 +37,8 @@ def actor_of(credentials: Credentials, authorization: Sequence[str]) -> str | No
 
 def head_attribution(credentials: Credentials, head: bytes) -> tuple[str, str] | None:
     """The actor and the tool of a request head h11 refused, when its token is valid."""
+    end = _HEAD_END.search(head)
+    head = head[: end.start()] if end is not None else head
     found = [value.decode("latin-1") for value in _AUTHORIZATION.findall(head)]
     actor = actor_of(credentials, found)
     if actor is None:
