@@ -48,11 +48,13 @@ def read_only(directory: str) -> bool:
 
 
 def read_only_mount(backend: CgroupBackend) -> str | None:
-    """The first of the backend's cgroup mounts that is read-only (None: all writable)."""
+    """The first cgroup mount the backend's jobs write that is read-only (None: all writable)."""
     if isinstance(backend, V2Backend):
         mounts = [backend.mount]
     elif isinstance(backend, V1Backend):
-        mounts = [*backend.hierarchies.values(), *([backend.unified] if backend.unified else [])]
+        # Only what the jobs write: an unused hierarchy, or a cpuset they go without, may be
+        # read-only on a host where every job succeeds.
+        mounts = backend.job_mounts()
     else:
         return None
     return next((mount for mount in mounts if read_only(mount)), None)

@@ -224,6 +224,7 @@ def _jarvis(
             stop=service.must_stop,
             refused=service.audit_unauthenticated,
             audited=service.audit_refusal,
+            head_refused=service.audit_refused_head,
         )
         if retain_s is not None:
             serving = functools.partial(_retaining, serving, setup.directory, retain_s)

@@ -10,23 +10,21 @@ target and its `Authorization` lines, nothing of it served.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import re
-from collections.abc import Awaitable, Sequence
+from collections.abc import Sequence
 from urllib.parse import unquote
 
 from jigcmd.jarvis.app import tool_of
 from jigcmd.jarvis.auth import AuthError, Credentials
 from jigcmd.jarvis.tools import ToolError
-from jigcmd.journal.store import JournalUnusable
 
-__all__ = ["actor_of", "audit_later", "head_attribution", "unaudited"]
+__all__ = ["actor_of", "head_attribution", "unaudited"]
 
 _AUTHORIZATION = re.compile(rb"^authorization[ \t]*:[ \t]*([^\r\n]*?)[ \t]*\r?$", re.I | re.M)
 _ABSOLUTE = re.compile(rb"^https?://[^/]*", re.I)
-# The audits of refused heads, written by tasks no one awaits (held here until done).
-_AUDITS: set[asyncio.Task[None]] = set()
+# The head's end, its first blank line: what follows (a body, the next pipelined request) was
+# read with it but is not its.
+_HEAD_END = re.compile(rb"\n\r?\n")
 
 
 def actor_of(credentials: Credentials, authorization: Sequence[str]) -> str | None:
@@ -39,6 +37,8 @@ def actor_of(credentials: Credentials, authorization: Sequence[str]) -> str | No
 
 def head_attribution(credentials: Credentials, head: bytes) -> tuple[str, str] | None:
     """The actor and the tool of a request head h11 refused, when its token is valid."""
+    end = _HEAD_END.search(head)
+    head = head[: end.start()] if end is not None else head
     found = [value.decode("latin-1") for value in _AUTHORIZATION.findall(head)]
     actor = actor_of(credentials, found)
     if actor is None:
@@ -47,19 +47,6 @@ def head_attribution(credentials: Credentials, head: bytes) -> tuple[str, str] |
     target = _ABSOLUTE.sub(b"", line[1]) if len(line) == 3 else b""
     path = unquote(target.partition(b"?")[0].decode("latin-1"))
     return actor, tool_of(path)[:128]
-
-
-def audit_later(loop: asyncio.AbstractEventLoop, audit: Awaitable[None]) -> None:
-    """Write an audit row from the protocol's callbacks, where nothing can await it."""
-    task = loop.create_task(_quietly(audit))
-    _AUDITS.add(task)
-    task.add_done_callback(_AUDITS.discard)
-
-
-async def _quietly(audit: Awaitable[None]) -> None:
-    """`audit`; a journal lost meanwhile is left for the server to report as it stops."""
-    with contextlib.suppress(JournalUnusable):
-        await audit
 
 
 async def unaudited(actor: str, tool: str, refusal: ToolError) -> None:

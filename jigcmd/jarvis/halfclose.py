@@ -7,7 +7,9 @@ request read whole is still answered, then the connection closed; one not comple
 will be, and is closed at once. A client that closed its socket ends its stream the same
 way, and is told apart by the reset its kernel answers an interim `100 Continue` with, sent
 again at each poll until the answer starts; an HTTP/1.0 client, which may be sent no 1xx,
-cannot be told apart, and is taken as gone (a call not yet started then runs not).
+cannot be told apart, and is taken as gone (a call not yet started then runs not): its end
+of stream is looked for in the kernel as its slot comes (`_not_ended`), since asyncio may
+not have read it yet when a free slot is taken in the same turn the request was read.
 """
 
 from __future__ import annotations
@@ -41,6 +43,30 @@ class HalfClose(H11Protocol):
     def _request_in_progress(self) -> bool:
         """A request is read whole and not yet answered (the subclass knows its phases)."""
         raise NotImplementedError
+
+    def handle_events(self) -> None:
+        """uvicorn's; an HTTP/1.0 request is then told how to ask whether its caller ended."""
+        super().handle_events()
+        cycle = self.cycle
+        if cycle is not None and not _takes_interim(cycle.scope["http_version"]):
+            cast("dict[str, Any]", cycle.scope).setdefault(CALLER_CHECK, self._not_ended)
+
+    def _not_ended(self) -> bool:
+        """Whether an HTTP/1.0 client has not ended its stream (the kernel peeked too: the
+        end may wait there unread behind a request read and handled in the same turn)."""
+        if self._eof or self.transport.is_closing():
+            return False
+        sock = self.transport.get_extra_info("socket")
+        if sock is None:
+            return False
+        # A duplicate of the descriptor: asyncio's wrapper lends no recv.
+        with socket.fromfd(sock.fileno(), sock.family, sock.type) as peer:
+            try:
+                return peer.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) != b""
+            except BlockingIOError:
+                return True
+            except OSError:
+                return False
 
     def eof_received(self) -> bool:  # type: ignore[override]
         """The client's end of stream: a request it completed is still answered, then closed.

@@ -64,7 +64,7 @@ from uvicorn.config import Config
 from uvicorn.server import ServerState
 
 from jigcmd.jarvis.app import MAX_BODY_BYTES, tool_of
-from jigcmd.jarvis.attribution import actor_of, audit_later, head_attribution, unaudited
+from jigcmd.jarvis.attribution import actor_of, head_attribution, unaudited
 from jigcmd.jarvis.auth import AUTHORISED_ACTOR, CONNECTION_ANSWER, AuthError, Credentials
 from jigcmd.jarvis.connections import ConnectionLimits, Connections
 from jigcmd.jarvis.h11parser import Parser
@@ -103,6 +103,8 @@ class BoundedH11Protocol(HalfClose):
     # Told each refusal, before the application, of a request whose token is valid: its
     # actor, the tool its target named, the refusal (`attribution.py`).
     audited: ClassVar[staticmethod[[str, str, ToolError], Awaitable[None]]]
+    # Told the same of a refused head, from a callback that cannot await (`headaudits.py`).
+    head_refused: ClassVar[staticmethod[[str, str, ToolError], None]]
     # The connections that gave way and linger with their 503 (oldest first).
     leaving: ClassVar[dict[BoundedH11Protocol, None]]
 
@@ -397,7 +399,7 @@ class BoundedH11Protocol(HalfClose):
         head = self.conn.refused_head if isinstance(self.conn, Parser) else None
         found = head_attribution(self.credentials, head) if head is not None else None
         if found is not None:
-            audit_later(self.loop, self.audited(*found, ToolError(status, message)))
+            self.head_refused(*found, ToolError(status, message))
         self.transport.write(raw_error(status, reason_phrase(status), message))
         self.transport.close()
 
@@ -483,10 +485,12 @@ def bounded_protocol(
     credentials: Credentials,
     refused: Callable[[str], None] = lambda reason: None,
     audited: Callable[[str, str, ToolError], Awaitable[None]] | None = None,
+    *,
+    head_refused: Callable[[str, str, ToolError], None] = lambda actor, tool, refusal: None,
 ) -> type[BoundedH11Protocol]:
     """The protocol class of one server: its limits, its held connections, its token, and
     whom it tells of each request refused for the token (`refused`) or, its token valid,
-    before the application (`audited`)."""
+    before the application (`audited`; `head_refused` for a head h11 refused)."""
 
     class Bounded(BoundedH11Protocol):
         pass
@@ -496,5 +500,6 @@ def bounded_protocol(
     Bounded.credentials = credentials
     Bounded.refused = staticmethod(refused)
     Bounded.audited = staticmethod(audited or unaudited)
+    Bounded.head_refused = staticmethod(head_refused)
     Bounded.leaving = {}
     return Bounded

@@ -180,6 +180,7 @@ async def serve(
     on_stop: Callable[[], None] | None = None,
     refused: Callable[[str], None] = lambda reason: None,
     audited: Callable[[str, str, ToolError], Awaitable[None]] | None = None,
+    head_refused: Callable[[str, str, ToolError], None] = lambda actor, tool, refusal: None,
 ) -> None:
     """Serve until a stop signal (SIGINT, SIGTERM, SIGHUP) or until `stop` is set (jarvis sets
     it when its journal is lost); then drain.
@@ -188,14 +189,17 @@ async def serve(
     for them are answered at once), then uvicorn drains the answers for up to 15 s; a signal
     is not raised again after it. `refused` is told of every request refused for its token
     (`JarvisService.audit_unauthenticated`), `audited` of every one refused, its token
-    valid, before the application (`JarvisService.audit_refusal`).
+    valid, before the application (`JarvisService.audit_refusal`; a head h11 refused:
+    `head_refused`, `JarvisService.audit_refused_head`).
     """
     held: Connections[BoundedH11Protocol] = Connections(
         lambda: fd_capacity(limits), limits.min_wait_s
     )
     config = uvicorn.Config(
         app,
-        http=bounded_protocol(limits, held, credentials, refused, audited),
+        http=bounded_protocol(
+            limits, held, credentials, refused, audited, head_refused=head_refused
+        ),
         log_level=log_level,
         # jigcmd's own stderr handler (`server/stderrlog.py`) stays the only one: uvicorn's
         # default dictConfig would close it, silencing every later jarvis log line.

@@ -35,6 +35,7 @@ from jigcmd.jarvis.fields import (
     failure_status,
     record_fields,
 )
+from jigcmd.jarvis.headaudits import RefusedHeads
 from jigcmd.jarvis.journalcalls import JournalCalls, RunUnrecorded
 from jigcmd.jarvis.planner import host_plan, system_binds
 from jigcmd.jarvis.policy import Decision, HostView, Policy, Request, evaluate
@@ -109,6 +110,9 @@ class JarvisService:
         # Every store call: one at a time, off the event loop, refused once the journal is lost.
         self._db = JournalCalls(store)
         self._trail = AuditTrail(store, self._db, Unauthenticated(unauthenticated_row_s))
+        # Refused heads' rows, written by one task; set once the server served its last.
+        self._heads = RefusedHeads()
+        self._served = CancelSignal()
         # The calls of this process waiting for an envelope slot (first come, first served).
         self._slots = SlotWaits(
             reservations, self._trail, self._stop, queue_wait, early_answer_seconds
@@ -129,9 +133,12 @@ class JarvisService:
                 tasks.start_soon(
                     self._trail.unauthenticated.run, self._stop, self._trail.unauthenticated_row
                 )
+                tasks.start_soon(self._heads.run, self._served, self._head_row, self._head_summary)
                 try:
                     yield self
                 finally:
+                    # Its connections are closed: the refused heads' rows left are written now.
+                    self._served.set()
                     self.stop()
                     self._tasks = None
         finally:
@@ -458,6 +465,19 @@ class JarvisService:
     ) -> Awaitable[None]:
         """Audit a call refused before policy evaluation (`AuditTrail.refusal`)."""
         return self._trail.refusal(actor, tool, refusal, args)
+
+    def audit_refused_head(self, actor: str, tool: str, refusal: ToolError) -> None:
+        """Queue the row of a head refused before the application (`headaudits.py`)."""
+        self._heads.note(actor, tool, refusal)
+
+    async def _head_row(self, actor: str, tool: str, refusal: ToolError) -> None:
+        # A journal lost meanwhile is left for the server to report as it stops.
+        with contextlib.suppress(JournalUnusable):
+            await self._trail.refusal(actor, tool, refusal)
+
+    async def _head_summary(self, actor: str, outcome: str) -> None:
+        with contextlib.suppress(JournalUnusable):
+            await self._trail.row(actor=actor, tool="", decision="invalid", outcome=outcome)
 
     def audit_unauthenticated(self, reason: str) -> None:
         """Count a request refused before it authenticated (`refusals.Unauthenticated`)."""

@@ -145,3 +145,34 @@ def test_a_caller_that_closed_as_its_slot_came_gets_no_run(jarvis: JarvisChild) 
         finally:
             held.release()
         _cancelled(jarvis, word)
+
+
+def _sent_then_half_closed(jarvis: JarvisChild, data: bytes) -> bytes:
+    """`data` and the end of stream in one segment (corked), then all the client reads."""
+    with socket.create_connection(("127.0.0.1", jarvis.port), timeout=ANSWER_S) as sock:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_CORK, 1)
+        sock.sendall(data)
+        sock.shutdown(socket.SHUT_WR)
+        received = b""
+        while chunk := sock.recv(65536):
+            received += chunk
+        return received
+
+
+def test_a_half_closed_http10_caller_with_a_free_slot_gets_no_run(jarvis: JarvisChild) -> None:
+    """A slot free at once: its end of stream is still seen before the run would start."""
+    word = "half-closed-free-slot-HTTP/1.0"
+    assert _sent_then_half_closed(jarvis, _create(jarvis, word, "HTTP/1.0")) == b""
+    _cancelled(jarvis, word)
+
+
+def test_an_http10_call_pipelined_behind_an_http11_one_then_half_closed_gets_no_run(
+    jarvis: JarvisChild,
+) -> None:
+    """The HTTP/1.1 call is answered; the HTTP/1.0 one read with it is its caller's gone."""
+    first, second = "pipelined-first-HTTP/1.1", "pipelined-second-HTTP/1.0"
+    data = _create(jarvis, first, "HTTP/1.1") + _create(jarvis, second, "HTTP/1.0")
+    received = _sent_then_half_closed(jarvis, data).replace(_CONTINUE, b"")
+    assert received.count(b"HTTP/1.1 200 ") == 1 and first.encode() in received, received
+    _cancelled(jarvis, second)
+    assert _outcomes(jarvis, first)[0].startswith("started run "), audit(jarvis)

@@ -16,6 +16,7 @@ import pytest
 from jigcmd.jarvis.refusals import UNAUTHENTICATED
 from tests.jarvis.edge_wire import ROW_S, Answer, audit, exchange, request
 from tests.jarvis.jarvis_child import JarvisChild, machine_runs_jarvis
+from tests.jarvis.jarvis_harness import TOKEN
 
 _CHUNKED = "Transfer-Encoding: chunked"
 _CALL = b'{"tool":"jarvis.policy.check","args":{"argv":["echo","actor"]}}'
@@ -71,3 +72,30 @@ def test_a_refusal_before_the_application_is_its_actors(
     (row,) = rows
     assert row["actor"] not in ("", UNAUTHENTICATED), row
     assert (row["decision"], row["outcome"]) == ("invalid", f"refused: {answer.body['error']}")
+
+
+def _bytes_after_the_head(port: int) -> dict[str, bytes]:
+    """Refused heads without the token, the token only in the bytes read with them."""
+    carried = f"Authorization: Bearer {TOKEN}\r\n".encode()
+    return {
+        # The token as a line of the body.
+        "in-body": request(port, "/tools/jigcmd-in-body", token=False, headers=("X A: b",),
+                           body=carried),
+        # The token in the request pipelined after it.
+        "in-next": request(port, "/tools/jigcmd-in-next", method="GET", token=False,
+                           headers=("X A: b",)) + request(port, "/tools/jigcmd-next"),
+    }  # fmt: skip
+
+
+def test_a_token_past_the_refused_head_does_not_make_it_its_actors(jarvis: JarvisChild) -> None:
+    """Only the head's own `Authorization` lines are read: no row for either case, though a
+    refused head with the token sent after them (rows are written in order) has its own."""
+    for data in _bytes_after_the_head(jarvis.port).values():
+        assert Answer(exchange(jarvis.port, data)).status == 400
+    marker = request(jarvis.port, "/tools/jigcmd-after", headers=("X A: b",))
+    assert Answer(exchange(jarvis.port, marker)).status == 400
+    deadline = time.monotonic() + ROW_S
+    while not _rows(jarvis, "after"):
+        assert time.monotonic() < deadline, audit(jarvis)
+        time.sleep(0.1)
+    assert _rows(jarvis, "in-body") == [] and _rows(jarvis, "in-next") == [], audit(jarvis)

@@ -295,6 +295,10 @@ class V1Backend:
             roots = {_UNIFIED: self.unified, **roots}
         return roots
 
+    def job_mounts(self) -> list[str]:
+        """The hierarchies the jobs write (others, read-only or not, are never touched)."""
+        return list(self._roots().values())
+
     def _bases(self) -> dict[str, str]:
         """The jobs' parent directory per controller (and for the unified hierarchy)."""
         return {c: os.path.join(root, self.base) for c, root in self._roots().items()}
