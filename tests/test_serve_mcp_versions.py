@@ -123,5 +123,5 @@ def test_each_tool_says_its_streams_uri_returns_what_was_kept_not_all_output(
     for tool in tools:
         assert (
             "(the first 64 KiB of each are kept; resources/read of the stream's uri returns all "
-            "that was kept)"
+            "that was kept; past them, the bytes written in all and the stream's end)"
         ) in tool["description"]
