@@ -151,9 +151,12 @@ def test_a_server_that_cannot_start_tells_its_peer_why_without_the_path(home: Pa
     os.chmod(host.state, 0o777)
     with host.serve() as server:
         refused = server.request("initialize", INIT)
+        # Its stderr is read once it has exited: the answer may reach us before that line.
+        server.close_input()
+        stderr = server.stderr()
     assert "<state dir>" in refused["error"]["message"]
     host.clean(refused)
-    assert str(host.state) in server.stderr()
+    assert str(host.state) in stderr
 
 
 async def test_jarvis_refusals_name_no_state_directory(home: Path) -> None:
