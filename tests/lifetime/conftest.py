@@ -16,8 +16,9 @@ import pytest
 
 import jigcmd
 from jigcmd.envelope.cgroups import CgroupBackend
+from tests.faults.disk import SmallDisk, mounted
 from tests.lifetime.rig import Rig
-from tests.required import require_runtime, usable_cgroups
+from tests.required import require_runtime, unavailable, usable_cgroups
 
 _EXAMPLE = Path(jigcmd.__file__).parent / "example"
 
@@ -55,3 +56,13 @@ def rig(binding: Path, tmp_path: Path) -> Iterator[Rig]:
         yield rig
     finally:
         rig.close()
+
+
+@pytest.fixture
+def state_disk(tmp_path: Path) -> Iterator[SmallDisk]:
+    """A tmpfs mounted as the rig's state directory (ask for it before `rig`: it outlives it)."""
+    with mounted(tmp_path, size="4m") as disk:
+        if isinstance(disk, str):
+            unavailable(disk)
+        (tmp_path / "state").symlink_to(disk.path)
+        yield disk

@@ -175,6 +175,17 @@ class Rig:
         assert done.returncode == 0, done.stdout + done.stderr
         return done.stdout
 
+    def runs(self) -> str:
+        """`jigcmd runs --state-dir` as an operator reads it (it fences nothing); its output."""
+        done = subprocess.run(
+            [sys.executable, "-m", "jigcmd", "runs", "--state-dir", str(self.state_dir)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=True,
+        )
+        return done.stdout
+
     # -- nothing left -------------------------------------------------------------------
 
     def assert_nothing_left(self) -> None:

@@ -4,23 +4,18 @@ second server replay its answer; while it cannot, a joiner elsewhere is told wha
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import time
 import uuid
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from jigcmd.clock import unix_ms
 from jigcmd.frontends.servechild import ServeChild
-from tests.faults.disk import SmallDisk, mounted
+from tests.faults.disk import SmallDisk
 from tests.lifetime.candidates import cli_input
 from tests.lifetime.frames import flow_call
 from tests.lifetime.rig import Rig
-from tests.required import unavailable
 
 pytestmark = pytest.mark.envelope
 
@@ -34,26 +29,6 @@ _GIVEN_UP = "failed (attempt 5)"
 _FAILSAFE_S = 30.0
 
 
-@pytest.fixture
-def state_disk(tmp_path: Path) -> Iterator[SmallDisk]:
-    """A tmpfs mounted as the rig's state directory (ask for it before `rig`: it outlives it)."""
-    with mounted(tmp_path, size="4m") as disk:
-        if isinstance(disk, str):
-            unavailable(disk)
-        (tmp_path / "state").symlink_to(disk.path)
-        yield disk
-
-
-def _runs(state: Path) -> str:
-    done = subprocess.run(
-        [sys.executable, "-m", "jigcmd", "runs", "--state-dir", str(state)],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    return done.stdout
-
-
 def _answered_with_its_close_lost(
     state_disk: SmallDisk, rig: Rig, call: dict[str, Any]
 ) -> tuple[ServeChild, dict[str, Any]]:
@@ -61,7 +36,7 @@ def _answered_with_its_close_lost(
     first = rig.serve()
     first.send(call)
     failsafe = time.monotonic() + _FAILSAFE_S
-    while "op-1  running" not in _runs(rig.state_dir) and time.monotonic() < failsafe:
+    while "op-1  running" not in rig.runs() and time.monotonic() < failsafe:
         time.sleep(0.05)
     state_disk.leave(_ROOM_FOR_EVIDENCE)
     answer = first.answer(call["id"])
@@ -79,10 +54,10 @@ def test_a_close_given_up_is_retried_until_space_returns(state_disk: SmallDisk, 
     _, answer = _answered_with_its_close_lost(state_disk, rig, call)
     state_disk.free()
     failsafe = time.monotonic() + _FAILSAFE_S
-    listed = _runs(rig.state_dir)
+    listed = rig.runs()
     while "op-1  done" not in listed and time.monotonic() < failsafe:
         time.sleep(0.2)
-        listed = _runs(rig.state_dir)
+        listed = rig.runs()
     assert "op-1  done" in listed, listed
     second = rig.serve()
     second.send({**call, "id": "call-2"})

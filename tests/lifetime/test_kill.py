@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import sys
 import uuid
 from typing import Any
 
@@ -201,11 +199,8 @@ def test_recover_closes_a_dead_servers_running_operation_without_a_restart(rig: 
     rig.stop(supervisor_before)
     server.kill()
     # Until then `jigcmd runs` (which fences nothing) says the running row's owner is gone.
-    listed = subprocess.run(
-        [sys.executable, "-m", "jigcmd", "runs", "--state-dir", str(rig.state_dir)],
-        capture_output=True, text=True, timeout=120, check=True,
-    )  # fmt: skip
-    assert f"{operation_id}  running (owner gone; `jigcmd recover` fences it)" in listed.stdout
+    listed = rig.runs()
+    assert f"{operation_id}  running (owner gone; `jigcmd recover` fences it)" in listed
     output = rig.recover()
     assert f"closed {operation_id}" in output and "cleanup complete" in output
     rig.resume(supervisor_before)

@@ -4,21 +4,16 @@ UNCERTAIN at once, never a wait to its deadline for a run that ended long ago.""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import time
 import uuid
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
 from jigcmd.clock import unix_ms
-from tests.faults.disk import SmallDisk, mounted
+from tests.faults.disk import SmallDisk
 from tests.lifetime.candidates import cli_input
 from tests.lifetime.frames import flow_call
 from tests.lifetime.rig import Rig
-from tests.required import unavailable
 
 pytestmark = pytest.mark.envelope
 
@@ -31,26 +26,6 @@ _LATE_AND_LOUD = (
 _FAILSAFE_S = 30.0
 
 
-@pytest.fixture
-def state_disk(tmp_path: Path) -> Iterator[SmallDisk]:
-    """A tmpfs mounted as the rig's state directory (ask for it before `rig`: it outlives it)."""
-    with mounted(tmp_path, size="4m") as disk:
-        if isinstance(disk, str):
-            unavailable(disk)
-        (tmp_path / "state").symlink_to(disk.path)
-        yield disk
-
-
-def _runs(state: Path) -> str:
-    done = subprocess.run(
-        [sys.executable, "-m", "jigcmd", "runs", "--state-dir", str(state)],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    return done.stdout
-
-
 def test_an_unrecorded_outcome_ends_for_a_joiner_in_another_server(
     state_disk: SmallDisk, rig: Rig
 ) -> None:
@@ -59,17 +34,17 @@ def test_an_unrecorded_outcome_ends_for_a_joiner_in_another_server(
     call = flow_call("call-1", "op-1", cli_input(_LATE_AND_LOUD, f"tok-{uuid.uuid4().hex}"))
     first.send(call)
     failsafe = time.monotonic() + _FAILSAFE_S
-    while "op-1  running" not in _runs(rig.state_dir) and time.monotonic() < failsafe:
+    while "op-1  running" not in rig.runs() and time.monotonic() < failsafe:
         time.sleep(0.05)
     state_disk.fill()
     error = first.answer("call-1")["error"]
     assert error["data"]["code"] == "UNCERTAIN", error
     assert "could not record its outcome" in error["message"], error
     state_disk.free()
-    listed = _runs(rig.state_dir)
+    listed = rig.runs()
     while "op-1  uncertain" not in listed and time.monotonic() < failsafe + _FAILSAFE_S:
         time.sleep(0.2)
-        listed = _runs(rig.state_dir)
+        listed = rig.runs()
     assert "op-1  uncertain" in listed, listed
     second = rig.serve()
     second.send({**call, "id": "call-2"})
@@ -87,7 +62,7 @@ def test_a_joiner_elsewhere_is_not_told_an_ended_run_still_runs(
     call = flow_call("call-1", "op-1", cli_input(_LATE_AND_LOUD, token))
     first.send(call)
     failsafe = time.monotonic() + _FAILSAFE_S
-    while "op-1  running" not in _runs(rig.state_dir) and time.monotonic() < failsafe:
+    while "op-1  running" not in rig.runs() and time.monotonic() < failsafe:
         time.sleep(0.05)
     state_disk.fill()
     assert first.answer("call-1")["error"]["data"]["code"] == "UNCERTAIN"
