@@ -22,6 +22,7 @@ from types import TracebackType
 
 import httpx
 
+from jigcmd.journal.store import Journal
 from tests.jarvis.jarvis_harness import TOKEN, auth, invoke_body
 from tests.required import require_root, usable_cgroups
 
@@ -109,6 +110,18 @@ class JarvisChild:
             json=invoke_body("jarvis.policy.check", argv=["echo", "hi"]),
             headers=auth(),
         )
+
+    def call(self, client: httpx.Client, tool: str, **fields: object) -> httpx.Response:
+        """One authorized call of `tool` with `fields`, as a UTCP client sends it."""
+        return client.post(
+            f"{self.base}/tools/{tool}", json=invoke_body(tool, **fields), headers=auth()
+        )
+
+    def run_started(self) -> bool:
+        """Whether a run's start is audited: its row is begun, and then its start is written
+        (read-only: a reader must not write, nor fold, the journal it looks at)."""
+        with Journal.open_read_only(self.state_dir) as journal:
+            return any(row.outcome.startswith("started run ") for row in journal.audit_rows())
 
     def signal(self, signum: int) -> None:
         """Send `signum` to the server."""

@@ -23,22 +23,9 @@ pytestmark = pytest.mark.envelope
 ANSWER_S = 60.0
 
 
-def _call(client: httpx.Client, jarvis: JarvisChild, tool: str, **fields: object) -> httpx.Response:
-    """One authorized call of `tool` with `fields`, as a UTCP client sends it."""
-    return client.post(
-        f"{jarvis.base}/tools/{tool}", json=invoke_body(tool, **fields), headers=auth()
-    )
-
-
 def _running(state_dir: Path) -> int:
     with Journal.open(state_dir) as journal:
         return len(journal.jarvis_running())
-
-
-def _started(state_dir: Path) -> bool:
-    """Whether a run's start is audited: its row is begun, and then its start is written."""
-    with Journal.open(state_dir) as journal:
-        return any(row.outcome.startswith("started run ") for row in journal.audit_rows())
 
 
 @pytest.mark.parametrize("signum", STOP_SIGNALS, ids=lambda signum: signum.name)
@@ -122,10 +109,10 @@ def test_a_call_after_the_state_dir_was_removed_is_a_503_and_jarvis_stops_with_e
     """Fail closed: no answer from the deleted journal; the call is told why, jarvis stops."""
     machine_runs_jarvis()
     with JarvisChild(tmp_path) as jarvis, httpx.Client(timeout=ANSWER_S) as client:
-        created = _call(client, jarvis, "jarvis.run.create", argv=["true"])
+        created = jarvis.call(client, "jarvis.run.create", argv=["true"])
         assert created.status_code == 200, created.text
         _remove_while_written(jarvis.state_dir)
-        answer = _call(client, jarvis, "jarvis.run.get", run_id=created.json()["run_id"])
+        answer = jarvis.call(client, "jarvis.run.get", run_id=created.json()["run_id"])
         assert answer.status_code == 503, answer.text
         error = answer.json()["error"]
         assert error.startswith("journal <state dir>/journal.sqlite3: "), error
@@ -145,11 +132,11 @@ def test_a_state_dir_moved_under_jarvis_is_said_moved_not_deleted(tmp_path: Path
     """The journal moved whole: the 503 and the exit line say so, and how to get it back."""
     machine_runs_jarvis()
     with JarvisChild(tmp_path) as jarvis, httpx.Client(timeout=ANSWER_S) as client:
-        created = _call(client, jarvis, "jarvis.run.create", argv=["true"])
+        created = jarvis.call(client, "jarvis.run.create", argv=["true"])
         assert created.status_code == 200, created.text
         moved = tmp_path / "moved-state"
         jarvis.state_dir.rename(moved)
-        answer = _call(client, jarvis, "jarvis.run.get", run_id=created.json()["run_id"])
+        answer = jarvis.call(client, "jarvis.run.get", run_id=created.json()["run_id"])
         assert answer.status_code == 503, answer.text
         error = answer.json()["error"]
         assert "the journal file was moved while in use" in error, error
@@ -173,14 +160,14 @@ def test_a_run_whose_journal_is_lost_meanwhile_names_its_run_id_in_the_503(
         answers: list[httpx.Response] = []
         caller = threading.Thread(
             target=lambda: answers.append(
-                _call(client, jarvis, "jarvis.run.create", argv=["sleep", "2"])
+                jarvis.call(client, "jarvis.run.create", argv=["sleep", "2"])
             )
         )
         caller.start()
         deadline = time.monotonic() + ANSWER_S
         # Not only its row: a journal lost between the row and the audit of its start is
         # a run that never started (a 503 without a run id), which is not this test's case.
-        while not _started(jarvis.state_dir):
+        while not jarvis.run_started():
             assert time.monotonic() < deadline, "the run never started"
             time.sleep(0.05)
         jarvis.state_dir.rename(tmp_path / "moved-state")

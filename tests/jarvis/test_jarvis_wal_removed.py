@@ -15,24 +15,12 @@ import pytest
 
 from jigcmd.journal.store import Journal
 from tests.jarvis.jarvis_child import JarvisChild, machine_runs_jarvis
-from tests.jarvis.jarvis_harness import auth, invoke_body
 
 pytestmark = pytest.mark.envelope
 
 # A failsafe, never a timing claim.
 ANSWER_S = 60.0
 _REMOVED = "the journal's write-ahead log journal.sqlite3-wal was removed or replaced while in use"
-
-
-def _call(client: httpx.Client, jarvis: JarvisChild, tool: str, **fields: object) -> httpx.Response:
-    return client.post(
-        f"{jarvis.base}/tools/{tool}", json=invoke_body(tool, **fields), headers=auth()
-    )
-
-
-def _started(state_dir: Path) -> bool:
-    with Journal.open_read_only(state_dir) as journal:
-        return any(row.outcome.startswith("started run ") for row in journal.audit_rows())
 
 
 def _stop_line(jarvis: JarvisChild) -> str:
@@ -48,10 +36,10 @@ def test_a_call_after_the_wal_was_removed_is_a_503_and_jarvis_stops(tmp_path: Pa
     """Not `500 internal error` on every call: the call is told why, and jarvis stops."""
     machine_runs_jarvis()
     with JarvisChild(tmp_path) as jarvis, httpx.Client(timeout=ANSWER_S) as client:
-        created = _call(client, jarvis, "jarvis.run.create", argv=["true"])
+        created = jarvis.call(client, "jarvis.run.create", argv=["true"])
         assert created.status_code == 200, created.text
         (jarvis.state_dir / "journal.sqlite3-wal").unlink()
-        answer = _call(client, jarvis, "jarvis.run.create", argv=["echo", "after-rm"])
+        answer = jarvis.call(client, "jarvis.run.create", argv=["echo", "after-rm"])
         assert answer.status_code == 503, answer.text
         error = answer.json()["error"]
         assert error.startswith("journal <state dir>/journal.sqlite3: "), error
@@ -72,12 +60,12 @@ def test_a_wal_removed_mid_run_is_a_503_naming_the_run_not_a_crash(tmp_path: Pat
         answers: list[httpx.Response] = []
         caller = threading.Thread(
             target=lambda: answers.append(
-                _call(client, jarvis, "jarvis.run.create", argv=["sleep", "2"])
+                jarvis.call(client, "jarvis.run.create", argv=["sleep", "2"])
             )
         )
         caller.start()
         deadline = time.monotonic() + ANSWER_S
-        while not _started(jarvis.state_dir):
+        while not jarvis.run_started():
             assert time.monotonic() < deadline, "the run never started"
             time.sleep(0.05)
         (jarvis.state_dir / "journal.sqlite3-wal").unlink()
