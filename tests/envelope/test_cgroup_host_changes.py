@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.admitted_example import admit_example
-from tests.required import require_root, require_runtime, usable_cgroups
+from tests.required import require_root, require_runtime, unavailable, usable_cgroups
 from tests.rootless.rig import remove_tree
 
 pytestmark = [pytest.mark.envelope]
@@ -38,7 +38,7 @@ def operators_parent() -> Iterator[Path]:
         pytest.skip("cgroup.subtree_control is cgroup v2's")
     offered = (ROOT / "cgroup.subtree_control").read_text(encoding="ascii").split()
     if not {"memory", "pids", "cpu"} <= set(offered):
-        pytest.skip(f"the root cgroup enables only {offered} for its children")
+        unavailable(f"the root cgroup enables only {offered} for its children")
     parent = ROOT / f"jigcmd-operator-{secrets.token_hex(4)}"
     parent.mkdir()
     try:

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.admitted_example import admit_example
-from tests.required import require_root, usable_cgroups
+from tests.required import require_root, unavailable, usable_cgroups
 
 pytestmark = [pytest.mark.envelope]
 
@@ -92,7 +92,7 @@ def zero_limit(request: pytest.FixtureRequest) -> Iterator[str]:
     """One `user.max_<kind>_namespaces` set to 0; restored after."""
     path = Path(f"/proc/sys/user/max_{request.param}_namespaces")
     if not path.exists():
-        pytest.skip(f"this kernel has no {path}")
+        unavailable(f"this kernel has no {path}")
     before = path.read_text(encoding="ascii")
     path.write_text("0\n", encoding="ascii")
     try:
