@@ -484,6 +484,32 @@ def test_a_test_commands_task_is_answered_after_a_restart_with_its_per_test_resu
     assert answered["result"] == got["result"]
 
 
+def test_a_tasks_notes_are_answered_after_a_restart(binding: Path, tmp_path: Path) -> None:
+    """The notes a task completed with come back from the journal with its result: a new
+    server has no request to make them from."""
+    args = ["--state-dir", str(tmp_path / "state"), "--run-id", "run-notes-task"]
+    files = candidate("failing") | {
+        "bunfig.toml": '[test]\npreload = ["./test/setup.ts"]\n',
+        "test/setup.ts": "globalThis.ready = true;\n",
+    }
+    call = {"name": "tests", "arguments": {"files": files}, "_meta": meta(TASKS)}
+    with ServeChild(binding, args) as server:
+        task = {"taskId": server.request("tools/call", call)["result"]["taskId"]}
+        task["_meta"] = meta(TASKS)
+        deadline = time.monotonic() + 30
+        while (got := server.request("tasks/get", task)["result"])["status"] == "working":
+            assert time.monotonic() < deadline
+            time.sleep(got["pollIntervalMs"] / 1000)
+        assert server.close_input() == 0
+    with ServeChild(binding, args) as restarted:
+        answered = restarted.request("tasks/get", task)["result"]
+        assert restarted.close_input() == 0
+    (note,) = got["result"]["structuredContent"]["notes"]
+    assert note.startswith("bunfig.toml: Bun runs without it"), note
+    assert answered["result"]["structuredContent"]["notes"] == [note]
+    assert answered["result"] == got["result"]
+
+
 def test_an_mcp_call_with_a_key_belongs_to_its_live_waiters(binding: Path, tmp_path: Path) -> None:
     """Two calls under one key share one run; cancelling the first leaves it to the second."""
     state = tmp_path / "state"

@@ -19,7 +19,7 @@ from jigcmd.cancel import CancelSignal
 from jigcmd.clock import unix_ms
 from jigcmd.command.callnotes import call_notes
 from jigcmd.command.catalog import AdmissionCheck, Catalog
-from jigcmd.command.durability import Durability, recorded_or
+from jigcmd.command.durability import Durability, Execute, recorded_or
 from jigcmd.command.execution import execute
 from jigcmd.command.failures import before_dispatch
 from jigcmd.command.keeping import keep_result, keep_stopped
@@ -30,10 +30,7 @@ from jigcmd.command.sharing import SharedOperations
 from jigcmd.durable.ownership import Ownership
 from jigcmd.durable.replay import with_tests
 from jigcmd.durable.runresources import RunResources
-from jigcmd.envelope.api import (
-    Executor,
-    Refills,
-)
+from jigcmd.envelope.api import Executor, Hooks, Refills, Ticket
 from jigcmd.errors import Code, JigError
 from jigcmd.journal.reservations import Slot
 from jigcmd.plan import Limits, RunPlan, plan_digest
@@ -68,6 +65,8 @@ class _Call:
     begun: float
     # When the run's deadline started (Unix ms): its statement's `startedOn`.
     started_unix_ms: int
+    # What Bun under jigcmd will not do with the files sent (`call_notes`), for the journal.
+    notes: tuple[str, ...]
 
 
 class CommandService:
@@ -239,6 +238,7 @@ class CommandService:
                     detailed=detailed,
                     begun=begun,
                     started_unix_ms=started,
+                    notes=notes,
                 )
                 durability = self._durability(call)
                 result = await arrival.attend(
@@ -393,7 +393,7 @@ class CommandService:
         )
         return await durability.run(
             plan,
-            run,
+            partial(_noted, call.notes, run),
             digest=digest,
             evidence=evidence,
             cancel=cancel,
@@ -471,3 +471,16 @@ def _refused_before_dispatch(deadline: float, cancel: CancelSignal) -> JigError 
     if cancel.is_set():
         return before_dispatch(deadline=cancel.deadline_passed())
     return None
+
+
+async def _noted(
+    notes: tuple[str, ...], run: Execute, ticket: Ticket, hooks: Hooks | None
+) -> RunResult:
+    """`run`'s result or error with the call's notes, so that the journal keeps them with its
+    end: a task read back by another server shows what its first answer showed."""
+    try:
+        result = await run(ticket, hooks)
+    except JigError as error:
+        error.notes = notes
+        raise
+    return msgspec.structs.replace(result, notes=notes) if notes else result

@@ -381,7 +381,7 @@ class Ownership:
             report=_encoder.encode(result.report),
             cleanup_complete=True,
             attestation=result.attestation,
-            tests=recorded_tests(result.tests, result.ends),
+            tests=recorded_tests(result.tests, result.ends, result.notes),
             ended_unix_ms=ended,
         )
         if recorded is not None and recorded.data == data and await synced(self.journal, recorded):
@@ -429,7 +429,7 @@ class Ownership:
                     cleanup_complete=True,
                     attestation=error.attestation,
                     # A test command stopped by its deadline or a cancel: why it has no report.
-                    tests=recorded_tests(error.tests, error.ends),
+                    tests=recorded_tests(error.tests, error.ends, error.notes),
                     ended_unix_ms=ended,
                 )
             )

@@ -43,7 +43,8 @@ class RecordedTests(msgspec.Struct, frozen=True):
     """A test report as the journal keeps it: the runner's bytes as read, or why there are none.
 
     The bytes, not their parse: the same parse of the same bytes gives the same results.
-    Also, for any command, each stream's end past its cap, which an MCP answer shows.
+    Also, for any command, each stream's end past its cap and the call's notes, which an MCP
+    answer shows.
     """
 
     report: bytes | None = None
@@ -54,6 +55,8 @@ class RecordedTests(msgspec.Struct, frozen=True):
     tested: bool = True
     # Each stream past its cap (`RunResult.ends`), when one was: a replay shows the same.
     ends: OutputEnds | None = None
+    # The call's notes (`RunResult.notes`): a task read back by another server shows them too.
+    notes: tuple[str, ...] = ()
 
 
 _tests = msgspec.json.Decoder(RecordedTests)
@@ -62,19 +65,27 @@ _encoder = msgspec.json.Encoder()
 UNRECORDED_REPORT = "not in the journal (an older jigcmd recorded the run, or recovery closed it)"
 
 
-def recorded_tests(tests: TestResults | None, ends: OutputEnds | None = None) -> bytes | None:
-    """The journal's record of a run's test report (`Journal.finish(tests=…)`) and of its
-    streams past their cap; None if neither."""
+def recorded_tests(
+    tests: TestResults | None, ends: OutputEnds | None = None, notes: tuple[str, ...] = ()
+) -> bytes | None:
+    """The journal's record of a run's test report (`Journal.finish(tests=…)`), of its
+    streams past their cap and of its call's notes; None if none of them."""
     cut = (
         ends
         if ends is not None and (ends.stdout.dropped_bytes or ends.stderr.dropped_bytes)
         else None
     )
     if tests is None:
-        return None if cut is None else _encoder.encode(RecordedTests(tested=False, ends=cut))
+        if cut is None and not notes:
+            return None
+        return _encoder.encode(RecordedTests(tested=False, ends=cut, notes=notes))
     return _encoder.encode(
         RecordedTests(
-            report=tests.raw, problem=tests.problem, stderr_tail=tests.stderr_tail, ends=cut
+            report=tests.raw,
+            problem=tests.problem,
+            stderr_tail=tests.stderr_tail,
+            ends=cut,
+            notes=notes,
         )
     )
 
@@ -82,6 +93,11 @@ def recorded_tests(tests: TestResults | None, ends: OutputEnds | None = None) ->
 def recorded_ends(recorded: bytes | None) -> OutputEnds | None:
     """Each stream past its cap as the journal kept it; None if not kept (or none was)."""
     return None if recorded is None else _tests.decode(recorded).ends
+
+
+def recorded_notes(recorded: bytes | None) -> tuple[str, ...]:
+    """The call's notes as the journal kept them; none if not kept (or the call had none)."""
+    return () if recorded is None else _tests.decode(recorded).notes
 
 
 def with_tests(result: RunResult) -> RunResult:
@@ -118,6 +134,7 @@ def replay(row: Row) -> RunResult:
         error.ended_unix_ms = row.finished_unix_ms
         error.tests = _stopped_tests(row.tests, failure.details)
         error.ends = recorded_ends(row.tests)
+        error.notes = recorded_notes(row.tests)
         raise error
     report = (
         _report.decode(row.report)
@@ -140,6 +157,7 @@ def replay(row: Row) -> RunResult:
         attestation=row.attestation,
         ended_unix_ms=row.finished_unix_ms,
         ends=recorded_ends(row.tests),
+        notes=recorded_notes(row.tests),
     )
 
 

@@ -178,6 +178,25 @@ async def test_a_recorded_failure_is_raised_again_with_its_details(ownership: Ow
     assert raised.value.recorded
 
 
+async def test_a_calls_notes_are_replayed_with_its_evidence_and_its_failure(
+    ownership: Ownership,
+) -> None:
+    """The notes an answer carried come back from the journal alone, for a result and for a
+    stop, so that a task read back by another server shows them."""
+    notes = ("bunfig.toml: Bun runs without it.",)
+    assert isinstance(await _begin(ownership, "op.n", "sig"), Began)
+    await ownership.finish("op.n", RunResult(EVIDENCE, REPORT, notes=notes), root_run=RUN)
+    replayed = await ownership.lookup("op.n", "sig", root_run=RUN)
+    assert replayed is not None and replayed.notes == notes
+    assert isinstance(await _begin(ownership, "op.s", "sig"), Began)
+    stopped = JigError(Code.DEADLINE_EXCEEDED, "deadline")
+    stopped.notes = notes
+    await ownership.fail("op.s", stopped, root_run=RUN)
+    with pytest.raises(JigError) as raised:
+        await ownership.lookup("op.s", "sig", root_run=RUN)
+    assert raised.value.notes == notes
+
+
 async def test_an_uncertain_operation_stays_uncertain(ownership: Ownership) -> None:
     """UNCERTAIN is recorded for good: later finishes write nothing, lookups stay UNCERTAIN."""
     assert isinstance(await _begin(ownership, "op.4", "sig"), Began)
