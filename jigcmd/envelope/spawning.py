@@ -97,7 +97,7 @@ def _enter_fresh_network() -> tuple[int, int]:
         if host_net >= 0:
             with contextlib.suppress(OSError):
                 sc.setns(host_net, sc.CLONE_NEWNET)
-        raise StepError("network namespace", exc) from exc
+        raise refused_namespaces("network namespace", exc) from exc
     return _NAMESPACES, host_net
 
 
@@ -132,12 +132,24 @@ def _clone(flags: int, birth: str | None) -> tuple[int, str | None]:
         return _clone_born(flags, birth)
     except OSError as exc:
         if exc.errno not in (errno.ENOSYS, errno.EPERM):
-            raise StepError("create namespaces", exc) from exc
+            raise refused_namespaces("create namespaces", exc) from exc
     # clone3 hidden (container seccomp profiles answer ENOSYS or EPERM): the old way.
     try:
         return _fork_after_unshare(flags), None
     except OSError as exc:
-        raise StepError("create namespaces", exc) from exc
+        raise refused_namespaces("create namespaces", exc) from exc
+
+
+def refused_namespaces(step: str, exc: OSError) -> StepError:
+    """The step's error; ENOSPC said as what it is here, a count reached, not a full disk."""
+    if exc.errno != errno.ENOSPC:
+        return StepError(step, exc)
+    return StepError(
+        step,
+        f"{exc.strerror}: a namespace limit is reached (a user.max_*_namespaces count of this "
+        "user, held by every process that has one open, or namespaces nested too deep), "
+        "not a full disk",
+    )
 
 
 _groups_dropped = False

@@ -167,6 +167,18 @@ def test_namespace_failures_get_the_hint_of_their_step() -> None:
     assert "CONFIG_*_NS" in unshare.hint
 
 
+def test_a_namespace_count_reached_is_named_as_a_count_not_the_kernels_config() -> None:
+    """ENOSPC under a limit above 0 is the count of this user's namespaces reached: the fix
+    names the limits as they are, not CONFIG_*_NS, nor a disk."""
+    limits = {"user": "15000", "mnt": "15000", "pid": "8", "net": "4"}
+    error = "unshare user+mount+pid+ipc+uts+cgroup: ENOSPC (No space left on device)"
+    hint = namespaces_check(error, 0, -1, limits).hint or ""
+    assert hint.startswith("a namespace count limit is reached, not a full disk"), hint
+    assert "(now: user 15000, mnt 15000, pid 8)" in hint and "CONFIG" not in hint
+    net = network_check("network namespace: ENOSPC (No space left on device)", 0, -1, limits)
+    assert "(now: net 4)" in (net.hint or "") and "CONFIG" not in (net.hint or "")
+
+
 def test_root_is_never_told_to_run_as_root_and_without_cap_sys_admin_is_told_to_get_it() -> None:
     """A container's root lacking CAP_SYS_ADMIN: the hint names it; with it, no sudo advice."""
     error = "uts namespace (sethostname): EPERM (Operation not permitted)"

@@ -269,6 +269,22 @@ def zero_limits(limits: Mapping[str, str | None], kinds: Sequence[str]) -> tuple
     )
 
 
+def count_reached(
+    probe_error: str, limits: Mapping[str, str | None], kinds: Sequence[str]
+) -> str | None:
+    """The fix when the probe's ENOSPC is a namespace count reached (a limit above 0: a full
+    count, not a kernel without namespaces nor a full disk); None for any other error."""
+    if "ENOSPC" not in probe_error and "No space left on device" not in probe_error:
+        return None
+    now = [f"{kind} {limits[kind]}" for kind in kinds if (limits.get(kind) or "").strip()]
+    return (
+        "a namespace count limit is reached, not a full disk: each user.max_<kind>_namespaces "
+        "counts the namespaces every process of this user holds open"
+        + (f" (now: {', '.join(now)})" if now else "")
+        + "; end what holds them, or raise the limit (sysctl -w, persist it in /etc/sysctl.d/)"
+    )
+
+
 def namespaces_check(
     probe_error: str | None,
     euid: int | None = None,
@@ -292,6 +308,9 @@ def namespaces_check(
     zero = zero_limits(limits or {}, _ENVELOPE_KINDS)
     if zero is not None:
         return Check(name, "FAIL", f"{probe_error} ({zero[0]})", zero[1])
+    reached = count_reached(probe_error, limits or {}, _ENVELOPE_KINDS)
+    if reached is not None:
+        return Check(name, "FAIL", probe_error, reached)
     # The probe needs every capability of the envelope's but CAP_NET_ADMIN (its own line's).
     missing = [c for c in lacking(cap_eff) if c.name != "CAP_NET_ADMIN"] if euid == 0 else []
     if cap_eff != -1 and missing:
@@ -394,6 +413,10 @@ def network_check(
     zero = zero_limits(limits or {}, ("net",) if euid == 0 else ("user", "net"))
     if zero is not None:
         return Check("network namespace", "FAIL", f"{probe_error} ({zero[0]})", zero[1])
+    kinds = ("net",) if euid == 0 else ("user", "net")
+    reached = count_reached(probe_error, limits or {}, kinds)
+    if reached is not None:
+        return Check("network namespace", "FAIL", probe_error, reached)
     if euid != 0:
         hint = "a network namespace needs unprivileged user namespaces and CONFIG_NET_NS"
         return Check("network namespace", "FAIL", probe_error, hint)
