@@ -45,7 +45,7 @@ from jigcmd.envelope import cgroups, netns, privileges, records, runtimeshare, s
 from jigcmd.envelope import syscalls as sc
 from jigcmd.envelope.failure import StepError
 from jigcmd.envelope.ledger import Registry
-from jigcmd.envelope.lifecycle import LAUNCH_FDS, Envelope, State, shape
+from jigcmd.envelope.lifecycle import LAUNCH_FDS, Envelope, shape
 from jigcmd.envelope.loop import EventLoop
 from jigcmd.envelope.marshalcodec import MARSHAL
 from jigcmd.envelope.messages import (
@@ -59,6 +59,7 @@ from jigcmd.envelope.messages import (
 )
 from jigcmd.envelope.refill import Refill
 from jigcmd.envelope.spawner import Spawner, sweep
+from jigcmd.envelope.states import State
 from jigcmd.journal.identity import identify
 from jigcmd.plan import Bind, RunPlan
 

@@ -21,12 +21,12 @@ its `limit_concurrency` answers 503 only once a head is complete. Each connectio
   more requests) until its client took it, then closed, and reset only once
   `write_timeout_s` have passed since that answer was handed over (a client that never
   reads must not pin kernel memory);
-- has its bearer token checked as soon as the head is in, before the application sees the
-  request: a wrong one is a 403 JSON error (two `Authorization` headers a 400) and the
-  connection is closed, its body unread, and the refusal is counted for the audit
-  (`refused`, see jarvis/refusals.py); a right one
-  leaves its actor in the request's scope (`auth.AUTHORISED_ACTOR`), so that what the
-  application refuses of it is audited as that actor's;
+- has its bearer token checked as soon as the head is in (`tokengate.py`), before the
+  application sees the request: a wrong one is a 403 JSON error (two `Authorization`
+  headers a 400) and the connection is closed, its body unread, and the refusal is counted
+  for the audit (`refused`, see jarvis/refusals.py); a right one leaves its actor in the
+  request's scope (`auth.AUTHORISED_ACTOR`), so that what the application refuses of it is
+  audited as that actor's;
 - is held in `Connections`, which chooses who gives way when the cap is reached; one that
   gives way while it waits for a request is answered 503 (`GAVE_WAY`, `Retry-After: 1`),
   never closed without a word: its client may have sent its request, or be about to send
@@ -53,25 +53,17 @@ from collections.abc import Awaitable, Callable
 from typing import Any, ClassVar, Literal, cast
 
 import h11
-from uvicorn._types import (
-    ASGI3Application,
-    ASGIReceiveCallable,
-    ASGISendCallable,
-    ASGISendEvent,
-    Scope,
-)
 from uvicorn.config import Config
 from uvicorn.server import ServerState
 
-from jigcmd.jarvis.app import MAX_BODY_BYTES, tool_of
-from jigcmd.jarvis.attribution import actor_of, head_attribution, unaudited
-from jigcmd.jarvis.auth import AUTHORISED_ACTOR, CONNECTION_ANSWER, AuthError, Credentials
+from jigcmd.jarvis.app import MAX_BODY_BYTES
+from jigcmd.jarvis.attribution import head_attribution, unaudited
+from jigcmd.jarvis.auth import CONNECTION_ANSWER, Credentials
 from jigcmd.jarvis.connections import ConnectionLimits, Connections
 from jigcmd.jarvis.h11parser import Parser
-from jigcmd.jarvis.halfclose import HalfClose
 from jigcmd.jarvis.headsize import MAX_HEAD_BYTES, HeadSize
-from jigcmd.jarvis.rawanswers import raw_error, reason_phrase, refused_answer
-from jigcmd.jarvis.requestline import framing_refusal, origin_form
+from jigcmd.jarvis.rawanswers import raw_error, reason_phrase
+from jigcmd.jarvis.tokengate import TokenGate
 from jigcmd.jarvis.tools import ToolError
 
 __all__ = ["GAVE_WAY", "BoundedH11Protocol", "bounded_protocol"]
@@ -83,7 +75,6 @@ logger = logging.getLogger("jigcmd.jarvis")
 _RESET = struct.pack("ii", 1, 0)
 # How often an idle connection closing with its last answer unread asks the kernel again.
 _UNACKNOWLEDGED_POLL_S = 0.1
-_CLOSE = (b"connection", b"close")
 # The 503 of a connection that gave way before a request on it was read.
 GAVE_WAY = (
     "jarvis needed this connection for a newer one before it read a request on it "
@@ -91,19 +82,14 @@ GAVE_WAY = (
 )
 
 
-class BoundedH11Protocol(HalfClose):
-    """One connection: its deadlines, its token check and its place among the held ones."""
+class BoundedH11Protocol(TokenGate):
+    """One connection: its deadlines, its token check (`TokenGate`) and its place among the
+    held ones."""
 
     limits: ClassVar[ConnectionLimits]
     held: ClassVar[Connections[BoundedH11Protocol]]
-    credentials: ClassVar[Credentials]
-    # Told each refusal of a request without the token (its fixed reason), for the audit.
-    # A staticmethod: a plain function set on the class would be bound to each instance.
-    refused: ClassVar[staticmethod[[str], None]]
-    # Told each refusal, before the application, of a request whose token is valid: its
-    # actor, the tool its target named, the refusal (`attribution.py`).
-    audited: ClassVar[staticmethod[[str, str, ToolError], Awaitable[None]]]
-    # Told the same of a refused head, from a callback that cannot await (`headaudits.py`).
+    # Told what `TokenGate.audited` is (actor, tool, refusal) of a head h11 refused, from a
+    # callback that cannot await (`headaudits.py`).
     head_refused: ClassVar[staticmethod[[str, str, ToolError], None]]
     # The connections that gave way and linger with their 503 (oldest first).
     leaving: ClassVar[dict[BoundedH11Protocol, None]]
@@ -127,7 +113,6 @@ class BoundedH11Protocol(HalfClose):
         self._handed_at = self.loop.time()
         self._head = HeadSize(self.limits.max_head_bytes)
         self._phase: Phase = "request"
-        self._authorized = False
         # Gave way: answered 503, reading only to discard, until the end of stream.
         self._leaving = False
         # How many times it waited for a request head (more than once: it answered one).
@@ -408,62 +393,6 @@ class BoundedH11Protocol(HalfClose):
         message = f"request head larger than {self.limits.max_head_bytes} bytes"
         self.transport.write(raw_error(400, "Bad Request", message))
         self.transport.close()
-
-    # -- the token, as soon as the head is in ---------------------------------------------
-
-    def _token_checked(self, app: ASGI3Application) -> ASGI3Application:
-        async def checked(
-            scope: Scope, receive: ASGIReceiveCallable, send: ASGISendCallable
-        ) -> None:
-            if scope["type"] == "http":
-                found = [
-                    value.decode("latin-1")
-                    for name, value in scope["headers"]
-                    if name == b"authorization"
-                ]
-                framing = framing_refusal(cast("dict[str, Any]", scope))
-                if framing is not None:
-                    status, reason, message = framing
-                    actor = actor_of(self.credentials, found)
-                    if actor is None:
-                        self.refused(reason)
-                    else:
-                        refusal = ToolError(status, message)
-                        await self.audited(actor, tool_of(scope["path"]), refusal)
-                    await refused_answer(send, status, message)
-                    return
-                origin_form(cast("dict[str, Any]", scope))
-                try:
-                    actor = self.credentials.check_all(found)
-                except AuthError as exc:
-                    self.refused(str(exc))
-                    await refused_answer(send, exc.status, exc.message)
-                    return
-                self._authorized = True
-                # The application audits its own refusals of this request as the actor's.
-                cast("dict[str, Any]", scope)[AUTHORISED_ACTOR] = actor
-            await app(scope, receive, self._closing_unread(send))
-
-        return checked
-
-    def _closing_unread(self, send: ASGISendCallable) -> ASGISendCallable:
-        """`send`, saying `Connection: close` on an answer begun before the request body was in.
-
-        An answer that needs no body (413 by its declared length, 415, 404) leaves the rest
-        of it on the wire, where uvicorn would wait for it until the body deadline and no
-        next request could be read: the connection is closed with the answer instead, as
-        the token's refusal is, and says so.
-        """
-
-        async def sending(message: ASGISendEvent) -> None:
-            if message["type"] == "http.response.start" and self.conn.their_state is h11.SEND_BODY:
-                start = cast("dict[str, Any]", message)
-                headers = list(start.get("headers", ()))
-                if not any(name.lower() == b"connection" for name, _ in headers):
-                    message = cast("ASGISendEvent", {**start, "headers": [*headers, _CLOSE]})
-            await send(message)
-
-        return sending
 
 
 def _unacknowledged(transport: asyncio.Transport) -> int:

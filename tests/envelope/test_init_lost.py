@@ -8,8 +8,9 @@ import types
 import pytest
 
 from jigcmd.envelope.failure import StepError
-from jigcmd.envelope.lifecycle import Envelope, State
+from jigcmd.envelope.lifecycle import Envelope
 from jigcmd.envelope.messages import INIT_LOST
+from jigcmd.envelope.states import State
 from jigcmd.plan import Limits
 
 

@@ -25,6 +25,7 @@ from jigcmd.envelope.failure import StepError
 from jigcmd.envelope.loop import EventLoop
 from jigcmd.envelope.messages import Launch
 from jigcmd.envelope.reporting import RunChannel
+from jigcmd.envelope.states import State
 from tests.envelope.hostile_harness import probe_plan
 from tests.envelope.standin import in_stand_in
 
@@ -71,9 +72,9 @@ def _prepared(
     loop.envelopes.add(envelope)
     try:
         envelope.prepare(plan)
-        assert loop.run_until(lambda: envelope.state is not lifecycle.State.UNSHARING, 10)
-        assert loop.run_until(lambda: envelope.state is not lifecycle.State.BUILDING, 10)
-        assert envelope.state is lifecycle.State.PREPARED
+        assert loop.run_until(lambda: envelope.state is not State.UNSHARING, 10)
+        assert loop.run_until(lambda: envelope.state is not State.BUILDING, 10)
+        assert envelope.state is State.PREPARED
         assert envelope.held.init_pid is not None
         yield envelope, envelope.held.init_pid
     finally:

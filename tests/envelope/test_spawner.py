@@ -29,6 +29,7 @@ from jigcmd.envelope import syscalls as sc
 from jigcmd.envelope.failure import StepError
 from jigcmd.envelope.loop import EventLoop
 from jigcmd.envelope.spawner import Spawner, sweep
+from jigcmd.envelope.states import State
 from tests.envelope.hostile_harness import TracedExecutor, probe_plan
 from tests.envelope.standin import in_stand_in
 
@@ -102,11 +103,11 @@ def _prepare(loop: EventLoop, backend: cgroups.CgroupBackend) -> lifecycle.Envel
         envelope.teardown()
         raise
     loop.run_until(lambda: envelope.state not in _PREPARING, 10)
-    assert envelope.state is lifecycle.State.PREPARED
+    assert envelope.state is State.PREPARED
     return envelope
 
 
-_PREPARING = (lifecycle.State.UNSHARING, lifecycle.State.BUILDING)
+_PREPARING = (State.UNSHARING, State.BUILDING)
 
 
 def test_pid_1_is_the_zygotes_child_and_the_spawner_keeps_nothing_of_it(

@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 
 from jigcmd.envelope.failure import StepError
-from jigcmd.envelope.lifecycle import Envelope, State
+from jigcmd.envelope.lifecycle import Envelope
+from jigcmd.envelope.states import State
 from jigcmd.envelope.statusline import Status, parse
 from jigcmd.signames import signal_name
 
