@@ -379,8 +379,8 @@ def _hand_over_scratch(control: socket.socket) -> None:
     in SCM_RIGHTS messages per host user (the real uid's) and refuses a send once that count
     passes the sender's RLIMIT_NOFILE. Every candidate has the envelope's uid, so as that uid
     this send failed (ETOOMANYREFS) while any candidate held ~500 descriptors in flight and
-    the server's limit was lower (docs/envelope.md, "The scratch's hand-over and the count of
-    descriptors in flight"). Host root's count is no candidate's to raise.
+    the server's limit was lower (docs/envelope.md, ordering rule 14, with the measurement
+    against the zygote's `pidfd_getfd`). Host root's count is no candidate's to raise.
     """
     scratch = os.open(_SCRATCH, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
     try:

@@ -13,10 +13,10 @@ still the zygote's child and the zygote's pages are not shared with every live p
 It supervises all envelopes from one loop (epoll over the control socket, each pid 1's
 status pipe and pidfd, each run's socket; timers for deadlines): no supervisor process per
 envelope. It keeps envelopes prepared for the last plan shape it saw (a `Warm` hint) and
-names each to the server (`Ready`) before any request, so that the server's journal row
-names the envelope that will serve it. Every `Launch` comes here, on the control socket;
-one naming a prepared envelope runs in it, any other is prepared cold. Every envelope serves
-one request and is then destroyed.
+names each to the server (`Ready`, never waiting for the server to read it: outbox.py)
+before any request, so that the server's journal row names the envelope that will serve
+it. Every `Launch` comes here, on the control socket; one naming a prepared envelope runs
+in it, any other is prepared cold. Every envelope serves one request and is then destroyed.
 
 Preparing costs CPU, and on two cores it slows whatever it runs beside; when the pool is
 topped up (never between a launch and its candidate's start, after the answer, later for a
