@@ -222,7 +222,9 @@ def _pass(
                 cleanup_complete=not problems,
                 problems="; ".join(problems),
             )
-        afterwards = row.run_id not in closed_ids  # closed by an earlier pass or its server
+        # Closed and answered before, by its server: not by this pass nor by an earlier one
+        # that was cut short (its words never said the cleanup was unproved).
+        afterwards = row.run_id not in closed_ids and not pending(row)
         reports.append(
             _record_cleanup(
                 journal, row, problems, supervisor_killed=stopped, afterwards=afterwards
