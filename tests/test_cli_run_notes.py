@@ -134,3 +134,24 @@ def test_a_test_command_running_no_snapshot_test_gets_no_snapshot_note(
     assert done.returncode == 0, done.stderr
     assert any("named by no command" in line for line in _notes(done.stderr))
     assert not [line for line in _notes(done.stderr) if "snapshot" in line]
+
+
+def test_run_names_an_imported_dot_directory_file_before_the_run(
+    lock: Path, tmp_path: Path
+) -> None:
+    """The test imports `../.config/value.ts`, which `--files` leaves out: the note before
+    the run names the importer, the file and the move, and the run is Bun's own failure."""
+    files = _copy(tmp_path)
+    (files / ".config").mkdir()
+    (files / ".config" / "value.ts").write_text("export const value = 2;\n")
+    test = files / "test" / "project.test.ts"
+    test.write_text(test.read_text().replace("../src/value.ts", "../.config/value.ts"))
+    done = run(lock, tmp_path / "state", "tests", files)
+    assert done.returncode == 0, done.stderr
+    assert _notes(done.stderr)[0] == (
+        f"jigcmd run: --files {files}: left out of the candidate: .config/ (a candidate path "
+        "may not start with '.'; test/project.test.ts imports .config/value.ts, left out: "
+        "move .config/ to a path that does not start with '.' (config/, say) and import it "
+        "from there); the candidate: 3 files, 410 bytes"
+    )
+    assert "Cannot find module '../.config/value.ts'" in done.stderr + done.stdout
