@@ -108,8 +108,9 @@ def test_a_bunfig_setting_running_a_file_reads_is_said_for_an_entry_point(
 
 
 def test_a_refused_call_says_only_why(lock: Path, tmp_path: Path) -> None:
-    """`tests -- --bail` is refused: its one line, no note before it (left-out files, bunfig,
-    snapshots, unnamed tests, a dependency), whatever the candidate."""
+    """`tests -- --bail` is refused: its one line, with the fix (a command of fewer test
+    files), no note before it (left-out files, bunfig, snapshots, unnamed tests, a
+    dependency), whatever the candidate."""
     files = _copy(tmp_path)
     (files / "bunfig.toml").write_text('[test]\npreload = ["./setup.ts"]\n')
     (files / "test" / "new.test.ts").write_text(_SNAPSHOT_TEST)
@@ -119,7 +120,10 @@ def test_a_refused_call_says_only_why(lock: Path, tmp_path: Path) -> None:
     done = run(lock, tmp_path / "state", "tests", files, "--", "--bail")
     assert done.returncode == 2
     assert done.stderr.splitlines() == [
-        "jigcmd run: INVALID_INPUT: /args: test command 'tests' accepts no arguments (got 1)"
+        "jigcmd run: INVALID_INPUT: /args: test command 'tests' accepts no arguments (got 1); "
+        "fix: call it with no arguments; to run only some of its test files, the Binding needs "
+        "a command whose `test` list names just those, admitted again with `jigcmd lock` (bun "
+        "test's own options, such as --bail or -t, have no equivalent)"
     ]
 
 
