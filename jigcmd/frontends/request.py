@@ -25,7 +25,6 @@ from jigcmd.command.bunposture import bunfig_note
 from jigcmd.command.projectdir import ProjectFiles
 from jigcmd.command.scaffold import ScaffoldError, plan_scaffold
 from jigcmd.errors import JigError
-from jigcmd.policy.binding import is_test_path
 from jigcmd.frontends.run import (
     build_request,
     candidate_files,
@@ -34,6 +33,7 @@ from jigcmd.frontends.run import (
     write_failure,
     write_notes,
 )
+from jigcmd.policy.binding import is_test_path
 from jigcmd.protocol import jsonrpc
 from jigcmd.protocol.mcp_era import OPERATION_ID_META
 
