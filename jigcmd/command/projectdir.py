@@ -227,10 +227,10 @@ def _how_else(reason: str, paths: list[str], imported: Mapping[str, tuple[str, s
         return ""
     importer, target = imported[needed[0]]
     if reason == DOT:
-        moved = needed[0].lstrip(".") or "config/"
+        moved = needed[0].lstrip(".")
+        say = f" ({moved}, say)" if moved.strip("/") else ""
         fix = (
-            f"move {needed[0]} to a path that does not start with '.' ({moved}, say) and "
-            "import it from there"
+            f"move {needed[0]} to a path that does not start with '.'{say} and import it from there"
         )
     else:
         fix = (

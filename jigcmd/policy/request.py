@@ -28,7 +28,7 @@ from jigcmd.policy.digests import candidate_digest, stdin_digest
 from jigcmd.policy.paths import is_local_name, path_problem, reserved_component
 from jigcmd.policy.pointers import escape, kind
 
-__all__ = ["TEST_ARGS_FIX", "ValidRequest", "lone_surrogate", "not_strict", "validate_request"]
+__all__ = ["ValidRequest", "lone_surrogate", "not_strict", "validate_request"]
 
 
 class ValidRequest(msgspec.Struct, frozen=True):
@@ -44,7 +44,7 @@ class ValidRequest(msgspec.Struct, frozen=True):
 
 
 # Rule 8's way out: what a Binding offers instead of `bun test`'s own options.
-TEST_ARGS_FIX = (
+_TEST_ARGS_FIX = (
     "call it with no arguments; to run only some of its test files, the Binding needs a "
     "command whose `test` list names just those, admitted again with `jigcmd lock` (bun "
     "test's own options, such as --bail or -t, have no equivalent)"
@@ -234,5 +234,5 @@ def _rule8_test_args(command: CommandPolicy, args: list[str]) -> None:
             "/args",
             "test-args",
             f"/args: test command {command.name!r} accepts no arguments (got {len(args)}); "
-            f"fix: {TEST_ARGS_FIX}",
+            f"fix: {_TEST_ARGS_FIX}",
         )
