@@ -43,6 +43,14 @@ class ValidRequest(msgspec.Struct, frozen=True):
     invocation: list[str]
 
 
+# Rule 8's way out: what a Binding offers instead of `bun test`'s own options.
+_TEST_ARGS_FIX = (
+    "call it with no arguments; to run only some of its test files, the Binding needs a "
+    "command whose `test` list names just those, admitted again with `jigcmd lock` (bun "
+    "test's own options, such as --bail or -t, have no equivalent)"
+)
+
+
 def _invalid(pointer: str, rule: str, message: str) -> JigError:
     return JigError(Code.INVALID_INPUT, message, {"pointer": pointer, "rule": rule})
 
@@ -225,5 +233,6 @@ def _rule8_test_args(command: CommandPolicy, args: list[str]) -> None:
         raise _invalid(
             "/args",
             "test-args",
-            f"/args: test command {command.name!r} accepts no arguments (got {len(args)})",
+            f"/args: test command {command.name!r} accepts no arguments (got {len(args)}); "
+            f"fix: {_TEST_ARGS_FIX}",
         )
