@@ -225,6 +225,41 @@ async def test_the_dependency_note_names_what_the_called_command_loads(
     assert "big-pad" not in note
 
 
+async def test_the_dependency_note_claims_no_failure_for_what_bun_test_serves(
+    binding: Path, tmp_path: Path
+) -> None:
+    """A test importing `vitest` and `events` and mocking `pg` passes with no node_modules/:
+    the model is not told those imports fail, nor to bundle the mocked `pg`."""
+    test = (
+        'import { test, expect, vi } from "vitest";\n'
+        'import { EventEmitter } from "events";\n'
+        'import { mock } from "bun:test";\n'
+        'mock.module("pg", () => ({ default: { n: 42 } }));\n'
+        'test("mocked", async () => {\n'
+        '  const { n } = await import("../src/repo.ts");\n'
+        "  expect(n).toBe(42);\n  expect(vi.fn()()).toBeUndefined();\n"
+        '  expect(new EventEmitter().emit("x")).toBe(false);\n});\n'
+    )
+    sent = _files(
+        {
+            "package.json": (
+                '{"name": "served", "dependencies": {"pg": "8", "events": "3"}, '
+                '"devDependencies": {"vitest": "1"}}'
+            ),
+            "src/repo.ts": 'import pg from "pg";\nexport const n = pg.n;\n',
+            "test/project.test.ts": test,
+        }
+    )
+    view = await _call(binding, tmp_path / "state", "tests", {"files": sent})
+    assert (view["exitCode"], view["tests"]["summary"]["passed"]) == (0, 1), view["text"]
+    (note,) = view["notes"]
+    assert note.startswith(
+        "package.json declares 1 dependency (pg: src/repo.ts) that the files of `tests` import"
+    ), note
+    assert "pg is replaced by name in test/project.test.ts (mock.module)" in note
+    assert "fail" not in note and "bun build" not in note
+
+
 def test_a_keyed_retry_replays_the_streams_end_from_the_journal(
     binding: Path, tmp_path: Path
 ) -> None:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import errno
 import os
+import posixpath
 import shlex
 import stat
 from collections.abc import Callable, Mapping, Sequence
@@ -90,11 +91,12 @@ class ProjectFiles:
     # Why no file counted as tracked, though the directory is in a git work tree.
     index_note: str | None = None
 
-    def has_package(self, name: str) -> bool:
-        """Whether `node_modules/<name>` is at the root or above, where Bun resolves it."""
-        return any(
-            (where / "node_modules" / name).is_dir() for where in (self.root, *self.root.parents)
-        )
+    def has_package(self, name: str, importer: str = "") -> bool:
+        """Whether `node_modules/<name>` is where Bun resolves it from the file `importer`:
+        in its directory or one above, up to the root and past it (a workspace member's
+        own `apps/cli/node_modules/`, where `bun install` links its packages, included)."""
+        start = Path(os.path.abspath(self.root / posixpath.dirname(importer)))
+        return any((where / "node_modules" / name).is_dir() for where in (start, *start.parents))
 
     def sizes(self) -> dict[str, int]:
         """Every file that would be sent, by path, with its size in UTF-8 bytes."""

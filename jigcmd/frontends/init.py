@@ -51,7 +51,7 @@ def init(
         *([note] if note is not None else []),
         *([snapshots] if snapshots is not None else []),
         *scaffold.notes,
-        *posture_notes(project.files, scaffold.needed(), project.has_package),
+        *posture_notes(project.files, scaffold.needed(), project.has_package, scaffold.tests()),
     ]
     for line in notes:  # made inert: each names the candidate's files
         sys.stderr.write(one_line(f"jigcmd init: {root}: {line}") + "\n")
