@@ -104,13 +104,13 @@ def verify_bundle(
     if keyid != key.keyid:
         named += f", not the verifying key {key.keyid}"
     checks.append(Check("signer", keyid == key.keyid, named))
-    checks.extend(_which_run(statement, payloads, evidence, expected or Expected()))
+    checks.extend(_which_run(statement, evidence, expected or Expected()))
     checks.extend(_evidence(statement, evidence, data))
     return checks
 
 
 def _which_run(
-    statement: Statement, payloads: list[bytes], evidence: EvidenceFile | None, expected: Expected
+    statement: Statement, evidence: EvidenceFile | None, expected: Expected
 ) -> list[Check]:
     """Whether the statement is of the caller's run: the evidence named no run, or it asked."""
     if not isinstance(statement, RunStatement):
@@ -121,14 +121,14 @@ def _which_run(
     # An answer that names no run, operation or lock: the same call's statement under any
     # other run would match its evidence, so what it leaves unchecked is said.
     if isinstance(evidence, Evidence):
-        return run_checks(statement, payloads, expected, "the evidence alone")
+        return run_checks(statement, expected, "the evidence alone")
     if isinstance(evidence, RunAnswer) and (
         evidence.around is None or evidence.around.shape == "Run/1 error"
     ):
-        return run_checks(statement, payloads, expected, "a Run/1 answer", run1=True)
+        return run_checks(statement, expected, "a Run/1 answer", run1=True)
     if isinstance(evidence, McpResult) and evidence.around is None:
-        return run_checks(statement, payloads, expected, "an MCP structuredContent alone")
-    return run_checks(statement, payloads, expected, None)
+        return run_checks(statement, expected, "an MCP structuredContent alone")
+    return run_checks(statement, expected, None)
 
 
 def _evidence(statement: Statement, evidence: EvidenceFile | None, bundle: bytes) -> list[Check]:
