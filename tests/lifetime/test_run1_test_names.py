@@ -5,7 +5,8 @@ its first line break in a Run/1 call's statement (read from Bun's console lines)
 failing `describe("a > b") > "c"` beside a passing `describe("a") > describe("b") > "c"`
 put `a > b > c` in both lists. Driven as a caller does: `jigcmd serve` answers the call,
 `jigcmd attest` fetches its statement, securesystemslib checks the signature with the key
-`jigcmd key` prints, and `jigcmd verify` checks it against the answer.
+`jigcmd key` prints, and `jigcmd verify` checks it against the answer; `jigcmd run --json`
+and an MCP call (the official SDK) sign the very same names.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from jigcmd.attest.testnames import JUNIT_NAMES, split
 from tests.admitted_example import jigcmd_cli
 from tests.lifetime.frames import flow_call
 from tests.lifetime.rig import Rig
+from tests.mcpsession import mcp_session
 
 pytestmark = pytest.mark.envelope
 
@@ -108,3 +110,19 @@ def test_run_json_signs_the_very_same_names(rig: Rig, tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     bundle = json.loads(done.stdout)["attestation"]["bundle"].encode()
     _assert_exact_names(_signed_tests(bundle, rig.state_dir))
+
+
+async def test_an_mcp_call_signs_the_very_same_names(rig: Rig, tmp_path: Path) -> None:
+    """An MCP `tools/call` (the official SDK): its statement, fetched by the ids its `_meta`
+    names, names the tests as a Run/1 call's does."""
+    async with mcp_session(rig.binding, rig.state_dir) as session:
+        result = await session.call_tool("tests", {"files": {FILE: SOURCE}})
+    assert result.is_error is False and result.meta is not None
+    named = result.meta["jigcmd/attestation"]
+    bundle = tmp_path / "bundle.jsonl"
+    fetched = jigcmd_cli(
+        "attest", "--run-id", named["runId"], named["operationId"],
+        "--state-dir", str(rig.state_dir), "--out", str(bundle),
+    )  # fmt: skip
+    assert fetched.returncode == 0, fetched.stderr
+    _assert_exact_names(_signed_tests(bundle.read_bytes(), rig.state_dir))
