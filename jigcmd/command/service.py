@@ -61,7 +61,6 @@ class _Call:
     wait_for_slot: bool
     owned: Owned | None
     trace_context: dict[str, str] | None
-    detailed: bool
     begun: float
     # When the run's deadline started (Unix ms): its statement's `startedOn`.
     started_unix_ms: int
@@ -194,9 +193,10 @@ class CommandService:
     ) -> RunResult:
         """Check admission, validate, plan and execute one call; see `CommandBackend.run`.
 
-        `detailed`: a test command's per-test results (MCP, `jigcmd run --json`), and unless
-        `keep_resources` says otherwise the run's resources kept for `resources/read` (MCP);
-        Run/1 asks for neither.
+        `detailed`: a test command's per-test results in the answer (MCP, `jigcmd run --json`),
+        and unless `keep_resources` says otherwise the run's resources kept for
+        `resources/read` (MCP); Run/1 asks for neither. Every test command's run has Bun write
+        its JUnit report all the same: its signed test result is read from it (`_plan`).
         """
         trace.mark("service: run")
         begun = time.monotonic()
@@ -235,7 +235,6 @@ class CommandService:
                     wait_for_slot=wait_for_slot,
                     owned=owned,
                     trace_context=trace_context,
-                    detailed=detailed,
                     begun=begun,
                     started_unix_ms=started,
                     notes=notes,
@@ -362,9 +361,7 @@ class CommandService:
     ) -> RunResult:
         """Plan the run on its slot, execute it and close its row (`Durability.run`)."""
         operation_id = call.operation_id
-        plan = self._plan(
-            valid, operation_id, deadline, self._place(durability.slot), junit=call.detailed
-        )
+        plan = self._plan(valid, operation_id, deadline, self._place(durability.slot))
         # The plan's identity, for the journal's row and the signed statement alike:
         # worked out once, when the row is begun, after the launch is sent.
         digest = cache(partial(plan_digest, plan))
@@ -443,9 +440,10 @@ class CommandService:
         operation_id: str,
         deadline: float,
         cpus: tuple[int, ...],
-        *,
-        junit: bool = False,
     ) -> RunPlan:
+        """The run's plan; a test command's has Bun write its JUnit report, whatever the front:
+        the signed test result names each test from it (`jigcmd.attest.testnames`), which the
+        console's lines cannot do exactly (a name's line breaks, a describe's " > ")."""
         return candidate_plan(
             bun=BUN_TARGET,
             runtime_binds=self._runtime.binds,
@@ -458,7 +456,7 @@ class CommandService:
             limits=self._limits,
             label=operation_id,
             cpus=cpus,
-            junit=junit,
+            junit=True,
         )
 
 
