@@ -134,10 +134,10 @@ def test_a_forgers_key_is_never_offered_as_one_to_trust(
 
 
 def test_a_public_half_that_is_not_the_private_keys_is_said_by_verify_doctor_and_key(
-    signed: tuple[Path, Path, Path], tmp_path: Path
+    lock: Path, signed: tuple[Path, Path, Path], tmp_path: Path
 ) -> None:
     """Another key's PEM as `signing-key.pub.pem`: verify without --key refuses it (status 2,
-    both ids), the doctor warns, and `jigcmd key` says what it wrote over."""
+    both ids), the doctor warns, and `jigcmd key` (and a start) says what it wrote over."""
     source, bundle, pem = signed
     state = tmp_path / "state"
     shutil.copytree(source, state, symlinks=True)
@@ -146,11 +146,10 @@ def test_a_public_half_that_is_not_the_private_keys_is_said_by_verify_doctor_and
         serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
     )
     other_id, host_id = hashlib.sha256(spki).hexdigest(), _key_id(pem)
-    (state / HOST_PUBLIC_NAME).write_bytes(
-        other.public_bytes(
-            serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
-        )
+    other_pem = other.public_bytes(
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
     )
+    (state / HOST_PUBLIC_NAME).write_bytes(other_pem)
     said = (
         f"{state / HOST_PUBLIC_NAME} holds key {other_id}, not the public half of "
         f"signing-key.pem beside it (key {host_id})"
@@ -169,6 +168,15 @@ def test_a_public_half_that_is_not_the_private_keys_is_said_by_verify_doctor_and
     )
     assert (state / HOST_PUBLIC_NAME).read_bytes() == pem.read_bytes()
     assert _verify(str(bundle), "--state-dir", str(state)).returncode == 0
+    # A start that writes it again says so too, on its stderr.
+    (state / HOST_PUBLIC_NAME).write_bytes(other_pem)
+    files = tmp_path / "candidate"
+    (files / "src").mkdir(parents=True)
+    (files / "src" / "cli.ts").write_text("console.log(1);\n")
+    ran = run(lock, state, "cli", files)
+    assert ran.returncode == 0, ran.stderr
+    assert f"{said.replace(' holds ', ' held ')}: written again with its own" in ran.stderr
+    assert (state / HOST_PUBLIC_NAME).read_bytes() == pem.read_bytes()
 
 
 def _key_id(pem: Path) -> str:
