@@ -205,7 +205,9 @@ def _unverified(envelope: dsse.Envelope, key: PublicKey) -> str:
     # The keyid only says which public key to try; the signature still decides.
     return (
         f"{said}; its signature names key {', '.join(named)}: verify with that key's public "
-        "half, --key FILE (the signer's: another host's, or this host's before a rotation)"
+        "half, --key FILE (the signer's: another host's, or this host's before a rotation), "
+        "only if you trust that key as the host's: anyone can sign a statement with a key of "
+        "their own, and a forged statement names its forger's key"
     )
 
 

@@ -161,8 +161,12 @@ class Durability:
         cancel: CancelSignal,
         sign: SignEnding | None = None,
         digest: Callable[[], str] | None = None,
+        deadline_unix_ms: int | None = None,
     ) -> RunResult:
         """Run `execute` under this call's row: opened at admission, closed with its end.
+
+        `deadline_unix_ms` is the row's deadline: the statement's `startedOn` plus the
+        ceiling (or the caller's earlier one), the same instant the plan's deadline is.
 
         `digest` gives `plan_digest(plan)`, the caller's own when it needs it too; it is
         asked for only at admission, after the launch is sent (off the path to the launch).
@@ -180,7 +184,14 @@ class Durability:
         )
         hooks = None
         if self.durable:
-            hooks = self._hooks(plan, digest or partial(plan_digest, plan), evidence, cancel, sign)
+            hooks = self._hooks(
+                plan,
+                digest or partial(plan_digest, plan),
+                evidence,
+                cancel,
+                sign,
+                deadline_unix_ms=deadline_unix_ms,
+            )
         try:
             result = await execute(ticket, hooks)
         except Withdrawn:
@@ -221,6 +232,8 @@ class Durability:
         evidence: Callable[[Ending], Evidence],
         cancel: CancelSignal,
         sign: SignEnding | None,
+        *,
+        deadline_unix_ms: int | None,
     ) -> Hooks:
         ownership, signature = self._ownership, self._signature
         assert ownership is not None and signature is not None
@@ -244,6 +257,7 @@ class Durability:
                 # A join of a row begun elsewhere: the operation runs there (a busy session
                 # says "is still running").
                 joined=self._owned,
+                deadline_unix_ms=deadline_unix_ms,
             )
             self._began = isinstance(known, Began)
             self._replayed = None if isinstance(known, Began) else known

@@ -395,6 +395,11 @@ class CommandService:
             evidence=evidence,
             cancel=cancel,
             sign=None if sign is None else (lambda ending: sign(ending, None, None)),
+            # The row's deadline from the instant the statement names (`startedOn`): read
+            # back from the monotonic deadline at the row's begin, it came 1 ms short.
+            deadline_unix_ms=math.floor(
+                unix_deadline_ms(call.started_unix_ms, call.deadline_unix_ms, self._root_deadline)
+            ),
         )
 
     def answered(self) -> None:

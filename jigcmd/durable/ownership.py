@@ -222,11 +222,14 @@ class Ownership:
         cancel: CancelSignal | None = None,
         trace_context: dict[str, str] | None = None,
         joined: Joined | None = None,
+        deadline_unix_ms: int | None = None,
     ) -> RunResult | Began:
         """Record the operation before dispatch; or answer it from the journal.
 
         With `envelope` (the prepared envelope the launch went to) the new row names it
-        already (`running`); a new row keeps `plan_digest`, the identity of its plan.
+        already (`running`); a new row keeps `plan_digest`, the identity of its plan, and
+        `deadline_unix_ms`, the deadline as the call reckoned it from its start (else
+        `deadline` read back in Unix ms now, which rounds twice).
         `Began`: a new row was written and the caller dispatches. Otherwise the operation is
         known: its recorded result is replayed (or raised), an in-flight one is joined, an
         uncertain one is `UNCERTAIN`, a different request is `OPERATION_CONFLICT`.
@@ -246,7 +249,8 @@ class Ownership:
             if known is None:
                 raise JigError(Code.EXECUTION_FAILED, call_refused(refusal))
             return known
-        deadline_unix_ms = unix_ms() + int(max(0.0, deadline - time.monotonic()) * 1000)
+        if deadline_unix_ms is None:
+            deadline_unix_ms = unix_ms() + int(max(0.0, deadline - time.monotonic()) * 1000)
         new = NewRow(
             root_run=root_run,
             operation_id=operation_id,
