@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 
 from jigcmd.attest.statement import TestReport
 from jigcmd.attest.testnames import CONSOLE_NAMES, JUNIT_NAMES, SEPARATOR, joined
@@ -33,7 +33,12 @@ _FOOTER_WORDS = "`Ran N tests across M files.`"
 
 
 def read_console_report(
-    stderr: str, exit_code: int | None, tail: str = "", missing: str = ""
+    stderr: str,
+    exit_code: int | None,
+    tail: str = "",
+    missing: str = "",
+    *,
+    test_files: Collection[str] = (),
 ) -> TestReport:
     """Passed and failed test names (`file > describe > name`) from bun test's stderr.
 
@@ -42,6 +47,8 @@ def read_console_report(
     (its footer read from `tail`, the end of stderr, when stderr passed its cap). After an
     exit 0 the report is incomplete when the JUnit report the plan asked for is not there
     (`missing`: why, as `TestResults.problem` says it) or the console has no footer.
+    `test_files`: the files the command runs, the only names its reason quotes
+    (`bunconsole.command_files`).
     """
     passed: list[str] = []
     failed: list[str] = []
@@ -56,7 +63,7 @@ def read_console_report(
             continue
         name = f"{file} > {result.group(2)}" if file else result.group(2)
         (passed if result.group(1) == "pass" else failed).append(_cut(name))
-    missed = unlisted(stderr, exit_code, len(failed), tail)
+    missed = unlisted(stderr, exit_code, len(failed), tail, test_files=test_files)
     ended = _ended_early(stderr, exit_code, tail, missing)
     return TestReport(
         passed=tuple(passed),

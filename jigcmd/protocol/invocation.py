@@ -23,12 +23,15 @@ __all__ = ["cut_arguments", "cut_count", "cut_invocation", "invocation_line", "p
 # At scale 1 the invocation is cut like this (32 arguments of 1 KiB would fill a budget).
 _ARG_CHARS: Final = 160
 _ARGS_SHOWN: Final = 12
+# At scale 0 each argument keeps this many characters: an escaped one is up to 20 bytes of
+# the result's JSON (a tag character's four `\xNN`), and the smallest budget holds them.
+_ARG_CHARS_MIN: Final = 8
 
 
 def cut_arguments(invocation: Sequence[str], scale: float = 1.0) -> tuple[list[str], int]:
     """The first arguments, each cut to its first characters, and how many more there are."""
     shown = 4 + int((_ARGS_SHOWN - 4) * scale)
-    chars = 24 + int((_ARG_CHARS - 24) * scale)
+    chars = _ARG_CHARS_MIN + int((_ARG_CHARS - _ARG_CHARS_MIN) * scale)
     return [_short(arg, chars) for arg in invocation[:shown]], max(0, len(invocation) - shown)
 
 

@@ -264,7 +264,8 @@ def _tests_text(tests: TestsView) -> list[str]:
         where = f" (see {tests.uri})" if tests.uri else ""
         return [
             *incomplete,
-            f"Tests: no per-test results: the runner's report is {tests.problem}{where}.",
+            f"Tests: no per-test results: the runner's report is {one_line(tests.problem or '')}"
+            f"{where}.",
         ]
     s = tests.summary
     lines = [

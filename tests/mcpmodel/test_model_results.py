@@ -248,7 +248,11 @@ BOMB = (
         ),
         pytest.param('"<".repeat(10_000_000)', "larger than 1048576 bytes", id="ten-megabytes"),
         pytest.param('"this is not XML at all"', "unreadable: not well-formed XML", id="not-xml"),
-        pytest.param('"<html><body/></html>"', "unreadable: the root element is <html>", id="html"),
+        pytest.param(
+            '"<html><body/></html>"',
+            "unreadable: the root element is neither <testsuites> nor <testsuite>",
+            id="html",
+        ),
     ],
 )
 async def test_a_hostile_report_is_refused_with_its_reason(
