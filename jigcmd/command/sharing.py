@@ -20,7 +20,9 @@ id, joining through the journal: `OthersWaiting`). They are asked for only when 
 process's last waiter leaves, never on a call's own path: while one lives, that waiter is
 answered for itself alone and the work goes on, watched every `OTHERS_POLL_S` until none
 does (one left, or its process died), and then stopped as cancelled. A process whose
-coordinator is lost stops such work at once (`fence`): it cannot outlive its process.
+coordinator is lost stops such work at once (`fence`): it cannot outlive its process. Its
+waiters here are all cancelled with it, so none is told the work goes on for another: each
+is answered with how the work then ended, as the last waiter is.
 """
 
 from __future__ import annotations
@@ -155,7 +157,9 @@ class SharedOperations:
                 return await work(cancel, progress)
             arrived = partial(self._arrived, key, signature)
             shared = _Shared(key[1], signature, deadline_unix_ms, arrived)
-            if others is not None and not self._fenced:
+            if self._fenced:
+                shared.fence()
+            elif others is not None:
                 shared.count_others(others, self._spawn)
             self._live[key] = shared
             self._tasks.start_soon(self._drive, key, shared, work)
@@ -263,14 +267,21 @@ class _Shared:
         self._spawn: Spawn | None = None
         # Whether a watch of other processes' waiters is on (`_watch_others`).
         self._watching = False
+        # Set once this process's coordinator is lost: every waiter here is being cancelled.
+        self._fenced = False
 
     def count_others(self, others: OthersWaiting, spawn: Spawn) -> None:
         """Count the waiters of other processes too, watched in tasks `spawn` starts."""
         self._others, self._spawn = others, spawn
 
     def fence(self) -> None:
-        """Count no other process's waiter from now on; stop the work if no waiter is here."""
+        """Count no other process's waiter from now on; stop the work if no waiter is here.
+
+        Each waiter here then leaves by its cancel and gets the work's outcome, not words
+        saying the work goes on: it cannot outlive this process (`attend`).
+        """
         self._others = None
+        self._fenced = True
         self.stop_if_abandoned()
 
     def finish(self) -> None:
@@ -299,6 +310,12 @@ class _Shared:
                 await self._until_done(cancel, deadline)
                 if self.done.is_set():
                     break
+                if self._fenced:
+                    # The coordinator is lost: every waiter here is cancelled with it, and
+                    # none is left for whom the work would go on. Each gets how it ended.
+                    self.stop.set()
+                    await self.done.wait()
+                    break
                 if not cancel.is_set() and deadline_unix_ms >= self.deadline_unix_ms:
                     deadline = math.inf  # the work ends by its own deadline, no later
                     continue
@@ -308,9 +325,10 @@ class _Shared:
                 kept = await self._kept_for_others()
                 if self.done.is_set():
                     break
-                if kept or self._others_here():
+                if (kept or self._others_here()) and not self._fenced:
                     raise self._left(cancelled=cancel.is_set())
-                # The last live waiter leaves: the work stops; this waiter gets its outcome.
+                # The last live waiter leaves (or the process was fenced meanwhile): the work
+                # stops; this waiter gets its outcome.
                 # By its deadline, the work is stopped as at a deadline (DEADLINE_EXCEEDED,
                 # `stopReason` `deadline`): nobody cancelled it.
                 self.stop.set("cancelled" if cancel.is_set() else "deadline")
