@@ -230,6 +230,20 @@ class Arrival:
             others=others,
         )
 
+    @property
+    def key(self) -> OperationKey:
+        """Its operation: (the caller's run, the operation id)."""
+        return self._key
+
+    @property
+    def signature(self) -> str | None:
+        """Its request's signature (None: it has no operation identity)."""
+        return self._signature
+
+    def running(self) -> bool:
+        """Whether its operation is in flight here now, which it may join."""
+        return self._signature is not None and self._operations.running(self._key)
+
     def withdraw(self) -> bool:
         """No longer count this call as arriving; whether it still was."""
         depart, self._depart = self._depart, None
