@@ -40,7 +40,7 @@ import anyio
 import anyio.abc
 
 from jigcmd.cancel import CancelSignal
-from jigcmd.errors import Code, JigError
+from jigcmd.errors import Code, JigError, operation_conflict
 from jigcmd.protocol.commands import RunResult
 from jigcmd.server.backend import Progress
 
@@ -164,11 +164,7 @@ class SharedOperations:
             self._live[key] = shared
             self._tasks.start_soon(self._drive, key, shared, work)
         elif shared.signature != signature:
-            raise JigError(
-                Code.OPERATION_CONFLICT,
-                f"operationId {key[1]!r} was reused differently (a different request is "
-                "running under it)",
-            )
+            raise operation_conflict(key[1], running=True)
         return await shared.attend(deadline, deadline_unix_ms, cancel, progress)
 
     async def _drive(self, key: OperationKey, shared: _Shared, work: Work) -> None:

@@ -39,7 +39,7 @@ from jigcmd.durable.slotqueue import SlotQueue
 from jigcmd.durable.statedir import prepare_state_dir
 from jigcmd.envelope.api import Assigned, EnvelopeIdentity
 from jigcmd.envelope.cgroups import CgroupBackend
-from jigcmd.errors import Code, JigError
+from jigcmd.errors import Code, JigError, operation_conflict
 from jigcmd.evidence import Evidence
 from jigcmd.journal.failures import call_refused, unusable, unwritable
 from jigcmd.journal.identity import identify
@@ -179,7 +179,7 @@ class Ownership:
         if row is None:
             return None
         if row.signature != signature:
-            raise _conflict(operation_id)
+            raise operation_conflict(operation_id, running=row.is_open)
         if closed_only and (row.is_open or pending(row)):
             return None  # not final yet, and a refused call is never joined (nor waits)
         # A row recovery closed but has not fenced yet is joined too: its run may still live.
@@ -276,7 +276,7 @@ class Ownership:
             await self._close_left_open()
             return Began(begun.row.created_unix_ms)
         if verdict == "conflict":
-            raise _conflict(operation_id)
+            raise operation_conflict(operation_id, running=begun.row.is_open)
         row = begun.row
         # A row recovery closed but has not fenced yet is not final (as in `lookup`).
         if verdict == "join" or pending(row):
@@ -466,11 +466,3 @@ def _cause(exc: BaseException) -> str:
     if isinstance(exc, OSError) and exc.strerror:
         return exc.strerror
     return str(exc) or type(exc).__name__
-
-
-def _conflict(operation_id: str) -> JigError:
-    return JigError(
-        Code.OPERATION_CONFLICT,
-        f"operationId {operation_id!r} was reused differently (a different request was "
-        "recorded under it)",
-    )
