@@ -162,16 +162,14 @@ class Ownership:
         root_run: str,
         deadline: float = math.inf,
         cancel: CancelSignal | None = None,
-        closed_only: bool = False,
         joined: Joined | None = None,
     ) -> RunResult | None:
         """Answer a known operation from the journal without taking a slot; None if unknown.
 
         An operation still running elsewhere is joined until this caller's `deadline`
-        (monotonic) or `cancel` (`joined` is told as it joins); see `_join`. With
-        `closed_only` (the call was refused, so nothing may run or be joined) an open row, or
-        one a recovery pass has not finished (`recovery.pending`), is None; a row of another
-        signature is `OPERATION_CONFLICT` either way, as the id is taken by a different request.
+        (monotonic) or `cancel` (`joined` is told as it joins); see `_join`. A call the
+        Binding refused joins too: a join runs nothing. A row of another signature is
+        `OPERATION_CONFLICT`, as the id is taken by a different request.
         """
         row = await anyio.to_thread.run_sync(
             lambda: self.journal.get(operation_id, root_run=root_run)
@@ -180,8 +178,6 @@ class Ownership:
             return None
         if row.signature != signature:
             raise operation_conflict(operation_id, running=row.is_open)
-        if closed_only and (row.is_open or pending(row)):
-            return None  # not final yet, and a refused call is never joined (nor waits)
         # A row recovery closed but has not fenced yet is joined too: its run may still live.
         if row.is_open or pending(row):
             row = await self._join(operation_id, root_run, deadline, cancel, joined)
