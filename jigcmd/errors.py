@@ -15,7 +15,14 @@ from jigcmd.protocol.inert import one_line
 if TYPE_CHECKING:
     from jigcmd.protocol.commands import OutputEnds, ResourceRef, TestResults
 
-__all__ = ["MESSAGE_MAX_CHARS", "Code", "JigError", "bounded", "bounded_details"]
+__all__ = [
+    "MESSAGE_MAX_CHARS",
+    "Code",
+    "JigError",
+    "bounded",
+    "bounded_details",
+    "operation_conflict",
+]
 
 MESSAGE_MAX_CHARS = 1024
 
@@ -132,3 +139,15 @@ def bounded_details(details: dict[str, Any] | None) -> dict[str, Any] | None:
             bounded[key] = value[: MESSAGE_MAX_CHARS - 1] + "…"
             bounded[f"{key}Chars"] = len(value)
     return bounded
+
+
+def operation_conflict(operation_id: str, *, running: bool) -> JigError:
+    """`OPERATION_CONFLICT`: a different request under a used operation id, worded alike by
+    every path that finds it (the session, the shared work, the journal), saying whether the
+    request holding the id is running or recorded."""
+    holds = "is running" if running else "was recorded"
+    return JigError(
+        Code.OPERATION_CONFLICT,
+        f"operationId {operation_id!r} was reused differently (a different request {holds} "
+        "under it)",
+    )

@@ -19,7 +19,7 @@ from jigcmd.cancel import CancelSignal
 from jigcmd.clock import unix_ms
 from jigcmd.command.callnotes import call_notes
 from jigcmd.command.catalog import AdmissionCheck, Catalog
-from jigcmd.command.durability import Durability, Execute, recorded_or
+from jigcmd.command.durability import Durability, Execute, answered_or
 from jigcmd.command.execution import execute
 from jigcmd.command.failures import before_dispatch
 from jigcmd.command.keeping import keep_result, keep_stopped
@@ -221,7 +221,21 @@ class CommandService:
                     valid = self.catalog.validate(input)
                     notes = call_notes(valid) if detailed else ()
                 except JigError as refusal:
-                    result = await recorded_or(self._ownership, refusal, key, signature)
+                    # The Binding is checked only for what would run: a known operation is
+                    # joined or replayed all the same, and nothing runs either way.
+                    deadline, started = self._deadline(deadline_unix_ms)
+                    result = await answered_or(
+                        refusal,
+                        arrival,
+                        self._ownership,
+                        deadline=deadline,
+                        deadline_unix_ms=unix_deadline_ms(
+                            started, deadline_unix_ms, self._root_deadline
+                        ),
+                        cancel=cancel,
+                        progress=progress,
+                        joined=owned,
+                    )
                     return await self._answer(result, detailed, keep, scope, operation_id)
                 call = _Call(
                     # The statement names the lock that admitted this call, not one read while
