@@ -114,7 +114,7 @@ def test_when_prepare_returns_pid_1_waits_alone_without_a_signal_handler(
     init = report["init"]
     assert isinstance(init, dict)
     assert init["SigCgt"] == "0000000000000000"
-    # Host uid 65534, root of its own namespace, already dropped as far as the candidate
+    # Its own host uid (hostids.py), root of its own namespace, dropped as far as the candidate
     # will be: nothing it does at the go needs a capability or a mount (the candidate files
     # go through the tree's writable copy), so the filter's install is off the request's path.
     assert init["Uid"].split()[0] != "0"
