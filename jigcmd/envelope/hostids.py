@@ -21,7 +21,8 @@ while it lives:
   (`Holdings.release`), so an id is leased again only once every process of its envelope
   is gone; a release that proves nothing keeps the lease for the zygote's life. If the
   zygote dies, pid 1 dies with it (`PR_SET_PDEATHSIG`) and the kernel kills the rest of
-  its namespace.
+  its namespace; the file it leaves holds no lock (the id is free) and goes with the id's
+  next lease.
 
 Rootless, the kernel lets a process map only its own ids: the envelope runs as the server's
 user. Jarvis's runs (profile "host") keep host uid 65534: the files a run writes in a

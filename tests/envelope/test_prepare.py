@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from jigcmd.envelope import cgroups, lifecycle, netns, privileges, seccomp, staging
+from jigcmd.envelope import cgroups, hostids, lifecycle, netns, privileges, seccomp, staging
 from jigcmd.envelope.failure import StepError
 from jigcmd.envelope.loop import EventLoop
 from jigcmd.envelope.messages import Launch
@@ -33,6 +33,7 @@ pytestmark = pytest.mark.envelope
 
 _FIELDS = (
     "Uid",
+    "Gid",
     "CapInh",
     "CapPrm",
     "CapEff",
@@ -118,6 +119,10 @@ def test_when_prepare_returns_pid_1_waits_alone_without_a_signal_handler(
     # will be: nothing it does at the go needs a capability or a mount (the candidate files
     # go through the tree's writable copy), so the filter's install is off the request's path.
     assert init["Uid"].split()[0] != "0"
+    if os.geteuid() == 0:
+        first, count = hostids.lease_range()
+        assert first <= int(init["Uid"].split()[0]) < first + count, init["Uid"]
+        assert init["Gid"].split()[0] == init["Uid"].split()[0], init["Gid"]
     for caps in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"):
         assert init[caps] == "0000000000000000", caps
     assert (init["NoNewPrivs"], init["Seccomp"]) == ("1", "2")
