@@ -1,14 +1,13 @@
 """What one envelope holds in the kernel, and the one way it is let go of.
 
 An envelope holds its host ids' lease (hostids.py), its cgroup job (registered before it
-exists), pid 1 (its pid and pidfd),
-the three channels to pid 1 (control socket, status pipe, go pipe), pid 1's namespaces, the
-scratch root, the candidate's stdio until the go, and the envelope slot's lock. The rule this
-module owns: nothing of it is dropped unproved. The tree is killed, pid 1 reaped, the job
-removed only once the kernel confirms it empty (a cgroup that still holds a task cannot be
-removed), and only then are the registry entry dropped and the host ids let go of; what
-could not be proved is named.
-The namespaces are let go of last, after the answer (see `spawning.hold_namespaces`).
+exists), pid 1 (its pid and pidfd), the three channels to pid 1 (control socket, status
+pipe, go pipe), pid 1's namespaces, the scratch root, the candidate's stdio until the go,
+and the envelope slot's lock. The rule this module owns: nothing of it is dropped
+unproved. The tree is killed, pid 1 reaped, the job removed only once the kernel confirms
+it empty (a cgroup that still holds a task cannot be removed), and only then are the
+registry entry dropped and the host ids let go of; what could not be proved is named. The
+namespaces are let go of last, after the answer (see `spawning.hold_namespaces`).
 """
 
 from __future__ import annotations
@@ -101,7 +100,7 @@ class Holdings:
             raise StepError(f"envelope registry{entry}", exc) from exc
         try:
             self.ids = hostids.take(plan.profile)
-        except hostids.HostIdError as exc:
+        except (hostids.HostIdError, OSError) as exc:
             raise StepError("host ids", exc) from exc
         try:
             self.job = job = backend.create(name, plan.limits)
