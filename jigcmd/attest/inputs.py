@@ -230,9 +230,10 @@ def _answer_line(line: dict[str, Any], at: str) -> EvidenceFile:
             # A waiter's own stop: it left, the operation did not stop with it (or never ran).
             raise ValueError(
                 f"a JSON-RPC error answer ({code}) with no evidence: this caller's own stop "
-                "(it stopped waiting; the operation went on for its other callers, or nothing "
-                "ran), which carries none; the operation's own answer carries its evidence: "
-                "send the same call again (same operationId) to replay it"
+                "(it stopped waiting while the operation went on for its other callers, or "
+                "nothing ran), which carries none; where the operation ran, its own recorded "
+                "answer carries the evidence (the same call again, same operationId, replays "
+                "it once it has ended)"
             )
         raise ValueError(
             f"a JSON-RPC error answer ({code or error.get('code')}) with no evidence: only "

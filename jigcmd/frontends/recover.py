@@ -73,9 +73,9 @@ def _print_report(report: RecoveryReport) -> None:
         _print_run(run, "closed", " as uncertain")
     for run in report.rechecked:
         # A closed row whose cleanup was recorded failed (or not yet confirmed): proved again.
-        _print_run(run, "re-checked", ", whose cleanup was recorded not confirmed")
+        _print_run(run, "re-checked the cleanup of", ", recorded as not confirmed")
     for name in report.envelopes_released:
-        print(f"released: prepared envelope {name} of a dead server (it ran nothing)")
+        print(f"released: envelope {name} of a dead server (its job proved empty and removed)")
     for problem in report.envelope_problems:
         print(f"  problem: {problem}")
     for run_id in report.jarvis_closed:

@@ -220,8 +220,10 @@ class McpDialect:
             if found.open:
                 # Only the server that runs it can stop it: an ack would say it stops.
                 why = (
-                    "it runs in another jigcmd server of this run (its row is open in the "
-                    "journal), and only that server can stop it; nothing was cancelled"
+                    "it is not run by this server: its row is open in the journal, run by "
+                    "another jigcmd server of this run, which alone can stop it, or left by "
+                    "one that died, which recovery closes (`jigcmd recover`); nothing was "
+                    "cancelled"
                 )
                 return no_task(lookup.request_id, lookup.operation_id, why)
             # Ended: as for a task of this server's that ended, the ack is all.

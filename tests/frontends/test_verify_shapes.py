@@ -78,9 +78,10 @@ def _jigcmd(*args: str) -> subprocess.CompletedProcess[str]:
                 },
             },
             "a JSON-RPC error answer (CANCELLED) with no evidence: this caller's own stop (it "
-            "stopped waiting; the operation went on for its other callers, or nothing ran), "
-            "which carries none; the operation's own answer carries its evidence: send the same "
-            "call again (same operationId) to replay it",
+            "stopped waiting while the operation went on for its other callers, or nothing "
+            "ran), which carries none; where the operation ran, its own recorded answer "
+            "carries the evidence (the same call again, same operationId, replays it once it "
+            "has ended)",
         ),
         (
             {"error": {"code": "INVALID_INPUT", "message": "m"}},

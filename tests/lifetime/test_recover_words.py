@@ -36,11 +36,32 @@ def test_a_cleanup_recorded_failed_is_said_so_and_its_recheck_is_reported(rig: R
     assert "cleanup failed (not proved; its server's clean exit or `jigcmd recover`" in listed
     output = rig.recover()
     assert (
-        f"re-checked {operation_id} (run " in output
-        and "whose cleanup was recorded not confirmed: cleanup complete" in output
+        f"re-checked the cleanup of {operation_id} (run " in output
+        and "), recorded as not confirmed: cleanup complete" in output
     ), output
     assert "nothing to recover" not in output
     final = rig.row(operation_id)
     assert final is not None and final.cleanup == "complete"
     assert "cleanup complete" in rig.runs()
+    rig.assert_nothing_left()
+
+
+def test_the_envelope_a_run_ran_in_is_never_said_to_have_run_nothing(rig: Rig) -> None:
+    """The server and its zygote killed mid-run: the run's envelope is closed and its job
+    released by `recover`, whose words for it claim nothing of what ran in it."""
+    token, operation_id = f"tok-{uuid.uuid4().hex}", "op-ran"
+    server = rig.serve()
+    request_id = rig.next_id("call")
+    server.send(flow_call(request_id, operation_id, cli_input(LINGER, token)))
+    candidate = rig.candidate(token)
+    zygote = rig.zygote(server)
+    server.kill()
+    rig.signal(zygote, signal.SIGKILL)
+    wait_for(lambda: not alive(candidate), 30, "the candidate to die with its zygote")
+    row = rig.row(operation_id)
+    assert row is not None
+    output = rig.recover()
+    assert f"closed {operation_id} (run " in output, output
+    about = [line for line in output.splitlines() if row.run_id in line]
+    assert about and not any("ran nothing" in line for line in about), output
     rig.assert_nothing_left()
