@@ -39,8 +39,13 @@ def _whole(result: Any) -> dict[str, Any]:
     return result.model_dump(mode="json", by_alias=True, exclude_none=True)  # type: ignore[no-any-return]
 
 
+def _made(directory: Path) -> Path:
+    directory.mkdir(exist_ok=True)
+    return directory
+
+
 def _verified(state: Path, tmp: Path, result: Any) -> list[str]:
-    tmp.mkdir(exist_ok=True)
+    _made(tmp)
     whole = _whole(result)
     return verify_result(state, tmp, whole, {"jsonrpc": "2.0", "id": 2, "result": whole})
 
@@ -61,6 +66,13 @@ async def test_the_arguments_left_out_are_a_count_beside_the_array(
     assert view["invocationOmitted"] == 3
     assert _words(cut).startswith("`bun src/cli.ts 0 1 2 3 4 5 6 7 8 9 … 3 more arguments` ")
     assert _verified(state, tmp_path, cut)[-1] == "verified"
+    # As an older jigcmd answered: its count the array's last item, no `invocationOmitted`.
+    older = _whole(cut)
+    view = older["structuredContent"]
+    view["invocation"].append(f"… {view.pop('invocationOmitted')} more arguments")
+    answer = {"jsonrpc": "2.0", "id": 2, "result": older}
+    lines = verify_result(state, _made(tmp_path / "older"), older, answer)
+    assert lines[-1] == "verified", lines
     same = shaped.structured_content
     assert same is not None
     assert same["invocation"] == ["bun", "src/cli.ts", "… 3 more arguments"]
