@@ -119,7 +119,7 @@ async def test_a_truncated_stream_shows_its_real_end_and_how_much_was_written(
     )
     assert stdout["tail"].endswith("processing record ok\nlog line 1")  # the kept text's end
     unseen = written - 65536 - len(stdout["end"].encode())
-    assert f"[… {unseen:,} bytes written past the kept 65,536 are not shown …]" in view["text"]
+    assert f"[… {unseen:,} bytes written past the kept 65,536, not shown …]" in view["text"]
     assert "FATAL: config key 'db.url' missing" in view["text"]
 
 
@@ -141,7 +141,7 @@ async def test_an_end_that_is_not_utf8_is_shown_and_counted_in_the_bytes_written
     shown, unseen = len(stdout["end"]), stdout["endOmittedBytes"]
     assert stdout["end"] == "\ufffd" * shown and shown + unseen == 4096
     assert shown > 4096 // 3  # as many bytes as the view gives the end, not a third of them
-    assert f"[… {unseen:,} bytes written past the kept 65,536 are not shown …]" in view["text"]
+    assert f"[… {unseen:,} bytes written past the kept 65,536, not shown …]" in view["text"]
 
 
 _EXIT_2 = _HEAD + 'test("fails", () => expect(1).toBe(2));\ntest("exits", () => process.exit(2));\n'

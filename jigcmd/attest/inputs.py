@@ -126,6 +126,8 @@ class McpView(msgspec.Struct, frozen=True, rename="camel"):
     budget_bytes: int
     tests: dict[str, object] | None = None
     notes: list[str] | None = None
+    # None in a result an older jigcmd made: its `invocation` then ended in its count.
+    invocation_omitted: int | None = None
 
 
 @dataclass(frozen=True)

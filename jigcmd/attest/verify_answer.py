@@ -24,6 +24,7 @@ from jigcmd.attest.checks import Check, carried_bundle, skip
 from jigcmd.attest.inputs import Around
 from jigcmd.attest.statement import RunStatement
 from jigcmd.protocol import jsonrpc
+from jigcmd.protocol.invocation import cut_count
 from jigcmd.protocol.mcp_results import view_text
 from jigcmd.protocol.mcp_view import View
 
@@ -223,7 +224,7 @@ def _content(
     links = [b for b in blocks if isinstance(b, dict) and b.get("type") == "resource_link"]
     others = len(blocks) - len(texts) - len(links)
     try:
-        view = msgspec.convert(structured, View)
+        view = msgspec.convert(_counted(structured, invocation), View)
     except msgspec.ValidationError:
         return [Check("content", False, "structuredContent cannot be put in words to compare")]
     given = texts[0].get("text") if len(texts) == 1 else None
@@ -232,7 +233,7 @@ def _content(
         header = given.split("\n", 1)[0]
         if not header.startswith(f"{code}: "):
             header = f"{code}: "
-    if not isinstance(given, str) or given != view_text(view, header, invocation) or others:
+    if not isinstance(given, str) or given != view_text(view, header) or others:
         why = "the text the model reads is not the words of the checked structuredContent"
         return [Check("content", False, why)]
     checks = [Check("content", True, "its text is the words of the checked structuredContent")]
@@ -243,6 +244,18 @@ def _content(
         why = f"{uris}: the server's links, their words (name, title, description) too, not signed"
         checks.append(skip("content links", why))
     return checks
+
+
+def _counted(structured: object, invocation: list[str]) -> object:
+    """`structuredContent` with its `invocationOmitted`: an older jigcmd's has none, and
+    counts the words it leaves out in its list's last item (`invocation.cut_count`)."""
+    if not isinstance(structured, dict) or "invocationOmitted" in structured:
+        return structured
+    shown = structured.get("invocation")
+    if not isinstance(shown, list) or not all(isinstance(word, str) for word in shown):
+        return structured
+    more = cut_count(shown, invocation)
+    return {**structured, "invocation": shown[:-1] if more else shown, "invocationOmitted": more}
 
 
 def _run_json(

@@ -28,7 +28,7 @@ from jigcmd.evidence import Evidence, ResourceReport, StreamText
 from jigcmd.protocol import jsonrpc
 from jigcmd.protocol.commands import OutputEnds, ResourceRef, StreamEnd, TestResults
 from jigcmd.protocol.dialect import DEFAULT_BUDGET_BYTES, MIN_BUDGET_BYTES
-from jigcmd.protocol.invocation import cut_invocation
+from jigcmd.protocol.invocation import cut_arguments
 from jigcmd.protocol.junit import CtrfSummary, CtrfTest
 
 __all__ = [
@@ -119,7 +119,10 @@ class View(msgspec.Struct, frozen=True, rename="camel"):
     """The budgeted result: `structuredContent`, and the source of the text content."""
 
     command: str
+    # The first words of the command line, each cut to its first characters, and how many
+    # words after them are left out: a count beside the list, so no item of it is jigcmd's.
     invocation: list[str]
+    invocation_omitted: int
     exit_code: int | None
     signal: str | None
     stop_reason: Literal["exited", "deadline", "cancelled"]
@@ -233,9 +236,11 @@ def _view(
     ends: OutputEnds | None = None,
 ) -> View:
     keep, end_keep = int(_STREAM_MAX * scale), min(_END_MAX, int(2 * _END_MAX * scale))
+    shown, omitted = cut_arguments(evidence.invocation, scale)
     return View(
         command=evidence.command,
-        invocation=cut_invocation(evidence.invocation, scale),
+        invocation=shown,
+        invocation_omitted=omitted,
         exit_code=evidence.exit_code,
         signal=evidence.signal,
         stop_reason=evidence.stop_reason,
