@@ -6,7 +6,6 @@ import argparse
 import logging
 import os
 import select
-import shlex
 import signal
 import sys
 
@@ -262,8 +261,11 @@ def _usage_failure(exc: UsageError, argv: list[str]) -> int:
     """argparse's words on stderr (and, for `run --json`, as its one JSON object); status 2."""
     exc.parser.print_usage(sys.stderr)
     verb = next((word for word in argv if not word.startswith("-")), None)
-    hinted = verb in ("run", "request")
-    message = exc.message + (_dashes_hint(exc.message, argv) if hinted else "")
+    message = exc.message
+    if verb in ("run", "request"):
+        from jigcmd.frontends.argshint import dashes_hint  # noqa: PLC0415 - imported per verb to keep start-up light
+
+        message += dashes_hint(exc.message, argv)
     if verb == "run" and "--json" in argv:
         from jigcmd.errors import Code, JigError  # noqa: PLC0415 - imported per verb to keep start-up light
         from jigcmd.frontends.run import write_failure  # noqa: PLC0415 - imported per verb to keep start-up light
@@ -273,21 +275,6 @@ def _usage_failure(exc: UsageError, argv: list[str]) -> int:
     if verb == "serve":
         _serve_cannot_start(message)
     return 2
-
-
-def _dashes_hint(message: str, argv: list[str]) -> str:
-    """For `run`: words argparse did not know are most likely the command's own arguments,
-    which follow `--`; the same command line with them moved there."""
-    prefix = "unrecognized arguments: "
-    if not message.startswith(prefix):
-        return ""
-    unknown = message.removeprefix(prefix).split(" ")
-    kept = list(argv)
-    for word in unknown:
-        if word in kept:
-            kept.remove(word)
-    suggestion = shlex.join(["jigcmd", *kept, "--", *unknown])
-    return f"; a command's own arguments follow `--`: {suggestion}"
 
 
 if __name__ == "__main__":

@@ -15,9 +15,20 @@ from jigcmd.protocol.inert import one_line
 if TYPE_CHECKING:
     from jigcmd.protocol.commands import OutputEnds, ResourceRef, TestResults
 
-__all__ = ["MESSAGE_MAX_CHARS", "Code", "JigError", "bounded", "bounded_details"]
+__all__ = [
+    "MESSAGE_MAX_CHARS",
+    "Code",
+    "JigError",
+    "bounded",
+    "bounded_details",
+    "operation_conflict",
+]
 
 MESSAGE_MAX_CHARS = 1024
+# A JSON pointer a message quotes that would push the rule after it past the cut: quoted by
+# its first and last characters, this many in all with the `…` between them.
+_POINTER_HEAD = 120
+_POINTER_TAIL = 40
 
 
 def bounded(text: str) -> str:
@@ -70,7 +81,7 @@ class JigError(Exception):
         # The wire allows 1-1,024 characters; keep the start, which names the rule. One line
         # of jigcmd's on every front, as `jigcmd run` shows it: a name it quotes is the
         # caller's (a file's), and its newline or bidi control must not start a line there.
-        message = bounded(one_line(message.strip()) or code.value)
+        message = bounded(one_line(_pointer_cut(message.strip(), details)) or code.value)
         super().__init__(message)
         self.code = code
         self.message = message
@@ -116,6 +127,22 @@ class JigError(Exception):
         return f"JigError({self.code.value}, {self.message!r})"
 
 
+def _pointer_cut(message: str, details: dict[str, Any] | None) -> str:
+    """`message` with the pointer `details` names cut to its start and end where it quotes
+    it, when whole it would leave no room for what the message says is wrong there.
+
+    The pointer is the peer's (a 1 MB key, a long path): the reason after it is jigcmd's, the
+    part a reader acts on, and the one `bounded` would otherwise cut away. `details` keeps
+    the pointer itself, cut on the wire by `bounded_details` with its length said.
+    """
+    pointer = details.get("pointer") if details else None
+    if len(message) <= MESSAGE_MAX_CHARS or not isinstance(pointer, str):
+        return message
+    if len(pointer) <= _POINTER_HEAD + _POINTER_TAIL:
+        return message
+    return message.replace(pointer, f"{pointer[:_POINTER_HEAD]}…{pointer[-_POINTER_TAIL:]}")
+
+
 def bounded_details(details: dict[str, Any] | None) -> dict[str, Any] | None:
     """`details` with each text longer than a message cut as a message is, its length said.
 
@@ -132,3 +159,15 @@ def bounded_details(details: dict[str, Any] | None) -> dict[str, Any] | None:
             bounded[key] = value[: MESSAGE_MAX_CHARS - 1] + "…"
             bounded[f"{key}Chars"] = len(value)
     return bounded
+
+
+def operation_conflict(operation_id: str, *, running: bool) -> JigError:
+    """`OPERATION_CONFLICT`: a different request under a used operation id, worded alike by
+    every path that finds it (the session, the shared work, the journal), saying whether the
+    request holding the id is running or recorded."""
+    holds = "is running" if running else "was recorded"
+    return JigError(
+        Code.OPERATION_CONFLICT,
+        f"operationId {operation_id!r} was reused differently (a different request {holds} "
+        "under it)",
+    )

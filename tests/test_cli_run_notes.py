@@ -108,8 +108,9 @@ def test_a_bunfig_setting_running_a_file_reads_is_said_for_an_entry_point(
 
 
 def test_a_refused_call_says_only_why(lock: Path, tmp_path: Path) -> None:
-    """`tests -- --bail` is refused: its one line, no note before it (left-out files, bunfig,
-    snapshots, unnamed tests, a dependency), whatever the candidate."""
+    """`tests -- --bail` is refused: its one line, with the fix (a command of fewer test
+    files), no note before it (left-out files, bunfig, snapshots, unnamed tests, a
+    dependency), whatever the candidate."""
     files = _copy(tmp_path)
     (files / "bunfig.toml").write_text('[test]\npreload = ["./setup.ts"]\n')
     (files / "test" / "new.test.ts").write_text(_SNAPSHOT_TEST)
@@ -119,7 +120,10 @@ def test_a_refused_call_says_only_why(lock: Path, tmp_path: Path) -> None:
     done = run(lock, tmp_path / "state", "tests", files, "--", "--bail")
     assert done.returncode == 2
     assert done.stderr.splitlines() == [
-        "jigcmd run: INVALID_INPUT: /args: test command 'tests' accepts no arguments (got 1)"
+        "jigcmd run: INVALID_INPUT: /args: test command 'tests' accepts no arguments (got 1); "
+        "fix: call it with no arguments; to run only some of its test files, the Binding needs "
+        "a command whose `test` list names just those, admitted again with `jigcmd lock` (bun "
+        "test's own options, such as --bail or -t, have no equivalent)"
     ]
 
 
@@ -134,3 +138,24 @@ def test_a_test_command_running_no_snapshot_test_gets_no_snapshot_note(
     assert done.returncode == 0, done.stderr
     assert any("named by no command" in line for line in _notes(done.stderr))
     assert not [line for line in _notes(done.stderr) if "snapshot" in line]
+
+
+def test_run_names_an_imported_dot_directory_file_before_the_run(
+    lock: Path, tmp_path: Path
+) -> None:
+    """The test imports `../.config/value.ts`, which `--files` leaves out: the note before
+    the run names the importer, the file and the move, and the run is Bun's own failure."""
+    files = _copy(tmp_path)
+    (files / ".config").mkdir()
+    (files / ".config" / "value.ts").write_text("export const value = 2;\n")
+    test = files / "test" / "project.test.ts"
+    test.write_text(test.read_text().replace("../src/value.ts", "../.config/value.ts"))
+    done = run(lock, tmp_path / "state", "tests", files)
+    assert done.returncode == 0, done.stderr
+    assert _notes(done.stderr)[0] == (
+        f"jigcmd run: --files {files}: left out of the candidate: .config/ (a candidate path "
+        "may not start with '.'; test/project.test.ts imports .config/value.ts, left out: "
+        "move .config/ to a path that does not start with '.' (config/, say) and import it "
+        "from there); the candidate: 3 files, 410 bytes"
+    )
+    assert "Cannot find module '../.config/value.ts'" in done.stderr + done.stdout

@@ -1,13 +1,13 @@
 """A candidate holding descriptors in flight does not break its neighbours' envelopes.
 
 The kernel counts descriptors in flight in SCM_RIGHTS messages per host user and refuses a
-send once that count passes the sender's RLIMIT_NOFILE. A candidate (host uid 65534, nofile
-256) can hold ~506 in flight. Pid 1 of every envelope handed its scratch to the zygote with
-such a message; as uid 65534, under a server whose nofile was 400, that send failed while
-the candidate held them: every neighbour's preparation failed, the zygote re-prepared in a
-loop and blocked writing to the server, and the runs in flight (the hostile one too) ended
-`UNCERTAIN`. Driven here as a caller does: the official MCP SDK against a real `jigcmd
-serve` whose own RLIMIT_NOFILE is set to 400 before it starts (never the test's).
+send once that count passes the sender's RLIMIT_NOFILE. A candidate (nofile 256) can hold
+~506 in flight. Pid 1 of every envelope handed its scratch to the zygote with such a message;
+while every envelope ran as host uid 65534, under a server whose nofile was 400, that send
+failed while the candidate held them: every neighbour's preparation failed, the zygote
+re-prepared in a loop and blocked writing to the server, and the runs in flight (the hostile
+one too) ended `UNCERTAIN`. Driven here as a caller does: the official MCP SDK against a
+real `jigcmd serve` whose own RLIMIT_NOFILE is set to 400 before it starts (never the test's).
 """
 
 from __future__ import annotations

@@ -598,6 +598,30 @@ def test_the_sdk_clients_shutdown_end_of_input_then_sigterm_after_two_seconds(
     assert listed["ending"] == "CANCELLED"
 
 
+def test_tasks_cancel_of_a_task_another_server_runs_is_refused_not_acknowledged(
+    binding: Path, tmp_path: Path
+) -> None:
+    """Two servers of one run: the one that does not run the task cannot stop it, and says
+    so instead of acknowledging a cancel that stops nothing; the task runs to its end."""
+    state = tmp_path / "state"
+    args = ["--state-dir", str(state), "--run-id", "run-cancel-elsewhere"]
+    with ServeChild(binding, args) as owner, ServeChild(binding, args) as other:
+        created = owner.request("tools/call", cli_call("e", _HOLD, "2000", **meta(TASKS)))
+        task = {"taskId": created["result"]["taskId"], "_meta": meta(TASKS)}
+        wait_rows(state, lambda rows: len(rows) == 1 and rows[0].state == "running")
+        refused = other.request("tasks/cancel", task)["error"]
+        assert refused["code"] == -32602, refused
+        assert "which alone can stop it" in refused["message"]
+        assert refused["message"].endswith("nothing was cancelled")
+        deadline = time.monotonic() + 30
+        while (got := owner.request("tasks/get", task)["result"])["status"] == "working":
+            assert time.monotonic() < deadline
+            time.sleep(0.2)
+        assert got["status"] == "completed", got
+        assert other.request("tasks/cancel", task)["result"]["resultType"] == "complete"
+        assert owner.close_input() == 0 and other.close_input() == 0
+
+
 def test_tasks_cancel_stops_the_run_and_the_task_ends_cancelled(
     binding: Path, tmp_path: Path
 ) -> None:

@@ -119,7 +119,7 @@ async def test_a_truncated_stream_shows_its_real_end_and_how_much_was_written(
     )
     assert stdout["tail"].endswith("processing record ok\nlog line 1")  # the kept text's end
     unseen = written - 65536 - len(stdout["end"].encode())
-    assert f"[… {unseen:,} bytes written past the kept 65,536 are not shown …]" in view["text"]
+    assert f"[… {unseen:,} bytes written past the kept 65,536, not shown …]" in view["text"]
     assert "FATAL: config key 'db.url' missing" in view["text"]
 
 
@@ -141,7 +141,7 @@ async def test_an_end_that_is_not_utf8_is_shown_and_counted_in_the_bytes_written
     shown, unseen = len(stdout["end"]), stdout["endOmittedBytes"]
     assert stdout["end"] == "\ufffd" * shown and shown + unseen == 4096
     assert shown > 4096 // 3  # as many bytes as the view gives the end, not a third of them
-    assert f"[… {unseen:,} bytes written past the kept 65,536 are not shown …]" in view["text"]
+    assert f"[… {unseen:,} bytes written past the kept 65,536, not shown …]" in view["text"]
 
 
 _EXIT_2 = _HEAD + 'test("fails", () => expect(1).toBe(2));\ntest("exits", () => process.exit(2));\n'
@@ -223,6 +223,41 @@ async def test_the_dependency_note_names_what_the_called_command_loads(
     (note,) = view["notes"]
     assert "1 dependency (tiny-pad: src/pad.ts) that the files of `cli` import" in note, note
     assert "big-pad" not in note
+
+
+async def test_the_dependency_note_claims_no_failure_for_what_bun_test_serves(
+    binding: Path, tmp_path: Path
+) -> None:
+    """A test importing `vitest` and `events` and mocking `pg` passes with no node_modules/:
+    the model is not told those imports fail, nor to bundle the mocked `pg`."""
+    test = (
+        'import { test, expect, vi } from "vitest";\n'
+        'import { EventEmitter } from "events";\n'
+        'import { mock } from "bun:test";\n'
+        'mock.module("pg", () => ({ default: { n: 42 } }));\n'
+        'test("mocked", async () => {\n'
+        '  const { n } = await import("../src/repo.ts");\n'
+        "  expect(n).toBe(42);\n  expect(vi.fn()()).toBeUndefined();\n"
+        '  expect(new EventEmitter().emit("x")).toBe(false);\n});\n'
+    )
+    sent = _files(
+        {
+            "package.json": (
+                '{"name": "served", "dependencies": {"pg": "8", "events": "3"}, '
+                '"devDependencies": {"vitest": "1"}}'
+            ),
+            "src/repo.ts": 'import pg from "pg";\nexport const n = pg.n;\n',
+            "test/project.test.ts": test,
+        }
+    )
+    view = await _call(binding, tmp_path / "state", "tests", {"files": sent})
+    assert (view["exitCode"], view["tests"]["summary"]["passed"]) == (0, 1), view["text"]
+    (note,) = view["notes"]
+    assert note.startswith(
+        "package.json declares 1 dependency (pg: src/repo.ts) that the files of `tests` import"
+    ), note
+    assert "pg is replaced by name in test/project.test.ts (mock.module)" in note
+    assert "fail" not in note and "bun build" not in note
 
 
 def test_a_keyed_retry_replays_the_streams_end_from_the_journal(

@@ -47,6 +47,7 @@ from jigcmd.attest.testreport import read_console_report
 from jigcmd.envelope.api import Enforced
 from jigcmd.evidence import Evidence, ResourceReport, StopReason, StreamText
 from jigcmd.policy.lock import Lock
+from jigcmd.protocol.bunconsole import command_files
 
 __all__ = ["Attester", "HostIdentity", "JarvisRecord", "RunRecord"]
 
@@ -144,7 +145,11 @@ class Attester:
         if record.kind == "test":
             assert self.identity is not None  # run_statement needs it first
             evidence = record.evidence
-            report = record.tests or read_console_report(evidence.stderr.text, evidence.exit_code)
+            report = record.tests or read_console_report(
+                evidence.stderr.text,
+                evidence.exit_code,
+                test_files=command_files(evidence.invocation),
+            )
             tests = test_result_statement(
                 candidate=statement.subject[0],
                 passed=evidence.stop_reason == "exited" and evidence.exit_code == 0,

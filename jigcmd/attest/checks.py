@@ -13,6 +13,7 @@ from jigcmd.attest.statement import (
     RunStatement,
 )
 from jigcmd.evidence import StreamText
+from jigcmd.protocol.counts import counted
 
 __all__ = ["Check", "Statement", "candidate", "carried_bundle", "skip", "streams", "subject"]
 
@@ -56,7 +57,8 @@ def streams(statement: Statement, stdout: StreamText, stderr: StreamText) -> lis
         signed = subject(statement, name)
         actual = hashlib.sha256(stream.text.encode("utf-8")).hexdigest()
         if signed is not None and signed.digest.get("sha256") == actual:
-            checks.append(Check(name, True, f"{len(stream.text)} characters match the subject"))
+            said = f"its text ({counted(len(stream.text), 'character')}) matches the subject"
+            checks.append(Check(name, True, said))
         else:
             checks.append(Check(name, False, f"the evidence's {name} (sha256 {actual}) differs"))
     return checks

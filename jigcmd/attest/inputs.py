@@ -126,6 +126,8 @@ class McpView(msgspec.Struct, frozen=True, rename="camel"):
     budget_bytes: int
     tests: dict[str, object] | None = None
     notes: list[str] | None = None
+    # None in a result an older jigcmd made: its `invocation` then ended in its count.
+    invocation_omitted: int | None = None
 
 
 @dataclass(frozen=True)
@@ -166,6 +168,8 @@ EvidenceFile = Evidence | JarvisResult | McpResult | RunAnswer
 # under 19 MB in all.
 INPUT_MAX_BYTES = 64 * 1024 * 1024
 _T = TypeVar("_T")
+# The two failures that carry the evidence of how a stopped run ended (or none, a waiter's).
+_STOPS = ("DEADLINE_EXCEEDED", "CANCELLED")
 
 
 def read_evidence(data: bytes) -> EvidenceFile:
@@ -224,6 +228,15 @@ def _answer_line(line: dict[str, Any], at: str) -> EvidenceFile:
             around = Around("Run/1 error", error, f"{at}.error")
             return RunAnswer(evidence, _unusual(line, at, "error", ()), around)
         code = data.get("code") if isinstance(data, dict) else None
+        if code in _STOPS:
+            # A waiter's own stop: it left, the operation did not stop with it (or never ran).
+            raise ValueError(
+                f"a JSON-RPC error answer ({code}) with no evidence: this caller's own stop "
+                "(it stopped waiting while the operation went on for its other callers, or "
+                "nothing ran), which carries none; where the operation ran, its own recorded "
+                "answer carries the evidence (the same call again, same operationId, replays "
+                "it once it has ended)"
+            )
         raise ValueError(
             f"a JSON-RPC error answer ({code or error.get('code')}) with no evidence: only "
             "DEADLINE_EXCEEDED and CANCELLED carry it, at `.error.data.details.command`"

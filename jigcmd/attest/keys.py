@@ -35,6 +35,7 @@ from pathlib import Path
 from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
+from jigcmd.attest.keyforms import KeyFormError, signing_key_form, sslib_public_raw, unarmoured
 from jigcmd.regularfile import NotRegular, read_regular
 
 __all__ = [
@@ -44,6 +45,7 @@ __all__ = [
     "PublicKey",
     "SigningKey",
     "SigningKeyError",
+    "host_public_mismatch",
     "inspect_signing_key",
     "key_id",
     "load_host_public",
@@ -128,6 +130,9 @@ class SigningKey:
 
     private: Ed25519PrivateKey
     source: str
+    # A host key's `signing-key.pub.pem` that held another key (its words), written over as
+    # this open read it: said by `jigcmd key`, never silently.
+    replaced: str | None = None
 
     @property
     def public(self) -> PublicKey:
@@ -183,6 +188,10 @@ def _read_bytes(path: Path, *, host: bool = False) -> bytes:
         raise SigningKeyError(f"signing key {path}: cannot be read: {exc.strerror}") from exc
     if len(data) > _MAX_KEY_BYTES:
         raise SigningKeyError(f"signing key {path}: larger than {_MAX_KEY_BYTES} bytes")
+    form = signing_key_form(data)
+    if form is not None:
+        # Its form first: a public key given by mistake needs no chmod 600.
+        raise SigningKeyError(f"signing key {path}: {form}")
     if stat.S_ISREG(info.st_mode) and info.st_mode & 0o077:
         raise SigningKeyError(
             f"signing key {path}: readable or writable by group or others "
@@ -227,7 +236,8 @@ def _read_private(path: Path, *, host: bool = False) -> Ed25519PrivateKey:
 
 
 def load_public(path: Path) -> PublicKey:
-    """A public key from a PEM file: one SubjectPublicKeyInfo block, as `jigcmd key` prints."""
+    """A public key from a file: one SubjectPublicKeyInfo PEM block, as `jigcmd key` prints,
+    or a securesystemslib key dict naming the same Ed25519 key (`keyforms`)."""
     try:
         with open(path, "rb") as file:
             data = file.read(_MAX_KEY_BYTES + 1)
@@ -240,7 +250,8 @@ def load_host_public(state_dir: Path) -> PublicKey:
     """The host key's public half, `signing-key.pub.pem` in a state directory already checked.
 
     Trusted only as far as the directory is: a file that is no regular file, or that group
-    or others may write (so could swap for their own key), is refused.
+    or others may write (so could swap for their own key), is refused; and so is one that is
+    not the public half of the private key beside it, when that key can be read.
     """
     path = state_dir / HOST_PUBLIC_NAME
     try:
@@ -264,12 +275,33 @@ def load_host_public(state_dir: Path) -> PublicKey:
             f"public key {path}: owned by uid {info.st_uid}, not by this user "
             f"(uid {os.geteuid()}), so not trusted; remove it (a start writes it again)"
         )
-    return _parse_public(data, path)
+    found = _parse_public(data, path)
+    try:
+        # The private key beside it, which this user can read: the file is derived from it.
+        own = _read_private(state_dir / HOST_KEY_NAME, host=True).public_key()
+    except SigningKeyError:
+        return found  # none to hold it against (moved out in a rotation, say)
+    mismatch = _other_key(data, path, PublicKey(own, key_id(own)))
+    if mismatch is not None:
+        raise SigningKeyError(
+            f"the host key is not trusted: {mismatch}; one of them was replaced. `jigcmd "
+            "key` writes the private key's own public half again (and says what it held), or "
+            "pass --key PUB"
+        )
+    return found
 
 
 def _parse_public(data: bytes, path: Path) -> PublicKey:
     if len(data) > _MAX_KEY_BYTES:
         raise SigningKeyError(f"public key {path}: larger than {_MAX_KEY_BYTES} bytes")
+    try:
+        raw = sslib_public_raw(data)
+    except KeyFormError as exc:
+        raise SigningKeyError(f"public key {path}: {exc}; {_PUBLIC_FORM}") from None
+    if raw is not None:
+        # securesystemslib's (and in-toto's) key dict: the 32 raw bytes, unambiguous.
+        public = Ed25519PublicKey.from_public_bytes(raw)
+        return PublicKey(public, key_id(public))
     _one_public_pem(data, path)
     # Only `jigcmd verify` reads a public key: the library's parser, imported for it.
     from cryptography.hazmat.primitives import serialization  # noqa: PLC0415 - see the module
@@ -304,46 +336,12 @@ def _one_public_pem(data: bytes, path: Path) -> None:
             "prints it), and keep the private key on the signing host"
         )
     if not labels:
-        raise SigningKeyError(f"public key {path}: not PEM: {_unarmoured(data)}; {_PUBLIC_FORM}")
+        raise SigningKeyError(f"public key {path}: not PEM: {unarmoured(data)}; {_PUBLIC_FORM}")
     if len(labels) > 1:
         raise SigningKeyError(
             f"public key {path}: holds {len(labels)} PEM blocks, and one key verifies: give "
             "the one key that signed (its id is each signature's keyid)"
         )
-
-
-def _unarmoured(data: bytes) -> str:
-    """What a key file without a PEM block looks like, so the error names the form it is."""
-    text = data.strip()
-    if not text:
-        return "the file is empty"
-    if text.startswith((b"ssh-ed25519 ", b"ssh-rsa ", b"ecdsa-sha2-", b"ssh-")):
-        kind = text.split(b" ", 1)[0].decode("ascii", "replace")
-        return f"an OpenSSH public key ({kind} …), no -----BEGIN line"
-    if all(c in b"0123456789abcdefABCDEF" for c in b"".join(text.split())):
-        digits = len(b"".join(text.split()))
-        raw = " (an Ed25519 key's 32 raw bytes, in hex)" if digits == 64 else ""
-        return f"{digits} hex digits{raw}, no -----BEGIN line"
-    body = _base64(b"".join(text.split()))
-    if body is not None and len(body) == 32:
-        return "base64 of 32 bytes (an Ed25519 key's raw bytes), no -----BEGIN line"
-    if body is not None and body[:1] == b"\x30":
-        return "base64 of DER: a PEM block's body without its -----BEGIN and -----END lines"
-    if len(data) == 32:
-        return "32 bytes of binary (an Ed25519 key's raw bytes), no -----BEGIN line"
-    if data[:1] == b"\x30":
-        return (
-            "binary DER (a SEQUENCE), no -----BEGIN line: `openssl pkey -pubin -inform DER "
-            "-in FILE` prints it as PEM"
-        )
-    return f"{len(data)} bytes with no -----BEGIN line"
-
-
-def _base64(text: bytes) -> bytes | None:
-    try:
-        return base64.b64decode(text, validate=True)
-    except ValueError:
-        return None
 
 
 def _host_key(state_dir: Path) -> SigningKey:
@@ -353,12 +351,14 @@ def _host_key(state_dir: Path) -> SigningKey:
     key = SigningKey(_read_private(path, host=True), str(path))
     public = state_dir / HOST_PUBLIC_NAME
     pem = key.public.pem
+    replaced = None
     try:
         data, info = read_regular(public, _MAX_KEY_BYTES)
         # One another user owns or may write (so change) is written again, as ours.
         trusted = info.st_uid == os.geteuid() and not info.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
         if data == pem and trusted:
             return key
+        replaced = _other_key(data, public, key.public, "held")
     except NotRegular as exc:
         raise _not_a_public_file(exc) from None
     except OSError:
@@ -368,7 +368,38 @@ def _host_key(state_dir: Path) -> SigningKey:
         _write_whole(public, pem, 0o644)
     except OSError as exc:
         raise SigningKeyError(f"public key {public}: cannot be written: {exc.strerror}") from exc
-    return key
+    return SigningKey(key.private, key.source, replaced)
+
+
+def _other_key(data: bytes, public: Path, own: PublicKey, verb: str = "holds") -> str | None:
+    """Words for a public half on disk that is not `own` (the private key's), else None.
+
+    `verify` without `--key` trusts that file: one holding another key (put there by
+    mistake, or by someone who signs as this host with it) is said, naming both ids.
+    """
+    try:
+        held = f"key {_parse_public(data, public).keyid}"
+    except SigningKeyError:
+        held = "no Ed25519 public key"
+    if held == f"key {own.keyid}":
+        return None
+    return (
+        f"{public} {verb} {held}, not the public half of {HOST_KEY_NAME} beside it (key "
+        f"{own.keyid})"
+    )
+
+
+def host_public_mismatch(state_dir: Path, key: SigningKey) -> str | None:
+    """Words for the state directory's public half when it is not `key`'s, else None.
+
+    Read only (the doctor's): a missing or unreadable file is None, a start writes it again.
+    """
+    public = state_dir / HOST_PUBLIC_NAME
+    try:
+        data, _ = read_regular(public, _MAX_KEY_BYTES)
+    except OSError:
+        return None
+    return _other_key(data, public, key.public)
 
 
 def _not_a_public_file(exc: NotRegular) -> SigningKeyError:

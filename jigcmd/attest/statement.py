@@ -299,6 +299,8 @@ class TestReport(msgspec.Struct, frozen=True):
     # unhandled error between tests (named among `failed`) or no failed test at all; of an
     # exit 0, failed tests all the same, or the report (or Bun's footer) missing.
     incomplete: str = ""
+    # How its names read (`jigcmd.attest.testnames`): the report's `testNames` annotation.
+    names: str = ""
 
 
 class TestResultPredicate(
@@ -368,6 +370,8 @@ def test_result_statement(
         "note": "the test names come from here; result is PASSED only on the runner's "
         "host-collected exit 0 with no failed test and nothing incomplete",
     }
+    if report.names:
+        notes["testNames"] = report.names
     if report.incomplete:
         notes["incomplete"] = report.incomplete
     configuration = [

@@ -1,18 +1,24 @@
 """The test names Bun's runner reported: from its JUnit report, or from its console output.
 
-The JUnit report is the one the plan had Bun write (parsed by `jigcmd.protocol.junit`).
-Without one, `bun test` prints `(pass) describe > name [0.02ms]` and `(fail) …` per test on
-stderr, under a `file.test.ts:` line per file. Either way the candidate's code ran in the
-runner and can alter what it reports: these names are the runner's word, never the host's
-(see `TestReport`).
+The JUnit report is the one the plan had Bun write for every test command (parsed by
+`jigcmd.protocol.junit`): each test's file, describe path and name come apart, and are
+joined as `jigcmd.attest.testnames` says, exactly and unambiguously. Without one (a run
+stopped or ended before Bun wrote it, the statement signed before the release was proved),
+`bun test` prints `(pass) describe > name [0.02ms]` and `(fail) …` per test on stderr, under
+a `file.test.ts:` line per file: a multi-line name is cut at its first line there, and a
+describe named "a > b" reads as two, as the statement's `testNames` says. Either way the
+candidate's code ran in the runner and can alter what it reports: these names are the
+runner's word, never the host's (see `TestReport`).
 """
 
 from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Callable, Collection
 
 from jigcmd.attest.statement import TestReport
+from jigcmd.attest.testnames import CONSOLE_NAMES, JUNIT_NAMES, SEPARATOR, joined
 from jigcmd.protocol.bunconsole import UNHANDLED_NAME, Unlisted, has_footer, unlisted
 from jigcmd.protocol.commands import TestResults
 
@@ -27,7 +33,12 @@ _FOOTER_WORDS = "`Ran N tests across M files.`"
 
 
 def read_console_report(
-    stderr: str, exit_code: int | None, tail: str = "", missing: str = ""
+    stderr: str,
+    exit_code: int | None,
+    tail: str = "",
+    missing: str = "",
+    *,
+    test_files: Collection[str] = (),
 ) -> TestReport:
     """Passed and failed test names (`file > describe > name`) from bun test's stderr.
 
@@ -36,6 +47,8 @@ def read_console_report(
     (its footer read from `tail`, the end of stderr, when stderr passed its cap). After an
     exit 0 the report is incomplete when the JUnit report the plan asked for is not there
     (`missing`: why, as `TestResults.problem` says it) or the console has no footer.
+    `test_files`: the files the command runs, the only names its reason quotes
+    (`bunconsole.command_files`).
     """
     passed: list[str] = []
     failed: list[str] = []
@@ -49,15 +62,16 @@ def read_console_report(
         if result is None or len(passed) + len(failed) >= _MAX_TESTS:
             continue
         name = f"{file} > {result.group(2)}" if file else result.group(2)
-        (passed if result.group(1) == "pass" else failed).append(name[:_MAX_NAME])
-    missed = unlisted(stderr, exit_code, len(failed), tail)
+        (passed if result.group(1) == "pass" else failed).append(_cut(name))
+    missed = unlisted(stderr, exit_code, len(failed), tail, test_files=test_files)
     ended = _ended_early(stderr, exit_code, tail, missing)
     return TestReport(
         passed=tuple(passed),
-        failed=(*failed, *_unhandled(missed, len(passed) + len(failed))),
+        failed=(*failed, *_unhandled(missed, len(passed) + len(failed), SEPARATOR.join)),
         source="bun test console output (stderr)",
         source_sha256=hashlib.sha256(stderr.encode("utf-8")).hexdigest(),
         incomplete="; ".join(reason for reason in (ended, missed.reason) if reason),
+        names=CONSOLE_NAMES,
     )
 
 
@@ -76,7 +90,8 @@ def _ended_early(stderr: str, exit_code: int | None, tail: str, missing: str) ->
 
 
 def read_junit_report(results: TestResults) -> TestReport | None:
-    """Passed and failed test names (`file > describe > name`) from the parsed JUnit report."""
+    """Passed and failed test names (`file > describe > name`, each part escaped as
+    `testnames.joined` says) from the parsed JUnit report."""
     if results.report is None or results.raw is None:
         return None
     passed: list[str] = []
@@ -85,22 +100,28 @@ def read_junit_report(results: TestResults) -> TestReport | None:
         if test.status not in ("passed", "failed"):
             continue
         path = [test.filePath] if test.filePath else []
-        name = " > ".join([*path, *(test.suite or []), test.name])[:_MAX_NAME]
+        name = _cut(joined([*path, *(test.suite or []), test.name]))
         (passed if test.status == "passed" else failed).append(name)
     missed = results.unlisted
     return TestReport(
         passed=tuple(passed),
-        failed=(*failed, *_unhandled(missed, len(passed) + len(failed))),
+        failed=(*failed, *_unhandled(missed, len(passed) + len(failed), joined)),
         source="bun test JUnit report",
         source_sha256=hashlib.sha256(results.raw).hexdigest(),
         incomplete=missed.reason,
+        names=JUNIT_NAMES,
     )
 
 
-def _unhandled(missed: Unlisted, named: int) -> list[str]:
+def _cut(name: str) -> str:
+    """`name`, or its first `_MAX_NAME - 1` characters and "…": a cut name says it was cut."""
+    return name if len(name) <= _MAX_NAME else name[: _MAX_NAME - 1] + "…"
+
+
+def _unhandled(missed: Unlisted, named: int, join: Callable[[list[str]], str]) -> list[str]:
     """A failed "test" per unhandled error, after its file when the console names one."""
     room = max(0, _MAX_TESTS - named)
     return [
-        f"{file} > {UNHANDLED_NAME}"[:_MAX_NAME] if file else UNHANDLED_NAME
+        _cut(join([file, UNHANDLED_NAME])) if file else UNHANDLED_NAME
         for file in missed.files[:room]
     ]

@@ -104,13 +104,13 @@ def verify_bundle(
     if keyid != key.keyid:
         named += f", not the verifying key {key.keyid}"
     checks.append(Check("signer", keyid == key.keyid, named))
-    checks.extend(_which_run(statement, payloads, evidence, expected or Expected()))
+    checks.extend(_which_run(statement, evidence, expected or Expected()))
     checks.extend(_evidence(statement, evidence, data))
     return checks
 
 
 def _which_run(
-    statement: Statement, payloads: list[bytes], evidence: EvidenceFile | None, expected: Expected
+    statement: Statement, evidence: EvidenceFile | None, expected: Expected
 ) -> list[Check]:
     """Whether the statement is of the caller's run: the evidence named no run, or it asked."""
     if not isinstance(statement, RunStatement):
@@ -121,14 +121,14 @@ def _which_run(
     # An answer that names no run, operation or lock: the same call's statement under any
     # other run would match its evidence, so what it leaves unchecked is said.
     if isinstance(evidence, Evidence):
-        return run_checks(statement, payloads, expected, "the evidence alone")
+        return run_checks(statement, expected, "the evidence alone")
     if isinstance(evidence, RunAnswer) and (
         evidence.around is None or evidence.around.shape == "Run/1 error"
     ):
-        return run_checks(statement, payloads, expected, "a Run/1 answer", run1=True)
+        return run_checks(statement, expected, "a Run/1 answer", run1=True)
     if isinstance(evidence, McpResult) and evidence.around is None:
-        return run_checks(statement, payloads, expected, "an MCP structuredContent alone")
-    return run_checks(statement, payloads, expected, None)
+        return run_checks(statement, expected, "an MCP structuredContent alone")
+    return run_checks(statement, expected, None)
 
 
 def _evidence(statement: Statement, evidence: EvidenceFile | None, bundle: bytes) -> list[Check]:
@@ -205,7 +205,9 @@ def _unverified(envelope: dsse.Envelope, key: PublicKey) -> str:
     # The keyid only says which public key to try; the signature still decides.
     return (
         f"{said}; its signature names key {', '.join(named)}: verify with that key's public "
-        "half, --key FILE (the signer's: another host's, or this host's before a rotation)"
+        "half, --key FILE (the signer's: another host's, or this host's before a rotation), "
+        "only if you trust that key as the host's: anyone can sign a statement with a key of "
+        "their own, and a forged statement names its forger's key"
     )
 
 
@@ -246,6 +248,12 @@ def _schema(payloads: list[bytes]) -> tuple[Check, Statement | None]:
     return Check("schema", True, f"in-toto Statement v1: {kinds}"), statement
 
 
+_CONSOLE_NAMES = (
+    "names from the runner's console lines, not exact: a name there is cut at a line break, "
+    "and a ' > ' within a name reads as the separator"
+)
+
+
 def _test_result(statement: RunStatement, payloads: list[bytes]) -> Check | None:
     """A test command's bundle is its run statement and exactly one test result naming it;
     any other command's is its run statement alone (None: nothing to say)."""
@@ -279,12 +287,15 @@ def _test_result(statement: RunStatement, payloads: list[bytes]) -> Check | None
         if d.annotations and isinstance(note := d.annotations.get("incomplete"), str)
     ]
     caveat = f"; incomplete: {incomplete[0]}" if incomplete else ""
+    # Read from the console (no JUnit report): a name is not exact there, as its
+    # `testNames` says (statements signed before it existed say it by the source's name).
+    console = any("console output" in d.name for d in predicate.configuration)
+    source = _CONSOLE_NAMES if console else "names from the runner's report"
     return Check(
         "test result",
         True,
         f"{predicate.result}: {len(predicate.passed_tests)} passed, "
-        f"{len(predicate.failed_tests)} failed (names from the runner's report, "
-        f"candidate-influenced){caveat}",
+        f"{len(predicate.failed_tests)} failed ({source}, candidate-influenced){caveat}",
     )
 
 

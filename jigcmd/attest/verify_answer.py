@@ -24,6 +24,7 @@ from jigcmd.attest.checks import Check, carried_bundle, skip
 from jigcmd.attest.inputs import Around
 from jigcmd.attest.statement import RunStatement
 from jigcmd.protocol import jsonrpc
+from jigcmd.protocol.invocation import cut_count
 from jigcmd.protocol.mcp_results import view_text
 from jigcmd.protocol.mcp_view import View
 
@@ -176,16 +177,18 @@ def _named_statement(statement: RunStatement, named: object, bundle: bytes) -> C
     said = named[1] if isinstance(named, tuple) else None
     fields: Mapping[str, Any] = said if isinstance(said, dict) else {}
     run = statement.predicate.run
-    digests = {dsse.bundle_digest(bundle)}
+    # The digest is of the bundle's bytes (as `run --json`'s `bundle` is compared): this
+    # file's, never a form re-encoded from it.
+    digest, named_digest = dsse.bundle_digest(bundle), fields.get("digest")
+    recoded = None
     with contextlib.suppress(dsse.BundleError):
-        # The bundle as jigcmd wrote it, should this copy be re-encoded (CRLF, pretty).
-        digests.add(dsse.bundle_digest(dsse.encode_bundle(dsse.decode_bundle(bundle))))
+        recoded = dsse.bundle_digest(dsse.encode_bundle(dsse.decode_bundle(bundle)))
     differs = [
         name
         for name, same in (
             ("runId", fields.get("runId") == run.caller_run),
             ("operationId", fields.get("operationId") == run.operation_id),
-            ("digest", fields.get("digest") in digests),
+            ("digest", named_digest in (digest, recoded)),
         )
         if not same
     ]
@@ -196,9 +199,17 @@ def _named_statement(statement: RunStatement, named: object, bundle: bytes) -> C
             "in " + ", ".join(differs + extra)
         )
         return Check("attestation", False, why)
-    return Check(
-        "attestation", True, f"names this statement: run {run.caller_run}, {run.operation_id}"
-    )
+    said = f"run {run.caller_run}, {run.operation_id}"
+    if named_digest != digest:
+        # Its envelopes written again otherwise (pretty-printed, CRLF, a field added): the
+        # signed facts are the same, but this file is not the bundle the digest names.
+        why = (
+            f"_meta names {said}, but its digest {named_digest} is not this file's bytes "
+            f"({digest}): a copy re-encoded (pretty-printed, CRLF, a field added); verify the "
+            "bundle as served (`resources/read`, `jigcmd attest`), byte for byte, to check it"
+        )
+        return skip("attestation", why)
+    return Check("attestation", True, f"names this statement: {said}, digest {digest}")
 
 
 def _content(
@@ -213,7 +224,7 @@ def _content(
     links = [b for b in blocks if isinstance(b, dict) and b.get("type") == "resource_link"]
     others = len(blocks) - len(texts) - len(links)
     try:
-        view = msgspec.convert(structured, View)
+        view = msgspec.convert(_counted(structured, invocation), View)
     except msgspec.ValidationError:
         return [Check("content", False, "structuredContent cannot be put in words to compare")]
     given = texts[0].get("text") if len(texts) == 1 else None
@@ -222,7 +233,7 @@ def _content(
         header = given.split("\n", 1)[0]
         if not header.startswith(f"{code}: "):
             header = f"{code}: "
-    if not isinstance(given, str) or given != view_text(view, header, invocation) or others:
+    if not isinstance(given, str) or given != view_text(view, header) or others:
         why = "the text the model reads is not the words of the checked structuredContent"
         return [Check("content", False, why)]
     checks = [Check("content", True, "its text is the words of the checked structuredContent")]
@@ -233,6 +244,18 @@ def _content(
         why = f"{uris}: the server's links, their words (name, title, description) too, not signed"
         checks.append(skip("content links", why))
     return checks
+
+
+def _counted(structured: object, invocation: list[str]) -> object:
+    """`structuredContent` with its `invocationOmitted`: an older jigcmd's has none, and
+    counts the words it leaves out in its list's last item (`invocation.cut_count`)."""
+    if not isinstance(structured, dict) or "invocationOmitted" in structured:
+        return structured
+    shown = structured.get("invocation")
+    if not isinstance(shown, list) or not all(isinstance(word, str) for word in shown):
+        return structured
+    more = cut_count(shown, invocation)
+    return {**structured, "invocation": shown[:-1] if more else shown, "invocationOmitted": more}
 
 
 def _run_json(

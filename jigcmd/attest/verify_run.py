@@ -5,26 +5,25 @@ no lock. The same call under another run, another lock or another front (an MCP 
 `jigcmd run`) answers the same evidence, so its statement would match every evidence check.
 What the caller knows of its own call is checked when given (`--run-id`, `--operation-id`,
 `--lock`); what it did not give is a `skip` line naming each fact, never passed over. A
-statement no Run/1 call can have made (a `jigcmd run`'s, a test result read from Bun's JUnit
-report, which only MCP and `jigcmd run` have Bun write) fails against a Run/1 answer.
+statement no Run/1 call can have made (a `jigcmd run`'s) fails against a Run/1 answer. Where
+its test names were read (Bun's JUnit report, or its console) tells no front apart: every
+front's test command has Bun write the report, and any front's statement signed before the
+release was proved, or of a run that ended before Bun wrote it, reads the console.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-import msgspec
-
 from jigcmd.attest.attester import HostIdentity
 from jigcmd.attest.checks import Check, skip
-from jigcmd.attest.statement import RunStatement, TestResultStatement
+from jigcmd.attest.statement import RunStatement
 from jigcmd.policy.lock import Lock
 
 __all__ = ["Expected", "run_checks"]
 
 # A `jigcmd run`'s operation id: outside the Run/1 grammar, so never a caller's operation.
 RUN_VERB_OPERATION = "(jigcmd run)"
-_tests = msgspec.json.Decoder(TestResultStatement)
 
 
 @dataclass(frozen=True)
@@ -43,7 +42,6 @@ class Expected:
 
 def run_checks(
     statement: RunStatement,
-    payloads: list[bytes],
     expected: Expected,
     shape: str | None,
     *,
@@ -52,7 +50,7 @@ def run_checks(
     """The `run` and `admission` checks: made with what was given, else said unchecked when
     the evidence names no run (`shape`, what it is; `run1`, a Run/1 answer)."""
     checks = []
-    foreign = _not_run1(statement, payloads) if run1 else None
+    foreign = _not_run1(statement) if run1 else None
     if foreign is not None:
         checks.append(Check("run", False, f"a Run/1 answer, but {foreign}: no Run/1 call made it"))
     # Refused already: a `skip run` line beside the failure would only repeat it.
@@ -61,7 +59,7 @@ def run_checks(
     return checks + [c for c in (identity, admission) if c is not None]
 
 
-def _not_run1(statement: RunStatement, payloads: list[bytes]) -> str | None:
+def _not_run1(statement: RunStatement) -> str | None:
     """Why the statement cannot be of a Run/1 call, if its signed facts say so."""
     run = statement.predicate.run
     if run.operation_id == RUN_VERB_OPERATION or run.caller_run is None:
@@ -69,13 +67,6 @@ def _not_run1(statement: RunStatement, payloads: list[bytes]) -> str | None:
             f'the statement is a `jigcmd run`\'s (operationId "{run.operation_id}", no caller '
             "run), which answers no Run/1 line"
         )
-    for payload in payloads[1:]:
-        sources = [d.name for d in _tests.decode(payload).predicate.configuration]
-        if any("JUnit" in name for name in sources):
-            return (
-                "its test result was read from Bun's JUnit report, which only an MCP call or "
-                "`jigcmd run` has Bun write (a Run/1 call's is read from its stderr)"
-            )
     return None
 
 

@@ -14,6 +14,7 @@ from jigcmd.attest.checks import Check, candidate, skip, subject
 from jigcmd.attest.inputs import McpResult, McpView
 from jigcmd.attest.statement import RunStatement, StreamFacts
 from jigcmd.evidence import OUTPUT_CAP_BYTES, ResourceReport
+from jigcmd.protocol.counts import counted
 from jigcmd.protocol.invocation import cut_count
 from jigcmd.protocol.mcp_view import StreamView
 
@@ -81,7 +82,8 @@ def _view_stream(
     if impossible is not None:
         return [Check(name, False, f"the result's {name} head, tail and omittedBytes {impossible}")]
     why = (
-        f"{stream.omitted_bytes} bytes between head and tail are left out, so only the digest "
+        f"head and tail leave out {counted(stream.omitted_bytes, 'byte')} of text between them, "
+        "so only the digest "
         "binds the text: head and tail are unchecked beyond fitting the captured length "
         "(resources/read of the stream's uri returns all of it, to hold to the digest)"
     )
@@ -104,7 +106,7 @@ def _impossible_cut(stream: StreamView, facts: StreamFacts) -> str | None:
     head, tail = stream.head.encode("utf-8"), stream.tail.encode("utf-8")
     text = len(head) + stream.omitted_bytes + len(tail)
     if text + len(_BOM) < retained:
-        return f"add up to {text} bytes of text, too few for the {retained} captured"
+        return f"add up to {counted(text, 'byte')} of text, too few for the {retained} captured"
     fewest = _fewest_bytes(stream.head) + -(-stream.omitted_bytes // 3)
     fewest += _fewest_bytes(stream.tail)
     if fewest > retained:
@@ -123,7 +125,8 @@ def _impossible_end(stream: StreamView) -> str | None:
     written, captured = stream.written_bytes, stream.captured_bytes
     if not stream.truncated:
         if written not in (None, captured) or stream.end or stream.end_omitted_bytes:
-            return f"says it wrote past the cap, yet all {captured} bytes were kept"
+            kept = counted(captured, "byte")
+            return f"says it wrote past the cap, yet it kept all it captured ({kept})"
         return None
     if written is None:
         # A run an older jigcmd recorded: no end known, none shown.
@@ -151,7 +154,7 @@ def _view_ending(statement: RunStatement, view: McpView) -> Check:
     ending = predicate.ending
     compared = [
         ("command", view.command == predicate.command.name),
-        ("invocation", _cut_of(view.invocation, predicate.command.invocation)),
+        ("invocation", _cut_of(view, predicate.command.invocation)),
         ("stdinDigest", view.stdin_digest == predicate.stdin_digest),
         ("exitCode", view.exit_code == ending.exit_code),
         ("signal", view.signal == ending.signal),
@@ -180,10 +183,11 @@ def _view_unbound(statement: RunStatement, view: McpView) -> list[Check]:
     invocation = statement.predicate.command.invocation
     checks = []
     if view.invocation != invocation:
+        # Either cut (long arguments, some left out and counted) or older, its count in it.
         checks.append(
             skip(
                 "invocation cut",
-                f"cut to the budget: {len(invocation)} arguments signed, "
+                f"cut to the budget: {counted(len(invocation), 'word')} signed, "
                 f"{len(view.invocation)} shown, only the kept prefixes are checked",
             )
         )
@@ -216,15 +220,20 @@ def _limits_hit(resources: ResourceReport | None, view: McpView) -> tuple[bool |
     return view.limits_hit == hit, ""
 
 
-def _cut_of(shown: list[str], invocation: list[str]) -> bool:
-    """Whether `shown` is `invocation` as an MCP result cuts it to its budget: arguments cut
-    to a prefix and `…`, the rest counted as `… N more arguments` (`mcp_view.fitted`)."""
-    # The count read as the result's words read it: an argument shaped like one is an argument.
-    more = cut_count(shown, invocation)
-    kept = shown[:-1] if more else shown
-    if len(kept) + more != len(invocation):
+def _cut_of(view: McpView, invocation: list[str]) -> bool:
+    """Whether the result's `invocation` is the statement's as an MCP result cuts it to its
+    budget: its first words, each cut to a prefix and `…`, and `invocationOmitted` the count
+    of the rest (`mcp_view.fitted`); from an older jigcmd, the count the list's last item."""
+    shown = view.invocation
+    if view.invocation_omitted is None:
+        # Read as that result's words read it: an argument shaped like one is an argument.
+        more = cut_count(shown, invocation)
+        kept = shown[:-1] if more else shown
+    else:
+        more, kept = view.invocation_omitted, shown
+    if more < 0 or len(kept) + more != len(invocation):
         return False
     return all(
         arg == full or (arg.endswith("…") and full.startswith(arg[:-1]) and len(full) >= len(arg))
         for arg, full in zip(kept, invocation, strict=False)
-    ) and len(kept) <= len(invocation)
+    )

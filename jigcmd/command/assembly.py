@@ -371,6 +371,9 @@ async def _open_state(settings: FrontSettings) -> tuple[Host, Ownership, Signing
     except BaseException:
         ownership.close()
         raise
+    if key.replaced is not None:
+        # `verify` without --key trusted that file: what it held is said, not lost unsaid.
+        logger.warning("%s: written again with its own", key.replaced)
     return host, ownership, key
 
 

@@ -10,6 +10,7 @@ candidate may not need what is missing). Pure.
 
 from __future__ import annotations
 
+import posixpath
 import re
 import shlex
 import tomllib
@@ -17,6 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from jigcmd.command.packagejson import read_manifest
+from jigcmd.command.testimports import ALIASES, TestServed, served_by_tests
 from jigcmd.errors import bounded
 from jigcmd.policy.imports import (
     PackageImports,
@@ -76,11 +78,12 @@ def _run_settings(text: str) -> list[str]:
     return [key for key in document if key not in ("test", "install")]
 
 
-# Whether a package is in the host's node_modules/, where `bun build` would find it.
-Installed = Callable[[str], bool]
+# Whether a package is in the host's node_modules/ where Bun looks for it from the importing
+# file (package name, importing file), where `bun build` would find it.
+Installed = Callable[[str, str], bool]
 
 
-def _anywhere(name: str) -> bool:
+def _anywhere(name: str, importer: str) -> bool:
     """Every package counts as installed on the host when the caller cannot tell."""
     return True
 
@@ -90,25 +93,31 @@ def dependencies_note(
     commands: Sequence[str] = (),
     installed: Installed = _anywhere,
     runner: str | None = None,
+    tests: Sequence[str] = (),
 ) -> str | None:
     """The sentence for the declared packages some candidate file imports by name, which
     will not be there: each comes from node_modules/, never sent, and nothing installs it.
 
     A package nothing imports (a linter, `typescript`) is not named: no command loads it;
     nor is one the root tsconfig.json maps to a path (`compilerOptions.paths`), which Bun
-    resolves without node_modules/.
+    resolves without node_modules/, nor a Node built-in (`events`), nor what `bun test`
+    maps in the files only `tests` (of the `commands`) load (`vitest`, `testimports.py`).
+    A package such tests mock by name is named without saying its imports fail: that
+    depends on when they run.
     Files that compute what they import are named, since what they load is unknown. Given
     the files the commands name (`commands`; `runner`, the one command's name, when they
     are one command's), the files named are those the commands run or import, and when
     those import none of the packages (a Binding that runs bundles), the note says so
     instead of that the imports fail. The bundling example is for the first of the
-    `commands`' files that reaches an import of packages all `installed` on the host
-    (`bun build` there fails on one that is not).
+    `commands`' files that reaches an import of packages all `installed` on the host, as
+    Bun resolves them from each importing file (`bun build` there fails on one that is
+    not), and never for one that reaches a mocked package.
     """
     external, workspace = _declared(files)
     if not external and not workspace:
         return None
-    found = package_imports(files)
+    served = served_by_tests(files, package_imports(files), commands, tests)
+    found = served.found
     mapped = _mapped(files.get("tsconfig.json", ""))
     wanted = [name for name in found.importers if not _is_mapped(name, mapped)]
     used = [name for name in external if name in wanted]
@@ -116,12 +125,7 @@ def dependencies_note(
     if not used and not local:
         return _computed_note(external + workspace, found)
     names = used + local
-    # Bit i of a file's mark: it imports names[i]; what each file reaches, in one walk from
-    # the commands' files (whose keys are then every file they run or import).
-    marks: dict[str, int] = {}
-    for bit, name in enumerate(names):
-        for path in found.importers[name]:
-            marks[path] = marks.get(path, 0) | 1 << bit
+    marks = _marks(names, found, served, installed)
     reached = reached_marks(files, tuple(commands) or sorted(marks), marks)
     ran = found.within(reached.keys()) if commands else found
     run = [name for name in names if ran.importers.get(name)]
@@ -131,14 +135,43 @@ def dependencies_note(
     if not run:  # only a file computing what it imports is run: what it loads is unknown
         ran, run = found, names
     candidates = (*commands, *sorted(path for path in marks if path in reached))
-    bundle = _Bundle(reached, names, candidates, installed)
+    bundle = _Bundle(reached, names, candidates, served)
+    who = "candidate files" if not commands else _loaders(runner)
+    mocks = _mocks_clause([name for name in run if name in served.mockers], served)
+    asserted = [name for name in run if name not in served.mocked]
+    if not asserted:
+        shown = _parts([n for n in used if n in run], [n for n in local if n in run], ran)
+        return _mocked_note(shown, who=who, mocks=mocks)
     return _missing_note(
         ran,
-        [name for name in used if name in run],
-        [name for name in local if name in run],
-        who="candidate files" if not commands else _loaders(runner),
-        fix=_bundling(bundle, ran, run, commands) + _unrun(names, run, found, runner),
+        [name for name in used if name in asserted],
+        [name for name in local if name in asserted],
+        who=who,
+        bundling=_bundling(bundle, ran, asserted, commands),
+        rest=_unrun(names, run, found, runner) + (f"; {mocks}" if mocks else ""),
     )
+
+
+def _marks(
+    names: list[str], found: PackageImports, served: TestServed, installed: Installed
+) -> dict[str, int]:
+    """Each importing file's mark: bit i, it imports `names[i]`; bit n + i (n names), the
+    host has no `names[i]` where Bun would look from that file; bit 2n, it imports what
+    only `bun test` maps (`vitest`), which a bundle cannot keep."""
+    n = len(names)
+    marks: dict[str, int] = {}
+    # Whether a package is there depends on the importing file's directory: asked once each.
+    lookups: dict[tuple[str, str], bool] = {}
+    for bit, name in enumerate(names):
+        for path in found.importers[name]:
+            place = (name, posixpath.dirname(path))
+            if place not in lookups:
+                lookups[place] = installed(name, path)
+            lacks = 0 if lookups[place] else 1 << (n + bit)
+            marks[path] = marks.get(path, 0) | 1 << bit | lacks
+    for path in served.aliasing:
+        marks[path] = marks.get(path, 0) | 1 << (2 * n)
+    return marks
 
 
 def _unrun(names: list[str], run: list[str], found: PackageImports, runner: str | None) -> str:
@@ -186,17 +219,51 @@ def _parts(used: list[str], local: list[str], found: PackageImports) -> str:
 
 
 def _missing_note(
-    found: PackageImports, used: list[str], local: list[str], *, who: str, fix: str
+    found: PackageImports,
+    used: list[str],
+    local: list[str],
+    *,
+    who: str,
+    bundling: str,
+    rest: str,
 ) -> str:
-    """The sentence for packages that files which run import: those imports fail."""
+    """The sentence for packages that files which run import: those imports fail. The fix
+    offers `bundling` ("" for none) last, then says `rest` ("; …" each)."""
     also = f" ({_computes(found)} too)" if found.computed else ""
+    paths = 'map a workspace package to its source with tsconfig.json "compilerOptions.paths"'
+    ways = f"{paths}, or {bundling}{rest}" if bundling else f"or {paths}{rest}"
     return (
         f"package.json declares {_parts(used, local, found)} that {who} import{also}: none "
         "is installed when a command runs (node_modules/ is never sent, nothing is installed, "
         "there is no network), so those imports fail unless the candidate holds the source: "
-        "vendor it into the project, map a workspace package to its source with "
-        f'tsconfig.json "compilerOptions.paths", or {fix} '
-        "(docs/binding.md#dependencies-and-workspaces)"
+        f"vendor it into the project, {ways} (docs/binding.md#dependencies-and-workspaces)"
+    )
+
+
+def _mocks_clause(mocked: list[str], served: TestServed) -> str:
+    """What to know of the packages of `mocked`, which tests replace by name: whether an
+    import of one loads depends on when it runs; never bundle what imports it."""
+    if not mocked:
+        return ""
+    mockers = sorted({path for name in mocked for path in served.mockers[name]})
+    one = len(mocked) == 1
+    it = "it" if one else "them"
+    return (
+        f"{_some(mocked)} {'is' if one else 'are'} replaced by name in {_some(mockers)} "
+        f"(mock.module): an import of {it} that runs after that call gets the mock, one that "
+        "runs before it (a static import in the test file, or in a file the test imports "
+        f"statically) finds no package; do not bundle a test that loads {it}: a bundle holds "
+        "the real package, which the mock then no longer replaces"
+    )
+
+
+def _mocked_note(parts: str, *, who: str, mocks: str) -> str:
+    """The sentence for packages that only tests load, each replaced by name in a test
+    (`mocks`): nothing installs them, and whether their imports load depends on when."""
+    return (
+        f"package.json declares {parts} that {who} import: none is installed when a command "
+        "runs (node_modules/ is never sent, nothing is installed, there is no network), but "
+        f"{mocks} (docs/binding.md#dependencies-and-workspaces)"
     )
 
 
@@ -250,12 +317,15 @@ def bundle_command(path: str) -> str:
 
 
 def posture_notes(
-    files: Mapping[str, str], commands: Sequence[str] = (), installed: Installed = _anywhere
+    files: Mapping[str, str],
+    commands: Sequence[str] = (),
+    installed: Installed = _anywhere,
+    tests: Sequence[str] = (),
 ) -> list[str]:
     """Every note that applies to the candidate `files` (`commands`: the files the commands
-    name; `installed`: whether the host has a package, for the bundling example), in a fixed
-    order."""
-    notes = (bunfig_note(files), dependencies_note(files, commands, installed))
+    name, `tests` those `bun test` runs; `installed`: whether the host has a package, for
+    the bundling example), in a fixed order."""
+    notes = (bunfig_note(files), dependencies_note(files, commands, installed, tests=tests))
     return [note for note in notes if note is not None]
 
 
@@ -302,22 +372,38 @@ def _who(names: list[str], found: PackageImports) -> str:
 
 @dataclass(frozen=True)
 class _Bundle:
-    """What the bundling example is chosen from: what each file reaches (bit i: `names[i]`),
-    the files to bundle in order of preference, and whether the host has a package."""
+    """What the bundling example is chosen from: what each file reaches (`_marks`), the
+    files to bundle in order of preference, and what tests do with packages (`served`)."""
 
     reached: Mapping[str, int]
     names: list[str]
     candidates: tuple[str, ...]
-    installed: Installed
+    served: TestServed
+
+    @property
+    def packages(self) -> int:
+        return (1 << len(self.names)) - 1
+
+    def lacking(self, mark: int) -> list[str]:
+        """The packages of `mark` the host has not where Bun looks from the importer."""
+        lacks = mark >> len(self.names) & self.packages
+        return [name for bit, name in enumerate(self.names) if lacks & 1 << bit]
+
+    def aliases(self, mark: int) -> bool:
+        """Whether `mark`'s file reaches an import only `bun test` maps (`vitest`)."""
+        return bool(mark >> (2 * len(self.names)) & 1)
 
 
 def _bundling(
     bundle: _Bundle, found: PackageImports, names: list[str], commands: Sequence[str]
 ) -> str:
     """`bundle on the host, `bun build …`, and name the bundle instead`, for a file whose
-    packages the host has; else said to need `bun install` first. Never the `bun build`
-    of a bundle a command already runs: building it the same way again changes nothing."""
-    path, lacking = _to_bundle(bundle)
+    packages the host has; else said to need `bun install` first, or to import `bun:test`
+    first. Never the `bun build` of a bundle a command already runs: building it the same
+    way again changes nothing; nor of a file reaching a mocked package."""
+    path = _to_bundle(bundle)
+    if path is None:  # every file importing one reaches a mocked package too
+        return ""
     if path in commands and path.startswith(_BUNDLES):
         imported = [name for name in names if path in found.importers.get(name, ())]
         return (
@@ -325,13 +411,24 @@ def _bundling(
             f"{_some(imported or names)}, which it still imports by name"
         )
     build = f"`{bundle_command(path)}`"
+    mark = bundle.reached[path]
+    first = (
+        f"import bun:test in place of {' and '.join(ALIASES)} in what {path} loads (`bun test` "
+        "maps them in the files it runs, never in a bundle), then "
+        if bundle.aliases(mark)
+        else ""
+    )
+    lacking = bundle.lacking(mark)
     if lacking:
         return (
-            f"bundle on the host once `bun install` has put {_some(lacking)} in its "
+            f"{first}bundle on the host once `bun install` has put {_some(lacking)} in its "
             f"node_modules/ (not there now, so {build} cannot resolve "
             f"{'it' if len(lacking) == 1 else 'them'}), and name the bundle instead"
         )
-    absent = [name for name in names if not bundle.installed(name)]
+    missing = 0
+    for value in bundle.reached.values():
+        missing |= value
+    absent = [name for name in bundle.lacking(missing) if name in names]
     unbundled = (
         f"; {_some(absent)} {'is' if len(absent) == 1 else 'are'} not in the host's "
         "node_modules/ either: `bun install` first to bundle a file importing "
@@ -339,23 +436,24 @@ def _bundling(
         if absent
         else ""
     )
-    return f"bundle on the host, {build}, and name the bundle instead{unbundled}"
+    return f"{first}bundle on the host, {build}, and name the bundle instead{unbundled}"
 
 
-def _to_bundle(bundle: _Bundle) -> tuple[str, list[str]]:
-    """The first candidate reaching a package whose packages are all installed, with none
-    lacking; else the first reaching any, with the ones it lacks."""
-    names, reached = bundle.names, bundle.reached
-    lacks = sum(1 << bit for bit, name in enumerate(names) if not bundle.installed(name))
-    first = ""
+def _to_bundle(bundle: _Bundle) -> str | None:
+    """The first candidate reaching a package, with every package it reaches installed and
+    no import only `bun test` maps; else the first reaching any; never a file only tests
+    load that reaches a package a test mocks (None when every one is such a file)."""
+    names, served = bundle.names, bundle.served
+    mocked = sum(1 << bit for bit, name in enumerate(names) if name in served.mockers)
+    first = None
     for path in bundle.candidates:
-        mark = reached.get(path, 0)
-        if mark and not mark & lacks:
-            return path, []
-        first = first or (path if mark else "")
-    assert first  # every importer reaches its own import
-    mark = reached[first]
-    return first, [name for bit, name in enumerate(names) if mark & lacks & 1 << bit]
+        mark = bundle.reached.get(path, 0)
+        if not mark & bundle.packages or (path in served.only and mark & mocked):
+            continue
+        if not bundle.lacking(mark) and not bundle.aliases(mark):
+            return path
+        first = first or path
+    return first
 
 
 def _mapped(tsconfig: str) -> list[str]:

@@ -32,7 +32,12 @@ def call_notes(valid: ValidRequest) -> tuple[str, ...]:
         *manifest_notes(files),
         snapshot_note(files, tests=command.paths) if tests else None,
         bunfig_note(files, tests=tests),
-        dependencies_note(_reached(files, command.paths), command.paths, runner=command.name),
+        dependencies_note(
+            _reached(files, command.paths),
+            command.paths,
+            runner=command.name,
+            tests=command.paths if tests else (),
+        ),
     )
     return tuple(note for note in notes if note is not None)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import AsyncIterator, Callable, Mapping
 
 import anyio
@@ -31,6 +32,8 @@ class Catalog:
         # Hashing the Bun binary is deferred to the first call (or a warm-up), off the
         # server's path to its first answer.
         self._runtime_check = runtime_check
+        # `warm_up` (a worker thread) and `readmit` (the loop) replace the admission under it.
+        self._replacing = threading.Lock()
         # Set (and replaced) when `readmit` changes the catalog.
         self._changed: anyio.Event | None = None
 
@@ -53,9 +56,10 @@ class Catalog:
         Calls already running keep the plan they were admitted with.
         """
         before = self.tools()
-        self._commands = dict(commands)
-        self._admission = admission
-        self._runtime_check = runtime_check
+        with self._replacing:
+            self._commands = dict(commands)
+            self._admission = admission
+            self._runtime_check = runtime_check
         changed = self.tools() != before
         if changed and self._changed is not None:
             self._changed.set()
@@ -77,9 +81,15 @@ class Catalog:
 
     def warm_up(self) -> None:
         """Run the deferred runtime admission check now (from a worker thread)."""
-        if self._runtime_check is not None and self._admission.admitted:
-            self._admission = self._runtime_check()
-            self._runtime_check = None
+        check = self._runtime_check
+        if check is not None and self._admission.admitted:
+            admission = check()
+            # A `readmit` while it hashed (drift, a new lock) stands: the check was of the
+            # admission it replaced, and would otherwise admit a drifted Binding again.
+            with self._replacing:
+                if self._runtime_check is check:
+                    self._admission = admission
+                    self._runtime_check = None
 
     async def check_admission(self, command: object) -> None:
         """Raise `UNAVAILABLE` unless the Binding is admitted (a lock, no drift), whatever input."""

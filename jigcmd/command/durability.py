@@ -4,7 +4,7 @@ The service asks it, in order: is the operation known (`known_or`), take a slot 
 run under the row (`run`: the row is written at admission, the envelope and the evidence
 recorded along the way, the row closed with the result or the failure), `release`. A call
 without an operation signature keeps no row; one without a state directory keeps nothing.
-A call admission or validation refuses is still answered from a closed row (`recorded_or`).
+A call admission or validation refuses still joins or replays a known operation (`answered_or`).
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ import msgspec
 from jigcmd import trace
 from jigcmd.cancel import CancelSignal
 from jigcmd.command.failures import internal_error
+from jigcmd.command.sharing import Arrival
 from jigcmd.durable.evidencesync import RecordedEvidence
 from jigcmd.durable.ownership import Began, Ownership
 from jigcmd.envelope.api import Assigned, Ending, EnvelopeIdentity, Hooks, Ticket, Withdrawn
@@ -30,7 +31,7 @@ from jigcmd.plan import RunPlan, plan_digest
 from jigcmd.protocol.commands import RunResult
 from jigcmd.server.backend import PROGRESS_EVERY_S, Owned, Progress
 
-__all__ = ["Durability", "Execute", "SignEnding", "recorded_or"]
+__all__ = ["Durability", "Execute", "SignEnding", "answered_or"]
 
 # Runs the plan with this call's ticket and hooks (the service's own execute).
 Execute = Callable[[Ticket, Hooks | None], Awaitable[RunResult]]
@@ -161,8 +162,12 @@ class Durability:
         cancel: CancelSignal,
         sign: SignEnding | None = None,
         digest: Callable[[], str] | None = None,
+        deadline_unix_ms: int | None = None,
     ) -> RunResult:
         """Run `execute` under this call's row: opened at admission, closed with its end.
+
+        `deadline_unix_ms` is the row's deadline: the statement's `startedOn` plus the
+        ceiling (or the caller's earlier one), the same instant the plan's deadline is.
 
         `digest` gives `plan_digest(plan)`, the caller's own when it needs it too; it is
         asked for only at admission, after the launch is sent (off the path to the launch).
@@ -180,7 +185,14 @@ class Durability:
         )
         hooks = None
         if self.durable:
-            hooks = self._hooks(plan, digest or partial(plan_digest, plan), evidence, cancel, sign)
+            hooks = self._hooks(
+                plan,
+                digest or partial(plan_digest, plan),
+                evidence,
+                cancel,
+                sign,
+                deadline_unix_ms=deadline_unix_ms,
+            )
         try:
             result = await execute(ticket, hooks)
         except Withdrawn:
@@ -221,6 +233,8 @@ class Durability:
         evidence: Callable[[Ending], Evidence],
         cancel: CancelSignal,
         sign: SignEnding | None,
+        *,
+        deadline_unix_ms: int | None,
     ) -> Hooks:
         ownership, signature = self._ownership, self._signature
         assert ownership is not None and signature is not None
@@ -244,6 +258,7 @@ class Durability:
                 # A join of a row begun elsewhere: the operation runs there (a busy session
                 # says "is still running").
                 joined=self._owned,
+                deadline_unix_ms=deadline_unix_ms,
             )
             self._began = isinstance(known, Began)
             self._replayed = None if isinstance(known, Began) else known
@@ -276,21 +291,49 @@ class Durability:
         return Hooks(admit=admit, on_started=on_started, on_ended=on_ended)
 
 
-async def recorded_or(
-    ownership: Ownership | None, refusal: JigError, key: tuple[str, str], signature: str | None
+async def answered_or(
+    refusal: JigError,
+    arrival: Arrival,
+    ownership: Ownership | None,
+    *,
+    deadline: float,
+    deadline_unix_ms: float,
+    cancel: CancelSignal,
+    progress: Progress | None,
+    joined: Owned | None = None,
 ) -> RunResult:
-    """A closed operation's recorded answer; else raise `refusal` (nothing ran).
+    """A refused call's operation if it is known, else raise `refusal` (nothing ran).
 
-    A recorded row of another request is `OPERATION_CONFLICT`, as it is without the refusal.
-
-    Asked when admission or validation refuses a call: a recorded operation runs nothing, so
-    neither a drifted Binding nor one no longer naming its command keeps it from its answer
-    (within a session it is replayed from memory all the same). `key`: (root run, op id).
+    Asked when admission or validation refuses a call: a known operation runs nothing here,
+    so neither a drifted Binding nor one no longer naming its command keeps it from its
+    answer. Running here, it is joined as one more waiter (`arrival`); running in another
+    process of the run, it is joined through the journal until this caller's `deadline`
+    (monotonic) or `cancel`; recorded, it is replayed. A row of another request is
+    `OPERATION_CONFLICT`, as it is without the refusal.
     """
-    root_run, operation_id = key
+    if arrival.running():
+        # No await from the look to the join: the work cannot end unjoined meanwhile.
+        return await arrival.attend(
+            deadline=deadline,
+            deadline_unix_ms=deadline_unix_ms,
+            cancel=cancel,
+            progress=progress,
+            work=partial(_nothing_to_run, refusal),
+        )
+    root_run, operation_id = arrival.key
+    signature = arrival.signature
     if ownership is None or signature is None or not root_run:
         raise refusal
-    found = await ownership.lookup(operation_id, signature, root_run=root_run, closed_only=True)
+    found = await ownership.lookup(
+        operation_id, signature, root_run=root_run, deadline=deadline, cancel=cancel, joined=joined
+    )
     if found is None:
         raise refusal
     return found
+
+
+async def _nothing_to_run(
+    refusal: JigError, cancel: CancelSignal, progress: Progress | None
+) -> RunResult:
+    """The work of a refused call: none (it only ever joins work already running)."""
+    raise refusal

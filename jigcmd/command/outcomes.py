@@ -16,7 +16,7 @@ from jigcmd.envelope.api import CapturedStream, Ending, RunOutcome, enforced
 from jigcmd.evidence import Evidence, ResourceReport, decode_output
 from jigcmd.plan import RunPlan
 from jigcmd.policy.request import ValidRequest
-from jigcmd.protocol.bunconsole import no_test_ran
+from jigcmd.protocol.bunconsole import command_files, no_test_ran
 from jigcmd.protocol.commands import OutputEnds, StreamEnd, TestResults
 
 __all__ = ["EvidenceOf", "Sign", "evidence_of", "output_ends", "signer", "tests_of"]
@@ -147,7 +147,13 @@ class _RunSigner:
         # Why the report the plan asked for is not there: the statement says it as the
         # unsigned `tests.problem` does.
         missing = "" if tests is None else tests.problem
-        return junit or self._console(made.stderr.text, made.exit_code, _tail(stderr), missing)
+        return junit or self._console(
+            made.stderr.text,
+            made.exit_code,
+            _tail(stderr),
+            missing,
+            test_files=command_files(made.invocation),
+        )
 
 
 def tests_of(plan: RunPlan, outcome: RunOutcome, made: Evidence) -> TestResults | None:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import errno
 import os
+import posixpath
 import shlex
 import stat
 from collections.abc import Callable, Mapping, Sequence
@@ -90,11 +91,12 @@ class ProjectFiles:
     # Why no file counted as tracked, though the directory is in a git work tree.
     index_note: str | None = None
 
-    def has_package(self, name: str) -> bool:
-        """Whether `node_modules/<name>` is at the root or above, where Bun resolves it."""
-        return any(
-            (where / "node_modules" / name).is_dir() for where in (self.root, *self.root.parents)
-        )
+    def has_package(self, name: str, importer: str = "") -> bool:
+        """Whether `node_modules/<name>` is where Bun resolves it from the file `importer`:
+        in its directory or one above, up to the root and past it (a workspace member's
+        own `apps/cli/node_modules/`, where `bun install` links its packages, included)."""
+        start = Path(os.path.abspath(self.root / posixpath.dirname(importer)))
+        return any((where / "node_modules" / name).is_dir() for where in (start, *start.parents))
 
     def sizes(self) -> dict[str, int]:
         """Every file that would be sent, by path, with its size in UTF-8 bytes."""
@@ -134,8 +136,9 @@ class ProjectFiles:
     def note(self) -> str | None:
         """One line: what was left out and why, and what is sent; None when nothing was."""
         # What a candidate file imports from: what git ignores (sent again by a negated
-        # --exclude) or a reserved directory (never sent: what it holds must move).
-        leading = (*_GIT_IGNORED, RESERVED)
+        # --exclude), a reserved directory or a path starting with '.' (never sent: what it
+        # holds must move) or a binary file (never sent: made some other way).
+        leading = (*_GIT_IGNORED, RESERVED, DOT, BINARY)
         left_out = [path for reason in leading for path in self.left_out.get(reason, [])]
         imported = left_out_imports(self.files, frozenset(left_out))
         groups = []
@@ -176,9 +179,11 @@ def _reason(pattern_file: str | None) -> str | None:
 def _how_back(reason: str, paths: list[str], imported: Mapping[str, tuple[str, str]]) -> str:
     """How to send what git's ignore rules left out: a negated `--exclude` naming it, for
     the first of `paths` a candidate file imports (`imported`: entry → importer, path),
-    else for the first of them."""
+    else for the first of them; for what no `--exclude` sends, what to do instead."""
     if reason == RESERVED:
         return _how_out(paths, imported)
+    if reason in (DOT, BINARY):
+        return _how_else(reason, paths, imported)
     if reason not in _GIT_IGNORED:
         return ""
     needed = [path for path in paths if path in imported]
@@ -213,6 +218,29 @@ def _how_out(paths: list[str], imported: Mapping[str, tuple[str, str]]) -> str:
         f"; {importer} imports {bounded(target)}, left out: move {directory}{moved} out of "
         f"{reserved}/ (to {vendor}{moved}, say) and import it from there{others}"
     )
+
+
+def _how_else(reason: str, paths: list[str], imported: Mapping[str, tuple[str, str]]) -> str:
+    """What to do about a file a candidate file imports from one of `paths` that no
+    `--exclude` sends: a path starting with '.' moved to one that does not (`.config/` to
+    `config/`), a binary file made another way; "" when none is imported."""
+    needed = [path for path in paths if path in imported]
+    if not needed:
+        return ""
+    importer, target = imported[needed[0]]
+    if reason == DOT:
+        moved = needed[0].lstrip(".")
+        say = f" ({moved}, say)" if moved.strip("/") else ""
+        fix = (
+            f"move {needed[0]} to a path that does not start with '.'{say} and import it from there"
+        )
+    else:
+        fix = (
+            "a binary file cannot be sent (a candidate carries text only): have the command "
+            "generate it when it runs, or use a text form of it"
+        )
+    others = f"; candidate files import {', '.join(needed[1:3])} too" if needed[1:] else ""
+    return f"; {importer} imports {bounded(target)}, left out: {fix}{others}"
 
 
 def _negated(path: str) -> str:

@@ -89,6 +89,10 @@ class Scaffold:
         """Every file the commands name: the candidate must send them."""
         return tuple(path for _, paths in self.commands.values() for path in paths)
 
+    def tests(self) -> tuple[str, ...]:
+        """The files the test commands name: `bun test` runs them."""
+        return tuple(p for kind, paths in self.commands.values() if kind == "test" for p in paths)
+
 
 def plan_scaffold(project: ProjectFiles, name: str | None = None) -> Scaffold:
     """The commands found in `project`'s candidate; `ScaffoldError` when there are none."""

@@ -19,7 +19,7 @@ from jigcmd.cancel import CancelSignal
 from jigcmd.clock import unix_ms
 from jigcmd.command.callnotes import call_notes
 from jigcmd.command.catalog import AdmissionCheck, Catalog
-from jigcmd.command.durability import Durability, Execute, recorded_or
+from jigcmd.command.durability import Durability, Execute, answered_or
 from jigcmd.command.execution import execute
 from jigcmd.command.failures import before_dispatch
 from jigcmd.command.keeping import keep_result, keep_stopped
@@ -61,7 +61,6 @@ class _Call:
     wait_for_slot: bool
     owned: Owned | None
     trace_context: dict[str, str] | None
-    detailed: bool
     begun: float
     # When the run's deadline started (Unix ms): its statement's `startedOn`.
     started_unix_ms: int
@@ -194,9 +193,10 @@ class CommandService:
     ) -> RunResult:
         """Check admission, validate, plan and execute one call; see `CommandBackend.run`.
 
-        `detailed`: a test command's per-test results (MCP, `jigcmd run --json`), and unless
-        `keep_resources` says otherwise the run's resources kept for `resources/read` (MCP);
-        Run/1 asks for neither.
+        `detailed`: a test command's per-test results in the answer (MCP, `jigcmd run --json`),
+        and unless `keep_resources` says otherwise the run's resources kept for
+        `resources/read` (MCP); Run/1 asks for neither. Every test command's run has Bun write
+        its JUnit report all the same: its signed test result is read from it (`_plan`).
         """
         trace.mark("service: run")
         begun = time.monotonic()
@@ -221,7 +221,21 @@ class CommandService:
                     valid = self.catalog.validate(input)
                     notes = call_notes(valid) if detailed else ()
                 except JigError as refusal:
-                    result = await recorded_or(self._ownership, refusal, key, signature)
+                    # The Binding is checked only for what would run: a known operation is
+                    # joined or replayed all the same, and nothing runs either way.
+                    deadline, started = self._deadline(deadline_unix_ms)
+                    result = await answered_or(
+                        refusal,
+                        arrival,
+                        self._ownership,
+                        deadline=deadline,
+                        deadline_unix_ms=unix_deadline_ms(
+                            started, deadline_unix_ms, self._root_deadline
+                        ),
+                        cancel=cancel,
+                        progress=progress,
+                        joined=owned,
+                    )
                     return await self._answer(result, detailed, keep, scope, operation_id)
                 call = _Call(
                     # The statement names the lock that admitted this call, not one read while
@@ -235,7 +249,6 @@ class CommandService:
                     wait_for_slot=wait_for_slot,
                     owned=owned,
                     trace_context=trace_context,
-                    detailed=detailed,
                     begun=begun,
                     started_unix_ms=started,
                     notes=notes,
@@ -362,9 +375,7 @@ class CommandService:
     ) -> RunResult:
         """Plan the run on its slot, execute it and close its row (`Durability.run`)."""
         operation_id = call.operation_id
-        plan = self._plan(
-            valid, operation_id, deadline, self._place(durability.slot), junit=call.detailed
-        )
+        plan = self._plan(valid, operation_id, deadline, self._place(durability.slot))
         # The plan's identity, for the journal's row and the signed statement alike:
         # worked out once, when the row is begun, after the launch is sent.
         digest = cache(partial(plan_digest, plan))
@@ -398,6 +409,11 @@ class CommandService:
             evidence=evidence,
             cancel=cancel,
             sign=None if sign is None else (lambda ending: sign(ending, None, None)),
+            # The row's deadline from the instant the statement names (`startedOn`): read
+            # back from the monotonic deadline at the row's begin, it came 1 ms short.
+            deadline_unix_ms=math.floor(
+                unix_deadline_ms(call.started_unix_ms, call.deadline_unix_ms, self._root_deadline)
+            ),
         )
 
     def answered(self) -> None:
@@ -443,9 +459,10 @@ class CommandService:
         operation_id: str,
         deadline: float,
         cpus: tuple[int, ...],
-        *,
-        junit: bool = False,
     ) -> RunPlan:
+        """The run's plan; a test command's has Bun write its JUnit report, whatever the front:
+        the signed test result names each test from it (`jigcmd.attest.testnames`), which the
+        console's lines cannot do exactly (a name's line breaks, a describe's " > ")."""
         return candidate_plan(
             bun=BUN_TARGET,
             runtime_binds=self._runtime.binds,
@@ -458,7 +475,7 @@ class CommandService:
             limits=self._limits,
             label=operation_id,
             cpus=cpus,
-            junit=junit,
+            junit=True,
         )
 
 

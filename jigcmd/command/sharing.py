@@ -20,7 +20,9 @@ id, joining through the journal: `OthersWaiting`). They are asked for only when 
 process's last waiter leaves, never on a call's own path: while one lives, that waiter is
 answered for itself alone and the work goes on, watched every `OTHERS_POLL_S` until none
 does (one left, or its process died), and then stopped as cancelled. A process whose
-coordinator is lost stops such work at once (`fence`): it cannot outlive its process.
+coordinator is lost stops such work at once (`fence`): it cannot outlive its process. Its
+waiters here are all cancelled with it, so none is told the work goes on for another: each
+is answered with how the work then ended, as the last waiter is.
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ import anyio
 import anyio.abc
 
 from jigcmd.cancel import CancelSignal
-from jigcmd.errors import Code, JigError
+from jigcmd.errors import Code, JigError, operation_conflict
 from jigcmd.protocol.commands import RunResult
 from jigcmd.server.backend import Progress
 
@@ -155,16 +157,14 @@ class SharedOperations:
                 return await work(cancel, progress)
             arrived = partial(self._arrived, key, signature)
             shared = _Shared(key[1], signature, deadline_unix_ms, arrived)
-            if others is not None and not self._fenced:
+            if self._fenced:
+                shared.fence()
+            elif others is not None:
                 shared.count_others(others, self._spawn)
             self._live[key] = shared
             self._tasks.start_soon(self._drive, key, shared, work)
         elif shared.signature != signature:
-            raise JigError(
-                Code.OPERATION_CONFLICT,
-                f"operationId {key[1]!r} was reused differently (a different request is "
-                "running under it)",
-            )
+            raise operation_conflict(key[1], running=True)
         return await shared.attend(deadline, deadline_unix_ms, cancel, progress)
 
     async def _drive(self, key: OperationKey, shared: _Shared, work: Work) -> None:
@@ -226,6 +226,20 @@ class Arrival:
             others=others,
         )
 
+    @property
+    def key(self) -> OperationKey:
+        """Its operation: (the caller's run, the operation id)."""
+        return self._key
+
+    @property
+    def signature(self) -> str | None:
+        """Its request's signature (None: it has no operation identity)."""
+        return self._signature
+
+    def running(self) -> bool:
+        """Whether its operation is in flight here now, which it may join."""
+        return self._signature is not None and self._operations.running(self._key)
+
     def withdraw(self) -> bool:
         """No longer count this call as arriving; whether it still was."""
         depart, self._depart = self._depart, None
@@ -263,14 +277,21 @@ class _Shared:
         self._spawn: Spawn | None = None
         # Whether a watch of other processes' waiters is on (`_watch_others`).
         self._watching = False
+        # Set once this process's coordinator is lost: every waiter here is being cancelled.
+        self._fenced = False
 
     def count_others(self, others: OthersWaiting, spawn: Spawn) -> None:
         """Count the waiters of other processes too, watched in tasks `spawn` starts."""
         self._others, self._spawn = others, spawn
 
     def fence(self) -> None:
-        """Count no other process's waiter from now on; stop the work if no waiter is here."""
+        """Count no other process's waiter from now on; stop the work if no waiter is here.
+
+        Each waiter here then leaves by its cancel and gets the work's outcome, not words
+        saying the work goes on: it cannot outlive this process (`attend`).
+        """
         self._others = None
+        self._fenced = True
         self.stop_if_abandoned()
 
     def finish(self) -> None:
@@ -299,6 +320,12 @@ class _Shared:
                 await self._until_done(cancel, deadline)
                 if self.done.is_set():
                     break
+                if self._fenced:
+                    # The coordinator is lost: every waiter here is cancelled with it, and
+                    # none is left for whom the work would go on. Each gets how it ended.
+                    self.stop.set()
+                    await self.done.wait()
+                    break
                 if not cancel.is_set() and deadline_unix_ms >= self.deadline_unix_ms:
                     deadline = math.inf  # the work ends by its own deadline, no later
                     continue
@@ -308,9 +335,10 @@ class _Shared:
                 kept = await self._kept_for_others()
                 if self.done.is_set():
                     break
-                if kept or self._others_here():
+                if (kept or self._others_here()) and not self._fenced:
                     raise self._left(cancelled=cancel.is_set())
-                # The last live waiter leaves: the work stops; this waiter gets its outcome.
+                # The last live waiter leaves (or the process was fenced meanwhile): the work
+                # stops; this waiter gets its outcome.
                 # By its deadline, the work is stopped as at a deadline (DEADLINE_EXCEEDED,
                 # `stopReason` `deadline`): nobody cancelled it.
                 self.stop.set("cancelled" if cancel.is_set() else "deadline")

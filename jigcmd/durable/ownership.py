@@ -39,7 +39,7 @@ from jigcmd.durable.slotqueue import SlotQueue
 from jigcmd.durable.statedir import prepare_state_dir
 from jigcmd.envelope.api import Assigned, EnvelopeIdentity
 from jigcmd.envelope.cgroups import CgroupBackend
-from jigcmd.errors import Code, JigError
+from jigcmd.errors import Code, JigError, operation_conflict
 from jigcmd.evidence import Evidence
 from jigcmd.journal.failures import call_refused, unusable, unwritable
 from jigcmd.journal.identity import identify
@@ -162,16 +162,14 @@ class Ownership:
         root_run: str,
         deadline: float = math.inf,
         cancel: CancelSignal | None = None,
-        closed_only: bool = False,
         joined: Joined | None = None,
     ) -> RunResult | None:
         """Answer a known operation from the journal without taking a slot; None if unknown.
 
         An operation still running elsewhere is joined until this caller's `deadline`
-        (monotonic) or `cancel` (`joined` is told as it joins); see `_join`. With
-        `closed_only` (the call was refused, so nothing may run or be joined) an open row, or
-        one a recovery pass has not finished (`recovery.pending`), is None; a row of another
-        signature is `OPERATION_CONFLICT` either way, as the id is taken by a different request.
+        (monotonic) or `cancel` (`joined` is told as it joins); see `_join`. A call the
+        Binding refused joins too: a join runs nothing. A row of another signature is
+        `OPERATION_CONFLICT`, as the id is taken by a different request.
         """
         row = await anyio.to_thread.run_sync(
             lambda: self.journal.get(operation_id, root_run=root_run)
@@ -179,9 +177,7 @@ class Ownership:
         if row is None:
             return None
         if row.signature != signature:
-            raise _conflict(operation_id)
-        if closed_only and (row.is_open or pending(row)):
-            return None  # not final yet, and a refused call is never joined (nor waits)
+            raise operation_conflict(operation_id, running=row.is_open)
         # A row recovery closed but has not fenced yet is joined too: its run may still live.
         if row.is_open or pending(row):
             row = await self._join(operation_id, root_run, deadline, cancel, joined)
@@ -222,11 +218,14 @@ class Ownership:
         cancel: CancelSignal | None = None,
         trace_context: dict[str, str] | None = None,
         joined: Joined | None = None,
+        deadline_unix_ms: int | None = None,
     ) -> RunResult | Began:
         """Record the operation before dispatch; or answer it from the journal.
 
         With `envelope` (the prepared envelope the launch went to) the new row names it
-        already (`running`); a new row keeps `plan_digest`, the identity of its plan.
+        already (`running`); a new row keeps `plan_digest`, the identity of its plan, and
+        `deadline_unix_ms`, the deadline as the call reckoned it from its start (else
+        `deadline` read back in Unix ms now, which rounds twice).
         `Began`: a new row was written and the caller dispatches. Otherwise the operation is
         known: its recorded result is replayed (or raised), an in-flight one is joined, an
         uncertain one is `UNCERTAIN`, a different request is `OPERATION_CONFLICT`.
@@ -246,7 +245,8 @@ class Ownership:
             if known is None:
                 raise JigError(Code.EXECUTION_FAILED, call_refused(refusal))
             return known
-        deadline_unix_ms = unix_ms() + int(max(0.0, deadline - time.monotonic()) * 1000)
+        if deadline_unix_ms is None:
+            deadline_unix_ms = unix_ms() + int(max(0.0, deadline - time.monotonic()) * 1000)
         new = NewRow(
             root_run=root_run,
             operation_id=operation_id,
@@ -276,7 +276,7 @@ class Ownership:
             await self._close_left_open()
             return Began(begun.row.created_unix_ms)
         if verdict == "conflict":
-            raise _conflict(operation_id)
+            raise operation_conflict(operation_id, running=begun.row.is_open)
         row = begun.row
         # A row recovery closed but has not fenced yet is not final (as in `lookup`).
         if verdict == "join" or pending(row):
@@ -466,11 +466,3 @@ def _cause(exc: BaseException) -> str:
     if isinstance(exc, OSError) and exc.strerror:
         return exc.strerror
     return str(exc) or type(exc).__name__
-
-
-def _conflict(operation_id: str) -> JigError:
-    return JigError(
-        Code.OPERATION_CONFLICT,
-        f"operationId {operation_id!r} was reused differently (a different request was "
-        "recorded under it)",
-    )

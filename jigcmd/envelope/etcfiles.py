@@ -15,7 +15,8 @@ the candidate traced from the host):
   only `lo`: `connect` fails with `ENETUNREACH` and the call at once with `ECONNREFUSED`.
 - `os.homedir()` and `os.userInfo()` (no `HOME` in the envelope) read the `passwd` entry of
   the uid the candidate runs as, which the kernel calls 0 inside its user namespace
-  (`idmap.INSIDE_ID`; host 65534, or the server's own uid rootless: neither is named here).
+  (`idmap.INSIDE_ID`; on the host the envelope's own leased uid, or the server's own uid
+  rootless, see hostids.py: neither is named here).
   Its home is `/tmp`, the scratch tmpfs: the one writable directory, gone with the envelope.
   Its shell is `/nonexistent`, which says what is true: the envelope holds no shell.
 """

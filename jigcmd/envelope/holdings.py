@@ -1,12 +1,13 @@
 """What one envelope holds in the kernel, and the one way it is let go of.
 
-An envelope holds its cgroup job (registered before it exists), pid 1 (its pid and pidfd),
-the three channels to pid 1 (control socket, status pipe, go pipe), pid 1's namespaces, the
-scratch root, the candidate's stdio until the go, and the envelope slot's lock. The rule this
-module owns: nothing of it is dropped unproved. The tree is killed, pid 1 reaped, the job
-removed only once the kernel confirms it empty (a cgroup that still holds a task cannot be
-removed), and only then is the registry entry dropped; what could not be proved is named.
-The namespaces are let go of last, after the answer (see `spawning.hold_namespaces`).
+An envelope holds its host ids' lease (hostids.py), its cgroup job (registered before it
+exists), pid 1 (its pid and pidfd), the three channels to pid 1 (control socket, status
+pipe, go pipe), pid 1's namespaces, the scratch root, the candidate's stdio until the go,
+and the envelope slot's lock. The rule this module owns: nothing of it is dropped
+unproved. The tree is killed, pid 1 reaped, the job removed only once the kernel confirms
+it empty (a cgroup that still holds a task cannot be removed), and only then are the
+registry entry dropped and the host ids let go of; what could not be proved is named. The
+namespaces are let go of last, after the answer (see `spawning.hold_namespaces`).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from typing import Protocol
 from jigcmd import trace
 from jigcmd.envelope import (
     cgroups,
+    hostids,
     idmap,
     oomscore,
     pid1,
@@ -60,6 +62,8 @@ class Holdings:
     def __init__(self, loop: Watcher, registration: Registration) -> None:
         self.loop = loop
         self.registration = registration
+        # The host uid and gid its 0 maps to, leased until the release proves it gone.
+        self.ids: hostids.HostIds | None = None
         self.job: cgroups.CgroupJob | None = None
         self.init_pid: int | None = None
         self.pidfd = -1
@@ -95,6 +99,10 @@ class Holdings:
             entry = f" entry {exc.filename}" if exc.filename else ""
             raise StepError(f"envelope registry{entry}", exc) from exc
         try:
+            self.ids = hostids.take(plan.profile)
+        except (hostids.HostIdError, OSError) as exc:
+            raise StepError("host ids", exc) from exc
+        try:
             self.job = job = backend.create(name, plan.limits)
         except (OSError, ValueError) as exc:
             raise StepError("cgroup", exc) from exc
@@ -127,8 +135,9 @@ class Holdings:
         self.namespaces = list(held.values())
         if "net" not in held:
             raise StepError("network namespace", "pid 1's network namespace cannot be opened")
+        assert self.ids is not None
         try:
-            idmap.write_id_maps(self.init_pid)
+            idmap.write_id_maps(self.init_pid, (self.ids.uid, self.ids.gid))
         except OSError as exc:
             raise StepError("user namespace id maps", exc) from exc
         os.write(self.go_w, b"g")
@@ -243,6 +252,11 @@ class Holdings:
         # it); they are freed when `close` drops the last reference.
         if not problems:
             self.registration.drop()
+            # Every process of the envelope is gone: its ids may serve another. Unproved,
+            # the lease stays held for the zygote's life.
+            if self.ids is not None:
+                hostids.let_go(self.ids)
+                self.ids = None
         return not problems, tuple(problems)
 
     def _removed_at_once(self, problems: list[str]) -> bool:

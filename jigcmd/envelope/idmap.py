@@ -1,13 +1,15 @@
-"""Who the envelope's uid/gid 0 is on the host: 65534 as root, the server's own ids without root."""
+"""Writing the envelope's user namespace maps: its uid/gid 0 is one host uid and gid.
+
+Which host ids those are (one leased per envelope as root, the server's own without root)
+is `hostids.py`'s choice.
+"""
 
 from __future__ import annotations
 
 import os
 
-__all__ = ["HOST_ID", "INSIDE_ID", "host_ids", "map_ids", "rootless", "write_id_maps"]
+__all__ = ["INSIDE_ID", "map_ids", "rootless", "write_id_maps"]
 
-# Inside the user namespace, uid/gid 0 is host 65534: unprivileged on the host.
-HOST_ID = 65534
 # The uid and gid pid 1 and the candidate have inside it (the envelope's /etc names them).
 INSIDE_ID = 0
 
@@ -17,16 +19,9 @@ def rootless() -> bool:
     return os.geteuid() != 0
 
 
-def host_ids() -> tuple[int, int]:
-    """The host uid and gid that the namespace's 0 maps to."""
-    # Without root, the kernel lets a process map exactly its own ids (and its gid only after
-    # setgroups is denied); the candidate then runs as the server's user on the host.
-    return (HOST_ID, HOST_ID) if not rootless() else (os.geteuid(), os.getegid())
-
-
-def write_id_maps(pid: int) -> None:
-    """Write the single-id uid and gid maps of the user namespace of `pid` (raises OSError)."""
-    map_ids(str(pid), inside=(INSIDE_ID, INSIDE_ID), outside=host_ids())
+def write_id_maps(pid: int, host: tuple[int, int]) -> None:
+    """Map the user namespace of `pid`'s 0 to host uid and gid `host` (raises OSError)."""
+    map_ids(str(pid), inside=(INSIDE_ID, INSIDE_ID), outside=host)
 
 
 def map_ids(process: str, *, inside: tuple[int, int], outside: tuple[int, int]) -> None:

@@ -71,8 +71,9 @@ def build_root(plan: RunPlan, sources: Mapping[str, int], memory_limit: str) -> 
     """Leave the calling process pivoted into the finished envelope root.
 
     `sources` maps each bind source to an O_PATH descriptor opened by pid 1 while it was
-    still host uid 0: init (host uid 65534) may lack search permission on the way to a
-    source (a venv under a 0700 home), but binding from the descriptor needs none.
+    still host uid 0: init (its envelope's own host uid, hostids.py) may lack search
+    permission on the way to a source (a venv under a 0700 home), but binding from the
+    descriptor needs none.
     `memory_limit` is the limit as the kernel reported it when the cgroup was made.
     """
     tree = Tree(_NEW)

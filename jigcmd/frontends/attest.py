@@ -272,6 +272,9 @@ def key(state_dir: Path | None, signing_key: Path | None) -> int:
         sys.stderr.write(f"jigcmd key: {exc}\n")
         return _UNUSABLE
     public = signing.public
+    if signing.replaced is not None:
+        # `verify` without --key trusted that file: what it held is said, not lost unsaid.
+        sys.stderr.write(f"jigcmd key: warning: {signing.replaced}: written again with its own\n")
     sys.stdout.buffer.write(public.pem)
     sys.stderr.write(f"key id: {public.keyid} ({signing.source})\n")
     return _OK

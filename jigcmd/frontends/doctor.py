@@ -21,7 +21,14 @@ from jigcmd.cancel import CancelSignal
 from jigcmd.command.failures import envelope_error
 from jigcmd.envelope import cgroupbase
 from jigcmd.envelope.api import EnvelopeFailure
-from jigcmd.frontends.diagnosis import container, containerfacts, hostfacts, probes, usernsgate
+from jigcmd.frontends.diagnosis import (
+    container,
+    containerfacts,
+    hostfacts,
+    hostidcheck,
+    probes,
+    usernsgate,
+)
 from jigcmd.frontends.diagnosis.delegation import delegation_check
 from jigcmd.frontends.diagnosis.procgate import proc_verdict
 from jigcmd.frontends.diagnosis.report import render
@@ -418,6 +425,7 @@ _CHECKS: tuple[tuple[str, Callable[[], Check]], ...] = (
     ("oom score", _oom_score),
     ("container", _container),
     ("user namespaces", userns_verdict),
+    (hostidcheck.NAME, hostidcheck.host_id_check),
     ("namespaces", _namespaces),
     ("cgroups", _cgroups),
     ("seccomp", _seccomp),

@@ -51,7 +51,7 @@ def init(
         *([note] if note is not None else []),
         *([snapshots] if snapshots is not None else []),
         *scaffold.notes,
-        *posture_notes(project.files, scaffold.needed(), project.has_package),
+        *posture_notes(project.files, scaffold.needed(), project.has_package, scaffold.tests()),
     ]
     for line in notes:  # made inert: each names the candidate's files
         sys.stderr.write(one_line(f"jigcmd init: {root}: {line}") + "\n")
@@ -87,9 +87,11 @@ def _as_evaluated(binding: Path, scaffold: Scaffold) -> ScriptResult:
 def _summary(binding: Path, scaffold: Scaffold, root: Path, excludes: Sequence[str]) -> str:
     count = len(scaffold.commands)
     lines = [f"jigcmd init: wrote {binding} with {count} reviewed command{'s' * (count != 1)}:"]
+    # One column for what each runs, past the longest name (`legacy-cjs`).
+    width = max([8, *map(len, scaffold.commands)])
     for command, (kind, paths) in scaffold.commands.items():
         shown = f"bun test {' '.join(paths)}" if kind == "test" else f"bun {paths[0]} ARGS…"
-        lines.append(f"  {command:<8} {shown}")
+        lines.append(f"  {command:<{width}} {shown}")
     package = root / BINDING_DIR / "flows" / scaffold.name
     lines.append(
         f"and the Flow package {package} (FLOW.md and the contract's exact descriptor copy)."

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from jigcmd.durable.host import open_host
+from jigcmd.durable.recovery import RecoveredRun, RecoveryReport
 from jigcmd.durable.recovery import recover as recover_runs
 from jigcmd.durable.recoverylock import WAIT_LIMIT
 from jigcmd.durable.statedir import StateDirError, default_state_dir
@@ -62,14 +63,25 @@ def recover(state_dir: Path | None, cgroup_base: str | None = None) -> int:
     except (JournalUnusable, SchemaError) as exc:
         sys.stderr.write(f"jigcmd recover: {exc}\n")
         return 2
+    _print_report(report)
+    return 0 if report.clean else 1
+
+
+def _print_report(report: RecoveryReport) -> None:
+    """Every thing the pass did or found, a line each; "nothing to recover" only if none."""
     for run in report.closed:
-        outcome = "cleanup complete" if run.cleanup_complete else "CLEANUP FAILED"
-        caller = f"run {run.root_run}" if run.root_run else "recorded before run ids"
-        print(
-            f"closed {run.operation_id} ({caller}; envelope {run.run_id}) as uncertain: {outcome}"
-        )
-        for problem in run.problems:
-            print(f"  problem: {problem}")
+        _print_run(run, "closed", " as uncertain")
+    for run in report.rechecked:
+        # A closed row whose cleanup was recorded failed (or not yet confirmed): proved again.
+        _print_run(run, "re-checked the cleanup of", ", recorded as not confirmed")
+    for name in report.envelopes_released:
+        print(f"released: envelope {name} of a dead server (its job proved empty and removed)")
+    for problem in report.envelope_problems:
+        print(f"  problem: {problem}")
+    for run_id in report.jarvis_closed:
+        print(f"closed jarvis run {run_id} as uncertain (its server is gone)")
+    for problem in report.jarvis_problems:
+        print(f"  problem: {problem}")
     for name in report.stale_jobs_removed:
         print(f"removed: cgroup job {name} (empty, left by a dead jigcmd, named by no journal)")
     if report.unowned_jobs:
@@ -81,6 +93,22 @@ def recover(state_dir: Path | None, cgroup_base: str | None = None) -> int:
             f"left alone: {count} {jobs} no row of this journal names ({names}): another "
             "state directory's or a live server's, not this recovery's business"
         )
-    if not report.closed:
+    acted = (
+        report.closed,
+        report.rechecked,
+        report.envelopes_released,
+        report.envelope_problems,
+        report.jarvis_closed,
+        report.jarvis_problems,
+        report.stale_jobs_removed,
+    )
+    if not any(acted):
         print("nothing to recover")
-    return 0 if report.clean else 1
+
+
+def _print_run(run: RecoveredRun, did: str, how: str) -> None:
+    outcome = "cleanup complete" if run.cleanup_complete else "CLEANUP FAILED"
+    caller = f"run {run.root_run}" if run.root_run else "recorded before run ids"
+    print(f"{did} {run.operation_id} ({caller}; envelope {run.run_id}){how}: {outcome}")
+    for problem in run.problems:
+        print(f"  problem: {problem}")

@@ -5,7 +5,8 @@ The directory is read as `run --files` reads it (`read_files`, `candidate_files`
 after `--`), and stdout gets JSON Lines to pipe into `jigcmd serve`: with `--protocol flow`
 one FLOW Run/1 `capability/call`; with `mcp` the `initialize` handshake, its
 `notifications/initialized` and one `tools/call`. Nothing runs, and no Binding, lock or
-state directory is read: `serve` checks the command against its own Binding. Exit 0, the
+state directory is read: `serve` checks the command against its own Binding (a refusal's
+fixes keep what the commands `jigcmd init` finds in the directory name or import). Exit 0, the
 lines written; 2, nothing written (the directory, the stdin file or the candidate is
 invalid, or `--operation-id` is not a Run/1 id; every problem on stderr, as `run` says them).
 """
@@ -21,6 +22,8 @@ import msgspec
 
 from jigcmd import __version__
 from jigcmd.command.bunposture import bunfig_note
+from jigcmd.command.projectdir import ProjectFiles
+from jigcmd.command.scaffold import ScaffoldError, plan_scaffold
 from jigcmd.errors import JigError
 from jigcmd.frontends.run import (
     build_request,
@@ -30,6 +33,7 @@ from jigcmd.frontends.run import (
     write_failure,
     write_notes,
 )
+from jigcmd.policy.binding import is_test_path
 from jigcmd.protocol import jsonrpc
 from jigcmd.protocol.mcp_era import OPERATION_ID_META
 
@@ -62,8 +66,9 @@ def request(
         project = read_files(files_dir, excludes)
         if isinstance(project, JigError):
             raise project
-        # No Binding here: the files its command names are `serve`'s to check.
-        files = candidate_files(project, (), command, _VERB)
+        # No Binding here: the files its command names are `serve`'s to check. A fix keeps
+        # what the commands `init` finds here name or import, never leaving out one of those.
+        files = candidate_files(project, _roots(project), "", _VERB)
         input = build_request(command, files, stdin_file, args)
     except JigError as exc:
         return write_failure(exc, as_json=False, verb=_VERB)
@@ -77,6 +82,15 @@ def request(
         lines = _mcp_calls(input, operation_id)
     sys.stdout.write("".join(msgspec.json.encode(line).decode() + "\n" for line in lines))
     return 0
+
+
+def _roots(project: ProjectFiles) -> tuple[str, ...]:
+    """The files the directory's commands start from, as `init` finds them (its tests and
+    entry points); its test files alone when `init` would refuse it."""
+    try:
+        return plan_scaffold(project).needed()
+    except ScaffoldError:
+        return tuple(path for path in project.files if is_test_path(path))
 
 
 def _operation_id(input: dict[str, object]) -> str:

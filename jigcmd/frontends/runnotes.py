@@ -46,7 +46,13 @@ def run_notes(
         unnamed_tests_note(files, commands, binding, lock) if tests else None,
         project.snapshot_note(command.paths) if tests else None,
         bunfig_note(files, tests=tests),
-        dependencies_note(files, command.paths, project.has_package, command.name),
+        dependencies_note(
+            files,
+            command.paths,
+            project.has_package,
+            command.name,
+            tests=command.paths if tests else (),
+        ),
     ]
     return [note for note in notes if note is not None]
 

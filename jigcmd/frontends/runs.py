@@ -16,7 +16,7 @@ from pathlib import Path
 
 import msgspec
 
-from jigcmd.durable.recovery import owner_gone
+from jigcmd.durable.recovery import owner_gone, pending
 from jigcmd.durable.statedir import (
     StateDirError,
     checked_state_dir,
@@ -35,6 +35,10 @@ __all__ = ["list_runs", "operation_view", "runs"]
 _failure = msgspec.json.Decoder(dict[str, object])
 # What an open operation whose server is gone waits for (`runs` fences nothing itself).
 _GONE = "owner gone; `jigcmd recover` fences it"
+# A row a recovery pass closed and was stopped before it proved the cleanup: not final.
+_PENDING = "not yet confirmed (a recovery pass was interrupted; `jigcmd recover` proves it)"
+# A cleanup not proved is proved again later, never assumed: by whom.
+_FAILED = "failed (not proved; its server's clean exit or `jigcmd recover` checks it again)"
 _trace = msgspec.json.Decoder(dict[str, str])
 
 
@@ -108,6 +112,7 @@ def operation_view(row: Row, *, gone: bool = False) -> dict[str, object]:
         "ownerGone": gone,
         "ending": _ending(row),
         "cleanup": row.cleanup,
+        "cleanupPending": pending(row),
         "envelope": row.run_id,
         "context": row.context,
         "created": _when(row.created_unix_ms),
@@ -146,10 +151,19 @@ def runs(state_dir: Path | None, *, run_id: str | None = None, as_json: bool = F
         print(f"run {name or '(recorded before run ids)'}: {len(operations)} operation(s)")
         for row, gone in operations:
             ending = _ending(row) or "-"
-            cleanup = row.cleanup or "-"
+            cleanup = _cleanup_words(row)
             state = f"{row.state} ({_GONE})" if gone else row.state
             print(
                 f"  {row.operation_id}  {state}  ending {ending}  cleanup {cleanup}  "
                 f"envelope {row.run_id}  created {_when(row.created_unix_ms)}"
             )
     return 0
+
+
+def _cleanup_words(row: Row) -> str:
+    """The row's cleanup as `runs` prints it, saying what a verdict not yet final waits for."""
+    if pending(row):
+        return _PENDING
+    if row.cleanup == "failed":
+        return _FAILED
+    return row.cleanup or "-"

@@ -18,6 +18,7 @@ from typing import Final
 from jigcmd.evidence import OUTPUT_CAP_BYTES, Evidence, ResourceReport
 from jigcmd.policy.planner import CEILING_SECONDS, ran_argv
 from jigcmd.protocol.commands import OutputEnds, StreamEnd
+from jigcmd.protocol.counts import counted
 from jigcmd.protocol.inert import one_line, visible
 from jigcmd.protocol.invocation import pasteable
 from jigcmd.protocol.junit import NAME_MAX, CtrfTest
@@ -101,9 +102,10 @@ def _after(end: StreamEnd) -> str:
     """What follows the kept text: all the bytes dropped, or how many are not shown and
     the last ones."""
     if end.tail_bytes >= end.dropped_bytes:
-        return f"the {end.dropped_bytes:,} bytes after them"
+        return f"the {counted(end.dropped_bytes, 'byte')} after them"
     unseen = end.dropped_bytes - end.tail_bytes
-    return f"{unseen:,} bytes after them not kept, then its last {end.tail_bytes:,} bytes"
+    last = counted(end.tail_bytes, "byte")
+    return f"{counted(unseen, 'byte')} after them not kept, then its last {last}"
 
 
 def _tests_line(tests: TestsView) -> str:

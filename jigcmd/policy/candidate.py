@@ -132,7 +132,7 @@ class _Needs:
         self._importers = dict(reached) if isinstance(reached, Mapping) else {}
         self.keep = {*needed, *reached}
         self.whose = f"{command!r}" if command else "the commands"
-        self.does, self.needs = ("does", "needs") if command else ("do", "need")
+        self.needs = "needs" if command else "need"
 
     def why(self, path: str) -> str:
         """`the command names it` or `test/a.test.ts imports it` ("" when it is not needed)."""
@@ -293,8 +293,9 @@ def _too_large(total: int, sizes: Mapping[str, int], why: _Needs) -> Problem:
     examples = ", ".join(f"{path} ({size:,} bytes)" for size, path in named)
     fix = "leave out large files with --exclude GLOB"
     if largest:
-        # "The largest" is of the files a fix may leave out, and says so when some are kept.
-        which = f" {why.whose} {why.does} not need" if why.keep else ""
+        # "The largest" is of the files a fix may leave out, and says so when some are kept:
+        # as what is known, no import of it, not "not needed" (a test may `Bun.file` it).
+        which = " that no command file imports" if why.keep else ""
         label = (
             f"the largest files{which}"
             if len(named) != 1

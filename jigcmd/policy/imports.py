@@ -18,6 +18,7 @@ import re
 from collections.abc import Iterable, Iterator, Mapping, Set
 from dataclasses import dataclass
 
+from jigcmd.policy.bunbuiltins import is_builtin
 from jigcmd.policy.sourcetext import SCAN_CHARS, blank, has_jsx, is_source
 from jigcmd.policy.tsconfigpaths import Aliases, Unknown
 
@@ -176,58 +177,6 @@ class Unfollowed:
     why: str
 
 
-# What Bun itself provides by a bare name (its `node:` modules and `bun`): no file.
-_BUILTINS = frozenset(
-    [
-        "assert",
-        "async_hooks",
-        "buffer",
-        "bun",
-        "child_process",
-        "cluster",
-        "console",
-        "constants",
-        "crypto",
-        "dgram",
-        "diagnostics_channel",
-        "dns",
-        "domain",
-        "events",
-        "fs",
-        "http",
-        "http2",
-        "https",
-        "inspector",
-        "module",
-        "net",
-        "os",
-        "path",
-        "perf_hooks",
-        "process",
-        "punycode",
-        "querystring",
-        "readline",
-        "repl",
-        "stream",
-        "string_decoder",
-        "sys",
-        "timers",
-        "tls",
-        "trace_events",
-        "tty",
-        "undici",
-        "url",
-        "util",
-        "v8",
-        "vm",
-        "wasi",
-        "worker_threads",
-        "ws",
-        "zlib",
-    ]
-)
-
-
 def unfollowed(files: Mapping[str, str], paths: Iterable[str]) -> list[Unfollowed]:
     """The specifiers in `paths` (files of `files`) that may name a candidate file jigcmd
     cannot tell: a `#` import (package.json `imports`), and a bare one under a config
@@ -241,7 +190,7 @@ def unfollowed(files: Mapping[str, str], paths: Iterable[str]) -> list[Unfollowe
                 found.append(Unfollowed(importer, specifier, why))
                 continue
             name = package_name(specifier)
-            if name is None or name in _BUILTINS or specifier.startswith(_RELATIVE):
+            if name is None or is_builtin(name) or specifier.startswith(_RELATIVE):
                 continue
             bases = follow.aliases.targets(importer, specifier)
             if isinstance(bases, Unknown):
@@ -350,7 +299,8 @@ def package_name(specifier: str) -> str | None:
 
 
 def package_imports(files: Mapping[str, str]) -> PackageImports:
-    """Every package a source file in `files` imports by name (the JSX runtime included)."""
+    """Every package a source file in `files` imports by name (the JSX runtime included),
+    but Bun's built-in modules (`bunbuiltins.py`), which no install provides."""
     tsconfig = _TSCONFIG_SOURCE.search(files.get("tsconfig.json", ""))
     jsx_source = tsconfig.group(1) if tsconfig is not None else "react"
     importers: dict[str, set[str]] = {}
@@ -369,7 +319,8 @@ def package_imports(files: Mapping[str, str]) -> PackageImports:
             specifiers.append(pragma.group(1) if pragma is not None else jsx_source)
         for specifier in specifiers:
             name = package_name(specifier)
-            if name is not None:
+            # Bun's own `events` is what loads, whatever package.json declares.
+            if name is not None and not is_builtin(specifier):
                 importers.setdefault(name, set()).add(path)
         if _COMPUTED.search(code):
             computed.append(path)

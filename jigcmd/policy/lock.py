@@ -27,7 +27,6 @@ from jigcmd.policy.planner import (
     BUN_FLAGS,
     BUN_TEST_ENV,
     CEILING_SECONDS,
-    JUNIT_FLAGS,
     bun_argv,
 )
 
@@ -337,11 +336,7 @@ def review_text(
     if not binding.commands:
         lines.append("Commands:  none (this Binding grants nothing)")
     else:
-        tests = any(command.kind == "test" for command in binding.commands.values())
-        lines.append(
-            f"Commands ({len(binding.commands)}), each run exactly as"
-            + (" (the [reporter] only for MCP calls and `jigcmd run`):" if tests else ":")
-        )
+        lines.append(f"Commands ({len(binding.commands)}), each run exactly as:")
         width = max(len(name) for name in binding.commands)
         for name, command in binding.commands.items():
             note = "" if command.accepts_args else "   (no arguments accepted)"
@@ -366,13 +361,11 @@ def review_text(
 
 
 def _shown_argv(command: CommandPolicy) -> str:
-    """The argv `command` runs with; a test command's JUnit reporter in brackets, since a
-    FLOW call runs without it and an MCP call or `jigcmd run` with it (per-test results)."""
+    """The argv `command` runs with, on every front: a test command's with Bun's JUnit
+    reporter (its per-test results, and the names its signed test result gives)."""
     if command.kind != "test":
         return " ".join(command.bun_argv("bun", ["<args…>"] if command.accepts_args else []))
-    reporter = " ".join(JUNIT_FLAGS)
-    argv = " ".join(bun_argv("bun", command.kind, command.paths, (), junit=True))
-    return argv.replace(reporter, f"[{reporter}]", 1)
+    return " ".join(bun_argv("bun", command.kind, command.paths, (), junit=True))
 
 
 def _cpu_words(fraction: float) -> str:

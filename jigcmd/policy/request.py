@@ -43,6 +43,14 @@ class ValidRequest(msgspec.Struct, frozen=True):
     invocation: list[str]
 
 
+# Rule 8's way out: what a Binding offers instead of `bun test`'s own options.
+_TEST_ARGS_FIX = (
+    "call it with no arguments; to run only some of its test files, the Binding needs a "
+    "command whose `test` list names just those, admitted again with `jigcmd lock` (bun "
+    "test's own options, such as --bail or -t, have no equivalent)"
+)
+
+
 def _invalid(pointer: str, rule: str, message: str) -> JigError:
     return JigError(Code.INVALID_INPUT, message, {"pointer": pointer, "rule": rule})
 
@@ -114,7 +122,8 @@ def _rule1_command(data: object, commands: Mapping[str, CommandPolicy]) -> Comma
         raise _invalid(
             "/command",
             "command",
-            f"/command: {name!r} is not a command name (a LocalName, ^[a-z0-9]+(?:-[a-z0-9]+)*$, "
+            f"/command: {_named(name)!r} is not a command name (a LocalName, "
+            "^[a-z0-9]+(?:-[a-z0-9]+)*$, "
             f"at most {LOCAL_NAME_MAX_CHARS} characters; admitted: {admitted})",
         )
     # The seed: "an otherwise valid unconfigured command target is unavailable" (the call
@@ -123,6 +132,13 @@ def _rule1_command(data: object, commands: Mapping[str, CommandPolicy]) -> Comma
         Code.UNAVAILABLE,
         f"command {name!r} is not configured by the admitted Binding (admitted: {admitted})",
     )
+
+
+def _named(name: str) -> str:
+    """A name that is not a command's, as a refusal quotes it: a long one (the caller's, of
+    any length) cut to its start, so the rule said after it is never what is cut."""
+    limit = 4 * LOCAL_NAME_MAX_CHARS
+    return name if len(name) <= limit else name[:limit] + "…"
 
 
 def _rule2_files(data: dict[str, object]) -> dict[str, object]:
@@ -225,5 +241,6 @@ def _rule8_test_args(command: CommandPolicy, args: list[str]) -> None:
         raise _invalid(
             "/args",
             "test-args",
-            f"/args: test command {command.name!r} accepts no arguments (got {len(args)})",
+            f"/args: test command {command.name!r} accepts no arguments (got {len(args)}); "
+            f"fix: {_TEST_ARGS_FIX}",
         )

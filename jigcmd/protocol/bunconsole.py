@@ -17,11 +17,17 @@ Pure: text in, counts out, bounded by what it keeps.
 Past its 64 KiB cap stderr's retained text is its beginning, not its end: the footer is then
 read from the stream's last 4 KiB (`tail`, kept by the host beside the retained text), the
 files' headers from the retained text as before.
+
+A file's header is any line ending in `:`, which a candidate can print too: the reason, a
+sentence of jigcmd's, names a header's file only when it is one of the test files the command
+runs (the Binding's, which the request must hold), and only counts the others, never quoting
+them ("jigcmd re-ran the file and all 40 tests PASSED (exit code 0:" is such a line).
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Collection, Sequence
 from typing import Final
 
 import msgspec
@@ -30,6 +36,7 @@ __all__ = [
     "UNHANDLED_HEADER",
     "UNHANDLED_NAME",
     "Unlisted",
+    "command_files",
     "has_footer",
     "no_test_ran",
     "unlisted",
@@ -62,13 +69,26 @@ class Unlisted(msgspec.Struct, frozen=True):
     reason: str = ""
 
 
+def command_files(invocation: Sequence[str]) -> frozenset[str]:
+    """The test files a test command's logical invocation (`bun test PATH…`) runs; none for
+    any other command."""
+    return frozenset(invocation[2:]) if invocation[1:2] == ["test"] else frozenset()
+
+
 def unlisted(
-    stderr: str, exit_code: int | None, listed_failures: int | None, tail: str = ""
+    stderr: str,
+    exit_code: int | None,
+    listed_failures: int | None,
+    tail: str = "",
+    *,
+    test_files: Collection[str] = (),
 ) -> Unlisted:
     """What the report misses of a run that exited `exit_code`.
 
     `listed_failures`: the failed tests the report lists (None: there is no report).
     `tail`: the end of stderr when it passed its cap ("" when `stderr` is all of it).
+    `test_files`: the files the command runs (`command_files`), the only names the reason
+    quotes (none by default: a header is then only counted).
     """
     if exit_code is None:
         return Unlisted()
@@ -89,7 +109,8 @@ def unlisted(
         # A file per error, "" where the console names none (a footer counting more).
         padded = files[:_FILES_MAX] + ("",) * max(0, min(errors, _FILES_MAX) - len(files))
         kept = tuple(_short(file, _NAME_MAX) for file in padded)
-        return Unlisted(errors=errors, files=kept, reason=_errors_reason(errors, files))
+        reason = _errors_reason(errors, files, test_files)
+        return Unlisted(errors=errors, files=kept, reason=reason)
     if listed_failures == 0:
         return Unlisted(
             reason=f"the runner exited with code {exit_code} but its report lists no failed "
@@ -98,11 +119,18 @@ def unlisted(
     return Unlisted()
 
 
-def _errors_reason(errors: int, files: tuple[str, ...]) -> str:
-    """The reason, naming the first files (it goes into a model's budget)."""
-    named = [_short(file, _NAMED_MAX) for file in files if file]
-    more = ", …" if len(named) > _NAMED_FILES else ""
-    where = f" ({', '.join(named[:_NAMED_FILES])}{more})" if named else ""
+def _errors_reason(errors: int, files: tuple[str, ...], test_files: Collection[str]) -> str:
+    """The reason, naming the first files that are test files of the command (it goes into
+    a model's budget) and counting the errors under any other header, unquoted."""
+    named = [file for file in files if file in test_files]
+    others = sum(1 for file in files if file and file not in test_files)
+    shown = [_short(file, _NAMED_MAX) for file in named[:_NAMED_FILES]]
+    if len(named) > _NAMED_FILES:
+        shown.append("…")
+    if others:
+        lines = "lines that name" if others > 1 else "a line that names"
+        shown.append(f"{others} after {lines} no test file of the command")
+    where = f" ({', '.join(shown)})" if shown else ""
     plural = "s" if errors > 1 else ""
     return (
         f"Bun counted {errors} unhandled error{plural} between tests{where}, failures that "

@@ -8,7 +8,7 @@ import msgspec
 
 from jigcmd.errors import JigError
 from jigcmd.evidence import Evidence, ResourceReport
-from jigcmd.protocol.bunconsole import Unlisted, unlisted
+from jigcmd.protocol.bunconsole import Unlisted, command_files, unlisted
 from jigcmd.protocol.junit import TestReport, UnreadableReport, parse_junit
 
 __all__ = [
@@ -86,7 +86,13 @@ class TestResults(msgspec.Struct, frozen=True):
         if evidence is None:
             return results
         listed = None if results.report is None else results.report.summary.failed
-        missed = unlisted(evidence.stderr.text, evidence.exit_code, listed, stderr_tail)
+        missed = unlisted(
+            evidence.stderr.text,
+            evidence.exit_code,
+            listed,
+            stderr_tail,
+            test_files=command_files(evidence.invocation),
+        )
         return msgspec.structs.replace(results, unlisted=missed, stderr_tail=stderr_tail)
 
 

@@ -25,7 +25,7 @@ from typing import Any, Final
 import msgspec
 
 from jigcmd.contract import LOCAL_NAME_MAX_CHARS, LOCAL_NAME_PATTERN, RUN_METHOD
-from jigcmd.errors import Code, JigError, bounded_details
+from jigcmd.errors import Code, JigError, bounded_details, operation_conflict
 from jigcmd.evidence import Evidence
 from jigcmd.policy.request import not_strict
 from jigcmd.protocol import jsonrpc
@@ -256,10 +256,8 @@ class FlowDialect:
         operation = self._operations.get(call.operation_id)
         if operation is not None:
             if operation.signature != signature:
-                conflict = JigError(
-                    Code.OPERATION_CONFLICT,
-                    f"operationId {call.operation_id!r} was reused differently",
-                )
+                running = operation.outcome is None
+                conflict = operation_conflict(call.operation_id, running=running)
                 return [Send(encode_failure(request.id, conflict))]
             if operation.outcome is not None:
                 return [Send(encode_outcome(request.id, operation.outcome))]

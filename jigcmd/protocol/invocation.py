@@ -6,8 +6,9 @@ an argv is shown as a shell would need it pasted (`pasteable`: `shlex.quote`, or
 with every control, tab, bidi and other invisible format character escaped), one line
 whatever it holds; `jigcmd run`'s `command:` line, an MCP result's first line and a
 progress notification all show it so. The count of arguments cut off is jigcmd's words,
-never an argument's: it is passed as a number, so an argument shaped like it is quoted.
-Pure: text in, text out.
+never an argument's: it is passed as a number, so an argument shaped like it is quoted (and
+an MCP result's `structuredContent` holds it as a number beside the arguments shown,
+`invocationOmitted`, never as an item of them). Pure: text in, text out.
 """
 
 from __future__ import annotations
@@ -16,37 +17,37 @@ import shlex
 from collections.abc import Sequence
 from typing import Final
 
+from jigcmd.protocol.counts import counted
 from jigcmd.protocol.inert import invisible, one_line
 
-__all__ = ["cut_arguments", "cut_count", "cut_invocation", "invocation_line", "pasteable"]
+__all__ = ["cut_arguments", "cut_count", "invocation_line", "pasteable"]
 
 # At scale 1 the invocation is cut like this (32 arguments of 1 KiB would fill a budget).
 _ARG_CHARS: Final = 160
 _ARGS_SHOWN: Final = 12
+# At scale 0 each argument keeps this many characters: an escaped one is up to 20 bytes of
+# the result's JSON (a tag character's four `\xNN`), and the smallest budget holds them.
+_ARG_CHARS_MIN: Final = 8
 
 
 def cut_arguments(invocation: Sequence[str], scale: float = 1.0) -> tuple[list[str], int]:
     """The first arguments, each cut to its first characters, and how many more there are."""
     shown = 4 + int((_ARGS_SHOWN - 4) * scale)
-    chars = 24 + int((_ARG_CHARS - 24) * scale)
+    chars = _ARG_CHARS_MIN + int((_ARG_CHARS - _ARG_CHARS_MIN) * scale)
     return [_short(arg, chars) for arg in invocation[:shown]], max(0, len(invocation) - shown)
 
 
-def cut_invocation(invocation: Sequence[str], scale: float = 1.0) -> list[str]:
-    """`cut_arguments` as a list (`structuredContent`): the count, if any, a last phrase."""
-    cut, more = cut_arguments(invocation, scale)
-    return [*cut, _more(more)] if more else cut
-
-
 def cut_count(cut: Sequence[str], invocation: Sequence[str]) -> int:
-    """How many arguments of `invocation` the list `cut_invocation` made of it counts as cut.
+    """How many arguments of `invocation` an older jigcmd's `structuredContent` list `cut`
+    counts as cut, in a last phrase `… N more arguments` (for `jigcmd verify` of its answers).
 
     Read from the whole invocation, never from the list's shape alone: a last phrase shaped
     like the count is the count only if it says how much shorter the list is, and is not
     the invocation's own last argument (then it is that argument, shown whole, either way).
     """
     more = len(invocation) - len(cut) + 1
-    if not cut or more < 1 or cut[-1] != _more(more):
+    # Its words then, whatever the count: "arguments" even for one.
+    if not cut or more < 1 or cut[-1] != f"… {more} more arguments":
         return 0
     return more if more > 1 or invocation[-1] != cut[-1] else 0
 
@@ -85,7 +86,7 @@ def _escaped(char: str) -> bool:
 
 
 def _more(count: int) -> str:
-    return f"… {count} more arguments"
+    return f"… {counted(count, 'more argument')}"
 
 
 def _short(text: str, limit: int) -> str:

@@ -129,11 +129,23 @@ def parse_junit(data: bytes) -> TestReport:
     except (LookupError, ValueError) as exc:
         # The candidate chose these bytes: an encoding Python does not know (`encoding=` in
         # the declaration), bytes that do not decode in it, a value that does not convert.
-        # Each is a fact about the report, never a failure of the run's answer.
-        raise UnreadableReport(f"not readable XML ({type(exc).__name__}: {exc})") from exc
+        # Each is a fact about the report, never a failure of the run's answer. Worded by
+        # its kind, never with the exception's text: that quotes the candidate's bytes (a
+        # 100,000-character encoding name) into a host sentence a model reads as jigcmd's.
+        raise UnreadableReport(f"not readable XML ({_unreadable(exc)})") from exc
     if not reader.seen_root:
         raise UnreadableReport("no <testsuites> or <testsuite> root element")
     return TestReport(summary=_summary(reader.tests, reader.duration), tests=reader.tests)
+
+
+def _unreadable(exc: LookupError | ValueError) -> str:
+    """Why Python could not read the report's text, in jigcmd's words alone."""
+    if isinstance(exc, LookupError):
+        # No codec of that name, or one that is no text encoding (`rot13`).
+        return "its XML declaration names no text encoding Python has"
+    # A multi-byte codec expat cannot map (`utf-7`, `shift_jis`), one that fails as expat
+    # asks it for its map (`idna`), or a value that does not convert.
+    return "its XML declaration names an encoding expat cannot read, or a value does not convert"
 
 
 def _refuse_doctype(*_args: object) -> None:
@@ -182,7 +194,8 @@ class _Reader:
     def start(self, name: str, attrs: dict[str, str]) -> None:
         if not self.seen_root:
             if name not in ("testsuites", "testsuite"):
-                raise UnreadableReport(f"the root element is <{name}>, not <testsuites>")
+                # Not quoted: the element's name is the candidate's, of any length.
+                raise UnreadableReport("the root element is neither <testsuites> nor <testsuite>")
             self.seen_root = True
             if name == "testsuites":
                 self.duration = _ms(attrs.get("time"))

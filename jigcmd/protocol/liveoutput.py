@@ -8,8 +8,11 @@ the message says they are its console's, not a verified count. Each piece costs 
 operations on its bytes, never a step per line: a candidate printing short lines must not
 make the host work per line (it once cost the server 500 times the candidate's CPU). Lines
 are decoded and cleaned (control characters stripped, bidi controls and line separators
-escaped as in a result's text, `inert.one_line`, at most `MESSAGE_CHARS`) only when a
-message is made, every 0.5 s, newest first until one is left non-empty.
+escaped as in a result's text, `inert.one_line`, at most `MESSAGE_CHARS` with its prefix)
+only when a message is made, every 0.5 s, newest first until one is left non-empty. A line
+of the command's is said after `OUTPUT_PREFIX`, which begins none of jigcmd's own messages
+(`running …`, `queued: …`, `its console printed …`): a line printed to look like one of
+them still reads as the command's.
 """
 
 from __future__ import annotations
@@ -20,9 +23,10 @@ from typing import Final
 
 from jigcmd.protocol.inert import one_line
 
-__all__ = ["MESSAGE_CHARS", "LiveOutput"]
+__all__ = ["MESSAGE_CHARS", "OUTPUT_PREFIX", "LiveOutput"]
 
 MESSAGE_CHARS: Final = 160
+OUTPUT_PREFIX: Final = "output: "
 _LINE_MAX: Final = 4096
 # Complete lines kept for the next message, newest last: a line of only escapes or control
 # characters cleans to nothing, and the line before it is then the one to show. A bound, so
@@ -105,7 +109,7 @@ class LiveOutput:
                 self._shown = shown
                 self._recent.clear()
                 break
-        return self._shown or "running"
+        return OUTPUT_PREFIX + self._shown if self._shown else "running"
 
 
 def _count_ends(cut: set[str]) -> str:
@@ -121,4 +125,5 @@ def _clean(raw: bytes) -> str:
     text = raw.decode("utf-8", "replace")
     # The candidate's words in jigcmd's message: inert as a tool result's text shows them.
     text = one_line(_CONTROL.sub("", _ESCAPE.sub("", text)).strip())
-    return text if len(text) <= MESSAGE_CHARS else text[: MESSAGE_CHARS - 1] + "…"
+    room = MESSAGE_CHARS - len(OUTPUT_PREFIX)
+    return text if len(text) <= room else text[: room - 1] + "…"

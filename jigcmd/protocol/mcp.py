@@ -217,7 +217,16 @@ class McpDialect:
         if found is None:
             return no_task(lookup.request_id, lookup.operation_id)
         if lookup.method == "tasks/cancel":
-            # Running elsewhere (or ended): cancellation is cooperative, the ack is all.
+            if found.open:
+                # Only the server that runs it can stop it: an ack would say it stops.
+                why = (
+                    "it is not run by this server: its row is open in the journal, run by "
+                    "another jigcmd server of this run, which alone can stop it, or left by "
+                    "one that died, which recovery closes (`jigcmd recover`); nothing was "
+                    "cancelled"
+                )
+                return no_task(lookup.request_id, lookup.operation_id, why)
+            # Ended: as for a task of this server's that ended, the ack is all.
             return self._ack(lookup.request_id)
         task = TaskState(lookup.operation_id, found.created_unix_ms, found.updated_unix_ms)
         if found.open:

@@ -21,8 +21,9 @@ from jigcmd.errors import JigError, bounded_details
 from jigcmd.evidence import OUTPUT_CAP_BYTES, Evidence, ResourceReport
 from jigcmd.protocol import jsonrpc
 from jigcmd.protocol.commands import OutputEnds, ResourceRef, RunResult, TestResults
+from jigcmd.protocol.counts import counted
 from jigcmd.protocol.inert import code_span, fenced, json_text, one_line, prose_line
-from jigcmd.protocol.invocation import cut_count, invocation_line
+from jigcmd.protocol.invocation import invocation_line
 from jigcmd.protocol.mcp_versions import LATEST_VERSION, STRUCTURED
 from jigcmd.protocol.mcp_view import (
     DEFAULT_BUDGET_BYTES,
@@ -132,7 +133,7 @@ def _fit(
     links = [_link(ref) for ref in resources] if structured else []
 
     def content(view: View) -> list[dict[str, Any]]:
-        words = view_text(view, header, evidence.invocation)
+        words = view_text(view, header)
         blocks: list[dict[str, Any]] = [{"type": "text", "text": words}]
         if not structured:
             # No structuredContent before 2025-06-18: the same budgeted view, as JSON text.
@@ -209,16 +210,11 @@ def _link(ref: ResourceRef) -> dict[str, Any]:
     return link
 
 
-def view_text(view: View, header: str = "", invocation: Sequence[str] | None = None) -> str:
+def view_text(view: View, header: str = "") -> str:
     """The view in words: how it ended, the tests, the notes, then each stream's head and
-    tail, quoted.
-
-    `invocation`: the whole one the view's is cut from, which says how many arguments were
-    cut (none without it).
-    """
+    tail, quoted."""
     lines = [header] if header else []
-    more = 0 if invocation is None else cut_count(view.invocation, invocation)
-    lines.append(_ending(view, more))
+    lines.append(_ending(view))
     if view.tests is not None:
         lines += _tests_text(view.tests)
     # jigcmd's words on the files sent; the paths in them are the caller's, one line each.
@@ -228,7 +224,7 @@ def view_text(view: View, header: str = "", invocation: Sequence[str] | None = N
     return "\n".join(lines)
 
 
-def _ending(view: View, more: int) -> str:
+def _ending(view: View) -> str:
     """How the command ended, and the envelope limits it reached."""
     # Only a command that ended by itself was killed by the OOM killer: a deadline's or a
     # cancel's SIGKILL is the stop's, whatever a child of it met at the memory limit before.
@@ -244,16 +240,12 @@ def _ending(view: View, more: int) -> str:
     ended = (
         # The arguments are the caller's: quoted as `jigcmd run` quotes them, one line the
         # span cannot be closed in, so none of them can end this line and start another.
-        f"{code_span(_command_line(view.invocation, more))} {how}stop reason: {view.stop_reason}; "
+        f"{code_span(invocation_line(view.invocation, view.invocation_omitted))} {how}stop "
+        f"reason: {view.stop_reason}; "
         f"cleanup {view.cleanup})."
     )
     limits = [_LIMIT_WORDS[hit] for hit in view.limits_hit if not (memory_kill and hit == "memory")]
     return " ".join([ended, *limits])
-
-
-def _command_line(cut: list[str], more: int) -> str:
-    """The view's arguments as one shell line, the last phrase the count when `more`."""
-    return invocation_line(cut[:-1], more) if more else invocation_line(cut)
 
 
 def _tests_text(tests: TestsView) -> list[str]:
@@ -264,7 +256,8 @@ def _tests_text(tests: TestsView) -> list[str]:
         where = f" (see {tests.uri})" if tests.uri else ""
         return [
             *incomplete,
-            f"Tests: no per-test results: the runner's report is {tests.problem}{where}.",
+            f"Tests: no per-test results: the runner's report is {one_line(tests.problem or '')}"
+            f"{where}.",
         ]
     s = tests.summary
     lines = [
@@ -287,7 +280,7 @@ def _tests_text(tests: TestsView) -> list[str]:
             lines.append(f"{_STATUS_WORDS.get(test.status, test.status)}: {name} ({where})")
     if tests.truncated:
         rest = f"; the whole report: {tests.uri}" if tests.uri else ""
-        lines.append(f"[… {tests.truncated} more tests not listed{rest} …]")
+        lines.append(f"[… {counted(tests.truncated, 'more test')} not listed{rest} …]")
     return lines
 
 
@@ -298,7 +291,7 @@ def _stream_text(name: str, stream: StreamView) -> list[str]:
         more = f"; the command wrote more, its first {OUTPUT_CAP_BYTES:,} bytes are kept"
     else:
         more = (
-            f"; the command wrote {stream.written_bytes:,} bytes, its first "
+            f"; the command wrote {counted(stream.written_bytes, 'byte')}, its first "
             f"{OUTPUT_CAP_BYTES:,} bytes are kept"
         )
     if not stream.captured_bytes:
@@ -306,16 +299,34 @@ def _stream_text(name: str, stream: StreamView) -> list[str]:
     # Past the cap the URI holds what was kept, not all the command wrote.
     kept = "the kept bytes" if stream.truncated else "all of it"
     where = f", {kept} at {stream.uri}" if stream.uri else ""
-    lines = [f"{name} ({stream.captured_bytes:,} bytes, {stream.sha256}{more}{where}):"]
+    text, of_text = _as_text(stream)
+    lines = [
+        f"{name} ({counted(stream.captured_bytes, 'byte')}, {stream.sha256}{more}{where}{text}):"
+    ]
     # The candidate's text is quoted, so no line of it passes for the host's; the count of
     # what is left out sits between the quotes, where the candidate cannot write.
     if stream.head:
         lines.append(fenced(stream.head))
     if stream.omitted_bytes:
-        lines.append(f"[… {stream.omitted_bytes:,} bytes omitted …]")
+        lines.append(f"[… {counted(stream.omitted_bytes, 'byte')}{of_text} omitted …]")
     if stream.tail:
         lines.append(fenced(stream.tail))
     return lines + _end_text(stream)
+
+
+def _as_text(stream: StreamView) -> tuple[str, str]:
+    """What the header adds, and the omitted count's unit, when the text is not as long as
+    the bytes kept: `omittedBytes` counts the text's UTF-8 (each byte that is not UTF-8 is a
+    U+FFFD there, 3 bytes; a leading BOM is dropped), every other count the bytes written."""
+    text = len(stream.head.encode("utf-8")) + stream.omitted_bytes
+    text += len(stream.tail.encode("utf-8"))
+    if text == min(stream.captured_bytes, OUTPUT_CAP_BYTES):
+        return "", ""
+    said = (
+        f"; as text {counted(text, 'byte')} of UTF-8, each byte that is not UTF-8 shown as "
+        "U+FFFD (3 bytes): the count omitted is of the text"
+    )
+    return said, " of the text"
 
 
 def _end_text(stream: StreamView) -> list[str]:
@@ -325,5 +336,5 @@ def _end_text(stream: StreamView) -> list[str]:
     past = f"written past the kept {stream.captured_bytes:,}"
     if not stream.end_omitted_bytes:
         return [f"[… then the bytes {past}: …]", fenced(stream.end)]
-    lines = [f"[… {stream.end_omitted_bytes:,} bytes {past} are not shown …]"]
+    lines = [f"[… {counted(stream.end_omitted_bytes, 'byte')} {past}, not shown …]"]
     return lines + ([fenced(stream.end)] if stream.end else [])

@@ -126,8 +126,9 @@ def _stream_schema(name: str) -> dict[str, Any]:
             "head": {"type": "string"},
             "omittedBytes": {
                 "type": "integer",
-                "description": "Bytes of the text between head and tail that this result leaves "
-                "out.",
+                "description": "UTF-8 bytes of the text between head and tail that this "
+                "result leaves out: of the text, not of the bytes written (each byte that is "
+                "not UTF-8 is a U+FFFD there, 3 bytes), so it can exceed capturedBytes.",
             },
             "tail": {"type": "string", "description": "The end of the captured text."},
             "uri": {"type": ["string", "null"], "description": "The whole captured stream."},
@@ -260,9 +261,21 @@ def _result_schema() -> dict[str, Any]:
     }
     properties["invocation"] = {
         "type": "array",
-        "description": "What ran (long arguments cut).",
+        "description": "What ran: its first words (`bun`, the script or `test`, then its "
+        "arguments), each long one cut to its start and `…`; every item is a word of the "
+        "command line, the count of those left out is `invocationOmitted`.",
         "items": {"type": "string"},
     }
+    properties = _after(
+        properties,
+        "invocation",
+        "invocationOmitted",
+        {
+            "type": "integer",
+            "description": "How many words of the command line, after those in `invocation`, "
+            "this result leaves out (0 when it lists them all).",
+        },
+    )
     properties = _after(properties, "stopReason", "limitsHit", _LIMITS_HIT)
     properties["candidateDigest"] = evidence["candidateDigest"]
     properties["stdinDigest"] = evidence["stdinDigest"]

@@ -28,7 +28,7 @@ from jigcmd.evidence import Evidence, ResourceReport, StreamText
 from jigcmd.protocol import jsonrpc
 from jigcmd.protocol.commands import OutputEnds, ResourceRef, StreamEnd, TestResults
 from jigcmd.protocol.dialect import DEFAULT_BUDGET_BYTES, MIN_BUDGET_BYTES
-from jigcmd.protocol.invocation import cut_invocation
+from jigcmd.protocol.invocation import cut_arguments
 from jigcmd.protocol.junit import CtrfSummary, CtrfTest
 
 __all__ = [
@@ -68,6 +68,11 @@ LISTED_TESTS_MAX: Final = 5000
 # Names the candidate chose (tests, describe blocks, files), as listed.
 _NAME_CHARS: Final = 200
 _SUITE_DEPTH: Final = 8
+# jigcmd's sentences on the tests (`problem`, `incomplete`): never past this many
+# characters, whole from scale 1/2 on (they are short), cut by the scale below it. Cut all
+# the same, to "…" at scale 0: a field that keeps its text at scale 0 is one that a long
+# enough text (or one escaped to many bytes) can push past any budget.
+_SENTENCE_MAX: Final = 1024
 
 
 class StreamView(msgspec.Struct, frozen=True, rename="camel"):
@@ -114,7 +119,10 @@ class View(msgspec.Struct, frozen=True, rename="camel"):
     """The budgeted result: `structuredContent`, and the source of the text content."""
 
     command: str
+    # The first words of the command line, each cut to its first characters, and how many
+    # words after them are left out: a count beside the list, so no item of it is jigcmd's.
     invocation: list[str]
+    invocation_omitted: int
     exit_code: int | None
     signal: str | None
     stop_reason: Literal["exited", "deadline", "cancelled"]
@@ -228,9 +236,11 @@ def _view(
     ends: OutputEnds | None = None,
 ) -> View:
     keep, end_keep = int(_STREAM_MAX * scale), min(_END_MAX, int(2 * _END_MAX * scale))
+    shown, omitted = cut_arguments(evidence.invocation, scale)
     return View(
         command=evidence.command,
-        invocation=cut_invocation(evidence.invocation, scale),
+        invocation=shown,
+        invocation_omitted=omitted,
         exit_code=evidence.exit_code,
         signal=evidence.signal,
         stop_reason=evidence.stop_reason,
@@ -320,9 +330,11 @@ def _last_bytes(end: StreamEnd, keep: int) -> tuple[str, int]:
 def _tests(tests: TestResults, scale: float, uri: str | None) -> TestsView:
     report = tests.report
     if report is None:
+        problem = _sentence(tests.problem, scale)
         return _unlisted(
-            TestsView(candidate_influenced=True, note=TESTS_NOTE, problem=tests.problem, uri=uri),
+            TestsView(candidate_influenced=True, note=TESTS_NOTE, problem=problem, uri=uri),
             tests,
+            scale,
         )
     failing = [test for test in report.tests if test.status == "failed"]
     others = [test for test in report.tests if test.status in ("skipped", "pending", "other")]
@@ -340,7 +352,7 @@ def _tests(tests: TestResults, scale: float, uri: str | None) -> TestsView:
         truncated=len(report.tests) - len(shown),
         uri=uri,
     )
-    return _unlisted(view, tests)
+    return _unlisted(view, tests, scale)
 
 
 def full_tests(tests: TestResults) -> TestsView:
@@ -352,7 +364,8 @@ def full_tests(tests: TestResults) -> TestsView:
     report = tests.report
     if report is None:
         return _unlisted(
-            TestsView(candidate_influenced=True, note=TESTS_NOTE, problem=tests.problem), tests
+            TestsView(candidate_influenced=True, note=TESTS_NOTE, problem=_sentence(tests.problem)),
+            tests,
         )
     order = {"failed": 0, "skipped": 1, "pending": 1, "other": 1, "passed": 2}
     ordered = sorted(report.tests, key=lambda test: order[test.status])
@@ -366,14 +379,20 @@ def full_tests(tests: TestResults) -> TestsView:
     return _unlisted(view, tests)
 
 
-def _unlisted(view: TestsView, tests: TestResults) -> TestsView:
-    """`view` saying what the report leaves out of a failed run (never cut: it is a count)."""
+def _unlisted(view: TestsView, tests: TestResults, scale: float = 1.0) -> TestsView:
+    """`view` saying what the report leaves out of a failed run: the count never cut, the
+    reason as jigcmd's sentences are."""
     missed = tests.unlisted
     if not missed.reason:
         return view
     return msgspec.structs.replace(
-        view, unhandled_errors=missed.errors, incomplete=_short(missed.reason, 1024)
+        view, unhandled_errors=missed.errors, incomplete=_sentence(missed.reason, scale)
     )
+
+
+def _sentence(text: str, scale: float = 1.0) -> str:
+    """One of jigcmd's sentences on the tests, cut as `_SENTENCE_MAX` says."""
+    return _short(text, int(_SENTENCE_MAX * min(1.0, 2 * scale)))
 
 
 def _failure(test: CtrfTest, scale: float) -> CtrfTest:

@@ -271,6 +271,28 @@ def test_jigcmds_own_check_passes_a_good_bundle_with_its_evidence(attester: Atte
     assert [c.name for c in checks if c.skipped] == ["run", "admission"]
 
 
+@pytest.mark.parametrize(
+    ("source", "said"),
+    [
+        ("bun test JUnit report", "(names from the runner's report, candidate-influenced)"),
+        (
+            "bun test console output (stderr)",
+            "(names from the runner's console lines, not exact: a name there is cut at a line "
+            "break, and a ' > ' within a name reads as the separator, candidate-influenced)",
+        ),
+    ],
+)
+def test_verify_says_when_the_test_names_are_the_consoles_and_not_exact(
+    attester: Attester, source: str, said: str
+) -> None:
+    """A statement whose names were read from Bun's console lines (no JUnit report) says so."""
+    report = TestReport(passed=("t > a",), failed=(), source=source, source_sha256="0" * 64)
+    record = dataclasses.replace(_record(), tests=report)
+    checks = verify_bundle(attester.attest(record), attester.key.public)
+    (line,) = [c.detail for c in checks if c.name == "test result"]
+    assert line.endswith(said)
+
+
 def _lines(bundle: bytes) -> list[bytes]:
     return [line + b"\n" for line in bundle.splitlines()]
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 
+from jigcmd.attest.testnames import CONSOLE_NAMES, JUNIT_NAMES
 from jigcmd.attest.testreport import read_console_report, read_junit_report
 from jigcmd.protocol.commands import TestResults as Results
 from jigcmd.protocol.junit import parse_junit
@@ -50,6 +51,8 @@ def test_console_lines_name_the_file_and_ignore_everything_else() -> None:
     assert report.passed == ("test/a.test.ts > math > adds",)
     assert report.failed == ("test/a.test.ts > math > fails",)
     assert report.source_sha256 == hashlib.sha256(stderr.encode()).hexdigest()
+    # Not exact, and the statement says so: the console joins a describe path as it prints.
+    assert report.names == CONSOLE_NAMES
 
 
 FOOTER = "\n 1 pass\n 0 fail\nRan 1 test across 1 file. [9.00ms]\n"
@@ -72,3 +75,42 @@ def test_an_exit_0_without_the_footer_or_with_a_failure_is_incomplete() -> None:
     )
     missing = read_console_report(stderr, 0, missing="missing: why")
     assert missing.incomplete.startswith("the runner's JUnit report is missing: why; ")
+
+
+NESTED = b"""<?xml version="1.0" encoding="UTF-8"?>
+<testsuites name="bun test" tests="3" failures="1">
+  <testsuite name="test/n.test.ts" file="test/n.test.ts" tests="3" failures="1">
+    <testcase name="multi&#10;line" classname="" file="test/n.test.ts" line="2"/>
+    <testsuite name="a &gt; b" file="test/n.test.ts" line="3">
+      <testcase name="c" classname="a &gt; b" file="test/n.test.ts" line="3">
+        <failure type="AssertionError" message="expected 2"/>
+      </testcase>
+    </testsuite>
+    <testsuite name="a" file="test/n.test.ts" line="4">
+      <testsuite name="b" file="test/n.test.ts" line="4">
+        <testcase name="c" classname="b &gt; a" file="test/n.test.ts" line="4"/>
+      </testsuite>
+    </testsuite>
+  </testsuite>
+</testsuites>
+"""
+
+
+def test_junit_names_keep_line_breaks_and_tell_a_describe_named_a_gt_b_apart() -> None:
+    """A multi-line name whole; `describe("a > b")` escaped, `a` > `b` plain; the report says
+    how its names read."""
+    report = read_junit_report(Results(report=parse_junit(NESTED), raw=NESTED))
+    assert report is not None
+    assert report.passed == ("test/n.test.ts > multi\nline", "test/n.test.ts > a > b > c")
+    assert report.failed == ("test/n.test.ts > a \\> b > c",)
+    assert report.names == JUNIT_NAMES
+
+
+def test_a_name_past_the_bound_is_cut_and_says_so() -> None:
+    """512 characters at most, the last one "…", so a cut name never reads as whole."""
+    long = b"x" * 500
+    data = NESTED.replace(b'name="c" classname="b', b'name="' + long + b'" classname="b')
+    report = read_junit_report(Results(report=parse_junit(data), raw=data))
+    assert report is not None
+    cut = report.passed[1]
+    assert len(cut) == 512 and cut.endswith("x…")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import json
 import time
+from collections.abc import Collection
 from typing import Any
 
 import msgspec
@@ -160,9 +161,18 @@ def test_both_signings_name_the_console_tests_read_once(monkeypatch: pytest.Monk
     """Without a JUnit report, both statements name the console's tests, read one time."""
     reads: list[str] = []
 
-    def counted(stderr: str, exit_code: int | None, tail: str = "", missing: str = "") -> Report:
+    def counted(
+        stderr: str,
+        exit_code: int | None,
+        tail: str = "",
+        missing: str = "",
+        *,
+        test_files: Collection[str] = (),
+    ) -> Report:
         reads.append(stderr)
-        return testreport.read_console_report(stderr, exit_code, tail, missing)
+        return testreport.read_console_report(
+            stderr, exit_code, tail, missing, test_files=test_files
+        )
 
     monkeypatch.setattr(outcomes, "read_console_report", counted)
     sign = _signer()

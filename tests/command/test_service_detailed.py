@@ -1,4 +1,7 @@
-"""What a detailed call (MCP, `run --json`) adds to a run, and what Run/1 keeps as it was.
+"""What a detailed call (MCP, `run --json`) adds to a run, and what a Run/1 call's keeps.
+
+Every test command has Bun write its JUnit report (the signed test result is read from it);
+a detailed call also answers its per-test results and keeps its resources, Run/1 neither.
 
 A stub executor records the plan and plays the envelope's side (the scratch file read back,
 output while it runs), so the test sees exactly what the service plans and returns.
@@ -76,15 +79,18 @@ def _service(stub: _Stub, tmp_path: Path | None = None) -> CommandService:
 TEST_INPUT = {"command": "tests", "files": {"t.test.ts": "x"}}
 
 
-async def test_a_run1_call_plans_no_report_and_returns_the_evidence_alone() -> None:
+async def test_a_run1_call_has_bun_write_its_report_too_but_keeps_no_resources() -> None:
+    """Its signed test result is read from the report (exact names); nothing is kept for
+    `resources/read`, and no notes are made for it."""
     stub = _Stub(ScratchRead(JUNIT))
     result = await _service(stub).run(
         TEST_INPUT, operation_id="op", deadline_unix_ms=None, cancel=CancelSignal()
     )
     (plan,) = stub.plans
-    assert not any(arg.startswith("--reporter") for arg in plan.argv)
-    assert plan.scratch_file is None
-    assert (result.tests, result.resources) == (None, ())
+    assert "--reporter=junit" in plan.argv
+    assert plan.scratch_file is not None and plan.scratch_file.name == REPORT_NAME
+    assert result.tests is not None and result.tests.report is not None
+    assert (result.resources, result.notes) == ((), ())
 
 
 async def test_a_detailed_test_call_has_bun_write_one_junit_report_and_reads_it(

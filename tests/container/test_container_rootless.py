@@ -93,7 +93,8 @@ def pod() -> Iterator[Pod]:
             (rootfs / name).symlink_to(f"usr/{name}")
         (rootfs / "etc" / "mtab").symlink_to("/proc/self/mounts")
         subprocess.run(["chown", "-R", f"{entry.pw_uid}:{entry.pw_gid}", str(rootfs)], check=True)
-        # The envelope builds its root there as uid 65534 of the container (mkdtemp made 0700).
+        # The envelope builds its root there as a uid of the container other than root (mkdtemp
+        # made 0700).
         os.chmod(rootfs, 0o755)
         os.chmod(rootfs / "tmp", 0o1777)
         prelude, _ = delegate(backend, entry.pw_uid, made)

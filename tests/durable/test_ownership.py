@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import time
 from pathlib import Path
 
 import anyio
@@ -300,18 +301,18 @@ async def test_evidence_whose_sync_fails_is_answered_uncertain_and_its_row_stays
     assert row is not None and row.is_open
 
 
-async def test_a_refused_calls_lookup_answers_a_half_recovered_row_at_once(
+async def test_a_lookup_of_a_half_recovered_row_does_not_wait_for_the_pass(
     ownership: Ownership,
 ) -> None:
-    """A refused call is never joined: a row a live pass closed but has not fenced is not
-    final, so its lookup is None (the refusal is answered), at once (until 2026-12-07 it
-    waited for the pass without deadline or cancel)."""
+    """A row a live pass closed but has not fenced is not final: a lookup (a refused call's
+    too, which joins as any call does) is answered within its caller's deadline, never after
+    the pass (until 2026-12-07 it waited for the pass without deadline or cancel)."""
     assert isinstance(await _begin(ownership, "op.p", "sig"), Began)
     ownership.journal.mark_uncertain(
         "op.p", root_run=RUN, reason=UNCERTAIN_REASON, cleanup_complete=False, problems=_PENDING
     )
     with recoverylock.held(ownership.journal.path.parent, wait=False) as mine:
         assert mine  # a live pass, as far as the lookup can tell
-        with anyio.fail_after(5):
-            found = await ownership.lookup("op.p", "sig", root_run=RUN, closed_only=True)
-    assert found is None
+        with anyio.fail_after(5), pytest.raises(JigError) as left:
+            await ownership.lookup("op.p", "sig", root_run=RUN, deadline=time.monotonic() + 0.2)
+    assert left.value.code in {Code.DEADLINE_EXCEEDED, Code.UNCERTAIN}

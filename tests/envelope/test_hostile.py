@@ -403,7 +403,8 @@ async def test_a_foreign_abi_system_call_kills_the_candidate(hostile: Hostile) -
 @x86_64_only
 async def test_kill_minus_one_reaches_nothing_outside(hostile: Hostile) -> None:
     """kill(-1, SIGKILL) spares the caller and cannot touch a host process of the same host uid."""
-    # The candidate's uid 0 is host uid 65534: a host process of that uid is the closest target.
+    # Host uid 65534 was every candidate's (jarvis's runs keep it): a host process of that uid
+    # was the closest target; a candidate's own host uid is now leased (hostids.py).
     sentinel = await anyio.open_process(
         ["/bin/cat"], stdin=subprocess.PIPE, stdout=None, stderr=None, user=65534, group=65534
     )

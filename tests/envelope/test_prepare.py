@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from jigcmd.envelope import cgroups, lifecycle, netns, privileges, seccomp, staging
+from jigcmd.envelope import cgroups, hostids, lifecycle, netns, privileges, seccomp, staging
 from jigcmd.envelope.failure import StepError
 from jigcmd.envelope.loop import EventLoop
 from jigcmd.envelope.messages import Launch
@@ -33,6 +33,7 @@ pytestmark = pytest.mark.envelope
 
 _FIELDS = (
     "Uid",
+    "Gid",
     "CapInh",
     "CapPrm",
     "CapEff",
@@ -114,10 +115,14 @@ def test_when_prepare_returns_pid_1_waits_alone_without_a_signal_handler(
     init = report["init"]
     assert isinstance(init, dict)
     assert init["SigCgt"] == "0000000000000000"
-    # Host uid 65534, root of its own namespace, already dropped as far as the candidate
+    # Its own host uid (hostids.py), root of its own namespace, dropped as far as the candidate
     # will be: nothing it does at the go needs a capability or a mount (the candidate files
     # go through the tree's writable copy), so the filter's install is off the request's path.
     assert init["Uid"].split()[0] != "0"
+    if os.geteuid() == 0:
+        first, count = hostids.lease_range()
+        assert first <= int(init["Uid"].split()[0]) < first + count, init["Uid"]
+        assert init["Gid"].split()[0] == init["Uid"].split()[0], init["Gid"]
     for caps in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"):
         assert init[caps] == "0000000000000000", caps
     assert (init["NoNewPrivs"], init["Seccomp"]) == ("1", "2")

@@ -32,6 +32,8 @@ def test_a_zero_network_namespace_limit_is_named_not_config_net_ns() -> None:
 
 
 def test_limits_above_zero_leave_the_other_hints() -> None:
-    """Nothing at 0: the kernel-option hint as before."""
-    check = namespaces_check(_ENOSPC, 0, -1, {"mnt": "15000"})
-    assert check.hint is not None and "CONFIG_*_NS" in check.hint
+    """Nothing at 0: ENOSPC is a count reached, and any other error keeps its own hint."""
+    reached = namespaces_check(_ENOSPC, 0, -1, {"mnt": "15000"})
+    assert reached.hint is not None and "a namespace count limit is reached" in reached.hint
+    refused = namespaces_check("unshare user+mount: EINVAL (Invalid argument)", 0, -1, {"mnt": "1"})
+    assert refused.hint is not None and "CONFIG_*_NS" in refused.hint

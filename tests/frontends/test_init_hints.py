@@ -60,7 +60,7 @@ def test_no_fix_leaves_out_what_the_test_imports_and_an_imported_big_file_is_sai
     )
 
 
-def test_the_largest_file_named_by_the_size_fix_is_the_largest_the_command_does_not_need(
+def test_the_largest_file_named_by_the_size_fix_is_the_largest_no_command_file_imports(
     tmp_path: Path,
 ) -> None:
     """The imported 200 KB file is larger, but the fix may only leave out the unused one."""
@@ -70,9 +70,32 @@ def test_the_largest_file_named_by_the_size_fix_is_the_largest_the_command_does_
     (size,) = [line for line in done.stderr.splitlines() if "(rule candidate-size)" in line]
     assert size.endswith(
         "fix: leave out large files with --exclude GLOB, e.g. --exclude '/src/unused.txt'; "
-        "the largest file the commands do not need, enough by itself: src/unused.txt "
+        "the largest file that no command file imports, enough by itself: src/unused.txt "
         "(100,011 bytes)"
     )
+
+
+def test_the_size_fix_says_only_that_no_file_imports_a_fixture_a_test_reads_by_name(
+    tmp_path: Path,
+) -> None:
+    """The tester's big6b: the test reads the fixture with `Bun.file`, which jigcmd does not
+    follow; the fix says what it knows (no import), never that the commands do not need it."""
+    test = (
+        'import { test, expect } from "bun:test";\n'
+        'test("fixture loads", async () => {\n'
+        '  expect((await Bun.file("fixtures/users.json").json()).length).toBe(1);\n'
+        "});\n"
+    )
+    files = {"package.json": '{"name": "big6b"}', "test/users.test.ts": test}
+    root = project(tmp_path / "big6b", files | {"fixtures/users.json": f'["{"u" * 300_000}"]'})
+    done = jigcmd("init", str(root))
+    assert done.returncode == 2
+    (size,) = [line for line in done.stderr.splitlines() if "(rule candidate-size)" in line]
+    assert size.endswith(
+        "e.g. --exclude '/fixtures/users.json'; the largest file that no command file imports, "
+        "enough by itself: fixtures/users.json (300,004 bytes)"
+    )
+    assert "do not need" not in size
 
 
 def _deps(root: Path, installed: list[str]) -> Path:

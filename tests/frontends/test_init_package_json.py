@@ -74,3 +74,27 @@ def test_a_package_json_bun_reads_but_jigcmd_does_not_is_not_called_unreadable(
         "malformed JSON: object keys must be strings (byte 1); no entry point, workspace or "
         "dependency is taken from it"
     ]
+
+
+def test_a_bin_named_past_eight_characters_keeps_the_command_list_in_columns(
+    tmp_path: Path,
+) -> None:
+    """The tester's cjs16: a `bin` string takes the package's name, `legacy-cjs`; every
+    command's `bun` starts in one column, past the longest name."""
+    root = project(
+        tmp_path / "cjs16",
+        {
+            "package.json": '{"name": "legacy-cjs", "main": "lib/index.js", "bin": "lib/cli.js"}',
+            "lib/index.js": "module.exports = 1;\n",
+            "lib/cli.js": "console.log(1);\n",
+            "test/index.test.js": 'const { test } = require("bun:test");\ntest("t", () => {});\n',
+        },
+    )
+    done = jigcmd("init", str(root))
+    assert done.returncode == 0, done.stderr
+    listed = [line for line in done.stdout.splitlines() if line.endswith(("ARGS…", ".js"))]
+    assert listed == [
+        "  tests      bun test test/index.test.js",
+        "  start      bun lib/index.js ARGS…",
+        "  legacy-cjs bun lib/cli.js ARGS…",
+    ]

@@ -11,6 +11,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from cryptography.hazmat.primitives.serialization import (
+    Encoding,
+    NoEncryption,
+    PrivateFormat,
+    PublicFormat,
+)
+
 from jigcmd.attest.keys import HOST_KEY_NAME
 
 
@@ -69,3 +77,59 @@ def test_a_named_key_is_printed_and_no_state_dir_is_read_or_made(tmp_path: Path)
         assert done.stderr.endswith(f"({named})\n")
     assert by_option.stdout == by_env.stdout
     assert not typo.exists() and not default.exists()
+
+
+def _recipe(marker: str) -> str:
+    """The fenced block after `<!-- marker: … -->` in docs/attestation.md, as written."""
+    docs = (Path(__file__).parents[2] / "docs" / "attestation.md").read_text()
+    after = docs.split(f"<!-- {marker}:", 1)[1].split("```", 2)[1]
+    return after.split("\n", 1)[1]
+
+
+def test_an_openssh_private_key_is_named_and_the_documented_conversion_works(
+    tmp_path: Path,
+) -> None:
+    """`-----BEGIN OPENSSH PRIVATE KEY-----`: said what it is and how to convert it (not the
+    library's "no BEGIN/END delimiters"); the docs' command makes the same key PKCS#8."""
+    private = Ed25519PrivateKey.generate()
+    ssh = tmp_path / "id_ed25519"
+    ssh.write_bytes(private.private_bytes(Encoding.PEM, PrivateFormat.OpenSSH, NoEncryption()))
+    ssh.chmod(0o600)
+    done = _key("--signing-key", str(ssh))
+    assert (done.returncode, done.stdout) == (2, ""), done.stderr
+    assert done.stderr == (
+        f"jigcmd key: signing key {ssh}: an OpenSSH private key (-----BEGIN OPENSSH PRIVATE "
+        "KEY-----), not PKCS#8 PEM (-----BEGIN PRIVATE KEY-----), and ssh-keygen cannot write "
+        "an Ed25519 key as PKCS#8: convert a copy with the cryptography library "
+        '(docs/attestation.md, "The key"), or make a key with `openssl genpkey -algorithm '
+        "ed25519 -out FILE`\n"
+    )
+    path = f"{Path(sys.executable).parent}:{os.environ['PATH']}"
+    subprocess.run(
+        ["bash", "-ec", _recipe("openssh-recipe")], cwd=tmp_path, check=True, timeout=60,
+        env={**os.environ, "PATH": path},
+    )  # fmt: skip
+    converted = _key("--signing-key", str(tmp_path / "signing-key.pem"))
+    assert converted.returncode == 0, converted.stderr
+    assert converted.stdout.encode() == private.public_key().public_bytes(
+        Encoding.PEM, PublicFormat.SubjectPublicKeyInfo
+    )
+
+
+def test_a_public_key_given_as_the_signing_key_is_named_before_its_mode(tmp_path: Path) -> None:
+    """A public key, 0644 as public keys are: "a public key", never "run chmod 600" on it."""
+    public = Ed25519PrivateKey.generate().public_key()
+    for name, data in (
+        ("key.pub.pem", public.public_bytes(Encoding.PEM, PublicFormat.SubjectPublicKeyInfo)),
+        ("id_ed25519.pub", public.public_bytes(Encoding.OpenSSH, PublicFormat.OpenSSH)),
+    ):
+        given = tmp_path / name
+        given.write_bytes(data)
+        given.chmod(0o644)
+        done = _key("--signing-key", str(given))
+        assert (done.returncode, done.stdout) == (2, ""), done.stderr
+        assert done.stderr == (
+            f"jigcmd key: signing key {given}: a public key: a signing key is the private key "
+            "(PKCS#8 PEM, -----BEGIN PRIVATE KEY-----, mode 0600); its public half is what "
+            "verifiers get\n"
+        )

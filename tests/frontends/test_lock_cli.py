@@ -65,9 +65,9 @@ def test_a_refused_path_cites_the_document_users_have(
 
 
 @pytest.mark.envelope
-def test_the_reviewed_test_command_is_what_run_runs_its_reporter_marked(tmp_path: Path) -> None:
-    """The review brackets the JUnit reporter (MCP and `run` only); unbracketed, its line is
-    the argv `jigcmd run` says it ran."""
+def test_the_reviewed_test_command_is_what_run_runs_reporter_and_all(tmp_path: Path) -> None:
+    """The review's line is the argv `jigcmd run` says it ran, Bun's JUnit reporter included
+    (every front's test command has it: the signed test result is read from its report)."""
     require_root()
     shutil.copytree(EXAMPLE, tmp_path / "example", ignore=shutil.ignore_patterns("jigcmd.lock"))
     binding = str(tmp_path / "example" / "binding.toml")
@@ -77,7 +77,7 @@ def test_the_reviewed_test_command_is_what_run_runs_its_reporter_marked(tmp_path
     )  # fmt: skip
     (reviewed,) = [line for line in locked.stdout.splitlines() if line.startswith("  tests ")]
     reporter = "--reporter=junit --reporter-outfile=/tmp/jigcmd-junit.xml"
-    assert f"[{reporter}]" in reviewed
+    assert reporter in reviewed and "[" not in reviewed
     argv = reviewed.split("  test  ", 1)[1].removesuffix("   (no arguments accepted)")
     ran = subprocess.run(
         [sys.executable, "-m", "jigcmd", "run", "--binding", binding,
@@ -87,7 +87,7 @@ def test_the_reviewed_test_command_is_what_run_runs_its_reporter_marked(tmp_path
     )  # fmt: skip
     assert ran.returncode == 0, ran.stderr
     command = next(line for line in ran.stdout.splitlines() if line.startswith("command:"))
-    assert command == "command:    tests: " + argv.replace("[", "").replace("]", "")
+    assert command == "command:    tests: " + argv
 
 
 def _lock(binding: Path) -> subprocess.CompletedProcess[str]:

@@ -187,3 +187,36 @@ def test_what_git_info_exclude_leaves_out_is_named_by_that_file(project: Path) -
     ) in done.stderr
     brought = jigcmd_cli("request", "cli", "--files", str(project), "--exclude", "!/secret.txt")
     assert "secret.txt" in lines(brought.stdout)[0]["params"]["input"]["files"]
+
+
+def test_a_fix_never_leaves_out_what_the_directorys_tests_import(tmp_path: Path) -> None:
+    """The tester's big6: with no Binding, the directory's tests (as `init` finds them) are
+    what a fix keeps: the handler and the fixture the test imports are never `--exclude`d,
+    and the size fix says no `--exclude` helps, as `init` says it."""
+    root = tmp_path / "big6"
+    files = {
+        f"src/handlers/h{i}.ts": f"export const h{i} = (x: number) => x + {i};\n"
+        for i in range(1, 71)
+    }
+    files["test/users.test.ts"] = (
+        'import { test, expect } from "bun:test";\n'
+        'import users from "../fixtures/users.json";\n'
+        'import { h1 } from "../src/handlers/h1.ts";\n'
+        'test("fixture loads", () => expect(users.length).toBe(1));\n'
+        'test("h1", () => expect(h1(1)).toBe(2));\n'
+    )
+    files["fixtures/users.json"] = f'["{"u" * 300_000}"]'
+    files["package.json"] = '{"name": "big-app", "type": "module"}'
+    for path, text in files.items():
+        (root / path).parent.mkdir(parents=True, exist_ok=True)
+        (root / path).write_text(text)
+    done = jigcmd_cli("request", "tests", "--files", str(root))
+    assert done.returncode == 2
+    assert done.stdout == ""
+    assert "--exclude '/src/'" not in done.stderr
+    assert "--exclude '/fixtures/users.json'" not in done.stderr
+    (count,) = [line for line in done.stderr.splitlines() if "(rule files)" in line]
+    assert "--exclude '/src/handlers/*' --exclude '!/src/handlers/h1.ts'" in count
+    (size,) = [line for line in done.stderr.splitlines() if "(rule candidate-size)" in line]
+    assert "fixtures/users.json (300,004 bytes) alone is more than that, and " in size
+    assert "test/users.test.ts imports it" in size

@@ -68,6 +68,22 @@ def _jigcmd(*args: str) -> subprocess.CompletedProcess[str]:
             "and CANCELLED carry it, at `.error.data.details.command`",
         ),
         (
+            {
+                "jsonrpc": "2.0",
+                "id": "t1",
+                "error": {
+                    "code": -32000,
+                    "message": "request cancelled; operation 'opT' continues for its other callers",
+                    "data": {"code": "CANCELLED"},
+                },
+            },
+            "a JSON-RPC error answer (CANCELLED) with no evidence: this caller's own stop (it "
+            "stopped waiting while the operation went on for its other callers, or nothing "
+            "ran), which carries none; where the operation ran, its own recorded answer "
+            "carries the evidence (the same call again, same operationId, replays it once it "
+            "has ended)",
+        ),
+        (
             {"error": {"code": "INVALID_INPUT", "message": "m"}},
             "a `jigcmd run --json` error answer (INVALID_INPUT) with no evidence: only a "
             "deadline's or a cancel's carries it, at `.evidence`",

@@ -23,7 +23,7 @@ SUPERSCRIPT = (
     '<testcase name="a" line="\u00b2" time="1"/></testsuite></testsuites>'
 )
 UNKNOWN_ENCODING = '<?xml version="1.0" encoding="x-nope"?><testsuites/>'
-UNREADABLE = "unreadable: not readable XML (LookupError: unknown encoding: x-nope)"
+UNREADABLE = "unreadable: not readable XML (its XML declaration names no text encoding Python has)"
 
 
 def _writes(report: str) -> str:

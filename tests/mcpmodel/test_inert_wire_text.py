@@ -40,7 +40,7 @@ async def test_a_candidates_printed_bidi_and_separators_are_escaped_in_progress(
     async with client(binding, tmp_path / "state") as session:
         ran, heard = await call_heard(session, "cli", {"files": {"src/cli.ts": PRINTS}})
     assert ran.is_error is False
-    shown = "\\u202eevil\\u2028forged\\u2029line\\u2066 "
+    shown = "output: \\u202eevil\\u2028forged\\u2029line\\u2066 "
     assert any(message.startswith(shown) for message in heard), heard
     assert not [message for message in heard if any(char in message for char in RAW)], heard
 

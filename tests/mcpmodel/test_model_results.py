@@ -248,7 +248,11 @@ BOMB = (
         ),
         pytest.param('"<".repeat(10_000_000)', "larger than 1048576 bytes", id="ten-megabytes"),
         pytest.param('"this is not XML at all"', "unreadable: not well-formed XML", id="not-xml"),
-        pytest.param('"<html><body/></html>"', "unreadable: the root element is <html>", id="html"),
+        pytest.param(
+            '"<html><body/></html>"',
+            "unreadable: the root element is neither <testsuites> nor <testsuite>",
+            id="html",
+        ),
     ],
 )
 async def test_a_hostile_report_is_refused_with_its_reason(
@@ -332,9 +336,9 @@ async def test_a_running_call_with_a_progress_token_hears_its_output(
         )
         assert ran.is_error is False
         after = len(heard)
-    ticks = [message for _p, _t, message in heard if message and message.startswith("tick ")]
+    ticks = [m for _p, _t, m in heard if m and m.startswith("output: tick ")]
     assert len(ticks) >= 3, heard
-    assert all(0 < int(message.split()[1]) <= 15 for message in ticks)
+    assert all(0 < int(message.split()[2]) <= 15 for message in ticks)
     values = [progress for progress, _t, _m in heard]
     assert values == sorted(values) and len(set(values)) == len(values)
     assert all(total is not None and total >= progress for progress, total, _m in heard[1:])

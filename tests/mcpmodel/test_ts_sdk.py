@@ -47,6 +47,6 @@ def test_the_typescript_sdk_reads_a_budgeted_result_its_stream_and_progress(
     assert seen["readSha256"] == seen["sha256"]
     assert seen["links"][:2] == ["stdout", "stderr"]
     assert seen["tickedError"] is False
-    ticks = [p for p in seen["progress"] if str(p.get("message", "")).startswith("tick ")]
+    ticks = [p for p in seen["progress"] if str(p.get("message", "")).startswith("output: tick ")]
     assert len(ticks) >= 3, seen["progress"]
     assert all(p["total"] >= p["progress"] for p in seen["progress"] if "total" in p)

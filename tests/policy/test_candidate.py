@@ -129,7 +129,7 @@ def test_the_size_fix_names_only_the_files_that_matter_and_plurals_are_right() -
     sizes = {"big.csv": 300_000, "package.json": 37, "a.test.ts": 1}
     (size,) = candidate_problems(sizes, needed=["a.test.ts"])
     assert size.fix.endswith(
-        "the largest file the commands do not need, enough by itself: big.csv (300,000 bytes)"
+        "the largest file that no command file imports, enough by itself: big.csv (300,000 bytes)"
     )
     sizes = {f"g/f{i}.ts": 1 for i in range(64)} | {"one/x.ts": 1, "a.test.ts": 1}
     (count,) = candidate_problems(

@@ -204,10 +204,10 @@ def test_review_shows_the_exact_argv_posture_and_limits() -> None:
     text = review_text(binding(), RUNTIME, slots=("project",))
     assert "bun --no-env-file --no-install --config=/dev/null ./src/cli.ts <args…>" in text
     assert (
-        "bun test --no-env-file --no-install --config=/dev/null [--reporter=junit "
-        "--reporter-outfile=/tmp/jigcmd-junit.xml] ./test/a.test.ts   (no arguments accepted)"
+        "bun test --no-env-file --no-install --config=/dev/null --reporter=junit "
+        "--reporter-outfile=/tmp/jigcmd-junit.xml ./test/a.test.ts   (no arguments accepted)"
     ) in text
-    assert "each run exactly as (the [reporter] only for MCP calls and `jigcmd run`):" in text
+    assert "each run exactly as:" in text
     assert "256 MiB memory (no swap), 64 tasks, half a CPU, 10 s" in text
     assert SHA_A in text
     assert binding().digest() in text

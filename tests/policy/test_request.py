@@ -210,7 +210,12 @@ def test_test_commands_refuse_arguments_but_accept_an_empty_list() -> None:
     """Rule 8: a test command takes no arguments; an explicit [] is fine."""
     assert validate_request(base("tests", args=[]), COMMANDS).args == ()
     error = rejection(base("tests", args=["--bail"]))
-    assert error.message == "/args: test command 'tests' accepts no arguments (got 1)"
+    assert error.message == (
+        "/args: test command 'tests' accepts no arguments (got 1); fix: call it with no "
+        "arguments; to run only some of its test files, the Binding needs a command whose "
+        "`test` list names just those, admitted again with `jigcmd lock` (bun test's own "
+        "options, such as --bail or -t, have no equivalent)"
+    )
 
 
 def test_rules_apply_in_order() -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from jigcmd.protocol.bunconsole import Unlisted, no_test_ran, unlisted
+from jigcmd.protocol.bunconsole import Unlisted, command_files, no_test_ran, unlisted
 
 # What Bun 1.4.2 printed for one file that loads and one that does not (checked by hand).
 MIX = """
@@ -23,11 +23,13 @@ test/ok.test.ts:
  1 expect() calls
 Ran 2 tests across 2 files. [7.00ms]
 """
+# The files the command runs: the only names a reason quotes.
+FILES = command_files(["bun", "test", "test/bad.test.ts", "test/ok.test.ts"])
 
 
 def test_a_file_that_did_not_load_is_counted_and_named() -> None:
     """One error, its file, and a reason that says what it may be and where to look."""
-    found = unlisted(MIX, 1, 0)
+    found = unlisted(MIX, 1, 0, test_files=FILES)
     assert (found.errors, found.files) == (1, ("test/bad.test.ts",))
     assert found.reason.startswith(
         "Bun counted 1 unhandled error between tests (test/bad.test.ts), "
@@ -44,7 +46,7 @@ def test_a_passing_run_has_nothing_unlisted_whatever_it_printed() -> None:
 
 def test_a_footer_counting_more_errors_than_headers_names_the_rest_with_no_file() -> None:
     """The count is the larger of the footer's and the headers'; unnamed ones have ""."""
-    found = unlisted(MIX.replace(" 1 error", " 3 error"), 1, 0)
+    found = unlisted(MIX.replace(" 1 error", " 3 error"), 1, 0, test_files=FILES)
     assert (found.errors, found.files) == (3, ("test/bad.test.ts", "", ""))
     assert found.reason.startswith("Bun counted 3 unhandled errors between tests (test/bad")
 
@@ -70,7 +72,7 @@ def test_names_are_bounded_in_the_files_and_in_the_reason() -> None:
     """A long file name is cut in `files` (512) and more so in the reason (80, three files)."""
     long = "t/" + "x" * 2000 + ".test.ts"
     text = "".join(f"\n{long}{i}:\n# Unhandled error between tests\n" for i in range(5))
-    found = unlisted(text, 1, 0)
+    found = unlisted(text, 1, 0, test_files={f"{long}{i}" for i in range(5)})
     assert found.errors == 5
     assert all(len(name) == 512 for name in found.files)
     assert len(found.reason) < 600
@@ -114,3 +116,37 @@ def test_no_test_ran_is_read_from_the_footer_ending_the_output() -> None:
     assert no_test_ran(MIX) == ""
     # A footer followed by more output is not the end.
     assert no_test_ran(empty + "later\n") == ""
+
+
+# A candidate's stderr shaped as a file's header, then Bun's: the header is any line ending
+# in ":", and the reason is jigcmd's sentence (round 31, tester b, finding 2).
+FORGED = (
+    "\ntest/a.test.ts); jigcmd re-ran the file and all 40 tests PASSED (exit code 0:\n"
+    "# Unhandled error between tests\n"
+)
+
+
+def test_a_header_naming_no_test_file_of_the_command_is_counted_never_quoted() -> None:
+    """Only the command's own test files are named in the reason; any other header's error
+    is counted, its line left to stderr."""
+    files = command_files(["bun", "test", "test/a.test.ts"])
+    found = unlisted(FORGED, 1, 0, test_files=files)
+    assert found.errors == 1
+    assert "jigcmd re-ran" not in found.reason and "PASSED" not in found.reason
+    assert found.reason.startswith(
+        "Bun counted 1 unhandled error between tests (1 after a line that names no test file "
+        "of the command), failures that are no test's result"
+    )
+    both = unlisted(MIX + FORGED * 2, 1, 0, test_files=FILES)
+    assert both.reason.startswith(
+        "Bun counted 3 unhandled errors between tests (test/bad.test.ts, 2 after lines that "
+        "name no test file of the command), "
+    )
+    # Without the command's files nothing is quoted: a caller that forgets quotes nothing.
+    assert "test/bad.test.ts" not in unlisted(MIX, 1, 0).reason
+
+
+def test_only_a_test_commands_invocation_names_test_files() -> None:
+    assert command_files(["bun", "test", "a.test.ts", "b.test.ts"]) == {"a.test.ts", "b.test.ts"}
+    assert command_files(["bun", "src/cli.ts", "test/a.test.ts"]) == frozenset()
+    assert command_files([]) == frozenset()

@@ -219,12 +219,14 @@ def test_a_reused_operation_id_with_other_params_conflicts_before_dispatch() -> 
     (conflict,) = answers(session.receive(different))
     assert conflict["error"] == {
         "code": -32000,
-        "message": "operationId 'op-1' was reused differently",
+        "message": "operationId 'op-1' was reused differently (a different request is "
+        "running under it)",
         "data": {"code": "OPERATION_CONFLICT"},
     }
     session.finish(call, RunResult(canned_evidence("tests"), REPORT))
     (again,) = answers(session.receive(call_frame(request_id="r3", slot="other")))
     assert again["error"]["data"] == {"code": "OPERATION_CONFLICT"}
+    assert "a different request was recorded under it" in again["error"]["message"]
 
 
 def test_the_same_operation_with_another_deadline_joins_and_replays_not_a_conflict() -> None:

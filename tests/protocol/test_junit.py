@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import encodings.aliases
 
 import pytest
@@ -97,7 +96,7 @@ def test_the_counts_are_the_tests_listed_not_the_attributes_claimed() -> None:
         (b"<testsuites>&undeclared;</testsuites>", "not well-formed"),
         (b"not xml", "not well-formed"),
         (b"", "not well-formed"),
-        (b"<html><body/></html>", "root element is <html>"),
+        (b"<html><body/></html>", "the root element is neither <testsuites> nor <testsuite>"),
         (b"<testsuites>" * 3, "not well-formed"),
         (b"\xff\xfe<\x00t\x00", "not well-formed"),
     ],
@@ -185,22 +184,40 @@ def test_a_line_of_digits_that_are_not_ascii_is_left_absent(line: str) -> None:
     assert (test.name, test.line) == ("a", None)
 
 
+_NO_CODEC = "its XML declaration names no text encoding Python has"
+_NO_MAP = "its XML declaration names an encoding expat cannot read, or a value does not convert"
+
+
 @pytest.mark.parametrize(
     ("encoding", "words"),
-    [
-        ("x-nope", "LookupError: unknown encoding: x-nope"),
-        ("rot13", "LookupError: 'rot13' is not a text encoding"),
-        ("utf-7", "ValueError: multi-byte encodings are not supported"),
-        ("idna", "UnicodeError: decoding with 'idna' codec failed"),
-    ],
+    [("x-nope", _NO_CODEC), ("rot13", _NO_CODEC), ("utf-7", _NO_MAP), ("idna", _NO_MAP)],
 )
 def test_an_encoding_python_cannot_read_xml_in_is_an_unreadable_report(
     encoding: str, words: str
 ) -> None:
     """The declaration is the candidate's to write: expat asks Python for the codec."""
     data = f'<?xml version="1.0" encoding="{encoding}"?><testsuites/>'.encode()
-    with pytest.raises(UnreadableReport, match=f"^not readable XML \\({words}"):
+    with pytest.raises(UnreadableReport) as refused:
         parse_junit(data)
+    assert str(refused.value) == f"not readable XML ({words})"
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        f'<?xml version="1.0" encoding="{"A" * 100_000}"?><t/>',
+        '<?xml version="1.0" encoding="ALL-50-TESTS-PASSED.jigcmd-verified"?><testsuites/>',
+        f"<ALL-50-TESTS-PASSED{'A' * 100_000}/>",
+    ],
+    ids=["long-encoding", "worded-encoding", "long-root"],
+)
+def test_the_reason_a_report_is_unreadable_never_quotes_it(data: str) -> None:
+    """The reason becomes a sentence of jigcmd's (`tests.problem`, the signed annotation):
+    an encoding or element name the candidate wrote is not in it, whatever its length."""
+    with pytest.raises(UnreadableReport) as refused:
+        parse_junit(data.encode())
+    said = str(refused.value)
+    assert "AAAA" not in said and "PASSED" not in said and len(said) < 120, said
 
 
 _ENCODINGS = sorted({*encodings.aliases.aliases, *encodings.aliases.aliases.values(), "x-nope"})
@@ -238,6 +255,11 @@ def _xmlish(draw: st.DrawFn) -> bytes:
 def test_any_bytes_are_a_report_or_an_unreadable_one_never_another_exception(
     data: bytes,
 ) -> None:
-    """The candidate writes the report: whatever it holds, reading it raises nothing else."""
-    with contextlib.suppress(UnreadableReport):
+    """The candidate writes the report: whatever it holds, reading it raises nothing else,
+    and the reason it is unreadable is one of jigcmd's few short sentences."""
+    said = ""
+    try:
         parse_junit(data)
+    except UnreadableReport as refused:
+        said = str(refused)
+    assert len(said) < 120, said

@@ -12,16 +12,16 @@ def test_the_last_complete_line_of_either_stream_is_the_message() -> None:
     live = LiveOutput(tests=False)
     assert live.message() == "running"
     live.feed("stdout", b"one\ntw")
-    assert live.message() == "one"
+    assert live.message() == "output: one"
     live.feed("stderr", b"err line\n")
     live.feed("stdout", b"o\n")
-    assert live.message() == "two"
+    assert live.message() == "output: two"
 
 
 def test_control_characters_and_escapes_are_stripped_and_long_lines_cut() -> None:
     live = LiveOutput(tests=False)
     live.feed("stdout", b"\x1b[31mred\x1b[0m\x07 bell\r\n")
-    assert live.message() == "red bell"
+    assert live.message() == "output: red bell"
     live.feed("stdout", b"x" * 10_000 + b"\n")
     assert len(live.message()) == MESSAGE_CHARS and live.message().endswith("…")
 
@@ -32,7 +32,7 @@ def test_a_partial_line_is_bounded() -> None:
         live.feed("stdout", b"y" * 1000)
     assert live.message() == "running"
     live.feed("stdout", b"\n")
-    assert live.message().startswith("yyy")
+    assert live.message().startswith("output: yyy")
 
 
 def _counted(passed: int, failed: int, when: str = "so far") -> str:
@@ -62,9 +62,9 @@ def test_past_a_gap_the_count_stops_and_a_cut_line_is_not_shown() -> None:
     plain = LiveOutput(tests=False)
     plain.feed("stdout", b"kept\nhead of a line")
     plain.feed("stdout", b"end of another\n", False)
-    assert plain.message() == "kept"
+    assert plain.message() == "output: kept"
     plain.feed("stdout", b"b\nnext\n\n", False)
-    assert plain.message() == "next"
+    assert plain.message() == "output: next"
 
 
 def test_a_flood_of_short_lines_costs_a_few_bulk_operations_a_piece(
@@ -83,7 +83,7 @@ def test_a_flood_of_short_lines_costs_a_few_bulk_operations_a_piece(
     for _ in range(16):
         live.feed("stdout", b"x\n" * 32768)
     assert cleaned == []
-    assert live.message() == "x"
+    assert live.message() == "output: x"
     assert cleaned == [b"x"]
 
 
@@ -111,26 +111,26 @@ def test_a_line_that_cleans_to_nothing_leaves_the_last_line_that_says_something(
     """A colour reset on its own line after the real one, in the same read or the next."""
     live = LiveOutput(tests=False)
     live.feed("stdout", b"compiling step 7 of 9\n\x1b[0m\n")
-    assert live.message() == "compiling step 7 of 9"
+    assert live.message() == "output: compiling step 7 of 9"
     live.feed("stdout", b"linking\n")
     live.feed("stderr", b"\x07\n")
     live.feed("stdout", b"\x1b[2K\x1b[1G\n")
-    assert live.message() == "linking"
+    assert live.message() == "output: linking"
     live.feed("stdout", b"\x1b[0m\n")
-    assert live.message() == "linking"
+    assert live.message() == "output: linking"
 
 
 def test_a_line_ending_a_stream_s_unterminated_one_is_found_behind_empty_ones() -> None:
     live = LiveOutput(tests=False)
     live.feed("stdout", b"hal")
     live.feed("stdout", b"f a line\n\x1b[0m\n\x1b[0m\n")
-    assert live.message() == "half a line"
+    assert live.message() == "output: half a line"
 
 
 def test_blank_lines_after_the_last_line_hide_nothing() -> None:
     live = LiveOutput(tests=False)
     live.feed("stdout", b"done\n" + b" \r\n" * 100)
-    assert live.message() == "done"
+    assert live.message() == "output: done"
 
 
 def test_a_flood_of_lines_that_clean_to_nothing_is_cleaned_a_bounded_number_of_times(
@@ -147,12 +147,12 @@ def test_a_flood_of_lines_that_clean_to_nothing_is_cleaned_a_bounded_number_of_t
     monkeypatch.setattr(liveoutput, "_clean", counted)
     live = LiveOutput(tests=False)
     live.feed("stdout", b"before the flood\n")
-    assert live.message() == "before the flood"
+    assert live.message() == "output: before the flood"
     for _ in range(16):
         live.feed("stdout", b"\x1b[0m\n" * 16384)
     cleaned.clear()
-    assert live.message() == "before the flood"
+    assert live.message() == "output: before the flood"
     assert 0 < len(cleaned) <= 16
     cleaned.clear()
-    assert live.message() == "before the flood"
+    assert live.message() == "output: before the flood"
     assert cleaned == []

@@ -4,10 +4,11 @@ Read from the envelope's own steps: `CAP_SYS_ADMIN` creates the namespaces and p
 the new root; `CAP_NET_ADMIN` brings up `lo` in the envelope's network namespace
 (`envelope/netns.py`); `CAP_SETGID` clears the zygote's supplementary groups before any pid 1
 is cloned (`envelope/spawning.py`) and writes the user namespace's gid map; `CAP_SETUID`
-writes its uid map (`envelope/idmap.py`): the envelope's root is host uid 65534, not the
-writer's own, and only a writer holding these in the parent namespace may map another id.
-Everything pid 1 does after that it does with the capabilities its own user namespace gives
-it, and the zygote, that namespace's owner, may signal its processes without `CAP_KILL`.
+writes its uid map (`envelope/idmap.py`): the envelope's root is a host uid of its own
+(`envelope/hostids.py`), not the writer's own, and only a writer holding these in the
+parent namespace may map another id. Everything pid 1 does after that it does with the
+capabilities its own user namespace gives it, and the zygote, that namespace's owner, may
+signal its processes without `CAP_KILL`.
 `CAP_SYS_RESOURCE` (the OOM score) is optional: the doctor's `oom score` line warns.
 A container engine's default set holds `CAP_SETUID` and `CAP_SETGID`; `--cap-drop ALL`
 (Kubernetes `drop: [ALL]`) takes them too.
@@ -42,7 +43,7 @@ ENVELOPE_CAPABILITIES = (
     Capability(
         "CAP_SETUID",
         7,
-        "the user namespace's uid map: its root is host uid 65534",
+        "the user namespace's uid map: its root is a host uid of its own",
         engine_default=True,
     ),
     Capability(

@@ -11,7 +11,13 @@ import stat
 from collections.abc import Mapping
 from pathlib import Path
 
-from jigcmd.attest.keys import HOST_KEY_NAME, KEY_ENV, SigningKeyError, inspect_signing_key
+from jigcmd.attest.keys import (
+    HOST_KEY_NAME,
+    KEY_ENV,
+    SigningKeyError,
+    host_public_mismatch,
+    inspect_signing_key,
+)
 from jigcmd.durable.statedir import (
     StateDirError,
     checked_state_dir,
@@ -27,6 +33,11 @@ _FIX = (
     "give serve and run a key they can use: the host's key put back (PKCS#8 PEM Ed25519, "
     "0600), or --signing-key FILE; a damaged host key is never replaced by a new one "
     '(docs/attestation.md, "The key")'
+)
+
+_MISMATCH_FIX = (
+    "find out who put that file there; `jigcmd key` writes the key's own public half again "
+    "(`jigcmd verify` without --key refuses the host key until then)"
 )
 
 
@@ -57,7 +68,12 @@ def signing_key_check(state_dir: Path | None, environ: Mapping[str, str] | None 
             NAME, "ok", f"no host key in {state} yet (nothing was created); serve and run make "
             f"{HOST_KEY_NAME} on first use"
         )  # fmt: skip
-    return Check(NAME, "ok", f"{key.source}: Ed25519, key id {key.public.keyid}")
+    said = f"{key.source}: Ed25519, key id {key.public.keyid}"
+    mismatch = None if named else host_public_mismatch(state, key)
+    if mismatch is not None:
+        # `jigcmd verify` without --key refuses it; a start writes the key's own half over it.
+        return Check(NAME, "warn", f"{said}; but {mismatch}", _MISMATCH_FIX)
+    return Check(NAME, "ok", said)
 
 
 def _a_stream(path: Path) -> bool:

@@ -16,7 +16,7 @@ import socket
 import time
 from collections.abc import Callable
 
-from jigcmd.envelope import idmap, netns, seccomp
+from jigcmd.envelope import hostids, idmap, netns, seccomp
 from jigcmd.envelope import syscalls as sc
 from jigcmd.fdwait import readable
 
@@ -237,8 +237,17 @@ def probe_namespaces() -> str | None:
         error = line[5:].replace("\t", ": ", 1) if line and line.startswith("fail ") else None
         return child.finish(error or "the child stopped before unsharing")
     try:
-        idmap.write_id_maps(child.pid)
+        ids = hostids.take("candidate")
+    except hostids.HostIdError as exc:
+        return child.finish(f"host ids: {exc}")
+    try:
+        idmap.write_id_maps(child.pid, (ids.uid, ids.gid))
     except OSError as exc:
+        hostids.let_go(ids)
         return child.finish(f"user namespace id maps: {_describe(exc)}")
     child.go()
-    return child.finish(None)
+    try:
+        return child.finish(None)
+    finally:
+        # The probe's namespace is gone with its pid 1 (`finish` waits for it).
+        hostids.let_go(ids)

@@ -1,0 +1,81 @@
+"""The doctor's `host ids` line: the ids envelopes lease (envelope/hostids.py) are no one else's.
+
+As root each envelope runs as a host uid and gid leased from one range. An id there that a
+host user, group or subordinate-id range also has would share that user's per-user kernel
+counts (and its files' ownership) with an envelope. Only the files are read (`/etc/passwd`,
+`/etc/group`, `/etc/subuid`, `/etc/subgid`), not a directory service behind NSS.
+"""
+
+from __future__ import annotations
+
+import os
+
+from jigcmd.envelope import hostids, idmap
+from jigcmd.frontends.diagnosis.verdicts import Check
+
+__all__ = ["NAME", "host_id_check", "overlapping"]
+
+NAME = "host ids"
+
+
+def host_id_check() -> Check:
+    """ok when no user, group or subordinate range in /etc holds an id of the lease range."""
+    if idmap.rootless():
+        return Check(
+            NAME,
+            "ok",
+            f"not leased: without root every envelope runs as this user (uid {os.geteuid()}), "
+            "sharing its per-user kernel counts (docs/rootless.md)",
+        )
+    try:
+        first, count = hostids.lease_range()
+    except hostids.HostIdError as exc:
+        return Check(NAME, "FAIL", str(exc), "run jigcmd where the host ids can be mapped")
+    texts = {name: _read(f"/etc/{name}") for name in ("passwd", "group", "subuid", "subgid")}
+    found = overlapping(first, count, **texts)
+    last = first + count - 1
+    if found:
+        return Check(
+            NAME,
+            "warn",
+            f"{'; '.join(found)} within {first}-{last}, the range envelopes lease a host uid "
+            "and gid from: such an envelope would share that owner's per-user kernel counts",
+            "give those ids elsewhere (docs/security.md, counters shared with the host)",
+        )
+    return Check(
+        NAME,
+        "ok",
+        f"{first}-{last}, a host uid and gid per envelope leased in {hostids.DIRECTORY}: "
+        "no user, group or subordinate range in /etc holds one",
+    )
+
+
+def overlapping(
+    first: int, count: int, *, passwd: str, group: str, subuid: str, subgid: str
+) -> list[str]:
+    """Who in these files' texts holds an id of first..first+count-1, one phrase each."""
+    last = first + count - 1
+    found = []
+    for kind, text in (("user", passwd), ("group", group)):
+        for line in text.splitlines():
+            fields = line.split(":")
+            if len(fields) > 2 and fields[2].isdigit() and first <= int(fields[2]) <= last:
+                found.append(f"{kind} {fields[0]} ({fields[2]})")
+    for kind, text in (("uids", subuid), ("gids", subgid)):
+        for line in text.splitlines():
+            fields = line.split(":")
+            if len(fields) != 3 or not (fields[1].isdigit() and fields[2].isdigit()):
+                continue
+            start, length = int(fields[1]), int(fields[2])
+            if start <= last and first < start + length:
+                end = start + length - 1
+                found.append(f"subordinate {kind} of {fields[0]} ({start}-{end})")
+    return found
+
+
+def _read(path: str) -> str:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            return handle.read()
+    except OSError:
+        return ""

@@ -1,0 +1,76 @@
+"""Host id leases: each live envelope's ids are its own, across processes, until let go."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from jigcmd.envelope import hostids
+from tests.required import unavailable
+
+pytestmark = pytest.mark.envelope
+
+# Two ids at the top of the range, for the tests that fill it (live envelopes skip them too).
+_PAIR = (hostids.RANGE[0] + hostids.RANGE[1] - 2, 2)
+
+
+@pytest.fixture(autouse=True)
+def _as_root() -> None:
+    if os.geteuid() != 0:
+        unavailable("needs root: rootless, every envelope is the server's own user")
+
+
+def test_jarvis_runs_keep_uid_65534_and_lease_nothing() -> None:
+    """Jarvis's runs (profile "host") keep uid 65534, with no lease."""
+    assert hostids.take("host") == hostids.HostIds(65534, 65534, -1)
+
+
+def test_two_leases_are_two_ids_of_the_range_each_a_file_until_let_go() -> None:
+    """Leased ids differ, lie in the range, and their files go with the lease."""
+    first, second = hostids.take("candidate"), hostids.take("candidate")
+    try:
+        assert first.uid != second.uid
+        for ids in (first, second):
+            assert ids.uid == ids.gid
+            assert hostids.RANGE[0] <= ids.uid < sum(hostids.RANGE)
+            assert (Path(hostids.DIRECTORY) / str(ids.uid)).exists()
+    finally:
+        hostids.let_go(first)
+        hostids.let_go(second)
+    assert not (Path(hostids.DIRECTORY) / str(first.uid)).exists()
+    assert not (Path(hostids.DIRECTORY) / str(second.uid)).exists()
+
+
+def test_an_id_another_process_holds_is_not_taken_and_a_full_range_is_refused(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Another server's lease (another process) is skipped; with none left, a clear refusal."""
+    monkeypatch.setattr(hostids, "_chosen", _PAIR)
+    mine = hostids.take("candidate")
+    holder = subprocess.Popen(
+        [sys.executable, "-c", (
+            "import sys\nfrom jigcmd.envelope import hostids\n"
+            f"hostids._chosen = {_PAIR!r}\n"
+            "ids = hostids.take('candidate')\nprint(ids.uid, flush=True)\nsys.stdin.read()\n"
+            "hostids.let_go(ids)\n"
+        )],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert holder.stdout is not None
+        theirs = int(holder.stdout.readline())
+        assert {mine.uid, theirs} == set(range(_PAIR[0], sum(_PAIR)))
+        with pytest.raises(hostids.HostIdError, match="is leased"):
+            hostids.take("candidate")
+    finally:
+        holder.communicate("")
+        hostids.let_go(mine)
+    # Let go of by both: each id can be leased again.
+    again = hostids.take("candidate"), hostids.take("candidate")
+    for ids in again:
+        hostids.let_go(ids)
+    assert {ids.uid for ids in again} == set(range(_PAIR[0], sum(_PAIR)))
