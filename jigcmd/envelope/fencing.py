@@ -55,6 +55,8 @@ class Fencing:
     ending: Ending | None
     stats: cgroups.CgroupStats | None
     cpu_at_go: int | None
+    # A step failed (`_fail`): the loop reads it once the envelope is forgotten.
+    failed: bool
 
     def _forget(self) -> None:
         """The loop forgets this envelope (the subclass knows its loop: `Loop.done`)."""
@@ -163,6 +165,7 @@ class Fencing:
         """A step failed: fence, release, and tell the server (if a launch is here)."""
         if self.state is State.DONE:
             return
+        self.failed = True
         self.held.kill_and_wait()
         ok, problems = self._release()
         self.held.free_slot()

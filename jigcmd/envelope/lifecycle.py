@@ -126,6 +126,7 @@ class Envelope(Fencing):
         self.wall_ms = 0.0
         self.ending: Ending | None = None
         self.stats: cgroups.CgroupStats | None = None
+        self.failed = False
 
     # -- prepare -----------------------------------------------------------------------
 

@@ -26,6 +26,8 @@ class EventLoop:
     def __init__(self) -> None:
         self.epoll = select.epoll()
         self.callbacks: dict[int, Callable[[], None]] = {}
+        # Watched descriptors also waited on to turn writable (`want_writable`).
+        self.writers: dict[int, Callable[[], None]] = {}
         # Every envelope the loop drives, until it is done.
         self.envelopes: set[Envelope] = set()
         # Who clones pid 1s (spawner.py); None: the loop's own process does.
@@ -38,9 +40,21 @@ class EventLoop:
 
     def unwatch(self, fd: int) -> None:
         """Stop watching `fd` (before it is closed); unknown descriptors are ignored."""
+        self.writers.pop(fd, None)
         if self.callbacks.pop(fd, None) is not None:
             with contextlib.suppress(OSError):
                 self.epoll.unregister(fd)
+
+    def want_writable(self, fd: int, callback: Callable[[], None] | None) -> None:
+        """Also call `callback` when the watched `fd` turns writable; None: no more."""
+        if fd not in self.callbacks or (callback is None and fd not in self.writers):
+            return
+        if callback is None:
+            del self.writers[fd]
+        else:
+            self.writers[fd] = callback
+        events = select.EPOLLIN | (select.EPOLLOUT if callback is not None else 0)
+        self.epoll.modify(fd, events)
 
     def built(self, envelope: Envelope) -> None:
         """`envelope` is prepared (the zygote then starts the next preparation)."""
@@ -55,8 +69,11 @@ class EventLoop:
         due = [e.timer for e in self.envelopes if e.timer is not None]
         due += [t for t in timers if t > now]
         timeout = max(0.0, min(due) - now) if due else -1.0
-        for fd, _events in self.epoll.poll(timeout):
-            callback = self.callbacks.get(fd)
+        for fd, events in self.epoll.poll(timeout):
+            writer = self.writers.get(fd) if events & select.EPOLLOUT else None
+            if writer is not None:
+                writer()
+            callback = self.callbacks.get(fd) if events & ~select.EPOLLOUT else None
             if callback is not None:
                 callback()
         now = time.monotonic()

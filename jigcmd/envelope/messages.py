@@ -40,6 +40,7 @@ __all__ = [
     "Ready",
     "Started",
     "Warm",
+    "frame",
     "recv_message",
     "send_message",
     "tag_of",
@@ -248,12 +249,17 @@ def _check_length(length: int) -> None:
         raise ValueError(f"control frame of {length} bytes exceeds {_MAX_FRAME}")
 
 
+def frame(message: Message, *, codec: Codec) -> bytes:
+    """`message` as one frame on the wire: its length, then its encoding."""
+    body = codec.encode(message)
+    return _HEADER.pack(len(body)) + body
+
+
 def send_message(
     sock: socket.socket, message: Message, fds: list[int] | None = None, *, codec: Codec
 ) -> None:
     """Send one framed message, with `fds` attached to its first byte."""
-    body = codec.encode(message)
-    data = _HEADER.pack(len(body)) + body
+    data = frame(message, codec=codec)
     if fds:
         sent = sock.sendmsg([data], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))])
         data = data[sent:]

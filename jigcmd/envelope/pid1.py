@@ -151,7 +151,10 @@ class Init:
             os.close(go_r)
             step = "become namespace root"
             os.setresgid(0, 0, 0)
-            os.setresuid(0, 0, 0)
+            # The effective and saved uid only: the real uid stays host root's until the
+            # scratch is handed over (`_hand_over_scratch`), so that the kernel charges that
+            # one SCM_RIGHTS message to host root, not to the uid every candidate has.
+            os.setresuid(-1, 0, 0)
         except StepError as exc:
             _fail(self.status_w, exc.step, exc.error)
         except BaseException as exc:  # noqa: BLE001 - pid 1 reports every failure, then exits
@@ -204,6 +207,9 @@ class Init:
                 self.tree_fd = candidatetree.open_candidate_tree()
             step = "hand over the scratch"
             _hand_over_scratch(self.control)
+            step = "become namespace root"
+            # The real uid too, now that pid 1 sends no descriptor any more: the candidate's.
+            os.setresuid(0, 0, 0)
             step = "drop privileges"
             # The whole drop, the seccomp filter last (its install is ~0.3 ms of the kernel's,
             # the filter's JIT above all), off the request's path: nothing pid 1 does at the
@@ -368,6 +374,13 @@ def _hand_over_scratch(control: socket.socket) -> None:
 
     With it the supervisor reads a report the runner wrote there after the run (see
     envelope/scratchfile.py) without a path through a root the candidate could have changed.
+
+    Sent while pid 1's real uid is still host root's: the kernel counts descriptors in flight
+    in SCM_RIGHTS messages per host user (the real uid's) and refuses a send once that count
+    passes the sender's RLIMIT_NOFILE. Every candidate has the envelope's uid, so as that uid
+    this send failed (ETOOMANYREFS) while any candidate held ~500 descriptors in flight and
+    the server's limit was lower (docs/envelope.md, ordering rule 14, with the measurement
+    against the zygote's `pidfd_getfd`). Host root's count is no candidate's to raise.
     """
     scratch = os.open(_SCRATCH, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
     try:

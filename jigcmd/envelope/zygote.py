@@ -13,10 +13,10 @@ still the zygote's child and the zygote's pages are not shared with every live p
 It supervises all envelopes from one loop (epoll over the control socket, each pid 1's
 status pipe and pidfd, each run's socket; timers for deadlines): no supervisor process per
 envelope. It keeps envelopes prepared for the last plan shape it saw (a `Warm` hint) and
-names each to the server (`Ready`) before any request, so that the server's journal row
-names the envelope that will serve it. Every `Launch` comes here, on the control socket;
-one naming a prepared envelope runs in it, any other is prepared cold. Every envelope serves
-one request and is then destroyed.
+names each to the server (`Ready`, never waiting for the server to read it: outbox.py)
+before any request, so that the server's journal row names the envelope that will serve
+it. Every `Launch` comes here, on the control socket; one naming a prepared envelope runs
+in it, any other is prepared cold. Every envelope serves one request and is then destroyed.
 
 Preparing costs CPU, and on two cores it slows whatever it runs beside; when the pool is
 topped up (never between a launch and its candidate's start, after the answer, later for a
@@ -54,9 +54,10 @@ from jigcmd.envelope.messages import (
     Launch,
     Ready,
     Warm,
+    frame,
     recv_message,
-    send_message,
 )
+from jigcmd.envelope.outbox import Outbox
 from jigcmd.envelope.refill import Refill
 from jigcmd.envelope.spawner import Spawner, sweep
 from jigcmd.envelope.states import State
@@ -105,6 +106,8 @@ class _Zygote(EventLoop):
         # ready soonest and they never compete.
         self.preparing: Envelope | None = None
         self.server_gone = False
+        # What the zygote tells the server, written without ever waiting for it (outbox.py).
+        self.outbox = Outbox(control)
 
     def built(self, envelope: Envelope) -> None:
         if envelope is self.preparing:
@@ -115,10 +118,19 @@ class _Zygote(EventLoop):
         if envelope is self.preparing:
             self.preparing = None
         self.prepared.pop(envelope.run_id, None)
+        # A `Ready` not yet written for an envelope that is gone would only be named in a
+        # launch that then prepares cold.
+        self.outbox.withdraw(envelope.run_id)
         if envelope in self.running:
             self.running.discard(envelope)
             # Its report is sent (`Finished`, `Failed`): the server answers next.
             self.refill.released(time.monotonic())
+        elif envelope.failed:
+            # A preparation ahead of any request failed on its way (pid 1 said which step,
+            # or died): the next waits as long as one that failed at once (`_replenish`).
+            # Without this, a step failing for a reason that lasts was retried at once, in a
+            # loop, each attempt named to the server.
+            self.refill.failed(time.monotonic())
 
     def serve(self) -> int:
         self.watch(self.control.fileno(), self._on_control)
@@ -202,8 +214,23 @@ class _Zygote(EventLoop):
     def _server_gone(self) -> None:
         """The server went away: nothing prepared will be launched; running runs finish."""
         self.server_gone = True
+        self.outbox.clear()
         self.unwatch(self.control.fileno())
         self._drop_prepared()
+
+    def _tell(self, envelope_id: str, ready: Ready) -> None:
+        """Name a prepared envelope to the server, without waiting for it to read."""
+        self.outbox.put(envelope_id, frame(ready, codec=MARSHAL))
+        self._flush()
+
+    def _flush(self) -> None:
+        try:
+            left = self.outbox.flush()
+        except OSError:
+            # The server is gone; the loop sees the EOF next.
+            self.outbox.clear()
+            left = False
+        self.want_writable(self.control.fileno(), self._flush if left else None)
 
     def _launch(self, launch: Launch, fds: list[int]) -> None:
         self.refill.launched(time.monotonic())
@@ -269,10 +296,7 @@ class _Zygote(EventLoop):
         job = envelope.held.job
         assert job is not None
         ready = Ready(envelope_id=envelope.run_id, supervisor=self.identity, cgroup_paths=job.paths)
-        try:
-            send_message(self.control, ready, codec=MARSHAL)
-        except OSError:
-            return  # the server is gone; the loop sees the EOF next
+        self._tell(envelope.run_id, ready)
         trace.mark("zygote: ready sent")
 
     def close(self) -> None:
