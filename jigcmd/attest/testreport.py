@@ -2,7 +2,8 @@
 
 The JUnit report is the one the plan had Bun write for every test command (parsed by
 `jigcmd.protocol.junit`): each test's file, describe path and name come apart, and are
-joined as `jigcmd.attest.testnames` says, exactly and unambiguously. Without one (a run
+joined as `jigcmd.attest.testnames` says, so that a ` > ` of a name is never the separator
+(Bun's writer drops control characters, which no name can then tell apart). Without one (a run
 stopped or ended before Bun wrote it, the statement signed before the release was proved),
 `bun test` prints `(pass) describe > name [0.02ms]` and `(fail) …` per test on stderr, under
 a `file.test.ts:` line per file: a multi-line name is cut at its first line there, and a
@@ -89,26 +90,37 @@ def _ended_early(stderr: str, exit_code: int | None, tail: str, missing: str) ->
     )
 
 
-def read_junit_report(results: TestResults) -> TestReport | None:
+def read_junit_report(
+    results: TestResults, stderr: str = "", exit_code: int | None = None, tail: str = ""
+) -> TestReport | None:
     """Passed and failed test names (`file > describe > name`, each part escaped as
-    `testnames.joined` says) from the parsed JUnit report."""
+    `testnames.joined` says) from the parsed JUnit report.
+
+    The first `_MAX_TESTS` passed or failed tests are named, whatever skipped or todo tests
+    come before them. After an exit 0 (`exit_code`, the console's `stderr` and its `tail`)
+    the console must end with Bun's summary as on the console's path: a report the
+    candidate wrote itself before `process.exit(0)` is not a finished run's.
+    """
     if results.report is None or results.raw is None:
         return None
     passed: list[str] = []
     failed: list[str] = []
-    for test in results.report.tests[:_MAX_TESTS]:
+    for test in results.report.tests:
         if test.status not in ("passed", "failed"):
             continue
+        if len(passed) + len(failed) >= _MAX_TESTS:
+            break
         path = [test.filePath] if test.filePath else []
         name = _cut(joined([*path, *(test.suite or []), test.name]))
         (passed if test.status == "passed" else failed).append(name)
     missed = results.unlisted
+    ended = _ended_early(stderr, exit_code, tail, "")
     return TestReport(
         passed=tuple(passed),
         failed=(*failed, *_unhandled(missed, len(passed) + len(failed), joined)),
         source="bun test JUnit report",
         source_sha256=hashlib.sha256(results.raw).hexdigest(),
-        incomplete=missed.reason,
+        incomplete="; ".join(reason for reason in (ended, missed.reason) if reason),
         names=JUNIT_NAMES,
     )
 

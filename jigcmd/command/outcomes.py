@@ -143,14 +143,19 @@ class _RunSigner:
     ) -> TestReport | None:
         if self._kind != "test":
             return None
-        junit = None if tests is None else read_junit_report(tests)
+        tail = _tail(stderr)
+        junit = (
+            None
+            if tests is None
+            else read_junit_report(tests, made.stderr.text, made.exit_code, tail)
+        )
         # Why the report the plan asked for is not there: the statement says it as the
         # unsigned `tests.problem` does.
         missing = "" if tests is None else tests.problem
         return junit or self._console(
             made.stderr.text,
             made.exit_code,
-            _tail(stderr),
+            tail,
             missing,
             test_files=command_files(made.invocation),
         )

@@ -126,3 +126,52 @@ async def test_an_mcp_call_signs_the_very_same_names(rig: Rig, tmp_path: Path) -
     )  # fmt: skip
     assert fetched.returncode == 0, fetched.stderr
     _assert_exact_names(_signed_tests(bundle.read_bytes(), rig.state_dir))
+
+
+def _run1_predicate(rig: Rig, tmp_path: Path, operation_id: str, source: str) -> dict[str, Any]:
+    """The signed test-result predicate of one Run/1 call of the example's `tests`."""
+    server = rig.serve()
+    server.send(flow_call("c1", operation_id, {"command": "tests", "files": {FILE: source}}))
+    server.answer("c1")
+    assert server.close_input() == 0
+    bundle = tmp_path / f"{operation_id}.jsonl"
+    state = ("--state-dir", str(rig.state_dir))
+    fetched = jigcmd_cli(
+        "attest", "--run-id", rig.run_id, operation_id, *state, "--out", str(bundle)
+    )
+    assert fetched.returncode == 0, fetched.stderr
+    return _signed_tests(bundle.read_bytes(), rig.state_dir)
+
+
+def test_a_failure_after_two_thousand_skipped_tests_is_named(rig: Rig, tmp_path: Path) -> None:
+    """The cap on names counts passed and failed tests, not the skipped ones before them."""
+    source = (
+        'import { test, expect, describe } from "bun:test";\n'
+        'describe.skip("off", () => { test.each([...Array(2000).keys()])("row %i", () => {}); });\n'
+        'test("the one that matters", () => { expect(1 + 1).toBe(3); });\n'
+        'test("also runs", () => { expect(1).toBe(1); });\n'
+    )
+    predicate = _run1_predicate(rig, tmp_path, "op-skips", source)
+    assert predicate["result"] == "FAILED"
+    assert predicate["failedTests"] == [f"{FILE} > the one that matters"]
+    assert predicate["passedTests"] == [f"{FILE} > also runs"]
+
+
+def test_a_report_the_candidate_wrote_before_exit_0_is_not_a_pass(rig: Rig, tmp_path: Path) -> None:
+    """A test writes its own JUnit report and exits 0 before Bun's summary: the statement
+    says the run is incomplete (WARNED), as the console's path always did, not PASSED."""
+    forged = (
+        '<?xml version="1.0" encoding="UTF-8"?><testsuites name="bun test" tests="1">'
+        '<testsuite name="t" file="test/project.test.ts" tests="1">'
+        '<testcase name="forged" classname="t" time="0" file="test/project.test.ts"/>'
+        "</testsuite></testsuites>"
+    )
+    source = (
+        'import { test } from "bun:test";\nimport { writeFileSync } from "node:fs";\n'
+        f'test("writes", () => {{ writeFileSync("/tmp/jigcmd-junit.xml", {json.dumps(forged)}); '
+        "process.exit(0); });\n"
+    )
+    predicate = _run1_predicate(rig, tmp_path, "op-forged", source)
+    assert predicate["result"] == "WARNED", predicate
+    (report,) = [c for c in predicate["configuration"] if c["name"].startswith("test runner")]
+    assert "does not end with its" in report["annotations"]["incomplete"], report
