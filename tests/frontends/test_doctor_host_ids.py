@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from jigcmd.envelope import hostids
-from jigcmd.frontends.diagnosis.hostidcheck import overlapping
+from jigcmd.frontends.diagnosis.hostidcheck import briefly, overlapping
 from tests.frontends.test_doctor_cli import checks, doctor
 from tests.required import unavailable
 
@@ -32,6 +32,14 @@ def test_users_groups_and_subordinate_ranges_inside_the_range_are_each_named() -
         f"group pod ({_FIRST + _COUNT - 1})",
         f"subordinate uids of wide ({_FIRST - 10}-{_FIRST + 9})",
     ]
+
+
+def test_a_block_of_users_in_the_range_is_named_by_a_few_and_counted() -> None:
+    """65,536 users inside the range: five named, the rest a count, not a line of megabytes."""
+    passwd = "".join(f"u{n}:x:{n}:{n}::/:/bin/sh\n" for n in range(_FIRST, _FIRST + _COUNT))
+    said = briefly(overlapping(_FIRST, _COUNT, passwd=passwd, group="", subuid="", subgid=""))
+    assert said.startswith(f"user u{_FIRST} ({_FIRST}); ")
+    assert said.endswith(f"; and {_COUNT - 5:,} more") and len(said) < 200
 
 
 def test_the_doctor_names_the_range_envelopes_lease_from(tmp_path: Path) -> None:

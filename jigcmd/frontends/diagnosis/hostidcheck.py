@@ -13,7 +13,7 @@ import os
 from jigcmd.envelope import hostids, idmap
 from jigcmd.frontends.diagnosis.verdicts import Check
 
-__all__ = ["NAME", "host_id_check", "overlapping"]
+__all__ = ["NAME", "briefly", "host_id_check", "overlapping"]
 
 NAME = "host ids"
 
@@ -38,7 +38,7 @@ def host_id_check() -> Check:
         return Check(
             NAME,
             "warn",
-            f"{'; '.join(found)} within {first}-{last}, the range envelopes lease a host uid "
+            f"{briefly(found)} within {first}-{last}, the range envelopes lease a host uid "
             "and gid from: such an envelope would share that owner's per-user kernel counts",
             "give those ids elsewhere (docs/security.md, counters shared with the host)",
         )
@@ -48,6 +48,17 @@ def host_id_check() -> Check:
         f"{first}-{last}, a host uid and gid per envelope leased in {hostids.DIRECTORY}: "
         "no user, group or subordinate range in /etc holds one",
     )
+
+
+def briefly(found: list[str]) -> str:
+    """The first few of `found`, and how many more: a block of users is one line, not one each."""
+    shown = "; ".join(found[:_SHOWN])
+    more = len(found) - _SHOWN
+    return shown if more <= 0 else f"{shown}; and {more:,} more"
+
+
+# How many ids a warning names before it counts the rest.
+_SHOWN = 5
 
 
 def overlapping(
