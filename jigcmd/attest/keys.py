@@ -35,6 +35,7 @@ from pathlib import Path
 from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
+from jigcmd.attest.edwards import small_order
 from jigcmd.attest.keyforms import KeyFormError, signing_key_form, sslib_public_raw, unarmoured
 from jigcmd.regularfile import NotRegular, read_regular
 
@@ -300,8 +301,7 @@ def _parse_public(data: bytes, path: Path) -> PublicKey:
         raise SigningKeyError(f"public key {path}: {exc}; {_PUBLIC_FORM}") from None
     if raw is not None:
         # securesystemslib's (and in-toto's) key dict: the 32 raw bytes, unambiguous.
-        public = Ed25519PublicKey.from_public_bytes(raw)
-        return PublicKey(public, key_id(public))
+        return _not_degenerate(Ed25519PublicKey.from_public_bytes(raw), path)
     _one_public_pem(data, path)
     # Only `jigcmd verify` reads a public key: the library's parser, imported for it.
     from cryptography.hazmat.primitives import serialization  # noqa: PLC0415 - see the module
@@ -314,7 +314,18 @@ def _parse_public(data: bytes, path: Path) -> PublicKey:
         ) from exc
     if not isinstance(loaded, Ed25519PublicKey):
         raise SigningKeyError(f"public key {path}: not an Ed25519 key; {_PUBLIC_FORM}")
-    return PublicKey(loaded, key_id(loaded))
+    return _not_degenerate(loaded, path)
+
+
+def _not_degenerate(public: Ed25519PublicKey, path: Path) -> PublicKey:
+    """`public`, unless it is a point of small order (`edwards`), which no host's key is."""
+    if small_order(public.public_bytes_raw()):
+        raise SigningKeyError(
+            f"public key {path}: a degenerate key (a point of small order, "
+            f"{public.public_bytes_raw().hex()}) that signatures verify under with no private "
+            "key, so no host's key; give the signer's own public key"
+        )
+    return PublicKey(public, key_id(public))
 
 
 _PUBLIC_FORM = (
