@@ -21,6 +21,8 @@ PURE_MODULES = (
     "jigcmd.attest.statement",
     "jigcmd.attest.dsse",
     "jigcmd.attest.testreport",
+    # Edwards25519 arithmetic: 32 bytes in, whether the key is of small order out.
+    "jigcmd.attest.edwards",
 )
 IMPURE_IMPORTS = ("os", "anyio", "asyncio", "socket", "subprocess", "threading", "sqlite3")
 # Each untyped library behind its one adapter.

@@ -12,6 +12,7 @@ else, so it is read as that key.
 from __future__ import annotations
 
 import base64
+import re
 
 from jigcmd.jsonio import strict
 
@@ -19,6 +20,7 @@ __all__ = ["KeyFormError", "signing_key_form", "sslib_public_raw", "unarmoured"]
 
 # The fields securesystemslib's `SSlibKey.to_dict()` writes (and older versions' hash list).
 _SSLIB_FIELDS = {"keytype", "scheme", "keyval", "keyid_hash_algorithms"}
+_HEX64 = re.compile("[0-9a-fA-F]{64}")
 # How to turn an OpenSSH Ed25519 private key into PKCS#8 PEM: ssh-keygen's `-m PKCS8` does
 # not apply to Ed25519 keys, so the way is the library jigcmd itself uses.
 _OPENSSH_FIX = (
@@ -88,15 +90,12 @@ def sslib_public_raw(data: bytes) -> bytes | None:
         )
     extra = sorted(set(value) - _SSLIB_FIELDS)
     public = keyval.get("public") if isinstance(keyval, dict) and len(keyval) == 1 else None
-    if extra or not isinstance(public, str) or len(public) != 64:
+    # Exactly the 64 digits: `bytes.fromhex` skips whitespace, so " ab…" of 64 characters
+    # would be fewer than 32 bytes, refused in the library's words as the bundle's fault.
+    if extra or not isinstance(public, str) or not _HEX64.fullmatch(public):
         what = f"fields {', '.join(extra)}" if extra else "keyval.public not 64 hex digits"
         raise KeyFormError(f"a securesystemslib Ed25519 key, but not one key: {what}")
-    try:
-        return bytes.fromhex(public)
-    except ValueError:
-        raise KeyFormError(
-            "a securesystemslib Ed25519 key whose keyval.public is not hex"
-        ) from None
+    return bytes.fromhex(public)
 
 
 def unarmoured(data: bytes) -> str:

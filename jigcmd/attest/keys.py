@@ -35,6 +35,7 @@ from pathlib import Path
 from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
+from jigcmd.attest.edwards import small_order
 from jigcmd.attest.keyforms import KeyFormError, signing_key_form, sslib_public_raw, unarmoured
 from jigcmd.regularfile import NotRegular, read_regular
 
@@ -42,22 +43,24 @@ __all__ = [
     "HOST_KEY_NAME",
     "HOST_PUBLIC_NAME",
     "KEY_ENV",
+    "MAX_KEY_BYTES",
     "PublicKey",
     "SigningKey",
     "SigningKeyError",
-    "host_public_mismatch",
     "inspect_signing_key",
     "key_id",
-    "load_host_public",
     "load_public",
     "open_signing_key",
+    "parse_public",
+    "public_half_words",
+    "read_public_half",
 ]
 
 HOST_KEY_NAME = "signing-key.pem"
 HOST_PUBLIC_NAME = "signing-key.pub.pem"
 KEY_ENV = "JIGCMD_SIGNING_KEY"
 # A key file larger than this is not a PEM Ed25519 key (and is not read whole).
-_MAX_KEY_BYTES = 16 * 1024
+MAX_KEY_BYTES = 16 * 1024
 # RFC 8410's DER for Ed25519: a PKCS#8 v1 private key is this prefix and the 32-byte seed,
 # a SubjectPublicKeyInfo this prefix and the 32-byte public key. DER is canonical: these are
 # the library's bytes too (a test holds them equal).
@@ -170,13 +173,13 @@ def _read_bytes(path: Path, *, host: bool = False) -> bytes:
     """
     try:
         if host:
-            data, info = read_regular(path, _MAX_KEY_BYTES)
+            data, info = read_regular(path, MAX_KEY_BYTES)
         else:
             with open(path, "rb") as file:
                 info = os.fstat(file.fileno())
                 if stat.S_ISDIR(info.st_mode):
                     raise SigningKeyError(f"signing key {path}: is a directory")
-                data = file.read(_MAX_KEY_BYTES + 1)
+                data = file.read(MAX_KEY_BYTES + 1)
     except FileNotFoundError:
         raise SigningKeyError(f"signing key {path}: no such file") from None
     except NotRegular as exc:
@@ -186,8 +189,8 @@ def _read_bytes(path: Path, *, host: bool = False) -> bytes:
         ) from None
     except OSError as exc:
         raise SigningKeyError(f"signing key {path}: cannot be read: {exc.strerror}") from exc
-    if len(data) > _MAX_KEY_BYTES:
-        raise SigningKeyError(f"signing key {path}: larger than {_MAX_KEY_BYTES} bytes")
+    if len(data) > MAX_KEY_BYTES:
+        raise SigningKeyError(f"signing key {path}: larger than {MAX_KEY_BYTES} bytes")
     form = signing_key_form(data)
     if form is not None:
         # Its form first: a public key given by mistake needs no chmod 600.
@@ -208,7 +211,29 @@ def _read_bytes(path: Path, *, host: bool = False) -> bytes:
 
 
 def _read_private(path: Path, *, host: bool = False) -> Ed25519PrivateKey:
-    data = _read_bytes(path, host=host)
+    return _parse_private(_read_bytes(path, host=host), path)
+
+
+def read_public_half(path: Path) -> PublicKey:
+    """The public half of the private key file `path`, to hold a public file against.
+
+    Read (links followed, a FIFO refused) and parsed, but not held to what a key that signs
+    must meet (its mode, its owner): those guard signing with it, not reading it. Raises
+    `SigningKeyError` saying why it cannot be read or is no Ed25519 private key.
+    """
+    try:
+        data, _ = read_regular(path, MAX_KEY_BYTES, follow=True)
+    except NotRegular as exc:
+        raise SigningKeyError(f"signing key {path}: is {exc.what}, not a regular file") from None
+    except OSError as exc:
+        raise SigningKeyError(f"signing key {path}: cannot be read: {exc.strerror}") from exc
+    if len(data) > MAX_KEY_BYTES:
+        raise SigningKeyError(f"signing key {path}: larger than {MAX_KEY_BYTES} bytes")
+    public = _parse_private(data, path).public_key()
+    return PublicKey(public, key_id(public))
+
+
+def _parse_private(data: bytes, path: Path) -> Ed25519PrivateKey:
     seed = _ed25519_seed(data)
     if seed is not None:
         return Ed25519PrivateKey.from_private_bytes(seed)
@@ -240,68 +265,22 @@ def load_public(path: Path) -> PublicKey:
     or a securesystemslib key dict naming the same Ed25519 key (`keyforms`)."""
     try:
         with open(path, "rb") as file:
-            data = file.read(_MAX_KEY_BYTES + 1)
+            data = file.read(MAX_KEY_BYTES + 1)
     except OSError as exc:
         raise SigningKeyError(f"public key {path}: cannot be read: {exc.strerror}") from exc
-    return _parse_public(data, path)
+    return parse_public(data, path)
 
 
-def load_host_public(state_dir: Path) -> PublicKey:
-    """The host key's public half, `signing-key.pub.pem` in a state directory already checked.
-
-    Trusted only as far as the directory is: a file that is no regular file, or that group
-    or others may write (so could swap for their own key), is refused; and so is one that is
-    not the public half of the private key beside it, when that key can be read.
-    """
-    path = state_dir / HOST_PUBLIC_NAME
-    try:
-        data, info = read_regular(path, _MAX_KEY_BYTES)
-    except FileNotFoundError:
-        raise SigningKeyError(
-            f"no host key at {path}; pass --key PUB (`jigcmd key` prints it)"
-        ) from None
-    except NotRegular as exc:
-        raise SigningKeyError(f"public key {path}: is {exc.what}, not a regular file") from None
-    except OSError as exc:
-        raise SigningKeyError(f"public key {path}: cannot be read: {exc.strerror}") from exc
-    if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
-        raise SigningKeyError(
-            f"public key {path}: writable by group or others "
-            f"(mode {stat.S_IMODE(info.st_mode):04o}), so not trusted; run chmod 644 "
-            f"{shlex.quote(str(path))}"
-        )
-    if info.st_uid != os.geteuid():
-        raise SigningKeyError(
-            f"public key {path}: owned by uid {info.st_uid}, not by this user "
-            f"(uid {os.geteuid()}), so not trusted; remove it (a start writes it again)"
-        )
-    found = _parse_public(data, path)
-    try:
-        # The private key beside it, which this user can read: the file is derived from it.
-        own = _read_private(state_dir / HOST_KEY_NAME, host=True).public_key()
-    except SigningKeyError:
-        return found  # none to hold it against (moved out in a rotation, say)
-    mismatch = _other_key(data, path, PublicKey(own, key_id(own)))
-    if mismatch is not None:
-        raise SigningKeyError(
-            f"the host key is not trusted: {mismatch}; one of them was replaced. `jigcmd "
-            "key` writes the private key's own public half again (and says what it held), or "
-            "pass --key PUB"
-        )
-    return found
-
-
-def _parse_public(data: bytes, path: Path) -> PublicKey:
-    if len(data) > _MAX_KEY_BYTES:
-        raise SigningKeyError(f"public key {path}: larger than {_MAX_KEY_BYTES} bytes")
+def parse_public(data: bytes, path: Path) -> PublicKey:
+    if len(data) > MAX_KEY_BYTES:
+        raise SigningKeyError(f"public key {path}: larger than {MAX_KEY_BYTES} bytes")
     try:
         raw = sslib_public_raw(data)
     except KeyFormError as exc:
         raise SigningKeyError(f"public key {path}: {exc}; {_PUBLIC_FORM}") from None
     if raw is not None:
         # securesystemslib's (and in-toto's) key dict: the 32 raw bytes, unambiguous.
-        public = Ed25519PublicKey.from_public_bytes(raw)
-        return PublicKey(public, key_id(public))
+        return _not_degenerate(Ed25519PublicKey.from_public_bytes(raw), path)
     _one_public_pem(data, path)
     # Only `jigcmd verify` reads a public key: the library's parser, imported for it.
     from cryptography.hazmat.primitives import serialization  # noqa: PLC0415 - see the module
@@ -314,7 +293,18 @@ def _parse_public(data: bytes, path: Path) -> PublicKey:
         ) from exc
     if not isinstance(loaded, Ed25519PublicKey):
         raise SigningKeyError(f"public key {path}: not an Ed25519 key; {_PUBLIC_FORM}")
-    return PublicKey(loaded, key_id(loaded))
+    return _not_degenerate(loaded, path)
+
+
+def _not_degenerate(public: Ed25519PublicKey, path: Path) -> PublicKey:
+    """`public`, unless it is a point of small order (`edwards`), which no host's key is."""
+    if small_order(public.public_bytes_raw()):
+        raise SigningKeyError(
+            f"public key {path}: a degenerate key (a point of small order, "
+            f"{public.public_bytes_raw().hex()}) that signatures verify under with no private "
+            "key, so no host's key; give the signer's own public key"
+        )
+    return PublicKey(public, key_id(public))
 
 
 _PUBLIC_FORM = (
@@ -353,12 +343,12 @@ def _host_key(state_dir: Path) -> SigningKey:
     pem = key.public.pem
     replaced = None
     try:
-        data, info = read_regular(public, _MAX_KEY_BYTES)
+        data, info = read_regular(public, MAX_KEY_BYTES)
         # One another user owns or may write (so change) is written again, as ours.
         trusted = info.st_uid == os.geteuid() and not info.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
         if data == pem and trusted:
             return key
-        replaced = _other_key(data, public, key.public, "held")
+        replaced = public_half_words(data, public, key.public, "held")
     except NotRegular as exc:
         raise _not_a_public_file(exc) from None
     except OSError:
@@ -371,14 +361,14 @@ def _host_key(state_dir: Path) -> SigningKey:
     return SigningKey(key.private, key.source, replaced)
 
 
-def _other_key(data: bytes, public: Path, own: PublicKey, verb: str = "holds") -> str | None:
+def public_half_words(data: bytes, public: Path, own: PublicKey, verb: str = "holds") -> str | None:
     """Words for a public half on disk that is not `own` (the private key's), else None.
 
     `verify` without `--key` trusts that file: one holding another key (put there by
     mistake, or by someone who signs as this host with it) is said, naming both ids.
     """
     try:
-        held = f"key {_parse_public(data, public).keyid}"
+        held = f"key {parse_public(data, public).keyid}"
     except SigningKeyError:
         held = "no Ed25519 public key"
     if held == f"key {own.keyid}":
@@ -387,19 +377,6 @@ def _other_key(data: bytes, public: Path, own: PublicKey, verb: str = "holds") -
         f"{public} {verb} {held}, not the public half of {HOST_KEY_NAME} beside it (key "
         f"{own.keyid})"
     )
-
-
-def host_public_mismatch(state_dir: Path, key: SigningKey) -> str | None:
-    """Words for the state directory's public half when it is not `key`'s, else None.
-
-    Read only (the doctor's): a missing or unreadable file is None, a start writes it again.
-    """
-    public = state_dir / HOST_PUBLIC_NAME
-    try:
-        data, _ = read_regular(public, _MAX_KEY_BYTES)
-    except OSError:
-        return None
-    return _other_key(data, public, key.public)
 
 
 def _not_a_public_file(exc: NotRegular) -> SigningKeyError:
@@ -426,7 +403,7 @@ def inspect_signing_key(
         return None
     key = SigningKey(_read_private(path, host=True), str(path))
     try:
-        read_regular(state_dir / HOST_PUBLIC_NAME, _MAX_KEY_BYTES)
+        read_regular(state_dir / HOST_PUBLIC_NAME, MAX_KEY_BYTES)
     except NotRegular as exc:
         raise _not_a_public_file(exc) from None
     except OSError:

@@ -23,12 +23,12 @@ from pathlib import Path
 
 from jigcmd.attest.bundlefile import bundle_bytes, carries_evidence
 from jigcmd.attest.checks import Check, skip
+from jigcmd.attest.hostpublic import load_host_public
 from jigcmd.attest.inputs import INPUT_MAX_BYTES, EvidenceFile, read_evidence
 from jigcmd.attest.keys import (
     HOST_PUBLIC_NAME,
     PublicKey,
     SigningKeyError,
-    load_host_public,
     load_public,
     named_signing_key,
     open_signing_key,
@@ -253,7 +253,13 @@ def _verifying_key(key_path: Path | None, state_dir: Path | None) -> PublicKey:
             f"the host key in {state} is not trusted: {exc.reason}; pass --key PUB (the "
             "signer's public key, which `jigcmd key` prints on its host)"
         ) from None
-    return load_host_public(trusted)
+    host = load_host_public(trusted)
+    if host.unchecked is not None:
+        # Trusted with nothing to hold it against: said, never silent (the doctor says it too).
+        sys.stderr.write(
+            f"jigcmd verify: warning: {host.unchecked}; --key PUB names the key you trust\n"
+        )
+    return host.key
 
 
 def key(state_dir: Path | None, signing_key: Path | None) -> int:

@@ -19,13 +19,13 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
+from jigcmd.attest.hostpublic import load_host_public
 from jigcmd.attest.keys import (
     HOST_KEY_NAME,
     HOST_PUBLIC_NAME,
     KEY_ENV,
     SigningKeyError,
     key_id,
-    load_host_public,
     load_public,
     open_signing_key,
 )
@@ -110,7 +110,7 @@ def test_a_public_half_another_user_owns_is_not_trusted_and_written_again(tmp_pa
         load_host_public(tmp_path)
     open_signing_key(tmp_path, environ={})
     assert public.stat().st_uid == os.geteuid()
-    assert load_host_public(tmp_path).keyid == key.public.keyid
+    assert load_host_public(tmp_path).key.keyid == key.public.keyid
 
 
 def test_the_operators_key_file_wins_over_the_environment_and_the_host_key(tmp_path: Path) -> None:

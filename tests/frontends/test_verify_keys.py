@@ -8,6 +8,7 @@ or a key in another encoding (raw, hex, DER, OpenSSH).
 from __future__ import annotations
 
 import base64
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -30,6 +31,15 @@ _PRIVATE = _KEY.private_bytes(
     serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
 )
 _OTHER = Ed25519PrivateKey.generate().public_key()
+
+
+_NOT_ONE_KEY = "a securesystemslib Ed25519 key, but not one key: keyval.public not 64 hex digits"
+
+
+def _sslib(public: str) -> bytes:
+    """A securesystemslib key dict whose `keyval.public` is `public`, as written."""
+    key = {"keytype": "ed25519", "scheme": "ed25519", "keyval": {"public": public}}
+    return json.dumps(key).encode()
 
 
 def _pem(public: object) -> bytes:
@@ -87,8 +97,31 @@ def _pem(public: object) -> bytes:
             f"lines; {PUBLIC_FORM}",
         ),
         (b"\n", f"not PEM: the file is empty; {PUBLIC_FORM}"),
+        # 64 characters with whitespace inside: `bytes.fromhex` skipped it, and the library's
+        # "32 bytes long" was said of the bundle.
+        *(
+            (_sslib(public), f"{_NOT_ONE_KEY}; {PUBLIC_FORM}")
+            for public in (
+                f" {_RAW.hex()[:62]} ",
+                f"{_RAW.hex()[:60]}\t\n\x0b\x0c",
+                f"{_RAW.hex()[:28]}{' ' * 8}{_RAW.hex()[28:56]}",
+            )
+        ),
     ],
-    ids=["private", "two keys", "raw", "hex", "base64", "openssh", "der", "pem body", "empty"],
+    ids=[
+        "private",
+        "two keys",
+        "raw",
+        "hex",
+        "base64",
+        "openssh",
+        "der",
+        "pem body",
+        "empty",
+        "dict spaces",
+        "dict tabs",
+        "dict inner spaces",
+    ],
 )
 def test_verify_refuses_a_key_file_that_is_not_one_public_pem(
     tmp_path: Path, data: bytes, said: str

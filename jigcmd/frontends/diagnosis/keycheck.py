@@ -11,13 +11,8 @@ import stat
 from collections.abc import Mapping
 from pathlib import Path
 
-from jigcmd.attest.keys import (
-    HOST_KEY_NAME,
-    KEY_ENV,
-    SigningKeyError,
-    host_public_mismatch,
-    inspect_signing_key,
-)
+from jigcmd.attest.hostpublic import host_public_mismatch, lone_public_half
+from jigcmd.attest.keys import HOST_KEY_NAME, KEY_ENV, SigningKeyError, inspect_signing_key
 from jigcmd.durable.statedir import (
     StateDirError,
     checked_state_dir,
@@ -38,6 +33,11 @@ _FIX = (
 _MISMATCH_FIX = (
     "find out who put that file there; `jigcmd key` writes the key's own public half again "
     "(`jigcmd verify` without --key refuses the host key until then)"
+)
+
+_LONE_FIX = (
+    "on a host that only verifies, make sure it is the signer's key; else remove it, and "
+    "give `jigcmd verify` the key you trust with --key PUB"
 )
 
 
@@ -64,6 +64,14 @@ def signing_key_check(state_dir: Path | None, environ: Mapping[str, str] | None 
     except SigningKeyError as exc:
         return Check(NAME, "FAIL", str(exc), _FIX)
     if key is None:
+        lone = lone_public_half(state)
+        if lone is not None:
+            # What verify trusts (or refuses) without --key: said here as verify says it.
+            return Check(
+                NAME, "warn", f"no host key in {state} yet (nothing was created), but {lone}; "
+                f"serve and run make {HOST_KEY_NAME} on first use and write its own public "
+                "half over it", _LONE_FIX,
+            )  # fmt: skip
         return Check(
             NAME, "ok", f"no host key in {state} yet (nothing was created); serve and run make "
             f"{HOST_KEY_NAME} on first use"
