@@ -103,3 +103,26 @@ def test_a_workspace_members_package_is_found_in_its_own_node_modules(
         "--target bun --external bun:test --minify`, and name the bundle instead"
     ) in note
     assert "not there now" not in note
+
+
+def test_a_mock_of_a_subpath_is_not_said_to_serve_the_package(lock: Path, tmp_path: Path) -> None:
+    """The reviewer's mocksub: the test mocks `pg/lib/client`, src/repo.ts imports `pg`,
+    and the run fails `Cannot find package 'pg'`: the note says that import fails, as it
+    does, and names no mock."""
+    files = {
+        "package.json": '{"name": "mocksub", "dependencies": {"pg": "8"}}',
+        "src/repo.ts": 'import pg from "pg";\nexport const countUsers = () => new pg.Client();\n',
+        "test/repo.test.ts": (
+            'import { test, expect, mock } from "bun:test";\n'
+            'mock.module("pg/lib/client", () => ({ default: class {} }));\n'
+            'test("countUsers", async () => {\n'
+            '  const { countUsers } = await import("../src/repo.ts");\n'
+            '  expect(typeof countUsers).toBe("function");\n});\n'
+        ),
+    }
+    notes, tests = _run(project(tmp_path / "mocksub", files), tmp_path)
+    assert tests.startswith("tests:      1 run, 0 passed, 1 failed"), tests
+    (note,) = notes
+    assert "declares 1 dependency (pg: src/repo.ts) that the files of `tests` import" in note
+    assert "so those imports fail" in note and "vendor it into the project" in note
+    assert "replaced by name" not in note, note

@@ -102,8 +102,8 @@ def dependencies_note(
     nor is one the root tsconfig.json maps to a path (`compilerOptions.paths`), which Bun
     resolves without node_modules/, nor a Node built-in (`events`), nor what `bun test`
     maps in the files only `tests` (of the `commands`) load (`vitest`, `testimports.py`).
-    A package such tests mock by name is named without saying its imports fail: that
-    depends on when they run.
+    A package such tests mock by every specifier files import it by is named without
+    saying its imports fail: that depends on when they run.
     Files that compute what they import are named, since what they load is unknown. Given
     the files the commands name (`commands`; `runner`, the one command's name, when they
     are one command's), the files named are those the commands run or import, and when
@@ -241,15 +241,18 @@ def _missing_note(
 
 
 def _mocks_clause(mocked: list[str], served: TestServed) -> str:
-    """What to know of the packages of `mocked`, which tests replace by name: whether an
-    import of one loads depends on when it runs; never bundle what imports it."""
+    """What to know of the packages of `mocked`, a specifier of each of which tests replace
+    by name: whether an import of it loads depends on when it runs; never bundle what
+    imports it."""
     if not mocked:
         return ""
     mockers = sorted({path for name in mocked for path in served.mockers[name]})
-    one = len(mocked) == 1
+    # The specifiers, not the packages: a mock replaces only the one it names.
+    replaced = [spec for name in mocked for spec in served.replaced[name]]
+    one = len(replaced) == 1
     it = "it" if one else "them"
     return (
-        f"{_some(mocked)} {'is' if one else 'are'} replaced by name in {_some(mockers)} "
+        f"{_some(replaced)} {'is' if one else 'are'} replaced by name in {_some(mockers)} "
         f"(mock.module): an import of {it} that runs after that call gets the mock, one that "
         "runs before it (a static import in the test file, or in a file the test imports "
         f"statically) finds no package; do not bundle a test that loads {it}: a bundle holds "

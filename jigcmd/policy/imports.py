@@ -16,7 +16,7 @@ from __future__ import annotations
 import posixpath
 import re
 from collections.abc import Iterable, Iterator, Mapping, Set
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from jigcmd.policy.bunbuiltins import is_builtin
 from jigcmd.policy.sourcetext import SCAN_CHARS, blank, has_jsx, is_source
@@ -277,15 +277,36 @@ class PackageImports:
 
     importers: Mapping[str, tuple[str, ...]]  # package -> the files importing it, sorted
     computed: tuple[str, ...] = ()
+    # Each specifier of those packages (`pg`, `pg/lib/client`) -> the files importing it by
+    # that very text, sorted: what `bun test` maps or a mock replaces is one specifier.
+    specifiers: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+
+    @classmethod
+    def of(
+        cls, specifiers: Mapping[str, Iterable[str]], computed: Iterable[str] = ()
+    ) -> PackageImports:
+        """Built from each bare specifier's importing files: its package's importers too."""
+        importers: dict[str, set[str]] = {}
+        for specifier, paths in specifiers.items():
+            name = package_name(specifier)
+            if name is not None:
+                importers.setdefault(name, set()).update(paths)
+        return cls(_sorted(importers), tuple(computed), _sorted(specifiers))
 
     def within(self, paths: Set[str]) -> PackageImports:
         """The same, for the files among `paths` only (what some commands run or import)."""
-        importers = {
-            name: kept
-            for name, files in self.importers.items()
-            if (kept := tuple(path for path in files if path in paths))
-        }
-        return PackageImports(importers, tuple(path for path in self.computed if path in paths))
+        return PackageImports.of(
+            {
+                spec: [path for path in files if path in paths]
+                for spec, files in self.specifiers.items()
+            },
+            (path for path in self.computed if path in paths),
+        )
+
+
+def _sorted(found: Mapping[str, Iterable[str]]) -> dict[str, tuple[str, ...]]:
+    """`found` (a name -> files) in order, each name's files sorted, and none left none."""
+    return {name: kept for name, files in sorted(found.items()) if (kept := tuple(sorted(files)))}
 
 
 def package_name(specifier: str) -> str | None:
@@ -303,7 +324,7 @@ def package_imports(files: Mapping[str, str]) -> PackageImports:
     but Bun's built-in modules (`bunbuiltins.py`), which no install provides."""
     tsconfig = _TSCONFIG_SOURCE.search(files.get("tsconfig.json", ""))
     jsx_source = tsconfig.group(1) if tsconfig is not None else "react"
-    importers: dict[str, set[str]] = {}
+    by_specifier: dict[str, set[str]] = {}
     computed: list[str] = []
     for path, text in sorted(files.items()):
         if not is_source(path):
@@ -316,15 +337,13 @@ def package_imports(files: Mapping[str, str]) -> PackageImports:
         specifiers = [original[m.start("spec") : m.end("spec")] for m in matches]
         if has_jsx(text):  # Bun imports `<source>/jsx-dev-runtime` for the markup
             pragma = _PRAGMA.search(text)
-            specifiers.append(pragma.group(1) if pragma is not None else jsx_source)
+            source = pragma.group(1) if pragma is not None else jsx_source
+            specifiers.append(f"{source}/jsx-dev-runtime")
         for specifier in specifiers:
             name = package_name(specifier)
             # Bun's own `events` is what loads, whatever package.json declares.
             if name is not None and not is_builtin(specifier):
-                importers.setdefault(name, set()).add(path)
+                by_specifier.setdefault(specifier, set()).add(path)
         if _COMPUTED.search(code):
             computed.append(path)
-    return PackageImports(
-        {name: tuple(sorted(paths)) for name, paths in sorted(importers.items())},
-        tuple(computed),
-    )
+    return PackageImports.of(by_specifier, computed)

@@ -187,3 +187,59 @@ def test_a_test_importing_vitest_is_bundled_once_it_imports_bun_test(tmp_path: P
         "host, `bun build test/a.test.ts --outdir bundled --target bun --external bun:test "
         "--minify`, and name the bundle instead"
     ) in note
+
+
+def _mocking(imported: str, mocked: str) -> dict[str, str]:
+    """src/repo.ts imports `imported`; the test mocks `mocked`, then imports src/repo.ts."""
+    return {
+        "package.json": '{"name": "m", "dependencies": {"pg": "8"}}',
+        "src/repo.ts": f'import pg from "{imported}";\nexport const client = () => pg;\n',
+        "test/repo.test.ts": (
+            'import { test, mock } from "bun:test";\n'
+            f'mock.module("{mocked}", () => ({{ default: {{}} }}));\n'
+            'test("c", async () => { await import("../src/repo.ts"); });\n'
+        ),
+    }
+
+
+def test_a_mock_serves_only_the_specifier_it_names(tmp_path: Path) -> None:
+    """The reviewer's mocksub: Bun's mock.module replaces the one specifier it is given, so
+    a mock of `pg/lib/client` leaves `import "pg"` failing (`Cannot find package 'pg'`), and
+    a mock of `pg` leaves `import "pg/lib/client"` failing; the note says those imports
+    fail and offers a fix, and names no mock. A mock of the very specifier imported hedges."""
+    for imported, mocked in (("pg", "pg/lib/client"), ("pg/lib/client", "pg")):
+        note = _note(project(tmp_path / f"sub{len(imported)}", _mocking(imported, mocked)))
+        assert note is not None
+        assert "1 dependency (pg: src/repo.ts)" in note and "so those imports fail" in note
+        assert "vendor it into the project" in note and "`bun build" in note
+        assert "replaced by name" not in note and "mock.module" not in note, note
+    note = _note(project(tmp_path / "same", _mocking("pg/lib/client", "pg/lib/client")))
+    assert note is not None
+    assert "pg/lib/client is replaced by name in test/repo.test.ts (mock.module)" in note
+    assert "fail" not in note and "bun build" not in note
+    both = _mocking("pg/lib/client", "pg/lib/client")
+    both["src/repo.ts"] += 'import "pg";\n'
+    note = _note(project(tmp_path / "both", both))
+    assert note is not None and "so those imports fail" in note
+    assert "; pg/lib/client is replaced by name in test/repo.test.ts (mock.module)" in note
+
+
+def test_a_subpath_of_vitest_is_not_mapped(tmp_path: Path) -> None:
+    """`bun test` maps `vitest` and `@jest/globals` themselves, never a subpath of either
+    (`vitest/config`: `Cannot find module`): a test importing one needs the package."""
+    files = {
+        "package.json": '{"name": "v", "devDependencies": {"vitest": "1", "@jest/globals": "29"}}',
+        "test/a.test.ts": (
+            'import { it } from "vitest";\nimport { defineConfig } from "vitest/config";\n'
+            'it("a", () => {});\n'
+        ),
+        "test/b.test.ts": 'import { it } from "vitest";\nit("b", () => {});\n',
+        "test/c.test.ts": 'import { test } from "@jest/globals/build";\ntest("c", () => {});\n',
+    }
+    note = _note(project(tmp_path / "vsub", files))
+    assert note is not None
+    assert (
+        "2 dependencies (@jest/globals: test/c.test.ts; vitest: test/a.test.ts) that the "
+        "commands' files import"
+    ) in note, note
+    assert "so those imports fail" in note
