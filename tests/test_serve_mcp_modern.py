@@ -95,6 +95,16 @@ def runs_json(state: Path) -> dict[str, list[dict[str, Any]]]:
     return {run["runId"]: run["operations"] for run in runs}
 
 
+def ended_task(server: ServeChild, task: dict[str, Any]) -> dict[str, Any]:
+    """`tasks/get` polled (at the interval it asks for) until the task is no longer working."""
+    deadline = time.monotonic() + 30
+    while (got := server.request("tasks/get", task)["result"])["status"] == "working":
+        assert time.monotonic() < deadline, got
+        time.sleep(got.get("pollIntervalMs", 200) / 1000)
+    result: dict[str, Any] = got
+    return result
+
+
 def wait_rows(state: Path, ready: Any, timeout: float = 30.0) -> list[Row]:
     """Poll the journal (read only) until `ready(rows)`."""
     deadline = time.monotonic() + timeout
@@ -472,10 +482,7 @@ def test_a_test_commands_task_is_answered_after_a_restart_with_its_per_test_resu
     with ServeChild(binding, args) as server:
         task = {"taskId": server.request("tools/call", call)["result"]["taskId"]}
         task["_meta"] = meta(TASKS)
-        deadline = time.monotonic() + 30
-        while (got := server.request("tasks/get", task)["result"])["status"] == "working":
-            assert time.monotonic() < deadline
-            time.sleep(got["pollIntervalMs"] / 1000)
+        got = ended_task(server, task)
         assert server.close_input() == 0
     with ServeChild(binding, args) as restarted:
         answered = restarted.request("tasks/get", task)["result"]
@@ -496,10 +503,7 @@ def test_a_tasks_notes_are_answered_after_a_restart(binding: Path, tmp_path: Pat
     with ServeChild(binding, args) as server:
         task = {"taskId": server.request("tools/call", call)["result"]["taskId"]}
         task["_meta"] = meta(TASKS)
-        deadline = time.monotonic() + 30
-        while (got := server.request("tasks/get", task)["result"])["status"] == "working":
-            assert time.monotonic() < deadline
-            time.sleep(got["pollIntervalMs"] / 1000)
+        got = ended_task(server, task)
         assert server.close_input() == 0
     with ServeChild(binding, args) as restarted:
         answered = restarted.request("tasks/get", task)["result"]
@@ -550,10 +554,7 @@ def test_a_task_is_bound_to_the_run_that_created_it(binding: Path, tmp_path: Pat
     with ServeChild(binding, ["--state-dir", str(state), "--run-id", "run-a"]) as server:
         created = server.request("tools/call", cli_call("mine", **meta(TASKS)))["result"]
         task = {"taskId": created["taskId"], "_meta": meta(TASKS)}
-        deadline = time.monotonic() + 30
-        while (live := server.request("tasks/get", task)["result"])["status"] == "working":
-            assert time.monotonic() < deadline
-            time.sleep(live["pollIntervalMs"] / 1000)
+        live = ended_task(server, task)
         assert server.close_input() == 0
     with ServeChild(binding, ["--state-dir", str(state), "--run-id", "run-b"]) as other:
         refused = other.request("tasks/get", task)["error"]
@@ -613,10 +614,7 @@ def test_tasks_cancel_of_a_task_another_server_runs_is_refused_not_acknowledged(
         assert refused["code"] == -32602, refused
         assert "which alone can stop it" in refused["message"]
         assert refused["message"].endswith("nothing was cancelled")
-        deadline = time.monotonic() + 30
-        while (got := owner.request("tasks/get", task)["result"])["status"] == "working":
-            assert time.monotonic() < deadline
-            time.sleep(0.2)
+        got = ended_task(owner, task)
         assert got["status"] == "completed", got
         assert other.request("tasks/cancel", task)["result"]["resultType"] == "complete"
         assert owner.close_input() == 0 and other.close_input() == 0
@@ -632,10 +630,7 @@ def test_tasks_cancel_stops_the_run_and_the_task_ends_cancelled(
         wait_rows(state, lambda rows: len(rows) == 1 and rows[0].state == "running")
         acked = server.request("tasks/cancel", task)["result"]
         assert acked["resultType"] == "complete"
-        deadline = time.monotonic() + 30
-        while (got := server.request("tasks/get", task)["result"])["status"] == "working":
-            assert time.monotonic() < deadline
-            time.sleep(0.2)
+        got = ended_task(server, task)
         assert got["status"] == "cancelled"
         assert got["statusMessage"].startswith("CANCELLED")
         assert server.close_input() == 0

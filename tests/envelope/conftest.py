@@ -15,8 +15,9 @@ from pathlib import Path
 import pytest
 
 from jigcmd.command.runtime import find_runtime
-from jigcmd.envelope.cgroups import CgroupBackend, CgroupUnavailable, detect
+from jigcmd.envelope.cgroups import CgroupBackend, CgroupJob, CgroupUnavailable, detect
 from jigcmd.envelope.native import NativeExecutor
+from jigcmd.plan import Limits
 from tests.envelope.hostile_harness import TracedExecutor, file_sha256
 from tests.envelope.hostile_runner import Hostile, HostServices
 from tests.required import require_root, require_runtime, unavailable, usable_cgroups
@@ -44,6 +45,12 @@ def job_name(request: pytest.FixtureRequest) -> Iterator[str]:
         job.kill()
         job.wait_empty(5.0)
         job.remove()
+
+
+@pytest.fixture
+def fresh_job(real_cgroups: CgroupBackend, job_name: str) -> CgroupJob:
+    """A fresh job of this host's backend (`job_name` removes it afterwards)."""
+    return real_cgroups.create(job_name, Limits())
 
 
 @pytest.fixture

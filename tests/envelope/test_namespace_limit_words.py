@@ -5,8 +5,6 @@ its own whose `user.max_<kind>_namespaces` it sets to 0 (the host's sysctls are 
 from __future__ import annotations
 
 import os
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -14,24 +12,9 @@ import pytest
 from jigcmd.envelope import cgroups, netns, spawning
 from jigcmd.envelope import syscalls as sc
 from jigcmd.envelope.failure import StepError
-from jigcmd.plan import Limits
 from tests.envelope.standin import in_stand_in
-from tests.required import require_root, unavailable
 
 pytestmark = pytest.mark.envelope
-
-
-@pytest.fixture
-def job() -> Iterator[cgroups.CgroupJob]:
-    """A fresh job of this host's backend, removed afterwards."""
-    require_root()
-    try:
-        backend = cgroups.detect()
-    except (cgroups.CgroupUnavailable, ValueError) as e:
-        unavailable(f"no usable cgroups: {e}")
-    made = backend.create(f"jigcmd-nslimit-{uuid.uuid4().hex[:12]}", Limits())
-    yield made
-    made.remove()
 
 
 def _own_user_namespace(kind: str) -> None:
@@ -59,7 +42,7 @@ def _own_user_namespace(kind: str) -> None:
     ("kind", "step"), [("net", "network namespace"), ("user", "create namespaces")]
 )
 def test_a_namespace_count_reached_is_not_called_a_full_disk(
-    job: cgroups.CgroupJob, kind: str, step: str
+    fresh_job: cgroups.CgroupJob, kind: str, step: str
 ) -> None:
     request = netns.preload()
 
@@ -71,7 +54,7 @@ def test_a_namespace_count_reached_is_not_called_a_full_disk(
             # host's, which a child user namespace may not enter, is not this case's step.
             spawning._ROOTLESS = True  # this stand-in process only
         try:
-            pid, _ = spawning.spawn_init(job, (report_w,))
+            pid, _ = spawning.spawn_init(fresh_job, (report_w,))
         except StepError as refused:
             os.write(report_w, f"{refused.step}\n{refused.error}".encode())
             return

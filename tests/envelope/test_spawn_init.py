@@ -8,31 +8,14 @@ from __future__ import annotations
 
 import errno
 import os
-import uuid
-from collections.abc import Iterator
 
 import pytest
 
 from jigcmd.envelope import cgroups, netns, spawning
 from jigcmd.envelope import syscalls as sc
-from jigcmd.plan import Limits
 from tests.envelope.standin import in_stand_in
-from tests.required import require_root, unavailable
 
 pytestmark = pytest.mark.envelope
-
-
-@pytest.fixture
-def job() -> Iterator[cgroups.CgroupJob]:
-    """A fresh job of this host's backend, removed afterwards."""
-    require_root()
-    try:
-        backend = cgroups.detect()
-    except (cgroups.CgroupUnavailable, ValueError) as e:
-        unavailable(f"no usable cgroups: {e}")
-    made = backend.create(f"jigcmd-spawn-{uuid.uuid4().hex[:12]}", Limits())
-    yield made
-    made.remove()
 
 
 def _hidden_clone3(flags: int, cgroup_fd: int | None = None) -> int:
@@ -66,14 +49,14 @@ def _spawn_and_report(job: cgroups.CgroupJob, *, hide_clone3: bool) -> dict[str,
 
 @pytest.mark.parametrize("hide_clone3", [False, True], ids=["clone3", "unshare-and-fork"])
 def test_pid_1_is_made_in_fresh_namespaces_either_way(
-    job: cgroups.CgroupJob, hide_clone3: bool
+    fresh_job: cgroups.CgroupJob, hide_clone3: bool
 ) -> None:
     """Pid 1 of a new pid namespace, in new user and network namespaces; born in cgroup2 or not."""
-    seen = _spawn_and_report(job, hide_clone3=hide_clone3)
+    seen = _spawn_and_report(fresh_job, hide_clone3=hide_clone3)
     assert seen["pid"] == "1"
     assert seen["user"] != os.readlink("/proc/self/ns/user")
     assert seen["net"] != os.readlink("/proc/self/ns/net")
-    if hide_clone3 or job.birth_dir is None:
+    if hide_clone3 or fresh_job.birth_dir is None:
         assert seen["born_in"] == "None"
     else:
-        assert seen["born_in"] == job.birth_dir
+        assert seen["born_in"] == fresh_job.birth_dir
