@@ -1,10 +1,11 @@
-"""A call whose supervisor stops reporting: its answer and its journal row say the same.
+"""A call whose supervisor stops reporting: its answer and its journal row, read together.
 
 The zygote (the supervisor of every envelope) killed while the candidate runs: the answer is
 `UNCERTAIN` ("the run's end and cleanup are unproved"). The server's exit then proves the
 envelope released (its job killed, empty, removed) and records the row's cleanup
-`complete`; `jigcmd runs` listed it so beside the answer's words that the cleanup is unproved.
-The row now says both: unproved when answered, proved afterwards.
+`complete`. The row's reason stays the answer's words, which a replay repeats byte for byte
+(a round of 2026-12-07 appended "proved afterwards" to it, and a replay then differed from
+the answer); `cleanup` is the latest proof, as docs/operations.md says.
 """
 
 from __future__ import annotations
@@ -62,7 +63,7 @@ def _processes() -> list[tuple[int, int, list[bytes]]]:
     return found
 
 
-async def test_a_call_whose_supervisor_was_killed_is_never_listed_cleaned_up_beside_unproved(
+async def test_a_call_whose_supervisor_was_killed_keeps_its_answers_words_beside_a_later_proof(
     tmp_path: Path,
 ) -> None:
     """UNCERTAIN, cleanup unproved in the answer; the row's cleanup `complete` only with words
@@ -119,9 +120,8 @@ async def test_a_call_whose_supervisor_was_killed_is_never_listed_cleaned_up_bes
     (listing,) = [json.loads(line) for line in lines if line.strip()]
     (operation,) = listing["operations"]
     assert (operation["state"], operation["ending"]) == ("uncertain", "UNCERTAIN")
-    # The server's exit proved the envelope released: so the row says, in agreeing words.
+    # The server's exit proved the envelope released, later than the answer's words.
     assert operation["cleanup"] == "complete", operation
     assert operation["reason"] == (
-        "the envelope supervisor stopped reporting; the run's end and cleanup are unproved; "
-        "its cleanup was proved afterwards"
+        "the envelope supervisor stopped reporting; the run's end and cleanup are unproved"
     ), operation

@@ -222,14 +222,7 @@ def _pass(
                 cleanup_complete=not problems,
                 problems="; ".join(problems),
             )
-        # Closed and answered before, by its server: not by this pass nor by an earlier one
-        # that was cut short (its words never said the cleanup was unproved).
-        afterwards = row.run_id not in closed_ids and not pending(row)
-        reports.append(
-            _record_cleanup(
-                journal, row, problems, supervisor_killed=stopped, afterwards=afterwards
-            )
-        )
+        reports.append(_record_cleanup(journal, row, problems, supervisor_killed=stopped))
 
     jarvis_closed, jarvis_problems = _recover_jarvis(journal, fence)
     # Joins of processes that died waiting (a live one removes its own).
@@ -335,9 +328,7 @@ def sweep_own(
         ):
             continue
         problems = fence.release(_job_of(row), row.cgroup_paths, row.netns)
-        rechecked.append(
-            _record_cleanup(journal, row, problems, supervisor_killed=False, afterwards=True)
-        )
+        rechecked.append(_record_cleanup(journal, row, problems, supervisor_killed=False))
     return RecoveryReport(
         closed=(),
         rechecked=tuple(rechecked),
@@ -356,16 +347,14 @@ def _job_of(row: Row) -> str:
 
 
 def _record_cleanup(
-    journal: Journal, row: Row, problems: list[str], *, supervisor_killed: bool, afterwards: bool
+    journal: Journal, row: Row, problems: list[str], *, supervisor_killed: bool
 ) -> RecoveredRun:
-    """Record whether the run's cleanup is proved, and report it; `afterwards`: the row was
-    closed (and answered) before, not by this pass (`Journal.record_cleanup`)."""
+    """Record whether the run's cleanup is proved, and report it."""
     journal.record_cleanup(
         row.operation_id,
         root_run=row.root_run,
         complete=not problems,
         problems="; ".join(problems),
-        afterwards=afterwards,
     )
     return RecoveredRun(
         operation_id=row.operation_id,

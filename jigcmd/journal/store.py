@@ -37,17 +37,7 @@ from jigcmd.journal.statefiles import StateDirError
 from jigcmd.journal.waiters import Waiters
 from jigcmd.journal.writelock import WouldWait
 
-__all__ = [
-    "DB_NAME",
-    "PROVED_AFTERWARDS",
-    "Journal",
-    "JournalError",
-    "JournalLost",
-    "JournalUnusable",
-]
-
-# What an uncertain row's reason gains when a re-check proves its cleanup after its answer.
-PROVED_AFTERWARDS = "; its cleanup was proved afterwards"
+__all__ = ["DB_NAME", "Journal", "JournalError", "JournalLost", "JournalUnusable"]
 
 # One operation row by its key: its caller's run and its operation id.
 _SELECT_ROW = "SELECT * FROM operations WHERE root_run = ? AND operation_id = ?"
@@ -422,33 +412,21 @@ class Journal(JarvisRecords, Waiters):
             return cursor.rowcount == 1
 
     def record_cleanup(
-        self,
-        operation_id: str,
-        *,
-        root_run: str,
-        complete: bool,
-        problems: str = "",
-        afterwards: bool = False,
+        self, operation_id: str, *, root_run: str, complete: bool, problems: str = ""
     ) -> bool:
         """Update the cleanup outcome of a closed row (recovery re-checking it); False if open.
 
-        `afterwards`: the row was closed before this check, and an uncertain one's reason is
-        what its answer said, that the cleanup was not proved. Once a re-check proves it, the
-        reason says so too (`PROVED_AFTERWARDS`), so that no row reads `cleanup complete`
-        beside words that say the cleanup is unproved.
+        The row's reason is left as it is: it is the words its answer had, which a replay
+        repeats byte for byte; `cleanup` is the latest proof (docs/operations.md).
         """
         with self._db.write() as conn:
             cursor = conn.execute(
-                "UPDATE operations SET cleanup = ?, problems = ?, updated_unix_ms = ?,"
-                " reason = CASE WHEN ? AND state = 'uncertain' AND cleanup = 'failed'"
-                " AND reason != '' THEN reason || ? ELSE reason END"
+                "UPDATE operations SET cleanup = ?, problems = ?, updated_unix_ms = ?"
                 " WHERE root_run = ? AND operation_id = ? AND state IN ('done', 'uncertain')",
                 (
                     "complete" if complete else "failed",
                     problems,
                     unix_ms(),
-                    complete and afterwards,
-                    PROVED_AFTERWARDS,
                     root_run,
                     operation_id,
                 ),
