@@ -249,13 +249,22 @@ def _inherit_cpuset(directory: str) -> None:
             cgroupfs.write(path, cgroupfs.read(os.path.join(parent, name)).strip())
 
 
-def _prepare_cpuset_base(base: str) -> None:
+def _prepare_cpuset_base(hierarchy: str, base: str) -> None:
     """Give the jobs' cpuset parent CPUs, and have each new job copy them as it is made.
 
-    With `cgroup.clone_children` the kernel fills a new cpuset from its parent, so a job
-    needs no write of its own (one read still checks it, see `V1Backend._make_dirs`).
+    Every cpuset from the hierarchy's root down to `base` that has none is filled from its
+    parent, top first: a nested base (`--cgroup-base top/a/b`) made at once has empty
+    cpusets above it when the root's `cgroup.clone_children` is off, as after a boot. With
+    `cgroup.clone_children` the kernel fills a new cpuset from its parent, so a job needs
+    no write of its own (one read still checks it, see `V1Backend._make_dirs`).
     """
-    _inherit_cpuset(base)
+    chain: list[str] = []
+    directory = base
+    while directory.startswith(hierarchy.rstrip("/") + "/"):
+        chain.append(directory)
+        directory = os.path.dirname(directory)
+    for each in reversed(chain):
+        _inherit_cpuset(each)
     with contextlib.suppress(OSError):
         cgroupfs.write(os.path.join(base, "cgroup.clone_children"), "1")
 
@@ -333,7 +342,7 @@ class V1Backend:
         for base in dict.fromkeys(self._job_bases.values()):
             os.makedirs(base, exist_ok=True)
         if CPUSET in self._job_bases:
-            _prepare_cpuset_base(self._job_bases[CPUSET])
+            _prepare_cpuset_base(self.hierarchies[CPUSET], self._job_bases[CPUSET])
         self._bases_made = True
 
     def _make_dirs(self, dirs: Mapping[str, str], created: list[str]) -> None:
@@ -353,7 +362,7 @@ class V1Backend:
         if CPUSET in dirs and not cgroupfs.read(dirs[CPUSET] + "/cpuset.cpus").strip():
             # The base's clone_children was off, or the base was made again by someone else
             # since (empty itself): fill the base from its parent, then the job from it.
-            _prepare_cpuset_base(os.path.dirname(dirs[CPUSET]))
+            _prepare_cpuset_base(self.hierarchies[CPUSET], os.path.dirname(dirs[CPUSET]))
             _inherit_cpuset(dirs[CPUSET])
 
     def _write_limits(self, dirs: Mapping[str, str], limits: Limits) -> str:
