@@ -60,6 +60,8 @@ class RecordedTests(msgspec.Struct, frozen=True):
 
 
 _tests = msgspec.json.Decoder(RecordedTests)
+# A row that kept none (an older jigcmd's, or one without a report, ends or notes).
+_NOTHING_KEPT = RecordedTests(tested=False)
 _encoder = msgspec.json.Encoder()
 # Why a test command's replay has no report (`with_tests`).
 UNRECORDED_REPORT = "not in the journal (an older jigcmd recorded the run, or recovery closed it)"
@@ -90,14 +92,9 @@ def recorded_tests(
     )
 
 
-def recorded_ends(recorded: bytes | None) -> OutputEnds | None:
-    """Each stream past its cap as the journal kept it; None if not kept (or none was)."""
-    return None if recorded is None else _tests.decode(recorded).ends
-
-
-def recorded_notes(recorded: bytes | None) -> tuple[str, ...]:
-    """The call's notes as the journal kept them; none if not kept (or the call had none)."""
-    return () if recorded is None else _tests.decode(recorded).notes
+def _kept(recorded: bytes | None) -> RecordedTests:
+    """What the journal kept beside a row's evidence, decoded once; nothing if not kept."""
+    return _NOTHING_KEPT if recorded is None else _tests.decode(recorded)
 
 
 def with_tests(result: RunResult) -> RunResult:
@@ -132,9 +129,9 @@ def replay(row: Row) -> RunResult:
         # A run stopped by its deadline or a cancel keeps its statement and its tests.
         error.attestation = row.attestation
         error.ended_unix_ms = row.finished_unix_ms
-        error.tests = _stopped_tests(row.tests, failure.details)
-        error.ends = recorded_ends(row.tests)
-        error.notes = recorded_notes(row.tests)
+        kept = _kept(row.tests)
+        error.tests = _stopped_tests(kept, failure.details)
+        error.ends, error.notes = kept.ends, kept.notes
         raise error
     report = (
         _report.decode(row.report)
@@ -150,22 +147,20 @@ def replay(row: Row) -> RunResult:
         )
     )
     evidence = _evidence.decode(row.result)
+    kept = _kept(row.tests)
     return RunResult(
         evidence=evidence,
         report=report,
-        tests=_tests_of(row.tests, evidence),
+        tests=_tests_of(kept, evidence),
         attestation=row.attestation,
         ended_unix_ms=row.finished_unix_ms,
-        ends=recorded_ends(row.tests),
-        notes=recorded_notes(row.tests),
+        ends=kept.ends,
+        notes=kept.notes,
     )
 
 
-def _tests_of(recorded: bytes | None, evidence: Evidence) -> TestResults | None:
+def _tests_of(kept: RecordedTests, evidence: Evidence) -> TestResults | None:
     """The test results the journal kept of a run with this evidence; None if none."""
-    if recorded is None:
-        return None
-    kept = _tests.decode(recorded)
     if not kept.tested:
         return None
     return TestResults.read(
@@ -173,7 +168,7 @@ def _tests_of(recorded: bytes | None, evidence: Evidence) -> TestResults | None:
     )
 
 
-def _stopped_tests(recorded: bytes | None, details: dict[str, object] | None) -> TestResults | None:
+def _stopped_tests(kept: RecordedTests, details: dict[str, object] | None) -> TestResults | None:
     """A stopped test command's results, read as its first answer read them; None if none.
 
     A test command's stop recorded before the journal kept them says so (`with_tests`).
@@ -184,8 +179,8 @@ def _stopped_tests(recorded: bytes | None, details: dict[str, object] | None) ->
         evidence = msgspec.convert(collected, Evidence)
     except msgspec.ValidationError:
         return None
-    if recorded is None or not _tests.decode(recorded).tested:
+    if not kept.tested:
         if evidence.invocation[1:2] != ["test"]:
             return None
         return TestResults(report=None, problem=UNRECORDED_REPORT)
-    return _tests_of(recorded, evidence)
+    return _tests_of(kept, evidence)
