@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 
 from jigcmd.envelope import hostids, idmap
+from jigcmd.frontends.diagnosis.probes import read_text
 from jigcmd.frontends.diagnosis.verdicts import Check
 
 __all__ = ["NAME", "briefly", "host_id_check", "overlapping"]
@@ -31,7 +32,9 @@ def host_id_check() -> Check:
         first, count = hostids.lease_range()
     except hostids.HostIdError as exc:
         return Check(NAME, "FAIL", str(exc), "run jigcmd where the host ids can be mapped")
-    texts = {name: _read(f"/etc/{name}") for name in ("passwd", "group", "subuid", "subgid")}
+    texts = {
+        name: read_text(f"/etc/{name}") or "" for name in ("passwd", "group", "subuid", "subgid")
+    }
     found = overlapping(first, count, **texts)
     last = first + count - 1
     if found:
@@ -82,11 +85,3 @@ def overlapping(
                 end = start + length - 1
                 found.append(f"subordinate {kind} of {fields[0]} ({start}-{end})")
     return found
-
-
-def _read(path: str) -> str:
-    try:
-        with open(path, encoding="utf-8", errors="replace") as handle:
-            return handle.read()
-    except OSError:
-        return ""
