@@ -479,16 +479,25 @@ def test_a_test_commands_task_is_answered_after_a_restart_with_its_per_test_resu
     """`tasks/get` from the journal gives the result the task completed with, tests included."""
     args = ["--state-dir", str(tmp_path / "state"), "--run-id", "run-tests-task"]
     call = {"name": "tests", "arguments": {"files": candidate("failing")}, "_meta": meta(TASKS)}
+    got, answered = _task_and_restart(binding, args, call)
+    assert got["result"]["structuredContent"]["tests"]["summary"]["failed"] == 1
+    assert answered["result"] == got["result"]
+
+
+def _task_and_restart(
+    binding: Path, args: list[str], call: dict[str, Any]
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """`call` as a task polled to its end, then `tasks/get` of it from a new server on the same
+    state directory and run id: (the ended task, the restarted server's answer)."""
     with ServeChild(binding, args) as server:
         task = {"taskId": server.request("tools/call", call)["result"]["taskId"]}
         task["_meta"] = meta(TASKS)
         got = ended_task(server, task)
         assert server.close_input() == 0
     with ServeChild(binding, args) as restarted:
-        answered = restarted.request("tasks/get", task)["result"]
+        answered: dict[str, Any] = restarted.request("tasks/get", task)["result"]
         assert restarted.close_input() == 0
-    assert got["result"]["structuredContent"]["tests"]["summary"]["failed"] == 1
-    assert answered["result"] == got["result"]
+    return got, answered
 
 
 def test_a_tasks_notes_are_answered_after_a_restart(binding: Path, tmp_path: Path) -> None:
@@ -500,14 +509,7 @@ def test_a_tasks_notes_are_answered_after_a_restart(binding: Path, tmp_path: Pat
         "test/setup.ts": "globalThis.ready = true;\n",
     }
     call = {"name": "tests", "arguments": {"files": files}, "_meta": meta(TASKS)}
-    with ServeChild(binding, args) as server:
-        task = {"taskId": server.request("tools/call", call)["result"]["taskId"]}
-        task["_meta"] = meta(TASKS)
-        got = ended_task(server, task)
-        assert server.close_input() == 0
-    with ServeChild(binding, args) as restarted:
-        answered = restarted.request("tasks/get", task)["result"]
-        assert restarted.close_input() == 0
+    got, answered = _task_and_restart(binding, args, call)
     (note,) = got["result"]["structuredContent"]["notes"]
     assert note.startswith("bunfig.toml: Bun runs without it"), note
     assert answered["result"]["structuredContent"]["notes"] == [note]

@@ -165,25 +165,22 @@ class Rig:
 
     def recover(self) -> str:
         """`jigcmd recover --state-dir` as an operator runs it; its output (exit 0 required)."""
+        return self._operator("recover")
+
+    def runs(self) -> str:
+        """`jigcmd runs --state-dir` as an operator reads it (it fences nothing); its output."""
+        return self._operator("runs")
+
+    def _operator(self, verb: str) -> str:
+        """`jigcmd VERB --state-dir` on the rig's state directory; its output (exit 0 required)."""
         done = subprocess.run(
-            [sys.executable, "-m", "jigcmd", "recover", "--state-dir", str(self.state_dir)],
+            [sys.executable, "-m", "jigcmd", verb, "--state-dir", str(self.state_dir)],
             capture_output=True,
             text=True,
             timeout=120,
             check=False,
         )
         assert done.returncode == 0, done.stdout + done.stderr
-        return done.stdout
-
-    def runs(self) -> str:
-        """`jigcmd runs --state-dir` as an operator reads it (it fences nothing); its output."""
-        done = subprocess.run(
-            [sys.executable, "-m", "jigcmd", "runs", "--state-dir", str(self.state_dir)],
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=True,
-        )
         return done.stdout
 
     # -- nothing left -------------------------------------------------------------------
