@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import pytest
 from mcp_types import TextContent
 
@@ -15,7 +16,6 @@ from tests.admitted_example import EXAMPLE, admit_example
 from tests.mcpsession import mcp_session
 
 pytestmark = pytest.mark.envelope
-jsonschema = pytest.importorskip("jsonschema")
 
 PASSING = EXAMPLE / "candidates" / "passing"
 _HEAD = 'import { test, expect } from "bun:test";\n'
@@ -42,6 +42,7 @@ async def _call(binding: Path, state: Path, tool: str, arguments: dict[str, Any]
         result = await session.call_tool(tool, arguments)
     view: dict[str, Any] | None = result.structured_content
     assert view is not None, result.content
+    assert schema is not None
     jsonschema.Draft202012Validator(schema).validate(view)
     assert isinstance(result.content[0], TextContent)
     return view | {"text": result.content[0].text}

@@ -6,6 +6,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+import jsonschema
 import pytest
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
@@ -15,7 +16,6 @@ from jigcmd.protocol.mcp_view import DEFAULT_BUDGET_BYTES
 from tests.admitted_example import EXAMPLE, admit_example
 
 pytestmark = pytest.mark.envelope
-jsonschema = pytest.importorskip("jsonschema")
 
 PASSING = EXAMPLE / "candidates" / "passing"
 

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import jsonschema
 import pytest
 
 from tests.admitted_example import EXAMPLE, admit_example
 from tests.mcpsession import mcp_session
 
 pytestmark = [pytest.mark.envelope, pytest.mark.slow]
-jsonschema = pytest.importorskip("jsonschema")
 
 PASSING = EXAMPLE / "candidates" / "passing"
 # A snapshot test (a note), then a test that floods stdout until the deadline stops it.
@@ -40,6 +40,7 @@ async def test_a_call_stopped_by_its_deadline_keeps_its_notes_and_streams_end(
     assert result.meta["jigcmd/error"]["code"] == "DEADLINE_EXCEEDED"
     view = result.structured_content
     assert view is not None
+    assert schema is not None
     jsonschema.Draft202012Validator(schema).validate(view)
     (note,) = view["notes"]
     assert note.startswith("snapshot tests cannot pass in the envelope: test/project.test.ts")

@@ -17,6 +17,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import pytest
 
 from tests.admitted_example import admit_example
@@ -24,7 +25,6 @@ from tests.mcpsession import mcp_session
 from tests.mcpverify import verify_result
 
 pytestmark = pytest.mark.envelope
-jsonschema = pytest.importorskip("jsonschema")
 
 _HEAD = 'import { test, expect } from "bun:test";\nimport { writeFileSync } from "node:fs";\n'
 # The report a test writes where Bun's goes, before `process.exit(0)` keeps Bun from
@@ -79,6 +79,7 @@ async def _answers(binding: Path, state: Path, *tests: str) -> list[dict[str, An
             called = await session.call_tool("forged", {"files": {"test/f.test.ts": test}})
             result = called.model_dump(mode="json", by_alias=True, exclude_none=True)
             view = result["structuredContent"]
+            assert schema is not None
             jsonschema.Draft202012Validator(schema).validate(view)
             assert _size(view) + _size(result["content"]) <= view["budgetBytes"]
             answers.append(result)

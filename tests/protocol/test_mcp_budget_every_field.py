@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import jsonschema
 import msgspec
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -30,8 +31,6 @@ from jigcmd.protocol.mcp_results import completed_result, failure_result
 from jigcmd.protocol.mcp_schemas import RESULT_SCHEMA
 from jigcmd.protocol.mcp_versions import STRUCTURED, SUPPORTED_VERSIONS
 from jigcmd.protocol.mcp_view import DEFAULT_BUDGET_BYTES, MIN_BUDGET_BYTES
-
-jsonschema = pytest.importorskip("jsonschema")
 
 REPORT = ResourceReport(
     wall_ms=1,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 import tempfile
 
-import pytest
+import jsonschema
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp_types import TextContent
@@ -13,7 +13,6 @@ from mcp_types import TextContent
 from tests.server.wire_process import FAKE_SERVER, server_env
 
 # A dependency of the MCP SDK; loaded this way because it ships no type information.
-jsonschema = pytest.importorskip("jsonschema")
 
 
 async def test_the_official_mcp_client_completes_a_whole_session() -> None:
