@@ -10,6 +10,7 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
+from tests.ownedmounts import tmpfs
 from tests.required import unavailable
 
 __all__ = ["SmallDisk", "mounted", "required_disk"]
@@ -57,23 +58,14 @@ class SmallDisk:
 @contextlib.contextmanager
 def mounted(parent: Path, size: str = "4m") -> Iterator[SmallDisk | str]:
     """A tmpfs `jigcmd-faults` of `size` under `parent` (root only), or why it cannot be."""
-    mountpoint = parent / f"jigcmd-faults-{uuid.uuid4().hex[:8]}"
-    mountpoint.mkdir()
-    done = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", f"size={size},mode=0700", "jigcmd-faults", str(mountpoint)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if done.returncode != 0:
-        mountpoint.rmdir()
-        yield f"cannot mount a tmpfs: {done.stderr.strip()}"
-        return
-    try:
-        yield SmallDisk(mountpoint)
-    finally:
-        subprocess.run(["umount", "-l", str(mountpoint)], check=False)
-        mountpoint.rmdir()
+    point = parent / f"jigcmd-faults-{uuid.uuid4().hex[:8]}"
+    with contextlib.ExitStack() as stack:
+        try:
+            stack.enter_context(tmpfs(point, "jigcmd-faults", f"size={size},mode=0700"))
+        except OSError as exc:
+            yield f"cannot mount a tmpfs: {exc}"
+            return
+        yield SmallDisk(point)
 
 
 @contextlib.contextmanager

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import contextlib
 import os
-import subprocess
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 from tests.faults.test_journal_start import _jigcmd
+from tests.ownedmounts import tmpfs
 from tests.required import unavailable
 
 # Enough for a fresh start to fail at each of its first files, and then to get past them.
@@ -24,25 +24,16 @@ _INODE_COUNTS = range(4, 13)
 @contextlib.contextmanager
 def _tmpfs(parent: Path, inodes: int) -> Iterator[Path]:
     """A tmpfs `jigcmd-faults` with `inodes` inodes and a 0700 state directory in it."""
-    mountpoint = parent / f"jigcmd-faults-{uuid.uuid4().hex[:8]}"
-    mountpoint.mkdir()
-    options = f"size=2m,mode=0700,nr_inodes={inodes}"
-    done = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", options, "jigcmd-faults", str(mountpoint)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if done.returncode != 0:
-        mountpoint.rmdir()
-        unavailable(f"cannot mount a tmpfs: {done.stderr.strip()}")
-    try:
-        state = mountpoint / "state"
+    point = parent / f"jigcmd-faults-{uuid.uuid4().hex[:8]}"
+    with contextlib.ExitStack() as stack:
+        options = f"size=2m,mode=0700,nr_inodes={inodes}"
+        try:
+            stack.enter_context(tmpfs(point, "jigcmd-faults", options))
+        except OSError as exc:
+            unavailable(f"cannot mount a tmpfs: {exc}")
+        state = point / "state"
         state.mkdir(mode=0o700)
         yield state
-    finally:
-        subprocess.run(["umount", "-l", str(mountpoint)], check=False)
-        mountpoint.rmdir()
 
 
 def test_a_liveness_lock_no_inode_is_left_for_names_its_file_and_inodes(tmp_path: Path) -> None:

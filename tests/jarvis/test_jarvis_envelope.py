@@ -18,7 +18,6 @@ import anyio
 import httpx
 import pytest
 
-from jigcmd.envelope import syscalls as sc
 from jigcmd.envelope.native import NativeExecutor
 from tests.jarvis.jarvis_child import JarvisChild, machine_runs_jarvis
 from tests.jarvis.jarvis_harness import (
@@ -32,6 +31,7 @@ from tests.jarvis.jarvis_harness import (
 )
 from tests.jarvis.utcp_setup import body, manual_template, utcp_client
 from tests.optional import require_tools
+from tests.ownedmounts import tmpfs
 from tests.required import unavailable, usable_cgroups
 
 pytestmark = pytest.mark.envelope
@@ -93,7 +93,6 @@ async def test_a_working_directory_holding_a_mount_fails_naming_the_mount(workdi
     """A cwd holding a host mount (a tmpfs of this test's): nothing runs, the detail says why."""
     usable_cgroups()
     held = workdir / "held"
-    held.mkdir()
     policy = f"""
 search_path = ["/usr/bin", "/bin"]
 
@@ -104,15 +103,14 @@ argv0 = ["pwd"]
 cwd = ["{workdir}"]
 """
     # Mounted before the zygote starts: its mount namespace is a copy of the host's then.
-    sc.mount("jigcmd-test", str(held), "tmpfs", 0, "size=64k")
-    native = NativeExecutor()
-    try:
-        await native.start()
-        async with harness(make_service(native, policy=policy)) as h:
-            response = await h.invoke("jarvis.run.create", argv=["pwd"], cwd=str(workdir))
-    finally:
-        await native.aclose()
-        sc.umount2(str(held), sc.MNT_DETACH)
+    with tmpfs(held, "jigcmd-test", "size=64k"):
+        native = NativeExecutor()
+        try:
+            await native.start()
+            async with harness(make_service(native, policy=policy)) as h:
+                response = await h.invoke("jarvis.run.create", argv=["pwd"], cwd=str(workdir))
+        finally:
+            await native.aclose()
     assert response.json()["status"] == "failed", response.text
     detail = response.json()["detail"]
     assert detail.startswith("EXECUTION_FAILED: containment envelope incomplete, nothing ran:")

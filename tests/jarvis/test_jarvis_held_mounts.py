@@ -7,7 +7,6 @@ directory, the mount and the fix. The mount below is a tmpfs the test makes and 
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import shutil
@@ -21,6 +20,7 @@ import pytest
 
 from jigcmd.envelope import syscalls as sc
 from jigcmd.jarvis.hostmounts import held_mounts
+from tests.ownedmounts import tmpfs
 from tests.required import require_root
 
 _SAFE = 'host_dirs = ["/usr", "/bin", "/sbin", "/lib", "/lib64"]'
@@ -41,13 +41,10 @@ def held() -> Iterator[tuple[Path, Path]]:
     # Outside /tmp, which a policy may not name (the envelope's own scratch is there).
     directory = Path(tempfile.mkdtemp(prefix="jigcmd-test-held-", dir="/var/tmp"))
     point = directory / "inner"
-    point.mkdir()
-    sc.mount("jigcmd-test-held", str(point), "tmpfs", sc.MS_NOSUID | sc.MS_NODEV, "size=64k")
     try:
-        yield directory, point
+        with tmpfs(point, "jigcmd-test-held", "size=64k", sc.MS_NOSUID | sc.MS_NODEV):
+            yield directory, point
     finally:
-        with contextlib.suppress(OSError):
-            sc.umount2(str(point), 0)
         shutil.rmtree(directory, ignore_errors=True)
 
 
