@@ -56,6 +56,7 @@ from pathlib import Path
 import msgspec
 
 from jigcmd.durable import recoverylock
+from jigcmd.envelope import hostids
 from jigcmd.envelope.cgroups import CgroupBackend
 from jigcmd.journal import identity, liveness
 from jigcmd.journal.envelopes import EnvelopeRegistry
@@ -228,6 +229,9 @@ def _pass(
     # Joins of processes that died waiting (a live one removes its own).
     journal.forget_dead_waiters()
     liveness.prune(state_dir)
+    # A lease file no one holds is a killed zygote's: its envelopes died with it (pdeathsig).
+    with contextlib.suppress(hostids.HostIdError, OSError):
+        hostids.sweep()
     unowned = _unowned_jobs(journal, backend)
     stale = [name for name in unowned if _remove_if_stale(backend, name)]
     return RecoveryReport(

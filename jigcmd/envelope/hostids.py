@@ -22,7 +22,7 @@ while it lives:
   is gone; a release that proves nothing keeps the lease for the zygote's life. If the
   zygote dies, pid 1 dies with it (`PR_SET_PDEATHSIG`) and the kernel kills the rest of
   its namespace; the file it leaves holds no lock (the id is free) and goes with the id's
-  next lease.
+  next lease, or with the next recovery pass (`sweep`), whichever comes first.
 
 Rootless, the kernel lets a process map only its own ids: the envelope runs as the server's
 user. Jarvis's runs (profile "host") keep host uid 65534: the files a run writes in a
@@ -49,6 +49,7 @@ __all__ = [
     "HostIds",
     "lease_range",
     "let_go",
+    "sweep",
     "take",
 ]
 
@@ -99,6 +100,24 @@ def let_go(ids: HostIds) -> None:
     with contextlib.suppress(OSError, HostIdError):
         os.unlink(str(ids.uid), dir_fd=_directory())
     os.close(ids.lease)
+
+
+def sweep() -> int:
+    """Remove the lease files no one holds (their zygote was killed); how many went."""
+    if idmap.rootless() or not os.path.isdir(DIRECTORY):
+        return 0
+    directory = _directory()
+    removed = 0
+    for name in os.listdir(directory):
+        if not name.isdigit():
+            continue
+        # Locked as a lease is, then removed as one ends: a process opening the name
+        # meanwhile sees, once it holds the lock, that the name is no longer its file.
+        fd = _lease(directory, name)
+        if fd >= 0:
+            let_go(HostIds(int(name), int(name), fd))
+            removed += 1
+    return removed
 
 
 def _lease(directory: int, name: str) -> int:

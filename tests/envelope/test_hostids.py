@@ -74,3 +74,33 @@ def test_an_id_another_process_holds_is_not_taken_and_a_full_range_is_refused(
     for ids in again:
         hostids.let_go(ids)
     assert {ids.uid for ids in again} == set(range(_PAIR[0], sum(_PAIR)))
+
+
+def test_recover_removes_a_killed_holders_lease_file_and_keeps_a_held_one(tmp_path: Path) -> None:
+    """A killed zygote's lease file (unlocked) goes with `jigcmd recover`; a live lease stays."""
+    killed = subprocess.Popen(
+        [sys.executable, "-c", (
+            "import sys\nfrom jigcmd.envelope import hostids\n"
+            "print(hostids.take('candidate').uid, flush=True)\nsys.stdin.read()\n"
+        )],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert killed.stdout is not None
+    left = Path(hostids.DIRECTORY) / killed.stdout.readline().strip()
+    killed.kill()
+    killed.communicate()
+    held = hostids.take("candidate")
+    (tmp_path / "state").mkdir(mode=0o700)
+    try:
+        assert left.exists()
+        done = subprocess.run(
+            [sys.executable, "-m", "jigcmd", "recover", "--state-dir", str(tmp_path / "state")],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr
+        assert not left.exists(), done.stderr
+        assert (Path(hostids.DIRECTORY) / str(held.uid)).exists()
+    finally:
+        hostids.let_go(held)
