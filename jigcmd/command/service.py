@@ -7,7 +7,7 @@ import math
 import time
 from collections.abc import AsyncIterator, Mapping
 from contextlib import AbstractAsyncContextManager
-from functools import cache, partial
+from functools import partial
 from pathlib import Path
 from typing import Final
 
@@ -19,24 +19,23 @@ from jigcmd.cancel import CancelSignal
 from jigcmd.clock import unix_ms
 from jigcmd.command.callnotes import call_notes
 from jigcmd.command.catalog import AdmissionCheck, Catalog
-from jigcmd.command.durability import Durability, Execute, answered_or
-from jigcmd.command.execution import execute
+from jigcmd.command.dispatch import Call, call_plan, dispatch, template_plan
+from jigcmd.command.durability import Durability, answered_or
 from jigcmd.command.failures import before_dispatch
 from jigcmd.command.keeping import keep_result, keep_stopped
-from jigcmd.command.outcomes import EvidenceOf, signer
 from jigcmd.command.placement import Placement
-from jigcmd.command.runtime import BUN_TARGET, BunBinary
+from jigcmd.command.runtime import BunBinary
 from jigcmd.command.sharing import SharedOperations
 from jigcmd.durable.ownership import Ownership
 from jigcmd.durable.replay import with_tests
 from jigcmd.durable.runresources import RunResources
-from jigcmd.envelope.api import Executor, Hooks, Refills, Ticket
+from jigcmd.envelope.api import Executor, Refills
 from jigcmd.errors import Code, JigError
 from jigcmd.journal.reservations import Slot
-from jigcmd.plan import Limits, RunPlan, plan_digest
+from jigcmd.plan import Limits, RunPlan
 from jigcmd.policy.binding import CommandPolicy
 from jigcmd.policy.lock import Admission
-from jigcmd.policy.planner import candidate_plan, effective_deadline, unix_deadline_ms
+from jigcmd.policy.planner import effective_deadline, unix_deadline_ms
 from jigcmd.policy.request import ValidRequest
 from jigcmd.protocol.commands import Recorded, RunResult, ToolInfo
 from jigcmd.server.backend import Owned, Progress
@@ -46,26 +45,6 @@ __all__ = ["DEFAULT_QUEUE_WAIT_S", "CommandService"]
 # How long a call that finds every envelope slot in use may wait for one (`--queue-wait`),
 # unless the caller's own deadline comes first; the run's ceiling starts after the wait.
 DEFAULT_QUEUE_WAIT_S: Final = 60.0
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class _Call:
-    """What one call brings beside its validated input: who it is, whose, and until when."""
-
-    attester: Attester | None
-    operation_id: str
-    deadline_unix_ms: int | None
-    signature: str | None
-    context: str
-    root_run: str | None
-    wait_for_slot: bool
-    owned: Owned | None
-    trace_context: dict[str, str] | None
-    begun: float
-    # When the run's deadline started (Unix ms): its statement's `startedOn`.
-    started_unix_ms: int
-    # What Bun under jigcmd will not do with the files sent (`call_notes`), for the journal.
-    notes: tuple[str, ...]
 
 
 class CommandService:
@@ -161,18 +140,7 @@ class CommandService:
 
     def template_plan(self) -> RunPlan:
         """A plan shaped like every plan this service makes, for preparing envelopes early."""
-        return candidate_plan(
-            bun=BUN_TARGET,
-            runtime_binds=self._runtime.binds,
-            kind="test",
-            paths=("x",),
-            args=(),
-            files=(),
-            stdin="",
-            deadline=0.0,
-            limits=self._limits,
-            label="template",
-        )
+        return template_plan(self._runtime, self._limits)
 
     async def run(
         self,
@@ -237,7 +205,7 @@ class CommandService:
                         joined=owned,
                     )
                     return await self._answer(result, detailed, keep, scope, operation_id)
-                call = _Call(
+                call = Call(
                     # The statement names the lock that admitted this call, not one read while
                     # it waited for a slot (`readmit` replaces the attester with the new lock's).
                     attester=self._attester,
@@ -291,7 +259,7 @@ class CommandService:
             result = await keep_result(self.resources, result, scope, operation_id)
         return result
 
-    def _durability(self, call: _Call) -> Durability:
+    def _durability(self, call: Call) -> Durability:
         """What the call keeps outside this process (its slot and row), if it runs the work."""
         return Durability(
             self._ownership,
@@ -306,7 +274,7 @@ class CommandService:
     async def _operate(
         self,
         valid: ValidRequest,
-        call: _Call,
+        call: Call,
         cancel: CancelSignal,
         progress: Progress | None,
         *,
@@ -338,7 +306,7 @@ class CommandService:
     async def _reserve(
         self,
         durability: Durability,
-        call: _Call,
+        call: Call,
         deadline: float,
         *,
         cancel: CancelSignal,
@@ -366,54 +334,27 @@ class CommandService:
     async def _dispatch(
         self,
         valid: ValidRequest,
-        call: _Call,
+        call: Call,
         durability: Durability,
         deadline: float,
         *,
         cancel: CancelSignal,
         progress: Progress | None,
     ) -> RunResult:
-        """Plan the run on its slot, execute it and close its row (`Durability.run`)."""
-        operation_id = call.operation_id
-        plan = self._plan(valid, operation_id, deadline, self._place(durability.slot))
-        # The plan's identity, for the journal's row and the signed statement alike:
-        # worked out once, when the row is begun, after the launch is sent.
-        digest = cache(partial(plan_digest, plan))
-        evidence = EvidenceOf(valid)
-        sign = signer(
+        """Plan the run on its slot, execute it and close its row (`jigcmd.command.dispatch`)."""
+        cpus = self._place(durability.slot)
+        plan = call_plan(
+            valid, call.operation_id, deadline, cpus, runtime=self._runtime, limits=self._limits
+        )
+        return await dispatch(
+            self._executor,
             valid,
             plan,
+            call,
             durability,
-            operation_id,
-            call.root_run,
-            attester=call.attester,
-            digest=digest,
-            evidence=evidence,
-            started_unix_ms=call.started_unix_ms,
-        )
-        run = partial(
-            execute,
-            self._executor,
-            valid=valid,
-            plan=plan,
+            root_deadline_unix_ms=self._root_deadline,
             cancel=cancel,
             progress=progress,
-            evidence=evidence,
-            sign=sign,
-            begun=call.begun,
-        )
-        return await durability.run(
-            plan,
-            partial(_noted, call.notes, run),
-            digest=digest,
-            evidence=evidence,
-            cancel=cancel,
-            sign=None if sign is None else (lambda ending: sign(ending, None, None)),
-            # The row's deadline from the instant the statement names (`startedOn`): read
-            # back from the monotonic deadline at the row's begin, it came 1 ms short.
-            deadline_unix_ms=math.floor(
-                unix_deadline_ms(call.started_unix_ms, call.deadline_unix_ms, self._root_deadline)
-            ),
         )
 
     def answered(self) -> None:
@@ -453,31 +394,6 @@ class CommandService:
         )
         return deadline, now
 
-    def _plan(
-        self,
-        valid: ValidRequest,
-        operation_id: str,
-        deadline: float,
-        cpus: tuple[int, ...],
-    ) -> RunPlan:
-        """The run's plan; a test command's has Bun write its JUnit report, whatever the front:
-        the signed test result names each test from it (`jigcmd.attest.testnames`), which the
-        console's lines cannot do exactly (a name's line breaks, a describe's " > ")."""
-        return candidate_plan(
-            bun=BUN_TARGET,
-            runtime_binds=self._runtime.binds,
-            kind=valid.command.kind,
-            paths=valid.command.paths,
-            args=valid.args,
-            files=valid.files,
-            stdin=valid.stdin,
-            deadline=deadline,
-            limits=self._limits,
-            label=operation_id,
-            cpus=cpus,
-            junit=True,
-        )
-
 
 def _refused_before_dispatch(deadline: float, cancel: CancelSignal) -> JigError | None:
     """Why nothing may be dispatched any more (the deadline passed, a cancel came), if so."""
@@ -488,16 +404,3 @@ def _refused_before_dispatch(deadline: float, cancel: CancelSignal) -> JigError 
     if cancel.is_set():
         return before_dispatch(deadline=cancel.deadline_passed())
     return None
-
-
-async def _noted(
-    notes: tuple[str, ...], run: Execute, ticket: Ticket, hooks: Hooks | None
-) -> RunResult:
-    """`run`'s result or error with the call's notes, so that the journal keeps them with its
-    end: a task read back by another server shows what its first answer showed."""
-    try:
-        result = await run(ticket, hooks)
-    except JigError as error:
-        error.notes = notes
-        raise
-    return msgspec.structs.replace(result, notes=notes) if notes else result

@@ -4,8 +4,8 @@ It reads DIR as `run --files DIR` would (the same leave-outs and `--exclude`), r
 every problem at once when that candidate breaks a rule, finds the commands
 (`command/scaffold.py`), writes the Binding (TOML, or with `--format ts` TypeScript as the
 reference lays a project out) and its Flow package under `DIR/.jig/` (nothing is
-overwritten), checks the result loads as `lock` will load it, and prints the next two
-commands. Exit 0 written, 2 nothing written.
+overwritten: `command/scaffoldfiles.py`), checks the result loads as `lock` will load it,
+and prints the next two commands. Exit 0 written, 2 nothing written.
 """
 
 from __future__ import annotations
@@ -18,7 +18,8 @@ from pathlib import Path
 from jigcmd.command.bindingfile import ScriptResult, is_script, load_binding, project_root
 from jigcmd.command.bunposture import posture_notes
 from jigcmd.command.projectdir import CandidateError, read_project
-from jigcmd.command.scaffold import Scaffold, ScaffoldError, plan_scaffold, write_scaffold
+from jigcmd.command.scaffold import Scaffold, ScaffoldError, plan_scaffold
+from jigcmd.command.scaffoldfiles import write_scaffold
 from jigcmd.policy.binding import BindingError
 from jigcmd.policy.bindingscript import Evaluated
 from jigcmd.policy.candidate import Problem

@@ -9,14 +9,8 @@ import pytest
 
 from jigcmd.command.bindingfile import load_binding
 from jigcmd.command.projectdir import read_project
-from jigcmd.command.scaffold import (
-    WRITERS,
-    ScaffoldError,
-    binding_toml,
-    plan_scaffold,
-    shipped_descriptor,
-    write_scaffold,
-)
+from jigcmd.command.scaffold import ScaffoldError, plan_scaffold
+from jigcmd.command.scaffoldfiles import WRITERS, binding_toml, shipped_descriptor, write_scaffold
 from jigcmd.contract import CONTRACT_DIGEST
 from jigcmd.jsonio import strict
 from jigcmd.policy.binding import parse_binding_file

@@ -150,7 +150,7 @@ async def test_the_plan_digest_is_worked_out_once_after_the_executor_has_the_pla
         launched_before.append(bool(stub.plans))
         return plan_digest(plan)
 
-    monkeypatch.setattr("jigcmd.command.service.plan_digest", digest)
+    monkeypatch.setattr("jigcmd.command.dispatch.plan_digest", digest)
     ownership, _ = await _run(tmp_path, stub, monkeypatch)
     row = ownership.journal.get("op-1", root_run=RUN)
     assert launched_before == [True]
