@@ -26,7 +26,7 @@ def test_an_envelope_entry_no_inode_is_left_for_is_named(lock: Path, tmp_path: P
         unavailable("mounting a tmpfs needs root")
     seen = []
     for inodes in _INODE_COUNTS:
-        with _tmpfs(tmp_path, inodes) as state:
+        with _tmpfs(inodes) as state:
             done = run(lock, state, "tests", CANDIDATES / "passing")
             if "envelope registry" in done.stderr:
                 seen.append(inodes)

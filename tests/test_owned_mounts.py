@@ -1,48 +1,106 @@
 """A tmpfs a killed test session left mounted is unmounted by the next session, never one
-whose session still runs, never one nobody owns."""
+whose session still runs (seen from any pid namespace), never one nobody owns."""
 
 from __future__ import annotations
 
 import subprocess
-import uuid
+import sys
+import textwrap
+from collections.abc import Iterator
 from pathlib import Path
 
-from jigcmd.envelope import syscalls as sc
-from tests.ownedmounts import OWNER_SUFFIX, identity, mount_points, sweep_stale, tmpfs
+import pytest
+
+from tests.ownedmounts import OWNER_SUFFIX, fresh_point, mount_points, tmpfs
 from tests.required import require_root
 
+_ROOT = Path(__file__).parents[1]
+# Holds an owned mount at argv[1] until its stdin closes, or it is killed.
+_HOLDER = textwrap.dedent("""
+    import sys
+    from pathlib import Path
+    from tests.ownedmounts import tmpfs
+    with tmpfs(Path(sys.argv[1]), "jigcmd-test", "size=64k"):
+        print("mounted", flush=True)
+        sys.stdin.read()
+""")
 
-def _gone_identity() -> str:
-    """The identity of a process that has since exited."""
-    child = subprocess.Popen(["sleep", "60"])
-    recorded = identity(child.pid)
-    child.kill()
-    child.wait()
-    assert recorded is not None
-    return recorded
 
-
-def test_a_mount_whose_owner_is_gone_is_swept_and_a_live_ones_is_kept(tmp_path: Path) -> None:
-    """The dead owner's point is unmounted and removed with its owner file; ours stays."""
+@pytest.fixture(autouse=True)
+def _as_root() -> None:
     require_root("mounting a tmpfs needs root")
-    mine, left = tmp_path / "jigcmd-mine", tmp_path / "jigcmd-left"
-    with tmpfs(mine, "jigcmd-test", "size=64k"), tmpfs(left, "jigcmd-test", "size=64k"):
-        (tmp_path / f"jigcmd-left{OWNER_SUFFIX}").write_text(_gone_identity())
-        assert sweep_stale() == [left]
-        assert mine in mount_points() and left not in mount_points()
-        assert not left.exists() and not (tmp_path / f"jigcmd-left{OWNER_SUFFIX}").exists()
-        assert (tmp_path / f"jigcmd-mine{OWNER_SUFFIX}").exists()
+
+
+@pytest.fixture
+def killed_owner() -> Iterator[Path]:
+    """The point of an owned mount whose owning process was killed (SIGKILL) holding it."""
+    point = fresh_point("test")
+    holder = subprocess.Popen(
+        [sys.executable, "-c", _HOLDER, str(point)],
+        cwd=_ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert holder.stdout is not None
+    assert holder.stdout.readline() == "mounted\n"
+    holder.kill()
+    holder.communicate()
+    try:
+        yield point
+    finally:
+        subprocess.run(["umount", "-l", str(point)], capture_output=True, check=False)
+        for path in (point, point.with_name(point.name + OWNER_SUFFIX)):
+            if path.is_dir():
+                path.rmdir()
+            path.unlink(missing_ok=True)
+
+
+def _python(*argv: str, code: str) -> str:
+    """What `code` prints, run by this Python under `argv` (an `unshare`) from the checkout."""
+    done = subprocess.run(
+        [*argv, sys.executable, "-c", code], cwd=_ROOT, capture_output=True, text=True, check=True
+    )
+    return done.stdout
+
+
+def test_the_next_session_sweeps_a_killed_owners_mount_and_keeps_a_live_one(
+    killed_owner: Path,
+) -> None:
+    """A new pytest session (only collecting) unmounts the dead owner's; this one's stays."""
+    with tmpfs(fresh_point("test"), "jigcmd-test", "size=64k") as mine:
+        assert killed_owner in mount_points()
+        session = [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider"]
+        subprocess.run([*session, __file__], cwd=_ROOT, capture_output=True, check=True)
+        assert killed_owner not in mount_points() and mine in mount_points()
+        assert not killed_owner.exists()
+        assert not killed_owner.with_name(killed_owner.name + OWNER_SUFFIX).exists()
     assert mine not in mount_points() and not mine.exists()
 
 
-def test_a_mount_without_an_owner_file_is_never_swept(tmp_path: Path) -> None:
-    """Nothing says whose it is: it stays, even with a jigcmd- source."""
-    require_root("mounting a tmpfs needs root")
-    point = tmp_path / f"jigcmd-unowned-{uuid.uuid4().hex[:8]}"
+def test_a_session_in_its_own_pid_namespace_keeps_a_live_sessions_mount() -> None:
+    """The pid in the owner file means nothing there: the lock still says its owner lives."""
+    with tmpfs(fresh_point("test"), "jigcmd-test", "size=64k") as mine:
+        swept = _python(
+            "unshare", "--fork", "--pid", "--mount-proc",
+            code="from tests.ownedmounts import sweep_stale; print(sweep_stale())",
+        )  # fmt: skip
+        assert swept == "[]\n"
+        assert mine in mount_points() and mine.is_dir()
+
+
+def test_a_mount_without_an_owner_file_is_never_swept() -> None:
+    """Nothing says whose it is: it stays, even with a jigcmd- source (a private namespace's)."""
+    point = fresh_point("test")
     point.mkdir()
-    sc.mount("jigcmd-test", str(point), "tmpfs", 0, "size=64k")
     try:
-        assert sweep_stale() == []
-        assert point in mount_points()
+        kept = _python(
+            "unshare", "--mount", "--propagation", "private",
+            code=textwrap.dedent(f"""
+                from pathlib import Path
+                from jigcmd.envelope import syscalls as sc
+                from tests.ownedmounts import mount_points, sweep_stale
+                sc.mount("jigcmd-test", "{point}", "tmpfs", 0, "size=64k")
+                print(sweep_stale(), Path("{point}") in mount_points())
+            """),
+        )  # fmt: skip
+        assert kept == "[] True\n"
     finally:
-        sc.umount2(str(point), sc.MNT_DETACH)
+        point.rmdir()

@@ -185,7 +185,7 @@ def test_a_fifo_where_the_journal_belongs_is_refused_instead_of_waited_on(tmp_pa
 
 def test_a_missing_directory_left_with_dot_dot_needs_no_right_to_make_it(tmp_path: Path) -> None:
     """`ro/nonex/../s` with `s` there makes nothing, so `ro` may be read-only; `ro/new` may not."""
-    with required_disk(tmp_path) as disk:
+    with required_disk() as disk:
         (disk.path / "s").mkdir(mode=0o700)
         disk.read_only()
         assert unmade_state_dir(disk.path / "nonex" / ".." / "s") is None

@@ -6,11 +6,10 @@ import contextlib
 import errno
 import os
 import subprocess
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
-from tests.ownedmounts import tmpfs
+from tests.ownedmounts import fresh_point, tmpfs
 from tests.required import unavailable
 
 __all__ = ["SmallDisk", "mounted", "required_disk"]
@@ -56,9 +55,9 @@ class SmallDisk:
 
 
 @contextlib.contextmanager
-def mounted(parent: Path, size: str = "4m") -> Iterator[SmallDisk | str]:
-    """A tmpfs `jigcmd-faults` of `size` under `parent` (root only), or why it cannot be."""
-    point = parent / f"jigcmd-faults-{uuid.uuid4().hex[:8]}"
+def mounted(size: str = "4m") -> Iterator[SmallDisk | str]:
+    """A tmpfs `jigcmd-faults` of `size` (root only; tests/ownedmounts.py), or why not."""
+    point = fresh_point("faults")
     with contextlib.ExitStack() as stack:
         try:
             stack.enter_context(tmpfs(point, "jigcmd-faults", f"size={size},mode=0700"))
@@ -69,11 +68,11 @@ def mounted(parent: Path, size: str = "4m") -> Iterator[SmallDisk | str]:
 
 
 @contextlib.contextmanager
-def required_disk(parent: Path) -> Iterator[SmallDisk]:
+def required_disk() -> Iterator[SmallDisk]:
     """A 4 MiB `mounted` tmpfs under `parent`; skipped (failed under CI) without root or mount."""
     if os.geteuid() != 0:
         unavailable("mounting a tmpfs needs root")
-    with mounted(parent) as disk:
+    with mounted() as disk:
         if isinstance(disk, str):
             unavailable(disk)
         yield disk

@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import contextlib
 import os
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 from tests.faults.test_journal_start import _jigcmd
-from tests.ownedmounts import tmpfs
+from tests.ownedmounts import fresh_point, tmpfs
 from tests.required import unavailable
 
 # Enough for a fresh start to fail at each of its first files, and then to get past them.
@@ -22,9 +21,9 @@ _INODE_COUNTS = range(4, 13)
 
 
 @contextlib.contextmanager
-def _tmpfs(parent: Path, inodes: int) -> Iterator[Path]:
+def _tmpfs(inodes: int) -> Iterator[Path]:
     """A tmpfs `jigcmd-faults` with `inodes` inodes and a 0700 state directory in it."""
-    point = parent / f"jigcmd-faults-{uuid.uuid4().hex[:8]}"
+    point = fresh_point("faults")
     with contextlib.ExitStack() as stack:
         options = f"size=2m,mode=0700,nr_inodes={inodes}"
         try:
@@ -42,7 +41,7 @@ def test_a_liveness_lock_no_inode_is_left_for_names_its_file_and_inodes(tmp_path
         unavailable("mounting a tmpfs needs root")
     seen = []
     for inodes in _INODE_COUNTS:
-        with _tmpfs(tmp_path, inodes) as state:
+        with _tmpfs(inodes) as state:
             stderr = _jigcmd("recover", "--state-dir", str(state)).stderr.decode()
             if "liveness lock" in stderr and "No space left" in stderr:
                 seen.append(inodes)

@@ -94,7 +94,7 @@ def test_a_statement_is_read_from_a_state_directory_on_a_read_only_mount(
 ) -> None:
     """A surviving state directory mounted read-only: the statement kept, status 0."""
     statement = b'{"payloadType":"application/vnd.in-toto+json"}'
-    with required_disk(tmp_path) as disk:
+    with required_disk() as disk:
         with Journal.open(prepare_state_dir(disk.path)) as journal:
             new = NewRow(
                 root_run="run-1",

@@ -407,7 +407,7 @@ def test_a_state_directory_on_a_read_only_mount_fails_with_remount_as_the_fix(
     tmp_path: Path,
 ) -> None:
     """Read-only: the journal and why, and remounting as the fix; nothing to report."""
-    with required_disk(tmp_path) as disk:
+    with required_disk() as disk:
         with Journal.open(disk.path):
             pass
         disk.read_only()
@@ -423,7 +423,7 @@ def test_a_state_directory_on_a_full_disk_fails_with_free_space_as_the_fix(
     tmp_path: Path,
 ) -> None:
     """Full: named full, the fix frees space and keeps the journal."""
-    with required_disk(tmp_path) as disk:
+    with required_disk() as disk:
         with Journal.open(disk.path):
             pass
         disk.fill()

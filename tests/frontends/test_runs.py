@@ -136,7 +136,7 @@ def test_runs_reads_a_state_directory_on_a_read_only_mount(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """A surviving state directory mounted read-only (its node lost): listed, status 0."""
-    with required_disk(tmp_path) as disk:
+    with required_disk() as disk:
         _recorded(disk.path)
         disk.read_only()
         assert main(["runs", "--state-dir", str(disk.path)]) == 0

@@ -168,7 +168,7 @@ def test_audit_reads_a_state_directory_on_a_read_only_mount(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """A surviving state directory mounted read-only: its audit printed, status 0."""
-    with required_disk(tmp_path) as disk:
+    with required_disk() as disk:
         with Journal.open(disk.path) as journal:
             journal.audit(
                 actor=ACTOR,

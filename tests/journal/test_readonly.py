@@ -71,7 +71,7 @@ def _files(state: Path) -> dict[str, bytes]:
 @pytest.fixture
 def disk(tmp_path: Path) -> Iterator[SmallDisk]:
     """A 4 MiB tmpfs mounted for this test only (root), unmounted after."""
-    with required_disk(tmp_path) as mount:
+    with required_disk() as mount:
         yield mount
 
 

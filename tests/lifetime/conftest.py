@@ -61,7 +61,7 @@ def rig(binding: Path, tmp_path: Path) -> Iterator[Rig]:
 @pytest.fixture
 def state_disk(tmp_path: Path) -> Iterator[SmallDisk]:
     """A tmpfs mounted as the rig's state directory (ask for it before `rig`: it outlives it)."""
-    with mounted(tmp_path, size="4m") as disk:
+    with mounted(size="4m") as disk:
         if isinstance(disk, str):
             unavailable(disk)
         (tmp_path / "state").symlink_to(disk.path)

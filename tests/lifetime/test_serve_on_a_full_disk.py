@@ -30,7 +30,7 @@ def disk(rig: Rig) -> Iterator[SmallDisk]:
     """The rig's state directory on a 16 MiB tmpfs of its own."""
     if os.geteuid() != 0:
         unavailable("mounting a tmpfs needs root")
-    with mounted(rig.tmp, "16m") as small:
+    with mounted("16m") as small:
         if isinstance(small, str):
             unavailable(small)
         rig.state_dir = small.path
