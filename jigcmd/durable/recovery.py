@@ -231,7 +231,8 @@ def _pass(
     liveness.prune(state_dir)
     # A lease file no one holds is a killed zygote's: its envelopes died with it (pdeathsig).
     with contextlib.suppress(hostids.HostIdError, OSError):
-        hostids.sweep()
+        for problem in hostids.sweep()[1]:
+            logger.warning("host id lease left in place: %s", problem)
     unowned = _unowned_jobs(journal, backend)
     stale = [name for name in unowned if _remove_if_stale(backend, name)]
     return RecoveryReport(

@@ -102,22 +102,33 @@ def let_go(ids: HostIds) -> None:
     os.close(ids.lease)
 
 
-def sweep() -> int:
-    """Remove the lease files no one holds (their zygote was killed); how many went."""
+def sweep() -> tuple[int, list[str]]:
+    """Remove the lease files no one holds (their zygote was killed): how many, and problems.
+
+    Only names a lease has (an id of the range, in its one decimal spelling) are touched, so
+    the name locked is the name removed; an entry that cannot be locked is named and skipped.
+    """
     if idmap.rootless() or not os.path.isdir(DIRECTORY):
-        return 0
+        return 0, []
     directory = _directory()
-    removed = 0
+    first, count = lease_range()
+    removed, problems = 0, []
     for name in os.listdir(directory):
-        if not name.isdigit():
+        if not (name.isascii() and name.isdigit() and str(int(name)) == name):
+            continue
+        if not first <= int(name) < first + count:
             continue
         # Locked as a lease is, then removed as one ends: a process opening the name
         # meanwhile sees, once it holds the lock, that the name is no longer its file.
-        fd = _lease(directory, name)
+        try:
+            fd = _lease(directory, name)
+        except HostIdError as exc:
+            problems.append(str(exc))
+            continue
         if fd >= 0:
             let_go(HostIds(int(name), int(name), fd))
             removed += 1
-    return removed
+    return removed, problems
 
 
 def _lease(directory: int, name: str) -> int:
