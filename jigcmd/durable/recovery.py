@@ -113,6 +113,10 @@ class RecoveryReport(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     envelope_problems: tuple[str, ...] = ()
     # Empty jobs a dead jigcmd tree left that no journal names, removed (see the module doc).
     stale_jobs_removed: tuple[str, ...] = ()
+    # Host id lease files no process held a lock on (envelope/hostids.py `sweep`), removed;
+    # the entries it could not lock (an unheld id is free to lease all the same).
+    leases_removed: int = 0
+    lease_problems: tuple[str, ...] = ()
 
     @property
     def clean(self) -> bool:
@@ -230,9 +234,7 @@ def _pass(
     journal.forget_dead_waiters()
     liveness.prune(state_dir)
     # A lease file no one holds is a killed zygote's: its envelopes died with it (pdeathsig).
-    with contextlib.suppress(hostids.HostIdError, OSError):
-        for problem in hostids.sweep()[1]:
-            logger.warning("host id lease left in place: %s", problem)
+    leases_removed, lease_problems = hostids.sweep()
     unowned = _unowned_jobs(journal, backend)
     stale = [name for name in unowned if _remove_if_stale(backend, name)]
     return RecoveryReport(
@@ -245,6 +247,8 @@ def _pass(
         envelopes_released=tuple(envelopes_released),
         envelope_problems=tuple(envelope_problems),
         stale_jobs_removed=tuple(stale),
+        leases_removed=leases_removed,
+        lease_problems=tuple(lease_problems),
     )
 
 
@@ -334,6 +338,8 @@ def sweep_own(
             continue
         problems = fence.release(_job_of(row), row.cgroup_paths, row.netns)
         rechecked.append(_record_cleanup(journal, row, problems, supervisor_killed=False))
+    # This process's own zygote, killed from outside, left its leases' files too.
+    leases_removed, lease_problems = hostids.sweep()
     return RecoveryReport(
         closed=(),
         rechecked=tuple(rechecked),
@@ -343,6 +349,8 @@ def sweep_own(
         unowned_jobs=(),
         envelopes_released=tuple(released),
         envelope_problems=tuple(envelope_problems),
+        leases_removed=leases_removed,
+        lease_problems=tuple(lease_problems),
     )
 
 

@@ -107,13 +107,18 @@ def sweep() -> tuple[int, list[str]]:
 
     Only names a lease has (an id of the range, in its one decimal spelling) are touched, so
     the name locked is the name removed; an entry that cannot be locked is named and skipped.
+    Never raises: a sweep only tidies (an unheld file's id is free to lease anyway).
     """
     if idmap.rootless() or not os.path.isdir(DIRECTORY):
         return 0, []
-    directory = _directory()
-    first, count = lease_range()
+    try:
+        directory = _directory()
+        first, count = lease_range()
+        names = os.listdir(directory)
+    except (HostIdError, OSError) as exc:
+        return 0, [str(exc)]
     removed, problems = 0, []
-    for name in os.listdir(directory):
+    for name in names:
         if not (name.isascii() and name.isdigit() and str(int(name)) == name):
             continue
         if not first <= int(name) < first + count:

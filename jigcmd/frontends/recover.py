@@ -13,6 +13,7 @@ from jigcmd.durable.recoverylock import WAIT_LIMIT
 from jigcmd.durable.statedir import StateDirError, default_state_dir
 from jigcmd.envelope.cgroups import CgroupUnavailable
 from jigcmd.envelope.delegation import DelegationError
+from jigcmd.envelope.hostids import DIRECTORY
 from jigcmd.frontends.diagnosis.procgate import ProcUnavailable
 from jigcmd.journal.failures import JournalUnusable, unusable
 from jigcmd.journal.schema import SchemaError
@@ -84,6 +85,14 @@ def _print_report(report: RecoveryReport) -> None:
         print(f"  problem: {problem}")
     for name in report.stale_jobs_removed:
         print(f"removed: cgroup job {name} (empty, left by a dead jigcmd, named by no journal)")
+    if report.leases_removed:
+        files = "file" + ("s" if report.leases_removed != 1 else "")
+        print(
+            f"removed: {report.leases_removed} host id lease {files} no process held "
+            f"({DIRECTORY}: left by killed zygotes)"
+        )
+    for problem in report.lease_problems:
+        print(f"left in place: host id lease: {problem}")
     if report.unowned_jobs:
         # Jobs of other state directories, or of servers still alive: not this journal's.
         count = len(report.unowned_jobs)
@@ -101,6 +110,8 @@ def _print_report(report: RecoveryReport) -> None:
         report.jarvis_closed,
         report.jarvis_problems,
         report.stale_jobs_removed,
+        report.leases_removed,
+        report.lease_problems,
     )
     if not any(acted):
         print("nothing to recover")

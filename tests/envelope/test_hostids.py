@@ -126,7 +126,7 @@ _STRAYS = textwrap.dedent("""
     )
     left = set(os.listdir(hostids.DIRECTORY))
     expected = {"²", f"0{live.uid}", "١٩١٢٦٠٢٦٢٤", "not-an-id", "12", near(7), str(live.uid)}
-    print(done.returncode, left == expected, sorted(left ^ expected), done.stderr)
+    print(done.returncode, left == expected, sorted(left ^ expected), done.stdout, done.stderr)
 """)
 
 
@@ -141,4 +141,5 @@ def test_recover_sweeps_only_lease_names_and_goes_past_what_it_cannot_lock(
         cwd=Path(__file__).parents[2], capture_output=True, text=True, check=True,
     )  # fmt: skip
     assert done.stdout.startswith("0 True []"), done.stdout
-    assert "host id lease left in place" in done.stdout, done.stdout
+    assert "removed: 1 host id lease file no process held" in done.stdout, done.stdout
+    assert "left in place: host id lease: lease /run/jigcmd/hostids/" in done.stdout, done.stdout

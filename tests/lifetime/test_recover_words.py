@@ -4,15 +4,18 @@ cleanup and removed jobs (until 2026-12-07 it said exactly that)."""
 
 from __future__ import annotations
 
+import contextlib
+import os
 import signal
 import uuid
 
 import pytest
 
+from jigcmd.envelope import hostids
 from tests.lifetime.candidates import LINGER, cli_input
 from tests.lifetime.frames import flow_call
 from tests.lifetime.rig import Rig
-from tests.lifetime.watch import alive, wait_for
+from tests.lifetime.watch import Proc, alive, wait_for
 
 pytestmark = pytest.mark.envelope
 
@@ -64,4 +67,31 @@ def test_the_envelope_a_run_ran_in_is_never_said_to_have_run_nothing(rig: Rig) -
     assert f"closed {operation_id} (run " in output, output
     about = [line for line in output.splitlines() if row.run_id in line]
     assert about and not any("ran nothing" in line for line in about), output
+    rig.assert_nothing_left()
+
+
+def _leases(proc: Proc) -> list[str]:
+    """The host id lease files `proc` holds open (envelope/hostids.py)."""
+    paths = []
+    for fd in os.listdir(f"/proc/{proc.pid}/fd"):
+        with contextlib.suppress(FileNotFoundError):
+            target = os.readlink(f"/proc/{proc.pid}/fd/{fd}")
+            if target.startswith(hostids.DIRECTORY + "/"):
+                paths.append(target)
+    return paths
+
+
+def test_a_killed_zygotes_lease_files_go_with_its_servers_clean_exit(rig: Rig) -> None:
+    """Its prepared envelopes' leases, unheld once it is killed, are removed as the server ends
+    cleanly (as `recover` would), and the next `recover` has nothing of them to do."""
+    server = rig.serve()
+    rig.prepared(server)
+    zygote = rig.zygote(server)
+    leases = _leases(zygote)
+    assert leases, "a prepared envelope holds a host id lease"
+    rig.signal(zygote, signal.SIGKILL)
+    wait_for(lambda: not alive(zygote), 30, "the zygote to die")
+    assert all(os.path.exists(path) for path in leases)
+    assert server.close_input() == 0
+    assert not any(os.path.exists(path) for path in leases), leases
     rig.assert_nothing_left()
