@@ -41,6 +41,7 @@ from jigcmd.policy.paths import (
     PATH_CHARACTERS_SAID,
     is_local_name,
     path_problem,
+    renamed_path,
 )
 from jigcmd.policy.sourcetext import has_jsx
 
@@ -183,24 +184,11 @@ def _grammar_reason(path: str) -> str:
     return path_problem(path) or ""
 
 
-# A run of hyphens, and a hyphen beside a dot: what a rename leaves of a space or an emoji.
-_HYPHENS = re.compile("-{2,}")
-_HYPHENS_BY_DOT = re.compile(r"-(?=\.)|(?<=\.)-")
-
-
 def _grammar_name(path: str) -> str | None:
-    """The test path nearest `path` that a Binding may name (`a b.test.ts` → `a-b.test.ts`,
-    `émoji-🚀.test.ts` → `emoji.test.ts`): accents dropped, every other character a path
-    may not hold a hyphen, none doubled or beside a dot; None when that is no test path."""
-    parts = []
-    for part in (test_name_for(path) or path).split("/"):
-        decomposed = unicodedata.normalize("NFKD", part)
-        kept = "".join(
-            c if c in PATH_CHARACTERS else "-" for c in decomposed if not unicodedata.combining(c)
-        )
-        parts.append(_HYPHENS_BY_DOT.sub("", _HYPHENS.sub("-", kept)).strip("-"))
-    renamed = "/".join(parts)
-    return renamed if path_problem(renamed) is None and is_test_path(renamed) else None
+    """The test path nearest `path` that a Binding may name (`a b.test.ts` → `a-b.test.ts`):
+    the path grammar's nearest name of its test name; None when that is no test path."""
+    renamed = renamed_path(test_name_for(path) or path)
+    return renamed if renamed is not None and is_test_path(renamed) else None
 
 
 def _unreviewable_note(paths: list[str], files: Mapping[str, str]) -> str:
