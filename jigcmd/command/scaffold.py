@@ -45,7 +45,7 @@ from jigcmd.policy.paths import (
 )
 from jigcmd.policy.sourcetext import has_jsx
 
-__all__ = ["Scaffold", "ScaffoldError", "plan_scaffold"]
+__all__ = ["Scaffold", "ScaffoldError", "is_suite_part", "plan_scaffold", "suite_part"]
 
 
 class ScaffoldError(ValueError):
@@ -78,8 +78,8 @@ def plan_scaffold(project: ProjectFiles, name: str | None = None) -> Scaffold:
     unreviewable = sorted(p for p in project.files if bun_runs_as_test(p) and p not in tests)
     commands: dict[str, tuple[str, tuple[str, ...]]] = {}
     for index in range(0, len(tests), MAX_TEST_PATHS):
-        key = "tests" if index == 0 else f"tests-{index // MAX_TEST_PATHS + 1}"
-        commands[key] = ("test", tuple(tests[index : index + MAX_TEST_PATHS]))
+        part = tests[index : index + MAX_TEST_PATHS]
+        commands[suite_part(index // MAX_TEST_PATHS + 1)] = ("test", tuple(part))
     if len(commands) > MAX_COMMANDS:
         raise ScaffoldError(
             f"{project.root}: {len(tests)} test files need {len(commands)} commands, more than "
@@ -103,6 +103,20 @@ def plan_scaffold(project: ProjectFiles, name: str | None = None) -> Scaffold:
             f"--name {chosen!r}: a package name is lowercase words joined by single hyphens"
         )
     return Scaffold(chosen, commands, tuple(notes))
+
+
+def suite_part(number: int) -> str:
+    """The name of the `number`th command of a suite split past a command's 16 test files:
+    `tests`, then `tests-2`, `tests-3`, …"""
+    return "tests" if number == 1 else f"tests-{number}"
+
+
+def is_suite_part(name: str) -> bool:
+    """Whether `name` is one `suite_part` gives: one part of a suite `init` may have split."""
+    return _SUITE_PART.fullmatch(name) is not None
+
+
+_SUITE_PART = re.compile(r"tests(-[2-9]|-[1-9][0-9]+)?")
 
 
 def _nothing_to_review(project: ProjectFiles, notes: list[str], unusable: list[str]) -> str:
