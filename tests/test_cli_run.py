@@ -288,7 +288,9 @@ def test_invalid_input_exits_2_and_nothing_runs(lock: Path, tmp_path: Path) -> N
     lines = text.stderr.splitlines()
     assert lines[0] == f"jigcmd run: INVALID_INPUT: --files {files}: 3 problems, nothing ran:"
     assert lines[1].startswith("  src/a b.ts: path contains forbidden character ' '")
-    assert lines[1].endswith("fix: rename it, or leave it out with --exclude '/src/a b.ts'")
+    assert lines[1].endswith(
+        "fix: rename it to src/a-b.ts, or leave it out with --exclude '/src/a b.ts'"
+    )
     # Every envelope first reserves a slot under the state directory; none ever was.
     assert list((state / "slots").glob("*")) == []
 

@@ -41,10 +41,11 @@ from jigcmd.policy.paths import (
     PATH_CHARACTERS_SAID,
     is_local_name,
     path_problem,
+    renamed_path,
 )
 from jigcmd.policy.sourcetext import has_jsx
 
-__all__ = ["Scaffold", "ScaffoldError", "plan_scaffold"]
+__all__ = ["Scaffold", "ScaffoldError", "is_suite_part", "plan_scaffold", "suite_part"]
 
 
 class ScaffoldError(ValueError):
@@ -77,8 +78,8 @@ def plan_scaffold(project: ProjectFiles, name: str | None = None) -> Scaffold:
     unreviewable = sorted(p for p in project.files if bun_runs_as_test(p) and p not in tests)
     commands: dict[str, tuple[str, tuple[str, ...]]] = {}
     for index in range(0, len(tests), MAX_TEST_PATHS):
-        key = "tests" if index == 0 else f"tests-{index // MAX_TEST_PATHS + 1}"
-        commands[key] = ("test", tuple(tests[index : index + MAX_TEST_PATHS]))
+        part = tests[index : index + MAX_TEST_PATHS]
+        commands[suite_part(index // MAX_TEST_PATHS + 1)] = ("test", tuple(part))
     if len(commands) > MAX_COMMANDS:
         raise ScaffoldError(
             f"{project.root}: {len(tests)} test files need {len(commands)} commands, more than "
@@ -102,6 +103,20 @@ def plan_scaffold(project: ProjectFiles, name: str | None = None) -> Scaffold:
             f"--name {chosen!r}: a package name is lowercase words joined by single hyphens"
         )
     return Scaffold(chosen, commands, tuple(notes))
+
+
+def suite_part(number: int) -> str:
+    """The name of the `number`th command of a suite split past a command's 16 test files:
+    `tests`, then `tests-2`, `tests-3`, …"""
+    return "tests" if number == 1 else f"tests-{number}"
+
+
+def is_suite_part(name: str) -> bool:
+    """Whether `name` is one `suite_part` gives: one part of a suite `init` may have split."""
+    return _SUITE_PART.fullmatch(name) is not None
+
+
+_SUITE_PART = re.compile(r"tests(-[2-9]|-[1-9][0-9]+)?")
 
 
 def _nothing_to_review(project: ProjectFiles, notes: list[str], unusable: list[str]) -> str:
@@ -183,24 +198,11 @@ def _grammar_reason(path: str) -> str:
     return path_problem(path) or ""
 
 
-# A run of hyphens, and a hyphen beside a dot: what a rename leaves of a space or an emoji.
-_HYPHENS = re.compile("-{2,}")
-_HYPHENS_BY_DOT = re.compile(r"-(?=\.)|(?<=\.)-")
-
-
 def _grammar_name(path: str) -> str | None:
-    """The test path nearest `path` that a Binding may name (`a b.test.ts` → `a-b.test.ts`,
-    `émoji-🚀.test.ts` → `emoji.test.ts`): accents dropped, every other character a path
-    may not hold a hyphen, none doubled or beside a dot; None when that is no test path."""
-    parts = []
-    for part in (test_name_for(path) or path).split("/"):
-        decomposed = unicodedata.normalize("NFKD", part)
-        kept = "".join(
-            c if c in PATH_CHARACTERS else "-" for c in decomposed if not unicodedata.combining(c)
-        )
-        parts.append(_HYPHENS_BY_DOT.sub("", _HYPHENS.sub("-", kept)).strip("-"))
-    renamed = "/".join(parts)
-    return renamed if path_problem(renamed) is None and is_test_path(renamed) else None
+    """The test path nearest `path` that a Binding may name (`a b.test.ts` → `a-b.test.ts`):
+    the path grammar's nearest name of its test name; None when that is no test path."""
+    renamed = renamed_path(test_name_for(path) or path)
+    return renamed if renamed is not None and is_test_path(renamed) else None
 
 
 def _unreviewable_note(paths: list[str], files: Mapping[str, str]) -> str:

@@ -186,7 +186,10 @@ def _accepted(
     service.catalog.validate(request)  # again in `service.run`: cheap beside the run
     commands = service.catalog.commands
     policy = commands[call.command]
-    write_notes(project, run_notes(project, policy, commands, settings.binding, settings.lock))
+    notes = run_notes(
+        project, policy, commands, settings.binding, settings.lock, excludes=call.excludes
+    )
+    write_notes(project, notes)
     note_unused_pipe(call.stdin_file)
     return request
 

@@ -1,8 +1,9 @@
 """The notes `jigcmd run` prints on stderr once a call is accepted, before it runs.
 
 Each says what the run will not do that a person may expect of it: what the candidate left
-out, test files sent that no command runs, what Bun runs without (`bunposture.py`) and the
-snapshot tests that cannot pass. A note that concerns only `bun test` (snapshots, unnamed
+out, test files sent that no command runs, the other parts of a suite `init` split across
+commands (`tests`, `tests-2`, …), what Bun runs without (`bunposture.py`) and the snapshot
+tests that cannot pass. A note that concerns only `bun test` (snapshots, unnamed
 test files, a `bunfig.toml`'s `[test]` table) is said only for a test command; none is
 said before a refusal, which is then the one thing to read. Pure: values in, lines out.
 """
@@ -10,11 +11,12 @@ said before a refusal, which is then the one thing to read. Pure: values in, lin
 from __future__ import annotations
 
 import shlex
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from jigcmd.command.bunposture import bunfig_note, dependencies_note
 from jigcmd.command.projectdir import ProjectFiles
+from jigcmd.command.scaffold import is_suite_part
 from jigcmd.command.workspaces import manifest_notes
 from jigcmd.policy.binding import (
     MAX_TEST_PATHS,
@@ -35,15 +37,19 @@ def run_notes(
     commands: Mapping[str, CommandPolicy],
     binding: Path,
     lock: Path | None,
+    *,
+    excludes: Sequence[str] = (),
 ) -> list[str]:
     """The notes for running `command` (one of the Binding's `commands`) on `project`, in a
-    fixed order; `binding` and `lock` as `run` was given them."""
+    fixed order; `binding`, `lock` and `excludes` as `run` was given them."""
     files = project.files
     tests = command.kind == "test"
+    runs = _RunLine(binding, lock, project.root, excludes)
     notes = [
         project.note(),
         *manifest_notes(files),
         unnamed_tests_note(files, commands, binding, lock) if tests else None,
+        _other_parts_note(command, commands, runs) if tests else None,
         project.snapshot_note(command.paths) if tests else None,
         bunfig_note(files, tests=tests),
         dependencies_note(
@@ -87,6 +93,55 @@ def unnamed_tests_note(
         f"{them}, add {them} to a command's `test` list in {binding} (at most "
         f"{MAX_TEST_PATHS} to a command){rename}, then admit it again: "
         f"jigcmd lock --binding {shlex.quote(str(binding))}{to}"
+    )
+
+
+class _RunLine:
+    """`jigcmd run` of another command, as this one was given its options."""
+
+    def __init__(
+        self, binding: Path, lock: Path | None, root: Path, excludes: Sequence[str]
+    ) -> None:
+        self._head = ["jigcmd", "run", "--binding", str(binding)]
+        self._head += [] if lock is None else ["--lock", str(lock)]
+        self._tail = ["--files", str(root)] + [a for g in excludes for a in ("--exclude", g)]
+
+    def of(self, command: str) -> str:
+        return shlex.join([*self._head, command, *self._tail])
+
+
+def _other_parts_note(
+    command: CommandPolicy, commands: Mapping[str, CommandPolicy], runs: _RunLine
+) -> str | None:
+    """The test files of the suite's other parts (`init` splits a suite past 16 files into
+    `tests`, `tests-2`, …), and how to run them: the counts of one part (`16 run, 16
+    passed`, exit code 0) would otherwise read as the whole suite's, a failing part unsaid."""
+    if not is_suite_part(command.name):
+        return None
+    own = set(command.paths)
+    others = {
+        name: [path for path in policy.paths if path not in own]
+        for name, policy in commands.items()
+        if name != command.name and policy.kind == "test" and is_suite_part(name)
+    }
+    others = {name: paths for name, paths in others.items() if paths}
+    if not others:
+        return None
+    count = len({path for paths in others.values() for path in paths})
+    named = [
+        f"`{name}`" + (f" ({len(paths)})" if len(others) > 1 else "")
+        for name, paths in others.items()
+    ]
+    where = named[0] if len(named) == 1 else f"{', '.join(named[:-1])} and {named[-1]}"
+    files = (
+        f"{count} more test files of the project are"
+        if count != 1
+        else "1 more test file of the project is"
+    )
+    run = "run it too" if len(others) == 1 else "run each too"
+    return (
+        f"{files} in {where}, which this run does not run: {run} for the whole suite: "
+        + "; ".join(runs.of(name) for name in others)
     )
 
 

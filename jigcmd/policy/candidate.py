@@ -17,7 +17,7 @@ from collections.abc import Collection, Mapping, Sequence
 import msgspec
 
 from jigcmd.contract import MAX_CANDIDATE_BYTES, MAX_FILES
-from jigcmd.policy.paths import path_problem, reserved_component
+from jigcmd.policy.paths import path_problem, renamed_path, reserved_component
 from jigcmd.protocol.invocation import pasteable
 
 __all__ = ["Problem", "candidate_problems", "exclude_pattern"]
@@ -82,8 +82,9 @@ def candidate_problems(
     """
     why = _Needs(needed, reached, command)
     problems: list[Problem] = []
-    for path in sorted({*sizes, *not_text}):
-        problem = _path_problem(path, why)
+    sent = {*sizes, *not_text}
+    for path in sorted(sent):
+        problem = _path_problem(path, why, sent)
         if problem is not None:
             problems.append(problem)
     for path in sorted(not_text):
@@ -151,11 +152,13 @@ class _Needs:
         return f", or leave it out with --exclude {exclude_pattern(path)}"
 
 
-def _path_problem(path: str, why: _Needs) -> Problem | None:
+def _path_problem(path: str, why: _Needs, sent: Collection[str]) -> Problem | None:
     problem = path_problem(path)
     if problem is not None:
-        fix = f"rename it{why.or_leave_out(path)}"
-        return Problem(path, "path-grammar", problem, fix)
+        # The whole name at once, as `init` offers a test file's: not one character a try.
+        renamed = renamed_path(path)
+        to = f" to {renamed}" if renamed is not None and renamed not in sent else ""
+        return Problem(path, "path-grammar", problem, f"rename it{to}{why.or_leave_out(path)}")
     reserved = reserved_component(path)
     if reserved is not None:
         pattern = exclude_pattern(reserved, directory=True, anchored=False)

@@ -2,11 +2,14 @@
 
 The path grammar (spec-notes §3) excludes traversal, absolute paths, backslashes and every
 shell metacharacter, so a path that passes can be joined under the candidate root as is.
+A path refused for its characters is told all of them at once, with the nearest path the
+grammar takes (`renamed_path`), so that no one renames one character per try.
 """
 
 from __future__ import annotations
 
 import re
+import unicodedata
 
 from jigcmd.contract import LOCAL_NAME_MAX_CHARS, LOCAL_NAME_PATTERN, PATH_MAX_BYTES
 
@@ -17,6 +20,7 @@ __all__ = [
     "RESERVED_COMPONENTS",
     "is_local_name",
     "path_problem",
+    "renamed_path",
     "reserved_component",
 ]
 
@@ -31,6 +35,13 @@ PATH_CHARACTERS = _ALLOWED
 PATH_CHARACTERS_SAID = "ASCII letters, digits, '_', '.', '/' and '-'"
 _FIRST = _ALLOWED - frozenset("./-")
 _LOCAL_NAME = re.compile(LOCAL_NAME_PATTERN)
+# How many different forbidden characters a refusal names, and how many places of each: a
+# path of a thousand emoji is still one short sentence.
+_NAMED_CHARACTERS = 4
+_NAMED_PLACES = 3
+# A run of hyphens, and a hyphen beside a dot: what a rename leaves of a space or an emoji.
+_HYPHENS = re.compile("-{2,}")
+_HYPHENS_BY_DOT = re.compile(r"-(?=\.)|(?<=\.)-")
 
 
 def path_problem(path: str) -> str | None:
@@ -41,12 +52,9 @@ def path_problem(path: str) -> str | None:
         return "path must not be empty"
     if path.startswith("/"):
         return "path must be relative, not absolute (starts with '/')"
-    for index, char in enumerate(path):
-        if char not in _ALLOWED:
-            return (
-                f"path contains forbidden character {char!r} (U+{ord(char):04X}) at index {index}; "
-                f"allowed are {PATH_CHARACTERS_SAID}"
-            )
+    forbidden = _forbidden_characters(path)
+    if forbidden is not None:
+        return f"path contains {forbidden}; allowed are {PATH_CHARACTERS_SAID}"
     if len(path) > PATH_MAX_BYTES:  # ASCII only by now, so characters are bytes
         return f"path is {len(path)} bytes, more than {PATH_MAX_BYTES}"
     components = path.split("/")
@@ -61,6 +69,55 @@ def path_problem(path: str) -> str | None:
     if path[0] not in _FIRST:
         return f"path must start with an ASCII letter, digit or '_', not {path[0]!r}"
     return None
+
+
+def _forbidden_characters(path: str) -> str | None:
+    """`forbidden character 'é' (U+00E9) at index 4`, or for more than one `3 forbidden
+    characters: 'é' (U+00E9) at indexes 4 and 13, ' ' (U+0020) at index 12` (the first few
+    different ones, where each is, the rest counted); None when there is none."""
+    places: dict[str, list[int]] = {}
+    for index, char in enumerate(path):
+        if char not in _ALLOWED:
+            places.setdefault(char, []).append(index)
+    if not places:
+        return None
+    named = [
+        f"{char!r} (U+{ord(char):04X}) at {_places(at)}"
+        for char, at in list(places.items())[:_NAMED_CHARACTERS]
+    ]
+    others = len(places) - _NAMED_CHARACTERS
+    if others > 0:
+        named.append(f"and {others} other character{'s' if others != 1 else ''}")
+    count = sum(len(at) for at in places.values())
+    if count == 1:
+        return f"forbidden character {named[0]}"
+    return f"{count} forbidden characters: {', '.join(named)}"
+
+
+def _places(indexes: list[int]) -> str:
+    """`index 4`, `indexes 4 and 13`, `indexes 1, 2, 3 and 5 more`."""
+    if len(indexes) == 1:
+        return f"index {indexes[0]}"
+    shown = [str(index) for index in indexes[:_NAMED_PLACES]]
+    if len(indexes) > _NAMED_PLACES:
+        shown.append(f"{len(indexes) - _NAMED_PLACES} more")
+    return f"indexes {', '.join(shown[:-1])} and {shown[-1]}"
+
+
+def renamed_path(path: str) -> str | None:
+    """The path nearest `path` that the grammar takes (`données/menu é.txt` →
+    `donnees/menu-e.txt`, `émoji-🚀.test.ts` → `emoji.test.ts`): accents dropped, every other
+    character a path may not hold a hyphen, none doubled, beside a dot or at either end of
+    a component; None when that is still no path (`../x`, a name of emoji only)."""
+    parts = []
+    for part in path.split("/"):
+        decomposed = unicodedata.normalize("NFKD", part)
+        kept = "".join(
+            c if c in _ALLOWED else "-" for c in decomposed if not unicodedata.combining(c)
+        )
+        parts.append(_HYPHENS_BY_DOT.sub("", _HYPHENS.sub("-", kept)).strip("-"))
+    renamed = "/".join(parts)
+    return renamed if path_problem(renamed) is None else None
 
 
 def reserved_component(path: str) -> str | None:

@@ -25,7 +25,7 @@ from jigcmd.errors import Code, JigError
 from jigcmd.jsonio.canonical import CanonicalError
 from jigcmd.policy.binding import CommandPolicy
 from jigcmd.policy.digests import candidate_digest, stdin_digest
-from jigcmd.policy.paths import is_local_name, path_problem, reserved_component
+from jigcmd.policy.paths import is_local_name, path_problem, renamed_path, reserved_component
 from jigcmd.policy.pointers import escape, kind
 
 __all__ = ["ValidRequest", "lone_surrogate", "not_strict", "validate_request"]
@@ -160,7 +160,9 @@ def _rule3_paths(raw: dict[str, object]) -> dict[str, str]:
         pointer = f"/files/{escape(path)}"
         problem = path_problem(path)
         if problem is not None:
-            raise _invalid(pointer, "path-grammar", f"{pointer}: {problem}")
+            renamed = renamed_path(path)
+            to = f"; rename it to {renamed}" if renamed is not None and renamed not in raw else ""
+            raise _invalid(pointer, "path-grammar", f"{pointer}: {problem}{to}")
         reserved = reserved_component(path)
         if reserved is not None:
             raise _invalid(pointer, "reserved-path", f"{pointer}: reserved directory {reserved}")

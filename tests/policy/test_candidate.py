@@ -66,7 +66,10 @@ def test_every_problem_is_listed_at_once_with_its_place_and_fix() -> None:
         ("test/a.test.ts", "command-files"),
     ]
     by_rule = {p.rule: p for p in problems}
-    assert "rename it, or leave it out with --exclude '/src/a b.ts'" in by_rule["path-grammar"].fix
+    assert (
+        "rename it to src/a-b.ts, or leave it out with --exclude '/src/a b.ts'"
+        in by_rule["path-grammar"].fix
+    )
     assert "--exclude 'node_modules/'" in by_rule["reserved-path"].fix
     count = by_rule["files"]
     assert count.message == f"{MAX_FILES + 5} files, more than the {MAX_FILES} a candidate may hold"

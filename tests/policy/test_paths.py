@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from jigcmd.contract import PATH_PATTERN
-from jigcmd.policy.paths import is_local_name, path_problem, reserved_component
+from jigcmd.policy.paths import is_local_name, path_problem, renamed_path, reserved_component
 
 component = st.from_regex(r"\A[A-Za-z0-9_][A-Za-z0-9_.-]{0,10}\Z").filter(
     lambda c: c not in {".", ".."}
@@ -65,6 +65,34 @@ def test_limits_are_inclusive() -> None:
     """Exactly 256 bytes and exactly 16 components are allowed."""
     assert path_problem("a" * 256) is None
     assert path_problem("/".join(["a"] * 16)) is None
+
+
+def test_every_forbidden_character_is_named_within_a_bound() -> None:
+    """Each different character with its places, the first four named and the rest counted,
+    so a path of many is one short sentence and one rename, not one try per character."""
+    problem = path_problem("a b c\u00e9\u00e8\u00ea\u00eb\u00ef.ts")
+    assert problem == (
+        "path contains 7 forbidden characters: ' ' (U+0020) at indexes 1 and 3, 'é' (U+00E9) "
+        "at index 5, 'è' (U+00E8) at index 6, 'ê' (U+00EA) at index 7, and 2 other characters; "
+        "allowed are ASCII letters, digits, '_', '.', '/' and '-'"
+    )
+    many = path_problem("\U0001f680" * 1000)
+    assert many is not None and "indexes 0, 1, 2 and 997 more" in many and len(many) < 200
+
+
+@pytest.mark.parametrize(
+    ("path", "renamed"),
+    [
+        ("données/menu é.txt", "donnees/menu-e.txt"),
+        ("a  b\u00a0c.ts", "a-b-c.ts"),
+        ("src/\U0001f680 launch.ts", "src/launch.ts"),
+        ("../é.ts", None),  # still no path
+        ("\U0001f680/x.ts", None),  # an empty component
+    ],
+)
+def test_a_path_refused_for_its_characters_has_a_whole_name(path: str, renamed: str | None) -> None:
+    """Accents dropped, any other character a hyphen; the name always passes the grammar."""
+    assert renamed_path(path) == renamed
 
 
 def test_dotfiles_below_the_root_are_allowed_by_the_grammar() -> None:
