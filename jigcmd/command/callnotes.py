@@ -13,9 +13,12 @@ from __future__ import annotations
 import posixpath
 from collections.abc import Mapping
 
-from jigcmd.command.bunposture import bunfig_note, dependencies_note
+from jigcmd.command.bunfig import bunfig_note
+from jigcmd.command.bunposture import dependencies_note
 from jigcmd.command.packagejson import MANIFEST
 from jigcmd.command.snapshots import snapshot_note
+from jigcmd.command.testcalls import only_note, spawn_note
+from jigcmd.command.testscript import test_script_note
 from jigcmd.command.workspaces import manifest_notes
 from jigcmd.policy.imports import imported_closure
 from jigcmd.policy.request import ValidRequest
@@ -28,16 +31,20 @@ def call_notes(valid: ValidRequest) -> tuple[str, ...]:
     files = dict(valid.files)
     command = valid.command
     tests = command.kind == "test"
+    reached = _reached(files, command.paths)
     notes = (
         *manifest_notes(files),
         snapshot_note(files, tests=command.paths) if tests else None,
-        bunfig_note(files, tests=tests),
+        only_note(files, command.paths) if tests else None,
+        test_script_note(files) if tests else None,
+        bunfig_note(files, tests=tests, named=command.paths if tests else ()),
         dependencies_note(
-            _reached(files, command.paths),
+            reached,
             command.paths,
             runner=command.name,
             tests=command.paths if tests else (),
         ),
+        spawn_note(reached, reached),
     )
     return tuple(note for note in notes if note is not None)
 

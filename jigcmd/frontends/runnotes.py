@@ -13,8 +13,11 @@ import shlex
 from collections.abc import Mapping
 from pathlib import Path
 
-from jigcmd.command.bunposture import bunfig_note, dependencies_note
+from jigcmd.command.bunfig import bunfig_note
+from jigcmd.command.bunposture import dependencies_note
 from jigcmd.command.projectdir import ProjectFiles
+from jigcmd.command.testcalls import only_note, spawn_note
+from jigcmd.command.testscript import test_script_note
 from jigcmd.command.workspaces import manifest_notes
 from jigcmd.policy.binding import (
     MAX_TEST_PATHS,
@@ -22,6 +25,7 @@ from jigcmd.policy.binding import (
     bun_runs_as_test,
     is_test_path,
 )
+from jigcmd.policy.imports import imported_closure
 
 __all__ = ["run_notes", "unnamed_tests_note"]
 
@@ -45,7 +49,9 @@ def run_notes(
         *manifest_notes(files),
         unnamed_tests_note(files, commands, binding, lock) if tests else None,
         project.snapshot_note(command.paths) if tests else None,
-        bunfig_note(files, tests=tests),
+        only_note(files, command.paths) if tests else None,
+        test_script_note(files) if tests else None,
+        bunfig_note(files, tests=tests, named=command.paths if tests else ()),
         dependencies_note(
             files,
             command.paths,
@@ -53,6 +59,7 @@ def run_notes(
             command.name,
             tests=command.paths if tests else (),
         ),
+        spawn_note(files, imported_closure(files, command.paths)),
     ]
     return [note for note in notes if note is not None]
 
