@@ -18,7 +18,7 @@ from jigcmd.command.bunposture import dependencies_note
 from jigcmd.command.packagejson import MANIFEST
 from jigcmd.command.snapshots import snapshot_note
 from jigcmd.command.testcalls import only_note, spawn_note
-from jigcmd.command.testscript import test_script_note
+from jigcmd.command.testscript import scripts_test_note
 from jigcmd.command.workspaces import manifest_notes
 from jigcmd.policy.imports import imported_closure
 from jigcmd.policy.request import ValidRequest
@@ -36,7 +36,7 @@ def call_notes(valid: ValidRequest) -> tuple[str, ...]:
         *manifest_notes(files),
         snapshot_note(files, tests=command.paths) if tests else None,
         only_note(files, command.paths) if tests else None,
-        test_script_note(files) if tests else None,
+        scripts_test_note(files) if tests else None,
         bunfig_note(files, tests=tests, named=command.paths if tests else ()),
         dependencies_note(
             reached,

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from jigcmd.command.packagejson import MANIFEST, read_manifest
 from jigcmd.errors import bounded
 
-__all__ = ["test_script_note"]
+__all__ = ["scripts_test_note"]
 
 # The fix for each option a script passes, by its names; the rest only "do not apply".
 _PRELOAD = ("--preload", "-r", "--require", "--import")
@@ -27,7 +27,7 @@ _VALUED = (*_PRELOAD, *_TIMEOUT, *_FILTER, "--rerun-each", "--coverage-reporter"
 _SEPARATORS = ("&&", "||", ";", "|")
 
 
-def test_script_note(files: Mapping[str, str]) -> str | None:
+def scripts_test_note(files: Mapping[str, str]) -> str | None:
     """The sentence for a `scripts.test` that gives `bun test` options or path filters;
     None when there is none, or it does not run `bun test`."""
     scripts = read_manifest(files.get(MANIFEST)).get("scripts")

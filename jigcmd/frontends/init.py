@@ -21,7 +21,7 @@ from jigcmd.command.projectdir import CandidateError, read_project
 from jigcmd.command.scaffold import Scaffold, ScaffoldError, plan_scaffold
 from jigcmd.command.scaffoldfiles import write_scaffold
 from jigcmd.command.testcalls import only_note, spawn_note
-from jigcmd.command.testscript import test_script_note
+from jigcmd.command.testscript import scripts_test_note
 from jigcmd.policy.binding import BindingError
 from jigcmd.policy.bindingscript import Evaluated
 from jigcmd.policy.candidate import Problem
@@ -53,7 +53,7 @@ def init(
         project.note(),
         project.snapshot_note(),
         only_note(project.files, tests),
-        test_script_note(project.files) if tests else None,
+        scripts_test_note(project.files) if tests else None,
         *scaffold.notes,
         *posture_notes(project.files, scaffold.needed(), project.has_package, tests),
         spawn_note(project.files, project.files),

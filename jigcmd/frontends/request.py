@@ -25,7 +25,7 @@ from jigcmd.command.bunfig import bunfig_note
 from jigcmd.command.projectdir import ProjectFiles
 from jigcmd.command.scaffold import ScaffoldError, plan_scaffold
 from jigcmd.command.testcalls import only_note, spawn_note
-from jigcmd.command.testscript import test_script_note
+from jigcmd.command.testscript import scripts_test_note
 from jigcmd.errors import JigError
 from jigcmd.frontends.run import (
     build_request,
@@ -80,7 +80,7 @@ def request(
         project.note(),
         project.snapshot_note(),
         only_note(project.files, tests),
-        test_script_note(project.files),
+        scripts_test_note(project.files),
         bunfig_note(project.files, named=tests),
         spawn_note(project.files, project.files),
     )

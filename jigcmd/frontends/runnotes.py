@@ -17,7 +17,7 @@ from jigcmd.command.bunfig import bunfig_note
 from jigcmd.command.bunposture import dependencies_note
 from jigcmd.command.projectdir import ProjectFiles
 from jigcmd.command.testcalls import only_note, spawn_note
-from jigcmd.command.testscript import test_script_note
+from jigcmd.command.testscript import scripts_test_note
 from jigcmd.command.workspaces import manifest_notes
 from jigcmd.policy.binding import (
     MAX_TEST_PATHS,
@@ -50,7 +50,7 @@ def run_notes(
         unnamed_tests_note(files, commands, binding, lock) if tests else None,
         project.snapshot_note(command.paths) if tests else None,
         only_note(files, command.paths) if tests else None,
-        test_script_note(files) if tests else None,
+        scripts_test_note(files) if tests else None,
         bunfig_note(files, tests=tests, named=command.paths if tests else ()),
         dependencies_note(
             files,
