@@ -3,9 +3,10 @@
 `jigcmd run` prints such notes on the operator's terminal (`frontends/runnotes.py`); a
 model calling over MCP reads neither that terminal nor the docs, so its answer carries the
 ones that concern the called command itself: a package.json jigcmd cannot read, the snapshot
-tests that command runs, a `bunfig.toml` Bun is not given, the packages it imports that
-nothing installs. Made from the validated request alone (never from the run), so a replay
-of the call says the same. Pure: the request in, sentences out.
+tests that command runs, its tests calling `.only`, a `scripts.test`'s Bun options, a
+`bunfig.toml` Bun is not given, the packages it imports that nothing installs, a file it
+loads spawning `bun` by name. Made from the validated request alone (never from the run),
+so a replay of the call says the same. Pure: the request in, sentences out.
 """
 
 from __future__ import annotations

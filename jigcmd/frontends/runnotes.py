@@ -1,9 +1,11 @@
 """The notes `jigcmd run` prints on stderr once a call is accepted, before it runs.
 
 Each says what the run will not do that a person may expect of it: what the candidate left
-out, test files sent that no command runs, what Bun runs without (`bunposture.py`) and the
-snapshot tests that cannot pass. A note that concerns only `bun test` (snapshots, unnamed
-test files, a `bunfig.toml`'s `[test]` table) is said only for a test command; none is
+out, test files sent that no command runs, what Bun runs without (`bunposture.py`,
+`bunfig.py`, a `scripts.test`'s options: `testscript.py`), the snapshot tests that cannot
+pass, and the calls Bun refuses here (`.only`, `bun` spawned by name: `testcalls.py`). A note
+that concerns only `bun test` (snapshots, `.only`, `scripts.test`, unnamed test files, a
+`bunfig.toml`'s `[test]` table) is said only for a test command; none is
 said before a refusal, which is then the one thing to read. Pure: values in, lines out.
 """
 
