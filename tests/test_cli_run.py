@@ -517,8 +517,8 @@ def test_a_bunfig_toml_in_the_candidate_is_named_as_not_read(lock: Path, tmp_pat
     assert done.returncode == 0, done.stderr
     assert (
         f"jigcmd run: --files {candidate}: bunfig.toml: Bun runs without it (jigcmd gives Bun "
-        "--config=/dev/null, so no project can change Bun's own options): its [test] preload "
-        "is not loaded"
+        "--config=/dev/null, so no project can change Bun's own options): its settings ([test] "
+        "preload) do not apply"
     ) in done.stderr
 
 

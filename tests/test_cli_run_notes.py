@@ -87,7 +87,11 @@ def test_an_entry_point_gets_no_note_that_only_bun_test_needs(lock: Path, tmp_pa
     tests = run(lock, tmp_path / "state", "tests", files)
     assert tests.returncode == 0, tests.stderr
     said = " ".join(_notes(tests.stderr))
-    for part in ("named by no command", "snapshot tests cannot pass", "its [test] preload"):
+    for part in (
+        "named by no command",
+        "snapshot tests cannot pass",
+        "its settings ([test] preload)",
+    ):
         assert part in said
 
 
@@ -104,6 +108,25 @@ def test_a_bunfig_setting_running_a_file_reads_is_said_for_an_entry_point(
         "--config=/dev/null, so no project can change Bun's own options): its settings for "
         "running a file (preload) do not apply; import the setup it preloads from the entry "
         "point (docs/binding.md#what-bun-runs-with)"
+    ]
+
+
+def test_the_bunfig_note_of_a_run_names_its_settings_and_the_tests_outside_root(
+    lock: Path, tmp_path: Path
+) -> None:
+    """A commented-out preload is no preload; `[test] root` is named, with the command's
+    test file outside it, which bare `bun test` would never run."""
+    files = _copy(tmp_path)
+    (files / "bunfig.toml").write_text('[test]\n# preload = ["./setup.ts"]\nroot = "src"\n')
+    done = run(lock, tmp_path / "state", "tests", files)
+    assert done.returncode == 0, done.stderr
+    assert _notes(done.stderr) == [
+        f"jigcmd run: --files {files}: bunfig.toml: Bun runs without it (jigcmd gives Bun "
+        "--config=/dev/null, so no project can change Bun's own options): its settings "
+        "([test] root) do not apply; the Binding names the test files it runs, "
+        'test/project.test.ts outside [test] root "src" among them, which bare `bun test` '
+        "never runs: take it out of the `test` list to run what bare `bun test` runs "
+        "(docs/binding.md#what-bun-runs-with)"
     ]
 
 

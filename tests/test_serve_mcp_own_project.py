@@ -87,10 +87,34 @@ async def test_the_notes_run_prints_reach_the_model_for_the_command_they_concern
         "snapshot tests cannot pass in the envelope: test/project.test.ts (call toMatchSnapshot)."
     )
     assert bunfig.startswith("bunfig.toml: Bun runs without it")
-    assert "its [test] preload is not loaded" in bunfig
+    assert "its settings ([test] preload) do not apply" in bunfig
     assert f"\nNote: {snapshot}\nNote: {bunfig}\n" in view["text"]
     cli = await _call(binding, tmp_path / "state", "cli", {"files": sent})
     assert cli["notes"] == []
+
+
+async def test_only_a_test_script_and_spawning_bun_reach_the_model_as_notes(
+    binding: Path, tmp_path: Path
+) -> None:
+    """`test.only` fails in CI mode with Bun's "set CI=false", a `scripts.test` preload is
+    never given, a `bun` spawned by name is not found: the result's `notes` name each with
+    the fix, beside Bun's own failure."""
+    sent = _files(
+        {
+            "test/project.test.ts": _HEAD
+            + 'test.only("focused", () => expect(1).toBe(1));\n'
+            + 'test("other", () => { Bun.spawnSync(["bun", "--version"]); });\n',
+            "package.json": '{"scripts": {"test": "bun test --preload ./test/setup.ts"}}',
+            "test/setup.ts": "globalThis.ready = true;\n",
+        }
+    )
+    view = await _call(binding, tmp_path / "state", "tests", {"files": sent})
+    only, script, spawn = view["notes"]
+    assert only.startswith("test/project.test.ts calls .only (test.only, describe.only, it.only)")
+    assert "remove .only, or give the focused tests a file and a command of their own" in only
+    assert script.startswith("package.json scripts.test runs `bun test --preload ./test/setup.ts`")
+    assert spawn.startswith("test/project.test.ts spawns `bun` by name")
+    assert f"\nNote: {only}\nNote: {script}\nNote: {spawn}\n" in view["text"]
 
 
 _FLOOD = (

@@ -1,11 +1,11 @@
 """What plain Bun would do with a project that Bun under jigcmd does not, said before it matters.
 
-Bun runs with a fixed posture (`planner.BUN_FLAGS`): no `bunfig.toml`, no `.env`, no
-install, no network. A project that counts on its `bunfig.toml` (a `[test] preload`) or on
-its installed `dependencies` fails differently under jigcmd than under bare `bun test`, and
-before these notes nothing said why. Each function takes the candidate's files (path →
-text) and returns the sentences `init` and `run` print on stderr; none is a refusal (the
-candidate may not need what is missing). Pure.
+Bun runs with a fixed posture (`planner.BUN_FLAGS`): no `bunfig.toml` (`bunfig.py`), no
+`.env`, no install, no network. A project that counts on its `bunfig.toml` (a `[test]
+preload`) or on its installed `dependencies` fails differently under jigcmd than under
+bare `bun test`, and before these notes nothing said why. Each function takes the
+candidate's files (path → text) and returns the sentences `init` and `run` print on stderr;
+none is a refusal (the candidate may not need what is missing). Pure.
 """
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ from __future__ import annotations
 import posixpath
 import re
 import shlex
-import tomllib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
+from jigcmd.command.bunfig import bunfig_note
 from jigcmd.command.packagejson import read_manifest
 from jigcmd.command.testimports import ALIASES, TestServed, served_by_tests
 from jigcmd.errors import bounded
@@ -29,9 +29,8 @@ from jigcmd.policy.imports import (
 )
 from jigcmd.policy.wildcards import wildcard_matches
 
-__all__ = ["BUNFIG", "bundle_command", "bunfig_note", "dependencies_note", "posture_notes"]
+__all__ = ["bundle_command", "dependencies_note", "posture_notes"]
 
-BUNFIG = "bunfig.toml"
 # tsconfig.json's `"paths": {…}` object (its values are arrays, so it holds no `{`), and
 # each key in it. A regular expression, since tsconfig.json may hold comments and trailing
 # commas that JSON refuses.
@@ -41,41 +40,6 @@ _PATHS_KEY = re.compile(r'"([^"\n]+)"\s*:\s*\[')
 # Where `bundle_command` writes its bundles.
 _BUNDLES = "bundled/"
 _DEPENDENCY_FIELDS = ("dependencies", "devDependencies", "peerDependencies", "optionalDependencies")
-
-
-def bunfig_note(files: Mapping[str, str], *, tests: bool = True) -> str | None:
-    """The sentence for a `bunfig.toml` at the candidate's root, which Bun will not read:
-    for a test command (`tests`), or for an entry point, which only its settings outside
-    `[test]` concern (a project's usual `[test] preload` is none of its business)."""
-    if BUNFIG not in files:
-        return None
-    said = (
-        f"{BUNFIG}: Bun runs without it (jigcmd gives Bun --config=/dev/null, so no project "
-        "can change Bun's own options): "
-    )
-    where = " (docs/binding.md#what-bun-runs-with)"
-    if tests:
-        preload = "its [test] preload is not loaded, " if "preload" in files[BUNFIG] else ""
-        fix = "import the setup from the test files that need it"
-        return f"{said}{preload}and its other settings do not apply; {fix}{where}"
-    settings = _run_settings(files[BUNFIG])
-    if not settings:
-        return None
-    named = ", ".join(settings[:4]) + (
-        f" and {len(settings) - 4} more" if len(settings) > 4 else ""
-    )
-    fix = "; import the setup it preloads from the entry point" if "preload" in settings else ""
-    return f"{said}its settings for running a file ({named}) do not apply{fix}{where}"
-
-
-def _run_settings(text: str) -> list[str]:
-    """The top-level keys of a `bunfig.toml` that running an entry point would read: all
-    but `[test]` and `[install]` (nothing is installed); none when it is not TOML at all."""
-    try:
-        document = tomllib.loads(text)
-    except tomllib.TOMLDecodeError:
-        return []
-    return [key for key in document if key not in ("test", "install")]
 
 
 # Whether a package is in the host's node_modules/ where Bun looks for it from the importing
@@ -328,7 +292,10 @@ def posture_notes(
     """Every note that applies to the candidate `files` (`commands`: the files the commands
     name, `tests` those `bun test` runs; `installed`: whether the host has a package, for
     the bundling example), in a fixed order."""
-    notes = (bunfig_note(files), dependencies_note(files, commands, installed, tests=tests))
+    notes = (
+        bunfig_note(files, named=tests),
+        dependencies_note(files, commands, installed, tests=tests),
+    )
     return [note for note in notes if note is not None]
 
 

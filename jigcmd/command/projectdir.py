@@ -182,7 +182,9 @@ def _how_back(reason: str, paths: list[str], imported: Mapping[str, tuple[str, s
     else for the first of them; for what no `--exclude` sends, what to do instead."""
     if reason == RESERVED:
         return _how_out(paths, imported)
-    if reason in (DOT, BINARY):
+    if reason == DOT:
+        return _how_else(reason, paths, imported) + _dotenv(paths)
+    if reason == BINARY:
         return _how_else(reason, paths, imported)
     if reason not in _GIT_IGNORED:
         return ""
@@ -241,6 +243,19 @@ def _how_else(reason: str, paths: list[str], imported: Mapping[str, tuple[str, s
         )
     others = f"; candidate files import {', '.join(needed[1:3])} too" if needed[1:] else ""
     return f"; {importer} imports {bounded(target)}, left out: {fix}{others}"
+
+
+def _dotenv(paths: list[str]) -> str:
+    """What to know of the `.env` files at the top of `paths`: renamed and sent, Bun would
+    not read them either, so the values tests read from `process.env` must come from
+    elsewhere; "" for none."""
+    if not any(path == ".env" or path.startswith(".env.") for path in paths):
+        return ""
+    return (
+        "; Bun loads no .env here (it runs with --no-env-file), so what the tests read from "
+        "process.env that a .env file sets is unset: give it a default in code, or set it in "
+        "a setup module the tests import"
+    )
 
 
 def _negated(path: str) -> str:

@@ -20,6 +20,8 @@ from jigcmd.command.bunposture import posture_notes
 from jigcmd.command.projectdir import CandidateError, read_project
 from jigcmd.command.scaffold import Scaffold, ScaffoldError, plan_scaffold
 from jigcmd.command.scaffoldfiles import write_scaffold
+from jigcmd.command.testcalls import only_note, spawn_note
+from jigcmd.command.testscript import scripts_test_note
 from jigcmd.policy.binding import BindingError
 from jigcmd.policy.bindingscript import Evaluated
 from jigcmd.policy.candidate import Problem
@@ -46,14 +48,17 @@ def init(
         scaffold = plan_scaffold(project, name)
     except (CandidateError, ScaffoldError) as exc:
         return _fail(str(exc))
-    note = project.note()
-    snapshots = project.snapshot_note()
-    notes = [
-        *([note] if note is not None else []),
-        *([snapshots] if snapshots is not None else []),
+    tests = scaffold.tests()
+    said = [
+        project.note(),
+        project.snapshot_note(),
+        only_note(project.files, tests),
+        scripts_test_note(project.files) if tests else None,
         *scaffold.notes,
-        *posture_notes(project.files, scaffold.needed(), project.has_package, scaffold.tests()),
+        *posture_notes(project.files, scaffold.needed(), project.has_package, tests),
+        spawn_note(project.files, project.files),
     ]
+    notes = [note for note in said if note is not None]
     for line in notes:  # made inert: each names the candidate's files
         sys.stderr.write(one_line(f"jigcmd init: {root}: {line}") + "\n")
     problems = project.problems(scaffold.needed())

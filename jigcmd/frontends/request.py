@@ -21,9 +21,11 @@ from pathlib import Path
 import msgspec
 
 from jigcmd import __version__
-from jigcmd.command.bunposture import bunfig_note
+from jigcmd.command.bunfig import bunfig_note
 from jigcmd.command.projectdir import ProjectFiles
 from jigcmd.command.scaffold import ScaffoldError, plan_scaffold
+from jigcmd.command.testcalls import only_note, spawn_note
+from jigcmd.command.testscript import scripts_test_note
 from jigcmd.errors import JigError
 from jigcmd.frontends.run import (
     build_request,
@@ -73,7 +75,15 @@ def request(
     except JigError as exc:
         return write_failure(exc, as_json=False, verb=_VERB)
     # Not knowing the command's kind, every note that may concern it.
-    notes = (project.note(), project.snapshot_note(), bunfig_note(project.files))
+    tests = [path for path in project.files if is_test_path(path)]
+    notes = (
+        project.note(),
+        project.snapshot_note(),
+        only_note(project.files, tests),
+        scripts_test_note(project.files),
+        bunfig_note(project.files, named=tests),
+        spawn_note(project.files, project.files),
+    )
     write_notes(project, [note for note in notes if note is not None], _VERB)
     note_unused_pipe(stdin_file, _VERB)
     if protocol == "flow":

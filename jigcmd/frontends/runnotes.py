@@ -2,9 +2,11 @@
 
 Each says what the run will not do that a person may expect of it: what the candidate left
 out, test files sent that no command runs, the other parts of a suite `init` split across
-commands (`tests`, `tests-2`, …), what Bun runs without (`bunposture.py`) and the snapshot
-tests that cannot pass. A note that concerns only `bun test` (snapshots, unnamed
-test files, a `bunfig.toml`'s `[test]` table) is said only for a test command; none is
+commands (`tests`, `tests-2`, …), what Bun runs without (`bunposture.py`, `bunfig.py`, a
+`scripts.test`'s options: `testscript.py`), the snapshot tests that cannot pass, and the
+calls Bun refuses here (`.only`, `bun` spawned by name: `testcalls.py`). A note that concerns
+only `bun test` (snapshots, `.only`, `scripts.test`, unnamed test files, a `bunfig.toml`'s
+`[test]` table) is said only for a test command; none is
 said before a refusal, which is then the one thing to read. Pure: values in, lines out.
 """
 
@@ -14,9 +16,12 @@ import shlex
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from jigcmd.command.bunposture import bunfig_note, dependencies_note
+from jigcmd.command.bunfig import bunfig_note
+from jigcmd.command.bunposture import dependencies_note
 from jigcmd.command.projectdir import ProjectFiles
 from jigcmd.command.scaffold import is_suite_part
+from jigcmd.command.testcalls import only_note, spawn_note
+from jigcmd.command.testscript import scripts_test_note
 from jigcmd.command.workspaces import manifest_notes
 from jigcmd.policy.binding import (
     MAX_TEST_PATHS,
@@ -24,6 +29,7 @@ from jigcmd.policy.binding import (
     bun_runs_as_test,
     is_test_path,
 )
+from jigcmd.policy.imports import imported_closure
 
 __all__ = ["run_notes", "unnamed_tests_note"]
 
@@ -51,7 +57,9 @@ def run_notes(
         unnamed_tests_note(files, commands, binding, lock) if tests else None,
         _other_parts_note(command, commands, runs) if tests else None,
         project.snapshot_note(command.paths) if tests else None,
-        bunfig_note(files, tests=tests),
+        only_note(files, command.paths) if tests else None,
+        scripts_test_note(files) if tests else None,
+        bunfig_note(files, tests=tests, named=command.paths if tests else ()),
         dependencies_note(
             files,
             command.paths,
@@ -59,6 +67,7 @@ def run_notes(
             command.name,
             tests=command.paths if tests else (),
         ),
+        spawn_note(files, imported_closure(files, command.paths)),
     ]
     return [note for note in notes if note is not None]
 

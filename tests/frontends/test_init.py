@@ -163,7 +163,7 @@ def test_init_says_what_bun_would_have_that_the_envelope_has_not(tmp_path: Path)
     assert done.returncode == 0, done.stderr
     lines = done.stderr.splitlines()
     assert f"jigcmd init: {root}: bunfig.toml: Bun runs without it" in done.stderr
-    assert "its [test] preload is not loaded" in done.stderr
+    assert "its settings ([test] preload) do not apply" in done.stderr
     assert (
         f"jigcmd init: {root}: package.json declares 1 dependency (zod: src/index.ts) and 1 "
         "workspace package (@mono/core: packages/web/index.ts) that the commands' files "

@@ -33,7 +33,9 @@ def test_an_imported_file_in_a_top_level_dot_directory_is_named_with_where_to_mo
     said = (
         ".config/, .env (a candidate path may not start with '.'; __tests__/format.test.ts "
         "imports .config/defaults.ts, left out: move .config/ to a path that does not start "
-        "with '.' (config/, say) and import it from there)"
+        "with '.' (config/, say) and import it from there; Bun loads no .env here (it runs "
+        "with --no-env-file), so what the tests read from process.env that a .env file sets "
+        "is unset: give it a default in code, or set it in a setup module the tests import)"
     )
     done = jigcmd("request", "tests", "--files", str(root))
     assert done.returncode == 0, done.stderr

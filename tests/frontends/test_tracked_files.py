@@ -133,4 +133,7 @@ def test_a_committed_bunfig_toml_gitignore_lists_is_sent_and_its_preload_named(
     git(committed, "add", "-f", "bunfig.toml")
     files, err = sent(committed)
     assert "bunfig.toml" in files
-    assert "bunfig.toml: Bun runs without it" in err and "[test] preload is not loaded" in err
+    assert (
+        "bunfig.toml: Bun runs without it" in err
+        and "its settings ([test] preload) do not apply" in err
+    )
