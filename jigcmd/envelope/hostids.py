@@ -47,7 +47,6 @@ __all__ = [
     "SMALL_RANGE",
     "HostIdError",
     "HostIds",
-    "check_directory",
     "lease_range",
     "let_go",
     "sweep",
@@ -152,7 +151,7 @@ def _lease(directory: int, name: str) -> int:
         try:
             fd = os.open(name, flags, 0o600, dir_fd=directory)
         except OSError as exc:
-            raise HostIdError(f"lease {DIRECTORY}/{name}: {exc.strerror}") from exc
+            raise HostIdError(f"lease {DIRECTORY}/{name}: {exc.strerror}", DIRECTORY) from exc
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -160,7 +159,7 @@ def _lease(directory: int, name: str) -> int:
             return -1
         except OSError as exc:
             os.close(fd)
-            raise HostIdError(f"lease {DIRECTORY}/{name}: {exc.strerror}") from exc
+            raise HostIdError(f"lease {DIRECTORY}/{name}: {exc.strerror}", DIRECTORY) from exc
         try:
             named = os.stat(name, dir_fd=directory, follow_symlinks=False)
         except FileNotFoundError:
@@ -173,11 +172,6 @@ def _lease(directory: int, name: str) -> int:
 
 
 _directory_fd = -1
-
-
-def check_directory() -> None:
-    """Raise `HostIdError` unless `DIRECTORY` can be made and trusted, as a lease needs it."""
-    _directory()
 
 
 def _directory() -> int:

@@ -63,6 +63,24 @@ def test_a_read_only_run_fails_the_host_ids_line_with_a_tmpfs_for_run(tmp_path: 
     assert "CONFIG_" not in found["namespaces"]["hint"], found["namespaces"]
 
 
+def test_a_lease_directory_on_a_read_only_filesystem_fails_the_host_ids_line(
+    tmp_path: Path,
+) -> None:
+    """/run/jigcmd/hostids there and trusted, but no lease file can be written in it (a
+    read-only root whose image holds it): the line fails, naming it and `--tmpfs /run`."""
+    setup = (
+        _OVER_LEASES.format(options="mode=0755")
+        + "\nmkdir -m 0755 /run/jigcmd/hostids\nmount -o remount,ro /run/jigcmd"
+    )
+    found = _doctor(setup, tmp_path)
+    line = found["host ids"]
+    assert line["status"] == "FAIL", line
+    assert line["detail"].startswith("lease /run/jigcmd/hostids/"), line
+    assert line["detail"].endswith(": Read-only file system"), line
+    assert line["hint"].startswith("/run/jigcmd/hostids is on a read-only filesystem"), line
+    assert "--tmpfs /run" in line["hint"], line
+
+
 # A podman container's marks (/run/.containerenv), with a /run of its own.
 _CONTAINER = "mount -t tmpfs -o mode=0755 jigcmd-r32E-run /run\ntouch /run/.containerenv"
 

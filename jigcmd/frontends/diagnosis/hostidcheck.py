@@ -5,10 +5,11 @@ host user, group or subordinate-id range also has would share that user's per-us
 counts (and its files' ownership) with an envelope. Only the files are read (`/etc/passwd`,
 `/etc/group`, `/etc/subuid`, `/etc/subgid`), not a directory service behind NSS.
 
-The lease directory is opened as a lease opens it (`hostids.check_directory`): refused, the
-line fails with the fix for what refused it. In a container without a user namespace, a
-`/run/jigcmd` of the container's own (no mount from the host) is a warning: its leases are
-invisible to every other container's (docs/deployment.md, "Host ids in a container").
+An id is leased and let go as an envelope leases one: refused (the directory cannot be made
+or trusted, or no lease file written), the line fails with the fix for what refused it. In a
+container without a user namespace, a `/run/jigcmd` of the container's own (no mount from
+the host) is a warning: its leases are invisible to every other container's
+(docs/deployment.md, "Host ids in a container").
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ def host_id_check() -> Check:
         )
     try:
         first, count = hostids.lease_range()
-        hostids.check_directory()
+        hostids.let_go(hostids.take("candidate"))
     except hostids.HostIdError as exc:
         if exc.path:
             return Check(NAME, "FAIL", str(exc), refused_fix(exc.path))

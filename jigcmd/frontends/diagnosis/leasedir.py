@@ -28,6 +28,8 @@ def refused_fix(path: str) -> str:
         return _unmade_fix(path)
     except OSError as exc:
         return f"make {path} a directory root can open ({exc.strerror})"
+    if _read_only(path):
+        return _READ_ONLY_FIX.format(where=path)
     if not stat.S_ISDIR(info.st_mode):
         return f"as root: rm {path} && install -d -m 0755 {path}"
     if info.st_uid != os.geteuid() and info.st_uid == _overflow_uid():
@@ -46,18 +48,24 @@ def refused_fix(path: str) -> str:
     return "as root: " + " && ".join(steps or [f"chmod 0755 {path}"])
 
 
+_READ_ONLY_FIX = (
+    "{where} is on a read-only filesystem: give the container a /run of its own "
+    "(--tmpfs /run) or the host's shared directory (-v /run/jigcmd:/run/jigcmd; " + _SECTION + ")"
+)
+
+
 def _unmade_fix(path: str) -> str:
     parent = os.path.dirname(path) or "/"
-    try:
-        read_only = bool(os.statvfs(parent).f_flag & os.ST_RDONLY)
-    except OSError:
-        read_only = False
-    if read_only:
-        return (
-            f"{parent} is read-only: give the container a /run of its own (--tmpfs /run) or "
-            f"the host's shared directory (-v /run/jigcmd:/run/jigcmd; {_SECTION})"
-        )
+    if _read_only(parent):
+        return _READ_ONLY_FIX.format(where=parent)
     return f"as root: install -d -m 0755 {path}"
+
+
+def _read_only(path: str) -> bool:
+    try:
+        return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
+    except OSError:
+        return False
 
 
 def _overflow_uid() -> int:
