@@ -62,7 +62,15 @@ DIRECTORY = "/run/jigcmd/hostids"
 
 
 class HostIdError(Exception):
-    """Raised when no host id can be leased: no directory to lease in, or every id taken."""
+    """Raised when no host id can be leased: no directory to lease in, or every id taken.
+
+    `path` is the directory at fault when it is the lease directory or one above it that
+    cannot be made or trusted (the doctor words its fix by it); "" otherwise.
+    """
+
+    def __init__(self, message: str, path: str = "") -> None:
+        super().__init__(message)
+        self.path = path
 
 
 class HostIds(NamedTuple):
@@ -143,7 +151,7 @@ def _lease(directory: int, name: str) -> int:
         try:
             fd = os.open(name, flags, 0o600, dir_fd=directory)
         except OSError as exc:
-            raise HostIdError(f"lease {DIRECTORY}/{name}: {exc.strerror}") from exc
+            raise HostIdError(f"lease {DIRECTORY}/{name}: {exc.strerror}", DIRECTORY) from exc
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -151,7 +159,7 @@ def _lease(directory: int, name: str) -> int:
             return -1
         except OSError as exc:
             os.close(fd)
-            raise HostIdError(f"lease {DIRECTORY}/{name}: {exc.strerror}") from exc
+            raise HostIdError(f"lease {DIRECTORY}/{name}: {exc.strerror}", DIRECTORY) from exc
         try:
             named = os.stat(name, dir_fd=directory, follow_symlinks=False)
         except FileNotFoundError:
@@ -171,9 +179,11 @@ def _directory() -> int:
     global _directory_fd  # noqa: PLW0603 - opened once per process, held for its life
     if _directory_fd < 0:
         fd = os.open("/", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+        path = ""
         try:
             for part in DIRECTORY.strip("/").split("/"):
-                below = _open_own(fd, part)
+                path = f"{path}/{part}"
+                below = _open_own(fd, part, path)
                 os.close(fd)
                 fd = below
         except BaseException:
@@ -183,28 +193,32 @@ def _directory() -> int:
     return _directory_fd
 
 
-def _open_own(parent: int, name: str) -> int:
-    """Directory `name` below `parent`, made (0755) if missing; refused unless root's alone."""
+def _open_own(parent: int, name: str, path: str) -> int:
+    """Directory `name` (at `path`) below `parent`, made (0755) if missing; refused unless
+    root's alone. Errors name `path`, the component at fault, not the lease directory."""
     try:
         os.mkdir(name, 0o755, dir_fd=parent)
     except FileExistsError:
         pass
     except OSError as exc:
-        raise HostIdError(f"host id leases: cannot make {name} in {DIRECTORY}: {exc}") from exc
+        raise HostIdError(
+            f"host id leases: cannot make {path}: {exc.strerror or exc}", path
+        ) from exc
     try:
         fd = os.open(
             name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=parent
         )
     except OSError as exc:
-        raise HostIdError(f"host id leases: {name} of {DIRECTORY}: {exc.strerror}") from exc
+        raise HostIdError(f"host id leases: {path}: {exc.strerror}", path) from exc
     info = os.fstat(fd)
     # /run is root's and sticky-free on every host; anything else writable by another user
     # could hold a lease, or swap a lease file, that no envelope of ours holds.
     if info.st_uid != os.geteuid() or info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
         os.close(fd)
         raise HostIdError(
-            f"host id leases: {name} of {DIRECTORY} must be root's and writable by root alone "
-            f"(owner uid {info.st_uid}, mode {stat.S_IMODE(info.st_mode):o})"
+            f"host id leases: {path} must be root's and writable by root alone "
+            f"(owner uid {info.st_uid}, mode {stat.S_IMODE(info.st_mode):o})",
+            path,
         )
     return fd
 

@@ -71,14 +71,17 @@ class NativeExecutor:
         python: str | None = None,
         cgroup_base: str = "jigcmd",
         state_dir: str | None = None,
+        scratch_parent: str | None = None,
     ) -> None:
         self._python = python or sys.executable
         self._cgroup_base = cgroup_base
         # Where the zygote registers envelopes and closes rows whose server died.
         self._state_dir = state_dir
         # The zygote's staging mount point (staging.py): an empty directory on the host. One
-        # in the state directory is kept; one made here is removed with the executor.
+        # in the state directory is kept; one made here (in `scratch_parent`, else the temporary
+        # directory, which a read-only root may lack) is removed with the executor.
         self._staging_dir: str | None = None
+        self._scratch_parent = scratch_parent
         self._own_staging_dir = state_dir is None
         # Staged as the zygote starts (see `stage_at_start`), before any plan names them.
         self._stage_at_start: tuple[Bind, ...] = ()
@@ -113,7 +116,7 @@ class NativeExecutor:
             self._drop_ready()
         if self._staging_dir is None:
             self._staging_dir = (
-                tempfile.mkdtemp(prefix="jigcmd-runtime-")
+                tempfile.mkdtemp(prefix="jigcmd-runtime-", dir=self._scratch_parent)
                 if self._state_dir is None
                 else os.path.join(self._state_dir, "runtime")
             )

@@ -242,7 +242,9 @@ async def _probe_under(base: str, binds: tuple[Bind, ...]) -> Check:
     from jigcmd.envelope.native import NativeExecutor  # noqa: PLC0415 - heavy; last check
     from jigcmd.policy.planner import candidate_plan  # noqa: PLC0415 - an import that fails fails this check alone
 
-    executor = NativeExecutor(cgroup_base=base)
+    # Staged under the state directory, as serve and run stage (a read-only root may have
+    # no temporary directory at all): a scratch directory of its own, removed with it.
+    executor = NativeExecutor(cgroup_base=base, scratch_parent=_scratch_parent())
     executor.stage_at_start(binds)
     try:
         # The zygote starts and stages the runtime first (seconds on a slow machine): the
@@ -272,6 +274,14 @@ async def _probe_under(base: str, binds: tuple[Bind, ...]) -> Check:
         None,
         outcome.report.wall_ms,
     )
+
+
+def _scratch_parent() -> str | None:
+    """The state directory the doctor checks, if it exists (None: the temporary directory)."""
+    from jigcmd.durable.statedir import default_state_dir  # noqa: PLC0415 - an import that fails fails this check alone
+
+    path = _STATE_DIR.get() or default_state_dir()
+    return str(path) if path.is_dir() else None
 
 
 def _end_to_end() -> Check:

@@ -4,7 +4,9 @@ What serve and run would refuse with is a failed check in their words (too littl
 a warning: they start, and refuse each call that must be recorded); nothing is created
 (`Journal.open_read_only`, as `jigcmd runs` reads it); the sizes kept are said, and past a
 threshold the fix, `jigcmd prune`; runs left open by a server that is gone, with the fix
-`jigcmd recover` (nothing is fenced here); a recovery pass lock held, and by whom.
+`jigcmd recover` (nothing is fenced here); envelopes registered by a server that is gone
+(`<state>/envelopes/`: a killed server's jobs stay on the host until recovery releases them,
+whatever the journal's rows say); a recovery pass lock held, and by whom.
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ from jigcmd.durable.recovery import owner_gone
 from jigcmd.durable.recoverylock import LOCK_NAME, WAIT_LIMIT, holder_pid
 from jigcmd.durable.runresources import RunResources
 from jigcmd.frontends.diagnosis.verdicts import Check
+from jigcmd.journal import identity, liveness
+from jigcmd.journal.envelopes import EnvelopeRegistry
 from jigcmd.journal.failures import (
     CALLS_REFUSED,
     JournalUnusable,
@@ -61,6 +65,7 @@ def journal_check(path: Path) -> Check:
             open_rows = journal.open_rows()
         # Left open by a server that is dead (killed): no one closes them but recovery.
         gone = [row.operation_id for row in open_rows if owner_gone(path, row)]
+        orphaned = _orphaned_envelopes(path)
     except JournalUnusable as exc:
         return Check("state", "FAIL", f"journal {exc.path}: {exc.cause}", exc.fix)
     except OlderSchema as exc:
@@ -102,6 +107,15 @@ def journal_check(path: Path) -> Check:
             f"{detail}; {len(gone)} of them left open by a server that is gone: {', '.join(gone)}",
             f"run `jigcmd recover --state-dir {quoted}`: it fences their runs and closes them",
         )
+    if orphaned:
+        shown = ", ".join(orphaned[:5]) + ("" if len(orphaned) <= 5 else ", …")
+        return Check(
+            "state",
+            "warn",
+            f"{detail}; {len(orphaned)} envelope(s) registered by a server that is gone, "
+            f"their jobs perhaps still on the host: {shown}",
+            f"run `jigcmd recover --state-dir {quoted}`: it releases them",
+        )
     holder = holder_pid(path)
     if holder is not None:
         # Start-up and `jigcmd recover` wait for it (a while), then recover past it.
@@ -128,6 +142,15 @@ def journal_check(path: Path) -> Check:
 # Past this, journal and kept resources together, the state check points at `jigcmd prune`:
 # about 25,000 calls at the 10-17 KB a call measured (docs/deployment.md).
 LARGE_STATE_BYTES = 256 * 1024 * 1024
+
+
+def _orphaned_envelopes(path: Path) -> list[str]:
+    """The registered envelopes whose server is dead, judged as recovery judges (nothing tidied)."""
+    return [
+        entry.name
+        for entry in EnvelopeRegistry(path).entries()
+        if entry.owner != identity.current() and not liveness.alive(path, entry.owner, tidy=False)
+    ]
 
 
 def _kept_bytes(path: Path) -> tuple[int, int]:

@@ -241,6 +241,8 @@ def userns_check(
 
 # Probe step (the text before the first ": ") -> what to do about it.
 _NAMESPACE_HINTS = (
+    # The lease directory, not the kernel: its own line says why it is refused and the fix.
+    ("host ids", "no host id could be leased: the `host ids` line names the fix"),
     ("drop supplementary groups", "the envelope starts as host root: " + _ROOT_HINT),
     (
         "user namespace id maps",
