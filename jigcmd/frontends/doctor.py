@@ -160,16 +160,18 @@ def _cgroups() -> Check:
         )
         if backend.unified is not None:
             bases.append(os.path.join(backend.unified, backend.base))
+    # In a container the fix is the engine's option (a remount there is refused as busy).
+    in_container = containerfacts.cgroup_fix()
     read_only = owncgroup.read_only_mount(backend)
     if read_only is not None:
         # Named with its fix, not the problem's words twice.
         where = f"{backend.mode}, jobs under {', '.join(bases)}"
         reason = owncgroup.read_only_reason(read_only)
-        return Check("cgroups", "FAIL", f"{where}: {reason}", owncgroup.read_only_fix(read_only))
+        fix = in_container or owncgroup.read_only_fix(read_only)
+        return Check("cgroups", "FAIL", f"{where}: {reason}", fix)
     changes = backend.host_changes() if isinstance(backend, V2Backend) else []
-    return cgroup_check(
-        backend.mode, bases, backend.problems(), enabling(changes) if changes else None
-    )
+    enables = enabling(changes) if changes else None
+    return cgroup_check(backend.mode, bases, backend.problems(), enables, fix=in_container)
 
 
 def _seccomp() -> Check:

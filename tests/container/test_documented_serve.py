@@ -49,6 +49,17 @@ def documented_serve() -> list[str]:
     return shlex.split(command)
 
 
+def make_host_ids_directory() -> None:
+    """The doc's step before any of its containers: the host's /run/jigcmd, which they bind."""
+    (step,) = {
+        line.split("#")[0].strip()
+        for block in _SH.findall(DEPLOYMENT.read_text())
+        for line in block.splitlines()
+        if line.startswith("install -d") and line.split("#")[0].strip().endswith(" /run/jigcmd")
+    }
+    subprocess.run(shlex.split(step), check=True, timeout=60)
+
+
 def documented_mcp_server() -> dict[str, Any]:
     """The doc's `mcpServers` entry."""
     (entry,) = [
@@ -104,6 +115,7 @@ def _talk(argv: list[str], requests: list[dict[str, Any]]) -> list[dict[str, Any
 def test_the_documented_serve_command_runs_a_call(tmp_path: Path, image: str, volume: str) -> None:
     """Requests piped into the doc's command: the call runs and is answered."""
     project = admit_example(tmp_path).parent
+    make_host_ids_directory()
     argv = documented_serve()
     assert argv[:3] == ["podman", "run", "-i"], argv
     request = {"jsonrpc": "2.0", "id": "doc-1", "method": "capability/call", "params": _CALL}
@@ -117,6 +129,7 @@ def test_the_documented_mcp_server_entry_answers_initialize(
 ) -> None:
     """An MCP host's spawn of the doc's entry: `initialize` is answered."""
     project = admit_example(tmp_path).parent
+    make_host_ids_directory()
     entry = documented_mcp_server()
     initialize = {
         "jsonrpc": "2.0",

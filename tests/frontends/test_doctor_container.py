@@ -207,3 +207,22 @@ def test_a_rootless_container_without_writable_cgroups_is_told_how_to_delegate_t
     assert check.hint.startswith(
         "start the container with -v /sys/fs/cgroup:/sys/fs/cgroup:rw; as root:"
     )
+
+
+def test_a_rootless_container_whose_cgroup_mount_is_writable_is_not_asked_for_the_bind() -> None:
+    """Bound read-write already, the refusal is EACCES on host root's directories: the
+    delegation alone is named, with the refusal's words as its reason."""
+    found = missing_pieces(
+        "podman",
+        cap_eff=EVERY_CAP,
+        overmounts=[],
+        cgroup_mode="hybrid",
+        cgroup_problems=["cannot create cgroups in /sys/fs/cgroup/cpu: permission denied"],
+        userns_ok=True,
+        host_uid=1001,
+        cgroup_read_only=False,
+    )
+    assert [p.piece for p in found] == ["delegated cgroups"]
+    assert "permission denied" in found[0].why and "host uid 1001" in found[0].why
+    hint = container_check("podman", found).hint
+    assert hint is not None and "-v /sys/fs/cgroup" not in hint, hint

@@ -53,15 +53,42 @@ def write(path: str, value: str) -> None:
         os.close(fd)
 
 
-def cannot_create(where: str, fix: str) -> str:
-    """Why no job's cgroup can be made in `where` (a directory not writable to this process):
-    for root, a read-only mount, which root cannot fix by being root; otherwise `fix`."""
-    if os.geteuid() == 0:
+def cannot_create(where: str, directories: Sequence[str], fix: str) -> str:
+    """Why no job's cgroup can be made in `where` (`directories`, none writable to this
+    process): otherwise `fix`; for root, the cause root cannot fix by being root."""
+    if os.geteuid() != 0:
+        return f"cannot create cgroups in {where}; {fix}"
+    if any(_mount_read_only(path) for path in directories):
         return (
             f"cannot create cgroups in {where}: read-only even for root (a read-only mount, "
             "as a container's /sys/fs/cgroup is unless bound writable)"
         )
-    return f"cannot create cgroups in {where}; {fix}"
+    # A read-write mount that refuses root (EACCES, not EROFS): the directories belong to a
+    # user this user namespace does not map (host root, seen from a rootless container's
+    # root as the overflow uid), over which its capabilities count for nothing.
+    owner = _owner(directories[0]) if directories else None
+    whose = f"uid {owner}'s" if owner is not None else "another user's"
+    return (
+        f"cannot create cgroups in {where}: permission denied to root on a read-write mount "
+        f"(the directories are {whose}, a user this root's user namespace does not map, as "
+        "host root is to a rootless container); the host's root must delegate (chown -R) a "
+        "directory of each hierarchy to this root's host uid"
+    )
+
+
+def _mount_read_only(directory: str) -> bool:
+    """Whether the mount holding `directory` is read-only (the rw flag mountinfo shows)."""
+    try:
+        return bool(os.statvfs(directory).f_flag & os.ST_RDONLY)
+    except OSError:
+        return False
+
+
+def _owner(directory: str) -> int | None:
+    try:
+        return os.stat(directory).st_uid
+    except OSError:
+        return None
 
 
 def join(membership: Membership, born_in: str | None) -> None:

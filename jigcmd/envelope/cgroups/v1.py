@@ -463,16 +463,17 @@ class V1Backend:
                 "charged to nobody; use cgroup v2 or a kernel with v1 kmem accounting"
             )
         # One sentence for every hierarchy: they are unwritable for one reason.
-        unwritable = []
+        unwritable: list[tuple[str, str]] = []
         for controller, root in sorted(self._roots().items()):
             # A nested base (`a/b`) is made from its nearest existing ancestor, however deep.
             target = _nearest_dir(root, self.base)
             if not os.access(target, os.W_OK):
-                unwritable.append(f"{target} ({controller})")
+                unwritable.append((target, controller))
         if unwritable:
             found.append(
                 cgroupfs.cannot_create(
-                    ", ".join(unwritable),
+                    ", ".join(f"{target} ({controller})" for target, controller in unwritable),
+                    [target for target, _ in unwritable],
                     "run as root or delegate a directory of each hierarchy to this user",
                 )
             )

@@ -365,6 +365,7 @@ class V2Backend:
             found.append(
                 cgroupfs.cannot_create(
                     deepest,
+                    [deepest],
                     "run as root or use a delegated subtree (systemd-run --user -p Delegate=yes)",
                 )
             )

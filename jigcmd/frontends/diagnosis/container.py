@@ -141,9 +141,14 @@ def missing_pieces(
     userns_ok: bool,
     root: bool = True,
     host_uid: int | None = None,
+    cgroup_read_only: bool = True,
 ) -> list[Piece]:
     """Every piece the container withholds, each with its option (capabilities: for root;
-    without root the envelope's namespaces come with a user namespace and need none)."""
+    without root the envelope's namespaces come with a user namespace and need none).
+
+    `cgroup_read_only`: whether a cgroup mount the jobs write is read-only (unbound); a
+    rootless container's refusal on a read-write one is the delegation's alone.
+    """
 
     def piece(name: str, why: str) -> Piece:
         return Piece(name, why, _OPTIONS[name][engine])
@@ -155,15 +160,19 @@ def missing_pieces(
         shown = ", ".join(overmounts[:3]) + (" …" if len(overmounts) > 3 else "")
         found.append(piece("unmasked /proc", f"a fresh /proc is refused over {shown}"))
     if cgroup_problems:
-        name = "writable cgroups v2" if cgroup_mode == "v2" else "writable cgroups v1"
-        found.append(piece(name, cgroup_problems[0]))
-        if host_uid not in (None, 0):
+        rootless = host_uid is not None and host_uid != 0
+        if cgroup_read_only or not rootless:
+            name = "writable cgroups v2" if cgroup_mode == "v2" else "writable cgroups v1"
+            found.append(piece(name, cgroup_problems[0]))
+        if host_uid is not None and rootless:
             # A rootless container: its root is host uid `host_uid`, which may write only
-            # cgroups delegated to it, whatever the mount allows.
+            # cgroups delegated to it, whatever the mount allows (bound writable already,
+            # the refusal is the delegation's alone: no bind to ask for again).
+            why = f"the container's root is host uid {host_uid}"
             found.append(
                 Piece(
                     "delegated cgroups",
-                    f"the container's root is host uid {host_uid}",
+                    why if cgroup_read_only else f"{cgroup_problems[0]}; {why}",
                     _delegation_option(host_uid, cgroup_mode),
                 )
             )

@@ -18,7 +18,7 @@ from jigcmd.frontends.diagnosis.container import (
     proc_overmounts,
 )
 
-__all__ = ["container_advice", "engine", "withheld"]
+__all__ = ["cgroup_fix", "container_advice", "engine", "withheld"]
 
 
 def _read(path: str) -> str | None:
@@ -54,8 +54,10 @@ def engine() -> Engine | None:
     )
 
 
-def _cgroup_facts() -> tuple[str | None, list[str]]:
-    """The cgroup mode and what keeps root from making the jobs' cgroups."""
+def _cgroup_facts() -> tuple[str | None, list[str], bool]:
+    """The cgroup mode, what keeps root from making the jobs' cgroups, and whether a mount
+    the jobs write is read-only (the engine's unbound /sys/fs/cgroup)."""
+    from jigcmd.envelope import owncgroup  # noqa: PLC0415 - Linux only
     from jigcmd.envelope.delegation import DelegationError, resolve_backend  # noqa: PLC0415 - Linux only
 
     try:
@@ -64,8 +66,9 @@ def _cgroup_facts() -> tuple[str | None, list[str]]:
         # Without root, cgroups it may not write are the delegation's business, not the
         # container's (the container may well give root every piece); nor is a configured
         # base that cannot be one, root's or not.
-        return None, [] if isinstance(exc, DelegationError) else [str(exc)]
-    return backend.mode, backend.problems()
+        return None, [] if isinstance(exc, DelegationError) else [str(exc)], True
+    read_only = owncgroup.read_only_mount(backend) is not None
+    return backend.mode, backend.problems(), read_only
 
 
 def withheld(container: Engine, *, userns_ok: bool = True) -> list[Piece]:
@@ -73,7 +76,7 @@ def withheld(container: Engine, *, userns_ok: bool = True) -> list[Piece]:
     verdict, which only the doctor runs: a server may hold threads)."""
     from jigcmd.envelope.cgroups import read_mounts  # noqa: PLC0415 - Linux only
 
-    mode, problems = _cgroup_facts()
+    mode, problems, read_only = _cgroup_facts()
     return missing_pieces(
         container,
         cap_eff=_cap_eff(),
@@ -83,6 +86,7 @@ def withheld(container: Engine, *, userns_ok: bool = True) -> list[Piece]:
         userns_ok=userns_ok,
         root=os.geteuid() == 0,
         host_uid=host_uid(_read("/proc/self/uid_map")),
+        cgroup_read_only=read_only,
     )
 
 
@@ -101,3 +105,17 @@ def container_advice() -> str | None:
     check = container_check(found, pieces)
     names = ", ".join(piece.piece for piece in pieces)
     return f"this {found} container withholds {names}: {check.hint}"
+
+
+def cgroup_fix() -> str | None:
+    """In a container, the options and steps that give the jobs their cgroups (the `container`
+    line's, for cgroups alone): a remount inside the container is refused as busy. None
+    outside one, or when it withholds no cgroup piece."""
+    found = engine()
+    if found is None:
+        return None
+    try:
+        pieces = [p for p in withheld(found) if "cgroups" in p.piece]
+    except OSError:
+        return None  # a fix only: the cgroups line reports its failure either way
+    return container_check(found, pieces).hint if pieces else None

@@ -336,11 +336,14 @@ def cgroup_check(
     bases: Sequence[str],
     problems: Sequence[str],
     enables: tuple[str, str] | None = None,
+    *,
+    fix: str | None = None,
 ) -> Check:
     """The detected layout, where jobs go, and anything that stops creating them.
 
     `enables`: (what, the commands) of controllers the host has off that a run would turn
-    on (`V2Backend.host_changes`); the doctor names them, it never writes them.
+    on (`V2Backend.host_changes`); the doctor names them, it never writes them. `fix`: what
+    gives the jobs their cgroups where the problems' own words cannot (in a container).
     """
     if mode is None:
         return Check(
@@ -356,7 +359,7 @@ def cgroup_check(
             "FAIL",
             f"{where}: {problems[0]}"
             + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""),
-            "; ".join(problems),
+            fix or "; ".join(problems),
         )
     if enables is not None:
         return Check(
