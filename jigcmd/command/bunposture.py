@@ -11,7 +11,6 @@ candidate may not need what is missing). Pure.
 from __future__ import annotations
 
 import posixpath
-import re
 import shlex
 import tomllib
 from collections.abc import Callable, Mapping, Sequence
@@ -27,16 +26,10 @@ from jigcmd.policy.imports import (
     reached_marks,
     unfollowed,
 )
-from jigcmd.policy.wildcards import wildcard_matches
 
 __all__ = ["BUNFIG", "bundle_command", "bunfig_note", "dependencies_note", "posture_notes"]
 
 BUNFIG = "bunfig.toml"
-# tsconfig.json's `"paths": {…}` object (its values are arrays, so it holds no `{`), and
-# each key in it. A regular expression, since tsconfig.json may hold comments and trailing
-# commas that JSON refuses.
-_PATHS = re.compile(r'"paths"\s*:\s*\{([^{}]*)\}')
-_PATHS_KEY = re.compile(r'"([^"\n]+)"\s*:\s*\[')
 # The package.json fields whose packages `bun install` would put in node_modules/.
 # Where `bundle_command` writes its bundles.
 _BUNDLES = "bundled/"
@@ -99,7 +92,8 @@ def dependencies_note(
     will not be there: each comes from node_modules/, never sent, and nothing installs it.
 
     A package nothing imports (a linter, `typescript`) is not named: no command loads it;
-    nor is one the root tsconfig.json maps to a path (`compilerOptions.paths`), which Bun
+    nor is an import the importing file's nearest tsconfig.json (with what it `extends`)
+    maps to a candidate file (`compilerOptions.paths`, `package_imports`), which Bun
     resolves without node_modules/, nor a Node built-in (`events`), nor what `bun test`
     maps in the files only `tests` (of the `commands`) load (`vitest`, `testimports.py`).
     A package such tests mock by every specifier files import it by is named without
@@ -118,10 +112,8 @@ def dependencies_note(
         return None
     served = served_by_tests(files, package_imports(files), commands, tests)
     found = served.found
-    mapped = _mapped(files.get("tsconfig.json", ""))
-    wanted = [name for name in found.importers if not _is_mapped(name, mapped)]
-    used = [name for name in external if name in wanted]
-    local = [name for name in workspace if name in wanted]
+    used = [name for name in external if name in found.importers]
+    local = [name for name in workspace if name in found.importers]
     if not used and not local:
         return _computed_note(external + workspace, found)
     names = used + local
@@ -457,18 +449,3 @@ def _to_bundle(bundle: _Bundle) -> str | None:
             return path
         first = first or path
     return first
-
-
-def _mapped(tsconfig: str) -> list[str]:
-    """The keys of tsconfig.json's `paths`, each a pattern whose `*` is any run of characters
-    (`@mono/*` maps `@mono/core`)."""
-    block = _PATHS.search(tsconfig)
-    keys = _PATHS_KEY.findall(block.group(1)) if block is not None else []
-    return [raw.removesuffix("/*") for raw in keys]
-
-
-def _is_mapped(name: str, keys: list[str]) -> bool:
-    """Whether a key maps the package `name` itself, or its subpaths (`@mono/core/*`): either
-    way, the person mapped it to the source, and Bun does not look in node_modules/ for it.
-    Matched without a regular expression: `*a*a*…b` would backtrack exponentially."""
-    return any(wildcard_matches(key, name) or wildcard_matches(key + "/*", name) for key in keys)
