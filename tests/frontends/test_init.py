@@ -277,8 +277,10 @@ def test_init_makes_workspace_members_bin_scripts_commands_without_collisions(
 
 
 def test_init_names_no_workspace_package_tsconfig_maps_to_its_source(tmp_path: Path) -> None:
-    """Once tsconfig.json's `paths` maps `@mono/core` (the note's own fix), Bun resolves it
-    without node_modules/, so only the package still missing is named."""
+    """Once tsconfig.json's `paths` maps `@mono/core` (the note's own fix) to a candidate
+    file, Bun resolves it without node_modules/, so only the package still missing is named;
+    a mapping to a file the candidate lacks is not enough (Bun 1.4.2 then looks in
+    node_modules/)."""
     root = project(
         tmp_path / "mono",
         {
@@ -287,6 +289,7 @@ def test_init_names_no_workspace_package_tsconfig_maps_to_its_source(tmp_path: P
             "tsconfig.json": '{\n  // Bun reads these\n  "compilerOptions": {"paths": '
             '{"@mono/core": ["./packages/core/src/index.ts"], "@mono/ui/*": ["./ui/*"],},},\n}',
             "packages/core/src/index.ts": "export const core = 1;",
+            "ui/button.ts": "export const button = 1;",
             "test/a.test.ts": 'import { core } from "@mono/core";\nimport "@mono/ui/button";\n'
             'import { z } from "zod";\n',
         },
@@ -295,6 +298,9 @@ def test_init_names_no_workspace_package_tsconfig_maps_to_its_source(tmp_path: P
     assert done.returncode == 0, done.stderr
     assert "package.json declares 1 dependency (zod: test/a.test.ts) that" in done.stderr
     assert "@mono/" not in done.stderr
+    (root / "ui" / "button.ts").unlink()
+    done = jigcmd("init", str(root))
+    assert "1 workspace package (@mono/ui: test/a.test.ts)" in done.stderr
 
 
 def test_a_project_without_a_test_file_is_told_why_it_has_no_tests_command(
