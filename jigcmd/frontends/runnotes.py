@@ -13,7 +13,9 @@ import shlex
 from collections.abc import Mapping
 from pathlib import Path
 
+from jigcmd.command.bundling import bundle_path
 from jigcmd.command.bunposture import bunfig_note, dependencies_note
+from jigcmd.command.listing import some
 from jigcmd.command.projectdir import ProjectFiles
 from jigcmd.command.workspaces import manifest_notes
 from jigcmd.policy.binding import (
@@ -23,7 +25,7 @@ from jigcmd.policy.binding import (
     is_test_path,
 )
 
-__all__ = ["run_notes", "unnamed_tests_note"]
+__all__ = ["bundled_tests_note", "run_notes", "unnamed_tests_note"]
 
 # How many of the unnamed test files a note names before "and N more".
 _NAMED = 3
@@ -44,6 +46,7 @@ def run_notes(
         project.note(),
         *manifest_notes(files),
         unnamed_tests_note(files, commands, binding, lock) if tests else None,
+        bundled_tests_note(files, commands) if tests else None,
         project.snapshot_note(command.paths) if tests else None,
         bunfig_note(files, tests=tests),
         dependencies_note(
@@ -65,9 +68,10 @@ def unnamed_tests_note(
 ) -> str | None:
     """The sentence for the files sent that bare `bun test` would run and no test command
     of the Binding names (a test file added since `init`): sent, yet never run, which the
-    counts alone (`1 run, 1 passed`) do not show."""
-    named = {path for policy in commands.values() if policy.kind == "test" for path in policy.paths}
-    unnamed = sorted(path for path in files if bun_runs_as_test(path) and path not in named)
+    counts alone (`1 run, 1 passed`) do not show. A test whose bundle a command runs is
+    run that way (`bundled_tests_note`), never asked to be added back."""
+    named = _named_tests(commands)
+    unnamed = [path for path in _unnamed(files, named) if bundle_path(path) not in named]
     if not unnamed:
         return None
     count = len(unnamed)
@@ -90,6 +94,37 @@ def unnamed_tests_note(
     )
 
 
+def bundled_tests_note(
+    files: Mapping[str, str], commands: Mapping[str, CommandPolicy]
+) -> str | None:
+    """The sentence for the test files sent that no command names but whose bundle
+    (`bundled/<name>.js`, as the dependency note's `bun build` writes it) a test command
+    runs: their tests run through the bundle, and the source need not be sent."""
+    named = _named_tests(commands)
+    sources = [path for path in _unnamed(files, named) if bundle_path(path) in named]
+    if not sources:
+        return None
+    one = len(sources) == 1
+    bundles = _some([bundle_path(path) for path in sources])
+    excludes = " ".join(f"--exclude {shlex.quote('/' + path)}" for path in sources)
+    they, bundle, each = ("it", "its bundle", "the") if one else ("them", "their bundles", "each")
+    return (
+        f"{_some(sources)} {'is' if one else 'are'} named by no command of the Binding but run "
+        f"through {bundle} ({bundles}), which a test command names: nothing to add back; "
+        f"{each} bundle holds what its tests need, so you may leave {they} out of the "
+        f"candidate: {excludes} (docs/binding.md#bundling)"
+    )
+
+
+def _named_tests(commands: Mapping[str, CommandPolicy]) -> set[str]:
+    """Every test path a test command of the Binding names."""
+    return {path for policy in commands.values() if policy.kind == "test" for path in policy.paths}
+
+
+def _unnamed(files: Mapping[str, str], named: set[str]) -> list[str]:
+    """The files sent that bare `bun test` would run and no test command names, sorted."""
+    return sorted(path for path in files if bun_runs_as_test(path) and path not in named)
+
+
 def _some(paths: list[str]) -> str:
-    more = f" and {len(paths) - _NAMED} more" if len(paths) > _NAMED else ""
-    return ", ".join(paths[:_NAMED]) + more
+    return some(paths, _NAMED)

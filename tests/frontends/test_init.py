@@ -169,9 +169,11 @@ def test_init_says_what_bun_would_have_that_the_envelope_has_not(tmp_path: Path)
         "workspace package (@mono/core: packages/web/index.ts) that the commands' files "
         "import: none is installed when a command runs"
     ) in done.stderr
-    # The bundling example is for the test that reaches the import, ready to paste.
+    # The bundling example is for each command's file that reaches an import, ready to paste
+    # (the entry point's without `--external bun:test`).
     assert (
-        "`bun build test/a.test.ts --outdir bundled --target bun --external bun:test --minify`"
+        "`bun build test/a.test.ts --outdir bundled --target bun --external bun:test --minify "
+        "&& bun build src/index.ts --outdir bundled --target bun --minify`"
     ) in done.stderr
     assert "docs/binding.md#dependencies-and-workspaces" in done.stderr
     assert (
