@@ -61,7 +61,7 @@ def test_a_command_running_a_bundle_is_told_it_misses_nothing(bundled: Path) -> 
     importing `ms` are not what it runs, and suggests no bundling."""
     assert _note(bundled, "tests") == (
         f"jigcmd run: --files {bundled}: package.json declares 1 dependency (ms: "
-        "bundled/ext.js, src/main.ts and 1 more) that candidate files import, but `tests` "
+        "bundled/ext.js, src/main.ts, test/ms.test.ts) that candidate files import, but `tests` "
         "runs none of those files: it runs bundled/ms.test.js, which reaches none of those "
         "imports, so none is missing for it (docs/binding.md#dependencies-and-workspaces)"
     )

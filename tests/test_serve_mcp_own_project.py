@@ -306,3 +306,31 @@ def test_a_keyed_retry_replays_the_streams_end_from_the_journal(
     assert ran["structuredContent"]["stdout"]["end"].endswith("'db.url' missing\n")
     assert replayed["structuredContent"] == ran["structuredContent"]
     assert replayed["content"][0] == ran["content"][0]
+
+
+async def test_no_note_says_a_package_the_tests_own_tsconfig_maps_fails(
+    binding: Path, tmp_path: Path
+) -> None:
+    """test/tsconfig.json extends a base whose `paths` maps the workspace package `@ws/core`
+    to its source: Bun resolves it, the test passes, and the model is told nothing fails."""
+    test = (
+        _HEAD + 'import { add } from "@ws/core";\ntest("add", () => expect(add(1, 2)).toBe(3));\n'
+    )
+    sent = _files(
+        {
+            "package.json": (
+                '{"name": "ws", "workspaces": ["packages/*"], '
+                '"dependencies": {"@ws/core": "workspace:*"}}'
+            ),
+            "tsconfig.base.json": (
+                '{"compilerOptions": {"paths": {"@ws/core": ["./packages/core/src/index.ts"]}}}'
+            ),
+            "test/tsconfig.json": '{"extends": "../tsconfig.base.json"}',
+            "packages/core/package.json": '{"name": "@ws/core", "module": "src/index.ts"}',
+            "packages/core/src/index.ts": "export const add = (a: number, b: number) => a + b;\n",
+            "test/project.test.ts": test,
+        }
+    )
+    view = await _call(binding, tmp_path / "state", "tests", {"files": sent})
+    assert (view["exitCode"], view["tests"]["summary"]["passed"]) == (0, 1), view["text"]
+    assert view["notes"] == []

@@ -11,14 +11,13 @@ none is a refusal (the candidate may not need what is missing). Pure.
 from __future__ import annotations
 
 import posixpath
-import re
-import shlex
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 
+from jigcmd.command.bundling import Bundle, bundling
 from jigcmd.command.bunfig import bunfig_note
+from jigcmd.command.listing import cut, some
 from jigcmd.command.packagejson import read_manifest
-from jigcmd.command.testimports import ALIASES, TestServed, served_by_tests
+from jigcmd.command.testimports import TestServed, served_by_tests
 from jigcmd.errors import bounded
 from jigcmd.policy.imports import (
     PackageImports,
@@ -27,18 +26,9 @@ from jigcmd.policy.imports import (
     reached_marks,
     unfollowed,
 )
-from jigcmd.policy.wildcards import wildcard_matches
 
-__all__ = ["bundle_command", "dependencies_note", "posture_notes"]
-
-# tsconfig.json's `"paths": {…}` object (its values are arrays, so it holds no `{`), and
-# each key in it. A regular expression, since tsconfig.json may hold comments and trailing
-# commas that JSON refuses.
-_PATHS = re.compile(r'"paths"\s*:\s*\{([^{}]*)\}')
-_PATHS_KEY = re.compile(r'"([^"\n]+)"\s*:\s*\[')
+__all__ = ["dependencies_note", "posture_notes"]
 # The package.json fields whose packages `bun install` would put in node_modules/.
-# Where `bundle_command` writes its bundles.
-_BUNDLES = "bundled/"
 _DEPENDENCY_FIELDS = ("dependencies", "devDependencies", "peerDependencies", "optionalDependencies")
 
 
@@ -63,7 +53,8 @@ def dependencies_note(
     will not be there: each comes from node_modules/, never sent, and nothing installs it.
 
     A package nothing imports (a linter, `typescript`) is not named: no command loads it;
-    nor is one the root tsconfig.json maps to a path (`compilerOptions.paths`), which Bun
+    nor is an import the importing file's nearest tsconfig.json (with what it `extends`)
+    maps to a candidate file (`compilerOptions.paths`, `package_imports`), which Bun
     resolves without node_modules/, nor a Node built-in (`events`), nor what `bun test`
     maps in the files only `tests` (of the `commands`) load (`vitest`, `testimports.py`).
     A package such tests mock by every specifier files import it by is named without
@@ -72,20 +63,19 @@ def dependencies_note(
     the files the commands name (`commands`; `runner`, the one command's name, when they
     are one command's), the files named are those the commands run or import, and when
     those import none of the packages (a Binding that runs bundles), the note says so
-    instead of that the imports fail. The bundling example is for the first of the
-    `commands`' files that reaches an import of packages all `installed` on the host, as
-    Bun resolves them from each importing file (`bun build` there fails on one that is
-    not), and never for one that reaches a mocked package.
+    instead of that the imports fail. The bundling example (`bundling.py`) is a `bun build`
+    for each of the `commands`' files that reaches a package (a test's keeping `bun:test`
+    external, `tests`), said to need `bun install` first where a package is not
+    `installed` on the host as Bun resolves it from the importing file, and never for a
+    file that reaches a mocked package.
     """
     external, workspace = _declared(files)
     if not external and not workspace:
         return None
     served = served_by_tests(files, package_imports(files), commands, tests)
     found = served.found
-    mapped = _mapped(files.get("tsconfig.json", ""))
-    wanted = [name for name in found.importers if not _is_mapped(name, mapped)]
-    used = [name for name in external if name in wanted]
-    local = [name for name in workspace if name in wanted]
+    used = [name for name in external if name in found.importers]
+    local = [name for name in workspace if name in found.importers]
     if not used and not local:
         return _computed_note(external + workspace, found)
     names = used + local
@@ -99,7 +89,7 @@ def dependencies_note(
     if not run:  # only a file computing what it imports is run: what it loads is unknown
         ran, run = found, names
     candidates = (*commands, *sorted(path for path in marks if path in reached))
-    bundle = _Bundle(reached, names, candidates, served)
+    bundle = Bundle(reached, names, candidates, tuple(commands), frozenset(tests), served)
     who = "candidate files" if not commands else _loaders(runner)
     mocks = _mocks_clause([name for name in run if name in served.mockers], served)
     asserted = [name for name in run if name not in served.mocked]
@@ -111,7 +101,7 @@ def dependencies_note(
         [name for name in used if name in asserted],
         [name for name in local if name in asserted],
         who=who,
-        bundling=_bundling(bundle, ran, asserted, commands),
+        bundling=bundling(bundle, ran, asserted),
         rest=_unrun(names, run, found, runner) + (f"; {mocks}" if mocks else ""),
     )
 
@@ -145,7 +135,7 @@ def _unrun(names: list[str], run: list[str], found: PackageImports, runner: str 
         return ""
     runs = "no command runs" if runner is None else f"`{runner}` does not run"
     return (
-        f"; {_some(skipped)} {'is' if len(skipped) == 1 else 'are'} imported only by files "
+        f"; {some(skipped)} {'is' if len(skipped) == 1 else 'are'} imported only by files "
         f"{runs} ({_who(skipped, found)})"
     )
 
@@ -156,7 +146,7 @@ def _computed_note(names: list[str], found: PackageImports) -> str | None:
     if not found.computed:
         return None
     return (
-        f"package.json declares {_count(len(names), 'package', 'packages')} ({_some(names)}) "
+        f"package.json declares {_count(len(names), 'package', 'packages')} ({some(names)}) "
         f"no file imports by name, but {_computes(found)} (import(…) or require(…) of a "
         "value): a package loaded that way is not installed when a command runs "
         "(docs/binding.md#dependencies-and-workspaces)"
@@ -166,7 +156,7 @@ def _computed_note(names: list[str], found: PackageImports) -> str | None:
 def _computes(found: PackageImports) -> str:
     """`a.ts computes what it imports`, `a.ts, b.ts compute what they import`."""
     verb = "computes what it imports" if len(found.computed) == 1 else "compute what they import"
-    return f"{_some(list(found.computed))} {verb}"
+    return f"{some(list(found.computed))} {verb}"
 
 
 def _parts(used: list[str], local: list[str], found: PackageImports) -> str:
@@ -216,7 +206,7 @@ def _mocks_clause(mocked: list[str], served: TestServed) -> str:
     one = len(replaced) == 1
     it = "it" if one else "them"
     return (
-        f"{_some(replaced)} {'is' if one else 'are'} replaced by name in {_some(mockers)} "
+        f"{some(replaced)} {'is' if one else 'are'} replaced by name in {some(mockers)} "
         f"(mock.module): an import of {it} that runs after that call gets the mock, one that "
         "runs before it (a static import in the test file, or in a file the test imports "
         f"statically) finds no package; do not bundle a test that loads {it}: a bundle holds "
@@ -252,19 +242,20 @@ def _not_run_note(
     follow (`blind`) leads there, which is said instead."""
     named = sorted(set(commands))
     if runner is None:
-        runs = f"the commands run none of those files: they run {_some(named)}"
+        runs = f"the commands run none of those files: they run {some(named)}"
         them = "them"
     else:
-        runs = f"`{runner}` runs none of those files: it runs {_some(named)}"
+        runs = f"`{runner}` runs none of those files: it runs {some(named)}"
         them = "it"
     reach = "reaches" if len(named) == 1 else "reach"
     declared = f"package.json declares {parts} that candidate files import, but "
     where = "(docs/binding.md#dependencies-and-workspaces)"
     if blind:
+        items, rest = cut(blind, 3)
         shown = "; ".join(
-            f"`{bounded(item.specifier)}` in {item.importer} ({item.why})" for item in blind[:3]
+            f"`{bounded(item.specifier)}` in {item.importer} ({item.why})" for item in items
         )
-        more = f"; and {len(blind) - 3} more" if len(blind) > 3 else ""
+        more = f"; and {rest} more" if rest else ""
         return (
             f"{declared}{runs}, which {reach} none of those imports by the specifiers jigcmd "
             f"follows; it does not follow {shown}{more}: if one leads to those files, their "
@@ -273,14 +264,6 @@ def _not_run_note(
         )
     missing = f"none of those imports, so none is missing for {them}"
     return f"{declared}{runs}, which {reach} {missing} {where}"
-
-
-def bundle_command(path: str) -> str:
-    """The `bun build` that inlines what `path` imports into `bundled/<its name>.js`."""
-    return (
-        f"bun build {shlex.quote(path)} --outdir {_BUNDLES.rstrip('/')} --target bun "
-        "--external bun:test --minify"
-    )
 
 
 def posture_notes(
@@ -324,118 +307,13 @@ def _count(n: int, one: str, many: str) -> str:
     return f"{n} {one if n == 1 else many}"
 
 
-def _some(names: list[str]) -> str:
-    more = f" and {len(names) - 3} more" if len(names) > 3 else ""
-    return ", ".join(names[:3]) + more
-
-
 def _who(names: list[str], found: PackageImports) -> str:
-    """`zod: a.ts, b.ts; yargs: cli.ts`, the first three packages and two files of each."""
+    """`zod: a.ts, b.ts; yargs: cli.ts`, the first three packages and two files of each
+    (`cut`: four, or three, when the rest is one)."""
     shown = []
-    for name in names[:3]:
-        paths = list(found.importers[name])
-        more = f" and {len(paths) - 2} more" if len(paths) > 2 else ""
-        shown.append(f"{name}: {', '.join(paths[:2])}{more}")
-    more = f"; and {len(names) - 3} more" if len(names) > 3 else ""
-    return "; ".join(shown) + more
-
-
-@dataclass(frozen=True)
-class _Bundle:
-    """What the bundling example is chosen from: what each file reaches (`_marks`), the
-    files to bundle in order of preference, and what tests do with packages (`served`)."""
-
-    reached: Mapping[str, int]
-    names: list[str]
-    candidates: tuple[str, ...]
-    served: TestServed
-
-    @property
-    def packages(self) -> int:
-        return (1 << len(self.names)) - 1
-
-    def lacking(self, mark: int) -> list[str]:
-        """The packages of `mark` the host has not where Bun looks from the importer."""
-        lacks = mark >> len(self.names) & self.packages
-        return [name for bit, name in enumerate(self.names) if lacks & 1 << bit]
-
-    def aliases(self, mark: int) -> bool:
-        """Whether `mark`'s file reaches an import only `bun test` maps (`vitest`)."""
-        return bool(mark >> (2 * len(self.names)) & 1)
-
-
-def _bundling(
-    bundle: _Bundle, found: PackageImports, names: list[str], commands: Sequence[str]
-) -> str:
-    """`bundle on the host, `bun build …`, and name the bundle instead`, for a file whose
-    packages the host has; else said to need `bun install` first, or to import `bun:test`
-    first. Never the `bun build` of a bundle a command already runs: building it the same
-    way again changes nothing; nor of a file reaching a mocked package."""
-    path = _to_bundle(bundle)
-    if path is None:  # every file importing one reaches a mocked package too
-        return ""
-    if path in commands and path.startswith(_BUNDLES):
-        imported = [name for name in names if path in found.importers.get(name, ())]
-        return (
-            f"build {path}, a bundle the Binding runs, again without `--external` for "
-            f"{_some(imported or names)}, which it still imports by name"
-        )
-    build = f"`{bundle_command(path)}`"
-    mark = bundle.reached[path]
-    first = (
-        f"import bun:test in place of {' and '.join(ALIASES)} in what {path} loads (`bun test` "
-        "maps them in the files it runs, never in a bundle), then "
-        if bundle.aliases(mark)
-        else ""
-    )
-    lacking = bundle.lacking(mark)
-    if lacking:
-        return (
-            f"{first}bundle on the host once `bun install` has put {_some(lacking)} in its "
-            f"node_modules/ (not there now, so {build} cannot resolve "
-            f"{'it' if len(lacking) == 1 else 'them'}), and name the bundle instead"
-        )
-    missing = 0
-    for value in bundle.reached.values():
-        missing |= value
-    absent = [name for name in bundle.lacking(missing) if name in names]
-    unbundled = (
-        f"; {_some(absent)} {'is' if len(absent) == 1 else 'are'} not in the host's "
-        "node_modules/ either: `bun install` first to bundle a file importing "
-        f"{'it' if len(absent) == 1 else 'them'}"
-        if absent
-        else ""
-    )
-    return f"{first}bundle on the host, {build}, and name the bundle instead{unbundled}"
-
-
-def _to_bundle(bundle: _Bundle) -> str | None:
-    """The first candidate reaching a package, with every package it reaches installed and
-    no import only `bun test` maps; else the first reaching any; never a file only tests
-    load that reaches a package a test mocks (None when every one is such a file)."""
-    names, served = bundle.names, bundle.served
-    mocked = sum(1 << bit for bit, name in enumerate(names) if name in served.mockers)
-    first = None
-    for path in bundle.candidates:
-        mark = bundle.reached.get(path, 0)
-        if not mark & bundle.packages or (path in served.only and mark & mocked):
-            continue
-        if not bundle.lacking(mark) and not bundle.aliases(mark):
-            return path
-        first = first or path
-    return first
-
-
-def _mapped(tsconfig: str) -> list[str]:
-    """The keys of tsconfig.json's `paths`, each a pattern whose `*` is any run of characters
-    (`@mono/*` maps `@mono/core`)."""
-    block = _PATHS.search(tsconfig)
-    keys = _PATHS_KEY.findall(block.group(1)) if block is not None else []
-    return [raw.removesuffix("/*") for raw in keys]
-
-
-def _is_mapped(name: str, keys: list[str]) -> bool:
-    """Whether a key maps the package `name` itself, or its subpaths (`@mono/core/*`): either
-    way, the person mapped it to the source, and Bun does not look in node_modules/ for it.
-    Matched without a regular expression: `*a*a*…b` would backtrack exponentially."""
-    return any(wildcard_matches(key, name) or wildcard_matches(key + "/*", name) for key in keys)
+    named, rest = cut(names, 3)
+    for name in named:
+        paths, others = cut(found.importers[name], 2)
+        more = f" and {others} more" if others else ""
+        shown.append(f"{name}: {', '.join(paths)}{more}")
+    return "; ".join(shown) + (f"; and {rest} more" if rest else "")

@@ -23,6 +23,7 @@ from jigcmd.command.testscript import scripts_test_note
 from jigcmd.command.workspaces import manifest_notes
 from jigcmd.policy.imports import imported_closure
 from jigcmd.policy.request import ValidRequest
+from jigcmd.policy.tsconfigpaths import config_files
 
 __all__ = ["call_notes"]
 
@@ -51,13 +52,14 @@ def call_notes(valid: ValidRequest) -> tuple[str, ...]:
 
 
 def _reached(files: Mapping[str, str], roots: tuple[str, ...]) -> dict[str, str]:
-    """What the command runs or imports, with the manifests and tsconfig.json that say which
-    packages are declared: reading every file's imports costs about 46 ms for 256 KiB of
-    source on the call's path, and a package only a file it never loads imports is none of
-    the call's business (docs/mcp.md)."""
-    kept = imported_closure(files, roots)
+    """What the command runs or imports, with the manifests that say which packages are
+    declared and the tsconfig.json files (with what they extend) that map some to files:
+    reading every file's imports costs about 46 ms for 256 KiB of source on the call's
+    path, and a package only a file it never loads imports is none of the call's business
+    (docs/mcp.md)."""
+    kept = imported_closure(files, roots) | config_files(files)
     return {
         path: text
         for path, text in files.items()
-        if path in kept or posixpath.basename(path) == MANIFEST or path == "tsconfig.json"
+        if path in kept or posixpath.basename(path) == MANIFEST
     }

@@ -16,8 +16,10 @@ import shlex
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from jigcmd.command.bundling import bundle_path
 from jigcmd.command.bunfig import bunfig_note
 from jigcmd.command.bunposture import dependencies_note
+from jigcmd.command.listing import some
 from jigcmd.command.projectdir import ProjectFiles
 from jigcmd.command.scaffold import is_suite_part
 from jigcmd.command.testcalls import only_note, spawn_note
@@ -31,7 +33,7 @@ from jigcmd.policy.binding import (
 )
 from jigcmd.policy.imports import imported_closure
 
-__all__ = ["run_notes", "unnamed_tests_note"]
+__all__ = ["bundled_tests_note", "run_notes", "unnamed_tests_note"]
 
 # How many of the unnamed test files a note names before "and N more".
 _NAMED = 3
@@ -56,6 +58,7 @@ def run_notes(
         *manifest_notes(files),
         unnamed_tests_note(files, commands, binding, lock) if tests else None,
         _other_parts_note(command, commands, runs) if tests else None,
+        bundled_tests_note(files, commands) if tests else None,
         project.snapshot_note(command.paths) if tests else None,
         only_note(files, command.paths) if tests else None,
         scripts_test_note(files) if tests else None,
@@ -80,9 +83,10 @@ def unnamed_tests_note(
 ) -> str | None:
     """The sentence for the files sent that bare `bun test` would run and no test command
     of the Binding names (a test file added since `init`): sent, yet never run, which the
-    counts alone (`1 run, 1 passed`) do not show."""
-    named = {path for policy in commands.values() if policy.kind == "test" for path in policy.paths}
-    unnamed = sorted(path for path in files if bun_runs_as_test(path) and path not in named)
+    counts alone (`1 run, 1 passed`) do not show. A test whose bundle a command runs is
+    run that way (`bundled_tests_note`), never asked to be added back."""
+    named = _named_tests(commands)
+    unnamed = [path for path in _unnamed(files, named) if bundle_path(path) not in named]
     if not unnamed:
         return None
     count = len(unnamed)
@@ -154,6 +158,37 @@ def _other_parts_note(
     )
 
 
+def bundled_tests_note(
+    files: Mapping[str, str], commands: Mapping[str, CommandPolicy]
+) -> str | None:
+    """The sentence for the test files sent that no command names but whose bundle
+    (`bundled/<name>.js`, as the dependency note's `bun build` writes it) a test command
+    runs: their tests run through the bundle, and the source need not be sent."""
+    named = _named_tests(commands)
+    sources = [path for path in _unnamed(files, named) if bundle_path(path) in named]
+    if not sources:
+        return None
+    one = len(sources) == 1
+    bundles = _some([bundle_path(path) for path in sources])
+    excludes = " ".join(f"--exclude {shlex.quote('/' + path)}" for path in sources)
+    they, bundle, each = ("it", "its bundle", "the") if one else ("them", "their bundles", "each")
+    return (
+        f"{_some(sources)} {'is' if one else 'are'} named by no command of the Binding but run "
+        f"through {bundle} ({bundles}), which a test command names: nothing to add back; "
+        f"{each} bundle holds what its tests need, so you may leave {they} out of the "
+        f"candidate: {excludes} (docs/binding.md#bundling)"
+    )
+
+
+def _named_tests(commands: Mapping[str, CommandPolicy]) -> set[str]:
+    """Every test path a test command of the Binding names."""
+    return {path for policy in commands.values() if policy.kind == "test" for path in policy.paths}
+
+
+def _unnamed(files: Mapping[str, str], named: set[str]) -> list[str]:
+    """The files sent that bare `bun test` would run and no test command names, sorted."""
+    return sorted(path for path in files if bun_runs_as_test(path) and path not in named)
+
+
 def _some(paths: list[str]) -> str:
-    more = f" and {len(paths) - _NAMED} more" if len(paths) > _NAMED else ""
-    return ", ".join(paths[:_NAMED]) + more
+    return some(paths, _NAMED)

@@ -321,9 +321,12 @@ def package_name(specifier: str) -> str | None:
 
 def package_imports(files: Mapping[str, str]) -> PackageImports:
     """Every package a source file in `files` imports by name (the JSX runtime included),
-    but Bun's built-in modules (`bunbuiltins.py`), which no install provides."""
+    but Bun's built-in modules (`bunbuiltins.py`), which no install provides, and a
+    specifier the importing file's nearest tsconfig.json (with what it `extends`) maps to a
+    candidate file: Bun loads that file, never node_modules/ (`_Follow`, as the import walk)."""
     tsconfig = _TSCONFIG_SOURCE.search(files.get("tsconfig.json", ""))
     jsx_source = tsconfig.group(1) if tsconfig is not None else "react"
+    follow = _Follow(files)
     by_specifier: dict[str, set[str]] = {}
     computed: list[str] = []
     for path, text in sorted(files.items()):
@@ -342,8 +345,9 @@ def package_imports(files: Mapping[str, str]) -> PackageImports:
         for specifier in specifiers:
             name = package_name(specifier)
             # Bun's own `events` is what loads, whatever package.json declares.
-            if name is not None and not is_builtin(specifier):
-                by_specifier.setdefault(specifier, set()).add(path)
+            if name is None or is_builtin(specifier) or follow.target(path, specifier):
+                continue
+            by_specifier.setdefault(specifier, set()).add(path)
         if _COMPUTED.search(code):
             computed.append(path)
     return PackageImports.of(by_specifier, computed)

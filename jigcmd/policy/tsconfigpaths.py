@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from jigcmd.jsonio import strict
 from jigcmd.policy.relaxedjson import load_relaxed
 
-__all__ = ["CONFIGS", "Aliases", "Unknown"]
+__all__ = ["CONFIGS", "Aliases", "Unknown", "config_files"]
 
 # The files Bun takes a directory's mapping from, the first one found.
 CONFIGS = ("tsconfig.json", "jsconfig.json")
@@ -49,6 +49,17 @@ class _Mapping:
 
 # One file's `compilerOptions` with the file, or why a file it extends cannot be read.
 _Layer = tuple[str, Mapping[str, object]] | Unknown
+
+
+def config_files(files: Mapping[str, str]) -> set[str]:
+    """Every config of `files` Bun may read a mapping from, and the candidate files each
+    `extends`: what a subset of the candidate must keep for `Aliases` to read it the same."""
+    aliases = Aliases(files)
+    found: set[str] = set()
+    for config in (path for path in files if posixpath.basename(path) in CONFIGS):
+        layers = aliases._layers(config, 0)
+        found.update(layer[0] for layer in layers if not isinstance(layer, Unknown))
+    return found
 
 
 class Aliases:

@@ -169,9 +169,11 @@ def test_init_says_what_bun_would_have_that_the_envelope_has_not(tmp_path: Path)
         "workspace package (@mono/core: packages/web/index.ts) that the commands' files "
         "import: none is installed when a command runs"
     ) in done.stderr
-    # The bundling example is for the test that reaches the import, ready to paste.
+    # The bundling example is for each command's file that reaches an import, ready to paste
+    # (the entry point's without `--external bun:test`).
     assert (
-        "`bun build test/a.test.ts --outdir bundled --target bun --external bun:test --minify`"
+        "`bun build test/a.test.ts --outdir bundled --target bun --external bun:test --minify "
+        "&& bun build src/index.ts --outdir bundled --target bun --minify`"
     ) in done.stderr
     assert "docs/binding.md#dependencies-and-workspaces" in done.stderr
     assert (
@@ -277,8 +279,10 @@ def test_init_makes_workspace_members_bin_scripts_commands_without_collisions(
 
 
 def test_init_names_no_workspace_package_tsconfig_maps_to_its_source(tmp_path: Path) -> None:
-    """Once tsconfig.json's `paths` maps `@mono/core` (the note's own fix), Bun resolves it
-    without node_modules/, so only the package still missing is named."""
+    """Once tsconfig.json's `paths` maps `@mono/core` (the note's own fix) to a candidate
+    file, Bun resolves it without node_modules/, so only the package still missing is named;
+    a mapping to a file the candidate lacks is not enough (Bun 1.4.2 then looks in
+    node_modules/)."""
     root = project(
         tmp_path / "mono",
         {
@@ -287,6 +291,7 @@ def test_init_names_no_workspace_package_tsconfig_maps_to_its_source(tmp_path: P
             "tsconfig.json": '{\n  // Bun reads these\n  "compilerOptions": {"paths": '
             '{"@mono/core": ["./packages/core/src/index.ts"], "@mono/ui/*": ["./ui/*"],},},\n}',
             "packages/core/src/index.ts": "export const core = 1;",
+            "ui/button.ts": "export const button = 1;",
             "test/a.test.ts": 'import { core } from "@mono/core";\nimport "@mono/ui/button";\n'
             'import { z } from "zod";\n',
         },
@@ -295,6 +300,9 @@ def test_init_names_no_workspace_package_tsconfig_maps_to_its_source(tmp_path: P
     assert done.returncode == 0, done.stderr
     assert "package.json declares 1 dependency (zod: test/a.test.ts) that" in done.stderr
     assert "@mono/" not in done.stderr
+    (root / "ui" / "button.ts").unlink()
+    done = jigcmd("init", str(root))
+    assert "1 workspace package (@mono/ui: test/a.test.ts)" in done.stderr
 
 
 def test_a_project_without_a_test_file_is_told_why_it_has_no_tests_command(

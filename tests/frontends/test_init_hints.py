@@ -110,31 +110,36 @@ def _deps(root: Path, installed: list[str]) -> Path:
     return project(root, files)
 
 
-def test_the_bundling_example_names_a_file_whose_packages_the_host_has(tmp_path: Path) -> None:
-    """Not the first test, whose package no node_modules/ holds (`bun build` fails on it)."""
+def test_the_bundling_example_builds_every_test_reaching_a_package(tmp_path: Path) -> None:
+    """Both tests reach a package: one `bun build` each, so that one paste makes every
+    bundle; `bun install` comes first, for the host lacks absent-pkg (`bun build` fails on
+    it)."""
     root = _deps(tmp_path / "p2", ["tiny-pad"])
-    done = jigcmd("init", str(root))
-    assert done.returncode == 0, done.stderr
-    assert "bun build test/missing.test.ts" not in done.stderr
-    assert (
-        "or bundle on the host, `bun build test/pad.test.ts --outdir bundled --target bun "
-        "--external bun:test --minify`, and name the bundle instead; absent-pkg is not in the "
-        "host's node_modules/ either: `bun install` first to bundle a file importing it "
-        "(docs/binding.md#dependencies-and-workspaces)"
-    ) in done.stderr
-
-
-def test_with_no_package_on_the_host_the_bundling_example_says_to_install_first(
-    tmp_path: Path,
-) -> None:
-    root = _deps(tmp_path / "p2", [])
     done = jigcmd("init", str(root))
     assert done.returncode == 0, done.stderr
     assert (
         "or bundle on the host once `bun install` has put absent-pkg in its node_modules/ "
         "(not there now, so `bun build test/missing.test.ts --outdir bundled --target bun "
-        "--external bun:test --minify` cannot resolve it), and name the bundle instead"
+        "--external bun:test --minify && bun build test/pad.test.ts --outdir bundled --target "
+        "bun --external bun:test --minify` cannot resolve it), and name each bundle "
+        "(bundled/missing.test.js, bundled/pad.test.js) instead of its file "
+        "(docs/binding.md#dependencies-and-workspaces)"
     ) in done.stderr
+
+
+def test_with_every_package_on_the_host_the_bundling_example_runs_as_it_is(
+    tmp_path: Path,
+) -> None:
+    root = _deps(tmp_path / "p2", ["tiny-pad", "absent-pkg"])
+    done = jigcmd("init", str(root))
+    assert done.returncode == 0, done.stderr
+    assert (
+        "or bundle on the host, `bun build test/missing.test.ts --outdir bundled --target bun "
+        "--external bun:test --minify && bun build test/pad.test.ts --outdir bundled --target "
+        "bun --external bun:test --minify`, and name each bundle (bundled/missing.test.js, "
+        "bundled/pad.test.js) instead of its file (docs/binding.md#dependencies-and-workspaces)"
+    ) in done.stderr
+    assert "bun install" not in done.stderr
 
 
 def test_a_split_suite_is_said_on_stderr_and_every_part_gets_its_run_line(
