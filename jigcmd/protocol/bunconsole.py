@@ -8,10 +8,11 @@ so, Bun writes no report at all. Its stderr alone says so: the file's `path:` li
 error also counts as a fail. Without this the summary said "0 failed" for a run Bun failed.
 
 The console is the candidate's output as much as the report is, so this is read only to
-explain a run the host saw fail (a non-zero exit code, the fact): a candidate that prints a
-fake footer can make its failed run look worse, never a passing one look failed, nor a failed
-one look passed. After an exit 0 it only says why a report is missing (`no_test_ran`,
-`has_footer`), as the console's word, or that the report lists failures all the same.
+explain a run the host saw fail (a non-zero exit code, or a runner killed or stopped: the
+fact): a candidate that prints a fake footer can make its failed run look worse, never a
+passing one look failed, nor a failed one look passed. After an exit 0 it only says why a
+report is missing (`no_test_ran`, `has_footer`), as the console's word, or that the report
+lists failures all the same.
 Pure: text in, counts out, bounded by what it keeps.
 
 Past its 64 KiB cap stderr's retained text is its beginning, not its end: the footer is then
@@ -83,15 +84,13 @@ def unlisted(
     *,
     test_files: Collection[str] = (),
 ) -> Unlisted:
-    """What the report misses of a run that exited `exit_code`.
+    """What the report misses of a run that exited `exit_code` (None: killed or stopped).
 
     `listed_failures`: the failed tests the report lists (None: there is no report).
     `tail`: the end of stderr when it passed its cap ("" when `stderr` is all of it).
     `test_files`: the files the command runs (`command_files`), the only names the reason
     quotes (none by default: a header is then only counted).
     """
-    if exit_code is None:
-        return Unlisted()
     if exit_code == 0:
         # A report listing failures after an exit 0 (a test's `process.exit(0)` after them):
         # the candidate's word can only make its run look worse, so it is said, never dropped.
@@ -102,6 +101,7 @@ def unlisted(
             reason=f"the runner exited with code 0, yet its report lists {listed_failures} "
             f"failed test{plural}; see stderr"
         )
+    # A run that failed: a non-zero exit, or a runner killed or stopped (exit_code None).
     files = _unhandled_files(stderr)
     counted = _footer_errors(tail or stderr)
     errors = max(counted or 0, len(files))
@@ -111,7 +111,7 @@ def unlisted(
         kept = tuple(_short(file, _NAME_MAX) for file in padded)
         reason = _errors_reason(errors, files, test_files)
         return Unlisted(errors=errors, files=kept, reason=reason)
-    if listed_failures == 0:
+    if listed_failures == 0 and exit_code is not None:
         return Unlisted(
             reason=f"the runner exited with code {exit_code} but its report lists no failed "
             "test; see stderr"

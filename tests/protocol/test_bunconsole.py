@@ -41,7 +41,14 @@ def test_a_file_that_did_not_load_is_counted_and_named() -> None:
 def test_a_passing_run_has_nothing_unlisted_whatever_it_printed() -> None:
     """Exit 0 is the host's fact: a candidate printing the header cannot make it look failed."""
     assert unlisted(MIX, 0, 0) == Unlisted()
-    assert unlisted(MIX, None, None) == Unlisted()
+
+
+def test_a_killed_or_stopped_run_is_read_as_a_failed_one() -> None:
+    """No exit code (a signal, the deadline): the run failed, its errors are counted."""
+    found = unlisted(MIX, None, 0, test_files=FILES)
+    assert (found.errors, found.files) == (1, ("test/bad.test.ts",))
+    # No report at all (`problem` says why), nothing printed: nothing to add here.
+    assert unlisted("", None, None) == Unlisted()
 
 
 def test_a_footer_counting_more_errors_than_headers_names_the_rest_with_no_file() -> None:
