@@ -126,3 +126,22 @@ async def test_the_omitted_count_of_a_stream_that_is_not_utf8_says_it_counts_tex
     assert "the count omitted is of the text" in header
     assert f"[… {stdout['omittedBytes']:,} bytes of the text omitted …]" in lines
     assert _verified(state, tmp_path, ran)[-1] == "verified"
+
+
+async def test_a_command_of_several_test_files_says_every_file_they_import(
+    tmp_path: Path,
+) -> None:
+    """`tools/list`: "they import" after two files, "it imports" after one, in the tool's
+    description and its `files` argument's alike (round 32, tester mcp, finding 5)."""
+    binding = admit_example(tmp_path, 'two = { test = ["test/a.test.ts", "test/b.test.ts"] }\n')
+    async with client(binding, tmp_path / "state") as session:
+        tools = {tool.name: tool for tool in (await session.list_tools()).tools}
+    two, one = tools["two"], tools["tests"]
+    assert "`test/a.test.ts` and `test/b.test.ts` and every file they import:" in (
+        two.description or ""
+    )
+    files = two.input_schema["properties"]["files"]["description"]
+    assert files.endswith("needs `test/a.test.ts`, `test/b.test.ts`, and every file they import.")
+    assert "`test/project.test.ts` and every file it imports:" in (one.description or "")
+    files = one.input_schema["properties"]["files"]["description"]
+    assert files.endswith("needs `test/project.test.ts`, and every file it imports.")
