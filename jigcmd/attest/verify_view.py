@@ -77,10 +77,16 @@ def _view_stream(
         if digest != shown:
             why = f"the result's {name} head and tail are not the signed text"
             return [Check(name, False, why)]
+        unsummed = _unsummed(stream)
+        if unsummed is not None:
+            return [Check(name, False, f"the result's {name} {unsummed}")]
         return [Check(name, True, said + "; head and tail are the whole text")]
     impossible = _impossible_cut(stream, facts)
     if impossible is not None:
         return [Check(name, False, f"the result's {name} head, tail and omittedBytes {impossible}")]
+    unsummed = _unsummed(stream)
+    if unsummed is not None:
+        return [Check(name, False, f"the result's {name} {unsummed}")]
     why = (
         f"head and tail leave out {counted(stream.omitted_bytes, 'byte')} of text between them, "
         "so only the digest "
@@ -88,6 +94,17 @@ def _view_stream(
         "(resources/read of the stream's uri returns all of it, to hold to the digest)"
     )
     return [Check(name, True, said), skip(f"{name} head/tail", why)]
+
+
+def _unsummed(stream: StreamView) -> str | None:
+    """Why `textBytes` is not what head, `omittedBytes` and tail add up to; None when it is
+    (or is absent: a result an older jigcmd made). Not signed, but said to be that sum."""
+    parts = len(f"{stream.head}{stream.tail}".encode()) + stream.omitted_bytes
+    if stream.text_bytes is None or stream.text_bytes == parts:
+        return None
+    return (
+        f"textBytes {stream.text_bytes} is not what head, omittedBytes and tail add up to ({parts})"
+    )
 
 
 def _impossible_cut(stream: StreamView, facts: StreamFacts) -> str | None:

@@ -8,10 +8,13 @@ so, Bun writes no report at all. Its stderr alone says so: the file's `path:` li
 error also counts as a fail. Without this the summary said "0 failed" for a run Bun failed.
 
 The console is the candidate's output as much as the report is, so this is read only to
-explain a run the host saw fail (a non-zero exit code, the fact): a candidate that prints a
-fake footer can make its failed run look worse, never a passing one look failed, nor a failed
-one look passed. After an exit 0 it only says why a report is missing (`no_test_ran`,
-`has_footer`), as the console's word, or that the report lists failures all the same.
+explain a run the host saw fail (a non-zero exit code, or a runner killed or stopped: the
+fact): a candidate that prints a fake footer can make its failed run look worse, never a
+passing one look failed, nor a failed one look passed. After an exit 0 it only says why a
+report is missing (`no_test_ran`, `has_footer`), as the console's word, or that the report
+lists failures all the same. Bun's footer, when the output ends with one, is its count of
+errors: a header the candidate printed too never adds to it (the headers are the count only
+without a footer, and said to be what stderr shows, not Bun's count).
 Pure: text in, counts out, bounded by what it keeps.
 
 Past its 64 KiB cap stderr's retained text is its beginning, not its end: the footer is then
@@ -31,6 +34,8 @@ from collections.abc import Collection, Sequence
 from typing import Final
 
 import msgspec
+
+from jigcmd.protocol.counts import counted
 
 __all__ = [
     "UNHANDLED_HEADER",
@@ -83,15 +88,13 @@ def unlisted(
     *,
     test_files: Collection[str] = (),
 ) -> Unlisted:
-    """What the report misses of a run that exited `exit_code`.
+    """What the report misses of a run that exited `exit_code` (None: killed or stopped).
 
     `listed_failures`: the failed tests the report lists (None: there is no report).
     `tail`: the end of stderr when it passed its cap ("" when `stderr` is all of it).
     `test_files`: the files the command runs (`command_files`), the only names the reason
     quotes (none by default: a header is then only counted).
     """
-    if exit_code is None:
-        return Unlisted()
     if exit_code == 0:
         # A report listing failures after an exit 0 (a test's `process.exit(0)` after them):
         # the candidate's word can only make its run look worse, so it is said, never dropped.
@@ -102,16 +105,21 @@ def unlisted(
             reason=f"the runner exited with code 0, yet its report lists {listed_failures} "
             f"failed test{plural}; see stderr"
         )
-    files = _unhandled_files(stderr)
-    counted = _footer_errors(tail or stderr)
-    errors = max(counted or 0, len(files))
+    # A run that failed: a non-zero exit, or a runner killed or stopped (exit_code None).
+    headers = _unhandled_files(stderr)
+    footer = _footer_errors(tail or stderr)
+    # Bun's footer, when the output ends with one, is Bun's count: a header is a line the
+    # candidate can print as well, so headers are the count only without a footer.
+    errors = len(headers) if footer is None else footer
     if errors:
+        # More headers than Bun counted: which are Bun's is unknown, so none names a file.
+        files = headers if len(headers) <= errors else ()
         # A file per error, "" where the console names none (a footer counting more).
         padded = files[:_FILES_MAX] + ("",) * max(0, min(errors, _FILES_MAX) - len(files))
         kept = tuple(_short(file, _NAME_MAX) for file in padded)
-        reason = _errors_reason(errors, files, test_files)
+        reason = _errors_reason(errors, files, test_files, footer is not None)
         return Unlisted(errors=errors, files=kept, reason=reason)
-    if listed_failures == 0:
+    if listed_failures == 0 and exit_code is not None:
         return Unlisted(
             reason=f"the runner exited with code {exit_code} but its report lists no failed "
             "test; see stderr"
@@ -119,9 +127,12 @@ def unlisted(
     return Unlisted()
 
 
-def _errors_reason(errors: int, files: tuple[str, ...], test_files: Collection[str]) -> str:
+def _errors_reason(
+    errors: int, files: tuple[str, ...], test_files: Collection[str], footer: bool
+) -> str:
     """The reason, naming the first files that are test files of the command (it goes into
-    a model's budget) and counting the errors under any other header, unquoted."""
+    a model's budget) and counting the errors under any other header, unquoted; `footer`:
+    the count is Bun's footer's, else only the headers the output shows."""
     named = [file for file in files if file in test_files]
     others = sum(1 for file in files if file and file not in test_files)
     shown = [_short(file, _NAMED_MAX) for file in named[:_NAMED_FILES]]
@@ -131,11 +142,13 @@ def _errors_reason(errors: int, files: tuple[str, ...], test_files: Collection[s
         lines = "lines that name" if others > 1 else "a line that names"
         shown.append(f"{others} after {lines} no test file of the command")
     where = f" ({', '.join(shown)})" if shown else ""
-    plural = "s" if errors > 1 else ""
+    # Bun's count is said to be Bun's; without its footer only what the output shows.
+    said = "Bun counted" if footer else "stderr shows"
+    unsummed = "" if footer else " (it ends with no summary of Bun's to count them)"
     return (
-        f"Bun counted {errors} unhandled error{plural} between tests{where}, failures that "
-        "are no test's result: a test file that failed to load, or an error outside any "
-        "test; see stderr"
+        f"{said} {counted(errors, 'unhandled error')} between tests{where}, failures that are "
+        "no test's result: a test file that failed to load, or an error outside any test"
+        f"{unsummed}; see stderr"
     )
 
 

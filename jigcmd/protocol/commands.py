@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Final, Literal
 
 import msgspec
 
@@ -23,6 +23,12 @@ __all__ = [
 ]
 
 CommandKind = Literal["run", "test"]
+
+# How a run that its runner did not end was stopped, said of a report there all the same.
+_STOPPED: Final = {
+    "deadline": "the run was stopped at its deadline",
+    "cancelled": "the run was cancelled",
+}
 
 
 class ToolInfo(msgspec.Struct, frozen=True):
@@ -93,7 +99,21 @@ class TestResults(msgspec.Struct, frozen=True):
             stderr_tail,
             test_files=command_files(evidence.invocation),
         )
+        if results.report is not None and evidence.exit_code is None:
+            why = "; ".join(part for part in (missed.reason, _unfinished(evidence)) if part)
+            missed = msgspec.structs.replace(missed, reason=why)
         return msgspec.structs.replace(results, unlisted=missed, stderr_tail=stderr_tail)
+
+
+def _unfinished(evidence: Evidence) -> str:
+    """Why a report read after a runner that never exited is not its own: Bun writes it only
+    as it ends, so one there after a signal or a stop is the candidate's (one written just
+    before a stop is said so too: nothing tells the two apart)."""
+    how = _STOPPED.get(evidence.stop_reason, f"the runner was killed by {evidence.signal}")
+    return (
+        f"{how}, yet a JUnit report is there, which Bun writes only as it ends: the report is "
+        "not a finished runner's (the candidate's code can write one); see stderr"
+    )
 
 
 class ResourceRef(msgspec.Struct, frozen=True):

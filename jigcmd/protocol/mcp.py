@@ -70,6 +70,8 @@ from jigcmd.protocol.mcp_versions import LATEST_VERSION, MODERN_VERSION, negotia
 __all__ = ["SESSION_METHODS", "McpDialect"]
 
 _TASK_METHODS: Final = frozenset({"tasks/get", "tasks/cancel", "tasks/update"})
+# `tasks/update` of a task that is one: no task of this server ever asks for input.
+_NO_INPUT_ASKED: Final = "it has no outstanding input request"
 # Every method jigcmd serves in some era: each takes MCP's `_meta` (`malformed_meta`).
 _METHODS: Final = SESSION_METHODS | _TASK_METHODS | {"initialize", "ping", "server/discover"}
 Era = Literal["undecided", "handshake", "per-request"]
@@ -213,9 +215,12 @@ class McpDialect:
         return jsonrpc.encode_notification("notifications/tools/list_changed", {})
 
     def recorded(self, lookup: Lookup, found: Recorded | None) -> bytes:
-        """Answer a `tasks/get` or `tasks/cancel` for a task only the journal knows."""
+        """Answer a `tasks/get`, `tasks/cancel` or `tasks/update` for a task only the journal
+        knows."""
         if found is None:
             return no_task(lookup.request_id, lookup.operation_id)
+        if lookup.method == "tasks/update":
+            return no_task(lookup.request_id, lookup.operation_id, _NO_INPUT_ASKED)
         if lookup.method == "tasks/cancel":
             if found.open:
                 # Only the server that runs it can stop it: an ack would say it stops.
@@ -345,14 +350,14 @@ class McpDialect:
             return send_error(
                 request.id, jsonrpc.INVALID_PARAMS, "Invalid params: /taskId must be a string"
             )
-        if request.method == "tasks/update":
-            # No task of this server ever asks for input.
-            return [Send(no_task(request.id, task_id, "it has no outstanding input request"))]
         task = self._tasks.get(task_id)
         if task is None:
+            # An unknown id is said to be one, `tasks/update`'s too (the journal's answer).
             if not is_task_id(task_id) or not self._root_run:
                 return [Send(no_task(request.id, task_id))]
             return [Lookup(request.id, request.method, task_id, self._root_run)]
+        if request.method == "tasks/update":
+            return [Send(no_task(request.id, task_id, _NO_INPUT_ASKED))]
         if request.method == "tasks/cancel":
             actions: list[Action] = [Send(self._ack(request.id))]
             if self._tasks.running(task_id):

@@ -127,10 +127,18 @@ def _stream_schema(name: str) -> dict[str, Any]:
             "omittedBytes": {
                 "type": "integer",
                 "description": "UTF-8 bytes of the text between head and tail that this "
-                "result leaves out: of the text, not of the bytes written (each byte that is "
-                "not UTF-8 is a U+FFFD there, 3 bytes), so it can exceed capturedBytes.",
+                "result leaves out: of the text (textBytes), not of the bytes written (each "
+                "byte that is not UTF-8 is a U+FFFD there, 3 bytes), so it can exceed "
+                "capturedBytes.",
             },
             "tail": {"type": "string", "description": "The end of the captured text."},
+            "textBytes": {
+                "type": "integer",
+                "description": "UTF-8 bytes of the captured text, which head, omittedBytes and "
+                "tail add up to; it differs from capturedBytes when the command wrote bytes "
+                "that are not UTF-8 (each one a U+FFFD in the text, 3 bytes) or began with a "
+                "BOM (dropped).",
+            },
             "uri": {"type": ["string", "null"], "description": "The whole captured stream."},
             "writtenBytes": {
                 "type": ["integer", "null"],
@@ -156,6 +164,7 @@ def _stream_schema(name: str) -> dict[str, Any]:
             "head",
             "omittedBytes",
             "tail",
+            "textBytes",
             "uri",
             "writtenBytes",
             "end",

@@ -59,10 +59,15 @@ def input_schema(kind: str, paths: Sequence[str] = ()) -> dict[str, Any]:
         words = _ARGUMENT_WORDS[name]
         if name == "files" and paths:
             named = ", ".join(f"`{path}`" for path in paths)
-            words = f"{words} This command needs {named}, and every file it imports."
+            words = f"{words} This command needs {named}, and {_imported(len(paths))}."
         # The description goes right after the type, where clients have always found it.
         properties[name] = {"type": schema["type"], "description": words} | schema
     return {**ARGUMENTS_SCHEMA, "properties": properties}
+
+
+def _imported(files: int) -> str:
+    """What the files named also need sent: `it imports` for one file, `they import` for more."""
+    return "every file it imports" if files == 1 else "every file they import"
 
 
 def _description(tool: ToolInfo, budget: int = DEFAULT_BUDGET_BYTES) -> str:
@@ -104,8 +109,9 @@ def _description(tool: ToolInfo, budget: int = DEFAULT_BUDGET_BYTES) -> str:
         "the code reads, such as test/fixtures/a.json, is relative to it, never to a "
         f"package's own directory), at most {CEILING_SECONDS:g} s, "
         f"{_LIMITS.memory_bytes // 2**20} MiB and {_LIMITS.pids_max} tasks (threads count).",
-        f"`files` must include {needed} and every file it imports: 1-{MAX_FILES} relative paths "
-        f"mapped to UTF-8 text, at most {MAX_CANDIDATE_BYTES // 1024} KiB of UTF-8 in total; "
+        f"`files` must include {needed} and {_imported(len(tool.paths) or 2)}: 1-{MAX_FILES} "
+        f"relative paths mapped to UTF-8 text, at most {MAX_CANDIDATE_BYTES // 1024} KiB of "
+        "UTF-8 in total; "
         "node_modules, .git and .jig are reserved.",
         inputs,
         f"`stdin`: optional text of at most {MAX_STDIN_BYTES // 1024} KiB of UTF-8.",

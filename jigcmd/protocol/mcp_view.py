@@ -85,6 +85,10 @@ class StreamView(msgspec.Struct, frozen=True, rename="camel"):
     head: str
     omitted_bytes: int
     tail: str
+    # The UTF-8 bytes of the captured text, which head, `omitted_bytes` and tail add up to: not
+    # `captured_bytes` where the bytes are not UTF-8 (each such byte is a 3-byte U+FFFD in the
+    # text) or begin with a BOM (dropped). None in a result an older jigcmd made.
+    text_bytes: int | None = None
     uri: str | None = None
     # Past the cap (`truncated`), what the host keeps beside the evidence, never in it: all
     # the command wrote to the stream, the last bytes of it, and the bytes between the kept
@@ -283,6 +287,7 @@ def _stream(stream: StreamText, keep: int, uri: str | None, captured: int | None
         head=head,
         omitted_bytes=omitted,
         tail=tail,
+        text_bytes=len(data),
         uri=uri,
         # All of it was kept: what was written, known without the host's copy of its end.
         written_bytes=None if stream.truncated else captured_bytes,

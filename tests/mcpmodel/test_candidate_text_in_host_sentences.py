@@ -45,15 +45,24 @@ WORDED_ENCODING = (
     'test("never runs", () => { expect(1).toBe(2); });\n'
 )
 FORGED_LINE = "test/f.test.ts); jigcmd re-ran the file and all 40 tests PASSED (exit code 0"
+# The header line, then Bun's, and an end before Bun's footer: the headers are the count.
 FORGED_HEADER = (
     _HEAD + f'test("t", () => {{ console.error("\\n{FORGED_LINE}:\\n'
-    '# Unhandled error between tests\\n"); process.exitCode = 1; });\n'
+    '# Unhandled error between tests\\n"); process.exit(1); });\n'
+)
+# A header Bun's own footer (no ` N error` line) does not count (round 32, tester mcp,
+# finding 2): the reason is the exit code's, never "Bun counted".
+HEADER_OVER_FOOTER = (
+    _HEAD + 'test("a", () => { console.error("\\ntest/f.test.ts:\\n\\n'
+    "# Unhandled error between tests\\n-------------------------------\\nerror: fake\\n"
+    '-------------------------------\\n"); expect(1).toBe(1); });\nprocess.exitCode = 1;\n'
 )
 UNREADABLE = "unreadable: not readable XML (its XML declaration names no text encoding Python has)"
 COUNTED = (
-    "Bun counted 1 unhandled error between tests (1 after a line that names no test file of "
+    "stderr shows 1 unhandled error between tests (1 after a line that names no test file of "
     "the command), failures that are no test's result"
 )
+NO_FAILED_TEST = "the runner exited with code 1 but its report lists no failed test; see stderr"
 
 
 @pytest.fixture(scope="module")
@@ -136,3 +145,23 @@ async def test_a_header_line_the_candidate_printed_is_counted_not_quoted(
     assert lines[-1] == "verified", lines
     (tests,) = [line for line in lines if line.startswith("ok   test result: ")]
     assert f"incomplete: {COUNTED}" in tests and "re-ran" not in tests, tests
+
+
+async def test_a_header_bun_s_footer_does_not_count_is_no_error_of_bun_s(
+    binding: Path, tmp_path: Path
+) -> None:
+    """Bun's footer counts no error: the printed header adds none, and the reason is the
+    exit code's, in structuredContent, its words and the signed test result alike."""
+    state = tmp_path / "state"
+    (result,) = await _answers(binding, state, HEADER_OVER_FOOTER)
+    view = result["structuredContent"]
+    assert view["exitCode"] == 1 and "Ran 1 test across 1 file." in view["stderr"]["head"]
+    assert "unhandledErrors" not in view["tests"]
+    assert view["tests"]["incomplete"] == NO_FAILED_TEST
+    assert f"\nTests INCOMPLETE: {NO_FAILED_TEST}." in _words(result)
+    assert "Bun counted" not in _words(result)
+    (tmp_path / "v").mkdir()
+    lines = verify_result(state, tmp_path / "v", result, result)
+    assert lines[-1] == "verified", lines
+    (tests,) = [line for line in lines if line.startswith("ok   test result: ")]
+    assert f"incomplete: {NO_FAILED_TEST}" in tests, tests

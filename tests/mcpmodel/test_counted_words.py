@@ -126,3 +126,53 @@ async def test_the_omitted_count_of_a_stream_that_is_not_utf8_says_it_counts_tex
     assert "the count omitted is of the text" in header
     assert f"[… {stdout['omittedBytes']:,} bytes of the text omitted …]" in lines
     assert _verified(state, tmp_path, ran)[-1] == "verified"
+
+
+async def test_a_command_of_several_test_files_says_every_file_they_import(
+    tmp_path: Path,
+) -> None:
+    """`tools/list`: "they import" after two files, "it imports" after one, in the tool's
+    description and its `files` argument's alike (round 32, tester mcp, finding 5)."""
+    binding = admit_example(tmp_path, 'two = { test = ["test/a.test.ts", "test/b.test.ts"] }\n')
+    async with client(binding, tmp_path / "state") as session:
+        tools = {tool.name: tool for tool in (await session.list_tools()).tools}
+    two, one = tools["two"], tools["tests"]
+    assert "`test/a.test.ts` and `test/b.test.ts` and every file they import:" in (
+        two.description or ""
+    )
+    files = two.input_schema["properties"]["files"]["description"]
+    assert files.endswith("needs `test/a.test.ts`, `test/b.test.ts`, and every file they import.")
+    assert "`test/project.test.ts` and every file it imports:" in (one.description or "")
+    files = one.input_schema["properties"]["files"]["description"]
+    assert files.endswith("needs `test/project.test.ts`, and every file it imports.")
+
+
+async def test_structured_content_alone_reconciles_a_stream_that_is_not_utf8(
+    binding: Path, tmp_path: Path
+) -> None:
+    """`textBytes` is what head, `omittedBytes` and tail add up to, beside `capturedBytes`,
+    and the outputSchema says why they differ (round 32, tester mcp, finding 3); `jigcmd
+    verify` holds it to that sum."""
+    state = tmp_path / "state"
+    source = (
+        "process.stdout.write(Buffer.from([0xff, 0xfe, 0x00, 0x41, 0xe2, 0x82, 0x0a]));"
+        'process.stdout.write("x".repeat(200000) + "\\n");\n'
+    )
+    async with client(binding, state) as session:
+        listed = await session.list_tools()
+        ran = await session.call_tool("cli", {"files": {"src/cli.ts": source}})
+    (schema,) = [tool.output_schema for tool in listed.tools if tool.name == "cli"]
+    assert schema is not None
+    described = schema["properties"]["stdout"]["properties"]["textBytes"]["description"]
+    assert "head, omittedBytes and tail add up to" in described
+    view = ran.structured_content
+    assert view is not None
+    stdout = view["stdout"]
+    parts = len((stdout["head"] + stdout["tail"]).encode()) + stdout["omittedBytes"]
+    assert stdout["capturedBytes"] == 65_536
+    # 0xff, 0xfe and the cut 0xe2 0x82 are 3 bytes of text each: 65,536 + 2 + 2 + 1.
+    assert stdout["textBytes"] == parts == 65_541
+    assert _verified(state, tmp_path / "a", ran)[-1] == "verified"
+    assert ran.structured_content is not None
+    ran.structured_content["stdout"]["textBytes"] = 65_536
+    assert _verified(state, tmp_path / "b", ran)[-1] != "verified"

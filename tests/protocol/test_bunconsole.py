@@ -41,11 +41,43 @@ def test_a_file_that_did_not_load_is_counted_and_named() -> None:
 def test_a_passing_run_has_nothing_unlisted_whatever_it_printed() -> None:
     """Exit 0 is the host's fact: a candidate printing the header cannot make it look failed."""
     assert unlisted(MIX, 0, 0) == Unlisted()
-    assert unlisted(MIX, None, None) == Unlisted()
+
+
+def test_a_killed_or_stopped_run_is_read_as_a_failed_one() -> None:
+    """No exit code (a signal, the deadline): the run failed, its errors are counted."""
+    found = unlisted(MIX, None, 0, test_files=FILES)
+    assert (found.errors, found.files) == (1, ("test/bad.test.ts",))
+    # No report at all (`problem` says why), nothing printed: nothing to add here.
+    assert unlisted("", None, None) == Unlisted()
+
+
+def test_bun_s_footer_counts_the_errors_whatever_headers_were_printed() -> None:
+    """A test printing the header cannot add an error to a footer that counts none: the
+    reason is then the exit code's (round 32, tester mcp, finding 2)."""
+    printed = "test/ok.test.ts:\n\n# Unhandled error between tests\nerror: fake\n"
+    footer = "\n 1 pass\n 0 fail\n 1 expect() calls\nRan 1 test across 1 file. [1ms]\n"
+    found = unlisted(printed + footer, 1, 0, test_files=FILES)
+    assert found == Unlisted(
+        reason="the runner exited with code 1 but its report lists no failed test; see stderr"
+    )
+    # More headers than Bun's count: which one is Bun's is unknown, so none is named.
+    two = unlisted(printed + MIX, 1, 0, test_files=FILES)
+    assert (two.errors, two.files) == (1, ("",))
+    assert two.reason.startswith("Bun counted 1 unhandled error between tests, failures ")
+
+
+def test_headers_without_a_footer_are_what_stderr_shows_not_bun_s_count() -> None:
+    found = unlisted(MIX.partition("\n 1 pass")[0], 1, 0, test_files=FILES)
+    assert found.errors == 1
+    assert found.reason == (
+        "stderr shows 1 unhandled error between tests (test/bad.test.ts), failures that are no "
+        "test's result: a test file that failed to load, or an error outside any test (it ends "
+        "with no summary of Bun's to count them); see stderr"
+    )
 
 
 def test_a_footer_counting_more_errors_than_headers_names_the_rest_with_no_file() -> None:
-    """The count is the larger of the footer's and the headers'; unnamed ones have ""."""
+    """The footer's count, past the headers'; the errors no header names have ""."""
     found = unlisted(MIX.replace(" 1 error", " 3 error"), 1, 0, test_files=FILES)
     assert (found.errors, found.files) == (3, ("test/bad.test.ts", "", ""))
     assert found.reason.startswith("Bun counted 3 unhandled errors between tests (test/bad")
@@ -134,12 +166,12 @@ def test_a_header_naming_no_test_file_of_the_command_is_counted_never_quoted() -
     assert found.errors == 1
     assert "jigcmd re-ran" not in found.reason and "PASSED" not in found.reason
     assert found.reason.startswith(
-        "Bun counted 1 unhandled error between tests (1 after a line that names no test file "
+        "stderr shows 1 unhandled error between tests (1 after a line that names no test file "
         "of the command), failures that are no test's result"
     )
     both = unlisted(MIX + FORGED * 2, 1, 0, test_files=FILES)
     assert both.reason.startswith(
-        "Bun counted 3 unhandled errors between tests (test/bad.test.ts, 2 after lines that "
+        "stderr shows 3 unhandled errors between tests (test/bad.test.ts, 2 after lines that "
         "name no test file of the command), "
     )
     # Without the command's files nothing is quoted: a caller that forgets quotes nothing.

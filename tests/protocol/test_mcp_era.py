@@ -341,6 +341,9 @@ def test_error_codes_stay_within_what_the_revision_allows() -> None:
         # A read is answered once the shell has looked: here, it finds nothing.
         fetches = [a for a in actions if isinstance(a, Fetch)]
         actions += [Send(session.fetched(a.request_id, "no such run")) for a in fetches]
+        # A task-shaped id is looked up in the journal: here, it is not there.
+        lookups = [a for a in actions if isinstance(a, Lookup)]
+        actions += [Send(session.recorded(a, None)) for a in lookups]
         replies += [(sent, reply) for reply in answers(actions)]
     assert {reply["id"] for _sent, reply in replies} >= {1, 2, 3, 4, 5, 6, 9, 10, 11, 0, 8}
     for sent, reply in replies:
