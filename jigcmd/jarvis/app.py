@@ -41,11 +41,11 @@ from jigcmd.jarvis.auth import (
     AuthError,
     Credentials,
 )
+from jigcmd.jarvis.bodyjson import body_json
 from jigcmd.jarvis.journalcalls import RunUnrecorded
 from jigcmd.jarvis.service import JarvisService
 from jigcmd.jarvis.tools import ToolError, decode_invoke, tool_named
 from jigcmd.journal.store import JournalUnusable
-from jigcmd.jsonio.strict import StrictJSONError, loads
 from jigcmd.server.hostpaths import HostPaths
 
 __all__ = ["MAX_BODY_BYTES", "allowed_hosts", "create_app", "tool_of"]
@@ -419,7 +419,4 @@ async def _read_json(request: Request) -> object:
         message = answered or "connection closed before the request body was complete"
         logger.info("%s %s: %s", request.method, request.url.path, message)
         raise ToolError(408 if answered else 400, message) from None
-    try:
-        return loads(bytes(body))
-    except StrictJSONError as exc:
-        raise ToolError(400, f"request body is not strict JSON: {exc}") from None
+    return body_json(bytes(body))

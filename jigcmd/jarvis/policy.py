@@ -72,6 +72,13 @@ _TOP_KEYS = frozenset({"version", "search_path", "host_dirs", "timeout_ms_ceilin
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
 _PROGRAM_NAME = re.compile(r"[^/\x00]{1,255}")
+# The variables jarvis sets in every run itself (`planner.py`), which no rule may replace.
+_FIXED_ENV = {
+    "PATH": "every run's PATH is the policy's search_path, where its programs were "
+    "looked up, so that a bare name it runs resolves as the rules did",
+    "LANG": "jarvis sets every run's LANG to C.UTF-8 itself, so that its programs write "
+    "UTF-8 whatever the server's locale",
+}
 
 
 class PolicyError(ValueError):
@@ -174,6 +181,7 @@ def parse_policy(text: str, source: str = "<policy>") -> Policy:
         rule = _rule(table, f"{source}: rule[{index}]", search_path)
         if rule.name in seen:
             raise PolicyError(f"{source}: rule[{index}]: duplicate rule name {rule.name!r}")
+        _within_ceiling(rule, ceiling, f"{source}: rule[{index}] ({rule.name!r})", raw)
         seen.add(rule.name)
         rules.append(rule)
     return Policy(
@@ -181,6 +189,20 @@ def parse_policy(text: str, source: str = "<policy>") -> Policy:
         search_path=search_path,
         host_dirs=host_dirs,
         timeout_ms_ceiling=ceiling,
+    )
+
+
+def _within_ceiling(rule: Rule, ceiling: int, where: str, raw: Mapping[str, Any]) -> None:
+    """Refuse a rule cap no run could reach: the policy's ceiling cuts every run first."""
+    if rule.timeout_ms_max is None or rule.timeout_ms_max <= ceiling:
+        return
+    whose = "" if "timeout_ms_ceiling" in raw else " (the default; the policy sets none)"
+    raise PolicyError(
+        f"{where}: timeout_ms_max = {rule.timeout_ms_max} is above the policy's "
+        f"timeout_ms_ceiling = {ceiling}{whose}: every run is cut to the ceiling, so no "
+        f"call could have the {rule.timeout_ms_max} ms the rule promises. Lower "
+        f"timeout_ms_max to at most {ceiling}, or raise the ceiling explicitly with "
+        f"top-level timeout_ms_ceiling = {rule.timeout_ms_max}"
     )
 
 
@@ -282,8 +304,13 @@ def _env(value: object, where: str) -> tuple[str, ...]:
         if not _ENV_NAME.fullmatch(var):
             raise PolicyError(f"{where}: env name {var!r} is not a variable name")
         # The server's own secrets live in JARVIS_*; no rule may hand them to a program.
-        if var.upper().startswith("JARVIS_") or var in ("PATH", "LANG"):
-            raise PolicyError(f"{where}: env may not pass {var!r}")
+        if var.upper().startswith("JARVIS_"):
+            raise PolicyError(
+                f"{where}: env may not pass {var!r}: JARVIS_* variables hold the server's "
+                "own settings and secrets (its bearer token among them)"
+            )
+        if var in _FIXED_ENV:
+            raise PolicyError(f"{where}: env may not pass {var!r}: {_FIXED_ENV[var]}")
     return env
 
 

@@ -1,6 +1,8 @@
 """A `run.create`'s wait for an envelope slot: first come, first served, bounded, audited.
 
-The wait ends without a slot, nothing run, when its bound passes (429), when the queue is
+A call that has to wait is audited as it begins to (`waiting: …`, its `allow` kept), so that
+a jarvis killed meanwhile leaves its decision in the journal; the wait's end is a row of its
+own. The wait ends without a slot, nothing run, when its bound passes (429), when the queue is
 full (429), when jarvis stops (503), or when the caller goes away (its connection closed:
 it would never read the answer, and a run nobody waits for should not start later).
 """
@@ -13,6 +15,7 @@ from jigcmd.cancel import CancelSignal
 from jigcmd.durable.slotqueue import SlotQueue
 from jigcmd.errors import Code, JigError
 from jigcmd.jarvis.auditing import AuditTrail
+from jigcmd.jarvis.fields import executes
 from jigcmd.jarvis.policy import Decision, Request
 from jigcmd.jarvis.tools import ToolError
 from jigcmd.journal.reservations import Reservations, Slot
@@ -77,8 +80,17 @@ class SlotWaits:
             bound = min(bound, decision.timeout_ms / 1000)
         either = CancelSignal()
         unwatch = [signal.watch(either.set) for signal in (self._stop, gone) if signal]
+
+        async def queued(ahead: int) -> None:
+            # The decision is audited as the wait begins, not only as it ends: a jarvis killed
+            # meanwhile leaves this row (the wait's outcome follows in a row of its own).
+            outcome = f"waiting: for an envelope slot, {ahead} call(s) ahead{executes(decision)}"
+            await self._trail.decision(actor, tool, request, decision, outcome)
+
         try:
-            slot = await self._queue.acquire("jarvis", deadline=arrived + bound, cancel=either)
+            slot = await self._queue.acquire(
+                "jarvis", deadline=arrived + bound, cancel=either, queued=queued
+            )
         except JigError as exc:
             refusal = self._refusal(exc, bound)
             await self._trail.decision(actor, tool, request, decision, refusal[0])

@@ -12,6 +12,7 @@ from typing import Any
 import msgspec
 
 from jigcmd.jarvis.policy import Request
+from jigcmd.jsonio.strict import MAX_SAFE_INTEGER
 
 __all__ = [
     "ARGV_ITEM_MAX_BYTES",
@@ -199,7 +200,9 @@ TOOLS: Mapping[str, ToolSpec] = {
                 "type": "object",
                 "required": ["run_id"],
                 "additionalProperties": False,
-                "properties": {"run_id": {"type": "integer", "minimum": 1}},
+                "properties": {
+                    "run_id": {"type": "integer", "minimum": 1, "maximum": MAX_SAFE_INTEGER}
+                },
             },
             outputs={
                 "type": "object",
@@ -291,12 +294,8 @@ def decode_run_request(args: Mapping[str, Any]) -> Request:
             raise ToolError(400, "args.cwd must be an absolute path")
         _text(cwd, "args.cwd", PATH_MAX_BYTES)
     timeout = args.get("timeout_ms")
-    if timeout is not None and (
-        not isinstance(timeout, int)
-        or isinstance(timeout, bool)
-        or not 1 <= timeout <= TIMEOUT_MS_MAX
-    ):
-        raise ToolError(400, f"args.timeout_ms must be an integer from 1 to {TIMEOUT_MS_MAX}")
+    if timeout is not None:
+        timeout = _integer(timeout, "args.timeout_ms", TIMEOUT_MS_MAX)
     return Request(argv=tuple(argv), cwd=cwd, timeout_ms=timeout)
 
 
@@ -305,10 +304,30 @@ def decode_run_id(args: Mapping[str, Any]) -> int:
     unknown = sorted(set(args) - {"run_id"})
     if unknown:
         raise ToolError(400, f"args: unknown field {unknown[0]!r}")
-    run_id = args.get("run_id")
-    if not isinstance(run_id, int) or isinstance(run_id, bool) or run_id < 1:
-        raise ToolError(400, "args.run_id must be a positive integer")
-    return run_id
+    if "run_id" not in args:
+        raise ToolError(400, "args.run_id is required: the run_id run.create answered")
+    return _integer(args["run_id"], "args.run_id", MAX_SAFE_INTEGER)
+
+
+def _integer(value: object, where: str, maximum: int) -> int:
+    """An integer from 1 to `maximum`, as the manual's schema says it: JSON Schema counts a
+    number with a zero fraction (`5000.0`, `1e3`) as an integer, so jarvis takes it as one."""
+    number = int(value) if isinstance(value, float) and value.is_integer() else value
+    if not isinstance(number, int) or isinstance(number, bool):
+        raise ToolError(
+            400, f"{where} must be an integer (a number with no fraction), not {_shown(value)}"
+        )
+    if not 1 <= number <= maximum:
+        raise ToolError(400, f"{where} must be from 1 to {maximum}, not {_shown(value)}")
+    return number
+
+
+def _shown(value: object) -> str:
+    """A JSON value, as a refusal names it: a number as written, else its kind."""
+    if isinstance(value, float | int) and not isinstance(value, bool):
+        return repr(value)
+    kinds = {bool: "a boolean", str: "a string", list: "an array", dict: "an object"}
+    return kinds.get(type(value), "null")
 
 
 def _text(value: str, where: str, max_bytes: int) -> None:

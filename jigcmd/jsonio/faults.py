@@ -24,7 +24,16 @@ import msgspec
 from jigcmd.jsonio.pointer import Path, pointer, walk
 from jigcmd.jsonio.strict import MAX_DEPTH, MAX_SAFE_INTEGER, duplicate_key
 
-__all__ = ["MAX_VALUES", "Decoded", "Fault", "decode", "first_fault", "plain", "repeats"]
+__all__ = [
+    "MAX_VALUES",
+    "Decoded",
+    "Fault",
+    "decode",
+    "first_fault",
+    "long_integer",
+    "plain",
+    "repeats",
+]
 
 # In a decoded `str` a valid pair is one character: any surrogate left is a lone one.
 _LONE = re.compile("[\ud800-\udfff]")
@@ -32,6 +41,8 @@ _LONE = re.compile("[\ud800-\udfff]")
 _MINUS_NANS = 4
 # Integer literals this long are beyond ±(2^53-1) whatever their digits.
 _LONG_INTEGER = 20
+# Digits of a long integer literal `long_integer` shows; the rest is cut, its length said.
+_SHOWN_DIGITS = 24
 # Values a refused frame may hold and still be taken apart to find its fault (and id).
 MAX_VALUES = 1_000_000
 
@@ -60,8 +71,10 @@ class _Object(dict[str, Any]):
 class _Kept:
     """A number no JSON/1 value may be (NaN, Infinity, a huge integer), kept as its fault."""
 
-    def __init__(self, problem: str) -> None:
+    def __init__(self, problem: str, literal: str | None = None) -> None:
         self.problem = problem
+        # An integer's literal, as written, when that is the fault.
+        self.literal = literal
 
 
 def _pairs(pairs: list[tuple[str, Any]]) -> _Object:
@@ -86,7 +99,25 @@ def _integer(text: str) -> int | _Kept:
     # (the stdlib refuses over 4,300 digits, and converting costs the square of the length).
     if len(text) < _LONG_INTEGER:
         return int(text)
-    return _Kept(f"integer {text} is beyond ±(2^53-1)")
+    return _Kept(f"integer {text} is beyond ±(2^53-1)", text)
+
+
+def long_integer(data: bytes) -> str | None:
+    """The first integer literal of 20 digits or more in `data` and where, worded as
+    `strict` words one it decoded (`integer 18446744073709551616 at '/a' is beyond
+    ±(2^53-1)`), a literal past `_SHOWN_DIGITS` cut and its length said; None when there
+    is none, or the text cannot be taken apart (`decode`)."""
+    decoded = decode(data)
+    if decoded is None:
+        return None
+    for path, item in walk(decoded.value):
+        if type(item) is _Kept and item.literal is not None:
+            literal = item.literal
+            digits = len(literal.lstrip("-"))
+            if digits > _SHOWN_DIGITS:
+                literal = f"{literal[: len(literal) - digits + _SHOWN_DIGITS]}… ({digits} digits)"
+            return f"integer {literal} at '{pointer(path)}' is beyond ±(2^53-1)"
+    return None
 
 
 def decode(data: bytes) -> Decoded | None:

@@ -34,6 +34,7 @@ __all__ = [
     "MAX_DEPTH",
     "MAX_SAFE_INTEGER",
     "DuplicateKey",
+    "IntegerTooLong",
     "LoneSurrogate",
     "Malformed",
     "NestingTooDeep",
@@ -93,6 +94,10 @@ class LoneSurrogate(StrictJSONError):
         self.pointer = pointer
 
 
+class IntegerTooLong(StrictJSONError):
+    """Raised for an integer literal too long for msgspec to decode (far beyond 2^53-1)."""
+
+
 class DuplicateKey(StrictJSONError):
     """Raised when an object repeats a key; `key` is the first key seen twice."""
 
@@ -120,7 +125,7 @@ def loads(data: bytes) -> object:
         # msgspec's only validation failures for untyped decoding: a number literal that
         # overflows, an integer (too many digits for any int it decodes) or a float.
         if str(exc).startswith("Integer"):
-            raise StrictJSONError(f"integer out of range ({exc})") from None
+            raise IntegerTooLong(f"integer out of range ({exc})") from None
         raise StrictJSONError(
             f"number out of range: non-finite numbers are not allowed ({exc})"
         ) from None

@@ -130,7 +130,8 @@ async def test_a_capability_denial_is_audited_with_the_argv_it_sent() -> None:
 async def test_a_call_refused_503_as_the_server_stops_is_audited_with_its_allow(
     tmp_path: Path,
 ) -> None:
-    """An allowed call waiting for a slot when the server stops: 503, and a row saying so."""
+    """An allowed call waiting for a slot when the server stops: 503, and a row saying so
+    after the one written as its wait began."""
     slots = Reservations(tmp_path, 1)
     held = slots.acquire("another jigcmd")
     assert held is not None
@@ -148,7 +149,7 @@ async def test_a_call_refused_503_as_the_server_stops_is_audited_with_its_allow(
     finally:
         held.release()
     assert answers[0].status_code == 503
-    (row,) = service.store.audit_rows(10)
+    row, waited = service.store.audit_rows(10)
     assert shape(row) == (
         ACTOR,
         "jarvis.run.create",
@@ -156,6 +157,9 @@ async def test_a_call_refused_503_as_the_server_stops_is_audited_with_its_allow(
         "allow",
         "refused: jarvis is shutting down; nothing ran",
     )
+    # Its decision was audited as its wait began, before anything else could happen.
+    assert shape(waited)[:4] == shape(row)[:4]
+    assert waited.outcome.startswith("waiting: for an envelope slot, 0 call(s) ahead (executes ")
 
 
 async def test_requests_without_the_token_are_counted_in_one_row_per_interval() -> None:

@@ -63,5 +63,7 @@ async def test_a_caller_gone_while_waiting_for_a_slot_never_gets_a_run(tmp_path:
     assert after.status_code == 200, after.text
     assert (after.json()["run_id"], after.json()["status"]) == (1, "exited")
     assert [plan.argv[1:] for plan in spy.plans] == [("stayed",)]
-    (gone,) = [r for r in rows() if r.argv == ("echo", "gone")]
+    gone, waited = [r for r in rows() if r.argv == ("echo", "gone")]
     assert (gone.decision, gone.outcome) == ("allow", _LEFT)
+    assert waited.decision == "allow"
+    assert waited.outcome.startswith("waiting: for an envelope slot, 0 call(s) ahead"), waited

@@ -7,7 +7,7 @@ import tracemalloc
 import pytest
 
 from jigcmd.jsonio import faults
-from jigcmd.jsonio.faults import Fault
+from jigcmd.jsonio.faults import Fault, long_integer
 
 
 def _value(text: bytes) -> object:
@@ -103,3 +103,15 @@ def test_minus_nan_is_read_as_nan_a_few_times_then_not_at_all() -> None:
     assert faults.plain(decoded.value) == {"id": "-NaN", "a": [1, None]}
     assert faults.decode(b"[" + b"-NaN," * 4 + b"0]") is not None
     assert faults.decode(b"[" + b"-NaN," * 5 + b"0]") is None
+
+
+def test_a_long_integer_is_found_at_its_pointer_its_digits_cut() -> None:
+    """The first literal of 20+ digits and where; a long one cut, its length said."""
+    assert long_integer(b'{"a":[1,18446744073709551616]}') == (
+        "integer 18446744073709551616 at '/a/1' is beyond ±(2^53-1)"
+    )
+    assert long_integer(b'{"b":-' + b"9" * 5000 + b"}") == (
+        "integer -999999999999999999999999… (5000 digits) at '/b' is beyond ±(2^53-1)"
+    )
+    assert long_integer(b'{"a":1}') is None
+    assert long_integer(b"{") is None
