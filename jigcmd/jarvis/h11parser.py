@@ -41,6 +41,10 @@ class Parser(h11.Connection):
 
     The bytes of the head being read are kept (at most `limit`), so that a Content-Length
     h11 calls bad can be told apart: a number too long is a body too large (413).
+
+    Each request head it returns holds the bytes after it (`holding`): none of them (its
+    body, a request pipelined after it) is parsed until the head is let through (`let_in`),
+    so a body byte read in the same write as its head is not judged before its token.
     """
 
     def __init__(self, our_role: type[h11.SERVER], limit: int) -> None:
@@ -50,6 +54,8 @@ class Parser(h11.Connection):
         self.refusal: Refusal | None = None
         # The head h11 refused (its bytes, up to the bound), when the refusal was of a head.
         self.refused_head: bytes | None = None
+        # A request head was returned and not yet let through: what follows it waits unparsed.
+        self.holding = False
 
     def receive_data(self, data: bytes) -> None:
         """h11's; while a head is awaited its bytes are kept too (up to the head bound)."""
@@ -63,7 +69,10 @@ class Parser(h11.Connection):
         self._head = bytearray(self.trailing_data[0][: self._limit + 1])
 
     def next_event(self) -> h11.Event | type[h11.NEED_DATA] | type[h11.PAUSED]:
-        """h11's next event; a refusal's answer is kept, then the error raised."""
+        """h11's next event (none while a head is held); a refusal's answer is kept, then
+        the error raised."""
+        if self.holding:
+            return h11.NEED_DATA
         reading_head = self.their_state is h11.IDLE
         try:
             event = super().next_event()
@@ -73,7 +82,12 @@ class Parser(h11.Connection):
             raise
         if isinstance(event, h11.Request):
             self._head.clear()
+            self.holding = True
         return event
+
+    def let_in(self) -> None:
+        """The request whose head was returned may be read on: its token passed."""
+        self.holding = False
 
     def _answer(self, reason: str, hint: int) -> Refusal:
         if reason == "bad Content-Length" and self._too_long_a_length():

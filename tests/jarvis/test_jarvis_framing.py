@@ -47,6 +47,26 @@ def test_a_chunked_body_refused_midway_is_audited_with_its_answer(
 
 
 @pytest.mark.parametrize(
+    "authorization",
+    [
+        pytest.param((), id="no-token"),
+        pytest.param(("Authorization: Bearer wrongwrongwrongwrong",), id="wrong-token"),
+    ],
+)
+def test_a_bad_first_chunk_sent_with_the_head_is_not_read_before_the_token(
+    jarvis: JarvisChild, authorization: tuple[str, ...]
+) -> None:
+    """The token is checked as soon as the head is in: 403, not h11's 400 for a body byte
+    that arrived in the same write, and the body is never parsed."""
+    head = request(jarvis.port, token=False, body=b"", headers=(_CHUNKED, *authorization))
+    answer = Answer(exchange(jarvis.port, head + b"zz\r\n"))
+    assert answer.status == 403, answer.raw
+    assert isinstance(answer.body, dict)
+    assert str(answer.body["error"]).startswith("forbidden: "), answer.raw
+    assert answer.headers["connection"] == "close"
+
+
+@pytest.mark.parametrize(
     ("extra", "status", "said"),
     [
         pytest.param(
