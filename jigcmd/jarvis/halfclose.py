@@ -44,6 +44,11 @@ class HalfClose(H11Protocol):
         """A request is read whole and not yet answered (the subclass knows its phases)."""
         raise NotImplementedError
 
+    def _undecided(self) -> bool:
+        """A request's head is in but what follows it is not parsed yet (`TokenGate`): an
+        end of stream meanwhile is judged once it is (`_judge_end`)."""
+        return False
+
     def handle_events(self) -> None:
         """uvicorn's; an HTTP/1.0 request is then told how to ask whether its caller ended."""
         super().handle_events()
@@ -78,7 +83,7 @@ class HalfClose(H11Protocol):
         """
         self._eof = True
         # True: asyncio keeps the transport open for the answer (uvicorn's returns None).
-        return self._request_in_progress() and self._probe()
+        return self._undecided() or (self._request_in_progress() and self._probe())
 
     def _probe(self) -> bool:
         """Tell a closed client from a half-closed one (both end their stream alike); False
@@ -143,7 +148,12 @@ class HalfClose(H11Protocol):
         if self._next_poll is not None:
             self._next_poll.cancel()
             self._next_poll = None
-        # A request pipelined before the end of stream is probed in its turn.
+        if not self._undecided():
+            self._judge_end()
+
+    def _judge_end(self) -> None:
+        """After the client's end of stream, the request read next: probed in its turn when
+        whole (a request pipelined before the end), else the connection closed."""
         if not self._request_in_progress() or not self._probe():
             self.transport.close()
 

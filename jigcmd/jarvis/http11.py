@@ -5,8 +5,11 @@ connection that never completes its request head is held forever (uvicorn issue 
 its `limit_concurrency` answers 503 only once a head is complete. Each connection here:
 
 - must complete its request head within `header_timeout_s` of its accept or of its previous
-  answer (a deadline, not reset by a trickle of bytes): otherwise 408 and closed (an idle
-  keep-alive connection is closed without a word, as uvicorn does);
+  answer (a deadline, not reset by a trickle of bytes): a head begun (a byte of it, sent
+  alone or with the request before) is then answered 408 and closed; a connection that sent
+  no byte of one, never used or idle after its answer, is closed without a word (as uvicorn
+  and nginx close an idle one: nobody asked anything, and a 408 could be read as the answer
+  to a request written just then);
 - may send a head of at most `max_head_bytes`, however it arrives (`headsize.py`; h11 bounds
   only an incomplete one): otherwise 400 and closed, like a request h11 cannot parse (both
   as JSON errors, the one shape jarvis answers in);
@@ -314,28 +317,43 @@ class BoundedH11Protocol(TokenGate):
         if self.transport.is_closing():
             return
         if self._phase == "head":
-            pending, _ = self.conn.trailing_data
-            if not pending:
-                self._close_idle()
-                return
-            self.transport.write(
-                raw_error(
-                    408,
-                    "Request Timeout",
-                    f"request head not complete within {self.limits.header_timeout_s:g} s",
-                )
-            )
-        elif self.cycle is not None and not self.cycle.response_started:
+            self._head_expired()
+            return
+        if self.cycle is not None and not self.cycle.response_started:
             message = f"request body not complete within {self.limits.body_timeout_s:g} s"
             # The application, told of the disconnect, audits the call with this answer.
             cast("dict[str, Any]", self.cycle.scope)[CONNECTION_ANSWER] = message
             self.transport.write(raw_error(408, "Request Timeout", message))
         self.transport.close()
 
-    def timeout_keep_alive_handler(self) -> None:
-        """uvicorn's idle timer: the idle close of the header deadline (`_close_idle`)."""
-        if not self.transport.is_closing() and not self._leaving:
+    def _head_expired(self) -> None:
+        """The header deadline: a head begun is answered 408 and closed; a connection that
+        sent no byte of one (never used, or idle after its answer) is closed without a word.
+
+        Its bytes are those h11 holds, however they came: alone, or read with the request
+        before (pipelined), the same partial head either way. The blank lines RFC 9112 §2.2
+        lets a client send before a request line begin none.
+        """
+        pending, _ = self.conn.trailing_data
+        if not pending.lstrip(b"\r\n"):
             self._close_idle()
+            return
+        self._disarm()
+        self.transport.write(
+            raw_error(
+                408,
+                "Request Timeout",
+                f"request head not complete within {self.limits.header_timeout_s:g} s",
+            )
+        )
+        self.transport.close()
+
+    def timeout_keep_alive_handler(self) -> None:
+        """uvicorn's idle timer, armed with the same bound after each answer: the header
+        deadline's (`_head_expired`), whichever of the two fires first. No byte after the
+        answer disarms it when the next head's first bytes came with the request before."""
+        if not self.transport.is_closing() and not self._leaving:
+            self._head_expired()
 
     def _close_idle(self) -> None:
         """Close an idle connection, without a word, once its client took its last answer.

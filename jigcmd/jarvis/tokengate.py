@@ -6,8 +6,10 @@ its bearer token, before the application sees it: a wrong token is a 403 JSON er
 `Authorization` headers a 400), counted for the audit (`refused`, see jarvis/refusals.py); a
 refusal of the framing is audited as the actor's when the token is valid (`attribution.py`).
 A right token leaves its actor in the request's scope (`auth.AUTHORISED_ACTOR`), so that what
-the application refuses of it is audited as that actor's. An answer the application begins
-before the request body is in says `Connection: close` (`_closing_unread`).
+the application refuses of it is audited as that actor's, and lets what followed the head be
+parsed: until then none of it is, whether or not it came in the same read as the head. An
+answer the application begins before the request body is in says `Connection: close`
+(`_closing_unread`).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from uvicorn._types import (
 from jigcmd.jarvis.app import tool_of
 from jigcmd.jarvis.attribution import actor_of
 from jigcmd.jarvis.auth import AUTHORISED_ACTOR, AuthError, Credentials
+from jigcmd.jarvis.h11parser import Parser
 from jigcmd.jarvis.halfclose import HalfClose
 from jigcmd.jarvis.rawanswers import refused_answer
 from jigcmd.jarvis.requestline import framing_refusal, origin_form
@@ -82,9 +85,37 @@ class TokenGate(HalfClose):
                 self._authorized = True
                 # The application audits its own refusals of this request as the actor's.
                 cast("dict[str, Any]", scope)[AUTHORISED_ACTOR] = actor
+                self._let_in()
             await app(scope, receive, self._closing_unread(send))
 
         return checked
+
+    def handle_events(self) -> None:
+        """uvicorn's parsing, stopped at each request head until its token is checked.
+
+        The parser holds what followed the head (`Parser.holding`), and no more is read
+        meanwhile: a refusal, even of a body sent in the same write as its head, is the
+        token's (403), never the body's, and the body is not read. A refused request's
+        connection closes, the rest unread.
+        """
+        super().handle_events()
+        if isinstance(self.conn, Parser) and self.conn.holding:
+            self.flow.pause_reading()
+
+    def _undecided(self) -> bool:
+        """A request head is held for its token: whether it is whole is not known yet."""
+        return isinstance(self.conn, Parser) and self.conn.holding
+
+    def _let_in(self) -> None:
+        """The token passed: what followed the head is read and parsed now; a client's end
+        of stream meanwhile is judged then (`HalfClose._judge_end`)."""
+        if not isinstance(self.conn, Parser) or not self.conn.holding:
+            return
+        self.conn.let_in()
+        self.flow.resume_reading()
+        self.handle_events()
+        if self._eof and not self.transport.is_closing():
+            self._judge_end()
 
     def _closing_unread(self, send: ASGISendCallable) -> ASGISendCallable:
         """`send`, saying `Connection: close` on an answer begun before the request body was in.

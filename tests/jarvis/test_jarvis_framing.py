@@ -47,6 +47,50 @@ def test_a_chunked_body_refused_midway_is_audited_with_its_answer(
 
 
 @pytest.mark.parametrize(
+    "authorization",
+    [
+        pytest.param((), id="no-token"),
+        pytest.param(("Authorization: Bearer wrongwrongwrongwrong",), id="wrong-token"),
+    ],
+)
+def test_a_bad_first_chunk_sent_with_the_head_is_not_read_before_the_token(
+    jarvis: JarvisChild, authorization: tuple[str, ...]
+) -> None:
+    """The token is checked as soon as the head is in: 403, not h11's 400 for a body byte
+    that arrived in the same write, and the body is never parsed."""
+    head = request(jarvis.port, token=False, body=b"", headers=(_CHUNKED, *authorization))
+    answer = Answer(exchange(jarvis.port, head + b"zz\r\n"))
+    assert answer.status == 403, answer.raw
+    assert isinstance(answer.body, dict)
+    assert str(answer.body["error"]).startswith("forbidden: "), answer.raw
+    assert answer.headers["connection"] == "close"
+
+
+_LENGTH = f"Content-Length: {len(_CALL)}"
+
+
+@pytest.mark.parametrize(
+    ("name", "old", "new"),
+    [
+        pytest.param("Content-Type", _LENGTH, f"{_LENGTH}\r\nContent-Type: text/plain", id="type"),
+        pytest.param("Content-Length", _LENGTH, f"{_LENGTH}\r\n{_LENGTH}", id="length-equal"),
+        pytest.param("Content-Length", _LENGTH, f"{_LENGTH}, {len(_CALL)}", id="length-list"),
+    ],
+)
+@pytest.mark.parametrize("token", [True, False], ids=["token", "no-token"])
+def test_a_singleton_header_sent_twice_is_refused_like_two_host_headers(
+    jarvis: JarvisChild, name: str, old: str, new: str, token: bool
+) -> None:
+    """Two Content-Type (or Content-Length, even equal) headers: 400, neither one taken."""
+    data = request(jarvis.port, body=_CALL, token=token).replace(old.encode(), new.encode(), 1)
+    answer = Answer(exchange(jarvis.port, data))
+    said = f"malformed request: more than one {name} header"
+    assert (answer.status, answer.body) == (400, {"error": said}), answer.raw
+    if token:
+        until_audited(jarvis, f"refused: {said}")
+
+
+@pytest.mark.parametrize(
     ("extra", "status", "said"),
     [
         pytest.param(

@@ -100,6 +100,41 @@ def test_a_connection_that_never_finishes_its_head_is_closed_with_a_408(
 
 
 @pytest.mark.slow  # waits out the server's own timeout
+def test_a_next_head_begun_in_the_same_write_as_a_request_gets_a_408_after_the_answer(
+    jarvis: JarvisChild,
+) -> None:
+    """A partial head read with the request before it is a head begun like any other: the
+    answer, then 408 at the header deadline, not a close without a word."""
+    call = b'{"tool":"jarvis.policy.check","args":{"argv":["echo","hi"]}}'
+    with socket.create_connection(("127.0.0.1", jarvis.port)) as sock:
+        sock.sendall(
+            (
+                f"POST /tools/jarvis.policy.check HTTP/1.1\r\nHost: 127.0.0.1:{jarvis.port}\r\n"
+                f"Authorization: Bearer {TOKEN}\r\nContent-Type: application/json\r\n"
+                f"Content-Length: {len(call)}\r\n\r\n"
+            ).encode()
+            + call
+            + b"POST /to"
+        )
+        received = _read_until_closed(sock)
+    first, _, rest = received.partition(b"HTTP/1.1 408 ")
+    assert first.startswith(b"HTTP/1.1 200 "), received
+    assert b"request head not complete within 5 s" in rest, received
+
+
+@pytest.mark.slow  # waits out the server's own timeout
+def test_a_connection_that_never_sends_a_byte_is_closed_without_a_word(
+    jarvis: JarvisChild,
+) -> None:
+    """No head begun, nothing to answer (a client's spare or pre-opened connection): the
+    header deadline closes it silently, as an idle keep-alive connection is."""
+    with socket.create_connection(("127.0.0.1", jarvis.port)) as sock:
+        assert _read_until_closed(sock) == b""
+    with httpx.Client(timeout=ANSWER_S) as client:
+        assert jarvis.check(client).status_code == 200
+
+
+@pytest.mark.slow  # waits out the server's own timeout
 def test_a_body_that_never_arrives_is_closed_with_a_408(jarvis: JarvisChild) -> None:
     """An authorized head declaring a body that never comes: 408 once the body deadline passes."""
     with socket.create_connection(("127.0.0.1", jarvis.port)) as sock:
