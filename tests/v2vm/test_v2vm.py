@@ -86,9 +86,10 @@ SUBSETS = {
 KEYWORDS = f"not ({' or '.join(SUBSETS)}) or " + " or ".join(
     f"({module} and ({' or '.join(keywords)}))" for module, keywords in SUBSETS.items()
 )
-# The whole VM run, boot to power-off (the guest is emulated: TCG, no KVM). Measured on the
-# shared machine at load 5: the suites up to the CPU pin's took 600 s alone.
-BUDGET_S = 900.0
+# The whole VM run, boot to power-off (the guest is emulated: TCG, no KVM). A quiet CI run
+# takes ~600 s; with seven other jobs on the two cores the guest reached its last file at
+# 900 s (2026-12-07), so the bound is a hang's, not a speed claim.
+BUDGET_S = 1500.0
 # Emulation makes process start-up up to 40x slower: never-ending candidates get longer.
 GUEST_ENV = {"CI": "true", "JIGCMD_TEST_DEADLINE_S": "6"}
 
