@@ -11,16 +11,12 @@ import contextvars
 import os
 import platform
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 
 import anyio
 
-from jigcmd.cancel import CancelSignal
-from jigcmd.command.failures import envelope_error
 from jigcmd.envelope import cgroupbase
-from jigcmd.envelope.api import EnvelopeFailure
 from jigcmd.frontends.diagnosis import (
     container,
     containerfacts,
@@ -30,6 +26,7 @@ from jigcmd.frontends.diagnosis import (
     usernsgate,
 )
 from jigcmd.frontends.diagnosis.delegation import delegation_check
+from jigcmd.frontends.diagnosis.endtoend import probe_under
 from jigcmd.frontends.diagnosis.procgate import proc_verdict
 from jigcmd.frontends.diagnosis.report import render
 from jigcmd.frontends.diagnosis.usernsgate import userns_verdict
@@ -46,7 +43,6 @@ from jigcmd.frontends.diagnosis.verdicts import (
     seccomp_check,
 )
 from jigcmd.jsonio import readable
-from jigcmd.plan import Bind
 
 __all__ = ["doctor", "run_checks"]
 
@@ -233,57 +229,9 @@ async def _run_probe_plan() -> Check:
     # The doctor only looks: a base the probe run makes goes with it (serve makes its own).
     made = absent_base_directories(backend)
     try:
-        return await _probe_under(base, binds)
+        return await probe_under(base, binds, _STATE_DIR.get(), _E2E_SECONDS)
     finally:
         remove_empty(made)
-
-
-async def _probe_under(base: str, binds: tuple[Bind, ...]) -> Check:
-    """One probe run in an envelope whose jobs go under `base`."""
-    from jigcmd.command.runtime import BUN_TARGET  # noqa: PLC0415 - an import that fails fails this check alone
-    from jigcmd.envelope.native import NativeExecutor  # noqa: PLC0415 - heavy; last check
-    from jigcmd.policy.planner import candidate_plan  # noqa: PLC0415 - an import that fails fails this check alone
-
-    # Staged under the state directory, as serve and run stage (a read-only root may have
-    # no temporary directory at all): a scratch directory of its own, removed with it.
-    executor = NativeExecutor(cgroup_base=base, scratch_parent=_scratch_parent())
-    executor.stage_at_start(binds)
-    try:
-        # The zygote starts and stages the runtime first (seconds on a slow machine): the
-        # deadline is the probe run's own, and a failed start says why, not that time ran out.
-        await executor.start()
-        plan = candidate_plan(
-            bun=BUN_TARGET,
-            runtime_binds=binds,
-            kind="run",
-            paths=("x.ts",),
-            args=(),
-            files=(("x.ts", 'console.log("ok")'),),
-            stdin="",
-            deadline=time.monotonic() + _E2E_SECONDS,
-            label="doctor",
-        )
-        outcome = await executor.execute(plan, CancelSignal())
-    except EnvelopeFailure as failure:
-        error = envelope_error(failure)
-        return end_to_end_check(None, None, "", f"{error.code.value}: {error.message}")
-    finally:
-        await executor.aclose()
-    return end_to_end_check(
-        outcome.exit_code,
-        outcome.signal,
-        outcome.stdout.data.decode("utf-8", "replace"),
-        None,
-        outcome.report.wall_ms,
-    )
-
-
-def _scratch_parent() -> str | None:
-    """The state directory the doctor checks, if it exists (None: the temporary directory)."""
-    from jigcmd.durable.statedir import default_state_dir  # noqa: PLC0415 - an import that fails fails this check alone
-
-    path = _STATE_DIR.get() or default_state_dir()
-    return str(path) if path.is_dir() else None
 
 
 def _end_to_end() -> Check:
