@@ -134,7 +134,7 @@ def sweep() -> tuple[int, list[str]]:
         # Locked as a lease is, then removed as one ends: a process opening the name
         # meanwhile sees, once it holds the lock, that the name is no longer its file.
         try:
-            fd = _lease(directory, name)
+            fd = _lease(directory, name, create=False)
         except HostIdError as exc:
             problems.append(str(exc))
             continue
@@ -144,13 +144,17 @@ def sweep() -> tuple[int, list[str]]:
     return removed, problems
 
 
-def _lease(directory: int, name: str) -> int:
-    """The locked descriptor of lease `name`, or -1 when another process holds it."""
-    flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+def _lease(directory: int, name: str, *, create: bool = True) -> int:
+    """The locked descriptor of lease `name`, or -1 when another process holds it (or, not
+    to `create` it, when there is no such file: a sweep never makes the file it counts)."""
+    flags = os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+    flags |= os.O_CREAT if create else 0
     while True:
         try:
             fd = os.open(name, flags, 0o600, dir_fd=directory)
         except OSError as exc:
+            if not create and exc.errno == errno.ENOENT:
+                return -1
             raise HostIdError(f"lease {DIRECTORY}/{name}: {exc.strerror}", DIRECTORY) from exc
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -169,6 +173,8 @@ def _lease(directory: int, name: str) -> int:
             return fd
         # Locked a file its last holder removed as it let go: try the name again.
         os.close(fd)
+        if not create:
+            return -1
 
 
 _directory_fd = -1

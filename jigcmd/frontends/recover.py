@@ -85,14 +85,6 @@ def _print_report(report: RecoveryReport) -> None:
         print(f"  problem: {problem}")
     for name in report.stale_jobs_removed:
         print(f"removed: cgroup job {name} (empty, left by a dead jigcmd, named by no journal)")
-    if report.leases_removed:
-        files = "file" + ("s" if report.leases_removed != 1 else "")
-        print(
-            f"removed: {report.leases_removed} host id lease {files} no process held "
-            f"({DIRECTORY}: left by killed zygotes)"
-        )
-    for problem in report.lease_problems:
-        print(f"left in place: host id lease: {problem}")
     if report.unowned_jobs:
         # Jobs of other state directories, or of servers still alive: not this journal's.
         count = len(report.unowned_jobs)
@@ -110,11 +102,10 @@ def _print_report(report: RecoveryReport) -> None:
         report.jarvis_closed,
         report.jarvis_problems,
         report.stale_jobs_removed,
-        report.leases_removed,
-        report.lease_problems,
     )
     if not any(acted):
         print("nothing to recover")
+    _print_tidied(report)
 
 
 def _print_run(run: RecoveredRun, did: str, how: str) -> None:
@@ -123,3 +114,16 @@ def _print_run(run: RecoveredRun, did: str, how: str) -> None:
     print(f"{did} {run.operation_id} ({caller}; envelope {run.run_id}){how}: {outcome}")
     for problem in run.problems:
         print(f"  problem: {problem}")
+
+
+def _print_tidied(report: RecoveryReport) -> None:
+    """The host-wide tidying of the pass: no run of this state directory's, so it is said
+    apart from "nothing to recover" (another state directory's zygote may have left them)."""
+    if report.leases_removed:
+        files = "file" + ("s" if report.leases_removed != 1 else "")
+        print(
+            f"tidied: {report.leases_removed} host id lease {files} no process held "
+            f"({DIRECTORY}, host-wide)"
+        )
+    for problem in report.lease_problems:
+        print(f"left in place: host id lease: {problem}")

@@ -141,5 +141,5 @@ def test_recover_sweeps_only_lease_names_and_goes_past_what_it_cannot_lock(
         cwd=Path(__file__).parents[2], capture_output=True, text=True, check=True,
     )  # fmt: skip
     assert done.stdout.startswith("0 True []"), done.stdout
-    assert "removed: 1 host id lease file no process held" in done.stdout, done.stdout
+    assert "tidied: 1 host id lease file no process held" in done.stdout, done.stdout
     assert "left in place: host id lease: lease /run/jigcmd/hostids/" in done.stdout, done.stdout
