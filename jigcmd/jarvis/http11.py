@@ -331,8 +331,9 @@ class BoundedH11Protocol(TokenGate):
         sent no byte of one (never used, or idle after its answer) is closed without a word.
 
         Its bytes are those h11 holds, however they came: alone, or read with the request
-        before (pipelined), the same partial head either way. The blank lines RFC 9112 §2.2
-        lets a client send before a request line begin none.
+        before (pipelined), the same partial head either way. Here a blank line before a
+        request line (RFC 9112 §2.2) begins none; h11 itself refuses some (400) before this
+        deadline comes, an older edge this does not change.
         """
         pending, _ = self.conn.trailing_data
         if not pending.lstrip(b"\r\n"):
