@@ -7,7 +7,6 @@ same, naming the directory, its owner and mode, and the fix (`jigcmd/jarvis/host
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
@@ -19,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from jigcmd.jarvis.hosttrust import untrusted_dir
+from tests.jarvis.doctorline import jarvis_policy_check
 from tests.required import require_root
 
 _TOKEN_ENV = {"JARVIS_BEARER_TOKEN": "jv_test-token-0123456789abcdef"}
@@ -124,14 +124,6 @@ def test_the_doctor_told_the_policy_fails_it_in_jarviss_words(tmp_path: Path) ->
     shared = _dir(tmp_path / "shared", 0o777)
     policy = tmp_path / "policy.toml"
     policy.write_text(f'search_path = ["{shared}"]\n' + _RULE)
-    done = subprocess.run(
-        [
-            sys.executable, "-m", "jigcmd", "doctor", "--json", "--state-dir",
-            str(tmp_path / "state"), "--jarvis-policy", str(policy),
-        ],
-        capture_output=True, text=True, timeout=300, check=False,
-    )  # fmt: skip
-    assert done.returncode == 1, done.stdout
-    check = {c["check"]: c for c in json.loads(done.stdout)}["jarvis policy"]
+    check = jarvis_policy_check(tmp_path, policy)
     assert check["status"] == "FAIL", check
     assert f"search_path: {shared}: {shared} is writable by group or others" in check["detail"]

@@ -6,13 +6,14 @@ cut to the ceiling first); a rule's `env` may not pass the variables jarvis sets
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from tests.jarvis.doctorline import jarvis_policy_check
 
 _TOKEN_ENV = {"JARVIS_BEARER_TOKEN": "jv_test-token-0123456789abcdef"}
 _RULE = (
@@ -80,14 +81,6 @@ def test_the_doctor_fails_a_rule_cap_above_the_ceiling_in_jarviss_words(tmp_path
     """`doctor --jarvis-policy`: a failed `jarvis policy` line naming the rule and ceiling."""
     policy = tmp_path / "policy.toml"
     policy.write_text(_RULE + "timeout_ms_max = 60000\n")
-    done = subprocess.run(
-        [
-            sys.executable, "-m", "jigcmd", "doctor", "--json", "--state-dir",
-            str(tmp_path / "state"), "--jarvis-policy", str(policy),
-        ],
-        capture_output=True, text=True, timeout=300, check=False,
-    )  # fmt: skip
-    assert done.returncode == 1, done.stdout
-    check = {c["check"]: c for c in json.loads(done.stdout)}["jarvis policy"]
+    check = jarvis_policy_check(tmp_path, policy)
     assert check["status"] == "FAIL", check
     assert "timeout_ms_max = 60000 is above the policy's timeout_ms_ceiling" in check["detail"]
