@@ -98,11 +98,23 @@ class TestResults(msgspec.Struct, frozen=True):
             listed,
             stderr_tail,
             test_files=command_files(evidence.invocation),
+            listed_names=_failed_names(results.report),
         )
         if results.report is not None and evidence.exit_code is None:
             why = "; ".join(part for part in (missed.reason, _unfinished(evidence)) if part)
             missed = msgspec.structs.replace(missed, reason=why)
         return msgspec.structs.replace(results, unlisted=missed, stderr_tail=stderr_tail)
+
+
+def _failed_names(report: TestReport | None) -> list[str] | None:
+    """The failed tests a report lists, `describe > name` as Bun's console prints them."""
+    if report is None:
+        return None
+    return [
+        " > ".join([*(test.suite or []), test.name])
+        for test in report.tests
+        if test.status == "failed"
+    ]
 
 
 def _unfinished(evidence: Evidence) -> str:
