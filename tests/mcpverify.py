@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-__all__ = ["verify_result"]
+__all__ = ["verify_result", "verify_run"]
 
 
 def _jigcmd(*args: str) -> subprocess.CompletedProcess[str]:
@@ -24,6 +24,15 @@ def _jigcmd(*args: str) -> subprocess.CompletedProcess[str]:
 
 def verify_result(state: Path, tmp: Path, result: dict[str, Any], evidence: object) -> list[str]:
     """`jigcmd verify`'s lines for the result's statement (from `jigcmd attest`) and `evidence`."""
+    checked = verify_run(state, tmp, result, evidence)
+    assert checked.returncode in (0, 1), checked.stderr
+    return checked.stdout.splitlines()
+
+
+def verify_run(
+    state: Path, tmp: Path, result: dict[str, Any], evidence: object
+) -> subprocess.CompletedProcess[str]:
+    """`jigcmd verify` of `evidence` against the result's statement, whatever it answers."""
     named = result["_meta"]["jigcmd/attestation"]
     fetched = _jigcmd(
         "attest", "--run-id", named["runId"], named["operationId"],
@@ -31,8 +40,6 @@ def verify_result(state: Path, tmp: Path, result: dict[str, Any], evidence: obje
     )  # fmt: skip
     assert fetched.returncode == 0, fetched.stderr
     (tmp / "e.json").write_text(json.dumps(evidence))
-    checked = _jigcmd(
+    return _jigcmd(
         "verify", str(tmp / "b.jsonl"), "--state-dir", str(state), "--evidence", str(tmp / "e.json")
     )
-    assert checked.returncode in (0, 1), checked.stderr
-    return checked.stdout.splitlines()

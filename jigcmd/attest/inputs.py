@@ -278,6 +278,12 @@ def _mcp(value: object, at: str) -> McpResult:
     for name in ("stdout", "stderr"):
         stream = fields.get(name, {})
         unknown += [f"{at}.{name}.{key}" for key in stream if key not in _STREAM_FIELDS]
+        # An integer or absent (a result an older jigcmd made), never null: none was null.
+        if "textBytes" in stream and stream["textBytes"] is None:
+            raise ValueError(
+                "not an MCP structuredContent: textBytes is null, not an integer - at "
+                f"`{at}.{name}.textBytes`"
+            )
     return McpResult(view, tuple(unknown))
 
 

@@ -177,7 +177,8 @@ def tests_of(plan: RunPlan, outcome: RunOutcome, made: Evidence) -> TestResults 
         problem += _NO_TEST_RAN.format(ran=ran) if ran else _ENDED_BEFORE_ITS_REPORT
     elif problem == "missing":
         problem += _ended_without_it(outcome)
-    return TestResults.read(scratch.data, problem, evidence=made, stderr_tail=tail)
+    oom = outcome.report.oom_killed
+    return TestResults.read(scratch.data, problem, evidence=made, stderr_tail=tail, oom_killed=oom)
 
 
 def _ended_without_it(outcome: RunOutcome) -> str:

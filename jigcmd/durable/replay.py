@@ -151,7 +151,7 @@ def replay(row: Row) -> RunResult:
     return RunResult(
         evidence=evidence,
         report=report,
-        tests=_tests_of(kept, evidence),
+        tests=_tests_of(kept, evidence, oom_killed=report.oom_killed),
         attestation=row.attestation,
         ended_unix_ms=row.finished_unix_ms,
         ends=kept.ends,
@@ -159,12 +159,18 @@ def replay(row: Row) -> RunResult:
     )
 
 
-def _tests_of(kept: RecordedTests, evidence: Evidence) -> TestResults | None:
+def _tests_of(
+    kept: RecordedTests, evidence: Evidence, *, oom_killed: bool = False
+) -> TestResults | None:
     """The test results the journal kept of a run with this evidence; None if none."""
     if not kept.tested:
         return None
     return TestResults.read(
-        kept.report, kept.problem, evidence=evidence, stderr_tail=kept.stderr_tail
+        kept.report,
+        kept.problem,
+        evidence=evidence,
+        stderr_tail=kept.stderr_tail,
+        oom_killed=oom_killed,
     )
 
 

@@ -12,7 +12,9 @@ explain a run the host saw fail (a non-zero exit code, or a runner killed or sto
 fact): a candidate that prints a fake footer can make its failed run look worse, never a
 passing one look failed, nor a failed one look passed. After an exit 0 it only says why a
 report is missing (`no_test_ran`, `has_footer`), as the console's word, or that the report
-lists failures all the same. Bun's footer, when the output ends with one, is its count of
+lists failures all the same, or that the console shows a `(fail)` line the report does not list
+(a candidate that failed a test, then wrote a passing report and exited 0 in `afterAll`).
+Bun's footer, when the output ends with one, is its count of
 errors: a header the candidate printed too never adds to it (the headers are the count only
 without a footer, and said to be what stderr shows, not Bun's count).
 Pure: text in, counts out, bounded by what it keeps.
@@ -55,6 +57,8 @@ _FOOTER_WINDOW: Final = 4096
 _FOOTER_COUNT = re.compile(r"^ (\d{1,9}) (pass|fail|error)$")
 _FOOTER_RAN = re.compile(r"^(Ran (\d{1,9}) tests? across \d{1,9} files?)\.")
 _FILE = re.compile(r"^([^\s()#][^:]*):$")
+# A test's result line as Bun prints it, `(fail) describe > name [0.44ms]`.
+_FAIL_LINE = re.compile(r"^\(fail\) (.+?)(?: \[[0-9.]+m?s\])?$")
 # Files named at most (the count is kept whole).
 _FILES_MAX: Final = 100
 _NAME_MAX: Final = 512
@@ -87,6 +91,7 @@ def unlisted(
     tail: str = "",
     *,
     test_files: Collection[str] = (),
+    listed_names: Collection[str] | None = None,
 ) -> Unlisted:
     """What the report misses of a run that exited `exit_code` (None: killed or stopped).
 
@@ -94,17 +99,25 @@ def unlisted(
     `tail`: the end of stderr when it passed its cap ("" when `stderr` is all of it).
     `test_files`: the files the command runs (`command_files`), the only names the reason
     quotes (none by default: a header is then only counted).
+    `listed_names`: the failed tests the report lists, each `describe > name` as Bun's console
+    prints it (None: no report, or none to compare the console's `(fail)` lines with).
     """
     if exit_code == 0:
-        # A report listing failures after an exit 0 (a test's `process.exit(0)` after them):
-        # the candidate's word can only make its run look worse, so it is said, never dropped.
-        if not listed_failures:
-            return Unlisted()
-        plural = "s" if listed_failures > 1 else ""
-        return Unlisted(
-            reason=f"the runner exited with code 0, yet its report lists {listed_failures} "
-            f"failed test{plural}; see stderr"
-        )
+        # A report listing failures after an exit 0 (a test's `process.exit(0)` after them),
+        # or a console showing failures the report does not list: the candidate's word can
+        # only make its run look worse, so it is said, never dropped.
+        reasons = []
+        if listed_failures:
+            plural = "s" if listed_failures > 1 else ""
+            reasons.append(
+                f"the runner exited with code 0, yet its report lists {listed_failures} "
+                f"failed test{plural}; see stderr"
+            )
+        if listed_names is not None:
+            shown = _unlisted_fails(stderr + "\n" + tail, listed_names)
+            if shown:
+                reasons.append(_fails_reason(shown))
+        return Unlisted(reason="; ".join(reasons))
     # A run that failed: a non-zero exit, or a runner killed or stopped (exit_code None).
     headers = _unhandled_files(stderr)
     footer = _footer_errors(tail or stderr)
@@ -149,6 +162,30 @@ def _errors_reason(
         f"{said} {counted(errors, 'unhandled error')} between tests{where}, failures that are "
         "no test's result: a test file that failed to load, or an error outside any test"
         f"{unsummed}; see stderr"
+    )
+
+
+def _unlisted_fails(console: str, listed_names: Collection[str]) -> int:
+    """How many distinct `(fail)` names the console shows that the report does not list.
+
+    A name the report lists is its `describe > name` or that name's first line (the console
+    cuts a multi-line name there). Only counted: the names are the candidate's, and the
+    count is bounded by the lines the host kept.
+    """
+    listed = {*listed_names, *(name.split("\n", 1)[0] for name in listed_names)}
+    shown = {
+        fail.group(1)
+        for line in console.splitlines()
+        if (fail := _FAIL_LINE.match(line)) is not None and fail.group(1) not in listed
+    }
+    return len(shown)
+
+
+def _fails_reason(shown: int) -> str:
+    tests = "a failed test" if shown == 1 else f"{shown} failed tests"
+    return (
+        f"the console shows {tests} the report does not list: the report is not to be "
+        "trusted (the candidate's code can write one); see stderr"
     )
 
 

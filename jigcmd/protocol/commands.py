@@ -76,11 +76,13 @@ class TestResults(msgspec.Struct, frozen=True):
         *,
         evidence: Evidence | None = None,
         stderr_tail: str = "",
+        oom_killed: bool = False,
     ) -> TestResults:
         """The results in a report's bytes (None: there are none, and `problem` says why).
 
         With the run's `evidence` (and `stderr_tail`, the end of its stderr past the cap),
-        also what the report leaves out of a failed run.
+        also what the report leaves out of a failed run; `oom_killed`: the resource report's
+        word that the kernel's OOM killer killed a process of the run.
         """
         if data is None:
             results = cls(report=None, problem=problem)
@@ -98,18 +100,34 @@ class TestResults(msgspec.Struct, frozen=True):
             listed,
             stderr_tail,
             test_files=command_files(evidence.invocation),
+            listed_names=_failed_names(results.report),
         )
         if results.report is not None and evidence.exit_code is None:
-            why = "; ".join(part for part in (missed.reason, _unfinished(evidence)) if part)
+            unfinished = _unfinished(evidence, oom_killed)
+            why = "; ".join(part for part in (missed.reason, unfinished) if part)
             missed = msgspec.structs.replace(missed, reason=why)
         return msgspec.structs.replace(results, unlisted=missed, stderr_tail=stderr_tail)
 
 
-def _unfinished(evidence: Evidence) -> str:
+def _failed_names(report: TestReport | None) -> list[str] | None:
+    """The failed tests a report lists, `describe > name` as Bun's console prints them."""
+    if report is None:
+        return None
+    return [
+        " > ".join([*(test.suite or []), test.name])
+        for test in report.tests
+        if test.status == "failed"
+    ]
+
+
+def _unfinished(evidence: Evidence, oom_killed: bool) -> str:
     """Why a report read after a runner that never exited is not its own: Bun writes it only
     as it ends, so one there after a signal or a stop is the candidate's (one written just
     before a stop is said so too: nothing tells the two apart)."""
     how = _STOPPED.get(evidence.stop_reason, f"the runner was killed by {evidence.signal}")
+    if evidence.stop_reason not in _STOPPED and oom_killed and evidence.signal == "SIGKILL":
+        # In the words a missing report's problem uses for the same end (command/outcomes.py).
+        how = "the runner was killed at the envelope's memory limit"
     return (
         f"{how}, yet a JUnit report is there, which Bun writes only as it ends: the report is "
         "not a finished runner's (the candidate's code can write one); see stderr"

@@ -17,7 +17,7 @@ from mcp_types import TextContent
 
 from tests.admitted_example import admit_example
 from tests.mcpsession import mcp_session as client
-from tests.mcpverify import verify_result
+from tests.mcpverify import verify_result, verify_run
 
 pytestmark = pytest.mark.envelope
 
@@ -176,3 +176,10 @@ async def test_structured_content_alone_reconciles_a_stream_that_is_not_utf8(
     assert ran.structured_content is not None
     ran.structured_content["stdout"]["textBytes"] = 65_536
     assert _verified(state, tmp_path / "b", ran)[-1] != "verified"
+    # An integer or absent (an older jigcmd's result), never null (round 32, rev3, finding 2).
+    ran.structured_content["stdout"]["textBytes"] = None
+    _made(tmp_path / "c")
+    whole = _whole(ran)
+    refused = verify_run(state, tmp_path / "c", whole, {"jsonrpc": "2.0", "id": 2, "result": whole})
+    assert refused.returncode == 2, refused.stdout
+    assert "not an MCP structuredContent: textBytes is null, not an integer" in refused.stderr

@@ -21,6 +21,7 @@ import pytest
 from jigcmd.frontends.servechild import ServeChild
 from tests.admitted_example import admit_example, jigcmd_cli
 from tests.mcpsession import mcp_session
+from tests.required import unavailable
 
 pytestmark = pytest.mark.envelope
 
@@ -170,3 +171,22 @@ def test_a_run1_call_signs_the_report_after_a_sigkill_incomplete(
     assert fetched.returncode == 0, fetched.stderr
     predicate = _test_result(out.read_text())
     assert (predicate["result"], _incomplete(predicate)) == ("FAILED", AFTER_KILL)
+
+
+def test_run_json_says_a_report_after_an_oom_kill_came_at_the_memory_limit(
+    binding: Path, tmp_path: Path
+) -> None:
+    """In the words a missing report's problem uses for the same end (round 32, rev3,
+    finding 5), not "killed by SIGKILL"."""
+    candidate = tmp_path / "candidate"
+    (candidate / "test").mkdir(parents=True)
+    fills = _forging("const a = []; while (true) a.push(Buffer.alloc(8 << 20, 1));")
+    (candidate / "test" / "f.test.ts").write_text(fills)
+    args = ("--binding", str(binding), "forged", "--files", str(candidate), "--json")
+    answer = json.loads(jigcmd_cli("run", *args, "--state-dir", str(tmp_path / "s")).stdout)
+    if not answer["report"]["oomKilled"]:
+        unavailable("the envelope's memory limit was not what ended the run here")
+    at_the_limit = AFTER_KILL.replace("killed by SIGKILL", "killed at the envelope's memory limit")
+    assert answer["tests"]["incomplete"] == at_the_limit
+    predicate = _test_result(answer["attestation"]["bundle"])
+    assert (predicate["result"], _incomplete(predicate)) == ("FAILED", at_the_limit)

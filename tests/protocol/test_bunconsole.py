@@ -182,3 +182,23 @@ def test_only_a_test_commands_invocation_names_test_files() -> None:
     assert command_files(["bun", "test", "a.test.ts", "b.test.ts"]) == {"a.test.ts", "b.test.ts"}
     assert command_files(["bun", "src/cli.ts", "test/a.test.ts"]) == frozenset()
     assert command_files([]) == frozenset()
+
+
+def test_after_an_exit_0_a_console_failure_the_report_does_not_list_is_said() -> None:
+    """Counted, never quoted (the names are the candidate's); one the report lists, or its
+    first line (the console cuts a multi-line name there), adds nothing."""
+    console = "f.test.ts:\n(fail) d > really fails [0.44ms]\n(fail) \x1b[31mx\n(pass) p\n"
+    said = unlisted(console, 0, 0, listed_names=[])
+    assert said.reason == (
+        "the console shows 2 failed tests the report does not list: the report is not to be "
+        "trusted (the candidate's code can write one); see stderr"
+    )
+    assert "\x1b" not in said.reason and said.errors == 0
+    listed = ["d > really fails\nsecond line", "\x1b[31mx"]
+    assert unlisted(console, 0, 2, listed_names=listed).reason == (
+        "the runner exited with code 0, yet its report lists 2 failed tests; see stderr"
+    )
+    # Without a report there is nothing to compare the console with (the console's path).
+    assert unlisted(console, 0, None) == Unlisted()
+    # The stream's tail past the cap is read too.
+    assert "shows a failed test" in unlisted("", 0, 0, "(fail) late\n", listed_names=()).reason
