@@ -6,40 +6,77 @@ joined with `&&`, so that one paste makes every bundle the run needs: one build 
 entry points would keep their directories under `bundled/` (Bun 1.4.2 writes
 `bundled/a/test/x.test.js`), and a test and an entry point take different flags. A test's
 build keeps `bun:test` external, an entry point's does not (docs/binding.md#bundling).
-`bundle_path` is where a build writes its bundle, so `run` can tell a test file sent beside
-the bundle a command runs of it. Pure.
+`bundle_paths` is where each build writes its bundle, so `run` can tell a test file sent
+beside the bundle a command runs of it: `bundled/<its name>.js`, or, where two of the files
+share a name (test/a/x.test.ts, test/b/x.test.ts), a name of the whole path
+(`bundled/test-a-x.test.js`, written with `--outfile`), so that no build overwrites
+another's bundle. Pure.
 """
 
 from __future__ import annotations
 
 import posixpath
 import shlex
-from collections.abc import Mapping
+from collections import Counter
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from jigcmd.command.listing import some
 from jigcmd.command.testimports import ALIASES, TestServed
 from jigcmd.policy.imports import PackageImports
 
-__all__ = ["BUNDLES", "Bundle", "bundle_command", "bundle_path", "bundling"]
+__all__ = [
+    "BUNDLES",
+    "Bundle",
+    "bundle_command",
+    "bundle_path",
+    "bundle_paths",
+    "bundling",
+    "whole_bundle_path",
+]
 
 # Where `bundle_command` writes its bundles.
 BUNDLES = "bundled/"
 
 
 def bundle_path(path: str) -> str:
-    """The bundle `bundle_command(path)` writes: `bundled/<its name>.js`."""
-    return f"{BUNDLES}{posixpath.splitext(posixpath.basename(path))[0]}.js"
+    """`bundled/<its name>.js`: the bundle `bun build path --outdir bundled` writes."""
+    return f"{BUNDLES}{_stem(posixpath.basename(path))}.js"
 
 
-def bundle_command(path: str, *, test: bool) -> str:
-    """The `bun build` that inlines what `path` imports into `bundle_path(path)`; a test's
+def whole_bundle_path(path: str) -> str:
+    """`bundled/test-a-x.test.js` for test/a/x.test.ts: a bundle named by the whole path,
+    for a file whose name another file of the same builds shares."""
+    return f"{BUNDLES}{_stem(path).replace('/', '-')}.js"
+
+
+def bundle_paths(paths: Iterable[str]) -> dict[str, str]:
+    """The bundle each of `paths` is built to: `bundle_path`'s, but `whole_bundle_path`'s
+    for every path whose `bundle_path` another of `paths` shares, which one `--outdir`
+    build would overwrite."""
+    unique = list(dict.fromkeys(paths))
+    shared = Counter(map(bundle_path, unique))
+    return {
+        path: whole_bundle_path(path) if shared[bundle_path(path)] > 1 else bundle_path(path)
+        for path in unique
+    }
+
+
+def _stem(path: str) -> str:
+    return posixpath.splitext(path)[0]
+
+
+def bundle_command(path: str, *, test: bool, bundle: str | None = None) -> str:
+    """The `bun build` that inlines what `path` imports into `bundle` (by default
+    `bundle_path(path)`, which `--outdir` writes; any other with `--outfile`); a test's
     keeps the test runner's `bun:test` an import."""
     external = " --external bun:test" if test else ""
-    return (
-        f"bun build {shlex.quote(path)} --outdir {BUNDLES.rstrip('/')} --target bun"
-        f"{external} --minify"
+    out = (
+        f"--outdir {BUNDLES.rstrip('/')}"
+        if bundle is None or bundle == bundle_path(path)
+        else f"--outfile {shlex.quote(bundle)}"
     )
+    return f"bun build {shlex.quote(path)} {out} --target bun{external} --minify"
 
 
 @dataclass(frozen=True)
@@ -98,7 +135,10 @@ def _again(paths: list[str], found: PackageImports, names: list[str]) -> str:
 
 def _build(bundle: Bundle, paths: list[str], names: list[str]) -> str:
     """The `bun build` of each of `paths`, with what must come first."""
-    build = " && ".join(bundle_command(path, test=path in bundle.tests) for path in paths)
+    bundles = bundle_paths(paths)
+    build = " && ".join(
+        bundle_command(path, test=path in bundle.tests, bundle=bundles[path]) for path in paths
+    )
     build = f"`{build}`"
     aliasing = [path for path in paths if bundle.aliases(bundle.reached[path])]
     first = (
@@ -111,7 +151,7 @@ def _build(bundle: Bundle, paths: list[str], names: list[str]) -> str:
     instead = (
         "and name the bundle instead"
         if len(paths) == 1
-        else f"and name each bundle ({', '.join(map(bundle_path, paths))}) instead of its file"
+        else f"and name each bundle ({', '.join(bundles.values())}) instead of its file"
     )
     chosen = 0
     for path in paths:

@@ -16,7 +16,7 @@ import shlex
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from jigcmd.command.bundling import bundle_path
+from jigcmd.command.bundling import bundle_paths, whole_bundle_path
 from jigcmd.command.bunfig import bunfig_note
 from jigcmd.command.bunposture import dependencies_note
 from jigcmd.command.listing import some
@@ -86,7 +86,8 @@ def unnamed_tests_note(
     counts alone (`1 run, 1 passed`) do not show. A test whose bundle a command runs is
     run that way (`bundled_tests_note`), never asked to be added back."""
     named = _named_tests(commands)
-    unnamed = [path for path in _unnamed(files, named) if bundle_path(path) not in named]
+    bundled = _bundles_run(_unnamed(files, named), named)
+    unnamed = [path for path in _unnamed(files, named) if path not in bundled]
     if not unnamed:
         return None
     count = len(unnamed)
@@ -162,14 +163,16 @@ def bundled_tests_note(
     files: Mapping[str, str], commands: Mapping[str, CommandPolicy]
 ) -> str | None:
     """The sentence for the test files sent that no command names but whose bundle
-    (`bundled/<name>.js`, as the dependency note's `bun build` writes it) a test command
-    runs: their tests run through the bundle, and the source need not be sent."""
+    (`bundled/<name>.js`, or `bundled/test-a-x.test.js` where names are shared, as the
+    dependency note's `bun build` writes it) a test command runs: their tests run through
+    the bundle, and the source need not be sent."""
     named = _named_tests(commands)
-    sources = [path for path in _unnamed(files, named) if bundle_path(path) in named]
+    bundled = _bundles_run(_unnamed(files, named), named)
+    sources = list(bundled)
     if not sources:
         return None
     one = len(sources) == 1
-    bundles = _some([bundle_path(path) for path in sources])
+    bundles = _some(list(bundled.values()))
     excludes = " ".join(f"--exclude {shlex.quote('/' + path)}" for path in sources)
     they, bundle, each = ("it", "its bundle", "the") if one else ("them", "their bundles", "each")
     return (
@@ -183,6 +186,19 @@ def bundled_tests_note(
 def _named_tests(commands: Mapping[str, CommandPolicy]) -> set[str]:
     """Every test path a test command of the Binding names."""
     return {path for policy in commands.values() if policy.kind == "test" for path in policy.paths}
+
+
+def _bundles_run(sources: list[str], named: set[str]) -> dict[str, str]:
+    """The bundle a test command names of each of `sources` that has one: the name the
+    dependency note gives it among them (`bundle_paths`), or the one of its whole path,
+    which the note gives where the files it bundled shared a name (not always these)."""
+    simple = bundle_paths(sources)
+    found = {}
+    for source in sources:
+        bundle = next((b for b in (simple[source], whole_bundle_path(source)) if b in named), None)
+        if bundle is not None:
+            found[source] = bundle
+    return found
 
 
 def _unnamed(files: Mapping[str, str], named: set[str]) -> list[str]:

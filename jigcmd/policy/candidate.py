@@ -17,7 +17,7 @@ from collections.abc import Collection, Mapping, Sequence
 import msgspec
 
 from jigcmd.contract import MAX_CANDIDATE_BYTES, MAX_FILES
-from jigcmd.policy.paths import path_problem, renamed_path, reserved_component
+from jigcmd.policy.paths import distinct_renames, path_problem, reserved_component
 from jigcmd.protocol.invocation import pasteable
 
 __all__ = ["Problem", "candidate_problems", "exclude_pattern"]
@@ -83,8 +83,10 @@ def candidate_problems(
     why = _Needs(needed, reached, command)
     problems: list[Problem] = []
     sent = {*sizes, *not_text}
+    refused = [path for path in sorted(sent) if path_problem(path) is not None]
+    renames = distinct_renames(refused, sent)
     for path in sorted(sent):
-        problem = _path_problem(path, why, sent)
+        problem = _path_problem(path, why, renames.get(path))
         if problem is not None:
             problems.append(problem)
     for path in sorted(not_text):
@@ -152,12 +154,12 @@ class _Needs:
         return f", or leave it out with --exclude {exclude_pattern(path)}"
 
 
-def _path_problem(path: str, why: _Needs, sent: Collection[str]) -> Problem | None:
+def _path_problem(path: str, why: _Needs, renamed: str | None) -> Problem | None:
+    """`renamed`: the whole name offered for a path the grammar refuses, not one character
+    a try, as `init` offers a test file's (`distinct_renames`)."""
     problem = path_problem(path)
     if problem is not None:
-        # The whole name at once, as `init` offers a test file's: not one character a try.
-        renamed = renamed_path(path)
-        to = f" to {renamed}" if renamed is not None and renamed not in sent else ""
+        to = f" to {renamed}" if renamed is not None else ""
         return Problem(path, "path-grammar", problem, f"rename it{to}{why.or_leave_out(path)}")
     reserved = reserved_component(path)
     if reserved is not None:

@@ -3,13 +3,16 @@
 The path grammar (spec-notes §3) excludes traversal, absolute paths, backslashes and every
 shell metacharacter, so a path that passes can be joined under the candidate root as is.
 A path refused for its characters is told all of them at once, with the nearest path the
-grammar takes (`renamed_path`), so that no one renames one character per try.
+grammar takes (`renamed_path`), so that no one renames one character per try; where several
+are refused at once, no two are offered one name, nor one a file already has
+(`distinct_renames`).
 """
 
 from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Iterable, Iterator
 
 from jigcmd.contract import LOCAL_NAME_MAX_CHARS, LOCAL_NAME_PATTERN, PATH_MAX_BYTES
 
@@ -18,6 +21,7 @@ __all__ = [
     "PATH_CHARACTERS_SAID",
     "PATH_MAX_COMPONENTS",
     "RESERVED_COMPONENTS",
+    "distinct_renames",
     "is_local_name",
     "path_problem",
     "renamed_path",
@@ -38,6 +42,8 @@ _LOCAL_NAME = re.compile(LOCAL_NAME_PATTERN)
 # How many different forbidden characters a refusal names, and how many places of each: a
 # path of a thousand emoji is still one short sentence.
 _NAMED_CHARACTERS = 4
+# How far `distinct_renames` numbers a name before it offers none.
+_NUMBERED = 100
 _NAMED_PLACES = 3
 # A run of hyphens, and a hyphen beside a dot: what a rename leaves of a space or an emoji.
 _HYPHENS = re.compile("-{2,}")
@@ -108,7 +114,8 @@ def renamed_path(path: str) -> str | None:
     """The path nearest `path` that the grammar takes (`données/menu é.txt` →
     `donnees/menu-e.txt`, `émoji-🚀.test.ts` → `emoji.test.ts`): accents dropped, every other
     character a path may not hold a hyphen, none doubled, beside a dot or at either end of
-    a component; None when that is still no path (`../x`, a name of emoji only)."""
+    a component; None when that is still no path (`../x`, a name of emoji only) or one in a
+    reserved directory (`x/.jig /z.ts` → `x/.jig/z.ts`), which a candidate never sends."""
     parts = []
     for part in path.split("/"):
         decomposed = unicodedata.normalize("NFKD", part)
@@ -117,7 +124,40 @@ def renamed_path(path: str) -> str | None:
         )
         parts.append(_HYPHENS_BY_DOT.sub("", _HYPHENS.sub("-", kept)).strip("-"))
     renamed = "/".join(parts)
-    return renamed if path_problem(renamed) is None else None
+    if path_problem(renamed) is not None or reserved_component(renamed) is not None:
+        return None
+    return renamed
+
+
+def distinct_renames(paths: Iterable[str], taken: Iterable[str]) -> dict[str, str | None]:
+    """`renamed_path` of each of `paths`, in order, made distinct from `taken` (the files
+    sent) and from the earlier ones: `src/a b.ts`, `src/a!b.ts` → `src/a-b.ts`,
+    `src/a-b-2.ts`; None where there is no such name."""
+    used = set(taken)
+    renames: dict[str, str | None] = {}
+    for path in paths:
+        renamed = renamed_path(path)
+        if renamed is not None:
+            renamed = next(
+                (name for name in _numbered(renamed) if name not in used and _takes(name)), None
+            )
+        if renamed is not None:
+            used.add(renamed)
+        renames[path] = renamed
+    return renames
+
+
+def _numbered(path: str) -> Iterator[str]:
+    """`path`, then `-2` … `-99` before its name's first dot (`x.test.ts` → `x-2.test.ts`)."""
+    yield path
+    directory, _, name = path.rpartition("/")
+    stem, dot, suffix = name.partition(".")
+    for number in range(2, _NUMBERED):
+        yield f"{directory}{'/' if directory else ''}{stem}-{number}{dot}{suffix}"
+
+
+def _takes(path: str) -> bool:
+    return path_problem(path) is None and reserved_component(path) is None
 
 
 def reserved_component(path: str) -> str | None:
