@@ -6,7 +6,10 @@ parsed as TOML: a commented-out key is none) and gives a fix only for what the f
 `preload` (import the setup), a `[test] timeout` (a per-test timeout), a `[test] root` (bare
 `bun test` runs only the files below it, while the Binding names its test files itself:
 those outside it are named). `[install]` concerns nothing here (nothing is installed), so a
-file holding only it gets no note. Pure: the candidate's files in, a sentence out.
+file holding only it gets no note. A file jigcmd cannot parse (not TOML, or nested past
+Python's recursion limit) gets the note that none of it applies. Each key and the root are
+the candidate's own text: quoted cut and with control characters escaped, the sentence
+`bounded`. Pure: the candidate's files in, a sentence out.
 """
 
 from __future__ import annotations
@@ -15,12 +18,17 @@ import posixpath
 import tomllib
 from collections.abc import Mapping, Sequence
 
+from jigcmd.errors import bounded
+from jigcmd.protocol.inert import one_line
+
 __all__ = ["BUNFIG", "bunfig_note"]
 
 BUNFIG = "bunfig.toml"
 _WHERE = " (docs/binding.md#what-bun-runs-with)"
 # How many settings, and test files outside `[test] root`, the note names before "and N more".
 _NAMED = 4
+# How many characters of a key or of `[test] root` the note quotes (the candidate's text).
+_QUOTED = 80
 
 
 def bunfig_note(
@@ -39,12 +47,12 @@ def bunfig_note(
     )
     try:
         document = tomllib.loads(files[BUNFIG])
-    except tomllib.TOMLDecodeError:
+    except (ValueError, RecursionError):  # TOMLDecodeError, or nested past the stack
         return f"{said}: none of its settings apply (nor is it TOML jigcmd reads){_WHERE}"
     table = document.get("test")
     test = table if tests and isinstance(table, dict) else {}
     top = [key for key in document if key not in ("test", "install")]
-    settings = [f"[test] {key}" for key in test] + top
+    settings = [f"[test] {_quoted(key)}" for key in test] + [_quoted(key) for key in top]
     if not settings:
         return None
     fixes = []
@@ -58,7 +66,7 @@ def bunfig_note(
         fixes.append(outside)
     fix = f"; {'; '.join(fixes)}" if fixes else ""
     kind = "" if tests else " for running a file"
-    return f"{said}: its settings{kind} ({_some(settings)}) do not apply{fix}{_WHERE}"
+    return bounded(f"{said}: its settings{kind} ({_some(settings)}) do not apply{fix}{_WHERE}")
 
 
 def _outside(root: object, named: Sequence[str]) -> str:
@@ -75,9 +83,15 @@ def _outside(root: object, named: Sequence[str]) -> str:
     one = len(outside) == 1
     return (
         f'the Binding names the test files it runs, {_some(outside)} outside [test] root "'
-        f'{root}" among them, which bare `bun test` never runs: take '
+        f'{_quoted(root)}" among them, which bare `bun test` never runs: take '
         f"{'it' if one else 'them'} out of the `test` list to run what bare `bun test` runs"
     )
+
+
+def _quoted(text: str) -> str:
+    """The candidate's `text`, cut to `_QUOTED` characters and made one inert line."""
+    cut = text if len(text) <= _QUOTED else text[: _QUOTED - 1] + "…"
+    return one_line(cut)
 
 
 def _some(names: Sequence[str]) -> str:

@@ -25,6 +25,10 @@ __all__ = ["CONFIGS", "Aliases", "Unknown", "config_files"]
 CONFIGS = ("tsconfig.json", "jsconfig.json")
 # How deep a chain of `extends` is followed (a loop would be endless).
 _MAX_EXTENDS = 16
+# How many files one walk of `extends` reads: each is read once a walk (an `extends` array
+# naming a file again, or a loop, would otherwise be walked exponentially: 3 names, 16 deep,
+# is 43 M layers), and a chain this wide is no project's.
+_MAX_LAYERS = 64
 # How many `paths` keys are read: each specifier is matched against all (projects map a
 # few; a candidate's worth of keys and of specifiers would take minutes).
 _MAX_KEYS = 256
@@ -57,7 +61,7 @@ def config_files(files: Mapping[str, str]) -> set[str]:
     aliases = Aliases(files)
     found: set[str] = set()
     for config in (path for path in files if posixpath.basename(path) in CONFIGS):
-        layers = aliases._layers(config, 0)
+        layers = aliases._layers(config, 0, set())
         found.update(layer[0] for layer in layers if not isinstance(layer, Unknown))
     return found
 
@@ -99,7 +103,7 @@ class Aliases:
     def _mapping(self, config: str) -> _Mapping | Unknown:
         """`config`'s `paths` and `baseUrl`, each from the first file in the chain setting it."""
         chosen: dict[str, tuple[str, object]] = {}
-        for layer in self._layers(config, 0):
+        for layer in self._layers(config, 0, set()):
             if len(chosen) == 2:
                 break
             if isinstance(layer, Unknown):
@@ -119,9 +123,19 @@ class Aliases:
             return Unknown(setter, f"{setter} maps more than {_MAX_KEYS} `paths` keys")
         return _Mapping(paths, paths_base, base_url)
 
-    def _layers(self, config: str, depth: int) -> Iterator[_Layer]:
+    def _layers(self, config: str, depth: int, seen: set[str]) -> Iterator[_Layer]:
         """`config`'s `compilerOptions`, then those of what it extends, the last extended
-        first (as TypeScript and Bun rank them); an `Unknown` where the chain is lost."""
+        first (as TypeScript and Bun rank them); an `Unknown` where the chain is lost.
+
+        `seen`, the files this walk has read: a file met again is skipped, as its first
+        layer already outranks the later one it would give."""
+        if config in seen:
+            return
+        if len(seen) >= _MAX_LAYERS:
+            why = f"{config} is past the {_MAX_LAYERS} files a chain of `extends` may hold"
+            yield Unknown(config, why)
+            return
+        seen.add(config)
         try:
             value = load_relaxed(self._files[config])
         except strict.StrictJSONError:
@@ -143,7 +157,7 @@ class Aliases:
             elif depth >= _MAX_EXTENDS:
                 yield Unknown(config, f"{config} extends more than {_MAX_EXTENDS} files deep")
             else:
-                yield from self._layers(found, depth + 1)
+                yield from self._layers(found, depth + 1, seen)
 
     def _extended(self, config: str, base: str) -> str | Unknown:
         """The candidate file `config`'s `extends` names by `base`."""
