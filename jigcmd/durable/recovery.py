@@ -113,8 +113,7 @@ class RecoveryReport(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     envelope_problems: tuple[str, ...] = ()
     # Empty jobs a dead jigcmd tree left that no journal names, removed (see the module doc).
     stale_jobs_removed: tuple[str, ...] = ()
-    # Host id lease files no process held a lock on (envelope/hostids.py `sweep`), removed;
-    # the entries it could not lock (an unheld id is free to lease all the same).
+    # Unheld host id lease files removed host-wide (hostids.sweep), and entries it skipped.
     leases_removed: int = 0
     lease_problems: tuple[str, ...] = ()
 
