@@ -13,14 +13,16 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from jigcmd.envelope.cgroups.v1 import V1Backend
 from tests.required import unavailable, usable_cgroups
+from tests.rootless.rig import build_kit, system_python
 
-_REPO = Path(__file__).resolve().parents[2]
 BIND = "-v /sys/fs/cgroup:/sys/fs/cgroup:rw"
 # A host uid no account of this machine uses: the fake rootless container's root.
 HOST_UID = 100000 + os.getpid() % 50000
@@ -50,7 +52,20 @@ sys.exit(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))
 """
 
 
-def _doctor_lines(prelude: str, *, rootless: bool) -> dict[str, str]:
+@pytest.fixture(scope="module")
+def kit() -> Iterator[Path]:
+    """The jigcmd package and its dependencies, world-readable: the host user the fake
+    rootless container's root is reaches neither this venv nor a checkout under /root."""
+    root = Path(tempfile.mkdtemp(prefix="jigcmd-kit-"))
+    os.chmod(root, 0o755)
+    try:
+        build_kit(root)
+        yield root
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def _doctor_lines(prelude: str, *, kit: Path | None = None) -> dict[str, str]:
     """The doctor's `container` and `cgroups` lines (with their fix lines), in a fake podman
     container whose mount namespace `prelude` shapes first."""
     backend = usable_cgroups()
@@ -59,14 +74,9 @@ def _doctor_lines(prelude: str, *, rootless: bool) -> dict[str, str]:
     if shutil.which("unshare") is None:
         unavailable("needs unshare(1)")
     script = f'mount -t tmpfs jigcmd-r32F /run && touch /run/.containerenv && {prelude}exec "$@"'
-    if rootless:
-        # The host user reaches neither this venv's interpreter nor a checkout under /root.
-        python = "/usr/bin/python3" if os.access("/usr/bin/python3", os.X_OK) else None
-        site = next(Path(sys.prefix).glob("lib/python3*/site-packages"), None)
-        if python is None or site is None or not str(_REPO).startswith("/work/"):
-            unavailable("needs /usr/bin/python3 and a checkout the host user can read")
-        env = {**os.environ, "PYTHONPATH": f"{_REPO}:{site}"}
-        inner = ["/bin/sh", "-c", script, "sh", python, "-m", "jigcmd.cli", "doctor"]
+    if kit is not None:
+        env = {**os.environ, "PYTHONPATH": str(kit)}
+        inner = ["/bin/sh", "-c", script, "sh", system_python(), "-m", "jigcmd.cli", "doctor"]
         argv = [sys.executable, "-c", _ROOTLESS, str(HOST_UID), *inner]
     else:
         env = dict(os.environ)
@@ -94,19 +104,19 @@ def test_a_rootful_container_without_the_bind_is_told_the_option_not_a_remount()
     ("mount point is busy"), so the cgroups line's fix is the engine's bind alone."""
     memory = usable_cgroups()
     assert isinstance(memory, V1Backend)
-    found = _doctor_lines(
-        f"mount -o remount,bind,ro {memory.hierarchies['memory']} && ", rootless=False
-    )
+    found = _doctor_lines(f"mount -o remount,bind,ro {memory.hierarchies['memory']} && ")
     assert found["cgroups"].startswith("FAIL"), found
     assert "remount" not in found["cgroups fix"], found
     assert BIND in found["cgroups fix"], found
 
 
-def test_a_rootless_containers_root_on_a_writable_mount_is_not_told_it_is_read_only() -> None:
+def test_a_rootless_containers_root_on_a_writable_mount_is_not_told_it_is_read_only(
+    kit: Path,
+) -> None:
     """Root of a user namespace that maps host uid N, cgroup mount read-write: EACCES on host
     root's directories. No line calls the mount read-only or asks for the bind already there;
     the fix is the delegation, not the detail again."""
-    found = _doctor_lines("", rootless=True)
+    found = _doctor_lines("", kit=kit)
     for name in ("container", "cgroups"):
         assert found[name].startswith("FAIL"), found
         assert "read-only" not in found[name], found
