@@ -12,15 +12,19 @@ links), and Run/1 with `jigcmd attest`.
 
 from __future__ import annotations
 
-import base64
 import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from jigcmd.frontends.servechild import ServeChild
-from tests.admitted_example import admit_example, jigcmd_cli
+from tests.admitted_example import jigcmd_cli
+from tests.mcpmodel.forgedrun import (
+    forged_binding,
+    incomplete_note,
+    run1_attested,
+    signed_test_result,
+)
 from tests.mcpsession import mcp_session
 
 pytestmark = pytest.mark.envelope
@@ -65,23 +69,7 @@ LISTS_ONE = "the runner exited with code 0, yet its report lists 1 failed test; 
 
 @pytest.fixture(scope="module")
 def binding(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The example with `forged`, one test file."""
-    return admit_example(
-        tmp_path_factory.mktemp("fail"), 'forged = { test = ["test/f.test.ts"] }\n'
-    )
-
-
-def _test_result(bundle: str) -> dict[str, Any]:
-    """The test-result predicate of a bundle (its second DSSE envelope's statement)."""
-    envelope = json.loads(bundle.splitlines()[1])
-    predicate: dict[str, Any] = json.loads(base64.b64decode(envelope["payload"]))["predicate"]
-    return predicate
-
-
-def _incomplete(predicate: dict[str, Any]) -> str:
-    (report,) = [c for c in predicate["configuration"] if c["name"].startswith("test runner")]
-    note: str = report["annotations"].get("incomplete", "")
-    return note
+    return forged_binding(tmp_path_factory, "fail")
 
 
 def _run(binding: Path, tmp_path: Path, source: str, *extra: str) -> Any:
@@ -101,9 +89,9 @@ def test_run_json_and_text_say_a_console_failure_the_report_does_not_list(
     assert "(fail) d > really fails" in answer["evidence"]["stderr"]["text"]
     assert answer["tests"]["summary"]["failed"] == 0  # the forged report's, shown as such
     assert answer["tests"]["incomplete"] == SHOWN
-    predicate = _test_result(answer["attestation"]["bundle"])
+    predicate = signed_test_result(answer["attestation"]["bundle"])
     assert predicate["result"] != "PASSED"
-    assert _incomplete(predicate) == SHOWN
+    assert incomplete_note(predicate) == SHOWN
     text = _run(binding, tmp_path, FORGED)
     assert f"tests:      INCOMPLETE: {SHOWN}." in text.stdout
 
@@ -114,8 +102,8 @@ def test_run_json_a_console_failure_the_report_lists_adds_nothing(
     answer = json.loads(_run(binding, tmp_path, LISTED, "--json").stdout)
     assert answer["tests"]["summary"]["failed"] == 1
     assert answer["tests"]["incomplete"] == LISTS_ONE
-    predicate = _test_result(answer["attestation"]["bundle"])
-    assert (predicate["result"], _incomplete(predicate)) == ("FAILED", LISTS_ONE)
+    predicate = signed_test_result(answer["attestation"]["bundle"])
+    assert (predicate["result"], incomplete_note(predicate)) == ("FAILED", LISTS_ONE)
 
 
 async def test_mcp_says_a_console_failure_the_report_does_not_list(
@@ -133,34 +121,16 @@ async def test_mcp_says_a_console_failure_the_report_does_not_list(
     assert structured is not None and structured["exitCode"] == 0
     assert structured["tests"]["incomplete"] == SHOWN
     assert f"Tests INCOMPLETE: {SHOWN}." in result.content[0].text  # type: ignore[union-attr]
-    predicate = _test_result(read.contents[0].text)  # type: ignore[union-attr]
+    predicate = signed_test_result(read.contents[0].text)  # type: ignore[union-attr]
     assert predicate["result"] != "PASSED"
-    assert _incomplete(predicate) == SHOWN
+    assert incomplete_note(predicate) == SHOWN
 
 
 def test_a_run1_call_signs_a_console_failure_the_report_does_not_list(
     binding: Path, tmp_path: Path
 ) -> None:
-    state = tmp_path / "state"
-    call = {
-        "jsonrpc": "2.0",
-        "id": "c1",
-        "method": "capability/call",
-        "params": {
-            "operationId": "op-forged",
-            "slot": "command",
-            "method": "run",
-            "input": {"command": "forged", "files": {"test/f.test.ts": FORGED}},
-        },
-    }
-    with ServeChild(binding, ["--state-dir", str(state), "--run-id", "run-forged"]) as server:
-        server.send(call)
-        assert server.answer("c1")["result"]["value"]["exitCode"] == 0
-        assert server.close_input() == 0
-    out = tmp_path / "statement.jsonl"
-    args = ("--run-id", "run-forged", "op-forged", "--out", str(out), "--state-dir", str(state))
-    fetched = jigcmd_cli("attest", *args)
-    assert fetched.returncode == 0, fetched.stderr
-    predicate = _test_result(out.read_text())
+    value, out = run1_attested(binding, tmp_path / "state", FORGED, "run-forged", "op-forged")
+    assert value["exitCode"] == 0
+    predicate = signed_test_result(out.read_text())
     assert predicate["result"] != "PASSED"
-    assert _incomplete(predicate) == SHOWN
+    assert incomplete_note(predicate) == SHOWN

@@ -9,15 +9,19 @@ Driven as callers do: `jigcmd run --json` and `jigcmd verify`, `jigcmd serve` (R
 
 from __future__ import annotations
 
-import base64
 import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from jigcmd.frontends.servechild import ServeChild
-from tests.admitted_example import admit_example, jigcmd_cli
+from tests.admitted_example import jigcmd_cli
+from tests.mcpmodel.forgedrun import (
+    forged_binding,
+    incomplete_note,
+    run1_attested,
+    signed_test_result,
+)
 from tests.mcpsession import mcp_session
 
 pytestmark = pytest.mark.envelope
@@ -36,32 +40,11 @@ MISSING = (
 )
 
 
-@pytest.fixture(scope="module")
-def binding(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The example with `forged`, one test file."""
-    return admit_example(
-        tmp_path_factory.mktemp("exit0"), 'forged = { test = ["test/f.test.ts"] }\n'
-    )
-
-
 def _files(tmp_path: Path, source: str) -> Path:
     candidate = tmp_path / "candidate"
     (candidate / "test").mkdir(parents=True)
     (candidate / "test" / "f.test.ts").write_text(source)
     return candidate
-
-
-def _test_result(bundle: str) -> dict[str, Any]:
-    """The test-result predicate of a bundle (its second DSSE envelope's statement)."""
-    envelope = json.loads(bundle.splitlines()[1])
-    predicate: dict[str, Any] = json.loads(base64.b64decode(envelope["payload"]))["predicate"]
-    return predicate
-
-
-def _incomplete(predicate: dict[str, Any]) -> str:
-    (report,) = [c for c in predicate["configuration"] if c["name"].startswith("test runner")]
-    note: str = report["annotations"]["incomplete"]
-    return note
 
 
 @pytest.mark.parametrize(
@@ -80,9 +63,9 @@ def test_run_json_signs_no_pass_and_verify_prints_why(
     answer = json.loads(done.stdout)
     assert answer["evidence"]["exitCode"] == 0
     assert answer["tests"]["problem"] == MISSING
-    predicate = _test_result(answer["attestation"]["bundle"])
+    predicate = signed_test_result(answer["attestation"]["bundle"])
     assert (predicate["result"], predicate["failedTests"]) == (result, failed)
-    assert _incomplete(predicate).startswith(f"the runner's JUnit report is {MISSING}")
+    assert incomplete_note(predicate).startswith(f"the runner's JUnit report is {MISSING}")
     (tmp_path / "answer.json").write_text(done.stdout)
     checked = jigcmd_cli("verify", str(tmp_path / "answer.json"), "--state-dir", state)
     assert checked.returncode == 0, checked.stdout
@@ -91,32 +74,19 @@ def test_run_json_signs_no_pass_and_verify_prints_why(
     assert f"incomplete: the runner's JUnit report is {MISSING}" in line
 
 
+@pytest.fixture(scope="module")
+def binding(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return forged_binding(tmp_path_factory, "exit0")
+
+
 def _run1_test_result(tmp_path: Path, binding: Path, source: str) -> tuple[dict[str, Any], str]:
     """A Run/1 call of `forged` on `source`: its signed test result, and `jigcmd verify`'s."""
     state = tmp_path / "state"
-    call = {
-        "jsonrpc": "2.0",
-        "id": "c1",
-        "method": "capability/call",
-        "params": {
-            "operationId": "op-forged",
-            "slot": "command",
-            "method": "run",
-            "input": {"command": "forged", "files": {"test/f.test.ts": source}},
-        },
-    }
-    with ServeChild(binding, ["--state-dir", str(state), "--run-id", "run-exit0"]) as server:
-        server.send(call)
-        assert server.answer("c1")["result"]["value"]["exitCode"] == 0
-        assert server.close_input() == 0
-    out = tmp_path / "statement.jsonl"
-    fetched = jigcmd_cli(
-        "attest", "--run-id", "run-exit0", "op-forged", "--out", str(out), "--state-dir", str(state)
-    )
-    assert fetched.returncode == 0, fetched.stderr
+    value, out = run1_attested(binding, state, source, "run-exit0", "op-forged")
+    assert value["exitCode"] == 0
     checked = jigcmd_cli("verify", str(out), "--state-dir", str(state))
     assert checked.returncode == 0, checked.stdout
-    return _test_result(out.read_text()), checked.stdout
+    return signed_test_result(out.read_text()), checked.stdout
 
 
 def test_a_run1_call_signs_failed_saying_the_report_is_missing(
@@ -127,7 +97,7 @@ def test_a_run1_call_signs_failed_saying_the_report_is_missing(
     predicate, verified = _run1_test_result(tmp_path, binding, FORGED)
     assert predicate["result"] == "FAILED"
     assert predicate["failedTests"] == ["test/f.test.ts > really fails"]
-    assert _incomplete(predicate).startswith(f"the runner's JUnit report is {MISSING}")
+    assert incomplete_note(predicate).startswith(f"the runner's JUnit report is {MISSING}")
     assert "ok   test result: FAILED: 1 passed, 1 failed" in verified
 
 
@@ -156,4 +126,4 @@ async def test_the_mcp_result_warns_as_the_signed_result_says(
         ]
         read = await session.read_resource(link.uri)
     bundle = read.contents[0].text  # type: ignore[union-attr]
-    assert _test_result(bundle)["result"] == "FAILED"
+    assert signed_test_result(bundle)["result"] == "FAILED"

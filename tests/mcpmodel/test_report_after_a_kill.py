@@ -10,7 +10,6 @@ words, the statement it links), `jigcmd run --json`, and Run/1 with `jigcmd atte
 
 from __future__ import annotations
 
-import base64
 import json
 import time
 from pathlib import Path
@@ -18,8 +17,13 @@ from typing import Any
 
 import pytest
 
-from jigcmd.frontends.servechild import ServeChild
-from tests.admitted_example import admit_example, jigcmd_cli
+from tests.admitted_example import jigcmd_cli
+from tests.mcpmodel.forgedrun import (
+    forged_binding,
+    incomplete_note,
+    run1_attested,
+    signed_test_result,
+)
 from tests.mcpsession import mcp_session
 from tests.required import unavailable
 
@@ -57,23 +61,7 @@ AT_DEADLINE = AFTER_KILL.replace(
 
 @pytest.fixture(scope="module")
 def binding(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The example with `forged`, one test file."""
-    return admit_example(
-        tmp_path_factory.mktemp("kill"), 'forged = { test = ["test/f.test.ts"] }\n'
-    )
-
-
-def _test_result(bundle: str) -> dict[str, Any]:
-    """The test-result predicate of a bundle (its second DSSE envelope's statement)."""
-    envelope = json.loads(bundle.splitlines()[1])
-    predicate: dict[str, Any] = json.loads(base64.b64decode(envelope["payload"]))["predicate"]
-    return predicate
-
-
-def _incomplete(predicate: dict[str, Any]) -> str:
-    (report,) = [c for c in predicate["configuration"] if c["name"].startswith("test runner")]
-    note: str = report["annotations"].get("incomplete", "")
-    return note
+    return forged_binding(tmp_path_factory, "kill")
 
 
 async def _mcp(binding: Path, state: Path, source: str, *extra: str) -> tuple[Any, dict[str, Any]]:
@@ -86,7 +74,7 @@ async def _mcp(binding: Path, state: Path, source: str, *extra: str) -> tuple[An
             if block.type == "resource_link" and block.name == "attestation"
         ]
         read = await session.read_resource(link.uri)
-    return result, _test_result(read.contents[0].text)  # type: ignore[union-attr]
+    return result, signed_test_result(read.contents[0].text)  # type: ignore[union-attr]
 
 
 async def test_mcp_a_report_after_a_sigkill_is_incomplete_as_the_statement_says(
@@ -102,7 +90,7 @@ async def test_mcp_a_report_after_a_sigkill_is_incomplete_as_the_statement_says(
     assert tests["incomplete"] == AFTER_KILL
     assert f"Tests INCOMPLETE: {AFTER_KILL}." in result.content[0].text
     assert predicate["result"] == "FAILED"
-    assert _incomplete(predicate) == AFTER_KILL
+    assert incomplete_note(predicate) == AFTER_KILL
 
 
 async def test_mcp_a_report_after_the_deadline_is_incomplete_as_the_statement_says(
@@ -116,10 +104,10 @@ async def test_mcp_a_report_after_the_deadline_is_incomplete_as_the_statement_sa
     assert structured["stopReason"] == "deadline"
     assert structured["tests"]["incomplete"] == AT_DEADLINE
     assert f"Tests INCOMPLETE: {AT_DEADLINE}." in result.content[0].text
-    assert (predicate["result"], _incomplete(predicate)) == ("FAILED", AT_DEADLINE)
+    assert (predicate["result"], incomplete_note(predicate)) == ("FAILED", AT_DEADLINE)
 
 
-def test_run_json_and_its_text_say_a_report_after_the_deadline_is_incomplete(
+def test_run_json_and_its_text_say_a_report_after_the_deadline_isincomplete_note(
     binding: Path, tmp_path: Path
 ) -> None:
     candidate = tmp_path / "candidate"
@@ -130,47 +118,20 @@ def test_run_json_and_its_text_say_a_report_after_the_deadline_is_incomplete(
     assert done.returncode == 4, done.stdout + done.stderr
     answer = json.loads(done.stdout)
     assert answer["tests"]["incomplete"] == AT_DEADLINE
-    predicate = _test_result(answer["attestation"]["bundle"])
-    assert (predicate["result"], _incomplete(predicate)) == ("FAILED", AT_DEADLINE)
+    predicate = signed_test_result(answer["attestation"]["bundle"])
+    assert (predicate["result"], incomplete_note(predicate)) == ("FAILED", AT_DEADLINE)
     text = jigcmd_cli("run", *args, "--state-dir", str(tmp_path / "b"))
     assert f"tests:      INCOMPLETE: {AT_DEADLINE}. The report alone: 5 run" in text.stdout
 
 
-def test_a_run1_call_signs_the_report_after_a_sigkill_incomplete(
+def test_a_run1_call_signs_the_report_after_a_sigkillincomplete_note(
     binding: Path, tmp_path: Path
 ) -> None:
     """Run/1 answers the evidence alone (killed by SIGKILL); its statement says why too."""
-    state = tmp_path / "state"
-    call = {
-        "jsonrpc": "2.0",
-        "id": "c1",
-        "method": "capability/call",
-        "params": {
-            "operationId": "op-killed",
-            "slot": "command",
-            "method": "run",
-            "input": {"command": "forged", "files": {"test/f.test.ts": KILLED}},
-        },
-    }
-    with ServeChild(binding, ["--state-dir", str(state), "--run-id", "run-killed"]) as server:
-        server.send(call)
-        value = server.answer("c1")["result"]["value"]
-        assert (value["exitCode"], value["signal"]) == (None, "SIGKILL")
-        assert server.close_input() == 0
-    out = tmp_path / "statement.jsonl"
-    fetched = jigcmd_cli(
-        "attest",
-        "--run-id",
-        "run-killed",
-        "op-killed",
-        "--out",
-        str(out),
-        "--state-dir",
-        str(state),
-    )
-    assert fetched.returncode == 0, fetched.stderr
-    predicate = _test_result(out.read_text())
-    assert (predicate["result"], _incomplete(predicate)) == ("FAILED", AFTER_KILL)
+    value, out = run1_attested(binding, tmp_path / "state", KILLED, "run-killed", "op-killed")
+    assert (value["exitCode"], value["signal"]) == (None, "SIGKILL")
+    predicate = signed_test_result(out.read_text())
+    assert (predicate["result"], incomplete_note(predicate)) == ("FAILED", AFTER_KILL)
 
 
 def test_run_json_says_a_report_after_an_oom_kill_came_at_the_memory_limit(
@@ -188,5 +149,5 @@ def test_run_json_says_a_report_after_an_oom_kill_came_at_the_memory_limit(
         unavailable("the envelope's memory limit was not what ended the run here")
     at_the_limit = AFTER_KILL.replace("killed by SIGKILL", "killed at the envelope's memory limit")
     assert answer["tests"]["incomplete"] == at_the_limit
-    predicate = _test_result(answer["attestation"]["bundle"])
-    assert (predicate["result"], _incomplete(predicate)) == ("FAILED", at_the_limit)
+    predicate = signed_test_result(answer["attestation"]["bundle"])
+    assert (predicate["result"], incomplete_note(predicate)) == ("FAILED", at_the_limit)
