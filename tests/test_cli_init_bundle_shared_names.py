@@ -5,13 +5,11 @@ tells each source that it runs through its own bundle (the reviewer's p4)."""
 
 from __future__ import annotations
 
-import os
-import re
-import subprocess
 from pathlib import Path
 
 import pytest
 
+from tests.bundlefix import build_as_suggested, suggested_bundles
 from tests.command.test_scaffold import project
 from tests.required import require_runtime
 from tests.test_cli_run import jigcmd_cli, lock
@@ -29,21 +27,14 @@ _FILES = {
     "node_modules/tiny-pad/package.json": '{"name": "tiny-pad", "main": "index.js"}',
     "node_modules/tiny-pad/index.js": "export default (s) => `__${s}`;\n",
 }
-_FIX = re.compile(r"bundle on the host, `([^`]+)`, and name each bundle \(([^)]+)\) instead")
 
 
 def test_same_named_test_files_get_bundles_of_their_own(lock: Path, tmp_path: Path) -> None:
-    bun = require_runtime().path
+    require_runtime()
     root = project(tmp_path / "jigcmd-r32K-pads", _FILES)
-    init = jigcmd_cli("init", str(root))
-    assert init.returncode == 0, init.stderr
-    found = _FIX.search(init.stderr)
-    assert found is not None, init.stderr
-    builds, bundles = found.group(1), found.group(2).split(", ")
+    builds, bundles = suggested_bundles(root)
     assert bundles == ["bundled/test-a-x.test.js", "bundled/test-b-x.test.js"], bundles
-    path = os.path.dirname(bun) + os.pathsep + os.environ.get("PATH", "")
-    env = {**os.environ, "PATH": path}
-    subprocess.run(["sh", "-c", builds], cwd=root, env=env, check=True, capture_output=True)
+    build_as_suggested(root, builds)
     made = [(root / bundle).read_text() for bundle in bundles]
     assert made[0] != made[1]
     assert '"a"' in made[0] and '"b"' in made[1], made

@@ -6,13 +6,12 @@ replaced by its bundle that it runs through it, not to add it back (the tester's
 
 from __future__ import annotations
 
-import os
-import re
 import subprocess
 from pathlib import Path
 
 import pytest
 
+from tests.bundlefix import build_as_suggested, suggested_bundles
 from tests.command.test_scaffold import project
 from tests.required import require_runtime
 from tests.test_cli_run import jigcmd_cli, lock
@@ -38,7 +37,6 @@ _FILES = {
     "node_modules/tiny-pad/index.js": "export default (s) => `__${s}`;\n",
 }
 # The fix the note offers: `bundle on the host, `<commands>`, and name each bundle (…)`.
-_FIX = re.compile(r"bundle on the host, `([^`]+)`, and name each bundle \(([^)]+)\) instead")
 
 
 def _run(root: Path, command: str, *args: str) -> subprocess.CompletedProcess[str]:
@@ -57,22 +55,11 @@ def test_following_the_bundling_fix_once_makes_every_command_pass(
     """Two tests and an entry point reach `tiny-pad`: the note gives a build for each; run
     as given, with the bundles named, both tests and the entry point pass, and the sources
     the bundles replace are said to run through them, never to be added back."""
-    bun = require_runtime().path
+    require_runtime()
     root = project(tmp_path / "pads", _FILES)
-    init = jigcmd_cli("init", str(root))
-    assert init.returncode == 0, init.stderr
-    found = _FIX.search(init.stderr)
-    assert found is not None, init.stderr
-    builds, bundles = found.group(1), found.group(2).split(", ")
+    builds, bundles = suggested_bundles(root)
     assert len(builds.split(" && ")) == 3 == len(bundles), builds
-    path = os.path.dirname(bun) + os.pathsep + os.environ.get("PATH", "")
-    subprocess.run(
-        ["sh", "-c", builds],
-        cwd=root,
-        env={**os.environ, "PATH": path},
-        check=True,
-        capture_output=True,
-    )
+    build_as_suggested(root, builds)
     binding = root / ".jig" / "binding.toml"
     text = binding.read_text()
     for source in ("test/pad.test.ts", "lib/extra.test.ts", "src/cli.ts"):
